@@ -1,0 +1,33 @@
+"""Hypothesis profiles, chosen by the HYPOTHESIS_PROFILE environment variable.
+
+- ``dev`` (the default): quick, randomised.
+- ``ci``: derandomised (the same examples every run), no example database,
+  more examples; ``.ci/run`` uses it.
+- ``nightly``: many more examples and longer runs, randomised.
+"""
+
+from __future__ import annotations
+
+import os
+
+from hypothesis import HealthCheck, settings
+
+settings.register_profile("dev", max_examples=50, deadline=None)
+settings.register_profile(
+    "ci",
+    max_examples=200,
+    derandomize=True,
+    database=None,
+    print_blob=True,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow],
+)
+settings.register_profile(
+    "nightly",
+    max_examples=5_000,
+    stateful_step_count=200,
+    deadline=None,
+    print_blob=True,
+    suppress_health_check=[HealthCheck.too_slow],
+)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "dev"))

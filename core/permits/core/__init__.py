@@ -1,0 +1,49 @@
+"""The policy core of ``permits``: a pure, clock-free state machine.
+
+No clock, no sleeping, no I/O: time enters as ``now``, an ``int`` of
+nanoseconds. See SPEC.md for the contract and ``properties/`` for its proof.
+"""
+
+from ._errors import (
+    DuplicateId,
+    NotRefundable,
+    PermitError,
+    PermitTypeError,
+    PermitValueError,
+    PolicyError,
+    QueueFull,
+    TimeWentBackwards,
+)
+from ._machine import MICROSECOND, MILLISECOND, SECOND, Decision, Machine, State
+from ._policies import Aging, Fifo, Policy, Shares, StrictPriority, schedule
+from ._queues import Queues, Waiter
+from ._stats import RELATIVE_ERROR, LevelStatistics, Statistics, WaitHistogram
+
+__all__ = [
+    "MICROSECOND",
+    "MILLISECOND",
+    "RELATIVE_ERROR",
+    "SECOND",
+    "Aging",
+    "Decision",
+    "DuplicateId",
+    "Fifo",
+    "LevelStatistics",
+    "Machine",
+    "NotRefundable",
+    "PermitError",
+    "PermitTypeError",
+    "PermitValueError",
+    "Policy",
+    "PolicyError",
+    "QueueFull",
+    "Queues",
+    "Shares",
+    "State",
+    "Statistics",
+    "StrictPriority",
+    "TimeWentBackwards",
+    "WaitHistogram",
+    "Waiter",
+    "schedule",
+]

@@ -1,0 +1,123 @@
+"""The errors the core raises.
+
+One root, :class:`PermitError`. Bad input is a :class:`PermitValueError` or a
+:class:`PermitTypeError`; both are also the built-in ``ValueError`` /
+``TypeError``, name the argument and carry the value they got, and leave the
+machine exactly as it was.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Sequence
+
+__all__ = [
+    "DuplicateId",
+    "NotRefundable",
+    "PermitError",
+    "PermitTypeError",
+    "PermitValueError",
+    "PolicyError",
+    "QueueFull",
+    "TimeWentBackwards",
+]
+
+
+class PermitError(Exception):
+    """Root of every error raised by ``permits``."""
+
+
+class PermitValueError(PermitError, ValueError):
+    """An argument has the right type but a value the operation refuses.
+
+    :ivar argument: the name of the argument, as in the signature.
+    :ivar value: the value it got.
+    """
+
+    def __init__(self, argument: str, value: object, reason: str) -> None:
+        self.argument = argument
+        self.value = value
+        self.reason = reason
+        super().__init__(f"{argument}={value!r}: {reason}")
+
+
+class PermitTypeError(PermitError, TypeError):
+    """An argument has the wrong type.
+
+    :ivar argument: the name of the argument, as in the signature.
+    :ivar value: the value it got.
+    """
+
+    def __init__(self, argument: str, value: object, expected: str) -> None:
+        self.argument = argument
+        self.value = value
+        self.expected = expected
+        super().__init__(
+            f"{argument}={value!r}: expected {expected}, got {type(value).__name__}"
+        )
+
+
+class TimeWentBackwards(PermitValueError):
+    """``now`` is earlier than a time the machine has already seen.
+
+    :ivar last: the latest time the machine has seen.
+    """
+
+    def __init__(self, now: int, last: int) -> None:
+        self.last = last
+        super().__init__("now", now, f"time went backwards (the machine is at {last})")
+
+
+class DuplicateId(PermitValueError):
+    """A push used an id that is already waiting."""
+
+    def __init__(self, id: Hashable) -> None:
+        self.id = id
+        super().__init__("id", id, "this id is already waiting")
+
+
+class NotRefundable(PermitValueError):
+    """A refund named an id that holds no refundable permit.
+
+    The id was never granted, its permit was already refunded, it was pushed
+    again since, or its grant is older than the machine's ``refund_window``.
+    """
+
+    def __init__(self, id: Hashable) -> None:
+        self.id = id
+        super().__init__(
+            "id",
+            id,
+            "holds no refundable permit (never granted, already refunded, "
+            "pushed again, or granted longer ago than refund_window)",
+        )
+
+
+class QueueFull(PermitError):
+    """A push was rejected because its level already has ``limit`` waiters.
+
+    Not bad input: the rejection is an outcome. The id ends in the state
+    ``REJECTED``, is counted in the level's ``rejected`` statistic and is never
+    granted.
+    """
+
+    def __init__(self, id: Hashable, level: int, limit: int) -> None:
+        self.id = id
+        self.level = level
+        self.limit = limit
+        super().__init__(
+            f"id={id!r} rejected: level {level} already has {limit} waiters "
+            f"(max_waiting={limit})"
+        )
+
+
+class PolicyError(PermitError):
+    """A policy broke the :class:`~permits.core.Policy` protocol.
+
+    Raised before the grant it was asked for, so the machine stays valid.
+    Decisions the same call made before that stand: they are in
+    :attr:`decisions`, for whoever must wake those waiters.
+    """
+
+    def __init__(self, message: str, decisions: Sequence[object] = ()) -> None:
+        self.decisions = tuple(decisions)
+        super().__init__(message)

@@ -1,0 +1,591 @@
+"""The permit machine: a pure, clock-free state machine.
+
+Everything that decides *when* a permit is due and *what happens to whom* at a
+given time lives here; *who is next* is the policy's. The machine never reads
+a clock: every operation that depends on time takes ``now``, an ``int`` of
+nanoseconds on any monotonic clock, and the same calls always give the same
+decisions.
+
+Each timed operation (:meth:`Machine.push`, :meth:`Machine.tick`,
+:meth:`Machine.refund`) first advances the machine to ``now`` (a *tick*):
+waiters whose deadline is ``<= now`` expire, then every permit available at
+``now`` is granted, one at a time, to the waiter the policy chooses. Then it
+does its own work and grants again if it can. It returns the
+:class:`Decision` s it made, in order.
+
+Pacing is GCRA, i.e. a token bucket of ``burst`` permits refilled at ``rate``
+per second, in exact integer arithmetic: the theoretical arrival time is kept
+as ``anchor + k * interval`` with ``interval = 10**9 / rate`` an exact
+fraction, so the due time of the n-th permit of a backlog is exact to the
+nanosecond however long it runs.
+"""
+
+from __future__ import annotations
+
+import enum
+import heapq
+import itertools
+from collections import deque
+from collections.abc import Hashable, Sequence
+from fractions import Fraction
+from typing import Any, NamedTuple
+
+from ._checks import check_int, check_rate
+from ._errors import (
+    DuplicateId,
+    NotRefundable,
+    PermitTypeError,
+    PermitValueError,
+    PolicyError,
+    TimeWentBackwards,
+)
+from ._policies import Policy
+from ._queues import SLACK, Queues, Waiter
+from ._stats import LevelStatistics, Statistics, WaitHistogram
+
+__all__ = [
+    "MICROSECOND",
+    "MILLISECOND",
+    "SECOND",
+    "Decision",
+    "Machine",
+    "State",
+]
+
+#: Nanoseconds in a second: the core's unit of time is the nanosecond.
+SECOND = 1_000_000_000
+#: Nanoseconds in a millisecond.
+MILLISECOND = 1_000_000
+#: Nanoseconds in a microsecond.
+MICROSECOND = 1_000
+
+_new = tuple.__new__
+
+
+class State(enum.Enum):
+    """Where a pushed id stands."""
+
+    #: In its level's queue, waiting for a permit.
+    WAITING = "waiting"
+    #: Holds a permit.
+    GRANTED = "granted"
+    #: Withdrew while waiting (:meth:`Machine.cancel`); never granted.
+    CANCELLED = "cancelled"
+    #: Refused at push because its level was full (``max_waiting``); never granted.
+    REJECTED = "rejected"
+    #: Still waiting at its deadline; never granted.
+    EXPIRED = "expired"
+    #: Was granted, and handed the permit back unused (:meth:`Machine.refund`).
+    REFUNDED = "refunded"
+
+    def __repr__(self) -> str:
+        return f"State.{self.name}"
+
+
+class Decision(NamedTuple):
+    """What the machine decided for one id: granted, expired or rejected."""
+
+    id: Hashable
+    #: :attr:`State.GRANTED`, :attr:`State.EXPIRED` or :attr:`State.REJECTED`.
+    state: State
+    level: int
+    #: The time (ns) of the decision: the ``now`` of the operation.
+    at: int
+    #: How long (ns) the id waited: ``at - pushed_at``.
+    waited: int
+
+
+_GRANTED = State.GRANTED
+_EXPIRED = State.EXPIRED
+_REJECTED = State.REJECTED
+
+
+def _limits(value: object, levels: int) -> tuple[int | None, ...] | None:
+    if value is None:
+        return None
+    if isinstance(value, int) and not isinstance(value, bool):
+        return (check_int("max_waiting", value, 0),) * levels
+    if isinstance(value, (str, bytes)) or not isinstance(value, Sequence):
+        raise PermitTypeError("max_waiting", value, "an int, a sequence or None")
+    if len(value) != levels:
+        raise PermitValueError(
+            "max_waiting", value, f"needs one entry per level ({levels})"
+        )
+    limits: list[int | None] = []
+    for limit in value:
+        if limit is None:
+            limits.append(None)
+        elif isinstance(limit, int) and not isinstance(limit, bool) and limit >= 0:
+            limits.append(int(limit))
+        else:
+            raise PermitValueError(
+                "max_waiting", value, "every entry must be None or an int >= 0"
+            )
+    return tuple(limits)
+
+
+def _restart(anchor: int, k: int, now: int, P: int, Q: int) -> tuple[int, int]:
+    """The pacing state ``(anchor, k)`` as seen at ``now``.
+
+    The theoretical arrival time is ``anchor + k * P / Q``. If it lies more
+    than a nanosecond in the past the bucket is full; the schedule restarts
+    at ``now - 1``, so the bucket holds ``burst`` permits plus one
+    nanosecond of refill. That nanosecond is what lets a tick at a permit's
+    rounded-up due time be on time: without it, ``burst = 1`` would lose up
+    to a nanosecond per permit to rounding (see SPEC.md, Pacing).
+    """
+    if k * P < (now - 1 - anchor) * Q:
+        return now - 1, 0
+    return anchor, k
+
+
+class Machine:
+    """Permits at ``rate`` per second, ``burst`` at most at once, by ``policy``.
+
+    :param policy: who goes next (:class:`~permits.core.Fifo`,
+        :class:`~permits.core.StrictPriority`, :class:`~permits.core.Shares`,
+        :class:`~permits.core.Aging` or your own :class:`~permits.core.Policy`).
+    :param rate: permits per second: an ``int``, ``float``, ``Fraction`` or
+        ``Decimal``, finite and ``> 0``; a float is read as the decimal it
+        prints as.
+    :param burst: permits that may be banked while nobody waits, ``>= 1``.
+        Over any window of ``d`` nanoseconds at most
+        ``burst + floor(rate * (d + 1) / 10**9)`` permits are granted
+        (refunded ones not counted): the limit, exact on the nanosecond grid.
+    :param max_waiting: ``None`` (no limit), an ``int`` for every level, or one
+        ``int | None`` per level: a push to a level that already has that many
+        waiters is rejected.
+    :param refund_window: nanoseconds after its grant during which a permit
+        may be refunded; the machine remembers grants that long, so memory
+        stays bounded by ``rate * refund_window``.
+    """
+
+    __slots__ = (
+        "_P",
+        "_Q",
+        "_anchor",
+        "_b1",
+        "_cancelled",
+        "_dl_dead",
+        "_deadlines",
+        "_due",
+        "_expired",
+        "_grant_log",
+        "_granted",
+        "_hists",
+        "_k",
+        "_limits",
+        "_now",
+        "_pushed",
+        "_queues",
+        "_refundable",
+        "_refunded",
+        "_rejected",
+        "_seq",
+        "burst",
+        "levels",
+        "policy",
+        "rate",
+        "refund_window",
+    )
+
+    def __init__(
+        self,
+        policy: Policy,
+        rate: int | float | Fraction,
+        burst: int = 1,
+        *,
+        max_waiting: int | Sequence[int | None] | None = None,
+        refund_window: int = SECOND,
+    ) -> None:
+        if not isinstance(policy, Policy):
+            raise PermitTypeError(
+                "policy", policy, "a Policy (levels, choose() and ahead())"
+            )
+        levels = check_int("policy.levels", policy.levels, 1)
+        self.rate: Fraction = check_rate(rate)
+        self.burst: int = check_int("burst", burst, 1)
+        self._limits = _limits(max_waiting, levels)
+        self.refund_window: int = check_int("refund_window", refund_window, 0)
+        self.policy = policy
+        self.levels = levels
+        # interval = 10**9 / rate = _P / _Q nanoseconds, exactly.
+        self._P = SECOND * self.rate.denominator
+        self._Q = self.rate.numerator
+        self._b1 = self.burst - 1
+        self._now: int | None = None
+        self._anchor = 0
+        self._k = 0
+        self._due = 0
+        self._queues = Queues(levels)
+        self._seq = 0
+        self._deadlines: list[tuple[int, int, Waiter]] = []
+        self._dl_dead = 0
+        # Grants of the last refund_window, oldest first, each as
+        # [waiter, at, anchor, k]: the pacing state just before it, so that a
+        # refund can replay the later grants as if it had never happened.
+        self._grant_log: deque[list[Any]] = deque()
+        self._refundable: dict[Hashable, list[Any]] = {}
+        self._pushed = [0] * levels
+        self._granted = [0] * levels
+        self._cancelled = [0] * levels
+        self._refunded = [0] * levels
+        self._rejected = [0] * levels
+        self._expired = [0] * levels
+        self._hists = [WaitHistogram() for _ in range(levels)]
+
+    def __repr__(self) -> str:
+        return (
+            f"Machine(policy={self.policy!r}, rate={self.rate!r}, "
+            f"burst={self.burst!r}, max_waiting={self._limits!r}, "
+            f"refund_window={self.refund_window!r})"
+        )
+
+    # -- reading ------------------------------------------------------------
+
+    @property
+    def queues(self) -> Queues:
+        """The waiting line, as policies see it (read-only)."""
+        return self._queues
+
+    @property
+    def now(self) -> int | None:
+        """The latest time the machine has seen, ``None`` before the first."""
+        return self._now
+
+    @property
+    def max_waiting(self) -> tuple[int | None, ...] | None:
+        """The per-level queue limits, or ``None`` for none."""
+        return self._limits
+
+    @property
+    def interval(self) -> Fraction:
+        """Nanoseconds between permits, exactly: ``10**9 / rate``."""
+        return Fraction(self._P, self._Q)
+
+    def __len__(self) -> int:
+        """Number of waiters."""
+        return len(self._queues)
+
+    def __contains__(self, id: object) -> bool:
+        """Whether ``id`` is waiting."""
+        try:
+            return id in self._queues
+        except TypeError:
+            return False
+
+    def waiting(self, level: int | None = None) -> list[Waiter]:
+        """The waiters of ``level`` in the order they will be served among
+        themselves, or of every level in push order."""
+        if level is None:
+            everyone = [w for lv in range(self.levels) for w in self._queues.waiters(lv)]
+            return sorted(everyone, key=lambda w: w.seq)
+        return self._queues.waiters(self._check_level(level))
+
+    def next_due(self) -> int | None:
+        """The earliest time (ns), not before the machine's latest time, at
+        which a permit is available; equal to that latest time if one is
+        available now (which happens only while nobody waits). ``None``
+        before the first operation."""
+        if self._now is None:
+            return None
+        return max(self._due, self._now)
+
+    def next_tick(self) -> int | None:
+        """When the machine next needs a :meth:`tick`: the earlier of the next
+        permit's due time and the next waiter's deadline; ``None`` while
+        nobody waits (nothing can happen until the next push)."""
+        if not self._queues:
+            return None
+        deadlines = self._deadlines
+        by_id = self._queues._by_id
+        while deadlines and by_id.get(deadlines[0][2].id) is not deadlines[0][2]:
+            heapq.heappop(deadlines)
+            self._dl_dead -= 1
+        if deadlines and deadlines[0][0] < self._due:
+            return deadlines[0][0]
+        return self._due
+
+    def min_wait(self, level: int) -> int:
+        """The least time (ns) a waiter pushed at ``level`` now would wait.
+
+        "Now" is the machine's latest time (tick it first). The bound holds
+        unless a waiter ahead cancels or expires, or a permit is refunded, in
+        between: it counts the waiters the policy's :meth:`Policy.ahead` puts
+        first and the pacing of the permits they take.
+        """
+        level = self._check_level(level)
+        now = self._now
+        if now is None:
+            return 0
+        queues = self._queues
+        ahead = max(queues.depths[level], self.policy.ahead(queues, level, now))
+        anchor, k = _restart(self._anchor, self._k, now, self._P, self._Q)
+        # due time of the (ahead + 1)-th permit from now
+        due = anchor - ((self._b1 - k - ahead) * self._P // self._Q)
+        return max(0, due - now)
+
+    def statistics(self) -> Statistics:
+        """A frozen snapshot of every level's counters and wait quantiles."""
+        depths = self._queues.depths
+        return Statistics(
+            tuple(
+                LevelStatistics(
+                    level=level,
+                    waiting=depths[level],
+                    pushed=self._pushed[level],
+                    granted=self._granted[level],
+                    cancelled=self._cancelled[level],
+                    refunded=self._refunded[level],
+                    rejected=self._rejected[level],
+                    expired=self._expired[level],
+                    wait_p50=self._hists[level].quantile(0.5),
+                    wait_p99=self._hists[level].quantile(0.99),
+                    wait_max=self._hists[level].max,
+                )
+                for level in range(self.levels)
+            )
+        )
+
+    # -- operations ---------------------------------------------------------
+
+    def push(
+        self, id: Hashable, level: int, now: int, *, deadline: int | None = None
+    ) -> list[Decision]:
+        """A waiter ``id`` joins ``level`` at ``now``.
+
+        Ticks to ``now`` first (the waiters already there take what fell due),
+        then queues the newcomer and grants it a permit at once if one is
+        left. A level at its ``max_waiting`` rejects the newcomer instead (a
+        :attr:`State.REJECTED` decision); a ``deadline <= now`` expires it at
+        once. Raises :class:`DuplicateId` if ``id`` is waiting.
+        """
+        try:
+            hash(id)
+        except TypeError:
+            raise PermitTypeError("id", id, "a hashable value") from None
+        if level.__class__ is not int or not 0 <= level < self.levels:
+            level = self._check_level(level)
+        now = self._check_now(now)
+        if deadline is not None:
+            deadline = check_int("deadline", deadline)
+        queues = self._queues
+        if id in queues._by_id:
+            raise DuplicateId(id)
+
+        out: list[Decision] = []
+        self._settle(now, out)
+        self._pushed[level] += 1
+        limits = self._limits
+        if limits is not None:
+            limit = limits[level]
+            if limit is not None and queues.depths[level] >= limit:
+                self._rejected[level] += 1
+                out.append(_new(Decision, (id, _REJECTED, level, now, 0)))
+                return out
+        self._refundable.pop(id, None)  # a new life: the old grant is no longer refundable
+        seq = self._seq
+        self._seq = seq + 1
+        waiter = _new(Waiter, (id, level, seq, now, deadline))
+        if deadline is not None:
+            if deadline <= now:
+                self._expired[level] += 1
+                out.append(_new(Decision, (id, _EXPIRED, level, now, 0)))
+                return out
+            heapq.heappush(self._deadlines, (deadline, seq, waiter))
+        queues._append(waiter)
+        if now >= self._due:
+            self._grant(now, out)
+        return out
+
+    def cancel(self, id: Hashable) -> bool:
+        """Withdraw a waiting ``id``; ``True`` if it was waiting, ``False`` if
+        not (never pushed, or already granted, cancelled, rejected or
+        expired). A cancelled waiter is never granted and costs no permit."""
+        try:
+            waiter = self._queues._by_id.get(id)
+        except TypeError:
+            raise PermitTypeError("id", id, "a hashable value") from None
+        if waiter is None:
+            return False
+        self._queues._remove(waiter)
+        self._cancelled[waiter.level] += 1
+        if waiter.deadline is not None:
+            self._deadline_left()
+        return True
+
+    def tick(self, now: int) -> list[Decision]:
+        """Advance to ``now``: expire waiters whose deadline is ``<= now``,
+        then grant every permit available at ``now``."""
+        now = self._check_now(now)
+        out: list[Decision] = []
+        self._settle(now, out)
+        return out
+
+    def refund(self, id: Hashable, now: int) -> list[Decision]:
+        """Hand back, at ``now``, the permit granted to ``id``, unused.
+
+        Ticks to ``now``, then returns the permit: the next waiter gets it at
+        once, or it is banked (never beyond ``burst``). Raises
+        :class:`NotRefundable` unless ``id`` was granted within the last
+        ``refund_window`` and not refunded or pushed again since.
+        """
+        now = self._check_now(now)
+        try:
+            entry = self._refundable.get(id)
+        except TypeError:
+            raise PermitTypeError("id", id, "a hashable value") from None
+        if entry is None or entry[1] < now - self.refund_window:
+            raise NotRefundable(id)
+        out: list[Decision] = []
+        self._settle(now, out)
+        del self._refundable[id]
+        self._refunded[entry[0].level] += 1
+        self._unwind(entry)
+        if self._queues._by_id and now >= self._due:
+            self._grant(now, out)
+        return out
+
+    # -- internals ----------------------------------------------------------
+
+    def _check_level(self, level: object) -> int:
+        level = check_int("level", level, 0)
+        if level >= self.levels:
+            raise PermitValueError(
+                "level", level, f"must be below {self.levels}, the policy's levels"
+            )
+        return level
+
+    def _check_now(self, now: object) -> int:
+        checked = now if type(now) is int else check_int("now", now)
+        last = self._now
+        if last is not None and checked < last:
+            raise TimeWentBackwards(checked, last)
+        return checked
+
+    def _settle(self, now: int, out: list[Decision]) -> None:
+        if self._now is None:
+            # The clock starts at the first operation, with a full bucket.
+            self._anchor = now
+            self._due = now - (self._b1 * self._P // self._Q)
+        self._now = now
+        deadlines = self._deadlines
+        if deadlines and deadlines[0][0] <= now:
+            self._expire(now, out)
+        if self._queues._by_id and now >= self._due:
+            self._grant(now, out)
+
+    def _expire(self, now: int, out: list[Decision]) -> None:
+        deadlines = self._deadlines
+        queues = self._queues
+        while deadlines and deadlines[0][0] <= now:
+            waiter = heapq.heappop(deadlines)[2]
+            if queues._remove(waiter):
+                self._expired[waiter.level] += 1
+                out.append(
+                    _new(
+                        Decision,
+                        (waiter.id, _EXPIRED, waiter.level, now, now - waiter.pushed_at),
+                    )
+                )
+            else:
+                self._dl_dead -= 1
+
+    def _grant(self, now: int, out: list[Decision]) -> None:
+        """Grant permits available at ``now`` while anyone waits."""
+        queues = self._queues
+        by_id = queues._by_id
+        depths = queues.depths
+        choose = self.policy.choose
+        levels = self.levels
+        P, Q, b1 = self._P, self._Q, self._b1
+        refundable = self._refundable
+        log = self._grant_log
+        horizon = now - self.refund_window
+        while log and log[0][1] < horizon:
+            old = log.popleft()
+            if refundable.get(old[0].id) is old:
+                del refundable[old[0].id]
+        while True:
+            level = choose(queues, now)
+            if level.__class__ is not int or not 0 <= level < levels or not depths[level]:
+                raise PolicyError(
+                    f"{self.policy!r}.choose() returned {level!r}, not a level "
+                    f"with waiters (depths {depths!r})",
+                    out,
+                )
+            waiter = queues._pop(level)
+            # Charge the bucket: TAT = max(TAT, now) + interval.
+            k = self._k
+            anchor = self._anchor
+            entry = [waiter, now, anchor, k]
+            if k * P < (now - 1 - anchor) * Q:  # inlined _restart(): hot path
+                anchor = self._anchor = now - 1
+                k = 0
+            k += 1
+            self._k = k
+            self._due = anchor - ((b1 - k) * P // Q)
+            wait = now - waiter.pushed_at
+            self._granted[level] += 1
+            self._hists[level].record(wait)
+            refundable[waiter.id] = entry
+            log.append(entry)
+            if waiter.deadline is not None:
+                self._deadline_left()
+            out.append(_new(Decision, (waiter.id, _GRANTED, level, now, wait)))
+            if not by_id or now < self._due:
+                return
+
+    def _unwind(self, entry: list[Any]) -> None:
+        """Make the pacing state what it would be had ``entry``'s grant never
+        happened: replay the grants logged after it from the state before it.
+
+        Exact, so the grants not refunded keep the limit over every window
+        (P1, P5). Costs O(grants logged after it): O(1) for a refund that
+        follows its grant promptly, as a cancelled caller's does.
+        """
+        log = self._grant_log
+        i = len(log) - 1
+        while log[i] is not entry:
+            i -= 1
+        del log[i]
+        anchor, k = entry[2], entry[3]
+        P, Q = self._P, self._Q
+        for later in itertools.islice(log, i, None):
+            later[2], later[3] = anchor, k
+            anchor, k = _restart(anchor, k, later[1], P, Q)
+            k += 1
+        self._anchor, self._k = anchor, k
+        self._due = anchor - ((self._b1 - k) * P // Q)
+
+    def _deadline_left(self) -> None:
+        """A waiter with a deadline left other than by expiring: its heap
+        entry is now dead; rebuild the heap when the dead outnumber the live."""
+        self._dl_dead += 1
+        deadlines = self._deadlines
+        if self._dl_dead > len(deadlines) - self._dl_dead + SLACK:
+            by_id = self._queues._by_id
+            self._deadlines = [e for e in deadlines if by_id.get(e[2].id) is e[2]]
+            heapq.heapify(self._deadlines)
+            self._dl_dead = 0
+
+    def check_valid(self) -> None:
+        """Assert every internal invariant; raises ``AssertionError`` if one
+        is broken. O(waiters): for tests, not for production paths."""
+        self._queues._check_valid()
+        by_id = self._queues._by_id
+        live = [e for e in self._deadlines if by_id.get(e[2].id) is e[2]]
+        dead = len(self._deadlines) - len(live)
+        if dead != self._dl_dead:
+            raise AssertionError(f"invariant broken: deadline dead count {self._dl_dead} != {dead}")
+        if len(self._deadlines) > 2 * len(live) + SLACK:
+            raise AssertionError("invariant broken: deadline heap holds too many dead entries")
+        with_deadline = sum(1 for w in by_id.values() if w.deadline is not None)
+        if len(live) != with_deadline:
+            raise AssertionError("invariant broken: every waiter with a deadline is in the heap")
+        if self._now is not None and by_id and self._now >= self._due:
+            raise AssertionError("invariant broken: a permit is available while someone waits")
+        if self._now is not None and any(
+            e[0] <= self._now for e in live
+        ):
+            raise AssertionError("invariant broken: a waiter is past its deadline")

@@ -1,0 +1,160 @@
+"""The waiting line: one FIFO queue per level, with O(1) cancellation.
+
+Everything about *where waiters stand* lives here; *who goes next* is the
+policy's (``_policies.py``) and *when* is the machine's (``_machine.py``).
+Because the machine only ever takes a level's head, every policy keeps
+first-in-first-out order within a level.
+
+Cancelled and expired waiters are removed lazily: they stay in their level's
+deque, marked dead by no longer being the entry of their id, until they reach
+the head or the level is compacted. A level is compacted when its dead entries
+outnumber its live ones by more than :data:`SLACK`, so the entries held never
+exceed ``2 * waiting + SLACK`` per level, and each entry is dropped once
+(amortised O(1) per cancel).
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Hashable
+from typing import NamedTuple
+
+__all__ = ["SLACK", "Queues", "Waiter"]
+
+#: Dead entries a level may hold beyond its number of live waiters.
+SLACK = 32
+
+
+class Waiter(NamedTuple):
+    """One waiter, as a policy sees it. Immutable."""
+
+    #: The caller's id, unique among waiting ids.
+    id: Hashable
+    #: Its level; 0 is the most urgent.
+    level: int
+    #: Push order: a counter over all pushes, smaller is earlier.
+    seq: int
+    #: The time (ns) it was pushed.
+    pushed_at: int
+    #: The time (ns) at which it expires if still waiting, or ``None``.
+    deadline: int | None
+
+
+class Queues:
+    """The waiters of one machine, one FIFO queue per level.
+
+    A policy reads it through :attr:`levels`, :attr:`depths`, :meth:`head`
+    and :attr:`granted`; only the machine changes it.
+    """
+
+    __slots__ = ("_by_id", "_dead", "_lines", "depths", "granted", "levels")
+
+    def __init__(self, levels: int) -> None:
+        #: Number of levels; level 0 is the most urgent.
+        self.levels = levels
+        #: Waiters per level (the queue depths). Read-only for policies.
+        self.depths = [0] * levels
+        #: Permits granted so far, over all levels (refunds do not subtract).
+        self.granted = 0
+        self._lines: list[deque[Waiter]] = [deque() for _ in range(levels)]
+        self._dead = [0] * levels
+        self._by_id: dict[Hashable, Waiter] = {}
+
+    def __len__(self) -> int:
+        return len(self._by_id)
+
+    def __contains__(self, id: object) -> bool:
+        return id in self._by_id
+
+    def __repr__(self) -> str:
+        return f"<Queues depths={self.depths!r} granted={self.granted}>"
+
+    def head(self, level: int) -> Waiter:
+        """The waiter that has waited longest at ``level`` (which must not be empty)."""
+        if not self.depths[level]:
+            raise IndexError(f"level {level} has no waiters")
+        return self._lines[level][0]
+
+    def get(self, id: Hashable) -> Waiter | None:
+        """The waiter with this id, or ``None`` if it is not waiting."""
+        return self._by_id.get(id)
+
+    def waiters(self, level: int) -> list[Waiter]:
+        """The waiters of ``level``, first to be served first."""
+        by_id = self._by_id
+        return [w for w in self._lines[level] if by_id.get(w.id) is w]
+
+    # -- changes, made by the machine only ---------------------------------
+
+    def _append(self, waiter: Waiter) -> None:
+        self._by_id[waiter.id] = waiter
+        self._lines[waiter.level].append(waiter)
+        self.depths[waiter.level] += 1
+
+    def _pop(self, level: int) -> Waiter:
+        """Remove and return the head of ``level``, to be granted."""
+        waiter = self._lines[level].popleft()
+        del self._by_id[waiter.id]
+        self.depths[level] -= 1
+        self.granted += 1
+        if self._dead[level]:
+            self._drop_dead_heads(level)
+        return waiter
+
+    def _remove(self, waiter: Waiter) -> bool:
+        """Remove ``waiter`` if it is still waiting (cancel, expiry)."""
+        by_id = self._by_id
+        if by_id.get(waiter.id) is not waiter:
+            return False
+        del by_id[waiter.id]
+        level = waiter.level
+        self.depths[level] -= 1
+        line = self._lines[level]
+        if line[0] is waiter:
+            line.popleft()
+            if self._dead[level]:
+                self._drop_dead_heads(level)
+        else:
+            self._dead[level] += 1
+            if self._dead[level] > self.depths[level] + SLACK:
+                self._compact(level)
+        return True
+
+    def _drop_dead_heads(self, level: int) -> None:
+        line = self._lines[level]
+        by_id = self._by_id
+        dead = self._dead[level]
+        while dead and line and by_id.get(line[0].id) is not line[0]:
+            line.popleft()
+            dead -= 1
+        self._dead[level] = dead
+
+    def _compact(self, level: int) -> None:
+        by_id = self._by_id
+        self._lines[level] = deque(w for w in self._lines[level] if by_id.get(w.id) is w)
+        self._dead[level] = 0
+
+    def _check_valid(self) -> None:
+        """Assert the internal invariants (for tests; O(n))."""
+        by_id = self._by_id
+        total = 0
+        for level, line in enumerate(self._lines):
+            live = [w for w in line if by_id.get(w.id) is w]
+            _require(len(live) == self.depths[level], "depth counts the live entries")
+            _require(
+                len(line) - len(live) == self._dead[level], "dead count is exact"
+            )
+            _require(
+                len(line) <= 2 * len(live) + SLACK, "dead entries stay bounded"
+            )
+            _require(not line or by_id.get(line[0].id) is line[0], "heads are live")
+            _require(all(w.level == level for w in line), "waiters sit at their level")
+            seqs = [w.seq for w in line]
+            _require(seqs == sorted(seqs), "each level is in push order")
+            total += len(live)
+        _require(total == len(by_id), "every waiting id is in its level")
+
+
+def _require(condition: bool, what: str) -> None:
+    if not condition:
+        raise AssertionError(f"invariant broken: {what}")

@@ -1,0 +1,129 @@
+"""Statistics: the bounded wait-time histogram and the frozen snapshots."""
+
+from __future__ import annotations
+
+import attrs
+
+__all__ = ["RELATIVE_ERROR", "LevelStatistics", "Statistics", "WaitHistogram"]
+
+#: Significant bits each histogram bucket keeps of a wait (in nanoseconds).
+_BITS = 8
+
+#: Largest relative error of a quantile read from :class:`WaitHistogram`:
+#: the value reported is within this fraction of the exact nearest-rank
+#: quantile of the recorded waits (1/256, about 0.4%).
+RELATIVE_ERROR = 1 / (1 << _BITS)
+
+
+class WaitHistogram:
+    """Counts of waits in log-linear buckets, for quantiles in bounded memory.
+
+    A wait ``w`` (nanoseconds, ``>= 0``) below ``2**8`` has a bucket of its own;
+    a larger one keeps its top 8 bits, so a bucket spans at most 1/128 of its
+    lower bound and the midpoint reported is within :data:`RELATIVE_ERROR` of
+    any value in it. The number of buckets grows with the logarithm of the
+    largest wait (at most 128 per power of two), never with the number of
+    waits recorded. The maximum is kept exactly.
+    """
+
+    __slots__ = ("_counts", "count", "max")
+
+    def __init__(self) -> None:
+        self._counts: dict[int, int] = {}
+        #: Number of waits recorded.
+        self.count = 0
+        #: Largest wait recorded, exactly; ``None`` before the first.
+        self.max: int | None = None
+
+    def record(self, wait: int) -> None:
+        """Record one wait of ``wait`` nanoseconds."""
+        self.count += 1
+        if self.max is None or wait > self.max:
+            self.max = wait
+        bits = wait.bit_length()
+        if bits > _BITS:
+            shift = bits - _BITS
+            wait = wait >> shift << shift
+        counts = self._counts
+        counts[wait] = counts.get(wait, 0) + 1
+
+    @property
+    def buckets(self) -> int:
+        """Number of buckets in use (the memory held, in entries)."""
+        return len(self._counts)
+
+    def quantile(self, q: float) -> int | None:
+        """The ``q``-quantile (nearest rank) within :data:`RELATIVE_ERROR`.
+
+        ``None`` when nothing was recorded.
+        """
+        if not 0 <= q <= 1:
+            raise ValueError(f"q={q!r}: must be between 0 and 1")
+        if self.max is None:
+            return None
+        rank = max(1, -int(-q * self.count // 1))  # ceil(q * count), at least 1
+        seen = 0
+        for low in sorted(self._counts):
+            seen += self._counts[low]
+            if seen >= rank:
+                width = 1 << max(0, low.bit_length() - _BITS)
+                return min(low + (width - 1) // 2, self.max)
+        raise AssertionError("unreachable: ranks add up to count")  # pragma: no cover
+
+
+@attrs.frozen
+class LevelStatistics:
+    """What one level has seen, at the moment of the snapshot.
+
+    Wait times are in nanoseconds, from push to grant, over granted waiters;
+    ``None`` until the level's first grant. Quantiles are within
+    :data:`RELATIVE_ERROR` of exact; ``wait_max`` is exact.
+    """
+
+    level: int
+    #: Waiters in the level's queue now (queue depth).
+    waiting: int
+    #: Pushes accepted or rejected at this level.
+    pushed: int
+    #: Permits granted (including those later refunded).
+    granted: int
+    #: Waiters that withdrew while waiting.
+    cancelled: int
+    #: Granted permits handed back unused.
+    refunded: int
+    #: Pushes refused because the level was full.
+    rejected: int
+    #: Waiters still waiting at their deadline.
+    expired: int
+    wait_p50: int | None
+    wait_p99: int | None
+    wait_max: int | None
+
+    @property
+    def proceeded(self) -> int:
+        """Permits granted and not refunded: the callers that went ahead."""
+        return self.granted - self.refunded
+
+
+@attrs.frozen
+class Statistics:
+    """A snapshot of every level's :class:`LevelStatistics`."""
+
+    levels: tuple[LevelStatistics, ...]
+
+    @property
+    def granted(self) -> int:
+        """Permits granted over all levels (including those refunded)."""
+        return sum(level.granted for level in self.levels)
+
+    @property
+    def waiting(self) -> int:
+        """Waiters over all levels."""
+        return sum(level.waiting for level in self.levels)
+
+    def shares(self) -> tuple[float, ...]:
+        """Each level's fraction of the permits that proceeded (0.0 if none did)."""
+        total = sum(level.proceeded for level in self.levels)
+        if total == 0:
+            return tuple(0.0 for _ in self.levels)
+        return tuple(level.proceeded / total for level in self.levels)

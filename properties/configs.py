@@ -1,0 +1,118 @@
+"""Machine configurations for the property tests, and a user's policy.
+
+``RoundRobin`` is written only against the public :class:`permits.core.Policy`
+protocol, the way a user would write one; the generic properties run against
+it as they do against the built-in policies.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from fractions import Fraction
+from typing import Any
+
+import attrs
+from hypothesis import strategies as st
+from reference import PolicySpec, Reference
+
+from permits.core import SECOND, Aging, Fifo, Machine, Policy, Queues, Shares, StrictPriority
+
+
+@attrs.frozen
+class RoundRobin:
+    """A user's policy: the levels take turns, skipping empty ones."""
+
+    levels: int
+
+    def choose(self, queues: Queues, now: int) -> int:
+        start = queues.granted % self.levels
+        for step in range(self.levels):
+            level = (start + step) % self.levels
+            if queues.depths[level]:
+                return level
+        raise AssertionError("choose() called with nobody waiting")
+
+    def ahead(self, queues: Queues, level: int, now: int) -> int:
+        return queues.depths[level]
+
+
+KINDS = ("fifo", "strict", "shares", "aging", "user")
+
+RATES: tuple[Any, ...] = (1, 3, 100, Fraction(1, 3), Fraction(7, 2), 2.5, 0.3, 1000)
+
+
+def interval_ns(rate: Any) -> Fraction:
+    exact = Fraction(repr(rate)) if isinstance(rate, float) else Fraction(rate)
+    return SECOND / exact
+
+
+@dataclass(frozen=True)
+class Config:
+    spec: PolicySpec
+    rate: Any
+    burst: int
+    max_waiting: tuple[int | None, ...] | None
+    refund_window: int
+
+    @property
+    def exact_rate(self) -> Fraction:
+        return Fraction(repr(self.rate)) if isinstance(self.rate, float) else Fraction(self.rate)
+
+    @property
+    def interval(self) -> Fraction:
+        return SECOND / self.exact_rate
+
+    def policy(self) -> Policy:
+        spec = self.spec
+        if spec.kind == "fifo":
+            return Fifo(spec.levels)
+        if spec.kind == "strict":
+            return StrictPriority(spec.levels)
+        if spec.kind == "shares":
+            return Shares(spec.weights)
+        if spec.kind == "aging":
+            return Aging(spec.levels, spec.after)
+        return RoundRobin(spec.levels)
+
+    def machine(self) -> Machine:
+        return Machine(
+            self.policy(),
+            self.rate,
+            self.burst,
+            max_waiting=self.max_waiting,
+            refund_window=self.refund_window,
+        )
+
+    def reference(self) -> Reference:
+        return Reference(
+            self.spec, self.exact_rate, self.burst, self.max_waiting, self.refund_window
+        )
+
+
+@st.composite
+def configs(draw: st.DrawFn, kind: str, levels: int | None = None) -> Config:
+    """A small machine configuration for policy ``kind``."""
+    if levels is None:
+        levels = draw(st.integers(1, 3))
+    rate = draw(st.sampled_from(RATES))
+    interval = interval_ns(rate)
+    weights: tuple[int, ...] = ()
+    after = 0
+    if kind == "shares":
+        weights = tuple(draw(st.lists(st.integers(1, 4), min_size=levels, max_size=levels)))
+    if kind == "aging":
+        after = max(1, int(interval * draw(st.sampled_from([Fraction(1, 2), 1, 3, 10]))))
+    max_waiting = draw(
+        st.one_of(
+            st.none(),
+            st.tuples(*[st.sampled_from([None, 0, 1, 2, 3])] * levels),
+        )
+    )
+    refund_window = draw(st.sampled_from([0, int(interval), 100 * SECOND]))
+    return Config(
+        spec=PolicySpec(kind, levels, weights, after),
+        rate=rate,
+        burst=draw(st.integers(1, 3)),
+        max_waiting=max_waiting,
+        refund_window=refund_window,
+    )

@@ -1,0 +1,40 @@
+"""Helpers shared by the property tests."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from permits.core import Decision, Machine
+
+
+def rows(decisions: list[Decision]) -> list[tuple[Any, str, int, int, int]]:
+    """Decisions in the reference model's form."""
+    return [(d.id, d.state.name, d.level, d.at, d.waited) for d in decisions]
+
+
+def fingerprint(machine: Machine) -> tuple[Any, ...]:
+    """Everything a machine's future behaviour depends on, public and private,
+    to check that a refused operation left it exactly as it was."""
+    return (
+        machine.now,
+        machine.next_due(),
+        tuple(tuple(machine.waiting(level)) for level in range(machine.levels)),
+        machine.statistics(),
+        machine.queues.granted,
+        machine._anchor,
+        machine._k,
+        machine._due,
+        machine._seq,
+        tuple(machine._refundable.items()),
+        tuple(sorted(machine._deadlines)),
+    )
+
+
+def drive(machine: Machine, until: int) -> list[Decision]:
+    """Tick ``machine`` on time up to ``until``: at every ``next_tick`` on the
+    way (as an adapter with a perfect timer would), then at ``until``."""
+    out: list[Decision] = []
+    while (at := machine.next_tick()) is not None and at <= until:
+        out += machine.tick(at)
+    out += machine.tick(until)
+    return out

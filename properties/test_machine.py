@@ -1,0 +1,515 @@
+"""The main contract: the machine beside the naive reference model.
+
+One ``RuleBasedStateMachine`` drives a :class:`permits.core.Machine` and the
+:class:`reference.Reference` model side by side through push, cancel, tick
+(on time, and late as a lagging event loop would), refund, queries, and every
+kind of bad input. It runs once per policy kind, a user's policy included.
+
+Each rule first checks the SPEC properties on the *core's* decisions, using
+the waiting set verified at the previous step, and only then compares the
+core with the model (P13); so a broken core reports the property it broke.
+Property ids (P1...) are SPEC.md's.
+"""
+
+from __future__ import annotations
+
+import collections
+import math
+from fractions import Fraction
+from typing import Any
+
+from configs import Config, configs
+from harness import fingerprint, rows
+from hypothesis import event, note
+from hypothesis import strategies as st
+from hypothesis.stateful import (
+    Bundle,
+    RuleBasedStateMachine,
+    initialize,
+    invariant,
+    multiple,
+    precondition,
+    rule,
+)
+from reference import NS, RefWaiter, Reference, nearest_rank
+
+from permits.core import (
+    RELATIVE_ERROR,
+    Decision,
+    DuplicateId,
+    Machine,
+    NotRefundable,
+    PermitTypeError,
+    PermitValueError,
+    State,
+    TimeWentBackwards,
+)
+
+STEPS = st.integers(0, 48)  # sixteenths of a permit interval
+
+
+class PolicyMachine(RuleBasedStateMachine):
+    ids = Bundle("ids")
+
+    core: Machine
+    model: Reference
+    config: Config
+
+    def _setup(self, config: Config) -> None:
+        note(f"config: {config!r}")
+        self.config = config
+        self.core = config.machine()
+        self.model = config.reference()
+        self.interval = config.interval
+        self.now = 0
+        self.next_id = 0
+        # the state each pushed id was last seen in (P3)
+        self.fate: dict[int, State] = {}
+        # times of grants not refunded, and the id of each (P1, P5)
+        self.grant_times: list[tuple[int, int]] = []
+        # P8: per level, whether it received each grant of its current streak
+        self.streaks: list[collections.deque[bool]] = [
+            collections.deque() for _ in range(config.spec.levels)
+        ]
+        # P10 and P12: bounds that hold while ticks come on time
+        self.on_time_since = 0  # time of the last late tick
+        self.level0_bound: dict[int, int] = {}
+        self.drain_bound: int | None = None
+        # P19: min_wait lower bound, voided by cancels, expiries and refunds
+        self.disturbances = 0
+        self.min_wait_at_push: dict[int, tuple[int, int]] = {}
+
+    # -- the per-decision checks, on the core's output ------------------------
+
+    def ceil_intervals(self, n: int) -> int:
+        return math.ceil(n * self.interval)
+
+    def check_decisions(
+        self, out: list[Decision], now: int, newcomer: RefWaiter | None = None
+    ) -> None:
+        """Check each decision against the waiting set it was made from."""
+        spec = self.config.spec
+        waiting = {w.id: w for w in self.model.waiting}
+        for d in out:
+            if newcomer is not None and d.id == newcomer.id:
+                waiting[newcomer.id] = newcomer
+            note(f"decision {d!r}")
+            assert d.at == now, (d.at, now)
+            if d.state is State.REJECTED:
+                # P11: a push over max_waiting is rejected, and only then.
+                assert newcomer is not None and d.id == newcomer.id, d
+                limit = self.config.max_waiting and self.config.max_waiting[d.level]
+                depth = sum(1 for w in waiting.values() if w.level == d.level)
+                assert limit is not None and depth >= limit, ("P11", d, depth, limit)
+                self.fate[d.id] = State.REJECTED
+                continue
+            waiter = waiting.pop(d.id, None)
+            # P3: only waiting ids are decided, each once.
+            assert waiter is not None, ("P3: decided an id that was not waiting", d)
+            assert self.fate.get(d.id) is State.WAITING, ("P3", d, self.fate.get(d.id))
+            assert d.level == waiter.level and d.waited == now - waiter.pushed_at, d
+            if d.state is State.EXPIRED:
+                # P11: expiry exactly at the deadline.
+                assert waiter.deadline is not None and waiter.deadline <= now, ("P11", d)
+                self.fate[d.id] = State.EXPIRED
+                self.disturbances += 1
+                self.forget(d.id)
+                continue
+            assert d.state is State.GRANTED, d
+            # P11: nobody is granted at or after its deadline.
+            assert waiter.deadline is None or now < waiter.deadline, ("P11", d, waiter)
+            assert not any(
+                w.deadline is not None and w.deadline <= now for w in waiting.values()
+            ), ("P11: granted while an expired waiter still waited", d)
+            self.check_grant(waiter, list(waiting.values()), now)
+            self.fate[d.id] = State.GRANTED
+            self.forget(d.id)
+            self.grant_times.append((now, d.id))
+            self.check_limit()
+        del spec
+
+    def forget(self, id: int) -> None:
+        """The per-waiter bounds end with the waiter (its id may come back)."""
+        self.level0_bound.pop(id, None)
+        self.min_wait_at_push.pop(id, None)
+
+    def check_grant(self, w: RefWaiter, others: list[RefWaiter], now: int) -> None:
+        spec = self.config.spec
+        # P6: FIFO within a level, under every policy; push order under FIFO.
+        earlier = [x for x in others if x.seq < w.seq and (x.level == w.level or spec.kind == "fifo")]
+        assert not earlier, ("P6: overtaken in its own level", w, earlier)
+        if spec.kind == "strict":
+            # P7: no more urgent waiter was waiting.
+            urgent = [x for x in others if x.level < w.level]
+            assert not urgent, ("P7: a more urgent waiter was waiting", w, urgent)
+        if spec.kind == "aging":
+            # P9: the best (level - age/after, push order) is served ...
+            def key(x: RefWaiter) -> tuple[Fraction, int]:
+                return (x.level - Fraction(now - x.pushed_at, spec.after), x.seq)
+
+            better = [x for x in others if key(x) < key(w)]
+            assert not better, ("P9: a waiter with a better effective priority waited", w, better)
+            # ... hence nobody pushed after t + level * after overtakes a waiter pushed at t.
+            late = [x for x in others if w.pushed_at > x.pushed_at + x.level * spec.after]
+            assert not late, ("P9: overtook a waiter past its aging bound", w, late)
+        if spec.kind == "shares":
+            # P8: in any run of sum(weights) consecutive grants throughout which a
+            # level waited, it received at least its weight.
+            cycle = sum(spec.weights)
+            waiting_levels = {x.level for x in others} | {w.level}
+            for level, streak in enumerate(self.streaks):
+                if level not in waiting_levels:
+                    streak.clear()
+                    continue
+                streak.append(level == w.level)
+                if len(streak) > cycle:
+                    streak.popleft()
+                if len(streak) == cycle:
+                    got = sum(streak)
+                    assert got >= spec.weights[level], ("P8", level, got, spec.weights)
+        if spec.kind == "strict" and w.id in self.level0_bound:
+            # P10: granted within k+1 intervals of its push.
+            assert now <= self.level0_bound[w.id], ("P10", w, now, self.level0_bound[w.id])
+        if w.id in self.min_wait_at_push:
+            # P19: never granted before its min_wait, unless someone left early.
+            at, (wait, seen) = w.pushed_at, self.min_wait_at_push[w.id]
+            if seen == self.disturbances:
+                assert now >= at + wait, ("P19", w, now, at, wait)
+
+    def check_limit(self) -> None:
+        """P1 (and P5): over every window of d ns ending at the latest grant,
+        at most burst + floor(rate * (d + 1 ns)) permits that were not refunded."""
+        times = [t for t, _ in self.grant_times]
+        if not times:
+            return
+        end = times[-1]
+        rate, burst = self.config.exact_rate, self.config.burst
+        for i in range(len(times) - 1, -1, -1):
+            count = len(times) - i
+            allowed = burst + math.floor(rate * Fraction(end - times[i] + 1, NS))
+            assert count <= allowed, ("P1", times[i], end, count, allowed)
+
+    # -- comparison with the model (P13) -------------------------------------
+
+    def picker(self, out: list[Decision]) -> Any:
+        granted = iter([d.id for d in out if d.state is State.GRANTED])
+
+        def pick(candidates: list[RefWaiter]) -> RefWaiter:
+            want = next(granted, None)
+            for candidate in candidates:
+                if candidate.id == want:
+                    return candidate
+            return candidates[0]
+
+        return pick
+
+    def compare(self, out: list[Decision], expected: list[Any]) -> None:
+        """P13: the core decides exactly what the naive model decides."""
+        assert rows(out) == expected, ("P13", rows(out), expected)
+
+    # -- time ---------------------------------------------------------------
+
+    def tick_at(self, at: int) -> None:
+        self.sync_bounds_before(at)
+        out = self.core.tick(at)
+        self.check_decisions(out, at)
+        self.compare(out, self.model.settle(at, self.picker(out)))
+        self.now = at
+
+    def advance(self, steps: int) -> None:
+        """Move time forward ``steps`` sixteenths of an interval, ticking at
+        every next_tick on the way (an adapter with a perfect timer)."""
+        target = self.now + self.ceil_intervals(steps) // 16
+        while (at := self.core.next_tick()) is not None and at <= target:
+            self.tick_at(at)
+        if target > self.now:
+            self.tick_at(target)
+
+    def sync_bounds_before(self, at: int) -> None:
+        pass
+
+    # -- rules ---------------------------------------------------------------
+
+    @rule(steps=STEPS)
+    def tick_on_time(self, steps: int) -> None:
+        self.advance(steps)
+
+    @rule(steps=st.integers(1, 200))
+    def tick_late(self, steps: int) -> None:
+        """One late tick, as when the event loop lags."""
+        target = self.now + self.ceil_intervals(steps) // 16
+        self.on_time_since = target
+        self.level0_bound.clear()
+        self.drain_bound = None
+        self.tick_at(target)
+
+    def do_push(
+        self, id: int, level: int, steps: int, deadline: int | None
+    ) -> list[Decision]:
+        self.advance(steps)
+        now = self.now
+        level %= self.config.spec.levels
+        at_deadline = None if deadline is None else now + self.ceil_intervals(deadline) // 8
+        wait = self.core.min_wait(level)
+        assert wait == self.model.min_wait(level), ("P13: min_wait", wait)
+        out = self.core.push(id, level, now, deadline=at_deadline)
+        newcomer = RefWaiter(id, level, self.model.seq, now, at_deadline)
+        self.fate[id] = State.WAITING
+        self.check_decisions(out, now, newcomer)
+        self.compare(out, self.model.push(id, level, now, at_deadline, self.picker(out)))
+        if self.fate[id] is State.WAITING:
+            self.min_wait_at_push[id] = (wait, self.disturbances)
+            if self.config.spec.kind == "strict" and level == 0:
+                ahead = sum(1 for w in self.model.waiting if w.level == 0) - 1
+                self.level0_bound[id] = now + self.ceil_intervals(ahead + 1)
+        self.drain_bound = now + self.ceil_intervals(len(self.model.waiting))
+        return out
+
+    @rule(
+        target=ids,
+        level=st.integers(0, 2),
+        steps=STEPS,
+        deadline=st.none() | st.integers(0, 40),
+    )
+    def push(self, level: int, steps: int, deadline: int | None) -> int:
+        id = self.next_id
+        self.next_id += 1
+        self.do_push(id, level, steps, deadline)
+        return id
+
+    @rule(
+        target=ids,
+        levels=st.lists(st.integers(0, 2), min_size=2, max_size=8),
+        steps=STEPS,
+        deadline=st.none() | st.integers(0, 40),
+    )
+    def push_batch(self, levels: list[int], steps: int, deadline: int | None) -> Any:
+        """Several waiters at the same time, as a batch job queues its work."""
+        pushed = []
+        for i, level in enumerate(levels):
+            id = self.next_id
+            self.next_id += 1
+            self.do_push(id, level, steps if i == 0 else 0, deadline)
+            pushed.append(id)
+        return multiple(*pushed)
+
+    @precondition(lambda self: hasattr(self, "core") and len(self.core) > 0)
+    @rule(data=st.data())
+    def cancel_waiting(self, data: st.DataObject) -> None:
+        id = data.draw(st.sampled_from(sorted(w.id for w in self.model.waiting)))
+        self.cancel(id)
+
+    @rule(id=ids, level=st.integers(0, 2), steps=STEPS)
+    def push_again(self, id: int, level: int, steps: int) -> None:
+        """An id pushed before: refused while it waits, a new life otherwise."""
+        self.advance(steps)
+        if self.fate[id] is State.WAITING:
+            before = fingerprint(self.core)
+            try:
+                self.core.push(id, level % self.config.spec.levels, self.now)
+            except DuplicateId as error:
+                assert error.id == id and error.argument == "id"
+            else:
+                raise AssertionError("P18: a duplicate id was accepted")
+            assert fingerprint(self.core) == before, "P18: a refused push changed the state"
+        else:
+            self.do_push(id, level, 0, None)
+
+    @rule(id=ids)
+    def cancel(self, id: int) -> None:
+        was_waiting = self.fate[id] is State.WAITING
+        assert self.core.cancel(id) is was_waiting, ("P3", id, self.fate[id])
+        assert self.model.cancel(id) is was_waiting
+        if was_waiting:
+            self.fate[id] = State.CANCELLED
+            self.disturbances += 1
+            self.forget(id)
+
+    @rule(id=ids, steps=STEPS)
+    def refund(self, id: int, steps: int) -> None:
+        self.advance(steps)
+        now = self.now
+        if not self.model.can_refund(id, now):
+            before = fingerprint(self.core)
+            try:
+                self.core.refund(id, now)
+            except NotRefundable as error:
+                assert error.id == id
+            else:
+                raise AssertionError("P5: refunded a permit that was not refundable")
+            assert fingerprint(self.core) == before, "P18: a refused refund changed the state"
+            return
+        # P5: a refund creates at most the one permit it returns.
+        out = self.core.refund(id, now)
+        self.grant_times = [(t, g) for t, g in self.grant_times if g != id]
+        self.fate[id] = State.REFUNDED
+        self.disturbances += 1
+        self.check_decisions(out, now)
+        grants = [d for d in out if d.state is State.GRANTED]
+        assert len(grants) <= 1, ("P5: a refund made more than one permit", out)
+        self.compare(out, self.model.refund(id, now, self.picker(out)))
+
+    # -- bad input: a documented error, and nothing changes (P18) -------------
+
+    @rule(
+        bad=st.sampled_from(
+            ["level-bool", "level-float", "level-negative", "level-high", "level-str",
+             "now-float", "now-back", "deadline-float", "id-unhashable"]
+        )
+    )
+    def push_bad(self, bad: str) -> None:
+        """P18: every bad push raises a documented error naming the argument."""
+        levels = self.config.spec.levels
+        args: dict[str, Any] = {"id": ("bad", self.next_id), "level": 0, "now": self.now}
+        deadline: Any = None
+        expected: type[Exception] = PermitValueError
+        argument = bad.split("-")[0]
+        if bad == "level-bool":
+            args["level"], expected = True, PermitTypeError
+        elif bad == "level-float":
+            args["level"], expected = 0.0, PermitTypeError
+        elif bad == "level-negative":
+            args["level"] = -1
+        elif bad == "level-high":
+            args["level"] = levels
+        elif bad == "level-str":
+            args["level"], expected = "0", PermitTypeError
+        elif bad == "now-float":
+            args["now"], expected = float(self.now), PermitTypeError
+        elif bad == "now-back":
+            if self.core.now is None:
+                return
+            args["now"], expected = self.now - 1, TimeWentBackwards
+        elif bad == "deadline-float":
+            deadline, expected = self.now + 0.5, PermitTypeError
+        elif bad == "id-unhashable":
+            args["id"], expected = ["unhashable"], PermitTypeError
+        before = fingerprint(self.core)
+        try:
+            self.core.push(args["id"], args["level"], args["now"], deadline=deadline)
+        except expected as error:
+            assert isinstance(error, (ValueError, TypeError))
+            assert error.argument == argument, (error.argument, argument)  # type: ignore[attr-defined]
+            assert argument in str(error)
+        else:
+            raise AssertionError(f"P18: {bad} was accepted")
+        assert fingerprint(self.core) == before, ("P18: a refused push changed the state", bad)
+
+    @rule(back=st.integers(1, 10**9), refund=st.booleans())
+    def tick_or_cancel_bad(self, back: int, refund: bool) -> None:
+        """P18: time never goes backwards; cancelling or refunding an id that
+        was never pushed is a clear answer; none of it changes anything."""
+        before = fingerprint(self.core)
+        if self.core.now is not None:
+            try:
+                if refund:
+                    self.core.refund(0, self.now - back)
+                else:
+                    self.core.tick(self.now - back)
+            except TimeWentBackwards as error:
+                assert error.last == self.now and error.argument == "now"
+            else:
+                raise AssertionError("P18: time went backwards silently")
+        assert self.core.cancel(("never", "pushed")) is False
+        try:
+            self.core.refund(("never", "pushed"), self.now)
+        except NotRefundable as error:
+            assert error.argument == "id"
+        else:
+            raise AssertionError("P18: refunded an id that was never granted")
+        assert fingerprint(self.core) == before
+
+    # -- invariants -----------------------------------------------------------
+
+    @invariant()
+    def check_internals(self) -> None:
+        """P15 (bounded dead entries) and every other internal invariant."""
+        if hasattr(self, "core"):
+            self.core.check_valid()
+
+    @invariant()
+    def check_work_conservation(self) -> None:
+        """P2: after every operation, if anyone waits, no permit is available."""
+        if hasattr(self, "core") and len(self.core) and self.core.now is not None:
+            due = self.core.next_due()
+            assert due is not None and due > self.core.now, ("P2", due, self.core.now)
+
+    @invariant()
+    def check_conservation(self) -> None:
+        """P3: every pushed id is in exactly one state, and the counters add up."""
+        if not hasattr(self, "core"):
+            return
+        waiting = {id for id, fate in self.fate.items() if fate is State.WAITING}
+        assert {w.id for w in self.core.waiting()} == waiting, "P3"
+        for level in self.core.statistics().levels:
+            assert level.pushed == (
+                level.waiting + level.granted + level.cancelled + level.rejected + level.expired
+            ), ("P3", level)
+            assert 0 <= level.refunded <= level.granted, ("P3", level)
+
+    @invariant()
+    def check_bounds_on_time(self) -> None:
+        """P10 and P12, while ticks come on time: no level-0 waiter under strict
+        priority is still waiting past its bound, and nobody at all past the
+        drain bound set by the last push."""
+        if not hasattr(self, "core"):
+            return
+        now = self.now
+        for id, bound in self.level0_bound.items():
+            if self.fate[id] is State.WAITING:
+                assert now < bound, ("P10", id, now, bound)
+        if self.drain_bound is not None and now >= self.drain_bound:
+            assert len(self.core) == 0, ("P12", now, self.drain_bound, len(self.core))
+
+    @invariant()
+    def check_same_as_model(self) -> None:
+        """P13: the same waiters in the same order, the same times, the same
+        counters; quantiles within RELATIVE_ERROR of exact, maximum exact."""
+        if not hasattr(self, "core"):
+            return
+        model = self.model
+        assert [w.id for w in self.core.waiting()] == [w.id for w in model.waiting], "P13"
+        assert self.core.next_due() == model.next_due(), ("P13", self.core.next_due(), model.next_due())
+        assert self.core.next_tick() == model.next_tick(), ("P13", self.core.next_tick(), model.next_tick())
+        assert self.core.queues.depths == model.depths(), "P13"
+        for level in range(self.config.spec.levels):
+            assert self.core.min_wait(level) == model.min_wait(level), ("P13: min_wait", level)
+        for level, ref in zip(self.core.statistics().levels, model.stats, strict=True):
+            counts = (level.pushed, level.granted, level.cancelled, level.refunded,
+                      level.rejected, level.expired)
+            assert counts == (ref.pushed, ref.granted, ref.cancelled, ref.refunded,
+                              ref.rejected, ref.expired), ("P13", level, ref)
+            assert level.wait_max == (max(ref.waits) if ref.waits else None), "P13"
+            for got, q in ((level.wait_p50, 0.5), (level.wait_p99, 0.99)):
+                exact = nearest_rank(ref.waits, q)
+                if exact is None:
+                    assert got is None
+                else:
+                    assert got is not None and abs(got - exact) <= RELATIVE_ERROR * exact, (
+                        "P17", q, got, exact)
+
+
+    def teardown(self) -> None:
+        if not hasattr(self, "core"):
+            return
+        stats = self.core.statistics()
+        for name in ("granted", "refunded", "expired", "rejected", "cancelled"):
+            total = sum(getattr(level, name) for level in stats.levels)
+            event(f"{name}: {'0' if not total else '1-4' if total < 5 else '5+'}")
+
+
+def machine_for(kind: str) -> type[PolicyMachine]:
+    class Machine_(PolicyMachine):
+        @initialize(config=configs(kind))
+        def setup(self, config: Config) -> None:
+            self._setup(config)
+
+    Machine_.__name__ = Machine_.__qualname__ = f"{kind.title()}Machine"
+    return Machine_
+
+
+TestFifo = machine_for("fifo").TestCase
+TestStrictPriority = machine_for("strict").TestCase
+TestShares = machine_for("shares").TestCase
+TestAging = machine_for("aging").TestCase
+TestUserPolicy = machine_for("user").TestCase
