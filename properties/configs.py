@@ -13,9 +13,8 @@ from typing import Any
 
 import attrs
 from hypothesis import strategies as st
-from reference import PolicySpec, Reference
-
 from permits.core import SECOND, Aging, Fifo, Machine, Policy, Queues, Shares, StrictPriority
+from reference import PolicySpec, Reference
 
 
 @attrs.frozen
@@ -101,7 +100,10 @@ def configs(draw: st.DrawFn, kind: str, levels: int | None = None) -> Config:
     if kind == "shares":
         weights = tuple(draw(st.lists(st.integers(1, 4), min_size=levels, max_size=levels)))
     if kind == "aging":
-        after = max(1, int(interval * draw(st.sampled_from([Fraction(1, 2), 1, 3, 10]))))
+        factor: Fraction = draw(
+            st.sampled_from([Fraction(1, 2), Fraction(1), Fraction(3), Fraction(10)])
+        )
+        after = max(1, int(interval * factor))
     max_waiting = draw(
         st.one_of(
             st.none(),

@@ -123,7 +123,7 @@ class Reference:
                 return [min(mine, key=lambda w: w.seq)]
             return [min(waiting, key=lambda w: (w.level, w.seq))]
         # A user's policy: any level's head.
-        heads = {}
+        heads: dict[int, RefWaiter] = {}
         for w in sorted(waiting, key=lambda w: w.seq):
             heads.setdefault(w.level, w)
         return list(heads.values())
@@ -151,7 +151,8 @@ class Reference:
 
         It starts with ``burst`` tokens and holds at most ``burst`` plus one
         nanosecond of refill (SPEC.md, Pacing)."""
-        assert self.first is not None and self.last is not None
+        assert self.first is not None
+        assert self.last is not None
         cap = self.burst + self.rate / NS
         tokens, then = Fraction(self.burst), self.first
         for at, _ in self.grants:

@@ -15,9 +15,11 @@ from __future__ import annotations
 
 import collections
 import math
+from collections.abc import Hashable
 from fractions import Fraction
 from typing import Any
 
+import pytest
 from configs import Config, configs
 from harness import fingerprint, rows
 from hypothesis import event, note
@@ -31,8 +33,6 @@ from hypothesis.stateful import (
     precondition,
     rule,
 )
-from reference import NS, RefWaiter, Reference, nearest_rank
-
 from permits.core import (
     RELATIVE_ERROR,
     Decision,
@@ -44,6 +44,7 @@ from permits.core import (
     State,
     TimeWentBackwards,
 )
+from reference import NS, Reference, RefWaiter, nearest_rank
 
 STEPS = st.integers(0, 48)  # sixteenths of a permit interval
 
@@ -64,20 +65,20 @@ class PolicyMachine(RuleBasedStateMachine):
         self.now = 0
         self.next_id = 0
         # the state each pushed id was last seen in (P3)
-        self.fate: dict[int, State] = {}
+        self.fate: dict[Hashable, State] = {}
         # times of grants not refunded, and the id of each (P1, P5)
-        self.grant_times: list[tuple[int, int]] = []
+        self.grant_times: list[tuple[int, Hashable]] = []
         # P8: per level, whether it received each grant of its current streak
         self.streaks: list[collections.deque[bool]] = [
             collections.deque() for _ in range(config.spec.levels)
         ]
         # P10 and P12: bounds that hold while ticks come on time
         self.on_time_since = 0  # time of the last late tick
-        self.level0_bound: dict[int, int] = {}
+        self.level0_bound: dict[Hashable, int] = {}
         self.drain_bound: int | None = None
         # P19: min_wait lower bound, voided by cancels, expiries and refunds
         self.disturbances = 0
-        self.min_wait_at_push: dict[int, tuple[int, int]] = {}
+        self.min_wait_at_push: dict[Hashable, tuple[int, int]] = {}
 
     # -- the per-decision checks, on the core's output ------------------------
 
@@ -97,20 +98,25 @@ class PolicyMachine(RuleBasedStateMachine):
             assert d.at == now, (d.at, now)
             if d.state is State.REJECTED:
                 # P11: a push over max_waiting is rejected, and only then.
-                assert newcomer is not None and d.id == newcomer.id, d
-                limit = self.config.max_waiting and self.config.max_waiting[d.level]
+                assert newcomer is not None, ("P11: rejected outside a push", d)
+                assert d.id == newcomer.id, ("P11: rejected another id", d)
+                limits = self.config.max_waiting
+                limit = None if limits is None else limits[d.level]
                 depth = sum(1 for w in waiting.values() if w.level == d.level)
-                assert limit is not None and depth >= limit, ("P11", d, depth, limit)
+                assert limit is not None, ("P11: rejected with no limit", d)
+                assert depth >= limit, ("P11: rejected below the limit", d, depth, limit)
                 self.fate[d.id] = State.REJECTED
                 continue
             waiter = waiting.pop(d.id, None)
             # P3: only waiting ids are decided, each once.
             assert waiter is not None, ("P3: decided an id that was not waiting", d)
             assert self.fate.get(d.id) is State.WAITING, ("P3", d, self.fate.get(d.id))
-            assert d.level == waiter.level and d.waited == now - waiter.pushed_at, d
+            assert d.level == waiter.level, ("P13", d)
+            assert d.waited == now - waiter.pushed_at, ("P13", d)
             if d.state is State.EXPIRED:
                 # P11: expiry exactly at the deadline.
-                assert waiter.deadline is not None and waiter.deadline <= now, ("P11", d)
+                assert waiter.deadline is not None, ("P11: expired with no deadline", d)
+                assert waiter.deadline <= now, ("P11: expired early", d)
                 self.fate[d.id] = State.EXPIRED
                 self.disturbances += 1
                 self.forget(d.id)
@@ -128,7 +134,7 @@ class PolicyMachine(RuleBasedStateMachine):
             self.check_limit()
         del spec
 
-    def forget(self, id: int) -> None:
+    def forget(self, id: Hashable) -> None:
         """The per-waiter bounds end with the waiter (its id may come back)."""
         self.level0_bound.pop(id, None)
         self.min_wait_at_push.pop(id, None)
@@ -136,7 +142,9 @@ class PolicyMachine(RuleBasedStateMachine):
     def check_grant(self, w: RefWaiter, others: list[RefWaiter], now: int) -> None:
         spec = self.config.spec
         # P6: FIFO within a level, under every policy; push order under FIFO.
-        earlier = [x for x in others if x.seq < w.seq and (x.level == w.level or spec.kind == "fifo")]
+        earlier = [
+            x for x in others if x.seq < w.seq and (x.level == w.level or spec.kind == "fifo")
+        ]
         assert not earlier, ("P6: overtaken in its own level", w, earlier)
         if spec.kind == "strict":
             # P7: no more urgent waiter was waiting.
@@ -243,16 +251,19 @@ class PolicyMachine(RuleBasedStateMachine):
         self.drain_bound = None
         self.tick_at(target)
 
-    def do_push(
-        self, id: int, level: int, steps: int, deadline: int | None
-    ) -> list[Decision]:
+    def do_push(self, id: int, level: int, steps: int, deadline: int | None) -> list[Decision]:
         self.advance(steps)
         now = self.now
         level %= self.config.spec.levels
         at_deadline = None if deadline is None else now + self.ceil_intervals(deadline) // 8
         wait = self.core.min_wait(level)
         assert wait == self.model.min_wait(level), ("P13: min_wait", wait)
+        depth = self.core.queues.depths[level]  # already settled at now
         out = self.core.push(id, level, now, deadline=at_deadline)
+        limit = None if self.config.max_waiting is None else self.config.max_waiting[level]
+        rejected = any(d.id == id and d.state is State.REJECTED for d in out)
+        # P11: rejected if and only if the level was full.
+        assert rejected == (limit is not None and depth >= limit), ("P11", depth, limit, out)
         newcomer = RefWaiter(id, level, self.model.seq, now, at_deadline)
         self.fate[id] = State.WAITING
         self.check_decisions(out, now, newcomer)
@@ -296,7 +307,7 @@ class PolicyMachine(RuleBasedStateMachine):
     @precondition(lambda self: hasattr(self, "core") and len(self.core) > 0)
     @rule(data=st.data())
     def cancel_waiting(self, data: st.DataObject) -> None:
-        id = data.draw(st.sampled_from(sorted(w.id for w in self.model.waiting)))
+        id = data.draw(st.sampled_from([w.id for w in self.model.waiting]))
         self.cancel(id)
 
     @rule(id=ids, level=st.integers(0, 2), steps=STEPS)
@@ -305,12 +316,10 @@ class PolicyMachine(RuleBasedStateMachine):
         self.advance(steps)
         if self.fate[id] is State.WAITING:
             before = fingerprint(self.core)
-            try:
+            with pytest.raises(DuplicateId) as refused:
                 self.core.push(id, level % self.config.spec.levels, self.now)
-            except DuplicateId as error:
-                assert error.id == id and error.argument == "id"
-            else:
-                raise AssertionError("P18: a duplicate id was accepted")
+            assert refused.value.id == id, "P18"
+            assert refused.value.argument == "id", "P18"
             assert fingerprint(self.core) == before, "P18: a refused push changed the state"
         else:
             self.do_push(id, level, 0, None)
@@ -331,12 +340,9 @@ class PolicyMachine(RuleBasedStateMachine):
         now = self.now
         if not self.model.can_refund(id, now):
             before = fingerprint(self.core)
-            try:
+            with pytest.raises(NotRefundable) as refused:
                 self.core.refund(id, now)
-            except NotRefundable as error:
-                assert error.id == id
-            else:
-                raise AssertionError("P5: refunded a permit that was not refundable")
+            assert refused.value.id == id, "P5"
             assert fingerprint(self.core) == before, "P18: a refused refund changed the state"
             return
         # P5: a refund creates at most the one permit it returns.
@@ -353,8 +359,17 @@ class PolicyMachine(RuleBasedStateMachine):
 
     @rule(
         bad=st.sampled_from(
-            ["level-bool", "level-float", "level-negative", "level-high", "level-str",
-             "now-float", "now-back", "deadline-float", "id-unhashable"]
+            [
+                "level-bool",
+                "level-float",
+                "level-negative",
+                "level-high",
+                "level-str",
+                "now-float",
+                "now-back",
+                "deadline-float",
+                "id-unhashable",
+            ]
         )
     )
     def push_bad(self, bad: str) -> None:
@@ -385,14 +400,12 @@ class PolicyMachine(RuleBasedStateMachine):
         elif bad == "id-unhashable":
             args["id"], expected = ["unhashable"], PermitTypeError
         before = fingerprint(self.core)
-        try:
+        with pytest.raises(expected) as refused:
             self.core.push(args["id"], args["level"], args["now"], deadline=deadline)
-        except expected as error:
-            assert isinstance(error, (ValueError, TypeError))
-            assert error.argument == argument, (error.argument, argument)  # type: ignore[attr-defined]
-            assert argument in str(error)
-        else:
-            raise AssertionError(f"P18: {bad} was accepted")
+        error = refused.value
+        assert isinstance(error, (PermitValueError, PermitTypeError)), "P18"
+        assert error.argument == argument, ("P18", error.argument, argument)
+        assert f"{argument}=" in str(error), ("P18", str(error))
         assert fingerprint(self.core) == before, ("P18: a refused push changed the state", bad)
 
     @rule(back=st.integers(1, 10**9), refund=st.booleans())
@@ -401,22 +414,15 @@ class PolicyMachine(RuleBasedStateMachine):
         was never pushed is a clear answer; none of it changes anything."""
         before = fingerprint(self.core)
         if self.core.now is not None:
-            try:
-                if refund:
-                    self.core.refund(0, self.now - back)
-                else:
-                    self.core.tick(self.now - back)
-            except TimeWentBackwards as error:
-                assert error.last == self.now and error.argument == "now"
-            else:
-                raise AssertionError("P18: time went backwards silently")
+            operation = self.core.refund if refund else self.core.tick
+            args = (0, self.now - back) if refund else (self.now - back,)
+            with pytest.raises(TimeWentBackwards) as backwards:
+                operation(*args)
+            assert backwards.value.last == self.now, "P18"
+            assert backwards.value.argument == "now", "P18"
         assert self.core.cancel(("never", "pushed")) is False
-        try:
+        with pytest.raises(NotRefundable):
             self.core.refund(("never", "pushed"), self.now)
-        except NotRefundable as error:
-            assert error.argument == "id"
-        else:
-            raise AssertionError("P18: refunded an id that was never granted")
         assert fingerprint(self.core) == before
 
     # -- invariants -----------------------------------------------------------
@@ -432,7 +438,8 @@ class PolicyMachine(RuleBasedStateMachine):
         """P2: after every operation, if anyone waits, no permit is available."""
         if hasattr(self, "core") and len(self.core) and self.core.now is not None:
             due = self.core.next_due()
-            assert due is not None and due > self.core.now, ("P2", due, self.core.now)
+            assert due is not None, "P2"
+            assert due > self.core.now, ("P2", due, self.core.now)
 
     @invariant()
     def check_conservation(self) -> None:
@@ -469,25 +476,37 @@ class PolicyMachine(RuleBasedStateMachine):
             return
         model = self.model
         assert [w.id for w in self.core.waiting()] == [w.id for w in model.waiting], "P13"
-        assert self.core.next_due() == model.next_due(), ("P13", self.core.next_due(), model.next_due())
-        assert self.core.next_tick() == model.next_tick(), ("P13", self.core.next_tick(), model.next_tick())
+        due, tick = self.core.next_due(), self.core.next_tick()
+        assert due == model.next_due(), ("P13: next_due", due, model.next_due())
+        assert tick == model.next_tick(), ("P13: next_tick", tick, model.next_tick())
         assert self.core.queues.depths == model.depths(), "P13"
         for level in range(self.config.spec.levels):
             assert self.core.min_wait(level) == model.min_wait(level), ("P13: min_wait", level)
-        for level, ref in zip(self.core.statistics().levels, model.stats, strict=True):
-            counts = (level.pushed, level.granted, level.cancelled, level.refunded,
-                      level.rejected, level.expired)
-            assert counts == (ref.pushed, ref.granted, ref.cancelled, ref.refunded,
-                              ref.rejected, ref.expired), ("P13", level, ref)
-            assert level.wait_max == (max(ref.waits) if ref.waits else None), "P13"
-            for got, q in ((level.wait_p50, 0.5), (level.wait_p99, 0.99)):
+        for stats, ref in zip(self.core.statistics().levels, model.stats, strict=True):
+            counts = (
+                stats.pushed,
+                stats.granted,
+                stats.cancelled,
+                stats.refunded,
+                stats.rejected,
+                stats.expired,
+            )
+            assert counts == (
+                ref.pushed,
+                ref.granted,
+                ref.cancelled,
+                ref.refunded,
+                ref.rejected,
+                ref.expired,
+            ), ("P13", stats, ref)
+            assert stats.wait_max == (max(ref.waits) if ref.waits else None), "P13"
+            for got, q in ((stats.wait_p50, 0.5), (stats.wait_p99, 0.99)):
                 exact = nearest_rank(ref.waits, q)
                 if exact is None:
                     assert got is None
                 else:
-                    assert got is not None and abs(got - exact) <= RELATIVE_ERROR * exact, (
-                        "P17", q, got, exact)
-
+                    assert got is not None, ("P17", q)
+                    assert abs(got - exact) <= RELATIVE_ERROR * exact, ("P17", q, got, exact)
 
     def teardown(self) -> None:
         if not hasattr(self, "core"):

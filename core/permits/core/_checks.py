@@ -32,9 +32,7 @@ def check_rate(value: object) -> Fraction:
     A float is read as the decimal it prints as (``0.1`` is exactly 1/10), so
     that the rate a user types is the rate the machine keeps.
     """
-    if isinstance(value, bool) or not isinstance(
-        value, (int, float, Fraction, Decimal)
-    ):
+    if isinstance(value, bool) or not isinstance(value, (int, float, Fraction, Decimal)):
         raise PermitTypeError("rate", value, "an int, float, Fraction or Decimal")
     if isinstance(value, float):
         if not math.isfinite(value):

@@ -51,9 +51,7 @@ class PermitTypeError(PermitError, TypeError):
         self.argument = argument
         self.value = value
         self.expected = expected
-        super().__init__(
-            f"{argument}={value!r}: expected {expected}, got {type(value).__name__}"
-        )
+        super().__init__(f"{argument}={value!r}: expected {expected}, got {type(value).__name__}")
 
 
 class TimeWentBackwards(PermitValueError):
@@ -105,8 +103,7 @@ class QueueFull(PermitError):
         self.level = level
         self.limit = limit
         super().__init__(
-            f"id={id!r} rejected: level {level} already has {limit} waiters "
-            f"(max_waiting={limit})"
+            f"id={id!r} rejected: level {level} already has {limit} waiters (max_waiting={limit})"
         )
 
 

@@ -108,9 +108,7 @@ def _limits(value: object, levels: int) -> tuple[int | None, ...] | None:
     if isinstance(value, (str, bytes)) or not isinstance(value, Sequence):
         raise PermitTypeError("max_waiting", value, "an int, a sequence or None")
     if len(value) != levels:
-        raise PermitValueError(
-            "max_waiting", value, f"needs one entry per level ({levels})"
-        )
+        raise PermitValueError("max_waiting", value, f"needs one entry per level ({levels})")
     limits: list[int | None] = []
     for limit in value:
         if limit is None:
@@ -118,9 +116,7 @@ def _limits(value: object, levels: int) -> tuple[int | None, ...] | None:
         elif isinstance(limit, int) and not isinstance(limit, bool) and limit >= 0:
             limits.append(int(limit))
         else:
-            raise PermitValueError(
-                "max_waiting", value, "every entry must be None or an int >= 0"
-            )
+            raise PermitValueError("max_waiting", value, "every entry must be None or an int >= 0")
     return tuple(limits)
 
 
@@ -166,8 +162,8 @@ class Machine:
         "_anchor",
         "_b1",
         "_cancelled",
-        "_dl_dead",
         "_deadlines",
+        "_dl_dead",
         "_due",
         "_expired",
         "_grant_log",
@@ -199,9 +195,7 @@ class Machine:
         refund_window: int = SECOND,
     ) -> None:
         if not isinstance(policy, Policy):
-            raise PermitTypeError(
-                "policy", policy, "a Policy (levels, choose() and ahead())"
-            )
+            raise PermitTypeError("policy", policy, "a Policy (levels, choose() and ahead())")
         levels = check_int("policy.levels", policy.levels, 1)
         self.rate: Fraction = check_rate(rate)
         self.burst: int = check_int("burst", burst, 1)
@@ -585,7 +579,5 @@ class Machine:
             raise AssertionError("invariant broken: every waiter with a deadline is in the heap")
         if self._now is not None and by_id and self._now >= self._due:
             raise AssertionError("invariant broken: a permit is available while someone waits")
-        if self._now is not None and any(
-            e[0] <= self._now for e in live
-        ):
+        if self._now is not None and any(e[0] <= self._now for e in live):
             raise AssertionError("invariant broken: a waiter is past its deadline")

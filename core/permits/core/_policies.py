@@ -113,9 +113,7 @@ def _weights(value: object) -> tuple[int, ...]:
             raise PermitValueError("weights", value, "every weight must be at least 1")
         weights.append(int(weight))
     if sum(weights) > MAX_SCHEDULE:
-        raise PermitValueError(
-            "weights", value, f"weights must add up to at most {MAX_SCHEDULE}"
-        )
+        raise PermitValueError("weights", value, f"weights must add up to at most {MAX_SCHEDULE}")
     return tuple(weights)
 
 

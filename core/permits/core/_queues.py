@@ -141,12 +141,8 @@ class Queues:
         for level, line in enumerate(self._lines):
             live = [w for w in line if by_id.get(w.id) is w]
             _require(len(live) == self.depths[level], "depth counts the live entries")
-            _require(
-                len(line) - len(live) == self._dead[level], "dead count is exact"
-            )
-            _require(
-                len(line) <= 2 * len(live) + SLACK, "dead entries stay bounded"
-            )
+            _require(len(line) - len(live) == self._dead[level], "dead count is exact")
+            _require(len(line) <= 2 * len(live) + SLACK, "dead entries stay bounded")
             _require(not line or by_id.get(line[0].id) is line[0], "heads are live")
             _require(all(w.level == level for w in line), "waiters sit at their level")
             seqs = [w.seq for w in line]
