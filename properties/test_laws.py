@@ -1,0 +1,241 @@
+"""Properties stated over whole runs rather than step by step.
+
+Each test names its SPEC.md property id in its docstring.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from fractions import Fraction
+from typing import Any
+
+from harness import drive, rows
+from hypothesis import given, note
+from hypothesis import strategies as st
+from reference import nearest_rank
+
+from permits.core import (
+    RELATIVE_ERROR,
+    SECOND,
+    Aging,
+    Fifo,
+    Machine,
+    NotRefundable,
+    Policy,
+    Shares,
+    State,
+    StrictPriority,
+    WaitHistogram,
+)
+from permits.core._queues import SLACK
+
+Op = tuple[str, int, int]
+
+rates = st.sampled_from([1, 3, 100, Fraction(7, 3), 2.5, 1000])
+
+
+def ops(levels: int) -> st.SearchStrategy[list[Op]]:
+    """Operation scripts: (kind, level or index, time step in eighths of a second)."""
+    return st.lists(
+        st.one_of(
+            st.tuples(st.just("push"), st.integers(0, levels - 1), st.integers(0, 8)),
+            st.tuples(st.just("cancel"), st.integers(0, 50), st.just(0)),
+            st.tuples(st.just("tick"), st.just(0), st.integers(0, 16)),
+            st.tuples(st.just("refund"), st.integers(0, 50), st.just(0)),
+        ),
+        max_size=60,
+    )
+
+
+def run(machine: Machine, script: Sequence[Op], on_time: bool = True) -> list[Any]:
+    """Apply ``script``; return everything observable, in order."""
+    log: list[Any] = []
+    now, pushed = 0, 0
+    for kind, arg, step in script:
+        now += step * SECOND // 8
+        if kind == "push":
+            out = drive(machine, now) if on_time else machine.tick(now)
+            out += machine.push(pushed, arg, now)
+            pushed += 1
+            log.append(rows(out))
+        elif kind == "tick":
+            log.append(rows(drive(machine, now) if on_time else machine.tick(now)))
+        elif kind == "cancel":
+            log.append(("cancel", arg, machine.cancel(arg)))
+        else:
+            try:
+                log.append(rows(machine.refund(arg, now)))
+            except NotRefundable:
+                log.append(("not refundable", arg))
+        log.append((machine.next_due(), machine.next_tick(), tuple(machine.queues.depths)))
+    return log
+
+
+@given(rate=rates, burst=st.integers(1, 3), script=ops(1))
+def test_one_level_all_policies_agree(rate: Any, burst: int, script: list[Op]) -> None:
+    """P14: with one level, FIFO, strict priority, shares and aging grant alike."""
+    policies: list[Policy] = [Fifo(1), StrictPriority(1), Shares((3,)), Aging(1, 1)]
+    logs = [run(Machine(policy, rate, burst), script) for policy in policies]
+    for policy, log in zip(policies[1:], logs[1:], strict=True):
+        assert log == logs[0], ("P14", policy)
+
+
+@given(rate=rates, burst=st.integers(1, 3), levels=st.integers(2, 3), data=st.data())
+def test_aging_with_huge_after_is_strict(
+    rate: Any, burst: int, levels: int, data: st.DataObject
+) -> None:
+    """P14: aging with ``after`` longer than any wait is strict priority."""
+    script = data.draw(ops(levels))
+    horizon = 1 + sum(step for _, _, step in script) * SECOND // 8
+    strict = run(Machine(StrictPriority(levels), rate, burst), script)
+    aging = run(Machine(Aging(levels, after=horizon), rate, burst), script)
+    assert aging == strict, "P14"
+
+
+@given(
+    rate=rates,
+    burst=st.integers(1, 3),
+    weights=st.tuples(st.integers(1, 5), st.integers(1, 5)),
+    script=ops(1),
+)
+def test_shares_without_lower_level_is_strict(
+    rate: Any, burst: int, weights: tuple[int, int], script: list[Op]
+) -> None:
+    """P14: shares where the lower level never waits is strict priority."""
+    strict = run(Machine(StrictPriority(2), rate, burst), script)
+    shares = run(Machine(Shares(weights), rate, burst), script)
+    assert shares == strict, "P14"
+
+
+@given(
+    kind=st.sampled_from(["fifo", "strict", "shares", "aging"]),
+    rate=rates,
+    burst=st.integers(1, 3),
+    on_time=st.booleans(),
+    script=ops(2),
+)
+def test_determinism(kind: str, rate: Any, burst: int, on_time: bool, script: list[Op]) -> None:
+    """P13: the same calls always give the same decisions (two fresh machines)."""
+    policy: Policy = {
+        "fifo": Fifo(2),
+        "strict": StrictPriority(2),
+        "shares": Shares((4, 1)),
+        "aging": Aging(2, SECOND),
+    }[kind]
+    first = run(Machine(policy, rate, burst), script, on_time)
+    again = run(Machine(policy, rate, burst), script, on_time)
+    assert first == again, "P13"
+
+
+@given(
+    rate=st.one_of(
+        st.integers(1, 10**6),
+        st.fractions(min_value=Fraction(1, 100), max_value=10**6).filter(lambda f: f > 0),
+        st.floats(min_value=0.01, max_value=1e6),
+    ),
+    burst=st.integers(1, 4),
+    n=st.integers(1, 200),
+    start=st.integers(-(10**12), 10**12),
+)
+def test_pacing_is_exact(rate: Any, burst: int, n: int, start: int) -> None:
+    """P16: with ticks on time, the k-th permit of a backlog that starts with
+    a full bucket at ``start`` is granted at exactly
+    ``start + ceil((k - burst) * 10**9 / rate)`` ns: no drift, however long."""
+    machine = Machine(StrictPriority(1), rate, burst)
+    exact_rate = Fraction(repr(rate)) if isinstance(rate, float) else Fraction(rate)
+    granted: list[int] = []
+    for id in range(n):
+        granted += [d.at for d in machine.push(id, 0, start)]
+    granted += [d.at for d in drive(machine, start + math.ceil(n * SECOND / exact_rate))]
+    assert len(granted) == n
+    for k, at in enumerate(granted, start=1):
+        expected = start + max(0, math.ceil((k - burst) * SECOND / exact_rate))
+        assert at == expected, ("P16", k, at, expected)
+
+
+def test_pacing_after_a_million_permits() -> None:
+    """P16: after 10**6 permits at 3/s, the last is due exactly on time
+    (the issue's target was within 1 microsecond)."""
+    machine = Machine(StrictPriority(1), 3, 1)
+    machine.push(-1, 0, 0)  # takes the bucket's permit at t = 0
+    at = 0
+    for k in range(1, 10**6 + 1):
+        machine.push(k, 0, at)
+        out = machine.tick(machine.next_due() or 0)
+        at = out[0].at
+    exact = Fraction(10**6 * SECOND, 3)
+    assert at == math.ceil(exact), ("P16", at, exact)
+    assert abs(at - exact) < 1, "P16"
+
+
+@given(
+    waits=st.lists(st.integers(0, 10**13), min_size=1, max_size=400),
+    q=st.sampled_from([0.0, 0.5, 0.9, 0.99, 1.0]),
+)
+def test_histogram_quantiles(waits: list[int], q: float) -> None:
+    """P17: quantiles within RELATIVE_ERROR of the exact nearest-rank value;
+    the maximum exact; memory bounded by the logarithm of the largest wait."""
+    histogram = WaitHistogram()
+    for wait in waits:
+        histogram.record(wait)
+    exact = nearest_rank(waits, q)
+    got = histogram.quantile(q)
+    assert exact is not None
+    assert got is not None
+    assert abs(got - exact) <= RELATIVE_ERROR * exact, ("P17", got, exact)
+    assert histogram.max == max(waits)
+    assert histogram.buckets <= 256 + 128 * max(0, max(waits).bit_length() - 8), "P17"
+
+
+@given(
+    n=st.integers(1, 300),
+    cancels=st.lists(st.integers(0, 299), max_size=600),
+    levels=st.integers(1, 3),
+    deadlines=st.booleans(),
+)
+def test_dead_entries_stay_bounded(
+    n: int, cancels: list[int], levels: int, deadlines: bool
+) -> None:
+    """P15: whatever is cancelled, the entries held stay within
+    2 x waiting + a constant per level, in the queues and the deadline heap."""
+    machine = Machine(StrictPriority(levels), 1, 1)
+    machine.push("first", 0, 0)  # takes the bucket's permit; the rest wait
+    for id in range(n):
+        machine.push(id, id % levels, 0, deadline=10 * SECOND if deadlines else None)
+    for id in cancels:
+        machine.cancel(id % n)
+        held = sum(len(line) for line in machine.queues._lines)
+        assert held <= 2 * len(machine) + SLACK * levels, ("P15", held, len(machine))
+        assert len(machine._deadlines) <= 2 * len(machine) + SLACK, "P15"
+    machine.check_valid()
+
+
+@given(
+    kind=st.sampled_from(["fifo", "strict", "shares", "aging"]),
+    rate=rates,
+    burst=st.integers(1, 3),
+    pushes=st.lists(st.tuples(st.integers(0, 2), st.integers(0, 4)), min_size=1, max_size=40),
+)
+def test_drain(kind: str, rate: Any, burst: int, pushes: list[tuple[int, int]]) -> None:
+    """P12: with no more pushes and ticks on time, everyone waiting at the
+    last push is granted within (number waiting) permit intervals."""
+    policy: Policy = {
+        "fifo": Fifo(3),
+        "strict": StrictPriority(3),
+        "shares": Shares((2, 1, 1)),
+        "aging": Aging(3, SECOND),
+    }[kind]
+    machine = Machine(policy, rate, burst)
+    exact = Fraction(repr(rate)) if isinstance(rate, float) else Fraction(rate)
+    now = 0
+    for id, (level, step) in enumerate(pushes):
+        now += step * SECOND // 4
+        drive(machine, now)
+        machine.push(id, level, now)
+    waiting = len(machine)
+    bound = now + math.ceil(waiting * SECOND / exact)
+    out = drive(machine, bound)
+    note(f"{waiting} waiting at {now}; bound {bound}")
+    assert len(machine) == 0, ("P12", len(machine))
+    assert all(d.state is State.GRANTED and d.at <= bound for d in out), "P12"
