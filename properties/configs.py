@@ -13,7 +13,9 @@ from typing import Any
 
 import attrs
 from hypothesis import strategies as st
+
 from permits.core import SECOND, Aging, Fifo, Machine, Policy, Queues, Shares, StrictPriority
+
 from reference import PolicySpec, Reference
 
 

@@ -15,13 +15,14 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from configs import KINDS, Config, configs
-from harness import drive, rows
 from hypothesis import event, note
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
 from permits.core import Machine, State
+
+from configs import KINDS, Config, configs
+from harness import drive, rows
 
 GHOST = "ghost"
 

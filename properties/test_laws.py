@@ -10,10 +10,8 @@ from collections.abc import Sequence
 from fractions import Fraction
 from typing import Any
 
-from harness import drive, rows
 from hypothesis import given, note
 from hypothesis import strategies as st
-from reference import nearest_rank
 
 from permits.core import (
     RELATIVE_ERROR,
@@ -29,6 +27,9 @@ from permits.core import (
     WaitHistogram,
 )
 from permits.core._queues import SLACK
+
+from harness import drive, rows
+from reference import nearest_rank
 
 Op = tuple[str, int, int]
 
@@ -117,12 +118,13 @@ def test_shares_without_lower_level_is_strict(
 )
 def test_determinism(kind: str, rate: Any, burst: int, on_time: bool, script: list[Op]) -> None:
     """P13: the same calls always give the same decisions (two fresh machines)."""
-    policy: Policy = {
+    policies: dict[str, Policy] = {
         "fifo": Fifo(2),
         "strict": StrictPriority(2),
         "shares": Shares((4, 1)),
         "aging": Aging(2, SECOND),
-    }[kind]
+    }
+    policy = policies[kind]
     first = run(Machine(policy, rate, burst), script, on_time)
     again = run(Machine(policy, rate, burst), script, on_time)
     assert first == again, "P13"
@@ -220,12 +222,13 @@ def test_dead_entries_stay_bounded(
 def test_drain(kind: str, rate: Any, burst: int, pushes: list[tuple[int, int]]) -> None:
     """P12: with no more pushes and ticks on time, everyone waiting at the
     last push is granted within (number waiting) permit intervals."""
-    policy: Policy = {
+    policies: dict[str, Policy] = {
         "fifo": Fifo(3),
         "strict": StrictPriority(3),
         "shares": Shares((2, 1, 1)),
         "aging": Aging(3, SECOND),
-    }[kind]
+    }
+    policy = policies[kind]
     machine = Machine(policy, rate, burst)
     exact = Fraction(repr(rate)) if isinstance(rate, float) else Fraction(rate)
     now = 0

@@ -20,8 +20,6 @@ from fractions import Fraction
 from typing import Any
 
 import pytest
-from configs import Config, configs
-from harness import fingerprint, rows
 from hypothesis import event, note
 from hypothesis import strategies as st
 from hypothesis.stateful import (
@@ -33,6 +31,7 @@ from hypothesis.stateful import (
     precondition,
     rule,
 )
+
 from permits.core import (
     RELATIVE_ERROR,
     Decision,
@@ -44,6 +43,9 @@ from permits.core import (
     State,
     TimeWentBackwards,
 )
+
+from configs import Config, configs
+from harness import fingerprint, rows
 from reference import NS, Reference, RefWaiter, nearest_rank
 
 STEPS = st.integers(0, 48)  # sixteenths of a permit interval
