@@ -4,13 +4,15 @@
 - ``ci``: derandomised (the same examples every run), no example database,
   more examples; ``.ci/run`` uses it.
 - ``nightly``: many more examples and longer runs, randomised.
+- ``mutants``: ``ci`` without shrinking, for ``properties/mutants.py``, which
+  only needs to know that (and which property) fails.
 """
 
 from __future__ import annotations
 
 import os
 
-from hypothesis import HealthCheck, settings
+from hypothesis import HealthCheck, Phase, settings
 
 settings.register_profile("dev", max_examples=50, deadline=None)
 settings.register_profile(
@@ -29,5 +31,10 @@ settings.register_profile(
     deadline=None,
     print_blob=True,
     suppress_health_check=[HealthCheck.too_slow],
+)
+settings.register_profile(
+    "mutants",
+    parent=settings.get_profile("ci"),
+    phases=[Phase.explicit, Phase.reuse, Phase.generate],
 )
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "dev"))

@@ -152,8 +152,8 @@ class Machine:
         ``int | None`` per level: a push to a level that already has that many
         waiters is rejected.
     :param refund_window: nanoseconds after its grant during which a permit
-        may be refunded; the machine remembers grants that long, so memory
-        stays bounded by ``rate * refund_window``.
+        may be refunded; the machine remembers grants up to twice that long, so
+        its memory stays bounded by ``2 * rate * refund_window + burst`` grants.
     """
 
     __slots__ = (
@@ -354,21 +354,35 @@ class Machine:
         :attr:`State.REJECTED` decision); a ``deadline <= now`` expires it at
         once. Raises :class:`DuplicateId` if ``id`` is waiting.
         """
-        try:
-            hash(id)
-        except TypeError:
-            raise PermitTypeError("id", id, "a hashable value") from None
+        # The hot path: validation and the tick are inlined (see _check_now,
+        # _settle and Queues._append for the same steps spelled out).
         if level.__class__ is not int or not 0 <= level < self.levels:
             level = self._check_level(level)
-        now = self._check_now(now)
+        if now.__class__ is not int:
+            now = check_int("now", now)
+        last = self._now
+        if last is not None and now < last:
+            raise TimeWentBackwards(now, last)
         if deadline is not None:
             deadline = check_int("deadline", deadline)
         queues = self._queues
-        if id in queues._by_id:
+        by_id = queues._by_id
+        try:
+            duplicate = id in by_id
+        except TypeError:
+            raise PermitTypeError("id", id, "a hashable value") from None
+        if duplicate:
             raise DuplicateId(id)
 
         out: list[Decision] = []
-        self._settle(now, out)
+        if (
+            last is None
+            or (self._deadlines and self._deadlines[0][0] <= now)
+            or (by_id and now >= self._due)
+        ):
+            self._settle(now, out)
+        else:
+            self._now = now
         self._pushed[level] += 1
         limits = self._limits
         if limits is not None:
@@ -387,7 +401,9 @@ class Machine:
                 out.append(_new(Decision, (id, _EXPIRED, level, now, 0)))
                 return out
             heapq.heappush(self._deadlines, (deadline, seq, waiter))
-        queues._append(waiter)
+        by_id[id] = waiter
+        queues._lines[level].append(waiter)
+        queues.depths[level] += 1
         if now >= self._due:
             self._grant(now, out)
         return out
@@ -411,7 +427,11 @@ class Machine:
     def tick(self, now: int) -> list[Decision]:
         """Advance to ``now``: expire waiters whose deadline is ``<= now``,
         then grant every permit available at ``now``."""
-        now = self._check_now(now)
+        if now.__class__ is not int:
+            now = check_int("now", now)
+        last = self._now
+        if last is not None and now < last:
+            raise TimeWentBackwards(now, last)
         out: list[Decision] = []
         self._settle(now, out)
         return out
@@ -484,51 +504,70 @@ class Machine:
                 )
             else:
                 self._dl_dead -= 1
+        self._tidy_deadlines()
 
     def _grant(self, now: int, out: list[Decision]) -> None:
-        """Grant permits available at ``now`` while anyone waits."""
+        """Grant permits available at ``now`` while anyone waits.
+
+        The hot path: Queues._pop, _restart and the log pruning are inlined.
+        """
         queues = self._queues
         by_id = queues._by_id
         depths = queues.depths
-        choose = self.policy.choose
-        levels = self.levels
-        P, Q, b1 = self._P, self._Q, self._b1
-        refundable = self._refundable
         log = self._grant_log
-        horizon = now - self.refund_window
-        while log and log[0][1] < horizon:
-            old = log.popleft()
-            if refundable.get(old[0].id) is old:
-                del refundable[old[0].id]
+        if log and log[0][1] < now - 2 * self.refund_window:
+            # Prune in batches: the log may hold up to two windows of grants;
+            # refund() checks each grant's age exactly.
+            self._prune(now)
+        refundable = self._refundable
+        choose = self.policy.choose
+        P, Q = self._P, self._Q
         while True:
             level = choose(queues, now)
-            if level.__class__ is not int or not 0 <= level < levels or not depths[level]:
+            if level.__class__ is not int or not 0 <= level < self.levels or not depths[level]:
                 raise PolicyError(
                     f"{self.policy!r}.choose() returned {level!r}, not a level "
                     f"with waiters (depths {depths!r})",
                     out,
                 )
-            waiter = queues._pop(level)
-            # Charge the bucket: TAT = max(TAT, now) + interval.
+            # Take the level's head (Queues._pop).
+            waiter = queues._lines[level].popleft()
+            id = waiter.id
+            del by_id[id]
+            depths[level] -= 1
+            queues.granted += 1
+            if queues._dead[level]:
+                queues._tidy(level)
+            # Charge the bucket: TAT = max(TAT, now - 1) + interval (_restart).
             k = self._k
             anchor = self._anchor
             entry = [waiter, now, anchor, k]
-            if k * P < (now - 1 - anchor) * Q:  # inlined _restart(): hot path
+            if k * P < (now - 1 - anchor) * Q:
                 anchor = self._anchor = now - 1
                 k = 0
             k += 1
             self._k = k
-            self._due = anchor - ((b1 - k) * P // Q)
+            due = self._due = anchor - ((self._b1 - k) * P // Q)
             wait = now - waiter.pushed_at
             self._granted[level] += 1
-            self._hists[level].record(wait)
-            refundable[waiter.id] = entry
+            self._hists[level].record(wait)  # WaitHistogram.record
+            refundable[id] = entry
             log.append(entry)
             if waiter.deadline is not None:
                 self._deadline_left()
-            out.append(_new(Decision, (waiter.id, _GRANTED, level, now, wait)))
-            if not by_id or now < self._due:
+            out.append(_new(Decision, (id, _GRANTED, level, now, wait)))
+            if now < due or not by_id:
                 return
+
+    def _prune(self, now: int) -> None:
+        """Forget grants older than ``refund_window``: no longer refundable."""
+        log = self._grant_log
+        refundable = self._refundable
+        horizon = now - self.refund_window
+        while log and log[0][1] < horizon:
+            old = log.popleft()
+            if refundable.get(old[0].id) is old:
+                del refundable[old[0].id]
 
     def _unwind(self, entry: list[Any]) -> None:
         """Make the pacing state what it would be had ``entry``'s grant never
@@ -554,8 +593,13 @@ class Machine:
 
     def _deadline_left(self) -> None:
         """A waiter with a deadline left other than by expiring: its heap
-        entry is now dead; rebuild the heap when the dead outnumber the live."""
+        entry is now dead."""
         self._dl_dead += 1
+        self._tidy_deadlines()
+
+    def _tidy_deadlines(self) -> None:
+        """Rebuild the deadline heap when its dead entries outnumber the live
+        ones by more than SLACK (amortised O(1) per departure)."""
         deadlines = self._deadlines
         if self._dl_dead > len(deadlines) - self._dl_dead + SLACK:
             by_id = self._queues._by_id

@@ -94,7 +94,10 @@ class StrictPriority:
     levels: int = attrs.field(default=2, validator=_levels)
 
     def choose(self, queues: Queues, now: int) -> int:
-        return _first_waiting(queues.depths)
+        for level, depth in enumerate(queues.depths):
+            if depth:
+                return level
+        raise AssertionError("choose() called with nobody waiting")  # pragma: no cover
 
     def ahead(self, queues: Queues, level: int, now: int) -> int:
         return sum(queues.depths[: level + 1])

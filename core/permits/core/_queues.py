@@ -8,9 +8,10 @@ first-in-first-out order within a level.
 Cancelled and expired waiters are removed lazily: they stay in their level's
 deque, marked dead by no longer being the entry of their id, until they reach
 the head or the level is compacted. A level is compacted when its dead entries
-outnumber its live ones by more than :data:`SLACK`, so the entries held never
-exceed ``2 * waiting + SLACK`` per level, and each entry is dropped once
-(amortised O(1) per cancel).
+outnumber its live ones by more than :data:`SLACK`, checked after every
+departure (grant, cancel or expiry), so the entries held never exceed
+``2 * waiting + SLACK`` per level, and each entry is dropped once (amortised
+O(1) per departure).
 """
 
 from __future__ import annotations
@@ -98,7 +99,7 @@ class Queues:
         self.depths[level] -= 1
         self.granted += 1
         if self._dead[level]:
-            self._drop_dead_heads(level)
+            self._tidy(level)
         return waiter
 
     def _remove(self, waiter: Waiter) -> bool:
@@ -112,13 +113,20 @@ class Queues:
         line = self._lines[level]
         if line[0] is waiter:
             line.popleft()
-            if self._dead[level]:
-                self._drop_dead_heads(level)
         else:
             self._dead[level] += 1
-            if self._dead[level] > self.depths[level] + SLACK:
-                self._compact(level)
+        if self._dead[level]:
+            self._tidy(level)
         return True
+
+    def _tidy(self, level: int) -> None:
+        """After a waiter left ``level`` (granted, cancelled or expired): drop
+        dead entries from the head, and compact the level if its dead entries
+        outnumber its live ones by more than SLACK. Each dead entry is dropped
+        once, so this is amortised O(1) per departure."""
+        self._drop_dead_heads(level)
+        if self._dead[level] > self.depths[level] + SLACK:
+            self._compact(level)
 
     def _drop_dead_heads(self, level: int) -> None:
         line = self._lines[level]

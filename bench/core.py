@@ -1,0 +1,134 @@
+"""Speed and memory of the policy core, beside a bare heapq floor, in one run.
+
+    python bench/core.py [--quick]
+
+Grants per second: the machine holds N waiters (two levels, pushed
+alternately); each iteration pushes one waiter and ticks at the next due
+time, which grants exactly one permit, so the queue stays at N. The floor is
+the same loop over a bare ``heapq`` of ``(priority, seq, id)`` tuples: one
+push, one pop. Each figure is the best of three runs of the loop.
+
+Memory: bytes the machine allocates per waiting waiter (tracemalloc), ids
+created beforehand so that only the machine's own memory counts.
+"""
+
+from __future__ import annotations
+
+import functools
+import gc
+import heapq
+import platform
+import sys
+import time
+import tracemalloc
+from collections.abc import Callable
+
+from permits.core import SECOND, Aging, Fifo, Machine, Policy, Shares, StrictPriority
+
+POLICIES: dict[str, Callable[[], Policy]] = {
+    "fifo": lambda: Fifo(2),
+    "strict": lambda: StrictPriority(2),
+    "shares 4:1": lambda: Shares((4, 1)),
+    "aging 2 s": lambda: Aging(2, 2 * SECOND),
+}
+RATE = 1000  # permits per second: a permit every 1 ms of virtual time
+
+
+def machine_loop(policy: Policy, waiting: int, grants: int) -> float:
+    """Seconds per grant."""
+    machine = Machine(policy, RATE)
+    now = 0
+    machine.tick(now)
+    machine.push(-1, 0, now)  # spend the banked permit
+    for id in range(waiting):
+        machine.push(id, id % 2, now)
+    push, tick, next_due = machine.push, machine.tick, machine.next_due
+    ids = range(waiting, waiting + grants)
+    gc.collect()
+    start = time.perf_counter()
+    for id in ids:
+        push(id, id & 1, now)
+        now = next_due()  # type: ignore[assignment]
+        tick(now)
+    elapsed = time.perf_counter() - start
+    assert len(machine) == waiting
+    return elapsed / grants
+
+
+def heapq_loop(waiting: int, grants: int) -> float:
+    heap = [(id % 2, id, id) for id in range(waiting)]
+    heapq.heapify(heap)
+    push, pop = heapq.heappush, heapq.heappop
+    ids = range(waiting, waiting + grants)
+    gc.collect()
+    start = time.perf_counter()
+    for id in ids:
+        push(heap, (id & 1, id, id))
+        pop(heap)
+    return (time.perf_counter() - start) / grants
+
+
+def best(run: Callable[[], float], repeat: int = 3) -> float:
+    return min(run() for _ in range(repeat))
+
+
+def bytes_per_waiter(policy: Policy, waiting: int) -> float:
+    ids = list(range(waiting))
+    machine = Machine(policy, RATE)
+    machine.push(-1, 0, 0)
+    gc.collect()
+    tracemalloc.start()
+    before = tracemalloc.get_traced_memory()[0]
+    for id in ids:
+        machine.push(id, id & 1, 0)
+    after = tracemalloc.get_traced_memory()[0]
+    tracemalloc.stop()
+    assert len(machine) == waiting
+    return (after - before) / waiting
+
+
+def main() -> None:
+    quick = "--quick" in sys.argv
+    sizes = [100, 10_000] if quick else [100, 10_000, 1_000_000]
+    grants = 20_000 if quick else 200_000
+    print(
+        f"Python {platform.python_version()} on {platform.machine()}, "
+        f"{platform.processor() or platform.platform()}; {grants:,} grants per cell, best of 3"
+    )
+    print()
+    header = "| policy | " + " | ".join(f"{n:,} waiting" for n in sizes) + " |"
+    print(header)
+    print("|" + " --- |" * (len(sizes) + 1))
+    floor = {n: best(functools.partial(heapq_loop, n, grants)) for n in sizes}
+    rows = {
+        name: {n: best(lambda n=n, make=make: machine_loop(make(), n, grants)) for n in sizes}  # type: ignore[misc]
+        for name, make in POLICIES.items()
+    }
+    for name, cells in rows.items():
+        print(
+            f"| {name} | "
+            + " | ".join(
+                f"{1 / cells[n] / 1e6:.2f} M/s ({cells[n] * 1e9:.0f} ns, "
+                f"{cells[n] / floor[n]:.1f}x floor)"
+                for n in sizes
+            )
+            + " |"
+        )
+    print(
+        "| bare heapq push+pop (floor) | "
+        + " | ".join(f"{1 / floor[n] / 1e6:.2f} M/s ({floor[n] * 1e9:.0f} ns)" for n in sizes)
+        + " |"
+    )
+    print()
+    print(
+        "| policy | per-grant cost at largest / at 100 waiting"
+        " | bytes per waiting waiter (100,000 waiting) |"
+    )
+    print("| --- | --- | --- |")
+    for name, make in POLICIES.items():
+        ratio = rows[name][sizes[-1]] / rows[name][100]
+        print(f"| {name} | {ratio:.2f}x | {bytes_per_waiter(make(), 100_000):.0f} |")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,167 @@
+"""Does the contract have teeth? Break the core on purpose and see what fails.
+
+    python properties/mutants.py [NAME ...]
+
+Each mutant edits one place of a copy of ``core/`` (the tree is never
+touched), runs ``pytest properties`` on the copy under the ``mutants``
+profile (``ci`` without shrinking),
+and reports the property ids (``P1``...) named by the failures. A mutant no
+property catches is a hole in the contract.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+#: name -> (file under core/permits/core, text to replace, replacement, what it breaks)
+MUTANTS: dict[str, tuple[str, str, str, str]] = {
+    "skip-cancelled-check": (
+        "_machine.py",
+        "        self._queues._remove(waiter)\n        self._cancelled",
+        "        self._cancelled",
+        "cancel counts the waiter but leaves it queued (the seed's naive limiter)",
+    ),
+    "serve-wrong-level": (
+        "_policies.py",
+        "            if depth:\n                return level\n        raise AssertionError(",
+        "            if depth:\n                best = level\n        return best\n"
+        "        raise AssertionError(",
+        "strict priority serves the least urgent waiting level",
+    ),
+    "drop-share-counter": (
+        "_policies.py",
+        "owner = cycle[queues.granted % len(cycle)]",
+        "owner = cycle[0]",
+        "shares always offer the first slot: the counter is gone",
+    ),
+    "drift-the-clock": (
+        "_machine.py",
+        "if k * P < (now - 1 - anchor) * Q:  # inlined",
+        "if True:  # inlined",
+        "every grant restarts the schedule at now: rounding and lateness accumulate",
+    ),
+    "aging-wrong-sign": (
+        "_policies.py",
+        "key = (level * after + head.pushed_at, head.seq)",
+        "key = (level * after - head.pushed_at, head.seq)",
+        "aging favours the newest waiter",
+    ),
+    "naive-refund": (
+        "_machine.py",
+        "        self._unwind(entry)\n",
+        "        self._k -= 1\n"
+        "        self._due = self._anchor - ((self._b1 - self._k) * self._P // self._Q)\n",
+        "a refund just takes one interval off the schedule (the over-grant found earlier)",
+    ),
+    "deadline-off-by-one": (
+        "_machine.py",
+        "        while deadlines and deadlines[0][0] <= now:",
+        "        while deadlines and deadlines[0][0] < now:",
+        "a waiter is still served at its deadline",
+    ),
+    "lifo-within-level": (
+        "_queues.py",
+        "        self._lines[waiter.level].append(waiter)",
+        "        self._lines[waiter.level].appendleft(waiter)",
+        "a level is served last in, first out",
+    ),
+    "no-compaction": (
+        "_queues.py",
+        "        if self._dead[level] > self.depths[level] + SLACK:\n"
+        "            self._compact(level)",
+        "        pass",
+        "cancelled waiters are never compacted away",
+    ),
+    "tidy-only-on-cancel": (
+        "_machine.py",
+        "            if queues._dead[level]:\n                queues._tidy(level)",
+        "            if queues._dead[level]:\n                queues._drop_dead_heads(level)",
+        "a grant drops dead heads but never compacts (the P15 bug found earlier)",
+    ),
+    "untidy-deadlines": (
+        "_machine.py",
+        "                self._dl_dead -= 1\n        self._tidy_deadlines()\n",
+        "                self._dl_dead -= 1\n",
+        "expiries never rebuild the deadline heap",
+    ),
+    "burst-plus-one": (
+        "_machine.py",
+        "        self._b1 = self.burst - 1",
+        "        self._b1 = self.burst",
+        "the bucket banks burst + 1 permits (the GCRA off-by-one)",
+    ),
+    "min-wait-optimistic": (
+        "_machine.py",
+        "        due = anchor - ((self._b1 - k - ahead) * self._P // self._Q)",
+        "        due = anchor - ((self._b1 - k - ahead + 1) * self._P // self._Q)",
+        "fail-fast admission promises one permit interval too little",
+    ),
+}
+
+
+def run(name: str) -> tuple[str, set[str], list[str]]:
+    file, old, new, _ = MUTANTS[name]
+    with tempfile.TemporaryDirectory() as tmp:
+        copy = Path(tmp)
+        shutil.copytree(ROOT / "core", copy / "core")
+        target = copy / "core" / "permits" / "core" / file
+        text = target.read_text()
+        if text.count(old) != 1:
+            return ("stale", set(), [f"the text to mutate is not in {file} exactly once"])
+        target.write_text(text.replace(old, new))
+        env = dict(os.environ, HYPOTHESIS_PROFILE="mutants", PYTHONPATH=str(copy / "core"))
+        result = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "pytest",
+                "properties",
+                "-q",
+                "-p",
+                "no:cacheprovider",
+                "-o",
+                "addopts=--import-mode=importlib",
+            ],
+            cwd=ROOT,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=1800,
+        )
+    failed = sorted(set(re.findall(r"^FAILED (\S+?)(?:::runTest)? ", result.stdout, re.M)))
+    # Read the tracebacks only: pytest's one-line summary truncates messages.
+    trace = "\n".join(line for line in result.stdout.splitlines() if not line.startswith("FAILED"))
+    ids = set(re.findall(r"AssertionError: \(?'?(P\d+)\b", trace))
+    ids |= {f"check_valid: {m}" for m in re.findall(r"invariant broken: ([^'\"\n]+)", trace)}
+    ids |= set(re.findall(r"^E\s+(?:[\w.]+\.)?((?!Assertion)\w+Error)\b", trace, re.M))
+    return ("caught" if result.returncode else "SURVIVED", ids, failed)
+
+
+def main(names: list[str]) -> int:
+    survivors = 0
+    for name in names or list(MUTANTS):
+        verdict, ids, failed = run(name)
+        survivors += verdict != "caught"
+
+        def order(found: str) -> tuple[int, str]:
+            return (int(found[1:]), "") if re.fullmatch(r"P\d+", found) else (10**6, found)
+
+        properties = ", ".join(sorted(ids, key=order)) or "-"
+        print(f"{name:22} {verdict:9} {MUTANTS[name][3]}")
+        print(f"{'':33}failed: {properties}")
+        for test in failed:
+            print(f"{'':33}{test}")
+        sys.stdout.flush()
+    return 1 if survivors else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))

@@ -1,0 +1,144 @@
+"""Bad input at construction: a clear error naming the argument and the value."""
+
+from __future__ import annotations
+
+import math
+from decimal import Decimal
+from fractions import Fraction
+from typing import Any
+
+import pytest
+
+from permits.core import (
+    Aging,
+    Fifo,
+    Machine,
+    PermitError,
+    PermitTypeError,
+    PermitValueError,
+    PolicyError,
+    Queues,
+    Shares,
+    State,
+    StrictPriority,
+)
+
+
+@pytest.mark.parametrize(
+    ("rate", "error"),
+    [
+        (0, PermitValueError),
+        (-1, PermitValueError),
+        (math.nan, PermitValueError),
+        (math.inf, PermitValueError),
+        (-math.inf, PermitValueError),
+        (Decimal("NaN"), PermitValueError),
+        (Fraction(0), PermitValueError),
+        (True, PermitTypeError),
+        ("100", PermitTypeError),
+        (None, PermitTypeError),
+    ],
+)
+def test_rate_refused(rate: Any, error: type[PermitError]) -> None:
+    with pytest.raises(error) as refused:
+        Machine(StrictPriority(), rate)
+    assert refused.value.argument == "rate"  # type: ignore[attr-defined]
+    assert str(refused.value).startswith(f"rate={rate!r}")
+    assert isinstance(refused.value, (ValueError, TypeError))
+
+
+@pytest.mark.parametrize("rate", [100, 2.5, Fraction(7, 3), Decimal("0.5"), 0.1])
+def test_rate_accepted_exactly(rate: Any) -> None:
+    machine = Machine(StrictPriority(), rate)
+    expected = Fraction(repr(rate)) if isinstance(rate, float) else Fraction(rate)
+    assert machine.rate == expected
+    assert machine.interval == Fraction(10**9) / expected
+
+
+def test_float_rate_is_the_decimal_it_prints_as() -> None:
+    assert Machine(Fifo(), 0.1).rate == Fraction(1, 10)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "argument"),
+    [
+        ({"burst": 0}, "burst"),
+        ({"burst": 1.5}, "burst"),
+        ({"burst": True}, "burst"),
+        ({"max_waiting": -1}, "max_waiting"),
+        ({"max_waiting": (1,)}, "max_waiting"),
+        ({"max_waiting": (1, -1)}, "max_waiting"),
+        ({"max_waiting": (1, 1.5)}, "max_waiting"),
+        ({"max_waiting": "10"}, "max_waiting"),
+        ({"refund_window": -1}, "refund_window"),
+        ({"refund_window": 0.5}, "refund_window"),
+    ],
+)
+def test_machine_arguments_refused(kwargs: dict[str, Any], argument: str) -> None:
+    with pytest.raises(PermitError) as refused:
+        Machine(StrictPriority(2), 100, **kwargs)
+    assert isinstance(refused.value, (PermitValueError, PermitTypeError))
+    assert refused.value.argument == argument
+    assert str(refused.value).startswith(f"{argument}=")
+
+
+def test_policy_refused() -> None:
+    with pytest.raises(PermitTypeError) as refused:
+        Machine("strict", 100)  # type: ignore[arg-type]
+    assert refused.value.argument == "policy"
+
+
+@pytest.mark.parametrize(
+    ("make", "argument"),
+    [
+        (lambda: StrictPriority(0), "levels"),
+        (lambda: StrictPriority(True), "levels"),
+        (lambda: Fifo(1.0), "levels"),  # type: ignore[arg-type]
+        (lambda: Aging(2, after=0), "after"),
+        (lambda: Aging(2, after=-5), "after"),
+        (lambda: Aging(2, after=1.5), "after"),  # type: ignore[arg-type]
+        (lambda: Shares(()), "weights"),
+        (lambda: Shares((4, 0)), "weights"),
+        (lambda: Shares((4, -1)), "weights"),
+        (lambda: Shares((4, True)), "weights"),
+        (lambda: Shares((4.0, 1)), "weights"),
+        (lambda: Shares("41"), "weights"),
+        (lambda: Shares((10**6, 1)), "weights"),
+        (lambda: Shares.every(1), "n"),
+    ],
+)
+def test_policy_arguments_refused(make: Any, argument: str) -> None:
+    with pytest.raises(PermitError) as refused:
+        make()
+    assert isinstance(refused.value, (PermitValueError, PermitTypeError))
+    assert refused.value.argument == argument
+
+
+def test_every_is_weights() -> None:
+    assert Shares.every(5) == Shares((4, 1))
+    assert Shares.every(5).levels == 2
+
+
+class _Broken:
+    """A policy that names an empty level for its fourth grant."""
+
+    levels = 2
+
+    def choose(self, queues: Queues, now: int) -> int:
+        return 1 if queues.granted == 3 else 0
+
+    def ahead(self, queues: Queues, level: int, now: int) -> int:
+        return queues.depths[level]
+
+
+def test_broken_policy_raises_and_keeps_earlier_decisions() -> None:
+    machine = Machine(_Broken(), 1, burst=2)
+    for id in ("w", "x", "y", "z"):
+        machine.push(id, 0, 0)  # w and x take the two banked permits
+    with pytest.raises(PolicyError) as refused:
+        machine.tick(3 * 10**9)  # two permits: y is granted, then the policy fails
+    assert [(d.id, d.state) for d in refused.value.decisions] == [  # type: ignore[attr-defined]
+        ("y", State.GRANTED)
+    ]
+    assert [w.id for w in machine.waiting()] == ["z"]
+    assert machine.statistics().granted == 3

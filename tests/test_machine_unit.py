@@ -1,0 +1,133 @@
+"""Examples of the machine's API that the properties do not spell out."""
+
+from __future__ import annotations
+
+import enum
+from fractions import Fraction
+
+import pytest
+
+from permits.core import (
+    MILLISECOND,
+    SECOND,
+    Aging,
+    Decision,
+    DuplicateId,
+    Fifo,
+    Machine,
+    Shares,
+    State,
+    StrictPriority,
+    TimeWentBackwards,
+    Waiter,
+    schedule,
+)
+
+
+class Level(enum.IntEnum):
+    INTERACTIVE = 0
+    BATCH = 1
+
+
+def test_intenum_levels_are_accepted() -> None:
+    machine = Machine(StrictPriority(2), 100)
+    [decision] = machine.push("x", Level.BATCH, 0)
+    assert decision.level == 1
+    assert type(decision.level) is int
+
+
+def test_reprs_are_valid_python() -> None:
+    decision = Decision("x", State.GRANTED, 0, 5, 2)
+    assert eval(repr(decision)) == decision
+    waiter = Waiter("x", 1, 0, 5, None)
+    assert eval(repr(waiter)) == waiter
+    assert eval(repr(Shares((4, 1)))) == Shares((4, 1))
+    assert repr(Machine(Aging(2, SECOND), Fraction(5, 2), 3)) == (
+        "Machine(policy=Aging(levels=2, after=1000000000), rate=Fraction(5, 2), burst=3,"
+        " max_waiting=None, refund_window=1000000000)"
+    )
+
+
+def test_schedule_spreads_slots() -> None:
+    assert schedule((4, 1)) == (0, 0, 0, 0, 1)
+    assert schedule((1, 1)) == (0, 1)
+    assert schedule((3, 2)) == (0, 1, 0, 0, 1)
+    assert schedule((1, 1, 2)) == (2, 0, 1, 2)
+
+
+def test_next_tick_is_the_earlier_of_due_and_deadline() -> None:
+    machine = Machine(StrictPriority(2), 1)
+    assert machine.next_tick() is None
+    assert machine.next_due() is None
+    machine.push("a", 0, 0)
+    assert machine.next_tick() is None  # granted at once; nobody waits
+    assert machine.next_due() == SECOND
+    machine.push("b", 1, 0, deadline=500 * MILLISECOND)
+    assert machine.next_tick() == 500 * MILLISECOND
+    [expired] = machine.tick(500 * MILLISECOND)
+    assert (expired.id, expired.state, expired.waited) == ("b", State.EXPIRED, 500 * MILLISECOND)
+    assert machine.next_tick() is None
+
+
+def test_deadline_in_the_past_expires_at_once() -> None:
+    machine = Machine(Fifo(), 1)
+    [decision] = machine.push("late", 0, 10, deadline=10)
+    assert decision.state is State.EXPIRED
+    assert machine.statistics().levels[0].expired == 1
+
+
+def test_rejection_is_a_decision() -> None:
+    machine = Machine(StrictPriority(2), 1, max_waiting=(None, 1))
+    machine.push("a", 1, 0)  # granted
+    machine.push("b", 1, 0)  # waits
+    [decision] = machine.push("c", 1, 0)
+    assert (decision.id, decision.state) == ("c", State.REJECTED)
+    assert "c" not in machine
+    assert machine.statistics().levels[1].rejected == 1
+
+
+def test_duplicate_and_backwards_leave_everything_as_it_was() -> None:
+    machine = Machine(Fifo(), 1)
+    machine.push("a", 0, 0)
+    machine.push("b", 0, 5)
+    before = (machine.waiting(), machine.statistics(), machine.next_due(), machine.now)
+    with pytest.raises(DuplicateId):
+        machine.push("b", 0, 6)
+    with pytest.raises(TimeWentBackwards) as backwards:
+        machine.tick(4)
+    assert backwards.value.last == 5
+    assert str(backwards.value).startswith("now=4")
+    assert (machine.waiting(), machine.statistics(), machine.next_due(), machine.now) == before
+
+
+def test_cancel_answers() -> None:
+    machine = Machine(Fifo(), 1)
+    machine.push("a", 0, 0)
+    machine.push("b", 0, 0)
+    assert machine.cancel("b") is True
+    assert machine.cancel("b") is False  # already cancelled
+    assert machine.cancel("a") is False  # already granted
+    assert machine.cancel("never") is False
+    assert machine.statistics().levels[0].cancelled == 1
+
+
+def test_statistics_shares_and_proceeded() -> None:
+    machine = Machine(Shares.every(2), 1, burst=4)
+    for i in range(2):
+        machine.push(("hi", i), 0, 0)
+        machine.push(("lo", i), 1, 0)
+    machine.refund(("lo", 1), 0)
+    stats = machine.statistics()
+    assert [level.proceeded for level in stats.levels] == [2, 1]
+    assert stats.shares() == (2 / 3, 1 / 3)
+    assert stats.granted == 4
+    assert stats.waiting == 0
+
+
+def test_min_wait_counts_the_waiters_ahead() -> None:
+    machine = Machine(StrictPriority(2), 100)  # a permit every 10 ms
+    machine.push("now", 1, 0)
+    machine.push("b1", 1, 0)
+    machine.push("b2", 1, 0)
+    assert machine.min_wait(0) == 10 * MILLISECOND  # batch waiters are not ahead
+    assert machine.min_wait(1) == 30 * MILLISECOND
