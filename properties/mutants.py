@@ -4,9 +4,11 @@
 
 Each mutant edits one place of a copy of ``core/`` (the tree is never
 touched), runs ``pytest properties`` on the copy under the ``mutants``
-profile (``ci`` without shrinking),
-and reports the property ids (``P1``...) named by the failures. A mutant no
-property catches is a hole in the contract.
+profile (``ci`` without shrinking), and reports the property ids (``P1``...)
+named by the failures. A mutant that is caught runs a second time with the
+reference-model comparison (P13) switched off, to show which of the direct
+properties catch it on their own. A mutant nothing catches is a hole in the
+contract.
 """
 
 from __future__ import annotations
@@ -44,8 +46,8 @@ MUTANTS: dict[str, tuple[str, str, str, str]] = {
     ),
     "drift-the-clock": (
         "_machine.py",
-        "if k * P < (now - 1 - anchor) * Q:  # inlined",
-        "if True:  # inlined",
+        "            if k * P < (now - 1 - anchor) * Q:\n                anchor = self._anchor",
+        "            if True:\n                anchor = self._anchor",
         "every grant restarts the schedule at now: rounding and lateness accumulate",
     ),
     "aging-wrong-sign": (
@@ -68,9 +70,9 @@ MUTANTS: dict[str, tuple[str, str, str, str]] = {
         "a waiter is still served at its deadline",
     ),
     "lifo-within-level": (
-        "_queues.py",
-        "        self._lines[waiter.level].append(waiter)",
-        "        self._lines[waiter.level].appendleft(waiter)",
+        "_machine.py",
+        "        queues._lines[level].append(waiter)",
+        "        queues._lines[level].appendleft(waiter)",
         "a level is served last in, first out",
     ),
     "no-compaction": (
@@ -107,7 +109,7 @@ MUTANTS: dict[str, tuple[str, str, str, str]] = {
 }
 
 
-def run(name: str) -> tuple[str, set[str], list[str]]:
+def run(name: str, model: bool = True) -> tuple[str, set[str], list[str]]:
     file, old, new, _ = MUTANTS[name]
     with tempfile.TemporaryDirectory() as tmp:
         copy = Path(tmp)
@@ -118,6 +120,8 @@ def run(name: str) -> tuple[str, set[str], list[str]]:
             return ("stale", set(), [f"the text to mutate is not in {file} exactly once"])
         target.write_text(text.replace(old, new))
         env = dict(os.environ, HYPOTHESIS_PROFILE="mutants", PYTHONPATH=str(copy / "core"))
+        if not model:
+            env["PERMITS_PROPERTIES_WITHOUT_MODEL"] = "1"
         result = subprocess.run(
             [
                 sys.executable,
@@ -140,7 +144,10 @@ def run(name: str) -> tuple[str, set[str], list[str]]:
     # Read the tracebacks only: pytest's one-line summary truncates messages.
     trace = "\n".join(line for line in result.stdout.splitlines() if not line.startswith("FAILED"))
     ids = set(re.findall(r"AssertionError: \(?'?(P\d+)\b", trace))
-    ids |= {f"check_valid: {m}" for m in re.findall(r"invariant broken: ([^'\"\n]+)", trace)}
+    ids |= {
+        f"check_valid: {m}"
+        for m in re.findall(r"AssertionError: invariant broken: ([^'\"\n]+)", trace)
+    }
     ids |= set(re.findall(r"^E\s+(?:[\w.]+\.)?((?!Assertion)\w+Error)\b", trace, re.M))
     return ("caught" if result.returncode else "SURVIVED", ids, failed)
 
@@ -150,9 +157,16 @@ def main(names: list[str]) -> int:
     for name in names or list(MUTANTS):
         verdict, ids, failed = run(name)
         survivors += verdict != "caught"
+        if verdict == "caught":
+            # Which properties catch it on their own, without the model (P13)?
+            alone, alone_ids, _ = run(name, model=False)
+            ids |= {f"{p} (without the model)" for p in alone_ids} or {
+                f"nothing without the model ({alone})"
+            }
 
         def order(found: str) -> tuple[int, str]:
-            return (int(found[1:]), "") if re.fullmatch(r"P\d+", found) else (10**6, found)
+            number = re.match(r"P(\d+)", found)
+            return (int(number.group(1)), found) if number else (10**6, found)
 
         properties = ", ".join(sorted(ids, key=order)) or "-"
         print(f"{name:22} {verdict:9} {MUTANTS[name][3]}")

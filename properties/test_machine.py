@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import collections
 import math
+import os
 from collections.abc import Hashable
 from fractions import Fraction
 from typing import Any
@@ -49,6 +50,9 @@ from harness import fingerprint, rows
 from reference import NS, Reference, RefWaiter, nearest_rank
 
 STEPS = st.integers(0, 48)  # sixteenths of a permit interval
+
+#: Set by ``mutants.py`` to see which properties catch a bug on their own.
+WITH_MODEL = not os.environ.get("PERMITS_PROPERTIES_WITHOUT_MODEL")
 
 
 class PolicyMachine(RuleBasedStateMachine):
@@ -215,6 +219,8 @@ class PolicyMachine(RuleBasedStateMachine):
 
     def compare(self, out: list[Decision], expected: list[Any]) -> None:
         """P13: the core decides exactly what the naive model decides."""
+        if not WITH_MODEL:
+            return
         assert rows(out) == expected, ("P13", rows(out), expected)
 
     # -- time ---------------------------------------------------------------
@@ -259,7 +265,8 @@ class PolicyMachine(RuleBasedStateMachine):
         level %= self.config.spec.levels
         at_deadline = None if deadline is None else now + self.ceil_intervals(deadline) // 8
         wait = self.core.min_wait(level)
-        assert wait == self.model.min_wait(level), ("P13: min_wait", wait)
+        if WITH_MODEL:
+            assert wait == self.model.min_wait(level), ("P13: min_wait", wait)
         depth = self.core.queues.depths[level]  # already settled at now
         out = self.core.push(id, level, now, deadline=at_deadline)
         limit = None if self.config.max_waiting is None else self.config.max_waiting[level]
@@ -474,7 +481,7 @@ class PolicyMachine(RuleBasedStateMachine):
     def check_same_as_model(self) -> None:
         """P13: the same waiters in the same order, the same times, the same
         counters; quantiles within RELATIVE_ERROR of exact, maximum exact."""
-        if not hasattr(self, "core"):
+        if not hasattr(self, "core") or not WITH_MODEL:
             return
         model = self.model
         assert [w.id for w in self.core.waiting()] == [w.id for w in model.waiting], "P13"

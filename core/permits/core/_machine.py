@@ -354,8 +354,8 @@ class Machine:
         :attr:`State.REJECTED` decision); a ``deadline <= now`` expires it at
         once. Raises :class:`DuplicateId` if ``id`` is waiting.
         """
-        # The hot path: validation and the tick are inlined (see _check_now,
-        # _settle and Queues._append for the same steps spelled out).
+        # The hot path: validation and the tick are inlined (see _check_now
+        # and _settle for the same steps spelled out).
         if level.__class__ is not int or not 0 <= level < self.levels:
             level = self._check_level(level)
         if now.__class__ is not int:

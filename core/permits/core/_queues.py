@@ -87,11 +87,6 @@ class Queues:
 
     # -- changes, made by the machine only ---------------------------------
 
-    def _append(self, waiter: Waiter) -> None:
-        self._by_id[waiter.id] = waiter
-        self._lines[waiter.level].append(waiter)
-        self.depths[waiter.level] += 1
-
     def _pop(self, level: int) -> Waiter:
         """Remove and return the head of ``level``, to be granted."""
         waiter = self._lines[level].popleft()
