@@ -89,6 +89,8 @@ class Reference:
         self.total_granted = 0
         self.refundable: dict[Hashable, tuple[int, int]] = {}  # id -> (level, at)
         self.stats = [RefLevel() for _ in range(policy.levels)]
+        #: Follow the core's choices instead of making its own (see candidates).
+        self.follow = False
 
     # -- the policies, as SPEC.md states them --------------------------------
 
@@ -100,9 +102,15 @@ class Reference:
         return [level for _, level in sorted(slots)]
 
     def candidates(self, now: int) -> list[RefWaiter]:
-        """Who may be granted next: exactly one waiter for a known policy."""
+        """Who may be granted next: exactly one waiter for a known policy.
+
+        With ``follow`` set, every waiter: the model then only keeps count of
+        who waits and how the bucket stands, and the tests judge the core's
+        choices by the properties alone (``mutants.py`` uses this)."""
         kind = self.policy.kind
         waiting = self.waiting
+        if self.follow:
+            return list(waiting)
         if kind == "fifo":
             return [min(waiting, key=lambda w: w.seq)]
         if kind == "strict":

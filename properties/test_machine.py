@@ -67,6 +67,7 @@ class PolicyMachine(RuleBasedStateMachine):
         self.config = config
         self.core = config.machine()
         self.model = config.reference()
+        self.model.follow = not WITH_MODEL
         self.interval = config.interval
         self.now = 0
         self.next_id = 0
