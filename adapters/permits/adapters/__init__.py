@@ -1,9 +1,32 @@
-"""Framework adapters for ``permits`` (asyncio, trio, anyio).
+"""Framework adapters for ``permits``: asyncio, trio and anyio.
 
 They own the clock, the sleeping and their framework's cancellation, and
-nothing of policy: every decision is :class:`permits.core.Machine`'s. The
-adapters themselves are tracked in the project's issue 3; this package is the
-place they live in, and holds nothing yet.
+nothing of policy: every decision is :class:`permits.core.Machine`'s.
+
+- :mod:`permits.adapters.asyncio`: ``Limiter`` (standard library only);
+- :mod:`permits.adapters.trio`: ``open_limiter`` (needs ``trio``);
+- :mod:`permits.adapters.anyio`: ``open_limiter``, under asyncio or trio
+  (needs ``anyio``).
+
+Shared by all three: :func:`level` (the context-local default level), and the
+errors :class:`LimiterClosed`, :class:`AcquireTimeout`,
+:class:`WouldWaitTooLong` (and :class:`permits.core.QueueFull`).
 """
 
-__all__: list[str] = []
+from ._base import (
+    AcquireTimeout,
+    BaseLimiter,
+    LimiterClosed,
+    WouldWaitTooLong,
+    current_level,
+    level,
+)
+
+__all__ = [
+    "AcquireTimeout",
+    "BaseLimiter",
+    "LimiterClosed",
+    "WouldWaitTooLong",
+    "current_level",
+    "level",
+]

@@ -1,0 +1,343 @@
+"""What every adapter shares: ids, waking, cancel-or-refund, fail-fast.
+
+An adapter subclasses :class:`BaseLimiter` and provides three things of its
+framework's: the clock (:meth:`_clock`), an event a waiter sleeps on
+(:meth:`_new_event`), and a timer (:meth:`_reschedule`) that calls
+:meth:`_on_timer` at ``machine.next_tick()``. Nothing here knows a policy:
+every decision is :class:`permits.core.Machine`'s.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import itertools
+import math
+from collections.abc import AsyncIterator, Awaitable, Iterator, Sequence
+from contextlib import asynccontextmanager, contextmanager
+from fractions import Fraction
+from typing import Protocol
+
+from permits.core import (
+    SECOND,
+    Decision,
+    Machine,
+    PermitError,
+    PermitValueError,
+    Policy,
+    QueueFull,
+    State,
+    Statistics,
+)
+
+__all__ = [
+    "AcquireTimeout",
+    "BaseLimiter",
+    "LimiterClosed",
+    "WouldWaitTooLong",
+    "current_level",
+    "level",
+]
+
+
+class LimiterClosed(PermitError, RuntimeError):
+    """The limiter was closed (or broke) while, or before, waiting on it.
+
+    :ivar cause: the exception that broke the limiter, or ``None`` if it was
+        closed normally.
+    """
+
+    def __init__(self, cause: BaseException | None = None) -> None:
+        self.cause = cause
+        super().__init__(
+            "the limiter is closed" if cause is None else f"the limiter broke: {cause!r}"
+        )
+
+
+class AcquireTimeout(PermitError, TimeoutError):
+    """``acquire(timeout=...)`` ran out before a permit was granted."""
+
+    def __init__(self, level: int, timeout: float) -> None:
+        self.level = level
+        self.timeout = timeout
+        super().__init__(f"no permit at level {level} within timeout={timeout!r} s")
+
+
+class WouldWaitTooLong(PermitError):
+    """Fail-fast admission: even the best case would wait longer than ``max_wait``.
+
+    :ivar estimated: the least wait in seconds (``Machine.min_wait``).
+    """
+
+    def __init__(self, level: int, estimated: float, max_wait: float) -> None:
+        self.level = level
+        self.estimated = estimated
+        self.max_wait = max_wait
+        super().__init__(
+            f"level {level} would wait at least {estimated:.6f} s, more than "
+            f"max_wait={max_wait!r} s"
+        )
+
+
+_LEVEL: contextvars.ContextVar[int | None] = contextvars.ContextVar("permits_level", default=None)
+
+
+@contextmanager
+def level(value: int) -> Iterator[None]:
+    """Make ``value`` the level of every acquire in this context that names none.
+
+    Assign priority where work enters (a request handler is interactive, a
+    job worker batch) and let code deep in the call stack inherit it::
+
+        with level(BATCH):
+            await export_everything()   # its acquires are at BATCH
+    """
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise PermitValueError("level", value, "must be an int")
+    token = _LEVEL.set(value)
+    try:
+        yield
+    finally:
+        _LEVEL.reset(token)
+
+
+def current_level() -> int | None:
+    """The level set by the innermost :func:`level` block, or ``None``."""
+    return _LEVEL.get()
+
+
+def _nanoseconds(argument: str, seconds: float) -> int:
+    if isinstance(seconds, bool) or not isinstance(seconds, (int, float)):
+        raise PermitValueError(argument, seconds, "must be a number of seconds")
+    if math.isnan(seconds) or seconds < 0:
+        raise PermitValueError(argument, seconds, "must be >= 0")
+    return math.inf if math.isinf(seconds) else round(seconds * SECOND)  # type: ignore[return-value]
+
+
+class Event(Protocol):
+    def set(self) -> None: ...
+    def wait(self) -> Awaitable[object]: ...
+
+
+class _Waiter:
+    __slots__ = ("decision", "error", "event")
+
+    def __init__(self, event: Event) -> None:
+        self.event = event
+        self.decision: Decision | None = None
+        self.error: BaseException | None = None
+
+
+class BaseLimiter:
+    """A limiter over a :class:`~permits.core.Machine`; see the framework modules."""
+
+    def __init__(
+        self,
+        policy: Policy,
+        rate: int | float | Fraction,
+        burst: int = 1,
+        *,
+        max_waiting: int | Sequence[int | None] | None = None,
+        default_level: int = 0,
+        refund_window: float = 1.0,
+    ) -> None:
+        self._machine = Machine(
+            policy,
+            rate,
+            burst,
+            max_waiting=max_waiting,
+            refund_window=_nanoseconds("refund_window", refund_window),
+        )
+        self._machine.min_wait(default_level)  # validates it
+        self.default_level = default_level
+        self._waiters: dict[int, _Waiter] = {}
+        self._ids = itertools.count()
+        self._closed: LimiterClosed | None = None
+
+    # -- what an adapter provides -----------------------------------------
+
+    def _clock(self) -> int:
+        """The framework's monotonic clock, in nanoseconds."""
+        raise NotImplementedError
+
+    def _new_event(self) -> Event:
+        raise NotImplementedError
+
+    def _reschedule(self) -> None:
+        """Arrange one call of :meth:`_on_timer` at ``machine.next_tick()``
+        (or none if that is ``None``), replacing any arranged before."""
+        raise NotImplementedError
+
+    async def _checkpoint(self) -> None:
+        """A cancellation point, where the framework wants one."""
+
+    # -- shared machinery ---------------------------------------------------
+
+    @property
+    def machine(self) -> Machine:
+        """The core state machine (read it; drive it only through the limiter)."""
+        return self._machine
+
+    def _now(self) -> int:
+        # The clock never runs behind a time the machine has seen (a timer
+        # may fire a hair early by the clock's resolution).
+        now = self._clock()
+        last = self._machine.now
+        return now if last is None or now > last else last
+
+    def _dispatch(self, decisions: list[Decision]) -> None:
+        waiters = self._waiters
+        for decision in decisions:
+            waiter = waiters.pop(decision.id, None)  # type: ignore[call-overload]
+            if waiter is not None:
+                waiter.decision = decision
+                waiter.event.set()
+
+    def _on_timer(self) -> None:
+        """The timer fired: tick, wake whoever was decided, re-arm."""
+        if self._closed is not None:
+            return
+        try:
+            self._dispatch(self._machine.tick(self._now()))
+        except Exception as error:
+            # The waiters learn of it (LimiterClosed, with the cause); the
+            # timer is the limiter's own, so nobody else would.
+            self._break(error)
+            return
+        self._reschedule()
+
+    def _break(self, error: BaseException | None) -> None:
+        """Close: every waiter wakes with :class:`LimiterClosed`."""
+        if self._closed is not None:
+            return
+        self._closed = LimiterClosed(error)
+        waiters, self._waiters = self._waiters, {}
+        for id, waiter in waiters.items():
+            self._machine.cancel(id)
+            waiter.error = self._closed
+            waiter.event.set()
+
+    def _level(self, level: int | None) -> int:
+        if level is None:
+            level = _LEVEL.get()
+        return self.default_level if level is None else level
+
+    # -- the API ----------------------------------------------------------
+
+    async def acquire(
+        self,
+        level: int | None = None,
+        *,
+        timeout: float | None = None,
+        max_wait: float | None = None,
+    ) -> None:
+        """Wait for a permit at ``level`` (default: :func:`current_level`, then
+        ``default_level``).
+
+        :param timeout: seconds to wait at most; then :class:`AcquireTimeout`.
+            The framework's own timeouts and cancellation work too.
+        :param max_wait: fail fast: raise :class:`WouldWaitTooLong` at once if
+            even the best case would wait longer than this many seconds.
+        :raises permits.core.QueueFull: the level is at its ``max_waiting``.
+        :raises LimiterClosed: the limiter is closed, or closes while waiting.
+
+        A cancelled waiter costs no permit; one cancelled after its permit was
+        decided, before it could proceed, hands the permit back.
+        """
+        if self._closed is not None:
+            raise self._closed
+        level = self._level(level)
+        machine = self._machine
+        now = self._now()
+        deadline = None if timeout is None else now + _nanoseconds("timeout", timeout)
+        if max_wait is not None:
+            limit = _nanoseconds("max_wait", max_wait)
+            self._dispatch(machine.tick(now))
+            wait = machine.min_wait(level)
+            if wait > limit:
+                self._reschedule()
+                raise WouldWaitTooLong(level, wait / SECOND, max_wait)
+        id = next(self._ids)
+        waiter = _Waiter(self._new_event())
+        self._waiters[id] = waiter
+        try:
+            decisions = machine.push(
+                id, level, now, deadline=None if deadline == math.inf else deadline
+            )
+        except BaseException:
+            del self._waiters[id]
+            raise
+        self._dispatch(decisions)
+        try:
+            if waiter.decision is None:
+                self._reschedule()
+                await waiter.event.wait()
+            else:
+                await self._checkpoint()
+        except BaseException:
+            self._withdraw(id, waiter)
+            raise
+        if waiter.error is not None:
+            raise waiter.error
+        decision = waiter.decision
+        assert decision is not None
+        if decision.state is State.GRANTED:
+            return
+        if decision.state is State.EXPIRED:
+            raise AcquireTimeout(level, timeout if timeout is not None else 0.0)
+        limits = machine.max_waiting
+        queue_limit = None if limits is None else limits[level]
+        raise QueueFull(id, level, 0 if queue_limit is None else queue_limit)
+
+    def _withdraw(self, id: int, waiter: _Waiter) -> None:
+        """The caller gave up (cancelled, or any exception) after pushing."""
+        if waiter.error is not None:
+            return
+        if waiter.decision is None:
+            self._waiters.pop(id, None)
+            self._machine.cancel(id)
+        elif waiter.decision.state is State.GRANTED:
+            # Decided, but the caller never proceeded: hand the permit back.
+            self._dispatch(self._machine.refund(id, self._now()))
+            self._reschedule()
+
+    @asynccontextmanager
+    async def permit(
+        self,
+        level: int | None = None,
+        *,
+        timeout: float | None = None,
+        max_wait: float | None = None,
+    ) -> AsyncIterator[None]:
+        """``async with limiter.permit(level):`` -- :meth:`acquire`, then the block."""
+        await self.acquire(level, timeout=timeout, max_wait=max_wait)
+        yield
+
+    def try_acquire(self, level: int | None = None) -> bool:
+        """Take a permit only if one is free now; never waits, never queues.
+
+        A permit is free only while nobody waits (the core is
+        work-conserving), so a newcomer never jumps the queue.
+        """
+        if self._closed is not None:
+            raise self._closed
+        level = self._level(level)
+        machine = self._machine
+        now = self._now()
+        self._dispatch(machine.tick(now))
+        due = machine.next_due()
+        if due is not None and due > now:
+            self._reschedule()
+            return False
+        id = next(self._ids)
+        decisions = machine.push(id, level, now)
+        self._dispatch(decisions)
+        return any(d.id == id and d.state is State.GRANTED for d in decisions)
+
+    def statistics(self) -> Statistics:
+        """The core's per-level snapshot (waits in nanoseconds; see
+        :class:`permits.core.LevelStatistics` for seconds)."""
+        return self._machine.statistics()
+
+    @property
+    def closed(self) -> bool:
+        return self._closed is not None

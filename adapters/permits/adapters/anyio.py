@@ -1,0 +1,83 @@
+"""The anyio adapter: one limiter that runs under asyncio or trio.
+
+    async with open_limiter(StrictPriority(2), rate=100) as limiter:
+        async with limiter.permit(INTERACTIVE):
+            ...
+
+Structured like the trio adapter: one background task in a task group,
+sleeping until the next permit's due time; leaving the ``async with`` closes
+the limiter, wakes every waiter with :class:`~permits.adapters.LimiterClosed`,
+and leaves nothing running. Under asyncio a waiter cancelled after its
+permit was decided hands the permit back (refund); under trio a decided
+permit is always received (see :mod:`permits.adapters.trio`).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
+from fractions import Fraction
+
+import anyio
+import anyio.abc
+import anyio.lowlevel
+
+from permits.core import Policy
+
+from ._base import Event
+from ._tasked import TaskedLimiter
+
+__all__ = ["Limiter", "open_limiter"]
+
+
+class Limiter(TaskedLimiter):
+    """A priority limiter for anyio; make one with :func:`open_limiter`."""
+
+    def _clock(self) -> int:
+        return int(anyio.current_time() * 1e9)
+
+    def _new_event(self) -> Event:
+        return anyio.Event()
+
+    async def _checkpoint(self) -> None:
+        await anyio.lowlevel.checkpoint()
+
+    async def _run(self, *, task_status: anyio.abc.TaskStatus[None]) -> None:
+        task_status.started()
+        while self._closed is None:
+            with anyio.CancelScope(deadline=self._wake_at) as scope:
+                self._sleep_scope = scope
+                await anyio.sleep_forever()
+            self._sleep_scope = None
+            if anyio.current_time() >= self._wake_at:
+                self._wake_at = math.inf
+                self._on_timer()
+
+
+@asynccontextmanager
+async def open_limiter(
+    policy: Policy,
+    rate: int | float | Fraction,
+    burst: int = 1,
+    *,
+    max_waiting: int | Sequence[int | None] | None = None,
+    default_level: int = 0,
+    refund_window: float = 1.0,
+) -> AsyncIterator[Limiter]:
+    """Open an anyio :class:`Limiter`; see :class:`~permits.adapters.BaseLimiter`."""
+    limiter = Limiter(
+        policy,
+        rate,
+        burst,
+        max_waiting=max_waiting,
+        default_level=default_level,
+        refund_window=refund_window,
+    )
+    async with anyio.create_task_group() as group:
+        await group.start(limiter._run)
+        try:
+            yield limiter
+        finally:
+            limiter._break(None)
+            group.cancel_scope.cancel()

@@ -1,0 +1,101 @@
+"""The asyncio adapter: standard library only.
+
+Permits are handed out by ``loop.call_at`` timers at their due time; there is
+no background task. Use it as ``async with Limiter(...) as limiter:`` (or
+call :meth:`Limiter.aclose`); closing cancels the timer and wakes every
+waiter with :class:`~permits.adapters.LimiterClosed`.
+
+The asyncio race: a waiter whose future was resolved (its permit decided)
+and whose task is cancelled before it runs raises ``CancelledError`` from
+``acquire``; the limiter then refunds the permit, which goes to the next
+waiter at once. So the permits granted and not refunded are exactly the
+callers that proceeded.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Generator
+from types import TracebackType
+from typing import Any
+
+from ._base import BaseLimiter, Event
+
+__all__ = ["Limiter"]
+
+
+class _FutureEvent:
+    """The cheapest event asyncio has: one future, awaited directly."""
+
+    __slots__ = ("_future",)
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self._future: asyncio.Future[None] = loop.create_future()
+
+    def set(self) -> None:
+        if not self._future.done():
+            self._future.set_result(None)
+
+    def wait(self) -> asyncio.Future[None]:
+        return self._future
+
+
+class Limiter(BaseLimiter):
+    """A priority limiter for asyncio; see :class:`~permits.adapters.BaseLimiter`
+    for the arguments and :meth:`acquire`, :meth:`permit`, :meth:`try_acquire`."""
+
+    _loop: asyncio.AbstractEventLoop | None = None
+    _timer: asyncio.TimerHandle | None = None
+    _timer_at: int | None = None
+
+    def _running_loop(self) -> asyncio.AbstractEventLoop:
+        loop = asyncio.get_running_loop()
+        if self._loop is None:
+            self._loop = loop
+        elif loop is not self._loop:
+            raise RuntimeError("a Limiter belongs to the event loop it was first used in")
+        return loop
+
+    def _clock(self) -> int:
+        return int(self._running_loop().time() * 1e9)
+
+    def _new_event(self) -> Event:
+        return _FutureEvent(self._running_loop())
+
+    def _reschedule(self) -> None:
+        when = self._machine.next_tick()
+        if when == self._timer_at and self._timer is not None:
+            return
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        self._timer_at = when
+        if when is not None:
+            self._timer = self._running_loop().call_at(when / 1e9, self._fire)
+
+    def _fire(self) -> None:
+        self._timer = None
+        self._timer_at = None
+        self._on_timer()
+
+    async def aclose(self) -> None:
+        """Close: cancel the timer and wake every waiter with LimiterClosed."""
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        self._break(None)
+
+    async def __aenter__(self) -> Limiter:
+        self._running_loop()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()
+
+    def __await__(self) -> Generator[Any, None, None]:  # pragma: no cover
+        raise TypeError("use 'async with Limiter(...)' or 'await limiter.acquire()'")

@@ -1,0 +1,88 @@
+"""The trio adapter: native trio, structured.
+
+    async with open_limiter(StrictPriority(2), rate=100) as limiter:
+        async with limiter.permit(INTERACTIVE):
+            ...
+
+The limiter runs one background task in its own nursery, sleeping until the
+next permit's due time; leaving the ``async with`` closes it, wakes every
+waiter with :class:`~permits.adapters.LimiterClosed`, and leaves nothing
+running.
+
+Cancellation: trio delivers a cancellation only at a checkpoint. Once the
+limiter sets a waiter's event, the waiter has been rescheduled with success
+and a later cancel cannot undo that wait; so a decided permit is always
+received (the caller sees the cancel at its next checkpoint). If a waiter is
+cancelled *before* its permit is decided it is withdrawn and costs nothing;
+if acquire is cancelled at its own checkpoint after an immediate grant, the
+permit is refunded. Either way the permits granted and not refunded are
+exactly the callers whose acquire returned.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
+from fractions import Fraction
+
+import trio
+
+from permits.core import Policy
+
+from ._base import Event
+from ._tasked import TaskedLimiter
+
+__all__ = ["Limiter", "open_limiter"]
+
+
+class Limiter(TaskedLimiter):
+    """A priority limiter for trio; make one with :func:`open_limiter`."""
+
+    def _clock(self) -> int:
+        return int(trio.current_time() * 1e9)
+
+    def _new_event(self) -> Event:
+        return trio.Event()
+
+    async def _checkpoint(self) -> None:
+        await trio.lowlevel.checkpoint()
+
+    async def _run(self, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        task_status.started()
+        while self._closed is None:
+            with trio.CancelScope(deadline=self._wake_at) as scope:
+                self._sleep_scope = scope
+                await trio.sleep_forever()
+            self._sleep_scope = None
+            if trio.current_time() >= self._wake_at:
+                self._wake_at = math.inf
+                self._on_timer()
+
+
+@asynccontextmanager
+async def open_limiter(
+    policy: Policy,
+    rate: int | float | Fraction,
+    burst: int = 1,
+    *,
+    max_waiting: int | Sequence[int | None] | None = None,
+    default_level: int = 0,
+    refund_window: float = 1.0,
+) -> AsyncIterator[Limiter]:
+    """Open a trio :class:`Limiter`; see :class:`~permits.adapters.BaseLimiter`."""
+    limiter = Limiter(
+        policy,
+        rate,
+        burst,
+        max_waiting=max_waiting,
+        default_level=default_level,
+        refund_window=refund_window,
+    )
+    async with trio.open_nursery() as nursery:
+        await nursery.start(limiter._run)
+        try:
+            yield limiter
+        finally:
+            limiter._break(None)
+            nursery.cancel_scope.cancel()

@@ -1,0 +1,307 @@
+"""One conformance suite, run on every adapter.
+
+asyncio under asyncio, trio under trio, anyio under both (anyio's pytest
+plugin). The tests are written once against the limiter API; the fixture
+``open_limiter`` picks the adapter. Real time, with generous margins; the
+order of grants is compared with the core driven in virtual time on the same
+pushes, so no policy's order is written here by hand.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from contextlib import AbstractAsyncContextManager
+from typing import Any
+
+import anyio
+import pytest
+
+from permits.adapters import (
+    AcquireTimeout,
+    BaseLimiter,
+    LimiterClosed,
+    WouldWaitTooLong,
+    level,
+)
+from permits.adapters import anyio as anyio_adapter
+from permits.adapters import asyncio as asyncio_adapter
+from permits.adapters import trio as trio_adapter
+from permits.core import (
+    MILLISECOND,
+    Aging,
+    Fifo,
+    Machine,
+    Policy,
+    QueueFull,
+    Shares,
+    StrictPriority,
+)
+
+pytestmark = [pytest.mark.anyio, pytest.mark.timeout(30)]
+
+OpenLimiter = Callable[..., AbstractAsyncContextManager[BaseLimiter]]
+
+CASES = [("asyncio", "asyncio"), ("asyncio", "anyio"), ("trio", "trio"), ("trio", "anyio")]
+
+
+@pytest.fixture(params=CASES, ids=[f"{adapter}-adapter-on-{backend}" for backend, adapter in CASES])
+def case(request: pytest.FixtureRequest) -> tuple[str, str]:
+    return request.param  # type: ignore[no-any-return]
+
+
+@pytest.fixture
+def anyio_backend(case: tuple[str, str]) -> str:
+    return case[0]
+
+
+@pytest.fixture
+def open_limiter(case: tuple[str, str]) -> OpenLimiter:
+    adapter = case[1]
+    if adapter == "asyncio":
+        return asyncio_adapter.Limiter
+    if adapter == "trio":
+        return trio_adapter.open_limiter
+    return anyio_adapter.open_limiter
+
+
+async def waiting(limiter: BaseLimiter, count: int) -> None:
+    """Until ``count`` callers wait (they queue in the order started)."""
+    with anyio.fail_after(5):
+        while len(limiter.machine) < count:
+            await anyio.sleep(0.0005)
+
+
+async def served_in_order(
+    open_limiter: OpenLimiter, policy: Policy, pushes: list[tuple[str, int]], rate: int = 20
+) -> list[str]:
+    """Take the banked permit, queue ``pushes`` one by one, return grant order."""
+    order: list[str] = []
+
+    async def call(limiter: BaseLimiter, name: str, lv: int) -> None:
+        await limiter.acquire(lv)
+        order.append(name)
+
+    async with open_limiter(policy, rate) as limiter, anyio.create_task_group() as tg:
+        await limiter.acquire(0)
+        for i, (name, lv) in enumerate(pushes):
+            tg.start_soon(call, limiter, name, lv)
+            await waiting(limiter, i + 1)
+    return order
+
+
+def virtual_order(policy: Policy, pushes: list[tuple[str, int]], rate: int = 20) -> list[str]:
+    """The same workload through the core in virtual time."""
+    machine = Machine(policy, rate)
+    machine.push("first", 0, 0)
+    for name, lv in pushes:
+        machine.push(name, lv, 0)
+    order = []
+    while (at := machine.next_tick()) is not None:
+        order += [str(d.id) for d in machine.tick(at)]
+    return order
+
+
+PUSHES = [("b1", 1), ("b2", 1), ("b3", 1), ("i1", 0), ("i2", 0), ("i3", 0)]
+
+
+@pytest.mark.parametrize(
+    "policy",
+    [
+        Fifo(2),
+        StrictPriority(2),
+        Shares.every(2),
+        Shares((2, 1)),
+        Aging(2, after=120 * MILLISECOND),
+    ],
+    ids=repr,
+)
+async def test_order_matches_the_core(open_limiter: OpenLimiter, policy: Policy) -> None:
+    """FIFO within a level, strict priority, shares and aging: the adapter
+    grants in the order the core decides in virtual time."""
+    got = await served_in_order(open_limiter, policy, PUSHES)
+    assert got == virtual_order(policy, PUSHES)
+
+
+async def test_strict_priority_lets_interactive_overtake(open_limiter: OpenLimiter) -> None:
+    got = await served_in_order(open_limiter, StrictPriority(2), PUSHES)
+    assert got == ["i1", "i2", "i3", "b1", "b2", "b3"]
+
+
+async def test_cancel_while_waiting_costs_nothing(open_limiter: OpenLimiter) -> None:
+    async with open_limiter(StrictPriority(2), 50) as limiter, anyio.create_task_group() as tg:
+        await limiter.acquire(0)
+        scope = anyio.CancelScope()
+
+        async def doomed() -> None:
+            with scope:
+                await limiter.acquire(0)
+
+        tg.start_soon(doomed)
+        await waiting(limiter, 1)
+        scope.cancel()
+        with anyio.fail_after(5):
+            while len(limiter.machine):
+                await anyio.sleep(0.001)
+        start = anyio.current_time()
+        await limiter.acquire(1)  # gets the permit the cancelled waiter would have had
+        assert anyio.current_time() - start < 0.02 + 0.05
+    stats = limiter.statistics().levels
+    assert (stats[0].cancelled, stats[0].granted, stats[1].granted) == (1, 1, 1)
+
+
+async def test_cancel_after_grant_refunds(open_limiter: OpenLimiter, case: tuple[str, str]) -> None:
+    """The race: the permit is decided, then the caller is cancelled before it
+    runs. The permits granted and not refunded equal the callers that
+    proceeded, and a refunded permit goes to the next waiter at once.
+
+    On asyncio the race needs a native ``Task.cancel()`` (anyio's cancel
+    scopes themselves hold back a cancel for a task whose future is done)."""
+    proceeded: list[str] = []
+    tasks: dict[str, Any] = {}
+    async with open_limiter(StrictPriority(2), 20) as limiter, anyio.create_task_group() as tg:
+        await limiter.acquire(0)
+        proceeded.append("first")
+        scope = anyio.CancelScope()
+
+        async def call(name: str) -> None:
+            if case[0] == "asyncio":
+                import asyncio
+
+                tasks[name] = asyncio.current_task()
+            try:
+                with scope if name == "raced" else anyio.CancelScope():
+                    await limiter.acquire(1)
+                    proceeded.append(name)
+            except BaseException:  # the native cancel of the raced task
+                tasks[name + " cancelled"] = True
+
+        tg.start_soon(call, "raced")
+        await waiting(limiter, 1)
+        tg.start_soon(call, "next")
+        await waiting(limiter, 2)
+        time.sleep(0.06)  # block the loop past the due time ...
+        limiter._on_timer()  # ... decide "raced"'s permit ourselves ...
+        if case[0] == "asyncio":  # ... and cancel it before it can run
+            tasks["raced"].cancel()
+        else:
+            scope.cancel()
+        cancelled_at = anyio.current_time()
+        with anyio.fail_after(5):
+            while "next" not in proceeded:
+                await anyio.sleep(0.001)
+        next_waited = anyio.current_time() - cancelled_at
+    stats = limiter.statistics().levels
+    granted = stats[0].granted + stats[1].granted
+    refunded = stats[0].refunded + stats[1].refunded
+    assert granted - refunded == len(proceeded)
+    if case[0] == "asyncio":
+        # the cancel lands: the permit is refunded and "next" gets it at once
+        assert proceeded == ["first", "next"]
+        assert refunded == 1
+        assert "raced cancelled" in tasks
+        assert next_waited < 0.03, "the refunded permit went to the next waiter at once"
+    else:
+        # trio delivers the cancel at the next checkpoint: the wait succeeded
+        assert proceeded == ["first", "raced", "next"]
+        assert refunded == 0
+
+
+async def test_close_wakes_every_waiter(open_limiter: OpenLimiter) -> None:
+    errors: list[BaseException] = []
+
+    async def call(limiter: BaseLimiter) -> None:
+        try:
+            await limiter.acquire(1)
+        except LimiterClosed as error:
+            errors.append(error)
+
+    async with anyio.create_task_group() as tg, open_limiter(StrictPriority(2), 1) as limiter:
+        await limiter.acquire(0)
+        for i in range(3):
+            tg.start_soon(call, limiter)
+            await waiting(limiter, i + 1)
+    assert len(errors) == 3
+    assert len(limiter.machine) == 0
+    with pytest.raises(LimiterClosed):
+        await limiter.acquire(0)
+
+
+async def test_timeouts(open_limiter: OpenLimiter) -> None:
+    async with open_limiter(StrictPriority(2), 1) as limiter:
+        await limiter.acquire(0)
+        with pytest.raises(AcquireTimeout) as timed_out:
+            await limiter.acquire(1, timeout=0.02)
+        assert isinstance(timed_out.value, TimeoutError)
+        with anyio.move_on_after(0.02) as scope:
+            await limiter.acquire(1)
+        assert scope.cancelled_caught
+        assert len(limiter.machine) == 0
+    stats = limiter.statistics().levels[1]
+    assert (stats.expired, stats.cancelled, stats.granted) == (1, 1, 0)
+
+
+async def test_fail_fast(open_limiter: OpenLimiter) -> None:
+    async with open_limiter(StrictPriority(2), 10) as limiter, anyio.create_task_group() as tg:
+        await limiter.acquire(0)
+        for i in range(3):
+            tg.start_soon(limiter.acquire, 1)
+            await waiting(limiter, i + 1)
+        with pytest.raises(WouldWaitTooLong) as refused:
+            await limiter.acquire(1, max_wait=0.05)
+        # three batch waiters ahead at 10/s: the fourth permit from now
+        assert 0.3 <= refused.value.estimated <= 0.4 + 0.05
+        # an interactive caller has nobody ahead: at most one interval
+        await limiter.acquire(0, max_wait=0.15)
+        tg.cancel_scope.cancel()
+
+
+async def test_try_acquire_never_jumps_the_queue(open_limiter: OpenLimiter) -> None:
+    async with open_limiter(StrictPriority(2), 20) as limiter, anyio.create_task_group() as tg:
+        assert limiter.try_acquire(1)  # the banked permit
+        assert not limiter.try_acquire(0)  # none free now
+        tg.start_soon(limiter.acquire, 1)
+        await waiting(limiter, 1)
+        await anyio.sleep(0.06)  # the due time passes: the waiter takes it
+        assert not limiter.try_acquire(0)
+    assert limiter.statistics().levels[1].granted == 2
+
+
+async def test_context_level_and_queue_limit(open_limiter: OpenLimiter) -> None:
+    async with open_limiter(StrictPriority(2), 5, max_waiting=(None, 1)) as limiter:
+        with level(1):
+            await limiter.acquire()  # at level 1, from the context
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(limiter.acquire)
+                await waiting(limiter, 1)
+                with pytest.raises(QueueFull):
+                    await limiter.acquire()
+                tg.cancel_scope.cancel()
+    stats = limiter.statistics().levels
+    assert (stats[1].granted, stats[1].rejected, stats[1].cancelled) == (1, 1, 1)
+    assert stats[0].pushed == 0
+
+
+async def test_permit_context_manager(open_limiter: OpenLimiter) -> None:
+    async with open_limiter(Fifo(), 1000) as limiter:
+        for _ in range(3):
+            async with limiter.permit():
+                pass
+    assert limiter.statistics().levels[0].granted == 3
+
+
+async def test_broken_policy_reaches_the_waiters(open_limiter: OpenLimiter) -> None:
+    class Broken:
+        levels = 2
+
+        def choose(self, queues: Any, now: int) -> int:
+            return 1  # wrong once level 1 is empty
+
+        def ahead(self, queues: Any, lv: int, now: int) -> int:
+            return int(queues.depths[lv])
+
+    async with open_limiter(Broken(), 50) as limiter:
+        await limiter.acquire(1)
+        with pytest.raises(LimiterClosed) as broke:
+            await limiter.acquire(0)
+        assert broke.value.cause is not None
