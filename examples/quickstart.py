@@ -28,12 +28,13 @@ def simulate(
     policy: Policy,
     *,
     rate: int = 100,
+    burst: int = 1,
     batch: int = 1_000,
     interactive_per_second: int = 20,
     seconds: int = 10,
 ) -> Statistics:
     """Run the scenario and return the machine's statistics at the end."""
-    machine = Machine(policy, rate)
+    machine = Machine(policy, rate, burst)
     for i in range(batch):
         machine.push(("batch", i), BATCH, 0)
     # Interactive calls arrive half-way between two of their slots, so they

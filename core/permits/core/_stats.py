@@ -104,6 +104,21 @@ class LevelStatistics:
         """Permits granted and not refunded: the callers that went ahead."""
         return self.granted - self.refunded
 
+    @property
+    def wait_p50_seconds(self) -> float | None:
+        """``wait_p50`` in seconds."""
+        return None if self.wait_p50 is None else self.wait_p50 / 1e9
+
+    @property
+    def wait_p99_seconds(self) -> float | None:
+        """``wait_p99`` in seconds."""
+        return None if self.wait_p99 is None else self.wait_p99 / 1e9
+
+    @property
+    def wait_max_seconds(self) -> float | None:
+        """``wait_max`` in seconds."""
+        return None if self.wait_max is None else self.wait_max / 1e9
+
 
 @attrs.frozen
 class Statistics:
