@@ -356,9 +356,9 @@ async def test_seed_scenario_in_real_time(
         real = limiter.statistics()
         tg.cancel_scope.cancel()
 
-    for level in (0, 1):
-        got, want = real.levels[level].granted, virtual.levels[level].granted
-        assert abs(got - want) <= 0.02 * (real.granted + virtual.granted) / 2, (level, got, want)
+    for lv in (0, 1):
+        got, want = real.levels[lv].granted, virtual.levels[lv].granted
+        assert abs(got - want) <= 0.02 * (real.granted + virtual.granted) / 2, (lv, got, want)
     if isinstance(policy, StrictPriority):
         interval = 1 / rate
         p99 = real.levels[0].wait_p99_seconds or 0.0
