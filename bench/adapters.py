@@ -1,0 +1,852 @@
+"""The adapters in real time, beside each framework's bare floor and the peers, in one run.
+
+    python bench/adapters.py [--quick]
+
+Three parts, each printed as a Markdown table:
+
+1. **Hand-off cost** at a rate that never binds (``rate=10**9``), in ns per
+   acquire (wall clock, best of three), beside the bare floor of the
+   framework the adapter runs on:
+
+   - *uncontended*: one task calls ``acquire()`` in a loop and a permit is
+     always free, so every acquire returns at once. Floor, asyncio: create an
+     ``asyncio.Future``, resolve it, await it (no trip through the loop).
+     Floor, trio: ``trio.lowlevel.checkpoint()``, which trio requires of any
+     operation that may block, an immediate acquire included.
+   - *contended*: ``WAITERS`` tasks are all parked in ``acquire()`` and one
+     tick releases one permit to each; they wake, count, and park again.
+     Time is frozen (a loop whose ``time()`` stands still, trio's
+     ``MockClock(rate=0)``) and a releaser task moves it on by 1 ms per
+     round, so every permit is released by the limiter's own timer and no
+     real sleeping is timed. Floor, asyncio: each waiter awaits a fresh
+     future and the releaser resolves them all; floor, trio: each waiter
+     parks with ``trio.lowlevel.wait_task_rescheduled`` and the releaser
+     ``reschedule()`` s them all (what ``trio.Event`` is built on). Both
+     floors run the same releaser loop.
+
+2. **Pacing** at 100, 1,000 and 10,000 permits/s for ``PACE_SECONDS`` each,
+   with ``CALLERS`` tasks that call ``acquire()`` again as soon as they
+   resume (so someone always waits). The first grant starts the machine
+   with a full bucket at ``t0``; grant ``k`` (in the order callers resumed)
+   is due at ``t0 + ceil((k - burst) / rate)`` for ``k > burst`` and at
+   ``t0`` before. *Lateness* is the framework clock when the caller resumed
+   minus that due time, so a schedule that slips shows as growing lateness.
+   *Achieved* is the steady rate: the grants resumed after the first 10% of
+   the run, ``(n - 1) / (last - first)``. *Lost* is the ideal number of
+   grants before the end minus the number made.
+
+3. **Peers** (only if installed: ``aiolimiter``, ``asynciolimiter``,
+   ``pyrate-limiter``, ``aiometer``) and the asyncio adapter doing one job:
+   ``CALLERS`` tasks acquiring continuously at 1,000 and 10,000 permits/s
+   for ``PEER_SECONDS``, every limiter configured for the same sustained
+   rate and a burst of ``PEER_BURST``. Achieved rate as above; CPU time
+   (``time.process_time()``) per permit; and FIFO: each acquire takes a
+   ticket when it starts waiting, and a grant is *overtaken* if a ticket
+   taken later was served before it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+import importlib
+import itertools
+import math
+import os
+import platform
+import sys
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from contextlib import AbstractAsyncContextManager
+from dataclasses import dataclass
+from fractions import Fraction
+from typing import Any, TypeVar
+
+import anyio
+import anyio.lowlevel
+import trio
+import trio.testing
+
+import permits.adapters.anyio
+import permits.adapters.asyncio
+import permits.adapters.trio
+from permits.adapters import BaseLimiter
+from permits.core import Fifo, Policy
+
+T = TypeVar("T")
+
+QUICK = "--quick" in sys.argv
+UNCONTENDED = 20_000 if QUICK else 100_000  # acquires per timed loop
+WAITERS = 100  # tasks parked at once in the contended hand-off
+ROUNDS = 50 if QUICK else 200  # releases of WAITERS permits per timed loop
+REPEAT = 3  # hand-off figures are the best of this many runs
+UNLIMITED = 10**9  # permits per second: one a nanosecond, never binds
+PACE_RATES = (100, 1_000, 10_000)
+PACE_SECONDS = 1.0 if QUICK else 5.0
+CALLERS = 4  # tasks acquiring continuously in the pacing and peer runs
+PEER_RATES = (1_000, 10_000)
+PEER_SECONDS = 1.0 if QUICK else 3.0
+PEER_BURST = 10  # the smallest burst every peer can express at 10,000/s
+WARMUP = 0.1  # fraction of a run left out of the achieved rate
+STEP = 0.001  # seconds the frozen clock moves per contended round
+
+Opener = Callable[[Policy, int, int], AbstractAsyncContextManager[BaseLimiter]]
+
+
+# -- frameworks ---------------------------------------------------------------
+
+
+class _FrozenLoop(asyncio.SelectorEventLoop):
+    """An asyncio loop whose clock stands still until :meth:`advance`."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._frozen = 1000.0
+
+    def time(self) -> float:
+        return self._frozen
+
+    def advance(self, seconds: float) -> None:
+        self._frozen += seconds
+
+
+def _advance_asyncio(seconds: float) -> None:
+    loop = asyncio.get_running_loop()
+    assert isinstance(loop, _FrozenLoop), "advance() needs a frozen loop"
+    loop.advance(seconds)
+
+
+def _advance_trio(seconds: float) -> None:
+    clock = trio.lowlevel.current_clock()
+    assert isinstance(clock, trio.testing.MockClock), "advance() needs a MockClock"
+    clock.jump(seconds)
+
+
+class Framework:
+    """What a benchmark body needs of the framework it runs under."""
+
+    name = ""
+
+    def run(self, body: Callable[[], Awaitable[T]], *, frozen: bool = False) -> T:
+        raise NotImplementedError
+
+    def now(self) -> float:
+        raise NotImplementedError
+
+    async def checkpoint(self) -> None:
+        raise NotImplementedError
+
+    def advance(self, seconds: float) -> None:
+        raise NotImplementedError
+
+    async def run_all(self, tasks: Sequence[Callable[[], Awaitable[None]]]) -> None:
+        raise NotImplementedError
+
+
+class Asyncio(Framework):
+    name = "asyncio"
+
+    def run(self, body: Callable[[], Awaitable[T]], *, frozen: bool = False) -> T:
+        async def main() -> T:
+            return await body()
+
+        if not frozen:
+            return asyncio.run(main())
+        loop = _FrozenLoop()
+        try:
+            return loop.run_until_complete(main())
+        finally:
+            loop.run_until_complete(loop.shutdown_asyncgens())
+            loop.close()
+
+    def now(self) -> float:
+        return asyncio.get_running_loop().time()
+
+    async def checkpoint(self) -> None:
+        await asyncio.sleep(0)
+
+    def advance(self, seconds: float) -> None:
+        _advance_asyncio(seconds)
+
+    async def run_all(self, tasks: Sequence[Callable[[], Awaitable[None]]]) -> None:
+        await asyncio.gather(*(task() for task in tasks))
+
+
+class Trio(Framework):
+    name = "trio"
+
+    def run(self, body: Callable[[], Awaitable[T]], *, frozen: bool = False) -> T:
+        async def main() -> T:
+            return await body()
+
+        clock = trio.testing.MockClock(rate=0) if frozen else None
+        return trio.run(main, clock=clock)
+
+    def now(self) -> float:
+        return trio.current_time()
+
+    async def checkpoint(self) -> None:
+        await trio.lowlevel.checkpoint()
+
+    def advance(self, seconds: float) -> None:
+        _advance_trio(seconds)
+
+    async def run_all(self, tasks: Sequence[Callable[[], Awaitable[None]]]) -> None:
+        async with trio.open_nursery() as nursery:
+            for task in tasks:
+                nursery.start_soon(task)
+
+
+class Anyio(Framework):
+    def __init__(self, backend: str) -> None:
+        self.backend = backend
+        self.name = f"anyio on {backend}"
+
+    def run(self, body: Callable[[], Awaitable[T]], *, frozen: bool = False) -> T:
+        async def main() -> T:
+            return await body()
+
+        options: dict[str, Any] = {}
+        if frozen:
+            if self.backend == "asyncio":
+                options["loop_factory"] = _FrozenLoop
+            else:
+                options["clock"] = trio.testing.MockClock(rate=0)
+        return anyio.run(main, backend=self.backend, backend_options=options)
+
+    def now(self) -> float:
+        return anyio.current_time()
+
+    async def checkpoint(self) -> None:
+        await anyio.lowlevel.checkpoint()
+
+    def advance(self, seconds: float) -> None:
+        if self.backend == "asyncio":
+            _advance_asyncio(seconds)
+        else:
+            _advance_trio(seconds)
+
+    async def run_all(self, tasks: Sequence[Callable[[], Awaitable[None]]]) -> None:
+        async with anyio.create_task_group() as group:
+            for task in tasks:
+                group.start_soon(task)
+
+
+ASYNCIO = Asyncio()
+TRIO = Trio()
+
+
+def _open_asyncio(policy: Policy, rate: int, burst: int) -> AbstractAsyncContextManager[BaseLimiter]:
+    return permits.adapters.asyncio.Limiter(policy, rate, burst)
+
+
+def _open_trio(policy: Policy, rate: int, burst: int) -> AbstractAsyncContextManager[BaseLimiter]:
+    return permits.adapters.trio.open_limiter(policy, rate, burst)
+
+
+def _open_anyio(policy: Policy, rate: int, burst: int) -> AbstractAsyncContextManager[BaseLimiter]:
+    return permits.adapters.anyio.open_limiter(policy, rate, burst)
+
+
+@dataclass(frozen=True)
+class Adapter:
+    name: str
+    framework: Framework
+    open: Opener
+    #: The framework whose floor the adapter is compared with.
+    floor: str
+
+
+ADAPTERS = (
+    Adapter("asyncio", ASYNCIO, _open_asyncio, "asyncio"),
+    Adapter("trio", TRIO, _open_trio, "trio"),
+    Adapter("anyio on asyncio", Anyio("asyncio"), _open_anyio, "asyncio"),
+    Adapter("anyio on trio", Anyio("trio"), _open_anyio, "trio"),
+)
+
+
+def _ns(seconds: float) -> int:
+    """A framework time in the adapters' unit (they convert the same way)."""
+    return int(seconds * 1e9)
+
+
+def _best(run: Callable[[], float]) -> float:
+    return min(run() for _ in range(REPEAT))
+
+
+def _granted(limiter: BaseLimiter) -> int:
+    return sum(level.granted for level in limiter.statistics().levels)
+
+
+# -- 1. hand-off --------------------------------------------------------------
+
+
+def uncontended_limiter(adapter: Adapter) -> float:
+    """Seconds per acquire when a permit is always free."""
+
+    async def body() -> float:
+        async with adapter.open(Fifo(1), UNLIMITED, 10**6) as limiter:
+            acquire = limiter.acquire
+            for _ in range(1000):
+                await acquire()
+            gc.collect()
+            start = time.perf_counter()
+            for _ in range(UNCONTENDED):
+                await acquire()
+            elapsed = time.perf_counter() - start
+            assert _granted(limiter) == UNCONTENDED + 1000
+        return elapsed / UNCONTENDED
+
+    return adapter.framework.run(body)
+
+
+def uncontended_asyncio_floor() -> float:
+    """Create a future, resolve it, await it: no trip through the loop."""
+
+    async def body() -> float:
+        loop = asyncio.get_running_loop()
+        create = loop.create_future
+        gc.collect()
+        start = time.perf_counter()
+        for _ in range(UNCONTENDED):
+            future: asyncio.Future[None] = create()
+            future.set_result(None)
+            await future
+        return (time.perf_counter() - start) / UNCONTENDED
+
+    return ASYNCIO.run(body)
+
+
+def uncontended_checkpoint(framework: Framework) -> float:
+    """The framework's own checkpoint, once per iteration."""
+
+    async def body() -> float:
+        checkpoint = framework.checkpoint
+        gc.collect()
+        start = time.perf_counter()
+        for _ in range(UNCONTENDED):
+            await checkpoint()
+        return (time.perf_counter() - start) / UNCONTENDED
+
+    return framework.run(body)
+
+
+async def _release_rounds(
+    framework: Framework,
+    release: Callable[[], None],
+    parked: Callable[[], int],
+    progress: list[int],
+) -> float:
+    """The releaser: wait until every live waiter is parked, release them all,
+    wait for all of them to come back; seconds for the whole run.
+
+    ``progress`` is ``[live waiters, hand-offs done]``, kept by the waiters."""
+    checkpoint = framework.checkpoint
+    while parked() < progress[0]:
+        await checkpoint()
+    gc.collect()
+    start = time.perf_counter()
+    target = 0
+    while progress[0]:
+        target += progress[0]
+        release()
+        while progress[1] < target:
+            await checkpoint()
+        while progress[0] and parked() < progress[0]:  # (never once they are counted)
+            await checkpoint()
+    return time.perf_counter() - start
+
+
+def contended_limiter(adapter: Adapter) -> float:
+    """Seconds per hand-off with WAITERS tasks parked, one tick releasing all."""
+    framework = adapter.framework
+
+    async def body() -> float:
+        # Time stands still: the bucket refills only when the releaser moves
+        # the clock, by far more than WAITERS permits, capped at the burst.
+        async with adapter.open(Fifo(1), UNLIMITED, WAITERS) as limiter:
+            for _ in range(WAITERS):  # empty the bucket
+                await limiter.acquire()
+            machine = limiter.machine
+            progress = [WAITERS, 0]
+            elapsed: list[float] = []
+
+            async def waiter() -> None:
+                acquire = limiter.acquire
+                for _ in range(ROUNDS):
+                    await acquire()
+                    progress[1] += 1
+                progress[0] -= 1
+
+            async def releaser() -> None:
+                elapsed.append(
+                    await _release_rounds(
+                        framework, lambda: framework.advance(STEP), machine.__len__, progress
+                    )
+                )
+
+            await framework.run_all([waiter] * WAITERS + [releaser])
+            assert _granted(limiter) == WAITERS * (ROUNDS + 1)
+        return elapsed[0] / (WAITERS * ROUNDS)
+
+    return framework.run(body, frozen=True)
+
+
+def contended_asyncio_floor() -> float:
+    """Each waiter awaits a fresh future; the releaser resolves them all."""
+
+    async def body() -> float:
+        loop = asyncio.get_running_loop()
+        futures: list[asyncio.Future[None]] = []
+        progress = [WAITERS, 0]
+        elapsed: list[float] = []
+
+        async def waiter() -> None:
+            create = loop.create_future
+            for _ in range(ROUNDS):
+                future: asyncio.Future[None] = create()
+                futures.append(future)
+                await future
+                progress[1] += 1
+            progress[0] -= 1
+
+        def release() -> None:
+            for future in futures:
+                future.set_result(None)
+            futures.clear()
+
+        async def releaser() -> None:
+            elapsed.append(await _release_rounds(ASYNCIO, release, futures.__len__, progress))
+
+        await ASYNCIO.run_all([waiter] * WAITERS + [releaser])
+        return elapsed[0] / (WAITERS * ROUNDS)
+
+    return ASYNCIO.run(body)
+
+
+def contended_trio_floor() -> float:
+    """Each waiter parks (``wait_task_rescheduled``); the releaser reschedules all."""
+
+    async def body() -> float:
+        tasks: list[trio.lowlevel.Task] = []
+        progress = [WAITERS, 0]
+        elapsed: list[float] = []
+
+        def abort(_: Any) -> trio.lowlevel.Abort:
+            return trio.lowlevel.Abort.SUCCEEDED
+
+        async def waiter() -> None:
+            current = trio.lowlevel.current_task
+            park = trio.lowlevel.wait_task_rescheduled
+            for _ in range(ROUNDS):
+                tasks.append(current())
+                await park(abort)
+                progress[1] += 1
+            progress[0] -= 1
+
+        def release() -> None:
+            reschedule = trio.lowlevel.reschedule
+            for task in tasks:
+                reschedule(task)
+            tasks.clear()
+
+        async def releaser() -> None:
+            elapsed.append(await _release_rounds(TRIO, release, tasks.__len__, progress))
+
+        await TRIO.run_all([waiter] * WAITERS + [releaser])
+        return elapsed[0] / (WAITERS * ROUNDS)
+
+    return TRIO.run(body)
+
+
+def contended_event(framework: Framework, make: Callable[[], Any]) -> float:
+    """Each waiter waits on a fresh event of ``make``; the releaser sets them all."""
+
+    async def body() -> float:
+        events: list[Any] = []
+        progress = [WAITERS, 0]
+        elapsed: list[float] = []
+
+        async def waiter() -> None:
+            for _ in range(ROUNDS):
+                event = make()
+                events.append(event)
+                await event.wait()
+                progress[1] += 1
+            progress[0] -= 1
+
+        def release() -> None:
+            for event in events:
+                event.set()
+            events.clear()
+
+        async def releaser() -> None:
+            elapsed.append(await _release_rounds(framework, release, events.__len__, progress))
+
+        await framework.run_all([waiter] * WAITERS + [releaser])
+        return elapsed[0] / (WAITERS * ROUNDS)
+
+    return framework.run(body)
+
+
+def handoff() -> None:
+    print(
+        f"### 1. Hand-off cost, rate={UNLIMITED:,}/s (never binds); "
+        f"ns per acquire, best of {REPEAT}"
+    )
+    print()
+    print(
+        f"*uncontended*: {UNCONTENDED:,} acquires in a loop by one task, each "
+        f"granted at once; *contended*: {WAITERS} tasks parked in acquire(), one "
+        f"tick releases a permit to each, {ROUNDS} rounds (frozen clock)."
+    )
+    print()
+    floors = {
+        ("asyncio", "uncontended"): _best(uncontended_asyncio_floor),
+        ("trio", "uncontended"): _best(lambda: uncontended_checkpoint(TRIO)),
+        ("asyncio", "contended"): _best(contended_asyncio_floor),
+        ("trio", "contended"): _best(contended_trio_floor),
+    }
+    print("| adapter | path | ns/acquire | floor ns | x floor | within 2x |")
+    print("| --- | --- | ---: | ---: | ---: | --- |")
+    for path, measure in (("uncontended", uncontended_limiter), ("contended", contended_limiter)):
+        for adapter in ADAPTERS:
+            cost = _best(lambda adapter=adapter: measure(adapter))  # type: ignore[misc]
+            floor = floors[adapter.floor, path]
+            ratio = cost / floor
+            print(
+                f"| {adapter.name} | {path} | {cost * 1e9:,.0f} | {floor * 1e9:,.0f} "
+                f"({adapter.floor}) | {ratio:.2f} | {'yes' if ratio <= 2 else 'no'} |"
+            )
+    print()
+    print("| floor and reference primitives | path | ns/op |")
+    print("| --- | --- | ---: |")
+    rows: list[tuple[str, str, float]] = [
+        ("asyncio: create, resolve, await a Future (floor)", "uncontended", floors[
+            "asyncio", "uncontended"]),
+        ("trio: trio.lowlevel.checkpoint() (floor)", "uncontended", floors["trio", "uncontended"]),
+        ("asyncio: await asyncio.sleep(0) (one loop pass)", "uncontended",
+         _best(lambda: uncontended_checkpoint(ASYNCIO))),
+        ("anyio on asyncio: anyio.lowlevel.checkpoint()", "uncontended",
+         _best(lambda: uncontended_checkpoint(ADAPTERS[2].framework))),
+        ("anyio on trio: anyio.lowlevel.checkpoint()", "uncontended",
+         _best(lambda: uncontended_checkpoint(ADAPTERS[3].framework))),
+        ("asyncio: a Future per waiter (floor)", "contended", floors["asyncio", "contended"]),
+        ("trio: wait_task_rescheduled / reschedule (floor)", "contended",
+         floors["trio", "contended"]),
+        ("asyncio: an asyncio.Event per waiter", "contended",
+         _best(lambda: contended_event(ASYNCIO, asyncio.Event))),
+        ("trio: a trio.Event per waiter", "contended",
+         _best(lambda: contended_event(TRIO, trio.Event))),
+        ("anyio on asyncio: an anyio.Event per waiter", "contended",
+         _best(lambda: contended_event(ADAPTERS[2].framework, anyio.Event))),
+        ("anyio on trio: an anyio.Event per waiter", "contended",
+         _best(lambda: contended_event(ADAPTERS[3].framework, anyio.Event))),
+    ]
+    for name, path, cost in rows:
+        print(f"| {name} | {path} | {cost * 1e9:,.0f} |")
+    print()
+
+
+# -- 2. pacing ----------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Run:
+    """What one continuous-acquire run recorded (times in ns)."""
+
+    start: int  # t0: the machine's first operation, or the first acquire call
+    end: int
+    resumed: list[int]  # when each grant's caller resumed, before the end
+    served: list[int]  # the ticket of each grant, in the order served
+    cpu: float  # process time, seconds
+    permits: int  # every permit granted, the ones after the end included
+
+
+def _percentile(values: Sequence[int], q: float) -> int:
+    """Nearest rank."""
+    ordered = sorted(values)
+    return ordered[max(0, math.ceil(q * len(ordered)) - 1)]
+
+
+def _achieved(run: Run) -> float:
+    """Permits per second after the warm-up: (n - 1) / (last - first)."""
+    after = run.start + WARMUP * (run.end - run.start)
+    times = sorted(t for t in run.resumed if t >= after)
+    if len(times) < 2 or times[-1] == times[0]:
+        return 0.0
+    return (len(times) - 1) * 1e9 / (times[-1] - times[0])
+
+
+def _overtaken(served: Sequence[int]) -> int:
+    """Grants served after a grant whose ticket was taken later."""
+    highest = -1
+    count = 0
+    for ticket in served:
+        if ticket < highest:
+            count += 1
+        else:
+            highest = ticket
+    return count
+
+
+def pacing_run(adapter: Adapter, rate: int, burst: int, seconds: float) -> Run:
+    framework = adapter.framework
+
+    async def body() -> Run:
+        async with adapter.open(Fifo(1), rate, burst) as limiter:
+            tickets = itertools.count()
+            served: list[int] = []
+            cpu = time.process_time()
+            served.append(next(tickets))
+            await limiter.acquire()
+            resumed = [_ns(framework.now())]
+            start = limiter.machine.now
+            assert start is not None
+            end = start + round(seconds * 1e9)
+
+            async def caller() -> None:
+                acquire = limiter.acquire
+                now = framework.now
+                while True:
+                    ticket = next(tickets)
+                    await acquire()
+                    at = _ns(now())
+                    if at >= end:
+                        return
+                    resumed.append(at)
+                    served.append(ticket)
+
+            await framework.run_all([caller] * CALLERS)
+            cpu = time.process_time() - cpu
+            permits = _granted(limiter)
+        return Run(start, end, resumed, served, cpu, permits)
+
+    return framework.run(body)
+
+
+def pacing() -> None:
+    print(
+        f"### 2. Pacing: {CALLERS} callers always waiting, {PACE_SECONDS:g} s per rate; "
+        "lateness = resumed - due, in µs"
+    )
+    print()
+    print(
+        "| adapter | burst | rate/s | grants (ideal) | lost | achieved/s | error "
+        "| lateness p50 | p99 | max | CPU µs/permit |"
+    )
+    print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+    configs = [(adapter, 1) for adapter in ADAPTERS] + [(ADAPTERS[0], PEER_BURST)]
+    for adapter, burst in configs:
+        for rate in PACE_RATES:
+            gc.collect()
+            run = pacing_run(adapter, rate, burst, PACE_SECONDS)
+            interval = Fraction(10**9, rate)
+            lateness = [
+                at - (run.start + math.ceil(max(0, k - burst) * interval))
+                for k, at in enumerate(sorted(run.resumed), start=1)
+            ]
+            # due times before the end: k - burst < seconds * rate
+            ideal = burst + math.ceil(Fraction(run.end - run.start) / interval) - 1
+            achieved = _achieved(run)
+            print(
+                f"| {adapter.name} | {burst} | {rate:,} | {len(run.resumed):,} ({ideal:,}) "
+                f"| {ideal - len(run.resumed):,} | {achieved:,.1f} "
+                f"| {(achieved / rate - 1) * 100:+.2f}% "
+                f"| {_percentile(lateness, 0.5) / 1e3:,.0f} "
+                f"| {_percentile(lateness, 0.99) / 1e3:,.0f} | {max(lateness) / 1e3:,.0f} "
+                f"| {run.cpu / run.permits * 1e6:.1f} |"
+            )
+    print()
+
+
+# -- 3. peers -----------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Peer:
+    name: str
+    module: str  # the import that must succeed
+    config: str  # how it is configured, {rate} and {burst} filled in
+    #: make(rate, burst) -> (acquire, close); None for aiometer's own shape.
+    make: Callable[[int, int], tuple[Callable[[], Awaitable[Any]], Callable[[], Any]]] | None
+
+
+def _make_permits(rate: int, burst: int) -> tuple[Callable[[], Awaitable[Any]], Callable[[], Any]]:
+    limiter = permits.adapters.asyncio.Limiter(Fifo(1), rate, burst)
+    return limiter.acquire, limiter.aclose
+
+
+def _make_aiolimiter(
+    rate: int, burst: int
+) -> tuple[Callable[[], Awaitable[Any]], Callable[[], Any]]:
+    module = importlib.import_module("aiolimiter")
+    limiter = module.AsyncLimiter(burst, burst / rate)
+    return limiter.acquire, lambda: None
+
+
+def _make_asynciolimiter(
+    rate: int, burst: int
+) -> tuple[Callable[[], Awaitable[Any]], Callable[[], Any]]:
+    module = importlib.import_module("asynciolimiter")
+    limiter = module.Limiter(rate, max_burst=burst)
+    return limiter.wait, limiter.close
+
+
+def _make_pyrate(rate: int, burst: int) -> tuple[Callable[[], Awaitable[Any]], Callable[[], Any]]:
+    module = importlib.import_module("pyrate_limiter")
+    window_ms = Fraction(burst * 1000, rate)
+    assert window_ms.denominator == 1, "pyrate-limiter's windows are whole milliseconds"
+    limiter = module.Limiter(module.Rate(burst, int(window_ms)), buffer_ms=0)
+
+    async def acquire() -> None:
+        if not await limiter.try_acquire_async("bench"):
+            raise RuntimeError("pyrate-limiter refused a permit")
+
+    return acquire, limiter.close
+
+
+PEERS = (
+    Peer("permits (asyncio adapter)", "permits", "Limiter(Fifo(1), rate, burst={burst})",
+         _make_permits),
+    Peer("aiolimiter", "aiolimiter", "AsyncLimiter({burst}, {burst}/rate)", _make_aiolimiter),
+    Peer("asynciolimiter", "asynciolimiter", "Limiter(rate, max_burst={burst})",
+         _make_asynciolimiter),
+    Peer("pyrate-limiter", "pyrate_limiter",
+         "Limiter(Rate({burst}, {burst}000/rate ms), buffer_ms=0), InMemoryBucket", _make_pyrate),
+    Peer("aiometer", "aiometer", "run_on_each(job, ..., max_per_second=rate); burst 1 (fixed)",
+         None),
+)
+
+
+def peer_run(peer: Peer, rate: int, seconds: float) -> Run:
+    assert peer.make is not None
+    make = peer.make
+
+    async def body() -> Run:
+        acquire, close = make(rate, PEER_BURST)
+        loop = asyncio.get_running_loop()
+        tickets = itertools.count()
+        resumed: list[int] = []
+        served: list[int] = []
+        granted = [0]
+        start = _ns(loop.time())
+        end = start + round(seconds * 1e9)
+        cpu = time.process_time()
+
+        async def caller() -> None:
+            while True:
+                ticket = next(tickets)
+                await acquire()
+                granted[0] += 1
+                at = _ns(loop.time())
+                if at >= end:
+                    return
+                resumed.append(at)
+                served.append(ticket)
+
+        await asyncio.gather(*(caller() for _ in range(CALLERS)))
+        cpu = time.process_time() - cpu
+        result = close()
+        if isinstance(result, Awaitable):
+            await result
+        return Run(start, end, resumed, served, cpu, granted[0])
+
+    return asyncio.run(body())
+
+
+def aiometer_run(rate: int, seconds: float) -> Run:
+    """aiometer has no acquire(): it starts a list of jobs at max_per_second."""
+    aiometer = importlib.import_module("aiometer")
+
+    async def body() -> Run:
+        loop = asyncio.get_running_loop()
+        resumed: list[int] = []
+        served: list[int] = []
+        granted = [0]
+        start = _ns(loop.time())
+        end = start + round(seconds * 1e9)
+
+        async def job(ticket: int) -> None:
+            granted[0] += 1
+            at = _ns(loop.time())
+            if at < end:
+                resumed.append(at)
+                served.append(ticket)
+
+        cpu = time.process_time()
+        with anyio.move_on_after(seconds + 0.05):
+            await aiometer.run_on_each(job, range(int(rate * seconds * 2) + 100),
+                                       max_per_second=rate)
+        cpu = time.process_time() - cpu
+        return Run(start, end, resumed, served, cpu, granted[0])
+
+    return asyncio.run(body())
+
+
+def peers() -> None:
+    print(
+        f"### 3. Peers under asyncio: {CALLERS} callers acquiring continuously, "
+        f"{PEER_SECONDS:g} s per rate, burst {PEER_BURST}"
+    )
+    print()
+    print("| limiter | configured as | rate/s | achieved/s | error | CPU µs/permit | FIFO |")
+    print("| --- | --- | ---: | ---: | ---: | ---: | --- |")
+    missing: list[str] = []
+    for peer in PEERS:
+        try:
+            importlib.import_module(peer.module)
+        except ImportError:
+            missing.append(peer.name)
+            print(f"| {peer.name} | not installed | | | | | |")
+            continue
+        for rate in PEER_RATES:
+            gc.collect()
+            try:
+                run = aiometer_run(rate, PEER_SECONDS) if peer.make is None else peer_run(
+                    peer, rate, PEER_SECONDS
+                )
+            except Exception as error:
+                print(f"| {peer.name} | {peer.config.format(burst=PEER_BURST)} | {rate:,} "
+                      f"| failed: {error!r} | | | |")
+                continue
+            achieved = _achieved(run)
+            if peer.make is None:
+                fifo = "n/a: no waiting callers; one loop starts jobs in list order"
+            else:
+                overtaken = _overtaken(run.served)
+                fifo = (
+                    "held" if not overtaken
+                    else f"broken: {overtaken:,} of {len(run.served):,} grants overtaken"
+                )
+            print(
+                f"| {peer.name} | {peer.config.format(burst=PEER_BURST)} | {rate:,} "
+                f"| {achieved:,.1f} | {(achieved / rate - 1) * 100:+.2f}% "
+                f"| {run.cpu / max(run.permits, 1) * 1e6:.1f} | {fifo} |"
+            )
+    print()
+    if missing:
+        print(
+            "Not installed, skipped: " + ", ".join(missing)
+            + " (pip install aiolimiter asynciolimiter pyrate-limiter aiometer)."
+        )
+        print()
+
+
+def main() -> None:
+    load = ", ".join(f"{x:.2f}" for x in os.getloadavg())
+    print(
+        f"Python {platform.python_version()} on {platform.machine()}, "
+        f"{os.cpu_count()} CPUs, load average {load} at start; "
+        f"trio {trio.__version__}; {'--quick' if QUICK else 'full run'}"
+    )
+    print()
+    handoff()
+    pacing()
+    peers()
+    load = ", ".join(f"{x:.2f}" for x in os.getloadavg())
+    print(f"Load average {load} at the end.")
+
+
+if __name__ == "__main__":
+    main()
