@@ -509,7 +509,7 @@ class Machine:
     def _grant(self, now: int, out: list[Decision]) -> None:
         """Grant permits available at ``now`` while anyone waits.
 
-        The hot path: Queues._pop, _restart and the log pruning are inlined.
+        The hot path: taking a level's head and _restart are inlined here.
         """
         queues = self._queues
         by_id = queues._by_id
@@ -530,7 +530,7 @@ class Machine:
                     f"with waiters (depths {depths!r})",
                     out,
                 )
-            # Take the level's head (Queues._pop).
+            # Take the level's head.
             waiter = queues._lines[level].popleft()
             id = waiter.id
             del by_id[id]

@@ -87,16 +87,6 @@ class Queues:
 
     # -- changes, made by the machine only ---------------------------------
 
-    def _pop(self, level: int) -> Waiter:
-        """Remove and return the head of ``level``, to be granted."""
-        waiter = self._lines[level].popleft()
-        del self._by_id[waiter.id]
-        self.depths[level] -= 1
-        self.granted += 1
-        if self._dead[level]:
-            self._tidy(level)
-        return waiter
-
     def _remove(self, waiter: Waiter) -> bool:
         """Remove ``waiter`` if it is still waiting (cancel, expiry)."""
         by_id = self._by_id
