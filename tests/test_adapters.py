@@ -282,6 +282,38 @@ async def test_context_level_and_queue_limit(open_limiter: OpenLimiter) -> None:
     assert stats[0].pushed == 0
 
 
+async def test_lag_catch_up_is_at_most_burst(open_limiter: OpenLimiter) -> None:
+    """While the loop lags, permits fall due; afterwards at most ``burst`` are
+    granted at once, to the waiters already there, and pacing resumes.
+
+    (Waiters granted at once resume in the scheduler's order, which trio
+    randomises, so the check is on who was granted together and when.)"""
+    resumed: list[tuple[str, float]] = []
+
+    async def call(limiter: BaseLimiter, name: str, lv: int) -> None:
+        await limiter.acquire(lv)
+        resumed.append((name, anyio.current_time()))
+
+    # 200 ms between permits: queueing the six below can never race a grant.
+    async with open_limiter(StrictPriority(2), 5, 3) as limiter, anyio.create_task_group() as tg:
+        for _ in range(3):
+            await limiter.acquire(1)  # empty the bucket
+        for i in range(6):
+            tg.start_soon(call, limiter, f"b{i}", 1)
+            await waiting(limiter, i + 1)
+        time.sleep(1.0)  # the loop lags 5 intervals: 5 permits fall due
+        tg.start_soon(call, limiter, "late-interactive", 0)
+        with anyio.fail_after(5):
+            while len(resumed) < 7:
+                await anyio.sleep(0.001)
+    names = [name for name, _ in resumed]
+    times = [at for _, at in resumed]
+    assert set(names[:3]) == {"b0", "b1", "b2"}, names  # the catch-up: burst, in queue order
+    assert times[2] - times[0] < 0.005, times  # ... granted together
+    assert times[3] - times[0] >= 0.1, times  # then pacing resumes (200 ms interval)
+    assert names[3] == "late-interactive", names  # strict priority from then on
+
+
 async def test_permit_context_manager(open_limiter: OpenLimiter) -> None:
     async with open_limiter(Fifo(), 1000) as limiter:
         for _ in range(3):
@@ -312,12 +344,18 @@ SCALE = 5  # the seed's 100 permits/s scenarios, 5x faster and 5x shorter
 
 @pytest.mark.timeout(60)
 @pytest.mark.parametrize(
-    ("policy", "load"),
-    [(StrictPriority(2), 90), (Shares.every(5), 90)],
-    ids=["strict-90", "every-5th-90"],
+    ("policy", "load", "batch"),
+    [
+        (Fifo(2), 20, 1_000),
+        (StrictPriority(2), 20, 1_000),
+        (StrictPriority(2), 90, 1_000),
+        (Shares.every(5), 90, 1_000),
+        (Aging(2, after=2_000 * MILLISECOND // SCALE), 90, 300),
+    ],
+    ids=["fifo-20", "strict-20", "strict-90", "every-5th-90", "aging-90"],
 )
 async def test_seed_scenario_in_real_time(
-    open_limiter: OpenLimiter, policy: Policy, load: int
+    open_limiter: OpenLimiter, policy: Policy, load: int, batch: int
 ) -> None:
     """The seed's scenario at 500 permits/s for 2 s (arrivals scaled by 5)
     agrees with the core driven in virtual time on the same workload: served
@@ -331,7 +369,7 @@ async def test_seed_scenario_in_real_time(
     from pathlib import Path
 
     quickstart = runpy.run_path(str(Path(__file__).parent.parent / "examples" / "quickstart.py"))
-    rate, burst, seconds, batch = 100 * SCALE, 2, 2, 1_000
+    rate, burst, seconds = 100 * SCALE, 2, 2
     virtual = quickstart["simulate"](
         policy,
         rate=rate,
