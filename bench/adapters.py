@@ -29,34 +29,39 @@ Three parts, each printed as a Markdown table:
    resume (so someone always waits). The first grant starts the machine
    with a full bucket at ``t0``; grant ``k`` (in the order callers resumed)
    is due at ``t0 + ceil((k - burst) / rate)`` for ``k > burst`` and at
-   ``t0`` before. *Lateness* is the framework clock when the caller resumed
+   ``t0`` before. *Late* is the framework clock when the caller resumed
    minus that due time, so a schedule that slips shows as growing lateness.
-   *Achieved* is the steady rate: the grants resumed after the first 10% of
-   the run, ``(n - 1) / (last - first)``. *Lost* is the ideal number of
-   grants before the end minus the number made.
+   *Delay* is the same against the limiter's own schedule, which a late
+   grant moves (GCRA: what the bucket cannot bank is lost), rebuilt from
+   the grant times: it is how late each wake-up was. *Achieved* is the
+   steady rate: the grants resumed after the first 10% of the run,
+   ``(n - 1) / (last - first)``. *Lost* is the ideal number of grants before
+   the end minus the number made.
 
 3. **Peers** (only if installed: ``aiolimiter``, ``asynciolimiter``,
    ``pyrate-limiter``, ``aiometer``) and the asyncio adapter doing one job:
    ``CALLERS`` tasks acquiring continuously at 1,000 and 10,000 permits/s
    for ``PEER_SECONDS``, every limiter configured for the same sustained
-   rate and a burst of ``PEER_BURST``. Achieved rate as above; CPU time
-   (``time.process_time()``) per permit; and FIFO: each acquire takes a
-   ticket when it starts waiting, and a grant is *overtaken* if a ticket
-   taken later was served before it.
+   rate and a burst of ``PEER_BURST``: achieved rate as above and CPU time
+   (``time.process_time()``) per permit. FIFO: ``FIFO_ARRIVALS`` tasks start
+   waiting one after another, faster than the limiter serves them; each
+   takes a ticket as it calls acquire, and a grant is *overtaken* if its
+   caller resumed after one with a later ticket.
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import gc
 import importlib
-import itertools
+import importlib.metadata
 import math
 import os
 import platform
 import sys
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from fractions import Fraction
@@ -87,6 +92,8 @@ CALLERS = 4  # tasks acquiring continuously in the pacing and peer runs
 PEER_RATES = (1_000, 10_000)
 PEER_SECONDS = 1.0 if QUICK else 3.0
 PEER_BURST = 10  # the smallest burst every peer can express at 10,000/s
+FIFO_RATE = 1_000
+FIFO_ARRIVALS = 300
 WARMUP = 0.1  # fraction of a run left out of the achieved rate
 STEP = 0.001  # seconds the frozen clock moves per contended round
 
@@ -139,7 +146,7 @@ class Framework:
     def advance(self, seconds: float) -> None:
         raise NotImplementedError
 
-    async def run_all(self, tasks: Sequence[Callable[[], Awaitable[None]]]) -> None:
+    async def run_all(self, tasks: Sequence[Callable[[], Coroutine[Any, Any, None]]]) -> None:
         raise NotImplementedError
 
 
@@ -168,7 +175,7 @@ class Asyncio(Framework):
     def advance(self, seconds: float) -> None:
         _advance_asyncio(seconds)
 
-    async def run_all(self, tasks: Sequence[Callable[[], Awaitable[None]]]) -> None:
+    async def run_all(self, tasks: Sequence[Callable[[], Coroutine[Any, Any, None]]]) -> None:
         await asyncio.gather(*(task() for task in tasks))
 
 
@@ -191,7 +198,7 @@ class Trio(Framework):
     def advance(self, seconds: float) -> None:
         _advance_trio(seconds)
 
-    async def run_all(self, tasks: Sequence[Callable[[], Awaitable[None]]]) -> None:
+    async def run_all(self, tasks: Sequence[Callable[[], Coroutine[Any, Any, None]]]) -> None:
         async with trio.open_nursery() as nursery:
             for task in tasks:
                 nursery.start_soon(task)
@@ -226,7 +233,7 @@ class Anyio(Framework):
         else:
             _advance_trio(seconds)
 
-    async def run_all(self, tasks: Sequence[Callable[[], Awaitable[None]]]) -> None:
+    async def run_all(self, tasks: Sequence[Callable[[], Coroutine[Any, Any, None]]]) -> None:
         async with anyio.create_task_group() as group:
             for task in tasks:
                 group.start_soon(task)
@@ -236,7 +243,9 @@ ASYNCIO = Asyncio()
 TRIO = Trio()
 
 
-def _open_asyncio(policy: Policy, rate: int, burst: int) -> AbstractAsyncContextManager[BaseLimiter]:
+def _open_asyncio(
+    policy: Policy, rate: int, burst: int
+) -> AbstractAsyncContextManager[BaseLimiter]:
     return permits.adapters.asyncio.Limiter(policy, rate, burst)
 
 
@@ -511,7 +520,7 @@ def handoff() -> None:
     print("| --- | --- | ---: | ---: | ---: | --- |")
     for path, measure in (("uncontended", uncontended_limiter), ("contended", contended_limiter)):
         for adapter in ADAPTERS:
-            cost = _best(lambda adapter=adapter: measure(adapter))  # type: ignore[misc]
+            cost = _best(functools.partial(measure, adapter))
             floor = floors[adapter.floor, path]
             ratio = cost / floor
             print(
@@ -522,26 +531,53 @@ def handoff() -> None:
     print("| floor and reference primitives | path | ns/op |")
     print("| --- | --- | ---: |")
     rows: list[tuple[str, str, float]] = [
-        ("asyncio: create, resolve, await a Future (floor)", "uncontended", floors[
-            "asyncio", "uncontended"]),
+        (
+            "asyncio: create, resolve, await a Future (floor)",
+            "uncontended",
+            floors["asyncio", "uncontended"],
+        ),
         ("trio: trio.lowlevel.checkpoint() (floor)", "uncontended", floors["trio", "uncontended"]),
-        ("asyncio: await asyncio.sleep(0) (one loop pass)", "uncontended",
-         _best(lambda: uncontended_checkpoint(ASYNCIO))),
-        ("anyio on asyncio: anyio.lowlevel.checkpoint()", "uncontended",
-         _best(lambda: uncontended_checkpoint(ADAPTERS[2].framework))),
-        ("anyio on trio: anyio.lowlevel.checkpoint()", "uncontended",
-         _best(lambda: uncontended_checkpoint(ADAPTERS[3].framework))),
+        (
+            "asyncio: await asyncio.sleep(0) (one loop pass)",
+            "uncontended",
+            _best(lambda: uncontended_checkpoint(ASYNCIO)),
+        ),
+        (
+            "anyio on asyncio: anyio.lowlevel.checkpoint()",
+            "uncontended",
+            _best(lambda: uncontended_checkpoint(ADAPTERS[2].framework)),
+        ),
+        (
+            "anyio on trio: anyio.lowlevel.checkpoint()",
+            "uncontended",
+            _best(lambda: uncontended_checkpoint(ADAPTERS[3].framework)),
+        ),
         ("asyncio: a Future per waiter (floor)", "contended", floors["asyncio", "contended"]),
-        ("trio: wait_task_rescheduled / reschedule (floor)", "contended",
-         floors["trio", "contended"]),
-        ("asyncio: an asyncio.Event per waiter", "contended",
-         _best(lambda: contended_event(ASYNCIO, asyncio.Event))),
-        ("trio: a trio.Event per waiter", "contended",
-         _best(lambda: contended_event(TRIO, trio.Event))),
-        ("anyio on asyncio: an anyio.Event per waiter", "contended",
-         _best(lambda: contended_event(ADAPTERS[2].framework, anyio.Event))),
-        ("anyio on trio: an anyio.Event per waiter", "contended",
-         _best(lambda: contended_event(ADAPTERS[3].framework, anyio.Event))),
+        (
+            "trio: wait_task_rescheduled / reschedule (floor)",
+            "contended",
+            floors["trio", "contended"],
+        ),
+        (
+            "asyncio: an asyncio.Event per waiter",
+            "contended",
+            _best(lambda: contended_event(ASYNCIO, asyncio.Event)),
+        ),
+        (
+            "trio: a trio.Event per waiter",
+            "contended",
+            _best(lambda: contended_event(TRIO, trio.Event)),
+        ),
+        (
+            "anyio on asyncio: an anyio.Event per waiter",
+            "contended",
+            _best(lambda: contended_event(ADAPTERS[2].framework, anyio.Event)),
+        ),
+        (
+            "anyio on trio: an anyio.Event per waiter",
+            "contended",
+            _best(lambda: contended_event(ADAPTERS[3].framework, anyio.Event)),
+        ),
     ]
     for name, path, cost in rows:
         print(f"| {name} | {path} | {cost * 1e9:,.0f} |")
@@ -557,8 +593,7 @@ class Run:
 
     start: int  # t0: the machine's first operation, or the first acquire call
     end: int
-    resumed: list[int]  # when each grant's caller resumed, before the end
-    served: list[int]  # the ticket of each grant, in the order served
+    grants: list[tuple[int, int]]  # (resumed, asked) of each grant before the end
     cpu: float  # process time, seconds
     permits: int  # every permit granted, the ones after the end included
 
@@ -572,22 +607,32 @@ def _percentile(values: Sequence[int], q: float) -> int:
 def _achieved(run: Run) -> float:
     """Permits per second after the warm-up: (n - 1) / (last - first)."""
     after = run.start + WARMUP * (run.end - run.start)
-    times = sorted(t for t in run.resumed if t >= after)
+    times = sorted(resumed for resumed, _ in run.grants if resumed >= after)
     if len(times) < 2 or times[-1] == times[0]:
         return 0.0
     return (len(times) - 1) * 1e9 / (times[-1] - times[0])
 
 
-def _overtaken(served: Sequence[int]) -> int:
-    """Grants served after a grant whose ticket was taken later."""
-    highest = -1
-    count = 0
-    for ticket in served:
-        if ticket < highest:
-            count += 1
-        else:
-            highest = ticket
-    return count
+def _lateness(run: Run, rate: int, burst: int) -> tuple[list[int], list[int]]:
+    """Per grant, in the order callers resumed: lateness against the ideal
+    schedule from t0, and delay against the limiter's own schedule.
+
+    The own schedule follows SPEC.md's pacing (``TAT = max(TAT, at - 1ns) +
+    interval``, a permit due at ``ceil(TAT - (burst - 1) * interval)``), so
+    a late grant moves the later due times as it does in the machine; the
+    time of each grant is taken as the time its caller resumed (a little
+    after the limiter decided it), and a grant is not due before its caller
+    asked."""
+    interval = Fraction(10**9, rate)
+    lateness: list[int] = []
+    delay: list[int] = []
+    tat = Fraction(run.start)
+    for k, (resumed, asked) in enumerate(sorted(run.grants), start=1):
+        lateness.append(resumed - (run.start + math.ceil(max(0, k - burst) * interval)))
+        due = max(math.ceil(tat - (burst - 1) * interval), asked)
+        delay.append(resumed - due)
+        tat = max(tat, Fraction(resumed - 1)) + interval
+    return lateness, delay
 
 
 def pacing_run(adapter: Adapter, rate: int, burst: int, seconds: float) -> Run:
@@ -595,12 +640,10 @@ def pacing_run(adapter: Adapter, rate: int, burst: int, seconds: float) -> Run:
 
     async def body() -> Run:
         async with adapter.open(Fifo(1), rate, burst) as limiter:
-            tickets = itertools.count()
-            served: list[int] = []
             cpu = time.process_time()
-            served.append(next(tickets))
+            asked = _ns(framework.now())
             await limiter.acquire()
-            resumed = [_ns(framework.now())]
+            grants = [(_ns(framework.now()), asked)]
             start = limiter.machine.now
             assert start is not None
             end = start + round(seconds * 1e9)
@@ -609,52 +652,68 @@ def pacing_run(adapter: Adapter, rate: int, burst: int, seconds: float) -> Run:
                 acquire = limiter.acquire
                 now = framework.now
                 while True:
-                    ticket = next(tickets)
+                    asked = _ns(now())
                     await acquire()
-                    at = _ns(now())
-                    if at >= end:
+                    resumed = _ns(now())
+                    if resumed >= end:
                         return
-                    resumed.append(at)
-                    served.append(ticket)
+                    grants.append((resumed, asked))
 
             await framework.run_all([caller] * CALLERS)
             cpu = time.process_time() - cpu
             permits = _granted(limiter)
-        return Run(start, end, resumed, served, cpu, permits)
+        return Run(start, end, grants, cpu, permits)
 
     return framework.run(body)
 
 
+PACE_CONFIGS = (
+    (ADAPTERS[0], 1),
+    (ADAPTERS[1], 1),
+    (ADAPTERS[2], 1),
+    (ADAPTERS[3], 1),
+    (ADAPTERS[0], 10),
+    (ADAPTERS[1], 10),
+    (ADAPTERS[0], 50),
+)
+
+
 def pacing() -> None:
     print(
-        f"### 2. Pacing: {CALLERS} callers always waiting, {PACE_SECONDS:g} s per rate; "
-        "lateness = resumed - due, in µs"
+        f"### 2. Pacing: {CALLERS} callers always waiting, {PACE_SECONDS:g} s per rate, times in µs"
+    )
+    print()
+    print(
+        "*late* = resumed - (t0 + (k - burst) / rate), the ideal schedule; *delay* = "
+        "resumed - due on the limiter's own schedule, which a late grant moves "
+        "(reconstructed from the grant times); *lost* = ideal grants before the end "
+        "- grants made."
     )
     print()
     print(
         "| adapter | burst | rate/s | grants (ideal) | lost | achieved/s | error "
-        "| lateness p50 | p99 | max | CPU µs/permit |"
+        "| late p50 | late p99 | delay p50 | delay p99 | delay max | CPU µs/permit |"
     )
-    print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
-    configs = [(adapter, 1) for adapter in ADAPTERS] + [(ADAPTERS[0], PEER_BURST)]
-    for adapter, burst in configs:
+    print(
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: "
+        "| ---: |"
+    )
+    for adapter, burst in PACE_CONFIGS:
         for rate in PACE_RATES:
             gc.collect()
             run = pacing_run(adapter, rate, burst, PACE_SECONDS)
-            interval = Fraction(10**9, rate)
-            lateness = [
-                at - (run.start + math.ceil(max(0, k - burst) * interval))
-                for k, at in enumerate(sorted(run.resumed), start=1)
-            ]
-            # due times before the end: k - burst < seconds * rate
-            ideal = burst + math.ceil(Fraction(run.end - run.start) / interval) - 1
+            lateness, delay = _lateness(run, rate, burst)
+            # due times before the end: k - burst < (end - t0) / interval
+            ideal = burst + math.ceil(Fraction((run.end - run.start) * rate, 10**9)) - 1
             achieved = _achieved(run)
             print(
-                f"| {adapter.name} | {burst} | {rate:,} | {len(run.resumed):,} ({ideal:,}) "
-                f"| {ideal - len(run.resumed):,} | {achieved:,.1f} "
+                f"| {adapter.name} | {burst} | {rate:,} | {len(run.grants):,} ({ideal:,}) "
+                f"| {ideal - len(run.grants):,} | {achieved:,.1f} "
                 f"| {(achieved / rate - 1) * 100:+.2f}% "
                 f"| {_percentile(lateness, 0.5) / 1e3:,.0f} "
-                f"| {_percentile(lateness, 0.99) / 1e3:,.0f} | {max(lateness) / 1e3:,.0f} "
+                f"| {_percentile(lateness, 0.99) / 1e3:,.0f} "
+                f"| {_percentile(delay, 0.5) / 1e3:,.0f} "
+                f"| {_percentile(delay, 0.99) / 1e3:,.0f} | {max(delay) / 1e3:,.0f} "
                 f"| {run.cpu / run.permits * 1e6:.1f} |"
             )
     print()
@@ -662,38 +721,38 @@ def pacing() -> None:
 
 # -- 3. peers -----------------------------------------------------------------
 
+Acquire = Callable[[], Awaitable[Any]]
+Close = Callable[[], Any]
+
 
 @dataclass(frozen=True)
 class Peer:
     name: str
     module: str  # the import that must succeed
-    config: str  # how it is configured, {rate} and {burst} filled in
-    #: make(rate, burst) -> (acquire, close); None for aiometer's own shape.
-    make: Callable[[int, int], tuple[Callable[[], Awaitable[Any]], Callable[[], Any]]] | None
+    dist: str  # the distribution, for its version
+    config: str  # how it is configured, {burst} filled in
+    #: make(rate, burst) -> (acquire, close); None for aiometer, which has no acquire.
+    make: Callable[[int, int], tuple[Acquire, Close]] | None
 
 
-def _make_permits(rate: int, burst: int) -> tuple[Callable[[], Awaitable[Any]], Callable[[], Any]]:
+def _make_permits(rate: int, burst: int) -> tuple[Acquire, Close]:
     limiter = permits.adapters.asyncio.Limiter(Fifo(1), rate, burst)
     return limiter.acquire, limiter.aclose
 
 
-def _make_aiolimiter(
-    rate: int, burst: int
-) -> tuple[Callable[[], Awaitable[Any]], Callable[[], Any]]:
+def _make_aiolimiter(rate: int, burst: int) -> tuple[Acquire, Close]:
     module = importlib.import_module("aiolimiter")
     limiter = module.AsyncLimiter(burst, burst / rate)
     return limiter.acquire, lambda: None
 
 
-def _make_asynciolimiter(
-    rate: int, burst: int
-) -> tuple[Callable[[], Awaitable[Any]], Callable[[], Any]]:
+def _make_asynciolimiter(rate: int, burst: int) -> tuple[Acquire, Close]:
     module = importlib.import_module("asynciolimiter")
     limiter = module.Limiter(rate, max_burst=burst)
     return limiter.wait, limiter.close
 
 
-def _make_pyrate(rate: int, burst: int) -> tuple[Callable[[], Awaitable[Any]], Callable[[], Any]]:
+def _make_pyrate(rate: int, burst: int) -> tuple[Acquire, Close]:
     module = importlib.import_module("pyrate_limiter")
     window_ms = Fraction(burst * 1000, rate)
     assert window_ms.denominator == 1, "pyrate-limiter's windows are whole milliseconds"
@@ -707,79 +766,135 @@ def _make_pyrate(rate: int, burst: int) -> tuple[Callable[[], Awaitable[Any]], C
 
 
 PEERS = (
-    Peer("permits (asyncio adapter)", "permits", "Limiter(Fifo(1), rate, burst={burst})",
-         _make_permits),
-    Peer("aiolimiter", "aiolimiter", "AsyncLimiter({burst}, {burst}/rate)", _make_aiolimiter),
-    Peer("asynciolimiter", "asynciolimiter", "Limiter(rate, max_burst={burst})",
-         _make_asynciolimiter),
-    Peer("pyrate-limiter", "pyrate_limiter",
-         "Limiter(Rate({burst}, {burst}000/rate ms), buffer_ms=0), InMemoryBucket", _make_pyrate),
-    Peer("aiometer", "aiometer", "run_on_each(job, ..., max_per_second=rate); burst 1 (fixed)",
-         None),
+    Peer(
+        "permits (asyncio adapter)",
+        module="permits",
+        dist="permits",
+        config="Limiter(Fifo(1), rate, burst={burst})",
+        make=_make_permits,
+    ),
+    Peer(
+        "aiolimiter",
+        module="aiolimiter",
+        dist="aiolimiter",
+        config="AsyncLimiter({burst}, {burst} / rate)",
+        make=_make_aiolimiter,
+    ),
+    Peer(
+        "asynciolimiter",
+        module="asynciolimiter",
+        dist="asynciolimiter",
+        config="Limiter(rate, max_burst={burst})",
+        make=_make_asynciolimiter,
+    ),
+    Peer(
+        "pyrate-limiter",
+        module="pyrate_limiter",
+        dist="pyrate-limiter",
+        config="Limiter(Rate({burst}, {burst}000 / rate ms), buffer_ms=0) (in-memory bucket)",
+        make=_make_pyrate,
+    ),
+    Peer(
+        "aiometer",
+        module="aiometer",
+        dist="aiometer",
+        config="run_on_each(job, jobs, max_per_second=rate) (burst 1, fixed)",
+        make=None,
+    ),
 )
 
 
-def peer_run(peer: Peer, rate: int, seconds: float) -> Run:
-    assert peer.make is not None
-    make = peer.make
+async def _close(close: Close) -> None:
+    result = close()
+    if isinstance(result, Awaitable):
+        await result
 
+
+def peer_run(make: Callable[[int, int], tuple[Acquire, Close]], rate: int, seconds: float) -> Run:
     async def body() -> Run:
         acquire, close = make(rate, PEER_BURST)
         loop = asyncio.get_running_loop()
-        tickets = itertools.count()
-        resumed: list[int] = []
-        served: list[int] = []
-        granted = [0]
+        grants: list[tuple[int, int]] = []
+        permits = [0]
         start = _ns(loop.time())
         end = start + round(seconds * 1e9)
         cpu = time.process_time()
 
         async def caller() -> None:
             while True:
-                ticket = next(tickets)
+                asked = _ns(loop.time())
                 await acquire()
-                granted[0] += 1
-                at = _ns(loop.time())
-                if at >= end:
+                permits[0] += 1
+                resumed = _ns(loop.time())
+                if resumed >= end:
                     return
-                resumed.append(at)
-                served.append(ticket)
+                grants.append((resumed, asked))
 
         await asyncio.gather(*(caller() for _ in range(CALLERS)))
         cpu = time.process_time() - cpu
-        result = close()
-        if isinstance(result, Awaitable):
-            await result
-        return Run(start, end, resumed, served, cpu, granted[0])
+        await _close(close)
+        return Run(start, end, grants, cpu, permits[0])
 
     return asyncio.run(body())
 
 
 def aiometer_run(rate: int, seconds: float) -> Run:
-    """aiometer has no acquire(): it starts a list of jobs at max_per_second."""
+    """aiometer has no acquire(): it starts a list of jobs, max_per_second at most."""
     aiometer = importlib.import_module("aiometer")
 
     async def body() -> Run:
         loop = asyncio.get_running_loop()
-        resumed: list[int] = []
-        served: list[int] = []
-        granted = [0]
+        grants: list[tuple[int, int]] = []
+        permits = [0]
         start = _ns(loop.time())
         end = start + round(seconds * 1e9)
 
-        async def job(ticket: int) -> None:
-            granted[0] += 1
-            at = _ns(loop.time())
-            if at < end:
-                resumed.append(at)
-                served.append(ticket)
+        async def job(_: int) -> None:
+            permits[0] += 1
+            resumed = _ns(loop.time())
+            if resumed < end:
+                grants.append((resumed, start))
 
         cpu = time.process_time()
         with anyio.move_on_after(seconds + 0.05):
-            await aiometer.run_on_each(job, range(int(rate * seconds * 2) + 100),
-                                       max_per_second=rate)
+            jobs = range(int(rate * seconds * 2) + 100)
+            await aiometer.run_on_each(job, jobs, max_per_second=rate)
         cpu = time.process_time() - cpu
-        return Run(start, end, resumed, served, cpu, granted[0])
+        return Run(start, end, grants, cpu, permits[0])
+
+    return asyncio.run(body())
+
+
+def fifo_run(make: Callable[[int, int], tuple[Acquire, Close]]) -> tuple[int, int]:
+    """FIFO_ARRIVALS tasks start waiting one after another, faster than the
+    rate serves them, each acquiring once: (grants overtaken, grants).
+
+    A task takes its ticket as it calls acquire (each starts, and waits or is
+    granted, before the next is created); a grant is overtaken if its caller
+    resumed after a caller with a later ticket."""
+
+    async def body() -> tuple[int, int]:
+        acquire, close = make(FIFO_RATE, PEER_BURST)
+        served: list[int] = []
+
+        async def one(ticket: int) -> None:
+            await acquire()
+            served.append(ticket)
+
+        tasks = []
+        for ticket in range(FIFO_ARRIVALS):
+            tasks.append(asyncio.create_task(one(ticket)))
+            # about 3 arrivals per millisecond against FIFO_RATE permits per second
+            await asyncio.sleep(0.001 if ticket % 3 == 2 else 0)
+        await asyncio.gather(*tasks)
+        await _close(close)
+        highest = -1
+        overtaken = 0
+        for ticket in served:
+            if ticket < highest:
+                overtaken += 1
+            highest = max(highest, ticket)
+        return overtaken, len(served)
 
     return asyncio.run(body())
 
@@ -790,44 +905,50 @@ def peers() -> None:
         f"{PEER_SECONDS:g} s per rate, burst {PEER_BURST}"
     )
     print()
+    print(
+        f"*FIFO*: {FIFO_ARRIVALS} tasks start waiting one after another, about 3 per ms, "
+        f"at {FIFO_RATE:,}/s; each acquires once; *overtaken* = grants whose caller "
+        "resumed after one that started waiting later."
+    )
+    print()
     print("| limiter | configured as | rate/s | achieved/s | error | CPU µs/permit | FIFO |")
     print("| --- | --- | ---: | ---: | ---: | ---: | --- |")
     missing: list[str] = []
     for peer in PEERS:
+        config = peer.config.format(burst=PEER_BURST)
         try:
             importlib.import_module(peer.module)
         except ImportError:
             missing.append(peer.name)
             print(f"| {peer.name} | not installed | | | | | |")
             continue
+        name = f"{peer.name} {importlib.metadata.version(peer.dist)}"
+        if peer.make is None:
+            fifo = "n/a: no acquire(); one loop starts the jobs in list order"
+        else:
+            overtaken, total = fifo_run(peer.make)
+            fifo = "held" if not overtaken else f"broken: {overtaken} of {total} overtaken"
         for rate in PEER_RATES:
             gc.collect()
             try:
-                run = aiometer_run(rate, PEER_SECONDS) if peer.make is None else peer_run(
-                    peer, rate, PEER_SECONDS
-                )
+                if peer.make is None:
+                    run = aiometer_run(rate, PEER_SECONDS)
+                else:
+                    run = peer_run(peer.make, rate, PEER_SECONDS)
             except Exception as error:
-                print(f"| {peer.name} | {peer.config.format(burst=PEER_BURST)} | {rate:,} "
-                      f"| failed: {error!r} | | | |")
+                print(f"| {name} | {config} | {rate:,} | failed: {error!r} | | | |")
                 continue
             achieved = _achieved(run)
-            if peer.make is None:
-                fifo = "n/a: no waiting callers; one loop starts jobs in list order"
-            else:
-                overtaken = _overtaken(run.served)
-                fifo = (
-                    "held" if not overtaken
-                    else f"broken: {overtaken:,} of {len(run.served):,} grants overtaken"
-                )
             print(
-                f"| {peer.name} | {peer.config.format(burst=PEER_BURST)} | {rate:,} "
-                f"| {achieved:,.1f} | {(achieved / rate - 1) * 100:+.2f}% "
+                f"| {name} | {config} | {rate:,} | {achieved:,.1f} "
+                f"| {(achieved / rate - 1) * 100:+.2f}% "
                 f"| {run.cpu / max(run.permits, 1) * 1e6:.1f} | {fifo} |"
             )
     print()
     if missing:
         print(
-            "Not installed, skipped: " + ", ".join(missing)
+            "Not installed, skipped: "
+            + ", ".join(missing)
             + " (pip install aiolimiter asynciolimiter pyrate-limiter aiometer)."
         )
         print()
@@ -841,11 +962,13 @@ def main() -> None:
         f"trio {trio.__version__}; {'--quick' if QUICK else 'full run'}"
     )
     print()
-    handoff()
-    pacing()
-    peers()
+    took = []
+    for section in (handoff, pacing, peers):
+        start = time.perf_counter()
+        section()
+        took.append(f"{section.__name__} {time.perf_counter() - start:.0f} s")
     load = ", ".join(f"{x:.2f}" for x in os.getloadavg())
-    print(f"Load average {load} at the end.")
+    print(f"Load average {load} at the end; took {', '.join(took)}.")
 
 
 if __name__ == "__main__":

@@ -133,6 +133,8 @@ def run(name: str, model: bool = True) -> tuple[str, set[str], list[str]]:
                 "no:cacheprovider",
                 "-o",
                 "addopts=--import-mode=importlib",
+                "--timeout",
+                "60",  # a mutant that makes a test hang is caught, but need not take 5 min
             ],
             cwd=ROOT,
             env=env,
@@ -149,6 +151,8 @@ def run(name: str, model: bool = True) -> tuple[str, set[str], list[str]]:
         for m in re.findall(r"AssertionError: invariant broken: ([^'\"\n]+)", trace)
     }
     ids |= set(re.findall(r"^E\s+(?:[\w.]+\.)?((?!Assertion)\w+Error)\b", trace, re.M))
+    if re.search(r"Failed: Timeout", trace):
+        ids.add("a hang (pytest-timeout)")
     return ("caught" if result.returncode else "SURVIVED", ids, failed)
 
 
