@@ -35,6 +35,7 @@ from permits.core import (
     Policy,
     QueueFull,
     Shares,
+    State,
     StrictPriority,
 )
 
@@ -401,3 +402,20 @@ async def test_seed_scenario_in_real_time(
         interval = 1 / rate
         p99 = real.levels[0].wait_p99_seconds or 0.0
         assert p99 <= (virtual.levels[0].wait_p99_seconds or 0.0) + interval + 0.005, p99
+
+
+async def test_late_refund_keeps_the_callers_exception(open_limiter: OpenLimiter) -> None:
+    """A caller withdrawn after its grant, once refund_window has passed:
+    the withdrawal must not raise (the caller's own exception goes on), and
+    the permit counts as spent."""
+    from permits.adapters._base import _Waiter
+
+    async with open_limiter(Fifo(), 1000, 2, refund_window=0.0) as limiter:
+        waiter = _Waiter(limiter._new_event())
+        [decision] = limiter.machine.push(10**9, 0, limiter._now())
+        assert decision.state is State.GRANTED
+        waiter.decision = decision
+        time.sleep(0.002)  # past the (zero) refund window
+        limiter._withdraw(10**9, waiter)
+    stats = limiter.statistics().levels[0]
+    assert (stats.granted, stats.refunded) == (1, 0)

@@ -21,6 +21,7 @@ from permits.core import (
     SECOND,
     Decision,
     Machine,
+    NotRefundable,
     PermitError,
     PermitValueError,
     Policy,
@@ -297,7 +298,13 @@ class BaseLimiter:
             self._machine.cancel(id)
         elif waiter.decision.state is State.GRANTED:
             # Decided, but the caller never proceeded: hand the permit back.
-            self._dispatch(self._machine.refund(id, self._now()))
+            try:
+                self._dispatch(self._machine.refund(id, self._now()))
+            except NotRefundable:
+                # The loop stalled past refund_window since the grant: the
+                # permit counts as spent (never an over-grant), and the
+                # caller's own exception must go on unchanged.
+                return
             self._reschedule()
 
     @asynccontextmanager
