@@ -36,7 +36,10 @@ Three parts, each printed as a Markdown table:
    the grant times: it is how late each wake-up was. *Achieved* is the
    steady rate: the grants resumed after the first 10% of the run,
    ``(n - 1) / (last - first)``. *Lost* is the ideal number of grants before
-   the end minus the number made.
+   the end minus the number made. Two rows without a limiter give the floor
+   for lateness: one task sleeping until each due time of the 100/s
+   schedule with the framework's own timer (``loop.call_at``,
+   ``trio.sleep_until``).
 
 3. **Peers** (only if installed: ``aiolimiter``, ``asynciolimiter``,
    ``pyrate-limiter``, ``aiometer``) and the asyncio adapter doing one job:
@@ -56,6 +59,7 @@ import functools
 import gc
 import importlib
 import importlib.metadata
+import itertools
 import math
 import os
 import platform
@@ -146,6 +150,9 @@ class Framework:
     def advance(self, seconds: float) -> None:
         raise NotImplementedError
 
+    async def sleep_until(self, deadline: float) -> None:
+        raise NotImplementedError
+
     async def run_all(self, tasks: Sequence[Callable[[], Coroutine[Any, Any, None]]]) -> None:
         raise NotImplementedError
 
@@ -175,6 +182,12 @@ class Asyncio(Framework):
     def advance(self, seconds: float) -> None:
         _advance_asyncio(seconds)
 
+    async def sleep_until(self, deadline: float) -> None:
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[None] = loop.create_future()
+        loop.call_at(deadline, future.set_result, None)
+        await future
+
     async def run_all(self, tasks: Sequence[Callable[[], Coroutine[Any, Any, None]]]) -> None:
         await asyncio.gather(*(task() for task in tasks))
 
@@ -197,6 +210,9 @@ class Trio(Framework):
 
     def advance(self, seconds: float) -> None:
         _advance_trio(seconds)
+
+    async def sleep_until(self, deadline: float) -> None:
+        await trio.sleep_until(deadline)
 
     async def run_all(self, tasks: Sequence[Callable[[], Coroutine[Any, Any, None]]]) -> None:
         async with trio.open_nursery() as nursery:
@@ -361,7 +377,8 @@ async def _release_rounds(
         release()
         while progress[1] < target:
             await checkpoint()
-        while progress[0] and parked() < progress[0]:  # (never once they are counted)
+        # A waiter counts its grant and parks again in one step, so this seldom waits.
+        while progress[0] and parked() < progress[0]:
             await checkpoint()
     return time.perf_counter() - start
 
@@ -667,6 +684,27 @@ def pacing_run(adapter: Adapter, rate: int, burst: int, seconds: float) -> Run:
     return framework.run(body)
 
 
+def timer_run(framework: Framework, rate: int, seconds: float) -> Run:
+    """No limiter: one task sleeps until each due time of the ideal schedule
+    (burst 1) in turn, with the framework's own timer."""
+
+    async def body() -> Run:
+        now = framework.now
+        cpu = time.process_time()
+        start = _ns(now())
+        end = start + round(seconds * 1e9)
+        grants = [(start, start)]
+        for k in itertools.count(1):
+            due = start + -(-k * 10**9 // rate)
+            if due >= end:
+                break
+            await framework.sleep_until(due / 1e9)
+            grants.append((_ns(now()), due))
+        return Run(start, end, grants, time.process_time() - cpu, len(grants))
+
+    return framework.run(body)
+
+
 PACE_CONFIGS = (
     (ADAPTERS[0], 1),
     (ADAPTERS[1], 1),
@@ -716,6 +754,20 @@ def pacing() -> None:
                 f"| {_percentile(delay, 0.99) / 1e3:,.0f} | {max(delay) / 1e3:,.0f} "
                 f"| {run.cpu / run.permits * 1e6:.1f} |"
             )
+    rate = PACE_RATES[0]
+    for framework, timer in ((ASYNCIO, "loop.call_at"), (TRIO, "trio.sleep_until")):
+        gc.collect()
+        run = timer_run(framework, rate, PACE_SECONDS)
+        lateness, _ = _lateness(run, rate, 1)
+        achieved = _achieved(run)
+        print(
+            f"| no limiter: bare {framework.name} timer ({timer}) on the ideal schedule "
+            f"| 1 | {rate:,} | {len(run.grants):,} | | {achieved:,.1f} "
+            f"| {(achieved / rate - 1) * 100:+.2f}% "
+            f"| {_percentile(lateness, 0.5) / 1e3:,.0f} "
+            f"| {_percentile(lateness, 0.99) / 1e3:,.0f} | | | "
+            f"| {run.cpu / run.permits * 1e6:.1f} |"
+        )
     print()
 
 

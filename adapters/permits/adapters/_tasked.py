@@ -22,7 +22,10 @@ class TaskedLimiter(BaseLimiter):
 
     def _reschedule(self) -> None:
         when = self._machine.next_tick()
-        self._wake_at = math.inf if when is None else when / 1e9
+        wake_at = math.inf if when is None else when / 1e9
+        if wake_at == self._wake_at:
+            return  # anyio's asyncio backend re-arms a timer on every deadline set
+        self._wake_at = wake_at
         scope = self._sleep_scope
         if scope is not None:
-            scope.deadline = self._wake_at  # type: ignore[attr-defined]
+            scope.deadline = wake_at  # type: ignore[attr-defined]
