@@ -36,5 +36,8 @@ def drive(machine: Machine, until: int) -> list[Decision]:
     out: list[Decision] = []
     while (at := machine.next_tick()) is not None and at <= until:
         out += machine.tick(at)
+        after = machine.next_tick()
+        # P12: a tick at next_tick() makes progress, or nothing could drain.
+        assert after is None or after > at, ("P12: a tick at next_tick() changed nothing", at)
     out += machine.tick(until)
     return out

@@ -239,6 +239,9 @@ class PolicyMachine(RuleBasedStateMachine):
         target = self.now + self.ceil_intervals(steps) // 16
         while (at := self.core.next_tick()) is not None and at <= target:
             self.tick_at(at)
+            after = self.core.next_tick()
+            # P12: a tick at next_tick() makes progress, or nothing could drain.
+            assert after is None or after > at, ("P12: a tick at next_tick() changed nothing", at)
         if target > self.now:
             self.tick_at(target)
 
