@@ -221,6 +221,8 @@ def test_dead_entries_stay_bounded(
         check()
     while (at := machine.next_tick()) is not None:  # ... then the live ones leave
         machine.tick(at)  # a grant or an expiry
+        after = machine.next_tick()
+        assert after is None or after > at, ("P12: a tick at next_tick() changed nothing", at)
         check()
     machine.check_valid()
 
