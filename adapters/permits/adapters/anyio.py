@@ -14,7 +14,6 @@ permit is always received (see :mod:`permits.adapters.trio`).
 
 from __future__ import annotations
 
-import math
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from fractions import Fraction
@@ -43,16 +42,15 @@ class Limiter(TaskedLimiter):
     async def _checkpoint(self) -> None:
         await anyio.lowlevel.checkpoint()
 
+    def _cancel_scope(self, deadline: float) -> anyio.CancelScope:
+        return anyio.CancelScope(deadline=deadline)
+
+    async def _sleep_forever(self) -> None:
+        await anyio.sleep_forever()
+
     async def _run(self, *, task_status: anyio.abc.TaskStatus[None]) -> None:
         task_status.started()
-        while self._closed is None:
-            with anyio.CancelScope(deadline=self._wake_at) as scope:
-                self._sleep_scope = scope
-                await anyio.sleep_forever()
-            self._sleep_scope = None
-            if anyio.current_time() >= self._wake_at:
-                self._wake_at = math.inf
-                self._on_timer()
+        await self._timer()
 
 
 @asynccontextmanager

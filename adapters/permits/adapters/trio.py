@@ -21,7 +21,6 @@ exactly the callers whose acquire returned.
 
 from __future__ import annotations
 
-import math
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from fractions import Fraction
@@ -48,16 +47,15 @@ class Limiter(TaskedLimiter):
     async def _checkpoint(self) -> None:
         await trio.lowlevel.checkpoint()
 
+    def _cancel_scope(self, deadline: float) -> trio.CancelScope:
+        return trio.CancelScope(deadline=deadline)
+
+    async def _sleep_forever(self) -> None:
+        await trio.sleep_forever()
+
     async def _run(self, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         task_status.started()
-        while self._closed is None:
-            with trio.CancelScope(deadline=self._wake_at) as scope:
-                self._sleep_scope = scope
-                await trio.sleep_forever()
-            self._sleep_scope = None
-            if trio.current_time() >= self._wake_at:
-                self._wake_at = math.inf
-                self._on_timer()
+        await self._timer()
 
 
 @asynccontextmanager
