@@ -85,7 +85,8 @@ class PolicyMachine(RuleBasedStateMachine):
         self.drain_bound: int | None = None
         # P19: min_wait lower bound, voided by cancels, expiries and refunds
         self.disturbances = 0
-        self.min_wait_at_push: dict[Hashable, tuple[int, int]] = {}
+        self.late_ticks = 0
+        self.min_wait_at_push: dict[Hashable, tuple[int, int, int]] = {}
 
     # -- the per-decision checks, on the core's output ------------------------
 
@@ -186,10 +187,15 @@ class PolicyMachine(RuleBasedStateMachine):
             # P10: granted within k+1 intervals of its push.
             assert now <= self.level0_bound[w.id], ("P10", w, now, self.level0_bound[w.id])
         if w.id in self.min_wait_at_push:
-            # P19: never granted before its min_wait, unless someone left early.
-            at, (wait, seen) = w.pushed_at, self.min_wait_at_push[w.id]
+            # P19: never granted before its min_wait, unless someone left early;
+            # where the policy's ahead() is exact (FIFO, level 0 under strict
+            # priority) and ticks came on time, granted exactly then.
+            at, (wait, seen, late_then) = w.pushed_at, self.min_wait_at_push[w.id]
             if seen == self.disturbances:
                 assert now >= at + wait, ("P19", w, now, at, wait)
+                exact = spec.kind == "fifo" or (spec.kind == "strict" and w.level == 0)
+                if exact and late_then == self.late_ticks:
+                    assert now == at + wait, ("P19: min_wait is exact here", w, now, at, wait)
 
     def check_limit(self) -> None:
         """P1 (and P5): over every window of d ns ending at the latest grant,
@@ -259,6 +265,7 @@ class PolicyMachine(RuleBasedStateMachine):
         """One late tick, as when the event loop lags."""
         target = self.now + self.ceil_intervals(steps) // 16
         self.on_time_since = target
+        self.late_ticks += 1
         self.level0_bound.clear()
         self.drain_bound = None
         self.tick_at(target)
@@ -282,7 +289,7 @@ class PolicyMachine(RuleBasedStateMachine):
         self.check_decisions(out, now, newcomer)
         self.compare(out, self.model.push(id, level, now, at_deadline, self.picker(out)))
         if self.fate[id] is State.WAITING:
-            self.min_wait_at_push[id] = (wait, self.disturbances)
+            self.min_wait_at_push[id] = (wait, self.disturbances, self.late_ticks)
             if self.config.spec.kind == "strict" and level == 0:
                 ahead = sum(1 for w in self.model.waiting if w.level == 0) - 1
                 self.level0_bound[id] = now + self.ceil_intervals(ahead + 1)
