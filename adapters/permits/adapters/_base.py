@@ -129,7 +129,21 @@ class _Waiter:
 
 
 class BaseLimiter:
-    """A limiter over a :class:`~permits.core.Machine`; see the framework modules."""
+    """A limiter over a :class:`~permits.core.Machine`; made by a framework
+    module (:mod:`permits.adapters.asyncio`, ``.trio``, ``.anyio``).
+
+    :param policy: who goes next (see :mod:`permits.core`).
+    :param rate: permits per second.
+    :param burst: permits that may be banked, at least 1. On a real event
+        loop, timers fire up to about a millisecond late; a burst of about
+        ``1 + rate * 0.0015`` keeps the configured rate (README, "Pacing on a
+        real event loop").
+    :param max_waiting: queue limits, as for the machine.
+    :param default_level: the level of an acquire that names none, outside
+        any :func:`level` block.
+    :param refund_window: seconds after a grant during which a cancelled
+        caller's permit is handed back (the machine's, in nanoseconds).
+    """
 
     def __init__(
         self,
