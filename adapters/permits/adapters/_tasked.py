@@ -9,12 +9,13 @@ A framework module supplies the scope, the sleep and the clock.
 from __future__ import annotations
 
 import math
-from contextlib import AbstractContextManager
-from typing import Any
+from collections.abc import AsyncIterator
+from contextlib import AbstractAsyncContextManager, AbstractContextManager, asynccontextmanager
+from typing import Any, TypeVar
 
 from ._base import BaseLimiter
 
-__all__ = ["TaskedLimiter"]
+__all__ = ["TaskedLimiter", "running"]
 
 
 class TaskedLimiter(BaseLimiter):
@@ -39,6 +40,11 @@ class TaskedLimiter(BaseLimiter):
         if self._sleep_scope is not None:
             self._sleep_scope.deadline = wake_at
 
+    async def _run(self, *, task_status: Any) -> None:
+        """The timer task, as started by a nursery or task group."""
+        task_status.started()
+        await self._timer()
+
     async def _timer(self) -> None:
         """Sleep until the next tick, tick, repeat; until closed or cancelled."""
         while self._closed is None:
@@ -49,3 +55,20 @@ class TaskedLimiter(BaseLimiter):
             if self._clock() / 1e9 >= self._wake_at:
                 self._wake_at = math.inf
                 self._on_timer()
+
+
+L = TypeVar("L", bound=TaskedLimiter)
+
+
+@asynccontextmanager
+async def running(limiter: L, group: AbstractAsyncContextManager[Any]) -> AsyncIterator[L]:
+    """Run ``limiter``'s timer task in ``group`` (a trio nursery or an anyio
+    task group) for the ``async with``; on the way out, close the limiter
+    (every waiter wakes with LimiterClosed) and stop the task."""
+    async with group as tasks:
+        await tasks.start(limiter._run)
+        try:
+            yield limiter
+        finally:
+            limiter._break(None)
+            tasks.cancel_scope.cancel()

@@ -14,8 +14,8 @@ permit is always received (see :mod:`permits.adapters.trio`).
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Sequence
-from contextlib import asynccontextmanager
+from collections.abc import Sequence
+from contextlib import AbstractAsyncContextManager
 from fractions import Fraction
 
 import anyio
@@ -25,7 +25,7 @@ import anyio.lowlevel
 from permits.core import Policy
 
 from ._base import Event
-from ._tasked import TaskedLimiter
+from ._tasked import TaskedLimiter, running
 
 __all__ = ["Limiter", "open_limiter"]
 
@@ -48,13 +48,8 @@ class Limiter(TaskedLimiter):
     async def _sleep_forever(self) -> None:
         await anyio.sleep_forever()
 
-    async def _run(self, *, task_status: anyio.abc.TaskStatus[None]) -> None:
-        task_status.started()
-        await self._timer()
 
-
-@asynccontextmanager
-async def open_limiter(
+def open_limiter(
     policy: Policy,
     rate: int | float | Fraction,
     burst: int = 1,
@@ -62,8 +57,9 @@ async def open_limiter(
     max_waiting: int | Sequence[int | None] | None = None,
     default_level: int = 0,
     refund_window: float = 1.0,
-) -> AsyncIterator[Limiter]:
-    """Open an anyio :class:`Limiter`; see :class:`~permits.adapters.BaseLimiter`."""
+) -> AbstractAsyncContextManager[Limiter]:
+    """Open a anyio :class:`Limiter` for an ``async with``; see
+    :class:`~permits.adapters.BaseLimiter` for the arguments."""
     limiter = Limiter(
         policy,
         rate,
@@ -72,10 +68,4 @@ async def open_limiter(
         default_level=default_level,
         refund_window=refund_window,
     )
-    async with anyio.create_task_group() as group:
-        await group.start(limiter._run)
-        try:
-            yield limiter
-        finally:
-            limiter._break(None)
-            group.cancel_scope.cancel()
+    return running(limiter, anyio.create_task_group())

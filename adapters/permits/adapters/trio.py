@@ -21,8 +21,8 @@ exactly the callers whose acquire returned.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Sequence
-from contextlib import asynccontextmanager
+from collections.abc import Sequence
+from contextlib import AbstractAsyncContextManager
 from fractions import Fraction
 
 import trio
@@ -30,7 +30,7 @@ import trio
 from permits.core import Policy
 
 from ._base import Event
-from ._tasked import TaskedLimiter
+from ._tasked import TaskedLimiter, running
 
 __all__ = ["Limiter", "open_limiter"]
 
@@ -53,13 +53,8 @@ class Limiter(TaskedLimiter):
     async def _sleep_forever(self) -> None:
         await trio.sleep_forever()
 
-    async def _run(self, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
-        task_status.started()
-        await self._timer()
 
-
-@asynccontextmanager
-async def open_limiter(
+def open_limiter(
     policy: Policy,
     rate: int | float | Fraction,
     burst: int = 1,
@@ -67,8 +62,9 @@ async def open_limiter(
     max_waiting: int | Sequence[int | None] | None = None,
     default_level: int = 0,
     refund_window: float = 1.0,
-) -> AsyncIterator[Limiter]:
-    """Open a trio :class:`Limiter`; see :class:`~permits.adapters.BaseLimiter`."""
+) -> AbstractAsyncContextManager[Limiter]:
+    """Open a trio :class:`Limiter` for an ``async with``; see
+    :class:`~permits.adapters.BaseLimiter` for the arguments."""
     limiter = Limiter(
         policy,
         rate,
@@ -77,10 +73,4 @@ async def open_limiter(
         default_level=default_level,
         refund_window=refund_window,
     )
-    async with trio.open_nursery() as nursery:
-        await nursery.start(limiter._run)
-        try:
-            yield limiter
-        finally:
-            limiter._break(None)
-            nursery.cancel_scope.cancel()
+    return running(limiter, trio.open_nursery())
