@@ -122,8 +122,8 @@ class Event(Protocol):
 class _Waiter:
     __slots__ = ("decision", "error", "event")
 
-    def __init__(self, event: Event) -> None:
-        self.event = event
+    def __init__(self, event: Event | None) -> None:
+        self.event: Event | None = event
         self.decision: Decision | None = None
         self.error: BaseException | None = None
 
@@ -203,7 +203,7 @@ class BaseLimiter:
         waiters = self._waiters
         for decision in decisions:
             waiter = waiters.pop(decision.id, None)  # type: ignore[call-overload]
-            if waiter is not None:
+            if waiter is not None and waiter.event is not None:
                 waiter.decision = decision
                 waiter.event.set()
 
@@ -229,7 +229,8 @@ class BaseLimiter:
         for id, waiter in waiters.items():
             self._machine.cancel(id)
             waiter.error = self._closed
-            waiter.event.set()
+            if waiter.event is not None:
+                waiter.event.set()
 
     def _level(self, level: int | None) -> int:
         if level is None:
@@ -272,18 +273,20 @@ class BaseLimiter:
                 self._reschedule()
                 raise WouldWaitTooLong(level, wait / SECOND, max_wait)
         id = next(self._ids)
-        waiter = _Waiter(self._new_event())
-        self._waiters[id] = waiter
-        try:
-            decisions = machine.push(
-                id, level, now, deadline=None if deadline == math.inf else deadline
-            )
-        except BaseException:
-            del self._waiters[id]
-            raise
+        decisions = machine.push(
+            id, level, now, deadline=None if deadline == math.inf else deadline
+        )
+        # Decided at once (granted, rejected, expired): ours is the last
+        # decision, and no waiter record or event is needed.
+        waiter = _Waiter(None)
+        if decisions and decisions[-1].id == id:
+            waiter.decision = decisions.pop()
         self._dispatch(decisions)
         try:
             if waiter.decision is None:
+                # Nothing can run between the push and here: no await.
+                waiter.event = self._new_event()
+                self._waiters[id] = waiter
                 self._reschedule()
                 await waiter.event.wait()
             else:
