@@ -24,11 +24,10 @@ from __future__ import annotations
 
 import enum
 import heapq
-import itertools
 from collections import deque
 from collections.abc import Hashable, Sequence
 from fractions import Fraction
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 from ._checks import check_int, check_rate
 from ._errors import (
@@ -118,6 +117,10 @@ def _limits(value: object, levels: int) -> tuple[int | None, ...] | None:
         else:
             raise PermitValueError("max_waiting", value, "every entry must be None or an int >= 0")
     return tuple(limits)
+
+
+#: A logged grant: the waiter, its time, and the pacing state just before it.
+_Entry = tuple[Waiter, int, int, int]
 
 
 def _restart(anchor: int, k: int, now: int, P: int, Q: int) -> tuple[int, int]:
@@ -216,10 +219,10 @@ class Machine:
         self._deadlines: list[tuple[int, int, Waiter]] = []
         self._dl_dead = 0
         # Grants of the last refund_window, oldest first, each as
-        # [waiter, at, anchor, k]: the pacing state just before it, so that a
+        # (waiter, at, anchor, k): the pacing state just before it, so that a
         # refund can replay the later grants as if it had never happened.
-        self._grant_log: deque[list[Any]] = deque()
-        self._refundable: dict[Hashable, list[Any]] = {}
+        self._grant_log: deque[_Entry] = deque()
+        self._refundable: dict[Hashable, _Entry] = {}
         self._pushed = [0] * levels
         self._granted = [0] * levels
         self._cancelled = [0] * levels
@@ -541,7 +544,7 @@ class Machine:
             # Charge the bucket: TAT = max(TAT, now - 1) + interval (_restart).
             k = self._k
             anchor = self._anchor
-            entry = [waiter, now, anchor, k]
+            entry = (waiter, now, anchor, k)
             if k * P < (now - 1 - anchor) * Q:
                 anchor = self._anchor = now - 1
                 k = 0
@@ -569,7 +572,7 @@ class Machine:
             if refundable.get(old[0].id) is old:
                 del refundable[old[0].id]
 
-    def _unwind(self, entry: list[Any]) -> None:
+    def _unwind(self, entry: _Entry) -> None:
         """Make the pacing state what it would be had ``entry``'s grant never
         happened: replay the grants logged after it from the state before it.
 
@@ -584,9 +587,14 @@ class Machine:
         del log[i]
         anchor, k = entry[2], entry[3]
         P, Q = self._P, self._Q
-        for later in itertools.islice(log, i, None):
-            later[2], later[3] = anchor, k
-            anchor, k = _restart(anchor, k, later[1], P, Q)
+        refundable = self._refundable
+        for j in range(i, len(log)):
+            waiter, at = log[j][0], log[j][1]
+            replayed = (waiter, at, anchor, k)  # the state before it, replayed
+            if refundable.get(waiter.id) is log[j]:
+                refundable[waiter.id] = replayed
+            log[j] = replayed
+            anchor, k = _restart(anchor, k, at, P, Q)
             k += 1
         self._anchor, self._k = anchor, k
         self._due = anchor - ((self._b1 - k) * P // Q)
