@@ -42,9 +42,14 @@ KINDS = ("fifo", "strict", "shares", "aging", "user")
 RATES: tuple[Any, ...] = (1, 3, 100, Fraction(1, 3), Fraction(7, 2), 2.5, 0.3, 1000)
 
 
+def exact_rate(rate: Any) -> Fraction:
+    """The rate the tests expect the machine to keep: a float as the decimal
+    it prints as (SPEC.md, Pacing), anything else exactly."""
+    return Fraction(repr(rate)) if isinstance(rate, float) else Fraction(rate)
+
+
 def interval_ns(rate: Any) -> Fraction:
-    exact = Fraction(repr(rate)) if isinstance(rate, float) else Fraction(rate)
-    return SECOND / exact
+    return SECOND / exact_rate(rate)
 
 
 @dataclass(frozen=True)
@@ -57,7 +62,7 @@ class Config:
 
     @property
     def exact_rate(self) -> Fraction:
-        return Fraction(repr(self.rate)) if isinstance(self.rate, float) else Fraction(self.rate)
+        return exact_rate(self.rate)
 
     @property
     def interval(self) -> Fraction:

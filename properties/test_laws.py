@@ -28,6 +28,7 @@ from permits.core import (
 )
 from permits.core._queues import SLACK
 
+from configs import exact_rate
 from harness import drive, rows
 from reference import nearest_rank
 
@@ -145,14 +146,14 @@ def test_pacing_is_exact(rate: Any, burst: int, n: int, start: int) -> None:
     a full bucket at ``start`` is granted at exactly
     ``start + ceil((k - burst) * 10**9 / rate)`` ns: no drift, however long."""
     machine = Machine(StrictPriority(1), rate, burst)
-    exact_rate = Fraction(repr(rate)) if isinstance(rate, float) else Fraction(rate)
+    exact = exact_rate(rate)
     granted: list[int] = []
     for id in range(n):
         granted += [d.at for d in machine.push(id, 0, start)]
-    granted += [d.at for d in drive(machine, start + math.ceil(n * SECOND / exact_rate))]
+    granted += [d.at for d in drive(machine, start + math.ceil(n * SECOND / exact))]
     assert len(granted) == n
     for k, at in enumerate(granted, start=1):
-        expected = start + max(0, math.ceil((k - burst) * SECOND / exact_rate))
+        expected = start + max(0, math.ceil((k - burst) * SECOND / exact))
         assert at == expected, ("P16", k, at, expected)
 
 
@@ -244,7 +245,7 @@ def test_drain(kind: str, rate: Any, burst: int, pushes: list[tuple[int, int]]) 
     }
     policy = policies[kind]
     machine = Machine(policy, rate, burst)
-    exact = Fraction(repr(rate)) if isinstance(rate, float) else Fraction(rate)
+    exact = exact_rate(rate)
     now = 0
     for id, (level, step) in enumerate(pushes):
         now += step * SECOND // 4

@@ -80,7 +80,6 @@ class PolicyMachine(RuleBasedStateMachine):
             collections.deque() for _ in range(config.spec.levels)
         ]
         # P10 and P12: bounds that hold while ticks come on time
-        self.on_time_since = 0  # time of the last late tick
         self.level0_bound: dict[Hashable, int] = {}
         self.drain_bound: int | None = None
         # P19: min_wait lower bound, voided by cancels, expiries and refunds
@@ -97,7 +96,6 @@ class PolicyMachine(RuleBasedStateMachine):
         self, out: list[Decision], now: int, newcomer: RefWaiter | None = None
     ) -> None:
         """Check each decision against the waiting set it was made from."""
-        spec = self.config.spec
         waiting = {w.id: w for w in self.model.waiting}
         for d in out:
             if newcomer is not None and d.id == newcomer.id:
@@ -140,7 +138,6 @@ class PolicyMachine(RuleBasedStateMachine):
             self.forget(d.id)
             self.grant_times.append((now, d.id))
             self.check_limit()
-        del spec
 
     def forget(self, id: Hashable) -> None:
         """The per-waiter bounds end with the waiter (its id may come back)."""
@@ -233,7 +230,6 @@ class PolicyMachine(RuleBasedStateMachine):
     # -- time ---------------------------------------------------------------
 
     def tick_at(self, at: int) -> None:
-        self.sync_bounds_before(at)
         out = self.core.tick(at)
         self.check_decisions(out, at)
         self.compare(out, self.model.settle(at, self.picker(out)))
@@ -251,9 +247,6 @@ class PolicyMachine(RuleBasedStateMachine):
         if target > self.now:
             self.tick_at(target)
 
-    def sync_bounds_before(self, at: int) -> None:
-        pass
-
     # -- rules ---------------------------------------------------------------
 
     @rule(steps=STEPS)
@@ -264,7 +257,6 @@ class PolicyMachine(RuleBasedStateMachine):
     def tick_late(self, steps: int) -> None:
         """One late tick, as when the event loop lags."""
         target = self.now + self.ceil_intervals(steps) // 16
-        self.on_time_since = target
         self.late_ticks += 1
         self.level0_bound.clear()
         self.drain_bound = None
