@@ -23,6 +23,7 @@ from permits.core import (
     Machine,
     NotRefundable,
     PermitError,
+    PermitTypeError,
     PermitValueError,
     Policy,
     QueueFull,
@@ -106,12 +107,13 @@ def current_level() -> int | None:
     return _LEVEL.get()
 
 
-def _nanoseconds(argument: str, seconds: float) -> int:
+def _nanoseconds(argument: str, seconds: float) -> int | None:
+    """``seconds`` as nanoseconds; ``None`` for an infinite duration."""
     if isinstance(seconds, bool) or not isinstance(seconds, (int, float)):
         raise PermitValueError(argument, seconds, "must be a number of seconds")
     if math.isnan(seconds) or seconds < 0:
         raise PermitValueError(argument, seconds, "must be >= 0")
-    return math.inf if math.isinf(seconds) else round(seconds * SECOND)  # type: ignore[return-value]
+    return None if math.isinf(seconds) else round(seconds * SECOND)
 
 
 class Event(Protocol):
@@ -155,13 +157,10 @@ class BaseLimiter:
         default_level: int = 0,
         refund_window: float = 1.0,
     ) -> None:
-        self._machine = Machine(
-            policy,
-            rate,
-            burst,
-            max_waiting=max_waiting,
-            refund_window=_nanoseconds("refund_window", refund_window),
-        )
+        window = _nanoseconds("refund_window", refund_window)
+        if window is None:
+            raise PermitTypeError("refund_window", refund_window, "a finite number of seconds")
+        self._machine = Machine(policy, rate, burst, max_waiting=max_waiting, refund_window=window)
         self._machine.min_wait(default_level)  # validates it
         self.default_level = default_level
         self._waiters: dict[int, _Waiter] = {}
@@ -264,18 +263,17 @@ class BaseLimiter:
         level = self._level(level)
         machine = self._machine
         now = self._now()
-        deadline = None if timeout is None else now + _nanoseconds("timeout", timeout)
-        if max_wait is not None:
-            limit = _nanoseconds("max_wait", max_wait)
+        patience = None if timeout is None else _nanoseconds("timeout", timeout)
+        deadline = None if patience is None else now + patience
+        limit = None if max_wait is None else _nanoseconds("max_wait", max_wait)
+        if max_wait is not None and limit is not None:
             self._dispatch(machine.tick(now))
             wait = machine.min_wait(level)
             if wait > limit:
                 self._reschedule()
                 raise WouldWaitTooLong(level, wait / SECOND, max_wait)
         id = next(self._ids)
-        decisions = machine.push(
-            id, level, now, deadline=None if deadline == math.inf else deadline
-        )
+        decisions = machine.push(id, level, now, deadline=deadline)
         # Decided at once (granted, rejected, expired): ours is the last
         # decision, and no waiter record or event is needed.
         waiter = _Waiter(None)

@@ -15,9 +15,7 @@ callers that proceeded.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Generator
 from types import TracebackType
-from typing import Any
 
 from ._base import BaseLimiter, Event
 
@@ -96,6 +94,3 @@ class Limiter(BaseLimiter):
         tb: TracebackType | None,
     ) -> None:
         await self.aclose()
-
-    def __await__(self) -> Generator[Any, None, None]:  # pragma: no cover
-        raise TypeError("use 'async with Limiter(...)' or 'await limiter.acquire()'")
