@@ -63,12 +63,22 @@ class WaitHistogram:
             return None
         rank = max(1, -int(-q * self.count // 1))  # ceil(q * count), at least 1
         seen = 0
-        for low in sorted(self._counts):
-            seen += self._counts[low]
+        for wait, count in self.items():
+            seen += count
             if seen >= rank:
-                width = 1 << max(0, low.bit_length() - _BITS)
-                return min(low + (width - 1) // 2, self.max)
+                return wait
         raise AssertionError("unreachable: ranks add up to count")  # pragma: no cover
+
+    def items(self) -> list[tuple[int, int]]:
+        """``(wait, count)`` for each bucket in use, by wait: the value
+        :meth:`quantile` reports for the bucket, and how many waits fell in it."""
+        top = self.max
+        out = []
+        for low in sorted(self._counts):
+            width = 1 << max(0, low.bit_length() - _BITS)
+            mid = low + (width - 1) // 2
+            out.append((mid if top is None or mid < top else top, self._counts[low]))
+        return out
 
 
 @attrs.frozen

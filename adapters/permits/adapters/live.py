@@ -1,0 +1,80 @@
+"""Run a :class:`~permits.sim.Scenario` live, on the asyncio adapter, in real time.
+
+The same scenario :func:`permits.sim.simulate` runs in virtual time, played
+against a real :class:`~permits.adapters.asyncio.Limiter`: each caller is a
+task that arrives at its time and calls ``acquire``; a workload's
+``timeout`` is ``asyncio.wait_for`` around it (the caller gives up: the core
+counts it cancelled), its ``deadline`` is ``acquire(timeout=...)`` (the core
+expires it). What each caller got is counted by the simulator's own
+:class:`~permits.sim.Tally`, so the two results read alike and can be set
+side by side (``permits demo``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+from permits.core import QueueFull, State
+from permits.core._checks import check_rate
+from permits.sim import Result, Scenario, Tally, arrivals, nanoseconds
+
+from ._base import AcquireTimeout
+from .asyncio import Limiter
+
+__all__ = ["run"]
+
+
+async def run(scenario: Scenario) -> Result:
+    """Play ``scenario`` in real time on the running event loop; takes its
+    ``seconds``. Callers still waiting at the end are cancelled and counted
+    as ``waiting``."""
+    duration = nanoseconds("seconds", scenario.seconds)
+    tally = Tally(scenario, duration)
+    loop = asyncio.get_running_loop()
+    callers: set[asyncio.Task[None]] = set()
+    async with Limiter(
+        scenario.policy,
+        check_rate(scenario.rate),
+        scenario.burst,
+        max_waiting=scenario.max_waiting,
+    ) as limiter:
+        start = loop.time()
+
+        def elapsed() -> int:
+            return round((loop.time() - start) * 1e9)
+
+        async def caller(w: int) -> None:
+            workload = scenario.workloads[w]
+            deadline = None if workload.deadline is None else float(workload.deadline)
+            arrived = elapsed()
+            try:
+                acquire = limiter.acquire(workload.level, timeout=deadline)
+                if workload.timeout is None:
+                    await acquire
+                else:
+                    await asyncio.wait_for(acquire, float(workload.timeout))
+            except AcquireTimeout:
+                tally.on_leave(w, elapsed(), State.EXPIRED)
+            except asyncio.TimeoutError:
+                tally.on_leave(w, elapsed(), State.CANCELLED)
+            except QueueFull:
+                tally.waiting[w] -= 1
+                tally.rejected[w] += 1
+            else:
+                now = elapsed()
+                tally.on_grant(w, now, now - arrived)
+
+        for at, w in arrivals(scenario, duration):
+            delay = start + at / 1e9 - loop.time()
+            if delay > 0:
+                await asyncio.sleep(delay)
+            tally.offered[w] += 1
+            tally.waiting[w] += 1
+            task = loop.create_task(caller(w))
+            callers.add(task)
+            task.add_done_callback(callers.discard)
+        await asyncio.sleep(max(0.0, start + duration / 1e9 - loop.time()))
+        for task in list(callers):
+            task.cancel()
+        await asyncio.gather(*callers, return_exceptions=True)
+    return tally.result()

@@ -1,0 +1,51 @@
+"""A simulator: the core driven in virtual time through a scenario.
+
+Describe who arrives when (:class:`Workload` s of :class:`Batch`,
+:class:`Constant` or :class:`Poisson` arrivals, each with an optional
+``timeout`` and ``deadline``), under which limit and policy
+(:class:`Scenario`), and :func:`simulate` reports what each workload got
+(:class:`Result`). It runs the same :class:`~permits.core.Machine` the
+adapters drive, so what it shows is what the limiter does, minus the event
+loop's timer jitter. Pure like the core: no clock, no I/O; the same scenario
+always gives the same result.
+
+>>> from permits.sim import SEED, simulate
+>>> result = simulate(SEED[1])              # strict priority, interactive 20/s
+>>> result["interactive"].granted, result["batch"].granted
+(200, 800)
+"""
+
+from ._load import load_scenarios
+from ._run import BINS, Result, Tally, WorkloadResult, arrivals, simulate
+from ._scenario import (
+    Arrivals,
+    Batch,
+    Constant,
+    Poisson,
+    Published,
+    Scenario,
+    Workload,
+    describe,
+    nanoseconds,
+)
+from ._seed import SEED
+
+__all__ = [
+    "BINS",
+    "SEED",
+    "Arrivals",
+    "Batch",
+    "Constant",
+    "Poisson",
+    "Published",
+    "Result",
+    "Scenario",
+    "Tally",
+    "Workload",
+    "WorkloadResult",
+    "arrivals",
+    "describe",
+    "load_scenarios",
+    "nanoseconds",
+    "simulate",
+]

@@ -1,0 +1,274 @@
+"""Scenarios from data: the tables of a scenario file, already parsed.
+
+Reading the file is the caller's (the ``permits`` command reads TOML); this
+module only checks the data and builds :class:`Scenario` s, so it stays pure.
+Every key is checked: a missing, misspelt or unknown one is an error naming
+its place (``scenario[0].workload[1].rate``), never ignored.
+
+The shape, in TOML::
+
+    [[scenario]]
+    name = "strict priority, interactive 20/s"
+    policy = "strict"            # or a table: { kind = "aging", after = 2 }
+    rate = 100                   # permits per second
+    seconds = 10                 # length of the run
+    burst = 1                    # optional, default 1
+    max_waiting = 500            # optional: per level, or a list, one per level
+    seed = 0                     # optional: fixes Poisson arrivals
+
+    [[scenario.workload]]
+    name = "interactive"
+    level = 0
+    arrivals = "constant"        # "batch", "constant" or "poisson"
+    rate = 20                    # constant and poisson: arrivals per second
+    start = 0.005                # optional; also stop = ...
+    timeout = 1.5                # optional: the caller gives up (cancels)
+    deadline = 3                 # optional: the core expires the caller
+
+    [[scenario.workload]]
+    name = "batch"
+    level = 1
+    arrivals = "batch"
+    size = 1000                  # batch: how many, queued at once
+    at = 0                       # optional
+
+Policies: ``"fifo"``, ``"strict"`` (optional ``levels``, default 2),
+``"shares"`` (``weights = [4, 1]`` or ``every = 5``) and ``"aging"``
+(optional ``levels``, default 2, and ``after`` in seconds, default 2).
+A workload may also carry ``published = { granted = 797, wait_p99 = 0.0103 }``:
+figures from elsewhere, printed beside the simulated ones.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from permits.core import (
+    Aging,
+    Fifo,
+    PermitError,
+    PermitTypeError,
+    PermitValueError,
+    Policy,
+    Shares,
+    StrictPriority,
+)
+
+from ._scenario import (
+    Arrivals,
+    Batch,
+    Constant,
+    Poisson,
+    Published,
+    Scenario,
+    Workload,
+    nanoseconds,
+)
+
+__all__ = ["ScenarioError", "load_scenarios"]
+
+_MISSING = object()
+
+
+class ScenarioError(PermitValueError):
+    """Scenario data with a missing, unknown or bad field.
+
+    :ivar argument: where the field is, as ``scenario[0].workload[1].rate``.
+    """
+
+    def __init__(self, field: str, value: object, reason: str) -> None:
+        super().__init__(field, value, reason)
+        if value is _MISSING:
+            self.value = None
+            self.args = (f"{field}: {reason}",)
+
+
+def _table(path: str, value: object) -> Mapping[str, Any]:
+    if not isinstance(value, Mapping):
+        raise ScenarioError(path, value, f"expected a table, got {type(value).__name__}")
+    return value
+
+
+def _at(path: str, key: str) -> str:
+    return f"{path}.{key}" if path else key
+
+
+def _keys(path: str, table: Mapping[str, Any], required: set[str], optional: set[str]) -> None:
+    for key in table:
+        if key not in required and key not in optional:
+            allowed = ", ".join(sorted(required | optional))
+            raise ScenarioError(
+                _at(path, key), table[key], f"unknown key (expected one of: {allowed})"
+            )
+    for key in sorted(required):
+        if key not in table:
+            raise ScenarioError(_at(path, key), _MISSING, "missing")
+
+
+def _build(path: str, make: Callable[[], Any]) -> Any:
+    """Call ``make``; an argument error in it is re-raised naming its place."""
+    try:
+        return make()
+    except ScenarioError:
+        raise
+    except PermitTypeError as error:
+        where = f"{path}.{error.argument.replace('workloads[', 'workload[')}"
+        raise ScenarioError(
+            where, error.value, f"expected {error.expected}, got {type(error.value).__name__}"
+        ) from None
+    except PermitValueError as error:
+        where = f"{path}.{error.argument.replace('workloads[', 'workload[')}"
+        raise ScenarioError(where, error.value, error.reason) from None
+
+
+_POLICY_KEYS = {
+    "fifo": {"levels"},
+    "strict": {"levels"},
+    "shares": {"weights", "every"},
+    "aging": {"levels", "after"},
+}
+
+
+def _policy(path: str, value: object) -> Policy:
+    spec: dict[str, Any] = {"kind": value} if isinstance(value, str) else dict(_table(path, value))
+    kind = spec.get("kind", _MISSING)
+    if kind is _MISSING:
+        raise ScenarioError(f"{path}.kind", _MISSING, "missing")
+    if not isinstance(kind, str) or kind not in _POLICY_KEYS:
+        known = ", ".join(repr(k) for k in _POLICY_KEYS)
+        raise ScenarioError(
+            path if isinstance(value, str) else f"{path}.kind",
+            kind,
+            f"unknown policy (expected one of: {known})",
+        )
+    _keys(path, spec, {"kind"}, _POLICY_KEYS[kind])
+    if kind == "shares":
+        if ("weights" in spec) == ("every" in spec):
+            raise ScenarioError(path, value, "shares needs exactly one of weights or every")
+        if "every" in spec:
+            return _build(path, lambda: Shares.every(spec["every"]))  # type: ignore[no-any-return]
+        return _build(path, lambda: Shares(spec["weights"]))  # type: ignore[no-any-return]
+    levels = spec.get("levels", 2)
+    if kind == "fifo":
+        return _build(path, lambda: Fifo(levels))  # type: ignore[no-any-return]
+    if kind == "strict":
+        return _build(path, lambda: StrictPriority(levels))  # type: ignore[no-any-return]
+    after = spec.get("after", 2)
+    after_ns = _build(path, lambda: _after(after))
+    return _build(path, lambda: Aging(levels, after=after_ns))  # type: ignore[no-any-return]
+
+
+def _after(value: object) -> int:
+    ns = nanoseconds("after", value)
+    if ns == 0:
+        raise PermitValueError("after", value, "must be greater than 0")
+    return ns
+
+
+_ARRIVAL_KEYS: dict[str, tuple[set[str], set[str]]] = {
+    "batch": ({"size"}, {"at"}),
+    "constant": ({"rate"}, {"start", "stop"}),
+    "poisson": ({"rate"}, {"start", "stop"}),
+}
+_ARRIVALS: dict[str, type[Batch] | type[Constant] | type[Poisson]] = {
+    "batch": Batch,
+    "constant": Constant,
+    "poisson": Poisson,
+}
+_WORKLOAD_KEYS = {"name", "level", "arrivals"}
+_WORKLOAD_OPTIONAL = {"timeout", "deadline", "published"}
+_PUBLISHED_KEYS = {"granted", "offered", "wait_p50", "wait_p99", "cleared_at", "note"}
+
+
+def _workload(path: str, value: object) -> Workload:
+    table = _table(path, value)
+    kind = table.get("arrivals", _MISSING)
+    if kind is not _MISSING and (not isinstance(kind, str) or kind not in _ARRIVAL_KEYS):
+        known = ", ".join(repr(k) for k in _ARRIVAL_KEYS)
+        raise ScenarioError(
+            f"{path}.arrivals", kind, f"unknown arrivals (expected one of: {known})"
+        )
+    required, optional = _ARRIVAL_KEYS[kind] if isinstance(kind, str) else (set(), set())
+    _keys(path, table, _WORKLOAD_KEYS | required, _WORKLOAD_OPTIONAL | optional)
+    args = {key: table[key] for key in required | optional if key in table}
+    arrivals: Arrivals = _build(path, lambda: _ARRIVALS[str(kind)](**args))
+    published = None
+    if "published" in table:
+        published = _published(f"{path}.published", table["published"])
+    return _build(  # type: ignore[no-any-return]
+        path,
+        lambda: Workload(
+            table["name"],
+            table["level"],
+            arrivals,
+            timeout=table.get("timeout"),
+            deadline=table.get("deadline"),
+            published=published,
+        ),
+    )
+
+
+def _published(path: str, value: object) -> Published:
+    figures = _table(path, value)
+    _keys(path, figures, set(), _PUBLISHED_KEYS)
+    for key, figure in figures.items():
+        if key == "note":
+            ok = isinstance(figure, str)
+        elif key in ("granted", "offered"):
+            ok = isinstance(figure, int) and not isinstance(figure, bool) and figure >= 0
+        else:
+            ok = isinstance(figure, (int, float)) and not isinstance(figure, bool) and figure >= 0
+        if not ok:
+            raise ScenarioError(f"{path}.{key}", figure, "not a valid figure")
+    return Published(**figures)
+
+
+_SCENARIO_KEYS = {"name", "policy", "rate", "seconds", "workload"}
+_SCENARIO_OPTIONAL = {"burst", "max_waiting", "seed"}
+
+
+def _scenario(path: str, value: object) -> Scenario:
+    table = _table(path, value)
+    _keys(path, table, _SCENARIO_KEYS, _SCENARIO_OPTIONAL)
+    policy = _policy(f"{path}.policy", table["policy"])
+    entries = table["workload"]
+    if not isinstance(entries, list) or not entries:
+        raise ScenarioError(
+            f"{path}.workload", entries, "expected one [[scenario.workload]] or more"
+        )
+    workloads = [_workload(f"{path}.workload[{j}]", entry) for j, entry in enumerate(entries)]
+    max_waiting = table.get("max_waiting")
+    if isinstance(max_waiting, list):
+        max_waiting = tuple(max_waiting)
+    return _build(  # type: ignore[no-any-return]
+        path,
+        lambda: Scenario(
+            table["name"],
+            policy,
+            table["rate"],
+            table["seconds"],
+            workloads,
+            burst=table.get("burst", 1),
+            max_waiting=max_waiting,
+            seed=table.get("seed", 0),
+        ),
+    )
+
+
+def load_scenarios(data: Mapping[str, Any]) -> tuple[Scenario, ...]:
+    """The scenarios of a parsed scenario file (``{"scenario": [...]}``).
+
+    Raises :class:`ScenarioError` (a :class:`~permits.core.PermitValueError`)
+    naming the first bad field.
+    """
+    _keys("", _table("file", data), {"scenario"}, set())
+    entries = data["scenario"]
+    if not isinstance(entries, list) or not entries:
+        raise ScenarioError("scenario", entries, "expected one [[scenario]] table or more")
+    try:
+        return tuple(_scenario(f"scenario[{i}]", entry) for i, entry in enumerate(entries))
+    except ScenarioError:
+        raise
+    except PermitError as error:  # pragma: no cover - every check above names its field
+        raise ScenarioError("scenario", None, str(error)) from None

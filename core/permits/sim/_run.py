@@ -1,0 +1,247 @@
+"""Running a scenario in virtual time, and what a run reports.
+
+:func:`simulate` is a discrete-event loop over the same
+:class:`~permits.core.Machine` the adapters drive: it pushes each arrival,
+cancels each caller whose ``timeout`` runs out, and ticks at each time the
+machine names (:meth:`~permits.core.Machine.next_tick`). No second model of
+any policy exists here. :class:`Tally` turns what happened to each caller into
+a :class:`WorkloadResult`; the live runner (``permits.adapters.live``) feeds
+the same tally from a real event loop, so both are reported alike.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Iterator
+
+import attrs
+
+from permits.core import Decision, Machine, State, WaitHistogram
+from permits.core._checks import check_rate
+
+from ._scenario import Scenario, Workload, nanoseconds
+
+__all__ = ["BINS", "Result", "Tally", "WorkloadResult", "arrivals", "simulate"]
+
+#: Number of equal time bins in a result's timeline.
+BINS = 200
+
+_GRANTED = State.GRANTED
+_EXPIRED = State.EXPIRED
+
+
+@attrs.frozen
+class WorkloadResult:
+    """What one workload got in one run. Times in nanoseconds.
+
+    Every caller offered ends in exactly one of ``granted``, ``waiting``
+    (still waiting at the end), ``cancelled`` (gave up after its
+    ``timeout``), ``rejected`` (its level was full) or ``expired`` (reached
+    its ``deadline``). Wait quantiles are over the granted callers, within
+    :data:`~permits.core.RELATIVE_ERROR` (the core's histogram); ``wait_max``
+    is exact.
+    """
+
+    name: str
+    level: int
+    #: Callers that arrived before the end of the run.
+    offered: int
+    #: Permits this workload received.
+    granted: int
+    waiting: int
+    cancelled: int
+    rejected: int
+    expired: int
+    wait_p50: int | None
+    wait_p99: int | None
+    wait_max: int | None
+    #: This workload's fraction of all permits granted in the run.
+    share: float
+    #: When its last waiter left, if none was waiting at the end; else ``None``.
+    cleared_at: int | None
+    #: Permits granted in each of :data:`BINS` equal slices of the run.
+    timeline: tuple[int, ...] = attrs.field(repr=False)
+    #: The wait histogram: ``(wait, count)`` pairs, by wait.
+    waits: tuple[tuple[int, int], ...] = attrs.field(repr=False)
+
+
+@attrs.frozen
+class Result:
+    """A run of one :class:`Scenario`: a :class:`WorkloadResult` per workload."""
+
+    scenario: Scenario
+    #: The run's length in nanoseconds.
+    duration: int
+    workloads: tuple[WorkloadResult, ...]
+
+    @property
+    def granted(self) -> int:
+        """Permits granted over all workloads."""
+        return sum(w.granted for w in self.workloads)
+
+    def __getitem__(self, name: str) -> WorkloadResult:
+        """The result of the workload called ``name``."""
+        for workload in self.workloads:
+            if workload.name == name:
+                return workload
+        raise KeyError(name)
+
+
+class Tally:
+    """Counts what happens to each workload's callers during a run.
+
+    Callers are numbered per run; :meth:`id` packs the workload's index into
+    the number so a decision's id tells its workload without a lookup.
+    """
+
+    def __init__(self, scenario: Scenario, duration: int) -> None:
+        n = len(scenario.workloads)
+        self.scenario = scenario
+        self.duration = duration
+        self.count = n
+        self.offered = [0] * n
+        self.granted = [0] * n
+        self.waiting = [0] * n
+        self.cancelled = [0] * n
+        self.rejected = [0] * n
+        self.expired = [0] * n
+        self.left_at: list[int | None] = [None] * n
+        self.hists = [WaitHistogram() for _ in range(n)]
+        self.bins = [[0] * BINS for _ in range(n)]
+
+    def on_grant(self, w: int, at: int, waited: int) -> None:
+        """A caller of workload ``w`` was granted at ``at`` after ``waited``."""
+        self.granted[w] += 1
+        self.waiting[w] -= 1
+        self.left_at[w] = at
+        self.hists[w].record(waited)
+        self.bins[w][min(BINS - 1, at * BINS // self.duration)] += 1
+
+    def on_leave(self, w: int, at: int, state: State) -> None:
+        """A waiting caller of workload ``w`` left at ``at`` without a permit:
+        ``CANCELLED`` or ``EXPIRED``."""
+        self.waiting[w] -= 1
+        self.left_at[w] = at
+        if state is State.CANCELLED:
+            self.cancelled[w] += 1
+        else:
+            self.expired[w] += 1
+
+    def result(self) -> Result:
+        """The run's :class:`Result`; call once the run is over."""
+        total = sum(self.granted)
+        workloads = []
+        for w, workload in enumerate(self.scenario.workloads):
+            hist = self.hists[w]
+            workloads.append(
+                WorkloadResult(
+                    name=workload.name,
+                    level=workload.level,
+                    offered=self.offered[w],
+                    granted=self.granted[w],
+                    waiting=self.waiting[w],
+                    cancelled=self.cancelled[w],
+                    rejected=self.rejected[w],
+                    expired=self.expired[w],
+                    wait_p50=hist.quantile(0.5),
+                    wait_p99=hist.quantile(0.99),
+                    wait_max=hist.max,
+                    share=self.granted[w] / total if total else 0.0,
+                    cleared_at=self.left_at[w] if self.waiting[w] == 0 else None,
+                    timeline=tuple(self.bins[w]),
+                    waits=tuple(hist.items()),
+                )
+            )
+        return Result(self.scenario, self.duration, tuple(workloads))
+
+
+def arrivals(scenario: Scenario, duration: int) -> Iterator[tuple[int, int]]:
+    """Every arrival before ``duration`` ns as ``(time, workload index)``, in
+    time order; simultaneous arrivals in workload order."""
+    streams = [
+        _stream(w, workload, scenario.seed, duration)
+        for w, workload in enumerate(scenario.workloads)
+    ]
+    return heapq.merge(*streams)
+
+
+def _stream(w: int, workload: Workload, seed: int, duration: int) -> Iterator[tuple[int, int]]:
+    for t in workload.arrivals.times(seed * 1_000_003 + w):
+        if t >= duration:
+            return
+        yield t, w
+
+
+def simulate(scenario: Scenario) -> Result:
+    """Run ``scenario`` in virtual time on the core and report per workload.
+
+    Deterministic: the same scenario gives the same result. Events at the
+    same time happen in this order: the machine ticks (permits due and
+    deadlines reached), then callers whose timeout ran out cancel, then new
+    callers arrive (each push ticks first, as the core's push does).
+    """
+    duration = nanoseconds("seconds", scenario.seconds)
+    tally = Tally(scenario, duration)
+    workloads = scenario.workloads
+    count = len(workloads)
+    timeouts = [
+        None if wl.timeout is None else nanoseconds("timeout", wl.timeout) for wl in workloads
+    ]
+    deadlines = [
+        None if wl.deadline is None else nanoseconds("deadline", wl.deadline) for wl in workloads
+    ]
+    levels = [wl.level for wl in workloads]
+    machine = Machine(
+        scenario.policy,
+        check_rate(scenario.rate),
+        scenario.burst,
+        max_waiting=scenario.max_waiting,
+    )
+    push, tick, cancel, next_tick = machine.push, machine.tick, machine.cancel, machine.next_tick
+    on_grant, on_leave = tally.on_grant, tally.on_leave
+    offered, waiting, rejected = tally.offered, tally.waiting, tally.rejected
+    pending: list[tuple[int, int]] = []  # (give-up time, id), a heap
+    never = duration  # no event at or after the end counts
+    stream = arrivals(scenario, duration)
+    upcoming = next(stream, None)
+    serial = 0
+
+    def decide(decisions: list[Decision]) -> None:
+        for id, state, _, at, waited in decisions:
+            w = id % count  # type: ignore[operator]
+            if state is _GRANTED:
+                on_grant(w, at, waited)
+            elif state is _EXPIRED:
+                on_leave(w, at, state)
+            else:  # REJECTED, at push: it never waited
+                waiting[w] -= 1
+                rejected[w] += 1
+
+    while True:
+        due = next_tick()
+        t = never if due is None else due
+        if upcoming is not None and upcoming[0] < t:
+            t = upcoming[0]
+        if pending and pending[0][0] < t:
+            t = pending[0][0]
+        if t >= never:
+            break
+        if due is not None and due <= t:
+            decide(tick(t))
+        while pending and pending[0][0] <= t:
+            id = heapq.heappop(pending)[1]
+            if cancel(id):
+                on_leave(id % count, t, State.CANCELLED)
+        while upcoming is not None and upcoming[0] <= t:
+            w = upcoming[1]
+            id = serial * count + w
+            serial += 1
+            offered[w] += 1
+            waiting[w] += 1
+            deadline = deadlines[w]
+            decide(push(id, levels[w], t, deadline=None if deadline is None else t + deadline))
+            patience = timeouts[w]
+            if patience is not None:
+                heapq.heappush(pending, (t + patience, id))
+            upcoming = next(stream, None)
+    return tally.result()
