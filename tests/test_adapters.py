@@ -12,9 +12,11 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from contextlib import AbstractAsyncContextManager
+from fractions import Fraction
 from typing import Any
 
 import anyio
+import attrs
 import pytest
 
 from permits.adapters import (
@@ -38,6 +40,7 @@ from permits.core import (
     State,
     StrictPriority,
 )
+from permits.sim import SEED, Batch, Scenario, arrivals, nanoseconds, simulate
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(30)]
 
@@ -345,63 +348,48 @@ SCALE = 5  # the seed's 100 permits/s scenarios, 5x faster and 5x shorter
 
 @pytest.mark.timeout(60)
 @pytest.mark.parametrize(
-    ("policy", "load", "batch"),
-    [
-        (Fifo(2), 20, 1_000),
-        (StrictPriority(2), 20, 1_000),
-        (StrictPriority(2), 90, 1_000),
-        (Shares.every(5), 90, 1_000),
-        (Aging(2, after=2_000 * MILLISECOND // SCALE), 90, 300),
-    ],
+    "scenario",
+    [attrs.evolve(scenario.scaled(SCALE), burst=2) for scenario in SEED],
     ids=["fifo-20", "strict-20", "strict-90", "every-5th-90", "aging-90"],
 )
-async def test_seed_scenario_in_real_time(
-    open_limiter: OpenLimiter, policy: Policy, load: int, batch: int
-) -> None:
+async def test_seed_scenario_in_real_time(open_limiter: OpenLimiter, scenario: Scenario) -> None:
     """The seed's scenario at 500 permits/s for 2 s (arrivals scaled by 5)
-    agrees with the core driven in virtual time on the same workload: served
-    counts within 2%; under strict priority the interactive p99 within one
-    permit interval plus 5 ms.
+    agrees with the simulator (the core in virtual time) on the same
+    workload: served counts within 2%; under strict priority the interactive
+    p99 within one permit interval plus 5 ms.
 
     Burst 2, in both: event-loop timers fire up to a millisecond late
     (epoll's resolution), and with burst 1 strict pacing loses that lateness
     on every permit (see README, "Pacing on a real event loop")."""
-    import runpy
-    from pathlib import Path
+    virtual = simulate(scenario)
+    interactive, batch = scenario.workloads
+    assert isinstance(batch.arrivals, Batch)
+    duration = nanoseconds("seconds", scenario.seconds)
 
-    quickstart = runpy.run_path(str(Path(__file__).parent.parent / "examples" / "quickstart.py"))
-    rate, burst, seconds = 100 * SCALE, 2, 2
-    virtual = quickstart["simulate"](
-        policy,
-        rate=rate,
-        burst=burst,
-        batch=batch,
-        interactive_per_second=load * SCALE,
-        seconds=seconds,
-    )
-
-    async with open_limiter(policy, rate, burst) as limiter, anyio.create_task_group() as tg:
-        for _ in range(batch):
-            tg.start_soon(limiter.acquire, 1)
+    limit = open_limiter(scenario.policy, scenario.rate, scenario.burst)
+    async with limit as limiter, anyio.create_task_group() as tg:
+        for _ in range(batch.arrivals.size):
+            tg.start_soon(limiter.acquire, batch.level)
         with anyio.fail_after(5):  # the batch is queued ...
-            while limiter.statistics().levels[1].pushed < batch:
+            while limiter.statistics().levels[batch.level].pushed < batch.arrivals.size:
                 await anyio.sleep(0.0005)
         start = anyio.current_time()  # ... at time zero
-        gap = 1 / (load * SCALE)
-        for i in range(load * SCALE * seconds):
-            await anyio.sleep_until(start + gap / 2 + i * gap)
-            tg.start_soon(limiter.acquire, 0)
-        await anyio.sleep_until(start + seconds)
+        for at, w in arrivals(scenario, duration):
+            if scenario.workloads[w] is interactive:
+                await anyio.sleep_until(start + at / 1e9)
+                tg.start_soon(limiter.acquire, interactive.level)
+        await anyio.sleep_until(start + duration / 1e9)
         real = limiter.statistics()
         tg.cancel_scope.cancel()
 
-    for lv in (0, 1):
-        got, want = real.levels[lv].granted, virtual.levels[lv].granted
-        assert abs(got - want) <= 0.02 * (real.granted + virtual.granted) / 2, (lv, got, want)
-    if isinstance(policy, StrictPriority):
-        interval = 1 / rate
-        p99 = real.levels[0].wait_p99_seconds or 0.0
-        assert p99 <= (virtual.levels[0].wait_p99_seconds or 0.0) + interval + 0.005, p99
+    total = (real.granted + virtual.granted) / 2
+    for load in (interactive, batch):
+        got, want = real.levels[load.level].granted, virtual[load.name].granted
+        assert abs(got - want) <= 0.02 * total, (load.name, got, want)
+    if isinstance(scenario.policy, StrictPriority):
+        interval = 1 / float(Fraction(scenario.rate))
+        p99 = real.levels[interactive.level].wait_p99_seconds or 0.0
+        assert p99 <= (virtual["interactive"].wait_p99 or 0) / 1e9 + interval + 0.005, p99
 
 
 async def test_late_refund_keeps_the_callers_exception(open_limiter: OpenLimiter) -> None:

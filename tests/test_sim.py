@@ -1,0 +1,322 @@
+"""The simulator: its figures against the rules, derived by hand, and its accounting.
+
+Each seed scenario's figures are worked out here from the limit and the
+policy's rule alone (closed forms over the permit slots, which fall every
+10 ms from time zero at 100 permits/s), never copied from the output.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from fractions import Fraction
+
+import attrs
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from permits.core import (
+    MILLISECOND,
+    RELATIVE_ERROR,
+    SECOND,
+    Aging,
+    Fifo,
+    PermitTypeError,
+    PermitValueError,
+    Shares,
+    StrictPriority,
+)
+from permits.sim import (
+    SEED,
+    Batch,
+    Constant,
+    Poisson,
+    Result,
+    Scenario,
+    Workload,
+    WorkloadResult,
+    simulate,
+)
+
+SLOT = 10 * MILLISECOND  # 100 permits/s, burst 1: permit k falls due at k * SLOT
+SLOTS = 1_000  # permits in [0 s, 10 s)
+START = 5 * MILLISECOND  # the first interactive arrival
+
+
+def interactive_arrival(j: int, load: int) -> int:
+    """The j-th interactive call at ``load`` per second: 5 ms + j / load s."""
+    return START + j * SECOND // load
+
+
+def next_slot(t: int) -> int:
+    """The first permit strictly after ``t``: arrivals never fall on a slot
+    here (5 ms + j/20 s and 5 ms + j/90 s are never multiples of 10 ms), and
+    a newcomer at a slot would not get it anyway (the tick comes first)."""
+    assert t % SLOT
+    return t + (-t % SLOT)
+
+
+def nearest_rank(waits: list[int], q: float) -> int:
+    ordered = sorted(waits)
+    return ordered[max(1, math.ceil(q * len(ordered))) - 1]
+
+
+def assert_waits(got: WorkloadResult, waits: list[int]) -> None:
+    """Counts exact; the maximum exact; quantiles within the histogram's error."""
+    assert got.granted == len(waits)
+    assert got.wait_max == max(waits)
+    for q, value in ((0.5, got.wait_p50), (0.99, got.wait_p99)):
+        want = nearest_rank(waits, q)
+        assert value is not None
+        assert abs(value - want) <= want * RELATIVE_ERROR, (q, value, want)
+
+
+def conserved(result: Result) -> None:
+    for w in result.workloads:
+        assert w.offered == w.granted + w.waiting + w.cancelled + w.rejected + w.expired, w
+
+
+def test_fifo_20() -> None:
+    """The batch of 1,000 was first in line: it takes all 1,000 permits of
+    [0, 10 s); none of the 200 interactive calls gets one."""
+    result = simulate(SEED[0])
+    batch, user = result["batch"], result["interactive"]
+    assert_waits(batch, [k * SLOT for k in range(SLOTS)])
+    assert batch.cleared_at == (SLOTS - 1) * SLOT
+    assert user.offered == 200  # 5 ms + j * 50 ms < 10 s
+    assert (user.granted, user.waiting) == (0, 200)
+    conserved(result)
+
+
+def test_strict_20() -> None:
+    """Every interactive call overtakes the batch and takes the next permit,
+    5 ms after it arrives; the batch gets the other 800 permits."""
+    result = simulate(SEED[1])
+    user = result["interactive"]
+    waits = [next_slot(a) - a for a in (interactive_arrival(j, 20) for j in range(200))]
+    assert set(waits) == {5 * MILLISECOND}
+    assert_waits(user, waits)
+    assert result["batch"].granted == SLOTS - 200
+    assert result["batch"].share == pytest.approx(0.8)
+    conserved(result)
+
+
+def test_strict_90() -> None:
+    """At 90/s the calls are 11.1 ms apart, more than a slot, so each takes the
+    first permit after it arrives; the batch gets the slots left over."""
+    result = simulate(SEED[2])
+    arrivals = [interactive_arrival(j, 90) for j in range(900)]
+    served = [a for a in arrivals if next_slot(a) < SLOTS * SLOT]
+    assert_waits(result["interactive"], [next_slot(a) - a for a in served])
+    assert result["interactive"].waiting == 900 - len(served)
+    assert result["batch"].granted == SLOTS - len(served)
+    conserved(result)
+
+
+def test_every_5th_90() -> None:
+    """Shares 4:1 gives slot k to the batch when k % 5 == 4, and slot 0 too
+    (nobody else waits at time zero); the interactive calls, arriving faster
+    (90/s) than they are served (80/s), are always waiting at theirs, so the
+    j-th takes slot j + 1 + (j + 1) // 4."""
+    result = simulate(SEED[3])
+    slots = [j + 1 + (j + 1) // 4 for j in range(900)]
+    assert all(interactive_arrival(j, 90) < slots[j] * SLOT for j in range(900))
+    waits = [k * SLOT - interactive_arrival(j, 90) for j, k in enumerate(slots) if k < SLOTS]
+    assert_waits(result["interactive"], waits)
+    assert result["batch"].granted == 1 + SLOTS // 5
+    conserved(result)
+
+
+def test_aging_90() -> None:
+    """Aging after 2 s orders by level * 2 s + arrival: the batch (key 2 s)
+    yields to the interactive calls that arrive before 2 s and outranks those
+    after. Up to the permit at 2.0 s the calls j < 180 each take the first
+    permit after them and the batch the other 21 of slots 0..200; the batch
+    then takes slots 201..479 (cleared at 4.79 s); the calls j >= 180 follow
+    in order, the j-th at slot j + 300."""
+    result = simulate(SEED[4])
+    early = [interactive_arrival(j, 90) for j in range(180)]
+    assert next_slot(early[-1]) == 2 * SECOND < interactive_arrival(180, 90)
+    batch = result["batch"]
+    assert batch.granted == 300
+    assert batch.cleared_at == 479 * SLOT
+    late = [(j + 300) * SLOT - interactive_arrival(j, 90) for j in range(180, SLOTS - 300)]
+    assert_waits(result["interactive"], [next_slot(a) - a for a in early] + late)
+    assert result["interactive"].wait_max == 4_800 * MILLISECOND - interactive_arrival(180, 90)
+    conserved(result)
+
+
+def test_deterministic() -> None:
+    scenario = Scenario(
+        "poisson",
+        StrictPriority(2),
+        rate=50,
+        seconds=20,
+        seed=7,
+        workloads=[
+            Workload("users", 0, Poisson(30), timeout=0.2),
+            Workload("jobs", 1, Poisson(40), deadline=1.5),
+        ],
+    )
+    assert simulate(scenario) == simulate(scenario)
+    assert simulate(scenario) != simulate(attrs.evolve(scenario, seed=8))
+
+
+def test_poisson_rate_and_independent_streams() -> None:
+    scenario = Scenario(
+        "p",
+        Fifo(2),
+        rate=1_000,
+        seconds=100,
+        workloads=[Workload("a", 0, Poisson(50)), Workload("b", 1, Poisson(50))],
+    )
+    a, b = simulate(scenario).workloads
+    for w in (a, b):  # 5,000 expected each: 3 sigma is about 212
+        assert abs(w.offered - 5_000) < 3 * math.sqrt(5_000), w.offered
+    assert a.offered != b.offered  # not the same stream twice
+
+
+def test_timeouts_cancel_and_deadlines_expire() -> None:
+    """Behind a FIFO batch of 100 at 10/s, a caller waits about 10 s: those
+    with a 1 s timeout all give up, those with a 2 s deadline all expire."""
+    scenario = Scenario(
+        "patience",
+        Fifo(3),
+        rate=10,
+        seconds=8,
+        workloads=[
+            Workload("batch", 2, Batch(100)),
+            Workload("impatient", 0, Constant(2, start=0.05), timeout=1),
+            Workload("bounded", 1, Constant(2, start=0.05), deadline=2),
+        ],
+    )
+    result = simulate(scenario)
+    impatient, bounded = result["impatient"], result["bounded"]
+    assert impatient.granted == bounded.granted == 0
+    # arrivals at 0.05 + j/2 s < 8 s: 16; gave up 1 s later (before 8 s): 14
+    assert (impatient.offered, impatient.cancelled, impatient.waiting) == (16, 14, 2)
+    assert (bounded.offered, bounded.expired, bounded.waiting) == (16, 12, 4)
+    assert impatient.cleared_at is None
+    conserved(result)
+
+
+def test_queue_limit_rejects() -> None:
+    scenario = Scenario(
+        "full",
+        StrictPriority(2),
+        rate=1,
+        seconds=1,
+        max_waiting=(None, 10),
+        workloads=[Workload("batch", 1, Batch(25))],
+    )
+    batch = simulate(scenario)["batch"]
+    # the first is granted at once (a full bucket), 10 wait, 14 are rejected
+    assert (batch.granted, batch.waiting, batch.rejected) == (1, 10, 14)
+
+
+def test_scaled_keeps_counts_and_divides_waits() -> None:
+    for scenario in SEED:
+        base, fast = simulate(scenario), simulate(scenario.scaled(5))
+        for slow, quick in zip(base.workloads, fast.workloads, strict=True):
+            assert (slow.offered, slow.granted, slow.waiting) == (
+                quick.offered,
+                quick.granted,
+                quick.waiting,
+            )
+            if slow.wait_max is not None:
+                assert quick.wait_max is not None
+                assert abs(quick.wait_max * 5 - slow.wait_max) <= 5 * 5  # ns rounding
+    assert SEED[4].scaled(5).policy == Aging(2, after=400 * MILLISECOND)
+
+
+def test_seed_runs_fast() -> None:
+    """The issue's bound, with a margin for a loaded CI machine (0.5 s measured
+    alone: see BENCHMARKS.md)."""
+    import time
+
+    start = time.process_time()
+    for scenario in SEED:
+        simulate(scenario)
+    assert time.process_time() - start < 2.0
+
+
+@pytest.mark.parametrize(
+    ("make", "argument"),
+    [
+        (lambda: Batch(-1), "size"),
+        (lambda: Batch(3, at=-0.5), "at"),
+        (lambda: Constant(0), "rate"),
+        (lambda: Constant(-5), "rate"),
+        (lambda: Poisson(float("nan")), "rate"),
+        (lambda: Constant(5, stop=0), "stop"),
+        (lambda: Workload("", 0, Batch(1)), "name"),
+        (lambda: Workload("w", -1, Batch(1)), "level"),
+        (lambda: Workload("w", 0, Batch(1), timeout=0), "timeout"),
+        (lambda: Scenario("s", Fifo(2), 0, 10, [Workload("w", 0, Batch(1))]), "rate"),
+        (lambda: Scenario("s", Fifo(2), 10, 0, [Workload("w", 0, Batch(1))]), "seconds"),
+        (lambda: Scenario("s", Fifo(2), 10, 1, []), "workloads"),
+        (lambda: Scenario("s", Fifo(2), 10, 1, [Workload("w", 2, Batch(1))]), "workloads[0].level"),
+        (
+            lambda: Scenario("s", Fifo(2), 10, 1, [Workload("w", 0, Batch(1))] * 2),
+            "workloads[1].name",
+        ),
+        (
+            lambda: Scenario("s", Fifo(2), 10, 1, [Workload("w", 0, Batch(1))], burst=0),
+            "burst",
+        ),
+        (
+            lambda: Scenario("s", Fifo(2), 10, 1, [Workload("w", 0, Batch(1))], max_waiting=(1,)),
+            "max_waiting",
+        ),
+    ],
+)
+def test_bad_arguments_name_themselves(make: Callable[[], object], argument: str) -> None:
+    with pytest.raises((PermitValueError, PermitTypeError)) as error:
+        make()
+    assert isinstance(error.value, (PermitValueError, PermitTypeError))
+    assert error.value.argument == argument
+    assert str(error.value).startswith(f"{argument}=")
+
+
+arrivals = st.one_of(
+    st.builds(Batch, st.integers(0, 40), st.sampled_from([0, 0.25, 1])),
+    st.builds(Constant, st.sampled_from([1, 7, 20, 55.5]), st.sampled_from([0, 0.003])),
+    st.builds(Poisson, st.sampled_from([2, 15, 60])),
+)
+workloads = st.builds(
+    Workload,
+    name=st.just("w"),
+    level=st.integers(0, 2),
+    arrivals=arrivals,
+    timeout=st.sampled_from([None, 0.05, 0.4]),
+    deadline=st.sampled_from([None, 0.1, 0.7]),
+)
+policies = st.sampled_from([Fifo(3), StrictPriority(3), Shares((3, 2, 1)), Aging(3, SECOND // 4)])
+
+
+@settings(deadline=None)
+@given(
+    policy=policies,
+    rate=st.sampled_from([3, 25, Fraction(100, 3)]),
+    burst=st.integers(1, 4),
+    seed=st.integers(0, 2**70),
+    loads=st.lists(workloads, min_size=1, max_size=4),
+)
+def test_any_scenario_is_accounted_for_and_within_the_limit(
+    policy: Fifo, rate: int, burst: int, seed: int, loads: list[Workload]
+) -> None:
+    """Whatever the scenario: every caller is accounted for exactly once, the
+    permits of the run stay within the limit over its length, the timeline
+    adds up, and the run is deterministic."""
+    loads = [attrs.evolve(w, name=f"w{i}") for i, w in enumerate(loads)]
+    scenario = Scenario("any", policy, rate, 2, loads, burst=burst, seed=seed)
+    result = simulate(scenario)
+    conserved(result)
+    assert result.granted <= burst + math.floor(Fraction(rate) * 2)
+    for w, load in zip(result.workloads, loads, strict=True):
+        assert sum(w.timeline) == w.granted
+        assert sum(count for _, count in w.waits) == w.granted
+        if load.timeout is not None and w.wait_max is not None:
+            assert w.wait_max <= Fraction(load.timeout) * SECOND
+    assert simulate(scenario) == result
