@@ -292,10 +292,10 @@ class Machine:
         """When the machine next needs a :meth:`tick`: the earlier of the next
         permit's due time and the next waiter's deadline; ``None`` while
         nobody waits (nothing can happen until the next push)."""
-        if not self._queues:
+        by_id = self._queues._by_id
+        if not by_id:
             return None
         deadlines = self._deadlines
-        by_id = self._queues._by_id
         while deadlines and by_id.get(deadlines[0][2].id) is not deadlines[0][2]:
             heapq.heappop(deadlines)
             self._dl_dead -= 1

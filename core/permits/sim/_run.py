@@ -115,7 +115,7 @@ class Tally:
         self.waiting[w] -= 1
         self.left_at[w] = at
         self.hists[w].record(waited)
-        self.bins[w][min(BINS - 1, at * BINS // self.duration)] += 1
+        self.bins[w][min(BINS - 1, at // (self.duration // BINS + 1))] += 1
 
     def on_leave(self, w: int, at: int, state: State) -> None:
         """A waiting caller of workload ``w`` left at ``at`` without a permit:
@@ -198,30 +198,39 @@ def simulate(scenario: Scenario) -> Result:
         max_waiting=scenario.max_waiting,
     )
     push, tick, cancel, next_tick = machine.push, machine.tick, machine.cancel, machine.next_tick
-    on_grant, on_leave = tally.on_grant, tally.on_leave
+    on_leave = tally.on_leave
+    heappop, heappush = heapq.heappop, heapq.heappush
     offered, waiting, rejected = tally.offered, tally.waiting, tally.rejected
     pending: list[tuple[int, int]] = []  # (give-up time, id), a heap
     never = duration  # no event at or after the end counts
     stream = arrivals(scenario, duration)
-    upcoming = next(stream, None)
+    upcoming_at, upcoming = next(stream, (never, -1))
     serial = 0
+    # Tally.on_grant, inlined: this loop is the simulator's hot path.
+    granted, left_at, bins = tally.granted, tally.left_at, tally.bins
+    record = [hist.record for hist in tally.hists]
+    per_bin = duration // BINS + 1  # grants at t fall in bin t // per_bin < BINS
 
     def decide(decisions: list[Decision]) -> None:
         for id, state, _, at, waited in decisions:
             w = id % count  # type: ignore[operator]
+            waiting[w] -= 1
             if state is _GRANTED:
-                on_grant(w, at, waited)
+                granted[w] += 1
+                left_at[w] = at
+                record[w](waited)
+                bins[w][at // per_bin] += 1
             elif state is _EXPIRED:
+                waiting[w] += 1  # on_leave counts it
                 on_leave(w, at, state)
             else:  # REJECTED, at push: it never waited
-                waiting[w] -= 1
                 rejected[w] += 1
 
     while True:
         due = next_tick()
         t = never if due is None else due
-        if upcoming is not None and upcoming[0] < t:
-            t = upcoming[0]
+        if upcoming_at < t:
+            t = upcoming_at
         if pending and pending[0][0] < t:
             t = pending[0][0]
         if t >= never:
@@ -229,19 +238,24 @@ def simulate(scenario: Scenario) -> Result:
         if due is not None and due <= t:
             decide(tick(t))
         while pending and pending[0][0] <= t:
-            id = heapq.heappop(pending)[1]
+            id = heappop(pending)[1]
             if cancel(id):
                 on_leave(id % count, t, State.CANCELLED)
-        while upcoming is not None and upcoming[0] <= t:
-            w = upcoming[1]
+        while upcoming_at <= t:
+            w = upcoming
             id = serial * count + w
             serial += 1
             offered[w] += 1
             waiting[w] += 1
             deadline = deadlines[w]
-            decide(push(id, levels[w], t, deadline=None if deadline is None else t + deadline))
+            decisions = push(id, levels[w], t, deadline=None if deadline is None else t + deadline)
+            if decisions:
+                decide(decisions)
+                if decisions[-1][0] == id:  # decided at once: nothing to give up on
+                    upcoming_at, upcoming = next(stream, (never, -1))
+                    continue
             patience = timeouts[w]
             if patience is not None:
-                heapq.heappush(pending, (t + patience, id))
-            upcoming = next(stream, None)
+                heappush(pending, (t + patience, id))
+            upcoming_at, upcoming = next(stream, (never, -1))
     return tally.result()
