@@ -44,7 +44,7 @@ def test_reprs_are_valid_python() -> None:
     assert eval(repr(Shares((4, 1)))) == Shares((4, 1))
     assert repr(Machine(Aging(2, SECOND), Fraction(5, 2), 3)) == (
         "Machine(policy=Aging(levels=2, after=1000000000), rate=Fraction(5, 2), burst=3,"
-        " max_waiting=None, refund_window=1000000000)"
+        " max_waiting=None, refund_window=1000000000, supplied=False)"
     )
 
 

@@ -94,6 +94,9 @@ class Decision(NamedTuple):
     waited: int
 
 
+#: A due time no clock reaches (about 5e51 years of nanoseconds).
+_NEVER = 1 << 200
+
 _GRANTED = State.GRANTED
 _EXPIRED = State.EXPIRED
 _REJECTED = State.REJECTED
@@ -157,6 +160,11 @@ class Machine:
     :param refund_window: nanoseconds after its grant during which a permit
         may be refunded; the machine remembers grants up to twice that long, so
         its memory stays bounded by ``2 * rate * refund_window + burst`` grants.
+    :param supplied: ``True`` when the permits come from a source outside
+        the machine (a limit shared through Redis): the machine then paces
+        nothing, and grants only the permits handed to it by :meth:`supply`,
+        each to the waiter the policy chooses. ``rate`` and ``burst`` describe
+        that outside limit and serve only :meth:`min_wait`'s estimate.
     """
 
     __slots__ = (
@@ -181,6 +189,7 @@ class Machine:
         "_refunded",
         "_rejected",
         "_seq",
+        "_supplied",
         "burst",
         "levels",
         "policy",
@@ -196,6 +205,7 @@ class Machine:
         *,
         max_waiting: int | Sequence[int | None] | None = None,
         refund_window: int = SECOND,
+        supplied: bool = False,
     ) -> None:
         if not isinstance(policy, Policy):
             raise PermitTypeError("policy", policy, "a Policy (levels, choose() and ahead())")
@@ -213,7 +223,11 @@ class Machine:
         self._now: int | None = None
         self._anchor = 0
         self._k = 0
-        self._due = 0
+        if not isinstance(supplied, bool):
+            raise PermitTypeError("supplied", supplied, "a bool")
+        self._supplied = supplied
+        # Supplied: no permit ever falls due here (a time no clock reaches).
+        self._due = _NEVER if supplied else 0
         self._queues = Queues(levels)
         self._seq = 0
         self._deadlines: list[tuple[int, int, Waiter]] = []
@@ -235,7 +249,7 @@ class Machine:
         return (
             f"Machine(policy={self.policy!r}, rate={self.rate!r}, "
             f"burst={self.burst!r}, max_waiting={self._limits!r}, "
-            f"refund_window={self.refund_window!r})"
+            f"refund_window={self.refund_window!r}, supplied={self._supplied!r})"
         )
 
     # -- reading ------------------------------------------------------------
@@ -279,19 +293,26 @@ class Machine:
             return sorted(everyone, key=lambda w: w.seq)
         return self._queues.waiters(self._check_level(level))
 
+    @property
+    def supplied(self) -> bool:
+        """Whether permits come from outside, through :meth:`supply`."""
+        return self._supplied
+
     def next_due(self) -> int | None:
         """The earliest time (ns), not before the machine's latest time, at
         which a permit is available; equal to that latest time if one is
         available now (which happens only while nobody waits). ``None``
-        before the first operation."""
-        if self._now is None:
+        before the first operation, and always when ``supplied`` (the
+        source outside knows)."""
+        if self._now is None or self._supplied:
             return None
         return max(self._due, self._now)
 
     def next_tick(self) -> int | None:
         """When the machine next needs a :meth:`tick`: the earlier of the next
         permit's due time and the next waiter's deadline; ``None`` while
-        nobody waits (nothing can happen until the next push)."""
+        nobody waits (nothing can happen until the next push). When
+        ``supplied``, the next deadline, or ``None`` if no waiter has one."""
         by_id = self._queues._by_id
         if not by_id:
             return None
@@ -301,7 +322,7 @@ class Machine:
             self._dl_dead -= 1
         if deadlines and deadlines[0][0] < self._due:
             return deadlines[0][0]
-        return self._due
+        return None if self._supplied else self._due
 
     def min_wait(self, level: int) -> int:
         """The least time (ns) a waiter pushed at ``level`` now would wait.
@@ -317,10 +338,27 @@ class Machine:
             return 0
         queues = self._queues
         ahead = max(queues.depths[level], self.policy.ahead(queues, level, now))
+        if self._supplied:
+            # At best the outside bucket is full: burst permits at once, then
+            # one per interval.
+            return max(0, (ahead + 1 - self.burst) * self._P // self._Q)
         anchor, k = _restart(self._anchor, self._k, now, self._P, self._Q)
         # due time of the (ahead + 1)-th permit from now
         due = anchor - ((self._b1 - k - ahead) * self._P // self._Q)
         return max(0, due - now)
+
+    def next_level(self) -> int | None:
+        """The level whose head the next permit would go to, as the policy
+        chooses it at the machine's latest time; ``None`` while nobody waits.
+
+        Asks :meth:`Policy.choose` without granting: for a permit source that
+        must know who it is asking for (a shared limit that keeps headroom for
+        urgent levels). Tick first, so that expired waiters are gone.
+        """
+        now = self._now
+        if now is None or not self._queues._by_id:
+            return None
+        return self._choose(now, [])
 
     def statistics(self) -> Statistics:
         """A frozen snapshot of every level's counters and wait quantiles."""
@@ -458,9 +496,33 @@ class Machine:
         self._settle(now, out)
         del self._refundable[id]
         self._refunded[entry[0].level] += 1
+        if self._supplied:
+            # The permit came from outside: the next waiter gets it at once;
+            # with nobody waiting it is spent (never banked, never returned).
+            self._log_remove(entry)
+            if self._queues._by_id:
+                self._take(self._choose(now, out), now, out)
+            return out
         self._unwind(entry)
         if self._queues._by_id and now >= self._due:
             self._grant(now, out)
+        return out
+
+    def supply(self, now: int) -> list[Decision]:
+        """A permit from outside, at ``now``: tick to ``now``, then grant it to
+        the waiter the policy chooses. Returns the decisions made (any
+        expiries, then the grant); without a grant if nobody waits, and the
+        permit is then not kept. Only for a ``supplied`` machine.
+        """
+        now = self._check_now(now)
+        if not self._supplied:
+            raise PermitValueError(
+                "supplied", False, "supply() is for a machine made with supplied=True"
+            )
+        out: list[Decision] = []
+        self._settle(now, out)
+        if self._queues._by_id:
+            self._take(self._choose(now, out), now, out)
         return out
 
     # -- internals ----------------------------------------------------------
@@ -481,7 +543,7 @@ class Machine:
         return checked
 
     def _settle(self, now: int, out: list[Decision]) -> None:
-        if self._now is None:
+        if self._now is None and not self._supplied:
             # The clock starts at the first operation, with a full bucket.
             self._anchor = now
             self._due = now - (self._b1 * self._P // self._Q)
@@ -562,6 +624,52 @@ class Machine:
             if now < due or not by_id:
                 return
 
+    def _choose(self, now: int, out: list[Decision]) -> int:
+        """The policy's choice, checked (the same check as in _grant)."""
+        level = self.policy.choose(self._queues, now)
+        if level.__class__ is not int or not 0 <= level < self.levels:
+            level = -1
+        if level < 0 or not self._queues.depths[level]:
+            raise PolicyError(
+                f"{self.policy!r}.choose() returned {level!r}, not a level "
+                f"with waiters (depths {self._queues.depths!r})",
+                out,
+            )
+        return level
+
+    def _take(self, level: int, now: int, out: list[Decision]) -> None:
+        """Grant a supplied permit to ``level``'s head: _grant's steps without
+        the pacing (which is the source's)."""
+        queues = self._queues
+        waiter = queues._lines[level].popleft()
+        id = waiter.id
+        del queues._by_id[id]
+        queues.depths[level] -= 1
+        queues.granted += 1
+        if queues._dead[level]:
+            queues._tidy(level)
+        log = self._grant_log
+        if log and log[0][1] < now - 2 * self.refund_window:
+            self._prune(now)
+        entry = (waiter, now, 0, 0)
+        wait = now - waiter.pushed_at
+        self._granted[level] += 1
+        self._hists[level].record(wait)
+        self._refundable[id] = entry
+        log.append(entry)
+        if waiter.deadline is not None:
+            self._deadline_left()
+        out.append(_new(Decision, (id, _GRANTED, level, now, wait)))
+
+    def _log_remove(self, entry: _Entry) -> int:
+        """Take ``entry`` out of the grant log; the index it had."""
+        log = self._grant_log
+        i = len(log) - 1
+        while log[i] is not entry:
+            i -= 1
+        del log[i]
+        return i
+
     def _prune(self, now: int) -> None:
         """Forget grants older than ``refund_window``: no longer refundable."""
         log = self._grant_log
@@ -581,10 +689,7 @@ class Machine:
         follows its grant promptly, as a cancelled caller's does.
         """
         log = self._grant_log
-        i = len(log) - 1
-        while log[i] is not entry:
-            i -= 1
-        del log[i]
+        i = self._log_remove(entry)
         anchor, k = entry[2], entry[3]
         P, Q = self._P, self._Q
         refundable = self._refundable

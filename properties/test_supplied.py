@@ -1,0 +1,119 @@
+"""P20: a supplied machine chooses exactly as a paced one does.
+
+Two machines receive the same pushes, cancels and passage of time, under the
+same policy: A paces its own permits; B is ``supplied=True`` and is handed a
+permit (``supply``) at each time A grants one. B must then make exactly A's
+decisions: the same ids granted, in the same order, at the same times, the
+same expiries and rejections. So a machine whose permits come from outside
+(a limit shared through Redis) keeps every ordering property the paced one
+is proved to have (P2, P3, P6-P11, P13), and never grants a cancelled waiter.
+"""
+
+from __future__ import annotations
+
+from hypothesis import note
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
+
+from permits.core import SECOND, Decision, Machine, State
+
+from configs import KINDS, Config, configs
+from harness import drive, rows
+
+
+class Supplied(RuleBasedStateMachine):
+    a: Machine
+    b: Machine
+
+    @initialize(config=st.sampled_from(KINDS).flatmap(configs))
+    def setup(self, config: Config) -> None:
+        note(repr(config))
+        self.a = config.machine()
+        self.b = Machine(
+            config.policy(),
+            config.rate,
+            config.burst,
+            max_waiting=config.max_waiting,
+            refund_window=config.refund_window,
+            supplied=True,
+        )
+        self.levels = config.spec.levels
+        self.step = int(config.interval)
+        self.now = 0
+        self.next_id = 0
+        self.a.tick(0)
+        self.b.tick(0)
+
+    def mirror(self, decided: list[Decision]) -> list[Decision]:
+        """B's decisions when handed a permit at each of A's grants, and
+        ticked at each of A's other decisions, in A's order."""
+        out: list[Decision] = []
+        for decision in decided:
+            if decision.state is State.GRANTED:
+                out += self.b.supply(decision.at)
+            else:
+                out += self.b.tick(decision.at)
+        return out
+
+    @rule(level=st.integers(0, 2), patience=st.none() | st.integers(0, 3), data=st.data())
+    def push(self, level: int, patience: int | None, data: st.DataObject) -> None:
+        level %= self.levels
+        id = self.next_id
+        self.next_id += 1
+        deadline = None if patience is None else self.now + patience * self.step
+        out_a = self.a.push(id, level, self.now, deadline=deadline)
+        # A's grants before its newcomer joined came from the tick its push
+        # starts with; the newcomer's own decision, if any, is the last.
+        own = out_a[-1] if out_a and out_a[-1].id == id else None
+        before = out_a[:-1] if own is not None else out_a
+        out_b = self.mirror(before)
+        pushed = self.b.push(id, level, self.now, deadline=deadline)
+        out_b += pushed
+        if own is not None and own.state is State.GRANTED:
+            out_b += self.b.supply(self.now)
+        assert rows(out_b) == rows(out_a), "P20"
+
+    @precondition(lambda self: self.next_id > 0)
+    @rule(data=st.data())
+    def cancel(self, data: st.DataObject) -> None:
+        id = data.draw(st.integers(0, self.next_id - 1))
+        assert self.a.cancel(id) == self.b.cancel(id), "P20"
+
+    @rule(steps=st.sampled_from([0, 1, 2, 5]), extra=st.integers(0, 3))
+    def advance(self, steps: int, extra: int) -> None:
+        self.now += steps * self.step + extra
+        out_a = drive(self.a, self.now)
+        out_b = self.mirror(out_a) + self.b.tick(self.now)
+        assert rows(out_b) == rows(out_a), "P20"
+
+    @invariant()
+    def same_line(self) -> None:
+        for level in range(self.levels):
+            assert self.a.waiting(level) == self.b.waiting(level), "P20"
+        assert self.a.statistics() == self.b.statistics(), "P20"
+        self.b.check_valid()
+
+
+TestSupplied = Supplied.TestCase
+
+
+def test_supplied_refund_goes_to_the_next_waiter() -> None:
+    """P20: a supplied permit handed back goes to the policy's choice at once,
+    and with nobody waiting it is spent, not banked."""
+    from permits.core import StrictPriority
+
+    machine = Machine(StrictPriority(2), 10, supplied=True)
+    assert machine.push("a", 1, 0) == []
+    assert machine.next_level() == 1
+    machine.push("b", 0, 1)
+    assert machine.next_level() == 0
+    assert [d.id for d in machine.supply(2)] == ["b"]
+    assert [d.id for d in machine.refund("b", 3)] == ["a"]
+    assert machine.refund("a", 4) == []
+    assert machine.supply(5) == []
+    assert machine.push("c", 1, 6) == []  # nothing banked
+    assert machine.next_due() is None
+    assert machine.next_tick() is None
+    assert machine.min_wait(1) == SECOND // 10  # c first; at best the outside bucket is full
+    machine.push("d", 1, 7, deadline=7 + SECOND)
+    assert machine.next_tick() == 7 + SECOND
