@@ -11,8 +11,12 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 
+import pytest
 from hypothesis import HealthCheck, Phase, settings
+
+from redis_server import RedisServer, need_redis_server
 
 settings.register_profile("dev", max_examples=50, deadline=None)
 settings.register_profile(
@@ -38,3 +42,15 @@ settings.register_profile(
     phases=[Phase.explicit, Phase.reuse, Phase.generate],
 )
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "dev"))
+
+
+@pytest.fixture(scope="session")
+def redis_server() -> Iterator[RedisServer]:
+    """A real redis-server for the session (skipped where none is installed,
+    except under ``PERMITS_REQUIRE_REDIS``, as in CI)."""
+    server = RedisServer(need_redis_server())
+    server.start()
+    try:
+        yield server
+    finally:
+        server.stop()

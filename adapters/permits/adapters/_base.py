@@ -147,6 +147,10 @@ class BaseLimiter:
         caller's permit is handed back (the machine's, in nanoseconds).
     """
 
+    #: Whether permits come from outside (a shared limit) rather than the
+    #: machine's own pacing; see permits.adapters.redis.
+    _supplied = False
+
     def __init__(
         self,
         policy: Policy,
@@ -160,7 +164,14 @@ class BaseLimiter:
         window = _nanoseconds("refund_window", refund_window)
         if window is None:
             raise PermitTypeError("refund_window", refund_window, "a finite number of seconds")
-        self._machine = Machine(policy, rate, burst, max_waiting=max_waiting, refund_window=window)
+        self._machine = Machine(
+            policy,
+            rate,
+            burst,
+            max_waiting=max_waiting,
+            refund_window=window,
+            supplied=self._supplied,
+        )
         self._machine.min_wait(default_level)  # validates it
         self.default_level = default_level
         self._waiters: dict[int, _Waiter] = {}
