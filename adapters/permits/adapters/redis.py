@@ -44,6 +44,7 @@ from typing import Any, Literal, NamedTuple
 from urllib.parse import urlsplit, urlunsplit
 
 import anyio
+import anyio.lowlevel
 import anyio.to_thread
 import redis
 import redis.exceptions
@@ -305,6 +306,8 @@ class RedisLimiter(_AnyioLimiter):
         self._probe_at = 0.0
         #: Round trips to Redis made so far (a diagnostic).
         self.round_trips = 0
+        #: Permits taken from Redis and given back unused (a diagnostic).
+        self.given_back = 0
 
     def __repr__(self) -> str:
         return (
@@ -329,20 +332,26 @@ class RedisLimiter(_AnyioLimiter):
         scope = self._sleep_scope
         if scope is None:
             return  # busy in a round trip: it looks again right after
-        level = self._machine.next_level()
-        if self._retry_reserve is None:
-            wake = level is not None or self._machine.next_tick() is not None
-        else:
-            wake = level is not None and self.reserve[level] < self._retry_reserve
-        if wake:
+        if self._should_wake():
             scope.cancel()
         else:
             when = self._machine.next_tick()
             if when is not None and when / 1e9 < scope.deadline:
                 scope.deadline = when / 1e9
 
+    def _should_wake(self) -> bool:
+        """Idle, and a waiter came; or waiting to retry for a reserve, and
+        the best waiter now has a smaller one (it may find a permit now)."""
+        level = self._machine.next_level()
+        if level is None:
+            return False
+        return self._retry_reserve is None or self.reserve[level] < self._retry_reserve
+
     async def _sleep(self, until: float) -> None:
         """Sleep until ``until`` (seconds), the next deadline, or a wake-up."""
+        if self._should_wake() and self._local is None and self._down_since is None:
+            await anyio.lowlevel.checkpoint()
+            return
         when = self._machine.next_tick()
         deadline = until if when is None else min(until, when / 1e9)
         with anyio.CancelScope(deadline=deadline) as scope:
@@ -410,6 +419,7 @@ class RedisLimiter(_AnyioLimiter):
         try:
             self.round_trips += 1
             await anyio.to_thread.run_sync(self.limit.give_back)
+            self.given_back += 1
         except _UNREACHABLE as error:
             await self._outage(error)
 

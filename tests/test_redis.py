@@ -1,0 +1,335 @@
+"""The Redis permit source, on a real redis-server started by the tests.
+
+In one process under asyncio and trio: ordering, cancellation, timeouts,
+closing. Across real processes: the shared limit counted on the Redis side,
+utilisation, and the headroom reserve against none. Killing the server
+mid-run and restarting it: errors or fallback as configured, recovery, the
+over-grant bound, nobody left hanging.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import math
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+
+from permits.adapters import AcquireTimeout, LimiterClosed
+from permits.adapters.redis import (
+    BackendUnavailable,
+    RedisLimit,
+    RedisLimiter,
+    open_limiter,
+)
+from permits.core import PermitValueError, StrictPriority
+
+from redis_server import RedisServer, need_redis_server
+
+redis = pytest.importorskip("redis")
+
+pytestmark = pytest.mark.timeout(60)
+
+INTERACTIVE, BATCH = 0, 1
+_names = itertools.count()
+
+
+def fresh() -> str:
+    return f"test-{next(_names)}-{time.monotonic_ns()}"
+
+
+@pytest.fixture(params=["asyncio", "trio"])
+def anyio_backend(request: pytest.FixtureRequest) -> str:
+    return request.param  # type: ignore[no-any-return]
+
+
+def audit(server: RedisServer, name: str) -> list[float]:
+    """Grant times (microseconds, Redis TIME) the script recorded."""
+    client = redis.Redis.from_url(server.url)
+    try:
+        return sorted(float(t) for t in client.lrange(f"permits:{{{name}}}:audit", 0, -1))
+    finally:
+        client.close()
+
+
+def worst_excess(times: list[float], interval: float, burst: int) -> float:
+    """The largest ``count - (burst + d / interval)`` over every window
+    ``[times[i], times[j]]``: positive means the limit was exceeded.
+    O(n): with ``f(k) = k - times[k] / interval`` it is
+    ``max over i <= j of f(j) - f(i) + 1 - burst``."""
+    worst = -math.inf
+    lowest = math.inf
+    for k, t in enumerate(times):
+        f = k - t / interval
+        lowest = min(lowest, f)
+        worst = max(worst, f - lowest + 1 - burst)
+    return worst
+
+
+@pytest.mark.anyio
+async def test_strict_priority_across_the_shared_limit(redis_server: RedisServer) -> None:
+    """One process: the interactive calls overtake the queued batch, exactly
+    as the local pacer would order them; one round trip per permit."""
+    order: list[str] = []
+    async with open_limiter(
+        StrictPriority(2), redis_server.url, name=fresh(), rate=50, burst=1
+    ) as limiter:
+
+        async def call(name: str, level: int) -> None:
+            await limiter.acquire(level)
+            order.append(name)
+
+        async with anyio.create_task_group() as tg:
+            for name in ("b1", "b2", "b3"):
+                tg.start_soon(call, name, BATCH)
+                await anyio.sleep(0.002)
+            for name in ("i1", "i2"):
+                tg.start_soon(call, name, INTERACTIVE)
+                await anyio.sleep(0.002)
+        assert order == ["b1", "i1", "i2", "b2", "b3"]
+        assert limiter.statistics().levels[INTERACTIVE].granted == 2
+        assert limiter.round_trips <= 5 + 2  # one per permit, and a refusal or two
+
+
+@pytest.mark.anyio
+async def test_cancel_timeout_and_close(redis_server: RedisServer) -> None:
+    name = fresh()
+    async with open_limiter(StrictPriority(2), redis_server.url, name=name, rate=5, burst=1) as lim:
+        await lim.acquire(BATCH)  # takes the bucket's only permit
+        with anyio.move_on_after(0.05):  # cancelled while waiting: costs nothing
+            await lim.acquire(BATCH)
+        with pytest.raises(AcquireTimeout):
+            await lim.acquire(INTERACTIVE, timeout=0.05)
+        stats = lim.statistics().levels
+        assert (stats[BATCH].cancelled, stats[INTERACTIVE].expired) == (1, 1)
+        await anyio.sleep(0.25)  # the next permit fell due; nobody took it
+        await lim.acquire(INTERACTIVE)  # so it is there at once
+        errors: list[BaseException] = []
+
+        async def waiter() -> None:
+            try:
+                await lim.acquire(BATCH)
+            except LimiterClosed as error:
+                errors.append(error)
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(waiter)
+            await anyio.sleep(0.02)
+            lim._break(None)  # what leaving the async with does
+    assert len(errors) == 1
+    assert lim.statistics().levels[BATCH].granted == 1
+    assert lim.statistics().levels[INTERACTIVE].granted == 1
+    assert len(audit(redis_server, name)) == 0  # audit is off by default
+
+
+def test_script_cached_and_reloaded_after_noscript(redis_server: RedisServer) -> None:
+    limit = RedisLimit(redis_server.url, name=fresh(), rate=1, burst=2)
+    try:
+        assert limit.take().allowed
+        client = redis.Redis.from_url(redis_server.url)
+        client.script_flush()  # as after a restart or failover
+        client.close()
+        assert limit.take().allowed  # EVALSHA answered NOSCRIPT; loaded and retried
+        assert not limit.take().allowed  # capacity 2: the third is refused
+    finally:
+        limit.close()
+
+
+def test_key_is_hash_tagged_and_expires_when_idle(redis_server: RedisServer) -> None:
+    name = fresh()
+    limit = RedisLimit(redis_server.url, name=name, rate=10, burst=3, prefix="app:")
+    client = redis.Redis.from_url(redis_server.url)
+    try:
+        assert limit.key == f"app:{{{name}}}"
+        limit.take()
+        ttl = client.pttl(limit.key)
+        assert 0 < ttl <= 100  # full again after one interval (100 ms)
+        time.sleep(0.15)
+        assert client.exists(limit.key) == 0
+    finally:
+        limit.close()
+        client.close()
+
+
+def test_no_secrets_in_reprs_or_errors() -> None:
+    url = "redis://user:s3cret@127.0.0.1:1/0"
+    limit = RedisLimit(url, name="x", rate=1, burst=1)
+    assert "s3cret" not in repr(limit)
+    assert "***" in repr(limit)
+    error = BackendUnavailable(limit.url, 1.0, ConnectionError("refused"))
+    assert "s3cret" not in str(error)
+    limiter = RedisLimiter(StrictPriority(2), limit)
+    assert "s3cret" not in repr(limiter)
+    limit.close()
+
+
+@pytest.mark.parametrize(
+    ("options", "argument"),
+    [
+        ({"reserve": (0,)}, "reserve"),
+        ({"reserve": (0, 3)}, "reserve"),  # burst 3: a reserve of 3 would starve the level
+        ({"reserve": (0, -1)}, "reserve"),
+        ({"on_unavailable": "open"}, "on_unavailable"),
+        ({"on_unavailable": "local"}, "share"),
+        ({"on_unavailable": "local", "share": 1.5}, "share"),
+        ({"unavailable_after": 0}, "unavailable_after"),
+    ],
+)
+def test_bad_options(options: dict[str, Any], argument: str) -> None:
+    limit = RedisLimit("redis://127.0.0.1:1/0", name="x", rate=10, burst=3)
+    with pytest.raises(PermitValueError) as error:
+        RedisLimiter(StrictPriority(2), limit, **options)
+    assert error.value.argument == argument
+    limit.close()
+
+
+# -- several real processes -------------------------------------------------
+
+WORKERS = 4
+RATE, BURST, SECONDS = 200, 10, 5
+
+
+def run_processes(server: RedisServer, reserve: str) -> tuple[str, list[dict[str, Any]]]:
+    name = fresh()
+    start_at = time.time() + 3.0  # all four start together, after their imports
+    script = Path(__file__).with_name("redis_worker.py")
+    workers = []
+    for i in range(WORKERS):
+        argv = [sys.executable, str(script), server.url, name]
+        argv += ["--backend", "asyncio" if i % 2 == 0 else "trio", "--reserve", reserve]
+        argv += ["--rate", str(RATE), "--burst", str(BURST), "--seconds", str(SECONDS)]
+        argv += ["--seed", str(i), "--start-at", str(start_at)]
+        workers.append(subprocess.Popen(argv, stdout=subprocess.PIPE, text=True))
+    reports = []
+    for worker in workers:
+        out, _ = worker.communicate(timeout=40)
+        assert worker.returncode == 0
+        reports.append(json.loads(out))
+    return name, reports
+
+
+def p99(waits: list[float]) -> float:
+    ordered = sorted(waits)
+    return ordered[max(1, math.ceil(0.99 * len(ordered))) - 1]
+
+
+@pytest.mark.timeout(120)
+def test_four_processes_share_one_limit(redis_server: RedisServer) -> None:
+    """Four processes (two on asyncio, two on trio), each with a batch
+    backlog and Poisson interactive calls, share 200 permits/s for 5 s,
+    once with a headroom reserve of 3 for the batch and once without.
+
+    Counted on the Redis side: no window exceeds the limit, and the limit is
+    used (at least 95%). The interactive p99 over all processes, side by
+    side, shows what the reserve is for."""
+    results = {}
+    for label, reserve in (("reserve 3", "0,3"), ("no reserve", "0,0")):
+        name, reports = run_processes(redis_server, reserve)
+        grants = audit(redis_server, name)
+        assert worst_excess(grants, 1e6 / RATE, BURST) <= 1e-9, label
+        assert len(grants) >= 0.95 * RATE * SECONDS, (label, len(grants))
+        # Every permit a caller got was charged in Redis; the others charged
+        # were given back, or in flight when the processes stopped.
+        proceeded = sum(sum(r["granted"].values()) for r in reports)
+        given_back = sum(r["given_back"] for r in reports)
+        assert proceeded <= len(grants) <= proceeded + given_back + 2 * WORKERS, label
+        waits = [w for r in reports for w in r["waits"]]
+        offered = sum(r["offered"] for r in reports)
+        results[label] = (p99(waits), len(waits), offered, len(grants))
+        round_trips = sum(r["round_trips"] for r in reports)
+        print(f"{label}: {len(grants)} permits, {round_trips / len(grants):.2f} round trips each")
+    for label, (worst, served, offered, _) in results.items():
+        print(f"{label}: interactive p99 {worst * 1e3:.1f} ms, {served} of {offered} served")
+    with_reserve, without = results["reserve 3"][0], results["no reserve"][0]
+    assert with_reserve < without, results
+    assert with_reserve < 0.02, results  # found at once, from any process
+    assert results["reserve 3"][1] == results["reserve 3"][2]  # every interactive call served
+
+
+# -- the server dies and comes back ----------------------------------------
+
+
+@pytest.fixture
+def own_server() -> Any:
+    server = RedisServer(need_redis_server())
+    server.start()
+    yield server
+    server.stop()
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])
+@pytest.mark.parametrize("mode", ["closed", "local"])
+@pytest.mark.anyio
+async def test_server_killed_and_restarted(own_server: RedisServer, mode: str) -> None:
+    """Callers ask for 150 permits/s of a 100/s limit; the server is killed
+    at 1 s and restarted (empty) at 2.5 s. Fail closed: every caller waiting
+    in the outage gets BackendUnavailable within its bound, nobody is
+    granted until the server is back. Fail local: callers are served at the
+    declared share (half the rate) meanwhile. Both: service resumes by
+    itself, no caller is left hanging, and no window sees more than one
+    burst above the limit."""
+    rate, burst, after = 100, 5, 0.3
+    outcomes: list[tuple[float, float, str]] = []  # (asked, answered, outcome)
+    async with open_limiter(
+        StrictPriority(2),
+        own_server.url,
+        name=fresh(),
+        rate=rate,
+        burst=burst,
+        on_unavailable=mode,  # type: ignore[arg-type]
+        share=0.5,
+        unavailable_after=after,
+        timeout=0.1,
+    ) as limiter:
+        start = anyio.current_time()
+
+        async def call() -> None:
+            asked = anyio.current_time() - start
+            try:
+                await limiter.acquire(BATCH)
+            except BackendUnavailable:
+                outcomes.append((asked, anyio.current_time() - start, "unavailable"))
+            else:
+                outcomes.append((asked, anyio.current_time() - start, "granted"))
+
+        async with anyio.create_task_group() as tg:
+            i = 0
+            while (now := anyio.current_time() - start) < 4.0:
+                if now >= 1.0 and own_server.process is not None and now < 2.5:
+                    own_server.kill()
+                    killed = now
+                if now >= 2.5 and own_server.process is None:
+                    restarted = now  # from here on it may answer
+                    await anyio.to_thread.run_sync(own_server.start)
+                tg.start_soon(call)
+                i += 1
+                await anyio.sleep_until(start + i / 150)
+            await anyio.sleep(after + 0.5)  # let the last ones finish or fail
+            waiting = limiter.statistics().levels[BATCH].waiting
+            tg.cancel_scope.cancel()
+        assert not limiter.backend_down
+
+    granted = sorted(answered for _, answered, outcome in outcomes if outcome == "granted")
+    failed = [(asked, answered) for asked, answered, o in outcomes if o == "unavailable"]
+    # no window more than one burst above the limit (client-side times)
+    assert worst_excess([t * 1e6 for t in granted], 1e6 / rate, 2 * burst) <= 1e-9
+    # service resumed after the restart
+    assert any(t > restarted + 0.2 for t in granted)
+    outage = [t for t in granted if killed + 0.05 < t < restarted]
+    if mode == "closed":
+        assert outage == []
+        assert failed, "callers in the outage were told"
+        for asked, answered in failed:  # each within its bound
+            assert answered - max(asked, killed) <= after + 0.1 + 0.25, (asked, answered)
+        assert waiting < 150 * (after + 0.3)  # the rest were served or failed
+    else:
+        assert failed == []
+        served = len(outage) / (restarted - killed - 0.05)
+        assert 0.3 * rate < served <= 0.5 * rate + burst, served  # the declared share
