@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import doctest
+import re
 from pathlib import Path
+
+from redis_server import RedisServer
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -14,3 +17,13 @@ def test_readme_examples() -> None:
     )
     assert tried > 0, "the README has no examples"
     assert failures == 0
+
+
+def test_readme_redis_example(redis_server: RedisServer) -> None:
+    """The Redis example runs as written, against the test's server."""
+    text = (ROOT / "README.md").read_text()
+    blocks = re.findall(r"```python\n(.*?)```", text, flags=re.S)
+    (example,) = [b for b in blocks if "REDIS_URL" in b and ">>>" not in b]
+    assert 'REDIS_URL = "redis://localhost:6379/0"' in example
+    code = example.replace("redis://localhost:6379/0", redis_server.url)
+    exec(compile(code, "README.md", "exec"), {"__name__": "readme"})
