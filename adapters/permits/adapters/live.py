@@ -43,10 +43,12 @@ async def run(scenario: Scenario) -> Result:
         def elapsed() -> int:
             return round((loop.time() - start) * 1e9)
 
-        async def caller(w: int) -> None:
+        async def caller(w: int, at: int) -> None:
             workload = scenario.workloads[w]
             deadline = None if workload.deadline is None else float(workload.deadline)
-            arrived = elapsed()
+            # Those queued at time zero arrived at zero: the clock starts
+            # once they are all in the queue (see below).
+            arrived = 0 if at == 0 else elapsed()
             try:
                 acquire = limiter.acquire(workload.level, timeout=deadline)
                 if workload.timeout is None:
@@ -64,15 +66,30 @@ async def run(scenario: Scenario) -> Result:
                 now = elapsed()
                 tally.on_grant(w, now, now - arrived)
 
-        for at, w in arrivals(scenario, duration):
-            delay = start + at / 1e9 - loop.time()
-            if delay > 0:
-                await asyncio.sleep(delay)
+        def start_caller(at: int, w: int) -> None:
             tally.offered[w] += 1
             tally.waiting[w] += 1
-            task = loop.create_task(caller(w))
+            task = loop.create_task(caller(w, at))
             callers.add(task)
             task.add_done_callback(callers.discard)
+
+        stream = arrivals(scenario, duration)
+        upcoming = next(stream, None)
+        while upcoming is not None and upcoming[0] == 0:
+            start_caller(*upcoming)
+            upcoming = next(stream, None)
+        # Let those queued at time zero reach the queue (a batch of thousands
+        # takes a while to start) before the clock starts.
+        queued = sum(tally.offered)
+        while sum(s.pushed for s in limiter.statistics().levels) < queued:
+            await asyncio.sleep(0)
+        start = loop.time()
+        while upcoming is not None:
+            delay = start + upcoming[0] / 1e9 - loop.time()
+            if delay > 0:
+                await asyncio.sleep(delay)
+            start_caller(*upcoming)
+            upcoming = next(stream, None)
         await asyncio.sleep(max(0.0, start + duration / 1e9 - loop.time()))
         for task in list(callers):
             task.cancel()
