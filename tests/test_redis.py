@@ -14,6 +14,7 @@ import json
 import math
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -126,6 +127,54 @@ async def test_cancel_timeout_and_close(redis_server: RedisServer) -> None:
     assert lim.statistics().levels[BATCH].granted == 1
     assert lim.statistics().levels[INTERACTIVE].granted == 1
     assert len(audit(redis_server, name)) == 0  # audit is off by default
+
+
+@pytest.mark.anyio
+async def test_permit_for_a_waiter_that_left_is_given_back(redis_server: RedisServer) -> None:
+    """The interactive waiter the driver asked for leaves during the round
+    trip, and the batch waiter now next has a larger reserve: the permit,
+    taken under reserve 0, is given back to Redis, not handed to the batch."""
+    name = fresh()
+    async with open_limiter(
+        StrictPriority(2), redis_server.url, name=name, rate=1, burst=3, reserve=(0, 2)
+    ) as limiter:
+        take, answered = limiter.limit.take, threading.Event()
+
+        def slow_take(reserve: int = 0) -> Any:
+            answer = take(reserve)
+            if reserve == 0:
+                answered.wait(5)  # hold the round trip until the test says
+            return answer
+
+        limiter.limit.take = slow_take  # type: ignore[method-assign]
+        granted: list[str] = []
+
+        async def call(name: str, level: int) -> None:
+            await limiter.acquire(level)
+            granted.append(name)
+
+        interactive = anyio.CancelScope()
+
+        async def impatient() -> None:
+            with interactive:
+                await call("interactive", INTERACTIVE)
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(impatient)
+            await anyio.sleep(0.05)  # its round trip is under way
+            tg.start_soon(call, "batch", BATCH)
+            await anyio.sleep(0.01)
+            interactive.cancel()
+            await anyio.sleep(0.01)
+            answered.set()
+        assert granted == ["batch"]
+        assert limiter.given_back == 1
+    check = RedisLimit(redis_server.url, name=name, rate=1, burst=3)
+    try:
+        # The given-back permit is in the bucket again.
+        assert check.take().remaining == 1  # 3 - the batch's - this one; 0 had it been kept
+    finally:
+        check.close()
 
 
 def test_script_cached_and_reloaded_after_noscript(redis_server: RedisServer) -> None:
