@@ -203,8 +203,19 @@ def simulate(scenario: Scenario) -> Result:
     offered, waiting, rejected = tally.offered, tally.waiting, tally.rejected
     pending: list[tuple[int, int]] = []  # (give-up time, id), a heap
     never = duration  # no event at or after the end counts
-    stream = arrivals(scenario, duration)
-    upcoming_at, upcoming = next(stream, (never, -1))
+    # The arrival streams, merged here rather than by arrivals() (whose
+    # generators cost more per arrival than the rest of the loop).
+    streams = [
+        iter(wl.arrivals.times(scenario.seed * 1_000_003 + w)) for w, wl in enumerate(workloads)
+    ]
+    heads = []
+    for w, stream in enumerate(streams):
+        first = next(stream, never)
+        if first < never:
+            heads.append((first, w))
+    heapq.heapify(heads)
+    heapreplace = heapq.heapreplace
+    upcoming_at, upcoming = heads[0] if heads else (never, -1)
     serial = 0
     # Tally.on_grant, inlined: this loop is the simulator's hot path.
     granted, left_at, bins = tally.granted, tally.left_at, tally.bins
@@ -249,13 +260,17 @@ def simulate(scenario: Scenario) -> Result:
             waiting[w] += 1
             deadline = deadlines[w]
             decisions = push(id, levels[w], t, deadline=None if deadline is None else t + deadline)
+            patience = timeouts[w]
             if decisions:
                 decide(decisions)
                 if decisions[-1][0] == id:  # decided at once: nothing to give up on
-                    upcoming_at, upcoming = next(stream, (never, -1))
-                    continue
-            patience = timeouts[w]
+                    patience = None
             if patience is not None:
                 heappush(pending, (t + patience, id))
-            upcoming_at, upcoming = next(stream, (never, -1))
+            following = next(streams[w], never)
+            if following < never:
+                heapreplace(heads, (following, w))
+            else:
+                heappop(heads)
+            upcoming_at, upcoming = heads[0] if heads else (never, -1)
     return tally.result()
