@@ -63,6 +63,7 @@ import itertools
 import math
 import os
 import platform
+import statistics
 import sys
 import time
 from collections.abc import Awaitable, Callable, Coroutine, Sequence
@@ -1023,5 +1024,41 @@ def main() -> None:
     print(f"Load average {load} at the end; took {', '.join(took)}.")
 
 
+def cpu_repeats(repeats: int, seconds: float = 1.5) -> None:
+    """``--cpu-repeats N``: the peers' CPU time per permit only, N times over,
+    the limiters taking turns, so that the noise of a shared machine (one run
+    can cost twice another) falls on all of them alike; median, min, max."""
+    makers = [(p.name, p.make) for p in PEERS if p.make is not None]
+    available = []
+    for name, make in makers:
+        peer = next(p for p in PEERS if p.name == name)
+        try:
+            importlib.import_module(peer.module)
+        except ImportError:
+            continue
+        available.append((name, make))
+    runs: dict[tuple[str, int], list[float]] = {}
+    for _ in range(repeats):
+        for name, make in available:
+            assert make is not None
+            for rate in PEER_RATES:
+                gc.collect()
+                run = peer_run(make, rate, seconds)
+                runs.setdefault((name, rate), []).append(run.cpu / max(run.permits, 1) * 1e6)
+    print(f"CPU µs per permit, {CALLERS} callers, burst {PEER_BURST}, {seconds:g} s a run, ")
+    print(f"{repeats} runs each, the limiters taking turns")
+    print()
+    print("| limiter | rate/s | median | min | max |")
+    print("| --- | ---: | ---: | ---: | ---: |")
+    for (name, rate), values in runs.items():
+        print(
+            f"| {name} | {rate:,} | {statistics.median(values):.1f} | "
+            f"{min(values):.1f} | {max(values):.1f} |"
+        )
+
+
 if __name__ == "__main__":
-    main()
+    if "--cpu-repeats" in sys.argv:
+        cpu_repeats(int(sys.argv[sys.argv.index("--cpu-repeats") + 1]))
+    else:
+        main()
