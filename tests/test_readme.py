@@ -27,3 +27,12 @@ def test_readme_redis_example(redis_server: RedisServer) -> None:
     assert 'REDIS_URL = "redis://localhost:6379/0"' in example
     code = example.replace("redis://localhost:6379/0", redis_server.url)
     exec(compile(code, "README.md", "exec"), {"__name__": "readme"})
+
+
+def test_docstring_examples() -> None:
+    """The examples in the public modules' docstrings run too."""
+    import permits.sim
+
+    failures, tried = doctest.testmod(permits.sim, optionflags=doctest.ELLIPSIS)
+    assert tried > 0
+    assert failures == 0
