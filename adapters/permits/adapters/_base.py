@@ -192,6 +192,10 @@ class BaseLimiter:
         (or none if that is ``None``), replacing any arranged before."""
         raise NotImplementedError
 
+    #: Whether an acquire granted at once still passes a cancellation point
+    #: (trio's and anyio's convention: every async call of theirs is one).
+    _checkpoint_on_grant = False
+
     async def _checkpoint(self) -> None:
         """A cancellation point, where the framework wants one."""
 
@@ -290,7 +294,8 @@ class BaseLimiter:
         waiter = _Waiter(None)
         if decisions and decisions[-1].id == id:
             waiter.decision = decisions.pop()
-        self._dispatch(decisions)
+        if decisions:
+            self._dispatch(decisions)
         try:
             if waiter.decision is None:
                 # Nothing can run between the push and here: no await.
@@ -298,7 +303,7 @@ class BaseLimiter:
                 self._waiters[id] = waiter
                 self._reschedule()
                 await waiter.event.wait()
-            else:
+            elif self._checkpoint_on_grant:
                 await self._checkpoint()
         except BaseException:
             self._withdraw(id, waiter)

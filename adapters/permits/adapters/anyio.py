@@ -39,6 +39,8 @@ class Limiter(TaskedLimiter):
     def _new_event(self) -> Event:
         return anyio.Event()
 
+    _checkpoint_on_grant = True
+
     async def _checkpoint(self) -> None:
         await anyio.lowlevel.checkpoint()
 

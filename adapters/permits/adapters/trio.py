@@ -44,6 +44,8 @@ class Limiter(TaskedLimiter):
     def _new_event(self) -> Event:
         return trio.Event()
 
+    _checkpoint_on_grant = True
+
     async def _checkpoint(self) -> None:
         await trio.lowlevel.checkpoint()
 
