@@ -1038,15 +1038,17 @@ def cpu_repeats(repeats: int, seconds: float = 1.5) -> None:
             continue
         available.append((name, make))
     runs: dict[tuple[str, int], list[float]] = {}
-    for _ in range(repeats):
-        for name, make in available:
+    for repeat in range(repeats):
+        # Rotate who goes first: the first run after a pause tends to cost more.
+        turn = repeat % len(available)
+        for name, make in available[turn:] + available[:turn]:
             assert make is not None
             for rate in PEER_RATES:
                 gc.collect()
                 run = peer_run(make, rate, seconds)
                 runs.setdefault((name, rate), []).append(run.cpu / max(run.permits, 1) * 1e6)
     print(f"CPU µs per permit, {CALLERS} callers, burst {PEER_BURST}, {seconds:g} s a run, ")
-    print(f"{repeats} runs each, the limiters taking turns")
+    print(f"{repeats} runs each, the limiters taking turns (who goes first rotates)")
     print()
     print("| limiter | rate/s | median | min | max |")
     print("| --- | ---: | ---: | ---: | ---: |")
