@@ -16,14 +16,13 @@ from fractions import Fraction
 from typing import Any
 
 import pytest
+import redis
 from hypothesis import given, note
 from hypothesis import strategies as st
 
 from permits.adapters.redis import script_source
 
 from redis_server import RedisServer
-
-redis = pytest.importorskip("redis")
 
 _keys = itertools.count()
 

@@ -55,8 +55,8 @@ class Supplied(RuleBasedStateMachine):
                 out += self.b.tick(decision.at)
         return out
 
-    @rule(level=st.integers(0, 2), patience=st.none() | st.integers(0, 3), data=st.data())
-    def push(self, level: int, patience: int | None, data: st.DataObject) -> None:
+    @rule(level=st.integers(0, 2), patience=st.none() | st.integers(0, 3))
+    def push(self, level: int, patience: int | None) -> None:
         level %= self.levels
         id = self.next_id
         self.next_id += 1

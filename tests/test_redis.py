@@ -21,6 +21,7 @@ from typing import Any
 
 import anyio
 import pytest
+import redis
 
 from permits.adapters import AcquireTimeout, LimiterClosed
 from permits.adapters.redis import (
@@ -32,8 +33,6 @@ from permits.adapters.redis import (
 from permits.core import PermitValueError, StrictPriority
 
 from redis_server import RedisServer, need_redis_server
-
-redis = pytest.importorskip("redis")
 
 pytestmark = pytest.mark.timeout(60)
 

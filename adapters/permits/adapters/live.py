@@ -60,15 +60,13 @@ async def run(scenario: Scenario) -> Result:
             except asyncio.TimeoutError:
                 tally.on_leave(w, elapsed(), State.CANCELLED)
             except QueueFull:
-                tally.waiting[w] -= 1
-                tally.rejected[w] += 1
+                tally.on_reject(w)
             else:
                 now = elapsed()
                 tally.on_grant(w, now, now - arrived)
 
         def start_caller(at: int, w: int) -> None:
-            tally.offered[w] += 1
-            tally.waiting[w] += 1
+            tally.on_arrive(w)
             task = loop.create_task(caller(w, at))
             callers.add(task)
             task.add_done_callback(callers.discard)

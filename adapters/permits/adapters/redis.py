@@ -49,10 +49,11 @@ import anyio.to_thread
 import redis
 import redis.exceptions
 
-from permits.core import SECOND, Fifo, Machine, PermitError, PermitTypeError, PermitValueError
+from permits.core import Fifo, Machine, PermitError, PermitTypeError, PermitValueError
 from permits.core import Policy as _Policy
 from permits.core._checks import check_int, check_rate
 
+from ._base import _nanoseconds
 from ._tasked import running
 from .anyio import Limiter as _AnyioLimiter
 
@@ -284,18 +285,17 @@ class RedisLimiter(_AnyioLimiter):
             isinstance(share, bool) or not isinstance(share, (int, float)) or not 0 < share <= 1
         ):
             raise PermitValueError("share", share, "must be a number in (0, 1] for 'local'")
-        if (
-            isinstance(unavailable_after, bool)
-            or not isinstance(unavailable_after, (int, float))
-            or not 0 < unavailable_after < math.inf
-        ):
+        after_ns = _nanoseconds("unavailable_after", unavailable_after)
+        if not after_ns:  # None (infinite) or 0
             raise PermitValueError("unavailable_after", unavailable_after, "must be seconds > 0")
         self.limit = limit
         self.reserve = tuple(reserve)
         self.on_unavailable = on_unavailable
         self.share = share
         self.unavailable_after = float(unavailable_after)
-        self._after_ns = round(unavailable_after * SECOND)
+        self._after_ns = after_ns
+        #: Seconds between attempts to reach Redis while it is unreachable.
+        self._retry = min(0.1, self.unavailable_after / 4)
         #: Time (ns) the current outage began; None while Redis answers.
         self._down_since: int | None = None
         self._down_error: BaseException | None = None
@@ -428,10 +428,9 @@ class RedisLimiter(_AnyioLimiter):
         if self._down_since is None:
             self._down_since = now
         self._down_error = error
-        retry = min(0.1, self.unavailable_after / 4)
         if self.on_unavailable == "local":
             self._local = self._fallback(now)
-            self._probe_at = anyio.current_time() + retry
+            self._probe_at = anyio.current_time() + self._retry
             return
         # Fail closed: every waiter that has waited unavailable_after into
         # the outage gets BackendUnavailable; then try Redis again.
@@ -446,7 +445,7 @@ class RedisLimiter(_AnyioLimiter):
                 )
             else:
                 first = min(first, (since + self._after_ns) / 1e9)
-        await self._sleep(min(first, anyio.current_time() + retry))
+        await self._sleep(min(first, anyio.current_time() + self._retry))
 
     def _fail(self, id: object, error: BaseException) -> None:
         waiter = self._waiters.pop(id, None)  # type: ignore[call-overload]
@@ -477,7 +476,7 @@ class RedisLimiter(_AnyioLimiter):
                 await anyio.to_thread.run_sync(self.limit.ping)
             except _UNREACHABLE as error:
                 self._down_error = error
-                self._probe_at = anyio.current_time() + min(0.1, self.unavailable_after / 4)
+                self._probe_at = anyio.current_time() + self._retry
             else:
                 self._local = None
                 self._down_since = self._down_error = None

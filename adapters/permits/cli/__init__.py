@@ -18,6 +18,8 @@ from fractions import Fraction
 from pathlib import Path
 from typing import Any, NoReturn
 
+import attrs
+
 from permits.core import PermitError, StrictPriority
 from permits.core._checks import check_rate
 from permits.sim import SEED, Result, Scenario, load_scenarios, simulate
@@ -165,8 +167,6 @@ def _demo(args: argparse.Namespace) -> int:
     for original in scenarios(args.file):
         scenario = original.scaled(args.scale)
         if scenario.burst != args.burst:
-            import attrs
-
             scenario = attrs.evolve(scenario, burst=args.burst)
         simulated = simulate(scenario)
         measured = asyncio.run(_live(scenario))

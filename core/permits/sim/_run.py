@@ -109,6 +109,16 @@ class Tally:
         self.hists = [WaitHistogram() for _ in range(n)]
         self.bins = [[0] * BINS for _ in range(n)]
 
+    def on_arrive(self, w: int) -> None:
+        """A caller of workload ``w`` arrived and asks for a permit."""
+        self.offered[w] += 1
+        self.waiting[w] += 1
+
+    def on_reject(self, w: int) -> None:
+        """A caller of workload ``w`` was refused at once: its level was full."""
+        self.waiting[w] -= 1
+        self.rejected[w] += 1
+
     def on_grant(self, w: int, at: int, waited: int) -> None:
         """A caller of workload ``w`` was granted at ``at`` after ``waited``."""
         self.granted[w] += 1
@@ -217,7 +227,8 @@ def simulate(scenario: Scenario) -> Result:
     heapreplace = heapq.heapreplace
     upcoming_at, upcoming = heads[0] if heads else (never, -1)
     serial = 0
-    # Tally.on_grant, inlined: this loop is the simulator's hot path.
+    # Tally.on_arrive, on_grant and on_reject, inlined: this loop is the
+    # simulator's hot path.
     granted, left_at, bins = tally.granted, tally.left_at, tally.bins
     record = [hist.record for hist in tally.hists]
     per_bin = duration // BINS + 1  # grants at t fall in bin t // per_bin < BINS
