@@ -94,6 +94,12 @@ MUTANTS: dict[str, tuple[str, str, str, str]] = {
         "                self._dl_dead -= 1\n",
         "expiries never rebuild the deadline heap",
     ),
+    "coarse-histogram": (
+        "_machine.py",
+        "            shift = wait.bit_length() - _BITS\n",
+        "            shift = wait.bit_length() - _BITS + 1\n",
+        "the grant's inlined histogram keeps one significant bit too few",
+    ),
     "burst-plus-one": (
         "_machine.py",
         "        self._b1 = self.burst - 1",

@@ -40,7 +40,7 @@ from ._errors import (
 )
 from ._policies import Policy
 from ._queues import SLACK, Queues, Waiter
-from ._stats import LevelStatistics, Statistics, WaitHistogram
+from ._stats import _BITS, LevelStatistics, Statistics, WaitHistogram
 
 __all__ = [
     "MICROSECOND",
@@ -178,7 +178,6 @@ class Machine:
         "_due",
         "_expired",
         "_grant_log",
-        "_granted",
         "_hists",
         "_k",
         "_limits",
@@ -238,7 +237,6 @@ class Machine:
         self._grant_log: deque[_Entry] = deque()
         self._refundable: dict[Hashable, _Entry] = {}
         self._pushed = [0] * levels
-        self._granted = [0] * levels
         self._cancelled = [0] * levels
         self._refunded = [0] * levels
         self._rejected = [0] * levels
@@ -369,7 +367,7 @@ class Machine:
                     level=level,
                     waiting=depths[level],
                     pushed=self._pushed[level],
-                    granted=self._granted[level],
+                    granted=self._hists[level].count,
                     cancelled=self._cancelled[level],
                     refunded=self._refunded[level],
                     rejected=self._rejected[level],
@@ -474,7 +472,13 @@ class Machine:
         if last is not None and now < last:
             raise TimeWentBackwards(now, last)
         out: list[Decision] = []
-        self._settle(now, out)
+        if last is None or (self._deadlines and self._deadlines[0][0] <= now):
+            self._settle(now, out)
+            return out
+        # The hot path: _settle with a clock already started and no expiry.
+        self._now = now
+        if self._queues._by_id and now >= self._due:
+            self._grant(now, out)
         return out
 
     def refund(self, id: Hashable, now: int) -> list[Decision]:
@@ -586,6 +590,7 @@ class Machine:
             self._prune(now)
         refundable = self._refundable
         choose = self.policy.choose
+        hists = self._hists
         P, Q = self._P, self._Q
         while True:
             level = choose(queues, now)
@@ -614,8 +619,15 @@ class Machine:
             self._k = k
             due = self._due = anchor - ((self._b1 - k) * P // Q)
             wait = now - waiter.pushed_at
-            self._granted[level] += 1
-            self._hists[level].record(wait)  # WaitHistogram.record
+            # WaitHistogram.record, inlined; its count is the level's grants.
+            hist = hists[level]
+            hist.count += 1
+            if wait > hist._max:
+                hist._max = wait
+            shift = wait.bit_length() - _BITS
+            bucket = wait >> shift << shift if shift > 0 else wait
+            counts = hist._counts
+            counts[bucket] = counts.get(bucket, 0) + 1
             refundable[id] = entry
             log.append(entry)
             if waiter.deadline is not None:
@@ -653,7 +665,6 @@ class Machine:
             self._prune(now)
         entry = (waiter, now, 0, 0)
         wait = now - waiter.pushed_at
-        self._granted[level] += 1
         self._hists[level].record(wait)
         self._refundable[id] = entry
         log.append(entry)

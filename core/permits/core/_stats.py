@@ -26,20 +26,25 @@ class WaitHistogram:
     waits recorded. The maximum is kept exactly.
     """
 
-    __slots__ = ("_counts", "count", "max")
+    __slots__ = ("_counts", "_max", "count")
 
     def __init__(self) -> None:
         self._counts: dict[int, int] = {}
         #: Number of waits recorded.
         self.count = 0
-        #: Largest wait recorded, exactly; ``None`` before the first.
-        self.max: int | None = None
+        # Largest wait recorded, exactly; -1 before the first (see max).
+        self._max = -1
+
+    @property
+    def max(self) -> int | None:
+        """Largest wait recorded, exactly; ``None`` before the first."""
+        return None if self._max < 0 else self._max
 
     def record(self, wait: int) -> None:
         """Record one wait of ``wait`` nanoseconds."""
         self.count += 1
-        if self.max is None or wait > self.max:
-            self.max = wait
+        if wait > self._max:
+            self._max = wait
         bits = wait.bit_length()
         if bits > _BITS:
             shift = bits - _BITS
@@ -59,7 +64,7 @@ class WaitHistogram:
         """
         if not 0 <= q <= 1:
             raise ValueError(f"q={q!r}: must be between 0 and 1")
-        if self.max is None:
+        if self._max < 0:
             return None
         rank = max(1, -int(-q * self.count // 1))  # ceil(q * count), at least 1
         seen = 0
