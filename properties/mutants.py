@@ -100,6 +100,20 @@ MUTANTS: dict[str, tuple[str, str, str, str]] = {
         "            shift = wait.bit_length() - _BITS + 1\n",
         "the grant's inlined histogram keeps one significant bit too few",
     ),
+    "spend-keeps-refundable": (
+        "_machine.py",
+        "            entry = self._refundable.pop(id, None)\n        except TypeError:",
+        "            entry = self._refundable.get(id)\n        except TypeError:",
+        "a spent permit can still be refunded: its caller proceeded and the permit comes back",
+    ),
+    "spend-forgets-too-much": (
+        "_machine.py",
+        "        while log and refundable.get(log[0][0].id) is not log[0]:\n"
+        "            log.popleft()\n        if entry",
+        "        while log and refundable.get(log[-1][0].id) is not log[-1]:\n"
+        "            log.popleft()\n        if entry",
+        "spend forgets grants that a refund still has to replay",
+    ),
     "burst-plus-one": (
         "_machine.py",
         "        self._b1 = self.burst - 1",

@@ -228,6 +228,12 @@ class Reference:
         entry = self.refundable.get(id)
         return entry is not None and entry[1] >= now - self.refund_window
 
+    def spend(self, id: Hashable, now: int) -> bool:
+        """The permit of ``id`` is spent: whether it was refundable at ``now``."""
+        refundable = self.can_refund(id, now)
+        self.refundable.pop(id, None)
+        return refundable
+
     def refund(
         self, id: Hashable, now: int, pick: Callable[[list[RefWaiter]], RefWaiter]
     ) -> list[Row]:

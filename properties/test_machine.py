@@ -367,6 +367,20 @@ class PolicyMachine(RuleBasedStateMachine):
         assert len(grants) <= 1, ("P5: a refund made more than one permit", out)
         self.compare(out, self.model.refund(id, now, self.picker(out)))
 
+    @rule(id=ids)
+    def spend(self, id: int) -> None:
+        """P23: a spent permit is no longer refundable (the refund rule then
+        expects NotRefundable, as the model does), spending decides nothing
+        (P13 compares everything else with the model), and the machine
+        forgets every grant before the oldest one still refundable."""
+        now = self.core.now
+        expected = now is not None and self.model.spend(id, now)
+        assert self.core.spend(id) is expected, ("P23", id, self.fate[id])
+        log = self.core._grant_log
+        assert not log or self.core._refundable.get(log[0][0].id) is log[0], (
+            "P23: a spend left a grant no refund can reach at the head of the log"
+        )
+
     # -- bad input: a documented error, and nothing changes (P18) -------------
 
     @rule(

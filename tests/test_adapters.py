@@ -10,6 +10,7 @@ pushes, so no policy's order is written here by hand.
 from __future__ import annotations
 
 import time
+from collections import deque
 from collections.abc import Callable
 from contextlib import AbstractAsyncContextManager
 from fractions import Fraction
@@ -209,6 +210,25 @@ async def test_cancel_after_grant_refunds(open_limiter: OpenLimiter, case: tuple
         # trio delivers the cancel at the next checkpoint: the wait succeeded
         assert proceeded == ["first", "raced", "next"]
         assert refunded == 0
+
+
+async def test_a_caller_that_proceeds_spends_its_permit(open_limiter: OpenLimiter) -> None:
+    """Permits granted at once and after a wait are spent as their callers
+    resume, so the machine remembers no grant afterwards (SPEC P23): its
+    memory is that of the grants in flight, not of a second of traffic."""
+    async with open_limiter(Fifo(1), 2000, burst=20) as limiter:
+
+        async def caller() -> None:
+            for _ in range(50):
+                await limiter.acquire()
+
+        async with anyio.create_task_group() as tg:
+            for _ in range(4):
+                tg.start_soon(caller)
+        stats = limiter.statistics()
+        assert stats.granted == 200
+        assert stats.levels[0].wait_max, "some callers waited"
+        assert limiter.machine._grant_log == deque(), "a proceeded caller's grant is remembered"
 
 
 async def test_close_wakes_every_waiter(open_limiter: OpenLimiter) -> None:

@@ -80,6 +80,8 @@ class WouldWaitTooLong(PermitError):
         )
 
 
+_GRANTED = State.GRANTED
+
 _LEVEL: contextvars.ContextVar[int | None] = contextvars.ContextVar("permits_level", default=None)
 
 
@@ -124,9 +126,9 @@ class Event(Protocol):
 class _Waiter:
     __slots__ = ("decision", "error", "event")
 
-    def __init__(self, event: Event | None) -> None:
+    def __init__(self, event: Event | None, decision: Decision | None = None) -> None:
         self.event: Event | None = event
-        self.decision: Decision | None = None
+        self.decision: Decision | None = decision
         self.error: BaseException | None = None
 
 
@@ -275,45 +277,62 @@ class BaseLimiter:
         """
         if self._closed is not None:
             raise self._closed
-        level = self._level(level)
+        if level is None:
+            level = _LEVEL.get()
+            if level is None:
+                level = self.default_level
         machine = self._machine
         now = self._now()
-        patience = None if timeout is None else _nanoseconds("timeout", timeout)
-        deadline = None if patience is None else now + patience
-        limit = None if max_wait is None else _nanoseconds("max_wait", max_wait)
-        if max_wait is not None and limit is not None:
-            self._dispatch(machine.tick(now))
-            wait = machine.min_wait(level)
-            if wait > limit:
-                self._reschedule()
-                raise WouldWaitTooLong(level, wait / SECOND, max_wait)
+        deadline = None
+        if timeout is not None:
+            patience = _nanoseconds("timeout", timeout)
+            deadline = None if patience is None else now + patience
+        if max_wait is not None:
+            limit = _nanoseconds("max_wait", max_wait)
+            if limit is not None:
+                self._dispatch(machine.tick(now))
+                wait = machine.min_wait(level)
+                if wait > limit:
+                    self._reschedule()
+                    raise WouldWaitTooLong(level, wait / SECOND, max_wait)
         id = next(self._ids)
         decisions = machine.push(id, level, now, deadline=deadline)
-        # Decided at once (granted, rejected, expired): ours is the last
-        # decision, and no waiter record or event is needed.
-        waiter = _Waiter(None)
         if decisions and decisions[-1].id == id:
-            waiter.decision = decisions.pop()
-        if decisions:
-            self._dispatch(decisions)
-        try:
-            if waiter.decision is None:
-                # Nothing can run between the push and here: no await.
-                waiter.event = self._new_event()
-                self._waiters[id] = waiter
-                self._reschedule()
-                await waiter.event.wait()
-            elif self._checkpoint_on_grant:
-                await self._checkpoint()
-        except BaseException:
-            self._withdraw(id, waiter)
-            raise
-        if waiter.error is not None:
-            raise waiter.error
-        decision = waiter.decision
-        assert decision is not None
-        if decision.state is State.GRANTED:
-            return
+            # Decided at once (granted, rejected, expired): ours is the last
+            # decision, and no waiter record or event is needed.
+            decision = decisions.pop()
+            if decisions:
+                self._dispatch(decisions)
+            if decision.state is _GRANTED:
+                if self._checkpoint_on_grant:
+                    try:
+                        await self._checkpoint()
+                    except BaseException:
+                        self._withdraw(id, _Waiter(None, decision))
+                        raise
+                machine.spend(id)  # the caller proceeds
+                return
+        else:
+            if decisions:
+                self._dispatch(decisions)
+            # Nothing can run between the push and here: no await.
+            event = self._new_event()
+            waiter = _Waiter(event)
+            self._waiters[id] = waiter
+            self._reschedule()
+            try:
+                await event.wait()
+            except BaseException:
+                self._withdraw(id, waiter)
+                raise
+            if waiter.error is not None:
+                raise waiter.error
+            decided = waiter.decision
+            assert decided is not None
+            decision = decided
+            if decision.state is _GRANTED:
+                machine.spend(id)  # the caller proceeds
+                return
         if decision.state is State.EXPIRED:
             raise AcquireTimeout(level, timeout if timeout is not None else 0.0)
         limits = machine.max_waiting

@@ -48,14 +48,18 @@ class Limiter(BaseLimiter):
 
     def _running_loop(self) -> asyncio.AbstractEventLoop:
         loop = asyncio.get_running_loop()
-        if self._loop is None:
+        if loop is not self._loop:
+            if self._loop is not None:
+                raise RuntimeError("a Limiter belongs to the event loop it was first used in")
             self._loop = loop
-        elif loop is not self._loop:
-            raise RuntimeError("a Limiter belongs to the event loop it was first used in")
         return loop
 
     def _clock(self) -> int:
-        return int(self._running_loop().time() * 1e9)
+        # _running_loop, inlined: the clock is read on every acquire.
+        loop = asyncio.get_running_loop()
+        if loop is not self._loop:
+            self._running_loop()
+        return int(loop.time() * 1e9)
 
     def _new_event(self) -> Event:
         return _FutureEvent(self._running_loop())

@@ -512,6 +512,34 @@ class Machine:
             self._grant(now, out)
         return out
 
+    def spend(self, id: Hashable) -> bool:
+        """The caller holding ``id``'s permit proceeded: the permit is spent
+        and can no longer be refunded.
+
+        Returns whether it could still have been refunded at the machine's
+        latest time (``False``: never granted, refunded or spent already,
+        pushed again since, or outside ``refund_window``). Decides nothing and
+        changes no pacing; it lets the machine forget the grant, so that it
+        remembers only the grants that may still be refunded and those made
+        after the oldest of them (an adapter spends each permit as its caller
+        resumes, and the memory stays that of the grants in flight).
+        """
+        try:
+            entry = self._refundable.pop(id, None)
+        except TypeError:
+            raise PermitTypeError("id", id, "a hashable value") from None
+        # Forget the grants no refund can reach: those before the oldest
+        # grant still refundable (refund replays only the grants after its own).
+        log = self._grant_log
+        refundable = self._refundable
+        while log and refundable.get(log[0][0].id) is not log[0]:
+            log.popleft()
+        if entry is None:
+            return False
+        now = self._now
+        assert now is not None  # a grant was made, so the clock runs
+        return entry[1] >= now - self.refund_window
+
     def supply(self, now: int) -> list[Decision]:
         """A permit from outside, at ``now``: tick to ``now``, then grant it to
         the waiter the policy chooses. Returns the decisions made (any
@@ -745,6 +773,9 @@ class Machine:
         with_deadline = sum(1 for w in by_id.values() if w.deadline is not None)
         if len(live) != with_deadline:
             raise AssertionError("invariant broken: every waiter with a deadline is in the heap")
+        logged = {id(entry) for entry in self._grant_log}
+        if not all(id(entry) in logged for entry in self._refundable.values()):
+            raise AssertionError("invariant broken: a refundable grant is not in the grant log")
         if self._now is not None and by_id and self._now >= self._due:
             raise AssertionError("invariant broken: a permit is available while someone waits")
         if self._now is not None and any(e[0] <= self._now for e in live):
