@@ -1,6 +1,6 @@
 """The adapters in real time, beside each framework's bare floor and the peers, in one run.
 
-    python bench/adapters.py [--quick]
+    python bench/adapters.py [--quick] [--handoff] [--pacing] [--peers]
 
 Three parts, each printed as a Markdown table:
 
@@ -23,6 +23,8 @@ Three parts, each printed as a Markdown table:
      parks with ``trio.lowlevel.wait_task_rescheduled`` and the releaser
      ``reschedule()`` s them all (what ``trio.Event`` is built on). Both
      floors run the same releaser loop.
+   - the peers' acquire (part 3), granted at once under asyncio, against the
+     same floor: what the simplest limiters in the field cost on that path.
 
 2. **Pacing** at 100, 1,000 and 10,000 permits/s for ``PACE_SECONDS`` each,
    with ``CALLERS`` tasks that call ``acquire()`` again as soon as they
@@ -326,6 +328,24 @@ def uncontended_limiter(adapter: Adapter) -> float:
     return adapter.framework.run(body)
 
 
+def uncontended_peer(make: Callable[[int, int], tuple[Acquire, Close]]) -> float:
+    """Seconds per acquire of a peer (asyncio) when a permit is always free."""
+
+    async def body() -> float:
+        acquire, close = make(UNLIMITED, 10**6)
+        for _ in range(1000):
+            await acquire()
+        gc.collect()
+        start = time.perf_counter()
+        for _ in range(UNCONTENDED):
+            await acquire()
+        elapsed = time.perf_counter() - start
+        await _close(close)
+        return elapsed / UNCONTENDED
+
+    return asyncio.run(body())
+
+
 def uncontended_asyncio_floor() -> float:
     """Create a future, resolve it, await it: no trip through the loop."""
 
@@ -545,6 +565,23 @@ def handoff() -> None:
                 f"| {adapter.name} | {path} | {cost * 1e9:,.0f} | {floor * 1e9:,.0f} "
                 f"({adapter.floor}) | {ratio:.2f} | {'yes' if ratio <= 2 else 'no'} |"
             )
+    # The peers' acquire, granted at once, against the same floor: what the
+    # simplest limiters in the field cost on this path.
+    floor = floors["asyncio", "uncontended"]
+    for peer in PEERS[1:]:
+        if peer.make is None:
+            continue
+        try:
+            importlib.import_module(peer.module)
+        except ImportError:
+            continue
+        cost = _best(functools.partial(uncontended_peer, peer.make))
+        ratio = cost / floor
+        print(
+            f"| peer: {peer.name} {importlib.metadata.version(peer.dist)} | uncontended "
+            f"| {cost * 1e9:,.0f} | {floor * 1e9:,.0f} (asyncio) | {ratio:.2f} "
+            f"| {'yes' if ratio <= 2 else 'no'} |"
+        )
     print()
     print("| floor and reference primitives | path | ns/op |")
     print("| --- | --- | ---: |")
@@ -1016,7 +1053,9 @@ def main() -> None:
     )
     print()
     took = []
-    for section in (handoff, pacing, peers):
+    sections = (handoff, pacing, peers)
+    only = [section for section in sections if f"--{section.__name__}" in sys.argv]
+    for section in only or sections:
         start = time.perf_counter()
         section()
         took.append(f"{section.__name__} {time.perf_counter() - start:.0f} s")

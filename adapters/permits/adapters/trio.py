@@ -45,9 +45,8 @@ class Limiter(TaskedLimiter):
         return trio.Event()
 
     _checkpoint_on_grant = True
-
-    async def _checkpoint(self) -> None:
-        await trio.lowlevel.checkpoint()
+    #: The framework's own checkpoint, called directly (no coroutine around it).
+    _checkpoint = staticmethod(trio.lowlevel.checkpoint)
 
     def _cancel_scope(self, deadline: float) -> trio.CancelScope:
         return trio.CancelScope(deadline=deadline)
