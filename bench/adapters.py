@@ -1,6 +1,6 @@
 """The adapters in real time, beside each framework's bare floor and the peers, in one run.
 
-    python bench/adapters.py [--quick] [--handoff] [--pacing] [--peers]
+    python bench/adapters.py [--quick] [--handoff] [--pacing] [--peers] [--virtual]
 
 Three parts, each printed as a Markdown table:
 
@@ -65,7 +65,11 @@ import itertools
 import math
 import os
 import platform
+import re
+import selectors
+import shutil
 import statistics
+import subprocess
 import sys
 import time
 from collections.abc import Awaitable, Callable, Coroutine, Sequence
@@ -1053,7 +1057,7 @@ def main() -> None:
     )
     print()
     took = []
-    sections = (handoff, pacing, peers)
+    sections = (handoff, pacing, peers, virtual)
     only = [section for section in sections if f"--{section.__name__}" in sys.argv]
     for section in only or sections:
         start = time.perf_counter()
@@ -1098,7 +1102,142 @@ def cpu_repeats(repeats: int, seconds: float = 1.5) -> None:
         )
 
 
+# -- 4. CPU on a virtual clock ----------------------------------------------------
+
+
+class _NeverSleeps(selectors.DefaultSelector):
+    """A selector that never blocks: a wait of ``t`` seconds moves the virtual
+    clock on by ``t`` (whole nanoseconds, at least one, so that time always
+    moves, as a real clock does between two passes of the loop)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.ns = 0
+
+    def select(self, timeout: float | None = None) -> list[Any]:
+        if timeout is None:
+            raise RuntimeError("nothing is scheduled: the job would never end")
+        self.ns += max(1, math.ceil(timeout * 1e9))
+        return super().select(0)
+
+
+class VirtualClockLoop(asyncio.SelectorEventLoop):
+    """An asyncio loop on a virtual clock: no sleeping, no timer lateness."""
+
+    def __init__(self) -> None:
+        self._never_sleeps = _NeverSleeps()
+        super().__init__(self._never_sleeps)
+
+    def time(self) -> float:
+        return self._never_sleeps.ns / 1e9
+
+
+#: Peers that read the loop's clock (pyrate-limiter reads the system clock and
+#: cannot run on a virtual one; aiometer has no acquire).
+VIRTUAL_PEERS = ("permits (asyncio adapter)", "aiolimiter", "asynciolimiter")
+VIRTUAL_PERMITS = 5_000 if QUICK else 20_000
+
+
+def virtual_run(
+    make: Callable[[int, int], tuple[Acquire, Close]], rate: int, permits: int
+) -> tuple[float, int]:
+    """``CALLERS`` tasks acquire until ``permits`` are granted, on a virtual
+    clock: (process CPU seconds, permits granted)."""
+
+    async def body() -> tuple[float, int]:
+        acquire, close = make(rate, PEER_BURST)
+        granted = [0]
+
+        async def caller() -> None:
+            while granted[0] < permits:
+                await acquire()
+                granted[0] += 1
+
+        cpu = time.process_time()
+        await asyncio.gather(*(caller() for _ in range(CALLERS)))
+        cpu = time.process_time() - cpu
+        await _close(close)
+        return cpu, granted[0]
+
+    loop = VirtualClockLoop()
+    try:
+        return loop.run_until_complete(body())
+    finally:
+        loop.close()
+
+
+def _instructions(name: str, rate: int, permits: int) -> int:
+    """Instructions (callgrind) of one process that runs ``virtual_run``."""
+    result = subprocess.run(
+        [
+            "valgrind",
+            "--tool=callgrind",
+            "--callgrind-out-file=/dev/null",
+            sys.executable,
+            __file__,
+            "--virtual-one",
+            name,
+            str(rate),
+            str(permits),
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    found = re.search(r"refs:\s*([\d,]+)", result.stderr)
+    assert found, result.stderr
+    return int(found.group(1).replace(",", ""))
+
+
+def virtual() -> None:
+    print(
+        f"### 4. CPU per permit on a virtual clock: {CALLERS} callers acquiring "
+        f"continuously, burst {PEER_BURST}"
+    )
+    print()
+    print(
+        "The peers' job of part 3 on an asyncio loop whose clock is virtual: it never "
+        "sleeps, every timer fires exactly on time, and no system call waits, so what "
+        "is left is the Python each limiter runs per permit, with asyncio's own. "
+        f"*CPU*: process time per permit, best of {REPEAT} runs of "
+        f"{VIRTUAL_PERMITS:,} permits. *Instructions*: counted by valgrind's callgrind, "
+        f"the difference between runs of {2 * VIRTUAL_PERMITS:,} and "
+        f"{VIRTUAL_PERMITS:,} permits per permit, so start-up cancels out; the same "
+        "count on every run, whatever else the machine does."
+    )
+    print()
+    counting = shutil.which("valgrind") is not None and "--no-valgrind" not in sys.argv
+    print("| limiter | rate/s | CPU µs/permit | instructions/permit |")
+    print("| --- | ---: | ---: | ---: |")
+    for peer in PEERS:
+        if peer.name not in VIRTUAL_PEERS or peer.make is None:
+            continue
+        try:
+            importlib.import_module(peer.module)
+        except ImportError:
+            continue
+        name = f"{peer.name} {importlib.metadata.version(peer.dist)}"
+        for rate in PEER_RATES:
+            make = peer.make
+            runs = [virtual_run(make, rate, VIRTUAL_PERMITS) for _ in range(REPEAT)]
+            cpu = min(spent / granted for spent, granted in runs)
+            count = "not counted (no valgrind)"
+            if counting:
+                small = _instructions(peer.name, rate, VIRTUAL_PERMITS)
+                large = _instructions(peer.name, rate, 2 * VIRTUAL_PERMITS)
+                count = f"{(large - small) / VIRTUAL_PERMITS:,.0f}"
+            print(f"| {name} | {rate:,} | {cpu * 1e6:.2f} | {count} |")
+    print()
+
+
 if __name__ == "__main__":
+    if "--virtual-one" in sys.argv:
+        at = sys.argv.index("--virtual-one")
+        peer_name, rate, count = sys.argv[at + 1], int(sys.argv[at + 2]), int(sys.argv[at + 3])
+        make = next(p.make for p in PEERS if p.name == peer_name)
+        assert make is not None
+        virtual_run(make, rate, count)
+        raise SystemExit(0)
     if "--cpu-repeats" in sys.argv:
         cpu_repeats(int(sys.argv[sys.argv.index("--cpu-repeats") + 1]))
     else:
