@@ -159,7 +159,9 @@ class Machine:
         waiters is rejected.
     :param refund_window: nanoseconds after its grant during which a permit
         may be refunded; the machine remembers grants up to twice that long, so
-        its memory stays bounded by ``2 * rate * refund_window + burst`` grants.
+        its memory stays bounded by ``2 * rate * refund_window + burst`` grants,
+        and by the grants in flight when each is spent (:meth:`spend`) as its
+        caller goes ahead.
     :param supplied: ``True`` when the permits come from a source outside
         the machine (a limit shared through Redis): the machine then paces
         nothing, and grants only the permits handed to it by :meth:`supply`,
