@@ -277,7 +277,7 @@ class BaseLimiter:
         """
         if self._closed is not None:
             raise self._closed
-        if level is None:
+        if level is None:  # _level, inlined: acquire is the hot path
             level = _LEVEL.get()
             if level is None:
                 level = self.default_level
