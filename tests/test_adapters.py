@@ -334,8 +334,9 @@ async def test_lag_catch_up_is_at_most_burst(open_limiter: OpenLimiter) -> None:
     times = [at for _, at in resumed]
     assert set(names[:3]) == {"b0", "b1", "b2"}, names  # the catch-up: burst, in queue order
     # ... granted together: within one loop pass or so, against the 200 ms a
-    # paced grant would take (a generous margin: a loaded machine can stall a
-    # pass by milliseconds; this once failed at 5 ms on Python 3.10 under load)
+    # paced grant would take. The margin is generous because a loaded machine
+    # can stall a pass by milliseconds (the test, then with 5 ms here, failed
+    # once on Python 3.10 while a compiler ran beside it; not reproduced since).
     assert times[2] - times[0] < 0.05, times
     assert times[3] - times[0] >= 0.1, times  # then pacing resumes (200 ms interval)
     assert names[3] == "late-interactive", names  # strict priority from then on
