@@ -72,6 +72,7 @@ import statistics
 import subprocess
 import sys
 import time
+from collections import deque
 from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
@@ -1132,6 +1133,154 @@ class VirtualClockLoop(asyncio.SelectorEventLoop):
         return self._never_sleeps.ns / 1e9
 
 
+class BarePacer:
+    """The asyncio floor of part 4: what asyncio itself does per permit when
+    every caller waits, and nothing else. A FIFO of futures and one
+    ``loop.call_at`` per permit at a fixed float interval; no levels, no
+    burst, no statistics, no cancellation handling. Not a limiter: it lets a
+    newcomer through whenever nobody waits, at any rate."""
+
+    def __init__(self, rate: int, burst: int) -> None:
+        self.interval = 1 / rate
+        self.futures: deque[asyncio.Future[None]] = deque()
+        self.timer: asyncio.TimerHandle | None = None
+        self.at = 0.0
+
+    async def acquire(self) -> None:
+        loop = asyncio.get_running_loop()
+        future = loop.create_future()
+        self.futures.append(future)
+        if self.timer is None:
+            self.at = max(self.at + self.interval, loop.time())
+            self.timer = loop.call_at(self.at, self.fire)
+        await future
+
+    def fire(self) -> None:
+        self.futures.popleft().set_result(None)
+        if self.futures:
+            self.at += self.interval
+            self.timer = asyncio.get_running_loop().call_at(self.at, self.fire)
+        else:
+            self.timer = None
+
+
+class FlatLimiter:
+    """An ideal flat priority limiter for asyncio: every step this library's
+    promises need per permit, written as one class with nothing but them.
+
+    Strict priority over one FIFO line per level, the core's exact integer
+    pacing with a burst, a bounded wait histogram per level, the refund log
+    (each grant kept until its caller proceeds), a spend as the caller
+    resumes, a waiter cancelled while waiting withdrawn, and one timer at
+    the due time. Left out, because this job never takes them: the refund of
+    a permit decided for a caller cancelled before it resumed. No argument
+    checks, no deadlines, no queue limits, no pluggable policy, no
+    ``Decision``, no statistics snapshot, no close. It is not a limiter
+    anyone should use; it bounds what a rewrite of ``permits`` (core and
+    adapter together) in pure Python could cost per permit on this job.
+    """
+
+    def __init__(self, rate: int, burst: int, levels: int = 1) -> None:
+        self.P, self.Q = 10**9, rate  # the interval, P / Q ns
+        self.b1 = burst - 1
+        self.lines: list[deque[list[Any]]] = [deque() for _ in range(levels)]
+        self.depths = [0] * levels
+        self.waiting = 0
+        self.anchor: int | None = None
+        self.k = 0
+        self.due = 0
+        self.counts: list[dict[int, int]] = [{} for _ in range(levels)]
+        self.maxima = [-1] * levels
+        self.log: deque[tuple[int, int, int, int]] = deque()
+        self.refundable: dict[int, tuple[int, int, int, int]] = {}
+        self.ids = itertools.count()
+        self.timer: asyncio.TimerHandle | None = None
+
+    def _grant(self, id: int, level: int, pushed_at: int, now: int) -> None:
+        P, Q, k, anchor = self.P, self.Q, self.k, self.anchor
+        assert anchor is not None
+        entry = (id, now, anchor, k)
+        if k * P < (now - 1 - anchor) * Q:
+            anchor = self.anchor = now - 1
+            k = 0
+        k += 1
+        self.k = k
+        self.due = anchor - ((self.b1 - k) * P // Q)
+        wait = now - pushed_at
+        counts = self.counts[level]
+        shift = wait.bit_length() - 8
+        bucket = wait >> shift << shift if shift > 0 else wait
+        counts[bucket] = counts.get(bucket, 0) + 1
+        if wait > self.maxima[level]:
+            self.maxima[level] = wait
+        self.refundable[id] = entry
+        self.log.append(entry)
+
+    def _spend(self, id: int) -> None:
+        self.refundable.pop(id, None)
+        log, refundable = self.log, self.refundable
+        while log and refundable.get(log[0][0]) is not log[0]:
+            log.popleft()
+
+    async def acquire(self, level: int = 0) -> None:
+        loop = asyncio.get_running_loop()
+        now = int(loop.time() * 1e9)
+        if self.anchor is None:
+            self.anchor = now
+            self.due = now - (self.b1 * self.P // self.Q)
+        id = next(self.ids)
+        if not self.waiting and now >= self.due:
+            self._grant(id, level, now, now)
+            self._spend(id)
+            return
+        future = loop.create_future()
+        waiter = [future, id, now]
+        self.lines[level].append(waiter)
+        self.depths[level] += 1
+        self.waiting += 1
+        if self.timer is None:
+            self.timer = loop.call_at(self.due / 1e9, self.fire)
+        try:
+            await future
+        except BaseException:
+            if not future.done():  # still waiting: withdraw
+                self.lines[level].remove(waiter)
+                self.depths[level] -= 1
+                self.waiting -= 1
+            raise
+        self._spend(id)
+
+    def fire(self) -> None:
+        self.timer = None
+        loop = asyncio.get_running_loop()
+        now = int(loop.time() * 1e9)
+        depths = self.depths
+        while self.waiting and now >= self.due:
+            level = next(level for level, depth in enumerate(depths) if depth)
+            future, id, pushed_at = self.lines[level].popleft()
+            depths[level] -= 1
+            self.waiting -= 1
+            self._grant(id, level, pushed_at, now)
+            future.set_result(None)
+        if self.waiting:
+            self.timer = loop.call_at(self.due / 1e9, self.fire)
+
+
+def _make_bare_pacer(rate: int, burst: int) -> tuple[Acquire, Close]:
+    return BarePacer(rate, burst).acquire, lambda: None
+
+
+def _make_flat(rate: int, burst: int) -> tuple[Acquire, Close]:
+    return FlatLimiter(rate, burst).acquire, lambda: None
+
+
+#: Reference rows of part 4, run after the peers: (name, make).
+VIRTUAL_REFERENCES: tuple[tuple[str, Callable[[int, int], tuple[Acquire, Close]]], ...] = (
+    ("reference: flat limiter (the promises' steps, nothing else)", _make_flat),
+    ("floor: bare pacer (a future and a timer per permit, no limiter)", _make_bare_pacer),
+)
+
+
 #: Peers that read the loop's clock (pyrate-limiter reads the system clock and
 #: cannot run on a virtual one; aiometer has no acquire).
 VIRTUAL_PEERS = ("permits (asyncio adapter)", "aiolimiter", "asynciolimiter")
@@ -1209,6 +1358,7 @@ def virtual() -> None:
     counting = shutil.which("valgrind") is not None and "--no-valgrind" not in sys.argv
     print("| limiter | rate/s | CPU µs/permit | instructions/permit |")
     print("| --- | ---: | ---: | ---: |")
+    rows: list[tuple[str, str, Callable[[int, int], tuple[Acquire, Close]]]] = []
     for peer in PEERS:
         if peer.name not in VIRTUAL_PEERS or peer.make is None:
             continue
@@ -1216,17 +1366,19 @@ def virtual() -> None:
             importlib.import_module(peer.module)
         except ImportError:
             continue
-        name = f"{peer.name} {importlib.metadata.version(peer.dist)}"
+        version = importlib.metadata.version(peer.dist)
+        rows.append((f"{peer.name} {version}", peer.name, peer.make))
+    rows += [(name, name, make) for name, make in VIRTUAL_REFERENCES]
+    for label, key, make in rows:
         for rate in PEER_RATES:
-            make = peer.make
             runs = [virtual_run(make, rate, VIRTUAL_PERMITS) for _ in range(REPEAT)]
             cpu = min(spent / granted for spent, granted in runs)
             count = "not counted (no valgrind)"
             if counting:
-                small = _instructions(peer.name, rate, VIRTUAL_PERMITS)
-                large = _instructions(peer.name, rate, 2 * VIRTUAL_PERMITS)
+                small = _instructions(key, rate, VIRTUAL_PERMITS)
+                large = _instructions(key, rate, 2 * VIRTUAL_PERMITS)
                 count = f"{(large - small) / VIRTUAL_PERMITS:,.0f}"
-            print(f"| {name} | {rate:,} | {cpu * 1e6:.2f} | {count} |")
+            print(f"| {label} | {rate:,} | {cpu * 1e6:.2f} | {count} |")
     print()
 
 
@@ -1234,7 +1386,8 @@ if __name__ == "__main__":
     if "--virtual-one" in sys.argv:
         at = sys.argv.index("--virtual-one")
         peer_name, rate, count = sys.argv[at + 1], int(sys.argv[at + 2]), int(sys.argv[at + 3])
-        make = next(p.make for p in PEERS if p.name == peer_name)
+        makers = [(p.name, p.make) for p in PEERS] + list(VIRTUAL_REFERENCES)
+        make = next(m for n, m in makers if n == peer_name)
         assert make is not None
         virtual_run(make, rate, count)
         raise SystemExit(0)
