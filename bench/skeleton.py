@@ -1,6 +1,6 @@
 """The core's grant loop as an ideal skeleton: how close could pure Python come?
 
-    python bench/skeleton.py
+    python bench/skeleton.py [--no-valgrind]
 
 The loop of ``bench/core.py`` at 10^4 waiting (strict priority, two levels),
 run on a flat class that does the same steps as ``permits.core.Machine``
@@ -12,13 +12,19 @@ bookkeeping, no duplicate check beyond a dict lookup. It is not a limiter
 anyone should use (it assumes the loop's shape); it bounds what a rewrite of
 the real machine in pure Python could win. Variants leave pieces out, to
 show what each costs. Best of 3 runs of 200,000 grants, beside the bare
-heapq floor.
+heapq floor; then, when valgrind is on the machine, the same loops in
+instructions per grant counted by callgrind (loops of 40,000 minus 20,000
+grants), which come out the same on every run.
 """
 
 from __future__ import annotations
 
 import gc
 import heapq
+import re
+import shutil
+import subprocess
+import sys
 import time
 from collections import deque
 from collections.abc import Callable
@@ -163,7 +169,9 @@ class Skeleton:
                 return out
 
 
-def skeleton_loop(histogram: bool = True, log: bool = True, decisions: bool = True) -> float:
+def skeleton_loop(
+    histogram: bool = True, log: bool = True, decisions: bool = True, grants: int = GRANTS
+) -> float:
     machine = Skeleton(histogram, log, decisions)
     for id in range(WAITING):
         machine.push(id, id % 2, 0)
@@ -171,25 +179,75 @@ def skeleton_loop(histogram: bool = True, log: bool = True, decisions: bool = Tr
     now = 0
     gc.collect()
     start = time.perf_counter()
-    for id in range(WAITING, WAITING + GRANTS):
+    for id in range(WAITING, WAITING + grants):
         push(id, id & 1, now)
         now = next_due()
         tick(now)
     elapsed = time.perf_counter() - start
     assert len(machine.by_id) == WAITING
-    return elapsed / GRANTS
+    return elapsed / grants
 
 
-def heapq_loop() -> float:
+def heapq_loop(grants: int = GRANTS) -> float:
     heap = [(id % 2, id, id) for id in range(WAITING)]
     heapq.heapify(heap)
     push, pop = heapq.heappush, heapq.heappop
     gc.collect()
     start = time.perf_counter()
-    for id in range(WAITING, WAITING + GRANTS):
+    for id in range(WAITING, WAITING + grants):
         push(heap, (id & 1, id, id))
         pop(heap)
-    return (time.perf_counter() - start) / GRANTS
+    return (time.perf_counter() - start) / grants
+
+
+VARIANTS: list[tuple[str, dict[str, bool]]] = [
+    ("every step the contract needs", {}),
+    ("without the histogram", {"histogram": False}),
+    ("without the refund log", {"log": False}),
+    ("without the Decision", {"decisions": False}),
+    ("without all three", {"histogram": False, "log": False, "decisions": False}),
+]
+
+
+def _count(which: int, grants: int) -> int:
+    """Instructions (callgrind) of a process running one loop: variant
+    ``which``, or the floor for -1."""
+    result = subprocess.run(
+        [
+            "valgrind",
+            "--tool=callgrind",
+            "--callgrind-out-file=/dev/null",
+            sys.executable,
+            __file__,
+            "--count-one",
+            str(which),
+            str(grants),
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    found = re.search(r"refs:\s*([\d,]+)", result.stderr)
+    assert found, result.stderr
+    return int(found.group(1).replace(",", ""))
+
+
+def instructions(grants: int = 20_000) -> None:
+    print()
+    print(
+        f"Instructions per grant (valgrind --tool=callgrind; loops of {2 * grants:,} "
+        f"minus {grants:,} grants):"
+    )
+    print()
+    print("| skeleton | instructions per grant | x floor |")
+    print("| --- | ---: | ---: |")
+    per = {
+        which: (_count(which, 2 * grants) - _count(which, grants)) / grants
+        for which in range(-1, len(VARIANTS))
+    }
+    for which, (name, _) in enumerate(VARIANTS):
+        print(f"| {name} | {per[which]:,.0f} | {per[which] / per[-1]:.2f}x |")
+    print(f"| bare heapq push+pop (floor) | {per[-1]:,.0f} | |")
 
 
 def main() -> None:
@@ -198,17 +256,20 @@ def main() -> None:
     print()
     print("| skeleton | ns per grant | x floor |")
     print("| --- | ---: | ---: |")
-    variants: list[tuple[str, dict[str, bool]]] = [
-        ("every step the contract needs", {}),
-        ("without the histogram", {"histogram": False}),
-        ("without the refund log", {"log": False}),
-        ("without the Decision", {"decisions": False}),
-        ("without all three", {"histogram": False, "log": False, "decisions": False}),
-    ]
-    for name, leave_out in variants:
+    for name, leave_out in VARIANTS:
         cost = min(skeleton_loop(**leave_out) for _ in range(3))
         print(f"| {name} | {cost * 1e9:,.0f} | {cost / floor:.2f}x |")
+    if shutil.which("valgrind") is not None and "--no-valgrind" not in sys.argv:
+        instructions()
 
 
 if __name__ == "__main__":
-    main()
+    if "--count-one" in sys.argv:
+        at = sys.argv.index("--count-one")
+        which, count = int(sys.argv[at + 1]), int(sys.argv[at + 2])
+        if which < 0:
+            heapq_loop(count)
+        else:
+            skeleton_loop(**VARIANTS[which][1], grants=count)
+    else:
+        main()
