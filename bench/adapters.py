@@ -1352,7 +1352,11 @@ def virtual() -> None:
         f"{VIRTUAL_PERMITS:,} permits. *Instructions*: counted by valgrind's callgrind, "
         f"the difference between runs of {2 * VIRTUAL_PERMITS:,} and "
         f"{VIRTUAL_PERMITS:,} permits per permit, so start-up cancels out; the same "
-        "count on every run, whatever else the machine does."
+        "count on every run, whatever else the machine does. Two reference rows "
+        "follow the peers: a *flat limiter*, an ideal one doing only the steps this "
+        "library's promises need (strict priority, exact pacing, the wait histogram, "
+        "the refund log and the spend), and the *floor*, a bare pacer doing only "
+        "asyncio's part (a future and a timer per permit)."
     )
     print()
     counting = shutil.which("valgrind") is not None and "--no-valgrind" not in sys.argv
