@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 from contextlib import AbstractAsyncContextManager
 from fractions import Fraction
 from typing import Any
@@ -33,6 +33,7 @@ from permits.adapters import trio as trio_adapter
 from permits.core import (
     MILLISECOND,
     Aging,
+    Decision,
     Fifo,
     Machine,
     Policy,
@@ -307,11 +308,13 @@ async def test_context_level_and_queue_limit(open_limiter: OpenLimiter) -> None:
 
 
 class _RecordingMachine:
-    """The limiter's machine, with the time of every grant it makes noted."""
+    """The limiter's machine, with every push and grant noted in the order
+    the machine made them: ``(what, level, at)``, what being "push" or
+    "grant"."""
 
     def __init__(self, machine: Machine) -> None:
         self._machine = machine
-        self.grants: list[int] = []
+        self.events: list[tuple[str, int, int]] = []
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._machine, name)
@@ -319,15 +322,29 @@ class _RecordingMachine:
     def __len__(self) -> int:
         return len(self._machine)
 
-    def _note(self, decisions: list[Any]) -> list[Any]:
-        self.grants += [d.at for d in decisions if d.state is State.GRANTED]
+    @property
+    def grants(self) -> list[int]:
+        """When each grant was made, in order."""
+        return [at for what, _, at in self.events if what == "grant"]
+
+    def _note(self, decisions: list[Decision]) -> None:
+        self.events += [("grant", d.level, d.at) for d in decisions if d.state is State.GRANTED]
+
+    def tick(self, now: int) -> list[Decision]:
+        decisions = self._machine.tick(now)
+        self._note(decisions)
         return decisions
 
-    def tick(self, now: int) -> list[Any]:
-        return self._note(self._machine.tick(now))
-
-    def push(self, *args: Any, **kwargs: Any) -> list[Any]:
-        return self._note(self._machine.push(*args, **kwargs))
+    def push(
+        self, id: Hashable, level: int, now: int, *, deadline: int | None = None
+    ) -> list[Decision]:
+        decisions = self._machine.push(id, level, now, deadline=deadline)
+        # A push first ticks (the waiters already there take what fell due),
+        # then the newcomer joins, and may be granted at once.
+        self._note([d for d in decisions if d.id != id])
+        self.events.append(("push", level, now))
+        self._note([d for d in decisions if d.id == id])
+        return decisions
 
 
 async def test_lag_catch_up_is_at_most_burst(open_limiter: OpenLimiter) -> None:
@@ -336,9 +353,11 @@ async def test_lag_catch_up_is_at_most_burst(open_limiter: OpenLimiter) -> None:
 
     (Waiters granted at once resume in the scheduler's order, which trio
     randomises, so the check is on who was granted together and when. When
-    is read off the machine's grants: a caller resumes after its grant, by
-    however long the loop takes to get to it, and a delay there once made
-    the gap between resumes shorter than the interval between the grants.)"""
+    and to whom are read off the machine: a caller resumes after its grant,
+    by however long the loop takes to get to it. A delay there once made the
+    gap between resumes shorter than the interval between the grants; a
+    stall of over 200 ms after the lag once queued the interactive caller
+    after the next grant, which then rightly went to the batch.)"""
     resumed: list[tuple[str, float]] = []
 
     async def call(limiter: BaseLimiter, name: str, lv: int) -> None:
@@ -366,7 +385,13 @@ async def test_lag_catch_up_is_at_most_burst(open_limiter: OpenLimiter) -> None:
     assert grants[0] == grants[1] == grants[2], grants  # ... granted together
     assert times[2] - times[0] < 0.05, times  # ... and resumed together
     assert grants[3] - grants[0] >= 200 * MILLISECOND - 1, grants  # then pacing resumes
-    assert names[3] == "late-interactive", names  # strict priority from then on
+    # Strict priority from then on: the first grant after the interactive
+    # caller queued is its own, whatever waited before it.
+    events = recording.events
+    queued = events.index(next(e for e in events if e[:2] == ("push", 0)))
+    first = next(e for e in events[queued:] if e[0] == "grant")
+    assert first[1] == 0, events
+    assert "late-interactive" in names, names
 
 
 async def test_permit_context_manager(open_limiter: OpenLimiter) -> None:
