@@ -355,9 +355,9 @@ async def test_lag_catch_up_is_at_most_burst(open_limiter: OpenLimiter) -> None:
     randomises, so the check is on who was granted together and when. When
     and to whom are read off the machine: a caller resumes after its grant,
     by however long the loop takes to get to it. A delay there once made the
-    gap between resumes shorter than the interval between the grants; a
-    stall of over 200 ms after the lag once queued the interactive caller
-    after the next grant, which then rightly went to the batch.)"""
+    gap between resumes shorter than the interval between the grants. A
+    stall of over 200 ms after the lag can queue the interactive caller
+    after the next grant, which then rightly goes to the batch.)"""
     resumed: list[tuple[str, float]] = []
 
     async def call(limiter: BaseLimiter, name: str, lv: int) -> None:
