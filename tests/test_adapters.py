@@ -32,6 +32,7 @@ from permits.adapters import asyncio as asyncio_adapter
 from permits.adapters import trio as trio_adapter
 from permits.core import (
     MILLISECOND,
+    SECOND,
     Aging,
     Decision,
     Fifo,
@@ -466,6 +467,23 @@ async def test_seed_scenario_in_real_time(open_limiter: OpenLimiter, scenario: S
         interval = 1 / float(Fraction(scenario.rate))
         p99 = real.levels[interactive.level].wait_p99_seconds or 0.0
         assert p99 <= (virtual["interactive"].wait_p99 or 0) / 1e9 + interval + 0.005, p99
+
+
+async def test_a_clock_that_steps_back_is_held_at_its_latest_reading(
+    open_limiter: OpenLimiter,
+) -> None:
+    """The machine never sees time run backwards, whatever the clock does
+    (a monotonic clock never steps back; a loop's own clock may): the
+    limiter holds it at its latest reading and goes on."""
+    async with open_limiter(Fifo(), 1000, 2) as limiter:
+        await limiter.acquire()
+        latest = limiter.machine.now
+        clock = limiter._clock
+        limiter._clock = lambda: clock() - 10 * SECOND  # type: ignore[method-assign]
+        await limiter.acquire()  # the bucket's second permit, at the held time
+        assert limiter.machine.now == latest
+        limiter._clock = clock  # type: ignore[method-assign]
+    assert limiter.statistics().levels[0].granted == 2
 
 
 async def test_late_refund_keeps_the_callers_exception(open_limiter: OpenLimiter) -> None:

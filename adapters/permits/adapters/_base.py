@@ -208,12 +208,18 @@ class BaseLimiter:
         """The core state machine (read it; drive it only through the limiter)."""
         return self._machine
 
+    #: The latest time handed to the machine (every time it is given comes
+    #: from _now); at first below any clock's reading in int64 nanoseconds.
+    _last = -(1 << 63)
+
     def _now(self) -> int:
-        # The clock never runs behind a time the machine has seen (a timer
-        # may fire a hair early by the clock's resolution).
+        # Never a time behind one the machine has seen, whatever the clock
+        # does (a monotonic clock never runs back; a loop's own may).
         now = self._clock()
-        last = self._machine.now
-        return now if last is None or now > last else last
+        if now < self._last:
+            return self._last
+        self._last = now
+        return now
 
     def _dispatch(self, decisions: list[Decision]) -> None:
         waiters = self._waiters

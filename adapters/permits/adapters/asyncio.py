@@ -62,7 +62,9 @@ class Limiter(BaseLimiter):
         return int(loop.time() * 1e9)
 
     def _new_event(self) -> Event:
-        return _FutureEvent(self._running_loop())
+        # Only acquire makes events, after its _clock() has checked the loop.
+        assert self._loop is not None
+        return _FutureEvent(self._loop)
 
     def _reschedule(self) -> None:
         when = self._machine.next_tick()
