@@ -444,6 +444,36 @@ def contended_limiter(adapter: Adapter) -> float:
     return framework.run(body, frozen=True)
 
 
+def contended_flat() -> float:
+    """The flat limiter of part 4 in the contended hand-off, as the adapters are run."""
+
+    async def body() -> float:
+        flat = FlatLimiter(UNLIMITED, WAITERS)
+        for _ in range(WAITERS):  # empty the bucket
+            await flat.acquire()
+        progress = [WAITERS, 0]
+        elapsed: list[float] = []
+
+        async def waiter() -> None:
+            acquire = flat.acquire
+            for _ in range(ROUNDS):
+                await acquire()
+                progress[1] += 1
+            progress[0] -= 1
+
+        async def releaser() -> None:
+            elapsed.append(
+                await _release_rounds(
+                    ASYNCIO, lambda: ASYNCIO.advance(STEP), lambda: flat.waiting, progress
+                )
+            )
+
+        await ASYNCIO.run_all([waiter] * WAITERS + [releaser])
+        return elapsed[0] / (WAITERS * ROUNDS)
+
+    return ASYNCIO.run(body, frozen=True)
+
+
 def contended_asyncio_floor() -> float:
     """Each waiter awaits a fresh future; the releaser resolves them all."""
 
@@ -586,6 +616,20 @@ def handoff() -> None:
             f"| peer: {peer.name} {importlib.metadata.version(peer.dist)} | uncontended "
             f"| {cost * 1e9:,.0f} | {floor * 1e9:,.0f} (asyncio) | {ratio:.2f} "
             f"| {'yes' if ratio <= 2 else 'no'} |"
+        )
+    # The flat limiter of part 4: only the steps this library's promises
+    # need, on asyncio; what a rewrite could reach on these paths.
+    flat_runs: tuple[tuple[str, Callable[[], float]], ...] = (
+        ("uncontended", functools.partial(uncontended_peer, _make_flat)),
+        ("contended", contended_flat),
+    )
+    for path, run_flat in flat_runs:
+        cost = _best(run_flat)
+        floor = floors["asyncio", path]
+        ratio = cost / floor
+        print(
+            f"| reference: flat limiter (part 4) | {path} | {cost * 1e9:,.0f} "
+            f"| {floor * 1e9:,.0f} (asyncio) | {ratio:.2f} | {'yes' if ratio <= 2 else 'no'} |"
         )
     print()
     print("| floor and reference primitives | path | ns/op |")
