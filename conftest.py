@@ -3,7 +3,9 @@
 - ``dev`` (the default): quick, randomised.
 - ``ci``: derandomised (the same examples every run), no example database,
   more examples; ``.ci/run`` uses it.
-- ``nightly``: many more examples and longer runs, randomised.
+- ``nightly``: many more examples and longer runs, randomised; each test
+  may run for up to ``NIGHTLY_TIMEOUT`` (pyproject.toml's 300 s is for the
+  other profiles).
 - ``mutants``: ``ci`` without shrinking, for ``properties/mutants.py``, which
   only needs to know that (and which property) fails.
 """
@@ -41,7 +43,26 @@ settings.register_profile(
     parent=settings.get_profile("ci"),
     phases=[Phase.explicit, Phase.reuse, Phase.generate],
 )
-settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "dev"))
+PROFILE = os.environ.get("HYPOTHESIS_PROFILE", "dev")
+settings.load_profile(PROFILE)
+
+#: pytest-timeout's limit per test under ``nightly``, where a stateful test
+#: runs for many minutes: the 300 s of pyproject.toml would stop it midway,
+#: and Hypothesis would report the timeout as a flaky failure.
+NIGHTLY_TIMEOUT = 3 * 3600
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_configure(config: pytest.Config) -> None:
+    """Under ``nightly``, give each test ``NIGHTLY_TIMEOUT`` seconds, unless
+    ``--timeout`` or ``PYTEST_TIMEOUT`` says otherwise (runs before
+    pytest-timeout reads its settings)."""
+    if (
+        PROFILE == "nightly"
+        and config.getoption("timeout", None) is None
+        and "PYTEST_TIMEOUT" not in os.environ
+    ):
+        config.option.timeout = NIGHTLY_TIMEOUT
 
 
 @pytest.fixture(scope="session")
