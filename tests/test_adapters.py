@@ -9,6 +9,7 @@ pushes, so no policy's order is written here by hand.
 
 from __future__ import annotations
 
+import math
 import time
 from collections import deque
 from collections.abc import Callable, Hashable
@@ -17,6 +18,7 @@ from fractions import Fraction
 from typing import Any
 
 import anyio
+import anyio.lowlevel
 import attrs
 import pytest
 
@@ -25,6 +27,7 @@ from permits.adapters import (
     BaseLimiter,
     LimiterClosed,
     WouldWaitTooLong,
+    current_level,
     level,
 )
 from permits.adapters import anyio as anyio_adapter
@@ -37,6 +40,8 @@ from permits.core import (
     Decision,
     Fifo,
     Machine,
+    PermitTypeError,
+    PermitValueError,
     Policy,
     QueueFull,
     Shares,
@@ -212,6 +217,98 @@ async def test_cancel_after_grant_refunds(open_limiter: OpenLimiter, case: tuple
         # trio delivers the cancel at the next checkpoint: the wait succeeded
         assert proceeded == ["first", "raced", "next"]
         assert refunded == 0
+
+
+async def test_cancelled_where_an_immediate_grant_returns(open_limiter: OpenLimiter) -> None:
+    """A caller cancelled before it calls acquire, with a permit free. trio
+    and anyio check for cancellation where an acquire granted at once
+    returns: it raises, and the permit goes back to the bucket. The asyncio
+    adapter has no await on that path: acquire returns, and the permit is
+    the caller's (the cancel lands at its next await). Either way the
+    permits granted and not refunded equal the callers that proceeded."""
+    async with open_limiter(Fifo(), 1, 2) as limiter:  # 1/s: only the bucket's 2 are free
+        proceeded = 0
+        with anyio.CancelScope() as scope:
+            scope.cancel()
+            await limiter.acquire()
+            proceeded += 1
+            await anyio.lowlevel.checkpoint()  # where the asyncio caller sees the cancel
+        stats = limiter.statistics().levels[0]
+        assert stats.granted - stats.refunded == proceeded
+        assert proceeded == (0 if limiter._checkpoint_on_grant else 1)
+        free = [limiter.try_acquire() for _ in range(2)]
+        assert free == [True, not proceeded], "a refunded permit is back in the bucket"
+
+
+@pytest.mark.parametrize(
+    ("keyword", "value"),
+    [
+        ("timeout", -1.0),
+        ("timeout", math.nan),
+        ("timeout", "1"),
+        ("timeout", True),
+        ("max_wait", -0.5),
+        ("max_wait", math.nan),
+        ("max_wait", "0.5"),
+    ],
+)
+async def test_bad_acquire_arguments_are_refused_and_change_nothing(
+    open_limiter: OpenLimiter, keyword: str, value: object
+) -> None:
+    expected: type[PermitValueError | PermitTypeError] = (
+        PermitValueError if isinstance(value, float) else PermitTypeError
+    )
+    bad: dict[str, Any] = {keyword: value}
+    async with open_limiter(StrictPriority(2), 100) as limiter:
+        with pytest.raises(expected) as refused:
+            await limiter.acquire(0, **bad)
+        error = refused.value
+        assert isinstance(error, (PermitValueError, PermitTypeError))
+        assert error.argument == keyword
+        assert str(error).startswith(f"{keyword}=")
+        assert limiter.statistics().levels[0].pushed == 0
+        with pytest.raises(PermitValueError) as out_of_range:
+            await limiter.acquire(2)  # StrictPriority(2) has levels 0 and 1
+        assert out_of_range.value.argument == "level"
+        assert limiter.statistics().levels[0].pushed == 0
+        await limiter.acquire(0)
+        assert limiter.statistics().levels[0].granted == 1
+
+
+def test_level_sets_the_context_and_refuses_a_non_int() -> None:
+    assert current_level() is None
+    with level(1):
+        assert current_level() == 1
+        with level(0):
+            assert current_level() == 0
+        assert current_level() == 1
+    assert current_level() is None
+    for bad in ("1", True, 1.0, None):
+        with pytest.raises(PermitTypeError) as refused, level(bad):  # type: ignore[arg-type]
+            pass
+        assert refused.value.argument == "level"
+        assert str(refused.value).startswith(f"level={bad!r}")
+    assert current_level() is None
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "error", "argument"),
+    [
+        ({"refund_window": math.inf}, PermitTypeError, "refund_window"),
+        ({"refund_window": -1.0}, PermitValueError, "refund_window"),
+        ({"refund_window": "1"}, PermitTypeError, "refund_window"),
+        ({"default_level": 2}, PermitValueError, "level"),
+        ({"burst": 0}, PermitValueError, "burst"),
+        ({"rate": 0}, PermitValueError, "rate"),
+    ],
+)
+def test_bad_limiter_arguments_are_refused(
+    kwargs: dict[str, Any], error: type[Exception], argument: str
+) -> None:
+    arguments: dict[str, Any] = {"rate": 100, **kwargs}
+    with pytest.raises(error) as refused:
+        asyncio_adapter.Limiter(StrictPriority(2), **arguments)
+    assert getattr(refused.value, "argument", None) == argument
 
 
 async def test_a_caller_that_proceeds_spends_its_permit(open_limiter: OpenLimiter) -> None:

@@ -96,7 +96,7 @@ def level(value: int) -> Iterator[None]:
             await export_everything()   # its acquires are at BATCH
     """
     if isinstance(value, bool) or not isinstance(value, int):
-        raise PermitValueError("level", value, "must be an int")
+        raise PermitTypeError("level", value, "an int")
     token = _LEVEL.set(value)
     try:
         yield
@@ -112,7 +112,7 @@ def current_level() -> int | None:
 def _nanoseconds(argument: str, seconds: float) -> int | None:
     """``seconds`` as nanoseconds; ``None`` for an infinite duration."""
     if isinstance(seconds, bool) or not isinstance(seconds, (int, float)):
-        raise PermitValueError(argument, seconds, "must be a number of seconds")
+        raise PermitTypeError(argument, seconds, "a number of seconds")
     if math.isnan(seconds) or seconds < 0:
         raise PermitValueError(argument, seconds, "must be >= 0")
     return None if math.isinf(seconds) else round(seconds * SECOND)
