@@ -451,6 +451,47 @@ class PolicyMachine(RuleBasedStateMachine):
             self.core.refund(("never", "pushed"), self.now)
         assert fingerprint(self.core) == before
 
+    @rule(
+        bad=st.sampled_from(
+            [
+                "tick-now-float",
+                "tick-now-str",
+                "refund-now-float",
+                "refund-id-unhashable",
+                "cancel-id-unhashable",
+                "spend-id-unhashable",
+                "min_wait-level-bool",
+                "min_wait-level-high",
+            ]
+        )
+    )
+    def other_bad(self, bad: str) -> None:
+        """P18: the other operations' bad input, as for push: the documented
+        error naming the argument, and nothing changes."""
+        core, now, levels = self.core, self.now, self.config.spec.levels
+        unhashable: Any = ["unhashable"]
+        calls: dict[str, tuple[Any, type[Exception]]] = {
+            "tick-now-float": (lambda: core.tick(float(now)), PermitTypeError),  # type: ignore[arg-type]
+            "tick-now-str": (lambda: core.tick(str(now)), PermitTypeError),  # type: ignore[arg-type]
+            "refund-now-float": (lambda: core.refund(0, float(now)), PermitTypeError),  # type: ignore[arg-type]
+            "refund-id-unhashable": (lambda: core.refund(unhashable, now), PermitTypeError),
+            "cancel-id-unhashable": (lambda: core.cancel(unhashable), PermitTypeError),
+            "spend-id-unhashable": (lambda: core.spend(unhashable), PermitTypeError),
+            "min_wait-level-bool": (lambda: core.min_wait(True), PermitTypeError),
+            "min_wait-level-high": (lambda: core.min_wait(levels), PermitValueError),
+        }
+        call, expected = calls[bad]
+        argument = bad.split("-")[1]
+        before = fingerprint(core)
+        with pytest.raises(expected) as refused:
+            call()
+        error = refused.value
+        assert isinstance(error, (PermitValueError, PermitTypeError)), "P18"
+        assert error.argument == argument, ("P18", error.argument, argument)
+        assert f"{argument}=" in str(error), ("P18", str(error))
+        assert unhashable not in core, "P18: an unhashable id is simply not waiting"
+        assert fingerprint(core) == before, ("P18: a refused call changed the state", bad)
+
     # -- invariants -----------------------------------------------------------
 
     @invariant()

@@ -72,6 +72,8 @@ def test_float_rate_is_the_decimal_it_prints_as() -> None:
         ({"max_waiting": "10"}, "max_waiting"),
         ({"refund_window": -1}, "refund_window"),
         ({"refund_window": 0.5}, "refund_window"),
+        ({"supplied": 1}, "supplied"),
+        ({"supplied": "yes"}, "supplied"),
     ],
 )
 def test_machine_arguments_refused(kwargs: dict[str, Any], argument: str) -> None:
@@ -142,3 +144,14 @@ def test_broken_policy_raises_and_keeps_earlier_decisions() -> None:
     ]
     assert [w.id for w in machine.waiting()] == ["z"]
     assert machine.statistics().granted == 3
+
+
+def test_supply_is_for_a_supplied_machine() -> None:
+    machine = Machine(StrictPriority(2), 100)
+    machine.push("a", 0, 0)
+    machine.push("b", 0, 0)
+    with pytest.raises(PermitValueError) as refused:
+        machine.supply(0)
+    assert refused.value.argument == "supplied"
+    assert str(refused.value).startswith("supplied=False")
+    assert [w.id for w in machine.waiting()] == ["b"], "nothing granted, nothing lost"

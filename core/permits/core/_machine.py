@@ -528,6 +528,8 @@ class Machine:
         """
         try:
             entry = self._refundable.pop(id, None)
+            if entry is None:
+                hash(id)  # an empty dict's pop() answers without hashing
         except TypeError:
             raise PermitTypeError("id", id, "a hashable value") from None
         # Forget the grants no refund can reach: those before the oldest
