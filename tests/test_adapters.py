@@ -344,10 +344,16 @@ async def test_close_wakes_every_waiter(open_limiter: OpenLimiter) -> None:
         for i in range(3):
             tg.start_soon(call, limiter)
             await waiting(limiter, i + 1)
+        assert not limiter.closed
+    assert limiter.closed
     assert len(errors) == 3
+    assert all(error.cause is None for error in errors), "closed, not broken"
     assert len(limiter.machine) == 0
     with pytest.raises(LimiterClosed):
         await limiter.acquire(0)
+    with pytest.raises(LimiterClosed):
+        limiter.try_acquire(0)
+    assert limiter.statistics().levels[1].cancelled == 3
 
 
 async def test_timeouts(open_limiter: OpenLimiter) -> None:

@@ -131,3 +131,18 @@ def test_min_wait_counts_the_waiters_ahead() -> None:
     machine.push("b2", 1, 0)
     assert machine.min_wait(0) == 10 * MILLISECOND  # batch waiters are not ahead
     assert machine.min_wait(1) == 30 * MILLISECOND
+
+
+def test_queues_as_a_policy_reads_them() -> None:
+    machine = Machine(StrictPriority(2), 10)
+    machine.push("a", 0, 0)  # granted at once
+    machine.push("b", 1, 0)
+    queues = machine.queues
+    b = queues.get("b")
+    assert b is not None
+    assert (b.id, b.level) == ("b", 1)
+    assert queues.get("a") is None, "granted: no longer waiting"
+    assert queues.head(1).id == "b"
+    with pytest.raises(IndexError, match="level 0 has no waiters"):
+        queues.head(0)
+    assert repr(queues) == "<Queues depths=[0, 1] granted=1>"
