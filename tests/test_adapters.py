@@ -331,7 +331,7 @@ async def test_a_caller_that_proceeds_spends_its_permit(open_limiter: OpenLimite
 
 
 async def test_close_wakes_every_waiter(open_limiter: OpenLimiter) -> None:
-    errors: list[BaseException] = []
+    errors: list[LimiterClosed] = []
 
     async def call(limiter: BaseLimiter) -> None:
         try:
