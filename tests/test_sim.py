@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from decimal import Decimal
 from fractions import Fraction
 
 import attrs
@@ -268,6 +269,19 @@ def test_seed_runs_fast() -> None:
         (
             lambda: Scenario("s", Fifo(2), 10, 1, [Workload("w", 0, Batch(1))], max_waiting=(1,)),
             "max_waiting",
+        ),
+        (lambda: Batch(3, at="0"), "at"),  # type: ignore[arg-type]
+        (lambda: Batch(3, at=True), "at"),
+        (lambda: Constant(5, stop=float("inf")), "stop"),
+        (lambda: Poisson(Decimal("NaN")), "rate"),
+        (lambda: Workload(7, 0, Batch(1)), "name"),  # type: ignore[arg-type]
+        (lambda: Workload("w", 0, [1, 2]), "arrivals"),  # type: ignore[arg-type]
+        (lambda: Scenario("", Fifo(2), 10, 1, [Workload("w", 0, Batch(1))]), "name"),
+        (lambda: Scenario("s", "fifo", 10, 1, [Workload("w", 0, Batch(1))]), "policy"),  # type: ignore[arg-type]
+        (lambda: Scenario("s", Fifo(2), 10, 1, ["w"]), "workloads[0]"),  # type: ignore[list-item]
+        (
+            lambda: Scenario("s", Fifo(2), 10, 1, [Workload("w", 0, Batch(1))]).scaled(Fraction(0)),
+            "factor",
         ),
     ],
 )
