@@ -370,6 +370,36 @@ async def test_timeouts(open_limiter: OpenLimiter) -> None:
     assert (stats.expired, stats.cancelled, stats.granted) == (1, 1, 0)
 
 
+async def test_a_push_after_a_lag_expires_the_late_before_taking_the_free_permit(
+    open_limiter: OpenLimiter,
+) -> None:
+    """The loop lags past a waiter's deadline and the next permit's due time
+    (the deadline first). A newcomer's acquire then settles the past in
+    order: the waiter expires (and learns it), the permit, due while nobody
+    waited, is banked, and the newcomer takes it at once."""
+    outcome: list[str] = []
+    async with open_limiter(Fifo(), 10) as limiter, anyio.create_task_group() as tg:
+        await limiter.acquire()  # the bucket's permit; the next is due in 100 ms
+
+        async def impatient() -> None:
+            try:
+                await limiter.acquire(timeout=0.05)
+                outcome.append("granted")
+            except AcquireTimeout:
+                outcome.append("timed out")
+
+        tg.start_soon(impatient)
+        await waiting(limiter, 1)
+        time.sleep(0.15)  # the loop lags: past the deadline, then past the due time
+        await limiter.acquire()  # no await before it: the timer has not run
+        with anyio.fail_after(5):
+            while not outcome:
+                await anyio.sleep(0.001)
+    stats = limiter.statistics().levels[0]
+    assert outcome == ["timed out"]
+    assert (stats.granted, stats.expired, stats.waiting) == (2, 1, 0)
+
+
 async def test_fail_fast(open_limiter: OpenLimiter) -> None:
     async with open_limiter(StrictPriority(2), 10) as limiter, anyio.create_task_group() as tg:
         await limiter.acquire(0)
