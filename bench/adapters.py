@@ -65,11 +65,9 @@ import itertools
 import math
 import os
 import platform
-import re
 import selectors
 import shutil
 import statistics
-import subprocess
 import sys
 import time
 from collections import deque
@@ -83,6 +81,7 @@ import anyio
 import anyio.lowlevel
 import trio
 import trio.testing
+from _callgrind import instructions as instructions_of
 
 import permits.adapters.anyio
 import permits.adapters.asyncio
@@ -409,6 +408,27 @@ async def _release_rounds(
     return time.perf_counter() - start
 
 
+async def _contend(framework: Framework, acquire: Acquire, parked: Callable[[], int]) -> float:
+    """WAITERS tasks each acquire ROUNDS times while the releaser moves the
+    frozen clock on; seconds per hand-off."""
+    progress = [WAITERS, 0]
+    elapsed: list[float] = []
+
+    async def waiter() -> None:
+        for _ in range(ROUNDS):
+            await acquire()
+            progress[1] += 1
+        progress[0] -= 1
+
+    async def releaser() -> None:
+        elapsed.append(
+            await _release_rounds(framework, lambda: framework.advance(STEP), parked, progress)
+        )
+
+    await framework.run_all([waiter] * WAITERS + [releaser])
+    return elapsed[0] / (WAITERS * ROUNDS)
+
+
 def contended_limiter(adapter: Adapter) -> float:
     """Seconds per hand-off with WAITERS tasks parked, one tick releasing all."""
     framework = adapter.framework
@@ -419,27 +439,9 @@ def contended_limiter(adapter: Adapter) -> float:
         async with adapter.open(Fifo(1), UNLIMITED, WAITERS) as limiter:
             for _ in range(WAITERS):  # empty the bucket
                 await limiter.acquire()
-            machine = limiter.machine
-            progress = [WAITERS, 0]
-            elapsed: list[float] = []
-
-            async def waiter() -> None:
-                acquire = limiter.acquire
-                for _ in range(ROUNDS):
-                    await acquire()
-                    progress[1] += 1
-                progress[0] -= 1
-
-            async def releaser() -> None:
-                elapsed.append(
-                    await _release_rounds(
-                        framework, lambda: framework.advance(STEP), machine.__len__, progress
-                    )
-                )
-
-            await framework.run_all([waiter] * WAITERS + [releaser])
+            per_hand_off = await _contend(framework, limiter.acquire, limiter.machine.__len__)
             assert _granted(limiter) == WAITERS * (ROUNDS + 1)
-        return elapsed[0] / (WAITERS * ROUNDS)
+        return per_hand_off
 
     return framework.run(body, frozen=True)
 
@@ -451,25 +453,7 @@ def contended_flat() -> float:
         flat = FlatLimiter(UNLIMITED, WAITERS)
         for _ in range(WAITERS):  # empty the bucket
             await flat.acquire()
-        progress = [WAITERS, 0]
-        elapsed: list[float] = []
-
-        async def waiter() -> None:
-            acquire = flat.acquire
-            for _ in range(ROUNDS):
-                await acquire()
-                progress[1] += 1
-            progress[0] -= 1
-
-        async def releaser() -> None:
-            elapsed.append(
-                await _release_rounds(
-                    ASYNCIO, lambda: ASYNCIO.advance(STEP), lambda: flat.waiting, progress
-                )
-            )
-
-        await ASYNCIO.run_all([waiter] * WAITERS + [releaser])
-        return elapsed[0] / (WAITERS * ROUNDS)
+        return await _contend(ASYNCIO, flat.acquire, lambda: flat.waiting)
 
     return ASYNCIO.run(body, frozen=True)
 
@@ -1361,25 +1345,7 @@ def virtual_run(
 
 def _instructions(name: str, rate: int, permits: int) -> int:
     """Instructions (callgrind) of one process that runs ``virtual_run``."""
-    result = subprocess.run(
-        [
-            "valgrind",
-            "--tool=callgrind",
-            "--callgrind-out-file=/dev/null",
-            sys.executable,
-            __file__,
-            "--virtual-one",
-            name,
-            str(rate),
-            str(permits),
-        ],
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    found = re.search(r"refs:\s*([\d,]+)", result.stderr)
-    assert found, result.stderr
-    return int(found.group(1).replace(",", ""))
+    return instructions_of(__file__, "--virtual-one", name, str(rate), str(permits))
 
 
 def virtual() -> None:

@@ -22,13 +22,13 @@ import functools
 import gc
 import heapq
 import platform
-import re
 import shutil
-import subprocess
 import sys
 import time
 import tracemalloc
 from collections.abc import Callable
+
+from _callgrind import instructions as instructions_of
 
 from permits.core import SECOND, Aging, Fifo, Machine, Policy, Shares, StrictPriority
 
@@ -143,24 +143,7 @@ def main() -> None:
 
 def _count(which: str, grants: int) -> int:
     """Instructions (callgrind) of a process that runs one loop of ``grants``."""
-    result = subprocess.run(
-        [
-            "valgrind",
-            "--tool=callgrind",
-            "--callgrind-out-file=/dev/null",
-            sys.executable,
-            __file__,
-            "--count-one",
-            which,
-            str(grants),
-        ],
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    found = re.search(r"refs:\s*([\d,]+)", result.stderr)
-    assert found, result.stderr
-    return int(found.group(1).replace(",", ""))
+    return instructions_of(__file__, "--count-one", which, str(grants))
 
 
 def instructions(waiting: int = 10_000, grants: int = 20_000) -> None:

@@ -21,14 +21,14 @@ from __future__ import annotations
 
 import gc
 import heapq
-import re
 import shutil
-import subprocess
 import sys
 import time
 from collections import deque
 from collections.abc import Callable
 from typing import NamedTuple
+
+from _callgrind import instructions as instructions_of
 
 WAITING = 10_000
 GRANTS = 200_000
@@ -212,24 +212,7 @@ VARIANTS: list[tuple[str, dict[str, bool]]] = [
 def _count(which: int, grants: int) -> int:
     """Instructions (callgrind) of a process running one loop: variant
     ``which``, or the floor for -1."""
-    result = subprocess.run(
-        [
-            "valgrind",
-            "--tool=callgrind",
-            "--callgrind-out-file=/dev/null",
-            sys.executable,
-            __file__,
-            "--count-one",
-            str(which),
-            str(grants),
-        ],
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    found = re.search(r"refs:\s*([\d,]+)", result.stderr)
-    assert found, result.stderr
-    return int(found.group(1).replace(",", ""))
+    return instructions_of(__file__, "--count-one", str(which), str(grants))
 
 
 def instructions(grants: int = 20_000) -> None:
