@@ -458,6 +458,42 @@ def contended_flat() -> float:
     return ASYNCIO.run(body, frozen=True)
 
 
+def contended_flat_trio() -> float:
+    """The flat limiter on trio in the contended hand-off."""
+
+    async def body() -> float:
+        flat = FlatTrioLimiter(UNLIMITED, WAITERS)
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(flat.run_timer)
+            for _ in range(WAITERS):  # empty the bucket
+                await flat.acquire()
+            per_hand_off = await _contend(TRIO, flat.acquire, lambda: flat.waiting)
+            nursery.cancel_scope.cancel()
+        return per_hand_off
+
+    return TRIO.run(body, frozen=True)
+
+
+def uncontended_flat_trio() -> float:
+    """The flat limiter on trio, one task acquiring, a permit always free."""
+
+    async def body() -> float:
+        flat = FlatTrioLimiter(UNLIMITED, 10**6)
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(flat.run_timer)
+            for _ in range(1000):
+                await flat.acquire()
+            gc.collect()
+            start = time.perf_counter()
+            for _ in range(UNCONTENDED):
+                await flat.acquire()
+            elapsed = time.perf_counter() - start
+            nursery.cancel_scope.cancel()
+        return elapsed / UNCONTENDED
+
+    return TRIO.run(body)
+
+
 def contended_asyncio_floor() -> float:
     """Each waiter awaits a fresh future; the releaser resolves them all."""
 
@@ -603,17 +639,19 @@ def handoff() -> None:
         )
     # The flat limiter of part 4: only the steps this library's promises
     # need, on asyncio; what a rewrite could reach on these paths.
-    flat_runs: tuple[tuple[str, Callable[[], float]], ...] = (
-        ("uncontended", functools.partial(uncontended_peer, _make_flat)),
-        ("contended", contended_flat),
+    flat_runs: tuple[tuple[str, str, Callable[[], float]], ...] = (
+        ("asyncio", "uncontended", functools.partial(uncontended_peer, _make_flat)),
+        ("asyncio", "contended", contended_flat),
+        ("trio", "uncontended", uncontended_flat_trio),
+        ("trio", "contended", contended_flat_trio),
     )
-    for path, run_flat in flat_runs:
+    for on, path, run_flat in flat_runs:
         cost = _best(run_flat)
-        floor = floors["asyncio", path]
+        floor = floors[on, path]
         ratio = cost / floor
         print(
-            f"| reference: flat limiter (part 4) | {path} | {cost * 1e9:,.0f} "
-            f"| {floor * 1e9:,.0f} (asyncio) | {ratio:.2f} | {'yes' if ratio <= 2 else 'no'} |"
+            f"| reference: flat limiter (part 4) on {on} | {path} | {cost * 1e9:,.0f} "
+            f"| {floor * 1e9:,.0f} ({on}) | {ratio:.2f} | {'yes' if ratio <= 2 else 'no'} |"
         )
     print()
     print("| floor and reference primitives | path | ns/op |")
@@ -1292,6 +1330,69 @@ class FlatLimiter:
             future.set_result(None)
         if self.waiting:
             self.timer = loop.call_at(self.due / 1e9, self.fire)
+
+
+class FlatTrioLimiter(FlatLimiter):
+    """The flat limiter on trio: a waiter parks in ``wait_task_rescheduled``
+    (withdrawn if cancelled there) and one timer task, run by
+    :meth:`run_timer`, sleeps in a cancel scope until the due time. The
+    steps of a grant and a spend are the asyncio one's."""
+
+    def __init__(self, rate: int, burst: int, levels: int = 1) -> None:
+        super().__init__(rate, burst, levels)
+        self.wake_at = math.inf
+        self.scope: trio.CancelScope | None = None
+
+    async def acquire(self, level: int = 0) -> None:
+        now = int(trio.current_time() * 1e9)
+        if self.anchor is None:
+            self.anchor = now
+            self.due = now - (self.b1 * self.P // self.Q)
+        id = next(self.ids)
+        if not self.waiting and now >= self.due:
+            self._grant(id, level, now, now)
+            await trio.lowlevel.checkpoint()  # trio's rule for an acquire that returns at once
+            self._spend(id)
+            return
+        waiter = [trio.lowlevel.current_task(), id, now]
+        line = self.lines[level]
+        line.append(waiter)
+        self.depths[level] += 1
+        self.waiting += 1
+        if self.wake_at == math.inf:
+            self.wake_at = self.due / 1e9
+            if self.scope is not None:
+                self.scope.deadline = self.wake_at
+
+        def abort(_: Any) -> trio.lowlevel.Abort:
+            line.remove(waiter)
+            self.depths[level] -= 1
+            self.waiting -= 1
+            return trio.lowlevel.Abort.SUCCEEDED
+
+        await trio.lowlevel.wait_task_rescheduled(abort)
+        self._spend(id)
+
+    async def run_timer(self) -> None:
+        while True:
+            with trio.CancelScope(deadline=self.wake_at) as scope:
+                self.scope = scope
+                await trio.sleep_forever()
+            self.scope = None
+            if trio.current_time() >= self.wake_at:
+                self.fire_trio()
+
+    def fire_trio(self) -> None:
+        now = int(trio.current_time() * 1e9)
+        depths = self.depths
+        while self.waiting and now >= self.due:
+            level = next(level for level, depth in enumerate(depths) if depth)
+            task, id, pushed_at = self.lines[level].popleft()
+            depths[level] -= 1
+            self.waiting -= 1
+            self._grant(id, level, pushed_at, now)
+            trio.lowlevel.reschedule(task)
+        self.wake_at = self.due / 1e9 if self.waiting else math.inf
 
 
 def _make_bare_pacer(rate: int, burst: int) -> tuple[Acquire, Close]:
