@@ -14,9 +14,10 @@ permit is always received (see :mod:`permits.adapters.trio`).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from contextlib import AbstractAsyncContextManager
 from fractions import Fraction
+from typing import Any
 
 import anyio
 import anyio.abc
@@ -33,8 +34,21 @@ __all__ = ["Limiter", "open_limiter"]
 class Limiter(TaskedLimiter):
     """A priority limiter for anyio; make one with :func:`open_limiter`."""
 
+    #: The running backend's clock, in seconds: ``anyio.current_time`` until
+    #: the timer task starts, then the backend's own (see _run).
+    _seconds: Callable[[], float] = staticmethod(anyio.current_time)
+
     def _clock(self) -> int:
-        return int(anyio.current_time() * 1e9)
+        return int(self._seconds() * 1e9)
+
+    async def _run(self, *, task_status: Any) -> None:
+        # anyio's current_time() and checkpoint() look the running backend up
+        # on every call; the limiter lives in one event loop (its task
+        # group's), so it looks once and calls the backend's own.
+        backend = anyio.lowlevel.current_token().backend_class
+        self._seconds = backend.current_time
+        self._checkpoint = backend.checkpoint
+        await super()._run(task_status=task_status)
 
     def _new_event(self) -> Event:
         return anyio.Event()
