@@ -102,9 +102,16 @@ MUTANTS: dict[str, tuple[str, str, str, str]] = {
     ),
     "spend-keeps-refundable": (
         "_machine.py",
-        "            entry = self._refundable.pop(id, None)\n        except TypeError:",
-        "            entry = self._refundable.get(id)\n        except TypeError:",
+        "            entry = self._refundable.pop(id, None)\n            if entry is None:",
+        "            entry = self._refundable.get(id)\n            if entry is None:",
         "a spent permit can still be refunded: its caller proceeded and the permit comes back",
+    ),
+    "spend-unhashable-answers": (
+        "_machine.py",
+        "            if entry is None:\n"
+        "                hash(id)  # an empty dict's pop() answers without hashing\n",
+        "",
+        "spend() answers False for an unhashable id while nothing is refundable (this stop's bug)",
     ),
     "spend-forgets-too-much": (
         "_machine.py",
