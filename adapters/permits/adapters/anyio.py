@@ -41,13 +41,18 @@ class Limiter(TaskedLimiter):
     def _clock(self) -> int:
         return int(self._seconds() * 1e9)
 
-    async def _run(self, *, task_status: Any) -> None:
-        # anyio's current_time() and checkpoint() look the running backend up
-        # on every call; the limiter lives in one event loop (its task
-        # group's), so it looks once and calls the backend's own.
+    def _bind_backend(self) -> None:
+        """Call the running backend's own clock and checkpoint from now on.
+
+        anyio's ``current_time()`` and ``checkpoint()`` look the running
+        backend up on every call; a limiter lives in one event loop (its task
+        group's), so it looks once, as its background task starts."""
         backend = anyio.lowlevel.current_token().backend_class
         self._seconds = backend.current_time
         self._checkpoint = backend.checkpoint
+
+    async def _run(self, *, task_status: Any) -> None:
+        self._bind_backend()
         await super()._run(task_status=task_status)
 
     def _new_event(self) -> Event:

@@ -364,6 +364,7 @@ class RedisLimiter(_AnyioLimiter):
     # -- the driver ----------------------------------------------------------
 
     async def _run(self, *, task_status: Any) -> None:
+        self._bind_backend()
         task_status.started()
         try:
             while self._closed is None:
