@@ -8,9 +8,10 @@ nothing of policy: every decision is :class:`permits.core.Machine`'s.
 - :mod:`permits.adapters.anyio`: ``open_limiter``, under asyncio or trio
   (needs ``anyio``);
 - :mod:`permits.adapters.redis`: ``open_limiter``, one limit shared by many
-  processes through Redis, under asyncio or trio (needs ``permits[redis]``);
-- :mod:`permits.adapters.live`: a :mod:`permits.sim` scenario played in real
-  time on the asyncio adapter (``permits demo``).
+  processes through Redis, under asyncio or trio (needs ``permits[redis]``).
+
+A :mod:`permits.sim` scenario played in real time on the asyncio adapter
+(``permits demo``) lives with the command line, in ``permits.cli._live``.
 
 Shared by all three: :func:`level` (the context-local default level), and the
 errors :class:`LimiterClosed`, :class:`AcquireTimeout`,

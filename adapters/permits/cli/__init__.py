@@ -169,7 +169,7 @@ def _demo(args: argparse.Namespace) -> int:
         if scenario.burst != args.burst:
             scenario = attrs.evolve(scenario, burst=args.burst)
         simulated = simulate(scenario)
-        measured = asyncio.run(_live(scenario))
+        measured = asyncio.run(_play_live(scenario))
         verdicts = checks(simulated, measured)
         agree = agree and all(ok for ok, _ in verdicts)
         if args.json:
@@ -188,8 +188,8 @@ def _demo(args: argparse.Namespace) -> int:
     return 0 if agree else 1
 
 
-async def _live(scenario: Scenario) -> Result:
-    from permits.adapters.live import run
+async def _play_live(scenario: Scenario) -> Result:
+    from ._live import run
 
     return await run(scenario)
 

@@ -14,12 +14,11 @@ from __future__ import annotations
 
 import asyncio
 
+from permits.adapters import AcquireTimeout
+from permits.adapters.asyncio import Limiter
 from permits.core import QueueFull, State
 from permits.core._checks import check_rate
 from permits.sim import Result, Scenario, Tally, arrivals, nanoseconds
-
-from ._base import AcquireTimeout
-from .asyncio import Limiter
 
 __all__ = ["run"]
 
