@@ -20,6 +20,7 @@ from typing import Any, NoReturn
 
 import attrs
 
+from permits import __version__
 from permits.core import PermitError, StrictPriority
 from permits.core._checks import check_rate
 from permits.sim import SEED, Result, Scenario, load_scenarios, simulate
@@ -89,6 +90,7 @@ def _parser() -> argparse.ArgumentParser:
         description="Permits under one shared rate limit, by priority: "
         "see what FIFO, strict priority, shares and aging do to a workload.",
     )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     sim = commands.add_parser(
         "simulate",

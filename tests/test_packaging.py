@@ -1,0 +1,164 @@
+"""What a user installs: the version, ``--version``, the wheel and sdist, typing.
+
+The wheel and sdist are built once per module with ``python -m build`` (the
+sdist first, then the wheel from it, as PyPI's users get them); mypy runs as
+a subprocess on a user's script, against this editable install and against
+the wheel installed in a throwaway virtual environment.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import subprocess
+import sys
+import sysconfig
+import tarfile
+import zipfile
+from pathlib import Path, PurePosixPath
+
+import pytest
+
+import permits
+
+ROOT = Path(__file__).resolve().parent.parent
+BIN = Path(sys.executable).parent
+
+#: Every package of ``permits`` (each must ship a py.typed).
+PACKAGES = ("permits", "permits.core", "permits.sim", "permits.adapters", "permits.cli")
+
+USER_SCRIPT = """\
+from permits.adapters.asyncio import Limiter
+from permits.core import Fifo, Machine
+from permits.sim import SEED, simulate
+
+machine: Machine = Machine(Fifo(), rate=10)
+limiter: Limiter = Limiter(Fifo(), rate=10)
+granted: int = simulate(SEED[0]).granted
+"""
+
+
+def run(*argv: str | Path, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [str(arg) for arg in argv], capture_output=True, text=True, check=False, cwd=cwd
+    )
+
+
+@pytest.fixture(scope="module")
+def dist(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    """(the sdist, the wheel built from it)."""
+    out = tmp_path_factory.mktemp("dist")
+    done = run(sys.executable, "-m", "build", "--outdir", out, ROOT)
+    assert done.returncode == 0, done.stdout + done.stderr
+    (sdist,) = out.glob("permits-*.tar.gz")
+    (wheel,) = out.glob("permits-*.whl")
+    return sdist, wheel
+
+
+@pytest.fixture(scope="module")
+def wheel_python(dist: tuple[Path, Path], tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The python of a fresh virtual environment with only the wheel of
+    permits installed (its dependencies come from this environment's)."""
+    venv = tmp_path_factory.mktemp("venv")
+    done = run(sys.executable, "-m", "venv", "--without-pip", venv)
+    assert done.returncode == 0, done.stderr
+    python = venv / "bin" / "python"
+    purelib = Path(
+        run(python, "-c", "import sysconfig; print(sysconfig.get_path('purelib'))").stdout.strip()
+    )
+    done = run(
+        sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--target", purelib, dist[1]
+    )
+    assert done.returncode == 0, done.stderr
+    # attrs and the rest, but not this checkout's editable permits: a .pth
+    # file in a directory that a .pth file adds is not read.
+    (purelib / "_deps.pth").write_text(sysconfig.get_path("purelib") + "\n")
+    return python
+
+
+def test_version_is_the_distributions() -> None:
+    assert permits.__version__ == importlib.metadata.version("permits")
+
+
+def test_docstring_says_where_things_are() -> None:
+    doc = permits.__doc__
+    assert doc is not None
+    for package in PACKAGES[1:]:
+        assert package in doc
+
+
+@pytest.mark.parametrize(
+    "command",
+    [[str(BIN / "permits"), "--version"], [sys.executable, "-m", "permits", "--version"]],
+    ids=["command", "module"],
+)
+def test_version_option(command: list[str]) -> None:
+    done = run(*command)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == f"permits {permits.__version__}\n"
+
+
+def _package_dirs(names: list[str]) -> set[PurePosixPath]:
+    return {PurePosixPath(name).parent for name in names if name.endswith("/__init__.py")}
+
+
+def test_wheel_ships_every_package_typed_once_and_the_license(dist: tuple[Path, Path]) -> None:
+    with zipfile.ZipFile(dist[1]) as wheel:
+        names = wheel.namelist()
+    assert names.count("permits/__init__.py") == 1
+    assert len(names) == len(set(names))
+    packages = _package_dirs(names)
+    assert {str(p).replace("/", ".") for p in packages} == set(PACKAGES)
+    for package in packages:
+        assert f"{package}/py.typed" in names
+    assert not [name for name in names if "__pycache__" in name]
+    dist_info = f"permits-{permits.__version__}.dist-info"
+    assert f"{dist_info}/licenses/LICENSE" in names
+    with zipfile.ZipFile(dist[1]) as wheel:
+        metadata = wheel.read(f"{dist_info}/METADATA").decode()
+        license_text = wheel.read(f"{dist_info}/licenses/LICENSE").decode()
+    assert "License-Expression: MIT" in metadata
+    assert "License-File: LICENSE" in metadata
+    assert license_text == (ROOT / "LICENSE").read_text()
+
+
+def test_sdist_ships_the_license_and_every_py_typed(dist: tuple[Path, Path]) -> None:
+    with tarfile.open(dist[0]) as sdist:
+        names = [PurePosixPath(name) for name in sdist.getnames()]
+    top = PurePosixPath(f"permits-{permits.__version__}")
+    assert top / "LICENSE" in names
+    files = [str(name.relative_to(top)) for name in names]
+    packages = _package_dirs(files)
+    assert len(packages) == len(PACKAGES)
+    for package in packages:
+        assert f"{package}/py.typed" in files
+
+
+def test_wheel_install_imports_every_package(wheel_python: Path) -> None:
+    code = (
+        "import permits, " + ", ".join(PACKAGES[1:]) + "\n"
+        "print(permits.__version__, permits.__file__, *permits.__path__)"
+    )
+    done = run(wheel_python, "-c", code, cwd=wheel_python.parent)
+    assert done.returncode == 0, done.stderr
+    version, init, *path = done.stdout.split()
+    assert version == permits.__version__
+    assert Path(init).is_relative_to(wheel_python.parent.parent)  # not this checkout
+    assert len(path) == 1  # one directory: the wheel's
+
+
+def _mypy(tmp_path: Path, *options: str | Path) -> subprocess.CompletedProcess[str]:
+    script = tmp_path / "user.py"
+    script.write_text(USER_SCRIPT)
+    # cwd=tmp_path: not this checkout's configuration (mypy_path would find
+    # the sources whatever is installed).
+    return run(BIN / "mypy", "--strict", "--no-incremental", *options, script, cwd=tmp_path)
+
+
+def test_mypy_strict_on_a_users_script_editable(tmp_path: Path) -> None:
+    done = _mypy(tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_mypy_strict_on_a_users_script_wheel(tmp_path: Path, wheel_python: Path) -> None:
+    done = _mypy(tmp_path, "--python-executable", wheel_python)
+    assert done.returncode == 0, done.stdout + done.stderr
