@@ -74,6 +74,7 @@ __all__ = [
     "installed",
     "ns",
     "percentile",
+    "skipped",
     "version",
 ]
 
@@ -417,6 +418,17 @@ def installed(peer: Peer) -> bool:
     except ImportError:
         return False
     return True
+
+
+def skipped(missing: Sequence[str]) -> None:
+    """Say which peers a table left out, and how to install them."""
+    if missing:
+        print(
+            f"Not installed, skipped: {', '.join(missing)} (pip install "
+            + " ".join(p.dist for p in PEERS if p.name in missing)
+            + "; see BENCHMARKS.md's set-up)."
+        )
+        print()
 
 
 def version(peer: Peer) -> str:

@@ -56,6 +56,7 @@ from _common import (
     granted,
     header,
     installed,
+    skipped,
     version,
 )
 from _reference import FlatLimiter, FlatTrioLimiter, make_flat
@@ -68,21 +69,25 @@ ROUNDS = 50 if QUICK else 200  # releases of WAITERS permits per timed loop
 STEP = 0.001  # seconds the frozen clock moves per contended round
 
 
+async def _per_acquire(acquire: Acquire) -> float:
+    """Seconds per ``acquire()`` in a loop of UNCONTENDED, after 1,000 to warm up."""
+    for _ in range(1000):
+        await acquire()
+    gc.collect()
+    start = time.perf_counter()
+    for _ in range(UNCONTENDED):
+        await acquire()
+    return (time.perf_counter() - start) / UNCONTENDED
+
+
 def uncontended_limiter(adapter: Adapter) -> float:
     """Seconds per acquire when a permit is always free."""
 
     async def body() -> float:
         async with adapter.open(Fifo(1), UNLIMITED, 10**6) as limiter:
-            acquire = limiter.acquire
-            for _ in range(1000):
-                await acquire()
-            gc.collect()
-            start = time.perf_counter()
-            for _ in range(UNCONTENDED):
-                await acquire()
-            elapsed = time.perf_counter() - start
+            per_acquire = await _per_acquire(limiter.acquire)
             assert granted(limiter) == UNCONTENDED + 1000
-        return elapsed / UNCONTENDED
+        return per_acquire
 
     return adapter.framework.run(body)
 
@@ -92,15 +97,9 @@ def uncontended_peer(make: Make) -> float:
 
     async def body() -> float:
         acquire, close = make(UNLIMITED, 10**6)
-        for _ in range(1000):
-            await acquire()
-        gc.collect()
-        start = time.perf_counter()
-        for _ in range(UNCONTENDED):
-            await acquire()
-        elapsed = time.perf_counter() - start
+        per_acquire = await _per_acquire(acquire)
         await close_limiter(close)
-        return elapsed / UNCONTENDED
+        return per_acquire
 
     return asyncio.run(body())
 
@@ -236,15 +235,9 @@ def uncontended_flat_trio() -> float:
         flat = FlatTrioLimiter(UNLIMITED, 10**6)
         async with trio.open_nursery() as nursery:
             nursery.start_soon(flat.run_timer)
-            for _ in range(1000):
-                await flat.acquire()
-            gc.collect()
-            start = time.perf_counter()
-            for _ in range(UNCONTENDED):
-                await flat.acquire()
-            elapsed = time.perf_counter() - start
+            per_acquire = await _per_acquire(flat.acquire)
             nursery.cancel_scope.cancel()
-        return elapsed / UNCONTENDED
+        return per_acquire
 
     return TRIO.run(body)
 
@@ -450,9 +443,7 @@ def main() -> None:
     for name, path, cost in rows:
         print(f"| {name} | {path} | {cost * 1e9:,.0f} |")
     print()
-    if missing:
-        print(f"Not installed, skipped: {', '.join(missing)} (see BENCHMARKS.md's set-up).")
-        print()
+    skipped(missing)
 
 
 if __name__ == "__main__":

@@ -42,6 +42,7 @@ from _common import (
     header,
     installed,
     ns,
+    skipped,
     version,
 )
 
@@ -183,13 +184,7 @@ def main() -> None:
                 f"| {run.cpu / max(run.permits, 1) * 1e6:.1f} | {fifo} |"
             )
     print()
-    if missing:
-        print(
-            "Not installed, skipped: "
-            + ", ".join(missing)
-            + " (pip install aiolimiter asynciolimiter pyrate-limiter aiometer)."
-        )
-        print()
+    skipped(missing)
 
 
 def cpu_repeats(repeats: int, seconds: float = PEER_SECONDS / 2) -> None:

@@ -39,6 +39,7 @@ from _common import (
     footer,
     header,
     installed,
+    skipped,
     version,
 )
 from _reference import make_bare_pacer, make_flat
@@ -160,9 +161,7 @@ def main() -> None:
                 count = f"{(large - small) / PERMITS:,.0f}"
             print(f"| {label} | {rate:,} | {cpu * 1e6:.2f} | {count} |")
     print()
-    if missing:
-        print(f"Not installed, skipped: {', '.join(missing)} (see BENCHMARKS.md's set-up).")
-        print()
+    skipped(missing)
 
 
 if __name__ == "__main__":
