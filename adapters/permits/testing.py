@@ -1,0 +1,322 @@
+"""Virtual time for tests: asyncio, trio, and anyio on either.
+
+A test of behaviour over time (who is granted when, how many permits a
+second) is exact and fast on a virtual clock, and flaky on a real one: a
+loaded machine makes timers late. This module gives asyncio a loop whose
+clock jumps to the next timer whenever every task waits
+(:class:`VirtualClockLoop`), trio a clock that does the same
+(:class:`VirtualClock`, trio's ``MockClock(autojump_threshold=0)`` with
+exact nanosecond readings), and one way to use them:
+
+- :func:`run` runs a coroutine on a fresh :class:`VirtualClockLoop`, as
+  ``asyncio.run`` does on a real loop;
+- :func:`virtual_backend` is the value for anyio's ``anyio_backend`` pytest
+  fixture (or ``anyio.run``'s ``backend`` and ``backend_options``) that puts
+  either backend on virtual time;
+- :func:`stall` moves the running virtual clock on without letting anything
+  run, as a blocking call stalls a real loop, on any of them::
+
+    @pytest.fixture(params=["asyncio", "trio"])
+    def anyio_backend(request):
+        return permits.testing.virtual_backend(request.param)
+
+    @pytest.mark.anyio
+    async def test_paced():
+        async with open_limiter(Fifo(), rate=10) as limiter:
+            start = anyio.current_time()
+            for _ in range(3):
+                await limiter.acquire()
+            assert anyio.current_time() - start == pytest.approx(0.2)
+
+The clock jumps whenever every task waits on a timer, so a test that sleeps
+for an hour takes no real time. It waits in real time only for what could
+end the wait from outside the loop: I/O with no timer pending, and jobs in
+the loop's executor (``run_in_executor``, ``getaddrinfo``). Other threads
+(``anyio.to_thread``) do not hold it back: as with trio's autojump, the
+clock may jump while they work.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import selectors
+import sys
+from collections.abc import Callable, Coroutine
+from concurrent.futures import Executor
+from typing import TYPE_CHECKING, Any, TypeVar
+
+if TYPE_CHECKING:
+    from typing_extensions import TypeVarTuple, Unpack
+
+    _Ts = TypeVarTuple("_Ts")
+
+try:
+    from trio.abc import Clock as _TrioClock
+except ImportError:  # pragma: no cover - without trio, VirtualClock has no use
+    _TrioClock = object  # type: ignore[assignment,misc]
+
+__all__ = ["VirtualClock", "VirtualClockLoop", "run", "stall", "virtual_backend"]
+
+T = TypeVar("T")
+
+
+def _seconds(ns: int) -> float:
+    """``ns`` as seconds: the least float ``s`` with ``int(s * 1e9) == ns``.
+
+    A plain ``ns / 1e9`` reads back a nanosecond short for about one value
+    in forty (``int(15 / 1e9 * 1e9) == 14``). Code that converts the clock
+    to nanoseconds that way, as a limiter does, would then see a timer it
+    set fire a nanosecond early, set it again, and on a clock that moves
+    only when every task waits, never see time move."""
+    seconds = ns / 1e9
+    while int(seconds * 1e9) < ns:
+        seconds = math.nextafter(seconds, math.inf)
+    return seconds
+
+
+def _duration(seconds: float) -> int:
+    """``seconds`` (finite, at least 0) in whole nanoseconds."""
+    if isinstance(seconds, bool) or not isinstance(seconds, (int, float)):
+        raise TypeError(f"seconds={seconds!r}: expected a number")
+    if not (math.isfinite(seconds) and seconds >= 0):
+        raise ValueError(f"seconds={seconds!r}: must be finite and at least 0")
+    return round(seconds * 1e9)
+
+
+class _VirtualSelector(selectors.DefaultSelector):
+    """The loop's selector: polls real I/O and, where the loop would sleep
+    until its next timer, moves the loop's clock there instead."""
+
+    def __init__(self, loop: VirtualClockLoop) -> None:
+        super().__init__()
+        self._loop = loop
+
+    def select(self, timeout: float | None = None) -> list[tuple[selectors.SelectorKey, int]]:
+        ready = super().select(0)
+        if ready or (timeout is not None and timeout <= 0):
+            return ready
+        loop = self._loop
+        if timeout is None or loop._executor_jobs:
+            # Only I/O (another thread's call_soon_threadsafe among it) can
+            # end this wait: wait for it in real time.
+            return super().select(timeout)
+        loop._jump_to(loop.time() + timeout)
+        return []
+
+
+class VirtualClockLoop(asyncio.SelectorEventLoop):
+    """An asyncio event loop whose clock is virtual: whenever every task waits,
+    the clock jumps to the next timer (trio's ``MockClock(autojump_threshold=0)``).
+
+    The clock starts at 0.0 and moves in whole nanoseconds, only when the
+    loop would otherwise sleep (to the first nanosecond at or after its next
+    timer) and on :meth:`advance`. Callbacks and tasks take no virtual time.
+
+    Make one directly (``loop.run_until_complete(...)``), through :func:`run`,
+    or as anyio's ``loop_factory`` (:func:`virtual_backend`).
+    """
+
+    def __init__(self) -> None:
+        self._ns = 0
+        self._now = 0.0
+        self._executor_jobs = 0
+        super().__init__(_VirtualSelector(self))
+
+    def time(self) -> float:
+        """The virtual clock, in seconds."""
+        return self._now
+
+    def advance(self, seconds: float) -> None:
+        """Move the clock on by ``seconds`` at once, running nothing meanwhile.
+
+        Called from a task (or a callback), this is a stall: what
+        ``time.sleep(seconds)`` does to a real loop. Timers that fell due
+        run once the caller next awaits. :func:`stall` calls it on the
+        running loop."""
+        self._set(self._ns + _duration(seconds))
+
+    def _set(self, ns: int) -> None:
+        self._ns = ns
+        self._now = _seconds(ns)
+
+    def _jump_to(self, when: float) -> None:
+        """The clock to the first nanosecond at or after ``when`` (at least
+        one on: each jump moves time, so a timer that runs a little early by
+        the loop's clock resolution and sets itself again still sees it come)."""
+        ns = max(self._ns + 1, round(when * 1e9))
+        if _seconds(ns) < when:
+            ns += 1
+        self._set(ns)
+
+    def run_in_executor(
+        self,
+        executor: Executor | None,
+        func: Callable[[Unpack[_Ts]], T],
+        *args: Unpack[_Ts],
+    ) -> asyncio.Future[T]:
+        """As asyncio's; while the job runs, the clock waits for it."""
+        future = super().run_in_executor(executor, func, *args)
+        self._executor_jobs += 1
+        future.add_done_callback(self._executor_job_done)
+        return future
+
+    def _executor_job_done(self, future: asyncio.Future[Any]) -> None:
+        self._executor_jobs -= 1
+
+    if sys.version_info >= (3, 12):
+
+        async def shutdown_default_executor(self, timeout: float | None = None) -> None:
+            """As asyncio's; the clock waits for it (its timeout is real time)."""
+            self._executor_jobs += 1
+            try:
+                await super().shutdown_default_executor(timeout)
+            finally:
+                self._executor_jobs -= 1
+
+    else:
+
+        async def shutdown_default_executor(self) -> None:
+            """As asyncio's; the clock waits for it."""
+            self._executor_jobs += 1
+            try:
+                await super().shutdown_default_executor()
+            finally:
+                self._executor_jobs -= 1
+
+
+class VirtualClock(_TrioClock):
+    """A clock for trio (``trio.run(main, clock=VirtualClock())``) that jumps
+    to the next deadline whenever no task can run, in whole nanoseconds:
+    :class:`VirtualClockLoop`'s clock, for trio.
+
+    trio's own ``MockClock(autojump_threshold=0)`` jumps the same way, but
+    its readings are sums of float jumps, and a reading converted to
+    nanoseconds with ``int(seconds * 1e9)`` can come out a nanosecond short
+    of a deadline the clock has just reached. A timer that compares the two
+    then sets itself again, forever, and the clock, which moves only when
+    every task waits, never moves. Here every reading is exact.
+
+    The clock starts at 0.0; :meth:`advance` (or :func:`stall`) moves it on.
+    """
+
+    def __init__(self) -> None:
+        self._ns = 0
+        self._now = 0.0
+
+    def __repr__(self) -> str:
+        return f"<permits.testing.VirtualClock at {self._now!r} s>"
+
+    def start_clock(self) -> None:
+        """Part of trio's clock interface: nothing to do."""
+
+    def current_time(self) -> float:
+        """The virtual clock, in seconds."""
+        return self._now
+
+    def deadline_to_sleep_time(self, deadline: float) -> float:
+        """trio asks this only when no task can run: jump to ``deadline`` (the
+        first nanosecond at or after it) and sleep 0 s; with no deadline,
+        wait for I/O in real time."""
+        if math.isinf(deadline):
+            return math.inf
+        if deadline > self._now:
+            ns = round(deadline * 1e9)
+            if _seconds(ns) < deadline:
+                ns += 1
+            self._set(ns)
+        return 0.0
+
+    def advance(self, seconds: float) -> None:
+        """Move the clock on by ``seconds`` at once (see :func:`stall`)."""
+        self._set(self._ns + _duration(seconds))
+
+    def _set(self, ns: int) -> None:
+        self._ns = ns
+        self._now = _seconds(ns)
+
+
+def run(main: Coroutine[Any, Any, T], *, debug: bool | None = None) -> T:
+    """Run ``main`` on a fresh :class:`VirtualClockLoop` and close it, as
+    ``asyncio.run`` does on a real loop (tasks left over are cancelled,
+    async generators and the default executor shut down)."""
+    loop = VirtualClockLoop()
+    if debug is not None:
+        loop.set_debug(debug)
+    try:
+        return loop.run_until_complete(main)
+    finally:
+        try:
+            _cancel_all_tasks(loop)
+            loop.run_until_complete(loop.shutdown_asyncgens())
+            loop.run_until_complete(loop.shutdown_default_executor())
+        finally:
+            loop.close()
+
+
+def _cancel_all_tasks(loop: asyncio.AbstractEventLoop) -> None:
+    tasks = asyncio.all_tasks(loop)
+    for task in tasks:
+        task.cancel()
+    if not tasks:
+        return
+    loop.run_until_complete(asyncio.gather(*tasks, return_exceptions=True))
+    for task in tasks:
+        if not task.cancelled() and task.exception() is not None:
+            loop.call_exception_handler(
+                {
+                    "message": "unhandled exception during permits.testing.run() shutdown",
+                    "exception": task.exception(),
+                    "task": task,
+                }
+            )
+
+
+def virtual_backend(name: str) -> tuple[str, dict[str, Any]]:
+    """anyio's backend ``name`` ("asyncio" or "trio") on virtual time, as the
+    ``(name, options)`` pair anyio's pytest plugin takes from the
+    ``anyio_backend`` fixture: asyncio on a :class:`VirtualClockLoop`, trio
+    with a fresh :class:`VirtualClock` (so call it once per test). For
+    ``anyio.run``: ``anyio.run(f, backend=name, backend_options=options)``."""
+    if name == "asyncio":
+        return name, {"loop_factory": VirtualClockLoop}
+    if name == "trio":
+        return name, {"clock": VirtualClock()}
+    raise ValueError(f"name={name!r}: expected 'asyncio' or 'trio'")
+
+
+def stall(seconds: float) -> None:
+    """Stall the running loop for ``seconds`` of virtual time: move its clock
+    on at once and run nothing meanwhile, as ``time.sleep(seconds)`` would
+    on a real loop. Call it (synchronously) from a task: no other task runs
+    until the caller awaits, and then every timer that fell due meanwhile is
+    late by the same stall.
+
+    Works on a :class:`VirtualClockLoop` (asyncio, or anyio on asyncio), and
+    under trio (or anyio on trio) on a :class:`VirtualClock` or trio's own
+    ``MockClock``.
+
+    :raises RuntimeError: no loop is running.
+    :raises TypeError: the running loop's clock is not virtual.
+    """
+    ns = _duration(seconds)
+    if "trio" in sys.modules:
+        import trio.lowlevel
+        import trio.testing
+
+        if trio.lowlevel.in_trio_task():
+            clock = trio.lowlevel.current_clock()
+            if isinstance(clock, VirtualClock):
+                clock._set(clock._ns + ns)
+            elif isinstance(clock, trio.testing.MockClock):
+                clock.jump(ns / 1e9)
+            else:
+                raise TypeError(
+                    f"stall() needs a permits.testing.VirtualClock or a "
+                    f"trio.testing.MockClock, not {clock!r}"
+                )
+            return
+    loop = asyncio.get_running_loop()
+    if not isinstance(loop, VirtualClockLoop):
+        raise TypeError(f"stall() needs a permits.testing.VirtualClockLoop, not {loop!r}")
+    loop._set(loop._ns + ns)

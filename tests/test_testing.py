@@ -1,0 +1,129 @@
+"""permits.testing: the virtual clocks, run(), virtual_backend() and stall()."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+from contextlib import AbstractAsyncContextManager
+
+import anyio
+import anyio.lowlevel
+import pytest
+import trio
+import trio.testing
+
+from permits import testing
+from permits.adapters import BaseLimiter
+from permits.core import Fifo
+
+OpenLimiter = Callable[..., AbstractAsyncContextManager[BaseLimiter]]
+
+
+def test_the_loop_jumps_to_the_next_timer_in_no_real_time() -> None:
+    async def main() -> list[float]:
+        loop = asyncio.get_running_loop()
+        seen = [loop.time()]
+        await asyncio.sleep(3600)
+        seen.append(loop.time())
+        await asyncio.sleep(15e-9)  # 15 ns: 15 / 1e9 * 1e9 reads back as 14.99...
+        seen.append(loop.time())
+        return seen
+
+    began = time.monotonic()
+    seen = testing.run(main())
+    assert time.monotonic() - began < 30, "an hour of virtual time is not an hour"
+    assert seen[:2] == [0.0, 3600.0]
+    assert int(seen[2] * 1e9) == 3600 * 10**9 + 15, "readings are exact nanoseconds"
+
+
+def test_the_clock_waits_for_the_loops_executor() -> None:
+    """A job in run_in_executor holds the clock: a timer 10 s away does not
+    fire before a job of a few real milliseconds ends."""
+
+    async def main() -> tuple[bool, float]:
+        loop = asyncio.get_running_loop()
+        timer = loop.call_later(10, lambda: None)
+        await loop.run_in_executor(None, time.sleep, 0.05)
+        return timer.cancelled() or loop.time() < 10, loop.time()
+
+    held, at = testing.run(main())
+    assert held, at
+    assert at == 0.0
+
+
+def test_the_trio_clock_reads_exact_nanoseconds() -> None:
+    """trio's MockClock lands on 1.001, which int(t * 1e9) reads as
+    1,000,999,999 ns; a limiter's timer at 1,001,000,000 ns then never
+    sees its time come. VirtualClock's readings are exact."""
+
+    async def main() -> int:
+        await trio.sleep_until(1.001)
+        return int(trio.current_time() * 1e9)
+
+    assert trio.run(main, clock=testing.VirtualClock()) == 1_001_000_000
+
+
+def test_virtual_backend_refuses_an_unknown_name() -> None:
+    with pytest.raises(ValueError, match="name='curio'"):
+        testing.virtual_backend("curio")
+
+
+@pytest.mark.anyio
+async def test_stall_moves_the_clock_and_runs_nothing(open_limiter: OpenLimiter) -> None:
+    """On every case: the clock moves on by exactly the stall, nothing runs
+    meanwhile, and what fell due runs once the caller awaits."""
+    ran: list[float] = []
+    sleeping = anyio.Event()
+
+    async def other() -> None:
+        sleeping.set()
+        await anyio.sleep(0.1)
+        ran.append(anyio.current_time())
+
+    async with open_limiter(Fifo(), 10) as limiter, anyio.create_task_group() as tg:
+        await limiter.acquire()  # the bucket's permit; the next is due in 100 ms
+        tg.start_soon(other)
+        await sleeping.wait()
+        start = anyio.current_time()
+        testing.stall(0.5)
+        assert anyio.current_time() - start == pytest.approx(0.5, abs=1e-9)
+        assert ran == [], "nothing ran during the stall"
+        assert limiter.statistics().granted == 1
+        assert limiter.try_acquire(), "the permit that fell due is free"
+        for _ in range(20):  # a few scheduling rounds, in no virtual time
+            await anyio.lowlevel.checkpoint()
+        assert len(ran) == 1
+        assert ran[0] - start == pytest.approx(0.5, abs=1e-9), "late by the stall"
+
+
+def test_stall_on_trios_mock_clock() -> None:
+    async def main() -> float:
+        testing.stall(0.25)
+        return trio.current_time()
+
+    clock = trio.testing.MockClock()
+    assert trio.run(main, clock=clock) == 0.25
+
+
+def test_stall_refuses_a_real_clock_and_bad_durations() -> None:
+    async def on_asyncio() -> None:
+        testing.stall(0.1)
+
+    with pytest.raises(TypeError, match="VirtualClockLoop"):
+        asyncio.run(on_asyncio())
+
+    async def on_trio() -> None:
+        testing.stall(0.1)
+
+    with pytest.raises(TypeError, match="MockClock"):
+        trio.run(on_trio)
+    with pytest.raises(RuntimeError):
+        testing.stall(0.1)  # no loop running
+
+    async def bad(seconds: object) -> None:
+        testing.stall(seconds)  # type: ignore[arg-type]
+
+    for seconds, error in ((-1.0, ValueError), (float("nan"), ValueError), ("1", TypeError)):
+        with pytest.raises(error, match="seconds="):
+            testing.run(bad(seconds))
