@@ -1,4 +1,5 @@
-"""What a user installs: the version, ``--version``, the wheel and sdist, typing.
+"""What a user installs: the version, ``--version``, the wheel and sdist, typing,
+and what a module whose extra is missing says.
 
 The wheel and sdist are built once per module with ``python -m build`` (the
 sdist first, then the wheel from it, as PyPI's users get them); mypy runs as
@@ -9,6 +10,8 @@ the wheel installed in a throwaway virtual environment.
 from __future__ import annotations
 
 import importlib.metadata
+import json
+import os
 import subprocess
 import sys
 import sysconfig
@@ -19,6 +22,7 @@ from pathlib import Path, PurePosixPath
 import pytest
 
 import permits
+from permits.adapters._requires import requires_extra
 
 ROOT = Path(__file__).resolve().parent.parent
 BIN = Path(sys.executable).parent
@@ -37,9 +41,16 @@ granted: int = simulate(SEED[0]).granted
 """
 
 
-def run(*argv: str | Path, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+def run(
+    *argv: str | Path, cwd: Path | None = None, alone: bool = False
+) -> subprocess.CompletedProcess[str]:
+    """Run ``argv``; ``alone``: without PYTHONPATH and MYPYPATH, which would
+    show it sources other than the installed ones."""
+    env = None
+    if alone:
+        env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "MYPYPATH")}
     return subprocess.run(
-        [str(arg) for arg in argv], capture_output=True, text=True, check=False, cwd=cwd
+        [str(arg) for arg in argv], capture_output=True, text=True, check=False, cwd=cwd, env=env
     )
 
 
@@ -138,7 +149,7 @@ def test_wheel_install_imports_every_package(wheel_python: Path) -> None:
         "import permits, " + ", ".join(PACKAGES[1:]) + "\n"
         "print(permits.__version__, permits.__file__, *permits.__path__)"
     )
-    done = run(wheel_python, "-c", code, cwd=wheel_python.parent)
+    done = run(wheel_python, "-c", code, cwd=wheel_python.parent, alone=True)
     assert done.returncode == 0, done.stderr
     version, init, *path = done.stdout.split()
     assert version == permits.__version__
@@ -151,7 +162,9 @@ def _mypy(tmp_path: Path, *options: str | Path) -> subprocess.CompletedProcess[s
     script.write_text(USER_SCRIPT)
     # cwd=tmp_path: not this checkout's configuration (mypy_path would find
     # the sources whatever is installed).
-    return run(BIN / "mypy", "--strict", "--no-incremental", *options, script, cwd=tmp_path)
+    return run(
+        BIN / "mypy", "--strict", "--no-incremental", *options, script, cwd=tmp_path, alone=True
+    )
 
 
 def test_mypy_strict_on_a_users_script_editable(tmp_path: Path) -> None:
@@ -162,3 +175,81 @@ def test_mypy_strict_on_a_users_script_editable(tmp_path: Path) -> None:
 def test_mypy_strict_on_a_users_script_wheel(tmp_path: Path, wheel_python: Path) -> None:
     done = _mypy(tmp_path, "--python-executable", wheel_python)
     assert done.returncode == 0, done.stdout + done.stderr
+
+
+#: Each module that needs an extra: (module, extra, the packages the extra
+#: brings that the module imports).
+OPTIONAL = [
+    ("permits.adapters.trio", "trio", ("trio",)),
+    ("permits.adapters.anyio", "anyio", ("anyio",)),
+    ("permits.adapters.redis", "redis", ("redis", "anyio")),
+    ("permits.adapters.prometheus", "prometheus", ("prometheus_client",)),
+]
+
+#: Every package an extra brings (pyproject.toml's optional-dependencies).
+EXTRAS = ("trio", "anyio", "redis", "prometheus_client", "matplotlib")
+
+IMPORT_HIDDEN = """\
+import importlib, json, sys
+module, hidden = sys.argv[1], sys.argv[2:]
+for name in hidden:
+    sys.modules[name] = None  # as if not installed: importing it fails
+try:
+    importlib.import_module(module)
+except ImportError as error:
+    print(json.dumps([isinstance(error, ModuleNotFoundError), error.name, str(error)]))
+else:
+    print(json.dumps(None))
+"""
+
+
+def import_hidden(module: str, *hidden: str) -> list[object] | None:
+    """Import ``module`` in a fresh interpreter where ``hidden`` are not
+    installed: None, or (a ModuleNotFoundError?, its name, its message)."""
+    done = run(sys.executable, "-c", IMPORT_HIDDEN, module, *hidden)
+    assert done.returncode == 0, done.stderr
+    answer: list[object] | None = json.loads(done.stdout)
+    return answer
+
+
+@pytest.mark.parametrize(
+    ("module", "extra", "hidden"),
+    [(m, e, h) for m, e, packages in OPTIONAL for h in packages],
+    ids=[f"{m.rpartition('.')[2]}-without-{h}" for m, _, packages in OPTIONAL for h in packages],
+)
+def test_missing_extra_names_what_to_install(module: str, extra: str, hidden: str) -> None:
+    assert import_hidden(module, hidden) == [
+        True,
+        hidden,
+        f"{module} needs {hidden}: pip install 'permits[{extra}]'",
+    ]
+
+
+def test_every_module_that_needs_an_extra_says_so() -> None:
+    """With every extra missing, the modules that fail to import are exactly
+    those of OPTIONAL, each naming its extra (a new adapter that imports a
+    package of an extra bare fails here)."""
+    failing = {}
+    for path in sorted((ROOT / "adapters" / "permits").rglob("*.py")):
+        parts = path.relative_to(ROOT / "adapters").with_suffix("").parts
+        if parts[-1] in ("__init__", "__main__"):
+            parts = parts[:-1]
+        module = ".".join(parts)
+        answer = import_hidden(module, *EXTRAS)
+        if answer is not None:
+            failing[module] = answer[2]
+    assert set(failing) == {m for m, _, _ in OPTIONAL}, failing
+    for module, extra, packages in OPTIONAL:
+        says = {f"{module} needs {p}: pip install 'permits[{extra}]'" for p in packages}
+        assert failing[module] in says
+
+
+def test_requires_extra_passes_other_import_errors_on() -> None:
+    with pytest.raises(ModuleNotFoundError) as raised, requires_extra("m", "x", "wanted"):
+        import permits_no_such_package  # type: ignore[import-not-found]  # noqa: F401
+    assert raised.value.name == "permits_no_such_package"
+    assert str(raised.value) == "No module named 'permits_no_such_package'"
+    with pytest.raises(ModuleNotFoundError) as raised, requires_extra("m", "x", "permits_no"):
+        import permits_no.such  # type: ignore[import-not-found]  # noqa: F401
+    assert raised.value.name == "permits_no"
+    assert str(raised.value) == "m needs permits_no: pip install 'permits[x]'"

@@ -15,7 +15,11 @@ A :mod:`permits.sim` scenario played in real time on the asyncio adapter
 
 Shared by all three: :func:`level` (the context-local default level), and the
 errors :class:`LimiterClosed`, :class:`AcquireTimeout`,
-:class:`WouldWaitTooLong` (and :class:`permits.core.QueueFull`).
+:class:`WouldWaitTooLong` (and :class:`permits.core.QueueFull`), and
+:class:`WrongFramework` (an adapter used outside its framework).
+
+A module whose extra is not installed says so as it is imported (a
+``ModuleNotFoundError`` naming ``pip install 'permits[trio]'``, and so on).
 """
 
 from ._base import (
@@ -26,12 +30,14 @@ from ._base import (
     current_level,
     level,
 )
+from ._requires import WrongFramework
 
 __all__ = [
     "AcquireTimeout",
     "BaseLimiter",
     "LimiterClosed",
     "WouldWaitTooLong",
+    "WrongFramework",
     "current_level",
     "level",
 ]

@@ -19,14 +19,16 @@ from contextlib import AbstractAsyncContextManager
 from fractions import Fraction
 from typing import Any
 
-import anyio
-import anyio.abc
-import anyio.lowlevel
-
 from permits.core import Policy
 
 from ._base import Event
+from ._requires import requires_extra
 from ._tasked import TaskedLimiter, running
+
+with requires_extra(__name__, "anyio", "anyio"):
+    import anyio
+    import anyio.abc
+    import anyio.lowlevel
 
 __all__ = ["Limiter", "open_limiter"]
 

@@ -18,6 +18,7 @@ import asyncio
 from types import TracebackType
 
 from ._base import BaseLimiter, Event
+from ._requires import wrong_framework
 
 __all__ = ["Limiter"]
 
@@ -47,7 +48,10 @@ class Limiter(BaseLimiter):
     _timer_at: int | None = None
 
     def _running_loop(self) -> asyncio.AbstractEventLoop:
-        loop = asyncio.get_running_loop()
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            raise wrong_framework(Limiter, "asyncio") from None
         if loop is not self._loop:
             if self._loop is not None:
                 raise RuntimeError("a Limiter belongs to the event loop it was first used in")
@@ -55,8 +59,12 @@ class Limiter(BaseLimiter):
         return loop
 
     def _clock(self) -> int:
-        # _running_loop, inlined: the clock is read on every acquire.
-        loop = asyncio.get_running_loop()
+        # _running_loop, inlined: the clock is read on every acquire (a try
+        # costs next to nothing until it catches).
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            raise wrong_framework(Limiter, "asyncio") from None
         if loop is not self._loop:
             self._running_loop()
         return int(loop.time() * 1e9)

@@ -13,12 +13,14 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
-from prometheus_client.registry import Collector
-
 from permits.core import Machine
 
 from ._base import BaseLimiter
+from ._requires import requires_extra
+
+with requires_extra(__name__, "prometheus", "prometheus_client"):
+    from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+    from prometheus_client.registry import Collector
 
 __all__ = ["PermitsCollector"]
 

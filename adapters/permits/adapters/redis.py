@@ -43,19 +43,22 @@ from fractions import Fraction
 from typing import Any, Literal, NamedTuple
 from urllib.parse import urlsplit, urlunsplit
 
-import anyio
-import anyio.lowlevel
-import anyio.to_thread
-import redis
-import redis.exceptions
-
 from permits.core import Fifo, Machine, PermitError, PermitTypeError, PermitValueError
 from permits.core import Policy as _Policy
 from permits.core._checks import check_int, check_rate
 
 from ._base import _nanoseconds
+from ._requires import requires_extra
 from ._tasked import running
-from .anyio import Limiter as _AnyioLimiter
+
+with requires_extra(__name__, "redis", "anyio", "redis"):
+    import anyio
+    import anyio.lowlevel
+    import anyio.to_thread
+    import redis
+    import redis.exceptions
+
+    from .anyio import Limiter as _AnyioLimiter
 
 __all__ = [
     "SCRIPT",

@@ -25,12 +25,14 @@ from collections.abc import Sequence
 from contextlib import AbstractAsyncContextManager
 from fractions import Fraction
 
-import trio
-
 from permits.core import Policy
 
 from ._base import Event
+from ._requires import requires_extra, wrong_framework
 from ._tasked import TaskedLimiter, running
+
+with requires_extra(__name__, "trio", "trio"):
+    import trio
 
 __all__ = ["Limiter", "open_limiter"]
 
@@ -39,7 +41,10 @@ class Limiter(TaskedLimiter):
     """A priority limiter for trio; make one with :func:`open_limiter`."""
 
     def _clock(self) -> int:
-        return int(trio.current_time() * 1e9)
+        try:
+            return int(trio.current_time() * 1e9)
+        except RuntimeError:  # outside trio.run (a try costs next to nothing until it catches)
+            raise wrong_framework(Limiter, "trio") from None
 
     def _new_event(self) -> Event:
         return trio.Event()
@@ -66,6 +71,10 @@ def open_limiter(
 ) -> AbstractAsyncContextManager[Limiter]:
     """Open a trio :class:`Limiter` for an ``async with``; see
     :class:`~permits.adapters.BaseLimiter` for the arguments."""
+    try:
+        trio.lowlevel.current_trio_token()
+    except RuntimeError:  # trio.open_nursery() would say "'RunContext' object has no ..."
+        raise wrong_framework(open_limiter, "trio") from None
     limiter = Limiter(
         policy,
         rate,

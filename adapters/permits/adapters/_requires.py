@@ -1,0 +1,100 @@
+"""What an adapter requires around it: its optional dependency, its framework.
+
+Both fail once, at a boundary (the import; the first clock reading outside
+the framework), and both would otherwise surface as another library's words
+(``No module named 'trio'``, ``no running event loop``). Here they name what
+to install, or which adapter to use instead.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any, Literal
+
+from permits.core import PermitError
+
+__all__ = ["WrongFramework", "requires_extra", "wrong_framework"]
+
+
+@contextmanager
+def requires_extra(module: str, extra: str, *packages: str) -> Iterator[None]:
+    """Import, in the ``with`` block, what ``module`` needs from the extra
+    ``permits[extra]``: one of the top-level ``packages`` missing is a
+    ``ModuleNotFoundError`` (``name`` set) that says what to install::
+
+        with requires_extra(__name__, "trio", "trio"):
+            import trio
+
+    Any other import error (one inside an installed package) goes on
+    unchanged.
+    """
+    try:
+        yield
+    except ModuleNotFoundError as error:
+        missing = (error.name or "").partition(".")[0]
+        if missing not in packages:
+            raise
+        raise ModuleNotFoundError(
+            f"{module} needs {missing}: pip install 'permits[{extra}]'", name=missing
+        ) from None
+
+
+Framework = Literal["asyncio", "trio"]
+
+#: The adapters to use under each framework.
+_USE: dict[Framework, str] = {
+    "asyncio": "permits.adapters.asyncio.Limiter or permits.adapters.anyio.open_limiter",
+    "trio": "permits.adapters.trio.open_limiter or permits.adapters.anyio.open_limiter",
+}
+
+
+class WrongFramework(PermitError, RuntimeError):
+    """An adapter was used outside the framework it is for: the asyncio
+    ``Limiter`` under trio, trio's ``open_limiter`` under asyncio, or either
+    where no event loop runs. The message names the adapter to use instead.
+
+    :ivar adapter: what was used, e.g. ``"permits.adapters.asyncio.Limiter"``.
+    :ivar needs: the framework it needs (``"asyncio"`` or ``"trio"``).
+    :ivar running: the framework running instead, or ``None`` if none is.
+    """
+
+    def __init__(self, adapter: str, needs: Framework, running: Framework | None) -> None:
+        self.adapter = adapter
+        self.needs = needs
+        self.running = running
+        if running is None:
+            advice = f"none runs in this thread (start one with {needs}.run)"
+        else:
+            advice = f"under {running} use {_USE[running]}"
+        super().__init__(f"{adapter} needs a running {needs} event loop; {advice}")
+
+
+def _running() -> Framework | None:
+    """The framework running in this thread, if asyncio or trio (asked only
+    once the one an adapter needs was found missing; neither is imported for
+    the asking)."""
+    asyncio = sys.modules.get("asyncio")
+    if asyncio is not None:
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            pass
+        else:
+            return "asyncio"
+    trio = sys.modules.get("trio")
+    if trio is not None:
+        try:
+            trio.lowlevel.current_trio_token()
+        except RuntimeError:
+            pass
+        else:
+            return "trio"
+    return None
+
+
+def wrong_framework(adapter: Callable[..., Any], needs: Framework) -> WrongFramework:
+    """The error for ``adapter`` (a class or function) used outside ``needs``;
+    raise it ``from None`` where the framework's own call failed."""
+    return WrongFramework(f"{adapter.__module__}.{adapter.__qualname__}", needs, _running())

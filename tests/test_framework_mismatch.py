@@ -1,0 +1,134 @@
+"""An adapter used outside its framework says so, and names the one to use.
+
+The asyncio limiter under trio said ``no running event loop``; trio's
+``open_limiter`` under asyncio said ``'RunContext' object has no attribute
+'runner'``. Both are now :class:`permits.adapters.WrongFramework`, a
+``PermitError`` and a ``RuntimeError``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable, Coroutine
+from typing import Any
+
+import pytest
+import trio
+
+import permits.adapters
+import permits.adapters.asyncio
+import permits.adapters.trio
+from permits.adapters import WrongFramework
+from permits.core import Fifo, PermitError
+
+UNDER_TRIO = (
+    "permits.adapters.asyncio.Limiter needs a running asyncio event loop; under trio use "
+    "permits.adapters.trio.open_limiter or permits.adapters.anyio.open_limiter"
+)
+UNDER_ASYNCIO = (
+    "needs a running trio event loop; under asyncio use "
+    "permits.adapters.asyncio.Limiter or permits.adapters.anyio.open_limiter"
+)
+
+
+def asyncio_limiter() -> permits.adapters.asyncio.Limiter:
+    return permits.adapters.asyncio.Limiter(Fifo(), rate=10)
+
+
+def trio_limiter() -> permits.adapters.trio.Limiter:
+    return permits.adapters.trio.Limiter(Fifo(), rate=10)
+
+
+def check(error: WrongFramework, adapter: str, needs: str, running: str | None) -> None:
+    assert isinstance(error, PermitError)
+    assert isinstance(error, RuntimeError)
+    assert (error.adapter, error.needs, error.running) == (adapter, needs, running)
+    assert error.__cause__ is None
+    assert error.__suppress_context__  # raised from None: not the framework's error too
+
+
+async def asyncio_acquire() -> None:
+    await asyncio_limiter().acquire()
+
+
+async def asyncio_permit() -> None:
+    async with asyncio_limiter().permit():
+        pass
+
+
+async def asyncio_async_with() -> None:
+    async with asyncio_limiter():
+        pass
+
+
+async def asyncio_try_acquire() -> None:
+    asyncio_limiter().try_acquire()
+
+
+@pytest.mark.parametrize(
+    "use", [asyncio_acquire, asyncio_permit, asyncio_async_with, asyncio_try_acquire]
+)
+def test_asyncio_limiter_under_trio(use: Callable[[], Awaitable[None]]) -> None:
+    with pytest.raises(WrongFramework) as raised:
+        trio.run(use)
+    assert str(raised.value) == UNDER_TRIO
+    check(raised.value, "permits.adapters.asyncio.Limiter", "asyncio", "trio")
+
+
+async def trio_open_limiter() -> None:
+    async with permits.adapters.trio.open_limiter(Fifo(), rate=10) as limiter:
+        await limiter.acquire()
+
+
+def test_trio_open_limiter_under_asyncio() -> None:
+    with pytest.raises(WrongFramework) as raised:
+        asyncio.run(trio_open_limiter())
+    assert str(raised.value) == "permits.adapters.trio.open_limiter " + UNDER_ASYNCIO
+    check(raised.value, "permits.adapters.trio.open_limiter", "trio", "asyncio")
+
+
+async def trio_acquire() -> None:
+    await trio_limiter().acquire()
+
+
+async def trio_try_acquire() -> None:
+    trio_limiter().try_acquire()
+
+
+@pytest.mark.parametrize("use", [trio_acquire, trio_try_acquire])
+def test_trio_limiter_under_asyncio(use: Callable[[], Coroutine[Any, Any, None]]) -> None:
+    """A trio Limiter made by hand (not by open_limiter) and used under asyncio."""
+    with pytest.raises(WrongFramework) as raised:
+        asyncio.run(use())
+    assert str(raised.value) == "permits.adapters.trio.Limiter " + UNDER_ASYNCIO
+    check(raised.value, "permits.adapters.trio.Limiter", "trio", "asyncio")
+
+
+@pytest.mark.parametrize(
+    ("make", "adapter", "needs"),
+    [
+        (asyncio_limiter, "permits.adapters.asyncio.Limiter", "asyncio"),
+        (trio_limiter, "permits.adapters.trio.Limiter", "trio"),
+    ],
+)
+def test_outside_any_event_loop(
+    make: Callable[[], permits.adapters.BaseLimiter], adapter: str, needs: str
+) -> None:
+    with pytest.raises(WrongFramework) as raised:
+        make().try_acquire()
+    assert str(raised.value) == (
+        f"{adapter} needs a running {needs} event loop; "
+        f"none runs in this thread (start one with {needs}.run)"
+    )
+    check(raised.value, adapter, needs, None)
+
+
+def test_trio_open_limiter_outside_any_event_loop() -> None:
+    with pytest.raises(WrongFramework) as raised:
+        permits.adapters.trio.open_limiter(Fifo(), rate=10)
+    check(raised.value, "permits.adapters.trio.open_limiter", "trio", None)
+
+
+def test_exported() -> None:
+    assert "WrongFramework" in permits.adapters.__all__
+    assert permits.adapters.WrongFramework is WrongFramework
