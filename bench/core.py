@@ -36,7 +36,7 @@ POLICIES: dict[str, Callable[[], Policy]] = {
     "fifo": lambda: Fifo(2),
     "strict": lambda: StrictPriority(2),
     "shares 4:1": lambda: Shares((4, 1)),
-    "aging 2 s": lambda: Aging(2, 2 * SECOND),
+    "aging 2 s": lambda: Aging(2, after_ns=2 * SECOND),
 }
 RATE = 1000  # permits per second: a permit every 1 ms of virtual time
 

@@ -24,7 +24,7 @@ POLICIES: dict[str, Policy] = {
     "fifo": Fifo(3),
     "strict": StrictPriority(3),
     "shares 3:2:1": Shares((3, 2, 1)),
-    "aging 2 s": Aging(3, 2 * SECOND),
+    "aging 2 s": Aging(3, after_ns=2 * SECOND),
 }
 
 

@@ -14,7 +14,17 @@ from typing import Any
 import attrs
 from hypothesis import strategies as st
 
-from permits.core import SECOND, Aging, Fifo, Machine, Policy, Queues, Shares, StrictPriority
+from permits.core import (
+    SECOND,
+    Aging,
+    Charge,
+    Fifo,
+    Machine,
+    Policy,
+    Queues,
+    Shares,
+    StrictPriority,
+)
 
 from reference import PolicySpec, Reference
 
@@ -59,6 +69,7 @@ class Config:
     burst: int
     max_waiting: tuple[int | None, ...] | None
     refund_window: int
+    charge: Charge = Charge.AT_GRANT
 
     @property
     def exact_rate(self) -> Fraction:
@@ -77,7 +88,7 @@ class Config:
         if spec.kind == "shares":
             return Shares(spec.weights)
         if spec.kind == "aging":
-            return Aging(spec.levels, spec.after)
+            return Aging(spec.levels, after_ns=spec.after)
         return RoundRobin(spec.levels)
 
     def machine(self) -> Machine:
@@ -86,18 +97,30 @@ class Config:
             self.rate,
             self.burst,
             max_waiting=self.max_waiting,
-            refund_window=self.refund_window,
+            refund_window_ns=self.refund_window,
+            charge=self.charge,
         )
 
     def reference(self) -> Reference:
         return Reference(
-            self.spec, self.exact_rate, self.burst, self.max_waiting, self.refund_window
+            self.spec,
+            self.exact_rate,
+            self.burst,
+            self.max_waiting,
+            self.refund_window,
+            at_grant=self.charge is Charge.AT_GRANT,
         )
 
 
 @st.composite
-def configs(draw: st.DrawFn, kind: str, levels: int | None = None) -> Config:
-    """A small machine configuration for policy ``kind``."""
+def configs(
+    draw: st.DrawFn,
+    kind: str,
+    levels: int | None = None,
+    charges: tuple[Charge, ...] = (Charge.AT_GRANT,),
+) -> Config:
+    """A small machine configuration for policy ``kind``, charging its
+    permits as one of ``charges`` says."""
     if levels is None:
         levels = draw(st.integers(1, 3))
     rate = draw(st.sampled_from(RATES))
@@ -124,4 +147,5 @@ def configs(draw: st.DrawFn, kind: str, levels: int | None = None) -> Config:
         burst=draw(st.integers(1, 3)),
         max_waiting=max_waiting,
         refund_window=refund_window,
+        charge=draw(st.sampled_from(charges)),
     )

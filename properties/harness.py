@@ -24,6 +24,7 @@ def fingerprint(machine: Machine) -> tuple[Any, ...]:
         machine._anchor,
         machine._k,
         machine._due,
+        machine._in_flight,
         machine._seq,
         tuple(machine._refundable.items()),
         tuple(sorted(machine._deadlines)),

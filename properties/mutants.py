@@ -46,8 +46,9 @@ MUTANTS: dict[str, tuple[str, str, str, str]] = {
     ),
     "drift-the-clock": (
         "_machine.py",
-        "            if k * P < (now - 1 - anchor) * Q:\n                anchor = self._anchor",
-        "            if True:\n                anchor = self._anchor",
+        "                if k * P < (now - 1 - anchor) * Q:\n"
+        "                    anchor = self._anchor",
+        "                if True:\n                    anchor = self._anchor",
         "every grant restarts the schedule at now: rounding and lateness accumulate",
     ),
     "aging-wrong-sign": (
@@ -102,24 +103,62 @@ MUTANTS: dict[str, tuple[str, str, str, str]] = {
     ),
     "spend-keeps-refundable": (
         "_machine.py",
-        "            entry = self._refundable.pop(id, None)\n            if entry is None:",
-        "            entry = self._refundable.get(id)\n            if entry is None:",
+        "        held = entry is not None and refundable.get(id) is entry\n"
+        "        if held:\n            del refundable[id]\n",
+        "        held = entry is not None and refundable.get(id) is entry\n",
         "a spent permit can still be refunded: its caller proceeded and the permit comes back",
     ),
     "spend-unhashable-answers": (
         "_machine.py",
         "            if entry is None:\n"
-        "                hash(id)  # an empty dict's pop() answers without hashing\n",
+        "                hash(id)  # an empty dict's get() answers without hashing\n",
         "",
-        "spend() answers False for an unhashable id while nothing is refundable (this stop's bug)",
+        "spend() takes an unhashable id while nothing is refundable (an empty dict never hashes)",
     ),
     "spend-forgets-too-much": (
         "_machine.py",
-        "        while log and refundable.get(log[0][0].id) is not log[0]:\n"
-        "            log.popleft()\n        if entry",
-        "        while log and refundable.get(log[-1][0].id) is not log[-1]:\n"
-        "            log.popleft()\n        if entry",
+        "            while log and refundable.get(log[0][0].id) is not log[0]:\n"
+        "                log.popleft()\n            return out",
+        "            while log and refundable.get(log[-1][0].id) is not log[-1]:\n"
+        "                log.popleft()\n            return out",
         "spend forgets grants that a refund still has to replay",
+    ),
+    "in-flight-not-held": (
+        "_machine.py",
+        "        excess = self._in_flight - self._b1\n",
+        "        excess = -self._b1\n",
+        "a permit in flight holds no place: the bucket refills under it (callers that resume"
+        " late together exceed the limit)",
+    ),
+    "spend-charges-nothing": (
+        "_machine.py",
+        "        self._anchor, self._k = anchor, k + 1\n",
+        "        self._anchor, self._k = anchor, k\n",
+        "a permit spent after its grant is never charged",
+    ),
+    "refund-keeps-the-place": (
+        "_machine.py",
+        "            self._in_flight -= 1\n            due = self._set_due()\n",
+        "            due = self._set_due()\n",
+        "a permit in flight that is refunded still holds its place in the bucket",
+    ),
+    "expire-with-a-free-permit": (
+        "_machine.py",
+        "            if not free:\n                self._expired[level] += 1",
+        "            if True:\n                self._expired[level] += 1",
+        "a deadline of now expires even with a permit free (timeout=0 never granted)",
+    ),
+    "reject-with-a-free-permit": (
+        "_machine.py",
+        "        if limits is not None and not free:",
+        "        if limits is not None:",
+        "max_waiting=0 rejects even on an idle machine",
+    ),
+    "rejected-keeps-refundable": (
+        "_machine.py",
+        "                self._refundable.pop(id, None)  # a new life, if a short one\n",
+        "",
+        "a re-push that is rejected leaves the id's earlier grant refundable",
     ),
     "burst-plus-one": (
         "_machine.py",
@@ -129,8 +168,8 @@ MUTANTS: dict[str, tuple[str, str, str, str]] = {
     ),
     "min-wait-optimistic": (
         "_machine.py",
-        "        due = anchor - ((self._b1 - k - ahead) * self._P // self._Q)",
-        "        due = anchor - ((self._b1 - k - ahead + 1) * self._P // self._Q)",
+        "        due = anchor - ((self._b1 - k - self._in_flight - ahead)",
+        "        due = anchor - ((self._b1 - k - self._in_flight - ahead + 1)",
         "fail-fast admission promises one permit interval too little",
     ),
 }

@@ -3,7 +3,9 @@
 It shares no code with the core. Waiters are a plain list in push order and
 every choice is a scan over it; pacing is a literal token bucket whose token
 count is an exact :class:`~fractions.Fraction`, refilled by
-``elapsed * rate / 10**9`` and capped at ``burst``. Each policy's rule is
+``elapsed * rate / 10**9`` and capped at ``burst``. A permit charged when
+spent (``Charge.AT_SPEND``) is *in flight* until then: it is a token that
+stays in the bucket, counted against what a grant may take. Each policy's rule is
 written as the SPEC states it (aging literally as
 ``level - (now - pushed_at) / after``). Where the core and this model
 differ, that is the bug report.
@@ -74,16 +76,21 @@ class Reference:
         burst: int,
         max_waiting: Sequence[int | None] | None,
         refund_window: int,
+        at_grant: bool = True,
     ) -> None:
         self.policy = policy
         self.rate = rate
         self.burst = burst
         self.max_waiting = max_waiting
         self.refund_window = refund_window
+        self.at_grant = at_grant
         self.first: int | None = None
         self.last: int | None = None
-        # every grant ever made and not refunded: (time, id)
+        # every permit ever charged and not refunded: (time, id); charged at
+        # its grant, or at its spend when not at_grant
         self.grants: list[tuple[int, Hashable]] = []
+        # not at_grant: permits granted and not yet spent or refunded, id -> level
+        self.in_flight: dict[Hashable, int] = {}
         self.waiting: list[RefWaiter] = []
         self.seq = 0
         self.total_granted = 0
@@ -153,6 +160,11 @@ class Reference:
         self.last = now
 
     @property
+    def cap(self) -> Fraction:
+        """The most tokens the bucket holds: ``burst`` and a nanosecond of refill."""
+        return self.burst + self.rate / NS
+
+    @property
     def tokens(self) -> Fraction:
         """The token bucket at ``last``, replayed from the first operation over
         every grant not refunded: a refunded grant is as if it never was.
@@ -161,7 +173,7 @@ class Reference:
         nanosecond of refill (SPEC.md, Pacing)."""
         assert self.first is not None
         assert self.last is not None
-        cap = self.burst + self.rate / NS
+        cap = self.cap
         tokens, then = Fraction(self.burst), self.first
         for at, _ in self.grants:
             tokens = min(cap, tokens + (at - then) * self.rate / NS) - 1
@@ -179,17 +191,24 @@ class Reference:
             self.waiting.remove(w)
             self.stats[w.level].expired += 1
             out.append((w.id, "EXPIRED", w.level, now, now - w.pushed_at))
-        while self.waiting and self.tokens >= 1:
+        while self.waiting and self.free():
             w = pick(self.candidates(now))
             self.waiting.remove(w)
-            self.grants.append((now, w.id))
+            if self.at_grant:
+                self.grants.append((now, w.id))
+                self.refundable[w.id] = (w.level, now)
+            else:
+                self.in_flight[w.id] = w.level
             self.total_granted += 1
             level = self.stats[w.level]
             level.granted += 1
             level.waits.append(now - w.pushed_at)
-            self.refundable[w.id] = (w.level, now)
             out.append((w.id, "GRANTED", w.level, now, now - w.pushed_at))
         return out
+
+    def free(self) -> bool:
+        """Whether a permit is left at ``last``: a token not held in flight."""
+        return self.tokens - len(self.in_flight) >= 1
 
     # -- operations -----------------------------------------------------------
 
@@ -203,16 +222,21 @@ class Reference:
     ) -> list[Row]:
         out = self.settle(now, pick)
         self.stats[level].pushed += 1
+        self.refundable.pop(id, None)  # a new life
+        # A permit left now goes to the newcomer, whatever its limit or deadline.
+        free = self.free()
         limit = None if self.max_waiting is None else self.max_waiting[level]
-        if limit is not None and sum(1 for w in self.waiting if w.level == level) >= limit:
+        full = limit is not None and sum(1 for w in self.waiting if w.level == level) >= limit
+        if full and not free:
             self.stats[level].rejected += 1
             return [*out, (id, "REJECTED", level, now, 0)]
-        self.refundable.pop(id, None)
         waiter = RefWaiter(id, level, self.seq, now, deadline)
         self.seq += 1
         if deadline is not None and deadline <= now:
-            self.stats[level].expired += 1
-            return [*out, (id, "EXPIRED", level, now, 0)]
+            if not free:
+                self.stats[level].expired += 1
+                return [*out, (id, "EXPIRED", level, now, 0)]
+            waiter.deadline = None
         self.waiting.append(waiter)
         return out + self.settle(now, pick)
 
@@ -225,22 +249,33 @@ class Reference:
         return False
 
     def can_refund(self, id: Hashable, now: int) -> bool:
+        if not self.at_grant:
+            return id in self.in_flight
         entry = self.refundable.get(id)
         return entry is not None and entry[1] >= now - self.refund_window
 
-    def spend(self, id: Hashable, now: int) -> bool:
-        """The permit of ``id`` is spent: whether it was refundable at ``now``."""
-        refundable = self.can_refund(id, now)
+    def spend(
+        self, id: Hashable, now: int, pick: Callable[[list[RefWaiter]], RefWaiter]
+    ) -> list[Row]:
+        """At ``now`` the permit of ``id`` is spent: charged now if it was in
+        flight, no longer refundable either way."""
+        out = self.settle(now, pick)
         self.refundable.pop(id, None)
-        return refundable
+        if id in self.in_flight:
+            del self.in_flight[id]
+            self.grants.append((now, id))
+        return out + self.settle(now, pick)
 
     def refund(
         self, id: Hashable, now: int, pick: Callable[[list[RefWaiter]], RefWaiter]
     ) -> list[Row]:
         out = self.settle(now, pick)
-        level, at = self.refundable.pop(id)
+        if self.at_grant:
+            level, at = self.refundable.pop(id)
+            self.grants.remove((at, id))
+        else:
+            level = self.in_flight.pop(id)
         self.stats[level].refunded += 1
-        self.grants.remove((at, id))
         return out + self.settle(now, pick)
 
     # -- queries --------------------------------------------------------------
@@ -255,20 +290,24 @@ class Reference:
     def next_due(self) -> int | None:
         if self.last is None:
             return None
-        return self.last + self.wait_for_tokens(1)
+        need = len(self.in_flight) + 1
+        if need > self.cap:
+            return None  # those in flight fill the bucket: none falls due
+        return self.last + self.wait_for_tokens(need)
 
     def next_tick(self) -> int | None:
         if not self.waiting:
             return None
         due = self.next_due()
-        assert due is not None
         deadlines = [w.deadline for w in self.waiting if w.deadline is not None]
-        return min([due, *deadlines])
+        times = [*deadlines] if due is None else [due, *deadlines]
+        return min(times) if times else None
 
     def min_wait(self, level: int) -> int:
         if self.last is None:
             return 0
-        return self.wait_for_tokens(self.ahead(level) + 1)
+        # at best, those in flight are spent now
+        return self.wait_for_tokens(len(self.in_flight) + self.ahead(level) + 1)
 
     def depths(self) -> list[int]:
         return [sum(1 for w in self.waiting if w.level == lv) for lv in range(self.policy.levels)]

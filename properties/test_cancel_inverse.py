@@ -91,8 +91,8 @@ class CancelInverse(RuleBasedStateMachine):
             return
         id = data.draw(st.sampled_from(granted))
         refundable = [
-            self.a._refundable[id][1] >= self.now - self.a.refund_window,
-            self.b._refundable[id][1] >= self.now - self.b.refund_window,
+            self.a._refundable[id][1] >= self.now - self.a.refund_window_ns,
+            self.b._refundable[id][1] >= self.now - self.b.refund_window_ns,
         ]
         if refundable[0] != refundable[1]:
             assert self.ghost, "P4: refundability differs"

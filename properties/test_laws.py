@@ -17,6 +17,8 @@ from permits.core import (
     RELATIVE_ERROR,
     SECOND,
     Aging,
+    Charge,
+    Decision,
     Fifo,
     Machine,
     NotRefundable,
@@ -50,37 +52,96 @@ def ops(levels: int) -> st.SearchStrategy[list[Op]]:
     )
 
 
-def run(machine: Machine, script: Sequence[Op], on_time: bool = True) -> list[Any]:
-    """Apply ``script``; return everything observable, in order."""
+def spent_at_once(machine: Machine, decisions: list[Decision]) -> list[Decision]:
+    """``decisions``, with every permit granted among them spent at its grant
+    (and those that spending grants, in turn)."""
+    out: list[Decision] = []
+    todo = list(decisions)
+    while todo:
+        decision = todo.pop(0)
+        out.append(decision)
+        if decision.state is State.GRANTED:
+            todo += machine.spend(decision.id, decision.at)
+    return out
+
+
+def run(
+    machine: Machine, script: Sequence[Op], on_time: bool = True, spend: bool = False
+) -> list[Any]:
+    """Apply ``script``; return everything observable, in order. With
+    ``spend``, every permit is spent the moment it is granted, and
+    ``min_wait`` is observed too (policies' ``ahead`` may differ where their
+    grants agree, so the other laws leave it out)."""
     log: list[Any] = []
     now, pushed = 0, 0
+
+    def taken(decisions: list[Decision]) -> list[Decision]:
+        return spent_at_once(machine, decisions) if spend else decisions
+
+    def advance(until: int) -> list[Decision]:
+        if not on_time:
+            return taken(machine.tick(until))
+        out: list[Decision] = []
+        while (at := machine.next_tick()) is not None and at <= until:
+            out += taken(machine.tick(at))
+        return out + taken(machine.tick(until))
+
     for kind, arg, step in script:
         now += step * SECOND // 8
         if kind == "push":
-            out = drive(machine, now) if on_time else machine.tick(now)
-            out += machine.push(pushed, arg, now)
+            out = advance(now)
+            out += taken(machine.push(pushed, arg, now))
             pushed += 1
             log.append(rows(out))
         elif kind == "tick":
-            log.append(rows(drive(machine, now) if on_time else machine.tick(now)))
+            log.append(rows(advance(now)))
         elif kind == "cancel":
             log.append(("cancel", arg, machine.cancel(arg)))
         else:
             try:
-                log.append(rows(machine.refund(arg, now)))
+                log.append(rows(taken(machine.refund(arg, now))))
             except NotRefundable:
                 log.append(("not refundable", arg))
         log.append((machine.next_due(), machine.next_tick(), tuple(machine.queues.depths)))
+        if spend:
+            log.append(tuple(machine.min_wait(level) for level in range(machine.levels)))
     return log
 
 
 @given(rate=rates, burst=st.integers(1, 3), script=ops(1))
 def test_one_level_all_policies_agree(rate: Any, burst: int, script: list[Op]) -> None:
     """P14: with one level, FIFO, strict priority, shares and aging grant alike."""
-    policies: list[Policy] = [Fifo(1), StrictPriority(1), Shares((3,)), Aging(1, 1)]
+    policies: list[Policy] = [Fifo(1), StrictPriority(1), Shares((3,)), Aging(1, after_ns=1)]
     logs = [run(Machine(policy, rate, burst), script) for policy in policies]
     for policy, log in zip(policies[1:], logs[1:], strict=True):
         assert log == logs[0], ("P14", policy)
+
+
+@given(
+    kind=st.sampled_from(["fifo", "strict", "shares", "aging"]),
+    rate=rates,
+    burst=st.integers(1, 3),
+    on_time=st.booleans(),
+    script=ops(2),
+)
+def test_spending_at_once_is_charging_at_the_grant(
+    kind: str, rate: Any, burst: int, on_time: bool, script: list[Op]
+) -> None:
+    """P25: a machine that charges each permit at its spend, whose permits are
+    all spent the moment they are granted, decides exactly as one that
+    charges them at the grant: same decisions, due times, ticks and
+    ``min_wait``."""
+    policies: dict[str, Policy] = {
+        "fifo": Fifo(2),
+        "strict": StrictPriority(2),
+        "shares": Shares((2, 1)),
+        "aging": Aging(2, after_ns=SECOND),
+    }
+    policy = policies[kind]
+    at_grant = run(Machine(policy, rate, burst), script, on_time, spend=True)
+    at_spend = Machine(policy, rate, burst, charge=Charge.AT_SPEND)
+    assert run(at_spend, script, on_time, spend=True) == at_grant, "P25"
+    assert at_spend.in_flight == 0
 
 
 @given(rate=rates, burst=st.integers(1, 3), levels=st.integers(2, 3), data=st.data())
@@ -91,7 +152,7 @@ def test_aging_with_huge_after_is_strict(
     script = data.draw(ops(levels))
     horizon = 1 + sum(step for _, _, step in script) * SECOND // 8
     strict = run(Machine(StrictPriority(levels), rate, burst), script)
-    aging = run(Machine(Aging(levels, after=horizon), rate, burst), script)
+    aging = run(Machine(Aging(levels, after_ns=horizon), rate, burst), script)
     assert aging == strict, "P14"
 
 
@@ -123,7 +184,7 @@ def test_determinism(kind: str, rate: Any, burst: int, on_time: bool, script: li
         "fifo": Fifo(2),
         "strict": StrictPriority(2),
         "shares": Shares((4, 1)),
-        "aging": Aging(2, SECOND),
+        "aging": Aging(2, after_ns=SECOND),
     }
     policy = policies[kind]
     first = run(Machine(policy, rate, burst), script, on_time)
@@ -241,7 +302,7 @@ def test_drain(kind: str, rate: Any, burst: int, pushes: list[tuple[int, int]]) 
         "fifo": Fifo(3),
         "strict": StrictPriority(3),
         "shares": Shares((2, 1, 1)),
-        "aging": Aging(3, SECOND),
+        "aging": Aging(3, after_ns=SECOND),
     }
     policy = policies[kind]
     machine = Machine(policy, rate, burst)

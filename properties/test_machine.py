@@ -2,8 +2,11 @@
 
 One ``RuleBasedStateMachine`` drives a :class:`permits.core.Machine` and the
 :class:`reference.Reference` model side by side through push, cancel, tick
-(on time, and late as a lagging event loop would), refund, queries, and every
-kind of bad input. It runs once per policy kind, a user's policy included.
+(on time, and late as a lagging event loop would), refund, spend, queries,
+and every kind of bad input. It runs once per policy kind, a user's policy
+included, on machines that charge permits at their grant and at their spend;
+for the latter the callers take their permits at once, or are held (a
+stalled event loop) and resume together.
 
 Each rule first checks the SPEC properties on the *core's* decisions, using
 the waiting set verified at the previous step, and only then compares the
@@ -35,6 +38,7 @@ from hypothesis.stateful import (
 
 from permits.core import (
     RELATIVE_ERROR,
+    Charge,
     Decision,
     DuplicateId,
     Machine,
@@ -83,8 +87,13 @@ class PolicyMachine(RuleBasedStateMachine):
         self.next_id = 0
         # the state each pushed id was last seen in (P3)
         self.fate: dict[Hashable, State] = {}
-        # times of grants not refunded, and the id of each (P1, P5)
-        self.grant_times: list[tuple[int, Hashable]] = []
+        # times permits not refunded were charged, and the id of each (P1,
+        # P5): at their grant, or at their spend (Charge.AT_SPEND)
+        self.charges: list[tuple[int, Hashable]] = []
+        self.at_grant = config.charge is Charge.AT_GRANT
+        # Charge.AT_SPEND: whether callers hold their permits (the loop is
+        # stalled) rather than take them at once
+        self.holding = False
         # P8: per level, whether it received each grant of its current streak
         self.streaks: list[collections.deque[bool]] = [
             collections.deque() for _ in range(config.spec.levels)
@@ -138,16 +147,19 @@ class PolicyMachine(RuleBasedStateMachine):
                 self.forget(d.id)
                 continue
             assert d.state is State.GRANTED, d
-            # P11: nobody is granted at or after its deadline.
-            assert waiter.deadline is None or now < waiter.deadline, ("P11", d, waiter)
+            # P11: nobody that waited is granted at or after its deadline (a
+            # newcomer whose deadline is now is granted only at once).
+            at_once = newcomer is not None and d.id == newcomer.id and d.waited == 0
+            assert waiter.deadline is None or now < waiter.deadline or at_once, ("P11", d, waiter)
             assert not any(
                 w.deadline is not None and w.deadline <= now for w in waiting.values()
             ), ("P11: granted while an expired waiter still waited", d)
             self.check_grant(waiter, list(waiting.values()), now)
             self.fate[d.id] = State.GRANTED
             self.forget(d.id)
-            self.grant_times.append((now, d.id))
-            self.check_limit()
+            if self.at_grant:
+                self.charges.append((now, d.id))
+                self.check_limit()
 
     def forget(self, id: Hashable) -> None:
         """The per-waiter bounds end with the waiter (its id may come back)."""
@@ -201,13 +213,14 @@ class PolicyMachine(RuleBasedStateMachine):
             if seen == self.disturbances:
                 assert now >= at + wait, ("P19", w, now, at, wait)
                 exact = spec.kind == "fifo" or (spec.kind == "strict" and w.level == 0)
-                if exact and late_then == self.late_ticks:
+                if exact and late_then == self.late_ticks and not self.holding:
                     assert now == at + wait, ("P19: min_wait is exact here", w, now, at, wait)
 
     def check_limit(self) -> None:
-        """P1 (and P5): over every window of d ns ending at the latest grant,
-        at most burst + floor(rate * (d + 1 ns)) permits that were not refunded."""
-        times = [t for t, _ in self.grant_times]
+        """P1 (and P5): over every window of d ns ending at the latest charge,
+        at most burst + floor(rate * (d + 1 ns)) permits that were not
+        refunded were charged (P24: at their spend, for Charge.AT_SPEND)."""
+        times = [t for t, _ in self.charges]
         if not times:
             return
         end = times[-1]
@@ -244,6 +257,36 @@ class PolicyMachine(RuleBasedStateMachine):
         self.check_decisions(out, at)
         self.compare(out, self.model.settle(at, self.picker(out)))
         self.now = at
+        self.take_at_once()
+
+    # -- spending -------------------------------------------------------------
+
+    def spend_at(self, id: Hashable, now: int) -> None:
+        """The caller of ``id`` proceeds at ``now`` (P23, P24)."""
+        in_flight = not self.at_grant and id in self.model.in_flight
+        out = self.core.spend(id, now)
+        self.check_decisions(out, now)
+        self.compare(out, self.model.spend(id, now, self.picker(out)))
+        self.now = now
+        if in_flight:
+            self.charges.append((now, id))
+            self.check_limit()
+        log = self.core._grant_log
+        assert not log or self.core._refundable.get(log[0][0].id) is log[0], (
+            "P23: a spend left a grant no refund can reach at the head of the log"
+        )
+
+    def take_at_once(self) -> None:
+        """Charge.AT_SPEND, callers not held: every permit in flight is
+        spent now, as its caller proceeds at once."""
+        while not self.at_grant and not self.holding and self.model.in_flight:
+            self.spend_at(next(iter(self.model.in_flight)), self.now)
+
+    def void_on_time_bounds(self) -> None:
+        """Ticks or takes came late: P10, P12 and P19's exactness are off."""
+        self.late_ticks += 1
+        self.level0_bound.clear()
+        self.drain_bound = None
 
     def advance(self, steps: int) -> None:
         """Move time forward ``steps`` sixteenths of an interval, ticking at
@@ -267,9 +310,7 @@ class PolicyMachine(RuleBasedStateMachine):
     def tick_late(self, steps: int) -> None:
         """One late tick, as when the event loop lags."""
         target = self.now + self.ceil_intervals(steps) // 16
-        self.late_ticks += 1
-        self.level0_bound.clear()
-        self.drain_bound = None
+        self.void_on_time_bounds()
         self.tick_at(target)
 
     def do_push(self, id: int, level: int, steps: int, deadline: int | None) -> list[Decision]:
@@ -281,21 +322,31 @@ class PolicyMachine(RuleBasedStateMachine):
         if WITH_MODEL:
             assert wait == self.model.min_wait(level), ("P13: min_wait", wait)
         depth = self.core.queues.depths[level]  # already settled at now
+        # a permit is left now (the bucket starts full)
+        free = self.core.now is None or self.core.next_due() == now
         out = self.core.push(id, level, now, deadline=at_deadline)
         limit = None if self.config.max_waiting is None else self.config.max_waiting[level]
         rejected = any(d.id == id and d.state is State.REJECTED for d in out)
-        # P11: rejected if and only if the level was full.
-        assert rejected == (limit is not None and depth >= limit), ("P11", depth, limit, out)
+        expired = any(d.id == id and d.state is State.EXPIRED for d in out)
+        # P11: rejected if and only if the level was full and no permit was
+        # left; expired at once if and only if its deadline had come and
+        # no permit was left.
+        full = limit is not None and depth >= limit
+        assert rejected == (full and not free), ("P11", depth, limit, free, out)
+        late = at_deadline is not None and at_deadline <= now
+        assert expired == (late and not free and not rejected), ("P11", at_deadline, free, out)
         newcomer = RefWaiter(id, level, self.model.seq, now, at_deadline)
         self.fate[id] = State.WAITING
         self.check_decisions(out, now, newcomer)
         self.compare(out, self.model.push(id, level, now, at_deadline, self.picker(out)))
         if self.fate[id] is State.WAITING:
             self.min_wait_at_push[id] = (wait, self.disturbances, self.late_ticks)
-            if self.config.spec.kind == "strict" and level == 0:
+            if self.config.spec.kind == "strict" and level == 0 and not self.holding:
                 ahead = sum(1 for w in self.model.waiting if w.level == 0) - 1
                 self.level0_bound[id] = now + self.ceil_intervals(ahead + 1)
-        self.drain_bound = now + self.ceil_intervals(len(self.model.waiting))
+        if not self.holding:
+            self.drain_bound = now + self.ceil_intervals(len(self.model.waiting))
+        self.take_at_once()
         return out
 
     @rule(
@@ -336,7 +387,7 @@ class PolicyMachine(RuleBasedStateMachine):
     def push_again(self, id: int, level: int, steps: int) -> None:
         """An id pushed before: refused while it waits, a new life otherwise."""
         self.advance(steps)
-        if self.fate[id] is State.WAITING:
+        if self.fate[id] is State.WAITING or id in self.model.in_flight:
             before = fingerprint(self.core)
             with pytest.raises(DuplicateId) as refused:
                 self.core.push(id, level % self.config.spec.levels, self.now)
@@ -369,27 +420,46 @@ class PolicyMachine(RuleBasedStateMachine):
             return
         # P5: a refund creates at most the one permit it returns.
         out = self.core.refund(id, now)
-        self.grant_times = [(t, g) for t, g in self.grant_times if g != id]
+        self.charges = [(t, g) for t, g in self.charges if g != id]
         self.fate[id] = State.REFUNDED
         self.disturbances += 1
         self.check_decisions(out, now)
         grants = [d for d in out if d.state is State.GRANTED]
         assert len(grants) <= 1, ("P5: a refund made more than one permit", out)
         self.compare(out, self.model.refund(id, now, self.picker(out)))
+        self.take_at_once()
 
-    @rule(id=ids)
-    def spend(self, id: int) -> None:
+    @rule(id=ids, steps=STEPS)
+    def spend(self, id: int, steps: int) -> None:
         """P23: a spent permit is no longer refundable (the refund rule then
-        expects NotRefundable, as the model does), spending decides nothing
-        (P13 compares everything else with the model), and the machine
-        forgets every grant before the oldest one still refundable."""
-        now = self.core.now
-        expected = now is not None and self.model.spend(id, now)
-        assert self.core.spend(id) is expected, ("P23", id, self.fate[id])
-        log = self.core._grant_log
-        assert not log or self.core._refundable.get(log[0][0].id) is log[0], (
-            "P23: a spend left a grant no refund can reach at the head of the log"
-        )
+        expects NotRefundable, as the model does), spending decides only
+        what its tick decides (P13 compares everything with the model), and
+        the machine forgets every grant before the oldest one still
+        refundable. P24: a permit in flight counts from its spend."""
+        self.advance(steps)
+        self.spend_at(id, self.now)
+        self.take_at_once()
+
+    @precondition(lambda self: hasattr(self, "core") and not self.at_grant and not self.holding)
+    @rule()
+    def hold(self) -> None:
+        """The event loop stalls: the callers granted from now on do not
+        resume, and their permits stay in flight (P24)."""
+        self.holding = True
+        self.void_on_time_bounds()
+
+    @precondition(lambda self: hasattr(self, "holding") and self.holding)
+    @rule(steps=st.integers(0, 200))
+    def release(self, steps: int) -> None:
+        """The stall ends ``steps`` sixteenths of an interval later, with no
+        tick in between: every held caller resumes then, together (P24: the
+        limit holds at the moment they proceed)."""
+        target = self.now + self.ceil_intervals(steps) // 16
+        self.void_on_time_bounds()
+        for id in list(self.model.in_flight):
+            self.spend_at(id, target)
+        self.holding = False
+        self.take_at_once()
 
     # -- bad input: a documented error, and nothing changes (P18) -------------
 
@@ -472,6 +542,7 @@ class PolicyMachine(RuleBasedStateMachine):
                 "refund-id-unhashable",
                 "cancel-id-unhashable",
                 "spend-id-unhashable",
+                "spend-now-float",
                 "min_wait-level-bool",
                 "min_wait-level-high",
             ]
@@ -488,7 +559,8 @@ class PolicyMachine(RuleBasedStateMachine):
             "refund-now-float": (lambda: core.refund(0, float(now)), PermitTypeError),  # type: ignore[arg-type]
             "refund-id-unhashable": (lambda: core.refund(unhashable, now), PermitTypeError),
             "cancel-id-unhashable": (lambda: core.cancel(unhashable), PermitTypeError),
-            "spend-id-unhashable": (lambda: core.spend(unhashable), PermitTypeError),
+            "spend-id-unhashable": (lambda: core.spend(unhashable, now), PermitTypeError),
+            "spend-now-float": (lambda: core.spend(0, float(now)), PermitTypeError),  # type: ignore[arg-type]
             "min_wait-level-bool": (lambda: core.min_wait(True), PermitTypeError),
             "min_wait-level-high": (lambda: core.min_wait(levels), PermitValueError),
         }
@@ -512,11 +584,27 @@ class PolicyMachine(RuleBasedStateMachine):
 
     @invariant()
     def check_work_conservation(self) -> None:
-        """P2: after every operation, if anyone waits, no permit is available."""
+        """P2: after every operation, if anyone waits, no permit is available
+        (none falls due at all while those in flight fill the bucket)."""
         if hasattr(self, "core") and len(self.core) and self.core.now is not None:
             due = self.core.next_due()
-            assert due is not None, "P2"
-            assert due > self.core.now, ("P2", due, self.core.now)
+            assert due is not None or self.core.in_flight, "P2"
+            assert due is None or due > self.core.now, ("P2", due, self.core.now)
+
+    @invariant()
+    def check_in_flight(self) -> None:
+        """P24: at most burst + floor(rate * 1 ns) permits are in flight, the
+        ones the model holds; none when charged at the grant."""
+        if not hasattr(self, "core"):
+            return
+        held = self.core.in_flight
+        if self.at_grant:
+            assert held == 0, ("P24", held)
+            return
+        most = self.config.burst + math.floor(self.config.exact_rate / NS)
+        assert held <= most, ("P24: too many permits in flight", held, most)
+        if WITH_MODEL:
+            assert held == len(self.model.in_flight), ("P24", held, self.model.in_flight)
 
     @invariant()
     def check_conservation(self) -> None:
@@ -576,8 +664,8 @@ class PolicyMachine(RuleBasedStateMachine):
                 ref.rejected,
                 ref.expired,
             ), ("P13", stats, ref)
-            assert stats.wait_max == (max(ref.waits) if ref.waits else None), "P13"
-            for got, q in ((stats.wait_p50, 0.5), (stats.wait_p99, 0.99)):
+            assert stats.wait_max_ns == (max(ref.waits) if ref.waits else None), "P13"
+            for got, q in ((stats.wait_p50_ns, 0.5), (stats.wait_p99_ns, 0.99)):
                 exact = nearest_rank(ref.waits, q)
                 if exact is None:
                     assert got is None
@@ -596,7 +684,7 @@ class PolicyMachine(RuleBasedStateMachine):
 
 def machine_for(kind: str) -> type[PolicyMachine]:
     class Machine_(PolicyMachine):
-        @initialize(config=configs(kind))
+        @initialize(config=configs(kind, charges=(Charge.AT_GRANT, Charge.AT_SPEND)))
         def setup(self, config: Config) -> None:
             self._setup(config)
 

@@ -11,6 +11,8 @@ is proved to have (P2, P3, P6-P11, P13), and never grants a cancelled waiter.
 
 from __future__ import annotations
 
+import copy
+
 from hypothesis import note
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
@@ -34,7 +36,7 @@ class Supplied(RuleBasedStateMachine):
             config.rate,
             config.burst,
             max_waiting=config.max_waiting,
-            refund_window=config.refund_window,
+            refund_window_ns=config.refund_window,
             supplied=True,
         )
         self.levels = config.spec.levels
@@ -61,6 +63,20 @@ class Supplied(RuleBasedStateMachine):
         id = self.next_id
         self.next_id += 1
         deadline = None if patience is None else self.now + patience * self.step
+        limits = self.a.max_waiting
+        limit = None if limits is None else limits[level]
+        full = limit is not None and self.a.queues.depths[level] >= limit
+        if (
+            full or (deadline is not None and deadline <= self.now)
+        ) and self.a.next_due() == self.now:
+            # Only a permit at hand serves this push: the paced machine has
+            # one, the supplied machine never has (it asks its source), and
+            # refuses the push instead.
+            refused = copy.deepcopy(self.b).push(id, level, self.now, deadline=deadline)
+            assert refused, "P20"
+            assert refused[-1].id == id, "P20"
+            assert refused[-1].state in (State.REJECTED, State.EXPIRED), ("P20", refused)
+            return
         out_a = self.a.push(id, level, self.now, deadline=deadline)
         # A's grants before its newcomer joined came from the tick its push
         # starts with; the newcomer's own decision, if any, is the last.

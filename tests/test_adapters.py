@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections import deque
 from collections.abc import Callable, Hashable
 from contextlib import AbstractAsyncContextManager
 from fractions import Fraction
@@ -127,7 +126,7 @@ PUSHES = [("b1", 1), ("b2", 1), ("b3", 1), ("i1", 0), ("i2", 0), ("i3", 0)]
         StrictPriority(2),
         Shares.every(2),
         Shares((2, 1)),
-        Aging(2, after=120 * MILLISECOND),
+        Aging(2, after_ns=120 * MILLISECOND),
     ],
     ids=repr,
 )
@@ -165,11 +164,13 @@ async def test_cancel_while_waiting_costs_nothing(open_limiter: OpenLimiter) -> 
 
 async def test_cancel_after_grant_refunds(open_limiter: OpenLimiter, case: tuple[str, str]) -> None:
     """The race: the permit is decided, then the caller is cancelled before it
-    runs. The permits granted and not refunded equal the callers that
-    proceeded, and a refunded permit goes to the next waiter at once.
+    runs. On every adapter it hands the permit back, which goes to the next
+    waiter at once; the permits granted and not refunded equal the callers
+    that proceeded.
 
-    On asyncio the race needs a native ``Task.cancel()`` (anyio's cancel
-    scopes themselves hold back a cancel for a task whose future is done)."""
+    The asyncio adapter's caller is cancelled natively (``Task.cancel()``);
+    the others through a cancel scope, which trio and anyio deliver only at
+    a checkpoint: the waiter looks for it as it wakes."""
     proceeded: list[str] = []
     tasks: dict[str, Any] = {}
     next_proceeded = anyio.Event()
@@ -179,16 +180,18 @@ async def test_cancel_after_grant_refunds(open_limiter: OpenLimiter, case: tuple
         scope = anyio.CancelScope()
 
         async def call(name: str) -> None:
-            if case[0] == "asyncio":
+            if case == ("asyncio", "asyncio"):
                 import asyncio
 
                 tasks[name] = asyncio.current_task()
             try:
-                with scope if name == "raced" else anyio.CancelScope():
+                with scope if name == "raced" else anyio.CancelScope() as own:
                     await limiter.acquire(1)
                     proceeded.append(name)
                     if name == "next":
                         next_proceeded.set()
+                if own.cancelled_caught:  # the scope's cancel of the raced task
+                    tasks[name + " cancelled"] = True
             except BaseException:  # the native cancel of the raced task
                 tasks[name + " cancelled"] = True
 
@@ -198,7 +201,7 @@ async def test_cancel_after_grant_refunds(open_limiter: OpenLimiter, case: tuple
         await waiting(limiter, 2)
         stall(0.06)  # block the loop past the due time ...
         limiter._on_timer()  # ... decide "raced"'s permit ourselves ...
-        if case[0] == "asyncio":  # ... and cancel it before it can run
+        if case == ("asyncio", "asyncio"):  # ... and cancel it before it can run
             tasks["raced"].cancel()
         else:
             scope.cancel()
@@ -210,18 +213,11 @@ async def test_cancel_after_grant_refunds(open_limiter: OpenLimiter, case: tuple
     granted = stats[0].granted + stats[1].granted
     refunded = stats[0].refunded + stats[1].refunded
     assert granted - refunded == len(proceeded)
-    if case[0] == "asyncio":
-        # the cancel lands: the permit is refunded and "next" gets it at once
-        assert proceeded == ["first", "next"]
-        assert refunded == 1
-        assert "raced cancelled" in tasks
-        assert next_waited == 0, "the refunded permit went to the next waiter at once"
-    else:
-        # trio delivers the cancel at the next checkpoint: the wait succeeded
-        assert proceeded == ["first", "raced", "next"]
-        assert refunded == 0
-        # the next permit, one interval on (the core's pacing rounds to 1 ns)
-        assert abs(next_waited - 50 * MILLISECOND) <= 1, next_waited
+    # the cancel lands: the permit is refunded and "next" gets it at once
+    assert proceeded == ["first", "next"]
+    assert refunded == 1
+    assert "raced cancelled" in tasks
+    assert next_waited == 0, "the refunded permit went to the next waiter at once"
 
 
 async def test_cancelled_where_an_immediate_grant_returns(open_limiter: OpenLimiter) -> None:
@@ -299,9 +295,8 @@ def test_level_sets_the_context_and_refuses_a_non_int() -> None:
 @pytest.mark.parametrize(
     ("kwargs", "error", "argument"),
     [
-        ({"refund_window": math.inf}, PermitTypeError, "refund_window"),
-        ({"refund_window": -1.0}, PermitValueError, "refund_window"),
-        ({"refund_window": "1"}, PermitTypeError, "refund_window"),
+        ({"max_waiting": -1}, PermitValueError, "max_waiting"),
+        ({"max_waiting": "1"}, PermitTypeError, "max_waiting"),
         ({"default_level": 2}, PermitValueError, "level"),
         ({"burst": 0}, PermitValueError, "burst"),
         ({"rate": 0}, PermitValueError, "rate"),
@@ -318,8 +313,9 @@ def test_bad_limiter_arguments_are_refused(
 
 async def test_a_caller_that_proceeds_spends_its_permit(open_limiter: OpenLimiter) -> None:
     """Permits granted at once and after a wait are spent as their callers
-    resume, so the machine remembers no grant afterwards (SPEC P23): its
-    memory is that of the grants in flight, not of a second of traffic."""
+    resume, so the machine holds none in flight afterwards and remembers no
+    grant (SPEC P23, P24): its memory is that of the grants in flight, not of
+    a second of traffic."""
     async with open_limiter(Fifo(1), 2000, burst=20) as limiter:
 
         async def caller() -> None:
@@ -331,8 +327,9 @@ async def test_a_caller_that_proceeds_spends_its_permit(open_limiter: OpenLimite
                 tg.start_soon(caller)
         stats = limiter.statistics()
         assert stats.granted == 200
-        assert stats.levels[0].wait_max, "some callers waited"
-        assert limiter.machine._grant_log == deque(), "a proceeded caller's grant is remembered"
+        assert stats.levels[0].wait_max_ns, "some callers waited"
+        assert limiter.machine.in_flight == 0, "a proceeded caller's permit is in flight"
+        assert limiter.machine._refundable == {}, "a proceeded caller's grant is remembered"
 
 
 async def test_close_wakes_every_waiter(open_limiter: OpenLimiter) -> None:
@@ -599,7 +596,7 @@ async def test_seed_scenario_on_virtual_time(open_limiter: OpenLimiter, scenario
     got = await play(open_limiter, scenario)
     for load in scenario.workloads:
         level, want = got.levels[load.level], simulated[load.name]
-        assert (level.granted, level.wait_p99, level.wait_max) == (
+        assert (level.granted, level.wait_p99_ns, level.wait_max_ns) == (
             want.granted,
             want.wait_p99,
             want.wait_max,
@@ -657,18 +654,122 @@ async def test_a_clock_that_steps_back_is_held_at_its_latest_reading(
     assert limiter.statistics().levels[0].granted == 2
 
 
-async def test_late_refund_keeps_the_callers_exception(open_limiter: OpenLimiter) -> None:
-    """A caller withdrawn after its grant, once refund_window has passed:
-    the withdrawal must not raise (the caller's own exception goes on), and
-    the permit counts as spent."""
+async def test_a_caller_withdrawn_long_after_its_grant_hands_the_permit_back(
+    open_limiter: OpenLimiter,
+) -> None:
+    """A permit stays in flight until its caller proceeds, however long the
+    loop stalls: a caller withdrawn seconds after its grant hands it back,
+    and the caller's own exception goes on (the withdrawal raises nothing)."""
     from permits.adapters._base import _Waiter
 
-    async with open_limiter(Fifo(), 1000, 2, refund_window=0.0) as limiter:
+    async with open_limiter(Fifo(), 1000, 2) as limiter:
         waiter = _Waiter(limiter._new_event())
         [decision] = limiter.machine.push(10**9, 0, limiter._now())
         assert decision.state is State.GRANTED
         waiter.decision = decision
-        stall(0.002)  # past the (zero) refund window
+        stall(5.0)
         limiter._withdraw(10**9, waiter)
+        assert limiter.machine.in_flight == 0
     stats = limiter.statistics().levels[0]
-    assert (stats.granted, stats.refunded) == (1, 0)
+    assert (stats.granted, stats.refunded) == (1, 1)
+
+
+def within_the_limit(times: list[int], rate: int, burst: int) -> bool:
+    """Whether every window of ``d`` ns holds at most ``burst +
+    floor(rate * (d + 1 ns))`` of ``times`` (SPEC P1, P24)."""
+    times = sorted(times)
+    return all(
+        j - i + 1 <= burst + (rate * (times[j] - times[i] + 1)) // SECOND
+        for i in range(len(times))
+        for j in range(i, len(times))
+    )
+
+
+async def test_callers_that_resume_together_after_a_stall_stay_within_the_limit(
+    open_limiter: OpenLimiter,
+) -> None:
+    """The limit holds where the upstream sees it: when callers proceed. Five
+    permits are decided during a stall (by try_acquire's tick), the stall
+    goes on as long again, and the loop runs: the five resume together, and
+    the next five follow one interval apart, not at once (SPEC P24)."""
+    resumed: list[int] = []
+
+    async def call(limiter: BaseLimiter) -> None:
+        await limiter.acquire()
+        resumed.append(now())
+
+    async with open_limiter(Fifo(), 50, 5) as limiter, anyio.create_task_group() as tg:
+        for _ in range(5):
+            await limiter.acquire()  # the banked five
+        taken = now()
+        for i in range(10):
+            tg.start_soon(call, limiter)
+            await waiting(limiter, i + 1)
+        stall(0.5)  # the bucket refills ...
+        assert not limiter.try_acquire()  # ... and this tick decides five waiters' permits
+        assert limiter.machine.in_flight == 5
+        stall(0.5)  # ... that cannot resume while the loop stalls
+        lagged = now()
+    assert within_the_limit([taken] * 5 + resumed, 50, 5), resumed
+    assert resumed[:5] == [lagged] * 5, resumed  # the five decided in the stall
+    gaps = [later - earlier for earlier, later in itertools.pairwise(resumed[4:])]
+    assert all(abs(gap - 20 * MILLISECOND) <= 1 for gap in gaps), resumed
+
+
+async def test_timeout_zero_is_granted_when_a_permit_is_free(open_limiter: OpenLimiter) -> None:
+    """``timeout=0`` means "do not wait": granted while a permit is free,
+    AcquireTimeout at once when none is; nothing is left queued."""
+    async with open_limiter(Fifo(), 10, 2) as limiter:
+        await limiter.acquire(timeout=0)
+        await limiter.acquire(timeout=0.0)
+        start = now()
+        with pytest.raises(AcquireTimeout):
+            await limiter.acquire(timeout=0)
+        assert since(start) == 0
+        assert len(limiter.machine) == 0
+    stats = limiter.statistics().levels[0]
+    assert (stats.granted, stats.expired, stats.waiting) == (2, 1, 0)
+
+
+async def test_max_waiting_zero_grants_at_once_or_rejects(open_limiter: OpenLimiter) -> None:
+    """``max_waiting=0`` for a level means "never queue": an idle limiter
+    grants it at once; a busy one rejects it with QueueFull."""
+    async with open_limiter(StrictPriority(2), 10, 1, max_waiting=(None, 0)) as limiter:
+        await limiter.acquire(1)  # idle: granted at once
+        with pytest.raises(QueueFull) as rejected:
+            await limiter.acquire(1)  # no permit free: never queued
+        assert rejected.value.limit == 0
+        await limiter.acquire(0)  # level 0 queues as usual
+    stats = limiter.statistics().levels
+    assert (stats[1].granted, stats[1].rejected, stats[0].granted) == (1, 1, 1)
+
+
+async def test_try_acquire_spends_its_permit(open_limiter: OpenLimiter) -> None:
+    """A permit taken by try_acquire is spent at once: after many, the
+    machine holds nothing for them ("memory is that of the permits in
+    flight" holds on every path)."""
+    async with open_limiter(Fifo(), 10**6, 4) as limiter:
+        taken = 0
+        for _ in range(1000):
+            taken += limiter.try_acquire()
+            await anyio.sleep(0.000001)
+        assert taken > 0
+        assert limiter.machine.in_flight == 0
+        assert limiter.machine._refundable == {}
+        assert len(limiter.machine._grant_log) == 0
+    assert limiter.statistics().levels[0].granted == taken
+
+
+async def test_statistics_speak_seconds(open_limiter: OpenLimiter) -> None:
+    """Waits read in seconds (``_s``), 0.0 on a level with no grant yet; the
+    exact nanoseconds stay in the ``_ns`` fields."""
+    async with open_limiter(StrictPriority(2), 10, 1) as limiter:
+        idle = limiter.statistics().levels[1]
+        assert (idle.wait_p50_s, idle.wait_p99_s, idle.wait_max_s) == (0.0, 0.0, 0.0)
+        assert idle.wait_p99_ns is None
+        await limiter.acquire(0)
+        await limiter.acquire(0)  # waits one interval, 0.1 s
+        level0 = limiter.statistics().levels[0]
+        assert abs(level0.wait_max_s - 0.1) < 1e-6, level0
+        assert level0.wait_max_ns is not None
+        assert abs(level0.wait_max_ns - 100 * MILLISECOND) <= 1

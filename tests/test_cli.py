@@ -214,34 +214,23 @@ def test_demo_agrees_with_the_simulation(
 @pytest.mark.parametrize("scenario", SEED, ids=lambda scenario: scenario.name)
 def test_live_runner_matches_the_simulation_on_virtual_time(scenario: Scenario) -> None:
     """The live runner on virtual time is the simulation, not only within
-    the demo's tolerances: every workload's counts, and where they are equal
-    its waits and timeline, are the simulation's.
-
-    One difference is allowed: the live runner also counts a permit granted
-    at exactly the run's end, where the simulation's run ([0, seconds))
-    stops; so a workload may have one more permit (and one caller fewer
-    waiting), and then waits that differ by that caller's."""
+    the demo's tolerances: every workload's counts, waits and timeline are
+    the simulation's (both count the permits granted in [0, seconds))."""
     measured = permits.testing.run(live.run(scenario))
     simulated = simulate(scenario)
-    extras = 0
     for got, want in zip(measured.workloads, simulated.workloads, strict=True):
-        extra = got.granted - want.granted
-        assert extra in (0, 1), (got, want)
-        extras += extra
-        assert (got.offered, got.cancelled, got.rejected, got.expired) == (
+        assert (got.offered, got.granted, got.waiting, got.cancelled) == (
             want.offered,
+            want.granted,
+            want.waiting,
             want.cancelled,
-            want.rejected,
-            want.expired,
-        )
-        assert got.waiting == want.waiting - extra
-        if not extra:
-            assert (got.waits, got.timeline, got.wait_max) == (
-                want.waits,
-                want.timeline,
-                want.wait_max,
-            ), got.name
-    assert extras <= 1, "only the permit at the end instant"
+        ), got.name
+        assert (got.rejected, got.expired) == (want.rejected, want.expired), got.name
+        assert (got.waits, got.timeline, got.wait_max) == (
+            want.waits,
+            want.timeline,
+            want.wait_max,
+        ), got.name
 
 
 def test_plot_writes_a_png(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:

@@ -70,8 +70,8 @@ def test_float_rate_is_the_decimal_it_prints_as() -> None:
         ({"max_waiting": (1, -1)}, "max_waiting"),
         ({"max_waiting": (1, 1.5)}, "max_waiting"),
         ({"max_waiting": "10"}, "max_waiting"),
-        ({"refund_window": -1}, "refund_window"),
-        ({"refund_window": 0.5}, "refund_window"),
+        ({"refund_window_ns": -1}, "refund_window_ns"),
+        ({"refund_window_ns": 0.5}, "refund_window_ns"),
         ({"supplied": 1}, "supplied"),
         ({"supplied": "yes"}, "supplied"),
     ],
@@ -96,9 +96,9 @@ def test_policy_refused() -> None:
         (lambda: StrictPriority(0), "levels"),
         (lambda: StrictPriority(True), "levels"),
         (lambda: Fifo(1.0), "levels"),  # type: ignore[arg-type]
-        (lambda: Aging(2, after=0), "after"),
-        (lambda: Aging(2, after=-5), "after"),
-        (lambda: Aging(2, after=1.5), "after"),  # type: ignore[arg-type]
+        (lambda: Aging(2, after_ns=0), "after_ns"),
+        (lambda: Aging(2, after_ns=-5), "after_ns"),
+        (lambda: Aging(2, after_ns=1.5), "after_ns"),  # type: ignore[arg-type]
         (lambda: Shares(()), "weights"),
         (lambda: Shares((4, 0)), "weights"),
         (lambda: Shares((4, -1)), "weights"),

@@ -15,6 +15,8 @@ from permits.core import (
     DuplicateId,
     Fifo,
     Machine,
+    NotRefundable,
+    PermitTypeError,
     Shares,
     State,
     StrictPriority,
@@ -42,9 +44,10 @@ def test_reprs_are_valid_python() -> None:
     waiter = Waiter("x", 1, 0, 5, None)
     assert eval(repr(waiter)) == waiter
     assert eval(repr(Shares((4, 1)))) == Shares((4, 1))
-    assert repr(Machine(Aging(2, SECOND), Fraction(5, 2), 3)) == (
-        "Machine(policy=Aging(levels=2, after=1000000000), rate=Fraction(5, 2), burst=3,"
-        " max_waiting=None, refund_window=1000000000, supplied=False)"
+    assert repr(Machine(Aging(2, after_ns=SECOND), Fraction(5, 2), 3)) == (
+        "Machine(policy=Aging(levels=2, after_ns=1000000000), rate=Fraction(5, 2), burst=3,"
+        " max_waiting=None, refund_window_ns=1000000000, supplied=False,"
+        " charge=Charge.AT_GRANT)"
     )
 
 
@@ -69,11 +72,46 @@ def test_next_tick_is_the_earlier_of_due_and_deadline() -> None:
     assert machine.next_tick() is None
 
 
-def test_deadline_in_the_past_expires_at_once() -> None:
+def test_deadline_in_the_past_is_granted_only_at_once() -> None:
+    """A deadline that has come means "do not wait": granted while a permit
+    is left, expired at once otherwise (SPEC P11)."""
     machine = Machine(Fifo(), 1)
-    [decision] = machine.push("late", 0, 10, deadline=10)
+    [decision] = machine.push("now", 0, 10, deadline=10)
+    assert decision.state is State.GRANTED
+    [decision] = machine.push("late", 0, 10, deadline=5)
     assert decision.state is State.EXPIRED
     assert machine.statistics().levels[0].expired == 1
+    assert len(machine) == 0
+
+
+def test_max_waiting_zero_grants_only_at_once() -> None:
+    """``max_waiting=0`` means "never queue": granted while a permit is left,
+    rejected otherwise, even on an idle machine's first push (SPEC P11)."""
+    machine = Machine(StrictPriority(2), 1, max_waiting=(None, 0))
+    [decision] = machine.push("a", 1, 0)
+    assert decision.state is State.GRANTED
+    [decision] = machine.push("b", 1, 0)
+    assert decision.state is State.REJECTED
+
+
+def test_a_rejected_push_again_forgets_the_earlier_grant() -> None:
+    """A re-push is a new life even when it is rejected: the id's earlier
+    grant can no longer be refunded (SPEC: refund's pre-conditions)."""
+    machine = Machine(StrictPriority(2), 1, 3, max_waiting=(None, 0))
+    machine.push("x", 0, 0)
+    machine.push("q", 0, 0)
+    machine.push("r", 0, 0)  # the bucket is empty now
+    [decision] = machine.push("x", 1, 5)
+    assert decision.state is State.REJECTED
+    with pytest.raises(NotRefundable):
+        machine.refund("x", 10)
+
+
+def test_a_policy_class_is_refused_with_what_to_pass() -> None:
+    with pytest.raises(PermitTypeError) as refused:
+        Machine(StrictPriority, 1)  # type: ignore[arg-type]
+    assert refused.value.argument == "policy"
+    assert "pass StrictPriority(...)" in str(refused.value)
 
 
 def test_rejection_is_a_decision() -> None:

@@ -19,6 +19,7 @@ from typing import Protocol
 
 from permits.core import (
     SECOND,
+    Charge,
     Decision,
     Machine,
     NotRefundable,
@@ -142,16 +143,17 @@ class BaseLimiter:
         loop, timers fire up to about a millisecond late; a burst of about
         ``1 + rate * 0.0015`` keeps the configured rate (README, "Pacing on a
         real event loop").
-    :param max_waiting: queue limits, as for the machine.
+    :param max_waiting: queue limits, as for the machine; ``0`` for a level
+        means "never queue": such an acquire is granted at once or rejected.
     :param default_level: the level of an acquire that names none, outside
         any :func:`level` block.
-    :param refund_window: seconds after a grant during which a cancelled
-        caller's permit is handed back (the machine's, in nanoseconds).
-    """
 
-    #: Whether permits come from outside (a shared limit) rather than the
-    #: machine's own pacing; see permits.adapters.redis.
-    _supplied = False
+    A permit counts against the limit when its caller proceeds (the machine
+    charges it :attr:`~permits.core.Charge.AT_SPEND`), so the limit holds
+    where the upstream sees the calls, however late a stalled event loop
+    lets the callers resume. Until then it is in flight; at most ``burst``
+    are, so the burst also covers the hand-off from the timer to the caller.
+    """
 
     def __init__(
         self,
@@ -161,19 +163,8 @@ class BaseLimiter:
         *,
         max_waiting: int | Sequence[int | None] | None = None,
         default_level: int = 0,
-        refund_window: float = 1.0,
     ) -> None:
-        window = _nanoseconds("refund_window", refund_window)
-        if window is None:
-            raise PermitTypeError("refund_window", refund_window, "a finite number of seconds")
-        self._machine = Machine(
-            policy,
-            rate,
-            burst,
-            max_waiting=max_waiting,
-            refund_window=window,
-            supplied=self._supplied,
-        )
+        self._machine = self._new_machine(policy, rate, burst, max_waiting)
         self._machine.min_wait(default_level)  # validates it
         self.default_level = default_level
         self._waiters: dict[int, _Waiter] = {}
@@ -181,6 +172,17 @@ class BaseLimiter:
         self._closed: LimiterClosed | None = None
 
     # -- what an adapter provides -----------------------------------------
+
+    def _new_machine(
+        self,
+        policy: Policy,
+        rate: int | float | Fraction,
+        burst: int,
+        max_waiting: int | Sequence[int | None] | None,
+    ) -> Machine:
+        """The machine: paced here, each permit charged as its caller
+        proceeds (a shared limit's permits come from outside instead)."""
+        return Machine(policy, rate, burst, max_waiting=max_waiting, charge=Charge.AT_SPEND)
 
     def _clock(self) -> int:
         """The framework's monotonic clock, in nanoseconds."""
@@ -201,6 +203,15 @@ class BaseLimiter:
     async def _checkpoint(self) -> None:
         """A cancellation point, where the framework wants one."""
 
+    #: Whether a waiter woken with its permit must still look for a cancel
+    #: that came after the wake-up (trio's and anyio's cancel scopes: the
+    #: task resumes normally and would see the cancel only at its next
+    #: checkpoint, with a permit it cannot use).
+    _cancel_after_wake = False
+
+    async def _checkpoint_if_cancelled(self) -> None:
+        """Raise the framework's cancellation if the caller is cancelled."""
+
     # -- shared machinery ---------------------------------------------------
 
     @property
@@ -220,6 +231,15 @@ class BaseLimiter:
             return self._last
         self._last = now
         return now
+
+    def _spend(self, id: int, now: int) -> None:
+        """The caller of ``id`` proceeds: its permit counts from ``now``."""
+        machine = self._machine
+        decisions = machine.spend(id, now)
+        if decisions:
+            self._dispatch(decisions)
+        if len(machine):  # the next permit's due time moved
+            self._reschedule()
 
     def _dispatch(self, decisions: list[Decision]) -> None:
         waiters = self._waiters
@@ -278,8 +298,12 @@ class BaseLimiter:
         :raises permits.core.QueueFull: the level is at its ``max_waiting``.
         :raises LimiterClosed: the limiter is closed, or closes while waiting.
 
+        ``timeout=0`` means "do not wait": granted if a permit is free now,
+        :class:`AcquireTimeout` otherwise.
+
         A cancelled waiter costs no permit; one cancelled after its permit was
-        decided, before it could proceed, hands the permit back.
+        decided, before it could proceed, hands the permit back, and the next
+        waiter gets it at once.
         """
         if self._closed is not None:
             raise self._closed
@@ -316,7 +340,8 @@ class BaseLimiter:
                     except BaseException:
                         self._withdraw(id, _Waiter(None, decision))
                         raise
-                machine.spend(id)  # the caller proceeds
+                    now = self._now()
+                self._spend(id, now)  # the caller proceeds
                 return
         else:
             if decisions:
@@ -328,6 +353,8 @@ class BaseLimiter:
             self._reschedule()
             try:
                 await event.wait()
+                if self._cancel_after_wake:
+                    await self._checkpoint_if_cancelled()
             except BaseException:
                 self._withdraw(id, waiter)
                 raise
@@ -337,7 +364,7 @@ class BaseLimiter:
             assert decided is not None
             decision = decided
             if decision.state is _GRANTED:
-                machine.spend(id)  # the caller proceeds
+                self._spend(id, self._now())  # the caller proceeds
                 return
         if decision.state is State.EXPIRED:
             raise AcquireTimeout(level, timeout if timeout is not None else 0.0)
@@ -357,9 +384,9 @@ class BaseLimiter:
             try:
                 self._dispatch(self._machine.refund(id, self._now()))
             except NotRefundable:
-                # The loop stalled past refund_window since the grant: the
-                # permit counts as spent (never an over-grant), and the
-                # caller's own exception must go on unchanged.
+                # A shared limit's permit, past its refund window (a loop
+                # stalled that long): it counts as spent (never an
+                # over-grant), and the caller's own exception goes on unchanged.
                 return
             self._reschedule()
 
@@ -378,27 +405,30 @@ class BaseLimiter:
     def try_acquire(self, level: int | None = None) -> bool:
         """Take a permit only if one is free now; never waits, never queues.
 
-        A permit is free only while nobody waits (the core is
-        work-conserving), so a newcomer never jumps the queue.
+        An acquire with ``timeout=0`` that answers instead of raising: a
+        permit is free only while nobody waits (the core is
+        work-conserving), so a newcomer never jumps the queue. One that finds
+        none counts as pushed and expired at its level.
         """
         if self._closed is not None:
             raise self._closed
         level = self._level(level)
-        machine = self._machine
         now = self._now()
-        self._dispatch(machine.tick(now))
-        due = machine.next_due()
-        if due is not None and due > now:
-            self._reschedule()
-            return False
         id = next(self._ids)
-        decisions = machine.push(id, level, now)
-        self._dispatch(decisions)
-        return any(d.id == id and d.state is State.GRANTED for d in decisions)
+        decisions = self._machine.push(id, level, now, deadline=now)
+        decision = decisions.pop()
+        if decisions:
+            self._dispatch(decisions)
+        if decision.state is _GRANTED:
+            self._spend(id, now)  # the caller proceeds
+            return True
+        self._reschedule()
+        return False
 
     def statistics(self) -> Statistics:
-        """The core's per-level snapshot (waits in nanoseconds; see
-        :class:`permits.core.LevelStatistics` for seconds)."""
+        """The core's per-level snapshot: counts, and waits in seconds as
+        ``wait_p50_s``, ``wait_p99_s`` and ``wait_max_s`` (``0.0`` before a
+        level's first grant; the ``_ns`` fields hold the exact nanoseconds)."""
         return self._machine.statistics()
 
     @property

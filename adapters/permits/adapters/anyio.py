@@ -7,9 +7,10 @@
 Structured like the trio adapter: one background task in a task group,
 sleeping until the next permit's due time; leaving the ``async with`` closes
 the limiter, wakes every waiter with :class:`~permits.adapters.LimiterClosed`,
-and leaves nothing running. Under asyncio a waiter cancelled after its
-permit was decided hands the permit back (refund); under trio a decided
-permit is always received (see :mod:`permits.adapters.trio`).
+and leaves nothing running. A waiter cancelled after its permit was
+decided, before it resumed, hands the permit back (it goes to the next waiter
+at once) under both backends, whether the cancel came from a cancel scope or,
+under asyncio, a native ``Task.cancel()``.
 """
 
 from __future__ import annotations
@@ -41,7 +42,7 @@ class Limiter(TaskedLimiter):
     _seconds: Callable[[], float] = staticmethod(anyio.current_time)
 
     def _clock(self) -> int:
-        return int(self._seconds() * 1e9)
+        return round(self._seconds() * 1e9)
 
     def _bind_backend(self) -> None:
         """Call the running backend's own clock and checkpoint from now on.
@@ -52,6 +53,7 @@ class Limiter(TaskedLimiter):
         backend = anyio.lowlevel.current_token().backend_class
         self._seconds = backend.current_time
         self._checkpoint = backend.checkpoint
+        self._checkpoint_if_cancelled = backend.checkpoint_if_cancelled
 
     async def _run(self, *, task_status: Any) -> None:
         self._bind_backend()
@@ -63,6 +65,8 @@ class Limiter(TaskedLimiter):
     _checkpoint_on_grant = True
     #: The framework's own checkpoint, called directly (no coroutine around it).
     _checkpoint = staticmethod(anyio.lowlevel.checkpoint)
+    _cancel_after_wake = True
+    _checkpoint_if_cancelled = staticmethod(anyio.lowlevel.checkpoint_if_cancelled)
 
     def _cancel_scope(self, deadline: float) -> anyio.CancelScope:
         return anyio.CancelScope(deadline=deadline)
@@ -78,7 +82,6 @@ def open_limiter(
     *,
     max_waiting: int | Sequence[int | None] | None = None,
     default_level: int = 0,
-    refund_window: float = 1.0,
 ) -> AbstractAsyncContextManager[Limiter]:
     """Open a anyio :class:`Limiter` for an ``async with``; see
     :class:`~permits.adapters.BaseLimiter` for the arguments."""
@@ -88,6 +91,5 @@ def open_limiter(
         burst,
         max_waiting=max_waiting,
         default_level=default_level,
-        refund_window=refund_window,
     )
     return running(limiter, anyio.create_task_group())

@@ -67,7 +67,7 @@ class Limiter(BaseLimiter):
             raise wrong_framework(Limiter, "asyncio") from None
         if loop is not self._loop:
             self._running_loop()
-        return int(loop.time() * 1e9)
+        return round(loop.time() * 1e9)
 
     def _new_event(self) -> Event:
         # Only acquire makes events, after its _clock() has checked the loop.

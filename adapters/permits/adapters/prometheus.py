@@ -75,11 +75,11 @@ class PermitsCollector(Collector):
             labels=[*labels, "quantile"],
         )
         for level in stats:
-            for quantile, value in (
-                ("0.5", level.wait_p50_seconds),
-                ("0.99", level.wait_p99_seconds),
-                ("1", level.wait_max_seconds),
+            for quantile, ns in (
+                ("0.5", level.wait_p50_ns),
+                ("0.99", level.wait_p99_ns),
+                ("1", level.wait_max_ns),
             ):
-                if value is not None:
-                    wait.add_metric([self._limiter, self._names[level.level], quantile], value)
+                if ns is not None:  # no quantile before the level's first grant
+                    wait.add_metric([self._limiter, self._names[level.level], quantile], ns / 1e9)
         yield wait

@@ -246,8 +246,6 @@ class RedisLimiter(_AnyioLimiter):
     ``permit``, ``statistics`` and cancellation behave as in every adapter.
     """
 
-    _supplied = True
-
     def __init__(
         self,
         policy: _Policy,
@@ -261,13 +259,16 @@ class RedisLimiter(_AnyioLimiter):
         default_level: int = 0,
         refund_window: float = 1.0,
     ) -> None:
+        window = _nanoseconds("refund_window", refund_window)
+        if window is None:
+            raise PermitTypeError("refund_window", refund_window, "a finite number of seconds")
+        self._refund_window_ns = window
         super().__init__(
             policy,
             limit.rate,
             limit.burst,
             max_waiting=max_waiting,
             default_level=default_level,
-            refund_window=refund_window,
         )
         levels = self._machine.levels
         if reserve is None:
@@ -311,6 +312,25 @@ class RedisLimiter(_AnyioLimiter):
         self.round_trips = 0
         #: Permits taken from Redis and given back unused (a diagnostic).
         self.given_back = 0
+
+    def _new_machine(
+        self,
+        policy: _Policy,
+        rate: int | float | Fraction,
+        burst: int,
+        max_waiting: int | Sequence[int | None] | None,
+    ) -> Machine:
+        """A supplied machine: the permits come from Redis, charged there as
+        they are taken; a permit whose caller was cancelled before it
+        proceeded goes to the next waiter within ``refund_window``."""
+        return Machine(
+            policy,
+            rate,
+            burst,
+            max_waiting=max_waiting,
+            refund_window_ns=self._refund_window_ns,
+            supplied=True,
+        )
 
     def __repr__(self) -> str:
         return (

@@ -9,14 +9,14 @@ next permit's due time; leaving the ``async with`` closes it, wakes every
 waiter with :class:`~permits.adapters.LimiterClosed`, and leaves nothing
 running.
 
-Cancellation: trio delivers a cancellation only at a checkpoint. Once the
-limiter sets a waiter's event, the waiter has been rescheduled with success
-and a later cancel cannot undo that wait; so a decided permit is always
-received (the caller sees the cancel at its next checkpoint). If a waiter is
-cancelled *before* its permit is decided it is withdrawn and costs nothing;
-if acquire is cancelled at its own checkpoint after an immediate grant, the
-permit is refunded. Either way the permits granted and not refunded are
-exactly the callers whose acquire returned.
+Cancellation: trio delivers a cancellation only at a checkpoint. A waiter
+cancelled *before* its permit is decided is withdrawn and costs nothing. One
+whose permit was decided and whose cancel scope was cancelled before it
+resumed looks for that cancel as it wakes (``checkpoint_if_cancelled``): it
+hands the permit back, which goes to the next waiter at once, and raises
+``Cancelled``. If acquire is cancelled at its own checkpoint after an
+immediate grant, the permit is handed back too. Either way the permits
+granted and not refunded are exactly the callers whose acquire returned.
 """
 
 from __future__ import annotations
@@ -42,7 +42,7 @@ class Limiter(TaskedLimiter):
 
     def _clock(self) -> int:
         try:
-            return int(trio.current_time() * 1e9)
+            return round(trio.current_time() * 1e9)
         except RuntimeError:  # outside trio.run (a try costs next to nothing until it catches)
             raise wrong_framework(Limiter, "trio") from None
 
@@ -52,6 +52,8 @@ class Limiter(TaskedLimiter):
     _checkpoint_on_grant = True
     #: The framework's own checkpoint, called directly (no coroutine around it).
     _checkpoint = staticmethod(trio.lowlevel.checkpoint)
+    _cancel_after_wake = True
+    _checkpoint_if_cancelled = staticmethod(trio.lowlevel.checkpoint_if_cancelled)
 
     def _cancel_scope(self, deadline: float) -> trio.CancelScope:
         return trio.CancelScope(deadline=deadline)
@@ -67,7 +69,6 @@ def open_limiter(
     *,
     max_waiting: int | Sequence[int | None] | None = None,
     default_level: int = 0,
-    refund_window: float = 1.0,
 ) -> AbstractAsyncContextManager[Limiter]:
     """Open a trio :class:`Limiter` for an ``async with``; see
     :class:`~permits.adapters.BaseLimiter` for the arguments."""
@@ -81,6 +82,5 @@ def open_limiter(
         burst,
         max_waiting=max_waiting,
         default_level=default_level,
-        refund_window=refund_window,
     )
     return running(limiter, trio.open_nursery())

@@ -14,7 +14,7 @@ from ._errors import (
     QueueFull,
     TimeWentBackwards,
 )
-from ._machine import MICROSECOND, MILLISECOND, SECOND, Decision, Machine, State
+from ._machine import MICROSECOND, MILLISECOND, SECOND, Charge, Decision, Machine, State
 from ._policies import Aging, Fifo, Policy, Shares, StrictPriority, schedule
 from ._queues import Queues, Waiter
 from ._stats import RELATIVE_ERROR, LevelStatistics, Statistics, WaitHistogram
@@ -25,6 +25,7 @@ __all__ = [
     "RELATIVE_ERROR",
     "SECOND",
     "Aging",
+    "Charge",
     "Decision",
     "DuplicateId",
     "Fifo",

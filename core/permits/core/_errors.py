@@ -66,18 +66,18 @@ class TimeWentBackwards(PermitValueError):
 
 
 class DuplicateId(PermitValueError):
-    """A push used an id that is already waiting."""
+    """A push used an id that is already waiting, or whose permit is in flight."""
 
     def __init__(self, id: Hashable) -> None:
         self.id = id
-        super().__init__("id", id, "this id is already waiting")
+        super().__init__("id", id, "this id is already waiting, or its permit is in flight")
 
 
 class NotRefundable(PermitValueError):
     """A refund named an id that holds no refundable permit.
 
     The id was never granted, its permit was already refunded, it was pushed
-    again since, or its grant is older than the machine's ``refund_window``.
+    again since, or its grant is older than the machine's ``refund_window_ns``.
     """
 
     def __init__(self, id: Hashable) -> None:
@@ -86,7 +86,7 @@ class NotRefundable(PermitValueError):
             "id",
             id,
             "holds no refundable permit (never granted, already refunded, "
-            "pushed again, or granted longer ago than refund_window)",
+            "pushed again, or granted longer ago than refund_window_ns)",
         )
 
 

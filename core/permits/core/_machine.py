@@ -46,6 +46,7 @@ __all__ = [
     "MICROSECOND",
     "MILLISECOND",
     "SECOND",
+    "Charge",
     "Decision",
     "Machine",
     "State",
@@ -79,6 +80,23 @@ class State(enum.Enum):
 
     def __repr__(self) -> str:
         return f"State.{self.name}"
+
+
+class Charge(enum.Enum):
+    """When a granted permit counts against the limit."""
+
+    #: At its grant: the permit counts from the moment it is decided (for a
+    #: caller that proceeds at once, as in a simulation).
+    AT_GRANT = "at grant"
+    #: When its caller spends it (:meth:`Machine.spend`), that is, when the
+    #: caller proceeds. Until then the permit is *in flight*: it holds its
+    #: place in the bucket (no refill beyond ``burst`` is banked for it), and
+    #: a refund only frees that place. The limit then holds at the moments
+    #: callers proceed, however late they resume (an adapter's case).
+    AT_SPEND = "at spend"
+
+    def __repr__(self) -> str:
+        return f"Charge.{self.name}"
 
 
 class Decision(NamedTuple):
@@ -157,11 +175,18 @@ class Machine:
     :param max_waiting: ``None`` (no limit), an ``int`` for every level, or one
         ``int | None`` per level: a push to a level that already has that many
         waiters is rejected.
-    :param refund_window: nanoseconds after its grant during which a permit
-        may be refunded; the machine remembers grants up to twice that long, so
-        its memory stays bounded by ``2 * rate * refund_window + burst`` grants,
-        and by the grants in flight when each is spent (:meth:`spend`) as its
-        caller goes ahead.
+    :param refund_window_ns: nanoseconds after its grant during which a
+        permit charged at its grant may be refunded; the machine remembers
+        grants up to twice that long, so its memory stays bounded by
+        ``2 * rate * refund_window_ns + burst`` grants, and by the grants in
+        flight when each is spent (:meth:`spend`) as its caller goes ahead.
+    :param charge: when a permit counts against the limit:
+        :attr:`Charge.AT_GRANT` (the default) or :attr:`Charge.AT_SPEND`, for
+        a user (an adapter) whose callers proceed some time after their grant
+        and who spends each permit as its caller proceeds. Then at most
+        ``burst`` permits are in flight (granted, not yet spent or refunded),
+        the limit holds over the spend times, and a permit in flight can be
+        refunded whenever it is, however long after its grant.
     :param supplied: ``True`` when the permits come from a source outside
         the machine (a limit shared through Redis): the machine then paces
         nothing, and grants only the permits handed to it by :meth:`supply`,
@@ -173,6 +198,7 @@ class Machine:
         "_P",
         "_Q",
         "_anchor",
+        "_at_grant",
         "_b1",
         "_cancelled",
         "_deadlines",
@@ -181,6 +207,7 @@ class Machine:
         "_expired",
         "_grant_log",
         "_hists",
+        "_in_flight",
         "_k",
         "_limits",
         "_now",
@@ -192,10 +219,11 @@ class Machine:
         "_seq",
         "_supplied",
         "burst",
+        "charge",
         "levels",
         "policy",
         "rate",
-        "refund_window",
+        "refund_window_ns",
     )
 
     def __init__(
@@ -205,16 +233,31 @@ class Machine:
         burst: int = 1,
         *,
         max_waiting: int | Sequence[int | None] | None = None,
-        refund_window: int = SECOND,
+        refund_window_ns: int = SECOND,
         supplied: bool = False,
+        charge: Charge = Charge.AT_GRANT,
     ) -> None:
+        if isinstance(policy, type):
+            raise PermitTypeError(
+                "policy", policy, f"a policy instance: pass {policy.__name__}(...), not the class"
+            )
         if not isinstance(policy, Policy):
             raise PermitTypeError("policy", policy, "a Policy (levels, choose() and ahead())")
         levels = check_int("policy.levels", policy.levels, 1)
         self.rate: Fraction = check_rate(rate)
         self.burst: int = check_int("burst", burst, 1)
         self._limits = _limits(max_waiting, levels)
-        self.refund_window: int = check_int("refund_window", refund_window, 0)
+        self.refund_window_ns: int = check_int("refund_window_ns", refund_window_ns, 0)
+        if not isinstance(charge, Charge):
+            raise PermitTypeError("charge", charge, "Charge.AT_GRANT or Charge.AT_SPEND")
+        if supplied and charge is not Charge.AT_GRANT:
+            raise PermitValueError(
+                "charge", charge, "a supplied machine's permits are charged by their source"
+            )
+        self.charge = charge
+        self._at_grant = charge is Charge.AT_GRANT
+        # Permits granted and not yet spent or refunded (Charge.AT_SPEND).
+        self._in_flight = 0
         self.policy = policy
         self.levels = levels
         # interval = 10**9 / rate = _P / _Q nanoseconds, exactly.
@@ -233,7 +276,7 @@ class Machine:
         self._seq = 0
         self._deadlines: list[tuple[int, int, Waiter]] = []
         self._dl_dead = 0
-        # Grants of the last refund_window, oldest first, each as
+        # Grants of the last refund_window_ns, oldest first, each as
         # (waiter, at, anchor, k): the pacing state just before it, so that a
         # refund can replay the later grants as if it had never happened.
         self._grant_log: deque[_Entry] = deque()
@@ -249,7 +292,8 @@ class Machine:
         return (
             f"Machine(policy={self.policy!r}, rate={self.rate!r}, "
             f"burst={self.burst!r}, max_waiting={self._limits!r}, "
-            f"refund_window={self.refund_window!r}, supplied={self._supplied!r})"
+            f"refund_window_ns={self.refund_window_ns!r}, supplied={self._supplied!r}, "
+            f"charge={self.charge!r})"
         )
 
     # -- reading ------------------------------------------------------------
@@ -302,11 +346,18 @@ class Machine:
         """The earliest time (ns), not before the machine's latest time, at
         which a permit is available; equal to that latest time if one is
         available now (which happens only while nobody waits). ``None``
-        before the first operation, and always when ``supplied`` (the
-        source outside knows)."""
-        if self._now is None or self._supplied:
+        before the first operation, always when ``supplied`` (the source
+        outside knows), and while the permits in flight fill the bucket
+        (none falls due before one of them is spent or refunded)."""
+        if self._now is None or self._due == _NEVER:
             return None
         return max(self._due, self._now)
+
+    @property
+    def in_flight(self) -> int:
+        """Permits granted and not yet spent or refunded (:attr:`Charge.AT_SPEND`;
+        always 0 when permits are charged at their grant)."""
+        return self._in_flight
 
     def next_tick(self) -> int | None:
         """When the machine next needs a :meth:`tick`: the earlier of the next
@@ -322,7 +373,7 @@ class Machine:
             self._dl_dead -= 1
         if deadlines and deadlines[0][0] < self._due:
             return deadlines[0][0]
-        return None if self._supplied else self._due
+        return None if self._due == _NEVER else self._due
 
     def min_wait(self, level: int) -> int:
         """The least time (ns) a waiter pushed at ``level`` now would wait.
@@ -343,8 +394,9 @@ class Machine:
             # one per interval.
             return max(0, (ahead + 1 - self.burst) * self._P // self._Q)
         anchor, k = _restart(self._anchor, self._k, now, self._P, self._Q)
-        # due time of the (ahead + 1)-th permit from now
-        due = anchor - ((self._b1 - k - ahead) * self._P // self._Q)
+        # due time of the (ahead + 1)-th permit from now, at best: the
+        # permits in flight spent now
+        due = anchor - ((self._b1 - k - self._in_flight - ahead) * self._P // self._Q)
         return max(0, due - now)
 
     def next_level(self) -> int | None:
@@ -374,9 +426,9 @@ class Machine:
                     refunded=self._refunded[level],
                     rejected=self._rejected[level],
                     expired=self._expired[level],
-                    wait_p50=self._hists[level].quantile(0.5),
-                    wait_p99=self._hists[level].quantile(0.99),
-                    wait_max=self._hists[level].max,
+                    wait_p50_ns=self._hists[level].quantile(0.5),
+                    wait_p99_ns=self._hists[level].quantile(0.99),
+                    wait_max_ns=self._hists[level].max,
                 )
                 for level in range(self.levels)
             )
@@ -391,9 +443,11 @@ class Machine:
 
         Ticks to ``now`` first (the waiters already there take what fell due),
         then queues the newcomer and grants it a permit at once if one is
-        left. A level at its ``max_waiting`` rejects the newcomer instead (a
-        :attr:`State.REJECTED` decision); a ``deadline <= now`` expires it at
-        once. Raises :class:`DuplicateId` if ``id`` is waiting.
+        left. Unless a permit is left, a level at its ``max_waiting`` rejects
+        the newcomer instead (a :attr:`State.REJECTED` decision), and a
+        ``deadline <= now`` expires it at once: ``max_waiting=0`` and a
+        deadline of ``now`` both mean "grant only at once, never queue".
+        Raises :class:`DuplicateId` if ``id`` is waiting.
         """
         # The hot path: validation and the tick are inlined (see _check_now
         # and _settle for the same steps spelled out).
@@ -412,8 +466,8 @@ class Machine:
             duplicate = id in by_id
         except TypeError:
             raise PermitTypeError("id", id, "a hashable value") from None
-        if duplicate:
-            raise DuplicateId(id)
+        if duplicate or (not self._at_grant and id in self._refundable):
+            raise DuplicateId(id)  # waiting, or its permit in flight
 
         out: list[Decision] = []
         if (
@@ -425,27 +479,33 @@ class Machine:
         else:
             self._now = now
         self._pushed[level] += 1
+        # A permit is left at once only while nobody waits (P2): the
+        # newcomer then takes it, whatever its queue limit or deadline.
+        free = now >= self._due
         limits = self._limits
-        if limits is not None:
+        if limits is not None and not free:
             limit = limits[level]
             if limit is not None and queues.depths[level] >= limit:
+                self._refundable.pop(id, None)  # a new life, if a short one
                 self._rejected[level] += 1
                 out.append(_new(Decision, (id, _REJECTED, level, now, 0)))
                 return out
         self._refundable.pop(id, None)  # a new life: the old grant is no longer refundable
         seq = self._seq
         self._seq = seq + 1
-        waiter = _new(Waiter, (id, level, seq, now, deadline))
-        if deadline is not None:
-            if deadline <= now:
+        if deadline is not None and deadline <= now:
+            if not free:
                 self._expired[level] += 1
                 out.append(_new(Decision, (id, _EXPIRED, level, now, 0)))
                 return out
+            deadline = None  # granted below, before any deadline could matter
+        waiter = _new(Waiter, (id, level, seq, now, deadline))
+        if deadline is not None:
             heapq.heappush(self._deadlines, (deadline, seq, waiter))
         by_id[id] = waiter
         queues._lines[level].append(waiter)
         queues.depths[level] += 1
-        if now >= self._due:
+        if free:
             self._grant(now, out)
         return out
 
@@ -488,20 +548,28 @@ class Machine:
 
         Ticks to ``now``, then returns the permit: the next waiter gets it at
         once, or it is banked (never beyond ``burst``). Raises
-        :class:`NotRefundable` unless ``id`` was granted within the last
-        ``refund_window`` and not refunded or pushed again since.
+        :class:`NotRefundable` unless ``id``'s permit is in flight
+        (:attr:`Charge.AT_SPEND`), or was granted within the last
+        ``refund_window_ns`` and not refunded, spent or pushed again since.
         """
         now = self._check_now(now)
         try:
             entry = self._refundable.get(id)
         except TypeError:
             raise PermitTypeError("id", id, "a hashable value") from None
-        if entry is None or entry[1] < now - self.refund_window:
+        if entry is None or (self._at_grant and entry[1] < now - self.refund_window_ns):
             raise NotRefundable(id)
         out: list[Decision] = []
         self._settle(now, out)
         del self._refundable[id]
         self._refunded[entry[0].level] += 1
+        if not self._at_grant:
+            # In flight: it only held a place in the bucket; free it.
+            self._in_flight -= 1
+            due = self._set_due()
+            if self._queues._by_id and now >= due:
+                self._grant(now, out)
+            return out
         if self._supplied:
             # The permit came from outside: the next waiter gets it at once;
             # with nobody waiting it is spent (never banked, never returned).
@@ -514,35 +582,50 @@ class Machine:
             self._grant(now, out)
         return out
 
-    def spend(self, id: Hashable) -> bool:
-        """The caller holding ``id``'s permit proceeded: the permit is spent
-        and can no longer be refunded.
+    def spend(self, id: Hashable, now: int) -> list[Decision]:
+        """At ``now``, the caller holding ``id``'s permit proceeded: the permit
+        is spent and can no longer be refunded.
 
-        Returns whether it could still have been refunded at the machine's
-        latest time (``False``: never granted, refunded or spent already,
-        pushed again since, or outside ``refund_window``). Decides nothing and
-        changes no pacing; it lets the machine forget the grant, so that it
-        remembers only the grants that may still be refunded and those made
-        after the oldest of them (an adapter spends each permit as its caller
-        resumes, and the memory stays that of the grants in flight).
+        Ticks to ``now`` first. Under :attr:`Charge.AT_SPEND` the permit
+        counts against the limit from ``now`` (it was in flight until then).
+        Under :attr:`Charge.AT_GRANT` it changes no pacing and only lets the
+        machine forget the grant, so that it remembers only the grants that
+        may still be refunded and those made after the oldest of them (an
+        adapter spends each permit as its caller resumes, and the memory
+        stays that of the grants in flight). An id whose permit is not held
+        (never granted, refunded or spent already, pushed again since, or
+        outside ``refund_window_ns``) changes nothing but the tick.
         """
+        now = self._check_now(now)
+        refundable = self._refundable
         try:
-            entry = self._refundable.pop(id, None)
+            entry = refundable.get(id)
             if entry is None:
-                hash(id)  # an empty dict's pop() answers without hashing
+                hash(id)  # an empty dict's get() answers without hashing
         except TypeError:
             raise PermitTypeError("id", id, "a hashable value") from None
-        # Forget the grants no refund can reach: those before the oldest
-        # grant still refundable (refund replays only the grants after its own).
-        log = self._grant_log
-        refundable = self._refundable
-        while log and refundable.get(log[0][0].id) is not log[0]:
-            log.popleft()
-        if entry is None:
-            return False
-        now = self._now
-        assert now is not None  # a grant was made, so the clock runs
-        return entry[1] >= now - self.refund_window
+        out: list[Decision] = []
+        self._settle(now, out)
+        held = entry is not None and refundable.get(id) is entry
+        if held:
+            del refundable[id]
+        if self._at_grant:
+            # Forget the grants no refund can reach: those before the oldest
+            # grant still refundable (refund replays only the grants after its own).
+            log = self._grant_log
+            while log and refundable.get(log[0][0].id) is not log[0]:
+                log.popleft()
+            return out
+        if not held:
+            return out
+        # Charge the bucket now: TAT = max(TAT, now - 1) + interval.
+        anchor, k = _restart(self._anchor, self._k, now, self._P, self._Q)
+        self._anchor, self._k = anchor, k + 1
+        self._in_flight -= 1
+        due = self._set_due()
+        if self._queues._by_id and now >= due:
+            self._grant(now, out)
+        return out
 
     def supply(self, now: int) -> list[Decision]:
         """A permit from outside, at ``now``: tick to ``now``, then grant it to
@@ -616,7 +699,7 @@ class Machine:
         by_id = queues._by_id
         depths = queues.depths
         log = self._grant_log
-        if log and log[0][1] < now - 2 * self.refund_window:
+        if log and log[0][1] < now - 2 * self.refund_window_ns:
             # Prune in batches: the log may hold up to two windows of grants;
             # refund() checks each grant's age exactly.
             self._prune(now)
@@ -624,6 +707,7 @@ class Machine:
         choose = self.policy.choose
         hists = self._hists
         P, Q = self._P, self._Q
+        at_grant = self._at_grant
         while True:
             level = choose(queues, now)
             if level.__class__ is not int or not 0 <= level < self.levels or not depths[level]:
@@ -640,16 +724,23 @@ class Machine:
             queues.granted += 1
             if queues._dead[level]:
                 queues._tidy(level)
-            # Charge the bucket: TAT = max(TAT, now - 1) + interval (_restart).
-            k = self._k
-            anchor = self._anchor
-            entry = (waiter, now, anchor, k)
-            if k * P < (now - 1 - anchor) * Q:
-                anchor = self._anchor = now - 1
-                k = 0
-            k += 1
-            self._k = k
-            due = self._due = anchor - ((self._b1 - k) * P // Q)
+            if at_grant:
+                # Charge the bucket: TAT = max(TAT, now - 1) + interval (_restart).
+                k = self._k
+                anchor = self._anchor
+                entry = (waiter, now, anchor, k)
+                if k * P < (now - 1 - anchor) * Q:
+                    anchor = self._anchor = now - 1
+                    k = 0
+                k += 1
+                self._k = k
+                due = self._due = anchor - ((self._b1 - k) * P // Q)
+                log.append(entry)
+            else:
+                # In flight: it holds a place in the bucket until spent.
+                entry = (waiter, now, 0, 0)
+                self._in_flight += 1
+                due = self._set_due()
             wait = now - waiter.pushed_at
             # WaitHistogram.record, inlined; its count is the level's grants.
             hist = hists[level]
@@ -661,7 +752,6 @@ class Machine:
             counts = hist._counts
             counts[bucket] = counts.get(bucket, 0) + 1
             refundable[id] = entry
-            log.append(entry)
             if waiter.deadline is not None:
                 self._deadline_left()
             out.append(_new(Decision, (id, _GRANTED, level, now, wait)))
@@ -693,7 +783,7 @@ class Machine:
         if queues._dead[level]:
             queues._tidy(level)
         log = self._grant_log
-        if log and log[0][1] < now - 2 * self.refund_window:
+        if log and log[0][1] < now - 2 * self.refund_window_ns:
             self._prune(now)
         entry = (waiter, now, 0, 0)
         wait = now - waiter.pushed_at
@@ -714,10 +804,10 @@ class Machine:
         return i
 
     def _prune(self, now: int) -> None:
-        """Forget grants older than ``refund_window``: no longer refundable."""
+        """Forget grants older than ``refund_window_ns``: no longer refundable."""
         log = self._grant_log
         refundable = self._refundable
-        horizon = now - self.refund_window
+        horizon = now - self.refund_window_ns
         while log and log[0][1] < horizon:
             old = log.popleft()
             if refundable.get(old[0].id) is old:
@@ -746,6 +836,18 @@ class Machine:
             k += 1
         self._anchor, self._k = anchor, k
         self._due = anchor - ((self._b1 - k) * P // Q)
+
+    def _set_due(self) -> int:
+        """Set and return the next permit's due time from the pacing state
+        and the permits in flight: ``ceil(TAT + (in_flight - burst + 1) *
+        interval)``, or never while those in flight fill the bucket plus its
+        nanosecond of refill (SPEC.md, Pacing)."""
+        excess = self._in_flight - self._b1
+        if excess > 0 and excess * self._P > self._Q:
+            self._due = _NEVER
+        else:
+            self._due = self._anchor - ((-excess - self._k) * self._P // self._Q)
+        return self._due
 
     def _deadline_left(self) -> None:
         """A waiter with a deadline left other than by expiring: its heap
@@ -778,8 +880,13 @@ class Machine:
         if len(live) != with_deadline:
             raise AssertionError("invariant broken: every waiter with a deadline is in the heap")
         logged = {id(entry) for entry in self._grant_log}
-        if not all(id(entry) in logged for entry in self._refundable.values()):
+        if self._at_grant and not all(id(e) in logged for e in self._refundable.values()):
             raise AssertionError("invariant broken: a refundable grant is not in the grant log")
+        if not self._at_grant:
+            if self._grant_log or len(self._refundable) != self._in_flight:
+                raise AssertionError("invariant broken: in flight count != refundable grants")
+        elif self._in_flight:
+            raise AssertionError("invariant broken: in flight while charged at grant")
         if self._now is not None and by_id and self._now >= self._due:
             raise AssertionError("invariant broken: a permit is available while someone waits")
         if self._now is not None and any(e[0] <= self._now for e in live):

@@ -179,7 +179,7 @@ class Shares:
 
 
 def _after(instance: object, attribute: attrs.Attribute[int], value: object) -> None:
-    check_int("after", value, 1)
+    check_int("after_ns", value, 1)
 
 
 @attrs.frozen
@@ -187,19 +187,20 @@ class Aging:
     """Effective priority improves as a waiter waits.
 
     A waiter's effective priority at time ``t`` is
-    ``level - (t - pushed_at) / after``; the smallest is served first, ties by
-    push order. Since ``t`` is common to all, that is the order of the static
-    key ``level * after + pushed_at``, computed exactly in integers. With
-    ``after = 2 * SECOND``, a level-1 waiter that has waited 2 s outranks a
-    new level-0 one.
+    ``level - (t - pushed_at) / after_ns``; the smallest is served first,
+    ties by push order. Since ``t`` is common to all, that is the order of the
+    static key ``level * after_ns + pushed_at``, computed exactly in integers.
+    With ``Aging(2, after_ns=2 * SECOND)``, a level-1 waiter that has waited
+    2 s outranks a new level-0 one. ``after_ns`` is in nanoseconds, the
+    core's unit of time, and keyword-only so that every call names its unit.
     """
 
     levels: int = attrs.field(default=2, validator=_levels)
     #: Nanoseconds of waiting worth one level.
-    after: int = attrs.field(default=2_000_000_000, validator=_after)
+    after_ns: int = attrs.field(default=2_000_000_000, validator=_after, kw_only=True)
 
     def choose(self, queues: Queues, now: int) -> int:
-        after = self.after
+        after = self.after_ns
         best, best_key = -1, (0, 0)
         for level, depth in enumerate(queues.depths):
             if depth:

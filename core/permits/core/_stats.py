@@ -90,9 +90,12 @@ class WaitHistogram:
 class LevelStatistics:
     """What one level has seen, at the moment of the snapshot.
 
-    Wait times are in nanoseconds, from push to grant, over granted waiters;
-    ``None`` until the level's first grant. Quantiles are within
-    :data:`RELATIVE_ERROR` of exact; ``wait_max`` is exact.
+    Waits run from push to grant, over granted waiters. The fields ending in
+    ``_ns`` are the core's exact nanoseconds, ``None`` until the level's
+    first grant; the properties ending in ``_s`` are the same in seconds, as
+    the adapters speak, and ``0.0`` until the first grant (``granted`` says
+    how many waits they summarise). Quantiles are within
+    :data:`RELATIVE_ERROR` of exact; the maximum is exact.
     """
 
     level: int
@@ -110,9 +113,12 @@ class LevelStatistics:
     rejected: int
     #: Waiters still waiting at their deadline.
     expired: int
-    wait_p50: int | None
-    wait_p99: int | None
-    wait_max: int | None
+    #: Median wait, in nanoseconds; ``None`` before the first grant.
+    wait_p50_ns: int | None
+    #: 99th percentile wait, in nanoseconds; ``None`` before the first grant.
+    wait_p99_ns: int | None
+    #: Longest wait, in nanoseconds, exact; ``None`` before the first grant.
+    wait_max_ns: int | None
 
     @property
     def proceeded(self) -> int:
@@ -120,19 +126,23 @@ class LevelStatistics:
         return self.granted - self.refunded
 
     @property
-    def wait_p50_seconds(self) -> float | None:
-        """``wait_p50`` in seconds."""
-        return None if self.wait_p50 is None else self.wait_p50 / 1e9
+    def wait_p50_s(self) -> float:
+        """Median wait in seconds; ``0.0`` before the first grant."""
+        return _seconds(self.wait_p50_ns)
 
     @property
-    def wait_p99_seconds(self) -> float | None:
-        """``wait_p99`` in seconds."""
-        return None if self.wait_p99 is None else self.wait_p99 / 1e9
+    def wait_p99_s(self) -> float:
+        """99th percentile wait in seconds; ``0.0`` before the first grant."""
+        return _seconds(self.wait_p99_ns)
 
     @property
-    def wait_max_seconds(self) -> float | None:
-        """``wait_max`` in seconds."""
-        return None if self.wait_max is None else self.wait_max / 1e9
+    def wait_max_s(self) -> float:
+        """Longest wait in seconds; ``0.0`` before the first grant."""
+        return _seconds(self.wait_max_ns)
+
+
+def _seconds(ns: int | None) -> float:
+    return 0.0 if ns is None else ns / 1e9
 
 
 @attrs.frozen

@@ -156,7 +156,7 @@ def _policy(path: str, value: object) -> Policy:
         return _build(path, lambda: StrictPriority(levels))  # type: ignore[no-any-return]
     after = spec.get("after", 2)
     after_ns = _build(path, lambda: _after(after))
-    return _build(path, lambda: Aging(levels, after=after_ns))  # type: ignore[no-any-return]
+    return _build(path, lambda: Aging(levels, after_ns=after_ns))  # type: ignore[no-any-return]
 
 
 def _after(value: object) -> int:

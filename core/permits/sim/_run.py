@@ -5,7 +5,7 @@
 cancels each caller whose ``timeout`` runs out, and ticks at each time the
 machine names (:meth:`~permits.core.Machine.next_tick`). No second model of
 any policy exists here. :class:`Tally` turns what happened to each caller into
-a :class:`WorkloadResult`; the live runner (``permits.adapters.live``) feeds
+a :class:`WorkloadResult`; the live runner (``permits.cli._live``) feeds
 the same tally from a real event loop, so both are reported alike.
 """
 

@@ -315,7 +315,7 @@ class Scenario:
             raise PermitValueError("factor", factor, "must be greater than 0")
         policy = self.policy
         if isinstance(policy, Aging):
-            policy = Aging(policy.levels, after=max(1, round(policy.after / factor)))
+            policy = Aging(policy.levels, after_ns=max(1, round(policy.after_ns / factor)))
         return attrs.evolve(
             self,
             name=f"{self.name} ({_short(factor)}x faster)",
@@ -336,7 +336,7 @@ def describe(policy: Policy) -> str:
     if isinstance(policy, Shares):
         return "shares " + ":".join(str(w) for w in policy.weights)
     if isinstance(policy, Aging):
-        return f"aging after {_short(Fraction(policy.after, SECOND))} s"
+        return f"aging after {_short(Fraction(policy.after_ns, SECOND))} s"
     return repr(policy)
 
 

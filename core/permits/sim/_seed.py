@@ -82,7 +82,7 @@ SEED: tuple[Scenario, ...] = (
     ),
     _seed(
         "aging after 2 s, interactive 90/s",
-        Aging(2, after=2 * SECOND),
+        Aging(2, after_ns=2 * SECOND),
         90,
         300,
         Published(wait_p50=2.4, wait_p99=2.79),
