@@ -11,6 +11,7 @@ import pytest
 
 from permits.core import (
     Aging,
+    Charge,
     Fifo,
     Machine,
     PermitError,
@@ -74,6 +75,8 @@ def test_float_rate_is_the_decimal_it_prints_as() -> None:
         ({"refund_window_ns": 0.5}, "refund_window_ns"),
         ({"supplied": 1}, "supplied"),
         ({"supplied": "yes"}, "supplied"),
+        ({"charge": "at spend"}, "charge"),
+        ({"supplied": True, "charge": Charge.AT_SPEND}, "charge"),
     ],
 )
 def test_machine_arguments_refused(kwargs: dict[str, Any], argument: str) -> None:
@@ -88,6 +91,36 @@ def test_policy_refused() -> None:
     with pytest.raises(PermitTypeError) as refused:
         Machine("strict", 100)  # type: ignore[arg-type]
     assert refused.value.argument == "policy"
+
+
+def test_a_user_policy_with_absurd_levels_names_the_policy() -> None:
+    """The caller wrote ``policy``, so the error names it (not
+    ``policy.levels``), and an absurd size is refused before any memory is
+    taken for it."""
+
+    class Huge:
+        levels = 10**30
+
+        def choose(self, queues: Queues, now: int) -> int:
+            return 0
+
+        def ahead(self, queues: Queues, level: int, now: int) -> int:
+            return 0
+
+    with pytest.raises(PermitValueError) as refused:
+        Machine(Huge(), 100)
+    assert refused.value.argument == "policy"
+    assert "levels=1000000000000000000000000000000" in str(refused.value)
+
+
+def test_a_float_subclass_rate_is_read_as_the_float_it_is() -> None:
+    """numpy.float64 is a float subclass whose repr is not a number's."""
+
+    class Float64(float):
+        def __repr__(self) -> str:
+            return f"Float64({float(self)!r})"
+
+    assert Machine(Fifo(), Float64(2.5)).rate == Fraction(5, 2)
 
 
 @pytest.mark.parametrize(
@@ -107,6 +140,9 @@ def test_policy_refused() -> None:
         (lambda: Shares("41"), "weights"),
         (lambda: Shares((10**6, 1)), "weights"),
         (lambda: Shares.every(1), "n"),
+        (lambda: Shares.every(10**30), "n"),
+        (lambda: StrictPriority(10**30), "levels"),
+        (lambda: Fifo(1001), "levels"),
     ],
 )
 def test_policy_arguments_refused(make: Any, argument: str) -> None:

@@ -37,7 +37,7 @@ def check_rate(value: object) -> Fraction:
     if isinstance(value, float):
         if not math.isfinite(value):
             raise PermitValueError("rate", value, "must be finite")
-        exact = Fraction(repr(value))
+        exact = Fraction(repr(float(value)))  # a subclass (numpy.float64) reprs otherwise
     elif isinstance(value, Decimal):
         if not value.is_finite():
             raise PermitValueError("rate", value, "must be finite")

@@ -38,7 +38,7 @@ from ._errors import (
     PolicyError,
     TimeWentBackwards,
 )
-from ._policies import Policy
+from ._policies import MAX_LEVELS, Policy
 from ._queues import SLACK, Queues, Waiter
 from ._stats import _BITS, LevelStatistics, Statistics, WaitHistogram
 
@@ -243,7 +243,12 @@ class Machine:
             )
         if not isinstance(policy, Policy):
             raise PermitTypeError("policy", policy, "a Policy (levels, choose() and ahead())")
-        levels = check_int("policy.levels", policy.levels, 1)
+        levels = policy.levels
+        if isinstance(levels, bool) or not isinstance(levels, int) or not 1 <= levels <= MAX_LEVELS:
+            raise PermitValueError(
+                "policy", policy, f"its levels={levels!r} must be an int from 1 to {MAX_LEVELS}"
+            )
+        levels = int(levels)
         self.rate: Fraction = check_rate(rate)
         self.burst: int = check_int("burst", burst, 1)
         self._limits = _limits(max_waiting, levels)
@@ -822,16 +827,18 @@ class Machine:
         follows its grant promptly, as a cancelled caller's does.
         """
         log = self._grant_log
-        i = self._log_remove(entry)
+        later: list[_Entry] = []
+        while (last := log.pop()) is not entry:
+            later.append(last)
         anchor, k = entry[2], entry[3]
         P, Q = self._P, self._Q
         refundable = self._refundable
-        for j in range(i, len(log)):
-            waiter, at = log[j][0], log[j][1]
+        for old in reversed(later):
+            waiter, at = old[0], old[1]
             replayed = (waiter, at, anchor, k)  # the state before it, replayed
-            if refundable.get(waiter.id) is log[j]:
+            if refundable.get(waiter.id) is old:
                 refundable[waiter.id] = replayed
-            log[j] = replayed
+            log.append(replayed)
             anchor, k = _restart(anchor, k, at, P, Q)
             k += 1
         self._anchor, self._k = anchor, k

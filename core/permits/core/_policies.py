@@ -29,6 +29,9 @@ __all__ = ["Aging", "Fifo", "Policy", "Shares", "StrictPriority"]
 
 #: Largest sum of :class:`Shares` weights (the length of its schedule).
 MAX_SCHEDULE = 1_000_000
+#: The most levels a built-in policy takes: far more than priorities anyone
+#: tells apart, and few enough that per-level state stays small.
+MAX_LEVELS = 1_000
 
 
 @runtime_checkable
@@ -58,7 +61,8 @@ class Policy(Protocol):
 
 
 def _levels(instance: object, attribute: attrs.Attribute[int], value: object) -> None:
-    check_int("levels", value, 1)
+    if check_int("levels", value, 1) > MAX_LEVELS:
+        raise PermitValueError("levels", value, f"must be at most {MAX_LEVELS}")
 
 
 def _first_waiting(depths: Sequence[int]) -> int:
@@ -160,6 +164,8 @@ class Shares:
     def every(cls, n: int) -> Shares:
         """Two levels; every ``n``-th permit goes to level 1 while it waits."""
         n = check_int("n", n, 2)
+        if n > MAX_SCHEDULE:
+            raise PermitValueError("n", n, f"must be at most {MAX_SCHEDULE} (one cycle of permits)")
         return cls((n - 1, 1))
 
     @property
