@@ -296,7 +296,11 @@ def test_four_processes_share_one_limit(redis_server: RedisServer) -> None:
         print(f"{label}: interactive p99 {worst * 1e3:.1f} ms, {served} of {offered} served")
     with_reserve, without = results["reserve 3"][0], results["no reserve"][0]
     assert with_reserve < without, results
-    assert with_reserve < 0.02, results  # found at once, from any process
+    # Found at once, from any process: a few ms on an idle machine (2.2 ms in
+    # BENCHMARKS.md). Four processes on a loaded machine wait for a core
+    # too, so the margin is 20 permit intervals; without the reserve the
+    # p99 is tens of intervals even on an idle machine.
+    assert with_reserve < 20 / RATE, results
     assert results["reserve 3"][1] == results["reserve 3"][2]  # every interactive call served
 
 
