@@ -49,7 +49,21 @@ class RoundRobin:
 
 KINDS = ("fifo", "strict", "shares", "aging", "user")
 
-RATES: tuple[Any, ...] = (1, 3, 100, Fraction(1, 3), Fraction(7, 2), 2.5, 0.3, 1000)
+#: Rates per second; 10**9 and above (an interval of a nanosecond or less)
+#: reach the bucket's nanosecond of refill, where one more permit can be in
+#: flight than the burst.
+RATES: tuple[Any, ...] = (
+    1,
+    3,
+    100,
+    Fraction(1, 3),
+    Fraction(7, 2),
+    2.5,
+    0.3,
+    1000,
+    10**9,
+    3 * 10**9,
+)
 
 
 def exact_rate(rate: Any) -> Fraction:

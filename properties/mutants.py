@@ -108,13 +108,6 @@ MUTANTS: dict[str, tuple[str, str, str, str]] = {
         "        held = entry is not None and refundable.get(id) is entry\n",
         "a spent permit can still be refunded: its caller proceeded and the permit comes back",
     ),
-    "spend-unhashable-answers": (
-        "_machine.py",
-        "            if entry is None:\n"
-        "                hash(id)  # an empty dict's get() answers without hashing\n",
-        "",
-        "spend() takes an unhashable id while nothing is refundable (an empty dict never hashes)",
-    ),
     "spend-forgets-too-much": (
         "_machine.py",
         "            while log and refundable.get(log[0][0].id) is not log[0]:\n"

@@ -394,8 +394,34 @@ class PolicyMachine(RuleBasedStateMachine):
             assert refused.value.id == id, "P18"
             assert refused.value.argument == "id", "P18"
             assert fingerprint(self.core) == before, "P18: a refused push changed the state"
-        else:
-            self.do_push(id, level, 0, None)
+            return
+        self.new_life(id, level)
+
+    @precondition(
+        lambda self: (
+            hasattr(self, "core")
+            and self.config.max_waiting is not None
+            and 0 in self.config.max_waiting
+        )
+    )
+    @rule(id=ids)
+    def push_again_never_to_queue(self, id: int) -> None:
+        """An id pushed before, again, to a level that never queues
+        (``max_waiting`` 0): granted at once, or rejected."""
+        if self.fate[id] is State.WAITING or id in self.model.in_flight:
+            return
+        assert self.config.max_waiting is not None
+        self.new_life(id, self.config.max_waiting.index(0))
+
+    def new_life(self, id: int, level: int) -> None:
+        self.do_push(id, level, 0, None)
+        if self.fate[id] is State.REJECTED:
+            # P5: a push again is a new life, even one rejected at once: the
+            # id's earlier grant can no longer be refunded.
+            before = fingerprint(self.core)
+            with pytest.raises(NotRefundable):
+                self.core.refund(id, self.now)
+            assert fingerprint(self.core) == before, "P18: a refused refund changed the state"
 
     @rule(id=ids)
     def cancel(self, id: int) -> None:

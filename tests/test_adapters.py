@@ -773,3 +773,57 @@ async def test_statistics_speak_seconds(open_limiter: OpenLimiter) -> None:
         assert abs(level0.wait_max_s - 0.1) < 1e-6, level0
         assert level0.wait_max_ns is not None
         assert abs(level0.wait_max_ns - 100 * MILLISECOND) <= 1
+
+
+class _FailsOnce:
+    """FIFO, but its ``choose`` raises on the second call once armed (a
+    user's policy with a bug)."""
+
+    levels = 1
+
+    def __init__(self) -> None:
+        self.armed = False
+        self.calls = 0
+
+    def choose(self, queues: Any, now: int) -> int:
+        if self.armed:
+            self.calls += 1
+            if self.calls == 2:
+                self.armed = False
+                raise KeyError("bug")
+        return 0
+
+    def ahead(self, queues: Any, lv: int, now: int) -> int:
+        return int(queues.depths[lv])
+
+
+async def test_a_policy_that_raises_in_a_callers_call_breaks_the_limiter(
+    open_limiter: OpenLimiter,
+) -> None:
+    """A policy that raises while a caller's own acquire ticks, after it
+    granted a waiter in the same call: the limiter breaks, the caller and
+    every waiter get LimiterClosed with the cause, and nobody is left
+    waiting on a permit that nobody will hand over."""
+    policy = _FailsOnce()
+    outcomes: list[str] = []
+
+    async def call(limiter: BaseLimiter) -> None:
+        try:
+            await limiter.acquire()
+            outcomes.append("granted")
+        except LimiterClosed as closed:
+            outcomes.append(f"closed: {closed.cause!r}")
+
+    async with open_limiter(policy, 10, 2) as limiter, anyio.create_task_group() as tg:
+        await limiter.acquire()
+        await limiter.acquire()  # the bucket is empty
+        for i in range(3):
+            tg.start_soon(call, limiter)
+            await waiting(limiter, i + 1)
+        stall(1.0)  # two permits fall due; the timer has not run
+        policy.armed = True
+        with pytest.raises(LimiterClosed) as broke:
+            await limiter.acquire()  # its tick grants one waiter, then choose() raises
+        assert isinstance(broke.value.__cause__, KeyError)
+        assert limiter.closed
+    assert sorted(outcomes) == ["closed: KeyError('bug')"] * 3, outcomes

@@ -15,7 +15,7 @@ import math
 from collections.abc import AsyncIterator, Awaitable, Iterator, Sequence
 from contextlib import asynccontextmanager, contextmanager
 from fractions import Fraction
-from typing import Protocol
+from typing import NoReturn, Protocol
 
 from permits.core import (
     SECOND,
@@ -235,7 +235,10 @@ class BaseLimiter:
     def _spend(self, id: int, now: int) -> None:
         """The caller of ``id`` proceeds: its permit counts from ``now``."""
         machine = self._machine
-        decisions = machine.spend(id, now)
+        try:
+            decisions = machine.spend(id, now)
+        except Exception as error:
+            self._fault(error)
         if decisions:
             self._dispatch(decisions)
         if len(machine):  # the next permit's due time moved
@@ -248,6 +251,20 @@ class BaseLimiter:
             if waiter is not None and waiter.event is not None:
                 waiter.decision = decision
                 waiter.event.set()
+
+    def _fault(self, error: Exception) -> NoReturn:
+        """A machine call raised. Bad input (``PermitTypeError``,
+        ``PermitValueError``) left the machine as it was and goes to the
+        caller as it is. Anything else is a broken policy, which may have
+        decided for other waiters in the same call: the limiter breaks, so
+        that every waiter wakes with :class:`LimiterClosed` (none is left
+        waiting, and no permit is left in flight for nobody), and so does
+        the caller."""
+        if isinstance(error, (PermitTypeError, PermitValueError)):
+            raise error
+        self._break(error)
+        assert self._closed is not None
+        raise self._closed from error
 
     def _on_timer(self) -> None:
         """The timer fired: tick, wake whoever was decided, re-arm."""
@@ -320,13 +337,19 @@ class BaseLimiter:
         if max_wait is not None:
             limit = _nanoseconds("max_wait", max_wait)
             if limit is not None:
-                self._dispatch(machine.tick(now))
+                try:
+                    self._dispatch(machine.tick(now))
+                except Exception as error:
+                    self._fault(error)
                 wait = machine.min_wait(level)
                 if wait > limit:
                     self._reschedule()
                     raise WouldWaitTooLong(level, wait / SECOND, max_wait)
         id = next(self._ids)
-        decisions = machine.push(id, level, now, deadline=deadline)
+        try:
+            decisions = machine.push(id, level, now, deadline=deadline)
+        except Exception as error:
+            self._fault(error)
         if decisions and decisions[-1].id == id:
             # Decided at once (granted, rejected, expired): ours is the last
             # decision, and no waiter record or event is needed.
@@ -388,6 +411,9 @@ class BaseLimiter:
                 # stalled that long): it counts as spent (never an
                 # over-grant), and the caller's own exception goes on unchanged.
                 return
+            except Exception as error:
+                self._break(error)  # a broken policy; the caller's exception goes on
+                return
             self._reschedule()
 
     @asynccontextmanager
@@ -415,7 +441,10 @@ class BaseLimiter:
         level = self._level(level)
         now = self._now()
         id = next(self._ids)
-        decisions = self._machine.push(id, level, now, deadline=now)
+        try:
+            decisions = self._machine.push(id, level, now, deadline=now)
+        except Exception as error:
+            self._fault(error)
         decision = decisions.pop()
         if decisions:
             self._dispatch(decisions)

@@ -184,7 +184,8 @@ class Machine:
         :attr:`Charge.AT_GRANT` (the default) or :attr:`Charge.AT_SPEND`, for
         a user (an adapter) whose callers proceed some time after their grant
         and who spends each permit as its caller proceeds. Then at most
-        ``burst`` permits are in flight (granted, not yet spent or refunded),
+        ``burst`` permits are in flight (granted, not yet spent or refunded;
+        ``burst + floor(rate / 10**9)`` at rates of 10**9/s and more),
         the limit holds over the spend times, and a permit in flight can be
         refunded whenever it is, however long after its grant.
     :param supplied: ``True`` when the permits come from a source outside
@@ -604,9 +605,7 @@ class Machine:
         now = self._check_now(now)
         refundable = self._refundable
         try:
-            entry = refundable.get(id)
-            if entry is None:
-                hash(id)  # an empty dict's get() answers without hashing
+            entry = refundable.get(id)  # get() hashes even on an empty dict (pop() does not)
         except TypeError:
             raise PermitTypeError("id", id, "a hashable value") from None
         out: list[Decision] = []
