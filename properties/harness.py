@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from permits.core import Decision, Machine
+from permits.core import Decision, Machine, Snapshot
 
 
 def rows(decisions: list[Decision]) -> list[tuple[Any, str, int, int, int]]:
@@ -12,23 +12,10 @@ def rows(decisions: list[Decision]) -> list[tuple[Any, str, int, int, int]]:
     return [(d.id, d.state.name, d.level, d.at, d.waited) for d in decisions]
 
 
-def fingerprint(machine: Machine) -> tuple[Any, ...]:
-    """Everything a machine's future behaviour depends on, public and private,
-    to check that a refused operation left it exactly as it was."""
-    return (
-        machine.now,
-        machine.next_due(),
-        tuple(tuple(machine.waiting(level)) for level in range(machine.levels)),
-        machine.statistics(),
-        machine.queues.granted,
-        machine._anchor,
-        machine._k,
-        machine._due,
-        machine._in_flight,
-        machine._seq,
-        tuple(machine._refundable.items()),
-        tuple(sorted(machine._deadlines)),
-    )
+def fingerprint(machine: Machine) -> Snapshot:
+    """Everything a machine's future behaviour depends on (its public
+    snapshot), to check that a refused operation left it exactly as it was."""
+    return machine.snapshot()
 
 
 def drive(machine: Machine, until: int) -> list[Decision]:

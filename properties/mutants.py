@@ -1,14 +1,14 @@
 """Does the contract have teeth? Break the core on purpose and see what fails.
 
-    python properties/mutants.py [NAME ...]
+    python properties/mutants.py [--caught-only] [NAME ...]
 
 Each mutant edits one place of a copy of ``core/`` (the tree is never
 touched), runs ``pytest properties`` on the copy under the ``mutants``
 profile (``ci`` without shrinking), and reports the property ids (``P1``...)
 named by the failures. A mutant that is caught runs a second time with the
 reference-model comparison (P13) switched off, to show which of the direct
-properties catch it on their own. A mutant nothing catches is a hole in the
-contract.
+properties catch it on their own (``--caught-only`` skips that second run).
+A mutant nothing catches is a hole in the contract.
 """
 
 from __future__ import annotations
@@ -45,11 +45,10 @@ MUTANTS: dict[str, tuple[str, str, str, str]] = {
         "shares always offer the first slot: the counter is gone",
     ),
     "drift-the-clock": (
-        "_machine.py",
-        "                if k * P < (now - 1 - anchor) * Q:\n"
-        "                    anchor = self._anchor",
-        "                if True:\n                    anchor = self._anchor",
-        "every grant restarts the schedule at now: rounding and lateness accumulate",
+        "_bucket.py",
+        "        if k * self.P < (now - 1 - anchor) * self.Q:\n            self.anchor = now - 1",
+        "        if True:\n            self.anchor = now - 1",
+        "every charge restarts the schedule at now: rounding and lateness accumulate",
     ),
     "aging-wrong-sign": (
         "_policies.py",
@@ -59,21 +58,22 @@ MUTANTS: dict[str, tuple[str, str, str, str]] = {
     ),
     "naive-refund": (
         "_machine.py",
-        "        self._unwind(entry)\n",
-        "        self._k -= 1\n"
-        "        self._due = self._anchor - ((self._b1 - self._k) * self._P // self._Q)\n",
+        "            later = ledger.unlog(grant)\n"
+        "            ledger.relog(later, source.replay(grant.before, [g.at for g in later], now))"
+        "\n",
+        "            source.k -= 1\n            source._set_due()\n",
         "a refund just takes one interval off the schedule (the over-grant found earlier)",
     ),
     "deadline-off-by-one": (
-        "_machine.py",
-        "        while deadlines and deadlines[0][0] <= now:",
-        "        while deadlines and deadlines[0][0] < now:",
+        "_deadlines.py",
+        "        while heap and heap[0][0] <= now:",
+        "        while heap and heap[0][0] < now:",
         "a waiter is still served at its deadline",
     ),
     "lifo-within-level": (
-        "_machine.py",
-        "        queues._lines[level].append(waiter)",
-        "        queues._lines[level].appendleft(waiter)",
+        "_queues.py",
+        "        self._lines[waiter.level].append(waiter)",
+        "        self._lines[waiter.level].appendleft(waiter)",
         "a level is served last in, first out",
     ),
     "no-compaction": (
@@ -84,85 +84,94 @@ MUTANTS: dict[str, tuple[str, str, str, str]] = {
         "cancelled waiters are never compacted away",
     ),
     "tidy-only-on-cancel": (
-        "_machine.py",
-        "            if queues._dead[level]:\n                queues._tidy(level)",
-        "            if queues._dead[level]:\n                queues._drop_dead_heads(level)",
+        "_queues.py",
+        "        self.granted += 1\n        if self._dead[level]:\n            self._tidy(level)",
+        "        self.granted += 1\n        if self._dead[level]:\n"
+        "            self._drop_dead_heads(level)",
         "a grant drops dead heads but never compacts (the P15 bug found earlier)",
     ),
     "untidy-deadlines": (
-        "_machine.py",
-        "                self._dl_dead -= 1\n        self._tidy_deadlines()\n",
-        "                self._dl_dead -= 1\n",
+        "_deadlines.py",
+        "                self._dead -= 1\n        self._tidy(queues)\n",
+        "                self._dead -= 1\n",
         "expiries never rebuild the deadline heap",
     ),
     "coarse-histogram": (
-        "_machine.py",
-        "            shift = wait.bit_length() - _BITS\n",
-        "            shift = wait.bit_length() - _BITS + 1\n",
-        "the grant's inlined histogram keeps one significant bit too few",
+        "_stats.py",
+        "            shift = bits - _BITS\n",
+        "            shift = bits - _BITS + 1\n",
+        "the histogram keeps one significant bit too few",
     ),
     "spend-keeps-refundable": (
         "_machine.py",
-        "        held = entry is not None and refundable.get(id) is entry\n"
-        "        if held:\n            del refundable[id]\n",
-        "        held = entry is not None and refundable.get(id) is entry\n",
+        "        if grant is not None and ledger.get(id) is grant:\n"
+        "            ledger.forget(id)\n",
+        "        if grant is not None and ledger.get(id) is grant:\n",
         "a spent permit can still be refunded: its caller proceeded and the permit comes back",
     ),
     "spend-forgets-too-much": (
-        "_machine.py",
-        "            while log and refundable.get(log[0][0].id) is not log[0]:\n"
-        "                log.popleft()\n            return out",
-        "            while log and refundable.get(log[-1][0].id) is not log[-1]:\n"
-        "                log.popleft()\n            return out",
+        "_ledger.py",
+        "        while log and held.get(log[0].waiter.id) is not log[0]:",
+        "        while log and held.get(log[-1].waiter.id) is not log[-1]:",
         "spend forgets grants that a refund still has to replay",
     ),
     "in-flight-not-held": (
-        "_machine.py",
-        "        excess = self._in_flight - self._b1\n",
-        "        excess = -self._b1\n",
+        "_bucket.py",
+        "        excess = self.held - self.b1\n",
+        "        excess = -self.b1\n",
         "a permit in flight holds no place: the bucket refills under it (callers that resume"
         " late together exceed the limit)",
     ),
     "spend-charges-nothing": (
         "_machine.py",
-        "        self._anchor, self._k = anchor, k + 1\n",
-        "        self._anchor, self._k = anchor, k\n",
+        "                source.take(now)  # charged now, as its caller proceeds\n",
+        "",
         "a permit spent after its grant is never charged",
     ),
     "refund-keeps-the-place": (
         "_machine.py",
-        "            self._in_flight -= 1\n            due = self._set_due()\n",
-        "            due = self._set_due()\n",
+        "            source.release()  # in flight: it only held a place in the bucket\n",
+        "            pass\n",
         "a permit in flight that is refunded still holds its place in the bucket",
     ),
     "expire-with-a-free-permit": (
         "_machine.py",
-        "            if not free:\n                self._expired[level] += 1",
-        "            if True:\n                self._expired[level] += 1",
+        "        elif deadline is not None and deadline <= now:\n"
+        "            deadline = None  # granted below, before any deadline could matter\n",
+        "        elif deadline is not None and deadline <= now:\n"
+        "            self._seq += 1\n            self._expired[level] += 1\n"
+        "            out.append(_new(Decision, (id, _EXPIRED, level, now, 0)))\n"
+        "            return out\n",
         "a deadline of now expires even with a permit free (timeout=0 never granted)",
     ),
     "reject-with-a-free-permit": (
         "_machine.py",
-        "        if limits is not None and not free:",
-        "        if limits is not None:",
+        "        elif deadline is not None and deadline <= now:\n"
+        "            deadline = None  # granted below",
+        "        elif self._limits is not None and self._limits[level] == 0:\n"
+        "            self._rejected[level] += 1\n"
+        "            out.append(_new(Decision, (id, _REJECTED, level, now, 0)))\n"
+        "            return out\n"
+        "        elif deadline is not None and deadline <= now:\n"
+        "            deadline = None  # granted below",
         "max_waiting=0 rejects even on an idle machine",
     ),
-    "rejected-keeps-refundable": (
+    "push-again-keeps-refundable": (
         "_machine.py",
-        "                self._refundable.pop(id, None)  # a new life, if a short one\n",
+        "        self._ledger.forget(id)  # a new life: the old grant is no longer refundable\n",
         "",
-        "a re-push that is rejected leaves the id's earlier grant refundable",
+        "a push again leaves the id's earlier grant refundable (rejected or not)",
     ),
     "burst-plus-one": (
-        "_machine.py",
-        "        self._b1 = self.burst - 1",
-        "        self._b1 = self.burst",
+        "_bucket.py",
+        "        self.b1 = burst - 1",
+        "        self.b1 = burst",
         "the bucket banks burst + 1 permits (the GCRA off-by-one)",
     ),
     "min-wait-optimistic": (
-        "_machine.py",
-        "        due = anchor - ((self._b1 - k - self._in_flight - ahead)",
-        "        due = anchor - ((self._b1 - k - self._in_flight - ahead + 1)",
+        "_bucket.py",
+        "        due = anchor - ((self.b1 - k - self.held - count + 1) * self.P // self.Q)",
+        "        due = anchor - ((self.b1 - k - self.held - count + 2) * self.P // self.Q)",
         "fail-fast admission promises one permit interval too little",
     ),
 }
@@ -217,10 +226,12 @@ def run(name: str, model: bool = True) -> tuple[str, set[str], list[str]]:
 
 def main(names: list[str]) -> int:
     survivors = 0
+    alone_too = "--caught-only" not in names  # skip the run without the model
+    names = [name for name in names if name != "--caught-only"]
     for name in names or list(MUTANTS):
         verdict, ids, failed = run(name)
         survivors += verdict != "caught"
-        if verdict == "caught":
+        if verdict == "caught" and alone_too:
             # Which properties catch it on their own, without the model (P13)?
             alone, alone_ids, _ = run(name, model=False)
             ids |= {f"{p} (without the model)" for p in alone_ids} or {

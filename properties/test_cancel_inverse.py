@@ -86,13 +86,14 @@ class CancelInverse(RuleBasedStateMachine):
 
     @rule(data=st.data())
     def refund(self, data: st.DataObject) -> None:
-        granted = [id for id in self.b._refundable if id in self.a._refundable]
+        held = [{g.waiter.id: g for g in m.snapshot().grants} for m in (self.a, self.b)]
+        granted = [id for id in held[1] if id in held[0]]
         if not granted:
             return
         id = data.draw(st.sampled_from(granted))
         refundable = [
-            self.a._refundable[id][1] >= self.now - self.a.refund_window_ns,
-            self.b._refundable[id][1] >= self.now - self.b.refund_window_ns,
+            held[0][id].at >= self.now - self.a.refund_window_ns,
+            held[1][id].at >= self.now - self.b.refund_window_ns,
         ]
         if refundable[0] != refundable[1]:
             assert self.ghost, "P4: refundability differs"

@@ -281,9 +281,9 @@ def test_dead_entries_stay_bounded(
     cancels = order[: data.draw(st.integers(0, n))]
 
     def check() -> None:
-        held = sum(len(line) for line in machine.queues._lines)
+        held = machine.queues.entries
         assert held <= 2 * len(machine) + SLACK * levels, ("P15", held, len(machine))
-        heap = len(machine._deadlines)
+        heap = len(machine.snapshot().deadlines)
         assert heap <= 2 * len(machine) + SLACK, ("P15: deadlines", heap, len(machine))
 
     for id in cancels:  # dead entries pile up ...

@@ -271,8 +271,9 @@ class PolicyMachine(RuleBasedStateMachine):
         if in_flight:
             self.charges.append((now, id))
             self.check_limit()
-        log = self.core._grant_log
-        assert not log or self.core._refundable.get(log[0][0].id) is log[0], (
+        snapshot = self.core.snapshot()
+        log = snapshot.logged
+        assert not log or any(grant is log[0] for grant in snapshot.grants), (
             "P23: a spend left a grant no refund can reach at the head of the log"
         )
 

@@ -329,7 +329,7 @@ async def test_a_caller_that_proceeds_spends_its_permit(open_limiter: OpenLimite
         assert stats.granted == 200
         assert stats.levels[0].wait_max_ns, "some callers waited"
         assert limiter.machine.in_flight == 0, "a proceeded caller's permit is in flight"
-        assert limiter.machine._refundable == {}, "a proceeded caller's grant is remembered"
+        assert limiter.machine.snapshot().grants == (), "a proceeded caller's grant is remembered"
 
 
 async def test_close_wakes_every_waiter(open_limiter: OpenLimiter) -> None:
@@ -755,8 +755,8 @@ async def test_try_acquire_spends_its_permit(open_limiter: OpenLimiter) -> None:
             await anyio.sleep(0.000001)
         assert taken > 0
         assert limiter.machine.in_flight == 0
-        assert limiter.machine._refundable == {}
-        assert len(limiter.machine._grant_log) == 0
+        assert limiter.machine.snapshot().grants == ()
+        assert limiter.machine.snapshot().logged == ()
     assert limiter.statistics().levels[0].granted == taken
 
 

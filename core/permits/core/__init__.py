@@ -14,7 +14,17 @@ from ._errors import (
     QueueFull,
     TimeWentBackwards,
 )
-from ._machine import MICROSECOND, MILLISECOND, SECOND, Charge, Decision, Machine, State
+from ._ledger import Grant
+from ._machine import (
+    MICROSECOND,
+    MILLISECOND,
+    SECOND,
+    Charge,
+    Decision,
+    Machine,
+    Snapshot,
+    State,
+)
 from ._policies import Aging, Fifo, Policy, Shares, StrictPriority, schedule
 from ._queues import Queues, Waiter
 from ._stats import RELATIVE_ERROR, LevelStatistics, Statistics, WaitHistogram
@@ -29,6 +39,7 @@ __all__ = [
     "Decision",
     "DuplicateId",
     "Fifo",
+    "Grant",
     "LevelStatistics",
     "Machine",
     "NotRefundable",
@@ -40,6 +51,7 @@ __all__ = [
     "QueueFull",
     "Queues",
     "Shares",
+    "Snapshot",
     "State",
     "Statistics",
     "StrictPriority",

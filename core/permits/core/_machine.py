@@ -23,13 +23,13 @@ nanosecond however long it runs.
 from __future__ import annotations
 
 import enum
-import heapq
-from collections import deque
 from collections.abc import Hashable, Sequence
 from fractions import Fraction
 from typing import NamedTuple
 
+from ._bucket import NEVER, Bucket, Mark, Outside
 from ._checks import check_int, check_rate
+from ._deadlines import Deadlines
 from ._errors import (
     DuplicateId,
     NotRefundable,
@@ -38,9 +38,10 @@ from ._errors import (
     PolicyError,
     TimeWentBackwards,
 )
+from ._ledger import Grant, Ledger
 from ._policies import MAX_LEVELS, Policy
-from ._queues import SLACK, Queues, Waiter
-from ._stats import _BITS, LevelStatistics, Statistics, WaitHistogram
+from ._queues import Queues, Waiter
+from ._stats import LevelStatistics, Statistics, WaitHistogram
 
 __all__ = [
     "MICROSECOND",
@@ -49,6 +50,7 @@ __all__ = [
     "Charge",
     "Decision",
     "Machine",
+    "Snapshot",
     "State",
 ]
 
@@ -112,9 +114,6 @@ class Decision(NamedTuple):
     waited: int
 
 
-#: A due time no clock reaches (about 5e51 years of nanoseconds).
-_NEVER = 1 << 200
-
 _GRANTED = State.GRANTED
 _EXPIRED = State.EXPIRED
 _REJECTED = State.REJECTED
@@ -138,25 +137,6 @@ def _limits(value: object, levels: int) -> tuple[int | None, ...] | None:
         else:
             raise PermitValueError("max_waiting", value, "every entry must be None or an int >= 0")
     return tuple(limits)
-
-
-#: A logged grant: the waiter, its time, and the pacing state just before it.
-_Entry = tuple[Waiter, int, int, int]
-
-
-def _restart(anchor: int, k: int, now: int, P: int, Q: int) -> tuple[int, int]:
-    """The pacing state ``(anchor, k)`` as seen at ``now``.
-
-    The theoretical arrival time is ``anchor + k * P / Q``. If it lies more
-    than a nanosecond in the past the bucket is full; the schedule restarts
-    at ``now - 1``, so the bucket holds ``burst`` permits plus one
-    nanosecond of refill. That nanosecond is what lets a tick at a permit's
-    rounded-up due time be on time: without it, ``burst = 1`` would lose up
-    to a nanosecond per permit to rounding (see SPEC.md, Pacing).
-    """
-    if k * P < (now - 1 - anchor) * Q:
-        return now - 1, 0
-    return anchor, k
 
 
 class Machine:
@@ -196,35 +176,26 @@ class Machine:
     """
 
     __slots__ = (
-        "_P",
-        "_Q",
-        "_anchor",
         "_at_grant",
-        "_b1",
         "_cancelled",
         "_deadlines",
-        "_dl_dead",
-        "_due",
         "_expired",
-        "_grant_log",
         "_hists",
-        "_in_flight",
-        "_k",
+        "_ids",
+        "_ledger",
         "_limits",
         "_now",
         "_pushed",
         "_queues",
-        "_refundable",
         "_refunded",
         "_rejected",
         "_seq",
-        "_supplied",
+        "_source",
         "burst",
         "charge",
         "levels",
         "policy",
         "rate",
-        "refund_window_ns",
     )
 
     def __init__(
@@ -253,40 +224,30 @@ class Machine:
         self.rate: Fraction = check_rate(rate)
         self.burst: int = check_int("burst", burst, 1)
         self._limits = _limits(max_waiting, levels)
-        self.refund_window_ns: int = check_int("refund_window_ns", refund_window_ns, 0)
+        window = check_int("refund_window_ns", refund_window_ns, 0)
+        if not isinstance(supplied, bool):
+            raise PermitTypeError("supplied", supplied, "a bool")
         if not isinstance(charge, Charge):
             raise PermitTypeError("charge", charge, "Charge.AT_GRANT or Charge.AT_SPEND")
         if supplied and charge is not Charge.AT_GRANT:
             raise PermitValueError(
                 "charge", charge, "a supplied machine's permits are charged by their source"
             )
-        self.charge = charge
-        self._at_grant = charge is Charge.AT_GRANT
-        # Permits granted and not yet spent or refunded (Charge.AT_SPEND).
-        self._in_flight = 0
         self.policy = policy
         self.levels = levels
-        # interval = 10**9 / rate = _P / _Q nanoseconds, exactly.
-        self._P = SECOND * self.rate.denominator
-        self._Q = self.rate.numerator
-        self._b1 = self.burst - 1
-        self._now: int | None = None
-        self._anchor = 0
-        self._k = 0
-        if not isinstance(supplied, bool):
-            raise PermitTypeError("supplied", supplied, "a bool")
-        self._supplied = supplied
-        # Supplied: no permit ever falls due here (a time no clock reaches).
-        self._due = _NEVER if supplied else 0
+        self.charge = charge
+        self._at_grant = charge is Charge.AT_GRANT
+        #: Where the permits come from: the machine's own bucket, or outside.
+        self._source: Bucket | Outside = (
+            Outside(self.rate, self.burst) if supplied else Bucket(self.rate, self.burst)
+        )
+        self._ledger = Ledger(window)
         self._queues = Queues(levels)
+        #: The waiting ids (the queues' own dict, read here for speed).
+        self._ids = self._queues._by_id
+        self._deadlines = Deadlines()
+        self._now: int | None = None
         self._seq = 0
-        self._deadlines: list[tuple[int, int, Waiter]] = []
-        self._dl_dead = 0
-        # Grants of the last refund_window_ns, oldest first, each as
-        # (waiter, at, anchor, k): the pacing state just before it, so that a
-        # refund can replay the later grants as if it had never happened.
-        self._grant_log: deque[_Entry] = deque()
-        self._refundable: dict[Hashable, _Entry] = {}
         self._pushed = [0] * levels
         self._cancelled = [0] * levels
         self._refunded = [0] * levels
@@ -298,7 +259,7 @@ class Machine:
         return (
             f"Machine(policy={self.policy!r}, rate={self.rate!r}, "
             f"burst={self.burst!r}, max_waiting={self._limits!r}, "
-            f"refund_window_ns={self.refund_window_ns!r}, supplied={self._supplied!r}, "
+            f"refund_window_ns={self.refund_window_ns!r}, supplied={self.supplied!r}, "
             f"charge={self.charge!r})"
         )
 
@@ -320,9 +281,26 @@ class Machine:
         return self._limits
 
     @property
+    def refund_window_ns(self) -> int:
+        """Nanoseconds after its grant during which a permit charged at its
+        grant may be refunded."""
+        return self._ledger.window
+
+    @property
     def interval(self) -> Fraction:
         """Nanoseconds between permits, exactly: ``10**9 / rate``."""
-        return Fraction(self._P, self._Q)
+        return SECOND / self.rate
+
+    @property
+    def supplied(self) -> bool:
+        """Whether permits come from outside, through :meth:`supply`."""
+        return isinstance(self._source, Outside)
+
+    @property
+    def in_flight(self) -> int:
+        """Permits granted and not yet spent or refunded (:attr:`Charge.AT_SPEND`;
+        always 0 when permits are charged at their grant)."""
+        return self._source.held
 
     def __len__(self) -> int:
         """Number of waiters."""
@@ -343,11 +321,6 @@ class Machine:
             return sorted(everyone, key=lambda w: w.seq)
         return self._queues.waiters(self._check_level(level))
 
-    @property
-    def supplied(self) -> bool:
-        """Whether permits come from outside, through :meth:`supply`."""
-        return self._supplied
-
     def next_due(self) -> int | None:
         """The earliest time (ns), not before the machine's latest time, at
         which a permit is available; equal to that latest time if one is
@@ -355,31 +328,23 @@ class Machine:
         before the first operation, always when ``supplied`` (the source
         outside knows), and while the permits in flight fill the bucket
         (none falls due before one of them is spent or refunded)."""
-        if self._now is None or self._due == _NEVER:
+        due, now = self._source.due, self._now
+        if now is None or due == NEVER:
             return None
-        return max(self._due, self._now)
-
-    @property
-    def in_flight(self) -> int:
-        """Permits granted and not yet spent or refunded (:attr:`Charge.AT_SPEND`;
-        always 0 when permits are charged at their grant)."""
-        return self._in_flight
+        return due if due > now else now
 
     def next_tick(self) -> int | None:
         """When the machine next needs a :meth:`tick`: the earlier of the next
         permit's due time and the next waiter's deadline; ``None`` while
         nobody waits (nothing can happen until the next push). When
         ``supplied``, the next deadline, or ``None`` if no waiter has one."""
-        by_id = self._queues._by_id
-        if not by_id:
+        if not self._queues:
             return None
-        deadlines = self._deadlines
-        while deadlines and by_id.get(deadlines[0][2].id) is not deadlines[0][2]:
-            heapq.heappop(deadlines)
-            self._dl_dead -= 1
-        if deadlines and deadlines[0][0] < self._due:
-            return deadlines[0][0]
-        return None if self._due == _NEVER else self._due
+        due = self._source.due
+        deadline = self._deadlines.first(self._queues)
+        if deadline is not None and deadline < due:
+            return deadline
+        return None if due == NEVER else due
 
     def min_wait(self, level: int) -> int:
         """The least time (ns) a waiter pushed at ``level`` now would wait.
@@ -387,7 +352,8 @@ class Machine:
         "Now" is the machine's latest time (tick it first). The bound holds
         unless a waiter ahead cancels or expires, or a permit is refunded, in
         between: it counts the waiters the policy's :meth:`Policy.ahead` puts
-        first and the pacing of the permits they take.
+        first and the pacing of the permits they take (and of those in
+        flight, at best spent now).
         """
         level = self._check_level(level)
         now = self._now
@@ -395,15 +361,7 @@ class Machine:
             return 0
         queues = self._queues
         ahead = max(queues.depths[level], self.policy.ahead(queues, level, now))
-        if self._supplied:
-            # At best the outside bucket is full: burst permits at once, then
-            # one per interval.
-            return max(0, (ahead + 1 - self.burst) * self._P // self._Q)
-        anchor, k = _restart(self._anchor, self._k, now, self._P, self._Q)
-        # due time of the (ahead + 1)-th permit from now, at best: the
-        # permits in flight spent now
-        due = anchor - ((self._b1 - k - self._in_flight - ahead) * self._P // self._Q)
-        return max(0, due - now)
+        return self._source.available_after(ahead + 1, now)
 
     def next_level(self) -> int | None:
         """The level whose head the next permit would go to, as the policy
@@ -414,7 +372,7 @@ class Machine:
         urgent levels). Tick first, so that expired waiters are gone.
         """
         now = self._now
-        if now is None or not self._queues._by_id:
+        if now is None or not self._queues:
             return None
         return self._choose(now, [])
 
@@ -440,6 +398,26 @@ class Machine:
             )
         )
 
+    def snapshot(self) -> Snapshot:
+        """Everything the machine's future decisions depend on, as values:
+        two machines with equal snapshots (and equal policies) decide alike.
+        For tests and debugging; O(waiters + grants held)."""
+        source = self._source
+        pacing = (source.anchor, source.k) if isinstance(source, Bucket) else None
+        return Snapshot(
+            now=self._now,
+            due=source.due,
+            pacing=pacing,
+            in_flight=source.held,
+            seq=self._seq,
+            granted=self._queues.granted,
+            waiting=tuple(tuple(self._queues.waiters(lv)) for lv in range(self.levels)),
+            grants=tuple(self._ledger),
+            logged=self._ledger.logged,
+            deadlines=tuple((d, w.id) for d, _, w in self._deadlines.sorted()),
+            statistics=self.statistics(),
+        )
+
     # -- operations ---------------------------------------------------------
 
     def push(
@@ -453,64 +431,53 @@ class Machine:
         the newcomer instead (a :attr:`State.REJECTED` decision), and a
         ``deadline <= now`` expires it at once: ``max_waiting=0`` and a
         deadline of ``now`` both mean "grant only at once, never queue".
-        Raises :class:`DuplicateId` if ``id`` is waiting.
+        Raises :class:`DuplicateId` if ``id`` is waiting or its permit is in
+        flight.
         """
-        # The hot path: validation and the tick are inlined (see _check_now
-        # and _settle for the same steps spelled out).
         if level.__class__ is not int or not 0 <= level < self.levels:
             level = self._check_level(level)
-        if now.__class__ is not int:
-            now = check_int("now", now)
         last = self._now
-        if last is not None and now < last:
-            raise TimeWentBackwards(now, last)
+        if now.__class__ is not int or last is None or now < last:
+            now = self._check_now(now)
         if deadline is not None:
             deadline = check_int("deadline", deadline)
         queues = self._queues
-        by_id = queues._by_id
         try:
-            duplicate = id in by_id
+            waiting = id in self._ids
         except TypeError:
             raise PermitTypeError("id", id, "a hashable value") from None
-        if duplicate or (not self._at_grant and id in self._refundable):
-            raise DuplicateId(id)  # waiting, or its permit in flight
-
+        if waiting or (not self._at_grant and self._ledger.get(id) is not None):
+            raise DuplicateId(id)
         out: list[Decision] = []
-        if (
-            last is None
-            or (self._deadlines and self._deadlines[0][0] <= now)
-            or (by_id and now >= self._due)
-        ):
+        heap = self._deadlines.heap
+        if last is None or (heap and heap[0][0] <= now) or (self._ids and now >= self._source.due):
             self._settle(now, out)
         else:
-            self._now = now
+            self._now = now  # nothing to expire, nothing to grant: _settle's steps all skip
         self._pushed[level] += 1
+        self._ledger.forget(id)  # a new life: the old grant is no longer refundable
         # A permit is left at once only while nobody waits (P2): the
         # newcomer then takes it, whatever its queue limit or deadline.
-        free = now >= self._due
-        limits = self._limits
-        if limits is not None and not free:
-            limit = limits[level]
+        free = now >= self._source.due
+        if not free:
+            limits = self._limits
+            limit = None if limits is None else limits[level]
             if limit is not None and queues.depths[level] >= limit:
-                self._refundable.pop(id, None)  # a new life, if a short one
                 self._rejected[level] += 1
                 out.append(_new(Decision, (id, _REJECTED, level, now, 0)))
                 return out
-        self._refundable.pop(id, None)  # a new life: the old grant is no longer refundable
-        seq = self._seq
-        self._seq = seq + 1
-        if deadline is not None and deadline <= now:
-            if not free:
+            if deadline is not None and deadline <= now:
+                self._seq += 1
                 self._expired[level] += 1
                 out.append(_new(Decision, (id, _EXPIRED, level, now, 0)))
                 return out
+        elif deadline is not None and deadline <= now:
             deadline = None  # granted below, before any deadline could matter
-        waiter = _new(Waiter, (id, level, seq, now, deadline))
+        waiter = _new(Waiter, (id, level, self._seq, now, deadline))
+        self._seq += 1
+        queues._append(waiter)
         if deadline is not None:
-            heapq.heappush(self._deadlines, (deadline, seq, waiter))
-        by_id[id] = waiter
-        queues._lines[level].append(waiter)
-        queues.depths[level] += 1
+            self._deadlines.add(waiter, deadline)
         if free:
             self._grant(now, out)
         return out
@@ -520,7 +487,7 @@ class Machine:
         not (never pushed, or already granted, cancelled, rejected or
         expired). A cancelled waiter is never granted and costs no permit."""
         try:
-            waiter = self._queues._by_id.get(id)
+            waiter = self._queues.get(id)
         except TypeError:
             raise PermitTypeError("id", id, "a hashable value") from None
         if waiter is None:
@@ -528,25 +495,23 @@ class Machine:
         self._queues._remove(waiter)
         self._cancelled[waiter.level] += 1
         if waiter.deadline is not None:
-            self._deadline_left()
+            self._deadlines.left(self._queues)
         return True
 
     def tick(self, now: int) -> list[Decision]:
         """Advance to ``now``: expire waiters whose deadline is ``<= now``,
         then grant every permit available at ``now``."""
-        if now.__class__ is not int:
-            now = check_int("now", now)
         last = self._now
-        if last is not None and now < last:
-            raise TimeWentBackwards(now, last)
+        if now.__class__ is not int or last is None or now < last:
+            now = self._check_now(now)
         out: list[Decision] = []
-        if last is None or (self._deadlines and self._deadlines[0][0] <= now):
+        heap = self._deadlines.heap
+        if last is None or (heap and heap[0][0] <= now):
             self._settle(now, out)
-            return out
-        # The hot path: _settle with a clock already started and no expiry.
-        self._now = now
-        if self._queues._by_id and now >= self._due:
-            self._grant(now, out)
+        else:  # _settle's steps, but for the expiry and the clock start
+            self._now = now
+            if self._ids and now >= self._source.due:
+                self._grant(now, out)
         return out
 
     def refund(self, id: Hashable, now: int) -> list[Decision]:
@@ -559,33 +524,25 @@ class Machine:
         ``refund_window_ns`` and not refunded, spent or pushed again since.
         """
         now = self._check_now(now)
-        try:
-            entry = self._refundable.get(id)
-        except TypeError:
-            raise PermitTypeError("id", id, "a hashable value") from None
-        if entry is None or (self._at_grant and entry[1] < now - self.refund_window_ns):
+        ledger = self._ledger
+        grant = ledger.refundable(id, now)
+        if grant is None:
             raise NotRefundable(id)
         out: list[Decision] = []
         self._settle(now, out)
-        del self._refundable[id]
-        self._refunded[entry[0].level] += 1
-        if not self._at_grant:
-            # In flight: it only held a place in the bucket; free it.
-            self._in_flight -= 1
-            due = self._set_due()
-            if self._queues._by_id and now >= due:
-                self._grant(now, out)
-            return out
-        if self._supplied:
-            # The permit came from outside: the next waiter gets it at once;
-            # with nobody waiting it is spent (never banked, never returned).
-            self._log_remove(entry)
-            if self._queues._by_id:
-                self._take(self._choose(now, out), now, out)
-            return out
-        self._unwind(entry)
-        if self._queues._by_id and now >= self._due:
+        ledger.forget(id)
+        self._refunded[grant.waiter.level] += 1
+        source = self._source
+        if grant.before is None:
+            source.release()  # in flight: it only held a place in the bucket
+        else:
+            # Charged at its grant: the state becomes what it would be had the
+            # grant never happened, the later grants replayed (exact: P1, P5).
+            later = ledger.unlog(grant)
+            ledger.relog(later, source.replay(grant.before, [g.at for g in later], now))
+        if self._queues and now >= source.due:
             self._grant(now, out)
+        source.discard()
         return out
 
     def spend(self, id: Hashable, now: int) -> list[Decision]:
@@ -596,38 +553,24 @@ class Machine:
         counts against the limit from ``now`` (it was in flight until then).
         Under :attr:`Charge.AT_GRANT` it changes no pacing and only lets the
         machine forget the grant, so that it remembers only the grants that
-        may still be refunded and those made after the oldest of them (an
-        adapter spends each permit as its caller resumes, and the memory
-        stays that of the grants in flight). An id whose permit is not held
-        (never granted, refunded or spent already, pushed again since, or
-        outside ``refund_window_ns``) changes nothing but the tick.
+        may still be refunded and those made after the oldest of them. An id
+        whose permit is not held (never granted, refunded or spent already,
+        pushed again since, or outside ``refund_window_ns``) changes nothing
+        but the tick.
         """
         now = self._check_now(now)
-        refundable = self._refundable
-        try:
-            entry = refundable.get(id)  # get() hashes even on an empty dict (pop() does not)
-        except TypeError:
-            raise PermitTypeError("id", id, "a hashable value") from None
+        ledger = self._ledger
+        grant = ledger.get(id)
         out: list[Decision] = []
         self._settle(now, out)
-        held = entry is not None and refundable.get(id) is entry
-        if held:
-            del refundable[id]
-        if self._at_grant:
-            # Forget the grants no refund can reach: those before the oldest
-            # grant still refundable (refund replays only the grants after its own).
-            log = self._grant_log
-            while log and refundable.get(log[0][0].id) is not log[0]:
-                log.popleft()
-            return out
-        if not held:
-            return out
-        # Charge the bucket now: TAT = max(TAT, now - 1) + interval.
-        anchor, k = _restart(self._anchor, self._k, now, self._P, self._Q)
-        self._anchor, self._k = anchor, k + 1
-        self._in_flight -= 1
-        due = self._set_due()
-        if self._queues._by_id and now >= due:
+        if grant is not None and ledger.get(id) is grant:
+            ledger.forget(id)
+            if grant.before is None:
+                source = self._source
+                source.release()
+                source.take(now)  # charged now, as its caller proceeds
+        ledger.trim()
+        if self._queues and now >= self._source.due:
             self._grant(now, out)
         return out
 
@@ -638,19 +581,18 @@ class Machine:
         permit is then not kept. Only for a ``supplied`` machine.
         """
         now = self._check_now(now)
-        if not self._supplied:
-            raise PermitValueError(
-                "supplied", False, "supply() is for a machine made with supplied=True"
-            )
+        source = self._source
+        source.offer(now)  # a paced machine refuses, and nothing has changed
         out: list[Decision] = []
         self._settle(now, out)
-        if self._queues._by_id:
-            self._take(self._choose(now, out), now, out)
+        source.discard()
         return out
 
-    # -- internals ----------------------------------------------------------
+    # -- the steps ----------------------------------------------------------
 
     def _check_level(self, level: object) -> int:
+        if level.__class__ is int and 0 <= level < self.levels:
+            return level
         level = check_int("level", level, 0)
         if level >= self.levels:
             raise PermitValueError(
@@ -659,30 +601,22 @@ class Machine:
         return level
 
     def _check_now(self, now: object) -> int:
-        checked = now if type(now) is int else check_int("now", now)
+        checked = now if now.__class__ is int else check_int("now", now)
         last = self._now
         if last is not None and checked < last:
             raise TimeWentBackwards(checked, last)
         return checked
 
     def _settle(self, now: int, out: list[Decision]) -> None:
-        if self._now is None and not self._supplied:
-            # The clock starts at the first operation, with a full bucket.
-            self._anchor = now
-            self._due = now - (self._b1 * self._P // self._Q)
+        """Advance to ``now``: the clock starts at the first operation (with
+        a full bucket), waiters whose deadline has come expire, then every
+        permit available is granted."""
+        if self._now is None:
+            self._source.start(now)
         self._now = now
-        deadlines = self._deadlines
-        if deadlines and deadlines[0][0] <= now:
-            self._expire(now, out)
-        if self._queues._by_id and now >= self._due:
-            self._grant(now, out)
-
-    def _expire(self, now: int, out: list[Decision]) -> None:
-        deadlines = self._deadlines
-        queues = self._queues
-        while deadlines and deadlines[0][0] <= now:
-            waiter = heapq.heappop(deadlines)[2]
-            if queues._remove(waiter):
+        heap = self._deadlines.heap
+        if heap and heap[0][0] <= now:
+            for waiter in self._deadlines.expire(now, self._queues):
                 self._expired[waiter.level] += 1
                 out.append(
                     _new(
@@ -690,210 +624,101 @@ class Machine:
                         (waiter.id, _EXPIRED, waiter.level, now, now - waiter.pushed_at),
                     )
                 )
-            else:
-                self._dl_dead -= 1
-        self._tidy_deadlines()
+        if self._ids and now >= self._source.due:
+            self._grant(now, out)
 
     def _grant(self, now: int, out: list[Decision]) -> None:
-        """Grant permits available at ``now`` while anyone waits.
-
-        The hot path: taking a level's head and _restart are inlined here.
-        """
+        """Grant permits available at ``now`` while anyone waits, each to the
+        head of the level the policy chooses."""
         queues = self._queues
-        by_id = queues._by_id
         depths = queues.depths
-        log = self._grant_log
-        if log and log[0][1] < now - 2 * self.refund_window_ns:
-            # Prune in batches: the log may hold up to two windows of grants;
-            # refund() checks each grant's age exactly.
-            self._prune(now)
-        refundable = self._refundable
-        choose = self.policy.choose
-        hists = self._hists
-        P, Q = self._P, self._Q
+        ids = self._ids
+        source = self._source
+        ledger = self._ledger
         at_grant = self._at_grant
+        choose = self.policy.choose
+        levels = self.levels
+        hists = self._hists
         while True:
             level = choose(queues, now)
-            if level.__class__ is not int or not 0 <= level < self.levels or not depths[level]:
-                raise PolicyError(
-                    f"{self.policy!r}.choose() returned {level!r}, not a level "
-                    f"with waiters (depths {depths!r})",
-                    out,
-                )
-            # Take the level's head.
-            waiter = queues._lines[level].popleft()
-            id = waiter.id
-            del by_id[id]
-            depths[level] -= 1
-            queues.granted += 1
-            if queues._dead[level]:
-                queues._tidy(level)
+            if level.__class__ is not int or not 0 <= level < levels or not depths[level]:
+                raise self._policy_error(level, out)
+            waiter = queues._take_head(level)
             if at_grant:
-                # Charge the bucket: TAT = max(TAT, now - 1) + interval (_restart).
-                k = self._k
-                anchor = self._anchor
-                entry = (waiter, now, anchor, k)
-                if k * P < (now - 1 - anchor) * Q:
-                    anchor = self._anchor = now - 1
-                    k = 0
-                k += 1
-                self._k = k
-                due = self._due = anchor - ((self._b1 - k) * P // Q)
-                log.append(entry)
+                before: Mark | None = source.take(now)
             else:
-                # In flight: it holds a place in the bucket until spent.
-                entry = (waiter, now, 0, 0)
-                self._in_flight += 1
-                due = self._set_due()
+                before = None
+                source.hold()  # in flight: charged when spent
+            ledger.add(_new(Grant, (waiter, now, before)))
             wait = now - waiter.pushed_at
-            # WaitHistogram.record, inlined; its count is the level's grants.
-            hist = hists[level]
-            hist.count += 1
-            if wait > hist._max:
-                hist._max = wait
-            shift = wait.bit_length() - _BITS
-            bucket = wait >> shift << shift if shift > 0 else wait
-            counts = hist._counts
-            counts[bucket] = counts.get(bucket, 0) + 1
-            refundable[id] = entry
+            hists[level].record(wait)
             if waiter.deadline is not None:
-                self._deadline_left()
-            out.append(_new(Decision, (id, _GRANTED, level, now, wait)))
-            if now < due or not by_id:
+                self._deadlines.left(queues)
+            out.append(_new(Decision, (waiter.id, _GRANTED, level, now, wait)))
+            if now < source.due or not ids:
                 return
 
     def _choose(self, now: int, out: list[Decision]) -> int:
-        """The policy's choice, checked (the same check as in _grant)."""
+        """The policy's choice of a level with waiters, checked (as the
+        grant loop checks it)."""
         level = self.policy.choose(self._queues, now)
-        if level.__class__ is not int or not 0 <= level < self.levels:
-            level = -1
-        if level < 0 or not self._queues.depths[level]:
-            raise PolicyError(
-                f"{self.policy!r}.choose() returned {level!r}, not a level "
-                f"with waiters (depths {self._queues.depths!r})",
-                out,
-            )
+        if (
+            level.__class__ is not int
+            or not 0 <= level < self.levels
+            or not self._queues.depths[level]
+        ):
+            raise self._policy_error(level, out)
         return level
 
-    def _take(self, level: int, now: int, out: list[Decision]) -> None:
-        """Grant a supplied permit to ``level``'s head: _grant's steps without
-        the pacing (which is the source's)."""
-        queues = self._queues
-        waiter = queues._lines[level].popleft()
-        id = waiter.id
-        del queues._by_id[id]
-        queues.depths[level] -= 1
-        queues.granted += 1
-        if queues._dead[level]:
-            queues._tidy(level)
-        log = self._grant_log
-        if log and log[0][1] < now - 2 * self.refund_window_ns:
-            self._prune(now)
-        entry = (waiter, now, 0, 0)
-        wait = now - waiter.pushed_at
-        self._hists[level].record(wait)
-        self._refundable[id] = entry
-        log.append(entry)
-        if waiter.deadline is not None:
-            self._deadline_left()
-        out.append(_new(Decision, (id, _GRANTED, level, now, wait)))
-
-    def _log_remove(self, entry: _Entry) -> int:
-        """Take ``entry`` out of the grant log; the index it had."""
-        log = self._grant_log
-        i = len(log) - 1
-        while log[i] is not entry:
-            i -= 1
-        del log[i]
-        return i
-
-    def _prune(self, now: int) -> None:
-        """Forget grants older than ``refund_window_ns``: no longer refundable."""
-        log = self._grant_log
-        refundable = self._refundable
-        horizon = now - self.refund_window_ns
-        while log and log[0][1] < horizon:
-            old = log.popleft()
-            if refundable.get(old[0].id) is old:
-                del refundable[old[0].id]
-
-    def _unwind(self, entry: _Entry) -> None:
-        """Make the pacing state what it would be had ``entry``'s grant never
-        happened: replay the grants logged after it from the state before it.
-
-        Exact, so the grants not refunded keep the limit over every window
-        (P1, P5). Costs O(grants logged after it): O(1) for a refund that
-        follows its grant promptly, as a cancelled caller's does.
-        """
-        log = self._grant_log
-        later: list[_Entry] = []
-        while (last := log.pop()) is not entry:
-            later.append(last)
-        anchor, k = entry[2], entry[3]
-        P, Q = self._P, self._Q
-        refundable = self._refundable
-        for old in reversed(later):
-            waiter, at = old[0], old[1]
-            replayed = (waiter, at, anchor, k)  # the state before it, replayed
-            if refundable.get(waiter.id) is old:
-                refundable[waiter.id] = replayed
-            log.append(replayed)
-            anchor, k = _restart(anchor, k, at, P, Q)
-            k += 1
-        self._anchor, self._k = anchor, k
-        self._due = anchor - ((self._b1 - k) * P // Q)
-
-    def _set_due(self) -> int:
-        """Set and return the next permit's due time from the pacing state
-        and the permits in flight: ``ceil(TAT + (in_flight - burst + 1) *
-        interval)``, or never while those in flight fill the bucket plus its
-        nanosecond of refill (SPEC.md, Pacing)."""
-        excess = self._in_flight - self._b1
-        if excess > 0 and excess * self._P > self._Q:
-            self._due = _NEVER
-        else:
-            self._due = self._anchor - ((-excess - self._k) * self._P // self._Q)
-        return self._due
-
-    def _deadline_left(self) -> None:
-        """A waiter with a deadline left other than by expiring: its heap
-        entry is now dead."""
-        self._dl_dead += 1
-        self._tidy_deadlines()
-
-    def _tidy_deadlines(self) -> None:
-        """Rebuild the deadline heap when its dead entries outnumber the live
-        ones by more than SLACK (amortised O(1) per departure)."""
-        deadlines = self._deadlines
-        if self._dl_dead > len(deadlines) - self._dl_dead + SLACK:
-            by_id = self._queues._by_id
-            self._deadlines = [e for e in deadlines if by_id.get(e[2].id) is e[2]]
-            heapq.heapify(self._deadlines)
-            self._dl_dead = 0
+    def _policy_error(self, level: object, out: list[Decision]) -> PolicyError:
+        """The policy named ``level``, which has no waiters."""
+        return PolicyError(
+            f"{self.policy!r}.choose() returned {level!r}, not a level "
+            f"with waiters (depths {self._queues.depths!r})",
+            out,
+        )
 
     def check_valid(self) -> None:
         """Assert every internal invariant; raises ``AssertionError`` if one
         is broken. O(waiters): for tests, not for production paths."""
-        self._queues._check_valid()
-        by_id = self._queues._by_id
-        live = [e for e in self._deadlines if by_id.get(e[2].id) is e[2]]
-        dead = len(self._deadlines) - len(live)
-        if dead != self._dl_dead:
-            raise AssertionError(f"invariant broken: deadline dead count {self._dl_dead} != {dead}")
-        if len(self._deadlines) > 2 * len(live) + SLACK:
-            raise AssertionError("invariant broken: deadline heap holds too many dead entries")
-        with_deadline = sum(1 for w in by_id.values() if w.deadline is not None)
-        if len(live) != with_deadline:
-            raise AssertionError("invariant broken: every waiter with a deadline is in the heap")
-        logged = {id(entry) for entry in self._grant_log}
-        if self._at_grant and not all(id(e) in logged for e in self._refundable.values()):
-            raise AssertionError("invariant broken: a refundable grant is not in the grant log")
+        queues = self._queues
+        queues._check_valid()
+        self._deadlines.check(queues)
+        self._ledger.check()
         if not self._at_grant:
-            if self._grant_log or len(self._refundable) != self._in_flight:
+            if self._ledger.logged or len(self._ledger) != self._source.held:
                 raise AssertionError("invariant broken: in flight count != refundable grants")
-        elif self._in_flight:
+        elif self._source.held:
             raise AssertionError("invariant broken: in flight while charged at grant")
-        if self._now is not None and by_id and self._now >= self._due:
+        now = self._now
+        if now is not None and queues and now >= self._source.due:
             raise AssertionError("invariant broken: a permit is available while someone waits")
-        if self._now is not None and any(e[0] <= self._now for e in live):
-            raise AssertionError("invariant broken: a waiter is past its deadline")
+        if now is not None and self._deadlines.first(queues) is not None:
+            first = self._deadlines.first(queues)
+            assert first is not None
+            if first <= now:
+                raise AssertionError("invariant broken: a waiter is past its deadline")
+
+
+class Snapshot(NamedTuple):
+    """What :meth:`Machine.snapshot` returns: the machine's state as values."""
+
+    now: int | None
+    #: The next permit's due time (ns), or a time no clock reaches.
+    due: int
+    #: The bucket's ``(anchor, k)``: ``TAT = anchor + k * interval``; ``None``
+    #: for a supplied machine.
+    pacing: tuple[int, int] | None
+    in_flight: int
+    #: The push counter.
+    seq: int
+    #: Permits granted so far, all levels.
+    granted: int
+    waiting: tuple[tuple[Waiter, ...], ...]
+    #: The grants that may still be refunded or spent, oldest first.
+    grants: tuple[Grant, ...]
+    #: The grant log a refund replays.
+    logged: tuple[Grant, ...]
+    #: ``(deadline, id)`` of every deadline entry, live or dead.
+    deadlines: tuple[tuple[int, Hashable], ...]
+    statistics: Statistics

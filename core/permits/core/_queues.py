@@ -70,6 +70,12 @@ class Queues:
     def __repr__(self) -> str:
         return f"<Queues depths={self.depths!r} granted={self.granted}>"
 
+    @property
+    def entries(self) -> int:
+        """Entries held over all levels, live and dead: the memory of the
+        lazy removal (at most ``2 * waiting + SLACK`` per level)."""
+        return sum(len(line) for line in self._lines)
+
     def head(self, level: int) -> Waiter:
         """The waiter that has waited longest at ``level`` (which must not be empty)."""
         if not self.depths[level]:
@@ -86,6 +92,22 @@ class Queues:
         return [w for w in self._lines[level] if by_id.get(w.id) is w]
 
     # -- changes, made by the machine only ---------------------------------
+
+    def _append(self, waiter: Waiter) -> None:
+        """``waiter`` joins the back of its level."""
+        self._by_id[waiter.id] = waiter
+        self._lines[waiter.level].append(waiter)
+        self.depths[waiter.level] += 1
+
+    def _take_head(self, level: int) -> Waiter:
+        """The head of ``level`` leaves with a permit (which must not be empty)."""
+        waiter = self._lines[level].popleft()
+        del self._by_id[waiter.id]
+        self.depths[level] -= 1
+        self.granted += 1
+        if self._dead[level]:
+            self._tidy(level)
+        return waiter
 
     def _remove(self, waiter: Waiter) -> bool:
         """Remove ``waiter`` if it is still waiting (cancel, expiry)."""
