@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 from permits.core import (
     RELATIVE_ERROR,
     SECOND,
+    SLACK,
     Aging,
     Charge,
     Decision,
@@ -28,7 +29,6 @@ from permits.core import (
     StrictPriority,
     WaitHistogram,
 )
-from permits.core._queues import SLACK
 
 from configs import exact_rate
 from harness import drive, rows

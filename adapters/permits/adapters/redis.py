@@ -45,7 +45,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 from permits.core import Fifo, Machine, PermitError, PermitTypeError, PermitValueError
 from permits.core import Policy as _Policy
-from permits.core._checks import check_int, check_rate
+from permits.core.checks import check_int, check_rate
 
 from ._base import _nanoseconds
 from ._requires import requires_extra

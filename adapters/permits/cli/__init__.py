@@ -22,7 +22,7 @@ import attrs
 
 from permits import __version__
 from permits.core import PermitError, StrictPriority
-from permits.core._checks import check_rate
+from permits.core.checks import check_rate
 from permits.sim import SEED, Result, Scenario, load_scenarios, simulate
 
 from ._report import as_json, comparison, seconds, table

@@ -17,7 +17,7 @@ import asyncio
 from permits.adapters import AcquireTimeout
 from permits.adapters.asyncio import Limiter
 from permits.core import QueueFull, State
-from permits.core._checks import check_rate
+from permits.core.checks import check_rate
 from permits.sim import Result, Scenario, Tally, arrivals, nanoseconds
 
 __all__ = ["run"]

@@ -7,7 +7,7 @@ from fractions import Fraction
 from typing import Any
 
 from permits.core import SECOND
-from permits.core._checks import check_rate
+from permits.core.checks import check_rate
 from permits.sim import Published, Result, WorkloadResult, describe
 
 __all__ = ["as_json", "comparison", "table"]

@@ -26,7 +26,7 @@ from ._machine import (
     State,
 )
 from ._policies import Aging, Fifo, Policy, Shares, StrictPriority, schedule
-from ._queues import Queues, Waiter
+from ._queues import SLACK, Queues, Waiter
 from ._stats import RELATIVE_ERROR, LevelStatistics, Statistics, WaitHistogram
 
 __all__ = [
@@ -34,6 +34,7 @@ __all__ = [
     "MILLISECOND",
     "RELATIVE_ERROR",
     "SECOND",
+    "SLACK",
     "Aging",
     "Charge",
     "Decision",

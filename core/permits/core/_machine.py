@@ -28,7 +28,6 @@ from fractions import Fraction
 from typing import NamedTuple
 
 from ._bucket import NEVER, Bucket, Mark, Outside
-from ._checks import check_int, check_rate
 from ._deadlines import Deadlines
 from ._errors import (
     DuplicateId,
@@ -42,6 +41,7 @@ from ._ledger import Grant, Ledger
 from ._policies import MAX_LEVELS, Policy
 from ._queues import Queues, Waiter
 from ._stats import LevelStatistics, Statistics, WaitHistogram
+from .checks import check_int, check_rate
 
 __all__ = [
     "MICROSECOND",

@@ -21,9 +21,9 @@ from typing import Protocol, runtime_checkable
 
 import attrs
 
-from ._checks import check_int
 from ._errors import PermitTypeError, PermitValueError
 from ._queues import Queues
+from .checks import check_int
 
 __all__ = ["Aging", "Fifo", "Policy", "Shares", "StrictPriority"]
 

@@ -17,7 +17,7 @@ from collections.abc import Iterator
 import attrs
 
 from permits.core import Decision, Machine, State, WaitHistogram
-from permits.core._checks import check_rate
+from permits.core.checks import check_rate
 
 from ._scenario import Scenario, Workload, nanoseconds
 

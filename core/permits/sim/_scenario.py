@@ -28,7 +28,7 @@ from permits.core import (
     Shares,
     StrictPriority,
 )
-from permits.core._checks import check_int, check_rate
+from permits.core.checks import check_int, check_rate
 
 __all__ = [
     "Arrivals",

@@ -1,7 +1,9 @@
-"""Argument checks shared by the machine and the policies.
+"""Argument checks, shared by the machine, the policies and the adapters, so
+that every surface refuses bad input alike.
 
-Each check raises :class:`PermitTypeError` or :class:`PermitValueError` naming
-the argument and the value, and returns the value normalised.
+Each check raises :class:`~permits.core.PermitTypeError` or
+:class:`~permits.core.PermitValueError` naming the argument and the value,
+and returns the value normalised.
 """
 
 from __future__ import annotations
