@@ -36,6 +36,14 @@ from reference import nearest_rank
 
 Op = tuple[str, int, int]
 
+#: One policy of each kind, on two levels.
+TWO_LEVELS: dict[str, Policy] = {
+    "fifo": Fifo(2),
+    "strict": StrictPriority(2),
+    "shares": Shares((4, 1)),
+    "aging": Aging(2, after_ns=SECOND),
+}
+
 rates = st.sampled_from([1, 3, 100, Fraction(7, 3), 2.5, 1000])
 
 
@@ -131,13 +139,7 @@ def test_spending_at_once_is_charging_at_the_grant(
     all spent the moment they are granted, decides exactly as one that
     charges them at the grant: same decisions, due times, ticks and
     ``min_wait``."""
-    policies: dict[str, Policy] = {
-        "fifo": Fifo(2),
-        "strict": StrictPriority(2),
-        "shares": Shares((2, 1)),
-        "aging": Aging(2, after_ns=SECOND),
-    }
-    policy = policies[kind]
+    policy = TWO_LEVELS[kind]
     at_grant = run(Machine(policy, rate, burst), script, on_time, spend=True)
     at_spend = Machine(policy, rate, burst, charge=Charge.AT_SPEND)
     assert run(at_spend, script, on_time, spend=True) == at_grant, "P25"
@@ -180,13 +182,7 @@ def test_shares_without_lower_level_is_strict(
 )
 def test_determinism(kind: str, rate: Any, burst: int, on_time: bool, script: list[Op]) -> None:
     """P13: the same calls always give the same decisions (two fresh machines)."""
-    policies: dict[str, Policy] = {
-        "fifo": Fifo(2),
-        "strict": StrictPriority(2),
-        "shares": Shares((4, 1)),
-        "aging": Aging(2, after_ns=SECOND),
-    }
-    policy = policies[kind]
+    policy = TWO_LEVELS[kind]
     first = run(Machine(policy, rate, burst), script, on_time)
     again = run(Machine(policy, rate, burst), script, on_time)
     assert first == again, "P13"
