@@ -449,11 +449,7 @@ class Machine:
         if waiting or (not self._at_grant and self._ledger.get(id) is not None):
             raise DuplicateId(id)
         out: list[Decision] = []
-        heap = self._deadlines.heap
-        if last is None or (heap and heap[0][0] <= now) or (self._ids and now >= self._source.due):
-            self._settle(now, out)
-        else:
-            self._now = now  # nothing to expire, nothing to grant: _settle's steps all skip
+        self._settle(now, out)
         self._pushed[level] += 1
         self._ledger.forget(id)  # a new life: the old grant is no longer refundable
         # A permit is left at once only while nobody waits (P2): the
@@ -505,13 +501,7 @@ class Machine:
         if now.__class__ is not int or last is None or now < last:
             now = self._check_now(now)
         out: list[Decision] = []
-        heap = self._deadlines.heap
-        if last is None or (heap and heap[0][0] <= now):
-            self._settle(now, out)
-        else:  # _settle's steps, but for the expiry and the clock start
-            self._now = now
-            if self._ids and now >= self._source.due:
-                self._grant(now, out)
+        self._settle(now, out)
         return out
 
     def refund(self, id: Hashable, now: int) -> list[Decision]:
