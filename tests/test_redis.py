@@ -78,7 +78,7 @@ async def test_strict_priority_across_the_shared_limit(redis_server: RedisServer
     as the local pacer would order them; one round trip per permit."""
     order: list[str] = []
     async with open_limiter(
-        StrictPriority(2), redis_server.url, name=fresh(), rate=50, burst=1
+        StrictPriority(2), redis_server.url, name=fresh(), rate=10, burst=1
     ) as limiter:
 
         async def call(name: str, level: int) -> None:
@@ -86,12 +86,20 @@ async def test_strict_priority_across_the_shared_limit(redis_server: RedisServer
             order.append(name)
 
         async with anyio.create_task_group() as tg:
-            for name in ("b1", "b2", "b3"):
-                tg.start_soon(call, name, BATCH)
-                await anyio.sleep(0.002)
-            for name in ("i1", "i2"):
-                tg.start_soon(call, name, INTERACTIVE)
-                await anyio.sleep(0.002)
+            tg.start_soon(call, "b1", BATCH)
+            with anyio.fail_after(5):
+                while not order:  # b1 has the bucket's permit
+                    await anyio.sleep(0.001)
+            # The others queue, in this order, well within the 100 ms the
+            # next permit takes (however loaded the machine: each waits for
+            # the one before it to be in the queue).
+            for i, (name, level) in enumerate(
+                [("b2", BATCH), ("b3", BATCH), ("i1", INTERACTIVE), ("i2", INTERACTIVE)]
+            ):
+                tg.start_soon(call, name, level)
+                with anyio.fail_after(5):
+                    while len(limiter.machine) < i + 1:
+                        await anyio.sleep(0.001)
         assert order == ["b1", "i1", "i2", "b2", "b3"]
         assert limiter.statistics().levels[INTERACTIVE].granted == 2
         assert limiter.round_trips <= 5 + 2  # one per permit, and a refusal or two
