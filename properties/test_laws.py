@@ -73,6 +73,17 @@ def spent_at_once(machine: Machine, decisions: list[Decision]) -> list[Decision]
     return out
 
 
+#: A policy kind of TWO_LEVELS, a machine's rate and burst, ticks on time or
+#: late, and a script: the arguments of the laws that run every kind.
+EVERY_KIND: dict[str, st.SearchStrategy[Any]] = {
+    "kind": st.sampled_from(sorted(TWO_LEVELS)),
+    "rate": rates,
+    "burst": st.integers(1, 3),
+    "on_time": st.booleans(),
+    "script": ops(2),
+}
+
+
 def run(
     machine: Machine, script: Sequence[Op], on_time: bool = True, spend: bool = False
 ) -> list[Any]:
@@ -125,13 +136,7 @@ def test_one_level_all_policies_agree(rate: Any, burst: int, script: list[Op]) -
         assert log == logs[0], ("P14", policy)
 
 
-@given(
-    kind=st.sampled_from(["fifo", "strict", "shares", "aging"]),
-    rate=rates,
-    burst=st.integers(1, 3),
-    on_time=st.booleans(),
-    script=ops(2),
-)
+@given(**EVERY_KIND)
 def test_spending_at_once_is_charging_at_the_grant(
     kind: str, rate: Any, burst: int, on_time: bool, script: list[Op]
 ) -> None:
@@ -173,13 +178,7 @@ def test_shares_without_lower_level_is_strict(
     assert shares == strict, "P14"
 
 
-@given(
-    kind=st.sampled_from(["fifo", "strict", "shares", "aging"]),
-    rate=rates,
-    burst=st.integers(1, 3),
-    on_time=st.booleans(),
-    script=ops(2),
-)
+@given(**EVERY_KIND)
 def test_determinism(kind: str, rate: Any, burst: int, on_time: bool, script: list[Op]) -> None:
     """P13: the same calls always give the same decisions (two fresh machines)."""
     policy = TWO_LEVELS[kind]
