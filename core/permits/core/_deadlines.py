@@ -68,8 +68,9 @@ class Deadlines:
         """Every entry, live or dead, in deadline order (a snapshot)."""
         return sorted(self.heap)
 
-    def check(self, queues: Queues) -> None:
-        """Assert the invariants (for tests; O(n))."""
+    def check(self, queues: Queues, now: int | None) -> None:
+        """Assert the invariants at the machine's time ``now`` (for tests;
+        O(n); changes nothing)."""
         live = [e for e in self.heap if queues.get(e[2].id) is e[2]]
         dead = len(self.heap) - len(live)
         if dead != self._dead:
@@ -79,3 +80,5 @@ class Deadlines:
         with_deadline = sum(1 for w in queues._by_id.values() if w.deadline is not None)
         if len(live) != with_deadline:
             raise AssertionError("invariant broken: every waiter with a deadline is in the heap")
+        if now is not None and any(deadline <= now for deadline, _, _ in live):
+            raise AssertionError("invariant broken: a waiter is past its deadline")

@@ -673,7 +673,7 @@ class Machine:
         is broken. O(waiters): for tests, not for production paths."""
         queues = self._queues
         queues._check_valid()
-        self._deadlines.check(queues)
+        self._deadlines.check(queues, self._now)
         self._ledger.check()
         if not self._at_grant:
             if self._ledger.logged or len(self._ledger) != self._source.held:
@@ -683,11 +683,6 @@ class Machine:
         now = self._now
         if now is not None and queues and now >= self._source.due:
             raise AssertionError("invariant broken: a permit is available while someone waits")
-        if now is not None and self._deadlines.first(queues) is not None:
-            first = self._deadlines.first(queues)
-            assert first is not None
-            if first <= now:
-                raise AssertionError("invariant broken: a waiter is past its deadline")
 
 
 class Snapshot(NamedTuple):
