@@ -19,6 +19,7 @@ from permits.core import (
     Aging,
     Charge,
     Fifo,
+    Limit,
     Machine,
     Policy,
     Queues,
@@ -76,6 +77,10 @@ def interval_ns(rate: Any) -> Fraction:
     return SECOND / exact_rate(rate)
 
 
+#: The names of a machine's limits, in order.
+NAMES = ("units", "tokens")
+
+
 @dataclass(frozen=True)
 class Config:
     spec: PolicySpec
@@ -84,10 +89,31 @@ class Config:
     max_waiting: tuple[int | None, ...] | None
     refund_window: int
     charge: Charge = Charge.AT_GRANT
+    #: a second limit beside the first, as (rate, burst)
+    second: tuple[Any, int] | None = None
+    #: whether waiters ask for costs other than 1
+    costs: bool = False
 
     @property
     def exact_rate(self) -> Fraction:
         return exact_rate(self.rate)
+
+    @property
+    def limits(self) -> list[tuple[Fraction, int]]:
+        """Every limit as an exact (rate, burst), in order."""
+        first = (self.exact_rate, self.burst)
+        return (
+            [first]
+            if self.second is None
+            else [first, (exact_rate(self.second[0]), self.second[1])]
+        )
+
+    def cost(self, units: tuple[int, ...]) -> int | dict[str, int]:
+        """``units`` (one per limit) as a push says it: an int for one limit,
+        a mapping of the limits it takes from for several."""
+        if self.second is None:
+            return units[0]
+        return {name: n for name, n in zip(NAMES, units, strict=False) if n}
 
     @property
     def interval(self) -> Fraction:
@@ -106,6 +132,17 @@ class Config:
         return RoundRobin(spec.levels)
 
     def machine(self) -> Machine:
+        if self.second is not None:
+            return Machine(
+                self.policy(),
+                limits={
+                    "units": Limit(self.rate, self.burst),
+                    "tokens": Limit(self.second[0], self.second[1]),
+                },
+                max_waiting=self.max_waiting,
+                refund_window_ns=self.refund_window,
+                charge=self.charge,
+            )
         return Machine(
             self.policy(),
             self.rate,
@@ -118,8 +155,7 @@ class Config:
     def reference(self) -> Reference:
         return Reference(
             self.spec,
-            self.exact_rate,
-            self.burst,
+            self.limits,
             self.max_waiting,
             self.refund_window,
             at_grant=self.charge is Charge.AT_GRANT,
@@ -132,9 +168,11 @@ def configs(
     kind: str,
     levels: int | None = None,
     charges: tuple[Charge, ...] = (Charge.AT_GRANT,),
+    costs: bool = False,
 ) -> Config:
     """A small machine configuration for policy ``kind``, charging its
-    permits as one of ``charges`` says."""
+    permits as one of ``charges`` says; with ``costs``, maybe costs other
+    than 1 and a second limit."""
     if levels is None:
         levels = draw(st.integers(1, 3))
     rate = draw(st.sampled_from(RATES))
@@ -155,11 +193,17 @@ def configs(
         )
     )
     refund_window = draw(st.sampled_from([0, int(interval), 100 * SECOND]))
+    with_costs = costs and draw(st.booleans())
+    second = None
+    if with_costs and draw(st.booleans()):
+        second = (draw(st.sampled_from(RATES)), draw(st.integers(1, 6)))
     return Config(
         spec=PolicySpec(kind, levels, weights, after),
         rate=rate,
-        burst=draw(st.integers(1, 3)),
+        burst=draw(st.integers(1, 4 if with_costs else 3)),
         max_waiting=max_waiting,
         refund_window=refund_window,
         charge=draw(st.sampled_from(charges)),
+        second=second,
+        costs=with_costs,
     )

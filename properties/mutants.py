@@ -27,7 +27,7 @@ ROOT = Path(__file__).resolve().parent.parent
 MUTANTS: dict[str, tuple[str, str, str, str]] = {
     "skip-cancelled-check": (
         "_machine.py",
-        "        self._queues._remove(waiter)\n        self._cancelled",
+        "        self._withdraw(waiter)\n        self._cancelled",
         "        self._cancelled",
         "cancel counts the waiter but leaves it queued (the seed's naive limiter)",
     ),
@@ -58,11 +58,12 @@ MUTANTS: dict[str, tuple[str, str, str, str]] = {
     ),
     "naive-refund": (
         "_machine.py",
-        "            later = ledger.unlog(grant)\n"
-        "            ledger.relog(later, source.replay(grant.before, [g.at for g in later], now))"
-        "\n",
-        "            source.k -= 1\n            source._set_due()\n",
-        "a refund just takes one interval off the schedule (the over-grant found earlier)",
+        "        later = ledger.unlog(grant)\n"
+        "        records = later if units is None else [grant._replace(cost=units), *later]\n"
+        "        ledger.relog(records, source.replay(grant.before, records, now))"
+        "  # type: ignore[arg-type]\n",
+        "        source.k -= sum(grant.cost)\n        source._set_due()\n",
+        "a refund just takes the cost off the schedule (the over-grant found earlier)",
     ),
     "deadline-off-by-one": (
         "_deadlines.py",
@@ -85,9 +86,10 @@ MUTANTS: dict[str, tuple[str, str, str, str]] = {
     ),
     "tidy-only-on-cancel": (
         "_queues.py",
-        "        self.granted += 1\n        if self._dead[level]:\n            self._tidy(level)",
-        "        self.granted += 1\n        if self._dead[level]:\n"
-        "            self._drop_dead_heads(level)",
+        "            self._count(waiter, -1)\n        if self._dead[level]:\n"
+        "            self._tidy(level)\n        return waiter",
+        "            self._count(waiter, -1)\n        if self._dead[level]:\n"
+        "            self._drop_dead_heads(level)\n        return waiter",
         "a grant drops dead heads but never compacts (the P15 bug found earlier)",
     ),
     "untidy-deadlines": (
@@ -104,56 +106,55 @@ MUTANTS: dict[str, tuple[str, str, str, str]] = {
     ),
     "spend-keeps-refundable": (
         "_machine.py",
-        "        if grant is not None and ledger.get(id) is grant:\n"
-        "            ledger.forget(id)\n",
-        "        if grant is not None and ledger.get(id) is grant:\n",
+        "                ledger.add(grant, spent=True)\n            else:\n"
+        "                ledger.forget(id)\n",
+        "                ledger.add(grant, spent=True)\n",
         "a spent permit can still be refunded: its caller proceeded and the permit comes back",
     ),
     "spend-forgets-too-much": (
         "_ledger.py",
-        "        while log and held.get(log[0].waiter.id) is not log[0]:",
-        "        while log and held.get(log[-1].waiter.id) is not log[-1]:",
+        "            head = log[0]\n",
+        "            head = log[-1]\n",
         "spend forgets grants that a refund still has to replay",
     ),
     "in-flight-not-held": (
         "_bucket.py",
-        "        excess = self.held - self.b1\n",
-        "        excess = -self.b1\n",
+        "        excess = self.held + self.n - 1 - self.b1\n",
+        "        excess = self.n - 1 - self.b1\n",
         "a permit in flight holds no place: the bucket refills under it (callers that resume"
         " late together exceed the limit)",
     ),
     "spend-charges-nothing": (
         "_machine.py",
-        "                source.take(now)  # charged now, as its caller proceeds\n",
-        "",
+        "(grant.waiter, now, grant.cost, source.take(now, grant.cost))",
+        "(grant.waiter, now, grant.cost, source.take(now, (0,) * len(grant.cost)))",
         "a permit spent after its grant is never charged",
     ),
     "refund-keeps-the-place": (
         "_machine.py",
-        "            source.release()  # in flight: it only held a place in the bucket\n",
-        "            pass\n",
+        "            self._flying -= 1\n            source.release(grant.cost)\n"
+        "            if units is not None:",
+        "            self._flying -= 1\n            if units is not None:",
         "a permit in flight that is refunded still holds its place in the bucket",
     ),
     "expire-with-a-free-permit": (
         "_machine.py",
-        "        elif deadline is not None and deadline <= now:\n"
-        "            deadline = None  # granted below, before any deadline could matter\n",
-        "        elif deadline is not None and deadline <= now:\n"
-        "            self._seq += 1\n            self._expired[level] += 1\n"
+        "        queues._append(waiter)\n        if waiter.deadline is not None:\n",
+        "        if late:\n"
+        "            self._expired[level] += 1\n"
         "            out.append(_new(Decision, (id, _EXPIRED, level, now, 0)))\n"
-        "            return out\n",
+        "            return out\n"
+        "        queues._append(waiter)\n        if waiter.deadline is not None:\n",
         "a deadline of now expires even with a permit free (timeout=0 never granted)",
     ),
     "reject-with-a-free-permit": (
         "_machine.py",
-        "        elif deadline is not None and deadline <= now:\n"
-        "            deadline = None  # granted below",
-        "        elif self._limits is not None and self._limits[level] == 0:\n"
+        "        queues._append(waiter)\n        if waiter.deadline is not None:\n",
+        "        if full and limit == 0:\n"
         "            self._rejected[level] += 1\n"
         "            out.append(_new(Decision, (id, _REJECTED, level, now, 0)))\n"
         "            return out\n"
-        "        elif deadline is not None and deadline <= now:\n"
-        "            deadline = None  # granted below",
+        "        queues._append(waiter)\n        if waiter.deadline is not None:\n",
         "max_waiting=0 rejects even on an idle machine",
     ),
     "push-again-keeps-refundable": (
@@ -170,9 +171,55 @@ MUTANTS: dict[str, tuple[str, str, str, str]] = {
     ),
     "min-wait-optimistic": (
         "_bucket.py",
-        "        due = anchor - ((self.b1 - k - self.held - count + 1) * self.P // self.Q)",
-        "        due = anchor - ((self.b1 - k - self.held - count + 2) * self.P // self.Q)",
+        "(self.b1 - k - self.held - cost[self.index] + 1) * self.P // self.Q",
+        "(self.b1 - k - self.held - cost[self.index] + 2) * self.P // self.Q",
         "fail-fast admission promises one permit interval too little",
+    ),
+    "charge-one-limit": (
+        "_bucket.py",
+        "        marks = tuple(bucket.take(now, cost) for bucket in self.buckets)",
+        "        marks = tuple(bucket.take(now, cost) for bucket in self.buckets[:1]) + tuple(\n"
+        "            Mark(bucket.anchor, bucket.k) for bucket in self.buckets[1:]\n"
+        "        )",
+        "a grant charges its first limit and not the others",
+    ),
+    "small-passes-large": (
+        "_machine.py",
+        "                if now < source.due:\n                    return\n",
+        "                if now < source.due:\n"
+        "                    level = min(\n"
+        "                        (lv for lv in range(levels) if depths[lv]),\n"
+        "                        key=lambda lv: sum(queues.head(lv).cost),\n"
+        "                    )\n"
+        "                    source.want(queues.head(level).cost)\n"
+        "                    if now < source.due:\n"
+        "                        return\n",
+        "a smaller head is granted while the chosen one waits for its units",
+    ),
+    "settle-wrong-direction": (
+        "_machine.py",
+        "[grant._replace(cost=units), *later]",
+        "[grant._replace(cost=tuple(max(0, 2 * a - b) for a, b in zip(grant.cost, units))),"
+        " *later]",
+        "a settle below the cost charges more, and above it gives back",
+    ),
+    "forget-the-pause": (
+        "_bucket.py",
+        "        if until > self.until:\n",
+        "        if False:\n",
+        "a pause (429 Retry-After) is ignored",
+    ),
+    "adopt-raises": (
+        "_bucket.py",
+        "            if floor > tat:\n",
+        "            if True:\n",
+        "the upstream's word can raise what the bucket holds",
+    ),
+    "rerate-refills": (
+        "_bucket.py",
+        "max(Fraction(now - 1), now + (self.b1 + 1 - units) * change.P / change.Q)",
+        "Fraction(now - 1)",
+        "a change of limit refills the bucket",
     ),
 }
 

@@ -1,26 +1,32 @@
 """A naive reference model of :class:`permits.core.Machine`: obviously right, slow.
 
 It shares no code with the core. Waiters are a plain list in push order and
-every choice is a scan over it; pacing is a literal token bucket whose token
-count is an exact :class:`~fractions.Fraction`, refilled by
-``elapsed * rate / 10**9`` and capped at ``burst``. A permit charged when
-spent (``Charge.AT_SPEND``) is *in flight* until then: it is a token that
-stays in the bucket, counted against what a grant may take. Each policy's rule is
+every choice is a scan over it; pacing is, per limit, a literal token bucket
+whose token count is an exact :class:`~fractions.Fraction`, refilled by
+``elapsed * rate / 10**9`` and capped at ``burst``, and recomputed from the
+first operation over every event (charge, change of a limit, the upstream's
+word) each time it is read: a refund deletes its charge, a settle rewrites
+its cost. A permit charged when spent (``Charge.AT_SPEND``) is *in flight*
+until then: its units stay in the bucket, counted against what a grant may
+take. The next grant goes to the waiter the policy chooses, once every limit
+holds its cost: nothing is granted past it. Each policy's rule is
 written as the SPEC states it (aging literally as
 ``level - (now - pushed_at) / after``). Where the core and this model
 differ, that is the bug report.
 
-For a policy the model does not know (a user's), the model cannot say which
-level goes next; it offers every level head as a candidate and lets the test
-check the core's pick is one of them, so the generic properties still apply.
+The user's policy of ``configs.RoundRobin`` is written out here as its
+docstring states it. With ``follow`` set (``mutants.py``, to see which
+properties catch a bug on their own), the model grants whoever the core
+granted, as long as the bucket holds its cost.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Hashable, Sequence
+from collections.abc import Hashable, Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
+from typing import Any
 
 NS = 10**9
 
@@ -35,6 +41,26 @@ class RefWaiter:
     seq: int
     pushed_at: int
     deadline: int | None
+    cost: tuple[int, ...] = (1,)
+
+
+@dataclass
+class Charge:
+    """Units charged to every limit at ``at``; ``cost`` is rewritten by a settle."""
+
+    at: int
+    cost: tuple[int, ...]
+
+
+@dataclass
+class Held:
+    """A grant that may still be refunded or settled."""
+
+    level: int
+    #: its charge (None while in flight)
+    charge: Charge | None
+    cost: tuple[int, ...]
+    spent: bool = False
 
 
 @dataclass
@@ -72,32 +98,38 @@ class Reference:
     def __init__(
         self,
         policy: PolicySpec,
-        rate: Fraction,
-        burst: int,
+        limits: Sequence[tuple[Fraction, int]],
         max_waiting: Sequence[int | None] | None,
         refund_window: int,
         at_grant: bool = True,
     ) -> None:
         self.policy = policy
-        self.rate = rate
-        self.burst = burst
+        #: the limits as first given: (rate, burst) each
+        self.initial = list(limits)
+        #: and as they stand now
+        self.limits = list(limits)
         self.max_waiting = max_waiting
         self.refund_window = refund_window
         self.at_grant = at_grant
         self.first: int | None = None
         self.last: int | None = None
-        # every permit ever charged and not refunded: (time, id); charged at
-        # its grant, or at its spend when not at_grant
-        self.grants: list[tuple[int, Hashable]] = []
-        # not at_grant: permits granted and not yet spent or refunded, id -> level
-        self.in_flight: dict[Hashable, int] = {}
+        #: every charge not refunded and every change of a limit, in order:
+        #: Charge, ("rerate", at, limit, rate, burst), ("adopt", at, limit, remaining, reset)
+        self.events: list[Any] = []
+        #: grants that may still be refunded or settled, by id
+        self.held: dict[Hashable, Held] = {}
+        self.paused_until: int | None = None
         self.waiting: list[RefWaiter] = []
         self.seq = 0
         self.total_granted = 0
-        self.refundable: dict[Hashable, tuple[int, int]] = {}  # id -> (level, at)
         self.stats = [RefLevel() for _ in range(policy.levels)]
-        #: Follow the core's choices instead of making its own (see candidates).
+        #: Grant whoever the core granted (see the module docstring).
         self.follow = False
+        self.followed: list[Hashable] = []
+
+    @property
+    def unit(self) -> tuple[int, ...]:
+        return (1,) * len(self.limits)
 
     # -- the policies, as SPEC.md states them --------------------------------
 
@@ -108,40 +140,37 @@ class Reference:
                 slots.append((Fraction(j, weight), level))
         return [level for _, level in sorted(slots)]
 
-    def candidates(self, now: int) -> list[RefWaiter]:
-        """Who may be granted next: exactly one waiter for a known policy.
-
-        With ``follow`` set, every waiter: the model then only keeps count of
-        who waits and how the bucket stands, and the tests judge the core's
-        choices by the properties alone (``mutants.py`` uses this)."""
+    def chosen(self, now: int) -> RefWaiter | None:
+        """The waiter the policy gives the next permit to."""
         kind = self.policy.kind
         waiting = self.waiting
+        if not waiting:
+            return None
         if self.follow:
-            return list(waiting)
+            want = self.followed[0] if self.followed else None
+            return next((w for w in waiting if w.id == want), None)
         if kind == "fifo":
-            return [min(waiting, key=lambda w: w.seq)]
+            return min(waiting, key=lambda w: w.seq)
         if kind == "strict":
-            return [min(waiting, key=lambda w: (w.level, w.seq))]
+            return min(waiting, key=lambda w: (w.level, w.seq))
         if kind == "aging":
             after = self.policy.after
-            return [
-                min(
-                    waiting,
-                    key=lambda w: (w.level - Fraction(now - w.pushed_at, after), w.seq),
-                )
-            ]
+            return min(waiting, key=lambda w: (w.level - Fraction(now - w.pushed_at, after), w.seq))
         if kind == "shares":
             cycle = self.cycle()
             owner = cycle[self.total_granted % len(cycle)]
             mine = [w for w in waiting if w.level == owner]
             if mine:
-                return [min(mine, key=lambda w: w.seq)]
-            return [min(waiting, key=lambda w: (w.level, w.seq))]
-        # A user's policy: any level's head.
-        heads: dict[int, RefWaiter] = {}
-        for w in sorted(waiting, key=lambda w: w.seq):
-            heads.setdefault(w.level, w)
-        return list(heads.values())
+                return min(mine, key=lambda w: w.seq)
+            return min(waiting, key=lambda w: (w.level, w.seq))
+        # the user's RoundRobin: the levels take turns, skipping empty ones
+        levels = self.policy.levels
+        for step in range(levels):
+            level = (self.total_granted + step) % levels
+            mine = [w for w in waiting if w.level == level]
+            if mine:
+                return min(mine, key=lambda w: w.seq)
+        raise AssertionError("unreachable")
 
     def ahead(self, level: int) -> int:
         kind = self.policy.kind
@@ -151,7 +180,7 @@ class Reference:
             return sum(1 for w in self.waiting if w.level <= level)
         return sum(1 for w in self.waiting if w.level == level)
 
-    # -- time and the bucket --------------------------------------------------
+    # -- time and the buckets -------------------------------------------------
 
     def refill(self, now: int) -> None:
         if self.first is None:
@@ -159,29 +188,60 @@ class Reference:
         assert self.last is None or now >= self.last
         self.last = now
 
-    @property
-    def cap(self) -> Fraction:
-        """The most tokens the bucket holds: ``burst`` and a nanosecond of refill."""
-        return self.burst + self.rate / NS
+    def cap(self, i: int, limits: list[tuple[Fraction, int]] | None = None) -> Fraction:
+        """The most tokens limit ``i`` holds: ``burst`` and a nanosecond of refill."""
+        rate, burst = (limits or self.limits)[i]
+        return burst + rate / NS
 
-    @property
-    def tokens(self) -> Fraction:
-        """The token bucket at ``last``, replayed from the first operation over
-        every grant not refunded: a refunded grant is as if it never was.
-
-        It starts with ``burst`` tokens and holds at most ``burst`` plus one
-        nanosecond of refill (SPEC.md, Pacing)."""
+    def tokens(self, i: int) -> Fraction:
+        """Limit ``i``'s bucket at ``last``, replayed from the first operation
+        over every event: it starts with ``burst`` tokens, refills at the rate
+        of the moment and holds at most ``burst`` plus one nanosecond of
+        refill (SPEC.md, Pacing)."""
         assert self.first is not None
         assert self.last is not None
-        cap = self.cap
-        tokens, then = Fraction(self.burst), self.first
-        for at, _ in self.grants:
-            tokens = min(cap, tokens + (at - then) * self.rate / NS) - 1
-            then = at
-            assert tokens >= 0
-        return min(cap, tokens + (self.last - then) * self.rate / NS)
+        limits = list(self.initial)
+        tokens, then = Fraction(limits[i][1]), self.first
 
-    def settle(self, now: int, pick: Callable[[list[RefWaiter]], RefWaiter]) -> list[Row]:
+        def refill(at: int) -> Fraction:
+            rate, _ = limits[i]
+            return min(self.cap(i, limits), tokens + (at - then) * rate / NS)
+
+        for event in self.events:
+            if isinstance(event, Charge):
+                tokens, then = refill(event.at) - event.cost[i], event.at
+                continue
+            kind, at, limit = event[:3]
+            tokens, then = refill(at), at
+            if limit != i:
+                continue
+            if kind == "rerate":
+                # The tokens carry over, capped at the new burst; the next
+                # unit's time is rounded up to a whole nanosecond.
+                _, _, _, rate, burst = event
+                limits[i] = (rate, burst)
+                tat = max(Fraction(at - 1), at + (burst - tokens) * NS / rate)
+                tokens = burst - (math.ceil(tat) - at) * rate / NS
+            else:
+                # At reset, at most `remaining` tokens.
+                _, _, _, remaining, reset = event
+                rate, _ = limits[i]
+                tokens = min(tokens, remaining - (reset - at) * rate / NS)
+        return refill(self.last)
+
+    def in_flight(self, i: int) -> int:
+        return sum(h.cost[i] for h in self.held.values() if h.charge is None)
+
+    def fits(self, cost: tuple[int, ...]) -> bool:
+        """Whether every limit holds ``cost`` at ``last``, beside the units in
+        flight, and no pause holds."""
+        assert self.last is not None
+        if self.paused_until is not None and self.last < self.paused_until:
+            return False
+        return all(self.tokens(i) - self.in_flight(i) >= cost[i] for i in range(len(self.limits)))
+
+    def settle(self, now: int) -> list[Row]:
+        """A tick: expiries, then grants to the chosen waiter while it fits."""
         self.refill(now)
         out: list[Row] = []
         for w in sorted(
@@ -191,24 +251,21 @@ class Reference:
             self.waiting.remove(w)
             self.stats[w.level].expired += 1
             out.append((w.id, "EXPIRED", w.level, now, now - w.pushed_at))
-        while self.waiting and self.free():
-            w = pick(self.candidates(now))
-            self.waiting.remove(w)
+        while (head := self.chosen(now)) is not None and self.fits(head.cost):
+            self.waiting.remove(head)
+            if self.follow:
+                self.followed.pop(0)
+            charge = None
             if self.at_grant:
-                self.grants.append((now, w.id))
-                self.refundable[w.id] = (w.level, now)
-            else:
-                self.in_flight[w.id] = w.level
+                charge = Charge(now, head.cost)
+                self.events.append(charge)
+            self.held[head.id] = Held(head.level, charge, head.cost)
             self.total_granted += 1
-            level = self.stats[w.level]
+            level = self.stats[head.level]
             level.granted += 1
-            level.waits.append(now - w.pushed_at)
-            out.append((w.id, "GRANTED", w.level, now, now - w.pushed_at))
+            level.waits.append(now - head.pushed_at)
+            out.append((head.id, "GRANTED", head.level, now, now - head.pushed_at))
         return out
-
-    def free(self) -> bool:
-        """Whether a permit is left at ``last``: a token not held in flight."""
-        return self.tokens - len(self.in_flight) >= 1
 
     # -- operations -----------------------------------------------------------
 
@@ -218,27 +275,30 @@ class Reference:
         level: int,
         now: int,
         deadline: int | None,
-        pick: Callable[[list[RefWaiter]], RefWaiter],
+        cost: tuple[int, ...] | None = None,
     ) -> list[Row]:
-        out = self.settle(now, pick)
+        out = self.settle(now)
         self.stats[level].pushed += 1
-        self.refundable.pop(id, None)  # a new life
-        # A permit left now goes to the newcomer, whatever its limit or deadline.
-        free = self.free()
+        self.held.pop(id, None)  # a new life
         limit = None if self.max_waiting is None else self.max_waiting[level]
         full = limit is not None and sum(1 for w in self.waiting if w.level == level) >= limit
-        if full and not free:
-            self.stats[level].rejected += 1
-            return [*out, (id, "REJECTED", level, now, 0)]
-        waiter = RefWaiter(id, level, self.seq, now, deadline)
+        late = deadline is not None and deadline <= now
+        waiter = RefWaiter(id, level, self.seq, now, None if late else deadline, cost or self.unit)
         self.seq += 1
-        if deadline is not None and deadline <= now:
-            if not free:
-                self.stats[level].expired += 1
-                return [*out, (id, "EXPIRED", level, now, 0)]
-            waiter.deadline = None
+        # Granted at once if the policy chooses it and it fits, whatever its
+        # queue limit or deadline; otherwise it may not queue when full or late.
         self.waiting.append(waiter)
-        return out + self.settle(now, pick)
+        out += self.settle(now)
+        if (full or late) and waiter in self.waiting:
+            self.waiting.remove(waiter)
+            if full:
+                self.stats[level].rejected += 1
+                out.append((id, "REJECTED", level, now, 0))
+            else:
+                self.stats[level].expired += 1
+                out.append((id, "EXPIRED", level, now, 0))
+            out += self.settle(now)
+        return out
 
     def cancel(self, id: Hashable) -> bool:
         for w in self.waiting:
@@ -248,52 +308,93 @@ class Reference:
                 return True
         return False
 
+    def can_settle(self, id: Hashable, now: int) -> bool:
+        held = self.held.get(id)
+        if held is None:
+            return False
+        return held.charge is None or held.charge.at >= now - self.refund_window
+
     def can_refund(self, id: Hashable, now: int) -> bool:
-        if not self.at_grant:
-            return id in self.in_flight
-        entry = self.refundable.get(id)
-        return entry is not None and entry[1] >= now - self.refund_window
+        return self.can_settle(id, now) and not self.held[id].spent
 
-    def spend(
-        self, id: Hashable, now: int, pick: Callable[[list[RefWaiter]], RefWaiter]
-    ) -> list[Row]:
+    def spend(self, id: Hashable, now: int, settle_later: bool = False) -> list[Row]:
         """At ``now`` the permit of ``id`` is spent: charged now if it was in
-        flight, no longer refundable either way."""
-        out = self.settle(now, pick)
-        self.refundable.pop(id, None)
-        if id in self.in_flight:
-            del self.in_flight[id]
-            self.grants.append((now, id))
-        return out + self.settle(now, pick)
+        flight, no longer refundable either way; settleable still if
+        ``settle_later``."""
+        out = self.settle(now)
+        held = self.held.get(id)
+        if held is not None and not held.spent and self.can_settle(id, now):
+            if held.charge is None:
+                held.charge = Charge(now, held.cost)
+                self.events.append(held.charge)
+            if settle_later:
+                held.spent = True
+            else:
+                del self.held[id]
+        return out + self.settle(now)
 
-    def refund(
-        self, id: Hashable, now: int, pick: Callable[[list[RefWaiter]], RefWaiter]
-    ) -> list[Row]:
-        out = self.settle(now, pick)
-        if self.at_grant:
-            level, at = self.refundable.pop(id)
-            self.grants.remove((at, id))
+    def refund(self, id: Hashable, now: int) -> list[Row]:
+        out = self.settle(now)
+        held = self.held.pop(id)
+        if held.charge is not None:
+            self.events.remove(held.charge)
+        self.stats[held.level].refunded += 1
+        return out + self.settle(now)
+
+    def settle_cost(self, id: Hashable, actual: tuple[int, ...], now: int) -> list[Row]:
+        """``id``'s grant cost ``actual`` after all: as if it had asked for it."""
+        out = self.settle(now)
+        held = self.held.pop(id)
+        if held.charge is None:
+            self.events.append(Charge(now, actual))  # spent now, for actual
         else:
-            level = self.in_flight.pop(id)
-        self.stats[level].refunded += 1
-        return out + self.settle(now, pick)
+            held.charge.cost = actual
+        return out + self.settle(now)
+
+    def set_limit(self, now: int, i: int, rate: Fraction, burst: int) -> list[Row]:
+        out = self.settle(now)
+        self.events.append(("rerate", now, i, rate, burst))
+        self.limits[i] = (rate, burst)
+        return out + self.settle(now)
+
+    def pause_until(self, until: int, now: int) -> list[Row]:
+        out = self.settle(now)
+        self.paused_until = max(until, self.paused_until or until)
+        return out
+
+    def adopt(self, remaining: int, reset: int, now: int, i: int) -> list[Row]:
+        out = self.settle(now)
+        self.events.append(("adopt", now, i, remaining, reset))
+        return out + self.settle(now)
 
     # -- queries --------------------------------------------------------------
 
-    def wait_for_tokens(self, n: int) -> int:
-        """Nanoseconds from ``last`` until ``n`` tokens have accrued in all."""
-        tokens = self.tokens
+    def wait_for(self, i: int, n: int) -> int:
+        """Nanoseconds from ``last`` until limit ``i`` has ``n`` tokens."""
+        tokens = self.tokens(i)
         if tokens >= n:
             return 0
-        return math.ceil((n - tokens) * NS / self.rate)
+        return math.ceil((n - tokens) * NS / self.limits[i][0])
+
+    def due_for(self, cost: tuple[int, ...]) -> int | None:
+        """When ``cost`` fits beside the units in flight; None if it cannot
+        until some are spent or refunded."""
+        assert self.last is not None
+        at = self.last
+        for i in range(len(self.limits)):
+            need = self.in_flight(i) + cost[i]
+            if need > self.cap(i):
+                return None
+            at = max(at, self.last + self.wait_for(i, need))
+        if self.paused_until is not None:
+            at = max(at, self.paused_until)
+        return at
 
     def next_due(self) -> int | None:
         if self.last is None:
             return None
-        need = len(self.in_flight) + 1
-        if need > self.cap:
-            return None  # those in flight fill the bucket: none falls due
-        return self.last + self.wait_for_tokens(need)
+        chosen = self.chosen(self.last)
+        return self.due_for(self.unit if chosen is None else chosen.cost)
 
     def next_tick(self) -> int | None:
         if not self.waiting:
@@ -303,11 +404,22 @@ class Reference:
         times = [*deadlines] if due is None else [due, *deadlines]
         return min(times) if times else None
 
-    def min_wait(self, level: int) -> int:
+    def min_wait(self, level: int, cost: tuple[int, ...] | None = None) -> int:
         if self.last is None:
             return 0
-        # at best, those in flight are spent now
-        return self.wait_for_tokens(len(self.in_flight) + self.ahead(level) + 1)
+        cost = cost or self.unit
+        # the waiters that certainly go first: everyone's when the policy
+        # puts everyone first, else the newcomer's own level
+        everyone = self.ahead(level) >= len(self.waiting)
+        first = [w for w in self.waiting if everyone or w.level == level]
+        wait = 0
+        for i in range(len(self.limits)):
+            # at best, those in flight are spent now
+            need = self.in_flight(i) + sum(w.cost[i] for w in first) + cost[i]
+            wait = max(wait, self.wait_for(i, need))
+        if self.paused_until is not None:
+            wait = max(wait, self.paused_until - self.last)
+        return wait
 
     def depths(self) -> list[int]:
         return [sum(1 for w in self.waiting if w.level == lv) for lv in range(self.policy.levels)]

@@ -38,6 +38,7 @@ from hypothesis.stateful import (
 
 from permits.core import (
     RELATIVE_ERROR,
+    SECOND,
     Charge,
     Decision,
     DuplicateId,
@@ -49,9 +50,26 @@ from permits.core import (
     TimeWentBackwards,
 )
 
-from configs import Config, configs
+from configs import NAMES, Config, configs
 from harness import fingerprint, rows
 from reference import NS, Reference, RefWaiter, nearest_rank
+
+
+class Charged:
+    """A permit charged and not refunded, for the limit's check (P1, P29)."""
+
+    def __init__(self, at: int, id: Hashable, asked: tuple[int, ...], order: int) -> None:
+        self.at = at
+        self.id = id
+        self.asked = asked
+        self.actual = asked
+        #: the order of events, to tell charges after a change of a limit
+        self.order = order
+
+    def counted(self, i: int) -> int:
+        """The units P1 bounds: the lesser of asked and actual (P29)."""
+        return min(self.asked[i], self.actual[i])
+
 
 STEPS = st.integers(0, 48)  # sixteenths of a permit interval
 
@@ -83,13 +101,27 @@ class PolicyMachine(RuleBasedStateMachine):
         self.model = config.reference()
         self.model.follow = not WITH_MODEL
         self.interval = config.interval
+        self.intervals = [SECOND / rate for rate, _ in config.limits]
         self.now = 0
         self.next_id = 0
         # the state each pushed id was last seen in (P3)
         self.fate: dict[Hashable, State] = {}
-        # times permits not refunded were charged, and the id of each (P1,
-        # P5): at their grant, or at their spend (Charge.AT_SPEND)
-        self.charges: list[tuple[int, Hashable]] = []
+        # permits charged and not refunded (P1, P5): at their grant, or at
+        # their spend (Charge.AT_SPEND); by id, those that may still settle
+        self.charges: list[Charged] = []
+        self.charged: dict[Hashable, Charged] = {}
+        self.order = 0
+        # per limit, the order of its latest change (P30: P1 from then on)
+        self.changed = [-1] * len(config.limits)
+        # P31: nothing is granted before the pause ends
+        self.paused_until: int | None = None
+        # P32: units charged since the upstream's word, and what it allowed
+        self.adopted: list[tuple[int, int, int, int]] = []  # (limit, order, remaining, reset)
+        self.costs: dict[Hashable, tuple[int, ...]] = {}
+        # the order of each grant not yet charged (Charge.AT_SPEND)
+        self.granted_order: dict[Hashable, int] = {}
+        # Charge.AT_SPEND: callers that settle their cost later spend so
+        self.settle_later = config.costs
         self.at_grant = config.charge is Charge.AT_GRANT
         # Charge.AT_SPEND: whether callers hold their permits (the loop is
         # stalled) rather than take them at once
@@ -110,6 +142,25 @@ class PolicyMachine(RuleBasedStateMachine):
 
     def ceil_intervals(self, n: int) -> int:
         return math.ceil(n * self.interval)
+
+    def time_for(self, units: list[int]) -> int:
+        """Nanoseconds for ``units`` (one entry per limit) to accrue."""
+        return max(math.ceil(n * i) for n, i in zip(units, self.intervals, strict=True))
+
+    def uncharge(self, id: Hashable) -> None:
+        """``id``'s permit was refunded: as if it had never been charged."""
+        charged = self.charged.pop(id, None)
+        self.charges = [c for c in self.charges if c is not charged]
+
+    def charge(self, at: int, id: Hashable, cost: tuple[int, ...]) -> None:
+        """``id``'s permit is charged at ``at`` (P1). It counts under a limit
+        changed since its grant only if it was granted after the change: a
+        permit in flight at the change was admitted under the old limit."""
+        self.order += 1
+        charged = Charged(at, id, cost, self.granted_order.pop(id, self.order))
+        self.charges.append(charged)
+        self.charged[id] = charged
+        self.check_limit()
 
     def check_decisions(
         self, out: list[Decision], now: int, newcomer: RefWaiter | None = None
@@ -154,12 +205,16 @@ class PolicyMachine(RuleBasedStateMachine):
             assert not any(
                 w.deadline is not None and w.deadline <= now for w in waiting.values()
             ), ("P11: granted while an expired waiter still waited", d)
+            # P31: nothing is granted before a pause ends.
+            assert self.paused_until is None or now >= self.paused_until, ("P31", d)
             self.check_grant(waiter, list(waiting.values()), now)
             self.fate[d.id] = State.GRANTED
             self.forget(d.id)
+            self.costs[d.id] = waiter.cost
+            self.order += 1
+            self.granted_order[d.id] = self.order
             if self.at_grant:
-                self.charges.append((now, d.id))
-                self.check_limit()
+                self.charge(now, d.id, waiter.cost)
 
     def forget(self, id: Hashable) -> None:
         """The per-waiter bounds end with the waiter (its id may come back)."""
@@ -213,36 +268,65 @@ class PolicyMachine(RuleBasedStateMachine):
             if seen == self.disturbances:
                 assert now >= at + wait, ("P19", w, now, at, wait)
                 exact = spec.kind == "fifo" or (spec.kind == "strict" and w.level == 0)
+                # under several limits, one may fill while another is short
+                exact = exact and len(self.config.limits) == 1
                 if exact and late_then == self.late_ticks and not self.holding:
-                    assert now == at + wait, ("P19: min_wait is exact here", w, now, at, wait)
+                    assert now == at + wait, repr(
+                        (
+                            "P19: min_wait is exact here",
+                            w,
+                            now,
+                            at,
+                            wait,
+                            self.config,
+                            self.model.events,
+                            self.model.paused_until,
+                        )
+                    )
 
     def check_limit(self) -> None:
-        """P1 (and P5): over every window of d ns ending at the latest charge,
-        at most burst + floor(rate * (d + 1 ns)) permits that were not
-        refunded were charged (P24: at their spend, for Charge.AT_SPEND)."""
-        times = [t for t, _ in self.charges]
-        if not times:
-            return
-        end = times[-1]
-        rate, burst = self.config.exact_rate, self.config.burst
-        for i in range(len(times) - 1, -1, -1):
-            count = len(times) - i
-            allowed = burst + math.floor(rate * Fraction(end - times[i] + 1, NS))
-            assert count <= allowed, ("P1", times[i], end, count, allowed)
+        """P1 (and P5, P28, P29, P30): for every limit, over every window of
+        d ns ending at the latest charge, at most
+        burst + floor(rate * (d + 1 ns)) units of permits that were not
+        refunded were charged (P24: at their spend, for Charge.AT_SPEND),
+        each counted as the lesser of what it asked for and what it settled
+        at; under a limit changed since, those granted after the change."""
+        for i, (rate, burst) in enumerate(self.model.limits):
+            charges = [c for c in self.charges if c.order > self.changed[i]]
+            if not charges:
+                continue
+            end = charges[-1].at
+            units = 0
+            for c in reversed(charges):
+                units += c.counted(i)
+                allowed = burst + math.floor(rate * Fraction(end - c.at + 1, NS))
+                assert units <= allowed, repr(
+                    (
+                        "P1",
+                        i,
+                        c.at,
+                        end,
+                        units,
+                        allowed,
+                        [(c.at, c.asked, c.actual) for c in charges],
+                        self.model.events,
+                        self.changed,
+                    )
+                )
+        # P32: since the upstream said `remaining` were left until `reset`,
+        # no more than that were charged before `reset`.
+        for i, order, remaining, reset in self.adopted:
+            if self.changed[i] > order:
+                continue
+            units = sum(c.counted(i) for c in self.charges if c.order > order and c.at < reset)
+            assert units <= remaining, ("P32", i, units, remaining, reset)
 
     # -- comparison with the model (P13) -------------------------------------
 
-    def picker(self, out: list[Decision]) -> Any:
-        granted = iter([d.id for d in out if d.state is State.GRANTED])
-
-        def pick(candidates: list[RefWaiter]) -> RefWaiter:
-            want = next(granted, None)
-            for candidate in candidates:
-                if candidate.id == want:
-                    return candidate
-            return candidates[0]
-
-        return pick
+    def follow(self, out: list[Decision]) -> None:
+        """Without the model's own choices (``mutants.py``), it grants whoever
+        the core granted."""
+        self.model.followed = [d.id for d in out if d.state is State.GRANTED]
 
     def compare(self, out: list[Decision], expected: list[Any]) -> None:
         """P13: the core decides exactly what the naive model decides."""
@@ -255,33 +339,46 @@ class PolicyMachine(RuleBasedStateMachine):
     def tick_at(self, at: int) -> None:
         out = self.core.tick(at)
         self.check_decisions(out, at)
-        self.compare(out, self.model.settle(at, self.picker(out)))
+        self.follow(out)
+        self.compare(out, self.model.settle(at))
         self.now = at
         self.take_at_once()
 
     # -- spending -------------------------------------------------------------
 
-    def spend_at(self, id: Hashable, now: int) -> None:
+    def spend_at(self, id: Hashable, now: int, settle_later: bool = False) -> None:
         """The caller of ``id`` proceeds at ``now`` (P23, P24)."""
-        in_flight = not self.at_grant and id in self.model.in_flight
-        out = self.core.spend(id, now)
+        held = self.model.held.get(id)
+        in_flight = held is not None and held.charge is None
+        out = self.core.spend(id, now, settle_later=settle_later)
         self.check_decisions(out, now)
-        self.compare(out, self.model.spend(id, now, self.picker(out)))
+        self.follow(out)
+        self.compare(out, self.model.spend(id, now, settle_later))
         self.now = now
         if in_flight:
-            self.charges.append((now, id))
-            self.check_limit()
+            assert held is not None
+            self.charge(now, id, held.cost)
         snapshot = self.core.snapshot()
         log = snapshot.logged
         assert not log or any(grant is log[0] for grant in snapshot.grants), (
-            "P23: a spend left a grant no refund can reach at the head of the log"
+            "P23: a spend left a record no refund can reach at the head of the log"
         )
 
     def take_at_once(self) -> None:
         """Charge.AT_SPEND, callers not held: every permit in flight is
         spent now, as its caller proceeds at once."""
-        while not self.at_grant and not self.holding and self.model.in_flight:
-            self.spend_at(next(iter(self.model.in_flight)), self.now)
+        while not self.at_grant and not self.holding and (flying := self.flying()):
+            self.spend_at(flying[0], self.now, self.settle_later)
+
+    def flying(self) -> list[Hashable]:
+        """The ids whose permits are in flight, as the model holds them."""
+        return [id for id, held in self.model.held.items() if held.charge is None]
+
+    def disturb(self) -> None:
+        """Something changed what waiters are owed (a settle, a new limit,
+        the upstream's word): P10, P12 and P19 are off."""
+        self.disturbances += 1
+        self.void_on_time_bounds()
 
     def void_on_time_bounds(self) -> None:
         """Ticks or takes came late: P10, P12 and P19's exactness are off."""
@@ -314,52 +411,88 @@ class PolicyMachine(RuleBasedStateMachine):
         self.void_on_time_bounds()
         self.tick_at(target)
 
-    def do_push(self, id: int, level: int, steps: int, deadline: int | None) -> list[Decision]:
+    def drain_time(self, waiters: list[RefWaiter]) -> int:
+        """P10, P12: with ticks on time, the most time ``waiters`` take to be
+        granted one after the other, from a bucket in no debt: their units'
+        time under one limit; under several, each head's slowest limit in
+        turn (one limit may fill while another is short)."""
+        if len(self.intervals) == 1:
+            return self.time_for([sum(w.cost[0] for w in waiters)])
+        return sum(self.time_for(list(w.cost)) for w in waiters)
+
+    def do_push(
+        self, id: int, level: int, steps: int, deadline: int | None, units: tuple[int, ...]
+    ) -> list[Decision]:
         self.advance(steps)
         now = self.now
         level %= self.config.spec.levels
         at_deadline = None if deadline is None else now + self.ceil_intervals(deadline) // 8
-        wait = self.core.min_wait(level)
+        cost = self.config.cost(units)
+        wait = self.core.min_wait(level, cost=cost)
         if WITH_MODEL:
-            assert wait == self.model.min_wait(level), ("P13: min_wait", wait)
+            assert wait == self.model.min_wait(level, units), ("P13: min_wait", wait)
         depth = self.core.queues.depths[level]  # already settled at now
         # a permit is left now (the bucket starts full)
         free = self.core.now is None or self.core.next_due() == now
-        out = self.core.push(id, level, now, deadline=at_deadline)
+        if units == self.model.unit:
+            out = self.core.push(id, level, now, deadline=at_deadline)
+        else:
+            out = self.core.push(id, level, now, deadline=at_deadline, cost=cost)
         limit = None if self.config.max_waiting is None else self.config.max_waiting[level]
         rejected = any(d.id == id and d.state is State.REJECTED for d in out)
         expired = any(d.id == id and d.state is State.EXPIRED for d in out)
-        # P11: rejected if and only if the level was full and no permit was
-        # left; expired at once if and only if its deadline had come and
-        # no permit was left.
+        at_once = any(d.id == id and d.state is State.GRANTED for d in out)
+        # P11: rejected if and only if the level was full and the newcomer
+        # was not granted at once; expired at once if and only if its
+        # deadline had come and it was not granted at once. With every cost
+        # 1, granted at once if and only if a permit was left.
         full = limit is not None and depth >= limit
-        assert rejected == (full and not free), ("P11", depth, limit, free, out)
+        assert rejected == (full and not at_once), ("P11", depth, limit, at_once, out)
         late = at_deadline is not None and at_deadline <= now
-        assert expired == (late and not free and not rejected), ("P11", at_deadline, free, out)
-        newcomer = RefWaiter(id, level, self.model.seq, now, at_deadline)
+        assert expired == (late and not at_once and not rejected), ("P11", at_deadline, out)
+        if not self.config.costs:
+            assert at_once == free, ("P11: a permit was left", free, out)
+        newcomer = RefWaiter(id, level, self.model.seq, now, at_deadline, units)
         self.fate[id] = State.WAITING
         self.check_decisions(out, now, newcomer)
-        self.compare(out, self.model.push(id, level, now, at_deadline, self.picker(out)))
+        self.follow(out)
+        self.compare(out, self.model.push(id, level, now, at_deadline, units))
+        # P10 and P12 bound waits from a bucket in no debt (a settle above
+        # the cost asked, or the upstream's word, can leave it owing), and
+        # not paused.
+        owing = any(self.model.tokens(i) < 0 for i in range(len(self.config.limits)))
+        paused = self.paused_until is not None and now < self.paused_until
+        bounded = not self.holding and not owing and not paused
         if self.fate[id] is State.WAITING:
-            self.min_wait_at_push[id] = (wait, self.disturbances, self.late_ticks)
-            if self.config.spec.kind == "strict" and level == 0 and not self.holding:
-                ahead = sum(1 for w in self.model.waiting if w.level == 0) - 1
-                self.level0_bound[id] = now + self.ceil_intervals(ahead + 1)
-        if not self.holding:
-            self.drain_bound = now + self.ceil_intervals(len(self.model.waiting))
+            # min_wait is exact only from a bucket that can fill: not paused
+            late_then = self.late_ticks if not paused else -1
+            self.min_wait_at_push[id] = (wait, self.disturbances, late_then)
+            if self.config.spec.kind == "strict" and level == 0 and bounded:
+                first = [w for w in self.model.waiting if w.level == 0]
+                self.level0_bound[id] = now + self.drain_time(first)
+        self.drain_bound = now + self.drain_time(self.model.waiting) if bounded else None
         self.take_at_once()
         return out
+
+    def draw_units(self, data: st.DataObject) -> tuple[int, ...]:
+        """A cost, one entry per limit: 1 each unless the config has costs."""
+        if not self.config.costs:
+            return self.model.unit
+        bursts = [burst for _, burst in self.model.limits]
+        units = tuple(data.draw(st.integers(0, burst), label="units") for burst in bursts)
+        return units if any(units) else self.model.unit
 
     @rule(
         target=ids,
         level=st.integers(0, 2),
         steps=STEPS,
         deadline=st.none() | st.integers(0, 40),
+        data=st.data(),
     )
-    def push(self, level: int, steps: int, deadline: int | None) -> int:
+    def push(self, level: int, steps: int, deadline: int | None, data: st.DataObject) -> int:
         id = self.next_id
         self.next_id += 1
-        self.do_push(id, level, steps, deadline)
+        self.do_push(id, level, steps, deadline, self.draw_units(data))
         return id
 
     @rule(
@@ -367,14 +500,17 @@ class PolicyMachine(RuleBasedStateMachine):
         levels=st.lists(st.integers(0, 2), min_size=2, max_size=8),
         steps=STEPS,
         deadline=st.none() | st.integers(0, 40),
+        data=st.data(),
     )
-    def push_batch(self, levels: list[int], steps: int, deadline: int | None) -> Any:
+    def push_batch(
+        self, levels: list[int], steps: int, deadline: int | None, data: st.DataObject
+    ) -> Any:
         """Several waiters at the same time, as a batch job queues its work."""
         pushed = []
         for i, level in enumerate(levels):
             id = self.next_id
             self.next_id += 1
-            self.do_push(id, level, steps if i == 0 else 0, deadline)
+            self.do_push(id, level, steps if i == 0 else 0, deadline, self.draw_units(data))
             pushed.append(id)
         return multiple(*pushed)
 
@@ -388,7 +524,7 @@ class PolicyMachine(RuleBasedStateMachine):
     def push_again(self, id: int, level: int, steps: int) -> None:
         """An id pushed before: refused while it waits, a new life otherwise."""
         self.advance(steps)
-        if self.fate[id] is State.WAITING or id in self.model.in_flight:
+        if self.fate[id] is State.WAITING or id in self.flying():
             before = fingerprint(self.core)
             with pytest.raises(DuplicateId) as refused:
                 self.core.push(id, level % self.config.spec.levels, self.now)
@@ -409,13 +545,13 @@ class PolicyMachine(RuleBasedStateMachine):
     def push_again_never_to_queue(self, id: int) -> None:
         """An id pushed before, again, to a level that never queues
         (``max_waiting`` 0): granted at once, or rejected."""
-        if self.fate[id] is State.WAITING or id in self.model.in_flight:
+        if self.fate[id] is State.WAITING or id in self.flying():
             return
         assert self.config.max_waiting is not None
         self.new_life(id, self.config.max_waiting.index(0))
 
     def new_life(self, id: int, level: int) -> None:
-        self.do_push(id, level, 0, None)
+        self.do_push(id, level, 0, None, self.model.unit)
         if self.fate[id] is State.REJECTED:
             # P5: a push again is a new life, even one rejected at once: the
             # id's earlier grant can no longer be refunded.
@@ -433,6 +569,12 @@ class PolicyMachine(RuleBasedStateMachine):
             self.fate[id] = State.CANCELLED
             self.disturbances += 1
             self.forget(id)
+        if self.core.next_tick() == self.now and self.core.now is not None:
+            # P2 holds after every timed operation; a cancel takes no time,
+            # and the next waiter may fit at once (a smaller cost): the
+            # adapter ticks now, as next_tick() says. Not with every cost 1.
+            assert self.config.costs, ("P2: a cancel left a permit available", id)
+            self.tick_at(self.now)
 
     @rule(id=ids, steps=STEPS)
     def refund(self, id: int, steps: int) -> None:
@@ -447,13 +589,14 @@ class PolicyMachine(RuleBasedStateMachine):
             return
         # P5: a refund creates at most the one permit it returns.
         out = self.core.refund(id, now)
-        self.charges = [(t, g) for t, g in self.charges if g != id]
+        self.uncharge(id)
         self.fate[id] = State.REFUNDED
         self.disturbances += 1
         self.check_decisions(out, now)
         grants = [d for d in out if d.state is State.GRANTED]
         assert len(grants) <= 1, ("P5: a refund made more than one permit", out)
-        self.compare(out, self.model.refund(id, now, self.picker(out)))
+        self.follow(out)
+        self.compare(out, self.model.refund(id, now))
         self.take_at_once()
 
     @rule(id=ids, steps=STEPS)
@@ -483,10 +626,123 @@ class PolicyMachine(RuleBasedStateMachine):
         limit holds at the moment they proceed)."""
         target = self.now + self.ceil_intervals(steps) // 16
         self.void_on_time_bounds()
-        for id in list(self.model.in_flight):
-            self.spend_at(id, target)
+        for id in self.flying():
+            self.spend_at(id, target, self.settle_later)
         self.holding = False
         self.take_at_once()
+
+    # -- costs settled, limits changed, the upstream's word (P29-P32) --------
+
+    @precondition(lambda self: hasattr(self, "core") and self.config.costs)
+    @rule(id=ids, steps=STEPS, data=st.data())
+    def settle(self, id: int, steps: int, data: st.DataObject) -> None:
+        """P29: a grant settled at its actual cost, more or less than it
+        asked: from then on the machine decides as if it had asked for that
+        (P13), and P1 holds over the lesser of the two."""
+        self.advance(steps)
+        now = self.now
+        units = tuple(
+            data.draw(st.integers(0, burst + 2), label="actual") for _, burst in self.config.limits
+        )
+        actual = self.config.cost(units) if any(units) else 0
+        if not self.model.can_settle(id, now):
+            before = fingerprint(self.core)
+            with pytest.raises(NotRefundable) as refused:
+                self.core.settle(id, actual, now)
+            assert refused.value.id == id, "P18"
+            assert fingerprint(self.core) == before, "P18: a refused settle changed the state"
+            return
+        held = self.model.held[id]
+        out = self.core.settle(id, actual, now)
+        self.check_decisions(out, now)
+        if held.charge is None:
+            self.charge(now, id, held.cost)  # spent now, for what it cost
+        self.charged.pop(id).actual = units
+        self.follow(out)
+        self.compare(out, self.model.settle_cost(id, units, now))
+        self.check_limit()
+        self.take_at_once()
+
+    @precondition(lambda self: hasattr(self, "core") and self.config.costs)
+    @rule(
+        limit=st.integers(0, 1),
+        rate=st.sampled_from([1, 3, Fraction(7, 2), 100, 1000]),
+        burst=st.integers(1, 6),
+        steps=STEPS,
+    )
+    def set_limit(self, limit: int, rate: Any, burst: int, steps: int) -> None:
+        """P30: a limit changed at now: the units in the bucket carry over,
+        never more than the new burst (the model replays it), and from then
+        on P1 holds under the new limit. A burst below a waiting cost is
+        refused, and nothing changes."""
+        self.advance(steps)
+        i = limit % len(self.config.limits)
+        name = None if self.config.second is None else NAMES[i]
+        asked = max((w.cost[i] for w in self.model.waiting), default=0)
+        if burst < asked:
+            before = fingerprint(self.core)
+            error = _refused(
+                lambda: self.core.set_limit(self.now, rate=rate, burst=burst, limit=name),
+                PermitValueError,
+                "a burst below a waiting cost",
+            )
+            assert isinstance(error, PermitValueError), "P18"
+            assert error.argument == "burst", "P18"
+            assert fingerprint(self.core) == before, "P18: a refused change changed the state"
+            return
+        out = self.core.set_limit(self.now, rate=rate, burst=burst, limit=name)
+        self.disturb()
+        self.order += 1
+        self.changed[i] = self.order
+        self.check_decisions(out, self.now)
+        self.follow(out)
+        self.compare(out, self.model.set_limit(self.now, i, Fraction(rate), burst))
+        self.intervals[i] = SECOND / Fraction(rate)
+        if i == 0:
+            self.interval = self.intervals[0]
+        self.take_at_once()
+
+    @precondition(lambda self: hasattr(self, "core") and self.config.costs)
+    @rule(steps=STEPS, length=st.integers(0, 64))
+    def pause(self, steps: int, length: int) -> None:
+        """P31: after pause_until(t), nothing is granted before t (checked at
+        every grant), and then the backlog resumes as the model does."""
+        self.advance(steps)
+        until = self.now + self.ceil_intervals(length) // 8
+        out = self.core.pause_until(until, self.now)
+        self.disturb()
+        self.paused_until = max(until, self.paused_until or until)
+        self.check_decisions(out, self.now)
+        self.follow(out)
+        self.compare(out, self.model.pause_until(until, self.now))
+
+    @precondition(lambda self: hasattr(self, "core") and self.config.costs)
+    @rule(limit=st.integers(0, 1), remaining=st.integers(0, 6), length=st.integers(0, 64))
+    def adopt(self, limit: int, remaining: int, length: int) -> None:
+        """P32: the upstream says `remaining` units are left until `reset`:
+        nothing falls due earlier because of it (next_due and min_wait only
+        grow), and until `reset` no more than `remaining` are charged."""
+        i = limit % len(self.config.limits)
+        name = None if self.config.second is None else NAMES[i]
+        now = self.now
+        if self.core.now is not None:
+            self.tick_at(now)  # after a cancel, the next waiter may fit now
+        reset = now + self.ceil_intervals(length) // 8
+        due_before = self.core.next_due()
+        waits = [self.core.min_wait(level) for level in range(self.config.spec.levels)]
+        out = self.core.adopt(remaining, reset, now, limit=name)
+        assert not any(d.state is State.GRANTED for d in out), ("P32: adopt granted", out)
+        due = self.core.next_due()
+        if due_before is not None and self.core.now is not None:
+            assert due is None or due >= due_before, ("P32: adopt made a permit due sooner", due)
+        after = [self.core.min_wait(level) for level in range(self.config.spec.levels)]
+        assert all(a >= b for a, b in zip(after, waits, strict=True)), ("P32", waits, after)
+        self.disturb()
+        self.order += 1
+        self.adopted.append((i, self.order, remaining, reset))
+        self.check_decisions(out, now)
+        self.follow(out)
+        self.compare(out, self.model.adopt(remaining, reset, now, i))
 
     # -- bad input: a documented error, and nothing changes (P18) -------------
 
@@ -572,6 +828,26 @@ class PolicyMachine(RuleBasedStateMachine):
                 "spend-now-float",
                 "min_wait-level-bool",
                 "min_wait-level-high",
+                "min_wait-cost-negative",
+                "push-cost-negative",
+                "push-cost-float",
+                "push-cost-bool",
+                "push-cost-zero",
+                "push-cost-burst",
+                "push-cost-unknown",
+                "settle-actual-negative",
+                "settle-actual-float",
+                "settle-id-unhashable",
+                "spend-settle_later-int",
+                "set_limit-rate-zero",
+                "set_limit-rate-nan",
+                "set_limit-burst-zero",
+                "set_limit-limit-unknown",
+                "pause_until-until-past",
+                "pause_until-until-float",
+                "adopt-remaining-negative",
+                "adopt-reset-past",
+                "adopt-limit-int",
             ]
         )
     )
@@ -580,6 +856,9 @@ class PolicyMachine(RuleBasedStateMachine):
         error naming the argument, and nothing changes."""
         core, now, levels = self.core, self.now, self.config.spec.levels
         unhashable: Any = ["unhashable"]
+        fresh = ("bad", self.next_id)
+        name = None if self.config.second is None else NAMES[0]
+        big = self.config.cost(tuple(burst + 1 for _, burst in self.model.limits))
         calls: dict[str, tuple[Any, type[Exception]]] = {
             "tick-now-float": (lambda: core.tick(float(now)), PermitTypeError),  # type: ignore[arg-type]
             "tick-now-str": (lambda: core.tick(str(now)), PermitTypeError),  # type: ignore[arg-type]
@@ -590,6 +869,41 @@ class PolicyMachine(RuleBasedStateMachine):
             "spend-now-float": (lambda: core.spend(0, float(now)), PermitTypeError),  # type: ignore[arg-type]
             "min_wait-level-bool": (lambda: core.min_wait(True), PermitTypeError),
             "min_wait-level-high": (lambda: core.min_wait(levels), PermitValueError),
+            "min_wait-cost-negative": (lambda: core.min_wait(0, cost=-1), PermitValueError),
+            "push-cost-negative": (lambda: core.push(fresh, 0, now, cost=-1), PermitValueError),
+            "push-cost-float": (lambda: core.push(fresh, 0, now, cost=1.5), PermitTypeError),  # type: ignore[arg-type]
+            "push-cost-bool": (lambda: core.push(fresh, 0, now, cost=True), PermitTypeError),
+            "push-cost-zero": (lambda: core.push(fresh, 0, now, cost=0), PermitValueError),
+            "push-cost-burst": (lambda: core.push(fresh, 0, now, cost=big), PermitValueError),
+            "push-cost-unknown": (
+                lambda: core.push(fresh, 0, now, cost={"x": 1}),
+                PermitValueError,
+            ),
+            "settle-actual-negative": (lambda: core.settle(0, -1, now), PermitValueError),
+            "settle-actual-float": (lambda: core.settle(0, 0.5, now), PermitTypeError),  # type: ignore[arg-type]
+            "settle-id-unhashable": (lambda: core.settle(unhashable, 1, now), PermitTypeError),
+            "spend-settle_later-int": (lambda: core.spend(0, now, settle_later=1), PermitTypeError),  # type: ignore[arg-type]
+            "set_limit-rate-zero": (
+                lambda: core.set_limit(now, rate=0, limit=name),
+                PermitValueError,
+            ),
+            "set_limit-rate-nan": (
+                lambda: core.set_limit(now, rate=float("nan"), limit=name),
+                PermitValueError,
+            ),
+            "set_limit-burst-zero": (
+                lambda: core.set_limit(now, burst=0, limit=name),
+                PermitValueError,
+            ),
+            "set_limit-limit-unknown": (lambda: core.set_limit(now, limit="x"), PermitValueError),
+            "pause_until-until-past": (lambda: core.pause_until(now - 1, now), PermitValueError),
+            "pause_until-until-float": (lambda: core.pause_until(now + 0.5, now), PermitTypeError),  # type: ignore[arg-type]
+            "adopt-remaining-negative": (
+                lambda: core.adopt(-1, now, now, limit=name),
+                PermitValueError,
+            ),
+            "adopt-reset-past": (lambda: core.adopt(1, now - 1, now, limit=name), PermitValueError),
+            "adopt-limit-int": (lambda: core.adopt(1, now, now, limit=0), PermitTypeError),  # type: ignore[arg-type]
         }
         call, expected = calls[bad]
         argument = bad.split("-")[1]
@@ -620,18 +934,25 @@ class PolicyMachine(RuleBasedStateMachine):
 
     @invariant()
     def check_in_flight(self) -> None:
-        """P24: at most burst + floor(rate * 1 ns) permits are in flight, the
-        ones the model holds; none when charged at the grant."""
+        """P24: per limit, at most burst + floor(rate * 1 ns) units are in
+        flight, the ones the model holds; none when charged at the grant."""
         if not hasattr(self, "core"):
             return
-        held = self.core.in_flight
+        count = self.core.in_flight
+        pacing = self.core.snapshot().pacing
+        assert pacing is not None
         if self.at_grant:
-            assert held == 0, ("P24", held)
+            assert count == 0, ("P24", count)
+            assert all(bucket[5] == 0 for bucket in pacing), ("P24", pacing)
             return
-        most = self.config.burst + math.floor(self.config.exact_rate / NS)
-        assert held <= most, ("P24: too many permits in flight", held, most)
+        for i, ((rate, burst), bucket) in enumerate(zip(self.model.limits, pacing, strict=True)):
+            held = bucket[5]
+            most = burst + math.floor(rate / NS)
+            assert held <= most or self.changed[i] >= 0, ("P24: too much in flight", held, most)
+            if WITH_MODEL:
+                assert held == self.model.in_flight(i), ("P24", i, held, self.model.in_flight(i))
         if WITH_MODEL:
-            assert held == len(self.model.in_flight), ("P24", held, self.model.in_flight)
+            assert count == len(self.flying()), ("P24", count, self.flying())
 
     @invariant()
     def check_conservation(self) -> None:
@@ -658,7 +979,14 @@ class PolicyMachine(RuleBasedStateMachine):
             if self.fate[id] is State.WAITING:
                 assert now < bound, ("P10", id, now, bound)
         if self.drain_bound is not None and now >= self.drain_bound:
-            assert len(self.core) == 0, ("P12", now, self.drain_bound, len(self.core))
+            assert len(self.core) == 0, (
+                "P12",
+                now,
+                self.drain_bound,
+                len(self.core),
+                self.model.events,
+                [(w.id, w.pushed_at, w.cost) for w in self.model.waiting],
+            )
 
     @invariant()
     def check_same_as_model(self) -> None:
@@ -670,7 +998,15 @@ class PolicyMachine(RuleBasedStateMachine):
         assert [w.id for w in self.core.waiting()] == [w.id for w in model.waiting], "P13"
         due, tick = self.core.next_due(), self.core.next_tick()
         assert due == model.next_due(), ("P13: next_due", due, model.next_due())
-        assert tick == model.next_tick(), ("P13: next_tick", tick, model.next_tick())
+        assert tick == model.next_tick(), (
+            "P13: next_tick",
+            tick,
+            model.next_tick(),
+            self.core.snapshot().pacing,
+            model.events,
+            [(w.id, w.level, w.cost) for w in model.waiting],
+            model.paused_until,
+        )
         assert self.core.queues.depths == model.depths(), "P13"
         for level in range(self.config.spec.levels):
             assert self.core.min_wait(level) == model.min_wait(level), ("P13: min_wait", level)
@@ -711,7 +1047,7 @@ class PolicyMachine(RuleBasedStateMachine):
 
 def machine_for(kind: str) -> type[PolicyMachine]:
     class Machine_(PolicyMachine):
-        @initialize(config=configs(kind, charges=(Charge.AT_GRANT, Charge.AT_SPEND)))
+        @initialize(config=configs(kind, charges=(Charge.AT_GRANT, Charge.AT_SPEND), costs=True))
         def setup(self, config: Config) -> None:
             self._setup(config)
 

@@ -15,6 +15,7 @@ from ._errors import (
     TimeWentBackwards,
 )
 from ._ledger import Grant
+from ._limits import Limit
 from ._machine import (
     MICROSECOND,
     MILLISECOND,
@@ -42,6 +43,7 @@ __all__ = [
     "Fifo",
     "Grant",
     "LevelStatistics",
+    "Limit",
     "Machine",
     "NotRefundable",
     "PermitError",

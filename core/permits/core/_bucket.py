@@ -1,12 +1,18 @@
 """Pacing: a token bucket as GCRA, in exact integer arithmetic.
 
-Everything about *when* a permit is due lives here (the model is Go's
-``x/time/rate``: one small type, explicit times). The bucket holds ``burst``
-permits and refills at ``rate``; it is kept as a theoretical arrival time
-``TAT = anchor + k * interval``, with ``interval = 10**9 / rate = P / Q``
-nanoseconds exactly, so the due time of the n-th permit of a backlog is exact
-however long it runs. Permits *held* are in flight: granted, not yet charged
-(SPEC.md, Pacing).
+Everything about *when* units are available lives here (the model is Go's
+``x/time/rate``: one small type, explicit times). A :class:`Bucket` holds
+``burst`` units and refills at ``rate``; it is kept as a theoretical arrival
+time ``TAT = anchor + k * interval``, with ``interval = 10**9 / rate = P / Q``
+nanoseconds per unit exactly, so the due time of the n-th unit of a backlog is
+exact however long it runs. Units *held* are in flight: granted, not yet
+charged (SPEC.md, Pacing).
+
+A cost is a tuple of units, one entry per limit of the machine; each bucket
+reads its own entry (``cost[index]``). :class:`Buckets` puts several limits
+together, so that a cost is admitted only when every one admits it and then
+charged to all at once. A machine whose permits come from outside uses
+:class:`Outside` instead.
 """
 
 from __future__ import annotations
@@ -16,7 +22,7 @@ from typing import NamedTuple
 
 from ._errors import PermitValueError
 
-__all__ = ["NEVER", "Bucket", "Mark", "Outside"]
+__all__ = ["NEVER", "Adopt", "Bucket", "Buckets", "Change", "Mark", "Outside", "Rerate"]
 
 #: A due time no clock reaches (about 5e51 years of nanoseconds).
 NEVER = 1 << 200
@@ -25,32 +31,74 @@ _new = tuple.__new__
 
 
 class Mark(NamedTuple):
-    """The bucket's charged state at one moment, to return to (a refund)."""
+    """One bucket's charged state at one moment, to return to (a refund)."""
 
     anchor: int
     k: int
 
 
-class Bucket:
-    """``burst`` permits, refilled at ``rate`` per second.
+class Rerate(NamedTuple):
+    """A limit's rate or burst changed at ``at`` (logged, so that a refund
+    that replays the charges after it applies the change again)."""
 
-    :ivar due: when the next permit is available (ns): ``NEVER`` while the
-        permits held fill the bucket. Kept up to date by every change, so that
-        reading it costs nothing.
-    :ivar held: permits in flight.
+    at: int
+    limit: int
+    P: int
+    Q: int
+    b1: int
+    #: ``(P, Q, b1)`` before the change.
+    old: tuple[int, int, int]
+
+
+class Adopt(NamedTuple):
+    """At ``at``, the upstream said ``remaining`` units are left until ``reset``."""
+
+    at: int
+    limit: int
+    remaining: int
+    reset: int
+
+
+#: A change to a limit, kept in the grant log between the charges.
+Change = Rerate | Adopt
+
+
+def interval_of(rate: Fraction) -> tuple[int, int]:
+    """``10**9 / rate`` as ``(P, Q)``: nanoseconds per unit is ``P / Q``."""
+    return 1_000_000_000 * rate.denominator, rate.numerator
+
+
+class Bucket:
+    """``burst`` units, refilled at ``rate`` per second.
+
+    :ivar due: when the cost the machine wants next (:meth:`want`) is
+        available (ns): ``NEVER`` while the units held leave no room for it.
+        Kept up to date by every change, so that reading it costs nothing.
+    :ivar held: units in flight.
+    :ivar until: nothing is available before this time (a pause).
     """
 
-    __slots__ = ("P", "Q", "anchor", "b1", "due", "held", "k")
+    __slots__ = ("P", "Q", "anchor", "b1", "due", "held", "index", "k", "n", "until")
 
-    def __init__(self, rate: Fraction, burst: int) -> None:
-        # interval = 10**9 / rate = P / Q nanoseconds, exactly.
-        self.P = 1_000_000_000 * rate.denominator
-        self.Q = rate.numerator
+    def __init__(self, rate: Fraction, burst: int, index: int = 0) -> None:
+        self.P, self.Q = interval_of(rate)
         self.b1 = burst - 1
+        self.index = index
         self.anchor = 0
         self.k = 0
         self.held = 0
+        self.n = 1
+        self.until = -NEVER
         self.due = 0
+
+    @property
+    def rate(self) -> Fraction:
+        """Units per second."""
+        return Fraction(1_000_000_000 * self.Q, self.P)
+
+    @property
+    def burst(self) -> int:
+        return self.b1 + 1
 
     def start(self, now: int) -> None:
         """The clock starts at ``now`` with a full bucket."""
@@ -58,70 +106,219 @@ class Bucket:
         self.k = 0
         self._set_due()
 
-    def take(self, now: int) -> Mark:
-        """Charge one permit at ``now``: ``TAT = max(TAT, now - 1) + interval``;
+    def want(self, cost: tuple[int, ...]) -> None:
+        """The next grant asks for ``cost``: :attr:`due` is when it fits."""
+        n = cost[self.index]
+        if n != self.n:
+            self.n = n
+            self._set_due()
+
+    def take(self, now: int, cost: tuple[int, ...]) -> Mark:
+        """Charge ``cost`` at ``now``: ``TAT = max(TAT, now - 1) + n * interval``;
         return the charged state before it (for a refund's replay).
 
         A ``TAT`` more than a nanosecond in the past means a full bucket; the
-        schedule restarts at ``now - 1``, so the bucket holds ``burst``
-        permits plus one nanosecond of refill. That nanosecond is what lets a
-        tick at a permit's rounded-up due time be on time: without it,
-        ``burst = 1`` would lose up to a nanosecond per permit to rounding.
+        schedule restarts at ``now - 1``, so the bucket holds ``burst`` units
+        plus one nanosecond of refill. That nanosecond is what lets a tick at
+        a permit's rounded-up due time be on time: without it, ``burst = 1``
+        would lose up to a nanosecond per permit to rounding.
         """
         anchor, k = self.anchor, self.k
         before = _new(Mark, (anchor, k))
         if k * self.P < (now - 1 - anchor) * self.Q:
             self.anchor = now - 1
             k = 0
-        self.k = k + 1
+        self.k = k + cost[self.index]
         self._set_due()
         return before
 
-    def hold(self) -> None:
-        """One more permit in flight: it keeps its place, charged later."""
-        self.held += 1
+    def hold(self, cost: tuple[int, ...]) -> None:
+        """``cost`` in flight: it keeps its place, charged later."""
+        self.held += cost[self.index]
         self._set_due()
 
-    def release(self) -> None:
-        """One permit fewer in flight (spent: :meth:`take` it; or refunded)."""
-        self.held -= 1
+    def release(self, cost: tuple[int, ...]) -> None:
+        """``cost`` no longer in flight (spent: :meth:`take` it; or refunded)."""
+        self.held -= cost[self.index]
         self._set_due()
 
-    def replay(self, mark: Mark, times: list[int], now: int) -> list[Mark]:
-        """A refund of a permit charged at its grant: return to ``mark``, the
-        state before that grant, and charge again at each of ``times``, the
-        later grants, as if it had never been made. The marks before each."""
+    def pause(self, until: int) -> None:
+        """Nothing is available before ``until``."""
+        if until > self.until:
+            self.until = until
+            self._set_due()
+
+    def rerate(self, now: int, rate: Fraction, burst: int, index: int = 0) -> Rerate:
+        """From ``now`` on, ``rate`` and ``burst``; the units in the bucket
+        carry over (never more than the new burst), with ``TAT`` rounded up
+        to the next whole nanosecond. Returns the change, for the log."""
+        P, Q = interval_of(rate)
+        change = Rerate(now, self.index, P, Q, burst - 1, (self.P, self.Q, self.b1))
+        self._apply(change)
+        return change
+
+    def adopt(self, now: int, remaining: int, reset: int, index: int = 0) -> Adopt:
+        """The upstream says ``remaining`` units are left until ``reset``:
+        from now until ``reset`` the bucket holds no more than that (it
+        never holds more because of it). Returns the change, for the log."""
+        change = Adopt(now, self.index, remaining, reset)
+        self._apply(change)
+        return change
+
+    def replay(self, mark: Mark, records: list[object], now: int) -> list[Mark | None]:
+        """Return to ``mark``, and go through ``records`` (later grants and
+        changes, oldest first) again: charge each grant's cost at its time,
+        apply each change of this limit. The marks before each grant
+        (``None`` for a change), for the log."""
+        for record in records:
+            if isinstance(record, Rerate) and record.limit == self.index:
+                self.P, self.Q, self.b1 = record.old  # the limit as it was at the mark
+                break
         self.anchor, self.k = mark
-        marks = [self.take(at) for at in times]
+        marks: list[Mark | None] = []
+        for record in records:
+            if isinstance(record, (Rerate, Adopt)):
+                if record.limit == self.index:
+                    self._apply(record)
+                marks.append(None)
+            else:
+                marks.append(self.take(record.at, record.cost))  # type: ignore[attr-defined]
         self._set_due()
         return marks
 
     def offer(self, now: int) -> None:
         """Only a supplied machine is handed permits from outside."""
-        raise PermitValueError(
-            "supplied", False, "supply() is for a machine made with supplied=True"
-        )
+        raise refuse_outside("supplied", False, "supply()")
 
     def discard(self) -> None:
-        """A permit of the bucket's own found nobody: it stays banked."""
+        """Units of the bucket's own that found nobody: they stay banked."""
 
-    def available_after(self, count: int, now: int) -> int:
-        """The least time (ns) from ``now`` until ``count`` more permits are
-        available, at best: those held charged now."""
+    def available_after(self, cost: tuple[int, ...], now: int) -> int:
+        """The least time (ns) from ``now`` until ``cost`` more is available,
+        at best: the units held charged now."""
         anchor, k = self.anchor, self.k
         if k * self.P < (now - 1 - anchor) * self.Q:
             anchor, k = now - 1, 0
-        due = anchor - ((self.b1 - k - self.held - count + 1) * self.P // self.Q)
-        return max(0, due - now)
+        due = anchor - ((self.b1 - k - self.held - cost[self.index] + 1) * self.P // self.Q)
+        return max(0, due - now, self.until - now)
+
+    def check(self) -> None:
+        """Assert the bucket's invariants (for tests)."""
+        if self.held < 0:
+            raise AssertionError("invariant broken: negative units in flight")
+
+    def _apply(self, change: Change) -> None:
+        now = change.at
+        P, Q = self.P, self.Q
+        tat = self.anchor + Fraction(self.k * P, Q)
+        if tat < now - 1:
+            tat = Fraction(now - 1)  # a full bucket, and its nanosecond
+        if isinstance(change, Rerate):
+            # The units in the bucket stay: burst - (tat - now) / interval.
+            units = self.b1 + 1 - (tat - now) * Q / P
+            self.P, self.Q, self.b1 = change.P, change.Q, change.b1
+            tat = max(Fraction(now - 1), now + (self.b1 + 1 - units) * change.P / change.Q)
+            self.anchor, self.k = -((-tat.numerator) // tat.denominator), 0
+        else:
+            # At reset, at most `remaining` units: TAT >= reset + (burst - remaining) * interval.
+            floor = change.reset + Fraction((self.b1 + 1 - change.remaining) * P, Q)
+            if floor > tat:
+                self.anchor, self.k = change.reset, self.b1 + 1 - change.remaining
+        self._set_due()
 
     def _set_due(self) -> None:
-        # ceil(TAT + (held - burst + 1) * interval), or never while the held
-        # permits fill the bucket and its nanosecond of refill.
-        excess = self.held - self.b1
+        # ceil(TAT + (held + n - burst) * interval), or never while the held
+        # units leave no room for n, not even with the nanosecond of refill.
+        excess = self.held + self.n - 1 - self.b1
         if excess > 0 and excess * self.P > self.Q:
             self.due = NEVER
         else:
-            self.due = self.anchor - ((-excess - self.k) * self.P // self.Q)
+            due = self.anchor - ((-excess - self.k) * self.P // self.Q)
+            self.due = due if due > self.until else self.until
+
+
+class Buckets:
+    """Several limits, each a :class:`Bucket`: a cost is available when every
+    bucket has its part, and charged to all at once (never one without the
+    others). Its marks are tuples of the buckets' marks."""
+
+    __slots__ = ("buckets", "due")
+
+    def __init__(self, buckets: list[Bucket]) -> None:
+        self.buckets = buckets
+        self.due = 0
+
+    @property
+    def held(self) -> int:
+        """Units in flight, over every limit."""
+        return sum(bucket.held for bucket in self.buckets)
+
+    def start(self, now: int) -> None:
+        for bucket in self.buckets:
+            bucket.start(now)
+        self._set_due()
+
+    def want(self, cost: tuple[int, ...]) -> None:
+        for bucket in self.buckets:
+            bucket.want(cost)
+        self._set_due()
+
+    def take(self, now: int, cost: tuple[int, ...]) -> tuple[Mark, ...]:
+        marks = tuple(bucket.take(now, cost) for bucket in self.buckets)
+        self._set_due()
+        return marks
+
+    def hold(self, cost: tuple[int, ...]) -> None:
+        for bucket in self.buckets:
+            bucket.hold(cost)
+        self._set_due()
+
+    def release(self, cost: tuple[int, ...]) -> None:
+        for bucket in self.buckets:
+            bucket.release(cost)
+        self._set_due()
+
+    def pause(self, until: int) -> None:
+        for bucket in self.buckets:
+            bucket.pause(until)
+        self._set_due()
+
+    def rerate(self, now: int, rate: Fraction, burst: int, index: int) -> Rerate:
+        change = self.buckets[index].rerate(now, rate, burst, index)
+        self._set_due()
+        return change
+
+    def adopt(self, now: int, remaining: int, reset: int, index: int) -> Adopt:
+        change = self.buckets[index].adopt(now, remaining, reset, index)
+        self._set_due()
+        return change
+
+    def replay(
+        self, mark: tuple[Mark, ...], records: list[object], now: int
+    ) -> list[tuple[Mark, ...] | None]:
+        each = [
+            bucket.replay(part, records, now)
+            for bucket, part in zip(self.buckets, mark, strict=True)
+        ]
+        self._set_due()
+        return [None if marks[0] is None else tuple(marks) for marks in zip(*each, strict=True)]
+
+    def offer(self, now: int) -> None:
+        """Only a supplied machine is handed permits from outside."""
+        raise refuse_outside("supplied", False, "supply()")
+
+    def discard(self) -> None:
+        """Units of the buckets's own that found nobody: they stay banked."""
+
+    def available_after(self, cost: tuple[int, ...], now: int) -> int:
+        return max(bucket.available_after(cost, now) for bucket in self.buckets)
+
+    def check(self) -> None:
+        for bucket in self.buckets:
+            bucket.check()
+
+    def _set_due(self) -> None:
+        self.due = max(bucket.due for bucket in self.buckets)
 
 
 class Outside:
@@ -138,20 +335,22 @@ class Outside:
     held = 0
 
     def __init__(self, rate: Fraction, burst: int) -> None:
-        self.P = 1_000_000_000 * rate.denominator
-        self.Q = rate.numerator
+        self.P, self.Q = interval_of(rate)
         self.burst = burst
         self.due = NEVER
 
     def start(self, now: int) -> None:
         """Nothing to start: the source outside keeps the time."""
 
-    def take(self, now: int) -> Mark:
+    def want(self, cost: tuple[int, ...]) -> None:
+        """Whatever the cost, the permit offered serves it: the source charged it."""
+
+    def take(self, now: int, cost: tuple[int, ...]) -> Mark:
         """The permit offered was granted."""
         self.due = NEVER
         return _NO_MARK
 
-    def hold(self) -> None:
+    def hold(self, cost: tuple[int, ...]) -> None:
         raise AssertionError("a supplied machine holds no permit in flight")
 
     release = hold
@@ -164,15 +363,23 @@ class Outside:
         """The permit offered found nobody: it is not kept."""
         self.due = NEVER
 
-    def replay(self, mark: Mark, times: list[int], now: int) -> list[Mark]:
+    def replay(self, mark: Mark, records: list[object], now: int) -> list[Mark | None]:
         """A refund: the permit is offered again, at ``now``."""
         self.offer(now)
-        return [_NO_MARK] * len(times)
+        return [_NO_MARK] * len(records)
 
-    def available_after(self, count: int, now: int) -> int:
+    def available_after(self, cost: tuple[int, ...], now: int) -> int:
         """At best the outside bucket is full: ``burst`` at once, then one
         per interval."""
-        return max(0, (count - self.burst) * self.P // self.Q)
+        return max(0, (cost[0] - self.burst) * self.P // self.Q)
+
+    def check(self) -> None:
+        """Nothing to check."""
 
 
 _NO_MARK = Mark(0, 0)
+
+
+def refuse_outside(argument: str, value: object, what: str) -> PermitValueError:
+    """The error for an operation only a paced machine has."""
+    return PermitValueError(argument, value, f"{what} is for a paced machine, not supplied=True")

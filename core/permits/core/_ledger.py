@@ -1,11 +1,12 @@
-"""The grant ledger: which permits can still be refunded or spent.
+"""The grant ledger: which permits can still be refunded, settled or spent.
 
-A permit charged at its grant can be refunded within the machine's refund
-window; refunding it replays the grants made after it, so each logged grant
-keeps the bucket's state just before it (its :class:`~._bucket.Mark`). A
-permit in flight (charged at its spend) can be refunded until it is spent,
-and needs no log. Spending a permit forgets it, and with it every logged
-grant no refund can reach any more.
+A permit charged can be refunded or settled within the machine's refund
+window; doing so replays what the log holds after it (the later charges, and
+the changes of a limit made since), so each logged grant keeps the bucket's
+state just before it (its mark). A permit in flight (charged at its spend)
+can be refunded until it is spent, and needs no mark. Spending a permit
+forgets it, unless it is to be settled later, and with it every logged record
+no refund or settle can reach any more.
 """
 
 from __future__ import annotations
@@ -14,7 +15,6 @@ from collections import deque
 from collections.abc import Hashable, Iterator
 from typing import NamedTuple
 
-from ._bucket import Mark
 from ._errors import PermitTypeError
 from ._queues import Waiter
 
@@ -22,34 +22,40 @@ __all__ = ["Grant", "Ledger"]
 
 
 class Grant(NamedTuple):
-    """One permit granted and not yet spent or refunded."""
+    """One permit granted: in flight, or charged and still refundable or
+    settleable, or (in the log only) a charge a replay goes through again."""
 
     waiter: Waiter
-    #: When it was granted (ns).
+    #: When it was charged (ns); for a permit in flight, when it was granted.
     at: int
-    #: The bucket's state just before it was charged at its grant; ``None``
-    #: for a permit in flight, charged when spent.
-    before: Mark | None
+    #: The units it is charged, one per limit: the waiter's cost, until settled.
+    cost: tuple[int, ...]
+    #: The bucket's state just before it was charged; ``None`` for a permit
+    #: in flight, charged when spent.
+    before: object
 
 
 class Ledger:
-    """The grants that may still be refunded, and the log that replays them.
+    """The grants that may still be refunded or settled, and the log that
+    replays them.
 
-    :param window: nanoseconds after its grant during which a permit charged
-        at its grant may be refunded. The log holds the grants of up to two
-        windows (pruned in batches), or, once their permits are spent, only
-        those from the oldest one still refundable on.
+    :param window: nanoseconds after its charge during which a permit may be
+        refunded or settled. The log holds the records of up to two windows
+        (pruned in batches), or, once no permit in it is refundable or
+        settleable any more, nothing.
     """
 
-    __slots__ = ("_held", "_log", "window")
+    __slots__ = ("_held", "_log", "_spent", "window")
 
     def __init__(self, window: int) -> None:
         self.window = window
         self._held: dict[Hashable, Grant] = {}
-        self._log: deque[Grant] = deque()
+        self._log: deque[object] = deque()
+        #: Ids of held grants that were spent, kept to be settled.
+        self._spent: set[Hashable] = set()
 
     def __len__(self) -> int:
-        """Grants that may still be refunded."""
+        """Grants that may still be refunded, settled or spent."""
         return len(self._held)
 
     def __iter__(self) -> Iterator[Grant]:
@@ -57,79 +63,110 @@ class Ledger:
         return iter(self._held.values())
 
     @property
-    def logged(self) -> tuple[Grant, ...]:
+    def logged(self) -> tuple[object, ...]:
         """The log, oldest first: what a refund would replay."""
         return tuple(self._log)
 
     def get(self, id: Hashable) -> Grant | None:
-        """``id``'s grant, if it may still be refunded or spent."""
+        """``id``'s grant, if it may still be refunded, settled or spent."""
         try:
             return self._held.get(id)  # get() hashes even on an empty dict
         except TypeError:
             raise PermitTypeError("id", id, "a hashable value") from None
 
-    def refundable(self, id: Hashable, now: int) -> Grant | None:
-        """``id``'s grant if it can be refunded at ``now``: in flight, or
-        charged at its grant within the window."""
+    def settleable(self, id: Hashable, now: int) -> Grant | None:
+        """``id``'s grant if it can be settled at ``now``: in flight, or
+        charged within the window."""
         grant = self.get(id)
         if grant is None or (grant.before is not None and grant.at < now - self.window):
             return None
         return grant
 
-    def add(self, grant: Grant) -> None:
-        """A new grant; logged if it was charged at its grant. Prunes the
-        log first, once it holds two windows' worth."""
+    def refundable(self, id: Hashable, now: int) -> Grant | None:
+        """``id``'s grant if it can be refunded at ``now``: settleable and not spent."""
+        grant = self.settleable(id, now)
+        return None if grant is None or grant.waiter.id in self._spent else grant
+
+    def is_spent(self, id: Hashable) -> bool:
+        """Whether ``id``'s held grant was spent (kept to be settled)."""
+        return id in self._spent
+
+    def add(self, grant: Grant, *, spent: bool = False) -> None:
+        """A grant held: new, or ``spent`` and kept to be settled; logged if
+        it was charged and is not in the log yet."""
+        id = grant.waiter.id
+        if spent:
+            self._spent.add(id)
+            if self._held.get(id) is grant:
+                return  # charged at its grant: logged then
+        self._held[id] = grant
+        if grant.before is not None:
+            self.log(grant)
+
+    def log(self, record: object) -> None:
+        """A charge or a change, at the end of the log."""
         log = self._log
-        waiter, at, before = grant
-        if log and log[0].at < at - 2 * self.window:
+        at: int = record.at  # type: ignore[attr-defined]
+        if log and log[0].at < at - 2 * self.window:  # type: ignore[attr-defined]
             self._prune(at)
-        self._held[waiter.id] = grant
-        if before is not None:
-            log.append(grant)
+        log.append(record)
 
     def forget(self, id: Hashable) -> None:
-        """``id``'s grant can no longer be refunded (spent, or pushed again)."""
+        """``id``'s grant can no longer be refunded or settled (spent,
+        settled, or pushed again)."""
         self._held.pop(id, None)
+        if self._spent:
+            self._spent.discard(id)
 
     def _prune(self, now: int) -> None:
-        """Forget the grants older than the window: amortised O(1) per grant,
-        done in batches of a window's worth."""
+        """Forget the records older than the window: amortised O(1) per
+        grant, done in batches of a window's worth."""
         log, held = self._log, self._held
         horizon = now - self.window
-        while log and log[0].at < horizon:
+        while log and log[0].at < horizon:  # type: ignore[attr-defined]
             old = log.popleft()
-            if held.get(old.waiter.id) is old:
-                del held[old.waiter.id]
+            if isinstance(old, Grant) and held.get(old.waiter.id) is old:
+                self.forget(old.waiter.id)
 
     def trim(self) -> None:
-        """Forget the logged grants no refund can reach: those before the
-        oldest grant still refundable (a refund replays only later ones)."""
+        """Forget the logged records no refund or settle can reach: those
+        before the oldest grant still held (a replay goes only through later
+        ones)."""
         log, held = self._log, self._held
-        while log and held.get(log[0].waiter.id) is not log[0]:
+        while log:
+            head = log[0]
+            if isinstance(head, Grant) and held.get(head.waiter.id) is head:
+                return
             log.popleft()
 
-    def unlog(self, grant: Grant) -> list[Grant]:
-        """Take ``grant`` and every grant logged after it out of the log;
-        return those after it, oldest first. O(grants after it)."""
+    def unlog(self, grant: Grant) -> list[object]:
+        """Take ``grant`` and every record logged after it out of the log;
+        return those after it, oldest first. O(records after it)."""
         log = self._log
-        later: list[Grant] = []
+        later: list[object] = []
         while (last := log.pop()) is not grant:
             later.append(last)
         later.reverse()
         return later
 
-    def relog(self, later: list[Grant], marks: list[Mark]) -> None:
-        """Log ``later`` again, each with the bucket's state replayed before it."""
+    def relog(self, records: list[object], marks: list[object]) -> None:
+        """Log ``records`` again, each grant with the bucket's state replayed
+        before it."""
         held = self._held
-        for old, mark in zip(later, marks, strict=True):
-            new = old._replace(before=mark)
-            if held.get(old.waiter.id) is old:
-                held[old.waiter.id] = new
-            self._log.append(new)
+        for old, mark in zip(records, marks, strict=True):
+            if isinstance(old, Grant):
+                new = old._replace(before=mark)
+                if held.get(old.waiter.id) is old:
+                    held[old.waiter.id] = new
+                self._log.append(new)
+            else:
+                self._log.append(old)
 
     def check(self) -> None:
         """Assert the ledger's invariants (for tests)."""
-        logged = {id(grant) for grant in self._log}
+        logged = {id(record) for record in self._log}
         for grant in self._held.values():
             if grant.before is not None and id(grant) not in logged:
-                raise AssertionError("invariant broken: a refundable grant is not in the log")
+                raise AssertionError("invariant broken: a held charged grant is not in the log")
+        if not self._spent <= self._held.keys():
+            raise AssertionError("invariant broken: a spent grant is not held")

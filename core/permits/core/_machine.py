@@ -23,11 +23,11 @@ nanosecond however long it runs.
 from __future__ import annotations
 
 import enum
-from collections.abc import Hashable, Sequence
+from collections.abc import Hashable, Mapping, Sequence
 from fractions import Fraction
 from typing import NamedTuple
 
-from ._bucket import NEVER, Bucket, Mark, Outside
+from ._bucket import NEVER, Bucket, Buckets, Outside, interval_of, refuse_outside
 from ._deadlines import Deadlines
 from ._errors import (
     DuplicateId,
@@ -38,6 +38,7 @@ from ._errors import (
     TimeWentBackwards,
 )
 from ._ledger import Grant, Ledger
+from ._limits import Limit
 from ._policies import MAX_LEVELS, Policy
 from ._queues import Queues, Waiter
 from ._stats import LevelStatistics, Statistics, WaitHistogram
@@ -119,52 +120,44 @@ _EXPIRED = State.EXPIRED
 _REJECTED = State.REJECTED
 
 
-def _limits(value: object, levels: int) -> tuple[int | None, ...] | None:
-    if value is None:
-        return None
-    if isinstance(value, int) and not isinstance(value, bool):
-        return (check_int("max_waiting", value, 0),) * levels
-    if isinstance(value, (str, bytes)) or not isinstance(value, Sequence):
-        raise PermitTypeError("max_waiting", value, "an int, a sequence or None")
-    if len(value) != levels:
-        raise PermitValueError("max_waiting", value, f"needs one entry per level ({levels})")
-    limits: list[int | None] = []
-    for limit in value:
-        if limit is None:
-            limits.append(None)
-        elif isinstance(limit, int) and not isinstance(limit, bool) and limit >= 0:
-            limits.append(int(limit))
-        else:
-            raise PermitValueError("max_waiting", value, "every entry must be None or an int >= 0")
-    return tuple(limits)
+def _cost_error(value: object, argument: str) -> PermitTypeError:
+    return PermitTypeError(argument, value, "an int, or a mapping of limit names to ints")
 
 
 class Machine:
-    """Permits at ``rate`` per second, ``burst`` at most at once, by ``policy``.
+    """Permits by ``policy`` under one limit (``rate``, ``burst``) or several
+    (``limits``).
 
     :param policy: who goes next (:class:`~permits.core.Fifo`,
         :class:`~permits.core.StrictPriority`, :class:`~permits.core.Shares`,
         :class:`~permits.core.Aging` or your own :class:`~permits.core.Policy`).
-    :param rate: permits per second: an ``int``, ``float``, ``Fraction`` or
-        ``Decimal``, finite and ``> 0``; a float is read as the decimal it
-        prints as.
-    :param burst: permits that may be banked while nobody waits, ``>= 1``.
+    :param rate: units per second of the one limit (named ``"units"``): an
+        ``int``, ``float``, ``Fraction`` or ``Decimal``, finite and ``> 0``; a
+        float is read as the decimal it prints as. Give ``rate`` (and
+        ``burst``) or ``limits``, not both.
+    :param burst: units that may be banked while nobody waits, ``>= 1``.
         Over any window of ``d`` nanoseconds at most
-        ``burst + floor(rate * (d + 1) / 10**9)`` permits are granted
+        ``burst + floor(rate * (d + 1) / 10**9)`` units are charged
         (refunded ones not counted): the limit, exact on the nanosecond grid.
+    :param limits: several named limits at once, each a
+        :class:`~permits.core.Limit` (``{"requests": Limit.per_minute(500),
+        "tokens": Limit.per_minute(90_000)}``), or one :class:`Limit`. A
+        waiter's cost names what it takes from each; it is granted only when
+        every limit admits it, and then charged to all at once.
     :param max_waiting: ``None`` (no limit), an ``int`` for every level, or one
         ``int | None`` per level: a push to a level that already has that many
         waiters is rejected.
-    :param refund_window_ns: nanoseconds after its grant during which a
-        permit charged at its grant may be refunded; the machine remembers
-        grants up to twice that long, so its memory stays bounded by
-        ``2 * rate * refund_window_ns + burst`` grants, and by the grants in
-        flight when each is spent (:meth:`spend`) as its caller goes ahead.
+    :param refund_window_ns: nanoseconds after its charge during which a
+        permit may be refunded or settled; the machine remembers charges up
+        to twice that long, so its memory stays bounded by
+        ``2 * rate * refund_window_ns + burst`` grants per limit, and by the
+        grants in flight when each is spent (:meth:`spend`) as its caller
+        goes ahead, unless it is to be settled later.
     :param charge: when a permit counts against the limit:
         :attr:`Charge.AT_GRANT` (the default) or :attr:`Charge.AT_SPEND`, for
         a user (an adapter) whose callers proceed some time after their grant
         and who spends each permit as its caller proceeds. Then at most
-        ``burst`` permits are in flight (granted, not yet spent or refunded;
+        ``burst`` units are in flight (granted, not yet spent or refunded;
         ``burst + floor(rate / 10**9)`` at rates of 10**9/s and more),
         the limit holds over the spend times, and a permit in flight can be
         refunded whenever it is, however long after its grant.
@@ -180,10 +173,13 @@ class Machine:
         "_cancelled",
         "_deadlines",
         "_expired",
+        "_flying",
         "_hists",
         "_ids",
+        "_index",
         "_ledger",
         "_limits",
+        "_max_waiting",
         "_now",
         "_pushed",
         "_queues",
@@ -191,19 +187,20 @@ class Machine:
         "_rejected",
         "_seq",
         "_source",
-        "burst",
+        "_unit",
+        "_varied",
         "charge",
         "levels",
         "policy",
-        "rate",
     )
 
     def __init__(
         self,
         policy: Policy,
-        rate: int | float | Fraction,
+        rate: int | float | Fraction | None = None,
         burst: int = 1,
         *,
+        limits: Mapping[str, Limit] | Limit | None = None,
         max_waiting: int | Sequence[int | None] | None = None,
         refund_window_ns: int = SECOND,
         supplied: bool = False,
@@ -221,9 +218,8 @@ class Machine:
                 "policy", policy, f"its levels={levels!r} must be an int from 1 to {MAX_LEVELS}"
             )
         levels = int(levels)
-        self.rate: Fraction = check_rate(rate)
-        self.burst: int = check_int("burst", burst, 1)
-        self._limits = _limits(max_waiting, levels)
+        named = _named_limits(rate, burst, limits)
+        max_waiting_ = _max_waiting(max_waiting, levels)
         window = check_int("refund_window_ns", refund_window_ns, 0)
         if not isinstance(supplied, bool):
             raise PermitTypeError("supplied", supplied, "a bool")
@@ -233,21 +229,38 @@ class Machine:
             raise PermitValueError(
                 "charge", charge, "a supplied machine's permits are charged by their source"
             )
+        if supplied and len(named) > 1:
+            raise PermitValueError("limits", limits, "a supplied machine has one limit")
         self.policy = policy
         self.levels = levels
         self.charge = charge
         self._at_grant = charge is Charge.AT_GRANT
-        #: Where the permits come from: the machine's own bucket, or outside.
-        self._source: Bucket | Outside = (
-            Outside(self.rate, self.burst) if supplied else Bucket(self.rate, self.burst)
+        self._limits = named
+        self._index = {name: i for i, name in enumerate(named)}
+        self._max_waiting = max_waiting_
+        #: The cost of a push that names none: one unit of every limit.
+        self._unit = (1,) * len(named)
+        #: Whether a waiter ever asked for another cost: the next grant's
+        #: due time then depends on who the policy chooses.
+        self._varied = False
+        #: Where the permits come from: the machine's own buckets, or outside.
+        first = next(iter(named.values()))
+        buckets = [Bucket(limit.rate, limit.burst, i) for i, limit in enumerate(named.values())]
+        self._source: Bucket | Buckets | Outside = (
+            Outside(first.rate, first.burst)
+            if supplied
+            else buckets[0]
+            if len(buckets) == 1
+            else Buckets(buckets)
         )
         self._ledger = Ledger(window)
-        self._queues = Queues(levels)
+        self._queues = Queues(levels, len(named))
         #: The waiting ids (the queues' own dict, read here for speed).
         self._ids = self._queues._by_id
         self._deadlines = Deadlines()
         self._now: int | None = None
         self._seq = 0
+        self._flying = 0
         self._pushed = [0] * levels
         self._cancelled = [0] * levels
         self._refunded = [0] * levels
@@ -256,14 +269,39 @@ class Machine:
         self._hists = [WaitHistogram() for _ in range(levels)]
 
     def __repr__(self) -> str:
+        limits = self._limits
+        if list(limits) == ["units"]:
+            pacing = f"rate={self.rate!r}, burst={self.burst!r}"
+        else:
+            pacing = f"limits={limits!r}"
         return (
-            f"Machine(policy={self.policy!r}, rate={self.rate!r}, "
-            f"burst={self.burst!r}, max_waiting={self._limits!r}, "
+            f"Machine(policy={self.policy!r}, {pacing}, "
+            f"max_waiting={self._max_waiting!r}, "
             f"refund_window_ns={self.refund_window_ns!r}, supplied={self.supplied!r}, "
             f"charge={self.charge!r})"
         )
 
     # -- reading ------------------------------------------------------------
+
+    @property
+    def limits(self) -> dict[str, Limit]:
+        """The limits as they stand now (:meth:`set_limit` changes them), by name."""
+        return dict(self._limits)
+
+    @property
+    def rate(self) -> Fraction:
+        """Units per second of the first limit."""
+        return next(iter(self._limits.values())).rate
+
+    @property
+    def burst(self) -> int:
+        """Burst of the first limit."""
+        return next(iter(self._limits.values())).burst
+
+    @property
+    def interval(self) -> Fraction:
+        """Nanoseconds per unit of the first limit, exactly: ``10**9 / rate``."""
+        return SECOND / self.rate
 
     @property
     def queues(self) -> Queues:
@@ -278,18 +316,13 @@ class Machine:
     @property
     def max_waiting(self) -> tuple[int | None, ...] | None:
         """The per-level queue limits, or ``None`` for none."""
-        return self._limits
+        return self._max_waiting
 
     @property
     def refund_window_ns(self) -> int:
-        """Nanoseconds after its grant during which a permit charged at its
-        grant may be refunded."""
+        """Nanoseconds after its charge during which a permit may be refunded
+        or settled."""
         return self._ledger.window
-
-    @property
-    def interval(self) -> Fraction:
-        """Nanoseconds between permits, exactly: ``10**9 / rate``."""
-        return SECOND / self.rate
 
     @property
     def supplied(self) -> bool:
@@ -300,7 +333,7 @@ class Machine:
     def in_flight(self) -> int:
         """Permits granted and not yet spent or refunded (:attr:`Charge.AT_SPEND`;
         always 0 when permits are charged at their grant)."""
-        return self._source.held
+        return self._flying
 
     def __len__(self) -> int:
         """Number of waiters."""
@@ -323,11 +356,12 @@ class Machine:
 
     def next_due(self) -> int | None:
         """The earliest time (ns), not before the machine's latest time, at
-        which a permit is available; equal to that latest time if one is
-        available now (which happens only while nobody waits). ``None``
-        before the first operation, always when ``supplied`` (the source
-        outside knows), and while the permits in flight fill the bucket
-        (none falls due before one of them is spent or refunded)."""
+        which the waiter the policy chooses next can be granted (while nobody
+        waits, one unit of every limit); equal to that latest time if it can
+        now (which happens only while nobody waits, or after a cancel).
+        ``None`` before the first operation, always when ``supplied`` (the
+        source outside knows), and while the units in flight leave no room
+        for it (none falls due before some are spent or refunded)."""
         due, now = self._source.due, self._now
         if now is None or due == NEVER:
             return None
@@ -344,24 +378,33 @@ class Machine:
         deadline = self._deadlines.first(self._queues)
         if deadline is not None and deadline < due:
             return deadline
-        return None if due == NEVER else due
+        if due == NEVER:
+            return None
+        now = self._now
+        return due if now is None or due > now else now  # after a cancel, now
 
-    def min_wait(self, level: int) -> int:
-        """The least time (ns) a waiter pushed at ``level`` now would wait.
+    def min_wait(self, level: int, *, cost: int | Mapping[str, int] = 1) -> int:
+        """The least time (ns) a waiter pushed at ``level`` now, asking for
+        ``cost``, would wait.
 
         "Now" is the machine's latest time (tick it first). The bound holds
-        unless a waiter ahead cancels or expires, or a permit is refunded, in
-        between: it counts the waiters the policy's :meth:`Policy.ahead` puts
-        first and the pacing of the permits they take (and of those in
-        flight, at best spent now).
+        unless a waiter ahead cancels or expires, or a permit is refunded or
+        settled, or a limit changes, in between: it counts the costs of the
+        waiters that certainly go first (its own level's, and everyone's when
+        the policy's :meth:`Policy.ahead` puts every waiter first) and the
+        pacing of those units (and of those in flight, at best spent now).
         """
         level = self._check_level(level)
+        units = self._cost("cost", cost)
         now = self._now
         if now is None:
             return 0
         queues = self._queues
-        ahead = max(queues.depths[level], self.policy.ahead(queues, level, now))
-        return self._source.available_after(ahead + 1, now)
+        ahead = self.policy.ahead(queues, level, now)
+        units_waiting = queues.units
+        before = units_waiting if ahead >= len(queues) else [units_waiting[level]]
+        need = tuple(sum(col) + units[i] for i, col in enumerate(zip(*before, strict=True)))
+        return self._source.available_after(need, now)
 
     def next_level(self) -> int | None:
         """The level whose head the next permit would go to, as the policy
@@ -403,12 +446,13 @@ class Machine:
         two machines with equal snapshots (and equal policies) decide alike.
         For tests and debugging; O(waiters + grants held)."""
         source = self._source
-        pacing = (source.anchor, source.k) if isinstance(source, Bucket) else None
+        buckets = [source] if isinstance(source, Bucket) else getattr(source, "buckets", [])
+        pacing = tuple((b.anchor, b.k, b.P, b.Q, b.b1, b.held, b.until) for b in buckets) or None
         return Snapshot(
             now=self._now,
             due=source.due,
             pacing=pacing,
-            in_flight=source.held,
+            in_flight=self._flying,
             seq=self._seq,
             granted=self._queues.granted,
             waiting=tuple(tuple(self._queues.waiters(lv)) for lv in range(self.levels)),
@@ -421,18 +465,27 @@ class Machine:
     # -- operations ---------------------------------------------------------
 
     def push(
-        self, id: Hashable, level: int, now: int, *, deadline: int | None = None
+        self,
+        id: Hashable,
+        level: int,
+        now: int,
+        *,
+        deadline: int | None = None,
+        cost: int | Mapping[str, int] = 1,
     ) -> list[Decision]:
-        """A waiter ``id`` joins ``level`` at ``now``.
+        """A waiter ``id`` joins ``level`` at ``now``, asking for ``cost``.
 
-        Ticks to ``now`` first (the waiters already there take what fell due),
-        then queues the newcomer and grants it a permit at once if one is
-        left. Unless a permit is left, a level at its ``max_waiting`` rejects
-        the newcomer instead (a :attr:`State.REJECTED` decision), and a
-        ``deadline <= now`` expires it at once: ``max_waiting=0`` and a
-        deadline of ``now`` both mean "grant only at once, never queue".
-        Raises :class:`DuplicateId` if ``id`` is waiting or its permit is in
-        flight.
+        ``cost`` is an ``int`` (that many units of every limit; 1 by default)
+        or a mapping from limit names to units (a limit it does not name, 0).
+        Ticks to ``now`` first (the waiters already there take what fell
+        due), then queues the newcomer, and grants it at once if the policy
+        chooses it and its cost is available. Otherwise a level at its
+        ``max_waiting`` rejects the newcomer (a :attr:`State.REJECTED`
+        decision), and a ``deadline <= now`` expires it at once:
+        ``max_waiting=0`` and a deadline of ``now`` both mean "grant only at
+        once, never queue". Raises :class:`DuplicateId` if ``id`` is waiting
+        or its permit is in flight, and :class:`PermitValueError` for a cost
+        larger than a limit's burst (it could never be granted).
         """
         if level.__class__ is not int or not 0 <= level < self.levels:
             level = self._check_level(level)
@@ -441,57 +494,76 @@ class Machine:
             now = self._check_now(now)
         if deadline is not None:
             deadline = check_int("deadline", deadline)
+        units = self._unit if cost.__class__ is int and cost == 1 else self._asked(cost)
         queues = self._queues
+        ids = self._ids
         try:
-            waiting = id in self._ids
+            waiting = id in ids
         except TypeError:
             raise PermitTypeError("id", id, "a hashable value") from None
-        if waiting or (not self._at_grant and self._ledger.get(id) is not None):
+        if waiting or (not self._at_grant and self._in_flight(id)):
             raise DuplicateId(id)
         out: list[Decision] = []
-        self._settle(now, out)
+        self._advance(now, out)
         self._pushed[level] += 1
         self._ledger.forget(id)  # a new life: the old grant is no longer refundable
-        # A permit is left at once only while nobody waits (P2): the
-        # newcomer then takes it, whatever its queue limit or deadline.
-        free = now >= self._source.due
-        if not free:
-            limits = self._limits
-            limit = None if limits is None else limits[level]
-            if limit is not None and queues.depths[level] >= limit:
+        if units is not self._unit and units != self._unit and not self._varied:
+            self._varied = True
+            queues._sum_costs()
+        max_waiting = self._max_waiting
+        limit = None if max_waiting is None else max_waiting[level]
+        full = limit is not None and queues.depths[level] >= limit
+        late = deadline is not None and deadline <= now
+        waiter = _new(Waiter, (id, level, self._seq, now, None if late else deadline, units))
+        self._seq += 1
+        if ids and not self._varied:
+            # Every waiter asks for the same cost, and none is available (P2):
+            # the newcomer cannot be granted at once.
+            if full:
                 self._rejected[level] += 1
                 out.append(_new(Decision, (id, _REJECTED, level, now, 0)))
-                return out
-            if deadline is not None and deadline <= now:
-                self._seq += 1
+            elif late:
                 self._expired[level] += 1
                 out.append(_new(Decision, (id, _EXPIRED, level, now, 0)))
-                return out
-        elif deadline is not None and deadline <= now:
-            deadline = None  # granted below, before any deadline could matter
-        waiter = _new(Waiter, (id, level, self._seq, now, deadline))
-        self._seq += 1
+            else:
+                queues._append(waiter)
+                if deadline is not None:
+                    self._deadlines.add(waiter, deadline)
+            return out
         queues._append(waiter)
-        if deadline is not None:
-            self._deadlines.add(waiter, deadline)
-        if free:
+        if waiter.deadline is not None:
+            self._deadlines.add(waiter, waiter.deadline)
+        self._grant(now, out)
+        if (full or late) and queues.get(id) is waiter:
+            # Not granted at once, and it may not queue.
+            self._withdraw(waiter)
+            if full:
+                self._rejected[level] += 1
+                out.append(_new(Decision, (id, _REJECTED, level, now, 0)))
+            else:
+                self._expired[level] += 1
+                out.append(_new(Decision, (id, _EXPIRED, level, now, 0)))
             self._grant(now, out)
         return out
 
     def cancel(self, id: Hashable) -> bool:
         """Withdraw a waiting ``id``; ``True`` if it was waiting, ``False`` if
         not (never pushed, or already granted, cancelled, rejected or
-        expired). A cancelled waiter is never granted and costs no permit."""
+        expired). A cancelled waiter is never granted and costs no permit.
+
+        Cancel takes no time and grants nothing; when the waiter it removes
+        was the one the policy had chosen, the next one may fit at once, and
+        :meth:`next_tick` then says the machine's time: tick then."""
         try:
             waiter = self._queues.get(id)
         except TypeError:
             raise PermitTypeError("id", id, "a hashable value") from None
         if waiter is None:
             return False
-        self._queues._remove(waiter)
+        self._withdraw(waiter)
         self._cancelled[waiter.level] += 1
-        if waiter.deadline is not None:
-            self._deadlines.left(self._queues)
+        if self._varied:
+            self._plan()
         return True
 
     def tick(self, now: int) -> list[Decision]:
@@ -501,67 +573,176 @@ class Machine:
         if now.__class__ is not int or last is None or now < last:
             now = self._check_now(now)
         out: list[Decision] = []
-        self._settle(now, out)
+        self._advance(now, out)
         return out
 
     def refund(self, id: Hashable, now: int) -> list[Decision]:
         """Hand back, at ``now``, the permit granted to ``id``, unused.
 
-        Ticks to ``now``, then returns the permit: the next waiter gets it at
-        once, or it is banked (never beyond ``burst``). Raises
-        :class:`NotRefundable` unless ``id``'s permit is in flight
-        (:attr:`Charge.AT_SPEND`), or was granted within the last
-        ``refund_window_ns`` and not refunded, spent or pushed again since.
+        Ticks to ``now``, then returns the permit's units: the next waiter
+        gets them at once, or they are banked (never beyond ``burst``).
+        Raises :class:`NotRefundable` unless ``id``'s permit is in flight
+        (:attr:`Charge.AT_SPEND`), or was charged within the last
+        ``refund_window_ns`` and not refunded, settled, spent or pushed again
+        since.
         """
         now = self._check_now(now)
-        ledger = self._ledger
-        grant = ledger.refundable(id, now)
+        grant = self._ledger.refundable(id, now)
         if grant is None:
             raise NotRefundable(id)
         out: list[Decision] = []
-        self._settle(now, out)
-        ledger.forget(id)
+        self._advance(now, out)
         self._refunded[grant.waiter.level] += 1
-        source = self._source
-        if grant.before is None:
-            source.release()  # in flight: it only held a place in the bucket
-        else:
-            # Charged at its grant: the state becomes what it would be had the
-            # grant never happened, the later grants replayed (exact: P1, P5).
-            later = ledger.unlog(grant)
-            ledger.relog(later, source.replay(grant.before, [g.at for g in later], now))
-        if self._queues and now >= source.due:
-            self._grant(now, out)
-        source.discard()
+        self._reprice(grant, None, now)
+        self._grant(now, out)
+        self._source.discard()
         return out
 
-    def spend(self, id: Hashable, now: int) -> list[Decision]:
+    def settle(self, id: Hashable, actual: int | Mapping[str, int], now: int) -> list[Decision]:
+        """At ``now``, ``id``'s call turned out to cost ``actual`` (an ``int``
+        for every limit, or a mapping from limit names to units).
+
+        Ticks to ``now``, then charges the permit ``actual`` instead of what
+        it asked for, exactly as if it had asked for ``actual`` (the later
+        charges are replayed): less gives the difference back (the next
+        waiter may get it at once), more charges the difference (later
+        grants wait for it). A permit still in flight is spent at ``now``,
+        for ``actual``. Raises :class:`NotRefundable` unless ``id``'s permit
+        is in flight, or was charged within the last ``refund_window_ns``
+        and not refunded, settled or pushed again since (spent with
+        ``settle_later=True``, or not spent).
+        """
+        now = self._check_now(now)
+        units = self._cost("actual", actual)
+        if isinstance(self._source, Outside):
+            raise refuse_outside("id", id, "settle()")
+        grant = self._ledger.settleable(id, now)
+        if grant is None:
+            raise NotRefundable(id)
+        out: list[Decision] = []
+        self._advance(now, out)
+        self._reprice(grant, units, now)
+        self._grant(now, out)
+        return out
+
+    def spend(self, id: Hashable, now: int, *, settle_later: bool = False) -> list[Decision]:
         """At ``now``, the caller holding ``id``'s permit proceeded: the permit
         is spent and can no longer be refunded.
 
         Ticks to ``now`` first. Under :attr:`Charge.AT_SPEND` the permit
         counts against the limit from ``now`` (it was in flight until then).
-        Under :attr:`Charge.AT_GRANT` it changes no pacing and only lets the
-        machine forget the grant, so that it remembers only the grants that
-        may still be refunded and those made after the oldest of them. An id
-        whose permit is not held (never granted, refunded or spent already,
-        pushed again since, or outside ``refund_window_ns``) changes nothing
-        but the tick.
+        Under :attr:`Charge.AT_GRANT` it changes no pacing. With
+        ``settle_later``, the permit can still be settled (:meth:`settle`)
+        within ``refund_window_ns`` of its charge; without, the machine
+        forgets it, so that it remembers only the grants that may still be
+        refunded or settled and those made after the oldest of them. An id
+        whose permit is not held (never granted, refunded, settled or spent
+        already, pushed again since, or outside ``refund_window_ns``) changes
+        nothing but the tick.
         """
         now = self._check_now(now)
+        if not isinstance(settle_later, bool):
+            raise PermitTypeError("settle_later", settle_later, "a bool")
         ledger = self._ledger
         grant = ledger.get(id)
         out: list[Decision] = []
-        self._settle(now, out)
-        if grant is not None and ledger.get(id) is grant:
-            ledger.forget(id)
+        self._advance(now, out)
+        if grant is not None and ledger.get(id) is grant and not ledger.is_spent(id):
             if grant.before is None:
+                # In flight until now: charged now, as its caller proceeds.
+                ledger.forget(id)
+                self._flying -= 1
                 source = self._source
-                source.release()
-                source.take(now)  # charged now, as its caller proceeds
+                source.release(grant.cost)
+                charged = _new(Grant, (grant.waiter, now, grant.cost, source.take(now, grant.cost)))
+                if settle_later:
+                    ledger.add(charged, spent=True)
+                else:
+                    ledger.log(charged)
+            elif settle_later:
+                ledger.add(grant, spent=True)
+            else:
+                ledger.forget(id)
         ledger.trim()
-        if self._queues and now >= self._source.due:
-            self._grant(now, out)
+        self._grant(now, out)
+        return out
+
+    def set_limit(
+        self,
+        now: int,
+        *,
+        rate: int | float | Fraction | None = None,
+        burst: int | None = None,
+        limit: str | None = None,
+    ) -> list[Decision]:
+        """From ``now`` on, ``limit`` (the only one, if the machine has one)
+        has ``rate`` and ``burst`` (either left as it is when not given).
+
+        Ticks to ``now`` first, under the old limit. The units in the bucket
+        carry over (never more than the new burst), so pacing continues from
+        where it stands; the time of the next unit is rounded up to a whole
+        nanosecond. Waiters re-plan at once: a raised rate grants at once
+        what is now due. A burst below a waiting cost is refused.
+        """
+        now = self._check_now(now)
+        index, name = self._limit_named(limit)
+        old = self._limits[name]
+        new_rate = old.rate if rate is None else check_rate(rate)
+        new_burst = old.burst if burst is None else check_int("burst", burst, 1)
+        asked = max(units[index] for units in self._queues.units)
+        largest = max((w.cost[index] for w in self.waiting()), default=0) if asked else 0
+        if largest > new_burst:
+            raise PermitValueError(
+                "burst", burst, f"a waiter asks for {largest} units of {name!r}; it could never fit"
+            )
+        out: list[Decision] = []
+        self._advance(now, out)
+        self._limits = {**self._limits, name: Limit(new_rate, new_burst)}
+        source = self._source
+        if isinstance(source, Outside):
+            source.P, source.Q = interval_of(new_rate)
+            source.burst = new_burst
+        else:
+            self._ledger.log(source.rerate(now, new_rate, new_burst, index))
+        self._grant(now, out)
+        return out
+
+    def pause_until(self, until: int, now: int) -> list[Decision]:
+        """Grant nothing before ``until`` (ns), at any level: the upstream
+        said to wait (a 429 with ``Retry-After``). Ticks to ``now`` first;
+        from ``until`` on, the backlog resumes in policy order at the limit.
+        A later pause never shortens an earlier one."""
+        now = self._check_now(now)
+        until = check_int("until", until)
+        if until < now:
+            raise PermitValueError("until", until, f"is in the past (now is {now})")
+        if isinstance(self._source, Outside):
+            raise refuse_outside("until", until, "pause_until()")
+        out: list[Decision] = []
+        self._advance(now, out)
+        self._source.pause(until)
+        return out
+
+    def adopt(
+        self, remaining: int, reset: int, now: int, *, limit: str | None = None
+    ) -> list[Decision]:
+        """The upstream says ``remaining`` units of ``limit`` are left until
+        ``reset`` (ns; the ``x-ratelimit-remaining-*`` and ``-reset`` headers,
+        or IETF ``RateLimit``): from ``now`` until ``reset`` the bucket holds
+        no more than that. It only ever lowers what is available: an
+        upstream that says more is left than the bucket holds changes
+        nothing. Ticks to ``now`` first."""
+        now = self._check_now(now)
+        remaining = check_int("remaining", remaining, 0)
+        reset = check_int("reset", reset)
+        if reset < now:
+            raise PermitValueError("reset", reset, f"is in the past (now is {now})")
+        index, _ = self._limit_named(limit)
+        if isinstance(self._source, Outside):
+            raise refuse_outside("remaining", remaining, "adopt()")
+        out: list[Decision] = []
+        self._advance(now, out)
+        self._ledger.log(self._source.adopt(now, remaining, reset, index))
         return out
 
     def supply(self, now: int) -> list[Decision]:
@@ -574,7 +755,7 @@ class Machine:
         source = self._source
         source.offer(now)  # a paced machine refuses, and nothing has changed
         out: list[Decision] = []
-        self._settle(now, out)
+        self._advance(now, out)
         source.discard()
         return out
 
@@ -597,7 +778,50 @@ class Machine:
             raise TimeWentBackwards(checked, last)
         return checked
 
-    def _settle(self, now: int, out: list[Decision]) -> None:
+    def _cost(self, argument: str, value: object) -> tuple[int, ...]:
+        """A cost as units per limit, each ``>= 0``."""
+        if isinstance(value, Mapping):
+            units = [0] * len(self._unit)
+            for name, n in value.items():
+                if name not in self._index:
+                    raise PermitValueError(
+                        argument, value, f"names no limit of this machine ({list(self._index)})"
+                    )
+                units[self._index[name]] = check_int(argument, n, 0)
+            return tuple(units)
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise _cost_error(value, argument)
+        return (check_int(argument, value, 0),) * len(self._unit)
+
+    def _asked(self, cost: object) -> tuple[int, ...]:
+        """A push's cost: some units, none beyond a limit's burst."""
+        units = self._cost("cost", cost)
+        if not any(units):
+            raise PermitValueError("cost", cost, "must take at least one unit of some limit")
+        for (name, limit), n in zip(self._limits.items(), units, strict=True):
+            if n > limit.burst:
+                raise PermitValueError(
+                    "cost",
+                    cost,
+                    f"{n} units exceed the burst of limit {name!r} ({limit.burst}): "
+                    "it could never be granted",
+                )
+        return units
+
+    def _limit_named(self, limit: str | None) -> tuple[int, str]:
+        if limit is None:
+            if len(self._limits) > 1:
+                raise PermitValueError(
+                    "limit", limit, f"name one of the machine's limits ({list(self._index)})"
+                )
+            return 0, next(iter(self._limits))
+        if not isinstance(limit, str):
+            raise PermitTypeError("limit", limit, "a limit's name (str)")
+        if limit not in self._index:
+            raise PermitValueError("limit", limit, f"is not one of {list(self._index)}")
+        return self._index[limit], limit
+
+    def _advance(self, now: int, out: list[Decision]) -> None:
         """Advance to ``now``: the clock starts at the first operation (with
         a full bucket), waiters whose deadline has come expire, then every
         permit available is granted."""
@@ -614,39 +838,96 @@ class Machine:
                         (waiter.id, _EXPIRED, waiter.level, now, now - waiter.pushed_at),
                     )
                 )
-        if self._ids and now >= self._source.due:
+        if self._varied or (self._ids and now >= self._source.due):  # _grant's own test, hot
             self._grant(now, out)
 
     def _grant(self, now: int, out: list[Decision]) -> None:
-        """Grant permits available at ``now`` while anyone waits, each to the
-        head of the level the policy chooses."""
-        queues = self._queues
-        depths = queues.depths
+        """Grant while anyone waits and the head of the level the policy
+        chooses fits: nothing is granted past it while its units accrue."""
         ids = self._ids
         source = self._source
+        varied = self._varied
+        if not ids:
+            if varied:
+                source.want(self._unit)  # nobody waits: the due time of one unit
+            return
+        if not varied and now < source.due:
+            return
+        queues = self._queues
         ledger = self._ledger
         at_grant = self._at_grant
-        choose = self.policy.choose
-        levels = self.levels
         hists = self._hists
+        choose = self.policy.choose
+        depths = queues.depths
+        levels = self.levels
         while True:
             level = choose(queues, now)
             if level.__class__ is not int or not 0 <= level < levels or not depths[level]:
                 raise self._policy_error(level, out)
+            if varied:
+                source.want(queues.head(level).cost)
+                if now < source.due:
+                    return
             waiter = queues._take_head(level)
+            cost = waiter.cost
             if at_grant:
-                before: Mark | None = source.take(now)
+                before: object = source.take(now, cost)
             else:
                 before = None
-                source.hold()  # in flight: charged when spent
-            ledger.add(_new(Grant, (waiter, now, before)))
+                self._flying += 1
+                source.hold(cost)  # in flight: charged when spent
+            ledger.add(_new(Grant, (waiter, now, cost, before)))
             wait = now - waiter.pushed_at
             hists[level].record(wait)
             if waiter.deadline is not None:
                 self._deadlines.left(queues)
             out.append(_new(Decision, (waiter.id, _GRANTED, level, now, wait)))
-            if now < source.due or not ids:
+            if not ids:
+                if varied:
+                    source.want(self._unit)
                 return
+            if not varied and now < source.due:
+                return
+
+    def _plan(self) -> None:
+        """The policy's next choice changed (a cancel): the due time is that
+        of its cost. Grants nothing."""
+        source = self._source
+        if self._ids and self._now is not None:
+            source.want(self._queues.head(self._choose(self._now, [])).cost)
+        else:
+            source.want(self._unit)
+
+    def _in_flight(self, id: Hashable) -> bool:
+        grant = self._ledger.get(id)
+        return grant is not None and grant.before is None
+
+    def _withdraw(self, waiter: Waiter) -> None:
+        """``waiter`` leaves its queue ungranted."""
+        self._queues._remove(waiter)
+        if waiter.deadline is not None:
+            self._deadlines.left(self._queues)
+
+    def _reprice(self, grant: Grant, units: tuple[int, ...] | None, now: int) -> None:
+        """``grant`` costs ``units`` after all (``None``: refunded, nothing),
+        and can no longer be refunded or settled."""
+        ledger = self._ledger
+        source = self._source
+        ledger.forget(grant.waiter.id)
+        if grant.before is None:
+            # In flight: it only held a place in the bucket.
+            self._flying -= 1
+            source.release(grant.cost)
+            if units is not None:
+                ledger.log(_new(Grant, (grant.waiter, now, units, source.take(now, units))))
+                ledger.trim()
+            return
+        # Charged: the state becomes what it would be had the grant cost
+        # `units` (or never happened), what came after replayed (P1, P5).
+        later = ledger.unlog(grant)
+        records = later if units is None else [grant._replace(cost=units), *later]
+        ledger.relog(records, source.replay(grant.before, records, now))  # type: ignore[arg-type]
+        ledger.trim()
 
     def _choose(self, now: int, out: list[Decision]) -> int:
         """The policy's choice of a level with waiters, checked (as the
@@ -675,14 +956,64 @@ class Machine:
         queues._check_valid()
         self._deadlines.check(queues, self._now)
         self._ledger.check()
-        if not self._at_grant:
-            if self._ledger.logged or len(self._ledger) != self._source.held:
-                raise AssertionError("invariant broken: in flight count != refundable grants")
-        elif self._source.held:
+        self._source.check()
+        flying = [grant for grant in self._ledger if grant.before is None]
+        if len(flying) != self._flying:
+            raise AssertionError("invariant broken: in flight count != grants in flight")
+        if self._at_grant and flying:
             raise AssertionError("invariant broken: in flight while charged at grant")
+        source = self._source
+        for bucket in [source] if isinstance(source, Bucket) else getattr(source, "buckets", []):
+            if bucket.held != sum(grant.cost[bucket.index] for grant in flying):
+                raise AssertionError("invariant broken: units held != costs in flight")
         now = self._now
-        if now is not None and queues and now >= self._source.due:
+        if now is not None and queues and not self._varied and now >= source.due:
             raise AssertionError("invariant broken: a permit is available while someone waits")
+
+
+def _named_limits(rate: object, burst: object, limits: object) -> dict[str, Limit]:
+    if limits is None:
+        if rate is None:
+            raise PermitTypeError("rate", rate, "a rate (units per second), or give limits=")
+        return {"units": Limit(check_rate(rate), check_int("burst", burst, 1))}
+    if rate is not None or burst != 1:
+        raise PermitValueError(
+            "limits", limits, "give rate and burst, or limits, not both (each Limit has its own)"
+        )
+    if isinstance(limits, Limit):
+        return {"units": limits}
+    if not isinstance(limits, Mapping) or not limits:
+        raise PermitTypeError(
+            "limits", limits, "a Limit, or a non-empty mapping of names to Limits"
+        )
+    named: dict[str, Limit] = {}
+    for name, limit in limits.items():
+        if not isinstance(name, str) or not name:
+            raise PermitTypeError("limits", limits, "limit names that are non-empty strings")
+        if not isinstance(limit, Limit):
+            raise PermitTypeError("limits", limits, f"a Limit for {name!r}, not {limit!r}")
+        named[name] = limit
+    return named
+
+
+def _max_waiting(value: object, levels: int) -> tuple[int | None, ...] | None:
+    if value is None:
+        return None
+    if isinstance(value, int) and not isinstance(value, bool):
+        return (check_int("max_waiting", value, 0),) * levels
+    if isinstance(value, (str, bytes)) or not isinstance(value, Sequence):
+        raise PermitTypeError("max_waiting", value, "an int, a sequence or None")
+    if len(value) != levels:
+        raise PermitValueError("max_waiting", value, f"needs one entry per level ({levels})")
+    limits: list[int | None] = []
+    for limit in value:
+        if limit is None:
+            limits.append(None)
+        elif isinstance(limit, int) and not isinstance(limit, bool) and limit >= 0:
+            limits.append(int(limit))
+        else:
+            raise PermitValueError("max_waiting", value, "every entry must be None or an int >= 0")
+    return tuple(limits)
 
 
 class Snapshot(NamedTuple):
@@ -691,9 +1022,9 @@ class Snapshot(NamedTuple):
     now: int | None
     #: The next permit's due time (ns), or a time no clock reaches.
     due: int
-    #: The bucket's ``(anchor, k)``: ``TAT = anchor + k * interval``; ``None``
-    #: for a supplied machine.
-    pacing: tuple[int, int] | None
+    #: Per limit, the bucket's ``(anchor, k, P, Q, burst - 1, held, until)``:
+    #: ``TAT = anchor + k * P / Q``; ``None`` for a supplied machine.
+    pacing: tuple[tuple[int, ...], ...] | None
     in_flight: int
     #: The push counter.
     seq: int
@@ -702,8 +1033,8 @@ class Snapshot(NamedTuple):
     waiting: tuple[tuple[Waiter, ...], ...]
     #: The grants that may still be refunded or spent, oldest first.
     grants: tuple[Grant, ...]
-    #: The grant log a refund replays.
-    logged: tuple[Grant, ...]
+    #: The log a refund replays: grants, and changes of a limit.
+    logged: tuple[object, ...]
     #: ``(deadline, id)`` of every deadline entry, live or dead.
     deadlines: tuple[tuple[int, Hashable], ...]
     statistics: Statistics

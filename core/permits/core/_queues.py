@@ -39,6 +39,9 @@ class Waiter(NamedTuple):
     pushed_at: int
     #: The time (ns) at which it expires if still waiting, or ``None``.
     deadline: int | None
+    #: The units it asks for, one per limit of the machine (in the order the
+    #: limits were given).
+    cost: tuple[int, ...] = (1,)
 
 
 class Queues:
@@ -48,15 +51,19 @@ class Queues:
     and :attr:`granted`; only the machine changes it.
     """
 
-    __slots__ = ("_by_id", "_dead", "_lines", "depths", "granted", "levels")
+    __slots__ = ("_by_id", "_dead", "_limits", "_lines", "_sums", "depths", "granted", "levels")
 
-    def __init__(self, levels: int) -> None:
+    def __init__(self, levels: int, limits: int = 1) -> None:
         #: Number of levels; level 0 is the most urgent.
         self.levels = levels
         #: Waiters per level (the queue depths). Read-only for policies.
         self.depths = [0] * levels
         #: Permits granted so far, over all levels (refunds do not subtract).
         self.granted = 0
+        self._limits = limits
+        #: Units asked for by the waiters of each level, one entry per limit;
+        #: kept once costs differ (:meth:`_sum_costs`), ``None`` until then.
+        self._sums: list[list[int]] | None = None
         self._lines: list[deque[Waiter]] = [deque() for _ in range(levels)]
         self._dead = [0] * levels
         self._by_id: dict[Hashable, Waiter] = {}
@@ -98,6 +105,8 @@ class Queues:
         self._by_id[waiter.id] = waiter
         self._lines[waiter.level].append(waiter)
         self.depths[waiter.level] += 1
+        if self._sums is not None:
+            self._count(waiter, 1)
 
     def _take_head(self, level: int) -> Waiter:
         """The head of ``level`` leaves with a permit (which must not be empty)."""
@@ -105,6 +114,8 @@ class Queues:
         del self._by_id[waiter.id]
         self.depths[level] -= 1
         self.granted += 1
+        if self._sums is not None:
+            self._count(waiter, -1)
         if self._dead[level]:
             self._tidy(level)
         return waiter
@@ -117,6 +128,8 @@ class Queues:
         del by_id[waiter.id]
         level = waiter.level
         self.depths[level] -= 1
+        if self._sums is not None:
+            self._count(waiter, -1)
         line = self._lines[level]
         if line[0] is waiter:
             line.popleft()
@@ -125,6 +138,27 @@ class Queues:
         if self._dead[level]:
             self._tidy(level)
         return True
+
+    @property
+    def units(self) -> list[list[int]]:
+        """Units asked for by the waiters of each level, one entry per limit."""
+        if self._sums is not None:
+            return [list(units) for units in self._sums]
+        return [[depth] * self._limits for depth in self.depths]  # every cost is 1
+
+    def _sum_costs(self) -> None:
+        """Costs differ from now on: keep their sums per level."""
+        if self._sums is None:
+            self._sums = [[0] * self._limits for _ in range(self.levels)]
+            for level in range(self.levels):
+                for waiter in self.waiters(level):
+                    self._count(waiter, 1)
+
+    def _count(self, waiter: Waiter, sign: int) -> None:
+        assert self._sums is not None
+        units = self._sums[waiter.level]
+        for i, n in enumerate(waiter.cost):
+            units[i] += sign * n
 
     def _tidy(self, level: int) -> None:
         """After a waiter left ``level`` (granted, cancelled or expired): drop
@@ -162,6 +196,8 @@ class Queues:
             _require(all(w.level == level for w in line), "waiters sit at their level")
             seqs = [w.seq for w in line]
             _require(seqs == sorted(seqs), "each level is in push order")
+            asked = [sum(w.cost[i] for w in live) for i in range(self._limits)]
+            _require(asked == self.units[level], "units count the live waiters' costs")
             total += len(live)
         _require(total == len(by_id), "every waiting id is in its level")
 

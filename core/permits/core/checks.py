@@ -28,24 +28,24 @@ def check_int(argument: str, value: object, minimum: int | None = None) -> int:
     return value
 
 
-def check_rate(value: object) -> Fraction:
-    """Permits per second as an exact positive finite :class:`Fraction`.
+def check_rate(value: object, argument: str = "rate") -> Fraction:
+    """Units per second as an exact positive finite :class:`Fraction`.
 
     A float is read as the decimal it prints as (``0.1`` is exactly 1/10), so
     that the rate a user types is the rate the machine keeps.
     """
     if isinstance(value, bool) or not isinstance(value, (int, float, Fraction, Decimal)):
-        raise PermitTypeError("rate", value, "an int, float, Fraction or Decimal")
+        raise PermitTypeError(argument, value, "an int, float, Fraction or Decimal")
     if isinstance(value, float):
         if not math.isfinite(value):
-            raise PermitValueError("rate", value, "must be finite")
+            raise PermitValueError(argument, value, "must be finite")
         exact = Fraction(repr(float(value)))  # a subclass (numpy.float64) reprs otherwise
     elif isinstance(value, Decimal):
         if not value.is_finite():
-            raise PermitValueError("rate", value, "must be finite")
+            raise PermitValueError(argument, value, "must be finite")
         exact = Fraction(value)
     else:
         exact = Fraction(value)
     if exact <= 0:
-        raise PermitValueError("rate", value, "must be greater than 0")
+        raise PermitValueError(argument, value, "must be greater than 0")
     return exact
