@@ -21,6 +21,7 @@ from permits.core import (
     Charge,
     Decision,
     Fifo,
+    Limit,
     Machine,
     NotRefundable,
     Policy,
@@ -321,3 +322,124 @@ def test_drain(kind: str, rate: Any, burst: int, pushes: list[tuple[int, int]]) 
     note(f"{waiting} waiting at {now}; bound {bound}")
     assert len(machine) == 0, ("P12", len(machine))
     assert all(d.state is State.GRANTED and d.at <= bound for d in out), "P12"
+
+
+# -- costs, several limits, settle, changes of a limit -------------------------
+
+
+@given(
+    kind=st.sampled_from(sorted(TWO_LEVELS)),
+    rate=rates,
+    big=st.integers(2, 8),
+    smalls=st.lists(st.integers(0, 4), min_size=1, max_size=30),
+)
+def test_small_costs_never_pass_a_large_one(
+    kind: str, rate: Any, big: int, smalls: list[int]
+) -> None:
+    """P27: a waiter of cost ``big`` that reaches the head of the one waiting
+    level is granted before any cost-1 waiter pushed after it, and within
+    ``ceil(big * interval)`` of becoming head (ticks on time, the bucket in
+    no debt), however many small ones arrive meanwhile."""
+    machine = Machine(TWO_LEVELS[kind], rate, big)
+    interval = SECOND / exact_rate(rate)
+    machine.push("drain", 1, 0, cost=big)  # the full bucket goes to it
+    out = machine.push("large", 1, 0, cost=big)
+    assert not out, out
+    granted: list[Decision] = []
+    now = 0
+    for i, gap in enumerate(smalls):
+        now += math.ceil(gap * interval / 4)
+        granted += drive(machine, now)
+        granted += machine.push(i, 1, now)
+    granted += drive(machine, now + math.ceil((big + len(smalls)) * interval) + 1)
+    order = [d.id for d in granted if d.state is State.GRANTED]
+    note(f"{order}")
+    assert order[0] == "large", ("P27: a small cost passed the large one", order)
+    assert granted[0].at <= math.ceil(big * interval), ("P27", granted[0], interval)
+
+
+@given(
+    costs=st.lists(
+        st.tuples(st.integers(0, 1), st.integers(0, 5), st.integers(0, 8)), min_size=1, max_size=30
+    )
+)
+def test_several_limits_charge_together(costs: list[tuple[int, int, int]]) -> None:
+    """P28: under requests and tokens at once, every grant charges both its
+    parts: the requests granted and the tokens granted each stay within
+    their own limit over every window, and a grant waits for the tighter."""
+    limits = {"requests": Limit(10, burst=2), "tokens": Limit(100, burst=5)}
+    machine = Machine(Fifo(1), limits=limits)
+    now, out = 0, []
+    cost_of: dict[int, tuple[int, int]] = {}
+    for i, (requests, tokens, step) in enumerate(costs):
+        now += step * 10_000_000
+        out += drive(machine, now)
+        cost = {"requests": requests, "tokens": tokens}
+        if not requests and not tokens:
+            cost = {"requests": 1}
+        cost_of[i] = (cost.get("requests", 0), cost.get("tokens", 0))
+        out += machine.push(i, 0, now, cost=cost)
+    out += drive(machine, now + 10 * SECOND)
+    granted = [d for d in out if d.state is State.GRANTED]
+    assert len(granted) == len(costs), "P12: every waiter is granted in the end"
+    for index, (name, limit) in enumerate(limits.items()):
+        times = [(d.at, cost_of[d.id][index]) for d in granted]  # type: ignore[index]
+        for start in range(len(times)):
+            for end in range(start, len(times)):
+                units = sum(n for _, n in times[start : end + 1])
+                window = times[end][0] - times[start][0]
+                allowed = limit.burst + math.floor(limit.rate * Fraction(window + 1, SECOND))
+                assert units <= allowed, ("P28", name, times[start : end + 1], allowed)
+
+
+@given(rate=rates, asked=st.integers(1, 6), actual=st.integers(0, 12))
+def test_settle_gives_back_and_charges(rate: Any, asked: int, actual: int) -> None:
+    """P29: settling a grant of ``asked`` at ``actual`` leaves the machine
+    exactly as one where the grant had asked for ``actual``: the next
+    waiter's due time and every later decision are the same."""
+    burst = max(asked, actual, 1)
+    settled = Machine(Fifo(1), rate, burst)
+    direct = Machine(Fifo(1), rate, burst)
+    settled.push("a", 0, 0, cost=asked)
+    if actual:
+        direct.push("a", 0, 0, cost=actual)
+    else:
+        direct.tick(0)
+    out = settled.push("b", 0, 0, cost=burst)
+    out += settled.settle("a", actual, 0)
+    expected = direct.push("b", 0, 0, cost=burst)
+    assert settled.next_due() == direct.next_due(), ("P29", settled.next_due(), direct.next_due())
+    out += drive(settled, 100 * SECOND)
+    expected += drive(direct, 100 * SECOND)
+    assert rows(out) == rows(expected), ("P29", rows(out), rows(expected))
+
+
+@given(
+    rate=rates,
+    burst=st.integers(1, 4),
+    new_rate=rates,
+    new_burst=st.integers(1, 4),
+    step=st.integers(0, 16),
+)
+def test_set_limit_continues(
+    rate: Any, burst: int, new_rate: Any, new_burst: int, step: int
+) -> None:
+    """P30: a change of limit carries the units in the bucket over: a
+    bucket drained at 0 and changed at ``t`` grants its first permit at
+    ``t`` if a unit had accrued by then, else when the rest of that unit
+    accrues at the new rate; the units never exceed the new burst."""
+    machine = Machine(Fifo(1), rate, burst)
+    machine.push("drain", 0, 0, cost=burst)
+    at = math.ceil(step * SECOND / exact_rate(rate) / 4)
+    machine.set_limit(at, rate=new_rate, burst=new_burst)
+    # drained at 0, the machine's first operation (a full bucket, no nanosecond)
+    accrued = min(burst + exact_rate(rate) / SECOND, exact_rate(rate) * Fraction(at, SECOND))
+    accrued = min(accrued, new_burst + exact_rate(new_rate) / SECOND)
+    tat = max(Fraction(at - 1), at + (new_burst - accrued) * SECOND / exact_rate(new_rate))
+    anchor = math.ceil(tat)
+    expected = max(at, anchor + math.ceil((1 - new_burst) * SECOND / exact_rate(new_rate)))
+    assert machine.next_due() == expected, ("P30", machine.next_due(), expected)
+    for n in range(new_burst + 2):
+        machine.push(n, 0, expected)
+    granted = [d for d in machine.tick(expected) if d.state is State.GRANTED]
+    assert len(granted) <= new_burst + 1, ("P30: more than the new burst at once", granted)
