@@ -74,10 +74,12 @@ class DuplicateId(PermitValueError):
 
 
 class NotRefundable(PermitValueError):
-    """A refund named an id that holds no refundable permit.
+    """A refund or settle named an id that holds no permit to give back or settle.
 
-    The id was never granted, its permit was already refunded, it was pushed
-    again since, or its grant is older than the machine's ``refund_window_ns``.
+    The id was never granted, its permit was already refunded or settled, it
+    was pushed again since, it was spent (a refund; a settle needs
+    ``spend(..., settle_later=True)``), or it was charged longer ago than the
+    machine's ``refund_window_ns``.
     """
 
     def __init__(self, id: Hashable) -> None:
@@ -85,8 +87,8 @@ class NotRefundable(PermitValueError):
         super().__init__(
             "id",
             id,
-            "holds no refundable permit (never granted, already refunded, "
-            "pushed again, or granted longer ago than refund_window_ns)",
+            "holds no permit to refund or settle (never granted, already refunded or "
+            "settled, spent, pushed again, or charged longer ago than refund_window_ns)",
         )
 
 
