@@ -13,6 +13,7 @@ from permits.core import (
     Aging,
     Charge,
     Fifo,
+    Limit,
     Machine,
     PermitError,
     PermitTypeError,
@@ -191,3 +192,39 @@ def test_supply_is_for_a_supplied_machine() -> None:
     assert refused.value.argument == "supplied"
     assert str(refused.value).startswith("supplied=False")
     assert [w.id for w in machine.waiting()] == ["b"], "nothing granted, nothing lost"
+
+
+@pytest.mark.parametrize(
+    ("make", "argument"),
+    [
+        (lambda: Limit(0), "rate"),
+        (lambda: Limit(float("nan")), "rate"),
+        (lambda: Limit(10, burst=0), "burst"),
+        (lambda: Limit(10, burst=True), "burst"),
+        (lambda: Limit.per_minute(-1), "count"),
+        (lambda: Limit.per_minute(2.5), "burst"),  # no whole-number default
+        (lambda: Machine(Fifo()), "rate"),
+        (lambda: Machine(Fifo(), 10, limits=Limit(10)), "limits"),
+        (lambda: Machine(Fifo(), limits={}), "limits"),
+        (lambda: Machine(Fifo(), limits={"": Limit(1)}), "limits"),
+        (lambda: Machine(Fifo(), limits={"tokens": 100}), "limits"),
+        (
+            lambda: Machine(Fifo(), limits={"a": Limit(1), "b": Limit(1)}, supplied=True),
+            "limits",
+        ),
+    ],
+)
+def test_limits_refused(make: Any, argument: str) -> None:
+    with pytest.raises((PermitValueError, PermitTypeError)) as refused:
+        make()
+    assert refused.value.argument == argument, refused.value
+    assert f"{argument}=" in str(refused.value)
+
+
+def test_limits_per_minute_and_hour_are_exact() -> None:
+    assert Limit.per_minute(500) == Limit(Fraction(500, 60), 500)
+    assert Limit.per_hour(90_000, burst=1_500) == Limit(25, 1_500)
+    machine = Machine(Fifo(), limits={"requests": Limit.per_minute(500)})
+    assert machine.limits == {"requests": Limit(Fraction(25, 3), 500)}
+    assert machine.rate == Fraction(25, 3)
+    assert Machine(Fifo(), limits=Limit(3, burst=2)).limits == {"units": Limit(3, 2)}
