@@ -1,0 +1,191 @@
+"""What do costs and several limits cost the core, beside the machine before them?
+
+    python bench/costs.py [--before REV] [--no-valgrind]
+
+Strict priority, 10^4 waiting (two levels, pushed alternately); each
+iteration pushes one waiter and ticks at each next due time until one is
+granted, so the queue stays at 10^4. Four loops, in one run:
+
+- the machine of commit ``REV`` (``--before``, default ``197dc54``: one limit,
+  unit costs, before the core was made of parts and learned costs),
+  extracted with ``git archive`` and imported from there;
+- this machine, one limit, every cost 1;
+- this machine, two limits (requests 1,000/s burst 1,000 and tokens
+  500,000/s burst 100,000), each waiter asking for 1 request and 1 to 1,000
+  tokens (a fixed pseudo-random sequence);
+- a bare ``heapq`` push and pop, the floor.
+
+Instructions per grant are counted by callgrind (loops of 2N minus N grants,
+so set-up cancels out; the same on every run), ns per grant are the best of
+three runs. Memory: bytes the machine allocates per waiting waiter, with
+the two limits and costs, ids and costs created beforehand.
+"""
+
+from __future__ import annotations
+
+import gc
+import heapq
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import tracemalloc
+from pathlib import Path
+
+from _callgrind import instructions as instructions_of
+
+ROOT = Path(__file__).resolve().parent.parent
+WAITING = 10_000
+RATE = 1000
+
+
+def tokens(i: int) -> int:
+    """The i-th waiter's tokens: 1 to 1,000, spread."""
+    return (i * 7919) % 1000 + 1
+
+
+def machine_loop(kind: str, waiting: int, grants: int) -> float:
+    """Seconds per grant."""
+    from permits.core import Machine, StrictPriority  # the copy on sys.path
+
+    costs = kind == "two limits, costs"
+    if costs:
+        from permits.core import Limit
+
+        limits = {"requests": Limit(RATE, 1000), "tokens": Limit(500_000, 100_000)}
+        machine = Machine(StrictPriority(2), limits=limits)
+        asks = [{"requests": 1, "tokens": tokens(i)} for i in range(waiting + grants + 1)]
+    else:
+        machine = Machine(StrictPriority(2), RATE)
+    now = 0
+    machine.tick(now)
+    machine.push(-1, 0, now, **({"cost": {"requests": 1000}} if costs else {}))  # type: ignore[arg-type]
+    for id in range(waiting):
+        if costs:
+            machine.push(id, id % 2, now, cost=asks[id])
+        else:
+            machine.push(id, id % 2, now)
+    push, tick, next_due = machine.push, machine.tick, machine.next_due
+    gc.collect()
+    start = time.perf_counter()
+    for id in range(waiting, waiting + grants):
+        if costs:
+            push(id, id & 1, now, cost=asks[id])
+        else:
+            push(id, id & 1, now)
+        while True:
+            now = next_due()  # type: ignore[assignment]
+            if tick(now):
+                break
+    elapsed = time.perf_counter() - start
+    assert abs(len(machine) - waiting) <= 2, len(machine)
+    return elapsed / grants
+
+
+def heapq_loop(waiting: int, grants: int) -> float:
+    heap = [(id % 2, id, id) for id in range(waiting)]
+    heapq.heapify(heap)
+    push, pop = heapq.heappush, heapq.heappop
+    gc.collect()
+    start = time.perf_counter()
+    for id in range(waiting, waiting + grants):
+        push(heap, (id & 1, id, id))
+        pop(heap)
+    return (time.perf_counter() - start) / grants
+
+
+def bytes_per_waiter(waiting: int) -> float:
+    from permits.core import Limit, Machine, StrictPriority
+
+    limits = {"requests": Limit(RATE, 1000), "tokens": Limit(500_000, 100_000)}
+    machine = Machine(StrictPriority(2), limits=limits)
+    machine.push(-1, 0, 0, cost={"requests": 1000})
+    ids = list(range(waiting))
+    asks = [{"requests": 1, "tokens": tokens(i)} for i in ids]
+    gc.collect()
+    tracemalloc.start()
+    before = tracemalloc.get_traced_memory()[0]
+    for id in ids:
+        machine.push(id, id & 1, 0, cost=asks[id])
+    after = tracemalloc.get_traced_memory()[0]
+    tracemalloc.stop()
+    assert len(machine) == waiting
+    return (after - before) / waiting
+
+
+def extract(rev: str, into: str) -> str:
+    """The core of commit ``rev``, as a directory to put on ``sys.path``."""
+    archive = subprocess.run(
+        ["git", "-C", str(ROOT), "archive", rev, "core"], capture_output=True, check=True
+    ).stdout
+    subprocess.run(["tar", "-x", "-C", into], input=archive, check=True)
+    return str(Path(into) / "core")
+
+
+def run_child(loop: str, grants: int, core: str | None, count: bool) -> float:
+    """Run one loop in a child process (with ``core`` first on its path):
+    instructions of the whole process when ``count``, else s per grant."""
+    args = [__file__, "--one", loop, str(grants)]
+    env = dict(os.environ)
+    if core is not None:
+        env["PYTHONPATH"] = core
+    if count:
+        os.environ["PYTHONPATH"] = env.get("PYTHONPATH", "")
+        try:
+            return instructions_of(*args)
+        finally:
+            os.environ.pop("PYTHONPATH")
+    result = subprocess.run(
+        [sys.executable, *args], env=env, capture_output=True, text=True, check=True
+    )
+    return float(result.stdout.split()[-1])
+
+
+def main() -> None:
+    before = sys.argv[sys.argv.index("--before") + 1] if "--before" in sys.argv else "197dc54"
+    valgrind = shutil.which("valgrind") is not None and "--no-valgrind" not in sys.argv
+    here = str(ROOT / "core")
+    with tempfile.TemporaryDirectory() as tmp:
+        old = extract(before, tmp)
+        loops = [
+            (f"machine at {before}, one limit, cost 1", "one limit", old),
+            ("this machine, one limit, cost 1", "one limit", here),
+            ("this machine, two limits, costs 1-1,000", "two limits, costs", here),
+            ("bare heapq push+pop (floor)", "heapq", here),
+        ]
+        print(f"Strict priority, {WAITING:,} waiting; Python {sys.version.split()[0]}")
+        print()
+        print("| loop | instructions per grant | x first | ns per grant (best of 3) |")
+        print("| --- | ---: | ---: | ---: |")
+        first = None
+        for name, loop, core in loops:
+            ns = min(run_child(loop, 20_000, core, count=False) for _ in range(3)) * 1e9
+            per = None
+            if valgrind:
+                per = (
+                    run_child(loop, 40_000, core, count=True)
+                    - run_child(loop, 20_000, core, count=True)
+                ) / 20_000
+                first = first or per
+            counted = "-" if per is None else f"{per:,.0f}"
+            ratio = "-" if per is None or first is None else f"{per / first:.2f}x"
+            print(f"| {name} | {counted} | {ratio} | {ns:,.0f} |")
+    print()
+    print(
+        f"Bytes per waiting waiter, two limits and costs (100,000 waiting): "
+        f"{bytes_per_waiter(100_000):.0f}"
+    )
+
+
+if __name__ == "__main__":
+    if "--one" in sys.argv:
+        at = sys.argv.index("--one")
+        loop, count = sys.argv[at + 1], int(sys.argv[at + 2])
+        if loop == "heapq":
+            print(heapq_loop(WAITING, count))
+        else:
+            print(machine_loop(loop, WAITING, count))
+    else:
+        main()
