@@ -264,7 +264,7 @@ class Buckets:
         self._set_due()
 
     def take(self, now: int, cost: tuple[int, ...]) -> tuple[Mark, ...]:
-        marks = tuple(bucket.take(now, cost) for bucket in self.buckets)
+        marks = tuple([bucket.take(now, cost) for bucket in self.buckets])
         self._set_due()
         return marks
 
@@ -318,7 +318,11 @@ class Buckets:
             bucket.check()
 
     def _set_due(self) -> None:
-        self.due = max(bucket.due for bucket in self.buckets)
+        due = -NEVER
+        for bucket in self.buckets:
+            if bucket.due > due:
+                due = bucket.due
+        self.due = due
 
 
 class Outside:

@@ -825,12 +825,15 @@ class Machine:
         """Advance to ``now``: the clock starts at the first operation (with
         a full bucket), waiters whose deadline has come expire, then every
         permit available is granted."""
-        if self._now is None:
+        last = self._now
+        if last is None:
             self._source.start(now)
         self._now = now
         heap = self._deadlines.heap
+        expired = False
         if heap and heap[0][0] <= now:
             for waiter in self._deadlines.expire(now, self._queues):
+                expired = True
                 self._expired[waiter.level] += 1
                 out.append(
                     _new(
@@ -838,7 +841,12 @@ class Machine:
                         (waiter.id, _EXPIRED, waiter.level, now, now - waiter.pushed_at),
                     )
                 )
-        if self._varied or (self._ids and now >= self._source.due):  # _grant's own test, hot
+        # _grant's own test, hot. Every operation leaves the next grant
+        # planned at its time: at the same time with nobody gone, and the
+        # planned cost not due, nothing can be granted.
+        if (self._ids and now >= self._source.due) or (
+            self._varied and (now != last or expired)
+        ):
             self._grant(now, out)
 
     def _grant(self, now: int, out: list[Decision]) -> None:
