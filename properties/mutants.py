@@ -72,23 +72,21 @@ MUTANTS: dict[str, tuple[str, str, str, str]] = {
     ),
     "lifo-within-level": (
         "_queues.py",
-        "        self._lines[waiter.level].append(waiter)",
-        "        self._lines[waiter.level].appendleft(waiter)",
+        "        self.back.append(waiter)",
+        "        self.back.appendleft(waiter)",
         "a level is served last in, first out",
     ),
     "no-compaction": (
         "_queues.py",
-        "        if self._dead[level] > self.depths[level] + SLACK:\n"
-        "            self._compact(level)",
-        "        pass",
+        "                if 2 * self.dead <= len(self.back) - self.dead + SLACK:",
+        "                if True:",
         "cancelled waiters are never compacted away",
     ),
     "tidy-only-on-cancel": (
         "_queues.py",
-        "        self.granted += 1\n        if self._dead[level]:\n            self._tidy(level)",
-        "        self.granted += 1\n        if self._dead[level]:\n"
-        "            self._drop_dead_heads(level)",
-        "a grant drops dead heads but never compacts (the P15 bug found earlier)",
+        "        self.granted += 1\n        if line.dead:\n            self._tidy(line)",
+        "        self.granted += 1\n        if line.dead:\n            line.drop_dead_heads()",
+        "a grant drops dead heads but never sweeps (the P15 bug found earlier)",
     ),
     "untidy-deadlines": (
         "_deadlines.py",
