@@ -88,6 +88,12 @@ MUTANTS: dict[str, tuple[str, str, str, str]] = {
         "        self.granted += 1\n        if line.dead:\n            line.drop_dead_heads()",
         "a grant drops dead heads but never sweeps (the P15 bug found earlier)",
     ),
+    "sweep-all-at-once": (
+        "_queues.py",
+        "        for step in range(SWEEP):",
+        "        for step in range(10**9):",
+        "a sweep runs to its end in one departure: the whole level is rebuilt at once",
+    ),
     "untidy-deadlines": (
         "_deadlines.py",
         "                self._dead -= 1\n        self._tidy(queues)\n",
