@@ -1,6 +1,6 @@
 """Speed and memory of the policy core, beside a bare heapq floor, in one run.
 
-    python bench/core.py [--quick] [--no-valgrind]
+    python bench/core.py [--quick] [--no-valgrind] [--cancels-only]
 
 Grants per second: the machine holds N waiters (two levels, pushed
 alternately); each iteration pushes one waiter and ticks at the next due
@@ -10,6 +10,14 @@ push, one pop. Each figure is the best of three runs of the loop.
 
 Memory: bytes the machine allocates per waiting waiter (tracemalloc), ids
 created beforehand so that only the machine's own memory counts.
+
+Worst single cancel (``--cancels-only`` prints only this table): 10^6
+waiters at one level, then a sequence of cancels long enough to compact the
+level (more than half of them), each timed alone in the thread's CPU time
+(so that other load on the host does not count) with the collector off; the
+slowest is the core's part of an event-loop stall. Two orders: random, and
+push order behind a head that stays, then the head, which leaves one long
+run of dead entries behind it.
 
 Instructions (when valgrind is on the machine, unless ``--no-valgrind``): the
 loops at 10^4 waiting once more, in instructions per grant counted by
@@ -22,6 +30,7 @@ import functools
 import gc
 import heapq
 import platform
+import random
 import shutil
 import sys
 import time
@@ -94,8 +103,49 @@ def bytes_per_waiter(policy: Policy, waiting: int) -> float:
     return (after - before) / waiting
 
 
+def cancel_times(waiting: int, order: list[int]) -> list[int]:
+    """Nanoseconds of each cancel, in ``order``, from a machine holding
+    ``waiting`` waiters (ids ``0 .. waiting - 1`` in push order) at one level."""
+    machine = Machine(Fifo(1), RATE)
+    machine.push(-1, 0, 0)  # spend the banked permit
+    for id in range(waiting):
+        machine.push(id, 0, 0)
+    cancel, clock = machine.cancel, time.thread_time_ns
+    times = []
+    gc.collect()
+    gc.disable()
+    try:
+        for id in order:
+            start = clock()
+            cancel(id)
+            times.append(clock() - start)
+    finally:
+        gc.enable()
+    assert len(machine) == waiting - len(order)
+    return times
+
+
+def worst_cancels(waiting: int) -> None:
+    cancels = waiting * 6 // 10
+    orders = {
+        "random order": random.Random(0).sample(range(waiting), cancels),
+        "push order behind the head, then the head": [*range(1, cancels), 0],
+    }
+    print(f"Single cancels at {waiting:,} waiting at one level, {cancels:,} of them (CPU time):")
+    print()
+    print("| order | median | 99.9th percentile | worst |")
+    print("| --- | ---: | ---: | ---: |")
+    for name, order in orders.items():
+        times = sorted(cancel_times(waiting, order))
+        cells = [times[len(times) // 2], times[len(times) * 999 // 1000], times[-1]]
+        print(f"| {name} | " + " | ".join(f"{t / 1000:,.1f} µs" for t in cells) + " |")
+
+
 def main() -> None:
     quick = "--quick" in sys.argv
+    if "--cancels-only" in sys.argv:
+        worst_cancels(10_000 if quick else 1_000_000)
+        return
     sizes = [100, 10_000] if quick else [100, 10_000, 1_000_000]
     grants = 20_000 if quick else 200_000
     print(
@@ -135,6 +185,8 @@ def main() -> None:
     for name, make in POLICIES.items():
         ratio = rows[name][sizes[-1]] / rows[name][100]
         print(f"| {name} | {ratio:.2f}x | {bytes_per_waiter(make(), 100_000):.0f} |")
+    print()
+    worst_cancels(sizes[-1])
 
     if shutil.which("valgrind") is not None and "--no-valgrind" not in sys.argv:
         print()

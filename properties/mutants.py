@@ -73,24 +73,28 @@ MUTANTS: dict[str, tuple[str, str, str, str]] = {
     ),
     "lifo-within-level": (
         "_queues.py",
-        "        self._lines[waiter.level].append(waiter)",
-        "        self._lines[waiter.level].appendleft(waiter)",
+        "        self.back.append(waiter)",
+        "        self.back.appendleft(waiter)",
         "a level is served last in, first out",
     ),
     "no-compaction": (
         "_queues.py",
-        "        if self._dead[level] > self.depths[level] + SLACK:\n"
-        "            self._compact(level)",
-        "        pass",
+        "                if 2 * self.dead <= len(self.back) - self.dead + SLACK:",
+        "                if True:",
         "cancelled waiters are never compacted away",
     ),
     "tidy-only-on-cancel": (
         "_queues.py",
-        "            self._count(waiter, -1)\n        if self._dead[level]:\n"
-        "            self._tidy(level)\n        return waiter",
-        "            self._count(waiter, -1)\n        if self._dead[level]:\n"
-        "            self._drop_dead_heads(level)\n        return waiter",
-        "a grant drops dead heads but never compacts (the P15 bug found earlier)",
+        "            self._count(waiter, -1)\n        if line.dead:\n            self._tidy(line)",
+        "            self._count(waiter, -1)\n        if line.dead:\n"
+        "            line.drop_dead_heads()",
+        "a grant drops dead heads but never sweeps (the P15 bug found earlier)",
+    ),
+    "sweep-all-at-once": (
+        "_queues.py",
+        "        for step in range(SWEEP):",
+        "        for step in range(10**9):",
+        "a sweep runs to its end in one departure: the whole level is rebuilt at once",
     ),
     "untidy-deadlines": (
         "_deadlines.py",

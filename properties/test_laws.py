@@ -8,6 +8,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from fractions import Fraction
+from random import Random
 from typing import Any
 
 from hypothesis import given, note
@@ -17,6 +18,7 @@ from permits.core import (
     RELATIVE_ERROR,
     SECOND,
     SLACK,
+    SWEEP,
     Aging,
     Charge,
     Decision,
@@ -291,6 +293,43 @@ def test_dead_entries_stay_bounded(
         assert after is None or after > at, ("P12: a tick at next_tick() changed nothing", at)
         check()
     machine.check_valid()
+
+
+@given(
+    n=st.integers(40, 200),
+    levels=st.integers(1, 2),
+    weights=st.tuples(st.integers(1, 4), st.integers(0, 2), st.integers(0, 2)),
+    random=st.randoms(use_true_random=True),
+)
+def test_compaction_is_spread_over_departures(
+    n: int, levels: int, weights: tuple[int, int, int], random: Random
+) -> None:
+    """P15: compaction is spread over the departures: whatever the order of
+    pushes, cancels, grants and expiries, an operation sweeps at most SWEEP
+    queue entries per waiter that leaves (a push, none), so none compacts a
+    whole level at once."""
+    machine = Machine(StrictPriority(levels), 1, 1)
+    machine.push("first", 0, 0)  # takes the bucket's permit; the rest wait
+    for id in range(n):
+        machine.push(id, id % levels, 0)
+    queues = machine.queues
+    kinds = random.choices(["cancel", "tick", "push"], weights, k=2 * n + 50)
+    for id, kind in enumerate(kinds, start=n):
+        before, swept = len(machine), queues.swept
+        if kind == "push":  # at the machine's time, where nothing is due: it joins
+            now = machine.now
+            assert now is not None
+            deadline = random.choice([None, now + random.randint(1, 4) * SECOND])
+            machine.push(id, random.randrange(levels), now, deadline=deadline)
+        elif kind == "cancel" and before:
+            machine.cancel(random.choice(machine.waiting()).id)
+        elif (at := machine.next_tick()) is not None:
+            machine.tick(at)  # grants and expiries
+        left = before - len(machine) if kind != "push" else 0
+        work = queues.swept - swept
+        note(f"{kind}: {left} left, {work} swept")
+        assert work <= SWEEP * left, ("P15: compaction work", kind, work, SWEEP * left)
+        machine.check_valid()  # the bound, and the invariants that prove it
 
 
 @given(

@@ -594,7 +594,9 @@ class PolicyMachine(RuleBasedStateMachine):
         self.disturbances += 1
         self.check_decisions(out, now)
         grants = [d for d in out if d.state is State.GRANTED]
-        assert len(grants) <= 1, ("P5: a refund made more than one permit", out)
+        if not self.config.costs:
+            # with costs, the units it returns may serve several smaller ones
+            assert len(grants) <= 1, ("P5: a refund made more than one permit", out)
         self.follow(out)
         self.compare(out, self.model.refund(id, now))
         self.take_at_once()

@@ -27,7 +27,7 @@ from ._machine import (
     State,
 )
 from ._policies import Aging, Fifo, Policy, Shares, StrictPriority, schedule
-from ._queues import SLACK, Queues, Waiter
+from ._queues import SLACK, SWEEP, Queues, Waiter
 from ._stats import RELATIVE_ERROR, LevelStatistics, Statistics, WaitHistogram
 
 __all__ = [
@@ -36,6 +36,7 @@ __all__ = [
     "RELATIVE_ERROR",
     "SECOND",
     "SLACK",
+    "SWEEP",
     "Aging",
     "Charge",
     "Decision",

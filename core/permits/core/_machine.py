@@ -844,9 +844,7 @@ class Machine:
         # _grant's own test, hot. Every operation leaves the next grant
         # planned at its time: at the same time with nobody gone, and the
         # planned cost not due, nothing can be granted.
-        if (self._ids and now >= self._source.due) or (
-            self._varied and (now != last or expired)
-        ):
+        if (self._ids and now >= self._source.due) or (self._varied and (now != last or expired)):
             self._grant(now, out)
 
     def _grant(self, now: int, out: list[Decision]) -> None:

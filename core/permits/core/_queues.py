@@ -6,24 +6,32 @@ Because the machine only ever takes a level's head, every policy keeps
 first-in-first-out order within a level.
 
 Cancelled and expired waiters are removed lazily: they stay in their level's
-deque, marked dead by no longer being the entry of their id, until they reach
-the head or the level is compacted. A level is compacted when its dead entries
-outnumber its live ones by more than :data:`SLACK`, checked after every
-departure (grant, cancel or expiry), so the entries held never exceed
-``2 * waiting + SLACK`` per level, and each entry is dropped once (amortised
-O(1) per departure).
+line, marked dead by no longer being the entry of their id, until they reach
+the head or a *sweep* drops them. A sweep is compaction spread over time: it
+starts when a level's dead entries outnumber half its live ones by more than
+``SLACK / 2``, and every departure (grant, cancel or expiry) at a level that
+holds dead entries takes at most :data:`SWEEP` of its steps, so no single
+operation rebuilds a whole level. The entries held never exceed
+``2 * waiting + SLACK`` per level (:class:`_Line` has the proof). A sweep
+starts with more than a third of its entries dead and drops them all, so it
+looks at fewer than three entries per entry it drops; with the dead heads,
+each dropped once, that is amortised O(1) per departure.
 """
 
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Hashable
+from collections.abc import Hashable, Iterator
+from itertools import chain
 from typing import NamedTuple
 
-__all__ = ["SLACK", "Queues", "Waiter"]
+__all__ = ["SLACK", "SWEEP", "Queues", "Waiter"]
 
 #: Dead entries a level may hold beyond its number of live waiters.
 SLACK = 32
+#: Entries a sweep looks at per departure, at most: as much as one departure
+#: can add to the debts of :class:`_Line`'s proof.
+SWEEP = 6
 
 
 class Waiter(NamedTuple):
@@ -44,6 +52,91 @@ class Waiter(NamedTuple):
     cost: tuple[int, ...] = (1,)
 
 
+class _Line:
+    """One level's entries, live and dead, in push order: ``front + back``.
+
+    Between sweeps ``front`` is empty. A sweep starts by swapping the two, so
+    ``front`` holds the entries it has yet to look at; each step takes the
+    last of them and puts it back at the start of ``back`` if it is live, or
+    drops it. Newcomers join the end of ``back`` and heads leave from
+    ``front`` while it lasts, so the order stays the push order throughout,
+    and the sweep is over when ``front`` is empty.
+
+    The bound. Write L for the live entries and D for the dead ones, of
+    which D_back are in ``back``, and F = ``len(front)``. Between operations
+
+        (a) 4 * D_back - 2 * L + F <= 2 * SLACK
+        (b) 3 * (D - L) + F <= 2 * SLACK
+
+    With F = 0, (a) reads ``2 * D <= L + SLACK``; with F > 0, (b) gives
+    ``D - L < SLACK``: so ``D <= L + SLACK``, at most ``2 * L + SLACK``
+    entries, always.
+
+    Why they hold. A push only lowers the left sides, and so does dropping
+    dead heads. A departure raises each by at most 6 (a dead entry more, a
+    live one less) and each sweep step lowers each by at least 1 (F shrinks),
+    so the SWEEP = 6 steps that follow pay for it; a departure that leaves
+    no dead entry needs none (then D = 0 and F <= L: both hold outright). A
+    step that finds F = 0 stops if (a) holds; otherwise (a) is over by at
+    most what is left to pay, and starting the next sweep turns (b)'s left
+    side into ``4 * D - 2 * L``, (a)'s, so the steps left pay for (b), while
+    (a)'s drops to ``D - L``, far below.
+    """
+
+    __slots__ = ("_by_id", "back", "dead", "front")
+
+    def __init__(self, by_id: dict[Hashable, Waiter]) -> None:
+        #: Entries the current sweep has yet to look at; empty between sweeps.
+        self.front: deque[Waiter] = deque()
+        #: Entries the sweep kept, then those that joined since.
+        self.back: deque[Waiter] = deque()
+        #: Entries, in ``front`` or ``back``, that are no longer waiting.
+        self.dead = 0
+        self._by_id = by_id
+
+    def __len__(self) -> int:
+        return len(self.front) + len(self.back)
+
+    def __iter__(self) -> Iterator[Waiter]:
+        return chain(self.front, self.back)
+
+    def head(self) -> Waiter:
+        return (self.front or self.back)[0]
+
+    def pop_head(self) -> Waiter:
+        return (self.front or self.back).popleft()
+
+    def append(self, waiter: Waiter) -> None:
+        self.back.append(waiter)
+
+    def drop_dead_heads(self) -> None:
+        """Drop dead entries from the head, so that it is live."""
+        by_id = self._by_id
+        while self.dead:
+            part = self.front or self.back
+            if by_id.get(part[0].id) is part[0]:
+                return
+            part.popleft()
+            self.dead -= 1
+
+    def sweep(self) -> int:
+        """Take up to SWEEP steps of the sweep; a step that finds nothing
+        left to sweep starts the next sweep if one is due, or ends the
+        batch. Returns the steps taken."""
+        by_id = self._by_id
+        for step in range(SWEEP):
+            if not self.front:
+                if 2 * self.dead <= len(self.back) - self.dead + SLACK:
+                    return step  # no sweep due
+                self.front, self.back = self.back, self.front
+            waiter = self.front.pop()
+            if by_id.get(waiter.id) is waiter:
+                self.back.appendleft(waiter)
+            else:
+                self.dead -= 1
+        return SWEEP
+
+
 class Queues:
     """The waiters of one machine, one FIFO queue per level.
 
@@ -51,7 +144,16 @@ class Queues:
     and :attr:`granted`; only the machine changes it.
     """
 
-    __slots__ = ("_by_id", "_dead", "_limits", "_lines", "_sums", "depths", "granted", "levels")
+    __slots__ = (
+        "_by_id",
+        "_limits",
+        "_lines",
+        "_sums",
+        "depths",
+        "granted",
+        "levels",
+        "swept",
+    )
 
     def __init__(self, levels: int, limits: int = 1) -> None:
         #: Number of levels; level 0 is the most urgent.
@@ -64,9 +166,11 @@ class Queues:
         #: Units asked for by the waiters of each level, one entry per limit;
         #: kept once costs differ (:meth:`_sum_costs`), ``None`` until then.
         self._sums: list[list[int]] | None = None
-        self._lines: list[deque[Waiter]] = [deque() for _ in range(levels)]
-        self._dead = [0] * levels
+        #: Sweep steps taken so far, over all levels: the compaction work
+        #: (at most SWEEP per departure).
+        self.swept = 0
         self._by_id: dict[Hashable, Waiter] = {}
+        self._lines = [_Line(self._by_id) for _ in range(levels)]
 
     def __len__(self) -> int:
         return len(self._by_id)
@@ -87,7 +191,7 @@ class Queues:
         """The waiter that has waited longest at ``level`` (which must not be empty)."""
         if not self.depths[level]:
             raise IndexError(f"level {level} has no waiters")
-        return self._lines[level][0]
+        return self._lines[level].head()
 
     def get(self, id: Hashable) -> Waiter | None:
         """The waiter with this id, or ``None`` if it is not waiting."""
@@ -110,14 +214,15 @@ class Queues:
 
     def _take_head(self, level: int) -> Waiter:
         """The head of ``level`` leaves with a permit (which must not be empty)."""
-        waiter = self._lines[level].popleft()
+        line = self._lines[level]
+        waiter = line.pop_head()
         del self._by_id[waiter.id]
         self.depths[level] -= 1
         self.granted += 1
         if self._sums is not None:
             self._count(waiter, -1)
-        if self._dead[level]:
-            self._tidy(level)
+        if line.dead:
+            self._tidy(line)
         return waiter
 
     def _remove(self, waiter: Waiter) -> bool:
@@ -126,17 +231,16 @@ class Queues:
         if by_id.get(waiter.id) is not waiter:
             return False
         del by_id[waiter.id]
-        level = waiter.level
-        self.depths[level] -= 1
+        self.depths[waiter.level] -= 1
         if self._sums is not None:
             self._count(waiter, -1)
-        line = self._lines[level]
-        if line[0] is waiter:
-            line.popleft()
+        line = self._lines[waiter.level]
+        if line.head() is waiter:
+            line.pop_head()
         else:
-            self._dead[level] += 1
-        if self._dead[level]:
-            self._tidy(level)
+            line.dead += 1
+        if line.dead:
+            self._tidy(line)
         return True
 
     @property
@@ -160,45 +264,34 @@ class Queues:
         for i, n in enumerate(waiter.cost):
             units[i] += sign * n
 
-    def _tidy(self, level: int) -> None:
-        """After a waiter left ``level`` (granted, cancelled or expired): drop
-        dead entries from the head, and compact the level if its dead entries
-        outnumber its live ones by more than SLACK. Each dead entry is dropped
-        once, so this is amortised O(1) per departure."""
-        self._drop_dead_heads(level)
-        if self._dead[level] > self.depths[level] + SLACK:
-            self._compact(level)
-
-    def _drop_dead_heads(self, level: int) -> None:
-        line = self._lines[level]
-        by_id = self._by_id
-        dead = self._dead[level]
-        while dead and line and by_id.get(line[0].id) is not line[0]:
-            line.popleft()
-            dead -= 1
-        self._dead[level] = dead
-
-    def _compact(self, level: int) -> None:
-        by_id = self._by_id
-        self._lines[level] = deque(w for w in self._lines[level] if by_id.get(w.id) is w)
-        self._dead[level] = 0
+    def _tidy(self, line: _Line) -> None:
+        """After a waiter left ``line`` (granted, cancelled or expired), which
+        holds dead entries: keep its head live and sweep on."""
+        line.drop_dead_heads()
+        self.swept += line.sweep()
 
     def _check_valid(self) -> None:
         """Assert the internal invariants (for tests; O(n))."""
         by_id = self._by_id
         total = 0
         for level, line in enumerate(self._lines):
-            live = [w for w in line if by_id.get(w.id) is w]
-            _require(len(live) == self.depths[level], "depth counts the live entries")
-            _require(len(line) - len(live) == self._dead[level], "dead count is exact")
-            _require(len(line) <= 2 * len(live) + SLACK, "dead entries stay bounded")
-            _require(not line or by_id.get(line[0].id) is line[0], "heads are live")
+            live = sum(1 for w in line if by_id.get(w.id) is w)
+            dead = len(line) - live
+            dead_back = sum(1 for w in line.back if by_id.get(w.id) is not w)
+            unswept = len(line.front)
+            _require(live == self.depths[level], "depth counts the live entries")
+            _require(dead == line.dead, "dead count is exact")
+            _require(len(line) <= 2 * live + SLACK, "dead entries stay bounded")
+            _require(4 * dead_back - 2 * live + unswept <= 2 * SLACK, "sweeps start in time")
+            _require(3 * (dead - live) + unswept <= 2 * SLACK, "sweeps keep up")
+            _require(not line or by_id.get(line.head().id) is line.head(), "heads are live")
             _require(all(w.level == level for w in line), "waiters sit at their level")
             seqs = [w.seq for w in line]
             _require(seqs == sorted(seqs), "each level is in push order")
-            asked = [sum(w.cost[i] for w in live) for i in range(self._limits)]
+            alive = [w for w in line if by_id.get(w.id) is w]
+            asked = [sum(w.cost[i] for w in alive) for i in range(self._limits)]
             _require(asked == self.units[level], "units count the live waiters' costs")
-            total += len(live)
+            total += live
         _require(total == len(by_id), "every waiting id is in its level")
 
 
