@@ -24,7 +24,6 @@ the two limits and costs, ids and costs created beforehand.
 from __future__ import annotations
 
 import gc
-import heapq
 import os
 import shutil
 import subprocess
@@ -35,6 +34,8 @@ import tracemalloc
 from pathlib import Path
 
 from _callgrind import instructions as instructions_of
+
+from core import heapq_loop  # the same floor as bench/core.py
 
 ROOT = Path(__file__).resolve().parent.parent
 WAITING = 10_000
@@ -82,18 +83,6 @@ def machine_loop(kind: str, waiting: int, grants: int) -> float:
     elapsed = time.perf_counter() - start
     assert abs(len(machine) - waiting) <= 2, len(machine)
     return elapsed / grants
-
-
-def heapq_loop(waiting: int, grants: int) -> float:
-    heap = [(id % 2, id, id) for id in range(waiting)]
-    heapq.heapify(heap)
-    push, pop = heapq.heappush, heapq.heappop
-    gc.collect()
-    start = time.perf_counter()
-    for id in range(waiting, waiting + grants):
-        push(heap, (id & 1, id, id))
-        pop(heap)
-    return (time.perf_counter() - start) / grants
 
 
 def bytes_per_waiter(waiting: int) -> float:
