@@ -656,10 +656,11 @@ class PolicyMachine(RuleBasedStateMachine):
             return
         held = self.model.held[id]
         out = self.core.settle(id, actual, now)
-        self.check_decisions(out, now)
+        self.disturb()
         if held.charge is None:
             self.charge(now, id, held.cost)  # spent now, for what it cost
         self.charged.pop(id).actual = units
+        self.check_decisions(out, now)  # what the settle gave back, granted
         self.follow(out)
         self.compare(out, self.model.settle_cost(id, units, now))
         self.check_limit()

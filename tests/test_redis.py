@@ -282,14 +282,15 @@ def test_four_processes_share_one_limit(redis_server: RedisServer) -> None:
     once with a headroom reserve of 3 for the batch and once without.
 
     Counted on the Redis side: no window exceeds the limit, and the limit is
-    used (at least 95%). The interactive p99 over all processes, side by
+    used (at least 85%: 95% and more on an idle machine, 93% seen with other
+    jobs holding both cores, the processes waiting for one). The interactive p99 over all processes, side by
     side, shows what the reserve is for."""
     results = {}
     for label, reserve in (("reserve 3", "0,3"), ("no reserve", "0,0")):
         name, reports = run_processes(redis_server, reserve)
         grants = audit(redis_server, name)
         assert worst_excess(grants, 1e6 / RATE, BURST) <= 1e-9, label
-        assert len(grants) >= 0.95 * RATE * SECONDS, (label, len(grants))
+        assert len(grants) >= 0.85 * RATE * SECONDS, (label, len(grants))
         # Every permit a caller got was charged in Redis; the others charged
         # were given back, or in flight when the processes stopped.
         proceeded = sum(sum(r["granted"].values()) for r in reports)
