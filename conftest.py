@@ -8,6 +8,9 @@
   other profiles).
 - ``mutants``: ``ci`` without shrinking, for ``properties/mutants.py``, which
   only needs to know that (and which property) fails.
+- ``mutation``: fast and deterministic, for ``.ci/mutation`` (mutmut), which
+  runs the core properties once per mutant: few examples and short stateful
+  runs, derandomised, no example database, no shrinking, no deadline.
 """
 
 from __future__ import annotations
@@ -42,6 +45,16 @@ settings.register_profile(
     "mutants",
     parent=settings.get_profile("ci"),
     phases=[Phase.explicit, Phase.reuse, Phase.generate],
+)
+settings.register_profile(
+    "mutation",
+    max_examples=10,
+    stateful_step_count=30,
+    derandomize=True,
+    database=None,
+    deadline=None,
+    phases=[Phase.explicit, Phase.generate],
+    suppress_health_check=[HealthCheck.too_slow],
 )
 PROFILE = os.environ.get("HYPOTHESIS_PROFILE", "dev")
 settings.load_profile(PROFILE)
