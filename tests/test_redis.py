@@ -283,8 +283,8 @@ def test_four_processes_share_one_limit(redis_server: RedisServer) -> None:
 
     Counted on the Redis side: no window exceeds the limit, and the limit is
     used (at least 85%: 95% and more on an idle machine, 93% seen with other
-    jobs holding both cores, the processes waiting for one). The interactive p99 over all processes, side by
-    side, shows what the reserve is for."""
+    jobs holding both cores, the processes waiting for one). The interactive
+    p99 over all processes, side by side, shows what the reserve is for."""
     results = {}
     for label, reserve in (("reserve 3", "0,3"), ("no reserve", "0,0")):
         name, reports = run_processes(redis_server, reserve)
