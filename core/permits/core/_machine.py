@@ -689,8 +689,10 @@ class Machine:
         old = self._limits[name]
         new_rate = old.rate if rate is None else check_rate(rate)
         new_burst = old.burst if burst is None else check_int("burst", burst, 1)
-        asked = max(units[index] for units in self._queues.units)
-        largest = max((w.cost[index] for w in self.waiting()), default=0) if asked else 0
+        queues = self._queues
+        largest = max(
+            (w.cost[index] for lv in range(self.levels) for w in queues.waiters(lv)), default=0
+        )
         if largest > new_burst:
             raise PermitValueError(
                 "burst", burst, f"a waiter asks for {largest} units of {name!r}; it could never fit"
