@@ -117,7 +117,6 @@ class PolicyMachine(RuleBasedStateMachine):
         self.paused_until: int | None = None
         # P32: units charged since the upstream's word, and what it allowed
         self.adopted: list[tuple[int, int, int, int]] = []  # (limit, order, remaining, reset)
-        self.costs: dict[Hashable, tuple[int, ...]] = {}
         # the order of each grant not yet charged (Charge.AT_SPEND)
         self.granted_order: dict[Hashable, int] = {}
         # Charge.AT_SPEND: callers that settle their cost later spend so
@@ -210,7 +209,6 @@ class PolicyMachine(RuleBasedStateMachine):
             self.check_grant(waiter, list(waiting.values()), now)
             self.fate[d.id] = State.GRANTED
             self.forget(d.id)
-            self.costs[d.id] = waiter.cost
             self.order += 1
             self.granted_order[d.id] = self.order
             if self.at_grant:

@@ -91,15 +91,6 @@ class Bucket:
         self.until = -NEVER
         self.due = 0
 
-    @property
-    def rate(self) -> Fraction:
-        """Units per second."""
-        return Fraction(1_000_000_000 * self.Q, self.P)
-
-    @property
-    def burst(self) -> int:
-        return self.b1 + 1
-
     def start(self, now: int) -> None:
         """The clock starts at ``now`` with a full bucket."""
         self.anchor = now
@@ -248,11 +239,6 @@ class Buckets:
         self.buckets = buckets
         self.due = 0
 
-    @property
-    def held(self) -> int:
-        """Units in flight, over every limit."""
-        return sum(bucket.held for bucket in self.buckets)
-
     def start(self, now: int) -> None:
         for bucket in self.buckets:
             bucket.start(now)
@@ -334,9 +320,6 @@ class Outside:
     """
 
     __slots__ = ("P", "Q", "burst", "due")
-
-    #: Never any in flight: the source charged each permit as it handed it over.
-    held = 0
 
     def __init__(self, rate: Fraction, burst: int) -> None:
         self.P, self.Q = interval_of(rate)

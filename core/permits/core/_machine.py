@@ -120,10 +120,6 @@ _EXPIRED = State.EXPIRED
 _REJECTED = State.REJECTED
 
 
-def _cost_error(value: object, argument: str) -> PermitTypeError:
-    return PermitTypeError(argument, value, "an int, or a mapping of limit names to ints")
-
-
 class Machine:
     """Permits by ``policy`` under one limit (``rate``, ``burst``) or several
     (``limits``).
@@ -792,7 +788,7 @@ class Machine:
                 units[self._index[name]] = check_int(argument, n, 0)
             return tuple(units)
         if isinstance(value, bool) or not isinstance(value, int):
-            raise _cost_error(value, argument)
+            raise PermitTypeError(argument, value, "an int, or a mapping of limit names to ints")
         return (check_int(argument, value, 0),) * len(self._unit)
 
     def _asked(self, cost: object) -> tuple[int, ...]:
