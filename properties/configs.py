@@ -126,7 +126,7 @@ class Config:
         if spec.kind == "strict":
             return StrictPriority(spec.levels)
         if spec.kind == "shares":
-            return Shares(spec.weights)
+            return Shares(spec.weights, limit=NAMES[spec.shared] if spec.shared else None)
         if spec.kind == "aging":
             return Aging(spec.levels, after_ns=spec.after)
         return RoundRobin(spec.levels)
@@ -197,8 +197,10 @@ def configs(
     second = None
     if with_costs and draw(st.booleans()):
         second = (draw(st.sampled_from(RATES)), draw(st.integers(1, 6)))
+    # shares count the units of the first limit, or of the named second
+    shared = int(kind == "shares" and second is not None and draw(st.booleans()))
     return Config(
-        spec=PolicySpec(kind, levels, weights, after),
+        spec=PolicySpec(kind, levels, weights, after, shared),
         rate=rate,
         burst=draw(st.integers(1, 4 if with_costs else 3)),
         max_waiting=max_waiting,

@@ -40,8 +40,8 @@ MUTANTS: dict[str, tuple[str, str, str, str]] = {
     ),
     "drop-share-counter": (
         "_policies.py",
-        "owner = cycle[queues.granted % len(cycle)]",
-        "owner = cycle[0]",
+        "owner = self._cycle[deal.position % len(self._cycle)]",
+        "owner = self._cycle[0]",
         "shares always offer the first slot: the counter is gone",
     ),
     "drift-the-clock": (
@@ -218,6 +218,18 @@ MUTANTS: dict[str, tuple[str, str, str, str]] = {
         "            if floor > tat:\n",
         "            if True:\n",
         "the upstream's word can raise what the bucket holds",
+    ),
+    "shares-count-grants": (
+        "_policies.py",
+        "        if queues.unit_costs:\n            owner",
+        "        if True:\n            owner",
+        "shares deal one slot per grant, whatever it costs: large costs take more units",
+    ),
+    "shares-keep-idle-credit": (
+        "_policies.py",
+        "deal.credits = tuple(c if depths[lv] else 0 for lv, c in enumerate(credits))",
+        "deal.credits = tuple(credits)",
+        "a level keeps the credit it was dealt after it stops waiting",
     ),
     "rerate-refills": (
         "_bucket.py",

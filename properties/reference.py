@@ -83,6 +83,8 @@ class PolicySpec:
     levels: int
     weights: tuple[int, ...] = ()
     after: int = 0
+    #: for shares: the index of the limit whose units are shared
+    shared: int = 0
 
 
 def nearest_rank(values: Sequence[int], q: float) -> int | None:
@@ -122,6 +124,9 @@ class Reference:
         self.waiting: list[RefWaiter] = []
         self.seq = 0
         self.total_granted = 0
+        #: shares: slots dealt so far, and each level's units dealt and not used
+        self.dealt = 0
+        self.credits = [0] * policy.levels
         self.stats = [RefLevel() for _ in range(policy.levels)]
         #: Grant whoever the core granted (see the module docstring).
         self.follow = False
@@ -157,12 +162,7 @@ class Reference:
             after = self.policy.after
             return min(waiting, key=lambda w: (w.level - Fraction(now - w.pushed_at, after), w.seq))
         if kind == "shares":
-            cycle = self.cycle()
-            owner = cycle[self.total_granted % len(cycle)]
-            mine = [w for w in waiting if w.level == owner]
-            if mine:
-                return min(mine, key=lambda w: w.seq)
-            return min(waiting, key=lambda w: (w.level, w.seq))
+            return self.deal()[0]
         # the user's RoundRobin: the levels take turns, skipping empty ones
         levels = self.policy.levels
         for step in range(levels):
@@ -171,6 +171,28 @@ class Reference:
             if mine:
                 return min(mine, key=lambda w: w.seq)
         raise AssertionError("unreachable")
+
+    def deal(self, level: int | None = None) -> tuple[RefWaiter, int, list[int]]:
+        """Shares, one slot at a time: the head the cycle's units cover first
+        (or the head of ``level``, once covered), the slots dealt until then,
+        and the levels' credits after them."""
+        cycle, i = self.cycle(), self.policy.shared
+        credits = list(self.credits)
+        heads: dict[int, RefWaiter] = {}
+        for w in sorted(self.waiting, key=lambda w: w.seq):
+            heads.setdefault(w.level, w)
+        covered = [lv for lv in sorted(heads) if credits[lv] >= heads[lv].cost[i]]
+        if covered and level in (None, *covered):
+            first = covered[0] if level is None else level
+            return heads[first], 0, credits
+        slots = 0
+        while True:
+            owner = cycle[(self.dealt + slots) % len(cycle)]
+            to = owner if owner in heads else min(heads)
+            credits[to] += 1
+            slots += 1
+            if credits[to] >= heads[to].cost[i] and level in (None, to):
+                return heads[to], slots, credits
 
     def ahead(self, level: int) -> int:
         kind = self.policy.kind
@@ -252,6 +274,10 @@ class Reference:
             self.stats[w.level].expired += 1
             out.append((w.id, "EXPIRED", w.level, now, now - w.pushed_at))
         while (head := self.chosen(now)) is not None and self.fits(head.cost):
+            if self.policy.kind == "shares":
+                _, slots, credits = self.deal(head.level)
+                self.dealt += slots
+                credits[head.level] -= head.cost[self.policy.shared]
             self.waiting.remove(head)
             if self.follow:
                 self.followed.pop(0)
@@ -261,6 +287,10 @@ class Reference:
                 self.events.append(charge)
             self.held[head.id] = Held(head.level, charge, head.cost)
             self.total_granted += 1
+            if self.policy.kind == "shares":
+                # A level that no longer waits keeps no credit.
+                left = {w.level for w in self.waiting}
+                self.credits = [c if lv in left else 0 for lv, c in enumerate(credits)]
             level = self.stats[head.level]
             level.granted += 1
             level.waits.append(now - head.pushed_at)

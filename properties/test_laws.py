@@ -6,7 +6,7 @@ Each test names its SPEC.md property id in its docstring.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Hashable, Sequence
 from fractions import Fraction
 from random import Random
 from typing import Any
@@ -482,3 +482,45 @@ def test_set_limit_continues(
         machine.push(n, 0, expected)
     granted = [d for d in machine.tick(expected) if d.state is State.GRANTED]
     assert len(granted) <= new_burst + 1, ("P30: more than the new burst at once", granted)
+
+
+@given(
+    weights=st.lists(st.integers(1, 5), min_size=2, max_size=3),
+    costs=st.lists(st.lists(st.integers(1, 40), min_size=1, max_size=6), min_size=3, max_size=3),
+    depth=st.integers(5, 40),
+)
+def test_shares_divide_units(weights: list[int], costs: list[list[int]], depth: int) -> None:
+    """P33: while every level waits, over any run of grants of ``U`` units
+    in all, level ``i`` receives at least ``w_i * U / W - (L * w_i / W + 1) * C``
+    units, ``C`` the largest cost: shares count units, whatever each costs."""
+    levels = len(weights)
+    largest = max(max(c) for c in costs[:levels])
+    machine = Machine(Shares(weights), 1000, largest)
+    machine.push("drain", 0, 0, cost=largest)  # the full bucket goes to it
+    for n in range(depth):
+        for level in range(levels):
+            mine = costs[level]
+            machine.push((level, n), level, 0, cost=mine[n % len(mine)])
+    run: list[tuple[int, int]] = []  # (level, units) of each grant while all wait
+    cost_of: dict[Hashable, int] = {
+        (lv, n): costs[lv][n % len(costs[lv])] for lv in range(levels) for n in range(depth)
+    }
+    left = [depth] * levels
+    while all(left):
+        at = machine.next_tick()
+        assert at is not None
+        for d in machine.tick(at):
+            if all(left):  # everyone waited at this grant
+                run.append((d.level, cost_of[d.id]))
+            left[d.level] -= 1
+    note(f"{run}")
+    total_weight = sum(weights)
+    for level, weight in enumerate(weights):
+        slack = (Fraction(levels * weight, total_weight) + 1) * largest
+        for start in range(len(run)):
+            got = units = 0
+            for granted, cost in run[start:]:
+                units += cost
+                got += cost if granted == level else 0
+                bound = Fraction(weight * units, total_weight) - slack
+                assert got >= bound, ("P33", level, start, got, units, weights)

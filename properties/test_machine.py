@@ -40,6 +40,7 @@ from permits.core import (
     RELATIVE_ERROR,
     SECOND,
     Charge,
+    Deal,
     Decision,
     DuplicateId,
     Machine,
@@ -129,6 +130,10 @@ class PolicyMachine(RuleBasedStateMachine):
         self.streaks: list[collections.deque[bool]] = [
             collections.deque() for _ in range(config.spec.levels)
         ]
+        # P33: per level, the units of the shared limit of each grant of its
+        # current streak, and whether it received them; the largest cost
+        self.unit_streaks: list[list[tuple[bool, int]]] = [[] for _ in range(config.spec.levels)]
+        self.largest = 1
         # P10 and P12: bounds that hold while ticks come on time
         self.level0_bound: dict[Hashable, int] = {}
         self.drain_bound: int | None = None
@@ -241,10 +246,34 @@ class PolicyMachine(RuleBasedStateMachine):
             late = [x for x in others if w.pushed_at > x.pushed_at + x.level * spec.after]
             assert not late, ("P9: overtook a waiter past its aging bound", w, late)
         if spec.kind == "shares":
+            self.check_shares(w, others)
+        self.check_timely(w, now)
+
+    def check_shares(self, w: RefWaiter, others: list[RefWaiter]) -> None:
+        spec = self.config.spec
+        cycle = sum(spec.weights)
+        waiting_levels = {x.level for x in others} | {w.level}
+        # P33: over any run of grants throughout which level i waited, of U
+        # units in all, it received at least w_i * U / W - (L * w_i / W + 1) * C,
+        # C the largest cost: counted in the units of the shared limit.
+        self.largest = max([self.largest, *(x.cost[spec.shared] for x in [w, *others])])
+        levels = spec.levels
+        for level, run in enumerate(self.unit_streaks):
+            if level not in waiting_levels:
+                run.clear()
+                continue
+            run.append((level == w.level, w.cost[spec.shared]))
+            got = total = 0
+            weight = spec.weights[level]
+            slack = Fraction(levels * weight, cycle) + 1
+            for mine, units in reversed(run):
+                total += units
+                got += units if mine else 0
+                bound = Fraction(weight * total, cycle) - slack * self.largest
+                assert got >= bound, ("P33", level, got, total, spec.weights, self.largest)
+        if not self.config.costs:
             # P8: in any run of sum(weights) consecutive grants throughout which a
             # level waited, it received at least its weight.
-            cycle = sum(spec.weights)
-            waiting_levels = {x.level for x in others} | {w.level}
             for level, streak in enumerate(self.streaks):
                 if level not in waiting_levels:
                     streak.clear()
@@ -255,6 +284,9 @@ class PolicyMachine(RuleBasedStateMachine):
                 if len(streak) == cycle:
                     got = sum(streak)
                     assert got >= spec.weights[level], ("P8", level, got, spec.weights)
+
+    def check_timely(self, w: RefWaiter, now: int) -> None:
+        spec = self.config.spec
         if spec.kind == "strict" and w.id in self.level0_bound:
             # P10: granted within k+1 intervals of its push.
             assert now <= self.level0_bound[w.id], ("P10", w, now, self.level0_bound[w.id])
@@ -578,6 +610,8 @@ class PolicyMachine(RuleBasedStateMachine):
     def refund(self, id: int, steps: int) -> None:
         self.advance(steps)
         now = self.now
+        # P23: a permit spent is refused here, as the model knows; P24: one in
+        # flight hands back its place (the model frees it).
         if not self.model.can_refund(id, now):
             before = fingerprint(self.core)
             with pytest.raises(NotRefundable) as refused:
@@ -875,6 +909,7 @@ class PolicyMachine(RuleBasedStateMachine):
             "push-cost-float": (lambda: core.push(fresh, 0, now, cost=1.5), PermitTypeError),  # type: ignore[arg-type]
             "push-cost-bool": (lambda: core.push(fresh, 0, now, cost=True), PermitTypeError),
             "push-cost-zero": (lambda: core.push(fresh, 0, now, cost=0), PermitValueError),
+            # P28: a cost beyond a limit's burst could never be granted
             "push-cost-burst": (lambda: core.push(fresh, 0, now, cost=big), PermitValueError),
             "push-cost-unknown": (
                 lambda: core.push(fresh, 0, now, cost={"x": 1}),
@@ -992,7 +1027,8 @@ class PolicyMachine(RuleBasedStateMachine):
     @invariant()
     def check_same_as_model(self) -> None:
         """P13: the same waiters in the same order, the same times, the same
-        counters; quantiles within RELATIVE_ERROR of exact, maximum exact."""
+        counters; quantiles within RELATIVE_ERROR of exact, maximum exact.
+        P27 with it: the model grants only the waiter its policy chooses."""
         if not hasattr(self, "core") or not WITH_MODEL:
             return
         model = self.model
@@ -1009,6 +1045,11 @@ class PolicyMachine(RuleBasedStateMachine):
             model.paused_until,
         )
         assert self.core.queues.depths == model.depths(), "P13"
+        if self.config.spec.kind == "shares" and not model.follow:
+            # the deal so far: slots dealt, and each level's credit
+            deal = self.core.snapshot().policy_state
+            assert isinstance(deal, Deal)
+            assert (deal.position, list(deal.credits)) == (model.dealt, model.credits), "P13"
         for level in range(self.config.spec.levels):
             assert self.core.min_wait(level) == model.min_wait(level), ("P13: min_wait", level)
         for stats, ref in zip(self.core.statistics().levels, model.stats, strict=True):

@@ -166,7 +166,7 @@ async def test_cancel_after_grant_refunds(open_limiter: OpenLimiter, case: tuple
     """The race: the permit is decided, then the caller is cancelled before it
     runs. On every adapter it hands the permit back, which goes to the next
     waiter at once; the permits granted and not refunded equal the callers
-    that proceeded.
+    that proceeded (SPEC P26).
 
     The asyncio adapter's caller is cancelled natively (``Task.cancel()``);
     the others through a cancel scope, which trio and anyio deliver only at
@@ -691,7 +691,7 @@ async def test_callers_that_resume_together_after_a_stall_stay_within_the_limit(
     """The limit holds where the upstream sees it: when callers proceed. Five
     permits are decided during a stall (by try_acquire's tick), the stall
     goes on as long again, and the loop runs: the five resume together, and
-    the next five follow one interval apart, not at once (SPEC P24)."""
+    the next five follow one interval apart, not at once (SPEC P24, P26)."""
     resumed: list[int] = []
 
     async def call(limiter: BaseLimiter) -> None:

@@ -26,7 +26,7 @@ from ._machine import (
     Snapshot,
     State,
 )
-from ._policies import Aging, Fifo, Policy, Shares, StrictPriority, schedule
+from ._policies import Aging, Deal, Fifo, Policy, Shares, StrictPriority, schedule
 from ._queues import SLACK, SWEEP, Queues, Waiter
 from ._stats import RELATIVE_ERROR, LevelStatistics, Statistics, WaitHistogram
 
@@ -39,6 +39,7 @@ __all__ = [
     "SWEEP",
     "Aging",
     "Charge",
+    "Deal",
     "Decision",
     "DuplicateId",
     "Fifo",

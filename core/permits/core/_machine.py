@@ -22,8 +22,9 @@ nanosecond however long it runs.
 
 from __future__ import annotations
 
+import copy
 import enum
-from collections.abc import Hashable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from fractions import Fraction
 from typing import NamedTuple
 
@@ -179,6 +180,7 @@ class Machine:
         "_now",
         "_pushed",
         "_queues",
+        "_record",
         "_refunded",
         "_rejected",
         "_seq",
@@ -251,6 +253,11 @@ class Machine:
         )
         self._ledger = Ledger(window)
         self._queues = Queues(levels, len(named))
+        start = getattr(policy, "start", None)
+        if start is not None:
+            self._queues.state = start(tuple(named))
+        #: The policy's hook told of every grant, if it keeps state.
+        self._record: Callable[[Queues, Waiter], None] | None = getattr(policy, "record", None)
         #: The waiting ids (the queues' own dict, read here for speed).
         self._ids = self._queues._by_id
         self._deadlines = Deadlines()
@@ -451,6 +458,7 @@ class Machine:
             in_flight=self._flying,
             seq=self._seq,
             granted=self._queues.granted,
+            policy_state=copy.copy(self._queues.state),
             waiting=tuple(tuple(self._queues.waiters(lv)) for lv in range(self.levels)),
             grants=tuple(self._ledger),
             logged=self._ledger.logged,
@@ -862,6 +870,7 @@ class Machine:
         at_grant = self._at_grant
         hists = self._hists
         choose = self.policy.choose
+        record = self._record
         depths = queues.depths
         levels = self.levels
         while True:
@@ -873,6 +882,8 @@ class Machine:
                 if now < source.due:
                     return
             waiter = queues._take_head(level)
+            if record is not None:
+                record(queues, waiter)
             cost = waiter.cost
             if at_grant:
                 before: object = source.take(now, cost)
@@ -1034,6 +1045,8 @@ class Snapshot(NamedTuple):
     seq: int
     #: Permits granted so far, all levels.
     granted: int
+    #: A copy of the policy's own state (``Queues.state``), or ``None``.
+    policy_state: object
     waiting: tuple[tuple[Waiter, ...], ...]
     #: The grants that may still be refunded or spent, oldest first.
     grants: tuple[Grant, ...]

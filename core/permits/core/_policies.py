@@ -15,6 +15,7 @@ returns a lower bound on how many of the current waiters go before a newcomer
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from collections.abc import Sequence
 from fractions import Fraction
 from typing import Protocol, runtime_checkable
@@ -22,10 +23,10 @@ from typing import Protocol, runtime_checkable
 import attrs
 
 from ._errors import PermitTypeError, PermitValueError
-from ._queues import Queues
+from ._queues import Queues, Waiter
 from .checks import check_int
 
-__all__ = ["Aging", "Fifo", "Policy", "Shares", "StrictPriority"]
+__all__ = ["Aging", "Deal", "Fifo", "Policy", "Shares", "StrictPriority"]
 
 #: Largest sum of :class:`Shares` weights (the length of its schedule).
 MAX_SCHEDULE = 1_000_000
@@ -124,6 +125,11 @@ def _weights(value: object) -> tuple[int, ...]:
     return tuple(weights)
 
 
+def _limit_name(instance: object, attribute: attrs.Attribute[str | None], value: object) -> None:
+    if value is not None and not isinstance(value, str):
+        raise PermitTypeError("limit", value, "the name of a limit (a str), or None for the first")
+
+
 def schedule(weights: Sequence[int]) -> tuple[int, ...]:
     """The cycle of slot owners for ``weights``: level ``i`` owns ``weights[i]`` slots.
 
@@ -139,49 +145,169 @@ def schedule(weights: Sequence[int]) -> tuple[int, ...]:
     return tuple(level for _, level in slots)
 
 
+@attrs.define(eq=True)
+class Deal:
+    """How far one machine's :class:`Shares` cycle has been dealt: the
+    policy's state in that machine (``queues.state``). Mutable, small."""
+
+    #: The index of the limit whose units are shared.
+    limit: int
+    #: Slots dealt so far, over every cycle. Equal to the grants made while
+    #: every cost was one unit.
+    position: int = 0
+    #: Per level, the units dealt to it that its grants have not used yet.
+    credits: tuple[int, ...] = ()
+
+
 @attrs.frozen
 class Shares:
-    """Minimum shares by weight, work-conserving.
+    """Minimum shares by weight, of units, work-conserving.
 
-    Permits are dealt from a fixed cycle of ``sum(weights)`` slots (see
-    :func:`schedule`); the ``n``-th permit granted goes to the owner of slot
-    ``n mod sum(weights)`` if that level waits, and otherwise to the most
-    urgent level that waits. So a level that waits throughout any
-    ``sum(weights)`` consecutive grants receives at least its weight of them,
-    and a share its level leaves unused goes to whoever waits.
+    Units are dealt from a fixed cycle of ``sum(weights)`` slots (see
+    :func:`schedule`), one unit per slot, in order: a slot goes to its owner
+    if that level waits, and otherwise to the most urgent level that waits.
+    A level's head is granted at the slot where the units dealt to its level
+    cover its cost (a level whose credit already covers its head's cost goes
+    first). Units dealt and not used stay with the level while it waits and
+    are dropped at a grant that finds it not waiting, so no level banks
+    credit while idle. With every cost one unit, each slot is one grant: the
+    ``n``-th grant goes to the owner of slot ``n mod sum(weights)`` if it
+    waits, otherwise to the most urgent waiting level.
 
-    ``Shares.every(5)`` is the seed's "every 5th permit to the lower level":
-    weights ``(4, 1)``.
+    So a level that waits throughout receives at least its weight's fraction
+    of the units granted, less a bound set by the largest cost (SPEC.md,
+    P33), and a share its level leaves unused goes to whoever waits.
+
+    ``limit`` names the limit whose units are shared (the machine's first by
+    default). ``Shares.every(5)`` is the seed's "every 5th permit to the
+    lower level": weights ``(4, 1)``.
     """
 
     weights: tuple[int, ...] = attrs.field(converter=_weights)
+    #: The name of the limit whose units are shared; ``None``: the machine's first.
+    limit: str | None = attrs.field(default=None, kw_only=True, validator=_limit_name)
     _cycle: tuple[int, ...] = attrs.field(init=False, repr=False, eq=False)
+    #: Per level, the positions of its slots in the cycle, ascending.
+    _slots: tuple[tuple[int, ...], ...] = attrs.field(init=False, repr=False, eq=False)
 
     def __attrs_post_init__(self) -> None:
-        object.__setattr__(self, "_cycle", schedule(self.weights))
+        cycle = schedule(self.weights)
+        slots = tuple(
+            tuple(p for p, owner in enumerate(cycle) if owner == level)
+            for level in range(len(self.weights))
+        )
+        object.__setattr__(self, "_cycle", cycle)
+        object.__setattr__(self, "_slots", slots)
 
     @classmethod
-    def every(cls, n: int) -> Shares:
-        """Two levels; every ``n``-th permit goes to level 1 while it waits."""
+    def every(cls, n: int, *, limit: str | None = None) -> Shares:
+        """Two levels; every ``n``-th unit goes to level 1 while it waits."""
         n = check_int("n", n, 2)
         if n > MAX_SCHEDULE:
             raise PermitValueError("n", n, f"must be at most {MAX_SCHEDULE} (one cycle of permits)")
-        return cls((n - 1, 1))
+        return cls((n - 1, 1), limit=limit)
 
     @property
     def levels(self) -> int:
         return len(self.weights)
 
+    def start(self, limits: Sequence[str]) -> Deal:
+        """A machine with these limits starts: its fresh :class:`Deal`."""
+        if self.limit is None:
+            index = 0
+        elif self.limit in limits:
+            index = list(limits).index(self.limit)
+        else:
+            raise PermitValueError(
+                "policy",
+                self,
+                f"shares the units of limit {self.limit!r}, which the machine does not have "
+                f"(its limits: {', '.join(map(repr, limits))})",
+            )
+        return Deal(index, 0, (0,) * self.levels)
+
     def choose(self, queues: Queues, now: int) -> int:
-        cycle = self._cycle
-        owner = cycle[queues.granted % len(cycle)]
+        deal = _deal(queues)
         depths = queues.depths
-        if depths[owner]:
-            return owner
-        return _first_waiting(depths)
+        if queues.unit_costs:
+            owner = self._cycle[deal.position % len(self._cycle)]
+            return owner if depths[owner] else _first_waiting(depths)
+        waiting = [level for level, depth in enumerate(depths) if depth]
+        needs = [queues.head(level).cost[deal.limit] - deal.credits[level] for level in waiting]
+        for level, need in zip(waiting, needs, strict=True):
+            if need <= 0:
+                return level
+        return min(
+            zip(waiting, needs, strict=True),
+            key=lambda pair: self._covered_at(pair[0], pair[1], deal.position, waiting),
+        )[0]
+
+    def record(self, queues: Queues, waiter: Waiter) -> None:
+        """``waiter``'s grant was made (the machine calls this after each):
+        deal the slots up to the one that covered it."""
+        deal = _deal(queues)
+        if queues.unit_costs:
+            deal.position += 1
+            return
+        depths = queues.depths
+        level = waiter.level
+        waiting = [lv for lv, depth in enumerate(depths) if depth or lv == level]
+        credits = list(deal.credits)
+        need = waiter.cost[deal.limit] - credits[level]
+        if need > 0:
+            start = deal.position
+            end = self._covered_at(level, need, start, waiting) + 1
+            for lv in waiting:
+                credits[lv] += self._dealt(lv, start, end, waiting)
+            deal.position = end
+        credits[level] -= waiter.cost[deal.limit]
+        deal.credits = tuple(c if depths[lv] else 0 for lv, c in enumerate(credits))
 
     def ahead(self, queues: Queues, level: int, now: int) -> int:
         return queues.depths[level]
+
+    # -- dealing the cycle ----------------------------------------------------
+
+    def _before(self, level: int, x: int) -> int:
+        """``level``'s slots at positions before ``x`` (counted over every cycle)."""
+        slots = self._slots[level]
+        cycles, offset = divmod(x, len(self._cycle))
+        return cycles * len(slots) + bisect_left(slots, offset)
+
+    def _dealt(self, level: int, start: int, end: int, waiting: Sequence[int]) -> int:
+        """Units dealt to ``level`` by the slots from ``start`` to ``end``
+        (excluded) while ``waiting`` wait: its own slots, and, for the most
+        urgent of them, those whose owner does not wait."""
+        if level != waiting[0]:
+            return self._before(level, end) - self._before(level, start)
+        others = waiting[1:]
+        return (end - start) - sum(self._before(o, end) - self._before(o, start) for o in others)
+
+    def _covered_at(self, level: int, need: int, start: int, waiting: Sequence[int]) -> int:
+        """The slot, from ``start`` on, that deals ``level`` its ``need``-th unit."""
+        if level != waiting[0]:
+            slots = self._slots[level]
+            cycles, index = divmod(self._before(level, start) + need - 1, len(slots))
+            return cycles * len(self._cycle) + slots[index]
+        # The most urgent waiting level gets every slot the others do not own:
+        # at least one per cycle, so the first n/free + 1 cycles hold its need.
+        size = len(self._cycle)
+        free = size - sum(self.weights[o] for o in waiting[1:])
+        lo, hi = start, start + (need // free + 1) * size
+        while hi - lo > 1:  # the least end with `need` units dealt in [start, end)
+            mid = (lo + hi) // 2
+            if self._dealt(level, start, mid, waiting) >= need:
+                hi = mid
+            else:
+                lo = mid
+        return hi - 1
+
+
+def _deal(queues: Queues) -> Deal:
+    deal = queues.state
+    if not isinstance(deal, Deal):
+        raise AssertionError("Shares needs the Deal its start() made (run it in a Machine)")
+    return deal
 
 
 def _after(instance: object, attribute: attrs.Attribute[int], value: object) -> None:

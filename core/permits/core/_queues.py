@@ -140,8 +140,9 @@ class _Line:
 class Queues:
     """The waiters of one machine, one FIFO queue per level.
 
-    A policy reads it through :attr:`levels`, :attr:`depths`, :meth:`head`
-    and :attr:`granted`; only the machine changes it.
+    A policy reads it through :attr:`levels`, :attr:`depths`, :meth:`head`,
+    :attr:`granted` and :attr:`unit_costs`, and keeps its own state in
+    :attr:`state`; only the machine changes the rest.
     """
 
     __slots__ = (
@@ -152,6 +153,7 @@ class Queues:
         "depths",
         "granted",
         "levels",
+        "state",
         "swept",
     )
 
@@ -169,6 +171,10 @@ class Queues:
         #: Sweep steps taken so far, over all levels: the compaction work
         #: (at most SWEEP per departure).
         self.swept = 0
+        #: The policy's own state in this machine: what its ``start()``
+        #: returned (``None`` for a policy without one). Changed only by the
+        #: policy's ``record()``.
+        self.state: object = None
         self._by_id: dict[Hashable, Waiter] = {}
         self._lines = [_Line(self._by_id) for _ in range(levels)]
 
@@ -242,6 +248,11 @@ class Queues:
         if line.dead:
             self._tidy(line)
         return True
+
+    @property
+    def unit_costs(self) -> bool:
+        """Whether every waiter so far asked for one unit of every limit."""
+        return self._sums is None
 
     @property
     def units(self) -> list[list[int]]:

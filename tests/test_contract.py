@@ -1,0 +1,83 @@
+"""SPEC.md's promises name their tests, and those tests exist and carry the id.
+
+Rule: every property in SPEC.md has an id (``P1``...) and names the tests
+that carry it; a name that no longer resolves, or a test that does not
+mention the id it is cited for, is a broken contract.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+ROW = re.compile(r"^\| (P\d+) \|(.*)\|([^|]*)\|\s*$")
+NAME = re.compile(r"`([\w.]+(?:::[\w.]+)?)`")
+SOURCES = sorted([*(ROOT / "properties").glob("*.py"), *(ROOT / "tests").glob("*.py")])
+
+
+def rows() -> list[tuple[str, str]]:
+    text = (ROOT / "SPEC.md").read_text()
+    found = [(m[1], m[3]) for line in text.splitlines() if (m := ROW.match(line))]
+    assert len(found) > 30, "SPEC.md's property tables were not found"
+    return found
+
+
+def cited(cell: str) -> list[tuple[str | None, str]]:
+    """The (file, name) pairs a row's test cell cites, outside parentheses
+    (which give context: a test class, a checked helper, an error case)."""
+    cell = re.sub(r"\([^)]*\)", "", cell)
+    out: list[tuple[str | None, str]] = []
+    file: str | None = None
+    for name in NAME.findall(cell):
+        if "::" in name:
+            file, name = name.split("::")
+        out.append((file, name))
+    return out
+
+
+def defines(path: Path, dotted: str) -> str | None:
+    """The source of ``dotted`` (``f``, ``Class``, ``Class.method``) in
+    ``path``, or of the whole module where the name is bound by assignment
+    (``TestShares = machine_for("shares").TestCase``); ``None`` if absent."""
+    text = path.read_text()
+    body: list[ast.stmt] = ast.parse(text).body
+    node: ast.stmt | None = None
+    for part in dotted.split("."):
+        defs = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
+        node = next((n for n in body if isinstance(n, defs) and n.name == part), None)
+        if node is None:
+            bound = any(
+                isinstance(n, ast.Assign)
+                and any(isinstance(t, ast.Name) and t.id == part for t in n.targets)
+                for n in body
+            )
+            return text if bound else None
+        body = node.body
+    return ast.get_source_segment(text, node) if node is not None else None
+
+
+@pytest.mark.parametrize(("pid", "cell"), rows(), ids=[pid for pid, _ in rows()])
+def test_every_cited_test_exists_and_carries_its_id(pid: str, cell: str) -> None:
+    names = cited(cell)
+    assert names, f"{pid} names no test"
+    for file, name in names:
+        # the file last named, else (the conformance suite's) any test file
+        paths = [p for p in SOURCES if p.name == file]
+        found = [(p, s) for p in paths if (s := defines(p, name)) is not None] or [
+            (p, s) for p in SOURCES if (s := defines(p, name)) is not None
+        ]
+        assert found, f"{pid}: {file or ''}::{name} is not defined under properties/ or tests/"
+        assert any(re.search(rf"\b{pid}\b", source) for _, source in found), (
+            f"{pid}: {name} does not mention it"
+        )
+
+
+def test_ids_are_unique_and_in_order() -> None:
+    ids = [int(pid[1:]) for pid, _ in rows()]
+    assert len(ids) == len(set(ids)), "a property id is used twice"
+    core = [i for i in ids if i != 26]  # P26 sits in the adapters' table
+    assert core == sorted(core), ids
