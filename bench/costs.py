@@ -113,10 +113,13 @@ def extract(rev: str, into: str) -> str:
     return str(Path(into) / "core")
 
 
-def run_child(loop: str, grants: int, core: str | None, count: bool) -> float:
-    """Run one loop in a child process (with ``core`` first on its path):
-    instructions of the whole process when ``count``, else s per grant."""
-    args = [__file__, "--one", loop, str(grants)]
+def run_child(
+    loop: str, grants: int, core: str | None, count: bool, script: str = __file__
+) -> float:
+    """Run one loop of ``script`` in a child process (with ``core`` first on
+    its path): instructions of the whole process when ``count``, else s per
+    grant."""
+    args = [script, "--one", loop, str(grants)]
     env = dict(os.environ)
     if core is not None:
         env["PYTHONPATH"] = core

@@ -79,6 +79,8 @@ def interval_ns(rate: Any) -> Fraction:
 
 #: The names of a machine's limits, in order.
 NAMES = ("units", "tokens")
+#: The flows waiters name, when they name one (None: the default flow).
+FLOWS = (None, "a", "b", "c")
 
 
 @dataclass(frozen=True)
@@ -93,6 +95,11 @@ class Config:
     second: tuple[Any, int] | None = None
     #: whether waiters ask for costs other than 1
     costs: bool = False
+    #: whether waiters name flows within their levels, and the flows' set-up
+    flows: bool = False
+    flow_weights: dict[Any, int] | None = None
+    max_waiting_per_flow: int | None = None
+    flow_limit: int = 0
 
     @property
     def exact_rate(self) -> Fraction:
@@ -142,6 +149,7 @@ class Config:
                 max_waiting=self.max_waiting,
                 refund_window_ns=self.refund_window,
                 charge=self.charge,
+                **self.flow_options(),
             )
         return Machine(
             self.policy(),
@@ -150,7 +158,17 @@ class Config:
             max_waiting=self.max_waiting,
             refund_window_ns=self.refund_window,
             charge=self.charge,
+            **self.flow_options(),
         )
+
+    def flow_options(self) -> dict[str, Any]:
+        if not self.flows:
+            return {}
+        return {
+            "flow_weights": self.flow_weights,
+            "max_waiting_per_flow": self.max_waiting_per_flow,
+            "flow_limit": NAMES[self.flow_limit] if self.flow_limit else None,
+        }
 
     def reference(self) -> Reference:
         return Reference(
@@ -159,6 +177,9 @@ class Config:
             self.max_waiting,
             self.refund_window,
             at_grant=self.charge is Charge.AT_GRANT,
+            flow_weights=self.flow_weights,
+            max_waiting_per_flow=self.max_waiting_per_flow,
+            flow_limit=self.flow_limit,
         )
 
 
@@ -169,6 +190,7 @@ def configs(
     levels: int | None = None,
     charges: tuple[Charge, ...] = (Charge.AT_GRANT,),
     costs: bool = False,
+    flows: bool = False,
 ) -> Config:
     """A small machine configuration for policy ``kind``, charging its
     permits as one of ``charges`` says; with ``costs``, maybe costs other
@@ -199,6 +221,16 @@ def configs(
         second = (draw(st.sampled_from(RATES)), draw(st.integers(1, 6)))
     # shares count the units of the first limit, or of the named second
     shared = int(kind == "shares" and second is not None and draw(st.booleans()))
+    with_flows = flows and draw(st.booleans())
+    flow_weights = None
+    per_flow = None
+    flow_limit = 0
+    if with_flows:
+        flow_weights = draw(
+            st.none() | st.dictionaries(st.sampled_from(FLOWS), st.integers(1, 3), max_size=3)
+        )
+        per_flow = draw(st.none() | st.integers(0, 3))
+        flow_limit = int(second is not None and draw(st.booleans()))
     return Config(
         spec=PolicySpec(kind, levels, weights, after, shared),
         rate=rate,
@@ -208,4 +240,8 @@ def configs(
         charge=draw(st.sampled_from(charges)),
         second=second,
         costs=with_costs,
+        flows=with_flows,
+        flow_weights=flow_weights,
+        max_waiting_per_flow=per_flow,
+        flow_limit=flow_limit,
     )

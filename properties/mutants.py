@@ -231,6 +231,30 @@ MUTANTS: dict[str, tuple[str, str, str, str]] = {
         "deal.credits = tuple(credits)",
         "a level keeps the credit it was dealt after it stops waiting",
     ),
+    "flows-ignore-weight": (
+        "_queues.py",
+        "return self.start + Fraction(self.line.head().cost[index], self.weight)",
+        "return self.start + Fraction(self.line.head().cost[index], 1)",
+        "every flow weighs 1, whatever its weight",
+    ),
+    "flows-serve-oldest": (
+        "_queues.py",
+        "heapq.heappush(self.heap, (flow.tag(self.index), head.seq, flow.key, head))",
+        "heapq.heappush(self.heap, (ZERO, head.seq, flow.key, head))",
+        "the flows of a level are served in push order: one tenant's backlog blocks the rest",
+    ),
+    "flow-clock-stuck": (
+        "_queues.py",
+        "self.clock = flow.finish = flow.start = finish",
+        "flow.finish = flow.start = finish",
+        "the level's virtual clock never moves: a flow that joins late jumps the queue",
+    ),
+    "flows-kept-empty": (
+        "_queues.py",
+        "nothing of it is kept\n        del self.flows[flow.key]\n",
+        "nothing of it is kept\n        return swept\n",
+        "a flow without waiters is kept: memory grows with every key ever seen",
+    ),
     "rerate-refills": (
         "_bucket.py",
         "max(Fraction(now - 1), now + (self.b1 + 1 - units) * change.P / change.Q)",

@@ -42,6 +42,18 @@ class RefWaiter:
     pushed_at: int
     deadline: int | None
     cost: tuple[int, ...] = (1,)
+    flow: Hashable = None
+
+
+@dataclass
+class FlowTime:
+    """A waiting flow's place in its level's virtual time."""
+
+    #: when its head's service starts
+    start: Fraction
+    #: the finish of its latest grant (where it joined, before one)
+    finish: Fraction
+    weight: int
 
 
 @dataclass
@@ -104,8 +116,19 @@ class Reference:
         max_waiting: Sequence[int | None] | None,
         refund_window: int,
         at_grant: bool = True,
+        flow_weights: dict[Hashable, int] | None = None,
+        max_waiting_per_flow: int | None = None,
+        flow_limit: int = 0,
     ) -> None:
         self.policy = policy
+        self.flow_weights = flow_weights or {}
+        self.max_waiting_per_flow = max_waiting_per_flow
+        self.flow_limit = flow_limit
+        #: per level, the finish of its latest grant; per (level, flow) with waiters, its time
+        self.clock = [Fraction(0)] * policy.levels
+        self.flow_times: dict[tuple[int, Hashable], FlowTime] = {}
+        #: whether a push ever named a flow
+        self.flowed = False
         #: the limits as first given: (rate, burst) each
         self.initial = list(limits)
         #: and as they stand now
@@ -154,23 +177,70 @@ class Reference:
         if self.follow:
             want = self.followed[0] if self.followed else None
             return next((w for w in waiting if w.id == want), None)
+        heads = self.heads()
         if kind == "fifo":
-            return min(waiting, key=lambda w: w.seq)
+            return min(heads.values(), key=lambda w: w.seq)
         if kind == "strict":
-            return min(waiting, key=lambda w: (w.level, w.seq))
+            return heads[min(heads)]
         if kind == "aging":
             after = self.policy.after
-            return min(waiting, key=lambda w: (w.level - Fraction(now - w.pushed_at, after), w.seq))
+            return min(
+                heads.values(), key=lambda w: (w.level - Fraction(now - w.pushed_at, after), w.seq)
+            )
         if kind == "shares":
             return self.deal()[0]
         # the user's RoundRobin: the levels take turns, skipping empty ones
         levels = self.policy.levels
         for step in range(levels):
             level = (self.total_granted + step) % levels
-            mine = [w for w in waiting if w.level == level]
-            if mine:
-                return min(mine, key=lambda w: w.seq)
+            if level in heads:
+                return heads[level]
         raise AssertionError("unreachable")
+
+    # -- flows: self-clocked fair queueing within each level -------------------
+
+    def flow_head(self, level: int, flow: Hashable) -> RefWaiter | None:
+        mine = [w for w in self.waiting if w.level == level and w.flow == flow]
+        return min(mine, key=lambda w: w.seq) if mine else None
+
+    def finish(self, head: RefWaiter) -> Fraction:
+        """The virtual time at which ``head`` (the head of its flow) finishes."""
+        time = self.flow_times[(head.level, head.flow)]
+        return time.start + Fraction(head.cost[self.flow_limit], time.weight)
+
+    def heads(self) -> dict[int, RefWaiter]:
+        """Per waiting level, its head: of its flows' heads, the one that
+        finishes first, then the one pushed first."""
+        out: dict[int, RefWaiter] = {}
+        for level in sorted({w.level for w in self.waiting}):
+            flows = {w.flow for w in self.waiting if w.level == level}
+            firsts = [self.flow_head(level, f) for f in flows]
+            out[level] = min(
+                (h for h in firsts if h is not None), key=lambda h: (self.finish(h), h.seq)
+            )
+        return out
+
+    def join(self, waiter: RefWaiter) -> None:
+        key = (waiter.level, waiter.flow)
+        if key not in self.flow_times:
+            clock = self.clock[waiter.level]
+            weight = self.flow_weights.get(waiter.flow, 1)
+            self.flow_times[key] = FlowTime(clock, clock, weight)
+        self.waiting.append(waiter)
+
+    def leave(self, waiter: RefWaiter, granted: bool = False) -> None:
+        """``waiter`` leaves (granted, or not); a new head of its flow starts
+        at the later of its flow's finish and the level's clock."""
+        key = (waiter.level, waiter.flow)
+        was_head = self.flow_head(*key) is waiter
+        time = self.flow_times[key]
+        if granted:
+            self.clock[waiter.level] = time.finish = self.finish(waiter)
+        self.waiting.remove(waiter)
+        if self.flow_head(*key) is None:
+            del self.flow_times[key]
+        elif was_head:
+            time.start = max(time.finish, self.clock[waiter.level])
 
     def deal(self, level: int | None = None) -> tuple[RefWaiter, int, list[int]]:
         """Shares, one slot at a time: the head the cycle's units cover first
@@ -178,9 +248,7 @@ class Reference:
         and the levels' credits after them."""
         cycle, i = self.cycle(), self.policy.shared
         credits = list(self.credits)
-        heads: dict[int, RefWaiter] = {}
-        for w in sorted(self.waiting, key=lambda w: w.seq):
-            heads.setdefault(w.level, w)
+        heads = self.heads()
         covered = [lv for lv in sorted(heads) if credits[lv] >= heads[lv].cost[i]]
         if covered and level in (None, *covered):
             first = covered[0] if level is None else level
@@ -270,7 +338,7 @@ class Reference:
             (w for w in self.waiting if w.deadline is not None and w.deadline <= now),
             key=lambda w: (w.deadline, w.seq),
         ):
-            self.waiting.remove(w)
+            self.leave(w)
             self.stats[w.level].expired += 1
             out.append((w.id, "EXPIRED", w.level, now, now - w.pushed_at))
         while (head := self.chosen(now)) is not None and self.fits(head.cost):
@@ -278,7 +346,7 @@ class Reference:
                 _, slots, credits = self.deal(head.level)
                 self.dealt += slots
                 credits[head.level] -= head.cost[self.policy.shared]
-            self.waiting.remove(head)
+            self.leave(head, granted=True)
             if self.follow:
                 self.followed.pop(0)
             charge = None
@@ -306,21 +374,28 @@ class Reference:
         now: int,
         deadline: int | None,
         cost: tuple[int, ...] | None = None,
+        flow: Hashable = None,
     ) -> list[Row]:
         out = self.settle(now)
         self.stats[level].pushed += 1
         self.held.pop(id, None)  # a new life
         limit = None if self.max_waiting is None else self.max_waiting[level]
         full = limit is not None and sum(1 for w in self.waiting if w.level == level) >= limit
+        per_flow = self.max_waiting_per_flow
+        mine = sum(1 for w in self.waiting if w.level == level and w.flow == flow)
+        full = full or (per_flow is not None and mine >= per_flow)
         late = deadline is not None and deadline <= now
-        waiter = RefWaiter(id, level, self.seq, now, None if late else deadline, cost or self.unit)
+        waiter = RefWaiter(
+            id, level, self.seq, now, None if late else deadline, cost or self.unit, flow
+        )
         self.seq += 1
+        self.flowed = self.flowed or flow is not None
         # Granted at once if the policy chooses it and it fits, whatever its
         # queue limit or deadline; otherwise it may not queue when full or late.
-        self.waiting.append(waiter)
+        self.join(waiter)
         out += self.settle(now)
         if (full or late) and waiter in self.waiting:
-            self.waiting.remove(waiter)
+            self.leave(waiter)
             if full:
                 self.stats[level].rejected += 1
                 out.append((id, "REJECTED", level, now, 0))
@@ -333,7 +408,7 @@ class Reference:
     def cancel(self, id: Hashable) -> bool:
         for w in self.waiting:
             if w.id == id:
-                self.waiting.remove(w)
+                self.leave(w)
                 self.stats[w.level].cancelled += 1
                 return True
         return False
@@ -434,14 +509,25 @@ class Reference:
         times = [*deadlines] if due is None else [due, *deadlines]
         return min(times) if times else None
 
-    def min_wait(self, level: int, cost: tuple[int, ...] | None = None) -> int:
+    def min_wait(
+        self, level: int, cost: tuple[int, ...] | None = None, flow: Hashable = None
+    ) -> int:
         if self.last is None:
             return 0
         cost = cost or self.unit
         # the waiters that certainly go first: everyone's when the policy
-        # puts everyone first, else the newcomer's own level
-        everyone = self.ahead(level) >= len(self.waiting)
-        first = [w for w in self.waiting if everyone or w.level == level]
+        # puts everyone first, else the newcomer's own level; at its level,
+        # only its own flow's when another flow waits there
+        # (once a flow was named, a newcomer's flow may head another level and
+        # let this one pass that level's older waiters)
+        everyone = self.ahead(level) >= len(self.waiting) and not self.flowed
+        others = {w.flow for w in self.waiting if w.level == level} - {flow}
+        first = [
+            w
+            for w in self.waiting
+            if (everyone and w.level != level)
+            or (w.level == level and (not others or w.flow == flow))
+        ]
         wait = 0
         for i in range(len(self.limits)):
             # at best, those in flight are spent now

@@ -6,7 +6,7 @@ Each test names its SPEC.md property id in its docstring.
 from __future__ import annotations
 
 import math
-from collections.abc import Hashable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from fractions import Fraction
 from random import Random
 from typing import Any
@@ -88,12 +88,17 @@ EVERY_KIND: dict[str, st.SearchStrategy[Any]] = {
 
 
 def run(
-    machine: Machine, script: Sequence[Op], on_time: bool = True, spend: bool = False
+    machine: Machine,
+    script: Sequence[Op],
+    on_time: bool = True,
+    spend: bool = False,
+    flow: Callable[[int], Hashable] | None = None,
 ) -> list[Any]:
     """Apply ``script``; return everything observable, in order. With
     ``spend``, every permit is spent the moment it is granted, and
     ``min_wait`` is observed too (policies' ``ahead`` may differ where their
-    grants agree, so the other laws leave it out)."""
+    grants agree, so the other laws leave it out). With ``flow``, each push
+    names the flow ``flow(level)``."""
     log: list[Any] = []
     now, pushed = 0, 0
 
@@ -112,7 +117,10 @@ def run(
         now += step * SECOND // 8
         if kind == "push":
             out = advance(now)
-            out += taken(machine.push(pushed, arg, now))
+            if flow is None:
+                out += taken(machine.push(pushed, arg, now))
+            else:
+                out += taken(machine.push(pushed, arg, now, flow=flow(arg)))
             pushed += 1
             log.append(rows(out))
         elif kind == "tick":
@@ -524,3 +532,136 @@ def test_shares_divide_units(weights: list[int], costs: list[list[int]], depth: 
                 got += cost if granted == level else 0
                 bound = Fraction(weight * units, total_weight) - slack
                 assert got >= bound, ("P33", level, start, got, units, weights)
+
+
+# -- flows within a level -------------------------------------------------------
+
+
+@given(**EVERY_KIND, named=st.booleans())
+def test_one_flow_is_today(
+    kind: str, rate: Any, burst: int, on_time: bool, script: list[Op], named: bool
+) -> None:
+    """P36: with one flow per level (every push names its level's flow, or
+    one flow shared by all levels), the decisions, due times and depths are
+    exactly those of the machine without flows."""
+    policy = TWO_LEVELS[kind]
+    today = run(Machine(policy, rate, burst), script, on_time)
+    flow: Callable[[int], Hashable] = (lambda level: f"tenant-{level}") if named else (lambda _: 7)
+    assert run(Machine(policy, rate, burst), script, on_time, flow=flow) == today, "P36"
+
+
+def backlog(
+    weights: Sequence[int], costs: Sequence[Sequence[int]], depth: int, order: str, burst: int = 1
+) -> tuple[Machine, dict[Hashable, tuple[int, int]]]:
+    """A one-level machine whose flows ``0..n-1`` (weights ``weights``) each
+    queue ``depth`` waiters of the costs ``costs[f]`` (in turn), pushed flow
+    by flow or interleaved; returns it and each id's (flow, cost)."""
+    largest = max(burst, *(max(c) for c in costs))
+    machine = Machine(StrictPriority(1), 1000, largest, flow_weights=dict(enumerate(weights)))
+    machine.push("drain", 0, 0, cost=largest)  # the full bucket goes to it
+    ids = [(f, n) for f in range(len(weights)) for n in range(depth)]
+    if order == "interleaved":
+        ids.sort(key=lambda fn: (fn[1], fn[0]))
+    of: dict[Hashable, tuple[int, int]] = {}
+    for f, n in ids:
+        cost = costs[f][n % len(costs[f])]
+        of[(f, n)] = (f, cost)
+        machine.push((f, n), 0, 0, cost=cost, flow=f)
+    return machine, of
+
+
+flows_setup: dict[str, st.SearchStrategy[Any]] = {
+    "weights": st.lists(st.integers(1, 4), min_size=2, max_size=4),
+    "costs": st.lists(st.lists(st.integers(1, 20), min_size=1, max_size=5), min_size=4, max_size=4),
+    "depth": st.integers(2, 25),
+    "order": st.sampled_from(["by flow", "interleaved"]),
+}
+
+
+@given(**flows_setup)
+def test_flows_share_a_level_fairly(
+    weights: list[int], costs: list[list[int]], depth: int, order: str
+) -> None:
+    """P34: over any run of grants throughout which flows f and g of a level
+    both wait (none of theirs cancelled or expired), the units granted to
+    them, each divided by its weight, differ by at most
+    ``C_f / w_f + C_g / w_g``, ``C`` a flow's largest cost."""
+    machine, of = backlog(weights, costs, depth, order)
+    flows = range(len(weights))
+    left = [depth] * len(weights)
+    run: list[tuple[int, int]] = []
+    while all(left):
+        at = machine.next_tick()
+        assert at is not None
+        for d in machine.tick(at):
+            flow, cost = of[d.id]
+            if all(left):
+                run.append((flow, cost))
+            left[flow] -= 1
+        machine.check_valid()
+    note(f"{run}")
+    largest = [max(costs[f][: min(depth, len(costs[f]))]) for f in flows]
+    for start in range(len(run)):
+        got = [0] * len(weights)
+        for flow, cost in run[start:]:
+            got[flow] += cost
+            for f in flows:
+                for g in flows:
+                    gap = Fraction(got[f], weights[f]) - Fraction(got[g], weights[g])
+                    bound = Fraction(largest[f], weights[f]) + Fraction(largest[g], weights[g])
+                    assert gap <= bound, ("P34", f, g, got, weights)
+
+
+@given(**flows_setup, big=st.integers(1, 20), joins=st.integers(0, 5))
+def test_no_flow_starves_inside_a_level(
+    weights: list[int], costs: list[list[int]], depth: int, order: str, big: int, joins: int
+) -> None:
+    """P35: once a waiter of cost ``c`` heads its flow f, every other flow g
+    of its level is granted at most ``w_g * c / w_f + C_g`` units before it,
+    whatever joins meanwhile (``C_g`` the largest cost g asks for)."""
+    machine, of = backlog(weights, costs, depth, order, burst=big)
+    victim = len(weights)
+    machine.push("victim", 0, 0, cost=big, flow=victim)  # a flow of one, weight 1
+    weight = dict(enumerate(weights)) | {victim: 1}
+    largest = {f: max(costs[f][: min(depth, len(costs[f]))]) for f in range(len(weights))}
+    got: dict[int, int] = {}
+    now, pushed = 0, 0
+    while "victim" in machine:
+        now = machine.next_tick() or now
+        for d in machine.tick(now):
+            if d.id == "victim":
+                break
+            flow, cost = of[d.id]
+            got[flow] = got.get(flow, 0) + cost
+        if pushed < joins:  # a new flow joins while the victim waits
+            flow = 100 + pushed
+            of[("late", pushed)] = (flow, 1)
+            weight[flow], largest[flow] = 1, 1
+            machine.push(("late", pushed), 0, now, flow=flow)
+            pushed += 1
+    note(f"{got}")
+    for flow, units in got.items():
+        bound = Fraction(weight[flow] * big, weight[victim]) + largest[flow]
+        assert units <= bound, ("P35", flow, units, bound)
+
+
+@given(keys=st.integers(1, 3000), per=st.integers(1, 3))
+def test_nothing_is_kept_for_a_flow_without_waiters(keys: int, per: int) -> None:
+    """P37: a level keeps state only for flows that wait: cycling through
+    many keys (a tenant per request, as an attacker would) leaves as many
+    flows as have waiters, and none once all are granted or cancelled."""
+    machine = Machine(StrictPriority(1), 10**6, 1, max_waiting_per_flow=per)
+    now = 0
+    for key in range(keys):
+        now += 1000
+        machine.push(("a", key), 0, now, flow=key)
+        if key % 3 == 0:
+            machine.cancel(("a", key))
+        assert machine.queues.flows(0) <= len(machine)
+    assert machine.statistics().levels[0].flows == machine.queues.flows(0)
+    machine.check_valid()
+    for at in range(now, now + keys * 1000 + 1, 1000):
+        machine.tick(at)
+    assert len(machine) == 0, "P37"
+    assert machine.queues.flows(0) == 0, "P37"
+    assert machine.queues.entries == 0, "P37"

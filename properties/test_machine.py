@@ -51,7 +51,7 @@ from permits.core import (
     TimeWentBackwards,
 )
 
-from configs import NAMES, Config, configs
+from configs import FLOWS, NAMES, Config, configs
 from harness import fingerprint, rows
 from reference import NS, Reference, RefWaiter, nearest_rank
 
@@ -182,9 +182,16 @@ class PolicyMachine(RuleBasedStateMachine):
                 assert d.id == newcomer.id, ("P11: rejected another id", d)
                 limits = self.config.max_waiting
                 limit = None if limits is None else limits[d.level]
-                depth = sum(1 for w in waiting.values() if w.level == d.level)
-                assert limit is not None, ("P11: rejected with no limit", d)
-                assert depth >= limit, ("P11: rejected below the limit", d, depth, limit)
+                depth = sum(1 for w in waiting.values() if w.level == d.level and w is not newcomer)
+                per_flow = self.config.max_waiting_per_flow if self.config.flows else None
+                mine = sum(
+                    1
+                    for w in waiting.values()
+                    if (w.level, w.flow) == (d.level, newcomer.flow) and w is not newcomer
+                )
+                level_full = limit is not None and depth >= limit
+                flow_full = per_flow is not None and mine >= per_flow
+                assert level_full or flow_full, ("P11: rejected below the limits", d, depth, mine)
                 self.fate[d.id] = State.REJECTED
                 continue
             waiter = waiting.pop(d.id, None)
@@ -226,16 +233,21 @@ class PolicyMachine(RuleBasedStateMachine):
 
     def check_grant(self, w: RefWaiter, others: list[RefWaiter], now: int) -> None:
         spec = self.config.spec
-        # P6: FIFO within a level, under every policy; push order under FIFO.
+        # P6: FIFO within a flow of a level, under every policy; push order
+        # under FIFO (with flows, between the levels' heads: the model's part).
+        flows = self.config.flows
         earlier = [
-            x for x in others if x.seq < w.seq and (x.level == w.level or spec.kind == "fifo")
+            x
+            for x in others
+            if x.seq < w.seq
+            and ((x.level, x.flow) == (w.level, w.flow) or (spec.kind == "fifo" and not flows))
         ]
-        assert not earlier, ("P6: overtaken in its own level", w, earlier)
+        assert not earlier, ("P6: overtaken in its own flow", w, earlier)
         if spec.kind == "strict":
             # P7: no more urgent waiter was waiting.
             urgent = [x for x in others if x.level < w.level]
             assert not urgent, ("P7: a more urgent waiter was waiting", w, urgent)
-        if spec.kind == "aging":
+        if spec.kind == "aging" and not flows:
             # P9: the best (level - age/after, push order) is served ...
             def key(x: RefWaiter) -> tuple[Fraction, int]:
                 return (x.level - Fraction(now - x.pushed_at, spec.after), x.seq)
@@ -300,6 +312,8 @@ class PolicyMachine(RuleBasedStateMachine):
                 exact = spec.kind == "fifo" or (spec.kind == "strict" and w.level == 0)
                 # under several limits, one may fill while another is short
                 exact = exact and len(self.config.limits) == 1
+                # a newcomer in another flow may go first
+                exact = exact and not self.config.flows
                 if exact and late_then == self.late_ticks and not self.holding:
                     assert now == at + wait, repr(
                         (
@@ -451,24 +465,34 @@ class PolicyMachine(RuleBasedStateMachine):
         return sum(self.time_for(list(w.cost)) for w in waiters)
 
     def do_push(
-        self, id: int, level: int, steps: int, deadline: int | None, units: tuple[int, ...]
+        self,
+        id: int,
+        level: int,
+        steps: int,
+        deadline: int | None,
+        units: tuple[int, ...],
+        flow: Hashable = None,
     ) -> list[Decision]:
         self.advance(steps)
         now = self.now
         level %= self.config.spec.levels
         at_deadline = None if deadline is None else now + self.ceil_intervals(deadline) // 8
         cost = self.config.cost(units)
-        wait = self.core.min_wait(level, cost=cost)
+        wait = self.core.min_wait(level, cost=cost, flow=flow)
         if WITH_MODEL:
-            assert wait == self.model.min_wait(level, units), ("P13: min_wait", wait)
+            assert wait == self.model.min_wait(level, units, flow), ("P13: min_wait", wait)
         depth = self.core.queues.depths[level]  # already settled at now
+        in_flow = self.core.queues.flow_depth(level, flow)
         # a permit is left now (the bucket starts full)
         free = self.core.now is None or self.core.next_due() == now
-        if units == self.model.unit:
+        if flow is not None:
+            out = self.core.push(id, level, now, deadline=at_deadline, cost=cost, flow=flow)
+        elif units == self.model.unit:
             out = self.core.push(id, level, now, deadline=at_deadline)
         else:
             out = self.core.push(id, level, now, deadline=at_deadline, cost=cost)
         limit = None if self.config.max_waiting is None else self.config.max_waiting[level]
+        per_flow = self.config.max_waiting_per_flow if self.config.flows else None
         rejected = any(d.id == id and d.state is State.REJECTED for d in out)
         expired = any(d.id == id and d.state is State.EXPIRED for d in out)
         at_once = any(d.id == id and d.state is State.GRANTED for d in out)
@@ -477,32 +501,46 @@ class PolicyMachine(RuleBasedStateMachine):
         # deadline had come and it was not granted at once. With every cost
         # 1, granted at once if and only if a permit was left.
         full = limit is not None and depth >= limit
+        # ... or its flow was (P34: max_waiting_per_flow)
+        full = full or (per_flow is not None and in_flow >= per_flow)
         assert rejected == (full and not at_once), ("P11", depth, limit, at_once, out)
         late = at_deadline is not None and at_deadline <= now
         assert expired == (late and not at_once and not rejected), ("P11", at_deadline, out)
         if not self.config.costs:
             assert at_once == free, ("P11: a permit was left", free, out)
-        newcomer = RefWaiter(id, level, self.model.seq, now, at_deadline, units)
+        if flow is not None:
+            # P19: the first flow named may head another level and let an
+            # earlier newcomer under FIFO pass that level's older waiters
+            self.disturbances += 1
+        newcomer = RefWaiter(id, level, self.model.seq, now, at_deadline, units, flow)
         self.fate[id] = State.WAITING
         self.check_decisions(out, now, newcomer)
         self.follow(out)
-        self.compare(out, self.model.push(id, level, now, at_deadline, units))
+        self.compare(out, self.model.push(id, level, now, at_deadline, units, flow))
         # P10 and P12 bound waits from a bucket in no debt (a settle above
         # the cost asked, or the upstream's word, can leave it owing), and
         # not paused.
         owing = any(self.model.tokens(i) < 0 for i in range(len(self.config.limits)))
+        flows = self.config.flows
         paused = self.paused_until is not None and now < self.paused_until
         bounded = not self.holding and not owing and not paused
         if self.fate[id] is State.WAITING:
             # min_wait is exact only from a bucket that can fill: not paused
             late_then = self.late_ticks if not paused else -1
             self.min_wait_at_push[id] = (wait, self.disturbances, late_then)
-            if self.config.spec.kind == "strict" and level == 0 and bounded:
+            # (a later flow at level 0 may go first: P10 is for one flow)
+            if self.config.spec.kind == "strict" and level == 0 and bounded and not flows:
                 first = [w for w in self.model.waiting if w.level == 0]
                 self.level0_bound[id] = now + self.drain_time(first)
         self.drain_bound = now + self.drain_time(self.model.waiting) if bounded else None
         self.take_at_once()
         return out
+
+    def draw_flow(self, data: st.DataObject) -> Hashable:
+        """The flow a waiter names: the default unless the config has flows."""
+        if not self.config.flows:
+            return None
+        return data.draw(st.sampled_from(FLOWS), label="flow")
 
     def draw_units(self, data: st.DataObject) -> tuple[int, ...]:
         """A cost, one entry per limit: 1 each unless the config has costs."""
@@ -522,7 +560,7 @@ class PolicyMachine(RuleBasedStateMachine):
     def push(self, level: int, steps: int, deadline: int | None, data: st.DataObject) -> int:
         id = self.next_id
         self.next_id += 1
-        self.do_push(id, level, steps, deadline, self.draw_units(data))
+        self.do_push(id, level, steps, deadline, self.draw_units(data), self.draw_flow(data))
         return id
 
     @rule(
@@ -540,7 +578,8 @@ class PolicyMachine(RuleBasedStateMachine):
         for i, level in enumerate(levels):
             id = self.next_id
             self.next_id += 1
-            self.do_push(id, level, steps if i == 0 else 0, deadline, self.draw_units(data))
+            units, flow = self.draw_units(data), self.draw_flow(data)
+            self.do_push(id, level, steps if i == 0 else 0, deadline, units, flow)
             pushed.append(id)
         return multiple(*pushed)
 
@@ -793,6 +832,7 @@ class PolicyMachine(RuleBasedStateMachine):
                 "now-back",
                 "deadline-float",
                 "id-unhashable",
+                "flow-unhashable",
             ]
         )
     )
@@ -823,9 +863,14 @@ class PolicyMachine(RuleBasedStateMachine):
             deadline, expected = self.now + 0.5, PermitTypeError
         elif bad == "id-unhashable":
             args["id"], expected = ["unhashable"], PermitTypeError
+        flow: Any = None
+        if bad == "flow-unhashable":
+            flow, expected = {"tenant": 1}, PermitTypeError
         before = fingerprint(self.core)
         error = _refused(
-            lambda: self.core.push(args["id"], args["level"], args["now"], deadline=deadline),
+            lambda: self.core.push(
+                args["id"], args["level"], args["now"], deadline=deadline, flow=flow
+            ),
             expected,
             f"a push with {bad}",
         )
@@ -883,6 +928,9 @@ class PolicyMachine(RuleBasedStateMachine):
                 "adopt-remaining-negative",
                 "adopt-reset-past",
                 "adopt-limit-int",
+                "min_wait-flow-unhashable",
+                "busiest_flows-n-negative",
+                "busiest_flows-level-high",
             ]
         )
     )
@@ -903,6 +951,15 @@ class PolicyMachine(RuleBasedStateMachine):
             "spend-id-unhashable": (lambda: core.spend(unhashable, now), PermitTypeError),
             "spend-now-float": (lambda: core.spend(0, float(now)), PermitTypeError),  # type: ignore[arg-type]
             "min_wait-level-bool": (lambda: core.min_wait(True), PermitTypeError),
+            "min_wait-flow-unhashable": (
+                lambda: core.min_wait(0, flow=unhashable),
+                PermitTypeError,
+            ),
+            "busiest_flows-n-negative": (lambda: core.busiest_flows(0, -1), PermitValueError),
+            "busiest_flows-level-high": (
+                lambda: core.busiest_flows(levels),
+                PermitValueError,
+            ),
             "min_wait-level-high": (lambda: core.min_wait(levels), PermitValueError),
             "min_wait-cost-negative": (lambda: core.min_wait(0, cost=-1), PermitValueError),
             "push-cost-negative": (lambda: core.push(fresh, 0, now, cost=-1), PermitValueError),
@@ -955,7 +1012,8 @@ class PolicyMachine(RuleBasedStateMachine):
 
     @invariant()
     def check_internals(self) -> None:
-        """P15 (bounded dead entries) and every other internal invariant."""
+        """P15 (bounded dead entries), P37 (a flow is kept only while it has
+        waiters) and every other internal invariant."""
         if hasattr(self, "core"):
             self.core.check_valid()
 
@@ -1028,7 +1086,8 @@ class PolicyMachine(RuleBasedStateMachine):
     def check_same_as_model(self) -> None:
         """P13: the same waiters in the same order, the same times, the same
         counters; quantiles within RELATIVE_ERROR of exact, maximum exact.
-        P27 with it: the model grants only the waiter its policy chooses."""
+        P27 with it: the model grants only the waiter its policy chooses;
+        P34 too: the model serves a level's flows by SPEC's literal rule."""
         if not hasattr(self, "core") or not WITH_MODEL:
             return
         model = self.model
@@ -1089,7 +1148,9 @@ class PolicyMachine(RuleBasedStateMachine):
 
 def machine_for(kind: str) -> type[PolicyMachine]:
     class Machine_(PolicyMachine):
-        @initialize(config=configs(kind, charges=(Charge.AT_GRANT, Charge.AT_SPEND), costs=True))
+        @initialize(
+            config=configs(kind, charges=(Charge.AT_GRANT, Charge.AT_SPEND), costs=True, flows=True)
+        )
         def setup(self, config: Config) -> None:
             self._setup(config)
 

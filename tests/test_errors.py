@@ -212,6 +212,12 @@ def test_supply_is_for_a_supplied_machine() -> None:
             lambda: Machine(Fifo(), limits={"a": Limit(1), "b": Limit(1)}, supplied=True),
             "limits",
         ),
+        (lambda: Machine(Fifo(), 10, flow_weights=3), "flow_weights"),  # type: ignore[arg-type]
+        (lambda: Machine(Fifo(), 10, flow_weights={"a": 0}), "flow_weights"),
+        (lambda: Machine(Fifo(), 10, flow_weights={"a": 1.5}), "flow_weights"),  # type: ignore[dict-item]
+        (lambda: Machine(Fifo(), 10, max_waiting_per_flow=-1), "max_waiting_per_flow"),
+        (lambda: Machine(Fifo(), 10, flow_limit="tokens"), "flow_limit"),
+        (lambda: Machine(Shares((1, 1), limit="tokens"), 10), "policy"),
     ],
 )
 def test_limits_refused(make: Any, argument: str) -> None:
@@ -230,3 +236,20 @@ def test_limits_per_minute_and_hour_are_exact() -> None:
     assert machine.limits == {"requests": Limit(Fraction(25, 3), 500)}
     assert machine.rate == Fraction(25, 3)
     assert Machine(Fifo(), limits=Limit(3, burst=2)).limits == {"units": Limit(3, 2)}
+
+
+@pytest.mark.parametrize("weight", [0, -2, 2.5, True, 10**7, "2"])
+def test_a_bad_flow_weight_is_refused_at_push_and_changes_nothing(weight: Any) -> None:
+    """P18 for flow weights read from a function: the push is refused, naming
+    ``flow_weights`` and the flow, and the machine is as it was."""
+    machine = Machine(Fifo(), 1, 1, flow_weights=lambda flow: weight if flow == "x" else 1)
+    machine.push("a", 0, 0, flow="y")
+    machine.push("b", 0, 0, flow="y")
+    before = machine.snapshot()
+    with pytest.raises((PermitValueError, PermitTypeError)) as refused:
+        machine.push("c", 0, 10, flow="x")
+    error = refused.value
+    assert isinstance(error, (PermitValueError, PermitTypeError))
+    assert error.argument == "flow_weights"
+    assert "'x'" in str(error)
+    assert machine.snapshot() == before

@@ -28,7 +28,7 @@ from ._machine import (
 )
 from ._policies import Aging, Deal, Fifo, Policy, Shares, StrictPriority, schedule
 from ._queues import SLACK, SWEEP, Queues, Waiter
-from ._stats import RELATIVE_ERROR, LevelStatistics, Statistics, WaitHistogram
+from ._stats import RELATIVE_ERROR, FlowStatistics, LevelStatistics, Statistics, WaitHistogram
 
 __all__ = [
     "MICROSECOND",
@@ -43,6 +43,7 @@ __all__ = [
     "Decision",
     "DuplicateId",
     "Fifo",
+    "FlowStatistics",
     "Grant",
     "LevelStatistics",
     "Limit",

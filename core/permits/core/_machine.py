@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import copy
 import enum
+import heapq
 from collections.abc import Callable, Hashable, Mapping, Sequence
 from fractions import Fraction
 from typing import NamedTuple
@@ -42,8 +43,11 @@ from ._ledger import Grant, Ledger
 from ._limits import Limit
 from ._policies import MAX_LEVELS, Policy
 from ._queues import Queues, Waiter
-from ._stats import LevelStatistics, Statistics, WaitHistogram
+from ._stats import Busiest, FlowStatistics, LevelStatistics, Statistics, WaitHistogram
 from .checks import check_int, check_rate
+
+#: The largest weight of a flow.
+MAX_WEIGHT = 1_000_000
 
 __all__ = [
     "MICROSECOND",
@@ -167,9 +171,12 @@ class Machine:
 
     __slots__ = (
         "_at_grant",
+        "_busiest",
         "_cancelled",
         "_deadlines",
         "_expired",
+        "_flow_weights",
+        "_flowed",
         "_flying",
         "_hists",
         "_ids",
@@ -178,6 +185,7 @@ class Machine:
         "_limits",
         "_max_waiting",
         "_now",
+        "_per_flow",
         "_pushed",
         "_queues",
         "_record",
@@ -203,6 +211,9 @@ class Machine:
         refund_window_ns: int = SECOND,
         supplied: bool = False,
         charge: Charge = Charge.AT_GRANT,
+        flow_weights: Mapping[Hashable, int] | Callable[[Hashable], int] | None = None,
+        max_waiting_per_flow: int | None = None,
+        flow_limit: str | None = None,
     ) -> None:
         if isinstance(policy, type):
             raise PermitTypeError(
@@ -229,9 +240,33 @@ class Machine:
             )
         if supplied and len(named) > 1:
             raise PermitValueError("limits", limits, "a supplied machine has one limit")
+        if flow_weights is not None and not (
+            isinstance(flow_weights, Mapping) or callable(flow_weights)
+        ):
+            raise PermitTypeError(
+                "flow_weights", flow_weights, "a mapping or a function from flow to weight"
+            )
+        if isinstance(flow_weights, Mapping):
+            for flow, weight in flow_weights.items():
+                _flow_weight(flow, weight)
+        per_flow = (
+            None
+            if max_waiting_per_flow is None
+            else check_int("max_waiting_per_flow", max_waiting_per_flow, 0)
+        )
+        if flow_limit is not None and flow_limit not in named:
+            raise PermitValueError(
+                "flow_limit",
+                flow_limit,
+                f"must name a limit (one of {', '.join(map(repr, named))})",
+            )
         self.policy = policy
         self.levels = levels
         self.charge = charge
+        self._flow_weights = flow_weights
+        self._per_flow = per_flow
+        #: Whether a push ever named a flow.
+        self._flowed = False
         self._at_grant = charge is Charge.AT_GRANT
         self._limits = named
         self._index = {name: i for i, name in enumerate(named)}
@@ -252,7 +287,8 @@ class Machine:
             else Buckets(buckets)
         )
         self._ledger = Ledger(window)
-        self._queues = Queues(levels, len(named))
+        flow_index = 0 if flow_limit is None else list(named).index(flow_limit)
+        self._queues = Queues(levels, len(named), flow_index)
         start = getattr(policy, "start", None)
         if start is not None:
             self._queues.state = start(tuple(named))
@@ -270,6 +306,7 @@ class Machine:
         self._rejected = [0] * levels
         self._expired = [0] * levels
         self._hists = [WaitHistogram() for _ in range(levels)]
+        self._busiest = [Busiest() for _ in range(levels)]
 
     def __repr__(self) -> str:
         limits = self._limits
@@ -386,26 +423,38 @@ class Machine:
         now = self._now
         return due if now is None or due > now else now  # after a cancel, now
 
-    def min_wait(self, level: int, *, cost: int | Mapping[str, int] = 1) -> int:
-        """The least time (ns) a waiter pushed at ``level`` now, asking for
-        ``cost``, would wait.
+    def min_wait(
+        self, level: int, *, cost: int | Mapping[str, int] = 1, flow: Hashable = None
+    ) -> int:
+        """The least time (ns) a waiter pushed at ``level`` (and ``flow``)
+        now, asking for ``cost``, would wait.
 
         "Now" is the machine's latest time (tick it first). The bound holds
         unless a waiter ahead cancels or expires, or a permit is refunded or
-        settled, or a limit changes, in between: it counts the costs of the
-        waiters that certainly go first (its own level's, and everyone's when
-        the policy's :meth:`Policy.ahead` puts every waiter first) and the
-        pacing of those units (and of those in flight, at best spent now).
+        settled, or a limit changes, or the first push that names a flow
+        comes, in between: it counts the costs of the waiters that certainly
+        go first (its own level's, or only its own flow's when other flows
+        wait there; and every other level's too when the policy's
+        :meth:`Policy.ahead` puts every waiter first and no push has named a
+        flow) and the pacing of those units (and of those in flight, at best
+        spent now).
         """
         level = self._check_level(level)
         units = self._cost("cost", cost)
+        _check_flow(flow)
         now = self._now
         if now is None:
             return 0
         queues = self._queues
         ahead = self.policy.ahead(queues, level, now)
         units_waiting = queues.units
-        before = units_waiting if ahead >= len(queues) else [units_waiting[level]]
+        if queues.flows(level) > (1 if queues.flow_depth(level, flow) else 0):
+            # another flow waits at its level: only its own flow surely goes first
+            units_waiting[level] = queues.flow_units(level, flow)
+        # once flows are named, a newcomer's flow may head another level and
+        # let this one pass its older waiters: only its own level is sure
+        everyone = ahead >= len(queues) and not self._flowed
+        before = units_waiting if everyone else [units_waiting[level]]
         need = tuple(sum(col) + units[i] for i, col in enumerate(zip(*before, strict=True)))
         return self._source.available_after(need, now)
 
@@ -439,10 +488,31 @@ class Machine:
                     wait_p50_ns=self._hists[level].quantile(0.5),
                     wait_p99_ns=self._hists[level].quantile(0.99),
                     wait_max_ns=self._hists[level].max,
+                    flows=self._queues.flows(level),
                 )
                 for level in range(self.levels)
             )
         )
+
+    def busiest_flows(self, level: int, n: int = 10) -> tuple[FlowStatistics, ...]:
+        """The ``n`` busiest named flows of ``level``: those granted the most
+        units (counted in bounded memory, so within ``granted_error``) and
+        those with the most units waiting, most granted first. O(flows
+        waiting at the level); for monitoring, not for every request."""
+        level = self._check_level(level)
+        n = check_int("n", n, 0)
+        queues = self._queues
+        busiest = self._busiest[level]
+        waiting = {flow: (depth, units) for flow, depth, units in queues.flow_table(level)}
+        waiting.pop(None, None)
+        most_waiting = heapq.nlargest(n, waiting, key=lambda flow: waiting[flow][1])
+        candidates = dict.fromkeys([*busiest.flows(), *most_waiting])
+        rows = [
+            FlowStatistics(flow, *waiting.get(flow, (0, 0)), *busiest.get(flow))
+            for flow in candidates
+        ]
+        rows.sort(key=lambda r: (r.granted_units, r.waiting_units), reverse=True)
+        return tuple(rows[:n])
 
     def snapshot(self) -> Snapshot:
         """Everything the machine's future decisions depend on, as values:
@@ -459,6 +529,7 @@ class Machine:
             seq=self._seq,
             granted=self._queues.granted,
             policy_state=copy.copy(self._queues.state),
+            flows=self._queues.fairness(),
             waiting=tuple(tuple(self._queues.waiters(lv)) for lv in range(self.levels)),
             grants=tuple(self._ledger),
             logged=self._ledger.logged,
@@ -476,11 +547,17 @@ class Machine:
         *,
         deadline: int | None = None,
         cost: int | Mapping[str, int] = 1,
+        flow: Hashable = None,
     ) -> list[Decision]:
         """A waiter ``id`` joins ``level`` at ``now``, asking for ``cost``.
 
         ``cost`` is an ``int`` (that many units of every limit; 1 by default)
         or a mapping from limit names to units (a limit it does not name, 0).
+        ``flow`` (any hashable: a tenant, an API key) names the flow it
+        belongs to within its level; the flows of a level take turns by cost
+        and weight, FIFO within each, and ``None`` is the level's default
+        flow. A flow at its ``max_waiting_per_flow`` rejects the newcomer as
+        a full level does.
         Ticks to ``now`` first (the waiters already there take what fell
         due), then queues the newcomer, and grants it at once if the policy
         chooses it and its cost is available. Otherwise a level at its
@@ -499,6 +576,10 @@ class Machine:
         if deadline is not None:
             deadline = check_int("deadline", deadline)
         units = self._unit if cost.__class__ is int and cost == 1 else self._asked(cost)
+        weight = 1
+        if flow is not None or self._flow_weights is not None:
+            weight = self._weight(flow)
+            self._flowed = self._flowed or flow is not None
         queues = self._queues
         ids = self._ids
         try:
@@ -517,8 +598,10 @@ class Machine:
         max_waiting = self._max_waiting
         limit = None if max_waiting is None else max_waiting[level]
         full = limit is not None and queues.depths[level] >= limit
+        if self._per_flow is not None and not full:
+            full = queues.flow_depth(level, flow) >= self._per_flow
         late = deadline is not None and deadline <= now
-        waiter = _new(Waiter, (id, level, self._seq, now, None if late else deadline, units))
+        waiter = _new(Waiter, (id, level, self._seq, now, None if late else deadline, units, flow))
         self._seq += 1
         if ids and not self._varied:
             # Every waiter asks for the same cost, and none is available (P2):
@@ -530,11 +613,11 @@ class Machine:
                 self._expired[level] += 1
                 out.append(_new(Decision, (id, _EXPIRED, level, now, 0)))
             else:
-                queues._append(waiter)
+                queues._append(waiter, weight)
                 if deadline is not None:
                     self._deadlines.add(waiter, deadline)
             return out
-        queues._append(waiter)
+        queues._append(waiter, weight)
         if waiter.deadline is not None:
             self._deadlines.add(waiter, waiter.deadline)
         self._grant(now, out)
@@ -814,6 +897,16 @@ class Machine:
                 )
         return units
 
+    def _weight(self, flow: Hashable) -> int:
+        """``flow``'s weight, from ``flow_weights`` (1 if it names none)."""
+        _check_flow(flow)
+        weights = self._flow_weights
+        if weights is None:
+            return 1
+        return _flow_weight(
+            flow, weights.get(flow, 1) if isinstance(weights, Mapping) else weights(flow)
+        )
+
     def _limit_named(self, limit: str | None) -> tuple[int, str]:
         if limit is None:
             if len(self._limits) > 1:
@@ -894,6 +987,8 @@ class Machine:
             ledger.add(_new(Grant, (waiter, now, cost, before)))
             wait = now - waiter.pushed_at
             hists[level].record(wait)
+            if waiter.flow is not None:
+                self._busiest[level].add(waiter.flow, cost[queues.flow_limit])
             if waiter.deadline is not None:
                 self._deadlines.left(queues)
             out.append(_new(Decision, (waiter.id, _GRANTED, level, now, wait)))
@@ -986,6 +1081,23 @@ class Machine:
             raise AssertionError("invariant broken: a permit is available while someone waits")
 
 
+def _check_flow(flow: object) -> None:
+    try:
+        hash(flow)
+    except TypeError:
+        raise PermitTypeError("flow", flow, "a hashable value (a tenant's name, a key)") from None
+
+
+def _flow_weight(flow: object, weight: object) -> int:
+    if isinstance(weight, bool) or not isinstance(weight, int):
+        raise PermitTypeError("flow_weights", weight, f"an int weight for flow {flow!r}")
+    if not 1 <= weight <= MAX_WEIGHT:
+        raise PermitValueError(
+            "flow_weights", weight, f"the weight of flow {flow!r} must be from 1 to {MAX_WEIGHT}"
+        )
+    return int(weight)
+
+
 def _named_limits(rate: object, burst: object, limits: object) -> dict[str, Limit]:
     if limits is None:
         if rate is None:
@@ -1047,6 +1159,8 @@ class Snapshot(NamedTuple):
     granted: int
     #: A copy of the policy's own state (``Queues.state``), or ``None``.
     policy_state: object
+    #: Per level, its flows' virtual times (*Flows* in SPEC.md).
+    flows: tuple[tuple[object, ...], ...]
     waiting: tuple[tuple[Waiter, ...], ...]
     #: The grants that may still be refunded or spent, oldest first.
     grants: tuple[Grant, ...]

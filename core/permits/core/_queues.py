@@ -20,6 +20,8 @@ each dropped once, that is amortised O(1) per departure.
 
 from __future__ import annotations
 
+import heapq
+import math
 from collections import deque
 from collections.abc import Hashable, Iterator
 from itertools import chain
@@ -29,6 +31,11 @@ __all__ = ["SLACK", "SWEEP", "Queues", "Waiter"]
 
 #: Dead entries a level may hold beyond its number of live waiters.
 SLACK = 32
+
+#: The ``front`` of every line between sweeps: one empty deque, never
+#: changed (a sweep gives its line a deque of its own), so that a flow of
+#: one waiter costs one deque, not two.
+_NONE: deque[Waiter] = deque(maxlen=0)
 #: Entries a sweep looks at per departure, at most: as much as one departure
 #: can add to the debts of :class:`_Line`'s proof.
 SWEEP = 6
@@ -50,6 +57,9 @@ class Waiter(NamedTuple):
     #: The units it asks for, one per limit of the machine (in the order the
     #: limits were given).
     cost: tuple[int, ...] = (1,)
+    #: The flow it belongs to within its level (a tenant, an API key);
+    #: ``None`` is the level's default flow.
+    flow: Hashable = None
 
 
 class _Line:
@@ -87,7 +97,7 @@ class _Line:
 
     def __init__(self, by_id: dict[Hashable, Waiter]) -> None:
         #: Entries the current sweep has yet to look at; empty between sweeps.
-        self.front: deque[Waiter] = deque()
+        self.front: deque[Waiter] = _NONE
         #: Entries the sweep kept, then those that joined since.
         self.back: deque[Waiter] = deque()
         #: Entries, in ``front`` or ``back``, that are no longer waiting.
@@ -119,6 +129,12 @@ class _Line:
             part.popleft()
             self.dead -= 1
 
+    def tidy(self) -> int:
+        """After a departure from a line that holds dead entries: keep its
+        head live and sweep on. Returns the sweep steps taken."""
+        self.drop_dead_heads()
+        return self.sweep()
+
     def sweep(self) -> int:
         """Take up to SWEEP steps of the sweep; a step that finds nothing
         left to sweep starts the next sweep if one is due, or ends the
@@ -127,8 +143,9 @@ class _Line:
         for step in range(SWEEP):
             if not self.front:
                 if 2 * self.dead <= len(self.back) - self.dead + SLACK:
+                    self.front = _NONE
                     return step  # no sweep due
-                self.front, self.back = self.back, self.front
+                self.front, self.back = self.back, deque()
             waiter = self.front.pop()
             if by_id.get(waiter.id) is waiter:
                 self.back.appendleft(waiter)
@@ -137,8 +154,212 @@ class _Line:
         return SWEEP
 
 
+class _Flow:
+    """One flow's waiters at one level, and where it stands in the level's
+    virtual time: its head's ``start``, and the ``finish`` of its latest grant."""
+
+    __slots__ = ("depth", "finish", "key", "line", "start", "units", "weight")
+
+    def __init__(self, key: Hashable, by_id: dict[Hashable, Waiter], weight: int) -> None:
+        self.key = key
+        self.line = _Line(by_id)
+        self.depth = 0
+        self.weight = weight
+        self.start = 0
+        self.finish = 0
+        #: Units asked for by its waiters, one per limit, once costs differ.
+        self.units: list[int] | None = None
+
+    def tag(self, index: int, scale: int) -> int:
+        """Its head's virtual finish time, ``start + cost / weight`` (the cost
+        counted in the units of limit ``index``), in ``1 / scale`` units."""
+        return self.start + self.line.head().cost[index] * (scale // self.weight)
+
+
+class _Level:
+    """The waiting flows of one level, served by self-clocked fair queueing.
+
+    Each waiting flow's head has a virtual ``start`` and finishes at
+    ``start + cost / weight``; the head with the least finish (then the
+    earliest push) is the level's head. A grant sets the level's ``clock``
+    to its finish, which becomes its flow's ``finish``; a waiter that becomes
+    its flow's head starts at ``max(flow.finish, clock)``, so a flow that
+    joins starts at the clock, and nothing is kept for a flow without
+    waiters. With one flow, the order is its push order and no time is
+    computed: while ``synced`` is false the flow's start, finish and the
+    clock are equal (they are made so when a second flow joins).
+    """
+
+    __slots__ = (
+        "_by_id",
+        "_spare",
+        "clock",
+        "flows",
+        "heap",
+        "index",
+        "only",
+        "scale",
+        "stale",
+        "synced",
+    )
+
+    def __init__(self, by_id: dict[Hashable, Waiter], index: int) -> None:
+        self._by_id = by_id
+        #: The limit whose units the flows share.
+        self.index = index
+        #: The flows with waiters, by key.
+        self.flows: dict[Hashable, _Flow] = {}
+        #: The one flow with waiters, while there is exactly one.
+        self.only: _Flow | None = None
+        #: With two flows or more: ``(finish, seq, key, head)`` per flow head,
+        #: a heap; stale entries (a head gone other than by its grant) are
+        #: dropped at the top, and all at once when they outnumber the rest.
+        self.heap: list[tuple[int, int, Hashable, Waiter]] = []
+        self.stale = 0
+        self.clock = 0
+        #: Virtual times count ``1 / scale``: a multiple of every weight
+        #: that waited here, so that they are exact integers.
+        self.scale = 1
+        self.synced = True
+        #: The default flow's object, kept for reuse while it has no waiters.
+        self._spare: _Flow | None = _Flow(None, by_id, 1)
+
+    def head(self) -> tuple[Waiter, _Flow]:
+        only = self.only
+        if only is not None:
+            return only.line.head(), only
+        heap, flows = self.heap, self.flows
+        while True:
+            _, _, key, waiter = heap[0]
+            flow = flows.get(key)
+            if flow is not None and flow.line.head() is waiter:
+                return waiter, flow
+            heapq.heappop(heap)
+            self.stale -= 1
+
+    def append(self, waiter: Waiter, weight: int) -> _Flow:
+        """``waiter`` joins the back of its flow (new flows weigh ``weight``)."""
+        flow = self.flows.get(waiter.flow)
+        if flow is not None:
+            flow.line.append(waiter)
+            flow.depth += 1
+            return flow
+        spare = self._spare
+        if waiter.flow is None and spare is not None:
+            self._spare = None
+            flow = spare
+            flow.weight = weight
+        else:
+            flow = _Flow(waiter.flow, self._by_id, weight)
+        if self.scale % weight:
+            self._rescale(math.lcm(self.scale, weight) // self.scale)
+        flow.line.append(waiter)
+        flow.depth = 1
+        flow.start = flow.finish = self.clock
+        alone = self.only
+        self.flows[waiter.flow] = flow
+        if len(self.flows) == 1:
+            self.only, self.synced = flow, True
+            return flow
+        if alone is not None:  # a second flow: the first one's head gets its entry
+            self.only = None
+            if not self.synced:
+                alone.start = alone.finish = self.clock
+            self._enter(alone)
+        self._enter(flow)
+        return flow
+
+    def granted(self, flow: _Flow) -> int:
+        """``flow``'s head leaves with a permit. Returns the sweep steps taken."""
+        flow.line.pop_head()
+        flow.depth -= 1
+        if self.only is not None:
+            self.synced = False
+        else:
+            finish, _, _, _ = heapq.heappop(self.heap)
+            self.clock = flow.finish = flow.start = finish
+        return self._after_departure(flow, rehead=self.only is None)
+
+    def removed(self, waiter: Waiter, flow: _Flow) -> int:
+        """``waiter`` (still waiting, in ``flow``) leaves ungranted. Returns
+        the sweep steps taken."""
+        line = flow.line
+        head = line.head() is waiter
+        if head:
+            line.pop_head()
+        else:
+            line.dead += 1
+        flow.depth -= 1
+        if head and self.only is None:
+            self.stale += 1  # its entry
+        if head and flow.depth and (self.only is None or self.synced):
+            flow.start = max(flow.finish, self.clock)
+        return self._after_departure(flow, rehead=head and self.only is None)
+
+    def _after_departure(self, flow: _Flow, rehead: bool) -> int:
+        swept = flow.line.tidy() if flow.line.dead else 0
+        if flow.depth:
+            if rehead:
+                self._enter(flow)
+            return swept
+        # the flow has no waiters: nothing of it is kept
+        del self.flows[flow.key]
+        if flow.key is None:
+            self._spare = flow  # its line is empty: every entry left was dead
+        if self.only is not None:
+            # the level is empty: virtual time starts again (only differences count)
+            self.only = None
+            self.clock, self.scale = 0, 1
+        elif len(self.flows) == 1:
+            (self.only,) = self.flows.values()
+            self.heap.clear()
+            self.stale = 0
+            self.synced = True
+        elif self.stale > len(self.heap) - self.stale + SLACK:
+            self._rebuild()
+        return swept
+
+    def _enter(self, flow: _Flow) -> None:
+        head = flow.line.head()
+        heapq.heappush(self.heap, (flow.tag(self.index, self.scale), head.seq, flow.key, head))
+        if self.stale > len(self.heap) - self.stale + SLACK:
+            self._rebuild()
+
+    def _rescale(self, factor: int) -> None:
+        """Count virtual time in ``factor`` times finer units (a weight that
+        does not divide the scale starts waiting). Keeps every order."""
+        self.scale *= factor
+        self.clock *= factor
+        for flow in self.flows.values():
+            flow.start *= factor
+            flow.finish *= factor
+        self.heap[:] = [(tag * factor, seq, key, w) for tag, seq, key, w in self.heap]
+
+    def _rebuild(self) -> None:
+        flows = self.flows
+        self.heap[:] = [
+            e for e in self.heap if (f := flows.get(e[2])) is not None and f.line.head() is e[3]
+        ]
+        heapq.heapify(self.heap)
+        self.stale = 0
+
+    def order(self) -> list[Waiter]:
+        """The waiters, in the order they would be granted were nobody to
+        join or leave."""
+        if self.only is not None:
+            return [w for w in self.only.line if self._by_id.get(w.id) is w]
+        by_id, index = self._by_id, self.index
+        tagged = []
+        for flow in self.flows.values():
+            finish = flow.start
+            for w in (w for w in flow.line if by_id.get(w.id) is w):
+                finish += w.cost[index] * (self.scale // flow.weight)
+                tagged.append((finish, w.seq, w))
+        return [w for _, _, w in sorted(tagged, key=lambda t: (t[0], t[1]))]
+
+
 class Queues:
-    """The waiters of one machine, one FIFO queue per level.
+    """The waiters of one machine: per level, FIFO queues per flow.
 
     A policy reads it through :attr:`levels`, :attr:`depths`, :meth:`head`,
     :attr:`granted` and :attr:`unit_costs`, and keeps its own state in
@@ -147,17 +368,18 @@ class Queues:
 
     __slots__ = (
         "_by_id",
+        "_levels",
         "_limits",
-        "_lines",
         "_sums",
         "depths",
+        "flow_limit",
         "granted",
         "levels",
         "state",
         "swept",
     )
 
-    def __init__(self, levels: int, limits: int = 1) -> None:
+    def __init__(self, levels: int, limits: int = 1, flow_limit: int = 0) -> None:
         #: Number of levels; level 0 is the most urgent.
         self.levels = levels
         #: Waiters per level (the queue depths). Read-only for policies.
@@ -175,8 +397,10 @@ class Queues:
         #: returned (``None`` for a policy without one). Changed only by the
         #: policy's ``record()``.
         self.state: object = None
+        #: The limit whose units the flows of a level share (its index).
+        self.flow_limit = flow_limit
         self._by_id: dict[Hashable, Waiter] = {}
-        self._lines = [_Line(self._by_id) for _ in range(levels)]
+        self._levels = [_Level(self._by_id, flow_limit) for _ in range(levels)]
 
     def __len__(self) -> int:
         return len(self._by_id)
@@ -190,45 +414,80 @@ class Queues:
     @property
     def entries(self) -> int:
         """Entries held over all levels, live and dead: the memory of the
-        lazy removal (at most ``2 * waiting + SLACK`` per level)."""
-        return sum(len(line) for line in self._lines)
+        lazy removal (at most ``2 * waiting + SLACK`` per flow)."""
+        return sum(len(f.line) for lv in self._levels for f in lv.flows.values())
 
     def head(self, level: int) -> Waiter:
-        """The waiter that has waited longest at ``level`` (which must not be empty)."""
+        """The waiter granted next at ``level`` (which must not be empty):
+        the head of the flow whose turn it is."""
         if not self.depths[level]:
             raise IndexError(f"level {level} has no waiters")
-        return self._lines[level].head()
+        return self._levels[level].head()[0]
 
     def get(self, id: Hashable) -> Waiter | None:
         """The waiter with this id, or ``None`` if it is not waiting."""
         return self._by_id.get(id)
 
     def waiters(self, level: int) -> list[Waiter]:
-        """The waiters of ``level``, first to be served first."""
-        by_id = self._by_id
-        return [w for w in self._lines[level] if by_id.get(w.id) is w]
+        """The waiters of ``level``, in the order they would be granted were
+        nobody to join or leave."""
+        return self._levels[level].order()
+
+    def flows(self, level: int) -> int:
+        """The number of flows with waiters at ``level``."""
+        return len(self._levels[level].flows)
+
+    def flow_depth(self, level: int, flow: Hashable) -> int:
+        """The waiters of ``flow`` at ``level``."""
+        found = self._levels[level].flows.get(flow)
+        return 0 if found is None else found.depth
+
+    def flow_units(self, level: int, flow: Hashable) -> list[int]:
+        """Units asked for by the waiters of ``flow`` at ``level``, one entry
+        per limit."""
+        found = self._levels[level].flows.get(flow)
+        if found is None:
+            return [0] * self._limits
+        return list(found.units) if found.units is not None else [found.depth] * self._limits
+
+    def flow_table(self, level: int) -> list[tuple[Hashable, int, int]]:
+        """``(flow, waiters, units of the flows' limit)`` for every flow with
+        waiters at ``level``."""
+        lv = self._levels[level]
+        return [
+            (key, f.depth, f.units[lv.index] if f.units is not None else f.depth)
+            for key, f in lv.flows.items()
+        ]
+
+    def fairness(self) -> tuple[tuple[object, ...], ...]:
+        """Per level, its virtual clock and each waiting flow's ``(flow,
+        weight, start, finish)``, as values (for snapshots)."""
+        return tuple(
+            (lv.clock, lv.synced, *((k, f.weight, f.start, f.finish) for k, f in lv.flows.items()))
+            for lv in self._levels
+        )
 
     # -- changes, made by the machine only ---------------------------------
 
-    def _append(self, waiter: Waiter) -> None:
-        """``waiter`` joins the back of its level."""
+    def _append(self, waiter: Waiter, weight: int = 1) -> None:
+        """``waiter`` joins the back of its flow, at its level; a flow that
+        starts waiting weighs ``weight``."""
         self._by_id[waiter.id] = waiter
-        self._lines[waiter.level].append(waiter)
+        flow = self._levels[waiter.level].append(waiter, weight)
         self.depths[waiter.level] += 1
         if self._sums is not None:
-            self._count(waiter, 1)
+            self._count(waiter, flow, 1)
 
     def _take_head(self, level: int) -> Waiter:
         """The head of ``level`` leaves with a permit (which must not be empty)."""
-        line = self._lines[level]
-        waiter = line.pop_head()
+        lv = self._levels[level]
+        waiter, flow = lv.head()
         del self._by_id[waiter.id]
         self.depths[level] -= 1
         self.granted += 1
         if self._sums is not None:
-            self._count(waiter, -1)
-        if line.dead:
-            self._tidy(line)
+            self._count(waiter, flow, -1)
+        self.swept += lv.granted(flow)
         return waiter
 
     def _remove(self, waiter: Waiter) -> bool:
@@ -238,15 +497,11 @@ class Queues:
             return False
         del by_id[waiter.id]
         self.depths[waiter.level] -= 1
+        lv = self._levels[waiter.level]
+        flow = lv.flows[waiter.flow]
         if self._sums is not None:
-            self._count(waiter, -1)
-        line = self._lines[waiter.level]
-        if line.head() is waiter:
-            line.pop_head()
-        else:
-            line.dead += 1
-        if line.dead:
-            self._tidy(line)
+            self._count(waiter, flow, -1)
+        self.swept += lv.removed(waiter, flow)
         return True
 
     @property
@@ -262,47 +517,62 @@ class Queues:
         return [[depth] * self._limits for depth in self.depths]  # every cost is 1
 
     def _sum_costs(self) -> None:
-        """Costs differ from now on: keep their sums per level."""
+        """Costs differ from now on: keep their sums per level and per flow."""
         if self._sums is None:
             self._sums = [[0] * self._limits for _ in range(self.levels)]
-            for level in range(self.levels):
-                for waiter in self.waiters(level):
-                    self._count(waiter, 1)
+            for lv in self._levels:
+                for flow in lv.flows.values():
+                    flow.units = [0] * self._limits
+                    for waiter in flow.line:
+                        if self._by_id.get(waiter.id) is waiter:
+                            self._count(waiter, flow, 1)
 
-    def _count(self, waiter: Waiter, sign: int) -> None:
+    def _count(self, waiter: Waiter, flow: _Flow, sign: int) -> None:
         assert self._sums is not None
         units = self._sums[waiter.level]
+        if flow.units is None:
+            flow.units = [0] * self._limits
+        mine = flow.units
         for i, n in enumerate(waiter.cost):
             units[i] += sign * n
-
-    def _tidy(self, line: _Line) -> None:
-        """After a waiter left ``line`` (granted, cancelled or expired), which
-        holds dead entries: keep its head live and sweep on."""
-        line.drop_dead_heads()
-        self.swept += line.sweep()
+            mine[i] += sign * n
 
     def _check_valid(self) -> None:
         """Assert the internal invariants (for tests; O(n))."""
         by_id = self._by_id
         total = 0
-        for level, line in enumerate(self._lines):
-            live = sum(1 for w in line if by_id.get(w.id) is w)
-            dead = len(line) - live
-            dead_back = sum(1 for w in line.back if by_id.get(w.id) is not w)
-            unswept = len(line.front)
-            _require(live == self.depths[level], "depth counts the live entries")
-            _require(dead == line.dead, "dead count is exact")
-            _require(len(line) <= 2 * live + SLACK, "dead entries stay bounded")
-            _require(4 * dead_back - 2 * live + unswept <= 2 * SLACK, "sweeps start in time")
-            _require(3 * (dead - live) + unswept <= 2 * SLACK, "sweeps keep up")
-            _require(not line or by_id.get(line.head().id) is line.head(), "heads are live")
-            _require(all(w.level == level for w in line), "waiters sit at their level")
-            seqs = [w.seq for w in line]
-            _require(seqs == sorted(seqs), "each level is in push order")
-            alive = [w for w in line if by_id.get(w.id) is w]
+        for level, lv in enumerate(self._levels):
+            live_level = 0
+            for key, flow in lv.flows.items():
+                line = flow.line
+                live = sum(1 for w in line if by_id.get(w.id) is w)
+                dead = len(line) - live
+                dead_back = sum(1 for w in line.back if by_id.get(w.id) is not w)
+                unswept = len(line.front)
+                _require(live == flow.depth > 0, "a flow is kept only while it has waiters")
+                _require(dead == line.dead, "dead count is exact")
+                _require(len(line) <= 2 * live + SLACK, "dead entries stay bounded")
+                _require(4 * dead_back - 2 * live + unswept <= 2 * SLACK, "sweeps start in time")
+                _require(3 * (dead - live) + unswept <= 2 * SLACK, "sweeps keep up")
+                _require(by_id.get(line.head().id) is line.head(), "heads are live")
+                _require(all(w.level == level and w.flow == key for w in line), "in its flow")
+                seqs = [w.seq for w in line]
+                _require(seqs == sorted(seqs), "each flow is in push order")
+                if self._sums is not None:
+                    alive = [w for w in line if by_id.get(w.id) is w]
+                    asked = [sum(w.cost[i] for w in alive) for i in range(self._limits)]
+                    _require(asked == flow.units, "units count the flow's waiters' costs")
+                live_level += live
+            _require(live_level == self.depths[level], "depth counts the live entries")
+            _require((lv.only is None) == (len(lv.flows) != 1), "one flow alone is the only one")
+            _require(not lv.heap or len(lv.flows) > 1, "a heap only for two flows or more")
+            live_entries = len(lv.heap) - lv.stale
+            _require(live_entries == (len(lv.flows) if lv.only is None else 0), "one entry each")
+            _require(lv.stale <= live_entries + SLACK, "stale entries stay bounded")
+            alive = [w for f in lv.flows.values() for w in f.line if by_id.get(w.id) is w]
             asked = [sum(w.cost[i] for w in alive) for i in range(self._limits)]
             _require(asked == self.units[level], "units count the live waiters' costs")
-            total += live
+            total += live_level
         _require(total == len(by_id), "every waiting id is in its level")
 
 

@@ -2,9 +2,18 @@
 
 from __future__ import annotations
 
+from collections.abc import Hashable
+
 import attrs
 
-__all__ = ["RELATIVE_ERROR", "LevelStatistics", "Statistics", "WaitHistogram"]
+__all__ = [
+    "Busiest",
+    "FlowStatistics",
+    "RELATIVE_ERROR",
+    "LevelStatistics",
+    "Statistics",
+    "WaitHistogram",
+]
 
 #: Significant bits each histogram bucket keeps of a wait (in nanoseconds).
 _BITS = 8
@@ -119,6 +128,8 @@ class LevelStatistics:
     wait_p99_ns: int | None
     #: Longest wait, in nanoseconds, exact; ``None`` before the first grant.
     wait_max_ns: int | None
+    #: Flows with waiters at this level now (the default flow counts as one).
+    flows: int = 0
 
     @property
     def proceeded(self) -> int:
@@ -167,3 +178,60 @@ class Statistics:
         if total == 0:
             return tuple(0.0 for _ in self.levels)
         return tuple(level.proceeded / total for level in self.levels)
+
+
+@attrs.frozen
+class FlowStatistics:
+    """One flow of one level, among its busiest (:meth:`Machine.busiest_flows`).
+
+    Units are those of the machine's flow limit (its first, unless
+    ``flow_limit`` names another)."""
+
+    flow: Hashable
+    #: Its waiters now, exact.
+    waiting: int
+    #: The units they ask for, exact.
+    waiting_units: int
+    #: Units granted to it, at least its true count and at most
+    #: ``granted_error`` above it (a bounded count: see :class:`Busiest`).
+    granted_units: int
+    granted_error: int
+
+
+class Busiest:
+    """The flows granted the most units at one level, in bounded memory.
+
+    Space-Saving (Metwally, Agrawal and El Abbadi, 2005): at most
+    ``capacity`` counters. A flow without one takes the smallest counter's,
+    and that count as its error, so a count is never below the flow's true
+    units and exceeds them by at most its error; any flow granted more than
+    ``1 / capacity`` of all units holds a counter.
+    """
+
+    __slots__ = ("_counts", "capacity")
+
+    def __init__(self, capacity: int = 64) -> None:
+        self.capacity = capacity
+        #: flow -> [count, error]
+        self._counts: dict[Hashable, list[int]] = {}
+
+    def add(self, flow: Hashable, units: int) -> None:
+        counts = self._counts
+        counter = counts.get(flow)
+        if counter is not None:
+            counter[0] += units
+        elif len(counts) < self.capacity:
+            counts[flow] = [units, 0]
+        else:
+            smallest = min(counts, key=lambda key: counts[key][0])
+            low = counts.pop(smallest)[0]
+            counts[flow] = [low + units, low]
+
+    def get(self, flow: Hashable) -> tuple[int, int]:
+        """``(count, error)`` of ``flow``; ``(0, 0)`` if it holds no counter
+        (then its true units are at most the smallest count)."""
+        counter = self._counts.get(flow)
+        return (0, 0) if counter is None else (counter[0], counter[1])
+
+    def flows(self) -> list[Hashable]:
+        return list(self._counts)

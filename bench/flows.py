@@ -1,0 +1,140 @@
+"""What does fairness between tenants cost, per grant and per waiter?
+
+    python bench/flows.py [--before REV] [--no-valgrind]
+
+One level under strict priority, 10^4 waiting; each iteration pushes one
+waiter and ticks at each next due time until one is granted, so the queue
+stays at 10^4. The waiters belong to:
+
+- no flow named, on the machine of commit ``REV`` (``--before``, default
+  ``c1a3ccb``: the core just before flows), extracted with ``git archive``;
+- no flow named, on this machine (the level's default flow);
+- one named flow for all (a flow alone is served without virtual times);
+- 10, then 1,000 flows, waiters dealt to them in turn (every flow waits);
+- a flow per waiter: every key new, as when an attacker cycles keys.
+
+Instructions per grant by callgrind (loops of 2N minus N grants, so set-up
+cancels out), ns per grant the best of three runs. Memory: bytes allocated
+per waiting waiter, with a flow per waiter and with no flow named.
+"""
+
+from __future__ import annotations
+
+import gc
+import os
+import shutil
+import sys
+import tempfile
+import time
+import tracemalloc
+from collections.abc import Callable, Hashable
+
+from costs import extract, run_child
+
+WAITING = 10_000
+RATE = 1000
+
+#: loop name -> the flow of the i-th waiter (None: name none)
+FLOWS: dict[str, Callable[[int], Hashable] | None] = {
+    "none": None,
+    "one": lambda i: "tenant",
+    "10": lambda i: i % 10,
+    "1000": lambda i: i % 1000,
+    "each": lambda i: i,
+}
+
+
+def machine_loop(kind: str, waiting: int, grants: int) -> float:
+    """Seconds per grant."""
+    from permits.core import Machine, StrictPriority  # the copy on sys.path
+
+    flow_of = FLOWS[kind]
+    machine = Machine(StrictPriority(1), RATE)
+    now = 0
+    machine.tick(now)
+    machine.push(-1, 0, now)
+    for id in range(waiting):
+        if flow_of is None:
+            machine.push(id, 0, now)
+        else:
+            machine.push(id, 0, now, flow=flow_of(id))
+    push, tick, next_due = machine.push, machine.tick, machine.next_due
+    gc.collect()
+    start = time.perf_counter()
+    for id in range(waiting, waiting + grants):
+        if flow_of is None:
+            push(id, 0, now)
+        else:
+            push(id, 0, now, flow=flow_of(id))
+        while True:
+            now = next_due()  # type: ignore[assignment]
+            if tick(now):
+                break
+    elapsed = time.perf_counter() - start
+    assert abs(len(machine) - waiting) <= 2, len(machine)
+    return elapsed / grants
+
+
+def bytes_per_waiter(kind: str, waiting: int) -> float:
+    from permits.core import Machine, StrictPriority
+
+    flow_of = FLOWS[kind]
+    machine = Machine(StrictPriority(1), RATE)
+    machine.push(-1, 0, 0)
+    ids = list(range(waiting))
+    keys = [None if flow_of is None else flow_of(i) for i in ids]
+    gc.collect()
+    tracemalloc.start()
+    before = tracemalloc.get_traced_memory()[0]
+    for id in ids:
+        machine.push(id, 0, 0, flow=keys[id])
+    after = tracemalloc.get_traced_memory()[0]
+    tracemalloc.stop()
+    assert len(machine) == waiting
+    return (after - before) / waiting
+
+
+def main() -> None:
+    before = sys.argv[sys.argv.index("--before") + 1] if "--before" in sys.argv else "c1a3ccb"
+    valgrind = shutil.which("valgrind") is not None and "--no-valgrind" not in sys.argv
+    here = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "core")
+    with tempfile.TemporaryDirectory() as tmp:
+        old = extract(before, tmp)
+        loops = [
+            (f"machine at {before}, no flow named", "none", old),
+            ("this machine, no flow named", "none", here),
+            ("one named flow", "one", here),
+            ("10 flows", "10", here),
+            ("1,000 flows", "1000", here),
+            ("a flow per waiter (10,000)", "each", here),
+        ]
+        print(f"Strict priority, one level, {WAITING:,} waiting; Python {sys.version.split()[0]}")
+        print()
+        print("| waiters' flows | instructions per grant | x first | ns per grant (best of 3) |")
+        print("| --- | ---: | ---: | ---: |")
+        first = None
+        for name, loop, core in loops:
+            ns = min(run_child(loop, 20_000, core, count=False, script=__file__) for _ in range(3))
+            per = None
+            if valgrind:
+                per = (
+                    run_child(loop, 40_000, core, count=True, script=__file__)
+                    - run_child(loop, 20_000, core, count=True, script=__file__)
+                ) / 20_000
+                first = first or per
+            counted = "-" if per is None else f"{per:,.0f}"
+            ratio = "-" if per is None or first is None else f"{per / first:.2f}x"
+            print(f"| {name} | {counted} | {ratio} | {ns * 1e9:,.0f} |")
+    print()
+    print("| waiters' flows | bytes per waiting waiter (100,000 waiting) |")
+    print("| --- | ---: |")
+    for name, kind in (("no flow named", "none"), ("a flow per waiter", "each")):
+        print(f"| {name} | {bytes_per_waiter(kind, 100_000):.0f} |")
+
+
+if __name__ == "__main__":
+    if "--one" in sys.argv:
+        at = sys.argv.index("--one")
+        print(machine_loop(sys.argv[at + 1], WAITING, int(sys.argv[at + 2])))
+    else:
+        main()
