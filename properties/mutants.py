@@ -233,14 +233,14 @@ MUTANTS: dict[str, tuple[str, str, str, str]] = {
     ),
     "flows-ignore-weight": (
         "_queues.py",
-        "return self.start + Fraction(self.line.head().cost[index], self.weight)",
-        "return self.start + Fraction(self.line.head().cost[index], 1)",
+        "return self.start + self.line.head().cost[index] * (scale // self.weight)",
+        "return self.start + self.line.head().cost[index] * scale",
         "every flow weighs 1, whatever its weight",
     ),
     "flows-serve-oldest": (
         "_queues.py",
-        "heapq.heappush(self.heap, (flow.tag(self.index), head.seq, flow.key, head))",
-        "heapq.heappush(self.heap, (ZERO, head.seq, flow.key, head))",
+        "heapq.heappush(self.heap, (flow.tag(self.index, self.scale), head.seq, flow.key, head))",
+        "heapq.heappush(self.heap, (0, head.seq, flow.key, head))",
         "the flows of a level are served in push order: one tenant's backlog blocks the rest",
     ),
     "flow-clock-stuck": (

@@ -42,7 +42,9 @@ from permits.core import (
     Aging,
     Decision,
     Fifo,
+    Limit,
     Machine,
+    NotRefundable,
     PermitTypeError,
     PermitValueError,
     Policy,
@@ -475,10 +477,8 @@ class _RecordingMachine:
         self._note(decisions)
         return decisions
 
-    def push(
-        self, id: Hashable, level: int, now: int, *, deadline: int | None = None
-    ) -> list[Decision]:
-        decisions = self._machine.push(id, level, now, deadline=deadline)
+    def push(self, id: Hashable, level: int, now: int, **options: Any) -> list[Decision]:
+        decisions = self._machine.push(id, level, now, **options)
         # A push first ticks (the waiters already there take what fell due),
         # then the newcomer joins, and may be granted at once.
         self._note([d for d in decisions if d.id != id])
@@ -827,3 +827,152 @@ async def test_a_policy_that_raises_in_a_callers_call_breaks_the_limiter(
         assert isinstance(broke.value.__cause__, KeyError)
         assert limiter.closed
     assert sorted(outcomes) == ["closed: KeyError('bug')"] * 3, outcomes
+
+
+# -- costs, several limits, settle, flows and live limits -----------------------
+
+
+async def test_a_cost_waits_for_its_units(open_limiter: OpenLimiter) -> None:
+    """A cost paces by units, on every limit it draws on: 5 units at 10/s
+    take half a second; 50 tokens at 100/s, half a second."""
+    async with open_limiter(Fifo(), 10, 5) as limiter:
+        await limiter.acquire(cost=5)  # the banked units
+        start = now()
+        permit = await limiter.acquire(cost=5)
+        assert since(start) == 500 * MILLISECOND
+        assert (permit.cost, permit.level, permit.flow) == (5, 0, None)
+    limits = {"requests": Limit(10, burst=10), "tokens": Limit(100, burst=100)}
+    async with open_limiter(Fifo(), limits=limits) as limiter:
+        assert limiter.limits == limits
+        await limiter.acquire(cost={"requests": 1, "tokens": 100})
+        start = now()
+        await limiter.acquire(cost={"requests": 1, "tokens": 50})
+        assert since(start) == 500 * MILLISECOND, "the tighter limit decides"
+
+
+async def test_settle_gives_back_and_charges(open_limiter: OpenLimiter) -> None:
+    """P29 where callers proceed: a permit settled below its cost gives the
+    difference to the next waiter at once; above it, the next waits for it;
+    and only within ``settle_window``, once."""
+    async with (
+        open_limiter(Fifo(), 10, 10, settle_window=60.0) as limiter,
+        anyio.create_task_group() as tg,
+    ):
+        first = await limiter.acquire(cost=10)  # the whole bucket
+        start = now()
+        got: list[int] = []
+
+        async def second() -> None:
+            await limiter.acquire(cost=10)
+            got.append(since(start))
+
+        tg.start_soon(second)
+        await waiting(limiter, 1)
+        await anyio.sleep(0.1)  # one unit accrued
+        first.settle(2)  # 8 back: 9 of 10 now
+        await until(lambda: bool(got) or since(start) > 0)
+        await anyio.sleep(0.2)
+        assert got == [200 * MILLISECOND], "granted once the tenth unit accrued"
+        with pytest.raises(NotRefundable):
+            first.settle(3)  # settled already
+        third = await limiter.acquire(cost=1)
+        third.settle(5)  # four more than asked: charged to those after it
+        start = now()
+        await limiter.acquire(cost=1)
+        # four units of debt and one to take: half a second, to the
+        # nanosecond of refill a bucket holds (SPEC.md, Pacing)
+        assert abs(since(start) - 500 * MILLISECOND) <= 1
+    async with open_limiter(Fifo(), 10, 2) as limiter:
+        permit = await limiter.acquire(cost=2)
+        with pytest.raises(NotRefundable):
+            permit.settle(1)  # settle_window 0: nothing is kept to settle
+
+
+async def test_flows_take_turns_within_a_level(open_limiter: OpenLimiter) -> None:
+    """A tenant with a backlog does not make another tenant of its level wait
+    behind it: the flows alternate (in the core's order), FIFO within each."""
+    order: list[str] = []
+
+    async def call(limiter: BaseLimiter, name: str, flow: str) -> None:
+        await limiter.acquire(0, flow=flow)
+        order.append(name)
+
+    pushes = [("a1", "a"), ("a2", "a"), ("a3", "a"), ("a4", "a"), ("b1", "b"), ("b2", "b")]
+    async with open_limiter(StrictPriority(1), 20) as limiter, anyio.create_task_group() as tg:
+        await limiter.acquire(0)
+        for i, (name, flow) in enumerate(pushes):
+            tg.start_soon(call, limiter, name, flow)
+            await waiting(limiter, i + 1)
+        assert limiter.statistics().levels[0].flows == 2
+    assert order == ["a1", "b1", "a2", "b2", "a3", "a4"]
+    busiest = limiter.busiest_flows(0)
+    assert [(f.flow, f.granted_units) for f in busiest] == [("a", 4), ("b", 2)]
+
+
+async def test_pause_for_holds_every_level(open_limiter: OpenLimiter) -> None:
+    """A 429 with Retry-After: nothing is granted before the pause ends, at
+    any level; then the backlog resumes in policy order at the limit."""
+    order: list[tuple[str, int]] = []
+    start = now()
+
+    async def call(limiter: BaseLimiter, name: str, lv: int) -> None:
+        await limiter.acquire(lv)
+        order.append((name, since(start)))
+
+    async with open_limiter(StrictPriority(2), 10, 1) as limiter, anyio.create_task_group() as tg:
+        limiter.pause_for(2.0)
+        tg.start_soon(call, limiter, "batch", 1)
+        await waiting(limiter, 1)
+        tg.start_soon(call, limiter, "interactive", 0)
+        await waiting(limiter, 2)
+    assert [name for name, _ in order] == ["interactive", "batch"]
+    # the second one interval later, to the nanosecond of refill a full
+    # bucket holds (SPEC.md, Pacing)
+    assert order[0][1] == 2 * SECOND
+    assert abs(order[1][1] - (2 * SECOND + 100 * MILLISECOND)) <= 1
+
+
+async def test_set_limit_applies_at_once(open_limiter: OpenLimiter) -> None:
+    """A raised rate applies at once to the waiters already there, from the
+    units the bucket holds (P30 where callers proceed)."""
+    times: list[int] = []
+    start = now()
+
+    async def call(limiter: BaseLimiter) -> None:
+        await limiter.acquire()
+        times.append(since(start))
+
+    async with open_limiter(Fifo(), 1) as limiter, anyio.create_task_group() as tg:
+        await limiter.acquire()
+        for i in range(3):
+            tg.start_soon(call, limiter)
+            await waiting(limiter, i + 1)
+        await anyio.sleep(0.5)  # half a unit accrued, at 1/s
+        limiter.set_limit(rate=10)  # the half carries over: 50 ms to go
+        assert limiter.limits["units"].rate == 10
+    expected = [550 * MILLISECOND, 650 * MILLISECOND, 750 * MILLISECOND]
+    assert all(abs(t - e) <= 1 for t, e in zip(times, expected, strict=True)), times
+
+
+async def test_adopt_never_grants_more(open_limiter: OpenLimiter) -> None:
+    """The upstream says nothing is left for a second: the next permit waits
+    for the reset, though the bucket held some."""
+    async with open_limiter(Fifo(), 10, 5) as limiter:
+        limiter.adopt(0, reset_after=1.0)
+        start = now()
+        await limiter.acquire()
+        assert since(start) == 1 * SECOND + 100 * MILLISECOND
+
+
+async def test_live_limits_refuse_bad_input(open_limiter: OpenLimiter) -> None:
+    async with open_limiter(Fifo(), 10) as limiter:
+        with pytest.raises(PermitValueError):
+            limiter.pause_for(math.inf)
+        with pytest.raises(PermitValueError):
+            limiter.set_limit(rate=0)
+        with pytest.raises(PermitValueError):
+            limiter.adopt(-1, 1.0)
+        with pytest.raises(PermitTypeError):
+            await limiter.acquire(flow=["unhashable"])  # type: ignore[arg-type]
+        await limiter.acquire(cost=1)  # still working
+        assert not limiter.closed

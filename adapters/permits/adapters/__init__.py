@@ -13,7 +13,8 @@ nothing of policy: every decision is :class:`permits.core.Machine`'s.
 A :mod:`permits.sim` scenario played in real time on the asyncio adapter
 (``permits demo``) lives with the command line, in ``permits.cli._live``.
 
-Shared by all three: :func:`level` (the context-local default level), and the
+Shared by all three: :func:`level` (the context-local default level), the
+:class:`Permit` an acquire returns (``permit.settle(actual)``), and the
 errors :class:`LimiterClosed`, :class:`AcquireTimeout`,
 :class:`WouldWaitTooLong` (and :class:`permits.core.QueueFull`), and
 :class:`WrongFramework` (an adapter used outside its framework).
@@ -26,6 +27,7 @@ from ._base import (
     AcquireTimeout,
     BaseLimiter,
     LimiterClosed,
+    Permit,
     WouldWaitTooLong,
     current_level,
     level,
@@ -36,6 +38,7 @@ __all__ = [
     "AcquireTimeout",
     "BaseLimiter",
     "LimiterClosed",
+    "Permit",
     "WouldWaitTooLong",
     "WrongFramework",
     "current_level",

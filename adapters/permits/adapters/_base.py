@@ -12,15 +12,25 @@ from __future__ import annotations
 import contextvars
 import itertools
 import math
-from collections.abc import AsyncIterator, Awaitable, Iterator, Sequence
+from collections.abc import (
+    AsyncIterator,
+    Awaitable,
+    Callable,
+    Hashable,
+    Iterator,
+    Mapping,
+    Sequence,
+)
 from contextlib import asynccontextmanager, contextmanager
 from fractions import Fraction
-from typing import NoReturn, Protocol
+from typing import Any, NoReturn, Protocol
 
 from permits.core import (
     SECOND,
     Charge,
     Decision,
+    FlowStatistics,
+    Limit,
     Machine,
     NotRefundable,
     PermitError,
@@ -36,6 +46,7 @@ __all__ = [
     "AcquireTimeout",
     "BaseLimiter",
     "LimiterClosed",
+    "Permit",
     "WouldWaitTooLong",
     "current_level",
     "level",
@@ -133,20 +144,68 @@ class _Waiter:
         self.error: BaseException | None = None
 
 
+class Permit:
+    """The permit a caller holds: what it asked for, and the way to say what
+    its call cost after all (:meth:`settle`)."""
+
+    __slots__ = ("_id", "_limiter", "cost", "flow", "level")
+
+    def __init__(
+        self,
+        limiter: BaseLimiter,
+        id: int,
+        level: int,
+        cost: int | Mapping[str, int],
+        flow: Hashable,
+    ) -> None:
+        self._limiter = limiter
+        self._id = id
+        #: The level it was granted at.
+        self.level = level
+        #: The cost it asked for, as given.
+        self.cost = cost
+        #: The flow it belongs to (``None``: its level's default flow).
+        self.flow = flow
+
+    def settle(self, actual: int | Mapping[str, int]) -> None:
+        """The call cost ``actual`` after all (an ``int``: that many units of
+        every limit; or a mapping of limit names to units): less than asked
+        gives the difference back at once, more is charged to the permits
+        after it. Accepted within the limiter's ``settle_window`` of the
+        caller proceeding, once; :class:`~permits.core.NotRefundable`
+        otherwise."""
+        self._limiter._settle(self._id, actual)
+
+    def __repr__(self) -> str:
+        return f"<Permit level={self.level} cost={self.cost!r} flow={self.flow!r}>"
+
+
 class BaseLimiter:
     """A limiter over a :class:`~permits.core.Machine`; made by a framework
     module (:mod:`permits.adapters.asyncio`, ``.trio``, ``.anyio``).
 
     :param policy: who goes next (see :mod:`permits.core`).
-    :param rate: permits per second.
-    :param burst: permits that may be banked, at least 1. On a real event
+    :param rate: units per second of the one limit (or give ``limits``).
+    :param burst: units that may be banked, at least 1. On a real event
         loop, timers fire up to about a millisecond late; a burst of about
         ``1 + rate * 0.0015`` keeps the configured rate (README, "Pacing on a
         real event loop").
+    :param limits: several limits at once, by name (``{"requests":
+        Limit.per_minute(500), "tokens": Limit.per_minute(90_000)}``);
+        an acquire's ``cost`` names what it takes from each.
     :param max_waiting: queue limits, as for the machine; ``0`` for a level
         means "never queue": such an acquire is granted at once or rejected.
     :param default_level: the level of an acquire that names none, outside
         any :func:`level` block.
+    :param flow_weights: the weight of each flow (a mapping, or a function
+        of the flow), as for the machine; 1 by default.
+    :param max_waiting_per_flow: the most waiters one flow may have queued.
+    :param flow_limit: the limit whose units the flows of a level share
+        (the first by default).
+    :param settle_window: seconds after a caller proceeds during which its
+        :meth:`Permit.settle` is accepted; 0 (the default) keeps nothing to
+        settle. The limiter remembers each permit for that long, so its
+        memory grows with the rate times the window.
 
     A permit counts against the limit when its caller proceeds (the machine
     charges it :attr:`~permits.core.Charge.AT_SPEND`), so the limit holds
@@ -158,13 +217,35 @@ class BaseLimiter:
     def __init__(
         self,
         policy: Policy,
-        rate: int | float | Fraction,
+        rate: int | float | Fraction | None = None,
         burst: int = 1,
         *,
+        limits: Mapping[str, Limit] | Limit | None = None,
         max_waiting: int | Sequence[int | None] | None = None,
         default_level: int = 0,
+        flow_weights: Mapping[Hashable, int] | Callable[[Hashable], int] | None = None,
+        max_waiting_per_flow: int | None = None,
+        flow_limit: str | None = None,
+        settle_window: float = 0.0,
     ) -> None:
-        self._machine = self._new_machine(policy, rate, burst, max_waiting)
+        window = _nanoseconds("settle_window", settle_window)
+        if window is None:
+            raise PermitValueError(
+                "settle_window", settle_window, "must be a finite number of seconds"
+            )
+        #: Whether permits stay settleable after their callers proceed.
+        self._settle_later = window > 0
+        self._machine = self._new_machine(
+            policy,
+            rate,
+            burst,
+            limits=limits,
+            max_waiting=max_waiting,
+            flow_weights=flow_weights,
+            max_waiting_per_flow=max_waiting_per_flow,
+            flow_limit=flow_limit,
+            refund_window_ns=window,
+        )
         self._machine.min_wait(default_level)  # validates it
         self.default_level = default_level
         self._waiters: dict[int, _Waiter] = {}
@@ -174,15 +255,11 @@ class BaseLimiter:
     # -- what an adapter provides -----------------------------------------
 
     def _new_machine(
-        self,
-        policy: Policy,
-        rate: int | float | Fraction,
-        burst: int,
-        max_waiting: int | Sequence[int | None] | None,
+        self, policy: Policy, rate: int | float | Fraction | None, burst: int, **options: Any
     ) -> Machine:
         """The machine: paced here, each permit charged as its caller
         proceeds (a shared limit's permits come from outside instead)."""
-        return Machine(policy, rate, burst, max_waiting=max_waiting, charge=Charge.AT_SPEND)
+        return Machine(policy, rate, burst, charge=Charge.AT_SPEND, **options)
 
     def _clock(self) -> int:
         """The framework's monotonic clock, in nanoseconds."""
@@ -236,7 +313,7 @@ class BaseLimiter:
         """The caller of ``id`` proceeds: its permit counts from ``now``."""
         machine = self._machine
         try:
-            decisions = machine.spend(id, now)
+            decisions = machine.spend(id, now, settle_later=self._settle_later)
         except Exception as error:
             self._fault(error)
         if decisions:
@@ -302,11 +379,17 @@ class BaseLimiter:
         self,
         level: int | None = None,
         *,
+        cost: int | Mapping[str, int] = 1,
+        flow: Hashable = None,
         timeout: float | None = None,
         max_wait: float | None = None,
-    ) -> None:
+    ) -> Permit:
         """Wait for a permit at ``level`` (default: :func:`current_level`, then
-        ``default_level``).
+        ``default_level``), asking for ``cost`` (an ``int``: that many units of
+        every limit; or a mapping of limit names to units), in ``flow`` (a
+        tenant, an API key: the flows of a level take turns). Returns the
+        :class:`Permit`, whose :meth:`Permit.settle` says what the call cost
+        after all.
 
         :param timeout: seconds to wait at most; then :class:`AcquireTimeout`.
             The framework's own timeouts and cancellation work too.
@@ -341,13 +424,16 @@ class BaseLimiter:
                     self._dispatch(machine.tick(now))
                 except Exception as error:
                     self._fault(error)
-                wait = machine.min_wait(level)
+                try:
+                    wait = machine.min_wait(level, cost=cost, flow=flow)
+                except Exception as error:
+                    self._fault(error)
                 if wait > limit:
                     self._reschedule()
                     raise WouldWaitTooLong(level, wait / SECOND, max_wait)
         id = next(self._ids)
         try:
-            decisions = machine.push(id, level, now, deadline=deadline)
+            decisions = machine.push(id, level, now, deadline=deadline, cost=cost, flow=flow)
         except Exception as error:
             self._fault(error)
         if decisions and decisions[-1].id == id:
@@ -365,7 +451,7 @@ class BaseLimiter:
                         raise
                     now = self._now()
                 self._spend(id, now)  # the caller proceeds
-                return
+                return Permit(self, id, level, cost, flow)
         else:
             if decisions:
                 self._dispatch(decisions)
@@ -388,7 +474,7 @@ class BaseLimiter:
             decision = decided
             if decision.state is _GRANTED:
                 self._spend(id, self._now())  # the caller proceeds
-                return
+                return Permit(self, id, level, cost, flow)
         if decision.state is State.EXPIRED:
             raise AcquireTimeout(level, timeout if timeout is not None else 0.0)
         limits = machine.max_waiting
@@ -421,14 +507,19 @@ class BaseLimiter:
         self,
         level: int | None = None,
         *,
+        cost: int | Mapping[str, int] = 1,
+        flow: Hashable = None,
         timeout: float | None = None,
         max_wait: float | None = None,
-    ) -> AsyncIterator[None]:
-        """``async with limiter.permit(level):`` -- :meth:`acquire`, then the block."""
-        await self.acquire(level, timeout=timeout, max_wait=max_wait)
-        yield
+    ) -> AsyncIterator[Permit]:
+        """``async with limiter.permit(level, cost=...) as permit:`` --
+        :meth:`acquire`, then the block; ``permit.settle(actual)`` works in
+        it and after it."""
+        yield await self.acquire(level, cost=cost, flow=flow, timeout=timeout, max_wait=max_wait)
 
-    def try_acquire(self, level: int | None = None) -> bool:
+    def try_acquire(
+        self, level: int | None = None, *, cost: int | Mapping[str, int] = 1, flow: Hashable = None
+    ) -> bool:
         """Take a permit only if one is free now; never waits, never queues.
 
         An acquire with ``timeout=0`` that answers instead of raising: a
@@ -442,7 +533,7 @@ class BaseLimiter:
         now = self._now()
         id = next(self._ids)
         try:
-            decisions = self._machine.push(id, level, now, deadline=now)
+            decisions = self._machine.push(id, level, now, deadline=now, cost=cost, flow=flow)
         except Exception as error:
             self._fault(error)
         decision = decisions.pop()
@@ -453,6 +544,64 @@ class BaseLimiter:
             return True
         self._reschedule()
         return False
+
+    # -- what the upstream says, and live limits ---------------------------
+
+    @property
+    def limits(self) -> dict[str, Limit]:
+        """The limits as they stand now, by name."""
+        return self._machine.limits
+
+    def set_limit(
+        self,
+        *,
+        rate: int | float | Fraction | None = None,
+        burst: int | None = None,
+        limit: str | None = None,
+    ) -> None:
+        """Change a limit now (``limit`` names it; it may be left out when
+        there is one): the units in the bucket carry over, and what now fits
+        is granted at once (SPEC.md, *Changing a limit*)."""
+        self._apply(lambda now: self._machine.set_limit(now, rate=rate, burst=burst, limit=limit))
+
+    def pause_for(self, seconds: float) -> None:
+        """Grant nothing for ``seconds`` from now, at any level (a 429 with
+        ``Retry-After``); then the backlog resumes in policy order. A later
+        pause that ends sooner shortens nothing."""
+        length = _nanoseconds("seconds", seconds)
+        if length is None:
+            raise PermitValueError("seconds", seconds, "must be a finite number of seconds")
+        self._apply(lambda now: self._machine.pause_until(now + length, now))
+
+    def adopt(self, remaining: int, reset_after: float, *, limit: str | None = None) -> None:
+        """The upstream says ``remaining`` units of ``limit`` are left until
+        ``reset_after`` seconds from now (``x-ratelimit-remaining-*``, the
+        IETF ``RateLimit`` header): from then on the bucket never holds more
+        than that; it never grants more because of it."""
+        after = _nanoseconds("reset_after", reset_after)
+        if after is None:
+            raise PermitValueError("reset_after", reset_after, "must be a finite number of seconds")
+        self._apply(lambda now: self._machine.adopt(remaining, now + after, now, limit=limit))
+
+    def _apply(self, operation: Callable[[int], list[Decision]]) -> None:
+        """Run a machine operation at the clock's now; wake whoever it decided
+        for and re-plan the timer."""
+        if self._closed is not None:
+            raise self._closed
+        try:
+            decisions = operation(self._now())
+        except Exception as error:
+            self._fault(error)
+        self._dispatch(decisions)
+        self._reschedule()
+
+    def _settle(self, id: int, actual: int | Mapping[str, int]) -> None:
+        self._apply(lambda now: self._machine.settle(id, actual, now))
+
+    def busiest_flows(self, level: int, n: int = 10) -> tuple[FlowStatistics, ...]:
+        """The ``n`` busiest named flows of ``level`` (see
+        :meth:`permits.core.Machine.busiest_flows`)."""
+        return self._machine.busiest_flows(level, n)
 
     def statistics(self) -> Statistics:
         """The core's per-level snapshot: counts, and waits in seconds as

@@ -37,7 +37,7 @@ Design, in brief (README, "One limit for many processes", says more):
 from __future__ import annotations
 
 import math
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Hashable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from fractions import Fraction
 from typing import Any, Literal, NamedTuple
@@ -314,23 +314,13 @@ class RedisLimiter(_AnyioLimiter):
         self.given_back = 0
 
     def _new_machine(
-        self,
-        policy: _Policy,
-        rate: int | float | Fraction,
-        burst: int,
-        max_waiting: int | Sequence[int | None] | None,
+        self, policy: _Policy, rate: int | float | Fraction | None, burst: int, **options: Any
     ) -> Machine:
         """A supplied machine: the permits come from Redis, charged there as
         they are taken; a permit whose caller was cancelled before it
         proceeded goes to the next waiter within ``refund_window``."""
-        return Machine(
-            policy,
-            rate,
-            burst,
-            max_waiting=max_waiting,
-            refund_window_ns=self._refund_window_ns,
-            supplied=True,
-        )
+        options["refund_window_ns"] = self._refund_window_ns
+        return Machine(policy, rate, burst, supplied=True, **options)
 
     def __repr__(self) -> str:
         return (
@@ -343,7 +333,9 @@ class RedisLimiter(_AnyioLimiter):
         """Whether the last round trip to Redis failed."""
         return self._down_since is not None
 
-    def try_acquire(self, level: int | None = None) -> bool:
+    def try_acquire(
+        self, level: int | None = None, *, cost: int | Mapping[str, int] = 1, flow: Hashable = None
+    ) -> bool:
         """Not offered: whether a shared permit is free takes a round trip.
         Use ``acquire(level, max_wait=...)`` or ``timeout=``."""
         raise NotImplementedError("try_acquire() needs a round trip to Redis; use acquire()")

@@ -21,11 +21,11 @@ granted and not refunded are exactly the callers whose acquire returned.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
 from fractions import Fraction
 
-from permits.core import Policy
+from permits.core import Limit, Policy
 
 from ._base import Event
 from ._requires import requires_extra, wrong_framework
@@ -64,11 +64,16 @@ class Limiter(TaskedLimiter):
 
 def open_limiter(
     policy: Policy,
-    rate: int | float | Fraction,
+    rate: int | float | Fraction | None = None,
     burst: int = 1,
     *,
+    limits: Mapping[str, Limit] | Limit | None = None,
     max_waiting: int | Sequence[int | None] | None = None,
     default_level: int = 0,
+    flow_weights: Mapping[Hashable, int] | Callable[[Hashable], int] | None = None,
+    max_waiting_per_flow: int | None = None,
+    flow_limit: str | None = None,
+    settle_window: float = 0.0,
 ) -> AbstractAsyncContextManager[Limiter]:
     """Open a trio :class:`Limiter` for an ``async with``; see
     :class:`~permits.adapters.BaseLimiter` for the arguments."""
@@ -80,7 +85,12 @@ def open_limiter(
         policy,
         rate,
         burst,
+        limits=limits,
         max_waiting=max_waiting,
         default_level=default_level,
+        flow_weights=flow_weights,
+        max_waiting_per_flow=max_waiting_per_flow,
+        flow_limit=flow_limit,
+        settle_window=settle_window,
     )
     return running(limiter, trio.open_nursery())

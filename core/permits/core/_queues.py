@@ -224,16 +224,17 @@ class _Level:
         #: The default flow's object, kept for reuse while it has no waiters.
         self._spare: _Flow | None = _Flow(None, by_id, 1)
 
-    def head(self) -> tuple[Waiter, _Flow]:
+    def head(self) -> _Flow:
+        """The flow whose head is the level's head (dropping stale entries)."""
         only = self.only
         if only is not None:
-            return only.line.head(), only
+            return only
         heap, flows = self.heap, self.flows
         while True:
             _, _, key, waiter = heap[0]
             flow = flows.get(key)
             if flow is not None and flow.line.head() is waiter:
-                return waiter, flow
+                return flow
             heapq.heappop(heap)
             self.stale -= 1
 
@@ -271,10 +272,13 @@ class _Level:
 
     def granted(self, flow: _Flow) -> int:
         """``flow``'s head leaves with a permit. Returns the sweep steps taken."""
-        flow.line.pop_head()
+        line = flow.line
+        line.pop_head()
         flow.depth -= 1
         if self.only is not None:
             self.synced = False
+            if flow.depth and not line.dead:
+                return 0  # alone, and its next head is live: nothing else changes
         else:
             finish, _, _, _ = heapq.heappop(self.heap)
             self.clock = flow.finish = flow.start = finish
@@ -422,7 +426,7 @@ class Queues:
         the head of the flow whose turn it is."""
         if not self.depths[level]:
             raise IndexError(f"level {level} has no waiters")
-        return self._levels[level].head()[0]
+        return self._levels[level].head().line.head()
 
     def get(self, id: Hashable) -> Waiter | None:
         """The waiter with this id, or ``None`` if it is not waiting."""
@@ -481,7 +485,8 @@ class Queues:
     def _take_head(self, level: int) -> Waiter:
         """The head of ``level`` leaves with a permit (which must not be empty)."""
         lv = self._levels[level]
-        waiter, flow = lv.head()
+        flow = lv.head()
+        waiter = flow.line.head()
         del self._by_id[waiter.id]
         self.depths[level] -= 1
         self.granted += 1
