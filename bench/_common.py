@@ -253,7 +253,7 @@ TRIO = Trio()
 def _open_asyncio(
     policy: Policy, rate: int, burst: int
 ) -> AbstractAsyncContextManager[BaseLimiter]:
-    return permits.adapters.asyncio.Limiter(policy, rate, burst)
+    return permits.adapters.asyncio.open_limiter(policy, rate, burst)
 
 
 def _open_trio(policy: Policy, rate: int, burst: int) -> AbstractAsyncContextManager[BaseLimiter]:

@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import time
 
-from permits.adapters.asyncio import Limiter
+from permits.adapters.asyncio import open_limiter
 from permits.core import Fifo
 
 RATES = (500, 2_000, 10_000)
@@ -21,7 +21,7 @@ BURSTS = (1, 2, 4, 16)
 
 
 async def achieved(rate: int, burst: int, seconds: float = 1.0) -> float:
-    async with Limiter(Fifo(), rate, burst) as limiter:
+    async with open_limiter(Fifo(), rate, burst) as limiter:
         count, start = 0, time.monotonic()
         while time.monotonic() - start < seconds:
             await limiter.acquire()

@@ -248,12 +248,14 @@ def test_pacing_after_a_million_permits() -> None:
 
 
 @given(
-    waits=st.lists(st.integers(0, 10**13), min_size=1, max_size=400),
+    waits=st.lists(st.integers(0, 10**13) | st.integers(0, 300), min_size=1, max_size=400),
     q=st.sampled_from([0.0, 0.5, 0.9, 0.99, 1.0]),
 )
 def test_histogram_quantiles(waits: list[int], q: float) -> None:
     """P17: quantiles within RELATIVE_ERROR of the exact nearest-rank value;
-    the maximum exact; memory bounded by the logarithm of the largest wait."""
+    the maximum and the sum exact; cumulative counts at any bounds exact but
+    for waits within RELATIVE_ERROR of a bound; memory bounded by the
+    logarithm of the largest wait."""
     histogram = WaitHistogram()
     for wait in waits:
         histogram.record(wait)
@@ -264,6 +266,17 @@ def test_histogram_quantiles(waits: list[int], q: float) -> None:
     assert abs(got - exact) <= RELATIVE_ERROR * exact, ("P17", got, exact)
     assert histogram.max == max(waits)
     assert histogram.buckets <= 256 + 128 * max(0, max(waits).bit_length() - 8), "P17"
+    # the sum exact; the histogram's counts at any bounds off only by waits
+    # within RELATIVE_ERROR of a bound
+    assert histogram.total == sum(waits), "P17"
+    bounds = sorted({0, *waits[:5], *(w + 1 for w in waits[:5]), max(waits)})
+    for bound, count in zip(bounds, histogram.at_most(bounds), strict=True):
+        exact_count = sum(1 for w in waits if w <= bound)
+        # (a wait below 2**8 has a bucket of its own: exact)
+        near = sum(
+            1 for w in waits if w >= 256 and abs(w - bound) <= RELATIVE_ERROR * max(bound, w)
+        )
+        assert abs(count - exact_count) <= near, ("P17", bound, count, exact_count)
 
 
 @given(

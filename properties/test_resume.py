@@ -30,7 +30,7 @@ from permits.testing import stall, virtual_backend
 CASES = [("asyncio", "asyncio"), ("asyncio", "anyio"), ("trio", "trio"), ("trio", "anyio")]
 
 OPENERS: dict[str, Callable[..., AbstractAsyncContextManager[BaseLimiter]]] = {
-    "asyncio": asyncio_adapter.Limiter,
+    "asyncio": asyncio_adapter.open_limiter,
     "trio": trio_adapter.open_limiter,
     "anyio": anyio_adapter.open_limiter,
 }

@@ -45,7 +45,7 @@ def open_limiter(case: tuple[str, str]) -> Callable[..., AbstractAsyncContextMan
     """The case's adapter: ``open_limiter(policy, rate, burst, **options)``."""
     adapter = case[1]
     if adapter == "asyncio":
-        return asyncio_adapter.Limiter
+        return asyncio_adapter.open_limiter
     if adapter == "trio":
         return trio_adapter.open_limiter
     return anyio_adapter.open_limiter

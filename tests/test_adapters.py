@@ -620,7 +620,7 @@ async def test_seed_scenario_in_real_time(adapter: str) -> None:
     half the simulated permits are granted, and every interactive caller
     that arrived before the last 0.1 s is served (strict priority)."""
     openers: dict[str, OpenLimiter] = {
-        "asyncio": asyncio_adapter.Limiter,
+        "asyncio": asyncio_adapter.open_limiter,
         "trio": trio_adapter.open_limiter,
         "anyio": anyio_adapter.open_limiter,
     }
@@ -976,3 +976,30 @@ async def test_live_limits_refuse_bad_input(open_limiter: OpenLimiter) -> None:
             await limiter.acquire(flow=["unhashable"])  # type: ignore[arg-type]
         await limiter.acquire(cost=1)  # still working
         assert not limiter.closed
+
+
+async def test_the_body_s_exception_leaves_as_itself(open_limiter: OpenLimiter) -> None:
+    """`except AcquireTimeout` around the block catches it: no adapter wraps
+    a body's exception in an ExceptionGroup; and the limiter is closed."""
+    caught: list[BaseException] = []
+    for body in ("timeout", "own"):
+        try:
+            async with open_limiter(Fifo(), 1) as limiter:
+                await limiter.acquire()
+                if body == "own":
+                    raise KeyError("mine")
+                await limiter.acquire(timeout=0.01)
+        except (AcquireTimeout, KeyError) as error:
+            caught.append(error)
+        assert limiter.closed
+    assert [type(e) for e in caught] == [AcquireTimeout, KeyError], caught
+
+
+async def test_async_with_a_limiter_is_refused(open_limiter: OpenLimiter) -> None:
+    """`async with limiter:` would take no permit (aiolimiter's idiom takes
+    one): refused, saying what to write; the limiter still works."""
+    async with open_limiter(Fifo(), 10) as limiter:
+        with pytest.raises(TypeError, match=r"limiter\.permit\(level\)"):
+            async with limiter:
+                pass
+        await limiter.acquire()

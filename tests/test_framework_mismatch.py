@@ -56,8 +56,8 @@ async def asyncio_permit() -> None:
         pass
 
 
-async def asyncio_async_with() -> None:
-    async with asyncio_limiter():
+async def asyncio_open_limiter() -> None:
+    async with permits.adapters.asyncio.open_limiter(Fifo(), rate=10):
         pass
 
 
@@ -66,7 +66,7 @@ async def asyncio_try_acquire() -> None:
 
 
 @pytest.mark.parametrize(
-    "use", [asyncio_acquire, asyncio_permit, asyncio_async_with, asyncio_try_acquire]
+    "use", [asyncio_acquire, asyncio_permit, asyncio_open_limiter, asyncio_try_acquire]
 )
 def test_asyncio_limiter_under_trio(use: Callable[[], Awaitable[None]]) -> None:
     with pytest.raises(WrongFramework) as raised:
@@ -132,3 +132,16 @@ def test_trio_open_limiter_outside_any_event_loop() -> None:
 def test_exported() -> None:
     assert "WrongFramework" in permits.adapters.__all__
     assert permits.adapters.WrongFramework is WrongFramework
+
+
+async def trio_limiter_by_hand() -> None:
+    limiter = trio_limiter()
+    await limiter.acquire()  # the banked permit needs no timer, but
+    await limiter.acquire()  # this one would wait for a timer that never runs
+
+
+def test_a_limiter_without_its_timer_task_refuses_at_once() -> None:
+    """A trio Limiter made by hand has no timer task: it raises at once,
+    saying what to use, instead of a second acquire hanging forever."""
+    with pytest.raises(RuntimeError, match=r"async with open_limiter\(\.\.\.\)"):
+        trio.run(trio_limiter_by_hand)

@@ -44,12 +44,38 @@ def test_scrape_shows_depth_counters_and_waits() -> None:
     assert value("permits_granted_total", "interactive") == 1
     assert value("permits_rejected_total", "batch") == 1
     assert value("permits_cancelled_total", "batch") == 1
-    assert value("permits_wait_seconds", "interactive", quantile="0.99") == pytest.approx(
-        0.006, rel=0.004
-    )
-    assert value("permits_wait_seconds", "interactive", quantile="1") == 0.006
+    # the waits as a histogram: i0 waited 6 ms, b0 nothing
+    assert value("permits_wait_seconds_bucket", "interactive", le="0.005") == 0
+    assert value("permits_wait_seconds_bucket", "interactive", le="0.01") == 1
+    assert value("permits_wait_seconds_bucket", "interactive", le="+Inf") == 1
+    assert value("permits_wait_seconds_bucket", "batch", le="0.001") == 1
+    assert value("permits_wait_seconds_count", "interactive") == 1
+    assert value("permits_wait_seconds_sum", "interactive") == pytest.approx(0.006)
+    assert value("permits_wait_max_seconds", "interactive") == 0.006
 
 
 def test_level_names_must_match() -> None:
     with pytest.raises(ValueError, match="levels="):
         PermitsCollector(Machine(StrictPriority(2), 1), levels=["only-one"])
+
+
+def test_buckets_must_ascend() -> None:
+    with pytest.raises(ValueError, match="buckets="):
+        PermitsCollector(Machine(StrictPriority(2), 1), buckets=[1.0, 0.5])
+
+
+def test_histogram_counts_match_the_waits() -> None:
+    """Each bucket counts the waits at most its bound (P17's precision)."""
+    machine = Machine(StrictPriority(1), 1000)
+    waits = []
+    for i in range(200):
+        waits += [d.waited for d in machine.push(i, 0, 0)]
+    while (at := machine.next_tick()) is not None:
+        waits += [d.waited for d in machine.tick(at)]
+    bounds = [0, 1_000_000, 50_000_000, 100_000_000, 199_000_000]
+    counted = machine.waits_at_most(0, bounds)
+    for bound, count in zip(bounds, counted, strict=True):
+        exact = sum(1 for w in waits if w <= bound)
+        near = sum(1 for w in waits if abs(w - bound) <= bound / 256)
+        assert abs(count - exact) <= near, (bound, count, exact)
+    assert machine.statistics().levels[0].wait_total_ns == sum(waits)

@@ -23,7 +23,7 @@ from collections.abc import (
 )
 from contextlib import asynccontextmanager, contextmanager
 from fractions import Fraction
-from typing import Any, NoReturn, Protocol
+from typing import TYPE_CHECKING, Any, NoReturn, Protocol, TypedDict
 
 from permits.core import (
     SECOND,
@@ -42,10 +42,14 @@ from permits.core import (
     Statistics,
 )
 
+if TYPE_CHECKING:
+    pass  # in typing from Python 3.11
+
 __all__ = [
     "AcquireTimeout",
     "BaseLimiter",
     "LimiterClosed",
+    "LimiterOptions",
     "Permit",
     "WouldWaitTooLong",
     "current_level",
@@ -142,6 +146,19 @@ class _Waiter:
         self.event: Event | None = event
         self.decision: Decision | None = decision
         self.error: BaseException | None = None
+
+
+class LimiterOptions(TypedDict, total=False):
+    """The keyword arguments every adapter's limiter takes (see
+    :class:`BaseLimiter`)."""
+
+    limits: Mapping[str, Limit] | Limit | None
+    max_waiting: int | Sequence[int | None] | None
+    default_level: int
+    flow_weights: Mapping[Hashable, int] | Callable[[Hashable], int] | None
+    max_waiting_per_flow: int | None
+    flow_limit: str | None
+    settle_window: float
 
 
 class Permit:
@@ -280,6 +297,10 @@ class BaseLimiter:
     async def _checkpoint(self) -> None:
         """A cancellation point, where the framework wants one."""
 
+    def _ensure_open(self) -> None:
+        """Raise at once if this limiter cannot work (a limiter whose timer
+        task was never started)."""
+
     #: Whether a waiter woken with its permit must still look for a cancel
     #: that came after the wake-up (trio's and anyio's cancel scopes: the
     #: task resumes normally and would see the cancel only at its next
@@ -413,6 +434,7 @@ class BaseLimiter:
                 level = self.default_level
         machine = self._machine
         now = self._now()
+        self._ensure_open()
         deadline = None
         if timeout is not None:
             patience = _nanoseconds("timeout", timeout)
@@ -531,6 +553,7 @@ class BaseLimiter:
             raise self._closed
         level = self._level(level)
         now = self._now()
+        self._ensure_open()
         id = next(self._ids)
         try:
             decisions = self._machine.push(id, level, now, deadline=now, cost=cost, flow=flow)
@@ -588,8 +611,10 @@ class BaseLimiter:
         for and re-plan the timer."""
         if self._closed is not None:
             raise self._closed
+        now = self._now()
+        self._ensure_open()
         try:
-            decisions = operation(self._now())
+            decisions = operation(now)
         except Exception as error:
             self._fault(error)
         self._dispatch(decisions)
@@ -612,3 +637,14 @@ class BaseLimiter:
     @property
     def closed(self) -> bool:
         return self._closed is not None
+
+    async def __aenter__(self) -> NoReturn:
+        """``async with limiter:`` is refused: it would take no permit (as it
+        does in aiolimiter), and it does not open a limiter either."""
+        raise TypeError(
+            "`async with limiter:` takes no permit: write `async with limiter.permit(level):` "
+            "for one; open a limiter with `async with open_limiter(...) as limiter:`"
+        )
+
+    async def __aexit__(self, *exc_info: object) -> None:  # pragma: no cover - never entered
+        return None

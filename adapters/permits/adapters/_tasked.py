@@ -40,10 +40,24 @@ class TaskedLimiter(BaseLimiter):
         if self._sleep_scope is not None:
             self._sleep_scope.deadline = wake_at
 
+    #: Whether the timer task runs (it does inside ``open_limiter``).
+    _running = False
+
+    def _ensure_open(self) -> None:
+        if not self._running and self._closed is None:
+            raise RuntimeError(
+                f"this {type(self).__module__}.Limiter has no timer task, so a waiter "
+                "would wait forever: make it with `async with open_limiter(...) as limiter:`"
+            )
+
     async def _run(self, *, task_status: Any) -> None:
         """The timer task, as started by a nursery or task group."""
+        self._running = True
         task_status.started()
-        await self._timer()
+        try:
+            await self._timer()
+        finally:
+            self._running = False
 
     async def _timer(self) -> None:
         """Sleep until the next tick, tick, repeat; until closed or cancelled."""
@@ -65,10 +79,18 @@ async def running(limiter: L, group: AbstractAsyncContextManager[Any]) -> AsyncI
     """Run ``limiter``'s timer task in ``group`` (a trio nursery or an anyio
     task group) for the ``async with``; on the way out, close the limiter
     (every waiter wakes with LimiterClosed) and stop the task."""
+    raised: BaseException | None = None
     async with group as tasks:
         await tasks.start(limiter._run)
         try:
             yield limiter
+        except BaseException as error:
+            # The body's own exception leaves as itself, not wrapped in an
+            # ExceptionGroup by the task group: `except AcquireTimeout`
+            # around the block catches it.
+            raised = error
         finally:
             limiter._break(None)
             tasks.cancel_scope.cancel()
+    if raised is not None:
+        raise raised

@@ -1,9 +1,10 @@
 """The asyncio adapter: standard library only.
 
 Permits are handed out by ``loop.call_at`` timers at their due time; there is
-no background task. Use it as ``async with Limiter(...) as limiter:`` (or
-call :meth:`Limiter.aclose`); closing cancels the timer and wakes every
-waiter with :class:`~permits.adapters.LimiterClosed`.
+no background task. Open one with ``async with open_limiter(...) as
+limiter:``, as with every adapter (or make a :class:`Limiter` and call
+:meth:`Limiter.aclose`); closing cancels the timer and wakes every waiter
+with :class:`~permits.adapters.LimiterClosed`.
 
 The asyncio race: a waiter whose future was resolved (its permit decided)
 and whose task is cancelled before it runs raises ``CancelledError`` from
@@ -15,12 +16,20 @@ callers that proceeded.
 from __future__ import annotations
 
 import asyncio
-from types import TracebackType
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from fractions import Fraction
+from typing import TYPE_CHECKING
 
-from ._base import BaseLimiter, Event
+from permits.core import Policy
+
+from ._base import BaseLimiter, Event, LimiterOptions
 from ._requires import wrong_framework
 
-__all__ = ["Limiter"]
+if TYPE_CHECKING:
+    from typing_extensions import Unpack  # in typing from Python 3.11
+
+__all__ = ["Limiter", "open_limiter"]
 
 
 class _FutureEvent:
@@ -41,7 +50,8 @@ class _FutureEvent:
 
 class Limiter(BaseLimiter):
     """A priority limiter for asyncio; see :class:`~permits.adapters.BaseLimiter`
-    for the arguments and :meth:`acquire`, :meth:`permit`, :meth:`try_acquire`."""
+    for the arguments and :meth:`acquire`, :meth:`permit`, :meth:`try_acquire`.
+    Open one with :func:`open_limiter`."""
 
     _loop: asyncio.AbstractEventLoop | None = None
     _timer: asyncio.TimerHandle | None = None
@@ -97,14 +107,21 @@ class Limiter(BaseLimiter):
             self._timer = None
         self._break(None)
 
-    async def __aenter__(self) -> Limiter:
-        self._running_loop()
-        return self
 
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.aclose()
+@asynccontextmanager
+async def open_limiter(
+    policy: Policy,
+    rate: int | float | Fraction | None = None,
+    burst: int = 1,
+    **options: Unpack[LimiterOptions],
+) -> AsyncIterator[Limiter]:
+    """Open an asyncio :class:`Limiter` for an ``async with``, in the running
+    loop; see :class:`~permits.adapters.BaseLimiter` for the arguments. On
+    the way out, the timer is cancelled and every waiter wakes with
+    :class:`~permits.adapters.LimiterClosed`."""
+    limiter = Limiter(policy, rate, burst, **options)
+    limiter._running_loop()  # in a running asyncio loop, or WrongFramework now
+    try:
+        yield limiter
+    finally:
+        await limiter.aclose()

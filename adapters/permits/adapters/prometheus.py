@@ -3,14 +3,17 @@
     from prometheus_client import REGISTRY
     REGISTRY.register(PermitsCollector(limiter, name="upstream", levels=["interactive", "batch"]))
 
-Per level, what the seed asks dashboards to show: queue depth, wait
-quantiles, and the permits granted, cancelled, rejected, expired and
+Per level, what the seed asks dashboards to show: queue depth, the waits
+as a histogram (``permits_wait_seconds_bucket``, ``_sum``, ``_count``: a
+quantile over any time range is ``histogram_quantile`` of their rates), the
+longest wait, and the permits granted, cancelled, rejected, expired and
 refunded. A growing batch depth with flat interactive waits is the policy
 working; rising interactive waits mean demand exceeds the limit.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator, Sequence
 
 from permits.core import Machine
@@ -19,10 +22,35 @@ from ._base import BaseLimiter
 from ._requires import requires_extra
 
 with requires_extra(__name__, "prometheus", "prometheus_client"):
-    from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+    from prometheus_client.core import (
+        CounterMetricFamily,
+        GaugeMetricFamily,
+        HistogramMetricFamily,
+        Metric,
+    )
     from prometheus_client.registry import Collector
 
-__all__ = ["PermitsCollector"]
+__all__ = ["DEFAULT_BUCKETS", "PermitsCollector"]
+
+#: Upper bounds (seconds) of the wait histogram's buckets: from the
+#: millisecond an interactive call notices to the minute a batch tolerates.
+DEFAULT_BUCKETS = (
+    0.001,
+    0.0025,
+    0.005,
+    0.01,
+    0.025,
+    0.05,
+    0.1,
+    0.25,
+    0.5,
+    1.0,
+    2.5,
+    5.0,
+    10.0,
+    30.0,
+    60.0,
+)
 
 _COUNTERS = (
     ("granted", "Permits granted (including those later refunded)"),
@@ -39,6 +67,8 @@ class PermitsCollector(Collector):
     :param name: the ``limiter`` label, to tell several limiters apart.
     :param levels: a name per level for the ``level`` label (default: the
         level numbers).
+    :param buckets: the histogram's upper bounds, in seconds, ascending; a
+        wait within 0.4% of a bound may be counted on either side of it.
     """
 
     def __init__(
@@ -47,6 +77,7 @@ class PermitsCollector(Collector):
         *,
         name: str = "default",
         levels: Sequence[str] | None = None,
+        buckets: Sequence[float] = DEFAULT_BUCKETS,
     ) -> None:
         self._machine = source.machine if isinstance(source, BaseLimiter) else source
         count = self._machine.levels
@@ -54,6 +85,11 @@ class PermitsCollector(Collector):
             raise ValueError(f"levels={levels!r}: needs one name per level ({count})")
         self._names = list(levels) if levels is not None else [str(i) for i in range(count)]
         self._limiter = name
+        bounds = [float(b) for b in buckets]
+        if not bounds or bounds != sorted(bounds) or bounds[0] < 0 or not math.isfinite(bounds[-1]):
+            raise ValueError(f"buckets={buckets!r}: needs ascending finite seconds >= 0")
+        self._buckets = bounds
+        self._bounds_ns = [round(b * 1e9) for b in bounds]
 
     def collect(self) -> Iterator[Metric]:
         stats = self._machine.statistics().levels
@@ -69,17 +105,19 @@ class PermitsCollector(Collector):
             for level in stats:
                 counter.add_metric([self._limiter, self._names[level.level]], getattr(level, field))
             yield counter
-        wait = GaugeMetricFamily(
-            "permits_wait_seconds",
-            "Wait from push to grant: p50 and p99 (within 0.4%) and max, over granted waiters",
-            labels=[*labels, "quantile"],
+        wait = HistogramMetricFamily(
+            "permits_wait_seconds", "Wait from push to grant, of granted waiters", labels=labels
+        )
+        longest = GaugeMetricFamily(
+            "permits_wait_max_seconds", "Longest wait from push to grant, exact", labels=labels
         )
         for level in stats:
-            for quantile, ns in (
-                ("0.5", level.wait_p50_ns),
-                ("0.99", level.wait_p99_ns),
-                ("1", level.wait_max_ns),
-            ):
-                if ns is not None:  # no quantile before the level's first grant
-                    wait.add_metric([self._limiter, self._names[level.level], quantile], ns / 1e9)
+            at_most = self._machine.waits_at_most(level.level, self._bounds_ns)
+            buckets = [(f"{b:g}", n) for b, n in zip(self._buckets, at_most, strict=True)]
+            buckets.append(("+Inf", level.granted))
+            label = [self._limiter, self._names[level.level]]
+            wait.add_metric(label, buckets, level.wait_total_ns / 1e9)
+            if level.wait_max_ns is not None:
+                longest.add_metric(label, level.wait_max_ns / 1e9)
         yield wait
+        yield longest

@@ -380,12 +380,15 @@ class RedisLimiter(_AnyioLimiter):
 
     async def _run(self, *, task_status: Any) -> None:
         self._bind_backend()
+        self._running = True
         task_status.started()
         try:
             while self._closed is None:
                 await self._step()
         except Exception as error:
             self._break(error)  # the waiters learn of it; nobody hangs
+        finally:
+            self._running = False
 
     async def _step(self) -> None:
         machine = self._machine

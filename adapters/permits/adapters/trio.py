@@ -21,15 +21,18 @@ granted and not refunded are exactly the callers whose acquire returned.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
 from fractions import Fraction
+from typing import TYPE_CHECKING
 
-from permits.core import Limit, Policy
+from permits.core import Policy
 
-from ._base import Event
+from ._base import Event, LimiterOptions
 from ._requires import requires_extra, wrong_framework
 from ._tasked import TaskedLimiter, running
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
 
 with requires_extra(__name__, "trio", "trio"):
     import trio
@@ -66,14 +69,7 @@ def open_limiter(
     policy: Policy,
     rate: int | float | Fraction | None = None,
     burst: int = 1,
-    *,
-    limits: Mapping[str, Limit] | Limit | None = None,
-    max_waiting: int | Sequence[int | None] | None = None,
-    default_level: int = 0,
-    flow_weights: Mapping[Hashable, int] | Callable[[Hashable], int] | None = None,
-    max_waiting_per_flow: int | None = None,
-    flow_limit: str | None = None,
-    settle_window: float = 0.0,
+    **options: Unpack[LimiterOptions],
 ) -> AbstractAsyncContextManager[Limiter]:
     """Open a trio :class:`Limiter` for an ``async with``; see
     :class:`~permits.adapters.BaseLimiter` for the arguments."""
@@ -81,16 +77,5 @@ def open_limiter(
         trio.lowlevel.current_trio_token()
     except RuntimeError:  # trio.open_nursery() would say "'RunContext' object has no ..."
         raise wrong_framework(open_limiter, "trio") from None
-    limiter = Limiter(
-        policy,
-        rate,
-        burst,
-        limits=limits,
-        max_waiting=max_waiting,
-        default_level=default_level,
-        flow_weights=flow_weights,
-        max_waiting_per_flow=max_waiting_per_flow,
-        flow_limit=flow_limit,
-        settle_window=settle_window,
-    )
+    limiter = Limiter(policy, rate, burst, **options)
     return running(limiter, trio.open_nursery())

@@ -15,7 +15,7 @@ from __future__ import annotations
 import asyncio
 
 from permits.adapters import AcquireTimeout
-from permits.adapters.asyncio import Limiter
+from permits.adapters.asyncio import open_limiter
 from permits.core import QueueFull, State
 from permits.core.checks import check_rate
 from permits.sim import Result, Scenario, Tally, arrivals, nanoseconds
@@ -31,7 +31,7 @@ async def run(scenario: Scenario) -> Result:
     tally = Tally(scenario, duration)
     loop = asyncio.get_running_loop()
     callers: set[asyncio.Task[None]] = set()
-    async with Limiter(
+    async with open_limiter(
         scenario.policy,
         check_rate(scenario.rate),
         scenario.burst,

@@ -489,10 +489,23 @@ class Machine:
                     wait_p99_ns=self._hists[level].quantile(0.99),
                     wait_max_ns=self._hists[level].max,
                     flows=self._queues.flows(level),
+                    wait_total_ns=self._hists[level].total,
                 )
                 for level in range(self.levels)
             )
         )
+
+    def waits_at_most(self, level: int, bounds_ns: Sequence[int]) -> tuple[int, ...]:
+        """For each bound (nanoseconds, ascending), how many of ``level``'s
+        granted waiters waited at most that long: a histogram's cumulative
+        counts, each within :data:`RELATIVE_ERROR` of its bound (P17)."""
+        level = self._check_level(level)
+        if isinstance(bounds_ns, (str, bytes)) or not isinstance(bounds_ns, Sequence):
+            raise PermitTypeError("bounds_ns", bounds_ns, "a sequence of ints (nanoseconds)")
+        bounds = [check_int("bounds_ns", b, 0) for b in bounds_ns]
+        if bounds != sorted(bounds):
+            raise PermitValueError("bounds_ns", bounds_ns, "must be in ascending order")
+        return tuple(self._hists[level].at_most(bounds))
 
     def busiest_flows(self, level: int, n: int = 10) -> tuple[FlowStatistics, ...]:
         """The ``n`` busiest named flows of ``level``: those granted the most

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Hashable
+from collections.abc import Hashable, Sequence
 
 import attrs
 
@@ -35,12 +35,14 @@ class WaitHistogram:
     waits recorded. The maximum is kept exactly.
     """
 
-    __slots__ = ("_counts", "_max", "count")
+    __slots__ = ("_counts", "_max", "count", "total")
 
     def __init__(self) -> None:
         self._counts: dict[int, int] = {}
         #: Number of waits recorded.
         self.count = 0
+        #: Their sum, in nanoseconds, exact.
+        self.total = 0
         # Largest wait recorded, exactly; -1 before the first (see max).
         self._max = -1
 
@@ -52,6 +54,7 @@ class WaitHistogram:
     def record(self, wait: int) -> None:
         """Record one wait of ``wait`` nanoseconds."""
         self.count += 1
+        self.total += wait
         if wait > self._max:
             self._max = wait
         bits = wait.bit_length()
@@ -82,6 +85,20 @@ class WaitHistogram:
             if seen >= rank:
                 return wait
         raise AssertionError("unreachable: ranks add up to count")  # pragma: no cover
+
+    def at_most(self, bounds: Sequence[int]) -> list[int]:
+        """For each bound (ns, ascending), how many waits were at most it:
+        exact for a bound at a bucket's edge; otherwise the bucket the bound
+        falls in counts whole if the bound is at or past its middle, so a
+        wait is misplaced only if within :data:`RELATIVE_ERROR` of a bound."""
+        items = self.items()
+        out, seen, i = [], 0, 0
+        for bound in bounds:
+            while i < len(items) and items[i][0] <= bound:
+                seen += items[i][1]
+                i += 1
+            out.append(seen)
+        return out
 
     def items(self) -> list[tuple[int, int]]:
         """``(wait, count)`` for each bucket in use, by wait: the value
@@ -130,6 +147,8 @@ class LevelStatistics:
     wait_max_ns: int | None
     #: Flows with waiters at this level now (the default flow counts as one).
     flows: int = 0
+    #: The sum of every wait, in nanoseconds, exact.
+    wait_total_ns: int = 0
 
     @property
     def proceeded(self) -> int:
