@@ -1,4 +1,4 @@
-"""Framework adapters for ``permits``: asyncio, trio and anyio.
+"""Framework adapters for ``permits``: asyncio, trio, anyio and threads.
 
 They own the clock, the sleeping and their framework's cancellation, and
 nothing of policy: every decision is :class:`permits.core.Machine`'s.
@@ -7,6 +7,8 @@ nothing of policy: every decision is :class:`permits.core.Machine`'s.
 - :mod:`permits.adapters.trio`: ``open_limiter`` (needs ``trio``);
 - :mod:`permits.adapters.anyio`: ``open_limiter``, under asyncio or trio
   (needs ``anyio``);
+- :mod:`permits.adapters.threads`: ``open_limiter``, blocking, for threads
+  (standard library only);
 - :mod:`permits.adapters.redis`: ``open_limiter``, one limit shared by many
   processes through Redis, under asyncio or trio (needs ``permits[redis]``).
 

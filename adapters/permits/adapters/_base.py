@@ -139,11 +139,15 @@ class Event(Protocol):
     def wait(self) -> Awaitable[object]: ...
 
 
+class _Wakeable(Protocol):
+    def set(self) -> None: ...
+
+
 class _Waiter:
     __slots__ = ("decision", "error", "event")
 
-    def __init__(self, event: Event | None, decision: Decision | None = None) -> None:
-        self.event: Event | None = event
+    def __init__(self, event: _Wakeable | None, decision: Decision | None = None) -> None:
+        self.event: _Wakeable | None = event
         self.decision: Decision | None = decision
         self.error: BaseException | None = None
 
@@ -169,7 +173,7 @@ class Permit:
 
     def __init__(
         self,
-        limiter: BaseLimiter,
+        limiter: _Limiting,
         id: int,
         level: int,
         cost: int | Mapping[str, int],
@@ -197,39 +201,11 @@ class Permit:
         return f"<Permit level={self.level} cost={self.cost!r} flow={self.flow!r}>"
 
 
-class BaseLimiter:
-    """A limiter over a :class:`~permits.core.Machine`; made by a framework
-    module (:mod:`permits.adapters.asyncio`, ``.trio``, ``.anyio``).
-
-    :param policy: who goes next (see :mod:`permits.core`).
-    :param rate: units per second of the one limit (or give ``limits``).
-    :param burst: units that may be banked, at least 1. On a real event
-        loop, timers fire up to about a millisecond late; a burst of about
-        ``1 + rate * 0.0015`` keeps the configured rate (README, "Pacing on a
-        real event loop").
-    :param limits: several limits at once, by name (``{"requests":
-        Limit.per_minute(500), "tokens": Limit.per_minute(90_000)}``);
-        an acquire's ``cost`` names what it takes from each.
-    :param max_waiting: queue limits, as for the machine; ``0`` for a level
-        means "never queue": such an acquire is granted at once or rejected.
-    :param default_level: the level of an acquire that names none, outside
-        any :func:`level` block.
-    :param flow_weights: the weight of each flow (a mapping, or a function
-        of the flow), as for the machine; 1 by default.
-    :param max_waiting_per_flow: the most waiters one flow may have queued.
-    :param flow_limit: the limit whose units the flows of a level share
-        (the first by default).
-    :param settle_window: seconds after a caller proceeds during which its
-        :meth:`Permit.settle` is accepted; 0 (the default) keeps nothing to
-        settle. The limiter remembers each permit for that long, so its
-        memory grows with the rate times the window.
-
-    A permit counts against the limit when its caller proceeds (the machine
-    charges it :attr:`~permits.core.Charge.AT_SPEND`), so the limit holds
-    where the upstream sees the calls, however late a stalled event loop
-    lets the callers resume. Until then it is in flight; at most ``burst``
-    are, so the burst also covers the hand-off from the timer to the caller.
-    """
+class _Limiting:
+    """What every limiter shares, whatever its caller waits with: the machine,
+    its clock and timer, waking, cancel-or-refund, settling and live limits.
+    The waiting itself is :class:`BaseLimiter`'s (async) or
+    :class:`permits.adapters.threads.Limiter`'s (blocking)."""
 
     def __init__(
         self,
@@ -394,38 +370,16 @@ class BaseLimiter:
             level = _LEVEL.get()
         return self.default_level if level is None else level
 
-    # -- the API ----------------------------------------------------------
-
-    async def acquire(
+    def _request(
         self,
-        level: int | None = None,
-        *,
-        cost: int | Mapping[str, int] = 1,
-        flow: Hashable = None,
-        timeout: float | None = None,
-        max_wait: float | None = None,
-    ) -> Permit:
-        """Wait for a permit at ``level`` (default: :func:`current_level`, then
-        ``default_level``), asking for ``cost`` (an ``int``: that many units of
-        every limit; or a mapping of limit names to units), in ``flow`` (a
-        tenant, an API key: the flows of a level take turns). Returns the
-        :class:`Permit`, whose :meth:`Permit.settle` says what the call cost
-        after all.
-
-        :param timeout: seconds to wait at most; then :class:`AcquireTimeout`.
-            The framework's own timeouts and cancellation work too.
-        :param max_wait: fail fast: raise :class:`WouldWaitTooLong` at once if
-            even the best case would wait longer than this many seconds.
-        :raises permits.core.QueueFull: the level is at its ``max_waiting``.
-        :raises LimiterClosed: the limiter is closed, or closes while waiting.
-
-        ``timeout=0`` means "do not wait": granted if a permit is free now,
-        :class:`AcquireTimeout` otherwise.
-
-        A cancelled waiter costs no permit; one cancelled after its permit was
-        decided, before it could proceed, hands the permit back, and the next
-        waiter gets it at once.
-        """
+        level: int | None,
+        cost: int | Mapping[str, int],
+        flow: Hashable,
+        timeout: float | None,
+        max_wait: float | None,
+    ) -> tuple[int, int, Decision | None]:
+        """An acquire's first step: check, fail fast, push. Returns the id,
+        the level, and the decision if it was made at once."""
         if self._closed is not None:
             raise self._closed
         if level is None:  # _level, inlined: acquire is the hot path
@@ -444,9 +398,6 @@ class BaseLimiter:
             if limit is not None:
                 try:
                     self._dispatch(machine.tick(now))
-                except Exception as error:
-                    self._fault(error)
-                try:
                     wait = machine.min_wait(level, cost=cost, flow=flow)
                 except Exception as error:
                     self._fault(error)
@@ -458,50 +409,33 @@ class BaseLimiter:
             decisions = machine.push(id, level, now, deadline=deadline, cost=cost, flow=flow)
         except Exception as error:
             self._fault(error)
-        if decisions and decisions[-1].id == id:
-            # Decided at once (granted, rejected, expired): ours is the last
-            # decision, and no waiter record or event is needed.
-            decision = decisions.pop()
-            if decisions:
-                self._dispatch(decisions)
-            if decision.state is _GRANTED:
-                if self._checkpoint_on_grant:
-                    try:
-                        await self._checkpoint()
-                    except BaseException:
-                        self._withdraw(id, _Waiter(None, decision))
-                        raise
-                    now = self._now()
-                self._spend(id, now)  # the caller proceeds
-                return Permit(self, id, level, cost, flow)
-        else:
-            if decisions:
-                self._dispatch(decisions)
-            # Nothing can run between the push and here: no await.
-            event = self._new_event()
-            waiter = _Waiter(event)
-            self._waiters[id] = waiter
-            self._reschedule()
-            try:
-                await event.wait()
-                if self._cancel_after_wake:
-                    await self._checkpoint_if_cancelled()
-            except BaseException:
-                self._withdraw(id, waiter)
-                raise
-            if waiter.error is not None:
-                raise waiter.error
-            decided = waiter.decision
-            assert decided is not None
-            decision = decided
-            if decision.state is _GRANTED:
-                self._spend(id, self._now())  # the caller proceeds
-                return Permit(self, id, level, cost, flow)
+        decision = decisions.pop() if decisions and decisions[-1].id == id else None
+        if decisions:
+            self._dispatch(decisions)
+        return id, level, decision
+
+    def _outcome(
+        self,
+        id: int,
+        decision: Decision,
+        cost: int | Mapping[str, int],
+        flow: Hashable,
+        timeout: float | None,
+        now: int,
+    ) -> Permit:
+        """An acquire's last step, its permit decided: the caller proceeds at
+        ``now`` with its :class:`Permit`, or learns why it has none."""
+        level = decision.level
+        if decision.state is _GRANTED:
+            self._spend(id, now)  # the caller proceeds
+            return Permit(self, id, level, cost, flow)
         if decision.state is State.EXPIRED:
             raise AcquireTimeout(level, timeout if timeout is not None else 0.0)
-        limits = machine.max_waiting
+        limits = self._machine.max_waiting
         queue_limit = None if limits is None else limits[level]
         raise QueueFull(id, level, 0 if queue_limit is None else queue_limit)
+
+    # -- the API ----------------------------------------------------------
 
     def _withdraw(self, id: int, waiter: _Waiter) -> None:
         """The caller gave up (cancelled, or any exception) after pushing."""
@@ -523,21 +457,6 @@ class BaseLimiter:
                 self._break(error)  # a broken policy; the caller's exception goes on
                 return
             self._reschedule()
-
-    @asynccontextmanager
-    async def permit(
-        self,
-        level: int | None = None,
-        *,
-        cost: int | Mapping[str, int] = 1,
-        flow: Hashable = None,
-        timeout: float | None = None,
-        max_wait: float | None = None,
-    ) -> AsyncIterator[Permit]:
-        """``async with limiter.permit(level, cost=...) as permit:`` --
-        :meth:`acquire`, then the block; ``permit.settle(actual)`` works in
-        it and after it."""
-        yield await self.acquire(level, cost=cost, flow=flow, timeout=timeout, max_wait=max_wait)
 
     def try_acquire(
         self, level: int | None = None, *, cost: int | Mapping[str, int] = 1, flow: Hashable = None
@@ -648,3 +567,112 @@ class BaseLimiter:
 
     async def __aexit__(self, *exc_info: object) -> None:  # pragma: no cover - never entered
         return None
+
+
+class BaseLimiter(_Limiting):
+    """A limiter over a :class:`~permits.core.Machine`; made by a framework
+    module (:mod:`permits.adapters.asyncio`, ``.trio``, ``.anyio``).
+
+    :param policy: who goes next (see :mod:`permits.core`).
+    :param rate: units per second of the one limit (or give ``limits``).
+    :param burst: units that may be banked, at least 1. On a real event
+        loop, timers fire up to about a millisecond late; a burst of about
+        ``1 + rate * 0.0015`` keeps the configured rate (README, "Pacing on a
+        real event loop").
+    :param limits: several limits at once, by name (``{"requests":
+        Limit.per_minute(500), "tokens": Limit.per_minute(90_000)}``);
+        an acquire's ``cost`` names what it takes from each.
+    :param max_waiting: queue limits, as for the machine; ``0`` for a level
+        means "never queue": such an acquire is granted at once or rejected.
+    :param default_level: the level of an acquire that names none, outside
+        any :func:`level` block.
+    :param flow_weights: the weight of each flow (a mapping, or a function
+        of the flow), as for the machine; 1 by default.
+    :param max_waiting_per_flow: the most waiters one flow may have queued.
+    :param flow_limit: the limit whose units the flows of a level share
+        (the first by default).
+    :param settle_window: seconds after a caller proceeds during which its
+        :meth:`Permit.settle` is accepted; 0 (the default) keeps nothing to
+        settle. The limiter remembers each permit for that long, so its
+        memory grows with the rate times the window.
+
+    A permit counts against the limit when its caller proceeds (the machine
+    charges it :attr:`~permits.core.Charge.AT_SPEND`), so the limit holds
+    where the upstream sees the calls, however late a stalled event loop
+    lets the callers resume. Until then it is in flight; at most ``burst``
+    are, so the burst also covers the hand-off from the timer to the caller.
+    """
+
+    async def acquire(
+        self,
+        level: int | None = None,
+        *,
+        cost: int | Mapping[str, int] = 1,
+        flow: Hashable = None,
+        timeout: float | None = None,
+        max_wait: float | None = None,
+    ) -> Permit:
+        """Wait for a permit at ``level`` (default: :func:`current_level`, then
+        ``default_level``), asking for ``cost`` (an ``int``: that many units of
+        every limit; or a mapping of limit names to units), in ``flow`` (a
+        tenant, an API key: the flows of a level take turns). Returns the
+        :class:`Permit`, whose :meth:`Permit.settle` says what the call cost
+        after all.
+
+        :param timeout: seconds to wait at most; then :class:`AcquireTimeout`.
+            The framework's own timeouts and cancellation work too.
+        :param max_wait: fail fast: raise :class:`WouldWaitTooLong` at once if
+            even the best case would wait longer than this many seconds.
+        :raises permits.core.QueueFull: the level is at its ``max_waiting``.
+        :raises LimiterClosed: the limiter is closed, or closes while waiting.
+
+        ``timeout=0`` means "do not wait": granted if a permit is free now,
+        :class:`AcquireTimeout` otherwise.
+
+        A cancelled waiter costs no permit; one cancelled after its permit was
+        decided, before it could proceed, hands the permit back, and the next
+        waiter gets it at once.
+        """
+        id, level, decision = self._request(level, cost, flow, timeout, max_wait)
+        if decision is not None:
+            # Decided at once (granted, rejected, expired): no waiter record
+            # or event is needed.
+            if decision.state is _GRANTED and self._checkpoint_on_grant:
+                try:
+                    await self._checkpoint()
+                except BaseException:
+                    self._withdraw(id, _Waiter(None, decision))
+                    raise
+                return self._outcome(id, decision, cost, flow, timeout, self._now())
+            return self._outcome(id, decision, cost, flow, timeout, decision.at)
+        # Nothing can run between the push and here: no await.
+        event = self._new_event()
+        waiter = _Waiter(event)
+        self._waiters[id] = waiter
+        self._reschedule()
+        try:
+            await event.wait()
+            if self._cancel_after_wake:
+                await self._checkpoint_if_cancelled()
+        except BaseException:
+            self._withdraw(id, waiter)
+            raise
+        if waiter.error is not None:
+            raise waiter.error
+        assert waiter.decision is not None
+        return self._outcome(id, waiter.decision, cost, flow, timeout, self._now())
+
+    @asynccontextmanager
+    async def permit(
+        self,
+        level: int | None = None,
+        *,
+        cost: int | Mapping[str, int] = 1,
+        flow: Hashable = None,
+        timeout: float | None = None,
+        max_wait: float | None = None,
+    ) -> AsyncIterator[Permit]:
+        """``async with limiter.permit(level, cost=...) as permit:`` --
+        :meth:`acquire`, then the block; ``permit.settle(actual)`` works in
+        it and after it."""
+        yield await self.acquire(level, cost=cost, flow=flow, timeout=timeout, max_wait=max_wait)

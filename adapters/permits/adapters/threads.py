@@ -1,0 +1,178 @@
+"""The thread adapter: a blocking limiter for synchronous code.
+
+    from permits.adapters.threads import open_limiter
+
+    with open_limiter(StrictPriority(2), rate=100) as limiter:
+        with limiter.permit(INTERACTIVE):       # blocks this thread until granted
+            requests.get(...)
+
+Any number of threads may call it. One lock guards the machine; each waiter
+sleeps on its own :class:`threading.Event`; one timer thread sleeps on a
+condition until the machine's next tick (woken early whenever the plan
+changes), so nothing polls. Threads that race are queued in the order they
+take the lock, so FIFO within a level holds among them. A thread whose
+``timeout`` passes expires in the machine at its deadline and costs no
+permit; one interrupted while waiting (``KeyboardInterrupt``) withdraws, and
+hands back a permit decided for it meanwhile.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Hashable, Iterator, Mapping
+from contextlib import contextmanager
+from fractions import Fraction
+from typing import TYPE_CHECKING
+
+from permits.core import Decision, FlowStatistics, Policy, Statistics
+
+from ._base import LimiterOptions, Permit, _Limiting, _Waiter
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack  # in typing from Python 3.11
+
+__all__ = ["Limiter", "open_limiter"]
+
+
+class Limiter(_Limiting):
+    """A thread-safe priority limiter; make one with :func:`open_limiter`
+    (it takes the arguments of :class:`~permits.adapters.BaseLimiter`)."""
+
+    def __init__(
+        self,
+        policy: Policy,
+        rate: int | float | Fraction | None = None,
+        burst: int = 1,
+        **options: Unpack[LimiterOptions],
+    ) -> None:
+        super().__init__(policy, rate, burst, **options)
+        self._lock = threading.Lock()
+        #: Wakes the timer thread; shares the lock.
+        self._plan = threading.Condition(self._lock)
+        self._thread: threading.Thread | None = None
+
+    # -- what an adapter provides -----------------------------------------
+
+    def _clock(self) -> int:
+        return time.monotonic_ns()
+
+    def _reschedule(self) -> None:
+        self._plan.notify()  # the caller holds the lock
+
+    def _ensure_open(self) -> None:
+        if self._thread is None and self._closed is None:
+            raise RuntimeError(
+                "this permits.adapters.threads.Limiter has no timer thread, so a waiter "
+                "would wait forever: make it with `with open_limiter(...) as limiter:`"
+            )
+
+    def _timer(self) -> None:
+        """The timer thread: sleep until the next tick, tick, repeat."""
+        with self._plan:
+            while self._closed is None:
+                when = self._machine.next_tick()
+                if when is None:
+                    self._plan.wait()
+                    continue
+                delay = when - self._clock()
+                if delay > 0:
+                    self._plan.wait(delay / 1e9)
+                else:
+                    self._on_timer()
+
+    def _start(self) -> None:
+        self._thread = threading.Thread(target=self._timer, name="permits-timer", daemon=True)
+        self._thread.start()
+
+    def close(self) -> None:
+        """Close: every waiter wakes with LimiterClosed; the timer thread ends."""
+        with self._lock:
+            self._break(None)
+            self._plan.notify()
+        if self._thread is not None and self._thread is not threading.current_thread():
+            self._thread.join()
+
+    # -- the API ----------------------------------------------------------
+
+    def acquire(
+        self,
+        level: int | None = None,
+        *,
+        cost: int | Mapping[str, int] = 1,
+        flow: Hashable = None,
+        timeout: float | None = None,
+        max_wait: float | None = None,
+    ) -> Permit:
+        """Block until a permit at ``level`` is granted; as
+        :meth:`permits.adapters.BaseLimiter.acquire`, and ``timeout`` is
+        this thread's patience in seconds (:class:`AcquireTimeout` after)."""
+        with self._lock:
+            id, level, decision = self._request(level, cost, flow, timeout, max_wait)
+            if decision is not None:
+                return self._outcome(id, decision, cost, flow, timeout, decision.at)
+            event = threading.Event()
+            waiter = _Waiter(event)
+            self._waiters[id] = waiter
+            self._reschedule()
+        try:
+            event.wait()  # the machine's deadline ends it: no timeout here
+        except BaseException:
+            with self._lock:
+                self._withdraw(id, waiter)
+            raise
+        with self._lock:
+            if waiter.error is not None:
+                raise waiter.error
+            assert waiter.decision is not None
+            return self._outcome(id, waiter.decision, cost, flow, timeout, self._now())
+
+    @contextmanager
+    def permit(
+        self,
+        level: int | None = None,
+        *,
+        cost: int | Mapping[str, int] = 1,
+        flow: Hashable = None,
+        timeout: float | None = None,
+        max_wait: float | None = None,
+    ) -> Iterator[Permit]:
+        """``with limiter.permit(level, cost=...) as permit:`` --
+        :meth:`acquire`, then the block."""
+        yield self.acquire(level, cost=cost, flow=flow, timeout=timeout, max_wait=max_wait)
+
+    def try_acquire(
+        self, level: int | None = None, *, cost: int | Mapping[str, int] = 1, flow: Hashable = None
+    ) -> bool:
+        with self._lock:
+            return super().try_acquire(level, cost=cost, flow=flow)
+
+    def _apply(self, operation: Callable[[int], list[Decision]]) -> None:
+        with self._lock:
+            super()._apply(operation)
+
+    def statistics(self) -> Statistics:
+        with self._lock:
+            return super().statistics()
+
+    def busiest_flows(self, level: int, n: int = 10) -> tuple[FlowStatistics, ...]:
+        with self._lock:
+            return super().busiest_flows(level, n)
+
+
+@contextmanager
+def open_limiter(
+    policy: Policy,
+    rate: int | float | Fraction | None = None,
+    burst: int = 1,
+    **options: Unpack[LimiterOptions],
+) -> Iterator[Limiter]:
+    """Open a thread :class:`Limiter` for a ``with`` block: its timer thread
+    runs inside it; on the way out every waiter wakes with
+    :class:`~permits.adapters.LimiterClosed` and the thread ends."""
+    limiter = Limiter(policy, rate, burst, **options)
+    limiter._start()
+    try:
+        yield limiter
+    finally:
+        limiter.close()

@@ -1,0 +1,166 @@
+"""The thread adapter, with real threads on the real clock.
+
+Times are real, so every check is one a loaded machine cannot break: orders
+(decided by the machine under one lock, not by the scheduler), counts, the
+limit (grants never come early, however late they come), and the CPU the
+waiting takes. The order of grants is compared with the core on the same
+pushes, as the conformance suite does for the async adapters.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Any
+
+import pytest
+
+from permits.adapters import AcquireTimeout, LimiterClosed
+from permits.adapters.threads import Limiter, open_limiter
+from permits.core import (
+    SECOND,
+    Decision,
+    Fifo,
+    Limit,
+    Machine,
+    NotRefundable,
+    PermitTypeError,
+    State,
+    StrictPriority,
+)
+
+pytestmark = pytest.mark.timeout(60)
+
+
+def until(condition: object, seconds: float = 10.0) -> None:
+    deadline = time.monotonic() + seconds
+    while not condition():  # type: ignore[operator]
+        if time.monotonic() > deadline:
+            raise AssertionError("the condition never held")
+        time.sleep(0.001)
+
+
+class Recording:
+    """The limiter's machine, noting the level of every grant in the order
+    the machine made them (thread wake-ups may come in any order)."""
+
+    def __init__(self, machine: Machine) -> None:
+        self._machine = machine
+        self.levels: list[int] = []
+        self.times: list[int] = []
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._machine, name)
+
+    def __len__(self) -> int:
+        return len(self._machine)
+
+    def _note(self, decisions: list[Decision]) -> list[Decision]:
+        for d in decisions:
+            if d.state is State.GRANTED:
+                self.levels.append(d.level)
+                self.times.append(d.at)
+        return decisions
+
+    def tick(self, now: int) -> list[Decision]:
+        return self._note(self._machine.tick(now))
+
+    def push(self, *args: Any, **options: Any) -> list[Decision]:
+        return self._note(self._machine.push(*args, **options))
+
+
+def test_many_threads_contend_in_priority_order_within_the_limit() -> None:
+    """64 threads queue one after another while nothing is granted, then the
+    limit opens: they are granted in the core's order for the same pushes
+    (strict priority, FIFO within a level), never faster than the limit,
+    and the waiting burns no CPU (no polling)."""
+    rate, threads = 200, 64
+    levels = [i % 3 % 2 for i in range(threads)]  # 0, 1, 0, 0, 1, 0, ...
+    done = []
+    with open_limiter(StrictPriority(2), 0.01) as limiter:  # one permit per 100 s
+        limiter.acquire(0)  # the banked permit: the rest queue
+        recording = Recording(limiter.machine)
+        limiter._machine = recording  # type: ignore[assignment]
+
+        def call(i: int) -> None:
+            limiter.acquire(levels[i])
+            done.append(i)
+
+        workers = [threading.Thread(target=call, args=(i,)) for i in range(threads)]
+        for n, worker in enumerate(workers):
+            worker.start()
+            until(lambda n=n: len(limiter.machine) > n)
+        cpu = time.process_time()
+        limiter.set_limit(rate=rate)
+        for worker in workers:
+            worker.join()
+        cpu = time.process_time() - cpu
+    core = Machine(StrictPriority(2), rate)
+    core.push("first", 0, 0)
+    for i, lv in enumerate(levels):
+        core.push(i, lv, 0)
+    expected: list[int] = []
+    while (at := core.next_tick()) is not None:
+        expected += [d.level for d in core.tick(at)]
+    assert recording.levels == expected, "the core's order"
+    assert sorted(done) == list(range(threads))
+    span = (recording.times[-1] - recording.times[0]) / SECOND
+    assert span >= (threads - 2) / rate, ("faster than the limit", span)
+    assert cpu < 0.5 * span + 0.5, ("the waiting took CPU", cpu, span)
+
+
+def test_a_thread_that_times_out_costs_no_permit() -> None:
+    with open_limiter(Fifo(), 2) as limiter:
+        limiter.acquire()
+        start = time.monotonic()
+        with pytest.raises(AcquireTimeout):
+            limiter.acquire(timeout=0.05)
+        assert time.monotonic() - start >= 0.05
+        stats = limiter.statistics().levels[0]
+        assert (stats.granted, stats.expired) == (1, 1)
+        assert len(limiter.machine) == 0
+        assert limiter.machine.in_flight == 0
+
+
+def test_costs_flows_settle_and_a_pause() -> None:
+    """The core's features through the blocking API: flows take turns, a
+    settle gives units back, a pause holds everyone."""
+    limits = {"requests": Limit(1000, burst=10), "tokens": Limit(1000, burst=100)}
+    with open_limiter(Fifo(), limits=limits, settle_window=60.0) as limiter:
+        permit = limiter.acquire(cost={"requests": 1, "tokens": 100})
+        permit.settle({"requests": 1, "tokens": 10})  # 90 tokens back
+        assert limiter.try_acquire(cost={"tokens": 90}), "the 90 given back are free now"
+        with pytest.raises(NotRefundable):
+            permit.settle(0)
+        with limiter.permit(flow="acme") as held:
+            assert held.flow == "acme"
+        limiter.pause_for(0.2)
+        start = time.monotonic()
+        limiter.acquire(cost=1)
+        assert time.monotonic() - start >= 0.2 - 0.001
+
+
+def test_bad_input_and_close() -> None:
+    with open_limiter(Fifo(), 10) as limiter:
+        with pytest.raises(PermitTypeError):
+            limiter.acquire(flow=["unhashable"])  # type: ignore[arg-type]
+        limiter.acquire()
+        errors: list[BaseException] = []
+
+        def wait() -> None:
+            try:
+                limiter.acquire()
+            except LimiterClosed as error:
+                errors.append(error)
+
+        waiter = threading.Thread(target=wait)
+        waiter.start()
+        until(lambda: len(limiter.machine) == 1)
+    waiter.join()
+    assert len(errors) == 1, "closing wakes the waiter with LimiterClosed"
+
+
+def test_a_limiter_made_by_hand_refuses_at_once() -> None:
+    limiter = Limiter(Fifo(), 10)
+    with pytest.raises(RuntimeError, match=r"with open_limiter\(\.\.\.\)"):
+        limiter.acquire()
