@@ -1,0 +1,193 @@
+"""permits.httpx against a real HTTP server on loopback that enforces its own
+token bucket, answers 429 with Retry-After and sends remaining/reset headers.
+
+The server runs in a thread of the test process (``http.server``); requests
+go through a real socket. Real time, so the checks are counts and orders a
+loaded machine cannot change.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+import anyio
+import httpx
+import pytest
+
+from permits.adapters import asyncio as asyncio_adapter
+from permits.adapters import threads
+from permits.core import Fifo, Limit
+from permits.httpx import (
+    AsyncPermitsTransport,
+    PermitsTransport,
+    Upstream,
+    parse_duration,
+)
+
+pytestmark = pytest.mark.timeout(60)
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    """The real clock (the server is real): asyncio, no virtual time."""
+    return "asyncio"
+
+
+class Upstream_:
+    """The server's own limit: a token bucket of ``burst`` at ``rate``/s."""
+
+    def __init__(self, rate: float, burst: int, retry_after: str = "1") -> None:
+        self.rate, self.burst, self.retry_after = rate, burst, retry_after
+        self.tokens = float(burst)
+        self.then = time.monotonic()
+        self.lock = threading.Lock()
+        self.served = 0
+        self.rejected = 0
+
+    def take(self) -> tuple[bool, float]:
+        with self.lock:
+            now = time.monotonic()
+            self.tokens = min(self.burst, self.tokens + (now - self.then) * self.rate)
+            self.then = now
+            if self.tokens >= 1:
+                self.tokens -= 1
+                self.served += 1
+                return True, self.tokens
+            self.rejected += 1
+            return False, self.tokens
+
+
+@pytest.fixture
+def server() -> Iterator[tuple[str, Upstream_]]:
+    limit = Upstream_(rate=10, burst=2)
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            ok, left = limit.take()
+            if not ok:
+                self.send_response(429)
+                self.send_header("Retry-After", limit.retry_after)
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+                return
+            body = json.dumps({"usage": {"total_tokens": 7}}).encode()
+            self.send_response(200)
+            self.send_header("x-ratelimit-remaining-requests", str(int(left)))
+            reset = (limit.burst - left) / limit.rate
+            self.send_header("x-ratelimit-reset-requests", f"{reset:.3f}s")
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, format: str, *args: Any) -> None:
+            pass
+
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{httpd.server_address[1]}/", limit
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+
+
+@pytest.mark.parametrize(
+    ("text", "seconds"),
+    [("6m0s", 360.0), ("1.5s", 1.5), ("20ms", 0.02), ("1h2m3s", 3723.0), ("2", 2.0)],
+)
+def test_durations_parse(text: str, seconds: float) -> None:
+    assert parse_duration(text) == pytest.approx(seconds)
+
+
+@pytest.mark.parametrize("text", ["", "-5", "1e300x", "soon", "5 s", "nan", "inf"])
+def test_malformed_durations_are_none(text: str) -> None:
+    assert parse_duration(text) is None
+
+
+def test_headers_are_learned_and_garbage_counted() -> None:
+    """Retry-After (seconds, a date, garbage, an absurd length), the OpenAI
+    headers and the IETF field, on a threads limiter; nothing raises."""
+    limits = {"requests": Limit(100, burst=100), "tokens": Limit(1000, burst=1000)}
+    with threads.open_limiter(Fifo(), limits=limits) as limiter:
+        upstream = Upstream(limiter, max_pause=5.0)
+
+        def response(status: int, **headers: str) -> httpx.Response:
+            return httpx.Response(
+                status, headers={k.replace("_", "-"): v for k, v in headers.items()}
+            )
+
+        assert upstream.learn(response(429, retry_after="2")) == 2.0
+        assert upstream.learn(response(429, retry_after="-5")) is None
+        assert upstream.learn(response(429, retry_after="1e300")) is None  # not delay-seconds
+        assert upstream.learn(response(429, retry_after="99999999")) == 5.0  # cut to max_pause
+        assert upstream.learn(response(503, retry_after="Wed, 21 Oct 2015 07:28:00 GMT")) == 0.0
+        assert upstream.learn(response(200, retry_after="30")) is None  # only on 429 and 503
+        upstream.learn(
+            response(200, x_ratelimit_remaining_tokens="0", x_ratelimit_reset_tokens="6m0s")
+        )
+        upstream.learn(response(200, ratelimit="limit=100, remaining=garbage"))
+        upstream.learn(
+            response(200, x_ratelimit_remaining_requests="x", x_ratelimit_reset_requests="1s")
+        )
+        assert upstream.pauses == 3
+        assert upstream.malformed == 4  # "-5", "1e300", the RateLimit field, the remaining "x"
+        assert not limiter.try_acquire(cost={"tokens": 1}), "paused, and no tokens left"
+
+
+@pytest.mark.anyio
+async def test_a_429_pauses_everyone_and_the_request_is_retried(
+    server: tuple[str, Upstream_],
+) -> None:
+    """A limiter configured twice as fast as the server: the first 429 pauses
+    every task for its Retry-After, the remaining/reset headers keep the
+    limiter from sending what the server would refuse, every request ends
+    in a 200, and each 429 cost one pause."""
+    url, upstream = server
+    async with asyncio_adapter.open_limiter(
+        Fifo(), limits={"requests": Limit(20, burst=2)}, settle_window=60.0
+    ) as limiter:
+        transport = AsyncPermitsTransport(
+            limiter,
+            retries=5,
+            settle=lambda r: {"requests": 1} if r.json()["usage"]["total_tokens"] else None,
+        )
+        async with httpx.AsyncClient(transport=transport) as client:
+            statuses: list[int] = []
+
+            async def get() -> None:
+                statuses.append((await client.get(url)).status_code)
+
+            async with anyio.create_task_group() as tg:
+                for _ in range(12):
+                    tg.start_soon(get)
+    assert statuses == [200] * 12
+    assert upstream.served == 12
+    assert transport.upstream.pauses == upstream.rejected
+    # the headers cap what the limiter sends: far fewer 429s than requests
+    assert upstream.rejected <= 4, upstream.rejected
+
+
+def test_the_sync_transport_settles_from_the_body(server: tuple[str, Upstream_]) -> None:
+    url, upstream = server
+    # "calls", not "requests": the server's x-ratelimit-*-requests headers
+    # name no limit here, so only the settle moves the tokens
+    limits = {"calls": Limit(100, burst=10), "tokens": Limit(1000, burst=100)}
+    with threads.open_limiter(Fifo(), limits=limits, settle_window=60.0) as limiter:
+        transport = PermitsTransport(
+            limiter,
+            cost=lambda request: {"calls": 1, "tokens": 100},
+            settle=lambda r: {"calls": 1, "tokens": r.json()["usage"]["total_tokens"]},
+        )
+        with httpx.Client(transport=transport) as client:
+            response = client.get(url, extensions={"permits.flow": "acme"})
+        assert response.json() == {"usage": {"total_tokens": 7}}
+        # settled at 7 of the 100 asked: 93 back at once (only 7 accrue in 7 ms)
+        assert limiter.try_acquire(cost={"calls": 1, "tokens": 90})
+    assert upstream.served == 1
