@@ -21,7 +21,7 @@ import pytest
 
 from permits.adapters import asyncio as asyncio_adapter
 from permits.adapters import threads
-from permits.core import Fifo, Limit
+from permits.core import Fifo, Limit, PermitTypeError, PermitValueError
 from permits.httpx import (
     AsyncPermitsTransport,
     PermitsTransport,
@@ -191,3 +191,14 @@ def test_the_sync_transport_settles_from_the_body(server: tuple[str, Upstream_])
         # settled at 7 of the 100 asked: 93 back at once (only 7 accrue in 7 ms)
         assert limiter.try_acquire(cost={"calls": 1, "tokens": 90})
     assert upstream.served == 1
+
+
+@pytest.mark.parametrize(
+    ("options", "argument"),
+    [({"retries": -1}, "retries"), ({"retries": 1.5}, "retries"), ({"max_pause": 0}, "max_pause")],
+)
+def test_bad_transport_options_are_refused(options: dict[str, Any], argument: str) -> None:
+    with threads.open_limiter(Fifo(), 10) as limiter:
+        with pytest.raises((PermitValueError, PermitTypeError)) as refused:
+            PermitsTransport(limiter, **options)
+        assert f"{argument}=" in str(refused.value)

@@ -40,18 +40,29 @@ import re
 import time
 from collections.abc import Callable, Hashable, Mapping
 from email.utils import parsedate_to_datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypedDict
 
 from permits.adapters._base import _Limiting
 from permits.adapters._requires import requires_extra
 from permits.adapters.threads import Limiter as ThreadLimiter
+from permits.core import PermitValueError
+from permits.core.checks import check_int
 
 with requires_extra(__name__, "httpx", "httpx"):
     import httpx
 
-from permits.adapters import BaseLimiter
+from permits.adapters import BaseLimiter, Permit
 
-__all__ = ["AsyncPermitsTransport", "PermitsTransport", "Upstream", "parse_duration"]
+if TYPE_CHECKING:
+    from typing_extensions import Unpack  # in typing from Python 3.11
+
+__all__ = [
+    "AsyncPermitsTransport",
+    "PermitsTransport",
+    "TransportOptions",
+    "Upstream",
+    "parse_duration",
+]
 
 log = logging.getLogger("permits.httpx")
 
@@ -146,20 +157,38 @@ class Upstream:
         self.limiter.adopt(int(remaining), seconds, limit=limit)
 
 
+class TransportOptions(TypedDict, total=False):
+    """The keyword arguments of both transports (see :class:`AsyncPermitsTransport`)."""
+
+    level: Callable[[httpx.Request], int | None] | None
+    flow: Callable[[httpx.Request], Hashable] | None
+    cost: Callable[[httpx.Request], Cost] | None
+    settle: Callable[[httpx.Response], Cost | None] | None
+    retries: int
+    timeout: float | None
+    max_pause: float
+
+
 class _Options:
-    """How a transport asks for each request's permit."""
+    """How a transport asks for each request's permit, and settles it."""
 
     def __init__(
         self,
-        level: Callable[[httpx.Request], int | None] | None,
-        flow: Callable[[httpx.Request], Hashable] | None,
-        cost: Callable[[httpx.Request], Cost] | None,
-        settle: Callable[[httpx.Response], Cost | None] | None,
-        retries: int,
-        timeout: float | None,
+        level: Callable[[httpx.Request], int | None] | None = None,
+        flow: Callable[[httpx.Request], Hashable] | None = None,
+        cost: Callable[[httpx.Request], Cost] | None = None,
+        settle: Callable[[httpx.Response], Cost | None] | None = None,
+        retries: int = 0,
+        timeout: float | None = None,
+        max_pause: float = MAX_PAUSE,
     ) -> None:
-        if isinstance(retries, bool) or not isinstance(retries, int) or retries < 0:
-            raise ValueError(f"retries={retries!r}: must be an int >= 0")
+        check_int("retries", retries, 0)
+        if (
+            isinstance(max_pause, bool)
+            or not isinstance(max_pause, (int, float))
+            or not 0 < max_pause < math.inf
+        ):
+            raise PermitValueError("max_pause", max_pause, "must be a finite number of seconds > 0")
         self.level, self.flow, self.cost, self.settle = level, flow, cost, settle
         self.retries = retries
         self.timeout = timeout
@@ -174,6 +203,22 @@ class _Options:
             flow = self.flow(request)
         cost = self.cost(request) if self.cost is not None else 1
         return {"level": level, "flow": flow, "cost": cost, "timeout": self.timeout}
+
+    def settled(self, response: httpx.Response, content: bytes, permit: Permit) -> httpx.Response:
+        """``response`` with its body read (``content``), its permit settled
+        at what ``settle`` says it cost."""
+        assert self.settle is not None
+        read = httpx.Response(
+            response.status_code,
+            headers=response.headers,
+            content=content,
+            request=response.request,
+            extensions=response.extensions,
+        )
+        actual = self.settle(read)
+        if actual is not None:
+            permit.settle(actual)
+        return read
 
 
 class AsyncPermitsTransport(httpx.AsyncBaseTransport):
@@ -196,19 +241,12 @@ class AsyncPermitsTransport(httpx.AsyncBaseTransport):
         self,
         limiter: BaseLimiter,
         transport: httpx.AsyncBaseTransport | None = None,
-        *,
-        level: Callable[[httpx.Request], int | None] | None = None,
-        flow: Callable[[httpx.Request], Hashable] | None = None,
-        cost: Callable[[httpx.Request], Cost] | None = None,
-        settle: Callable[[httpx.Response], Cost | None] | None = None,
-        retries: int = 0,
-        timeout: float | None = None,
-        max_pause: float = MAX_PAUSE,
+        **options: Unpack[TransportOptions],
     ) -> None:
         self.limiter = limiter
         self.transport = transport if transport is not None else httpx.AsyncHTTPTransport()
-        self.options = _Options(level, flow, cost, settle, retries, timeout)
-        self.upstream = Upstream(limiter, max_pause)
+        self.options = _Options(**options)
+        self.upstream = Upstream(limiter, options.get("max_pause", MAX_PAUSE))
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
         options = self.options
@@ -220,16 +258,8 @@ class AsyncPermitsTransport(httpx.AsyncBaseTransport):
                 await response.aclose()
                 continue  # the next acquire waits for the pause
             if options.settle is not None:
-                response = httpx.Response(
-                    response.status_code,
-                    headers=response.headers,
-                    content=await _read(response),
-                    request=request,
-                    extensions=response.extensions,
-                )
-                actual = options.settle(response)
-                if actual is not None:
-                    permit.settle(actual)
+                response.request = request
+                return options.settled(response, await _read(response), permit)
             return response
         raise AssertionError("unreachable")  # pragma: no cover
 
@@ -253,19 +283,12 @@ class PermitsTransport(httpx.BaseTransport):
         self,
         limiter: ThreadLimiter,
         transport: httpx.BaseTransport | None = None,
-        *,
-        level: Callable[[httpx.Request], int | None] | None = None,
-        flow: Callable[[httpx.Request], Hashable] | None = None,
-        cost: Callable[[httpx.Request], Cost] | None = None,
-        settle: Callable[[httpx.Response], Cost | None] | None = None,
-        retries: int = 0,
-        timeout: float | None = None,
-        max_pause: float = MAX_PAUSE,
+        **options: Unpack[TransportOptions],
     ) -> None:
         self.limiter = limiter
         self.transport = transport if transport is not None else httpx.HTTPTransport()
-        self.options = _Options(level, flow, cost, settle, retries, timeout)
-        self.upstream = Upstream(limiter, max_pause)
+        self.options = _Options(**options)
+        self.upstream = Upstream(limiter, options.get("max_pause", MAX_PAUSE))
 
     def handle_request(self, request: httpx.Request) -> httpx.Response:
         options = self.options
@@ -281,16 +304,8 @@ class PermitsTransport(httpx.BaseTransport):
                     content = b"".join(response.stream)  # type: ignore[arg-type]
                 finally:
                     response.close()
-                response = httpx.Response(
-                    response.status_code,
-                    headers=response.headers,
-                    content=content,
-                    request=request,
-                    extensions=response.extensions,
-                )
-                actual = options.settle(response)
-                if actual is not None:
-                    permit.settle(actual)
+                response.request = request
+                return options.settled(response, content, permit)
             return response
         raise AssertionError("unreachable")  # pragma: no cover
 
