@@ -84,6 +84,8 @@ class RefLevel:
     rejected: int = 0
     expired: int = 0
     waits: list[int] = field(default_factory=list)
+    #: units granted per limit, net of refunds and settles
+    units: list[int] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -362,6 +364,8 @@ class Reference:
             level = self.stats[head.level]
             level.granted += 1
             level.waits.append(now - head.pushed_at)
+            before = level.units or [0] * len(head.cost)
+            level.units = [a + b for a, b in zip(before, head.cost, strict=True)]
             out.append((head.id, "GRANTED", head.level, now, now - head.pushed_at))
         return out
 
@@ -443,13 +447,17 @@ class Reference:
         held = self.held.pop(id)
         if held.charge is not None:
             self.events.remove(held.charge)
-        self.stats[held.level].refunded += 1
+        stats = self.stats[held.level]
+        stats.refunded += 1
+        stats.units = [a - b for a, b in zip(stats.units, held.cost, strict=True)]
         return out + self.settle(now)
 
     def settle_cost(self, id: Hashable, actual: tuple[int, ...], now: int) -> list[Row]:
         """``id``'s grant cost ``actual`` after all: as if it had asked for it."""
         out = self.settle(now)
         held = self.held.pop(id)
+        stats = self.stats[held.level]
+        stats.units = [u + a - c for u, a, c in zip(stats.units, actual, held.cost, strict=True)]
         if held.charge is None:
             self.events.append(Charge(now, actual))  # spent now, for actual
         else:

@@ -1129,6 +1129,12 @@ class PolicyMachine(RuleBasedStateMachine):
                 ref.expired,
             ), ("P13", stats, ref)
             assert stats.wait_max_ns == (max(ref.waits) if ref.waits else None), "P13"
+            # P3 in units: net of refunds and settles, as the model counts them
+            assert list(stats.units_granted) == (ref.units or [0] * len(self.config.limits)), (
+                "P13: units granted",
+                stats.units_granted,
+                ref.units,
+            )
             for got, q in ((stats.wait_p50_ns, 0.5), (stats.wait_p99_ns, 0.99)):
                 exact = nearest_rank(ref.waits, q)
                 if exact is None:

@@ -1003,3 +1003,37 @@ async def test_async_with_a_limiter_is_refused(open_limiter: OpenLimiter) -> Non
             async with limiter:
                 pass
         await limiter.acquire()
+
+
+async def test_units_granted_are_the_units_callers_used(open_limiter: OpenLimiter) -> None:
+    """Nothing is lost: across cancellations, timeouts and settles, the units
+    granted (less those handed back, as settled) are those of the callers
+    that proceeded, as their permits were settled."""
+    used: list[int] = []
+
+    async def call(limiter: BaseLimiter, cost: int, actual: int | None) -> None:
+        try:
+            permit = await limiter.acquire(cost=cost, timeout=0.3)
+        except AcquireTimeout:
+            return
+        if actual is not None:
+            permit.settle(actual)
+        used.append(cost if actual is None else actual)
+
+    plan = [(3, None), (2, 1), (4, 6), (1, 0), (5, None), (2, 2), (3, None), (1, 4)]
+    async with (
+        open_limiter(StrictPriority(2), 10, 6, settle_window=30.0) as limiter,
+        anyio.create_task_group() as tg,
+    ):
+        for i, (cost, actual) in enumerate(plan):
+            if i % 3 == 2:  # every third caller gives up after 50 ms
+                with anyio.move_on_after(0.05):
+                    await call(limiter, cost, actual)
+            else:
+                tg.start_soon(call, limiter, cost, actual)
+            await anyio.sleep(0.01)
+    stats = limiter.statistics()
+    granted = sum(level.units_granted[0] for level in stats.levels)
+    assert granted == sum(used), (granted, used)
+    assert len(used) < len(plan), "some gave up"
+    assert sum(level.proceeded for level in stats.levels) == len(used)

@@ -52,6 +52,8 @@ def test_scrape_shows_depth_counters_and_waits() -> None:
     assert value("permits_wait_seconds_count", "interactive") == 1
     assert value("permits_wait_seconds_sum", "interactive") == pytest.approx(0.006)
     assert value("permits_wait_max_seconds", "interactive") == 0.006
+    assert value("permits_units_granted_total", "interactive", limit="units") == 1
+    assert value("permits_units_granted_total", "batch", limit="units") == 1
 
 
 def test_level_names_must_match() -> None:

@@ -121,3 +121,12 @@ class PermitsCollector(Collector):
                 longest.add_metric(label, level.wait_max_ns / 1e9)
         yield wait
         yield longest
+        units = CounterMetricFamily(
+            "permits_units_granted",
+            "Units granted per limit, less those refunded, as settled for those settled",
+            labels=[*labels, "limit"],
+        )
+        for level in stats:
+            for limit, count in zip(self._machine.limits, level.units_granted, strict=True):
+                units.add_metric([self._limiter, self._names[level.level], limit], count)
+        yield units

@@ -184,6 +184,7 @@ class Machine:
         "_ledger",
         "_limits",
         "_max_waiting",
+        "_none",
         "_now",
         "_per_flow",
         "_pushed",
@@ -194,6 +195,7 @@ class Machine:
         "_seq",
         "_source",
         "_unit",
+        "_units",
         "_varied",
         "charge",
         "levels",
@@ -306,6 +308,9 @@ class Machine:
         self._rejected = [0] * levels
         self._expired = [0] * levels
         self._hists = [WaitHistogram() for _ in range(levels)]
+        #: Per level, the units granted of each limit, net of refunds and settles.
+        self._units = [[0] * len(named) for _ in range(levels)]
+        self._none = (0,) * len(named)
         self._busiest = [Busiest() for _ in range(levels)]
 
     def __repr__(self) -> str:
@@ -490,6 +495,7 @@ class Machine:
                     wait_max_ns=self._hists[level].max,
                     flows=self._queues.flows(level),
                     wait_total_ns=self._hists[level].total,
+                    units_granted=tuple(self._units[level]),
                 )
                 for level in range(self.levels)
             )
@@ -975,6 +981,7 @@ class Machine:
         ledger = self._ledger
         at_grant = self._at_grant
         hists = self._hists
+        units = self._units
         choose = self.policy.choose
         record = self._record
         depths = queues.depths
@@ -1000,6 +1007,9 @@ class Machine:
             ledger.add(_new(Grant, (waiter, now, cost, before)))
             wait = now - waiter.pushed_at
             hists[level].record(wait)
+            granted = units[level]
+            for i, n in enumerate(cost):
+                granted[i] += n
             if waiter.flow is not None:
                 self._busiest[level].add(waiter.flow, cost[queues.flow_limit])
             if waiter.deadline is not None:
@@ -1037,6 +1047,9 @@ class Machine:
         ledger = self._ledger
         source = self._source
         ledger.forget(grant.waiter.id)
+        granted = self._units[grant.waiter.level]
+        for i, (before, after) in enumerate(zip(grant.cost, units or self._none, strict=True)):
+            granted[i] += after - before
         if grant.before is None:
             # In flight: it only held a place in the bucket.
             self._flying -= 1

@@ -149,6 +149,9 @@ class LevelStatistics:
     flows: int = 0
     #: The sum of every wait, in nanoseconds, exact.
     wait_total_ns: int = 0
+    #: Units granted of each limit (in the machine's order), net: less those
+    #: refunded, and as settled for those settled.
+    units_granted: tuple[int, ...] = ()
 
     @property
     def proceeded(self) -> int:
