@@ -57,8 +57,14 @@ class Limiter(_Limiting):
     def _clock(self) -> int:
         return time.monotonic_ns()
 
+    #: The tick the timer thread sleeps until (``None``: until notified).
+    _timer_at: int | None = None
+
     def _reschedule(self) -> None:
-        self._plan.notify()  # the caller holds the lock
+        # The caller holds the lock. Wake the timer only if its plan changed:
+        # an acquire granted at once leaves it as it was.
+        if self._machine.next_tick() != self._timer_at:
+            self._plan.notify()
 
     def _ensure_open(self) -> None:
         if self._thread is None and self._closed is None:
@@ -71,7 +77,7 @@ class Limiter(_Limiting):
         """The timer thread: sleep until the next tick, tick, repeat."""
         with self._plan:
             while self._closed is None:
-                when = self._machine.next_tick()
+                when = self._timer_at = self._machine.next_tick()
                 if when is None:
                     self._plan.wait()
                     continue
