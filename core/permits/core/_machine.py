@@ -308,7 +308,9 @@ class Machine:
         self._rejected = [0] * levels
         self._expired = [0] * levels
         self._hists = [WaitHistogram() for _ in range(levels)]
-        #: Per level, the units granted of each limit, net of refunds and settles.
+        #: Per level, the units granted of each limit, net of refunds and
+        #: settles; while every cost is one unit, only the corrections (the
+        #: grants are counted by the histograms).
         self._units = [[0] * len(named) for _ in range(levels)]
         self._none = (0,) * len(named)
         self._busiest = [Busiest() for _ in range(levels)]
@@ -495,7 +497,7 @@ class Machine:
                     wait_max_ns=self._hists[level].max,
                     flows=self._queues.flows(level),
                     wait_total_ns=self._hists[level].total,
-                    units_granted=tuple(self._units[level]),
+                    units_granted=self._units_granted(level),
                 )
                 for level in range(self.levels)
             )
@@ -614,6 +616,9 @@ class Machine:
         if units is not self._unit and units != self._unit and not self._varied:
             self._varied = True
             queues._sum_costs()
+            # the grants so far took one unit of every limit each
+            for granted, hist in zip(self._units, self._hists, strict=True):
+                granted[:] = [n + hist.count for n in granted]
         max_waiting = self._max_waiting
         limit = None if max_waiting is None else max_waiting[level]
         full = limit is not None and queues.depths[level] >= limit
@@ -916,6 +921,14 @@ class Machine:
                 )
         return units
 
+    def _units_granted(self, level: int) -> tuple[int, ...]:
+        """Units granted at ``level`` per limit, net of refunds and settles:
+        while every cost is one unit, one per grant, beside the corrections."""
+        units = self._units[level]
+        if self._varied:
+            return tuple(units)
+        return tuple(n + self._hists[level].count for n in units)
+
     def _weight(self, flow: Hashable) -> int:
         """``flow``'s weight, from ``flow_weights`` (1 if it names none)."""
         _check_flow(flow)
@@ -1007,9 +1020,10 @@ class Machine:
             ledger.add(_new(Grant, (waiter, now, cost, before)))
             wait = now - waiter.pushed_at
             hists[level].record(wait)
-            granted = units[level]
-            for i, n in enumerate(cost):
-                granted[i] += n
+            if varied:  # (at unit cost, the histogram's count is the units)
+                granted = units[level]
+                for i, n in enumerate(cost):
+                    granted[i] += n
             if waiter.flow is not None:
                 self._busiest[level].add(waiter.flow, cost[queues.flow_limit])
             if waiter.deadline is not None:
