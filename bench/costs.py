@@ -135,6 +135,29 @@ def run_child(
     return float(result.stdout.split()[-1])
 
 
+def compare(
+    column: str, loops: list[tuple[str, str, str]], valgrind: bool, script: str = __file__
+) -> None:
+    """Print, for each ``(name, loop, core)``, its instructions per grant (when
+    ``valgrind``: a run of 40,000 grants minus one of 20,000, so set-up
+    cancels out), the ratio to the first, and ns per grant (best of 3)."""
+    print(f"| {column} | instructions per grant | x first | ns per grant (best of 3) |")
+    print("| --- | ---: | ---: | ---: |")
+    first = None
+    for name, loop, core in loops:
+        ns = min(run_child(loop, 20_000, core, count=False, script=script) for _ in range(3)) * 1e9
+        per = None
+        if valgrind:
+            per = (
+                run_child(loop, 40_000, core, count=True, script=script)
+                - run_child(loop, 20_000, core, count=True, script=script)
+            ) / 20_000
+            first = first or per
+        counted = "-" if per is None else f"{per:,.0f}"
+        ratio = "-" if per is None or first is None else f"{per / first:.2f}x"
+        print(f"| {name} | {counted} | {ratio} | {ns:,.0f} |")
+
+
 def main() -> None:
     before = sys.argv[sys.argv.index("--before") + 1] if "--before" in sys.argv else "197dc54"
     valgrind = shutil.which("valgrind") is not None and "--no-valgrind" not in sys.argv
@@ -149,21 +172,7 @@ def main() -> None:
         ]
         print(f"Strict priority, {WAITING:,} waiting; Python {sys.version.split()[0]}")
         print()
-        print("| loop | instructions per grant | x first | ns per grant (best of 3) |")
-        print("| --- | ---: | ---: | ---: |")
-        first = None
-        for name, loop, core in loops:
-            ns = min(run_child(loop, 20_000, core, count=False) for _ in range(3)) * 1e9
-            per = None
-            if valgrind:
-                per = (
-                    run_child(loop, 40_000, core, count=True)
-                    - run_child(loop, 20_000, core, count=True)
-                ) / 20_000
-                first = first or per
-            counted = "-" if per is None else f"{per:,.0f}"
-            ratio = "-" if per is None or first is None else f"{per / first:.2f}x"
-            print(f"| {name} | {counted} | {ratio} | {ns:,.0f} |")
+        compare("loop", loops, valgrind)
     print()
     print(
         f"Bytes per waiting waiter, two limits and costs (100,000 waiting): "

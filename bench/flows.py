@@ -29,7 +29,7 @@ import time
 import tracemalloc
 from collections.abc import Callable, Hashable
 
-from costs import extract, run_child
+from costs import compare, extract
 
 WAITING = 10_000
 RATE = 1000
@@ -110,21 +110,7 @@ def main() -> None:
         ]
         print(f"Strict priority, one level, {WAITING:,} waiting; Python {sys.version.split()[0]}")
         print()
-        print("| waiters' flows | instructions per grant | x first | ns per grant (best of 3) |")
-        print("| --- | ---: | ---: | ---: |")
-        first = None
-        for name, loop, core in loops:
-            ns = min(run_child(loop, 20_000, core, count=False, script=__file__) for _ in range(3))
-            per = None
-            if valgrind:
-                per = (
-                    run_child(loop, 40_000, core, count=True, script=__file__)
-                    - run_child(loop, 20_000, core, count=True, script=__file__)
-                ) / 20_000
-                first = first or per
-            counted = "-" if per is None else f"{per:,.0f}"
-            ratio = "-" if per is None or first is None else f"{per / first:.2f}x"
-            print(f"| {name} | {counted} | {ratio} | {ns * 1e9:,.0f} |")
+        compare("waiters' flows", loops, valgrind, script=__file__)
     print()
     print("| waiters' flows | bytes per waiting waiter (100,000 waiting) |")
     print("| --- | ---: |")
