@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Hashable
 from decimal import Decimal
 from fractions import Fraction
 from typing import Any
@@ -252,4 +253,19 @@ def test_a_bad_flow_weight_is_refused_at_push_and_changes_nothing(weight: Any) -
     assert isinstance(error, (PermitValueError, PermitTypeError))
     assert error.argument == "flow_weights"
     assert "'x'" in str(error)
+    assert machine.snapshot() == before
+
+
+def test_a_flow_weight_function_that_raises_is_bad_input() -> None:
+    """A weight function that raises (an unknown tenant) refuses the push as
+    bad input, naming flow_weights, and changes nothing: it is not a broken
+    machine."""
+    known: dict[Hashable, int] = {"a": 2}
+    machine = Machine(Fifo(), 1, 1, flow_weights=lambda flow: known[flow])
+    machine.push("x", 0, 0, flow="a")
+    before = machine.snapshot()
+    with pytest.raises(PermitValueError) as refused:
+        machine.push("y", 0, 5, flow="unknown")
+    assert refused.value.argument == "flow_weights"
+    assert "KeyError" in str(refused.value)
     assert machine.snapshot() == before

@@ -19,8 +19,8 @@ import anyio
 import httpx
 import pytest
 
+from permits.adapters import LimiterClosed, threads
 from permits.adapters import asyncio as asyncio_adapter
-from permits.adapters import threads
 from permits.core import Fifo, Limit, PermitTypeError, PermitValueError
 from permits.httpx import (
     AsyncPermitsTransport,
@@ -202,3 +202,37 @@ def test_bad_transport_options_are_refused(options: dict[str, Any], argument: st
         with pytest.raises((PermitValueError, PermitTypeError)) as refused:
             PermitsTransport(limiter, **options)
         assert f"{argument}=" in str(refused.value)
+
+
+def test_settle_needs_a_settle_window() -> None:
+    """Refused when the transport is made, not after a request went out."""
+    with (
+        threads.open_limiter(Fifo(), 10) as limiter,
+        pytest.raises(PermitValueError, match="settle_window"),
+    ):
+        PermitsTransport(limiter, settle=lambda response: 1)
+
+
+def test_a_response_is_closed_when_learning_from_it_fails() -> None:
+    """The limiter closes while a request is in flight: the 429 that comes
+    back cannot pause it, the error goes to the caller, and the response
+    is closed, not leaked."""
+    closed: list[bool] = []
+
+    class Stream(httpx.SyncByteStream):
+        def __iter__(self) -> Iterator[bytes]:
+            yield b""
+
+        def close(self) -> None:
+            closed.append(True)
+
+    with threads.open_limiter(Fifo(), 10) as limiter:
+
+        def upstream(request: httpx.Request) -> httpx.Response:
+            limiter.close()
+            return httpx.Response(429, headers={"Retry-After": "1"}, stream=Stream())
+
+        transport = PermitsTransport(limiter, httpx.MockTransport(upstream))
+        with httpx.Client(transport=transport) as client, pytest.raises(LimiterClosed):
+            client.get("http://upstream.example/")
+    assert closed == [True]

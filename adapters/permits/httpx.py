@@ -221,6 +221,15 @@ class _Options:
         return read
 
 
+def _check_settle(limiter: _Limiting, options: _Options) -> None:
+    """``settle`` needs a limiter that keeps permits to settle: refused now,
+    not after a request the upstream has charged for."""
+    if options.settle is not None and not limiter.machine.refund_window_ns:
+        raise PermitValueError(
+            "settle", options.settle, "needs a limiter opened with settle_window > 0"
+        )
+
+
 class AsyncPermitsTransport(httpx.AsyncBaseTransport):
     """A permit per request for ``httpx.AsyncClient``, over an async limiter.
 
@@ -246,6 +255,7 @@ class AsyncPermitsTransport(httpx.AsyncBaseTransport):
         self.limiter = limiter
         self.transport = transport if transport is not None else httpx.AsyncHTTPTransport()
         self.options = _Options(**options)
+        _check_settle(limiter, self.options)
         self.upstream = Upstream(limiter, options.get("max_pause", MAX_PAUSE))
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
@@ -253,7 +263,11 @@ class AsyncPermitsTransport(httpx.AsyncBaseTransport):
         for attempt in range(options.retries + 1):
             permit = await self.limiter.acquire(**options.ask(request))
             response = await self.transport.handle_async_request(request)
-            paused = self.upstream.learn(response)
+            try:
+                paused = self.upstream.learn(response)
+            except BaseException:
+                await response.aclose()
+                raise
             if paused is not None and attempt < options.retries:
                 await response.aclose()
                 continue  # the next acquire waits for the pause
@@ -288,6 +302,7 @@ class PermitsTransport(httpx.BaseTransport):
         self.limiter = limiter
         self.transport = transport if transport is not None else httpx.HTTPTransport()
         self.options = _Options(**options)
+        _check_settle(limiter, self.options)
         self.upstream = Upstream(limiter, options.get("max_pause", MAX_PAUSE))
 
     def handle_request(self, request: httpx.Request) -> httpx.Response:
@@ -295,7 +310,11 @@ class PermitsTransport(httpx.BaseTransport):
         for attempt in range(options.retries + 1):
             permit = self.limiter.acquire(**options.ask(request))
             response = self.transport.handle_request(request)
-            paused = self.upstream.learn(response)
+            try:
+                paused = self.upstream.learn(response)
+            except BaseException:
+                response.close()
+                raise
             if paused is not None and attempt < options.retries:
                 response.close()
                 continue

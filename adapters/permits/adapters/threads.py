@@ -83,7 +83,9 @@ class Limiter(_Limiting):
                     continue
                 delay = when - self._clock()
                 if delay > 0:
-                    self._plan.wait(delay / 1e9)
+                    # (an hour at most: Condition.wait refuses a timeout past
+                    # threading.TIMEOUT_MAX, as a long pause would ask)
+                    self._plan.wait(min(delay / 1e9, 3600.0))
                 else:
                     self._on_timer()
 

@@ -935,9 +935,15 @@ class Machine:
         weights = self._flow_weights
         if weights is None:
             return 1
-        return _flow_weight(
-            flow, weights.get(flow, 1) if isinstance(weights, Mapping) else weights(flow)
-        )
+        if isinstance(weights, Mapping):
+            return _flow_weight(flow, weights.get(flow, 1))
+        try:
+            weight = weights(flow)
+        except Exception as error:  # the user's function: bad input, not a broken machine
+            raise PermitValueError(
+                "flow_weights", weights, f"raised {error!r} for flow {flow!r}"
+            ) from error
+        return _flow_weight(flow, weight)
 
     def _limit_named(self, limit: str | None) -> tuple[int, str]:
         if limit is None:

@@ -464,10 +464,16 @@ class Queues:
         ]
 
     def fairness(self) -> tuple[tuple[object, ...], ...]:
-        """Per level, its virtual clock and each waiting flow's ``(flow,
-        weight, start, finish)``, as values (for snapshots)."""
+        """Per level, its virtual clock, the scale it counts in, and each
+        waiting flow's ``(flow, weight, start, finish)``, as values (for
+        snapshots)."""
         return tuple(
-            (lv.clock, lv.synced, *((k, f.weight, f.start, f.finish) for k, f in lv.flows.items()))
+            (
+                lv.clock,
+                lv.scale,
+                lv.synced,
+                *((k, f.weight, f.start, f.finish) for k, f in lv.flows.items()),
+            )
             for lv in self._levels
         )
 
