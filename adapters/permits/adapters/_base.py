@@ -365,11 +365,6 @@ class _Limiting:
             if waiter.event is not None:
                 waiter.event.set()
 
-    def _level(self, level: int | None) -> int:
-        if level is None:
-            level = _LEVEL.get()
-        return self.default_level if level is None else level
-
     def _request(
         self,
         level: int | None,
@@ -468,21 +463,10 @@ class _Limiting:
         work-conserving), so a newcomer never jumps the queue. One that finds
         none counts as pushed and expired at its level.
         """
-        if self._closed is not None:
-            raise self._closed
-        level = self._level(level)
-        now = self._now()
-        self._ensure_open()
-        id = next(self._ids)
-        try:
-            decisions = self._machine.push(id, level, now, deadline=now, cost=cost, flow=flow)
-        except Exception as error:
-            self._fault(error)
-        decision = decisions.pop()
-        if decisions:
-            self._dispatch(decisions)
+        id, _, decision = self._request(level, cost, flow, 0, None)  # deadline now
+        assert decision is not None  # a deadline of now decides at once
         if decision.state is _GRANTED:
-            self._spend(id, now)  # the caller proceeds
+            self._spend(id, decision.at)  # the caller proceeds
             return True
         self._reschedule()
         return False
