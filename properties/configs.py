@@ -81,6 +81,9 @@ def interval_ns(rate: Any) -> Fraction:
 NAMES = ("units", "tokens")
 #: The flows waiters name, when they name one (None: the default flow).
 FLOWS = (None, "a", "b", "c")
+#: Primes near the largest weight: four of them waiting in one level take its
+#: virtual-time scale past MAX_SCALE, where steps round up.
+BIG_WEIGHTS = st.sampled_from([999_983, 999_979, 999_961, 999_959])
 
 
 @dataclass(frozen=True)
@@ -227,7 +230,8 @@ def configs(
     flow_limit = 0
     if with_flows:
         flow_weights = draw(
-            st.none() | st.dictionaries(st.sampled_from(FLOWS), st.integers(1, 3), max_size=3)
+            st.none()
+            | st.dictionaries(st.sampled_from(FLOWS), st.integers(1, 3) | BIG_WEIGHTS, max_size=4)
         )
         per_flow = draw(st.none() | st.integers(0, 3))
         flow_limit = int(second is not None and draw(st.booleans()))

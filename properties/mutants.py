@@ -233,9 +233,15 @@ MUTANTS: dict[str, tuple[str, str, str, str]] = {
     ),
     "flows-ignore-weight": (
         "_queues.py",
-        "return self.start + self.line.head().cost[index] * (scale // self.weight)",
-        "return self.start + self.line.head().cost[index] * scale",
+        "return -(-scale // self.weight)",
+        "return scale",
         "every flow weighs 1, whatever its weight",
+    ),
+    "flows-scale-unbounded": (
+        "_queues.py",
+        "        if scale > MAX_SCALE:\n            return\n",
+        "",
+        "a level's virtual-time scale grows with every new weight: ever larger numbers",
     ),
     "flows-serve-oldest": (
         "_queues.py",

@@ -29,6 +29,8 @@ from fractions import Fraction
 from typing import Any
 
 NS = 10**9
+#: SPEC's bound on a level's virtual-time scale (Flows).
+MAX_SCALE = 2**64
 
 #: (id, state name, level, at, waited): the model's form of a Decision.
 Row = tuple[Hashable, str, int, int, int]
@@ -128,6 +130,9 @@ class Reference:
         self.flow_limit = flow_limit
         #: per level, the finish of its latest grant; per (level, flow) with waiters, its time
         self.clock = [Fraction(0)] * policy.levels
+        #: per level, the lcm of the weights that waited in it since it was
+        #: last empty, while that is at most MAX_SCALE (then it stays)
+        self.scale = [1] * policy.levels
         self.flow_times: dict[tuple[int, Hashable], FlowTime] = {}
         #: whether a push ever named a flow
         self.flowed = False
@@ -208,7 +213,11 @@ class Reference:
     def finish(self, head: RefWaiter) -> Fraction:
         """The virtual time at which ``head`` (the head of its flow) finishes."""
         time = self.flow_times[(head.level, head.flow)]
-        return time.start + Fraction(head.cost[self.flow_limit], time.weight)
+        scale = self.scale[head.level]
+        # cost / weight, the weight rounded down to scale / ceil(scale / weight)
+        return time.start + Fraction(
+            head.cost[self.flow_limit] * math.ceil(Fraction(scale, time.weight)), scale
+        )
 
     def heads(self) -> dict[int, RefWaiter]:
         """Per waiting level, its head: of its flows' heads, the one that
@@ -228,6 +237,9 @@ class Reference:
             clock = self.clock[waiter.level]
             weight = self.flow_weights.get(waiter.flow, 1)
             self.flow_times[key] = FlowTime(clock, clock, weight)
+            scale = math.lcm(self.scale[waiter.level], weight)
+            if scale <= MAX_SCALE:
+                self.scale[waiter.level] = scale
         self.waiting.append(waiter)
 
     def leave(self, waiter: RefWaiter, granted: bool = False) -> None:
@@ -241,6 +253,8 @@ class Reference:
         self.waiting.remove(waiter)
         if self.flow_head(*key) is None:
             del self.flow_times[key]
+            if not any(w.level == waiter.level for w in self.waiting):
+                self.scale[waiter.level] = 1
         elif was_head:
             time.start = max(time.finish, self.clock[waiter.level])
 

@@ -15,6 +15,7 @@ from hypothesis import given, note
 from hypothesis import strategies as st
 
 from permits.core import (
+    MAX_SCALE,
     RELATIVE_ERROR,
     SECOND,
     SLACK,
@@ -33,7 +34,7 @@ from permits.core import (
     WaitHistogram,
 )
 
-from configs import exact_rate
+from configs import BIG_WEIGHTS, exact_rate
 from harness import drive, rows
 from reference import nearest_rank
 
@@ -583,8 +584,18 @@ def backlog(
     return machine, of
 
 
+def counted(machine: Machine, weights: Sequence[int]) -> list[Fraction]:
+    """The weights as level 0 counts them: ``S / ceil(S / w)``, ``S`` its
+    virtual-time scale; ``w`` itself while ``S`` is a multiple of it."""
+    scale = machine.queues.fairness()[0][1]
+    assert isinstance(scale, int)
+    assert scale <= MAX_SCALE, scale
+    return [Fraction(scale, -(-scale // w)) for w in weights]
+
+
 flows_setup: dict[str, st.SearchStrategy[Any]] = {
-    "weights": st.lists(st.integers(1, 4), min_size=2, max_size=4),
+    # four of the big weights take the level's scale past MAX_SCALE
+    "weights": st.lists(st.integers(1, 4) | BIG_WEIGHTS, min_size=2, max_size=4),
     "costs": st.lists(st.lists(st.integers(1, 20), min_size=1, max_size=5), min_size=4, max_size=4),
     "depth": st.integers(2, 25),
     "order": st.sampled_from(["by flow", "interleaved"]),
@@ -600,6 +611,7 @@ def test_flows_share_a_level_fairly(
     them, each divided by its weight, differ by at most
     ``C_f / w_f + C_g / w_g``, ``C`` a flow's largest cost."""
     machine, of = backlog(weights, costs, depth, order)
+    weight = counted(machine, weights)
     flows = range(len(weights))
     left = [depth] * len(weights)
     run: list[tuple[int, int]] = []
@@ -620,8 +632,8 @@ def test_flows_share_a_level_fairly(
             got[flow] += cost
             for f in flows:
                 for g in flows:
-                    gap = Fraction(got[f], weights[f]) - Fraction(got[g], weights[g])
-                    bound = Fraction(largest[f], weights[f]) + Fraction(largest[g], weights[g])
+                    gap = got[f] / weight[f] - got[g] / weight[g]
+                    bound = largest[f] / weight[f] + largest[g] / weight[g]
                     assert gap <= bound, ("P34", f, g, got, weights)
 
 
@@ -635,7 +647,7 @@ def test_no_flow_starves_inside_a_level(
     machine, of = backlog(weights, costs, depth, order, burst=big)
     victim = len(weights)
     machine.push("victim", 0, 0, cost=big, flow=victim)  # a flow of one, weight 1
-    weight = dict(enumerate(weights)) | {victim: 1}
+    weight: dict[int, Fraction] = dict(enumerate(counted(machine, weights))) | {victim: Fraction(1)}
     largest = {f: max(costs[f][: min(depth, len(costs[f]))]) for f in range(len(weights))}
     got: dict[int, int] = {}
     now, pushed = 0, 0
@@ -649,12 +661,12 @@ def test_no_flow_starves_inside_a_level(
         if pushed < joins:  # a new flow joins while the victim waits
             flow = 100 + pushed
             of[("late", pushed)] = (flow, 1)
-            weight[flow], largest[flow] = 1, 1
+            weight[flow], largest[flow] = Fraction(1), 1
             machine.push(("late", pushed), 0, now, flow=flow)
             pushed += 1
     note(f"{got}")
     for flow, units in got.items():
-        bound = Fraction(weight[flow] * big, weight[victim]) + largest[flow]
+        bound = weight[flow] * big / weight[victim] + largest[flow]
         assert units <= bound, ("P35", flow, units, bound)
 
 
@@ -678,3 +690,24 @@ def test_nothing_is_kept_for_a_flow_without_waiters(keys: int, per: int) -> None
     assert len(machine) == 0, "P37"
     assert machine.queues.flows(0) == 0, "P37"
     assert machine.queues.entries == 0, "P37"
+
+
+@given(weights=st.lists(st.integers(1, 10**6), min_size=1, max_size=40))
+def test_a_levels_scale_stays_bounded(weights: list[int]) -> None:
+    """P37: however many distinct weights wait in a level that never empties,
+    its virtual-time scale is the lcm of those weights while that is at most
+    MAX_SCALE, and stays where it was otherwise: the numbers of its virtual
+    time and the rescaling work stay bounded."""
+
+    def weight_of(flow: Hashable) -> int:  # a flow is named by its weight
+        return flow if isinstance(flow, int) else 1
+
+    machine = Machine(StrictPriority(1), 1, 1, flow_weights=weight_of)
+    machine.push("banked", 0, 0)  # granted at once
+    expected = 1
+    for n, weight in enumerate(weights):
+        machine.push(n, 0, 0, flow=weight)
+        lcm = math.lcm(expected, weight)
+        expected = lcm if lcm <= MAX_SCALE else expected
+        assert machine.queues.fairness()[0][1] == expected, ("P37", weights[: n + 1])
+    machine.check_valid()

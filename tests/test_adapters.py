@@ -13,6 +13,7 @@ loaded machine.
 
 from __future__ import annotations
 
+import functools
 import itertools
 import math
 from collections.abc import Callable, Hashable
@@ -742,6 +743,26 @@ async def test_max_waiting_zero_grants_at_once_or_rejects(open_limiter: OpenLimi
         await limiter.acquire(0)  # level 0 queues as usual
     stats = limiter.statistics().levels
     assert (stats[1].granted, stats[1].rejected, stats[0].granted) == (1, 1, 1)
+
+
+async def test_a_full_flow_rejects_with_its_own_limit(open_limiter: OpenLimiter) -> None:
+    """``max_waiting_per_flow`` rejects a tenant's extra waiter with a
+    QueueFull that names the flow and its limit, while another tenant of the
+    same level still queues."""
+    async with open_limiter(Fifo(), 10, 1, max_waiting=5, max_waiting_per_flow=1) as limiter:
+        await limiter.acquire()  # spends the full bucket
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(functools.partial(limiter.acquire, flow="a"))
+            await waiting(limiter, 1)
+            with pytest.raises(QueueFull) as rejected:
+                await limiter.acquire(flow="a")
+            assert (rejected.value.limit, rejected.value.flow) == (1, "a")
+            assert rejected.value.per_flow
+            assert "max_waiting_per_flow=1" in str(rejected.value)
+            tg.start_soon(functools.partial(limiter.acquire, flow="b"))
+            await waiting(limiter, 2)
+            tg.cancel_scope.cancel()
+    assert limiter.statistics().levels[0].rejected == 1
 
 
 async def test_try_acquire_spends_its_permit(open_limiter: OpenLimiter) -> None:

@@ -17,6 +17,7 @@ from permits.core import (
     Machine,
     NotRefundable,
     PermitTypeError,
+    PermitValueError,
     Shares,
     State,
     StrictPriority,
@@ -184,3 +185,25 @@ def test_queues_as_a_policy_reads_them() -> None:
     with pytest.raises(IndexError, match="level 0 has no waiters"):
         queues.head(0)
     assert repr(queues) == "<Queues depths=[0, 1] granted=1>"
+
+
+def test_queue_full_names_the_limit_the_push_hit() -> None:
+    """A rejection by the level's ``max_waiting`` names it; one by the flow's
+    ``max_waiting_per_flow`` names the flow and its limit; a level with no
+    queue limit has nothing to report."""
+    machine = Machine(Fifo(2), 1, 1, max_waiting=(2, None), max_waiting_per_flow=1)
+    machine.push("banked", 0, 0)
+    machine.push("a1", 0, 0, flow="a")
+    [rejected] = machine.push("a2", 0, 0, flow="a")
+    assert rejected.state is State.REJECTED
+    error = machine.queue_full("a2", 0, "a")
+    assert (error.limit, error.flow, error.per_flow) == (1, "a", True)
+    machine.push("b1", 0, 0, flow="b")
+    [rejected] = machine.push("c1", 0, 0, flow="c")
+    assert rejected.state is State.REJECTED
+    error = machine.queue_full("c1", 0, "c")
+    assert (error.limit, error.per_flow) == (2, False)
+    assert "level 0 already has 2 waiters (max_waiting=2)" in str(error)
+    unlimited = Machine(Fifo(1), 1, 1)
+    with pytest.raises(PermitValueError, match="no push to it is rejected"):
+        unlimited.queue_full("x", 0)

@@ -37,7 +37,6 @@ from permits.core import (
     PermitTypeError,
     PermitValueError,
     Policy,
-    QueueFull,
     State,
     Statistics,
 )
@@ -426,9 +425,7 @@ class _Limiting:
             return Permit(self, id, level, cost, flow)
         if decision.state is State.EXPIRED:
             raise AcquireTimeout(level, timeout if timeout is not None else 0.0)
-        limits = self._machine.max_waiting
-        queue_limit = None if limits is None else limits[level]
-        raise QueueFull(id, level, 0 if queue_limit is None else queue_limit)
+        raise self._machine.queue_full(id, level, flow)
 
     # -- the API ----------------------------------------------------------
 

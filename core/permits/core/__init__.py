@@ -27,10 +27,11 @@ from ._machine import (
     State,
 )
 from ._policies import Aging, Deal, Fifo, Policy, Shares, StrictPriority, schedule
-from ._queues import SLACK, SWEEP, Queues, Waiter
+from ._queues import MAX_SCALE, SLACK, SWEEP, Queues, Waiter
 from ._stats import RELATIVE_ERROR, FlowStatistics, LevelStatistics, Statistics, WaitHistogram
 
 __all__ = [
+    "MAX_SCALE",
     "MICROSECOND",
     "MILLISECOND",
     "RELATIVE_ERROR",

@@ -93,19 +93,33 @@ class NotRefundable(PermitValueError):
 
 
 class QueueFull(PermitError):
-    """A push was rejected because its level already has ``limit`` waiters.
+    """A push was rejected because its level already has ``limit`` waiters
+    (``max_waiting``), or, when ``per_flow``, its flow ``flow`` of that level
+    does (``max_waiting_per_flow``).
 
     Not bad input: the rejection is an outcome. The id ends in the state
     ``REJECTED``, is counted in the level's ``rejected`` statistic and is never
     granted.
     """
 
-    def __init__(self, id: Hashable, level: int, limit: int) -> None:
+    def __init__(
+        self,
+        id: Hashable,
+        level: int,
+        limit: int,
+        *,
+        flow: Hashable = None,
+        per_flow: bool = False,
+    ) -> None:
         self.id = id
         self.level = level
         self.limit = limit
+        self.flow = flow
+        self.per_flow = per_flow
+        where = f"flow {flow!r} of level {level}" if per_flow else f"level {level}"
+        option = "max_waiting_per_flow" if per_flow else "max_waiting"
         super().__init__(
-            f"id={id!r} rejected: level {level} already has {limit} waiters (max_waiting={limit})"
+            f"id={id!r} rejected: {where} already has {limit} waiters ({option}={limit})"
         )
 
 

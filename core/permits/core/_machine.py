@@ -37,6 +37,7 @@ from ._errors import (
     PermitTypeError,
     PermitValueError,
     PolicyError,
+    QueueFull,
     TimeWentBackwards,
 )
 from ._ledger import Grant, Ledger
@@ -534,6 +535,25 @@ class Machine:
         ]
         rows.sort(key=lambda r: (r.granted_units, r.waiting_units), reverse=True)
         return tuple(rows[:n])
+
+    def queue_full(self, id: Hashable, level: int, flow: Hashable = None) -> QueueFull:
+        """The error for a push of ``id`` to ``level`` and ``flow`` that was
+        just rejected (a :attr:`State.REJECTED` decision): it names the queue
+        limit the push found reached, the level's ``max_waiting`` if the
+        level is at it, the flow's ``max_waiting_per_flow`` otherwise."""
+        level = self._check_level(level)
+        limits = self._max_waiting
+        limit = None if limits is None else limits[level]
+        per_flow = self._per_flow
+        if limit is not None and (per_flow is None or self._queues.depths[level] >= limit):
+            return QueueFull(id, level, limit)
+        if per_flow is not None:
+            return QueueFull(id, level, per_flow, flow=flow, per_flow=True)
+        raise PermitValueError(
+            "level",
+            level,
+            "has no max_waiting, nor its flows a max_waiting_per_flow: no push to it is rejected",
+        )
 
     def snapshot(self) -> Snapshot:
         """Everything the machine's future decisions depend on, as values:

@@ -27,7 +27,7 @@ from collections.abc import Hashable, Iterator
 from itertools import chain
 from typing import NamedTuple
 
-__all__ = ["SLACK", "SWEEP", "Queues", "Waiter"]
+__all__ = ["MAX_SCALE", "SLACK", "SWEEP", "Queues", "Waiter"]
 
 #: Dead entries a level may hold beyond its number of live waiters.
 SLACK = 32
@@ -39,6 +39,12 @@ _NONE: deque[Waiter] = deque(maxlen=0)
 #: Entries a sweep looks at per departure, at most: as much as one departure
 #: can add to the debts of :class:`_Line`'s proof.
 SWEEP = 6
+
+#: A level's virtual-time scale grows to the lcm of the weights that wait in
+#: it, but not beyond this: past it, a flow's step rounds up (see
+#: :meth:`_Flow.step`), so that many distinct weights in a level that never
+#: empties cost neither ever larger numbers nor ever more rescaling.
+MAX_SCALE = 2**64
 
 
 class Waiter(NamedTuple):
@@ -170,10 +176,16 @@ class _Flow:
         #: Units asked for by its waiters, one per limit, once costs differ.
         self.units: list[int] | None = None
 
+    def step(self, scale: int) -> int:
+        """The virtual time a unit of its cost takes, in ``1 / scale`` units:
+        ``scale / weight`` exactly while ``scale`` is a multiple of the
+        weight, rounded up once the level's scale stopped at MAX_SCALE."""
+        return -(-scale // self.weight)
+
     def tag(self, index: int, scale: int) -> int:
-        """Its head's virtual finish time, ``start + cost / weight`` (the cost
+        """Its head's virtual finish time, ``start + cost * step`` (the cost
         counted in the units of limit ``index``), in ``1 / scale`` units."""
-        return self.start + self.line.head().cost[index] * (scale // self.weight)
+        return self.start + self.line.head().cost[index] * self.step(scale)
 
 
 class _Level:
@@ -217,8 +229,9 @@ class _Level:
         self.heap: list[tuple[int, int, Hashable, Waiter]] = []
         self.stale = 0
         self.clock = 0
-        #: Virtual times count ``1 / scale``: a multiple of every weight
-        #: that waited here, so that they are exact integers.
+        #: Virtual times count ``1 / scale``: the lcm of the weights that
+        #: waited here since the level was last empty, so that they are exact
+        #: integers, but at most MAX_SCALE (then a flow's step rounds up).
         self.scale = 1
         self.synced = True
         #: The default flow's object, kept for reuse while it has no waiters.
@@ -253,7 +266,7 @@ class _Level:
         else:
             flow = _Flow(waiter.flow, self._by_id, weight)
         if self.scale % weight:
-            self._rescale(math.lcm(self.scale, weight) // self.scale)
+            self._rescale(weight)
         flow.line.append(waiter)
         flow.depth = 1
         flow.start = flow.finish = self.clock
@@ -329,10 +342,15 @@ class _Level:
         if self.stale > len(self.heap) - self.stale + SLACK:
             self._rebuild()
 
-    def _rescale(self, factor: int) -> None:
-        """Count virtual time in ``factor`` times finer units (a weight that
-        does not divide the scale starts waiting). Keeps every order."""
-        self.scale *= factor
+    def _rescale(self, weight: int) -> None:
+        """A ``weight`` that does not divide the scale starts waiting: count
+        virtual time in units fine enough for it (the lcm), unless that is
+        beyond MAX_SCALE, where the scale stays as it is. Keeps every order."""
+        scale = math.lcm(self.scale, weight)
+        if scale > MAX_SCALE:
+            return
+        factor = scale // self.scale
+        self.scale = scale
         self.clock *= factor
         for flow in self.flows.values():
             flow.start *= factor
@@ -357,7 +375,7 @@ class _Level:
         for flow in self.flows.values():
             finish = flow.start
             for w in (w for w in flow.line if by_id.get(w.id) is w):
-                finish += w.cost[index] * (self.scale // flow.weight)
+                finish += w.cost[index] * flow.step(self.scale)
                 tagged.append((finish, w.seq, w))
         return [w for _, _, w in sorted(tagged, key=lambda t: (t[0], t[1]))]
 
