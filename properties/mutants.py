@@ -258,7 +258,7 @@ MUTANTS: dict[str, tuple[str, str, str, str]] = {
     "flows-kept-empty": (
         "_queues.py",
         "nothing of it is kept\n        del self.flows[flow.key]\n",
-        "nothing of it is kept\n        return swept\n",
+        "nothing of it is kept\n        return\n",
         "a flow without waiters is kept: memory grows with every key ever seen",
     ),
     "rerate-refills": (

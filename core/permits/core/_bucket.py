@@ -97,12 +97,15 @@ class Bucket:
         self.k = 0
         self._set_due()
 
-    def want(self, cost: tuple[int, ...]) -> None:
-        """The next grant asks for ``cost``: :attr:`due` is when it fits."""
+    def want(self, cost: tuple[int, ...]) -> bool:
+        """The next grant asks for ``cost``: :attr:`due` is when it fits.
+        Returns whether that changed what it waits for."""
         n = cost[self.index]
-        if n != self.n:
-            self.n = n
-            self._set_due()
+        if n == self.n:
+            return False
+        self.n = n
+        self._set_due()
+        return True
 
     def take(self, now: int, cost: tuple[int, ...]) -> Mark:
         """Charge ``cost`` at ``now``: ``TAT = max(TAT, now - 1) + n * interval``;
@@ -244,10 +247,13 @@ class Buckets:
             bucket.start(now)
         self._set_due()
 
-    def want(self, cost: tuple[int, ...]) -> None:
+    def want(self, cost: tuple[int, ...]) -> bool:
+        changed = False
         for bucket in self.buckets:
-            bucket.want(cost)
-        self._set_due()
+            changed = bucket.want(cost) or changed
+        if changed:
+            self._set_due()
+        return changed
 
     def take(self, now: int, cost: tuple[int, ...]) -> tuple[Mark, ...]:
         marks = tuple([bucket.take(now, cost) for bucket in self.buckets])
@@ -329,8 +335,10 @@ class Outside:
     def start(self, now: int) -> None:
         """Nothing to start: the source outside keeps the time."""
 
-    def want(self, cost: tuple[int, ...]) -> None:
-        """Whatever the cost, the permit offered serves it: the source charged it."""
+    def want(self, cost: tuple[int, ...]) -> bool:
+        """Whatever the cost, the permit offered serves it: the source charged
+        it. Nothing changes."""
+        return False
 
     def take(self, now: int, cost: tuple[int, ...]) -> Mark:
         """The permit offered was granted."""

@@ -45,22 +45,24 @@ class Ledger:
         settleable any more, nothing.
     """
 
-    __slots__ = ("_held", "_log", "_spent", "window")
+    __slots__ = ("_log", "_spent", "held", "window")
 
     def __init__(self, window: int) -> None:
         self.window = window
-        self._held: dict[Hashable, Grant] = {}
+        #: The grants held, by id: read-only outside (change it through
+        #: :meth:`add` and :meth:`forget`).
+        self.held: dict[Hashable, Grant] = {}
         self._log: deque[object] = deque()
         #: Ids of held grants that were spent, kept to be settled.
         self._spent: set[Hashable] = set()
 
     def __len__(self) -> int:
         """Grants that may still be refunded, settled or spent."""
-        return len(self._held)
+        return len(self.held)
 
     def __iter__(self) -> Iterator[Grant]:
         """Those grants, oldest first."""
-        return iter(self._held.values())
+        return iter(self.held.values())
 
     @property
     def logged(self) -> tuple[object, ...]:
@@ -70,7 +72,7 @@ class Ledger:
     def get(self, id: Hashable) -> Grant | None:
         """``id``'s grant, if it may still be refunded, settled or spent."""
         try:
-            return self._held.get(id)  # get() hashes even on an empty dict
+            return self.held.get(id)  # get() hashes even on an empty dict
         except TypeError:
             raise PermitTypeError("id", id, "a hashable value") from None
 
@@ -97,9 +99,9 @@ class Ledger:
         id = grant.waiter.id
         if spent:
             self._spent.add(id)
-            if self._held.get(id) is grant:
+            if self.held.get(id) is grant:
                 return  # charged at its grant: logged then
-        self._held[id] = grant
+        self.held[id] = grant
         if grant.before is not None:
             self.log(grant)
 
@@ -114,14 +116,14 @@ class Ledger:
     def forget(self, id: Hashable) -> None:
         """``id``'s grant can no longer be refunded or settled (spent,
         settled, or pushed again)."""
-        self._held.pop(id, None)
+        self.held.pop(id, None)
         if self._spent:
             self._spent.discard(id)
 
     def _prune(self, now: int) -> None:
         """Forget the records older than the window: amortised O(1) per
         grant, done in batches of a window's worth."""
-        log, held = self._log, self._held
+        log, held = self._log, self.held
         horizon = now - self.window
         while log and log[0].at < horizon:  # type: ignore[attr-defined]
             old = log.popleft()
@@ -132,7 +134,7 @@ class Ledger:
         """Forget the logged records no refund or settle can reach: those
         before the oldest grant still held (a replay goes only through later
         ones)."""
-        log, held = self._log, self._held
+        log, held = self._log, self.held
         while log:
             head = log[0]
             if isinstance(head, Grant) and held.get(head.waiter.id) is head:
@@ -152,7 +154,7 @@ class Ledger:
     def relog(self, records: list[object], marks: list[object]) -> None:
         """Log ``records`` again, each grant with the bucket's state replayed
         before it."""
-        held = self._held
+        held = self.held
         for old, mark in zip(records, marks, strict=True):
             if isinstance(old, Grant):
                 new = old._replace(before=mark)
@@ -165,8 +167,8 @@ class Ledger:
     def check(self) -> None:
         """Assert the ledger's invariants (for tests)."""
         logged = {id(record) for record in self._log}
-        for grant in self._held.values():
+        for grant in self.held.values():
             if grant.before is not None and id(grant) not in logged:
                 raise AssertionError("invariant broken: a held charged grant is not in the log")
-        if not self._spent <= self._held.keys():
+        if not self._spent <= self.held.keys():
             raise AssertionError("invariant broken: a spent grant is not held")

@@ -49,6 +49,9 @@ from .checks import check_int, check_rate
 
 #: The largest weight of a flow.
 MAX_WEIGHT = 1_000_000
+#: Distinct costs a machine keeps to share between waiters (then it starts
+#: again): memory, not behaviour.
+COSTS_SHARED = 4096
 
 __all__ = [
     "MICROSECOND",
@@ -174,6 +177,7 @@ class Machine:
         "_at_grant",
         "_busiest",
         "_cancelled",
+        "_costs",
         "_deadlines",
         "_expired",
         "_flow_weights",
@@ -276,6 +280,10 @@ class Machine:
         self._max_waiting = max_waiting_
         #: The cost of a push that names none: one unit of every limit.
         self._unit = (1,) * len(named)
+        #: The costs waiters asked for lately, each kept once and shared by
+        #: the waiters that ask for it (a waiter's memory is then its own
+        #: record only); at most COSTS_SHARED of them.
+        self._costs: dict[tuple[int, ...], tuple[int, ...]] = {}
         #: Whether a waiter ever asked for another cost: the next grant's
         #: due time then depends on who the policy chooses.
         self._varied = False
@@ -629,10 +637,10 @@ class Machine:
             raise PermitTypeError("id", id, "a hashable value") from None
         if waiting or (not self._at_grant and self._in_flight(id)):
             raise DuplicateId(id)
-        out: list[Decision] = []
-        self._advance(now, out)
+        out = self.tick(now)
         self._pushed[level] += 1
-        self._ledger.forget(id)  # a new life: the old grant is no longer refundable
+        if id in self._ledger.held:
+            self._ledger.forget(id)  # a new life: the old grant is no longer refundable
         if units is not self._unit and units != self._unit and not self._varied:
             self._varied = True
             queues._sum_costs()
@@ -699,12 +707,33 @@ class Machine:
 
     def tick(self, now: int) -> list[Decision]:
         """Advance to ``now``: expire waiters whose deadline is ``<= now``,
-        then grant every permit available at ``now``."""
+        then grant every permit available at ``now``. (Every operation with
+        a ``now`` starts here; the clock starts at the first one, with a full
+        bucket.)"""
         last = self._now
         if now.__class__ is not int or last is None or now < last:
             now = self._check_now(now)
         out: list[Decision] = []
-        self._advance(now, out)
+        if last is None:
+            self._source.start(now)
+        self._now = now
+        heap = self._deadlines.heap
+        expired = False
+        if heap and heap[0][0] <= now:
+            for waiter in self._deadlines.expire(now, self._queues):
+                expired = True
+                self._expired[waiter.level] += 1
+                out.append(
+                    _new(
+                        Decision,
+                        (waiter.id, _EXPIRED, waiter.level, now, now - waiter.pushed_at),
+                    )
+                )
+        # _grant's own test, hot. Every operation leaves the next grant
+        # planned at its time: at the same time with nobody gone, and the
+        # planned cost not due, nothing can be granted.
+        if (self._ids and now >= self._source.due) or (self._varied and (now != last or expired)):
+            self._grant(now, out)
         return out
 
     def refund(self, id: Hashable, now: int) -> list[Decision]:
@@ -721,8 +750,7 @@ class Machine:
         grant = self._ledger.refundable(id, now)
         if grant is None:
             raise NotRefundable(id)
-        out: list[Decision] = []
-        self._advance(now, out)
+        out = self.tick(now)
         self._refunded[grant.waiter.level] += 1
         self._reprice(grant, None, now)
         self._grant(now, out)
@@ -750,8 +778,7 @@ class Machine:
         grant = self._ledger.settleable(id, now)
         if grant is None:
             raise NotRefundable(id)
-        out: list[Decision] = []
-        self._advance(now, out)
+        out = self.tick(now)
         self._reprice(grant, units, now)
         self._grant(now, out)
         return out
@@ -776,8 +803,7 @@ class Machine:
             raise PermitTypeError("settle_later", settle_later, "a bool")
         ledger = self._ledger
         grant = ledger.get(id)
-        out: list[Decision] = []
-        self._advance(now, out)
+        out = self.tick(now)
         if grant is not None and ledger.get(id) is grant and not ledger.is_spent(id):
             if grant.before is None:
                 # In flight until now: charged now, as its caller proceeds.
@@ -828,8 +854,7 @@ class Machine:
             raise PermitValueError(
                 "burst", burst, f"a waiter asks for {largest} units of {name!r}; it could never fit"
             )
-        out: list[Decision] = []
-        self._advance(now, out)
+        out = self.tick(now)
         self._limits = {**self._limits, name: Limit(new_rate, new_burst)}
         source = self._source
         if isinstance(source, Outside):
@@ -851,8 +876,7 @@ class Machine:
             raise PermitValueError("until", until, f"is in the past (now is {now})")
         if isinstance(self._source, Outside):
             raise refuse_outside("until", until, "pause_until()")
-        out: list[Decision] = []
-        self._advance(now, out)
+        out = self.tick(now)
         self._source.pause(until)
         return out
 
@@ -873,8 +897,7 @@ class Machine:
         index, _ = self._limit_named(limit)
         if isinstance(self._source, Outside):
             raise refuse_outside("remaining", remaining, "adopt()")
-        out: list[Decision] = []
-        self._advance(now, out)
+        out = self.tick(now)
         self._ledger.log(self._source.adopt(now, remaining, reset, index))
         return out
 
@@ -887,8 +910,7 @@ class Machine:
         now = self._check_now(now)
         source = self._source
         source.offer(now)  # a paced machine refuses, and nothing has changed
-        out: list[Decision] = []
-        self._advance(now, out)
+        out = self.tick(now)
         source.discard()
         return out
 
@@ -913,7 +935,7 @@ class Machine:
 
     def _cost(self, argument: str, value: object) -> tuple[int, ...]:
         """A cost as units per limit, each ``>= 0``."""
-        if isinstance(value, Mapping):
+        if value.__class__ is dict or isinstance(value, Mapping):
             units = [0] * len(self._unit)
             for name, n in value.items():
                 if name not in self._index:
@@ -939,7 +961,10 @@ class Machine:
                     f"{n} units exceed the burst of limit {name!r} ({limit.burst}): "
                     "it could never be granted",
                 )
-        return units
+        costs = self._costs
+        if len(costs) >= COSTS_SHARED:
+            costs.clear()
+        return costs.setdefault(units, units)
 
     def _units_granted(self, level: int) -> tuple[int, ...]:
         """Units granted at ``level`` per limit, net of refunds and settles:
@@ -977,32 +1002,6 @@ class Machine:
         if limit not in self._index:
             raise PermitValueError("limit", limit, f"is not one of {list(self._index)}")
         return self._index[limit], limit
-
-    def _advance(self, now: int, out: list[Decision]) -> None:
-        """Advance to ``now``: the clock starts at the first operation (with
-        a full bucket), waiters whose deadline has come expire, then every
-        permit available is granted."""
-        last = self._now
-        if last is None:
-            self._source.start(now)
-        self._now = now
-        heap = self._deadlines.heap
-        expired = False
-        if heap and heap[0][0] <= now:
-            for waiter in self._deadlines.expire(now, self._queues):
-                expired = True
-                self._expired[waiter.level] += 1
-                out.append(
-                    _new(
-                        Decision,
-                        (waiter.id, _EXPIRED, waiter.level, now, now - waiter.pushed_at),
-                    )
-                )
-        # _grant's own test, hot. Every operation leaves the next grant
-        # planned at its time: at the same time with nobody gone, and the
-        # planned cost not due, nothing can be granted.
-        if (self._ids and now >= self._source.due) or (self._varied and (now != last or expired)):
-            self._grant(now, out)
 
     def _grant(self, now: int, out: list[Decision]) -> None:
         """Grant while anyone waits and the head of the level the policy

@@ -119,12 +119,6 @@ class _Line:
     def head(self) -> Waiter:
         return (self.front or self.back)[0]
 
-    def pop_head(self) -> Waiter:
-        return (self.front or self.back).popleft()
-
-    def append(self, waiter: Waiter) -> None:
-        self.back.append(waiter)
-
     def drop_dead_heads(self) -> None:
         """Drop dead entries from the head, so that it is live."""
         by_id = self._by_id
@@ -212,6 +206,7 @@ class _Level:
         "only",
         "scale",
         "stale",
+        "swept",
         "synced",
     )
 
@@ -234,6 +229,8 @@ class _Level:
         #: integers, but at most MAX_SCALE (then a flow's step rounds up).
         self.scale = 1
         self.synced = True
+        #: Sweep steps taken so far (at most SWEEP per departure).
+        self.swept = 0
         #: The default flow's object, kept for reuse while it has no waiters.
         self._spare: _Flow | None = _Flow(None, by_id, 1)
 
@@ -255,7 +252,7 @@ class _Level:
         """``waiter`` joins the back of its flow (new flows weigh ``weight``)."""
         flow = self.flows.get(waiter.flow)
         if flow is not None:
-            flow.line.append(waiter)
+            flow.line.back.append(waiter)  # newcomers join the end of back
             flow.depth += 1
             return flow
         spare = self._spare
@@ -267,7 +264,7 @@ class _Level:
             flow = _Flow(waiter.flow, self._by_id, weight)
         if self.scale % weight:
             self._rescale(weight)
-        flow.line.append(waiter)
+        flow.line.back.append(waiter)
         flow.depth = 1
         flow.start = flow.finish = self.clock
         alone = self.only
@@ -283,27 +280,27 @@ class _Level:
         self._enter(flow)
         return flow
 
-    def granted(self, flow: _Flow) -> int:
-        """``flow``'s head leaves with a permit. Returns the sweep steps taken."""
+    def granted(self, flow: _Flow) -> Waiter:
+        """``flow``'s head leaves with a permit; returns it."""
         line = flow.line
-        line.pop_head()
+        waiter = (line.front or line.back).popleft()
         flow.depth -= 1
         if self.only is not None:
             self.synced = False
             if flow.depth and not line.dead:
-                return 0  # alone, and its next head is live: nothing else changes
+                return waiter  # alone, and its next head is live: nothing else changes
         else:
             finish, _, _, _ = heapq.heappop(self.heap)
             self.clock = flow.finish = flow.start = finish
-        return self._after_departure(flow, rehead=self.only is None)
+        self._after_departure(flow, rehead=self.only is None)
+        return waiter
 
-    def removed(self, waiter: Waiter, flow: _Flow) -> int:
-        """``waiter`` (still waiting, in ``flow``) leaves ungranted. Returns
-        the sweep steps taken."""
+    def removed(self, waiter: Waiter, flow: _Flow) -> None:
+        """``waiter`` (still waiting, in ``flow``) leaves ungranted."""
         line = flow.line
         head = line.head() is waiter
         if head:
-            line.pop_head()
+            (line.front or line.back).popleft()
         else:
             line.dead += 1
         flow.depth -= 1
@@ -311,14 +308,15 @@ class _Level:
             self.stale += 1  # its entry
         if head and flow.depth and (self.only is None or self.synced):
             flow.start = max(flow.finish, self.clock)
-        return self._after_departure(flow, rehead=head and self.only is None)
+        self._after_departure(flow, rehead=head and self.only is None)
 
-    def _after_departure(self, flow: _Flow, rehead: bool) -> int:
-        swept = flow.line.tidy() if flow.line.dead else 0
+    def _after_departure(self, flow: _Flow, rehead: bool) -> None:
+        if flow.line.dead:
+            self.swept += flow.line.tidy()
         if flow.depth:
             if rehead:
                 self._enter(flow)
-            return swept
+            return
         # the flow has no waiters: nothing of it is kept
         del self.flows[flow.key]
         if flow.key is None:
@@ -334,7 +332,6 @@ class _Level:
             self.synced = True
         elif self.stale > len(self.heap) - self.stale + SLACK:
             self._rebuild()
-        return swept
 
     def _enter(self, flow: _Flow) -> None:
         head = flow.line.head()
@@ -398,7 +395,6 @@ class Queues:
         "granted",
         "levels",
         "state",
-        "swept",
     )
 
     def __init__(self, levels: int, limits: int = 1, flow_limit: int = 0) -> None:
@@ -412,9 +408,6 @@ class Queues:
         #: Units asked for by the waiters of each level, one entry per limit;
         #: kept once costs differ (:meth:`_sum_costs`), ``None`` until then.
         self._sums: list[list[int]] | None = None
-        #: Sweep steps taken so far, over all levels: the compaction work
-        #: (at most SWEEP per departure).
-        self.swept = 0
         #: The policy's own state in this machine: what its ``start()``
         #: returned (``None`` for a policy without one). Changed only by the
         #: policy's ``record()``.
@@ -434,6 +427,12 @@ class Queues:
         return f"<Queues depths={self.depths!r} granted={self.granted}>"
 
     @property
+    def swept(self) -> int:
+        """Sweep steps taken so far, over all levels: the compaction work (at
+        most SWEEP per departure)."""
+        return sum(lv.swept for lv in self._levels)
+
+    @property
     def entries(self) -> int:
         """Entries held over all levels, live and dead: the memory of the
         lazy removal (at most ``2 * waiting + SLACK`` per flow)."""
@@ -444,7 +443,9 @@ class Queues:
         the head of the flow whose turn it is."""
         if not self.depths[level]:
             raise IndexError(f"level {level} has no waiters")
-        return self._levels[level].head().line.head()
+        lv = self._levels[level]
+        line = (lv.only or lv.head()).line
+        return (line.front or line.back)[0]  # hot: _Line.head(), by hand
 
     def get(self, id: Hashable) -> Waiter | None:
         """The waiter with this id, or ``None`` if it is not waiting."""
@@ -509,14 +510,13 @@ class Queues:
     def _take_head(self, level: int) -> Waiter:
         """The head of ``level`` leaves with a permit (which must not be empty)."""
         lv = self._levels[level]
-        flow = lv.head()
-        waiter = flow.line.head()
+        flow = lv.only or lv.head()
+        waiter = lv.granted(flow)
         del self._by_id[waiter.id]
         self.depths[level] -= 1
         self.granted += 1
         if self._sums is not None:
             self._count(waiter, flow, -1)
-        self.swept += lv.granted(flow)
         return waiter
 
     def _remove(self, waiter: Waiter) -> bool:
@@ -530,7 +530,7 @@ class Queues:
         flow = lv.flows[waiter.flow]
         if self._sums is not None:
             self._count(waiter, flow, -1)
-        self.swept += lv.removed(waiter, flow)
+        lv.removed(waiter, flow)
         return True
 
     @property
