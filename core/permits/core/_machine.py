@@ -26,6 +26,7 @@ import copy
 import enum
 import heapq
 from collections.abc import Callable, Hashable, Mapping, Sequence
+from decimal import Decimal
 from fractions import Fraction
 from typing import NamedTuple
 
@@ -210,7 +211,7 @@ class Machine:
     def __init__(
         self,
         policy: Policy,
-        rate: int | float | Fraction | None = None,
+        rate: int | float | Fraction | Decimal | None = None,
         burst: int = 1,
         *,
         limits: Mapping[str, Limit] | Limit | None = None,
@@ -828,7 +829,7 @@ class Machine:
         self,
         now: int,
         *,
-        rate: int | float | Fraction | None = None,
+        rate: int | float | Fraction | Decimal | None = None,
         burst: int | None = None,
         limit: str | None = None,
     ) -> list[Decision]:

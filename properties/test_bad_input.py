@@ -1,0 +1,484 @@
+"""P18 for what makes a machine: every bad argument of a constructor is
+refused with the documented error, which names the argument the caller
+wrote, carries the value, and says what to give instead; and the values
+just inside every bound are accepted, as what they say.
+
+The stateful tests (``test_machine.py``) feed bad input to the operations of
+a running machine and check that its state stays as it was; the
+constructors have no state to keep, so here each refusal is checked for its
+exact words: the message is what a user reads to fix the call.
+"""
+
+from __future__ import annotations
+
+import enum
+import math
+from collections.abc import Callable
+from decimal import Decimal
+from fractions import Fraction
+from typing import Any
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from permits.core import (
+    SECOND,
+    Aging,
+    Charge,
+    Fifo,
+    Limit,
+    Machine,
+    PermitError,
+    PermitTypeError,
+    PermitValueError,
+    Shares,
+    StrictPriority,
+)
+from permits.core import _policies as policies
+from permits.core.checks import check_int, check_rate
+
+#: The error's value is the caller's own object (not compared); the message
+#: given is then the words after its repr.
+THEIRS = object()
+NAN = float("nan")
+INF = float("inf")
+LEVELS = 1_000  # the most levels a policy may have
+SCHEDULE = 1_000_000  # the longest cycle of shares
+WEIGHT = 1_000_000  # the largest flow weight
+
+
+class Tier(enum.IntEnum):
+    GOLD = 3
+
+
+class NoLevels:
+    """Not a policy: no levels, choose() or ahead()."""
+
+
+class BadLevels:
+    """A policy in shape whose levels are not a sensible count."""
+
+    def __init__(self, levels: object) -> None:
+        self.levels = levels
+
+    def choose(self, queues: object, now: int) -> int:
+        return 0
+
+    def ahead(self, queues: object, level: int, now: int) -> int:
+        return 0
+
+
+def typed(argument: str, value: object, expected: str) -> tuple[type, str, object, str]:
+    """A PermitTypeError's words."""
+    got = type(value).__name__
+    return PermitTypeError, argument, value, f"{argument}={value!r}: expected {expected}, got {got}"
+
+
+def valued(argument: str, value: object, reason: str) -> tuple[type, str, object, str]:
+    """A PermitValueError's words."""
+    return PermitValueError, argument, value, f"{argument}={value!r}: {reason}"
+
+
+two = {"requests": Limit(10, 10), "tokens": Limit(1000, 500)}
+
+#: (what, the call, (error type, argument, value, message))
+REFUSED: list[tuple[str, Callable[[], object], tuple[type, str, object, str]]] = [
+    # the policy
+    (
+        "policy class",
+        lambda: Machine(Fifo, 1),  # type: ignore[arg-type]
+        typed("policy", Fifo, "a policy instance: pass Fifo(...), not the class"),
+    ),
+    (
+        "not a policy",
+        lambda: Machine(NoLevels(), 1),  # type: ignore[arg-type]
+        (
+            PermitTypeError,
+            "policy",
+            THEIRS,
+            "expected a Policy (levels, choose() and ahead()), got NoLevels",
+        ),
+    ),
+    (
+        "levels 0",
+        lambda: Machine(BadLevels(0), 1),  # type: ignore[arg-type]
+        (PermitValueError, "policy", THEIRS, "its levels=0 must be an int from 1 to 1000"),
+    ),
+    (
+        "levels too many",
+        lambda: Machine(BadLevels(LEVELS + 1), 1),  # type: ignore[arg-type]
+        (PermitValueError, "policy", THEIRS, "its levels=1001 must be an int from 1 to 1000"),
+    ),
+    (
+        "levels bool",
+        lambda: Machine(BadLevels(True), 1),  # type: ignore[arg-type]
+        (PermitValueError, "policy", THEIRS, "its levels=True must be an int from 1 to 1000"),
+    ),
+    (
+        "levels float",
+        lambda: Machine(BadLevels(2.0), 1),  # type: ignore[arg-type]
+        (PermitValueError, "policy", THEIRS, "its levels=2.0 must be an int from 1 to 1000"),
+    ),
+    ("Fifo(0)", lambda: Fifo(0), valued("levels", 0, "must be at least 1")),
+    ("Fifo(1001)", lambda: Fifo(LEVELS + 1), valued("levels", 1001, "must be at most 1000")),
+    ("Fifo('2')", lambda: Fifo("2"), typed("levels", "2", "an int")),  # type: ignore[arg-type]
+    ("StrictPriority(0)", lambda: StrictPriority(0), valued("levels", 0, "must be at least 1")),
+    ("Aging after 0", lambda: Aging(2, after_ns=0), valued("after_ns", 0, "must be at least 1")),
+    (
+        "Aging after float",
+        lambda: Aging(2, after_ns=1.5),  # type: ignore[arg-type]
+        typed("after_ns", 1.5, "an int"),
+    ),
+    (
+        "Aging levels 0",
+        lambda: Aging(0, after_ns=SECOND),
+        valued("levels", 0, "must be at least 1"),
+    ),
+    # shares
+    ("weights str", lambda: Shares("41"), typed("weights", "41", "a sequence of ints")),
+    ("weights int", lambda: Shares(4), typed("weights", 4, "a sequence of ints")),
+    ("weights empty", lambda: Shares(()), valued("weights", (), "needs at least one level")),
+    (
+        "weights float",
+        lambda: Shares((4.0, 1)),
+        typed("weights", (4.0, 1), "a sequence of ints"),
+    ),
+    (
+        "weights bool",
+        lambda: Shares((True, 1)),
+        typed("weights", (True, 1), "a sequence of ints"),
+    ),
+    (
+        "weight 0",
+        lambda: Shares((4, 0)),
+        valued("weights", (4, 0), "every weight must be at least 1"),
+    ),
+    (
+        "weights too long a cycle",
+        lambda: Shares((SCHEDULE, 1)),
+        valued("weights", (SCHEDULE, 1), "weights must add up to at most 1000000"),
+    ),
+    (
+        "limit not a str",
+        lambda: Shares((4, 1), limit=3),  # type: ignore[arg-type]
+        typed("limit", 3, "the name of a limit (a str), or None for the first"),
+    ),
+    ("every 1", lambda: Shares.every(1), valued("n", 1, "must be at least 2")),
+    (
+        "every too many",
+        lambda: Shares.every(SCHEDULE + 1),
+        valued("n", SCHEDULE + 1, "must be at most 1000000 (one cycle of permits)"),
+    ),
+    (
+        "shares of a limit the machine lacks",
+        lambda: Machine(Shares((4, 1), limit="tokens"), 1),
+        (
+            PermitValueError,
+            "policy",
+            THEIRS,
+            "shares the units of limit 'tokens', which the machine does not have "
+            "(its limits: 'units')",
+        ),
+    ),
+    # rate and burst
+    (
+        "rate None",
+        lambda: Machine(Fifo(), None),
+        typed("rate", None, "a rate (units per second), or give limits="),
+    ),
+    ("rate 0", lambda: Machine(Fifo(), 0), valued("rate", 0, "must be greater than 0")),
+    ("rate -1", lambda: Machine(Fifo(), -1), valued("rate", -1, "must be greater than 0")),
+    ("rate -0.5", lambda: Machine(Fifo(), -0.5), valued("rate", -0.5, "must be greater than 0")),
+    (
+        "rate nan",
+        lambda: Machine(Fifo(), NAN),
+        (PermitValueError, "rate", THEIRS, "rate=nan: must be finite"),
+    ),
+    ("rate inf", lambda: Machine(Fifo(), INF), valued("rate", INF, "must be finite")),
+    (
+        "rate Decimal nan",
+        lambda: Machine(Fifo(), Decimal("NaN")),
+        (PermitValueError, "rate", THEIRS, "rate=Decimal('NaN'): must be finite"),
+    ),
+    (
+        "rate Decimal -1",
+        lambda: Machine(Fifo(), Decimal(-1)),
+        valued("rate", Decimal(-1), "must be greater than 0"),
+    ),
+    (
+        "rate bool",
+        lambda: Machine(Fifo(), True),
+        typed("rate", True, "an int, float, Fraction or Decimal"),
+    ),
+    (
+        "rate str",
+        lambda: Machine(Fifo(), "10"),  # type: ignore[arg-type]
+        typed("rate", "10", "an int, float, Fraction or Decimal"),
+    ),
+    ("burst 0", lambda: Machine(Fifo(), 1, 0), valued("burst", 0, "must be at least 1")),
+    ("burst float", lambda: Machine(Fifo(), 1, 1.5), typed("burst", 1.5, "an int")),  # type: ignore[arg-type]
+    ("burst bool", lambda: Machine(Fifo(), 1, True), typed("burst", True, "an int")),
+    # limits
+    (
+        "rate and limits",
+        lambda: Machine(Fifo(), 1, limits=two),
+        valued("limits", two, "give rate and burst, or limits, not both (each Limit has its own)"),
+    ),
+    (
+        "burst and limits",
+        lambda: Machine(Fifo(), burst=2, limits=two),
+        valued("limits", two, "give rate and burst, or limits, not both (each Limit has its own)"),
+    ),
+    (
+        "limits empty",
+        lambda: Machine(Fifo(), limits={}),
+        typed("limits", {}, "a Limit, or a non-empty mapping of names to Limits"),
+    ),
+    (
+        "limits a list",
+        lambda: Machine(Fifo(), limits=[Limit(1)]),  # type: ignore[arg-type]
+        typed("limits", [Limit(1)], "a Limit, or a non-empty mapping of names to Limits"),
+    ),
+    (
+        "limit name empty",
+        lambda: Machine(Fifo(), limits={"": Limit(1)}),
+        typed("limits", {"": Limit(1)}, "limit names that are non-empty strings"),
+    ),
+    (
+        "limit name an int",
+        lambda: Machine(Fifo(), limits={1: Limit(1)}),  # type: ignore[dict-item]
+        typed("limits", {1: Limit(1)}, "limit names that are non-empty strings"),
+    ),
+    (
+        "limit not a Limit",
+        lambda: Machine(Fifo(), limits={"rpm": 500}),  # type: ignore[dict-item]
+        typed("limits", {"rpm": 500}, "a Limit for 'rpm', not 500"),
+    ),
+    ("Limit rate 0", lambda: Limit(0), valued("rate", 0, "must be greater than 0")),
+    ("Limit burst 0", lambda: Limit(1, 0), valued("burst", 0, "must be at least 1")),
+    (
+        "per_minute count 0",
+        lambda: Limit.per_minute(0),
+        valued("count", 0, "must be greater than 0"),
+    ),
+    (
+        "per_minute fractional count",
+        lambda: Limit.per_minute(2.5),
+        valued("burst", None, "give a burst: count=2.5 is not a whole number"),
+    ),
+    # queue limits, window, charge, supplied
+    (
+        "max_waiting -1",
+        lambda: Machine(Fifo(2), 1, max_waiting=-1),
+        valued("max_waiting", -1, "must be at least 0"),
+    ),
+    (
+        "max_waiting str",
+        lambda: Machine(Fifo(2), 1, max_waiting="3"),  # type: ignore[arg-type]
+        typed("max_waiting", "3", "an int, a sequence or None"),
+    ),
+    (
+        "max_waiting float",
+        lambda: Machine(Fifo(2), 1, max_waiting=3.0),  # type: ignore[arg-type]
+        typed("max_waiting", 3.0, "an int, a sequence or None"),
+    ),
+    (
+        "max_waiting bool",
+        lambda: Machine(Fifo(2), 1, max_waiting=True),
+        typed("max_waiting", True, "an int, a sequence or None"),
+    ),
+    (
+        "max_waiting too short",
+        lambda: Machine(Fifo(2), 1, max_waiting=(3,)),
+        valued("max_waiting", (3,), "needs one entry per level (2)"),
+    ),
+    (
+        "max_waiting entry -1",
+        lambda: Machine(Fifo(2), 1, max_waiting=(3, -1)),
+        valued("max_waiting", (3, -1), "every entry must be None or an int >= 0"),
+    ),
+    (
+        "max_waiting entry bool",
+        lambda: Machine(Fifo(2), 1, max_waiting=(3, False)),
+        valued("max_waiting", (3, False), "every entry must be None or an int >= 0"),
+    ),
+    (
+        "max_waiting entry float",
+        lambda: Machine(Fifo(2), 1, max_waiting=(3, 1.0)),  # type: ignore[arg-type]
+        valued("max_waiting", (3, 1.0), "every entry must be None or an int >= 0"),
+    ),
+    (
+        "refund window -1",
+        lambda: Machine(Fifo(), 1, refund_window_ns=-1),
+        valued("refund_window_ns", -1, "must be at least 0"),
+    ),
+    (
+        "refund window float",
+        lambda: Machine(Fifo(), 1, refund_window_ns=0.5),  # type: ignore[arg-type]
+        typed("refund_window_ns", 0.5, "an int"),
+    ),
+    (
+        "supplied 1",
+        lambda: Machine(Fifo(), 1, supplied=1),  # type: ignore[arg-type]
+        typed("supplied", 1, "a bool"),
+    ),
+    (
+        "charge str",
+        lambda: Machine(Fifo(), 1, charge="at grant"),  # type: ignore[arg-type]
+        typed("charge", "at grant", "Charge.AT_GRANT or Charge.AT_SPEND"),
+    ),
+    (
+        "supplied at spend",
+        lambda: Machine(Fifo(), 1, supplied=True, charge=Charge.AT_SPEND),
+        valued(
+            "charge", Charge.AT_SPEND, "a supplied machine's permits are charged by their source"
+        ),
+    ),
+    (
+        "supplied two limits",
+        lambda: Machine(Fifo(), limits=two, supplied=True),
+        valued("limits", two, "a supplied machine has one limit"),
+    ),
+    # flows
+    (
+        "flow_weights a list",
+        lambda: Machine(Fifo(), 1, flow_weights=[1, 2]),  # type: ignore[arg-type]
+        typed("flow_weights", [1, 2], "a mapping or a function from flow to weight"),
+    ),
+    (
+        "flow weight 0",
+        lambda: Machine(Fifo(), 1, flow_weights={"a": 0}),
+        valued("flow_weights", 0, "the weight of flow 'a' must be from 1 to 1000000"),
+    ),
+    (
+        "flow weight too large",
+        lambda: Machine(Fifo(), 1, flow_weights={"a": WEIGHT + 1}),
+        valued("flow_weights", WEIGHT + 1, "the weight of flow 'a' must be from 1 to 1000000"),
+    ),
+    (
+        "flow weight float",
+        lambda: Machine(Fifo(), 1, flow_weights={"a": 2.0}),  # type: ignore[dict-item]
+        typed("flow_weights", 2.0, "an int weight for flow 'a'"),
+    ),
+    (
+        "flow weight bool",
+        lambda: Machine(Fifo(), 1, flow_weights={"a": True}),
+        typed("flow_weights", True, "an int weight for flow 'a'"),
+    ),
+    (
+        "max_waiting_per_flow -1",
+        lambda: Machine(Fifo(), 1, max_waiting_per_flow=-1),
+        valued("max_waiting_per_flow", -1, "must be at least 0"),
+    ),
+    (
+        "flow_limit unknown",
+        lambda: Machine(Fifo(), limits=two, flow_limit="seconds"),
+        valued("flow_limit", "seconds", "must name a limit (one of 'requests', 'tokens')"),
+    ),
+    # the checks other packages use
+    ("check_int str", lambda: check_int("n", "1"), typed("n", "1", "an int")),
+    ("check_int below", lambda: check_int("n", 2, 3), valued("n", 2, "must be at least 3")),
+    (
+        "check_rate named",
+        lambda: check_rate(-2, "count"),
+        valued("count", -2, "must be greater than 0"),
+    ),
+]
+
+
+def refused(
+    call: Callable[[], object], kind: type, argument: str, value: object, message: str
+) -> None:
+    with pytest.raises(PermitError) as info:
+        call()
+    error = info.value
+    assert type(error) is kind, ("P18", type(error), kind)
+    assert isinstance(error, PermitTypeError | PermitValueError)
+    assert error.argument == argument, ("P18", error.argument)
+    if value is THEIRS:
+        assert str(error).startswith(f"{argument}="), ("P18", str(error))
+        assert str(error).endswith(message), ("P18", str(error))
+    else:
+        assert error.value == value, ("P18", error.value)
+        assert str(error) == message, ("P18", str(error))
+
+
+@pytest.mark.parametrize(("what", "call", "refusal"), REFUSED, ids=[c[0] for c in REFUSED])
+def test_a_bad_argument_is_refused_in_words(
+    what: str, call: Callable[[], object], refusal: tuple[type, str, object, str]
+) -> None:
+    """P18: the error type, the argument named as the caller wrote it, the
+    value, and the whole message."""
+    refused(call, *refusal)
+
+
+def test_the_bounds_are_inclusive(monkeypatch: pytest.MonkeyPatch) -> None:
+    """P18's other half: the values just inside every bound are accepted, as
+    what they say."""
+    monkeypatch.setattr(policies, "MAX_SCHEDULE", 10)  # a cycle of 10^6 is slow to build
+    assert Shares((9, 1)).weights == (9, 1)
+    assert Shares.every(10).weights == (9, 1)
+    with pytest.raises(PermitValueError, match="at most 10"):
+        Shares((10, 1))
+    with pytest.raises(PermitValueError, match="at most 10"):
+        Shares.every(11)
+    assert Machine(StrictPriority(LEVELS), 1).levels == LEVELS
+    assert Machine(BadLevels(1), 1).levels == 1  # type: ignore[arg-type]
+    assert Machine(BadLevels(Tier.GOLD), 1).levels == 3  # type: ignore[arg-type]
+    assert Fifo(LEVELS).levels == LEVELS
+    assert Aging(1, after_ns=1).after_ns == 1
+    assert Shares((Tier.GOLD, 1)).weights == (3, 1)
+    assert Shares([2, 1]).weights == (2, 1)
+    assert Shares.every(2).weights == (1, 1)
+    assert Shares.every(3, limit="tokens").limit == "tokens"
+    machine = Machine(Fifo(2), Fraction(1, 3), 1, max_waiting=0, refund_window_ns=0)
+    assert (machine.rate, machine.burst, machine.max_waiting) == (Fraction(1, 3), 1, (0, 0))
+    assert machine.refund_window_ns == 0
+    assert Machine(Fifo(2), 1, max_waiting=(None, 0)).max_waiting == (None, 0)
+    assert Machine(Fifo(2), 1, max_waiting=[Tier.GOLD, None]).max_waiting == (3, None)
+    assert Machine(Fifo(2), 1, max_waiting=Tier.GOLD).max_waiting == (3, 3)
+    assert Machine(Fifo(), 0.1).rate == Fraction(1, 10)
+    assert Machine(Fifo(), Decimal("0.25")).rate == Fraction(1, 4)
+    assert Machine(Fifo(), Tier.GOLD, Tier.GOLD).burst == 3
+    assert Machine(Fifo(), limits=Limit(2, 3)).limits == {"units": Limit(2, 3)}
+    machine = Machine(Fifo(), limits=two, flow_limit="tokens", max_waiting_per_flow=0)
+    assert machine.limits == two
+    assert Machine(Fifo(), 1, supplied=True).supplied
+    assert Machine(Fifo(), 1, charge=Charge.AT_SPEND).charge is Charge.AT_SPEND
+    weights = Machine(Fifo(), 1, flow_weights={"a": 1, "b": WEIGHT, "c": Tier.GOLD})
+    weights.push("banked", 0, 0)  # granted at once: "x" waits
+    weights.push("x", 0, 0, flow="b")
+    assert weights.queues.fairness()[0][1] == WEIGHT  # its weight, read
+    assert Limit.per_minute(500) == Limit(Fraction(500, 60), 500)
+    assert Limit.per_hour(3600, burst=2) == Limit(1, 2)
+    assert Limit.per_second(2.5, burst=3) == Limit(Fraction(5, 2), 3)
+    assert check_rate(numpy_like(2.5)) == Fraction(5, 2)
+    assert check_int("n", Tier.GOLD, 3) == 3
+    assert type(check_int("n", Tier.GOLD)) is int
+
+
+class numpy_like(float):
+    """A float subclass whose repr is not a number's, as numpy.float64's is not."""
+
+    def __repr__(self) -> str:
+        return f"numpy_like({float(self)!r})"
+
+
+@given(
+    rate=st.one_of(
+        st.integers(max_value=0),
+        st.floats(max_value=0),
+        st.sampled_from([NAN, INF, -INF]),
+        st.fractions(max_value=0),
+    )
+)
+def test_no_rate_at_or_below_zero_or_unbounded(rate: Any) -> None:
+    """P18: a rate that is not a finite number above 0 is refused, naming
+    ``rate``, whatever its type."""
+    with pytest.raises(PermitValueError) as info:
+        Machine(Fifo(), rate)
+    assert info.value.argument == "rate"
+    assert str(info.value).startswith("rate="), "P18"
+    reason = "must be finite" if isinstance(rate, float) and not math.isfinite(rate) else None
+    assert info.value.reason == (reason or "must be greater than 0"), "P18"
