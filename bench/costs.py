@@ -1,6 +1,7 @@
 """What do costs and several limits cost the core, beside the machine before them?
 
     python bench/costs.py [--before REV] [--no-valgrind]
+    python bench/costs.py --bytecodes [--before REV]
 
 Strict priority, 10^4 waiting (two levels, pushed alternately); each
 iteration pushes one waiter and ticks at each next due time until one is
@@ -14,6 +15,10 @@ granted, so the queue stays at 10^4. Four loops, in one run:
   500,000/s burst 100,000), each waiter asking for 1 request and 1 to 1,000
   tokens (a fixed pseudo-random sequence);
 - a bare ``heapq`` push and pop, the floor.
+
+``--bytecodes`` prints instead the Python bytecodes each loop executes per
+grant (``sys.settrace`` opcode events over 2,000 grants), in all and for the
+functions that execute most of them: where a grant's work goes.
 
 Instructions per grant are counted by callgrind (loops of 2N minus N grants,
 so set-up cancels out; the same on every run), ns per grant are the best of
@@ -32,6 +37,7 @@ import tempfile
 import time
 import tracemalloc
 from pathlib import Path
+from typing import Any
 
 from _callgrind import instructions as instructions_of
 
@@ -47,7 +53,7 @@ def tokens(i: int) -> int:
     return (i * 7919) % 1000 + 1
 
 
-def machine_loop(kind: str, waiting: int, grants: int) -> float:
+def machine_loop(kind: str, waiting: int, grants: int, trace: Any = None) -> float:
     """Seconds per grant."""
     from permits.core import Machine, StrictPriority  # the copy on sys.path
 
@@ -71,6 +77,7 @@ def machine_loop(kind: str, waiting: int, grants: int) -> float:
     push, tick, next_due = machine.push, machine.tick, machine.next_due
     gc.collect()
     start = time.perf_counter()
+    sys.settrace(trace)
     for id in range(waiting, waiting + grants):
         if costs:
             push(id, id & 1, now, cost=asks[id])
@@ -80,9 +87,32 @@ def machine_loop(kind: str, waiting: int, grants: int) -> float:
             now = next_due()  # type: ignore[assignment]
             if tick(now):
                 break
+    sys.settrace(None)
     elapsed = time.perf_counter() - start
     assert abs(len(machine) - waiting) <= 2, len(machine)
     return elapsed / grants
+
+
+def bytecodes(kind: str, grants: int = 2000) -> None:
+    """Print the bytecodes per grant of loop ``kind``, in all and by function."""
+    import collections
+
+    counts: collections.Counter[str] = collections.Counter()
+
+    def trace(frame: Any, event: str, arg: object) -> Any:
+        frame.f_trace_opcodes, frame.f_trace_lines = True, False
+
+        def opcode(frame: Any, event: str, arg: object) -> Any:
+            if event == "opcode":
+                counts[frame.f_code.co_name] += 1
+            return opcode
+
+        return opcode
+
+    machine_loop(kind, WAITING, grants, trace=trace)
+    counts.pop("machine_loop", None)  # the benchmark's own loop
+    top = ", ".join(f"{name} {n / grants:,.0f}" for name, n in counts.most_common(6))
+    print(f"{sum(counts.values()) / grants:,.0f} bytecodes per grant ({top})")
 
 
 def bytes_per_waiter(waiting: int) -> float:
@@ -158,6 +188,29 @@ def compare(
         print(f"| {name} | {counted} | {ratio} | {ns:,.0f} |")
 
 
+def bytecodes_report(rev: str) -> str:
+    """Each loop's bytecodes per grant, the machine of ``rev`` first (each
+    in a child process, with its core first on the path)."""
+    lines = []
+    with tempfile.TemporaryDirectory() as tmp:
+        old = extract(rev, tmp)
+        for name, loop, core in [
+            (f"machine at {rev}, one limit, cost 1", "one limit", old),
+            ("this machine, one limit, cost 1", "one limit", str(ROOT / "core")),
+            ("this machine, two limits, costs 1-1,000", "two limits, costs", str(ROOT / "core")),
+        ]:
+            env = dict(os.environ, PYTHONPATH=core)
+            result = subprocess.run(
+                [sys.executable, __file__, "--bytecodes-of", loop],
+                env=env,
+                capture_output=True,
+                text=True,
+                check=True,
+            )
+            lines.append(f"{name}: {result.stdout.strip()}")
+    return "\n".join(lines)
+
+
 def main() -> None:
     before = sys.argv[sys.argv.index("--before") + 1] if "--before" in sys.argv else "197dc54"
     valgrind = shutil.which("valgrind") is not None and "--no-valgrind" not in sys.argv
@@ -181,7 +234,12 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    if "--one" in sys.argv:
+    if "--bytecodes-of" in sys.argv:
+        bytecodes(sys.argv[sys.argv.index("--bytecodes-of") + 1])
+    elif "--bytecodes" in sys.argv:
+        rev = sys.argv[sys.argv.index("--before") + 1] if "--before" in sys.argv else "197dc54"
+        print(bytecodes_report(rev))
+    elif "--one" in sys.argv:
         at = sys.argv.index("--one")
         loop, count = sys.argv[at + 1], int(sys.argv[at + 2])
         if loop == "heapq":
