@@ -261,6 +261,12 @@ MUTANTS: dict[str, tuple[str, str, str, str]] = {
         "nothing of it is kept\n        return\n",
         "a flow without waiters is kept: memory grows with every key ever seen",
     ),
+    "pause-time-overlaps": (
+        "_machine.py",
+        "self._paused_ns += until - max(now, end)",
+        "self._paused_ns += until - now",
+        "the time paused counts overlapping pauses twice",
+    ),
     "rerate-refills": (
         "_bucket.py",
         "max(Fraction(now - 1), now + (self.b1 + 1 - units) * change.P / change.Q)",

@@ -151,6 +151,9 @@ class Reference:
         #: grants that may still be refunded or settled, by id
         self.held: dict[Hashable, Held] = {}
         self.paused_until: int | None = None
+        #: P38: the pauses that lengthened the pause, and every pause's span
+        self.pauses = 0
+        self.pause_spans: list[tuple[int, int]] = []
         self.waiting: list[RefWaiter] = []
         self.seq = 0
         self.total_granted = 0
@@ -486,8 +489,21 @@ class Reference:
 
     def pause_until(self, until: int, now: int) -> list[Row]:
         out = self.settle(now)
+        if until > now and until > (self.paused_until or 0):
+            self.pauses += 1
         self.paused_until = max(until, self.paused_until or until)
+        self.pause_spans.append((now, until))
         return out
+
+    def paused_ns(self) -> int:
+        """The length of the union of the pauses' ``[now, until)``."""
+        covered, end = 0, None
+        for start, stop in sorted(s for s in self.pause_spans if s[1] > s[0]):
+            if end is None or start > end:
+                covered, end = covered + stop - start, stop
+            elif stop > end:
+                covered, end = covered + stop - end, stop
+        return covered
 
     def adopt(self, remaining: int, reset: int, now: int, i: int) -> list[Row]:
         out = self.settle(now)

@@ -789,6 +789,11 @@ class PolicyMachine(RuleBasedStateMachine):
         self.check_decisions(out, self.now)
         self.follow(out)
         self.compare(out, self.model.pause_until(until, self.now))
+        stats = self.core.statistics()
+        assert (stats.pauses, stats.paused_ns) == (
+            self.model.pauses,
+            self.model.paused_ns(),
+        ), ("P38", stats.pauses, stats.paused_ns, self.model.pause_spans)
 
     @precondition(lambda self: hasattr(self, "core") and self.config.costs)
     @rule(limit=st.integers(0, 1), remaining=st.integers(0, 6), length=st.integers(0, 64))

@@ -81,3 +81,30 @@ def test_histogram_counts_match_the_waits() -> None:
         near = sum(1 for w in waits if abs(w - bound) <= bound / 256)
         assert abs(count - exact) <= near, (bound, count, exact)
     assert machine.statistics().levels[0].wait_total_ns == sum(waits)
+
+
+def test_scrape_shows_pauses_and_the_upstreams_answers() -> None:
+    """Pauses (overlaps counted once) from the machine, and what a client
+    integration read from real responses: the 429s, and headers it could
+    not parse."""
+    httpx = pytest.importorskip("httpx")
+    from permits.adapters.threads import open_limiter
+    from permits.httpx import Upstream
+
+    machine = Machine(StrictPriority(1), 100)
+    machine.pause_until(2 * MILLISECOND, 0)
+    machine.pause_until(3 * MILLISECOND, MILLISECOND)  # overlaps: 1 ms more
+    machine.pause_until(2 * MILLISECOND, 2 * MILLISECOND)  # ends sooner: no pause
+    with open_limiter(StrictPriority(1), 100) as limiter:
+        upstream = Upstream(limiter)
+        upstream.learn(httpx.Response(429, headers={"Retry-After": "0"}))
+        upstream.learn(httpx.Response(429))  # no Retry-After: throttled, no pause
+        upstream.learn(httpx.Response(503, headers={"Retry-After": "soon"}))  # malformed
+        registry = prometheus_client.CollectorRegistry()
+        registry.register(PermitsCollector(machine, name="api", upstream=upstream))
+        samples = scrape(registry)
+    at = (("limiter", "api"),)
+    assert samples[("permits_pauses_total", at)] == 2
+    assert samples[("permits_paused_seconds_total", at)] == pytest.approx(0.003)
+    assert samples[("permits_upstream_throttled_total", at)] == 2
+    assert samples[("permits_upstream_malformed_total", at)] == 1

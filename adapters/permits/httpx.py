@@ -114,11 +114,16 @@ class Upstream:
         self.malformed = 0
         #: Responses that paused the limiter (429 or 503 with Retry-After).
         self.pauses = 0
+        #: Responses that said the limit was exceeded (429), with or without
+        #: a Retry-After.
+        self.throttled = 0
 
     def learn(self, response: httpx.Response) -> float | None:
         """Apply ``response``'s headers; the pause it set (seconds), if any."""
         headers = response.headers
         pause = None
+        if response.status_code == 429:
+            self.throttled += 1
         if response.status_code in (429, 503) and "retry-after" in headers:
             seconds = _retry_after(headers["retry-after"], time.time())
             if seconds is None:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterator, Sequence
+from typing import Protocol
 
 from permits.core import Machine
 
@@ -61,6 +62,18 @@ _COUNTERS = (
 )
 
 
+class Upstream(Protocol):
+    """What a client integration counts of the upstream's answers
+    (``permits.httpx``'s ``transport.upstream``)."""
+
+    @property
+    def throttled(self) -> int: ...
+    @property
+    def pauses(self) -> int: ...
+    @property
+    def malformed(self) -> int: ...
+
+
 class PermitsCollector(Collector):
     """A collector for one limiter (or bare machine), read at scrape time.
 
@@ -69,6 +82,9 @@ class PermitsCollector(Collector):
         level numbers).
     :param buckets: the histogram's upper bounds, in seconds, ascending; a
         wait within 0.4% of a bound may be counted on either side of it.
+    :param upstream: a client integration's view of the upstream (for
+        ``permits.httpx``, ``transport.upstream``): the 429s it received,
+        the pauses they set and the headers it could not read.
     """
 
     def __init__(
@@ -78,7 +94,9 @@ class PermitsCollector(Collector):
         name: str = "default",
         levels: Sequence[str] | None = None,
         buckets: Sequence[float] = DEFAULT_BUCKETS,
+        upstream: Upstream | None = None,
     ) -> None:
+        self._upstream = upstream
         self._machine = source.machine if isinstance(source, BaseLimiter) else source
         count = self._machine.levels
         if levels is not None and len(levels) != count:
@@ -92,7 +110,8 @@ class PermitsCollector(Collector):
         self._bounds_ns = [round(b * 1e9) for b in bounds]
 
     def collect(self) -> Iterator[Metric]:
-        stats = self._machine.statistics().levels
+        whole = self._machine.statistics()
+        stats = whole.levels
         labels = ["limiter", "level"]
         waiting = GaugeMetricFamily(
             "permits_waiting", "Waiters per level (queue depth)", labels=labels
@@ -130,3 +149,27 @@ class PermitsCollector(Collector):
             for limit, count in zip(self._machine.limits, level.units_granted, strict=True):
                 units.add_metric([self._limiter, self._names[level.level], limit], count)
         yield units
+        limiter = [self._limiter]
+        pauses = CounterMetricFamily(
+            "permits_pauses",
+            "Pauses that lengthened the time nothing is granted (a 429 with Retry-After)",
+            labels=["limiter"],
+        )
+        pauses.add_metric(limiter, whole.pauses)
+        yield pauses
+        paused = CounterMetricFamily(
+            "permits_paused_seconds",
+            "Time nothing could be granted because of pauses, overlaps counted once",
+            labels=["limiter"],
+        )
+        paused.add_metric(limiter, whole.paused_ns / 1e9)
+        yield paused
+        upstream = self._upstream
+        if upstream is not None:
+            for field, text in (
+                ("throttled", "Responses 429 (limit exceeded) received from the upstream"),
+                ("malformed", "Rate-limit headers from the upstream that did not parse"),
+            ):
+                counter = CounterMetricFamily(f"permits_upstream_{field}", text, labels=["limiter"])
+                counter.add_metric(limiter, getattr(upstream, field))
+                yield counter

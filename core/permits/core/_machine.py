@@ -192,6 +192,9 @@ class Machine:
         "_max_waiting",
         "_none",
         "_now",
+        "_paused_ns",
+        "_paused_until",
+        "_pauses",
         "_per_flow",
         "_pushed",
         "_queues",
@@ -324,6 +327,11 @@ class Machine:
         self._units = [[0] * len(named) for _ in range(levels)]
         self._none = (0,) * len(named)
         self._busiest = [Busiest() for _ in range(levels)]
+        #: Pauses that lengthened the pause, the time they cover, and when
+        #: the latest ends.
+        self._pauses = 0
+        self._paused_ns = 0
+        self._paused_until = 0
 
     def __repr__(self) -> str:
         limits = self._limits
@@ -510,7 +518,9 @@ class Machine:
                     units_granted=self._units_granted(level),
                 )
                 for level in range(self.levels)
-            )
+            ),
+            pauses=self._pauses,
+            paused_ns=self._paused_ns,
         )
 
     def waits_at_most(self, level: int, bounds_ns: Sequence[int]) -> tuple[int, ...]:
@@ -879,6 +889,11 @@ class Machine:
             raise refuse_outside("until", until, "pause_until()")
         out = self.tick(now)
         self._source.pause(until)
+        end = self._paused_until
+        if until > now and until > end:
+            self._pauses += 1
+            self._paused_ns += until - max(now, end)
+            self._paused_until = until
         return out
 
     def adopt(

@@ -180,9 +180,17 @@ def _seconds(ns: int | None) -> float:
 
 @attrs.frozen
 class Statistics:
-    """A snapshot of every level's :class:`LevelStatistics`."""
+    """A snapshot of every level's :class:`LevelStatistics`, and of the
+    machine's pauses."""
 
     levels: tuple[LevelStatistics, ...]
+    #: Pauses (:meth:`Machine.pause_until`) that lengthened the time nothing
+    #: is granted: a call whose ``until`` is later than ``now`` and than the
+    #: end of every earlier pause.
+    pauses: int = 0
+    #: Nanoseconds paused in all: the length of the union of every pause's
+    #: ``[now, until)``.
+    paused_ns: int = 0
 
     @property
     def granted(self) -> int:
