@@ -27,12 +27,13 @@ aiolimiter is compared only if installed.
 from __future__ import annotations
 
 import asyncio
+import importlib
 import math
 import subprocess
 import sys
 import threading
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable, Coroutine
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -103,7 +104,7 @@ class Tally:
 
 async def drive(
     seconds: float,
-    send: Callable[[httpx.AsyncClient, bool], Awaitable[httpx.Response]],
+    send: Callable[[httpx.AsyncClient, bool], Coroutine[Any, Any, httpx.Response]],
     client: httpx.AsyncClient,
     tally: Tally,
 ) -> None:
@@ -157,9 +158,7 @@ async def naive(url: str, seconds: float, tally: Tally) -> None:
 
 
 async def with_aiolimiter(url: str, seconds: float, tally: Tally) -> None:
-    import aiolimiter
-
-    limiter = aiolimiter.AsyncLimiter(NOMINAL, 1)
+    limiter = importlib.import_module("aiolimiter").AsyncLimiter(NOMINAL, 1)
 
     async def send(client: httpx.AsyncClient, interactive: bool) -> httpx.Response:
         async with limiter:
@@ -182,7 +181,7 @@ async def with_permits(url: str, seconds: float, tally: Tally) -> None:
         tally.retried = transport.upstream.throttled
 
 
-CLIENTS: dict[str, Callable[[str, float, Tally], Awaitable[None]]] = {
+CLIENTS: dict[str, Callable[[str, float, Tally], Coroutine[Any, Any, None]]] = {
     "naive (no limiter)": naive,
     f"aiolimiter at {NOMINAL:g}/s": with_aiolimiter,
     f"permits.httpx at {NOMINAL:g}/s": with_permits,
@@ -213,7 +212,7 @@ def main() -> None:
     for name in CLIENTS:
         try:
             if "aiolimiter" in name:
-                import aiolimiter  # noqa: F401
+                importlib.import_module("aiolimiter")
         except ImportError:
             print(f"| {name} | not installed | | | | |")
             continue
