@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import threading
 import time
-from typing import Any
+from typing import Any, NoReturn
 
 import pytest
 
-from permits.adapters import AcquireTimeout, LimiterClosed
+from permits.adapters import AcquireTimeout, LimiterClosed, threads
 from permits.adapters.threads import Limiter, open_limiter
 from permits.core import (
     SECOND,
@@ -164,3 +164,36 @@ def test_a_limiter_made_by_hand_refuses_at_once() -> None:
     limiter = Limiter(Fifo(), 10)
     with pytest.raises(RuntimeError, match=r"with open_limiter\(\.\.\.\)"):
         limiter.acquire()
+
+
+def test_an_interrupt_leaves_no_permit_behind(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A KeyboardInterrupt can land between any two bytecodes of the main
+    thread: one just after a permit was granted at once gives the permit
+    back, one just after the waiter was queued withdraws it. Neither leaves
+    a permit in flight or a waiter queued with nobody to take it."""
+    from permits.adapters import _base
+
+    def interrupt(*args: object) -> NoReturn:
+        raise KeyboardInterrupt
+
+    with threads.open_limiter(Fifo(), 1, 1) as limiter:  # a permit a second
+        with monkeypatch.context() as patch:
+            patch.setattr(_base, "Permit", interrupt)  # after the grant, before the caller has it
+            with pytest.raises(KeyboardInterrupt):
+                limiter.acquire()
+        assert limiter.machine.in_flight == 0
+        assert limiter.statistics().levels[0].refunded == 1
+        assert limiter.try_acquire(), "the permit came back"
+        queued = _base._Waiter
+
+        def waiter(event: object, decision: object = None) -> object:
+            if event is not None:
+                interrupt()  # after the push, before the waiter is registered
+            return queued(event, decision)  # type: ignore[arg-type]
+
+        with monkeypatch.context() as patch:
+            patch.setattr(threads, "_Waiter", waiter)
+            with pytest.raises(KeyboardInterrupt):
+                limiter.acquire()
+        assert len(limiter.machine) == 0, "not left queued"
+        assert limiter.statistics().levels[0].cancelled == 1

@@ -421,8 +421,9 @@ class _Limiting:
         ``now`` with its :class:`Permit`, or learns why it has none."""
         level = decision.level
         if decision.state is _GRANTED:
+            permit = Permit(self, id, level, cost, flow)
             self._spend(id, now)  # the caller proceeds
-            return Permit(self, id, level, cost, flow)
+            return permit
         if decision.state is State.EXPIRED:
             raise AcquireTimeout(level, timeout if timeout is not None else 0.0)
         raise self._machine.queue_full(id, level, flow)

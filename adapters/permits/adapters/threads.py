@@ -115,14 +115,23 @@ class Limiter(_Limiting):
         """Block until a permit at ``level`` is granted; as
         :meth:`permits.adapters.BaseLimiter.acquire`, and ``timeout`` is
         this thread's patience in seconds (:class:`AcquireTimeout` after)."""
+        # An exception from here on (a KeyboardInterrupt, which lands
+        # between any two bytecodes of the main thread) withdraws the waiter
+        # or hands its permit back: none is left queued or in flight with
+        # nobody to take it.
         with self._lock:
             id, level, decision = self._request(level, cost, flow, timeout, max_wait)
-            if decision is not None:
-                return self._outcome(id, decision, cost, flow, timeout, decision.at)
-            event = threading.Event()
-            waiter = _Waiter(event)
-            self._waiters[id] = waiter
-            self._reschedule()
+            waiter = _Waiter(None, decision)
+            try:
+                if decision is not None:
+                    return self._outcome(id, decision, cost, flow, timeout, decision.at)
+                event = threading.Event()
+                waiter = _Waiter(event)
+                self._waiters[id] = waiter
+                self._reschedule()
+            except BaseException:
+                self._withdraw(id, waiter)
+                raise
         try:
             event.wait()  # the machine's deadline ends it: no timeout here
         except BaseException:
@@ -132,8 +141,12 @@ class Limiter(_Limiting):
         with self._lock:
             if waiter.error is not None:
                 raise waiter.error
-            assert waiter.decision is not None
-            return self._outcome(id, waiter.decision, cost, flow, timeout, self._now())
+            try:
+                assert waiter.decision is not None
+                return self._outcome(id, waiter.decision, cost, flow, timeout, self._now())
+            except BaseException:
+                self._withdraw(id, waiter)
+                raise
 
     @contextmanager
     def permit(
