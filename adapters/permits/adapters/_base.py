@@ -243,6 +243,9 @@ class _Limiting:
         self._waiters: dict[int, _Waiter] = {}
         self._ids = itertools.count()
         self._closed: LimiterClosed | None = None
+        #: Told ``(level, waited_ns)`` as each caller proceeds with its
+        #: permit (the OpenTelemetry wait histogram records from here).
+        self._on_proceed: list[Callable[[int, int], None]] = []
 
     # -- what an adapter provides -----------------------------------------
 
@@ -423,6 +426,8 @@ class _Limiting:
         if decision.state is _GRANTED:
             permit = Permit(self, id, level, cost, flow)
             self._spend(id, now)  # the caller proceeds
+            for told in self._on_proceed:
+                told(level, decision.waited)
             return permit
         if decision.state is State.EXPIRED:
             raise AcquireTimeout(level, timeout if timeout is not None else 0.0)

@@ -13,13 +13,12 @@ working; rising interactive waits mean demand exceeds the limit.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterator, Sequence
-from typing import Protocol
 
 from permits.core import Machine
 
-from ._base import BaseLimiter
+from ._base import BaseLimiter, _Limiting
+from ._metrics import COUNTERS, DEFAULT_BUCKETS, Upstream, bucket_bounds, level_names
 from ._requires import requires_extra
 
 with requires_extra(__name__, "prometheus", "prometheus_client"):
@@ -32,46 +31,6 @@ with requires_extra(__name__, "prometheus", "prometheus_client"):
     from prometheus_client.registry import Collector
 
 __all__ = ["DEFAULT_BUCKETS", "PermitsCollector"]
-
-#: Upper bounds (seconds) of the wait histogram's buckets: from the
-#: millisecond an interactive call notices to the minute a batch tolerates.
-DEFAULT_BUCKETS = (
-    0.001,
-    0.0025,
-    0.005,
-    0.01,
-    0.025,
-    0.05,
-    0.1,
-    0.25,
-    0.5,
-    1.0,
-    2.5,
-    5.0,
-    10.0,
-    30.0,
-    60.0,
-)
-
-_COUNTERS = (
-    ("granted", "Permits granted (including those later refunded)"),
-    ("cancelled", "Waiters that withdrew while waiting"),
-    ("rejected", "Pushes refused because the level was full"),
-    ("expired", "Waiters still waiting at their deadline"),
-    ("refunded", "Granted permits handed back unused"),
-)
-
-
-class Upstream(Protocol):
-    """What a client integration counts of the upstream's answers
-    (``permits.httpx``'s ``transport.upstream``)."""
-
-    @property
-    def throttled(self) -> int: ...
-    @property
-    def pauses(self) -> int: ...
-    @property
-    def malformed(self) -> int: ...
 
 
 class PermitsCollector(Collector):
@@ -89,7 +48,7 @@ class PermitsCollector(Collector):
 
     def __init__(
         self,
-        source: BaseLimiter | Machine,
+        source: BaseLimiter | _Limiting | Machine,
         *,
         name: str = "default",
         levels: Sequence[str] | None = None,
@@ -97,15 +56,10 @@ class PermitsCollector(Collector):
         upstream: Upstream | None = None,
     ) -> None:
         self._upstream = upstream
-        self._machine = source.machine if isinstance(source, BaseLimiter) else source
-        count = self._machine.levels
-        if levels is not None and len(levels) != count:
-            raise ValueError(f"levels={levels!r}: needs one name per level ({count})")
-        self._names = list(levels) if levels is not None else [str(i) for i in range(count)]
+        self._machine = source.machine if isinstance(source, _Limiting) else source
+        self._names = level_names(self._machine, levels)
         self._limiter = name
-        bounds = [float(b) for b in buckets]
-        if not bounds or bounds != sorted(bounds) or bounds[0] < 0 or not math.isfinite(bounds[-1]):
-            raise ValueError(f"buckets={buckets!r}: needs ascending finite seconds >= 0")
+        bounds = bucket_bounds(buckets)
         self._buckets = bounds
         self._bounds_ns = [round(b * 1e9) for b in bounds]
 
@@ -119,7 +73,7 @@ class PermitsCollector(Collector):
         for level in stats:
             waiting.add_metric([self._limiter, self._names[level.level]], level.waiting)
         yield waiting
-        for field, text in _COUNTERS:
+        for field, text in COUNTERS:
             counter = CounterMetricFamily(f"permits_{field}", text, labels=labels)
             for level in stats:
                 counter.add_metric([self._limiter, self._names[level.level]], getattr(level, field))

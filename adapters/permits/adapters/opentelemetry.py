@@ -1,0 +1,139 @@
+"""Export a limiter's statistics as OpenTelemetry metrics (extra ``permits[otel]``).
+
+    from opentelemetry import metrics
+    instrument(limiter, metrics.get_meter("permits"), name="upstream",
+               levels=["interactive", "batch"])
+
+The same instruments as the Prometheus collector, with OpenTelemetry's
+names: per level (attributes ``limiter`` and ``level``) the queue depth
+(``permits.waiting``, a gauge), the counters (``permits.granted``,
+``permits.cancelled``, ``permits.rejected``, ``permits.expired``,
+``permits.refunded``), the units granted per limit (``permits.units_granted``,
+attribute ``limit``) and the waits as a histogram (``permits.wait``, in
+seconds, recorded as each caller proceeds); for the whole limiter the
+pauses and the seconds paused (``permits.pauses``, ``permits.paused``), and,
+given ``upstream=transport.upstream`` from ``permits.httpx``, the 429s
+received and the headers that did not parse (``permits.upstream.throttled``,
+``permits.upstream.malformed``). Everything but the histogram is read from
+:meth:`~permits.core.Machine.statistics` when the reader collects.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+
+from ._base import _Limiting
+from ._metrics import COUNTERS, DEFAULT_BUCKETS, Upstream, bucket_bounds, level_names
+from ._requires import requires_extra
+
+with requires_extra(__name__, "otel", "opentelemetry"):
+    from opentelemetry import metrics
+    from opentelemetry.metrics import CallbackOptions, Meter, Observation
+
+__all__ = ["DEFAULT_BUCKETS", "instrument"]
+
+
+def instrument(
+    limiter: _Limiting,
+    meter: Meter | None = None,
+    *,
+    name: str = "default",
+    levels: Sequence[str] | None = None,
+    buckets: Sequence[float] = DEFAULT_BUCKETS,
+    upstream: Upstream | None = None,
+) -> None:
+    """Create ``limiter``'s instruments on ``meter`` (default: the global
+    meter provider's ``permits`` meter).
+
+    :param name: the ``limiter`` attribute, to tell several limiters apart.
+    :param levels: a name per level for the ``level`` attribute (default:
+        the level numbers).
+    :param buckets: the wait histogram's bucket bounds, in seconds,
+        ascending (an advice to the SDK, which a view may override). Waits
+        count from this call on; the counters from the limiter's start.
+    :param upstream: a client integration's view of the upstream
+        (``transport.upstream`` of ``permits.httpx``).
+    """
+    if not isinstance(limiter, _Limiting):
+        raise TypeError(f"limiter={limiter!r}: expected a limiter of permits.adapters")
+    machine = limiter.machine
+    names = level_names(machine, levels)
+    bounds = bucket_bounds(buckets)
+    meter = meter if meter is not None else metrics.get_meter("permits")
+    of = {"limiter": name}
+
+    def per_level(field: str) -> Callable[[CallbackOptions], Iterable[Observation]]:
+        def observe(options: CallbackOptions) -> Iterable[Observation]:
+            stats = limiter.statistics().levels
+            return [
+                Observation(getattr(level, field), {**of, "level": names[level.level]})
+                for level in stats
+            ]
+
+        return observe
+
+    def whole(read: Callable[[], float]) -> Callable[[CallbackOptions], Iterable[Observation]]:
+        def observe(options: CallbackOptions) -> Iterable[Observation]:
+            return [Observation(read(), of)]
+
+        return observe
+
+    meter.create_observable_gauge(
+        "permits.waiting",
+        callbacks=[per_level("waiting")],
+        unit="{waiter}",
+        description="Waiters per level (queue depth)",
+    )
+    for field, text in COUNTERS:
+        meter.create_observable_counter(
+            f"permits.{field}", callbacks=[per_level(field)], unit="{permit}", description=text
+        )
+
+    def units(options: CallbackOptions) -> Iterable[Observation]:
+        stats = limiter.statistics().levels
+        return [
+            Observation(count, {**of, "level": names[level.level], "limit": limit})
+            for level in stats
+            for limit, count in zip(machine.limits, level.units_granted, strict=True)
+        ]
+
+    meter.create_observable_counter(
+        "permits.units_granted",
+        callbacks=[units],
+        unit="{unit}",
+        description="Units granted per limit, less those refunded, as settled for those settled",
+    )
+    meter.create_observable_counter(
+        "permits.pauses",
+        callbacks=[whole(lambda: limiter.statistics().pauses)],
+        unit="{pause}",
+        description="Pauses that lengthened the time nothing is granted (a 429 with Retry-After)",
+    )
+    meter.create_observable_counter(
+        "permits.paused",
+        callbacks=[whole(lambda: limiter.statistics().paused_ns / 1e9)],
+        unit="s",
+        description="Time nothing could be granted because of pauses, overlaps counted once",
+    )
+    if upstream is not None:
+        seen = upstream
+        meter.create_observable_counter(
+            "permits.upstream.throttled",
+            callbacks=[whole(lambda: seen.throttled)],
+            unit="{response}",
+            description="Responses 429 (limit exceeded) received from the upstream",
+        )
+        meter.create_observable_counter(
+            "permits.upstream.malformed",
+            callbacks=[whole(lambda: seen.malformed)],
+            unit="{header}",
+            description="Rate-limit headers from the upstream that did not parse",
+        )
+    wait = meter.create_histogram(
+        "permits.wait",
+        unit="s",
+        description="Wait from push to grant, of callers that proceeded",
+        explicit_bucket_boundaries_advisory=bounds,
+    )
+    attributes = [{**of, "level": level} for level in names]
+    limiter._on_proceed.append(lambda level, waited: wait.record(waited / 1e9, attributes[level]))

@@ -1,0 +1,109 @@
+"""The OpenTelemetry instruments, read by the SDK's in-memory reader."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import anyio
+import pytest
+
+pytest.importorskip("opentelemetry.sdk.metrics")
+
+import httpx
+from opentelemetry.sdk.metrics import MeterProvider
+from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+
+from permits.adapters import asyncio as asyncio_adapter
+from permits.adapters import threads
+from permits.adapters.opentelemetry import instrument
+from permits.core import StrictPriority
+from permits.httpx import Upstream
+
+pytestmark = pytest.mark.timeout(60)
+
+
+def points(reader: InMemoryMetricReader) -> dict[str, list[Any]]:
+    data = reader.get_metrics_data()
+    assert data is not None
+    return {
+        metric.name: list(metric.data.data_points)
+        for resource in data.resource_metrics
+        for scope in resource.scope_metrics
+        for metric in scope.metrics
+    }
+
+
+def value(found: dict[str, list[Any]], name: str, **attributes: str) -> Any:
+    [point] = [
+        p for p in found[name] if all(p.attributes.get(k) == v for k, v in attributes.items())
+    ]
+    return point
+
+
+def test_the_thread_limiter_exports_its_statistics_and_waits() -> None:
+    """Counters, depth, units, pauses and the upstream's 429s as the reader
+    collects them; the waits of the callers that proceeded in the histogram,
+    in the buckets asked for."""
+    reader = InMemoryMetricReader()
+    meter = MeterProvider(metric_readers=[reader]).get_meter("test")
+    with threads.open_limiter(StrictPriority(2), 10, 1, max_waiting=(None, 0)) as limiter:
+        upstream = Upstream(limiter)
+        instrument(
+            limiter,
+            meter,
+            name="api",
+            levels=["interactive", "batch"],
+            buckets=[0.0005, 0.1],
+            upstream=upstream,
+        )
+        limiter.acquire(1)  # granted at once
+        limiter.acquire(0)  # waits for the next permit, up to 0.1 s
+        with pytest.raises(Exception, match="rejected"):
+            limiter.acquire(1)  # level 1 never queues, and no permit is free
+        upstream.learn(httpx.Response(429, headers={"Retry-After": "0.001"}))
+        found = points(reader)
+    at = {"limiter": "api"}
+    assert value(found, "permits.granted", level="batch", **at).value == 1
+    assert value(found, "permits.granted", level="interactive", **at).value == 1
+    assert value(found, "permits.rejected", level="batch", **at).value == 1
+    assert value(found, "permits.waiting", level="interactive", **at).value == 0
+    units = value(found, "permits.units_granted", level="batch", limit="units", **at)
+    assert units.value == 1
+    assert value(found, "permits.pauses", **at).value == 1
+    assert value(found, "permits.paused", **at).value == pytest.approx(0.001, abs=1e-6)
+    assert value(found, "permits.upstream.throttled", **at).value == 1
+    assert value(found, "permits.upstream.malformed", **at).value == 0
+    batch = value(found, "permits.wait", level="batch", **at)
+    assert (batch.count, list(batch.explicit_bounds)) == (1, [0.0005, 0.1])
+    assert batch.bucket_counts[0] == 1  # granted at once: no wait
+    interactive = value(found, "permits.wait", level="interactive", **at)
+    assert interactive.count == 1
+    assert interactive.sum > 0
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])
+async def test_an_async_limiter_records_each_caller_that_proceeds() -> None:
+    reader = InMemoryMetricReader()
+    meter = MeterProvider(metric_readers=[reader]).get_meter("test")
+    async with asyncio_adapter.open_limiter(StrictPriority(1), 10**6, 1) as limiter:
+        instrument(limiter, meter)
+        async with anyio.create_task_group() as tg:
+            for _ in range(5):
+                tg.start_soon(limiter.acquire)
+        found = points(reader)
+    assert value(found, "permits.wait", level="0", limiter="default").count == 5
+    assert value(found, "permits.granted", level="0").value == 5
+
+
+def test_a_bare_machine_or_bad_names_are_refused() -> None:
+    from permits.core import Machine
+
+    meter = MeterProvider(metric_readers=[InMemoryMetricReader()]).get_meter("test")
+    with pytest.raises(TypeError, match="limiter="):
+        instrument(Machine(StrictPriority(1), 1), meter)  # type: ignore[arg-type]
+    with threads.open_limiter(StrictPriority(2), 1) as limiter:
+        with pytest.raises(ValueError, match="one name per level"):
+            instrument(limiter, meter, levels=["only one"])
+        with pytest.raises(ValueError, match="ascending"):
+            instrument(limiter, meter, buckets=[1.0, 0.5])
