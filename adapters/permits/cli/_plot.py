@@ -12,7 +12,18 @@ from pathlib import Path
 
 from permits.sim import BINS, Result, describe
 
-__all__ = ["plot"]
+__all__ = ["plot", "require_matplotlib"]
+
+
+def require_matplotlib() -> None:
+    """Exit with one line naming the extra if matplotlib is missing (checked
+    before the run, not after it)."""
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:  # pragma: no cover - depends on the environment
+        raise SystemExit(
+            "permits: error: --plot needs matplotlib: pip install 'permits[plot]'"
+        ) from None
 
 
 def plot(results: Sequence[Result], path: Path) -> None:

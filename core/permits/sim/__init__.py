@@ -15,8 +15,19 @@ always gives the same result.
 (200, 800)
 """
 
-from ._load import load_scenarios
-from ._run import BINS, Result, Tally, WorkloadResult, arrivals, simulate
+from ._compare import AGING_AFTER, SHARES_EVERY, Comparison, Outcome, compare, default_grid
+from ._load import ScenarioError, load_policy, load_scenarios
+from ._require import Measure, Requirement, offered_quantile
+from ._run import (
+    BINS,
+    MAX_ARRIVALS,
+    Result,
+    Tally,
+    WorkloadResult,
+    arrivals,
+    check_arrivals,
+    simulate,
+)
 from ._scenario import (
     Arrivals,
     Batch,
@@ -31,7 +42,17 @@ from ._scenario import (
 from ._seed import SEED
 
 __all__ = [
+    "AGING_AFTER",
+    "SHARES_EVERY",
+    "Comparison",
+    "Measure",
+    "Outcome",
+    "Requirement",
+    "compare",
+    "default_grid",
+    "offered_quantile",
     "BINS",
+    "MAX_ARRIVALS",
     "SEED",
     "Arrivals",
     "Batch",
@@ -40,11 +61,14 @@ __all__ = [
     "Published",
     "Result",
     "Scenario",
+    "ScenarioError",
     "Tally",
     "Workload",
     "WorkloadResult",
     "arrivals",
+    "check_arrivals",
     "describe",
+    "load_policy",
     "load_scenarios",
     "nanoseconds",
     "simulate",

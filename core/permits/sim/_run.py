@@ -12,19 +12,36 @@ the same tally from a real event loop, so both are reported alike.
 from __future__ import annotations
 
 import heapq
+import math
 from collections.abc import Iterator
+from fractions import Fraction
 
 import attrs
 
-from permits.core import Decision, Machine, State, WaitHistogram
-from permits.core.checks import check_rate
+from permits.core import Decision, Machine, PermitValueError, State, WaitHistogram
+from permits.core.checks import check_int, check_rate
 
-from ._scenario import Scenario, Workload, nanoseconds
+from ._scenario import Batch, Scenario, Workload, nanoseconds
 
-__all__ = ["BINS", "Result", "Tally", "WorkloadResult", "arrivals", "simulate"]
+__all__ = [
+    "BINS",
+    "MAX_ARRIVALS",
+    "Result",
+    "Tally",
+    "WorkloadResult",
+    "arrivals",
+    "check_arrivals",
+    "simulate",
+]
 
 #: Number of equal time bins in a result's timeline.
 BINS = 200
+
+#: The most callers a run may ask for unless told otherwise (``max_arrivals``;
+#: ``--max-arrivals`` on the command line): about two minutes of simulation
+#: on one core. A run's work is proportional to its callers: each arrives
+#: once, is granted, gives up or expires at most once.
+MAX_ARRIVALS = 10_000_000
 
 _GRANTED = State.GRANTED
 _EXPIRED = State.EXPIRED
@@ -182,14 +199,41 @@ def _stream(w: int, workload: Workload, seed: int, duration: int) -> Iterator[tu
         yield t, w
 
 
-def simulate(scenario: Scenario) -> Result:
+def check_arrivals(scenario: Scenario, max_arrivals: int | None = MAX_ARRIVALS) -> int:
+    """How many callers ``scenario`` asks for (a Poisson workload: on
+    average); raises :class:`~permits.core.PermitValueError` naming the
+    workload's ``size`` or ``rate`` that asks for the most if the total is
+    over ``max_arrivals`` (``None``: no limit)."""
+    duration = nanoseconds("seconds", scenario.seconds)
+    asked = [w.arrivals.asked(duration) for w in scenario.workloads]
+    total = sum(asked, Fraction(0))
+    if max_arrivals is not None and total > check_int("max_arrivals", max_arrivals, 0):
+        j = max(range(len(asked)), key=asked.__getitem__)
+        arrivals = scenario.workloads[j].arrivals
+        how = f"asks for {float(total):,.4g} callers in all"
+        if not isinstance(arrivals, Batch):
+            how = f"for seconds={scenario.seconds!r} {how}"
+        raise PermitValueError(
+            f"workloads[{j}].{'size' if isinstance(arrivals, Batch) else 'rate'}",
+            arrivals.size if isinstance(arrivals, Batch) else arrivals.rate,
+            f"{how}, over the {max_arrivals:,} a run may ask for "
+            "(raise the limit with max_arrivals, or --max-arrivals on the command line)",
+        )
+    return math.ceil(total)
+
+
+def simulate(scenario: Scenario, *, max_arrivals: int | None = MAX_ARRIVALS) -> Result:
     """Run ``scenario`` in virtual time on the core and report per workload.
+
+    Refuses a scenario that asks for more than ``max_arrivals`` callers
+    (:func:`check_arrivals`) before it starts.
 
     Deterministic: the same scenario gives the same result. Events at the
     same time happen in this order: the machine ticks (permits due and
     deadlines reached), then callers whose timeout ran out cancel, then new
     callers arrive (each push ticks first, as the core's push does).
     """
+    check_arrivals(scenario, max_arrivals)
     duration = nanoseconds("seconds", scenario.seconds)
     tally = Tally(scenario, duration)
     workloads = scenario.workloads
