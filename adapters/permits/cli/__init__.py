@@ -32,12 +32,14 @@ from permits.sim import (
     MAX_ARRIVALS,
     Result,
     Scenario,
+    TraceError,
     compare,
     load_policy,
+    replay,
     simulate,
 )
 
-from ._files import Usage, check_output, examples, read_scenarios
+from ._files import Usage, check_output, examples, read_scenarios, trace
 from ._report import as_json, compare_tables, comparison, comparison_json, seconds, table
 
 __all__ = ["main"]
@@ -105,6 +107,17 @@ def _inputs(command: argparse.ArgumentParser) -> None:
     command.add_argument("--json", action="store_true", help="print JSON instead of tables")
 
 
+def _trace_option(command: argparse.ArgumentParser) -> None:
+    command.add_argument(
+        "--trace",
+        type=Path,
+        metavar="TRACE",
+        help="replay these recorded calls (CSV or JSON lines: at, level, and optionally "
+        "cost, flow, timeout) in place of the workloads' arrivals, under each scenario's "
+        "limit and policy, for its seconds",
+    )
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog=PROG,
@@ -121,6 +134,7 @@ def _parser() -> argparse.ArgumentParser:
         "scenarios, its published figures beside the simulated ones.",
     )
     _inputs(sim)
+    _trace_option(sim)
     sim.add_argument(
         "--plot", type=Path, metavar="FILE.png", help="also draw the results (needs permits[plot])"
     )
@@ -135,6 +149,7 @@ def _parser() -> argparse.ArgumentParser:
         "'article'.",
     )
     _inputs(cmp)
+    _trace_option(cmp)
     cmp.add_argument(
         "--policy",
         action="append",
@@ -178,7 +193,14 @@ def _simulate(args: argparse.Namespace) -> int:
         check_output("--plot", args.plot)
         require_matplotlib()
     loaded = scenarios(args.file, args.example, args.max_arrivals)
-    results = [simulate(scenario, max_arrivals=None) for scenario in loaded]
+    if args.trace is None:
+        results = [simulate(scenario, max_arrivals=None) for scenario in loaded]
+    else:
+        calls = trace(args.trace)
+        try:
+            results = [replay(scenario, calls()) for scenario in loaded]
+        except TraceError as error:
+            _fail(f"{args.trace}: {error}")
     if args.plot is not None:
         from ._plot import plot
 
@@ -276,11 +298,14 @@ def _policies(texts: list[str] | None, levels: int) -> list[Policy] | None:
 
 def _compare(args: argparse.Namespace) -> int:
     name = "article" if args.file is None and args.example is None else args.example
+    calls = None if args.trace is None else trace(args.trace)
     comparisons = []
     for scenario in scenarios(args.file, name, args.max_arrivals):
         grid = _policies(args.policy, scenario.policy.levels)
         try:
-            comparisons.append(compare(scenario, grid, max_arrivals=None))
+            comparisons.append(compare(scenario, grid, max_arrivals=None, calls=calls))
+        except TraceError as error:
+            _fail(f"{args.trace}: {error}")
         except PermitError as error:
             _fail(f"{scenario.name}: {error}")
     if args.json:

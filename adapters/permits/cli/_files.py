@@ -7,17 +7,18 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Callable, Iterator
 from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from permits.core import PermitError
-from permits.sim import MAX_ARRIVALS, SEED, Scenario, load_scenarios
+from permits.sim import MAX_ARRIVALS, SEED, Call, Scenario, load_scenarios, read_trace
 
 if TYPE_CHECKING:
     from importlib.resources.abc import Traversable
 
-__all__ = ["Usage", "check_output", "example", "examples", "read_scenarios"]
+__all__ = ["Usage", "check_output", "example", "examples", "read_scenarios", "trace"]
 
 
 class Usage(Exception):
@@ -100,6 +101,28 @@ def read_scenarios(
         return load_scenarios(parsed, max_arrivals=max_arrivals)
     except PermitError as error:
         raise Usage(f"{where}: {error}") from None
+
+
+def trace(path: Path) -> Callable[[], Iterator[Call]]:
+    """A function that reads the trace at ``path`` afresh each time it is
+    called, one call at a time (the file is checked readable now). A
+    malformed row raises :class:`~permits.sim.TraceError` while it runs."""
+    try:
+        with path.open("rb"):
+            pass
+    except OSError as error:
+        raise Usage(f"--trace={str(path)!r}: cannot read: {error.strerror or error}") from None
+
+    def calls() -> Iterator[Call]:
+        try:
+            with path.open(encoding="utf-8", newline="") as file:
+                yield from read_trace(file)
+        except UnicodeDecodeError:
+            raise Usage(f"{path}: not a trace: not UTF-8 text") from None
+        except OSError as error:
+            raise Usage(f"{path}: cannot read: {error.strerror or error}") from None
+
+    return calls
 
 
 def check_output(option: str, path: Path) -> None:

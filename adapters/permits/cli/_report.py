@@ -250,7 +250,7 @@ def compare_tables(comparison: Comparison) -> str:
         ("share", ">6"),
         ("cleared", ">8"),
     )
-    for j, workload in enumerate(scenario.workloads):
+    for j, workload in enumerate(first.scenario.workloads):  # a trace's: one per level
         rows = []
         for name, outcome in zip(names, outcomes, strict=True):
             w = outcome.result.workloads[j]

@@ -40,6 +40,7 @@ from ._scenario import (
     nanoseconds,
 )
 from ._seed import SEED
+from ._trace import COLUMNS, Call, TraceError, read_trace, replay, traced
 
 __all__ = [
     "AGING_AFTER",
@@ -51,11 +52,15 @@ __all__ = [
     "compare",
     "default_grid",
     "offered_quantile",
+    "read_trace",
+    "replay",
     "BINS",
+    "COLUMNS",
     "MAX_ARRIVALS",
     "SEED",
     "Arrivals",
     "Batch",
+    "Call",
     "Constant",
     "Poisson",
     "Published",
@@ -63,6 +68,7 @@ __all__ = [
     "Scenario",
     "ScenarioError",
     "Tally",
+    "TraceError",
     "Workload",
     "WorkloadResult",
     "arrivals",
@@ -72,4 +78,5 @@ __all__ = [
     "load_scenarios",
     "nanoseconds",
     "simulate",
+    "traced",
 ]

@@ -10,7 +10,7 @@ simulator: the same scenario gives the same comparison.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from fractions import Fraction
 
 import attrs
@@ -20,6 +20,7 @@ from permits.core import SECOND, Aging, Fifo, Policy, Shares, StrictPriority
 from ._require import Requirement, offered_quantile
 from ._run import MAX_ARRIVALS, Result, check_arrivals, simulate
 from ._scenario import Scenario
+from ._trace import Call, replay
 
 __all__ = ["AGING_AFTER", "SHARES_EVERY", "Comparison", "Outcome", "compare", "default_grid"]
 
@@ -107,16 +108,24 @@ def compare(
     policies: Iterable[Policy] | None = None,
     *,
     max_arrivals: int | None = MAX_ARRIVALS,
+    calls: Callable[[], Iterable[Call]] | None = None,
 ) -> Comparison:
     """Run ``scenario`` under each of ``policies`` (default:
     :func:`default_grid` of its policy's levels) in place of its own, and
     check each run against its requirements. ``max_arrivals`` bounds each
-    run (:func:`~permits.sim.check_arrivals`), checked before the first."""
+    run (:func:`~permits.sim.check_arrivals`), checked before the first.
+
+    With ``calls``, each run replays the calls it returns (a fresh iterable
+    per run: for instance a function that opens a trace file and reads it
+    with :func:`~permits.sim.read_trace`) in place of the workloads'
+    arrivals (:func:`~permits.sim.replay`)."""
     grid = default_grid(scenario.policy.levels) if policies is None else tuple(policies)
-    check_arrivals(scenario, max_arrivals)
+    if calls is None:
+        check_arrivals(scenario, max_arrivals)
     outcomes = []
     for policy in grid:
-        result = simulate(attrs.evolve(scenario, policy=policy), max_arrivals=None)
+        run = attrs.evolve(scenario, policy=policy)
+        result = simulate(run, max_arrivals=None) if calls is None else replay(run, calls())
         missed = tuple(
             r for r in scenario.requirements if not r.met_by(r.measured(result[r.workload]))
         )
