@@ -463,3 +463,19 @@ def test_bad_policy_option_is_one_line(
     assert (status, out) == (2, "")
     assert err.count("\n") == 1
     assert says in err, err
+
+
+def test_compare_plot_writes_a_png_and_checks_its_path_first(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    pytest.importorskip("matplotlib")
+    target = tmp_path / "compare.png"
+    status, out, _ = run(capsys, "compare", "--plot", str(target))
+    assert status == 0
+    assert "recommended: " in out
+    data = target.read_bytes()
+    assert data.startswith(b"\x89PNG\r\n\x1a\n")
+    assert len(data) > 50_000  # three charts of sixteen policies, not an empty canvas
+    status, out, err = run(capsys, "compare", "--plot", str(tmp_path / "no" / "c.png"))
+    assert (status, out) == (2, "")
+    assert "no directory" in err

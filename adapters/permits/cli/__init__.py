@@ -118,6 +118,10 @@ def _trace_option(command: argparse.ArgumentParser) -> None:
     )
 
 
+def _plot_option(command: argparse.ArgumentParser, help: str) -> None:
+    command.add_argument("--plot", type=Path, metavar="FILE.png", help=help)
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog=PROG,
@@ -135,9 +139,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     _inputs(sim)
     _trace_option(sim)
-    sim.add_argument(
-        "--plot", type=Path, metavar="FILE.png", help="also draw the results (needs permits[plot])"
-    )
+    _plot_option(sim, "also draw the results (needs permits[plot])")
     cmp = commands.add_parser(
         "compare",
         help="run one workload under every policy family and recommend one",
@@ -150,6 +152,12 @@ def _parser() -> argparse.ArgumentParser:
     )
     _inputs(cmp)
     _trace_option(cmp)
+    _plot_option(
+        cmp,
+        "also draw the trade-off: the most urgent workload's p99 wait against the least "
+        "urgent one's share, a point per policy; and the wait distributions (needs "
+        "permits[plot])",
+    )
     cmp.add_argument(
         "--policy",
         action="append",
@@ -297,6 +305,11 @@ def _policies(texts: list[str] | None, levels: int) -> list[Policy] | None:
 
 
 def _compare(args: argparse.Namespace) -> int:
+    if args.plot is not None:
+        from ._plot import require_matplotlib
+
+        check_output("--plot", args.plot)
+        require_matplotlib()
     name = "article" if args.file is None and args.example is None else args.example
     calls = None if args.trace is None else trace(args.trace)
     comparisons = []
@@ -308,6 +321,10 @@ def _compare(args: argparse.Namespace) -> int:
             _fail(f"{args.trace}: {error}")
         except PermitError as error:
             _fail(f"{scenario.name}: {error}")
+    if args.plot is not None:
+        from ._plot import plot_comparisons
+
+        plot_comparisons(comparisons, args.plot)
     if args.json:
         print(json.dumps({"scenarios": [comparison_json(c) for c in comparisons]}, indent=2))
     else:
