@@ -16,7 +16,7 @@ import itertools
 import json
 from collections.abc import Hashable, Iterable, Iterator
 from decimal import Decimal, InvalidOperation
-from typing import Any
+from typing import Any, NamedTuple
 
 import attrs
 
@@ -46,9 +46,9 @@ class TraceError(PermitValueError):
         self.args = (f"line {line}: {shown}: {reason}",)
 
 
-@attrs.frozen
-class Call:
-    """One recorded request. Times in nanoseconds."""
+class Call(NamedTuple):
+    """One recorded request. Times in nanoseconds. (A named tuple: a trace
+    of millions of rows makes millions of them.)"""
 
     #: When it arrived, from the start of the trace.
     at: int
@@ -57,11 +57,25 @@ class Call:
     flow: Hashable = None
     #: After how long it gave up; ``None``: it waited as long as it took.
     timeout: int | None = None
-    #: Its line in the trace (for errors).
-    line: int = attrs.field(default=0, eq=False)
+    #: Its line in the trace (for errors); 0 for a call made otherwise.
+    line: int = 0
 
 
 def _ns(line: int, field: str, value: object, positive: bool = False) -> int:
+    """Seconds as exact nanoseconds: the decimal as written (a float as it
+    prints), nearest nanosecond."""
+    text = value if isinstance(value, str) else repr(value)
+    whole, _, fraction = text.partition(".")
+    if (
+        whole.isdigit()
+        and whole.isascii()
+        and len(fraction) <= 9
+        and ((fraction.isdigit() and fraction.isascii()) or not fraction)
+        and not isinstance(value, bool)
+    ):  # the common case, plain digits: no Decimal
+        ns = int(whole) * 1_000_000_000 + (int(fraction.ljust(9, "0")) if fraction else 0)
+        if ns or not positive:
+            return ns
     if isinstance(value, bool) or not isinstance(value, (str, int, float)):
         raise TraceError(line, field, value, "expected a number of seconds")
     try:
@@ -77,7 +91,7 @@ def _ns(line: int, field: str, value: object, positive: bool = False) -> int:
 def _int(line: int, field: str, value: object, minimum: int) -> int:
     if isinstance(value, str):
         text = value.strip()
-        if text.isdigit():
+        if text.isdigit() and text.isascii():
             value = int(text)
     if isinstance(value, bool) or not isinstance(value, int):
         raise TraceError(line, field, value, f"expected a whole number >= {minimum}")
@@ -87,25 +101,27 @@ def _int(line: int, field: str, value: object, minimum: int) -> int:
 
 
 def _call(line: int, row: dict[str, Any], previous: int) -> Call:
-    for key in _REQUIRED:
-        if row.get(key) in (None, ""):
-            raise TraceError(line, key, None, "missing")
-    at = _ns(line, "at", row["at"])
-    if at < previous:
+    get = row.get
+    at, level, cost, flow, timeout = (get(key) for key in COLUMNS)
+    if at is None or at == "":
+        raise TraceError(line, "at", None, "missing")
+    if level is None or level == "":
+        raise TraceError(line, "level", None, "missing")
+    at_ns = _ns(line, "at", at)
+    if at_ns < previous:
         raise TraceError(
-            line, "at", row["at"], f"earlier than the row before ({previous / 1e9:g} s): sort by at"
+            line, "at", at, f"earlier than the row before ({previous / 1e9:g} s): sort by at"
         )
-    cost = row.get("cost")
-    flow = row.get("flow")
-    timeout = row.get("timeout")
     if isinstance(flow, bool) or not isinstance(flow, (str, int, type(None))):
         raise TraceError(line, "flow", flow, "expected a name (a string) or a number")
     return Call(
-        at,
-        _int(line, "level", row["level"], 0),
-        1 if cost in (None, "") else _int(line, "cost", cost, 1),
-        None if flow in (None, "") else flow,
-        None if timeout in (None, "") else _ns(line, "timeout", timeout, positive=True),
+        at_ns,
+        int(level)
+        if level.__class__ is str and level.isdigit() and level.isascii()
+        else _int(line, "level", level, 0),
+        1 if cost is None or cost == "" or cost == "1" else _int(line, "cost", cost, 1),
+        None if flow == "" else flow,
+        None if timeout is None or timeout == "" else _ns(line, "timeout", timeout, True),
         line,
     )
 
@@ -120,20 +136,26 @@ def _unknown(line: int, keys: Iterable[str]) -> None:
 
 def read_trace(lines: Iterable[str]) -> Iterator[Call]:
     """The calls of a trace, one at a time, from its lines: JSON lines if the
-    first non-blank line opens an object, else CSV with a header row (one
-    row a line)."""
-    numbered = (pair for pair in enumerate(lines, 1) if pair[1].strip())
-    head = next(numbered, None)
-    if head is None:
+    first non-blank line opens an object, else CSV with a header row (open
+    a CSV file with ``newline=""``, as :mod:`csv` asks)."""
+    source = iter(lines)
+    number = 0
+    for text in source:
+        number += 1
+        if text.strip():
+            break
+    else:
         return iter(())
-    if head[1].lstrip().startswith("{"):
-        return _json_calls(itertools.chain([head], numbered))
-    return _csv_calls(head, numbered)
+    if text.lstrip().startswith("{"):
+        return _json_calls(itertools.chain([(number, text)], enumerate(source, number + 1)))
+    return _csv_calls(number, text, source)
 
 
 def _json_calls(numbered: Iterator[tuple[int, str]]) -> Iterator[Call]:
     previous = 0
     for number, text in numbered:
+        if not text.strip():
+            continue
         try:
             row = json.loads(text)
         except (ValueError, RecursionError):
@@ -146,24 +168,28 @@ def _json_calls(numbered: Iterator[tuple[int, str]]) -> Iterator[Call]:
         yield call
 
 
-def _csv_calls(head: tuple[int, str], numbered: Iterator[tuple[int, str]]) -> Iterator[Call]:
-    number, text = head
-    names = [name.strip() for name in next(csv.reader([text]))]
+def _csv_calls(number: int, header: str, source: Iterator[str]) -> Iterator[Call]:
+    names = [name.strip() for name in next(csv.reader([header]))]
     _unknown(number, names)
     for key in sorted(_REQUIRED - set(names)):
         raise TraceError(number, key, None, "missing from the header")
     width = len(names)
     previous = 0
-    for number, text in numbered:
+    reader = csv.reader(source, strict=True)
+    while True:
         try:
-            (cells,) = csv.reader([text])
-        except (csv.Error, ValueError):
-            raise TraceError(number, "row", text.strip()[:60], "not a CSV row") from None
+            cells = next(reader, None)
+        except csv.Error as error:
+            raise TraceError(number + reader.line_num, "row", None, f"not CSV: {error}") from None
+        if cells is None:
+            return
+        line = number + reader.line_num
+        if not cells:  # a blank line
+            continue
         if len(cells) != width:
-            raise TraceError(
-                number, "row", text.strip()[:60], f"{len(cells)} cells, the header has {width}"
-            )
-        call = _call(number, dict(zip(names, cells, strict=True)), previous)
+            shown = ",".join(cells)[:60]
+            raise TraceError(line, "row", shown, f"{len(cells)} cells, the header has {width}")
+        call = _call(line, dict(zip(names, cells, strict=True)), previous)
         previous = call.at
         yield call
 
