@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from fractions import Fraction
 from pathlib import Path
 
 import attrs
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from permits.core import SECOND, Fifo, Shares, StrictPriority
+from permits.core import SECOND, Aging, Fifo, Shares, StrictPriority
 from permits.sim import (
     SEED,
     Batch,
@@ -223,3 +226,63 @@ def test_cli_replays_a_trace_and_a_bad_row_is_one_line(tmp_path: Path) -> None:
         assert done.stderr == (
             f"permits: error: {path}: line 402: level='zero': expected a whole number >= 0\n"
         )
+
+
+_arrivals = st.one_of(
+    st.builds(Batch, st.integers(0, 40), st.sampled_from([0, 0.25, 1])),
+    st.builds(Constant, st.sampled_from([1, 7, 20, 55.5]), st.sampled_from([0, 0.003])),
+    st.builds(Poisson, st.sampled_from([2, 15, 60])),
+)
+
+
+@settings(deadline=None)
+@given(
+    policy=st.sampled_from(
+        [Fifo(3), StrictPriority(3), Shares((3, 2, 1)), Aging(3, after_ns=SECOND // 4)]
+    ),
+    rate=st.sampled_from([3, 25, Fraction(100, 3)]),
+    burst=st.integers(1, 4),
+    seed=st.integers(0, 2**70),
+    loads=st.lists(
+        st.tuples(
+            _arrivals,
+            st.sampled_from([None, 0.05, 0.4]),
+            st.sampled_from([None, 0.1, 0.7]),
+        ),
+        min_size=1,
+        max_size=3,
+    ),
+    own_timeouts=st.booleans(),
+)
+def test_any_scenario_replayed_from_its_own_arrivals_is_its_simulation(
+    policy: Fifo,
+    rate: int,
+    burst: int,
+    seed: int,
+    loads: list[tuple[Batch | Constant | Poisson, float | None, float | None]],
+    own_timeouts: bool,
+) -> None:
+    """One workload per level: replaying the scenario's arrivals as calls
+    gives its simulation, exactly; with each call carrying its workload's
+    timeout itself (``own_timeouts``) too."""
+    workloads = [
+        Workload(f"w{level}", level, arrivals, timeout=timeout, deadline=deadline)
+        for level, (arrivals, timeout, deadline) in enumerate(loads)
+    ]
+    scenario = Scenario("any", policy, rate, 2, workloads, burst=burst, seed=seed)
+    want = simulate(scenario)
+    calls = own_trace(scenario)
+    if own_timeouts:
+        timeouts = [None if w.timeout is None else round(w.timeout * SECOND) for w in workloads]
+        calls = (c._replace(timeout=timeouts[c.level]) for c in list(calls))
+        scenario = attrs.evolve(
+            scenario, workloads=[attrs.evolve(w, timeout=None) for w in workloads]
+        )
+    got = replay(scenario, calls)
+    mine, others = got.workloads[: len(loads)], got.workloads[len(loads) :]
+    for g, w in zip(mine, want.workloads, strict=True):
+        assert g == w
+        assert (g.waits, g.timeline) == (w.waits, w.timeline)
+    assert [(w.name, w.offered) for w in others] == [
+        (f"level {n}", 0) for n in range(len(loads), 3)
+    ]

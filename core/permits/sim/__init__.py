@@ -9,6 +9,12 @@ adapters drive, so what it shows is what the limiter does, minus the event
 loop's timer jitter. Pure like the core: no clock, no I/O; the same scenario
 always gives the same result.
 
+:func:`compare` runs one scenario under a grid of policies and checks each
+run against the scenario's :class:`Requirement` s; :func:`replay` runs
+recorded calls (:func:`read_trace` reads them from a trace's lines, one at
+a time) in place of its workloads; :func:`check_arrivals` bounds the work a
+scenario may ask for.
+
 >>> from permits.sim import SEED, simulate
 >>> result = simulate(SEED[1])              # strict priority, interactive 20/s
 >>> result["interactive"].granted, result["batch"].granted

@@ -147,7 +147,8 @@ class Constant:
 
     def asked(self, duration: int) -> Fraction:
         """How many callers arrive before ``duration`` ns (at most one more)."""
-        return _asked(self.rate, self.start, self.stop, duration) + 1
+        asked = _asked(self.rate, self.start, self.stop, duration)
+        return asked + 1 if asked else asked
 
     def scaled(self, factor: Fraction) -> Constant:
         return Constant(
