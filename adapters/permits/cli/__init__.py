@@ -194,12 +194,17 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _simulate(args: argparse.Namespace) -> int:
+def _check_plot(args: argparse.Namespace) -> None:
+    """Refuse, before any run, a ``--plot`` that could not be drawn or written."""
     if args.plot is not None:
         from ._plot import require_matplotlib
 
         check_output("--plot", args.plot)
         require_matplotlib()
+
+
+def _simulate(args: argparse.Namespace) -> int:
+    _check_plot(args)
     loaded = scenarios(args.file, args.example, args.max_arrivals)
     if args.trace is None:
         results = [simulate(scenario, max_arrivals=None) for scenario in loaded]
@@ -305,11 +310,7 @@ def _policies(texts: list[str] | None, levels: int) -> list[Policy] | None:
 
 
 def _compare(args: argparse.Namespace) -> int:
-    if args.plot is not None:
-        from ._plot import require_matplotlib
-
-        check_output("--plot", args.plot)
-        require_matplotlib()
+    _check_plot(args)
     name = "article" if args.file is None and args.example is None else args.example
     calls = None if args.trace is None else trace(args.trace)
     comparisons = []
