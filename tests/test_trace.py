@@ -286,3 +286,20 @@ def test_any_scenario_replayed_from_its_own_arrivals_is_its_simulation(
     assert [(w.name, w.offered) for w in others] == [
         (f"level {n}", 0) for n in range(len(loads), 3)
     ]
+
+
+def test_cli_refuses_a_binary_or_missing_trace_in_one_line(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    from permits.cli import main
+
+    path = tmp_path / "trace.csv"
+    path.write_bytes(b"at,level\n0,0\n" + bytes(range(128, 256)))
+    for command in ("simulate", "compare"):
+        assert main([command, "--trace", str(path)]) == 2
+        out, err = capsys.readouterr()
+        assert (out, err) == ("", f"permits: error: {path}: not a trace: not UTF-8 text\n")
+    assert main(["simulate", "--trace", str(tmp_path / "none.csv")]) == 2
+    out, err = capsys.readouterr()
+    assert out == ""
+    assert err.startswith(f"permits: error: --trace={str(tmp_path / 'none.csv')!r}: cannot read")
