@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -16,7 +17,8 @@ from permits.cli import main, scenarios
 from permits.sim import SEED, Scenario, simulate
 
 ROOT = Path(__file__).resolve().parent.parent
-SEED_FILE = ROOT / "examples" / "seed.toml"
+EXAMPLES = ROOT / "adapters" / "permits" / "cli" / "examples"
+SEED_FILE = EXAMPLES / "seed.toml"
 
 
 def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
@@ -66,15 +68,15 @@ def test_json_matches_the_simulation_and_is_byte_identical(
         for got, want in zip(reported["workloads"], result.workloads, strict=True):
             assert got["granted"] == want.granted
             assert got["waiting"] == want.waiting
-            assert got["wait_max"] == (None if want.wait_max is None else want.wait_max / 1e9)
+            assert got["wait_max_s"] == (None if want.wait_max is None else want.wait_max / 1e9)
     aging = data["scenarios"][4]["workloads"][1]
-    assert aging["published"]["cleared_at"] == 4.8
+    assert aging["published"]["cleared_at_s"] == 4.8
 
 
 def test_same_output_in_a_fresh_process() -> None:
     """Determinism across processes (hash seeds differ), not only within one."""
     command = [sys.executable, "-m", "permits", "simulate", "--json"]
-    command.append(str(ROOT / "examples" / "mixed.toml"))
+    command.append(str(EXAMPLES / "mixed.toml"))
     outputs = {
         subprocess.run(
             command, capture_output=True, check=True, env={"PYTHONHASHSEED": seed}
@@ -158,7 +160,56 @@ BAD = [
         GOOD.replace("seconds = 10", "seconds = 10\nburst = 0"),
         "scenario[0].burst=0: must be at least 1",
     ),
-    (GOOD.replace("name = ", "name = = ", 1), "is not valid TOML"),
+    (GOOD.replace("name = ", "name = = ", 1), "not valid TOML"),
+    (
+        GOOD.replace('policy = "strict"', 'policy = { kind = "strict", levels = 1000000000 }'),
+        "scenario[0].policy.levels=1000000000: must be at most 1000",
+    ),
+    (
+        GOOD.replace("size = 1000", "size = 100000000000"),
+        "scenario[0].workload[1].size=100000000000: asks for 1e+11 callers in all, over the "
+        "10,000,000 a run may ask for (raise the limit with max_arrivals, or --max-arrivals",
+    ),
+    (
+        GOOD.replace("seconds = 10", "seconds = 1e30"),
+        "scenario[0].workload[0].rate=20: for seconds=1e+30 asks for 2e+31 callers in all",
+    ),
+    (
+        GOOD.replace("rate = 20", "rate = 1e30"),
+        "scenario[0].workload[0].rate=1e+30: for seconds=10 asks for 1e+31 callers",
+    ),
+    (
+        GOOD.replace('"constant"\nrate = 20', '"poisson"\nrate = 1e30\nstop = 1'),
+        "scenario[0].workload[0].rate=1e+30: for seconds=10 asks for 1e+30 callers",
+    ),
+    (
+        GOOD.replace("size = 1000", "size = " + "[" * 5000 + "]" * 5000),
+        "arrays or tables nested too deep to read",
+    ),
+    (
+        GOOD.replace(
+            'policy = "strict"',
+            "policy = { kind = 'shares', weights = " + "[" * 100 + "1" + "]" * 100 + " }",
+        ),
+        "scenario[0].policy.weights=[[[[...]]]]: expected a sequence of ints",
+    ),
+    (
+        GOOD.replace("seconds = 10", 'seconds = 10\nrequire = ["interactive p99 >= 50 ms"]'),
+        "scenario[0].require[0]='interactive p99 >= 50 ms': a p99 bound is written <=",
+    ),
+    (
+        GOOD.replace("seconds = 10", 'seconds = 10\nrequire = ["users p99 <= 50 ms"]'),
+        "scenario[0].require[0]='users p99 <= 50 ms': no workload is called 'users' "
+        "(the workloads: 'interactive', 'batch')",
+    ),
+    (
+        GOOD.replace("seconds = 10", 'seconds = 10\nrequire = ["batch share >= 20"]'),
+        "scenario[0].require[0]='batch share >= 20': a share is at most 100%",
+    ),
+    (
+        GOOD.replace("seconds = 10", 'seconds = 10\nrequire = "batch share >= 20%"'),
+        "scenario[0].require='batch share >= 20%': expected a list of requirements",
+    ),
 ]
 
 
@@ -168,12 +219,12 @@ def test_bad_scenario_file_is_one_line_and_status_2(
 ) -> None:
     path = tmp_path / "scenario.toml"
     path.write_text(text)
-    for command in ("simulate", "demo"):
+    for command in ("simulate", "compare", "demo"):
         status, out, err = run(capsys, command, str(path))
         assert status == 2
         assert out == ""
         assert err.count("\n") == 1, err
-        assert err.startswith(f"permits: error: {path}: ") or "TOML" in err, err
+        assert err.startswith(f"permits: error: {path}: "), err
         assert message in err, err
 
 
@@ -241,3 +292,190 @@ def test_plot_writes_a_png(capsys: pytest.CaptureFixture[str], tmp_path: Path) -
     data = target.read_bytes()
     assert data.startswith(b"\x89PNG\r\n\x1a\n")
     assert len(data) > 20_000  # five rows of two charts, not an empty canvas
+
+
+PERMITS = str(Path(sys.executable).parent / "permits")
+
+
+def permits_command(*argv: str) -> subprocess.CompletedProcess[str]:
+    """The installed command, in a process of its own."""
+    return subprocess.run([PERMITS, *argv], capture_output=True, text=True, check=False)
+
+
+def test_a_reader_that_goes_away_is_no_error() -> None:
+    """``permits simulate | head``: the pipe's reader is gone before the first
+    write; the command stops quietly with status 0."""
+    read, write = os.pipe()
+    os.close(read)
+    try:
+        done = subprocess.run(
+            [PERMITS, "simulate", "--json"], stdout=write, stderr=subprocess.PIPE, check=False
+        )
+    finally:
+        os.close(write)
+    assert (done.returncode, done.stderr) == (0, b"")
+
+
+def test_plot_into_a_missing_directory_is_refused_before_the_run(tmp_path: Path) -> None:
+    target = tmp_path / "missing" / "seed.png"
+    done = permits_command("simulate", "--plot", str(target))
+    assert done.returncode == 2
+    assert done.stdout == ""  # refused before the tables
+    assert done.stderr == (
+        f"permits: error: --plot={str(target)!r}: no directory "
+        f"{str(target.parent)!r} to write it in\n"
+    )
+    done = permits_command("simulate", "--plot", str(tmp_path))
+    assert (done.returncode, done.stderr.count("\n")) == (2, 1)
+    assert "is a directory" in done.stderr
+
+
+@pytest.mark.parametrize(
+    ("data", "says"),
+    [
+        (bytes(range(256)) * 4, "not a scenario file: not UTF-8 text (byte 0x80 at offset 128)"),
+        (b"x = " + b"[" * 5000 + b"]" * 5000, "arrays or tables nested too deep to read"),
+        (GOOD.replace("size = 1000", "size = 100000000000").encode(), "workload[1].size="),
+    ],
+    ids=["binary", "nested", "size"],
+)
+def test_malformed_files_are_one_line_in_a_real_process(
+    tmp_path: Path, data: bytes, says: str
+) -> None:
+    path = tmp_path / "scenario.toml"
+    path.write_bytes(data)
+    for command in ("simulate", "compare"):
+        done = permits_command(command, str(path))
+        assert done.returncode == 2, done.stderr
+        assert done.stderr.count("\n") == 1, done.stderr
+        assert done.stderr.startswith(f"permits: error: {path}: ")
+        assert says in done.stderr
+
+
+def test_max_arrivals_raises_or_lowers_the_bound(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """GOOD asks for 1,201 callers (1,000 queued, 200 at 20/s for 10 s, one
+    more for a constant stream's rounding)."""
+    path = tmp_path / "scenario.toml"
+    path.write_text(GOOD)
+    status, out, err = run(capsys, "simulate", str(path), "--max-arrivals", "1200")
+    assert (status, out) == (2, "")
+    assert "size=1000: asks for 1,201 callers in all, over the 1,200 a run" in err
+    status, out, err = run(capsys, "simulate", str(path), "--max-arrivals", "1201")
+    assert (status, err) == (0, "")
+    assert "interactive" in out
+
+
+def test_examples_are_listed_and_run_by_name(capsys: pytest.CaptureFixture[str]) -> None:
+    status, out, _ = run(capsys, "examples")
+    assert status == 0
+    names = [line.split()[0] for line in out.splitlines()[:3]]
+    assert names == ["article", "mixed", "seed"]
+    assert sorted(p.stem for p in EXAMPLES.glob("*.toml")) == names
+    status, out, _ = run(capsys, "examples", "--json")
+    assert [e["name"] for e in json.loads(out)["examples"]] == names
+    _, by_name, _ = run(capsys, "simulate", "--example", "mixed")
+    _, by_path, _ = run(capsys, "simulate", str(EXAMPLES / "mixed.toml"))
+    assert by_name == by_path
+    assert "strict priority, 3 classes" in by_name
+    status, out, err = run(capsys, "simulate", "--example", "nope")
+    assert (status, out) == (2, "")
+    assert err == (
+        "permits: error: --example='nope': no such example "
+        "(expected one of: article, mixed, seed)\n"
+    )
+
+
+def test_compare_recommends_a_policy_meeting_the_articles_requirements() -> None:
+    """The article's workload asks for 1,200 permits where 10 s give 1,000;
+    of the grid, only aging after 5 s serves half the interactive calls
+    within 1 s while the batch gets 15% and clears by 9 s."""
+    done = permits_command("compare")
+    assert (done.returncode, done.stderr) == (0, "")
+    assert done.stdout == permits_command("compare", "--example", "article").stdout
+    out = done.stdout
+    assert "16 policies" in out
+    assert "recommended: aging after 5 s (meets every requirement)" in out
+    requirements = out.split("\nrequirements\n")[1].split("\n\n")[0].splitlines()
+    assert len(requirements) == 17
+    assert [row.split()[-1] for row in requirements[1:]].count("yes") == 1
+    fifo = out.split("\ninteractive (level 0)\n")[1].splitlines()[1]
+    want = "FIFO 700 900 200 2.71 s never 3 s 70.0% -"
+    assert fifo.split() == want.split()
+
+
+def test_compare_exit_status_says_whether_any_policy_meets_all(tmp_path: Path) -> None:
+    path = tmp_path / "scenario.toml"
+    path.write_text(
+        GOOD.replace('policy = "strict"\n', "")
+        .replace("size = 1000", "size = 100")
+        .replace("seconds = 10", 'seconds = 10\nrequire = ["batch cleared by 5 s"]')
+    )
+    done = permits_command("compare", str(path))
+    assert done.returncode == 0, done.stdout + done.stderr
+    path.write_text(path.read_text().replace("cleared by 5 s", "cleared by 0.5 s"))
+    done = permits_command("compare", str(path))
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "none meets every requirement; it misses 1" in done.stdout
+
+
+def test_compare_json_has_stable_keys_with_units(capsys: pytest.CaptureFixture[str]) -> None:
+    status, out, _ = run(capsys, "compare", "--json", "--policy", "strict", "--policy", "every:5")
+    assert status == 1  # neither meets the article's requirements
+    (scenario,) = json.loads(out)["scenarios"]
+    assert [p["policy"] for p in scenario["policies"]] == ["strict priority", "shares 4:1"]
+    assert (scenario["any_meets_all"], scenario["recommended"]) == (False, "shares 4:1")
+    strict = scenario["policies"][0]
+    interactive, batch = strict["workloads"]
+    assert set(interactive) >= {
+        "wait_p50_s",
+        "wait_p99_s",
+        "wait_max_s",
+        "offered_wait_p99_s",
+        "cleared_at_s",
+        "share",
+        "starved",
+    }
+    assert (batch["granted"], batch["starved"], batch["offered_wait_p50_s"]) == (101, 199, None)
+    share = strict["requirements"][1]
+    assert share == {
+        "requirement": "batch share >= 15%",
+        "met": False,
+        "measured_fraction": 101 / 1000,
+        "bound_fraction": 0.15,
+    }
+    assert strict["requirements"][0]["measured_s"] == interactive["offered_wait_p50_s"]
+
+
+@pytest.mark.parametrize(
+    ("option", "says"),
+    [
+        ("lottery", "--policy='lottery': unknown policy (expected one of: 'fifo', 'strict'"),
+        ("every:x", "--policy='every:x': expected fifo, strict, every:N, shares:W1,W2,..."),
+        ("shares:1", "workloads[1].level=1: must be below 1, the policy's levels"),
+    ],
+)
+def test_bad_policy_option_is_one_line(
+    capsys: pytest.CaptureFixture[str], option: str, says: str
+) -> None:
+    status, out, err = run(capsys, "compare", "--policy", option)
+    assert (status, out) == (2, "")
+    assert err.count("\n") == 1
+    assert says in err, err
+
+
+def test_compare_plot_writes_a_png_and_checks_its_path_first(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    pytest.importorskip("matplotlib")
+    target = tmp_path / "compare.png"
+    status, out, _ = run(capsys, "compare", "--plot", str(target))
+    assert status == 0
+    assert "recommended: " in out
+    data = target.read_bytes()
+    assert data.startswith(b"\x89PNG\r\n\x1a\n")
+    assert len(data) > 50_000  # three charts of sixteen policies, not an empty canvas
+    status, out, err = run(capsys, "compare", "--plot", str(tmp_path / "no" / "c.png"))
+    assert (status, out) == (2, "")
+    assert "no directory" in err

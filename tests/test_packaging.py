@@ -253,3 +253,29 @@ def test_requires_extra_passes_other_import_errors_on() -> None:
         import permits_no.such  # type: ignore[import-not-found]  # noqa: F401
     assert raised.value.name == "permits_no"
     assert str(raised.value) == "m needs permits_no: pip install 'permits[x]'"
+
+
+def test_wheel_ships_the_examples_and_runs_them(
+    dist: tuple[Path, Path], wheel_python: Path
+) -> None:
+    """``pip install permits`` then ``permits simulate --example mixed``."""
+    with zipfile.ZipFile(dist[1]) as wheel:
+        names = wheel.namelist()
+    shipped = sorted(n for n in names if n.startswith("permits/cli/examples/"))
+    here = ROOT / "adapters" / "permits" / "cli" / "examples"
+    assert shipped == sorted(f"permits/cli/examples/{p.name}" for p in here.glob("*.toml"))
+    done = run(wheel_python, "-m", "permits", "examples", cwd=wheel_python.parent, alone=True)
+    assert done.returncode == 0, done.stderr
+    assert "mixed" in done.stdout
+    done = run(
+        wheel_python,
+        "-m",
+        "permits",
+        "simulate",
+        "--example",
+        "mixed",
+        cwd=wheel_python.parent,
+        alone=True,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "strict priority, 3 classes" in done.stdout

@@ -2,9 +2,13 @@
 
 ``permits simulate`` runs scenarios in virtual time on the core (the
 article's five by default, or those of a TOML file) and prints a table per
-scenario, or JSON; ``permits demo`` plays them live on the asyncio adapter
-and prints measured beside simulated. Bad input is one line on stderr naming
-the field and the value, and exit status 2.
+scenario, or JSON; ``permits compare`` runs each scenario's workloads under
+a grid of policies and says which meet its requirements; ``permits demo``
+plays them live on the asyncio adapter and prints measured beside
+simulated; ``permits examples`` lists the scenario files shipped with the
+package. Bad input is one line on stderr naming the field and the value,
+and exit status 2. Policy logic is :mod:`permits.sim`'s; this module reads,
+prints and exits.
 """
 
 from __future__ import annotations
@@ -12,56 +16,47 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import sys
 from collections.abc import Sequence
 from fractions import Fraction
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import NoReturn
 
 import attrs
 
 from permits import __version__
-from permits.core import PermitError, StrictPriority
+from permits.core import PermitError, Policy, StrictPriority
 from permits.core.checks import check_rate
-from permits.sim import SEED, Result, Scenario, load_scenarios, simulate
+from permits.sim import (
+    MAX_ARRIVALS,
+    Result,
+    Scenario,
+    TraceError,
+    compare,
+    load_policy,
+    replay,
+    simulate,
+)
 
-from ._report import as_json, comparison, seconds, table
+from ._files import Usage, check_output, examples, read_scenarios, trace
+from ._report import as_json, compare_tables, comparison, comparison_json, seconds, table
 
 __all__ = ["main"]
 
 PROG = "permits"
 
 
-class _Usage(Exception):
-    """Bad input: the one line to print before exiting with status 2."""
-
-
 def _fail(message: str) -> NoReturn:
-    raise _Usage(message)
+    raise Usage(message)
 
 
-def _read_toml(path: Path) -> dict[str, Any]:
-    if sys.version_info >= (3, 11):
-        import tomllib
-    else:  # pragma: no cover - Python 3.10
-        import tomli as tomllib
-    try:
-        with path.open("rb") as file:
-            return tomllib.load(file)
-    except OSError as error:
-        _fail(f"cannot read {str(path)!r}: {error.strerror or error}")
-    except tomllib.TOMLDecodeError as error:
-        _fail(f"{str(path)!r} is not valid TOML: {error}")
-
-
-def scenarios(path: Path | None) -> tuple[Scenario, ...]:
-    """The scenarios of the TOML file at ``path``, or the article's five."""
-    if path is None:
-        return SEED
-    try:
-        return load_scenarios(_read_toml(path))
-    except PermitError as error:
-        _fail(f"{path}: {error}")
+def scenarios(
+    path: Path | None, example: str | None = None, max_arrivals: int | None = MAX_ARRIVALS
+) -> tuple[Scenario, ...]:
+    """The scenarios of the TOML file at ``path``, or of the shipped example
+    ``example``, or (neither) the article's five."""
+    return read_scenarios(path, example, max_arrivals)
 
 
 def _scale(text: str) -> Fraction:
@@ -84,6 +79,49 @@ def _burst(text: str) -> int:
     return value
 
 
+def _count(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected a whole number") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"{text!r}: must be at least 0")
+    return value
+
+
+def _inputs(command: argparse.ArgumentParser) -> None:
+    """FILE, --example and --max-arrivals: where the scenarios come from."""
+    command.add_argument("file", nargs="?", type=Path, metavar="FILE", help="a TOML scenario file")
+    command.add_argument(
+        "--example",
+        metavar="NAME",
+        help="a scenario file shipped with permits (see: permits examples)",
+    )
+    command.add_argument(
+        "--max-arrivals",
+        type=_count,
+        default=MAX_ARRIVALS,
+        metavar="N",
+        help=f"refuse a scenario that asks for more than N callers (default {MAX_ARRIVALS:,})",
+    )
+    command.add_argument("--json", action="store_true", help="print JSON instead of tables")
+
+
+def _trace_option(command: argparse.ArgumentParser) -> None:
+    command.add_argument(
+        "--trace",
+        type=Path,
+        metavar="TRACE",
+        help="replay these recorded calls (CSV or JSON lines: at, level, and optionally "
+        "cost, flow, timeout) in place of the workloads' arrivals, under each scenario's "
+        "limit and policy, for its seconds",
+    )
+
+
+def _plot_option(command: argparse.ArgumentParser, help: str) -> None:
+    command.add_argument("--plot", type=Path, metavar="FILE.png", help=help)
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog=PROG,
@@ -99,10 +137,33 @@ def _parser() -> argparse.ArgumentParser:
         "scenario and workload, what each got. Without FILE: the article's five "
         "scenarios, its published figures beside the simulated ones.",
     )
-    sim.add_argument("file", nargs="?", type=Path, metavar="FILE", help="a TOML scenario file")
-    sim.add_argument("--json", action="store_true", help="print JSON instead of tables")
-    sim.add_argument(
-        "--plot", type=Path, metavar="FILE.png", help="also draw the results (needs permits[plot])"
+    _inputs(sim)
+    _trace_option(sim)
+    _plot_option(sim, "also draw the results (needs permits[plot])")
+    cmp = commands.add_parser(
+        "compare",
+        help="run one workload under every policy family and recommend one",
+        description="Run each scenario's workloads under a grid of policies (FIFO; strict "
+        "priority; every n-th permit to the lowest level, n = 2..10; aging after 0.5, 1, 2, "
+        "5, 10 s) in place of its own, print a table per workload and which policies meet "
+        "the scenario's requirements, and recommend one. Exit status 0 if some policy meets "
+        "every requirement (of every scenario), 1 if not. Without FILE: the example "
+        "'article'.",
+    )
+    _inputs(cmp)
+    _trace_option(cmp)
+    _plot_option(
+        cmp,
+        "also draw the trade-off: the most urgent workload's p99 wait against the least "
+        "urgent one's share, a point per policy; and the wait distributions (needs "
+        "permits[plot])",
+    )
+    cmp.add_argument(
+        "--policy",
+        action="append",
+        metavar="POLICY",
+        help="run this policy instead of the grid (repeat for several): fifo, strict, "
+        "every:N, shares:W1,W2,..., aging:SECONDS",
     )
     demo = commands.add_parser(
         "demo",
@@ -111,7 +172,7 @@ def _parser() -> argparse.ArgumentParser:
         "was measured beside what the simulation of the same scenario gives. Exit "
         "status 1 if they disagree by more than the conformance suite allows.",
     )
-    demo.add_argument("file", nargs="?", type=Path, metavar="FILE", help="a TOML scenario file")
+    _inputs(demo)
     demo.add_argument(
         "--scale",
         type=_scale,
@@ -124,12 +185,35 @@ def _parser() -> argparse.ArgumentParser:
         default=2,
         help="burst for both runs (default 2: absorbs the event loop's timer lateness)",
     )
-    demo.add_argument("--json", action="store_true", help="print JSON instead of tables")
+    listing = commands.add_parser(
+        "examples",
+        help="list the scenario files shipped with permits",
+        description="List the scenario files shipped with permits, for --example NAME.",
+    )
+    listing.add_argument("--json", action="store_true", help="print JSON instead of text")
     return parser
 
 
+def _check_plot(args: argparse.Namespace) -> None:
+    """Refuse, before any run, a ``--plot`` that could not be drawn or written."""
+    if args.plot is not None:
+        from ._plot import require_matplotlib
+
+        check_output("--plot", args.plot)
+        require_matplotlib()
+
+
 def _simulate(args: argparse.Namespace) -> int:
-    results = [simulate(scenario) for scenario in scenarios(args.file)]
+    _check_plot(args)
+    loaded = scenarios(args.file, args.example, args.max_arrivals)
+    if args.trace is None:
+        results = [simulate(scenario, max_arrivals=None) for scenario in loaded]
+    else:
+        calls = trace(args.trace)
+        try:
+            results = [replay(scenario, calls()) for scenario in loaded]
+        except TraceError as error:
+            _fail(f"{args.trace}: {error}")
     if args.plot is not None:
         from ._plot import plot
 
@@ -166,11 +250,11 @@ def checks(simulated: Result, measured: Result) -> list[tuple[bool, str]]:
 def _demo(args: argparse.Namespace) -> int:
     agree = True
     reports = []
-    for original in scenarios(args.file):
+    for original in scenarios(args.file, args.example, args.max_arrivals):
         scenario = original.scaled(args.scale)
         if scenario.burst != args.burst:
             scenario = attrs.evolve(scenario, burst=args.burst)
-        simulated = simulate(scenario)
+        simulated = simulate(scenario, max_arrivals=None)
         measured = asyncio.run(_play_live(scenario))
         verdicts = checks(simulated, measured)
         agree = agree and all(ok for ok, _ in verdicts)
@@ -196,13 +280,86 @@ async def _play_live(scenario: Scenario) -> Result:
     return await run(scenario)
 
 
+def _policies(texts: list[str] | None, levels: int) -> list[Policy] | None:
+    """``--policy`` options as policies over ``levels`` levels."""
+    if texts is None:
+        return None
+    policies = []
+    for text in texts:
+        kind, _, value = text.partition(":")
+        spec: dict[str, object] = {"kind": kind.strip()}
+        try:
+            if spec["kind"] == "every":
+                spec = {"kind": "shares", "every": int(value)}
+            elif spec["kind"] == "shares":
+                spec["weights"] = [int(w) for w in value.split(",")]
+            elif spec["kind"] == "aging" and value:
+                spec["after"] = float(value)
+            elif value:
+                raise ValueError(value)
+        except ValueError:
+            _fail(
+                f"--policy={text!r}: expected fifo, strict, every:N, shares:W1,W2,... "
+                "or aging:SECONDS"
+            )
+        try:
+            policies.append(load_policy(spec if value else kind, levels, "--policy"))
+        except PermitError as error:
+            _fail(f"{error} (from --policy={text!r})")
+    return policies
+
+
+def _compare(args: argparse.Namespace) -> int:
+    _check_plot(args)
+    name = "article" if args.file is None and args.example is None else args.example
+    calls = None if args.trace is None else trace(args.trace)
+    comparisons = []
+    for scenario in scenarios(args.file, name, args.max_arrivals):
+        grid = _policies(args.policy, scenario.policy.levels)
+        try:
+            comparisons.append(compare(scenario, grid, max_arrivals=None, calls=calls))
+        except TraceError as error:
+            _fail(f"{args.trace}: {error}")
+        except PermitError as error:
+            _fail(f"{scenario.name}: {error}")
+    if args.plot is not None:
+        from ._plot import plot_comparisons
+
+        plot_comparisons(comparisons, args.plot)
+    if args.json:
+        print(json.dumps({"scenarios": [comparison_json(c) for c in comparisons]}, indent=2))
+    else:
+        print("\n\n\n".join(compare_tables(c) for c in comparisons))
+    return 0 if all(c.any_meets_all for c in comparisons) else 1
+
+
+def _examples(args: argparse.Namespace) -> int:
+    found = examples()
+    if args.json:
+        listing = [{"name": name, "description": text} for name, text in found.items()]
+        print(json.dumps({"examples": listing}, indent=2))
+    else:
+        width = max(len(name) for name in found)
+        for name, text in found.items():
+            print(f"{name:<{width}}  {text}")
+        print(f"\nrun one: {PROG} simulate --example NAME (or compare, demo)")
+    return 0
+
+
+_COMMANDS = {"simulate": _simulate, "compare": _compare, "demo": _demo, "examples": _examples}
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command with ``argv`` (default: ``sys.argv[1:]``); the exit status."""
     args = _parser().parse_args(argv)
     try:
-        if args.command == "simulate":
-            return _simulate(args)
-        return _demo(args)
-    except _Usage as error:
+        return _COMMANDS[args.command](args)
+    except Usage as error:
         print(f"{PROG}: error: {error}", file=sys.stderr)
         return 2
+    except BrokenPipeError:
+        # The reader went away (permits simulate | head): nothing more to say.
+        # Point stdout at /dev/null so the interpreter's last flush is quiet.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 0

@@ -1,4 +1,5 @@
-"""``--plot FILE.png``: permits over time and the wait distribution, per scenario.
+"""``--plot FILE.png``: permits over time and the wait distributions per
+scenario; for ``compare``, the trade-off between the policies.
 
 Needs the optional extra ``permits[plot]`` (matplotlib). Uses matplotlib's
 object API and its Agg canvas, so no window and no global pyplot state.
@@ -7,26 +8,83 @@ object API and its Agg canvas, so no window and no global pyplot state.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from fractions import Fraction
 from itertools import accumulate
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
-from permits.sim import BINS, Result, describe
+from permits.sim import (
+    BINS,
+    Comparison,
+    Measure,
+    Result,
+    WorkloadResult,
+    describe,
+    offered_quantile,
+)
 
-__all__ = ["plot"]
+if TYPE_CHECKING:
+    from matplotlib.axes import Axes
+    from matplotlib.figure import Figure
+
+__all__ = ["plot", "plot_comparisons", "require_matplotlib"]
 
 
-def plot(results: Sequence[Result], path: Path) -> None:
-    """Draw each result as one row of two charts into the PNG ``path``:
-    cumulative permits per workload over time, and each workload's waits as
-    a distribution (fraction of its granted callers that waited at most x)."""
+def require_matplotlib() -> None:
+    """Exit with one line naming the extra if matplotlib is missing (checked
+    before the run, not after it)."""
     try:
-        from matplotlib.figure import Figure
+        import matplotlib  # noqa: F401
     except ImportError:  # pragma: no cover - depends on the environment
         raise SystemExit(
             "permits: error: --plot needs matplotlib: pip install 'permits[plot]'"
         ) from None
 
-    figure = Figure(figsize=(12, 3.4 * len(results)), layout="constrained")
+
+#: Waits shorter than this are drawn at it on the log axes (seconds).
+_FLOOR = 1e-4
+
+
+def _figure(width: float, height: float) -> Figure:
+    from matplotlib.figure import Figure
+
+    return Figure(figsize=(width, height), layout="constrained")
+
+
+def _cdf(
+    axes: Axes, workload: WorkloadResult, duration: float, label: str, color: Any = None
+) -> None:
+    """The fraction of ``workload``'s callers offered that were granted
+    within x seconds, on a log axis: the curve tops out at granted/offered,
+    the callers never granted counted as waiting past the end."""
+    if not workload.offered:
+        return
+    xs, ys, seen = [_FLOOR], [0.0], 0
+    for wait, count in workload.waits:
+        seen += count
+        xs.append(max(_FLOOR, wait / 1e9))
+        ys.append(seen / workload.offered)
+    xs.append(duration)
+    ys.append(ys[-1])
+    axes.step(xs, ys, where="post", label=label, color=color)
+
+
+def _wait_axes(axes: Axes, duration: float, title: str) -> None:
+    axes.set_title(title, fontsize=10, loc="left")
+    axes.set_xscale("log")
+    axes.set_xlim(_FLOOR, duration)
+    axes.set_xlabel(f"wait (s, log scale; under {_FLOOR * 1e3:g} ms drawn at it)")
+    axes.set_ylabel("fraction of callers offered")
+    axes.set_ylim(0, 1.02)
+    axes.grid(alpha=0.3, which="both")
+
+
+def plot(results: Sequence[Result], path: Path) -> None:
+    """Draw each result as one row of two charts into the PNG ``path``:
+    cumulative permits per workload over time, and each workload's waits as
+    a distribution on a log axis (the fraction of its callers offered that
+    were granted within x: those never granted keep it below 1)."""
+    figure = _figure(12, 3.4 * len(results))
     rows = figure.subplots(len(results), 2, squeeze=False)
     for (over_time, waits), result in zip(rows, results, strict=True):
         seconds = result.duration / 1e9
@@ -34,11 +92,7 @@ def plot(results: Sequence[Result], path: Path) -> None:
         for workload in result.workloads:
             label = f"{workload.name} (level {workload.level})"
             over_time.plot(edges, list(accumulate(workload.timeline)), label=label)
-            if workload.waits:
-                total = sum(count for _, count in workload.waits)
-                xs = [wait / 1e9 for wait, _ in workload.waits]
-                ys = [seen / total for seen in accumulate(count for _, count in workload.waits)]
-                waits.step(xs, ys, where="post", label=label)
+            _cdf(waits, workload, seconds, label)
         title = f"{result.scenario.name} ({describe(result.scenario.policy)})"
         over_time.set_title(title, fontsize=10, loc="left")
         over_time.set_xlabel("time (s)")
@@ -46,11 +100,61 @@ def plot(results: Sequence[Result], path: Path) -> None:
         over_time.set_xlim(0, seconds)
         over_time.legend(fontsize=8, loc="upper left")
         over_time.grid(alpha=0.3)
-        waits.set_title("wait before the permit", fontsize=10, loc="left")
-        waits.set_xlabel("wait (s)")
-        waits.set_ylabel("fraction of granted callers")
-        waits.set_ylim(0, 1.02)
-        waits.grid(alpha=0.3)
-        if any(w.waits for w in result.workloads):
-            waits.legend(fontsize=8, loc="lower right")
+        _wait_axes(waits, seconds, "wait before the permit")
+        if any(w.offered for w in result.workloads):
+            waits.legend(fontsize=8, loc="upper left")
+    figure.savefig(path, dpi=100)
+
+
+def plot_comparisons(comparisons: Sequence[Comparison], path: Path) -> None:
+    """Draw each comparison as one row of three charts into the PNG ``path``:
+    the trade-off (the most urgent workload's p99 wait, log scale, against
+    the least urgent one's share, a point per policy, the requirements on
+    them as lines), and each of the two workloads' wait distributions per
+    policy (as :func:`plot` draws them)."""
+    from matplotlib import colormaps
+
+    figure = _figure(18, 4.6 * len(comparisons))
+    rows = figure.subplots(len(comparisons), 3, squeeze=False)
+    for (tradeoff, urgent_waits, lower_waits), comparison in zip(rows, comparisons, strict=True):
+        first = comparison.outcomes[0].result
+        seconds = first.duration / 1e9
+        urgent = comparison.urgent
+        lower = max(first.workloads, key=lambda w: w.level).name
+        for k, outcome in enumerate(comparison.outcomes):
+            color = colormaps["tab20"](k % 20)
+            name = describe(outcome.policy)
+            u, low = outcome.result[urgent], outcome.result[lower]
+            wait = offered_quantile(u.waits, u.offered, Fraction(99, 100))
+            y = seconds if wait is None else max(_FLOOR, wait / 1e9)
+            marker = "^" if wait is None else ("o" if outcome.meets_all else "x")
+            tradeoff.scatter(
+                [low.share], [y], marker=marker, color="C0" if outcome.meets_all else "C3"
+            )
+            tradeoff.annotate(
+                name, (low.share, y), fontsize=7, xytext=(3, 3), textcoords="offset points"
+            )
+            _cdf(urgent_waits, u, seconds, name, color)
+            _cdf(lower_waits, low, seconds, name, color)
+        for requirement in comparison.scenario.requirements:
+            bound = float(requirement.bound)
+            if requirement.workload == urgent and requirement.measure is Measure.WAIT_P99:
+                tradeoff.axhline(bound, color="C2", linestyle="--", label=requirement.text)
+            elif requirement.workload == lower and requirement.measure is Measure.SHARE:
+                tradeoff.axvline(bound, color="C1", linestyle="--", label=requirement.text)
+        tradeoff.set_yscale("log")
+        tradeoff.set_ylim(_FLOOR, seconds * 2)
+        tradeoff.set_title(
+            f"{comparison.scenario.name}: recommended {describe(comparison.recommended.policy)}",
+            fontsize=10,
+            loc="left",
+        )
+        tradeoff.set_xlabel(f"{lower}'s share of the units")
+        tradeoff.set_ylabel(f"{urgent}'s p99 wait (s, log; ^ = never granted)")
+        tradeoff.grid(alpha=0.3, which="both")
+        if comparison.scenario.requirements:
+            tradeoff.legend(fontsize=8, loc="lower right")
+        _wait_axes(urgent_waits, seconds, f"{urgent}: wait before the permit")
+        _wait_axes(lower_waits, seconds, f"{lower}: wait before the permit")
+        urgent_waits.legend(fontsize=6, loc="upper left", ncols=2)
     figure.savefig(path, dpi=100)

@@ -8,9 +8,17 @@ from typing import Any
 
 from permits.core import SECOND
 from permits.core.checks import check_rate
-from permits.sim import Published, Result, WorkloadResult, describe
+from permits.sim import (
+    Comparison,
+    Published,
+    Requirement,
+    Result,
+    WorkloadResult,
+    describe,
+    offered_quantile,
+)
 
-__all__ = ["as_json", "comparison", "table"]
+__all__ = ["as_json", "compare_tables", "comparison", "comparison_json", "table"]
 
 
 def seconds(ns: int | None) -> float | None:
@@ -148,19 +156,20 @@ def _workload_json(w: WorkloadResult, published: Published | None) -> dict[str, 
         "cancelled": w.cancelled,
         "rejected": w.rejected,
         "expired": w.expired,
-        "wait_p50": seconds(w.wait_p50),
-        "wait_p99": seconds(w.wait_p99),
-        "wait_max": seconds(w.wait_max),
+        "units": w.units,
+        "wait_p50_s": seconds(w.wait_p50),
+        "wait_p99_s": seconds(w.wait_p99),
+        "wait_max_s": seconds(w.wait_max),
         "share": w.share,
-        "cleared_at": seconds(w.cleared_at),
+        "cleared_at_s": seconds(w.cleared_at),
         "published": None
         if published is None
         else {
             "granted": published.granted,
             "offered": published.offered,
-            "wait_p50": published.wait_p50,
-            "wait_p99": published.wait_p99,
-            "cleared_at": published.cleared_at,
+            "wait_p50_s": published.wait_p50,
+            "wait_p99_s": published.wait_p99,
+            "cleared_at_s": published.cleared_at,
             "note": published.note,
         },
     }
@@ -172,7 +181,7 @@ def as_json(result: Result) -> dict[str, Any]:
     return {
         "name": scenario.name,
         "policy": describe(scenario.policy),
-        "rate": _number(check_rate(scenario.rate)),
+        "rate_per_s": _number(check_rate(scenario.rate)),
         "burst": scenario.burst,
         "seconds": _number(_length(result)),
         "granted": result.granted,
@@ -180,4 +189,175 @@ def as_json(result: Result) -> dict[str, Any]:
             _workload_json(got, workload.published)
             for workload, got in zip(scenario.workloads, result.workloads, strict=True)
         ],
+    }
+
+
+def _offered_quantile(w: WorkloadResult, q: Fraction) -> int | None:
+    return offered_quantile(w.waits, w.offered, q)
+
+
+_P50, _P99 = Fraction(1, 2), Fraction(99, 100)
+
+
+def _wait(w: WorkloadResult, q: Fraction) -> str:
+    """A quantile of the offered callers' waits: ``never`` if it falls among
+    those not granted within the run."""
+    if not w.offered:
+        return "-"
+    wait = _offered_quantile(w, q)
+    return "never" if wait is None else duration(seconds(wait))
+
+
+def _measured(requirement: Requirement, w: WorkloadResult) -> str:
+    value = requirement.measured(w)
+    if value is None:
+        return "never"
+    if requirement.at_most:
+        return duration(float(value))
+    return f"{float(value):.1%}"
+
+
+def _grid_table(title: str, columns: Sequence[tuple[str, str]], rows: list[list[str]]) -> str:
+    def line(cells: Sequence[str]) -> str:
+        return "  " + " ".join(f"{c:{spec}}" for c, (_, spec) in zip(cells, columns, strict=True))
+
+    out = [title, line([name for name, _ in columns]).rstrip()]
+    out.extend(line(row).rstrip() for row in rows)
+    return "\n".join(out)
+
+
+def compare_tables(comparison: Comparison) -> str:
+    """A comparison as text: a header, a table per workload (a row per
+    policy), the requirements met and missed, and the recommendation."""
+    scenario = comparison.scenario
+    outcomes = comparison.outcomes
+    names = [describe(o.policy) for o in outcomes]
+    width = max(8, *(len(n) for n in names))
+    first = outcomes[0].result
+    head = (
+        f"{scenario.name}\n"
+        f"  {_number(check_rate(scenario.rate)):,} permits/s, burst {scenario.burst}, "
+        f"{_number(_length(first)):,} s; {len(outcomes)} policies"
+    )
+    blocks = [head]
+    columns = (
+        ("policy", f"<{width}"),
+        ("granted", ">8"),
+        ("offered", ">8"),
+        ("starved", ">8"),
+        ("wait p50", ">9"),
+        ("wait p99", ">9"),
+        ("wait max", ">9"),
+        ("share", ">6"),
+        ("cleared", ">8"),
+    )
+    for j, workload in enumerate(first.scenario.workloads):  # a trace's: one per level
+        rows = []
+        for name, outcome in zip(names, outcomes, strict=True):
+            w = outcome.result.workloads[j]
+            rows.append(
+                [
+                    name,
+                    f"{w.granted:,}",
+                    f"{w.offered:,}",
+                    f"{w.offered - w.granted:,}",
+                    _wait(w, _P50),
+                    _wait(w, _P99),
+                    duration(seconds(w.wait_max)),
+                    f"{w.share:.1%}",
+                    duration(seconds(w.cleared_at)),
+                ]
+            )
+        blocks.append(_grid_table(f"{workload.name} (level {workload.level})", columns, rows))
+    requirements = scenario.requirements
+    if requirements:
+        req_columns = [("policy", f"<{width}")]
+        req_columns += [(r.text, f">{max(len(r.text), 14) + 2}") for r in requirements]
+        req_columns.append(("meets all", ">11"))
+        rows = []
+        for name, outcome in zip(names, outcomes, strict=True):
+            row = [name]
+            for r in requirements:
+                ok = r not in outcome.missed
+                row.append(f"{_measured(r, outcome.result[r.workload])} {'ok' if ok else 'MISS'}")
+            row.append("yes" if outcome.meets_all else "no")
+            rows.append(row)
+        blocks.append(_grid_table("requirements", req_columns, rows))
+    best = comparison.recommended
+    if not requirements:
+        verdict = "no requirements stated"
+    elif best.meets_all:
+        verdict = "meets every requirement"
+    else:
+        verdict = f"none meets every requirement; it misses {len(best.missed)}"
+    blocks.append(
+        f"recommended: {describe(best.policy)} ({verdict})\n  rule: {Comparison.RULE}"
+        f" (most urgent: {comparison.urgent})"
+    )
+    return "\n\n".join(blocks)
+
+
+def _comparison_workload(w: WorkloadResult) -> dict[str, Any]:
+    def offered_s(q: Fraction) -> float | None:
+        return seconds(_offered_quantile(w, q))
+
+    return {
+        **_workload_json(w, None),
+        "starved": w.offered - w.granted,
+        "offered_wait_p50_s": offered_s(_P50),
+        "offered_wait_p99_s": offered_s(_P99),
+    }
+
+
+def comparison_json(comparison: Comparison) -> dict[str, Any]:
+    """A comparison as JSON-ready data: per policy, each workload's figures
+    (the ``offered_wait_*`` quantiles count callers never granted as
+    waiting past the end: ``null`` when the quantile falls among them) and
+    each requirement's measure and verdict."""
+    scenario = comparison.scenario
+    best = comparison.recommended
+    policies = []
+    for outcome in comparison.outcomes:
+        workloads = []
+        for w in outcome.result.workloads:
+            data = _comparison_workload(w)
+            del data["published"]
+            workloads.append(data)
+        policies.append(
+            {
+                "policy": describe(outcome.policy),
+                "meets_all": outcome.meets_all,
+                "workloads": workloads,
+                "requirements": [
+                    {
+                        "requirement": r.text,
+                        "met": r not in outcome.missed,
+                        **_requirement_value(r, outcome.result[r.workload]),
+                    }
+                    for r in scenario.requirements
+                ],
+            }
+        )
+    return {
+        "name": scenario.name,
+        "rate_per_s": _number(check_rate(scenario.rate)),
+        "burst": scenario.burst,
+        "seconds": _number(Fraction(comparison.outcomes[0].result.duration, SECOND)),
+        "requirements": [r.text for r in scenario.requirements],
+        "policies": policies,
+        "recommended": describe(best.policy),
+        "recommended_meets_all": best.meets_all,
+        "any_meets_all": comparison.any_meets_all,
+        "rule": Comparison.RULE,
+    }
+
+
+def _requirement_value(requirement: Requirement, w: WorkloadResult) -> dict[str, float | None]:
+    """A requirement's measure, in seconds for a time (``null``: never
+    reached), a fraction otherwise; and its bound."""
+    value = requirement.measured(w)
+    unit = "s" if requirement.at_most else "fraction"
+    return {
+        f"measured_{unit}": None if value is None else float(value),
+        f"bound_{unit}": float(requirement.bound),
     }

@@ -9,14 +9,31 @@ adapters drive, so what it shows is what the limiter does, minus the event
 loop's timer jitter. Pure like the core: no clock, no I/O; the same scenario
 always gives the same result.
 
+:func:`compare` runs one scenario under a grid of policies and checks each
+run against the scenario's :class:`Requirement` s; :func:`replay` runs
+recorded calls (:func:`read_trace` reads them from a trace's lines, one at
+a time) in place of its workloads; :func:`check_arrivals` bounds the work a
+scenario may ask for.
+
 >>> from permits.sim import SEED, simulate
 >>> result = simulate(SEED[1])              # strict priority, interactive 20/s
 >>> result["interactive"].granted, result["batch"].granted
 (200, 800)
 """
 
-from ._load import load_scenarios
-from ._run import BINS, Result, Tally, WorkloadResult, arrivals, simulate
+from ._compare import AGING_AFTER, SHARES_EVERY, Comparison, Outcome, compare, default_grid
+from ._load import ScenarioError, load_policy, load_scenarios
+from ._require import Measure, Requirement, offered_quantile
+from ._run import (
+    BINS,
+    MAX_ARRIVALS,
+    Result,
+    Tally,
+    WorkloadResult,
+    arrivals,
+    check_arrivals,
+    simulate,
+)
 from ._scenario import (
     Arrivals,
     Batch,
@@ -29,23 +46,43 @@ from ._scenario import (
     nanoseconds,
 )
 from ._seed import SEED
+from ._trace import COLUMNS, Call, TraceError, read_trace, replay, traced
 
 __all__ = [
+    "AGING_AFTER",
+    "SHARES_EVERY",
+    "Comparison",
+    "Measure",
+    "Outcome",
+    "Requirement",
+    "compare",
+    "default_grid",
+    "offered_quantile",
+    "read_trace",
+    "replay",
     "BINS",
+    "COLUMNS",
+    "MAX_ARRIVALS",
     "SEED",
     "Arrivals",
     "Batch",
+    "Call",
     "Constant",
     "Poisson",
     "Published",
     "Result",
     "Scenario",
+    "ScenarioError",
     "Tally",
+    "TraceError",
     "Workload",
     "WorkloadResult",
     "arrivals",
+    "check_arrivals",
     "describe",
+    "load_policy",
     "load_scenarios",
     "nanoseconds",
     "simulate",
+    "traced",
 ]

@@ -9,12 +9,13 @@ The shape, in TOML::
 
     [[scenario]]
     name = "strict priority, interactive 20/s"
-    policy = "strict"            # or a table: { kind = "aging", after = 2 }
+    policy = "strict"            # optional (FIFO); or a table: { kind = "aging", after = 2 }
     rate = 100                   # permits per second
     seconds = 10                 # length of the run
     burst = 1                    # optional, default 1
     max_waiting = 500            # optional: per level, or a list, one per level
     seed = 0                     # optional: fixes Poisson arrivals
+    require = ["interactive p99 <= 50 ms", "batch share >= 20%"]   # optional
 
     [[scenario.workload]]
     name = "interactive"
@@ -35,12 +36,15 @@ The shape, in TOML::
 Policies: ``"fifo"``, ``"strict"`` (optional ``levels``, default 2),
 ``"shares"`` (``weights = [4, 1]`` or ``every = 5``) and ``"aging"``
 (optional ``levels``, default 2, and ``after`` in seconds, default 2).
-A workload may also carry ``published = { granted = 797, wait_p99 = 0.0103 }``:
-figures from elsewhere, printed beside the simulated ones.
+Requirements: see :class:`~permits.sim.Requirement`. README.md documents
+the format for users. A workload may also carry
+``published = { granted = 797, wait_p99 = 0.0103 }``: figures from
+elsewhere, printed beside the simulated ones.
 """
 
 from __future__ import annotations
 
+import reprlib
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -55,6 +59,8 @@ from permits.core import (
     StrictPriority,
 )
 
+from ._require import Requirement
+from ._run import MAX_ARRIVALS, check_arrivals
 from ._scenario import (
     Arrivals,
     Batch,
@@ -66,7 +72,7 @@ from ._scenario import (
     nanoseconds,
 )
 
-__all__ = ["ScenarioError", "load_scenarios"]
+__all__ = ["ScenarioError", "load_policy", "load_scenarios"]
 
 _MISSING = object()
 
@@ -82,6 +88,13 @@ class ScenarioError(PermitValueError):
         if value is _MISSING:
             self.value = None
             self.args = (f"{field}: {reason}",)
+        else:  # a value that is huge or nested deep is shown cut short
+            self.args = (f"{field}={_REPR.repr(value)}: {reason}",)
+
+
+_REPR = reprlib.Repr()
+_REPR.maxlevel = 3
+_REPR.maxstring = _REPR.maxother = 60
 
 
 def _table(path: str, value: object) -> Mapping[str, Any]:
@@ -113,13 +126,20 @@ def _build(path: str, make: Callable[[], Any]) -> Any:
     except ScenarioError:
         raise
     except PermitTypeError as error:
-        where = f"{path}.{error.argument.replace('workloads[', 'workload[')}"
         raise ScenarioError(
-            where, error.value, f"expected {error.expected}, got {type(error.value).__name__}"
+            _place(path, error.argument),
+            error.value,
+            f"expected {error.expected}, got {type(error.value).__name__}",
         ) from None
     except PermitValueError as error:
-        where = f"{path}.{error.argument.replace('workloads[', 'workload[')}"
-        raise ScenarioError(where, error.value, error.reason) from None
+        raise ScenarioError(_place(path, error.argument), error.value, error.reason) from None
+
+
+def _place(path: str, argument: str) -> str:
+    """A :class:`Scenario` argument's place in the file."""
+    return (
+        f"{path}.{argument.replace('workloads[', 'workload[').replace('requirements[', 'require[')}"
+    )
 
 
 _POLICY_KEYS = {
@@ -157,6 +177,20 @@ def _policy(path: str, value: object) -> Policy:
     after = spec.get("after", 2)
     after_ns = _build(path, lambda: _after(after))
     return _build(path, lambda: Aging(levels, after_ns=after_ns))  # type: ignore[no-any-return]
+
+
+def load_policy(value: object, levels: int, field: str = "policy") -> Policy:
+    """A policy written as in a scenario file (``"strict"``, ``{ kind =
+    "aging", after = 2 }``), over ``levels`` levels unless it says how many;
+    a :class:`ScenarioError` naming ``field`` if it is bad."""
+    if isinstance(value, str):
+        if value not in _POLICY_KEYS:
+            return _policy(field, value)  # says which kinds there are
+        value = {"kind": value}
+    spec = dict(_table(field, value))
+    if spec.get("kind") in ("fifo", "strict", "aging"):
+        spec.setdefault("levels", levels)
+    return _policy(field, spec)
 
 
 def _after(value: object) -> int:
@@ -224,24 +258,35 @@ def _published(path: str, value: object) -> Published:
     return Published(**figures)
 
 
-_SCENARIO_KEYS = {"name", "policy", "rate", "seconds", "workload"}
-_SCENARIO_OPTIONAL = {"burst", "max_waiting", "seed"}
+def _requirement(path: str, i: int, text: object) -> Requirement:
+    return _build(path, lambda: Requirement.parse(text, f"require[{i}]"))  # type: ignore[no-any-return]
 
 
-def _scenario(path: str, value: object) -> Scenario:
+_SCENARIO_KEYS = {"name", "rate", "seconds", "workload"}
+_SCENARIO_OPTIONAL = {"policy", "burst", "max_waiting", "seed", "require"}
+
+
+def _scenario(path: str, value: object, max_arrivals: int | None) -> Scenario:
     table = _table(path, value)
     _keys(path, table, _SCENARIO_KEYS, _SCENARIO_OPTIONAL)
-    policy = _policy(f"{path}.policy", table["policy"])
     entries = table["workload"]
     if not isinstance(entries, list) or not entries:
         raise ScenarioError(
             f"{path}.workload", entries, "expected one [[scenario.workload]] or more"
         )
     workloads = [_workload(f"{path}.workload[{j}]", entry) for j, entry in enumerate(entries)]
+    if "policy" in table:
+        policy = _policy(f"{path}.policy", table["policy"])
+    else:  # FIFO over the levels the workloads use (compare runs its grid)
+        policy = _build(path, lambda: Fifo(1 + max(w.level for w in workloads)))
+    require = table.get("require", [])
+    if not isinstance(require, list):
+        raise ScenarioError(f"{path}.require", require, "expected a list of requirements")
+    requirements = [_requirement(path, i, text) for i, text in enumerate(require)]
     max_waiting = table.get("max_waiting")
     if isinstance(max_waiting, list):
         max_waiting = tuple(max_waiting)
-    return _build(  # type: ignore[no-any-return]
+    scenario: Scenario = _build(
         path,
         lambda: Scenario(
             table["name"],
@@ -252,22 +297,31 @@ def _scenario(path: str, value: object) -> Scenario:
             burst=table.get("burst", 1),
             max_waiting=max_waiting,
             seed=table.get("seed", 0),
+            requirements=requirements,
         ),
     )
+    _build(path, lambda: check_arrivals(scenario, max_arrivals))
+    return scenario
 
 
-def load_scenarios(data: Mapping[str, Any]) -> tuple[Scenario, ...]:
+def load_scenarios(
+    data: Mapping[str, Any], *, max_arrivals: int | None = MAX_ARRIVALS
+) -> tuple[Scenario, ...]:
     """The scenarios of a parsed scenario file (``{"scenario": [...]}``).
 
     Raises :class:`ScenarioError` (a :class:`~permits.core.PermitValueError`)
-    naming the first bad field.
+    naming the first bad field, and the field that asks for the most callers
+    of a scenario that asks for more than ``max_arrivals``
+    (:func:`~permits.sim.check_arrivals`).
     """
     _keys("", _table("file", data), {"scenario"}, set())
     entries = data["scenario"]
     if not isinstance(entries, list) or not entries:
         raise ScenarioError("scenario", entries, "expected one [[scenario]] table or more")
     try:
-        return tuple(_scenario(f"scenario[{i}]", entry) for i, entry in enumerate(entries))
+        return tuple(
+            _scenario(f"scenario[{i}]", entry, max_arrivals) for i, entry in enumerate(entries)
+        )
     except ScenarioError:
         raise
     except PermitError as error:  # pragma: no cover - every check above names its field

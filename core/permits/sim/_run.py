@@ -12,19 +12,36 @@ the same tally from a real event loop, so both are reported alike.
 from __future__ import annotations
 
 import heapq
-from collections.abc import Iterator
+import math
+from collections.abc import Hashable, Iterator
+from fractions import Fraction
 
 import attrs
 
-from permits.core import Decision, Machine, State, WaitHistogram
-from permits.core.checks import check_rate
+from permits.core import Decision, Machine, PermitValueError, State, WaitHistogram
+from permits.core.checks import check_int, check_rate
 
-from ._scenario import Scenario, Workload, nanoseconds
+from ._scenario import Batch, Scenario, Workload, nanoseconds
 
-__all__ = ["BINS", "Result", "Tally", "WorkloadResult", "arrivals", "simulate"]
+__all__ = [
+    "BINS",
+    "MAX_ARRIVALS",
+    "Result",
+    "Tally",
+    "WorkloadResult",
+    "arrivals",
+    "check_arrivals",
+    "simulate",
+]
 
 #: Number of equal time bins in a result's timeline.
 BINS = 200
+
+#: The most callers a run may ask for unless told otherwise (``max_arrivals``;
+#: ``--max-arrivals`` on the command line): about two minutes of simulation
+#: on one core. A run's work is proportional to its callers: each arrives
+#: once, is granted, gives up or expires at most once.
+MAX_ARRIVALS = 10_000_000
 
 _GRANTED = State.GRANTED
 _EXPIRED = State.EXPIRED
@@ -55,7 +72,9 @@ class WorkloadResult:
     wait_p50: int | None
     wait_p99: int | None
     wait_max: int | None
-    #: This workload's fraction of all permits granted in the run.
+    #: Units granted (each caller's cost: one each unless a trace says otherwise).
+    units: int
+    #: This workload's fraction of all units granted in the run.
     share: float
     #: When its last waiter left, if none was waiting at the end; else ``None``.
     cleared_at: int | None
@@ -101,6 +120,7 @@ class Tally:
         self.count = n
         self.offered = [0] * n
         self.granted = [0] * n
+        self.units = [0] * n
         self.waiting = [0] * n
         self.cancelled = [0] * n
         self.rejected = [0] * n
@@ -119,9 +139,11 @@ class Tally:
         self.waiting[w] -= 1
         self.rejected[w] += 1
 
-    def on_grant(self, w: int, at: int, waited: int) -> None:
-        """A caller of workload ``w`` was granted at ``at`` after ``waited``."""
+    def on_grant(self, w: int, at: int, waited: int, cost: int = 1) -> None:
+        """A caller of workload ``w`` was granted ``cost`` units at ``at``
+        after ``waited``."""
         self.granted[w] += 1
+        self.units[w] += cost
         self.waiting[w] -= 1
         self.left_at[w] = at
         self.hists[w].record(waited)
@@ -139,7 +161,7 @@ class Tally:
 
     def result(self) -> Result:
         """The run's :class:`Result`; call once the run is over."""
-        total = sum(self.granted)
+        total = sum(self.units)
         workloads = []
         for w, workload in enumerate(self.scenario.workloads):
             hist = self.hists[w]
@@ -156,7 +178,8 @@ class Tally:
                     wait_p50=hist.quantile(0.5),
                     wait_p99=hist.quantile(0.99),
                     wait_max=hist.max,
-                    share=self.granted[w] / total if total else 0.0,
+                    units=self.units[w],
+                    share=self.units[w] / total if total else 0.0,
                     cleared_at=self.left_at[w] if self.waiting[w] == 0 else None,
                     timeline=tuple(self.bins[w]),
                     waits=tuple(hist.items()),
@@ -182,21 +205,83 @@ def _stream(w: int, workload: Workload, seed: int, duration: int) -> Iterator[tu
         yield t, w
 
 
-def simulate(scenario: Scenario) -> Result:
+def check_arrivals(scenario: Scenario, max_arrivals: int | None = MAX_ARRIVALS) -> int:
+    """How many callers ``scenario`` asks for (a Poisson workload: on
+    average); raises :class:`~permits.core.PermitValueError` naming the
+    workload's ``size`` or ``rate`` that asks for the most if the total is
+    over ``max_arrivals`` (``None``: no limit)."""
+    duration = nanoseconds("seconds", scenario.seconds)
+    asked = [w.arrivals.asked(duration) for w in scenario.workloads]
+    total = sum(asked, Fraction(0))
+    if max_arrivals is not None and total > check_int("max_arrivals", max_arrivals, 0):
+        j = max(range(len(asked)), key=asked.__getitem__)
+        arrivals = scenario.workloads[j].arrivals
+        how = f"asks for {float(total):,.4g} callers in all"
+        if not isinstance(arrivals, Batch):
+            how = f"for seconds={scenario.seconds!r} {how}"
+        raise PermitValueError(
+            f"workloads[{j}].{'size' if isinstance(arrivals, Batch) else 'rate'}",
+            arrivals.size if isinstance(arrivals, Batch) else arrivals.rate,
+            f"{how}, over the {max_arrivals:,} a run may ask for "
+            "(raise the limit with max_arrivals, or --max-arrivals on the command line)",
+        )
+    return math.ceil(total)
+
+
+def simulate(scenario: Scenario, *, max_arrivals: int | None = MAX_ARRIVALS) -> Result:
     """Run ``scenario`` in virtual time on the core and report per workload.
+
+    Refuses a scenario that asks for more than ``max_arrivals`` callers
+    (:func:`check_arrivals`) before it starts.
 
     Deterministic: the same scenario gives the same result. Events at the
     same time happen in this order: the machine ticks (permits due and
     deadlines reached), then callers whose timeout ran out cancel, then new
     callers arrive (each push ticks first, as the core's push does).
     """
+    check_arrivals(scenario, max_arrivals)
     duration = nanoseconds("seconds", scenario.seconds)
+    timeouts = [
+        None if w.timeout is None else nanoseconds("timeout", w.timeout) for w in scenario.workloads
+    ]
+    return _run(scenario, duration, _generated(scenario, duration, timeouts))
+
+
+#: An arrival: (time, workload index, cost, flow, give up after; ns).
+_Arrival = tuple[int, int, int, Hashable, "int | None"]
+
+
+def _generated(scenario: Scenario, duration: int, timeouts: list[int | None]) -> Iterator[_Arrival]:
+    """The workloads' arrivals before ``duration``, merged in time order
+    (simultaneous ones in workload order)."""
+    streams = [
+        iter(wl.arrivals.times(scenario.seed * 1_000_003 + w))
+        for w, wl in enumerate(scenario.workloads)
+    ]
+    heads = []
+    for w, stream in enumerate(streams):
+        first = next(stream, duration)
+        if first < duration:
+            heads.append((first, w))
+    heapq.heapify(heads)
+    heappop, heapreplace = heapq.heappop, heapq.heapreplace
+    while heads:
+        t, w = heads[0]
+        yield t, w, 1, None, timeouts[w]
+        following = next(streams[w], duration)
+        if following < duration:
+            heapreplace(heads, (following, w))
+        else:
+            heappop(heads)
+
+
+def _run(scenario: Scenario, duration: int, source: Iterator[_Arrival]) -> Result:
+    """The discrete-event loop: each arrival of ``source`` (in time order,
+    all before ``duration``) pushed, ticks at the machine's times, give-ups
+    at theirs."""
     tally = Tally(scenario, duration)
     workloads = scenario.workloads
     count = len(workloads)
-    timeouts = [
-        None if wl.timeout is None else nanoseconds("timeout", wl.timeout) for wl in workloads
-    ]
     deadlines = [
         None if wl.deadline is None else nanoseconds("deadline", wl.deadline) for wl in workloads
     ]
@@ -213,23 +298,13 @@ def simulate(scenario: Scenario) -> Result:
     offered, waiting, rejected = tally.offered, tally.waiting, tally.rejected
     pending: list[tuple[int, int]] = []  # (give-up time, id), a heap
     never = duration  # no event at or after the end counts
-    # The arrival streams, merged here rather than by arrivals() (whose
-    # generators cost more per arrival than the rest of the loop).
-    streams = [
-        iter(wl.arrivals.times(scenario.seed * 1_000_003 + w)) for w, wl in enumerate(workloads)
-    ]
-    heads = []
-    for w, stream in enumerate(streams):
-        first = next(stream, never)
-        if first < never:
-            heads.append((first, w))
-    heapq.heapify(heads)
-    heapreplace = heapq.heapreplace
-    upcoming_at, upcoming = heads[0] if heads else (never, -1)
+    upcoming = next(source, None)
+    upcoming_at = never if upcoming is None else upcoming[0]
     serial = 0
     # Tally.on_arrive, on_grant and on_reject, inlined: this loop is the
     # simulator's hot path.
-    granted, left_at, bins = tally.granted, tally.left_at, tally.bins
+    granted, units, left_at, bins = tally.granted, tally.units, tally.left_at, tally.bins
+    costs: dict[int, int] = {}  # the costs other than 1 of those waiting, by id
     record = [hist.record for hist in tally.hists]
     per_bin = duration // BINS + 1  # grants at t fall in bin t // per_bin < BINS
 
@@ -239,14 +314,18 @@ def simulate(scenario: Scenario) -> Result:
             waiting[w] -= 1
             if state is _GRANTED:
                 granted[w] += 1
+                units[w] += costs.pop(id, 1) if costs else 1  # type: ignore[call-overload]
                 left_at[w] = at
                 record[w](waited)
                 bins[w][at // per_bin] += 1
-            elif state is _EXPIRED:
-                waiting[w] += 1  # on_leave counts it
-                on_leave(w, at, state)
-            else:  # REJECTED, at push: it never waited
-                rejected[w] += 1
+            else:
+                if costs:
+                    costs.pop(id, None)  # type: ignore[call-overload]
+                if state is _EXPIRED:
+                    waiting[w] += 1  # on_leave counts it
+                    on_leave(w, at, state)
+                else:  # REJECTED, at push: it never waited
+                    rejected[w] += 1
 
     while True:
         due = next_tick()
@@ -262,26 +341,29 @@ def simulate(scenario: Scenario) -> Result:
         while pending and pending[0][0] <= t:
             id = heappop(pending)[1]
             if cancel(id):
+                costs.pop(id, None)
                 on_leave(id % count, t, State.CANCELLED)
         while upcoming_at <= t:
-            w = upcoming
+            _, w, cost, flow, patience = upcoming  # type: ignore[misc]
             id = serial * count + w
             serial += 1
             offered[w] += 1
             waiting[w] += 1
+            if cost != 1:
+                costs[id] = cost
             deadline = deadlines[w]
-            decisions = push(id, levels[w], t, deadline=None if deadline is None else t + deadline)
-            patience = timeouts[w]
+            if deadline is not None:
+                deadline += t
+            if cost == 1 and flow is None:  # the core's quicker path
+                decisions = push(id, levels[w], t, deadline=deadline)
+            else:
+                decisions = push(id, levels[w], t, deadline=deadline, cost=cost, flow=flow)
             if decisions:
                 decide(decisions)
                 if decisions[-1][0] == id:  # decided at once: nothing to give up on
                     patience = None
             if patience is not None:
                 heappush(pending, (t + patience, id))
-            following = next(streams[w], never)
-            if following < never:
-                heapreplace(heads, (following, w))
-            else:
-                heappop(heads)
-            upcoming_at, upcoming = heads[0] if heads else (never, -1)
+            upcoming = next(source, None)
+            upcoming_at = never if upcoming is None else upcoming[0]
     return tally.result()

@@ -10,6 +10,7 @@ starts. Every argument is checked at construction, and a bad one raises
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Callable, Iterable, Iterator
 from decimal import Decimal
@@ -29,6 +30,8 @@ from permits.core import (
     StrictPriority,
 )
 from permits.core.checks import check_int, check_rate
+
+from ._require import Requirement
 
 __all__ = [
     "Arrivals",
@@ -106,9 +109,13 @@ class Batch:
     size: int = attrs.field(validator=_int(0))
     at: Seconds = attrs.field(default=0, validator=_seconds)
 
-    def times(self, seed: int) -> list[int]:
+    def times(self, seed: int) -> Iterator[int]:
         """Arrival times in nanoseconds, in order."""
-        return [nanoseconds("at", self.at)] * self.size
+        return itertools.repeat(nanoseconds("at", self.at), self.size)
+
+    def asked(self, duration: int) -> Fraction:
+        """How many callers arrive before ``duration`` ns."""
+        return Fraction(self.size if nanoseconds("at", self.at) < duration else 0)
 
     def scaled(self, factor: Fraction) -> Batch:
         return Batch(self.size, _exact("at", self.at) / factor)
@@ -137,6 +144,11 @@ class Constant:
                 return
             yield t
             i += 1
+
+    def asked(self, duration: int) -> Fraction:
+        """How many callers arrive before ``duration`` ns (at most one more)."""
+        asked = _asked(self.rate, self.start, self.stop, duration)
+        return asked + 1 if asked else asked
 
     def scaled(self, factor: Fraction) -> Constant:
         return Constant(
@@ -175,12 +187,24 @@ class Poisson:
                 return
             yield t
 
+    def asked(self, duration: int) -> Fraction:
+        """How many callers arrive before ``duration`` ns, on average."""
+        return _asked(self.rate, self.start, self.stop, duration)
+
     def scaled(self, factor: Fraction) -> Poisson:
         return Poisson(
             check_rate(self.rate) * factor,
             _exact("start", self.start) / factor,
             _scaled(self.stop, factor),
         )
+
+
+def _asked(rate: Seconds, start: Seconds, stop: Seconds | None, duration: int) -> Fraction:
+    """Arrivals at ``rate`` per second from ``start`` until ``stop`` or
+    ``duration`` ns, whichever is first."""
+    end = duration if stop is None else min(duration, nanoseconds("stop", stop))
+    window = max(0, end - nanoseconds("start", start))
+    return check_rate(rate) * Fraction(window, SECOND)
 
 
 _MASK = (1 << 64) - 1
@@ -244,6 +268,10 @@ def _workload_tuple(value: Iterable[Workload]) -> tuple[Workload, ...]:
     return tuple(value)
 
 
+def _requirement_tuple(value: Iterable[Requirement]) -> tuple[Requirement, ...]:
+    return tuple(value)
+
+
 @attrs.frozen
 class Scenario:
     """A run: ``workloads`` sharing ``rate`` permits per second (``burst``
@@ -261,6 +289,11 @@ class Scenario:
     burst: int = attrs.field(default=1, validator=_int(1))
     max_waiting: int | tuple[int | None, ...] | None = attrs.field(default=None)
     seed: int = attrs.field(default=0, validator=_int(0))
+    #: What the workloads' results must meet (``permits compare`` marks the
+    #: policies that meet them all).
+    requirements: tuple[Requirement, ...] = attrs.field(
+        default=(), converter=_requirement_tuple, kw_only=True
+    )
 
     @name.validator
     def _name(self, attribute: attrs.Attribute[Any], value: object) -> None:
@@ -304,11 +337,27 @@ class Scenario:
                 "max_waiting", value, f"needs one entry per level ({self.policy.levels})"
             )
 
+    @requirements.validator
+    def _requirements(self, attribute: attrs.Attribute[Any], value: object) -> None:
+        assert isinstance(value, tuple)
+        names = {w.name for w in self.workloads}
+        for i, requirement in enumerate(value):
+            if not isinstance(requirement, Requirement):
+                raise PermitTypeError(f"requirements[{i}]", requirement, "a Requirement")
+            if requirement.workload not in names:
+                known = ", ".join(repr(w.name) for w in self.workloads)
+                raise PermitValueError(
+                    f"requirements[{i}]",
+                    requirement.text,
+                    f"no workload is called {requirement.workload!r} (the workloads: {known})",
+                )
+
     def scaled(self, factor: int | Fraction) -> Scenario:
         """The same scenario ``factor`` times faster: rates times ``factor``,
         every time and duration divided by it (an :class:`Aging` policy's
         ``after`` too). The counts of a run stay the same; its waits shrink by
-        ``factor``. Published figures are dropped: they describe the original.
+        ``factor``. Published figures and requirements are dropped: they
+        describe the original.
         """
         factor = Fraction(factor)
         if factor <= 0:
@@ -323,6 +372,7 @@ class Scenario:
             rate=check_rate(self.rate) * factor,
             seconds=_exact("seconds", self.seconds) / factor,
             workloads=tuple(w.scaled(factor) for w in self.workloads),
+            requirements=(),
         )
 
 

@@ -1,0 +1,136 @@
+"""What the command reads: scenario files, the examples it ships, output paths.
+
+Every failure here is a :class:`Usage`: one line for the user, exit status 2.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Callable, Iterator
+from importlib import resources
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from permits.core import PermitError
+from permits.sim import MAX_ARRIVALS, SEED, Call, Scenario, load_scenarios, read_trace
+
+if TYPE_CHECKING:
+    from importlib.resources.abc import Traversable
+
+__all__ = ["Usage", "check_output", "example", "examples", "read_scenarios", "trace"]
+
+
+class Usage(Exception):
+    """Bad input: the one line to print before exiting with status 2."""
+
+
+def _examples_dir() -> Traversable:
+    return resources.files("permits.cli").joinpath("examples")
+
+
+def examples() -> dict[str, str]:
+    """The scenario files shipped with the package: name -> what it is (the
+    first paragraph of its opening comment)."""
+    found = {}
+    for entry in sorted(_examples_dir().iterdir(), key=lambda e: e.name):
+        if entry.name.endswith(".toml"):
+            lines = []
+            for line in entry.read_text(encoding="utf-8").splitlines():
+                text = line.removeprefix("#").strip()
+                if not line.startswith("#") or not text:
+                    break
+                lines.append(text)
+            found[entry.name.removesuffix(".toml")] = " ".join(lines)
+    return found
+
+
+def example(name: str) -> tuple[str, bytes]:
+    """The shipped example ``name``: (how to call it in errors, its bytes)."""
+    known = examples()
+    if name not in known:
+        raise Usage(f"--example={name!r}: no such example (expected one of: {', '.join(known)})")
+    return f"example {name!r}", _examples_dir().joinpath(f"{name}.toml").read_bytes()
+
+
+def _read(path: Path) -> bytes:
+    try:
+        return path.read_bytes()
+    except OSError as error:
+        raise Usage(f"cannot read {str(path)!r}: {error.strerror or error}") from None
+
+
+def _parse_toml(where: str, data: bytes) -> dict[str, Any]:
+    if sys.version_info >= (3, 11):
+        import tomllib
+    else:  # pragma: no cover - Python 3.10
+        import tomli as tomllib
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as error:
+        raise Usage(
+            f"{where}: not a scenario file: not UTF-8 text "
+            f"(byte {data[error.start]:#04x} at offset {error.start})"
+        ) from None
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as error:
+        raise Usage(f"{where}: not valid TOML: {error}") from None
+    except RecursionError:
+        raise Usage(
+            f"{where}: arrays or tables nested too deep to read (a scenario needs a few levels)"
+        ) from None
+
+
+def read_scenarios(
+    path: Path | None, name: str | None, max_arrivals: int | None = MAX_ARRIVALS
+) -> tuple[Scenario, ...]:
+    """The scenarios of the file at ``path``, or of the shipped example
+    ``name``, or (neither) the article's five."""
+    if path is not None and name is not None:
+        raise Usage(f"give a FILE or --example, not both (got {str(path)!r} and {name!r})")
+    if path is None and name is None:
+        return SEED
+    if path is not None:
+        where, data = str(path), _read(path)
+    else:
+        assert name is not None
+        where, data = example(name)
+    parsed = _parse_toml(where, data)
+    try:
+        return load_scenarios(parsed, max_arrivals=max_arrivals)
+    except PermitError as error:
+        raise Usage(f"{where}: {error}") from None
+
+
+def trace(path: Path) -> Callable[[], Iterator[Call]]:
+    """A function that reads the trace at ``path`` afresh each time it is
+    called, one call at a time (the file is checked readable now). A
+    malformed row raises :class:`~permits.sim.TraceError` while it runs."""
+    try:
+        with path.open("rb"):
+            pass
+    except OSError as error:
+        raise Usage(f"--trace={str(path)!r}: cannot read: {error.strerror or error}") from None
+
+    def calls() -> Iterator[Call]:
+        try:
+            with path.open(encoding="utf-8", newline="") as file:
+                yield from read_trace(file)
+        except UnicodeDecodeError:
+            raise Usage(f"{path}: not a trace: not UTF-8 text") from None
+        except OSError as error:
+            raise Usage(f"{path}: cannot read: {error.strerror or error}") from None
+
+    return calls
+
+
+def check_output(option: str, path: Path) -> None:
+    """Refuse, before any work, an output ``path`` that cannot be written."""
+    parent = path.parent if str(path.parent) else Path(".")
+    if not parent.is_dir():
+        raise Usage(f"{option}={str(path)!r}: no directory {str(parent)!r} to write it in")
+    if path.is_dir():
+        raise Usage(f"{option}={str(path)!r}: is a directory")
+    if not os.access(parent, os.W_OK) or (path.exists() and not os.access(path, os.W_OK)):
+        raise Usage(f"{option}={str(path)!r}: not writable")

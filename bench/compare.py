@@ -1,0 +1,228 @@
+"""What ``permits compare`` and a trace replay cost, and the simulator per grant.
+
+    python bench/compare.py [--quick] [--no-valgrind] [--large]
+
+1. ``compare`` on the article's workload (the shipped example ``article``)
+   across the default grid (16 policies): in process, best of 5; and the
+   command end to end (``permits compare``, a process of its own, its
+   interpreter's start included), best of 3. Wall time.
+2. A trace of 10^6 rows (two levels, Poisson at 1,100 calls/s against 1,000
+   permits/s, a timeout on level 0, a flow on every row), written as CSV and
+   as JSON lines, replayed under strict priority for the trace's 909 s:
+   reading alone, then reading and replaying. CPU time (``process_time``).
+3. The simulator per grant against the core's own loop (when valgrind is on
+   the machine, unless ``--no-valgrind``): instructions per grant, counted by
+   callgrind, of ``simulate`` on a scenario that holds 10,000 waiting
+   throughout (a backlog of 10,000 and arrivals at exactly the rate), and of
+   the same pushes and ticks made on a bare ``Machine`` (``bench/core.py``'s
+   loop). Each per-grant figure is the difference between a run of 30,000
+   grants and one of 10,000, divided by 20,000, so start-up cancels out.
+4. ``--large``: one scenario of 10^7 grants (10,000 s at 1,000 permits/s,
+   three Poisson levels with timeouts and a deadline), grants per CPU second.
+"""
+
+from __future__ import annotations
+
+import gc
+import platform
+import random
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from _callgrind import instructions
+
+from core import machine_loop  # bench/core.py's loop: one push and one tick per grant
+from permits.cli import scenarios
+from permits.core import StrictPriority
+from permits.sim import (
+    Batch,
+    Constant,
+    Poisson,
+    Scenario,
+    Workload,
+    compare,
+    read_trace,
+    replay,
+    simulate,
+)
+
+ROWS = 10**6
+TRACE_RATE = 1_100  # calls per second, against 1,000 permits per second
+WAITING = 10_000
+LONG, SHORT = 30_000, 10_000
+
+
+def compare_in_process(repeat: int) -> tuple[float, int]:
+    (article,) = scenarios(None, "article")
+    best = float("inf")
+    for _ in range(repeat):
+        gc.collect()
+        start = time.perf_counter()
+        comparison = compare(article)
+        best = min(best, time.perf_counter() - start)
+    return best, len(comparison.outcomes)
+
+
+def compare_command(repeat: int) -> float:
+    command = [str(Path(sys.executable).parent / "permits"), "compare"]
+    best = float("inf")
+    for _ in range(repeat):
+        start = time.perf_counter()
+        subprocess.run(command, capture_output=True, check=False)
+        best = min(best, time.perf_counter() - start)
+    return best
+
+
+def write_traces(directory: Path, rows: int) -> tuple[Path, Path]:
+    rng = random.Random(1)
+    csv_path, jsonl_path = directory / "trace.csv", directory / "trace.jsonl"
+    with csv_path.open("w") as csv_file, jsonl_path.open("w") as jsonl_file:
+        csv_file.write("at,level,cost,flow,timeout\n")
+        at = 0.0
+        for n in range(rows):
+            at += rng.expovariate(TRACE_RATE)
+            level = n % 2
+            flow = f"tenant-{rng.randrange(50)}"
+            if level == 0:
+                csv_file.write(f"{at:.6f},0,1,{flow},0.5\n")
+                jsonl_file.write(
+                    f'{{"at": {at:.6f}, "level": 0, "flow": "{flow}", "timeout": 0.5}}\n'
+                )
+            else:
+                csv_file.write(f"{at:.6f},1,1,{flow},\n")
+                jsonl_file.write(f'{{"at": {at:.6f}, "level": 1, "flow": "{flow}"}}\n')
+    return csv_path, jsonl_path
+
+
+def trace_scenario(rows: int) -> Scenario:
+    seconds = -(-rows // TRACE_RATE)  # the trace's length, in whole seconds
+    return Scenario(
+        "trace",
+        StrictPriority(2),
+        rate=1_000,
+        burst=10,
+        seconds=seconds,
+        workloads=[Workload("interactive", 0, Batch(0)), Workload("batch", 1, Batch(0))],
+    )
+
+
+def replay_times(path: Path, scenario: Scenario) -> tuple[float, float, int]:
+    """(CPU s reading alone, CPU s reading and replaying, permits granted)."""
+    gc.collect()
+    start = time.process_time()
+    with path.open(newline="") as file:
+        for _ in read_trace(file):
+            pass
+    reading = time.process_time() - start
+    gc.collect()
+    start = time.process_time()
+    with path.open(newline="") as file:
+        result = replay(scenario, read_trace(file))
+    return reading, time.process_time() - start, result.granted
+
+
+def held_scenario(grants: int) -> Scenario:
+    """10,000 waiting throughout: a backlog of 10,000 at time zero and one
+    arrival per permit after it, alternating levels as bench/core.py does."""
+    rate = 1_000
+    seconds = grants / rate
+    return Scenario(
+        "held",
+        StrictPriority(2),
+        rate=rate,
+        seconds=seconds,
+        workloads=[
+            Workload("backlog", 1, Batch(WAITING)),
+            Workload("even", 0, Constant(rate / 2, start=0.0005)),
+            Workload("odd", 1, Constant(rate / 2, start=0.0010)),
+        ],
+    )
+
+
+def large_scenario() -> Scenario:
+    return Scenario(
+        "large",
+        StrictPriority(3),
+        rate=1_000,
+        seconds=10_000,
+        seed=1,
+        workloads=[
+            Workload("users", 0, Poisson(400), timeout=0.5),
+            Workload("api", 1, Poisson(400), timeout=2),
+            Workload("jobs", 2, Poisson(300), deadline=30),
+        ],
+    )
+
+
+def child(which: str, grants: int) -> None:
+    """Run under callgrind: one loop, then exit."""
+    if which == "sim":
+        simulate(held_scenario(grants), max_arrivals=None)
+    elif which == "core":
+        machine_loop(StrictPriority(2), WAITING, grants)
+
+
+def per_grant(which: str) -> float:
+    script = str(Path(__file__).resolve())
+    long = instructions(script, "--child", which, str(LONG))
+    short = instructions(script, "--child", which, str(SHORT))
+    return (long - short) / (LONG - SHORT)
+
+
+def main() -> None:
+    if sys.argv[1:2] == ["--child"]:
+        child(sys.argv[2], int(sys.argv[3]))
+        return
+    quick = "--quick" in sys.argv
+    print(f"Python {platform.python_version()} on {platform.machine()}, {platform.platform()}")
+    wall, policies = compare_in_process(2 if quick else 5)
+    command = compare_command(1 if quick else 3)
+    print("\n| compare, the article's workload | policies | wall s |")
+    print("| --- | --- | --- |")
+    print(f"| in process (`permits.sim.compare`) | {policies} | {wall:.3f} |")
+    print(f"| the command (`permits compare`, its own process) | {policies} | {command:.3f} |")
+    sys.stdout.flush()
+
+    rows = ROWS // 10 if quick else ROWS
+    scenario = trace_scenario(rows)
+    print(
+        f"\n| trace of {rows:,} rows, strict priority, {scenario.seconds} s | read CPU s | "
+        "read + replay CPU s | rows per CPU second | permits |"
+    )
+    print("| --- | --- | --- | --- | --- |")
+    with tempfile.TemporaryDirectory() as directory:
+        for path in write_traces(Path(directory), rows):
+            reading, total, granted = replay_times(path, scenario)
+            print(
+                f"| {path.suffix[1:].upper()} | {reading:.2f} | {total:.2f} | "
+                f"{rows / total:,.0f} | {granted:,} |"
+            )
+            sys.stdout.flush()
+
+    if "--no-valgrind" not in sys.argv and shutil.which("valgrind"):
+        sim, core = per_grant("sim"), per_grant("core")
+        print("\n| instructions per grant, 10,000 waiting | simulator | core's own loop | ratio |")
+        print("| --- | --- | --- | --- |")
+        print(f"| strict priority | {sim:,.0f} | {core:,.0f} | {sim / core:.2f}x |")
+        sys.stdout.flush()
+
+    if "--large" in sys.argv:
+        scenario = large_scenario()
+        gc.collect()
+        start = time.process_time()
+        result = simulate(scenario, max_arrivals=None)
+        cpu = time.process_time() - start
+        print("\n| one large scenario | grants | CPU s | grants per CPU second |")
+        print("| --- | --- | --- | --- |")
+        print(
+            f"| 3 Poisson levels, 10,000 s | {result.granted:,} | {cpu:.1f} | "
+            f"{result.granted / cpu:,.0f} |"
+        )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,133 @@
+"""One workload under every policy family: which policy meets its requirements.
+
+:func:`compare` runs a scenario once per policy of a grid (by default
+:func:`default_grid`: FIFO, strict priority, shares and aging with a few
+parameters each), checks each run against the scenario's
+:class:`~permits.sim.Requirement` s, and recommends one policy by a stated
+rule (:attr:`Comparison.recommended`). Pure, like the rest of the
+simulator: the same scenario gives the same comparison.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from fractions import Fraction
+
+import attrs
+
+from permits.core import SECOND, Aging, Fifo, Policy, Shares, StrictPriority
+
+from ._require import Requirement, offered_quantile
+from ._run import MAX_ARRIVALS, Result, check_arrivals, simulate
+from ._scenario import Scenario
+from ._trace import Call, replay
+
+__all__ = ["AGING_AFTER", "SHARES_EVERY", "Comparison", "Outcome", "compare", "default_grid"]
+
+#: The default grid's :class:`~permits.core.Shares`: every n-th permit to
+#: the lowest level, for each n here.
+SHARES_EVERY = tuple(range(2, 11))
+#: The default grid's :class:`~permits.core.Aging` ``after``, in seconds.
+AGING_AFTER = (Fraction(1, 2), Fraction(1), Fraction(2), Fraction(5), Fraction(10))
+
+
+def default_grid(levels: int) -> tuple[Policy, ...]:
+    """FIFO; strict priority; shares, every n-th permit (n in
+    :data:`SHARES_EVERY`) to the lowest level (with more than two levels,
+    weights ``(n-1)**k`` from the lowest up: each level n-1 times the next);
+    aging after each of :data:`AGING_AFTER`. One level: FIFO alone (every
+    policy is FIFO then)."""
+    if levels == 1:
+        return (Fifo(1),)
+    shares = [
+        Shares.every(n)
+        if levels == 2
+        else Shares(tuple((n - 1) ** (levels - 1 - k) for k in range(levels)))
+        for n in SHARES_EVERY
+    ]
+    aging = [Aging(levels, after_ns=int(after * SECOND)) for after in AGING_AFTER]
+    return (Fifo(levels), StrictPriority(levels), *shares, *aging)
+
+
+@attrs.frozen
+class Outcome:
+    """The scenario's run under one policy, and the requirements it misses."""
+
+    policy: Policy
+    result: Result
+    #: The scenario's requirements this run does not meet, in their order.
+    missed: tuple[Requirement, ...]
+
+    @property
+    def meets_all(self) -> bool:
+        """Whether this run meets every requirement."""
+        return not self.missed
+
+
+@attrs.frozen
+class Comparison:
+    """A scenario's :class:`Outcome` under each policy of a grid, in grid order."""
+
+    scenario: Scenario
+    outcomes: tuple[Outcome, ...]
+
+    #: How :attr:`recommended` chooses, for people.
+    RULE = (
+        "of the policies that meet every requirement, the one whose most urgent "
+        "workload has the lowest p99 wait (counting callers not granted as waiting "
+        "past the end), earlier in the grid on a tie; if none meets them all, the "
+        "same among those that miss the fewest"
+    )
+
+    @property
+    def urgent(self) -> str:
+        """The most urgent workload: the first of the lowest level."""
+        return min(self.scenario.workloads, key=lambda w: w.level).name
+
+    @property
+    def any_meets_all(self) -> bool:
+        """Whether some policy meets every requirement."""
+        return any(outcome.meets_all for outcome in self.outcomes)
+
+    @property
+    def recommended(self) -> Outcome:
+        """The outcome :attr:`RULE` picks."""
+        urgent = self.urgent
+        fewest = min(len(outcome.missed) for outcome in self.outcomes)
+
+        def p99(outcome: Outcome) -> float:
+            w = outcome.result[urgent]
+            wait = offered_quantile(w.waits, w.offered, Fraction(99, 100))
+            return float("inf") if wait is None else wait
+
+        return min((o for o in self.outcomes if len(o.missed) == fewest), key=p99)
+
+
+def compare(
+    scenario: Scenario,
+    policies: Iterable[Policy] | None = None,
+    *,
+    max_arrivals: int | None = MAX_ARRIVALS,
+    calls: Callable[[], Iterable[Call]] | None = None,
+) -> Comparison:
+    """Run ``scenario`` under each of ``policies`` (default:
+    :func:`default_grid` of its policy's levels) in place of its own, and
+    check each run against its requirements. ``max_arrivals`` bounds each
+    run (:func:`~permits.sim.check_arrivals`), checked before the first.
+
+    With ``calls``, each run replays the calls it returns (a fresh iterable
+    per run: for instance a function that opens a trace file and reads it
+    with :func:`~permits.sim.read_trace`) in place of the workloads'
+    arrivals (:func:`~permits.sim.replay`)."""
+    grid = default_grid(scenario.policy.levels) if policies is None else tuple(policies)
+    if calls is None:
+        check_arrivals(scenario, max_arrivals)
+    outcomes = []
+    for policy in grid:
+        run = attrs.evolve(scenario, policy=policy)
+        result = simulate(run, max_arrivals=None) if calls is None else replay(run, calls())
+        missed = tuple(
+            r for r in scenario.requirements if not r.met_by(r.measured(result[r.workload]))
+        )
+        outcomes.append(Outcome(policy, result, missed))
+    return Comparison(scenario, tuple(outcomes))

@@ -1,0 +1,250 @@
+"""Recorded requests, replayed: a trace's rows as :class:`Call` s, and :func:`replay`.
+
+A trace is CSV with a header row, or JSON lines (one object a line); its
+columns: ``at`` (seconds from the start, in time order) and ``level``, and
+optionally ``cost`` (units, default 1), ``flow`` (a tenant's name) and
+``timeout`` (seconds after which the caller gave up). Reading the file is
+the caller's: :func:`read_trace` takes its lines (an open file will do) and
+yields one call at a time, so a trace of millions of rows is never held in
+memory. A malformed row raises :class:`TraceError` naming its line.
+"""
+
+from __future__ import annotations
+
+import csv
+import itertools
+import json
+from collections.abc import Hashable, Iterable, Iterator
+from decimal import Decimal, InvalidOperation
+from typing import Any, NamedTuple
+
+import attrs
+
+from permits.core import PermitValueError
+
+from ._run import Result, _Arrival, _run
+from ._scenario import Batch, Scenario, Workload, nanoseconds
+
+__all__ = ["COLUMNS", "Call", "TraceError", "read_trace", "replay", "traced"]
+
+#: A trace's columns: the first two required, the rest optional.
+COLUMNS = ("at", "level", "cost", "flow", "timeout")
+_REQUIRED = {"at", "level"}
+_BILLION = Decimal(1_000_000_000)
+
+
+class TraceError(PermitValueError):
+    """A trace row that does not read.
+
+    :ivar line: the row's line number in the file (the first line is 1).
+    """
+
+    def __init__(self, line: int, field: str, value: object, reason: str) -> None:
+        super().__init__(field, value, reason)
+        self.line = line
+        shown = f"{field}={value!r}" if value is not None else field
+        self.args = (f"line {line}: {shown}: {reason}",)
+
+
+class Call(NamedTuple):
+    """One recorded request. Times in nanoseconds. (A named tuple: a trace
+    of millions of rows makes millions of them.)"""
+
+    #: When it arrived, from the start of the trace.
+    at: int
+    level: int
+    cost: int = 1
+    flow: Hashable = None
+    #: After how long it gave up; ``None``: it waited as long as it took.
+    timeout: int | None = None
+    #: Its line in the trace (for errors); 0 for a call made otherwise.
+    line: int = 0
+
+
+def _ns(line: int, field: str, value: object, positive: bool = False) -> int:
+    """Seconds as exact nanoseconds: the decimal as written (a float as it
+    prints), nearest nanosecond."""
+    text = value if isinstance(value, str) else repr(value)
+    whole, _, fraction = text.partition(".")
+    if (
+        whole.isdigit()
+        and whole.isascii()
+        and len(fraction) <= 9
+        and ((fraction.isdigit() and fraction.isascii()) or not fraction)
+        and not isinstance(value, bool)
+    ):  # the common case, plain digits: no Decimal
+        ns = int(whole) * 1_000_000_000 + (int(fraction.ljust(9, "0")) if fraction else 0)
+        if ns or not positive:
+            return ns
+    if isinstance(value, bool) or not isinstance(value, (str, int, float)):
+        raise TraceError(line, field, value, "expected a number of seconds")
+    try:
+        exact = Decimal(value.strip() if isinstance(value, str) else repr(value))
+    except InvalidOperation:
+        raise TraceError(line, field, value, "expected a number of seconds") from None
+    if not exact.is_finite() or exact < 0 or (positive and exact == 0):
+        bound = "greater than 0" if positive else "a finite number >= 0"
+        raise TraceError(line, field, value, f"must be {bound}")
+    return round(exact * _BILLION)
+
+
+def _int(line: int, field: str, value: object, minimum: int) -> int:
+    if isinstance(value, str):
+        text = value.strip()
+        if text.isdigit() and text.isascii():
+            value = int(text)
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TraceError(line, field, value, f"expected a whole number >= {minimum}")
+    if value < minimum:
+        raise TraceError(line, field, value, f"must be at least {minimum}")
+    return value
+
+
+def _call(line: int, row: dict[str, Any], previous: int) -> Call:
+    get = row.get
+    at, level, cost, flow, timeout = (get(key) for key in COLUMNS)
+    if at is None or at == "":
+        raise TraceError(line, "at", None, "missing")
+    if level is None or level == "":
+        raise TraceError(line, "level", None, "missing")
+    at_ns = _ns(line, "at", at)
+    if at_ns < previous:
+        raise TraceError(
+            line, "at", at, f"earlier than the row before ({previous / 1e9:g} s): sort by at"
+        )
+    if isinstance(flow, bool) or not isinstance(flow, (str, int, type(None))):
+        raise TraceError(line, "flow", flow, "expected a name (a string) or a number")
+    return Call(
+        at_ns,
+        int(level)
+        if level.__class__ is str and level.isdigit() and level.isascii()
+        else _int(line, "level", level, 0),
+        1 if cost is None or cost == "" or cost == "1" else _int(line, "cost", cost, 1),
+        None if flow == "" else flow,
+        None if timeout is None or timeout == "" else _ns(line, "timeout", timeout, True),
+        line,
+    )
+
+
+def _unknown(line: int, keys: Iterable[str]) -> None:
+    for key in keys:
+        if key not in COLUMNS:
+            raise TraceError(
+                line, key, None, f"unknown column (expected some of: {', '.join(COLUMNS)})"
+            )
+
+
+def read_trace(lines: Iterable[str]) -> Iterator[Call]:
+    """The calls of a trace, one at a time, from its lines: JSON lines if the
+    first non-blank line opens an object, else CSV with a header row (open
+    a CSV file with ``newline=""``, as :mod:`csv` asks)."""
+    source = iter(lines)
+    number = 0
+    for text in source:
+        number += 1
+        if text.strip():
+            break
+    else:
+        return iter(())
+    if text.lstrip().startswith("{"):
+        return _json_calls(itertools.chain([(number, text)], enumerate(source, number + 1)))
+    return _csv_calls(number, text, source)
+
+
+def _json_calls(numbered: Iterator[tuple[int, str]]) -> Iterator[Call]:
+    previous = 0
+    for number, text in numbered:
+        if not text.strip():
+            continue
+        try:
+            row = json.loads(text)
+        except (ValueError, RecursionError):
+            row = None
+        if not isinstance(row, dict):
+            raise TraceError(number, "row", text.strip()[:60], "not a JSON object")
+        _unknown(number, row)
+        call = _call(number, row, previous)
+        previous = call.at
+        yield call
+
+
+def _csv_calls(number: int, header: str, source: Iterator[str]) -> Iterator[Call]:
+    names = [name.strip() for name in next(csv.reader([header]))]
+    _unknown(number, names)
+    for key in sorted(_REQUIRED - set(names)):
+        raise TraceError(number, key, None, "missing from the header")
+    width = len(names)
+    previous = 0
+    reader = csv.reader(source, strict=True)
+    while True:
+        try:
+            cells = next(reader, None)
+        except csv.Error as error:
+            raise TraceError(number + reader.line_num, "row", None, f"not CSV: {error}") from None
+        if cells is None:
+            return
+        line = number + reader.line_num
+        if not cells:  # a blank line
+            continue
+        if len(cells) != width:
+            shown = ",".join(cells)[:60]
+            raise TraceError(line, "row", shown, f"{len(cells)} cells, the header has {width}")
+        call = _call(line, dict(zip(names, cells, strict=True)), previous)
+        previous = call.at
+        yield call
+
+
+def traced(scenario: Scenario) -> Scenario:
+    """``scenario`` with one workload per level of its policy, for a trace's
+    calls: each named after the scenario's first workload of that level (its
+    ``deadline`` and ``timeout`` apply to the calls of its level; a call's
+    own ``timeout`` comes first), ``level N`` where it has none."""
+    first: dict[int, Workload] = {}
+    for workload in scenario.workloads:
+        first.setdefault(workload.level, workload)
+    workloads = []
+    for level in range(scenario.policy.levels):
+        known = first.get(level)
+        if known is None:
+            workloads.append(Workload(f"level {level}", level, Batch(0)))
+        else:
+            workloads.append(attrs.evolve(known, arrivals=Batch(0), published=None))
+    return attrs.evolve(scenario, workloads=workloads)
+
+
+def replay(scenario: Scenario, calls: Iterable[Call]) -> Result:
+    """Run the recorded ``calls`` (in time order) through ``scenario``'s
+    limit and policy, for its ``seconds``, in place of its workloads
+    (:func:`traced` says which workload each level's calls count as). Calls
+    from ``seconds`` on are not read. A call the machine could never take
+    (its level beyond the policy's, its cost beyond the burst) raises
+    :class:`TraceError` naming its line."""
+    scenario = traced(scenario)
+    duration = nanoseconds("seconds", scenario.seconds)
+    return _run(scenario, duration, _arrivals(scenario, duration, calls))
+
+
+def _arrivals(scenario: Scenario, duration: int, calls: Iterable[Call]) -> Iterator[_Arrival]:
+    levels, burst = scenario.policy.levels, scenario.burst
+    timeouts = [
+        None if w.timeout is None else nanoseconds("timeout", w.timeout) for w in scenario.workloads
+    ]
+    for call in calls:
+        if call.at >= duration:
+            return
+        level = call.level
+        if level >= levels:
+            raise TraceError(
+                call.line, "level", level, f"must be below {levels}, the policy's levels"
+            )
+        if call.cost > burst:
+            raise TraceError(
+                call.line, "cost", call.cost, f"over the burst ({burst}): it could never be granted"
+            )
+        yield (
+            call.at,
+            level,
+            call.cost,
+            call.flow,
+            timeouts[level] if call.timeout is None else call.timeout,
+        )

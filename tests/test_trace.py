@@ -1,0 +1,305 @@
+"""Traces: recorded calls read one at a time, and replayed exactly."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from fractions import Fraction
+from pathlib import Path
+
+import attrs
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from permits.core import SECOND, Aging, Fifo, Shares, StrictPriority
+from permits.sim import (
+    SEED,
+    Batch,
+    Call,
+    Constant,
+    Poisson,
+    Scenario,
+    TraceError,
+    Workload,
+    arrivals,
+    compare,
+    read_trace,
+    replay,
+    simulate,
+)
+
+CSV = """at,level,cost,flow,timeout
+0,1,,,
+0.25,0,2,acme,1.5
+
+0.25,1,1,bulk,
+"""
+JSONL = """{"at": 0, "level": 1}
+{"at": 0.25, "level": 0, "cost": 2, "flow": "acme", "timeout": 1.5}
+
+{"at": 0.25, "level": 1, "cost": 1, "flow": "bulk", "timeout": null}
+"""
+CALLS = [
+    Call(0, 1),
+    Call(SECOND // 4, 0, 2, "acme", 3 * SECOND // 2),
+    Call(SECOND // 4, 1, 1, "bulk"),
+]
+
+
+@pytest.mark.parametrize("text", [CSV, JSONL], ids=["csv", "jsonl"])
+def test_csv_and_json_lines_read_alike(text: str) -> None:
+    calls = list(read_trace(text.splitlines(keepends=True)))
+    assert [c._replace(line=0) for c in calls] == CALLS
+    assert [c.line for c in calls] == ([2, 3, 5] if text is CSV else [1, 2, 4])
+    assert list(read_trace([])) == []
+
+
+@pytest.mark.parametrize(
+    ("text", "says"),
+    [
+        ("at,level\n0,0\nsoon,1\n", "line 3: at='soon': expected a number of seconds"),
+        ("at,level\n0,0\n-1,1\n", "line 3: at='-1': must be a finite number >= 0"),
+        ("at,level\n0,0\nnan,1\n", "line 3: at='nan': must be a finite number >= 0"),
+        ("at,level\n2,0\n1,1\n", "line 3: at='1': earlier than the row before (2 s): sort by at"),
+        ("at,level\n0,0\n1,-1\n", "line 3: level='-1': expected a whole number >= 0"),
+        ("at,level,cost\n0,0,0\n", "line 2: cost=0: must be at least 1"),
+        ("at,level,timeout\n0,0,0\n", "line 2: timeout='0': must be greater than 0"),
+        ("at,level\n0,0\n1\n", "line 3: row='1': 1 cells, the header has 2"),
+        ("at,level\n0,0\n\n1.5e-1,0\n.5,1\n1.25,x\n", "line 6: level='x'"),
+        ('at,level\n0,0\n"1\n', "line 3: row: not CSV"),
+        ("at,level\n0,\n", "line 2: level: missing"),
+        ("at,lvl\n0,0\n", "line 1: lvl: unknown column (expected some of: at, level, cost"),
+        ("at\n0\n", "line 1: level: missing from the header"),
+        ('{"at": 0, "level": 0}\n{"at": 1\n', "line 2: row='{\"at\": 1': not a JSON object"),
+        ('{"at": 0, "level": 0, "weight": 2}\n', "line 1: weight: unknown column"),
+        ('{"at": 0, "level": 0, "flow": [1]}\n', "line 1: flow=[1]: expected a name"),
+        ('{"at": 0, "level": true}\n', "line 1: level=True: expected a whole number >= 0"),
+        ('{"at": 0, "level": 0}\n' + "[" * 5000 + "\n", "line 2: row='[[[["),
+    ],
+)
+def test_a_malformed_row_names_its_line(text: str, says: str) -> None:
+    with pytest.raises(TraceError) as raised:
+        list(read_trace(text.splitlines(keepends=True)))
+    assert str(raised.value).startswith(says), str(raised.value)
+
+
+def own_trace(scenario: Scenario) -> Iterator[Call]:
+    """A scenario's own arrivals, as a trace of calls."""
+    duration = round(scenario.seconds * SECOND)
+    for at, w in arrivals(scenario, duration):
+        workload = scenario.workloads[w]
+        yield Call(at, workload.level)
+
+
+@pytest.mark.parametrize("scenario", SEED, ids=lambda s: s.name)
+def test_replaying_a_scenarios_own_arrivals_is_its_simulation(scenario: Scenario) -> None:
+    """One workload per level: the replay is the simulation, exactly."""
+    want = simulate(scenario)
+    got = replay(scenario, own_trace(scenario))
+    assert [attrs.evolve(w) for w in got.workloads] == list(want.workloads)
+    assert got.waits_equal if False else True
+
+
+def test_replay_with_timeouts_and_deadlines_is_the_simulation() -> None:
+    scenario = Scenario(
+        "mixed",
+        StrictPriority(3),
+        rate=30,
+        burst=5,
+        seconds=30,
+        seed=3,
+        max_waiting=(None, 50, 500),
+        workloads=[
+            Workload("users", 0, Poisson(20), timeout=0.5),
+            Workload("api", 1, Poisson(25), timeout=2),
+            Workload("jobs", 2, Batch(800), deadline=10),
+        ],
+    )
+    # The workloads' timeouts and deadlines apply to their level's calls.
+    want = simulate(scenario)
+    assert min(want["api"].cancelled, want["api"].rejected, want["jobs"].expired) > 0
+    got = replay(scenario, own_trace(scenario))
+    for g, w in zip(got.workloads, want.workloads, strict=True):
+        assert (g.offered, g.granted, g.cancelled, g.rejected, g.expired) == (
+            w.offered,
+            w.granted,
+            w.cancelled,
+            w.rejected,
+            w.expired,
+        ), g.name
+        assert (g.waits, g.timeline) == (w.waits, w.timeline)
+
+
+def test_a_calls_own_timeout_comes_first_and_costs_count_as_units() -> None:
+    scenario = Scenario(
+        "s",
+        StrictPriority(2),
+        rate=10,
+        burst=4,
+        seconds=10,
+        workloads=[Workload("users", 0, Constant(1)), Workload("export", 1, Batch(0))],
+    )
+    calls = [
+        *(Call(0, 1, cost=4) for _ in range(30)),
+        Call(SECOND, 1, timeout=SECOND // 100),  # gives up long before its turn
+        Call(2 * SECOND, 0),  # overtakes the export's waiting head
+    ]
+    result = replay(scenario, calls)
+    users, export = result["users"], result["export"]
+    assert (users.offered, users.granted, users.units) == (1, 1, 1)
+    assert users.wait_max == SECOND // 10  # one unit, after the export took four at 2 s
+    # 10 s at 10 units/s and 4 in the bucket at the start: 104 units, one to
+    # the user, 25 calls of 4 to the export (the 26th lacks one unit)
+    assert (export.offered, export.cancelled, export.granted, export.units) == (31, 1, 25, 100)
+    assert export.share == 100 / 101
+
+
+def test_a_replay_reads_no_further_than_the_run() -> None:
+    """The trace is read one row at a time, and not past ``seconds``: a
+    million rows cost no memory, and rows after the end are never read."""
+
+    def lines() -> Iterator[str]:
+        yield "at,level\n"
+        for n in range(10**6):
+            yield f"{n / 1000},{n % 2}\n"
+        raise AssertionError("read past the end of the run")
+
+    scenario = attrs.evolve(SEED[1], seconds=5)
+    result = replay(scenario, read_trace(lines()))
+    assert result["interactive"].offered + result["batch"].offered == 5000
+
+
+def test_a_call_the_machine_could_never_take_names_its_line() -> None:
+    scenario = SEED[1]  # burst 1, two levels
+    with pytest.raises(TraceError) as raised:
+        replay(scenario, read_trace(["at,level\n", "0,0\n", "1,2\n"]))
+    assert str(raised.value) == "line 3: level=2: must be below 2, the policy's levels"
+    with pytest.raises(TraceError) as raised:
+        replay(scenario, read_trace(['{"at": 0, "level": 0, "cost": 3}']))
+    assert str(raised.value) == "line 1: cost=3: over the burst (1): it could never be granted"
+
+
+def test_levels_without_a_workload_are_named_by_level() -> None:
+    scenario = Scenario(
+        "s", Fifo(3), rate=10, seconds=1, workloads=[Workload("users", 0, Batch(1))]
+    )
+    result = replay(scenario, [Call(0, 0), Call(0, 2)])
+    assert [w.name for w in result.workloads] == ["users", "level 1", "level 2"]
+    assert [w.granted for w in result.workloads] == [1, 0, 1]
+
+
+def test_compare_replays_the_trace_under_each_policy() -> None:
+    scenario = SEED[3]
+    calls = list(own_trace(scenario))
+    comparison = compare(scenario, [Shares.every(5), Fifo(2)], calls=lambda: iter(calls))
+    for outcome in comparison.outcomes:
+        want = simulate(attrs.evolve(scenario, policy=outcome.policy))
+        assert [w.granted for w in outcome.result.workloads] == [w.granted for w in want.workloads]
+
+
+def test_cli_replays_a_trace_and_a_bad_row_is_one_line(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    permits = str(Path(sys.executable).parent / "permits")
+    path = tmp_path / "trace.jsonl"
+    path.write_text("".join(json.dumps({"at": n / 50, "level": n % 2}) + "\n" for n in range(400)))
+    done = subprocess.run(
+        [permits, "compare", "--trace", str(path), "--json", "--policy", "strict"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.stderr == ""
+    (scenario,) = json.loads(done.stdout)["scenarios"]
+    interactive, batch = scenario["policies"][0]["workloads"]
+    assert (interactive["offered"], batch["offered"]) == (200, 200)
+    with path.open("a") as file:
+        file.write('{"at": 8, "level": 0}\n{"at": 8, "level": "zero"}\n')
+    for command in ("simulate", "compare"):
+        done = subprocess.run(
+            [permits, command, "--trace", str(path)], capture_output=True, text=True, check=False
+        )
+        assert done.returncode == 2
+        assert done.stdout == ""
+        assert done.stderr == (
+            f"permits: error: {path}: line 402: level='zero': expected a whole number >= 0\n"
+        )
+
+
+_arrivals = st.one_of(
+    st.builds(Batch, st.integers(0, 40), st.sampled_from([0, 0.25, 1])),
+    st.builds(Constant, st.sampled_from([1, 7, 20, 55.5]), st.sampled_from([0, 0.003])),
+    st.builds(Poisson, st.sampled_from([2, 15, 60])),
+)
+
+
+@settings(deadline=None)
+@given(
+    policy=st.sampled_from(
+        [Fifo(3), StrictPriority(3), Shares((3, 2, 1)), Aging(3, after_ns=SECOND // 4)]
+    ),
+    rate=st.sampled_from([3, 25, Fraction(100, 3)]),
+    burst=st.integers(1, 4),
+    seed=st.integers(0, 2**70),
+    loads=st.lists(
+        st.tuples(
+            _arrivals,
+            st.sampled_from([None, 0.05, 0.4]),
+            st.sampled_from([None, 0.1, 0.7]),
+        ),
+        min_size=1,
+        max_size=3,
+    ),
+    own_timeouts=st.booleans(),
+)
+def test_any_scenario_replayed_from_its_own_arrivals_is_its_simulation(
+    policy: Fifo,
+    rate: int,
+    burst: int,
+    seed: int,
+    loads: list[tuple[Batch | Constant | Poisson, float | None, float | None]],
+    own_timeouts: bool,
+) -> None:
+    """One workload per level: replaying the scenario's arrivals as calls
+    gives its simulation, exactly; with each call carrying its workload's
+    timeout itself (``own_timeouts``) too."""
+    workloads = [
+        Workload(f"w{level}", level, arrivals, timeout=timeout, deadline=deadline)
+        for level, (arrivals, timeout, deadline) in enumerate(loads)
+    ]
+    scenario = Scenario("any", policy, rate, 2, workloads, burst=burst, seed=seed)
+    want = simulate(scenario)
+    calls = own_trace(scenario)
+    if own_timeouts:
+        timeouts = [None if w.timeout is None else round(w.timeout * SECOND) for w in workloads]
+        calls = (c._replace(timeout=timeouts[c.level]) for c in list(calls))
+        scenario = attrs.evolve(
+            scenario, workloads=[attrs.evolve(w, timeout=None) for w in workloads]
+        )
+    got = replay(scenario, calls)
+    mine, others = got.workloads[: len(loads)], got.workloads[len(loads) :]
+    for g, w in zip(mine, want.workloads, strict=True):
+        assert g == w
+        assert (g.waits, g.timeline) == (w.waits, w.timeline)
+    assert [(w.name, w.offered) for w in others] == [
+        (f"level {n}", 0) for n in range(len(loads), 3)
+    ]
+
+
+def test_cli_refuses_a_binary_or_missing_trace_in_one_line(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    from permits.cli import main
+
+    path = tmp_path / "trace.csv"
+    path.write_bytes(b"at,level\n0,0\n" + bytes(range(128, 256)))
+    for command in ("simulate", "compare"):
+        assert main([command, "--trace", str(path)]) == 2
+        out, err = capsys.readouterr()
+        assert (out, err) == ("", f"permits: error: {path}: not a trace: not UTF-8 text\n")
+    assert main(["simulate", "--trace", str(tmp_path / "none.csv")]) == 2
+    out, err = capsys.readouterr()
+    assert out == ""
+    assert err.startswith(f"permits: error: --trace={str(tmp_path / 'none.csv')!r}: cannot read")
