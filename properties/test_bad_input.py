@@ -26,14 +26,18 @@ from permits.core import (
     SECOND,
     Aging,
     Charge,
+    DuplicateId,
     Fifo,
     Limit,
     Machine,
+    NotRefundable,
     PermitError,
     PermitTypeError,
     PermitValueError,
+    PolicyError,
     Shares,
     StrictPriority,
+    TimeWentBackwards,
 )
 from permits.core import _policies as policies
 from permits.core.checks import check_int, check_rate
@@ -81,6 +85,11 @@ def valued(argument: str, value: object, reason: str) -> tuple[type, str, object
 
 
 two = {"requests": Limit(10, 10), "tokens": Limit(1000, 500)}
+others = {"requests": Limit(10, 10), "cost": Limit(1000, 500)}
+#: Policies whose levels are no count, and one sharing a limit few machines have.
+bad_levels = {value: BadLevels(value) for value in (0, LEVELS + 1, True, 2.0)}
+shares_tokens = Shares((4, 1), limit="tokens")
+not_a_policy = NoLevels()
 
 #: (what, the call, (error type, argument, value, message))
 REFUSED: list[tuple[str, Callable[[], object], tuple[type, str, object, str]]] = [
@@ -92,33 +101,28 @@ REFUSED: list[tuple[str, Callable[[], object], tuple[type, str, object, str]]] =
     ),
     (
         "not a policy",
-        lambda: Machine(NoLevels(), 1),  # type: ignore[arg-type]
-        (
-            PermitTypeError,
-            "policy",
-            THEIRS,
-            "expected a Policy (levels, choose() and ahead()), got NoLevels",
-        ),
+        lambda: Machine(not_a_policy, 1),  # type: ignore[arg-type]
+        typed("policy", not_a_policy, "a Policy (levels, choose() and ahead())"),
     ),
     (
         "levels 0",
-        lambda: Machine(BadLevels(0), 1),  # type: ignore[arg-type]
-        (PermitValueError, "policy", THEIRS, "its levels=0 must be an int from 1 to 1000"),
+        lambda: Machine(bad_levels[0], 1),  # type: ignore[arg-type]
+        valued("policy", bad_levels[0], "its levels=0 must be an int from 1 to 1000"),
     ),
     (
         "levels too many",
-        lambda: Machine(BadLevels(LEVELS + 1), 1),  # type: ignore[arg-type]
-        (PermitValueError, "policy", THEIRS, "its levels=1001 must be an int from 1 to 1000"),
+        lambda: Machine(bad_levels[LEVELS + 1], 1),  # type: ignore[arg-type]
+        valued("policy", bad_levels[LEVELS + 1], "its levels=1001 must be an int from 1 to 1000"),
     ),
     (
         "levels bool",
-        lambda: Machine(BadLevels(True), 1),  # type: ignore[arg-type]
-        (PermitValueError, "policy", THEIRS, "its levels=True must be an int from 1 to 1000"),
+        lambda: Machine(bad_levels[True], 1),  # type: ignore[arg-type]
+        valued("policy", bad_levels[True], "its levels=True must be an int from 1 to 1000"),
     ),
     (
         "levels float",
-        lambda: Machine(BadLevels(2.0), 1),  # type: ignore[arg-type]
-        (PermitValueError, "policy", THEIRS, "its levels=2.0 must be an int from 1 to 1000"),
+        lambda: Machine(bad_levels[2.0], 1),  # type: ignore[arg-type]
+        valued("policy", bad_levels[2.0], "its levels=2.0 must be an int from 1 to 1000"),
     ),
     ("Fifo(0)", lambda: Fifo(0), valued("levels", 0, "must be at least 1")),
     ("Fifo(1001)", lambda: Fifo(LEVELS + 1), valued("levels", 1001, "must be at most 1000")),
@@ -172,13 +176,12 @@ REFUSED: list[tuple[str, Callable[[], object], tuple[type, str, object, str]]] =
     ),
     (
         "shares of a limit the machine lacks",
-        lambda: Machine(Shares((4, 1), limit="tokens"), 1),
-        (
-            PermitValueError,
+        lambda: Machine(shares_tokens, limits=others),
+        valued(
             "policy",
-            THEIRS,
+            shares_tokens,
             "shares the units of limit 'tokens', which the machine does not have "
-            "(its limits: 'units')",
+            "(its limits: 'requests', 'cost')",
         ),
     ),
     # rate and burst
@@ -444,6 +447,7 @@ def test_the_bounds_are_inclusive(monkeypatch: pytest.MonkeyPatch) -> None:
     assert Machine(Fifo(), limits=Limit(2, 3)).limits == {"units": Limit(2, 3)}
     machine = Machine(Fifo(), limits=two, flow_limit="tokens", max_waiting_per_flow=0)
     assert machine.limits == two
+    assert machine.queues.flow_limit == 1  # the flows share tokens
     assert Machine(Fifo(), 1, supplied=True).supplied
     assert Machine(Fifo(), 1, charge=Charge.AT_SPEND).charge is Charge.AT_SPEND
     weights = Machine(Fifo(), 1, flow_weights={"a": 1, "b": WEIGHT, "c": Tier.GOLD})
@@ -451,6 +455,7 @@ def test_the_bounds_are_inclusive(monkeypatch: pytest.MonkeyPatch) -> None:
     weights.push("x", 0, 0, flow="b")
     assert weights.queues.fairness()[0][1] == WEIGHT  # its weight, read
     assert Limit.per_minute(500) == Limit(Fraction(500, 60), 500)
+    assert Limit.per_minute(600, burst=10) == Limit(10, 10)
     assert Limit.per_hour(3600, burst=2) == Limit(1, 2)
     assert Limit.per_second(2.5, burst=3) == Limit(Fraction(5, 2), 3)
     assert check_rate(numpy_like(2.5)) == Fraction(5, 2)
@@ -482,3 +487,68 @@ def test_no_rate_at_or_below_zero_or_unbounded(rate: Any) -> None:
     assert str(info.value).startswith("rate="), "P18"
     reason = "must be finite" if isinstance(rate, float) and not math.isfinite(rate) else None
     assert info.value.reason == (reason or "must be greater than 0"), "P18"
+
+
+class Stuck:
+    """A policy that names a level nobody waits at."""
+
+    levels = 2
+
+    def choose(self, queues: object, now: int) -> int:
+        return 1
+
+    def ahead(self, queues: object, level: int, now: int) -> int:
+        return 0
+
+    def __repr__(self) -> str:
+        return "Stuck()"
+
+
+def test_the_operations_errors_in_words() -> None:
+    """P18 for the errors of a running machine: each carries what it is
+    about, and says it in these words."""
+    machine = Machine(Fifo(2), 1, 1, max_waiting=(1, None), max_waiting_per_flow=1)
+    machine.push("banked", 0, 0)  # granted at once
+    machine.push("x", 0, 0)  # waits: level 0 is full now
+    with pytest.raises(DuplicateId) as duplicate:
+        machine.push("x", 1, 0)
+    assert (duplicate.value.id, duplicate.value.argument, duplicate.value.value) == ("x", "id", "x")
+    assert str(duplicate.value) == "id='x': this id is already waiting, or its permit is in flight"
+    with pytest.raises(NotRefundable) as refused:
+        machine.refund("y", 0)
+    assert (refused.value.id, refused.value.argument) == ("y", "id")
+    assert str(refused.value) == (
+        "id='y': holds no permit to refund or settle (never granted, already refunded or "
+        "settled, spent, pushed again, or charged longer ago than refund_window_ns)"
+    )
+    machine.tick(5)
+    with pytest.raises(TimeWentBackwards) as back:
+        machine.tick(3)
+    assert (back.value.last, back.value.argument, back.value.value) == (5, "now", 3)
+    assert str(back.value) == "now=3: time went backwards (the machine is at 5)"
+    machine.push("z", 1, 5, flow="f")  # waits: flow f of level 1 is full now
+    full = machine.queue_full("w", 0)
+    assert (full.id, full.level, full.limit, full.flow, full.per_flow) == ("w", 0, 1, None, False)
+    assert str(full) == "id='w' rejected: level 0 already has 1 waiters (max_waiting=1)"
+    full = machine.queue_full("v", 1, "f")
+    assert (full.id, full.level, full.limit, full.flow, full.per_flow) == ("v", 1, 1, "f", True)
+    assert str(full) == (
+        "id='v' rejected: flow 'f' of level 1 already has 1 waiters (max_waiting_per_flow=1)"
+    )
+    stuck = Machine(Stuck(), 1, 1)
+    with pytest.raises(PolicyError) as broken:
+        stuck.push("a", 0, 0)  # the policy names level 1, where nobody waits
+    assert str(broken.value) == (
+        "Stuck().choose() returned 1, not a level with waiters (depths [1, 0])"
+    )
+    assert tuple(broken.value.decisions) == ()
+
+
+def test_shares_outside_a_machine_says_so() -> None:
+    """A Shares policy asked to choose by hand, without the deal a machine
+    keeps for it, says where to run it."""
+    from permits.core import Queues
+
+    with pytest.raises(AssertionError) as outside:
+        Shares((1, 1)).choose(Queues(2), 0)
+    assert str(outside.value) == "Shares needs the Deal its start() made (run it in a Machine)"
