@@ -405,6 +405,8 @@ def refused(
     else:
         assert error.value == value, ("P18", error.value)
         assert str(error) == message, ("P18", str(error))
+    if isinstance(error, PermitTypeError):  # what it expected, on its own
+        assert f": expected {error.expected}, got " in str(error), ("P18", error.expected)
 
 
 @pytest.mark.parametrize(("what", "call", "refusal"), REFUSED, ids=[c[0] for c in REFUSED])
@@ -445,6 +447,7 @@ def test_the_bounds_are_inclusive(monkeypatch: pytest.MonkeyPatch) -> None:
     assert Machine(Fifo(), Decimal("0.25")).rate == Fraction(1, 4)
     assert Machine(Fifo(), Tier.GOLD, Tier.GOLD).burst == 3
     assert Machine(Fifo(), limits=Limit(2, 3)).limits == {"units": Limit(2, 3)}
+    assert Machine(Fifo(), 2, 3).limits == {"units": Limit(2, 3)}  # one limit's name
     machine = Machine(Fifo(), limits=two, flow_limit="tokens", max_waiting_per_flow=0)
     assert machine.limits == two
     assert machine.queues.flow_limit == 1  # the flows share tokens
