@@ -151,7 +151,7 @@ class Reference:
         #: grants that may still be refunded or settled, by id
         self.held: dict[Hashable, Held] = {}
         self.paused_until: int | None = None
-        #: P38: the pauses that lengthened the pause, and every pause's span
+        #: P46: the pauses that lengthened the pause, and every pause's span
         self.pauses = 0
         self.pause_spans: list[tuple[int, int]] = []
         self.waiting: list[RefWaiter] = []

@@ -793,7 +793,7 @@ class PolicyMachine(RuleBasedStateMachine):
         assert (stats.pauses, stats.paused_ns) == (
             self.model.pauses,
             self.model.paused_ns(),
-        ), ("P38", stats.pauses, stats.paused_ns, self.model.pause_spans)
+        ), ("P46", stats.pauses, stats.paused_ns, self.model.pause_spans)
 
     @precondition(lambda self: hasattr(self, "core") and self.config.costs)
     @rule(limit=st.integers(0, 1), remaining=st.integers(0, 6), length=st.integers(0, 64))
