@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import tempfile
@@ -84,6 +85,17 @@ class RedisServer:
             self.process.kill()
             self.process.wait()
             self.process = None
+
+    def hang(self) -> None:
+        """Freeze the server (SIGSTOP): connections stay open, nothing is
+        answered, as in a hung host."""
+        assert self.process is not None
+        self.process.send_signal(signal.SIGSTOP)
+
+    def resume(self) -> None:
+        """Let a hung server run again (SIGCONT)."""
+        assert self.process is not None
+        self.process.send_signal(signal.SIGCONT)
 
     def stop(self) -> None:
         self.kill()

@@ -16,6 +16,7 @@ import subprocess
 import sys
 import threading
 import time
+from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
@@ -30,7 +31,7 @@ from permits.adapters.redis import (
     RedisLimiter,
     open_limiter,
 )
-from permits.core import PermitValueError, StrictPriority
+from permits.core import Fifo, Limit, NotRefundable, PermitValueError, StrictPriority
 
 from redis_server import RedisServer, need_redis_server
 
@@ -245,6 +246,124 @@ def test_bad_options(options: dict[str, Any], argument: str) -> None:
     limit.close()
 
 
+# -- what the core has, on the shared limit ----------------------------------
+
+
+async def sent(*limiters: RedisLimiter) -> None:
+    """Wait until every change the limiters were given is in Redis."""
+    with anyio.fail_after(10):
+        while any(limiter._pending for limiter in limiters):
+            await anyio.sleep(0.002)
+        await anyio.sleep(0.01)  # the last one's round trip is answered
+
+
+def peek(server: RedisServer, name: str, **options: Any) -> RedisLimit:
+    """Another process's view of the shared limit, by its own client."""
+    return RedisLimit(server.url, name=name, **options)
+
+
+@pytest.mark.anyio
+async def test_costs_charge_every_limit_or_none(redis_server: RedisServer) -> None:
+    """P39 through the limiter: a cost names its units of each limit; one
+    acquire charges them all at once, and a cost that does not fit one
+    limit waits without charging the other."""
+    name = fresh()
+    limits = {"requests": Limit(1, burst=5), "tokens": Limit(Fraction(1, 10), burst=100)}
+    async with open_limiter(Fifo(1), redis_server.url, name=name, limits=limits) as limiter:
+        await limiter.acquire(cost={"requests": 1, "tokens": 60})
+        await limiter.acquire(cost={"tokens": 30})  # no request taken
+        with pytest.raises(AcquireTimeout):  # 10 tokens left: 20 do not fit
+            await limiter.acquire(cost={"requests": 1, "tokens": 20}, timeout=0.2)
+        with pytest.raises(PermitValueError) as error:
+            await limiter.acquire(cost={"tokens": 101})  # above the burst: never
+        assert error.value.argument == "cost"
+    check = peek(redis_server, name, limits=limits)
+    try:
+        # requests 5 - 1, tokens 100 - 90 (the refused one took none)
+        assert check.take(cost=(0, 1)).remaining == (4, 9)
+    finally:
+        check.close()
+
+
+@pytest.mark.anyio
+async def test_one_pause_for_all(redis_server: RedisServer) -> None:
+    """P40 through two limiters (as two processes): a pause one of them
+    stores holds up the other's next acquire, with no call of its own."""
+    name = fresh()
+    async with (
+        open_limiter(Fifo(1), redis_server.url, name=name, rate=100, burst=5) as a,
+        open_limiter(Fifo(1), redis_server.url, name=name, rate=100, burst=5) as b,
+    ):
+        await b.acquire()  # the bucket has permits to spare
+        a.pause_for(0.4)  # a 429 with Retry-After: 0.4
+        await sent(a)
+        start = anyio.current_time()
+        await b.acquire()
+        assert anyio.current_time() - start >= 0.3  # less the time sent() waited
+        assert b.round_trips <= 3  # one refusal (told when the pause ends), one grant
+
+
+@pytest.mark.anyio
+async def test_live_limits_and_the_upstreams_word(redis_server: RedisServer) -> None:
+    """P41 through the limiter: set_limit in one process is the limit of
+    every process from its next request; adopt lowers the shared bucket."""
+    name = fresh()
+    async with open_limiter(Fifo(1), redis_server.url, name=name, rate=1, burst=1) as a:
+        other = peek(redis_server, name, rate=1, burst=1)  # opened with the old limit
+        try:
+            assert other.take().remaining == (0,)  # burst 1
+            other.give_back()
+            a.set_limit(rate=1.5, burst=5)  # the unit in the bucket carries over
+            await sent(a)
+            answer = other.take()
+            assert answer.allowed
+            # paced by the stored limit, not its own: the next unit within
+            # 667 ms (1 s at the limit it was opened with)
+            assert 0 < answer.retry_after <= 666_667, answer
+            a.adopt(0, 30.0)  # nothing left for 30 s
+            await sent(a)
+            answer = other.take()
+            assert not answer.allowed
+            assert answer.retry_after > 30e6  # 30 s, and the one unit after it
+        finally:
+            other.close()
+
+
+@pytest.mark.anyio
+async def test_settle_on_the_shared_key(redis_server: RedisServer) -> None:
+    """P41 through the limiter: a permit settled for more charges the
+    difference on the shared key, one settled for less gives it back; a
+    permit past its settle window, or settled twice, is refused."""
+    name = fresh()
+    async with open_limiter(
+        Fifo(1), redis_server.url, name=name, rate=0.1, burst=10, settle_window=5
+    ) as limiter:
+        first = await limiter.acquire(cost=2)
+        second = await limiter.acquire(cost=2)
+        first.settle(5)  # 3 more
+        second.settle(0)  # 2 back
+        with pytest.raises(NotRefundable):
+            second.settle(1)
+        await sent(limiter)
+    check = peek(redis_server, name, rate=0.1, burst=10)
+    try:
+        assert check.take().remaining == (4,)  # 10 - 5 - 0 - this one
+    finally:
+        check.close()
+
+
+@pytest.mark.anyio
+async def test_a_cost_above_a_lowered_burst_fails(redis_server: RedisServer) -> None:
+    name = fresh()
+    async with open_limiter(Fifo(1), redis_server.url, name=name, rate=0.5, burst=4) as a:
+        await a.acquire(cost=4)  # empty for 8 s
+        a.set_limit(burst=2)
+        await sent(a)
+        with pytest.raises(PermitValueError) as error:
+            await a.acquire(cost=3)
+        assert error.value.argument == "cost"
+
+
 # -- several real processes -------------------------------------------------
 
 WORKERS = 4
@@ -394,3 +513,107 @@ async def test_server_killed_and_restarted(own_server: RedisServer, mode: str) -
         assert failed == []
         served = len(outage) / (restarted - killed - 0.05)
         assert 0.3 * rate < served <= 0.5 * rate + burst, served  # the declared share
+
+
+# -- the server hangs (SIGSTOP) ------------------------------------------------
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("anyio_backend", ["asyncio", "trio"])
+@pytest.mark.anyio
+async def test_a_waiters_timeout_holds_while_redis_hangs(own_server: RedisServer) -> None:
+    """The driver is stuck in a round trip for the whole reply timeout
+    (2 s); a waiter's own timeout (0.2 s) still holds: the timer task
+    expires it. Margins for a busy machine: the assertion is that it does
+    not wait for the reply timeout, not how fast it is."""
+    async with open_limiter(
+        Fifo(1), own_server.url, name=fresh(), rate=1, burst=1, timeout=2.0, unavailable_after=5
+    ) as limiter:
+        await limiter.acquire()  # the only permit
+        own_server.hang()
+        try:
+            start = anyio.current_time()
+            with pytest.raises(AcquireTimeout):
+                await limiter.acquire(timeout=0.2)
+            waited = anyio.current_time() - start
+        finally:
+            own_server.resume()
+    assert 0.2 <= waited < 0.2 + 1.0, waited  # the reply timeout is 2 s
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])
+@pytest.mark.parametrize(("after", "reply"), [(0.3, 2.0), (1.0, 0.5)])
+@pytest.mark.anyio
+async def test_backend_unavailable_bound_in_a_hang(
+    own_server: RedisServer, after: float, reply: float
+) -> None:
+    """Failing closed, a waiter gets BackendUnavailable ``unavailable_after``
+    from the later of its acquire and the oldest unanswered request, whether
+    the reply timeout is longer than that or shorter (then the outage is
+    known only after it, and still counts from the request)."""
+    async with open_limiter(
+        Fifo(1),
+        own_server.url,
+        name=fresh(),
+        rate=1,
+        burst=1,
+        timeout=reply,
+        unavailable_after=after,
+    ) as limiter:
+        await limiter.acquire()
+        own_server.hang()
+        try:
+            start = anyio.current_time()
+            with pytest.raises(BackendUnavailable):
+                await limiter.acquire()  # its request is the first unanswered one
+            waited = anyio.current_time() - start
+        finally:
+            own_server.resume()
+    # not after + reply (the bound counted from the first failure), nor
+    # after the reply timeout when that is longer
+    assert after <= waited < after + min(reply, 0.4), waited
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])
+@pytest.mark.anyio
+async def test_local_fallback_serves_while_redis_hangs(own_server: RedisServer) -> None:
+    """With ``share=0.5`` of 100/s and the server frozen, the local limit
+    serves about 50/s: the probes (each waiting its reply timeout) run in a
+    task of their own. When the server runs again, Redis serves again."""
+    rate, burst = 100, 5
+    granted: list[float] = []
+    async with open_limiter(
+        Fifo(1),
+        own_server.url,
+        name=fresh(),
+        rate=rate,
+        burst=burst,
+        on_unavailable="local",
+        share=0.5,
+        timeout=0.3,
+    ) as limiter:
+
+        async def caller() -> None:
+            while True:
+                await limiter.acquire()
+                granted.append(anyio.current_time())
+
+        async with anyio.create_task_group() as tg:
+            for _ in range(20):
+                tg.start_soon(caller)
+            await anyio.sleep(0.5)
+            own_server.hang()
+            hung = anyio.current_time()
+            await anyio.sleep(3.0)
+            own_server.resume()
+            resumed = anyio.current_time()
+            with anyio.fail_after(10):
+                while limiter.backend_down or limiter._local is not None:
+                    await anyio.sleep(0.05)
+            tg.cancel_scope.cancel()
+    # from the first failed request (one reply timeout into the hang) on
+    served = [t for t in granted if hung + 0.3 + 0.1 < t < resumed]
+    per_second = len(served) / (resumed - hung - 0.4)
+    assert 0.3 * rate < per_second <= 0.5 * rate + burst, per_second
