@@ -30,6 +30,8 @@ from redis_server import RedisServer
 _keys = itertools.count()
 
 Answer = tuple[int, ...]
+#: (process, time to live in us, level, waiters per level)
+Demand = tuple[str, int, int, tuple[int, ...]]
 
 
 class Buckets:
@@ -45,6 +47,24 @@ class Buckets:
         self.tokens = [Fraction(b) for b in bursts]
         self.pause = 0
         self.at: int | None = None
+        #: Global priority: each process's (expiry, waiters per level).
+        self.demand: dict[str, tuple[int, tuple[int, ...]]] = {}
+
+    def ahead(self, process: str, level: int, now: int) -> int:
+        """Waiters of other live processes at levels more urgent than
+        ``level``; the demand of processes gone quiet is forgotten."""
+        for other, (expiry, _) in list(self.demand.items()):
+            if other != process and expiry <= now:
+                del self.demand[other]
+        return sum(
+            sum(counts[:level]) for other, (_, counts) in self.demand.items() if other != process
+        )
+
+    def publish(self, process: str, now: int, ttl: int, counts: Sequence[int]) -> None:
+        if sum(counts) > 0:
+            self.demand[process] = (now + ttl, tuple(counts))
+        else:
+            self.demand.pop(process, None)
 
     def refill(self, now: int) -> None:
         if self.at is not None:
@@ -63,15 +83,32 @@ class Buckets:
             waits.append((need - self.tokens[i]) * self.T[i])
         return max(0, math.ceil(max(waits)))
 
-    def take(self, now: int, reserve: int, units: Sequence[int]) -> Answer:
+    def take(
+        self, now: int, reserve: int, units: Sequence[int], demand: Demand | None = None
+    ) -> Answer:
+        """A take; under global priority (``demand``: the process, its
+        demand's time to live, the level, its waiters per level), not while
+        waiters of other live processes are more urgent: at best each takes
+        one interval of the fastest limit."""
         self.refill(now)
         if any(x > b for x, b in zip(units, self.burst, strict=True)):
             return self.answer(0, -1)
         wait = self.wait(now, reserve, units)
+        if demand is not None:
+            process, ttl, level, counts = demand
+            ahead = self.ahead(process, level, now)
+            if ahead > 0:
+                wait = max(wait, math.ceil(ahead * min(self.T)))
         if wait > 0:
+            if demand is not None:
+                self.publish(process, now, ttl, counts)
             return self.answer(0, wait)
         for i, x in enumerate(units):
             self.tokens[i] -= x
+        if demand is not None:
+            left = list(counts)
+            left[level] -= 1
+            self.publish(process, now, ttl, left)
         return self.answer(1, self.wait(now, reserve, units))
 
     def give(self, now: int, units: Sequence[int]) -> Answer:
@@ -134,7 +171,9 @@ def caller(script: Any, rates: Sequence[int], bursts: Sequence[int]) -> Call:
             args += [f"l{i}", 10**6 // rate, burst, x]
         return [
             int(r)
-            for r in script(keys=[key, key + ":audit", key + ":limits"], args=[*args, *extra])
+            for r in script(
+                keys=[key, key + ":audit", key + ":limits", key + ":demand"], args=[*args, *extra]
+            )
         ]
 
     return call
@@ -251,12 +290,18 @@ MUTANTS = {
         "  local at = now\n",
         "a take does not read the pause",
     ),
+    "drop-other-demand": (
+        "  redis.call('HSET', KEYS[4], process, table.concat(words, ' '))\n",
+        "  redis.call('DEL', KEYS[4])\n"
+        "  redis.call('HSET', KEYS[4], process, table.concat(words, ' '))\n",
+        "publishing one process's demand drops the others'",
+    ),
 }
 
 
 @pytest.mark.parametrize("mutant", sorted(MUTANTS))
 def test_script_mutants_are_caught(client: Any, mutant: str) -> None:
-    """P39, P40 have teeth: the property above fails on each mutant."""
+    """P39, P40, P42 have teeth: the properties fail on each mutant."""
     text, replacement, _ = MUTANTS[mutant]
     source = script_source(clock="argv")
     assert source.count(text) == 1, mutant
@@ -268,6 +313,14 @@ def test_script_mutants_are_caught(client: Any, mutant: str) -> None:
         derandomize=True,
         database=None,
     )(given(limits=two_limits, steps=st.lists(ops, min_size=1, max_size=30))(_property))
+    if mutant == "drop-other-demand":
+        check = settings(
+            max_examples=300,
+            phases=[Phase.generate],
+            suppress_health_check=[HealthCheck.function_scoped_fixture],
+            derandomize=True,
+            database=None,
+        )(given(limit=one_limit, steps=st.lists(demand_ops, min_size=1, max_size=30))(global_run))
     with pytest.raises(AssertionError):
         check(broken)
 
@@ -318,3 +371,59 @@ def test_several_limits_pause_and_word_by_hand(script: Any) -> None:
     assert call("rate", T0 + 2_000_000, 1, (0, 0), 50_000, 4) == [1, 0, -10, 0]
     # 650 ms later, 13 units at 20/s: 3 there (at 10/s it would still be -3.5)
     assert call("take", T0 + 2_650_000, 0, (1, 0)) == [1, 0, 2, 0]
+
+
+# -- global priority ------------------------------------------------------------
+
+TTL = 300_000  # a process's demand lives 300 ms without a refresh
+LEVELS = 3
+
+demand_ops = st.tuples(
+    st.sampled_from(["take"] * 4 + ["demand"]),
+    st.one_of(st.just(0), st.integers(1, 400_000), st.sampled_from([50_000, 150_000])),
+    st.sampled_from(["a", "b", "c"]),
+    st.integers(0, LEVELS - 1),
+    st.lists(st.integers(0, 2), min_size=LEVELS, max_size=LEVELS),
+)
+one_limit = st.tuples(st.sampled_from(RATES), st.integers(1, 4))
+
+
+def global_run(script: Any, limit: tuple[int, int], steps: list[Any]) -> None:
+    rate, burst = limit
+    call = caller(script, [rate], [burst])
+    model = Buckets([rate], [burst])
+    now = T0
+    for kind, dt, process, level, waiting in steps:
+        now += dt
+        counts = list(waiting)
+        if kind == "take":
+            counts[level] = max(1, counts[level])  # the one taking waits
+        words = " ".join(map(str, counts))
+        if kind == "demand":
+            got = tuple(call("demand", now, 0, (0,), process, TTL, 0, words))
+            model.refill(now)
+            model.publish(process, now, TTL, counts)
+            want = model.answer(1, 0)
+        else:
+            got = tuple(call("take", now, 0, (1,), process, TTL, level, words))
+            model.refill(now)
+            ahead = model.ahead(process, level, now)
+            want = model.take(now, 0, (1,), (process, TTL, level, tuple(counts)))
+            if got[0]:
+                assert ahead == 0, "P42"  # nothing more urgent waits elsewhere
+        note(f"t={now - T0} {kind} {process} level {level} {counts}: {got}, model {want}")
+        assert got == want, ("P42", got, want)
+
+
+@given(limit=one_limit, steps=st.lists(demand_ops, min_size=1, max_size=30))
+def test_global_priority_is_the_demand_rule(
+    script: Any, limit: tuple[int, int], steps: list[Any]
+) -> None:
+    """P42: under global priority, at every chosen time the script answers
+    exactly as the buckets and the published demand do: a take at level
+    ``L`` is granted only if no other live process has waiters at a level
+    above ``L``, and is then told to come back no sooner than those waiters
+    could be served; each take publishes its process's waiters (less the
+    one granted), and a process's demand not refreshed within its time to
+    live blocks nothing."""
+    global_run(script, limit, steps)

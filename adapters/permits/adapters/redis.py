@@ -45,6 +45,7 @@ shared limit", say more):
 from __future__ import annotations
 
 import math
+import uuid
 from collections.abc import AsyncIterator, Callable, Hashable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from fractions import Fraction
@@ -97,7 +98,9 @@ _SCRIPT = """
 --   per limit, and 'pause' (nothing is granted before it, us)
 -- KEYS[2]: the audit list (grant times, us), written when ARGV[4] == '1'
 -- KEYS[3]: the limits changed by set_limit, a hash: '<limit>' -> 'T burst'
--- ARGV[1]: take | give | pause | adopt | rate
+-- KEYS[4]: global priority: each process's waiting demand, a hash:
+--   '<process>' -> 'expiry c0 c1 ...' (us; waiters per level)
+-- ARGV[1]: take | give | pause | adopt | rate | demand
 -- ARGV[2]: now, us (read only by the script the tests run at chosen times)
 -- ARGV[3]: take: the reserve; pause: its length, us; adopt: us until the
 --   reset; rate: the index of the limit changed
@@ -106,6 +109,9 @@ _SCRIPT = """
 --   and x: take: units asked; give: units given back (< 0) or charged
 --   (> 0); adopt: units the upstream says are left (-1: no word on it)
 -- ARGV[6 + 4n], ARGV[7 + 4n]: rate: the new T and burst
+-- ARGV[6 + 4n .. 9 + 4n]: take and demand, under global priority: the
+--   process, its demand's time to live (us), the level of the take, and the
+--   process's waiters per level ('c0 c1 ...', the one taking included)
 -- Returns {allowed 0|1, us (take: until this take, if refused, or the same
 -- take again, if allowed, would be allowed; -1: never, a cost above a
 -- burst; pause: until the pause ends), units left per limit...}.
@@ -154,6 +160,47 @@ local function allowed_at(reserve)
   return at
 end
 
+-- Global priority: waiters of other live processes at levels more urgent
+-- than `level` (forgetting the demand of processes gone quiet).
+local function waiting_ahead(process, level)
+  local ahead = 0
+  local entries = redis.call('HGETALL', KEYS[4])
+  for j = 1, #entries, 2 do
+    if entries[j] ~= process then
+      local words = {}
+      for word in string.gmatch(entries[j + 1], '%S+') do words[#words + 1] = tonumber(word) end
+      if words[1] <= now then
+        redis.call('HDEL', KEYS[4], entries[j])
+      else
+        for l = 1, math.min(level, #words - 1) do ahead = ahead + words[l + 1] end
+      end
+    end
+  end
+  return ahead
+end
+
+-- Publish this process's waiters per level, to live `ttl` us.
+local function publish(process, ttl, counts)
+  local total = 0
+  for l = 1, #counts do total = total + counts[l] end
+  if total <= 0 then
+    redis.call('HDEL', KEYS[4], process)
+    return
+  end
+  local words = {string.format('%.17g', now + ttl)}
+  for l = 1, #counts do words[l + 1] = string.format('%d', counts[l]) end
+  redis.call('HSET', KEYS[4], process, table.concat(words, ' '))
+  local keep = math.ceil(ttl / 1000) + @SLACK@
+  if redis.call('PTTL', KEYS[4]) < keep then redis.call('PEXPIRE', KEYS[4], keep) end
+end
+
+local process, ttl, level, counts = ARGV[6 + 4 * n] or '', 0, 0, {}
+if process ~= '' and (op == 'take' or op == 'demand') then
+  ttl = tonumber(ARGV[7 + 4 * n])
+  level = tonumber(ARGV[8 + 4 * n])
+  for word in string.gmatch(ARGV[9 + 4 * n], '%S+') do counts[#counts + 1] = tonumber(word) end
+end
+
 -- Write the state back; it expires when every bucket is full again and
 -- the pause is over.
 local function store()
@@ -165,7 +212,7 @@ local function store()
   end
   if last > now then
     redis.call('HSET', KEYS[1], unpack(args))
-    redis.call('PEXPIRE', KEYS[1], math.ceil((last - now) / 1000))
+    redis.call('PEXPIRE', KEYS[1], math.ceil((last - now) / 1000) + @SLACK@)
   else
     redis.call('DEL', KEYS[1])
   end
@@ -176,9 +223,26 @@ if op == 'take' then
     if x[i] > burst[i] then return answer(0, -1) end
   end
   local at = allowed_at(arg)
-  if at > now then return answer(0, math.ceil(at - now)) end
+  if process ~= '' then
+    -- not while a more urgent level waits in another live process: at
+    -- best, its waiters take one interval each of the fastest limit
+    local ahead = waiting_ahead(process, level)
+    if ahead > 0 then
+      local fastest = T[1]
+      for i = 2, n do fastest = math.min(fastest, T[i]) end
+      at = math.max(at, now + ahead * fastest)
+    end
+  end
+  if at > now then
+    if process ~= '' then publish(process, ttl, counts) end
+    return answer(0, math.ceil(at - now))
+  end
   for i = 1, n do tat[i] = tat[i] + x[i] * T[i] end
   store()
+  if process ~= '' then
+    counts[level + 1] = counts[level + 1] - 1
+    publish(process, ttl, counts)
+  end
   if ARGV[4] == '1' then
     redis.call('RPUSH', KEYS[2], string.format('%.17g', now))
     redis.call('PEXPIRE', KEYS[2], 3600000)
@@ -203,6 +267,9 @@ elseif op == 'rate' then
   tat[arg] = now + math.max(0, math.ceil(short))
   T[arg], burst[arg] = newT, newb
   redis.call('HSET', KEYS[3], names[arg], string.format('%.17g %d', newT, newb))
+elseif op == 'demand' then
+  publish(process, ttl, counts)
+  return answer(1, 0)
 else
   return redis.error_reply('permits: unknown operation ' .. tostring(op))
 end
@@ -216,10 +283,12 @@ _REDIS_TIME = "(function() local t = redis.call('TIME'); return t[1] * 1000000 +
 def script_source(*, clock: Literal["redis", "argv"] = "redis") -> str:
     """The script. ``clock="redis"`` (what the limiter runs) reads the time
     from Redis ``TIME``; ``"argv"`` takes it from ``ARGV[2]`` (microseconds),
-    only so that tests can ask at chosen times. The rest of the text is the
-    same."""
-    now = _REDIS_TIME if clock == "redis" else "tonumber(ARGV[2])"
-    return _SCRIPT.replace("@NOW@", now)
+    only so that tests can ask at chosen times, and keeps its keys an hour
+    longer (their expiry runs on Redis's clock, not the test's). The rest of
+    the text is the same."""
+    if clock == "redis":
+        return _SCRIPT.replace("@NOW@", _REDIS_TIME).replace("@SLACK@", "0")
+    return _SCRIPT.replace("@NOW@", "tonumber(ARGV[2])").replace("@SLACK@", "3600000")
 
 
 #: The script the limiter runs (time from Redis).
@@ -315,6 +384,10 @@ class RedisLimit:
         self.audit_key = f"{self.key}:audit"
         #: The limits changed by :meth:`set_limit`, shared by every process.
         self.live_key = f"{self.key}:limits"
+        #: Each process's waiting demand per level (global priority).
+        self.demand_key = f"{self.key}:demand"
+        #: This limit's process, as the demand hash names it.
+        self.process = uuid.uuid4().hex
         self.audit = bool(audit)
         self._client = redis.Redis.from_url(
             url, socket_timeout=timeout, socket_connect_timeout=timeout, **options
@@ -356,18 +429,43 @@ class RedisLimit:
                 )
         return units
 
-    def _call(self, op: str, units: Sequence[int], arg: float = 0, *extra: float) -> GcraAnswer:
+    def _call(self, op: str, units: Sequence[int], arg: float = 0, *extra: Any) -> GcraAnswer:
         args: list[Any] = [op, 0, arg, int(self.audit), len(self.limits)]
         for (key, limit), x in zip(self.limits.items(), units, strict=True):
             args += [key, _interval_us(limit.rate), limit.burst, x]
         args += extra
-        reply = self._script(keys=[self.key, self.audit_key, self.live_key], args=args)
+        keys = [self.key, self.audit_key, self.live_key, self.demand_key]
+        reply = self._script(keys=keys, args=args)
         return GcraAnswer(bool(reply[0]), int(reply[1]), tuple(int(r) for r in reply[2:]))
 
-    def take(self, reserve: int = 0, cost: Sequence[int] | None = None) -> GcraAnswer:
+    def take(
+        self,
+        reserve: int = 0,
+        cost: Sequence[int] | None = None,
+        *,
+        level: int = 0,
+        demand: Sequence[int] | None = None,
+        ttl: float = 2.0,
+    ) -> GcraAnswer:
         """Ask for ``cost`` (units per limit; one of each by default) of every
-        limit at once, leaving at least ``reserve`` more of each it takes."""
-        return self._call("take", cost or (1,) * len(self.limits), reserve)
+        limit at once, leaving at least ``reserve`` more of each it takes.
+
+        Under global priority, ``demand`` is this process's waiters per
+        level (the one asking, at ``level``, included): the take is refused
+        while another live process has waiters at a more urgent level, and
+        ``demand`` is published, less the one granted, for ``ttl`` seconds."""
+        units = cost or (1,) * len(self.limits)
+        if demand is None:
+            return self._call("take", units, reserve)
+        return self._call("take", units, reserve, *self._demand(level, demand, ttl))
+
+    def publish_demand(self, demand: Sequence[int], ttl: float = 2.0) -> GcraAnswer:
+        """Publish this process's waiters per level (none: clear them)."""
+        return self._call("demand", (0,) * len(self.limits), 0, *self._demand(0, demand, ttl))
+
+    def _demand(self, level: int, demand: Sequence[int], ttl: float) -> list[Any]:
+        counts = " ".join(str(int(c)) for c in demand) or "0"
+        return [self.process, math.ceil(ttl * 1e6), level, counts]
 
     def give_back(self, cost: Sequence[int] | None = None) -> GcraAnswer:
         """Return ``cost`` (one of each by default), taken and not used."""
