@@ -148,8 +148,8 @@ async def test_permit_for_a_waiter_that_left_is_given_back(redis_server: RedisSe
     ) as limiter:
         take, answered = limiter.limit.take, threading.Event()
 
-        def slow_take(reserve: int = 0, cost: Any = None) -> Any:
-            answer = take(reserve, cost)
+        def slow_take(reserve: int = 0, cost: Any = None, **options: Any) -> Any:
+            answer = take(reserve, cost, **options)
             if reserve == 0:
                 answered.wait(5)  # hold the round trip until the test says
             return answer
