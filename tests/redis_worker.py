@@ -2,7 +2,7 @@
 
 Run by ``test_redis.py`` (several at once, each a real process):
 
-    python tests/redis_worker.py URL NAME --backend trio --reserve 0,2 ...
+    python tests/redis_worker.py URL NAME --backend trio --reserve 0,2 [--global-priority] ...
 
 Waits until ``--start-at`` (wall clock, so that all processes start
 together), queues ``--batch`` batch calls, makes interactive calls at Poisson
@@ -36,6 +36,7 @@ async def work(args: argparse.Namespace) -> dict[str, object]:
         rate=args.rate,
         burst=args.burst,
         reserve=reserve,
+        global_priority=args.global_priority,
         audit=True,
     ) as limiter:
 
@@ -87,6 +88,7 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=5)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--start-at", type=float, default=0.0)
+    parser.add_argument("--global-priority", action="store_true")
     args = parser.parse_args()
     print(json.dumps(anyio.run(work, args, backend=args.backend)))
 

@@ -47,8 +47,9 @@ from __future__ import annotations
 import math
 import uuid
 from collections.abc import AsyncIterator, Callable, Hashable, Mapping, Sequence
-from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from contextlib import AbstractAsyncContextManager, asynccontextmanager, suppress
 from fractions import Fraction
+from functools import partial
 from typing import Any, Literal, NamedTuple
 from urllib.parse import urlsplit, urlunsplit
 
@@ -575,6 +576,8 @@ class RedisLimiter(_AnyioLimiter):
         default_level: int = 0,
         refund_window: float = 1.0,
         settle_window: float = 0.0,
+        global_priority: bool = False,
+        demand_ttl: float = 2.0,
     ) -> None:
         window = _nanoseconds("refund_window", refund_window)
         if window is None:
@@ -614,6 +617,18 @@ class RedisLimiter(_AnyioLimiter):
         after_ns = _nanoseconds("unavailable_after", unavailable_after)
         if not after_ns:  # None (infinite) or 0
             raise PermitValueError("unavailable_after", unavailable_after, "must be seconds > 0")
+        if not isinstance(global_priority, bool):
+            raise PermitTypeError("global_priority", global_priority, "a bool")
+        if not _nanoseconds("demand_ttl", demand_ttl):
+            raise PermitValueError("demand_ttl", demand_ttl, "must be finite seconds > 0")
+        #: Whether a take waits while a more urgent level waits in any live
+        #: process (each publishes its waiters per level with its takes).
+        self.global_priority = global_priority
+        #: Seconds a process's published demand lives without a refresh.
+        self.demand_ttl = float(demand_ttl)
+        #: Whether this process's demand, as last published, has waiters.
+        self._published = False
+        self._retry_level: int | None = None
         self.limit = limit
         self.reserve = tuple(reserve)
         self.on_unavailable = on_unavailable
@@ -833,6 +848,8 @@ class RedisLimiter(_AnyioLimiter):
         if self._pending:
             return True
         level = self._machine.next_level()
+        if self._published and level != self._retry_level:
+            return True  # the demand published is not what waits now
         if level is None:
             return False
         return self._retry_reserve is None or self.reserve[level] < self._retry_reserve
@@ -942,22 +959,35 @@ class RedisLimiter(_AnyioLimiter):
             return
         level = machine.next_level()
         if level is None:
+            if self._published:  # nobody waits here any more: say so
+                try:
+                    await self._round_trip(self.limit.publish_demand, (), self.demand_ttl)
+                except _UNREACHABLE as error:
+                    await self._outage(error)
+                    return
+                self._published = False
             await self._sleep(math.inf)
             return
         head = machine.queues.head(level)
         units = self._asks[head.id]  # type: ignore[index]
         reserve = self.reserve[level]
+        depths = tuple(machine.queues.depths) if self.global_priority else None
+        take = partial(
+            self.limit.take, reserve, units, level=level, demand=depths, ttl=self.demand_ttl
+        )
         try:
-            answer = await self._round_trip(self.limit.take, reserve, units)
+            answer = await self._round_trip(take)
         except _UNREACHABLE as error:
             await self._outage(error)
             return
+        if depths is not None:
+            self._published = sum(depths) > answer.allowed
         if not answer.allowed:
             if answer.retry_after < 0:  # a limit's burst was lowered below the cost
                 if machine.cancel(head.id):
                     self._fail(head.id, PermitValueError("cost", units, _ABOVE_BURST))
                 return
-            await self._wait_for(reserve, answer.retry_after)
+            await self._wait_for(level, answer.retry_after)
             return
         now = self._now()
         self._dispatch(machine.tick(now))
@@ -975,14 +1005,21 @@ class RedisLimiter(_AnyioLimiter):
         self._dispatch(machine.supply(now))
         if answer.retry_after and machine.next_level() is not None:
             # The next permit is not there yet: wait for it (as for a refusal).
-            await self._wait_for(reserve, answer.retry_after)
+            await self._wait_for(level, answer.retry_after)
 
-    async def _wait_for(self, reserve: int, retry_after: int) -> None:
-        self._retry_reserve = reserve
+    async def _wait_for(self, level: int, retry_after: int) -> None:
+        """Sleep ``retry_after`` microseconds, the answer for ``level``'s
+        head; under global priority, no longer than half the demand's time
+        to live while it has waiters (a heartbeat)."""
+        self._retry_reserve = self.reserve[level]
+        self._retry_level = level
+        seconds = retry_after / 1e6
+        if self._published:
+            seconds = min(seconds, self.demand_ttl / 2)
         try:
-            await self._sleep(anyio.current_time() + retry_after / 1e6)
+            await self._sleep(anyio.current_time() + seconds)
         finally:
-            self._retry_reserve = None
+            self._retry_reserve = self._retry_level = None
 
     def _gave_back(self, units: Sequence[int]) -> None:
         self.limit.give_back(units)
@@ -1072,6 +1109,8 @@ def open_limiter(
     default_level: int = 0,
     refund_window: float = 1.0,
     settle_window: float = 0.0,
+    global_priority: bool = False,
+    demand_ttl: float = 2.0,
 ) -> AbstractAsyncContextManager[RedisLimiter]:
     """Open a :class:`RedisLimiter` for an ``async with`` (asyncio or trio,
     through anyio): ``rate`` and ``burst`` (or ``limits``) over every process
@@ -1090,6 +1129,14 @@ def open_limiter(
     :param settle_window: seconds after a caller proceeds during which its
         ``Permit.settle(actual)`` is accepted; the difference is charged or
         given back on the shared key.
+    :param global_priority: strict priority across processes: no level is
+        granted a permit while a more urgent level waits in any live process
+        that shares the limit (each process publishes its waiters per level
+        with its requests). Off by default: the reserve is the other way.
+    :param demand_ttl: seconds a process's published demand lives without
+        a refresh: how long a crashed process's waiters may still hold up
+        the lower levels of the others. A live process refreshes it at
+        least every ``demand_ttl / 2``.
     See :class:`RedisLimit` for ``url``, ``limits``, ``prefix`` and
     ``audit``, and :class:`~permits.adapters.BaseLimiter` for the rest.
     """
@@ -1114,6 +1161,8 @@ def open_limiter(
         default_level=default_level,
         refund_window=refund_window,
         settle_window=settle_window,
+        global_priority=global_priority,
+        demand_ttl=demand_ttl,
     )
     return _opened(limiter)
 
@@ -1124,4 +1173,7 @@ async def _opened(limiter: RedisLimiter) -> AsyncIterator[RedisLimiter]:
         async with running(limiter, anyio.create_task_group()):
             yield limiter
     finally:
+        if limiter._published:  # so that the other processes need not wait for its expiry
+            with anyio.CancelScope(shield=True), suppress(*_UNREACHABLE):
+                await anyio.to_thread.run_sync(limiter.limit.publish_demand, ())
         limiter.limit.close()
