@@ -12,8 +12,13 @@ Starts its own redis-server (loopback, persistence off), then:
    every time): the Redis limiter against the local pacer (the anyio
    adapter), p50 and p99, same backend.
 3. Round trips per permit, in (1), and at a saturated 200 permits/s shared
-   by four processes (where every process asks when a permit falls due and
-   only one gets it).
+   by four and by sixteen processes (where every process asks when a
+   permit falls due and only one gets it).
+4. Priority across processes: four processes at a saturated 200 permits/s,
+   burst 10, each with a backlog of 500 batch calls and Poisson interactive
+   calls (10/s per process); the interactive p99 over all processes with a
+   batch reserve of 3, with global priority (no reserve), with both, and
+   with neither.
 """
 
 from __future__ import annotations
@@ -24,6 +29,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import anyio
 
@@ -31,7 +37,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "properties"))
 
 from permits.adapters.anyio import open_limiter as open_local
 from permits.adapters.redis import open_limiter as open_redis
-from permits.core import Fifo
+from permits.core import Fifo, StrictPriority
+from permits.sim import Poisson
 
 from redis_server import RedisServer, need_redis_server
 
@@ -60,16 +67,74 @@ async def flood(url: str, name: str, rate: float, burst: int, seconds: float) ->
         return {"granted": granted, "seconds": elapsed, "round_trips": limiter.round_trips}
 
 
-def worker(url: str, name: str, rate: float, burst: int, start_at: float) -> None:
-    time.sleep(max(0.0, start_at - time.time()))
-    print(json.dumps(anyio.run(flood, url, name, rate, burst, SECONDS)))
+async def mixed(
+    url: str, name: str, reserve: tuple[int, int], global_priority: bool, seed: int
+) -> dict[str, Any]:
+    """A batch backlog and Poisson interactive calls, for ``SECONDS``."""
+    waits: list[float] = []
+    granted = 0
+    async with open_redis(
+        StrictPriority(2),
+        url,
+        name=name,
+        rate=200,
+        burst=10,
+        reserve=reserve,
+        global_priority=global_priority,
+    ) as limiter:
+
+        async def batch() -> None:
+            nonlocal granted
+            await limiter.acquire(1)
+            granted += 1
+
+        async def interactive() -> None:
+            nonlocal granted
+            start = anyio.current_time()
+            await limiter.acquire(0)
+            waits.append(anyio.current_time() - start)
+            granted += 1
+
+        t0 = anyio.current_time()
+        async with anyio.create_task_group() as tg:
+            for _ in range(500):
+                tg.start_soon(batch)
+            for at in Poisson(10).times(seed):
+                if at >= SECONDS * 1e9:
+                    break
+                await anyio.sleep_until(t0 + at / 1e9)
+                tg.start_soon(interactive)
+            await anyio.sleep_until(t0 + SECONDS)
+            tg.cancel_scope.cancel()
+        return {"waits": waits, "granted": granted, "round_trips": limiter.round_trips}
 
 
-def processes(url: str, name: str, count: int, rate: float, burst: int) -> dict[str, float]:
-    start_at = time.time() + 2.0
-    argv = [sys.executable, __file__, "--worker", url, name, str(rate), str(burst), str(start_at)]
-    runs = [subprocess.Popen(argv, stdout=subprocess.PIPE, text=True) for _ in range(count)]
-    reports = [json.loads(run.communicate()[0]) for run in runs]
+def worker(argv: list[str]) -> None:
+    kind, url, name, start_at = argv[:4]
+    time.sleep(max(0.0, float(start_at) - time.time()))
+    if kind == "flood":
+        rate, burst = argv[4:6]
+        report = anyio.run(flood, url, name, float(rate), int(burst), SECONDS)
+    else:
+        reserve, global_priority, seed = argv[4:7]
+        pair = (0, int(reserve))
+        report = anyio.run(mixed, url, name, pair, global_priority == "1", int(seed))
+    print(json.dumps(report))
+
+
+def processes(url: str, name: str, count: int, kind: str, *args: object) -> list[dict[str, Any]]:
+    """``count`` real processes running ``kind`` ("flood" or "mixed", with
+    ``args``), started together; each one's report. A mixed process also
+    gets its index, as the seed of its interactive calls."""
+    start_at = time.time() + 2.0 + count * 0.1
+    argv = [sys.executable, __file__, "--worker", kind, url, name, str(start_at), *map(str, args)]
+    seeds = [[str(i)] if kind == "mixed" else [] for i in range(count)]
+    runs = [subprocess.Popen([*argv, *seed], stdout=subprocess.PIPE, text=True) for seed in seeds]
+    return [json.loads(run.communicate()[0]) for run in runs]
+
+
+def flooded(url: str, name: str, count: int, rate: float, burst: int) -> dict[str, float]:
+    reports = processes(url, name, count, "flood", rate, burst)
     return {
         "granted": sum(r["granted"] for r in reports),
         "seconds": max(r["seconds"] for r in reports),
@@ -110,9 +175,11 @@ def main() -> None:
         for label, count, rate, burst in (
             ("1 process, unlimited demand", 1, 10**6, 10**6),
             ("4 processes, unlimited demand", 4, 10**6, 10**6),
+            ("16 processes, unlimited demand", 16, 10**6, 10**6),
             ("4 processes, 200/s saturated", 4, 200, 10),
+            ("16 processes, 200/s saturated", 16, 200, 10),
         ):
-            run = processes(server.url, f"bench-{count}-{rate}", count, rate, burst)
+            run = flooded(server.url, f"bench-{count}-{rate}", count, rate, burst)
             print(
                 f"| {label} | {run['granted']:,} | {run['seconds']:.2f} | "
                 f"{run['granted'] / run['seconds']:,.0f} | "
@@ -126,13 +193,33 @@ def main() -> None:
                 f"| {label} | {statistics.median(values) * 1e6:.0f} µs | "
                 f"{quantile(values, 0.99) * 1e6:.0f} µs |"
             )
+        print(
+            "\n| 4 processes at 200/s, batch backlog | interactive p50 | p99 | served "
+            "| permits/s | round trips per permit |"
+        )
+        print("| --- | --- | --- | --- | --- | --- |")
+        for label, reserve, global_priority in (
+            ("batch reserve 3", 3, 0),
+            ("global priority", 0, 1),
+            ("both", 3, 1),
+            ("neither", 0, 0),
+        ):
+            name = f"bench-mixed-{reserve}-{global_priority}"
+            reports = processes(server.url, name, 4, "mixed", reserve, global_priority)
+            waits = [w for r in reports for w in r["waits"]]
+            granted = sum(r["granted"] for r in reports)
+            trips = sum(r["round_trips"] for r in reports)
+            print(
+                f"| {label} | {statistics.median(waits) * 1e3:.1f} ms | "
+                f"{quantile(waits, 0.99) * 1e3:.1f} ms | {len(waits)} | "
+                f"{granted / SECONDS:.0f} | {trips / granted:.2f} |"
+            )
     finally:
         server.stop()
 
 
 if __name__ == "__main__":
     if sys.argv[1:2] == ["--worker"]:
-        url, name, rate, burst, start_at = sys.argv[2:7]
-        worker(url, name, float(rate), int(burst), float(start_at))
+        worker(sys.argv[2:])
     else:
         main()

@@ -75,41 +75,52 @@ class Buckets:
     def answer(self, allowed: int, wait: int) -> Answer:
         return (allowed, wait, *(math.floor(t) for t in self.tokens))
 
-    def wait(self, now: int, reserve: int, units: Sequence[int]) -> int:
-        """Microseconds until every limit holds what the take needs."""
+    def wait(self, now: int, reserve: int, units: Sequence[int]) -> Fraction:
+        """Microseconds until every limit holds what the take needs (and
+        the pause is over), exactly; 0 if it is so now."""
         waits = [Fraction(self.pause - now)]
         for i, x in enumerate(units):
             need = min(x + reserve, self.burst[i]) if x > 0 else 0
             waits.append((need - self.tokens[i]) * self.T[i])
-        return max(0, math.ceil(max(waits)))
+        return max(Fraction(0), max(waits))
 
     def take(
-        self, now: int, reserve: int, units: Sequence[int], demand: Demand | None = None
+        self,
+        now: int,
+        reserve: int,
+        units: Sequence[int],
+        demand: Demand | None = None,
+        book: int = 0,
     ) -> Answer:
         """A take; under global priority (``demand``: the process, its
         demand's time to live, the level, its waiters per level), not while
         waiters of other live processes are more urgent: at best each takes
-        one interval of the fastest limit."""
+        one interval of the fastest limit. One the buckets alone would
+        allow within ``book`` us is booked: charged now, the taker's then."""
         self.refill(now)
         if any(x > b for x, b in zip(units, self.burst, strict=True)):
             return self.answer(0, -1)
         wait = self.wait(now, reserve, units)
+        held = self.pause > now
         if demand is not None:
             process, ttl, level, counts = demand
             ahead = self.ahead(process, level, now)
             if ahead > 0:
-                wait = max(wait, math.ceil(ahead * min(self.T)))
-        if wait > 0:
+                wait = max(wait, ahead * min(self.T))
+                held = True
+        if wait > 0 and (held or wait > book):
             if demand is not None:
                 self.publish(process, now, ttl, counts)
-            return self.answer(0, wait)
+            return self.answer(0, math.ceil(wait))
         for i, x in enumerate(units):
             self.tokens[i] -= x
         if demand is not None:
             left = list(counts)
             left[level] -= 1
             self.publish(process, now, ttl, left)
-        return self.answer(1, self.wait(now, reserve, units))
+        if wait > 0:
+            return self.answer(2, math.ceil(wait))
+        return self.answer(1, math.ceil(self.wait(now, reserve, units)))
 
     def give(self, now: int, units: Sequence[int]) -> Answer:
         """``units`` charged (> 0) or given back (< 0; never beyond the burst)."""
@@ -157,6 +168,7 @@ def script(client: Any) -> Any:
 
 T0 = 1_700_000_000_000_000  # a Redis-like time in microseconds
 RATES = [1, 2, 4, 5, 8, 10]  # per second: whole microseconds per unit
+BOOK = [0, 0, 150_000, 1_000_000]  # book ahead (us): often not at all
 
 Call = Callable[..., list[Any]]
 
@@ -202,22 +214,26 @@ def run(script: Any, rates: list[int], bursts: list[int], steps: list[Any], *, p
         xs = xs[:n]
         if kind == "take":
             reserve = arg % 4
+            book = BOOK[arg // 4 % len(BOOK)]
             units = tuple(max(0, x) for x in xs)
             if not any(units):
                 units = (1, *units[1:])
-            got = tuple(call("take", now, reserve, units))
+            got = tuple(call("take", now, reserve, units, "", 0, 0, "0", book))
             model.refill(now)
             before = list(model.tokens)
             paused = now < model.pause
-            want = model.take(now, reserve, units)
-            note(f"t={now - T0} take {units} reserve {reserve}: script {got}, model {want}")
+            want = model.take(now, reserve, units, book=book)
+            note(f"t={now - T0} take {units} reserve {reserve} book {book}: {got}, model {want}")
             assert got == want, ("P38", got, want)
             if got[0]:
-                granted.append((now, units))
-                assert not paused, "P40"  # nothing during a pause
+                # a booked permit counts from its time
+                granted.append((now + got[1] if got[0] == 2 else now, units))
+                assert not paused, "P40"  # nothing during a pause, nor booked
+                if got[0] == 2:
+                    assert 0 < got[1] <= book, "P44"  # booked only within the horizon
                 for i, x in enumerate(units):  # every limit gave its part
                     assert model.tokens[i] == before[i] - x, "P39"
-                    if x:
+                    if x and got[0] == 1:  # a booked one leaves them at its time
                         assert got[2 + i] >= min(reserve, model.burst[i] - x), "P22"
             else:
                 assert list(model.tokens) == before, "P39"  # none gave anything
@@ -246,8 +262,10 @@ def run(script: Any, rates: list[int], bursts: list[int], steps: list[Any], *, p
             note(f"t={now - T0} limit {index} -> {new_rate}/s burst {new_burst}: {got}, {want}")
             assert got == want, ("P41", got, want)
     if plain:
-        # P21 directly on the grants: over any window, per limit, at most
-        # burst + d / T units (no give-back, word, pause or change to count)
+        # P21, P44 directly on the grants, at the times they count (a booked
+        # one's, its time): over any window, per limit, at most burst + d / T
+        # units (no give-back, word, pause or change to count)
+        granted.sort()
         for i in range(n):
             T = Fraction(10**6, rates[i])
             for (a, _), (b, _) in itertools.combinations(granted, 2):
@@ -265,10 +283,10 @@ two_limits = st.tuples(
 def test_script_is_the_exact_buckets(
     script: Any, limits: tuple[list[int], list[int]], steps: list[Any]
 ) -> None:
-    """P21, P22, P38, P39, P40, P41: at every chosen time the script answers exactly as
+    """P21, P22, P38, P39, P40, P41, P44: at every chosen time the script answers exactly as
     the buckets do (allowed, wait, units left per limit), for one limit or
-    two, costs of several units, reserves, give-backs and settles, pauses,
-    the upstream's word and changes of limit; a take is charged to every
+    two, costs of several units, reserves, bookings, give-backs and settles,
+    pauses, the upstream's word and changes of limit; a take is charged to every
     limit or to none; nothing is granted during a pause; and over the runs
     with takes only, no window of any limit sees more than
     ``burst + d / T`` units."""
@@ -290,6 +308,11 @@ MUTANTS = {
         "  local at = now\n",
         "a take does not read the pause",
     ),
+    "book-through-a-pause": (
+        "  local held = pause > now",
+        "  local held = false",
+        "a take books a permit past a pause",
+    ),
     "drop-other-demand": (
         "  redis.call('HSET', KEYS[4], process, table.concat(words, ' '))\n",
         "  redis.call('DEL', KEYS[4])\n"
@@ -301,7 +324,7 @@ MUTANTS = {
 
 @pytest.mark.parametrize("mutant", sorted(MUTANTS))
 def test_script_mutants_are_caught(client: Any, mutant: str) -> None:
-    """P39, P40, P42 have teeth: the properties fail on each mutant."""
+    """P39, P40, P42, P44 have teeth: the properties fail on each mutant."""
     text, replacement, _ = MUTANTS[mutant]
     source = script_source(clock="argv")
     assert source.count(text) == 1, mutant

@@ -112,10 +112,14 @@ _SCRIPT = """
 -- ARGV[6 + 4n], ARGV[7 + 4n]: rate: the new T and burst
 -- ARGV[6 + 4n .. 9 + 4n]: take and demand, under global priority: the
 --   process, its demand's time to live (us), the level of the take, and the
---   process's waiters per level ('c0 c1 ...', the one taking included)
--- Returns {allowed 0|1, us (take: until this take, if refused, or the same
--- take again, if allowed, would be allowed; -1: never, a cost above a
--- burst; pause: until the pause ends), units left per limit...}.
+--   process's waiters per level ('c0 c1 ...', the one taking included);
+--   the process is '' without global priority
+-- ARGV[10 + 4n]: take: book ahead, us (0: never book)
+-- Returns {allowed 0|1|2, us, units left per limit...}: take: refused (0)
+-- with the us until it would be allowed (-1: never, a cost above a
+-- burst), allowed (1) with the us until the same take again would be, or
+-- booked (2) with the us until its permit's time; pause: the us until the
+-- pause ends.
 local op = ARGV[1]
 local now = @NOW@
 local arg = tonumber(ARGV[3])
@@ -224,6 +228,7 @@ if op == 'take' then
     if x[i] > burst[i] then return answer(0, -1) end
   end
   local at = allowed_at(arg)
+  local held = pause > now  -- by a pause, or by more urgent waiters elsewhere
   if process ~= '' then
     -- not while a more urgent level waits in another live process: at
     -- best, its waiters take one interval each of the fastest limit
@@ -232,9 +237,13 @@ if op == 'take' then
       local fastest = T[1]
       for i = 2, n do fastest = math.min(fastest, T[i]) end
       at = math.max(at, now + ahead * fastest)
+      held = true
     end
   end
-  if at > now then
+  -- A take the buckets alone would allow within `book` us is booked:
+  -- charged now, the taker's at `at`.
+  local book = tonumber(ARGV[10 + 4 * n]) or 0
+  if at > now and (held or at - now > book) then
     if process ~= '' then publish(process, ttl, counts) end
     return answer(0, math.ceil(at - now))
   end
@@ -245,9 +254,10 @@ if op == 'take' then
     publish(process, ttl, counts)
   end
   if ARGV[4] == '1' then
-    redis.call('RPUSH', KEYS[2], string.format('%.17g', now))
+    redis.call('RPUSH', KEYS[2], string.format('%.17g', math.max(now, at)))
     redis.call('PEXPIRE', KEYS[2], 3600000)
   end
+  if at > now then return answer(2, math.ceil(at - now)) end
   return answer(1, math.ceil(allowed_at(arg) - now))
 elseif op == 'give' then
   for i = 1, n do tat[i] = math.max(now, tat[i] + x[i] * T[i]) end
@@ -307,6 +317,9 @@ class GcraAnswer(NamedTuple):
     #: Units left in each limit's bucket now (negative: in debt), in the
     #: order of :attr:`RedisLimit.limits`.
     remaining: tuple[int, ...]
+    #: Allowed, for later: the permit is the taker's ``retry_after``
+    #: microseconds from now (a take that books ahead).
+    booked: bool = False
 
 
 class BackendUnavailable(PermitError, ConnectionError):
@@ -390,6 +403,10 @@ class RedisLimit:
         #: This limit's process, as the demand hash names it.
         self.process = uuid.uuid4().hex
         self.audit = bool(audit)
+        #: The script's arguments for each limit: name, T (us) and burst.
+        self._args = [[key, _interval_us(lim.rate), lim.burst] for key, lim in self.limits.items()]
+        #: One unit of every limit.
+        self._unit = (1,) * len(self.limits)
         self._client = redis.Redis.from_url(
             url, socket_timeout=timeout, socket_connect_timeout=timeout, **options
         )
@@ -413,6 +430,8 @@ class RedisLimit:
     def units(self, argument: str, cost: object) -> tuple[int, ...]:
         """``cost`` (an ``int`` for every limit, or a mapping of limit names
         to units) as units per limit, each ``>= 0`` and within its burst."""
+        if cost == 1 and type(cost) is int:
+            return self._unit
         names = list(self.limits)
         if isinstance(cost, Mapping):
             for key in cost:
@@ -431,13 +450,15 @@ class RedisLimit:
         return units
 
     def _call(self, op: str, units: Sequence[int], arg: float = 0, *extra: Any) -> GcraAnswer:
-        args: list[Any] = [op, 0, arg, int(self.audit), len(self.limits)]
-        for (key, limit), x in zip(self.limits.items(), units, strict=True):
-            args += [key, _interval_us(limit.rate), limit.burst, x]
+        args: list[Any] = [op, 0, arg, int(self.audit), len(self._args)]
+        for limit, x in zip(self._args, units, strict=True):
+            args += limit
+            args.append(x)
         args += extra
         keys = [self.key, self.audit_key, self.live_key, self.demand_key]
         reply = self._script(keys=keys, args=args)
-        return GcraAnswer(bool(reply[0]), int(reply[1]), tuple(int(r) for r in reply[2:]))
+        left = tuple(int(r) for r in reply[2:])
+        return GcraAnswer(reply[0] != 0, int(reply[1]), left, reply[0] == 2)
 
     def take(
         self,
@@ -447,6 +468,7 @@ class RedisLimit:
         level: int = 0,
         demand: Sequence[int] | None = None,
         ttl: float = 2.0,
+        book: float = 0.0,
     ) -> GcraAnswer:
         """Ask for ``cost`` (units per limit; one of each by default) of every
         limit at once, leaving at least ``reserve`` more of each it takes.
@@ -454,11 +476,16 @@ class RedisLimit:
         Under global priority, ``demand`` is this process's waiters per
         level (the one asking, at ``level``, included): the take is refused
         while another live process has waiters at a more urgent level, and
-        ``demand`` is published, less the one granted, for ``ttl`` seconds."""
-        units = cost or (1,) * len(self.limits)
-        if demand is None:
+        ``demand`` is published, less the one granted, for ``ttl`` seconds.
+
+        With ``book`` (seconds), a take the buckets would allow within that
+        long (no pause, nobody more urgent elsewhere) is *booked*: charged
+        now, its permit the taker's at the time the answer gives."""
+        units = cost or self._unit
+        if demand is None and not book:
             return self._call("take", units, reserve)
-        return self._call("take", units, reserve, *self._demand(level, demand, ttl))
+        extra = ["", 0, 0, "0"] if demand is None else self._demand(level, demand, ttl)
+        return self._call("take", units, reserve, *extra, math.floor(book * 1e6))
 
     def publish_demand(self, demand: Sequence[int], ttl: float = 2.0) -> GcraAnswer:
         """Publish this process's waiters per level (none: clear them)."""
@@ -578,6 +605,7 @@ class RedisLimiter(_AnyioLimiter):
         settle_window: float = 0.0,
         global_priority: bool = False,
         demand_ttl: float = 2.0,
+        book_ahead: float = 0.0,
     ) -> None:
         window = _nanoseconds("refund_window", refund_window)
         if window is None:
@@ -628,6 +656,16 @@ class RedisLimiter(_AnyioLimiter):
         self.demand_ttl = float(demand_ttl)
         #: Whether this process's demand, as last published, has waiters.
         self._published = False
+        book = _nanoseconds("book_ahead", book_ahead)
+        if book is None or (global_priority and book_ahead > demand_ttl / 2):
+            raise PermitValueError(
+                "book_ahead", book_ahead, "must be finite seconds, at most demand_ttl / 2"
+            )
+        #: Seconds ahead a refused take may book the next permit (0: never).
+        self.book_ahead = float(book_ahead)
+        #: The permit booked: when it is this process's (s), its units, the
+        #: level it was asked for.
+        self._booked: tuple[float, tuple[int, ...], int] | None = None
         self._retry_level: int | None = None
         self.limit = limit
         self.reserve = tuple(reserve)
@@ -890,10 +928,12 @@ class RedisLimiter(_AnyioLimiter):
         self._fail_at = first
 
     async def _sleep(self, until: float) -> None:
-        """Sleep until ``until`` (seconds) or a wake-up."""
+        """Sleep until ``until`` (seconds), a booked permit's time, or a wake-up."""
         if self._should_wake() and self._local is None and not self._down:
             await anyio.lowlevel.checkpoint()
             return
+        if self._booked is not None:
+            until = min(until, self._booked[0])
         with anyio.CancelScope(deadline=until) as scope:
             self._driver_scope = scope
             try:
@@ -934,8 +974,9 @@ class RedisLimiter(_AnyioLimiter):
                 self._fail_at = fail_at
                 self._reschedule()
         result = await anyio.to_thread.run_sync(call, *args)
+        # The timer still looks once at the time set (moving its deadline on
+        # every round trip would cost more): it finds nothing to fail.
         self._unanswered_since = None
-        self._fail_at = math.inf  # the timer may still look once: it finds nothing
         self._down = False
         self._down_error = None
         return result
@@ -957,6 +998,11 @@ class RedisLimiter(_AnyioLimiter):
                 return
             del self._pending[0]
             return
+        booked = self._booked
+        if booked is not None and anyio.current_time() >= booked[0]:
+            self._booked = None  # the booked permit's time: hand it over
+            await self._hand_over(booked[1], self.reserve[booked[2]])
+            return
         level = machine.next_level()
         if level is None:
             if self._published:  # nobody waits here any more: say so
@@ -966,14 +1012,30 @@ class RedisLimiter(_AnyioLimiter):
                     await self._outage(error)
                     return
                 self._published = False
-            await self._sleep(math.inf)
+            await self._sleep(math.inf if booked is None else booked[0])
             return
+        if booked is not None:
+            # Wait for the booked permit's time, unless a waiter with a
+            # smaller reserve came (it may find a permit now), or, under
+            # global priority, another level is next (its demand goes out).
+            at, _, booked_level = booked
+            if self.reserve[level] >= self.reserve[booked_level] and not (
+                self._published and level != booked_level
+            ):
+                await self._wait_for(booked_level, math.ceil((at - anyio.current_time()) * 1e6))
+                return
         head = machine.queues.head(level)
         units = self._asks[head.id]  # type: ignore[index]
         reserve = self.reserve[level]
         depths = tuple(machine.queues.depths) if self.global_priority else None
         take = partial(
-            self.limit.take, reserve, units, level=level, demand=depths, ttl=self.demand_ttl
+            self.limit.take,
+            reserve,
+            units,
+            level=level,
+            demand=depths,
+            ttl=self.demand_ttl,
+            book=self.book_ahead if booked is None else 0.0,
         )
         try:
             answer = await self._round_trip(take)
@@ -989,6 +1051,21 @@ class RedisLimiter(_AnyioLimiter):
                 return
             await self._wait_for(level, answer.retry_after)
             return
+        if answer.booked:  # its time comes later: the driver hands it over then
+            self._booked = (anyio.current_time() + answer.retry_after / 1e6, units, level)
+            return
+        await self._hand_over(units, reserve)
+        if answer.retry_after and machine.next_level() is not None:
+            # The next permit is not there yet: wait for it (as for a refusal).
+            await self._wait_for(level, answer.retry_after)
+
+    async def _hand_over(self, units: tuple[int, ...], reserve: int) -> None:
+        """A permit of ``units`` taken under ``reserve`` is here: to the
+        waiter the policy chooses now, if that one asks for the same units
+        with no larger reserve; otherwise (the waiter left, or another came
+        first, during the round trip or the wait) back to Redis, rather than
+        break the reserve or the limit."""
+        machine = self._machine
         now = self._now()
         self._dispatch(machine.tick(now))
         chosen = machine.next_level()
@@ -997,15 +1074,9 @@ class RedisLimiter(_AnyioLimiter):
             or self.reserve[chosen] > reserve
             or self._asks.get(machine.queues.head(chosen).id) != units  # type: ignore[call-overload]
         ):
-            # The waiter left, or one with a larger reserve or other units is
-            # next, during the round trip: give the permit back rather than
-            # break the reserve or the limit.
             await self._give_back(units)
             return
         self._dispatch(machine.supply(now))
-        if answer.retry_after and machine.next_level() is not None:
-            # The next permit is not there yet: wait for it (as for a refusal).
-            await self._wait_for(level, answer.retry_after)
 
     async def _wait_for(self, level: int, retry_after: int) -> None:
         """Sleep ``retry_after`` microseconds, the answer for ``level``'s
@@ -1111,6 +1182,7 @@ def open_limiter(
     settle_window: float = 0.0,
     global_priority: bool = False,
     demand_ttl: float = 2.0,
+    book_ahead: float = 0.0,
 ) -> AbstractAsyncContextManager[RedisLimiter]:
     """Open a :class:`RedisLimiter` for an ``async with`` (asyncio or trio,
     through anyio): ``rate`` and ``burst`` (or ``limits``) over every process
@@ -1137,6 +1209,14 @@ def open_limiter(
         a refresh: how long a crashed process's waiters may still hold up
         the lower levels of the others. A live process refreshes it at
         least every ``demand_ttl / 2``.
+    :param book_ahead: seconds: a request the shared buckets would allow
+        within that long is *booked* (charged at once, the permit this
+        process's at its time) instead of refused, so that at saturation
+        each permit costs one round trip, not one per process. It costs
+        priority across processes: a more urgent request elsewhere may wait
+        behind one booked permit per process (unless a reserve keeps room
+        for it). Off (0) by default; at most ``demand_ttl / 2`` under global
+        priority.
     See :class:`RedisLimit` for ``url``, ``limits``, ``prefix`` and
     ``audit``, and :class:`~permits.adapters.BaseLimiter` for the rest.
     """
@@ -1163,6 +1243,7 @@ def open_limiter(
         settle_window=settle_window,
         global_priority=global_priority,
         demand_ttl=demand_ttl,
+        book_ahead=book_ahead,
     )
     return _opened(limiter)
 
