@@ -14,11 +14,13 @@ Starts its own redis-server (loopback, persistence off), then:
 3. Round trips per permit, in (1), and at a saturated 200 permits/s shared
    by four and by sixteen processes (where every process asks when a
    permit falls due and only one gets it).
+   Also with booking ahead (``book_ahead=0.1``), and the client CPU per
+   permit (each process's own, threads included).
 4. Priority across processes: four processes at a saturated 200 permits/s,
    burst 10, each with a backlog of 500 batch calls and Poisson interactive
-   calls (10/s per process); the interactive p99 over all processes with a
-   batch reserve of 3, with global priority (no reserve), with both, and
-   with neither.
+   calls (10/s per process); the interactive p50 and p99 over all processes
+   with neither a reserve nor global priority, a batch reserve of 3, global
+   priority, both, and a reserve with booking; medians of three runs.
 """
 
 from __future__ import annotations
@@ -44,12 +46,18 @@ from redis_server import RedisServer, need_redis_server
 
 SECONDS = 3.0
 CALLERS = 200
+#: Runs of each priority scenario (the median is printed).
+RUNS = 3
 
 
-async def flood(url: str, name: str, rate: float, burst: int, seconds: float) -> dict[str, float]:
+async def flood(
+    url: str, name: str, rate: float, burst: int, book: float, seconds: float
+) -> dict[str, float]:
     """``CALLERS`` callers acquiring back to back for ``seconds``."""
     granted = 0
-    async with open_redis(Fifo(1), url, name=name, rate=rate, burst=burst) as limiter:
+    async with open_redis(
+        Fifo(1), url, name=name, rate=rate, burst=burst, book_ahead=book
+    ) as limiter:
 
         async def caller() -> None:
             nonlocal granted
@@ -58,17 +66,22 @@ async def flood(url: str, name: str, rate: float, burst: int, seconds: float) ->
                 granted += 1
 
         async with anyio.create_task_group() as tg:
-            start = time.perf_counter()
+            start, cpu = time.perf_counter(), time.process_time()
             for _ in range(CALLERS):
                 tg.start_soon(caller)
             await anyio.sleep(seconds)
             tg.cancel_scope.cancel()
-        elapsed = time.perf_counter() - start
-        return {"granted": granted, "seconds": elapsed, "round_trips": limiter.round_trips}
+        elapsed, cpu = time.perf_counter() - start, time.process_time() - cpu
+        return {
+            "granted": granted,
+            "seconds": elapsed,
+            "cpu": cpu,
+            "round_trips": limiter.round_trips,
+        }
 
 
 async def mixed(
-    url: str, name: str, reserve: tuple[int, int], global_priority: bool, seed: int
+    url: str, name: str, reserve: tuple[int, int], global_priority: bool, book: float, seed: int
 ) -> dict[str, Any]:
     """A batch backlog and Poisson interactive calls, for ``SECONDS``."""
     waits: list[float] = []
@@ -81,6 +94,7 @@ async def mixed(
         burst=10,
         reserve=reserve,
         global_priority=global_priority,
+        book_ahead=book,
     ) as limiter:
 
         async def batch() -> None:
@@ -113,12 +127,13 @@ def worker(argv: list[str]) -> None:
     kind, url, name, start_at = argv[:4]
     time.sleep(max(0.0, float(start_at) - time.time()))
     if kind == "flood":
-        rate, burst = argv[4:6]
-        report = anyio.run(flood, url, name, float(rate), int(burst), SECONDS)
+        rate, burst, book = argv[4:7]
+        report = anyio.run(flood, url, name, float(rate), int(burst), float(book), SECONDS)
     else:
-        reserve, global_priority, seed = argv[4:7]
+        reserve, global_priority, book, seed = argv[4:8]
         pair = (0, int(reserve))
-        report = anyio.run(mixed, url, name, pair, global_priority == "1", int(seed))
+        first = global_priority == "1"
+        report = anyio.run(mixed, url, name, pair, first, float(book), int(seed))
     print(json.dumps(report))
 
 
@@ -133,11 +148,14 @@ def processes(url: str, name: str, count: int, kind: str, *args: object) -> list
     return [json.loads(run.communicate()[0]) for run in runs]
 
 
-def flooded(url: str, name: str, count: int, rate: float, burst: int) -> dict[str, float]:
-    reports = processes(url, name, count, "flood", rate, burst)
+def flooded(
+    url: str, name: str, count: int, rate: float, burst: int, book: float
+) -> dict[str, float]:
+    reports = processes(url, name, count, "flood", rate, burst, book)
     return {
         "granted": sum(r["granted"] for r in reports),
         "seconds": max(r["seconds"] for r in reports),
+        "cpu": sum(r["cpu"] for r in reports),
         "round_trips": sum(r["round_trips"] for r in reports),
     }
 
@@ -170,19 +188,25 @@ def main() -> None:
             [server.binary, "--version"], capture_output=True, text=True, check=True
         ).stdout.split()[2]
         print(f"Python {sys.version.split()[0]}, {version}, loopback; asyncio backend\n")
-        print("| scenario | permits | seconds | permits/s | round trips per permit |")
-        print("| --- | --- | --- | --- | --- |")
-        for label, count, rate, burst in (
-            ("1 process, unlimited demand", 1, 10**6, 10**6),
-            ("4 processes, unlimited demand", 4, 10**6, 10**6),
-            ("16 processes, unlimited demand", 16, 10**6, 10**6),
-            ("4 processes, 200/s saturated", 4, 200, 10),
-            ("16 processes, 200/s saturated", 16, 200, 10),
+        print(
+            "| scenario | permits | seconds | permits/s | client CPU per permit "
+            "| round trips per permit |"
+        )
+        print("| --- | --- | --- | --- | --- | --- |")
+        for label, count, rate, burst, book in (
+            ("1 process, unlimited demand", 1, 10**6, 10**6, 0),
+            ("4 processes, unlimited demand", 4, 10**6, 10**6, 0),
+            ("16 processes, unlimited demand", 16, 10**6, 10**6, 0),
+            ("4 processes, 200/s saturated", 4, 200, 10, 0),
+            ("16 processes, 200/s saturated", 16, 200, 10, 0),
+            ("4 processes, 200/s saturated, booking 0.1 s ahead", 4, 200, 10, 0.1),
+            ("16 processes, 200/s saturated, booking 0.1 s ahead", 16, 200, 10, 0.1),
         ):
-            run = flooded(server.url, f"bench-{count}-{rate}", count, rate, burst)
+            run = flooded(server.url, f"bench-{count}-{rate}-{book}", count, rate, burst, book)
             print(
                 f"| {label} | {run['granted']:,} | {run['seconds']:.2f} | "
                 f"{run['granted'] / run['seconds']:,.0f} | "
+                f"{run['cpu'] / run['granted'] * 1e6:,.0f} µs | "
                 f"{run['round_trips'] / run['granted']:.2f} |"
             )
         print("\n| one uncontended acquire | p50 | p99 |")
@@ -194,25 +218,39 @@ def main() -> None:
                 f"{quantile(values, 0.99) * 1e6:.0f} µs |"
             )
         print(
-            "\n| 4 processes at 200/s, batch backlog | interactive p50 | p99 | served "
-            "| permits/s | round trips per permit |"
+            f"\n| 4 processes at 200/s, batch backlog (median of {RUNS} runs) "
+            "| interactive p50 | p99 | served | permits/s | round trips per permit |"
         )
         print("| --- | --- | --- | --- | --- | --- |")
-        for label, reserve, global_priority in (
-            ("batch reserve 3", 3, 0),
-            ("global priority", 0, 1),
-            ("both", 3, 1),
-            ("neither", 0, 0),
+        for label, reserve, global_priority, book in (
+            ("neither", 0, 0, 0),
+            ("batch reserve 3", 3, 0, 0),
+            ("global priority", 0, 1, 0),
+            ("global priority and reserve 3", 3, 1, 0),
+            ("reserve 3, booking 0.1 s ahead", 3, 0, 0.1),
         ):
-            name = f"bench-mixed-{reserve}-{global_priority}"
-            reports = processes(server.url, name, 4, "mixed", reserve, global_priority)
-            waits = [w for r in reports for w in r["waits"]]
-            granted = sum(r["granted"] for r in reports)
-            trips = sum(r["round_trips"] for r in reports)
+            rows = []
+            for i in range(RUNS):
+                name = f"bench-mixed-{reserve}-{global_priority}-{book}-{i}"
+                reports = processes(server.url, name, 4, "mixed", reserve, global_priority, book)
+                waits = [w for r in reports for w in r["waits"]]
+                granted = sum(r["granted"] for r in reports)
+                trips = sum(r["round_trips"] for r in reports)
+                rows.append(
+                    (
+                        statistics.median(waits),
+                        quantile(waits, 0.99),
+                        len(waits),
+                        granted / SECONDS,
+                        trips / granted,
+                    )
+                )
+            p50, p99, served, rate, trips = (
+                statistics.median(col) for col in zip(*rows, strict=True)
+            )
             print(
-                f"| {label} | {statistics.median(waits) * 1e3:.1f} ms | "
-                f"{quantile(waits, 0.99) * 1e3:.1f} ms | {len(waits)} | "
-                f"{granted / SECONDS:.0f} | {trips / granted:.2f} |"
+                f"| {label} | {p50 * 1e3:.1f} ms | {p99 * 1e3:.1f} ms | {served:.0f} | "
+                f"{rate:.0f} | {trips:.2f} |"
             )
     finally:
         server.stop()
