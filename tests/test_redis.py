@@ -31,7 +31,14 @@ from permits.adapters.redis import (
     RedisLimiter,
     open_limiter,
 )
-from permits.core import Fifo, Limit, NotRefundable, PermitValueError, StrictPriority
+from permits.core import (
+    Fifo,
+    Limit,
+    NotRefundable,
+    PermitTypeError,
+    PermitValueError,
+    StrictPriority,
+)
 
 from redis_server import RedisServer, need_redis_server
 
@@ -214,6 +221,54 @@ def test_key_is_hash_tagged_and_expires_when_idle(redis_server: RedisServer) -> 
         client.close()
 
 
+@pytest.mark.parametrize(
+    ("options", "argument"),
+    [
+        ({}, "rate"),
+        ({"rate": 1, "limits": {"a": Limit(1)}}, "limits"),
+        ({"limits": {"a": 1}}, "limits"),
+        ({"limits": {}}, "limits"),
+        ({"rate": 0}, "rate"),
+        ({"rate": 1, "burst": 0}, "burst"),
+    ],
+)
+def test_bad_limits(options: dict[str, Any], argument: str) -> None:
+    with pytest.raises((PermitValueError, PermitTypeError)) as error:
+        RedisLimit("redis://127.0.0.1:1/0", name="x", **options)
+    assert getattr(error.value, "argument", None) == argument
+
+
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])
+@pytest.mark.anyio
+async def test_bad_costs_and_changes() -> None:
+    """Bad input to the shared limit is refused in the caller, naming the
+    argument, before anything goes to Redis."""
+    limits = {"requests": Limit(10, burst=5), "tokens": Limit(100, burst=1000)}
+    limit = RedisLimit("redis://127.0.0.1:1/0", name="x", limits=limits)
+    limiter = RedisLimiter(StrictPriority(2), limit, settle_window=1)
+    try:
+        for cost, argument in [({"nope": 1}, "cost"), ({"tokens": 1001}, "cost"), (-1, "cost")]:
+            with pytest.raises(PermitValueError) as error:
+                limit.units("cost", cost)
+            assert error.value.argument == argument
+        with pytest.raises(PermitTypeError):
+            limit.units("cost", "1")
+        with pytest.raises(PermitValueError) as error:
+            limiter.set_limit(rate=1)  # two limits: which one?
+        assert error.value.argument == "limit"
+        with pytest.raises(PermitValueError) as error:
+            limiter.adopt(-1, 1.0, limit="tokens")
+        assert error.value.argument == "remaining"
+        with pytest.raises(PermitValueError) as error:
+            limiter.pause_for(math.inf)
+        assert error.value.argument == "seconds"
+        with pytest.raises(NotRefundable):
+            limiter._settle(12345, 1)  # never granted
+        assert limiter._pending == []  # nothing was sent
+    finally:
+        limit.close()
+
+
 def test_no_secrets_in_reprs_or_errors() -> None:
     url = "redis://user:s3cret@127.0.0.1:1/0"
     limit = RedisLimit(url, name="x", rate=1, burst=1)
@@ -236,6 +291,11 @@ def test_no_secrets_in_reprs_or_errors() -> None:
         ({"on_unavailable": "local"}, "share"),
         ({"on_unavailable": "local", "share": 1.5}, "share"),
         ({"unavailable_after": 0}, "unavailable_after"),
+        ({"demand_ttl": 0}, "demand_ttl"),
+        ({"book_ahead": -1}, "book_ahead"),
+        ({"book_ahead": math.inf}, "book_ahead"),
+        ({"global_priority": True, "book_ahead": 1.5}, "book_ahead"),  # above demand_ttl / 2
+        ({"settle_window": -1}, "settle_window"),
     ],
 )
 def test_bad_options(options: dict[str, Any], argument: str) -> None:
