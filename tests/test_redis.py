@@ -27,6 +27,7 @@ import redis
 from permits.adapters import AcquireTimeout, LimiterClosed
 from permits.adapters.redis import (
     BackendUnavailable,
+    GcraAnswer,
     RedisLimit,
     RedisLimiter,
     open_limiter,
@@ -743,3 +744,53 @@ async def test_local_fallback_serves_while_redis_hangs(own_server: RedisServer) 
     served = [t for t in granted if hung + 0.3 + 0.1 < t < resumed]
     per_second = len(served) / (resumed - hung - 0.4)
     assert 0.3 * rate < per_second <= 0.5 * rate + burst, per_second
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])
+@pytest.mark.anyio
+async def test_a_restart_loses_the_pause_and_changed_limits(own_server: RedisServer) -> None:
+    """SPEC, across a Redis restart: the pause and the limits changed by
+    set_limit are lost with the server's data; every process goes back to
+    the limits it was opened with, and nothing is paused any more."""
+    name = fresh()
+    async with open_limiter(Fifo(1), own_server.url, name=name, rate=1, burst=1) as limiter:
+        limiter.set_limit(rate=1, burst=5)
+        limiter.pause_for(60)
+        await sent(limiter)
+    other = peek(own_server, name, rate=1, burst=1)
+    try:
+        answer = other.take()
+        assert not answer.allowed  # paused, for every process
+        assert answer.retry_after > 50e6
+        own_server.kill()
+        own_server.start()
+        for _ in range(3):  # the client's connection to the old server is gone
+            try:
+                answer = other.take()
+                break
+            except redis.exceptions.ConnectionError:
+                continue
+        assert answer == GcraAnswer(True, 1_000_000, (0,))  # burst 1, as opened; no pause
+    finally:
+        other.close()
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])
+@pytest.mark.anyio
+async def test_a_waiter_that_comes_into_an_outage_is_told(own_server: RedisServer) -> None:
+    """Failing closed, a waiter that comes alone into an outage, after the
+    ones before it were failed, gets BackendUnavailable within its bound."""
+    async with open_limiter(
+        Fifo(1), own_server.url, name=fresh(), rate=10, burst=1, unavailable_after=0.3
+    ) as limiter:
+        own_server.kill()
+        with pytest.raises(BackendUnavailable):
+            await limiter.acquire()
+        await anyio.sleep(0.5)  # nobody waits; the outage goes on
+        start = anyio.current_time()
+        with pytest.raises(BackendUnavailable):
+            await limiter.acquire()
+        waited = anyio.current_time() - start
+    assert waited < 0.3 + 1.0, waited  # its bound, with a margin for a busy machine

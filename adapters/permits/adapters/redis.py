@@ -869,6 +869,15 @@ class RedisLimiter(_AnyioLimiter):
     def _reschedule(self) -> None:
         """A waiter came or went: re-arm the timer; wake the driver if that
         changes its plan."""
+        if (
+            self._unanswered_since is not None
+            and self._fail_at == math.inf
+            and self.on_unavailable == "closed"
+            and len(self._machine)
+        ):
+            # Waiters came into an outage after the timer failed the others:
+            # the first of them fails unavailable_after from now, at the earliest.
+            self._fail_at = (self._last + self._after_ns) / 1e9
         when = self._machine.next_tick()
         wake_at = min(math.inf if when is None else when / 1e9, self._fail_at)
         if wake_at != self._wake_at:
