@@ -41,7 +41,7 @@ from permits.core import (
     StrictPriority,
 )
 
-from redis_server import RedisServer, need_redis_server
+from redis_server import RedisCluster, RedisServer, need_redis_server
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -794,3 +794,60 @@ async def test_a_waiter_that_comes_into_an_outage_is_told(own_server: RedisServe
             await limiter.acquire()
         waited = anyio.current_time() - start
     assert waited < 0.3 + 1.0, waited  # its bound, with a margin for a busy machine
+
+
+# -- a real Redis Cluster ---------------------------------------------------------
+
+
+@pytest.fixture
+def cluster() -> Any:
+    nodes = RedisCluster(need_redis_server())
+    try:
+        nodes.start()
+        yield nodes
+    finally:
+        nodes.stop()
+
+
+@pytest.mark.timeout(90)
+@pytest.mark.parametrize("anyio_backend", ["asyncio", "trio"])
+@pytest.mark.anyio
+async def test_on_a_redis_cluster(cluster: RedisCluster) -> None:
+    """Three masters: the keys of one limit (state, audit, stored limits,
+    demand) share their hash tag, so each script call reaches the one node
+    that holds them all; costs, a pause and global priority work there as
+    on one server, from a client that knows only one node's address."""
+    name = fresh()
+    limits = {"requests": Limit(100, burst=5), "tokens": Limit(10, burst=100)}
+    async with open_limiter(
+        StrictPriority(2),
+        cluster.url,
+        name=name,
+        limits=limits,
+        cluster=True,
+        audit=True,
+        global_priority=True,
+    ) as limiter:
+        for _ in range(3):
+            await limiter.acquire(INTERACTIVE, cost={"requests": 1, "tokens": 30})
+        limiter.pause_for(0.3)
+        await sent(limiter)
+        start = anyio.current_time()
+        await limiter.acquire(BATCH, cost={"tokens": 1})
+        assert anyio.current_time() - start >= 0.2  # paused, for everyone
+    client = redis.RedisCluster.from_url(cluster.url)
+    try:
+        keys = [f"permits:{{{name}}}{suffix}" for suffix in ("", ":audit", ":limits", ":demand")]
+        slots = {client.keyslot(key) for key in keys}  # type: ignore[no-untyped-call]
+        assert len(slots) == 1
+        assert client.llen(f"permits:{{{name}}}:audit") == 4
+        left = RedisLimit(cluster.url, name=name, limits=limits, cluster=True)
+        try:
+            answer = left.take(cost=(0, 1))
+            assert answer.allowed
+            # 91 tokens taken there; at 10/s, less than 3 s of refill since
+            assert answer.remaining[1] <= 100 - 91 + 30, answer
+        finally:
+            left.close()
+    finally:
+        client.close()

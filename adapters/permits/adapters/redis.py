@@ -371,6 +371,9 @@ class RedisLimit:
     :param audit: also record each grant's Redis time (microseconds) in the
         list ``{key}:audit`` (kept an hour): a diagnostic, used by the tests.
     :param timeout: seconds before a connect or a reply counts as failed.
+    :param cluster: ``url`` names a node of a Redis Cluster: the client is
+        redis-py's ``RedisCluster``. The keys of one limit share a hash tag,
+        so every call goes to the one node that holds them.
     """
 
     def __init__(
@@ -384,6 +387,7 @@ class RedisLimit:
         prefix: str = "permits:",
         audit: bool = False,
         timeout: float = 0.5,
+        cluster: bool = False,
         **options: Any,
     ) -> None:
         if not isinstance(url, str):
@@ -407,7 +411,10 @@ class RedisLimit:
         self._args = [[key, _interval_us(lim.rate), lim.burst] for key, lim in self.limits.items()]
         #: One unit of every limit.
         self._unit = (1,) * len(self.limits)
-        self._client = redis.Redis.from_url(
+        if not isinstance(cluster, bool):
+            raise PermitTypeError("cluster", cluster, "a bool")
+        client = redis.RedisCluster if cluster else redis.Redis
+        self._client = client.from_url(
             url, socket_timeout=timeout, socket_connect_timeout=timeout, **options
         )
         self._script = self._client.register_script(SCRIPT)
@@ -1185,6 +1192,7 @@ def open_limiter(
     prefix: str = "permits:",
     timeout: float = 0.5,
     audit: bool = False,
+    cluster: bool = False,
     max_waiting: int | Sequence[int | None] | None = None,
     default_level: int = 0,
     refund_window: float = 1.0,
@@ -1226,8 +1234,8 @@ def open_limiter(
         behind one booked permit per process (unless a reserve keeps room
         for it). Off (0) by default; at most ``demand_ttl / 2`` under global
         priority.
-    See :class:`RedisLimit` for ``url``, ``limits``, ``prefix`` and
-    ``audit``, and :class:`~permits.adapters.BaseLimiter` for the rest.
+    See :class:`RedisLimit` for ``url``, ``limits``, ``prefix``, ``audit``
+    and ``cluster``, and :class:`~permits.adapters.BaseLimiter` for the rest.
     """
     limit = RedisLimit(
         url,
@@ -1238,6 +1246,7 @@ def open_limiter(
         prefix=prefix,
         audit=audit,
         timeout=timeout,
+        cluster=cluster,
     )
     limiter = RedisLimiter(
         policy,
