@@ -198,7 +198,7 @@ ops = st.tuples(
     st.one_of(st.just(0), st.integers(1, 400_000), st.sampled_from([25_000, 100_000])),
     st.integers(0, 400_000),
     st.lists(st.integers(-1, 6), min_size=2, max_size=2),
-    st.tuples(st.integers(0, 1), st.sampled_from(RATES), st.integers(1, 5)),
+    st.tuples(st.integers(0, 1), st.sampled_from(RATES), st.integers(1, 5), st.integers(0, 2)),
 )
 
 
@@ -209,7 +209,7 @@ def run(script: Any, rates: list[int], bursts: list[int], steps: list[Any], *, p
     model = Buckets(rates, bursts)
     now = T0
     granted: list[tuple[int, tuple[int, ...]]] = []
-    for kind, dt, arg, xs, (index, new_rate, new_burst) in steps:
+    for kind, dt, arg, xs, (index, new_rate, new_burst, which) in steps:
         now += dt
         xs = xs[:n]
         if kind == "take":
@@ -257,7 +257,14 @@ def run(script: Any, rates: list[int], bursts: list[int], steps: list[Any], *, p
             assert got == want, ("P41", got, want)
         else:
             index = min(index, n - 1)
-            got = tuple(call("rate", now, index + 1, (0,) * n, 10**6 // new_rate, new_burst))
+            # which: 0 both, 1 the rate only, 2 the burst only (-1: as it stands)
+            interval = -1 if which == 2 else 10**6 // new_rate
+            burst = -1 if which == 1 else new_burst
+            got = tuple(call("rate", now, index + 1, (0,) * n, interval, burst))
+            if which == 2:
+                new_rate = int(10**6 / model.T[index])
+            if which == 1:
+                new_burst = model.burst[index]
             want = model.rerate(now, index, new_rate, new_burst)
             note(f"t={now - T0} limit {index} -> {new_rate}/s burst {new_burst}: {got}, {want}")
             assert got == want, ("P41", got, want)

@@ -109,7 +109,7 @@ _SCRIPT = """
 -- ARGV[2 + 4i .. 5 + 4i], limit i = 1..n: name, T = 1e6 / rate (us), burst,
 --   and x: take: units asked; give: units given back (< 0) or charged
 --   (> 0); adopt: units the upstream says are left (-1: no word on it)
--- ARGV[6 + 4n], ARGV[7 + 4n]: rate: the new T and burst
+-- ARGV[6 + 4n], ARGV[7 + 4n]: rate: the new T and burst (-1: as it stands)
 -- ARGV[6 + 4n .. 9 + 4n]: take and demand, under global priority: the
 --   process, its demand's time to live (us), the level of the take, and the
 --   process's waiters per level ('c0 c1 ...', the one taking included);
@@ -274,6 +274,8 @@ elseif op == 'rate' then
   -- the units in the bucket carry over (never more than the new burst);
   -- the time they fall short by is rounded up to a whole microsecond
   local newT, newb = tonumber(ARGV[6 + 4 * n]), tonumber(ARGV[7 + 4 * n])
+  if newT < 0 then newT = T[arg] end  -- not given: as it stands
+  if newb < 0 then newb = burst[arg] end
   local short = (newb - burst[arg]) * newT + (tat[arg] - now) * newT / T[arg]
   tat[arg] = now + math.max(0, math.ceil(short))
   T[arg], burst[arg] = newT, newb
@@ -533,15 +535,15 @@ class RedisLimit:
         limit: str | None = None,
     ) -> GcraAnswer:
         """Change ``limit`` for every process, from their next call on: the
-        units in the bucket carry over. Kept in Redis, without expiry, until
+        units in the bucket carry over; what is not given stays as it stands
+        in Redis (changed earlier, or as opened). Kept in Redis, without expiry, until
         changed again (a Redis that loses its data loses it too: every
         process then goes back to the limits it was opened with)."""
         index = self._index("limit", limit)
-        old = list(self.limits.values())[index]
-        new_rate = old.rate if rate is None else check_rate(rate)
-        new_burst = old.burst if burst is None else check_int("burst", burst, 1)
+        interval = -1.0 if rate is None else _interval_us(check_rate(rate))
+        new_burst = -1 if burst is None else check_int("burst", burst, 1)
         zero = (0,) * len(self.limits)
-        return self._call("rate", zero, index + 1, _interval_us(new_rate), new_burst)
+        return self._call("rate", zero, index + 1, interval, new_burst)
 
     def _index(self, argument: str, limit: str | None) -> int:
         names = list(self.limits)
@@ -581,8 +583,15 @@ def _named_limits(
     return dict(limits)
 
 
-#: What counts as "Redis is unreachable".
-_UNREACHABLE = (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError, OSError)
+#: What counts as "Redis is unreachable" (a cluster without a master for
+#: the limit's slot, or moving it, included).
+_UNREACHABLE = (
+    redis.exceptions.ConnectionError,
+    redis.exceptions.TimeoutError,
+    redis.exceptions.ClusterDownError,
+    redis.exceptions.TryAgainError,
+    OSError,
+)
 
 
 class RedisLimiter(_AnyioLimiter):
