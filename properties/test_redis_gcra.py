@@ -91,12 +91,14 @@ class Buckets:
         units: Sequence[int],
         demand: Demand | None = None,
         book: int = 0,
+        lease: int = 1,
     ) -> Answer:
         """A take; under global priority (``demand``: the process, its
         demand's time to live, the level, its waiters per level), not while
         waiters of other live processes are more urgent: at best each takes
         one interval of the fastest limit. One the buckets alone would
-        allow within ``book`` us is booked: charged now, the taker's then."""
+        allow within ``book`` us is booked: charged now, the taker's then.
+        One allowed now takes up to ``lease`` at once, while they are."""
         self.refill(now)
         if any(x > b for x, b in zip(units, self.burst, strict=True)):
             return self.answer(0, -1)
@@ -112,15 +114,20 @@ class Buckets:
             if demand is not None:
                 self.publish(process, now, ttl, counts)
             return self.answer(0, math.ceil(wait))
-        for i, x in enumerate(units):
-            self.tokens[i] -= x
+        taken = 0
+        while True:
+            for i, x in enumerate(units):
+                self.tokens[i] -= x
+            taken += 1
+            if wait > 0 or taken == lease or self.wait(now, reserve, units) > 0:
+                break
         if demand is not None:
             left = list(counts)
-            left[level] -= 1
+            left[level] = max(0, left[level] - taken)
             self.publish(process, now, ttl, left)
         if wait > 0:
-            return self.answer(2, math.ceil(wait))
-        return self.answer(1, math.ceil(self.wait(now, reserve, units)))
+            return self.answer(-1, math.ceil(wait))
+        return self.answer(taken, math.ceil(self.wait(now, reserve, units)))
 
     def give(self, now: int, units: Sequence[int]) -> Answer:
         """``units`` charged (> 0) or given back (< 0; never beyond the burst)."""
@@ -169,6 +176,7 @@ def script(client: Any) -> Any:
 T0 = 1_700_000_000_000_000  # a Redis-like time in microseconds
 RATES = [1, 2, 4, 5, 8, 10]  # per second: whole microseconds per unit
 BOOK = [0, 0, 150_000, 1_000_000]  # book ahead (us): often not at all
+LEASE = [1, 1, 3]  # the most permits a take takes at once
 
 Call = Callable[..., list[Any]]
 
@@ -215,25 +223,29 @@ def run(script: Any, rates: list[int], bursts: list[int], steps: list[Any], *, p
         if kind == "take":
             reserve = arg % 4
             book = BOOK[arg // 4 % len(BOOK)]
+            lease = LEASE[arg // 16 % len(LEASE)]
             units = tuple(max(0, x) for x in xs)
             if not any(units):
                 units = (1, *units[1:])
-            got = tuple(call("take", now, reserve, units, "", 0, 0, "0", book))
+            got = tuple(call("take", now, reserve, units, "", 0, 0, "0", book, lease))
             model.refill(now)
             before = list(model.tokens)
             paused = now < model.pause
-            want = model.take(now, reserve, units, book=book)
-            note(f"t={now - T0} take {units} reserve {reserve} book {book}: {got}, model {want}")
+            want = model.take(now, reserve, units, book=book, lease=lease)
+            asked = f"take {units} reserve {reserve} book {book} lease {lease}"
+            note(f"t={now - T0} {asked}: script {got}, model {want}")
             assert got == want, ("P38", got, want)
             if got[0]:
                 # a booked permit counts from its time
-                granted.append((now + got[1] if got[0] == 2 else now, units))
+                taken = max(got[0], 1)
+                granted += [(now + got[1] if got[0] < 0 else now, units)] * taken
                 assert not paused, "P40"  # nothing during a pause, nor booked
-                if got[0] == 2:
+                if got[0] < 0:
                     assert 0 < got[1] <= book, "P44"  # booked only within the horizon
-                for i, x in enumerate(units):  # every limit gave its part
-                    assert model.tokens[i] == before[i] - x, "P39"
-                    if x and got[0] == 1:  # a booked one leaves them at its time
+                assert taken <= lease, "P45"
+                for i, x in enumerate(units):  # every limit gave its part, each permit
+                    assert model.tokens[i] == before[i] - taken * x, "P39"
+                    if x and got[0] > 0:  # a booked one leaves them at its time
                         assert got[2 + i] >= min(reserve, model.burst[i] - x), "P22"
             else:
                 assert list(model.tokens) == before, "P39"  # none gave anything
@@ -290,9 +302,9 @@ two_limits = st.tuples(
 def test_script_is_the_exact_buckets(
     script: Any, limits: tuple[list[int], list[int]], steps: list[Any]
 ) -> None:
-    """P21, P22, P38, P39, P40, P41, P44: at every chosen time the script answers exactly as
+    """P21, P22, P38, P39, P40, P41, P44, P45: at every chosen time the script answers exactly as
     the buckets do (allowed, wait, units left per limit), for one limit or
-    two, costs of several units, reserves, bookings, give-backs and settles,
+    two, costs of several units, reserves, bookings, leases, give-backs and settles,
     pauses, the upstream's word and changes of limit; a take is charged to every
     limit or to none; nothing is granted during a pause; and over the runs
     with takes only, no window of any limit sees more than
@@ -306,8 +318,8 @@ def test_script_is_the_exact_buckets(
 #: name -> (text of the script, replacement, what it breaks)
 MUTANTS = {
     "charge-one-limit": (
-        "for i = 1, n do tat[i] = tat[i] + x[i] * T[i] end",
-        "tat[1] = tat[1] + x[1] * T[1]",
+        "    for i = 1, n do tat[i] = tat[i] + x[i] * T[i] end\n",
+        "    tat[1] = tat[1] + x[1] * T[1]\n",
         "a take charges the first limit only",
     ),
     "ignore-the-pause": (

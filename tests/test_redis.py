@@ -425,6 +425,35 @@ async def test_a_cost_above_a_lowered_burst_fails(redis_server: RedisServer) -> 
         assert error.value.argument == "cost"
 
 
+@pytest.mark.anyio
+async def test_a_lease_takes_several_permits_per_round_trip(
+    redis_server: RedisServer, anyio_backend: str
+) -> None:
+    """P45 through the limiter: 50 callers queued at once under a limit
+    with room for all, a lease of 10: about 10 permits per round trip,
+    handed out in the policy's order, every one charged in Redis."""
+    name = fresh()
+    pushed: list[int] = []
+    order: list[int] = []
+    async with open_limiter(
+        Fifo(1), redis_server.url, name=name, rate=1000, burst=100, lease=10, audit=True
+    ) as limiter:
+
+        async def call(i: int) -> None:
+            pushed.append(i)  # no checkpoint before the push: the same order
+            await limiter.acquire()
+            order.append(i)
+
+        async with anyio.create_task_group() as tg:
+            for i in range(50):
+                tg.start_soon(call, i)
+        if anyio_backend == "asyncio":  # (trio resumes woken tasks in any order)
+            assert order == pushed  # FIFO
+        assert sorted(order) == list(range(50))
+        assert limiter.round_trips <= 12, limiter.round_trips  # 50 without a lease
+    assert len(audit(redis_server, name)) == 50
+
+
 # -- several real processes -------------------------------------------------
 
 WORKERS = 4

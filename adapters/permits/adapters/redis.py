@@ -115,11 +115,12 @@ _SCRIPT = """
 --   process's waiters per level ('c0 c1 ...', the one taking included);
 --   the process is '' without global priority
 -- ARGV[10 + 4n]: take: book ahead, us (0: never book)
--- Returns {allowed 0|1|2, us, units left per limit...}: take: refused (0)
--- with the us until it would be allowed (-1: never, a cost above a
--- burst), allowed (1) with the us until the same take again would be, or
--- booked (2) with the us until its permit's time; pause: the us until the
--- pause ends.
+-- ARGV[11 + 4n]: take: lease, the most permits to take at once (1 by default)
+-- Returns {taken, us, units left per limit...}: take: refused (0) with the
+-- us until it would be allowed (-1: never, a cost above a burst), allowed
+-- (1 or more, up to the lease) with the us until the same take again would
+-- be, or booked (-1) with the us until its permit's time; pause: the us
+-- until the pause ends.
 local op = ARGV[1]
 local now = @NOW@
 local arg = tonumber(ARGV[3])
@@ -247,18 +248,32 @@ if op == 'take' then
     if process ~= '' then publish(process, ttl, counts) end
     return answer(0, math.ceil(at - now))
   end
-  for i = 1, n do tat[i] = tat[i] + x[i] * T[i] end
+  local function charge()  -- every limit its part, at once
+    for i = 1, n do tat[i] = tat[i] + x[i] * T[i] end
+  end
+  charge()
+  local taken = 1
+  if at <= now then
+    -- a lease: more of the same, as long as they are allowed now
+    local lease = tonumber(ARGV[11 + 4 * n]) or 1
+    while taken < lease and allowed_at(arg) <= now do
+      charge()
+      taken = taken + 1
+    end
+  end
   store()
   if process ~= '' then
-    counts[level + 1] = counts[level + 1] - 1
+    counts[level + 1] = math.max(0, counts[level + 1] - taken)
     publish(process, ttl, counts)
   end
   if ARGV[4] == '1' then
-    redis.call('RPUSH', KEYS[2], string.format('%.17g', math.max(now, at)))
+    local times = {}
+    for j = 1, taken do times[j] = string.format('%.17g', math.max(now, at)) end
+    redis.call('RPUSH', KEYS[2], unpack(times))
     redis.call('PEXPIRE', KEYS[2], 3600000)
   end
-  if at > now then return answer(2, math.ceil(at - now)) end
-  return answer(1, math.ceil(allowed_at(arg) - now))
+  if at > now then return answer(-1, math.ceil(at - now)) end
+  return answer(taken, math.ceil(allowed_at(arg) - now))
 elseif op == 'give' then
   for i = 1, n do tat[i] = math.max(now, tat[i] + x[i] * T[i]) end
 elseif op == 'pause' then
@@ -322,6 +337,8 @@ class GcraAnswer(NamedTuple):
     #: Allowed, for later: the permit is the taker's ``retry_after``
     #: microseconds from now (a take that books ahead).
     booked: bool = False
+    #: Permits taken (more than one: a lease); 0 if refused.
+    taken: int = 1
 
 
 class BackendUnavailable(PermitError, ConnectionError):
@@ -466,8 +483,9 @@ class RedisLimit:
         args += extra
         keys = [self.key, self.audit_key, self.live_key, self.demand_key]
         reply = self._script(keys=keys, args=args)
-        left = tuple(int(r) for r in reply[2:])
-        return GcraAnswer(reply[0] != 0, int(reply[1]), left, reply[0] == 2)
+        code, left = int(reply[0]), tuple(int(r) for r in reply[2:])
+        booked = code < 0
+        return GcraAnswer(code != 0, int(reply[1]), left, booked, 1 if booked else code)
 
     def take(
         self,
@@ -478,6 +496,7 @@ class RedisLimit:
         demand: Sequence[int] | None = None,
         ttl: float = 2.0,
         book: float = 0.0,
+        lease: int = 1,
     ) -> GcraAnswer:
         """Ask for ``cost`` (units per limit; one of each by default) of every
         limit at once, leaving at least ``reserve`` more of each it takes.
@@ -489,12 +508,14 @@ class RedisLimit:
 
         With ``book`` (seconds), a take the buckets would allow within that
         long (no pause, nobody more urgent elsewhere) is *booked*: charged
-        now, its permit the taker's at the time the answer gives."""
+        now, its permit the taker's at the time the answer gives. With a
+        ``lease`` above 1, an allowed take takes up to that many permits of
+        the same cost at once, as long as they are allowed now."""
         units = cost or self._unit
-        if demand is None and not book:
+        if demand is None and not book and lease == 1:
             return self._call("take", units, reserve)
         extra = ["", 0, 0, "0"] if demand is None else self._demand(level, demand, ttl)
-        return self._call("take", units, reserve, *extra, math.floor(book * 1e6))
+        return self._call("take", units, reserve, *extra, math.floor(book * 1e6), lease)
 
     def publish_demand(self, demand: Sequence[int], ttl: float = 2.0) -> GcraAnswer:
         """Publish this process's waiters per level (none: clear them)."""
@@ -622,6 +643,7 @@ class RedisLimiter(_AnyioLimiter):
         global_priority: bool = False,
         demand_ttl: float = 2.0,
         book_ahead: float = 0.0,
+        lease: int = 1,
     ) -> None:
         window = _nanoseconds("refund_window", refund_window)
         if window is None:
@@ -679,6 +701,9 @@ class RedisLimiter(_AnyioLimiter):
             )
         #: Seconds ahead a refused take may book the next permit (0: never).
         self.book_ahead = float(book_ahead)
+        #: The most permits one request takes at once, for waiters of one
+        #: level and cost (1: one per request).
+        self.lease = check_int("lease", lease, 1)
         #: The permit booked: when it is this process's (s), its units, the
         #: level it was asked for.
         self._booked: tuple[float, tuple[int, ...], int] | None = None
@@ -1061,6 +1086,7 @@ class RedisLimiter(_AnyioLimiter):
             demand=depths,
             ttl=self.demand_ttl,
             book=self.book_ahead if booked is None else 0.0,
+            lease=min(self.lease, machine.queues.depths[level]),
         )
         try:
             answer = await self._round_trip(take)
@@ -1068,7 +1094,7 @@ class RedisLimiter(_AnyioLimiter):
             await self._outage(error)
             return
         if depths is not None:
-            self._published = sum(depths) > answer.allowed
+            self._published = sum(depths) > answer.taken
         if not answer.allowed:
             if answer.retry_after < 0:  # a limit's burst was lowered below the cost
                 if machine.cancel(head.id):
@@ -1079,29 +1105,30 @@ class RedisLimiter(_AnyioLimiter):
         if answer.booked:  # its time comes later: the driver hands it over then
             self._booked = (anyio.current_time() + answer.retry_after / 1e6, units, level)
             return
-        await self._hand_over(units, reserve)
+        await self._hand_over(units, reserve, answer.taken)
         if answer.retry_after and machine.next_level() is not None:
             # The next permit is not there yet: wait for it (as for a refusal).
             await self._wait_for(level, answer.retry_after)
 
-    async def _hand_over(self, units: tuple[int, ...], reserve: int) -> None:
-        """A permit of ``units`` taken under ``reserve`` is here: to the
-        waiter the policy chooses now, if that one asks for the same units
-        with no larger reserve; otherwise (the waiter left, or another came
-        first, during the round trip or the wait) back to Redis, rather than
-        break the reserve or the limit."""
+    async def _hand_over(self, units: tuple[int, ...], reserve: int, count: int = 1) -> None:
+        """``count`` permits of ``units`` taken under ``reserve`` are here:
+        each to the waiter the policy chooses now, if that one asks for the
+        same units with no larger reserve; the rest (the waiter left, or
+        another came first, during the round trip or the wait) back to
+        Redis, rather than break the reserve or the limit."""
         machine = self._machine
         now = self._now()
         self._dispatch(machine.tick(now))
-        chosen = machine.next_level()
-        if (
-            chosen is None
-            or self.reserve[chosen] > reserve
-            or self._asks.get(machine.queues.head(chosen).id) != units  # type: ignore[call-overload]
-        ):
-            await self._give_back(units)
-            return
-        self._dispatch(machine.supply(now))
+        for handed in range(count):
+            chosen = machine.next_level()
+            if (
+                chosen is None
+                or self.reserve[chosen] > reserve
+                or self._asks.get(machine.queues.head(chosen).id) != units  # type: ignore[call-overload]
+            ):
+                await self._give_back(units, count - handed)
+                return
+            self._dispatch(machine.supply(now))
 
     async def _wait_for(self, level: int, retry_after: int) -> None:
         """Sleep ``retry_after`` microseconds, the answer for ``level``'s
@@ -1117,13 +1144,13 @@ class RedisLimiter(_AnyioLimiter):
         finally:
             self._retry_reserve = self._retry_level = None
 
-    def _gave_back(self, units: Sequence[int]) -> None:
-        self.limit.give_back(units)
-        self.given_back += 1
+    def _gave_back(self, units: Sequence[int], count: int = 1) -> None:
+        self.limit.give_back(tuple(n * count for n in units))
+        self.given_back += count
 
-    async def _give_back(self, units: Sequence[int]) -> None:
+    async def _give_back(self, units: Sequence[int], count: int = 1) -> None:
         try:
-            await self._round_trip(self._gave_back, units)
+            await self._round_trip(self._gave_back, units, count)
         except _UNREACHABLE as error:
             await self._outage(error)
 
@@ -1209,6 +1236,7 @@ def open_limiter(
     global_priority: bool = False,
     demand_ttl: float = 2.0,
     book_ahead: float = 0.0,
+    lease: int = 1,
 ) -> AbstractAsyncContextManager[RedisLimiter]:
     """Open a :class:`RedisLimiter` for an ``async with`` (asyncio or trio,
     through anyio): ``rate`` and ``burst`` (or ``limits``) over every process
@@ -1239,10 +1267,16 @@ def open_limiter(
         within that long is *booked* (charged at once, the permit this
         process's at its time) instead of refused, so that at saturation
         each permit costs one round trip, not one per process. It costs
-        priority across processes: a more urgent request elsewhere may wait
-        behind one booked permit per process (unless a reserve keeps room
-        for it). Off (0) by default; at most ``demand_ttl / 2`` under global
-        priority.
+        priority across processes: a more urgent request may wait behind
+        one booked permit per process, reserve or not. Off (0) by default;
+        at most ``demand_ttl / 2`` under global priority.
+    :param lease: the most permits one request takes at once, for the
+        waiters of the level it asks for, of the same cost, as long as the
+        shared buckets allow them now: more permits per round trip when
+        many wait. It costs priority across processes: a lease is taken
+        under one level's reserve and handed out at once, so a process may
+        take several permits while another's more urgent request is on its
+        way. 1 (off) by default.
     See :class:`RedisLimit` for ``url``, ``limits``, ``prefix``, ``audit``
     and ``cluster``, and :class:`~permits.adapters.BaseLimiter` for the rest.
     """
@@ -1271,6 +1305,7 @@ def open_limiter(
         global_priority=global_priority,
         demand_ttl=demand_ttl,
         book_ahead=book_ahead,
+        lease=lease,
     )
     return _opened(limiter)
 
