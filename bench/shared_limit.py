@@ -14,8 +14,9 @@ Starts its own redis-server (loopback, persistence off), then:
 3. Round trips per permit, in (1), and at a saturated 200 permits/s shared
    by four and by sixteen processes (where every process asks when a
    permit falls due and only one gets it).
-   Also with booking ahead (``book_ahead=0.1``), and the client CPU per
-   permit (each process's own, threads included).
+   Also with booking ahead (``book_ahead=0.1``), with leases of 16 permits
+   (``lease=16``), and the client CPU per permit (each process's own,
+   threads included).
 4. Priority across processes: four processes at a saturated 200 permits/s,
    burst 10, each with a backlog of 500 batch calls and Poisson interactive
    calls (10/s per process); the interactive p50 and p99 over all processes
@@ -51,12 +52,12 @@ RUNS = 3
 
 
 async def flood(
-    url: str, name: str, rate: float, burst: int, book: float, seconds: float
+    url: str, name: str, rate: float, burst: int, book: float, lease: int, seconds: float
 ) -> dict[str, float]:
     """``CALLERS`` callers acquiring back to back for ``seconds``."""
     granted = 0
     async with open_redis(
-        Fifo(1), url, name=name, rate=rate, burst=burst, book_ahead=book
+        Fifo(1), url, name=name, rate=rate, burst=burst, book_ahead=book, lease=lease
     ) as limiter:
 
         async def caller() -> None:
@@ -127,8 +128,9 @@ def worker(argv: list[str]) -> None:
     kind, url, name, start_at = argv[:4]
     time.sleep(max(0.0, float(start_at) - time.time()))
     if kind == "flood":
-        rate, burst, book = argv[4:7]
-        report = anyio.run(flood, url, name, float(rate), int(burst), float(book), SECONDS)
+        rate, burst, book, lease = argv[4:8]
+        options = (float(rate), int(burst), float(book), int(lease), SECONDS)
+        report = anyio.run(flood, url, name, *options)
     else:
         reserve, global_priority, book, seed = argv[4:8]
         pair = (0, int(reserve))
@@ -149,9 +151,9 @@ def processes(url: str, name: str, count: int, kind: str, *args: object) -> list
 
 
 def flooded(
-    url: str, name: str, count: int, rate: float, burst: int, book: float
+    url: str, name: str, count: int, rate: float, burst: int, book: float, lease: int
 ) -> dict[str, float]:
-    reports = processes(url, name, count, "flood", rate, burst, book)
+    reports = processes(url, name, count, "flood", rate, burst, book, lease)
     return {
         "granted": sum(r["granted"] for r in reports),
         "seconds": max(r["seconds"] for r in reports),
@@ -193,16 +195,19 @@ def main() -> None:
             "| round trips per permit |"
         )
         print("| --- | --- | --- | --- | --- | --- |")
-        for label, count, rate, burst, book in (
-            ("1 process, unlimited demand", 1, 10**6, 10**6, 0),
-            ("4 processes, unlimited demand", 4, 10**6, 10**6, 0),
-            ("16 processes, unlimited demand", 16, 10**6, 10**6, 0),
-            ("4 processes, 200/s saturated", 4, 200, 10, 0),
-            ("16 processes, 200/s saturated", 16, 200, 10, 0),
-            ("4 processes, 200/s saturated, booking 0.1 s ahead", 4, 200, 10, 0.1),
-            ("16 processes, 200/s saturated, booking 0.1 s ahead", 16, 200, 10, 0.1),
+        for label, count, rate, burst, book, lease in (
+            ("1 process, unlimited demand", 1, 10**6, 10**6, 0, 1),
+            ("4 processes, unlimited demand", 4, 10**6, 10**6, 0, 1),
+            ("16 processes, unlimited demand", 16, 10**6, 10**6, 0, 1),
+            ("1 process, unlimited demand, lease 16", 1, 10**6, 10**6, 0, 16),
+            ("4 processes, unlimited demand, lease 16", 4, 10**6, 10**6, 0, 16),
+            ("4 processes, 200/s saturated", 4, 200, 10, 0, 1),
+            ("16 processes, 200/s saturated", 16, 200, 10, 0, 1),
+            ("4 processes, 200/s saturated, booking 0.1 s ahead", 4, 200, 10, 0.1, 1),
+            ("16 processes, 200/s saturated, booking 0.1 s ahead", 16, 200, 10, 0.1, 1),
         ):
-            run = flooded(server.url, f"bench-{count}-{rate}-{book}", count, rate, burst, book)
+            name = f"bench-{count}-{rate}-{book}-{lease}"
+            run = flooded(server.url, name, count, rate, burst, book, lease)
             print(
                 f"| {label} | {run['granted']:,} | {run['seconds']:.2f} | "
                 f"{run['granted'] / run['seconds']:,.0f} | "
