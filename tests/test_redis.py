@@ -356,11 +356,13 @@ async def test_one_pause_for_all(redis_server: RedisServer) -> None:
         open_limiter(Fifo(1), redis_server.url, name=name, rate=100, burst=5) as b,
     ):
         await b.acquire()  # the bucket has permits to spare
+        start = anyio.current_time()
         a.pause_for(0.4)  # a 429 with Retry-After: 0.4
         await sent(a)
-        start = anyio.current_time()
         await b.acquire()
-        assert anyio.current_time() - start >= 0.3  # less the time sent() waited
+        # the pause ends 0.4 s after Redis stored it, after start (a few ms
+        # for the two clocks' reading)
+        assert anyio.current_time() - start >= 0.39
         assert b.round_trips <= 3  # one refusal (told when the pause ends), one grant
 
 
@@ -380,7 +382,7 @@ async def test_live_limits_and_the_upstreams_word(redis_server: RedisServer) -> 
             assert answer.allowed
             # paced by the stored limit, not its own: the next unit within
             # 667 ms (1 s at the limit it was opened with)
-            assert 0 < answer.retry_after <= 666_667, answer
+            assert 0 <= answer.retry_after <= 666_667, answer
             a.adopt(0, 30.0)  # nothing left for 30 s
             await sent(a)
             answer = other.take()
@@ -728,7 +730,7 @@ async def test_backend_unavailable_bound_in_a_hang(
             own_server.resume()
     # not after + reply (the bound counted from the first failure), nor
     # after the reply timeout when that is longer
-    assert after <= waited < after + min(reply, 0.4), waited
+    assert after <= waited < after + min(0.8 * reply, 1.0), waited
 
 
 @pytest.mark.timeout(60)
