@@ -14,7 +14,6 @@ import json
 import math
 import subprocess
 import sys
-import threading
 import time
 from fractions import Fraction
 from pathlib import Path
@@ -154,15 +153,15 @@ async def test_permit_for_a_waiter_that_left_is_given_back(redis_server: RedisSe
     async with open_limiter(
         StrictPriority(2), redis_server.url, name=name, rate=1, burst=3, reserve=(0, 2)
     ) as limiter:
-        take, answered = limiter.limit.take, threading.Event()
+        round_trip, answered = limiter._round_trip, anyio.Event()
 
-        def slow_take(reserve: int = 0, cost: Any = None, **options: Any) -> Any:
-            answer = take(reserve, cost, **options)
-            if reserve == 0:
-                answered.wait(5)  # hold the round trip until the test says
+        async def slow_round_trip(request: Any) -> Any:
+            answer = await round_trip(request)
+            if request is not None and request.args[0] == "take" and request.args[2] == 0:
+                await answered.wait()  # hold the round trip until the test says
             return answer
 
-        limiter.limit.take = slow_take  # type: ignore[method-assign]
+        limiter._round_trip = slow_round_trip  # type: ignore[method-assign]
         granted: list[str] = []
 
         async def call(name: str, level: int) -> None:

@@ -46,10 +46,9 @@ from __future__ import annotations
 
 import math
 import uuid
-from collections.abc import AsyncIterator, Callable, Hashable, Mapping, Sequence
+from collections.abc import AsyncIterator, Hashable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager, suppress
 from fractions import Fraction
-from functools import partial
 from typing import Any, Literal, NamedTuple
 from urllib.parse import urlsplit, urlunsplit
 
@@ -78,7 +77,9 @@ with requires_extra(__name__, "redis", "anyio", "redis"):
     import anyio.lowlevel
     import anyio.to_thread
     import redis
+    import redis.asyncio
     import redis.exceptions
+    import sniffio
 
     from .anyio import Limiter as _AnyioLimiter
 
@@ -341,6 +342,18 @@ class GcraAnswer(NamedTuple):
     taken: int = 1
 
 
+class Request(NamedTuple):
+    """One call of the script, built and checked, not yet sent."""
+
+    args: list[Any]
+
+
+def _answer(reply: list[Any]) -> GcraAnswer:
+    code, left = int(reply[0]), tuple(int(r) for r in reply[2:])
+    booked = code < 0
+    return GcraAnswer(code != 0, int(reply[1]), left, booked, 1 if booked else code)
+
+
 class BackendUnavailable(PermitError, ConnectionError):
     """Redis did not answer: the waiter waited ``unavailable_after`` seconds
     since the later of its acquire and the oldest request Redis has not
@@ -432,11 +445,19 @@ class RedisLimit:
         self._unit = (1,) * len(self.limits)
         if not isinstance(cluster, bool):
             raise PermitTypeError("cluster", cluster, "a bool")
+        self._cluster = cluster
+        self._url = url
+        self._options = {
+            "socket_timeout": timeout,
+            "socket_connect_timeout": timeout,
+            **options,
+        }
+        self._keys = [self.key, self.audit_key, self.live_key, self.demand_key]
         client = redis.RedisCluster if cluster else redis.Redis
-        self._client = client.from_url(
-            url, socket_timeout=timeout, socket_connect_timeout=timeout, **options
-        )
+        self._client = client.from_url(url, **self._options)
         self._script = self._client.register_script(SCRIPT)
+        self._aclient: Any = None
+        self._ascript: Any = None
 
     @property
     def rate(self) -> Fraction:
@@ -475,17 +496,26 @@ class RedisLimit:
                 )
         return units
 
-    def _call(self, op: str, units: Sequence[int], arg: float = 0, *extra: Any) -> GcraAnswer:
+    # Each change is built as a request (the script's arguments), checked
+    # where it is asked for; send() runs one in this thread, asend() on an
+    # asyncio loop (the limiter's, under asyncio: no worker thread).
+
+    def _request(self, op: str, units: Sequence[int], arg: float = 0, *extra: Any) -> Request:
         args: list[Any] = [op, 0, arg, int(self.audit), len(self._args)]
         for limit, x in zip(self._args, units, strict=True):
             args += limit
             args.append(x)
         args += extra
-        keys = [self.key, self.audit_key, self.live_key, self.demand_key]
-        reply = self._script(keys=keys, args=args)
-        code, left = int(reply[0]), tuple(int(r) for r in reply[2:])
-        booked = code < 0
-        return GcraAnswer(code != 0, int(reply[1]), left, booked, 1 if booked else code)
+        return Request(args)
+
+    def send(self, request: Request) -> GcraAnswer:
+        """Run ``request`` (one round trip, blocking)."""
+        return _answer(self._script(keys=self._keys, args=request.args))
+
+    async def asend(self, request: Request) -> GcraAnswer:
+        """Run ``request`` on the asyncio client (:meth:`open_async`)."""
+        assert self._ascript is not None
+        return _answer(await self._ascript(keys=self._keys, args=request.args))
 
     def take(
         self,
@@ -511,15 +541,37 @@ class RedisLimit:
         now, its permit the taker's at the time the answer gives. With a
         ``lease`` above 1, an allowed take takes up to that many permits of
         the same cost at once, as long as they are allowed now."""
+        return self.send(
+            self.ask_take(
+                reserve, cost, level=level, demand=demand, ttl=ttl, book=book, lease=lease
+            )
+        )
+
+    def ask_take(
+        self,
+        reserve: int = 0,
+        cost: Sequence[int] | None = None,
+        *,
+        level: int = 0,
+        demand: Sequence[int] | None = None,
+        ttl: float = 2.0,
+        book: float = 0.0,
+        lease: int = 1,
+    ) -> Request:
+        """:meth:`take`'s request."""
         units = cost or self._unit
         if demand is None and not book and lease == 1:
-            return self._call("take", units, reserve)
+            return self._request("take", units, reserve)
         extra = ["", 0, 0, "0"] if demand is None else self._demand(level, demand, ttl)
-        return self._call("take", units, reserve, *extra, math.floor(book * 1e6), lease)
+        return self._request("take", units, reserve, *extra, math.floor(book * 1e6), lease)
 
     def publish_demand(self, demand: Sequence[int], ttl: float = 2.0) -> GcraAnswer:
         """Publish this process's waiters per level (none: clear them)."""
-        return self._call("demand", (0,) * len(self.limits), 0, *self._demand(0, demand, ttl))
+        return self.send(self.ask_publish_demand(demand, ttl))
+
+    def ask_publish_demand(self, demand: Sequence[int], ttl: float = 2.0) -> Request:
+        """:meth:`publish_demand`'s request."""
+        return self._request("demand", (0,) * len(self.limits), 0, *self._demand(0, demand, ttl))
 
     def _demand(self, level: int, demand: Sequence[int], ttl: float) -> list[Any]:
         counts = " ".join(str(int(c)) for c in demand) or "0"
@@ -527,26 +579,38 @@ class RedisLimit:
 
     def give_back(self, cost: Sequence[int] | None = None) -> GcraAnswer:
         """Return ``cost`` (one of each by default), taken and not used."""
-        return self.charge(tuple(-n for n in cost or (1,) * len(self.limits)))
+        return self.charge(tuple(-n for n in cost or self._unit))
 
     def charge(self, units: Sequence[int]) -> GcraAnswer:
         """Charge ``units`` more of each limit (negative: give them back; a
         bucket never holds more than its burst): a settle."""
-        return self._call("give", units)
+        return self.send(self.ask_charge(units))
+
+    def ask_charge(self, units: Sequence[int]) -> Request:
+        """:meth:`charge`'s request."""
+        return self._request("give", units)
 
     def pause(self, seconds: float) -> GcraAnswer:
         """Grant nothing for ``seconds`` from Redis's now, to any process (a
         later pause that ends sooner shortens nothing)."""
-        return self._call("pause", (0,) * len(self.limits), math.ceil(seconds * 1e6))
+        return self.send(self.ask_pause(seconds))
+
+    def ask_pause(self, seconds: float) -> Request:
+        """:meth:`pause`'s request."""
+        return self._request("pause", (0,) * len(self.limits), math.ceil(seconds * 1e6))
 
     def adopt(self, remaining: int, reset_after: float, limit: str | None = None) -> GcraAnswer:
         """The upstream says ``remaining`` units of ``limit`` are left until
         ``reset_after`` seconds from now: from then on the shared bucket
         holds no more than that."""
+        return self.send(self.ask_adopt(remaining, reset_after, limit))
+
+    def ask_adopt(self, remaining: int, reset_after: float, limit: str | None = None) -> Request:
+        """:meth:`adopt`'s request."""
         index = self._index("limit", limit)
         word = [-1] * len(self.limits)
         word[index] = check_int("remaining", remaining, 0)
-        return self._call("adopt", word, math.ceil(reset_after * 1e6))
+        return self._request("adopt", word, math.ceil(reset_after * 1e6))
 
     def set_limit(
         self,
@@ -557,14 +621,24 @@ class RedisLimit:
     ) -> GcraAnswer:
         """Change ``limit`` for every process, from their next call on: the
         units in the bucket carry over; what is not given stays as it stands
-        in Redis (changed earlier, or as opened). Kept in Redis, without expiry, until
-        changed again (a Redis that loses its data loses it too: every
-        process then goes back to the limits it was opened with)."""
+        in Redis (changed earlier, or as opened). Kept in Redis, without
+        expiry, until changed again (a Redis that loses its data loses it
+        too: every process then goes back to the limits it was opened with)."""
+        return self.send(self.ask_set_limit(rate=rate, burst=burst, limit=limit))
+
+    def ask_set_limit(
+        self,
+        *,
+        rate: int | float | Fraction | None = None,
+        burst: int | None = None,
+        limit: str | None = None,
+    ) -> Request:
+        """:meth:`set_limit`'s request."""
         index = self._index("limit", limit)
         interval = -1.0 if rate is None else _interval_us(check_rate(rate))
         new_burst = -1 if burst is None else check_int("burst", burst, 1)
         zero = (0,) * len(self.limits)
-        return self._call("rate", zero, index + 1, interval, new_burst)
+        return self._request("rate", zero, index + 1, interval, new_burst)
 
     def _index(self, argument: str, limit: str | None) -> int:
         names = list(self.limits)
@@ -578,6 +652,23 @@ class RedisLimit:
 
     def ping(self) -> None:
         self._client.ping()
+
+    async def aping(self) -> None:
+        assert self._aclient is not None
+        await self._aclient.ping()
+
+    def open_async(self) -> None:
+        """Open the asyncio client too (on the running asyncio loop), for
+        :meth:`asend` and :meth:`aping`."""
+        client = redis.asyncio.RedisCluster if self._cluster else redis.asyncio.Redis
+        self._aclient = client.from_url(self._url, **self._options)
+        self._ascript = self._aclient.register_script(SCRIPT)
+
+    async def aclose(self) -> None:
+        """Close the asyncio client, if open."""
+        aclient, self._aclient, self._ascript = self._aclient, None, None
+        if aclient is not None:
+            await aclient.aclose()
 
     def close(self) -> None:
         self._client.close()
@@ -735,8 +826,12 @@ class RedisLimiter(_AnyioLimiter):
         #: ... by each caller that proceeded within the settle window, and when.
         self._settleable: dict[int, tuple[tuple[int, ...], int]] = {}
         #: Changes to the shared limit (settles, pauses, the upstream's word,
-        #: new limits) not yet sent, oldest first.
-        self._pending: list[Callable[[], object]] = []
+        #: new limits, permits given back) not yet sent, oldest first, each
+        #: with the permits it gives back.
+        self._pending: list[tuple[Request, int]] = []
+        #: Whether the round trips go through the asyncio client (under
+        #: asyncio), or redis-py's synchronous one in worker threads.
+        self._async = False
         #: Round trips to Redis made so far (a diagnostic).
         self.round_trips = 0
         #: Permits taken from Redis and given back unused (a diagnostic).
@@ -828,7 +923,7 @@ class RedisLimiter(_AnyioLimiter):
             super()._withdraw(id, waiter)
             return
         if self._closed is None:  # closing: Redis gets the units back when they expire
-            self._pending.append(lambda: self._gave_back(units))
+            self._pending.append((self.limit.ask_charge(tuple(-n for n in units)), 1))
             self._wake_driver()
 
     def _fail(self, id: object, error: BaseException) -> None:
@@ -852,7 +947,7 @@ class RedisLimiter(_AnyioLimiter):
             raise NotRefundable(id)
         delta = tuple(a - b for a, b in zip(units, entry[0], strict=True))
         if any(delta):
-            self._send(lambda: self.limit.charge(delta))
+            self._send(self.limit.ask_charge(delta))
 
     def set_limit(
         self,
@@ -863,12 +958,7 @@ class RedisLimiter(_AnyioLimiter):
     ) -> None:
         """Change a limit for every process sharing it, from their next
         request on; the units in the bucket carry over."""
-        self.limit._index("limit", limit)
-        if rate is not None:
-            check_rate(rate)
-        if burst is not None:
-            check_int("burst", burst, 1)
-        self._send(lambda: self.limit.set_limit(rate=rate, burst=burst, limit=limit))
+        self._send(self.limit.ask_set_limit(rate=rate, burst=burst, limit=limit))
 
     def pause_for(self, seconds: float) -> None:
         """Grant nothing for ``seconds``, in any process (a 429 with
@@ -877,27 +967,26 @@ class RedisLimiter(_AnyioLimiter):
         length = _nanoseconds("seconds", seconds)
         if length is None:
             raise PermitValueError("seconds", seconds, "must be a finite number of seconds")
+        request = self.limit.ask_pause(seconds)
         local = self._local
         if local is not None:
             now = self._now()
             local.pause_until(now + length, now)
-        self._send(lambda: self.limit.pause(seconds))
+        self._send(request)
 
     def adopt(self, remaining: int, reset_after: float, *, limit: str | None = None) -> None:
         """The upstream says ``remaining`` units of ``limit`` are left until
         ``reset_after`` seconds from now: the shared bucket holds no more."""
-        self.limit._index("limit", limit)
-        check_int("remaining", remaining, 0)
         after = _nanoseconds("reset_after", reset_after)
         if after is None:
             raise PermitValueError("reset_after", reset_after, "must be a finite number of seconds")
-        self._send(lambda: self.limit.adopt(remaining, reset_after, limit))
+        self._send(self.limit.ask_adopt(remaining, reset_after, limit))
 
-    def _send(self, change: Callable[[], object]) -> None:
+    def _send(self, change: Request) -> None:
         """Have the driver send ``change`` to Redis before its next request."""
         if self._closed is not None:
             raise self._closed
-        self._pending.append(change)
+        self._pending.append((change, 0))
         self._wake_driver()
 
     def _wake_driver(self) -> None:
@@ -995,6 +1084,9 @@ class RedisLimiter(_AnyioLimiter):
 
     async def _run(self, *, task_status: Any) -> None:
         self._bind_backend()
+        if sniffio.current_async_library() == "asyncio":
+            self.limit.open_async()
+            self._async = True
         self._running = True
         task_status.started()
         try:
@@ -1013,9 +1105,10 @@ class RedisLimiter(_AnyioLimiter):
         except Exception as error:
             self._break(error)  # the waiters learn of it; nobody hangs
 
-    async def _round_trip(self, call: Callable[..., Any], *args: Any) -> Any:
-        """One request to Redis, in a worker thread; the time it was sent
-        counts for the outage bound until one is answered."""
+    async def _round_trip(self, request: Request | None) -> GcraAnswer | None:
+        """One request to Redis (``None``: a ping), on the asyncio client or
+        in a worker thread; the time it was sent counts for the outage bound
+        until one is answered."""
         self.round_trips += 1
         if self._unanswered_since is None:
             self._unanswered_since = self._now()
@@ -1023,7 +1116,17 @@ class RedisLimiter(_AnyioLimiter):
             if self.on_unavailable == "closed" and fail_at < self._wake_at:
                 self._fail_at = fail_at
                 self._reschedule()
-        result = await anyio.to_thread.run_sync(call, *args)
+        limit = self.limit
+        result: GcraAnswer | None = None
+        if self._async:
+            if request is None:
+                await limit.aping()
+            else:
+                result = await limit.asend(request)
+        elif request is None:
+            await anyio.to_thread.run_sync(limit.ping)
+        else:
+            result = await anyio.to_thread.run_sync(limit.send, request)
         # The timer still looks once at the time set (moving its deadline on
         # every round trip would cost more): it finds nothing to fail.
         self._unanswered_since = None
@@ -1041,12 +1144,14 @@ class RedisLimiter(_AnyioLimiter):
                 await self._step_local()
             return
         if self._pending:
+            change, given_back = self._pending[0]
             try:
-                await self._round_trip(self._pending[0])
+                await self._round_trip(change)
             except _UNREACHABLE as error:
                 await self._outage(error)
                 return
             del self._pending[0]
+            self.given_back += given_back
             return
         booked = self._booked
         if booked is not None and anyio.current_time() >= booked[0]:
@@ -1057,7 +1162,7 @@ class RedisLimiter(_AnyioLimiter):
         if level is None:
             if self._published:  # nobody waits here any more: say so
                 try:
-                    await self._round_trip(self.limit.publish_demand, (), self.demand_ttl)
+                    await self._round_trip(self.limit.ask_publish_demand((), self.demand_ttl))
                 except _UNREACHABLE as error:
                     await self._outage(error)
                     return
@@ -1078,8 +1183,7 @@ class RedisLimiter(_AnyioLimiter):
         units = self._asks[head.id]  # type: ignore[index]
         reserve = self.reserve[level]
         depths = tuple(machine.queues.depths) if self.global_priority else None
-        take = partial(
-            self.limit.take,
+        take = self.limit.ask_take(
             reserve,
             units,
             level=level,
@@ -1093,6 +1197,7 @@ class RedisLimiter(_AnyioLimiter):
         except _UNREACHABLE as error:
             await self._outage(error)
             return
+        assert answer is not None
         if depths is not None:
             self._published = sum(depths) > answer.taken
         if not answer.allowed:
@@ -1144,15 +1249,13 @@ class RedisLimiter(_AnyioLimiter):
         finally:
             self._retry_reserve = self._retry_level = None
 
-    def _gave_back(self, units: Sequence[int], count: int = 1) -> None:
-        self.limit.give_back(tuple(n * count for n in units))
-        self.given_back += count
-
     async def _give_back(self, units: Sequence[int], count: int = 1) -> None:
         try:
-            await self._round_trip(self._gave_back, units, count)
+            await self._round_trip(self.limit.ask_charge(tuple(-n * count for n in units)))
         except _UNREACHABLE as error:
             await self._outage(error)
+            return
+        self.given_back += count
 
     async def _outage(self, error: BaseException) -> None:
         self._down = True
@@ -1185,7 +1288,7 @@ class RedisLimiter(_AnyioLimiter):
         while self._local is not None and self._closed is None:
             await anyio.sleep(self._retry)
             try:
-                await self._round_trip(self.limit.ping)
+                await self._round_trip(None)
             except _UNREACHABLE as error:
                 self._down = True
                 self._down_error = error
@@ -1316,7 +1419,10 @@ async def _opened(limiter: RedisLimiter) -> AsyncIterator[RedisLimiter]:
         async with running(limiter, anyio.create_task_group()):
             yield limiter
     finally:
-        if limiter._published:  # so that the other processes need not wait for its expiry
-            with anyio.CancelScope(shield=True), suppress(*_UNREACHABLE):
-                await anyio.to_thread.run_sync(limiter.limit.publish_demand, ())
+        with anyio.CancelScope(shield=True):
+            if limiter._published:  # so that the other processes need not wait for its expiry
+                with suppress(*_UNREACHABLE):
+                    await anyio.to_thread.run_sync(limiter.limit.publish_demand, ())
+            with suppress(*_UNREACHABLE):
+                await limiter.limit.aclose()
         limiter.limit.close()
