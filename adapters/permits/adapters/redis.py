@@ -12,9 +12,10 @@ policy: nothing of policy is here.
 Design, in brief (README, "One limit for many processes", and SPEC.md, "The
 shared limit", say more):
 
-- **redis-py's synchronous client in worker threads** (``anyio.to_thread``),
-  so the limiter runs through the anyio adapter under asyncio *and* trio
-  (redis-py's asyncio client does not run under trio).
+- **redis-py's asyncio client under asyncio, its synchronous client in
+  worker threads under trio** (``anyio.to_thread``; redis-py's asyncio
+  client does not run under trio), so the limiter runs through the anyio
+  adapter under both.
 - **Time from Redis**: the script reads ``TIME``; clients' clocks never
   enter the limit. The state expires once idle (every bucket full, no
   pause). Every argument is in ``ARGV``; the keys are ``{prefix}{{{name}}}``
@@ -387,8 +388,10 @@ def _interval_us(rate: Fraction) -> float:
 
 class RedisLimit:
     """The shared limit: its Redis keys and the script, over redis-py's
-    synchronous client. Each method is one round trip and blocks; the limiter
-    calls them in worker threads.
+    synchronous client (and its asyncio client, once :meth:`open_async`).
+    Each method is one round trip and blocks; the limiter sends the same
+    requests (``ask_*``) through :meth:`asend` under asyncio, through
+    :meth:`send` in worker threads under trio.
 
     :param url: ``redis://`` or ``rediss://`` (TLS) URL, with password if
         any; given to ``redis.Redis.from_url`` unchanged.
