@@ -12,8 +12,16 @@ Starts its own redis-server (loopback, persistence off), then:
    every time): the Redis limiter against the local pacer (the anyio
    adapter), p50 and p99, same backend.
 3. Round trips per permit, in (1), and at a saturated 200 permits/s shared
-   by four processes (where every process asks when a permit falls due and
-   only one gets it).
+   by four and by sixteen processes (where every process asks when a
+   permit falls due and only one gets it).
+   Also with booking ahead (``book_ahead=0.1``), with leases of 16 permits
+   (``lease=16``), and the client CPU per permit (each process's own,
+   threads included).
+4. Priority across processes: four processes at a saturated 200 permits/s,
+   burst 10, each with a backlog of 500 batch calls and Poisson interactive
+   calls (10/s per process); the interactive p50 and p99 over all processes
+   with neither a reserve nor global priority, a batch reserve of 3, global
+   priority, both, and a reserve with booking; medians of three runs.
 """
 
 from __future__ import annotations
@@ -24,6 +32,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import anyio
 
@@ -31,18 +40,25 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "properties"))
 
 from permits.adapters.anyio import open_limiter as open_local
 from permits.adapters.redis import open_limiter as open_redis
-from permits.core import Fifo
+from permits.core import Fifo, StrictPriority
+from permits.sim import Poisson
 
 from redis_server import RedisServer, need_redis_server
 
 SECONDS = 3.0
 CALLERS = 200
+#: Runs of each priority scenario (the median is printed).
+RUNS = 3
 
 
-async def flood(url: str, name: str, rate: float, burst: int, seconds: float) -> dict[str, float]:
+async def flood(
+    url: str, name: str, rate: float, burst: int, book: float, lease: int, seconds: float
+) -> dict[str, float]:
     """``CALLERS`` callers acquiring back to back for ``seconds``."""
     granted = 0
-    async with open_redis(Fifo(1), url, name=name, rate=rate, burst=burst) as limiter:
+    async with open_redis(
+        Fifo(1), url, name=name, rate=rate, burst=burst, book_ahead=book, lease=lease
+    ) as limiter:
 
         async def caller() -> None:
             nonlocal granted
@@ -51,28 +67,97 @@ async def flood(url: str, name: str, rate: float, burst: int, seconds: float) ->
                 granted += 1
 
         async with anyio.create_task_group() as tg:
-            start = time.perf_counter()
+            start, cpu = time.perf_counter(), time.process_time()
             for _ in range(CALLERS):
                 tg.start_soon(caller)
             await anyio.sleep(seconds)
             tg.cancel_scope.cancel()
-        elapsed = time.perf_counter() - start
-        return {"granted": granted, "seconds": elapsed, "round_trips": limiter.round_trips}
+        elapsed, cpu = time.perf_counter() - start, time.process_time() - cpu
+        return {
+            "granted": granted,
+            "seconds": elapsed,
+            "cpu": cpu,
+            "round_trips": limiter.round_trips,
+        }
 
 
-def worker(url: str, name: str, rate: float, burst: int, start_at: float) -> None:
-    time.sleep(max(0.0, start_at - time.time()))
-    print(json.dumps(anyio.run(flood, url, name, rate, burst, SECONDS)))
+async def mixed(
+    url: str, name: str, reserve: tuple[int, int], global_priority: bool, book: float, seed: int
+) -> dict[str, Any]:
+    """A batch backlog and Poisson interactive calls, for ``SECONDS``."""
+    waits: list[float] = []
+    granted = 0
+    async with open_redis(
+        StrictPriority(2),
+        url,
+        name=name,
+        rate=200,
+        burst=10,
+        reserve=reserve,
+        global_priority=global_priority,
+        book_ahead=book,
+    ) as limiter:
+
+        async def batch() -> None:
+            nonlocal granted
+            await limiter.acquire(1)
+            granted += 1
+
+        async def interactive() -> None:
+            nonlocal granted
+            start = anyio.current_time()
+            await limiter.acquire(0)
+            waits.append(anyio.current_time() - start)
+            granted += 1
+
+        t0 = anyio.current_time()
+        async with anyio.create_task_group() as tg:
+            for _ in range(500):
+                tg.start_soon(batch)
+            for at in Poisson(10).times(seed):
+                if at >= SECONDS * 1e9:
+                    break
+                await anyio.sleep_until(t0 + at / 1e9)
+                tg.start_soon(interactive)
+            await anyio.sleep_until(t0 + SECONDS)
+            tg.cancel_scope.cancel()
+        return {"waits": waits, "granted": granted, "round_trips": limiter.round_trips}
 
 
-def processes(url: str, name: str, count: int, rate: float, burst: int) -> dict[str, float]:
-    start_at = time.time() + 2.0
-    argv = [sys.executable, __file__, "--worker", url, name, str(rate), str(burst), str(start_at)]
-    runs = [subprocess.Popen(argv, stdout=subprocess.PIPE, text=True) for _ in range(count)]
-    reports = [json.loads(run.communicate()[0]) for run in runs]
+def worker(argv: list[str]) -> None:
+    kind, url, name, start_at = argv[:4]
+    time.sleep(max(0.0, float(start_at) - time.time()))
+    if kind == "flood":
+        rate, burst, book, lease = argv[4:8]
+        options = (float(rate), int(burst), float(book), int(lease), SECONDS)
+        report = anyio.run(flood, url, name, *options)
+    else:
+        reserve, global_priority, book, seed = argv[4:8]
+        pair = (0, int(reserve))
+        first = global_priority == "1"
+        report = anyio.run(mixed, url, name, pair, first, float(book), int(seed))
+    print(json.dumps(report))
+
+
+def processes(url: str, name: str, count: int, kind: str, *args: object) -> list[dict[str, Any]]:
+    """``count`` real processes running ``kind`` ("flood" or "mixed", with
+    ``args``), started together; each one's report. A mixed process also
+    gets its index, as the seed of its interactive calls."""
+    start_at = time.time() + 2.0 + count * 0.1
+    argv = [sys.executable, __file__, "--worker", kind, url, name, str(start_at), *map(str, args)]
+    seeds = [[str(i)] if kind == "mixed" else [] for i in range(count)]
+    runs = [subprocess.Popen([*argv, *seed], stdout=subprocess.PIPE, text=True) for seed in seeds]
+    return [json.loads(run.communicate()[0]) for run in runs]
+
+
+def flooded(
+    url: str, name: str, count: int, rate: float, burst: int, book: float, lease: int
+) -> dict[str, float]:
+    reports = processes(url, name, count, "flood", rate, burst, book, lease)
     return {
         "granted": sum(r["granted"] for r in reports),
         "seconds": max(r["seconds"] for r in reports),
+        "cpu": sum(r["cpu"] for r in reports),
         "round_trips": sum(r["round_trips"] for r in reports),
     }
 
@@ -105,17 +190,28 @@ def main() -> None:
             [server.binary, "--version"], capture_output=True, text=True, check=True
         ).stdout.split()[2]
         print(f"Python {sys.version.split()[0]}, {version}, loopback; asyncio backend\n")
-        print("| scenario | permits | seconds | permits/s | round trips per permit |")
-        print("| --- | --- | --- | --- | --- |")
-        for label, count, rate, burst in (
-            ("1 process, unlimited demand", 1, 10**6, 10**6),
-            ("4 processes, unlimited demand", 4, 10**6, 10**6),
-            ("4 processes, 200/s saturated", 4, 200, 10),
+        print(
+            "| scenario | permits | seconds | permits/s | client CPU per permit "
+            "| round trips per permit |"
+        )
+        print("| --- | --- | --- | --- | --- | --- |")
+        for label, count, rate, burst, book, lease in (
+            ("1 process, unlimited demand", 1, 10**6, 10**6, 0, 1),
+            ("4 processes, unlimited demand", 4, 10**6, 10**6, 0, 1),
+            ("16 processes, unlimited demand", 16, 10**6, 10**6, 0, 1),
+            ("1 process, unlimited demand, lease 16", 1, 10**6, 10**6, 0, 16),
+            ("4 processes, unlimited demand, lease 16", 4, 10**6, 10**6, 0, 16),
+            ("4 processes, 200/s saturated", 4, 200, 10, 0, 1),
+            ("16 processes, 200/s saturated", 16, 200, 10, 0, 1),
+            ("4 processes, 200/s saturated, booking 0.1 s ahead", 4, 200, 10, 0.1, 1),
+            ("16 processes, 200/s saturated, booking 0.1 s ahead", 16, 200, 10, 0.1, 1),
         ):
-            run = processes(server.url, f"bench-{count}-{rate}", count, rate, burst)
+            name = f"bench-{count}-{rate}-{book}-{lease}"
+            run = flooded(server.url, name, count, rate, burst, book, lease)
             print(
                 f"| {label} | {run['granted']:,} | {run['seconds']:.2f} | "
                 f"{run['granted'] / run['seconds']:,.0f} | "
+                f"{run['cpu'] / run['granted'] * 1e6:,.0f} µs | "
                 f"{run['round_trips'] / run['granted']:.2f} |"
             )
         print("\n| one uncontended acquire | p50 | p99 |")
@@ -126,13 +222,47 @@ def main() -> None:
                 f"| {label} | {statistics.median(values) * 1e6:.0f} µs | "
                 f"{quantile(values, 0.99) * 1e6:.0f} µs |"
             )
+        print(
+            f"\n| 4 processes at 200/s, batch backlog (median of {RUNS} runs) "
+            "| interactive p50 | p99 | served | permits/s | round trips per permit |"
+        )
+        print("| --- | --- | --- | --- | --- | --- |")
+        for label, reserve, global_priority, book in (
+            ("neither", 0, 0, 0),
+            ("batch reserve 3", 3, 0, 0),
+            ("global priority", 0, 1, 0),
+            ("global priority and reserve 3", 3, 1, 0),
+            ("reserve 3, booking 0.1 s ahead", 3, 0, 0.1),
+        ):
+            rows = []
+            for i in range(RUNS):
+                name = f"bench-mixed-{reserve}-{global_priority}-{book}-{i}"
+                reports = processes(server.url, name, 4, "mixed", reserve, global_priority, book)
+                waits = [w for r in reports for w in r["waits"]]
+                granted = sum(r["granted"] for r in reports)
+                trips = sum(r["round_trips"] for r in reports)
+                rows.append(
+                    (
+                        statistics.median(waits),
+                        quantile(waits, 0.99),
+                        len(waits),
+                        granted / SECONDS,
+                        trips / granted,
+                    )
+                )
+            p50, p99, served, rate, trips = (
+                statistics.median(col) for col in zip(*rows, strict=True)
+            )
+            print(
+                f"| {label} | {p50 * 1e3:.1f} ms | {p99 * 1e3:.1f} ms | {served:.0f} | "
+                f"{rate:.0f} | {trips:.2f} |"
+            )
     finally:
         server.stop()
 
 
 if __name__ == "__main__":
     if sys.argv[1:2] == ["--worker"]:
-        url, name, rate, burst, start_at = sys.argv[2:7]
-        worker(url, name, float(rate), int(burst), float(start_at))
+        worker(sys.argv[2:])
     else:
         main()

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import tempfile
@@ -17,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-__all__ = ["RedisServer", "need_redis_server"]
+__all__ = ["RedisCluster", "RedisServer", "need_redis_cli", "need_redis_server"]
 
 
 def need_redis_server() -> str:
@@ -31,19 +32,44 @@ def need_redis_server() -> str:
     return binary
 
 
+def need_redis_cli() -> str:
+    """The ``redis-cli`` binary (for a cluster), or skip, as :func:`need_redis_server`."""
+    binary = shutil.which("redis-cli")
+    if binary is None:
+        if os.environ.get("PERMITS_REQUIRE_REDIS"):
+            pytest.fail("redis-cli is not installed (it comes with redis-server)")
+        pytest.skip("redis-cli is not installed (it comes with redis-server)")
+    return binary
+
+
 def free_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         return int(probe.getsockname()[1])
 
 
+def cluster_port() -> int:
+    """A free port whose cluster bus port (``port + 10000``) is free too."""
+    while True:
+        port = free_port()
+        if port + 10000 > 65535:
+            continue
+        try:
+            with socket.socket() as probe:
+                probe.bind(("127.0.0.1", port + 10000))
+        except OSError:
+            continue
+        return port
+
+
 class RedisServer:
     """One ``redis-server`` process; :meth:`kill` and :meth:`start` again keep
     the port, as a restarted server would."""
 
-    def __init__(self, binary: str) -> None:
+    def __init__(self, binary: str, *options: str, port: int | None = None) -> None:
         self.binary = binary
-        self.port = free_port()
+        self.options = options
+        self.port = free_port() if port is None else port
         self.dir = Path(tempfile.mkdtemp(prefix="permits-redis-"))
         self.process: subprocess.Popen[bytes] | None = None
 
@@ -63,6 +89,7 @@ class RedisServer:
                 "--dir", str(self.dir),
                 "--daemonize", "no",
                 "--loglevel", "warning",
+                *self.options,
             ],
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
@@ -85,6 +112,61 @@ class RedisServer:
             self.process.wait()
             self.process = None
 
+    def hang(self) -> None:
+        """Freeze the server (SIGSTOP): connections stay open, nothing is
+        answered, as in a hung host."""
+        assert self.process is not None
+        self.process.send_signal(signal.SIGSTOP)
+
+    def resume(self) -> None:
+        """Let a hung server run again (SIGCONT)."""
+        assert self.process is not None
+        self.process.send_signal(signal.SIGCONT)
+
     def stop(self) -> None:
         self.kill()
         shutil.rmtree(self.dir, ignore_errors=True)
+
+
+class RedisCluster:
+    """A real Redis Cluster of three masters on loopback, each its own
+    ``redis-server --cluster-enabled yes``, joined by ``redis-cli --cluster
+    create``; :meth:`stop` ends them all."""
+
+    def __init__(self, binary: str) -> None:
+        options = ("--cluster-enabled", "yes", "--cluster-node-timeout", "5000")
+        self.servers = [RedisServer(binary, *options, port=cluster_port()) for _ in range(3)]
+
+    @property
+    def url(self) -> str:
+        return self.servers[0].url
+
+    def start(self) -> None:
+        for server in self.servers:
+            server.start()
+        cli = need_redis_cli()
+        nodes = [f"127.0.0.1:{server.port}" for server in self.servers]
+        subprocess.run(
+            [cli, "--cluster", "create", *nodes, "--cluster-replicas", "0", "--cluster-yes"],
+            check=True,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            states = [
+                subprocess.run(
+                    [cli, "-p", str(server.port), "cluster", "info"],
+                    capture_output=True,
+                    text=True,
+                ).stdout
+                for server in self.servers
+            ]
+            if all("cluster_state:ok" in state for state in states):
+                return
+            time.sleep(0.1)
+        raise RuntimeError("the Redis Cluster did not come up")
+
+    def stop(self) -> None:
+        for server in self.servers:
+            server.stop()

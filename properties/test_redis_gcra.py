@@ -1,23 +1,26 @@
-"""P21 and P22: the shared limit's script on a real Redis, at chosen times.
+"""P21, P22, P38-P41: the shared limit's script on a real Redis, at chosen times.
 
 The script the limiter runs reads the time from Redis; the one tested here
 is the same text with the time taken from ``ARGV`` instead
 (``script_source(clock="argv")``), so that each call happens at a time the
-test chooses. Its answers are compared with an exact token bucket written
-from the definition (``Fraction`` arithmetic, no GCRA), at rates whose
-interval is a whole number of microseconds.
+test chooses. Its answers are compared with exact token buckets written from
+the definition (``Fraction`` arithmetic, no GCRA: one bucket per limit, a
+pause, the upstream's word, a change of limit), at rates whose interval is a
+whole number of microseconds. Mutants of the script (one limit charged, the
+pause ignored) are run through the same property, which must catch them.
 """
 
 from __future__ import annotations
 
 import itertools
 import math
+from collections.abc import Callable, Sequence
 from fractions import Fraction
 from typing import Any
 
 import pytest
 import redis
-from hypothesis import given, note
+from hypothesis import HealthCheck, Phase, given, note, settings
 from hypothesis import strategies as st
 
 from permits.adapters.redis import script_source
@@ -26,102 +29,357 @@ from redis_server import RedisServer
 
 _keys = itertools.count()
 
+Answer = tuple[int, ...]
+#: (process, time to live in us, level, waiters per level)
+Demand = tuple[str, int, int, tuple[int, ...]]
 
-class Bucket:
-    """The definition: ``burst`` permits of capacity, refilled at ``rate``;
-    a request with reserve ``R`` takes one only if ``R + 1`` are there."""
 
-    def __init__(self, rate: int, burst: int) -> None:
-        self.T = Fraction(10**6, rate)  # microseconds per permit
-        self.burst = burst
-        self.tokens = Fraction(burst)
+class Buckets:
+    """The definition: per limit, ``burst`` units of capacity refilled at
+    ``rate`` (the tokens may go below zero: a debt); a take of ``x`` units
+    with reserve ``R`` is granted only if every limit it takes from holds
+    ``min(x + R, burst)`` units, every other limit is in no debt, and no
+    pause holds; then every limit gives its part at once."""
+
+    def __init__(self, rates: Sequence[int], bursts: Sequence[int]) -> None:
+        self.T = [Fraction(10**6, rate) for rate in rates]  # microseconds per unit
+        self.burst = list(bursts)
+        self.tokens = [Fraction(b) for b in bursts]
+        self.pause = 0
         self.at: int | None = None
+        #: Global priority: each process's (expiry, waiters per level).
+        self.demand: dict[str, tuple[int, tuple[int, ...]]] = {}
 
-    def _refill(self, now: int) -> None:
+    def ahead(self, process: str, level: int, now: int) -> int:
+        """Waiters of other live processes at levels more urgent than
+        ``level``; the demand of processes gone quiet is forgotten."""
+        for other, (expiry, _) in list(self.demand.items()):
+            if other != process and expiry <= now:
+                del self.demand[other]
+        return sum(
+            sum(counts[:level]) for other, (_, counts) in self.demand.items() if other != process
+        )
+
+    def publish(self, process: str, now: int, ttl: int, counts: Sequence[int]) -> None:
+        if sum(counts) > 0:
+            self.demand[process] = (now + ttl, tuple(counts))
+        else:
+            self.demand.pop(process, None)
+
+    def refill(self, now: int) -> None:
         if self.at is not None:
-            self.tokens = min(Fraction(self.burst), self.tokens + (now - self.at) / self.T)
+            for i, T in enumerate(self.T):
+                self.tokens[i] = min(Fraction(self.burst[i]), self.tokens[i] + (now - self.at) / T)
         self.at = now
 
-    def available(self, now: int) -> Fraction:
-        """Permits in the bucket at ``now``."""
-        self._refill(now)
-        return self.tokens
+    def answer(self, allowed: int, wait: int) -> Answer:
+        return (allowed, wait, *(math.floor(t) for t in self.tokens))
 
-    def take(self, now: int, reserve: int) -> tuple[int, int, int]:
-        self._refill(now)
-        if self.tokens >= reserve + 1:
-            self.tokens -= 1
-            next_after = max(0, math.ceil((reserve + 1 - self.tokens) * self.T))
-            return 1, next_after, math.floor(self.tokens)
-        return 0, math.ceil((reserve + 1 - self.tokens) * self.T), math.floor(self.tokens)
+    def wait(self, now: int, reserve: int, units: Sequence[int]) -> Fraction:
+        """Microseconds until every limit holds what the take needs (and
+        the pause is over), exactly; 0 if it is so now."""
+        waits = [Fraction(self.pause - now)]
+        for i, x in enumerate(units):
+            need = min(x + reserve, self.burst[i]) if x > 0 else 0
+            waits.append((need - self.tokens[i]) * self.T[i])
+        return max(Fraction(0), max(waits))
 
-    def give_back(self, now: int) -> tuple[int, int, int]:
-        self._refill(now)
-        self.tokens = min(Fraction(self.burst), self.tokens + 1)
-        return 1, 0, math.floor(self.tokens)
+    def take(
+        self,
+        now: int,
+        reserve: int,
+        units: Sequence[int],
+        demand: Demand | None = None,
+        book: int = 0,
+        lease: int = 1,
+    ) -> Answer:
+        """A take; under global priority (``demand``: the process, its
+        demand's time to live, the level, its waiters per level), not while
+        waiters of other live processes are more urgent: at best each takes
+        one interval of the fastest limit. One the buckets alone would
+        allow within ``book`` us is booked: charged now, the taker's then.
+        One allowed now takes up to ``lease`` at once, while they are."""
+        self.refill(now)
+        if any(x > b for x, b in zip(units, self.burst, strict=True)):
+            return self.answer(0, -1)
+        wait = self.wait(now, reserve, units)
+        held = self.pause > now
+        if demand is not None:
+            process, ttl, level, counts = demand
+            ahead = self.ahead(process, level, now)
+            if ahead > 0:
+                wait = max(wait, ahead * min(self.T))
+                held = True
+        if wait > 0 and (held or wait > book):
+            if demand is not None:
+                self.publish(process, now, ttl, counts)
+            return self.answer(0, math.ceil(wait))
+        taken = 0
+        while True:
+            for i, x in enumerate(units):
+                self.tokens[i] -= x
+            taken += 1
+            if wait > 0 or taken == lease or self.wait(now, reserve, units) > 0:
+                break
+        if demand is not None:
+            left = list(counts)
+            left[level] = max(0, left[level] - taken)
+            self.publish(process, now, ttl, left)
+        if wait > 0:
+            return self.answer(-1, math.ceil(wait))
+        return self.answer(taken, math.ceil(self.wait(now, reserve, units)))
+
+    def give(self, now: int, units: Sequence[int]) -> Answer:
+        """``units`` charged (> 0) or given back (< 0; never beyond the burst)."""
+        self.refill(now)
+        for i, x in enumerate(units):
+            self.tokens[i] = min(Fraction(self.burst[i]), self.tokens[i] - x)
+        return self.answer(1, 0)
+
+    def pause_for(self, now: int, length: int) -> Answer:
+        self.refill(now)
+        self.pause = max(self.pause, now + length)
+        return self.answer(1, self.pause - now)
+
+    def adopt(self, now: int, reset_after: int, remaining: Sequence[int]) -> Answer:
+        """At ``now + reset_after`` at most ``remaining`` units are left:
+        now, at most that less what refills until then."""
+        self.refill(now)
+        for i, r in enumerate(remaining):
+            if r >= 0:
+                self.tokens[i] = min(self.tokens[i], r - reset_after / self.T[i])
+        return self.answer(1, 0)
+
+    def rerate(self, now: int, index: int, rate: int, burst: int) -> Answer:
+        """The units carry over (never more than the new burst); the time
+        they fall short by, rounded up to a whole microsecond."""
+        self.refill(now)
+        T = Fraction(10**6, rate)
+        short = max(0, math.ceil((burst - self.tokens[index]) * T))
+        self.T[index], self.burst[index] = T, burst
+        self.tokens[index] = burst - short / T
+        return self.answer(1, 0)
 
 
 @pytest.fixture(scope="module")
-def script(redis_server: RedisServer) -> Any:
+def client(redis_server: RedisServer) -> Any:
     client = redis.Redis.from_url(redis_server.url)
-    yield client.register_script(script_source(clock="argv"))
+    yield client
     client.close()
 
 
-T0 = 1_700_000_000_000_000  # a Redis-like time in microseconds
+@pytest.fixture(scope="module")
+def script(client: Any) -> Any:
+    return client.register_script(script_source(clock="argv"))
 
-steps = st.lists(
-    st.tuples(
-        st.one_of(st.just(0), st.integers(1, 400_000), st.sampled_from([25_000, 100_000])),
-        st.one_of(st.integers(0, 3), st.just(-1)),  # a reserve, or -1: give one back
-    ),
-    min_size=1,
-    max_size=30,
+
+T0 = 1_700_000_000_000_000  # a Redis-like time in microseconds
+RATES = [1, 2, 4, 5, 8, 10]  # per second: whole microseconds per unit
+BOOK = [0, 0, 150_000, 1_000_000]  # book ahead (us): often not at all
+LEASE = [1, 1, 3]  # the most permits a take takes at once
+
+Call = Callable[..., list[Any]]
+
+
+def caller(script: Any, rates: Sequence[int], bursts: Sequence[int]) -> Call:
+    """``call(op, now, arg, xs, *extra)``: the script, at ``now``."""
+    key = f"test:{{p21-{next(_keys)}}}"
+
+    def call(op: str, now: int, arg: int, xs: Sequence[int], *extra: int) -> list[Any]:
+        args: list[Any] = [op, now, arg, 0, len(rates)]
+        for i, (rate, burst, x) in enumerate(zip(rates, bursts, xs, strict=True)):
+            args += [f"l{i}", 10**6 // rate, burst, x]
+        return [
+            int(r)
+            for r in script(
+                keys=[key, key + ":audit", key + ":limits", key + ":demand"], args=[*args, *extra]
+            )
+        ]
+
+    return call
+
+
+# The ops: (kind, dt, arg, xs, extra) drawn for two limits; a one-limit run
+# reads the first of each.
+ops = st.tuples(
+    st.sampled_from(["take"] * 6 + ["give", "pause", "adopt", "rate"]),
+    st.one_of(st.just(0), st.integers(1, 400_000), st.sampled_from([25_000, 100_000])),
+    st.integers(0, 400_000),
+    st.lists(st.integers(-1, 6), min_size=2, max_size=2),
+    st.tuples(st.integers(0, 1), st.sampled_from(RATES), st.integers(1, 5), st.integers(0, 2)),
 )
 
 
-@given(rate=st.sampled_from([1, 2, 4, 5, 8, 10]), burst=st.integers(1, 5), steps=steps)
-def test_script_is_a_token_bucket_of_capacity_burst(
-    script: Any, rate: int, burst: int, steps: list[tuple[int, int]]
-) -> None:
-    """P21, P22: at every chosen time the script answers exactly as the token
-    bucket does (allowed, wait, permits left), whatever the reserve; grants
-    over any window of ``d`` microseconds number at most ``burst + d / T``;
-    and no request with reserve ``R`` leaves fewer than ``R`` permits."""
-    key = f"test:{{p21-{next(_keys)}}}"
-    bucket = Bucket(rate, burst)
+def run(script: Any, rates: list[int], bursts: list[int], steps: list[Any], *, plain: bool) -> None:
+    """Drive the script and the buckets side by side through ``steps``."""
+    n = len(rates)
+    call = caller(script, rates, bursts)
+    model = Buckets(rates, bursts)
     now = T0
-    granted: list[int] = []
-    for dt, reserve in steps:
+    granted: list[tuple[int, tuple[int, ...]]] = []
+    for kind, dt, arg, xs, (index, new_rate, new_burst, which) in steps:
         now += dt
-        if reserve >= burst:
-            reserve = burst - 1
-        count = -1 if reserve < 0 else 1
-        args = [float(bucket.T), burst, max(reserve, 0), 0, count, now]
-        got = tuple(int(x) for x in script(keys=[key, key + ":audit"], args=args))
-        before = bucket.available(now)
-        want = bucket.give_back(now) if count < 0 else bucket.take(now, reserve)
-        note(f"t={now - T0} reserve={reserve}: script {got}, bucket {want}")
-        assert got == want, ("P21", got, want)
-        if count > 0 and got[0]:
-            granted.append(now)
-            assert got[2] >= reserve, "P22"  # the reserve is left
-        if count > 0 and not got[0]:
-            assert before < reserve + 1, "P22"  # refused only to keep the reserve
-            assert got[1] > 0, "P22"  # and told when to come back
-    # P21, directly on the grants (give-backs aside, where none happened)
-    if all(reserve >= 0 for _, reserve in steps):
-        for i, j in itertools.combinations(range(len(granted)), 2):
-            assert j - i + 1 <= burst + (granted[j] - granted[i]) / bucket.T, "P21"
+        xs = xs[:n]
+        if kind == "take":
+            reserve = arg % 4
+            book = BOOK[arg // 4 % len(BOOK)]
+            lease = LEASE[arg // 16 % len(LEASE)]
+            units = tuple(max(0, x) for x in xs)
+            if not any(units):
+                units = (1, *units[1:])
+            got = tuple(call("take", now, reserve, units, "", 0, 0, "0", book, lease))
+            model.refill(now)
+            before = list(model.tokens)
+            paused = now < model.pause
+            want = model.take(now, reserve, units, book=book, lease=lease)
+            asked = f"take {units} reserve {reserve} book {book} lease {lease}"
+            note(f"t={now - T0} {asked}: script {got}, model {want}")
+            assert got == want, ("P38", got, want)
+            if got[0]:
+                # a booked permit counts from its time
+                taken = max(got[0], 1)
+                granted += [(now + got[1] if got[0] < 0 else now, units)] * taken
+                assert not paused, "P40"  # nothing during a pause, nor booked
+                if got[0] < 0:
+                    assert 0 < got[1] <= book, "P44"  # booked only within the horizon
+                assert taken <= lease, "P45"
+                for i, x in enumerate(units):  # every limit gave its part, each permit
+                    assert model.tokens[i] == before[i] - taken * x, "P39"
+                    if x and got[0] > 0:  # a booked one leaves them at its time
+                        assert got[2 + i] >= min(reserve, model.burst[i] - x), "P22"
+            else:
+                assert list(model.tokens) == before, "P39"  # none gave anything
+                assert got[1] != 0, "P22"  # told when to come back
+        elif kind == "give":
+            units = tuple(x - 3 for x in xs)  # -4 .. 3: given back or charged
+            got = tuple(call("give", now, 0, units))
+            want = model.give(now, units)
+            note(f"t={now - T0} give {units}: script {got}, model {want}")
+            assert got == want, ("P41", got, want)
+        elif kind == "pause":
+            got = tuple(call("pause", now, arg, (0,) * n))
+            want = model.pause_for(now, arg)
+            note(f"t={now - T0} pause {arg}: script {got}, model {want}")
+            assert got == want, ("P40", got, want)
+        elif kind == "adopt":
+            remaining = tuple(min(x, 5) for x in xs)
+            got = tuple(call("adopt", now, arg, remaining))
+            want = model.adopt(now, arg, remaining)
+            note(f"t={now - T0} adopt {remaining} at +{arg}: script {got}, model {want}")
+            assert got == want, ("P41", got, want)
+        else:
+            index = min(index, n - 1)
+            # which: 0 both, 1 the rate only, 2 the burst only (-1: as it stands)
+            interval = -1 if which == 2 else 10**6 // new_rate
+            burst = -1 if which == 1 else new_burst
+            got = tuple(call("rate", now, index + 1, (0,) * n, interval, burst))
+            if which == 2:
+                new_rate = int(10**6 / model.T[index])
+            if which == 1:
+                new_burst = model.burst[index]
+            want = model.rerate(now, index, new_rate, new_burst)
+            note(f"t={now - T0} limit {index} -> {new_rate}/s burst {new_burst}: {got}, {want}")
+            assert got == want, ("P41", got, want)
+    if plain:
+        # P21, P44 directly on the grants, at the times they count (a booked
+        # one's, its time): over any window, per limit, at most burst + d / T
+        # units (no give-back, word, pause or change to count)
+        granted.sort()
+        for i in range(n):
+            T = Fraction(10**6, rates[i])
+            for (a, _), (b, _) in itertools.combinations(granted, 2):
+                total = sum(u[i] for t, u in granted if a <= t <= b)
+                assert total <= bursts[i] + (b - a) / T, "P21"
+
+
+two_limits = st.tuples(
+    st.lists(st.sampled_from(RATES), min_size=1, max_size=2),
+    st.lists(st.integers(1, 5), min_size=2, max_size=2),
+)
+
+
+@given(limits=two_limits, steps=st.lists(ops, min_size=1, max_size=30))
+def test_script_is_the_exact_buckets(
+    script: Any, limits: tuple[list[int], list[int]], steps: list[Any]
+) -> None:
+    """P21, P22, P38, P39, P40, P41, P44, P45: at every chosen time the script answers exactly as
+    the buckets do (allowed, wait, units left per limit), for one limit or
+    two, costs of several units, reserves, bookings, leases, give-backs and settles,
+    pauses, the upstream's word and changes of limit; a take is charged to every
+    limit or to none; nothing is granted during a pause; and over the runs
+    with takes only, no window of any limit sees more than
+    ``burst + d / T`` units."""
+    rates, bursts = limits
+    bursts = bursts[: len(rates)]
+    plain = all(kind == "take" for kind, *_ in steps)
+    run(script, rates, bursts, steps, plain=plain)
+
+
+#: name -> (text of the script, replacement, what it breaks)
+MUTANTS = {
+    "charge-one-limit": (
+        "    for i = 1, n do tat[i] = tat[i] + x[i] * T[i] end\n",
+        "    tat[1] = tat[1] + x[1] * T[1]\n",
+        "a take charges the first limit only",
+    ),
+    "ignore-the-pause": (
+        "  local at = pause\n",
+        "  local at = now\n",
+        "a take does not read the pause",
+    ),
+    "book-through-a-pause": (
+        "  local held = pause > now",
+        "  local held = false",
+        "a take books a permit past a pause",
+    ),
+    "drop-other-demand": (
+        "  redis.call('HSET', KEYS[4], process, table.concat(words, ' '))\n",
+        "  redis.call('DEL', KEYS[4])\n"
+        "  redis.call('HSET', KEYS[4], process, table.concat(words, ' '))\n",
+        "publishing one process's demand drops the others'",
+    ),
+}
+
+
+@pytest.mark.parametrize("mutant", sorted(MUTANTS))
+def test_script_mutants_are_caught(client: Any, mutant: str) -> None:
+    """P39, P40, P42, P44 have teeth: the properties fail on each mutant."""
+    text, replacement, _ = MUTANTS[mutant]
+    source = script_source(clock="argv")
+    assert source.count(text) == 1, mutant
+    broken = client.register_script(source.replace(text, replacement))
+    check = settings(
+        max_examples=300,
+        phases=[Phase.generate],
+        suppress_health_check=[HealthCheck.function_scoped_fixture],
+        derandomize=True,
+        database=None,
+    )(given(limits=two_limits, steps=st.lists(ops, min_size=1, max_size=30))(_property))
+    if mutant == "drop-other-demand":
+        check = settings(
+            max_examples=300,
+            phases=[Phase.generate],
+            suppress_health_check=[HealthCheck.function_scoped_fixture],
+            derandomize=True,
+            database=None,
+        )(given(limit=one_limit, steps=st.lists(demand_ops, min_size=1, max_size=30))(global_run))
+    with pytest.raises(AssertionError):
+        check(broken)
+
+
+def _property(script: Any, limits: tuple[list[int], list[int]], steps: list[Any]) -> None:
+    rates, bursts = limits
+    run(script, rates, bursts[: len(rates)], steps, plain=False)
 
 
 def test_script_answers_at_chosen_times(script: Any) -> None:
     """P21, P22 by hand: rate 10/s (T = 100,000 us), burst 3, reserves 0 and 1."""
-    key = f"test:{{hand-{next(_keys)}}}"
+    call = caller(script, [10], [3])
 
     def ask(t: int, reserve: int, count: int = 1) -> list[int]:
-        args = [100_000.0, 3, reserve, 0, count, T0 + t]
-        return [int(x) for x in script(keys=[key, key + ":audit"], args=args)]
+        if count < 0:
+            return call("give", T0 + t, 0, (count,))
+        return call("take", T0 + t, reserve, (count,))
 
     assert ask(0, 0) == [1, 0, 2]  # an idle limit holds burst = 3 permits
     assert ask(0, 1) == [1, 100_000, 1]  # reserve 1: allowed, one is left
@@ -133,3 +391,81 @@ def test_script_answers_at_chosen_times(script: Any) -> None:
     assert ask(150_000, 0, -1) == [1, 0, 2]  # one given back
     assert ask(150_000, 1) == [1, 50_000, 1]
     assert ask(10_000_000, 0) == [1, 0, 2]  # long idle: full again, not more
+
+
+def test_several_limits_pause_and_word_by_hand(script: Any) -> None:
+    """P38, P39, P40 and P41 by hand: requests 10/s burst 3, tokens 1/s burst 5."""
+    call = caller(script, [10, 1], [3, 5])
+    # both charged; the same take again waits for 3 more tokens
+    assert call("take", T0, 0, (1, 4)) == [1, 3_000_000, 2, 1]
+    # tokens hold 1: a take of 2 is refused, and charges neither
+    assert call("take", T0, 0, (1, 2)) == [0, 1_000_000, 2, 1]
+    assert call("take", T0, 0, (1, 0)) == [1, 0, 1, 1]  # takes no tokens: allowed
+    assert call("pause", T0, 300_000, (0, 0)) == [1, 300_000, 1, 1]
+    assert call("take", T0 + 200_000, 0, (1, 0))[:2] == [0, 100_000]  # paused
+    assert call("take", T0 + 300_000, 0, (1, 0)) == [1, 0, 2, 1]  # the pause is over
+    # a settle: the call took 3 tokens more than it asked (1.3 there): a debt
+    assert call("give", T0 + 300_000, 0, (0, 3)) == [1, 0, 2, -2]
+    assert call("take", T0 + 300_000, 0, (1, 0))[:2] == [0, 1_700_000]  # no debt allowed
+    # the upstream says no request is left until 1 s from now: 10 short now
+    assert call("adopt", T0 + 2_000_000, 1_000_000, (0, -1)) == [1, 0, -10, 0]
+    # requests to 20/s, burst 4: the debt of 10 carries over
+    assert call("rate", T0 + 2_000_000, 1, (0, 0), 50_000, 4) == [1, 0, -10, 0]
+    # 650 ms later, 13 units at 20/s: 3 there (at 10/s it would still be -3.5)
+    assert call("take", T0 + 2_650_000, 0, (1, 0)) == [1, 0, 2, 0]
+
+
+# -- global priority ------------------------------------------------------------
+
+TTL = 300_000  # a process's demand lives 300 ms without a refresh
+LEVELS = 3
+
+demand_ops = st.tuples(
+    st.sampled_from(["take"] * 4 + ["demand"]),
+    st.one_of(st.just(0), st.integers(1, 400_000), st.sampled_from([50_000, 150_000])),
+    st.sampled_from(["a", "b", "c"]),
+    st.integers(0, LEVELS - 1),
+    st.lists(st.integers(0, 2), min_size=LEVELS, max_size=LEVELS),
+)
+one_limit = st.tuples(st.sampled_from(RATES), st.integers(1, 4))
+
+
+def global_run(script: Any, limit: tuple[int, int], steps: list[Any]) -> None:
+    rate, burst = limit
+    call = caller(script, [rate], [burst])
+    model = Buckets([rate], [burst])
+    now = T0
+    for kind, dt, process, level, waiting in steps:
+        now += dt
+        counts = list(waiting)
+        if kind == "take":
+            counts[level] = max(1, counts[level])  # the one taking waits
+        words = " ".join(map(str, counts))
+        if kind == "demand":
+            got = tuple(call("demand", now, 0, (0,), process, TTL, 0, words))
+            model.refill(now)
+            model.publish(process, now, TTL, counts)
+            want = model.answer(1, 0)
+        else:
+            got = tuple(call("take", now, 0, (1,), process, TTL, level, words))
+            model.refill(now)
+            ahead = model.ahead(process, level, now)
+            want = model.take(now, 0, (1,), (process, TTL, level, tuple(counts)))
+            if got[0]:
+                assert ahead == 0, "P42"  # nothing more urgent waits elsewhere
+        note(f"t={now - T0} {kind} {process} level {level} {counts}: {got}, model {want}")
+        assert got == want, ("P42", got, want)
+
+
+@given(limit=one_limit, steps=st.lists(demand_ops, min_size=1, max_size=30))
+def test_global_priority_is_the_demand_rule(
+    script: Any, limit: tuple[int, int], steps: list[Any]
+) -> None:
+    """P42: under global priority, at every chosen time the script answers
+    exactly as the buckets and the published demand do: a take at level
+    ``L`` is granted only if no other live process has waiters at a level
+    above ``L``, and is then told to come back no sooner than those waiters
+    could be served; each take publishes its process's waiters (less the
+    one granted), and a process's demand not refreshed within its time to
+    live blocks nothing."""
+    global_run(script, limit, steps)

@@ -2,7 +2,8 @@
 
 Run by ``test_redis.py`` (several at once, each a real process):
 
-    python tests/redis_worker.py URL NAME --backend trio --reserve 0,2 ...
+    python tests/redis_worker.py URL NAME --backend trio --reserve 0,2 \
+        [--global-priority] [--book-ahead 0.1] ...
 
 Waits until ``--start-at`` (wall clock, so that all processes start
 together), queues ``--batch`` batch calls, makes interactive calls at Poisson
@@ -36,6 +37,8 @@ async def work(args: argparse.Namespace) -> dict[str, object]:
         rate=args.rate,
         burst=args.burst,
         reserve=reserve,
+        global_priority=args.global_priority,
+        book_ahead=args.book_ahead,
         audit=True,
     ) as limiter:
 
@@ -55,7 +58,8 @@ async def work(args: argparse.Namespace) -> dict[str, object]:
         async with anyio.create_task_group() as tg:
             for _ in range(args.batch):
                 tg.start_soon(batch)
-            end = nanoseconds("seconds", args.seconds)
+            # the last interactive call 0.2 s before the end: time to serve it
+            end = nanoseconds("seconds", args.seconds - 0.2)
             for at in Poisson(args.interactive).times(args.seed):
                 if at >= end:
                     break
@@ -87,6 +91,8 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=5)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--start-at", type=float, default=0.0)
+    parser.add_argument("--global-priority", action="store_true")
+    parser.add_argument("--book-ahead", type=float, default=0.0)
     args = parser.parse_args()
     print(json.dumps(anyio.run(work, args, backend=args.backend)))
 

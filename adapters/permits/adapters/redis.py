@@ -1,49 +1,70 @@
-"""One limit shared by many processes: GCRA in Redis, priority in each process.
+"""Limits shared by many processes: GCRA in Redis, priority in each process.
 
-The limit lives in one Redis key, checked and charged atomically by a Lua
-script (GCRA: the key holds the theoretical arrival time). Each process
-queues its own waiters in a ``supplied`` :class:`~permits.core.Machine` under
-any policy; its driver task asks Redis for a permit on behalf of the waiter
-the policy would serve next, and hands the permit to the machine
+The limits live in one Redis hash, checked and charged atomically by a Lua
+script (GCRA: the hash holds each limit's theoretical arrival time, and the
+pause). Each process queues its own waiters in a ``supplied``
+:class:`~permits.core.Machine` under any policy; its driver task asks Redis
+for a permit on behalf of the waiter the policy would serve next, for that
+waiter's units of every limit, and hands the permit to the machine
 (``supply``). The local pacer and Redis are two permit sources for the same
 policy: nothing of policy is here.
 
-Design, in brief (README, "One limit for many processes", says more):
+Design, in brief (README, "One limit for many processes", and SPEC.md, "The
+shared limit", say more):
 
-- **redis-py's synchronous client in worker threads** (``anyio.to_thread``),
-  so the limiter runs through the anyio adapter under asyncio *and* trio
-  (redis-py's asyncio client does not run under trio).
+- **redis-py's asyncio client under asyncio, its synchronous client in
+  worker threads under trio** (``anyio.to_thread``; redis-py's asyncio
+  client does not run under trio), so the limiter runs through the anyio
+  adapter under both.
 - **Time from Redis**: the script reads ``TIME``; clients' clocks never
-  enter the limit. The key expires once idle (when its bucket is full).
-  Every argument is a number in ``ARGV``; the key is ``{prefix}{{{name}}}``,
-  hash-tagged, so a cluster keeps it (and its audit list) in one slot.
-- **Capacity ``burst``**: an idle key lets exactly ``burst`` permits through
+  enter the limit. The state expires once idle (every bucket full, no
+  pause). Every argument is in ``ARGV``; the keys are ``{prefix}{{{name}}}``
+  and its suffixes, hash-tagged, so a cluster keeps them in one slot.
+- **Capacity ``burst``**: an idle limit lets exactly ``burst`` units through
   at once (not ``burst + 1``), then one per ``1 / rate`` seconds.
-- **Headroom reserve per level**: a request for a level with reserve ``R``
-  is granted only if at least ``R`` permits of capacity remain after it, so
+- **Several limits, costs**: one call charges every limit its part, or none.
+- **Headroom reserve per level**: a take for a level with reserve ``R`` is
+  granted only if at least ``R`` units of capacity remain after it, so
   batch traffic from every process together never takes the last ``R``, and
   an urgent call from any process finds them when the limit is saturated.
+- **One pause for all, the upstream's word, live limits, settles**: each is
+  one script call, sent by the driver before its next take; every take of
+  every process reads the pause and the limits in the same call.
 - **"Not yet, retry after X"**: the driver sleeps exactly ``X`` (a timer),
   then asks again for its best waiter, or earlier if a waiter with a smaller
   reserve arrives meanwhile.
-- **Faults**: with Redis unreachable, ``on_unavailable="closed"`` (the
+- **Faults**: a timer task of its own expires waiters whatever the driver
+  waits for. With Redis unreachable, ``on_unavailable="closed"`` (the
   default) fails each waiter with :class:`BackendUnavailable` once it has
-  waited ``unavailable_after`` seconds into the outage; ``"local"`` falls
-  back to a local limit of the process's declared ``share`` of the rate,
-  whose bucket starts empty. Either way the driver keeps trying Redis and
-  service resumes by itself when it answers.
+  waited ``unavailable_after`` seconds since the later of its acquire and
+  the oldest request Redis has not answered; ``"local"`` falls back to a
+  local limit of the process's declared ``share`` of the rate, whose bucket
+  starts empty, while a probe task looks for Redis. Either way service
+  resumes by itself when it answers.
 """
 
 from __future__ import annotations
 
 import math
+import uuid
 from collections.abc import AsyncIterator, Hashable, Mapping, Sequence
-from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from contextlib import AbstractAsyncContextManager, asynccontextmanager, suppress
 from fractions import Fraction
 from typing import Any, Literal, NamedTuple
 from urllib.parse import urlsplit, urlunsplit
 
-from permits.core import Fifo, Machine, PermitError, PermitTypeError, PermitValueError
+from permits.core import (
+    SECOND,
+    Decision,
+    Fifo,
+    Limit,
+    Machine,
+    NotRefundable,
+    PermitError,
+    PermitTypeError,
+    PermitValueError,
+    State,
+)
 from permits.core import Policy as _Policy
 from permits.core.checks import check_int, check_rate
 
@@ -53,10 +74,13 @@ from ._tasked import running
 
 with requires_extra(__name__, "redis", "anyio", "redis"):
     import anyio
+    import anyio.abc
     import anyio.lowlevel
     import anyio.to_thread
     import redis
+    import redis.asyncio
     import redis.exceptions
+    import sniffio
 
     from .anyio import Limiter as _AnyioLimiter
 
@@ -70,56 +94,231 @@ __all__ = [
     "script_source",
 ]
 
-_GCRA = """
--- GCRA with capacity `burst` and a headroom reserve, for permits.
--- KEYS[1]: the limit's key (its theoretical arrival time, microseconds)
--- KEYS[2]: its audit list (written only when ARGV[4] == 1)
--- ARGV[1]: interval T = 1e6 / rate, microseconds; ARGV[2]: burst;
--- ARGV[3]: reserve (permits of capacity this request must leave);
--- ARGV[4]: audit, 0 or 1; ARGV[5]: 1 takes a permit, -1 gives one back.
--- Returns {allowed 0|1, microseconds until this request (if refused) or the
--- next one with the same reserve (if allowed) would be allowed, permits left}.
-local T = tonumber(ARGV[1])
-local burst = tonumber(ARGV[2])
-local reserve = tonumber(ARGV[3])
+_SCRIPT = """
+-- The shared limit of permits: GCRA buckets of capacity `burst` (one per
+-- limit), a pause, limits changed live. Every step is one atomic call.
+-- KEYS[1]: the state, a hash: 'tat:<limit>' (theoretical arrival time, us)
+--   per limit, and 'pause' (nothing is granted before it, us)
+-- KEYS[2]: the audit list (grant times, us), written when ARGV[4] == '1'
+-- KEYS[3]: the limits changed by set_limit, a hash: '<limit>' -> 'T burst'
+-- KEYS[4]: global priority: each process's waiting demand, a hash:
+--   '<process>' -> 'expiry c0 c1 ...' (us; waiters per level)
+-- ARGV[1]: take | give | pause | adopt | rate | demand
+-- ARGV[2]: now, us (read only by the script the tests run at chosen times)
+-- ARGV[3]: take: the reserve; pause: its length, us; adopt: us until the
+--   reset; rate: the index of the limit changed
+-- ARGV[4]: audit, 0 or 1; ARGV[5]: n, the number of limits
+-- ARGV[2 + 4i .. 5 + 4i], limit i = 1..n: name, T = 1e6 / rate (us), burst,
+--   and x: take: units asked; give: units given back (< 0) or charged
+--   (> 0); adopt: units the upstream says are left (-1: no word on it)
+-- ARGV[6 + 4n], ARGV[7 + 4n]: rate: the new T and burst (-1: as it stands)
+-- ARGV[6 + 4n .. 9 + 4n]: take and demand, under global priority: the
+--   process, its demand's time to live (us), the level of the take, and the
+--   process's waiters per level ('c0 c1 ...', the one taking included);
+--   the process is '' without global priority
+-- ARGV[10 + 4n]: take: book ahead, us (0: never book)
+-- ARGV[11 + 4n]: take: lease, the most permits to take at once (1 by default)
+-- Returns {taken, us, units left per limit...}: take: refused (0) with the
+-- us until it would be allowed (-1: never, a cost above a burst), allowed
+-- (1 or more, up to the lease) with the us until the same take again would
+-- be, or booked (-1) with the us until its permit's time; pause: the us
+-- until the pause ends.
+local op = ARGV[1]
 local now = @NOW@
-local tat = tonumber(redis.call('GET', KEYS[1]))
-if tat == nil or tat < now then tat = now end
-if tonumber(ARGV[5]) < 0 then
-  tat = tat - T
-  if tat > now then
-    redis.call('SET', KEYS[1], string.format('%.17g', tat), 'PX', math.ceil((tat - now) / 1000))
+local arg = tonumber(ARGV[3])
+local n = tonumber(ARGV[5])
+local names, T, burst, x, tat, fields = {}, {}, {}, {}, {}, {'pause'}
+for i = 1, n do
+  names[i] = ARGV[2 + 4 * i]
+  T[i] = tonumber(ARGV[3 + 4 * i])
+  burst[i] = tonumber(ARGV[4 + 4 * i])
+  x[i] = tonumber(ARGV[5 + 4 * i])
+  fields[i + 1] = 'tat:' .. names[i]
+end
+local state = redis.call('HMGET', KEYS[1], unpack(fields))
+local live = redis.call('HMGET', KEYS[3], unpack(names))
+local pause = math.max(now, tonumber(state[1]) or now)
+for i = 1, n do
+  if live[i] then
+    local sep = string.find(live[i], ' ', 1, true)
+    T[i] = tonumber(string.sub(live[i], 1, sep - 1))
+    burst[i] = tonumber(string.sub(live[i], sep + 1))
+  end
+  tat[i] = math.max(now, tonumber(state[i + 1]) or now)
+end
+
+local function answer(allowed, wait)
+  local out = {allowed, wait}
+  for i = 1, n do
+    out[i + 2] = math.floor((burst[i] * T[i] - (tat[i] - now)) / T[i])
+  end
+  return out
+end
+
+-- When every limit holds what a take of x needs: its units and `reserve`
+-- more (never more than the burst); of a limit it takes nothing from, no
+-- debt. Never before the pause ends.
+local function allowed_at(reserve)
+  local at = pause
+  for i = 1, n do
+    local need = 0
+    if x[i] > 0 then need = math.min(x[i] + reserve, burst[i]) end
+    at = math.max(at, tat[i] - (burst[i] - need) * T[i])
+  end
+  return at
+end
+
+-- Global priority: waiters of other live processes at levels more urgent
+-- than `level` (forgetting the demand of processes gone quiet).
+local function waiting_ahead(process, level)
+  local ahead = 0
+  local entries = redis.call('HGETALL', KEYS[4])
+  for j = 1, #entries, 2 do
+    if entries[j] ~= process then
+      local words = {}
+      for word in string.gmatch(entries[j + 1], '%S+') do words[#words + 1] = tonumber(word) end
+      if words[1] <= now then
+        redis.call('HDEL', KEYS[4], entries[j])
+      else
+        for l = 1, math.min(level, #words - 1) do ahead = ahead + words[l + 1] end
+      end
+    end
+  end
+  return ahead
+end
+
+-- Publish this process's waiters per level, to live `ttl` us.
+local function publish(process, ttl, counts)
+  local total = 0
+  for l = 1, #counts do total = total + counts[l] end
+  if total <= 0 then
+    redis.call('HDEL', KEYS[4], process)
+    return
+  end
+  local words = {string.format('%.17g', now + ttl)}
+  for l = 1, #counts do words[l + 1] = string.format('%d', counts[l]) end
+  redis.call('HSET', KEYS[4], process, table.concat(words, ' '))
+  local keep = math.ceil(ttl / 1000) + @SLACK@
+  if redis.call('PTTL', KEYS[4]) < keep then redis.call('PEXPIRE', KEYS[4], keep) end
+end
+
+local process, ttl, level, counts = ARGV[6 + 4 * n] or '', 0, 0, {}
+if process ~= '' and (op == 'take' or op == 'demand') then
+  ttl = tonumber(ARGV[7 + 4 * n])
+  level = tonumber(ARGV[8 + 4 * n])
+  for word in string.gmatch(ARGV[9 + 4 * n], '%S+') do counts[#counts + 1] = tonumber(word) end
+end
+
+-- Write the state back; it expires when every bucket is full again and
+-- the pause is over.
+local function store()
+  local args, last = {'pause', string.format('%.17g', pause)}, pause
+  for i = 1, n do
+    args[2 * i + 1] = fields[i + 1]
+    args[2 * i + 2] = string.format('%.17g', tat[i])
+    last = math.max(last, tat[i])
+  end
+  if last > now then
+    redis.call('HSET', KEYS[1], unpack(args))
+    redis.call('PEXPIRE', KEYS[1], math.ceil((last - now) / 1000) + @SLACK@)
   else
     redis.call('DEL', KEYS[1])
-    tat = now
   end
-  return {1, 0, math.floor((burst * T - (tat - now)) / T)}
 end
-local room = (burst - reserve) * T
-local new_tat = tat + T
-local allow_at = new_tat - room
-if allow_at > now then
-  return {0, math.ceil(allow_at - now), math.floor((burst * T - (tat - now)) / T)}
+
+if op == 'take' then
+  for i = 1, n do
+    if x[i] > burst[i] then return answer(0, -1) end
+  end
+  local at = allowed_at(arg)
+  local held = pause > now  -- by a pause, or by more urgent waiters elsewhere
+  if process ~= '' then
+    -- not while a more urgent level waits in another live process: at
+    -- best, its waiters take one interval each of the fastest limit
+    local ahead = waiting_ahead(process, level)
+    if ahead > 0 then
+      local fastest = T[1]
+      for i = 2, n do fastest = math.min(fastest, T[i]) end
+      at = math.max(at, now + ahead * fastest)
+      held = true
+    end
+  end
+  -- A take the buckets alone would allow within `book` us is booked:
+  -- charged now, the taker's at `at`.
+  local book = tonumber(ARGV[10 + 4 * n]) or 0
+  if at > now and (held or at - now > book) then
+    if process ~= '' then publish(process, ttl, counts) end
+    return answer(0, math.ceil(at - now))
+  end
+  local function charge()  -- every limit its part, at once
+    for i = 1, n do tat[i] = tat[i] + x[i] * T[i] end
+  end
+  charge()
+  local taken = 1
+  if at <= now then
+    -- a lease: more of the same, as long as they are allowed now
+    local lease = tonumber(ARGV[11 + 4 * n]) or 1
+    while taken < lease and allowed_at(arg) <= now do
+      charge()
+      taken = taken + 1
+    end
+  end
+  store()
+  if process ~= '' then
+    counts[level + 1] = math.max(0, counts[level + 1] - taken)
+    publish(process, ttl, counts)
+  end
+  if ARGV[4] == '1' then
+    local times = {}
+    for j = 1, taken do times[j] = string.format('%.17g', math.max(now, at)) end
+    redis.call('RPUSH', KEYS[2], unpack(times))
+    redis.call('PEXPIRE', KEYS[2], 3600000)
+  end
+  if at > now then return answer(-1, math.ceil(at - now)) end
+  return answer(taken, math.ceil(allowed_at(arg) - now))
+elseif op == 'give' then
+  for i = 1, n do tat[i] = math.max(now, tat[i] + x[i] * T[i]) end
+elseif op == 'pause' then
+  pause = math.max(pause, now + arg)
+  store()
+  return answer(1, math.ceil(pause - now))
+elseif op == 'adopt' then
+  -- at the reset, at most x units left: TAT >= reset + (burst - x) * T
+  for i = 1, n do
+    if x[i] >= 0 then tat[i] = math.max(tat[i], now + arg + (burst[i] - x[i]) * T[i]) end
+  end
+elseif op == 'rate' then
+  -- the units in the bucket carry over (never more than the new burst);
+  -- the time they fall short by is rounded up to a whole microsecond
+  local newT, newb = tonumber(ARGV[6 + 4 * n]), tonumber(ARGV[7 + 4 * n])
+  if newT < 0 then newT = T[arg] end  -- not given: as it stands
+  if newb < 0 then newb = burst[arg] end
+  local short = (newb - burst[arg]) * newT + (tat[arg] - now) * newT / T[arg]
+  tat[arg] = now + math.max(0, math.ceil(short))
+  T[arg], burst[arg] = newT, newb
+  redis.call('HSET', KEYS[3], names[arg], string.format('%.17g %d', newT, newb))
+elseif op == 'demand' then
+  publish(process, ttl, counts)
+  return answer(1, 0)
+else
+  return redis.error_reply('permits: unknown operation ' .. tostring(op))
 end
-redis.call('SET', KEYS[1], string.format('%.17g', new_tat), 'PX', math.ceil((new_tat - now) / 1000))
-if tonumber(ARGV[4]) == 1 then
-  redis.call('RPUSH', KEYS[2], string.format('%.17g', now))
-  redis.call('PEXPIRE', KEYS[2], 3600000)
-end
-local next_at = math.max(0, math.ceil(new_tat + T - room - now))
-return {1, next_at, math.floor((burst * T - (new_tat - now)) / T)}
+store()
+return answer(1, 0)
 """
 
 _REDIS_TIME = "(function() local t = redis.call('TIME'); return t[1] * 1000000 + t[2] end)()"
 
 
 def script_source(*, clock: Literal["redis", "argv"] = "redis") -> str:
-    """The GCRA script. ``clock="redis"`` (what the limiter runs) reads the
-    time from Redis ``TIME``; ``"argv"`` takes it from ``ARGV[6]``
-    (microseconds), only so that tests can ask at chosen times. The rest of
+    """The script. ``clock="redis"`` (what the limiter runs) reads the time
+    from Redis ``TIME``; ``"argv"`` takes it from ``ARGV[2]`` (microseconds),
+    only so that tests can ask at chosen times, and keeps its keys an hour
+    longer (their expiry runs on Redis's clock, not the test's). The rest of
     the text is the same."""
-    now = _REDIS_TIME if clock == "redis" else "tonumber(ARGV[6])"
-    return _GCRA.replace("@NOW@", now)
+    if clock == "redis":
+        return _SCRIPT.replace("@NOW@", _REDIS_TIME).replace("@SLACK@", "0")
+    return _SCRIPT.replace("@NOW@", "tonumber(ARGV[2])").replace("@SLACK@", "3600000")
 
 
 #: The script the limiter runs (time from Redis).
@@ -130,16 +329,36 @@ class GcraAnswer(NamedTuple):
     """What the script answered."""
 
     allowed: bool
-    #: Microseconds until this request would be allowed, if refused; if
-    #: allowed, until the next with the same reserve would be (0: at once).
+    #: Microseconds until this request would be allowed, if refused (``-1``:
+    #: never, its cost is above a limit's burst); if allowed, until the same
+    #: request again would be (0: at once).
     retry_after: int
-    #: Permits left in the bucket now, for a request without reserve.
-    remaining: int
+    #: Units left in each limit's bucket now (negative: in debt), in the
+    #: order of :attr:`RedisLimit.limits`.
+    remaining: tuple[int, ...]
+    #: Allowed, for later: the permit is the taker's ``retry_after``
+    #: microseconds from now (a take that books ahead).
+    booked: bool = False
+    #: Permits taken (more than one: a lease); 0 if refused.
+    taken: int = 1
+
+
+class Request(NamedTuple):
+    """One call of the script, built and checked, not yet sent."""
+
+    args: list[Any]
+
+
+def _answer(reply: list[Any]) -> GcraAnswer:
+    code, left = int(reply[0]), tuple(int(r) for r in reply[2:])
+    booked = code < 0
+    return GcraAnswer(code != 0, int(reply[1]), left, booked, 1 if booked else code)
 
 
 class BackendUnavailable(PermitError, ConnectionError):
     """Redis did not answer: the waiter waited ``unavailable_after`` seconds
-    into the outage (``on_unavailable="closed"``).
+    since the later of its acquire and the oldest request Redis has not
+    answered (``on_unavailable="closed"``).
 
     :ivar url: the Redis URL, password masked.
     """
@@ -163,19 +382,33 @@ def masked(url: str) -> str:
     return urlunsplit(parts._replace(netloc=f"{user}:***@{host}"))
 
 
+def _interval_us(rate: Fraction) -> float:
+    return float(Fraction(10**6) / rate)
+
+
 class RedisLimit:
-    """The shared limit: one Redis key and the script, over redis-py's
-    synchronous client. Each method is one round trip and blocks; the limiter
-    calls them in worker threads.
+    """The shared limit: its Redis keys and the script, over redis-py's
+    synchronous client (and its asyncio client, once :meth:`open_async`).
+    Each method is one round trip and blocks; the limiter sends the same
+    requests (``ask_*``) through :meth:`asend` under asyncio, through
+    :meth:`send` in worker threads under trio.
 
     :param url: ``redis://`` or ``rediss://`` (TLS) URL, with password if
         any; given to ``redis.Redis.from_url`` unchanged.
     :param name: the limit's name; the key is ``{prefix}{{{name}}}``.
-    :param rate: permits per second, over every process together.
+    :param rate: permits per second, over every process together (the one
+        limit, named ``"units"``; or give ``limits``).
     :param burst: capacity: permits an idle limit lets through at once.
+    :param limits: several limits at once, by name, each a
+        :class:`~permits.core.Limit`; a cost names what it takes from each,
+        and is charged to all of them or to none. Every process sharing
+        ``name`` opens the same limits.
     :param audit: also record each grant's Redis time (microseconds) in the
         list ``{key}:audit`` (kept an hour): a diagnostic, used by the tests.
     :param timeout: seconds before a connect or a reply counts as failed.
+    :param cluster: ``url`` names a node of a Redis Cluster: the client is
+        redis-py's ``RedisCluster``. The keys of one limit share a hash tag,
+        so every call goes to the one node that holds them.
     """
 
     def __init__(
@@ -183,11 +416,13 @@ class RedisLimit:
         url: str,
         *,
         name: str,
-        rate: int | float | Fraction,
+        rate: int | float | Fraction | None = None,
         burst: int = 1,
+        limits: Mapping[str, Limit] | Limit | None = None,
         prefix: str = "permits:",
         audit: bool = False,
         timeout: float = 0.5,
+        cluster: bool = False,
         **options: Any,
     ) -> None:
         if not isinstance(url, str):
@@ -196,54 +431,294 @@ class RedisLimit:
             raise PermitValueError("name", name, "must be a non-empty str")
         if not isinstance(prefix, str):
             raise PermitTypeError("prefix", prefix, "a str")
-        self.rate = check_rate(rate)
-        self.burst = check_int("burst", burst, 1)
+        self.limits = _named_limits(rate, burst, limits)
         self.url = masked(url)
         self.key = f"{prefix}{{{name}}}"
         self.audit_key = f"{self.key}:audit"
+        #: The limits changed by :meth:`set_limit`, shared by every process.
+        self.live_key = f"{self.key}:limits"
+        #: Each process's waiting demand per level (global priority).
+        self.demand_key = f"{self.key}:demand"
+        #: This limit's process, as the demand hash names it.
+        self.process = uuid.uuid4().hex
         self.audit = bool(audit)
-        self.interval_us = float(Fraction(10**6) / self.rate)
-        self._client = redis.Redis.from_url(
-            url, socket_timeout=timeout, socket_connect_timeout=timeout, **options
-        )
+        #: The script's arguments for each limit: name, T (us) and burst.
+        self._args = [[key, _interval_us(lim.rate), lim.burst] for key, lim in self.limits.items()]
+        #: One unit of every limit.
+        self._unit = (1,) * len(self.limits)
+        if not isinstance(cluster, bool):
+            raise PermitTypeError("cluster", cluster, "a bool")
+        self._cluster = cluster
+        self._url = url
+        self._options = {
+            "socket_timeout": timeout,
+            "socket_connect_timeout": timeout,
+            **options,
+        }
+        self._keys = [self.key, self.audit_key, self.live_key, self.demand_key]
+        client = redis.RedisCluster if cluster else redis.Redis
+        self._client = client.from_url(url, **self._options)
         self._script = self._client.register_script(SCRIPT)
+        self._aclient: Any = None
+        self._ascript: Any = None
+
+    @property
+    def rate(self) -> Fraction:
+        """Units per second of the first limit, as opened."""
+        return next(iter(self.limits.values())).rate
+
+    @property
+    def burst(self) -> int:
+        """Burst of the first limit, as opened."""
+        return next(iter(self.limits.values())).burst
 
     def __repr__(self) -> str:
-        return (
-            f"RedisLimit(url={self.url!r}, key={self.key!r}, "
-            f"rate={self.rate!r}, burst={self.burst!r})"
+        named = list(self.limits) != ["units"]
+        pacing = f"limits={self.limits!r}" if named else f"rate={self.rate!r}, burst={self.burst!r}"
+        return f"RedisLimit(url={self.url!r}, key={self.key!r}, {pacing})"
+
+    def units(self, argument: str, cost: object) -> tuple[int, ...]:
+        """``cost`` (an ``int`` for every limit, or a mapping of limit names
+        to units) as units per limit, each ``>= 0`` and within its burst."""
+        if cost == 1 and type(cost) is int:
+            return self._unit
+        names = list(self.limits)
+        if isinstance(cost, Mapping):
+            for key in cost:
+                if key not in self.limits:
+                    raise PermitValueError(argument, cost, f"names no limit of this one ({names})")
+            units = tuple(check_int(argument, cost.get(key, 0), 0) for key in names)
+        elif isinstance(cost, bool) or not isinstance(cost, int):
+            raise PermitTypeError(argument, cost, "an int, or a mapping of limit names to ints")
+        else:
+            units = (check_int(argument, cost, 0),) * len(names)
+        for key, n in zip(names, units, strict=True):
+            if n > self.limits[key].burst:
+                raise PermitValueError(
+                    argument, cost, f"{n} units exceed the burst of limit {key!r}: never granted"
+                )
+        return units
+
+    # Each change is built as a request (the script's arguments), checked
+    # where it is asked for; send() runs one in this thread, asend() on an
+    # asyncio loop (the limiter's, under asyncio: no worker thread).
+
+    def _request(self, op: str, units: Sequence[int], arg: float = 0, *extra: Any) -> Request:
+        args: list[Any] = [op, 0, arg, int(self.audit), len(self._args)]
+        for limit, x in zip(self._args, units, strict=True):
+            args += limit
+            args.append(x)
+        args += extra
+        return Request(args)
+
+    def send(self, request: Request) -> GcraAnswer:
+        """Run ``request`` (one round trip, blocking)."""
+        return _answer(self._script(keys=self._keys, args=request.args))
+
+    async def asend(self, request: Request) -> GcraAnswer:
+        """Run ``request`` on the asyncio client (:meth:`open_async`)."""
+        assert self._ascript is not None
+        return _answer(await self._ascript(keys=self._keys, args=request.args))
+
+    def take(
+        self,
+        reserve: int = 0,
+        cost: Sequence[int] | None = None,
+        *,
+        level: int = 0,
+        demand: Sequence[int] | None = None,
+        ttl: float = 2.0,
+        book: float = 0.0,
+        lease: int = 1,
+    ) -> GcraAnswer:
+        """Ask for ``cost`` (units per limit; one of each by default) of every
+        limit at once, leaving at least ``reserve`` more of each it takes.
+
+        Under global priority, ``demand`` is this process's waiters per
+        level (the one asking, at ``level``, included): the take is refused
+        while another live process has waiters at a more urgent level, and
+        ``demand`` is published, less the one granted, for ``ttl`` seconds.
+
+        With ``book`` (seconds), a take the buckets would allow within that
+        long (no pause, nobody more urgent elsewhere) is *booked*: charged
+        now, its permit the taker's at the time the answer gives. With a
+        ``lease`` above 1, an allowed take takes up to that many permits of
+        the same cost at once, as long as they are allowed now."""
+        return self.send(
+            self.ask_take(
+                reserve, cost, level=level, demand=demand, ttl=ttl, book=book, lease=lease
+            )
         )
 
-    def _call(self, reserve: int, count: int) -> GcraAnswer:
-        allowed, retry_after, remaining = self._script(
-            keys=[self.key, self.audit_key],
-            args=[self.interval_us, self.burst, reserve, int(self.audit), count],
-        )
-        return GcraAnswer(bool(allowed), int(retry_after), int(remaining))
+    def ask_take(
+        self,
+        reserve: int = 0,
+        cost: Sequence[int] | None = None,
+        *,
+        level: int = 0,
+        demand: Sequence[int] | None = None,
+        ttl: float = 2.0,
+        book: float = 0.0,
+        lease: int = 1,
+    ) -> Request:
+        """:meth:`take`'s request."""
+        units = cost or self._unit
+        if demand is None and not book and lease == 1:
+            return self._request("take", units, reserve)
+        extra = ["", 0, 0, "0"] if demand is None else self._demand(level, demand, ttl)
+        return self._request("take", units, reserve, *extra, math.floor(book * 1e6), lease)
 
-    def take(self, reserve: int = 0) -> GcraAnswer:
-        """Ask for one permit, leaving at least ``reserve`` of capacity."""
-        return self._call(reserve, 1)
+    def publish_demand(self, demand: Sequence[int], ttl: float = 2.0) -> GcraAnswer:
+        """Publish this process's waiters per level (none: clear them)."""
+        return self.send(self.ask_publish_demand(demand, ttl))
 
-    def give_back(self) -> None:
-        """Return one permit taken and not used."""
-        self._call(0, -1)
+    def ask_publish_demand(self, demand: Sequence[int], ttl: float = 2.0) -> Request:
+        """:meth:`publish_demand`'s request."""
+        return self._request("demand", (0,) * len(self.limits), 0, *self._demand(0, demand, ttl))
+
+    def _demand(self, level: int, demand: Sequence[int], ttl: float) -> list[Any]:
+        counts = " ".join(str(int(c)) for c in demand) or "0"
+        return [self.process, math.ceil(ttl * 1e6), level, counts]
+
+    def give_back(self, cost: Sequence[int] | None = None) -> GcraAnswer:
+        """Return ``cost`` (one of each by default), taken and not used."""
+        return self.charge(tuple(-n for n in cost or self._unit))
+
+    def charge(self, units: Sequence[int]) -> GcraAnswer:
+        """Charge ``units`` more of each limit (negative: give them back; a
+        bucket never holds more than its burst): a settle."""
+        return self.send(self.ask_charge(units))
+
+    def ask_charge(self, units: Sequence[int]) -> Request:
+        """:meth:`charge`'s request."""
+        return self._request("give", units)
+
+    def pause(self, seconds: float) -> GcraAnswer:
+        """Grant nothing for ``seconds`` from Redis's now, to any process (a
+        later pause that ends sooner shortens nothing)."""
+        return self.send(self.ask_pause(seconds))
+
+    def ask_pause(self, seconds: float) -> Request:
+        """:meth:`pause`'s request."""
+        return self._request("pause", (0,) * len(self.limits), math.ceil(seconds * 1e6))
+
+    def adopt(self, remaining: int, reset_after: float, limit: str | None = None) -> GcraAnswer:
+        """The upstream says ``remaining`` units of ``limit`` are left until
+        ``reset_after`` seconds from now: from then on the shared bucket
+        holds no more than that."""
+        return self.send(self.ask_adopt(remaining, reset_after, limit))
+
+    def ask_adopt(self, remaining: int, reset_after: float, limit: str | None = None) -> Request:
+        """:meth:`adopt`'s request."""
+        index = self._index("limit", limit)
+        word = [-1] * len(self.limits)
+        word[index] = check_int("remaining", remaining, 0)
+        return self._request("adopt", word, math.ceil(reset_after * 1e6))
+
+    def set_limit(
+        self,
+        *,
+        rate: int | float | Fraction | None = None,
+        burst: int | None = None,
+        limit: str | None = None,
+    ) -> GcraAnswer:
+        """Change ``limit`` for every process, from their next call on: the
+        units in the bucket carry over; what is not given stays as it stands
+        in Redis (changed earlier, or as opened). Kept in Redis, without
+        expiry, until changed again (a Redis that loses its data loses it
+        too: every process then goes back to the limits it was opened with)."""
+        return self.send(self.ask_set_limit(rate=rate, burst=burst, limit=limit))
+
+    def ask_set_limit(
+        self,
+        *,
+        rate: int | float | Fraction | None = None,
+        burst: int | None = None,
+        limit: str | None = None,
+    ) -> Request:
+        """:meth:`set_limit`'s request."""
+        index = self._index("limit", limit)
+        interval = -1.0 if rate is None else _interval_us(check_rate(rate))
+        new_burst = -1 if burst is None else check_int("burst", burst, 1)
+        zero = (0,) * len(self.limits)
+        return self._request("rate", zero, index + 1, interval, new_burst)
+
+    def _index(self, argument: str, limit: str | None) -> int:
+        names = list(self.limits)
+        if limit is None:
+            if len(names) > 1:
+                raise PermitValueError(argument, limit, f"name one of the limits ({names})")
+            return 0
+        if limit not in self.limits:
+            raise PermitValueError(argument, limit, f"names no limit of this one ({names})")
+        return names.index(limit)
 
     def ping(self) -> None:
         self._client.ping()
+
+    async def aping(self) -> None:
+        assert self._aclient is not None
+        await self._aclient.ping()
+
+    def open_async(self) -> None:
+        """Open the asyncio client too (on the running asyncio loop), for
+        :meth:`asend` and :meth:`aping`."""
+        client = redis.asyncio.RedisCluster if self._cluster else redis.asyncio.Redis
+        self._aclient = client.from_url(self._url, **self._options)
+        self._ascript = self._aclient.register_script(SCRIPT)
+
+    async def aclose(self) -> None:
+        """Close the asyncio client, if open."""
+        aclient, self._aclient, self._ascript = self._aclient, None, None
+        if aclient is not None:
+            await aclient.aclose()
 
     def close(self) -> None:
         self._client.close()
 
 
-#: What counts as "Redis is unreachable".
-_UNREACHABLE = (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError, OSError)
+def _named_limits(
+    rate: int | float | Fraction | None, burst: int, limits: Mapping[str, Limit] | Limit | None
+) -> dict[str, Limit]:
+    """The limits by name, as the core names them: ``rate`` and ``burst``
+    make the one limit ``"units"``."""
+    if limits is None:
+        if rate is None:
+            raise PermitValueError("rate", rate, "give rate (and burst) or limits")
+        return {"units": Limit(check_rate(rate), check_int("burst", burst, 1))}
+    if rate is not None:
+        raise PermitValueError("limits", limits, "give rate (and burst) or limits, not both")
+    if isinstance(limits, Limit):
+        return {"units": limits}
+    if not isinstance(limits, Mapping) or not limits:
+        raise PermitTypeError("limits", limits, "a non-empty mapping of names to Limit")
+    for key, value in limits.items():
+        if not isinstance(key, str) or not isinstance(value, Limit):
+            raise PermitTypeError("limits", limits, "a mapping of str names to Limit")
+    return dict(limits)
+
+
+#: What counts as "Redis is unreachable" (a cluster without a master for
+#: the limit's slot, or moving it, included).
+_UNREACHABLE = (
+    redis.exceptions.ConnectionError,
+    redis.exceptions.TimeoutError,
+    redis.exceptions.ClusterDownError,
+    redis.exceptions.TryAgainError,
+    OSError,
+)
 
 
 class RedisLimiter(_AnyioLimiter):
     """A limiter whose permits come from a :class:`RedisLimit`, shared with
     other processes; make one with :func:`open_limiter`. ``acquire``,
-    ``permit``, ``statistics`` and cancellation behave as in every adapter.
+    ``permit``, ``statistics`` and cancellation behave as in every adapter;
+    ``Permit.settle``, ``set_limit``, ``pause_for`` and ``adopt`` act on the
+    shared limit (the driver sends each to Redis before its next request).
+
+    Two tasks run it: the *driver*, which makes the round trips, and the
+    *timer*, which expires waiters at their deadlines and, failing closed,
+    fails them at their outage bound, whatever the driver is waiting for.
     """
 
     def __init__(
@@ -258,6 +733,11 @@ class RedisLimiter(_AnyioLimiter):
         max_waiting: int | Sequence[int | None] | None = None,
         default_level: int = 0,
         refund_window: float = 1.0,
+        settle_window: float = 0.0,
+        global_priority: bool = False,
+        demand_ttl: float = 2.0,
+        book_ahead: float = 0.0,
+        lease: int = 1,
     ) -> None:
         window = _nanoseconds("refund_window", refund_window)
         if window is None:
@@ -269,19 +749,24 @@ class RedisLimiter(_AnyioLimiter):
             limit.burst,
             max_waiting=max_waiting,
             default_level=default_level,
+            settle_window=settle_window,
         )
+        #: Permits are settled on the shared key, not in the machine.
+        self._settle_window_ns = round(settle_window * SECOND)
+        self._settle_later = False
         levels = self._machine.levels
+        smallest = min(lim.burst for lim in limit.limits.values())
         if reserve is None:
             reserve = (0,) * levels
         if isinstance(reserve, (str, bytes)) or not isinstance(reserve, Sequence):
             raise PermitTypeError("reserve", reserve, "a sequence of ints, one per level")
         if len(reserve) != levels or not all(
-            isinstance(r, int) and not isinstance(r, bool) and 0 <= r < limit.burst for r in reserve
+            isinstance(r, int) and not isinstance(r, bool) and 0 <= r < smallest for r in reserve
         ):
             raise PermitValueError(
                 "reserve",
                 reserve,
-                f"needs one int per level ({levels}), each >= 0 and below burst ({limit.burst})",
+                f"needs one int per level ({levels}), each >= 0 and below burst ({smallest})",
             )
         if on_unavailable not in ("closed", "local"):
             raise PermitValueError("on_unavailable", on_unavailable, "must be 'closed' or 'local'")
@@ -292,6 +777,31 @@ class RedisLimiter(_AnyioLimiter):
         after_ns = _nanoseconds("unavailable_after", unavailable_after)
         if not after_ns:  # None (infinite) or 0
             raise PermitValueError("unavailable_after", unavailable_after, "must be seconds > 0")
+        if not isinstance(global_priority, bool):
+            raise PermitTypeError("global_priority", global_priority, "a bool")
+        if not _nanoseconds("demand_ttl", demand_ttl):
+            raise PermitValueError("demand_ttl", demand_ttl, "must be finite seconds > 0")
+        #: Whether a take waits while a more urgent level waits in any live
+        #: process (each publishes its waiters per level with its takes).
+        self.global_priority = global_priority
+        #: Seconds a process's published demand lives without a refresh.
+        self.demand_ttl = float(demand_ttl)
+        #: Whether this process's demand, as last published, has waiters.
+        self._published = False
+        book = _nanoseconds("book_ahead", book_ahead)
+        if book is None or (global_priority and book_ahead > demand_ttl / 2):
+            raise PermitValueError(
+                "book_ahead", book_ahead, "must be finite seconds, at most demand_ttl / 2"
+            )
+        #: Seconds ahead a refused take may book the next permit (0: never).
+        self.book_ahead = float(book_ahead)
+        #: The most permits one request takes at once, for waiters of one
+        #: level and cost (1: one per request).
+        self.lease = check_int("lease", lease, 1)
+        #: The permit booked: when it is this process's (s), its units, the
+        #: level it was asked for.
+        self._booked: tuple[float, tuple[int, ...], int] | None = None
+        self._retry_level: int | None = None
         self.limit = limit
         self.reserve = tuple(reserve)
         self.on_unavailable = on_unavailable
@@ -300,14 +810,31 @@ class RedisLimiter(_AnyioLimiter):
         self._after_ns = after_ns
         #: Seconds between attempts to reach Redis while it is unreachable.
         self._retry = min(0.1, self.unavailable_after / 4)
-        #: Time (ns) the current outage began; None while Redis answers.
-        self._down_since: int | None = None
+        #: When (ns) the oldest request Redis has not answered was sent
+        #: (while requests fail, the first of them); None once one is answered.
+        self._unanswered_since: int | None = None
+        #: When (s) the timer next looks for waiters past their outage bound.
+        self._fail_at = math.inf
+        self._down = False
         self._down_error: BaseException | None = None
         #: The fallback's pacer while the local limit serves ("local" only).
         self._local: Machine | None = None
         self._retry_reserve: int | None = None
-        self._sleep_scope: anyio.CancelScope | None = None
-        self._probe_at = 0.0
+        self._driver_scope: anyio.CancelScope | None = None
+        self._tasks: anyio.abc.TaskGroup | None = None
+        #: Units per limit asked by each waiting id.
+        self._asks: dict[int, tuple[int, ...]] = {}
+        #: ... by each id granted whose caller has not proceeded yet.
+        self._granted: dict[int, tuple[int, ...]] = {}
+        #: ... by each caller that proceeded within the settle window, and when.
+        self._settleable: dict[int, tuple[tuple[int, ...], int]] = {}
+        #: Changes to the shared limit (settles, pauses, the upstream's word,
+        #: new limits, permits given back) not yet sent, oldest first, each
+        #: with the permits it gives back.
+        self._pending: list[tuple[Request, int]] = []
+        #: Whether the round trips go through the asyncio client (under
+        #: asyncio), or redis-py's synchronous one in worker threads.
+        self._async = False
         #: Round trips to Redis made so far (a diagnostic).
         self.round_trips = 0
         #: Permits taken from Redis and given back unused (a diagnostic).
@@ -318,7 +845,8 @@ class RedisLimiter(_AnyioLimiter):
     ) -> Machine:
         """A supplied machine: the permits come from Redis, charged there as
         they are taken; a permit whose caller was cancelled before it
-        proceeded goes to the next waiter within ``refund_window``."""
+        proceeded goes to the next waiter within ``refund_window``, if that
+        waiter asks for the same units (else it goes back to Redis)."""
         options["refund_window_ns"] = self._refund_window_ns
         return Machine(policy, rate, burst, supplied=True, **options)
 
@@ -331,7 +859,7 @@ class RedisLimiter(_AnyioLimiter):
     @property
     def backend_down(self) -> bool:
         """Whether the last round trip to Redis failed."""
-        return self._down_since is not None
+        return self._down
 
     def try_acquire(
         self, level: int | None = None, *, cost: int | Mapping[str, int] = 1, flow: Hashable = None
@@ -340,138 +868,410 @@ class RedisLimiter(_AnyioLimiter):
         Use ``acquire(level, max_wait=...)`` or ``timeout=``."""
         raise NotImplementedError("try_acquire() needs a round trip to Redis; use acquire()")
 
-    # -- waking the driver -------------------------------------------------
+    # -- costs: what each waiter asks of every limit -------------------------
 
-    def _reschedule(self) -> None:
-        """A waiter came or went: wake the driver if that changes its plan."""
-        scope = self._sleep_scope
-        if scope is None:
-            return  # busy in a round trip: it looks again right after
-        if self._should_wake():
-            scope.cancel()
-        else:
-            when = self._machine.next_tick()
-            if when is not None and when / 1e9 < scope.deadline:
-                scope.deadline = when / 1e9
+    def _request(
+        self,
+        level: int | None,
+        cost: int | Mapping[str, int],
+        flow: Hashable,
+        timeout: float | None,
+        max_wait: float | None,
+    ) -> tuple[int, int, Decision | None]:
+        """Push with the units of the first limit (what the policy and flows
+        count; 1 for a cost that takes none of it); remember every limit's."""
+        units = self.limit.units("cost", cost)
+        if not any(units):
+            raise PermitValueError("cost", cost, "must take at least one unit of some limit")
+        id, level, decision = super()._request(level, units[0] or 1, flow, timeout, max_wait)
+        if decision is None:
+            self._asks[id] = units
+        return id, level, decision
 
-    def _should_wake(self) -> bool:
-        """Idle, and a waiter came; or waiting to retry for a reserve, and
-        the best waiter now has a smaller one (it may find a permit now)."""
+    def _dispatch(self, decisions: list[Decision]) -> None:
+        for decision in decisions:
+            units = self._asks.pop(decision.id, None)  # type: ignore[call-overload]
+            if units is not None and decision.state is State.GRANTED:
+                self._granted[decision.id] = units  # type: ignore[index]
+        super()._dispatch(decisions)
+
+    def _spend(self, id: int, now: int) -> None:
+        super()._spend(id, now)
+        units = self._granted.pop(id, None)
+        if units is not None and self._settle_window_ns:
+            self._settleable[id] = (units, now)
+            self._forget_settles(now)
+
+    def _forget_settles(self, now: int) -> None:
+        oldest = now - self._settle_window_ns
+        settleable = self._settleable
+        while settleable:
+            id = next(iter(settleable))
+            if settleable[id][1] >= oldest:
+                break
+            del settleable[id]
+
+    def _withdraw(self, id: int, waiter: Any) -> None:
+        """A caller granted and cancelled before it proceeded hands its
+        permit to the next waiter if that one asks for the same units;
+        otherwise the units go back to Redis."""
+        self._asks.pop(id, None)
+        units = self._granted.pop(id, None)
+        if units is None or waiter.error is not None:
+            super()._withdraw(id, waiter)
+            return
         level = self._machine.next_level()
-        if level is None:
-            return False
-        return self._retry_reserve is None or self.reserve[level] < self._retry_reserve
-
-    async def _sleep(self, until: float) -> None:
-        """Sleep until ``until`` (seconds), the next deadline, or a wake-up."""
-        if self._should_wake() and self._local is None and self._down_since is None:
-            await anyio.lowlevel.checkpoint()
+        head = None if level is None else self._machine.queues.head(level)
+        if head is not None and self._asks.get(head.id) == units:  # type: ignore[call-overload]
+            super()._withdraw(id, waiter)
             return
-        when = self._machine.next_tick()
-        deadline = until if when is None else min(until, when / 1e9)
-        with anyio.CancelScope(deadline=deadline) as scope:
-            self._sleep_scope = scope
-            try:
-                await anyio.sleep_forever()
-            finally:
-                self._sleep_scope = None
-
-    # -- the driver ----------------------------------------------------------
-
-    async def _run(self, *, task_status: Any) -> None:
-        self._bind_backend()
-        self._running = True
-        task_status.started()
-        try:
-            while self._closed is None:
-                await self._step()
-        except Exception as error:
-            self._break(error)  # the waiters learn of it; nobody hangs
-        finally:
-            self._running = False
-
-    async def _step(self) -> None:
-        machine = self._machine
-        now = self._now()
-        self._dispatch(machine.tick(now))  # expiries
-        level = machine.next_level()
-        if level is None:
-            await self._sleep(math.inf)
-            return
-        if self._local is not None:
-            await self._step_local(level)
-            return
-        reserve = self.reserve[level]
-        try:
-            self.round_trips += 1
-            answer = await anyio.to_thread.run_sync(self.limit.take, reserve)
-        except _UNREACHABLE as error:
-            await self._outage(error)
-            return
-        self._down_since = self._down_error = None
-        if not answer.allowed:
-            self._retry_reserve = reserve
-            try:
-                await self._sleep(anyio.current_time() + answer.retry_after / 1e6)
-            finally:
-                self._retry_reserve = None
-            return
-        now = self._now()
-        self._dispatch(machine.tick(now))
-        chosen = machine.next_level()
-        if chosen is None or self.reserve[chosen] > reserve:
-            # The waiter left, or a less urgent one is next, during the round
-            # trip: this permit was taken under a smaller reserve than its
-            # taker is owed. Give it back rather than break the reserve.
-            await self._give_back()
-            return
-        self._dispatch(machine.supply(now))
-        if answer.retry_after and machine.next_level() is not None:
-            # The next permit is not there yet: wait for it (as for a refusal).
-            self._retry_reserve = reserve
-            try:
-                await self._sleep(anyio.current_time() + answer.retry_after / 1e6)
-            finally:
-                self._retry_reserve = None
-
-    async def _give_back(self) -> None:
-        try:
-            self.round_trips += 1
-            await anyio.to_thread.run_sync(self.limit.give_back)
-            self.given_back += 1
-        except _UNREACHABLE as error:
-            await self._outage(error)
-
-    async def _outage(self, error: BaseException) -> None:
-        now = self._now()
-        if self._down_since is None:
-            self._down_since = now
-        self._down_error = error
-        if self.on_unavailable == "local":
-            self._local = self._fallback(now)
-            self._probe_at = anyio.current_time() + self._retry
-            return
-        # Fail closed: every waiter that has waited unavailable_after into
-        # the outage gets BackendUnavailable; then try Redis again.
-        machine = self._machine
-        first = math.inf
-        for waiter in machine.waiting():
-            since = max(waiter.pushed_at, self._down_since)
-            if now - since >= self._after_ns:
-                machine.cancel(waiter.id)
-                self._fail(
-                    waiter.id, BackendUnavailable(self.limit.url, self.unavailable_after, error)
-                )
-            else:
-                first = min(first, (since + self._after_ns) / 1e9)
-        await self._sleep(min(first, anyio.current_time() + self._retry))
+        if self._closed is None:  # closing: Redis gets the units back when they expire
+            self._pending.append((self.limit.ask_charge(tuple(-n for n in units)), 1))
+            self._wake_driver()
 
     def _fail(self, id: object, error: BaseException) -> None:
+        self._asks.pop(id, None)  # type: ignore[call-overload]
         waiter = self._waiters.pop(id, None)  # type: ignore[call-overload]
         if waiter is not None:
             waiter.error = error
             if waiter.event is not None:
                 waiter.event.set()
+
+    # -- changes to the shared limit ------------------------------------------
+
+    def _settle(self, id: int, actual: int | Mapping[str, int]) -> None:
+        """Charge, or give back, the difference on the shared key."""
+        if self._closed is not None:
+            raise self._closed
+        units = self.limit.units("actual", actual)
+        self._forget_settles(self._now())
+        entry = self._settleable.pop(id, None)
+        if entry is None:
+            raise NotRefundable(id)
+        delta = tuple(a - b for a, b in zip(units, entry[0], strict=True))
+        if any(delta):
+            self._send(self.limit.ask_charge(delta))
+
+    def set_limit(
+        self,
+        *,
+        rate: int | float | Fraction | None = None,
+        burst: int | None = None,
+        limit: str | None = None,
+    ) -> None:
+        """Change a limit for every process sharing it, from their next
+        request on; the units in the bucket carry over."""
+        self._send(self.limit.ask_set_limit(rate=rate, burst=burst, limit=limit))
+
+    def pause_for(self, seconds: float) -> None:
+        """Grant nothing for ``seconds``, in any process (a 429 with
+        ``Retry-After``); the pause is kept in Redis, and every process's
+        next request reads it."""
+        length = _nanoseconds("seconds", seconds)
+        if length is None:
+            raise PermitValueError("seconds", seconds, "must be a finite number of seconds")
+        request = self.limit.ask_pause(seconds)
+        local = self._local
+        if local is not None:
+            now = self._now()
+            local.pause_until(now + length, now)
+        self._send(request)
+
+    def adopt(self, remaining: int, reset_after: float, *, limit: str | None = None) -> None:
+        """The upstream says ``remaining`` units of ``limit`` are left until
+        ``reset_after`` seconds from now: the shared bucket holds no more."""
+        after = _nanoseconds("reset_after", reset_after)
+        if after is None:
+            raise PermitValueError("reset_after", reset_after, "must be a finite number of seconds")
+        self._send(self.limit.ask_adopt(remaining, reset_after, limit))
+
+    def _send(self, change: Request) -> None:
+        """Have the driver send ``change`` to Redis before its next request."""
+        if self._closed is not None:
+            raise self._closed
+        self._pending.append((change, 0))
+        self._wake_driver()
+
+    def _wake_driver(self) -> None:
+        scope = self._driver_scope
+        if scope is not None and self._local is None:
+            scope.cancel()
+
+    # -- waking the driver and the timer ---------------------------------------
+
+    def _reschedule(self) -> None:
+        """A waiter came or went: re-arm the timer; wake the driver if that
+        changes its plan."""
+        if (
+            self._unanswered_since is not None
+            and self._fail_at == math.inf
+            and self.on_unavailable == "closed"
+            and len(self._machine)
+        ):
+            # Waiters came into an outage after the timer failed the others:
+            # the first of them fails unavailable_after from now, at the earliest.
+            self._fail_at = (self._last + self._after_ns) / 1e9
+        when = self._machine.next_tick()
+        wake_at = min(math.inf if when is None else when / 1e9, self._fail_at)
+        if wake_at != self._wake_at:
+            self._wake_at = wake_at
+            if self._sleep_scope is not None:
+                self._sleep_scope.deadline = wake_at
+        scope = self._driver_scope
+        if scope is not None and self._should_wake():
+            scope.cancel()
+
+    def _should_wake(self) -> bool:
+        """Changes to send; or idle, and a waiter came; or waiting to retry
+        for a reserve, and the best waiter now has a smaller one (it may
+        find a permit now)."""
+        if self._pending:
+            return True
+        level = self._machine.next_level()
+        if self._published and level != self._retry_level:
+            return True  # the demand published is not what waits now
+        if level is None:
+            return False
+        return self._retry_reserve is None or self.reserve[level] < self._retry_reserve
+
+    def _on_timer(self) -> None:
+        """The timer fired: expire, fail what is past its outage bound, re-arm."""
+        if self._closed is not None:
+            return
+        try:
+            now = self._now()
+            self._dispatch(self._machine.tick(now))
+            self._fail_unavailable(now)
+        except Exception as error:
+            self._break(error)
+            return
+        self._reschedule()
+
+    def _fail_unavailable(self, now: int) -> None:
+        """Failing closed: every waiter that has waited ``unavailable_after``
+        since the later of its push and the oldest unanswered request gets
+        :class:`BackendUnavailable`."""
+        since = self._unanswered_since
+        if since is None or self.on_unavailable != "closed":
+            self._fail_at = math.inf
+            return
+        if now < since + self._after_ns:
+            self._fail_at = (since + self._after_ns) / 1e9
+            return
+        first = math.inf
+        for waiter in self._machine.waiting():
+            start = max(waiter.pushed_at, since)
+            if now - start >= self._after_ns:
+                self._machine.cancel(waiter.id)
+                error = BackendUnavailable(self.limit.url, self.unavailable_after, self._down_error)
+                self._fail(waiter.id, error)
+            else:
+                first = min(first, (start + self._after_ns) / 1e9)
+        self._fail_at = first
+
+    async def _sleep(self, until: float) -> None:
+        """Sleep until ``until`` (seconds), a booked permit's time, or a wake-up."""
+        if self._should_wake() and self._local is None and not self._down:
+            await anyio.lowlevel.checkpoint()
+            return
+        if self._booked is not None:
+            until = min(until, self._booked[0])
+        with anyio.CancelScope(deadline=until) as scope:
+            self._driver_scope = scope
+            try:
+                await anyio.sleep_forever()
+            finally:
+                self._driver_scope = None
+
+    # -- the driver ----------------------------------------------------------
+
+    async def _run(self, *, task_status: Any) -> None:
+        self._bind_backend()
+        if sniffio.current_async_library() == "asyncio":
+            self.limit.open_async()
+            self._async = True
+        self._running = True
+        task_status.started()
+        try:
+            async with anyio.create_task_group() as tasks:
+                self._tasks = tasks
+                tasks.start_soon(self._timer)
+                await self._drive()
+                tasks.cancel_scope.cancel()
+        finally:
+            self._running = False
+
+    async def _drive(self) -> None:
+        try:
+            while self._closed is None:
+                await self._step()
+        except Exception as error:
+            self._break(error)  # the waiters learn of it; nobody hangs
+
+    async def _round_trip(self, request: Request | None) -> GcraAnswer | None:
+        """One request to Redis (``None``: a ping), on the asyncio client or
+        in a worker thread; the time it was sent counts for the outage bound
+        until one is answered."""
+        self.round_trips += 1
+        if self._unanswered_since is None:
+            self._unanswered_since = self._now()
+            fail_at = (self._unanswered_since + self._after_ns) / 1e9
+            if self.on_unavailable == "closed" and fail_at < self._wake_at:
+                self._fail_at = fail_at
+                self._reschedule()
+        limit = self.limit
+        result: GcraAnswer | None = None
+        if self._async:
+            if request is None:
+                await limit.aping()
+            else:
+                result = await limit.asend(request)
+        elif request is None:
+            await anyio.to_thread.run_sync(limit.ping)
+        else:
+            result = await anyio.to_thread.run_sync(limit.send, request)
+        # The timer still looks once at the time set (moving its deadline on
+        # every round trip would cost more): it finds nothing to fail.
+        self._unanswered_since = None
+        self._down = False
+        self._down_error = None
+        return result
+
+    async def _step(self) -> None:
+        machine = self._machine
+        if self._local is not None:
+            level = machine.next_level()
+            if level is None:
+                await self._sleep(math.inf)
+            else:
+                await self._step_local()
+            return
+        if self._pending:
+            change, given_back = self._pending[0]
+            try:
+                await self._round_trip(change)
+            except _UNREACHABLE as error:
+                await self._outage(error)
+                return
+            del self._pending[0]
+            self.given_back += given_back
+            return
+        booked = self._booked
+        if booked is not None and anyio.current_time() >= booked[0]:
+            self._booked = None  # the booked permit's time: hand it over
+            await self._hand_over(booked[1], self.reserve[booked[2]])
+            return
+        level = machine.next_level()
+        if level is None:
+            if self._published:  # nobody waits here any more: say so
+                try:
+                    await self._round_trip(self.limit.ask_publish_demand((), self.demand_ttl))
+                except _UNREACHABLE as error:
+                    await self._outage(error)
+                    return
+                self._published = False
+            await self._sleep(math.inf if booked is None else booked[0])
+            return
+        if booked is not None:
+            # Wait for the booked permit's time, unless a waiter with a
+            # smaller reserve came (it may find a permit now), or, under
+            # global priority, another level is next (its demand goes out).
+            at, _, booked_level = booked
+            if self.reserve[level] >= self.reserve[booked_level] and not (
+                self._published and level != booked_level
+            ):
+                await self._wait_for(booked_level, math.ceil((at - anyio.current_time()) * 1e6))
+                return
+        head = machine.queues.head(level)
+        units = self._asks[head.id]  # type: ignore[index]
+        reserve = self.reserve[level]
+        depths = tuple(machine.queues.depths) if self.global_priority else None
+        take = self.limit.ask_take(
+            reserve,
+            units,
+            level=level,
+            demand=depths,
+            ttl=self.demand_ttl,
+            book=self.book_ahead if booked is None else 0.0,
+            lease=min(self.lease, machine.queues.depths[level]),
+        )
+        try:
+            answer = await self._round_trip(take)
+        except _UNREACHABLE as error:
+            await self._outage(error)
+            return
+        assert answer is not None
+        if depths is not None:
+            self._published = sum(depths) > answer.taken
+        if not answer.allowed:
+            if answer.retry_after < 0:  # a limit's burst was lowered below the cost
+                if machine.cancel(head.id):
+                    self._fail(head.id, PermitValueError("cost", units, _ABOVE_BURST))
+                return
+            await self._wait_for(level, answer.retry_after)
+            return
+        if answer.booked:  # its time comes later: the driver hands it over then
+            self._booked = (anyio.current_time() + answer.retry_after / 1e6, units, level)
+            return
+        await self._hand_over(units, reserve, answer.taken)
+        if answer.retry_after and machine.next_level() is not None:
+            # The next permit is not there yet: wait for it (as for a refusal).
+            await self._wait_for(level, answer.retry_after)
+
+    async def _hand_over(self, units: tuple[int, ...], reserve: int, count: int = 1) -> None:
+        """``count`` permits of ``units`` taken under ``reserve`` are here:
+        each to the waiter the policy chooses now, if that one asks for the
+        same units with no larger reserve; the rest (the waiter left, or
+        another came first, during the round trip or the wait) back to
+        Redis, rather than break the reserve or the limit."""
+        machine = self._machine
+        now = self._now()
+        self._dispatch(machine.tick(now))
+        for handed in range(count):
+            chosen = machine.next_level()
+            if (
+                chosen is None
+                or self.reserve[chosen] > reserve
+                or self._asks.get(machine.queues.head(chosen).id) != units  # type: ignore[call-overload]
+            ):
+                await self._give_back(units, count - handed)
+                return
+            self._dispatch(machine.supply(now))
+
+    async def _wait_for(self, level: int, retry_after: int) -> None:
+        """Sleep ``retry_after`` microseconds, the answer for ``level``'s
+        head; under global priority, no longer than half the demand's time
+        to live while it has waiters (a heartbeat)."""
+        self._retry_reserve = self.reserve[level]
+        self._retry_level = level
+        seconds = retry_after / 1e6
+        if self._published:
+            seconds = min(seconds, self.demand_ttl / 2)
+        try:
+            await self._sleep(anyio.current_time() + seconds)
+        finally:
+            self._retry_reserve = self._retry_level = None
+
+    async def _give_back(self, units: Sequence[int], count: int = 1) -> None:
+        try:
+            await self._round_trip(self.limit.ask_charge(tuple(-n * count for n in units)))
+        except _UNREACHABLE as error:
+            await self._outage(error)
+            return
+        self.given_back += count
+
+    async def _outage(self, error: BaseException) -> None:
+        self._down = True
+        self._down_error = error
+        if self.on_unavailable == "local":
+            if self._local is None:
+                self._local = self._fallback(self._now())
+                assert self._tasks is not None
+                self._tasks.start_soon(self._probe)
+            return
+        # Failing closed: the timer fails the waiters at their bound; try
+        # Redis again meanwhile.
+        await self._sleep(anyio.current_time() + self._retry)
 
     def _fallback(self, now: int) -> Machine:
         """The local limit: ``share`` of the rate, ``share`` of the burst, its
@@ -485,21 +1285,26 @@ class RedisLimiter(_AnyioLimiter):
             pacer.push(("drain", i), 0, now)
         return pacer
 
-    async def _step_local(self, level: int) -> None:
-        """Serve from the local limit; every so often, see if Redis is back."""
+    async def _probe(self) -> None:
+        """While the local limit serves, see every so often if Redis is back,
+        without holding up the local service."""
+        while self._local is not None and self._closed is None:
+            await anyio.sleep(self._retry)
+            try:
+                await self._round_trip(None)
+            except _UNREACHABLE as error:
+                self._down = True
+                self._down_error = error
+                continue
+            self._local = None
+            scope = self._driver_scope
+            if scope is not None:
+                scope.cancel()
+
+    async def _step_local(self) -> None:
+        """Serve the next waiter from the local limit (one permit each)."""
         pacer = self._local
         assert pacer is not None
-        if anyio.current_time() >= self._probe_at:
-            try:
-                self.round_trips += 1
-                await anyio.to_thread.run_sync(self.limit.ping)
-            except _UNREACHABLE as error:
-                self._down_error = error
-                self._probe_at = anyio.current_time() + self._retry
-            else:
-                self._local = None
-                self._down_since = self._down_error = None
-                return
         now = self._now()
         pacer.tick(now)
         due = pacer.next_due()
@@ -508,7 +1313,10 @@ class RedisLimiter(_AnyioLimiter):
             pacer.push(object(), 0, now)
             self._dispatch(self._machine.supply(now))
             return
-        await self._sleep(min(due / 1e9, self._probe_at))
+        await self._sleep(due / 1e9)
+
+
+_ABOVE_BURST = "is above a limit's burst now (lowered by set_limit): it could never be granted"
 
 
 def open_limiter(
@@ -516,8 +1324,9 @@ def open_limiter(
     url: str,
     *,
     name: str,
-    rate: int | float | Fraction,
+    rate: int | float | Fraction | None = None,
     burst: int = 1,
+    limits: Mapping[str, Limit] | Limit | None = None,
     reserve: Sequence[int] | None = None,
     on_unavailable: Literal["closed", "local"] = "closed",
     share: float | None = None,
@@ -525,17 +1334,23 @@ def open_limiter(
     prefix: str = "permits:",
     timeout: float = 0.5,
     audit: bool = False,
+    cluster: bool = False,
     max_waiting: int | Sequence[int | None] | None = None,
     default_level: int = 0,
     refund_window: float = 1.0,
+    settle_window: float = 0.0,
+    global_priority: bool = False,
+    demand_ttl: float = 2.0,
+    book_ahead: float = 0.0,
+    lease: int = 1,
 ) -> AbstractAsyncContextManager[RedisLimiter]:
     """Open a :class:`RedisLimiter` for an ``async with`` (asyncio or trio,
-    through anyio): ``rate`` and ``burst`` over every process that opens the
-    same ``name`` on the same Redis; this process's waiters in ``policy``'s
-    order.
+    through anyio): ``rate`` and ``burst`` (or ``limits``) over every process
+    that opens the same ``name`` on the same Redis; this process's waiters in
+    ``policy``'s order.
 
-    :param reserve: per level, permits of the shared capacity its requests
-        must leave (``0`` for the most urgent); each below ``burst``.
+    :param reserve: per level, units of every limit its requests must leave
+        (``0`` for the most urgent); each below every burst.
     :param on_unavailable: ``"closed"``: with Redis unreachable, waiters get
         :class:`BackendUnavailable` after ``unavailable_after`` seconds;
         ``"local"``: serve from a local limit of ``share`` of the rate.
@@ -543,11 +1358,44 @@ def open_limiter(
         ``"local"``; the shares of all processes should add up to at most 1.
     :param timeout: seconds before a connect or a reply to Redis counts as
         failed.
-    See :class:`RedisLimit` for ``url``, ``prefix`` and ``audit``, and
-    :class:`~permits.adapters.BaseLimiter` for the rest.
+    :param settle_window: seconds after a caller proceeds during which its
+        ``Permit.settle(actual)`` is accepted; the difference is charged or
+        given back on the shared key.
+    :param global_priority: strict priority across processes: no level is
+        granted a permit while a more urgent level waits in any live process
+        that shares the limit (each process publishes its waiters per level
+        with its requests). Off by default: the reserve is the other way.
+    :param demand_ttl: seconds a process's published demand lives without
+        a refresh: how long a crashed process's waiters may still hold up
+        the lower levels of the others. A live process refreshes it at
+        least every ``demand_ttl / 2``.
+    :param book_ahead: seconds: a request the shared buckets would allow
+        within that long is *booked* (charged at once, the permit this
+        process's at its time) instead of refused, so that at saturation
+        each permit costs one round trip, not one per process. It costs
+        priority across processes: a more urgent request may wait behind
+        one booked permit per process, reserve or not. Off (0) by default;
+        at most ``demand_ttl / 2`` under global priority.
+    :param lease: the most permits one request takes at once, for the
+        waiters of the level it asks for, of the same cost, as long as the
+        shared buckets allow them now: more permits per round trip when
+        many wait. It costs priority across processes: a lease is taken
+        under one level's reserve and handed out at once, so a process may
+        take several permits while another's more urgent request is on its
+        way. 1 (off) by default.
+    See :class:`RedisLimit` for ``url``, ``limits``, ``prefix``, ``audit``
+    and ``cluster``, and :class:`~permits.adapters.BaseLimiter` for the rest.
     """
     limit = RedisLimit(
-        url, name=name, rate=rate, burst=burst, prefix=prefix, audit=audit, timeout=timeout
+        url,
+        name=name,
+        rate=rate,
+        burst=burst,
+        limits=limits,
+        prefix=prefix,
+        audit=audit,
+        timeout=timeout,
+        cluster=cluster,
     )
     limiter = RedisLimiter(
         policy,
@@ -559,6 +1407,11 @@ def open_limiter(
         max_waiting=max_waiting,
         default_level=default_level,
         refund_window=refund_window,
+        settle_window=settle_window,
+        global_priority=global_priority,
+        demand_ttl=demand_ttl,
+        book_ahead=book_ahead,
+        lease=lease,
     )
     return _opened(limiter)
 
@@ -569,4 +1422,10 @@ async def _opened(limiter: RedisLimiter) -> AsyncIterator[RedisLimiter]:
         async with running(limiter, anyio.create_task_group()):
             yield limiter
     finally:
+        with anyio.CancelScope(shield=True):
+            if limiter._published:  # so that the other processes need not wait for its expiry
+                with suppress(*_UNREACHABLE):
+                    await anyio.to_thread.run_sync(limiter.limit.publish_demand, ())
+            with suppress(*_UNREACHABLE):
+                await limiter.limit.aclose()
         limiter.limit.close()
