@@ -61,9 +61,13 @@ def test_level_names_must_match() -> None:
         PermitsCollector(Machine(StrictPriority(2), 1), levels=["only-one"])
 
 
-def test_buckets_must_ascend() -> None:
-    with pytest.raises(ValueError, match="buckets="):
-        PermitsCollector(Machine(StrictPriority(2), 1), buckets=[1.0, 0.5])
+@pytest.mark.parametrize(
+    "buckets", [[1.0, 0.5], [1.0, 1.0], [float("nan"), 1.0], [0.5, float("inf")], [-1.0, 1.0], []]
+)
+def test_buckets_must_ascend(buckets: list[float]) -> None:
+    """Strictly ascending finite seconds, refused in words otherwise."""
+    with pytest.raises(ValueError, match=r"buckets=.*strictly ascending finite seconds"):
+        PermitsCollector(Machine(StrictPriority(2), 1), buckets=buckets)
 
 
 def test_histogram_counts_match_the_waits() -> None:

@@ -184,15 +184,13 @@ def test_an_interrupt_leaves_no_permit_behind(monkeypatch: pytest.MonkeyPatch) -
         assert limiter.machine.in_flight == 0
         assert limiter.statistics().levels[0].refunded == 1
         assert limiter.try_acquire(), "the permit came back"
-        queued = _base._Waiter
 
-        def waiter(event: object, decision: object = None) -> object:
-            if event is not None:
+        class Interrupted(dict[int, object]):
+            def __setitem__(self, key: int, value: object) -> None:
                 interrupt()  # after the push, before the waiter is registered
-            return queued(event, decision)  # type: ignore[arg-type]
 
         with monkeypatch.context() as patch:
-            patch.setattr(threads, "_Waiter", waiter)
+            patch.setattr(limiter, "_waiters", Interrupted())
             with pytest.raises(KeyboardInterrupt):
                 limiter.acquire()
         assert len(limiter.machine) == 0, "not left queued"

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextvars
 import itertools
+import logging
 import math
 from collections.abc import (
     AsyncIterator,
@@ -43,6 +44,8 @@ from permits.core import (
 
 if TYPE_CHECKING:
     pass  # in typing from Python 3.11
+
+log = logging.getLogger("permits.adapters")
 
 __all__ = [
     "AcquireTimeout",
@@ -308,6 +311,17 @@ class _Limiting:
         self._last = now
         return now
 
+    def _proceed(self, id: int, decision: Decision, now: int) -> None:
+        """The caller of ``id`` proceeds with the permit ``decision`` granted:
+        spend it, then tell the exporters (an exporter that fails is logged;
+        the caller keeps its permit)."""
+        self._spend(id, now)
+        for told in self._on_proceed:
+            try:
+                told(decision.level, decision.waited)
+            except Exception:
+                log.exception("a metrics exporter failed to record a wait")
+
     def _spend(self, id: int, now: int) -> None:
         """The caller of ``id`` proceeds: its permit counts from ``now``."""
         machine = self._machine
@@ -425,9 +439,7 @@ class _Limiting:
         level = decision.level
         if decision.state is _GRANTED:
             permit = Permit(self, id, level, cost, flow)
-            self._spend(id, now)  # the caller proceeds
-            for told in self._on_proceed:
-                told(level, decision.waited)
+            self._proceed(id, decision, now)
             return permit
         if decision.state is State.EXPIRED:
             raise AcquireTimeout(level, timeout if timeout is not None else 0.0)
@@ -469,7 +481,7 @@ class _Limiting:
         id, _, decision = self._request(level, cost, flow, 0, None)  # deadline now
         assert decision is not None  # a deadline of now decides at once
         if decision.state is _GRANTED:
-            self._spend(id, decision.at)  # the caller proceeds
+            self._proceed(id, decision, decision.at)
             return True
         self._reschedule()
         return False
@@ -539,6 +551,18 @@ class _Limiting:
         ``wait_p50_s``, ``wait_p99_s`` and ``wait_max_s`` (``0.0`` before a
         level's first grant; the ``_ns`` fields hold the exact nanoseconds)."""
         return self._machine.statistics()
+
+    def waits_at_most(
+        self, bounds_ns: Sequence[int]
+    ) -> tuple[Statistics, tuple[tuple[int, ...], ...]]:
+        """:meth:`statistics`, and per level the waits at most each bound
+        (:meth:`permits.core.Machine.waits_at_most`), read at one moment:
+        a histogram whose buckets and count agree."""
+        machine = self._machine
+        stats = machine.statistics()
+        return stats, tuple(
+            machine.waits_at_most(level, bounds_ns) for level in range(machine.levels)
+        )
 
     @property
     def closed(self) -> bool:

@@ -4,6 +4,7 @@ integration counts of the upstream."""
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Sequence
 from typing import Protocol
@@ -65,6 +66,11 @@ def level_names(machine: Machine, levels: Sequence[str] | None) -> list[str]:
 def bucket_bounds(buckets: Sequence[float]) -> list[float]:
     """The histogram's upper bounds, checked: ascending finite seconds >= 0."""
     bounds = [float(b) for b in buckets]
-    if not bounds or bounds != sorted(bounds) or bounds[0] < 0 or not math.isfinite(bounds[-1]):
-        raise ValueError(f"buckets={buckets!r}: needs ascending finite seconds >= 0")
+    if (
+        not bounds
+        or not all(map(math.isfinite, bounds))
+        or bounds[0] < 0
+        or any(a >= b for a, b in itertools.pairwise(bounds))
+    ):
+        raise ValueError(f"buckets={buckets!r}: needs strictly ascending finite seconds >= 0")
     return bounds

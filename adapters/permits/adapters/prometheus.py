@@ -56,6 +56,9 @@ class PermitsCollector(Collector):
         upstream: Upstream | None = None,
     ) -> None:
         self._upstream = upstream
+        #: A limiter reads its statistics and waits at one moment (under its
+        #: lock, for the thread adapter); a bare machine is read directly.
+        self._limiting = source if isinstance(source, _Limiting) else None
         self._machine = source.machine if isinstance(source, _Limiting) else source
         self._names = level_names(self._machine, levels)
         self._limiter = name
@@ -64,7 +67,14 @@ class PermitsCollector(Collector):
         self._bounds_ns = [round(b * 1e9) for b in bounds]
 
     def collect(self) -> Iterator[Metric]:
-        whole = self._machine.statistics()
+        if self._limiting is not None:
+            whole, waits = self._limiting.waits_at_most(self._bounds_ns)
+        else:
+            machine = self._machine
+            whole = machine.statistics()
+            waits = tuple(
+                machine.waits_at_most(lv, self._bounds_ns) for lv in range(machine.levels)
+            )
         stats = whole.levels
         labels = ["limiter", "level"]
         waiting = GaugeMetricFamily(
@@ -85,7 +95,7 @@ class PermitsCollector(Collector):
             "permits_wait_max_seconds", "Longest wait from push to grant, exact", labels=labels
         )
         for level in stats:
-            at_most = self._machine.waits_at_most(level.level, self._bounds_ns)
+            at_most = waits[level.level]
             buckets = [(f"{b:g}", n) for b, n in zip(self._buckets, at_most, strict=True)]
             buckets.append(("+Inf", level.granted))
             label = [self._limiter, self._names[level.level]]

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Hashable, Iterator, Mapping
+from collections.abc import Callable, Hashable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from fractions import Fraction
 from typing import TYPE_CHECKING
@@ -115,38 +115,35 @@ class Limiter(_Limiting):
         """Block until a permit at ``level`` is granted; as
         :meth:`permits.adapters.BaseLimiter.acquire`, and ``timeout`` is
         this thread's patience in seconds (:class:`AcquireTimeout` after)."""
-        # An exception from here on (a KeyboardInterrupt, which lands
-        # between any two bytecodes of the main thread) withdraws the waiter
-        # or hands its permit back: none is left queued or in flight with
-        # nobody to take it.
-        with self._lock:
-            id, level, decision = self._request(level, cost, flow, timeout, max_wait)
-            waiter = _Waiter(None, decision)
-            try:
+        # An exception once the waiter is pushed (a KeyboardInterrupt lands
+        # between any two bytecodes of the main thread) withdraws it or hands
+        # its permit back: none is left queued or in flight with nobody to
+        # take it. Only the few bytecodes between the push and the return
+        # of _request are not covered.
+        waiter = _Waiter(None)
+        pushed = False
+        try:
+            with self._lock:
+                id, level, decision = self._request(level, cost, flow, timeout, max_wait)
+                pushed = True
+                waiter.decision = decision
                 if decision is not None:
                     return self._outcome(id, decision, cost, flow, timeout, decision.at)
                 event = threading.Event()
-                waiter = _Waiter(event)
+                waiter.event = event
                 self._waiters[id] = waiter
                 self._reschedule()
-            except BaseException:
-                self._withdraw(id, waiter)
-                raise
-        try:
             event.wait()  # the machine's deadline ends it: no timeout here
-        except BaseException:
             with self._lock:
-                self._withdraw(id, waiter)
-            raise
-        with self._lock:
-            if waiter.error is not None:
-                raise waiter.error
-            try:
+                if waiter.error is not None:
+                    raise waiter.error
                 assert waiter.decision is not None
                 return self._outcome(id, waiter.decision, cost, flow, timeout, self._now())
-            except BaseException:
-                self._withdraw(id, waiter)
-                raise
+        except BaseException as error:
+            if pushed and error is not waiter.error:
+                with self._lock:
+                    self._withdraw(id, waiter)
+            raise
 
     @contextmanager
     def permit(
@@ -179,6 +176,12 @@ class Limiter(_Limiting):
     def busiest_flows(self, level: int, n: int = 10) -> tuple[FlowStatistics, ...]:
         with self._lock:
             return super().busiest_flows(level, n)
+
+    def waits_at_most(
+        self, bounds_ns: Sequence[int]
+    ) -> tuple[Statistics, tuple[tuple[int, ...], ...]]:
+        with self._lock:
+            return super().waits_at_most(bounds_ns)
 
 
 @contextmanager
