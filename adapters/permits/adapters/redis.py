@@ -828,6 +828,11 @@ class RedisLimiter(_AnyioLimiter):
         self._granted: dict[int, tuple[int, ...]] = {}
         #: ... by each caller that proceeded within the settle window, and when.
         self._settleable: dict[int, tuple[tuple[int, ...], int]] = {}
+        #: Ids granted by the local fallback while Redis was unreachable:
+        #: Redis never charged them, so nothing of theirs goes back to it.
+        self._served_locally: set[int] = set()
+        #: Whether the decisions being dispatched are the local fallback's.
+        self._serving_locally = False
         #: Changes to the shared limit (settles, pauses, the upstream's word,
         #: new limits, permits given back) not yet sent, oldest first, each
         #: with the permits it gives back.
@@ -893,11 +898,17 @@ class RedisLimiter(_AnyioLimiter):
             units = self._asks.pop(decision.id, None)  # type: ignore[call-overload]
             if units is not None and decision.state is State.GRANTED:
                 self._granted[decision.id] = units  # type: ignore[index]
+                if self._serving_locally:
+                    self._served_locally.add(decision.id)  # type: ignore[arg-type]
         super()._dispatch(decisions)
 
     def _spend(self, id: int, now: int) -> None:
         super()._spend(id, now)
         units = self._granted.pop(id, None)
+        if id in self._served_locally:
+            # Redis never charged it: a settle of it has nothing to change there
+            self._served_locally.discard(id)
+            units = () if units is not None else None
         if units is not None and self._settle_window_ns:
             self._settleable[id] = (units, now)
             self._forget_settles(now)
@@ -917,12 +928,14 @@ class RedisLimiter(_AnyioLimiter):
         otherwise the units go back to Redis."""
         self._asks.pop(id, None)
         units = self._granted.pop(id, None)
-        if units is None or waiter.error is not None:
+        local = id in self._served_locally
+        self._served_locally.discard(id)
+        if units is None or waiter.error is not None or local:
+            # (a permit of the local fallback goes back to it, never to Redis)
             super()._withdraw(id, waiter)
             return
-        level = self._machine.next_level()
-        head = None if level is None else self._machine.queues.head(level)
-        if head is not None and self._asks.get(head.id) == units:  # type: ignore[call-overload]
+        self._dispatch(self._machine.tick(self._now()))  # next_level() needs the time
+        if self._takes_over(units, self.reserve[waiter.decision.level]):
             super()._withdraw(id, waiter)
             return
         if self._closed is None:  # closing: Redis gets the units back when they expire
@@ -948,6 +961,8 @@ class RedisLimiter(_AnyioLimiter):
         entry = self._settleable.pop(id, None)
         if entry is None:
             raise NotRefundable(id)
+        if not entry[0]:
+            return  # served by the local fallback: Redis charged nothing
         delta = tuple(a - b for a, b in zip(units, entry[0], strict=True))
         if any(delta):
             self._send(self.limit.ask_charge(delta))
@@ -1228,15 +1243,22 @@ class RedisLimiter(_AnyioLimiter):
         now = self._now()
         self._dispatch(machine.tick(now))
         for handed in range(count):
-            chosen = machine.next_level()
-            if (
-                chosen is None
-                or self.reserve[chosen] > reserve
-                or self._asks.get(machine.queues.head(chosen).id) != units  # type: ignore[call-overload]
-            ):
+            if not self._takes_over(units, reserve):
                 await self._give_back(units, count - handed)
                 return
             self._dispatch(machine.supply(now))
+
+    def _takes_over(self, units: tuple[int, ...], reserve: int) -> bool:
+        """Whether the waiter the policy chooses now (the machine ticked to
+        now) may have a permit of ``units`` taken under ``reserve``: it asks
+        for the same units, at a level whose reserve is no larger."""
+        machine = self._machine
+        chosen = machine.next_level()
+        return (
+            chosen is not None
+            and self.reserve[chosen] <= reserve
+            and self._asks.get(machine.queues.head(chosen).id) == units  # type: ignore[call-overload]
+        )
 
     async def _wait_for(self, level: int, retry_after: int) -> None:
         """Sleep ``retry_after`` microseconds, the answer for ``level``'s
@@ -1311,7 +1333,11 @@ class RedisLimiter(_AnyioLimiter):
         assert due is not None
         if due <= now:
             pacer.push(object(), 0, now)
-            self._dispatch(self._machine.supply(now))
+            self._serving_locally = True
+            try:
+                self._dispatch(self._machine.supply(now))
+            finally:
+                self._serving_locally = False
             return
         await self._sleep(due / 1e9)
 
