@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from permits.core import SECOND, Aging, Fifo, Shares, StrictPriority
+from permits.core import SECOND, Aging, Fifo, PermitValueError, Shares, StrictPriority
 from permits.sim import (
     SEED,
     Batch,
@@ -53,6 +53,8 @@ def test_csv_and_json_lines_read_alike(text: str) -> None:
     assert [c._replace(line=0) for c in calls] == CALLS
     assert [c.line for c in calls] == ([2, 3, 5] if text is CSV else [1, 2, 4])
     assert list(read_trace([])) == []
+    bom = ("\ufeff" + text).splitlines(keepends=True)  # as a spreadsheet exports UTF-8
+    assert [c._replace(line=0) for c in read_trace(bom)] == CALLS
 
 
 @pytest.mark.parametrize(
@@ -303,3 +305,36 @@ def test_cli_refuses_a_binary_or_missing_trace_in_one_line(
     out, err = capsys.readouterr()
     assert out == ""
     assert err.startswith(f"permits: error: --trace={str(tmp_path / 'none.csv')!r}: cannot read")
+
+
+def test_a_trace_names_its_levels_and_says_which_requirements_it_can_judge() -> None:
+    """A level without a workload of its own gets a name no workload has; a
+    requirement of a level's second workload is refused in words (a trace's
+    calls count as each level's first), naming the one to require it of."""
+    from permits.sim import Requirement
+
+    named = Scenario(
+        "s",
+        StrictPriority(2),
+        rate=10,
+        burst=1,
+        seconds=1,
+        workloads=[Workload("level 1", 0, Batch(1))],
+    )
+    result = replay(named, [Call(0, 0), Call(0, 1)])
+    assert [w.name for w in result.workloads] == ["level 1", "level 1'"]
+    two = Scenario(
+        "s",
+        StrictPriority(2),
+        rate=10,
+        burst=1,
+        seconds=1,
+        workloads=[
+            Workload("a", 0, Batch(1)),
+            Workload("b", 1, Batch(1)),
+            Workload("c", 1, Batch(1)),
+        ],
+        requirements=[Requirement.parse("c p99 <= 1 s")],
+    )
+    with pytest.raises(PermitValueError, match="require it of 'b' instead"):
+        replay(two, [Call(0, 1)])

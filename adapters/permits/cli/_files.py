@@ -115,7 +115,7 @@ def trace(path: Path) -> Callable[[], Iterator[Call]]:
 
     def calls() -> Iterator[Call]:
         try:
-            with path.open(encoding="utf-8", newline="") as file:
+            with path.open(encoding="utf-8-sig", newline="") as file:
                 yield from read_trace(file)
         except UnicodeDecodeError:
             raise Usage(f"{path}: not a trace: not UTF-8 text") from None

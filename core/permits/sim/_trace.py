@@ -137,8 +137,13 @@ def _unknown(line: int, keys: Iterable[str]) -> None:
 def read_trace(lines: Iterable[str]) -> Iterator[Call]:
     """The calls of a trace, one at a time, from its lines: JSON lines if the
     first non-blank line opens an object, else CSV with a header row (open
-    a CSV file with ``newline=""``, as :mod:`csv` asks)."""
+    a CSV file with ``newline=""``, as :mod:`csv` asks). A byte-order mark
+    before the first line (a spreadsheet's UTF-8 export) is not part of it."""
     source = iter(lines)
+    first = next(source, None)
+    if first is None:
+        return iter(())
+    source = itertools.chain([first.removeprefix("\ufeff")], source)
     number = 0
     for text in source:
         number += 1
@@ -202,14 +207,35 @@ def traced(scenario: Scenario) -> Scenario:
     first: dict[int, Workload] = {}
     for workload in scenario.workloads:
         first.setdefault(workload.level, workload)
+    taken = {w.name for w in scenario.workloads}
     workloads = []
     for level in range(scenario.policy.levels):
         known = first.get(level)
         if known is None:
-            workloads.append(Workload(f"level {level}", level, Batch(0)))
+            name = f"level {level}"
+            while name in taken:  # a workload of another level has that name
+                name += "'"
+            taken.add(name)
+            workloads.append(Workload(name, level, Batch(0)))
         else:
             workloads.append(attrs.evolve(known, arrivals=Batch(0), published=None))
+    kept = {w.name for w in workloads}
+    for i, requirement in enumerate(scenario.requirements):
+        if requirement.workload not in kept:
+            raise PermitValueError(
+                f"requirements[{i}]",
+                requirement.text,
+                f"a trace's calls count as the first workload of their level, and "
+                f"{requirement.workload!r} is not one: require it of "
+                f"{_first_of(scenario, requirement.workload)!r} instead",
+            )
     return attrs.evolve(scenario, workloads=workloads)
+
+
+def _first_of(scenario: Scenario, name: str) -> str:
+    """The name of the first workload of ``name``'s level in ``scenario``."""
+    level = next(w.level for w in scenario.workloads if w.name == name)
+    return next(w.name for w in scenario.workloads if w.level == level)
 
 
 def replay(scenario: Scenario, calls: Iterable[Call]) -> Result:
