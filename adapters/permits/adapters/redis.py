@@ -835,8 +835,13 @@ class RedisLimiter(_AnyioLimiter):
         self._serving_locally = False
         #: Changes to the shared limit (settles, pauses, the upstream's word,
         #: new limits, permits given back) not yet sent, oldest first, each
-        #: with the permits it gives back.
-        self._pending: list[tuple[Request, int]] = []
+        #: with the permits it gives back and whether it gives units back: a
+        #: give whose answer is lost is not sent again (it may have been
+        #: applied, and twice would give more than was taken; once lost, the
+        #: limit loses those units, never exceeds). The others are safe to
+        #: send again: a pause, a new limit or the upstream's word applied
+        #: twice is applied once, and a charge twice only grants less.
+        self._pending: list[tuple[Request, int, bool]] = []
         #: Whether the round trips go through the asyncio client (under
         #: asyncio), or redis-py's synchronous one in worker threads.
         self._async = False
@@ -939,7 +944,7 @@ class RedisLimiter(_AnyioLimiter):
             super()._withdraw(id, waiter)
             return
         if self._closed is None:  # closing: Redis gets the units back when they expire
-            self._pending.append((self.limit.ask_charge(tuple(-n for n in units)), 1))
+            self._pending.append((self.limit.ask_charge(tuple(-n for n in units)), 1, True))
             self._wake_driver()
 
     def _fail(self, id: object, error: BaseException) -> None:
@@ -965,7 +970,7 @@ class RedisLimiter(_AnyioLimiter):
             return  # served by the local fallback: Redis charged nothing
         delta = tuple(a - b for a, b in zip(units, entry[0], strict=True))
         if any(delta):
-            self._send(self.limit.ask_charge(delta))
+            self._send(self.limit.ask_charge(delta), gives=any(n < 0 for n in delta))
 
     def set_limit(
         self,
@@ -1000,11 +1005,12 @@ class RedisLimiter(_AnyioLimiter):
             raise PermitValueError("reset_after", reset_after, "must be a finite number of seconds")
         self._send(self.limit.ask_adopt(remaining, reset_after, limit))
 
-    def _send(self, change: Request) -> None:
-        """Have the driver send ``change`` to Redis before its next request."""
+    def _send(self, change: Request, *, gives: bool = False) -> None:
+        """Have the driver send ``change`` to Redis before its next request
+        (``gives``: it gives units back, see ``_pending``)."""
         if self._closed is not None:
             raise self._closed
-        self._pending.append((change, 0))
+        self._pending.append((change, 0, gives))
         self._wake_driver()
 
     def _wake_driver(self) -> None:
@@ -1162,10 +1168,12 @@ class RedisLimiter(_AnyioLimiter):
                 await self._step_local()
             return
         if self._pending:
-            change, given_back = self._pending[0]
+            change, given_back, gives = self._pending[0]
             try:
                 await self._round_trip(change)
             except _UNREACHABLE as error:
+                if gives:
+                    del self._pending[0]  # perhaps applied: never twice
                 await self._outage(error)
                 return
             del self._pending[0]
