@@ -765,6 +765,45 @@ async def test_a_full_flow_rejects_with_its_own_limit(open_limiter: OpenLimiter)
     assert limiter.statistics().levels[0].rejected == 1
 
 
+async def test_a_recording_replays_as_a_trace(open_limiter: OpenLimiter, tmp_path: Any) -> None:
+    """``limiter.record()`` keeps each call (time from the recording's start,
+    level, cost, flow, timeout), at most ``max_calls`` of them; written, it
+    is the trace ``permits simulate --trace`` reads, and it replays."""
+    from permits.sim import Batch as NoArrivals
+    from permits.sim import Call, Scenario, Workload, read_trace, replay
+
+    async with open_limiter(StrictPriority(2), 10, 1) as limiter:
+        await anyio.sleep(5)  # the recording's clock starts at its own start
+        recording = limiter.record(max_calls=3)
+        await limiter.acquire(1)
+        await anyio.sleep(0.25)
+        await limiter.acquire(0, flow="acme", timeout=1.5)
+        limiter.try_acquire(1, cost=1)
+        await limiter.acquire(1)  # the fourth: counted, not kept
+    assert recording.calls == [
+        Call(0, 1),
+        Call(SECOND // 4, 0, 1, "acme", 3 * SECOND // 2),
+        Call(SECOND // 4, 1, timeout=0),  # try_acquire: it does not wait
+    ]
+    assert recording.dropped == 1
+    path = tmp_path / "trace.csv"
+    recording.write(path)
+    with path.open(encoding="utf-8", newline="") as file:
+        assert [c._replace(line=0) for c in read_trace(file)] == recording.calls
+    scenario = Scenario(
+        "replay",
+        StrictPriority(2),
+        rate=10,
+        burst=1,
+        seconds=2,
+        workloads=[Workload("users", 0, NoArrivals(0)), Workload("batch", 1, NoArrivals(0))],
+    )
+    result = replay(scenario, recording.calls)
+    assert (result["users"].granted, result["batch"].offered) == (1, 2)
+    with pytest.raises(PermitValueError, match="max_calls"):
+        limiter.record(max_calls=0)
+
+
 async def test_try_acquire_spends_its_permit(open_limiter: OpenLimiter) -> None:
     """A permit taken by try_acquire is spent at once: after many, the
     machine holds nothing for them ("memory is that of the permits in

@@ -6,6 +6,7 @@ import json
 from collections.abc import Iterator
 from fractions import Fraction
 from pathlib import Path
+from typing import Any
 
 import attrs
 import pytest
@@ -66,7 +67,7 @@ def test_csv_and_json_lines_read_alike(text: str) -> None:
         ("at,level\n2,0\n1,1\n", "line 3: at='1': earlier than the row before (2 s): sort by at"),
         ("at,level\n0,0\n1,-1\n", "line 3: level='-1': expected a whole number >= 0"),
         ("at,level,cost\n0,0,0\n", "line 2: cost=0: must be at least 1"),
-        ("at,level,timeout\n0,0,0\n", "line 2: timeout='0': must be greater than 0"),
+        ("at,level,timeout\n0,0,-1\n", "line 2: timeout='-1': must be a finite number >= 0"),
         ("at,level\n0,0\n1\n", "line 3: row='1': 1 cells, the header has 2"),
         ("at,level\n0,0\n\n1.5e-1,0\n.5,1\n1.25,x\n", "line 6: level='x'"),
         ('at,level\n0,0\n"1\n', "line 3: row: not CSV"),
@@ -338,3 +339,29 @@ def test_a_trace_names_its_levels_and_says_which_requirements_it_can_judge() -> 
     )
     with pytest.raises(PermitValueError, match="require it of 'b' instead"):
         replay(two, [Call(0, 1)])
+
+
+@given(
+    st.lists(
+        st.tuples(
+            st.integers(0, 10**12),
+            st.integers(0, 3),
+            st.integers(1, 1000),
+            st.none() | st.sampled_from(["acme", "a,b", 'quo"te', "7"]),
+            st.none() | st.integers(0, 10**11),
+        ),
+        max_size=20,
+    )
+)
+def test_written_traces_read_back_as_they_were(rows: list[tuple[Any, ...]]) -> None:
+    """trace_lines writes what read_trace reads: times exact to the
+    nanosecond, flows quoted as CSV needs (a flow reads back as a string)."""
+    from permits.sim import trace_lines
+
+    at = 0
+    calls = []
+    for step, level, cost, flow, timeout in rows:
+        at += step
+        calls.append(Call(at, level, cost, flow, timeout))
+    back = [c._replace(line=0) for c in read_trace(list(trace_lines(calls)))]
+    assert back == [c._replace(flow=None if c.flow is None else str(c.flow)) for c in calls]

@@ -42,6 +42,8 @@ from permits.core import (
     Statistics,
 )
 
+from ._recording import Recording
+
 if TYPE_CHECKING:
     pass  # in typing from Python 3.11
 
@@ -249,6 +251,7 @@ class _Limiting:
         #: Told ``(level, waited_ns)`` as each caller proceeds with its
         #: permit (the OpenTelemetry wait histogram records from here).
         self._on_proceed: list[Callable[[int, int], None]] = []
+        self._recording: Recording | None = None
 
     # -- what an adapter provides -----------------------------------------
 
@@ -423,6 +426,11 @@ class _Limiting:
         decision = decisions.pop() if decisions and decisions[-1].id == id else None
         if decisions:
             self._dispatch(decisions)
+        if self._recording is not None:
+            first = cost if isinstance(cost, int) else cost.get(next(iter(machine.limits)), 0)
+            self._recording.add(
+                now, level, first, flow, None if deadline is None else deadline - now
+            )
         return id, level, decision
 
     def _outcome(
@@ -551,6 +559,20 @@ class _Limiting:
         ``wait_p50_s``, ``wait_p99_s`` and ``wait_max_s`` (``0.0`` before a
         level's first grant; the ``_ns`` fields hold the exact nanoseconds)."""
         return self._machine.statistics()
+
+    def record(self, max_calls: int = 1_000_000) -> Recording:
+        """Record the calls from now on as a trace (off until called): each
+        acquire's and try_acquire's time, level, cost, flow and timeout, at
+        most ``max_calls`` of them. ``recording.write(path)`` writes it as
+        the CSV that ``permits simulate --trace`` and ``permits compare
+        --trace`` replay against other policies. A later ``record`` starts
+        a new recording; ``recording.stop()`` ends one."""
+        if isinstance(max_calls, bool) or not isinstance(max_calls, int) or max_calls < 1:
+            raise PermitValueError("max_calls", max_calls, "must be an int of at least 1")
+        if self._recording is not None:
+            self._recording.stop()
+        self._recording = Recording(self._now(), max_calls)
+        return self._recording
 
     def waits_at_most(
         self, bounds_ns: Sequence[int]

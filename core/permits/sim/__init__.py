@@ -46,7 +46,7 @@ from ._scenario import (
     nanoseconds,
 )
 from ._seed import SEED
-from ._trace import COLUMNS, Call, TraceError, read_trace, replay, traced
+from ._trace import COLUMNS, Call, TraceError, read_trace, replay, trace_lines, traced
 
 __all__ = [
     "AGING_AFTER",
@@ -60,6 +60,7 @@ __all__ = [
     "offered_quantile",
     "read_trace",
     "replay",
+    "trace_lines",
     "BINS",
     "COLUMNS",
     "MAX_ARRIVALS",

@@ -12,6 +12,7 @@ memory. A malformed row raises :class:`TraceError` naming its line.
 from __future__ import annotations
 
 import csv
+import io
 import itertools
 import json
 from collections.abc import Hashable, Iterable, Iterator
@@ -121,7 +122,7 @@ def _call(line: int, row: dict[str, Any], previous: int) -> Call:
         else _int(line, "level", level, 0),
         1 if cost is None or cost == "" or cost == "1" else _int(line, "cost", cost, 1),
         None if flow == "" else flow,
-        None if timeout is None or timeout == "" else _ns(line, "timeout", timeout, True),
+        None if timeout is None or timeout == "" else _ns(line, "timeout", timeout),
         line,
     )
 
@@ -197,6 +198,28 @@ def _csv_calls(number: int, header: str, source: Iterator[str]) -> Iterator[Call
         call = _call(line, dict(zip(names, cells, strict=True)), previous)
         previous = call.at
         yield call
+
+
+def trace_lines(calls: Iterable[Call]) -> Iterator[str]:
+    """The CSV lines of a trace of ``calls`` (a header, then a row a call),
+    as :func:`read_trace` reads them back: times in seconds, exact to the
+    nanosecond; a flow as its ``str``."""
+    yield ",".join(COLUMNS) + "\n"
+    row = io.StringIO()
+    writer = csv.writer(row, lineterminator="\n")
+    for call in calls:
+        row.seek(0)
+        row.truncate()
+        flow = "" if call.flow is None else str(call.flow)
+        timeout = "" if call.timeout is None else _seconds(call.timeout)
+        writer.writerow([_seconds(call.at), call.level, call.cost, flow, timeout])
+        yield row.getvalue()
+
+
+def _seconds(ns: int) -> str:
+    """``ns`` nanoseconds as an exact decimal of seconds."""
+    whole, part = divmod(ns, 10**9)
+    return f"{whole}.{part:09d}".rstrip("0").rstrip(".")
 
 
 def traced(scenario: Scenario) -> Scenario:

@@ -1,0 +1,46 @@
+"""A live limiter's calls, recorded as a trace that ``permits simulate
+--trace`` and ``permits compare --trace`` replay (see :meth:`record`)."""
+
+from __future__ import annotations
+
+from collections.abc import Hashable
+from pathlib import Path
+from typing import IO
+
+from permits.sim import Call, trace_lines
+
+__all__ = ["Recording"]
+
+
+class Recording:
+    """The calls a limiter took from its :meth:`~permits.adapters.BaseLimiter.record`
+    on: each acquire's (and try_acquire's) time from the start of the
+    recording, level, cost (in units of the first limit), flow and timeout.
+    At most ``max_calls`` are kept; the calls after them are counted in
+    :attr:`dropped`, not kept."""
+
+    def __init__(self, start_ns: int, max_calls: int) -> None:
+        self.start_ns = start_ns
+        self.max_calls = max_calls
+        self.calls: list[Call] = []
+        #: Calls made after ``max_calls`` were kept, or after :meth:`stop`.
+        self.dropped = 0
+        self.stopped = False
+
+    def add(self, now: int, level: int, cost: int, flow: Hashable, timeout_ns: int | None) -> None:
+        if self.stopped or len(self.calls) >= self.max_calls:
+            self.dropped += 1
+            return
+        self.calls.append(Call(now - self.start_ns, level, cost, flow, timeout_ns))
+
+    def stop(self) -> None:
+        """Keep no more calls from now on."""
+        self.stopped = True
+
+    def write(self, target: str | Path | IO[str]) -> None:
+        """Write the calls kept as a CSV trace to a path or an open text file."""
+        if isinstance(target, (str, Path)):
+            with open(target, "w", encoding="utf-8", newline="") as file:
+                file.writelines(trace_lines(self.calls))
+        else:
+            target.writelines(trace_lines(self.calls))
