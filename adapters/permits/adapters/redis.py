@@ -1224,10 +1224,11 @@ class RedisLimiter(_AnyioLimiter):
             await self._outage(error)
             return
         assert answer is not None
-        if depths is not None:
+        never = not answer.allowed and answer.retry_after < 0  # refused before publishing
+        if depths is not None and not never:
             self._published = sum(depths) > answer.taken
         if not answer.allowed:
-            if answer.retry_after < 0:  # a limit's burst was lowered below the cost
+            if never:  # a limit's burst was lowered below the cost
                 if machine.cancel(head.id):
                     self._fail(head.id, PermitValueError("cost", units, _ABOVE_BURST))
                 return
