@@ -1,6 +1,7 @@
 """What does fairness between tenants cost, per grant and per waiter?
 
     python bench/flows.py [--before REV] [--no-valgrind]
+    python bench/flows.py --weights [--before REV]
 
 One level under strict priority, 10^4 waiting; each iteration pushes one
 waiter and ticks at each next due time until one is granted, so the queue
@@ -12,6 +13,11 @@ stays at 10^4. The waiters belong to:
 - one named flow for all (a flow alone is served without virtual times);
 - 10, then 1,000 flows, waiters dealt to them in turn (every flow waits);
 - a flow per waiter: every key new, as when an attacker cycles keys.
+
+``--weights``: instead, 6,000 distinct random weights from 1 to 10^6
+waiting in one level that never empties, one flow each: CPU time per push
+and the bits of the level's virtual-time scale, this machine beside the one
+of ``REV``.
 
 Instructions per grant by callgrind (loops of 2N minus N grants, so set-up
 cancels out), ns per grant the best of three runs. Memory: bytes allocated
@@ -118,8 +124,48 @@ def main() -> None:
         print(f"| {name} | {bytes_per_waiter(kind, 100_000):.0f} |")
 
 
+def weights_loop() -> str:
+    """CPU per push, and the scale's bits, for 6,000 distinct random weights."""
+    import random
+
+    from permits.core import Machine, StrictPriority  # the copy on sys.path
+
+    rng = random.Random(1)
+    weights = [rng.randint(1, 10**6) for _ in range(6000)]
+
+    def weight_of(flow: Hashable) -> int:  # a flow is named by its weight
+        return flow if isinstance(flow, int) else 1
+
+    machine = Machine(StrictPriority(1), 1, 1, flow_weights=weight_of)
+    machine.push("banked", 0, 0)  # granted at once: the rest wait
+    start = time.process_time()
+    for n, weight in enumerate(weights):
+        machine.push(n, 0, 0, flow=weight)
+    per = (time.process_time() - start) / len(weights)
+    scale = machine.queues.fairness()[0][1]
+    assert isinstance(scale, int)
+    return f"{per * 1e6:,.1f} µs per push; a {scale.bit_length():,}-bit scale"
+
+
 if __name__ == "__main__":
-    if "--one" in sys.argv:
+    if "--weights-of" in sys.argv:
+        print(weights_loop())
+    elif "--weights" in sys.argv:
+        import subprocess
+
+        rev = sys.argv[sys.argv.index("--before") + 1] if "--before" in sys.argv else "c1a3ccb"
+        with tempfile.TemporaryDirectory() as tmp:
+            for name, core in (("this machine", None), (f"machine at {rev}", extract(rev, tmp))):
+                env = dict(os.environ, **({"PYTHONPATH": core} if core else {}))
+                out = subprocess.run(
+                    [sys.executable, __file__, "--weights-of"],
+                    env=env,
+                    capture_output=True,
+                    text=True,
+                    check=True,
+                ).stdout.strip()
+                print(f"{name}: {out}")
+    elif "--one" in sys.argv:
         at = sys.argv.index("--one")
         print(machine_loop(sys.argv[at + 1], WAITING, int(sys.argv[at + 2])))
     else:
