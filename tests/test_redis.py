@@ -779,6 +779,48 @@ async def test_local_fallback_serves_while_redis_hangs(own_server: RedisServer) 
 @pytest.mark.timeout(60)
 @pytest.mark.parametrize("anyio_backend", ["asyncio"])
 @pytest.mark.anyio
+async def test_a_permit_the_fallback_served_is_never_settled_on_redis(
+    own_server: RedisServer,
+) -> None:
+    """Redis never charged a permit its local fallback served, so a settle
+    of it (here at the whole burst, four units above its cost) changes
+    nothing in Redis: once the server runs again, the shared bucket holds
+    what it held (less the one take that may have been sent as the server
+    froze), not four units less."""
+    async with open_limiter(
+        Fifo(1),
+        own_server.url,
+        name=fresh(),
+        rate=1,
+        burst=5,
+        on_unavailable="local",
+        share=1.0,
+        timeout=0.3,
+        settle_window=60.0,
+    ) as limiter:
+        await limiter.acquire()  # from Redis: 4 units left there
+        own_server.hang()
+        try:
+            with anyio.fail_after(10):
+                while not limiter.backend_down:  # the outage is noticed
+                    with anyio.move_on_after(0.5):
+                        await limiter.acquire()
+                permit = await limiter.acquire()  # from the local fallback
+            permit.settle(5)
+        finally:
+            own_server.resume()
+        with anyio.fail_after(15):
+            while limiter.backend_down or limiter._local is not None:
+                await anyio.sleep(0.05)
+        # back on Redis: 4 units, less at most one take sent as it froze; the
+        # settle's 4 more would leave none
+        for _ in range(3):  # at once: the settle's units would come back at 1/s
+            await limiter.acquire(timeout=0.3)
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])
+@pytest.mark.anyio
 async def test_a_restart_loses_the_pause_and_changed_limits(own_server: RedisServer) -> None:
     """SPEC, across a Redis restart: the pause and the limits changed by
     set_limit are lost with the server's data; every process goes back to
