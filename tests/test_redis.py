@@ -791,7 +791,7 @@ async def test_a_permit_the_fallback_served_is_never_settled_on_redis(
         Fifo(1),
         own_server.url,
         name=fresh(),
-        rate=1,
+        rate=0.5,  # a unit every 2 s
         burst=5,
         on_unavailable="local",
         share=1.0,
@@ -814,8 +814,8 @@ async def test_a_permit_the_fallback_served_is_never_settled_on_redis(
                 await anyio.sleep(0.05)
         # back on Redis: 4 units, less at most one take sent as it froze; the
         # settle's 4 more would leave none
-        for _ in range(3):  # at once: the settle's units would come back at 1/s
-            await limiter.acquire(timeout=0.3)
+        for _ in range(3):  # at once: the settle's units would come back a unit per 2 s
+            await limiter.acquire(timeout=0.9)
 
 
 @pytest.mark.timeout(60)
