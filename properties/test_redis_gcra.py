@@ -469,3 +469,21 @@ def test_global_priority_is_the_demand_rule(
     one granted), and a process's demand not refreshed within its time to
     live blocks nothing."""
     global_run(script, limit, steps)
+
+
+@given(
+    ttl=st.integers(1_000, 400_000),
+    after=st.lists(st.integers(0, 800_000), min_size=1, max_size=6, unique=True),
+)
+def test_a_silent_processs_demand_blocks_until_its_ttl(
+    script: Any, ttl: int, after: list[int]
+) -> None:
+    """P43, in the script: process ``a`` publishes an interactive waiter and
+    is never heard from again (killed). Process ``b``'s batch take is refused
+    while ``a``'s demand lives, ``ttl`` from ``a``'s last word, and granted
+    from then on, the buckets allowing (here they always do)."""
+    call = caller(script, [10], [8])
+    call("demand", T0, 0, (0,), "a", ttl, 0, "1 0")
+    for dt in sorted({*after, ttl - 1, ttl}):  # and either side of the expiry
+        allowed = call("take", T0 + dt, 0, (1,), "b", TTL, 1, "0 1")[0]
+        assert bool(allowed) == (dt >= ttl), ("P43", dt, ttl)
