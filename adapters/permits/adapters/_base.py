@@ -574,7 +574,7 @@ class _Limiting:
         self._recording = Recording(self._now(), max_calls)
         return self._recording
 
-    def waits_at_most(
+    def statistics_and_waits(
         self, bounds_ns: Sequence[int]
     ) -> tuple[Statistics, tuple[tuple[int, ...], ...]]:
         """:meth:`statistics`, and per level the waits at most each bound

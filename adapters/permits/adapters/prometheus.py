@@ -68,7 +68,7 @@ class PermitsCollector(Collector):
 
     def collect(self) -> Iterator[Metric]:
         if self._limiting is not None:
-            whole, waits = self._limiting.waits_at_most(self._bounds_ns)
+            whole, waits = self._limiting.statistics_and_waits(self._bounds_ns)
         else:
             machine = self._machine
             whole = machine.statistics()

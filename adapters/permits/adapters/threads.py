@@ -177,11 +177,11 @@ class Limiter(_Limiting):
         with self._lock:
             return super().busiest_flows(level, n)
 
-    def waits_at_most(
+    def statistics_and_waits(
         self, bounds_ns: Sequence[int]
     ) -> tuple[Statistics, tuple[tuple[int, ...], ...]]:
         with self._lock:
-            return super().waits_at_most(bounds_ns)
+            return super().statistics_and_waits(bounds_ns)
 
 
 @contextmanager
