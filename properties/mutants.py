@@ -267,6 +267,19 @@ MUTANTS: dict[str, tuple[str, str, str, str]] = {
         "self._paused_ns += until - now",
         "the time paused counts overlapping pauses twice",
     ),
+    "take-past-waiters": (
+        "_machine.py",
+        "        if self._ids:\n"
+        "            return out  # a permit is free only while nobody waits (P2)\n",
+        "",
+        "take grants a newcomer at once while others wait for their units",
+    ),
+    "take-uncounted": (
+        "_machine.py",
+        "        self._arrive(id, level, units, flow)\n        waiter = _new(",
+        "        waiter = _new(",
+        "a permit taken at once is not counted as pushed, nor its cost as varied",
+    ),
     "rerate-refills": (
         "_bucket.py",
         "max(Fraction(now - 1), now + (self.b1 + 1 - units) * change.P / change.Q)",

@@ -487,6 +487,14 @@ class _RecordingMachine:
         self._note([d for d in decisions if d.id == id])
         return decisions
 
+    def take(self, id: Hashable, level: int, now: int, **options: Any) -> list[Decision]:
+        decisions = self._machine.take(id, level, now, **options)
+        self._note([d for d in decisions if d.id != id])
+        if decisions and decisions[-1].id == id:  # taken: pushed and granted at once
+            self.events.append(("push", level, now))
+            self._note(decisions[-1:])
+        return decisions
+
 
 async def test_lag_catch_up_is_at_most_burst(open_limiter: OpenLimiter) -> None:
     """While the loop lags, permits fall due; afterwards at most ``burst`` are

@@ -168,19 +168,36 @@ def test_a_limiter_made_by_hand_refuses_at_once() -> None:
 
 def test_an_interrupt_leaves_no_permit_behind(monkeypatch: pytest.MonkeyPatch) -> None:
     """A KeyboardInterrupt can land between any two bytecodes of the main
-    thread: one just after a permit was granted at once gives the permit
-    back, one just after the waiter was queued withdraws it. Neither leaves
-    a permit in flight or a waiter queued with nobody to take it."""
+    thread: one as a permit free at once is about to be taken takes none;
+    one just after a waiter's permit was granted gives the permit back; one
+    just after the waiter was queued withdraws it. None leaves a permit in
+    flight or a waiter queued with nobody to take it."""
     from permits.adapters import _base
 
     def interrupt(*args: object) -> NoReturn:
         raise KeyboardInterrupt
 
-    with threads.open_limiter(Fifo(), 1, 1) as limiter:  # a permit a second
+    with threads.open_limiter(Fifo(), 20, 1) as limiter:  # a permit every 50 ms
         with monkeypatch.context() as patch:
-            patch.setattr(_base, "Permit", interrupt)  # after the grant, before the caller has it
+            patch.setattr(_base, "Permit", interrupt)  # as the permit free is taken
             with pytest.raises(KeyboardInterrupt):
                 limiter.acquire()
+        assert limiter.statistics().levels[0].pushed == 0, "nothing was taken"
+        limiter.acquire()  # the permit free
+        made: list[object] = []
+        original = _base.Permit
+
+        def second(*args: object) -> object:
+            made.append(args)  # the first is made for a take, which finds no permit free
+            if len(made) == 2:
+                interrupt()  # after the grant, before the caller has it
+            return original(*args)  # type: ignore[arg-type]
+
+        with monkeypatch.context() as patch:
+            patch.setattr(_base, "Permit", second)
+            with pytest.raises(KeyboardInterrupt):
+                limiter.acquire()  # waits for the next permit
+        assert len(made) == 2
         assert limiter.machine.in_flight == 0
         assert limiter.statistics().levels[0].refunded == 1
         assert limiter.try_acquire(), "the permit came back"

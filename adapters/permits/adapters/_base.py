@@ -252,6 +252,9 @@ class _Limiting:
         #: permit (the OpenTelemetry wait histogram records from here).
         self._on_proceed: list[Callable[[int, int], None]] = []
         self._recording: Recording | None = None
+        #: Whether the machine paces its own permits, so that one may be
+        #: free at once (a supplied machine's come from outside).
+        self._paced = not self._machine.supplied
 
     # -- what an adapter provides -----------------------------------------
 
@@ -316,9 +319,14 @@ class _Limiting:
 
     def _proceed(self, id: int, decision: Decision, now: int) -> None:
         """The caller of ``id`` proceeds with the permit ``decision`` granted:
-        spend it, then tell the exporters (an exporter that fails is logged;
-        the caller keeps its permit)."""
+        spend it, then tell the exporters."""
         self._spend(id, now)
+        if self._on_proceed:
+            self._tell(decision)
+
+    def _tell(self, decision: Decision) -> None:
+        """Tell the exporters that a caller proceeds after its wait (an
+        exporter that fails is logged; the caller keeps its permit)."""
         for told in self._on_proceed:
             try:
                 told(decision.level, decision.waited)
@@ -394,30 +402,18 @@ class _Limiting:
     ) -> tuple[int, int, Decision | None]:
         """An acquire's first step: check, fail fast, push. Returns the id,
         the level, and the decision if it was made at once."""
-        if self._closed is not None:
-            raise self._closed
-        if level is None:  # _level, inlined: acquire is the hot path
-            level = _LEVEL.get()
-            if level is None:
-                level = self.default_level
+        level, now, patience, limit = self._arrival(level, timeout, max_wait)
         machine = self._machine
-        now = self._now()
-        self._ensure_open()
-        deadline = None
-        if timeout is not None:
-            patience = _nanoseconds("timeout", timeout)
-            deadline = None if patience is None else now + patience
-        if max_wait is not None:
-            limit = _nanoseconds("max_wait", max_wait)
-            if limit is not None:
-                try:
-                    self._dispatch(machine.tick(now))
-                    wait = machine.min_wait(level, cost=cost, flow=flow)
-                except Exception as error:
-                    self._fault(error)
-                if wait > limit:
-                    self._reschedule()
-                    raise WouldWaitTooLong(level, wait / SECOND, max_wait)
+        deadline = None if patience is None else now + patience
+        if limit is not None:
+            try:
+                self._dispatch(machine.tick(now))
+                wait = machine.min_wait(level, cost=cost, flow=flow)
+            except Exception as error:
+                self._fault(error)
+            if wait > limit:
+                self._reschedule()
+                raise WouldWaitTooLong(level, wait / SECOND, limit / SECOND)
         id = next(self._ids)
         try:
             decisions = machine.push(id, level, now, deadline=deadline, cost=cost, flow=flow)
@@ -427,11 +423,74 @@ class _Limiting:
         if decisions:
             self._dispatch(decisions)
         if self._recording is not None:
-            first = cost if isinstance(cost, int) else cost.get(next(iter(machine.limits)), 0)
-            self._recording.add(
-                now, level, first, flow, None if deadline is None else deadline - now
-            )
+            self._record(now, level, cost, flow, patience)
         return id, level, decision
+
+    def _take(
+        self,
+        level: int | None,
+        cost: int | Mapping[str, int],
+        flow: Hashable,
+        timeout: float | None,
+        max_wait: float | None,
+    ) -> Permit | None:
+        """An acquire's first try while nobody waits: a permit free now is
+        taken and spent at once (:meth:`~permits.core.Machine.take`), with no
+        waiter to record or wake. ``None``: none is free, and nothing was
+        asked (:meth:`_request` asks)."""
+        level, now, patience, _ = self._arrival(level, timeout, max_wait)
+        id = next(self._ids)
+        # Made first: once taken, the permit is spent, and the caller must
+        # have it (an interrupt can land between any two bytecodes).
+        permit = Permit(self, id, level, cost, flow)
+        try:
+            decisions = self._machine.take(
+                id, level, now, cost=cost, flow=flow, settle_later=self._settle_later
+            )
+        except Exception as error:
+            self._fault(error)
+        decision = decisions.pop() if decisions and decisions[-1].id == id else None
+        if decisions:
+            self._dispatch(decisions)
+        if decision is None:
+            return None
+        if self._recording is not None:
+            self._record(now, level, cost, flow, patience)
+        if self._on_proceed:
+            self._tell(decision)
+        return permit
+
+    def _arrival(
+        self, level: int | None, timeout: float | None, max_wait: float | None
+    ) -> tuple[int, int, int | None, int | None]:
+        """An acquire's arguments, checked at its arrival: its level (named,
+        or the context's, or the default), the time, and its patience and
+        ``max_wait`` in nanoseconds (``None``: unbounded). Raises if the
+        limiter is closed or cannot work."""
+        if self._closed is not None:
+            raise self._closed
+        if level is None:  # _level, inlined: acquire is the hot path
+            level = _LEVEL.get()
+            if level is None:
+                level = self.default_level
+        now = self._now()
+        self._ensure_open()
+        patience = None if timeout is None else _nanoseconds("timeout", timeout)
+        limit = None if max_wait is None else _nanoseconds("max_wait", max_wait)
+        return level, now, patience, limit
+
+    def _record(
+        self,
+        now: int,
+        level: int,
+        cost: int | Mapping[str, int],
+        flow: Hashable,
+        patience: int | None,
+    ) -> None:
+        """A request, in the recording (its cost in units of the first limit)."""
+        assert self._recording is not None
+        first = cost if isinstance(cost, int) else cost.get(next(iter(self._machine.limits)), 0)
+        self._recording.add(now, level, first, flow, patience)
 
     def _outcome(
         self,
@@ -486,6 +545,8 @@ class _Limiting:
         work-conserving), so a newcomer never jumps the queue. One that finds
         none counts as pushed and expired at its level.
         """
+        if self._paced and not len(self._machine) and self._take(level, cost, flow, None, None):
+            return True
         id, _, decision = self._request(level, cost, flow, 0, None)  # deadline now
         assert decision is not None  # a deadline of now decides at once
         if decision.state is _GRANTED:
@@ -666,6 +727,15 @@ class BaseLimiter(_Limiting):
         decided, before it could proceed, hands the permit back, and the next
         waiter gets it at once.
         """
+        if self._paced and not len(self._machine):  # nobody waits: one may be free
+            if self._checkpoint_on_grant:
+                # Before a permit is taken, so that a cancel costs none (and
+                # after the clock, which says if this is the wrong framework).
+                self._now()
+                await self._checkpoint()
+            permit = self._take(level, cost, flow, timeout, max_wait)
+            if permit is not None:
+                return permit
         id, level, decision = self._request(level, cost, flow, timeout, max_wait)
         if decision is not None:
             # Decided at once (granted, rejected, expired): no waiter record

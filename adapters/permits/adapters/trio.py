@@ -14,9 +14,11 @@ cancelled *before* its permit is decided is withdrawn and costs nothing. One
 whose permit was decided and whose cancel scope was cancelled before it
 resumed looks for that cancel as it wakes (``checkpoint_if_cancelled``): it
 hands the permit back, which goes to the next waiter at once, and raises
-``Cancelled``. If acquire is cancelled at its own checkpoint after an
-immediate grant, the permit is handed back too. Either way the permits
-granted and not refunded are exactly the callers whose acquire returned.
+``Cancelled``. An acquire that may find a permit free (nobody waits)
+checkpoints before it takes one, so a cancel there costs nothing; one
+cancelled at its own checkpoint after any other immediate grant hands the
+permit back. Either way the permits granted and not refunded are exactly
+the callers whose acquire returned.
 """
 
 from __future__ import annotations

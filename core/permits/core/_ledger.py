@@ -106,7 +106,11 @@ class Ledger:
             self.log(grant)
 
     def log(self, record: object) -> None:
-        """A charge or a change, at the end of the log."""
+        """A charge or a change, at the end of the log: unless no grant is
+        held, so that no refund or settle could replay it (a replay goes
+        only through the records after the grant it returns to)."""
+        if not self.held:
+            return
         log = self._log
         at: int = record.at  # type: ignore[attr-defined]
         if log and log[0].at < at - 2 * self.window:  # type: ignore[attr-defined]

@@ -402,7 +402,7 @@ class Machine:
 
     def __len__(self) -> int:
         """Number of waiters."""
-        return len(self._queues)
+        return len(self._ids)
 
     def __contains__(self, id: object) -> bool:
         """Whether ``id`` is waiting."""
@@ -628,36 +628,11 @@ class Machine:
         or its permit is in flight, and :class:`PermitValueError` for a cost
         larger than a limit's burst (it could never be granted).
         """
-        if level.__class__ is not int or not 0 <= level < self.levels:
-            level = self._check_level(level)
-        last = self._now
-        if now.__class__ is not int or last is None or now < last:
-            now = self._check_now(now)
-        if deadline is not None:
-            deadline = check_int("deadline", deadline)
-        units = self._unit if cost.__class__ is int and cost == 1 else self._asked(cost)
-        weight = 1
-        if flow is not None or self._flow_weights is not None:
-            weight = self._weight(flow)
-            self._flowed = self._flowed or flow is not None
+        level, now, deadline, units, weight = self._arrival(id, level, now, deadline, cost, flow)
+        out = self.tick(now)
+        self._arrive(id, level, units, flow)
         queues = self._queues
         ids = self._ids
-        try:
-            waiting = id in ids
-        except TypeError:
-            raise PermitTypeError("id", id, "a hashable value") from None
-        if waiting or (not self._at_grant and self._in_flight(id)):
-            raise DuplicateId(id)
-        out = self.tick(now)
-        self._pushed[level] += 1
-        if id in self._ledger.held:
-            self._ledger.forget(id)  # a new life: the old grant is no longer refundable
-        if units is not self._unit and units != self._unit and not self._varied:
-            self._varied = True
-            queues._sum_costs()
-            # the grants so far took one unit of every limit each
-            for granted, hist in zip(self._units, self._hists, strict=True):
-                granted[:] = [n + hist.count for n in granted]
         max_waiting = self._max_waiting
         limit = None if max_waiting is None else max_waiting[level]
         full = limit is not None and queues.depths[level] >= limit
@@ -694,6 +669,56 @@ class Machine:
                 self._expired[level] += 1
                 out.append(_new(Decision, (id, _EXPIRED, level, now, 0)))
             self._grant(now, out)
+        return out
+
+    def take(
+        self,
+        id: Hashable,
+        level: int,
+        now: int,
+        *,
+        cost: int | Mapping[str, int] = 1,
+        flow: Hashable = None,
+        settle_later: bool = False,
+    ) -> list[Decision]:
+        """Push ``id`` and spend its permit in one step, if one is free at ``now``.
+
+        When nobody waits (after the tick to ``now``) and ``cost`` is
+        available, this is exactly :meth:`push` then :meth:`spend` at
+        ``now``: the permit is granted and charged at ``now``, and the last
+        decision returned is ``id``'s :attr:`State.GRANTED`, with no waiter
+        queued and no permit in flight. Otherwise it is :meth:`tick`: the
+        decisions returned are the tick's, none of them ``id``'s, and ``id``
+        was not pushed (push it to wait). For a caller that proceeds the
+        moment a permit is free: an acquire that finds one. Raises as
+        :meth:`push` does, and :class:`PermitTypeError` for a
+        ``settle_later`` that is not a bool.
+        """
+        level, now, _, units, _ = self._arrival(id, level, now, None, cost, flow)
+        if settle_later.__class__ is not bool:
+            raise PermitTypeError("settle_later", settle_later, "a bool")
+        out = self.tick(now)
+        if self._ids:
+            return out  # a permit is free only while nobody waits (P2)
+        # Nobody waits: the source wants one unit (the due time _grant and
+        # _plan leave), unless this cost differs.
+        source = self._source
+        unit = units is self._unit
+        if not unit:
+            source.want(units)
+        if now < source.due:
+            if not unit:
+                source.want(self._unit)
+            return out
+        self._arrive(id, level, units, flow)
+        waiter = _new(Waiter, (id, level, self._seq, now, None, units, flow))
+        self._seq += 1
+        self._queues._pass(waiter)
+        self._charge_spent(waiter, now, settle_later)
+        self._ledger.trim()
+        self._granted(waiter, now, out)
+        if not unit:
+            source.want(self._unit)
         return out
 
     def cancel(self, id: Hashable) -> bool:
@@ -820,13 +845,8 @@ class Machine:
                 # In flight until now: charged now, as its caller proceeds.
                 ledger.forget(id)
                 self._flying -= 1
-                source = self._source
-                source.release(grant.cost)
-                charged = _new(Grant, (grant.waiter, now, grant.cost, source.take(now, grant.cost)))
-                if settle_later:
-                    ledger.add(charged, spent=True)
-                else:
-                    ledger.log(charged)
+                self._source.release(grant.cost)
+                self._charge_spent(grant.waiter, now, settle_later, grant.cost)
             elif settle_later:
                 ledger.add(grant, spent=True)
             else:
@@ -932,6 +952,51 @@ class Machine:
 
     # -- the steps ----------------------------------------------------------
 
+    def _arrival(
+        self,
+        id: Hashable,
+        level: int,
+        now: int,
+        deadline: int | None,
+        cost: int | Mapping[str, int],
+        flow: Hashable,
+    ) -> tuple[int, int, int | None, tuple[int, ...], int]:
+        """A newcomer's arguments, checked (changing nothing): its level,
+        ``now``, deadline, units and flow's weight. Raises as :meth:`push`
+        documents."""
+        if level.__class__ is not int or not 0 <= level < self.levels:
+            level = self._check_level(level)
+        last = self._now
+        if now.__class__ is not int or last is None or now < last:
+            now = self._check_now(now)
+        if deadline is not None:
+            deadline = check_int("deadline", deadline)
+        units = self._unit if cost.__class__ is int and cost == 1 else self._asked(cost)
+        weight = 1
+        if flow is not None or self._flow_weights is not None:
+            weight = self._weight(flow)
+        try:
+            waiting = id in self._ids
+        except TypeError:
+            raise PermitTypeError("id", id, "a hashable value") from None
+        if waiting or (not self._at_grant and self._in_flight(id)):
+            raise DuplicateId(id)
+        return level, now, deadline, units, weight
+
+    def _arrive(self, id: Hashable, level: int, units: tuple[int, ...], flow: Hashable) -> None:
+        """A newcomer, checked, is counted at its level."""
+        self._pushed[level] += 1
+        if id in self._ledger.held:
+            self._ledger.forget(id)  # a new life: the old grant is no longer refundable
+        if flow is not None:
+            self._flowed = True
+        if units is not self._unit and units != self._unit and not self._varied:
+            self._varied = True
+            self._queues._sum_costs()
+            # the grants so far took one unit of every limit each
+            for granted, hist in zip(self._units, self._hists, strict=True):
+                granted[:] = [n + hist.count for n in granted]
+
     def _check_level(self, level: object) -> int:
         if level.__class__ is int and 0 <= level < self.levels:
             return level
@@ -1034,10 +1099,7 @@ class Machine:
         queues = self._queues
         ledger = self._ledger
         at_grant = self._at_grant
-        hists = self._hists
-        units = self._units
         choose = self.policy.choose
-        record = self._record
         depths = queues.depths
         levels = self.levels
         while True:
@@ -1049,8 +1111,6 @@ class Machine:
                 if now < source.due:
                     return
             waiter = queues._take_head(level)
-            if record is not None:
-                record(queues, waiter)
             cost = waiter.cost
             if at_grant:
                 before: object = source.take(now, cost)
@@ -1059,23 +1119,45 @@ class Machine:
                 self._flying += 1
                 source.hold(cost)  # in flight: charged when spent
             ledger.add(_new(Grant, (waiter, now, cost, before)))
-            wait = now - waiter.pushed_at
-            hists[level].record(wait)
-            if varied:  # (at unit cost, the histogram's count is the units)
-                granted = units[level]
-                for i, n in enumerate(cost):
-                    granted[i] += n
-            if waiter.flow is not None:
-                self._busiest[level].add(waiter.flow, cost[queues.flow_limit])
             if waiter.deadline is not None:
                 self._deadlines.left(queues)
-            out.append(_new(Decision, (waiter.id, _GRANTED, level, now, wait)))
+            self._granted(waiter, now, out)
             if not ids:
                 if varied:
                     source.want(self._unit)
                 return
             if not varied and now < source.due:
                 return
+
+    def _granted(self, waiter: Waiter, now: int, out: list[Decision]) -> None:
+        """``waiter``'s grant at ``now`` (out of its queue, and charged or in
+        flight) is counted and decided: the policy's hook, the statistics,
+        the decision."""
+        level = waiter.level
+        if self._record is not None:
+            self._record(self._queues, waiter)
+        wait = now - waiter.pushed_at
+        self._hists[level].record(wait)
+        if self._varied:  # (at unit cost, the histogram's count is the units)
+            granted = self._units[level]
+            for i, n in enumerate(waiter.cost):
+                granted[i] += n
+        if waiter.flow is not None:
+            self._busiest[level].add(waiter.flow, waiter.cost[self._queues.flow_limit])
+        out.append(_new(Decision, (waiter.id, _GRANTED, level, now, wait)))
+
+    def _charge_spent(
+        self, waiter: Waiter, now: int, settle_later: bool, cost: tuple[int, ...] | None = None
+    ) -> None:
+        """``waiter``'s permit is charged at ``now`` as its caller proceeds
+        (``cost``: its waiter's, unless settled since): logged, and kept to
+        be settled if ``settle_later``."""
+        cost = waiter.cost if cost is None else cost
+        charged = _new(Grant, (waiter, now, cost, self._source.take(now, cost)))
+        if settle_later:
+            self._ledger.add(charged, spent=True)
+        else:
+            self._ledger.log(charged)
 
     def _plan(self) -> None:
         """The policy's next choice changed (a cancel): the due time is that

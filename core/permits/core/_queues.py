@@ -322,9 +322,10 @@ class _Level:
         if flow.key is None:
             self._spare = flow  # its line is empty: every entry left was dead
         if self.only is not None:
-            # the level is empty: virtual time starts again (only differences count)
+            # the level is empty: virtual time starts again (only differences
+            # count), and the level is as it was made
             self.only = None
-            self.clock, self.scale = 0, 1
+            self.clock, self.scale, self.synced = 0, 1, True
         elif len(self.flows) == 1:
             (self.only,) = self.flows.values()
             self.heap.clear()
@@ -518,6 +519,14 @@ class Queues:
         if self._sums is not None:
             self._count(waiter, flow, -1)
         return waiter
+
+    def _pass(self, waiter: Waiter) -> None:
+        """``waiter`` is granted as it arrives at its empty level, never
+        queued: counted as granted. (What :meth:`_append` then
+        :meth:`_take_head` leave behind on an empty level: its flows start
+        again from nothing when it empties.)"""
+        assert not self.depths[waiter.level]
+        self.granted += 1
 
     def _remove(self, waiter: Waiter) -> bool:
         """Remove ``waiter`` if it is still waiting (cancel, expiry)."""

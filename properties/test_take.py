@@ -1,0 +1,172 @@
+"""P47: take is push then spend when a permit is free, and a tick otherwise.
+
+Two machines, A and B, receive the same operations, except for the
+acquires that try for a permit free at once: A calls ``take``; B tries the
+same push on a copy of itself and, if nobody was waiting and the push granted
+the newcomer at once, keeps the copy and spends the permit at the same time;
+if not, B only ticks. After every step the two must be the same machine:
+equal decisions and equal snapshots (waiters, pacing, ledger and log, flows,
+the policy's state, statistics).
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Hashable
+from typing import Any
+
+from hypothesis import event, note
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
+
+from permits.core import Charge, Machine, NotRefundable, State
+
+from configs import FLOWS, KINDS, Config, configs
+from harness import fingerprint, rows
+
+
+class TakeIsPushThenSpend(RuleBasedStateMachine):
+    a: Machine
+    b: Machine
+
+    @initialize(
+        config=st.sampled_from(KINDS).flatmap(
+            lambda kind: configs(
+                kind, charges=(Charge.AT_GRANT, Charge.AT_SPEND), costs=True, flows=True
+            )
+        )
+    )
+    def setup(self, config: Config) -> None:
+        note(repr(config))
+        self.config = config
+        self.a = config.machine()
+        self.b = config.machine()
+        self.levels = config.spec.levels
+        self.step = config.interval
+        self.now = 0
+        self.next_id = 0
+        self.taken = 0
+        self.declined = 0
+
+    def both(self, operation: str, *args: Any, **kwargs: Any) -> None:
+        out_a = getattr(self.a, operation)(*args, **kwargs)
+        out_b = getattr(self.b, operation)(*args, **kwargs)
+        assert rows(out_a) == rows(out_b), ("P47", operation, rows(out_a), rows(out_b))
+
+    def draw_cost(self, data: st.DataObject) -> Any:
+        if not self.config.costs:
+            return 1
+        bursts = [burst for _, burst in self.config.limits]
+        units = tuple(data.draw(st.integers(0, burst)) for burst in bursts)
+        if not any(units):
+            units = (1, *units[1:])
+        return self.config.cost(units)
+
+    def draw_flow(self, data: st.DataObject) -> Hashable:
+        return data.draw(st.sampled_from(FLOWS)) if self.config.flows else None
+
+    @rule(
+        level=st.integers(0, 2),
+        settle_later=st.booleans(),
+        steps=st.integers(0, 24),
+        data=st.data(),
+    )
+    def take(self, level: int, settle_later: bool, steps: int, data: st.DataObject) -> None:
+        """``steps`` eighths of an interval later, A's take against B's
+        push-then-spend, tried on a copy."""
+        self.tick(steps)
+        id, level = self.next_id, level % self.levels
+        self.next_id += 1
+        cost, flow = self.draw_cost(data), self.draw_flow(data)
+        out_a = self.a.take(id, level, self.now, cost=cost, flow=flow, settle_later=settle_later)
+        trial = copy.deepcopy(self.b)
+        out_b = trial.tick(self.now)
+        if not len(trial):  # nobody waits: push, and see whether it is granted at once
+            pushed = trial.push(id, level, self.now, cost=cost, flow=flow)
+            if pushed and pushed[-1].id == id and pushed[-1].state is State.GRANTED:
+                trial.spend(id, self.now, settle_later=settle_later)
+                self.b = trial
+                out_b += pushed
+                self.taken += 1
+                assert out_a, "P47: take declined a permit that was free"
+                assert out_a[-1].id == id, "P47: take declined a permit that was free"
+                assert rows(out_a) == rows(out_b), ("P47", rows(out_a), rows(out_b))
+                return
+        out_b = self.b.tick(self.now)
+        self.declined += 1
+        assert all(d.id != id for d in out_a), "P47: take decided for a permit not free"
+        assert rows(out_a) == rows(out_b), ("P47", rows(out_a), rows(out_b))
+
+    @rule(level=st.integers(0, 2), deadline=st.none() | st.integers(0, 8), data=st.data())
+    def push(self, level: int, deadline: int | None, data: st.DataObject) -> None:
+        """A waiter queues (or is granted at once; its permit then stays in
+        flight or held, to be spent, refunded or settled)."""
+        at = None if deadline is None else self.now + int(self.step * deadline) // 4
+        cost, flow = self.draw_cost(data), self.draw_flow(data)
+        self.both(
+            "push", self.next_id, level % self.levels, self.now, deadline=at, cost=cost, flow=flow
+        )
+        self.next_id += 1
+
+    @rule(steps=st.integers(0, 64))
+    def tick(self, steps: int) -> None:
+        self.now += int(self.step * steps) // 8
+        self.both("tick", self.now)
+
+    @rule(data=st.data())
+    def cancel(self, data: st.DataObject) -> None:
+        waiting = [w.id for w in self.b.waiting()]
+        if waiting:
+            id = data.draw(st.sampled_from(waiting))
+            assert self.a.cancel(id) == self.b.cancel(id)
+
+    def held(self) -> list[Hashable]:
+        return [g.waiter.id for g in self.b.snapshot().grants]
+
+    @precondition(lambda self: hasattr(self, "b"))
+    @rule(data=st.data(), settle_later=st.booleans())
+    def spend(self, data: st.DataObject, settle_later: bool) -> None:
+        held = self.held()
+        if held:
+            self.both(
+                "spend", data.draw(st.sampled_from(held)), self.now, settle_later=settle_later
+            )
+
+    @precondition(lambda self: hasattr(self, "b"))
+    @rule(data=st.data(), refund=st.booleans())
+    def refund_or_settle(self, data: st.DataObject, refund: bool) -> None:
+        """A held grant (a taken one kept to be settled among them) is
+        refunded, or settled for another cost: both machines answer alike,
+        the same error included."""
+        held = self.held()
+        if not held:
+            return
+        id = data.draw(st.sampled_from(held))
+        actual = self.draw_cost(data)
+        answers: list[object] = []
+        for machine in (self.a, self.b):
+            try:
+                if refund:
+                    answers.append(rows(machine.refund(id, self.now)))
+                else:
+                    answers.append(rows(machine.settle(id, actual, self.now)))
+            except NotRefundable:
+                answers.append("not refundable")
+        assert answers[0] == answers[1], ("P47", answers)
+
+    @rule(steps=st.integers(1, 16))
+    def pause(self, steps: int) -> None:
+        self.both("pause_until", self.now + int(self.step * steps) // 4, self.now)
+
+    @invariant()
+    def same_machine(self) -> None:
+        """P47: A is B."""
+        if hasattr(self, "a"):
+            assert fingerprint(self.a) == fingerprint(self.b), "P47: the machines differ"
+
+    def teardown(self) -> None:
+        if hasattr(self, "a"):
+            event(f"taken: {min(self.taken, 3)}; declined: {min(self.declined, 3)}")
+
+
+TestTakeIsPushThenSpend = TakeIsPushThenSpend.TestCase
