@@ -8,16 +8,13 @@ loaded machine cannot change.
 
 from __future__ import annotations
 
-import json
-import threading
-import time
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import anyio
 import httpx
 import pytest
+from http_upstream import Upstream_, serve
 
 from permits.adapters import LimiterClosed, threads
 from permits.adapters import asyncio as asyncio_adapter
@@ -38,64 +35,11 @@ def anyio_backend() -> str:
     return "asyncio"
 
 
-class Upstream_:
-    """The server's own limit: a token bucket of ``burst`` at ``rate``/s."""
-
-    def __init__(self, rate: float, burst: int, retry_after: str = "1") -> None:
-        self.rate, self.burst, self.retry_after = rate, burst, retry_after
-        self.tokens = float(burst)
-        self.then = time.monotonic()
-        self.lock = threading.Lock()
-        self.served = 0
-        self.rejected = 0
-
-    def take(self) -> tuple[bool, float]:
-        with self.lock:
-            now = time.monotonic()
-            self.tokens = min(self.burst, self.tokens + (now - self.then) * self.rate)
-            self.then = now
-            if self.tokens >= 1:
-                self.tokens -= 1
-                self.served += 1
-                return True, self.tokens
-            self.rejected += 1
-            return False, self.tokens
-
-
 @pytest.fixture
 def server() -> Iterator[tuple[str, Upstream_]]:
     limit = Upstream_(rate=10, burst=2)
-
-    class Handler(BaseHTTPRequestHandler):
-        def do_GET(self) -> None:
-            ok, left = limit.take()
-            if not ok:
-                self.send_response(429)
-                self.send_header("Retry-After", limit.retry_after)
-                self.send_header("Content-Length", "0")
-                self.end_headers()
-                return
-            body = json.dumps({"usage": {"total_tokens": 7}}).encode()
-            self.send_response(200)
-            self.send_header("x-ratelimit-remaining-requests", str(int(left)))
-            reset = (limit.burst - left) / limit.rate
-            self.send_header("x-ratelimit-reset-requests", f"{reset:.3f}s")
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-        def log_message(self, format: str, *args: Any) -> None:
-            pass
-
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{httpd.server_address[1]}/", limit
-    finally:
-        httpd.shutdown()
-        httpd.server_close()
+    with serve(limit) as url:
+        yield url, limit
 
 
 @pytest.mark.parametrize(
@@ -118,23 +62,21 @@ def test_headers_are_learned_and_garbage_counted() -> None:
     with threads.open_limiter(Fifo(), limits=limits) as limiter:
         upstream = Upstream(limiter, max_pause=5.0)
 
-        def response(status: int, **headers: str) -> httpx.Response:
-            return httpx.Response(
-                status, headers={k.replace("_", "-"): v for k, v in headers.items()}
-            )
+        def response(status: int, **headers: str) -> tuple[int, httpx.Headers]:
+            return status, httpx.Headers({k.replace("_", "-"): v for k, v in headers.items()})
 
-        assert upstream.learn(response(429, retry_after="2")) == 2.0
-        assert upstream.learn(response(429, retry_after="-5")) is None
-        assert upstream.learn(response(429, retry_after="1e300")) is None  # not delay-seconds
-        assert upstream.learn(response(429, retry_after="99999999")) == 5.0  # cut to max_pause
-        assert upstream.learn(response(503, retry_after="Wed, 21 Oct 2015 07:28:00 GMT")) == 0.0
-        assert upstream.learn(response(200, retry_after="30")) is None  # only on 429 and 503
+        assert upstream.learn(*response(429, retry_after="2")) == 2.0
+        assert upstream.learn(*response(429, retry_after="-5")) is None
+        assert upstream.learn(*response(429, retry_after="1e300")) is None  # not delay-seconds
+        assert upstream.learn(*response(429, retry_after="99999999")) == 5.0  # cut to max_pause
+        assert upstream.learn(*response(503, retry_after="Wed, 21 Oct 2015 07:28:00 GMT")) == 0.0
+        assert upstream.learn(*response(200, retry_after="30")) is None  # only on 429 and 503
         upstream.learn(
-            response(200, x_ratelimit_remaining_tokens="0", x_ratelimit_reset_tokens="6m0s")
+            *response(200, x_ratelimit_remaining_tokens="0", x_ratelimit_reset_tokens="6m0s")
         )
-        upstream.learn(response(200, ratelimit="limit=100, remaining=garbage"))
+        upstream.learn(*response(200, ratelimit="limit=100, remaining=garbage"))
         upstream.learn(
-            response(200, x_ratelimit_remaining_requests="x", x_ratelimit_reset_requests="1s")
+            *response(200, x_ratelimit_remaining_requests="x", x_ratelimit_reset_requests="1s")
         )
         assert upstream.pauses == 3
         assert upstream.malformed == 4  # "-5", "1e300", the RateLimit field, the remaining "x"

@@ -60,7 +60,7 @@ def test_the_thread_limiter_exports_its_statistics_and_waits() -> None:
         limiter.acquire(0)  # waits for the next permit, up to 0.1 s
         with pytest.raises(Exception, match="rejected"):
             limiter.acquire(1)  # level 1 never queues, and no permit is free
-        upstream.learn(httpx.Response(429, headers={"Retry-After": "0.001"}))
+        upstream.learn(429, httpx.Headers({"Retry-After": "0.001"}))
         found = points(reader)
     at = {"limiter": "api"}
     assert value(found, "permits.granted", level="batch", **at).value == 1

@@ -101,9 +101,9 @@ def test_scrape_shows_pauses_and_the_upstreams_answers() -> None:
     machine.pause_until(2 * MILLISECOND, 2 * MILLISECOND)  # ends sooner: no pause
     with open_limiter(StrictPriority(1), 100) as limiter:
         upstream = Upstream(limiter)
-        upstream.learn(httpx.Response(429, headers={"Retry-After": "0"}))
-        upstream.learn(httpx.Response(429))  # no Retry-After: throttled, no pause
-        upstream.learn(httpx.Response(503, headers={"Retry-After": "soon"}))  # malformed
+        upstream.learn(429, httpx.Headers({"Retry-After": "0"}))
+        upstream.learn(429, httpx.Headers())  # no Retry-After: throttled, no pause
+        upstream.learn(503, httpx.Headers({"Retry-After": "soon"}))  # malformed
         registry = prometheus_client.CollectorRegistry()
         registry.register(PermitsCollector(machine, name="api", upstream=upstream))
         samples = scrape(registry)

@@ -1,0 +1,128 @@
+"""What an upstream's response says about its limit, applied to a limiter:
+the part the HTTP integrations (:mod:`permits.httpx`, :mod:`permits.aiohttp`)
+share. No HTTP library is imported here."""
+
+from __future__ import annotations
+
+import logging
+import math
+import re
+import time
+from collections.abc import Mapping
+from email.utils import parsedate_to_datetime
+
+from permits.adapters._base import _Limiting
+from permits.core import PermitValueError
+from permits.core.checks import check_int
+
+__all__ = ["MAX_PAUSE", "Cost", "Upstream", "check_options", "parse_duration"]
+
+log = logging.getLogger("permits.upstream")
+
+Cost = int | Mapping[str, int]
+
+#: The longest pause a Retry-After may set by default: an hour.
+MAX_PAUSE = 3600.0
+
+_DURATION = re.compile(r"(\d+(?:\.\d+)?)(ms|h|m|s)")
+_UNITS = {"h": 3600.0, "m": 60.0, "s": 1.0, "ms": 0.001}
+
+
+def parse_duration(text: str) -> float | None:
+    """Seconds in ``6m0s``, ``1.5s``, ``20ms``, ``1h2m3s`` or a bare number;
+    ``None`` if it is none of those (or negative)."""
+    text = text.strip()
+    try:
+        value = float(text)
+    except ValueError:
+        pass
+    else:
+        return value if math.isfinite(value) and value >= 0 else None
+    parts = _DURATION.findall(text)
+    if not parts or "".join(n + u for n, u in parts) != text:
+        return None
+    return sum(float(n) * _UNITS[u] for n, u in parts)
+
+
+def _retry_after(value: str, now: float) -> float | None:
+    """Seconds from now that a ``Retry-After`` says: a number of seconds or
+    an HTTP date; ``None`` if it is neither, or in the past."""
+    seconds = parse_duration(value) if not value.strip().endswith("GMT") else None
+    if seconds is not None and re.fullmatch(r"\s*\d+(\.\d+)?\s*", value):
+        return seconds
+    try:
+        when = parsedate_to_datetime(value).timestamp()
+    except (TypeError, ValueError, IndexError, OverflowError):
+        return None
+    return max(0.0, when - now)
+
+
+class Upstream:
+    """What one response says about the limit, applied to a limiter."""
+
+    def __init__(self, limiter: _Limiting, max_pause: float = MAX_PAUSE) -> None:
+        self.limiter = limiter
+        self.max_pause = max_pause
+        #: Headers ignored because they did not parse.
+        self.malformed = 0
+        #: Responses that paused the limiter (429 or 503 with Retry-After).
+        self.pauses = 0
+        #: Responses that said the limit was exceeded (429), with or without
+        #: a Retry-After.
+        self.throttled = 0
+
+    def learn(self, status: int, headers: Mapping[str, str]) -> float | None:
+        """Apply what a response with ``status`` and ``headers`` (any
+        case-insensitive mapping: httpx's, aiohttp's) says; the pause it set
+        (seconds), if any."""
+        pause = None
+        if status == 429:
+            self.throttled += 1
+        if status in (429, 503) and "retry-after" in headers:
+            seconds = _retry_after(headers["retry-after"], time.time())
+            if seconds is None:
+                self.malformed += 1
+            else:
+                if seconds > self.max_pause:
+                    log.warning(
+                        "Retry-After of %s s cut to max_pause=%s s", seconds, self.max_pause
+                    )
+                    seconds = self.max_pause
+                self.limiter.pause_for(seconds)
+                self.pauses += 1
+                pause = seconds
+        names = list(self.limiter.limits)
+        for name in names:
+            remaining = headers.get(f"x-ratelimit-remaining-{name}")
+            reset = headers.get(f"x-ratelimit-reset-{name}")
+            if remaining is not None and reset is not None:
+                self._adopt(remaining, reset, name)
+        field = headers.get("ratelimit")
+        if field is not None:
+            found = dict(re.findall(r"\b(remaining|reset|r|t)=(\d+(?:\.\d+)?)", field))
+            remaining = found.get("remaining", found.get("r"))
+            reset = found.get("reset", found.get("t"))
+            if remaining is None or reset is None:
+                self.malformed += 1
+            else:
+                self._adopt(remaining, reset, names[0])
+        return pause
+
+    def _adopt(self, remaining: str, reset: str, limit: str) -> None:
+        seconds = parse_duration(reset)
+        if not remaining.strip().isdigit() or seconds is None:
+            self.malformed += 1
+            return
+        self.limiter.adopt(int(remaining), seconds, limit=limit)
+
+
+def check_options(retries: int, max_pause: float) -> None:
+    """An integration's ``retries`` (an ``int >= 0``) and ``max_pause`` (a
+    finite number of seconds ``> 0``), checked."""
+    check_int("retries", retries, 0)
+    if (
+        isinstance(max_pause, bool)
+        or not isinstance(max_pause, (int, float))
+        or not 0 < max_pause < math.inf
+    ):
+        raise PermitValueError("max_pause", max_pause, "must be a finite number of seconds > 0")

@@ -1,0 +1,103 @@
+"""An aiohttp client middleware that takes a permit per request and learns
+from the upstream (extra ``permits[aiohttp]``; aiohttp 3.12 or newer).
+
+    from permits.adapters.asyncio import open_limiter
+    from permits.aiohttp import PermitsMiddleware
+
+    async with open_limiter(Fifo(), limits=..., settle_window=600.0) as limiter:
+        permits = PermitsMiddleware(limiter, cost=estimate, settle=tokens_used)
+        async with aiohttp.ClientSession(middlewares=(permits,)) as session:
+            with level(INTERACTIVE):
+                async with session.post(url, json=...) as response:
+                    ...
+
+The same as :mod:`permits.httpx`'s transports, for ``aiohttp.ClientSession``:
+each request takes a permit first, at the level and in the flow the
+middleware's functions of the request give (else the limiter's current
+level, :func:`permits.adapters.level`), asking for ``cost(request)`` (1 by
+default); the response then teaches the limiter what the upstream knows (a
+429 or 503 with ``Retry-After`` pauses the whole limiter, and is sent again
+after the pause up to ``retries`` times; the ``x-ratelimit-*`` headers and
+the IETF ``RateLimit`` field adopt the upstream's view); and
+``settle(response, body)``, if given, says what the call cost after all,
+from the response and its body (read first; ``response.read()`` returns it
+again). A header that does not parse is ignored and counted in
+``upstream.malformed``, never fatal.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Hashable
+
+from permits._upstream import MAX_PAUSE, Cost, Upstream, check_options
+from permits.adapters import BaseLimiter
+from permits.adapters._requires import requires_extra
+from permits.core import PermitValueError
+
+with requires_extra(__name__, "aiohttp", "aiohttp"):
+    import aiohttp
+
+__all__ = ["MAX_PAUSE", "PermitsMiddleware", "Upstream"]
+
+
+class PermitsMiddleware:
+    """A permit per request for ``aiohttp.ClientSession(middlewares=...)``.
+
+    :param limiter: an asyncio or anyio limiter (aiohttp runs on asyncio).
+    :param level: the level of a request (default: the limiter's current level).
+    :param flow: the flow (tenant) of a request (default: none).
+    :param cost: what a request asks for (1 by default).
+    :param settle: what a response and its body say the call cost; the
+        limiter needs a ``settle_window``.
+    :param retries: how many times a 429/503 with ``Retry-After`` is sent
+        again, after the pause, each with a new permit.
+    :param timeout: seconds a request waits for its permit at most.
+    :param max_pause: the longest pause a ``Retry-After`` may set.
+    """
+
+    def __init__(
+        self,
+        limiter: BaseLimiter,
+        *,
+        level: Callable[[aiohttp.ClientRequest], int | None] | None = None,
+        flow: Callable[[aiohttp.ClientRequest], Hashable] | None = None,
+        cost: Callable[[aiohttp.ClientRequest], Cost] | None = None,
+        settle: Callable[[aiohttp.ClientResponse, bytes], Cost | None] | None = None,
+        retries: int = 0,
+        timeout: float | None = None,
+        max_pause: float = MAX_PAUSE,
+    ) -> None:
+        check_options(retries, max_pause)
+        if settle is not None and not limiter.machine.refund_window_ns:
+            raise PermitValueError(
+                "settle", settle, "needs a limiter opened with settle_window > 0"
+            )
+        self.limiter = limiter
+        self.level, self.flow, self.cost, self.settle = level, flow, cost, settle
+        self.retries = retries
+        self.timeout = timeout
+        self.upstream = Upstream(limiter, max_pause)
+
+    async def __call__(
+        self, request: aiohttp.ClientRequest, handler: aiohttp.ClientHandlerType
+    ) -> aiohttp.ClientResponse:
+        level = self.level(request) if self.level is not None else None
+        flow = self.flow(request) if self.flow is not None else None
+        cost = self.cost(request) if self.cost is not None else 1
+        for attempt in range(self.retries + 1):
+            permit = await self.limiter.acquire(level, cost=cost, flow=flow, timeout=self.timeout)
+            response = await handler(request)
+            try:
+                paused = self.upstream.learn(response.status, response.headers)
+            except BaseException:
+                response.release()
+                raise
+            if paused is not None and attempt < self.retries:
+                response.release()
+                continue  # the next acquire waits for the pause
+            if self.settle is not None:
+                actual = self.settle(response, await response.read())
+                if actual is not None:
+                    permit.settle(actual)
+            return response
+        raise AssertionError("unreachable")  # pragma: no cover

@@ -1,0 +1,82 @@
+"""A real HTTP server on loopback that enforces its own token bucket, for
+the HTTP integrations' tests: it answers 429 with ``Retry-After`` when the
+bucket is empty, and sends ``x-ratelimit-remaining/reset-requests`` and a
+JSON body with ``usage.total_tokens`` otherwise. It runs in a thread of the
+test process (``http.server``); requests go through a real socket."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+
+class Upstream_:
+    """The server's own limit: a token bucket of ``burst`` at ``rate``/s."""
+
+    def __init__(self, rate: float, burst: int, retry_after: str = "1") -> None:
+        self.rate, self.burst, self.retry_after = rate, burst, retry_after
+        self.tokens = float(burst)
+        self.then = time.monotonic()
+        self.lock = threading.Lock()
+        self.served = 0
+        self.rejected = 0
+
+    def take(self) -> tuple[bool, float]:
+        with self.lock:
+            now = time.monotonic()
+            self.tokens = min(self.burst, self.tokens + (now - self.then) * self.rate)
+            self.then = now
+            if self.tokens >= 1:
+                self.tokens -= 1
+                self.served += 1
+                return True, self.tokens
+            self.rejected += 1
+            return False, self.tokens
+
+
+@contextmanager
+def serve(limit: Upstream_) -> Iterator[str]:
+    """Serve on a free loopback port while the block runs; its URL."""
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            self.answer()
+
+        def do_POST(self) -> None:
+            self.rfile.read(int(self.headers.get("Content-Length", 0)))
+            self.answer()
+
+        def answer(self) -> None:
+            ok, left = limit.take()
+            if not ok:
+                self.send_response(429)
+                self.send_header("Retry-After", limit.retry_after)
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+                return
+            body = json.dumps({"usage": {"total_tokens": 7}}).encode()
+            self.send_response(200)
+            self.send_header("x-ratelimit-remaining-requests", str(int(left)))
+            reset = (limit.burst - left) / limit.rate
+            self.send_header("x-ratelimit-reset-requests", f"{reset:.3f}s")
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, format: str, *args: Any) -> None:
+            pass
+
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{httpd.server_address[1]}/"
+    finally:
+        httpd.shutdown()
+        httpd.server_close()

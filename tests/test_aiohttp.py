@@ -1,0 +1,120 @@
+"""permits.aiohttp against the real HTTP server on loopback of
+``http_upstream`` (its own token bucket, 429 with Retry-After,
+remaining/reset headers). Real time, so the checks are counts and orders a
+loaded machine cannot change."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+from typing import Any
+
+import aiohttp
+import pytest
+
+from http_upstream import Upstream_, serve
+from permits.adapters import asyncio as asyncio_adapter
+from permits.adapters import level
+from permits.aiohttp import PermitsMiddleware
+from permits.core import Fifo, Limit, PermitTypeError, PermitValueError, StrictPriority
+
+pytestmark = pytest.mark.timeout(60)
+
+
+@pytest.fixture
+def server() -> Iterator[tuple[str, Upstream_]]:
+    limit = Upstream_(rate=10, burst=2)
+    with serve(limit) as url:
+        yield url, limit
+
+
+def test_a_429_pauses_everyone_and_the_request_is_retried(
+    server: tuple[str, Upstream_],
+) -> None:
+    """A limiter configured twice as fast as the server: the first 429 pauses
+    every task for its Retry-After, the remaining/reset headers keep the
+    limiter from sending what the server would refuse, every request ends
+    in a 200, and each 429 cost one pause."""
+    url, upstream = server
+
+    async def main() -> list[int]:
+        async with asyncio_adapter.open_limiter(
+            Fifo(), limits={"requests": Limit(20, burst=2)}
+        ) as limiter:
+            permits = PermitsMiddleware(limiter, retries=5)
+            async with aiohttp.ClientSession(middlewares=(permits,)) as session:
+
+                async def get() -> int:
+                    async with session.get(url) as response:
+                        await response.read()
+                        return response.status
+
+                statuses = await asyncio.gather(*(get() for _ in range(12)))
+            assert permits.upstream.pauses == upstream.rejected
+            return list(statuses)
+
+    assert asyncio.run(main()) == [200] * 12
+    assert upstream.served == 12
+    # the headers cap what the limiter sends: far fewer 429s than requests
+    assert upstream.rejected <= 4, upstream.rejected
+
+
+def test_the_permit_is_settled_from_the_body_and_levels_come_from_the_context(
+    server: tuple[str, Upstream_],
+) -> None:
+    url, upstream = server
+    # "calls", not "requests": the server's x-ratelimit-*-requests headers
+    # name no limit here, so only the settle moves the tokens
+    limits = {"calls": Limit(100, burst=10), "tokens": Limit(1000, burst=100)}
+    seen: list[tuple[int, bytes]] = []
+
+    def settle(response: aiohttp.ClientResponse, body: bytes) -> dict[str, int]:
+        seen.append((response.status, body))
+        return {"calls": 1, "tokens": 7}
+
+    async def main() -> tuple[Any, bool, int]:
+        async with asyncio_adapter.open_limiter(
+            StrictPriority(2), limits=limits, settle_window=60.0
+        ) as limiter:
+            permits = PermitsMiddleware(
+                limiter, cost=lambda request: {"calls": 1, "tokens": 100}, settle=settle
+            )
+            async with aiohttp.ClientSession(middlewares=(permits,)) as session:
+                with level(1):
+                    async with session.post(url, json={"prompt": "hi"}) as response:
+                        body = await response.json()  # the body read for settle, again
+            granted = limiter.statistics().levels[1].granted
+            # settled at 7 of the 100 asked: 93 back at once (only 7 accrue in 7 ms)
+            return body, limiter.try_acquire(cost={"calls": 1, "tokens": 90}), granted
+
+    body, refunded, granted = asyncio.run(main())
+    assert body == {"usage": {"total_tokens": 7}}
+    assert refunded, "the 93 tokens not used came back"
+    assert granted == 1, "the request took its permit at the context's level"
+    assert seen == [(200, b'{"usage": {"total_tokens": 7}}')]
+    assert upstream.served == 1
+
+
+@pytest.mark.parametrize(
+    ("options", "argument"),
+    [({"retries": -1}, "retries"), ({"retries": 1.5}, "retries"), ({"max_pause": 0}, "max_pause")],
+)
+def test_bad_options_are_refused(options: dict[str, Any], argument: str) -> None:
+    async def main() -> None:
+        async with asyncio_adapter.open_limiter(Fifo(), 10) as limiter:
+            with pytest.raises((PermitValueError, PermitTypeError)) as refused:
+                PermitsMiddleware(limiter, **options)
+            assert f"{argument}=" in str(refused.value)
+
+    asyncio.run(main())
+
+
+def test_settle_needs_a_settle_window() -> None:
+    """Refused when the middleware is made, not after a request went out."""
+
+    async def main() -> None:
+        async with asyncio_adapter.open_limiter(Fifo(), 10) as limiter:
+            with pytest.raises(PermitValueError, match="settle_window"):
+                PermitsMiddleware(limiter, settle=lambda response, body: 1)
+
+    asyncio.run(main())
