@@ -11,8 +11,8 @@ from typing import Any
 
 import aiohttp
 import pytest
-
 from http_upstream import Upstream_, serve
+
 from permits.adapters import asyncio as asyncio_adapter
 from permits.adapters import level
 from permits.aiohttp import PermitsMiddleware
