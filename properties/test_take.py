@@ -97,6 +97,23 @@ class TakeIsPushThenSpend(RuleBasedStateMachine):
         assert all(d.id != id for d in out_a), "P47: take decided for a permit not free"
         assert rows(out_a) == rows(out_b), ("P47", rows(out_a), rows(out_b))
 
+    @rule(level=st.integers(0, 2), settle_later=st.booleans(), data=st.data())
+    def take_when_idle(self, level: int, settle_later: bool, data: st.DataObject) -> None:
+        """Every waiter served and the bucket full again (each permit in
+        flight spent), then a take: a permit free, unless a pause or the
+        upstream's word holds it back."""
+        for _ in range(64):
+            for grant in self.b.snapshot().grants:
+                if grant.before is None:  # in flight
+                    self.both("spend", grant.waiter.id, self.now)
+            at = self.b.next_tick()
+            if at is None:
+                break
+            self.now = max(self.now, at)
+            self.both("tick", self.now)
+        self.tick(64)
+        self.take(level, settle_later, 0, data)
+
     @rule(level=st.integers(0, 2), deadline=st.none() | st.integers(0, 8), data=st.data())
     def push(self, level: int, deadline: int | None, data: st.DataObject) -> None:
         """A waiter queues (or is granted at once; its permit then stays in
