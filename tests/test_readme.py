@@ -6,6 +6,9 @@ import doctest
 import re
 from pathlib import Path
 
+import pytest
+from http_upstream import Upstream_, serve
+
 from redis_server import RedisServer
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -27,6 +30,17 @@ def test_readme_redis_example(redis_server: RedisServer) -> None:
     assert 'REDIS_URL = "redis://localhost:6379/0"' in example
     code = example.replace("redis://localhost:6379/0", redis_server.url)
     exec(compile(code, "README.md", "exec"), {"__name__": "readme"})
+
+
+def test_readme_aiohttp_example(capsys: pytest.CaptureFixture[str]) -> None:
+    """The aiohttp example runs as written, against a server on loopback."""
+    text = (ROOT / "README.md").read_text()
+    blocks = re.findall(r"```python\n(.*?)```", text, flags=re.S)
+    (example,) = [b for b in blocks if "UPSTREAM_URL" in b]
+    with serve(Upstream_(rate=10, burst=2)) as url:
+        code = example.replace("https://api.example/v1/chat", url)
+        exec(compile(code, "README.md", "exec"), {"__name__": "readme"})
+    assert capsys.readouterr().out == "200 {'usage': {'total_tokens': 7}}\n"
 
 
 def test_docstring_examples() -> None:
