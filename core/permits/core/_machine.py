@@ -979,7 +979,7 @@ class Machine:
             waiting = id in self._ids
         except TypeError:
             raise PermitTypeError("id", id, "a hashable value") from None
-        if waiting or (not self._at_grant and self._in_flight(id)):
+        if waiting or (not self._at_grant and self._ledger.held and self._in_flight(id)):
             raise DuplicateId(id)
         return level, now, deadline, units, weight
 
@@ -1169,7 +1169,8 @@ class Machine:
             source.want(self._unit)
 
     def _in_flight(self, id: Hashable) -> bool:
-        grant = self._ledger.get(id)
+        """Whether ``id`` (hashable: checked) holds a permit in flight."""
+        grant = self._ledger.held.get(id)
         return grant is not None and grant.before is None
 
     def _withdraw(self, waiter: Waiter) -> None:
