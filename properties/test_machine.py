@@ -924,6 +924,12 @@ class PolicyMachine(RuleBasedStateMachine):
                 "settle-actual-float",
                 "settle-id-unhashable",
                 "spend-settle_later-int",
+                "take-settle_later-int",
+                "take-cost-negative",
+                "take-level-high",
+                "take-now-float",
+                "take-id-unhashable",
+                "take-flow-unhashable",
                 "set_limit-rate-zero",
                 "set_limit-rate-nan",
                 "set_limit-burst-zero",
@@ -981,6 +987,18 @@ class PolicyMachine(RuleBasedStateMachine):
             "settle-actual-float": (lambda: core.settle(0, 0.5, now), PermitTypeError),  # type: ignore[arg-type]
             "settle-id-unhashable": (lambda: core.settle(unhashable, 1, now), PermitTypeError),
             "spend-settle_later-int": (lambda: core.spend(0, now, settle_later=1), PermitTypeError),  # type: ignore[arg-type]
+            "take-settle_later-int": (
+                lambda: core.take(fresh, 0, now, settle_later=1),  # type: ignore[arg-type]
+                PermitTypeError,
+            ),
+            "take-cost-negative": (lambda: core.take(fresh, 0, now, cost=-1), PermitValueError),
+            "take-level-high": (lambda: core.take(fresh, levels, now), PermitValueError),
+            "take-now-float": (lambda: core.take(fresh, 0, float(now)), PermitTypeError),  # type: ignore[arg-type]
+            "take-id-unhashable": (lambda: core.take(unhashable, 0, now), PermitTypeError),
+            "take-flow-unhashable": (
+                lambda: core.take(fresh, 0, now, flow=unhashable),
+                PermitTypeError,
+            ),
             "set_limit-rate-zero": (
                 lambda: core.set_limit(now, rate=0, limit=name),
                 PermitValueError,

@@ -15,11 +15,12 @@ import copy
 from collections.abc import Hashable
 from typing import Any
 
+import pytest
 from hypothesis import event, note
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
-from permits.core import Charge, Machine, NotRefundable, State
+from permits.core import Charge, DuplicateId, Machine, NotRefundable, State
 
 from configs import FLOWS, KINDS, Config, configs
 from harness import fingerprint, rows
@@ -78,7 +79,12 @@ class TakeIsPushThenSpend(RuleBasedStateMachine):
         id, level = self.next_id, level % self.levels
         self.next_id += 1
         cost, flow = self.draw_cost(data), self.draw_flow(data)
-        out_a = self.a.take(id, level, self.now, cost=cost, flow=flow, settle_later=settle_later)
+        if cost == 1 and flow is None and not settle_later and data.draw(st.booleans()):
+            out_a = self.a.take(id, level, self.now)  # the defaults: cost 1, no flow, no settle
+        else:
+            out_a = self.a.take(
+                id, level, self.now, cost=cost, flow=flow, settle_later=settle_later
+            )
         trial = copy.deepcopy(self.b)
         out_b = trial.tick(self.now)
         if not len(trial):  # nobody waits: push, and see whether it is granted at once
@@ -113,6 +119,20 @@ class TakeIsPushThenSpend(RuleBasedStateMachine):
             self.both("tick", self.now)
         self.tick(64)
         self.take(level, settle_later, 0, data)
+
+    @rule(data=st.data())
+    def take_a_duplicate(self, data: st.DataObject) -> None:
+        """P47 with P18: a take of an id that waits, or whose permit is in
+        flight, is refused as its push would be, and changes nothing."""
+        snapshot = self.b.snapshot()
+        busy = [w.id for w in self.b.waiting()]
+        busy += [g.waiter.id for g in snapshot.grants if g.before is None]
+        if not busy:
+            return
+        id = data.draw(st.sampled_from(busy))
+        for machine in (self.a, self.b):
+            with pytest.raises(DuplicateId):
+                machine.take(id, 0, self.now)
 
     @rule(level=st.integers(0, 2), deadline=st.none() | st.integers(0, 8), data=st.data())
     def push(self, level: int, deadline: int | None, data: st.DataObject) -> None:
