@@ -517,6 +517,13 @@ def test_the_operations_errors_in_words() -> None:
         machine.push("x", 1, 0)
     assert (duplicate.value.id, duplicate.value.argument, duplicate.value.value) == ("x", "id", "x")
     assert str(duplicate.value) == "id='x': this id is already waiting, or its permit is in flight"
+    with pytest.raises(DuplicateId):
+        machine.take("x", 1, 0)  # a take refuses it as a push does
+    for operation in (machine.push, machine.take):
+        with pytest.raises(PermitTypeError) as unhashable:
+            operation(["x"], 0, 0)  # type: ignore[arg-type]
+        assert (unhashable.value.argument, unhashable.value.value) == ("id", ["x"])
+        assert str(unhashable.value) == "id=['x']: expected a hashable value, got list"
     with pytest.raises(NotRefundable) as refused:
         machine.refund("y", 0)
     assert (refused.value.id, refused.value.argument) == ("y", "id")

@@ -846,7 +846,7 @@ class Machine:
                 ledger.forget(id)
                 self._flying -= 1
                 self._source.release(grant.cost)
-                self._charge_spent(grant.waiter, now, settle_later, grant.cost)
+                self._charge_spent(grant.waiter, now, settle_later)
             elif settle_later:
                 ledger.add(grant, spent=True)
             else:
@@ -1146,13 +1146,11 @@ class Machine:
             self._busiest[level].add(waiter.flow, waiter.cost[self._queues.flow_limit])
         out.append(_new(Decision, (waiter.id, _GRANTED, level, now, wait)))
 
-    def _charge_spent(
-        self, waiter: Waiter, now: int, settle_later: bool, cost: tuple[int, ...] | None = None
-    ) -> None:
-        """``waiter``'s permit is charged at ``now`` as its caller proceeds
-        (``cost``: its waiter's, unless settled since): logged, and kept to
-        be settled if ``settle_later``."""
-        cost = waiter.cost if cost is None else cost
+    def _charge_spent(self, waiter: Waiter, now: int, settle_later: bool) -> None:
+        """``waiter``'s permit is charged its cost at ``now`` as its caller
+        proceeds (one in flight was never settled: a settle spends it):
+        logged, and kept to be settled if ``settle_later``."""
+        cost = waiter.cost
         charged = _new(Grant, (waiter, now, cost, self._source.take(now, cost)))
         if settle_later:
             self._ledger.add(charged, spent=True)
