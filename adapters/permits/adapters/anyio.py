@@ -7,7 +7,10 @@
 Structured like the trio adapter: one background task in a task group,
 sleeping until the next permit's due time; leaving the ``async with`` closes
 the limiter, wakes every waiter with :class:`~permits.adapters.LimiterClosed`,
-and leaves nothing running. A waiter cancelled after its permit was
+and leaves nothing running. An acquire granted at once looks for a
+cancel first (under trio, at a checkpoint, which trio asks of every
+operation that may block; under asyncio without yielding, as the asyncio
+adapter does not yield either). A waiter cancelled after its permit was
 decided, before it resumed, hands the permit back (it goes to the next waiter
 at once) under both backends, whether the cancel came from a cancel scope or,
 under asyncio, a native ``Task.cancel()``.
@@ -15,6 +18,7 @@ under asyncio, a native ``Task.cancel()``.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
 from contextlib import AbstractAsyncContextManager
 from fractions import Fraction
@@ -55,8 +59,14 @@ class Limiter(TaskedLimiter):
         group's), so it looks once, as its background task starts."""
         backend = anyio.lowlevel.current_token().backend_class
         self._seconds = backend.current_time
-        self._checkpoint = backend.checkpoint
         self._checkpoint_if_cancelled = backend.checkpoint_if_cancelled
+        # Where a permit is granted at once: trio asks every operation that
+        # may block for a schedule point; asyncio does not, and a trip
+        # through its loop would cost more than the grant. There, a cancel
+        # is looked for without yielding.
+        self._checkpoint = (
+            backend.checkpoint_if_cancelled if _under_asyncio() else backend.checkpoint
+        )
 
     async def _run(self, *, task_status: Any) -> None:
         self._bind_backend()
@@ -76,6 +86,14 @@ class Limiter(TaskedLimiter):
 
     async def _sleep_forever(self) -> None:
         await anyio.sleep_forever()
+
+
+def _under_asyncio() -> bool:
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return False
+    return True
 
 
 def open_limiter(
