@@ -274,7 +274,9 @@ def replay(scenario: Scenario, calls: Iterable[Call]) -> Result:
 
 
 def _arrivals(scenario: Scenario, duration: int, calls: Iterable[Call]) -> Iterator[_Arrival]:
-    levels, burst = scenario.policy.levels, scenario.burst
+    levels = scenario.policy.levels
+    # A call's cost is units of every limit: the smallest burst bounds it.
+    burst = min(limit.burst for limit in scenario.named_limits.values())
     timeouts = [
         None if w.timeout is None else nanoseconds("timeout", w.timeout) for w in scenario.workloads
     ]
