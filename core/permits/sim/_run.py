@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import heapq
 import math
-from collections.abc import Hashable, Iterator
+from collections.abc import Callable, Hashable, Iterator
 from fractions import Fraction
 from typing import Any
 
@@ -161,6 +161,7 @@ class Tally:
         self.tenant_offered: list[int] = []
         self.tenant_granted: list[int] = []
         self.tenant_hists: list[WaitHistogram] = []
+        self.tenant_records: list[Callable[[int], None]] = []
 
     def on_arrive(self, w: int) -> None:
         """A caller of workload ``w`` arrived and asks for a permit."""
@@ -176,6 +177,7 @@ class Tally:
             self.tenant_offered.append(0)
             self.tenant_granted.append(0)
             self.tenant_hists.append(WaitHistogram())
+            self.tenant_records.append(self.tenant_hists[-1].record)
         self.tenant_offered[index] += 1
         return index
 
@@ -215,7 +217,7 @@ class Tally:
     def on_tenant_grant(self, tenant: int, waited: int) -> None:
         """A caller of ``tenant`` was granted after ``waited``."""
         self.tenant_granted[tenant] += 1
-        self.tenant_hists[tenant].record(waited)
+        self.tenant_records[tenant](waited)
 
     def on_leave(self, w: int, at: int, state: State) -> None:
         """A waiting caller of workload ``w`` left at ``at`` without a permit:
@@ -395,8 +397,10 @@ def _run(scenario: Scenario, duration: int, source: Iterator[_Arrival]) -> Resul
     names = tuple(limits)
     machine = Machine(scenario.policy, limits=limits, max_waiting=scenario.max_waiting)
     push, tick, cancel, next_tick = machine.push, machine.tick, machine.cancel, machine.next_tick
-    on_leave, tenant_of, charge = tally.on_leave, tally.tenant, tally.charge
-    on_tenant_grant = tally.on_tenant_grant
+    on_leave, charge = tally.on_leave, tally.charge
+    tenant_ids, new_tenant = tally.tenants, tally.tenant
+    tenant_offered, tenant_granted = tally.tenant_offered, tally.tenant_granted
+    tenant_record = tally.tenant_records
     heappop, heappush = heapq.heappop, heapq.heappush
     offered, waiting, rejected = tally.offered, tally.waiting, tally.rejected
     pending: list[tuple[int, int]] = []  # (give-up time, id), a heap
@@ -407,9 +411,10 @@ def _run(scenario: Scenario, duration: int, source: Iterator[_Arrival]) -> Resul
     # Tally.on_arrive, on_grant and on_reject, inlined: this loop is the
     # simulator's hot path.
     granted, units, left_at, bins = tally.granted, tally.units, tally.left_at, tally.bins
-    #: The cost and tenant of those waiting that ask for other than one unit
-    #: of every limit or name a flow, by id.
-    special: dict[int, tuple[int | tuple[int, ...], int | None]] = {}
+    # Of those waiting, by id: the costs other than one unit of every limit,
+    # and the tenants of those that name a flow.
+    costs: dict[int, int | tuple[int, ...]] = {}
+    tenants: dict[int, int] = {}
     record = [hist.record for hist in tally.hists]
     per_bin = duration // BINS + 1  # grants at t fall in bin t // per_bin < BINS
 
@@ -419,19 +424,23 @@ def _run(scenario: Scenario, duration: int, source: Iterator[_Arrival]) -> Resul
             waiting[w] -= 1
             if state is _GRANTED:
                 granted[w] += 1
-                info = special.pop(id, None) if special else None  # type: ignore[call-overload]
-                if info is None:
-                    units[w] += 1
+                if costs and id in costs:
+                    charge(w, costs.pop(id))
                 else:
-                    charge(w, info[0])
-                    if info[1] is not None:
-                        on_tenant_grant(info[1], waited)
+                    units[w] += 1
+                if tenants:
+                    tenant = tenants.pop(id, None)  # type: ignore[call-overload]
+                    if tenant is not None:
+                        tenant_granted[tenant] += 1
+                        tenant_record[tenant](waited)
                 left_at[w] = at
                 record[w](waited)
                 bins[w][at // per_bin] += 1
             else:
-                if special:
-                    special.pop(id, None)  # type: ignore[call-overload]
+                if costs:
+                    costs.pop(id, None)  # type: ignore[call-overload]
+                if tenants:
+                    tenants.pop(id, None)  # type: ignore[call-overload]
                 if state is _EXPIRED:
                     waiting[w] += 1  # on_leave counts it
                     on_leave(w, at, state)
@@ -452,7 +461,8 @@ def _run(scenario: Scenario, duration: int, source: Iterator[_Arrival]) -> Resul
         while pending and pending[0][0] <= t:
             id = heappop(pending)[1]
             if cancel(id):
-                special.pop(id, None)
+                costs.pop(id, None)
+                tenants.pop(id, None)
                 on_leave(id % count, t, State.CANCELLED)
         while upcoming_at <= t:
             _, w, cost, flow, patience = upcoming  # type: ignore[misc]
@@ -466,7 +476,15 @@ def _run(scenario: Scenario, duration: int, source: Iterator[_Arrival]) -> Resul
             if cost == 1 and flow is None:  # the core's quicker path
                 decisions = push(id, levels[w], t, deadline=deadline)
             else:
-                special[id] = (cost, None if flow is None else tenant_of(w, flow))
+                if cost != 1:
+                    costs[id] = cost
+                if flow is not None:
+                    tenant = tenant_ids[w].get(flow)
+                    if tenant is None:
+                        tenants[id] = new_tenant(w, flow)
+                    else:
+                        tenant_offered[tenant] += 1
+                        tenants[id] = tenant
                 asked = cost if isinstance(cost, int) else dict(zip(names, cost, strict=True))
                 decisions = push(id, levels[w], t, deadline=deadline, cost=asked, flow=flow)
             if decisions:
