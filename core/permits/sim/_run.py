@@ -155,11 +155,11 @@ class Tally:
         self.left_at: list[int | None] = [None] * n
         self.hists = [WaitHistogram() for _ in range(n)]
         self.bins = [[0] * BINS for _ in range(n)]
-        #: Per workload, its tenants' flows: the index of each in the lists below.
+        #: Per workload, its tenants' flows: the index of each in the lists
+        #: below (a tenant's callers granted are its histogram's count).
         self.tenants: list[dict[Hashable, int]] = [{} for _ in range(n)]
         self.tenant_flows: list[Hashable] = []
         self.tenant_offered: list[int] = []
-        self.tenant_granted: list[int] = []
         self.tenant_hists: list[WaitHistogram] = []
         self.tenant_records: list[Callable[[int], None]] = []
 
@@ -175,7 +175,6 @@ class Tally:
         if index == len(self.tenant_flows):
             self.tenant_flows.append(flow)
             self.tenant_offered.append(0)
-            self.tenant_granted.append(0)
             self.tenant_hists.append(WaitHistogram())
             self.tenant_records.append(self.tenant_hists[-1].record)
         self.tenant_offered[index] += 1
@@ -216,7 +215,6 @@ class Tally:
 
     def on_tenant_grant(self, tenant: int, waited: int) -> None:
         """A caller of ``tenant`` was granted after ``waited``."""
-        self.tenant_granted[tenant] += 1
         self.tenant_records[tenant](waited)
 
     def on_leave(self, w: int, at: int, state: State) -> None:
@@ -238,7 +236,7 @@ class Tally:
         )
         return {
             "tenants": len(indexes),
-            "tenants_starved": sum(1 for i in indexes if not self.tenant_granted[i]),
+            "tenants_starved": sum(1 for i in indexes if not self.tenant_hists[i].count),
             "tenant_wait_p99_max": p99s[-1][0] if p99s else None,
             "worst_tenant": str(self.tenant_flows[p99s[-1][1]]) if p99s else None,
             "tenant_wait_p99_median": p99s[(len(p99s) - 1) // 2][0] if p99s else None,
@@ -399,7 +397,7 @@ def _run(scenario: Scenario, duration: int, source: Iterator[_Arrival]) -> Resul
     push, tick, cancel, next_tick = machine.push, machine.tick, machine.cancel, machine.next_tick
     on_leave, charge = tally.on_leave, tally.charge
     tenant_ids, new_tenant = tally.tenants, tally.tenant
-    tenant_offered, tenant_granted = tally.tenant_offered, tally.tenant_granted
+    tenant_offered = tally.tenant_offered
     tenant_record = tally.tenant_records
     heappop, heappush = heapq.heappop, heapq.heappush
     offered, waiting, rejected = tally.offered, tally.waiting, tally.rejected
@@ -431,7 +429,6 @@ def _run(scenario: Scenario, duration: int, source: Iterator[_Arrival]) -> Resul
                 if tenants:
                     tenant = tenants.pop(id, None)  # type: ignore[call-overload]
                     if tenant is not None:
-                        tenant_granted[tenant] += 1
                         tenant_record[tenant](waited)
                 left_at[w] = at
                 record[w](waited)
