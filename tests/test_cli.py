@@ -537,6 +537,10 @@ BAD_COSTS = [
         "scenario[0].limits.tokens.per_minute=-1: must be greater than 0",
     ),
     (
+        LLM.replace("per_minute = 500", "per_minute = 2.5"),
+        "scenario[0].limits.requests.burst: missing: per_minute=2.5 is not a whole number",
+    ),
+    (
         LLM.replace("per_minute = 90000", "per_minute = 90000, burst = 0"),
         "scenario[0].limits.tokens.burst=0: must be at least 1",
     ),

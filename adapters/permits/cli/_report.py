@@ -46,17 +46,13 @@ def _length(result: Result) -> Fraction:
 
 def limits_text(scenario: Scenario) -> str:
     """The scenario's limit(s): ``100 permits/s, burst 1``, or each named
-    limit with its rate (a minute's where that is a whole number) and burst."""
+    limit with its rate a minute and its burst."""
     if scenario.limits is None:
         return f"{_number(check_rate(scenario.rate)):,} permits/s, burst {scenario.burst}"
-    parts = []
-    for name, limit in scenario.limits:
-        minute = limit.rate * 60
-        rate = (
-            f"{minute.numerator:,}/min" if minute.denominator == 1 else f"{_number(limit.rate):,}/s"
-        )
-        parts.append(f"{name} {rate} (burst {limit.burst:,})")
-    return ", ".join(parts)
+    return ", ".join(
+        f"{name} {_number(limit.rate * 60):,}/min (burst {limit.burst:,})"
+        for name, limit in scenario.limits
+    )
 
 
 def header(result: Result) -> str:

@@ -346,9 +346,16 @@ def _limit(path: str, value: object) -> Limit:
     if len(given) != 1:
         raise ScenarioError(path, value, f"give one of {', '.join(_PER)}")
     per = given[0]
-    return _build(  # type: ignore[no-any-return]
-        path, lambda: _PER[per](spec[per], burst=spec.get("burst")), {"count": per}
-    )
+    try:
+        return _build(  # type: ignore[no-any-return]
+            path, lambda: _PER[per](spec[per], burst=spec.get("burst")), {"count": per}
+        )
+    except ScenarioError as error:
+        if error.argument != f"{path}.burst" or "burst" in spec:
+            raise
+        raise ScenarioError(
+            error.argument, _MISSING, f"missing: {per}={spec[per]!r} is not a whole number"
+        ) from None
 
 
 def _scenario(path: str, value: object, max_arrivals: int | None) -> Scenario:
