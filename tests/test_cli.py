@@ -132,7 +132,8 @@ BAD = [
     (
         GOOD.replace("size = 1000", "sise = 1000"),
         "scenario[0].workload[1].sise=1000: unknown key (expected one of: arrivals, at, "
-        "cost, deadline, flow, heaviest, level, name, published, size, tenants, timeout, zipf)",
+        "cost, deadline, fair, flow, heaviest, level, name, published, size, tenants, timeout, "
+        "zipf)",
     ),
     (
         GOOD.replace("level = 1", "level = 2"),
@@ -615,6 +616,7 @@ BAD_COSTS = [
         f"{_W1}.tenants=Tenants(count=50, zipf=1.1, heaviest=None): give flow or tenants, not both",
     ),
     (LLM.replace("tenants = 50", "tenants = 0"), f"{_W1}.tenants=0: must be at least 1"),
+    (LLM.replace("tenants = 50", "tenants = 50\nfair = 1"), f"{_W1}.fair=1: expected a bool"),
     (
         LLM.replace("tenants = 50", "tenants = 100001"),
         f"{_W1}.tenants=100001: must be at most 100,000",
@@ -699,6 +701,10 @@ def test_compare_reports_tenants_and_each_limits_share(capsys: pytest.CaptureFix
     assert api["tenants_starved"] == 0
     assert api["worst_tenant"] == "api#1"  # the heaviest waits, not the others
     assert api["tenant_wait_p99_median_s"] < 0.5 < api["tenant_wait_p99_max_s"]
+    # the same calls, no flows named: every tenant waits behind the heaviest
+    one_line = json.loads(out)["scenarios"][1]["policies"][0]["workloads"][0]
+    assert one_line["granted"] == api["granted"]
+    assert one_line["tenant_wait_p99_median_s"] > 20 * api["tenant_wait_p99_median_s"]
     status, out, _ = run(capsys, "compare", "--example", "llm", "--policy", "strict")
     assert status == 0
     assert "share tokens share requests" in out

@@ -373,6 +373,7 @@ def test_draws_stay_within_their_bounds_and_the_heaviest_tenant_gets_its_share()
         (lambda: Workload("w", 0, Batch(1), cost=True), "cost"),
         (lambda: Workload("w", 0, Batch(1), cost={"a": -1}), "cost.a"),
         (lambda: Workload("w", 0, Batch(1), flow=""), "flow"),
+        (lambda: Workload("w", 0, Batch(1), fair=0), "fair"),  # type: ignore[arg-type]
         (lambda: Workload("w", 0, Batch(1), flow="a", tenants=Tenants(2)), "tenants"),
         (lambda: Scenario("s", Fifo(1), None, 1, [Workload("w", 0, Batch(1))]), "rate"),
         (
@@ -478,3 +479,24 @@ def test_a_scenario_of_plain_callers_is_the_same_under_its_limit_named() -> None
         limit = Limit(scenario.rate, scenario.burst)
         named = attrs.evolve(scenario, rate=None, burst=1, limits={"units": limit})
         assert simulate(named).workloads == simulate(scenario).workloads
+
+
+def test_callers_not_fair_are_counted_by_tenant_and_queue_in_arrival_order() -> None:
+    """fair=False: each tenant is counted, and the level serves its callers
+    in the order they came (as with no flow named); fair: the tenants take
+    turns, so a light tenant behind a heavy one's backlog goes first."""
+    heavy = Workload("heavy", 0, Batch(20), flow="big")
+    light = Workload("light", 0, Constant(1, start=0.5, stop=1), flow="small")
+    runs = {}
+    for fair in (True, False):
+        loads = [attrs.evolve(w, fair=fair) for w in (heavy, light)]
+        result = simulate(Scenario("s", Fifo(1), 10, 3, loads))
+        assert [(w.tenants, w.worst_tenant) for w in result.workloads] == [
+            (1, "big"),
+            (1, "small"),
+        ]
+        runs[fair] = result["light"].wait_max
+    # at 0.5 s, 6 of the backlog were granted: in one line it is granted
+    # after the other 14; taking turns, after the one whose turn ties with its
+    assert runs[False] == 1_500 * MILLISECOND
+    assert runs[True] == 200 * MILLISECOND

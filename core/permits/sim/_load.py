@@ -38,7 +38,8 @@ limits (``tokens = { per_minute = 90_000 }``, or ``per_second``,
 ``per_hour``; optional ``burst``); a workload's ``cost`` is a number, a draw
 (``{ uniform = [low, high] }``, ``{ choice = [...] }``) or a table of those
 by limit; its callers may name a ``flow`` or one of ``tenants = N`` (with
-``zipf = s`` or ``heaviest = fraction``).
+``zipf = s`` or ``heaviest = fraction``), and ``fair = false`` counts them
+by tenant without naming the flows to the limiter.
 
 Policies: ``"fifo"``, ``"strict"`` (optional ``levels``, default 2),
 ``"shares"`` (``weights = [4, 1]`` or ``every = 5``) and ``"aging"``
@@ -228,7 +229,7 @@ _ARRIVALS: dict[str, type[Batch] | type[Constant] | type[Poisson]] = {
     "poisson": Poisson,
 }
 _WORKLOAD_KEYS = {"name", "level", "arrivals"}
-_WORKLOAD_OPTIONAL = {"timeout", "deadline", "published", "cost", "flow"}
+_WORKLOAD_OPTIONAL = {"timeout", "deadline", "published", "cost", "flow", "fair"}
 _TENANT_KEYS = {"tenants", "zipf", "heaviest"}
 _DRAWS = {"uniform", "choice"}
 
@@ -302,6 +303,7 @@ def _workload(path: str, value: object) -> Workload:
             cost=cost,
             flow=table.get("flow"),
             tenants=tenants,
+            fair=table.get("fair", True),
         ),
     )
 

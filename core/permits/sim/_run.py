@@ -391,6 +391,7 @@ def _run(scenario: Scenario, duration: int, source: Iterator[_Arrival]) -> Resul
         None if wl.deadline is None else nanoseconds("deadline", wl.deadline) for wl in workloads
     ]
     levels = [wl.level for wl in workloads]
+    fair = [wl.fair for wl in workloads]
     limits = scenario.named_limits
     names = tuple(limits)
     machine = Machine(scenario.policy, limits=limits, max_waiting=scenario.max_waiting)
@@ -483,7 +484,9 @@ def _run(scenario: Scenario, duration: int, source: Iterator[_Arrival]) -> Resul
                         tenant_offered[tenant] += 1
                         tenants[id] = tenant
                 asked = cost if isinstance(cost, int) else dict(zip(names, cost, strict=True))
-                decisions = push(id, levels[w], t, deadline=deadline, cost=asked, flow=flow)
+                decisions = push(
+                    id, levels[w], t, deadline=deadline, cost=asked, flow=flow if fair[w] else None
+                )
             if decisions:
                 decide(decisions)
                 if decisions[-1][0] == id:  # decided at once: nothing to give up on

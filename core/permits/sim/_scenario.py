@@ -422,6 +422,9 @@ class Workload:
     :param flow: the flow (a tenant) every caller names, or ``None``.
     :param tenants: :class:`Tenants` whose flows the callers name, one
         each, drawn at random; not with ``flow``.
+    :param fair: ``False``: its callers are counted by tenant but name no
+        flow to the limiter, so they wait in one line in their level, in
+        the order they came (what the level does without flows).
     """
 
     name: str = attrs.field()
@@ -433,6 +436,12 @@ class Workload:
     cost: _Costs = attrs.field(default=1, converter=_cost_value, kw_only=True)
     flow: str | None = attrs.field(default=None, kw_only=True)
     tenants: Tenants | None = attrs.field(default=None, kw_only=True)
+    fair: bool = attrs.field(default=True, kw_only=True)
+
+    @fair.validator
+    def _fair(self, attribute: attrs.Attribute[Any], value: object) -> None:
+        if not isinstance(value, bool):
+            raise PermitTypeError("fair", value, "a bool")
 
     @cost.validator
     def _cost(self, attribute: attrs.Attribute[Any], value: _Costs) -> None:
