@@ -17,6 +17,8 @@
    the same pushes and ticks made on a bare ``Machine`` (``bench/core.py``'s
    loop). Each per-grant figure is the difference between a run of 30,000
    grants and one of 10,000, divided by 20,000, so start-up cancels out.
+   Then the trace of 2. (as CSV) the same way: instructions per row to read
+   it, and to read and replay it, from traces of 30,000 and 10,000 rows.
 4. ``--large``: one scenario of 10^7 grants (10,000 s at 1,000 permits/s,
    three Poisson levels with timeouts and a deadline), grants per CPU second.
 """
@@ -158,12 +160,32 @@ def large_scenario() -> Scenario:
     )
 
 
-def child(which: str, grants: int) -> None:
+def child(which: str, count: int, path: str = "") -> None:
     """Run under callgrind: one loop, then exit."""
     if which == "sim":
-        simulate(held_scenario(grants), max_arrivals=None)
+        simulate(held_scenario(count), max_arrivals=None)
     elif which == "core":
-        machine_loop(StrictPriority(2), WAITING, grants)
+        machine_loop(StrictPriority(2), WAITING, count)
+    else:  # read or replay the trace of ``count`` rows at ``path``
+        with open(path, newline="") as file:
+            if which == "read":
+                for _ in read_trace(file):
+                    pass
+            else:
+                replay(trace_scenario(count), read_trace(file))
+
+
+def per_row(which: str, directory: Path) -> float:
+    """Instructions per row to read (``which="read"``) or read and replay
+    a CSV trace: the difference between traces of LONG and SHORT rows."""
+    script = str(Path(__file__).resolve())
+    counts = []
+    for rows in (LONG, SHORT):
+        path = directory / f"{rows}.csv"
+        if not path.exists():
+            write_traces(directory, rows)[0].rename(path)
+        counts.append(instructions(script, "--child", which, str(rows), str(path)))
+    return (counts[0] - counts[1]) / (LONG - SHORT)
 
 
 def per_grant(which: str) -> float:
@@ -175,7 +197,7 @@ def per_grant(which: str) -> float:
 
 def main() -> None:
     if sys.argv[1:2] == ["--child"]:
-        child(sys.argv[2], int(sys.argv[3]))
+        child(sys.argv[2], int(sys.argv[3]), *sys.argv[4:5])
         return
     quick = "--quick" in sys.argv
     print(f"Python {platform.python_version()} on {platform.machine()}, {platform.platform()}")
@@ -209,6 +231,11 @@ def main() -> None:
         print("| --- | --- | --- | --- |")
         print(f"| strict priority | {sim:,.0f} | {core:,.0f} | {sim / core:.2f}x |")
         sys.stdout.flush()
+        with tempfile.TemporaryDirectory() as directory:
+            read, replayed = per_row("read", Path(directory)), per_row("replay", Path(directory))
+        print("\n| instructions per row, the CSV trace above | read | read + replay |")
+        print("| --- | --- | --- |")
+        print(f"| strict priority, 50 flows | {read:,.0f} | {replayed:,.0f} |")
 
     if "--large" in sys.argv:
         scenario = large_scenario()

@@ -18,7 +18,6 @@ import itertools
 import math
 from collections.abc import Callable, Hashable
 from contextlib import AbstractAsyncContextManager
-from fractions import Fraction
 from typing import Any
 
 import anyio
@@ -639,7 +638,7 @@ async def test_seed_scenario_in_real_time(adapter: str) -> None:
     begun = anyio.current_time()
     got = await play(open_limiter, SMOKE)
     took = anyio.current_time() - begun
-    rate = float(Fraction(SMOKE.rate))
+    rate = float(SMOKE.named_limits["units"].rate)
     assert got.granted <= SMOKE.burst + rate * took, (got.granted, took)
     assert got.granted >= simulated.granted / 2, (got.granted, simulated.granted)
     late = interactive.offered * 0.1 / float(SMOKE.seconds)  # arrived in the last 0.1 s

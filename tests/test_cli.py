@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import math
 import os
 import subprocess
 import sys
@@ -131,7 +132,8 @@ BAD = [
     (
         GOOD.replace("size = 1000", "sise = 1000"),
         "scenario[0].workload[1].sise=1000: unknown key (expected one of: arrivals, at, "
-        "deadline, level, name, published, size, timeout)",
+        "cost, deadline, fair, flow, heaviest, level, name, published, size, tenants, timeout, "
+        "zipf)",
     ),
     (
         GOOD.replace("level = 1", "level = 2"),
@@ -370,8 +372,8 @@ def test_max_arrivals_raises_or_lowers_the_bound(
 def test_examples_are_listed_and_run_by_name(capsys: pytest.CaptureFixture[str]) -> None:
     status, out, _ = run(capsys, "examples")
     assert status == 0
-    names = [line.split()[0] for line in out.splitlines()[:3]]
-    assert names == ["article", "mixed", "seed"]
+    names = [line.split()[0] for line in out.splitlines()[:5]]
+    assert names == ["article", "llm", "mixed", "seed", "tenants"]
     assert sorted(p.stem for p in EXAMPLES.glob("*.toml")) == names
     status, out, _ = run(capsys, "examples", "--json")
     assert [e["name"] for e in json.loads(out)["examples"]] == names
@@ -383,7 +385,7 @@ def test_examples_are_listed_and_run_by_name(capsys: pytest.CaptureFixture[str])
     assert (status, out) == (2, "")
     assert err == (
         "permits: error: --example='nope': no such example "
-        "(expected one of: article, mixed, seed)\n"
+        "(expected one of: article, llm, mixed, seed, tenants)\n"
     )
 
 
@@ -479,3 +481,240 @@ def test_compare_plot_writes_a_png_and_checks_its_path_first(
     status, out, err = run(capsys, "compare", "--plot", str(tmp_path / "no" / "c.png"))
     assert (status, out) == (2, "")
     assert "no directory" in err
+
+
+LLM = """
+[[scenario]]
+name = "llm"
+policy = "strict"
+seconds = 60
+seed = 5
+
+[scenario.limits]
+requests = { per_minute = 500 }
+tokens = { per_minute = 90000 }
+
+[[scenario.workload]]
+name = "chat"
+level = 0
+arrivals = "constant"
+rate = 2
+cost = { requests = 1, tokens = { uniform = [200, 2000] } }
+flow = "acme"
+
+[[scenario.workload]]
+name = "batch"
+level = 1
+arrivals = "batch"
+size = 100
+cost = { requests = 1, tokens = { choice = [1000, 4000] } }
+tenants = 50
+zipf = 1.1
+"""
+
+_W0 = "scenario[0].workload[0]"
+_W1 = "scenario[0].workload[1]"
+BAD_COSTS = [
+    (
+        LLM.replace("seed = 5", "seed = 5\nrate = 5"),
+        "scenario[0].rate=5: give rate and burst, or limits, not both",
+    ),
+    (
+        LLM.replace("seed = 5", "seed = 5\nburst = 2"),
+        "scenario[0].burst=2: give rate and burst, or limits",
+    ),
+    (GOOD.replace("rate = 100\n", ""), "scenario[0].rate: missing (or give [scenario.limits])"),
+    (
+        LLM.replace("tokens = { per_minute = 90000 }", "tokens = { burst = 5 }"),
+        "scenario[0].limits.tokens={'burst': 5}: give one of per_second, per_minute, per_hour",
+    ),
+    (
+        LLM.replace("tokens = { per_minute = 90000 }", "tokens = { per_minit = 9 }"),
+        "scenario[0].limits.tokens.per_minit=9: unknown key (expected one of: burst, per_hour, "
+        "per_minute, per_second)",
+    ),
+    (
+        LLM.replace("per_minute = 90000", "per_minute = -1"),
+        "scenario[0].limits.tokens.per_minute=-1: must be greater than 0",
+    ),
+    (
+        LLM.replace("per_minute = 500", "per_minute = 2.5"),
+        "scenario[0].limits.requests.burst: missing: per_minute=2.5 is not a whole number",
+    ),
+    (
+        LLM.replace("per_minute = 90000", "per_minute = 90000, burst = 0"),
+        "scenario[0].limits.tokens.burst=0: must be at least 1",
+    ),
+    (
+        LLM.replace("requests = { per_minute = 500 }\ntokens = { per_minute = 90000 }\n", ""),
+        "scenario[0].limits={}: expected 1 to 32 limits",
+    ),
+    (
+        LLM.replace(
+            "cost = { requests = 1, tokens = { uniform", "cost = { requests = 1, tokns = { uniform"
+        ),
+        f"{_W0}.cost={{'requests': 1, 'tokns': Uniform(low=200, high=2000)}}: names no limit of "
+        "the scenario (its limits: 'requests', 'tokens')",
+    ),
+    (
+        LLM.replace("[1000, 4000]", "[1000, 100000]"),
+        f"{_W1}.cost={{'requests': 1, 'tokens': Choice(values=(1000, 100000))}}: up to 100,000 "
+        "units of limit 'tokens', over its burst (90,000): such a caller could never be granted",
+    ),
+    (
+        LLM.replace("[200, 2000]", "[2000, 200]"),
+        f"{_W0}.cost.tokens.uniform[1]=200: must be at least low (2000)",
+    ),
+    (LLM.replace("[200, 2000]", "[200]"), f"{_W0}.cost.tokens.uniform=[200]: expected [low, high]"),
+    (LLM.replace("[200, 2000]", "[-1, 5]"), f"{_W0}.cost.tokens.uniform[0]=-1: must be at least 0"),
+    (LLM.replace("[1000, 4000]", "[]"), f"{_W1}.cost.tokens.choice=(): needs 1 to 10,000 values"),
+    (LLM.replace("[1000, 4000]", '["a"]'), f"{_W1}.cost.tokens.choice='a': expected an int"),
+    (
+        LLM.replace("choice = [1000, 4000]", "choice = 5"),
+        f"{_W1}.cost.tokens.choice=5: expected a sequence of whole numbers",
+    ),
+    (
+        LLM.replace("{ uniform = [200, 2000] }", "{ normal = [200, 2000] }"),
+        f"{_W0}.cost.tokens.normal=[200, 2000]: unknown key (expected one of: choice, uniform)",
+    ),
+    (
+        LLM.replace("{ uniform = [200, 2000] }", "{ uniform = [1, 2], choice = [1] }"),
+        f"{_W0}.cost.tokens={{'choice': [1], 'uniform': [1, 2]}}: give one of uniform",
+    ),
+    (
+        LLM.replace(
+            "cost = { requests = 1, tokens = { uniform = [200, 2000] } }",
+            "cost = { requests = { uniform = [0, 1] }, tokens = 0 }",
+        ),
+        f"{_W0}.cost={{'requests': Uniform(low=0, high=1), 'tokens': 0}}: must take at least "
+        "one unit of some limit, in every draw",
+    ),
+    (
+        LLM.replace("tokens = { uniform = [200, 2000] }", 'tokens = "many"'),
+        f"{_W0}.cost.tokens='many': expected an int, Uniform or Choice, got str",
+    ),
+    (
+        GOOD.replace("size = 1000", "size = 1000\ncost = 0"),
+        f"{_W1}.cost=0: must take at least one unit",
+    ),
+    (GOOD.replace("size = 1000", "size = 1000\ncost = -1"), f"{_W1}.cost=-1: must be at least 0"),
+    (
+        GOOD.replace("size = 1000", "size = 1000\ncost = 2"),
+        f"{_W1}.cost=2: up to 2 units of limit 'units', over its burst (1)",
+    ),
+    (GOOD.replace("size = 1000", "size = 1000\ncost = {}"), f"{_W1}.cost={{}}: names no limit"),
+    (
+        GOOD.replace("size = 1000", 'size = 1000\nflow = ""'),
+        f"{_W1}.flow='': expected a non-empty str",
+    ),
+    (
+        GOOD.replace("size = 1000", "size = 1000\nflow = 3"),
+        f"{_W1}.flow=3: expected a non-empty str",
+    ),
+    (
+        LLM.replace("tenants = 50", 'tenants = 50\nflow = "x"'),
+        f"{_W1}.tenants=Tenants(count=50, zipf=1.1, heaviest=None): give flow or tenants, not both",
+    ),
+    (LLM.replace("tenants = 50", "tenants = 0"), f"{_W1}.tenants=0: must be at least 1"),
+    (LLM.replace("tenants = 50", "tenants = 50\nfair = 1"), f"{_W1}.fair=1: expected a bool"),
+    (
+        LLM.replace("tenants = 50", "tenants = 100001"),
+        f"{_W1}.tenants=100001: must be at most 100,000",
+    ),
+    (LLM.replace("tenants = 50", "tenants = 2.5"), f"{_W1}.tenants=2.5: expected an int"),
+    (LLM.replace("tenants = 50\n", ""), f"{_W1}.zipf=1.1: needs tenants = N"),
+    (LLM.replace("zipf = 1.1", "heaviest = 0.5"), "does not fail"),
+    (LLM.replace("zipf = 1.1", "zipf = -1"), f"{_W1}.zipf=-1: must be from 0 to 100"),
+    (LLM.replace("zipf = 1.1", "zipf = inf"), f"{_W1}.zipf=inf: must be from 0 to 100"),
+    (LLM.replace("zipf = 1.1", 'zipf = "steep"'), f"{_W1}.zipf='steep': expected a number"),
+    (
+        LLM.replace("zipf = 1.1", "heaviest = 1.5"),
+        f"{_W1}.heaviest=1.5: must be greater than 0 and at most 1",
+    ),
+    (LLM.replace("zipf = 1.1", "heaviest = 0"), f"{_W1}.heaviest=0: must be greater than 0"),
+    (
+        LLM.replace("zipf = 1.1", "zipf = 1.1\nheaviest = 0.5"),
+        f"{_W1}.heaviest=0.5: give zipf or heaviest, not both",
+    ),
+]
+BAD_COSTS = [case for case in BAD_COSTS if case[1] != "does not fail"]
+
+
+@pytest.mark.parametrize(("text", "message"), BAD_COSTS)
+def test_bad_costs_limits_and_flows_are_one_line_and_status_2(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, text: str, message: str
+) -> None:
+    path = tmp_path / "scenario.toml"
+    path.write_text(text)
+    for command in ("simulate", "compare"):
+        status, out, err = run(capsys, command, str(path))
+        assert (status, out) == (2, ""), err
+        assert err.count("\n") == 1, err
+        assert err.startswith(f"permits: error: {path}: {message}"), err
+
+
+def test_several_limits_drawn_costs_and_tenants_are_reported(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    path = tmp_path / "llm.toml"
+    path.write_text(LLM)
+    status, out, _ = run(capsys, "simulate", str(path), "--json")
+    assert status == 0
+    data = json.loads(out)["scenarios"][0]
+    assert (data["rate_per_s"], data["burst"]) == (None, None)
+    assert data["limits"] == [
+        {"name": "requests", "rate_per_s": 8.333333333333334, "burst": 500},
+        {"name": "tokens", "rate_per_s": 1500, "burst": 90000},
+    ]
+    chat, batch = data["workloads"]
+    for name in ("requests", "tokens"):  # each limit's shares add up, and its limit holds
+        assert math.isclose(chat["share_per_limit"][name] + batch["share_per_limit"][name], 1)
+    assert (
+        chat["units_per_limit"]["tokens"] + batch["units_per_limit"]["tokens"] <= 90_000 + 1500 * 60
+    )
+    # one request each; the tokens drawn within their bounds, and not all alike
+    for w, low, high in ((chat, 200, 2000), (batch, 1000, 4000)):
+        assert w["units_per_limit"]["requests"] == w["units"] == w["granted"] > 0
+        assert low * w["granted"] < w["units_per_limit"]["tokens"] < high * w["granted"]
+    assert (chat["tenants"], chat["tenants_starved"], chat["worst_tenant"]) == (1, 0, "acme")
+    assert 1 < batch["tenants"] <= 50
+    assert batch["worst_tenant"].startswith("batch#")
+    assert batch["tenant_wait_p99_median_s"] <= batch["tenant_wait_p99_max_s"]
+    assert batch["tenants_starved"] <= batch["tenants"]
+    _, again, _ = run(capsys, "simulate", str(path), "--json")
+    assert again == out  # the seed fixes every draw
+    status, text, _ = run(capsys, "simulate", str(path))
+    assert "requests 500/min (burst 500), tokens 90,000/min (burst 90,000)" in text
+    assert "share per limit: requests " in text
+    assert "tenants: 1, 0 never granted; p99 wait of the worst tenant" in text
+
+
+def test_compare_reports_tenants_and_each_limits_share(capsys: pytest.CaptureFixture[str]) -> None:
+    status, out, _ = run(
+        capsys, "compare", "--example", "tenants", "--policy", "fifo", "--policy", "strict"
+    )
+    assert status == 1  # strict priority leaves the export nothing
+    assert "tenants starved  worst tenant p99  median tenant p99" in out
+    status, out, _ = run(capsys, "compare", "--example", "tenants", "--json", "--policy", "strict")
+    api = json.loads(out)["scenarios"][0]["policies"][0]["workloads"][0]
+    assert api["tenants"] > 900
+    assert api["tenants_starved"] == 0
+    assert api["worst_tenant"] == "api#1"  # the heaviest waits, not the others
+    assert api["tenant_wait_p99_median_s"] < 0.5 < api["tenant_wait_p99_max_s"]
+    # the same calls, no flows named: every tenant waits behind the heaviest
+    one_line = json.loads(out)["scenarios"][1]["policies"][0]["workloads"][0]
+    assert one_line["granted"] == api["granted"]
+    assert one_line["tenant_wait_p99_median_s"] > 20 * api["tenant_wait_p99_median_s"]
+    status, out, _ = run(capsys, "compare", "--example", "llm", "--policy", "strict")
+    assert status == 0
+    assert "share tokens share requests" in out
+
+
+def test_the_new_examples_run_and_demo_refuses_them(capsys: pytest.CaptureFixture[str]) -> None:
+    for name in ("llm", "tenants"):
+        status, out, _ = run(capsys, "simulate", "--example", name)
+        assert status == 0
+        assert "permits granted" in out
+        status, out, err = run(capsys, "demo", "--example", name)
+        assert (status, out) == (2, "")
+        assert "demo plays one limit, callers of one unit and no flows" in err

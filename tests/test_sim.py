@@ -7,7 +7,9 @@ policy's rule alone (closed forms over the permit slots, which fall every
 
 from __future__ import annotations
 
+import itertools
 import math
+from collections import Counter
 from collections.abc import Callable
 from decimal import Decimal
 from fractions import Fraction
@@ -23,6 +25,7 @@ from permits.core import (
     SECOND,
     Aging,
     Fifo,
+    Limit,
     PermitTypeError,
     PermitValueError,
     Shares,
@@ -31,10 +34,13 @@ from permits.core import (
 from permits.sim import (
     SEED,
     Batch,
+    Choice,
     Constant,
     Poisson,
     Result,
     Scenario,
+    Tenants,
+    Uniform,
     Workload,
     WorkloadResult,
     simulate,
@@ -325,3 +331,172 @@ def test_any_scenario_is_accounted_for_and_within_the_limit(
         if load.timeout is not None and w.wait_max is not None:
             assert w.wait_max <= Fraction(load.timeout) * SECOND
     assert simulate(scenario) == result
+
+
+def test_draws_stay_within_their_bounds_and_the_heaviest_tenant_gets_its_share() -> None:
+    """A uniform cost takes every value of its bounds and no other; a choice
+    only its values; a tenant generator names tenants 1 to count, the
+    heaviest its fraction of the callers, and under Zipf the first most."""
+    workload = Workload(
+        "w",
+        0,
+        Batch(1),
+        cost={"a": Uniform(2, 5), "b": Choice([7, 9]), "c": 3},
+        tenants=Tenants(10, heaviest=0.5),
+    )
+    callers = list(itertools.islice(workload.callers(("b", "c", "a", "d"), seed=1), 4000))
+    costs = [cost for cost, _ in callers]
+    assert {c[0] for c in costs} == {7, 9}  # type: ignore[index]
+    assert {c[1] for c in costs} == {3}  # type: ignore[index]
+    assert {c[2] for c in costs} == {2, 3, 4, 5}  # type: ignore[index]
+    assert {c[3] for c in costs} == {0}  # type: ignore[index]  # a limit it does not name
+    flows = Counter(flow for _, flow in callers)
+    assert set(flows) == {f"w#{k}" for k in range(1, 11)}
+    assert 1900 < flows["w#1"] < 2100, flows
+    zipf = Workload("z", 0, Batch(1), cost=Uniform(1, 1), tenants=Tenants(100, zipf=1.0))
+    picked = Counter(flow for _, flow in itertools.islice(zipf.callers(("units",), seed=2), 20_000))
+    assert picked.most_common(1)[0][0] == "z#1"
+    assert picked["z#1"] > 2 * picked["z#2"] > picked["z#10"]
+    assert {cost for cost, _ in itertools.islice(zipf.callers(("units",), 3), 50)} == {1}
+
+
+@pytest.mark.parametrize(
+    ("make", "argument"),
+    [
+        (lambda: Uniform(5, 2), "high"),
+        (lambda: Choice([]), "values"),
+        (lambda: Choice(3), "values"),
+        (lambda: Tenants(0), "count"),
+        (lambda: Tenants(2, zipf=float("nan")), "zipf"),
+        (lambda: Tenants(2, zipf=1, heaviest=0.5), "heaviest"),
+        (lambda: Workload("w", 0, Batch(1), cost=0), "cost"),
+        (lambda: Workload("w", 0, Batch(1), cost=True), "cost"),
+        (lambda: Workload("w", 0, Batch(1), cost={"a": -1}), "cost.a"),
+        (lambda: Workload("w", 0, Batch(1), flow=""), "flow"),
+        (lambda: Workload("w", 0, Batch(1), fair=0), "fair"),  # type: ignore[arg-type]
+        (lambda: Workload("w", 0, Batch(1), flow="a", tenants=Tenants(2)), "tenants"),
+        (lambda: Scenario("s", Fifo(1), None, 1, [Workload("w", 0, Batch(1))]), "rate"),
+        (
+            lambda: Scenario(
+                "s", Fifo(1), 5, 1, [Workload("w", 0, Batch(1))], limits={"a": Limit(1, 1)}
+            ),
+            "limits",
+        ),
+        (
+            lambda: Scenario(
+                "s",
+                Fifo(1),
+                None,
+                1,
+                [Workload("w", 0, Batch(1), cost={"b": 1})],
+                limits={"a": Limit(1)},
+            ),
+            "workloads[0].cost",
+        ),
+        (
+            lambda: Scenario(
+                "s",
+                Fifo(1),
+                None,
+                1,
+                [Workload("w", 0, Batch(1), cost=Choice([1, 3]))],
+                limits={"a": Limit(1, 2)},
+            ),
+            "workloads[0].cost",
+        ),
+    ],
+)
+def test_bad_costs_limits_and_tenants_name_themselves(
+    make: Callable[[], object], argument: str
+) -> None:
+    with pytest.raises((PermitValueError, PermitTypeError)) as error:
+        make()
+    assert isinstance(error.value, (PermitValueError, PermitTypeError))
+    assert error.value.argument == argument
+
+
+costs = st.one_of(
+    st.just(1),
+    st.integers(1, 3),
+    st.builds(Uniform, st.integers(1, 2), st.integers(2, 4)),
+    st.fixed_dictionaries(
+        {"a": st.sampled_from([0, 1, Uniform(1, 3)]), "b": st.sampled_from([1, 2, Choice([1, 4])])}
+    ),
+)
+tenants = st.one_of(
+    st.none(),
+    st.builds(Tenants, st.integers(1, 30), st.sampled_from([0, 1.2])),
+    st.builds(Tenants, st.integers(1, 30), heaviest=st.sampled_from([0.3, 1])),
+)
+
+
+@settings(deadline=None)
+@given(
+    policy=policies,
+    seed=st.integers(0, 2**70),
+    loads=st.lists(st.tuples(workloads, costs, tenants), min_size=1, max_size=4),
+    rates=st.tuples(st.sampled_from([5, 25, Fraction(100, 3)]), st.sampled_from([3, 40])),
+)
+def test_any_scenario_with_costs_limits_and_tenants_is_within_each_limit(
+    policy: Fifo,
+    seed: int,
+    loads: list[tuple[Workload, object, Tenants | None]],
+    rates: tuple[int, int],
+) -> None:
+    """With several limits, drawn costs and tenants: every caller is accounted
+    for once, each limit's units stay within it over the run, each limit's
+    shares add up, every tenant's callers are its workload's, and the run
+    is deterministic."""
+    limits = {"a": Limit(rates[0], 4), "b": Limit(rates[1], 5)}
+    built = [
+        attrs.evolve(w, name=f"w{i}", cost=cost, tenants=tenants)
+        for i, (w, cost, tenants) in enumerate(loads)
+    ]
+    scenario = Scenario("any", policy, None, 2, built, seed=seed, limits=limits)
+    result = simulate(scenario)
+    conserved(result)
+    assert result.limits == ("a", "b")
+    for j, limit in enumerate(limits.values()):
+        used = sum(w.units_per_limit[j] for w in result.workloads)
+        assert used <= limit.burst + math.floor(limit.rate * 2)
+        if used:
+            assert math.isclose(sum(w.shares[j] for w in result.workloads), 1)
+    for w, load in zip(result.workloads, built, strict=True):
+        assert w.units == w.units_per_limit[0]
+        assert w.tenants_starved <= w.tenants <= (0 if load.tenants is None else load.tenants.count)
+        assert (w.tenant_wait_p99_max is None) == (w.tenants == w.tenants_starved)
+        if w.tenant_wait_p99_max is not None:
+            assert w.tenant_wait_p99_median is not None
+            assert w.tenant_wait_p99_median <= w.tenant_wait_p99_max
+            assert w.worst_tenant is not None
+            assert w.worst_tenant.startswith(f"{w.name}#")
+    assert simulate(scenario) == result
+
+
+def test_a_scenario_of_plain_callers_is_the_same_under_its_limit_named() -> None:
+    """rate and burst are one limit called units: the same run either way."""
+    for scenario in SEED:
+        limit = Limit(scenario.rate, scenario.burst)
+        named = attrs.evolve(scenario, rate=None, burst=1, limits={"units": limit})
+        assert simulate(named).workloads == simulate(scenario).workloads
+
+
+def test_callers_not_fair_are_counted_by_tenant_and_queue_in_arrival_order() -> None:
+    """fair=False: each tenant is counted, and the level serves its callers
+    in the order they came (as with no flow named); fair: the tenants take
+    turns, so a light tenant behind a heavy one's backlog goes first."""
+    heavy = Workload("heavy", 0, Batch(20), flow="big")
+    light = Workload("light", 0, Constant(1, start=0.5, stop=1), flow="small")
+    runs = {}
+    for fair in (True, False):
+        loads = [attrs.evolve(w, fair=fair) for w in (heavy, light)]
+        result = simulate(Scenario("s", Fifo(1), 10, 3, loads))
+        assert [(w.tenants, w.worst_tenant) for w in result.workloads] == [
+            (1, "big"),
+            (1, "small"),
+        ]
+        runs[fair] = result["light"].wait_max
+    # at 0.5 s, 6 of the backlog were granted: in one line it is granted
+    # after the other 14; taking turns, after the one whose turn ties with its
+    assert runs[False] == 1_500 * MILLISECOND
+    assert runs[True] == 200 * MILLISECOND

@@ -365,3 +365,18 @@ def test_written_traces_read_back_as_they_were(rows: list[tuple[Any, ...]]) -> N
         calls.append(Call(at, level, cost, flow, timeout))
     back = [c._replace(line=0) for c in read_trace(list(trace_lines(calls)))]
     assert back == [c._replace(flow=None if c.flow is None else str(c.flow)) for c in calls]
+
+
+def test_a_trace_replayed_not_fair_counts_tenants_and_queues_in_arrival_order() -> None:
+    """A level whose first workload says fair=False replays its calls as if
+    they named no flow (the same waits), and still counts them by tenant."""
+    calls = [Call(0, 0, 1, "bulk")] * 30 + [Call(SECOND, 0, 1, f"t{n}") for n in range(5)]
+    scenario = Scenario("s", Fifo(1), 10, 5, [Workload("api", 0, Batch(0), fair=False)])
+    one_line = replay(scenario, calls)["api"]
+    without = replay(scenario, [call._replace(flow=None) for call in calls])["api"]
+    fair = replay(attrs.evolve(scenario, workloads=[Workload("api", 0, Batch(0))]), calls)["api"]
+    assert one_line.waits == without.waits
+    assert (one_line.tenants, without.tenants, fair.tenants) == (6, 0, 6)
+    assert one_line.tenant_wait_p99_median is not None
+    assert fair.tenant_wait_p99_median is not None
+    assert fair.tenant_wait_p99_median < one_line.tenant_wait_p99_median

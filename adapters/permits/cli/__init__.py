@@ -251,6 +251,11 @@ def _demo(args: argparse.Namespace) -> int:
     agree = True
     reports = []
     for original in scenarios(args.file, args.example, args.max_arrivals):
+        if original.limits is not None or not all(w.plain for w in original.workloads):
+            _fail(
+                f"{original.name}: demo plays one limit, callers of one unit and no flows; "
+                "run this scenario with simulate or compare"
+            )
         scenario = original.scaled(args.scale)
         if scenario.burst != args.burst:
             scenario = attrs.evolve(scenario, burst=args.burst)

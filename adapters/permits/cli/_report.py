@@ -13,6 +13,7 @@ from permits.sim import (
     Published,
     Requirement,
     Result,
+    Scenario,
     WorkloadResult,
     describe,
     offered_quantile,
@@ -43,12 +44,23 @@ def _length(result: Result) -> Fraction:
     return Fraction(result.duration, SECOND)
 
 
+def limits_text(scenario: Scenario) -> str:
+    """The scenario's limit(s): ``100 permits/s, burst 1``, or each named
+    limit with its rate a minute and its burst."""
+    if scenario.limits is None:
+        return f"{_number(check_rate(scenario.rate)):,} permits/s, burst {scenario.burst}"
+    return ", ".join(
+        f"{name} {_number(limit.rate * 60):,}/min (burst {limit.burst:,})"
+        for name, limit in scenario.limits
+    )
+
+
 def header(result: Result) -> str:
     scenario = result.scenario
     return (
         f"{scenario.name}\n"
-        f"  {describe(scenario.policy)}; {_number(check_rate(scenario.rate)):,} permits/s, "
-        f"burst {scenario.burst}, {_number(_length(result)):,} s; "
+        f"  {describe(scenario.policy)}; {limits_text(scenario)}, "
+        f"{_number(_length(result)):,} s; "
         f"{result.granted:,} permits granted"
     )
 
@@ -129,11 +141,33 @@ def table(result: Result) -> str:
     notes = []
     for workload, got in zip(result.scenario.workloads, result.workloads, strict=True):
         lines.append(_row(_cells(got)))
+        lines.extend(f"    {line}" for line in details(result, got))
         if workload.published is not None:
             lines.append(_row(_published(workload.published)))
             if workload.published.note:
                 notes.append(f"  note ({workload.name}, published): {workload.published.note}")
     return "\n".join(lines + notes)
+
+
+def details(result: Result, w: WorkloadResult) -> list[str]:
+    """A workload's figures beyond its row: its share of each limit where
+    there are several, and its tenants where its callers named flows."""
+    lines = []
+    if len(result.limits) > 1:
+        shares = ", ".join(
+            f"{name} {share:.1%}" for name, share in zip(result.limits, w.shares, strict=True)
+        )
+        lines.append(f"share per limit: {shares}")
+    if w.tenants:
+        worst = (
+            ""
+            if w.worst_tenant is None
+            else f"; p99 wait of the worst tenant {duration(seconds(w.tenant_wait_p99_max))} "
+            f"({w.worst_tenant}), of the median one "
+            f"{duration(seconds(w.tenant_wait_p99_median))}"
+        )
+        lines.append(f"tenants: {w.tenants:,}, {w.tenants_starved:,} never granted{worst}")
+    return lines
 
 
 def comparison(simulated: Result, measured: Result, verdicts: Sequence[str]) -> str:
@@ -146,7 +180,9 @@ def comparison(simulated: Result, measured: Result, verdicts: Sequence[str]) -> 
     return "\n".join(lines)
 
 
-def _workload_json(w: WorkloadResult, published: Published | None) -> dict[str, Any]:
+def _workload_json(
+    w: WorkloadResult, limits: Sequence[str], published: Published | None
+) -> dict[str, Any]:
     return {
         "name": w.name,
         "level": w.level,
@@ -161,6 +197,13 @@ def _workload_json(w: WorkloadResult, published: Published | None) -> dict[str, 
         "wait_p99_s": seconds(w.wait_p99),
         "wait_max_s": seconds(w.wait_max),
         "share": w.share,
+        "units_per_limit": dict(zip(limits, w.units_per_limit, strict=True)),
+        "share_per_limit": dict(zip(limits, w.shares, strict=True)),
+        "tenants": w.tenants,
+        "tenants_starved": w.tenants_starved,
+        "tenant_wait_p99_max_s": seconds(w.tenant_wait_p99_max),
+        "worst_tenant": w.worst_tenant,
+        "tenant_wait_p99_median_s": seconds(w.tenant_wait_p99_median),
         "cleared_at_s": seconds(w.cleared_at),
         "published": None
         if published is None
@@ -175,18 +218,31 @@ def _workload_json(w: WorkloadResult, published: Published | None) -> dict[str, 
     }
 
 
+def _limits_json(scenario: Scenario) -> dict[str, Any]:
+    """``rate_per_s`` and ``burst`` (``null`` under several limits) and
+    each limit's."""
+    one = scenario.limits is None
+    return {
+        "rate_per_s": _number(check_rate(scenario.rate)) if one else None,
+        "burst": scenario.burst if one else None,
+        "limits": [
+            {"name": name, "rate_per_s": _number(limit.rate), "burst": limit.burst}
+            for name, limit in scenario.named_limits.items()
+        ],
+    }
+
+
 def as_json(result: Result) -> dict[str, Any]:
     """One scenario's result as JSON-ready data (times in seconds)."""
     scenario = result.scenario
     return {
         "name": scenario.name,
         "policy": describe(scenario.policy),
-        "rate_per_s": _number(check_rate(scenario.rate)),
-        "burst": scenario.burst,
+        **_limits_json(scenario),
         "seconds": _number(_length(result)),
         "granted": result.granted,
         "workloads": [
-            _workload_json(got, workload.published)
+            _workload_json(got, result.limits, workload.published)
             for workload, got in zip(scenario.workloads, result.workloads, strict=True)
         ],
     }
@@ -236,11 +292,17 @@ def compare_tables(comparison: Comparison) -> str:
     first = outcomes[0].result
     head = (
         f"{scenario.name}\n"
-        f"  {_number(check_rate(scenario.rate)):,} permits/s, burst {scenario.burst}, "
+        f"  {limits_text(scenario)}, "
         f"{_number(_length(first)):,} s; {len(outcomes)} policies"
     )
     blocks = [head]
-    columns = (
+    limits = first.limits
+    shares = (
+        [("share", ">6")]
+        if len(limits) == 1
+        else [(f"share {name}", f">{max(6, len(name) + 6)}") for name in limits]
+    )
+    base = [
         ("policy", f"<{width}"),
         ("granted", ">8"),
         ("offered", ">8"),
@@ -248,26 +310,37 @@ def compare_tables(comparison: Comparison) -> str:
         ("wait p50", ">9"),
         ("wait p99", ">9"),
         ("wait max", ">9"),
-        ("share", ">6"),
+        *shares,
         ("cleared", ">8"),
-    )
+    ]
     for j, workload in enumerate(first.scenario.workloads):  # a trace's: one per level
+        tenants = any(o.result.workloads[j].tenants for o in outcomes)
+        columns = base + (
+            [("tenants starved", ">16"), ("worst tenant p99", ">17"), ("median tenant p99", ">18")]
+            if tenants
+            else []
+        )
         rows = []
         for name, outcome in zip(names, outcomes, strict=True):
             w = outcome.result.workloads[j]
-            rows.append(
-                [
-                    name,
-                    f"{w.granted:,}",
-                    f"{w.offered:,}",
-                    f"{w.offered - w.granted:,}",
-                    _wait(w, _P50),
-                    _wait(w, _P99),
-                    duration(seconds(w.wait_max)),
-                    f"{w.share:.1%}",
-                    duration(seconds(w.cleared_at)),
+            row = [
+                name,
+                f"{w.granted:,}",
+                f"{w.offered:,}",
+                f"{w.offered - w.granted:,}",
+                _wait(w, _P50),
+                _wait(w, _P99),
+                duration(seconds(w.wait_max)),
+                *(f"{share:.1%}" for share in w.shares),
+                duration(seconds(w.cleared_at)),
+            ]
+            if tenants:
+                row += [
+                    f"{w.tenants_starved:,} of {w.tenants:,}",
+                    duration(seconds(w.tenant_wait_p99_max)),
+                    duration(seconds(w.tenant_wait_p99_median)),
                 ]
-            )
+            rows.append(row)
         blocks.append(_grid_table(f"{workload.name} (level {workload.level})", columns, rows))
     requirements = scenario.requirements
     if requirements:
@@ -297,12 +370,12 @@ def compare_tables(comparison: Comparison) -> str:
     return "\n\n".join(blocks)
 
 
-def _comparison_workload(w: WorkloadResult) -> dict[str, Any]:
+def _comparison_workload(w: WorkloadResult, limits: Sequence[str]) -> dict[str, Any]:
     def offered_s(q: Fraction) -> float | None:
         return seconds(_offered_quantile(w, q))
 
     return {
-        **_workload_json(w, None),
+        **_workload_json(w, limits, None),
         "starved": w.offered - w.granted,
         "offered_wait_p50_s": offered_s(_P50),
         "offered_wait_p99_s": offered_s(_P99),
@@ -320,7 +393,7 @@ def comparison_json(comparison: Comparison) -> dict[str, Any]:
     for outcome in comparison.outcomes:
         workloads = []
         for w in outcome.result.workloads:
-            data = _comparison_workload(w)
+            data = _comparison_workload(w, outcome.result.limits)
             del data["published"]
             workloads.append(data)
         policies.append(
@@ -340,8 +413,7 @@ def comparison_json(comparison: Comparison) -> dict[str, Any]:
         )
     return {
         "name": scenario.name,
-        "rate_per_s": _number(check_rate(scenario.rate)),
-        "burst": scenario.burst,
+        **_limits_json(scenario),
         "seconds": _number(Fraction(comparison.outcomes[0].result.duration, SECOND)),
         "requirements": [r.text for r in scenario.requirements],
         "policies": policies,

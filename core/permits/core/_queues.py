@@ -256,9 +256,10 @@ class _Level:
             flow.depth += 1
             return flow
         spare = self._spare
-        if waiter.flow is None and spare is not None:
+        if spare is not None:
             self._spare = None
             flow = spare
+            flow.key = waiter.flow
             flow.weight = weight
         else:
             flow = _Flow(waiter.flow, self._by_id, weight)
@@ -319,8 +320,8 @@ class _Level:
             return
         # the flow has no waiters: nothing of it is kept
         del self.flows[flow.key]
-        if flow.key is None:
-            self._spare = flow  # its line is empty: every entry left was dead
+        flow.key = None  # kept as the spare, it keeps no trace of its key
+        self._spare = flow  # its line is empty: every entry left was dead
         if self.only is not None:
             # the level is empty: virtual time starts again (only differences
             # count), and the level is as it was made

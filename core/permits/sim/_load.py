@@ -33,6 +33,14 @@ The shape, in TOML::
     size = 1000                  # batch: how many, queued at once
     at = 0                       # optional
 
+In place of ``rate`` and ``burst``, ``[scenario.limits]`` may name several
+limits (``tokens = { per_minute = 90_000 }``, or ``per_second``,
+``per_hour``; optional ``burst``); a workload's ``cost`` is a number, a draw
+(``{ uniform = [low, high] }``, ``{ choice = [...] }``) or a table of those
+by limit; its callers may name a ``flow`` or one of ``tenants = N`` (with
+``zipf = s`` or ``heaviest = fraction``), and ``fair = false`` counts them
+by tenant without naming the flows to the limiter.
+
 Policies: ``"fifo"``, ``"strict"`` (optional ``levels``, default 2),
 ``"shares"`` (``weights = [4, 1]`` or ``every = 5``) and ``"aging"``
 (optional ``levels``, default 2, and ``after`` in seconds, default 2).
@@ -51,6 +59,7 @@ from typing import Any
 from permits.core import (
     Aging,
     Fifo,
+    Limit,
     PermitError,
     PermitTypeError,
     PermitValueError,
@@ -62,12 +71,16 @@ from permits.core import (
 from ._require import Requirement
 from ._run import MAX_ARRIVALS, check_arrivals
 from ._scenario import (
+    MAX_LIMITS,
     Arrivals,
     Batch,
+    Choice,
     Constant,
     Poisson,
     Published,
     Scenario,
+    Tenants,
+    Uniform,
     Workload,
     nanoseconds,
 )
@@ -119,20 +132,25 @@ def _keys(path: str, table: Mapping[str, Any], required: set[str], optional: set
             raise ScenarioError(_at(path, key), _MISSING, "missing")
 
 
-def _build(path: str, make: Callable[[], Any]) -> Any:
-    """Call ``make``; an argument error in it is re-raised naming its place."""
+def _build(path: str, make: Callable[[], Any], names: Mapping[str, str] | None = None) -> Any:
+    """Call ``make``; an argument error in it is re-raised naming its place
+    (an argument in ``names`` by the key it was written as)."""
     try:
         return make()
     except ScenarioError:
         raise
     except PermitTypeError as error:
         raise ScenarioError(
-            _place(path, error.argument),
+            _place(path, (names or {}).get(error.argument, error.argument)),
             error.value,
             f"expected {error.expected}, got {type(error.value).__name__}",
         ) from None
     except PermitValueError as error:
-        raise ScenarioError(_place(path, error.argument), error.value, error.reason) from None
+        raise ScenarioError(
+            _place(path, (names or {}).get(error.argument, error.argument)),
+            error.value,
+            error.reason,
+        ) from None
 
 
 def _place(path: str, argument: str) -> str:
@@ -211,7 +229,48 @@ _ARRIVALS: dict[str, type[Batch] | type[Constant] | type[Poisson]] = {
     "poisson": Poisson,
 }
 _WORKLOAD_KEYS = {"name", "level", "arrivals"}
-_WORKLOAD_OPTIONAL = {"timeout", "deadline", "published"}
+_WORKLOAD_OPTIONAL = {"timeout", "deadline", "published", "cost", "flow", "fair"}
+_TENANT_KEYS = {"tenants", "zipf", "heaviest"}
+_DRAWS = {"uniform", "choice"}
+
+
+def _units(path: str, value: object) -> Any:
+    """One limit's cost: a number as written (the workload checks it), or a
+    draw, ``{ uniform = [low, high] }`` or ``{ choice = [...] }``."""
+    if not isinstance(value, Mapping):
+        return value
+    _keys(path, value, set(), _DRAWS)
+    if len(value) != 1:
+        raise ScenarioError(path, value, "give one of uniform = [low, high] or choice = [...]")
+    ((kind, values),) = value.items()
+    if kind == "choice":
+        return _build(path, lambda: Choice(values), {"values": "choice"})
+    if not isinstance(values, list) or len(values) != 2:
+        raise ScenarioError(f"{path}.uniform", values, "expected [low, high]")
+    return _build(path, lambda: Uniform(*values), {"low": "uniform[0]", "high": "uniform[1]"})
+
+
+def _cost(path: str, value: object) -> Any:
+    """A workload's cost: units of every limit (a number or a draw), or a
+    table of them by limit."""
+    if isinstance(value, Mapping) and not (value.keys() & _DRAWS):
+        return {name: _units(f"{path}.{name}", units) for name, units in value.items()}
+    return _units(path, value)
+
+
+def _tenants(path: str, table: Mapping[str, Any]) -> Tenants | None:
+    if "tenants" not in table:
+        for key in ("zipf", "heaviest"):
+            if key in table:
+                raise ScenarioError(f"{path}.{key}", table[key], "needs tenants = N")
+        return None
+    return _build(  # type: ignore[no-any-return]
+        path,
+        lambda: Tenants(table["tenants"], table.get("zipf", 0), table.get("heaviest")),
+        {"count": "tenants"},
+    )
+
+
 _PUBLISHED_KEYS = {"granted", "offered", "wait_p50", "wait_p99", "cleared_at", "note"}
 
 
@@ -224,12 +283,14 @@ def _workload(path: str, value: object) -> Workload:
             f"{path}.arrivals", kind, f"unknown arrivals (expected one of: {known})"
         )
     required, optional = _ARRIVAL_KEYS[kind] if isinstance(kind, str) else (set(), set())
-    _keys(path, table, _WORKLOAD_KEYS | required, _WORKLOAD_OPTIONAL | optional)
+    _keys(path, table, _WORKLOAD_KEYS | required, _WORKLOAD_OPTIONAL | _TENANT_KEYS | optional)
     args = {key: table[key] for key in required | optional if key in table}
     arrivals: Arrivals = _build(path, lambda: _ARRIVALS[str(kind)](**args))
     published = None
     if "published" in table:
         published = _published(f"{path}.published", table["published"])
+    cost = _cost(f"{path}.cost", table["cost"]) if "cost" in table else 1
+    tenants = _tenants(path, table)
     return _build(  # type: ignore[no-any-return]
         path,
         lambda: Workload(
@@ -239,6 +300,10 @@ def _workload(path: str, value: object) -> Workload:
             timeout=table.get("timeout"),
             deadline=table.get("deadline"),
             published=published,
+            cost=cost,
+            flow=table.get("flow"),
+            tenants=tenants,
+            fair=table.get("fair", True),
         ),
     )
 
@@ -262,8 +327,37 @@ def _requirement(path: str, i: int, text: object) -> Requirement:
     return _build(path, lambda: Requirement.parse(text, f"require[{i}]"))  # type: ignore[no-any-return]
 
 
-_SCENARIO_KEYS = {"name", "rate", "seconds", "workload"}
-_SCENARIO_OPTIONAL = {"policy", "burst", "max_waiting", "seed", "require"}
+_SCENARIO_KEYS = {"name", "seconds", "workload"}
+_SCENARIO_OPTIONAL = {"rate", "limits", "policy", "burst", "max_waiting", "seed", "require"}
+_PER = {"per_second": Limit.per_second, "per_minute": Limit.per_minute, "per_hour": Limit.per_hour}
+
+
+def _limits(path: str, value: object) -> dict[str, Limit]:
+    """``[scenario.limits]``: each limit's name, ``per_second``,
+    ``per_minute`` or ``per_hour``, and optionally its ``burst``."""
+    table = _table(path, value)
+    if not table or len(table) > MAX_LIMITS:
+        raise ScenarioError(path, value, f"expected 1 to {MAX_LIMITS} limits")
+    return {name: _limit(f"{path}.{name}", entry) for name, entry in table.items()}
+
+
+def _limit(path: str, value: object) -> Limit:
+    spec = _table(path, value)
+    _keys(path, spec, set(), {*_PER, "burst"})
+    given = [key for key in _PER if key in spec]
+    if len(given) != 1:
+        raise ScenarioError(path, value, f"give one of {', '.join(_PER)}")
+    per = given[0]
+    try:
+        return _build(  # type: ignore[no-any-return]
+            path, lambda: _PER[per](spec[per], burst=spec.get("burst")), {"count": per}
+        )
+    except ScenarioError as error:
+        if error.argument != f"{path}.burst" or "burst" in spec:
+            raise
+        raise ScenarioError(
+            error.argument, _MISSING, f"missing: {per}={spec[per]!r} is not a whole number"
+        ) from None
 
 
 def _scenario(path: str, value: object, max_arrivals: int | None) -> Scenario:
@@ -286,18 +380,29 @@ def _scenario(path: str, value: object, max_arrivals: int | None) -> Scenario:
     max_waiting = table.get("max_waiting")
     if isinstance(max_waiting, list):
         max_waiting = tuple(max_waiting)
+    limits = None
+    if "limits" in table:
+        for key in ("rate", "burst"):
+            if key in table:
+                raise ScenarioError(
+                    f"{path}.{key}", table[key], "give rate and burst, or limits, not both"
+                )
+        limits = _limits(f"{path}.limits", table["limits"])
+    elif "rate" not in table:
+        raise ScenarioError(f"{path}.rate", _MISSING, "missing (or give [scenario.limits])")
     scenario: Scenario = _build(
         path,
         lambda: Scenario(
             table["name"],
             policy,
-            table["rate"],
+            table.get("rate"),
             table["seconds"],
             workloads,
             burst=table.get("burst", 1),
             max_waiting=max_waiting,
             seed=table.get("seed", 0),
             requirements=requirements,
+            limits=limits,
         ),
     )
     _build(path, lambda: check_arrivals(scenario, max_arrivals))

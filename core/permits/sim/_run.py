@@ -13,13 +13,14 @@ from __future__ import annotations
 
 import heapq
 import math
-from collections.abc import Hashable, Iterator
+from collections.abc import Callable, Hashable, Iterator
 from fractions import Fraction
+from typing import Any
 
 import attrs
 
 from permits.core import Decision, Machine, PermitValueError, State, WaitHistogram
-from permits.core.checks import check_int, check_rate
+from permits.core.checks import check_int
 
 from ._scenario import Batch, Scenario, Workload, nanoseconds
 
@@ -72,9 +73,10 @@ class WorkloadResult:
     wait_p50: int | None
     wait_p99: int | None
     wait_max: int | None
-    #: Units granted (each caller's cost: one each unless a trace says otherwise).
+    #: Units of the first limit granted (each caller's cost: one each unless
+    #: its workload or trace says otherwise).
     units: int
-    #: This workload's fraction of all units granted in the run.
+    #: This workload's fraction of all units of the first limit granted in the run.
     share: float
     #: When its last waiter left, if none was waiting at the end; else ``None``.
     cleared_at: int | None
@@ -82,6 +84,22 @@ class WorkloadResult:
     timeline: tuple[int, ...] = attrs.field(repr=False)
     #: The wait histogram: ``(wait, count)`` pairs, by wait.
     waits: tuple[tuple[int, int], ...] = attrs.field(repr=False)
+    #: Units granted of each limit, in the scenario's order (:attr:`Result.limits`).
+    units_per_limit: tuple[int, ...] = attrs.field(kw_only=True)
+    #: This workload's fraction of all units granted of each limit.
+    shares: tuple[float, ...] = attrs.field(kw_only=True)
+    #: Its tenants (the flows its callers named) with a caller offered.
+    tenants: int = attrs.field(kw_only=True)
+    #: Its tenants with callers offered and none granted within the run.
+    tenants_starved: int = attrs.field(kw_only=True)
+    #: The longest of its tenants' p99 waits (each over its granted callers);
+    #: ``None`` without a tenant granted.
+    tenant_wait_p99_max: int | None = attrs.field(kw_only=True)
+    #: The tenant with that wait.
+    worst_tenant: str | None = attrs.field(kw_only=True)
+    #: The median of its granted tenants' p99 waits (nearest rank): how the
+    #: typical tenant fares beside the worst.
+    tenant_wait_p99_median: int | None = attrs.field(kw_only=True)
 
 
 @attrs.frozen
@@ -92,6 +110,11 @@ class Result:
     #: The run's length in nanoseconds.
     duration: int
     workloads: tuple[WorkloadResult, ...]
+
+    @property
+    def limits(self) -> tuple[str, ...]:
+        """The names of the limits, in the order of :attr:`WorkloadResult.shares`."""
+        return tuple(self.scenario.named_limits)
 
     @property
     def granted(self) -> int:
@@ -110,7 +133,8 @@ class Tally:
     """Counts what happens to each workload's callers during a run.
 
     Callers are numbered per run; :meth:`id` packs the workload's index into
-    the number so a decision's id tells its workload without a lookup.
+    the number so a decision's id tells its workload without a lookup. A
+    caller that names a flow counts for its tenant too (:meth:`tenant`).
     """
 
     def __init__(self, scenario: Scenario, duration: int) -> None:
@@ -120,7 +144,10 @@ class Tally:
         self.count = n
         self.offered = [0] * n
         self.granted = [0] * n
+        #: Units of the costs given as one number, each of every limit.
         self.units = [0] * n
+        #: Units of the costs given per limit.
+        self.units_per_limit = [[0] * len(scenario.named_limits) for _ in range(n)]
         self.waiting = [0] * n
         self.cancelled = [0] * n
         self.rejected = [0] * n
@@ -128,26 +155,67 @@ class Tally:
         self.left_at: list[int | None] = [None] * n
         self.hists = [WaitHistogram() for _ in range(n)]
         self.bins = [[0] * BINS for _ in range(n)]
+        #: Per workload, its tenants' flows: the index of each in the lists
+        #: below (a tenant's callers granted are its histogram's count).
+        self.tenants: list[dict[Hashable, int]] = [{} for _ in range(n)]
+        self.tenant_flows: list[Hashable] = []
+        self.tenant_offered: list[int] = []
+        self.tenant_hists: list[WaitHistogram] = []
+        self.tenant_records: list[Callable[[int], None]] = []
 
     def on_arrive(self, w: int) -> None:
         """A caller of workload ``w`` arrived and asks for a permit."""
         self.offered[w] += 1
         self.waiting[w] += 1
 
+    def tenant(self, w: int, flow: Hashable) -> int:
+        """A caller of workload ``w`` that arrived names ``flow``: its
+        tenant's index, for :meth:`on_grant`."""
+        index = self.tenants[w].setdefault(flow, len(self.tenant_flows))
+        if index == len(self.tenant_flows):
+            self.tenant_flows.append(flow)
+            self.tenant_offered.append(0)
+            self.tenant_hists.append(WaitHistogram())
+            self.tenant_records.append(self.tenant_hists[-1].record)
+        self.tenant_offered[index] += 1
+        return index
+
     def on_reject(self, w: int) -> None:
         """A caller of workload ``w`` was refused at once: its level was full."""
         self.waiting[w] -= 1
         self.rejected[w] += 1
 
-    def on_grant(self, w: int, at: int, waited: int, cost: int = 1) -> None:
-        """A caller of workload ``w`` was granted ``cost`` units at ``at``
-        after ``waited``."""
+    def on_grant(
+        self,
+        w: int,
+        at: int,
+        waited: int,
+        cost: int | tuple[int, ...] = 1,
+        tenant: int | None = None,
+    ) -> None:
+        """A caller of workload ``w`` (of ``tenant``) was granted ``cost``
+        (units of every limit, or per limit) at ``at`` after ``waited``."""
         self.granted[w] += 1
-        self.units[w] += cost
+        self.charge(w, cost)
         self.waiting[w] -= 1
         self.left_at[w] = at
         self.hists[w].record(waited)
         self.bins[w][min(BINS - 1, at // (self.duration // BINS + 1))] += 1
+        if tenant is not None:
+            self.on_tenant_grant(tenant, waited)
+
+    def charge(self, w: int, cost: int | tuple[int, ...]) -> None:
+        """Count ``cost``'s units as granted to workload ``w``."""
+        if isinstance(cost, int):
+            self.units[w] += cost
+        else:
+            per_limit = self.units_per_limit[w]
+            for j, n in enumerate(cost):
+                per_limit[j] += n
+
+    def on_tenant_grant(self, tenant: int, waited: int) -> None:
+        """A caller of ``tenant`` was granted after ``waited``."""
+        self.tenant_records[tenant](waited)
 
     def on_leave(self, w: int, at: int, state: State) -> None:
         """A waiting caller of workload ``w`` left at ``at`` without a permit:
@@ -159,12 +227,35 @@ class Tally:
         else:
             self.expired[w] += 1
 
+    def _tenant_figures(self, w: int) -> dict[str, Any]:
+        """Workload ``w``'s tenants, those starved, the longest p99 and
+        whose, and the median p99."""
+        indexes = list(self.tenants[w].values())
+        p99s = sorted(
+            (p99, i) for i in indexes if (p99 := self.tenant_hists[i].quantile(0.99)) is not None
+        )
+        return {
+            "tenants": len(indexes),
+            "tenants_starved": sum(1 for i in indexes if not self.tenant_hists[i].count),
+            "tenant_wait_p99_max": p99s[-1][0] if p99s else None,
+            "worst_tenant": str(self.tenant_flows[p99s[-1][1]]) if p99s else None,
+            "tenant_wait_p99_median": p99s[(len(p99s) - 1) // 2][0] if p99s else None,
+        }
+
     def result(self) -> Result:
         """The run's :class:`Result`; call once the run is over."""
-        total = sum(self.units)
+        n = len(self.scenario.named_limits)
+        units = [
+            [self.units[w] + self.units_per_limit[w][j] for j in range(n)]
+            for w in range(self.count)
+        ]
+        totals = [sum(per_limit[j] for per_limit in units) for j in range(n)]
         workloads = []
         for w, workload in enumerate(self.scenario.workloads):
             hist = self.hists[w]
+            shares = tuple(
+                u / total if total else 0.0 for u, total in zip(units[w], totals, strict=True)
+            )
             workloads.append(
                 WorkloadResult(
                     name=workload.name,
@@ -178,11 +269,14 @@ class Tally:
                     wait_p50=hist.quantile(0.5),
                     wait_p99=hist.quantile(0.99),
                     wait_max=hist.max,
-                    units=self.units[w],
-                    share=self.units[w] / total if total else 0.0,
+                    units=units[w][0],
+                    share=shares[0],
                     cleared_at=self.left_at[w] if self.waiting[w] == 0 else None,
                     timeline=tuple(self.bins[w]),
                     waits=tuple(hist.items()),
+                    units_per_limit=tuple(units[w]),
+                    shares=shares,
+                    **self._tenant_figures(w),
                 )
             )
         return Result(self.scenario, self.duration, tuple(workloads))
@@ -247,16 +341,22 @@ def simulate(scenario: Scenario, *, max_arrivals: int | None = MAX_ARRIVALS) -> 
     return _run(scenario, duration, _generated(scenario, duration, timeouts))
 
 
-#: An arrival: (time, workload index, cost, flow, give up after; ns).
-_Arrival = tuple[int, int, int, Hashable, "int | None"]
+#: An arrival: (time, workload index, cost, flow, give up after; ns). The
+#: cost is units of every limit (an ``int``) or per limit, in order.
+_Arrival = tuple[int, int, "int | tuple[int, ...]", Hashable, "int | None"]
 
 
 def _generated(scenario: Scenario, duration: int, timeouts: list[int | None]) -> Iterator[_Arrival]:
     """The workloads' arrivals before ``duration``, merged in time order
     (simultaneous ones in workload order)."""
+    limits = tuple(scenario.named_limits)
+    seeds = [scenario.seed * 1_000_003 + w for w in range(len(scenario.workloads))]
     streams = [
-        iter(wl.arrivals.times(scenario.seed * 1_000_003 + w))
-        for w, wl in enumerate(scenario.workloads)
+        iter(wl.arrivals.times(seed)) for wl, seed in zip(scenario.workloads, seeds, strict=True)
+    ]
+    callers = [
+        None if wl.plain else wl.callers(limits, seed)
+        for wl, seed in zip(scenario.workloads, seeds, strict=True)
     ]
     heads = []
     for w, stream in enumerate(streams):
@@ -267,7 +367,12 @@ def _generated(scenario: Scenario, duration: int, timeouts: list[int | None]) ->
     heappop, heapreplace = heapq.heappop, heapq.heapreplace
     while heads:
         t, w = heads[0]
-        yield t, w, 1, None, timeouts[w]
+        drawn = callers[w]
+        if drawn is None:
+            yield t, w, 1, None, timeouts[w]
+        else:
+            cost, flow = next(drawn)
+            yield t, w, cost, flow, timeouts[w]
         following = next(streams[w], duration)
         if following < duration:
             heapreplace(heads, (following, w))
@@ -286,14 +391,15 @@ def _run(scenario: Scenario, duration: int, source: Iterator[_Arrival]) -> Resul
         None if wl.deadline is None else nanoseconds("deadline", wl.deadline) for wl in workloads
     ]
     levels = [wl.level for wl in workloads]
-    machine = Machine(
-        scenario.policy,
-        check_rate(scenario.rate),
-        scenario.burst,
-        max_waiting=scenario.max_waiting,
-    )
+    fair = [wl.fair for wl in workloads]
+    limits = scenario.named_limits
+    names = tuple(limits)
+    machine = Machine(scenario.policy, limits=limits, max_waiting=scenario.max_waiting)
     push, tick, cancel, next_tick = machine.push, machine.tick, machine.cancel, machine.next_tick
-    on_leave = tally.on_leave
+    on_leave, charge = tally.on_leave, tally.charge
+    tenant_ids, new_tenant = tally.tenants, tally.tenant
+    tenant_offered = tally.tenant_offered
+    tenant_record = tally.tenant_records
     heappop, heappush = heapq.heappop, heapq.heappush
     offered, waiting, rejected = tally.offered, tally.waiting, tally.rejected
     pending: list[tuple[int, int]] = []  # (give-up time, id), a heap
@@ -304,7 +410,10 @@ def _run(scenario: Scenario, duration: int, source: Iterator[_Arrival]) -> Resul
     # Tally.on_arrive, on_grant and on_reject, inlined: this loop is the
     # simulator's hot path.
     granted, units, left_at, bins = tally.granted, tally.units, tally.left_at, tally.bins
-    costs: dict[int, int] = {}  # the costs other than 1 of those waiting, by id
+    # Of those waiting, by id: the costs other than one unit of every limit,
+    # and the tenants of those that name a flow.
+    costs: dict[int, int | tuple[int, ...]] = {}
+    tenants: dict[int, int] = {}
     record = [hist.record for hist in tally.hists]
     per_bin = duration // BINS + 1  # grants at t fall in bin t // per_bin < BINS
 
@@ -314,13 +423,22 @@ def _run(scenario: Scenario, duration: int, source: Iterator[_Arrival]) -> Resul
             waiting[w] -= 1
             if state is _GRANTED:
                 granted[w] += 1
-                units[w] += costs.pop(id, 1) if costs else 1  # type: ignore[call-overload]
+                if costs and id in costs:
+                    charge(w, costs.pop(id))
+                else:
+                    units[w] += 1
+                if tenants:
+                    tenant = tenants.pop(id, None)  # type: ignore[call-overload]
+                    if tenant is not None:
+                        tenant_record[tenant](waited)
                 left_at[w] = at
                 record[w](waited)
                 bins[w][at // per_bin] += 1
             else:
                 if costs:
                     costs.pop(id, None)  # type: ignore[call-overload]
+                if tenants:
+                    tenants.pop(id, None)  # type: ignore[call-overload]
                 if state is _EXPIRED:
                     waiting[w] += 1  # on_leave counts it
                     on_leave(w, at, state)
@@ -342,6 +460,7 @@ def _run(scenario: Scenario, duration: int, source: Iterator[_Arrival]) -> Resul
             id = heappop(pending)[1]
             if cancel(id):
                 costs.pop(id, None)
+                tenants.pop(id, None)
                 on_leave(id % count, t, State.CANCELLED)
         while upcoming_at <= t:
             _, w, cost, flow, patience = upcoming  # type: ignore[misc]
@@ -349,15 +468,25 @@ def _run(scenario: Scenario, duration: int, source: Iterator[_Arrival]) -> Resul
             serial += 1
             offered[w] += 1
             waiting[w] += 1
-            if cost != 1:
-                costs[id] = cost
             deadline = deadlines[w]
             if deadline is not None:
                 deadline += t
             if cost == 1 and flow is None:  # the core's quicker path
                 decisions = push(id, levels[w], t, deadline=deadline)
             else:
-                decisions = push(id, levels[w], t, deadline=deadline, cost=cost, flow=flow)
+                if cost != 1:
+                    costs[id] = cost
+                if flow is not None:
+                    tenant = tenant_ids[w].get(flow)
+                    if tenant is None:
+                        tenants[id] = new_tenant(w, flow)
+                    else:
+                        tenant_offered[tenant] += 1
+                        tenants[id] = tenant
+                asked = cost if isinstance(cost, int) else dict(zip(names, cost, strict=True))
+                decisions = push(
+                    id, levels[w], t, deadline=deadline, cost=asked, flow=flow if fair[w] else None
+                )
             if decisions:
                 decide(decisions)
                 if decisions[-1][0] == id:  # decided at once: nothing to give up on

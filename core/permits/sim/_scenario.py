@@ -10,9 +10,10 @@ starts. Every argument is checked at construction, and a bad one raises
 
 from __future__ import annotations
 
+import bisect
 import itertools
 import math
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from decimal import Decimal
 from fractions import Fraction
 from typing import Any
@@ -23,6 +24,7 @@ from permits.core import (
     SECOND,
     Aging,
     Fifo,
+    Limit,
     PermitTypeError,
     PermitValueError,
     Policy,
@@ -34,16 +36,30 @@ from permits.core.checks import check_int, check_rate
 from ._require import Requirement
 
 __all__ = [
+    "MAX_CHOICES",
+    "MAX_LIMITS",
+    "MAX_TENANTS",
     "Arrivals",
     "Batch",
+    "Choice",
     "Constant",
+    "Cost",
     "Poisson",
     "Published",
     "Scenario",
+    "Tenants",
+    "Uniform",
     "Workload",
     "describe",
     "nanoseconds",
 ]
+
+#: The most tenants a workload may name (a run keeps a few figures per tenant).
+MAX_TENANTS = 100_000
+#: The most values a :class:`Choice` may choose among.
+MAX_CHOICES = 10_000
+#: The most limits a scenario may name (each arrival's cost names each).
+MAX_LIMITS = 32
 
 Seconds = int | float | Fraction | Decimal
 _Times = Iterator[int]
@@ -86,6 +102,19 @@ def _positive_seconds(instance: object, attribute: attrs.Attribute[Any], value: 
 
 def _rate(instance: object, attribute: attrs.Attribute[Any], value: object) -> None:
     check_rate(value)  # every rate here is called "rate"
+
+
+def _optional_rate(instance: object, attribute: attrs.Attribute[Any], value: object) -> None:
+    if value is not None:
+        check_rate(value)
+
+
+def _limit_pairs(value: object) -> object:
+    if value is None or isinstance(value, tuple):
+        return value
+    if not isinstance(value, Mapping):
+        raise PermitTypeError("limits", value, "a mapping of names to Limits")
+    return tuple(value.items())
 
 
 _Validator = Callable[[object, "attrs.Attribute[Any]", object], None]
@@ -173,15 +202,8 @@ class Poisson:
         mean = SECOND / float(check_rate(self.rate))
         t = nanoseconds("start", self.start)
         stop = None if self.stop is None else nanoseconds("stop", self.stop)
-        state = seed & _MASK
         log1p = math.log1p
-        while True:
-            # splitmix64: a tiny generator whose output is the same everywhere.
-            state = (state + 0x9E3779B97F4A7C15) & _MASK
-            z = state
-            z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & _MASK
-            z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & _MASK
-            u = ((z ^ (z >> 31)) >> 11) * _UNIT  # uniform in [0, 1)
+        for u in _uniforms(seed):
             t += int(-log1p(-u) * mean)
             if stop is not None and t >= stop:
                 return
@@ -210,7 +232,165 @@ def _asked(rate: Seconds, start: Seconds, stop: Seconds | None, duration: int) -
 _MASK = (1 << 64) - 1
 _UNIT = 2.0**-53
 
+
+def _uniforms(seed: int) -> Iterator[float]:
+    """Numbers uniform in ``[0, 1)`` from ``seed``, without end: splitmix64,
+    a tiny generator whose output is the same on every platform and Python
+    version (a scenario's seed fixes its run everywhere)."""
+    state = seed & _MASK
+    while True:
+        state = (state + 0x9E3779B97F4A7C15) & _MASK
+        z = state
+        z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & _MASK
+        z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & _MASK
+        yield ((z ^ (z >> 31)) >> 11) * _UNIT
+
+
 Arrivals = Batch | Constant | Poisson
+
+
+def _whole_numbers(value: object) -> tuple[int, ...]:
+    if isinstance(value, (str, bytes, Mapping)) or not isinstance(value, Iterable):
+        raise PermitTypeError("values", value, "a sequence of whole numbers")
+    return tuple(value)
+
+
+@attrs.frozen
+class Uniform:
+    """A cost drawn for each caller, every whole number from ``low`` to
+    ``high`` (both included) as likely."""
+
+    low: int = attrs.field(validator=_int(0))
+    high: int = attrs.field(validator=_int(0))
+
+    def __attrs_post_init__(self) -> None:
+        if self.high < self.low:
+            raise PermitValueError("high", self.high, f"must be at least low ({self.low})")
+
+    @property
+    def least(self) -> int:
+        return self.low
+
+    @property
+    def most(self) -> int:
+        return self.high
+
+    def draw(self, u: float) -> int:
+        """The cost for ``u``, uniform in ``[0, 1)``."""
+        return min(self.high, self.low + int(u * (self.high - self.low + 1)))
+
+
+@attrs.frozen
+class Choice:
+    """A cost drawn for each caller among ``values``, each as likely (a
+    value written twice is twice as likely)."""
+
+    values: tuple[int, ...] = attrs.field(converter=_whole_numbers)
+
+    @values.validator
+    def _values(self, attribute: attrs.Attribute[Any], value: tuple[int, ...]) -> None:
+        if not value or len(value) > MAX_CHOICES:
+            raise PermitValueError("values", value, f"needs 1 to {MAX_CHOICES:,} values")
+        for n in value:
+            check_int("values", n, 0)
+
+    @property
+    def least(self) -> int:
+        return min(self.values)
+
+    @property
+    def most(self) -> int:
+        return max(self.values)
+
+    def draw(self, u: float) -> int:
+        """The cost for ``u``, uniform in ``[0, 1)``."""
+        values = self.values
+        return values[min(len(values) - 1, int(u * len(values)))]
+
+
+#: The cost of one limit: a constant, or drawn for each caller.
+Units = int | Uniform | Choice
+#: A workload's cost: units of every limit, or per limit by name (the
+#: limits it does not name: 0).
+Cost = Units | Mapping[str, Units]
+_Costs = Units | tuple[tuple[str, Units], ...]
+
+
+def _cost_value(value: object) -> _Costs:
+    """A cost as kept: a mapping becomes its (limit, units) pairs."""
+    if isinstance(value, Mapping):
+        return tuple(value.items())
+    return value  # type: ignore[return-value]  # checked by the validator
+
+
+def _check_units(argument: str, value: object) -> None:
+    if isinstance(value, (Uniform, Choice)):
+        return
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise PermitTypeError(argument, value, "an int, Uniform or Choice")
+    check_int(argument, value, 0)
+
+
+def _least(units: Units) -> int:
+    return units if isinstance(units, int) else units.least
+
+
+def _most(units: Units) -> int:
+    return units if isinstance(units, int) else units.most
+
+
+def _draw(units: Units, u: Iterator[float]) -> int:
+    return units if isinstance(units, int) else units.draw(next(u))
+
+
+@attrs.frozen
+class Tenants:
+    """``count`` tenants: each caller names one of them as its flow, at
+    random (a seeded draw). Tenant ``k`` (1, the heaviest, to ``count``) is
+    drawn with weight ``1 / k ** zipf`` (``zipf = 0``: all alike); or, given
+    ``heaviest``, tenant 1 that fraction of the callers and the others alike.
+    """
+
+    count: int = attrs.field(validator=_int(1))
+    zipf: float | int = attrs.field(default=0)
+    heaviest: float | Fraction | None = attrs.field(default=None)
+
+    @count.validator
+    def _count(self, attribute: attrs.Attribute[Any], value: int) -> None:
+        if value > MAX_TENANTS:
+            raise PermitValueError("tenants", value, f"must be at most {MAX_TENANTS:,}")
+
+    @zipf.validator
+    def _zipf(self, attribute: attrs.Attribute[Any], value: object) -> None:
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise PermitTypeError("zipf", value, "a number")
+        if not math.isfinite(value) or not 0 <= value <= 100:
+            raise PermitValueError("zipf", value, "must be from 0 to 100")
+
+    @heaviest.validator
+    def _heaviest(self, attribute: attrs.Attribute[Any], value: object) -> None:
+        if value is None:
+            return
+        if isinstance(value, bool) or not isinstance(value, (int, float, Fraction)):
+            raise PermitTypeError("heaviest", value, "a fraction of the callers (0.5 for half)")
+        if not 0 < value <= 1:
+            raise PermitValueError("heaviest", value, "must be greater than 0 and at most 1")
+        if self.zipf:
+            raise PermitValueError("heaviest", value, "give zipf or heaviest, not both")
+
+    def picks(self, seed: int) -> Iterator[int]:
+        """Each caller's tenant, 0 (the heaviest) to ``count - 1``, without end."""
+        count, last = self.count, self.count - 1
+        if self.heaviest is not None:
+            h = float(self.heaviest)
+            rest = (count - 1) / (1 - h) if h < 1 else 0.0
+            for u in _uniforms(seed):
+                yield 0 if u < h else min(last, 1 + int((u - h) * rest))
+        else:
+            cdf = list(itertools.accumulate(1 / k**self.zipf for k in range(1, count + 1)))
+            total, find = cdf[-1], bisect.bisect_right
+            for u in _uniforms(seed):
+                yield min(last, find(cdf, u * total))
 
 
 @attrs.frozen
@@ -235,6 +415,16 @@ class Workload:
         cancels: counted as ``cancelled``); ``None`` for never.
     :param deadline: seconds after its arrival at which the core expires a
         caller still waiting (counted as ``expired``); ``None`` for none.
+    :param cost: what each caller asks for: an ``int`` (that many units of
+        every limit), a :class:`Uniform` or :class:`Choice` drawn for each
+        caller, or a mapping from limit names to those (the limits it does
+        not name: none). A mapping is kept as its ``(limit, units)`` pairs.
+    :param flow: the flow (a tenant) every caller names, or ``None``.
+    :param tenants: :class:`Tenants` whose flows the callers name, one
+        each, drawn at random; not with ``flow``.
+    :param fair: ``False``: its callers are counted by tenant but name no
+        flow to the limiter, so they wait in one line in their level, in
+        the order they came (what the level does without flows).
     """
 
     name: str = attrs.field()
@@ -243,6 +433,45 @@ class Workload:
     timeout: Seconds | None = attrs.field(default=None, validator=_optional_seconds)
     deadline: Seconds | None = attrs.field(default=None, validator=_optional_seconds)
     published: Published | None = attrs.field(default=None, eq=False)
+    cost: _Costs = attrs.field(default=1, converter=_cost_value, kw_only=True)
+    flow: str | None = attrs.field(default=None, kw_only=True)
+    tenants: Tenants | None = attrs.field(default=None, kw_only=True)
+    fair: bool = attrs.field(default=True, kw_only=True)
+
+    @fair.validator
+    def _fair(self, attribute: attrs.Attribute[Any], value: object) -> None:
+        if not isinstance(value, bool):
+            raise PermitTypeError("fair", value, "a bool")
+
+    @cost.validator
+    def _cost(self, attribute: attrs.Attribute[Any], value: _Costs) -> None:
+        if isinstance(value, tuple):
+            if not value:
+                raise PermitValueError("cost", {}, "names no limit")
+            for name, units in value:
+                if not isinstance(name, str) or not name:
+                    raise PermitTypeError("cost", name, "limit names that are non-empty strings")
+                _check_units(f"cost.{name}", units)
+        else:
+            _check_units("cost", value)
+        if self.least_cost() == 0:
+            raise PermitValueError(
+                "cost",
+                self.written_cost,
+                "must take at least one unit of some limit, in every draw",
+            )
+
+    @flow.validator
+    def _flow(self, attribute: attrs.Attribute[Any], value: object) -> None:
+        if value is not None and (not isinstance(value, str) or not value):
+            raise PermitTypeError("flow", value, "a non-empty str (a tenant's name)")
+
+    @tenants.validator
+    def _tenants(self, attribute: attrs.Attribute[Any], value: object) -> None:
+        if value is not None and not isinstance(value, Tenants):
+            raise PermitTypeError("tenants", value, "a Tenants")
+        if value is not None and self.flow is not None:
+            raise PermitValueError("tenants", value, "give flow or tenants, not both")
 
     @name.validator
     def _name(self, attribute: attrs.Attribute[Any], value: object) -> None:
@@ -253,6 +482,57 @@ class Workload:
     def _arrivals(self, attribute: attrs.Attribute[Any], value: object) -> None:
         if not isinstance(value, (Batch, Constant, Poisson)):
             raise PermitTypeError("arrivals", value, "Batch, Constant or Poisson")
+
+    @property
+    def written_cost(self) -> Cost:
+        """``cost`` as it was given (a mapping as a ``dict``)."""
+        return dict(self.cost) if isinstance(self.cost, tuple) else self.cost
+
+    def least_cost(self) -> int:
+        """The most units of any one limit its cheapest draw takes (0: a
+        draw may take nothing)."""
+        if isinstance(self.cost, tuple):
+            return max(_least(units) for _, units in self.cost)
+        return _least(self.cost)
+
+    def most_cost(self, limit: str) -> int:
+        """The most units of ``limit`` one caller may ask for."""
+        if isinstance(self.cost, tuple):
+            return max((_most(units) for name, units in self.cost if name == limit), default=0)
+        return _most(self.cost)
+
+    @property
+    def plain(self) -> bool:
+        """Whether every caller asks for one unit of every limit and names no flow."""
+        return self.cost == 1 and self.flow is None and self.tenants is None
+
+    def callers(
+        self, limits: Sequence[str], seed: int
+    ) -> Iterator[tuple[int | tuple[int, ...], str | None]]:
+        """Each caller's cost (units of every limit, or per limit in the
+        order of ``limits``) and flow, without end; ``seed`` fixes the draws."""
+        cost = self.cost
+        if isinstance(cost, tuple):
+            named = dict(cost)
+            units: list[Units] = [named.get(name, 0) for name in limits]
+        else:
+            units = [cost]
+        draws = _uniforms(seed ^ 0x5EED_C057)
+        tenants = self.tenants
+        if tenants is None:
+            flows: Iterator[str | None] = itertools.repeat(self.flow)
+        else:
+            names = [f"{self.name}#{k}" for k in range(1, tenants.count + 1)]
+            flows = (names[k] for k in tenants.picks(seed ^ 0x7E4A_4775))
+        per_limit = isinstance(cost, tuple)
+        if all(isinstance(u, int) for u in units):
+            fixed = tuple(units) if per_limit else units[0]
+            for flow in flows:
+                yield fixed, flow  # type: ignore[misc]
+        else:
+            for flow in flows:
+                drawn = tuple(_draw(u, draws) for u in units)
+                yield (drawn if per_limit else drawn[0]), flow
 
     def scaled(self, factor: Fraction) -> Workload:
         return attrs.evolve(
@@ -283,7 +563,7 @@ class Scenario:
 
     name: str = attrs.field()
     policy: Policy = attrs.field()
-    rate: Seconds = attrs.field(validator=_rate)
+    rate: Seconds | None = attrs.field(validator=_optional_rate)
     seconds: Seconds = attrs.field(validator=_positive_seconds)
     workloads: tuple[Workload, ...] = attrs.field(converter=_workload_tuple)
     burst: int = attrs.field(default=1, validator=_int(1))
@@ -294,6 +574,59 @@ class Scenario:
     requirements: tuple[Requirement, ...] = attrs.field(
         default=(), converter=_requirement_tuple, kw_only=True
     )
+    #: Several named limits in place of ``rate`` and ``burst`` (then
+    #: ``None`` and 1), kept as ``(name, Limit)`` pairs; a workload's cost
+    #: names what it takes from each.
+    limits: tuple[tuple[str, Limit], ...] | None = attrs.field(
+        default=None, converter=_limit_pairs, kw_only=True
+    )
+
+    def __attrs_post_init__(self) -> None:
+        if self.limits is None:
+            if self.rate is None:
+                raise PermitTypeError("rate", None, "a rate (permits per second), or give limits")
+        else:
+            if self.rate is not None or self.burst != 1:
+                raise PermitValueError(
+                    "limits", dict(self.limits), "give rate and burst, or limits, not both"
+                )
+            if not self.limits or len(self.limits) > MAX_LIMITS:
+                raise PermitValueError(
+                    "limits", dict(self.limits), f"needs 1 to {MAX_LIMITS} limits"
+                )
+            for name, limit in self.limits:
+                if not isinstance(name, str) or not name:
+                    raise PermitTypeError("limits", name, "limit names that are non-empty strings")
+                if not isinstance(limit, Limit):
+                    raise PermitTypeError(f"limits.{name}", limit, "a Limit")
+        limits = self.named_limits
+        for i, workload in enumerate(self.workloads):
+            if isinstance(workload.cost, tuple):
+                for name, _ in workload.cost:
+                    if name not in limits:
+                        raise PermitValueError(
+                            f"workloads[{i}].cost",
+                            workload.written_cost,
+                            f"names no limit of the scenario (its limits: "
+                            f"{', '.join(map(repr, limits))})",
+                        )
+            for name, limit in limits.items():
+                most = workload.most_cost(name)
+                if most > limit.burst:
+                    raise PermitValueError(
+                        f"workloads[{i}].cost",
+                        workload.written_cost,
+                        f"up to {most:,} units of limit {name!r}, over its burst "
+                        f"({limit.burst:,}): such a caller could never be granted",
+                    )
+
+    @property
+    def named_limits(self) -> dict[str, Limit]:
+        """The limits by name: ``limits``, or ``rate`` and ``burst`` as one
+        limit called ``units`` (the core's name for it)."""
+        if self.limits is None:
+            return {"units": Limit(check_rate(self.rate), self.burst)}
+        return dict(self.limits)
 
     @name.validator
     def _name(self, attribute: attrs.Attribute[Any], value: object) -> None:
@@ -369,7 +702,12 @@ class Scenario:
             self,
             name=f"{self.name} ({_short(factor)}x faster)",
             policy=policy,
-            rate=check_rate(self.rate) * factor,
+            rate=None if self.rate is None else check_rate(self.rate) * factor,
+            limits=None
+            if self.limits is None
+            else tuple(
+                (name, Limit(limit.rate * factor, limit.burst)) for name, limit in self.limits
+            ),
             seconds=_exact("seconds", self.seconds) / factor,
             workloads=tuple(w.scaled(factor) for w in self.workloads),
             requirements=(),

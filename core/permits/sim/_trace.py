@@ -15,9 +15,10 @@ import csv
 import io
 import itertools
 import json
+import operator
 from collections.abc import Hashable, Iterable, Iterator
 from decimal import Decimal, InvalidOperation
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 import attrs
 
@@ -101,9 +102,11 @@ def _int(line: int, field: str, value: object, minimum: int) -> int:
     return value
 
 
-def _call(line: int, row: dict[str, Any], previous: int) -> Call:
-    get = row.get
-    at, level, cost, flow, timeout = (get(key) for key in COLUMNS)
+def _call(
+    line: int, at: object, level: object, cost: object, flow: object, timeout: object, previous: int
+) -> Call:
+    """The call of a row's cells (``None`` or ``""``: absent), checked; its
+    ``at`` no earlier than ``previous``."""
     if at is None or at == "":
         raise TraceError(line, "at", None, "missing")
     if level is None or level == "":
@@ -113,18 +116,26 @@ def _call(line: int, row: dict[str, Any], previous: int) -> Call:
         raise TraceError(
             line, "at", at, f"earlier than the row before ({previous / 1e9:g} s): sort by at"
         )
-    if isinstance(flow, bool) or not isinstance(flow, (str, int, type(None))):
+    if flow.__class__ is not str and (
+        isinstance(flow, bool) or not isinstance(flow, (str, int, type(None)))
+    ):
         raise TraceError(line, "flow", flow, "expected a name (a string) or a number")
-    return Call(
-        at_ns,
-        int(level)
-        if level.__class__ is str and level.isdigit() and level.isascii()
-        else _int(line, "level", level, 0),
-        1 if cost is None or cost == "" or cost == "1" else _int(line, "cost", cost, 1),
-        None if flow == "" else flow,
-        None if timeout is None or timeout == "" else _ns(line, "timeout", timeout),
-        line,
+    return _new(
+        Call,
+        (
+            at_ns,
+            int(level)
+            if level.__class__ is str and level.isdigit() and level.isascii()
+            else _int(line, "level", level, 0),
+            1 if cost is None or cost == "" or cost == "1" else _int(line, "cost", cost, 1),
+            None if flow == "" else flow,
+            None if timeout is None or timeout == "" else _ns(line, "timeout", timeout),
+            line,
+        ),
     )
+
+
+_new = tuple.__new__  # a Call without NamedTuple's slower __new__: one per row
 
 
 def _unknown(line: int, keys: Iterable[str]) -> None:
@@ -169,7 +180,10 @@ def _json_calls(numbered: Iterator[tuple[int, str]]) -> Iterator[Call]:
         if not isinstance(row, dict):
             raise TraceError(number, "row", text.strip()[:60], "not a JSON object")
         _unknown(number, row)
-        call = _call(number, row, previous)
+        get = row.get
+        call = _call(
+            number, get("at"), get("level"), get("cost"), get("flow"), get("timeout"), previous
+        )
         previous = call.at
         yield call
 
@@ -180,6 +194,9 @@ def _csv_calls(number: int, header: str, source: Iterator[str]) -> Iterator[Call
     for key in sorted(_REQUIRED - set(names)):
         raise TraceError(number, key, None, "missing from the header")
     width = len(names)
+    # The cells of the columns, in COLUMNS' order: an absent one reads the
+    # empty cell appended to each row.
+    cells_of = operator.itemgetter(*(names.index(c) if c in names else width for c in COLUMNS))
     previous = 0
     reader = csv.reader(source, strict=True)
     while True:
@@ -195,7 +212,9 @@ def _csv_calls(number: int, header: str, source: Iterator[str]) -> Iterator[Call
         if len(cells) != width:
             shown = ",".join(cells)[:60]
             raise TraceError(line, "row", shown, f"{len(cells)} cells, the header has {width}")
-        call = _call(line, dict(zip(names, cells, strict=True)), previous)
+        cells.append("")
+        at, level, cost, flow, timeout = cells_of(cells)
+        call = _call(line, at, level, cost, flow, timeout, previous)
         previous = call.at
         yield call
 
@@ -274,26 +293,19 @@ def replay(scenario: Scenario, calls: Iterable[Call]) -> Result:
 
 
 def _arrivals(scenario: Scenario, duration: int, calls: Iterable[Call]) -> Iterator[_Arrival]:
-    levels, burst = scenario.policy.levels, scenario.burst
+    levels = scenario.policy.levels
+    # A call's cost is units of every limit: the smallest burst bounds it.
+    burst = min(limit.burst for limit in scenario.named_limits.values())
     timeouts = [
         None if w.timeout is None else nanoseconds("timeout", w.timeout) for w in scenario.workloads
     ]
-    for call in calls:
-        if call.at >= duration:
+    for at, level, cost, flow, timeout, line in calls:
+        if at >= duration:
             return
-        level = call.level
         if level >= levels:
+            raise TraceError(line, "level", level, f"must be below {levels}, the policy's levels")
+        if cost > burst:
             raise TraceError(
-                call.line, "level", level, f"must be below {levels}, the policy's levels"
+                line, "cost", cost, f"over the burst ({burst}): it could never be granted"
             )
-        if call.cost > burst:
-            raise TraceError(
-                call.line, "cost", call.cost, f"over the burst ({burst}): it could never be granted"
-            )
-        yield (
-            call.at,
-            level,
-            call.cost,
-            call.flow,
-            timeouts[level] if call.timeout is None else call.timeout,
-        )
+        yield at, level, cost, flow, timeouts[level] if timeout is None else timeout
