@@ -519,6 +519,10 @@ def test_the_operations_errors_in_words() -> None:
     assert str(duplicate.value) == "id='x': this id is already waiting, or its permit is in flight"
     with pytest.raises(DuplicateId):
         machine.take("x", 1, 0)  # a take refuses it as a push does
+    with pytest.raises(PermitTypeError) as not_bool:
+        machine.take("t", 0, 0, settle_later=1)  # type: ignore[arg-type]
+    assert (not_bool.value.argument, not_bool.value.value) == ("settle_later", 1)
+    assert str(not_bool.value) == "settle_later=1: expected a bool, got int"
     for operation in (machine.push, machine.take):
         with pytest.raises(PermitTypeError) as unhashable:
             operation(["x"], 0, 0)  # type: ignore[arg-type]

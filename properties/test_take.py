@@ -72,12 +72,16 @@ class TakeIsPushThenSpend(RuleBasedStateMachine):
         steps=st.integers(0, 24),
         data=st.data(),
     )
-    def take(self, level: int, settle_later: bool, steps: int, data: st.DataObject) -> None:
+    def take(
+        self, level: int, settle_later: bool, steps: int, data: st.DataObject, id: Any = None
+    ) -> None:
         """``steps`` eighths of an interval later, A's take against B's
         push-then-spend, tried on a copy."""
         self.tick(steps)
-        id, level = self.next_id, level % self.levels
-        self.next_id += 1
+        if id is None:
+            id = self.next_id
+            self.next_id += 1
+        level = level % self.levels
         cost, flow = self.draw_cost(data), self.draw_flow(data)
         if cost == 1 and flow is None and not settle_later and data.draw(st.booleans()):
             out_a = self.a.take(id, level, self.now)  # the defaults: cost 1, no flow, no settle
@@ -119,6 +123,14 @@ class TakeIsPushThenSpend(RuleBasedStateMachine):
             self.both("tick", self.now)
         self.tick(64)
         self.take(level, settle_later, 0, data)
+
+    @rule(level=st.integers(0, 2), settle_later=st.booleans(), data=st.data())
+    def take_again(self, level: int, settle_later: bool, data: st.DataObject) -> None:
+        """A take by an id whose earlier permit is still held (charged, and
+        refundable or to be settled): a new life, as its push would start."""
+        charged = [g.waiter.id for g in self.b.snapshot().grants if g.before is not None]
+        if charged:
+            self.take(level, settle_later, 0, data, id=data.draw(st.sampled_from(charged)))
 
     @rule(data=st.data())
     def take_a_duplicate(self, data: st.DataObject) -> None:
@@ -200,6 +212,8 @@ class TakeIsPushThenSpend(RuleBasedStateMachine):
         """P47: A is B."""
         if hasattr(self, "a"):
             assert fingerprint(self.a) == fingerprint(self.b), "P47: the machines differ"
+            for level in range(self.levels):
+                assert self.a.min_wait(level) == self.b.min_wait(level), "P47: min_wait"
 
     def teardown(self) -> None:
         if hasattr(self, "a"):
