@@ -12,7 +12,9 @@ shared by every process), every caller acquiring back to back for 3 s:
 - permits/s for 1 process x 1 caller, 1 x 200 callers, and 4 x 200 (real
   processes, started together; their permits over the longest run);
 - one acquire's p50 and p99 at 1 x 1 (every acquire of that run, timed);
-- client CPU per permit at 1 x 1 (the process's CPU time over its permits).
+- client CPU per permit at 1 x 1 (the process's CPU time over its permits);
+- script calls per permit and Redis's time per call at 1 x 1 (``INFO
+  commandstats``, counting the warm-up's calls too).
 
 The limiters, each as it is used by default on asyncio:
 
@@ -54,6 +56,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "properties"))
 
+import redis
 from _common import QUICK, footer, header
 
 from permits.adapters.redis import open_limiter
@@ -192,7 +195,10 @@ def worker(argv: list[str]) -> None:
 
 
 def run(peer: Peer, url: str, name: str, processes: int, callers: int) -> dict[str, Any]:
-    """``processes`` real processes flooding one key, started together."""
+    """``processes`` real processes flooding one key, started together; and
+    what Redis counted meanwhile (``INFO commandstats``, reset first)."""
+    server = redis.Redis.from_url(url)
+    server.config_resetstat()
     start_at = time.time() + 1.0 + 0.2 * processes
     argv = [sys.executable, __file__, "--worker", peer.name, url, name, str(callers)]
     argv += [str(SECONDS), str(start_at)]
@@ -200,10 +206,15 @@ def run(peer: Peer, url: str, name: str, processes: int, callers: int) -> dict[s
     reports = [json.loads(p.communicate()[0]) for p in started]
     if any(p.returncode for p in started):
         raise RuntimeError(f"a worker of {peer.name} failed")
+    scripts = server.info("commandstats").get("cmdstat_evalsha", {"calls": 0, "usec": 0})
+    server.close()
+    granted = sum(r["granted"] for r in reports)
     out = {
-        "rate": sum(r["granted"] for r in reports) / max(r["seconds"] for r in reports),
+        "rate": granted / max(r["seconds"] for r in reports),
+        "calls": scripts["calls"] / granted,
+        "usec": scripts["usec"] / max(1, scripts["calls"]),
         "refused": sum(r["refused"] for r in reports),
-        "cpu": sum(r["cpu"] for r in reports) / sum(r["granted"] for r in reports),
+        "cpu": sum(r["cpu"] for r in reports) / granted,
     }
     if processes == 1 and callers == 1:
         out["p50"], out["p99"] = reports[0]["p50"], reports[0]["p99"]
@@ -254,6 +265,10 @@ def main() -> None:
         print("| 1 x 1: acquire p50 / p99 | " + " | ".join(cells) + " |")
         cells = [f"{median(p, one, 'cpu') * 1e6:.0f} µs" for p in peers]
         print("| client CPU per permit (1 x 1) | " + " | ".join(cells) + " |")
+        cells = [f"{median(p, one, 'calls'):.2f}" for p in peers]
+        print("| script calls per permit (1 x 1) | " + " | ".join(cells) + " |")
+        cells = [f"{median(p, one, 'usec'):.1f} µs" for p in peers]
+        print("| Redis time per script call (1 x 1) | " + " | ".join(cells) + " |")
         refused = [
             sum(r["refused"] for k, v in results.items() if k[0] == p.name for r in v)
             for p in peers
