@@ -352,7 +352,9 @@ class GcraAnswer(NamedTuple):
 class Request(NamedTuple):
     """One call of the script, built and checked, not yet sent."""
 
-    args: list[Any]
+    #: The script's arguments, encoded as redis-py would (``str(arg)`` in
+    #: UTF-8): it sends bytes as they are.
+    args: list[bytes]
 
 
 def _answer(reply: list[Any]) -> GcraAnswer:
@@ -452,6 +454,8 @@ class RedisLimit:
         self._args = [[key, _interval_us(lim.rate), lim.burst] for key, lim in self.limits.items()]
         #: One unit of every limit.
         self._unit = (1,) * len(self.limits)
+        #: The take of one unit of every limit, by reserve (see ask_take).
+        self._unit_takes: dict[int, Request] = {}
         if not isinstance(cluster, bool):
             raise PermitTypeError("cluster", cluster, "a bool")
         self._cluster = cluster
@@ -517,7 +521,7 @@ class RedisLimit:
             args += limit
             args.append(x)
         args += extra
-        return Request(args)
+        return Request([str(arg).encode() for arg in args])
 
     def send(self, request: Request) -> GcraAnswer:
         """Run ``request`` (one round trip, blocking)."""
@@ -592,7 +596,13 @@ class RedisLimit:
         """:meth:`take`'s request."""
         units = cost or self._unit
         if demand is None and not book and lease == 1:
-            return self._request("take", units, reserve)
+            if units != self._unit:
+                return self._request("take", units, reserve)
+            # the request most made, one per reserve: built once
+            request = self._unit_takes.get(reserve)
+            if request is None:
+                request = self._unit_takes[reserve] = self._request("take", units, reserve)
+            return request
         extra = ["", 0, 0, "0"] if demand is None else self._demand(level, demand, ttl)
         return self._request("take", units, reserve, *extra, math.floor(book * 1e6), lease)
 
