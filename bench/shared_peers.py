@@ -20,7 +20,9 @@ The limiters, each as it is used by default on asyncio:
 
 - ``permits``: ``permits.adapters.redis.open_limiter(Fifo(1), url, ...)``,
   the default configuration (one request in flight per process, no lease,
-  no booking ahead);
+  no booking ahead); and beside it with ``lease=16`` (up to 16 permits per
+  request for the waiters of one level, off by default: it costs priority
+  across processes, see SPEC.md);
 - throttled-py: ``throttled.asyncio.Throttled`` with its GCRA over its
   asyncio ``RedisStore`` (redis-py's asyncio client), ``timeout=1`` so a
   refused call waits as an acquire would;
@@ -51,6 +53,7 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -75,8 +78,8 @@ Acquire = Callable[[], Awaitable[bool]]  # True: granted; False: refused for now
 
 
 @asynccontextmanager
-async def _permits(url: str, name: str) -> AsyncIterator[Acquire]:
-    async with open_limiter(Fifo(1), url, name=name, rate=RATE, burst=RATE) as limiter:
+async def _permits(url: str, name: str, lease: int = 1) -> AsyncIterator[Acquire]:
+    async with open_limiter(Fifo(1), url, name=name, rate=RATE, burst=RATE, lease=lease) as limiter:
 
         async def acquire() -> bool:
             await limiter.acquire(0)
@@ -133,6 +136,7 @@ class Peer:
 
 PEERS = (
     Peer("permits", "permits.adapters.redis", "permits", _permits),
+    Peer("permits, lease=16", "permits.adapters.redis", "permits", partial(_permits, lease=16)),
     Peer("throttled-py GCRA", "throttled.asyncio", "throttled-py", _throttled),
     Peer("limits moving window", "limits.aio", "limits", _limits),
 )
@@ -244,7 +248,7 @@ def main() -> None:
         for i in range(RUNS):
             for processes, callers in SHAPES:
                 for peer in peers:
-                    name = f"peers-{peer.dist}-{processes}-{callers}-{i}"
+                    name = f"peers-{peers.index(peer)}-{processes}-{callers}-{i}"
                     got = run(peer, server.url, name, processes, callers)
                     results.setdefault((peer.name, processes, callers), []).append(got)
 
