@@ -157,7 +157,7 @@ async def test_permit_for_a_waiter_that_left_is_given_back(redis_server: RedisSe
 
         async def slow_round_trip(request: Any) -> Any:
             answer = await round_trip(request)
-            if request is not None and request.args[0] == "take" and request.args[2] == 0:
+            if request is not None and request.args[0] == b"take" and request.args[2] == b"0":
                 await answered.wait()  # hold the round trip until the test says
             return answer
 

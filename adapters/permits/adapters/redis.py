@@ -46,8 +46,9 @@ shared limit", say more):
 from __future__ import annotations
 
 import math
+import sys
 import uuid
-from collections.abc import AsyncIterator, Hashable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Hashable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager, suppress
 from fractions import Fraction
 from typing import Any, Literal, NamedTuple
@@ -83,6 +84,11 @@ with requires_extra(__name__, "redis", "anyio", "redis"):
     import sniffio
 
     from .anyio import Limiter as _AnyioLimiter
+
+if sys.version_info >= (3, 11, 3):
+    from asyncio import timeout as _asyncio_timeout
+else:  # pragma: no cover - anyio.fail_after instead
+    _asyncio_timeout = None  # type: ignore[assignment]
 
 __all__ = [
     "SCRIPT",
@@ -346,7 +352,9 @@ class GcraAnswer(NamedTuple):
 class Request(NamedTuple):
     """One call of the script, built and checked, not yet sent."""
 
-    args: list[Any]
+    #: The script's arguments, encoded as redis-py would (``str(arg)`` in
+    #: UTF-8): it sends bytes as they are.
+    args: list[bytes]
 
 
 def _answer(reply: list[Any]) -> GcraAnswer:
@@ -446,10 +454,14 @@ class RedisLimit:
         self._args = [[key, _interval_us(lim.rate), lim.burst] for key, lim in self.limits.items()]
         #: One unit of every limit.
         self._unit = (1,) * len(self.limits)
+        #: The take of one unit of every limit, by reserve (see ask_take).
+        self._unit_takes: dict[int, Request] = {}
         if not isinstance(cluster, bool):
             raise PermitTypeError("cluster", cluster, "a bool")
         self._cluster = cluster
         self._url = url
+        #: Seconds before a connect or a reply counts as failed.
+        self._timeout = timeout
         self._options = {
             "socket_timeout": timeout,
             "socket_connect_timeout": timeout,
@@ -509,7 +521,7 @@ class RedisLimit:
             args += limit
             args.append(x)
         args += extra
-        return Request(args)
+        return Request([str(arg).encode() for arg in args])
 
     def send(self, request: Request) -> GcraAnswer:
         """Run ``request`` (one round trip, blocking)."""
@@ -518,7 +530,27 @@ class RedisLimit:
     async def asend(self, request: Request) -> GcraAnswer:
         """Run ``request`` on the asyncio client (:meth:`open_async`)."""
         assert self._ascript is not None
-        return _answer(await self._ascript(keys=self._keys, args=request.args))
+        return _answer(await self._replied(self._ascript(keys=self._keys, args=request.args)))
+
+    async def _replied(self, call: Awaitable[Any]) -> Any:
+        """The reply to ``call`` on the asyncio client, or redis-py's
+        ``TimeoutError`` after ``timeout`` seconds without it (redis-py
+        closes the connection of a call cut short; the next one opens a new
+        one). The client has no socket timeout of its own: with one,
+        redis-py writes every request in a task of its own, two more
+        event-loop passes per request. ``asyncio.timeout`` where there is
+        one (Python 3.11.3 and later, as redis-py itself): a sixth of the
+        instructions of ``anyio.fail_after`` here."""
+        try:
+            if _asyncio_timeout is not None:
+                async with _asyncio_timeout(self._timeout):
+                    return await call
+            with anyio.fail_after(self._timeout):
+                return await call
+        except TimeoutError:
+            raise redis.exceptions.TimeoutError(
+                f"Redis at {self.url} did not answer within {self._timeout:g} s"
+            ) from None
 
     def take(
         self,
@@ -564,7 +596,13 @@ class RedisLimit:
         """:meth:`take`'s request."""
         units = cost or self._unit
         if demand is None and not book and lease == 1:
-            return self._request("take", units, reserve)
+            if units != self._unit:
+                return self._request("take", units, reserve)
+            # the request most made, one per reserve: built once
+            request = self._unit_takes.get(reserve)
+            if request is None:
+                request = self._unit_takes[reserve] = self._request("take", units, reserve)
+            return request
         extra = ["", 0, 0, "0"] if demand is None else self._demand(level, demand, ttl)
         return self._request("take", units, reserve, *extra, math.floor(book * 1e6), lease)
 
@@ -658,13 +696,14 @@ class RedisLimit:
 
     async def aping(self) -> None:
         assert self._aclient is not None
-        await self._aclient.ping()
+        await self._replied(self._aclient.ping())
 
     def open_async(self) -> None:
         """Open the asyncio client too (on the running asyncio loop), for
         :meth:`asend` and :meth:`aping`."""
         client = redis.asyncio.RedisCluster if self._cluster else redis.asyncio.Redis
-        self._aclient = client.from_url(self._url, **self._options)
+        options = {**self._options, "socket_timeout": None}  # see _replied
+        self._aclient = client.from_url(self._url, **options)
         self._ascript = self._aclient.register_script(SCRIPT)
 
     async def aclose(self) -> None:
@@ -820,7 +859,8 @@ class RedisLimiter(_AnyioLimiter):
         #: The fallback's pacer while the local limit serves ("local" only).
         self._local: Machine | None = None
         self._retry_reserve: int | None = None
-        self._driver_scope: anyio.CancelScope | None = None
+        #: Set to wake the driver while it sleeps (None while it does not).
+        self._driver_wake: anyio.Event | None = None
         self._tasks: anyio.abc.TaskGroup | None = None
         #: Units per limit asked by each waiting id.
         self._asks: dict[int, tuple[int, ...]] = {}
@@ -1014,9 +1054,9 @@ class RedisLimiter(_AnyioLimiter):
         self._wake_driver()
 
     def _wake_driver(self) -> None:
-        scope = self._driver_scope
-        if scope is not None and self._local is None:
-            scope.cancel()
+        wake = self._driver_wake
+        if wake is not None and self._local is None:
+            wake.set()
 
     # -- waking the driver and the timer ---------------------------------------
 
@@ -1038,9 +1078,9 @@ class RedisLimiter(_AnyioLimiter):
             self._wake_at = wake_at
             if self._sleep_scope is not None:
                 self._sleep_scope.deadline = wake_at
-        scope = self._driver_scope
-        if scope is not None and self._should_wake():
-            scope.cancel()
+        wake = self._driver_wake
+        if wake is not None and self._should_wake():
+            wake.set()
 
     def _should_wake(self) -> bool:
         """Changes to send; or idle, and a waiter came; or waiting to retry
@@ -1091,18 +1131,26 @@ class RedisLimiter(_AnyioLimiter):
         self._fail_at = first
 
     async def _sleep(self, until: float) -> None:
-        """Sleep until ``until`` (seconds), a booked permit's time, or a wake-up."""
-        if self._should_wake() and self._local is None and not self._down:
-            await anyio.lowlevel.checkpoint()
-            return
+        """Sleep until ``until`` (seconds), a booked permit's time, or a wake-up
+        (an event set: cheaper than cancelling a scope)."""
+        if self._local is None and not self._down:
+            # Yield once first: the callers a hand-over just woke run before
+            # the driver resumes, so that an acquire they make then finds it
+            # awake, without a wake-up (and its event-loop pass).
+            await self._checkpoint()
+            if self._should_wake():
+                return
         if self._booked is not None:
             until = min(until, self._booked[0])
-        with anyio.CancelScope(deadline=until) as scope:
-            self._driver_scope = scope
-            try:
-                await anyio.sleep_forever()
-            finally:
-                self._driver_scope = None
+        wake = self._driver_wake = anyio.Event()
+        try:
+            if until == math.inf:
+                await wake.wait()
+            else:
+                with anyio.CancelScope(deadline=until):
+                    await wake.wait()
+        finally:
+            self._driver_wake = None
 
     # -- the driver ----------------------------------------------------------
 
@@ -1328,9 +1376,9 @@ class RedisLimiter(_AnyioLimiter):
                 self._down_error = error
                 continue
             self._local = None
-            scope = self._driver_scope
-            if scope is not None:
-                scope.cancel()
+            wake = self._driver_wake
+            if wake is not None:
+                wake.set()
 
     async def _step_local(self) -> None:
         """Serve the next waiter from the local limit (one permit each)."""
