@@ -58,12 +58,25 @@ def anyio_backend(request: pytest.FixtureRequest) -> str:
 
 
 def audit(server: RedisServer, name: str) -> list[float]:
-    """Grant times (microseconds, Redis TIME) the script recorded."""
+    """Grant times (microseconds, Redis TIME) the script recorded, net of
+    the permits given back: a give-back returns the latest unit charged
+    before it (GCRA's ``TAT - T``), so it takes that charge out."""
     client = redis.Redis.from_url(server.url)
     try:
-        return sorted(float(t) for t in client.lrange(f"permits:{{{name}}}:audit", 0, -1))
+        entries = client.lrange(f"permits:{{{name}}}:audit", 0, -1)
     finally:
         client.close()
+    charged: list[float] = []
+    for entry in entries:  # in the order the script ran
+        text = entry.decode() if isinstance(entry, bytes) else entry
+        if text.startswith("g"):
+            given = float(text[1:])
+            latest = max((t for t in charged if t <= given), default=None)
+            if latest is not None:
+                charged.remove(latest)
+        else:
+            charged.append(float(text))
+    return sorted(charged)
 
 
 def worst_excess(times: list[float], interval: float, burst: int) -> float:

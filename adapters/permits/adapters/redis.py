@@ -105,7 +105,7 @@ _SCRIPT = """
 -- limit), a pause, limits changed live. Every step is one atomic call.
 -- KEYS[1]: the state, a hash: 'tat:<limit>' (theoretical arrival time, us)
 --   per limit, and 'pause' (nothing is granted before it, us)
--- KEYS[2]: the audit list (grant times, us), written when ARGV[4] == '1'
+-- KEYS[2]: the audit list (grant times, us; a give's time after a 'g'), written when ARGV[4] == '1'
 -- KEYS[3]: the limits changed by set_limit, a hash: '<limit>' -> 'T burst'
 -- KEYS[4]: global priority: each process's waiting demand, a hash:
 --   '<process>' -> 'expiry c0 c1 ...' (us; waiters per level)
@@ -284,6 +284,9 @@ if op == 'take' then
   return answer(taken, math.ceil(allowed_at(arg) - now))
 elseif op == 'give' then
   for i = 1, n do tat[i] = math.max(now, tat[i] + x[i] * T[i]) end
+  if ARGV[4] == '1' then
+    redis.call('RPUSH', KEYS[2], 'g' .. string.format('%.17g', now))
+  end
 elseif op == 'pause' then
   pause = math.max(pause, now + arg)
   store()
@@ -412,7 +415,8 @@ class RedisLimit:
         and is charged to all of them or to none. Every process sharing
         ``name`` opens the same limits.
     :param audit: also record each grant's Redis time (microseconds) in the
-        list ``{key}:audit`` (kept an hour): a diagnostic, used by the tests.
+        list ``{key}:audit`` (kept an hour), and each give-back's after a
+        ``g``: a diagnostic, used by the tests.
     :param timeout: seconds before a connect or a reply counts as failed.
     :param cluster: ``url`` names a node of a Redis Cluster: the client is
         redis-py's ``RedisCluster``. The keys of one limit share a hash tag,
