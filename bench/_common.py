@@ -411,13 +411,18 @@ async def close_limiter(close: Close) -> None:
         await result
 
 
-def installed(peer: Peer) -> bool:
-    """Whether ``peer`` can be imported here."""
+def importable(module: str) -> bool:
+    """Whether ``module`` can be imported here."""
     try:
-        importlib.import_module(peer.module)
+        importlib.import_module(module)
     except ImportError:
         return False
     return True
+
+
+def installed(peer: Peer) -> bool:
+    """Whether ``peer`` can be imported here."""
+    return importable(peer.module)
 
 
 def skipped(missing: Sequence[str]) -> None:

@@ -60,7 +60,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "properties"))
 
 import redis
-from _common import QUICK, footer, header
+from _common import QUICK, footer, header, importable
 
 from permits.adapters.redis import open_limiter
 from permits.core import Fifo
@@ -142,14 +142,6 @@ PEERS = (
 )
 
 
-def installed(peer: Peer) -> bool:
-    try:
-        importlib.import_module(peer.module)
-    except ImportError:
-        return False
-    return True
-
-
 async def flood(peer: Peer, url: str, name: str, callers: int, seconds: float) -> dict[str, Any]:
     """``callers`` tasks acquiring back to back for ``seconds``; with one
     caller, every acquire timed."""
@@ -227,7 +219,7 @@ def run(peer: Peer, url: str, name: str, processes: int, callers: int) -> dict[s
 
 def main() -> None:
     started = header()
-    peers = [peer for peer in PEERS if installed(peer)]
+    peers = [peer for peer in PEERS if importable(peer.module)]
     missing = [peer for peer in PEERS if peer not in peers]
     if missing:
         print(

@@ -40,15 +40,20 @@ UNLIMITED = 10**9
 BURST = 10**6
 
 
+async def _timed(acquire: Callable[[], Awaitable[object]], count: int) -> float:
+    """Seconds for ``count`` acquires in a loop, after 1,000 to warm up."""
+    for _ in range(1000):
+        await acquire()
+    start = time.perf_counter()
+    for _ in range(count):
+        await acquire()
+    return time.perf_counter() - start
+
+
 def _asyncio_loop(make: Callable[[], Any], count: int) -> float:
     async def body() -> float:
         acquire, close = make()
-        for _ in range(1000):
-            await acquire()
-        start = time.perf_counter()
-        for _ in range(count):
-            await acquire()
-        elapsed = time.perf_counter() - start
+        elapsed = await _timed(acquire, count)
         result = close()
         if isinstance(result, Awaitable):
             await result
@@ -109,12 +114,7 @@ def trio_loop(count: int, floor: bool = False) -> float:
         from permits.adapters.trio import open_limiter
 
         async with open_limiter(Fifo(), UNLIMITED, BURST) as limiter:
-            for _ in range(1000):
-                await limiter.acquire()
-            start = time.perf_counter()
-            for _ in range(count):
-                await limiter.acquire()
-            return time.perf_counter() - start
+            return await _timed(limiter.acquire, count)
 
     return trio.run(body)
 
@@ -127,12 +127,7 @@ def anyio_loop(count: int) -> float:
 
     async def body() -> float:
         async with open_limiter(Fifo(), UNLIMITED, BURST) as limiter:
-            for _ in range(1000):
-                await limiter.acquire()
-            start = time.perf_counter()
-            for _ in range(count):
-                await limiter.acquire()
-            return time.perf_counter() - start
+            return await _timed(limiter.acquire, count)
 
     result: float = anyio.run(body)
     return result
@@ -200,15 +195,9 @@ def extract(rev: str, into: str) -> str:
     return f"{into}/core{os.pathsep}{into}/adapters"
 
 
-def installed(module: str) -> bool:
-    try:
-        __import__(module)
-    except ImportError:
-        return False
-    return True
-
-
 def main() -> None:
+    from _common import importable
+
     before = sys.argv[sys.argv.index("--before") + 1] if "--before" in sys.argv else "bd2570e"
     valgrind = shutil.which("valgrind") is not None and "--no-valgrind" not in sys.argv
     here = f"{ROOT / 'core'}{os.pathsep}{ROOT / 'adapters'}"
@@ -219,7 +208,7 @@ def main() -> None:
         old = extract(before, tmp)
         rows: list[tuple[str, str, str]] = []
         for loop in LOOPS:
-            if loop in ("aiolimiter", "asynciolimiter") and not installed(loop):
+            if loop in ("aiolimiter", "asynciolimiter") and not importable(loop):
                 print(f"{loop} is not installed here: left out (see BENCHMARKS.md's set-up)")
                 continue
             if loop in ("asyncio", "anyio", "trio", "threads"):
