@@ -12,8 +12,8 @@ Starts its own redis-server (loopback, persistence off), then:
    every time): the Redis limiter against the local pacer (the anyio
    adapter), p50 and p99, same backend.
 3. Round trips per permit, in (1), and at a saturated 200 permits/s shared
-   by four and by sixteen processes (where every process asks when a
-   permit falls due and only one gets it).
+   by four and by sixteen processes (each process waits for its turn in
+   the line, not for the next permit).
    Also with booking ahead (``book_ahead=0.1``), with leases of 16 permits
    (``lease=16``), and the client CPU per permit (each process's own,
    threads included).
@@ -67,15 +67,16 @@ async def flood(
                 granted += 1
 
         async with anyio.create_task_group() as tg:
-            start, cpu = time.perf_counter(), time.process_time()
+            start, cpu = time.time(), time.process_time()
             for _ in range(CALLERS):
                 tg.start_soon(caller)
             await anyio.sleep(seconds)
             tg.cancel_scope.cancel()
-        elapsed, cpu = time.perf_counter() - start, time.process_time() - cpu
+        end, cpu = time.time(), time.process_time() - cpu
         return {
             "granted": granted,
-            "seconds": elapsed,
+            "start": start,
+            "end": end,
             "cpu": cpu,
             "round_trips": limiter.round_trips,
         }
@@ -156,7 +157,9 @@ def flooded(
     reports = processes(url, name, count, "flood", rate, burst, book, lease)
     return {
         "granted": sum(r["granted"] for r in reports),
-        "seconds": max(r["seconds"] for r in reports),
+        # from the first process's start to the last one's end (wall clock:
+        # sixteen processes on a busy host do not all start at once)
+        "seconds": max(r["end"] for r in reports) - min(r["start"] for r in reports),
         "cpu": sum(r["cpu"] for r in reports),
         "round_trips": sum(r["round_trips"] for r in reports),
     }

@@ -32,6 +32,8 @@ _keys = itertools.count()
 Answer = tuple[int, ...]
 #: (process, time to live in us, level, waiters per level)
 Demand = tuple[str, int, int, tuple[int, ...]]
+#: (process, level, its waiters, the grace of a turn in us)
+Line = tuple[str, int, int, int]
 
 
 class Buckets:
@@ -49,6 +51,8 @@ class Buckets:
         self.at: int | None = None
         #: Global priority: each process's (expiry, waiters per level).
         self.demand: dict[str, tuple[int, tuple[int, ...]]] = {}
+        #: The line: each waiting process's turn (us) and level.
+        self.line: dict[str, tuple[Fraction, int]] = {}
 
     def ahead(self, process: str, level: int, now: int) -> int:
         """Waiters of other live processes at levels more urgent than
@@ -65,6 +69,26 @@ class Buckets:
             self.demand[process] = (now + ttl, tuple(counts))
         else:
             self.demand.pop(process, None)
+
+    def turn(self, line: Line, now: int, at: Fraction, units: Sequence[int]) -> Fraction:
+        """The turn a process in the ``line`` is told for a take of ``units``
+        that the buckets allow at ``at``: its own at the same level if that
+        is no sooner; otherwise no sooner than ``at`` and one step (the
+        units' interval on the slowest limit) after every other process's
+        turn at that level or a more urgent one. Turns more than the grace
+        past are dropped first."""
+        process, level, _, grace = line
+        self.line = {p: (t, lv) for p, (t, lv) in self.line.items() if t >= now - grace}
+        mine = self.line.pop(process, None)
+        if mine is not None and mine[1] == level and mine[0] >= at:
+            self.line[process] = mine
+            return mine[0]
+        ahead = [t for t, lv in self.line.values() if lv <= level]
+        if ahead:
+            step = max(x * T for x, T in zip(units, self.T, strict=True))
+            at = max(at, max(ahead) + step)
+        self.line[process] = (at, level)
+        return at
 
     def refill(self, now: int) -> None:
         if self.at is not None:
@@ -92,13 +116,17 @@ class Buckets:
         demand: Demand | None = None,
         book: int = 0,
         lease: int = 1,
+        line: Line | None = None,
     ) -> Answer:
         """A take; under global priority (``demand``: the process, its
         demand's time to live, the level, its waiters per level), not while
         waiters of other live processes are more urgent: at best each takes
         one interval of the fastest limit. One the buckets alone would
         allow within ``book`` us is booked: charged now, the taker's then.
-        One allowed now takes up to ``lease`` at once, while they are."""
+        One allowed now takes up to ``lease`` at once, while they are. In
+        the ``line`` (the process, the level, its waiters, the grace of a turn), one
+        refused, or allowed while more of its process's waiters must wait,
+        is told its turn."""
         self.refill(now)
         if any(x > b for x, b in zip(units, self.burst, strict=True)):
             return self.answer(0, -1)
@@ -113,6 +141,8 @@ class Buckets:
         if wait > 0 and (held or wait > book):
             if demand is not None:
                 self.publish(process, now, ttl, counts)
+            if line is not None:
+                wait = self.turn(line, now, now + wait, units) - now
             return self.answer(0, math.ceil(wait))
         taken = 0
         while True:
@@ -126,8 +156,16 @@ class Buckets:
             left[level] = max(0, left[level] - taken)
             self.publish(process, now, ttl, left)
         if wait > 0:
+            if line is not None:
+                self.line.pop(line[0], None)
             return self.answer(-1, math.ceil(wait))
-        return self.answer(taken, math.ceil(self.wait(now, reserve, units)))
+        again = self.wait(now, reserve, units)
+        if line is not None:
+            if line[2] > taken and again > 0:
+                again = self.turn(line, now, now + again, units) - now
+            else:
+                self.line.pop(line[0], None)
+        return self.answer(taken, math.ceil(again))
 
     def give(self, now: int, units: Sequence[int]) -> Answer:
         """``units`` charged (> 0) or given back (< 0; never beyond the burst)."""
@@ -181,9 +219,10 @@ LEASE = [1, 1, 3]  # the most permits a take takes at once
 Call = Callable[..., list[Any]]
 
 
-def caller(script: Any, rates: Sequence[int], bursts: Sequence[int]) -> Call:
-    """``call(op, now, arg, xs, *extra)``: the script, at ``now``."""
-    key = f"test:{{p21-{next(_keys)}}}"
+def caller(script: Any, rates: Sequence[int], bursts: Sequence[int], key: str = "") -> Call:
+    """``call(op, now, arg, xs, *extra)``: the script, at ``now``, on the
+    limit ``key`` (a new one by default)."""
+    key = key or f"test:{{p21-{next(_keys)}}}"
 
     def call(op: str, now: int, arg: int, xs: Sequence[int], *extra: int) -> list[Any]:
         args: list[Any] = [op, now, arg, 0, len(rates)]
@@ -192,7 +231,8 @@ def caller(script: Any, rates: Sequence[int], bursts: Sequence[int]) -> Call:
         return [
             int(r)
             for r in script(
-                keys=[key, key + ":audit", key + ":limits", key + ":demand"], args=[*args, *extra]
+                keys=[key, key + ":audit", key + ":limits", key + ":demand", key + ":line"],
+                args=[*args, *extra],
             )
         ]
 
@@ -332,6 +372,16 @@ MUTANTS = {
         "  local held = false",
         "a take books a permit past a pause",
     ),
+    "line-all-at-once": (
+        "    at = math.max(at, last + step)\n",
+        "    at = math.max(at, last)\n",
+        "every waiting process is told the same turn",
+    ),
+    "line-loses-the-place": (
+        "  if mine and mine >= at then return mine end\n",
+        "",
+        "a process that asks before its turn goes to the end of the line",
+    ),
     "drop-other-demand": (
         "  redis.call('HSET', KEYS[4], process, table.concat(words, ' '))\n",
         "  redis.call('DEL', KEYS[4])\n"
@@ -343,7 +393,7 @@ MUTANTS = {
 
 @pytest.mark.parametrize("mutant", sorted(MUTANTS))
 def test_script_mutants_are_caught(client: Any, mutant: str) -> None:
-    """P39, P40, P42, P44 have teeth: the properties fail on each mutant."""
+    """P39, P40, P42, P44, P48 have teeth: the properties fail on each mutant."""
     text, replacement, _ = MUTANTS[mutant]
     source = script_source(clock="argv")
     assert source.count(text) == 1, mutant
@@ -363,6 +413,14 @@ def test_script_mutants_are_caught(client: Any, mutant: str) -> None:
             derandomize=True,
             database=None,
         )(given(limit=one_limit, steps=st.lists(demand_ops, min_size=1, max_size=30))(global_run))
+    if mutant.startswith("line-"):
+        check = settings(
+            max_examples=300,
+            phases=[Phase.generate],
+            suppress_health_check=[HealthCheck.function_scoped_fixture],
+            derandomize=True,
+            database=None,
+        )(given(limit=one_limit, steps=st.lists(line_ops, min_size=1, max_size=30))(line_run))
     with pytest.raises(AssertionError):
         check(broken)
 
@@ -487,3 +545,92 @@ def test_a_silent_processs_demand_blocks_until_its_ttl(
     for dt in sorted({*after, ttl - 1, ttl}):  # and either side of the expiry
         allowed = call("take", T0 + dt, 0, (1,), "b", TTL, 1, "0 1")[0]
         assert bool(allowed) == (dt >= ttl), ("P43", dt, ttl)
+
+
+# -- the line -------------------------------------------------------------------
+
+GRACE = 200_000  # a turn is kept 200 ms once past
+
+line_ops = st.tuples(
+    st.sampled_from(["take"] * 6 + ["give", "leave", "pause"]),
+    st.one_of(st.just(0), st.integers(1, 300_000), st.sampled_from([10_000, 100_000])),
+    st.sampled_from(["a", "b", "c", "d"]),
+    st.sampled_from([1, 1, 0]),  # the level of the take: mostly batch
+    st.integers(1, 3),  # the process's waiters, the one taking included
+    st.integers(0, 2),  # take: the reserve; give: units given back; pause: 50 ms each
+    st.integers(1, 2),  # the take's units
+)
+
+
+def line_run(script: Any, limit: tuple[int, int], steps: list[Any]) -> None:
+    rate, burst = limit
+    key = f"test:{{p48-{next(_keys)}}}"
+    call = caller(script, [rate], [burst], key)
+    model = Buckets([rate], [burst])
+    now = T0
+    for kind, dt, process, level, waiting, arg, units in steps:
+        now += dt
+        plain = ("", 0, 0, "0", 0, 1)  # no demand, no booking, lease 1
+        if kind == "take":
+            xs = (min(units, burst),)
+            got = tuple(call("take", now, arg, xs, *plain, process, level, waiting, GRACE))
+            want = model.take(now, arg, xs, line=(process, level, waiting, GRACE))
+        elif kind == "give":
+            got = tuple(call("give", now, 0, (-arg,)))
+            want = model.give(now, (-arg,))
+        elif kind == "leave":
+            got = tuple(call("demand", now, 0, (0,), *plain, process, 0, 0, GRACE))
+            model.refill(now)
+            model.line.pop(process, None)
+            want = model.answer(1, 0)
+        else:
+            got = tuple(call("pause", now, 50_000 * arg, (0,)))
+            want = model.pause_for(now, 50_000 * arg)
+        note(f"t={now - T0} {kind} {process} L{level} waiting {waiting} arg {arg}: {got}, {want}")
+        assert got == want, ("P48", got, want)
+        # the line as stored: no two turns at one level closer than one interval
+        stored = script.registered_client.hgetall(f"{key}:line").values()
+        turns = sorted((int(v.split()[1]), float(v.split()[0])) for v in stored)
+        for (la, a), (lb, b) in itertools.pairwise(turns):
+            assert la != lb or b - a >= 10**6 // rate, ("P48", turns)
+
+
+@given(limit=one_limit, steps=st.lists(line_ops, min_size=1, max_size=30))
+def test_the_line_tells_each_process_its_turn(
+    script: Any, limit: tuple[int, int], steps: list[Any]
+) -> None:
+    """P48: in the line, at every chosen time the script answers exactly as
+    the buckets and the line do: a process refused, or allowed while more
+    of its waiters must wait, is told its turn (its own at that level, if
+    that is no sooner than the buckets allow; otherwise the later of that
+    and one step after every other process's turn at that level or a more
+    urgent one); a process granted with nobody left to wait, or leaving, is
+    out of the line; turns more than the grace past are dropped; and no two
+    turns at one level are closer than one interval."""
+    line_run(script, limit, steps)
+
+
+def test_four_processes_refused_at_once_are_told_four_turns(script: Any) -> None:
+    """P48 by hand: 10/s (T = 100 ms), burst 1. Processes refused at the same
+    time are told turns one interval apart, not all the same time; one that
+    asks before its turn keeps it; one granted with more waiters goes to the
+    end of the line; one that leaves makes room; a more urgent take is not
+    put behind the batch's turns."""
+    call = caller(script, [10], [1])
+    plain = ("", 0, 0, "0", 0, 1)
+
+    def take(t: int, process: str, waiting: int = 2, level: int = 1) -> list[int]:
+        return call("take", T0 + t, 0, (1,), *plain, process, level, waiting, GRACE)
+
+    assert take(0, "a")[:2] == [1, 100_000]  # allowed; more wait: its turn at 100 ms
+    assert [take(0, p)[:2] for p in "bcd"] == [[0, 200_000], [0, 300_000], [0, 400_000]]
+    assert take(50_000, "b")[:2] == [0, 150_000]  # early: keeps its turn, 200 ms
+    assert take(100_000, "a")[:2] == [1, 400_000]  # at its turn; to the end: 500 ms
+    assert take(200_000, "b", 1)[:2] == [1, 100_000]  # nobody left: out of the line
+    assert call("demand", T0 + 200_000, 0, (0,), *plain, "c", 0, 0, GRACE)[0] == 1
+    assert take(300_000, "d")[:2] == [1, 100_000]  # c's permit, free; d keeps 400 ms
+    assert take(300_000, "e")[:2] == [0, 300_000]  # a newcomer: after a (500 ms)
+    # an interactive take is told when the buckets allow it (400 ms), not
+    # put after the batch's turns; the batch's next turn comes after it
+    assert take(300_000, "f", 1, level=0)[:2] == [0, 100_000]
+    assert take(350_000, "g")[:2] == [0, 350_000]  # batch: after e (600 ms)

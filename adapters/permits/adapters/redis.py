@@ -51,6 +51,7 @@ import uuid
 from collections.abc import AsyncIterator, Awaitable, Hashable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager, suppress
 from fractions import Fraction
+from functools import partial
 from typing import Any, Literal, NamedTuple
 from urllib.parse import urlsplit, urlunsplit
 
@@ -109,6 +110,8 @@ _SCRIPT = """
 -- KEYS[3]: the limits changed by set_limit, a hash: '<limit>' -> 'T burst'
 -- KEYS[4]: global priority: each process's waiting demand, a hash:
 --   '<process>' -> 'expiry c0 c1 ...' (us; waiters per level)
+-- KEYS[5]: the line: each waiting process's turn, a hash:
+--   '<process>' -> 'turn level' (us)
 -- ARGV[1]: take | give | pause | adopt | rate | demand
 -- ARGV[2]: now, us (read only by the script the tests run at chosen times)
 -- ARGV[3]: take: the reserve; pause: its length, us; adopt: us until the
@@ -124,11 +127,15 @@ _SCRIPT = """
 --   the process is '' without global priority
 -- ARGV[10 + 4n]: take: book ahead, us (0: never book)
 -- ARGV[11 + 4n]: take: lease, the most permits to take at once (1 by default)
+-- ARGV[12 + 4n .. 15 + 4n]: take and demand: the process in the line ('' or
+--   none: not in it), the level of the take, the process's waiters (the
+--   one taking included; demand: 0, it leaves the line) and how long a
+--   turn is kept once past (us)
 -- Returns {taken, us, units left per limit...}: take: refused (0) with the
 -- us until it would be allowed (-1: never, a cost above a burst), allowed
 -- (1 or more, up to the lease) with the us until the same take again would
--- be, or booked (-1) with the us until its permit's time; pause: the us
--- until the pause ends.
+-- be (or until its turn, in the line), or booked (-1) with the us until its
+-- permit's time; pause: the us until the pause ends.
 local op = ARGV[1]
 local now = @NOW@
 local arg = tonumber(ARGV[3])
@@ -208,6 +215,48 @@ local function publish(process, ttl, counts)
   if redis.call('PTTL', KEYS[4]) < keep then redis.call('PEXPIRE', KEYS[4], keep) end
 end
 
+-- The line: a process that must wait is told its turn, so that each asks
+-- when a permit falls due for it rather than all at once when the next one
+-- does. The turn is no sooner than the buckets allow its take, and one step
+-- (its units' interval on its slowest limit) after the latest turn of
+-- another process at the same level or a more urgent one; a process that
+-- asks again at the same level before its turn keeps it. A turn more than
+-- `grace` us past is dropped (its process did not come).
+local me, rank, waiting, grace = ARGV[12 + 4 * n] or '', 0, 0, 0
+if me ~= '' then
+  rank = tonumber(ARGV[13 + 4 * n])
+  waiting = tonumber(ARGV[14 + 4 * n])
+  grace = tonumber(ARGV[15 + 4 * n])
+end
+
+local function turn(at)
+  local mine, last, latest = nil, nil, at
+  local entries = redis.call('HGETALL', KEYS[5])
+  for j = 1, #entries, 2 do
+    local sep = string.find(entries[j + 1], ' ', 1, true)
+    local t = tonumber(string.sub(entries[j + 1], 1, sep - 1))
+    local l = tonumber(string.sub(entries[j + 1], sep + 1))
+    if t < now - grace then
+      redis.call('HDEL', KEYS[5], entries[j])
+    elseif entries[j] == me then
+      if l == rank then mine = t end
+    else
+      latest = math.max(latest, t)
+      if l <= rank then last = math.max(last or t, t) end
+    end
+  end
+  if mine and mine >= at then return mine end
+  if last then
+    local step = 0
+    for i = 1, n do step = math.max(step, x[i] * T[i]) end
+    at = math.max(at, last + step)
+  end
+  redis.call('HSET', KEYS[5], me, string.format('%.17g %d', at, rank))
+  latest = math.max(latest, at)
+  redis.call('PEXPIRE', KEYS[5], math.ceil((latest - now + grace) / 1000) + @SLACK@)
+  return at
+end
+
 local process, ttl, level, counts = ARGV[6 + 4 * n] or '', 0, 0, {}
 if process ~= '' and (op == 'take' or op == 'demand') then
   ttl = tonumber(ARGV[7 + 4 * n])
@@ -254,6 +303,7 @@ if op == 'take' then
   local book = tonumber(ARGV[10 + 4 * n]) or 0
   if at > now and (held or at - now > book) then
     if process ~= '' then publish(process, ttl, counts) end
+    if me ~= '' then at = turn(at) end
     return answer(0, math.ceil(at - now))
   end
   local function charge()  -- every limit its part, at once
@@ -280,8 +330,20 @@ if op == 'take' then
     redis.call('RPUSH', KEYS[2], unpack(times))
     redis.call('PEXPIRE', KEYS[2], 3600000)
   end
-  if at > now then return answer(-1, math.ceil(at - now)) end
-  return answer(taken, math.ceil(allowed_at(arg) - now))
+  if at > now then  -- booked: its process has its turn
+    if me ~= '' then redis.call('HDEL', KEYS[5], me) end
+    return answer(-1, math.ceil(at - now))
+  end
+  local again = allowed_at(arg)
+  if me ~= '' then
+    -- granted: out of the line, unless more wait and must wait
+    if waiting > taken and again > now then
+      again = turn(again)
+    else
+      redis.call('HDEL', KEYS[5], me)
+    end
+  end
+  return answer(taken, math.ceil(again - now))
 elseif op == 'give' then
   for i = 1, n do tat[i] = math.max(now, tat[i] + x[i] * T[i]) end
   if ARGV[4] == '1' then
@@ -307,7 +369,8 @@ elseif op == 'rate' then
   T[arg], burst[arg] = newT, newb
   redis.call('HSET', KEYS[3], names[arg], string.format('%.17g %d', newT, newb))
 elseif op == 'demand' then
-  publish(process, ttl, counts)
+  if process ~= '' then publish(process, ttl, counts) end
+  if me ~= '' and waiting == 0 then redis.call('HDEL', KEYS[5], me) end
   return answer(1, 0)
 else
   return redis.error_reply('permits: unknown operation ' .. tostring(op))
@@ -451,15 +514,18 @@ class RedisLimit:
         self.live_key = f"{self.key}:limits"
         #: Each process's waiting demand per level (global priority).
         self.demand_key = f"{self.key}:demand"
-        #: This limit's process, as the demand hash names it.
+        #: The line: each waiting process's turn.
+        self.line_key = f"{self.key}:line"
+        #: This limit's process, as the demand hash and the line name it.
         self.process = uuid.uuid4().hex
         self.audit = bool(audit)
         #: The script's arguments for each limit: name, T (us) and burst.
         self._args = [[key, _interval_us(lim.rate), lim.burst] for key, lim in self.limits.items()]
         #: One unit of every limit.
         self._unit = (1,) * len(self.limits)
-        #: The take of one unit of every limit, by reserve (see ask_take).
-        self._unit_takes: dict[int, Request] = {}
+        #: The take of one unit of every limit, by reserve, level, waiters
+        #: and grace (see ask_take).
+        self._unit_takes: dict[tuple[int, int, int | None, int], Request] = {}
         if not isinstance(cluster, bool):
             raise PermitTypeError("cluster", cluster, "a bool")
         self._cluster = cluster
@@ -471,7 +537,7 @@ class RedisLimit:
             "socket_connect_timeout": timeout,
             **options,
         }
-        self._keys = [self.key, self.audit_key, self.live_key, self.demand_key]
+        self._keys = [self.key, self.audit_key, self.live_key, self.demand_key, self.line_key]
         client = redis.RedisCluster if cluster else redis.Redis
         self._client = client.from_url(url, **self._options)
         self._script = self._client.register_script(SCRIPT)
@@ -566,9 +632,17 @@ class RedisLimit:
         ttl: float = 2.0,
         book: float = 0.0,
         lease: int = 1,
+        waiting: int | None = None,
+        grace: float = 2.0,
     ) -> GcraAnswer:
         """Ask for ``cost`` (units per limit; one of each by default) of every
         limit at once, leaving at least ``reserve`` more of each it takes.
+
+        With ``waiting`` (this process's waiters, the one asking included),
+        the process is in the line: refused, or allowed while more of its
+        waiters must wait, it is told its turn (see SPEC.md) rather than
+        when the buckets alone would allow the take; a turn ``grace``
+        seconds past is dropped.
 
         Under global priority, ``demand`` is this process's waiters per
         level (the one asking, at ``level``, included): the take is refused
@@ -582,7 +656,15 @@ class RedisLimit:
         the same cost at once, as long as they are allowed now."""
         return self.send(
             self.ask_take(
-                reserve, cost, level=level, demand=demand, ttl=ttl, book=book, lease=lease
+                reserve,
+                cost,
+                level=level,
+                demand=demand,
+                ttl=ttl,
+                book=book,
+                lease=lease,
+                waiting=waiting,
+                grace=grace,
             )
         )
 
@@ -596,19 +678,30 @@ class RedisLimit:
         ttl: float = 2.0,
         book: float = 0.0,
         lease: int = 1,
+        waiting: int | None = None,
+        grace: float = 2.0,
     ) -> Request:
         """:meth:`take`'s request."""
         units = cost or self._unit
-        if demand is None and not book and lease == 1:
-            if units != self._unit:
-                return self._request("take", units, reserve)
-            # the request most made, one per reserve: built once
-            request = self._unit_takes.get(reserve)
-            if request is None:
-                request = self._unit_takes[reserve] = self._request("take", units, reserve)
-            return request
-        extra = ["", 0, 0, "0"] if demand is None else self._demand(level, demand, ttl)
-        return self._request("take", units, reserve, *extra, math.floor(book * 1e6), lease)
+        if waiting is not None:
+            # all the script reads of it is whether more than the lease wait
+            waiting = min(check_int("waiting", waiting, 1), lease + 1)
+        # the request most made, one per reserve and waiters: built once
+        plain = demand is None and not book and lease == 1
+        grace_us = math.ceil(grace * 1e6)
+        key = (reserve, level, waiting, grace_us)
+        if plain and units == self._unit and key in self._unit_takes:
+            return self._unit_takes[key]
+        if plain and waiting is None:
+            request = self._request("take", units, reserve)
+        else:
+            extra = ["", 0, 0, "0"] if demand is None else self._demand(level, demand, ttl)
+            line = [] if waiting is None else [self.process, level, waiting, grace_us]
+            book_us = math.floor(book * 1e6)
+            request = self._request("take", units, reserve, *extra, book_us, lease, *line)
+        if plain and units == self._unit:
+            self._unit_takes[key] = request
+        return request
 
     def publish_demand(self, demand: Sequence[int], ttl: float = 2.0) -> GcraAnswer:
         """Publish this process's waiters per level (none: clear them)."""
@@ -617,6 +710,17 @@ class RedisLimit:
     def ask_publish_demand(self, demand: Sequence[int], ttl: float = 2.0) -> Request:
         """:meth:`publish_demand`'s request."""
         return self._request("demand", (0,) * len(self.limits), 0, *self._demand(0, demand, ttl))
+
+    def leave(self, *, demand: bool = False) -> GcraAnswer:
+        """Take this process out of the line (nobody waits in it any more),
+        and with ``demand`` clear its published demand too."""
+        return self.send(self.ask_leave(demand=demand))
+
+    def ask_leave(self, *, demand: bool = False) -> Request:
+        """:meth:`leave`'s request."""
+        extra = self._demand(0, (), 0.0) if demand else ["", 0, 0, "0"]
+        zero = (0,) * len(self.limits)
+        return self._request("demand", zero, 0, *extra, 0, 1, self.process, 0, 0, 0)
 
     def _demand(self, level: int, demand: Sequence[int], ttl: float) -> list[Any]:
         counts = " ".join(str(int(c)) for c in demand) or "0"
@@ -831,6 +935,8 @@ class RedisLimiter(_AnyioLimiter):
         self.demand_ttl = float(demand_ttl)
         #: Whether this process's demand, as last published, has waiters.
         self._published = False
+        #: Whether this process holds a turn in the line, as last told.
+        self._in_line = False
         book = _nanoseconds("book_ahead", book_ahead)
         if book is None or (global_priority and book_ahead > demand_ttl / 2):
             raise PermitValueError(
@@ -1238,13 +1344,13 @@ class RedisLimiter(_AnyioLimiter):
             return
         level = machine.next_level()
         if level is None:
-            if self._published:  # nobody waits here any more: say so
+            if self._published or self._in_line:  # nobody waits here any more: say so
                 try:
-                    await self._round_trip(self.limit.ask_publish_demand((), self.demand_ttl))
+                    await self._round_trip(self.limit.ask_leave(demand=self._published))
                 except _UNREACHABLE as error:
                     await self._outage(error)
                     return
-                self._published = False
+                self._published = self._in_line = False
             await self._sleep(math.inf if booked is None else booked[0])
             return
         if booked is not None:
@@ -1261,6 +1367,8 @@ class RedisLimiter(_AnyioLimiter):
         units = self._asks[head.id]  # type: ignore[index]
         reserve = self.reserve[level]
         depths = tuple(machine.queues.depths) if self.global_priority else None
+        # in the line, unless booking ahead (a booking is its own turn)
+        waiting = None if self.book_ahead else len(machine)
         take = self.limit.ask_take(
             reserve,
             units,
@@ -1269,6 +1377,8 @@ class RedisLimiter(_AnyioLimiter):
             ttl=self.demand_ttl,
             book=self.book_ahead if booked is None else 0.0,
             lease=min(self.lease, machine.queues.depths[level]),
+            waiting=waiting,
+            grace=self.demand_ttl,
         )
         try:
             answer = await self._round_trip(take)
@@ -1279,6 +1389,11 @@ class RedisLimiter(_AnyioLimiter):
         never = not answer.allowed and answer.retry_after < 0  # refused before publishing
         if depths is not None and not never:
             self._published = sum(depths) > answer.taken
+        if waiting is not None and not never:
+            # told a turn: refused, or allowed while more must wait
+            self._in_line = not answer.allowed or (
+                answer.retry_after > 0 and waiting > answer.taken
+            )
         if not answer.allowed:
             if never:  # a limit's burst was lowered below the cost
                 if machine.cancel(head.id):
@@ -1510,9 +1625,11 @@ async def _opened(limiter: RedisLimiter) -> AsyncIterator[RedisLimiter]:
             yield limiter
     finally:
         with anyio.CancelScope(shield=True):
-            if limiter._published:  # so that the other processes need not wait for its expiry
+            if limiter._published or limiter._in_line:
+                # so that the other processes need not wait for its expiry
+                leave = partial(limiter.limit.leave, demand=limiter._published)
                 with suppress(*_UNREACHABLE):
-                    await anyio.to_thread.run_sync(limiter.limit.publish_demand, ())
+                    await anyio.to_thread.run_sync(leave)
             with suppress(*_UNREACHABLE):
                 await limiter.limit.aclose()
         limiter.limit.close()
