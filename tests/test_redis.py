@@ -37,6 +37,7 @@ from permits.core import (
     NotRefundable,
     PermitTypeError,
     PermitValueError,
+    Shares,
     StrictPriority,
 )
 
@@ -553,6 +554,43 @@ def test_four_processes_share_one_limit(redis_server: RedisServer) -> None:
         assert results[label][1] == results[label][2], (label, results)
 
 
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])
+@pytest.mark.anyio
+async def test_global_priority_under_a_process_serving_a_lower_level_first(
+    redis_server: RedisServer,
+) -> None:
+    """P42: a process whose own policy serves a less urgent level while it
+    has a more urgent waiter (``Shares``) is not held up by another
+    process's waiter between the two levels, so neither waits for the other
+    forever. Process B (shares of three levels, equal weights) has three
+    waiters at level 0 and one at level 2: its third permit goes to level 2,
+    while a level-0 waiter of its own is left; process A waits at level 1,
+    held up by that waiter. Every waiter is served."""
+    name = fresh()
+    served: list[tuple[str, int]] = []
+    url = redis_server.url
+    options: dict[str, Any] = {"name": name, "rate": 50, "burst": 1, "global_priority": True}
+    async with (
+        open_limiter(StrictPriority(3), url, **options) as a,
+        open_limiter(Shares((1, 1, 1)), url, **options) as b,
+    ):
+
+        async def call(limiter: RedisLimiter, process: str, level: int) -> None:
+            await limiter.acquire(level, timeout=5)
+            served.append((process, level))
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(call, a, "a", 1)  # takes the bucket's permit
+            tg.start_soon(call, a, "a", 1)  # waits, published
+            with anyio.fail_after(5):
+                while len(a.machine) < 1 or not served:
+                    await anyio.sleep(0.001)
+            for level in (0, 0, 0, 2):
+                tg.start_soon(call, b, "b", level)
+    assert sorted(served) == [("a", 1), ("a", 1), ("b", 0), ("b", 0), ("b", 0), ("b", 2)]
+    assert [level for process, level in served if process == "b"] == [0, 0, 2, 0]
+
+
 CRASHING = """
 import sys, time
 from permits.adapters.redis import RedisLimit
@@ -928,7 +966,8 @@ async def test_on_a_redis_cluster(cluster: RedisCluster) -> None:
         assert anyio.current_time() - start >= 0.2  # paused, for everyone
     client = redis.RedisCluster.from_url(cluster.url)
     try:
-        keys = [f"permits:{{{name}}}{suffix}" for suffix in ("", ":audit", ":limits", ":demand")]
+        suffixes = ("", ":audit", ":limits", ":demand", ":line")
+        keys = [f"permits:{{{name}}}{suffix}" for suffix in suffixes]
         slots = {client.keyslot(key) for key in keys}  # type: ignore[no-untyped-call]
         assert len(slots) == 1
         assert client.llen(f"permits:{{{name}}}:audit") == 4

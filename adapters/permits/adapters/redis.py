@@ -288,9 +288,16 @@ if op == 'take' then
   local at = allowed_at(arg)
   local held = pause > now  -- by a pause, or by more urgent waiters elsewhere
   if process ~= '' then
-    -- not while a more urgent level waits in another live process: at
-    -- best, its waiters take one interval each of the fastest limit
-    local ahead = waiting_ahead(process, level)
+    -- not while a level more urgent than this one, and than every waiter
+    -- of this process, waits in another live process (a process whose own
+    -- policy serves a less urgent level first is not held by the waiters
+    -- in between: one of the two must go on); at best, those waiters take
+    -- one interval each of the fastest limit
+    local urgent = level
+    for l = 1, level do
+      if (counts[l] or 0) > 0 then urgent = l - 1 break end
+    end
+    local ahead = waiting_ahead(process, urgent)
     if ahead > 0 then
       local fastest = T[1]
       for i = 2, n do fastest = math.min(fastest, T[i]) end
