@@ -942,7 +942,8 @@ class RedisLimiter(_AnyioLimiter):
         self.demand_ttl = float(demand_ttl)
         #: Whether this process's demand, as last published, has waiters.
         self._published = False
-        #: Whether this process holds a turn in the line, as last told.
+        #: Whether this process holds a turn in the line, or was refused, as
+        #: last told: its next take asks for a place in the line.
         self._in_line = False
         book = _nanoseconds("book_ahead", book_ahead)
         if book is None or (global_priority and book_ahead > demand_ttl / 2):
@@ -1374,8 +1375,11 @@ class RedisLimiter(_AnyioLimiter):
         units = self._asks[head.id]  # type: ignore[index]
         reserve = self.reserve[level]
         depths = tuple(machine.queues.depths) if self.global_priority else None
-        # in the line, unless booking ahead (a booking is its own turn)
-        waiting = None if self.book_ahead else len(machine)
+        # In the line (unless booking ahead: a booking is its own turn) when
+        # more wait here or the last take was refused: a lone waiter's first
+        # take, the one most made, needs no place in it.
+        line = not self.book_ahead and (len(machine) > 1 or self._in_line)
+        waiting = len(machine) if line else None
         take = self.limit.ask_take(
             reserve,
             units,
@@ -1396,10 +1400,11 @@ class RedisLimiter(_AnyioLimiter):
         never = not answer.allowed and answer.retry_after < 0  # refused before publishing
         if depths is not None and not never:
             self._published = sum(depths) > answer.taken
-        if waiting is not None and not never:
-            # told a turn: refused, or allowed while more must wait
+        if not self.book_ahead and not never:
+            # told a turn (or to come back): refused, or allowed while more
+            # must wait
             self._in_line = not answer.allowed or (
-                answer.retry_after > 0 and waiting > answer.taken
+                waiting is not None and answer.retry_after > 0 and waiting > answer.taken
             )
         if not answer.allowed:
             if never:  # a limit's burst was lowered below the cost
