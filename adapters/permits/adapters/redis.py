@@ -65,6 +65,7 @@ from permits.core import (
     PermitError,
     PermitTypeError,
     PermitValueError,
+    Shares,
     State,
 )
 from permits.core import Policy as _Policy
@@ -111,7 +112,10 @@ _SCRIPT = """
 -- KEYS[4]: global priority: each process's waiting demand, a hash:
 --   '<process>' -> 'expiry c0 c1 ...' (us; waiters per level)
 -- KEYS[5]: the line: each waiting process's turn, a hash:
---   '<process>' -> 'turn level' (us)
+--   '<process>' -> 'turn level place' (us; its place in the line), and
+--   '#': the last place given
+-- KEYS[6]: global shares: 'V' (the start of the last grant) and 'F<level>'
+--   (the finish of the level's last grant), in units of virtual time
 -- ARGV[1]: take | give | pause | adopt | rate | demand
 -- ARGV[2]: now, us (read only by the script the tests run at chosen times)
 -- ARGV[3]: take: the reserve; pause: its length, us; adopt: us until the
@@ -131,6 +135,10 @@ _SCRIPT = """
 --   none: not in it), the level of the take, the process's waiters (the
 --   one taking included; demand: 0, it leaves the line) and how long a
 --   turn is kept once past (us)
+-- ARGV[16 + 4n], ARGV[17 + 4n]: take, under global priority with shares: each
+--   level's cost of one unit in virtual time ('c0 c1 ...', the lcm of the
+--   weights over each weight; '' or none: strict priority), and the limit
+--   whose units are shared (1 .. n)
 -- Returns {taken, us, units left per limit...}: take: refused (0) with the
 -- us until it would be allowed (-1: never, a cost above a burst), allowed
 -- (1 or more, up to the lease) with the us until the same take again would
@@ -181,10 +189,10 @@ local function allowed_at(reserve)
   return at
 end
 
--- Global priority: waiters of other live processes at levels more urgent
--- than `level` (forgetting the demand of processes gone quiet).
-local function waiting_ahead(process, level)
-  local ahead = 0
+-- Global priority: the waiters of other live processes, per level from 1
+-- (forgetting the demand of processes gone quiet).
+local function waiting_elsewhere(process)
+  local waits = {}
   local entries = redis.call('HGETALL', KEYS[4])
   for j = 1, #entries, 2 do
     if entries[j] ~= process then
@@ -193,11 +201,21 @@ local function waiting_ahead(process, level)
       if words[1] <= now then
         redis.call('HDEL', KEYS[4], entries[j])
       else
-        for l = 1, math.min(level, #words - 1) do ahead = ahead + words[l + 1] end
+        for l = 1, #words - 1 do waits[l] = (waits[l] or 0) + words[l + 1] end
       end
     end
   end
-  return ahead
+  return waits
+end
+
+-- Global shares: start-time fair queuing over the levels, in units of the
+-- shared limit. A level's next grant starts at the later of its last
+-- grant's finish and the start of the last grant anywhere, and each unit
+-- it takes moves its finish on by its cost.
+local costs, shared, tags = {}, tonumber(ARGV[17 + 4 * n]) or 1, {}
+for word in string.gmatch(ARGV[16 + 4 * n] or '', '%S+') do costs[#costs + 1] = tonumber(word) end
+local function start(l)  -- the start of level l's next grant (l from 0)
+  return math.max(tonumber(tags[l + 2]) or 0, tonumber(tags[1]) or 0)
 end
 
 -- Publish this process's waiters per level, to live `ttl` us.
@@ -217,11 +235,12 @@ end
 
 -- The line: a process that must wait is told its turn, so that each asks
 -- when a permit falls due for it rather than all at once when the next one
--- does. The turn is no sooner than the buckets allow its take, and one step
--- (its units' interval on its slowest limit) after the latest turn of
--- another process at the same level or a more urgent one; a process that
--- asks again at the same level before its turn keeps it. A turn more than
--- `grace` us past is dropped (its process did not come).
+-- does. Its turn is when the buckets allow its take, one step (its units'
+-- interval on its slowest limit) later for each process ahead of it in the
+-- line (under global strict priority: of the same level or a more urgent
+-- one), each to take one permit first. A process asking again keeps its
+-- place; a newcomer, or one granted with more waiters, goes to the end. A
+-- turn more than `grace` us past is dropped (its process did not come).
 local me, rank, waiting, grace = ARGV[12 + 4 * n] or '', 0, 0, 0
 if me ~= '' then
   rank = tonumber(ARGV[13 + 4 * n])
@@ -230,28 +249,33 @@ if me ~= '' then
 end
 
 local function turn(at)
-  local mine, last, latest = nil, nil, at
+  local seq, ahead, latest = nil, 0, at
   local entries = redis.call('HGETALL', KEYS[5])
+  local parsed = {}
   for j = 1, #entries, 2 do
-    local sep = string.find(entries[j + 1], ' ', 1, true)
-    local t = tonumber(string.sub(entries[j + 1], 1, sep - 1))
-    local l = tonumber(string.sub(entries[j + 1], sep + 1))
-    if t < now - grace then
-      redis.call('HDEL', KEYS[5], entries[j])
-    elseif entries[j] == me then
-      if l == rank then mine = t end
-    else
-      latest = math.max(latest, t)
-      if l <= rank then last = math.max(last or t, t) end
+    if entries[j] ~= '#' then
+      local words = {}
+      for word in string.gmatch(entries[j + 1], '%S+') do words[#words + 1] = tonumber(word) end
+      if words[1] < now - grace then
+        redis.call('HDEL', KEYS[5], entries[j])
+      elseif entries[j] == me then
+        if words[2] == rank then seq = words[3] end
+      else
+        latest = math.max(latest, words[1])
+        if words[2] <= rank then parsed[#parsed + 1] = words end
+      end
     end
   end
-  if mine and mine >= at then return mine end
-  if last then
-    local step = 0
-    for i = 1, n do step = math.max(step, x[i] * T[i]) end
-    at = math.max(at, last + step)
+  -- the processes ahead of this one: of a more urgent level, or of its
+  -- level and before it in the line (all of them, for a newcomer)
+  for _, words in ipairs(parsed) do
+    if seq == nil or words[2] < rank or words[3] < seq then ahead = ahead + 1 end
   end
-  redis.call('HSET', KEYS[5], me, string.format('%.17g %d', at, rank))
+  local step = 0
+  for i = 1, n do step = math.max(step, x[i] * T[i]) end
+  at = at + ahead * step
+  if seq == nil then seq = redis.call('HINCRBY', KEYS[5], '#', 1) end
+  redis.call('HSET', KEYS[5], me, string.format('%.17g %d %d', at, rank, seq))
   latest = math.max(latest, at)
   redis.call('PEXPIRE', KEYS[5], math.ceil((latest - now + grace) / 1000) + @SLACK@)
   return at
@@ -263,6 +287,9 @@ if process ~= '' and (op == 'take' or op == 'demand') then
   level = tonumber(ARGV[8 + 4 * n])
   for word in string.gmatch(ARGV[9 + 4 * n], '%S+') do counts[#counts + 1] = tonumber(word) end
 end
+-- levels order the line only under global strict priority: without it
+-- nothing orders levels across processes, and shares count themselves
+if process == '' or #costs > 0 then rank = 0 end
 
 -- Write the state back; it expires when every bucket is full again and
 -- the pause is over.
@@ -288,16 +315,32 @@ if op == 'take' then
   local at = allowed_at(arg)
   local held = pause > now  -- by a pause, or by more urgent waiters elsewhere
   if process ~= '' then
-    -- not while a level more urgent than this one, and than every waiter
-    -- of this process, waits in another live process (a process whose own
-    -- policy serves a less urgent level first is not held by the waiters
-    -- in between: one of the two must go on); at best, those waiters take
-    -- one interval each of the fastest limit
-    local urgent = level
-    for l = 1, level do
-      if (counts[l] or 0) > 0 then urgent = l - 1 break end
+    local waits, ahead = waiting_elsewhere(process), 0
+    if #costs > 0 then
+      -- shares: not while another live process waits at a level whose next
+      -- grant starts sooner than that of every level this one waits at
+      local fields = {'V'}
+      for l = 1, #costs do fields[l + 1] = 'F' .. (l - 1) end
+      tags = redis.call('HMGET', KEYS[6], unpack(fields))
+      local first = start(level)
+      for l = 1, #costs do
+        if (counts[l] or 0) > 0 then first = math.min(first, start(l - 1)) end
+      end
+      for l = 1, #costs do
+        if (waits[l] or 0) > 0 and start(l - 1) < first then ahead = ahead + 1 end
+      end
+    else
+      -- strict: not while a level more urgent than this one, and than every
+      -- waiter of this process, waits in another live process (a process
+      -- whose own policy serves a less urgent level first is not held by
+      -- the waiters in between: one of the two must go on)
+      local urgent = level
+      for l = 1, level do
+        if (counts[l] or 0) > 0 then urgent = l - 1 break end
+      end
+      for l = 1, urgent do ahead = ahead + (waits[l] or 0) end
     end
-    local ahead = waiting_ahead(process, urgent)
+    -- at best, each of those takes one interval of the fastest limit
     if ahead > 0 then
       local fastest = T[1]
       for i = 2, n do fastest = math.min(fastest, T[i]) end
@@ -330,6 +373,13 @@ if op == 'take' then
   if process ~= '' then
     counts[level + 1] = math.max(0, counts[level + 1] - taken)
     publish(process, ttl, counts)
+    if #costs > 0 then
+      local begin = start(level)
+      local finish = begin + taken * x[shared] * costs[level + 1]
+      redis.call('HSET', KEYS[6], 'V', string.format('%.17g', begin),
+        'F' .. level, string.format('%.17g', finish))
+      redis.call('PEXPIRE', KEYS[6], math.ceil(ttl / 1000) + @SLACK@)
+    end
   end
   if ARGV[4] == '1' then
     local times = {}
@@ -343,12 +393,9 @@ if op == 'take' then
   end
   local again = allowed_at(arg)
   if me ~= '' then
-    -- granted: out of the line, unless more wait and must wait
-    if waiting > taken and again > now then
-      again = turn(again)
-    else
-      redis.call('HDEL', KEYS[5], me)
-    end
+    -- granted: out of the line; back at its end if more wait
+    redis.call('HDEL', KEYS[5], me)
+    if waiting > taken then again = turn(again) end
   end
   return answer(taken, math.ceil(again - now))
 elseif op == 'give' then
@@ -463,6 +510,13 @@ def masked(url: str) -> str:
     return urlunsplit(parts._replace(netloc=f"{user}:***@{host}"))
 
 
+def _virtual_costs(weights: Sequence[int]) -> str:
+    """Each level's cost of one unit in virtual time, as the script reads
+    them: the lcm of the weights over the level's weight."""
+    whole = math.lcm(*weights)
+    return " ".join(str(whole // w) for w in weights)
+
+
 def _interval_us(rate: Fraction) -> float:
     return float(Fraction(10**6) / rate)
 
@@ -523,6 +577,8 @@ class RedisLimit:
         self.demand_key = f"{self.key}:demand"
         #: The line: each waiting process's turn.
         self.line_key = f"{self.key}:line"
+        #: Global shares: where each level's grants start and finish.
+        self.shares_key = f"{self.key}:shares"
         #: This limit's process, as the demand hash and the line name it.
         self.process = uuid.uuid4().hex
         self.audit = bool(audit)
@@ -544,7 +600,14 @@ class RedisLimit:
             "socket_connect_timeout": timeout,
             **options,
         }
-        self._keys = [self.key, self.audit_key, self.live_key, self.demand_key, self.line_key]
+        self._keys = [
+            self.key,
+            self.audit_key,
+            self.live_key,
+            self.demand_key,
+            self.line_key,
+            self.shares_key,
+        ]
         client = redis.RedisCluster if cluster else redis.Redis
         self._client = client.from_url(url, **self._options)
         self._script = self._client.register_script(SCRIPT)
@@ -641,6 +704,8 @@ class RedisLimit:
         lease: int = 1,
         waiting: int | None = None,
         grace: float = 2.0,
+        weights: Sequence[int] | None = None,
+        shared: int = 0,
     ) -> GcraAnswer:
         """Ask for ``cost`` (units per limit; one of each by default) of every
         limit at once, leaving at least ``reserve`` more of each it takes.
@@ -650,6 +715,12 @@ class RedisLimit:
         waiters must wait, it is told its turn (see SPEC.md) rather than
         when the buckets alone would allow the take; a turn ``grace``
         seconds past is dropped.
+
+        Under global priority with ``weights`` (one per level), shares
+        replace strict order across processes: the take is refused while
+        another live process waits at a level whose next grant starts
+        sooner, in units of the limit ``shared`` (its index) divided by the
+        level's weight, than that of every level this process waits at.
 
         Under global priority, ``demand`` is this process's waiters per
         level (the one asking, at ``level``, included): the take is refused
@@ -672,6 +743,8 @@ class RedisLimit:
                 lease=lease,
                 waiting=waiting,
                 grace=grace,
+                weights=weights,
+                shared=shared,
             )
         )
 
@@ -687,6 +760,8 @@ class RedisLimit:
         lease: int = 1,
         waiting: int | None = None,
         grace: float = 2.0,
+        weights: Sequence[int] | None = None,
+        shared: int = 0,
     ) -> Request:
         """:meth:`take`'s request."""
         units = cost or self._unit
@@ -703,7 +778,9 @@ class RedisLimit:
             request = self._request("take", units, reserve)
         else:
             extra = ["", 0, 0, "0"] if demand is None else self._demand(level, demand, ttl)
-            line = [] if waiting is None else [self.process, level, waiting, grace_us]
+            line = ["", 0, 0, 0] if waiting is None else [self.process, level, waiting, grace_us]
+            if demand is not None and weights is not None:
+                line += [_virtual_costs(weights), shared + 1]
             book_us = math.floor(book * 1e6)
             request = self._request("take", units, reserve, *extra, book_us, lease, *line)
         if plain and units == self._unit:
@@ -940,6 +1017,15 @@ class RedisLimiter(_AnyioLimiter):
         self.global_priority = global_priority
         #: Seconds a process's published demand lives without a refresh.
         self.demand_ttl = float(demand_ttl)
+        # Under global priority, a Shares policy's weights share the units
+        # across processes too (the script's rule); any other policy keeps
+        # strict order across processes.
+        self._weights: tuple[int, ...] | None = None
+        self._shared = 0
+        if global_priority and isinstance(policy, Shares):
+            self._weights = policy.weights
+            if policy.limit in limit.limits:
+                self._shared = list(limit.limits).index(policy.limit)
         #: Whether this process's demand, as last published, has waiters.
         self._published = False
         #: Whether this process holds a turn in the line, or was refused, as
@@ -1369,7 +1455,8 @@ class RedisLimiter(_AnyioLimiter):
             if self.reserve[level] >= self.reserve[booked_level] and not (
                 self._published and level != booked_level
             ):
-                await self._wait_for(booked_level, math.ceil((at - anyio.current_time()) * 1e6))
+                now = anyio.current_time()
+                await self._wait_for(booked_level, math.ceil((at - now) * 1e6), now)
                 return
         head = machine.queues.head(level)
         units = self._asks[head.id]  # type: ignore[index]
@@ -1390,6 +1477,8 @@ class RedisLimiter(_AnyioLimiter):
             lease=min(self.lease, machine.queues.depths[level]),
             waiting=waiting,
             grace=self.demand_ttl,
+            weights=self._weights,
+            shared=self._shared,
         )
         try:
             answer = await self._round_trip(take)
@@ -1397,6 +1486,10 @@ class RedisLimiter(_AnyioLimiter):
             await self._outage(error)
             return
         assert answer is not None
+        # a time to come back counts from the reply: never before Redis's
+        # time (from the middle of the round trip, half the takes would come
+        # a little early and be refused)
+        answered = anyio.current_time()
         never = not answer.allowed and answer.retry_after < 0  # refused before publishing
         if depths is not None and not never:
             self._published = sum(depths) > answer.taken
@@ -1411,7 +1504,7 @@ class RedisLimiter(_AnyioLimiter):
                 if machine.cancel(head.id):
                     self._fail(head.id, PermitValueError("cost", units, _ABOVE_BURST))
                 return
-            await self._wait_for(level, answer.retry_after)
+            await self._wait_for(level, answer.retry_after, answered)
             return
         if answer.booked:  # its time comes later: the driver hands it over then
             self._booked = (anyio.current_time() + answer.retry_after / 1e6, units, level)
@@ -1419,7 +1512,7 @@ class RedisLimiter(_AnyioLimiter):
         await self._hand_over(units, reserve, answer.taken)
         if answer.retry_after and machine.next_level() is not None:
             # The next permit is not there yet: wait for it (as for a refusal).
-            await self._wait_for(level, answer.retry_after)
+            await self._wait_for(level, answer.retry_after, answered)
 
     async def _hand_over(self, units: tuple[int, ...], reserve: int, count: int = 1) -> None:
         """``count`` permits of ``units`` taken under ``reserve`` are here:
@@ -1448,17 +1541,17 @@ class RedisLimiter(_AnyioLimiter):
             and self._asks.get(machine.queues.head(chosen).id) == units  # type: ignore[call-overload]
         )
 
-    async def _wait_for(self, level: int, retry_after: int) -> None:
-        """Sleep ``retry_after`` microseconds, the answer for ``level``'s
-        head; under global priority, no longer than half the demand's time
-        to live while it has waiters (a heartbeat)."""
+    async def _wait_for(self, level: int, retry_after: int, answered: float) -> None:
+        """Sleep until ``retry_after`` microseconds after ``answered``, the
+        answer for ``level``'s head; under global priority, no longer than
+        half the demand's time to live while it has waiters (a heartbeat)."""
         self._retry_reserve = self.reserve[level]
         self._retry_level = level
         seconds = retry_after / 1e6
         if self._published:
             seconds = min(seconds, self.demand_ttl / 2)
         try:
-            await self._sleep(anyio.current_time() + seconds)
+            await self._sleep(answered + seconds)
         finally:
             self._retry_reserve = self._retry_level = None
 
