@@ -19,7 +19,7 @@ import io
 import itertools
 import json
 import operator
-from collections.abc import Hashable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping, Sequence
 from decimal import Decimal, InvalidOperation
 from typing import NamedTuple
 
@@ -145,15 +145,18 @@ def _call(
     )
 
 
-def _costs(line: int, cost: dict[object, object]) -> dict[str, int]:
+def _costs(line: int, cost: dict[str, object]) -> dict[str, int]:
     """A cost per limit (a JSON object, or a CSV row's ``cost.<limit>``
     cells but the empty ones), checked: limit names, each a whole number
     of units ``>= 0``, some unit of some limit in all."""
     units = {}
     for name, n in cost.items():
-        if not isinstance(name, str) or not name:
+        if not name:
             raise TraceError(line, "cost", cost, "limit names must be non-empty strings")
-        units[name] = _int(line, f"{_PER_LIMIT}{name}", n, 0)
+        if isinstance(n, str) and n.isdigit() and n.isascii():  # a CSV cell of digits
+            units[name] = int(n)
+        else:
+            units[name] = _int(line, f"{_PER_LIMIT}{name}", n, 0)
     if not any(units.values()):
         raise TraceError(line, "cost", cost, "must take at least one unit of some limit")
     return units
@@ -223,9 +226,11 @@ def _csv_calls(number: int, header: str, source: Iterator[str]) -> Iterator[Call
     _unknown(number, names, per_limit=True)
     for key in sorted(_REQUIRED - set(names)):
         raise TraceError(number, key, None, "missing from the header")
-    for k, name in enumerate(names):
-        if name in names[:k]:
+    seen: set[str] = set()
+    for name in names:
+        if name in seen:
             raise TraceError(number, name, None, "named twice in the header")
+        seen.add(name)
     # The cost per limit: each cost.<limit> column's index and limit.
     per_limit = [
         (k, name[len(_PER_LIMIT) :]) for k, name in enumerate(names) if name.startswith(_PER_LIMIT)
@@ -235,7 +240,10 @@ def _csv_calls(number: int, header: str, source: Iterator[str]) -> Iterator[Call
     width = len(names)
     # The cells of the columns, in COLUMNS' order: an absent one reads the
     # empty cell appended to each row.
-    cells_of = operator.itemgetter(*(names.index(c) if c in names else width for c in COLUMNS))
+    columns = operator.itemgetter(*(names.index(c) if c in names else width for c in COLUMNS))
+    cells_of: Callable[[list[str]], tuple[object, ...]] = (
+        _with_costs(columns, per_limit) if per_limit else columns
+    )
     previous = 0
     reader = csv.reader(source, strict=True)
     while True:
@@ -253,11 +261,29 @@ def _csv_calls(number: int, header: str, source: Iterator[str]) -> Iterator[Call
             raise TraceError(line, "row", shown, f"{len(cells)} cells, the header has {width}")
         cells.append("")
         at, level, cost, flow, timeout = cells_of(cells)
-        if per_limit:
-            cost = {limit: cells[k] for k, limit in per_limit if cells[k] != ""}
         call = _call(line, at, level, cost, flow, timeout, previous)
         previous = call.at
         yield call
+
+
+def _with_costs(
+    cells_of: Callable[[list[str]], tuple[object, ...]], per_limit: list[tuple[int, str]]
+) -> Callable[[list[str]], tuple[object, ...]]:
+    """``cells_of`` with a row's cost as its ``cost.<limit>`` cells by limit
+    (but the empty ones: 0 units), for :func:`_costs` to read. (A function
+    of its own, so that a row with one cost pays nothing for it.)"""
+
+    def cells_with_costs(cells: list[str]) -> tuple[object, ...]:
+        at, level, _, flow, timeout = cells_of(cells)
+        return (
+            at,
+            level,
+            {limit: cells[k] for k, limit in per_limit if cells[k] != ""},
+            flow,
+            timeout,
+        )
+
+    return cells_with_costs
 
 
 def trace_lines(calls: Iterable[Call], limits: Sequence[str] | None = None) -> Iterator[str]:
@@ -349,7 +375,8 @@ def replay(scenario: Scenario, calls: Iterable[Call]) -> Result:
     limit and policy, for its ``seconds``, in place of its workloads
     (:func:`traced` says which workload each level's calls count as). Calls
     from ``seconds`` on are not read. A call the machine could never take
-    (its level beyond the policy's, its cost beyond the burst) raises
+    (its level beyond the policy's, its cost beyond a burst, a cost per
+    limit naming a limit the scenario does not have) raises
     :class:`TraceError` naming its line."""
     scenario = traced(scenario)
     duration = nanoseconds("seconds", scenario.seconds)
