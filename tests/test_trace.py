@@ -193,6 +193,8 @@ def test_a_cost_the_scenarios_limits_could_never_grant_names_its_line(text: str,
     with pytest.raises(TraceError) as raised:
         replay(LLM, read_trace(text.splitlines(keepends=True)))
     assert str(raised.value) == says
+    with pytest.raises(TraceError, match="cost='3': expected units, or units per limit by name"):
+        replay(LLM, [Call(0, 0, "3")])  # type: ignore[arg-type]  # a call made by hand
 
 
 def own_trace(scenario: Scenario) -> Iterator[Call]:

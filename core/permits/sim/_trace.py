@@ -396,22 +396,24 @@ def _arrivals(scenario: Scenario, duration: int, calls: Iterable[Call]) -> Itera
             return
         if level >= levels:
             raise TraceError(line, "level", level, f"must be below {levels}, the policy's levels")
-        units: int | tuple[int, ...]
-        if isinstance(cost, int):
-            if cost > burst:
+        # A cost per limit (a mapping) does not compare: no test of its
+        # type for the common case, one cost, on this hot path.
+        try:
+            if cost > burst:  # type: ignore[operator]
                 raise TraceError(
                     line, "cost", cost, f"over the burst ({burst}): it could never be granted"
                 )
-            units = cost
-        else:
-            units = _per_limit(line, cost, limits)
-        yield at, level, units, flow, timeouts[level] if timeout is None else timeout
+        except TypeError:
+            cost = _per_limit(line, cost, limits)  # type: ignore[arg-type, assignment]
+        yield at, level, cost, flow, timeouts[level] if timeout is None else timeout  # type: ignore[misc]
 
 
 def _per_limit(line: int, cost: Mapping[str, int], limits: dict[str, Limit]) -> tuple[int, ...]:
     """A call's cost per limit as units of each of ``limits``, in order;
     raises :class:`TraceError` for a limit it names that is not one of
     them, or units over a limit's burst."""
+    if not isinstance(cost, Mapping):
+        raise TraceError(line, "cost", cost, "expected units, or units per limit by name")
     for name in cost:
         if name not in limits:
             known = ", ".join(map(repr, limits))
