@@ -796,6 +796,8 @@ async def test_a_recording_replays_as_a_trace(open_limiter: OpenLimiter, tmp_pat
     path = tmp_path / "trace.csv"
     recording.write(path)
     with path.open(encoding="utf-8", newline="") as file:
+        assert file.readline() == "at,level,cost,flow,timeout\n"  # one limit: one cost
+    with path.open(encoding="utf-8", newline="") as file:
         assert [c._replace(line=0) for c in read_trace(file)] == recording.calls
     scenario = Scenario(
         "replay",
@@ -809,6 +811,67 @@ async def test_a_recording_replays_as_a_trace(open_limiter: OpenLimiter, tmp_pat
     assert (result["users"].granted, result["batch"].offered) == (1, 2)
     with pytest.raises(PermitValueError, match="max_calls"):
         limiter.record(max_calls=0)
+
+
+async def test_a_recording_of_several_limits_replays_exactly(
+    open_limiter: OpenLimiter, tmp_path: Any
+) -> None:
+    """With several limits, a recording keeps each call's cost as it was
+    asked and writes a ``cost.<limit>`` column for each limit, so the
+    replay asks what each call asked: the same grants, units and longest
+    waits as the limiter had."""
+    from permits.sim import Batch as NoArrivals
+    from permits.sim import Call, Scenario, Workload, read_trace, replay
+
+    limits = {"requests": Limit(10, burst=2), "tokens": Limit(1000, burst=1000)}
+    costs: list[int | dict[str, int]] = [
+        1,
+        {"requests": 1, "tokens": 400},
+        {"tokens": 900},
+        {"requests": 1},
+        {"requests": 1, "tokens": 700},
+        2,
+    ]
+    async with open_limiter(StrictPriority(2), limits=limits) as limiter:
+        recording = limiter.record()
+        async with anyio.create_task_group() as tg:
+            for n in range(24):
+                cost = costs[n % len(costs)]
+                tg.start_soon(
+                    functools.partial(
+                        limiter.acquire, n % 2, cost=cost, flow=f"t{n % 3}", timeout=60
+                    )
+                )
+                await anyio.sleep(0.05)
+        live = limiter.statistics()
+    assert recording.calls[1] == Call(
+        50 * MILLISECOND, 1, {"requests": 1, "tokens": 400}, "t1", 60 * SECOND
+    )
+    path = tmp_path / "trace.csv"
+    recording.write(path)
+    with path.open(encoding="utf-8", newline="") as file:
+        assert file.readline() == "at,level,cost.requests,cost.tokens,flow,timeout\n"
+        assert file.readline() == "0,0,1,1,t0,60\n"
+        assert file.readline() == "0.05,1,1,400,t1,60\n"
+        assert file.readline() == "0.1,0,0,900,t2,60\n"
+    scenario = Scenario(
+        "replay",
+        StrictPriority(2),
+        rate=None,
+        seconds=60,
+        limits=limits,
+        workloads=[Workload("users", 0, NoArrivals(0)), Workload("batch", 1, NoArrivals(0))],
+    )
+    with path.open(encoding="utf-8", newline="") as file:
+        result = replay(scenario, read_trace(file))
+    for stats, replayed in zip(live.levels, result.workloads, strict=True):
+        assert (replayed.granted, replayed.units_per_limit, replayed.wait_max) == (
+            stats.granted,
+            stats.units_granted,
+            stats.wait_max_ns,
+        )
+    assert result["batch"].wait_max is not None
+    assert result["batch"].wait_max > SECOND  # the limits made callers wait
 
 
 async def test_try_acquire_spends_its_permit(open_limiter: OpenLimiter) -> None:

@@ -212,6 +212,16 @@ BAD = [
         GOOD.replace("seconds = 10", 'seconds = 10\nrequire = "batch share >= 20%"'),
         "scenario[0].require='batch share >= 20%': expected a list of requirements",
     ),
+    (
+        GOOD.replace("seconds = 10", 'seconds = 10\nrequire = ["batch share of tokens >= 20%"]'),
+        "scenario[0].require[0]='batch share of tokens >= 20%': no limit is called 'tokens' "
+        "(the limits: 'units')",
+    ),
+    (
+        GOOD.replace("seconds = 10", 'seconds = 10\nrequire = ["batch tenants starved <= 5%"]'),
+        "scenario[0].require[0]='batch tenants starved <= 5%': a count of tenants is a whole "
+        "number, no unit",
+    ),
 ]
 
 
@@ -708,6 +718,48 @@ def test_compare_reports_tenants_and_each_limits_share(capsys: pytest.CaptureFix
     status, out, _ = run(capsys, "compare", "--example", "llm", "--policy", "strict")
     assert status == 0
     assert "share tokens share requests" in out
+
+
+def test_compare_judges_tenants_and_any_limits_share(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """Requirements on a workload's tenants and on a limit's share, in the
+    requirements table (a count of tenants as a number) and in JSON (its
+    unit in its keys)."""
+    path = tmp_path / "scenario.toml"
+    path.write_text(
+        (EXAMPLES / "llm.toml")
+        .read_text()
+        .replace(
+            '"summaries share >= 25%",',
+            '"summaries share of requests >= 25%",\n'
+            '    "chat worst tenant p99 <= 10 s",\n'
+            '    "chat median tenant p99 <= 10 s",\n'
+            '    "chat tenants starved <= 0",',
+        )
+        .replace("timeout = 30", "timeout = 30\ntenants = 20")
+    )
+    _, out, _ = run(capsys, "compare", str(path), "--policy", "strict", "--policy", "fifo")
+    table = out.split("\nrequirements\n")[1].split("\n\n")[0].splitlines()
+    assert "chat tenants starved <= 0" in table[0]
+    strict = table[1].split()
+    assert strict[:2] == ["strict", "priority"]
+    assert strict[-3:-1] == ["0", "ok"]  # the count, as a number
+    status, out, _ = run(capsys, "compare", str(path), "--json", "--policy", "strict")
+    (policy,) = json.loads(out)["scenarios"][0]["policies"]
+    assert status == (0 if policy["meets_all"] else 1)
+    chat, summaries = policy["workloads"]
+    share, worst, median, starved = policy["requirements"][1:]
+    assert share["measured_fraction"] == summaries["share_per_limit"]["requests"]
+    assert share["bound_fraction"] == 0.25
+    assert worst["measured_s"] == chat["tenant_wait_p99_max_s"]
+    assert median["measured_s"] == chat["tenant_wait_p99_median_s"]
+    assert starved == {
+        "requirement": "chat tenants starved <= 0",
+        "met": chat["tenants_starved"] == 0,
+        "measured_count": chat["tenants_starved"],
+        "bound_count": 0,
+    }
 
 
 def test_the_new_examples_run_and_demo_refuses_them(capsys: pytest.CaptureFixture[str]) -> None:

@@ -11,6 +11,7 @@ from permits.core import (
     SECOND,
     Aging,
     Fifo,
+    Limit,
     PermitTypeError,
     PermitValueError,
     Shares,
@@ -24,6 +25,7 @@ from permits.sim import (
     Poisson,
     Requirement,
     Scenario,
+    Tenants,
     Workload,
     check_arrivals,
     compare,
@@ -44,12 +46,19 @@ ARTICLE = SEED[2]  # strict priority, interactive 90/s, a batch of 300
         ("nightly export cleared by 60 s", ("nightly export", Measure.CLEARED, Fraction(60))),
         ("  users p50<=1.5s ", ("users", Measure.WAIT_P50, Fraction(3, 2))),
         ("users granted >= 99.5%", ("users", Measure.GRANTED, Fraction(995, 1000))),
+        ("api worst tenant p99 <= 2 s", ("api", Measure.WORST_TENANT_P99, Fraction(2))),
+        ("api median tenant p99<=100ms", ("api", Measure.MEDIAN_TENANT_P99, Fraction(1, 10))),
+        ("api tenants starved <= 0", ("api", Measure.TENANTS_STARVED, Fraction(0))),
+        ("bulk jobs tenants  starved <= 12", ("bulk jobs", Measure.TENANTS_STARVED, Fraction(12))),
+        ("batch share of tokens >= 20%", ("batch", Measure.SHARE, Fraction(1, 5))),
     ],
 )
 def test_requirements_read_as_written(text: str, want: tuple[str, Measure, Fraction]) -> None:
     requirement = Requirement.parse(text)
     assert (requirement.workload, requirement.measure, requirement.bound) == want
     assert requirement.text == text.strip()
+    assert requirement.limit == ("tokens" if " of " in text else None)
+    assert requirement.at_most == (requirement.measure not in (Measure.SHARE, Measure.GRANTED))
 
 
 @pytest.mark.parametrize(
@@ -63,6 +72,15 @@ def test_requirements_read_as_written(text: str, want: tuple[str, Measure, Fract
         ("batch cleared by <= 6 s", "write 'cleared by <n> s', without <= or >="),
         ("batch p98 <= 5 s", "expected '<workload> p50|p99 <= <n> ms|s'"),
         ("p99 <= 5 s", "expected '<workload> p50|p99 <= <n> ms|s'"),
+        ("api tenants starved >= 3", "a tenants starved bound is written <="),
+        ("api tenants starved <= 2%", "a count of tenants is a whole number, no unit"),
+        ("api tenants starved <= 1.5", "a count of tenants is a whole number, no unit"),
+        ("api worst tenant p99 <= 2", "a time needs its unit: ms or s"),
+        ("api median tenant p99 >= 2 s", "a median tenant p99 bound is written <="),
+        ("api worst tenant <= 2 s", "expected '<workload> p50|p99 <= <n> ms|s'"),
+        ("api p99 of tokens <= 2 s", "only a share names a limit, not a p99"),
+        ("batch share of >= 20%", "'<workload> share of <limit> >= <n>%'"),
+        ("batch share of tokens <= 20%", "a share bound is written >="),
     ],
 )
 def test_bad_requirements_say_how_to_write_them(text: str, says: str) -> None:
@@ -85,18 +103,19 @@ def test_offered_quantile_counts_the_ungranted_as_waiting_past_the_end() -> None
 
 def test_requirements_are_measured_on_the_result() -> None:
     result = simulate(ARTICLE)  # interactive 899 of 900 within 9.44 ms; batch 101
-    interactive, batch = result["interactive"], result["batch"]
+    interactive = result["interactive"]
 
-    def measured(text: str, w: object) -> Fraction | None:
-        return Requirement.parse(text).measured(w)  # type: ignore[arg-type]
+    def measured(text: str) -> Fraction | None:
+        return Requirement.parse(text).measured(result)
 
-    assert measured("interactive p99 <= 10 ms", interactive) == Fraction(
-        interactive.wait_p99 or 0, SECOND
-    )
-    assert measured("batch p50 <= 10 s", batch) is None  # 199 of 300 never granted
-    assert measured("batch share >= 10%", batch) == Fraction(101, 1000)
-    assert measured("batch granted >= 10%", batch) == Fraction(101, 300)
-    assert measured("batch cleared by 10 s", batch) is None
+    assert measured("interactive p99 <= 10 ms") == Fraction(interactive.wait_p99 or 0, SECOND)
+    assert measured("batch p50 <= 10 s") is None  # 199 of 300 never granted
+    assert measured("batch share >= 10%") == Fraction(101, 1000)
+    assert measured("batch share of units >= 10%") == Fraction(101, 1000)  # its one limit
+    assert measured("batch granted >= 10%") == Fraction(101, 300)
+    assert measured("batch cleared by 10 s") is None
+    assert measured("batch tenants starved <= 0") == 0  # it names no flow
+    assert measured("batch worst tenant p99 <= 1 s") is None  # no tenant: never met
     assert Requirement.parse("batch share >= 10.1%").met_by(Fraction(101, 1000))
     assert not Requirement.parse("batch share >= 10.2%").met_by(Fraction(101, 1000))
     assert not Requirement.parse("batch p99 <= 5 s").met_by(None)
@@ -107,6 +126,95 @@ def test_a_requirement_names_a_workload_of_its_scenario() -> None:
         attrs.evolve(ARTICLE, requirements=[Requirement.parse("users p99 <= 1 s")])
     assert raised.value.argument == "requirements[0]"
     assert "no workload is called 'users'" in str(raised.value)
+    with pytest.raises(PermitValueError) as raised:
+        attrs.evolve(ARTICLE, requirements=[Requirement.parse("batch share of tokens >= 1%")])
+    assert raised.value.argument == "requirements[0]"
+    assert str(raised.value).endswith("no limit is called 'tokens' (the limits: 'units')")
+
+
+TWO_LIMITS = Scenario(
+    "chats beside summaries",
+    StrictPriority(2),
+    rate=None,
+    seconds=60,
+    limits={"tokens": Limit.per_minute(20_000), "requests": Limit.per_minute(60, burst=5)},
+    workloads=[
+        Workload("chat", 0, Constant(0.5), cost={"requests": 1, "tokens": 1000}),
+        Workload("summaries", 1, Batch(30), cost={"requests": 1, "tokens": 4000}),
+    ],
+)
+
+
+def test_a_share_names_any_limit_of_its_scenario() -> None:
+    """``share`` is of the first limit; ``share of <limit>`` of the one it
+    names, as the result's shares per limit."""
+    result = simulate(TWO_LIMITS)
+    tokens, requests = result["summaries"].shares
+    assert tokens > requests  # a summary asks 4x a chat's tokens, as many requests
+
+    def measured(text: str) -> Fraction | None:
+        return Requirement.parse(text).measured(result)
+
+    assert measured("summaries share >= 1%") == Fraction(repr(tokens))
+    assert measured("summaries share of tokens >= 1%") == Fraction(repr(tokens))
+    assert measured("summaries share of requests >= 1%") == Fraction(repr(requests))
+    bound = f"{(tokens + requests) / 2:.3%}"
+    scenario = attrs.evolve(
+        TWO_LIMITS,
+        requirements=[
+            Requirement.parse(f"summaries share >= {bound}"),
+            Requirement.parse(f"summaries share of requests >= {bound}"),
+        ],
+    )
+    (outcome,) = compare(scenario, [StrictPriority(2)]).outcomes
+    assert outcome.missed == (scenario.requirements[1],)
+
+
+TENANTS = Scenario(
+    "tenants",
+    StrictPriority(2),
+    rate=10,
+    seconds=20,
+    seed=1,
+    workloads=[
+        Workload("api", 0, Poisson(8), tenants=Tenants(20, heaviest=0.5)),
+        Workload("export", 1, Batch(100), tenants=Tenants(20)),
+    ],
+    requirements=[
+        Requirement.parse("api worst tenant p99 <= 2 s"),
+        Requirement.parse("api median tenant p99 <= 500 ms"),
+        Requirement.parse("export tenants starved <= 0"),
+    ],
+)
+
+
+def test_tenant_requirements_are_measured_on_the_tenants_figures() -> None:
+    """The worst and the median tenant's p99 wait, and the tenants starved,
+    as the result reports them."""
+    comparison = compare(TENANTS, [StrictPriority(2), Fifo(2)])
+    strict, fifo = comparison.outcomes
+    worst, median, starved = TENANTS.requirements
+    for outcome in comparison.outcomes:
+        api, export = outcome.result["api"], outcome.result["export"]
+        assert worst.measured(outcome.result) == Fraction(api.tenant_wait_p99_max or 0, SECOND)
+        assert median.measured(outcome.result) == Fraction(api.tenant_wait_p99_median or 0, SECOND)
+        assert starved.measured(outcome.result) == export.tenants_starved
+    # strict priority: the api's tenants wait little, and the export's get
+    # what the api leaves; FIFO: the api's tenants wait behind the export
+    assert strict.missed == ()
+    assert fifo.missed == (worst, median)
+    starving = attrs.evolve(
+        TENANTS,
+        workloads=[attrs.evolve(TENANTS.workloads[0], arrivals=Poisson(12)), TENANTS.workloads[1]],
+    )
+    (outcome,) = compare(starving, [StrictPriority(2)]).outcomes
+    n = outcome.result["export"].tenants_starved
+    assert n > 0  # the api leaves the export a few permits, for a few of its tenants
+    assert starved in outcome.missed
+    at_most = Requirement.parse(f"export tenants starved <= {n}")
+    assert at_most.met_by(at_most.measured(outcome.result))
+    fewer = Requirement.parse(f"export tenants starved <= {n - 1}")
+    assert not fewer.met_by(fewer.measured(outcome.result))
 
 
 def test_default_grid() -> None:

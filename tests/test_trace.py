@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from fractions import Fraction
 from pathlib import Path
 from typing import Any
@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from permits.core import SECOND, Aging, Fifo, PermitValueError, Shares, StrictPriority
+from permits.core import SECOND, Aging, Fifo, Limit, PermitValueError, Shares, StrictPriority
 from permits.sim import (
     SEED,
     Batch,
@@ -79,12 +79,122 @@ def test_csv_and_json_lines_read_alike(text: str) -> None:
         ('{"at": 0, "level": 0, "flow": [1]}\n', "line 1: flow=[1]: expected a name"),
         ('{"at": 0, "level": true}\n', "line 1: level=True: expected a whole number >= 0"),
         ('{"at": 0, "level": 0}\n' + "[" * 5000 + "\n", "line 2: row='[[[["),
+        ("at,level,cost.tokens\n0,0,-5\n", "line 2: cost.tokens='-5': expected a whole number"),
+        ("at,level,cost.tokens\n0,0,1.5\n", "line 2: cost.tokens='1.5': expected a whole number"),
+        ("at,level,cost.a,cost.b\n0,0,0,\n", "line 2: cost={'a': '0'}: must take at least one"),
+        ("at,level,cost,cost.a\n", "line 1: cost: give cost or cost.<limit> columns, not both"),
+        ("at,level,cost.a,cost.a\n", "line 1: cost.a: named twice in the header"),
+        ("at,level,cost.\n", "line 1: cost.: unknown column (expected some of: at, level, cost"),
+        ('{"at": 0, "level": 0, "cost": {"tokens": -1}}', "line 1: cost.tokens=-1: must be at"),
+        ('{"at": 0, "level": 0, "cost": {"tokens": 2.5}}', "line 1: cost.tokens=2.5: expected"),
+        ('{"at": 0, "level": 0, "cost": {"tokens": true}}', "line 1: cost.tokens=True: expected"),
+        ('{"at": 0, "level": 0, "cost": {"": 1}}', "line 1: cost={'': 1}: limit names must be"),
+        ('{"at": 0, "level": 0, "cost": {}}', "line 1: cost={}: must take at least one unit"),
+        ('{"at": 0, "level": 0, "cost": [1]}', "line 1: cost=[1]: expected a whole number >= 1"),
+        (
+            '{"at": 0, "level": 0, "cost.tokens": 1}',
+            "line 1: cost.tokens: unknown column (expected",
+        ),
     ],
 )
 def test_a_malformed_row_names_its_line(text: str, says: str) -> None:
     with pytest.raises(TraceError) as raised:
         list(read_trace(text.splitlines(keepends=True)))
     assert str(raised.value).startswith(says), str(raised.value)
+
+
+PER_LIMIT_CSV = """at,level,cost.requests,cost.tokens,flow
+0,1,1,4000,
+0.5,0,1,,acme
+0.5,0,0,1500,
+"""
+PER_LIMIT_JSONL = """{"at": 0, "level": 1, "cost": {"requests": 1, "tokens": 4000}}
+{"at": 0.5, "level": 0, "cost": {"requests": 1}, "flow": "acme"}
+{"at": 0.5, "level": 0, "cost": {"tokens": 1500, "requests": 0}}
+"""
+
+
+def test_a_cost_per_limit_reads_alike_in_csv_and_json_lines() -> None:
+    """``cost.<limit>`` columns in CSV, a ``cost`` object in JSON lines: a
+    limit not named (an empty cell) costs 0, as in the core's mappings."""
+    csv_calls = list(read_trace(PER_LIMIT_CSV.splitlines(keepends=True)))
+    json_calls = list(read_trace(PER_LIMIT_JSONL.splitlines(keepends=True)))
+    assert [c.cost for c in csv_calls] == [
+        {"requests": 1, "tokens": 4000},
+        {"requests": 1},
+        {"requests": 0, "tokens": 1500},
+    ]
+    assert [c._replace(line=0) for c in csv_calls] == [c._replace(line=0) for c in json_calls]
+    assert csv_calls[1].flow == "acme"
+
+
+LLM = Scenario(
+    "llm",
+    StrictPriority(2),
+    rate=None,
+    seconds=60,
+    limits={"tokens": Limit.per_minute(6000), "requests": Limit.per_minute(60, burst=2)},
+    workloads=[
+        Workload("chat", 0, Batch(0), cost={"requests": 1, "tokens": 1000}),
+        Workload("summaries", 1, Batch(0), cost={"requests": 1, "tokens": 4000}),
+    ],
+)
+
+
+def test_a_cost_per_limit_is_replayed_as_asked() -> None:
+    """Each call takes what its row names of each limit, and nothing of the
+    limits it does not name: the replay of the scenario's own calls is its
+    simulation."""
+    calls = list(read_trace(PER_LIMIT_CSV.splitlines(keepends=True)))
+    result = replay(LLM, calls)
+    assert result.limits == ("tokens", "requests")
+    assert result["summaries"].units_per_limit == (4000, 1)
+    assert result["chat"].units_per_limit == (1500, 1)
+    assert result["chat"].tenants == 1
+    own = attrs.evolve(
+        LLM,
+        workloads=[
+            attrs.evolve(LLM.workloads[0], arrivals=Constant(1)),
+            attrs.evolve(LLM.workloads[1], arrivals=Batch(10)),
+        ],
+    )
+    costs = [{"requests": 1, "tokens": 1000}, {"requests": 1, "tokens": 4000}]
+    trace = [Call(at, own.workloads[w].level, costs[w]) for at, w in arrivals(own, 60 * SECOND)]
+    want, got = simulate(own), replay(LLM, trace)
+    for g, w in zip(got.workloads, want.workloads, strict=True):
+        assert g == w
+        assert (g.waits, g.timeline) == (w.waits, w.timeline)
+
+
+@pytest.mark.parametrize(
+    ("text", "says"),
+    [
+        (
+            "at,level,cost.requests,cost.tokns\n0,0,1,10\n",
+            "line 2: cost.tokns: names no limit of the scenario (its limits: 'tokens', 'requests')",
+        ),
+        (
+            '{"at": 0, "level": 0}\n{"at": 1, "level": 1, "cost": {"tokens": 6001}}\n',
+            "line 2: cost.tokens=6001: over the burst of limit 'tokens' (6,000): "
+            "it could never be granted",
+        ),
+        (
+            "at,level,cost.requests\n0,0,3\n",
+            "line 2: cost.requests=3: over the burst of limit 'requests' (2): "
+            "it could never be granted",
+        ),
+        (
+            '{"at": 0, "level": 0, "cost": 3}\n',
+            "line 1: cost=3: over the burst (2): it could never be granted",
+        ),
+    ],
+)
+def test_a_cost_the_scenarios_limits_could_never_grant_names_its_line(text: str, says: str) -> None:
+    with pytest.raises(TraceError) as raised:
+        replay(LLM, read_trace(text.splitlines(keepends=True)))
+    assert str(raised.value) == says
+    with pytest.raises(TraceError, match="cost='3': expected units, or units per limit by name"):
+        replay(LLM, [Call(0, 0, "3")])  # type: ignore[arg-type]  # a call made by hand
 
 
 def own_trace(scenario: Scenario) -> Iterator[Call]:
@@ -365,6 +475,63 @@ def test_written_traces_read_back_as_they_were(rows: list[tuple[Any, ...]]) -> N
         calls.append(Call(at, level, cost, flow, timeout))
     back = [c._replace(line=0) for c in read_trace(list(trace_lines(calls)))]
     assert back == [c._replace(flow=None if c.flow is None else str(c.flow)) for c in calls]
+
+
+_LIMITS = ["requests", "tokens", "a,b"]
+
+
+def _units(cost: int | Mapping[str, int], limits: list[str]) -> tuple[int, ...]:
+    return tuple(cost if isinstance(cost, int) else cost.get(name, 0) for name in limits)
+
+
+@given(
+    limits=st.lists(st.sampled_from(_LIMITS), min_size=1, unique=True),
+    rows=st.lists(
+        st.tuples(
+            st.integers(0, 10**12),
+            st.integers(0, 3),
+            st.integers(1, 1000) | st.dictionaries(st.sampled_from(_LIMITS), st.integers(0, 10**6)),
+            st.none() | st.sampled_from(["acme", "7"]),
+        ),
+        max_size=20,
+    ),
+)
+def test_written_costs_per_limit_read_back_as_they_were(
+    limits: list[str], rows: list[tuple[Any, ...]]
+) -> None:
+    """trace_lines with limits writes a ``cost.<limit>`` column for each,
+    and read_trace reads back each call's units of each limit (one number:
+    that many of each; a mapping: 0 of a limit it does not name)."""
+    from permits.sim import trace_lines
+
+    at = 0
+    calls = []
+    for step, level, cost, flow in rows:
+        if isinstance(cost, dict):
+            cost = {name: n for name, n in cost.items() if name in limits}
+            if not any(cost.values()):
+                continue  # takes nothing: no call can ask that
+        at += step
+        calls.append(Call(at, level, cost, flow))
+    lines = list(trace_lines(calls, limits))
+    assert lines[0].startswith("at,level,")
+    assert lines[0].count("cost.") == len(limits)
+    back = list(read_trace(lines))
+    assert [(c.at, c.level, c.flow) for c in back] == [
+        (c.at, c.level, None if c.flow is None else str(c.flow)) for c in calls
+    ]
+    assert [_units(c.cost, limits) for c in back] == [_units(c.cost, limits) for c in calls]
+
+
+def test_trace_lines_refuses_a_cost_it_cannot_write() -> None:
+    from permits.sim import trace_lines
+
+    with pytest.raises(PermitValueError, match="needs limits"):
+        list(trace_lines([Call(0, 0, {"tokens": 5})]))
+    with pytest.raises(PermitValueError, match="names limit 'tokens', not in them"):
+        list(trace_lines([Call(0, 0, {"tokens": 5})], ["requests"]))
+    with pytest.raises(PermitValueError, match="each limit once"):
+        list(trace_lines([], ["requests", "requests"]))
 
 
 def test_a_trace_replayed_not_fair_counts_tenants_and_queues_in_arrival_order() -> None:

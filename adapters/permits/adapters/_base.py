@@ -487,10 +487,9 @@ class _Limiting:
         flow: Hashable,
         patience: int | None,
     ) -> None:
-        """A request, in the recording (its cost in units of the first limit)."""
+        """A request, in the recording."""
         assert self._recording is not None
-        first = cost if isinstance(cost, int) else cost.get(next(iter(self._machine.limits)), 0)
-        self._recording.add(now, level, first, flow, patience)
+        self._recording.add(now, level, cost, flow, patience)
 
     def _outcome(
         self,
@@ -626,13 +625,15 @@ class _Limiting:
         acquire's and try_acquire's time, level, cost, flow and timeout, at
         most ``max_calls`` of them. ``recording.write(path)`` writes it as
         the CSV that ``permits simulate --trace`` and ``permits compare
-        --trace`` replay against other policies. A later ``record`` starts
-        a new recording; ``recording.stop()`` ends one."""
+        --trace`` replay against other policies (with several limits, a
+        ``cost.<limit>`` column for each, so the replay asks what each call
+        asked). A later ``record`` starts a new recording;
+        ``recording.stop()`` ends one."""
         if isinstance(max_calls, bool) or not isinstance(max_calls, int) or max_calls < 1:
             raise PermitValueError("max_calls", max_calls, "must be an int of at least 1")
         if self._recording is not None:
             self._recording.stop()
-        self._recording = Recording(self._now(), max_calls)
+        self._recording = Recording(self._now(), max_calls, tuple(self._machine.limits))
         return self._recording
 
     def statistics_and_waits(

@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Hashable
+from collections.abc import Hashable, Mapping
 from pathlib import Path
 from typing import IO
 
@@ -15,22 +15,34 @@ __all__ = ["Recording"]
 class Recording:
     """The calls a limiter took from its :meth:`~permits.adapters.BaseLimiter.record`
     on: each acquire's (and try_acquire's) time from the start of the
-    recording, level, cost (in units of the first limit), flow and timeout.
-    At most ``max_calls`` are kept; the calls after them are counted in
-    :attr:`dropped`, not kept."""
+    recording, level, cost (as it was asked: units of every limit, or per
+    limit), flow and timeout. At most ``max_calls`` are kept; the calls
+    after them are counted in :attr:`dropped`, not kept. ``limits`` names
+    the limiter's limits, in order."""
 
-    def __init__(self, start_ns: int, max_calls: int) -> None:
+    def __init__(self, start_ns: int, max_calls: int, limits: tuple[str, ...]) -> None:
         self.start_ns = start_ns
         self.max_calls = max_calls
+        self.limits = limits
         self.calls: list[Call] = []
         #: Calls made after ``max_calls`` were kept, or after :meth:`stop`.
         self.dropped = 0
         self.stopped = False
 
-    def add(self, now: int, level: int, cost: int, flow: Hashable, timeout_ns: int | None) -> None:
+    def add(
+        self,
+        now: int,
+        level: int,
+        cost: int | Mapping[str, int],
+        flow: Hashable,
+        timeout_ns: int | None,
+    ) -> None:
         if self.stopped or len(self.calls) >= self.max_calls:
             self.dropped += 1
             return
+        if not isinstance(cost, int):
+            # A copy (the caller may change its mapping); with one limit, one number.
+            cost = dict(cost) if len(self.limits) > 1 else cost.get(self.limits[0], 0)
         self.calls.append(Call(now - self.start_ns, level, cost, flow, timeout_ns))
 
     def stop(self) -> None:
@@ -38,9 +50,11 @@ class Recording:
         self.stopped = True
 
     def write(self, target: str | Path | IO[str]) -> None:
-        """Write the calls kept as a CSV trace to a path or an open text file."""
+        """Write the calls kept as a CSV trace to a path or an open text
+        file: with several limits, a ``cost.<limit>`` column for each."""
+        lines = trace_lines(self.calls, self.limits if len(self.limits) > 1 else None)
         if isinstance(target, (str, Path)):
             with open(target, "w", encoding="utf-8", newline="") as file:
-                file.writelines(trace_lines(self.calls))
+                file.writelines(lines)
         else:
-            target.writelines(trace_lines(self.calls))
+            target.writelines(lines)

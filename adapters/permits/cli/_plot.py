@@ -140,7 +140,11 @@ def plot_comparisons(comparisons: Sequence[Comparison], path: Path) -> None:
             bound = float(requirement.bound)
             if requirement.workload == urgent and requirement.measure is Measure.WAIT_P99:
                 tradeoff.axhline(bound, color="C2", linestyle="--", label=requirement.text)
-            elif requirement.workload == lower and requirement.measure is Measure.SHARE:
+            elif (
+                requirement.workload == lower
+                and requirement.measure is Measure.SHARE
+                and requirement.limit in (None, first.limits[0])  # the share drawn
+            ):
                 tradeoff.axvline(bound, color="C1", linestyle="--", label=requirement.text)
         tradeoff.set_yscale("log")
         tradeoff.set_ylim(_FLOOR, seconds * 2)

@@ -264,12 +264,14 @@ def _wait(w: WorkloadResult, q: Fraction) -> str:
     return "never" if wait is None else duration(seconds(wait))
 
 
-def _measured(requirement: Requirement, w: WorkloadResult) -> str:
-    value = requirement.measured(w)
+def _measured(requirement: Requirement, run: Result) -> str:
+    value = requirement.measured(run)
     if value is None:
         return "never"
-    if requirement.at_most:
+    if requirement.unit == "s":
         return duration(float(value))
+    if requirement.unit == "count":
+        return f"{int(value):,}"
     return f"{float(value):.1%}"
 
 
@@ -352,7 +354,7 @@ def compare_tables(comparison: Comparison) -> str:
             row = [name]
             for r in requirements:
                 ok = r not in outcome.missed
-                row.append(f"{_measured(r, outcome.result[r.workload])} {'ok' if ok else 'MISS'}")
+                row.append(f"{_measured(r, outcome.result)} {'ok' if ok else 'MISS'}")
             row.append("yes" if outcome.meets_all else "no")
             rows.append(row)
         blocks.append(_grid_table("requirements", req_columns, rows))
@@ -405,7 +407,7 @@ def comparison_json(comparison: Comparison) -> dict[str, Any]:
                     {
                         "requirement": r.text,
                         "met": r not in outcome.missed,
-                        **_requirement_value(r, outcome.result[r.workload]),
+                        **_requirement_value(r, outcome.result),
                     }
                     for r in scenario.requirements
                 ],
@@ -424,12 +426,13 @@ def comparison_json(comparison: Comparison) -> dict[str, Any]:
     }
 
 
-def _requirement_value(requirement: Requirement, w: WorkloadResult) -> dict[str, float | None]:
+def _requirement_value(requirement: Requirement, run: Result) -> dict[str, float | None]:
     """A requirement's measure, in seconds for a time (``null``: never
-    reached), a fraction otherwise; and its bound."""
-    value = requirement.measured(w)
-    unit = "s" if requirement.at_most else "fraction"
+    reached), a whole number for a count, a fraction otherwise; and its bound."""
+    value = requirement.measured(run)
+    unit = requirement.unit
+    number = int if unit == "count" else float
     return {
-        f"measured_{unit}": None if value is None else float(value),
-        f"bound_{unit}": float(requirement.bound),
+        f"measured_{unit}": None if value is None else number(value),
+        f"bound_{unit}": number(requirement.bound),
     }

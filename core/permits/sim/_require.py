@@ -1,10 +1,13 @@
 """Requirements a workload's result must meet, as a person writes them.
 
-``"interactive p99 <= 50 ms"``, ``"batch share >= 20%"``, ``"batch cleared
-by 60 s"``, ``"checkout granted >= 99%"``: a workload's name, a measure, a
-bound. Wait quantiles count every caller offered, those not granted within
-the run as waiting past its end: a p99 is met only if 99% of the callers
-were granted within the bound.
+``"interactive p99 <= 50 ms"``, ``"batch share >= 20%"``, ``"batch share of
+tokens >= 20%"``, ``"batch cleared by 60 s"``, ``"checkout granted >= 99%"``,
+``"api worst tenant p99 <= 2 s"``, ``"api median tenant p99 <= 100 ms"``,
+``"api tenants starved <= 0"``: a workload's name, a measure, a bound. Wait
+quantiles count every caller offered, those not granted within the run as
+waiting past its end: a p99 is met only if 99% of the callers were granted
+within the bound. A tenant's p99 is over its granted callers (as the
+simulator reports it); the tenants granted nothing are those starved.
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ import attrs
 from permits.core import SECOND, PermitTypeError, PermitValueError
 
 if TYPE_CHECKING:
-    from ._run import WorkloadResult
+    from ._run import Result
 
 __all__ = ["Measure", "Requirement", "offered_quantile"]
 
@@ -38,19 +41,40 @@ class Measure(enum.Enum):
     GRANTED = "granted"
     #: When its last waiter left (never, if one was waiting at the end).
     CLEARED = "cleared by"
+    #: The longest of its tenants' p99 waits (each over its granted callers).
+    WORST_TENANT_P99 = "worst tenant p99"
+    #: The median of its tenants' p99 waits (each over its granted callers).
+    MEDIAN_TENANT_P99 = "median tenant p99"
+    #: How many of its tenants were offered callers and granted none.
+    TENANTS_STARVED = "tenants starved"
 
 
 _QUANTILES = {Measure.WAIT_P50: Fraction(1, 2), Measure.WAIT_P99: Fraction(99, 100)}
-_TIMES = (Measure.WAIT_P50, Measure.WAIT_P99, Measure.CLEARED)
+_TIMES = (
+    Measure.WAIT_P50,
+    Measure.WAIT_P99,
+    Measure.CLEARED,
+    Measure.WORST_TENANT_P99,
+    Measure.MEDIAN_TENANT_P99,
+)
+#: The other times, by the field of :class:`~permits.sim.WorkloadResult` that holds each.
+_TIME_FIELDS = {
+    Measure.CLEARED: "cleared_at",
+    Measure.WORST_TENANT_P99: "tenant_wait_p99_max",
+    Measure.MEDIAN_TENANT_P99: "tenant_wait_p99_median",
+}
 _UNITS = {"ms": Fraction(1, 1000), "s": Fraction(1), "%": Fraction(1, 100), "": Fraction(1)}
 _PATTERN = re.compile(
-    r"\s*(?P<workload>\S.*?)\s+(?P<measure>p50|p99|share|granted|cleared\s+by)"
+    r"\s*(?P<workload>\S.*?)\s+"
+    r"(?P<measure>p50|p99|share|granted|cleared\s+by|worst\s+tenant\s+p99|median\s+tenant\s+p99"
+    r"|tenants\s+starved)(?:\s+of\s+(?P<limit>[^\s<>=]+))?"
     r"\s*(?P<op><=|>=)?\s*(?P<value>[0-9]+(?:\.[0-9]*)?(?:[eE][-+]?[0-9]+)?)"
     r"\s*(?P<unit>ms|s|%)?\s*"
 )
 _FORMAT = (
-    "expected '<workload> p50|p99 <= <n> ms|s', '<workload> share|granted >= <n>%' "
-    "or '<workload> cleared by <n> s'"
+    "expected '<workload> p50|p99 <= <n> ms|s', '<workload> share|granted >= <n>%', "
+    "'<workload> share of <limit> >= <n>%', '<workload> cleared by <n> s', "
+    "'<workload> worst|median tenant p99 <= <n> ms|s' or '<workload> tenants starved <= <n>'"
 )
 
 
@@ -70,19 +94,29 @@ def offered_quantile(waits: tuple[tuple[int, int], ...], offered: int, q: Fracti
 
 @attrs.frozen
 class Requirement:
-    """``workload``'s ``measure`` is at most (waits, cleared) or at least
-    (share, granted) ``bound``: seconds for times, a fraction (0.2 for 20%)
-    otherwise. :meth:`parse` reads the written form, kept as ``text``."""
+    """``workload``'s ``measure`` is at most (times, tenants starved) or at
+    least (share, granted) ``bound``: seconds for times, a count of tenants
+    for those starved, a fraction (0.2 for 20%) otherwise; a share is of
+    ``limit`` (``None``: the scenario's first). :meth:`parse` reads the
+    written form, kept as ``text``."""
 
     workload: str
     measure: Measure
     bound: Fraction
     text: str = attrs.field(eq=False)
+    limit: str | None = attrs.field(default=None, kw_only=True)
 
     @property
     def at_most(self) -> bool:
-        """Whether ``bound`` is an upper bound (times) or a lower one."""
-        return self.measure in _TIMES
+        """Whether ``bound`` is an upper bound (times, tenants starved) or a lower one."""
+        return self.measure in _TIMES or self.measure is Measure.TENANTS_STARVED
+
+    @property
+    def unit(self) -> str:
+        """What ``bound`` counts: ``"s"``, ``"count"`` (tenants) or ``"fraction"``."""
+        if self.measure in _TIMES:
+            return "s"
+        return "count" if self.measure is Measure.TENANTS_STARVED else "fraction"
 
     @classmethod
     def parse(cls, text: object, argument: str = "require") -> Requirement:
@@ -95,34 +129,47 @@ class Requirement:
         if match is None:
             raise PermitValueError(argument, text, _FORMAT)
         measure = Measure(" ".join(match["measure"].split()))
-        op, unit = match["op"], match["unit"] or ""
-        times = measure in _TIMES
+        op, unit, limit = match["op"], match["unit"] or "", match["limit"]
+        if limit is not None and measure is not Measure.SHARE:
+            raise PermitValueError(
+                argument, text, f"only a share names a limit, not a {measure.value}"
+            )
+        requirement = cls(match["workload"], measure, Fraction(0), text.strip(), limit=limit)
         if measure is Measure.CLEARED:
             if op is not None:
                 raise PermitValueError(argument, text, "write 'cleared by <n> s', without <= or >=")
-        elif op != ("<=" if times else ">="):
-            want = "<=" if times else ">="
+        elif op != ("<=" if requirement.at_most else ">="):
+            want = "<=" if requirement.at_most else ">="
             raise PermitValueError(argument, text, f"a {measure.value} bound is written {want}")
-        if times and unit not in ("ms", "s"):
+        kind = requirement.unit
+        if kind == "s" and unit not in ("ms", "s"):
             raise PermitValueError(argument, text, "a time needs its unit: ms or s")
-        if not times and unit not in ("%", ""):
+        if kind == "fraction" and unit not in ("%", ""):
             raise PermitValueError(argument, text, f"a {measure.value} is a fraction: 20% or 0.2")
         bound = Fraction(match["value"]) * _UNITS[unit]
-        if not times and bound > 1:
+        if kind == "count" and (unit or bound.denominator != 1):
+            raise PermitValueError(argument, text, "a count of tenants is a whole number, no unit")
+        if kind == "fraction" and bound > 1:
             raise PermitValueError(argument, text, f"a {measure.value} is at most 100%")
-        return cls(match["workload"], measure, bound, text.strip())
+        return attrs.evolve(requirement, bound=bound)
 
-    def measured(self, result: WorkloadResult) -> Fraction | None:
-        """The measure of ``result``, in seconds or as a fraction; ``None``:
-        never reached (a quantile among the ungranted, a backlog not cleared)."""
-        if self.measure in _QUANTILES:
-            wait = offered_quantile(result.waits, result.offered, _QUANTILES[self.measure])
+    def measured(self, run: Result) -> Fraction | None:
+        """The measure of its workload in ``run``: in seconds, as a count or
+        as a fraction; ``None``: never reached (a quantile among the
+        ungranted, a backlog not cleared, no tenant granted)."""
+        result = run[self.workload]
+        measure = self.measure
+        if measure in _QUANTILES:
+            wait = offered_quantile(result.waits, result.offered, _QUANTILES[measure])
             return None if wait is None else Fraction(wait, SECOND)
-        if self.measure is Measure.CLEARED:
-            at = result.cleared_at
+        if measure in _TIMES:
+            at: int | None = getattr(result, _TIME_FIELDS[measure])
             return None if at is None else Fraction(at, SECOND)
-        if self.measure is Measure.SHARE:
-            return Fraction(repr(result.share))  # the fraction as it prints
+        if measure is Measure.TENANTS_STARVED:
+            return Fraction(result.tenants_starved)
+        if measure is Measure.SHARE:
+            share = result.shares[0 if self.limit is None else run.limits.index(self.limit)]
+            return Fraction(repr(share))  # the fraction as it prints
         return Fraction(result.granted, result.offered) if result.offered else Fraction(1)
 
     def met_by(self, measured: Fraction | None) -> bool:

@@ -684,6 +684,15 @@ class Scenario:
                     requirement.text,
                     f"no workload is called {requirement.workload!r} (the workloads: {known})",
                 )
+            if requirement.limit is not None and requirement.limit not in (
+                limits := self.named_limits
+            ):
+                known = ", ".join(map(repr, limits))
+                raise PermitValueError(
+                    f"requirements[{i}]",
+                    requirement.text,
+                    f"no limit is called {requirement.limit!r} (the limits: {known})",
+                )
 
     def scaled(self, factor: int | Fraction) -> Scenario:
         """The same scenario ``factor`` times faster: rates times ``factor``,

@@ -2,8 +2,11 @@
 
 A trace is CSV with a header row, or JSON lines (one object a line); its
 columns: ``at`` (seconds from the start, in time order) and ``level``, and
-optionally ``cost`` (units, default 1), ``flow`` (a tenant's name) and
-``timeout`` (seconds after which the caller gave up). Reading the file is
+optionally ``cost`` (units of every limit, default 1), ``flow`` (a tenant's
+name) and ``timeout`` (seconds after which the caller gave up). A cost per
+limit, as the core's mapping costs: in CSV a column ``cost.<limit>`` for
+each limit named (in place of ``cost``; an empty cell: 0), in JSON lines
+``"cost": {"tokens": 1500}`` (a limit not named: 0). Reading the file is
 the caller's: :func:`read_trace` takes its lines (an open file will do) and
 yields one call at a time, so a trace of millions of rows is never held in
 memory. A malformed row raises :class:`TraceError` naming its line.
@@ -16,22 +19,24 @@ import io
 import itertools
 import json
 import operator
-from collections.abc import Hashable, Iterable, Iterator
+from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping, Sequence
 from decimal import Decimal, InvalidOperation
 from typing import NamedTuple
 
 import attrs
 
-from permits.core import PermitValueError
+from permits.core import Limit, PermitValueError
 
 from ._run import Result, _Arrival, _run
 from ._scenario import Batch, Scenario, Workload, nanoseconds
 
 __all__ = ["COLUMNS", "Call", "TraceError", "read_trace", "replay", "traced"]
 
-#: A trace's columns: the first two required, the rest optional.
+#: A trace's columns: the first two required, the rest optional. In CSV,
+#: ``cost.<limit>`` columns may stand in place of ``cost``.
 COLUMNS = ("at", "level", "cost", "flow", "timeout")
 _REQUIRED = {"at", "level"}
+_PER_LIMIT = "cost."
 _BILLION = Decimal(1_000_000_000)
 
 
@@ -55,7 +60,8 @@ class Call(NamedTuple):
     #: When it arrived, from the start of the trace.
     at: int
     level: int
-    cost: int = 1
+    #: Units of every limit, or units per limit by name (a limit not named: 0).
+    cost: int | Mapping[str, int] = 1
     flow: Hashable = None
     #: After how long it gave up; ``None``: it waited as long as it took.
     timeout: int | None = None
@@ -127,7 +133,11 @@ def _call(
             int(level)
             if level.__class__ is str and level.isdigit() and level.isascii()
             else _int(line, "level", level, 0),
-            1 if cost is None or cost == "" or cost == "1" else _int(line, "cost", cost, 1),
+            1
+            if cost is None or cost == "" or cost == "1"
+            else _costs(line, cost)
+            if cost.__class__ is dict
+            else _int(line, "cost", cost, 1),
             None if flow == "" else flow,
             None if timeout is None or timeout == "" else _ns(line, "timeout", timeout),
             line,
@@ -135,15 +145,38 @@ def _call(
     )
 
 
+def _costs(line: int, cost: dict[str, object]) -> dict[str, int]:
+    """A cost per limit (a JSON object, or a CSV row's ``cost.<limit>``
+    cells but the empty ones), checked: limit names, each a whole number
+    of units ``>= 0``, some unit of some limit in all."""
+    units = {}
+    for name, n in cost.items():
+        if not name:
+            raise TraceError(line, "cost", cost, "limit names must be non-empty strings")
+        if isinstance(n, str) and n.isdigit() and n.isascii():  # a CSV cell of digits
+            units[name] = int(n)
+        else:
+            units[name] = _int(line, f"{_PER_LIMIT}{name}", n, 0)
+    if not any(units.values()):
+        raise TraceError(line, "cost", cost, "must take at least one unit of some limit")
+    return units
+
+
 _new = tuple.__new__  # a Call without NamedTuple's slower __new__: one per row
 
 
-def _unknown(line: int, keys: Iterable[str]) -> None:
+def _unknown(line: int, keys: Iterable[str], per_limit: bool) -> None:
+    """Raises for a key of ``keys`` that names no column (``per_limit``:
+    ``cost.<limit>`` does)."""
     for key in keys:
-        if key not in COLUMNS:
-            raise TraceError(
-                line, key, None, f"unknown column (expected some of: {', '.join(COLUMNS)})"
-            )
+        if key not in COLUMNS and not (
+            per_limit and key.startswith(_PER_LIMIT) and key != _PER_LIMIT
+        ):
+            expected = ", ".join((*COLUMNS, "cost.<limit>") if per_limit else COLUMNS)
+            reason = f"unknown column (expected some of: {expected})"
+            if key.startswith(_PER_LIMIT):
+                reason += '; a cost per limit is written "cost": {"<limit>": <units>}'
+            raise TraceError(line, key, None, reason)
 
 
 def read_trace(lines: Iterable[str]) -> Iterator[Call]:
@@ -179,7 +212,7 @@ def _json_calls(numbered: Iterator[tuple[int, str]]) -> Iterator[Call]:
             row = None
         if not isinstance(row, dict):
             raise TraceError(number, "row", text.strip()[:60], "not a JSON object")
-        _unknown(number, row)
+        _unknown(number, row, per_limit=False)
         get = row.get
         call = _call(
             number, get("at"), get("level"), get("cost"), get("flow"), get("timeout"), previous
@@ -190,13 +223,27 @@ def _json_calls(numbered: Iterator[tuple[int, str]]) -> Iterator[Call]:
 
 def _csv_calls(number: int, header: str, source: Iterator[str]) -> Iterator[Call]:
     names = [name.strip() for name in next(csv.reader([header]))]
-    _unknown(number, names)
+    _unknown(number, names, per_limit=True)
     for key in sorted(_REQUIRED - set(names)):
         raise TraceError(number, key, None, "missing from the header")
+    seen: set[str] = set()
+    for name in names:
+        if name in seen:
+            raise TraceError(number, name, None, "named twice in the header")
+        seen.add(name)
+    # The cost per limit: each cost.<limit> column's index and limit.
+    per_limit = [
+        (k, name[len(_PER_LIMIT) :]) for k, name in enumerate(names) if name.startswith(_PER_LIMIT)
+    ]
+    if per_limit and "cost" in names:
+        raise TraceError(number, "cost", None, "give cost or cost.<limit> columns, not both")
     width = len(names)
     # The cells of the columns, in COLUMNS' order: an absent one reads the
     # empty cell appended to each row.
-    cells_of = operator.itemgetter(*(names.index(c) if c in names else width for c in COLUMNS))
+    columns = operator.itemgetter(*(names.index(c) if c in names else width for c in COLUMNS))
+    cells_of: Callable[[list[str]], tuple[object, ...]] = (
+        _with_costs(columns, per_limit) if per_limit else columns
+    )
     previous = 0
     reader = csv.reader(source, strict=True)
     while True:
@@ -219,20 +266,63 @@ def _csv_calls(number: int, header: str, source: Iterator[str]) -> Iterator[Call
         yield call
 
 
-def trace_lines(calls: Iterable[Call]) -> Iterator[str]:
+def _with_costs(
+    cells_of: Callable[[list[str]], tuple[object, ...]], per_limit: list[tuple[int, str]]
+) -> Callable[[list[str]], tuple[object, ...]]:
+    """``cells_of`` with a row's cost as its ``cost.<limit>`` cells by limit
+    (but the empty ones: 0 units), for :func:`_costs` to read. (A function
+    of its own, so that a row with one cost pays nothing for it.)"""
+
+    def cells_with_costs(cells: list[str]) -> tuple[object, ...]:
+        at, level, _, flow, timeout = cells_of(cells)
+        return (
+            at,
+            level,
+            {limit: cells[k] for k, limit in per_limit if cells[k] != ""},
+            flow,
+            timeout,
+        )
+
+    return cells_with_costs
+
+
+def trace_lines(calls: Iterable[Call], limits: Sequence[str] | None = None) -> Iterator[str]:
     """The CSV lines of a trace of ``calls`` (a header, then a row a call),
     as :func:`read_trace` reads them back: times in seconds, exact to the
-    nanosecond; a flow as its ``str``."""
-    yield ",".join(COLUMNS) + "\n"
+    nanosecond; a flow as its ``str``. With ``limits`` (their names), a
+    ``cost.<limit>`` column for each in place of ``cost``: a call's units
+    of each (a cost that is one number: that many of each; a mapping: 0 of
+    a limit it does not name). Without, every cost must be one number."""
+    names = list(limits) if limits is not None else None
+    if names is not None and (not names or len(set(names)) != len(names)):
+        raise PermitValueError("limits", limits, "names each limit once, and at least one")
+    costs = ["cost"] if names is None else [f"{_PER_LIMIT}{name}" for name in names]
     row = io.StringIO()
     writer = csv.writer(row, lineterminator="\n")
+    writer.writerow(["at", "level", *costs, "flow", "timeout"])  # a limit's name quoted as need be
+    yield row.getvalue()
     for call in calls:
         row.seek(0)
         row.truncate()
         flow = "" if call.flow is None else str(call.flow)
         timeout = "" if call.timeout is None else _seconds(call.timeout)
-        writer.writerow([_seconds(call.at), call.level, call.cost, flow, timeout])
+        units = _written_costs(call.cost, names)
+        writer.writerow([_seconds(call.at), call.level, *units, flow, timeout])
         yield row.getvalue()
+
+
+def _written_costs(cost: int | Mapping[str, int], names: list[str] | None) -> list[int]:
+    """The cost cells of a row: one, or one per limit of ``names``."""
+    if isinstance(cost, int):
+        return [cost] if names is None else [cost] * len(names)
+    if names is None:
+        raise PermitValueError("limits", None, f"a cost per limit ({dict(cost)}) needs limits")
+    for name in cost:
+        if name not in names:
+            raise PermitValueError(
+                "limits", names, f"a call's cost names limit {name!r}, not in them"
+            )
+    return [cost.get(name, 0) for name in names]
 
 
 def _seconds(ns: int) -> str:
@@ -285,7 +375,8 @@ def replay(scenario: Scenario, calls: Iterable[Call]) -> Result:
     limit and policy, for its ``seconds``, in place of its workloads
     (:func:`traced` says which workload each level's calls count as). Calls
     from ``seconds`` on are not read. A call the machine could never take
-    (its level beyond the policy's, its cost beyond the burst) raises
+    (its level beyond the policy's, its cost beyond a burst, a cost per
+    limit naming a limit the scenario does not have) raises
     :class:`TraceError` naming its line."""
     scenario = traced(scenario)
     duration = nanoseconds("seconds", scenario.seconds)
@@ -294,8 +385,9 @@ def replay(scenario: Scenario, calls: Iterable[Call]) -> Result:
 
 def _arrivals(scenario: Scenario, duration: int, calls: Iterable[Call]) -> Iterator[_Arrival]:
     levels = scenario.policy.levels
-    # A call's cost is units of every limit: the smallest burst bounds it.
-    burst = min(limit.burst for limit in scenario.named_limits.values())
+    limits = scenario.named_limits
+    # A cost that is one number is units of every limit: the smallest burst bounds it.
+    burst = min(limit.burst for limit in limits.values())
     timeouts = [
         None if w.timeout is None else nanoseconds("timeout", w.timeout) for w in scenario.workloads
     ]
@@ -304,8 +396,40 @@ def _arrivals(scenario: Scenario, duration: int, calls: Iterable[Call]) -> Itera
             return
         if level >= levels:
             raise TraceError(line, "level", level, f"must be below {levels}, the policy's levels")
-        if cost > burst:
+        # A cost per limit (a mapping) does not compare: no test of its
+        # type for the common case, one cost, on this hot path.
+        try:
+            if cost > burst:  # type: ignore[operator]
+                raise TraceError(
+                    line, "cost", cost, f"over the burst ({burst}): it could never be granted"
+                )
+        except TypeError:
+            cost = _per_limit(line, cost, limits)  # type: ignore[arg-type, assignment]
+        yield at, level, cost, flow, timeouts[level] if timeout is None else timeout  # type: ignore[misc]
+
+
+def _per_limit(line: int, cost: Mapping[str, int], limits: dict[str, Limit]) -> tuple[int, ...]:
+    """A call's cost per limit as units of each of ``limits``, in order;
+    raises :class:`TraceError` for a limit it names that is not one of
+    them, or units over a limit's burst."""
+    if not isinstance(cost, Mapping):
+        raise TraceError(line, "cost", cost, "expected units, or units per limit by name")
+    for name in cost:
+        if name not in limits:
+            known = ", ".join(map(repr, limits))
             raise TraceError(
-                line, "cost", cost, f"over the burst ({burst}): it could never be granted"
+                line,
+                f"{_PER_LIMIT}{name}",
+                None,
+                f"names no limit of the scenario (its limits: {known})",
             )
-        yield at, level, cost, flow, timeouts[level] if timeout is None else timeout
+    units = tuple(cost.get(name, 0) for name in limits)
+    for (name, limit), n in zip(limits.items(), units, strict=True):
+        if n > limit.burst:
+            raise TraceError(
+                line,
+                f"{_PER_LIMIT}{name}",
+                n,
+                f"over the burst of limit {name!r} ({limit.burst:,}): it could never be granted",
+            )
+    return units
