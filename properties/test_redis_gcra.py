@@ -54,9 +54,9 @@ class Buckets:
         #: Global shares: the start of the last grant, each level's finish.
         self.virtual = 0
         self.finish: dict[int, int] = {}
-        #: The line: each waiting process's turn (us), level and place.
+        #: The line: each waiting process's turn (us), level and place (when
+        #: it joined).
         self.line: dict[str, tuple[Fraction, int, int]] = {}
-        self.places = 0  # the last place given
 
     def elsewhere(self, process: str, now: int) -> list[int]:
         """Waiters of other live processes, per level; the demand of
@@ -107,15 +107,12 @@ class Buckets:
         place = mine[2] if mine is not None and mine[1] == level else None
         ahead = sum(
             1
-            for _, lv, other in self.line.values()
-            if lv < level or (lv == level and (place is None or other < place))
+            for name, (_, lv, other) in self.line.items()
+            if lv < level or (lv == level and (place is None or (other, name) < (place, process)))
         )
         step = max(x * T for x, T in zip(units, self.T, strict=True))
         at += ahead * step
-        if place is None:
-            self.places += 1
-            place = self.places
-        self.line[process] = (at, level, place)
+        self.line[process] = (at, level, now if place is None else place)  # a newcomer: now
         return at
 
     def refill(self, now: int) -> None:
@@ -203,7 +200,7 @@ class Buckets:
         again = self.wait(now, reserve, units)
         if line is not None:
             self.line.pop(line[0], None)  # granted: back at the end, if more wait
-            if line[2] > taken:
+            if line[2] > taken and (again > 0 or self.line):
                 again = self.turn(line, now, now + again, units) - now
         return self.answer(taken, math.ceil(again))
 
@@ -428,8 +425,8 @@ MUTANTS = {
         "line",
     ),
     "line-loses-the-place": (
-        "    if seq == nil or words[2] < rank or words[3] < seq then ahead = ahead + 1 end\n",
-        "    if true then ahead = ahead + 1 end\n",
+        "    if seq == nil or o[1] < rank or o[2] < seq or (o[2] == seq and o[3] < me) then\n",
+        "    if true then\n",
         "a process refused at its turn goes to the end of the line",
         "line",
     ),

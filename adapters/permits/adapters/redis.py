@@ -112,8 +112,7 @@ _SCRIPT = """
 -- KEYS[4]: global priority: each process's waiting demand, a hash:
 --   '<process>' -> 'expiry c0 c1 ...' (us; waiters per level)
 -- KEYS[5]: the line: each waiting process's turn, a hash:
---   '<process>' -> 'turn level place' (us; its place in the line), and
---   '#': the last place given
+--   '<process>' -> 'turn level place' (us; its place: when it joined)
 -- KEYS[6]: global shares: 'V' (the start of the last grant) and 'F<level>'
 --   (the finish of the level's last grant), in units of virtual time
 -- ARGV[1]: take | give | pause | adopt | rate | demand
@@ -251,31 +250,31 @@ end
 local function turn(at)
   local seq, ahead, latest = nil, 0, at
   local entries = redis.call('HGETALL', KEYS[5])
-  local parsed = {}
+  local others = {}
   for j = 1, #entries, 2 do
-    if entries[j] ~= '#' then
-      local words = {}
-      for word in string.gmatch(entries[j + 1], '%S+') do words[#words + 1] = tonumber(word) end
-      if words[1] < now - grace then
-        redis.call('HDEL', KEYS[5], entries[j])
-      elseif entries[j] == me then
-        if words[2] == rank then seq = words[3] end
-      else
-        latest = math.max(latest, words[1])
-        if words[2] <= rank then parsed[#parsed + 1] = words end
-      end
+    local words = {}
+    for word in string.gmatch(entries[j + 1], '%S+') do words[#words + 1] = tonumber(word) end
+    if words[1] < now - grace then
+      redis.call('HDEL', KEYS[5], entries[j])
+    elseif entries[j] == me then
+      if words[2] == rank then seq = words[3] end
+    else
+      latest = math.max(latest, words[1])
+      if words[2] <= rank then others[#others + 1] = {words[2], words[3], entries[j]} end
     end
   end
   -- the processes ahead of this one: of a more urgent level, or of its
-  -- level and before it in the line (all of them, for a newcomer)
-  for _, words in ipairs(parsed) do
-    if seq == nil or words[2] < rank or words[3] < seq then ahead = ahead + 1 end
+  -- level and in the line before it (all of them, for a newcomer)
+  for _, o in ipairs(others) do
+    if seq == nil or o[1] < rank or o[2] < seq or (o[2] == seq and o[3] < me) then
+      ahead = ahead + 1
+    end
   end
   local step = 0
   for i = 1, n do step = math.max(step, x[i] * T[i]) end
   at = at + ahead * step
-  if seq == nil then seq = redis.call('HINCRBY', KEYS[5], '#', 1) end
-  redis.call('HSET', KEYS[5], me, string.format('%.17g %d %d', at, rank, seq))
+  if seq == nil then seq = now end  -- a newcomer's place: now, the end
+  redis.call('HSET', KEYS[5], me, string.format('%.17g %d %.17g', at, rank, seq))
   latest = math.max(latest, at)
   redis.call('PEXPIRE', KEYS[5], math.ceil((latest - now + grace) / 1000) + @SLACK@)
   return at
@@ -393,9 +392,13 @@ if op == 'take' then
   end
   local again = allowed_at(arg)
   if me ~= '' then
-    -- granted: out of the line; back at its end if more wait
+    -- granted: out of the line; back at its end if more wait, and must
+    -- (the same take is not allowed now, or others wait in the line for
+    -- the permits there are)
     redis.call('HDEL', KEYS[5], me)
-    if waiting > taken then again = turn(again) end
+    if waiting > taken and (again > now or redis.call('HLEN', KEYS[5]) > 0) then
+      again = turn(again)
+    end
   end
   return answer(taken, math.ceil(again - now))
 elseif op == 'give' then
