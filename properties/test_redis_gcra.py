@@ -425,9 +425,10 @@ MUTANTS = {
         "line",
     ),
     "line-loses-the-place": (
-        "    if seq == nil or o[1] < rank or o[2] < seq or (o[2] == seq and o[3] < me) then\n",
+        "    if place == nil or o[1] < rank or o[2] < place or (o[2] == place and o[3] < me)"
+        " then\n",
         "    if true then\n",
-        "a process refused at its turn goes to the end of the line",
+        "a process asking again goes to the end of the line",
         "line",
     ),
     "shares-forget-the-finish": (

@@ -248,7 +248,7 @@ if me ~= '' then
 end
 
 local function turn(at)
-  local seq, ahead, latest = nil, 0, at
+  local place, ahead, latest = nil, 0, at
   local entries = redis.call('HGETALL', KEYS[5])
   local others = {}
   for j = 1, #entries, 2 do
@@ -257,7 +257,7 @@ local function turn(at)
     if words[1] < now - grace then
       redis.call('HDEL', KEYS[5], entries[j])
     elseif entries[j] == me then
-      if words[2] == rank then seq = words[3] end
+      if words[2] == rank then place = words[3] end
     else
       latest = math.max(latest, words[1])
       if words[2] <= rank then others[#others + 1] = {words[2], words[3], entries[j]} end
@@ -266,15 +266,15 @@ local function turn(at)
   -- the processes ahead of this one: of a more urgent level, or of its
   -- level and in the line before it (all of them, for a newcomer)
   for _, o in ipairs(others) do
-    if seq == nil or o[1] < rank or o[2] < seq or (o[2] == seq and o[3] < me) then
+    if place == nil or o[1] < rank or o[2] < place or (o[2] == place and o[3] < me) then
       ahead = ahead + 1
     end
   end
   local step = 0
   for i = 1, n do step = math.max(step, x[i] * T[i]) end
   at = at + ahead * step
-  if seq == nil then seq = now end  -- a newcomer's place: now, the end
-  redis.call('HSET', KEYS[5], me, string.format('%.17g %d %.17g', at, rank, seq))
+  if place == nil then place = now end  -- a newcomer's: now, the end
+  redis.call('HSET', KEYS[5], me, string.format('%.17g %d %.17g', at, rank, place))
   latest = math.max(latest, at)
   redis.call('PEXPIRE', KEYS[5], math.ceil((latest - now + grace) / 1000) + @SLACK@)
   return at
