@@ -193,9 +193,7 @@ def main() -> None:
     server = RedisServer(need_redis_server())
     server.start()
     try:
-        version = subprocess.run(
-            [server.binary, "--version"], capture_output=True, text=True, check=True
-        ).stdout.split()[2]
+        version = server.version()
         print(f"Python {sys.version.split()[0]}, {version}, loopback; asyncio backend\n")
         print(
             "| scenario | permits | seconds | permits/s | client CPU per permit "

@@ -231,9 +231,7 @@ def main() -> None:
     server = RedisServer(need_redis_server())
     server.start()
     try:
-        version = subprocess.run(
-            [server.binary, "--version"], capture_output=True, text=True, check=True
-        ).stdout.split()[2]
+        version = server.version()
         print(f"{version}, loopback; asyncio; {SECONDS:g} s runs, medians of {RUNS}")
         print()
         results: dict[tuple[str, int, int], list[dict[str, Any]]] = {}

@@ -77,6 +77,12 @@ class RedisServer:
     def url(self) -> str:
         return f"redis://127.0.0.1:{self.port}/0"
 
+    def version(self) -> str:
+        """The server's version, as ``redis-server --version`` prints it
+        (``v=7.0.15``)."""
+        out = subprocess.run([self.binary, "--version"], capture_output=True, text=True, check=True)
+        return out.stdout.split()[2]
+
     def start(self) -> None:
         assert self.process is None
         self.process = subprocess.Popen(
