@@ -51,7 +51,7 @@ import uuid
 from collections.abc import AsyncIterator, Awaitable, Hashable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager, suppress
 from fractions import Fraction
-from functools import partial
+from functools import cache, partial
 from typing import Any, Literal, NamedTuple
 from urllib.parse import urlsplit, urlunsplit
 
@@ -513,9 +513,11 @@ def masked(url: str) -> str:
     return urlunsplit(parts._replace(netloc=f"{user}:***@{host}"))
 
 
-def _virtual_costs(weights: Sequence[int]) -> str:
+@cache
+def _virtual_costs(weights: tuple[int, ...]) -> str:
     """Each level's cost of one unit in virtual time, as the script reads
-    them: the lcm of the weights over the level's weight."""
+    them: the lcm of the weights over the level's weight (one policy's
+    weights are asked for at every take: worked out once)."""
     whole = math.lcm(*weights)
     return " ".join(str(whole // w) for w in weights)
 
@@ -783,7 +785,7 @@ class RedisLimit:
             extra = ["", 0, 0, "0"] if demand is None else self._demand(level, demand, ttl)
             line = ["", 0, 0, 0] if waiting is None else [self.process, level, waiting, grace_us]
             if demand is not None and weights is not None:
-                line += [_virtual_costs(weights), shared + 1]
+                line += [_virtual_costs(tuple(weights)), shared + 1]
             book_us = math.floor(book * 1e6)
             request = self._request("take", units, reserve, *extra, book_us, lease, *line)
         if plain and units == self._unit:
