@@ -7,10 +7,13 @@ valgrind's callgrind, the instructions of the client process for 1,300 and
 for 300 back-to-back operations and prints the difference over 1,000:
 
 - an ``acquire`` of the asyncio Redis limiter (one caller, a limit that never
-  binds: 10**6 permits/s, burst 10**6), the default configuration;
-- the same take alone on redis-py's asyncio client (``RedisLimit.asend``,
-  with its reply timeout), and without the timeout: what the limiter adds
-  is the difference.
+  binds: 10**6 permits/s, burst 10**6), the default configuration, on the
+  limiter's own small client (``permits.adapters._resp``);
+- the same acquire on redis-py's asyncio client (the URL given a query
+  string, which the small client leaves to redis-py);
+- the same take alone (``RedisLimit.asend``, with its reply timeout), and
+  alone on redis-py's asyncio client without a timeout: what the limiter
+  adds to a round trip is the difference.
 
 Redis's own work is not counted (another process). An instruction count
 comes out nearly the same on every run, however busy the host.
@@ -24,9 +27,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "properties"))
 
+import redis.asyncio
 from _callgrind import instructions
 
-from permits.adapters.redis import RedisLimit, open_limiter
+from permits.adapters.redis import SCRIPT, RedisLimit, open_limiter
 from permits.core import Fifo
 
 from redis_server import RedisServer, need_redis_server
@@ -35,27 +39,37 @@ RATE = 10**6
 FEW, MANY = 300, 1300
 KINDS = {
     "acquire": "one acquire of the Redis limiter",
+    "acquire-redis-py": "the same, on redis-py's asyncio client",
     "asend": "the same take alone, RedisLimit.asend (reply timeout)",
-    "bare": "the same take alone, no reply timeout",
+    "redis-py": "the same take alone on redis-py's asyncio client, no reply timeout",
 }
+#: A query string sends the limiter to redis-py's client (see _resp.speaks).
+REDIS_PY = "?client_name=bench"
 
 
 async def loop(kind: str, url: str, n: int) -> None:
-    if kind == "acquire":
+    if kind.startswith("acquire"):
+        if kind == "acquire-redis-py":
+            url += REDIS_PY
         async with open_limiter(Fifo(1), url, name="acquire", rate=RATE, burst=RATE) as limiter:
             for _ in range(n):
                 await limiter.acquire(0)
         return
     limit = RedisLimit(url, name=kind, rate=RATE, burst=RATE)
-    limit.open_async()
     take = limit.ask_take()
-    script = limit._ascript
-    for _ in range(n):
-        if kind == "asend":
+    if kind == "asend":
+        limit.open_async()
+        for _ in range(n):
             await limit.asend(take)
-        else:
-            await script(keys=limit._keys, args=take.args)
-    await limit.aclose()
+        await limit.aclose()
+    else:
+        client = redis.asyncio.Redis.from_url(url)
+        script = client.register_script(SCRIPT)
+        keys = [limit.key, limit.audit_key, limit.live_key, limit.demand_key]
+        keys += [limit.line_key, limit.shares_key]
+        for _ in range(n):
+            await script(keys=keys, args=take.args)
+        await client.aclose()
     limit.close()
 
 

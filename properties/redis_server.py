@@ -105,7 +105,7 @@ class RedisServer:
             try:
                 with socket.create_connection(("127.0.0.1", self.port), timeout=0.2) as conn:
                     conn.sendall(b"PING\r\n")
-                    if conn.recv(16).startswith(b"+PONG"):
+                    if conn.recv(16).startswith((b"+PONG", b"-NOAUTH")):  # up (a password asked)
                         return
             except OSError:
                 time.sleep(0.02)

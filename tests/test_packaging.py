@@ -183,6 +183,7 @@ OPTIONAL = [
     ("permits.adapters.trio", "trio", ("trio",)),
     ("permits.adapters.anyio", "anyio", ("anyio",)),
     ("permits.adapters.redis", "redis", ("redis", "anyio")),
+    ("permits.adapters._resp", "redis", ("redis",)),
     ("permits.adapters.prometheus", "prometheus", ("prometheus_client",)),
 ]
 

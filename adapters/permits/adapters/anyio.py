@@ -60,6 +60,7 @@ class Limiter(TaskedLimiter):
         backend = anyio.lowlevel.current_token().backend_class
         self._seconds = backend.current_time
         self._checkpoint_if_cancelled = backend.checkpoint_if_cancelled
+        self._event = backend.create_event
         # Where a permit is granted at once: trio asks every operation that
         # may block for a schedule point; asyncio does not, and a trip
         # through its loop would cost more than the grant. There, a cancel
@@ -72,8 +73,12 @@ class Limiter(TaskedLimiter):
         self._bind_backend()
         await super()._run(task_status=task_status)
 
+    #: The running backend's event class: ``anyio.Event`` until the timer
+    #: task starts, then the backend's own (see _bind_backend).
+    _event: Callable[[], Event] = anyio.Event
+
     def _new_event(self) -> Event:
-        return anyio.Event()
+        return self._event()
 
     _checkpoint_on_grant = True
     #: The framework's own checkpoint, called directly (no coroutine around it).

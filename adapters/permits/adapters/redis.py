@@ -48,7 +48,7 @@ from __future__ import annotations
 import math
 import sys
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Hashable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Hashable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager, suppress
 from fractions import Fraction
 from functools import cache, partial
@@ -71,7 +71,7 @@ from permits.core import (
 from permits.core import Policy as _Policy
 from permits.core.checks import check_int, check_rate
 
-from ._base import _nanoseconds
+from ._base import Event, _nanoseconds
 from ._requires import requires_extra
 from ._tasked import running
 
@@ -85,6 +85,7 @@ with requires_extra(__name__, "redis", "anyio", "redis"):
     import redis.exceptions
     import sniffio
 
+    from . import _resp
     from .anyio import Limiter as _AnyioLimiter
 
 if sys.version_info >= (3, 11, 3):
@@ -478,6 +479,9 @@ class Request(NamedTuple):
     #: The script's arguments, encoded as redis-py would (``str(arg)`` in
     #: UTF-8): it sends bytes as they are.
     args: list[bytes]
+    #: The same as they go on the wire (RESP bulk strings), for the small
+    #: asyncio client: a request sent many times is encoded once.
+    wire: bytes
 
 
 def _answer(reply: list[Any]) -> GcraAnswer:
@@ -600,6 +604,8 @@ class RedisLimit:
         self._url = url
         #: Seconds before a connect or a reply counts as failed.
         self._timeout = timeout
+        #: redis-py's options beyond the timeouts, as given.
+        self._extra = options
         self._options = {
             "socket_timeout": timeout,
             "socket_connect_timeout": timeout,
@@ -616,8 +622,10 @@ class RedisLimit:
         client = redis.RedisCluster if cluster else redis.Redis
         self._client = client.from_url(url, **self._options)
         self._script = self._client.register_script(SCRIPT)
+        #: The asyncio client, once open_async: its script call and ping.
         self._aclient: Any = None
-        self._ascript: Any = None
+        self._arun: Callable[[Request], Awaitable[Any]] | None = None
+        self._aping: Callable[[], Awaitable[Any]] | None = None
 
     @property
     def rate(self) -> Fraction:
@@ -666,7 +674,8 @@ class RedisLimit:
             args += limit
             args.append(x)
         args += extra
-        return Request([str(arg).encode() for arg in args])
+        encoded = [str(arg).encode() for arg in args]
+        return Request(encoded, _resp.bulk(encoded))
 
     def send(self, request: Request) -> GcraAnswer:
         """Run ``request`` (one round trip, blocking)."""
@@ -674,8 +683,8 @@ class RedisLimit:
 
     async def asend(self, request: Request) -> GcraAnswer:
         """Run ``request`` on the asyncio client (:meth:`open_async`)."""
-        assert self._ascript is not None
-        return _answer(await self._replied(self._ascript(keys=self._keys, args=request.args)))
+        assert self._arun is not None
+        return _answer(await self._arun(request))
 
     async def _replied(self, call: Awaitable[Any]) -> Any:
         """The reply to ``call`` on the asyncio client, or redis-py's
@@ -892,20 +901,33 @@ class RedisLimit:
         self._client.ping()
 
     async def aping(self) -> None:
-        assert self._aclient is not None
-        await self._replied(self._aclient.ping())
+        assert self._aping is not None
+        await self._aping()
 
     def open_async(self) -> None:
         """Open the asyncio client too (on the running asyncio loop), for
-        :meth:`asend` and :meth:`aping`."""
+        :meth:`asend` and :meth:`aping`: this package's own small client
+        (``_resp``, a third of redis-py's instructions a call) where it
+        speaks the URL, else redis-py's (a cluster, TLS, any option)."""
+        if not self._cluster and _resp.speaks(self._url, self._extra):
+            own = _resp.AsyncRedis(self._url, timeout=self._timeout, shown=self.url)
+            self._aclient = own
+            script = _resp.AsyncScript(own, SCRIPT, self._keys)
+            self._arun = lambda request: script(len(request.args), request.wire)
+            self._aping = own.ping
+            return
         client = redis.asyncio.RedisCluster if self._cluster else redis.asyncio.Redis
         options = {**self._options, "socket_timeout": None}  # see _replied
-        self._aclient = client.from_url(self._url, **options)
-        self._ascript = self._aclient.register_script(SCRIPT)
+        aclient = client.from_url(self._url, **options)
+        registered = aclient.register_script(SCRIPT)
+        keys = self._keys
+        self._aclient = aclient
+        self._arun = lambda request: self._replied(registered(keys=keys, args=request.args))
+        self._aping = lambda: self._replied(aclient.ping())
 
     async def aclose(self) -> None:
         """Close the asyncio client, if open."""
-        aclient, self._aclient, self._ascript = self._aclient, None, None
+        aclient, self._aclient, self._arun, self._aping = self._aclient, None, None, None
         if aclient is not None:
             await aclient.aclose()
 
@@ -1069,7 +1091,7 @@ class RedisLimiter(_AnyioLimiter):
         self._local: Machine | None = None
         self._retry_reserve: int | None = None
         #: Set to wake the driver while it sleeps (None while it does not).
-        self._driver_wake: anyio.Event | None = None
+        self._driver_wake: Event | None = None
         self._tasks: anyio.abc.TaskGroup | None = None
         #: Units per limit asked by each waiting id.
         self._asks: dict[int, tuple[int, ...]] = {}
@@ -1351,7 +1373,7 @@ class RedisLimiter(_AnyioLimiter):
                 return
         if self._booked is not None:
             until = min(until, self._booked[0])
-        wake = self._driver_wake = anyio.Event()
+        wake = self._driver_wake = self._new_event()
         try:
             if until == math.inf:
                 await wake.wait()
@@ -1437,7 +1459,7 @@ class RedisLimiter(_AnyioLimiter):
             self.given_back += given_back
             return
         booked = self._booked
-        if booked is not None and anyio.current_time() >= booked[0]:
+        if booked is not None and self._seconds() >= booked[0]:
             self._booked = None  # the booked permit's time: hand it over
             await self._hand_over(booked[1], self.reserve[booked[2]])
             return
@@ -1460,7 +1482,7 @@ class RedisLimiter(_AnyioLimiter):
             if self.reserve[level] >= self.reserve[booked_level] and not (
                 self._published and level != booked_level
             ):
-                now = anyio.current_time()
+                now = self._seconds()
                 await self._wait_for(booked_level, math.ceil((at - now) * 1e6), now)
                 return
         head = machine.queues.head(level)
@@ -1494,7 +1516,7 @@ class RedisLimiter(_AnyioLimiter):
         # a time to come back counts from the reply: never before Redis's
         # time (from the middle of the round trip, half the takes would come
         # a little early and be refused)
-        answered = anyio.current_time()
+        answered = self._seconds()
         never = not answer.allowed and answer.retry_after < 0  # refused before publishing
         if depths is not None and not never:
             self._published = sum(depths) > answer.taken
@@ -1512,7 +1534,7 @@ class RedisLimiter(_AnyioLimiter):
             await self._wait_for(level, answer.retry_after, answered)
             return
         if answer.booked:  # its time comes later: the driver hands it over then
-            self._booked = (anyio.current_time() + answer.retry_after / 1e6, units, level)
+            self._booked = (self._seconds() + answer.retry_after / 1e6, units, level)
             return
         await self._hand_over(units, reserve, answer.taken)
         if answer.retry_after and machine.next_level() is not None:
@@ -1579,7 +1601,7 @@ class RedisLimiter(_AnyioLimiter):
             return
         # Failing closed: the timer fails the waiters at their bound; try
         # Redis again meanwhile.
-        await self._sleep(anyio.current_time() + self._retry)
+        await self._sleep(self._seconds() + self._retry)
 
     def _fallback(self, now: int) -> Machine:
         """The local limit: ``share`` of the rate, ``share`` of the burst, its

@@ -1,0 +1,257 @@
+"""The Redis limiter's own asyncio client (``permits.adapters._resp``).
+
+Its reply parser against every RESP2 reply shape, cut anywhere; then the
+client on a real redis-server: a password and a database from the URL, a
+unix socket, the script loaded again after ``SCRIPT FLUSH``, a connection
+killed by the server, a hung server (the reply timeout), and the URLs it
+leaves to redis-py.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+import redis
+import redis.asyncio
+from hypothesis import given
+from hypothesis import strategies as st
+
+from permits.adapters import _resp
+from permits.adapters.redis import RedisLimit, open_limiter
+from permits.core import Fifo
+
+from redis_server import RedisServer, need_redis_server
+
+pytestmark = pytest.mark.timeout(60)
+
+# -- the parser -------------------------------------------------------------
+
+Reply = Any
+leaves = st.one_of(
+    st.integers(-(2**63), 2**63 - 1),
+    st.binary(max_size=40),
+    st.none(),
+    st.builds(lambda text: ("simple", text), st.text("abc OK", max_size=10)),
+    st.builds(lambda text: ("error", "ERR " + text), st.text("abc x", max_size=10)),
+)
+replies = st.recursive(leaves, lambda inner: st.lists(inner, max_size=5), max_leaves=20)
+
+
+def wire(reply: Reply) -> bytes:
+    """``reply`` as a Redis server sends it (RESP2)."""
+    if isinstance(reply, bool) or reply is None:
+        return b"$-1\r\n"
+    if isinstance(reply, int):
+        return b":%d\r\n" % reply
+    if isinstance(reply, bytes):
+        return b"$%d\r\n%s\r\n" % (len(reply), reply)
+    if isinstance(reply, tuple):
+        kind, text = reply
+        sign = b"+" if kind == "simple" else b"-"
+        return b"%s%s\r\n" % (sign, str(text).encode())
+    return b"*%d\r\n" % len(reply) + b"".join(wire(item) for item in reply)
+
+
+def expected(reply: Reply) -> Reply:
+    """What the parser makes of ``reply``: bytes for a simple string, an
+    exception for an error."""
+    if isinstance(reply, tuple):
+        kind, text = reply
+        return text.encode() if kind == "simple" else ("error", text)
+    if isinstance(reply, list):
+        return [expected(item) for item in reply]
+    return reply
+
+
+def seen(value: Reply) -> Reply:
+    if isinstance(value, redis.exceptions.ResponseError):
+        return ("error", str(value))
+    if isinstance(value, list):
+        return [seen(item) for item in value]
+    return value
+
+
+@given(st.lists(replies, min_size=1, max_size=6), st.data())
+def test_replies_cut_anywhere_reach_their_requests_in_order(
+    sent: list[Reply], data: st.DataObject
+) -> None:
+    """Replies arriving in pieces cut at any byte each reach the request they
+    answer, in order, whole."""
+    stream = b"".join(wire(reply) for reply in sent)
+    cuts = sorted(data.draw(st.sets(st.integers(1, max(1, len(stream) - 1)), max_size=8)))
+    loop = asyncio.new_event_loop()
+    try:
+        connection = _resp._Connection()
+        futures = [loop.create_future() for _ in sent]
+        connection.waiting.extend(futures)
+        start = 0
+        for cut in [*cuts, len(stream)]:
+            connection.data_received(stream[start:cut])
+            start = cut
+        assert [seen(f.result()) for f in futures] == [expected(r) for r in sent]
+        assert connection.buffer == b""
+        assert not connection.waiting
+    finally:
+        loop.close()
+
+
+def test_a_noscript_error_is_told_apart() -> None:
+    reply, at = _resp.parse(b"-NOSCRIPT No matching script.\r\n", 0)
+    assert isinstance(reply, redis.exceptions.NoScriptError)
+    assert at == 31
+
+
+def test_a_malformed_reply_closes_the_connection_and_fails_its_request() -> None:
+    loop = asyncio.new_event_loop()
+    try:
+        connection = _resp._Connection()
+        future = loop.create_future()
+        connection.waiting.append(future)
+        connection.data_received(b"?what\r\n")
+        assert connection.closed
+        with pytest.raises(redis.exceptions.ConnectionError, match="malformed reply"):
+            future.result()
+    finally:
+        loop.close()
+
+
+@pytest.mark.parametrize(
+    ("url", "options", "own"),
+    [
+        ("redis://127.0.0.1:6379/0", {}, True),
+        ("redis://:secret@127.0.0.1:6379/2", {}, True),
+        ("unix:///tmp/redis.sock", {}, True),
+        ("rediss://127.0.0.1:6379/0", {}, False),  # TLS: redis-py
+        ("redis://127.0.0.1:6379/0?socket_keepalive=true", {}, False),  # options in the URL
+        ("redis://127.0.0.1:6379/0", {"client_name": "x"}, False),  # options given
+    ],
+)
+def test_the_urls_it_speaks(url: str, options: dict[str, Any], own: bool) -> None:
+    assert _resp.speaks(url, options) is own
+
+
+# -- on a real server ---------------------------------------------------------
+
+
+def server_with(*options: str) -> RedisServer:
+    server = RedisServer(need_redis_server(), *options)
+    server.start()
+    return server
+
+
+async def acquired(url: str, name: str, n: int = 3, **options: Any) -> RedisLimit:
+    """Acquire ``n`` permits from a limiter at ``url``; its limit."""
+    async with open_limiter(Fifo(1), url, name=name, rate=1000, burst=100, **options) as limiter:
+        assert isinstance(limiter.limit._aclient, _resp.AsyncRedis)
+        for _ in range(n):
+            await asyncio.wait_for(limiter.acquire(0), 5)
+        return limiter.limit
+
+
+def test_a_password_and_a_database_from_the_url() -> None:
+    server = server_with("--requirepass", "s3cret:/@")
+    try:
+        url = f"redis://:s3cret%3A%2F%40@127.0.0.1:{server.port}/3"
+        limit = asyncio.run(acquired(url, "auth", audit=True))
+        for db, grants in ((3, 3), (0, 0)):  # the grants were recorded in database 3
+            client = redis.Redis(port=server.port, password="s3cret:/@", db=db)
+            try:
+                assert client.llen(limit.audit_key) == grants
+            finally:
+                client.close()
+        bad = f"redis://:wrong@127.0.0.1:{server.port}/3"
+        own = _resp.AsyncRedis(bad, timeout=1, shown="bad")
+        with pytest.raises(redis.exceptions.AuthenticationError):
+            asyncio.run(own.ping())
+    finally:
+        server.stop()
+
+
+def test_a_unix_socket(tmp_path: Path) -> None:
+    socket = tmp_path / "redis.sock"
+    server = server_with("--unixsocket", str(socket))
+    try:
+        asyncio.run(acquired(f"unix://{socket}", "unix"))
+    finally:
+        server.stop()
+
+
+def test_the_script_is_loaded_again_after_a_flush(redis_server: RedisServer) -> None:
+    async def run() -> None:
+        async with open_limiter(
+            Fifo(1), redis_server.url, name="flush", rate=1000, burst=100
+        ) as limiter:
+            await limiter.acquire(0)
+            admin = redis.asyncio.Redis.from_url(redis_server.url)
+            await admin.script_flush()
+            await admin.aclose()
+            await asyncio.wait_for(limiter.acquire(0), 5)
+            assert limiter.round_trips == 2
+
+    asyncio.run(run())
+
+
+def test_a_connection_killed_by_the_server_is_opened_again(redis_server: RedisServer) -> None:
+    async def run() -> None:
+        async with open_limiter(
+            Fifo(1), redis_server.url, name="killed", rate=1000, burst=100
+        ) as limiter:
+            await limiter.acquire(0)
+            admin = redis.asyncio.Redis.from_url(redis_server.url)
+            assert await admin.client_kill_filter(_type="normal", skipme=True) >= 1
+            await admin.aclose()
+            await asyncio.sleep(0.05)  # the close reaches the client
+            await asyncio.wait_for(limiter.acquire(0), 5)
+
+    asyncio.run(run())
+
+
+def test_a_hung_server_times_out_and_the_next_call_opens_a_new_connection() -> None:
+    server = server_with()
+    try:
+
+        async def run() -> None:
+            own = _resp.AsyncRedis(server.url, timeout=0.2, shown=server.url)
+            await own.ping()
+            first = own._connection
+            server.hang()
+            try:
+                start = time.monotonic()
+                with pytest.raises(redis.exceptions.TimeoutError, match=r"within 0\.2 s"):
+                    await own.ping()
+                assert time.monotonic() - start < 2  # a margin for a busy host
+            finally:
+                server.resume()
+            await own.ping()
+            assert own._connection is not first
+            await own.aclose()
+
+        asyncio.run(run())
+    finally:
+        server.stop()
+
+
+def test_an_error_reply_is_raised_as_redis_pys(redis_server: RedisServer) -> None:
+    async def run() -> None:
+        own = _resp.AsyncRedis(redis_server.url, timeout=1, shown=redis_server.url)
+        script = _resp.AsyncScript(own, "return redis.error_reply('no such thing')", [])
+        with pytest.raises(redis.exceptions.ResponseError, match="no such thing"):
+            await script(0, b"")
+        await own.ping()  # the connection still serves
+        await own.aclose()
+
+    asyncio.run(run())
+
+
+def test_a_url_with_options_goes_to_redis_py(redis_server: RedisServer) -> None:
+    async def run() -> None:
+        url = redis_server.url + "?socket_keepalive=true"
+        async with open_limiter(Fifo(1), url, name="redis-py", rate=1000, burst=100) as limiter:
+            await asyncio.wait_for(limiter.acquire(0), 5)
+            assert isinstance(limiter.limit._aclient, redis.asyncio.Redis)
+
+    asyncio.run(run())
