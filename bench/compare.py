@@ -19,7 +19,13 @@
    grants and one of 10,000, divided by 20,000, so start-up cancels out.
    Then the trace of 2. (as CSV) the same way: instructions per row to read
    it, and to read and replay it, from traces of 30,000 and 10,000 rows.
-4. ``--large``: one scenario of 10^7 grants (10,000 s at 1,000 permits/s,
+4. A cost per limit: the same rows (10^6; ``--quick``: 10^5) as a CSV trace
+   with ``cost.requests`` and ``cost.tokens`` columns (1 request, 100 to
+   2,000 tokens a row), replayed against two limits (1,000 requests/s,
+   burst 10; 1,050,000 tokens/s, burst 20,000: both bind) beside the one
+   cost trace of 2. as CSV: CPU time as in 2., and (valgrind) instructions
+   per row as in 3.
+5. ``--large``: one scenario of 10^7 grants (10,000 s at 1,000 permits/s,
    three Poisson levels with timeouts and a deadline), grants per CPU second.
 """
 
@@ -33,13 +39,14 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 from _callgrind import instructions
 
 from core import machine_loop  # bench/core.py's loop: one push and one tick per grant
 from permits.cli import scenarios
-from permits.core import StrictPriority
+from permits.core import Limit, StrictPriority
 from permits.sim import (
     Batch,
     Constant,
@@ -79,16 +86,21 @@ def compare_command(repeat: int) -> float:
     return best
 
 
-def write_traces(directory: Path, rows: int) -> tuple[Path, Path]:
+def trace_rows(rows: int) -> Iterator[tuple[float, int, str]]:
+    """Each row's time (s), level and flow: Poisson at TRACE_RATE, the
+    levels in turn, one of 50 flows."""
     rng = random.Random(1)
+    at = 0.0
+    for n in range(rows):
+        at += rng.expovariate(TRACE_RATE)
+        yield at, n % 2, f"tenant-{rng.randrange(50)}"
+
+
+def write_traces(directory: Path, rows: int) -> tuple[Path, Path]:
     csv_path, jsonl_path = directory / "trace.csv", directory / "trace.jsonl"
     with csv_path.open("w") as csv_file, jsonl_path.open("w") as jsonl_file:
         csv_file.write("at,level,cost,flow,timeout\n")
-        at = 0.0
-        for n in range(rows):
-            at += rng.expovariate(TRACE_RATE)
-            level = n % 2
-            flow = f"tenant-{rng.randrange(50)}"
+        for at, level, flow in trace_rows(rows):
             if level == 0:
                 csv_file.write(f"{at:.6f},0,1,{flow},0.5\n")
                 jsonl_file.write(
@@ -100,30 +112,53 @@ def write_traces(directory: Path, rows: int) -> tuple[Path, Path]:
     return csv_path, jsonl_path
 
 
-def trace_scenario(rows: int) -> Scenario:
+def write_per_limit_trace(directory: Path, rows: int) -> Path:
+    """The rows of :func:`write_traces` with a cost per limit: one request
+    and 100 to 2,000 tokens each."""
+    tokens = random.Random(2)
+    path = directory / "per-limit.csv"
+    with path.open("w") as file:
+        file.write("at,level,cost.requests,cost.tokens,flow,timeout\n")
+        for at, level, flow in trace_rows(rows):
+            timeout = "0.5" if level == 0 else ""
+            file.write(f"{at:.6f},{level},1,{tokens.randint(100, 2_000)},{flow},{timeout}\n")
+    return path
+
+
+def trace_scenario(rows: int, per_limit: bool = False) -> Scenario:
+    """The scenario a trace of ``rows`` is replayed against: 1,000 permits/s,
+    or (``per_limit``) 1,000 requests/s and 1,050,000 tokens/s, about as
+    many calls a second at the rows' 1,050 tokens on average."""
     seconds = -(-rows // TRACE_RATE)  # the trace's length, in whole seconds
+    workloads = [Workload("interactive", 0, Batch(0)), Workload("batch", 1, Batch(0))]
+    if per_limit:
+        limits = {"requests": Limit(1_000, 10), "tokens": Limit(1_050_000, 20_000)}
+        return Scenario(
+            "trace",
+            StrictPriority(2),
+            rate=None,
+            seconds=seconds,
+            limits=limits,
+            workloads=workloads,
+        )
     return Scenario(
-        "trace",
-        StrictPriority(2),
-        rate=1_000,
-        burst=10,
-        seconds=seconds,
-        workloads=[Workload("interactive", 0, Batch(0)), Workload("batch", 1, Batch(0))],
+        "trace", StrictPriority(2), rate=1_000, burst=10, seconds=seconds, workloads=workloads
     )
 
 
 def replay_times(path: Path, scenario: Scenario) -> tuple[float, float, int]:
     """(CPU s reading alone, CPU s reading and replaying, permits granted)."""
+    limits = scenario.named_limits
     gc.collect()
     start = time.process_time()
     with path.open(newline="") as file:
-        for _ in read_trace(file):
+        for _ in read_trace(file, limits=limits):
             pass
     reading = time.process_time() - start
     gc.collect()
     start = time.process_time()
     with path.open(newline="") as file:
-        result = replay(scenario, read_trace(file))
+        result = replay(scenario, read_trace(file, limits=limits))
     return reading, time.process_time() - start, result.granted
 
 
@@ -167,23 +202,30 @@ def child(which: str, count: int, path: str = "") -> None:
     elif which == "core":
         machine_loop(StrictPriority(2), WAITING, count)
     else:  # read or replay the trace of ``count`` rows at ``path``
+        scenario = trace_scenario(count, per_limit=which.endswith("per-limit"))
         with open(path, newline="") as file:
-            if which == "read":
-                for _ in read_trace(file):
+            if which.startswith("read"):
+                for _ in read_trace(file, limits=scenario.named_limits):
                     pass
             else:
-                replay(trace_scenario(count), read_trace(file))
+                replay(scenario, read_trace(file, limits=scenario.named_limits))
 
 
 def per_row(which: str, directory: Path) -> float:
     """Instructions per row to read (``which="read"``) or read and replay
-    a CSV trace: the difference between traces of LONG and SHORT rows."""
+    (``"replay"``) a CSV trace, the one-cost trace or (``"read-per-limit"``,
+    ``"replay-per-limit"``) the trace of a cost per limit: the difference
+    between traces of LONG and SHORT rows."""
     script = str(Path(__file__).resolve())
+    per_limit = which.endswith("per-limit")
     counts = []
     for rows in (LONG, SHORT):
-        path = directory / f"{rows}.csv"
+        path = directory / f"{rows}{'-per-limit' if per_limit else ''}.csv"
         if not path.exists():
-            write_traces(directory, rows)[0].rename(path)
+            if per_limit:
+                write_per_limit_trace(directory, rows).rename(path)
+            else:
+                write_traces(directory, rows)[0].rename(path)
         counts.append(instructions(script, "--child", which, str(rows), str(path)))
     return (counts[0] - counts[1]) / (LONG - SHORT)
 
@@ -217,12 +259,26 @@ def main() -> None:
     )
     print("| --- | --- | --- | --- | --- |")
     with tempfile.TemporaryDirectory() as directory:
-        for path in write_traces(Path(directory), rows):
+        csv_path, jsonl_path = write_traces(Path(directory), rows)
+        for path in (csv_path, jsonl_path):
             reading, total, granted = replay_times(path, scenario)
             print(
                 f"| {path.suffix[1:].upper()} | {reading:.2f} | {total:.2f} | "
                 f"{rows / total:,.0f} | {granted:,} |"
             )
+            sys.stdout.flush()
+        print(
+            f"\n| trace of {rows:,} rows, CSV, strict priority | read CPU s | "
+            "read + replay CPU s | rows per CPU second | permits |"
+        )
+        print("| --- | --- | --- | --- | --- |")
+        per_limit = write_per_limit_trace(Path(directory), rows)
+        for label, path, limits in (
+            ("a cost per limit, two limits", per_limit, True),
+            ("one cost, one limit (the CSV above, again)", csv_path, False),
+        ):
+            reading, total, granted = replay_times(path, trace_scenario(rows, limits))
+            print(f"| {label} | {reading:.2f} | {total:.2f} | {rows / total:,.0f} | {granted:,} |")
             sys.stdout.flush()
 
     if "--no-valgrind" not in sys.argv and shutil.which("valgrind"):
@@ -236,6 +292,11 @@ def main() -> None:
         print("\n| instructions per row, the CSV trace above | read | read + replay |")
         print("| --- | --- | --- |")
         print(f"| strict priority, 50 flows | {read:,.0f} | {replayed:,.0f} |")
+        sys.stdout.flush()
+        with tempfile.TemporaryDirectory() as directory:
+            read = per_row("read-per-limit", Path(directory))
+            replayed = per_row("replay-per-limit", Path(directory))
+        print(f"| the same rows, a cost per limit, two limits | {read:,.0f} | {replayed:,.0f} |")
 
     if "--large" in sys.argv:
         scenario = large_scenario()

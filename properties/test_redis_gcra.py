@@ -431,6 +431,12 @@ MUTANTS = {
         "a process asking again goes to the end of the line",
         "line",
     ),
+    "line-keeps-dead-turns": (
+        "    if words[1] < now - grace then\n",
+        "    if false then\n",
+        "a process that never comes back keeps its place for ever",
+        "line",
+    ),
     "shares-forget-the-finish": (
         "  return math.max(tonumber(tags[l + 2]) or 0, tonumber(tags[1]) or 0)\n",
         "  return tonumber(tags[1]) or 0\n",
@@ -783,3 +789,25 @@ def test_the_line_puts_urgent_takes_first_under_strict_priority(script: Any) -> 
     assert take(0, "c", 0)[:2] == [0, 100_000]  # interactive: when the bucket allows
     # batch, held by c's two interactive waiters (200 ms), then after a, b and c
     assert take(0, "d", 1)[:2] == [0, 500_000]
+
+
+@given(
+    grace=st.integers(1_000, 400_000),
+    after=st.lists(st.integers(0, 800_000), min_size=1, max_size=6, unique=True),
+)
+def test_a_dead_processs_turn_counts_ahead_until_the_grace_is_past(
+    script: Any, grace: int, after: list[int]
+) -> None:
+    """P48 by hand, at chosen times either side of the drop: 10/s (T = 100
+    ms), burst 1. Process ``a`` takes the permit at 0 with more waiters, is
+    told its turn (100 ms) and never asks again (killed). A newcomer ``b``
+    granted at ``100 ms + dt`` with more waiters counts ``a`` ahead of it
+    (its turn one step later: 200 ms on) while ``a``'s turn is at most the
+    grace past (``dt <= grace``), and not from one microsecond after (100
+    ms on)."""
+    for dt in sorted({*after, grace, grace + 1}):
+        call = caller(script, [10], [1])  # a fresh limit for each time
+        plain = ("", 0, 0, "0", 0, 1)
+        assert call("take", T0, 0, (1,), *plain, "a", 0, 2, grace)[:2] == [1, 100_000]
+        got = call("take", T0 + 100_000 + dt, 0, (1,), *plain, "b", 0, 2, grace)[:2]
+        assert got == [1, 200_000 if dt <= grace else 100_000], ("P48", dt, grace, got)

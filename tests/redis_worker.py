@@ -3,12 +3,14 @@
 Run by ``test_redis.py`` (several at once, each a real process):
 
     python tests/redis_worker.py URL NAME --backend trio --reserve 0,2 \
-        [--global-priority] [--book-ahead 0.1] ...
+        [--global-priority] [--book-ahead 0.1] [--demand-ttl 1] [--announce] ...
 
 Waits until ``--start-at`` (wall clock, so that all processes start
 together), queues ``--batch`` batch calls, makes interactive calls at Poisson
 times (``--interactive`` per second) for ``--seconds``, and prints one line
 of JSON: the interactive waits, what was granted, the round trips made.
+With ``--announce`` it first prints one line of JSON naming its process as
+the demand hash and the line name it, once the limiter is open.
 """
 
 from __future__ import annotations
@@ -39,8 +41,11 @@ async def work(args: argparse.Namespace) -> dict[str, object]:
         reserve=reserve,
         global_priority=args.global_priority,
         book_ahead=args.book_ahead,
+        demand_ttl=args.demand_ttl,
         audit=True,
     ) as limiter:
+        if args.announce:
+            print(json.dumps({"process": limiter.limit.process}), flush=True)
 
         async def batch() -> None:
             await limiter.acquire(BATCH)
@@ -93,6 +98,8 @@ def main() -> None:
     parser.add_argument("--start-at", type=float, default=0.0)
     parser.add_argument("--global-priority", action="store_true")
     parser.add_argument("--book-ahead", type=float, default=0.0)
+    parser.add_argument("--demand-ttl", type=float, default=2.0)
+    parser.add_argument("--announce", action="store_true")
     args = parser.parse_args()
     print(json.dumps(anyio.run(work, args, backend=args.backend)))
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 from collections.abc import Iterator, Mapping
 from fractions import Fraction
@@ -13,7 +14,16 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from permits.core import SECOND, Aging, Fifo, Limit, PermitValueError, Shares, StrictPriority
+from permits.core import (
+    SECOND,
+    Aging,
+    Fifo,
+    Limit,
+    PermitTypeError,
+    PermitValueError,
+    Shares,
+    StrictPriority,
+)
 from permits.sim import (
     SEED,
     Batch,
@@ -195,6 +205,36 @@ def test_a_cost_the_scenarios_limits_could_never_grant_names_its_line(text: str,
     assert str(raised.value) == says
     with pytest.raises(TraceError, match="cost='3': expected units, or units per limit by name"):
         replay(LLM, [Call(0, 0, "3")])  # type: ignore[arg-type]  # a call made by hand
+
+
+def test_a_header_naming_a_limit_the_scenario_lacks_fails_at_the_header() -> None:
+    """Given the scenario's limits, a CSV header with a ``cost.<limit>``
+    column for another limit fails at the header, before any row is read;
+    a header of its limits, or of one cost, reads as it does without them.
+    (Without the limits, replay says so at the first row: above.)"""
+
+    def rows() -> Iterator[str]:
+        raise AssertionError("a row was read")
+        yield ""  # a generator
+
+    header = "at,level,cost.requests,cost.tokns,flow\n"
+    for lines, line in (([header], 1), (["\n", header], 2)):
+        with pytest.raises(TraceError) as raised:
+            next(read_trace(itertools.chain(lines, rows()), limits=LLM.named_limits))
+        assert str(raised.value) == (
+            f"line {line}: cost.tokns: names no limit of the scenario "
+            "(its limits: 'tokens', 'requests')"
+        )
+        assert raised.value.line == line
+    assert list(read_trace([header])) == []  # nothing to say before a row
+    for text in (PER_LIMIT_CSV, CSV, PER_LIMIT_JSONL):
+        lines = text.splitlines(keepends=True)
+        assert list(read_trace(lines, limits=["requests", "tokens"])) == list(read_trace(lines))
+    with pytest.raises(
+        PermitTypeError,
+        match=r"limits='tokens': expected the names of limits, such as \['tokens'\], got str",
+    ):
+        read_trace(PER_LIMIT_CSV.splitlines(keepends=True), limits="tokens")
 
 
 def own_trace(scenario: Scenario) -> Iterator[Call]:
@@ -399,6 +439,33 @@ def test_any_scenario_replayed_from_its_own_arrivals_is_its_simulation(
     assert [(w.name, w.offered) for w in others] == [
         (f"level {n}", 0) for n in range(len(loads), 3)
     ]
+
+
+def test_cli_says_a_header_naming_a_limit_the_scenario_lacks_at_the_header(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """Each scenario's limits reach the trace's reader: the header's line,
+    one line, exit 2, for simulate and compare alike, and for the seed's
+    one limit (``units``)."""
+    from permits.cli import main
+
+    path = tmp_path / "trace.csv"
+    path.write_text("at,level,cost.requests,cost.tokns\n0,0,1,10\n")
+    for command, *example in (("simulate", "--example", "llm"), ("compare", "--example", "llm")):
+        assert main([command, *example, "--trace", str(path)]) == 2
+        out, err = capsys.readouterr()
+        assert (out, err) == (
+            "",
+            f"permits: error: {path}: line 1: cost.tokns: names no limit of the scenario "
+            "(its limits: 'tokens', 'requests')\n",
+        )
+    assert main(["simulate", "--trace", str(path)]) == 2
+    out, err = capsys.readouterr()
+    assert (out, err) == (
+        "",
+        f"permits: error: {path}: line 1: cost.requests: names no limit of the scenario "
+        "(its limits: 'units')\n",
+    )
 
 
 def test_cli_refuses_a_binary_or_missing_trace_in_one_line(

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import functools
 import json
 import os
 import sys
@@ -211,7 +212,7 @@ def _simulate(args: argparse.Namespace) -> int:
     else:
         calls = trace(args.trace)
         try:
-            results = [replay(scenario, calls()) for scenario in loaded]
+            results = [replay(scenario, calls(scenario.named_limits)) for scenario in loaded]
         except TraceError as error:
             _fail(f"{args.trace}: {error}")
     if args.plot is not None:
@@ -322,7 +323,8 @@ def _compare(args: argparse.Namespace) -> int:
     for scenario in scenarios(args.file, name, args.max_arrivals):
         grid = _policies(args.policy, scenario.policy.levels)
         try:
-            comparisons.append(compare(scenario, grid, max_arrivals=None, calls=calls))
+            replayed = None if calls is None else functools.partial(calls, scenario.named_limits)
+            comparisons.append(compare(scenario, grid, max_arrivals=None, calls=replayed))
         except TraceError as error:
             _fail(f"{args.trace}: {error}")
         except PermitError as error:

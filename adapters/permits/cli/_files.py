@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -103,20 +103,22 @@ def read_scenarios(
         raise Usage(f"{where}: {error}") from None
 
 
-def trace(path: Path) -> Callable[[], Iterator[Call]]:
+def trace(path: Path) -> Callable[[Iterable[str]], Iterator[Call]]:
     """A function that reads the trace at ``path`` afresh each time it is
-    called, one call at a time (the file is checked readable now). A
-    malformed row raises :class:`~permits.sim.TraceError` while it runs."""
+    called with a scenario's limits (their names), one call at a time (the
+    file is checked readable now). A malformed row, or a header naming a
+    limit not among them, raises :class:`~permits.sim.TraceError` while it
+    runs."""
     try:
         with path.open("rb"):
             pass
     except OSError as error:
         raise Usage(f"--trace={str(path)!r}: cannot read: {error.strerror or error}") from None
 
-    def calls() -> Iterator[Call]:
+    def calls(limits: Iterable[str]) -> Iterator[Call]:
         try:
             with path.open(encoding="utf-8-sig", newline="") as file:
-                yield from read_trace(file)
+                yield from read_trace(file, limits=limits)
         except UnicodeDecodeError:
             raise Usage(f"{path}: not a trace: not UTF-8 text") from None
         except OSError as error:

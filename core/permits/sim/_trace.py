@@ -9,7 +9,8 @@ each limit named (in place of ``cost``; an empty cell: 0), in JSON lines
 ``"cost": {"tokens": 1500}`` (a limit not named: 0). Reading the file is
 the caller's: :func:`read_trace` takes its lines (an open file will do) and
 yields one call at a time, so a trace of millions of rows is never held in
-memory. A malformed row raises :class:`TraceError` naming its line.
+memory. A malformed row raises :class:`TraceError` naming its line; given
+the scenario's limits, a CSV header naming another limit, the header's.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from typing import NamedTuple
 
 import attrs
 
-from permits.core import Limit, PermitValueError
+from permits.core import Limit, PermitTypeError, PermitValueError
 
 from ._run import Result, _Arrival, _run
 from ._scenario import Batch, Scenario, Workload, nanoseconds
@@ -179,11 +180,19 @@ def _unknown(line: int, keys: Iterable[str], per_limit: bool) -> None:
             raise TraceError(line, key, None, reason)
 
 
-def read_trace(lines: Iterable[str]) -> Iterator[Call]:
+def read_trace(lines: Iterable[str], *, limits: Iterable[str] | None = None) -> Iterator[Call]:
     """The calls of a trace, one at a time, from its lines: JSON lines if the
     first non-blank line opens an object, else CSV with a header row (open
     a CSV file with ``newline=""``, as :mod:`csv` asks). A byte-order mark
-    before the first line (a spreadsheet's UTF-8 export) is not part of it."""
+    before the first line (a spreadsheet's UTF-8 export) is not part of it.
+
+    ``limits``: the names of the limits the calls are for (a scenario's
+    :attr:`~permits.sim.Scenario.named_limits` will do). With them, a CSV
+    header with a ``cost.<limit>`` column for a limit not among them raises
+    :class:`TraceError` at the header; without, :func:`replay` raises at
+    the first row that costs it (as it does for a JSON line's)."""
+    if isinstance(limits, str):
+        raise PermitTypeError("limits", limits, "the names of limits, such as ['tokens']")
     source = iter(lines)
     first = next(source, None)
     if first is None:
@@ -198,7 +207,7 @@ def read_trace(lines: Iterable[str]) -> Iterator[Call]:
         return iter(())
     if text.lstrip().startswith("{"):
         return _json_calls(itertools.chain([(number, text)], enumerate(source, number + 1)))
-    return _csv_calls(number, text, source)
+    return _csv_calls(number, text, source, None if limits is None else tuple(limits))
 
 
 def _json_calls(numbered: Iterator[tuple[int, str]]) -> Iterator[Call]:
@@ -221,7 +230,9 @@ def _json_calls(numbered: Iterator[tuple[int, str]]) -> Iterator[Call]:
         yield call
 
 
-def _csv_calls(number: int, header: str, source: Iterator[str]) -> Iterator[Call]:
+def _csv_calls(
+    number: int, header: str, source: Iterator[str], limits: Sequence[str] | None
+) -> Iterator[Call]:
     names = [name.strip() for name in next(csv.reader([header]))]
     _unknown(number, names, per_limit=True)
     for key in sorted(_REQUIRED - set(names)):
@@ -237,6 +248,10 @@ def _csv_calls(number: int, header: str, source: Iterator[str]) -> Iterator[Call
     ]
     if per_limit and "cost" in names:
         raise TraceError(number, "cost", None, "give cost or cost.<limit> columns, not both")
+    if limits is not None:  # the scenario's: a column for another fails here, not at a row
+        for _, limit in per_limit:
+            if limit not in limits:
+                raise _no_such_limit(number, limit, limits)
     width = len(names)
     # The cells of the columns, in COLUMNS' order: an absent one reads the
     # empty cell appended to each row.
@@ -416,13 +431,7 @@ def _per_limit(line: int, cost: Mapping[str, int], limits: dict[str, Limit]) -> 
         raise TraceError(line, "cost", cost, "expected units, or units per limit by name")
     for name in cost:
         if name not in limits:
-            known = ", ".join(map(repr, limits))
-            raise TraceError(
-                line,
-                f"{_PER_LIMIT}{name}",
-                None,
-                f"names no limit of the scenario (its limits: {known})",
-            )
+            raise _no_such_limit(line, name, limits)
     units = tuple(cost.get(name, 0) for name in limits)
     for (name, limit), n in zip(limits.items(), units, strict=True):
         if n > limit.burst:
@@ -433,3 +442,10 @@ def _per_limit(line: int, cost: Mapping[str, int], limits: dict[str, Limit]) -> 
                 f"over the burst of limit {name!r} ({limit.burst:,}): it could never be granted",
             )
     return units
+
+
+def _no_such_limit(line: int, name: str, limits: Iterable[str]) -> TraceError:
+    """The error for a cost of limit ``name``, not one of ``limits``."""
+    known = ", ".join(map(repr, limits))
+    reason = f"names no limit of the scenario (its limits: {known})"
+    return TraceError(line, f"{_PER_LIMIT}{name}", None, reason)
