@@ -1,6 +1,7 @@
 """What one uncontended acquire through Redis costs the client, in instructions.
 
-    .venv/bin/python bench/shared_acquire.py      # needs valgrind
+    .venv/bin/python bench/shared_acquire.py           # permits alone; needs valgrind
+    /tmp/bench-venv/bin/python bench/shared_acquire.py # with the peers installed there
 
 Starts its own redis-server (loopback, persistence off), then counts, under
 valgrind's callgrind, the instructions of the client process for 1,300 and
@@ -13,7 +14,9 @@ for 300 back-to-back operations and prints the difference over 1,000:
   string, which the small client leaves to redis-py);
 - the same take alone (``RedisLimit.asend``, with its reply timeout), and
   alone on redis-py's asyncio client without a timeout: what the limiter
-  adds to a round trip is the difference.
+  adds to a round trip is the difference;
+- one permit from each peer of ``bench/shared_peers.py`` that is installed
+  (throttled-py's GCRA, limits' moving window), as that script takes them.
 
 Redis's own work is not counted (another process). An instruction count
 comes out nearly the same on every run, however busy the host.
@@ -23,12 +26,15 @@ from __future__ import annotations
 
 import asyncio
 import sys
+from importlib.metadata import version
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "properties"))
 
 import redis.asyncio
 from _callgrind import instructions
+from _common import importable
+from shared_peers import PEERS
 
 from permits.adapters.redis import SCRIPT, RedisLimit, open_limiter
 from permits.core import Fifo
@@ -47,7 +53,16 @@ KINDS = {
 REDIS_PY = "?client_name=bench"
 
 
+#: The peers, by the name the table gives them.
+OTHERS = {peer.name: peer for peer in PEERS if not peer.name.startswith("permits")}
+
+
 async def loop(kind: str, url: str, n: int) -> None:
+    if kind in OTHERS:
+        async with OTHERS[kind].open(url, "peer") as acquire:
+            for _ in range(n):
+                assert await acquire()
+        return
     if kind.startswith("acquire"):
         if kind == "acquire-redis-py":
             url += REDIS_PY
@@ -77,10 +92,16 @@ def main() -> None:
     server = RedisServer(need_redis_server())
     server.start()
     try:
+        kinds = dict(KINDS)
+        for name, peer in OTHERS.items():
+            if importable(peer.module):
+                kinds[name] = f"one permit, {name} {version(peer.dist)}"
+            else:
+                print(f"({name} is not installed: left out)\n")
         print(f"Instructions per operation in the client ({MANY:,} minus {FEW:,}, callgrind)\n")
         print("| operation | instructions |")
         print("| --- | --- |")
-        for kind, label in KINDS.items():
+        for kind, label in kinds.items():
             few = instructions(__file__, "--loop", kind, server.url, str(FEW))
             many = instructions(__file__, "--loop", kind, server.url, str(MANY))
             print(f"| {label} | {(many - few) // (MANY - FEW):,} |")
