@@ -19,10 +19,10 @@ shared by every process), every caller acquiring back to back for 3 s:
 The limiters, each as it is used by default on asyncio:
 
 - ``permits``: ``permits.adapters.redis.open_limiter(Fifo(1), url, ...)``,
-  the default configuration (one request in flight per process, no lease,
-  no booking ahead); and beside it with ``lease=16`` (up to 16 permits per
-  request for the waiters of one level, off by default: it costs priority
-  across processes, see SPEC.md);
+  the default configuration (one request in flight per process, leases of
+  up to 16 permits for the waiters of one level while half the burst stays
+  free, no booking ahead); and beside it with ``lease=1`` (one permit per
+  request);
 - throttled-py: ``throttled.asyncio.Throttled`` with its GCRA over its
   asyncio ``RedisStore`` (redis-py's asyncio client), ``timeout=1`` so a
   refused call waits as an acquire would;
@@ -78,7 +78,7 @@ Acquire = Callable[[], Awaitable[bool]]  # True: granted; False: refused for now
 
 
 @asynccontextmanager
-async def _permits(url: str, name: str, lease: int = 1) -> AsyncIterator[Acquire]:
+async def _permits(url: str, name: str, lease: int = 16) -> AsyncIterator[Acquire]:
     async with open_limiter(Fifo(1), url, name=name, rate=RATE, burst=RATE, lease=lease) as limiter:
 
         async def acquire() -> bool:
@@ -136,7 +136,7 @@ class Peer:
 
 PEERS = (
     Peer("permits", "permits.adapters.redis", "permits", _permits),
-    Peer("permits, lease=16", "permits.adapters.redis", "permits", partial(_permits, lease=16)),
+    Peer("permits, lease=1", "permits.adapters.redis", "permits", partial(_permits, lease=1)),
     Peer("throttled-py GCRA", "throttled.asyncio", "throttled-py", _throttled),
     Peer("limits moving window", "limits.aio", "limits", _limits),
 )

@@ -124,12 +124,16 @@ class Buckets:
     def answer(self, allowed: int, wait: int) -> Answer:
         return (allowed, wait, *(math.floor(t) for t in self.tokens))
 
-    def wait(self, now: int, reserve: int, units: Sequence[int]) -> Fraction:
+    def wait(
+        self, now: int, reserve: int, units: Sequence[int], *, headroom: bool = False
+    ) -> Fraction:
         """Microseconds until every limit holds what the take needs (and
-        the pause is over), exactly; 0 if it is so now."""
+        the pause is over; with ``headroom``, a lease's extra permit, half
+        of each burst more), exactly; 0 if it is so now."""
         waits = [Fraction(self.pause - now)]
         for i, x in enumerate(units):
-            need = min(x + reserve, self.burst[i]) if x > 0 else 0
+            keep = max(reserve, self.burst[i] // 2) if headroom else reserve
+            need = min(x + keep, self.burst[i]) if x > 0 else 0
             waits.append((need - self.tokens[i]) * self.T[i])
         return max(Fraction(0), max(waits))
 
@@ -184,7 +188,7 @@ class Buckets:
             for i, x in enumerate(units):
                 self.tokens[i] -= x
             taken += 1
-            if wait > 0 or taken == lease or self.wait(now, reserve, units) > 0:
+            if wait > 0 or taken == lease or self.wait(now, reserve, units, headroom=True) > 0:
                 break
         if demand is not None:
             left = list(counts)
@@ -326,6 +330,11 @@ def run(script: Any, rates: list[int], bursts: list[int], steps: list[Any], *, p
                 if got[0] < 0:
                     assert 0 < got[1] <= book, "P44"  # booked only within the horizon
                 assert taken <= lease, "P45"
+                if taken > 1:  # a lease's extras leave half of each burst to the others
+                    for i, x in enumerate(units):
+                        if x:
+                            half = model.burst[i] // 2
+                            assert model.tokens[i] >= min(half, model.burst[i] - x), "P45"
                 for i, x in enumerate(units):  # every limit gave its part, each permit
                     assert model.tokens[i] == before[i] - taken * x, "P39"
                     if x and got[0] > 0:  # a booked one leaves them at its time
@@ -400,6 +409,12 @@ def test_script_is_the_exact_buckets(
 
 #: name -> (text of the script, replacement, what it breaks, the property run)
 MUTANTS = {
+    "lease-to-the-last": (
+        "  while taken < lease and allowed_at(arg, true) <= now do\n",
+        "  while taken < lease and allowed_at(arg) <= now do\n",
+        "a lease takes every permit there is, leaving the others none",
+        "buckets",
+    ),
     "charge-one-limit": (
         "    for i = 1, n do tat[i] = tat[i] + x[i] * T[i] end\n",
         "    tat[1] = tat[1] + x[1] * T[1]\n",
@@ -467,7 +482,7 @@ MUTANTS = {
 
 @pytest.mark.parametrize("mutant", sorted(MUTANTS))
 def test_script_mutants_are_caught(client: Any, mutant: str) -> None:
-    """P39, P40, P42, P44, P48, P49 have teeth: the properties fail on each mutant."""
+    """P39, P40, P42, P44, P45, P48, P49 have teeth: the properties fail on each mutant."""
     text, replacement, _, run = MUTANTS[mutant]
     source = script_source(clock="argv")
     assert source.count(text) == 1, mutant

@@ -470,6 +470,29 @@ async def test_a_lease_takes_several_permits_per_round_trip(
     assert len(audit(redis_server, name)) == 50
 
 
+@pytest.mark.anyio
+async def test_a_lease_leaves_half_the_burst(redis_server: RedisServer) -> None:
+    """P45: the default lease takes extra permits only while half of the
+    burst stays free for the other processes. 30 callers queued at once
+    under a burst of 10 at 100/s: the first request takes 5 (10 down to
+    5), and every permit after it comes alone, as it falls due."""
+    name = fresh()
+    async with open_limiter(
+        Fifo(1), redis_server.url, name=name, rate=100, burst=10, audit=True
+    ) as limiter:
+        assert limiter.lease == 16
+        async with anyio.create_task_group() as tg:
+            for _ in range(30):
+                tg.start_soon(limiter.acquire)
+        grants = audit(redis_server, name)
+        assert len(grants) == 30
+        assert grants[:5] == [grants[0]] * 5  # the first five in one take
+        assert grants[5] != grants[0]
+        # the rest one by one: at least 25 more round trips (retries included)
+        assert limiter.round_trips >= 26, limiter.round_trips
+    assert worst_excess(grants, 1e6 / 100, 10) <= 1e-9
+
+
 # -- several real processes -------------------------------------------------
 
 WORKERS = 4

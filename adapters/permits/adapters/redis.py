@@ -177,13 +177,18 @@ local function answer(allowed, wait)
 end
 
 -- When every limit holds what a take of x needs: its units and `reserve`
--- more (never more than the burst); of a limit it takes nothing from, no
--- debt. Never before the pause ends.
-local function allowed_at(reserve)
+-- more (never more than the burst), and with `headroom` (a lease's extra
+-- permit) at least half its burst more; of a limit it takes nothing from,
+-- no debt. Never before the pause ends.
+local function allowed_at(reserve, headroom)
   local at = pause
   for i = 1, n do
     local need = 0
-    if x[i] > 0 then need = math.min(x[i] + reserve, burst[i]) end
+    if x[i] > 0 then
+      local keep = reserve
+      if headroom then keep = math.max(reserve, math.floor(burst[i] / 2)) end
+      need = math.min(x[i] + keep, burst[i])
+    end
     at = math.max(at, tat[i] - (burst[i] - need) * T[i])
   end
   return at
@@ -362,9 +367,10 @@ if op == 'take' then
   charge()
   local taken = 1
   if at <= now then
-    -- a lease: more of the same, as long as they are allowed now
+    -- a lease: more of the same, as long as they are allowed now with
+    -- half of each burst left for the others
     local lease = tonumber(ARGV[11 + 4 * n]) or 1
-    while taken < lease and allowed_at(arg) <= now do
+    while taken < lease and allowed_at(arg, true) <= now do
       charge()
       taken = taken + 1
     end
@@ -597,7 +603,7 @@ class RedisLimit:
         self._unit = (1,) * len(self.limits)
         #: The take of one unit of every limit, by reserve, level, waiters
         #: and grace (see ask_take).
-        self._unit_takes: dict[tuple[int, int, int | None, int], Request] = {}
+        self._unit_takes: dict[tuple[int, int, int | None, int, int], Request] = {}
         if not isinstance(cluster, bool):
             raise PermitTypeError("cluster", cluster, "a bool")
         self._cluster = cluster
@@ -745,7 +751,8 @@ class RedisLimit:
         long (no pause, nobody more urgent elsewhere) is *booked*: charged
         now, its permit the taker's at the time the answer gives. With a
         ``lease`` above 1, an allowed take takes up to that many permits of
-        the same cost at once, as long as they are allowed now."""
+        the same cost at once, as long as they are allowed now with half of
+        each burst (and ``reserve``) left after each."""
         return self.send(
             self.ask_take(
                 reserve,
@@ -782,13 +789,13 @@ class RedisLimit:
         if waiting is not None:
             # all the script reads of it is whether more than the lease wait
             waiting = min(check_int("waiting", waiting, 1), lease + 1)
-        # the request most made, one per reserve and waiters: built once
-        plain = demand is None and not book and lease == 1
+        # the request most made, one per reserve, waiters and lease: built once
+        plain = demand is None and not book
         grace_us = math.ceil(grace * 1e6)
-        key = (reserve, level, waiting, grace_us)
+        key = (reserve, level, waiting, grace_us, lease)
         if plain and units == self._unit and key in self._unit_takes:
             return self._unit_takes[key]
-        if plain and waiting is None:
+        if plain and waiting is None and lease == 1:
             request = self._request("take", units, reserve)
         else:
             extra = ["", 0, 0, "0"] if demand is None else self._demand(level, demand, ttl)
@@ -995,7 +1002,7 @@ class RedisLimiter(_AnyioLimiter):
         global_priority: bool = False,
         demand_ttl: float = 2.0,
         book_ahead: float = 0.0,
-        lease: int = 1,
+        lease: int = 16,
     ) -> None:
         window = _nanoseconds("refund_window", refund_window)
         if window is None:
@@ -1676,7 +1683,7 @@ def open_limiter(
     global_priority: bool = False,
     demand_ttl: float = 2.0,
     book_ahead: float = 0.0,
-    lease: int = 1,
+    lease: int = 16,
 ) -> AbstractAsyncContextManager[RedisLimiter]:
     """Open a :class:`RedisLimiter` for an ``async with`` (asyncio or trio,
     through anyio): ``rate`` and ``burst`` (or ``limits``) over every process
@@ -1712,11 +1719,9 @@ def open_limiter(
         at most ``demand_ttl / 2`` under global priority.
     :param lease: the most permits one request takes at once, for the
         waiters of the level it asks for, of the same cost, as long as the
-        shared buckets allow them now: more permits per round trip when
-        many wait. It costs priority across processes: a lease is taken
-        under one level's reserve and handed out at once, so a process may
-        take several permits while another's more urgent request is on its
-        way. 1 (off) by default.
+        shared buckets allow them now and keep at least half of each burst
+        (and the level's reserve) for the others: more permits per round
+        trip when many wait and the limit has room. 1: one per request.
     See :class:`RedisLimit` for ``url``, ``limits``, ``prefix``, ``audit``
     and ``cluster``, and :class:`~permits.adapters.BaseLimiter` for the rest.
     """
