@@ -450,7 +450,7 @@ MUTANTS = {
         "    if words[1] < now - grace then\n",
         "    if false then\n",
         "a process that never comes back keeps its place for ever",
-        "line",
+        "dead-turn",
     ),
     "shares-forget-the-finish": (
         "  return math.max(tonumber(tags[l + 2]) or 0, tonumber(tags[1]) or 0)\n",
@@ -506,6 +506,8 @@ def test_script_mutants_are_caught(client: Any, mutant: str) -> None:
             weights=st.sampled_from(WEIGHTS),
             steps=st.lists(demand_ops, min_size=1, max_size=30),
         )(global_run),
+        # every example of it times a turn one microsecond past the grace
+        "dead-turn": test_a_dead_processs_turn_counts_ahead_until_the_grace_is_past,
     }
     check = settings(
         max_examples=300,
