@@ -601,8 +601,8 @@ class RedisLimit:
         self._args = [[key, _interval_us(lim.rate), lim.burst] for key, lim in self.limits.items()]
         #: One unit of every limit.
         self._unit = (1,) * len(self.limits)
-        #: The take of one unit of every limit, by reserve, level, waiters
-        #: and grace (see ask_take).
+        #: The take of one unit of every limit, by reserve, level, waiters,
+        #: grace and lease (see ask_take).
         self._unit_takes: dict[tuple[int, int, int | None, int, int], Request] = {}
         if not isinstance(cluster, bool):
             raise PermitTypeError("cluster", cluster, "a bool")
@@ -914,7 +914,7 @@ class RedisLimit:
     def open_async(self) -> None:
         """Open the asyncio client too (on the running asyncio loop), for
         :meth:`asend` and :meth:`aping`: this package's own small client
-        (``_resp``, a third of redis-py's instructions a call) where it
+        (``_resp``, a fifth of redis-py's instructions a call) where it
         speaks the URL, else redis-py's (a cluster, TLS, any option)."""
         if not self._cluster and _resp.speaks(self._url, self._extra):
             own = _resp.AsyncRedis(self._url, timeout=self._timeout, shown=self.url)
