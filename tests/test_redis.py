@@ -560,10 +560,13 @@ def test_four_processes_share_one_limit(redis_server: RedisServer) -> None:
         assert worst_excess(grants, 1e6 / RATE, BURST) <= 1e-9, label
         assert len(grants) >= 0.85 * RATE * SECONDS, (label, len(grants))
         # Every permit a caller got was charged in Redis; the others charged
-        # were given back, or in flight when the processes stopped.
+        # were given back, or in flight when the processes stopped: at most
+        # one request's per process (a lease leaves half the burst, so it
+        # takes at most the other half) and one being handed over.
         proceeded = sum(sum(r["granted"].values()) for r in reports)
         given_back = sum(r["given_back"] for r in reports)
-        assert proceeded <= len(grants) <= proceeded + given_back + 2 * WORKERS, label
+        in_flight = (BURST - BURST // 2 + 1) * WORKERS
+        assert proceeded <= len(grants) <= proceeded + given_back + in_flight, label
         waits = [w for r in reports for w in r["waits"]]
         offered = sum(r["offered"] for r in reports)
         results[label] = (p99(waits), len(waits), offered, statistics.median(waits))
