@@ -628,10 +628,19 @@ def test_the_queries_errors_in_words() -> None:
     )
     assert plain.waits_at_most(1, []) == ()
 
+    plain.tick(5)
+    before = plain.snapshot()
+    refused(
+        functools.partial(plain.pause_until, 3, 5), *valued("until", 3, "is in the past (now is 5)")
+    )
+    refused(
+        functools.partial(plain.adopt, 1, 4, 5), *valued("reset", 4, "is in the past (now is 5)")
+    )
+    assert plain.snapshot() == before, "P18"
     for paced in (plain, Machine(Fifo(), limits=two)):
         before = paced.snapshot()
         refused(
-            functools.partial(paced.supply, 0),
+            functools.partial(paced.supply, 5),
             *valued("supplied", False, "supply() is for a paced machine, not supplied=True"),
         )
         assert paced.snapshot() == before, "P18"

@@ -891,3 +891,16 @@ def test_busiest_flows_are_ten_by_default() -> None:
     for flow in range(12):
         machine.push(flow, 0, 0, flow=flow)
     assert len(machine.busiest_flows(0)) == 10, "P50"
+
+
+def test_pauses_by_hand() -> None:
+    """P46 at chosen times: a pause counts only when it ends later than now
+    and than every earlier pause; the time paused is the union of the pauses."""
+    machine = Machine(Fifo(), 1, 1)
+    machine.pause_until(10, 0)
+    machine.pause_until(10, 5)  # ends with the first: not counted
+    machine.pause_until(8, 6)  # inside it
+    machine.pause_until(20, 20)  # ends now
+    machine.pause_until(30, 25)
+    stats = machine.statistics()
+    assert (stats.pauses, stats.paused_ns) == (2, 15), ("P46", stats.pauses, stats.paused_ns)
