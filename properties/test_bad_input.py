@@ -465,6 +465,14 @@ def test_the_bounds_are_inclusive(monkeypatch: pytest.MonkeyPatch) -> None:
     assert Limit.per_second(2.5, burst=3) == Limit(Fraction(5, 2), 3)
     assert check_rate(numpy_like(2.5)) == Fraction(5, 2)
     assert check_int("n", Tier.GOLD, 3) == 3
+    assert repr(Machine(Fifo(2), 3, 2, max_waiting=4, charge=Charge.AT_SPEND)) == (
+        "Machine(policy=Fifo(levels=2), rate=Fraction(3, 1), burst=2, max_waiting=(4, 4), "
+        "refund_window_ns=1000000000, supplied=False, charge=Charge.AT_SPEND)"
+    )
+    assert repr(Machine(Fifo(), limits=two, refund_window_ns=5)) == (
+        f"Machine(policy=Fifo(levels=1), limits={two!r}, max_waiting=None, "
+        "refund_window_ns=5, supplied=False, charge=Charge.AT_GRANT)"
+    )
     assert type(check_int("n", Tier.GOLD)) is int
 
 
