@@ -793,6 +793,18 @@ Step = tuple[str, int, int, int]
         ("refund", 0, 0, 2),
     ]
 )
+# a refund of a grant made before a change of rate, with a waiter behind it
+@example(
+    [
+        ("push", 1, 1, 1),
+        ("push", 1, 1, 1),
+        ("rerate", 0, 0, 1),
+        ("push", 1, 1, 1),
+        ("refund", 0, 0, 1),
+        ("tick", 0, 0, 40),
+        ("settle", 2, 1, 2),
+    ]
+)
 def test_refunds_and_settles_replay_the_changes_of_a_limit(steps: list[Step]) -> None:
     """P29, P30 and P32 through P13: on two limits, refunds and settles of
     permits charged before a change of a limit (its rate and burst, or the
