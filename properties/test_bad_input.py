@@ -736,3 +736,63 @@ def test_a_policy_is_asked_at_the_machines_time() -> None:
     assert granted == ["c"], "P2"
     machine.tick(3 * SECOND)
     assert machine.next_level() is None
+
+
+def test_the_changes_of_a_limit_in_words() -> None:
+    """P18 for ``set_limit`` and ``adopt``: the limit named (required when
+    there are several), a burst no smaller than a waiting cost, every refusal
+    in its words and the state as it was; P30 for what is accepted: a burst
+    equal to the waiting cost, and either of rate and burst kept when not given."""
+    names = "['requests', 'tokens']"
+    both = Machine(Fifo(), limits=two)
+    both.tick(0)
+    before = both.snapshot()
+    for call, refusal in [
+        (
+            functools.partial(both.set_limit, 0, rate=5),
+            valued("limit", None, f"name one of the machine's limits ({names})"),
+        ),
+        (
+            functools.partial(both.adopt, 1, 5, 0),
+            valued("limit", None, f"name one of the machine's limits ({names})"),
+        ),
+        (
+            functools.partial(both.set_limit, 0, rate=5, limit=3),  # type: ignore[arg-type]
+            typed("limit", 3, "a limit's name (str)"),
+        ),
+        (
+            functools.partial(both.set_limit, 0, rate=5, limit="seconds"),
+            valued("limit", "seconds", f"is not one of {names}"),
+        ),
+    ]:
+        refused(call, *refusal)
+        assert both.snapshot() == before, "P18"
+    one = Machine(Fifo(), 1, 3)
+    one.push("a", 0, 0, cost=3)  # granted at once: the bucket is empty
+    one.push("b", 0, 0, cost=3)  # waits
+    before = one.snapshot()
+    for call, refusal in [
+        (
+            functools.partial(one.set_limit, 0, burst=2),
+            valued("burst", 2, "a waiter asks for 3 units of 'units'; it could never fit"),
+        ),
+        (functools.partial(one.set_limit, 0, burst=0), valued("burst", 0, "must be at least 1")),
+        (functools.partial(one.adopt, 1, "5", 0), typed("reset", "5", "an int")),  # type: ignore[arg-type]
+    ]:
+        refused(call, *refusal)
+        assert one.snapshot() == before, "P18"
+    assert one.set_limit(0, burst=3) == []  # as large as the waiting cost: it fits
+    assert one.limits == {"units": Limit(1, 3)}, "P30"
+    assert one.set_limit(0, rate=2) == []
+    assert one.limits == {"units": Limit(2, 3)}, "P30"
+
+
+def test_a_raised_rate_paces_the_waiter_from_where_it_stands() -> None:
+    """P30 by hand: half a unit accrued at rate 1 is carried over to rate 2,
+    so the waiter's unit is due a quarter of a second later, not a whole one."""
+    machine = Machine(Fifo(), 1, 1)
+    machine.push("a", 0, 0)  # granted at once
+    machine.push("b", 0, 0)  # due at 1 s at rate 1
+    assert machine.set_limit(SECOND // 2, rate=2) == []
+    assert machine.next_due() == SECOND * 3 // 4, ("P30", machine.next_due())
+    assert [d.id for d in machine.tick(SECOND * 3 // 4)] == ["b"], "P30"

@@ -149,3 +149,5 @@ def test_supplied_min_wait_is_a_full_outside_bucket() -> None:
     assert machine.min_wait(0) == SECOND // 3, "P19"  # 333,333,333.3 ns
     assert machine.min_wait(0, cost=2) == 2 * SECOND // 3, "P19"
     assert type(machine.min_wait(0)) is int, "P19"
+    machine.set_limit(0, rate=1, burst=1)  # the outside limit changed: so does the estimate
+    assert machine.min_wait(0) == 2 * SECOND, "P19"
