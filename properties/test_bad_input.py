@@ -595,6 +595,7 @@ class Answers:
         return self.answer  # type: ignore[return-value]
 
     def ahead(self, queues: object, level: int, now: int) -> int:
+        self.asked_at.append(now)
         return 0
 
     def __repr__(self) -> str:
@@ -729,6 +730,8 @@ def test_a_policy_is_asked_at_the_machines_time() -> None:
     machine.cancel("b")
     assert policy.asked_at[-1] == 30, policy.asked_at
     assert machine.next_level() == 1
+    machine.min_wait(1)
+    assert policy.asked_at[-1] == 30, policy.asked_at
     # 3 units charged at 0 from the full bucket: c's 2 are back at 2 s (1 unit at 1 s)
     assert machine.next_due() == 2 * SECOND, ("P13", machine.next_due())
     assert [d.id for d in machine.tick(2 * SECOND - 1)] == [], "P13"
@@ -796,3 +799,31 @@ def test_a_raised_rate_paces_the_waiter_from_where_it_stands() -> None:
     assert machine.set_limit(SECOND // 2, rate=2) == []
     assert machine.next_due() == SECOND * 3 // 4, ("P30", machine.next_due())
     assert [d.id for d in machine.tick(SECOND * 3 // 4)] == ["b"], "P30"
+
+
+def test_spend_and_refund_by_hand() -> None:
+    """P18, P23 and P3 at chosen times: ``settle_later`` must be a bool; a
+    permit spent (without ``settle_later``, the default) can no longer be
+    settled; one spent to be settled later cannot be refunded, and a second
+    spend of it changes nothing, so it can still be settled; refunds are
+    counted one by one."""
+    machine = Machine(Fifo(), 1, 3)
+    for id in "abcd":
+        machine.push(id, 0, 0)  # a, b, c granted at once; d waits
+    before = machine.snapshot()
+    refused(
+        functools.partial(machine.spend, "a", 0, settle_later=1),  # type: ignore[arg-type]
+        *typed("settle_later", 1, "a bool"),
+    )
+    assert machine.snapshot() == before, "P18"
+    machine.spend("a", 0)
+    with pytest.raises(NotRefundable):
+        machine.settle("a", 1, 0)
+    machine.spend("b", 0, settle_later=True)
+    with pytest.raises(NotRefundable):
+        machine.refund("b", 0)
+    machine.spend("b", 0)  # spent already: nothing changes
+    machine.settle("b", 1, 0)
+    machine.refund("c", 0)  # d takes c's unit
+    machine.refund("d", 0)
+    assert machine.statistics().levels[0].refunded == 2, "P3"
