@@ -55,6 +55,7 @@ WEIGHT = 1_000_000  # the largest flow weight
 
 
 class Tier(enum.IntEnum):
+    ZERO = 0
     GOLD = 3
 
 
@@ -816,6 +817,13 @@ def test_spend_and_refund_by_hand() -> None:
         *typed("settle_later", 1, "a bool"),
     )
     assert machine.snapshot() == before, "P18"
+    unhashable: Any = ["a"]
+    refused(
+        functools.partial(machine.spend, unhashable, 0), *typed("id", ["a"], "a hashable value")
+    )
+    machine.push("e", Tier.ZERO, 0)  # an int subclass as level 0
+    assert [w.id for w in machine.waiting(0)] == ["d", "e"], "P18"
+    assert machine.cancel("e")
     machine.spend("a", 0)
     with pytest.raises(NotRefundable):
         machine.settle("a", 1, 0)

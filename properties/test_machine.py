@@ -1135,6 +1135,21 @@ class PolicyMachine(RuleBasedStateMachine):
         for level in range(self.config.spec.levels):
             assert self.core.min_wait(level) == model.min_wait(level), ("P13: min_wait", level)
         statistics = self.core.statistics()
+        snapshot = self.core.snapshot()
+        assert (snapshot.now, snapshot.in_flight, snapshot.statistics) == (
+            self.core.now,
+            self.core.in_flight,
+            statistics,
+        ), "P13: the snapshot says what the readers say"
+        assert snapshot.granted == statistics.granted, "P13"
+        due = self.core.next_due()
+        assert due is None or due == max(snapshot.due, self.now), ("P13", due, snapshot.due)
+        waiting = [list(lv) for lv in snapshot.waiting]
+        assert waiting == [self.core.waiting(lv) for lv in range(self.config.spec.levels)], "P13"
+        assert snapshot.seq == model.seq, "P13: the push counter"
+        assert len(snapshot.flows) == self.config.spec.levels, "P13"
+        assert snapshot.pacing is not None
+        assert len(snapshot.pacing) == len(self.config.limits), "P13"
         proceeded = [ref.granted - ref.refunded for ref in model.stats]
         total = sum(proceeded)
         assert statistics.shares() == tuple(n / total if total else 0.0 for n in proceeded), "P13"
