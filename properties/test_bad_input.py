@@ -12,6 +12,7 @@ exact words: the message is what a user reads to fix the call.
 from __future__ import annotations
 
 import enum
+import functools
 import math
 from collections.abc import Callable
 from decimal import Decimal
@@ -36,6 +37,7 @@ from permits.core import (
     PermitValueError,
     PolicyError,
     Shares,
+    State,
     StrictPriority,
     TimeWentBackwards,
 )
@@ -53,6 +55,7 @@ WEIGHT = 1_000_000  # the largest flow weight
 
 
 class Tier(enum.IntEnum):
+    ZERO = 0
     GOLD = 3
 
 
@@ -463,6 +466,14 @@ def test_the_bounds_are_inclusive(monkeypatch: pytest.MonkeyPatch) -> None:
     assert Limit.per_second(2.5, burst=3) == Limit(Fraction(5, 2), 3)
     assert check_rate(numpy_like(2.5)) == Fraction(5, 2)
     assert check_int("n", Tier.GOLD, 3) == 3
+    assert repr(Machine(Fifo(2), 3, 2, max_waiting=4, charge=Charge.AT_SPEND)) == (
+        "Machine(policy=Fifo(levels=2), rate=Fraction(3, 1), burst=2, max_waiting=(4, 4), "
+        "refund_window_ns=1000000000, supplied=False, charge=Charge.AT_SPEND)"
+    )
+    assert repr(Machine(Fifo(), limits=two, refund_window_ns=5)) == (
+        f"Machine(policy=Fifo(levels=1), limits={two!r}, max_waiting=None, "
+        "refund_window_ns=5, supplied=False, charge=Charge.AT_GRANT)"
+    )
     assert type(check_int("n", Tier.GOLD)) is int
 
 
@@ -566,3 +577,261 @@ def test_shares_outside_a_machine_says_so() -> None:
     with pytest.raises(AssertionError) as outside:
         Shares((1, 1)).choose(Queues(2), 0)
     assert str(outside.value) == "Shares needs the Deal its start() made (run it in a Machine)"
+
+
+class Answers:
+    """A policy of two levels that answers ``answer`` when it is set (the
+    first waiting level otherwise), and notes the time each choice is asked at."""
+
+    levels = 2
+
+    def __init__(self) -> None:
+        self.answer: object = None
+        self.asked_at: list[object] = []
+
+    def choose(self, queues: Any, now: int) -> int:
+        self.asked_at.append(now)
+        if self.answer is None:
+            return next(level for level, depth in enumerate(queues.depths) if depth)
+        return self.answer  # type: ignore[return-value]
+
+    def ahead(self, queues: object, level: int, now: int) -> int:
+        self.asked_at.append(now)
+        return 0
+
+    def __repr__(self) -> str:
+        return "Answers()"
+
+
+def test_the_queries_errors_in_words() -> None:
+    """P18 for the queries, and for what only a paced or only a supplied
+    machine does: each refusal in its words, the state as it was."""
+    plain = Machine(Fifo(2), 1, 1)
+    refused(
+        lambda: plain.queue_full("w", 0),
+        *valued(
+            "level",
+            0,
+            "has no max_waiting, nor its flows a max_waiting_per_flow: no push to it is rejected",
+        ),
+    )
+    full = Machine(Fifo(2), 1, 1, max_waiting_per_flow=1).queue_full("w", 1, "f")
+    assert (full.id, full.level, full.limit, full.flow, full.per_flow) == ("w", 1, 1, "f", True)
+    roomy = Machine(Fifo(2), 1, 1, max_waiting=2, max_waiting_per_flow=1)
+    roomy.push("banked", 0, 0)  # granted at once
+    roomy.push("x", 0, 0, flow="f")  # waits: its level has room, flow f has not
+    full = roomy.queue_full("y", 0, "f")
+    assert (full.id, full.level, full.limit, full.flow, full.per_flow) == ("y", 0, 1, "f", True)
+
+    sequence = "a sequence of ints (nanoseconds)"
+    for bad, refusal in [
+        ("12", typed("bounds_ns", "12", sequence)),
+        (5, typed("bounds_ns", 5, sequence)),
+        ([1, -1], valued("bounds_ns", -1, "must be at least 0")),
+        ([1.0], typed("bounds_ns", 1.0, "an int")),
+        ([2, 1], valued("bounds_ns", [2, 1], "must be in ascending order")),
+    ]:
+        refused(functools.partial(plain.waits_at_most, 0, bad), *refusal)  # type: ignore[arg-type]
+    refused(
+        lambda: plain.waits_at_most(2, [1]),
+        *valued("level", 2, "must be below 2, the policy's levels"),
+    )
+    assert plain.waits_at_most(1, []) == ()
+
+    plain.tick(5)
+    before = plain.snapshot()
+    refused(
+        functools.partial(plain.pause_until, 3, 5), *valued("until", 3, "is in the past (now is 5)")
+    )
+    refused(
+        functools.partial(plain.adopt, 1, 4, 5), *valued("reset", 4, "is in the past (now is 5)")
+    )
+    assert plain.snapshot() == before, "P18"
+    for paced in (plain, Machine(Fifo(), limits=two)):
+        before = paced.snapshot()
+        refused(
+            functools.partial(paced.supply, 5),
+            *valued("supplied", False, "supply() is for a paced machine, not supplied=True"),
+        )
+        assert paced.snapshot() == before, "P18"
+    supplied = Machine(Fifo(), 1, 1, supplied=True)
+    supplied.push("a", 0, 0)  # waits for a permit from outside
+    before = supplied.snapshot()
+    for call, argument, value, what in [
+        (lambda: supplied.settle("a", 1, 0), "id", "a", "settle()"),
+        (lambda: supplied.pause_until(5, 0), "until", 5, "pause_until()"),
+        (lambda: supplied.adopt(1, 5, 0), "remaining", 1, "adopt()"),
+    ]:
+        refusal = valued(argument, value, f"{what} is for a paced machine, not supplied=True")
+        refused(call, *refusal)
+        assert supplied.snapshot() == before, "P18"
+
+
+def test_a_policy_that_breaks_its_protocol_says_so() -> None:
+    """P18 for a policy's answers: one that names no level with waiters (one
+    without, one out of range, not an int) raises PolicyError in these words,
+    before any grant, from every call that asks it (``next_level``, and a
+    cancel that re-plans), with the decisions made before it (none here)."""
+    for answer in (1, 2, -1, 5, "0", 0.0, True):
+        policy = Answers()
+        supplied = Machine(policy, 1, 1, supplied=True)
+        supplied.push("a", 0, 0)  # waits: the policy is asked nothing yet
+        policy.answer = answer
+        with pytest.raises(PolicyError) as broken:
+            supplied.next_level()
+        assert str(broken.value) == (
+            f"Answers().choose() returned {answer!r}, not a level with waiters (depths [1, 0])"
+        ), ("P18", answer)
+        assert broken.value.decisions == (), ("P18", answer)
+        assert supplied.tick(SECOND) == []  # a tick asks nothing: no permit at hand
+        with pytest.raises(PolicyError):
+            supplied.supply(SECOND)
+
+        policy = Answers()
+        paced = Machine(policy, 1, 3)
+        paced.push("a", 0, 0, cost=3)  # granted at once: the bucket is empty
+        paced.push("b", 0, 0, cost=2)
+        paced.push("c", 0, 0)
+        policy.answer = answer
+        with pytest.raises(PolicyError) as broken:
+            paced.cancel("b")  # c is next: the policy is asked who heads the line
+        assert str(broken.value) == (
+            f"Answers().choose() returned {answer!r}, not a level with waiters (depths [1, 0])"
+        ), ("P18", answer)
+        assert broken.value.decisions == (), ("P18", answer)
+
+        policy = Answers()
+        paced = Machine(policy, 1, 1)
+        paced.push("a", 0, 0)  # granted at once
+        paced.push("b", 0, 0, deadline=5)
+        paced.push("c", 0, 0)
+        policy.answer = answer
+        with pytest.raises(PolicyError) as broken:
+            paced.tick(SECOND)  # b expires, then the policy is asked who gets c's permit
+        expired = [(d.id, d.state) for d in broken.value.decisions]  # type: ignore[attr-defined]
+        assert expired == [("b", State.EXPIRED)], ("P18", answer, expired)
+
+
+def test_a_policy_is_asked_at_the_machines_time() -> None:
+    """A policy's ``choose`` is given the machine's latest time whoever asks
+    it: a grant, ``next_level``, or a cancel that re-plans the next cost;
+    after that cancel the next permit is due when the new head's cost fits
+    (P2, P13: ``next_due`` is the chosen waiter's). ``next_level`` is
+    ``None`` while nobody waits."""
+    policy = Answers()
+    machine = Machine(policy, 1, 3)
+    assert machine.next_level() is None
+    machine.push("a", 0, 0, cost=3)  # granted at once: the bucket is empty
+    machine.push("b", 0, 10, cost=1)
+    machine.push("c", 1, 20, cost=2)
+    machine.tick(30)
+    assert machine.next_level() == 0
+    assert set(policy.asked_at) <= {0, 10, 20, 30}, policy.asked_at
+    assert policy.asked_at[-1] == 30, policy.asked_at
+    machine.cancel("b")
+    assert policy.asked_at[-1] == 30, policy.asked_at
+    assert machine.next_level() == 1
+    machine.min_wait(1)
+    assert policy.asked_at[-1] == 30, policy.asked_at
+    # 3 units charged at 0 from the full bucket: c's 2 are back at 2 s (1 unit at 1 s)
+    assert machine.next_due() == 2 * SECOND, ("P13", machine.next_due())
+    assert [d.id for d in machine.tick(2 * SECOND - 1)] == [], "P13"
+    granted = [d.id for d in machine.tick(2 * SECOND) if d.state is State.GRANTED]
+    assert granted == ["c"], "P2"
+    machine.tick(3 * SECOND)
+    assert machine.next_level() is None
+
+
+def test_the_changes_of_a_limit_in_words() -> None:
+    """P18 for ``set_limit`` and ``adopt``: the limit named (required when
+    there are several), a burst no smaller than a waiting cost, every refusal
+    in its words and the state as it was; P30 for what is accepted: a burst
+    equal to the waiting cost, and either of rate and burst kept when not given."""
+    names = "['requests', 'tokens']"
+    both = Machine(Fifo(), limits=two)
+    both.tick(0)
+    before = both.snapshot()
+    for call, refusal in [
+        (
+            functools.partial(both.set_limit, 0, rate=5),
+            valued("limit", None, f"name one of the machine's limits ({names})"),
+        ),
+        (
+            functools.partial(both.adopt, 1, 5, 0),
+            valued("limit", None, f"name one of the machine's limits ({names})"),
+        ),
+        (
+            functools.partial(both.set_limit, 0, rate=5, limit=3),  # type: ignore[arg-type]
+            typed("limit", 3, "a limit's name (str)"),
+        ),
+        (
+            functools.partial(both.set_limit, 0, rate=5, limit="seconds"),
+            valued("limit", "seconds", f"is not one of {names}"),
+        ),
+    ]:
+        refused(call, *refusal)
+        assert both.snapshot() == before, "P18"
+    one = Machine(Fifo(), 1, 3)
+    one.push("a", 0, 0, cost=3)  # granted at once: the bucket is empty
+    one.push("b", 0, 0, cost=3)  # waits
+    before = one.snapshot()
+    for call, refusal in [
+        (
+            functools.partial(one.set_limit, 0, burst=2),
+            valued("burst", 2, "a waiter asks for 3 units of 'units'; it could never fit"),
+        ),
+        (functools.partial(one.set_limit, 0, burst=0), valued("burst", 0, "must be at least 1")),
+        (functools.partial(one.adopt, 1, "5", 0), typed("reset", "5", "an int")),  # type: ignore[arg-type]
+    ]:
+        refused(call, *refusal)
+        assert one.snapshot() == before, "P18"
+    assert one.set_limit(0, burst=3) == []  # as large as the waiting cost: it fits
+    assert one.limits == {"units": Limit(1, 3)}, "P30"
+    assert one.set_limit(0, rate=2) == []
+    assert one.limits == {"units": Limit(2, 3)}, "P30"
+
+
+def test_a_raised_rate_paces_the_waiter_from_where_it_stands() -> None:
+    """P30 by hand: half a unit accrued at rate 1 is carried over to rate 2,
+    so the waiter's unit is due a quarter of a second later, not a whole one."""
+    machine = Machine(Fifo(), 1, 1)
+    machine.push("a", 0, 0)  # granted at once
+    machine.push("b", 0, 0)  # due at 1 s at rate 1
+    assert machine.set_limit(SECOND // 2, rate=2) == []
+    assert machine.next_due() == SECOND * 3 // 4, ("P30", machine.next_due())
+    assert [d.id for d in machine.tick(SECOND * 3 // 4)] == ["b"], "P30"
+
+
+def test_spend_and_refund_by_hand() -> None:
+    """P18, P23 and P3 at chosen times: ``settle_later`` must be a bool; a
+    permit spent (without ``settle_later``, the default) can no longer be
+    settled; one spent to be settled later cannot be refunded, and a second
+    spend of it changes nothing, so it can still be settled; refunds are
+    counted one by one."""
+    machine = Machine(Fifo(), 1, 3)
+    for id in "abcd":
+        machine.push(id, 0, 0)  # a, b, c granted at once; d waits
+    before = machine.snapshot()
+    refused(
+        functools.partial(machine.spend, "a", 0, settle_later=1),  # type: ignore[arg-type]
+        *typed("settle_later", 1, "a bool"),
+    )
+    assert machine.snapshot() == before, "P18"
+    unhashable: Any = ["a"]
+    refused(
+        functools.partial(machine.spend, unhashable, 0), *typed("id", ["a"], "a hashable value")
+    )
+    machine.push("e", Tier.ZERO, 0)  # an int subclass as level 0
+    assert [w.id for w in machine.waiting(0)] == ["d", "e"], "P18"
+    assert machine.cancel("e")
+    machine.spend("a", 0)
+    with pytest.raises(NotRefundable):
+        machine.settle("a", 1, 0)
+    machine.spend("b", 0, settle_later=True)
+    with pytest.raises(NotRefundable):
+        machine.refund("b", 0)
+    machine.spend("b", 0)  # spent already: nothing changes
+    machine.settle("b", 1, 0)
+    machine.refund("c", 0)  # d takes c's unit
+    machine.refund("d", 0)
+    assert machine.statistics().levels[0].refunded == 2, "P3"

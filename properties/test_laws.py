@@ -11,7 +11,7 @@ from fractions import Fraction
 from random import Random
 from typing import Any
 
-from hypothesis import given, note
+from hypothesis import example, given, note
 from hypothesis import strategies as st
 
 from permits.core import (
@@ -22,6 +22,7 @@ from permits.core import (
     SWEEP,
     Aging,
     Charge,
+    Deal,
     Decision,
     Fifo,
     Limit,
@@ -36,7 +37,7 @@ from permits.core import (
 
 from configs import BIG_WEIGHTS, exact_rate
 from harness import drive, rows
-from reference import nearest_rank
+from reference import PolicySpec, Reference, nearest_rank
 
 Op = tuple[str, int, int]
 
@@ -514,7 +515,9 @@ def test_set_limit_continues(
 def test_shares_divide_units(weights: list[int], costs: list[list[int]], depth: int) -> None:
     """P33: while every level waits, over any run of grants of ``U`` units
     in all, level ``i`` receives at least ``w_i * U / W - (L * w_i / W + 1) * C``
-    units, ``C`` the largest cost: shares count units, whatever each costs."""
+    units, ``C`` the largest cost: shares count units, whatever each costs.
+    And P13 on the way: every grant and the deal after it (slots dealt, each
+    level's credit) are the model's, which deals the cycle one slot at a time."""
     levels = len(weights)
     largest = max(max(c) for c in costs[:levels])
     machine = Machine(Shares(weights), 1000, largest)
@@ -523,15 +526,29 @@ def test_shares_divide_units(weights: list[int], costs: list[list[int]], depth: 
         for level in range(levels):
             mine = costs[level]
             machine.push((level, n), level, 0, cost=mine[n % len(mine)])
+    model = Reference(
+        PolicySpec("shares", levels, tuple(weights)), [(Fraction(1000), largest)], None, SECOND
+    )
+    model.push("drain", 0, 0, None, (largest,))
+    for n in range(depth):
+        for level in range(levels):
+            mine = costs[level]
+            model.push((level, n), level, 0, None, (mine[n % len(mine)],))
     run: list[tuple[int, int]] = []  # (level, units) of each grant while all wait
     cost_of: dict[Hashable, int] = {
         (lv, n): costs[lv][n % len(costs[lv])] for lv in range(levels) for n in range(depth)
     }
     left = [depth] * levels
-    while all(left):
+    while any(left):  # on to the end, as levels stop waiting and drop their credit
         at = machine.next_tick()
         assert at is not None
-        for d in machine.tick(at):
+        decisions = machine.tick(at)
+        # P13: slot by slot, the deal SPEC states (the model's) grants the same
+        assert rows(decisions) == model.settle(at), ("P13", at)
+        deal = machine.snapshot().policy_state
+        assert isinstance(deal, Deal)
+        assert (deal.position, list(deal.credits)) == (model.dealt, model.credits), "P13"
+        for d in decisions:
             if all(left):  # everyone waited at this grant
                 run.append((d.level, cost_of[d.id]))
             left[d.level] -= 1
@@ -711,3 +728,191 @@ def test_a_levels_scale_stays_bounded(weights: list[int]) -> None:
         expected = lcm if lcm <= MAX_SCALE else expected
         assert machine.queues.fairness()[0][1] == expected, ("P37", weights[: n + 1])
     machine.check_valid()
+
+
+def test_aging_by_hand() -> None:
+    """P9 at one chosen moment: a level-1 waiter pushed ``after`` and more
+    before a level-0 one outranks it; one pushed later does not."""
+    machine = Machine(Aging(2, after_ns=100), 1, 1)
+    machine.push("banked", 0, 0)  # granted at once: the bucket is empty
+    machine.push("old", 1, 10)
+    machine.push("new", 0, 150)  # its key 150 is behind old's 100 + 10
+    machine.push("newer", 1, 200)
+    granted = [d.id for d in drive(machine, 3 * SECOND) if d.state is State.GRANTED]
+    assert granted == ["old", "new", "newer"], ("P9", granted)
+
+
+def test_many_flows_cancelled_at_their_heads() -> None:
+    """P15 and P37 when most flows of a level lose their heads to cancels
+    (each leaves a stale entry, rebuilt away once they outnumber the live
+    ones): the entries stay bounded, and the flows left are served exactly
+    as if the cancelled waiters had never come."""
+    flows, gone = 3 * SLACK, 2 * SLACK
+    machine = Machine(StrictPriority(1), 1000, 1)
+    fresh = Machine(StrictPriority(1), 1000, 1)
+    for m in (machine, fresh):
+        m.push("banked", 0, 0)  # granted at once: the rest wait
+    for flow in range(flows):
+        for n in range(2):
+            machine.push((flow, n), 0, 0, flow=flow)
+            if flow >= gone:
+                fresh.push((flow, n), 0, 0, flow=flow)
+    for flow in range(gone):
+        assert machine.cancel((flow, 0))
+        machine.check_valid()
+        assert machine.cancel((flow, 1))
+        machine.check_valid()
+    assert machine.queues.entries <= 2 * len(machine) + SLACK, ("P15", machine.queues.entries)
+    served = [d.id for d in drive(machine, 10 * SECOND)]
+    assert served == [d.id for d in drive(fresh, 10 * SECOND)], "P37"
+    assert len(served) == 2 * (flows - gone)
+
+
+Step = tuple[str, int, int, int]
+
+
+@given(
+    steps=st.lists(
+        st.tuples(
+            st.sampled_from(["push", "push", "tick", "rerate", "adopt", "refund", "settle"]),
+            st.integers(0, 3),
+            st.integers(0, 3),
+            st.integers(1, 40),
+        ),
+        max_size=30,
+    )
+)
+# two grants, a change of rate, and both refunded: the second refund replays
+# the change the first one logged again
+@example(
+    [
+        ("push", 1, 1, 1),
+        ("push", 1, 1, 1),
+        ("rerate", 0, 2, 1),
+        ("refund", 0, 0, 1),
+        ("refund", 0, 0, 2),
+    ]
+)
+# a refund of a grant made before a change of rate, with a waiter behind it
+@example(
+    [
+        ("push", 1, 1, 1),
+        ("push", 1, 1, 1),
+        ("rerate", 0, 0, 1),
+        ("push", 1, 1, 1),
+        ("refund", 0, 0, 1),
+        ("tick", 0, 0, 40),
+        ("settle", 2, 1, 2),
+    ]
+)
+def test_refunds_and_settles_replay_the_changes_of_a_limit(steps: list[Step]) -> None:
+    """P29, P30 and P32 through P13: on two limits, refunds and settles of
+    permits charged before a change of a limit (its rate and burst, or the
+    upstream's word) decide exactly as the model, which replays every charge
+    and change from the start in exact fractions."""
+    names = ("requests", "tokens")
+    start = [(Fraction(10), 3), (Fraction(4), 2)]
+    machine = Machine(
+        Fifo(), limits={n: Limit(r, b) for n, (r, b) in zip(names, start, strict=True)}
+    )
+    model = Reference(PolicySpec("fifo", 1), start, None, SECOND)
+    now, pushed = 0, 0
+    granted: list[Hashable] = []
+    for kind, x, y, k in steps:
+        if kind == "push":
+            cost = (min(x, model.limits[0][1]), min(y, model.limits[1][1]))
+            if not any(cost):
+                continue
+            out = machine.push(pushed, 0, now, cost=dict(zip(names, cost, strict=True)))
+            expected = model.push(pushed, 0, now, None, cost)
+            pushed += 1
+        elif kind == "tick":
+            now += k * 10**7
+            out, expected = machine.tick(now), model.settle(now)
+        elif kind == "rerate":
+            i, rate = x % 2, (1, 4, 10, 25)[y]
+            burst = max([2 + k % 3, *(w.cost[i] for w in model.waiting)])
+            out = machine.set_limit(now, rate=rate, burst=burst, limit=names[i])
+            expected = model.set_limit(now, i, Fraction(rate), burst)
+        elif kind == "adopt":
+            out = machine.adopt(y, now + k * 10**7, now, limit=names[x % 2])
+            expected = model.adopt(y, now + k * 10**7, now, x % 2)
+        else:
+            if not granted:
+                continue
+            id = granted[k % len(granted)]
+            if not model.can_settle(id, now):
+                continue
+            if kind == "refund":
+                out, expected = machine.refund(id, now), model.refund(id, now)
+            else:
+                actual = (x, y)
+                out = machine.settle(id, dict(zip(names, actual, strict=True)), now)
+                expected = model.settle_cost(id, actual, now)
+        assert rows(out) == expected, ("P13", kind, rows(out), expected)
+        granted += [d.id for d in out if d.state is State.GRANTED]
+        assert machine.next_due() == model.next_due(), ("P13", kind)
+        machine.check_valid()
+
+
+@given(**flows_setup, unnamed=st.integers(0, 3), n=st.integers(0, 5))
+def test_busiest_flows_count_what_they_were_granted(
+    weights: list[int], costs: list[list[int]], depth: int, order: str, unnamed: int, n: int
+) -> None:
+    """P50: at every step of a drain, ``busiest_flows`` gives each named
+    flow's waiters and their units exactly, and its granted units at least
+    the true count and at most ``granted_error`` above it (exact here: fewer
+    flows than counters), most granted first, the ``n`` first of them; the
+    default flow is none of them."""
+    machine, of = backlog(weights, costs, depth, order)
+    for k in range(unnamed):  # waiters of the level's default flow
+        machine.push(("unnamed", k), 0, 0)
+        of[("unnamed", k)] = (-1, 1)
+    got: dict[Hashable, int] = {}
+    while len(machine):
+        waiting: dict[Hashable, list[int]] = {}
+        for w in machine.waiting(0):
+            if w.flow is not None:
+                waiting.setdefault(w.flow, []).append(w.cost[0])
+        every = machine.busiest_flows(0, len(weights) + 1)
+        named = set(waiting) | set(got)
+        assert {row.flow for row in every} == named, ("P50", every, named)
+        for row in every:
+            units = waiting.get(row.flow, [])
+            assert (row.waiting, row.waiting_units) == (len(units), sum(units)), ("P50", row)
+            true = got.get(row.flow, 0)
+            assert true <= row.granted_units <= true + row.granted_error, ("P50", row, true)
+            assert row.granted_error == 0, ("P50", row)
+        keys = [(row.granted_units, row.waiting_units) for row in every]
+        assert keys == sorted(keys, reverse=True), ("P50", every)
+        first = machine.busiest_flows(0, n)  # the n first (which of a tie, either)
+        assert [(row.granted_units, row.waiting_units) for row in first] == keys[:n], "P50"
+        assert set(first) <= set(every), ("P50", first, every)
+        at = machine.next_tick()
+        assert at is not None
+        for d in machine.tick(at):
+            flow, cost = of[d.id]
+            if flow >= 0:
+                got[flow] = got.get(flow, 0) + cost
+
+
+def test_busiest_flows_are_ten_by_default() -> None:
+    """P50 with SPEC's default ``n=10``: of twelve flows waiting, ten are listed."""
+    machine = Machine(Fifo(), 1, 1)
+    machine.push("banked", 0, 0)  # granted at once: the rest wait
+    for flow in range(12):
+        machine.push(flow, 0, 0, flow=flow)
+    assert len(machine.busiest_flows(0)) == 10, "P50"
+
+
+def test_pauses_by_hand() -> None:
+    """P46 at chosen times: a pause counts only when it ends later than now
+    and than every earlier pause; the time paused is the union of the pauses."""
+    machine = Machine(Fifo(), 1, 1)
+    machine.pause_until(10, 0)
+    machine.pause_until(10, 5)  # ends with the first: not counted
+    machine.pause_until(8, 6)  # inside it
+    machine.pause_until(20, 20)  # ends now
+    machine.pause_until(30, 25)
+    stats = machine.statistics()
+    assert (stats.pauses, stats.paused_ns) == (2, 15), ("P46", stats.pauses, stats.paused_ns)

@@ -1134,7 +1134,26 @@ class PolicyMachine(RuleBasedStateMachine):
             assert (deal.position, list(deal.credits)) == (model.dealt, model.credits), "P13"
         for level in range(self.config.spec.levels):
             assert self.core.min_wait(level) == model.min_wait(level), ("P13: min_wait", level)
-        for stats, ref in zip(self.core.statistics().levels, model.stats, strict=True):
+        statistics = self.core.statistics()
+        snapshot = self.core.snapshot()
+        assert (snapshot.now, snapshot.in_flight, snapshot.statistics) == (
+            self.core.now,
+            self.core.in_flight,
+            statistics,
+        ), "P13: the snapshot says what the readers say"
+        assert snapshot.granted == statistics.granted, "P13"
+        due = self.core.next_due()
+        assert due is None or due == max(snapshot.due, self.now), ("P13", due, snapshot.due)
+        waiting = [list(lv) for lv in snapshot.waiting]
+        assert waiting == [self.core.waiting(lv) for lv in range(self.config.spec.levels)], "P13"
+        assert snapshot.seq == model.seq, "P13: the push counter"
+        assert len(snapshot.flows) == self.config.spec.levels, "P13"
+        assert snapshot.pacing is not None
+        assert len(snapshot.pacing) == len(self.config.limits), "P13"
+        proceeded = [ref.granted - ref.refunded for ref in model.stats]
+        total = sum(proceeded)
+        assert statistics.shares() == tuple(n / total if total else 0.0 for n in proceeded), "P13"
+        for stats, ref in zip(statistics.levels, model.stats, strict=True):
             counts = (
                 stats.pushed,
                 stats.granted,
@@ -1152,12 +1171,17 @@ class PolicyMachine(RuleBasedStateMachine):
                 ref.expired,
             ), ("P13", stats, ref)
             assert stats.wait_max_ns == (max(ref.waits) if ref.waits else None), "P13"
+            assert stats.wait_max_s == (max(ref.waits) / 1e9 if ref.waits else 0.0), "P13"
             # P3 in units: net of refunds and settles, as the model counts them
             assert list(stats.units_granted) == (ref.units or [0] * len(self.config.limits)), (
                 "P13: units granted",
                 stats.units_granted,
                 ref.units,
             )
+            seconds = (stats.wait_p50_s, stats.wait_p99_s)
+            assert seconds == tuple(
+                0.0 if ns is None else ns / 1e9 for ns in (stats.wait_p50_ns, stats.wait_p99_ns)
+            ), "P13"
             for got, q in ((stats.wait_p50_ns, 0.5), (stats.wait_p99_ns, 0.99)):
                 exact = nearest_rank(ref.waits, q)
                 if exact is None:

@@ -133,3 +133,21 @@ def test_supplied_refund_goes_to_the_next_waiter() -> None:
     assert machine.min_wait(1) == SECOND // 10  # c first; at best the outside bucket is full
     machine.push("d", 1, 7, deadline=7 + SECOND)
     assert machine.next_tick() == 7 + SECOND
+
+
+def test_supplied_min_wait_is_a_full_outside_bucket() -> None:
+    """P19 for a supplied machine: ``min_wait`` is the best case of the
+    outside limit, a full bucket: ``max(0, ahead + cost - burst)``
+    intervals, in whole nanoseconds (rounded down: a lower bound)."""
+    from permits.core import Fifo
+
+    machine = Machine(Fifo(), 3, 2, supplied=True)
+    machine.tick(0)
+    assert machine.min_wait(0) == 0, "P19"  # one unit of the full bucket's two
+    machine.push("a", 0, 0)
+    machine.push("b", 0, 0)
+    assert machine.min_wait(0) == SECOND // 3, "P19"  # 333,333,333.3 ns
+    assert machine.min_wait(0, cost=2) == 2 * SECOND // 3, "P19"
+    assert type(machine.min_wait(0)) is int, "P19"
+    machine.set_limit(0, rate=1, burst=1)  # the outside limit changed: so does the estimate
+    assert machine.min_wait(0) == 2 * SECOND, "P19"
