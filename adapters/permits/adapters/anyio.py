@@ -60,16 +60,15 @@ class Limiter(TaskedLimiter):
         backend = anyio.lowlevel.current_token().backend_class
         self._seconds = backend.current_time
         self._checkpoint_if_cancelled = backend.checkpoint_if_cancelled
+        under_asyncio = _under_asyncio()
         # asyncio's own event under asyncio (anyio's wraps it, and its
         # cancel scopes cancel a task waiting on any future)
-        self._event = asyncio.Event if _under_asyncio() else backend.create_event
+        self._event = asyncio.Event if under_asyncio else backend.create_event
         # Where a permit is granted at once: trio asks every operation that
         # may block for a schedule point; asyncio does not, and a trip
         # through its loop would cost more than the grant. There, a cancel
         # is looked for without yielding.
-        self._checkpoint = (
-            backend.checkpoint_if_cancelled if _under_asyncio() else backend.checkpoint
-        )
+        self._checkpoint = backend.checkpoint_if_cancelled if under_asyncio else backend.checkpoint
 
     async def _run(self, *, task_status: Any) -> None:
         self._bind_backend()
