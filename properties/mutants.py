@@ -73,9 +73,9 @@ MUTANTS: dict[str, tuple[str, str, str, str]] = {
     ),
     "lifo-within-level": (
         "_queues.py",
-        "        self.back.append(waiter)",
-        "        self.back.appendleft(waiter)",
-        "a level is served last in, first out",
+        "            flow.line.back.append(waiter)  # newcomers join the end of back",
+        "            flow.line.back.appendleft(waiter)  # newcomers join the end of back",
+        "a flow is served last in, first out",
     ),
     "no-compaction": (
         "_queues.py",
@@ -85,10 +85,9 @@ MUTANTS: dict[str, tuple[str, str, str, str]] = {
     ),
     "tidy-only-on-cancel": (
         "_queues.py",
-        "            self._count(waiter, -1)\n        if line.dead:\n            self._tidy(line)",
-        "            self._count(waiter, -1)\n        if line.dead:\n"
-        "            line.drop_dead_heads()",
-        "a grant drops dead heads but never sweeps (the P15 bug found earlier)",
+        "        if flow.line.dead:\n            self.swept += flow.line.tidy()",
+        "        if flow.line.dead:\n            flow.line.drop_dead_heads()",
+        "a departure drops dead heads but never sweeps (the P15 bug found earlier)",
     ),
     "sweep-all-at-once": (
         "_queues.py",
@@ -130,9 +129,10 @@ MUTANTS: dict[str, tuple[str, str, str, str]] = {
     ),
     "spend-charges-nothing": (
         "_machine.py",
-        "(grant.waiter, now, grant.cost, source.take(now, grant.cost))",
-        "(grant.waiter, now, grant.cost, source.take(now, (0,) * len(grant.cost)))",
-        "a permit spent after its grant is never charged",
+        "        cost = waiter.cost\n        ledger = self._ledger\n",
+        "        cost = (0,) * len(waiter.cost)\n        ledger = self._ledger\n",
+        "a permit charged as its caller proceeds (in flight until then, or taken at once)"
+        " is charged nothing",
     ),
     "refund-keeps-the-place": (
         "_machine.py",
@@ -143,22 +143,22 @@ MUTANTS: dict[str, tuple[str, str, str, str]] = {
     ),
     "expire-with-a-free-permit": (
         "_machine.py",
-        "        queues._append(waiter)\n        if waiter.deadline is not None:\n",
+        "        queues._append(waiter, weight)\n        if waiter.deadline is not None:\n",
         "        if late:\n"
         "            self._expired[level] += 1\n"
         "            out.append(_new(Decision, (id, _EXPIRED, level, now, 0)))\n"
         "            return out\n"
-        "        queues._append(waiter)\n        if waiter.deadline is not None:\n",
+        "        queues._append(waiter, weight)\n        if waiter.deadline is not None:\n",
         "a deadline of now expires even with a permit free (timeout=0 never granted)",
     ),
     "reject-with-a-free-permit": (
         "_machine.py",
-        "        queues._append(waiter)\n        if waiter.deadline is not None:\n",
+        "        queues._append(waiter, weight)\n        if waiter.deadline is not None:\n",
         "        if full and limit == 0:\n"
         "            self._rejected[level] += 1\n"
         "            out.append(_new(Decision, (id, _REJECTED, level, now, 0)))\n"
         "            return out\n"
-        "        queues._append(waiter)\n        if waiter.deadline is not None:\n",
+        "        queues._append(waiter, weight)\n        if waiter.deadline is not None:\n",
         "max_waiting=0 rejects even on an idle machine",
     ),
     "push-again-keeps-refundable": (

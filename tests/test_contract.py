@@ -87,3 +87,23 @@ def test_ids_are_unique_and_in_order() -> None:
     assert len(ids) == len(set(ids)), "a property id is used twice"
     core = [i for i in ids if i != 26]  # P26 sits in the adapters' table
     assert core == sorted(core), ids
+
+
+def test_every_core_mutant_still_finds_the_text_it_breaks() -> None:
+    """``properties/mutants.py`` breaks the core by replacing a text that
+    must occur exactly once in its file; one that the core no longer holds
+    would run the unbroken core and say nothing about the contract."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("mutants", ROOT / "properties" / "mutants.py")
+    assert spec is not None
+    assert spec.loader is not None
+    mutants = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mutants)
+    core = ROOT / "core" / "permits" / "core"
+    stale = [
+        f"{name} ({file}: found {(core / file).read_text().count(old)} times)"
+        for name, (file, old, _, _) in mutants.MUTANTS.items()
+        if (core / file).read_text().count(old) != 1
+    ]
+    assert not stale, f"mutants whose text is not in the core exactly once: {stale}"
