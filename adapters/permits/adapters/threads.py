@@ -119,8 +119,8 @@ class Limiter(_Limiting):
         # between any two bytecodes of the main thread) withdraws it or hands
         # its permit back: none is left queued or in flight with nobody to
         # take it. Only the few bytecodes between the push and the return
-        # of _request are not covered.
-        waiter = _Waiter(None)
+        # of _request are not covered. (A take pushes nothing: granted and
+        # spent in one step, or not made.)
         pushed = False
         try:
             with self._lock:
@@ -128,6 +128,7 @@ class Limiter(_Limiting):
                     permit = self._take(level, cost, flow, timeout, max_wait)
                     if permit is not None:
                         return permit
+                waiter = _Waiter(None)
                 id, level, decision = self._request(level, cost, flow, timeout, max_wait)
                 pushed = True
                 waiter.decision = decision

@@ -108,8 +108,14 @@ class Bucket:
         return True
 
     def take(self, now: int, cost: tuple[int, ...]) -> Mark:
-        """Charge ``cost`` at ``now``: ``TAT = max(TAT, now - 1) + n * interval``;
-        return the charged state before it (for a refund's replay).
+        """:meth:`charge` ``cost`` at ``now``; return the charged state
+        before it (for a refund's replay)."""
+        before = _new(Mark, (self.anchor, self.k))
+        self.charge(now, cost)
+        return before
+
+    def charge(self, now: int, cost: tuple[int, ...]) -> None:
+        """Charge ``cost`` at ``now``: ``TAT = max(TAT, now - 1) + n * interval``.
 
         A ``TAT`` more than a nanosecond in the past means a full bucket; the
         schedule restarts at ``now - 1``, so the bucket holds ``burst`` units
@@ -118,13 +124,11 @@ class Bucket:
         would lose up to a nanosecond per permit to rounding.
         """
         anchor, k = self.anchor, self.k
-        before = _new(Mark, (anchor, k))
         if k * self.P < (now - 1 - anchor) * self.Q:
             self.anchor = now - 1
             k = 0
         self.k = k + cost[self.index]
         self._set_due()
-        return before
 
     def hold(self, cost: tuple[int, ...]) -> None:
         """``cost`` in flight: it keeps its place, charged later."""
@@ -260,6 +264,11 @@ class Buckets:
         self._set_due()
         return marks
 
+    def charge(self, now: int, cost: tuple[int, ...]) -> None:
+        for bucket in self.buckets:
+            bucket.charge(now, cost)
+        self._set_due()
+
     def hold(self, cost: tuple[int, ...]) -> None:
         for bucket in self.buckets:
             bucket.hold(cost)
@@ -342,8 +351,12 @@ class Outside:
 
     def take(self, now: int, cost: tuple[int, ...]) -> Mark:
         """The permit offered was granted."""
-        self.due = NEVER
+        self.charge(now, cost)
         return _NO_MARK
+
+    def charge(self, now: int, cost: tuple[int, ...]) -> None:
+        """The permit offered was granted: none is at hand any more."""
+        self.due = NEVER
 
     def hold(self, cost: tuple[int, ...]) -> None:
         raise AssertionError("a supplied machine holds no permit in flight")

@@ -1151,11 +1151,17 @@ class Machine:
         proceeds (one in flight was never settled: a settle spends it):
         logged, and kept to be settled if ``settle_later``."""
         cost = waiter.cost
+        ledger = self._ledger
+        if not settle_later and not ledger.held:
+            # No grant is held, so no refund or settle will replay this
+            # charge: there is nothing to log, and no mark to keep.
+            self._source.charge(now, cost)
+            return
         charged = _new(Grant, (waiter, now, cost, self._source.take(now, cost)))
         if settle_later:
-            self._ledger.add(charged, spent=True)
+            ledger.add(charged, spent=True)
         else:
-            self._ledger.log(charged)
+            ledger.log(charged)
 
     def _plan(self) -> None:
         """The policy's next choice changed (a cancel): the due time is that
