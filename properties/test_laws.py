@@ -5,6 +5,7 @@ Each test names its SPEC.md property id in its docstring.
 
 from __future__ import annotations
 
+import copy
 import math
 from collections.abc import Callable, Hashable, Sequence
 from fractions import Fraction
@@ -916,3 +917,129 @@ def test_pauses_by_hand() -> None:
     machine.pause_until(30, 25)
     stats = machine.statistics()
     assert (stats.pauses, stats.paused_ns) == (2, 15), ("P46", stats.pauses, stats.paused_ns)
+
+
+class LiteralFlows:
+    """SPEC's literal rule for the flows of one level (*Flows*), in exact
+    fractions, for weights whose lcm stays within MAX_SCALE."""
+
+    def __init__(self) -> None:
+        self.clock = Fraction(0)
+        self.lines: dict[Hashable, list[tuple[Hashable, int]]] = {}
+        self.start: dict[Hashable, Fraction] = {}
+        self.weight: dict[Hashable, int] = {}
+        self.order: list[Hashable] = []  # push order of every waiter, for ties
+
+    def push(self, id: Hashable, flow: Hashable, cost: int, weight: int) -> None:
+        if not self.lines.get(flow):  # the flow starts waiting: at V
+            self.lines[flow] = []
+            self.start[flow] = self.clock
+            self.weight[flow] = weight
+        self.lines[flow].append((id, cost))
+        self.order.append(id)
+
+    def grant(self) -> Hashable:
+        """The head that finishes first (ties: pushed first) is granted; V
+        and its flow's finish move to its finish, where its next head starts."""
+
+        def ends(flow: Hashable) -> tuple[Fraction, int]:
+            head, cost = self.lines[flow][0]
+            return self.start[flow] + Fraction(cost, self.weight[flow]), self.order.index(head)
+
+        flow = min((f for f in self.lines if self.lines[f]), key=ends)
+        self.clock, _ = ends(flow)
+        self.start[flow] = self.clock  # max(its finish, V): both are V now
+        return self.lines[flow].pop(0)[0]
+
+    def drained(self) -> list[Hashable]:
+        """The grants to come were nobody to join or leave."""
+        other = copy.deepcopy(self)
+        return [other.grant() for _ in range(sum(map(len, self.lines.values())))]
+
+
+def test_weights_that_rescale_a_level_keep_the_literal_order() -> None:
+    """P34 (the model's literal rule), by hand where the level's scale
+    changes while flows wait: a flow of weight 2 joins one of weight 1 that
+    is part served, then one of weight 3 (the scale goes 1, 2, 6), then one
+    of weight 4 (12), with costs that differ; every grant is the one SPEC's
+    rule names, in exact fractions."""
+    weights = {"one": 1, "two": 2, "three": 3, "four": 4}
+    costs = [3, 1, 2, 5, 1, 4]
+    machine = Machine(StrictPriority(1), 1000, 5, flow_weights=weights)
+    machine.push("drain", 0, 0, cost=5)  # the full bucket goes to it
+    model = LiteralFlows()
+    now, n, granted = 0, 0, []
+
+    def join(flow: str, count: int) -> None:
+        nonlocal n
+        for _ in range(count):
+            cost = costs[n % len(costs)]
+            machine.push((flow, n), 0, now, cost=cost, flow=flow)
+            model.push((flow, n), flow, cost, weights[flow])
+            n += 1
+        # the waiters in the order they would be granted, were nobody to join
+        assert [w.id for w in machine.waiting(0)] == model.drained(), ("P34", granted)
+
+    def serve(grants: int) -> None:
+        nonlocal now
+        while grants > 0 and len(machine):
+            at = machine.next_tick()
+            assert at is not None
+            now = at
+            for d in machine.tick(now):
+                assert d.id == model.grant(), ("P34", granted, d.id)
+                granted.append(d.id)
+                grants -= 1
+            machine.check_valid()
+            assert [w.id for w in machine.waiting(0)] == model.drained(), ("P34", granted)
+
+    join("one", 6)
+    serve(2)
+    join("two", 6)
+    serve(3)
+    join("three", 6)
+    assert machine.queues.fairness()[0][1] == 6, "P37"
+    serve(4)
+    join("four", 4)
+    join("one", 2)
+    serve(10**6)
+    assert len(granted) == 24, granted
+
+
+def test_the_first_other_cost_counts_the_units_already_waiting() -> None:
+    """P50 (and the queues' own counts) at the moment costs start to differ:
+    flows already waiting at one unit each, some cancelled inside their
+    lines, at two levels, are counted exactly when the first push of
+    another cost comes, and stay exact through the drain."""
+    machine = Machine(StrictPriority(2), 1000, 4)
+    for k in range(4):
+        machine.push(("banked", k), 0, 0)  # the full bucket: the rest wait
+    waiting: dict[Hashable, tuple[int, Hashable, int]] = {}  # id -> level, flow, cost
+    for k in range(12):
+        id, level, flow = ("w", k), k % 2, ("a", "b", None)[k % 3]
+        machine.push(id, level, 0, flow=flow)
+        waiting[id] = (level, flow, 1)
+    for k in (3, 4, 7):  # cancelled inside their flows' lines: dead entries
+        assert machine.cancel(("w", k))
+        del waiting[("w", k)]
+    machine.push("big", 1, 0, cost=4, flow="b")  # the first cost other than 1
+    waiting["big"] = (1, "b", 4)
+    now = 0
+    while True:
+        machine.check_valid()  # the units per level and per flow count the waiters
+        for level in (0, 1):
+            rows = {row.flow: row for row in machine.busiest_flows(level)}
+            for flow in ("a", "b"):
+                mine = [c for lv, f, c in waiting.values() if lv == level and f == flow]
+                row = rows.get(flow)
+                got = (0, 0) if row is None else (row.waiting, row.waiting_units)
+                assert got == (len(mine), sum(mine)), ("P50", level, flow, got, mine)
+            expected = sum(c for lv, _, c in waiting.values() if lv == level)
+            assert machine.queues.units[level][0] == expected, ("units", level)
+        if not len(machine):
+            break
+        at = machine.next_tick()
+        assert at is not None
+        now = at
+        for d in machine.tick(now):
+            del waiting[d.id]
