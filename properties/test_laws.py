@@ -963,12 +963,13 @@ def test_weights_that_rescale_a_level_keep_the_literal_order() -> None:
     is part served, then one of weight 3 (the scale goes 1, 2, 6), then one
     of weight 4 (12), with costs that differ; every grant is the one SPEC's
     rule names, in exact fractions."""
-    weights = {"one": 1, "two": 2, "three": 3, "four": 4}
+    weights: dict[Hashable, int] = {"one": 1, "two": 2, "three": 3, "four": 4}
     costs = [3, 1, 2, 5, 1, 4]
     machine = Machine(StrictPriority(1), 1000, 5, flow_weights=weights)
     machine.push("drain", 0, 0, cost=5)  # the full bucket goes to it
     model = LiteralFlows()
-    now, n, granted = 0, 0, []
+    now, n = 0, 0
+    granted: list[Hashable] = []
 
     def join(flow: str, count: int) -> None:
         nonlocal n
