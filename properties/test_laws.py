@@ -513,6 +513,9 @@ def test_set_limit_continues(
     costs=st.lists(st.lists(st.integers(1, 40), min_size=1, max_size=6), min_size=3, max_size=3),
     depth=st.integers(5, 40),
 )
+# a level one unit short of its head's cost while another's credit covers
+# its head: the covered one goes first
+@example(weights=[1, 1], costs=[[4, 1], [1], [1]], depth=5)
 def test_shares_divide_units(weights: list[int], costs: list[list[int]], depth: int) -> None:
     """P33: while every level waits, over any run of grants of ``U`` units
     in all, level ``i`` receives at least ``w_i * U / W - (L * w_i / W + 1) * C``
@@ -1044,3 +1047,48 @@ def test_the_first_other_cost_counts_the_units_already_waiting() -> None:
         now = at
         for d in machine.tick(now):
             del waiting[d.id]
+
+
+def test_shares_drop_the_credit_of_a_level_that_stops_waiting() -> None:
+    """P13 (the deal SPEC states) by hand where a level stops waiting with
+    units dealt to it and unused (its waiters cancelled): the next grant
+    drops them, so it banks no credit while idle, and when it waits again
+    it starts from none. Every grant, slot and credit is the model's."""
+    machine = Machine(Shares((1, 1)), 1000, 4)
+    model = Reference(PolicySpec("shares", 2, (1, 1)), [(Fraction(1000), 4)], None, SECOND)
+
+    def push(id: Hashable, level: int, now: int, cost: int) -> None:
+        machine.push(id, level, now, cost=cost)
+        model.push(id, level, now, None, (cost,))
+
+    def step() -> int:
+        at = machine.next_tick()
+        assert at is not None
+        assert rows(machine.tick(at)) == model.settle(at), ("P13", at)
+        return at
+
+    def credits() -> list[int]:
+        deal = machine.snapshot().policy_state
+        assert isinstance(deal, Deal)
+        assert (deal.position, list(deal.credits)) == (model.dealt, model.credits), "P13"
+        return list(deal.credits)
+
+    push("drain", 0, 0, 4)  # the full bucket goes to it
+    for n in range(4):
+        push(("big", n), 0, 0, 3)
+        push(("small", n), 1, 0, 1)
+    now = 0
+    while credits()[0] == 0:  # until the big costs' level holds units unused
+        now = step()
+    left = [("big", n) for n in range(4) if ("big", n) in machine]
+    assert left, "level 0 still waits, with credit"
+    assert machine.waiting(1), "and level 1 waits, to be granted next"
+    for id in left:  # level 0 stops waiting, its credit unused
+        assert machine.cancel(id) == model.cancel(id)
+    now = step()  # a grant that finds level 0 not waiting
+    assert credits()[0] == 0, ("P13", "the idle level's credit is dropped")
+    for n in range(3):  # it waits again: from no credit
+        push(("again", n), 0, now, 3)
+    while len(machine):
+        now = step()
+        credits()
