@@ -922,67 +922,39 @@ def test_pauses_by_hand() -> None:
     assert (stats.pauses, stats.paused_ns) == (2, 15), ("P46", stats.pauses, stats.paused_ns)
 
 
-class LiteralFlows:
-    """SPEC's literal rule for the flows of one level (*Flows*), in exact
-    fractions, for weights whose lcm stays within MAX_SCALE."""
-
-    def __init__(self) -> None:
-        self.clock = Fraction(0)
-        self.lines: dict[Hashable, list[tuple[Hashable, int]]] = {}
-        self.start: dict[Hashable, Fraction] = {}
-        self.weight: dict[Hashable, int] = {}
-        self.order: list[Hashable] = []  # push order of every waiter, for ties
-
-    def push(self, id: Hashable, flow: Hashable, cost: int, weight: int) -> None:
-        if not self.lines.get(flow):  # the flow starts waiting: at V
-            self.lines[flow] = []
-            self.start[flow] = self.clock
-            self.weight[flow] = weight
-        self.lines[flow].append((id, cost))
-        self.order.append(id)
-
-    def grant(self) -> Hashable:
-        """The head that finishes first (ties: pushed first) is granted; V
-        and its flow's finish move to its finish, where its next head starts."""
-
-        def ends(flow: Hashable) -> tuple[Fraction, int]:
-            head, cost = self.lines[flow][0]
-            return self.start[flow] + Fraction(cost, self.weight[flow]), self.order.index(head)
-
-        flow = min((f for f in self.lines if self.lines[f]), key=ends)
-        self.clock, _ = ends(flow)
-        self.start[flow] = self.clock  # max(its finish, V): both are V now
-        return self.lines[flow].pop(0)[0]
-
-    def drained(self) -> list[Hashable]:
-        """The grants to come were nobody to join or leave."""
-        other = copy.deepcopy(self)
-        return [other.grant() for _ in range(sum(map(len, self.lines.values())))]
-
-
 def test_weights_that_rescale_a_level_keep_the_literal_order() -> None:
     """P34 (the model's literal rule), by hand where the level's scale
     changes while flows wait: a flow of weight 2 joins one of weight 1 that
     is part served, then one of weight 3 (the scale goes 1, 2, 6), then one
-    of weight 4 (12), with costs that differ; every grant is the one SPEC's
-    rule names, in exact fractions."""
+    of weight 4 (12), with costs that differ; every grant is the model's,
+    and so is ``waiting()``'s order, the grants to come were nobody to join."""
     weights: dict[Hashable, int] = {"one": 1, "two": 2, "three": 3, "four": 4}
     costs = [3, 1, 2, 5, 1, 4]
     machine = Machine(StrictPriority(1), 1000, 5, flow_weights=weights)
+    model = Reference(
+        PolicySpec("strict", 1), [(Fraction(1000), 5)], None, SECOND, flow_weights=weights
+    )
     machine.push("drain", 0, 0, cost=5)  # the full bucket goes to it
-    model = LiteralFlows()
+    model.push("drain", 0, 0, None, (5,))
     now, n = 0, 0
     granted: list[Hashable] = []
+
+    def drained() -> list[Hashable]:
+        """The model's grants to come, were nobody to join or leave."""
+        ahead, at, out = copy.deepcopy(model), now, []
+        while ahead.waiting:  # a second on, the burst is full: its head fits
+            at += SECOND
+            out += [id for id, state, *_ in ahead.settle(at) if state == "GRANTED"]
+        return out
 
     def join(flow: str, count: int) -> None:
         nonlocal n
         for _ in range(count):
             cost = costs[n % len(costs)]
             machine.push((flow, n), 0, now, cost=cost, flow=flow)
-            model.push((flow, n), flow, cost, weights[flow])
+            model.push((flow, n), 0, now, None, (cost,), flow)
             n += 1
-        # the waiters in the order they would be granted, were nobody to join
-        assert [w.id for w in machine.waiting(0)] == model.drained(), ("P34", granted)
+        assert [w.id for w in machine.waiting(0)] == drained(), ("P34", granted)
 
     def serve(grants: int) -> None:
         nonlocal now
@@ -990,12 +962,12 @@ def test_weights_that_rescale_a_level_keep_the_literal_order() -> None:
             at = machine.next_tick()
             assert at is not None
             now = at
-            for d in machine.tick(now):
-                assert d.id == model.grant(), ("P34", granted, d.id)
-                granted.append(d.id)
-                grants -= 1
+            decisions = machine.tick(now)
+            assert rows(decisions) == model.settle(now), ("P34", granted)
+            granted.extend(d.id for d in decisions)
+            grants -= len(decisions)
             machine.check_valid()
-            assert [w.id for w in machine.waiting(0)] == model.drained(), ("P34", granted)
+            assert [w.id for w in machine.waiting(0)] == drained(), ("P34", granted)
 
     join("one", 6)
     serve(2)
