@@ -289,6 +289,16 @@ MUTANTS: dict[str, tuple[str, str, str, str]] = {
 }
 
 
+def stale(core: Path = ROOT / "core") -> list[str]:
+    """The mutants whose text to replace is not in its file of ``core``
+    exactly once: each would run the core unbroken."""
+    return [
+        f"{name} ({file}: found {count} times)"
+        for name, (file, old, _, _) in MUTANTS.items()
+        if (count := (core / "permits" / "core" / file).read_text().count(old)) != 1
+    ]
+
+
 def run(name: str, model: bool = True) -> tuple[str, set[str], list[str]]:
     file, old, new, _ = MUTANTS[name]
     with tempfile.TemporaryDirectory() as tmp:
