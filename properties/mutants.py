@@ -286,6 +286,18 @@ MUTANTS: dict[str, tuple[str, str, str, str]] = {
         "Fraction(now - 1)",
         "a change of limit refills the bucket",
     ),
+    "owed-ignored": (
+        "_machine.py",
+        "            if owed is not None and depths[owed]:\n",
+        "            if False:\n",
+        "a permit owed to a level goes to the policy's choice instead",
+    ),
+    "owed-not-next": (
+        "_machine.py",
+        "        if owed is not None and self._queues.depths[owed]:\n            return owed\n",
+        "",
+        "next_level() names the policy's choice, not the level owed a permit",
+    ),
 }
 
 

@@ -649,11 +649,12 @@ def test_the_queries_errors_in_words() -> None:
     assert plain.snapshot() == before, "P18"
     for paced in (plain, Machine(Fifo(), limits=two)):
         before = paced.snapshot()
-        refused(
-            functools.partial(paced.supply, 5),
-            *valued("supplied", False, "supply() is for a paced machine, not supplied=True"),
-        )
-        assert paced.snapshot() == before, "P18"
+        for owed in (None, 0):
+            refused(
+                functools.partial(paced.supply, 5, owed),
+                *valued("supplied", False, "supply() is for a paced machine, not supplied=True"),
+            )
+            assert paced.snapshot() == before, "P18"
     supplied = Machine(Fifo(), 1, 1, supplied=True)
     supplied.push("a", 0, 0)  # waits for a permit from outside
     before = supplied.snapshot()
@@ -665,6 +666,15 @@ def test_the_queries_errors_in_words() -> None:
         refusal = valued(argument, value, f"{what} is for a paced machine, not supplied=True")
         refused(call, *refusal)
         assert supplied.snapshot() == before, "P18"
+    for owing in (functools.partial(supplied.supply, 0), supplied.next_level):
+        for bad, refusal in [
+            (1, valued("owed", 1, "must be below 1, the policy's levels")),
+            (-1, valued("owed", -1, "must be at least 0")),
+            ("0", typed("owed", "0", "an int")),
+            (True, typed("owed", True, "an int")),
+        ]:
+            refused(functools.partial(owing, owed=bad), *refusal)  # type: ignore[arg-type]
+            assert supplied.snapshot() == before, "P18"
 
 
 def test_a_policy_that_breaks_its_protocol_says_so() -> None:

@@ -12,14 +12,16 @@ is proved to have (P2, P3, P6-P11, P13), and never grants a cancelled waiter.
 from __future__ import annotations
 
 import copy
+from typing import Any
 
+import attrs
 from hypothesis import note
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
-from permits.core import SECOND, Decision, Machine, State
+from permits.core import SECOND, Decision, Machine, Queues, State, Waiter
 
-from configs import KINDS, Config, configs
+from configs import FLOWS, KINDS, Config, configs
 from harness import drive, rows
 
 
@@ -111,6 +113,127 @@ class Supplied(RuleBasedStateMachine):
 
 
 TestSupplied = Supplied.TestCase
+
+
+@attrs.define
+class Owing:
+    """The rule a permit owed to a level follows (P51), as a policy: the
+    head of ``owed`` while that level waits, otherwise ``inner``'s choice;
+    every grant told to ``inner`` as it would be."""
+
+    inner: Any
+    owed: int | None = None
+
+    @property
+    def levels(self) -> int:
+        return int(self.inner.levels)
+
+    def choose(self, queues: Queues, now: int) -> int:
+        if self.owed is not None and queues.depths[self.owed]:
+            return self.owed
+        return int(self.inner.choose(queues, now))
+
+    def ahead(self, queues: Queues, level: int, now: int) -> int:
+        return int(self.inner.ahead(queues, level, now))
+
+    def start(self, limits: tuple[str, ...]) -> object:
+        start = getattr(self.inner, "start", None)
+        return None if start is None else start(limits)
+
+    def record(self, queues: Queues, waiter: Waiter) -> None:
+        record = getattr(self.inner, "record", None)
+        if record is not None:
+            record(queues, waiter)
+
+
+class Owed(RuleBasedStateMachine):
+    """P51: machine B is handed permits owed to chosen levels
+    (``supply(now, owed=L)``); machine A, with the same pushes, cancels and
+    ticks, is handed plain permits under a policy that chooses ``L`` while
+    it waits and otherwise as B's policy does (``Owing``). They decide
+    alike, down to the statistics and each level's order."""
+
+    a: Machine
+    b: Machine
+
+    @initialize(config=st.sampled_from(KINDS).flatmap(lambda k: configs(k, flows=True)))
+    def setup(self, config: Config) -> None:
+        note(repr(config))
+        self.owing = Owing(config.policy())
+        options = dict(
+            max_waiting=config.max_waiting,
+            refund_window_ns=config.refund_window,
+            supplied=True,
+            **config.flow_options(),
+        )
+        self.a = Machine(self.owing, config.rate, config.burst, **options)
+        self.b = Machine(config.policy(), config.rate, config.burst, **options)
+        self.levels = config.spec.levels
+        self.burst = config.burst
+        self.step = int(config.interval)
+        self.now = 0
+        self.next_id = 0
+
+    @rule(
+        level=st.integers(0, 2),
+        patience=st.none() | st.integers(0, 3),
+        cost=st.integers(1, 3),
+        flow=st.sampled_from(FLOWS),
+    )
+    def push(self, level: int, patience: int | None, cost: int, flow: Any) -> None:
+        level %= self.levels
+        id = self.next_id
+        self.next_id += 1
+        deadline = None if patience is None else self.now + patience * self.step
+        cost = min(cost, self.burst)
+        out = [
+            rows(m.push(id, level, self.now, deadline=deadline, cost=cost, flow=flow))
+            for m in (self.a, self.b)
+        ]
+        assert out[0] == out[1], "P51"
+
+    @precondition(lambda self: self.next_id > 0)
+    @rule(data=st.data())
+    def cancel(self, data: st.DataObject) -> None:
+        id = data.draw(st.integers(0, self.next_id - 1))
+        assert self.a.cancel(id) == self.b.cancel(id), "P51"
+
+    @rule(steps=st.sampled_from([0, 1, 2]), extra=st.integers(0, 3))
+    def tick(self, steps: int, extra: int) -> None:
+        self.now += steps * self.step + extra
+        assert rows(self.a.tick(self.now)) == rows(self.b.tick(self.now)), "P51"
+
+    @rule(owed=st.none() | st.integers(0, 2), extra=st.integers(0, 3))
+    def supply(self, owed: int | None, extra: int) -> None:
+        self.now += extra
+        if owed is not None:
+            owed %= self.levels
+        self.owing.owed = owed
+        want = rows(self.a.supply(self.now))
+        self.owing.owed = None
+        depths = list(self.b.queues.depths)
+        got = rows(self.b.supply(self.now, owed))
+        assert got == want, ("P51", got, want)
+        granted = [row for row in got if row[1] == "GRANTED"]
+        assert len(granted) <= 1, "P51"
+        if granted and owed is not None and depths[owed]:
+            # (unless every waiter of the owed level expired first)
+            expired = sum(1 for row in got if row[1] == "EXPIRED" and row[2] == owed)
+            assert granted[0][2] == owed or expired == depths[owed], ("P51", got)
+
+    @invariant()
+    def same_line(self) -> None:
+        for level in range(self.levels):
+            assert self.a.waiting(level) == self.b.waiting(level), "P51"
+            self.owing.owed = level
+            assert self.a.next_level() == self.b.next_level(level), "P51"
+            self.owing.owed = None
+        assert self.a.next_level() == self.b.next_level(), "P51"
+        assert self.a.statistics() == self.b.statistics(), "P51"
+        self.b.check_valid()
+
+
+TestOwed = Owed.TestCase
 
 
 def test_supplied_refund_goes_to_the_next_waiter() -> None:

@@ -184,10 +184,6 @@ class Bucket:
         self._set_due()
         return marks
 
-    def offer(self, now: int) -> None:
-        """Only a supplied machine is handed permits from outside."""
-        raise refuse_outside("supplied", False, "supply()")
-
     def discard(self) -> None:
         """Units of the bucket's own that found nobody: they stay banked."""
 
@@ -303,10 +299,6 @@ class Buckets:
         ]
         self._set_due()
         return [None if marks[0] is None else tuple(marks) for marks in zip(*each, strict=True)]
-
-    def offer(self, now: int) -> None:
-        """Only a supplied machine is handed permits from outside."""
-        raise refuse_outside("supplied", False, "supply()")
 
     def discard(self) -> None:
         """Units of the buckets's own that found nobody: they stay banked."""

@@ -483,17 +483,22 @@ class Machine:
         need = tuple(sum(col) + units[i] for i, col in enumerate(zip(*before, strict=True)))
         return self._source.available_after(need, now)
 
-    def next_level(self) -> int | None:
+    def next_level(self, owed: int | None = None) -> int | None:
         """The level whose head the next permit would go to, as the policy
-        chooses it at the machine's latest time; ``None`` while nobody waits.
+        chooses it at the machine's latest time (``owed``, while it has
+        waiters: see :meth:`supply`); ``None`` while nobody waits.
 
         Asks :meth:`Policy.choose` without granting: for a permit source that
         must know who it is asking for (a shared limit that keeps headroom for
         urgent levels). Tick first, so that expired waiters are gone.
         """
+        if owed is not None:
+            owed = self._check_level(owed, "owed")
         now = self._now
         if now is None or not self._queues:
             return None
+        if owed is not None and self._queues.depths[owed]:
+            return owed
         return self._choose(now, [])
 
     def statistics(self) -> Statistics:
@@ -937,16 +942,24 @@ class Machine:
         self._ledger.log(self._source.adopt(now, remaining, reset, index))
         return out
 
-    def supply(self, now: int) -> list[Decision]:
+    def supply(self, now: int, owed: int | None = None) -> list[Decision]:
         """A permit from outside, at ``now``: tick to ``now``, then grant it to
-        the waiter the policy chooses. Returns the decisions made (any
-        expiries, then the grant); without a grant if nobody waits, and the
-        permit is then not kept. Only for a ``supplied`` machine.
+        the waiter the policy chooses, or, with ``owed``, to the head of that
+        level while it has waiters (the source decided whose turn it is: a
+        shared limit whose shares count every process's levels). Returns the
+        decisions made (any expiries, then the grant); without a grant if
+        nobody waits, and the permit is then not kept. Only for a
+        ``supplied`` machine.
         """
         now = self._check_now(now)
+        if owed is not None:
+            owed = self._check_level(owed, "owed")
         source = self._source
-        source.offer(now)  # a paced machine refuses, and nothing has changed
-        out = self.tick(now)
+        if not isinstance(source, Outside):
+            raise refuse_outside("supplied", False, "supply()")
+        out = self.tick(now)  # expiries only: no permit is at hand yet
+        source.offer(now)
+        self._grant(now, out, owed)
         source.discard()
         return out
 
@@ -997,13 +1010,14 @@ class Machine:
             for granted, hist in zip(self._units, self._hists, strict=True):
                 granted[:] = [n + hist.count for n in granted]
 
-    def _check_level(self, level: object) -> int:
+    def _check_level(self, level: object, argument: str = "level") -> int:
+        """``level``, checked: a level of the policy (``argument`` names it)."""
         if level.__class__ is int and 0 <= level < self.levels:
             return level
-        level = check_int("level", level, 0)
+        level = check_int(argument, level, 0)
         if level >= self.levels:
             raise PermitValueError(
-                "level", level, f"must be below {self.levels}, the policy's levels"
+                argument, level, f"must be below {self.levels}, the policy's levels"
             )
         return level
 
@@ -1084,9 +1098,10 @@ class Machine:
             raise PermitValueError("limit", limit, f"is not one of {list(self._index)}")
         return self._index[limit], limit
 
-    def _grant(self, now: int, out: list[Decision]) -> None:
+    def _grant(self, now: int, out: list[Decision], owed: int | None = None) -> None:
         """Grant while anyone waits and the head of the level the policy
-        chooses fits: nothing is granted past it while its units accrue."""
+        chooses (first ``owed``, while it has waiters) fits: nothing is
+        granted past it while its units accrue."""
         ids = self._ids
         source = self._source
         varied = self._varied
@@ -1103,7 +1118,10 @@ class Machine:
         depths = queues.depths
         levels = self.levels
         while True:
-            level = choose(queues, now)
+            if owed is not None and depths[owed]:
+                level, owed = owed, None
+            else:
+                level = choose(queues, now)
             if level.__class__ is not int or not 0 <= level < levels or not depths[level]:
                 raise self._policy_error(level, out)
             if varied:
