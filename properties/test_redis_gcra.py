@@ -79,14 +79,27 @@ class Buckets:
         """Global shares: when ``level``'s next grant starts, in virtual time."""
         return max(self.finish.get(level, 0), self.virtual)
 
-    def owed(self, process: str, now: int, counts: Sequence[int], level: int) -> int:
-        """Global shares: the levels other live processes wait at whose next
-        grant starts sooner than that of every level ``process`` waits at."""
-        first = min(self.start(lv) for lv, c in enumerate(counts) if c > 0 or lv == level)
+    def soonest(self, first: int, counts: Sequence[int]) -> int:
+        """Global shares: of the levels a process waits at (``first``, unless
+        -1, and those with ``counts``), the one whose next grant starts
+        soonest, ``first`` among equals, then the most urgent; -1 if none."""
+        levels = {lv for lv, c in enumerate(counts) if c > 0} | ({first} - {-1})
+        if not levels:
+            return -1
+        return min(levels, key=lambda lv: (self.start(lv), lv != first, lv))
+
+    def owed(self, process: str, now: int, counts: Sequence[int], level: int) -> tuple[int, int]:
+        """Global shares: the level of ``process`` owed first (of the take's
+        ``level`` and those it waits at), and the levels other live
+        processes wait at whose next grant starts sooner than that one's."""
+        mine = self.soonest(level, counts)
         waits = self.elsewhere(process, now)
-        return sum(
-            1 for lv, w in enumerate(waits[: len(counts)]) if w > 0 and self.start(lv) < first
+        sooner = sum(
+            1
+            for lv, w in enumerate(waits[: len(counts)])
+            if w > 0 and self.start(lv) < self.start(mine)
         )
+        return mine, sooner
 
     def publish(self, process: str, now: int, ttl: int, counts: Sequence[int]) -> None:
         if sum(counts) > 0:
@@ -157,19 +170,26 @@ class Buckets:
         the ``line`` (the process, the level, its waiters, the grace of a turn), one
         refused, or allowed while more of its process's waiters must wait,
         is told its turn. Under global priority with ``shares`` (each
-        level's cost of a unit in virtual time), not while another live
-        process waits at a level whose next grant starts sooner than that
-        of every level this process waits at; a grant moves its level's
-        finish on by its units of the first limit times that cost."""
+        level's cost of a unit in virtual time), not while any live process
+        waits at a level whose next grant starts sooner than the take's
+        level's (the process's own other levels included: allowed now, it
+        is told to ask again at once); a grant moves its level's finish on
+        by its units of the first limit times that cost; the answer ends
+        with the level the permits are for (-1: refused) and the process's
+        level owed next (-1: none)."""
         self.refill(now)
         if any(x > b for x, b in zip(units, self.burst, strict=True)):
             return self.answer(0, -1)
         wait = self.wait(now, reserve, units)
         held = self.pause > now
+        tail: tuple[int, ...] = ()
+        mine = None
         if demand is not None:
             process, ttl, level, counts = demand
             if shares is not None:
-                ahead = self.owed(process, now, counts, level)
+                mine, ahead = self.owed(process, now, counts, level)
+                tail = (-1, mine)
+                held = held or mine != level
             else:
                 # more urgent than the take and than every waiter of its own
                 urgent = next((lv for lv in range(level) if counts[lv] > 0), level)
@@ -182,7 +202,10 @@ class Buckets:
                 self.publish(process, now, ttl, counts)
             if line is not None:
                 wait = self.turn(line, now, now + wait, units) - now
-            return self.answer(0, math.ceil(wait))
+            return self.answer(0, math.ceil(wait)) + tail
+        if demand is not None and mine is not None and mine != level:
+            self.publish(process, now, ttl, counts)  # another of its levels first
+            return self.answer(0, 0) + tail
         taken = 0
         while True:
             for i, x in enumerate(units):
@@ -197,16 +220,17 @@ class Buckets:
             if shares is not None:
                 self.virtual = begin = self.start(level)
                 self.finish[level] = begin + taken * units[0] * shares[level]
+                tail = (level, self.soonest(-1, left))
         if wait > 0:
             if line is not None:
                 self.line.pop(line[0], None)
-            return self.answer(-1, math.ceil(wait))
+            return self.answer(-1, math.ceil(wait)) + tail
         again = self.wait(now, reserve, units)
         if line is not None:
             self.line.pop(line[0], None)  # granted: back at the end, if more wait
             if line[2] > taken and (again > 0 or self.line):
                 again = self.turn(line, now, now + again, units) - now
-        return self.answer(taken, math.ceil(again))
+        return self.answer(taken, math.ceil(again)) + tail
 
     def give(self, now: int, units: Sequence[int]) -> Answer:
         """``units`` charged (> 0) or given back (< 0; never beyond the burst)."""
@@ -458,10 +482,16 @@ MUTANTS = {
         "a level's next grant starts with the last grant anywhere, whatever it took",
         "shares",
     ),
-    "shares-held-by-own-levels": (
-        "        if (counts[l] or 0) > 0 then first = math.min(first, start(l - 1)) end\n",
-        "",
-        "a process is held while it waits at the level owed itself (two can wait forever)",
+    "shares-any-own-level": (
+        "      local mine = soonest(level, counts)\n",
+        "      local mine = level\n",
+        "a process serves any level it waits at, though another of its levels is owed sooner",
+        "shares",
+    ),
+    "shares-owed-unsaid": (
+        "      owed = {level, soonest(-1, counts)}\n",
+        "      owed = {level, level}\n",
+        "a process granted is told to ask for the same level again, whichever is owed",
         "shares",
     ),
     "drop-other-demand": (
@@ -610,7 +640,8 @@ def global_run(
             got = tuple(call("take", now, 0, (1,), process, TTL, level, words, *extra))
             model.refill(now)
             if costs:
-                ahead = model.owed(process, now, counts, level)
+                mine, ahead = model.owed(process, now, counts, level)
+                ahead += mine != level
             else:
                 urgent = next((lv for lv in range(level) if counts[lv] > 0), level)
                 ahead = model.ahead(process, urgent, now)
@@ -651,12 +682,13 @@ def test_global_shares_are_start_time_fair_queuing(
 ) -> None:
     """P49: under global priority with shares, at every chosen time the
     script answers exactly as the buckets, the published demand and the
-    levels' virtual times do: a take is granted only if no other live
-    process waits at a level whose next grant starts sooner (the later of
-    the level's last finish and the start of the last grant anywhere) than
-    that of every level its own process waits at; a grant of ``x`` units
-    at level ``L`` starts at ``L``'s start and finishes ``x * lcm / w_L``
-    later."""
+    levels' virtual times do: a take at level ``L`` is granted only if no
+    live process, its own included, waits at a level whose next grant
+    starts sooner (the later of the level's last finish and the start of
+    the last grant anywhere) than ``L``'s; a grant of ``x`` units at level
+    ``L`` starts at ``L``'s start and finishes ``x * lcm / w_L`` later; and
+    each answer names the level its permits are for and the process's level
+    owed next."""
     global_run(script, limit, steps, weights)
 
 
@@ -678,6 +710,29 @@ def test_global_shares_by_hand(script: Any) -> None:
         zeros = order[:end].count(0)
         assert abs(Fraction(zeros, 3) - (end - zeros)) <= Fraction(4, 3), order[:end]
     assert len(order) >= 100, order  # one grant a millisecond at least: nobody starves
+
+
+def test_a_process_at_two_levels_is_told_which_to_ask_for(script: Any) -> None:
+    """P49 by hand, one process at two levels: weights (1, 6, 1), process a
+    waits at levels 0 and 2 (five each), nobody else. Its first take, for
+    level 2, is allowed (every level starts at 0: the take's own among
+    equals) and says level 0 is owed next; asking for level 2 again is
+    refused with no wait, owed 0; level 0 is then allowed, and with both
+    levels started at 6 the more urgent is owed next."""
+    call = caller(script, [1000], [1000])  # the buckets never hold anyone up
+
+    def take(t: int, level: int, words: str) -> list[int]:
+        args = ("a", TTL, level, words, 0, 1, "", 0, 0, 0, "6 1 6", 1)
+        return [int(v) for v in call("take", T0 + t, 0, (1,), *args)]
+
+    allowed, _, _, level, owed = take(0, 2, "5 0 5")
+    assert (allowed, level, owed) == (1, 2, 0), "P49"
+    refused = take(10, 2, "5 0 4")
+    assert (refused[:2], refused[3:]) == ([0, 0], [-1, 0]), "P49"
+    allowed, _, _, level, owed = take(20, 0, "5 0 4")
+    assert (allowed, level, owed) == (1, 0, 0), "P49"
+    allowed, _, _, level, owed = take(30, 0, "1 0 0")  # its last waiter
+    assert (allowed, level, owed) == (1, 0, -1), "P49"
 
 
 @given(

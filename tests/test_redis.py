@@ -603,9 +603,10 @@ async def test_global_priority_under_a_process_serving_a_lower_level_first(
     has a more urgent waiter (``Shares``) is not held up by another
     process's waiter between the two levels, so neither waits for the other
     forever. Process B (shares of three levels, equal weights) has three
-    waiters at level 0 and one at level 2: its third permit goes to level 2,
-    while a level-0 waiter of its own is left; process A waits at level 1,
-    held up by that waiter. Every waiter is served."""
+    waiters at level 0 and one at level 2: its second permit goes to level
+    2 (the shares, counted in Redis, owe it), while level-0 waiters of its
+    own are left; process A waits at level 1, held up by them. Every waiter
+    is served."""
     name = fresh()
     served: list[tuple[str, int]] = []
     url = redis_server.url
@@ -628,7 +629,7 @@ async def test_global_priority_under_a_process_serving_a_lower_level_first(
             for level in (0, 0, 0, 2):
                 tg.start_soon(call, b, "b", level)
     assert sorted(served) == [("a", 1), ("a", 1), ("b", 0), ("b", 0), ("b", 0), ("b", 2)]
-    assert [level for process, level in served if process == "b"] == [0, 0, 2, 0]
+    assert [level for process, level in served if process == "b"] == [0, 2, 0, 0]
 
 
 @pytest.mark.timeout(60)
@@ -669,6 +670,45 @@ async def test_global_shares_across_two_limiters(redis_server: RedisServer) -> N
         print(f"global priority {global_priority}: {granted}")
     assert 0.65 <= fractions[True] <= 0.85, fractions
     assert fractions[False] <= 0.6, fractions
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.anyio
+async def test_global_shares_count_a_process_waiting_at_two_levels(
+    redis_server: RedisServer,
+) -> None:
+    """P49 with a process at two levels: under ``Shares((1, 6, 1))`` limiter
+    a has callers waiting at levels 0 and 2, limiter b at level 1, all
+    backlogged for 2 s at 100 permits/s. The shares count over both, level
+    by level: about 1/8, 6/8 and 1/8 of the permits. (Were a serving its
+    two levels in its local order, level 0 would get about 0.4.)"""
+    granted = [0, 0, 0]
+    options: dict[str, Any] = {"name": fresh(), "rate": 100, "burst": 1, "global_priority": True}
+    policy = Shares((1, 6, 1))
+    async with (
+        open_limiter(policy, redis_server.url, **options) as a,
+        open_limiter(policy, redis_server.url, **options) as b,
+    ):
+
+        async def call(limiter: RedisLimiter, level: int) -> None:
+            while True:
+                await limiter.acquire(level)
+                granted[level] += 1
+
+        async with anyio.create_task_group() as tg:
+            for _ in range(10):
+                tg.start_soon(call, a, 0)
+                tg.start_soon(call, a, 2)
+                tg.start_soon(call, b, 1)
+            await anyio.sleep(2.0)
+            tg.cancel_scope.cancel()
+    total = sum(granted)
+    print(f"granted per level: {granted}")
+    assert total >= 40, granted  # enough grants for the fractions to mean something
+    shares = [g / total for g in granted]
+    for level in (0, 2):
+        assert 0.05 <= shares[level] <= 0.22, ("P49", granted)
+    assert shares[1] >= 0.62, ("P49", granted)
 
 
 CRASHING = """

@@ -143,7 +143,10 @@ _SCRIPT = """
 -- us until it would be allowed (-1: never, a cost above a burst), allowed
 -- (1 or more, up to the lease) with the us until the same take again would
 -- be (or until its turn, in the line), or booked (-1) with the us until its
--- permit's time; pause: the us until the pause ends.
+-- permit's time; pause: the us until the pause ends. A take under global
+-- shares answers two more: the level its permits are for (-1: refused),
+-- and the level of the process owed the next permit, to ask for next (-1:
+-- it waits no more).
 local op = ARGV[1]
 local now = @NOW@
 local arg = tonumber(ARGV[3])
@@ -168,11 +171,13 @@ for i = 1, n do
   tat[i] = math.max(now, tonumber(state[i + 1]) or now)
 end
 
+local owed  -- global shares: {the level a take is for, the level owed next}
 local function answer(allowed, wait)
   local out = {allowed, wait}
   for i = 1, n do
     out[i + 2] = math.floor((burst[i] * T[i] - (tat[i] - now)) / T[i])
   end
+  if owed then out[n + 3], out[n + 4] = owed[1], owed[2] end
   return out
 end
 
@@ -221,6 +226,16 @@ local costs, shared, tags = {}, tonumber(ARGV[17 + 4 * n]) or 1, {}
 for word in string.gmatch(ARGV[16 + 4 * n] or '', '%S+') do costs[#costs + 1] = tonumber(word) end
 local function start(l)  -- the start of level l's next grant (l from 0)
   return math.max(tonumber(tags[l + 2]) or 0, tonumber(tags[1]) or 0)
+end
+-- Of the levels a process waits at (`first`, and those with `counts`), the
+-- one whose next grant starts soonest (`first` among equals, then the most
+-- urgent); -1 if none.
+local function soonest(first, counts)
+  local best = first
+  for l = 1, #costs do
+    if (counts[l] or 0) > 0 and (best < 0 or start(l - 1) < start(best)) then best = l - 1 end
+  end
+  return best
 end
 
 -- Publish this process's waiters per level, to live `ttl` us.
@@ -322,17 +337,17 @@ if op == 'take' then
   if process ~= '' then
     local waits, ahead = waiting_elsewhere(process), 0
     if #costs > 0 then
-      -- shares: not while another live process waits at a level whose next
-      -- grant starts sooner than that of every level this one waits at
+      -- shares: not while any live process, this one included, waits at a
+      -- level whose next grant starts sooner than the take's level's; the
+      -- process is told which of its levels to ask for instead
       local fields = {'V'}
       for l = 1, #costs do fields[l + 1] = 'F' .. (l - 1) end
       tags = redis.call('HMGET', KEYS[6], unpack(fields))
-      local first = start(level)
+      local mine = soonest(level, counts)
+      owed = {-1, mine}
+      held = held or mine ~= level
       for l = 1, #costs do
-        if (counts[l] or 0) > 0 then first = math.min(first, start(l - 1)) end
-      end
-      for l = 1, #costs do
-        if (waits[l] or 0) > 0 and start(l - 1) < first then ahead = ahead + 1 end
+        if (waits[l] or 0) > 0 and start(l - 1) < start(mine) then ahead = ahead + 1 end
       end
     else
       -- strict: not while a level more urgent than this one, and than every
@@ -361,6 +376,12 @@ if op == 'take' then
     if me ~= '' then at = turn(at) end
     return answer(0, math.ceil(at - now))
   end
+  if owed and owed[2] ~= level then
+    -- allowed now, but another level of this process is owed first: it
+    -- asks for that one at once (its place in the line kept)
+    publish(process, ttl, counts)
+    return answer(0, 0)
+  end
   local function charge()  -- every limit its part, at once
     for i = 1, n do tat[i] = tat[i] + x[i] * T[i] end
   end
@@ -382,9 +403,11 @@ if op == 'take' then
     if #costs > 0 then
       local begin = start(level)
       local finish = begin + taken * x[shared] * costs[level + 1]
+      tags[1], tags[level + 2] = begin, finish
       redis.call('HSET', KEYS[6], 'V', string.format('%.17g', begin),
         'F' .. level, string.format('%.17g', finish))
       redis.call('PEXPIRE', KEYS[6], math.ceil(ttl / 1000) + @SLACK@)
+      owed = {level, soonest(-1, counts)}
     end
   end
   if ARGV[4] == '1' then
@@ -477,6 +500,13 @@ class GcraAnswer(NamedTuple):
     booked: bool = False
     #: Permits taken (more than one: a lease); 0 if refused.
     taken: int = 1
+    #: Under global shares, the level the permits taken are for (the level
+    #: asked for); ``None``: refused, or whoever the process's policy chooses.
+    level: int | None = None
+    #: Under global shares, the level of the asking process whose next grant
+    #: starts soonest: the level to ask for next (``None``: it waits no
+    #: more, or no shares).
+    owed: int | None = None
 
 
 class Request(NamedTuple):
@@ -490,10 +520,13 @@ class Request(NamedTuple):
     wire: bytes
 
 
-def _answer(reply: list[Any]) -> GcraAnswer:
-    code, left = int(reply[0]), tuple(int(r) for r in reply[2:])
+def _answer(reply: list[Any], limits: int) -> GcraAnswer:
+    code, left = int(reply[0]), tuple(int(r) for r in reply[2 : 2 + limits])
     booked = code < 0
-    return GcraAnswer(code != 0, int(reply[1]), left, booked, 1 if booked else code)
+    level = owed = None
+    if len(reply) > 2 + limits:  # a take under global shares
+        level, owed = (int(r) if int(r) >= 0 else None for r in reply[2 + limits :])
+    return GcraAnswer(code != 0, int(reply[1]), left, booked, 1 if booked else code, level, owed)
 
 
 class BackendUnavailable(PermitError, ConnectionError):
@@ -685,12 +718,12 @@ class RedisLimit:
 
     def send(self, request: Request) -> GcraAnswer:
         """Run ``request`` (one round trip, blocking)."""
-        return _answer(self._script(keys=self._keys, args=request.args))
+        return _answer(self._script(keys=self._keys, args=request.args), len(self.limits))
 
     async def asend(self, request: Request) -> GcraAnswer:
         """Run ``request`` on the asyncio client (:meth:`open_async`)."""
         assert self._arun is not None
-        return _answer(await self._arun(request))
+        return _answer(await self._arun(request), len(self.limits))
 
     async def _replied(self, call: Awaitable[Any]) -> Any:
         """The reply to ``call`` on the asyncio client, or redis-py's
@@ -1065,6 +1098,9 @@ class RedisLimiter(_AnyioLimiter):
         #: Whether this process holds a turn in the line, or was refused, as
         #: last told: its next take asks for a place in the line.
         self._in_line = False
+        #: Under global shares, the level of this process owed the next
+        #: permit, as the script last said: the level asked for next.
+        self._owed: int | None = None
         book = _nanoseconds("book_ahead", book_ahead)
         if book is None or (global_priority and book_ahead > demand_ttl / 2):
             raise PermitValueError(
@@ -1076,8 +1112,8 @@ class RedisLimiter(_AnyioLimiter):
         #: level and cost (1: one per request).
         self.lease = check_int("lease", lease, 1)
         #: The permit booked: when it is this process's (s), its units, the
-        #: level it was asked for.
-        self._booked: tuple[float, tuple[int, ...], int] | None = None
+        #: level it was asked for, and the level it is for (global shares).
+        self._booked: tuple[float, tuple[int, ...], int, int | None] | None = None
         self._retry_level: int | None = None
         self.limit = limit
         self.reserve = tuple(reserve)
@@ -1218,7 +1254,7 @@ class RedisLimiter(_AnyioLimiter):
             super()._withdraw(id, waiter)
             return
         self._dispatch(self._machine.tick(self._now()))  # next_level() needs the time
-        if self._takes_over(units, self.reserve[waiter.decision.level]):
+        if self._takes_over(units, self.reserve[waiter.decision.level], None):
             super()._withdraw(id, waiter)
             return
         if self._closed is None:  # closing: Redis gets the units back when they expire
@@ -1326,7 +1362,7 @@ class RedisLimiter(_AnyioLimiter):
         find a permit now)."""
         if self._pending:
             return True
-        level = self._machine.next_level()
+        level = self._machine.next_level(self._owed)
         if self._published and level != self._retry_level:
             return True  # the demand published is not what waits now
         if level is None:
@@ -1468,9 +1504,9 @@ class RedisLimiter(_AnyioLimiter):
         booked = self._booked
         if booked is not None and self._seconds() >= booked[0]:
             self._booked = None  # the booked permit's time: hand it over
-            await self._hand_over(booked[1], self.reserve[booked[2]])
+            await self._hand_over(booked[1], self.reserve[booked[2]], 1, booked[3])
             return
-        level = machine.next_level()
+        level = machine.next_level(self._owed)
         if level is None:
             if self._published or self._in_line:  # nobody waits here any more: say so
                 try:
@@ -1485,7 +1521,7 @@ class RedisLimiter(_AnyioLimiter):
             # Wait for the booked permit's time, unless a waiter with a
             # smaller reserve came (it may find a permit now), or, under
             # global priority, another level is next (its demand goes out).
-            at, _, booked_level = booked
+            at, _, booked_level, _ = booked
             if self.reserve[level] >= self.reserve[booked_level] and not (
                 self._published and level != booked_level
             ):
@@ -1525,6 +1561,7 @@ class RedisLimiter(_AnyioLimiter):
         # a little early and be refused)
         answered = self._seconds()
         never = not answer.allowed and answer.retry_after < 0  # refused before publishing
+        self._owed = answer.owed
         if depths is not None and not never:
             self._published = sum(depths) > answer.taken
         if not self.book_ahead and not never:
@@ -1541,34 +1578,38 @@ class RedisLimiter(_AnyioLimiter):
             await self._wait_for(level, answer.retry_after, answered)
             return
         if answer.booked:  # its time comes later: the driver hands it over then
-            self._booked = (self._seconds() + answer.retry_after / 1e6, units, level)
+            self._booked = (self._seconds() + answer.retry_after / 1e6, units, level, answer.level)
             return
-        await self._hand_over(units, reserve, answer.taken)
+        await self._hand_over(units, reserve, answer.taken, answer.level)
         if answer.retry_after and machine.next_level() is not None:
             # The next permit is not there yet: wait for it (as for a refusal).
             await self._wait_for(level, answer.retry_after, answered)
 
-    async def _hand_over(self, units: tuple[int, ...], reserve: int, count: int = 1) -> None:
-        """``count`` permits of ``units`` taken under ``reserve`` are here:
-        each to the waiter the policy chooses now, if that one asks for the
-        same units with no larger reserve; the rest (the waiter left, or
-        another came first, during the round trip or the wait) back to
-        Redis, rather than break the reserve or the limit."""
+    async def _hand_over(
+        self, units: tuple[int, ...], reserve: int, count: int = 1, owed: int | None = None
+    ) -> None:
+        """``count`` permits of ``units`` taken under ``reserve`` (for level
+        ``owed``, if the script said) are here: each to the waiter the
+        policy chooses now (the head of ``owed`` while it waits), if that
+        one asks for the same units with no larger reserve; the rest (the
+        waiter left, or another came first, during the round trip or the
+        wait) back to Redis, rather than break the reserve or the limit."""
         machine = self._machine
         now = self._now()
         self._dispatch(machine.tick(now))
         for handed in range(count):
-            if not self._takes_over(units, reserve):
+            if not self._takes_over(units, reserve, owed):
                 await self._give_back(units, count - handed)
                 return
-            self._dispatch(machine.supply(now))
+            self._dispatch(machine.supply(now, owed))
 
-    def _takes_over(self, units: tuple[int, ...], reserve: int) -> bool:
+    def _takes_over(self, units: tuple[int, ...], reserve: int, owed: int | None) -> bool:
         """Whether the waiter the policy chooses now (the machine ticked to
-        now) may have a permit of ``units`` taken under ``reserve``: it asks
-        for the same units, at a level whose reserve is no larger."""
+        now; the head of ``owed`` while it waits) may have a permit of
+        ``units`` taken under ``reserve``: it asks for the same units, at a
+        level whose reserve is no larger."""
         machine = self._machine
-        chosen = machine.next_level()
+        chosen = machine.next_level(owed)
         return (
             chosen is not None
             and self.reserve[chosen] <= reserve
