@@ -652,9 +652,21 @@ def test_the_queries_errors_in_words() -> None:
         for owed in (None, 0):
             refused(
                 functools.partial(paced.supply, 5, owed),
-                *valued("supplied", False, "supply() is for a paced machine, not supplied=True"),
+                *valued(
+                    "supplied",
+                    False,
+                    "supply() is for a supplied machine (supplied=True), not a paced one",
+                ),
             )
             assert paced.snapshot() == before, "P18"
+        refused(
+            functools.partial(paced.next_level, 0),
+            *valued(
+                "owed",
+                0,
+                "next_level(owed=...) is for a supplied machine (supplied=True), not a paced one",
+            ),
+        )
     supplied = Machine(Fifo(), 1, 1, supplied=True)
     supplied.push("a", 0, 0)  # waits for a permit from outside
     before = supplied.snapshot()

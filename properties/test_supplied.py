@@ -203,11 +203,16 @@ class Owed(RuleBasedStateMachine):
         self.now += steps * self.step + extra
         assert rows(self.a.tick(self.now)) == rows(self.b.tick(self.now)), "P51"
 
-    @rule(owed=st.none() | st.integers(0, 2), extra=st.integers(0, 3))
-    def supply(self, owed: int | None, extra: int) -> None:
+    @rule(data=st.data(), extra=st.integers(0, 3))
+    def supply(self, data: st.DataObject, extra: int) -> None:
         self.now += extra
-        if owed is not None:
-            owed %= self.levels
+        # mostly a level with waiters, which the policy may not choose
+        waiting = [lv for lv, depth in enumerate(self.b.queues.depths) if depth]
+        owed = data.draw(
+            st.sampled_from(waiting) | st.none() | st.integers(0, self.levels - 1)
+            if waiting
+            else st.none() | st.integers(0, self.levels - 1)
+        )
         self.owing.owed = owed
         want = rows(self.a.supply(self.now))
         self.owing.owed = None

@@ -584,12 +584,12 @@ def test_four_processes_share_one_limit(redis_server: RedisServer) -> None:
     # so the tails of a loaded machine are close
     assert results["reserve 3"][3] < results["no reserve"][3], results
     assert results["global priority"][3] < results["no reserve"][3], results
-    # Found at once, from any process: a few ms on an idle machine (2.2 ms in
-    # BENCHMARKS.md). Four processes on a loaded machine wait for a core
-    # too, so the margin is 20 permit intervals; without the reserve the
-    # p99 is tens of intervals even on an idle machine.
-    assert with_reserve < 20 / RATE, results
-    assert first < 20 / RATE, results
+    # Found at once, from any process: a few ms on an idle machine (BENCHMARKS.md).
+    # Four processes on a loaded machine wait for a core too (a p99 of 135 ms
+    # was seen with two other test suites running on the host's two cores),
+    # so the margin is 40 permit intervals: no interactive call starves.
+    assert with_reserve < 40 / RATE, results
+    assert first < 40 / RATE, results
     for label in ("reserve 3", "global priority"):  # every interactive call served
         assert results[label][1] == results[label][2], (label, results)
 

@@ -144,9 +144,9 @@ _SCRIPT = """
 -- (1 or more, up to the lease) with the us until the same take again would
 -- be (or until its turn, in the line), or booked (-1) with the us until its
 -- permit's time; pause: the us until the pause ends. A take under global
--- shares answers two more: the level its permits are for (-1: refused),
--- and the level of the process owed the next permit, to ask for next (-1:
--- it waits no more).
+-- shares (but one above a burst) answers two more: the level its permits
+-- are owed to (-1: refused), and the level of the process owed the next
+-- permit, to ask for next (-1: it waits no more).
 local op = ARGV[1]
 local now = @NOW@
 local arg = tonumber(ARGV[3])
@@ -171,13 +171,13 @@ for i = 1, n do
   tat[i] = math.max(now, tonumber(state[i + 1]) or now)
 end
 
-local owed  -- global shares: {the level a take is for, the level owed next}
+local told  -- global shares: {the level a take's permits are owed to, the one to ask for next}
 local function answer(allowed, wait)
   local out = {allowed, wait}
   for i = 1, n do
     out[i + 2] = math.floor((burst[i] * T[i] - (tat[i] - now)) / T[i])
   end
-  if owed then out[n + 3], out[n + 4] = owed[1], owed[2] end
+  if told then out[n + 3], out[n + 4] = told[1], told[2] end
   return out
 end
 
@@ -344,7 +344,7 @@ if op == 'take' then
       for l = 1, #costs do fields[l + 1] = 'F' .. (l - 1) end
       tags = redis.call('HMGET', KEYS[6], unpack(fields))
       local mine = soonest(level, counts)
-      owed = {-1, mine}
+      told = {-1, mine}
       held = held or mine ~= level
       for l = 1, #costs do
         if (waits[l] or 0) > 0 and start(l - 1) < start(mine) then ahead = ahead + 1 end
@@ -376,7 +376,7 @@ if op == 'take' then
     if me ~= '' then at = turn(at) end
     return answer(0, math.ceil(at - now))
   end
-  if owed and owed[2] ~= level then
+  if told and told[2] ~= level then
     -- allowed now, but another level of this process is owed first: it
     -- asks for that one at once (its place in the line kept)
     publish(process, ttl, counts)
@@ -407,7 +407,7 @@ if op == 'take' then
       redis.call('HSET', KEYS[6], 'V', string.format('%.17g', begin),
         'F' .. level, string.format('%.17g', finish))
       redis.call('PEXPIRE', KEYS[6], math.ceil(ttl / 1000) + @SLACK@)
-      owed = {level, soonest(-1, counts)}
+      told = {level, soonest(-1, counts)}
     end
   end
   if ARGV[4] == '1' then
@@ -500,13 +500,14 @@ class GcraAnswer(NamedTuple):
     booked: bool = False
     #: Permits taken (more than one: a lease); 0 if refused.
     taken: int = 1
-    #: Under global shares, the level the permits taken are for (the level
-    #: asked for); ``None``: refused, or whoever the process's policy chooses.
-    level: int | None = None
-    #: Under global shares, the level of the asking process whose next grant
-    #: starts soonest: the level to ask for next (``None``: it waits no
-    #: more, or no shares).
+    #: Under global shares, the level the permits taken are owed to (the
+    #: level asked for); ``None``: refused, or whoever the process's policy
+    #: chooses.
     owed: int | None = None
+    #: Under global shares, the level of the asking process whose next grant
+    #: starts soonest, to ask for next (``None``: it waits no more, or no
+    #: shares).
+    ask_next: int | None = None
 
 
 class Request(NamedTuple):
@@ -521,12 +522,18 @@ class Request(NamedTuple):
 
 
 def _answer(reply: list[Any], limits: int) -> GcraAnswer:
-    code, left = int(reply[0]), tuple(int(r) for r in reply[2 : 2 + limits])
+    if len(reply) not in (2 + limits, 4 + limits):
+        raise ValueError(
+            f"the script answered {reply!r}: not {2 + limits} or {4 + limits} numbers "
+            "(a script of another version of permits?)"
+        )
+    numbers = [int(r) for r in reply]
+    code, left = numbers[0], tuple(numbers[2 : 2 + limits])
     booked = code < 0
-    level = owed = None
-    if len(reply) > 2 + limits:  # a take under global shares
-        level, owed = (int(r) if int(r) >= 0 else None for r in reply[2 + limits :])
-    return GcraAnswer(code != 0, int(reply[1]), left, booked, 1 if booked else code, level, owed)
+    owed = ask_next = None
+    if len(numbers) > 2 + limits:  # a take under global shares
+        owed, ask_next = (n if n >= 0 else None for n in numbers[2 + limits :])
+    return GcraAnswer(code != 0, numbers[1], left, booked, 1 if booked else code, owed, ask_next)
 
 
 class BackendUnavailable(PermitError, ConnectionError):
@@ -1099,8 +1106,8 @@ class RedisLimiter(_AnyioLimiter):
         #: last told: its next take asks for a place in the line.
         self._in_line = False
         #: Under global shares, the level of this process owed the next
-        #: permit, as the script last said: the level asked for next.
-        self._owed: int | None = None
+        #: permit, as the script last said: the level to ask for next.
+        self._ask_next: int | None = None
         book = _nanoseconds("book_ahead", book_ahead)
         if book is None or (global_priority and book_ahead > demand_ttl / 2):
             raise PermitValueError(
@@ -1362,7 +1369,7 @@ class RedisLimiter(_AnyioLimiter):
         find a permit now)."""
         if self._pending:
             return True
-        level = self._machine.next_level(self._owed)
+        level = self._machine.next_level(self._ask_next)
         if self._published and level != self._retry_level:
             return True  # the demand published is not what waits now
         if level is None:
@@ -1506,7 +1513,7 @@ class RedisLimiter(_AnyioLimiter):
             self._booked = None  # the booked permit's time: hand it over
             await self._hand_over(booked[1], self.reserve[booked[2]], 1, booked[3])
             return
-        level = machine.next_level(self._owed)
+        level = machine.next_level(self._ask_next)
         if level is None:
             if self._published or self._in_line:  # nobody waits here any more: say so
                 try:
@@ -1515,6 +1522,7 @@ class RedisLimiter(_AnyioLimiter):
                     await self._outage(error)
                     return
                 self._published = self._in_line = False
+                self._ask_next = None
             await self._sleep(math.inf if booked is None else booked[0])
             return
         if booked is not None:
@@ -1561,7 +1569,7 @@ class RedisLimiter(_AnyioLimiter):
         # a little early and be refused)
         answered = self._seconds()
         never = not answer.allowed and answer.retry_after < 0  # refused before publishing
-        self._owed = answer.owed
+        self._ask_next = answer.ask_next
         if depths is not None and not never:
             self._published = sum(depths) > answer.taken
         if not self.book_ahead and not never:
@@ -1575,15 +1583,16 @@ class RedisLimiter(_AnyioLimiter):
                 if machine.cancel(head.id):
                     self._fail(head.id, PermitValueError("cost", units, _ABOVE_BURST))
                 return
-            await self._wait_for(level, answer.retry_after, answered)
+            await self._wait_for(machine.next_level(self._ask_next), answer.retry_after, answered)
             return
         if answer.booked:  # its time comes later: the driver hands it over then
-            self._booked = (self._seconds() + answer.retry_after / 1e6, units, level, answer.level)
+            self._booked = (self._seconds() + answer.retry_after / 1e6, units, level, answer.owed)
             return
-        await self._hand_over(units, reserve, answer.taken, answer.level)
-        if answer.retry_after and machine.next_level() is not None:
+        await self._hand_over(units, reserve, answer.taken, answer.owed)
+        following = machine.next_level(self._ask_next)
+        if answer.retry_after and following is not None:
             # The next permit is not there yet: wait for it (as for a refusal).
-            await self._wait_for(level, answer.retry_after, answered)
+            await self._wait_for(following, answer.retry_after, answered)
 
     async def _hand_over(
         self, units: tuple[int, ...], reserve: int, count: int = 1, owed: int | None = None
@@ -1616,11 +1625,12 @@ class RedisLimiter(_AnyioLimiter):
             and self._asks.get(machine.queues.head(chosen).id) == units  # type: ignore[call-overload]
         )
 
-    async def _wait_for(self, level: int, retry_after: int, answered: float) -> None:
-        """Sleep until ``retry_after`` microseconds after ``answered``, the
-        answer for ``level``'s head; under global priority, no longer than
-        half the demand's time to live while it has waiters (a heartbeat)."""
-        self._retry_reserve = self.reserve[level]
+    async def _wait_for(self, level: int | None, retry_after: int, answered: float) -> None:
+        """Sleep until ``retry_after`` microseconds after ``answered``, to
+        ask for ``level``'s head then (``None``: nobody waits any more);
+        under global priority, no longer than half the demand's time to live
+        while it has waiters (a heartbeat)."""
+        self._retry_reserve = None if level is None else self.reserve[level]
         self._retry_level = level
         seconds = retry_after / 1e6
         if self._published:
@@ -1641,6 +1651,7 @@ class RedisLimiter(_AnyioLimiter):
     async def _outage(self, error: BaseException) -> None:
         self._down = True
         self._down_error = error
+        self._ask_next = None  # Redis's word on it is lost with the connection
         if self.on_unavailable == "local":
             if self._local is None:
                 self._local = self._fallback(self._now())

@@ -383,3 +383,10 @@ _NO_MARK = Mark(0, 0)
 def refuse_outside(argument: str, value: object, what: str) -> PermitValueError:
     """The error for an operation only a paced machine has."""
     return PermitValueError(argument, value, f"{what} is for a paced machine, not supplied=True")
+
+
+def refuse_paced(argument: str, value: object, what: str) -> PermitValueError:
+    """The error for an operation only a supplied machine has."""
+    return PermitValueError(
+        argument, value, f"{what} is for a supplied machine (supplied=True), not a paced one"
+    )

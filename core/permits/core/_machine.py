@@ -30,7 +30,7 @@ from decimal import Decimal
 from fractions import Fraction
 from typing import NamedTuple
 
-from ._bucket import NEVER, Bucket, Buckets, Outside, interval_of, refuse_outside
+from ._bucket import NEVER, Bucket, Buckets, Outside, interval_of, refuse_outside, refuse_paced
 from ._deadlines import Deadlines
 from ._errors import (
     DuplicateId,
@@ -486,7 +486,8 @@ class Machine:
     def next_level(self, owed: int | None = None) -> int | None:
         """The level whose head the next permit would go to, as the policy
         chooses it at the machine's latest time (``owed``, while it has
-        waiters: see :meth:`supply`); ``None`` while nobody waits.
+        waiters: see :meth:`supply`; a supplied machine only); ``None`` while
+        nobody waits.
 
         Asks :meth:`Policy.choose` without granting: for a permit source that
         must know who it is asking for (a shared limit that keeps headroom for
@@ -494,6 +495,8 @@ class Machine:
         """
         if owed is not None:
             owed = self._check_level(owed, "owed")
+            if not isinstance(self._source, Outside):
+                raise refuse_paced("owed", owed, "next_level(owed=...)")
         now = self._now
         if now is None or not self._queues:
             return None
@@ -956,7 +959,7 @@ class Machine:
             owed = self._check_level(owed, "owed")
         source = self._source
         if not isinstance(source, Outside):
-            raise refuse_outside("supplied", False, "supply()")
+            raise refuse_paced("supplied", False, "supply()")
         out = self.tick(now)  # expiries only: no permit is at hand yet
         source.offer(now)
         self._grant(now, out, owed)
