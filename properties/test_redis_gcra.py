@@ -109,21 +109,29 @@ class Buckets:
         else:
             self.demand.pop(process, None)
 
-    def turn(self, line: Line, now: int, at: Fraction, units: Sequence[int]) -> Fraction:
+    def turn(
+        self, line: Line, now: int, at: Fraction, units: Sequence[int], shares: bool = False
+    ) -> Fraction:
         """The turn a process in the ``line`` is told for a take of ``units``
         that the buckets allow at ``at``: one step (the units' interval on
         the slowest limit) later for each process ahead of it (of a more
         urgent level, or of its level and before it in the line; every one,
-        for a newcomer, who goes to the end). Turns more than the grace past
-        are dropped first."""
+        for a newcomer, who goes to the end; with ``shares``, a level is more
+        urgent if its next grant starts sooner, alike if as soon). Turns
+        more than the grace past are dropped first."""
         process, level, _, grace = line
         self.line = {p: e for p, e in self.line.items() if e[0] >= now - grace}
         mine = self.line.pop(process, None)
         place = mine[2] if mine is not None and mine[1] == level else None
+
+        def key(lv: int) -> int:
+            return self.start(lv) if shares else lv
+
         ahead = sum(
             1
             for name, (_, lv, other) in self.line.items()
-            if lv < level or (lv == level and (place is None or (other, name) < (place, process)))
+            if key(lv) < key(level)
+            or (key(lv) == key(level) and (place is None or (other, name) < (place, process)))
         )
         step = max(x * T for x, T in zip(units, self.T, strict=True))
         at += ahead * step
@@ -204,7 +212,7 @@ class Buckets:
             if demand is not None:
                 self.publish(process, now, ttl, counts)
             if line is not None:
-                wait = self.turn(line, now, now + wait, units) - now
+                wait = self.turn(line, now, now + wait, units, shares is not None) - now
             return self.answer(0, math.ceil(wait)) + tail
         if demand is not None and mine is not None and mine != level:
             self.publish(process, now, ttl, counts)  # another of its levels first
@@ -232,7 +240,7 @@ class Buckets:
         if line is not None:
             self.line.pop(line[0], None)  # granted: back at the end, if more wait
             if line[2] > taken and (again > 0 or self.line):
-                again = self.turn(line, now, now + again, units) - now
+                again = self.turn(line, now, now + again, units, shares is not None) - now
         return self.answer(taken, math.ceil(again)) + tail
 
     def give(self, now: int, units: Sequence[int]) -> Answer:
@@ -467,9 +475,9 @@ MUTANTS = {
         "line",
     ),
     "line-loses-the-place": (
-        "    if place == nil or o[1] < rank or o[2] < place or (o[2] == place and o[3] < me)"
-        " then\n",
-        "    if true then\n",
+        "    if sooner or (alike and (place == nil or o[2] < place"
+        " or (o[2] == place and o[3] < me))) then\n",
+        "    if sooner or alike then\n",
         "a process asking again goes to the end of the line",
         "line",
     ),
@@ -495,6 +503,13 @@ MUTANTS = {
         "      told = {level, soonest(-1, counts)}\n",
         "      told = {level, level}\n",
         "a process granted is told to ask for the same level again, whichever is owed",
+        "shares",
+    ),
+    "line-shares-by-level": (
+        "    if #costs > 0 then sooner, alike = start(o[1]) < start(rank),"
+        " start(o[1]) == start(rank) end\n",
+        "",
+        "under global shares the line orders processes by level number, not by the level owed",
         "shares",
     ),
     "shares-lease-as-one": (
@@ -540,6 +555,7 @@ def test_script_mutants_are_caught(client: Any, mutant: str) -> None:
             limits=global_limits,
             weights=st.just(()),
             lease=st.sampled_from(LEASE),
+            line=st.booleans(),
             steps=st.lists(demand_ops, min_size=1, max_size=30),
         )(global_run),
         "line": given(
@@ -551,6 +567,7 @@ def test_script_mutants_are_caught(client: Any, mutant: str) -> None:
             limits=global_limits,
             weights=st.sampled_from(WEIGHTS),
             lease=st.sampled_from(LEASE),
+            line=st.booleans(),
             steps=st.lists(demand_ops, min_size=1, max_size=30),
         )(global_run),
         # every example of it times a turn one microsecond past the grace
@@ -649,16 +666,14 @@ Limits = tuple[list[int], list[int], tuple[int, ...], int]
 
 
 def global_run(
-    script: Any, limits: Limits, steps: list[Any], weights: Sequence[int], lease: int
+    script: Any, limits: Limits, steps: list[Any], weights: Sequence[int], lease: int, line: bool
 ) -> None:
-    """Takes (of ``units``, up to ``lease`` at once) and demand of several
-    processes, strict (no ``weights``) or with shares of limit ``shared``,
-    against the model."""
+    """Takes (of ``units``, up to ``lease`` at once; each process in the
+    line, with ``line``) and demand of several processes, strict (no
+    ``weights``) or with shares of limit ``shared``, against the model."""
     rates, bursts, units, shared = limits
     costs = [math.lcm(*weights) // w for w in weights] if weights else None
-    extra: tuple[object, ...] = (0, lease)
-    if costs:
-        extra += ("", 0, 0, 0, " ".join(map(str, costs)), shared + 1)
+    shares = (" ".join(map(str, costs)), shared + 1) if costs else ()
     call = caller(script, rates, bursts)
     model = Buckets(rates, bursts)
     now = T0
@@ -675,6 +690,8 @@ def global_run(
             model.publish(process, now, TTL, counts)
             want = model.answer(1, 0)
         else:
+            place = (process, level, sum(counts), GRACE) if line else ("", 0, 0, 0)
+            extra = (0, lease, *place, *shares)
             got = tuple(call("take", now, 0, units, process, TTL, level, words, *extra))
             model.refill(now)
             if costs:
@@ -684,7 +701,10 @@ def global_run(
                 urgent = next((lv for lv in range(level) if counts[lv] > 0), level)
                 ahead = model.ahead(process, urgent, now)
             demand = (process, TTL, level, tuple(counts))
-            want = model.take(now, 0, units, demand, lease=lease, shares=costs, shared=shared)
+            in_line = (process, level, sum(counts), GRACE) if line else None
+            want = model.take(
+                now, 0, units, demand, lease=lease, line=in_line, shares=costs, shared=shared
+            )
             if got[0]:
                 # strict: nothing waits elsewhere more urgent than the take
                 # and than every waiter of its own process; shares: nothing
@@ -697,10 +717,11 @@ def global_run(
 @given(
     limits=global_limits,
     lease=st.sampled_from(LEASE),
+    line=st.booleans(),
     steps=st.lists(demand_ops, min_size=1, max_size=30),
 )
 def test_global_priority_is_the_demand_rule(
-    script: Any, limits: Limits, lease: int, steps: list[Any]
+    script: Any, limits: Limits, lease: int, line: bool, steps: list[Any]
 ) -> None:
     """P42: under global priority, at every chosen time the script answers
     exactly as the buckets and the published demand do: a take at level
@@ -709,7 +730,7 @@ def test_global_priority_is_the_demand_rule(
     could be served; each take publishes its process's waiters (less the
     one granted), and a process's demand not refreshed within its time to
     live blocks nothing."""
-    global_run(script, limits, steps, (), lease)
+    global_run(script, limits, steps, (), lease, line)
 
 
 WEIGHTS = [(1, 1, 1), (4, 1, 1), (3, 2, 1), (1, 2, 6)]
@@ -719,10 +740,16 @@ WEIGHTS = [(1, 1, 1), (4, 1, 1), (3, 2, 1), (1, 2, 6)]
     limits=global_limits,
     weights=st.sampled_from(WEIGHTS),
     lease=st.sampled_from(LEASE),
+    line=st.booleans(),
     steps=st.lists(demand_ops, min_size=1, max_size=30),
 )
 def test_global_shares_are_start_time_fair_queuing(
-    script: Any, limits: Limits, weights: tuple[int, ...], lease: int, steps: list[Any]
+    script: Any,
+    limits: Limits,
+    weights: tuple[int, ...],
+    lease: int,
+    line: bool,
+    steps: list[Any],
 ) -> None:
     """P49: under global priority with shares, at every chosen time the
     script answers exactly as the buckets, the published demand and the
@@ -732,8 +759,9 @@ def test_global_shares_are_start_time_fair_queuing(
     the last grant anywhere) than ``L``'s; a grant of ``x`` units at level
     ``L`` starts at ``L``'s start and finishes ``x * lcm / w_L`` later; and
     each answer names the level its permits are for and the process's level
-    owed next."""
-    global_run(script, limits, steps, weights, lease)
+    owed next. With the processes in the line, a turn counts those of a
+    level whose next grant starts sooner, or as soon and before it (P48)."""
+    global_run(script, limits, steps, weights, lease, line)
 
 
 def test_global_shares_by_hand(script: Any) -> None:

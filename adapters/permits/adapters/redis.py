@@ -258,7 +258,8 @@ end
 -- does. Its turn is when the buckets allow its take, one step (its units'
 -- interval on its slowest limit) later for each process ahead of it in the
 -- line (under global strict priority: of the same level or a more urgent
--- one), each to take one permit first. A process asking again keeps its
+-- one; under global shares: of a level whose next grant starts no later),
+-- each to take one permit first. A process asking again keeps its
 -- place; a newcomer, or one granted with more waiters, goes to the end. A
 -- turn more than `grace` us past is dropped (its process did not come).
 local me, rank, waiting, grace = ARGV[12 + 4 * n] or '', 0, 0, 0
@@ -281,13 +282,18 @@ local function turn(at)
       if words[2] == rank then place = words[3] end
     else
       latest = math.max(latest, words[1])
-      if words[2] <= rank then others[#others + 1] = {words[2], words[3], entries[j]} end
+      if words[2] <= rank or #costs > 0 then
+        others[#others + 1] = {words[2], words[3], entries[j]}
+      end
     end
   end
-  -- the processes ahead of this one: of a more urgent level, or of its
-  -- level and in the line before it (all of them, for a newcomer)
+  -- the processes ahead of this one: of a more urgent level (under shares:
+  -- one whose next grant starts sooner), or of its level (one that starts
+  -- as soon) and in the line before it (all of them, for a newcomer)
   for _, o in ipairs(others) do
-    if place == nil or o[1] < rank or o[2] < place or (o[2] == place and o[3] < me) then
+    local sooner, alike = o[1] < rank, o[1] == rank
+    if #costs > 0 then sooner, alike = start(o[1]) < start(rank), start(o[1]) == start(rank) end
+    if sooner or (alike and (place == nil or o[2] < place or (o[2] == place and o[3] < me))) then
       ahead = ahead + 1
     end
   end
@@ -307,9 +313,9 @@ if process ~= '' and (op == 'take' or op == 'demand') then
   level = tonumber(ARGV[8 + 4 * n])
   for word in string.gmatch(ARGV[9 + 4 * n], '%S+') do counts[#counts + 1] = tonumber(word) end
 end
--- levels order the line only under global strict priority: without it
--- nothing orders levels across processes, and shares count themselves
-if process == '' or #costs > 0 then rank = 0 end
+-- levels order the line only under global priority: without it nothing
+-- orders levels across processes
+if process == '' then rank = 0 end
 
 -- Write the state back; it expires when every bucket is full again and
 -- the pause is over.
