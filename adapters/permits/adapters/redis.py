@@ -1576,6 +1576,10 @@ class RedisLimiter(_AnyioLimiter):
         answered = self._seconds()
         never = not answer.allowed and answer.retry_after < 0  # refused before publishing
         self._ask_next = answer.ask_next
+        # the level the answer's wait is for: the one asked for, or the one
+        # global shares say to ask for next (a waiter of another level that
+        # came meanwhile wakes the driver: its demand goes out at once)
+        asked_next = level if answer.ask_next is None else answer.ask_next
         if depths is not None and not never:
             self._published = sum(depths) > answer.taken
         if not self.book_ahead and not never:
@@ -1589,16 +1593,15 @@ class RedisLimiter(_AnyioLimiter):
                 if machine.cancel(head.id):
                     self._fail(head.id, PermitValueError("cost", units, _ABOVE_BURST))
                 return
-            await self._wait_for(machine.next_level(self._ask_next), answer.retry_after, answered)
+            await self._wait_for(asked_next, answer.retry_after, answered)
             return
         if answer.booked:  # its time comes later: the driver hands it over then
             self._booked = (self._seconds() + answer.retry_after / 1e6, units, level, answer.owed)
             return
         await self._hand_over(units, reserve, answer.taken, answer.owed)
-        following = machine.next_level(self._ask_next)
-        if answer.retry_after and following is not None:
+        if answer.retry_after and machine.next_level() is not None:
             # The next permit is not there yet: wait for it (as for a refusal).
-            await self._wait_for(following, answer.retry_after, answered)
+            await self._wait_for(asked_next, answer.retry_after, answered)
 
     async def _hand_over(
         self, units: tuple[int, ...], reserve: int, count: int = 1, owed: int | None = None
