@@ -962,3 +962,54 @@ def test_the_costs_and_weights_errors_in_words() -> None:
         expected = 2 if weights is weigh else 1  # the lazy mapping names no such flow
         level: Any = weighted.queues.fairness()[0]
         assert level[4][:2] == ("unnamed", expected), ("P18", level)
+
+
+def test_the_levels_times_and_ids_errors_in_words() -> None:
+    """P18 for the arguments every operation shares: a level that is no int
+    or outside the policy's, a ``now`` that is no int, an id or flow that is
+    not hashable, refused in their words by each operation that takes them,
+    carrying the value the caller gave; the state as it was."""
+    machine = Machine(Fifo(2), 1, 1)
+    machine.push("banked", 0, 0)  # granted at once
+    machine.push("x", 1, 0)  # waits
+    before = machine.snapshot()
+    below = "must be below 2, the policy's levels"
+    levels: list[tuple[Any, tuple[type, str, object, str]]] = [
+        (0.0, typed("level", 0.0, "an int")),
+        (1.0, typed("level", 1.0, "an int")),
+        ("0", typed("level", "0", "an int")),
+        (True, typed("level", True, "an int")),
+        (2, valued("level", 2, below)),
+        (-1, valued("level", -1, "must be at least 0")),
+    ]
+    for bad, refusal in levels:
+        for call in (
+            functools.partial(machine.push, "y", bad, 0),
+            functools.partial(machine.take, "y", bad, 0),
+            functools.partial(machine.waiting, bad),
+            functools.partial(machine.min_wait, bad),
+            functools.partial(machine.waits_at_most, bad, [1]),
+        ):
+            refused(call, *refusal)
+            assert machine.snapshot() == before, ("P18", bad)
+    times: tuple[Any, ...] = (5.0, "5", None)
+    for bad in times:
+        for call in (
+            functools.partial(machine.tick, bad),
+            functools.partial(machine.push, "y", 0, bad),
+            functools.partial(machine.refund, "banked", bad),
+            functools.partial(machine.spend, "banked", bad),
+        ):
+            refused(call, *typed("now", bad, "an int"))
+            assert machine.snapshot() == before, ("P18", bad)
+    unhashable: Any = ["x"]
+    refused(functools.partial(machine.cancel, unhashable), *typed("id", ["x"], "a hashable value"))
+    tenant: Any = {"tenant": 1}
+    flow = "a hashable value (a tenant's name, a key)"
+    for call in (
+        functools.partial(machine.push, "y", 0, 0, flow=tenant),
+        functools.partial(machine.take, "y", 0, 0, flow=tenant),
+        functools.partial(machine.min_wait, 0, flow=tenant),
+    ):
+        refused(call, *typed("flow", tenant, flow))
+    assert machine.snapshot() == before, "P18"
