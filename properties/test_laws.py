@@ -1157,3 +1157,68 @@ def test_flows_that_leave_and_join_again_by_hand() -> None:
     line.cancel("a2")
     line.serve(10)
     assert not len(line.machine), "P12"
+
+
+class ByTheClock:
+    """A policy that reads the time: level 0 first until ``switch``, then
+    level 1 first (the first level with waiters otherwise)."""
+
+    levels = 2
+
+    def __init__(self, switch: int) -> None:
+        self.switch = switch
+
+    def choose(self, queues: Any, now: int) -> int:
+        first = 0 if now < self.switch else 1
+        return first if queues.depths[first] else 1 - first
+
+    def ahead(self, queues: Any, level: int, now: int) -> int:
+        return 0
+
+    def __repr__(self) -> str:
+        return f"ByTheClock({self.switch})"
+
+
+def test_a_policy_that_reads_the_clock_is_asked_as_time_passes() -> None:
+    """P2 and P13 for a policy whose choice changes with time alone, costs
+    differing: a tick at a later time asks it again, and grants the waiter
+    it now chooses if that one fits, though the one it chose before is not
+    due yet; at the same time nothing changes."""
+    machine = Machine(ByTheClock(2 * SECOND), 1, 3)
+    machine.push("a", 0, 0, cost=3)  # granted at once: the bucket is empty
+    machine.push("b", 0, 0, cost=3)  # chosen until 2 s, due at 3 s
+    machine.push("c", 1, 0, cost=1)  # its unit is back at 1 s
+    assert machine.next_due() == 3 * SECOND, ("P13", machine.next_due())
+    assert machine.tick(SECOND) == [], "P2: b is chosen, and not due"
+    assert machine.tick(SECOND) == [], "P2"
+    granted = [(d.id, d.at) for d in machine.tick(2 * SECOND)]
+    assert granted == [("c", 2 * SECOND)], ("P2: c is chosen now, and fits", granted)
+    assert machine.next_due() == 4 * SECOND, ("P13: b's 3 units, 1 left at 2 s", machine.next_due())
+
+
+def test_after_a_cancel_the_next_tick_is_now() -> None:
+    """P2 and P13: a cancel that leaves next a waiter whose cost was back
+    before the machine's time makes ``next_due`` and ``next_tick`` that time,
+    not the past; the tick there grants it, and the counters of each level
+    are what happened, exactly."""
+    machine = Machine(StrictPriority(2), 1, 3, flow_weights={"f": 2})
+    machine.push("a", 0, 0, cost=3)  # granted at once: the bucket is empty
+    machine.push("b", 0, 0, cost=3)  # due at 3 s
+    machine.push("c", 1, 0, flow="f")  # its unit is back at 1 s
+    machine.push("d", 1, 0, flow="g", deadline=SECOND // 2)
+    assert [(d.id, d.state) for d in machine.tick(2 * SECOND)] == [("d", State.EXPIRED)]
+    assert machine.next_tick() == 3 * SECOND, ("P13", machine.next_tick())
+    assert machine.cancel("b")
+    assert (machine.next_due(), machine.next_tick()) == (2 * SECOND, 2 * SECOND), "P2"
+    assert [(d.id, d.at) for d in machine.tick(2 * SECOND)] == [("c", 2 * SECOND)], "P2"
+    machine.push("e", 1, 2 * SECOND, cost=3, flow="f")  # waits: one unit is left
+    levels = machine.statistics().levels
+    assert [(s.level, s.waiting, s.flows) for s in levels] == [(0, 0, 0), (1, 1, 1)], "P3"
+    assert [(s.pushed, s.granted, s.cancelled, s.expired) for s in levels] == [
+        (2, 1, 1, 0),
+        (3, 1, 0, 1),
+    ], "P3"
+    assert [(s.wait_total_ns, s.wait_max_ns, s.units_granted) for s in levels] == [
+        (0, 0, (3,)),
+        (2 * SECOND, 2 * SECOND, (1,)),
+    ], "P3"
