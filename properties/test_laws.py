@@ -1222,3 +1222,34 @@ def test_after_a_cancel_the_next_tick_is_now() -> None:
         (0, 0, (3,)),
         (2 * SECOND, 2 * SECOND, (1,)),
     ], "P3"
+
+
+def test_late_and_full_pushes_by_hand() -> None:
+    """P11 and P3 at chosen times, with every cost 1 and with costs that
+    differ: a push with ``deadline <= now`` that cannot be granted expires
+    at once, having waited 0, and one to a full level is rejected; each is
+    counted once at its level; one that can be granted is, late or not."""
+    for costs in (1, 2):
+        machine = Machine(Fifo(2), 1, costs, max_waiting=(None, 1))
+        machine.push("banked", 0, 0, cost=costs)  # granted at once: the bucket is empty
+        machine.push("x", 1, 0, cost=costs)  # waits: level 1 is full now
+        decisions = []
+        for id, level, deadline in [("l1", 0, 0), ("l2", 0, -5), ("f1", 1, None), ("f2", 1, 9)]:
+            decisions += rows(machine.push(id, level, 0, deadline=deadline, cost=costs))
+        assert decisions == [
+            ("l1", "EXPIRED", 0, 0, 0),
+            ("l2", "EXPIRED", 0, 0, 0),
+            ("f1", "REJECTED", 1, 0, 0),
+            ("f2", "REJECTED", 1, 0, 0),
+        ], ("P11", costs, decisions)
+        levels = machine.statistics().levels
+        counts = [(s.pushed, s.expired, s.rejected, s.waiting) for s in levels]
+        assert counts == [(3, 2, 0, 0), (3, 0, 2, 1)], ("P3", costs, counts)
+        decisions = rows(machine.push("now", 0, 3 * SECOND, deadline=3 * SECOND, cost=costs))
+        assert decisions == [
+            ("x", "GRANTED", 1, 3 * SECOND, 3 * SECOND),
+            ("now", "EXPIRED", 0, 3 * SECOND, 0),  # x took the burst
+        ], ("P11", costs, decisions)
+        decisions = rows(machine.push("later", 0, 9 * SECOND, deadline=SECOND, cost=costs))
+        assert decisions == [("later", "GRANTED", 0, 9 * SECOND, 0)], ("P11", costs, decisions)
+        assert machine.statistics().levels[0].expired == 3, "P3"
