@@ -12,6 +12,7 @@ from fractions import Fraction
 from random import Random
 from typing import Any
 
+import pytest
 from hypothesis import example, given, note
 from hypothesis import strategies as st
 
@@ -1253,3 +1254,50 @@ def test_late_and_full_pushes_by_hand() -> None:
         decisions = rows(machine.push("later", 0, 9 * SECOND, deadline=SECOND, cost=costs))
         assert decisions == [("later", "GRANTED", 0, 9 * SECOND, 0)], ("P11", costs, decisions)
         assert machine.statistics().levels[0].expired == 3, "P3"
+
+
+def test_busiest_flows_beyond_the_counters() -> None:
+    """P50 with more flows granted than the 64 counters: a flow granted more
+    than a 64th of all units is listed, every listed flow's granted units are
+    at least its true count and at most ``granted_error`` above it (exact
+    when the error is 0), and no more than 64 flows are listed once none
+    waits. Flows come back after losing their counters."""
+    machine = Machine(Fifo(), 1000, 1000)
+    granted: dict[Hashable, int] = {}
+    now = 0
+    for k in range(400):
+        flow, units = (0, 40) if k % 5 == 0 else (1 + (k * 37) % 90, 1 + k % 7)
+        now += SECOND  # the bucket is full again: granted at once
+        decisions = machine.push(("w", k), 0, now, cost=units, flow=flow)
+        assert [d.state for d in decisions] == [State.GRANTED], ("P50", k)
+        granted[flow] = granted.get(flow, 0) + units
+        listed = machine.busiest_flows(0, 100)
+        assert len(listed) <= 64, ("P50: 64 counters", len(listed))
+        for row in listed:
+            true = granted[row.flow]
+            assert true <= row.granted_units <= true + row.granted_error, ("P50", k, row, true)
+            if row.granted_error == 0:
+                assert row.granted_units == true, ("P50", k, row)
+        total = sum(granted.values())
+        heavy = {flow for flow, n in granted.items() if 64 * n > total}
+        assert heavy <= {row.flow for row in listed}, ("P50", k, heavy)
+    assert len(granted) > 64, ("more flows than counters", len(granted))
+
+
+def test_histogram_by_hand() -> None:
+    """P17 at chosen waits: a bucket reports its middle, an int, unless the
+    largest wait is below it (then that wait, exact); a q outside 0 to 1 is
+    refused in words."""
+    histogram = WaitHistogram()
+    assert histogram.quantile(0.5) is None, "P17"
+    histogram.record(2**20)  # its bucket spans 2**20 to 2**20 + 2**13 - 1
+    assert histogram.items() == [(2**20, 1)], ("P17: capped at the largest", histogram.items())
+    assert histogram.quantile(0.5) == 2**20, "P17"
+    histogram.record(2**20 + 8000)  # the same bucket, its middle now below the largest
+    middle = histogram.quantile(1.0)
+    assert type(middle) is int, ("P17", middle)
+    assert middle == 2**20 + 4095, ("P17", middle)
+    for q in (1.5, -0.5):
+        with pytest.raises(ValueError, match="must be between 0 and 1") as info:
+            histogram.quantile(q)
+        assert str(info.value) == f"q={q!r}: must be between 0 and 1", "P17"
