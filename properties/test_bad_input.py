@@ -1013,3 +1013,24 @@ def test_the_levels_times_and_ids_errors_in_words() -> None:
     ):
         refused(call, *typed("flow", tenant, flow))
     assert machine.snapshot() == before, "P18"
+
+
+def test_the_refund_window_by_hand() -> None:
+    """P5 at the window's edges, while the machine forgets the charges older
+    than it: a permit granted ``refund_window_ns`` ago (to the nanosecond) is
+    still refunded, one granted a nanosecond earlier is refused, and a grant
+    just made is refunded however much older the log's first charge was."""
+    machine = Machine(Fifo(), 1000, 10, refund_window_ns=10)
+    for id, now in [("a", 0), ("b", 11), ("c", 21)]:
+        machine.push(id, 0, now)  # granted at once: the bucket has units
+    with pytest.raises(NotRefundable):
+        machine.refund("a", 21)  # granted 21 ns ago
+    assert machine.refund("b", 21) == [], "P5: granted exactly the window ago"
+    with pytest.raises(NotRefundable):
+        machine.refund("b", 21)  # refunded already
+    machine = Machine(Fifo(), 1000, 10, refund_window_ns=10)
+    for id, now in [("a", 0), ("b", 20), ("c", 21)]:
+        machine.push(id, 0, now)  # c's charge forgets what is older than 11 ns
+    assert machine.refund("b", 22) == [], "P5: granted 2 ns ago"
+    assert machine.refund("c", 22) == [], "P5"
+    assert machine.statistics().levels[0].refunded == 2, "P3"

@@ -1301,3 +1301,24 @@ def test_histogram_by_hand() -> None:
         with pytest.raises(ValueError, match="must be between 0 and 1") as info:
             histogram.quantile(q)
         assert str(info.value) == f"q={q!r}: must be between 0 and 1", "P17"
+
+
+def test_expiries_after_many_cancels() -> None:
+    """P11 and P15: waiters with deadlines, most of them cancelled, then the
+    rest expire together: each expires at its deadline, in deadline order,
+    and the entries left for the cancelled ones are dropped (the bound holds
+    after the expiries as after every cancel)."""
+    machine = Machine(Fifo(), 1, 1)
+    machine.push("banked", 0, 0)  # granted at once: the rest wait
+    for k in range(SLACK + 10):
+        machine.push(("gone", k), 0, 0, deadline=20 * SECOND)
+    for k in range(10):
+        machine.push(("late", k), 0, 0, deadline=5 * SECOND - k)
+    for k in range(SLACK + 10):
+        assert machine.cancel(("gone", k))
+        machine.check_valid()
+    decisions = rows(machine.tick(5 * SECOND))  # each at the tick at or after its deadline
+    expected = [(("late", k), "EXPIRED", 0, 5 * SECOND, 5 * SECOND) for k in range(9, -1, -1)]
+    assert decisions == expected, ("P11: in deadline order", decisions)
+    machine.check_valid()
+    assert machine.next_tick() is None, "P15: nobody waits, no deadline is left"
