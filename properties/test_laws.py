@@ -1322,3 +1322,19 @@ def test_expiries_after_many_cancels() -> None:
     assert decisions == expected, ("P11: in deadline order", decisions)
     machine.check_valid()
     assert machine.next_tick() is None, "P15: nobody waits, no deadline is left"
+
+
+def test_spends_forget_what_no_refund_can_reach() -> None:
+    """P23 on the public snapshot: the charges a refund would replay are
+    logged in order, with their costs; once the oldest grant still
+    refundable is spent, nothing before the next one is remembered."""
+    machine = Machine(Fifo(), 1000, 10)
+    for id, now, cost in [("a", 0, 2), ("b", 1, 1), ("c", 2, 3)]:
+        machine.push(id, 0, now, cost=cost)  # granted at once: the bucket has units
+    logged = [(g.waiter.id, g.at, g.cost) for g in machine.snapshot().logged]  # type: ignore[attr-defined]
+    assert logged == [("a", 0, (2,)), ("b", 1, (1,)), ("c", 2, (3,))], ("P23", logged)
+    machine.spend("b", 3)  # a is still refundable: the log keeps b for a's replay
+    assert len(machine.snapshot().logged) == 3, "P23"
+    machine.spend("a", 3)
+    left = [g.waiter.id for g in machine.snapshot().logged]  # type: ignore[attr-defined]
+    assert left == ["c"], ("P23: nothing before c, the oldest still refundable", left)
