@@ -1338,3 +1338,24 @@ def test_spends_forget_what_no_refund_can_reach() -> None:
     machine.spend("a", 3)
     left = [g.waiter.id for g in machine.snapshot().logged]  # type: ignore[attr-defined]
     assert left == ["c"], ("P23: nothing before c, the oldest still refundable", left)
+
+
+def test_shares_serve_the_most_urgent_head_already_covered() -> None:
+    """P13 (the deal SPEC states) by hand where heads at two levels ask for
+    none of the shared limit's units, so the credit of each covers its cost
+    at once: the most urgent level is served first, as the model deals."""
+    limits = {"requests": Limit(1000, 2), "tokens": Limit(1000, 2)}
+    machine = Machine(Shares((1, 1), limit="tokens"), limits=limits)
+    model = Reference(
+        PolicySpec("shares", 2, (1, 1), shared=1),
+        [(Fraction(1000), 2), (Fraction(1000), 2)],
+        None,
+        SECOND,
+    )
+    for id, level, cost in [("drain", 0, (2, 2)), ("x", 0, (1, 0)), ("y", 1, (1, 0))]:
+        decisions = machine.push(id, level, 0, cost=dict(zip(limits, cost, strict=True)))
+        assert rows(decisions) == model.push(id, level, 0, None, cost), ("P13", id)
+    at = machine.next_tick()
+    assert at == model.next_tick() == SECOND // 1000, ("P13", at)
+    granted = rows(machine.tick(at))
+    assert granted == model.settle(at) == [("x", "GRANTED", 0, at, at)], ("P13", granted)
