@@ -14,9 +14,10 @@ from __future__ import annotations
 import enum
 import functools
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Hashable, Iterator, Mapping
 from decimal import Decimal
 from fractions import Fraction
+from types import MappingProxyType
 from typing import Any
 
 import pytest
@@ -87,6 +88,7 @@ def valued(argument: str, value: object, reason: str) -> tuple[type, str, object
     return PermitValueError, argument, value, f"{argument}={value!r}: {reason}"
 
 
+two_names = "['requests', 'tokens']"
 two = {"requests": Limit(10, 10), "tokens": Limit(1000, 500)}
 others = {"requests": Limit(10, 10), "cost": Limit(1000, 500)}
 #: Policies whose levels are no count, and one sharing a limit few machines have.
@@ -856,4 +858,191 @@ def test_spend_and_refund_by_hand() -> None:
     machine.settle("b", 1, 0)
     machine.refund("c", 0)  # d takes c's unit
     machine.refund("d", 0)
+    assert machine.statistics().levels[0].refunded == 2, "P3"
+
+
+class LazyWeights(Mapping[Hashable, Any]):
+    """A mapping of flow weights computed as they are read: it lists no flow,
+    so the machine can check a weight only when a push reads it."""
+
+    def __init__(self, weights: dict[Hashable, Any]) -> None:
+        self.weights = weights
+
+    def __getitem__(self, flow: Hashable) -> Any:
+        return self.weights[flow]
+
+    def __iter__(self) -> Iterator[Hashable]:
+        return iter(())
+
+    def __len__(self) -> int:
+        return 0
+
+
+def test_the_costs_and_weights_errors_in_words() -> None:
+    """P18 for what a push asks for: every bad cost (none of any limit, more
+    than a burst, a limit the machine lacks, units below 0 or not ints, not
+    an int nor a mapping) refused by push, take, min_wait and settle in its
+    words (settle names ``actual``), and a flow's weight checked as it is
+    read (a function's, or a mapping's that computes it), naming the flow
+    and keeping what the function raised; the state as it was. A mapping
+    that is not a dict is a cost like a dict; a flow the weights do not
+    name weighs 1."""
+    machine = Machine(Fifo(), limits=two)
+    machine.push("banked", 0, 0, cost={"requests": 10, "tokens": 500})  # granted at once
+    machine.push("x", 0, 0, cost={"tokens": 5})  # waits
+    before = machine.snapshot()
+    nothing = "must take at least one unit of some limit"
+    unknown = {"cost": 1}
+    bads: list[tuple[Any, tuple[type, str, object, str]]] = [
+        (0, valued("cost", 0, nothing)),
+        ({"tokens": 0}, valued("cost", {"tokens": 0}, nothing)),
+        ({}, valued("cost", {}, nothing)),
+        (
+            {"tokens": 501},
+            valued(
+                "cost",
+                {"tokens": 501},
+                "501 units exceed the burst of limit 'tokens' (500): it could never be granted",
+            ),
+        ),
+        (
+            11,
+            valued(
+                "cost",
+                11,
+                "11 units exceed the burst of limit 'requests' (10): it could never be granted",
+            ),
+        ),
+        (unknown, valued("cost", unknown, f"names no limit of this machine ({two_names})")),
+        ({"tokens": -1}, valued("cost", -1, "must be at least 0")),
+        (-1, valued("cost", -1, "must be at least 0")),
+        ({"tokens": 1.0}, typed("cost", 1.0, "an int")),
+        ("3", typed("cost", "3", "an int, or a mapping of limit names to ints")),
+        (True, typed("cost", True, "an int, or a mapping of limit names to ints")),
+        (2.0, typed("cost", 2.0, "an int, or a mapping of limit names to ints")),
+    ]
+    for bad, refusal in bads:
+        for operation in (machine.push, machine.take):
+            refused(functools.partial(operation, "y", 0, 0, cost=bad), *refusal)
+            assert machine.snapshot() == before, ("P18", bad)
+        if refusal[3].endswith(("at least 0", "to ints", "an int", f"({two_names})")):
+            refused(functools.partial(machine.min_wait, 0, cost=bad), *refusal)
+            actual = (refusal[0], "actual", refusal[2], refusal[3].replace("cost=", "actual=", 1))
+            refused(functools.partial(machine.settle, "banked", bad, 0), *actual)
+            assert machine.snapshot() == before, ("P18", bad)
+    assert machine.min_wait(0, cost={"tokens": 0}) == machine.min_wait(0, cost=0), "P18"
+    proxied = Machine(Fifo(), limits=two)
+    proxied.push("banked", 0, 0, cost=MappingProxyType({"requests": 10, "tokens": 500}))
+    proxied.push("x", 0, 0, cost=MappingProxyType({"tokens": 5}))
+    assert proxied.snapshot() == before, "P18: a mapping that is not a dict"
+
+    bad_weights: dict[Hashable, Any] = {"zero": 0, "half": 0.5}
+
+    def weigh(flow: Hashable) -> Any:
+        if flow == "boom":
+            raise KeyError(flow)
+        return bad_weights.get(flow, 2)
+
+    lazy = LazyWeights({"zero": 0, "half": 0.5, "boom": "9"})
+    every: tuple[Any, ...] = (weigh, lazy)
+    for weights in every:
+        weighted = Machine(Fifo(), 1, 1, flow_weights=weights)
+        weighted.push("banked", 0, 0)  # granted at once
+        weighted.push("x", 0, 0, flow="two")  # waits
+        before = weighted.snapshot()
+        refusals = [
+            (
+                "zero",
+                valued("flow_weights", 0, "the weight of flow 'zero' must be from 1 to 1000000"),
+            ),
+            ("half", typed("flow_weights", 0.5, "an int weight for flow 'half'")),
+        ]
+        if weights is weigh:
+            raised = f"flow_weights={weigh!r}: raised KeyError('boom') for flow 'boom'"
+            refusals.append(("boom", (PermitValueError, "flow_weights", weigh, raised)))
+        else:
+            refusals.append(("boom", typed("flow_weights", "9", "an int weight for flow 'boom'")))
+        for flow, refusal in refusals:
+            for operation in (weighted.push, weighted.take):
+                with pytest.raises(PermitError) as info:
+                    operation("y", 0, 0, flow=flow)
+                refused(functools.partial(operation, "y", 0, 0, flow=flow), *refusal)
+                assert weighted.snapshot() == before, ("P18", flow)
+                if flow == "boom" and weights is weigh:
+                    assert isinstance(info.value.__cause__, KeyError), ("P18", info.value.__cause__)
+        weighted.push("y", 0, 0, flow="unnamed")
+        expected = 2 if weights is weigh else 1  # the lazy mapping names no such flow
+        level: Any = weighted.queues.fairness()[0]
+        assert level[4][:2] == ("unnamed", expected), ("P18", level)
+
+
+def test_the_levels_times_and_ids_errors_in_words() -> None:
+    """P18 for the arguments every operation shares: a level that is no int
+    or outside the policy's, a ``now`` that is no int, an id or flow that is
+    not hashable, refused in their words by each operation that takes them,
+    carrying the value the caller gave; the state as it was."""
+    machine = Machine(Fifo(2), 1, 1)
+    machine.push("banked", 0, 0)  # granted at once
+    machine.push("x", 1, 0)  # waits
+    before = machine.snapshot()
+    below = "must be below 2, the policy's levels"
+    levels: list[tuple[Any, tuple[type, str, object, str]]] = [
+        (0.0, typed("level", 0.0, "an int")),
+        (1.0, typed("level", 1.0, "an int")),
+        ("0", typed("level", "0", "an int")),
+        (True, typed("level", True, "an int")),
+        (2, valued("level", 2, below)),
+        (-1, valued("level", -1, "must be at least 0")),
+    ]
+    for bad, refusal in levels:
+        for call in (
+            functools.partial(machine.push, "y", bad, 0),
+            functools.partial(machine.take, "y", bad, 0),
+            functools.partial(machine.waiting, bad),
+            functools.partial(machine.min_wait, bad),
+            functools.partial(machine.waits_at_most, bad, [1]),
+        ):
+            refused(call, *refusal)
+            assert machine.snapshot() == before, ("P18", bad)
+    times: tuple[Any, ...] = (5.0, "5", None)
+    for bad in times:
+        for call in (
+            functools.partial(machine.tick, bad),
+            functools.partial(machine.push, "y", 0, bad),
+            functools.partial(machine.refund, "banked", bad),
+            functools.partial(machine.spend, "banked", bad),
+        ):
+            refused(call, *typed("now", bad, "an int"))
+            assert machine.snapshot() == before, ("P18", bad)
+    unhashable: Any = ["x"]
+    refused(functools.partial(machine.cancel, unhashable), *typed("id", ["x"], "a hashable value"))
+    tenant: Any = {"tenant": 1}
+    flow = "a hashable value (a tenant's name, a key)"
+    for call in (
+        functools.partial(machine.push, "y", 0, 0, flow=tenant),
+        functools.partial(machine.take, "y", 0, 0, flow=tenant),
+        functools.partial(machine.min_wait, 0, flow=tenant),
+    ):
+        refused(call, *typed("flow", tenant, flow))
+    assert machine.snapshot() == before, "P18"
+
+
+def test_the_refund_window_by_hand() -> None:
+    """P5 at the window's edges, while the machine forgets the charges older
+    than it: a permit granted ``refund_window_ns`` ago (to the nanosecond) is
+    still refunded, one granted a nanosecond earlier is refused, and a grant
+    just made is refunded however much older the log's first charge was."""
+    machine = Machine(Fifo(), 1000, 10, refund_window_ns=10)
+    for id, now in [("a", 0), ("b", 11), ("c", 21)]:
+        machine.push(id, 0, now)  # granted at once: the bucket has units
+    with pytest.raises(NotRefundable):
+        machine.refund("a", 21)  # granted 21 ns ago
+    assert machine.refund("b", 21) == [], "P5: granted exactly the window ago"
+    with pytest.raises(NotRefundable):
+        machine.refund("b", 21)  # refunded already
+    machine = Machine(Fifo(), 1000, 10, refund_window_ns=10)
+    for id, now in [("a", 0), ("b", 20), ("c", 21)]:
+        machine.push(id, 0, now)  # c's charge forgets what is older than 11 ns
+    assert machine.refund("b", 22) == [], "P5: granted 2 ns ago"
+    assert machine.refund("c", 22) == [], "P5"
     assert machine.statistics().levels[0].refunded == 2, "P3"

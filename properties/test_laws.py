@@ -12,6 +12,7 @@ from fractions import Fraction
 from random import Random
 from typing import Any
 
+import pytest
 from hypothesis import example, given, note
 from hypothesis import strategies as st
 
@@ -352,7 +353,7 @@ def test_compaction_is_spread_over_departures(
         left = before - len(machine) if kind != "push" else 0
         work = queues.swept - swept
         note(f"{kind}: {left} left, {work} swept")
-        assert work <= SWEEP * left, ("P15: compaction work", kind, work, SWEEP * left)
+        assert 0 <= work <= SWEEP * left, ("P15: compaction work", kind, work, SWEEP * left)
         machine.check_valid()  # the bound, and the invariants that prove it
 
 
@@ -1064,3 +1065,297 @@ def test_shares_drop_the_credit_of_a_level_that_stops_waiting() -> None:
     while len(machine):
         now = step()
         credits()
+
+
+class FairLine:
+    """One level of flows, the machine beside the model: each push, grant and
+    cancel compared (P13), and ``waiting()`` after each step compared with
+    the model's grants to come, were nobody to join or leave (P34)."""
+
+    def __init__(self, weights: dict[Hashable, int] | None = None) -> None:
+        self.machine = Machine(StrictPriority(1), 1000, 5, flow_weights=weights)
+        self.model = Reference(
+            PolicySpec("strict", 1), [(Fraction(1000), 5)], None, SECOND, flow_weights=weights
+        )
+        self.now = 0
+        self.push("drain", None, 5)  # the full bucket goes to it
+        self.granted: list[Hashable] = ["drain"]
+
+    def drained(self) -> list[Hashable]:
+        ahead, at, out = copy.deepcopy(self.model), self.now, []
+        while ahead.waiting:  # a second on, the burst is full: its head fits
+            at += SECOND
+            out += [id for id, state, *_ in ahead.settle(at) if state == "GRANTED"]
+        return out
+
+    def check(self, what: object) -> None:
+        self.machine.check_valid()
+        order = [w.id for w in self.machine.waiting(0)]
+        assert order == self.drained(), ("P34", what, order, self.drained())
+
+    def push(self, id: Hashable, flow: Hashable, cost: int) -> None:
+        decisions = self.machine.push(id, 0, self.now, cost=cost, flow=flow)
+        assert rows(decisions) == self.model.push(id, 0, self.now, None, (cost,), flow), "P13"
+        if id != "drain":
+            self.check(("push", id))
+
+    def serve(self, grants: int) -> None:
+        """The next ``grants`` grants (or all), each at its ``next_tick``."""
+        for _ in range(grants):
+            if not len(self.machine):
+                return
+            at = self.machine.next_tick()
+            assert at is not None
+            self.now = at
+            decisions = self.machine.tick(at)
+            assert rows(decisions) == self.model.settle(at), ("P13", self.granted)
+            self.granted += [d.id for d in decisions]
+            self.check(("grant", self.granted[-1]))
+
+    def cancel(self, id: Hashable) -> None:
+        assert self.machine.cancel(id) == self.model.cancel(id) is True, ("P13", id)
+        self.check(("cancel", id))
+
+
+def test_flows_that_leave_and_join_again_by_hand() -> None:
+    """P34 and P13 by hand, where the virtual times a level keeps for one
+    flow alone matter when another joins: a flow left alone behind the
+    clock (its head started before the other flow's grants), a flow served
+    alone, a head cancelled after the clock moved on with two flows
+    waiting, and a waiter cancelled behind a head that started before the
+    clock: every decision is the model's, and so is ``waiting()``'s order."""
+    # a flow left alone keeps its head's start, behind the clock
+    line = FairLine()
+    line.push("a1", "a", 2)
+    line.push("b1", "b", 1)
+    line.serve(1)  # b1: the clock is at 1; a is alone, its head started at 0
+    assert line.granted[-1] == "b1"
+    line.push("b2", "b", 1)  # b2 finishes at 2, as a1 does, pushed later
+    line.serve(2)
+    assert line.granted[-2:] == ["a1", "b2"], ("P34", line.granted)
+
+    # a flow served alone catches up with the clock when another joins
+    line = FairLine()
+    for id, flow, cost in [("a1", "a", 2), ("a2", "a", 2), ("a3", "a", 2), ("b1", "b", 1)]:
+        line.push(id, flow, cost)
+    line.serve(2)  # b1 (finish 1), then a1 alone
+    assert line.granted[-2:] == ["b1", "a1"], ("P34", line.granted)
+    line.push("b2", "b", 1)  # starts at the clock, ahead of a2
+    line.push("b3", "b", 1)
+    line.serve(1)
+    assert line.granted[-1] == "b2", ("P34", line.granted)
+    line.cancel("a2")  # a's head, after the clock moved on: a3 starts at the clock
+    line.serve(4)
+
+    # a waiter cancelled behind a head that started before the clock
+    line = FairLine()
+    line.push("a1", "a", 5)
+    line.push("a2", "a", 1)
+    line.push("a3", "a", 1)
+    for n in range(7):
+        line.push(("b", n), "b", 1)
+    line.serve(2)  # b's first two: the clock is at 2, a1 started at 0
+    line.cancel("a2")
+    line.serve(10)
+    assert not len(line.machine), "P12"
+
+
+class ByTheClock:
+    """A policy that reads the time: level 0 first until ``switch``, then
+    level 1 first (the first level with waiters otherwise)."""
+
+    levels = 2
+
+    def __init__(self, switch: int) -> None:
+        self.switch = switch
+
+    def choose(self, queues: Any, now: int) -> int:
+        first = 0 if now < self.switch else 1
+        return first if queues.depths[first] else 1 - first
+
+    def ahead(self, queues: Any, level: int, now: int) -> int:
+        return 0
+
+    def __repr__(self) -> str:
+        return f"ByTheClock({self.switch})"
+
+
+def test_a_policy_that_reads_the_clock_is_asked_as_time_passes() -> None:
+    """P2 and P13 for a policy whose choice changes with time alone, costs
+    differing: a tick at a later time asks it again, and grants the waiter
+    it now chooses if that one fits, though the one it chose before is not
+    due yet; at the same time nothing changes."""
+    machine = Machine(ByTheClock(2 * SECOND), 1, 3)
+    machine.push("a", 0, 0, cost=3)  # granted at once: the bucket is empty
+    machine.push("b", 0, 0, cost=3)  # chosen until 2 s, due at 3 s
+    machine.push("c", 1, 0, cost=1)  # its unit is back at 1 s
+    assert machine.next_due() == 3 * SECOND, ("P13", machine.next_due())
+    assert machine.tick(SECOND) == [], "P2: b is chosen, and not due"
+    assert machine.tick(SECOND) == [], "P2"
+    granted = [(d.id, d.at) for d in machine.tick(2 * SECOND)]
+    assert granted == [("c", 2 * SECOND)], ("P2: c is chosen now, and fits", granted)
+    assert machine.next_due() == 4 * SECOND, ("P13: b's 3 units, 1 left at 2 s", machine.next_due())
+
+
+def test_after_a_cancel_the_next_tick_is_now() -> None:
+    """P2 and P13: a cancel that leaves next a waiter whose cost was back
+    before the machine's time makes ``next_due`` and ``next_tick`` that time,
+    not the past; the tick there grants it, and the counters of each level
+    are what happened, exactly."""
+    machine = Machine(StrictPriority(2), 1, 3, flow_weights={"f": 2})
+    machine.push("a", 0, 0, cost=3)  # granted at once: the bucket is empty
+    machine.push("b", 0, 0, cost=3)  # due at 3 s
+    machine.push("c", 1, 0, flow="f")  # its unit is back at 1 s
+    machine.push("d", 1, 0, flow="g", deadline=SECOND // 2)
+    assert [(d.id, d.state) for d in machine.tick(2 * SECOND)] == [("d", State.EXPIRED)]
+    assert machine.next_tick() == 3 * SECOND, ("P13", machine.next_tick())
+    assert machine.cancel("b")
+    assert (machine.next_due(), machine.next_tick()) == (2 * SECOND, 2 * SECOND), "P2"
+    assert [(d.id, d.at) for d in machine.tick(2 * SECOND)] == [("c", 2 * SECOND)], "P2"
+    machine.push("e", 1, 2 * SECOND, cost=3, flow="f")  # waits: one unit is left
+    levels = machine.statistics().levels
+    assert [(s.level, s.waiting, s.flows) for s in levels] == [(0, 0, 0), (1, 1, 1)], "P3"
+    assert [(s.pushed, s.granted, s.cancelled, s.expired) for s in levels] == [
+        (2, 1, 1, 0),
+        (3, 1, 0, 1),
+    ], "P3"
+    assert [(s.wait_total_ns, s.wait_max_ns, s.units_granted) for s in levels] == [
+        (0, 0, (3,)),
+        (2 * SECOND, 2 * SECOND, (1,)),
+    ], "P3"
+
+
+def test_late_and_full_pushes_by_hand() -> None:
+    """P11 and P3 at chosen times, with every cost 1 and with costs that
+    differ: a push with ``deadline <= now`` that cannot be granted expires
+    at once, having waited 0, and one to a full level is rejected; each is
+    counted once at its level; one that can be granted is, late or not."""
+    for costs in (1, 2):
+        machine = Machine(Fifo(2), 1, costs, max_waiting=(None, 1))
+        machine.push("banked", 0, 0, cost=costs)  # granted at once: the bucket is empty
+        machine.push("x", 1, 0, cost=costs)  # waits: level 1 is full now
+        decisions = []
+        for id, level, deadline in [("l1", 0, 0), ("l2", 0, -5), ("f1", 1, None), ("f2", 1, 9)]:
+            decisions += rows(machine.push(id, level, 0, deadline=deadline, cost=costs))
+        assert decisions == [
+            ("l1", "EXPIRED", 0, 0, 0),
+            ("l2", "EXPIRED", 0, 0, 0),
+            ("f1", "REJECTED", 1, 0, 0),
+            ("f2", "REJECTED", 1, 0, 0),
+        ], ("P11", costs, decisions)
+        levels = machine.statistics().levels
+        counts = [(s.pushed, s.expired, s.rejected, s.waiting) for s in levels]
+        assert counts == [(3, 2, 0, 0), (3, 0, 2, 1)], ("P3", costs, counts)
+        decisions = rows(machine.push("now", 0, 3 * SECOND, deadline=3 * SECOND, cost=costs))
+        assert decisions == [
+            ("x", "GRANTED", 1, 3 * SECOND, 3 * SECOND),
+            ("now", "EXPIRED", 0, 3 * SECOND, 0),  # x took the burst
+        ], ("P11", costs, decisions)
+        decisions = rows(machine.push("later", 0, 9 * SECOND, deadline=SECOND, cost=costs))
+        assert decisions == [("later", "GRANTED", 0, 9 * SECOND, 0)], ("P11", costs, decisions)
+        assert machine.statistics().levels[0].expired == 3, "P3"
+
+
+def test_busiest_flows_beyond_the_counters() -> None:
+    """P50 with more flows granted than the 64 counters: a flow granted more
+    than a 64th of all units is listed, every listed flow's granted units are
+    at least its true count and at most ``granted_error`` above it (exact
+    when the error is 0), and no more than 64 flows are listed once none
+    waits. Flows come back after losing their counters."""
+    machine = Machine(Fifo(), 1000, 1000)
+    granted: dict[Hashable, int] = {}
+    now = 0
+    for k in range(400):
+        flow, units = (0, 40) if k % 5 == 0 else (1 + (k * 37) % 90, 1 + k % 7)
+        now += SECOND  # the bucket is full again: granted at once
+        decisions = machine.push(("w", k), 0, now, cost=units, flow=flow)
+        assert [d.state for d in decisions] == [State.GRANTED], ("P50", k)
+        granted[flow] = granted.get(flow, 0) + units
+        listed = machine.busiest_flows(0, 100)
+        assert len(listed) <= 64, ("P50: 64 counters", len(listed))
+        for row in listed:
+            true = granted[row.flow]
+            assert true <= row.granted_units <= true + row.granted_error, ("P50", k, row, true)
+            if row.granted_error == 0:
+                assert row.granted_units == true, ("P50", k, row)
+        total = sum(granted.values())
+        heavy = {flow for flow, n in granted.items() if 64 * n > total}
+        assert heavy <= {row.flow for row in listed}, ("P50", k, heavy)
+    assert len(granted) > 64, ("more flows than counters", len(granted))
+
+
+def test_histogram_by_hand() -> None:
+    """P17 at chosen waits: a bucket reports its middle, an int, unless the
+    largest wait is below it (then that wait, exact); a q outside 0 to 1 is
+    refused in words."""
+    histogram = WaitHistogram()
+    assert histogram.quantile(0.5) is None, "P17"
+    histogram.record(2**20)  # its bucket spans 2**20 to 2**20 + 2**13 - 1
+    assert histogram.items() == [(2**20, 1)], ("P17: capped at the largest", histogram.items())
+    assert histogram.quantile(0.5) == 2**20, "P17"
+    histogram.record(2**20 + 8000)  # the same bucket, its middle now below the largest
+    middle = histogram.quantile(1.0)
+    assert type(middle) is int, ("P17", middle)
+    assert middle == 2**20 + 4095, ("P17", middle)
+    for q in (1.5, -0.5):
+        with pytest.raises(ValueError, match="must be between 0 and 1") as info:
+            histogram.quantile(q)
+        assert str(info.value) == f"q={q!r}: must be between 0 and 1", "P17"
+
+
+def test_expiries_after_many_cancels() -> None:
+    """P11 and P15: waiters with deadlines, most of them cancelled, then the
+    rest expire together: each expires at its deadline, in deadline order,
+    and the entries left for the cancelled ones are dropped (the bound holds
+    after the expiries as after every cancel)."""
+    machine = Machine(Fifo(), 1, 1)
+    machine.push("banked", 0, 0)  # granted at once: the rest wait
+    for k in range(SLACK + 10):
+        machine.push(("gone", k), 0, 0, deadline=20 * SECOND)
+    for k in range(10):
+        machine.push(("late", k), 0, 0, deadline=5 * SECOND - k)
+    for k in range(SLACK + 10):
+        assert machine.cancel(("gone", k))
+        machine.check_valid()
+    decisions = rows(machine.tick(5 * SECOND))  # each at the tick at or after its deadline
+    expected = [(("late", k), "EXPIRED", 0, 5 * SECOND, 5 * SECOND) for k in range(9, -1, -1)]
+    assert decisions == expected, ("P11: in deadline order", decisions)
+    machine.check_valid()
+    assert machine.next_tick() is None, "P15: nobody waits, no deadline is left"
+
+
+def test_spends_forget_what_no_refund_can_reach() -> None:
+    """P23 on the public snapshot: the charges a refund would replay are
+    logged in order, with their costs; once the oldest grant still
+    refundable is spent, nothing before the next one is remembered."""
+    machine = Machine(Fifo(), 1000, 10)
+    for id, now, cost in [("a", 0, 2), ("b", 1, 1), ("c", 2, 3)]:
+        machine.push(id, 0, now, cost=cost)  # granted at once: the bucket has units
+    logged = [(g.waiter.id, g.at, g.cost) for g in machine.snapshot().logged]  # type: ignore[attr-defined]
+    assert logged == [("a", 0, (2,)), ("b", 1, (1,)), ("c", 2, (3,))], ("P23", logged)
+    machine.spend("b", 3)  # a is still refundable: the log keeps b for a's replay
+    assert len(machine.snapshot().logged) == 3, "P23"
+    machine.spend("a", 3)
+    left = [g.waiter.id for g in machine.snapshot().logged]  # type: ignore[attr-defined]
+    assert left == ["c"], ("P23: nothing before c, the oldest still refundable", left)
+
+
+def test_shares_serve_the_most_urgent_head_already_covered() -> None:
+    """P13 (the deal SPEC states) by hand where heads at two levels ask for
+    none of the shared limit's units, so the credit of each covers its cost
+    at once: the most urgent level is served first, as the model deals."""
+    limits = {"requests": Limit(1000, 2), "tokens": Limit(1000, 2)}
+    machine = Machine(Shares((1, 1), limit="tokens"), limits=limits)
+    model = Reference(
+        PolicySpec("shares", 2, (1, 1), shared=1),
+        [(Fraction(1000), 2), (Fraction(1000), 2)],
+        None,
+        SECOND,
+    )
+    for id, level, cost in [("drain", 0, (2, 2)), ("x", 0, (1, 0)), ("y", 1, (1, 0))]:
+        decisions = machine.push(id, level, 0, cost=dict(zip(limits, cost, strict=True)))
+        assert rows(decisions) == model.push(id, level, 0, None, cost), ("P13", id)
+    at = machine.next_tick()
+    assert at == model.next_tick() == SECOND // 1000, ("P13", at)
+    granted = rows(machine.tick(at))
+    assert granted == model.settle(at) == [("x", "GRANTED", 0, at, at)], ("P13", granted)
