@@ -122,7 +122,7 @@ class Buckets:
         process, level, _, grace = line
         self.line = {p: e for p, e in self.line.items() if e[0] >= now - grace}
         mine = self.line.pop(process, None)
-        place = mine[2] if mine is not None and mine[1] == level else None
+        place = mine[2] if mine is not None and (mine[1] == level or shares) else None
 
         def key(lv: int) -> int:
             return self.start(lv) if shares else lv
@@ -212,6 +212,8 @@ class Buckets:
             if demand is not None:
                 self.publish(process, now, ttl, counts)
             if line is not None:
+                if tail:  # shares: in the line for the level it asks next
+                    line = (line[0], tail[1], line[2], line[3])
                 wait = self.turn(line, now, now + wait, units, shares is not None) - now
             return self.answer(0, math.ceil(wait)) + tail
         if demand is not None and mine is not None and mine != level:
@@ -512,6 +514,18 @@ MUTANTS = {
         "under global shares the line orders processes by level number, not by the level owed",
         "shares",
     ),
+    "line-shares-asked-level": (
+        "      if told then rank = told[2] end  -- in the line for the level it asks next\n",
+        "",
+        "under global shares a refused process waits in the line for the level it asked",
+        "shares",
+    ),
+    "line-shares-loses-the-place": (
+        "      if words[2] == rank or #costs > 0 then place = words[3] end  -- shares: any level\n",
+        "      if words[2] == rank then place = words[3] end\n",
+        "under global shares a process told to switch levels goes to the end of the line",
+        "shares",
+    ),
     "shares-lease-as-one": (
         "      local finish = begin + taken * x[shared] * costs[level + 1]\n",
         "      local finish = begin + x[shared] * costs[level + 1]\n",
@@ -573,9 +587,12 @@ def test_script_mutants_are_caught(client: Any, mutant: str) -> None:
         # every example of it times a turn one microsecond past the grace
         "dead-turn": test_a_dead_processs_turn_counts_ahead_until_the_grace_is_past,
     }
-    if run == "shared-limit":  # by hand, no examples to draw
+    by_hand = {
+        "shared-limit": test_global_shares_count_the_shared_limit_by_hand,
+    }
+    if run in by_hand:  # no examples to draw
         with pytest.raises(AssertionError):
-            test_global_shares_count_the_shared_limit_by_hand(broken)
+            by_hand[run](broken)
         return
     check = settings(
         max_examples=300,
@@ -799,6 +816,31 @@ def test_global_shares_count_the_shared_limit_by_hand(script: Any) -> None:
                 tokens[level] += units[1]
             assert abs(tokens[0] - tokens[1]) <= 4, ("P49", t, tokens)
     assert min(tokens) >= 90, tokens  # about 100 grants of one token a ms at least
+
+
+def test_the_line_under_shares_follows_the_level_asked_next(script: Any) -> None:
+    """P48 under global shares, by hand: weights (4, 1), 10 permits/s,
+    burst 1, both processes in the line. A waits at levels 0 and 1, C at
+    level 1. A is granted at 0 and told to ask for level 1; C is granted
+    at 100 ms, so level 0 is owed sooner when A asks for level 1: A is
+    told to ask for level 0, at a turn ahead of C's (its place kept, its
+    level the one it asks next), and at that turn its take is allowed."""
+    call = caller(script, [10], [1])
+
+    def take(t: int, process: str, level: int, counts: tuple[int, int]) -> list[int]:
+        words = " ".join(map(str, counts))
+        line = (process, level, sum(counts), 200_000)
+        args = (process, 300_000, level, words, 0, 1, *line, "1 4", 1)
+        return [int(v) for v in call("take", T0 + t, 0, (1,), *args)]
+
+    assert take(0, "A", 0, (1, 1))[3:] == [0, 1], "P49"  # granted at 0, ask 1 next
+    assert take(1, "C", 1, (0, 2))[0] == 0, "P48"  # refused: its turn
+    assert take(100_000, "C", 1, (0, 2))[0] == 1, "P48"  # granted at its turn
+    refused = take(100_001, "A", 1, (1, 1))
+    assert (refused[0], refused[4]) == (0, 0), ("P49", refused)  # ask for level 0
+    assert refused[1] <= 100_000, ("P48", refused)  # its turn: at 200 ms, ahead of C
+    assert take(200_000, "C", 1, (0, 1))[0] == 0, "P49"  # held: level 0 is owed
+    assert take(200_001, "A", 0, (1, 1))[:1] == [1], "P48"  # the permit is not lost
 
 
 def test_a_process_at_two_levels_is_told_which_to_ask_for(script: Any) -> None:

@@ -279,7 +279,7 @@ local function turn(at)
     if words[1] < now - grace then
       redis.call('HDEL', KEYS[5], entries[j])
     elseif entries[j] == me then
-      if words[2] == rank then place = words[3] end
+      if words[2] == rank or #costs > 0 then place = words[3] end  -- shares: any level
     else
       latest = math.max(latest, words[1])
       if words[2] <= rank or #costs > 0 then
@@ -379,7 +379,10 @@ if op == 'take' then
   local book = tonumber(ARGV[10 + 4 * n]) or 0
   if at > now and (held or at - now > book) then
     if process ~= '' then publish(process, ttl, counts) end
-    if me ~= '' then at = turn(at) end
+    if me ~= '' then
+      if told then rank = told[2] end  -- in the line for the level it asks next
+      at = turn(at)
+    end
     return answer(0, math.ceil(at - now))
   end
   if told and told[2] ~= level then
@@ -433,7 +436,7 @@ if op == 'take' then
     -- the permits there are)
     redis.call('HDEL', KEYS[5], me)
     if waiting > taken and (again > now or redis.call('HLEN', KEYS[5]) > 0) then
-      again = turn(again)
+      again = turn(again)  -- (for the level taken: a sooner one makes turns come early)
     end
   end
   return answer(taken, math.ceil(again - now))
@@ -1577,8 +1580,9 @@ class RedisLimiter(_AnyioLimiter):
         never = not answer.allowed and answer.retry_after < 0  # refused before publishing
         self._ask_next = answer.ask_next
         # the level the answer's wait is for: the one asked for, or the one
-        # global shares say to ask for next (a waiter of another level that
-        # came meanwhile wakes the driver: its demand goes out at once)
+        # global shares say to ask for next (under strict priority a waiter
+        # of another level that came meanwhile wakes the driver, and its
+        # demand goes out at once; under shares, with the process's next take)
         asked_next = level if answer.ask_next is None else answer.ask_next
         if depths is not None and not never:
             self._published = sum(depths) > answer.taken
@@ -1634,12 +1638,11 @@ class RedisLimiter(_AnyioLimiter):
             and self._asks.get(machine.queues.head(chosen).id) == units  # type: ignore[call-overload]
         )
 
-    async def _wait_for(self, level: int | None, retry_after: int, answered: float) -> None:
+    async def _wait_for(self, level: int, retry_after: int, answered: float) -> None:
         """Sleep until ``retry_after`` microseconds after ``answered``, to
-        ask for ``level``'s head then (``None``: nobody waits any more);
-        under global priority, no longer than half the demand's time to live
-        while it has waiters (a heartbeat)."""
-        self._retry_reserve = None if level is None else self.reserve[level]
+        ask for ``level``'s head then; under global priority, no longer than
+        half the demand's time to live while it has waiters (a heartbeat)."""
+        self._retry_reserve = self.reserve[level]
         self._retry_level = level
         seconds = retry_after / 1e6
         if self._published:
