@@ -1270,7 +1270,7 @@ class RedisLimiter(_AnyioLimiter):
             super()._withdraw(id, waiter)
             return
         self._dispatch(self._machine.tick(self._now()))  # next_level() needs the time
-        if self._takes_over(units, self.reserve[waiter.decision.level], None):
+        if self._takes_over(units, self.reserve[waiter.decision.level]):
             super()._withdraw(id, waiter)
             return
         if self._closed is None:  # closing: Redis gets the units back when they expire
@@ -1625,7 +1625,7 @@ class RedisLimiter(_AnyioLimiter):
                 return
             self._dispatch(machine.supply(now, owed))
 
-    def _takes_over(self, units: tuple[int, ...], reserve: int, owed: int | None) -> bool:
+    def _takes_over(self, units: tuple[int, ...], reserve: int, owed: int | None = None) -> bool:
         """Whether the waiter the policy chooses now (the machine ticked to
         now; the head of ``owed`` while it waits) may have a permit of
         ``units`` taken under ``reserve``: it asks for the same units, at a
