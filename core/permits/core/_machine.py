@@ -437,7 +437,7 @@ class Machine:
         permit's due time and the next waiter's deadline; ``None`` while
         nobody waits (nothing can happen until the next push). When
         ``supplied``, the next deadline, or ``None`` if no waiter has one."""
-        if not self._queues:
+        if not self._ids:
             return None
         due = self._source.due
         deadline = self._deadlines.first(self._queues)

@@ -80,12 +80,10 @@ class Fifo:
     levels: int = attrs.field(default=1, validator=_levels)
 
     def choose(self, queues: Queues, now: int) -> int:
-        best, best_seq = -1, 0
+        best = -1
         for level, depth in enumerate(queues.depths):
-            if depth:
-                seq = queues.head(level).seq
-                if best < 0 or seq < best_seq:
-                    best, best_seq = level, seq
+            if depth and (best < 0 or queues.head(level).seq < queues.head(best).seq):
+                best = level
         return best
 
     def ahead(self, queues: Queues, level: int, now: int) -> int:
