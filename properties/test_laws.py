@@ -509,6 +509,69 @@ def test_set_limit_continues(
     assert len(granted) <= new_burst + 1, ("P30: more than the new burst at once", granted)
 
 
+#: Rates from one unit a second to several a nanosecond (an interval of 1 ns
+#: and below is where a unit charged at ``now`` is already refilled at ``now``).
+FAST_AND_SLOW = st.sampled_from([1, 7, Fraction(7, 3), 1000, 10**9, 3 * 10**9])
+
+
+@given(
+    kind=st.sampled_from(sorted(TWO_LEVELS)),
+    two=st.booleans(),
+    at_spend=st.booleans(),
+    rates=st.tuples(FAST_AND_SLOW, FAST_AND_SLOW),
+    bursts=st.tuples(st.integers(1, 4), st.integers(4, 6)),
+    steps=st.lists(
+        st.tuples(
+            st.sampled_from(["push", "push", "spend", "set_limit", "refund"]),
+            st.integers(0, 3),
+            st.sampled_from([0, 0, 1, 400, SECOND // 3]),
+        ),
+        max_size=40,
+    ),
+    changes=st.lists(st.tuples(FAST_AND_SLOW, st.integers(4, 6)), min_size=1, max_size=5),
+)
+def test_spends_and_changes_of_limit_grant_nothing_by_themselves(
+    kind: str,
+    two: bool,
+    at_spend: bool,
+    rates: tuple[Any, Any],
+    bursts: tuple[int, int],
+    steps: list[tuple[str, int, int]],
+    changes: list[tuple[Any, int]],
+) -> None:
+    """P2, P24, P30: a spend or a change of limit never makes a waiter fit
+    sooner than it already did. After a tick at ``now``, a ``spend`` or a
+    ``set_limit`` at ``now`` decides nothing: a permit in flight becomes a
+    charged one in the same place, and the units in the bucket carry over
+    (never more than the new burst). A raised rate brings the next due time
+    forward; the grant comes at that time's tick."""
+    charge = Charge.AT_SPEND if at_spend else Charge.AT_GRANT
+    policy = TWO_LEVELS[kind]
+    if two:
+        limits = {"a": Limit(rates[0], bursts[0]), "b": Limit(rates[1], bursts[1])}
+        machine = Machine(policy, limits=limits, charge=charge)
+    else:
+        machine = Machine(policy, rates[0], bursts[1], charge=charge)
+    held: list[int] = []
+    now = 0
+    for n, (op, arg, step) in enumerate(steps):
+        now += step
+        out = machine.tick(now)
+        if op == "push":
+            cost: int | dict[str, int] = {"a": arg % 2, "b": arg + 1} if two else arg + 1
+            out += machine.push(n, arg % 2, now, cost=cost)
+        elif op == "refund" and held:
+            out += machine.refund(held.pop(arg % len(held)), now)
+        elif op == "spend" and held:
+            spent = machine.spend(held.pop(arg % len(held)), now, settle_later=arg == 3)
+            assert spent == [], ("a spend decided something by itself", spent)
+        elif op == "set_limit":
+            rate, burst = changes[arg % len(changes)]
+            changed = machine.set_limit(now, rate=rate, burst=burst, limit="b" if two else None)
+            assert changed == [], ("a change of limit decided something by itself", changed)
+        held += [d.id for d in out if d.state is State.GRANTED]  # type: ignore[misc]
+
+
 @given(
     weights=st.lists(st.integers(1, 5), min_size=2, max_size=3),
     costs=st.lists(st.lists(st.integers(1, 40), min_size=1, max_size=6), min_size=3, max_size=3),
