@@ -108,7 +108,7 @@ def open_limiter(
     burst: int = 1,
     **options: Unpack[LimiterOptions],
 ) -> AbstractAsyncContextManager[Limiter]:
-    """Open a anyio :class:`Limiter` for an ``async with``; see
+    """Open an anyio :class:`Limiter` for an ``async with``; see
     :class:`~permits.adapters.BaseLimiter` for the arguments."""
     limiter = Limiter(policy, rate, burst, **options)
     return running(limiter, anyio.create_task_group())
