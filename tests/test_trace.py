@@ -642,5 +642,6 @@ def test_a_timeout_that_runs_out_after_its_grant_changes_nothing() -> None:
     users = with_timeouts["users"]
     # some of the users' calls waited, and all were granted within their timeout
     assert users.granted == users.offered == 200
+    assert users.wait_max is not None
     assert 0 < users.wait_max < SECOND
     assert with_timeouts == replay(scenario, [call._replace(timeout=None) for call in calls])

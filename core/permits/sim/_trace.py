@@ -41,7 +41,7 @@ _PER_LIMIT = "cost."
 _BILLION = Decimal(1_000_000_000)
 #: Nanoseconds in a unit of each decimal place of a second: ``_PLACE[k]`` for
 #: the ``k``-th digit after the point (``_PLACE[0]``: whole seconds).
-_PLACE = tuple(10 ** (9 - k) for k in range(10))
+_PLACE: tuple[int, ...] = tuple(10 ** (9 - k) for k in range(10))
 
 
 class TraceError(PermitValueError):
@@ -76,7 +76,7 @@ class Call(NamedTuple):
 def _ns(line: int, field: str, value: object, positive: bool = False) -> int:
     """Seconds as exact nanoseconds: the decimal as written (a float as it
     prints), nearest nanosecond."""
-    text = value if value.__class__ is str else repr(value)
+    text = value if isinstance(value, str) else repr(value)
     whole, _, fraction = text.partition(".")
     digits = whole + fraction
     if digits.isdigit() and digits.isascii() and len(fraction) <= 9:
