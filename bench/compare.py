@@ -32,6 +32,7 @@
 from __future__ import annotations
 
 import gc
+import pickle
 import platform
 import random
 import shutil
@@ -39,14 +40,15 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 from _callgrind import instructions
 
 from core import machine_loop  # bench/core.py's loop: one push and one tick per grant
 from permits.cli import scenarios
-from permits.core import Limit, StrictPriority
+from permits.core import Limit, Machine, StrictPriority
 from permits.sim import (
     Batch,
     Constant,
@@ -195,9 +197,74 @@ def large_scenario() -> Scenario:
     )
 
 
+#: The machine's operations a simulation calls.
+OPERATIONS = ("push", "tick", "cancel", "next_tick")
+
+#: A machine call a replay made: the method, its arguments, its keywords.
+MachineCall = tuple[str, tuple[Any, ...], dict[str, Any]]
+
+
+def machine_calls(scenario: Scenario, path: Path) -> tuple[MachineCall, list[MachineCall]]:
+    """The machine a replay of the trace at ``path`` builds (its arguments)
+    and every call the replay makes on it, in order: what the core alone is
+    asked to do. (Recorded by wrapping ``Machine``'s methods for the run;
+    a push's own tick is the push's.)"""
+    built: list[MachineCall] = []
+    calls: list[MachineCall] = []
+    inside = [False]
+    saved = {name: getattr(Machine, name) for name in ("__init__", *OPERATIONS)}
+
+    def recording(name: str) -> Callable[..., Any]:
+        method = saved[name]
+
+        def record(self: Machine, *args: Any, **kwargs: Any) -> Any:
+            if inside[0]:
+                return method(self, *args, **kwargs)
+            (built if name == "__init__" else calls).append((name, args, kwargs))
+            inside[0] = True
+            try:
+                return method(self, *args, **kwargs)
+            finally:
+                inside[0] = False
+
+        return record
+
+    for name in saved:
+        setattr(Machine, name, recording(name))
+    try:
+        with path.open(newline="") as file:
+            replay(scenario, read_trace(file, limits=scenario.named_limits))
+    finally:
+        for name, method in saved.items():
+            setattr(Machine, name, method)
+    return built[0], calls
+
+
+def replay_calls(path: str, bare: bool) -> None:
+    """Make the machine calls pickled at ``path`` on a new machine, or
+    (``bare``) on functions that do nothing, to count what making the calls
+    alone costs."""
+    with open(path, "rb") as file:
+        (_, args, kwargs), calls = pickle.load(file)
+    machine = Machine(*args, **kwargs)
+    operations: dict[str, Callable[..., Any]] = (
+        dict.fromkeys(OPERATIONS, _nothing)
+        if bare
+        else {name: getattr(machine, name) for name in OPERATIONS}
+    )
+    for name, args, kwargs in calls:
+        operations[name](*args, **kwargs)
+
+
+def _nothing(*args: Any, **kwargs: Any) -> None:
+    return None
+
+
 def child(which: str, count: int, path: str = "") -> None:
     """Run under callgrind: one loop, then exit."""
-    if which == "sim":
+    if which in ("core-calls", "bare-calls"):
+        replay_calls(path, bare=which == "bare-calls")
+    elif which == "sim":
         simulate(held_scenario(count), max_arrivals=None)
     elif which == "core":
         machine_loop(StrictPriority(2), WAITING, count)
@@ -227,6 +294,28 @@ def per_row(which: str, directory: Path) -> float:
             else:
                 write_traces(directory, rows)[0].rename(path)
         counts.append(instructions(script, "--child", which, str(rows), str(path)))
+    return (counts[0] - counts[1]) / (LONG - SHORT)
+
+
+def core_per_row(directory: Path) -> float:
+    """Instructions per row of the core alone in a replay of the one-cost
+    CSV trace: its machine calls (:func:`machine_calls`) made on a bare
+    machine, less the same calls made on functions that do nothing; the
+    difference between traces of LONG and SHORT rows."""
+    script = str(Path(__file__).resolve())
+    counts = []
+    for rows in (LONG, SHORT):
+        trace = directory / f"{rows}.csv"
+        if not trace.exists():
+            write_traces(directory, rows)[0].rename(trace)
+        calls = directory / f"{rows}.calls"
+        with calls.open("wb") as file:
+            pickle.dump(machine_calls(trace_scenario(rows), trace), file)
+        core, bare = (
+            instructions(script, "--child", which, str(rows), str(calls))
+            for which in ("core-calls", "bare-calls")
+        )
+        counts.append(core - bare)
     return (counts[0] - counts[1]) / (LONG - SHORT)
 
 
@@ -289,9 +378,18 @@ def main() -> None:
         sys.stdout.flush()
         with tempfile.TemporaryDirectory() as directory:
             read, replayed = per_row("read", Path(directory)), per_row("replay", Path(directory))
+            core_alone = core_per_row(Path(directory))
         print("\n| instructions per row, the CSV trace above | read | read + replay |")
         print("| --- | --- | --- |")
         print(f"| strict priority, 50 flows | {read:,.0f} | {replayed:,.0f} |")
+        print(
+            f"\n| where a row's {replayed:,.0f} instructions go | reading | the core alone "
+            "(its calls made on a bare machine) | the simulator (the rest) |"
+        )
+        print("| --- | --- | --- | --- |")
+        parts = (read, core_alone, replayed - read - core_alone)
+        shown = " | ".join(f"{part:,.0f} ({part / replayed:.0%})" for part in parts)
+        print(f"| strict priority, 50 flows | {shown} |")
         sys.stdout.flush()
         with tempfile.TemporaryDirectory() as directory:
             read = per_row("read-per-limit", Path(directory))

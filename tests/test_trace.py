@@ -614,3 +614,34 @@ def test_a_trace_replayed_not_fair_counts_tenants_and_queues_in_arrival_order() 
     assert one_line.tenant_wait_p99_median is not None
     assert fair.tenant_wait_p99_median is not None
     assert fair.tenant_wait_p99_median < one_line.tenant_wait_p99_median
+
+
+def test_a_timeout_that_runs_out_after_its_grant_changes_nothing() -> None:
+    """A caller granted before its timeout runs out does not give up: the
+    replay is the same as without the timeout, whatever the caller's cost
+    and flow, and however many such give-ups fall due at once."""
+    calls = [
+        Call(
+            n * SECOND // 40,
+            n % 2,
+            cost=1 + n % 3 // 2,
+            flow=None if n % 5 == 0 else f"t{n % 7}",
+            timeout=SECOND if n % 2 == 0 else None,
+        )
+        for n in range(400)
+    ]
+    scenario = Scenario(
+        "s",
+        StrictPriority(2),
+        rate=30,
+        burst=3,
+        seconds=12,
+        workloads=[Workload("users", 0, Batch(0)), Workload("batch", 1, Batch(0))],
+    )
+    with_timeouts = replay(scenario, calls)
+    users = with_timeouts["users"]
+    # some of the users' calls waited, and all were granted within their timeout
+    assert users.granted == users.offered == 200
+    assert users.wait_max is not None
+    assert 0 < users.wait_max < SECOND
+    assert with_timeouts == replay(scenario, [call._replace(timeout=None) for call in calls])

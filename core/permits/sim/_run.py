@@ -394,7 +394,11 @@ def _run(scenario: Scenario, duration: int, source: Iterator[_Arrival]) -> Resul
     fair = [wl.fair for wl in workloads]
     limits = scenario.named_limits
     names = tuple(limits)
-    machine = Machine(scenario.policy, limits=limits, max_waiting=scenario.max_waiting)
+    # A run never refunds or settles a permit: the machine need keep no
+    # grant for it (refund_window_ns=0), which saves it logging them.
+    machine = Machine(
+        scenario.policy, limits=limits, max_waiting=scenario.max_waiting, refund_window_ns=0
+    )
     push, tick, cancel, next_tick = machine.push, machine.tick, machine.cancel, machine.next_tick
     on_leave, charge = tally.on_leave, tally.charge
     tenant_ids, new_tenant = tally.tenants, tally.tenant
@@ -410,10 +414,12 @@ def _run(scenario: Scenario, duration: int, source: Iterator[_Arrival]) -> Resul
     # Tally.on_arrive, on_grant and on_reject, inlined: this loop is the
     # simulator's hot path.
     granted, units, left_at, bins = tally.granted, tally.units, tally.left_at, tally.bins
-    # Of those waiting, by id: the costs other than one unit of every limit,
-    # and the tenants of those that name a flow.
+    # Of those waiting, by id: the costs other than one unit of every limit;
+    # and the tenants of those that name a flow or may give up (``None``:
+    # none named), so that a give-up whose caller has gone is dropped
+    # without asking the machine.
     costs: dict[int, int | tuple[int, ...]] = {}
-    tenants: dict[int, int] = {}
+    tenants: dict[int, int | None] = {}
     record = [hist.record for hist in tally.hists]
     per_bin = duration // BINS + 1  # grants at t fall in bin t // per_bin < BINS
 
@@ -450,6 +456,8 @@ def _run(scenario: Scenario, duration: int, source: Iterator[_Arrival]) -> Resul
         t = never if due is None else due
         if upcoming_at < t:
             t = upcoming_at
+        while pending and pending[0][0] < t and pending[0][1] not in tenants:
+            heappop(pending)  # granted or expired before it would give up
         if pending and pending[0][0] < t:
             t = pending[0][0]
         if t >= never:
@@ -458,9 +466,9 @@ def _run(scenario: Scenario, duration: int, source: Iterator[_Arrival]) -> Resul
             decide(tick(t))
         while pending and pending[0][0] <= t:
             id = heappop(pending)[1]
-            if cancel(id):
+            if id in tenants and cancel(id):
                 costs.pop(id, None)
-                tenants.pop(id, None)
+                del tenants[id]
                 on_leave(id % count, t, State.CANCELLED)
         while upcoming_at <= t:
             _, w, cost, flow, patience = upcoming  # type: ignore[misc]
@@ -472,6 +480,8 @@ def _run(scenario: Scenario, duration: int, source: Iterator[_Arrival]) -> Resul
             if deadline is not None:
                 deadline += t
             if cost == 1 and flow is None:  # the core's quicker path
+                if patience is not None:
+                    tenants[id] = None
                 decisions = push(id, levels[w], t, deadline=deadline)
             else:
                 if cost != 1:
@@ -483,15 +493,15 @@ def _run(scenario: Scenario, duration: int, source: Iterator[_Arrival]) -> Resul
                     else:
                         tenant_offered[tenant] += 1
                         tenants[id] = tenant
+                elif patience is not None:
+                    tenants[id] = None
                 asked = cost if isinstance(cost, int) else dict(zip(names, cost, strict=True))
                 decisions = push(
                     id, levels[w], t, deadline=deadline, cost=asked, flow=flow if fair[w] else None
                 )
             if decisions:
                 decide(decisions)
-                if decisions[-1][0] == id:  # decided at once: nothing to give up on
-                    patience = None
-            if patience is not None:
+            if patience is not None and id in tenants:  # not decided at once
                 heappush(pending, (t + patience, id))
             upcoming = next(source, None)
             upcoming_at = never if upcoming is None else upcoming[0]

@@ -39,6 +39,9 @@ COLUMNS = ("at", "level", "cost", "flow", "timeout")
 _REQUIRED = {"at", "level"}
 _PER_LIMIT = "cost."
 _BILLION = Decimal(1_000_000_000)
+#: Nanoseconds in a unit of each decimal place of a second: ``_PLACE[k]`` for
+#: the ``k``-th digit after the point (``_PLACE[0]``: whole seconds).
+_PLACE: tuple[int, ...] = tuple(10 ** (9 - k) for k in range(10))
 
 
 class TraceError(PermitValueError):
@@ -75,14 +78,10 @@ def _ns(line: int, field: str, value: object, positive: bool = False) -> int:
     prints), nearest nanosecond."""
     text = value if isinstance(value, str) else repr(value)
     whole, _, fraction = text.partition(".")
-    if (
-        whole.isdigit()
-        and whole.isascii()
-        and len(fraction) <= 9
-        and ((fraction.isdigit() and fraction.isascii()) or not fraction)
-        and not isinstance(value, bool)
-    ):  # the common case, plain digits: no Decimal
-        ns = int(whole) * 1_000_000_000 + (int(fraction.ljust(9, "0")) if fraction else 0)
+    digits = whole + fraction
+    if digits.isdigit() and digits.isascii() and len(fraction) <= 9:
+        # The common case, plain digits (a bool's repr is not): no Decimal.
+        ns = int(digits) * _PLACE[len(fraction)]
         if ns or not positive:
             return ns
     if isinstance(value, bool) or not isinstance(value, (str, int, float)):
