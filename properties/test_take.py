@@ -20,7 +20,7 @@ from hypothesis import event, note
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
-from permits.core import Charge, DuplicateId, Machine, NotRefundable, State
+from permits.core import Charge, DuplicateId, Fifo, Machine, NotRefundable, State
 
 from configs import FLOWS, KINDS, Config, configs
 from harness import fingerprint, rows
@@ -221,3 +221,44 @@ class TakeIsPushThenSpend(RuleBasedStateMachine):
 
 
 TestTakeIsPushThenSpend = TakeIsPushThenSpend.TestCase
+
+
+SECOND = 1_000_000_000
+
+
+def test_takes_by_hand() -> None:
+    """P47 on the cases ten random examples seldom reach, beside the same
+    pushes and spends on a second machine: a take of a larger cost than
+    is left (nothing), a unit take just after it (granted at once: the
+    pacing wants one unit again), a take again of an id whose earlier
+    permit was kept to settle (a new life: that permit is gone), and a
+    take that names a flow (counted: ``min_wait`` no longer counts other
+    levels' waiters as surely first)."""
+    a, b = (Machine(Fifo(), rate=1, burst=3) for _ in range(2))
+    assert rows(a.take("big", 0, 0, cost=3)) == rows(b.push("big", 0, 0, cost=3))
+    b.spend("big", 0)
+    # one unit back at 1 s: a take of 2 finds too little, a push of 1 enough
+    assert a.take("two", 0, SECOND, cost=2) == []
+    assert b.tick(SECOND) == []
+    assert rows(a.take("one", 0, SECOND)) == rows(b.push("one", 0, SECOND))
+    b.spend("one", SECOND)
+    assert a.take("none left", 0, SECOND) == []
+    assert fingerprint(a) == fingerprint(b)
+
+    a, b = (Machine(Fifo(), rate=1, burst=3) for _ in range(2))
+    for machine in (a, b):  # the second take within the refund window
+        machine.take("x", 0, 0, settle_later=True)
+        machine.take("x", 0, SECOND // 10)
+    with pytest.raises(NotRefundable):
+        a.settle("x", 0, SECOND // 10)
+    assert fingerprint(a) == fingerprint(b)
+
+    # under FIFO, min_wait counts every level's waiters until a flow is named
+    a, b = (Machine(Fifo(2), rate=1, burst=1) for _ in range(2))
+    a.take("t", 0, 0, flow="tenant")
+    b.push("t", 0, 0, flow="tenant")
+    b.spend("t", 0)
+    for machine in (a, b):
+        machine.push("w", 0, 0)
+    assert fingerprint(a) == fingerprint(b)
+    assert a.min_wait(1) == b.min_wait(1) == SECOND
