@@ -1204,7 +1204,8 @@ class RedisLimiter(_AnyioLimiter):
         self._booked: tuple[float, tuple[int, ...], int, int | None] | None = None
         self._retry_level: int | None = None
         #: Whether the driver sleeps with nothing to do (nobody waits, nothing
-        #: booked): a caller that comes alone may send its own take.
+        #: booked, or a lone caller's take in flight) and nobody woke it: a
+        #: caller that comes alone may send its own take.
         self._idle = False
         #: A lone caller's take in flight (nothing else is sent meanwhile).
         self._flight: _Take | None = None
@@ -1432,6 +1433,7 @@ class RedisLimiter(_AnyioLimiter):
     def _wake_driver(self) -> None:
         wake = self._driver_wake
         if wake is not None and self._local is None:
+            self._idle = False  # (it has something to do)
             wake.set()
 
     # -- waking the driver and the timer ---------------------------------------
@@ -1456,6 +1458,7 @@ class RedisLimiter(_AnyioLimiter):
                 self._sleep_scope.deadline = wake_at
         wake = self._driver_wake
         if wake is not None and self._should_wake():
+            self._idle = False  # (it has something to do)
             wake.set()
 
     def _should_wake(self) -> bool:
@@ -1774,6 +1777,7 @@ class RedisLimiter(_AnyioLimiter):
             or self._flight is not None
             or self._then is not None
             or self._pending
+            or self._booked is not None
             or self._local is not None
             or self._down
             or len(self._machine) != 1
@@ -1811,6 +1815,7 @@ class RedisLimiter(_AnyioLimiter):
                 raise error
             wake = self._driver_wake
             if wake is not None and (self._booked is not None or self._should_wake()):
+                self._idle = False  # (it has something to do)
                 wake.set()
         except Exception as broken:
             self._break(broken)  # as the driver would: nobody hangs
