@@ -1512,9 +1512,12 @@ class RedisLimiter(_AnyioLimiter):
                 first = min(first, (start + self._after_ns) / 1e9)
         self._fail_at = first
 
-    async def _sleep(self, until: float) -> None:
+    async def _sleep(self, until: float, *, idle: bool = False) -> None:
         """Sleep until ``until`` (seconds), a booked permit's time, or a wake-up
-        (an event set: cheaper than cancelling a scope)."""
+        (an event set: cheaper than cancelling a scope). ``idle``: with
+        nothing to do meanwhile (nobody waits, nothing is booked, or a lone
+        caller's take is in flight): a caller that comes alone may send its
+        own take."""
         if self._local is None and not self._down:
             # Yield once first: the callers a hand-over just woke run before
             # the driver resumes, so that an acquire they make then finds it
@@ -1525,6 +1528,7 @@ class RedisLimiter(_AnyioLimiter):
         if self._booked is not None:
             until = min(until, self._booked[0])
         wake = self._driver_wake = self._new_event()
+        self._idle = idle
         try:
             if until == math.inf:
                 await wake.wait()
@@ -1533,15 +1537,6 @@ class RedisLimiter(_AnyioLimiter):
                     await wake.wait()
         finally:
             self._driver_wake = None
-
-    async def _idle_sleep(self) -> None:
-        """:meth:`_sleep` with nothing to do meanwhile (nobody waits, nothing
-        is booked, or a lone caller's take is in flight): a caller that comes
-        alone may send its own take."""
-        self._idle = True
-        try:
-            await self._sleep(math.inf)
-        finally:
             self._idle = False
 
     # -- the driver ----------------------------------------------------------
@@ -1617,7 +1612,7 @@ class RedisLimiter(_AnyioLimiter):
         if self._flight is not None:
             # A lone caller's take is in flight: nothing else is sent before
             # its reply, which wakes the driver if anything is left to do.
-            await self._idle_sleep()
+            await self._sleep(math.inf, idle=True)
             return
         if self._local is not None:
             level = machine.next_level()
@@ -1656,7 +1651,7 @@ class RedisLimiter(_AnyioLimiter):
                 self._published = self._in_line = False
                 self._ask_next = None
             if booked is None:
-                await self._idle_sleep()
+                await self._sleep(math.inf, idle=True)
             else:
                 await self._sleep(booked[0])
             return
