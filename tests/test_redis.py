@@ -1203,6 +1203,126 @@ async def test_a_lone_callers_booked_permit_is_handed_over_at_its_time(
         assert limiter.round_trips == 2
 
 
+class HeldWake:
+    """The driver's wake-up event, its ``set`` held back until ``release``:
+    the driver stays woken (as the limiter sees it) and not yet run."""
+
+    def __init__(self, event: Any) -> None:
+        self.event = event
+        self.sets = 0
+
+    def set(self) -> None:
+        self.sets += 1
+
+    def wait(self) -> Any:
+        return self.event.wait()
+
+    def release(self) -> None:
+        self.event.set()
+
+
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])
+@pytest.mark.parametrize("newcomer", ["same level", "larger reserve", "none"])
+@pytest.mark.parametrize("leaves", ["cancelled", "timed out"])
+@pytest.mark.anyio
+async def test_a_booked_permit_whose_caller_left_is_passed_on_or_given_back(
+    redis_server: RedisServer, leaves: str, newcomer: str
+) -> None:
+    """A lone caller's take books the next permit, and its answer wakes the
+    driver; before the driver runs, that caller leaves (cancelled, or its
+    timeout) and another comes. The newcomer sends no take of its own (a
+    permit is booked); at the booked permit's time the driver hands it to
+    the newcomer if it may have it (the same units, no larger reserve),
+    else gives it back (and the newcomer takes its own). Never lost, never
+    doubled: the grants Redis recorded, net of the permits given back, are
+    the callers that proceeded, and the caller that left has none."""
+    name = fresh()
+    async with open_limiter(
+        StrictPriority(2),
+        redis_server.url,
+        name=name,
+        rate=1,  # the next permit 1 s after the bucket is empty: well within a busy host's margin
+        burst=2,
+        reserve=(0, 1),
+        book_ahead=2.0,
+        audit=True,
+        unavailable_after=30,  # (the timer's outage check would wake the driver after 1 s)
+    ) as limiter:
+        await limiter.acquire(INTERACTIVE)  # the connection opens (the driver's round trip)
+        await anyio.sleep(0.01)  # the driver is asleep again
+        await limiter.acquire(INTERACTIVE)  # a lone take: the bucket is empty now
+        await anyio.sleep(0.01)
+        landed, booked = limiter._landed, anyio.Event()
+        wake: HeldWake | None = None
+
+        def landing(answer: GcraAnswer | None, error: BaseException | None) -> None:
+            nonlocal wake
+            wake = HeldWake(limiter._driver_wake)
+            limiter._driver_wake = wake
+            landed(answer, error)
+            booked.set()
+
+        limiter._landed = landing  # type: ignore[method-assign]
+        proceeded: list[str] = []
+        left = anyio.Event()
+        leaving = anyio.CancelScope()
+
+        async def booked_caller() -> None:
+            if leaves == "cancelled":
+                with leaving:
+                    await limiter.acquire(INTERACTIVE)
+                    proceeded.append("the one that left")
+            else:
+                with pytest.raises(AcquireTimeout):
+                    await limiter.acquire(INTERACTIVE, timeout=0.2)
+            left.set()
+
+        async def call(level: int) -> None:
+            await limiter.acquire(level)
+            proceeded.append("newcomer")
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(booked_caller)
+            with anyio.fail_after(5):
+                await booked.wait()
+            assert limiter.lone_takes == 2
+            assert limiter._booked is not None  # the bucket was empty: booked
+            assert wake is not None
+            assert wake.sets == 1  # the driver is woken, not yet run
+            if leaves == "cancelled":
+                leaving.cancel()
+            with anyio.fail_after(5):
+                await left.wait()
+            assert len(limiter.machine) == 0
+            if newcomer != "none":
+                tg.start_soon(call, INTERACTIVE if newcomer == "same level" else BATCH)
+                with anyio.fail_after(5):
+                    while not len(limiter.machine):
+                        await anyio.sleep(0.001)
+            assert limiter.lone_takes == 2  # the newcomer sent nothing: a permit is booked
+            assert limiter._booked is not None
+            trips = limiter.round_trips
+            wake.release()  # the driver runs
+            with anyio.fail_after(10):
+                while len(proceeded) < (newcomer != "none") or (
+                    newcomer != "same level" and limiter.given_back < 1
+                ):
+                    await anyio.sleep(0.01)
+        assert proceeded == ([] if newcomer == "none" else ["newcomer"])
+        if newcomer == "same level":
+            assert (limiter.given_back, limiter.round_trips) == (0, trips)  # handed over
+        else:
+            assert limiter.given_back == 1  # back to Redis
+        granted = limiter.statistics().levels
+        assert granted[INTERACTIVE].granted == 2 + (newcomer == "same level")
+        assert granted[BATCH].granted == (newcomer == "larger reserve")
+        settled = limiter.round_trips
+        await anyio.sleep(0.05)
+        assert limiter.round_trips == settled  # nothing more to send: nothing booked or owed
+        assert limiter._booked is None
+    assert len(audit(redis_server, name)) == 2 + (newcomer != "none")
+
+
 @pytest.mark.timeout(60)
 @pytest.mark.parametrize("anyio_backend", ["asyncio"])
 @pytest.mark.anyio
