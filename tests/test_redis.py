@@ -24,6 +24,7 @@ import anyio
 import pytest
 import redis
 
+import permits.adapters.redis as redis_module
 from permits.adapters import AcquireTimeout, LimiterClosed
 from permits.adapters.redis import (
     BackendUnavailable,
@@ -1321,6 +1322,29 @@ async def test_a_booked_permit_whose_caller_left_is_passed_on_or_given_back(
         assert limiter.round_trips == settled  # nothing more to send: nothing booked or owed
         assert limiter._booked is None
     assert len(audit(redis_server, name)) == 2 + (newcomer != "none")
+
+
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])
+@pytest.mark.anyio
+async def test_a_lone_take_answered_with_no_list_closes_the_limiter(
+    redis_server: RedisServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A lone caller's take answered with something other than the script's
+    list of numbers (``_answer`` raises ``TypeError`` reading it) closes the
+    limiter, as that answer to the driver's own take does: the caller gets
+    ``LimiterClosed`` at once, rather than the limiter waiting for ever on
+    a take whose answer never reaches it."""
+    async with open_limiter(
+        Fifo(1), redis_server.url, name=fresh(), rate=10**6, burst=10**6, unavailable_after=30
+    ) as limiter:
+        await limiter.acquire()  # the connection opens (the driver's round trip)
+        await anyio.sleep(0.01)  # the driver is asleep again
+        answer, not_a_list = redis_module._answer, 42
+        monkeypatch.setattr(redis_module, "_answer", lambda _, n: answer(not_a_list, n))  # type: ignore[arg-type]
+        with anyio.fail_after(5), pytest.raises(LimiterClosed) as closed:
+            await limiter.acquire()
+        assert limiter.lone_takes == 1
+        assert isinstance(closed.value.cause, TypeError)
 
 
 @pytest.mark.timeout(60)

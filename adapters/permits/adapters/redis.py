@@ -794,7 +794,7 @@ class RedisLimit:
                 else:
                     try:
                         answer = _answer(reply, limits)
-                    except ValueError as wrong:
+                    except (TypeError, ValueError) as wrong:  # not the script's list of numbers
                         error = wrong
                     else:
                         landed(answer, None)
