@@ -18,6 +18,9 @@ for 300 back-to-back operations and prints the difference over 1,000:
 - one permit from each peer of ``bench/shared_peers.py`` that is installed
   (throttled-py's GCRA, limits' moving window), as that script takes them.
 
+``--before REV``: the two acquires again as of commit ``REV`` (its ``core``
+and ``adapters`` extracted with ``git archive``, first on the path).
+
 Redis's own work is not counted (another process). An instruction count
 comes out nearly the same on every run, however busy the host.
 """
@@ -25,7 +28,9 @@ comes out nearly the same on every run, however busy the host.
 from __future__ import annotations
 
 import asyncio
+import os
 import sys
+import tempfile
 from importlib.metadata import version
 from pathlib import Path
 
@@ -34,7 +39,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "properties"))
 import redis.asyncio
 from _callgrind import instructions
 from _common import importable
-from shared_peers import PEERS
+from shared_peers import PEERS, before
 
 from permits.adapters.redis import SCRIPT, RedisLimit, open_limiter
 from permits.core import Fifo
@@ -88,11 +93,12 @@ async def loop(kind: str, url: str, n: int) -> None:
     limit.close()
 
 
-def main() -> None:
+def main(rev: str | None, tmp: str) -> None:
     server = RedisServer(need_redis_server())
     server.start()
     try:
         kinds = dict(KINDS)
+        path = None if rev is None else before(rev, tmp)[0].path  # --before's code
         for name, peer in OTHERS.items():
             if importable(peer.module):
                 kinds[name] = f"one permit, {name} {version(peer.dist)}"
@@ -102,11 +108,24 @@ def main() -> None:
         print("| operation | instructions |")
         print("| --- | --- |")
         for kind, label in kinds.items():
-            few = instructions(__file__, "--loop", kind, server.url, str(FEW))
-            many = instructions(__file__, "--loop", kind, server.url, str(MANY))
-            print(f"| {label} | {(many - few) // (MANY - FEW):,} |")
+            print(f"| {label} | {counted(kind, server.url):,} |")
+            if path is not None and kind.startswith("acquire"):
+                print(f"| {label}, as of {rev} | {counted(kind, server.url, path):,} |")
     finally:
         server.stop()
+
+
+def counted(kind: str, url: str, path: str | None = None) -> int:
+    """Instructions per operation of ``kind`` (``path`` first on the child's path)."""
+    if path is not None:
+        os.environ["PYTHONPATH"] = path
+    try:
+        few = instructions(__file__, "--loop", kind, url, str(FEW))
+        many = instructions(__file__, "--loop", kind, url, str(MANY))
+    finally:
+        if path is not None:
+            del os.environ["PYTHONPATH"]
+    return (many - few) // (MANY - FEW)
 
 
 if __name__ == "__main__":
@@ -114,4 +133,6 @@ if __name__ == "__main__":
         kind, url, n = sys.argv[2:5]
         asyncio.run(loop(kind, url, int(n)))
     else:
-        main()
+        rev = sys.argv[sys.argv.index("--before") + 1] if "--before" in sys.argv else None
+        with tempfile.TemporaryDirectory() as tmp:
+            main(rev, tmp)

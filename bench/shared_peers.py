@@ -3,7 +3,10 @@
     /tmp/bench-venv/bin/python bench/shared_peers.py      # the peers installed there
     .venv/bin/python bench/shared_peers.py                # permits alone
 
-``--quick``: 1 s runs, one of each.
+``--quick``: 1 s runs, one of each. ``--before REV``: two more columns,
+``permits`` as of commit ``REV`` (both configurations; its ``core`` and
+``adapters`` extracted with ``git archive`` and put first on the workers'
+path), in the same run, alternating with the others.
 
 Starts its own redis-server (loopback, persistence off) and runs, for each
 limiter, a limit that never binds (10**6 permits/s, burst 10**6, one key
@@ -46,9 +49,11 @@ import asyncio
 import importlib
 import importlib.metadata
 import json
+import os
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
@@ -67,6 +72,7 @@ from permits.core import Fifo
 
 from redis_server import RedisServer, need_redis_server
 
+ROOT = Path(__file__).resolve().parent.parent
 SECONDS = 1.0 if QUICK else 3.0
 RUNS = 1 if QUICK else 3
 RATE = 10**6  # permits per second, and the burst: never binds
@@ -132,6 +138,8 @@ class Peer:
     module: str  # the import that must succeed
     dist: str  # the distribution, for its version
     open: Callable[[str, str], AbstractAsyncContextManager[Acquire]]
+    #: Put first on the workers' path (``--before``: an older permits).
+    path: str | None = None
 
 
 PEERS = (
@@ -183,8 +191,27 @@ async def flood(peer: Peer, url: str, name: str, callers: int, seconds: float) -
     return report
 
 
+def before(rev: str, into: str) -> list[Peer]:
+    """``permits`` as of commit ``rev``, both configurations, its code
+    extracted into ``into``."""
+    archive = subprocess.run(
+        ["git", "-C", str(ROOT), "archive", rev, "core", "adapters"],
+        capture_output=True,
+        check=True,
+    ).stdout
+    subprocess.run(["tar", "-x", "-C", into], input=archive, check=True)
+    path = os.pathsep.join(str(Path(into) / part) for part in ("core", "adapters"))
+    return [
+        Peer(f"{peer.name} at {rev}", peer.module, peer.dist, peer.open, path)
+        for peer in PEERS
+        if peer.name.startswith("permits")
+    ]
+
+
 def worker(argv: list[str]) -> None:
     peer_name, url, name, callers, seconds, start_at = argv
+    if peer_name not in {p.name for p in PEERS}:  # --before's: the path gives the version
+        peer_name = peer_name.split(" at ")[0]
     peer = next(p for p in PEERS if p.name == peer_name)
     time.sleep(max(0.0, float(start_at) - time.time()))
     print(json.dumps(asyncio.run(flood(peer, url, name, int(callers), float(seconds)))))
@@ -198,7 +225,10 @@ def run(peer: Peer, url: str, name: str, processes: int, callers: int) -> dict[s
     start_at = time.time() + 1.0 + 0.2 * processes
     argv = [sys.executable, __file__, "--worker", peer.name, url, name, str(callers)]
     argv += [str(SECONDS), str(start_at)]
-    started = [subprocess.Popen(argv, stdout=subprocess.PIPE, text=True) for _ in range(processes)]
+    env = dict(os.environ, PYTHONPATH=peer.path) if peer.path else None
+    started = [
+        subprocess.Popen(argv, stdout=subprocess.PIPE, text=True, env=env) for _ in range(processes)
+    ]
     reports = [json.loads(p.communicate()[0]) for p in started]
     if any(p.returncode for p in started):
         raise RuntimeError(f"a worker of {peer.name} failed")
@@ -217,9 +247,10 @@ def run(peer: Peer, url: str, name: str, processes: int, callers: int) -> dict[s
     return out
 
 
-def main() -> None:
+def main(older: list[Peer]) -> None:
     started = header()
     peers = [peer for peer in PEERS if importable(peer.module)]
+    peers[2:2] = older  # beside the permits of this checkout
     missing = [peer for peer in PEERS if peer not in peers]
     if missing:
         print(
@@ -245,7 +276,9 @@ def main() -> None:
         def median(peer: Peer, shape: tuple[int, int], key: str) -> float:
             return float(statistics.median(r[key] for r in results[(peer.name, *shape)]))
 
-        names = [f"{p.name} {importlib.metadata.version(p.dist)}" for p in peers]
+        names = [
+            p.name if p.path else f"{p.name} {importlib.metadata.version(p.dist)}" for p in peers
+        ]
         print("| processes x callers | " + " | ".join(names) + " |")
         print("| --- |" + " --- |" * len(peers))
         for shape in SHAPES:
@@ -279,5 +312,8 @@ def main() -> None:
 if __name__ == "__main__":
     if sys.argv[1:2] == ["--worker"]:
         worker(sys.argv[2:])
+    elif "--before" in sys.argv:
+        with tempfile.TemporaryDirectory() as tmp:
+            main(before(sys.argv[sys.argv.index("--before") + 1], tmp))
     else:
-        main()
+        main([])

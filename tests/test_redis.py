@@ -24,6 +24,7 @@ import anyio
 import pytest
 import redis
 
+import permits.adapters.redis as redis_module
 from permits.adapters import AcquireTimeout, LimiterClosed
 from permits.adapters.redis import (
     BackendUnavailable,
@@ -1036,6 +1037,314 @@ async def test_local_fallback_serves_while_redis_hangs(own_server: RedisServer) 
     served = [t for t in granted if hung + 0.3 + 0.1 < t < resumed]
     per_second = len(served) / (resumed - hung - 0.4)
     assert 0.3 * rate < per_second <= 0.5 * rate + burst, per_second
+
+
+# -- a lone caller's own round trip ---------------------------------------------
+
+
+@pytest.mark.anyio
+async def test_a_lone_caller_sends_its_own_take(
+    redis_server: RedisServer, anyio_backend: str
+) -> None:
+    """Under asyncio, each acquire that finds nobody waiting makes its own
+    round trip: the driver sleeps through them all (it waits on the same
+    event throughout) and makes none. Under trio (redis-py's client in
+    worker threads) the driver makes every round trip, as before."""
+    async with open_limiter(
+        Fifo(1), redis_server.url, name=fresh(), rate=10**6, burst=10**6
+    ) as lim:
+        await lim.acquire()  # the connection opens (the driver's round trip)
+        await anyio.sleep(0.01)  # the driver is asleep again
+        trips, driver_waits_on = lim.round_trips, lim._driver_wake
+        for _ in range(20):
+            await lim.acquire()
+        assert lim.round_trips - trips == 20  # one per acquire either way
+        if anyio_backend == "asyncio":
+            assert lim.lone_takes == 20
+            assert lim._driver_wake is driver_waits_on is not None
+        else:
+            assert lim.lone_takes == 0
+        assert lim.statistics().levels[0].granted == 21
+
+
+async def lone_takes_sent(limiter: RedisLimiter, takes: int) -> None:
+    """Wait (at most 5 s) until ``takes`` lone takes were sent."""
+    with anyio.fail_after(5):
+        while limiter.lone_takes < takes:
+            await anyio.sleep(0.001)
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])
+@pytest.mark.parametrize("leaves", ["cancelled", "timed out"])
+@pytest.mark.anyio
+async def test_a_lone_caller_that_leaves_mid_round_trip_costs_no_permit(
+    own_server: RedisServer, leaves: str
+) -> None:
+    """The server hung (SIGSTOP) after a lone caller sent its take, the
+    caller leaves (its scope cancelled, or its own timeout) before the
+    reply: once the server runs again, the permit the reply grants goes
+    back to Redis. Units granted less units given back equal the callers
+    that proceeded, in the audit and in the bucket."""
+    name = fresh()
+    async with open_limiter(
+        Fifo(1),
+        own_server.url,
+        name=name,
+        rate=1,
+        burst=5,
+        audit=True,
+        timeout=10.0,  # no reply timeout while hung: the reply comes
+        unavailable_after=10.0,
+    ) as limiter:
+        await limiter.acquire()  # the one that proceeds
+        own_server.hang()
+        try:
+            async with anyio.create_task_group() as tg:
+                left = anyio.Event()
+
+                async def leaving() -> None:
+                    if leaves == "cancelled":
+                        with anyio.CancelScope() as scope:
+                            tg.start_soon(cancel_once_sent, scope)
+                            await limiter.acquire()
+                    else:
+                        with pytest.raises(AcquireTimeout):
+                            await limiter.acquire(timeout=0.2)
+                    left.set()
+
+                async def cancel_once_sent(scope: anyio.CancelScope) -> None:
+                    await lone_takes_sent(limiter, 1)
+                    scope.cancel()
+
+                tg.start_soon(leaving)
+                await lone_takes_sent(limiter, 1)
+                with anyio.fail_after(5):
+                    await left.wait()
+                assert limiter.given_back == 0  # the reply has not come
+        finally:
+            own_server.resume()
+        with anyio.fail_after(10):
+            while limiter.given_back < 1:  # the reply granted it: back it goes
+                await anyio.sleep(0.01)
+        assert limiter.given_back == 1
+        assert limiter.statistics().levels[0].granted == 1
+    assert len(audit(own_server, name)) == 1  # granted, less given back
+    check = RedisLimit(own_server.url, name=name, rate=1, burst=5)
+    try:
+        assert check.take().remaining == (3,)  # 5 - the one that proceeded - this one
+    finally:
+        check.close()
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])
+@pytest.mark.anyio
+async def test_a_waiter_arriving_during_a_lone_take_is_served(own_server: RedisServer) -> None:
+    """A batch caller's lone take is in flight (the server hung); an
+    interactive caller comes: the driver sends nothing while the take is
+    in flight, the permit it brings goes to the interactive caller (the
+    policy's choice when it lands, as for the driver's own take), and the
+    driver then serves the batch caller."""
+    async with open_limiter(
+        StrictPriority(2), own_server.url, name=fresh(), rate=10**6, burst=10**6, timeout=10.0
+    ) as limiter:
+        await limiter.acquire(BATCH)
+        order: list[str] = []
+
+        async def call(name: str, level: int) -> None:
+            await limiter.acquire(level)
+            order.append(name)
+
+        own_server.hang()
+        try:
+            async with anyio.create_task_group() as tg:
+                trips = limiter.round_trips
+                tg.start_soon(call, "batch", BATCH)
+                await lone_takes_sent(limiter, 1)
+                tg.start_soon(call, "interactive", INTERACTIVE)
+                with anyio.fail_after(5):
+                    while len(limiter.machine) < 2:
+                        await anyio.sleep(0.001)
+                await anyio.sleep(0.05)
+                assert limiter.round_trips == trips + 1  # the lone take, nothing beside it
+                own_server.resume()
+                with anyio.fail_after(10):
+                    while len(order) < 2:
+                        await anyio.sleep(0.01)
+        finally:
+            own_server.resume()
+        assert order == ["interactive", "batch"]
+        assert limiter.lone_takes == 1
+        assert limiter.given_back == 0
+
+
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])
+@pytest.mark.anyio
+async def test_a_lone_callers_booked_permit_is_handed_over_at_its_time(
+    redis_server: RedisServer,
+) -> None:
+    """Booking ahead, a lone caller's take finds the bucket empty and books
+    the next permit: the answer wakes the driver, which hands the permit
+    over at its time, with no round trip more."""
+    async with open_limiter(
+        Fifo(1),
+        redis_server.url,
+        name=fresh(),
+        rate=10,
+        burst=1,
+        book_ahead=0.5,
+        unavailable_after=30,  # (the timer's outage check would wake the driver after 1 s)
+    ) as limiter:
+        await limiter.acquire()  # the bucket's one permit
+        await anyio.sleep(0.01)  # the driver is asleep again
+        with anyio.fail_after(5):
+            await limiter.acquire()  # the next one falls due 0.1 s after the first
+        assert limiter.lone_takes == 1
+        assert limiter.round_trips == 2
+
+
+class HeldWake:
+    """The driver's wake-up event, its ``set`` held back until ``release``:
+    the driver stays woken (as the limiter sees it) and not yet run."""
+
+    def __init__(self, event: Any) -> None:
+        self.event = event
+        self.sets = 0
+
+    def set(self) -> None:
+        self.sets += 1
+
+    def wait(self) -> Any:
+        return self.event.wait()
+
+    def release(self) -> None:
+        self.event.set()
+
+
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])
+@pytest.mark.parametrize("newcomer", ["same level", "larger reserve", "none"])
+@pytest.mark.parametrize("leaves", ["cancelled", "timed out"])
+@pytest.mark.anyio
+async def test_a_booked_permit_whose_caller_left_is_passed_on_or_given_back(
+    redis_server: RedisServer, leaves: str, newcomer: str
+) -> None:
+    """A lone caller's take books the next permit, and its answer wakes the
+    driver; before the driver runs, that caller leaves (cancelled, or its
+    timeout) and another comes. The newcomer sends no take of its own (a
+    permit is booked); at the booked permit's time the driver hands it to
+    the newcomer if it may have it (the same units, no larger reserve),
+    else gives it back (and the newcomer takes its own). Never lost, never
+    doubled: the grants Redis recorded, net of the permits given back, are
+    the callers that proceeded, and the caller that left has none."""
+    name = fresh()
+    async with open_limiter(
+        StrictPriority(2),
+        redis_server.url,
+        name=name,
+        rate=1,  # the next permit 1 s after the bucket is empty: well within a busy host's margin
+        burst=2,
+        reserve=(0, 1),
+        book_ahead=2.0,
+        audit=True,
+        unavailable_after=30,  # (the timer's outage check would wake the driver after 1 s)
+    ) as limiter:
+        await limiter.acquire(INTERACTIVE)  # the connection opens (the driver's round trip)
+        await anyio.sleep(0.01)  # the driver is asleep again
+        await limiter.acquire(INTERACTIVE)  # a lone take: the bucket is empty now
+        await anyio.sleep(0.01)
+        landed, booked = limiter._landed, anyio.Event()
+        wake: HeldWake | None = None
+
+        def landing(answer: GcraAnswer | None, error: BaseException | None) -> None:
+            nonlocal wake
+            wake = HeldWake(limiter._driver_wake)
+            limiter._driver_wake = wake
+            landed(answer, error)
+            booked.set()
+
+        limiter._landed = landing  # type: ignore[method-assign]
+        proceeded: list[str] = []
+        left = anyio.Event()
+        leaving = anyio.CancelScope()
+
+        async def booked_caller() -> None:
+            if leaves == "cancelled":
+                with leaving:
+                    await limiter.acquire(INTERACTIVE)
+                    proceeded.append("the one that left")
+            else:
+                with pytest.raises(AcquireTimeout):
+                    await limiter.acquire(INTERACTIVE, timeout=0.2)
+            left.set()
+
+        async def call(level: int) -> None:
+            await limiter.acquire(level)
+            proceeded.append("newcomer")
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(booked_caller)
+            with anyio.fail_after(5):
+                await booked.wait()
+            assert limiter.lone_takes == 2
+            assert limiter._booked is not None  # the bucket was empty: booked
+            assert wake is not None
+            assert wake.sets == 1  # the driver is woken, not yet run
+            if leaves == "cancelled":
+                leaving.cancel()
+            with anyio.fail_after(5):
+                await left.wait()
+            assert len(limiter.machine) == 0
+            if newcomer != "none":
+                tg.start_soon(call, INTERACTIVE if newcomer == "same level" else BATCH)
+                with anyio.fail_after(5):
+                    while not len(limiter.machine):
+                        await anyio.sleep(0.001)
+            assert limiter.lone_takes == 2  # the newcomer sent nothing: a permit is booked
+            assert limiter._booked is not None
+            trips = limiter.round_trips
+            wake.release()  # the driver runs
+            with anyio.fail_after(10):
+                while len(proceeded) < (newcomer != "none") or (
+                    newcomer != "same level" and limiter.given_back < 1
+                ):
+                    await anyio.sleep(0.01)
+        assert proceeded == ([] if newcomer == "none" else ["newcomer"])
+        if newcomer == "same level":
+            assert (limiter.given_back, limiter.round_trips) == (0, trips)  # handed over
+        else:
+            assert limiter.given_back == 1  # back to Redis
+        granted = limiter.statistics().levels
+        assert granted[INTERACTIVE].granted == 2 + (newcomer == "same level")
+        assert granted[BATCH].granted == (newcomer == "larger reserve")
+        settled = limiter.round_trips
+        await anyio.sleep(0.05)
+        assert limiter.round_trips == settled  # nothing more to send: nothing booked or owed
+        assert limiter._booked is None
+    assert len(audit(redis_server, name)) == 2 + (newcomer != "none")
+
+
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])
+@pytest.mark.anyio
+async def test_a_lone_take_answered_with_no_list_closes_the_limiter(
+    redis_server: RedisServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A lone caller's take answered with something other than the script's
+    list of numbers (``_answer`` raises ``TypeError`` reading it) closes the
+    limiter, as that answer to the driver's own take does: the caller gets
+    ``LimiterClosed`` at once, rather than the limiter waiting for ever on
+    a take whose answer never reaches it."""
+    async with open_limiter(
+        Fifo(1), redis_server.url, name=fresh(), rate=10**6, burst=10**6, unavailable_after=30
+    ) as limiter:
+        await limiter.acquire()  # the connection opens (the driver's round trip)
+        await anyio.sleep(0.01)  # the driver is asleep again
+        answer, not_a_list = redis_module._answer, 42
+        monkeypatch.setattr(redis_module, "_answer", lambda _, n: answer(not_a_list, n))  # type: ignore[arg-type]
+        with anyio.fail_after(5), pytest.raises(LimiterClosed) as closed:
+            await limiter.acquire()
+        assert limiter.lone_takes == 1
+        assert isinstance(closed.value.cause, TypeError)
 
 
 @pytest.mark.timeout(60)

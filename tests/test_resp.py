@@ -3,8 +3,9 @@
 Its reply parser against every RESP2 reply shape, cut anywhere; then the
 client on a real redis-server: a password and a database from the URL, a
 unix socket, the script loaded again after ``SCRIPT FLUSH``, a connection
-killed by the server, a hung server (the reply timeout), and the URLs it
-leaves to redis-py.
+killed by the server, a hung server (the reply timeout), a request sent
+without awaiting (its reply handed to a callback), and the URLs it leaves
+to redis-py.
 """
 
 from __future__ import annotations
@@ -230,6 +231,46 @@ def test_a_hung_server_times_out_and_the_next_call_opens_a_new_connection() -> N
                 server.resume()
             await own.ping()
             assert own._connection is not first
+            await own.aclose()
+
+        asyncio.run(run())
+    finally:
+        server.stop()
+
+
+def test_a_submitted_request_lands_in_order_or_times_out() -> None:
+    """``submit`` sends at once on the open connection (nothing without
+    one) and hands each reply to its callback, in order among the awaited
+    requests; on a hung server, a ``TimeoutError`` after the reply timeout,
+    and the connection is closed as for an awaited request."""
+    server = server_with()
+    try:
+
+        async def run() -> None:
+            own = _resp.AsyncRedis(server.url, timeout=0.2, shown=server.url)
+            landed: list[tuple[Any, BaseException | None]] = []
+            came = asyncio.Event()
+
+            def land(reply: Any, error: BaseException | None) -> None:
+                landed.append((reply, error))
+                came.set()
+
+            assert not own.submit(_resp.encode([b"PING"]), land)  # no connection yet
+            await own.ping()
+            assert own.submit(_resp.encode([b"ECHO", b"first"]), land)
+            assert await own.call([b"ECHO", b"second"]) == b"second"
+            assert landed == [(b"first", None)]  # answered before the request after it
+            came.clear()
+            server.hang()
+            try:
+                assert own.submit(_resp.encode([b"PING"]), land)
+                await asyncio.wait_for(came.wait(), 5)  # a margin for a busy host
+            finally:
+                server.resume()
+            reply, error = landed[-1]
+            assert reply is None
+            assert isinstance(error, redis.exceptions.TimeoutError)
+            assert own._connection is None
             await own.aclose()
 
         asyncio.run(run())

@@ -21,7 +21,8 @@ from __future__ import annotations
 import asyncio
 import hashlib
 from collections import deque
-from typing import Any
+from collections.abc import Callable
+from typing import Any, Protocol
 from urllib.parse import unquote, urlsplit
 
 from ._requires import requires_extra
@@ -93,12 +94,52 @@ def parse(buffer: bytes, at: int) -> tuple[Any, int]:
     raise redis.exceptions.InvalidResponse(f"Protocol error, got {bytes([kind])!r} as reply type")
 
 
+class _Reply(Protocol):
+    """Where a request's reply goes: a future, or a :class:`_Slot`."""
+
+    def done(self) -> bool: ...
+    def set_result(self, result: Any, /) -> None: ...
+    def set_exception(self, exception: BaseException, /) -> None: ...
+
+
+#: What a :meth:`AsyncRedis.submit` calls with its reply, or with the error
+#: that stands for it.
+Landed = Callable[[Any, "BaseException | None"], None]
+
+
+class _Slot:
+    """A submitted request's reply: handed to ``landed`` in the loop's own
+    callback, the one that reads it (no task to wake in between)."""
+
+    __slots__ = ("_done", "landed", "timer")
+
+    def __init__(self, landed: Landed) -> None:
+        self.landed = landed
+        self.timer: asyncio.TimerHandle | None = None
+        self._done = False
+
+    def done(self) -> bool:
+        return self._done
+
+    def set_result(self, result: Any) -> None:
+        self._land(result, None)
+
+    def set_exception(self, exception: BaseException) -> None:
+        self._land(None, exception)
+
+    def _land(self, result: Any, error: BaseException | None) -> None:
+        self._done = True
+        if self.timer is not None:
+            self.timer.cancel()
+        self.landed(result, error)
+
+
 class _Connection(asyncio.Protocol):
     """One connection: requests written, their replies' futures in order."""
 
     def __init__(self) -> None:
         self.transport: asyncio.Transport | None = None
-        self.waiting: deque[asyncio.Future[Any]] = deque()
+        self.waiting: deque[_Reply] = deque()
         self.buffer = b""
         self.closed = False
 
@@ -223,7 +264,26 @@ class AsyncRedis:
         finally:
             timer.cancel()
 
-    def _expire(self, connection: _Connection, future: asyncio.Future[Any]) -> None:
+    def submit(self, request: bytes, landed: Landed) -> bool:
+        """Send ``request`` (encoded) at once, without awaiting anything, on
+        the connection already open; from the event loop, once its reply is
+        read, call ``landed(reply, None)``, or ``landed(None, error)`` with
+        the ``ConnectionError`` or ``TimeoutError`` :meth:`send` would raise
+        (``landed`` must not raise: it runs in the loop's reading callback).
+        ``False``: no connection is open (the next :meth:`send` opens one),
+        and nothing was sent."""
+        connection = self._connection
+        if connection is None or connection.closed:
+            return False
+        slot = _Slot(landed)
+        connection.waiting.append(slot)
+        assert connection.transport is not None
+        connection.transport.write(request)
+        loop = asyncio.get_running_loop()
+        slot.timer = loop.call_later(self._timeout, self._expire, connection, slot)
+        return True
+
+    def _expire(self, connection: _Connection, future: _Reply) -> None:
         """No reply in time: fail the request with a timeout and close its
         connection (what it still owes would come after the next request's
         reply)."""
@@ -260,11 +320,33 @@ class AsyncScript:
         head = [b"EVALSHA", sha, str(len(keys)).encode(), *(k.encode() for k in keys)]
         self._head = len(head), bulk(head)
 
+    def _request(self, count: int, args: bytes) -> bytes:
+        size, head = self._head
+        return b"*%d\r\n%s%s" % (size + count, head, args)
+
+    def submit(self, count: int, args: bytes, landed: Landed) -> bool:
+        """Run the script as :meth:`AsyncRedis.submit` sends a request: its
+        reply (an error reply as a :class:`~redis.exceptions.ResponseError`)
+        goes to ``landed``. On ``NOSCRIPT`` the script is loaded and the
+        request sent again behind it, on the same connection, and that reply
+        goes to ``landed``. ``False``: nothing was sent."""
+        client = self._client
+        request = self._request(count, args)
+
+        def replied(reply: Any, error: BaseException | None) -> None:
+            if isinstance(reply, redis.exceptions.NoScriptError):
+                load = encode([b"SCRIPT", b"LOAD", self._source])
+                # (a failed load shows in the request's own reply, NOSCRIPT again)
+                if client.submit(load, _ignored) and client.submit(request, landed):
+                    return
+            landed(reply, error)
+
+        return client.submit(request, replied)
+
     async def __call__(self, count: int, args: bytes) -> Any:
         """Run the script with ``count`` arguments, ``args`` (as :func:`bulk`
         encodes them)."""
-        size, head = self._head
-        request = b"*%d\r\n%s%s" % (size + count, head, args)
+        request = self._request(count, args)
         reply = await self._client.send(request)
         if isinstance(reply, redis.exceptions.NoScriptError):
             loaded = await self._client.call([b"SCRIPT", b"LOAD", self._source])
@@ -274,3 +356,7 @@ class AsyncScript:
         if isinstance(reply, redis.exceptions.ResponseError):
             raise reply
         return reply
+
+
+def _ignored(reply: Any, error: BaseException | None) -> None:
+    """A reply nobody reads."""

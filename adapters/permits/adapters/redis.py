@@ -16,6 +16,12 @@ shared limit", say more):
   worker threads under trio** (``anyio.to_thread``; redis-py's asyncio
   client does not run under trio), so the limiter runs through the anyio
   adapter under both.
+- **A lone caller sends its own take** (under asyncio, on the limiter's
+  own client): nobody else waiting and the driver idle, the caller sends
+  the take the driver would have sent, and the reply is acted on where it
+  is read, as the driver would have; two event-loop passes fewer per
+  acquire. A caller that leaves meanwhile leaves the answer to the driver,
+  which gives back what nobody takes, and sends nothing else until then.
 - **Time from Redis**: the script reads ``TIME``; clients' clocks never
   enter the limit. The state expires once idle (every bucket full, no
   pause). Every argument is in ``ARGV``; the keys are ``{prefix}{{{name}}}``
@@ -519,6 +525,10 @@ class GcraAnswer(NamedTuple):
     ask_next: int | None = None
 
 
+#: What :meth:`RedisLimit.submit` calls with the answer, or the error.
+_Landed = Callable[[GcraAnswer | None, BaseException | None], None]
+
+
 class Request(NamedTuple):
     """One call of the script, built and checked, not yet sent."""
 
@@ -528,6 +538,21 @@ class Request(NamedTuple):
     #: The same as they go on the wire (RESP bulk strings), for the small
     #: asyncio client: a request sent many times is encoded once.
     wire: bytes
+
+
+class _Take(NamedTuple):
+    """A take for the head of a level, as the driver sends it."""
+
+    request: Request
+    #: The waiter it is for (the head of ``level`` when it was built).
+    head: int
+    level: int
+    units: tuple[int, ...]
+    reserve: int
+    #: This process's waiters per level, under global priority.
+    depths: tuple[int, ...] | None
+    #: This process's waiters, when it asks for a place in the line.
+    waiting: int | None
 
 
 def _answer(reply: list[Any], limits: int) -> GcraAnswer:
@@ -681,6 +706,8 @@ class RedisLimit:
         self._aclient: Any = None
         self._arun: Callable[[Request], Awaitable[Any]] | None = None
         self._aping: Callable[[], Awaitable[Any]] | None = None
+        #: The small client's submit, when it is the asyncio client.
+        self._asubmit: Callable[[Request, _resp.Landed], bool] | None = None
 
     @property
     def rate(self) -> Fraction:
@@ -740,6 +767,41 @@ class RedisLimit:
         """Run ``request`` on the asyncio client (:meth:`open_async`)."""
         assert self._arun is not None
         return _answer(await self._arun(request), len(self.limits))
+
+    @property
+    def submits(self) -> bool:
+        """Whether :meth:`submit` may send (the asyncio client is open, and
+        it is this package's own)."""
+        return self._asubmit is not None
+
+    def submit(self, request: Request, landed: _Landed) -> bool:
+        """Send ``request`` at once, awaiting nothing, on this package's own
+        asyncio client when its connection is open; from the event loop,
+        once the reply is read, call ``landed(answer, None)``, or
+        ``landed(None, error)`` with what :meth:`asend` would have raised (a
+        script Redis no longer holds is loaded and run again first, as
+        :meth:`asend` does). ``landed`` must not raise. ``False``: nothing was sent (no
+        connection open, or redis-py's client): use :meth:`asend`."""
+        submit = self._asubmit
+        if submit is None:
+            return False
+        limits = len(self.limits)
+
+        def replied(reply: Any, error: BaseException | None) -> None:
+            if error is None:
+                if isinstance(reply, redis.exceptions.ResponseError):
+                    error = reply
+                else:
+                    try:
+                        answer = _answer(reply, limits)
+                    except (TypeError, ValueError) as wrong:  # not the script's list of numbers
+                        error = wrong
+                    else:
+                        landed(answer, None)
+                        return
+            landed(None, error)
+
+        return submit(request, replied)
 
     async def _replied(self, call: Awaitable[Any]) -> Any:
         """The reply to ``call`` on the asyncio client, or redis-py's
@@ -970,6 +1032,9 @@ class RedisLimit:
             self._aclient = own
             script = _resp.AsyncScript(own, SCRIPT, self._keys)
             self._arun = lambda request: script(len(request.args), request.wire)
+            self._asubmit = lambda request, landed: script.submit(
+                len(request.args), request.wire, landed
+            )
             self._aping = own.ping
             return
         client = redis.asyncio.RedisCluster if self._cluster else redis.asyncio.Redis
@@ -984,6 +1049,7 @@ class RedisLimit:
     async def aclose(self) -> None:
         """Close the asyncio client, if open."""
         aclient, self._aclient, self._arun, self._aping = self._aclient, None, None, None
+        self._asubmit = None
         if aclient is not None:
             await aclient.aclose()
 
@@ -1033,6 +1099,12 @@ class RedisLimiter(_AnyioLimiter):
     Two tasks run it: the *driver*, which makes the round trips, and the
     *timer*, which expires waiters at their deadlines and, failing closed,
     fails them at their outage bound, whatever the driver is waiting for.
+    Under asyncio, on the limiter's own client, a caller that finds nobody
+    else waiting and the driver idle sends its take itself (the one the
+    driver would send), and the reply is acted on as it is read: the caller
+    wakes once, with its permit; whatever the answer leaves to do (a wait,
+    a permit to give back because the caller left) goes to the driver,
+    which sends nothing else while that take is in flight.
     """
 
     def __init__(
@@ -1131,6 +1203,14 @@ class RedisLimiter(_AnyioLimiter):
         #: level it was asked for, and the level it is for (global shares).
         self._booked: tuple[float, tuple[int, ...], int, int | None] | None = None
         self._retry_level: int | None = None
+        #: Whether the driver sleeps with nothing to do (nobody waits, nothing
+        #: booked, or a lone caller's take in flight) and nobody woke it: a
+        #: caller that comes alone may send its own take.
+        self._idle = False
+        #: A lone caller's take in flight (nothing else is sent meanwhile).
+        self._flight: _Take | None = None
+        #: What the answer to a lone caller's take left for the driver to do.
+        self._then: Callable[[], Awaitable[None]] | None = None
         self.limit = limit
         self.reserve = tuple(reserve)
         self.on_unavailable = on_unavailable
@@ -1175,10 +1255,15 @@ class RedisLimiter(_AnyioLimiter):
         #: Whether the round trips go through the asyncio client (under
         #: asyncio), or redis-py's synchronous one in worker threads.
         self._async = False
+        #: Whether a lone caller may send its own take (asyncio, the small
+        #: client: see _alone).
+        self._lone = False
         #: Round trips to Redis made so far (a diagnostic).
         self.round_trips = 0
         #: Permits taken from Redis and given back unused (a diagnostic).
         self.given_back = 0
+        #: Of the round trips, takes a lone caller sent itself (a diagnostic).
+        self.lone_takes = 0
 
     def _new_machine(
         self, policy: _Policy, rate: int | float | Fraction | None, burst: int, **options: Any
@@ -1226,6 +1311,8 @@ class RedisLimiter(_AnyioLimiter):
         id, level, decision = super()._request(level, units[0] or 1, flow, timeout, max_wait)
         if decision is None:
             self._asks[id] = units
+            if self._lone:
+                self._alone()
         return id, level, decision
 
     def _dispatch(self, decisions: list[Decision]) -> None:
@@ -1346,6 +1433,7 @@ class RedisLimiter(_AnyioLimiter):
     def _wake_driver(self) -> None:
         wake = self._driver_wake
         if wake is not None and self._local is None:
+            self._idle = False  # (it has something to do)
             wake.set()
 
     # -- waking the driver and the timer ---------------------------------------
@@ -1370,13 +1458,17 @@ class RedisLimiter(_AnyioLimiter):
                 self._sleep_scope.deadline = wake_at
         wake = self._driver_wake
         if wake is not None and self._should_wake():
+            self._idle = False  # (it has something to do)
             wake.set()
 
     def _should_wake(self) -> bool:
-        """Changes to send; or idle, and a waiter came; or waiting to retry
-        for a reserve, and the best waiter now has a smaller one (it may
-        find a permit now)."""
-        if self._pending:
+        """Changes to send, or what a lone caller's answer left to do; or
+        idle, and a waiter came; or waiting to retry for a reserve, and the
+        best waiter now has a smaller one (it may find a permit now). Never
+        while a lone caller's take is in flight."""
+        if self._flight is not None:
+            return False  # its reply wakes the driver
+        if self._pending or self._then is not None:
             return True
         level = self._machine.next_level(self._ask_next)
         if self._published and level != self._retry_level:
@@ -1420,9 +1512,12 @@ class RedisLimiter(_AnyioLimiter):
                 first = min(first, (start + self._after_ns) / 1e9)
         self._fail_at = first
 
-    async def _sleep(self, until: float) -> None:
+    async def _sleep(self, until: float, *, idle: bool = False) -> None:
         """Sleep until ``until`` (seconds), a booked permit's time, or a wake-up
-        (an event set: cheaper than cancelling a scope)."""
+        (an event set: cheaper than cancelling a scope). ``idle``: with
+        nothing to do meanwhile (nobody waits, nothing is booked, or a lone
+        caller's take is in flight): a caller that comes alone may send its
+        own take."""
         if self._local is None and not self._down:
             # Yield once first: the callers a hand-over just woke run before
             # the driver resumes, so that an acquire they make then finds it
@@ -1433,6 +1528,7 @@ class RedisLimiter(_AnyioLimiter):
         if self._booked is not None:
             until = min(until, self._booked[0])
         wake = self._driver_wake = self._new_event()
+        self._idle = idle
         try:
             if until == math.inf:
                 await wake.wait()
@@ -1441,6 +1537,7 @@ class RedisLimiter(_AnyioLimiter):
                     await wake.wait()
         finally:
             self._driver_wake = None
+            self._idle = False
 
     # -- the driver ----------------------------------------------------------
 
@@ -1449,6 +1546,7 @@ class RedisLimiter(_AnyioLimiter):
         if sniffio.current_async_library() == "asyncio":
             self.limit.open_async()
             self._async = True
+            self._lone = self.limit.submits
         self._running = True
         task_status.started()
         try:
@@ -1471,13 +1569,7 @@ class RedisLimiter(_AnyioLimiter):
         """One request to Redis (``None``: a ping), on the asyncio client or
         in a worker thread; the time it was sent counts for the outage bound
         until one is answered."""
-        self.round_trips += 1
-        if self._unanswered_since is None:
-            self._unanswered_since = self._now()
-            fail_at = (self._unanswered_since + self._after_ns) / 1e9
-            if self.on_unavailable == "closed" and fail_at < self._wake_at:
-                self._fail_at = fail_at
-                self._reschedule()
+        self._sent()
         limit = self.limit
         result: GcraAnswer | None = None
         if self._async:
@@ -1489,15 +1581,39 @@ class RedisLimiter(_AnyioLimiter):
             await anyio.to_thread.run_sync(limit.ping)
         else:
             result = await anyio.to_thread.run_sync(limit.send, request)
+        self._replied()
+        return result
+
+    def _sent(self) -> None:
+        """A request goes to Redis now."""
+        self.round_trips += 1
+        if self._unanswered_since is None:
+            self._unanswered_since = self._now()
+            fail_at = (self._unanswered_since + self._after_ns) / 1e9
+            if self.on_unavailable == "closed" and fail_at < self._wake_at:
+                self._fail_at = fail_at
+                self._reschedule()
+
+    def _replied(self) -> None:
+        """Redis answered a request."""
         # The timer still looks once at the time set (moving its deadline on
         # every round trip would cost more): it finds nothing to fail.
         self._unanswered_since = None
         self._down = False
         self._down_error = None
-        return result
 
     async def _step(self) -> None:
         machine = self._machine
+        then = self._then
+        if then is not None:  # what a lone caller's take left to do
+            self._then = None
+            await then()
+            return
+        if self._flight is not None:
+            # A lone caller's take is in flight: nothing else is sent before
+            # its reply, which wakes the driver if anything is left to do.
+            await self._sleep(math.inf, idle=True)
+            return
         if self._local is not None:
             level = machine.next_level()
             if level is None:
@@ -1520,7 +1636,9 @@ class RedisLimiter(_AnyioLimiter):
         booked = self._booked
         if booked is not None and self._seconds() >= booked[0]:
             self._booked = None  # the booked permit's time: hand it over
-            await self._hand_over(booked[1], self.reserve[booked[2]], 1, booked[3])
+            left = self._hand_over(booked[1], self.reserve[booked[2]], 1, booked[3])
+            if left:
+                await self._give_back(booked[1], left)
             return
         level = machine.next_level(self._ask_next)
         if level is None:
@@ -1532,7 +1650,10 @@ class RedisLimiter(_AnyioLimiter):
                     return
                 self._published = self._in_line = False
                 self._ask_next = None
-            await self._sleep(math.inf if booked is None else booked[0])
+            if booked is None:
+                await self._sleep(math.inf, idle=True)
+            else:
+                await self._sleep(booked[0])
             return
         if booked is not None:
             # Wait for the booked permit's time, unless a waiter with a
@@ -1545,6 +1666,21 @@ class RedisLimiter(_AnyioLimiter):
                 now = self._seconds()
                 await self._wait_for(booked_level, math.ceil((at - now) * 1e6), now)
                 return
+        take = self._next_take(level, booked is None)
+        try:
+            answer = await self._round_trip(take.request)
+        except _UNREACHABLE as error:
+            await self._outage(error)
+            return
+        assert answer is not None
+        then = self._took(take, answer)
+        if then is not None:
+            await then()
+
+    def _next_take(self, level: int, book: bool) -> _Take:
+        """The take for the head of ``level``, the level to ask for next
+        (``book``: it may book ahead)."""
+        machine = self._machine
         head = machine.queues.head(level)
         units = self._asks[head.id]  # type: ignore[index]
         reserve = self.reserve[level]
@@ -1554,25 +1690,27 @@ class RedisLimiter(_AnyioLimiter):
         # take, the one most made, needs no place in it.
         line = not self.book_ahead and (len(machine) > 1 or self._in_line)
         waiting = len(machine) if line else None
-        take = self.limit.ask_take(
+        request = self.limit.ask_take(
             reserve,
             units,
             level=level,
             demand=depths,
             ttl=self.demand_ttl,
-            book=self.book_ahead if booked is None else 0.0,
+            book=self.book_ahead if book else 0.0,
             lease=min(self.lease, machine.queues.depths[level]),
             waiting=waiting,
             grace=self.demand_ttl,
             weights=self._weights,
             shared=self._shared,
         )
-        try:
-            answer = await self._round_trip(take)
-        except _UNREACHABLE as error:
-            await self._outage(error)
-            return
-        assert answer is not None
+        return _Take(request, head.id, level, units, reserve, depths, waiting)  # type: ignore[arg-type]
+
+    def _took(self, take: _Take, answer: GcraAnswer) -> Callable[[], Awaitable[None]] | None:
+        """Redis answered ``take``: act on the answer at once (hand the
+        permits over, book, fail a waiter that can never be granted), and
+        return what is left for the driver to do, if anything (give permits
+        back, wait to ask again)."""
+        machine = self._machine
         # a time to come back counts from the reply: never before Redis's
         # time (from the middle of the round trip, half the takes would come
         # a little early and be refused)
@@ -1583,47 +1721,118 @@ class RedisLimiter(_AnyioLimiter):
         # global shares say to ask for next (under strict priority a waiter
         # of another level that came meanwhile wakes the driver, and its
         # demand goes out at once; under shares, with the process's next take)
-        asked_next = level if answer.ask_next is None else answer.ask_next
-        if depths is not None and not never:
-            self._published = sum(depths) > answer.taken
+        asked_next = take.level if answer.ask_next is None else answer.ask_next
+        if take.depths is not None and not never:
+            self._published = sum(take.depths) > answer.taken
         if not self.book_ahead and not never:
             # told a turn (or to come back): refused, or allowed while more
             # must wait
+            waiting = take.waiting
             self._in_line = not answer.allowed or (
                 waiting is not None and answer.retry_after > 0 and waiting > answer.taken
             )
         if not answer.allowed:
             if never:  # a limit's burst was lowered below the cost
-                if machine.cancel(head.id):
-                    self._fail(head.id, PermitValueError("cost", units, _ABOVE_BURST))
-                return
-            await self._wait_for(asked_next, answer.retry_after, answered)
-            return
+                if machine.cancel(take.head):
+                    self._fail(take.head, PermitValueError("cost", take.units, _ABOVE_BURST))
+                return None
+            return partial(self._wait_for, asked_next, answer.retry_after, answered)
         if answer.booked:  # its time comes later: the driver hands it over then
-            self._booked = (self._seconds() + answer.retry_after / 1e6, units, level, answer.owed)
-            return
-        await self._hand_over(units, reserve, answer.taken, answer.owed)
-        if answer.retry_after and machine.next_level() is not None:
-            # The next permit is not there yet: wait for it (as for a refusal).
-            await self._wait_for(asked_next, answer.retry_after, answered)
+            at = answered + answer.retry_after / 1e6
+            self._booked = (at, take.units, take.level, answer.owed)
+            return None
+        left = self._hand_over(take.units, take.reserve, answer.taken, answer.owed)
+        if not left and not (answer.retry_after and machine.next_level() is not None):
+            return None
+        retry_after = answer.retry_after
+        return partial(self._handed_over, take.units, left, asked_next, retry_after, answered)
 
-    async def _hand_over(
-        self, units: tuple[int, ...], reserve: int, count: int = 1, owed: int | None = None
+    async def _handed_over(
+        self, units: tuple[int, ...], left: int, level: int, retry_after: int, answered: float
     ) -> None:
+        """After a hand-over: give back the ``left`` permits nobody could
+        take; if the next permit is not there yet and waiters remain, wait
+        for it (as for a refusal)."""
+        if left:
+            await self._give_back(units, left)
+        if retry_after and self._machine.next_level() is not None:
+            await self._wait_for(level, retry_after, answered)
+
+    # -- a lone caller's own take ----------------------------------------------
+
+    def _alone(self) -> None:
+        """A caller just pushed, nobody else waits, and the driver is idle
+        (no request in flight, nothing to send, nothing booked): send the
+        take the driver would send for it now, from the caller, awaiting
+        nothing; its reply is acted on as it is read (:meth:`_landed`), so
+        the caller wakes once, with its permit, and the driver not at all.
+        Under asyncio on the small client only (else the driver sends it)."""
+        if (
+            not self._idle
+            or self._flight is not None
+            or self._then is not None
+            or self._pending
+            or self._booked is not None
+            or self._local is not None
+            or self._down
+            or len(self._machine) != 1
+        ):
+            return
+        level = self._machine.next_level(self._ask_next)
+        if level is None:
+            return
+        take = self._next_take(level, True)
+        self._flight = take
+        if not self.limit.submit(take.request, self._landed):
+            self._flight = None  # no connection open: the driver opens one
+            return
+        self.lone_takes += 1
+        self._sent()
+
+    def _landed(self, answer: GcraAnswer | None, error: BaseException | None) -> None:
+        """A lone caller's take was answered (or failed): act on it as the
+        driver would have after its round trip, whether that caller still
+        waits or not; leave the rest to the driver, and wake it if there is
+        any (or if waiters remain)."""
+        take, self._flight = self._flight, None
+        if self._closed is not None or take is None:
+            return
+        try:
+            if error is None:
+                assert answer is not None
+                self._replied()
+                self._then = self._took(take, answer)
+            elif isinstance(error, redis.exceptions.NoScriptError):
+                self._replied()  # nothing ran: the driver asks again, and loads it
+            elif isinstance(error, _UNREACHABLE):
+                self._then = partial(self._outage, error)
+            else:
+                raise error
+            wake = self._driver_wake
+            if wake is not None and (self._booked is not None or self._should_wake()):
+                self._idle = False  # (it has something to do)
+                wake.set()
+        except Exception as broken:
+            self._break(broken)  # as the driver would: nobody hangs
+
+    def _hand_over(
+        self, units: tuple[int, ...], reserve: int, count: int = 1, owed: int | None = None
+    ) -> int:
         """``count`` permits of ``units`` taken under ``reserve`` (for level
         ``owed``, if the script said) are here: each to the waiter the
         policy chooses now (the head of ``owed`` while it waits), if that
-        one asks for the same units with no larger reserve; the rest (the
-        waiter left, or another came first, during the round trip or the
-        wait) back to Redis, rather than break the reserve or the limit."""
+        one asks for the same units with no larger reserve. Returns how many
+        are left (the waiter left, or another came first, during the round
+        trip or the wait): they go back to Redis, rather than break the
+        reserve or the limit."""
         machine = self._machine
         now = self._now()
         self._dispatch(machine.tick(now))
         for handed in range(count):
             if not self._takes_over(units, reserve, owed):
-                await self._give_back(units, count - handed)
-                return
+                return count - handed
             self._dispatch(machine.supply(now, owed))
+        return 0
 
     def _takes_over(self, units: tuple[int, ...], reserve: int, owed: int | None = None) -> bool:
         """Whether the waiter the policy chooses now (the machine ticked to
