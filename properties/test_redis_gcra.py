@@ -653,6 +653,19 @@ def test_several_limits_pause_and_word_by_hand(script: Any) -> None:
     assert call("take", T0 + 2_650_000, 0, (1, 0)) == [1, 0, 2, 0]
 
 
+def test_the_pause_is_stored_while_it_lasts(client: Any, script: Any) -> None:
+    """P40 by hand: the state holds a pause only while it lasts."""
+    key = f"test:{{p40-{next(_keys)}}}"
+    call = caller(script, [10], [3], key)
+    call("take", T0, 0, (1,))
+    assert client.hkeys(key) == [b"tat:l0"]  # no pause
+    call("pause", T0, 300_000, (0,))
+    assert client.hget(key, "pause") == str(T0 + 300_000).encode()
+    assert call("take", T0 + 200_000, 0, (1,))[:2] == [0, 100_000]  # still paused
+    call("take", T0 + 300_000, 0, (1,))  # the pause is over
+    assert client.hkeys(key) == [b"tat:l0"]
+
+
 # -- global priority ------------------------------------------------------------
 
 TTL = 300_000  # a process's demand lives 300 ms without a refresh

@@ -113,7 +113,8 @@ _SCRIPT = """
 -- The shared limit of permits: GCRA buckets of capacity `burst` (one per
 -- limit), a pause, limits changed live. Every step is one atomic call.
 -- KEYS[1]: the state, a hash: 'tat:<limit>' (theoretical arrival time, us)
---   per limit, and 'pause' (nothing is granted before it, us)
+--   per limit, and while a pause lasts 'pause' (nothing is granted before
+--   it, us)
 -- KEYS[2]: the audit list (grant times, us; a give's time after a 'g'), written when ARGV[4] == '1'
 -- KEYS[3]: the limits changed by set_limit, a hash: '<limit>' -> 'T burst'
 -- KEYS[4]: global priority: each process's waiting demand, a hash:
@@ -252,7 +253,7 @@ local function publish(process, ttl, counts)
     redis.call('HDEL', KEYS[4], process)
     return
   end
-  local words = {string.format('%.17g', now + ttl)}
+  local words = {string.format('%d', now + ttl)}
   for l = 1, #counts do words[l + 1] = string.format('%d', counts[l]) end
   redis.call('HSET', KEYS[4], process, table.concat(words, ' '))
   local keep = math.ceil(ttl / 1000) + @SLACK@
@@ -307,7 +308,7 @@ local function turn(at)
   for i = 1, n do step = math.max(step, x[i] * T[i]) end
   at = at + ahead * step
   if place == nil then place = now end  -- a newcomer's: now, the end
-  redis.call('HSET', KEYS[5], me, string.format('%.17g %d %.17g', at, rank, place))
+  redis.call('HSET', KEYS[5], me, string.format('%.17g %d %d', at, rank, place))
   latest = math.max(latest, at)
   redis.call('PEXPIRE', KEYS[5], math.ceil((latest - now + grace) / 1000) + @SLACK@)
   return at
@@ -323,16 +324,20 @@ end
 -- orders levels across processes
 if process == '' then rank = 0 end
 
--- Write the state back; it expires when every bucket is full again and
--- the pause is over.
+-- Write the state back, the pause only while it lasts; it expires when
+-- every bucket is full again and the pause is over.
 local function store()
-  local args, last = {'pause', string.format('%.17g', pause)}, pause
+  local args, last = {}, pause
   for i = 1, n do
-    args[2 * i + 1] = fields[i + 1]
-    args[2 * i + 2] = string.format('%.17g', tat[i])
+    args[2 * i - 1] = fields[i + 1]
+    args[2 * i] = string.format('%.17g', tat[i])
     last = math.max(last, tat[i])
   end
+  if pause > now then
+    args[2 * n + 1], args[2 * n + 2] = 'pause', string.format('%d', pause)
+  end
   if last > now then
+    if state[1] and pause <= now then redis.call('HDEL', KEYS[1], 'pause') end  -- over
     redis.call('HSET', KEYS[1], unpack(args))
     redis.call('PEXPIRE', KEYS[1], math.ceil((last - now) / 1000) + @SLACK@)
   else
@@ -419,8 +424,8 @@ if op == 'take' then
       local begin = start(level)
       local finish = begin + taken * x[shared] * costs[level + 1]
       tags[1], tags[level + 2] = begin, finish
-      redis.call('HSET', KEYS[6], 'V', string.format('%.17g', begin),
-        'F' .. level, string.format('%.17g', finish))
+      redis.call('HSET', KEYS[6], 'V', string.format('%d', begin),
+        'F' .. level, string.format('%d', finish))
       redis.call('PEXPIRE', KEYS[6], math.ceil(ttl / 1000) + @SLACK@)
       told = {level, soonest(-1, counts)}
     end
@@ -449,7 +454,7 @@ if op == 'take' then
 elseif op == 'give' then
   for i = 1, n do tat[i] = math.max(now, tat[i] + x[i] * T[i]) end
   if ARGV[4] == '1' then
-    redis.call('RPUSH', KEYS[2], 'g' .. string.format('%.17g', now))
+    redis.call('RPUSH', KEYS[2], 'g' .. string.format('%d', now))
   end
 elseif op == 'pause' then
   pause = math.max(pause, now + arg)
