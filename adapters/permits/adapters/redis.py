@@ -155,7 +155,8 @@ _SCRIPT = """
 -- are owed to (-1: refused), and the level of the process owed the next
 -- permit, to ask for next (-1: it waits no more).
 local op = ARGV[1]
-local now = @NOW@
+local time = @TIME@  -- {seconds, microseconds}
+local now = time[1] * 1000000 + time[2]
 local arg = tonumber(ARGV[3])
 local n = tonumber(ARGV[5])
 local names, T, burst, x, tat, fields = {}, {}, {}, {}, {}, {'pause'}
@@ -495,9 +496,6 @@ store()
 return answer(1, 0)
 """
 
-_REDIS_TIME = "(function() local t = redis.call('TIME'); return t[1] * 1000000 + t[2] end)()"
-
-
 def script_source(*, clock: Literal["redis", "argv"] = "redis") -> str:
     """The script. ``clock="redis"`` (what the limiter runs) reads the time
     from Redis ``TIME``; ``"argv"`` takes it from ``ARGV[2]`` (microseconds),
@@ -505,8 +503,8 @@ def script_source(*, clock: Literal["redis", "argv"] = "redis") -> str:
     longer (their expiry runs on Redis's clock, not the test's). The rest of
     the text is the same."""
     if clock == "redis":
-        return _SCRIPT.replace("@NOW@", _REDIS_TIME).replace("@SLACK@", "0")
-    return _SCRIPT.replace("@NOW@", "tonumber(ARGV[2])").replace("@SLACK@", "3600000")
+        return _SCRIPT.replace("@TIME@", "redis.call('TIME')").replace("@SLACK@", "0")
+    return _SCRIPT.replace("@TIME@", "{0, ARGV[2]}").replace("@SLACK@", "3600000")
 
 
 #: The script the limiter runs (time from Redis).
