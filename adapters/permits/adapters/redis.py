@@ -217,7 +217,9 @@ if process ~= '' and (op == 'take' or op == 'demand') then
 end
 -- Global shares: each level's cost of a unit, and the limit shared.
 local costs, shared, tags = {}, tonumber(ARGV[17 + 4 * n]) or 1, {}
-for word in string.gmatch(ARGV[16 + 4 * n] or '', '%S+') do costs[#costs + 1] = tonumber(word) end
+if ARGV[16 + 4 * n] then
+  for word in string.gmatch(ARGV[16 + 4 * n], '%S+') do costs[#costs + 1] = tonumber(word) end
+end
 -- The line: the process in it ('' : none), its level, its waiters and the
 -- grace of a turn.
 local me, rank, waiting, grace = ARGV[12 + 4 * n] or '', 0, 0, 0
