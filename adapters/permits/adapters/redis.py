@@ -342,7 +342,8 @@ local function store()
   local args, last = {}, pause
   for i = 1, n do
     args[2 * i - 1] = fields[i + 1]
-    args[2 * i] = string.format('%.17g', tat[i])
+    -- %d where whole: the digits %.17g would write, written sooner
+    args[2 * i] = string.format(tat[i] % 1 == 0 and '%d' or '%.17g', tat[i])
     last = math.max(last, tat[i])
   end
   if pause > now then
