@@ -447,8 +447,8 @@ def test_script_is_the_exact_buckets(
 #: name -> (text of the script, replacement, what it breaks, the property run)
 MUTANTS = {
     "lease-to-the-last": (
-        "  while taken < lease and allowed_at(arg, true) <= now do\n",
-        "  while taken < lease and allowed_at(arg) <= now do\n",
+        "  until at > now or taken >= lease or allowed_at(arg, true) > now\n",
+        "  until at > now or taken >= lease or allowed_at(arg) > now\n",
         "a lease takes every permit there is, leaving the others none",
         "buckets",
     ),

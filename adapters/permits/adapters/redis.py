@@ -415,20 +415,14 @@ if op == 'take' then
     publish(process, ttl, counts)
     return answer(0, 0)
   end
-  local function charge()  -- every limit its part, at once
+  -- every limit charged its part, at once; if allowed now (not booked), a
+  -- lease: more of the same, as long as they are allowed now with half of
+  -- each burst left for the others
+  local lease, taken = tonumber(ARGV[11 + 4 * n]) or 1, 0
+  repeat
     for i = 1, n do tat[i] = tat[i] + x[i] * T[i] end
-  end
-  charge()
-  local taken = 1
-  if at <= now then
-    -- a lease: more of the same, as long as they are allowed now with
-    -- half of each burst left for the others
-    local lease = tonumber(ARGV[11 + 4 * n]) or 1
-    while taken < lease and allowed_at(arg, true) <= now do
-      charge()
-      taken = taken + 1
-    end
-  end
+    taken = taken + 1
+  until at > now or taken >= lease or allowed_at(arg, true) > now
   store()
   if process ~= '' then
     counts[level + 1] = math.max(0, counts[level + 1] - taken)
