@@ -653,6 +653,22 @@ def test_several_limits_pause_and_word_by_hand(script: Any) -> None:
     assert call("take", T0 + 2_650_000, 0, (1, 0)) == [1, 0, 2, 0]
 
 
+def test_a_fractional_interval_is_kept(script: Any) -> None:
+    """P38 by hand: 3 per second, an interval of 333,333.33 us as the limiter
+    sends it (the properties' intervals are whole), burst 1: the state
+    keeps the fraction of a microsecond."""
+    key = f"test:{{p38-{next(_keys)}}}"
+    keys = [key, *(key + s for s in (":audit", ":limits", ":demand", ":line", ":shares"))]
+
+    def take(t: int) -> list[int]:
+        args = ["take", T0 + t, 0, 0, 1, "l0", repr(10**6 / 3), 1, 1]
+        return [int(r) for r in script(keys=keys, args=args)]
+
+    assert take(0) == [1, 333_334, 0]
+    assert take(333_333) == [0, 1, 0]  # a fraction of a microsecond short
+    assert take(333_334) == [1, 333_334, 0]
+
+
 def test_the_pause_is_stored_while_it_lasts(client: Any, script: Any) -> None:
     """P40 by hand: the state holds a pause only while it lasts."""
     key = f"test:{{p40-{next(_keys)}}}"
