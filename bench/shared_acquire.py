@@ -115,36 +115,45 @@ async def loop(kind: str, url: str, n: int) -> None:
 
 def main(rev: str | None, tmp: str, server_side: bool) -> None:
     binary = need_redis_server()
-    server = RedisServer(binary)  # the client's: each count in Redis has its own
+    kinds = dict(KINDS)
+    path = None if rev is None else before(rev, tmp)[0].path  # --before's code
+    for name, peer in OTHERS.items():
+        if importable(peer.module):
+            kinds[name] = f"one permit, {name} {version(peer.dist)}"
+        else:
+            print(f"({name} is not installed: left out)\n")
+    if server_side:  # each count has a server of its own
+        kinds = {kind: label for kind, label in kinds.items() if kind not in SAME_IN_REDIS}
+        where = "in redis-server, from its start to SHUTDOWN NOSAVE"
+        table(kinds, rev, path, where, partial(in_server, binary=binary))
+        return
+    server = RedisServer(binary)
     server.start()
     try:
-        kinds = dict(KINDS)
-        path = None if rev is None else before(rev, tmp)[0].path  # --before's code
-        for name, peer in OTHERS.items():
-            if importable(peer.module):
-                kinds[name] = f"one permit, {name} {version(peer.dist)}"
-            else:
-                print(f"({name} is not installed: left out)\n")
-        if server_side:  # the take alone costs the server what the acquire does
-            kinds = {kind: label for kind, label in kinds.items() if kind not in SAME_IN_REDIS}
-            where = "in redis-server, from its start to SHUTDOWN NOSAVE"
-        else:
-            where = "in the client"
-        print(f"Instructions per operation {where} ({MANY:,} minus {FEW:,}, callgrind)\n")
-        print("| operation | instructions |")
-        print("| --- | --- |")
-        for kind, label in kinds.items():
-            versions: list[tuple[str, str | None]] = [(label, None)]
-            if path is not None and kind.startswith("acquire"):
-                versions.append((f"{label}, as of {rev}", path))
-            for shown, code in versions:
-                if server_side:
-                    count = per_operation(partial(in_server, kind, binary, code))
-                else:
-                    count = per_operation(partial(in_client, kind, server.url, code))
-                print(f"| {shown} | {count:,} |")
+        table(kinds, rev, path, "in the client", partial(in_client, url=server.url))
     finally:
         server.stop()
+
+
+def table(
+    kinds: dict[str, str],
+    rev: str | None,
+    path: str | None,
+    where: str,
+    count: Callable[[str, str | None, int], int],
+) -> None:
+    """Instructions per operation of each kind (the acquires again with
+    ``path``'s code, as of ``rev``), ``count(kind, path, n)`` counting
+    those of ``n``."""
+    print(f"Instructions per operation {where} ({MANY:,} minus {FEW:,}, callgrind)\n")
+    print("| operation | instructions |")
+    print("| --- | --- |")
+    for kind, label in kinds.items():
+        versions: list[tuple[str, str | None]] = [(label, None)]
+        if path is not None and kind.startswith("acquire"):
+            versions.append((f"{label}, as of {rev}", path))
+        for shown, code in versions:
+            print(f"| {shown} | {per_operation(partial(count, kind, code)):,} |")
 
 
 def per_operation(count: Callable[[int], int]) -> int:
@@ -157,19 +166,19 @@ def on_path(path: str | None) -> dict[str, str]:
     return dict(os.environ) if path is None else {**os.environ, "PYTHONPATH": path}
 
 
-def in_client(kind: str, url: str, path: str | None, n: int) -> int:
+def in_client(kind: str, path: str | None, n: int, *, url: str) -> int:
     """Instructions of a client doing ``n`` operations of ``kind``."""
     return instructions(__file__, "--loop", kind, url, str(n), env=on_path(path))
 
 
-def in_server(kind: str, binary: str, path: str | None, n: int) -> int:
+def in_server(kind: str, path: str | None, n: int, *, binary: str) -> int:
     """Instructions of a redis-server of its own, run under callgrind from
     its start to a clean shutdown, while a client does ``n`` operations of
     ``kind``: the median of ``ROUNDS`` servers."""
-    return int(statistics.median(one_server(kind, binary, path, n) for _ in range(ROUNDS)))
+    return int(statistics.median(one_server(kind, path, n, binary) for _ in range(ROUNDS)))
 
 
-def one_server(kind: str, binary: str, path: str | None, n: int) -> int:
+def one_server(kind: str, path: str | None, n: int, binary: str) -> int:
     with tempfile.TemporaryDirectory() as tmp:
         out = str(Path(tmp) / "callgrind.out")
         server = RedisServer(binary, "--hz", "1", under=callgrind(out))
