@@ -493,6 +493,7 @@ store()
 return answer(1, 0)
 """
 
+
 def script_source(*, clock: Literal["redis", "argv"] = "redis") -> str:
     """The script. ``clock="redis"`` (what the limiter runs) reads the time
     from Redis ``TIME``; ``"argv"`` takes it from ``ARGV[2]`` (microseconds),
