@@ -14,6 +14,7 @@ import socket
 import subprocess
 import tempfile
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
@@ -64,11 +65,15 @@ def cluster_port() -> int:
 
 class RedisServer:
     """One ``redis-server`` process; :meth:`kill` and :meth:`start` again keep
-    the port, as a restarted server would."""
+    the port, as a restarted server would. ``under``: a command to run it
+    under (the benchmarks' ``valgrind --tool=callgrind ...``)."""
 
-    def __init__(self, binary: str, *options: str, port: int | None = None) -> None:
+    def __init__(
+        self, binary: str, *options: str, port: int | None = None, under: Sequence[str] = ()
+    ) -> None:
         self.binary = binary
         self.options = options
+        self.under = tuple(under)
         self.port = free_port() if port is None else port
         self.dir = Path(tempfile.mkdtemp(prefix="permits-redis-"))
         self.process: subprocess.Popen[bytes] | None = None
@@ -87,6 +92,7 @@ class RedisServer:
         assert self.process is None
         self.process = subprocess.Popen(
             [
+                *self.under,
                 self.binary,
                 "--port", str(self.port),
                 "--bind", "127.0.0.1",
@@ -100,7 +106,7 @@ class RedisServer:
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
         )  # fmt: skip
-        deadline = time.monotonic() + 10
+        deadline = time.monotonic() + (60 if self.under else 10)  # valgrind starts slowly
         while time.monotonic() < deadline:
             try:
                 with socket.create_connection(("127.0.0.1", self.port), timeout=0.2) as conn:
@@ -117,6 +123,16 @@ class RedisServer:
             self.process.kill()
             self.process.wait()
             self.process = None
+
+    def shutdown(self) -> None:
+        """Stop the server cleanly (``SHUTDOWN NOSAVE``) and wait for it to
+        exit: a command it runs under (callgrind) writes its results."""
+        assert self.process is not None
+        with socket.create_connection(("127.0.0.1", self.port), timeout=10) as conn:
+            conn.sendall(b"SHUTDOWN NOSAVE\r\n")
+            conn.recv(16)  # the connection closes as the server exits
+        self.process.wait(timeout=60)
+        self.process = None
 
     def hang(self) -> None:
         """Freeze the server (SIGSTOP): connections stay open, nothing is

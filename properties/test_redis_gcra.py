@@ -447,8 +447,8 @@ def test_script_is_the_exact_buckets(
 #: name -> (text of the script, replacement, what it breaks, the property run)
 MUTANTS = {
     "lease-to-the-last": (
-        "  while taken < lease and allowed_at(arg, true) <= now do\n",
-        "  while taken < lease and allowed_at(arg) <= now do\n",
+        "  until at > now or taken >= lease or allowed_at(arg, true) > now\n",
+        "  until at > now or taken >= lease or allowed_at(arg) > now\n",
         "a lease takes every permit there is, leaving the others none",
         "buckets",
     ),
@@ -651,6 +651,35 @@ def test_several_limits_pause_and_word_by_hand(script: Any) -> None:
     assert call("rate", T0 + 2_000_000, 1, (0, 0), 50_000, 4) == [1, 0, -10, 0]
     # 650 ms later, 13 units at 20/s: 3 there (at 10/s it would still be -3.5)
     assert call("take", T0 + 2_650_000, 0, (1, 0)) == [1, 0, 2, 0]
+
+
+def test_a_fractional_interval_is_kept(script: Any) -> None:
+    """P38 by hand: 3 per second, an interval of 333,333.33 us as the limiter
+    sends it (the properties' intervals are whole), burst 1: the state
+    keeps the fraction of a microsecond."""
+    key = f"test:{{p38-{next(_keys)}}}"
+    keys = [key, *(key + s for s in (":audit", ":limits", ":demand", ":line", ":shares"))]
+
+    def take(t: int) -> list[int]:
+        args = ["take", T0 + t, 0, 0, 1, "l0", repr(10**6 / 3), 1, 1]
+        return [int(r) for r in script(keys=keys, args=args)]
+
+    assert take(0) == [1, 333_334, 0]
+    assert take(333_333) == [0, 1, 0]  # a fraction of a microsecond short
+    assert take(333_334) == [1, 333_334, 0]
+
+
+def test_the_pause_is_stored_while_it_lasts(client: Any, script: Any) -> None:
+    """P40 by hand: the state holds a pause only while it lasts."""
+    key = f"test:{{p40-{next(_keys)}}}"
+    call = caller(script, [10], [3], key)
+    call("take", T0, 0, (1,))
+    assert client.hkeys(key) == [b"tat:l0"]  # no pause
+    call("pause", T0, 300_000, (0,))
+    assert client.hget(key, "pause") == str(T0 + 300_000).encode()
+    assert call("take", T0 + 200_000, 0, (1,))[:2] == [0, 100_000]  # still paused
+    call("take", T0 + 300_000, 0, (1,))  # the pause is over
+    assert client.hkeys(key) == [b"tat:l0"]
 
 
 # -- global priority ------------------------------------------------------------

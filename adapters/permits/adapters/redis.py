@@ -113,7 +113,8 @@ _SCRIPT = """
 -- The shared limit of permits: GCRA buckets of capacity `burst` (one per
 -- limit), a pause, limits changed live. Every step is one atomic call.
 -- KEYS[1]: the state, a hash: 'tat:<limit>' (theoretical arrival time, us)
---   per limit, and 'pause' (nothing is granted before it, us)
+--   per limit, and while a pause lasts 'pause' (nothing is granted before
+--   it, us)
 -- KEYS[2]: the audit list (grant times, us; a give's time after a 'g'), written when ARGV[4] == '1'
 -- KEYS[3]: the limits changed by set_limit, a hash: '<limit>' -> 'T burst'
 -- KEYS[4]: global priority: each process's waiting demand, a hash:
@@ -154,7 +155,8 @@ _SCRIPT = """
 -- are owed to (-1: refused), and the level of the process owed the next
 -- permit, to ask for next (-1: it waits no more).
 local op = ARGV[1]
-local now = @NOW@
+local time = @TIME@  -- {seconds, microseconds}
+local now = time[1] * 1000000 + time[2]
 local arg = tonumber(ARGV[3])
 local n = tonumber(ARGV[5])
 local names, T, burst, x, tat, fields = {}, {}, {}, {}, {}, {'pause'}
@@ -205,134 +207,150 @@ local function allowed_at(reserve, headroom)
   return at
 end
 
--- Global priority: the waiters of other live processes, per level from 1
--- (forgetting the demand of processes gone quiet).
-local function waiting_elsewhere(process)
-  local waits = {}
-  local entries = redis.call('HGETALL', KEYS[4])
-  for j = 1, #entries, 2 do
-    if entries[j] ~= process then
-      local words = {}
-      for word in string.gmatch(entries[j + 1], '%S+') do words[#words + 1] = tonumber(word) end
-      if words[1] <= now then
-        redis.call('HDEL', KEYS[4], entries[j])
-      else
-        for l = 1, #words - 1 do waits[l] = (waits[l] or 0) + words[l + 1] end
-      end
-    end
-  end
-  return waits
-end
-
--- Global shares: start-time fair queuing over the levels, in units of the
--- shared limit. A level's next grant starts at the later of its last
--- grant's finish and the start of the last grant anywhere, and each unit
--- it takes moves its finish on by its cost.
-local costs, shared, tags = {}, tonumber(ARGV[17 + 4 * n]) or 1, {}
-for word in string.gmatch(ARGV[16 + 4 * n] or '', '%S+') do costs[#costs + 1] = tonumber(word) end
-local function start(l)  -- the start of level l's next grant (l from 0)
-  return math.max(tonumber(tags[l + 2]) or 0, tonumber(tags[1]) or 0)
-end
--- Of the levels a process waits at (`first`, and those with `counts`), the
--- one whose next grant starts soonest (`first` among equals, then the most
--- urgent); -1 if none.
-local function soonest(first, counts)
-  local best = first
-  for l = 1, #costs do
-    if (counts[l] or 0) > 0 and (best < 0 or start(l - 1) < start(best)) then best = l - 1 end
-  end
-  return best
-end
-
--- Publish this process's waiters per level, to live `ttl` us.
-local function publish(process, ttl, counts)
-  local total = 0
-  for l = 1, #counts do total = total + counts[l] end
-  if total <= 0 then
-    redis.call('HDEL', KEYS[4], process)
-    return
-  end
-  local words = {string.format('%.17g', now + ttl)}
-  for l = 1, #counts do words[l + 1] = string.format('%d', counts[l]) end
-  redis.call('HSET', KEYS[4], process, table.concat(words, ' '))
-  local keep = math.ceil(ttl / 1000) + @SLACK@
-  if redis.call('PTTL', KEYS[4]) < keep then redis.call('PEXPIRE', KEYS[4], keep) end
-end
-
--- The line: a process that must wait is told its turn, so that each asks
--- when a permit falls due for it rather than all at once when the next one
--- does. Its turn is when the buckets allow its take, one step (its units'
--- interval on its slowest limit) later for each process ahead of it in the
--- line (under global strict priority: of the same level or a more urgent
--- one; under global shares: of a level whose next grant starts no later),
--- each to take one permit first. A process asking again keeps its
--- place; a newcomer, or one granted with more waiters, goes to the end. A
--- turn more than `grace` us past is dropped (its process did not come).
-local me, rank, waiting, grace = ARGV[12 + 4 * n] or '', 0, 0, 0
-if me ~= '' then
-  rank = tonumber(ARGV[13 + 4 * n])
-  waiting = tonumber(ARGV[14 + 4 * n])
-  grace = tonumber(ARGV[15 + 4 * n])
-end
-
-local function turn(at)
-  local place, ahead, latest = nil, 0, at
-  local entries = redis.call('HGETALL', KEYS[5])
-  local others = {}
-  for j = 1, #entries, 2 do
-    local words = {}
-    for word in string.gmatch(entries[j + 1], '%S+') do words[#words + 1] = tonumber(word) end
-    if words[1] < now - grace then
-      redis.call('HDEL', KEYS[5], entries[j])
-    elseif entries[j] == me then
-      if words[2] == rank or #costs > 0 then place = words[3] end  -- shares: any level
-    else
-      latest = math.max(latest, words[1])
-      if words[2] <= rank or #costs > 0 then
-        others[#others + 1] = {words[2], words[3], entries[j]}
-      end
-    end
-  end
-  -- the processes ahead of this one: of a more urgent level (under shares:
-  -- one whose next grant starts sooner), or of its level (one that starts
-  -- as soon) and in the line before it (all of them, for a newcomer)
-  for _, o in ipairs(others) do
-    local sooner, alike = o[1] < rank, o[1] == rank
-    if #costs > 0 then sooner, alike = start(o[1]) < start(rank), start(o[1]) == start(rank) end
-    if sooner or (alike and (place == nil or o[2] < place or (o[2] == place and o[3] < me))) then
-      ahead = ahead + 1
-    end
-  end
-  local step = 0
-  for i = 1, n do step = math.max(step, x[i] * T[i]) end
-  at = at + ahead * step
-  if place == nil then place = now end  -- a newcomer's: now, the end
-  redis.call('HSET', KEYS[5], me, string.format('%.17g %d %.17g', at, rank, place))
-  latest = math.max(latest, at)
-  redis.call('PEXPIRE', KEYS[5], math.ceil((latest - now + grace) / 1000) + @SLACK@)
-  return at
-end
-
+-- Global priority: the process ('' without it), its demand's time to live,
+-- the level of the take and its waiters per level.
 local process, ttl, level, counts = ARGV[6 + 4 * n] or '', 0, 0, {}
 if process ~= '' and (op == 'take' or op == 'demand') then
   ttl = tonumber(ARGV[7 + 4 * n])
   level = tonumber(ARGV[8 + 4 * n])
   for word in string.gmatch(ARGV[9 + 4 * n], '%S+') do counts[#counts + 1] = tonumber(word) end
 end
+-- Global shares: each level's cost of a unit, and the limit shared.
+local costs, shared, tags = {}, tonumber(ARGV[17 + 4 * n]) or 1, {}
+if ARGV[16 + 4 * n] then
+  for word in string.gmatch(ARGV[16 + 4 * n], '%S+') do costs[#costs + 1] = tonumber(word) end
+end
+-- The line: the process in it ('' : none), its level, its waiters and the
+-- grace of a turn.
+local me, rank, waiting, grace = ARGV[12 + 4 * n] or '', 0, 0, 0
+if me ~= '' then
+  rank = tonumber(ARGV[13 + 4 * n])
+  waiting = tonumber(ARGV[14 + 4 * n])
+  grace = tonumber(ARGV[15 + 4 * n])
+end
 -- levels order the line only under global priority: without it nothing
 -- orders levels across processes
 if process == '' then rank = 0 end
 
--- Write the state back; it expires when every bucket is full again and
--- the pause is over.
+-- The steps of global priority and of the line, built only for a call that
+-- uses them (a take without them does not pay for them).
+local waiting_elsewhere, start, soonest, publish, turn
+if process ~= '' or me ~= '' then
+  -- Global priority: the waiters of other live processes, per level from 1
+  -- (forgetting the demand of processes gone quiet).
+  function waiting_elsewhere(process)
+    local waits = {}
+    local entries = redis.call('HGETALL', KEYS[4])
+    for j = 1, #entries, 2 do
+      if entries[j] ~= process then
+        local words = {}
+        for word in string.gmatch(entries[j + 1], '%S+') do words[#words + 1] = tonumber(word) end
+        if words[1] <= now then
+          redis.call('HDEL', KEYS[4], entries[j])
+        else
+          for l = 1, #words - 1 do waits[l] = (waits[l] or 0) + words[l + 1] end
+        end
+      end
+    end
+    return waits
+  end
+
+  -- Global shares: start-time fair queuing over the levels, in units of the
+  -- shared limit. A level's next grant starts at the later of its last
+  -- grant's finish and the start of the last grant anywhere, and each unit
+  -- it takes moves its finish on by its cost.
+  function start(l)  -- the start of level l's next grant (l from 0)
+    return math.max(tonumber(tags[l + 2]) or 0, tonumber(tags[1]) or 0)
+  end
+  -- Of the levels a process waits at (`first`, and those with `counts`), the
+  -- one whose next grant starts soonest (`first` among equals, then the most
+  -- urgent); -1 if none.
+  function soonest(first, counts)
+    local best = first
+    for l = 1, #costs do
+      if (counts[l] or 0) > 0 and (best < 0 or start(l - 1) < start(best)) then best = l - 1 end
+    end
+    return best
+  end
+
+  -- Publish this process's waiters per level, to live `ttl` us.
+  function publish(process, ttl, counts)
+    local total = 0
+    for l = 1, #counts do total = total + counts[l] end
+    if total <= 0 then
+      redis.call('HDEL', KEYS[4], process)
+      return
+    end
+    local words = {string.format('%d', now + ttl)}
+    for l = 1, #counts do words[l + 1] = string.format('%d', counts[l]) end
+    redis.call('HSET', KEYS[4], process, table.concat(words, ' '))
+    local keep = math.ceil(ttl / 1000) + @SLACK@
+    if redis.call('PTTL', KEYS[4]) < keep then redis.call('PEXPIRE', KEYS[4], keep) end
+  end
+
+  -- The line: a process that must wait is told its turn, so that each asks
+  -- when a permit falls due for it rather than all at once when the next one
+  -- does. Its turn is when the buckets allow its take, one step (its units'
+  -- interval on its slowest limit) later for each process ahead of it in the
+  -- line (under global strict priority: of the same level or a more urgent
+  -- one; under global shares: of a level whose next grant starts no later),
+  -- each to take one permit first. A process asking again keeps its
+  -- place; a newcomer, or one granted with more waiters, goes to the end. A
+  -- turn more than `grace` us past is dropped (its process did not come).
+  function turn(at)
+    local place, ahead, latest = nil, 0, at
+    local entries = redis.call('HGETALL', KEYS[5])
+    local others = {}
+    for j = 1, #entries, 2 do
+      local words = {}
+      for word in string.gmatch(entries[j + 1], '%S+') do words[#words + 1] = tonumber(word) end
+      if words[1] < now - grace then
+        redis.call('HDEL', KEYS[5], entries[j])
+      elseif entries[j] == me then
+        if words[2] == rank or #costs > 0 then place = words[3] end  -- shares: any level
+      else
+        latest = math.max(latest, words[1])
+        if words[2] <= rank or #costs > 0 then
+          others[#others + 1] = {words[2], words[3], entries[j]}
+        end
+      end
+    end
+    -- the processes ahead of this one: of a more urgent level (under shares:
+    -- one whose next grant starts sooner), or of its level (one that starts
+    -- as soon) and in the line before it (all of them, for a newcomer)
+    for _, o in ipairs(others) do
+      local sooner, alike = o[1] < rank, o[1] == rank
+      if #costs > 0 then sooner, alike = start(o[1]) < start(rank), start(o[1]) == start(rank) end
+      if sooner or (alike and (place == nil or o[2] < place or (o[2] == place and o[3] < me))) then
+        ahead = ahead + 1
+      end
+    end
+    local step = 0
+    for i = 1, n do step = math.max(step, x[i] * T[i]) end
+    at = at + ahead * step
+    if place == nil then place = now end  -- a newcomer's: now, the end
+    redis.call('HSET', KEYS[5], me, string.format('%.17g %d %d', at, rank, place))
+    latest = math.max(latest, at)
+    redis.call('PEXPIRE', KEYS[5], math.ceil((latest - now + grace) / 1000) + @SLACK@)
+    return at
+  end
+end
+
+-- Write the state back, the pause only while it lasts; it expires when
+-- every bucket is full again and the pause is over.
 local function store()
-  local args, last = {'pause', string.format('%.17g', pause)}, pause
+  local args, last = {}, pause
   for i = 1, n do
-    args[2 * i + 1] = fields[i + 1]
-    args[2 * i + 2] = string.format('%.17g', tat[i])
+    args[2 * i - 1] = fields[i + 1]
+    -- %d where whole: the digits %.17g would write, written sooner
+    args[2 * i] = string.format(tat[i] % 1 == 0 and '%d' or '%.17g', tat[i])
     last = math.max(last, tat[i])
   end
+  if pause > now then
+    args[2 * n + 1], args[2 * n + 2] = 'pause', string.format('%d', pause)
+  end
   if last > now then
+    if state[1] and pause <= now then redis.call('HDEL', KEYS[1], 'pause') end  -- over
     redis.call('HSET', KEYS[1], unpack(args))
     redis.call('PEXPIRE', KEYS[1], math.ceil((last - now) / 1000) + @SLACK@)
   else
@@ -397,20 +415,14 @@ if op == 'take' then
     publish(process, ttl, counts)
     return answer(0, 0)
   end
-  local function charge()  -- every limit its part, at once
+  -- every limit charged its part, at once; if allowed now (not booked), a
+  -- lease: more of the same, as long as they are allowed now with half of
+  -- each burst left for the others
+  local lease, taken = tonumber(ARGV[11 + 4 * n]) or 1, 0
+  repeat
     for i = 1, n do tat[i] = tat[i] + x[i] * T[i] end
-  end
-  charge()
-  local taken = 1
-  if at <= now then
-    -- a lease: more of the same, as long as they are allowed now with
-    -- half of each burst left for the others
-    local lease = tonumber(ARGV[11 + 4 * n]) or 1
-    while taken < lease and allowed_at(arg, true) <= now do
-      charge()
-      taken = taken + 1
-    end
-  end
+    taken = taken + 1
+  until at > now or taken >= lease or allowed_at(arg, true) > now
   store()
   if process ~= '' then
     counts[level + 1] = math.max(0, counts[level + 1] - taken)
@@ -419,8 +431,8 @@ if op == 'take' then
       local begin = start(level)
       local finish = begin + taken * x[shared] * costs[level + 1]
       tags[1], tags[level + 2] = begin, finish
-      redis.call('HSET', KEYS[6], 'V', string.format('%.17g', begin),
-        'F' .. level, string.format('%.17g', finish))
+      redis.call('HSET', KEYS[6], 'V', string.format('%d', begin),
+        'F' .. level, string.format('%d', finish))
       redis.call('PEXPIRE', KEYS[6], math.ceil(ttl / 1000) + @SLACK@)
       told = {level, soonest(-1, counts)}
     end
@@ -449,7 +461,7 @@ if op == 'take' then
 elseif op == 'give' then
   for i = 1, n do tat[i] = math.max(now, tat[i] + x[i] * T[i]) end
   if ARGV[4] == '1' then
-    redis.call('RPUSH', KEYS[2], 'g' .. string.format('%.17g', now))
+    redis.call('RPUSH', KEYS[2], 'g' .. string.format('%d', now))
   end
 elseif op == 'pause' then
   pause = math.max(pause, now + arg)
@@ -481,8 +493,6 @@ store()
 return answer(1, 0)
 """
 
-_REDIS_TIME = "(function() local t = redis.call('TIME'); return t[1] * 1000000 + t[2] end)()"
-
 
 def script_source(*, clock: Literal["redis", "argv"] = "redis") -> str:
     """The script. ``clock="redis"`` (what the limiter runs) reads the time
@@ -491,8 +501,8 @@ def script_source(*, clock: Literal["redis", "argv"] = "redis") -> str:
     longer (their expiry runs on Redis's clock, not the test's). The rest of
     the text is the same."""
     if clock == "redis":
-        return _SCRIPT.replace("@NOW@", _REDIS_TIME).replace("@SLACK@", "0")
-    return _SCRIPT.replace("@NOW@", "tonumber(ARGV[2])").replace("@SLACK@", "3600000")
+        return _SCRIPT.replace("@TIME@", "redis.call('TIME')").replace("@SLACK@", "0")
+    return _SCRIPT.replace("@TIME@", "{0, ARGV[2]}").replace("@SLACK@", "3600000")
 
 
 #: The script the limiter runs (time from Redis).
