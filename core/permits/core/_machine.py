@@ -1134,7 +1134,7 @@ class Machine:
             waiter = queues._take_head(level)
             cost = waiter.cost
             if at_grant:
-                before: object = source.take(now, cost)
+                before: object = source.charge(now, cost)
             else:
                 before = None
                 self._flying += 1
@@ -1173,12 +1173,12 @@ class Machine:
         logged, and kept to be settled if ``settle_later``."""
         cost = waiter.cost
         ledger = self._ledger
+        before = self._source.charge(now, cost)
         if not settle_later and not ledger.held:
             # No grant is held, so no refund or settle will replay this
             # charge: there is nothing to log, and no mark to keep.
-            self._source.charge(now, cost)
             return
-        charged = _new(Grant, (waiter, now, cost, self._source.take(now, cost)))
+        charged = _new(Grant, (waiter, now, cost, before))
         if settle_later:
             ledger.add(charged, spent=True)
         else:
@@ -1218,7 +1218,7 @@ class Machine:
             self._flying -= 1
             source.release(grant.cost)
             if units is not None:
-                ledger.log(_new(Grant, (grant.waiter, now, units, source.take(now, units))))
+                ledger.log(_new(Grant, (grant.waiter, now, units, source.charge(now, units))))
                 ledger.trim()
             return
         # Charged: the state becomes what it would be had the grant cost
