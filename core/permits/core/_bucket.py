@@ -232,11 +232,13 @@ class Buckets:
     bucket has its part, and charged to all at once (never one without the
     others). Its marks are tuples of the buckets' marks."""
 
-    __slots__ = ("buckets", "due")
+    __slots__ = ("buckets", "due", "wanted")
 
     def __init__(self, buckets: list[Bucket]) -> None:
         self.buckets = buckets
         self.due = 0
+        #: The cost last wanted (each bucket wants its part of it).
+        self.wanted: tuple[int, ...] | None = None
 
     def start(self, now: int) -> None:
         for bucket in self.buckets:
@@ -244,6 +246,9 @@ class Buckets:
         self._set_due()
 
     def want(self, cost: tuple[int, ...]) -> bool:
+        if cost is self.wanted:
+            return False  # the same cost again (waiters that ask alike share one)
+        self.wanted = cost
         changed = False
         for bucket in self.buckets:
             changed = bucket.want(cost) or changed
