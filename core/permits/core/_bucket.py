@@ -107,9 +107,10 @@ class Bucket:
         self._set_due()
         return True
 
-    def charge(self, now: int, cost: tuple[int, ...]) -> Mark:
+    def charge(self, now: int, cost: tuple[int, ...], mark: bool = True) -> Mark | None:
         """Charge ``cost`` at ``now``: ``TAT = max(TAT, now - 1) + n * interval``.
-        Returns the charged state before it (for a refund's replay).
+        Returns the charged state before it (for a refund's replay), or
+        ``None`` without ``mark`` (a charge no replay can reach).
 
         A ``TAT`` more than a nanosecond in the past means a full bucket; the
         schedule restarts at ``now - 1``, so the bucket holds ``burst`` units
@@ -118,7 +119,7 @@ class Bucket:
         would lose up to a nanosecond per permit to rounding.
         """
         anchor, k = self.anchor, self.k
-        before = _new(Mark, (anchor, k))
+        before = _new(Mark, (anchor, k)) if mark else None
         if k * self.P < (now - 1 - anchor) * self.Q:
             self.anchor = now - 1
             k = 0
@@ -256,10 +257,12 @@ class Buckets:
             self._set_due()
         return changed
 
-    def charge(self, now: int, cost: tuple[int, ...]) -> tuple[Mark, ...]:
-        marks = tuple([bucket.charge(now, cost) for bucket in self.buckets])
+    def charge(
+        self, now: int, cost: tuple[int, ...], mark: bool = True
+    ) -> tuple[Mark | None, ...] | None:
+        marks = tuple([bucket.charge(now, cost, mark) for bucket in self.buckets])
         self._set_due()
-        return marks
+        return marks if mark else None
 
     def hold(self, cost: tuple[int, ...]) -> None:
         for bucket in self.buckets:
@@ -337,10 +340,10 @@ class Outside:
         it. Nothing changes."""
         return False
 
-    def charge(self, now: int, cost: tuple[int, ...]) -> Mark:
+    def charge(self, now: int, cost: tuple[int, ...], mark: bool = True) -> Mark | None:
         """The permit offered was granted: none is at hand any more."""
         self.due = NEVER
-        return _NO_MARK
+        return _NO_MARK if mark else None
 
     def hold(self, cost: tuple[int, ...]) -> None:
         raise AssertionError("a supplied machine holds no permit in flight")

@@ -1040,7 +1040,9 @@ class Machine:
                     raise PermitValueError(
                         argument, value, f"names no limit of this machine ({list(self._index)})"
                     )
-                units[self._index[name]] = check_int(argument, n, 0)
+                units[self._index[name]] = (
+                    n if n.__class__ is int and n >= 0 else check_int(argument, n, 0)
+                )
             return tuple(units)
         if isinstance(value, bool) or not isinstance(value, int):
             raise PermitTypeError(argument, value, "an int, or a mapping of limit names to ints")
@@ -1173,12 +1175,12 @@ class Machine:
         logged, and kept to be settled if ``settle_later``."""
         cost = waiter.cost
         ledger = self._ledger
-        before = self._source.charge(now, cost)
         if not settle_later and not ledger.held:
             # No grant is held, so no refund or settle will replay this
             # charge: there is nothing to log, and no mark to keep.
+            self._source.charge(now, cost, False)  # no mark
             return
-        charged = _new(Grant, (waiter, now, cost, before))
+        charged = _new(Grant, (waiter, now, cost, self._source.charge(now, cost)))
         if settle_later:
             ledger.add(charged, spent=True)
         else:
