@@ -1,6 +1,6 @@
 """What do costs and several limits cost the core, beside the machine before them?
 
-    python bench/costs.py [--before REV] [--no-valgrind]
+    python bench/costs.py [--before REV] [--also REV] [--no-valgrind]
     python bench/costs.py --bytecodes [--before REV]
 
 Strict priority, 10^4 waiting (two levels, pushed alternately); each
@@ -14,7 +14,10 @@ granted, so the queue stays at 10^4. Four loops, in one run:
 - this machine, two limits (requests 1,000/s burst 1,000 and tokens
   500,000/s burst 100,000), each waiter asking for 1 request and 1 to 1,000
   tokens (a fixed pseudo-random sequence);
-- a bare ``heapq`` push and pop, the floor.
+- a bare ``heapq`` push and pop, the floor;
+- with ``--also REV``, the two loops of this machine again on the machine of
+  commit ``REV`` (one that has costs and limits), before this checkout's:
+  a change and what it was before, in the same run.
 
 ``--bytecodes`` prints instead the Python bytecodes each loop executes per
 grant (``sys.settrace`` opcode events over 2,000 grants), in all and for the
@@ -213,12 +216,19 @@ def bytecodes_report(rev: str) -> str:
 
 def main() -> None:
     before = sys.argv[sys.argv.index("--before") + 1] if "--before" in sys.argv else "197dc54"
+    also = sys.argv[sys.argv.index("--also") + 1] if "--also" in sys.argv else None
     valgrind = shutil.which("valgrind") is not None and "--no-valgrind" not in sys.argv
     here = str(ROOT / "core")
-    with tempfile.TemporaryDirectory() as tmp:
+    with tempfile.TemporaryDirectory() as tmp, tempfile.TemporaryDirectory() as tmp_also:
         old = extract(before, tmp)
-        loops = [
-            (f"machine at {before}, one limit, cost 1", "one limit", old),
+        loops = [(f"machine at {before}, one limit, cost 1", "one limit", old)]
+        if also is not None:
+            then = extract(also, tmp_also)
+            loops += [
+                (f"machine at {also}, one limit, cost 1", "one limit", then),
+                (f"machine at {also}, two limits, costs 1-1,000", "two limits, costs", then),
+            ]
+        loops += [
             ("this machine, one limit, cost 1", "one limit", here),
             ("this machine, two limits, costs 1-1,000", "two limits, costs", here),
             ("bare heapq push+pop (floor)", "heapq", here),

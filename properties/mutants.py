@@ -181,8 +181,9 @@ MUTANTS: dict[str, tuple[str, str, str, str]] = {
     ),
     "charge-one-limit": (
         "_bucket.py",
-        "        marks = tuple([bucket.take(now, cost) for bucket in self.buckets])",
-        "        marks = tuple(bucket.take(now, cost) for bucket in self.buckets[:1]) + tuple(\n"
+        "        marks = tuple([bucket.charge(now, cost, mark) for bucket in self.buckets])",
+        "        marks = tuple(bucket.charge(now, cost, mark) for bucket in self.buckets[:1])"
+        " + tuple(\n"
         "            Mark(bucket.anchor, bucket.k) for bucket in self.buckets[1:]\n"
         "        )",
         "a grant charges its first limit and not the others",

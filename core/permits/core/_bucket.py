@@ -107,15 +107,10 @@ class Bucket:
         self._set_due()
         return True
 
-    def take(self, now: int, cost: tuple[int, ...]) -> Mark:
-        """:meth:`charge` ``cost`` at ``now``; return the charged state
-        before it (for a refund's replay)."""
-        before = _new(Mark, (self.anchor, self.k))
-        self.charge(now, cost)
-        return before
-
-    def charge(self, now: int, cost: tuple[int, ...]) -> None:
+    def charge(self, now: int, cost: tuple[int, ...], mark: bool = True) -> Mark | None:
         """Charge ``cost`` at ``now``: ``TAT = max(TAT, now - 1) + n * interval``.
+        Returns the charged state before it (for a refund's replay), or
+        ``None`` without ``mark`` (a charge no replay can reach).
 
         A ``TAT`` more than a nanosecond in the past means a full bucket; the
         schedule restarts at ``now - 1``, so the bucket holds ``burst`` units
@@ -124,11 +119,13 @@ class Bucket:
         would lose up to a nanosecond per permit to rounding.
         """
         anchor, k = self.anchor, self.k
+        before = _new(Mark, (anchor, k)) if mark else None
         if k * self.P < (now - 1 - anchor) * self.Q:
             self.anchor = now - 1
             k = 0
         self.k = k + cost[self.index]
         self._set_due()
+        return before
 
     def hold(self, cost: tuple[int, ...]) -> None:
         """``cost`` in flight: it keeps its place, charged later."""
@@ -136,7 +133,7 @@ class Bucket:
         self._set_due()
 
     def release(self, cost: tuple[int, ...]) -> None:
-        """``cost`` no longer in flight (spent: :meth:`take` it; or refunded)."""
+        """``cost`` no longer in flight (spent: :meth:`charge` it; or refunded)."""
         self.held -= cost[self.index]
         self._set_due()
 
@@ -180,7 +177,7 @@ class Bucket:
                     self._apply(record)
                 marks.append(None)
             else:
-                marks.append(self.take(record.at, record.cost))  # type: ignore[attr-defined]
+                marks.append(self.charge(record.at, record.cost))  # type: ignore[attr-defined]
         self._set_due()
         return marks
 
@@ -236,11 +233,13 @@ class Buckets:
     bucket has its part, and charged to all at once (never one without the
     others). Its marks are tuples of the buckets' marks."""
 
-    __slots__ = ("buckets", "due")
+    __slots__ = ("buckets", "due", "wanted")
 
     def __init__(self, buckets: list[Bucket]) -> None:
         self.buckets = buckets
         self.due = 0
+        #: The cost last wanted (each bucket wants its part of it).
+        self.wanted: tuple[int, ...] | None = None
 
     def start(self, now: int) -> None:
         for bucket in self.buckets:
@@ -248,6 +247,9 @@ class Buckets:
         self._set_due()
 
     def want(self, cost: tuple[int, ...]) -> bool:
+        if cost is self.wanted:
+            return False  # the same cost again (waiters that ask alike share one)
+        self.wanted = cost
         changed = False
         for bucket in self.buckets:
             changed = bucket.want(cost) or changed
@@ -255,15 +257,12 @@ class Buckets:
             self._set_due()
         return changed
 
-    def take(self, now: int, cost: tuple[int, ...]) -> tuple[Mark, ...]:
-        marks = tuple([bucket.take(now, cost) for bucket in self.buckets])
+    def charge(
+        self, now: int, cost: tuple[int, ...], mark: bool = True
+    ) -> tuple[Mark | None, ...] | None:
+        marks = tuple([bucket.charge(now, cost, mark) for bucket in self.buckets])
         self._set_due()
-        return marks
-
-    def charge(self, now: int, cost: tuple[int, ...]) -> None:
-        for bucket in self.buckets:
-            bucket.charge(now, cost)
-        self._set_due()
+        return marks if mark else None
 
     def hold(self, cost: tuple[int, ...]) -> None:
         for bucket in self.buckets:
@@ -341,14 +340,10 @@ class Outside:
         it. Nothing changes."""
         return False
 
-    def take(self, now: int, cost: tuple[int, ...]) -> Mark:
-        """The permit offered was granted."""
-        self.charge(now, cost)
-        return _NO_MARK
-
-    def charge(self, now: int, cost: tuple[int, ...]) -> None:
+    def charge(self, now: int, cost: tuple[int, ...], mark: bool = True) -> Mark | None:
         """The permit offered was granted: none is at hand any more."""
         self.due = NEVER
+        return _NO_MARK if mark else None
 
     def hold(self, cost: tuple[int, ...]) -> None:
         raise AssertionError("a supplied machine holds no permit in flight")

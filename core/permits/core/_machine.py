@@ -1040,7 +1040,9 @@ class Machine:
                     raise PermitValueError(
                         argument, value, f"names no limit of this machine ({list(self._index)})"
                     )
-                units[self._index[name]] = check_int(argument, n, 0)
+                units[self._index[name]] = (
+                    n if n.__class__ is int and n >= 0 else check_int(argument, n, 0)
+                )
             return tuple(units)
         if isinstance(value, bool) or not isinstance(value, int):
             raise PermitTypeError(argument, value, "an int, or a mapping of limit names to ints")
@@ -1134,7 +1136,7 @@ class Machine:
             waiter = queues._take_head(level)
             cost = waiter.cost
             if at_grant:
-                before: object = source.take(now, cost)
+                before: object = source.charge(now, cost)
             else:
                 before = None
                 self._flying += 1
@@ -1176,9 +1178,9 @@ class Machine:
         if not settle_later and not ledger.held:
             # No grant is held, so no refund or settle will replay this
             # charge: there is nothing to log, and no mark to keep.
-            self._source.charge(now, cost)
+            self._source.charge(now, cost, False)  # no mark
             return
-        charged = _new(Grant, (waiter, now, cost, self._source.take(now, cost)))
+        charged = _new(Grant, (waiter, now, cost, self._source.charge(now, cost)))
         if settle_later:
             ledger.add(charged, spent=True)
         else:
@@ -1218,7 +1220,7 @@ class Machine:
             self._flying -= 1
             source.release(grant.cost)
             if units is not None:
-                ledger.log(_new(Grant, (grant.waiter, now, units, source.take(now, units))))
+                ledger.log(_new(Grant, (grant.waiter, now, units, source.charge(now, units))))
                 ledger.trim()
             return
         # Charged: the state becomes what it would be had the grant cost
