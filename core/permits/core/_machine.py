@@ -1040,9 +1040,7 @@ class Machine:
                     raise PermitValueError(
                         argument, value, f"names no limit of this machine ({list(self._index)})"
                     )
-                units[self._index[name]] = (
-                    n if n.__class__ is int and n >= 0 else check_int(argument, n, 0)
-                )
+                units[self._index[name]] = check_int(argument, n, 0)
             return tuple(units)
         if isinstance(value, bool) or not isinstance(value, int):
             raise PermitTypeError(argument, value, "an int, or a mapping of limit names to ints")
