@@ -23,8 +23,9 @@
    with ``cost.requests`` and ``cost.tokens`` columns (1 request, 100 to
    2,000 tokens a row), replayed against two limits (1,000 requests/s,
    burst 10; 1,050,000 tokens/s, burst 20,000: both bind) beside the one
-   cost trace of 2. as CSV: CPU time as in 2., and (valgrind) instructions
-   per row as in 3.
+   cost trace of 2. as CSV and the same rows' times and levels alone (a
+   plain trace: no flow, no timeout): CPU time as in 2., and (valgrind)
+   instructions per row as in 3.
 5. ``--large``: one scenario of 10^7 grants (10,000 s at 1,000 permits/s,
    three Poisson levels with timeouts and a deadline), grants per CPU second.
 """
@@ -124,6 +125,17 @@ def write_per_limit_trace(directory: Path, rows: int) -> Path:
         for at, level, flow in trace_rows(rows):
             timeout = "0.5" if level == 0 else ""
             file.write(f"{at:.6f},{level},1,{tokens.randint(100, 2_000)},{flow},{timeout}\n")
+    return path
+
+
+def write_plain_trace(directory: Path, rows: int) -> Path:
+    """The times and levels of :func:`write_traces`'s rows alone: no flow,
+    no timeout, every cost 1."""
+    path = directory / "plain.csv"
+    with path.open("w") as file:
+        file.write("at,level\n")
+        for at, level, _ in trace_rows(rows):
+            file.write(f"{at:.6f},{level}\n")
     return path
 
 
@@ -281,16 +293,19 @@ def child(which: str, count: int, path: str = "") -> None:
 def per_row(which: str, directory: Path) -> float:
     """Instructions per row to read (``which="read"``) or read and replay
     (``"replay"``) a CSV trace, the one-cost trace or (``"read-per-limit"``,
-    ``"replay-per-limit"``) the trace of a cost per limit: the difference
-    between traces of LONG and SHORT rows."""
+    ``"replay-per-limit"``) the trace of a cost per limit, or (``"read-plain"``,
+    ``"replay-plain"``) the plain trace: the difference between traces of
+    LONG and SHORT rows."""
     script = str(Path(__file__).resolve())
-    per_limit = which.endswith("per-limit")
+    kind = which.partition("-")[2]  # "", "per-limit" or "plain"
     counts = []
     for rows in (LONG, SHORT):
-        path = directory / f"{rows}{'-per-limit' if per_limit else ''}.csv"
+        path = directory / (f"{rows}-{kind}.csv" if kind else f"{rows}.csv")
         if not path.exists():
-            if per_limit:
+            if kind == "per-limit":
                 write_per_limit_trace(directory, rows).rename(path)
+            elif kind == "plain":
+                write_plain_trace(directory, rows).rename(path)
             else:
                 write_traces(directory, rows)[0].rename(path)
         counts.append(instructions(script, "--child", which, str(rows), str(path)))
@@ -362,9 +377,11 @@ def main() -> None:
         )
         print("| --- | --- | --- | --- | --- |")
         per_limit = write_per_limit_trace(Path(directory), rows)
+        plain = write_plain_trace(Path(directory), rows)
         for label, path, limits in (
             ("a cost per limit, two limits", per_limit, True),
             ("one cost, one limit (the CSV above, again)", csv_path, False),
+            ("the same times and levels alone (no flow, no timeout)", plain, False),
         ):
             reading, total, granted = replay_times(path, trace_scenario(rows, limits))
             print(f"| {label} | {reading:.2f} | {total:.2f} | {rows / total:,.0f} | {granted:,} |")
@@ -395,6 +412,10 @@ def main() -> None:
             read = per_row("read-per-limit", Path(directory))
             replayed = per_row("replay-per-limit", Path(directory))
         print(f"| the same rows, a cost per limit, two limits | {read:,.0f} | {replayed:,.0f} |")
+        with tempfile.TemporaryDirectory() as directory:
+            read = per_row("read-plain", Path(directory))
+            replayed = per_row("replay-plain", Path(directory))
+        print(f"| the same times and levels alone | {read:,.0f} | {replayed:,.0f} |")
 
     if "--large" in sys.argv:
         scenario = large_scenario()
