@@ -34,12 +34,14 @@ from permits.adapters.redis import (
     open_limiter,
 )
 from permits.core import (
+    Decision,
     Fifo,
     Limit,
     NotRefundable,
     PermitTypeError,
     PermitValueError,
     Shares,
+    State,
     StrictPriority,
 )
 
@@ -469,6 +471,47 @@ async def test_a_lease_takes_several_permits_per_round_trip(
         assert sorted(order) == list(range(50))
         assert limiter.round_trips <= 12, limiter.round_trips  # 50 without a lease
     assert len(audit(redis_server, name)) == 50
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("lease", [1, 10])
+async def test_a_leases_price_in_priority(redis_server: RedisServer, lease: int) -> None:
+    """P45: permits taken for a level go, as they come back, to the waiter
+    the policy chooses then: an urgent caller that arrives while its
+    process waits for Redis (a lease in flight or not) is handed the first
+    permit that comes back, before any batch caller. 30 batch callers queue
+    at once under a limit with room for all; the urgent one arrives after 0
+    to 11 passes of the event loop, before, during and after the first
+    requests. (The grants are read from the decisions the limiter acts on,
+    in its order, not from when each task resumes.)"""
+    async with open_limiter(
+        StrictPriority(2), redis_server.url, name=fresh(), rate=10_000, burst=1_000, lease=lease
+    ) as limiter:
+        await limiter.acquire(BATCH)  # connected, the script loaded
+        events: list[int | str] = []  # the levels granted, and "urgent" at its arrival
+        dispatch = limiter._dispatch
+
+        def observed(decisions: list[Decision]) -> None:
+            events.extend(d.level for d in decisions if d.state is State.GRANTED)
+            dispatch(decisions)
+
+        limiter._dispatch = observed  # type: ignore[method-assign]
+        for passes in range(12):
+            events.clear()
+
+            async def interactive(passes: int = passes) -> None:
+                for _ in range(passes):
+                    await anyio.lowlevel.checkpoint()
+                events.append("urgent")
+                await limiter.acquire(INTERACTIVE)
+
+            async with anyio.create_task_group() as tg:
+                for _ in range(30):
+                    tg.start_soon(limiter.acquire, BATCH)
+                tg.start_soon(interactive)
+            arrived = events.index("urgent")
+            assert events[arrived + 1] == INTERACTIVE, (passes, events)
+            assert events.count(BATCH) == 30
 
 
 @pytest.mark.anyio
