@@ -14,7 +14,7 @@ from typing import Any
 import anyio
 import httpx
 import pytest
-from http_upstream import Upstream_, serve
+from http_upstream import Script, Upstream_, serve, serve_script
 
 from permits.adapters import LimiterClosed, threads
 from permits.adapters import asyncio as asyncio_adapter
@@ -50,7 +50,7 @@ def test_durations_parse(text: str, seconds: float) -> None:
     assert parse_duration(text) == pytest.approx(seconds)
 
 
-@pytest.mark.parametrize("text", ["", "-5", "1e300x", "soon", "5 s", "nan", "inf"])
+@pytest.mark.parametrize("text", ["", "-5", "1e300x", "soon", "5 s", "nan", "inf", "9" * 400 + "h"])
 def test_malformed_durations_are_none(text: str) -> None:
     assert parse_duration(text) is None
 
@@ -178,3 +178,26 @@ def test_a_response_is_closed_when_learning_from_it_fails() -> None:
         with httpx.Client(transport=transport) as client, pytest.raises(LimiterClosed):
             client.get("http://upstream.example/")
     assert closed == [True]
+
+
+@pytest.mark.parametrize(
+    "headers",
+    [
+        {"x-ratelimit-remaining-requests": "5", "x-ratelimit-reset-requests": "1e300"},
+        {"x-ratelimit-remaining-requests": "5", "x-ratelimit-reset-requests": "9" * 300 + "h"},
+        {"x-ratelimit-remaining-requests": "\u00b2", "x-ratelimit-reset-requests": "1s"},
+    ],
+)
+def test_an_unreadable_remaining_or_reset_is_counted_not_raised(headers: dict[str, str]) -> None:
+    """A reset too long to be a time (infinite once in nanoseconds) or a
+    remaining of a digit that is no number (a Latin-1 superscript) is
+    malformed: counted, and the response goes to the caller."""
+    with (
+        serve_script(Script((200, headers))) as url,
+        threads.open_limiter(Fifo(), limits={"requests": Limit(100, burst=10)}) as limiter,
+    ):
+        transport = PermitsTransport(limiter)
+        with httpx.Client(transport=transport) as client:
+            assert client.get(url).status_code == 200
+        assert transport.upstream.malformed == 1
+        assert not limiter.closed

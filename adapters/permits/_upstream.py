@@ -41,7 +41,8 @@ def parse_duration(text: str) -> float | None:
     parts = _DURATION.findall(text)
     if not parts or "".join(n + u for n, u in parts) != text:
         return None
-    return sum(float(n) * _UNITS[u] for n, u in parts)
+    seconds = sum(float(n) * _UNITS[u] for n, u in parts)
+    return seconds if math.isfinite(seconds) else None
 
 
 def _retry_after(value: str, now: float) -> float | None:
@@ -110,7 +111,14 @@ class Upstream:
 
     def _adopt(self, remaining: str, reset: str, limit: str) -> None:
         seconds = parse_duration(reset)
-        if not remaining.strip().isdigit() or seconds is None:
+        remaining = remaining.strip()
+        # ASCII digits only ("²" is a digit to isdigit, not to int), and a
+        # reset that is still finite in nanoseconds (the limiter's unit)
+        if (
+            not (remaining.isascii() and remaining.isdigit())
+            or seconds is None
+            or not math.isfinite(seconds * 1e9)
+        ):
             self.malformed += 1
             return
         self.limiter.adopt(int(remaining), seconds, limit=limit)
