@@ -201,3 +201,29 @@ def test_an_unreadable_remaining_or_reset_is_counted_not_raised(headers: dict[st
             assert client.get(url).status_code == 200
         assert transport.upstream.malformed == 1
         assert not limiter.closed
+
+
+def test_a_settled_response_reads_as_any_other(server: tuple[str, Upstream_]) -> None:
+    """With ``settle``, the body is read before the caller sees the
+    response; the client still reads and closes it as usual, so its
+    ``elapsed`` is known."""
+    url, _ = server
+    with threads.open_limiter(Fifo(), 100, 10, settle_window=60.0) as limiter:
+        transport = PermitsTransport(limiter, settle=lambda response: 1)
+        with httpx.Client(transport=transport) as client:
+            response = client.get(url)
+        assert response.json() == {"usage": {"total_tokens": 7}}
+        assert response.elapsed.total_seconds() >= 0
+
+
+@pytest.mark.anyio
+async def test_a_settled_response_reads_as_any_other_async(
+    server: tuple[str, Upstream_],
+) -> None:
+    url, _ = server
+    async with asyncio_adapter.open_limiter(Fifo(), 100, 10, settle_window=60.0) as limiter:
+        transport = AsyncPermitsTransport(limiter, settle=lambda response: 1)
+        async with httpx.AsyncClient(transport=transport) as client:
+            response = await client.get(url)
+        assert response.json() == {"usage": {"total_tokens": 7}}
+        assert response.elapsed.total_seconds() >= 0

@@ -34,7 +34,7 @@ fatal. :class:`PermitsTransport` does the same for ``httpx.Client``, with a
 
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable
+from collections.abc import AsyncIterator, Callable, Hashable, Iterator
 from typing import TYPE_CHECKING, Any, TypedDict
 
 from permits._upstream import MAX_PAUSE, Cost, Upstream, check_options, parse_duration
@@ -104,7 +104,8 @@ class _Options:
 
     def settled(self, response: httpx.Response, content: bytes, permit: Permit) -> httpx.Response:
         """``response`` with its body read (``content``), its permit settled
-        at what ``settle`` says it cost."""
+        at what ``settle`` says it cost; the response for the client, which
+        reads it again from ``content`` (and so times it, ``elapsed``)."""
         assert self.settle is not None
         read = httpx.Response(
             response.status_code,
@@ -116,7 +117,28 @@ class _Options:
         actual = self.settle(read)
         if actual is not None:
             permit.settle(actual)
-        return read
+        return httpx.Response(
+            response.status_code,
+            headers=response.headers,
+            stream=_Replay(content),
+            request=response.request,
+            extensions=response.extensions,
+        )
+
+
+class _Replay(httpx.SyncByteStream, httpx.AsyncByteStream):
+    """A body already read, to be read again: unlike ``httpx.ByteStream``,
+    not read by the response it is given to, so that the client reads it
+    and closes it as it does any other."""
+
+    def __init__(self, content: bytes) -> None:
+        self.content = content
+
+    def __iter__(self) -> Iterator[bytes]:
+        yield self.content
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        yield self.content
 
 
 def _check_settle(limiter: _Limiting, options: _Options) -> None:
