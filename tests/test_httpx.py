@@ -8,6 +8,7 @@ loaded machine cannot change.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -227,3 +228,28 @@ async def test_a_settled_response_reads_as_any_other_async(
             response = await client.get(url)
         assert response.json() == {"usage": {"total_tokens": 7}}
         assert response.elapsed.total_seconds() >= 0
+
+
+@pytest.mark.parametrize("form", ["%a %b %d %H:%M:%S %Y", "%a, %d %b %Y %H:%M:%S -0000"])
+def test_a_retry_after_date_without_a_zone_is_utc(
+    form: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An HTTP date in asctime form (RFC 9110 has recipients accept it) or
+    with ``-0000`` is in UTC, wherever the client runs (here UTC+9): a
+    Retry-After a minute ahead pauses for a minute, not nine hours less."""
+    monkeypatch.setenv("TZ", "JST-9")
+    time.tzset()
+    try:
+        when = time.strftime(form, time.gmtime(time.time() + 60))
+        with (
+            serve_script(Script((429, {"Retry-After": when}))) as url,
+            threads.open_limiter(Fifo(), 100, 10) as limiter,
+        ):
+            transport = PermitsTransport(limiter)
+            with httpx.Client(transport=transport) as client:
+                assert client.get(url).status_code == 429
+            paused = limiter.statistics().paused_ns / 1e9
+            assert 50 < paused <= 60, paused
+    finally:
+        monkeypatch.undo()
+        time.tzset()

@@ -9,6 +9,7 @@ import math
 import re
 import time
 from collections.abc import Mapping
+from datetime import timezone
 from email.utils import parsedate_to_datetime
 
 from permits.adapters._base import _Limiting
@@ -52,10 +53,12 @@ def _retry_after(value: str, now: float) -> float | None:
     if seconds is not None and re.fullmatch(r"\s*\d+(\.\d+)?\s*", value):
         return seconds
     try:
-        when = parsedate_to_datetime(value).timestamp()
+        date = parsedate_to_datetime(value)
     except (TypeError, ValueError, IndexError, OverflowError):
         return None
-    return max(0.0, when - now)
+    if date.tzinfo is None:  # asctime's form, or -0000: an HTTP date is in UTC
+        date = date.replace(tzinfo=timezone.utc)
+    return max(0.0, date.timestamp() - now)
 
 
 class Upstream:
