@@ -253,3 +253,19 @@ def test_a_retry_after_date_without_a_zone_is_utc(
     finally:
         monkeypatch.undo()
         time.tzset()
+
+
+def test_each_item_of_a_ratelimit_field_is_heeded() -> None:
+    """The IETF draft's ``RateLimit`` is a list, one item per policy: one
+    out of units holds the limiter back, whichever comes last; an item
+    that does not parse (``r=5x``) is counted, not read as ``5``."""
+    field = '"hour";r=5x;t=1, "burst";r=0;t=5, "day";r=100;t=0'
+    with (
+        serve_script(Script((200, {"RateLimit": field}))) as url,
+        threads.open_limiter(Fifo(), limits={"requests": Limit(100, burst=10)}) as limiter,
+    ):
+        transport = PermitsTransport(limiter)
+        with httpx.Client(transport=transport) as client:
+            assert client.get(url).status_code == 200
+        assert not limiter.try_acquire(), "the burst policy is out of units for 5 s"
+        assert transport.upstream.malformed == 1

@@ -61,6 +61,27 @@ def _retry_after(value: str, now: float) -> float | None:
     return max(0.0, date.timestamp() - now)
 
 
+def _ratelimit_items(field: str) -> list[tuple[str | None, str | None]]:
+    """The ``(remaining, reset)`` of each item of an IETF ``RateLimit``
+    field: the draft's list, one item per policy (``"burst";r=0;t=1,
+    "day";r=50;t=3600``), or its earlier dictionary (``limit=100,
+    remaining=20, reset=5``), one item. ``None`` where one is missing."""
+    items: list[tuple[str | None, str | None]] = []
+    dictionary: dict[str, str] = {}
+    for member in field.split(","):
+        params = {}
+        for part in member.split(";"):
+            key, _, value = part.partition("=")
+            params[key.strip()] = value.strip()
+        if "r" in params or "t" in params:
+            items.append((params.get("r"), params.get("t")))
+        else:
+            dictionary.update(params)
+    if not items or "remaining" in dictionary or "reset" in dictionary:
+        items.append((dictionary.get("remaining"), dictionary.get("reset")))
+    return items
+
+
 class Upstream:
     """What one response says about the limit, applied to a limiter."""
 
@@ -103,13 +124,11 @@ class Upstream:
                 self._adopt(remaining, reset, name)
         field = headers.get("ratelimit")
         if field is not None:
-            found = dict(re.findall(r"\b(remaining|reset|r|t)=(\d+(?:\.\d+)?)", field))
-            remaining = found.get("remaining", found.get("r"))
-            reset = found.get("reset", found.get("t"))
-            if remaining is None or reset is None:
-                self.malformed += 1
-            else:
-                self._adopt(remaining, reset, names[0])
+            for remaining, reset in _ratelimit_items(field):
+                if remaining is None or reset is None:
+                    self.malformed += 1
+                else:
+                    self._adopt(remaining, reset, names[0])
         return pause
 
     def _adopt(self, remaining: str, reset: str, limit: str) -> None:

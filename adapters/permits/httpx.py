@@ -23,7 +23,8 @@ teaches the limiter what the upstream knows:
 - ``x-ratelimit-remaining-<limit>`` with ``x-ratelimit-reset-<limit>`` (the
   OpenAI style: ``6m0s``, ``1.5s``, ``20ms``) adopt the upstream's view of
   the limit of that name, and the IETF draft's ``RateLimit`` field
-  (``remaining=`` and ``reset=``, or ``r=`` and ``t=``) that of the first;
+  (``remaining=`` and ``reset=``, or ``r=`` and ``t=`` of each policy it
+  lists) that of the first;
 - ``settle(response)``, if given, says what the call cost after all (read
   from a header, or from the body, which is then read first).
 
