@@ -9,7 +9,7 @@ loaded machine cannot change.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 import anyio
@@ -269,3 +269,39 @@ def test_each_item_of_a_ratelimit_field_is_heeded() -> None:
             assert client.get(url).status_code == 200
         assert not limiter.try_acquire(), "the burst policy is out of units for 5 s"
         assert transport.upstream.malformed == 1
+
+
+def _chunks() -> Iterator[bytes]:
+    yield b"ab"
+    yield b"c"
+
+
+@pytest.mark.parametrize("body", [_chunks, lambda: iter([b"ab", b"c"])])
+def test_a_streamed_body_is_sent_again_whole(body: Any) -> None:
+    """A request whose body is streamed (a generator, an iterator) is sent
+    again after a 429 as it was the first time: not refused by httpx
+    (``StreamConsumed``), not sent empty."""
+    script = Script((429, {"Retry-After": "0"}), (200, {}))
+    with (
+        serve_script(script) as url,
+        threads.open_limiter(Fifo(), 100, 10) as limiter,
+    ):
+        transport = PermitsTransport(limiter, retries=1)
+        with httpx.Client(transport=transport) as client:
+            assert client.post(url, content=body()).status_code == 200
+    assert script.bodies == [b"abc", b"abc"]
+
+
+@pytest.mark.anyio
+async def test_a_streamed_body_is_sent_again_whole_async() -> None:
+    async def chunks() -> AsyncIterator[bytes]:
+        yield b"ab"
+        yield b"c"
+
+    script = Script((429, {"Retry-After": "0"}), (200, {}))
+    with serve_script(script) as url:
+        async with asyncio_adapter.open_limiter(Fifo(), 100, 10) as limiter:
+            transport = AsyncPermitsTransport(limiter, retries=1)
+            async with httpx.AsyncClient(transport=transport) as client:
+                assert (await client.post(url, content=chunks())).status_code == 200
+    assert script.bodies == [b"abc", b"abc"]

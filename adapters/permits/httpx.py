@@ -162,7 +162,8 @@ class AsyncPermitsTransport(httpx.AsyncBaseTransport):
     :param settle: what a response says the call cost; the limiter needs a
         ``settle_window``.
     :param retries: how many times a 429/503 with ``Retry-After`` is sent
-        again, after the pause, each with a new permit.
+        again, after the pause, each with a new permit (with retries, a
+        streamed request body is read first, to be sent whole each time).
     :param timeout: seconds a request waits for its permit at most.
     :param max_pause: the longest pause a ``Retry-After`` may set.
     """
@@ -181,6 +182,8 @@ class AsyncPermitsTransport(httpx.AsyncBaseTransport):
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
         options = self.options
+        if options.retries:
+            await request.aread()  # a streamed body, kept to be sent again
         for attempt in range(options.retries + 1):
             permit = await self.limiter.acquire(**options.ask(request))
             response = await self.transport.handle_async_request(request)
@@ -228,6 +231,8 @@ class PermitsTransport(httpx.BaseTransport):
 
     def handle_request(self, request: httpx.Request) -> httpx.Response:
         options = self.options
+        if options.retries:
+            request.read()  # a streamed body, kept to be sent again
         for attempt in range(options.retries + 1):
             permit = self.limiter.acquire(**options.ask(request))
             response = self.transport.handle_request(request)
