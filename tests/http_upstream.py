@@ -104,8 +104,6 @@ def serve_script(script: Script) -> Iterator[str]:
     Header values are sent as Latin-1 bytes, as a server may send them."""
 
     class Handler(BaseHTTPRequestHandler):
-        protocol_version = "HTTP/1.1"
-
         def do_GET(self) -> None:
             self.answer(b"")
 
