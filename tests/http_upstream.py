@@ -80,3 +80,62 @@ def serve(limit: Upstream_) -> Iterator[str]:
     finally:
         httpd.shutdown()
         httpd.server_close()
+
+
+class Script:
+    """A server that answers each request with the next of ``answers``
+    (``(status, headers)``; the last one again once they run out), and
+    keeps the bodies it was sent."""
+
+    def __init__(self, *answers: tuple[int, dict[str, str]]) -> None:
+        self.answers = list(answers)
+        self.bodies: list[bytes] = []
+        self.lock = threading.Lock()
+
+    def next(self, body: bytes) -> tuple[int, dict[str, str]]:
+        with self.lock:
+            self.bodies.append(body)
+            return self.answers.pop(0) if len(self.answers) > 1 else self.answers[0]
+
+
+@contextmanager
+def serve_script(script: Script) -> Iterator[str]:
+    """Serve ``script`` on a free loopback port while the block runs; its URL.
+    Header values are sent as Latin-1 bytes, as a server may send them."""
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            self.answer(b"")
+
+        def do_POST(self) -> None:
+            if self.headers.get("Transfer-Encoding") == "chunked":
+                body = b""
+                while size := int(self.rfile.readline().strip(), 16):
+                    body += self.rfile.read(size)
+                    self.rfile.readline()
+                self.rfile.readline()
+            else:
+                body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
+            self.answer(body)
+
+        def answer(self, body: bytes) -> None:
+            status, headers = script.next(body)
+            content = b'{"ok": true}'
+            self.send_response(status)
+            for name, value in headers.items():
+                self.send_header(name, value)
+            self.send_header("Content-Length", str(len(content)))
+            self.end_headers()
+            self.wfile.write(content)
+
+        def log_message(self, format: str, *args: Any) -> None:
+            pass
+
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{httpd.server_address[1]}/"
+    finally:
+        httpd.shutdown()
+        httpd.server_close()

@@ -8,13 +8,14 @@ loaded machine cannot change.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import time
+from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 import anyio
 import httpx
 import pytest
-from http_upstream import Upstream_, serve
+from http_upstream import Script, Upstream_, serve, serve_script
 
 from permits.adapters import LimiterClosed, threads
 from permits.adapters import asyncio as asyncio_adapter
@@ -50,7 +51,7 @@ def test_durations_parse(text: str, seconds: float) -> None:
     assert parse_duration(text) == pytest.approx(seconds)
 
 
-@pytest.mark.parametrize("text", ["", "-5", "1e300x", "soon", "5 s", "nan", "inf"])
+@pytest.mark.parametrize("text", ["", "-5", "1e300x", "soon", "5 s", "nan", "inf", "9" * 400 + "h"])
 def test_malformed_durations_are_none(text: str) -> None:
     assert parse_duration(text) is None
 
@@ -178,3 +179,129 @@ def test_a_response_is_closed_when_learning_from_it_fails() -> None:
         with httpx.Client(transport=transport) as client, pytest.raises(LimiterClosed):
             client.get("http://upstream.example/")
     assert closed == [True]
+
+
+@pytest.mark.parametrize(
+    "headers",
+    [
+        {"x-ratelimit-remaining-requests": "5", "x-ratelimit-reset-requests": "1e300"},
+        {"x-ratelimit-remaining-requests": "5", "x-ratelimit-reset-requests": "9" * 300 + "h"},
+        {"x-ratelimit-remaining-requests": "\u00b2", "x-ratelimit-reset-requests": "1s"},
+    ],
+)
+def test_an_unreadable_remaining_or_reset_is_counted_not_raised(headers: dict[str, str]) -> None:
+    """A reset too long to be a time (infinite once in nanoseconds) or a
+    remaining of a digit that is no number (a Latin-1 superscript) is
+    malformed: counted, and the response goes to the caller."""
+    with (
+        serve_script(Script((200, headers))) as url,
+        threads.open_limiter(Fifo(), limits={"requests": Limit(100, burst=10)}) as limiter,
+    ):
+        transport = PermitsTransport(limiter)
+        with httpx.Client(transport=transport) as client:
+            assert client.get(url).status_code == 200
+        assert transport.upstream.malformed == 1
+        assert not limiter.closed
+
+
+def test_a_settled_response_reads_as_any_other(server: tuple[str, Upstream_]) -> None:
+    """With ``settle``, the body is read before the caller sees the
+    response; the client still reads and closes it as usual, so its
+    ``elapsed`` is known."""
+    url, _ = server
+    with threads.open_limiter(Fifo(), 100, 10, settle_window=60.0) as limiter:
+        transport = PermitsTransport(limiter, settle=lambda response: 1)
+        with httpx.Client(transport=transport) as client:
+            response = client.get(url)
+        assert response.json() == {"usage": {"total_tokens": 7}}
+        assert response.elapsed.total_seconds() >= 0
+
+
+@pytest.mark.anyio
+async def test_a_settled_response_reads_as_any_other_async(
+    server: tuple[str, Upstream_],
+) -> None:
+    url, _ = server
+    async with asyncio_adapter.open_limiter(Fifo(), 100, 10, settle_window=60.0) as limiter:
+        transport = AsyncPermitsTransport(limiter, settle=lambda response: 1)
+        async with httpx.AsyncClient(transport=transport) as client:
+            response = await client.get(url)
+        assert response.json() == {"usage": {"total_tokens": 7}}
+        assert response.elapsed.total_seconds() >= 0
+
+
+@pytest.mark.parametrize("form", ["%a %b %d %H:%M:%S %Y", "%a, %d %b %Y %H:%M:%S -0000"])
+def test_a_retry_after_date_without_a_zone_is_utc(
+    form: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An HTTP date in asctime form (RFC 9110 has recipients accept it) or
+    with ``-0000`` is in UTC, wherever the client runs (here UTC+9): a
+    Retry-After a minute ahead pauses for a minute, not nine hours less."""
+    monkeypatch.setenv("TZ", "JST-9")
+    time.tzset()
+    try:
+        when = time.strftime(form, time.gmtime(time.time() + 60))
+        with (
+            serve_script(Script((429, {"Retry-After": when}))) as url,
+            threads.open_limiter(Fifo(), 100, 10) as limiter,
+        ):
+            transport = PermitsTransport(limiter)
+            with httpx.Client(transport=transport) as client:
+                assert client.get(url).status_code == 429
+            paused = limiter.statistics().paused_ns / 1e9
+            assert 50 < paused <= 60, paused
+    finally:
+        monkeypatch.undo()
+        time.tzset()
+
+
+def test_each_item_of_a_ratelimit_field_is_heeded() -> None:
+    """The IETF draft's ``RateLimit`` is a list, one item per policy: one
+    out of units holds the limiter back, whichever comes last; an item
+    that does not parse (``r=5x``) is counted, not read as ``5``."""
+    field = '"hour";r=5x;t=1, "burst";r=0;t=5, "day";r=100;t=0'
+    with (
+        serve_script(Script((200, {"RateLimit": field}))) as url,
+        threads.open_limiter(Fifo(), limits={"requests": Limit(100, burst=10)}) as limiter,
+    ):
+        transport = PermitsTransport(limiter)
+        with httpx.Client(transport=transport) as client:
+            assert client.get(url).status_code == 200
+        assert not limiter.try_acquire(), "the burst policy is out of units for 5 s"
+        assert transport.upstream.malformed == 1
+
+
+def _chunks() -> Iterator[bytes]:
+    yield b"ab"
+    yield b"c"
+
+
+@pytest.mark.parametrize("body", [_chunks, lambda: iter([b"ab", b"c"])])
+def test_a_streamed_body_is_sent_again_whole(body: Any) -> None:
+    """A request whose body is streamed (a generator, an iterator) is sent
+    again after a 429 as it was the first time: not refused by httpx
+    (``StreamConsumed``), not sent empty."""
+    script = Script((429, {"Retry-After": "0"}), (200, {}))
+    with (
+        serve_script(script) as url,
+        threads.open_limiter(Fifo(), 100, 10) as limiter,
+    ):
+        transport = PermitsTransport(limiter, retries=1)
+        with httpx.Client(transport=transport) as client:
+            assert client.post(url, content=body()).status_code == 200
+    assert script.bodies == [b"abc", b"abc"]
+
+
+@pytest.mark.anyio
+async def test_a_streamed_body_is_sent_again_whole_async() -> None:
+    async def chunks() -> AsyncIterator[bytes]:
+        yield b"ab"
+        yield b"c"
+
+    script = Script((429, {"Retry-After": "0"}), (200, {}))
+    with serve_script(script) as url:
+        async with asyncio_adapter.open_limiter(Fifo(), 100, 10) as limiter:
+            transport = AsyncPermitsTransport(limiter, retries=1)
+            async with httpx.AsyncClient(transport=transport) as client:
+                assert (await client.post(url, content=chunks())).status_code == 200
+    assert script.bodies == [b"abc", b"abc"]

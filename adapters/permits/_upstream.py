@@ -9,6 +9,7 @@ import math
 import re
 import time
 from collections.abc import Mapping
+from datetime import timezone
 from email.utils import parsedate_to_datetime
 
 from permits.adapters._base import _Limiting
@@ -41,7 +42,8 @@ def parse_duration(text: str) -> float | None:
     parts = _DURATION.findall(text)
     if not parts or "".join(n + u for n, u in parts) != text:
         return None
-    return sum(float(n) * _UNITS[u] for n, u in parts)
+    seconds = sum(float(n) * _UNITS[u] for n, u in parts)
+    return seconds if math.isfinite(seconds) else None
 
 
 def _retry_after(value: str, now: float) -> float | None:
@@ -51,10 +53,33 @@ def _retry_after(value: str, now: float) -> float | None:
     if seconds is not None and re.fullmatch(r"\s*\d+(\.\d+)?\s*", value):
         return seconds
     try:
-        when = parsedate_to_datetime(value).timestamp()
+        date = parsedate_to_datetime(value)
     except (TypeError, ValueError, IndexError, OverflowError):
         return None
-    return max(0.0, when - now)
+    if date.tzinfo is None:  # asctime's form, or -0000: an HTTP date is in UTC
+        date = date.replace(tzinfo=timezone.utc)
+    return max(0.0, date.timestamp() - now)
+
+
+def _ratelimit_items(field: str) -> list[tuple[str | None, str | None]]:
+    """The ``(remaining, reset)`` of each item of an IETF ``RateLimit``
+    field: the draft's list, one item per policy (``"burst";r=0;t=1,
+    "day";r=50;t=3600``), or its earlier dictionary (``limit=100,
+    remaining=20, reset=5``), one item. ``None`` where one is missing."""
+    items: list[tuple[str | None, str | None]] = []
+    dictionary: dict[str, str] = {}
+    for member in field.split(","):
+        params = {}
+        for part in member.split(";"):
+            key, _, value = part.partition("=")
+            params[key.strip()] = value.strip()
+        if "r" in params or "t" in params:
+            items.append((params.get("r"), params.get("t")))
+        else:
+            dictionary.update(params)
+    if not items or "remaining" in dictionary or "reset" in dictionary:
+        items.append((dictionary.get("remaining"), dictionary.get("reset")))
+    return items
 
 
 class Upstream:
@@ -99,18 +124,23 @@ class Upstream:
                 self._adopt(remaining, reset, name)
         field = headers.get("ratelimit")
         if field is not None:
-            found = dict(re.findall(r"\b(remaining|reset|r|t)=(\d+(?:\.\d+)?)", field))
-            remaining = found.get("remaining", found.get("r"))
-            reset = found.get("reset", found.get("t"))
-            if remaining is None or reset is None:
-                self.malformed += 1
-            else:
-                self._adopt(remaining, reset, names[0])
+            for remaining, reset in _ratelimit_items(field):
+                if remaining is None or reset is None:
+                    self.malformed += 1
+                else:
+                    self._adopt(remaining, reset, names[0])
         return pause
 
     def _adopt(self, remaining: str, reset: str, limit: str) -> None:
         seconds = parse_duration(reset)
-        if not remaining.strip().isdigit() or seconds is None:
+        remaining = remaining.strip()
+        # ASCII digits only ("²" is a digit to isdigit, not to int), and a
+        # reset that is still finite in nanoseconds (the limiter's unit)
+        if (
+            not (remaining.isascii() and remaining.isdigit())
+            or seconds is None
+            or not math.isfinite(seconds * 1e9)
+        ):
             self.malformed += 1
             return
         self.limiter.adopt(int(remaining), seconds, limit=limit)

@@ -23,7 +23,8 @@ teaches the limiter what the upstream knows:
 - ``x-ratelimit-remaining-<limit>`` with ``x-ratelimit-reset-<limit>`` (the
   OpenAI style: ``6m0s``, ``1.5s``, ``20ms``) adopt the upstream's view of
   the limit of that name, and the IETF draft's ``RateLimit`` field
-  (``remaining=`` and ``reset=``, or ``r=`` and ``t=``) that of the first;
+  (``remaining=`` and ``reset=``, or ``r=`` and ``t=`` of each policy it
+  lists) that of the first;
 - ``settle(response)``, if given, says what the call cost after all (read
   from a header, or from the body, which is then read first).
 
@@ -34,7 +35,7 @@ fatal. :class:`PermitsTransport` does the same for ``httpx.Client``, with a
 
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable
+from collections.abc import AsyncIterator, Callable, Hashable, Iterator
 from typing import TYPE_CHECKING, Any, TypedDict
 
 from permits._upstream import MAX_PAUSE, Cost, Upstream, check_options, parse_duration
@@ -104,7 +105,8 @@ class _Options:
 
     def settled(self, response: httpx.Response, content: bytes, permit: Permit) -> httpx.Response:
         """``response`` with its body read (``content``), its permit settled
-        at what ``settle`` says it cost."""
+        at what ``settle`` says it cost; the response for the client, which
+        reads it again from ``content`` (and so times it, ``elapsed``)."""
         assert self.settle is not None
         read = httpx.Response(
             response.status_code,
@@ -116,7 +118,28 @@ class _Options:
         actual = self.settle(read)
         if actual is not None:
             permit.settle(actual)
-        return read
+        return httpx.Response(
+            response.status_code,
+            headers=response.headers,
+            stream=_Replay(content),
+            request=response.request,
+            extensions=response.extensions,
+        )
+
+
+class _Replay(httpx.SyncByteStream, httpx.AsyncByteStream):
+    """A body already read, to be read again: unlike ``httpx.ByteStream``,
+    not read by the response it is given to, so that the client reads it
+    and closes it as it does any other."""
+
+    def __init__(self, content: bytes) -> None:
+        self.content = content
+
+    def __iter__(self) -> Iterator[bytes]:
+        yield self.content
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        yield self.content
 
 
 def _check_settle(limiter: _Limiting, options: _Options) -> None:
@@ -139,7 +162,8 @@ class AsyncPermitsTransport(httpx.AsyncBaseTransport):
     :param settle: what a response says the call cost; the limiter needs a
         ``settle_window``.
     :param retries: how many times a 429/503 with ``Retry-After`` is sent
-        again, after the pause, each with a new permit.
+        again, after the pause, each with a new permit (with retries, a
+        streamed request body is read first, to be sent whole each time).
     :param timeout: seconds a request waits for its permit at most.
     :param max_pause: the longest pause a ``Retry-After`` may set.
     """
@@ -158,6 +182,8 @@ class AsyncPermitsTransport(httpx.AsyncBaseTransport):
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
         options = self.options
+        if options.retries:
+            await request.aread()  # a streamed body, kept to be sent again
         for attempt in range(options.retries + 1):
             permit = await self.limiter.acquire(**options.ask(request))
             response = await self.transport.handle_async_request(request)
@@ -205,6 +231,8 @@ class PermitsTransport(httpx.BaseTransport):
 
     def handle_request(self, request: httpx.Request) -> httpx.Response:
         options = self.options
+        if options.retries:
+            request.read()  # a streamed body, kept to be sent again
         for attempt in range(options.retries + 1):
             permit = self.limiter.acquire(**options.ask(request))
             response = self.transport.handle_request(request)
