@@ -11,7 +11,7 @@ from typing import Any
 
 import aiohttp
 import pytest
-from http_upstream import Upstream_, serve
+from http_upstream import Script, Upstream_, serve, serve_script
 
 from permits.adapters import asyncio as asyncio_adapter
 from permits.adapters import level
@@ -93,6 +93,30 @@ def test_the_permit_is_settled_from_the_body_and_levels_come_from_the_context(
     assert granted == 1, "the request took its permit at the context's level"
     assert seen == [(200, b'{"usage": {"total_tokens": 7}}')]
     assert upstream.served == 1
+
+
+def test_a_throttled_response_is_not_settled() -> None:
+    """A 429 the retries did not get past is not settled (it was not
+    served): ``settle`` is not called on it, and the caller gets it."""
+    seen: list[int] = []
+
+    def settle(response: aiohttp.ClientResponse, body: bytes) -> int:
+        seen.append(response.status)
+        return 0
+
+    async def main() -> tuple[int, tuple[int, ...]]:
+        async with asyncio_adapter.open_limiter(Fifo(), 100, 10, settle_window=60.0) as limiter:
+            permits = PermitsMiddleware(limiter, settle=settle, retries=1, cost=lambda r: 3)
+            async with (
+                aiohttp.ClientSession(middlewares=(permits,)) as session,
+                session.get(url) as response,
+            ):
+                status = response.status
+            return status, limiter.statistics().levels[0].units_granted
+
+    with serve_script(Script((429, {"Retry-After": "0"}))) as url:
+        assert asyncio.run(main()) == (429, (6,))  # two tries at 3, unsettled
+    assert seen == []
 
 
 @pytest.mark.parametrize(

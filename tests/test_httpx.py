@@ -305,3 +305,39 @@ async def test_a_streamed_body_is_sent_again_whole_async() -> None:
             async with httpx.AsyncClient(transport=transport) as client:
                 assert (await client.post(url, content=chunks())).status_code == 200
     assert script.bodies == [b"abc", b"abc"]
+
+
+def test_a_throttled_response_is_not_settled() -> None:
+    """A 429 the retries did not get past reaches the caller as it is: the
+    ``settle`` that reads a served response's usage is not called on it
+    (it was not served), and the permit keeps the cost asked for."""
+    settled: list[int] = []
+
+    def settle(response: httpx.Response) -> int:
+        settled.append(response.status_code)
+        return int(response.json()["usage"]["total_tokens"])
+
+    script = Script((429, {"Retry-After": "0"}))
+    with (
+        serve_script(script) as url,
+        threads.open_limiter(Fifo(), 100, 10, settle_window=60.0) as limiter,
+    ):
+        transport = PermitsTransport(limiter, settle=settle, retries=1, cost=lambda request: 3)
+        with httpx.Client(transport=transport) as client:
+            assert client.get(url).status_code == 429
+        assert settled == []
+        assert limiter.statistics().levels[0].granted == 2  # the first try and the retry
+        assert limiter.statistics().levels[0].units_granted == (6,)  # unsettled
+
+
+@pytest.mark.anyio
+async def test_a_throttled_response_is_not_settled_async() -> None:
+    script = Script((503, {"Retry-After": "0"}))
+    with serve_script(script) as url:
+        async with asyncio_adapter.open_limiter(Fifo(), 100, 10, settle_window=60.0) as limiter:
+            transport = AsyncPermitsTransport(
+                limiter, settle=lambda response: response.json()["usage"], retries=2
+            )
+            async with httpx.AsyncClient(transport=transport) as client:
+                assert (await client.get(url)).status_code == 503
+            assert limiter.statistics().levels[0].granted == 3

@@ -16,7 +16,7 @@ from permits.adapters._base import _Limiting
 from permits.core import PermitValueError
 from permits.core.checks import check_int
 
-__all__ = ["MAX_PAUSE", "Cost", "Upstream", "check_options", "parse_duration"]
+__all__ = ["MAX_PAUSE", "THROTTLED", "Cost", "Upstream", "check_options", "parse_duration"]
 
 log = logging.getLogger("permits.upstream")
 
@@ -24,6 +24,10 @@ Cost = int | Mapping[str, int]
 
 #: The longest pause a Retry-After may set by default: an hour.
 MAX_PAUSE = 3600.0
+
+#: The statuses of an upstream that refused a call for its limit: what they
+#: say is learned, and the call is not settled (it was not served).
+THROTTLED = (429, 503)
 
 _DURATION = re.compile(r"(\d+(?:\.\d+)?)(ms|h|m|s)")
 _UNITS = {"h": 3600.0, "m": 60.0, "s": 1.0, "ms": 0.001}
@@ -103,7 +107,7 @@ class Upstream:
         pause = None
         if status == 429:
             self.throttled += 1
-        if status in (429, 503) and "retry-after" in headers:
+        if status in THROTTLED and "retry-after" in headers:
             seconds = _retry_after(headers["retry-after"], time.time())
             if seconds is None:
                 self.malformed += 1

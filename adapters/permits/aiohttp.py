@@ -21,7 +21,8 @@ after the pause up to ``retries`` times; the ``x-ratelimit-*`` headers and
 the IETF ``RateLimit`` field adopt the upstream's view); and
 ``settle(response, body)``, if given, says what the call cost after all,
 from the response and its body (read first; ``response.read()`` returns it
-again). A header that does not parse is ignored and counted in
+again), unless it is a 429 or 503 (not served: the cost asked for stays).
+A header that does not parse is ignored and counted in
 ``upstream.malformed``, never fatal.
 """
 
@@ -29,7 +30,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Hashable
 
-from permits._upstream import MAX_PAUSE, Cost, Upstream, check_options
+from permits._upstream import MAX_PAUSE, THROTTLED, Cost, Upstream, check_options
 from permits.adapters import BaseLimiter
 from permits.adapters._requires import requires_extra
 from permits.core import PermitValueError
@@ -48,7 +49,7 @@ class PermitsMiddleware:
     :param flow: the flow (tenant) of a request (default: none).
     :param cost: what a request asks for (1 by default).
     :param settle: what a response and its body say the call cost; the
-        limiter needs a ``settle_window``.
+        limiter needs a ``settle_window``. Not called for a 429 or 503.
     :param retries: how many times a 429/503 with ``Retry-After`` is sent
         again, after the pause, each with a new permit.
     :param timeout: seconds a request waits for its permit at most.
@@ -95,7 +96,7 @@ class PermitsMiddleware:
             if paused is not None and attempt < self.retries:
                 response.release()
                 continue  # the next acquire waits for the pause
-            if self.settle is not None:
+            if self.settle is not None and response.status not in THROTTLED:
                 actual = self.settle(response, await response.read())
                 if actual is not None:
                     permit.settle(actual)

@@ -26,7 +26,8 @@ teaches the limiter what the upstream knows:
   (``remaining=`` and ``reset=``, or ``r=`` and ``t=`` of each policy it
   lists) that of the first;
 - ``settle(response)``, if given, says what the call cost after all (read
-  from a header, or from the body, which is then read first).
+  from a header, or from the body, which is then read first); a 429 or 503
+  was not served, and keeps the cost asked for, unsettled.
 
 A header that does not parse is ignored and counted in ``malformed``, never
 fatal. :class:`PermitsTransport` does the same for ``httpx.Client``, with a
@@ -38,7 +39,14 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Callable, Hashable, Iterator
 from typing import TYPE_CHECKING, Any, TypedDict
 
-from permits._upstream import MAX_PAUSE, Cost, Upstream, check_options, parse_duration
+from permits._upstream import (
+    MAX_PAUSE,
+    THROTTLED,
+    Cost,
+    Upstream,
+    check_options,
+    parse_duration,
+)
 from permits.adapters._base import _Limiting
 from permits.adapters._requires import requires_extra
 from permits.adapters.threads import Limiter as ThreadLimiter
@@ -160,7 +168,8 @@ class AsyncPermitsTransport(httpx.AsyncBaseTransport):
     :param flow: the flow (tenant) of a request its extensions do not name.
     :param cost: what a request asks for (1 by default).
     :param settle: what a response says the call cost; the limiter needs a
-        ``settle_window``.
+        ``settle_window``. Not called for a 429 or 503 (not served: the
+        cost asked for stays).
     :param retries: how many times a 429/503 with ``Retry-After`` is sent
         again, after the pause, each with a new permit (with retries, a
         streamed request body is read first, to be sent whole each time).
@@ -195,7 +204,7 @@ class AsyncPermitsTransport(httpx.AsyncBaseTransport):
             if paused is not None and attempt < options.retries:
                 await response.aclose()
                 continue  # the next acquire waits for the pause
-            if options.settle is not None:
+            if options.settle is not None and response.status_code not in THROTTLED:
                 response.request = request
                 return options.settled(response, await _read(response), permit)
             return response
@@ -244,7 +253,7 @@ class PermitsTransport(httpx.BaseTransport):
             if paused is not None and attempt < options.retries:
                 response.close()
                 continue
-            if options.settle is not None:
+            if options.settle is not None and response.status_code not in THROTTLED:
                 try:
                     content = b"".join(response.stream)  # type: ignore[arg-type]
                 finally:

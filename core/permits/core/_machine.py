@@ -931,8 +931,11 @@ class Machine:
         ``reset`` (ns; the ``x-ratelimit-remaining-*`` and ``-reset`` headers,
         or IETF ``RateLimit``): from ``now`` until ``reset`` the bucket holds
         no more than that. It only ever lowers what is available: an
-        upstream that says more is left than the bucket holds changes
-        nothing. Ticks to ``now`` first."""
+        upstream that says more is left than the bucket could grant by
+        ``reset`` changes nothing, and one that says less makes nothing
+        available before ``reset - remaining * interval`` (a ``reset`` far
+        off keeps what is left for the end of its window). Ticks to ``now``
+        first."""
         now = self._check_now(now)
         remaining = check_int("remaining", remaining, 0)
         reset = check_int("reset", reset)
