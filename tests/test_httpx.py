@@ -341,3 +341,30 @@ async def test_a_throttled_response_is_not_settled_async() -> None:
             async with httpx.AsyncClient(transport=transport) as client:
                 assert (await client.get(url)).status_code == 503
             assert limiter.statistics().levels[0].granted == 3
+
+
+def test_no_retry_outlasts_the_timeout() -> None:
+    """A 429 whose pause is longer than the transport's ``timeout`` is
+    returned, not sent again: the retry's wait for a permit could only time
+    out, and the response saying why would be lost. A pause within the
+    timeout is retried."""
+    script = Script((429, {"Retry-After": "30"}), (200, {}))
+    with (
+        serve_script(script) as url,
+        threads.open_limiter(Fifo(), 100, 10) as limiter,
+    ):
+        transport = PermitsTransport(limiter, retries=2, timeout=0.5)
+        with httpx.Client(transport=transport) as client:
+            response = client.get(url)
+        assert response.status_code == 429
+        assert response.headers["retry-after"] == "30"
+        assert len(script.bodies) == 1  # sent once
+    script = Script((429, {"Retry-After": "0"}), (200, {}))
+    with (
+        serve_script(script) as url,
+        threads.open_limiter(Fifo(), 100, 10) as limiter,
+    ):
+        transport = PermitsTransport(limiter, retries=2, timeout=0.5)
+        with httpx.Client(transport=transport) as client:
+            assert client.get(url).status_code == 200
+        assert len(script.bodies) == 2

@@ -16,7 +16,15 @@ from permits.adapters._base import _Limiting
 from permits.core import PermitValueError
 from permits.core.checks import check_int
 
-__all__ = ["MAX_PAUSE", "THROTTLED", "Cost", "Upstream", "check_options", "parse_duration"]
+__all__ = [
+    "MAX_PAUSE",
+    "THROTTLED",
+    "Cost",
+    "Upstream",
+    "check_options",
+    "parse_duration",
+    "retry",
+]
 
 log = logging.getLogger("permits.upstream")
 
@@ -148,6 +156,15 @@ class Upstream:
             self.malformed += 1
             return
         self.limiter.adopt(int(remaining), seconds, limit=limit)
+
+
+def retry(paused: float | None, attempt: int, retries: int, timeout: float | None) -> bool:
+    """Whether a response that ``paused`` the limiter (seconds; ``None``:
+    it did not) on try ``attempt`` (from 0) is sent again: while tries are
+    left, and only if the pause ends within the ``timeout`` a permit is
+    waited for (else the next try could only time out, and the response
+    that says why would be lost)."""
+    return paused is not None and attempt < retries and (timeout is None or paused <= timeout)
 
 
 def check_options(retries: int, max_pause: float) -> None:

@@ -30,7 +30,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Hashable
 
-from permits._upstream import MAX_PAUSE, THROTTLED, Cost, Upstream, check_options
+from permits._upstream import MAX_PAUSE, THROTTLED, Cost, Upstream, check_options, retry
 from permits.adapters import BaseLimiter
 from permits.adapters._requires import requires_extra
 from permits.core import PermitValueError
@@ -51,7 +51,8 @@ class PermitsMiddleware:
     :param settle: what a response and its body say the call cost; the
         limiter needs a ``settle_window``. Not called for a 429 or 503.
     :param retries: how many times a 429/503 with ``Retry-After`` is sent
-        again, after the pause, each with a new permit.
+        again, after the pause, each with a new permit; not when the pause
+        outlasts ``timeout``: that response is returned.
     :param timeout: seconds a request waits for its permit at most.
     :param max_pause: the longest pause a ``Retry-After`` may set.
     """
@@ -93,7 +94,7 @@ class PermitsMiddleware:
             except BaseException:
                 response.release()
                 raise
-            if paused is not None and attempt < self.retries:
+            if retry(paused, attempt, self.retries, self.timeout):
                 response.release()
                 continue  # the next acquire waits for the pause
             if self.settle is not None and response.status not in THROTTLED:

@@ -46,6 +46,7 @@ from permits._upstream import (
     Upstream,
     check_options,
     parse_duration,
+    retry,
 )
 from permits.adapters._base import _Limiting
 from permits.adapters._requires import requires_extra
@@ -172,7 +173,8 @@ class AsyncPermitsTransport(httpx.AsyncBaseTransport):
         cost asked for stays).
     :param retries: how many times a 429/503 with ``Retry-After`` is sent
         again, after the pause, each with a new permit (with retries, a
-        streamed request body is read first, to be sent whole each time).
+        streamed request body is read first, to be sent whole each time);
+        not when the pause outlasts ``timeout``: that response is returned.
     :param timeout: seconds a request waits for its permit at most.
     :param max_pause: the longest pause a ``Retry-After`` may set.
     """
@@ -201,7 +203,7 @@ class AsyncPermitsTransport(httpx.AsyncBaseTransport):
             except BaseException:
                 await response.aclose()
                 raise
-            if paused is not None and attempt < options.retries:
+            if retry(paused, attempt, options.retries, options.timeout):
                 await response.aclose()
                 continue  # the next acquire waits for the pause
             if options.settle is not None and response.status_code not in THROTTLED:
@@ -250,7 +252,7 @@ class PermitsTransport(httpx.BaseTransport):
             except BaseException:
                 response.close()
                 raise
-            if paused is not None and attempt < options.retries:
+            if retry(paused, attempt, options.retries, options.timeout):
                 response.close()
                 continue
             if options.settle is not None and response.status_code not in THROTTLED:
