@@ -980,6 +980,37 @@ async def test_a_cost_waits_for_its_units(open_limiter: OpenLimiter) -> None:
         assert since(start) == 500 * MILLISECOND, "the tighter limit decides"
 
 
+async def test_a_newcomer_granted_before_another_waiter_proceeds(open_limiter: OpenLimiter) -> None:
+    """A push may grant its newcomer and then a waiter behind it in the same
+    call (under ``Shares`` with costs, the newcomer's grant deals the next
+    slot): the newcomer proceeds at once, and its permit is not left in
+    flight for nobody."""
+    async with (
+        open_limiter(Shares((1, 1, 1)), 1000, 5) as limiter,
+        anyio.create_task_group() as tg,
+    ):
+        await limiter.acquire(2)  # 4 units left
+        order: list[int] = []
+
+        async def call(lv: int, cost: int) -> None:
+            await limiter.acquire(lv, cost=cost)
+            order.append(lv)
+
+        tg.start_soon(call, 0, 5)  # chosen, and short of units
+        await waiting(limiter, 1)
+        tg.start_soon(call, 2, 3)
+        await waiting(limiter, 2)
+        start = now()
+        with anyio.fail_after(1):
+            await limiter.acquire(1)  # granted at once; then the level-2 waiter
+        assert since(start) == 0
+        await until(lambda: order == [2])
+    assert order == [2, 0]
+    stats = limiter.statistics().levels
+    assert [s.granted for s in stats] == [1, 1, 2]
+    assert limiter.machine.in_flight == 0
+
+
 async def test_settle_gives_back_and_charges(open_limiter: OpenLimiter) -> None:
     """P29 where callers proceed: a permit settled below its cost gives the
     difference to the next waiter at once; above it, the next waits for it;
