@@ -164,6 +164,36 @@ async def test_cancel_while_waiting_costs_nothing(open_limiter: OpenLimiter) -> 
     assert (stats[0].cancelled, stats[0].granted, stats[1].granted) == (1, 1, 1)
 
 
+async def test_a_cancelled_head_lets_a_smaller_cost_behind_it_go_at_once(
+    open_limiter: OpenLimiter,
+) -> None:
+    """A cancel takes no time and may leave a next cost that fits now (SPEC
+    P2): the limiter re-plans its timer as the waiter withdraws, so the
+    waiter behind it is served at once, not when the cancelled cost would
+    have been due."""
+    async with open_limiter(Fifo(), 1, 5) as limiter, anyio.create_task_group() as tg:
+        await limiter.acquire()  # 4 units left; 5 are due in a second
+        scope = anyio.CancelScope()
+
+        async def big() -> None:
+            with scope:
+                await limiter.acquire(cost=5)
+
+        tg.start_soon(big)
+        await waiting(limiter, 1)
+        start = now()
+        waited: list[int] = []
+
+        async def small() -> None:
+            await limiter.acquire()
+            waited.append(since(start))
+
+        tg.start_soon(small)
+        await waiting(limiter, 2)
+        scope.cancel()
+    assert waited == [0]
+
+
 async def test_cancel_after_grant_refunds(open_limiter: OpenLimiter, case: tuple[str, str]) -> None:
     """The race: the permit is decided, then the caller is cancelled before it
     runs. On every adapter it hands the permit back, which goes to the next

@@ -529,7 +529,9 @@ class _Limiting:
             return
         if waiter.decision is None:
             self._waiters.pop(id, None)
-            self._machine.cancel(id)
+            if self._machine.cancel(id):
+                # The next cost may fit now (SPEC P2): re-plan the timer.
+                self._reschedule()
         elif waiter.decision.state is State.GRANTED:
             # Decided, but the caller never proceeded: hand the permit back.
             try:
