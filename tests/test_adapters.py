@@ -1169,6 +1169,27 @@ async def test_live_limits_refuse_bad_input(open_limiter: OpenLimiter) -> None:
         assert not limiter.closed
 
 
+async def test_durations_too_long_to_count_in_nanoseconds(open_limiter: OpenLimiter) -> None:
+    """A duration whose nanoseconds a float cannot hold (``1e300`` s,
+    ``10**400`` s) is as long as an infinite one: a timeout or max_wait that
+    never ends, and refused by name where a finite one is needed; never an
+    ``OverflowError``."""
+    async with open_limiter(Fifo(), 10) as limiter:
+        for forever in (1e300, 10**400, math.inf):
+            await limiter.acquire(timeout=forever, max_wait=forever)
+            stall(0.1)
+        with pytest.raises(PermitValueError) as refused:
+            limiter.pause_for(1e300)
+        assert refused.value.argument == "seconds"
+        with pytest.raises(PermitValueError) as refused:
+            limiter.adopt(1, 10**400)
+        assert refused.value.argument == "reset_after"
+        assert limiter.statistics().pauses == 0
+    with pytest.raises(PermitValueError) as refused:
+        asyncio_adapter.Limiter(Fifo(), 10, settle_window=1e300)
+    assert refused.value.argument == "settle_window"
+
+
 async def test_the_body_s_exception_leaves_as_itself(open_limiter: OpenLimiter) -> None:
     """`except AcquireTimeout` around the block catches it: no adapter wraps
     a body's exception in an ExceptionGroup; and the limiter is closed."""

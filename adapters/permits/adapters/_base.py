@@ -12,7 +12,7 @@ from __future__ import annotations
 import contextvars
 import itertools
 import logging
-import math
+import sys
 from collections.abc import (
     AsyncIterator,
     Awaitable,
@@ -130,12 +130,14 @@ def current_level() -> int | None:
 
 
 def _nanoseconds(argument: str, seconds: float) -> int | None:
-    """``seconds`` as nanoseconds; ``None`` for an infinite duration."""
+    """``seconds`` as nanoseconds; ``None`` for an infinite duration, or one
+    too long for a float to hold its nanoseconds (past about 1e299 s)."""
     if isinstance(seconds, bool) or not isinstance(seconds, (int, float)):
         raise PermitTypeError(argument, seconds, "a number of seconds")
-    if math.isnan(seconds) or seconds < 0:
+    if seconds != seconds or seconds < 0:  # (math.isnan refuses a huge int)
         raise PermitValueError(argument, seconds, "must be >= 0")
-    return None if math.isinf(seconds) else round(seconds * SECOND)
+    ns = seconds * SECOND
+    return None if ns > sys.float_info.max else round(ns)
 
 
 class Event(Protocol):
