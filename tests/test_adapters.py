@@ -989,6 +989,41 @@ async def test_a_policy_that_raises_in_a_callers_call_breaks_the_limiter(
     assert sorted(outcomes) == ["closed: KeyError('bug')"] * 3, outcomes
 
 
+async def test_a_policy_that_raises_as_a_waiter_withdraws_breaks_the_limiter(
+    open_limiter: OpenLimiter,
+) -> None:
+    """A cancel asks the policy for its next choice (the costs differ); if it
+    raises there, the cancelled caller's own cancellation goes on unchanged,
+    and the limiter breaks: the other waiters get LimiterClosed with the
+    cause, as when the timer's tick meets the bug."""
+    policy = _FailsOnce()
+    outcomes: list[str] = []
+    async with open_limiter(policy, 10, 2) as limiter, anyio.create_task_group() as tg:
+        await limiter.acquire(cost=2)  # the bucket is empty
+        scope = anyio.CancelScope()
+
+        async def doomed() -> None:
+            with scope:
+                await limiter.acquire(cost=2)
+            outcomes.append(f"cancelled: {scope.cancelled_caught}")
+
+        async def other() -> None:
+            try:
+                await limiter.acquire()
+            except LimiterClosed as closed:
+                outcomes.append(f"closed: {closed.cause!r}")
+
+        tg.start_soon(doomed)
+        await waiting(limiter, 1)
+        tg.start_soon(other)
+        await waiting(limiter, 2)
+        policy.calls = 1  # the next choose raises
+        policy.armed = True
+        scope.cancel()
+    assert limiter.closed
+    assert sorted(outcomes) == ["cancelled: True", "closed: KeyError('bug')"], outcomes
+
+
 # -- costs, several limits, settle, flows and live limits -----------------------
 
 

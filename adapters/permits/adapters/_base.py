@@ -531,7 +531,12 @@ class _Limiting:
             return
         if waiter.decision is None:
             self._waiters.pop(id, None)
-            if self._machine.cancel(id):
+            try:
+                cancelled = self._machine.cancel(id)  # asks the policy when costs differ
+            except Exception as error:
+                self._break(error)  # a broken policy; the caller's exception goes on
+                return
+            if cancelled:
                 # The next cost may fit now (SPEC P2): re-plan the timer.
                 self._reschedule()
         elif waiter.decision.state is State.GRANTED:
