@@ -1024,6 +1024,48 @@ async def test_a_policy_that_raises_as_a_waiter_withdraws_breaks_the_limiter(
     assert sorted(outcomes) == ["cancelled: True", "closed: KeyError('bug')"], outcomes
 
 
+class _Broken:
+    """FIFO until armed; then every ``choose`` raises (a user's policy with a
+    bug that stays)."""
+
+    levels = 1
+    armed = False
+
+    def choose(self, queues: Any, now: int) -> int:
+        if self.armed:
+            raise KeyError("bug")
+        return 0
+
+    def ahead(self, queues: Any, lv: int, now: int) -> int:
+        return int(queues.depths[lv])
+
+
+async def test_a_policy_that_keeps_raising_still_wakes_every_waiter(
+    open_limiter: OpenLimiter,
+) -> None:
+    """Breaking the limiter cancels each waiter in the machine, which asks
+    the policy again when the costs differ: a policy that raises every time
+    still leaves no waiter asleep, and the limiter's timer does not fail."""
+    policy = _Broken()
+    outcomes: list[str] = []
+
+    async def call(limiter: BaseLimiter, cost: int) -> None:
+        try:
+            await limiter.acquire(cost=cost)
+            outcomes.append("granted")
+        except LimiterClosed as closed:
+            outcomes.append(f"closed: {closed.cause!r}")
+
+    async with open_limiter(policy, 10, 2) as limiter, anyio.create_task_group() as tg:
+        await limiter.acquire(cost=2)  # the bucket is empty
+        for i, cost in enumerate((2, 1, 1)):
+            tg.start_soon(call, limiter, cost)
+            await waiting(limiter, i + 1)
+        policy.armed = True  # the timer's tick meets it
+    assert limiter.closed
+    assert outcomes == ["closed: KeyError('bug')"] * 3, outcomes
+
+
 # -- costs, several limits, settle, flows and live limits -----------------------
 
 

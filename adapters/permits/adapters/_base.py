@@ -22,7 +22,7 @@ from collections.abc import (
     Mapping,
     Sequence,
 )
-from contextlib import asynccontextmanager, contextmanager
+from contextlib import asynccontextmanager, contextmanager, suppress
 from fractions import Fraction
 from typing import TYPE_CHECKING, Any, NoReturn, Protocol, TypedDict
 
@@ -389,7 +389,8 @@ class _Limiting:
         self._closed = LimiterClosed(error)
         waiters, self._waiters = self._waiters, {}
         for id, waiter in waiters.items():
-            self._machine.cancel(id)
+            with suppress(Exception):  # a broken policy, asked its next choice
+                self._machine.cancel(id)
             waiter.error = self._closed
             if waiter.event is not None:
                 waiter.event.set()
