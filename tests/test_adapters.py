@@ -164,6 +164,36 @@ async def test_cancel_while_waiting_costs_nothing(open_limiter: OpenLimiter) -> 
     assert (stats[0].cancelled, stats[0].granted, stats[1].granted) == (1, 1, 1)
 
 
+async def test_a_cancelled_head_lets_a_smaller_cost_behind_it_go_at_once(
+    open_limiter: OpenLimiter,
+) -> None:
+    """A cancel takes no time and may leave a next cost that fits now (SPEC
+    P2): the limiter re-plans its timer as the waiter withdraws, so the
+    waiter behind it is served at once, not when the cancelled cost would
+    have been due."""
+    async with open_limiter(Fifo(), 1, 5) as limiter, anyio.create_task_group() as tg:
+        await limiter.acquire()  # 4 units left; 5 are due in a second
+        scope = anyio.CancelScope()
+
+        async def big() -> None:
+            with scope:
+                await limiter.acquire(cost=5)
+
+        tg.start_soon(big)
+        await waiting(limiter, 1)
+        start = now()
+        waited: list[int] = []
+
+        async def small() -> None:
+            await limiter.acquire()
+            waited.append(since(start))
+
+        tg.start_soon(small)
+        await waiting(limiter, 2)
+        scope.cancel()
+    assert waited == [0]
+
+
 async def test_cancel_after_grant_refunds(open_limiter: OpenLimiter, case: tuple[str, str]) -> None:
     """The race: the permit is decided, then the caller is cancelled before it
     runs. On every adapter it hands the permit back, which goes to the next
@@ -959,6 +989,83 @@ async def test_a_policy_that_raises_in_a_callers_call_breaks_the_limiter(
     assert sorted(outcomes) == ["closed: KeyError('bug')"] * 3, outcomes
 
 
+async def test_a_policy_that_raises_as_a_waiter_withdraws_breaks_the_limiter(
+    open_limiter: OpenLimiter,
+) -> None:
+    """A cancel asks the policy for its next choice (the costs differ); if it
+    raises there, the cancelled caller's own cancellation goes on unchanged,
+    and the limiter breaks: the other waiters get LimiterClosed with the
+    cause, as when the timer's tick meets the bug."""
+    policy = _FailsOnce()
+    outcomes: list[str] = []
+    async with open_limiter(policy, 10, 2) as limiter, anyio.create_task_group() as tg:
+        await limiter.acquire(cost=2)  # the bucket is empty
+        scope = anyio.CancelScope()
+
+        async def doomed() -> None:
+            with scope:
+                await limiter.acquire(cost=2)
+            outcomes.append(f"cancelled: {scope.cancelled_caught}")
+
+        async def other() -> None:
+            try:
+                await limiter.acquire()
+            except LimiterClosed as closed:
+                outcomes.append(f"closed: {closed.cause!r}")
+
+        tg.start_soon(doomed)
+        await waiting(limiter, 1)
+        tg.start_soon(other)
+        await waiting(limiter, 2)
+        policy.calls = 1  # the next choose raises
+        policy.armed = True
+        scope.cancel()
+    assert limiter.closed
+    assert sorted(outcomes) == ["cancelled: True", "closed: KeyError('bug')"], outcomes
+
+
+class _Broken:
+    """FIFO until armed; then every ``choose`` raises (a user's policy with a
+    bug that stays)."""
+
+    levels = 1
+    armed = False
+
+    def choose(self, queues: Any, now: int) -> int:
+        if self.armed:
+            raise KeyError("bug")
+        return 0
+
+    def ahead(self, queues: Any, lv: int, now: int) -> int:
+        return int(queues.depths[lv])
+
+
+async def test_a_policy_that_keeps_raising_still_wakes_every_waiter(
+    open_limiter: OpenLimiter,
+) -> None:
+    """Breaking the limiter cancels each waiter in the machine, which asks
+    the policy again when the costs differ: a policy that raises every time
+    still leaves no waiter asleep, and the limiter's timer does not fail."""
+    policy = _Broken()
+    outcomes: list[str] = []
+
+    async def call(limiter: BaseLimiter, cost: int) -> None:
+        try:
+            await limiter.acquire(cost=cost)
+            outcomes.append("granted")
+        except LimiterClosed as closed:
+            outcomes.append(f"closed: {closed.cause!r}")
+
+    async with open_limiter(policy, 10, 2) as limiter, anyio.create_task_group() as tg:
+        await limiter.acquire(cost=2)  # the bucket is empty
+        for i, cost in enumerate((2, 1, 1)):
+            tg.start_soon(call, limiter, cost)
+            await waiting(limiter, i + 1)
+        policy.armed = True  # the timer's tick meets it
+    assert limiter.closed
+    assert outcomes == ["closed: KeyError('bug')"] * 3, outcomes
+
+
 # -- costs, several limits, settle, flows and live limits -----------------------
 
 
@@ -978,6 +1085,37 @@ async def test_a_cost_waits_for_its_units(open_limiter: OpenLimiter) -> None:
         start = now()
         await limiter.acquire(cost={"requests": 1, "tokens": 50})
         assert since(start) == 500 * MILLISECOND, "the tighter limit decides"
+
+
+async def test_a_newcomer_granted_before_another_waiter_proceeds(open_limiter: OpenLimiter) -> None:
+    """A push may grant its newcomer and then a waiter behind it in the same
+    call (under ``Shares`` with costs, the newcomer's grant deals the next
+    slot): the newcomer proceeds at once, and its permit is not left in
+    flight for nobody."""
+    async with (
+        open_limiter(Shares((1, 1, 1)), 1000, 5) as limiter,
+        anyio.create_task_group() as tg,
+    ):
+        await limiter.acquire(2)  # 4 units left
+        order: list[int] = []
+
+        async def call(lv: int, cost: int) -> None:
+            await limiter.acquire(lv, cost=cost)
+            order.append(lv)
+
+        tg.start_soon(call, 0, 5)  # chosen, and short of units
+        await waiting(limiter, 1)
+        tg.start_soon(call, 2, 3)
+        await waiting(limiter, 2)
+        start = now()
+        with anyio.fail_after(1):
+            await limiter.acquire(1)  # granted at once; then the level-2 waiter
+        assert since(start) == 0
+        await until(lambda: order == [2])
+    assert order == [2, 0]
+    stats = limiter.statistics().levels
+    assert [s.granted for s in stats] == [1, 1, 2]
+    assert limiter.machine.in_flight == 0
 
 
 async def test_settle_gives_back_and_charges(open_limiter: OpenLimiter) -> None:
@@ -1106,6 +1244,27 @@ async def test_live_limits_refuse_bad_input(open_limiter: OpenLimiter) -> None:
             await limiter.acquire(flow=["unhashable"])  # type: ignore[arg-type]
         await limiter.acquire(cost=1)  # still working
         assert not limiter.closed
+
+
+async def test_durations_too_long_to_count_in_nanoseconds(open_limiter: OpenLimiter) -> None:
+    """A duration whose nanoseconds a float cannot hold (``1e300`` s,
+    ``10**400`` s) is as long as an infinite one: a timeout or max_wait that
+    never ends, and refused by name where a finite one is needed; never an
+    ``OverflowError``."""
+    async with open_limiter(Fifo(), 10) as limiter:
+        for forever in (1e300, 10**400, math.inf):
+            await limiter.acquire(timeout=forever, max_wait=forever)
+            stall(0.1)
+        with pytest.raises(PermitValueError) as refused:
+            limiter.pause_for(1e300)
+        assert refused.value.argument == "seconds"
+        with pytest.raises(PermitValueError) as refused:
+            limiter.adopt(1, 10**400)
+        assert refused.value.argument == "reset_after"
+        assert limiter.statistics().pauses == 0
+    with pytest.raises(PermitValueError) as refused:
+        asyncio_adapter.Limiter(Fifo(), 10, settle_window=1e300)
+    assert refused.value.argument == "settle_window"
 
 
 async def test_the_body_s_exception_leaves_as_itself(open_limiter: OpenLimiter) -> None:

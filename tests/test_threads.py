@@ -25,6 +25,7 @@ from permits.core import (
     Machine,
     NotRefundable,
     PermitTypeError,
+    Shares,
     State,
     StrictPriority,
 )
@@ -212,3 +213,34 @@ def test_an_interrupt_leaves_no_permit_behind(monkeypatch: pytest.MonkeyPatch) -
                 limiter.acquire()
         assert len(limiter.machine) == 0, "not left queued"
         assert limiter.statistics().levels[0].cancelled == 1
+
+
+def test_a_newcomer_granted_before_another_waiter_proceeds() -> None:
+    """A push may grant its newcomer and then a waiter behind it in the same
+    call (``Shares`` with costs): the newcomer's thread proceeds at once,
+    and no permit is left in flight for nobody."""
+    with open_limiter(Shares((1, 1, 1)), 0.001, 5) as limiter:  # nothing refills
+        limiter.acquire(2)  # 4 units left
+        outcomes: list[str] = []
+
+        def call(lv: int, cost: int, timeout: float | None) -> None:
+            try:
+                limiter.acquire(lv, cost=cost, timeout=timeout)
+                outcomes.append(f"granted {lv}")
+            except AcquireTimeout:
+                outcomes.append(f"timed out {lv}")
+
+        big = threading.Thread(target=call, args=(0, 5, 0.5))  # chosen, short of units
+        big.start()
+        until(lambda: len(limiter.machine) == 1)
+        mid = threading.Thread(target=call, args=(2, 3, None))
+        mid.start()
+        until(lambda: len(limiter.machine) == 2)
+        newcomer = threading.Thread(target=call, args=(1, 1, 5.0))
+        newcomer.start()
+        newcomer.join(2.0)
+        assert not newcomer.is_alive(), "the newcomer was left waiting"
+        for worker in (mid, big):
+            worker.join()
+        assert limiter.machine.in_flight == 0
+    assert sorted(outcomes) == ["granted 1", "granted 2", "timed out 0"], outcomes

@@ -12,7 +12,7 @@ from __future__ import annotations
 import contextvars
 import itertools
 import logging
-import math
+import sys
 from collections.abc import (
     AsyncIterator,
     Awaitable,
@@ -22,7 +22,7 @@ from collections.abc import (
     Mapping,
     Sequence,
 )
-from contextlib import asynccontextmanager, contextmanager
+from contextlib import asynccontextmanager, contextmanager, suppress
 from fractions import Fraction
 from typing import TYPE_CHECKING, Any, NoReturn, Protocol, TypedDict
 
@@ -130,12 +130,14 @@ def current_level() -> int | None:
 
 
 def _nanoseconds(argument: str, seconds: float) -> int | None:
-    """``seconds`` as nanoseconds; ``None`` for an infinite duration."""
+    """``seconds`` as nanoseconds; ``None`` for an infinite duration, or one
+    too long for a float to hold its nanoseconds (past about 1e299 s)."""
     if isinstance(seconds, bool) or not isinstance(seconds, (int, float)):
         raise PermitTypeError(argument, seconds, "a number of seconds")
-    if math.isnan(seconds) or seconds < 0:
+    if seconds != seconds or seconds < 0:  # (math.isnan refuses a huge int)
         raise PermitValueError(argument, seconds, "must be >= 0")
-    return None if math.isinf(seconds) else round(seconds * SECOND)
+    ns = seconds * SECOND
+    return None if ns > sys.float_info.max else round(ns)
 
 
 class Event(Protocol):
@@ -387,7 +389,8 @@ class _Limiting:
         self._closed = LimiterClosed(error)
         waiters, self._waiters = self._waiters, {}
         for id, waiter in waiters.items():
-            self._machine.cancel(id)
+            with suppress(Exception):  # a broken policy, asked its next choice
+                self._machine.cancel(id)
             waiter.error = self._closed
             if waiter.event is not None:
                 waiter.event.set()
@@ -419,9 +422,19 @@ class _Limiting:
             decisions = machine.push(id, level, now, deadline=deadline, cost=cost, flow=flow)
         except Exception as error:
             self._fault(error)
-        decision = decisions.pop() if decisions and decisions[-1].id == id else None
+        decision = None
         if decisions:
-            self._dispatch(decisions)
+            if decisions[-1].id == id:
+                decision = decisions.pop()
+            else:
+                # A grant at once may be followed by others' grants in the
+                # same push (the policy chooses again after it).
+                for i, made in enumerate(decisions):
+                    if made.id == id:
+                        decision = decisions.pop(i)
+                        break
+            if decisions:
+                self._dispatch(decisions)
         if self._recording is not None:
             self._record(now, level, cost, flow, patience)
         return id, level, decision
@@ -519,7 +532,14 @@ class _Limiting:
             return
         if waiter.decision is None:
             self._waiters.pop(id, None)
-            self._machine.cancel(id)
+            try:
+                cancelled = self._machine.cancel(id)  # asks the policy when costs differ
+            except Exception as error:
+                self._break(error)  # a broken policy; the caller's exception goes on
+                return
+            if cancelled:
+                # The next cost may fit now (SPEC P2): re-plan the timer.
+                self._reschedule()
         elif waiter.decision.state is State.GRANTED:
             # Decided, but the caller never proceeded: hand the permit back.
             try:
