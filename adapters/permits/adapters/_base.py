@@ -422,19 +422,15 @@ class _Limiting:
             decisions = machine.push(id, level, now, deadline=deadline, cost=cost, flow=flow)
         except Exception as error:
             self._fault(error)
+        # The newcomer's own decision, if any: the last, or followed by
+        # others' grants in the same push (the policy chooses again after it).
         decision = None
+        for i in range(len(decisions) - 1, -1, -1):
+            if decisions[i].id == id:
+                decision = decisions.pop(i)
+                break
         if decisions:
-            if decisions[-1].id == id:
-                decision = decisions.pop()
-            else:
-                # A grant at once may be followed by others' grants in the
-                # same push (the policy chooses again after it).
-                for i, made in enumerate(decisions):
-                    if made.id == id:
-                        decision = decisions.pop(i)
-                        break
-            if decisions:
-                self._dispatch(decisions)
+            self._dispatch(decisions)
         if self._recording is not None:
             self._record(now, level, cost, flow, patience)
         return id, level, decision
