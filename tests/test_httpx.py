@@ -368,3 +368,52 @@ def test_no_retry_outlasts_the_timeout() -> None:
         with httpx.Client(transport=transport) as client:
             assert client.get(url).status_code == 200
         assert len(script.bodies) == 2
+
+
+def test_the_openai_headers_are_a_bucket_that_refills() -> None:
+    """``x-ratelimit-remaining-*`` is what is left now, and
+    ``x-ratelimit-reset-*`` when the bucket is full again: 5 of 10 left,
+    full in 5 s at 1/s, lets 5 calls go at once (not none until the
+    reset nears, as a quota of 5 until then would), and no sixth."""
+    with (
+        serve_script(
+            Script(
+                (200, {"x-ratelimit-remaining-requests": "5", "x-ratelimit-reset-requests": "5s"})
+            )
+        ) as url,
+        threads.open_limiter(Fifo(), limits={"requests": Limit(1, burst=10)}) as limiter,
+    ):
+        with httpx.Client(transport=PermitsTransport(limiter)) as client:
+            assert client.get(url).status_code == 200
+        assert [limiter.try_acquire() for _ in range(6)] == [True] * 5 + [False]
+
+
+def test_the_openai_headers_keep_the_bucket_from_filling_before_the_reset() -> None:
+    """A limit configured faster than the upstream's: nothing left, full
+    again in 1 s, holds the limiter back until the upstream's bucket has
+    refilled as much as the limiter's own would (0.9 s for a burst of 10
+    at 100/s), not one interval."""
+    headers = {"x-ratelimit-remaining-requests": "0", "x-ratelimit-reset-requests": "1s"}
+    with (
+        serve_script(Script((200, headers))) as url,
+        threads.open_limiter(Fifo(), limits={"requests": Limit(100, burst=10)}) as limiter,
+    ):
+        with httpx.Client(transport=PermitsTransport(limiter)) as client:
+            assert client.get(url).status_code == 200
+        machine = limiter.machine
+        due = machine.next_due()
+        assert due is not None
+        assert machine.now is not None
+        assert due - machine.now >= 850_000_000  # ns: 0.9 s, less the time the call took
+
+
+def test_the_ietf_field_is_a_quota_until_the_reset() -> None:
+    """``RateLimit: r=5;t=5`` is 5 until the reset, spread over it: at 1/s
+    with a burst of 10, none of them at once."""
+    with (
+        serve_script(Script((200, {"RateLimit": '"default";r=5;t=5'}))) as url,
+        threads.open_limiter(Fifo(), limits={"requests": Limit(1, burst=10)}) as limiter,
+    ):
+        with httpx.Client(transport=PermitsTransport(limiter)) as client:
+            assert client.get(url).status_code == 200
+        assert limiter.try_acquire() is False

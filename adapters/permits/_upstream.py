@@ -133,17 +133,22 @@ class Upstream:
             remaining = headers.get(f"x-ratelimit-remaining-{name}")
             reset = headers.get(f"x-ratelimit-reset-{name}")
             if remaining is not None and reset is not None:
-                self._adopt(remaining, reset, name)
+                self._adopt(remaining, reset, name, refills=True)
         field = headers.get("ratelimit")
         if field is not None:
             for remaining, reset in _ratelimit_items(field):
                 if remaining is None or reset is None:
                     self.malformed += 1
                 else:
-                    self._adopt(remaining, reset, names[0])
+                    self._adopt(remaining, reset, names[0], refills=False)
         return pause
 
-    def _adopt(self, remaining: str, reset: str, limit: str) -> None:
+    def _adopt(self, remaining: str, reset: str, limit: str, *, refills: bool) -> None:
+        """``remaining`` units of ``limit`` are left, and it is restored
+        ``reset`` from now. The ``x-ratelimit-*`` pair (OpenAI's, and the
+        like) is a bucket that ``refills``: that much is left now, and it is
+        full again at the reset, refilling meanwhile. The IETF ``RateLimit``
+        field is a quota: that much until the reset."""
         seconds = parse_duration(reset)
         remaining = remaining.strip()
         # ASCII digits only ("²" is a digit to isdigit, not to int), and a
@@ -155,7 +160,13 @@ class Upstream:
         ):
             self.malformed += 1
             return
-        self.limiter.adopt(int(remaining), seconds, limit=limit)
+        if refills:
+            # Left now (the bucket refills from there at its own rate), and
+            # never full before the upstream's is.
+            self.limiter.adopt(int(remaining), 0.0, limit=limit)
+            self.limiter.adopt(self.limiter.limits[limit].burst, seconds, limit=limit)
+        else:
+            self.limiter.adopt(int(remaining), seconds, limit=limit)
 
 
 def retry(paused: float | None, attempt: int, retries: int, timeout: float | None) -> bool:
