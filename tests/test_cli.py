@@ -493,6 +493,27 @@ def test_compare_plot_writes_a_png_and_checks_its_path_first(
     assert "no directory" in err
 
 
+@pytest.mark.parametrize("command", ["simulate", "compare"])
+def test_plot_in_a_format_matplotlib_cannot_write_is_refused_before_the_run(
+    tmp_path: Path, command: str
+) -> None:
+    """``--plot out.xyz`` is one line and status 2 before the run, not a
+    traceback after it; a name without a suffix is drawn as a PNG at that
+    very path (the one checked writable), not at ``name.png``."""
+    pytest.importorskip("matplotlib")
+    target = tmp_path / "out.xyz"
+    done = permits_command(command, "--plot", str(target))
+    assert (done.returncode, done.stdout) == (2, "")
+    assert done.stderr.startswith(f"permits: error: --plot={str(target)!r}: cannot draw")
+    assert done.stderr.count("\n") == 1, done.stderr
+    assert not target.exists()
+    bare = tmp_path / "figure"
+    done = permits_command(command, "--example", "seed", "--plot", str(bare))
+    assert done.returncode in (0, 1), done.stderr
+    assert bare.read_bytes().startswith(b"\x89PNG\r\n\x1a\n")
+    assert not bare.with_suffix(".png").exists()
+
+
 LLM = """
 [[scenario]]
 name = "llm"

@@ -198,10 +198,11 @@ def _parser() -> argparse.ArgumentParser:
 def _check_plot(args: argparse.Namespace) -> None:
     """Refuse, before any run, a ``--plot`` that could not be drawn or written."""
     if args.plot is not None:
-        from ._plot import require_matplotlib
+        from ._plot import image_format, require_matplotlib
 
         check_output("--plot", args.plot)
         require_matplotlib()
+        image_format(args.plot)
 
 
 def _simulate(args: argparse.Namespace) -> int:
