@@ -348,8 +348,9 @@ def test_plot_into_a_missing_directory_is_refused_before_the_run(tmp_path: Path)
         (bytes(range(256)) * 4, "not a scenario file: not UTF-8 text (byte 0x80 at offset 128)"),
         (b"x = " + b"[" * 5000 + b"]" * 5000, "arrays or tables nested too deep to read"),
         (GOOD.replace("size = 1000", "size = 100000000000").encode(), "workload[1].size="),
+        (GOOD.replace("size = 1000", "size = " + "9" * 5000).encode(), "not valid TOML: "),
     ],
-    ids=["binary", "nested", "size"],
+    ids=["binary", "nested", "size", "digits"],
 )
 def test_malformed_files_are_one_line_in_a_real_process(
     tmp_path: Path, data: bytes, says: str

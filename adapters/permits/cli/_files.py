@@ -76,6 +76,8 @@ def _parse_toml(where: str, data: bytes) -> dict[str, Any]:
         return tomllib.loads(text)
     except tomllib.TOMLDecodeError as error:
         raise Usage(f"{where}: not valid TOML: {error}") from None
+    except ValueError as error:  # an integer of more digits than int() reads from text
+        raise Usage(f"{where}: not valid TOML: {str(error).partition(';')[0]}") from None
     except RecursionError:
         raise Usage(
             f"{where}: arrays or tables nested too deep to read (a scenario needs a few levels)"
