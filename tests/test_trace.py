@@ -105,12 +105,28 @@ def test_csv_and_json_lines_read_alike(text: str) -> None:
             '{"at": 0, "level": 0, "cost.tokens": 1}',
             "line 1: cost.tokens: unknown column (expected",
         ),
+        # more digits than int() reads from text (4,300 by default): one line, no ValueError
+        ("at,level\n0," + "9" * 5000, "line 2: level='99999999999999999999...': 5,000 digits"),
+        ("at,level,cost\n0,0," + "9" * 5000, "line 2: cost='99999999999999999999...': 5,000"),
+        ("at,level,cost.a\n0,0," + "9" * 5000, "line 2: cost.a='99999999999999999999...': 5,0"),
     ],
 )
 def test_a_malformed_row_names_its_line(text: str, says: str) -> None:
     with pytest.raises(TraceError) as raised:
         list(read_trace(text.splitlines(keepends=True)))
     assert str(raised.value).startswith(says), str(raised.value)
+
+
+def test_a_time_of_any_number_of_digits_reads_exactly() -> None:
+    """``at`` and ``timeout`` written with more digits than int() reads from
+    text read as exactly as in exponent form (and such an ``at`` is past
+    any run's end, so a replay does not read it)."""
+    huge = "1" + "0" * 5000
+    (call,) = read_trace(["at,level,timeout\n", f"{huge},0,{huge}\n"])
+    assert call.at == call.timeout == 10**5009
+    scenario = Scenario("s", Fifo(1), rate=1, seconds=10, workloads=[Workload("w", 0, Batch(0))])
+    result = replay(scenario, read_trace(["at,level\n", "0,0\n", f"{huge},0\n"]))
+    assert result["w"].offered == 1
 
 
 PER_LIMIT_CSV = """at,level,cost.requests,cost.tokens,flow
@@ -379,6 +395,15 @@ def test_cli_replays_a_trace_and_a_bad_row_is_one_line(tmp_path: Path) -> None:
         assert done.stderr == (
             f"permits: error: {path}: line 402: level='zero': expected a whole number >= 0\n"
         )
+    path.write_text(f"at,level,cost\n0,0,{'9' * 5000}\n")
+    done = subprocess.run(
+        [permits, "simulate", "--trace", str(path)], capture_output=True, text=True, check=False
+    )
+    assert (done.returncode, done.stdout) == (2, "")
+    assert done.stderr == (
+        f"permits: error: {path}: line 2: cost='99999999999999999999...': "
+        "5,000 digits, too many for a whole number\n"
+    )
 
 
 _arrivals = st.one_of(
