@@ -543,6 +543,34 @@ def test_a_trace_names_its_levels_and_says_which_requirements_it_can_judge() -> 
         replay(two, [Call(0, 1)])
 
 
+def test_cli_says_which_requirements_a_trace_can_judge_in_one_line(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """simulate refuses such a requirement as compare does: one line, status
+    2 (it was a traceback from simulate)."""
+    from permits.cli import main
+
+    scenario = tmp_path / "s.toml"
+    scenario.write_text(
+        '[[scenario]]\nname = "s"\npolicy = "strict"\nrate = 1\nseconds = 10\n'
+        'require = ["b p99 <= 1 s"]\n'
+        + "".join(
+            f'[[scenario.workload]]\nname = "{name}"\nlevel = 0\narrivals = "batch"\nsize = 1\n'
+            for name in "ab"
+        )
+    )
+    trace = tmp_path / "trace.csv"
+    trace.write_text("at,level\n0,0\n")
+    for command in ("simulate", "compare"):
+        assert main([command, str(scenario), "--trace", str(trace)]) == 2
+        out, err = capsys.readouterr()
+        assert out == ""
+        assert err == (
+            "permits: error: s: requirements[0]='b p99 <= 1 s': a trace's calls count as "
+            "the first workload of their level, and 'b' is not one: require it of 'a' instead\n"
+        )
+
+
 @given(
     st.lists(
         st.tuples(

@@ -212,10 +212,14 @@ def _simulate(args: argparse.Namespace) -> int:
         results = [simulate(scenario, max_arrivals=None) for scenario in loaded]
     else:
         calls = trace(args.trace)
-        try:
-            results = [replay(scenario, calls(scenario.named_limits)) for scenario in loaded]
-        except TraceError as error:
-            _fail(f"{args.trace}: {error}")
+        results = []
+        for scenario in loaded:
+            try:
+                results.append(replay(scenario, calls(scenario.named_limits)))
+            except TraceError as error:
+                _fail(f"{args.trace}: {error}")
+            except PermitError as error:  # a requirement a trace cannot judge
+                _fail(f"{scenario.name}: {error}")
     if args.plot is not None:
         from ._plot import plot
 
