@@ -792,3 +792,13 @@ def test_the_new_examples_run_and_demo_refuses_them(capsys: pytest.CaptureFixtur
         status, out, err = run(capsys, "demo", "--example", name)
         assert (status, out) == (2, "")
         assert "demo plays one limit, callers of one unit and no flows" in err
+
+
+def test_demo_scaled_past_a_nanosecond_is_one_line(capsys: pytest.CaptureFixture[str]) -> None:
+    """``--scale`` so large that a scenario's length rounds to 0 ns is bad
+    input naming the scenario and the option, not a traceback."""
+    status, out, err = run(capsys, "demo", "--scale", "1e12")
+    assert (status, out) == (2, "")
+    assert err.count("\n") == 1, err
+    assert err.startswith(f"permits: error: {SEED[0].name}: seconds=")
+    assert err.endswith(": must be greater than 0 (from --scale=1e+12)\n"), err

@@ -262,7 +262,10 @@ def _demo(args: argparse.Namespace) -> int:
                 f"{original.name}: demo plays one limit, callers of one unit and no flows; "
                 "run this scenario with simulate or compare"
             )
-        scenario = original.scaled(args.scale)
+        try:
+            scenario = original.scaled(args.scale)
+        except PermitError as error:  # a time scaled below a nanosecond
+            _fail(f"{original.name}: {error} (from --scale={float(args.scale):g})")
         if scenario.burst != args.burst:
             scenario = attrs.evolve(scenario, burst=args.burst)
         simulated = simulate(scenario, max_arrivals=None)
