@@ -153,6 +153,10 @@ BAD = [
         "scenario[0].policy.weights=[4, 0]: every weight must be at least 1",
     ),
     (
+        GOOD.replace('policy = "strict"', 'policy = { kind = "shares", every = 1 }'),
+        "scenario[0].policy.every=1: must be at least 2",
+    ),
+    (
         GOOD.replace('policy = "strict"', 'policy = { kind = "aging", afer = 2 }'),
         "scenario[0].policy.afer=2: unknown key (expected one of: after, kind, levels)",
     ),
@@ -467,6 +471,7 @@ def test_compare_json_has_stable_keys_with_units(capsys: pytest.CaptureFixture[s
         ("lottery", "--policy='lottery': unknown policy (expected one of: 'fifo', 'strict'"),
         ("every:x", "--policy='every:x': expected fifo, strict, every:N, shares:W1,W2,..."),
         ("shares:1", "workloads[1].level=1: must be below 1, the policy's levels"),
+        ("every:1", "--policy.every=1: must be at least 2 (from --policy='every:1')"),
     ],
 )
 def test_bad_policy_option_is_one_line(

@@ -185,7 +185,9 @@ def _policy(path: str, value: object) -> Policy:
         if ("weights" in spec) == ("every" in spec):
             raise ScenarioError(path, value, "shares needs exactly one of weights or every")
         if "every" in spec:
-            return _build(path, lambda: Shares.every(spec["every"]))  # type: ignore[no-any-return]
+            return _build(  # type: ignore[no-any-return]
+                path, lambda: Shares.every(spec["every"]), {"n": "every"}
+            )
         return _build(path, lambda: Shares(spec["weights"]))  # type: ignore[no-any-return]
     levels = spec.get("levels", 2)
     if kind == "fifo":
