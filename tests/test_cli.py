@@ -153,6 +153,11 @@ BAD = [
         "scenario[0].policy.weights=[4, 0]: every weight must be at least 1",
     ),
     (
+        GOOD.replace('policy = "strict"\n', "").replace("level = 1", "level = 5000"),
+        "scenario[0].workload[1].level=5000: needs a policy of 5,001 levels, and a policy's "
+        "levels must be at most 1000",
+    ),
+    (
         GOOD.replace('policy = "strict"', 'policy = { kind = "shares", every = 1 }'),
         "scenario[0].policy.every=1: must be at least 2",
     ),
