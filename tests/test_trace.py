@@ -84,6 +84,7 @@ def test_csv_and_json_lines_read_alike(text: str) -> None:
         ("at,level\n0,\n", "line 2: level: missing"),
         ("at,lvl\n0,0\n", "line 1: lvl: unknown column (expected some of: at, level, cost"),
         ("at\n0\n", "line 1: level: missing from the header"),
+        ("at,level,\n0,0,\n", "line 1: column 3: has no name in the header"),
         ('{"at": 0, "level": 0}\n{"at": 1\n', "line 2: row='{\"at\": 1': not a JSON object"),
         ('{"at": 0, "level": 0, "weight": 2}\n', "line 1: weight: unknown column"),
         ('{"at": 0, "level": 0, "flow": [1]}\n', "line 1: flow=[1]: expected a name"),

@@ -243,6 +243,9 @@ def _csv_calls(
     number: int, header: str, source: Iterator[str], limits: Sequence[str] | None
 ) -> Iterator[Call]:
     names = [name.strip() for name in next(csv.reader([header]))]
+    for k, name in enumerate(names):
+        if not name:  # a spreadsheet's trailing comma, say
+            raise TraceError(number, f"column {k + 1}", None, "has no name in the header")
     _unknown(number, names, per_limit=True)
     for key in sorted(_REQUIRED - set(names)):
         raise TraceError(number, key, None, "missing from the header")
