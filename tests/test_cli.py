@@ -167,6 +167,14 @@ BAD = [
     ),
     (GOOD.replace("[[scenario]]", "[[scenarios]]", 1), "scenarios="),
     (GOOD + "\nburst = 0\n", "scenario[0].workload[1].burst=0: unknown key"),
+    (  # not "at least 0": 0 is refused too
+        GOOD.replace("seconds = 10", "seconds = -5"),
+        "scenario[0].seconds=-5: must be greater than 0",
+    ),
+    (
+        GOOD.replace("rate = 20", "rate = 20\ntimeout = -1"),
+        "scenario[0].workload[0].timeout=-1: must be greater than 0 (or None)",
+    ),
     (
         GOOD.replace("seconds = 10", "seconds = 10\nburst = 0"),
         "scenario[0].burst=0: must be at least 1",
