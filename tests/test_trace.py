@@ -511,6 +511,37 @@ def test_cli_refuses_a_binary_or_missing_trace_in_one_line(
     assert err.startswith(f"permits: error: --trace={str(tmp_path / 'none.csv')!r}: cannot read")
 
 
+@pytest.mark.skipif(not Path("/dev/stdin").exists(), reason="needs /dev/stdin")
+def test_cli_refuses_to_read_a_piped_trace_twice(tmp_path: Path) -> None:
+    """A pipe (``--trace /dev/stdin``, ``<(zcat calls.csv.gz)``) reads once:
+    the runs after the first saw no calls at all and were reported as if
+    nobody had come. Read once, it replays; asked for again, one line."""
+    import subprocess
+    import sys
+
+    permits = str(Path(sys.executable).parent / "permits")
+    scenario = tmp_path / "s.toml"
+    scenario.write_text(
+        '[[scenario]]\nname = "s"\npolicy = "strict"\nrate = 1\nseconds = 10\n'
+        '[[scenario.workload]]\nname = "w"\nlevel = 0\narrivals = "batch"\nsize = 0\n'
+    )
+    trace = "at,level\n0,0\n0,0\n0,0\n"
+
+    def piped(*argv: str) -> subprocess.CompletedProcess[str]:
+        command = [permits, *argv, str(scenario), "--trace", "/dev/stdin", "--json"]
+        return subprocess.run(command, input=trace, capture_output=True, text=True, check=False)
+
+    done = piped("simulate")
+    assert (done.returncode, done.stderr) == (0, "")
+    assert json.loads(done.stdout)["scenarios"][0]["workloads"][0]["granted"] == 3
+    done = piped("compare", "--policy", "fifo", "--policy", "strict")
+    assert (done.returncode, done.stdout) == (2, "")
+    assert done.stderr == (
+        "permits: error: --trace='/dev/stdin': not a regular file, so it reads only once, "
+        "and this command reads it once per run: write it to a file first\n"
+    )
+
+
 def test_a_trace_names_its_levels_and_says_which_requirements_it_can_judge() -> None:
     """A level without a workload of its own gets a name no workload has; a
     requirement of a level's second workload is refused in words (a trace's
