@@ -820,3 +820,22 @@ def test_demo_scaled_past_a_nanosecond_is_one_line(capsys: pytest.CaptureFixture
     assert err.count("\n") == 1, err
     assert err.startswith(f"permits: error: {SEED[0].name}: seconds=")
     assert err.endswith(": must be greater than 0 (from --scale=1e+12)\n"), err
+
+
+def test_compare_plot_of_no_callers_and_no_drawn_requirement_warns_nothing(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """A legend only where something is labelled: matplotlib's "No artists
+    with labels found" warning went to stderr for an urgent workload with
+    no callers, and for requirements none of which the trade-off draws."""
+    pytest.importorskip("matplotlib")
+    path = tmp_path / "s.toml"
+    path.write_text(
+        '[[scenario]]\nname = "s"\nrate = 1\nseconds = 10\nrequire = ["w cleared by 5 s"]\n'
+        '[[scenario.workload]]\nname = "w"\nlevel = 0\narrivals = "batch"\nsize = 0\n'
+        '[[scenario.workload]]\nname = "v"\nlevel = 1\narrivals = "batch"\nsize = 1\n'
+    )
+    target = tmp_path / "c.png"
+    status, _, err = run(capsys, "compare", str(path), "--plot", str(target))
+    assert (status in (0, 1), err) == (True, "")
+    assert target.read_bytes().startswith(b"\x89PNG\r\n\x1a\n")

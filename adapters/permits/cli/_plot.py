@@ -174,9 +174,10 @@ def plot_comparisons(comparisons: Sequence[Comparison], path: Path) -> None:
         tradeoff.set_xlabel(f"{lower}'s share of the units")
         tradeoff.set_ylabel(f"{urgent}'s p99 wait (s, log; ^ = never granted)")
         tradeoff.grid(alpha=0.3, which="both")
-        if comparison.scenario.requirements:
+        if tradeoff.get_legend_handles_labels()[1]:  # a requirement drawn
             tradeoff.legend(fontsize=8, loc="lower right")
         _wait_axes(urgent_waits, seconds, f"{urgent}: wait before the permit")
         _wait_axes(lower_waits, seconds, f"{lower}: wait before the permit")
-        urgent_waits.legend(fontsize=6, loc="upper left", ncols=2)
+        if urgent_waits.get_legend_handles_labels()[1]:  # it had callers
+            urgent_waits.legend(fontsize=6, loc="upper left", ncols=2)
     figure.savefig(path, dpi=100, format=image_format(path))
