@@ -110,6 +110,10 @@ def test_csv_and_json_lines_read_alike(text: str) -> None:
         ("at,level\n0," + "9" * 5000, "line 2: level='99999999999999999999...': 5,000 digits"),
         ("at,level,cost\n0,0," + "9" * 5000, "line 2: cost='99999999999999999999...': 5,000"),
         ("at,level,cost.a\n0,0," + "9" * 5000, "line 2: cost.a='99999999999999999999...': 5,0"),
+        (
+            '{"at": 0, "level": ' + "9" * 5000 + "}",
+            'line 1: row=\'{"at": 0, "level": ' + "9" * 41 + "': a number too long to read",
+        ),
     ],
 )
 def test_a_malformed_row_names_its_line(text: str, says: str) -> None:

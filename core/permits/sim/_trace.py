@@ -226,8 +226,12 @@ def _json_calls(numbered: Iterator[tuple[int, str]]) -> Iterator[Call]:
             continue
         try:
             row = json.loads(text)
-        except (ValueError, RecursionError):
+        except (json.JSONDecodeError, RecursionError):
             row = None
+        except ValueError:  # an integer of more digits than int() reads from text
+            raise TraceError(
+                number, "row", text.strip()[:60], "a number too long to read"
+            ) from None
         if not isinstance(row, dict):
             raise TraceError(number, "row", text.strip()[:60], "not a JSON object")
         _unknown(number, row, per_limit=False)
