@@ -153,11 +153,28 @@ BAD = [
         "scenario[0].policy.weights=[4, 0]: every weight must be at least 1",
     ),
     (
+        GOOD.replace('policy = "strict"\n', "").replace("level = 1", "level = 5000"),
+        "scenario[0].workload[1].level=5000: needs a policy of 5,001 levels, and a policy's "
+        "levels must be at most 1000",
+    ),
+    (
+        GOOD.replace('policy = "strict"', 'policy = { kind = "shares", every = 1 }'),
+        "scenario[0].policy.every=1: must be at least 2",
+    ),
+    (
         GOOD.replace('policy = "strict"', 'policy = { kind = "aging", afer = 2 }'),
         "scenario[0].policy.afer=2: unknown key (expected one of: after, kind, levels)",
     ),
     (GOOD.replace("[[scenario]]", "[[scenarios]]", 1), "scenarios="),
     (GOOD + "\nburst = 0\n", "scenario[0].workload[1].burst=0: unknown key"),
+    (  # not "at least 0": 0 is refused too
+        GOOD.replace("seconds = 10", "seconds = -5"),
+        "scenario[0].seconds=-5: must be greater than 0",
+    ),
+    (
+        GOOD.replace("rate = 20", "rate = 20\ntimeout = -1"),
+        "scenario[0].workload[0].timeout=-1: must be greater than 0 (or None)",
+    ),
     (
         GOOD.replace("seconds = 10", "seconds = 10\nburst = 0"),
         "scenario[0].burst=0: must be at least 1",
@@ -348,8 +365,9 @@ def test_plot_into_a_missing_directory_is_refused_before_the_run(tmp_path: Path)
         (bytes(range(256)) * 4, "not a scenario file: not UTF-8 text (byte 0x80 at offset 128)"),
         (b"x = " + b"[" * 5000 + b"]" * 5000, "arrays or tables nested too deep to read"),
         (GOOD.replace("size = 1000", "size = 100000000000").encode(), "workload[1].size="),
+        (GOOD.replace("size = 1000", "size = " + "9" * 5000).encode(), "not valid TOML: "),
     ],
-    ids=["binary", "nested", "size"],
+    ids=["binary", "nested", "size", "digits"],
 )
 def test_malformed_files_are_one_line_in_a_real_process(
     tmp_path: Path, data: bytes, says: str
@@ -466,6 +484,7 @@ def test_compare_json_has_stable_keys_with_units(capsys: pytest.CaptureFixture[s
         ("lottery", "--policy='lottery': unknown policy (expected one of: 'fifo', 'strict'"),
         ("every:x", "--policy='every:x': expected fifo, strict, every:N, shares:W1,W2,..."),
         ("shares:1", "workloads[1].level=1: must be below 1, the policy's levels"),
+        ("every:1", "--policy.every=1: must be at least 2 (from --policy='every:1')"),
     ],
 )
 def test_bad_policy_option_is_one_line(
@@ -491,6 +510,27 @@ def test_compare_plot_writes_a_png_and_checks_its_path_first(
     status, out, err = run(capsys, "compare", "--plot", str(tmp_path / "no" / "c.png"))
     assert (status, out) == (2, "")
     assert "no directory" in err
+
+
+@pytest.mark.parametrize("command", ["simulate", "compare"])
+def test_plot_in_a_format_matplotlib_cannot_write_is_refused_before_the_run(
+    tmp_path: Path, command: str
+) -> None:
+    """``--plot out.xyz`` is one line and status 2 before the run, not a
+    traceback after it; a name without a suffix is drawn as a PNG at that
+    very path (the one checked writable), not at ``name.png``."""
+    pytest.importorskip("matplotlib")
+    target = tmp_path / "out.xyz"
+    done = permits_command(command, "--plot", str(target))
+    assert (done.returncode, done.stdout) == (2, "")
+    assert done.stderr.startswith(f"permits: error: --plot={str(target)!r}: cannot draw")
+    assert done.stderr.count("\n") == 1, done.stderr
+    assert not target.exists()
+    bare = tmp_path / "figure"
+    done = permits_command(command, "--example", "seed", "--plot", str(bare))
+    assert done.returncode in (0, 1), done.stderr
+    assert bare.read_bytes().startswith(b"\x89PNG\r\n\x1a\n")
+    assert not bare.with_suffix(".png").exists()
 
 
 LLM = """
@@ -770,3 +810,32 @@ def test_the_new_examples_run_and_demo_refuses_them(capsys: pytest.CaptureFixtur
         status, out, err = run(capsys, "demo", "--example", name)
         assert (status, out) == (2, "")
         assert "demo plays one limit, callers of one unit and no flows" in err
+
+
+def test_demo_scaled_past_a_nanosecond_is_one_line(capsys: pytest.CaptureFixture[str]) -> None:
+    """``--scale`` so large that a scenario's length rounds to 0 ns is bad
+    input naming the scenario and the option, not a traceback."""
+    status, out, err = run(capsys, "demo", "--scale", "1e12")
+    assert (status, out) == (2, "")
+    assert err.count("\n") == 1, err
+    assert err.startswith(f"permits: error: {SEED[0].name}: seconds=")
+    assert err.endswith(": must be greater than 0 (from --scale=1e+12)\n"), err
+
+
+def test_compare_plot_of_no_callers_and_no_drawn_requirement_warns_nothing(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """A legend only where something is labelled: matplotlib's "No artists
+    with labels found" warning went to stderr for an urgent workload with
+    no callers, and for requirements none of which the trade-off draws."""
+    pytest.importorskip("matplotlib")
+    path = tmp_path / "s.toml"
+    path.write_text(
+        '[[scenario]]\nname = "s"\nrate = 1\nseconds = 10\nrequire = ["w cleared by 5 s"]\n'
+        '[[scenario.workload]]\nname = "w"\nlevel = 0\narrivals = "batch"\nsize = 0\n'
+        '[[scenario.workload]]\nname = "v"\nlevel = 1\narrivals = "batch"\nsize = 1\n'
+    )
+    target = tmp_path / "c.png"
+    status, _, err = run(capsys, "compare", str(path), "--plot", str(target))
+    assert (status in (0, 1), err) == (True, "")
+    assert target.read_bytes().startswith(b"\x89PNG\r\n\x1a\n")

@@ -84,6 +84,7 @@ def test_csv_and_json_lines_read_alike(text: str) -> None:
         ("at,level\n0,\n", "line 2: level: missing"),
         ("at,lvl\n0,0\n", "line 1: lvl: unknown column (expected some of: at, level, cost"),
         ("at\n0\n", "line 1: level: missing from the header"),
+        ("at,level,\n0,0,\n", "line 1: column 3: has no name in the header"),
         ('{"at": 0, "level": 0}\n{"at": 1\n', "line 2: row='{\"at\": 1': not a JSON object"),
         ('{"at": 0, "level": 0, "weight": 2}\n', "line 1: weight: unknown column"),
         ('{"at": 0, "level": 0, "flow": [1]}\n', "line 1: flow=[1]: expected a name"),
@@ -105,12 +106,32 @@ def test_csv_and_json_lines_read_alike(text: str) -> None:
             '{"at": 0, "level": 0, "cost.tokens": 1}',
             "line 1: cost.tokens: unknown column (expected",
         ),
+        # more digits than int() reads from text (4,300 by default): one line, no ValueError
+        ("at,level\n0," + "9" * 5000, "line 2: level='99999999999999999999...': 5,000 digits"),
+        ("at,level,cost\n0,0," + "9" * 5000, "line 2: cost='99999999999999999999...': 5,000"),
+        ("at,level,cost.a\n0,0," + "9" * 5000, "line 2: cost.a='99999999999999999999...': 5,0"),
+        (
+            '{"at": 0, "level": ' + "9" * 5000 + "}",
+            'line 1: row=\'{"at": 0, "level": ' + "9" * 41 + "': a number too long to read",
+        ),
     ],
 )
 def test_a_malformed_row_names_its_line(text: str, says: str) -> None:
     with pytest.raises(TraceError) as raised:
         list(read_trace(text.splitlines(keepends=True)))
     assert str(raised.value).startswith(says), str(raised.value)
+
+
+def test_a_time_of_any_number_of_digits_reads_exactly() -> None:
+    """``at`` and ``timeout`` written with more digits than int() reads from
+    text read as exactly as in exponent form (and such an ``at`` is past
+    any run's end, so a replay does not read it)."""
+    huge = "1" + "0" * 5000
+    (call,) = read_trace(["at,level,timeout\n", f"{huge},0,{huge}\n"])
+    assert call.at == call.timeout == 10**5009
+    scenario = Scenario("s", Fifo(1), rate=1, seconds=10, workloads=[Workload("w", 0, Batch(0))])
+    result = replay(scenario, read_trace(["at,level\n", "0,0\n", f"{huge},0\n"]))
+    assert result["w"].offered == 1
 
 
 PER_LIMIT_CSV = """at,level,cost.requests,cost.tokens,flow
@@ -379,6 +400,15 @@ def test_cli_replays_a_trace_and_a_bad_row_is_one_line(tmp_path: Path) -> None:
         assert done.stderr == (
             f"permits: error: {path}: line 402: level='zero': expected a whole number >= 0\n"
         )
+    path.write_text(f"at,level,cost\n0,0,{'9' * 5000}\n")
+    done = subprocess.run(
+        [permits, "simulate", "--trace", str(path)], capture_output=True, text=True, check=False
+    )
+    assert (done.returncode, done.stdout) == (2, "")
+    assert done.stderr == (
+        f"permits: error: {path}: line 2: cost='99999999999999999999...': "
+        "5,000 digits, too many for a whole number\n"
+    )
 
 
 _arrivals = st.one_of(
@@ -485,6 +515,37 @@ def test_cli_refuses_a_binary_or_missing_trace_in_one_line(
     assert err.startswith(f"permits: error: --trace={str(tmp_path / 'none.csv')!r}: cannot read")
 
 
+@pytest.mark.skipif(not Path("/dev/stdin").exists(), reason="needs /dev/stdin")
+def test_cli_refuses_to_read_a_piped_trace_twice(tmp_path: Path) -> None:
+    """A pipe (``--trace /dev/stdin``, ``<(zcat calls.csv.gz)``) reads once:
+    the runs after the first saw no calls at all and were reported as if
+    nobody had come. Read once, it replays; asked for again, one line."""
+    import subprocess
+    import sys
+
+    permits = str(Path(sys.executable).parent / "permits")
+    scenario = tmp_path / "s.toml"
+    scenario.write_text(
+        '[[scenario]]\nname = "s"\npolicy = "strict"\nrate = 1\nseconds = 10\n'
+        '[[scenario.workload]]\nname = "w"\nlevel = 0\narrivals = "batch"\nsize = 0\n'
+    )
+    trace = "at,level\n0,0\n0,0\n0,0\n"
+
+    def piped(*argv: str) -> subprocess.CompletedProcess[str]:
+        command = [permits, *argv, str(scenario), "--trace", "/dev/stdin", "--json"]
+        return subprocess.run(command, input=trace, capture_output=True, text=True, check=False)
+
+    done = piped("simulate")
+    assert (done.returncode, done.stderr) == (0, "")
+    assert json.loads(done.stdout)["scenarios"][0]["workloads"][0]["granted"] == 3
+    done = piped("compare", "--policy", "fifo", "--policy", "strict")
+    assert (done.returncode, done.stdout) == (2, "")
+    assert done.stderr == (
+        "permits: error: --trace='/dev/stdin': not a regular file, so it reads only once, "
+        "and this command reads it once per run: write it to a file first\n"
+    )
+
+
 def test_a_trace_names_its_levels_and_says_which_requirements_it_can_judge() -> None:
     """A level without a workload of its own gets a name no workload has; a
     requirement of a level's second workload is refused in words (a trace's
@@ -516,6 +577,34 @@ def test_a_trace_names_its_levels_and_says_which_requirements_it_can_judge() -> 
     )
     with pytest.raises(PermitValueError, match="require it of 'b' instead"):
         replay(two, [Call(0, 1)])
+
+
+def test_cli_says_which_requirements_a_trace_can_judge_in_one_line(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """simulate refuses such a requirement as compare does: one line, status
+    2 (it was a traceback from simulate)."""
+    from permits.cli import main
+
+    scenario = tmp_path / "s.toml"
+    scenario.write_text(
+        '[[scenario]]\nname = "s"\npolicy = "strict"\nrate = 1\nseconds = 10\n'
+        'require = ["b p99 <= 1 s"]\n'
+        + "".join(
+            f'[[scenario.workload]]\nname = "{name}"\nlevel = 0\narrivals = "batch"\nsize = 1\n'
+            for name in "ab"
+        )
+    )
+    trace = tmp_path / "trace.csv"
+    trace.write_text("at,level\n0,0\n")
+    for command in ("simulate", "compare"):
+        assert main([command, str(scenario), "--trace", str(trace)]) == 2
+        out, err = capsys.readouterr()
+        assert out == ""
+        assert err == (
+            "permits: error: s: requirements[0]='b p99 <= 1 s': a trace's calls count as "
+            "the first workload of their level, and 'b' is not one: require it of 'a' instead\n"
+        )
 
 
 @given(

@@ -198,10 +198,11 @@ def _parser() -> argparse.ArgumentParser:
 def _check_plot(args: argparse.Namespace) -> None:
     """Refuse, before any run, a ``--plot`` that could not be drawn or written."""
     if args.plot is not None:
-        from ._plot import require_matplotlib
+        from ._plot import image_format, require_matplotlib
 
         check_output("--plot", args.plot)
         require_matplotlib()
+        image_format(args.plot)
 
 
 def _simulate(args: argparse.Namespace) -> int:
@@ -211,10 +212,14 @@ def _simulate(args: argparse.Namespace) -> int:
         results = [simulate(scenario, max_arrivals=None) for scenario in loaded]
     else:
         calls = trace(args.trace)
-        try:
-            results = [replay(scenario, calls(scenario.named_limits)) for scenario in loaded]
-        except TraceError as error:
-            _fail(f"{args.trace}: {error}")
+        results = []
+        for scenario in loaded:
+            try:
+                results.append(replay(scenario, calls(scenario.named_limits)))
+            except TraceError as error:
+                _fail(f"{args.trace}: {error}")
+            except PermitError as error:  # a requirement a trace cannot judge
+                _fail(f"{scenario.name}: {error}")
     if args.plot is not None:
         from ._plot import plot
 
@@ -257,7 +262,10 @@ def _demo(args: argparse.Namespace) -> int:
                 f"{original.name}: demo plays one limit, callers of one unit and no flows; "
                 "run this scenario with simulate or compare"
             )
-        scenario = original.scaled(args.scale)
+        try:
+            scenario = original.scaled(args.scale)
+        except PermitError as error:  # a time scaled below a nanosecond
+            _fail(f"{original.name}: {error} (from --scale={float(args.scale):g})")
         if scenario.burst != args.burst:
             scenario = attrs.evolve(scenario, burst=args.burst)
         simulated = simulate(scenario, max_arrivals=None)

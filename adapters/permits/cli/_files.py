@@ -6,6 +6,7 @@ Every failure here is a :class:`Usage`: one line for the user, exit status 2.
 from __future__ import annotations
 
 import os
+import stat
 import sys
 from collections.abc import Callable, Iterable, Iterator
 from importlib import resources
@@ -76,6 +77,8 @@ def _parse_toml(where: str, data: bytes) -> dict[str, Any]:
         return tomllib.loads(text)
     except tomllib.TOMLDecodeError as error:
         raise Usage(f"{where}: not valid TOML: {error}") from None
+    except ValueError as error:  # an integer of more digits than int() reads from text
+        raise Usage(f"{where}: not valid TOML: {str(error).partition(';')[0]}") from None
     except RecursionError:
         raise Usage(
             f"{where}: arrays or tables nested too deep to read (a scenario needs a few levels)"
@@ -106,16 +109,24 @@ def read_scenarios(
 def trace(path: Path) -> Callable[[Iterable[str]], Iterator[Call]]:
     """A function that reads the trace at ``path`` afresh each time it is
     called with a scenario's limits (their names), one call at a time (the
-    file is checked readable now). A malformed row, or a header naming a
+    file is checked readable now; a pipe, only once). A malformed row, or a header naming a
     limit not among them, raises :class:`~permits.sim.TraceError` while it
     runs."""
     try:
-        with path.open("rb"):
-            pass
+        with path.open("rb") as file:
+            regular = stat.S_ISREG(os.fstat(file.fileno()).st_mode)
     except OSError as error:
         raise Usage(f"--trace={str(path)!r}: cannot read: {error.strerror or error}") from None
+    reads = 0
 
     def calls(limits: Iterable[str]) -> Iterator[Call]:
+        nonlocal reads
+        if reads and not regular:  # a pipe: read again, it would seem to hold no calls
+            raise Usage(
+                f"--trace={str(path)!r}: not a regular file, so it reads only once, and this "
+                "command reads it once per run: write it to a file first"
+            )
+        reads += 1
         try:
             with path.open(encoding="utf-8-sig", newline="") as file:
                 yield from read_trace(file, limits=limits)

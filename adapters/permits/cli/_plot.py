@@ -23,11 +23,13 @@ from permits.sim import (
     offered_quantile,
 )
 
+from ._files import Usage
+
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
     from matplotlib.figure import Figure
 
-__all__ = ["plot", "plot_comparisons", "require_matplotlib"]
+__all__ = ["image_format", "plot", "plot_comparisons", "require_matplotlib"]
 
 
 def require_matplotlib() -> None:
@@ -39,6 +41,22 @@ def require_matplotlib() -> None:
         raise SystemExit(
             "permits: error: --plot needs matplotlib: pip install 'permits[plot]'"
         ) from None
+
+
+def image_format(path: Path) -> str:
+    """The format ``path`` is drawn in: its suffix's, PNG without one (at
+    ``path`` itself, not ``path.png``). A suffix matplotlib cannot write is
+    a :class:`Usage` error, to check before the run."""
+    from matplotlib.backend_bases import FigureCanvasBase
+
+    suffix = path.suffix.removeprefix(".").lower()
+    known = FigureCanvasBase.get_supported_filetypes()
+    if suffix and suffix not in known:
+        expected = ", ".join(f".{name}" for name in sorted(known))
+        raise Usage(
+            f"--plot={str(path)!r}: cannot draw a .{suffix} file (expected one of: {expected})"
+        )
+    return suffix or "png"
 
 
 #: Waits shorter than this are drawn at it on the log axes (seconds).
@@ -103,7 +121,7 @@ def plot(results: Sequence[Result], path: Path) -> None:
         _wait_axes(waits, seconds, "wait before the permit")
         if any(w.offered for w in result.workloads):
             waits.legend(fontsize=8, loc="upper left")
-    figure.savefig(path, dpi=100)
+    figure.savefig(path, dpi=100, format=image_format(path))
 
 
 def plot_comparisons(comparisons: Sequence[Comparison], path: Path) -> None:
@@ -156,9 +174,10 @@ def plot_comparisons(comparisons: Sequence[Comparison], path: Path) -> None:
         tradeoff.set_xlabel(f"{lower}'s share of the units")
         tradeoff.set_ylabel(f"{urgent}'s p99 wait (s, log; ^ = never granted)")
         tradeoff.grid(alpha=0.3, which="both")
-        if comparison.scenario.requirements:
+        if tradeoff.get_legend_handles_labels()[1]:  # a requirement drawn
             tradeoff.legend(fontsize=8, loc="lower right")
         _wait_axes(urgent_waits, seconds, f"{urgent}: wait before the permit")
         _wait_axes(lower_waits, seconds, f"{lower}: wait before the permit")
-        urgent_waits.legend(fontsize=6, loc="upper left", ncols=2)
-    figure.savefig(path, dpi=100)
+        if urgent_waits.get_legend_handles_labels()[1]:  # it had callers
+            urgent_waits.legend(fontsize=6, loc="upper left", ncols=2)
+    figure.savefig(path, dpi=100, format=image_format(path))

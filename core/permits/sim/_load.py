@@ -185,7 +185,9 @@ def _policy(path: str, value: object) -> Policy:
         if ("weights" in spec) == ("every" in spec):
             raise ScenarioError(path, value, "shares needs exactly one of weights or every")
         if "every" in spec:
-            return _build(path, lambda: Shares.every(spec["every"]))  # type: ignore[no-any-return]
+            return _build(  # type: ignore[no-any-return]
+                path, lambda: Shares.every(spec["every"]), {"n": "every"}
+            )
         return _build(path, lambda: Shares(spec["weights"]))  # type: ignore[no-any-return]
     levels = spec.get("levels", 2)
     if kind == "fifo":
@@ -372,7 +374,16 @@ def _scenario(path: str, value: object, max_arrivals: int | None) -> Scenario:
     if "policy" in table:
         policy = _policy(f"{path}.policy", table["policy"])
     else:  # FIFO over the levels the workloads use (compare runs its grid)
-        policy = _build(path, lambda: Fifo(1 + max(w.level for w in workloads)))
+        top = max(range(len(workloads)), key=lambda j: workloads[j].level)
+        level = workloads[top].level
+        try:
+            policy = Fifo(1 + level)
+        except PermitValueError as error:  # more levels than a policy has: name the level
+            raise ScenarioError(
+                f"{path}.workload[{top}].level",
+                level,
+                f"needs a policy of {level + 1:,} levels, and a policy's levels {error.reason}",
+            ) from None
     require = table.get("require", [])
     if not isinstance(require, list):
         raise ScenarioError(f"{path}.require", require, "expected a list of requirements")

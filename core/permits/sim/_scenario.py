@@ -91,12 +91,13 @@ def _seconds(instance: object, attribute: attrs.Attribute[Any], value: object) -
 
 
 def _optional_seconds(instance: object, attribute: attrs.Attribute[Any], value: object) -> None:
-    if value is not None and nanoseconds(attribute.name, value) == 0:
+    # (a negative value is refused in these words too: "at least 0" would not do)
+    if value is not None and round(_exact(attribute.name, value) * SECOND) <= 0:
         raise PermitValueError(attribute.name, value, "must be greater than 0 (or None)")
 
 
 def _positive_seconds(instance: object, attribute: attrs.Attribute[Any], value: object) -> None:
-    if nanoseconds(attribute.name, value) == 0:
+    if round(_exact(attribute.name, value) * SECOND) <= 0:
         raise PermitValueError(attribute.name, value, "must be greater than 0")
 
 

@@ -42,6 +42,10 @@ _BILLION = Decimal(1_000_000_000)
 #: Nanoseconds in a unit of each decimal place of a second: ``_PLACE[k]`` for
 #: the ``k``-th digit after the point (``_PLACE[0]``: whole seconds).
 _PLACE: tuple[int, ...] = tuple(10 ** (9 - k) for k in range(10))
+#: The most digits int() reads from text however Python is configured
+#: (``sys.set_int_max_str_digits`` goes no lower than 640): a number of
+#: more is a time read by Decimal, and too many for a level or a cost.
+_DIGITS = 640
 
 
 class TraceError(PermitValueError):
@@ -79,7 +83,7 @@ def _ns(line: int, field: str, value: object, positive: bool = False) -> int:
     text = value if isinstance(value, str) else repr(value)
     whole, _, fraction = text.partition(".")
     digits = whole + fraction
-    if digits.isdigit() and digits.isascii() and len(fraction) <= 9:
+    if digits.isdigit() and digits.isascii() and len(fraction) <= 9 and len(whole) <= _DIGITS:
         # The common case, plain digits (a bool's repr is not): no Decimal.
         ns = int(digits) * _PLACE[len(fraction)]
         if ns or not positive:
@@ -100,6 +104,9 @@ def _int(line: int, field: str, value: object, minimum: int) -> int:
     if isinstance(value, str):
         text = value.strip()
         if text.isdigit() and text.isascii():
+            if len(text) > _DIGITS:
+                reason = f"{len(text):,} digits, too many for a whole number"
+                raise TraceError(line, field, f"{text[:20]}...", reason)
             value = int(text)
     if isinstance(value, bool) or not isinstance(value, int):
         raise TraceError(line, field, value, f"expected a whole number >= {minimum}")
@@ -131,7 +138,10 @@ def _call(
         (
             at_ns,
             int(level)
-            if level.__class__ is str and level.isdigit() and level.isascii()
+            if level.__class__ is str
+            and level.isdigit()
+            and level.isascii()
+            and len(level) <= _DIGITS
             else _int(line, "level", level, 0),
             1
             if cost is None or cost == "" or cost == "1"
@@ -153,7 +163,7 @@ def _costs(line: int, cost: dict[str, object]) -> dict[str, int]:
     for name, n in cost.items():
         if not name:
             raise TraceError(line, "cost", cost, "limit names must be non-empty strings")
-        if isinstance(n, str) and n.isdigit() and n.isascii():  # a CSV cell of digits
+        if isinstance(n, str) and n.isdigit() and n.isascii() and len(n) <= _DIGITS:  # a CSV cell
             units[name] = int(n)
         else:
             units[name] = _int(line, f"{_PER_LIMIT}{name}", n, 0)
@@ -216,8 +226,12 @@ def _json_calls(numbered: Iterator[tuple[int, str]]) -> Iterator[Call]:
             continue
         try:
             row = json.loads(text)
-        except (ValueError, RecursionError):
+        except (json.JSONDecodeError, RecursionError):
             row = None
+        except ValueError:  # an integer of more digits than int() reads from text
+            raise TraceError(
+                number, "row", text.strip()[:60], "a number too long to read"
+            ) from None
         if not isinstance(row, dict):
             raise TraceError(number, "row", text.strip()[:60], "not a JSON object")
         _unknown(number, row, per_limit=False)
@@ -233,6 +247,9 @@ def _csv_calls(
     number: int, header: str, source: Iterator[str], limits: Sequence[str] | None
 ) -> Iterator[Call]:
     names = [name.strip() for name in next(csv.reader([header]))]
+    for k, name in enumerate(names):
+        if not name:  # a spreadsheet's trailing comma, say
+            raise TraceError(number, f"column {k + 1}", None, "has no name in the header")
     _unknown(number, names, per_limit=True)
     for key in sorted(_REQUIRED - set(names)):
         raise TraceError(number, key, None, "missing from the header")
