@@ -126,6 +126,6 @@ def compare(
     for policy in grid:
         run = attrs.evolve(scenario, policy=policy)
         result = simulate(run, max_arrivals=None) if calls is None else replay(run, calls())
-        missed = tuple(r for r in scenario.requirements if not r.met_by(r.measured(result)))
+        missed = tuple(r for r in scenario.requirements if not r.met(result))
         outcomes.append(Outcome(policy, result, missed))
     return Comparison(scenario, tuple(outcomes))

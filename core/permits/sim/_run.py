@@ -19,9 +19,10 @@ from typing import Any
 
 import attrs
 
-from permits.core import Decision, Machine, PermitValueError, State, WaitHistogram
+from permits.core import SECOND, Decision, Machine, PermitValueError, State, WaitHistogram
 from permits.core.checks import check_int
 
+from ._require import Measure
 from ._scenario import Batch, Scenario, Workload, nanoseconds
 
 __all__ = [
@@ -100,6 +101,12 @@ class WorkloadResult:
     #: The median of its granted tenants' p99 waits (nearest rank): how the
     #: typical tenant fares beside the worst.
     tenant_wait_p99_median: int | None = attrs.field(kw_only=True)
+    #: For each bound (ns) of a requirement on its p50 or p99 wait, how many
+    #: of its callers were granted within it, exactly: ``(bound, count)``.
+    within: tuple[tuple[int, int], ...] = attrs.field(default=(), kw_only=True, repr=False)
+    #: For each bound (ns) of a requirement on its tenants' p99 waits, how
+    #: many of its granted tenants have a p99 within it, exactly.
+    tenants_within: tuple[tuple[int, int], ...] = attrs.field(default=(), kw_only=True, repr=False)
 
 
 @attrs.frozen
@@ -129,6 +136,37 @@ class Result:
         raise KeyError(name)
 
 
+class _Within:
+    """A histogram's ``record`` that also counts, exactly, the waits at
+    most each of ``bounds`` (ns): a requirement on a wait quantile is judged
+    on these counts, not on the histogram's approximate values."""
+
+    __slots__ = ("_record", "bounds", "counts")
+
+    def __init__(self, hist: WaitHistogram, bounds: tuple[int, ...]) -> None:
+        self._record = hist.record
+        self.bounds = bounds
+        self.counts = [0] * len(bounds)
+
+    def record(self, wait: int) -> None:
+        self._record(wait)
+        counts = self.counts
+        for i, bound in enumerate(self.bounds):
+            if wait <= bound:
+                counts[i] += 1
+
+
+def _bounds(scenario: Scenario, measures: tuple[Measure, ...]) -> list[tuple[int, ...]]:
+    """Per workload, the bounds (ns, whole: a wait is within ``b`` seconds
+    if it is within ``floor(b)`` ns) of its requirements on ``measures``."""
+    index = {workload.name: w for w, workload in enumerate(scenario.workloads)}
+    bounds: list[set[int]] = [set() for _ in scenario.workloads]
+    for requirement in scenario.requirements:
+        if requirement.measure in measures:
+            bounds[index[requirement.workload]].add(math.floor(requirement.bound * SECOND))
+    return [tuple(sorted(b)) for b in bounds]
+
+
 class Tally:
     """Counts what happens to each workload's callers during a run.
 
@@ -154,6 +192,20 @@ class Tally:
         self.expired = [0] * n
         self.left_at: list[int | None] = [None] * n
         self.hists = [WaitHistogram() for _ in range(n)]
+        self.wait_bounds = _bounds(scenario, (Measure.WAIT_P50, Measure.WAIT_P99))
+        self.tenant_bounds = _bounds(
+            scenario, (Measure.WORST_TENANT_P99, Measure.MEDIAN_TENANT_P99)
+        )
+        #: Per workload, the exact counts within its bounds, if it has any.
+        self.within = [
+            _Within(hist, bounds) if bounds else None
+            for hist, bounds in zip(self.hists, self.wait_bounds, strict=True)
+        ]
+        #: Per workload, what records a granted caller's wait.
+        self.records: list[Callable[[int], None]] = [
+            hist.record if within is None else within.record
+            for hist, within in zip(self.hists, self.within, strict=True)
+        ]
         self.bins = [[0] * BINS for _ in range(n)]
         #: Per workload, its tenants' flows: the index of each in the lists
         #: below (a tenant's callers granted are its histogram's count).
@@ -162,6 +214,7 @@ class Tally:
         self.tenant_offered: list[int] = []
         self.tenant_hists: list[WaitHistogram] = []
         self.tenant_records: list[Callable[[int], None]] = []
+        self.tenant_within: list[_Within | None] = []
 
     def on_arrive(self, w: int) -> None:
         """A caller of workload ``w`` arrived and asks for a permit."""
@@ -175,8 +228,11 @@ class Tally:
         if index == len(self.tenant_flows):
             self.tenant_flows.append(flow)
             self.tenant_offered.append(0)
-            self.tenant_hists.append(WaitHistogram())
-            self.tenant_records.append(self.tenant_hists[-1].record)
+            hist = WaitHistogram()
+            within = _Within(hist, self.tenant_bounds[w]) if self.tenant_bounds[w] else None
+            self.tenant_hists.append(hist)
+            self.tenant_within.append(within)
+            self.tenant_records.append(hist.record if within is None else within.record)
         self.tenant_offered[index] += 1
         return index
 
@@ -199,7 +255,7 @@ class Tally:
         self.charge(w, cost)
         self.waiting[w] -= 1
         self.left_at[w] = at
-        self.hists[w].record(waited)
+        self.records[w](waited)
         self.bins[w][min(BINS - 1, at // (self.duration // BINS + 1))] += 1
         if tenant is not None:
             self.on_tenant_grant(tenant, waited)
@@ -240,7 +296,24 @@ class Tally:
             "tenant_wait_p99_max": p99s[-1][0] if p99s else None,
             "worst_tenant": str(self.tenant_flows[p99s[-1][1]]) if p99s else None,
             "tenant_wait_p99_median": p99s[(len(p99s) - 1) // 2][0] if p99s else None,
+            "tenants_within": tuple(
+                (bound, sum(1 for i in indexes if self._p99_within(i, k)))
+                for k, bound in enumerate(self.tenant_bounds[w])
+            ),
         }
+
+    def _p99_within(self, tenant: int, k: int) -> bool:
+        """Whether ``tenant`` was granted and its p99 (nearest rank, over its
+        granted callers) is within its workload's ``k``-th tenant bound."""
+        granted = self.tenant_hists[tenant].count
+        within = self.tenant_within[tenant]
+        assert within is not None
+        return granted > 0 and within.counts[k] >= max(1, math.ceil(granted * 99 / 100))
+
+    def _within(self, w: int) -> tuple[tuple[int, int], ...]:
+        """Workload ``w``'s ``(bound, waits granted within it)``."""
+        within = self.within[w]
+        return () if within is None else tuple(zip(within.bounds, within.counts, strict=True))
 
     def result(self) -> Result:
         """The run's :class:`Result`; call once the run is over."""
@@ -276,6 +349,7 @@ class Tally:
                     waits=tuple(hist.items()),
                     units_per_limit=tuple(units[w]),
                     shares=shares,
+                    within=self._within(w),
                     **self._tenant_figures(w),
                 )
             )
@@ -420,7 +494,7 @@ def _run(scenario: Scenario, duration: int, source: Iterator[_Arrival]) -> Resul
     # without asking the machine.
     costs: dict[int, int | tuple[int, ...]] = {}
     tenants: dict[int, int | None] = {}
-    record = [hist.record for hist in tally.hists]
+    record = tally.records
     per_bin = duration // BINS + 1  # grants at t fall in bin t // per_bin < BINS
 
     def decide(decisions: list[Decision]) -> None:
