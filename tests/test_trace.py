@@ -734,3 +734,37 @@ def test_a_timeout_that_runs_out_after_its_grant_changes_nothing() -> None:
     assert users.wait_max is not None
     assert 0 < users.wait_max < SECOND
     assert with_timeouts == replay(scenario, [call._replace(timeout=None) for call in calls])
+
+
+def test_cli_bounds_no_workload_a_trace_replaces(tmp_path: Path) -> None:
+    """With ``--trace``, the scenario's own arrivals are never made (the
+    trace's calls replace them), so a workload that would ask for more
+    callers than a run may is not refused; without it, it is."""
+    import subprocess
+    import sys
+
+    permits = str(Path(sys.executable).parent / "permits")
+    scenario = tmp_path / "big.toml"
+    scenario.write_text(
+        '[[scenario]]\nname = "big"\nrate = 100\nseconds = 100\n'
+        'policy = { kind = "strict", levels = 2 }\n'
+        '[[scenario.workload]]\nname = "interactive"\nlevel = 0\n'
+        'arrivals = "poisson"\nrate = 1000000\n'
+        '[[scenario.workload]]\nname = "batch"\nlevel = 1\narrivals = "poisson"\nrate = 10\n'
+    )
+    calls = tmp_path / "calls.csv"
+    calls.write_text("at,level\n0.1,0\n0.2,1\n")
+    for command in ("simulate", "compare"):
+        done = subprocess.run(
+            [permits, command, str(scenario), "--trace", str(calls), "--json"],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        assert (done.returncode, done.stderr) == (0, "")
+        assert "offered" in done.stdout
+    done = subprocess.run(
+        [permits, "simulate", str(scenario)], capture_output=True, text=True, check=False
+    )
+    assert done.returncode == 2
+    assert "over the 10,000,000 a run may ask for" in done.stderr

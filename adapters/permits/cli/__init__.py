@@ -205,9 +205,15 @@ def _check_plot(args: argparse.Namespace) -> None:
         image_format(args.plot)
 
 
+def _bound(args: argparse.Namespace) -> int | None:
+    """The most callers a scenario's own workloads may ask for: none with
+    ``--trace``, whose calls replace them (a trace is read as it streams)."""
+    return None if args.trace is not None else args.max_arrivals
+
+
 def _simulate(args: argparse.Namespace) -> int:
     _check_plot(args)
-    loaded = scenarios(args.file, args.example, args.max_arrivals)
+    loaded = scenarios(args.file, args.example, _bound(args))
     if args.trace is None:
         results = [simulate(scenario, max_arrivals=None) for scenario in loaded]
     else:
@@ -328,7 +334,7 @@ def _compare(args: argparse.Namespace) -> int:
     name = "article" if args.file is None and args.example is None else args.example
     calls = None if args.trace is None else trace(args.trace)
     comparisons = []
-    for scenario in scenarios(args.file, name, args.max_arrivals):
+    for scenario in scenarios(args.file, name, _bound(args)):
         grid = _policies(args.policy, scenario.policy.levels)
         try:
             replayed = None if calls is None else functools.partial(calls, scenario.named_limits)
