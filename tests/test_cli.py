@@ -176,6 +176,10 @@ BAD = [
         "scenario[0].workload[0].timeout=-1: must be greater than 0 (or None)",
     ),
     (
+        GOOD.replace("rate = 20", "rate = 20\nstart = 5\nstop = 2"),
+        "scenario[0].workload[0].stop=2: must be after start (5 s), or no caller would arrive",
+    ),
+    (
         GOOD.replace("seconds = 10", "seconds = 10\nburst = 0"),
         "scenario[0].burst=0: must be at least 1",
     ),

@@ -96,6 +96,14 @@ def _optional_seconds(instance: object, attribute: attrs.Attribute[Any], value: 
         raise PermitValueError(attribute.name, value, "must be greater than 0 (or None)")
 
 
+def _after_start(instance: object, attribute: attrs.Attribute[Any], value: object) -> None:
+    start = instance.start  # type: ignore[attr-defined]
+    if value is not None and nanoseconds("stop", value) <= nanoseconds("start", start):
+        raise PermitValueError(
+            attribute.name, value, f"must be after start ({start!r} s), or no caller would arrive"
+        )
+
+
 def _positive_seconds(instance: object, attribute: attrs.Attribute[Any], value: object) -> None:
     if round(_exact(attribute.name, value) * SECOND) <= 0:
         raise PermitValueError(attribute.name, value, "must be greater than 0")
@@ -159,7 +167,7 @@ class Constant:
 
     rate: Seconds = attrs.field(validator=_rate)
     start: Seconds = attrs.field(default=0, validator=_seconds)
-    stop: Seconds | None = attrs.field(default=None, validator=_optional_seconds)
+    stop: Seconds | None = attrs.field(default=None, validator=[_optional_seconds, _after_start])
 
     def times(self, seed: int) -> _Times:
         """Arrival times in nanoseconds, in order (unbounded without ``stop``)."""
@@ -196,7 +204,7 @@ class Poisson:
 
     rate: Seconds = attrs.field(validator=_rate)
     start: Seconds = attrs.field(default=0, validator=_seconds)
-    stop: Seconds | None = attrs.field(default=None, validator=_optional_seconds)
+    stop: Seconds | None = attrs.field(default=None, validator=[_optional_seconds, _after_start])
 
     def times(self, seed: int) -> _Times:
         """Arrival times in nanoseconds, in order (unbounded without ``stop``)."""
