@@ -417,3 +417,34 @@ def test_the_ietf_field_is_a_quota_until_the_reset() -> None:
         with httpx.Client(transport=PermitsTransport(limiter)) as client:
             assert client.get(url).status_code == 200
         assert limiter.try_acquire() is False
+
+
+def _learned(headers: dict[str, str], limit: Limit, tries: int) -> list[bool]:
+    """Whether each of ``tries`` calls may go at once after one answer
+    carrying ``headers`` (and the call that brought it), under ``limit``."""
+    with (
+        serve_script(Script((200, headers))) as url,
+        threads.open_limiter(Fifo(), limits={"requests": limit}) as limiter,
+    ):
+        with httpx.Client(transport=PermitsTransport(limiter)) as client:
+            assert client.get(url).status_code == 200
+        return [limiter.try_acquire() for _ in range(tries)]
+
+
+def test_the_openai_headers_teach_nothing_when_more_is_left_than_the_bucket_holds() -> None:
+    """50 left of an upstream bucket full in 5 s, under a burst of 10: all
+    9 left here go at once (the upstream's reset is of its own, bigger
+    bucket)."""
+    headers = {"x-ratelimit-remaining-requests": "50", "x-ratelimit-reset-requests": "5s"}
+    assert _learned(headers, Limit(1, burst=10), 10) == [True] * 9 + [False]
+
+
+def test_the_openai_headers_scale_the_reset_by_the_upstreams_size() -> None:
+    """4 left of an upstream bucket of 1,000 full again in 99.6 s (10/s, as
+    here): with its size sent, this bucket of 10 may refill from those 4
+    at once, as the upstream does; without it, the reset is taken as this
+    bucket's, and nothing goes until it nears."""
+    headers = {"x-ratelimit-remaining-requests": "4", "x-ratelimit-reset-requests": "99.6s"}
+    sized = {**headers, "x-ratelimit-limit-requests": "1000"}
+    assert _learned(sized, Limit(10, burst=10), 5) == [True] * 4 + [False]
+    assert _learned(headers, Limit(10, burst=10), 1) == [False]

@@ -133,22 +133,26 @@ class Upstream:
             remaining = headers.get(f"x-ratelimit-remaining-{name}")
             reset = headers.get(f"x-ratelimit-reset-{name}")
             if remaining is not None and reset is not None:
-                self._adopt(remaining, reset, name, refills=True)
+                self._adopt(
+                    remaining, reset, name, refills=headers.get(f"x-ratelimit-limit-{name}", "")
+                )
         field = headers.get("ratelimit")
         if field is not None:
             for remaining, reset in _ratelimit_items(field):
                 if remaining is None or reset is None:
                     self.malformed += 1
                 else:
-                    self._adopt(remaining, reset, names[0], refills=False)
+                    self._adopt(remaining, reset, names[0], refills=None)
         return pause
 
-    def _adopt(self, remaining: str, reset: str, limit: str, *, refills: bool) -> None:
+    def _adopt(self, remaining: str, reset: str, limit: str, *, refills: str | None) -> None:
         """``remaining`` units of ``limit`` are left, and it is restored
-        ``reset`` from now. The ``x-ratelimit-*`` pair (OpenAI's, and the
-        like) is a bucket that ``refills``: that much is left now, and it is
-        full again at the reset, refilling meanwhile. The IETF ``RateLimit``
-        field is a quota: that much until the reset."""
+        ``reset`` from now. The ``x-ratelimit-*`` headers (OpenAI's, and the
+        like) are a bucket that ``refills`` (the text of its
+        ``x-ratelimit-limit-*``: its size, ``""`` if not sent): that much
+        is left now, and it is full again at the reset, refilling meanwhile.
+        The IETF ``RateLimit`` field (``refills=None``) is a quota: that
+        much until the reset."""
         seconds = parse_duration(reset)
         remaining = remaining.strip()
         # ASCII digits only ("²" is a digit to isdigit, not to int), and a
@@ -160,13 +164,21 @@ class Upstream:
         ):
             self.malformed += 1
             return
-        if refills:
-            # Left now (the bucket refills from there at its own rate), and
-            # never full before the upstream's is.
-            self.limiter.adopt(int(remaining), 0.0, limit=limit)
-            self.limiter.adopt(self.limiter.limits[limit].burst, seconds, limit=limit)
-        else:
+        if refills is None:
             self.limiter.adopt(int(remaining), seconds, limit=limit)
+            return
+        left, burst = int(remaining), self.limiter.limits[limit].burst
+        if left >= burst:
+            return  # more is left than this bucket holds: nothing to learn
+        # Left now, refilling from there at this bucket's rate; and no
+        # faster than the upstream's: it holds `burst` units again once a
+        # share of its reset has passed, (burst - left) / (size - left),
+        # all of it when its size is not sent (taken to be this burst).
+        self.limiter.adopt(left, 0.0, limit=limit)
+        size = refills.strip()
+        if size.isascii() and size.isdigit() and int(size) > burst:
+            seconds *= (burst - left) / (int(size) - left)
+        self.limiter.adopt(burst, seconds, limit=limit)
 
 
 def retry(paused: float | None, attempt: int, retries: int, timeout: float | None) -> bool:

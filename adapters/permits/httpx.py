@@ -23,9 +23,10 @@ teaches the limiter what the upstream knows:
 - ``x-ratelimit-remaining-<limit>`` with ``x-ratelimit-reset-<limit>`` (the
   OpenAI style: ``6m0s``, ``1.5s``, ``20ms``) adopt the upstream's view of
   the limit of that name, a bucket that refills: that much left now, full
-  again at the reset; the IETF draft's ``RateLimit`` field (``remaining=``
-  and ``reset=``, or ``r=`` and ``t=`` of each policy it lists) adopts a
-  quota, that much until the reset, for the first limit;
+  again at the reset (``x-ratelimit-limit-<limit>``, if sent, its size);
+  the IETF draft's ``RateLimit`` field (``remaining=`` and ``reset=``, or
+  ``r=`` and ``t=`` of each policy it lists) adopts a quota, that much
+  until the reset, for the first limit;
 - ``settle(response)``, if given, says what the call cost after all (read
   from a header, or from the body, which is then read first); a 429 or 503
   was not served, and keeps the cost asked for, unsettled.
