@@ -348,26 +348,21 @@ def test_no_retry_outlasts_the_timeout() -> None:
     returned, not sent again: the retry's wait for a permit could only time
     out, and the response saying why would be lost. A pause within the
     timeout is retried."""
-    script = Script((429, {"Retry-After": "30"}), (200, {}))
-    with (
-        serve_script(script) as url,
-        threads.open_limiter(Fifo(), 100, 10) as limiter,
-    ):
-        transport = PermitsTransport(limiter, retries=2, timeout=0.5)
-        with httpx.Client(transport=transport) as client:
-            response = client.get(url)
-        assert response.status_code == 429
-        assert response.headers["retry-after"] == "30"
-        assert len(script.bodies) == 1  # sent once
-    script = Script((429, {"Retry-After": "0"}), (200, {}))
-    with (
-        serve_script(script) as url,
-        threads.open_limiter(Fifo(), 100, 10) as limiter,
-    ):
-        transport = PermitsTransport(limiter, retries=2, timeout=0.5)
-        with httpx.Client(transport=transport) as client:
-            assert client.get(url).status_code == 200
-        assert len(script.bodies) == 2
+
+    def sent(retry_after: str) -> tuple[int, str | None, int]:
+        """The status and Retry-After the caller gets, and the sends made."""
+        script = Script((429, {"Retry-After": retry_after}), (200, {}))
+        with (
+            serve_script(script) as url,
+            threads.open_limiter(Fifo(), 100, 10) as limiter,
+        ):
+            transport = PermitsTransport(limiter, retries=2, timeout=0.5)
+            with httpx.Client(transport=transport) as client:
+                response = client.get(url)
+        return response.status_code, response.headers.get("retry-after"), len(script.bodies)
+
+    assert sent("30") == (429, "30", 1)
+    assert sent("0") == (200, None, 2)
 
 
 def test_the_openai_headers_are_a_bucket_that_refills() -> None:
