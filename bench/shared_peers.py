@@ -39,8 +39,9 @@ pools are given ``max_connections=1000`` (redis-py's asyncio default of
 
 A limit that never binds refuses nothing; the table says how many were
 refused all the same (0 expected). Every cell is the median of 3 runs; the
-runs of the limiters alternate, so a busy host slows each alike. A peer
-that is not installed is left out, and the script says so.
+runs of the limiters alternate, each round starting with the next one, so
+a busy host slows each alike. A peer that is not installed is left out,
+and the script says so.
 """
 
 from __future__ import annotations
@@ -268,7 +269,8 @@ def main(older: list[Peer]) -> None:
         results: dict[tuple[str, int, int], list[dict[str, Any]]] = {}
         for i in range(RUNS):
             for processes, callers in SHAPES:
-                for peer in peers:
+                # each round starts with the next limiter, so none always goes first
+                for peer in peers[i % len(peers) :] + peers[: i % len(peers)]:
                     name = f"peers-{peers.index(peer)}-{processes}-{callers}-{i}"
                     got = run(peer, server.url, name, processes, callers)
                     results.setdefault((peer.name, processes, callers), []).append(got)
