@@ -17,6 +17,7 @@ import httpx
 import pytest
 from http_upstream import Script, Upstream_, serve, serve_script
 
+from permits._upstream import retry
 from permits.adapters import LimiterClosed, threads
 from permits.adapters import asyncio as asyncio_adapter
 from permits.core import Fifo, Limit, PermitTypeError, PermitValueError
@@ -70,7 +71,10 @@ def test_headers_are_learned_and_garbage_counted() -> None:
         assert upstream.learn(*response(429, retry_after="-5")) is None
         assert upstream.learn(*response(429, retry_after="1e300")) is None  # not delay-seconds
         assert upstream.learn(*response(429, retry_after="99999999")) == 5.0  # cut to max_pause
-        assert upstream.learn(*response(503, retry_after="Wed, 21 Oct 2015 07:28:00 GMT")) == 0.0
+        # a date past: no pause of its own, and the 5 s one set above still in force
+        past = upstream.learn(*response(503, retry_after="Wed, 21 Oct 2015 07:28:00 GMT"))
+        assert past is not None
+        assert 4.0 < past <= 5.0
         assert upstream.learn(*response(200, retry_after="30")) is None  # only on 429 and 503
         upstream.learn(
             *response(200, x_ratelimit_remaining_tokens="0", x_ratelimit_reset_tokens="6m0s")
@@ -343,6 +347,21 @@ async def test_a_throttled_response_is_not_settled_async() -> None:
             assert limiter.statistics().levels[0].granted == 3
 
 
+def test_a_pause_in_force_counts_for_a_retry() -> None:
+    """A 429 whose own Retry-After is short, while an earlier 429's longer
+    pause is in force, is not retried within a shorter timeout: what the
+    next try would wait is the pause in force."""
+    with threads.open_limiter(Fifo(), 100, 10) as limiter:
+        upstream = Upstream(limiter)
+        first = upstream.learn(429, httpx.Headers({"Retry-After": "30"}))
+        second = upstream.learn(429, httpx.Headers({"Retry-After": "0.1"}))
+        assert first is not None
+        assert second is not None
+        assert 29.0 < second <= first <= 30.0
+        assert not retry(second, 0, 2, timeout=0.5)
+        assert retry(second, 0, 2, timeout=None)
+
+
 def test_no_retry_outlasts_the_timeout() -> None:
     """A 429 whose pause is longer than the transport's ``timeout`` is
     returned, not sent again: the retry's wait for a permit could only time
@@ -443,3 +462,34 @@ def test_the_openai_headers_scale_the_reset_by_the_upstreams_size() -> None:
     sized = {**headers, "x-ratelimit-limit-requests": "1000"}
     assert _learned(sized, Limit(10, burst=10), 5) == [True] * 4 + [False]
     assert _learned(headers, Limit(10, burst=10), 1) == [False]
+
+
+def test_the_openai_headers_never_fill_past_a_smaller_upstream() -> None:
+    """An upstream bucket of 10, empty, full again in 1 s, under a burst of
+    100 at 100/s: at the reset this bucket holds no more than the
+    upstream's 10, so its first unit comes after 0.9 s, not one interval.
+    A size that does not parse is counted, and taken to be the burst."""
+    headers = {
+        "x-ratelimit-remaining-requests": "0",
+        "x-ratelimit-reset-requests": "1s",
+        "x-ratelimit-limit-requests": "10",
+    }
+    with (
+        serve_script(Script((200, headers))) as url,
+        threads.open_limiter(Fifo(), limits={"requests": Limit(100, burst=100)}) as limiter,
+    ):
+        with httpx.Client(transport=PermitsTransport(limiter)) as client:
+            assert client.get(url).status_code == 200
+        due, now = limiter.machine.next_due(), limiter.machine.now
+        assert due is not None
+        assert now is not None
+        assert due - now >= 850_000_000  # ns: 0.9 s, less the time the call took
+    headers["x-ratelimit-limit-requests"] = "ten"
+    with (
+        serve_script(Script((200, headers))) as url,
+        threads.open_limiter(Fifo(), limits={"requests": Limit(100, burst=100)}) as limiter,
+    ):
+        transport = PermitsTransport(limiter)
+        with httpx.Client(transport=transport) as client:
+            assert client.get(url).status_code == 200
+        assert transport.upstream.malformed == 1

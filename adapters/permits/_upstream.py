@@ -107,11 +107,14 @@ class Upstream:
         #: Responses that said the limit was exceeded (429), with or without
         #: a Retry-After.
         self.throttled = 0
+        #: When the longest pause this object set ends (``time.monotonic()``).
+        self._pause_end = 0.0
 
     def learn(self, status: int, headers: Mapping[str, str]) -> float | None:
         """Apply what a response with ``status`` and ``headers`` (any
-        case-insensitive mapping: httpx's, aiohttp's) says; the pause it set
-        (seconds), if any."""
+        case-insensitive mapping: httpx's, aiohttp's) says. If it paused the
+        limiter, the seconds left of the longest pause set through this
+        object (an earlier response's may outlast it); else ``None``."""
         pause = None
         if status == 429:
             self.throttled += 1
@@ -127,7 +130,9 @@ class Upstream:
                     seconds = self.max_pause
                 self.limiter.pause_for(seconds)
                 self.pauses += 1
-                pause = seconds
+                now = time.monotonic()
+                self._pause_end = max(self._pause_end, now + seconds)
+                pause = self._pause_end - now
         names = list(self.limiter.limits)
         for name in names:
             remaining = headers.get(f"x-ratelimit-remaining-{name}")
@@ -150,9 +155,11 @@ class Upstream:
         ``reset`` from now. The ``x-ratelimit-*`` headers (OpenAI's, and the
         like) are a bucket that ``refills`` (the text of its
         ``x-ratelimit-limit-*``: its size, ``""`` if not sent): that much
-        is left now, and it is full again at the reset, refilling meanwhile.
-        The IETF ``RateLimit`` field (``refills=None``) is a quota: that
-        much until the reset."""
+        is left now, and it is full again at the reset, refilling meanwhile;
+        the limit's bucket holds at most that now and is never fuller than
+        the upstream's (so, refilling faster, it may hold nothing until
+        near the reset). The IETF ``RateLimit`` field (``refills=None``) is
+        a quota: that much until the reset."""
         seconds = parse_duration(reset)
         remaining = remaining.strip()
         # ASCII digits only ("²" is a digit to isdigit, not to int), and a
@@ -170,15 +177,21 @@ class Upstream:
         left, burst = int(remaining), self.limiter.limits[limit].burst
         if left >= burst:
             return  # more is left than this bucket holds: nothing to learn
-        # Left now, refilling from there at this bucket's rate; and no
-        # faster than the upstream's: it holds `burst` units again once a
-        # share of its reset has passed, (burst - left) / (size - left),
-        # all of it when its size is not sent (taken to be this burst).
-        self.limiter.adopt(left, 0.0, limit=limit)
         size = refills.strip()
-        if size.isascii() and size.isdigit() and int(size) > burst:
-            seconds *= (burst - left) / (int(size) - left)
-        self.limiter.adopt(burst, seconds, limit=limit)
+        if not size:
+            size = str(burst)  # not sent: taken to be this bucket's size
+        elif not (size.isascii() and size.isdigit()):
+            self.malformed += 1
+            size = str(burst)
+        # At most `left` now, refilling from there at this bucket's rate,
+        # and never fuller than the upstream's: a bigger one holds `burst`
+        # units again once (burst - left) / (size - left) of its reset has
+        # passed; a smaller one holds at most `size` at its reset.
+        self.limiter.adopt(left, 0.0, limit=limit)
+        if int(size) > burst:
+            self.limiter.adopt(burst, seconds * (burst - left) / (int(size) - left), limit=limit)
+        else:
+            self.limiter.adopt(int(size), seconds, limit=limit)
 
 
 def retry(paused: float | None, attempt: int, retries: int, timeout: float | None) -> bool:

@@ -22,8 +22,9 @@ teaches the limiter what the upstream knows:
   ``retries`` times;
 - ``x-ratelimit-remaining-<limit>`` with ``x-ratelimit-reset-<limit>`` (the
   OpenAI style: ``6m0s``, ``1.5s``, ``20ms``) adopt the upstream's view of
-  the limit of that name, a bucket that refills: that much left now, full
-  again at the reset (``x-ratelimit-limit-<limit>``, if sent, its size);
+  the limit of that name, a bucket that refills: at most that much now,
+  full again at the reset (``x-ratelimit-limit-<limit>``, if sent, its
+  size), and the limit's bucket never fuller than it;
   the IETF draft's ``RateLimit`` field (``remaining=`` and ``reset=``, or
   ``r=`` and ``t=`` of each policy it lists) adopts a quota, that much
   until the reset, for the first limit;
