@@ -341,3 +341,27 @@ def test_wait_requirements_are_judged_on_the_exact_waits() -> None:
     (outcome,) = compare(overtaken, [StrictPriority(2)]).outcomes
     assert (outcome.result["lo"].wait_p99 or 0) < 2_995_000_000  # the histogram's value
     assert {r.text: r not in outcome.missed for r in overtaken.requirements} == texts
+
+
+def test_a_workload_no_caller_came_to_meets_its_waits() -> None:
+    """No caller came: none waited past a bound and none is left waiting,
+    so its waits and its clearing are met, as its ``granted`` is; a share
+    it never had is not."""
+    texts = {
+        "quiet p50 <= 1 ms": True,
+        "quiet p99 <= 1 ms": True,
+        "quiet cleared by 1 s": True,
+        "quiet granted >= 100%": True,
+        "quiet share >= 1%": False,
+    }
+    scenario = Scenario(
+        "quiet",
+        Fifo(2),
+        rate=10,
+        seconds=5,
+        workloads=[Workload("busy", 0, Batch(20)), Workload("quiet", 1, Batch(0))],
+        requirements=[Requirement.parse(text) for text in texts],
+    )
+    (outcome,) = compare(scenario, [Fifo(2)]).outcomes
+    assert outcome.result["quiet"].offered == 0
+    assert {r.text: r not in outcome.missed for r in scenario.requirements} == texts

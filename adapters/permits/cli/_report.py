@@ -267,7 +267,7 @@ def _wait(w: WorkloadResult, q: Fraction) -> str:
 def _measured(requirement: Requirement, run: Result) -> str:
     value = requirement.measured(run)
     if value is None:
-        return "never"
+        return "-" if not run[requirement.workload].offered else "never"
     if requirement.unit == "s":
         return duration(float(value))
     if requirement.unit == "count":
