@@ -79,10 +79,11 @@ def serve(limit: Upstream_) -> Iterator[str]:
 class Script:
     """A server that answers each request with the next of ``answers``
     (``(status, headers)``; the last one again once they run out), and
-    keeps the bodies it was sent."""
+    keeps the bodies it was sent; each answer ``delay`` seconds late."""
 
-    def __init__(self, *answers: tuple[int, dict[str, str]]) -> None:
+    def __init__(self, *answers: tuple[int, dict[str, str]], delay: float = 0.0) -> None:
         self.answers = list(answers)
+        self.delay = delay  # seconds before each answer
         self.bodies: list[bytes] = []
         self.lock = threading.Lock()
 
@@ -114,6 +115,7 @@ def serve_script(script: Script) -> Iterator[str]:
 
         def answer(self, body: bytes) -> None:
             status, headers = script.next(body)
+            time.sleep(script.delay)
             content = b'{"ok": true}'
             self.send_response(status)
             for name, value in headers.items():

@@ -493,3 +493,21 @@ def test_the_openai_headers_never_fill_past_a_smaller_upstream() -> None:
         with httpx.Client(transport=transport) as client:
             assert client.get(url).status_code == 200
         assert transport.upstream.malformed == 1
+
+
+def test_a_response_after_the_settle_window_still_reaches_the_caller(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A call slower than the limiter's ``settle_window`` cannot be settled
+    any more: its permit keeps the cost asked for, a warning says why, and
+    the response goes to the caller as any other (it was served)."""
+    script = Script((200, {}), delay=0.3)
+    with (
+        serve_script(script) as url,
+        threads.open_limiter(Fifo(), 100, 10, settle_window=0.05) as limiter,
+    ):
+        transport = PermitsTransport(limiter, settle=lambda response: 0, cost=lambda r: 3)
+        with httpx.Client(transport=transport) as client:
+            assert client.get(url).status_code == 200
+        assert limiter.statistics().levels[0].units_granted == (3,)  # unsettled
+    assert "settle_window" in caplog.text

@@ -12,8 +12,8 @@ from collections.abc import Mapping
 from datetime import timezone
 from email.utils import parsedate_to_datetime
 
-from permits.adapters._base import _Limiting
-from permits.core import PermitValueError
+from permits.adapters._base import Permit, _Limiting
+from permits.core import NotRefundable, PermitValueError
 from permits.core.checks import check_int
 
 __all__ = [
@@ -24,6 +24,7 @@ __all__ = [
     "check_options",
     "parse_duration",
     "retry",
+    "settle_in_time",
 ]
 
 log = logging.getLogger("permits.upstream")
@@ -192,6 +193,20 @@ class Upstream:
             self.limiter.adopt(burst, seconds * (burst - left) / (int(size) - left), limit=limit)
         else:
             self.limiter.adopt(int(size), seconds, limit=limit)
+
+
+def settle_in_time(permit: Permit, actual: Cost) -> None:
+    """Settle ``permit`` at ``actual``, unless its response came after the
+    limiter's ``settle_window``: then it keeps the cost it asked for, with
+    a warning, and the response still goes to the caller (a slow call is
+    not a failed one)."""
+    try:
+        permit.settle(actual)
+    except NotRefundable:
+        log.warning(
+            "a response came after the limiter's settle_window: its permit keeps "
+            "the cost asked for (raise settle_window above the slowest call)"
+        )
 
 
 def retry(paused: float | None, attempt: int, retries: int, timeout: float | None) -> bool:

@@ -30,7 +30,15 @@ from __future__ import annotations
 
 from collections.abc import Callable, Hashable
 
-from permits._upstream import MAX_PAUSE, THROTTLED, Cost, Upstream, check_options, retry
+from permits._upstream import (
+    MAX_PAUSE,
+    THROTTLED,
+    Cost,
+    Upstream,
+    check_options,
+    retry,
+    settle_in_time,
+)
 from permits.adapters import BaseLimiter
 from permits.adapters._requires import requires_extra
 from permits.core import PermitValueError
@@ -49,7 +57,9 @@ class PermitsMiddleware:
     :param flow: the flow (tenant) of a request (default: none).
     :param cost: what a request asks for (1 by default).
     :param settle: what a response and its body say the call cost; the
-        limiter needs a ``settle_window``. Not called for a 429 or 503.
+        limiter needs a ``settle_window``. Not called for a 429 or 503; a
+        response later than ``settle_window`` keeps the cost asked for,
+        with a warning.
     :param retries: how many times a 429/503 with ``Retry-After`` is sent
         again, after the pause, each with a new permit; not when the pause
         outlasts ``timeout``: that response is returned.
@@ -100,6 +110,6 @@ class PermitsMiddleware:
             if self.settle is not None and response.status not in THROTTLED:
                 actual = self.settle(response, await response.read())
                 if actual is not None:
-                    permit.settle(actual)
+                    settle_in_time(permit, actual)
             return response
         raise AssertionError("unreachable")  # pragma: no cover

@@ -50,6 +50,7 @@ from permits._upstream import (
     check_options,
     parse_duration,
     retry,
+    settle_in_time,
 )
 from permits.adapters._base import _Limiting
 from permits.adapters._requires import requires_extra
@@ -129,7 +130,7 @@ class _Options:
         )
         actual = self.settle(read)
         if actual is not None:
-            permit.settle(actual)
+            settle_in_time(permit, actual)
         return httpx.Response(
             response.status_code,
             headers=response.headers,
@@ -173,7 +174,8 @@ class AsyncPermitsTransport(httpx.AsyncBaseTransport):
     :param cost: what a request asks for (1 by default).
     :param settle: what a response says the call cost; the limiter needs a
         ``settle_window``. Not called for a 429 or 503 (not served: the
-        cost asked for stays).
+        cost asked for stays); a response later than ``settle_window``
+        keeps the cost asked for too, with a warning.
     :param retries: how many times a 429/503 with ``Retry-After`` is sent
         again, after the pause, each with a new permit (with retries, a
         streamed request body is read first, to be sent whole each time);
