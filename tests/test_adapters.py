@@ -1326,3 +1326,19 @@ async def test_units_granted_are_the_units_callers_used(open_limiter: OpenLimite
     assert granted == sum(used), (granted, used)
     assert len(used) < len(plan), "some gave up"
     assert sum(level.proceeded for level in stats.levels) == len(used)
+
+
+async def test_pause_left_says_how_long_the_pause_in_force_lasts(
+    open_limiter: OpenLimiter,
+) -> None:
+    """``pause_left()`` is the time until the pauses set end: a shorter one
+    after a longer one shortens nothing, and it runs down with the clock."""
+    async with open_limiter(Fifo(), 10, 1) as limiter:
+        assert limiter.pause_left() == 0.0
+        limiter.pause_for(2.0)
+        limiter.pause_for(0.5)
+        assert limiter.pause_left() == pytest.approx(2.0, abs=1e-6)
+        await anyio.sleep(1.5)
+        assert limiter.pause_left() == pytest.approx(0.5, abs=1e-6)
+        await anyio.sleep(1.0)
+        assert limiter.pause_left() == 0.0

@@ -375,6 +375,8 @@ async def test_one_pause_for_all(redis_server: RedisServer) -> None:
         await b.acquire()  # the bucket has permits to spare
         start = anyio.current_time()
         a.pause_for(0.4)  # a 429 with Retry-After: 0.4
+        assert 0.2 < a.pause_left() <= 0.4  # its own pause (b does not know of it)
+        assert b.pause_left() == 0.0
         await sent(a)
         await b.acquire()
         # the pause ends 0.4 s after Redis stored it, after start (a few ms

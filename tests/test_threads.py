@@ -136,9 +136,12 @@ def test_costs_flows_settle_and_a_pause() -> None:
         with limiter.permit(flow="acme") as held:
             assert held.flow == "acme"
         limiter.pause_for(0.2)
+        limiter.pause_for(0.1)  # shortens nothing
+        assert 0.1 < limiter.pause_left() <= 0.2
         start = time.monotonic()
         limiter.acquire(cost=1)
         assert time.monotonic() - start >= 0.2 - 0.001
+        assert limiter.pause_left() == 0.0
 
 
 def test_bad_input_and_close() -> None:

@@ -108,14 +108,12 @@ class Upstream:
         #: Responses that said the limit was exceeded (429), with or without
         #: a Retry-After.
         self.throttled = 0
-        #: When the longest pause this object set ends (``time.monotonic()``).
-        self._pause_end = 0.0
 
     def learn(self, status: int, headers: Mapping[str, str]) -> float | None:
         """Apply what a response with ``status`` and ``headers`` (any
         case-insensitive mapping: httpx's, aiohttp's) says. If it paused the
-        limiter, the seconds left of the longest pause set through this
-        object (an earlier response's may outlast it); else ``None``."""
+        limiter, the seconds left of the pause in force (:meth:`pause_left`:
+        an earlier one may outlast it); else ``None``."""
         pause = None
         if status == 429:
             self.throttled += 1
@@ -131,9 +129,7 @@ class Upstream:
                     seconds = self.max_pause
                 self.limiter.pause_for(seconds)
                 self.pauses += 1
-                now = time.monotonic()
-                self._pause_end = max(self._pause_end, now + seconds)
-                pause = self._pause_end - now
+                pause = self.limiter.pause_left()
         names = list(self.limiter.limits)
         for name in names:
             remaining = headers.get(f"x-ratelimit-remaining-{name}")
@@ -210,11 +206,12 @@ def settle_in_time(permit: Permit, actual: Cost) -> None:
 
 
 def retry(paused: float | None, attempt: int, retries: int, timeout: float | None) -> bool:
-    """Whether a response that ``paused`` the limiter (seconds; ``None``:
-    it did not) on try ``attempt`` (from 0) is sent again: while tries are
-    left, and only if the pause ends within the ``timeout`` a permit is
-    waited for (else the next try could only time out, and the response
-    that says why would be lost)."""
+    """Whether a response that paused the limiter (``paused``: the seconds
+    left of the pause in force; ``None``: it did not pause it) on try
+    ``attempt`` (from 0) is sent again: while tries are left, and only if
+    the pause ends within the ``timeout`` a permit is waited for (else the
+    next try could only time out, and the response that says why would be
+    lost)."""
     return paused is not None and attempt < retries and (timeout is None or paused <= timeout)
 
 

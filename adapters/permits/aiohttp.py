@@ -62,7 +62,8 @@ class PermitsMiddleware:
         with a warning.
     :param retries: how many times a 429/503 with ``Retry-After`` is sent
         again, after the pause, each with a new permit; not when the pause
-        outlasts ``timeout``: that response is returned.
+        in force (``limiter.pause_left()``) outlasts ``timeout``: that
+        response is returned.
     :param timeout: seconds a request waits for its permit at most.
     :param max_pause: the longest pause a ``Retry-After`` may set.
     """

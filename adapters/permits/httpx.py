@@ -179,7 +179,8 @@ class AsyncPermitsTransport(httpx.AsyncBaseTransport):
     :param retries: how many times a 429/503 with ``Retry-After`` is sent
         again, after the pause, each with a new permit (with retries, a
         streamed request body is read first, to be sent whole each time);
-        not when the pause outlasts ``timeout``: that response is returned.
+        not when the pause in force (``limiter.pause_left()``) outlasts
+        ``timeout``: that response is returned.
     :param timeout: seconds a request waits for its permit at most.
     :param max_pause: the longest pause a ``Retry-After`` may set.
     """

@@ -257,6 +257,8 @@ class _Limiting:
         #: Whether the machine paces its own permits, so that one may be
         #: free at once (a supplied machine's come from outside).
         self._paced = not self._machine.supplied
+        #: When the longest pause set by :meth:`pause_for` ends (the clock's ns).
+        self._pause_end = 0
 
     # -- what an adapter provides -----------------------------------------
 
@@ -596,7 +598,18 @@ class _Limiting:
         length = _nanoseconds("seconds", seconds)
         if length is None:
             raise PermitValueError("seconds", seconds, "must be a finite number of seconds")
-        self._apply(lambda now: self._machine.pause_until(now + length, now))
+
+        def pause(now: int) -> list[Decision]:
+            decisions = self._machine.pause_until(now + length, now)
+            self._pause_end = max(self._pause_end, now + length)
+            return decisions
+
+        self._apply(pause)
+
+    def pause_left(self) -> float:
+        """Seconds until the pauses set by :meth:`pause_for` end (``0.0``
+        when none is in force): how long anything asked now waits at least."""
+        return max(0, self._pause_end - self._clock()) / SECOND
 
     def adopt(self, remaining: int, reset_after: float, *, limit: str | None = None) -> None:
         """The upstream says ``remaining`` units of ``limit`` are left until

@@ -1413,15 +1413,17 @@ class RedisLimiter(_AnyioLimiter):
     def pause_for(self, seconds: float) -> None:
         """Grant nothing for ``seconds``, in any process (a 429 with
         ``Retry-After``); the pause is kept in Redis, and every process's
-        next request reads it."""
+        next request reads it. (:meth:`pause_left` knows this process's
+        pauses, not the others'.)"""
         length = _nanoseconds("seconds", seconds)
         if length is None:
             raise PermitValueError("seconds", seconds, "must be a finite number of seconds")
         request = self.limit.ask_pause(seconds)
+        now = self._now()
         local = self._local
         if local is not None:
-            now = self._now()
             local.pause_until(now + length, now)
+        self._pause_end = max(self._pause_end, now + length)
         self._send(request)
 
     def adopt(self, remaining: int, reset_after: float, *, limit: str | None = None) -> None:
