@@ -187,8 +187,7 @@ class Requirement:
         if self.measure in _QUANTILES:
             within = dict(result.within).get(bound)
             if within is not None:
-                rank = max(1, math.ceil(_QUANTILES[self.measure] * result.offered))
-                return result.offered > 0 and within >= rank
+                return within >= max(1, math.ceil(_QUANTILES[self.measure] * result.offered))
         elif self.measure in (Measure.WORST_TENANT_P99, Measure.MEDIAN_TENANT_P99):
             within = dict(result.tenants_within).get(bound)
             if within is not None:
