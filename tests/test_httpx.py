@@ -8,8 +8,10 @@ loaded machine cannot change.
 
 from __future__ import annotations
 
+import sys
 import time
 from collections.abc import AsyncIterator, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import anyio
@@ -24,6 +26,7 @@ from permits.core import Fifo, Limit, PermitTypeError, PermitValueError
 from permits.httpx import (
     AsyncPermitsTransport,
     PermitsTransport,
+    QuotaPolicy,
     Upstream,
     parse_duration,
 )
@@ -280,6 +283,81 @@ def test_each_item_of_a_ratelimit_field_is_heeded() -> None:
             assert client.get(url).status_code == 200
         assert not limiter.try_acquire(), "the burst policy is out of units for 5 s"
         assert transport.upstream.malformed == 1
+
+
+def test_a_ratelimit_item_holds_back_the_limit_counting_its_unit() -> None:
+    """A ``RateLimit`` item counts in its policy's unit: ``requests`` unless
+    ``RateLimit-Policy`` says otherwise. It goes to the limit of that name,
+    not to the first one (here ``tokens``): 3 until the reset in 1 s, at
+    1 a second, leaves 2 now."""
+    headers = {"RateLimit-Policy": '"minute";q=60;w=60', "RateLimit": '"minute";r=3;t=1'}
+    limits = {"tokens": Limit(1000, burst=1000), "requests": Limit(1, burst=10)}
+    with (
+        serve_script(Script((200, headers))) as url,
+        threads.open_limiter(Fifo(), limits=limits) as limiter,
+    ):
+        transport = PermitsTransport(limiter)
+        with httpx.Client(transport=transport) as client:
+            assert client.get(url).status_code == 200
+        assert [limiter.try_acquire() for _ in range(3)] == [True, True, False]
+        assert transport.upstream.policies == {"minute": QuotaPolicy(60, 60.0, "requests")}
+
+
+def test_a_ratelimit_item_in_a_unit_no_limit_counts_is_ignored() -> None:
+    """A policy counting ``content-bytes`` says nothing about a limit of
+    requests: its item is counted in ``ignored`` and holds nothing back,
+    while one in ``requests`` is read for the only limit, whatever its name
+    (3 until the reset in 1 s, at 1 a second: 2 now)."""
+    headers = {
+        "RateLimit-Policy": '"bytes";q=1000000;qu="content-bytes", calls;q=10;w=1',
+        "RateLimit": '"bytes";r=0;t=50, "calls";r=3;t=1',
+    }
+    with (
+        serve_script(Script((200, headers))) as url,
+        threads.open_limiter(Fifo(), limits={"calls": Limit(1, burst=10)}) as limiter,
+    ):
+        transport = PermitsTransport(limiter)
+        with httpx.Client(transport=transport) as client:
+            assert client.get(url).status_code == 200
+        assert [limiter.try_acquire() for _ in range(3)] == [True, True, False]
+        assert transport.upstream.ignored == 1
+        assert transport.upstream.malformed == 0
+
+
+def test_a_policy_tighter_than_the_limit_is_warned_about_once(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """An upstream that declares 10 a minute, under a limit of 1 a second:
+    one warning, however many responses repeat the policy. A policy that
+    does not parse is counted."""
+    policy = '"minute";q=10;w=60, "broken";q=ten'
+    with (
+        serve_script(Script((200, {"RateLimit-Policy": policy}))) as url,
+        threads.open_limiter(Fifo(), limits={"requests": Limit(1, burst=10)}) as limiter,
+    ):
+        transport = PermitsTransport(limiter)
+        with httpx.Client(transport=transport) as client:
+            for _ in range(3):
+                assert client.get(url).status_code == 200
+    warnings = [r for r in caplog.records if "'minute'" in r.getMessage()]
+    assert len(warnings) == 1, caplog.text
+    assert transport.upstream.malformed == 3
+
+
+def test_the_counters_count_every_response_from_many_threads() -> None:
+    """One transport's counters, bumped by eight threads at once, miss none
+    (a thread switch is forced as often as the interpreter allows)."""
+    with threads.open_limiter(Fifo(), limits={"requests": Limit(1000, burst=10)}) as limiter:
+        upstream = Upstream(limiter)
+        interval = sys.getswitchinterval()
+        sys.setswitchinterval(1e-6)
+        try:
+            with ThreadPoolExecutor(8) as pool:
+                for _ in pool.map(lambda _: upstream.learn(429, {}), range(40_000)):
+                    pass
+        finally:
+            sys.setswitchinterval(interval)
+        assert upstream.throttled == 40_000
 
 
 def _chunks() -> Iterator[bytes]:

@@ -7,10 +7,14 @@ from __future__ import annotations
 import logging
 import math
 import re
+import threading
 import time
 from collections.abc import Mapping
 from datetime import timezone
 from email.utils import parsedate_to_datetime
+from fractions import Fraction
+
+import attrs
 
 from permits.adapters._base import Permit, _Limiting
 from permits.core import NotRefundable, PermitValueError
@@ -18,6 +22,7 @@ from permits.core.checks import check_int
 
 __all__ = [
     "MAX_PAUSE",
+    "QuotaPolicy",
     "THROTTLED",
     "Cost",
     "Upstream",
@@ -74,29 +79,79 @@ def _retry_after(value: str, now: float) -> float | None:
     return max(0.0, date.timestamp() - now)
 
 
-def _ratelimit_items(field: str) -> list[tuple[str | None, str | None]]:
-    """The ``(remaining, reset)`` of each item of an IETF ``RateLimit``
-    field: the draft's list, one item per policy (``"burst";r=0;t=1,
-    "day";r=50;t=3600``), or its earlier dictionary (``limit=100,
-    remaining=20, reset=5``), one item. ``None`` where one is missing."""
-    items: list[tuple[str | None, str | None]] = []
-    dictionary: dict[str, str] = {}
+def _members(field: str) -> list[tuple[str | None, dict[str, str]]]:
+    """The members of a structured-field list (``"day";r=50;t=3600,
+    burst;r=0;t=1``): each its identifier (unquoted; ``None`` for a member
+    of parameters only) and its parameters."""
+    members: list[tuple[str | None, dict[str, str]]] = []
     for member in field.split(","):
-        params = {}
+        name: str | None = None
+        params: dict[str, str] = {}
         for part in member.split(";"):
-            key, _, value = part.partition("=")
-            params[key.strip()] = value.strip()
+            key, equals, value = part.partition("=")
+            if equals:
+                params[key.strip()] = value.strip()
+            elif key.strip():
+                name = key.strip().strip('"')
+        members.append((name, params))
+    return members
+
+
+def _ratelimit_items(field: str) -> list[tuple[str | None, str | None, str | None]]:
+    """The ``(policy, remaining, reset)`` of each item of an IETF
+    ``RateLimit`` field: the draft's list, one item per policy (``"burst";r=0;t=1,
+    "day";r=50;t=3600``), or its earlier dictionary (``limit=100,
+    remaining=20, reset=5``), one item with no policy. ``None`` where one is
+    missing."""
+    items: list[tuple[str | None, str | None, str | None]] = []
+    dictionary: dict[str, str] = {}
+    for name, params in _members(field):
         if "r" in params or "t" in params:
-            items.append((params.get("r"), params.get("t")))
+            items.append((name, params.get("r"), params.get("t")))
         else:
             dictionary.update(params)
     if not items or "remaining" in dictionary or "reset" in dictionary:
-        items.append((dictionary.get("remaining"), dictionary.get("reset")))
+        items.append((None, dictionary.get("remaining"), dictionary.get("reset")))
     return items
 
 
+@attrs.frozen
+class QuotaPolicy:
+    """One policy of an IETF ``RateLimit-Policy`` field: ``quota`` units per
+    ``window`` seconds (``None`` if not said), counted in ``unit``
+    (``"requests"`` unless it says otherwise)."""
+
+    quota: int
+    window: float | None
+    unit: str
+
+
+def _quota_policies(field: str) -> tuple[dict[str, QuotaPolicy], int]:
+    """The policies of a ``RateLimit-Policy`` field by name, and how many of
+    its members did not parse (no name, or a quota that is no whole number)."""
+    policies: dict[str, QuotaPolicy] = {}
+    malformed = 0
+    for name, params in _members(field):
+        quota = params.get("q", "")
+        window = parse_duration(params["w"]) if "w" in params else None
+        if (
+            name is None
+            or not (quota.isascii() and quota.isdigit())
+            or ("w" in params and not window)
+        ):
+            malformed += 1
+            continue
+        unit = params.get("qu", "requests").strip('"')
+        policies[name] = QuotaPolicy(int(quota), window, unit)
+    return policies, malformed
+
+
 class Upstream:
-    """What one response says about the limit, applied to a limiter."""
+    """What one response says about the limit, applied to a limiter.
+
+    Its counters may be read at any time; transports used from several
+    threads at once count each response once (they are kept under a lock).
+    """
 
     def __init__(self, limiter: _Limiting, max_pause: float = MAX_PAUSE) -> None:
         self.limiter = limiter
@@ -108,6 +163,13 @@ class Upstream:
         #: Responses that said the limit was exceeded (429), with or without
         #: a Retry-After.
         self.throttled = 0
+        #: ``RateLimit`` items ignored because their policy counts a unit
+        #: that no limit here counts (``qu="content-bytes"``, say).
+        self.ignored = 0
+        #: The upstream's quota policies by name, as its latest
+        #: ``RateLimit-Policy`` field said.
+        self.policies: dict[str, QuotaPolicy] = {}
+        self._lock = threading.Lock()
 
     def learn(self, status: int, headers: Mapping[str, str]) -> float | None:
         """Apply what a response with ``status`` and ``headers`` (any
@@ -116,11 +178,11 @@ class Upstream:
         an earlier one may outlast it); else ``None``."""
         pause = None
         if status == 429:
-            self.throttled += 1
+            self._count("throttled")
         if status in THROTTLED and "retry-after" in headers:
             seconds = _retry_after(headers["retry-after"], time.time())
             if seconds is None:
-                self.malformed += 1
+                self._count("malformed")
             else:
                 if seconds > self.max_pause:
                     log.warning(
@@ -128,24 +190,67 @@ class Upstream:
                     )
                     seconds = self.max_pause
                 self.limiter.pause_for(seconds)
-                self.pauses += 1
+                self._count("pauses")
                 pause = self.limiter.pause_left()
-        names = list(self.limiter.limits)
-        for name in names:
+        for name in self.limiter.limits:
             remaining = headers.get(f"x-ratelimit-remaining-{name}")
             reset = headers.get(f"x-ratelimit-reset-{name}")
             if remaining is not None and reset is not None:
                 self._adopt(
                     remaining, reset, name, refills=headers.get(f"x-ratelimit-limit-{name}", "")
                 )
+        field = headers.get("ratelimit-policy")
+        if field is not None:
+            self._learn_policies(field)
         field = headers.get("ratelimit")
         if field is not None:
-            for remaining, reset in _ratelimit_items(field):
+            for policy, remaining, reset in _ratelimit_items(field):
+                known = None if policy is None else self.policies.get(policy)
+                limit = self._limit_counting("requests" if known is None else known.unit)
                 if remaining is None or reset is None:
-                    self.malformed += 1
+                    self._count("malformed")
+                elif limit is None:
+                    self._count("ignored")
                 else:
-                    self._adopt(remaining, reset, names[0], refills=None)
+                    self._adopt(remaining, reset, limit, refills=None)
         return pause
+
+    def _count(self, counter: str, n: int = 1) -> None:
+        with self._lock:
+            setattr(self, counter, getattr(self, counter) + n)
+
+    def _limit_counting(self, unit: str) -> str | None:
+        """The limit that counts ``unit``: the one of that name; for
+        ``"requests"`` (the IETF draft's default unit), else the first."""
+        limits = self.limiter.limits
+        if unit in limits:
+            return unit
+        return next(iter(limits)) if unit == "requests" else None
+
+    def _learn_policies(self, field: str) -> None:
+        """Remember the policies of a ``RateLimit-Policy`` field, and warn
+        once about each that allows less than the limit counting its unit."""
+        policies, malformed = _quota_policies(field)
+        self._count("malformed", malformed)
+        for name, policy in policies.items():
+            if self.policies.get(name) == policy:
+                continue
+            self.policies[name] = policy
+            limit = self._limit_counting(policy.unit)
+            if limit is None or not policy.window:
+                continue
+            rate = self.limiter.limits[limit].rate
+            if policy.quota < rate * Fraction(policy.window):
+                log.warning(
+                    "the upstream's policy %r allows %s %s per %s s; limit %r allows more "
+                    "(%s a second) and may meet 429s",
+                    name,
+                    policy.quota,
+                    policy.unit,
+                    policy.window,
+                    limit,
+                    float(rate),
+                )
 
     def _adopt(self, remaining: str, reset: str, limit: str, *, refills: str | None) -> None:
         """``remaining`` units of ``limit`` are left, and it is restored
@@ -166,7 +271,7 @@ class Upstream:
             or seconds is None
             or not math.isfinite(seconds * 1e9)
         ):
-            self.malformed += 1
+            self._count("malformed")
             return
         if refills is None:
             self.limiter.adopt(int(remaining), seconds, limit=limit)
@@ -178,7 +283,7 @@ class Upstream:
         if not size:
             size = str(burst)  # not sent: taken to be this bucket's size
         elif not (size.isascii() and size.isdigit()):
-            self.malformed += 1
+            self._count("malformed")
             size = str(burst)
         # At most `left` now, refilling from there at this bucket's rate,
         # and never fuller than the upstream's: a bigger one holds `burst`

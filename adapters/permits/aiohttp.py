@@ -34,6 +34,7 @@ from permits._upstream import (
     MAX_PAUSE,
     THROTTLED,
     Cost,
+    QuotaPolicy,
     Upstream,
     check_options,
     retry,
@@ -46,7 +47,7 @@ from permits.core import PermitValueError
 with requires_extra(__name__, "aiohttp", "aiohttp"):
     import aiohttp
 
-__all__ = ["MAX_PAUSE", "PermitsMiddleware", "Upstream"]
+__all__ = ["MAX_PAUSE", "PermitsMiddleware", "QuotaPolicy", "Upstream"]
 
 
 class PermitsMiddleware:

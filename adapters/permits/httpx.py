@@ -27,7 +27,11 @@ teaches the limiter what the upstream knows:
   size), and the limit's bucket never fuller than it;
   the IETF draft's ``RateLimit`` field (``remaining=`` and ``reset=``, or
   ``r=`` and ``t=`` of each policy it lists) adopts a quota, that much
-  until the reset, for the first limit;
+  until the reset, for the limit counting the policy's unit: the limit
+  named after it (the policy's ``qu`` in ``RateLimit-Policy``, remembered
+  in ``upstream.policies``), and for ``requests`` (the draft's default)
+  the first limit if none is so named; an item in a unit no limit counts
+  is ignored (counted in ``ignored``);
 - ``settle(response)``, if given, says what the call cost after all (read
   from a header, or from the body, which is then read first); a 429 or 503
   was not served, and keeps the cost asked for, unsettled.
@@ -46,6 +50,7 @@ from permits._upstream import (
     MAX_PAUSE,
     THROTTLED,
     Cost,
+    QuotaPolicy,
     Upstream,
     check_options,
     parse_duration,
@@ -69,6 +74,7 @@ __all__ = [
     "MAX_PAUSE",
     "AsyncPermitsTransport",
     "PermitsTransport",
+    "QuotaPolicy",
     "TransportOptions",
     "Upstream",
     "parse_duration",
