@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -78,16 +78,19 @@ def serve(limit: Upstream_) -> Iterator[str]:
 
 class Script:
     """A server that answers each request with the next of ``answers``
-    (``(status, headers)``; the last one again once they run out), and
+    (``(status, headers)``, a header's value a list to send it on several
+    lines; the last one again once they run out), and
     keeps the bodies it was sent; each answer ``delay`` seconds late."""
 
-    def __init__(self, *answers: tuple[int, dict[str, str]], delay: float = 0.0) -> None:
+    def __init__(
+        self, *answers: tuple[int, Mapping[str, str | list[str]]], delay: float = 0.0
+    ) -> None:
         self.answers = list(answers)
         self.delay = delay  # seconds before each answer
         self.bodies: list[bytes] = []
         self.lock = threading.Lock()
 
-    def next(self, body: bytes) -> tuple[int, dict[str, str]]:
+    def next(self, body: bytes) -> tuple[int, Mapping[str, str | list[str]]]:
         with self.lock:
             self.bodies.append(body)
             return self.answers.pop(0) if len(self.answers) > 1 else self.answers[0]
@@ -119,7 +122,8 @@ def serve_script(script: Script) -> Iterator[str]:
             content = b'{"ok": true}'
             self.send_response(status)
             for name, value in headers.items():
-                self.send_header(name, value)
+                for line in [value] if isinstance(value, str) else value:
+                    self.send_header(name, line)  # a list: the field on several lines
             self.send_header("Content-Length", str(len(content)))
             self.end_headers()
             self.wfile.write(content)

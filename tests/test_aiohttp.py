@@ -119,6 +119,27 @@ def test_a_throttled_response_is_not_settled() -> None:
     assert seen == []
 
 
+def test_a_field_sent_on_several_lines_is_read_whole() -> None:
+    """A ``RateLimit`` list split over two lines: the second line's policy,
+    out of units for 5 s, holds the limiter back (aiohttp's ``get`` would
+    give the first line only)."""
+
+    async def main() -> bool:
+        async with asyncio_adapter.open_limiter(Fifo(), 100, 10) as limiter:
+            permits = PermitsMiddleware(limiter)
+            async with (
+                aiohttp.ClientSession(middlewares=(permits,)) as session,
+                session.get(url) as response,
+            ):
+                assert response.status == 200
+            assert permits.upstream.malformed == 0
+            return limiter.try_acquire()
+
+    lines = ['"hour";r=500;t=1', '"burst";r=0;t=5']
+    with serve_script(Script((200, {"RateLimit": lines}))) as url:
+        assert asyncio.run(main()) is False
+
+
 @pytest.mark.parametrize(
     ("options", "argument"),
     [({"retries": -1}, "retries"), ({"retries": 1.5}, "retries"), ({"max_pause": 0}, "max_pause")],

@@ -344,6 +344,19 @@ def test_a_policy_tighter_than_the_limit_is_warned_about_once(
     assert transport.upstream.malformed == 3
 
 
+def test_a_field_sent_on_several_lines_is_read_whole() -> None:
+    """A ``RateLimit`` list split over two lines: the second line's policy,
+    out of units for 5 s, holds the limiter back."""
+    lines = ['"hour";r=500;t=1', '"burst";r=0;t=5']
+    with (
+        serve_script(Script((200, {"RateLimit": lines}))) as url,
+        threads.open_limiter(Fifo(), 100, 10) as limiter,
+    ):
+        with httpx.Client(transport=PermitsTransport(limiter)) as client:
+            assert client.get(url).status_code == 200
+        assert limiter.try_acquire() is False
+
+
 def test_the_counters_count_every_response_from_many_threads() -> None:
     """One transport's counters, bumped by eight threads at once, miss none
     (a thread switch is forced as often as the interpreter allows)."""

@@ -28,7 +28,7 @@ A header that does not parse is ignored and counted in
 
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Hashable, Iterator, Mapping
 
 from permits._upstream import (
     MAX_PAUSE,
@@ -48,6 +48,24 @@ with requires_extra(__name__, "aiohttp", "aiohttp"):
     import aiohttp
 
 __all__ = ["MAX_PAUSE", "PermitsMiddleware", "QuotaPolicy", "Upstream"]
+
+
+class _Fields(Mapping[str, str]):
+    """aiohttp's headers read as httpx's are: a field sent on several lines
+    is one value, its lines joined by commas (RFC 9110, section 5.3), so
+    that a ``RateLimit`` list split over lines is read whole."""
+
+    def __init__(self, headers: Mapping[str, str]) -> None:
+        self._headers = headers
+
+    def __getitem__(self, name: str) -> str:
+        return ", ".join(self._headers.getall(name))  # type: ignore[attr-defined]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter({name.lower(): None for name in self._headers})
+
+    def __len__(self) -> int:
+        return len(set(self))
 
 
 class PermitsMiddleware:
@@ -102,7 +120,7 @@ class PermitsMiddleware:
             permit = await self.limiter.acquire(level, cost=cost, flow=flow, timeout=self.timeout)
             response = await handler(request)
             try:
-                paused = self.upstream.learn(response.status, response.headers)
+                paused = self.upstream.learn(response.status, _Fields(response.headers))
             except BaseException:
                 response.release()
                 raise
