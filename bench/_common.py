@@ -16,7 +16,9 @@
 - :func:`header` and :func:`footer`: the machine, the versions and the load
   average, printed around a script's tables.
 
-Every script reads ``--quick`` (shorter runs, same tables) through ``QUICK``.
+The scripts that read ``--quick`` (shorter runs, same tables) read it
+through ``QUICK`` or ``sys.argv``; ``--help`` prints a script's options
+(``_options.check_options``).
 """
 
 from __future__ import annotations

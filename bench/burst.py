@@ -13,6 +13,8 @@ from __future__ import annotations
 import asyncio
 import time
 
+from _options import check_options
+
 from permits.adapters.asyncio import open_limiter
 from permits.core import Fifo
 
@@ -41,4 +43,5 @@ async def main() -> None:
 
 
 if __name__ == "__main__":
+    check_options(__doc__)
     asyncio.run(main())

@@ -46,6 +46,7 @@ from pathlib import Path
 from typing import Any
 
 from _callgrind import instructions
+from _options import check_options
 
 from core import machine_loop  # bench/core.py's loop: one push and one tick per grant
 from permits.cli import scenarios
@@ -434,4 +435,5 @@ def main() -> None:
 
 
 if __name__ == "__main__":
+    check_options(__doc__, "--quick", "--large", "--no-valgrind", "--child")
     main()

@@ -38,6 +38,7 @@ import tracemalloc
 from collections.abc import Callable
 
 from _callgrind import instructions as instructions_of
+from _options import check_options
 
 from permits.core import SECOND, Aging, Fifo, Machine, Policy, Shares, StrictPriority
 
@@ -219,6 +220,7 @@ def instructions(waiting: int = 10_000, grants: int = 20_000) -> None:
 
 
 if __name__ == "__main__":
+    check_options(__doc__, "--quick", "--no-valgrind", "--cancels-only", "--count-one")
     if "--count-one" in sys.argv:
         at = sys.argv.index("--count-one")
         which, count = sys.argv[at + 1], int(sys.argv[at + 2])

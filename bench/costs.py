@@ -43,6 +43,7 @@ from pathlib import Path
 from typing import Any
 
 from _callgrind import instructions as instructions_of
+from _options import check_options
 
 from core import heapq_loop  # the same floor as bench/core.py
 
@@ -244,6 +245,9 @@ def main() -> None:
 
 
 if __name__ == "__main__":
+    check_options(
+        __doc__, "--before", "--also", "--bytecodes", "--bytecodes-of", "--no-valgrind", "--one"
+    )
     if "--bytecodes-of" in sys.argv:
         bytecodes(sys.argv[sys.argv.index("--bytecodes-of") + 1])
     elif "--bytecodes" in sys.argv:

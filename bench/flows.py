@@ -35,6 +35,7 @@ import time
 import tracemalloc
 from collections.abc import Callable, Hashable
 
+from _options import check_options
 from costs import compare, extract
 
 WAITING = 10_000
@@ -148,6 +149,7 @@ def weights_loop() -> str:
 
 
 if __name__ == "__main__":
+    check_options(__doc__, "--before", "--no-valgrind", "--weights", "--weights-of", "--one")
     if "--weights-of" in sys.argv:
         print(weights_loop())
     elif "--weights" in sys.argv:

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+from _options import check_options
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "properties"))
 
@@ -150,6 +151,7 @@ def main() -> None:
 
 
 if __name__ == "__main__":
+    check_options(__doc__, "--worker")
     if sys.argv[1:2] == ["--worker"]:
         worker(sys.argv[2:])
     else:

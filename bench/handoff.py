@@ -59,6 +59,7 @@ from _common import (
     skipped,
     version,
 )
+from _options import check_options
 from _reference import FlatLimiter, FlatTrioLimiter, make_flat
 
 from permits.core import Fifo
@@ -447,6 +448,7 @@ def main() -> None:
 
 
 if __name__ == "__main__":
+    check_options(__doc__, "--quick")
     started = header()
     main()
     footer(started)

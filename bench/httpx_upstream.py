@@ -38,6 +38,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import httpx
+from _options import check_options
 
 from permits.adapters import asyncio as asyncio_adapter
 from permits.core import Limit, StrictPriority
@@ -226,6 +227,7 @@ def main() -> None:
 
 
 if __name__ == "__main__":
+    check_options(__doc__, "--quick", "--seconds", "--serve")
     if "--serve" in sys.argv:
         at = sys.argv.index("--serve")
         serve(float(sys.argv[at + 1]), int(sys.argv[at + 2]))

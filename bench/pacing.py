@@ -46,6 +46,7 @@ from _common import (
     ns,
     percentile,
 )
+from _options import check_options
 
 from permits.core import Fifo
 
@@ -193,6 +194,7 @@ def main() -> None:
 
 
 if __name__ == "__main__":
+    check_options(__doc__, "--quick")
     started = header()
     main()
     footer(started)

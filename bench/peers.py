@@ -45,6 +45,7 @@ from _common import (
     skipped,
     version,
 )
+from _options import check_options
 
 PEER_SECONDS = 1.0 if QUICK else 3.0
 FIFO_RATE = 1_000
@@ -218,6 +219,7 @@ def cpu_repeats(repeats: int, seconds: float = PEER_SECONDS / 2) -> None:
 
 
 if __name__ == "__main__":
+    check_options(__doc__, "--quick", "--cpu-repeats")
     started = header()
     if "--cpu-repeats" in sys.argv:
         cpu_repeats(int(sys.argv[sys.argv.index("--cpu-repeats") + 1]))

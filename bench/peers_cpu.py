@@ -42,6 +42,7 @@ from _common import (
     skipped,
     version,
 )
+from _options import check_options
 from _reference import make_bare_pacer, make_flat
 
 
@@ -165,6 +166,7 @@ def main() -> None:
 
 
 if __name__ == "__main__":
+    check_options(__doc__, "--quick", "--no-valgrind", "--count-one")
     if "--count-one" in sys.argv:
         at = sys.argv.index("--count-one")
         name, rate, count = sys.argv[at + 1], int(sys.argv[at + 2]), int(sys.argv[at + 3])

@@ -50,6 +50,8 @@ from functools import partial
 from importlib.metadata import version
 from pathlib import Path
 
+from _options import check_options
+
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "properties"))
 
 import redis.asyncio
@@ -193,6 +195,7 @@ def one_server(kind: str, path: str | None, n: int, binary: str) -> int:
 
 
 if __name__ == "__main__":
+    check_options(__doc__, "--before", "--server", "--hz", "--loop")
     if sys.argv[1:2] == ["--loop"]:
         kind, url, n = sys.argv[2:5]
         asyncio.run(loop(kind, url, int(n)))

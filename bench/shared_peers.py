@@ -63,6 +63,8 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
+from _options import check_options
+
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "properties"))
 
 import redis
@@ -312,6 +314,7 @@ def main(older: list[Peer]) -> None:
 
 
 if __name__ == "__main__":
+    check_options(__doc__, "--quick", "--before", "--worker")
     if sys.argv[1:2] == ["--worker"]:
         worker(sys.argv[2:])
     elif "--before" in sys.argv:

@@ -17,6 +17,8 @@ import platform
 import sys
 import time
 
+from _options import check_options
+
 from permits.core import SECOND, Aging, Fifo, Policy, Shares, StrictPriority
 from permits.sim import SEED, Batch, Constant, Poisson, Scenario, Workload, simulate
 
@@ -85,4 +87,5 @@ def main() -> None:
 
 
 if __name__ == "__main__":
+    check_options(__doc__)
     main()

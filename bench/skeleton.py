@@ -29,6 +29,7 @@ from collections.abc import Callable
 from typing import NamedTuple
 
 from _callgrind import instructions as instructions_of
+from _options import check_options
 
 WAITING = 10_000
 GRANTS = 200_000
@@ -247,6 +248,7 @@ def main() -> None:
 
 
 if __name__ == "__main__":
+    check_options(__doc__, "--no-valgrind", "--count-one")
     if "--count-one" in sys.argv:
         at = sys.argv.index("--count-one")
         which, count = int(sys.argv[at + 1]), int(sys.argv[at + 2])

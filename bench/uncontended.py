@@ -34,6 +34,8 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
+from _options import check_options
+
 ROOT = Path(__file__).resolve().parent.parent
 N = 20_000
 UNLIMITED = 10**9
@@ -227,6 +229,7 @@ def main() -> None:
 
 
 if __name__ == "__main__":
+    check_options(__doc__, "--before", "--no-valgrind", "--one")
     if "--one" in sys.argv:
         at = sys.argv.index("--one")
         print(LOOPS[sys.argv[at + 1]](int(sys.argv[at + 2])))
