@@ -435,6 +435,32 @@ async def test_settle_on_the_shared_key(redis_server: RedisServer) -> None:
 
 
 @pytest.mark.anyio
+async def test_changes_made_just_before_closing_reach_redis(redis_server: RedisServer) -> None:
+    """A pause (a 429 seen on the way out), a settle and new limits given
+    as the last thing in the ``async with`` still reach the shared key:
+    leaving sends what the driver had no time to."""
+    name = fresh()
+    async with open_limiter(
+        Fifo(1), redis_server.url, name=name, rate=1, burst=10, settle_window=5
+    ) as limiter:
+        permit = await limiter.acquire()
+        permit.settle(4)  # 3 more
+        limiter.set_limit(burst=20)  # the units in the bucket carry over
+        limiter.pause_for(30)
+    check = peek(redis_server, name, rate=1, burst=10)
+    client = redis.Redis.from_url(redis_server.url)
+    try:
+        answer = check.take()
+        assert not answer.allowed
+        assert answer.retry_after > 20e6, answer  # paused for 30 s
+        assert answer.remaining == (6,), answer  # 10 - 4
+        assert client.hget(check.live_key, "units") == b"1000000 20"
+    finally:
+        check.close()
+        client.close()
+
+
+@pytest.mark.anyio
 async def test_a_cost_above_a_lowered_burst_fails(redis_server: RedisServer) -> None:
     name = fresh()
     async with open_limiter(Fifo(1), redis_server.url, name=name, rate=0.5, burst=4) as a:

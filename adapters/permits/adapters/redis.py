@@ -1442,6 +1442,17 @@ class RedisLimiter(_AnyioLimiter):
         self._pending.append((change, 0, gives))
         self._wake_driver()
 
+    def _send_pending(self) -> None:
+        """Closed: send the changes the driver had no time to send (a pause,
+        a settle, new limits given just before), in order, in this thread,
+        with the synchronous client; stop at the first Redis does not
+        answer. A give the driver sent is no longer here: never twice."""
+        pending = self._pending
+        while pending:
+            change, given_back, _ = pending.pop(0)
+            self.limit.send(change)
+            self.given_back += given_back
+
     def _wake_driver(self) -> None:
         wake = self._driver_wake
         if wake is not None and self._local is None:
@@ -1635,14 +1646,15 @@ class RedisLimiter(_AnyioLimiter):
             return
         if self._pending:
             change, given_back, gives = self._pending[0]
+            if gives:
+                del self._pending[0]  # sent once: if its answer is lost, perhaps applied
             try:
                 await self._round_trip(change)
             except _UNREACHABLE as error:
-                if gives:
-                    del self._pending[0]  # perhaps applied: never twice
                 await self._outage(error)
                 return
-            del self._pending[0]
+            if not gives:
+                del self._pending[0]
             self.given_back += given_back
             return
         booked = self._booked
@@ -2047,6 +2059,9 @@ async def _opened(limiter: RedisLimiter) -> AsyncIterator[RedisLimiter]:
             yield limiter
     finally:
         with anyio.CancelScope(shield=True):
+            if limiter._pending:
+                with suppress(*_UNREACHABLE):
+                    await anyio.to_thread.run_sync(limiter._send_pending)
             if limiter._published or limiter._in_line:
                 # so that the other processes need not wait for its expiry
                 leave = partial(limiter.limit.leave, demand=limiter._published)
