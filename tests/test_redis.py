@@ -248,6 +248,12 @@ def test_key_is_hash_tagged_and_expires_when_idle(redis_server: RedisServer) -> 
         ({"limits": {}}, "limits"),
         ({"rate": 0}, "rate"),
         ({"rate": 1, "burst": 0}, "burst"),
+        ({"rate": 1, "timeout": None}, "timeout"),  # every reply would wait forever
+        ({"rate": 1, "timeout": 0}, "timeout"),  # every request would time out
+        ({"rate": 1, "timeout": -1}, "timeout"),
+        ({"rate": 1, "timeout": math.nan}, "timeout"),
+        ({"rate": 1, "timeout": math.inf}, "timeout"),
+        ({"rate": 1, "timeout": "1"}, "timeout"),
     ],
 )
 def test_bad_limits(options: dict[str, Any], argument: str) -> None:

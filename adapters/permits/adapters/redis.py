@@ -666,6 +666,8 @@ class RedisLimit:
             raise PermitValueError("name", name, "must be a non-empty str")
         if not isinstance(prefix, str):
             raise PermitTypeError("prefix", prefix, "a str")
+        if not _nanoseconds("timeout", timeout):  # None (infinite) or 0
+            raise PermitValueError("timeout", timeout, "must be finite seconds > 0")
         self.limits = _named_limits(rate, burst, limits)
         self.url = masked(url)
         self.key = f"{prefix}{{{name}}}"
