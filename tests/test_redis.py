@@ -441,6 +441,32 @@ async def test_settle_on_the_shared_key(redis_server: RedisServer) -> None:
 
 
 @pytest.mark.anyio
+async def test_a_settle_above_the_burst_puts_the_shared_bucket_in_debt(
+    redis_server: RedisServer,
+) -> None:
+    """P41: a call that turned out to cost more than a whole burst (an LLM
+    answer longer than expected) is settled as in the core: the difference
+    is charged, the bucket goes into debt and holds up every process's
+    takes until it is paid back. Refusing it would leave the units unpaid."""
+    name = fresh()
+    async with open_limiter(
+        Fifo(1), redis_server.url, name=name, rate=0.1, burst=10, settle_window=5
+    ) as limiter:
+        permit = await limiter.acquire(cost=2)
+        permit.settle(25)  # 23 more: 15 in debt
+        with pytest.raises(NotRefundable):
+            permit.settle(2)  # settled once
+        await sent(limiter)
+    check = peek(redis_server, name, rate=0.1, burst=10)
+    try:
+        answer = check.take()
+        assert not answer.allowed
+        assert answer.remaining == (-15,), answer
+    finally:
+        check.close()
+
+
+@pytest.mark.anyio
 async def test_changes_made_just_before_closing_reach_redis(redis_server: RedisServer) -> None:
     """A pause (a 429 seen on the way out), a settle and new limits given
     as the last thing in the ``async with`` still reach the shared key:

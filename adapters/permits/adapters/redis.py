@@ -736,9 +736,10 @@ class RedisLimit:
         pacing = f"limits={self.limits!r}" if named else f"rate={self.rate!r}, burst={self.burst!r}"
         return f"RedisLimit(url={self.url!r}, key={self.key!r}, {pacing})"
 
-    def units(self, argument: str, cost: object) -> tuple[int, ...]:
+    def units(self, argument: str, cost: object, *, within_burst: bool = True) -> tuple[int, ...]:
         """``cost`` (an ``int`` for every limit, or a mapping of limit names
-        to units) as units per limit, each ``>= 0`` and within its burst."""
+        to units) as units per limit, each ``>= 0`` and, ``within_burst``
+        (a cost asked for; not a settle's actual cost), within its burst."""
         if cost == 1 and type(cost) is int:
             return self._unit
         names = list(self.limits)
@@ -752,7 +753,7 @@ class RedisLimit:
         else:
             units = (check_int(argument, cost, 0),) * len(names)
         for key, n in zip(names, units, strict=True):
-            if n > self.limits[key].burst:
+            if within_burst and n > self.limits[key].burst:
                 raise PermitValueError(
                     argument, cost, f"{n} units exceed the burst of limit {key!r}: never granted"
                 )
@@ -1390,7 +1391,7 @@ class RedisLimiter(_AnyioLimiter):
         """Charge, or give back, the difference on the shared key."""
         if self._closed is not None:
             raise self._closed
-        units = self.limit.units("actual", actual)
+        units = self.limit.units("actual", actual, within_burst=False)  # debt is allowed
         self._forget_settles(self._now())
         entry = self._settleable.pop(id, None)
         if entry is None:
