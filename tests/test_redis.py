@@ -286,6 +286,15 @@ async def test_bad_costs_and_changes() -> None:
         with pytest.raises(PermitValueError) as error:
             limiter.pause_for(math.inf)
         assert error.value.argument == "seconds"
+        # past what the script's microseconds hold: the error it raised
+        # halfway left the shared key unreadable, for every process, for ever
+        with pytest.raises(PermitValueError) as error:
+            limiter.pause_for(1e14)
+        assert error.value.argument == "seconds"
+        assert limiter.pause_left() == 0.0
+        with pytest.raises(PermitValueError) as error:
+            limiter.adopt(0, 1e14, limit="tokens")
+        assert error.value.argument == "reset_after"
         with pytest.raises(NotRefundable):
             limiter._settle(12345, 1)  # never granted
         assert limiter._pending == []  # nothing was sent

@@ -616,6 +616,22 @@ def _virtual_costs(weights: tuple[int, ...]) -> str:
     return " ".join(str(whole // w) for w in weights)
 
 
+#: The longest pause, or time until the upstream's reset, the script takes
+#: (seconds, about 31 years): its times are microseconds of Redis's clock
+#: in Lua numbers, exact below 2**53 (the year 2255), and it writes them as
+#: 64-bit integers; a longer one made it fail halfway, the state hash
+#: half written and unreadable by every process.
+_LONGEST_S = 10**9
+
+
+def _microseconds(argument: str, seconds: float) -> int:
+    """``seconds`` (finite, ``>= 0``, at most :data:`_LONGEST_S`) in whole
+    microseconds, rounded up."""
+    if _nanoseconds(argument, seconds) is None or seconds > _LONGEST_S:
+        raise PermitValueError(argument, seconds, f"must be finite seconds, at most {_LONGEST_S:g}")
+    return math.ceil(seconds * 1e6)
+
+
 def _interval_us(rate: Fraction) -> float:
     return float(Fraction(10**6) / rate)
 
@@ -975,7 +991,7 @@ class RedisLimit:
 
     def ask_pause(self, seconds: float) -> Request:
         """:meth:`pause`'s request."""
-        return self._request("pause", (0,) * len(self.limits), math.ceil(seconds * 1e6))
+        return self._request("pause", (0,) * len(self.limits), _microseconds("seconds", seconds))
 
     def adopt(self, remaining: int, reset_after: float, limit: str | None = None) -> GcraAnswer:
         """The upstream says ``remaining`` units of ``limit`` are left until
@@ -988,7 +1004,7 @@ class RedisLimit:
         index = self._index("limit", limit)
         word = [-1] * len(self.limits)
         word[index] = check_int("remaining", remaining, 0)
-        return self._request("adopt", word, math.ceil(reset_after * 1e6))
+        return self._request("adopt", word, _microseconds("reset_after", reset_after))
 
     def set_limit(
         self,
@@ -1417,7 +1433,7 @@ class RedisLimiter(_AnyioLimiter):
         """Grant nothing for ``seconds``, in any process (a 429 with
         ``Retry-After``); the pause is kept in Redis, and every process's
         next request reads it. (:meth:`pause_left` knows this process's
-        pauses, not the others'.)"""
+        pauses, not the others'.) At most 1e9 s (about 31 years)."""
         length = _nanoseconds("seconds", seconds)
         if length is None:
             raise PermitValueError("seconds", seconds, "must be a finite number of seconds")
@@ -1431,7 +1447,8 @@ class RedisLimiter(_AnyioLimiter):
 
     def adopt(self, remaining: int, reset_after: float, *, limit: str | None = None) -> None:
         """The upstream says ``remaining`` units of ``limit`` are left until
-        ``reset_after`` seconds from now: the shared bucket holds no more."""
+        ``reset_after`` seconds from now (at most 1e9): the shared bucket
+        holds no more."""
         after = _nanoseconds("reset_after", reset_after)
         if after is None:
             raise PermitValueError("reset_after", reset_after, "must be a finite number of seconds")
