@@ -248,6 +248,12 @@ def test_key_is_hash_tagged_and_expires_when_idle(redis_server: RedisServer) -> 
         ({"limits": {}}, "limits"),
         ({"rate": 0}, "rate"),
         ({"rate": 1, "burst": 0}, "burst"),
+        ({"rate": 1, "timeout": None}, "timeout"),  # every reply would wait forever
+        ({"rate": 1, "timeout": 0}, "timeout"),  # every request would time out
+        ({"rate": 1, "timeout": -1}, "timeout"),
+        ({"rate": 1, "timeout": math.nan}, "timeout"),
+        ({"rate": 1, "timeout": math.inf}, "timeout"),
+        ({"rate": 1, "timeout": "1"}, "timeout"),
     ],
 )
 def test_bad_limits(options: dict[str, Any], argument: str) -> None:
@@ -280,6 +286,15 @@ async def test_bad_costs_and_changes() -> None:
         with pytest.raises(PermitValueError) as error:
             limiter.pause_for(math.inf)
         assert error.value.argument == "seconds"
+        # past what the script's microseconds hold: the error it raised
+        # halfway left the shared key unreadable, for every process, for ever
+        with pytest.raises(PermitValueError) as error:
+            limiter.pause_for(1e14)
+        assert error.value.argument == "seconds"
+        assert limiter.pause_left() == 0.0
+        with pytest.raises(PermitValueError) as error:
+            limiter.adopt(0, 1e14, limit="tokens")
+        assert error.value.argument == "reset_after"
         with pytest.raises(NotRefundable):
             limiter._settle(12345, 1)  # never granted
         assert limiter._pending == []  # nothing was sent
@@ -432,6 +447,58 @@ async def test_settle_on_the_shared_key(redis_server: RedisServer) -> None:
         assert check.take().remaining == (4,)  # 10 - 5 - 0 - this one
     finally:
         check.close()
+
+
+@pytest.mark.anyio
+async def test_a_settle_above_the_burst_puts_the_shared_bucket_in_debt(
+    redis_server: RedisServer,
+) -> None:
+    """P41: a call that turned out to cost more than a whole burst (an LLM
+    answer longer than expected) is settled as in the core: the difference
+    is charged, the bucket goes into debt and holds up every process's
+    takes until it is paid back. Refusing it would leave the units unpaid."""
+    name = fresh()
+    async with open_limiter(
+        Fifo(1), redis_server.url, name=name, rate=0.1, burst=10, settle_window=5
+    ) as limiter:
+        permit = await limiter.acquire(cost=2)
+        permit.settle(25)  # 23 more: 15 in debt
+        with pytest.raises(NotRefundable):
+            permit.settle(2)  # settled once
+        await sent(limiter)
+    check = peek(redis_server, name, rate=0.1, burst=10)
+    try:
+        answer = check.take()
+        assert not answer.allowed
+        assert answer.remaining == (-15,), answer
+    finally:
+        check.close()
+
+
+@pytest.mark.anyio
+async def test_changes_made_just_before_closing_reach_redis(redis_server: RedisServer) -> None:
+    """A pause (a 429 seen on the way out), a settle and new limits given
+    as the last thing in the ``async with`` still reach the shared key:
+    leaving sends what the driver had no time to."""
+    name = fresh()
+    async with open_limiter(
+        Fifo(1), redis_server.url, name=name, rate=1, burst=10, settle_window=5
+    ) as limiter:
+        permit = await limiter.acquire()
+        permit.settle(4)  # 3 more
+        limiter.set_limit(burst=20)  # the units in the bucket carry over
+        limiter.pause_for(30)
+    check = peek(redis_server, name, rate=1, burst=10)
+    client = redis.Redis.from_url(redis_server.url)
+    try:
+        answer = check.take()
+        assert not answer.allowed
+        assert answer.retry_after > 20e6, answer  # paused for 30 s
+        assert answer.remaining == (6,), answer  # 10 - 4
+        assert client.hget(check.live_key, "units") == b"1000000 20"
+    finally:
+        check.close()
+        client.close()
 
 
 @pytest.mark.anyio

@@ -616,6 +616,22 @@ def _virtual_costs(weights: tuple[int, ...]) -> str:
     return " ".join(str(whole // w) for w in weights)
 
 
+#: The longest pause, or time until the upstream's reset, the script takes
+#: (seconds, about 31 years): its times are microseconds of Redis's clock
+#: in Lua numbers, exact below 2**53 (the year 2255), and it writes them as
+#: 64-bit integers; a longer one made it fail halfway, the state hash
+#: half written and unreadable by every process.
+_LONGEST_S = 10**9
+
+
+def _microseconds(argument: str, seconds: float) -> int:
+    """``seconds`` (finite, ``>= 0``, at most :data:`_LONGEST_S`) in whole
+    microseconds, rounded up."""
+    if _nanoseconds(argument, seconds) is None or seconds > _LONGEST_S:
+        raise PermitValueError(argument, seconds, f"must be finite seconds, at most {_LONGEST_S:g}")
+    return math.ceil(seconds * 1e6)
+
+
 def _interval_us(rate: Fraction) -> float:
     return float(Fraction(10**6) / rate)
 
@@ -666,6 +682,8 @@ class RedisLimit:
             raise PermitValueError("name", name, "must be a non-empty str")
         if not isinstance(prefix, str):
             raise PermitTypeError("prefix", prefix, "a str")
+        if not _nanoseconds("timeout", timeout):  # None (infinite) or 0
+            raise PermitValueError("timeout", timeout, "must be finite seconds > 0")
         self.limits = _named_limits(rate, burst, limits)
         self.url = masked(url)
         self.key = f"{prefix}{{{name}}}"
@@ -734,9 +752,10 @@ class RedisLimit:
         pacing = f"limits={self.limits!r}" if named else f"rate={self.rate!r}, burst={self.burst!r}"
         return f"RedisLimit(url={self.url!r}, key={self.key!r}, {pacing})"
 
-    def units(self, argument: str, cost: object) -> tuple[int, ...]:
+    def units(self, argument: str, cost: object, *, within_burst: bool = True) -> tuple[int, ...]:
         """``cost`` (an ``int`` for every limit, or a mapping of limit names
-        to units) as units per limit, each ``>= 0`` and within its burst."""
+        to units) as units per limit, each ``>= 0`` and, ``within_burst``
+        (a cost asked for; not a settle's actual cost), within its burst."""
         if cost == 1 and type(cost) is int:
             return self._unit
         names = list(self.limits)
@@ -750,7 +769,7 @@ class RedisLimit:
         else:
             units = (check_int(argument, cost, 0),) * len(names)
         for key, n in zip(names, units, strict=True):
-            if n > self.limits[key].burst:
+            if within_burst and n > self.limits[key].burst:
                 raise PermitValueError(
                     argument, cost, f"{n} units exceed the burst of limit {key!r}: never granted"
                 )
@@ -972,7 +991,7 @@ class RedisLimit:
 
     def ask_pause(self, seconds: float) -> Request:
         """:meth:`pause`'s request."""
-        return self._request("pause", (0,) * len(self.limits), math.ceil(seconds * 1e6))
+        return self._request("pause", (0,) * len(self.limits), _microseconds("seconds", seconds))
 
     def adopt(self, remaining: int, reset_after: float, limit: str | None = None) -> GcraAnswer:
         """The upstream says ``remaining`` units of ``limit`` are left until
@@ -985,7 +1004,7 @@ class RedisLimit:
         index = self._index("limit", limit)
         word = [-1] * len(self.limits)
         word[index] = check_int("remaining", remaining, 0)
-        return self._request("adopt", word, math.ceil(reset_after * 1e6))
+        return self._request("adopt", word, _microseconds("reset_after", reset_after))
 
     def set_limit(
         self,
@@ -1388,7 +1407,7 @@ class RedisLimiter(_AnyioLimiter):
         """Charge, or give back, the difference on the shared key."""
         if self._closed is not None:
             raise self._closed
-        units = self.limit.units("actual", actual)
+        units = self.limit.units("actual", actual, within_burst=False)  # debt is allowed
         self._forget_settles(self._now())
         entry = self._settleable.pop(id, None)
         if entry is None:
@@ -1414,7 +1433,7 @@ class RedisLimiter(_AnyioLimiter):
         """Grant nothing for ``seconds``, in any process (a 429 with
         ``Retry-After``); the pause is kept in Redis, and every process's
         next request reads it. (:meth:`pause_left` knows this process's
-        pauses, not the others'.)"""
+        pauses, not the others'.) At most 1e9 s (about 31 years)."""
         length = _nanoseconds("seconds", seconds)
         if length is None:
             raise PermitValueError("seconds", seconds, "must be a finite number of seconds")
@@ -1428,7 +1447,8 @@ class RedisLimiter(_AnyioLimiter):
 
     def adopt(self, remaining: int, reset_after: float, *, limit: str | None = None) -> None:
         """The upstream says ``remaining`` units of ``limit`` are left until
-        ``reset_after`` seconds from now: the shared bucket holds no more."""
+        ``reset_after`` seconds from now (at most 1e9): the shared bucket
+        holds no more."""
         after = _nanoseconds("reset_after", reset_after)
         if after is None:
             raise PermitValueError("reset_after", reset_after, "must be a finite number of seconds")
@@ -1441,6 +1461,17 @@ class RedisLimiter(_AnyioLimiter):
             raise self._closed
         self._pending.append((change, 0, gives))
         self._wake_driver()
+
+    def _send_pending(self) -> None:
+        """Closed: send the changes the driver had no time to send (a pause,
+        a settle, new limits given just before), in order, in this thread,
+        with the synchronous client; stop at the first Redis does not
+        answer. A give the driver sent is no longer here: never twice."""
+        pending = self._pending
+        while pending:
+            change, given_back, _ = pending.pop(0)
+            self.limit.send(change)
+            self.given_back += given_back
 
     def _wake_driver(self) -> None:
         wake = self._driver_wake
@@ -1635,14 +1666,15 @@ class RedisLimiter(_AnyioLimiter):
             return
         if self._pending:
             change, given_back, gives = self._pending[0]
+            if gives:
+                del self._pending[0]  # sent once: if its answer is lost, perhaps applied
             try:
                 await self._round_trip(change)
             except _UNREACHABLE as error:
-                if gives:
-                    del self._pending[0]  # perhaps applied: never twice
                 await self._outage(error)
                 return
-            del self._pending[0]
+            if not gives:
+                del self._pending[0]
             self.given_back += given_back
             return
         booked = self._booked
@@ -2047,6 +2079,9 @@ async def _opened(limiter: RedisLimiter) -> AsyncIterator[RedisLimiter]:
             yield limiter
     finally:
         with anyio.CancelScope(shield=True):
+            if limiter._pending:
+                with suppress(*_UNREACHABLE):
+                    await anyio.to_thread.run_sync(limiter._send_pending)
             if limiter._published or limiter._in_line:
                 # so that the other processes need not wait for its expiry
                 leave = partial(limiter.limit.leave, demand=limiter._published)
