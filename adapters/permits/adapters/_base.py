@@ -562,7 +562,8 @@ class _Limiting:
         work-conserving), so a newcomer never jumps the queue. One that finds
         none counts as pushed and expired at its level.
         """
-        if self._paced and not len(self._machine) and self._take(level, cost, flow, None, None):
+        # Timeout 0, as the push below: recorded so, it never waits in a replay.
+        if self._paced and not len(self._machine) and self._take(level, cost, flow, 0, None):
             return True
         id, _, decision = self._request(level, cost, flow, 0, None)  # deadline now
         assert decision is not None  # a deadline of now decides at once
