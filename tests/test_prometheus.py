@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from permits.core import MILLISECOND, Machine, StrictPriority
+from permits.core import MILLISECOND, SECOND, Machine, StrictPriority
 
 prometheus_client = pytest.importorskip("prometheus_client")
 parser = pytest.importorskip("prometheus_client.parser")
@@ -52,8 +52,8 @@ def test_scrape_shows_depth_counters_and_waits() -> None:
     assert value("permits_wait_seconds_count", "interactive") == 1
     assert value("permits_wait_seconds_sum", "interactive") == pytest.approx(0.006)
     assert value("permits_wait_max_seconds", "interactive") == 0.006
-    assert value("permits_units_granted_total", "interactive", limit="units") == 1
-    assert value("permits_units_granted_total", "batch", limit="units") == 1
+    assert value("permits_units_granted", "interactive", limit="units") == 1
+    assert value("permits_units_granted", "batch", limit="units") == 1
 
 
 def test_level_names_must_match() -> None:
@@ -112,3 +112,32 @@ def test_scrape_shows_pauses_and_the_upstreams_answers() -> None:
     assert samples[("permits_paused_seconds_total", at)] == pytest.approx(0.003)
     assert samples[("permits_upstream_throttled_total", at)] == 2
     assert samples[("permits_upstream_malformed_total", at)] == 1
+
+
+def test_no_counter_goes_down_when_a_permit_is_settled_or_refunded() -> None:
+    """Units given back by a settle or a refund lower the units granted:
+    exported as a gauge, not as a counter, whose fall ``rate()`` would read
+    as a reset (a spike of every unit granted so far)."""
+    machine = Machine(StrictPriority(2), 1000, 1000, refund_window_ns=60 * SECOND)
+    machine.push("chat", 0, 0, cost=600)
+    machine.push("batch", 1, 0, cost=300)
+    registry = prometheus_client.CollectorRegistry()
+    registry.register(PermitsCollector(machine))
+    before = scrape(registry)
+    machine.settle("chat", 150, MILLISECOND)  # it used less than it asked for
+    machine.refund("batch", MILLISECOND)  # cancelled before it could proceed
+    after = scrape(registry)
+    types = {
+        family.name: family.type
+        for family in parser.text_string_to_metric_families(
+            prometheus_client.generate_latest(registry).decode()
+        )
+    }
+    for (name, labels), value in before.items():
+        if types.get(name.removesuffix("_total")) == "counter":
+            assert after[(name, labels)] >= value, (name, labels, after[(name, labels)], value)
+    units = (("level", "0"), ("limit", "units"), ("limiter", "default"))
+    assert (types["permits_units_granted"], after[("permits_units_granted", units)]) == (
+        "gauge",
+        150,
+    )

@@ -9,8 +9,9 @@ names: per level (attributes ``limiter`` and ``level``) the queue depth
 (``permits.waiting``, a gauge), the counters (``permits.granted``,
 ``permits.cancelled``, ``permits.rejected``, ``permits.expired``,
 ``permits.refunded``), the units granted per limit (``permits.units_granted``,
-attribute ``limit``) and the waits as a histogram (``permits.wait``, in
-seconds, recorded as each caller proceeds); for the whole limiter the
+attribute ``limit``, an up-down counter: refunds and settles give units
+back) and the waits as a histogram (``permits.wait``, in seconds, recorded
+as each caller proceeds); for the whole limiter the
 pauses and the seconds paused (``permits.pauses``, ``permits.paused``), and,
 given ``upstream=transport.upstream`` from ``permits.httpx``, the 429s
 received and the headers that did not parse (``permits.upstream.throttled``,
@@ -97,7 +98,8 @@ def instrument(
             for limit, count in zip(machine.limits, level.units_granted, strict=True)
         ]
 
-    meter.create_observable_counter(
+    # Up and down: a refund or a settle for less gives units back.
+    meter.create_observable_up_down_counter(
         "permits.units_granted",
         callbacks=[units],
         unit="{unit}",

@@ -7,8 +7,10 @@ Per level, what the seed asks dashboards to show: queue depth, the waits
 as a histogram (``permits_wait_seconds_bucket``, ``_sum``, ``_count``: a
 quantile over any time range is ``histogram_quantile`` of their rates), the
 longest wait, and the permits granted, cancelled, rejected, expired and
-refunded. A growing batch depth with flat interactive waits is the policy
-working; rising interactive waits mean demand exceeds the limit.
+refunded; per limit too, the units granted (``permits_units_granted``, a
+gauge: refunds and settles give units back). A growing batch depth with
+flat interactive waits is the policy working; rising interactive waits
+mean demand exceeds the limit.
 """
 
 from __future__ import annotations
@@ -104,7 +106,9 @@ class PermitsCollector(Collector):
                 longest.add_metric(label, level.wait_max_ns / 1e9)
         yield wait
         yield longest
-        units = CounterMetricFamily(
+        # A gauge: a refund or a settle for less gives units back, and a
+        # counter that goes down reads as a reset to rate().
+        units = GaugeMetricFamily(
             "permits_units_granted",
             "Units granted per limit, less those refunded, as settled for those settled",
             labels=[*labels, "limit"],
