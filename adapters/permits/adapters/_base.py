@@ -404,9 +404,13 @@ class _Limiting:
         flow: Hashable,
         timeout: float | None,
         max_wait: float | None,
+        *,
+        asked: int | Mapping[str, int] | None = None,
     ) -> tuple[int, int, Decision | None]:
         """An acquire's first step: check, fail fast, push. Returns the id,
-        the level, and the decision if it was made at once."""
+        the level, and the decision if it was made at once. ``asked``: the
+        cost to record, if the caller asked for another than ``cost`` (a
+        shared limit pushes the units of one limit)."""
         level, now, patience, limit = self._arrival(level, timeout, max_wait)
         machine = self._machine
         deadline = None if patience is None else now + patience
@@ -434,7 +438,7 @@ class _Limiting:
         if decisions:
             self._dispatch(decisions)
         if self._recording is not None:
-            self._record(now, level, cost, flow, patience)
+            self._record(now, level, cost if asked is None else asked, flow, patience)
         return id, level, decision
 
     def _take(
