@@ -141,3 +141,20 @@ def test_no_counter_goes_down_when_a_permit_is_settled_or_refunded() -> None:
         "gauge",
         150,
     )
+
+
+def test_each_bucket_is_labelled_with_its_bound() -> None:
+    """``le`` is the bound as given, written as prometheus_client writes
+    its own (``1.0``): bounds that agree in six digits stay two buckets,
+    each labelled with the bound it counts to."""
+    machine = Machine(StrictPriority(1), 100)
+    machine.push("a", 0, 0)
+    registry = prometheus_client.CollectorRegistry()
+    buckets = [0.001, 1.0, 120.0, 120.00001]
+    registry.register(PermitsCollector(machine, buckets=buckets))
+    text = prometheus_client.generate_latest(registry).decode()
+    [family] = [
+        f for f in parser.text_string_to_metric_families(text) if f.name == "permits_wait_seconds"
+    ]
+    bounds = [s.labels["le"] for s in family.samples if s.name.endswith("_bucket")]
+    assert bounds == ["0.001", "1.0", "120.0", "120.00001", "+Inf"]

@@ -31,6 +31,7 @@ with requires_extra(__name__, "prometheus", "prometheus_client"):
         Metric,
     )
     from prometheus_client.registry import Collector
+    from prometheus_client.utils import floatToGoString
 
 __all__ = ["DEFAULT_BUCKETS", "PermitsCollector"]
 
@@ -65,7 +66,8 @@ class PermitsCollector(Collector):
         self._names = level_names(self._machine, levels)
         self._limiter = name
         bounds = bucket_bounds(buckets)
-        self._buckets = bounds
+        #: Each bound as the ``le`` label, written as prometheus_client writes its own.
+        self._les: list[str] = [floatToGoString(b) for b in bounds]  # type: ignore[no-untyped-call]
         self._bounds_ns = [round(b * 1e9) for b in bounds]
 
     def collect(self) -> Iterator[Metric]:
@@ -98,7 +100,7 @@ class PermitsCollector(Collector):
         )
         for level in stats:
             at_most = waits[level.level]
-            buckets = [(f"{b:g}", n) for b, n in zip(self._buckets, at_most, strict=True)]
+            buckets = list(zip(self._les, at_most, strict=True))
             buckets.append(("+Inf", level.granted))
             label = [self._limiter, self._names[level.level]]
             wait.add_metric(label, buckets, level.wait_total_ns / 1e9)
