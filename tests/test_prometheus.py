@@ -158,3 +158,26 @@ def test_each_bucket_is_labelled_with_its_bound() -> None:
     ]
     bounds = [s.labels["le"] for s in family.samples if s.name.endswith("_bucket")]
     assert bounds == ["0.001", "1.0", "120.0", "120.00001", "+Inf"]
+
+
+def test_several_limiters_in_one_registry() -> None:
+    """Two limiters, each labelled with its name, in one registry that checks
+    names as the default ``REGISTRY`` does: one collector holds both (two
+    would be refused as duplicated timeseries), each family once."""
+    first = Machine(StrictPriority(2), 100)
+    second = Machine(StrictPriority(1), 100)
+    first.push("a", 1, 0)
+    second.push("b", 0, 0)
+    second.push("c", 0, 0)
+    registry = prometheus_client.CollectorRegistry(auto_describe=True)
+    collector = PermitsCollector(first, name="search", levels=["interactive", "batch"])
+    collector.add(second, name="chat")
+    registry.register(collector)
+    with pytest.raises(ValueError, match="name='chat'"):
+        collector.add(second, name="chat")
+    samples = scrape(registry)
+    assert samples[("permits_granted_total", (("level", "batch"), ("limiter", "search")))] == 1
+    assert samples[("permits_granted_total", (("level", "0"), ("limiter", "chat")))] == 1
+    assert samples[("permits_waiting", (("level", "0"), ("limiter", "chat")))] == 1
+    text = prometheus_client.generate_latest(registry).decode()
+    assert text.count("# TYPE permits_waiting gauge") == 1
