@@ -142,3 +142,28 @@ def test_no_counter_goes_down_when_a_permit_is_settled() -> None:
         then = [p.value for p in before[name]]
         assert all(a >= b for a, b in zip(now, then, strict=True)), (name, now, then)
     assert value(found, "permits.units_granted", level="0", limit="units").value == 150
+
+
+def test_several_limiters_on_one_meter() -> None:
+    """Two limiters instrumented on one meter, each with its ``limiter``
+    attribute: both are read (the SDK keeps the first instrument of a name,
+    so a second limiter's own would never be)."""
+    reader = InMemoryMetricReader()
+    meter = MeterProvider(metric_readers=[reader]).get_meter("test")
+    with (
+        threads.open_limiter(StrictPriority(1), 10) as search,
+        threads.open_limiter(StrictPriority(2), 10) as chat,
+    ):
+        instrument(search, meter, name="search")
+        instrument(chat, meter, name="chat", levels=["interactive", "batch"])
+        with pytest.raises(ValueError, match="name='chat'"):
+            instrument(chat, meter, name="chat")
+        search.acquire(0)
+        chat.acquire(1)
+        assert not chat.try_acquire(1)
+        found = points(reader)
+    assert value(found, "permits.granted", limiter="search", level="0").value == 1
+    assert value(found, "permits.granted", limiter="chat", level="batch").value == 1
+    assert value(found, "permits.expired", limiter="chat", level="batch").value == 1
+    assert value(found, "permits.waiting", limiter="chat", level="interactive").value == 0
+    assert value(found, "permits.wait", limiter="chat", level="batch").count == 1
