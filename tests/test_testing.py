@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import gc
 import threading
 import time
 from collections.abc import Callable
@@ -154,3 +155,18 @@ def test_stall_refuses_a_real_clock_and_bad_durations() -> None:
     for seconds, error in ((-1.0, ValueError), (float("nan"), ValueError), ("1", TypeError)):
         with pytest.raises(error, match="seconds="):
             testing.run(bad(seconds))
+
+
+def test_run_refuses_a_running_loop_as_asyncio_run_does() -> None:
+    """Called from a coroutine, run() says so, as asyncio.run() does, and
+    leaves no coroutine unawaited behind (nor a loop unclosed)."""
+
+    async def inner() -> None:
+        pass
+
+    async def outer() -> None:
+        with pytest.raises(RuntimeError, match="cannot be called from a running event loop"):
+            testing.run(inner())
+
+    asyncio.run(outer())
+    gc.collect()  # an unawaited coroutine warns here

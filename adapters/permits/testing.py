@@ -247,6 +247,13 @@ def run(main: Coroutine[Any, Any, T], *, debug: bool | None = None) -> T:
     """Run ``main`` on a fresh :class:`VirtualClockLoop` and close it, as
     ``asyncio.run`` does on a real loop (tasks left over are cancelled,
     async generators and the default executor shut down)."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        pass
+    else:
+        main.close()  # never to be awaited
+        raise RuntimeError("permits.testing.run() cannot be called from a running event loop")
     loop = VirtualClockLoop()
     if debug is not None:
         loop.set_debug(debug)
