@@ -904,6 +904,25 @@ async def test_a_recording_of_several_limits_replays_exactly(
     assert result["batch"].wait_max > SECOND  # the limits made callers wait
 
 
+async def test_a_recorded_try_acquire_never_waits_in_the_replay(open_limiter: OpenLimiter) -> None:
+    """A try_acquire is recorded with timeout 0, also when a permit was free
+    and it took it at once: replayed where no permit is free, it gives up
+    at once, as it would have, rather than queue for as long as it takes."""
+    from permits.sim import Batch as NoArrivals
+    from permits.sim import Call, Scenario, Workload, replay
+
+    async with open_limiter(StrictPriority(1), 10, 1) as limiter:
+        recording = limiter.record()
+        assert limiter.try_acquire()  # the bucket is full: taken at once
+        assert not limiter.try_acquire()  # empty now: refused
+    assert recording.calls == [Call(0, 0, timeout=0), Call(0, 0, timeout=0)]
+    scenario = Scenario(
+        "replay", StrictPriority(1), rate=10, seconds=1, workloads=[Workload("w", 0, NoArrivals(0))]
+    )
+    replayed = replay(scenario, recording.calls)["w"]
+    assert (replayed.granted, replayed.cancelled) == (1, 1)
+
+
 async def test_try_acquire_spends_its_permit(open_limiter: OpenLimiter) -> None:
     """A permit taken by try_acquire is spent at once: after many, the
     machine holds nothing for them ("memory is that of the permits in

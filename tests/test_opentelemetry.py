@@ -109,3 +109,61 @@ def test_a_bare_machine_or_bad_names_are_refused() -> None:
             instrument(limiter, meter, levels=["only one"])
         with pytest.raises(ValueError, match="ascending"):
             instrument(limiter, meter, buckets=[1.0, 0.5])
+
+
+def monotonic(reader: InMemoryMetricReader) -> dict[str, list[Any]]:
+    """The data points of each sum the reader reads as monotonic (a counter)."""
+    data = reader.get_metrics_data()
+    assert data is not None
+    return {
+        metric.name: list(metric.data.data_points)
+        for resource in data.resource_metrics
+        for scope in resource.scope_metrics
+        for metric in scope.metrics
+        if getattr(metric.data, "is_monotonic", False)
+    }
+
+
+def test_no_counter_goes_down_when_a_permit_is_settled() -> None:
+    """A settle for less lowers the units granted: ``permits.units_granted``
+    is an up-down counter, not a counter (whose fall a backend reads as a
+    reset: a spike of every unit granted so far)."""
+    reader = InMemoryMetricReader()
+    meter = MeterProvider(metric_readers=[reader]).get_meter("test")
+    with threads.open_limiter(StrictPriority(1), 1000, 1000, settle_window=60.0) as limiter:
+        instrument(limiter, meter)
+        permit = limiter.acquire(cost=600)
+        before = monotonic(reader)
+        permit.settle(150)  # it used less than it asked for
+        after = monotonic(reader)
+        found = points(reader)
+    for name, counted in after.items():
+        now = [p.value for p in counted]
+        then = [p.value for p in before[name]]
+        assert all(a >= b for a, b in zip(now, then, strict=True)), (name, now, then)
+    assert value(found, "permits.units_granted", level="0", limit="units").value == 150
+
+
+def test_several_limiters_on_one_meter() -> None:
+    """Two limiters instrumented on one meter, each with its ``limiter``
+    attribute: both are read (the SDK keeps the first instrument of a name,
+    so a second limiter's own would never be)."""
+    reader = InMemoryMetricReader()
+    meter = MeterProvider(metric_readers=[reader]).get_meter("test")
+    with (
+        threads.open_limiter(StrictPriority(1), 10) as search,
+        threads.open_limiter(StrictPriority(2), 10) as chat,
+    ):
+        instrument(search, meter, name="search")
+        instrument(chat, meter, name="chat", levels=["interactive", "batch"])
+        with pytest.raises(ValueError, match="name='chat'"):
+            instrument(chat, meter, name="chat")
+        search.acquire(0)
+        chat.acquire(1)
+        assert not chat.try_acquire(1)
+        found = points(reader)
+    assert value(found, "permits.granted", limiter="search", level="0").value == 1
+    assert value(found, "permits.granted", limiter="chat", level="batch").value == 1
+    assert value(found, "permits.expired", limiter="chat", level="batch").value == 1
+    assert value(found, "permits.waiting", limiter="chat", level="interactive").value == 0
+    assert value(found, "permits.wait", limiter="chat", level="batch").count == 1

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from permits.core import MILLISECOND, Machine, StrictPriority
+from permits.core import MILLISECOND, SECOND, Machine, StrictPriority
 
 prometheus_client = pytest.importorskip("prometheus_client")
 parser = pytest.importorskip("prometheus_client.parser")
@@ -52,8 +52,8 @@ def test_scrape_shows_depth_counters_and_waits() -> None:
     assert value("permits_wait_seconds_count", "interactive") == 1
     assert value("permits_wait_seconds_sum", "interactive") == pytest.approx(0.006)
     assert value("permits_wait_max_seconds", "interactive") == 0.006
-    assert value("permits_units_granted_total", "interactive", limit="units") == 1
-    assert value("permits_units_granted_total", "batch", limit="units") == 1
+    assert value("permits_units_granted", "interactive", limit="units") == 1
+    assert value("permits_units_granted", "batch", limit="units") == 1
 
 
 def test_level_names_must_match() -> None:
@@ -112,3 +112,72 @@ def test_scrape_shows_pauses_and_the_upstreams_answers() -> None:
     assert samples[("permits_paused_seconds_total", at)] == pytest.approx(0.003)
     assert samples[("permits_upstream_throttled_total", at)] == 2
     assert samples[("permits_upstream_malformed_total", at)] == 1
+
+
+def test_no_counter_goes_down_when_a_permit_is_settled_or_refunded() -> None:
+    """Units given back by a settle or a refund lower the units granted:
+    exported as a gauge, not as a counter, whose fall ``rate()`` would read
+    as a reset (a spike of every unit granted so far)."""
+    machine = Machine(StrictPriority(2), 1000, 1000, refund_window_ns=60 * SECOND)
+    machine.push("chat", 0, 0, cost=600)
+    machine.push("batch", 1, 0, cost=300)
+    registry = prometheus_client.CollectorRegistry()
+    registry.register(PermitsCollector(machine))
+    before = scrape(registry)
+    machine.settle("chat", 150, MILLISECOND)  # it used less than it asked for
+    machine.refund("batch", MILLISECOND)  # cancelled before it could proceed
+    after = scrape(registry)
+    types = {
+        family.name: family.type
+        for family in parser.text_string_to_metric_families(
+            prometheus_client.generate_latest(registry).decode()
+        )
+    }
+    for (name, labels), value in before.items():
+        if types.get(name.removesuffix("_total")) == "counter":
+            assert after[(name, labels)] >= value, (name, labels, after[(name, labels)], value)
+    units = (("level", "0"), ("limit", "units"), ("limiter", "default"))
+    assert (types["permits_units_granted"], after[("permits_units_granted", units)]) == (
+        "gauge",
+        150,
+    )
+
+
+def test_each_bucket_is_labelled_with_its_bound() -> None:
+    """``le`` is the bound as given, written as prometheus_client writes
+    its own (``1.0``): bounds that agree in six digits stay two buckets,
+    each labelled with the bound it counts to."""
+    machine = Machine(StrictPriority(1), 100)
+    machine.push("a", 0, 0)
+    registry = prometheus_client.CollectorRegistry()
+    buckets = [0.001, 1.0, 120.0, 120.00001]
+    registry.register(PermitsCollector(machine, buckets=buckets))
+    text = prometheus_client.generate_latest(registry).decode()
+    [family] = [
+        f for f in parser.text_string_to_metric_families(text) if f.name == "permits_wait_seconds"
+    ]
+    bounds = [s.labels["le"] for s in family.samples if s.name.endswith("_bucket")]
+    assert bounds == ["0.001", "1.0", "120.0", "120.00001", "+Inf"]
+
+
+def test_several_limiters_in_one_registry() -> None:
+    """Two limiters, each labelled with its name, in one registry that checks
+    names as the default ``REGISTRY`` does: one collector holds both (two
+    would be refused as duplicated timeseries), each family once."""
+    first = Machine(StrictPriority(2), 100)
+    second = Machine(StrictPriority(1), 100)
+    first.push("a", 1, 0)
+    second.push("b", 0, 0)
+    second.push("c", 0, 0)
+    registry = prometheus_client.CollectorRegistry(auto_describe=True)
+    collector = PermitsCollector(first, name="search", levels=["interactive", "batch"])
+    collector.add(second, name="chat")
+    registry.register(collector)
+    with pytest.raises(ValueError, match="name='chat'"):
+        collector.add(second, name="chat")
+    samples = scrape(registry)
+    assert samples[("permits_granted_total", (("level", "batch"), ("limiter", "search")))] == 1
+    assert samples[("permits_granted_total", (("level", "0"), ("limiter", "chat")))] == 1
+    assert samples[("permits_waiting", (("level", "0"), ("limiter", "chat")))] == 1
+    text = prometheus_client.generate_latest(registry).decode()
+    assert text.count("# TYPE permits_waiting gauge") == 1

@@ -379,6 +379,36 @@ async def test_costs_charge_every_limit_or_none(redis_server: RedisServer) -> No
 
 
 @pytest.mark.anyio
+async def test_a_recording_keeps_the_cost_of_every_limit(
+    redis_server: RedisServer, tmp_path: Path
+) -> None:
+    """A shared limiter's recording keeps each call's cost as it was asked,
+    of every limit, and writes a ``cost.<limit>`` column for each: replayed,
+    a call asks the tokens it asked for, not one of each limit."""
+    from permits.sim import Call, read_trace
+
+    limits = {"requests": Limit(1, burst=5), "tokens": Limit(10, burst=100)}
+    async with open_limiter(Fifo(1), redis_server.url, name=fresh(), limits=limits) as limiter:
+        recording = limiter.record()
+        await limiter.acquire(cost={"requests": 1, "tokens": 60})
+        await limiter.acquire(cost={"tokens": 30})
+    assert [(c.cost, c.timeout) for c in recording.calls] == [
+        ({"requests": 1, "tokens": 60}, None),
+        ({"tokens": 30}, None),
+    ]
+    path = tmp_path / "trace.csv"
+    recording.write(path)
+    with path.open(encoding="utf-8", newline="") as file:
+        assert file.readline() == "at,level,cost.requests,cost.tokens,flow,timeout\n"
+    with path.open(encoding="utf-8", newline="") as file:
+        calls = [c._replace(at=0, line=0) for c in read_trace(file, limits=limits)]
+    assert calls == [
+        Call(0, 0, {"requests": 1, "tokens": 60}),
+        Call(0, 0, {"requests": 0, "tokens": 30}),
+    ]
+
+
+@pytest.mark.anyio
 async def test_one_pause_for_all(redis_server: RedisServer) -> None:
     """P40 through two limiters (as two processes): a pause one of them
     stores holds up the other's next acquire, with no call of its own."""

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import gc
+import threading
 import time
 from collections.abc import Callable
 from contextlib import AbstractAsyncContextManager
@@ -50,6 +52,32 @@ def test_the_clock_waits_for_the_loops_executor() -> None:
     held, at = testing.run(main())
     assert held, at
     assert at == 0.0
+
+
+@pytest.mark.parametrize("backend", ["asyncio", "trio"])
+def test_a_task_asleep_forever_is_no_timer(backend: str) -> None:
+    """A task in ``sleep_forever()`` (``sleep(math.inf)``, a timer at
+    infinity under asyncio) sets no time to jump to: waiting for another
+    thread's word, the clock stays where it is and the loop sleeps in real
+    time, as under trio, rather than spin a day of virtual time at a step."""
+
+    async def main() -> float:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(anyio.sleep_forever)
+            done = anyio.Event()
+            token = anyio.lowlevel.current_token()
+
+            def later() -> None:
+                time.sleep(0.05)
+                anyio.from_thread.run_sync(done.set, token=token)
+
+            threading.Thread(target=later).start()
+            await done.wait()
+            tg.cancel_scope.cancel()
+        return anyio.current_time()
+
+    name, options = testing.virtual_backend(backend)
+    assert anyio.run(main, backend=name, backend_options=options) == 0.0
 
 
 def test_the_trio_clock_reads_exact_nanoseconds() -> None:
@@ -127,3 +155,18 @@ def test_stall_refuses_a_real_clock_and_bad_durations() -> None:
     for seconds, error in ((-1.0, ValueError), (float("nan"), ValueError), ("1", TypeError)):
         with pytest.raises(error, match="seconds="):
             testing.run(bad(seconds))
+
+
+def test_run_refuses_a_running_loop_as_asyncio_run_does() -> None:
+    """Called from a coroutine, run() says so, as asyncio.run() does, and
+    leaves no coroutine unawaited behind (nor a loop unclosed)."""
+
+    async def inner() -> None:
+        pass
+
+    async def outer() -> None:
+        with pytest.raises(RuntimeError, match="cannot be called from a running event loop"):
+            testing.run(inner())
+
+    asyncio.run(outer())
+    gc.collect()  # an unawaited coroutine warns here

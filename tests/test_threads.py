@@ -247,3 +247,30 @@ def test_a_newcomer_granted_before_another_waiter_proceeds() -> None:
             worker.join()
         assert limiter.machine.in_flight == 0
     assert sorted(outcomes) == ["granted 1", "granted 2", "timed out 0"], outcomes
+
+
+def test_a_call_under_way_when_the_recording_starts_is_not_in_it(tmp_path: Any) -> None:
+    """A thread starts a recording while another thread's acquire, which
+    read the clock before it, is under way (here: held in its flow's
+    weight): that call is not the recording's, so no row of the trace is
+    earlier than its start, and the trace reads back."""
+    from permits.sim import read_trace
+
+    started: list[Any] = []
+
+    def weight(flow: object) -> int:
+        if not started:  # another thread starts recording, meanwhile
+            other = threading.Thread(target=lambda: started.append(limiter.record()))
+            other.start()
+            other.join()
+        return 1
+
+    with open_limiter(Fifo(), 100, flow_weights=weight) as limiter:
+        limiter.acquire(flow="acme")
+        limiter.acquire(flow="acme")
+    [recording] = started
+    assert [call.at >= 0 for call in recording.calls] == [True]
+    path = tmp_path / "trace.csv"
+    recording.write(path)
+    with path.open(encoding="utf-8", newline="") as file:
+        assert len(list(read_trace(file))) == 1

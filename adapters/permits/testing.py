@@ -30,10 +30,11 @@ exact nanosecond readings), and one way to use them:
 
 The clock jumps whenever every task waits on a timer, so a test that sleeps
 for an hour takes no real time. It waits in real time only for what could
-end the wait from outside the loop: I/O with no timer pending, and jobs in
-the loop's executor (``run_in_executor``, ``getaddrinfo``). Other threads
-(``anyio.to_thread``) do not hold it back: as with trio's autojump, the
-clock may jump while they work.
+end the wait from outside the loop: I/O with no timer pending (a task in
+``sleep_forever()`` sets none), and jobs in the loop's executor
+(``run_in_executor``, ``getaddrinfo``). Other threads (``anyio.to_thread``)
+do not hold it back: as with trio's autojump, the clock may jump while they
+work.
 """
 
 from __future__ import annotations
@@ -97,7 +98,7 @@ class _VirtualSelector(selectors.DefaultSelector):
         if ready or (timeout is not None and timeout <= 0):
             return ready
         loop = self._loop
-        if timeout is None or loop._executor_jobs:
+        if timeout is None or loop._executor_jobs or loop._next_timer_at_infinity():
             # Only I/O (another thread's call_soon_threadsafe among it) can
             # end this wait: wait for it in real time.
             return super().select(timeout)
@@ -139,6 +140,12 @@ class VirtualClockLoop(asyncio.SelectorEventLoop):
     def _set(self, ns: int) -> None:
         self._ns = ns
         self._now = _seconds(ns)
+
+    def _next_timer_at_infinity(self) -> bool:
+        """Whether the next timer never comes (``sleep(math.inf)``, anyio's
+        ``sleep_forever``), so that no timer is pending."""
+        scheduled: list[asyncio.TimerHandle] = self._scheduled  # type: ignore[attr-defined]
+        return bool(scheduled) and math.isinf(scheduled[0].when())
 
     def _jump_to(self, when: float) -> None:
         """The clock to the first nanosecond at or after ``when`` (at least
@@ -240,6 +247,13 @@ def run(main: Coroutine[Any, Any, T], *, debug: bool | None = None) -> T:
     """Run ``main`` on a fresh :class:`VirtualClockLoop` and close it, as
     ``asyncio.run`` does on a real loop (tasks left over are cancelled,
     async generators and the default executor shut down)."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        pass
+    else:
+        main.close()  # never to be awaited
+        raise RuntimeError("permits.testing.run() cannot be called from a running event loop")
     loop = VirtualClockLoop()
     if debug is not None:
         loop.set_debug(debug)

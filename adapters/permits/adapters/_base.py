@@ -404,9 +404,13 @@ class _Limiting:
         flow: Hashable,
         timeout: float | None,
         max_wait: float | None,
+        *,
+        asked: int | Mapping[str, int] | None = None,
     ) -> tuple[int, int, Decision | None]:
         """An acquire's first step: check, fail fast, push. Returns the id,
-        the level, and the decision if it was made at once."""
+        the level, and the decision if it was made at once. ``asked``: the
+        cost to record, if the caller asked for another than ``cost`` (a
+        shared limit pushes the units of one limit)."""
         level, now, patience, limit = self._arrival(level, timeout, max_wait)
         machine = self._machine
         deadline = None if patience is None else now + patience
@@ -434,7 +438,7 @@ class _Limiting:
         if decisions:
             self._dispatch(decisions)
         if self._recording is not None:
-            self._record(now, level, cost, flow, patience)
+            self._record(now, level, cost if asked is None else asked, flow, patience)
         return id, level, decision
 
     def _take(
@@ -562,7 +566,8 @@ class _Limiting:
         work-conserving), so a newcomer never jumps the queue. One that finds
         none counts as pushed and expired at its level.
         """
-        if self._paced and not len(self._machine) and self._take(level, cost, flow, None, None):
+        # Timeout 0, as the push below: recorded so, it never waits in a replay.
+        if self._paced and not len(self._machine) and self._take(level, cost, flow, 0, None):
             return True
         id, _, decision = self._request(level, cost, flow, 0, None)  # deadline now
         assert decision is not None  # a deadline of now decides at once

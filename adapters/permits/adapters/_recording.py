@@ -37,6 +37,10 @@ class Recording:
         flow: Hashable,
         timeout_ns: int | None,
     ) -> None:
+        if now < self.start_ns:
+            # Under way when the recording started (another thread's call,
+            # its clock read first): not one of its calls.
+            return
         if self.stopped or len(self.calls) >= self.max_calls:
             self.dropped += 1
             return

@@ -9,8 +9,9 @@ names: per level (attributes ``limiter`` and ``level``) the queue depth
 (``permits.waiting``, a gauge), the counters (``permits.granted``,
 ``permits.cancelled``, ``permits.rejected``, ``permits.expired``,
 ``permits.refunded``), the units granted per limit (``permits.units_granted``,
-attribute ``limit``) and the waits as a histogram (``permits.wait``, in
-seconds, recorded as each caller proceeds); for the whole limiter the
+attribute ``limit``, an up-down counter: refunds and settles give units
+back) and the waits as a histogram (``permits.wait``, in seconds, recorded
+as each caller proceeds); for the whole limiter the
 pauses and the seconds paused (``permits.pauses``, ``permits.paused``), and,
 given ``upstream=transport.upstream`` from ``permits.httpx``, the 429s
 received and the headers that did not parse (``permits.upstream.throttled``,
@@ -20,7 +21,9 @@ received and the headers that did not parse (``permits.upstream.throttled``,
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Callable, Iterable, Sequence
+from typing import NamedTuple
 
 from ._base import _Limiting
 from ._metrics import COUNTERS, DEFAULT_BUCKETS, Upstream, bucket_bounds, level_names
@@ -28,9 +31,27 @@ from ._requires import requires_extra
 
 with requires_extra(__name__, "otel", "opentelemetry"):
     from opentelemetry import metrics
-    from opentelemetry.metrics import CallbackOptions, Meter, Observation
+    from opentelemetry.metrics import CallbackOptions, Histogram, Meter, Observation
 
 __all__ = ["DEFAULT_BUCKETS", "instrument"]
+
+
+class _Instrumented(NamedTuple):
+    """A limiter instrumented on a meter, with its attributes."""
+
+    limiter: _Limiting
+    #: The ``limiter`` attribute, and the ``level`` attribute of each level.
+    name: str
+    levels: list[str]
+    upstream: Upstream | None
+
+
+#: The limiters instrumented on each meter, and its wait histogram. A
+#: meter keeps the first instrument of a name (and drops the callbacks of
+#: another), so each instrument is made once per meter and reads them all.
+_instrumented: weakref.WeakKeyDictionary[Meter, tuple[list[_Instrumented], Histogram]] = (
+    weakref.WeakKeyDictionary()
+)
 
 
 def instrument(
@@ -45,36 +66,71 @@ def instrument(
     """Create ``limiter``'s instruments on ``meter`` (default: the global
     meter provider's ``permits`` meter).
 
-    :param name: the ``limiter`` attribute, to tell several limiters apart.
+    :param name: the ``limiter`` attribute, to tell several limiters apart
+        (each instrumented on the meter with a name of its own).
     :param levels: a name per level for the ``level`` attribute (default:
         the level numbers).
     :param buckets: the wait histogram's bucket bounds, in seconds,
-        ascending (an advice to the SDK, which a view may override). Waits
-        count from this call on; the counters from the limiter's start.
+        ascending (an advice to the SDK, which a view may override; the
+        first limiter's on a meter). Waits count from this call on; the
+        counters from the limiter's start.
     :param upstream: a client integration's view of the upstream
         (``transport.upstream`` of ``permits.httpx``).
     """
     if not isinstance(limiter, _Limiting):
         raise TypeError(f"limiter={limiter!r}: expected a limiter of permits.adapters")
-    machine = limiter.machine
-    names = level_names(machine, levels)
+    names = level_names(limiter.machine, levels)
     bounds = bucket_bounds(buckets)
     meter = meter if meter is not None else metrics.get_meter("permits")
-    of = {"limiter": name}
+    if meter not in _instrumented:
+        sources: list[_Instrumented] = []
+        _observe(meter, sources)
+        wait = meter.create_histogram(
+            "permits.wait",
+            unit="s",
+            description="Wait from push to grant, of callers that proceeded",
+            explicit_bucket_boundaries_advisory=bounds,
+        )
+        _instrumented[meter] = (sources, wait)
+    sources, wait = _instrumented[meter]
+    if any(other.name == name for other in sources):
+        raise ValueError(f"name={name!r}: already the name of a limiter on this meter")
+    sources.append(_Instrumented(limiter, name, names, upstream))
+    attributes = [{"limiter": name, "level": level} for level in names]
+    limiter._on_proceed.append(lambda level, waited: wait.record(waited / 1e9, attributes[level]))
+
+
+def _observe(meter: Meter, sources: list[_Instrumented]) -> None:
+    """The observable instruments of ``meter``, read from every limiter of
+    ``sources`` (those instrumented on it, now and later)."""
 
     def per_level(field: str) -> Callable[[CallbackOptions], Iterable[Observation]]:
         def observe(options: CallbackOptions) -> Iterable[Observation]:
-            stats = limiter.statistics().levels
             return [
-                Observation(getattr(level, field), {**of, "level": names[level.level]})
-                for level in stats
+                Observation(
+                    getattr(level, field), {"limiter": s.name, "level": s.levels[level.level]}
+                )
+                for s in sources
+                for level in s.limiter.statistics().levels
             ]
 
         return observe
 
-    def whole(read: Callable[[], float]) -> Callable[[CallbackOptions], Iterable[Observation]]:
+    def whole(
+        read: Callable[[_Limiting], float],
+    ) -> Callable[[CallbackOptions], Iterable[Observation]]:
         def observe(options: CallbackOptions) -> Iterable[Observation]:
-            return [Observation(read(), of)]
+            return [Observation(read(s.limiter), {"limiter": s.name}) for s in sources]
+
+        return observe
+
+    def upstream(field: str) -> Callable[[CallbackOptions], Iterable[Observation]]:
+        def observe(options: CallbackOptions) -> Iterable[Observation]:
+            return [
+                Observation(getattr(s.upstream, field), {"limiter": s.name})
+                for s in sources
+                if s.upstream is not None
+            ]
 
         return observe
 
@@ -90,14 +146,15 @@ def instrument(
         )
 
     def units(options: CallbackOptions) -> Iterable[Observation]:
-        stats = limiter.statistics().levels
         return [
-            Observation(count, {**of, "level": names[level.level], "limit": limit})
-            for level in stats
-            for limit, count in zip(machine.limits, level.units_granted, strict=True)
+            Observation(count, {"limiter": s.name, "level": s.levels[level.level], "limit": limit})
+            for s in sources
+            for level in s.limiter.statistics().levels
+            for limit, count in zip(s.limiter.machine.limits, level.units_granted, strict=True)
         ]
 
-    meter.create_observable_counter(
+    # Up and down: a refund or a settle for less gives units back.
+    meter.create_observable_up_down_counter(
         "permits.units_granted",
         callbacks=[units],
         unit="{unit}",
@@ -105,35 +162,25 @@ def instrument(
     )
     meter.create_observable_counter(
         "permits.pauses",
-        callbacks=[whole(lambda: limiter.statistics().pauses)],
+        callbacks=[whole(lambda limiter: limiter.statistics().pauses)],
         unit="{pause}",
         description="Pauses that lengthened the time nothing is granted (a 429 with Retry-After)",
     )
     meter.create_observable_counter(
         "permits.paused",
-        callbacks=[whole(lambda: limiter.statistics().paused_ns / 1e9)],
+        callbacks=[whole(lambda limiter: limiter.statistics().paused_ns / 1e9)],
         unit="s",
         description="Time nothing could be granted because of pauses, overlaps counted once",
     )
-    if upstream is not None:
-        seen = upstream
-        meter.create_observable_counter(
-            "permits.upstream.throttled",
-            callbacks=[whole(lambda: seen.throttled)],
-            unit="{response}",
-            description="Responses 429 (limit exceeded) received from the upstream",
-        )
-        meter.create_observable_counter(
-            "permits.upstream.malformed",
-            callbacks=[whole(lambda: seen.malformed)],
-            unit="{header}",
-            description="Rate-limit headers from the upstream that did not parse",
-        )
-    wait = meter.create_histogram(
-        "permits.wait",
-        unit="s",
-        description="Wait from push to grant, of callers that proceeded",
-        explicit_bucket_boundaries_advisory=bounds,
+    meter.create_observable_counter(
+        "permits.upstream.throttled",
+        callbacks=[upstream("throttled")],
+        unit="{response}",
+        description="Responses 429 (limit exceeded) received from the upstream",
     )
-    attributes = [{**of, "level": level} for level in names]
-    limiter._on_proceed.append(lambda level, waited: wait.record(waited / 1e9, attributes[level]))
+    meter.create_observable_counter(
+        "permits.upstream.malformed",
+        callbacks=[upstream("malformed")],
+        unit="{header}",
+        description="Rate-limit headers from the upstream that did not parse",
+    )

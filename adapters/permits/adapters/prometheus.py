@@ -1,19 +1,24 @@
 """Export a limiter's statistics to Prometheus (extra ``permits[prometheus]``).
 
     from prometheus_client import REGISTRY
-    REGISTRY.register(PermitsCollector(limiter, name="upstream", levels=["interactive", "batch"]))
+    collector = PermitsCollector(limiter, name="upstream", levels=["interactive", "batch"])
+    collector.add(other_limiter, name="search")  # several limiters: one collector
+    REGISTRY.register(collector)
 
 Per level, what the seed asks dashboards to show: queue depth, the waits
 as a histogram (``permits_wait_seconds_bucket``, ``_sum``, ``_count``: a
 quantile over any time range is ``histogram_quantile`` of their rates), the
 longest wait, and the permits granted, cancelled, rejected, expired and
-refunded. A growing batch depth with flat interactive waits is the policy
-working; rising interactive waits mean demand exceeds the limit.
+refunded; per limit too, the units granted (``permits_units_granted``, a
+gauge: refunds and settles give units back). A growing batch depth with
+flat interactive waits is the policy working; rising interactive waits
+mean demand exceeds the limit.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
+from typing import NamedTuple
 
 from permits.core import Machine
 
@@ -29,12 +34,27 @@ with requires_extra(__name__, "prometheus", "prometheus_client"):
         Metric,
     )
     from prometheus_client.registry import Collector
+    from prometheus_client.utils import floatToGoString
 
 __all__ = ["DEFAULT_BUCKETS", "PermitsCollector"]
 
 
+class _Source(NamedTuple):
+    """One limiter of a collector, with its labels."""
+
+    #: A limiter reads its statistics and waits at one moment (under its
+    #: lock, for the thread adapter); a bare machine is read directly.
+    limiting: _Limiting | None
+    machine: Machine
+    #: The ``limiter`` label, and the ``level`` label of each level.
+    name: str
+    levels: list[str]
+    upstream: Upstream | None
+
+
 class PermitsCollector(Collector):
-    """A collector for one limiter (or bare machine), read at scrape time.
+    """A collector for one limiter (or bare machine), read at scrape time;
+    :meth:`add` adds more, each with a ``limiter`` label of its own.
 
     :param name: the ``limiter`` label, to tell several limiters apart.
     :param levels: a name per level for the ``level`` label (default: the
@@ -55,85 +75,106 @@ class PermitsCollector(Collector):
         buckets: Sequence[float] = DEFAULT_BUCKETS,
         upstream: Upstream | None = None,
     ) -> None:
-        self._upstream = upstream
-        #: A limiter reads its statistics and waits at one moment (under its
-        #: lock, for the thread adapter); a bare machine is read directly.
-        self._limiting = source if isinstance(source, _Limiting) else None
-        self._machine = source.machine if isinstance(source, _Limiting) else source
-        self._names = level_names(self._machine, levels)
-        self._limiter = name
+        self._sources: list[_Source] = []
         bounds = bucket_bounds(buckets)
-        self._buckets = bounds
+        #: Each bound as the ``le`` label, written as prometheus_client writes its own.
+        self._les: list[str] = [floatToGoString(b) for b in bounds]  # type: ignore[no-untyped-call]
         self._bounds_ns = [round(b * 1e9) for b in bounds]
+        self.add(source, name=name, levels=levels, upstream=upstream)
+
+    def add(
+        self,
+        source: BaseLimiter | _Limiting | Machine,
+        *,
+        name: str,
+        levels: Sequence[str] | None = None,
+        upstream: Upstream | None = None,
+    ) -> None:
+        """Export another limiter too, labelled ``limiter=name``: a registry
+        holds one collector of these metrics (a second one registered is a
+        ``DuplicateTimeseries``), so several limiters share it."""
+        if any(known.name == name for known in self._sources):
+            raise ValueError(f"name={name!r}: already the name of a limiter of this collector")
+        limiting = source if isinstance(source, _Limiting) else None
+        machine = source.machine if isinstance(source, _Limiting) else source
+        names = level_names(machine, levels)
+        self._sources.append(_Source(limiting, machine, name, names, upstream))
 
     def collect(self) -> Iterator[Metric]:
-        if self._limiting is not None:
-            whole, waits = self._limiting.statistics_and_waits(self._bounds_ns)
-        else:
-            machine = self._machine
-            whole = machine.statistics()
-            waits = tuple(
-                machine.waits_at_most(lv, self._bounds_ns) for lv in range(machine.levels)
-            )
-        stats = whole.levels
         labels = ["limiter", "level"]
         waiting = GaugeMetricFamily(
             "permits_waiting", "Waiters per level (queue depth)", labels=labels
         )
-        for level in stats:
-            waiting.add_metric([self._limiter, self._names[level.level]], level.waiting)
-        yield waiting
-        for field, text in COUNTERS:
-            counter = CounterMetricFamily(f"permits_{field}", text, labels=labels)
-            for level in stats:
-                counter.add_metric([self._limiter, self._names[level.level]], getattr(level, field))
-            yield counter
+        counters = [
+            CounterMetricFamily(f"permits_{field}", text, labels=labels) for field, text in COUNTERS
+        ]
         wait = HistogramMetricFamily(
             "permits_wait_seconds", "Wait from push to grant, of granted waiters", labels=labels
         )
         longest = GaugeMetricFamily(
             "permits_wait_max_seconds", "Longest wait from push to grant, exact", labels=labels
         )
-        for level in stats:
-            at_most = waits[level.level]
-            buckets = [(f"{b:g}", n) for b, n in zip(self._buckets, at_most, strict=True)]
-            buckets.append(("+Inf", level.granted))
-            label = [self._limiter, self._names[level.level]]
-            wait.add_metric(label, buckets, level.wait_total_ns / 1e9)
-            if level.wait_max_ns is not None:
-                longest.add_metric(label, level.wait_max_ns / 1e9)
-        yield wait
-        yield longest
-        units = CounterMetricFamily(
+        # A gauge: a refund or a settle for less gives units back, and a
+        # counter that goes down reads as a reset to rate().
+        units = GaugeMetricFamily(
             "permits_units_granted",
             "Units granted per limit, less those refunded, as settled for those settled",
             labels=[*labels, "limit"],
         )
-        for level in stats:
-            for limit, count in zip(self._machine.limits, level.units_granted, strict=True):
-                units.add_metric([self._limiter, self._names[level.level], limit], count)
-        yield units
-        limiter = [self._limiter]
         pauses = CounterMetricFamily(
             "permits_pauses",
             "Pauses that lengthened the time nothing is granted (a 429 with Retry-After)",
             labels=["limiter"],
         )
-        pauses.add_metric(limiter, whole.pauses)
-        yield pauses
         paused = CounterMetricFamily(
             "permits_paused_seconds",
             "Time nothing could be granted because of pauses, overlaps counted once",
             labels=["limiter"],
         )
-        paused.add_metric(limiter, whole.paused_ns / 1e9)
+        upstreams = [
+            CounterMetricFamily(f"permits_upstream_{field}", text, labels=["limiter"])
+            for field, text in _UPSTREAM
+        ]
+        for source in self._sources:
+            if source.limiting is not None:
+                whole, waits = source.limiting.statistics_and_waits(self._bounds_ns)
+            else:
+                machine = source.machine
+                whole = machine.statistics()
+                waits = tuple(
+                    machine.waits_at_most(lv, self._bounds_ns) for lv in range(machine.levels)
+                )
+            limiter = [source.name]
+            for level in whole.levels:
+                label = [source.name, source.levels[level.level]]
+                waiting.add_metric(label, level.waiting)
+                for counter, (field, _) in zip(counters, COUNTERS, strict=True):
+                    counter.add_metric(label, getattr(level, field))
+                buckets = list(zip(self._les, waits[level.level], strict=True))
+                buckets.append(("+Inf", level.granted))
+                wait.add_metric(label, buckets, level.wait_total_ns / 1e9)
+                if level.wait_max_ns is not None:
+                    longest.add_metric(label, level.wait_max_ns / 1e9)
+                for limit, count in zip(source.machine.limits, level.units_granted, strict=True):
+                    units.add_metric([*label, limit], count)
+            pauses.add_metric(limiter, whole.pauses)
+            paused.add_metric(limiter, whole.paused_ns / 1e9)
+            if source.upstream is not None:
+                for counter, (field, _) in zip(upstreams, _UPSTREAM, strict=True):
+                    counter.add_metric(limiter, getattr(source.upstream, field))
+        yield waiting
+        yield from counters
+        yield wait
+        yield longest
+        yield units
+        yield pauses
         yield paused
-        upstream = self._upstream
-        if upstream is not None:
-            for field, text in (
-                ("throttled", "Responses 429 (limit exceeded) received from the upstream"),
-                ("malformed", "Rate-limit headers from the upstream that did not parse"),
-            ):
-                counter = CounterMetricFamily(f"permits_upstream_{field}", text, labels=["limiter"])
-                counter.add_metric(limiter, getattr(upstream, field))
-                yield counter
+        if any(source.upstream is not None for source in self._sources):
+            yield from upstreams
+
+
+#: What a client integration counts of the upstream: a field, and what it counts.
+_UPSTREAM = (
+    ("throttled", "Responses 429 (limit exceeded) received from the upstream"),
+    ("malformed", "Rate-limit headers from the upstream that did not parse"),
+)

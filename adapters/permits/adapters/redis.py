@@ -78,6 +78,7 @@ from permits.core import Policy as _Policy
 from permits.core.checks import check_int, check_rate
 
 from ._base import Event, _nanoseconds
+from ._recording import Recording
 from ._requires import requires_extra
 from ._tasked import running
 
@@ -1322,6 +1323,13 @@ class RedisLimiter(_AnyioLimiter):
         Use ``acquire(level, max_wait=...)`` or ``timeout=``."""
         raise NotImplementedError("try_acquire() needs a round trip to Redis; use acquire()")
 
+    def record(self, max_calls: int = 1_000_000) -> Recording:
+        """As :meth:`permits.adapters.BaseLimiter.record`: each call's cost
+        as asked, of every limit of the shared limit."""
+        recording = super().record(max_calls)
+        recording.limits = tuple(self.limit.limits)
+        return recording
+
     # -- costs: what each waiter asks of every limit -------------------------
 
     def _request(
@@ -1331,13 +1339,18 @@ class RedisLimiter(_AnyioLimiter):
         flow: Hashable,
         timeout: float | None,
         max_wait: float | None,
+        *,
+        asked: int | Mapping[str, int] | None = None,
     ) -> tuple[int, int, Decision | None]:
         """Push with the units of the first limit (what the policy and flows
-        count; 1 for a cost that takes none of it); remember every limit's."""
+        count; 1 for a cost that takes none of it); remember every limit's,
+        and record the cost as asked."""
         units = self.limit.units("cost", cost)
         if not any(units):
             raise PermitValueError("cost", cost, "must take at least one unit of some limit")
-        id, level, decision = super()._request(level, units[0] or 1, flow, timeout, max_wait)
+        id, level, decision = super()._request(
+            level, units[0] or 1, flow, timeout, max_wait, asked=cost if asked is None else asked
+        )
         if decision is None:
             self._asks[id] = units
             if self._lone:
