@@ -457,6 +457,30 @@ async def test_live_limits_and_the_upstreams_word(redis_server: RedisServer) -> 
 
 
 @pytest.mark.anyio
+async def test_every_shared_limit_is_read_back_and_learned_from(redis_server: RedisServer) -> None:
+    """``limiter.limits`` names every shared limit (as opened, and as this
+    process changed them), so that the HTTP integrations read the
+    upstream's ``x-ratelimit-*-tokens`` into the shared ``tokens`` limit."""
+    from permits._upstream import Upstream
+
+    name = fresh()
+    limits = {"requests": Limit(1, burst=5), "tokens": Limit(10, burst=100)}
+    async with open_limiter(Fifo(1), redis_server.url, name=name, limits=limits) as limiter:
+        assert limiter.limits == limits
+        limiter.set_limit(rate=20, limit="tokens")
+        assert limiter.limits == {**limits, "tokens": Limit(20, burst=100)}
+        headers = {"x-ratelimit-remaining-tokens": "0", "x-ratelimit-reset-tokens": "30s"}
+        Upstream(limiter).learn(200, headers)
+        await sent(limiter)
+    check = peek(redis_server, name, limits=limits)
+    try:
+        answer = check.take(cost=(0, 1))
+        assert not answer.allowed  # none left: the upstream's word reached Redis
+    finally:
+        check.close()
+
+
+@pytest.mark.anyio
 async def test_settle_on_the_shared_key(redis_server: RedisServer) -> None:
     """P41 through the limiter: a permit settled for more charges the
     difference on the shared key, one settled for less gives it back; a

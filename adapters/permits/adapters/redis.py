@@ -1242,6 +1242,8 @@ class RedisLimiter(_AnyioLimiter):
         #: What the answer to a lone caller's take left for the driver to do.
         self._then: Callable[[], Awaitable[None]] | None = None
         self.limit = limit
+        #: The limits by name as opened, and as this process changed them.
+        self._limits = dict(limit.limits)
         self.reserve = tuple(reserve)
         self.on_unavailable = on_unavailable
         self.share = share
@@ -1441,6 +1443,18 @@ class RedisLimiter(_AnyioLimiter):
         """Change a limit for every process sharing it, from their next
         request on; the units in the bucket carry over."""
         self._send(self.limit.ask_set_limit(rate=rate, burst=burst, limit=limit))
+        name = list(self._limits)[self.limit._index("limit", limit)]
+        old = self._limits[name]
+        self._limits[name] = Limit(
+            old.rate if rate is None else rate, old.burst if burst is None else burst
+        )
+
+    @property
+    def limits(self) -> dict[str, Limit]:
+        """The shared limits by name, as this process opened them or last
+        changed them (:meth:`set_limit`); a change made by another process
+        is read by the script in Redis, not here."""
+        return dict(self._limits)
 
     def pause_for(self, seconds: float) -> None:
         """Grant nothing for ``seconds``, in any process (a 429 with
