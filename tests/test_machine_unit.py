@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import enum
+import sys
+import threading
 from fractions import Fraction
 
 import pytest
@@ -23,6 +25,7 @@ from permits.core import (
     StrictPriority,
     TimeWentBackwards,
     Waiter,
+    WaitHistogram,
     schedule,
 )
 
@@ -207,3 +210,35 @@ def test_queue_full_names_the_limit_the_push_hit() -> None:
     unlimited = Machine(Fifo(1), 1, 1)
     with pytest.raises(PermitValueError, match="no push to it is rejected"):
         unlimited.queue_full("x", 0)
+
+
+def test_a_quantile_read_from_another_thread_never_fails() -> None:
+    """An exporter's thread reads a histogram while the limiter's thread
+    records into it: a read between a wait's count and its bucket gives a
+    recorded wait, never an error (the 99th percentile of fewer than 100
+    waits is the last rank, the one such a read may not find)."""
+    histogram = WaitHistogram()
+    failures: list[BaseException] = []
+    done = threading.Event()
+
+    def read() -> None:
+        while not done.is_set():
+            try:
+                value = histogram.quantile(1.0)
+                assert value is None or 0 <= value < 50_000, value
+            except BaseException as error:
+                failures.append(error)
+                return
+
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)
+    reader = threading.Thread(target=read)
+    reader.start()
+    try:
+        for wait in range(50_000):
+            histogram.record(wait)
+    finally:
+        done.set()
+        reader.join()
+        sys.setswitchinterval(interval)
+    assert failures == []

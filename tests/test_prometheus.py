@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import sys
+import threading
+
 import pytest
 
 from permits.core import MILLISECOND, SECOND, Machine, StrictPriority
@@ -181,3 +184,37 @@ def test_several_limiters_in_one_registry() -> None:
     assert samples[("permits_waiting", (("level", "0"), ("limiter", "chat")))] == 1
     text = prometheus_client.generate_latest(registry).decode()
     assert text.count("# TYPE permits_waiting gauge") == 1
+
+
+def test_a_scrape_while_another_thread_grants_keeps_buckets_within_the_count() -> None:
+    """A scrape from the exporter's thread while the limiter's thread
+    grants: no bucket counts more waits than ``_count`` (and ``+Inf``)."""
+    machine = Machine(StrictPriority(1), 10**9, burst=10**6)
+    registry = prometheus_client.CollectorRegistry()
+    registry.register(PermitsCollector(machine, name="busy"))
+    done = threading.Event()
+
+    def grant() -> None:
+        now = 0
+        while not done.is_set():
+            now += 1
+            machine.take(now, 0, now)
+
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)
+    granting = threading.Thread(target=grant)
+    granting.start()
+    try:
+        for _ in range(100):
+            samples = scrape(registry)
+            count = samples[("permits_wait_seconds_count", (("level", "0"), ("limiter", "busy")))]
+            buckets = [
+                value
+                for (name, _), value in samples.items()
+                if name == "permits_wait_seconds_bucket"
+            ]
+            assert max(buckets) <= count, (max(buckets), count)
+    finally:
+        done.set()
+        granting.join()
+        sys.setswitchinterval(interval)

@@ -42,6 +42,7 @@ from permits.core import (
     Statistics,
 )
 
+from ._metrics import statistics_and_waits
 from ._recording import Recording
 
 if TYPE_CHECKING:
@@ -675,12 +676,9 @@ class _Limiting:
     ) -> tuple[Statistics, tuple[tuple[int, ...], ...]]:
         """:meth:`statistics`, and per level the waits at most each bound
         (:meth:`permits.core.Machine.waits_at_most`), read at one moment:
-        a histogram whose buckets and count agree."""
-        machine = self._machine
-        stats = machine.statistics()
-        return stats, tuple(
-            machine.waits_at_most(level, bounds_ns) for level in range(machine.levels)
-        )
+        a histogram whose buckets and count agree (read from another
+        thread too: see :func:`~permits.adapters._metrics.statistics_and_waits`)."""
+        return statistics_and_waits(self._machine, bounds_ns)
 
     @property
     def closed(self) -> bool:

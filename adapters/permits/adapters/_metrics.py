@@ -9,9 +9,16 @@ import math
 from collections.abc import Sequence
 from typing import Protocol
 
-from permits.core import Machine
+from permits.core import Machine, Statistics
 
-__all__ = ["COUNTERS", "DEFAULT_BUCKETS", "Upstream", "bucket_bounds", "level_names"]
+__all__ = [
+    "COUNTERS",
+    "DEFAULT_BUCKETS",
+    "Upstream",
+    "bucket_bounds",
+    "level_names",
+    "statistics_and_waits",
+]
 
 #: Upper bounds (seconds) of the wait histogram's buckets: from the
 #: millisecond an interactive call notices to the minute a batch tolerates.
@@ -74,3 +81,15 @@ def bucket_bounds(buckets: Sequence[float]) -> list[float]:
     ):
         raise ValueError(f"buckets={buckets!r}: needs strictly ascending finite seconds >= 0")
     return bounds
+
+
+def statistics_and_waits(
+    machine: Machine, bounds_ns: Sequence[int]
+) -> tuple[Statistics, tuple[tuple[int, ...], ...]]:
+    """``machine``'s statistics, and per level the waits at most each bound
+    (:meth:`~permits.core.Machine.waits_at_most`): a histogram whose
+    buckets and count agree. The buckets are read first, so that read from
+    another thread (an exporter's) while a wait is recorded, no bucket
+    counts more than the count read after it."""
+    waits = tuple(machine.waits_at_most(level, bounds_ns) for level in range(machine.levels))
+    return machine.statistics(), waits

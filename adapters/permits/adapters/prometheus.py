@@ -23,7 +23,14 @@ from typing import NamedTuple
 from permits.core import Machine
 
 from ._base import BaseLimiter, _Limiting
-from ._metrics import COUNTERS, DEFAULT_BUCKETS, Upstream, bucket_bounds, level_names
+from ._metrics import (
+    COUNTERS,
+    DEFAULT_BUCKETS,
+    Upstream,
+    bucket_bounds,
+    level_names,
+    statistics_and_waits,
+)
 from ._requires import requires_extra
 
 with requires_extra(__name__, "prometheus", "prometheus_client"):
@@ -139,11 +146,7 @@ class PermitsCollector(Collector):
             if source.limiting is not None:
                 whole, waits = source.limiting.statistics_and_waits(self._bounds_ns)
             else:
-                machine = source.machine
-                whole = machine.statistics()
-                waits = tuple(
-                    machine.waits_at_most(lv, self._bounds_ns) for lv in range(machine.levels)
-                )
+                whole, waits = statistics_and_waits(source.machine, self._bounds_ns)
             limiter = [source.name]
             for level in whole.levels:
                 label = [source.name, source.levels[level.level]]
