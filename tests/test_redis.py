@@ -254,12 +254,28 @@ def test_key_is_hash_tagged_and_expires_when_idle(redis_server: RedisServer) -> 
         ({"rate": 1, "timeout": math.nan}, "timeout"),
         ({"rate": 1, "timeout": math.inf}, "timeout"),
         ({"rate": 1, "timeout": "1"}, "timeout"),
+        # a unit in more than 1e9 s: the script's times would overflow
+        ({"rate": Fraction(1, 10**10)}, "rate"),
+        ({"limits": {"a": Limit(Fraction(1, 10**10))}}, "limits"),
+        ({"rate": 1, "prefix": "app{}"}, "prefix"),  # an empty hash tag: keys in many slots
     ],
 )
 def test_bad_limits(options: dict[str, Any], argument: str) -> None:
     with pytest.raises((PermitValueError, PermitTypeError)) as error:
         RedisLimit("redis://127.0.0.1:1/0", name="x", **options)
     assert getattr(error.value, "argument", None) == argument
+
+
+@pytest.mark.parametrize("name", ["}x", "}"])
+def test_a_name_that_empties_the_hash_tag_is_refused(name: str) -> None:
+    """``{}x}``: Redis Cluster would hash each of the limit's keys whole,
+    into different slots, and every script call would fail (CROSSSLOT)."""
+    with pytest.raises(PermitValueError) as error:
+        RedisLimit("redis://127.0.0.1:1/0", name=name, rate=1)
+    assert error.value.argument == "name"
+    limit = RedisLimit("redis://127.0.0.1:1/0", name="x}y", rate=1, prefix="{app}:")
+    assert limit.key == "{app}:{x}y}"  # tagged "app", as every key of the limit
+    limit.close()
 
 
 @pytest.mark.parametrize("anyio_backend", ["asyncio"])
@@ -295,6 +311,10 @@ async def test_bad_costs_and_changes() -> None:
         with pytest.raises(PermitValueError) as error:
             limiter.adopt(0, 1e14, limit="tokens")
         assert error.value.argument == "reset_after"
+        with pytest.raises(PermitValueError) as error:
+            limiter.set_limit(rate=Fraction(1, 10**10), limit="tokens")
+        assert error.value.argument == "rate"
+        assert limiter.limits == limits
         with pytest.raises(NotRefundable):
             limiter._settle(12345, 1)  # never granted
         assert limiter._pending == []  # nothing was sent
@@ -325,6 +345,7 @@ def test_no_secrets_in_reprs_or_errors() -> None:
         ({"on_unavailable": "local", "share": 1.5}, "share"),
         ({"unavailable_after": 0}, "unavailable_after"),
         ({"demand_ttl": 0}, "demand_ttl"),
+        ({"demand_ttl": 1e13}, "demand_ttl"),  # past the script's times
         ({"book_ahead": -1}, "book_ahead"),
         ({"book_ahead": math.inf}, "book_ahead"),
         ({"global_priority": True, "book_ahead": 1.5}, "book_ahead"),  # above demand_ttl / 2

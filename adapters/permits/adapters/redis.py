@@ -633,8 +633,22 @@ def _microseconds(argument: str, seconds: float) -> int:
     return math.ceil(seconds * 1e6)
 
 
-def _interval_us(rate: Fraction) -> float:
+def _interval_us(argument: str, rate: Fraction) -> float:
+    """Microseconds per unit at ``rate``; at most :data:`_LONGEST_S` seconds
+    (the bound the script's other times keep)."""
+    if rate * _LONGEST_S < 1:
+        raise PermitValueError(
+            argument, rate, f"must allow at least one unit in {_LONGEST_S:g} s (about 31 years)"
+        )
     return float(Fraction(10**6) / rate)
+
+
+def _hash_tag(key: str) -> str:
+    """The part of ``key`` Redis Cluster hashes to place it: between its
+    first ``{`` and the next ``}``, unless that is empty."""
+    start = key.find("{")
+    end = key.find("}", start + 1)
+    return key if start < 0 or end <= start + 1 else key[start + 1 : end]
 
 
 class RedisLimit:
@@ -688,6 +702,14 @@ class RedisLimit:
         self.limits = _named_limits(rate, burst, limits)
         self.url = masked(url)
         self.key = f"{prefix}{{{name}}}"
+        if _hash_tag(self.key) == self.key:  # "{}": each key of the limit in its own slot
+            argument, value = ("prefix", prefix) if "{" in prefix else ("name", name)
+            raise PermitValueError(
+                argument,
+                value,
+                "leaves the keys' hash tag empty ('{}'): they would fall in "
+                "different Redis Cluster slots",
+            )
         self.audit_key = f"{self.key}:audit"
         #: The limits changed by :meth:`set_limit`, shared by every process.
         self.live_key = f"{self.key}:limits"
@@ -701,7 +723,10 @@ class RedisLimit:
         self.process = uuid.uuid4().hex
         self.audit = bool(audit)
         #: The script's arguments for each limit: name, T (us) and burst.
-        self._args = [[key, _interval_us(lim.rate), lim.burst] for key, lim in self.limits.items()]
+        given = "rate" if rate is not None else "limits"
+        self._args = [
+            [key, _interval_us(given, lim.rate), lim.burst] for key, lim in self.limits.items()
+        ]
         #: One unit of every limit.
         self._unit = (1,) * len(self.limits)
         #: The take of one unit of every limit, by reserve, level, waiters,
@@ -1030,7 +1055,7 @@ class RedisLimit:
     ) -> Request:
         """:meth:`set_limit`'s request."""
         index = self._index("limit", limit)
-        interval = -1.0 if rate is None else _interval_us(check_rate(rate))
+        interval = -1.0 if rate is None else _interval_us("rate", check_rate(rate))
         new_burst = -1 if burst is None else check_int("burst", burst, 1)
         zero = (0,) * len(self.limits)
         return self._request("rate", zero, index + 1, interval, new_burst)
@@ -1195,8 +1220,10 @@ class RedisLimiter(_AnyioLimiter):
             raise PermitValueError("unavailable_after", unavailable_after, "must be seconds > 0")
         if not isinstance(global_priority, bool):
             raise PermitTypeError("global_priority", global_priority, "a bool")
-        if not _nanoseconds("demand_ttl", demand_ttl):
-            raise PermitValueError("demand_ttl", demand_ttl, "must be finite seconds > 0")
+        if not _nanoseconds("demand_ttl", demand_ttl) or demand_ttl > _LONGEST_S:
+            raise PermitValueError(
+                "demand_ttl", demand_ttl, f"must be finite seconds > 0, at most {_LONGEST_S:g}"
+            )
         #: Whether a take waits while a more urgent level waits in any live
         #: process (each publishes its waiters per level with its takes).
         self.global_priority = global_priority
