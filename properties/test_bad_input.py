@@ -343,11 +343,6 @@ REFUSED: list[tuple[str, Callable[[], object], tuple[type, str, object, str]]] =
             "charge", Charge.AT_SPEND, "a supplied machine's permits are charged by their source"
         ),
     ),
-    (
-        "supplied two limits",
-        lambda: Machine(Fifo(), limits=two, supplied=True),
-        valued("limits", two, "a supplied machine has one limit"),
-    ),
     # flows
     (
         "flow_weights a list",

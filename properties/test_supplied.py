@@ -29,14 +29,14 @@ class Supplied(RuleBasedStateMachine):
     a: Machine
     b: Machine
 
-    @initialize(config=st.sampled_from(KINDS).flatmap(configs))
+    @initialize(config=st.sampled_from(KINDS).flatmap(lambda kind: configs(kind, costs=True)))
     def setup(self, config: Config) -> None:
         note(repr(config))
+        self.config = config
         self.a = config.machine()
         self.b = Machine(
             config.policy(),
-            config.rate,
-            config.burst,
+            limits=self.a.limits,  # the outside limits: for min_wait, and counted per limit
             max_waiting=config.max_waiting,
             refund_window_ns=config.refund_window,
             supplied=True,
@@ -59,33 +59,41 @@ class Supplied(RuleBasedStateMachine):
                 out += self.b.tick(decision.at)
         return out
 
-    @rule(level=st.integers(0, 2), patience=st.none() | st.integers(0, 3))
-    def push(self, level: int, patience: int | None) -> None:
+    def draw_cost(self, data: st.DataObject) -> Any:
+        """A cost: 1, unless the config has costs (units of one limit or two)."""
+        if not self.config.costs:
+            return 1
+        units = tuple(data.draw(st.integers(0, burst)) for _, burst in self.config.limits)
+        return self.config.cost(units if any(units) else (1, *units[1:]))
+
+    @rule(level=st.integers(0, 2), patience=st.none() | st.integers(0, 3), data=st.data())
+    def push(self, level: int, patience: int | None, data: st.DataObject) -> None:
         level %= self.levels
+        cost = self.draw_cost(data)
         id = self.next_id
         self.next_id += 1
         deadline = None if patience is None else self.now + patience * self.step
         limits = self.a.max_waiting
         limit = None if limits is None else limits[level]
         full = limit is not None and self.a.queues.depths[level] >= limit
-        if (
-            full or (deadline is not None and deadline <= self.now)
-        ) and self.a.next_due() == self.now:
+        late = deadline is not None and deadline <= self.now
+        trial = copy.deepcopy(self.a).push(id, level, self.now, deadline=deadline, cost=cost)
+        if (full or late) and trial and trial[-1].id == id and trial[-1].state is State.GRANTED:
             # Only a permit at hand serves this push: the paced machine has
-            # one, the supplied machine never has (it asks its source), and
-            # refuses the push instead.
-            refused = copy.deepcopy(self.b).push(id, level, self.now, deadline=deadline)
+            # one for its cost, the supplied machine never has (it asks its
+            # source), and refuses the push instead.
+            refused = copy.deepcopy(self.b).push(id, level, self.now, deadline=deadline, cost=cost)
             assert refused, "P20"
             assert refused[-1].id == id, "P20"
             assert refused[-1].state in (State.REJECTED, State.EXPIRED), ("P20", refused)
             return
-        out_a = self.a.push(id, level, self.now, deadline=deadline)
+        out_a = self.a.push(id, level, self.now, deadline=deadline, cost=cost)
         # A's grants before its newcomer joined came from the tick its push
         # starts with; the newcomer's own decision, if any, is the last.
         own = out_a[-1] if out_a and out_a[-1].id == id else None
         before = out_a[:-1] if own is not None else out_a
         out_b = self.mirror(before)
-        pushed = self.b.push(id, level, self.now, deadline=deadline)
+        pushed = self.b.push(id, level, self.now, deadline=deadline, cost=cost)
         out_b += pushed
         if own is not None and own.state is State.GRANTED:
             out_b += self.b.supply(self.now)
@@ -279,3 +287,24 @@ def test_supplied_min_wait_is_a_full_outside_bucket() -> None:
     assert type(machine.min_wait(0)) is int, "P19"
     machine.set_limit(0, rate=1, burst=1)  # the outside limit changed: so does the estimate
     assert machine.min_wait(0) == 2 * SECOND, "P19"
+
+
+def test_supplied_min_wait_counts_every_outside_limit() -> None:
+    """P19 for a supplied machine with two limits: the best case of each
+    outside bucket, full, and the slower one decides."""
+    from permits.core import Fifo, Limit
+
+    limits = {"requests": Limit(3, burst=2), "tokens": Limit(10, burst=10)}
+    machine = Machine(Fifo(), limits=limits, supplied=True)
+    machine.tick(0)
+    asks = {"requests": 1, "tokens": 6}
+    assert machine.min_wait(0, cost=asks) == 0, "P19"
+    machine.push("a", 0, 0, cost=asks)
+    machine.push("b", 0, 0, cost=asks)
+    # requests: 3 asked of a bucket of 2, 1/3 s; tokens: 18 of 10, 0.8 s
+    assert machine.min_wait(0, cost=asks) == 8 * SECOND // 10, "P19"
+    assert machine.min_wait(0, cost={"requests": 1}) == SECOND // 3, "P19"
+    machine.set_limit(0, rate=20, limit="tokens")  # 8 tokens short: 0.4 s
+    assert machine.min_wait(0, cost=asks) == 4 * SECOND // 10, "P19"
+    assert [d.id for d in machine.supply(1)] == ["a"]
+    assert machine.statistics().levels[0].units_granted == (1, 6)

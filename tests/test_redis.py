@@ -391,6 +391,8 @@ async def test_costs_charge_every_limit_or_none(redis_server: RedisServer) -> No
         with pytest.raises(PermitValueError) as error:
             await limiter.acquire(cost={"tokens": 101})  # above the burst: never
         assert error.value.argument == "cost"
+        # counted per limit: every unit asked, whichever limits it takes
+        assert limiter.statistics().levels[0].units_granted == (1, 90)
     check = peek(redis_server, name, limits=limits)
     try:
         # requests 5 - 1, tokens 100 - 90 (the refused one took none)

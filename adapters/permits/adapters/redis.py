@@ -1186,8 +1186,9 @@ class RedisLimiter(_AnyioLimiter):
         self._refund_window_ns = window
         super().__init__(
             policy,
-            limit.rate,
-            limit.burst,
+            None,
+            1,
+            limits=dict(limit.limits),
             max_waiting=max_waiting,
             default_level=default_level,
             settle_window=settle_window,
@@ -1269,8 +1270,6 @@ class RedisLimiter(_AnyioLimiter):
         #: What the answer to a lone caller's take left for the driver to do.
         self._then: Callable[[], Awaitable[None]] | None = None
         self.limit = limit
-        #: The limits by name as opened, and as this process changed them.
-        self._limits = dict(limit.limits)
         self.reserve = tuple(reserve)
         self.on_unavailable = on_unavailable
         self.share = share
@@ -1371,14 +1370,14 @@ class RedisLimiter(_AnyioLimiter):
         *,
         asked: int | Mapping[str, int] | None = None,
     ) -> tuple[int, int, Decision | None]:
-        """Push with the units of the first limit (what the policy and flows
-        count; 1 for a cost that takes none of it); remember every limit's,
-        and record the cost as asked."""
+        """Push with the cost's units of every limit (the machine counts them
+        per limit, and the policy and flows the units of the limit they
+        share); remember them, and record the cost as asked."""
         units = self.limit.units("cost", cost)
         if not any(units):
             raise PermitValueError("cost", cost, "must take at least one unit of some limit")
         id, level, decision = super()._request(
-            level, units[0] or 1, flow, timeout, max_wait, asked=cost if asked is None else asked
+            level, cost, flow, timeout, max_wait, asked=cost if asked is None else asked
         )
         if decision is None:
             self._asks[id] = units
@@ -1468,20 +1467,12 @@ class RedisLimiter(_AnyioLimiter):
         limit: str | None = None,
     ) -> None:
         """Change a limit for every process sharing it, from their next
-        request on; the units in the bucket carry over."""
-        self._send(self.limit.ask_set_limit(rate=rate, burst=burst, limit=limit))
-        name = list(self._limits)[self.limit._index("limit", limit)]
-        old = self._limits[name]
-        self._limits[name] = Limit(
-            old.rate if rate is None else rate, old.burst if burst is None else burst
-        )
-
-    @property
-    def limits(self) -> dict[str, Limit]:
-        """The shared limits by name, as this process opened them or last
-        changed them (:meth:`set_limit`); a change made by another process
-        is read by the script in Redis, not here."""
-        return dict(self._limits)
+        request on; the units in the bucket carry over. :attr:`limits` (and
+        ``min_wait``'s estimate) follow this process's changes; another
+        process's are read by the script in Redis, not here."""
+        request = self.limit.ask_set_limit(rate=rate, burst=burst, limit=limit)
+        super().set_limit(rate=rate, burst=burst, limit=limit)
+        self._send(request)
 
     def pause_for(self, seconds: float) -> None:
         """Grant nothing for ``seconds``, in any process (a 429 with

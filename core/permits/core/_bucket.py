@@ -21,6 +21,7 @@ from fractions import Fraction
 from typing import NamedTuple
 
 from ._errors import PermitValueError
+from ._limits import Limit
 
 __all__ = ["NEVER", "Adopt", "Bucket", "Buckets", "Change", "Mark", "Outside", "Rerate"]
 
@@ -319,17 +320,17 @@ class Buckets:
 
 class Outside:
     """The permits of a supplied machine: they come from a source outside it
-    (a limit shared through Redis), which paces and charges them. None falls
+    (limits shared through Redis), which paces and charges them. None falls
     due here; each is *offered* as it arrives, and one not taken at once is
-    not kept. ``rate`` and ``burst`` describe the outside limit, for
-    :meth:`available_after`'s estimate only.
+    not kept. ``limits`` (each with a ``rate`` and a ``burst``) describe the
+    outside limits, for :meth:`available_after`'s estimate only.
     """
 
-    __slots__ = ("P", "Q", "burst", "due")
+    __slots__ = ("due", "limits")
 
-    def __init__(self, rate: Fraction, burst: int) -> None:
-        self.P, self.Q = interval_of(rate)
-        self.burst = burst
+    def __init__(self, limits: list[Limit]) -> None:
+        #: ``(P, Q, burst)`` of each limit, in the machine's order.
+        self.limits = [(*interval_of(limit.rate), limit.burst) for limit in limits]
         self.due = NEVER
 
     def start(self, now: int) -> None:
@@ -364,9 +365,9 @@ class Outside:
         return [_NO_MARK] * len(records)
 
     def available_after(self, cost: tuple[int, ...], now: int) -> int:
-        """At best the outside bucket is full: ``burst`` at once, then one
-        per interval."""
-        return max(0, (cost[0] - self.burst) * self.P // self.Q)
+        """At best the outside buckets are full: ``burst`` of each at once,
+        then one per interval."""
+        return max(0, *((n - b) * P // Q for n, (P, Q, b) in zip(cost, self.limits, strict=True)))
 
     def check(self) -> None:
         """Nothing to check."""

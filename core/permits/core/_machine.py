@@ -249,8 +249,6 @@ class Machine:
             raise PermitValueError(
                 "charge", charge, "a supplied machine's permits are charged by their source"
             )
-        if supplied and len(named) > 1:
-            raise PermitValueError("limits", limits, "a supplied machine has one limit")
         if flow_weights is not None and not (
             isinstance(flow_weights, Mapping) or callable(flow_weights)
         ):
@@ -292,10 +290,9 @@ class Machine:
         #: due time then depends on who the policy chooses.
         self._varied = False
         #: Where the permits come from: the machine's own buckets, or outside.
-        first = next(iter(named.values()))
         buckets = [Bucket(limit.rate, limit.burst, i) for i, limit in enumerate(named.values())]
         self._source: Bucket | Buckets | Outside = (
-            Outside(first.rate, first.burst)
+            Outside(list(named.values()))
             if supplied
             else buckets[0]
             if len(buckets) == 1
@@ -897,8 +894,7 @@ class Machine:
         self._limits = {**self._limits, name: Limit(new_rate, new_burst)}
         source = self._source
         if isinstance(source, Outside):
-            source.P, source.Q = interval_of(new_rate)
-            source.burst = new_burst
+            source.limits[index] = (*interval_of(new_rate), new_burst)
         else:
             self._ledger.log(source.rerate(now, new_rate, new_burst, index))
         self._grant(now, out)
