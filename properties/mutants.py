@@ -287,6 +287,12 @@ MUTANTS: dict[str, tuple[str, str, str, str]] = {
         "Fraction(now - 1)",
         "a change of limit refills the bucket",
     ),
+    "supplied-first-limit": (
+        "_bucket.py",
+        "for n, (P, Q, b) in zip(cost, self.limits, strict=True)",
+        "for n, (P, Q, b) in zip(cost[:1], self.limits, strict=False)",
+        "a supplied machine's min_wait reads the first outside limit only",
+    ),
     "owed-ignored": (
         "_machine.py",
         "            if owed is not None and depths[owed]:\n",
