@@ -175,8 +175,8 @@ MUTANTS: dict[str, tuple[str, str, str, str]] = {
     ),
     "min-wait-optimistic": (
         "_bucket.py",
-        "(self.b1 - k - self.held - cost[self.index] + 1) * self.P // self.Q",
-        "(self.b1 - k - self.held - cost[self.index] + 2) * self.P // self.Q",
+        "(self.b1 - k - n + 1) * self.P // self.Q",
+        "(self.b1 - k - n + 2) * self.P // self.Q",
         "fail-fast admission promises one permit interval too little",
     ),
     "charge-one-limit": (
@@ -184,7 +184,8 @@ MUTANTS: dict[str, tuple[str, str, str, str]] = {
         "        marks = tuple([bucket.charge(now, cost, mark) for bucket in self.buckets])",
         "        marks = tuple(bucket.charge(now, cost, mark) for bucket in self.buckets[:1])"
         " + tuple(\n"
-        "            Mark(bucket.anchor, bucket.k) for bucket in self.buckets[1:]\n"
+        "            Mark(bucket.anchor, bucket.k, bucket.quota, bucket.quota_until)\n"
+        "            for bucket in self.buckets[1:]\n"
         "        )",
         "a grant charges its first limit and not the others",
     ),
@@ -286,6 +287,12 @@ MUTANTS: dict[str, tuple[str, str, str, str]] = {
         "max(Fraction(now - 1), now + (self.b1 + 1 - units) * change.P / change.Q)",
         "Fraction(now - 1)",
         "a change of limit refills the bucket",
+    ),
+    "quota-uncounted": (
+        "_bucket.py",
+        "        if now < self.quota_until:\n            self.quota -= n\n",
+        "",
+        "the upstream's quota is never used up: charges do not count against it",
     ),
     "supplied-first-limit": (
         "_bucket.py",

@@ -331,7 +331,7 @@ class Reference:
                 limits[i] = (rate, burst)
                 tat = max(Fraction(at - 1), at + (burst - tokens) * NS / rate)
                 tokens = burst - (math.ceil(tat) - at) * rate / NS
-            else:
+            elif kind == "adopt":
                 # At reset, at most `remaining` tokens.
                 _, _, _, remaining, reset = event
                 rate, _ = limits[i]
@@ -341,12 +341,37 @@ class Reference:
     def in_flight(self, i: int) -> int:
         return sum(h.cost[i] for h in self.held.values() if h.charge is None)
 
+    def quota(self, i: int) -> tuple[int, int] | None:
+        """Limit ``i``'s quota at ``last``: the units it leaves and its end,
+        replayed over every event (each quota counts the charges made from
+        it until its reset; a quota given while one holds leaves the
+        smaller count until the later reset); ``None`` if none holds."""
+        assert self.last is not None
+        left, until = 0, None
+        for event in self.events:
+            if isinstance(event, Charge):
+                if until is not None and event.at < until:
+                    left -= event.cost[i]
+            elif event[0] == "quota" and event[2] == i:
+                _, at, _, remaining, reset = event
+                if until is not None and at < until:
+                    left, until = min(left, remaining), max(until, reset)
+                else:
+                    left, until = remaining, reset
+        if until is None or self.last >= until:
+            return None
+        return left, until
+
     def fits(self, cost: tuple[int, ...]) -> bool:
         """Whether every limit holds ``cost`` at ``last``, beside the units in
-        flight, and no pause holds."""
+        flight, within its quota, and no pause holds."""
         assert self.last is not None
         if self.paused_until is not None and self.last < self.paused_until:
             return False
+        for i in range(len(self.limits)):
+            quota = self.quota(i)
+            if quota is not None and self.in_flight(i) + cost[i] > quota[0]:
+                return False
         return all(self.tokens(i) - self.in_flight(i) >= cost[i] for i in range(len(self.limits)))
 
     def settle(self, now: int) -> list[Row]:
@@ -510,6 +535,11 @@ class Reference:
         self.events.append(("adopt", now, i, remaining, reset))
         return out + self.settle(now)
 
+    def limit_quota(self, remaining: int, reset: int, now: int, i: int) -> list[Row]:
+        out = self.settle(now)
+        self.events.append(("quota", now, i, remaining, reset))
+        return out + self.settle(now)
+
     # -- queries --------------------------------------------------------------
 
     def wait_for(self, i: int, n: int) -> int:
@@ -529,6 +559,9 @@ class Reference:
             if need > self.cap(i):
                 return None
             at = max(at, self.last + self.wait_for(i, need))
+            quota = self.quota(i)
+            if quota is not None and need > quota[0]:
+                at = max(at, quota[1])
         if self.paused_until is not None:
             at = max(at, self.paused_until)
         return at
@@ -571,6 +604,9 @@ class Reference:
             # at best, those in flight are spent now
             need = self.in_flight(i) + sum(w.cost[i] for w in first) + cost[i]
             wait = max(wait, self.wait_for(i, need))
+            quota = self.quota(i)
+            if quota is not None and need > quota[0]:
+                wait = max(wait, quota[1] - self.last)
         if self.paused_until is not None:
             wait = max(wait, self.paused_until - self.last)
         return wait

@@ -762,7 +762,7 @@ def test_a_policy_is_asked_at_the_machines_time() -> None:
 
 
 def test_the_changes_of_a_limit_in_words() -> None:
-    """P18 for ``set_limit`` and ``adopt``: the limit named (required when
+    """P18 for ``set_limit``, ``adopt`` and ``quota``: the limit named (required when
     there are several), a burst no smaller than a waiting cost, every refusal
     in its words and the state as it was; P30 for what is accepted: a burst
     equal to the waiting cost, and either of rate and burst kept when not given."""
@@ -778,6 +778,14 @@ def test_the_changes_of_a_limit_in_words() -> None:
         (
             functools.partial(both.adopt, 1, 5, 0),
             valued("limit", None, f"name one of the machine's limits ({names})"),
+        ),
+        (
+            functools.partial(both.quota, 1, 5, 0),
+            valued("limit", None, f"name one of the machine's limits ({names})"),
+        ),
+        (
+            functools.partial(both.quota, -1, 5, 0, limit="tokens"),
+            valued("remaining", -1, "must be at least 0"),
         ),
         (
             functools.partial(both.set_limit, 0, rate=5, limit=3),  # type: ignore[arg-type]
@@ -801,6 +809,7 @@ def test_the_changes_of_a_limit_in_words() -> None:
         ),
         (functools.partial(one.set_limit, 0, burst=0), valued("burst", 0, "must be at least 1")),
         (functools.partial(one.adopt, 1, "5", 0), typed("reset", "5", "an int")),  # type: ignore[arg-type]
+        (functools.partial(one.quota, 1, "5", 0), typed("reset", "5", "an int")),  # type: ignore[arg-type]
     ]:
         refused(call, *refusal)
         assert one.snapshot() == before, "P18"

@@ -117,7 +117,8 @@ class PolicyMachine(RuleBasedStateMachine):
         # P31: nothing is granted before the pause ends
         self.paused_until: int | None = None
         # P32: units charged since the upstream's word, and what it allowed
-        self.adopted: list[tuple[int, int, int, int]] = []  # (limit, order, remaining, reset)
+        # the upstream's words: (property, limit, order, remaining, reset)
+        self.adopted: list[tuple[str, int, int, int, int]] = []
         # the order of each grant not yet charged (Charge.AT_SPEND)
         self.granted_order: dict[Hashable, int] = {}
         # Charge.AT_SPEND: callers that settle their cost later spend so
@@ -357,13 +358,14 @@ class PolicyMachine(RuleBasedStateMachine):
                         self.changed,
                     )
                 )
-        # P32: since the upstream said `remaining` were left until `reset`,
-        # no more than that were charged before `reset`.
-        for i, order, remaining, reset in self.adopted:
-            if self.changed[i] > order:
+        # P32, P52: since the upstream said `remaining` were left until
+        # `reset`, no more than that were charged before `reset` (a bucket's
+        # view only while the limit is not changed; a quota's in any case).
+        for pid, i, order, remaining, reset in self.adopted:
+            if pid == "P32" and self.changed[i] > order:
                 continue
             units = sum(c.counted(i) for c in self.charges if c.order > order and c.at < reset)
-            assert units <= remaining, ("P32", i, units, remaining, reset)
+            assert units <= remaining, (pid, i, units, remaining, reset)
 
     # -- comparison with the model (P13) -------------------------------------
 
@@ -523,6 +525,8 @@ class PolicyMachine(RuleBasedStateMachine):
         owing = any(self.model.tokens(i) < 0 for i in range(len(self.config.limits)))
         flows = self.config.flows
         paused = self.paused_until is not None and now < self.paused_until
+        # (a quota in force may hold the waiters until its end, as a pause)
+        paused = paused or any(self.model.quota(i) for i in range(len(self.config.limits)))
         bounded = not self.holding and not owing and not paused
         if self.fate[id] is State.WAITING:
             # min_wait is exact only from a bucket that can fill: not paused
@@ -801,6 +805,18 @@ class PolicyMachine(RuleBasedStateMachine):
         """P32: the upstream says `remaining` units are left until `reset`:
         nothing falls due earlier because of it (next_due and min_wait only
         grow), and until `reset` no more than `remaining` are charged."""
+        self.upstream_word("P32", limit, remaining, length)
+
+    @precondition(lambda self: hasattr(self, "core") and self.config.costs)
+    @rule(limit=st.integers(0, 1), remaining=st.integers(0, 6), length=st.integers(0, 64))
+    def quota(self, limit: int, remaining: int, length: int) -> None:
+        """P52: the upstream's quota, `remaining` units until `reset`, as
+        P32 says of adopt; and (P13) the model's rule: within the quota the
+        bucket paces as before."""
+        self.upstream_word("P52", limit, remaining, length)
+
+    def upstream_word(self, pid: str, limit: int, remaining: int, length: int) -> None:
+        """``adopt`` (P32) or ``quota`` (P52) at the current time, checked."""
         i = limit % len(self.config.limits)
         name = None if self.config.second is None else NAMES[i]
         now = self.now
@@ -809,19 +825,25 @@ class PolicyMachine(RuleBasedStateMachine):
         reset = now + self.ceil_intervals(length) // 8
         due_before = self.core.next_due()
         waits = [self.core.min_wait(level) for level in range(self.config.spec.levels)]
-        out = self.core.adopt(remaining, reset, now, limit=name)
-        assert not any(d.state is State.GRANTED for d in out), ("P32: adopt granted", out)
+        if pid == "P32":
+            out = self.core.adopt(remaining, reset, now, limit=name)
+        else:
+            out = self.core.quota(remaining, reset, now, limit=name)
+        assert not any(d.state is State.GRANTED for d in out), (pid, "granted", out)
         due = self.core.next_due()
         if due_before is not None and self.core.now is not None:
-            assert due is None or due >= due_before, ("P32: adopt made a permit due sooner", due)
+            assert due is None or due >= due_before, (pid, "a permit due sooner", due)
         after = [self.core.min_wait(level) for level in range(self.config.spec.levels)]
-        assert all(a >= b for a, b in zip(after, waits, strict=True)), ("P32", waits, after)
+        assert all(a >= b for a, b in zip(after, waits, strict=True)), (pid, waits, after)
         self.disturb()
         self.order += 1
-        self.adopted.append((i, self.order, remaining, reset))
+        self.adopted.append((pid, i, self.order, remaining, reset))
         self.check_decisions(out, now)
         self.follow(out)
-        self.compare(out, self.model.adopt(remaining, reset, now, i))
+        if pid == "P32":
+            self.compare(out, self.model.adopt(remaining, reset, now, i))
+        else:
+            self.compare(out, self.model.limit_quota(remaining, reset, now, i))
 
     # -- bad input: a documented error, and nothing changes (P18) -------------
 

@@ -1251,6 +1251,21 @@ async def test_adopt_never_grants_more(open_limiter: OpenLimiter) -> None:
         assert since(start) == 1 * SECOND + 100 * MILLISECOND
 
 
+async def test_a_quota_lets_what_it_leaves_go_at_once(open_limiter: OpenLimiter) -> None:
+    """P52: the upstream's quota, 3 left for 60 s: under a limit of 1/s with 5
+    in the bucket, 3 go at once and the fourth waits for the reset (the
+    bucket's own word, adopt, would keep all 3 for the window's end)."""
+    async with open_limiter(Fifo(), 1, 5) as limiter:
+        limiter.quota(3, reset_after=60.0)
+        start = now()
+        for _ in range(4):
+            await limiter.acquire()
+        assert since(start) == 60 * SECOND
+        with pytest.raises(PermitValueError) as refused:
+            limiter.quota(-1, 1.0)
+        assert refused.value.argument == "remaining"
+
+
 async def test_live_limits_refuse_bad_input(open_limiter: OpenLimiter) -> None:
     async with open_limiter(Fifo(), 10) as limiter:
         with pytest.raises(PermitValueError):

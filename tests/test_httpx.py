@@ -22,7 +22,7 @@ from http_upstream import Script, Upstream_, serve, serve_script
 from permits._upstream import retry
 from permits.adapters import LimiterClosed, threads
 from permits.adapters import asyncio as asyncio_adapter
-from permits.core import Fifo, Limit, PermitTypeError, PermitValueError
+from permits.core import SECOND, Fifo, Limit, PermitTypeError, PermitValueError
 from permits.httpx import (
     AsyncPermitsTransport,
     PermitsTransport,
@@ -288,8 +288,8 @@ def test_each_item_of_a_ratelimit_field_is_heeded() -> None:
 def test_a_ratelimit_item_holds_back_the_limit_counting_its_unit() -> None:
     """A ``RateLimit`` item counts in its policy's unit: ``requests`` unless
     ``RateLimit-Policy`` says otherwise. It goes to the limit of that name,
-    not to the first one (here ``tokens``): 3 until the reset in 1 s, at
-    1 a second, leaves 2 now."""
+    not to the first one (here ``tokens``): 3 until the reset in 1 s, all
+    3 now (9 are left in the bucket)."""
     headers = {"RateLimit-Policy": '"minute";q=60;w=60', "RateLimit": '"minute";r=3;t=1'}
     limits = {"tokens": Limit(1000, burst=1000), "requests": Limit(1, burst=10)}
     with (
@@ -299,7 +299,7 @@ def test_a_ratelimit_item_holds_back_the_limit_counting_its_unit() -> None:
         transport = PermitsTransport(limiter)
         with httpx.Client(transport=transport) as client:
             assert client.get(url).status_code == 200
-        assert [limiter.try_acquire() for _ in range(3)] == [True, True, False]
+        assert [limiter.try_acquire() for _ in range(4)] == [True, True, True, False]
         assert transport.upstream.policies == {"minute": QuotaPolicy(60, 60.0, "requests")}
 
 
@@ -307,7 +307,7 @@ def test_a_ratelimit_item_in_a_unit_no_limit_counts_is_ignored() -> None:
     """A policy counting ``content-bytes`` says nothing about a limit of
     requests: its item is counted in ``ignored`` and holds nothing back,
     while one in ``requests`` is read for the only limit, whatever its name
-    (3 until the reset in 1 s, at 1 a second: 2 now)."""
+    (3 until the reset in 1 s: 3 now)."""
     headers = {
         "RateLimit-Policy": '"bytes";q=1000000;qu="content-bytes", calls;q=10;w=1',
         "RateLimit": '"bytes";r=0;t=50, "calls";r=3;t=1',
@@ -319,7 +319,7 @@ def test_a_ratelimit_item_in_a_unit_no_limit_counts_is_ignored() -> None:
         transport = PermitsTransport(limiter)
         with httpx.Client(transport=transport) as client:
             assert client.get(url).status_code == 200
-        assert [limiter.try_acquire() for _ in range(3)] == [True, True, False]
+        assert [limiter.try_acquire() for _ in range(4)] == [True, True, True, False]
         assert transport.upstream.ignored == 1
         assert transport.upstream.malformed == 0
 
@@ -524,15 +524,19 @@ def test_the_openai_headers_keep_the_bucket_from_filling_before_the_reset() -> N
 
 
 def test_the_ietf_field_is_a_quota_until_the_reset() -> None:
-    """``RateLimit: r=5;t=5`` is 5 until the reset, spread over it: at 1/s
-    with a burst of 10, none of them at once."""
+    """``RateLimit: r=5;t=50`` is 5 until the reset, a count: at 1/s with a
+    burst of 10 (9 left after the call), the 5 go at once and the sixth
+    waits for the reset, not for the bucket (the window is not idled
+    away, as reading it as the bucket's word would: nothing for 45 s)."""
     with (
-        serve_script(Script((200, {"RateLimit": '"default";r=5;t=5'}))) as url,
+        serve_script(Script((200, {"RateLimit": '"default";r=5;t=50'}))) as url,
         threads.open_limiter(Fifo(), limits={"requests": Limit(1, burst=10)}) as limiter,
     ):
         with httpx.Client(transport=PermitsTransport(limiter)) as client:
             assert client.get(url).status_code == 200
-        assert limiter.try_acquire() is False
+        assert [limiter.try_acquire() for _ in range(6)] == [True] * 5 + [False]
+        wait = limiter.machine.min_wait(0)
+        assert 49 * SECOND < wait <= 50 * SECOND, wait
 
 
 def _learned(headers: dict[str, str], limit: Limit, tries: int) -> list[bool]:

@@ -261,7 +261,8 @@ class Upstream:
         the limit's bucket holds at most that now and is never fuller than
         the upstream's (so, refilling faster, it may hold nothing until
         near the reset). The IETF ``RateLimit`` field (``refills=None``) is
-        a quota: that much until the reset."""
+        a quota: that much until the reset, paced by the limit meanwhile
+        (:meth:`~permits.adapters.BaseLimiter.quota`)."""
         seconds = parse_duration(reset)
         remaining = remaining.strip()
         # ASCII digits only ("²" is a digit to isdigit, not to int), and a
@@ -274,7 +275,7 @@ class Upstream:
             self._count("malformed")
             return
         if refills is None:
-            self.limiter.adopt(int(remaining), seconds, limit=limit)
+            self.limiter.quota(int(remaining), seconds, limit=limit)
             return
         left, burst = int(remaining), self.limiter.limits[limit].burst
         if left >= burst:

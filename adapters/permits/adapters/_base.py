@@ -618,14 +618,24 @@ class _Limiting:
         return max(0, self._pause_end - self._clock()) / SECOND
 
     def adopt(self, remaining: int, reset_after: float, *, limit: str | None = None) -> None:
-        """The upstream says ``remaining`` units of ``limit`` are left until
-        ``reset_after`` seconds from now (``x-ratelimit-remaining-*``, the
-        IETF ``RateLimit`` header): from then on the bucket never holds more
+        """The upstream says its bucket for ``limit`` holds ``remaining``
+        units, full again ``reset_after`` seconds from now (the
+        ``x-ratelimit-*`` headers): this limit's bucket never holds more
         than that; it never grants more because of it."""
         after = _nanoseconds("reset_after", reset_after)
         if after is None:
             raise PermitValueError("reset_after", reset_after, "must be a finite number of seconds")
         self._apply(lambda now: self._machine.adopt(remaining, now + after, now, limit=limit))
+
+    def quota(self, remaining: int, reset_after: float, *, limit: str | None = None) -> None:
+        """The upstream says ``remaining`` units of ``limit`` are left for
+        ``reset_after`` seconds, a count (the IETF ``RateLimit`` field):
+        until then at most that many more go, paced by the limit as before;
+        a cost beyond what is left waits for the reset."""
+        after = _nanoseconds("reset_after", reset_after)
+        if after is None:
+            raise PermitValueError("reset_after", reset_after, "must be a finite number of seconds")
+        self._apply(lambda now: self._machine.quota(remaining, now + after, now, limit=limit))
 
     def _apply(self, operation: Callable[[int], list[Decision]]) -> None:
         """Run a machine operation at the clock's now; wake whoever it decided

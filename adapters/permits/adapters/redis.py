@@ -1499,6 +1499,14 @@ class RedisLimiter(_AnyioLimiter):
             raise PermitValueError("reset_after", reset_after, "must be a finite number of seconds")
         self._send(self.limit.ask_adopt(remaining, reset_after, limit))
 
+    def quota(self, remaining: int, reset_after: float, *, limit: str | None = None) -> None:
+        """The upstream's quota, ``remaining`` units of ``limit`` until
+        ``reset_after`` seconds from now, is applied to the shared bucket as
+        :meth:`adopt` applies its word: at most that many until the reset,
+        but kept for the end of the window (the script keeps no count of
+        its own)."""
+        self.adopt(remaining, reset_after, limit=limit)
+
     def _send(self, change: Request, *, gives: bool = False) -> None:
         """Have the driver send ``change`` to Redis before its next request
         (``gives``: it gives units back, see ``_pending``)."""

@@ -23,7 +23,7 @@ from typing import NamedTuple
 from ._errors import PermitValueError
 from ._limits import Limit
 
-__all__ = ["NEVER", "Adopt", "Bucket", "Buckets", "Change", "Mark", "Outside", "Rerate"]
+__all__ = ["NEVER", "Adopt", "Bucket", "Buckets", "Change", "Mark", "Outside", "Quota", "Rerate"]
 
 #: A due time no clock reaches (about 5e51 years of nanoseconds).
 NEVER = 1 << 200
@@ -36,6 +36,9 @@ class Mark(NamedTuple):
 
     anchor: int
     k: int
+    #: The quota's units left and its end (see :class:`Quota`).
+    quota: int
+    quota_until: int
 
 
 class Rerate(NamedTuple):
@@ -60,8 +63,19 @@ class Adopt(NamedTuple):
     reset: int
 
 
+class Quota(NamedTuple):
+    """At ``at``, the upstream said ``remaining`` units are left until
+    ``reset``, a count (an IETF ``RateLimit`` quota): until then, at most
+    that many more are charged."""
+
+    at: int
+    limit: int
+    remaining: int
+    reset: int
+
+
 #: A change to a limit, kept in the grant log between the charges.
-Change = Rerate | Adopt
+Change = Rerate | Adopt | Quota
 
 
 def interval_of(rate: Fraction) -> tuple[int, int]:
@@ -77,9 +91,25 @@ class Bucket:
         Kept up to date by every change, so that reading it costs nothing.
     :ivar held: units in flight.
     :ivar until: nothing is available before this time (a pause).
+    :ivar quota: units that may still be charged before :attr:`quota_until`
+        (the upstream's quota); a cost beyond it waits for that time.
+    :ivar quota_until: when the quota ends (``-NEVER``: none was given).
     """
 
-    __slots__ = ("P", "Q", "anchor", "b1", "due", "held", "index", "k", "n", "until")
+    __slots__ = (
+        "P",
+        "Q",
+        "anchor",
+        "b1",
+        "due",
+        "held",
+        "index",
+        "k",
+        "n",
+        "quota",
+        "quota_until",
+        "until",
+    )
 
     def __init__(self, rate: Fraction, burst: int, index: int = 0) -> None:
         self.P, self.Q = interval_of(rate)
@@ -90,6 +120,8 @@ class Bucket:
         self.held = 0
         self.n = 1
         self.until = -NEVER
+        self.quota = 0
+        self.quota_until = -NEVER
         self.due = 0
 
     def start(self, now: int) -> None:
@@ -120,11 +152,14 @@ class Bucket:
         would lose up to a nanosecond per permit to rounding.
         """
         anchor, k = self.anchor, self.k
-        before = _new(Mark, (anchor, k)) if mark else None
+        before = _new(Mark, (anchor, k, self.quota, self.quota_until)) if mark else None
         if k * self.P < (now - 1 - anchor) * self.Q:
             self.anchor = now - 1
             k = 0
-        self.k = k + cost[self.index]
+        n = cost[self.index]
+        self.k = k + n
+        if now < self.quota_until:
+            self.quota -= n
         self._set_due()
         return before
 
@@ -161,6 +196,15 @@ class Bucket:
         self._apply(change)
         return change
 
+    def limit_quota(self, now: int, remaining: int, reset: int, index: int = 0) -> Quota:
+        """The upstream says ``remaining`` units are left until ``reset``, a
+        count: until then at most that many more are charged (with a quota
+        already in force, the smaller count until the later end: never more
+        than either allows). Returns the change, for the log."""
+        change = Quota(now, self.index, remaining, reset)
+        self._apply(change)
+        return change
+
     def replay(self, mark: Mark, records: list[object], now: int) -> list[Mark | None]:
         """Return to ``mark``, and go through ``records`` (later grants and
         changes, oldest first) again: charge each grant's cost at its time,
@@ -170,10 +214,10 @@ class Bucket:
             if isinstance(record, Rerate) and record.limit == self.index:
                 self.P, self.Q, self.b1 = record.old  # the limit as it was at the mark
                 break
-        self.anchor, self.k = mark
+        self.anchor, self.k, self.quota, self.quota_until = mark
         marks: list[Mark | None] = []
         for record in records:
-            if isinstance(record, (Rerate, Adopt)):
+            if isinstance(record, (Rerate, Adopt, Quota)):
                 if record.limit == self.index:
                     self._apply(record)
                 marks.append(None)
@@ -191,8 +235,10 @@ class Bucket:
         anchor, k = self.anchor, self.k
         if k * self.P < (now - 1 - anchor) * self.Q:
             anchor, k = now - 1, 0
-        due = anchor - ((self.b1 - k - self.held - cost[self.index] + 1) * self.P // self.Q)
-        return max(0, due - now, self.until - now)
+        n = self.held + cost[self.index]
+        due = anchor - ((self.b1 - k - n + 1) * self.P // self.Q)
+        quota_due = self.quota_until if now < self.quota_until and n > self.quota else now
+        return max(0, due - now, self.until - now, quota_due - now)
 
     def check(self) -> None:
         """Assert the bucket's invariants (for tests)."""
@@ -201,6 +247,14 @@ class Bucket:
 
     def _apply(self, change: Change) -> None:
         now = change.at
+        if isinstance(change, Quota):
+            if now < self.quota_until:
+                self.quota = min(self.quota, change.remaining)
+                self.quota_until = max(self.quota_until, change.reset)
+            else:
+                self.quota, self.quota_until = change.remaining, change.reset
+            self._set_due()
+            return
         P, Q = self.P, self.Q
         tat = self.anchor + Fraction(self.k * P, Q)
         if tat < now - 1:
@@ -226,7 +280,11 @@ class Bucket:
             self.due = NEVER
         else:
             due = self.anchor - ((-excess - self.k) * self.P // self.Q)
-            self.due = due if due > self.until else self.until
+            if due < self.until:
+                due = self.until
+            if due < self.quota_until and self.held + self.n > self.quota:
+                due = self.quota_until  # the quota holds it until its end
+            self.due = due
 
 
 class Buckets:
@@ -287,6 +345,11 @@ class Buckets:
 
     def adopt(self, now: int, remaining: int, reset: int, index: int) -> Adopt:
         change = self.buckets[index].adopt(now, remaining, reset, index)
+        self._set_due()
+        return change
+
+    def limit_quota(self, now: int, remaining: int, reset: int, index: int) -> Quota:
+        change = self.buckets[index].limit_quota(now, remaining, reset)
         self._set_due()
         return change
 
@@ -373,7 +436,7 @@ class Outside:
         """Nothing to check."""
 
 
-_NO_MARK = Mark(0, 0)
+_NO_MARK = Mark(0, 0, 0, -NEVER)
 
 
 def refuse_outside(argument: str, value: object, what: str) -> PermitValueError:

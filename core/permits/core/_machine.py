@@ -585,7 +585,13 @@ class Machine:
         For tests and debugging; O(waiters + grants held)."""
         source = self._source
         buckets = [source] if isinstance(source, Bucket) else getattr(source, "buckets", [])
-        pacing = tuple((b.anchor, b.k, b.P, b.Q, b.b1, b.held, b.until) for b in buckets) or None
+        pacing = (
+            tuple(
+                (b.anchor, b.k, b.P, b.Q, b.b1, b.held, b.until, b.quota, b.quota_until)
+                for b in buckets
+            )
+            or None
+        )
         return Snapshot(
             now=self._now,
             due=source.due,
@@ -942,6 +948,29 @@ class Machine:
             raise refuse_outside("remaining", remaining, "adopt()")
         out = self.tick(now)
         self._ledger.log(self._source.adopt(now, remaining, reset, index))
+        return out
+
+    def quota(
+        self, remaining: int, reset: int, now: int, *, limit: str | None = None
+    ) -> list[Decision]:
+        """The upstream says ``remaining`` units of ``limit`` are left until
+        ``reset`` (ns), as a count (the IETF ``RateLimit`` field's quota):
+        until ``reset``, at most ``remaining`` more units of it are charged,
+        and a cost the quota left cannot cover waits for ``reset``; within
+        it, the bucket paces as before (unlike :meth:`adopt`, which keeps
+        what is left for the end of the window). With a quota already in
+        force, the smaller count holds until the later reset. It never
+        raises what is available. Ticks to ``now`` first."""
+        now = self._check_now(now)
+        remaining = check_int("remaining", remaining, 0)
+        reset = check_int("reset", reset)
+        if reset < now:
+            raise PermitValueError("reset", reset, f"is in the past (now is {now})")
+        index, _ = self._limit_named(limit)
+        if isinstance(self._source, Outside):
+            raise refuse_outside("remaining", remaining, "quota()")
+        out = self.tick(now)
+        self._ledger.log(self._source.limit_quota(now, remaining, reset, index))
         return out
 
     def supply(self, now: int, owed: int | None = None) -> list[Decision]:
