@@ -1422,3 +1422,20 @@ def test_shares_serve_the_most_urgent_head_already_covered() -> None:
     assert at == model.next_tick() == SECOND // 1000, ("P13", at)
     granted = rows(machine.tick(at))
     assert granted == model.settle(at) == [("x", "GRANTED", 0, at, at)], ("P13", granted)
+
+
+@pytest.mark.parametrize("charge", [Charge.AT_GRANT, Charge.AT_SPEND])
+def test_a_spend_spends_the_permit_its_own_tick_grants(charge: Charge) -> None:
+    """P23 where the spend's tick is late: the permit that tick grants is
+    held after it, so the spend spends it, as SPEC's "tick to now; if id
+    holds a permit" says and the model does: refused as a refund then, and
+    under AT_SPEND charged at the spend, nothing left in flight."""
+    machine = Machine(Fifo(), rate=1, burst=1, charge=charge)
+    machine.push("a", 0, 0)  # granted at once
+    machine.spend("a", 0)
+    machine.push("b", 0, 0)  # waits a second
+    decisions = machine.spend("b", 2 * SECOND)  # no tick came at 1 s
+    assert rows(decisions) == [("b", "GRANTED", 0, 2 * SECOND, 2 * SECOND)], decisions
+    assert machine.in_flight == 0, ("P23: the spend left b's permit in flight", machine.in_flight)
+    with pytest.raises(NotRefundable):
+        machine.refund("b", 2 * SECOND)

@@ -846,9 +846,10 @@ class Machine:
         if not isinstance(settle_later, bool):
             raise PermitTypeError("settle_later", settle_later, "a bool")
         ledger = self._ledger
-        grant = ledger.get(id)
+        ledger.get(id)  # an unhashable id is refused before the tick
         out = self.tick(now)
-        if grant is not None and ledger.get(id) is grant and not ledger.is_spent(id):
+        grant = ledger.get(id)  # held after the tick: one it granted too
+        if grant is not None and not ledger.is_spent(id):
             if grant.before is None:
                 # In flight until now: charged now, as its caller proceeds.
                 ledger.forget(id)
