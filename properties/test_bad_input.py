@@ -384,6 +384,11 @@ REFUSED: list[tuple[str, Callable[[], object], tuple[type, str, object, str]]] =
         lambda: Machine(Fifo(), limits=two, flow_limit="seconds"),
         valued("flow_limit", "seconds", "must name a limit (one of 'requests', 'tokens')"),
     ),
+    (
+        "flow_limit a list",
+        lambda: Machine(Fifo(), limits=two, flow_limit=["tokens"]),  # type: ignore[arg-type]
+        typed("flow_limit", ["tokens"], "a limit's name (str)"),
+    ),
     # the checks other packages use
     ("check_int str", lambda: check_int("n", "1"), typed("n", "1", "an int")),
     ("check_int below", lambda: check_int("n", 2, 3), valued("n", 2, "must be at least 3")),

@@ -265,6 +265,8 @@ class Machine:
             if max_waiting_per_flow is None
             else check_int("max_waiting_per_flow", max_waiting_per_flow, 0)
         )
+        if flow_limit is not None and not isinstance(flow_limit, str):
+            raise PermitTypeError("flow_limit", flow_limit, "a limit's name (str)")
         if flow_limit is not None and flow_limit not in named:
             raise PermitValueError(
                 "flow_limit",
