@@ -464,10 +464,11 @@ class Machine:
         wait there; and every other level's too when the policy's
         :meth:`Policy.ahead` puts every waiter first and no push has named a
         flow) and the pacing of those units (and of those in flight, at best
-        spent now).
+        spent now). A cost above a limit's burst is refused as :meth:`push`
+        refuses it: such a waiter would never wait, nor be granted.
         """
         level = self._check_level(level)
-        units = self._cost("cost", cost)
+        units = self._within_bursts(cost)
         _check_flow(flow)
         now = self._now
         if now is None:
@@ -1054,9 +1055,18 @@ class Machine:
 
     def _asked(self, cost: object) -> tuple[int, ...]:
         """A push's cost: some units, none beyond a limit's burst."""
-        units = self._cost("cost", cost)
+        units = self._within_bursts(cost)
         if not any(units):
             raise PermitValueError("cost", cost, "must take at least one unit of some limit")
+        costs = self._costs
+        if len(costs) >= COSTS_SHARED:
+            costs.clear()
+        return costs.setdefault(units, units)
+
+    def _within_bursts(self, cost: object) -> tuple[int, ...]:
+        """A cost as units per limit, none beyond a limit's burst (such a
+        cost could never be granted)."""
+        units = self._cost("cost", cost)
         for (name, limit), n in zip(self._limits.items(), units, strict=True):
             if n > limit.burst:
                 raise PermitValueError(
@@ -1065,10 +1075,7 @@ class Machine:
                     f"{n} units exceed the burst of limit {name!r} ({limit.burst}): "
                     "it could never be granted",
                 )
-        costs = self._costs
-        if len(costs) >= COSTS_SHARED:
-            costs.clear()
-        return costs.setdefault(units, units)
+        return units
 
     def _units_granted(self, level: int) -> tuple[int, ...]:
         """Units granted at ``level`` per limit, net of refunds and settles:
