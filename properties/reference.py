@@ -488,7 +488,8 @@ class Reference:
         out = self.settle(now)
         held = self.held.pop(id)
         if held.charge is not None:
-            self.events.remove(held.charge)
+            # this very charge: another of the same time and cost is equal to it
+            self.events = [event for event in self.events if event is not held.charge]
         stats = self.stats[held.level]
         stats.refunded += 1
         stats.units = [a - b for a, b in zip(stats.units, held.cost, strict=True)]

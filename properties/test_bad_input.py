@@ -379,6 +379,11 @@ REFUSED: list[tuple[str, Callable[[], object], tuple[type, str, object, str]]] =
         lambda: Machine(Fifo(), limits=two, flow_limit="seconds"),
         valued("flow_limit", "seconds", "must name a limit (one of 'requests', 'tokens')"),
     ),
+    (
+        "flow_limit a list",
+        lambda: Machine(Fifo(), limits=two, flow_limit=["tokens"]),  # type: ignore[arg-type]
+        typed("flow_limit", ["tokens"], "a limit's name (str)"),
+    ),
     # the checks other packages use
     ("check_int str", lambda: check_int("n", "1"), typed("n", "1", "an int")),
     ("check_int below", lambda: check_int("n", 2, 3), valued("n", 2, "must be at least 3")),
@@ -886,7 +891,8 @@ def test_the_costs_and_weights_errors_in_words() -> None:
     """P18 for what a push asks for: every bad cost (none of any limit, more
     than a burst, a limit the machine lacks, units below 0 or not ints, not
     an int nor a mapping) refused by push, take, min_wait and settle in its
-    words (settle names ``actual``), and a flow's weight checked as it is
+    words (settle names ``actual``; min_wait refuses more than a burst too,
+    settle not: that is a debt), and a flow's weight checked as it is
     read (a function's, or a mapping's that computes it), naming the flow
     and keeping what the function raised; the state as it was. A mapping
     that is not a dict is a cost like a dict; a flow the weights do not
@@ -929,6 +935,10 @@ def test_the_costs_and_weights_errors_in_words() -> None:
         for operation in (machine.push, machine.take):
             refused(functools.partial(operation, "y", 0, 0, cost=bad), *refusal)
             assert machine.snapshot() == before, ("P18", bad)
+        if refusal[3].endswith("it could never be granted"):
+            # no wait to tell for a push that would be refused (an acquire
+            # with max_wait said it "would wait too long")
+            refused(functools.partial(machine.min_wait, 0, cost=bad), *refusal)
         if refusal[3].endswith(("at least 0", "to ints", "an int", f"({two_names})")):
             refused(functools.partial(machine.min_wait, 0, cost=bad), *refusal)
             actual = (refusal[0], "actual", refusal[2], refusal[3].replace("cost=", "actual=", 1))

@@ -1422,3 +1422,35 @@ def test_shares_serve_the_most_urgent_head_already_covered() -> None:
     assert at == model.next_tick() == SECOND // 1000, ("P13", at)
     granted = rows(machine.tick(at))
     assert granted == model.settle(at) == [("x", "GRANTED", 0, at, at)], ("P13", granted)
+
+
+@pytest.mark.parametrize("charge", [Charge.AT_GRANT, Charge.AT_SPEND])
+def test_a_spend_spends_the_permit_its_own_tick_grants(charge: Charge) -> None:
+    """P23 where the spend's tick is late: the permit that tick grants is
+    held after it, so the spend spends it, as SPEC's "tick to now; if id
+    holds a permit" says and the model does: refused as a refund then, and
+    under AT_SPEND charged at the spend, nothing left in flight."""
+    machine = Machine(Fifo(), rate=1, burst=1, charge=charge)
+    machine.push("a", 0, 0)  # granted at once
+    machine.spend("a", 0)
+    machine.push("b", 0, 0)  # waits a second
+    decisions = machine.spend("b", 2 * SECOND)  # no tick came at 1 s
+    assert rows(decisions) == [("b", "GRANTED", 0, 2 * SECOND, 2 * SECOND)], decisions
+    assert machine.in_flight == 0, ("P23: the spend left b's permit in flight", machine.in_flight)
+    with pytest.raises(NotRefundable):
+        machine.refund("b", 2 * SECOND)
+
+
+def test_the_model_refunds_its_own_charge_beside_an_equal_one() -> None:
+    """P13 and P29 where two charges are equal (the same time and cost): a
+    refund takes back its own, so that a settle of the other still reaches
+    the model's log. (The model once removed the first equal charge, then
+    settled one no longer in its log, and disagreed with a right core.)"""
+    machine = Machine(Fifo(), 1000, 3)
+    model = Reference(PolicySpec("fifo", 1), [(Fraction(1000), 3)], None, SECOND)
+    for id in ("a", "b"):
+        assert rows(machine.push(id, 0, 0)) == model.push(id, 0, 0, None, (1,)), "P13"
+    assert rows(machine.refund("b", 0)) == model.refund("b", 0), "P13"
+    assert rows(machine.settle("a", 3, 0)) == model.settle_cost("a", (3,), 0), "P13"
+    due = (machine.next_due(), model.next_due())
+    assert due == (1_000_000, 1_000_000), ("P13: a settled to the whole burst", due)

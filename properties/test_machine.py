@@ -396,6 +396,7 @@ class PolicyMachine(RuleBasedStateMachine):
         """The caller of ``id`` proceeds at ``now`` (P23, P24)."""
         held = self.model.held.get(id)
         in_flight = held is not None and held.charge is None
+        waiter = next((w for w in self.model.waiting if w.id == id), None)
         out = self.core.spend(id, now, settle_later=settle_later)
         self.check_decisions(out, now)
         self.follow(out)
@@ -404,6 +405,10 @@ class PolicyMachine(RuleBasedStateMachine):
         if in_flight:
             assert held is not None
             self.charge(now, id, held.cost)
+        elif waiter is not None and not self.at_grant and self.fate[id] is State.GRANTED:
+            # the spend's own (late) tick granted it: it holds that permit
+            # after the tick, and the spend charges it at once
+            self.charge(now, id, waiter.cost)
         snapshot = self.core.snapshot()
         log = snapshot.logged
         assert not log or any(grant is log[0] for grant in snapshot.grants), (
@@ -685,6 +690,16 @@ class PolicyMachine(RuleBasedStateMachine):
         refundable. P24: a permit in flight counts from its spend."""
         self.advance(steps)
         self.spend_at(id, self.now)
+        self.take_at_once()
+
+    @rule(id=ids, steps=st.integers(1, 200))
+    def spend_late(self, id: int, steps: int) -> None:
+        """P23 with a late tick, as when the event loop lags: the spend's own
+        tick may grant ``id``, which then holds a permit, and the spend
+        spends it (refused as a refund from then on, not left in flight)."""
+        target = self.now + self.ceil_intervals(steps) // 16
+        self.void_on_time_bounds()
+        self.spend_at(id, target)
         self.take_at_once()
 
     @precondition(lambda self: hasattr(self, "core") and not self.at_grant and not self.holding)

@@ -263,6 +263,8 @@ class Machine:
             if max_waiting_per_flow is None
             else check_int("max_waiting_per_flow", max_waiting_per_flow, 0)
         )
+        if flow_limit is not None and not isinstance(flow_limit, str):
+            raise PermitTypeError("flow_limit", flow_limit, "a limit's name (str)")
         if flow_limit is not None and flow_limit not in named:
             raise PermitValueError(
                 "flow_limit",
@@ -459,10 +461,11 @@ class Machine:
         wait there; and every other level's too when the policy's
         :meth:`Policy.ahead` puts every waiter first and no push has named a
         flow) and the pacing of those units (and of those in flight, at best
-        spent now).
+        spent now). A cost above a limit's burst is refused as :meth:`push`
+        refuses it: such a waiter would never wait, nor be granted.
         """
         level = self._check_level(level)
-        units = self._cost("cost", cost)
+        units = self._within_bursts(cost)
         _check_flow(flow)
         now = self._now
         if now is None:
@@ -849,9 +852,10 @@ class Machine:
         if not isinstance(settle_later, bool):
             raise PermitTypeError("settle_later", settle_later, "a bool")
         ledger = self._ledger
-        grant = ledger.get(id)
+        ledger.get(id)  # an unhashable id is refused before the tick
         out = self.tick(now)
-        if grant is not None and ledger.get(id) is grant and not ledger.is_spent(id):
+        grant = ledger.get(id)  # held after the tick: one it granted too
+        if grant is not None and not ledger.is_spent(id):
             if grant.before is None:
                 # In flight until now: charged now, as its caller proceeds.
                 ledger.forget(id)
@@ -1076,9 +1080,18 @@ class Machine:
 
     def _asked(self, cost: object) -> tuple[int, ...]:
         """A push's cost: some units, none beyond a limit's burst."""
-        units = self._cost("cost", cost)
+        units = self._within_bursts(cost)
         if not any(units):
             raise PermitValueError("cost", cost, "must take at least one unit of some limit")
+        costs = self._costs
+        if len(costs) >= COSTS_SHARED:
+            costs.clear()
+        return costs.setdefault(units, units)
+
+    def _within_bursts(self, cost: object) -> tuple[int, ...]:
+        """A cost as units per limit, none beyond a limit's burst (such a
+        cost could never be granted)."""
+        units = self._cost("cost", cost)
         for (name, limit), n in zip(self._limits.items(), units, strict=True):
             if n > limit.burst:
                 raise PermitValueError(
@@ -1087,10 +1100,7 @@ class Machine:
                     f"{n} units exceed the burst of limit {name!r} ({limit.burst}): "
                     "it could never be granted",
                 )
-        costs = self._costs
-        if len(costs) >= COSTS_SHARED:
-            costs.clear()
-        return costs.setdefault(units, units)
+        return units
 
     def _units_granted(self, level: int) -> tuple[int, ...]:
         """Units granted at ``level`` per limit, net of refunds and settles:
