@@ -209,10 +209,6 @@ def test_supply_is_for_a_supplied_machine() -> None:
         (lambda: Machine(Fifo(), limits={}), "limits"),
         (lambda: Machine(Fifo(), limits={"": Limit(1)}), "limits"),
         (lambda: Machine(Fifo(), limits={"tokens": 100}), "limits"),  # type: ignore[dict-item]
-        (
-            lambda: Machine(Fifo(), limits={"a": Limit(1), "b": Limit(1)}, supplied=True),
-            "limits",
-        ),
         (lambda: Machine(Fifo(), 10, flow_weights=3), "flow_weights"),  # type: ignore[arg-type]
         (lambda: Machine(Fifo(), 10, flow_weights={"a": 0}), "flow_weights"),
         (lambda: Machine(Fifo(), 10, flow_weights={"a": 1.5}), "flow_weights"),  # type: ignore[dict-item]
