@@ -11,7 +11,8 @@ parametrizes ``anyio_backend`` itself (a plain backend name).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import sys
+from collections.abc import Callable, Iterator
 from contextlib import AbstractAsyncContextManager
 from typing import Any
 
@@ -49,3 +50,15 @@ def open_limiter(case: tuple[str, str]) -> Callable[..., AbstractAsyncContextMan
     if adapter == "trio":
         return trio_adapter.open_limiter
     return anyio_adapter.open_limiter
+
+
+@pytest.fixture
+def switch_often() -> Iterator[None]:
+    """Threads switch as often as the interpreter allows while the test
+    runs, so that a race a 5 ms switch interval hides shows at once."""
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)
+    try:
+        yield
+    finally:
+        sys.setswitchinterval(interval)

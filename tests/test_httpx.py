@@ -8,7 +8,6 @@ loaded machine cannot change.
 
 from __future__ import annotations
 
-import sys
 import time
 from collections.abc import AsyncIterator, Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -357,19 +356,14 @@ def test_a_field_sent_on_several_lines_is_read_whole() -> None:
         assert limiter.try_acquire() is False
 
 
+@pytest.mark.usefixtures("switch_often")
 def test_the_counters_count_every_response_from_many_threads() -> None:
-    """One transport's counters, bumped by eight threads at once, miss none
-    (a thread switch is forced as often as the interpreter allows)."""
+    """One transport's counters, bumped by eight threads at once, miss none."""
     with threads.open_limiter(Fifo(), limits={"requests": Limit(1000, burst=10)}) as limiter:
         upstream = Upstream(limiter)
-        interval = sys.getswitchinterval()
-        sys.setswitchinterval(1e-6)
-        try:
-            with ThreadPoolExecutor(8) as pool:
-                for _ in pool.map(lambda _: upstream.learn(429, {}), range(40_000)):
-                    pass
-        finally:
-            sys.setswitchinterval(interval)
+        with ThreadPoolExecutor(8) as pool:
+            for _ in pool.map(lambda _: upstream.learn(429, {}), range(40_000)):
+                pass
         assert upstream.throttled == 40_000
 
 

@@ -942,16 +942,9 @@ class Machine:
         available before ``reset - remaining * interval`` (a ``reset`` far
         off keeps what is left for the end of its window). Ticks to ``now``
         first."""
-        now = self._check_now(now)
-        remaining = check_int("remaining", remaining, 0)
-        reset = check_int("reset", reset)
-        if reset < now:
-            raise PermitValueError("reset", reset, f"is in the past (now is {now})")
-        index, _ = self._limit_named(limit)
-        if isinstance(self._source, Outside):
-            raise refuse_outside("remaining", remaining, "adopt()")
+        source, now, remaining, reset, index = self._word(remaining, reset, now, limit, "adopt()")
         out = self.tick(now)
-        self._ledger.log(self._source.adopt(now, remaining, reset, index))
+        self._ledger.log(source.adopt(now, remaining, reset, index))
         return out
 
     def quota(
@@ -965,17 +958,27 @@ class Machine:
         what is left for the end of the window). With a quota already in
         force, the smaller count holds until the later reset. It never
         raises what is available. Ticks to ``now`` first."""
+        source, now, remaining, reset, index = self._word(remaining, reset, now, limit, "quota()")
+        out = self.tick(now)
+        self._ledger.log(source.limit_quota(now, remaining, reset, index))
+        return out
+
+    def _word(
+        self, remaining: object, reset: object, now: object, limit: str | None, what: str
+    ) -> tuple[Bucket | Buckets, int, int, int, int]:
+        """The upstream's word (``what``: adopt or quota), checked, changing
+        nothing: the machine's buckets, the time, ``remaining``, ``reset``
+        and the limit's index."""
         now = self._check_now(now)
         remaining = check_int("remaining", remaining, 0)
         reset = check_int("reset", reset)
         if reset < now:
             raise PermitValueError("reset", reset, f"is in the past (now is {now})")
         index, _ = self._limit_named(limit)
-        if isinstance(self._source, Outside):
-            raise refuse_outside("remaining", remaining, "quota()")
-        out = self.tick(now)
-        self._ledger.log(self._source.limit_quota(now, remaining, reset, index))
-        return out
+        source = self._source
+        if isinstance(source, Outside):
+            raise refuse_outside("remaining", remaining, what)
+        return source, now, remaining, reset, index
 
     def supply(self, now: int, owed: int | None = None) -> list[Decision]:
         """A permit from outside, at ``now``: tick to ``now``, then grant it to
