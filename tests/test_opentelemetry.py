@@ -22,7 +22,9 @@ from permits.httpx import Upstream
 pytestmark = pytest.mark.timeout(60)
 
 
-def points(reader: InMemoryMetricReader) -> dict[str, list[Any]]:
+def points(reader: InMemoryMetricReader, *, monotonic: bool = False) -> dict[str, list[Any]]:
+    """The data points of each metric the reader reads (``monotonic``: of
+    each sum it reads as monotonic, a counter)."""
     data = reader.get_metrics_data()
     assert data is not None
     return {
@@ -30,6 +32,7 @@ def points(reader: InMemoryMetricReader) -> dict[str, list[Any]]:
         for resource in data.resource_metrics
         for scope in resource.scope_metrics
         for metric in scope.metrics
+        if not monotonic or getattr(metric.data, "is_monotonic", False)
     }
 
 
@@ -111,19 +114,6 @@ def test_a_bare_machine_or_bad_names_are_refused() -> None:
             instrument(limiter, meter, buckets=[1.0, 0.5])
 
 
-def monotonic(reader: InMemoryMetricReader) -> dict[str, list[Any]]:
-    """The data points of each sum the reader reads as monotonic (a counter)."""
-    data = reader.get_metrics_data()
-    assert data is not None
-    return {
-        metric.name: list(metric.data.data_points)
-        for resource in data.resource_metrics
-        for scope in resource.scope_metrics
-        for metric in scope.metrics
-        if getattr(metric.data, "is_monotonic", False)
-    }
-
-
 def test_no_counter_goes_down_when_a_permit_is_settled() -> None:
     """A settle for less lowers the units granted: ``permits.units_granted``
     is an up-down counter, not a counter (whose fall a backend reads as a
@@ -133,9 +123,9 @@ def test_no_counter_goes_down_when_a_permit_is_settled() -> None:
     with threads.open_limiter(StrictPriority(1), 1000, 1000, settle_window=60.0) as limiter:
         instrument(limiter, meter)
         permit = limiter.acquire(cost=600)
-        before = monotonic(reader)
+        before = points(reader, monotonic=True)
         permit.settle(150)  # it used less than it asked for
-        after = monotonic(reader)
+        after = points(reader, monotonic=True)
         found = points(reader)
     for name, counted in after.items():
         now = [p.value for p in counted]
