@@ -184,8 +184,7 @@ MUTANTS: dict[str, tuple[str, str, str, str]] = {
         "        marks = tuple([bucket.charge(now, cost, mark) for bucket in self.buckets])",
         "        marks = tuple(bucket.charge(now, cost, mark) for bucket in self.buckets[:1])"
         " + tuple(\n"
-        "            Mark(bucket.anchor, bucket.k, bucket.quota, bucket.quota_until)\n"
-        "            for bucket in self.buckets[1:]\n"
+        "            Mark(bucket.anchor, bucket.k, bucket.quotas) for bucket in self.buckets[1:]\n"
         "        )",
         "a grant charges its first limit and not the others",
     ),
@@ -290,8 +289,8 @@ MUTANTS: dict[str, tuple[str, str, str, str]] = {
     ),
     "quota-uncounted": (
         "_bucket.py",
-        "        if now < self.quota_until:\n            self.quota -= n\n",
-        "",
+        "tuple((left - n, until) for",
+        "tuple((left, until) for",
         "the upstream's quota is never used up: charges do not count against it",
     ),
     "supplied-first-limit": (

@@ -341,26 +341,20 @@ class Reference:
     def in_flight(self, i: int) -> int:
         return sum(h.cost[i] for h in self.held.values() if h.charge is None)
 
-    def quota(self, i: int) -> tuple[int, int] | None:
-        """Limit ``i``'s quota at ``last``: the units it leaves and its end,
-        replayed over every event (each quota counts the charges made from
-        it until its reset; a quota given while one holds leaves the
-        smaller count until the later reset); ``None`` if none holds."""
+    def quotas(self, i: int) -> list[tuple[int, int]]:
+        """Limit ``i``'s quotas in force at ``last``: each one's units left
+        and its end, replayed over every event (each quota counts the
+        charges made from it until its reset, beside the others)."""
         assert self.last is not None
-        left, until = 0, None
+        counts: list[list[int]] = []  # [left, until]
         for event in self.events:
             if isinstance(event, Charge):
-                if until is not None and event.at < until:
-                    left -= event.cost[i]
+                for count in counts:
+                    if event.at < count[1]:
+                        count[0] -= event.cost[i]
             elif event[0] == "quota" and event[2] == i:
-                _, at, _, remaining, reset = event
-                if until is not None and at < until:
-                    left, until = min(left, remaining), max(until, reset)
-                else:
-                    left, until = remaining, reset
-        if until is None or self.last >= until:
-            return None
-        return left, until
+                counts.append([event[3], event[4]])  # remaining, reset
+        return [(left, until) for left, until in counts if until > self.last]
 
     def fits(self, cost: tuple[int, ...]) -> bool:
         """Whether every limit holds ``cost`` at ``last``, beside the units in
@@ -369,8 +363,7 @@ class Reference:
         if self.paused_until is not None and self.last < self.paused_until:
             return False
         for i in range(len(self.limits)):
-            quota = self.quota(i)
-            if quota is not None and self.in_flight(i) + cost[i] > quota[0]:
+            if any(self.in_flight(i) + cost[i] > left for left, _ in self.quotas(i)):
                 return False
         return all(self.tokens(i) - self.in_flight(i) >= cost[i] for i in range(len(self.limits)))
 
@@ -560,9 +553,7 @@ class Reference:
             if need > self.cap(i):
                 return None
             at = max(at, self.last + self.wait_for(i, need))
-            quota = self.quota(i)
-            if quota is not None and need > quota[0]:
-                at = max(at, quota[1])
+            at = max([at, *(until for left, until in self.quotas(i) if need > left)])
         if self.paused_until is not None:
             at = max(at, self.paused_until)
         return at
@@ -605,9 +596,8 @@ class Reference:
             # at best, those in flight are spent now
             need = self.in_flight(i) + sum(w.cost[i] for w in first) + cost[i]
             wait = max(wait, self.wait_for(i, need))
-            quota = self.quota(i)
-            if quota is not None and need > quota[0]:
-                wait = max(wait, quota[1] - self.last)
+            ends = [until - self.last for left, until in self.quotas(i) if need > left]
+            wait = max([wait, *ends])
         if self.paused_until is not None:
             wait = max(wait, self.paused_until - self.last)
         return wait

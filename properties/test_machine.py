@@ -531,7 +531,7 @@ class PolicyMachine(RuleBasedStateMachine):
         flows = self.config.flows
         paused = self.paused_until is not None and now < self.paused_until
         # (a quota in force may hold the waiters until its end, as a pause)
-        paused = paused or any(self.model.quota(i) for i in range(len(self.config.limits)))
+        paused = paused or any(self.model.quotas(i) for i in range(len(self.config.limits)))
         bounded = not self.holding and not owing and not paused
         if self.fate[id] is State.WAITING:
             # min_wait is exact only from a bucket that can fill: not paused
@@ -1101,6 +1101,7 @@ class PolicyMachine(RuleBasedStateMachine):
             return
         for i, ((rate, burst), bucket) in enumerate(zip(self.model.limits, pacing, strict=True)):
             held = bucket[5]
+            assert isinstance(held, int)
             most = burst + math.floor(rate / NS)
             assert held <= most or self.changed[i] >= 0, ("P24: too much in flight", held, most)
             if WITH_MODEL:

@@ -57,6 +57,9 @@ class Buckets:
         #: The line: each waiting process's turn (us), level and place (when
         #: it joined).
         self.line: dict[str, tuple[Fraction, int, int]] = {}
+        #: The upstream's quotas of each limit in force: each one's units
+        #: left and its end (us).
+        self.quotas: list[list[tuple[int, int]]] = [[] for _ in bursts]
 
     def elsewhere(self, process: str, now: int) -> list[int]:
         """Waiters of other live processes, per level; the demand of
@@ -143,6 +146,14 @@ class Buckets:
             for i, T in enumerate(self.T):
                 self.tokens[i] = min(Fraction(self.burst[i]), self.tokens[i] + (now - self.at) / T)
         self.at = now
+        self.quotas = [[q for q in quotas if q[1] > now] for quotas in self.quotas]
+
+    def use_quota(self, units: Sequence[int]) -> None:
+        """``units`` charged: each quota in force leaves that many fewer."""
+        self.quotas = [
+            [(left - x, end) for left, end in quotas]
+            for quotas, x in zip(self.quotas, units, strict=True)
+        ]
 
     def answer(self, allowed: int, wait: int) -> Answer:
         return (allowed, wait, *(math.floor(t) for t in self.tokens))
@@ -158,6 +169,8 @@ class Buckets:
             keep = max(reserve, self.burst[i] // 2) if headroom else reserve
             need = min(x + keep, self.burst[i]) if x > 0 else 0
             waits.append((need - self.tokens[i]) * self.T[i])
+            # units a quota does not leave: not before its end
+            waits += [Fraction(end - now) for left, end in self.quotas[i] if x > left]
         return max(Fraction(0), max(waits))
 
     def take(
@@ -223,6 +236,7 @@ class Buckets:
         while True:
             for i, x in enumerate(units):
                 self.tokens[i] -= x
+            self.use_quota(units)
             taken += 1
             if wait > 0 or taken == lease or self.wait(now, reserve, units, headroom=True) > 0:
                 break
@@ -250,6 +264,7 @@ class Buckets:
         self.refill(now)
         for i, x in enumerate(units):
             self.tokens[i] = min(Fraction(self.burst[i]), self.tokens[i] - x)
+        self.use_quota([max(0, x) for x in units])  # (units given back: not to the quota)
         return self.answer(1, 0)
 
     def pause_for(self, now: int, length: int) -> Answer:
@@ -264,6 +279,15 @@ class Buckets:
         for i, r in enumerate(remaining):
             if r >= 0:
                 self.tokens[i] = min(self.tokens[i], r - reset_after / self.T[i])
+        return self.answer(1, 0)
+
+    def limit_quota(self, now: int, reset_after: int, remaining: Sequence[int]) -> Answer:
+        """Until ``now + reset_after`` at most ``remaining`` more units are
+        charged, beside the quotas in force."""
+        self.refill(now)
+        for i, r in enumerate(remaining):
+            if r >= 0 and reset_after > 0:
+                self.quotas[i].append((r, now + reset_after))
         return self.answer(1, 0)
 
     def rerate(self, now: int, index: int, rate: int, burst: int) -> Answer:
@@ -326,7 +350,7 @@ def caller(script: Any, rates: Sequence[int], bursts: Sequence[int], key: str = 
 # The ops: (kind, dt, arg, xs, extra) drawn for two limits; a one-limit run
 # reads the first of each.
 ops = st.tuples(
-    st.sampled_from(["take"] * 6 + ["give", "pause", "adopt", "rate"]),
+    st.sampled_from(["take"] * 6 + ["give", "pause", "adopt", "quota", "rate"]),
     st.one_of(st.just(0), st.integers(1, 400_000), st.sampled_from([25_000, 100_000])),
     st.integers(0, 400_000),
     st.lists(st.integers(-1, 6), min_size=2, max_size=2),
@@ -396,6 +420,12 @@ def run(script: Any, rates: list[int], bursts: list[int], steps: list[Any], *, p
             want = model.adopt(now, arg, remaining)
             note(f"t={now - T0} adopt {remaining} at +{arg}: script {got}, model {want}")
             assert got == want, ("P41", got, want)
+        elif kind == "quota":
+            remaining = tuple(min(x, 5) for x in xs)
+            got = tuple(call("quota", now, arg, remaining))
+            want = model.limit_quota(now, arg, remaining)
+            note(f"t={now - T0} quota {remaining} until +{arg}: script {got}, model {want}")
+            assert got == want, ("P41", got, want)
         else:
             index = min(index, n - 1)
             # which: 0 both, 1 the rate only, 2 the burst only (-1: as it stands)
@@ -453,10 +483,16 @@ MUTANTS = {
         "buckets",
     ),
     "charge-one-limit": (
-        "    for i = 1, n do tat[i] = tat[i] + x[i] * T[i] end\n",
-        "    tat[1] = tat[1] + x[1] * T[1]\n",
+        "      tat[i] = tat[i] + x[i] * T[i]\n",
+        "      if i == 1 then tat[i] = tat[i] + x[i] * T[i] end\n",
         "a take charges the first limit only",
         "buckets",
+    ),
+    "quota-uncounted": (
+        "      for _, q in ipairs(quotas[i]) do q[1] = q[1] - x[i] end  -- the quotas' units\n",
+        "",
+        "a take's units do not count against the upstream's quota",
+        "quota",
     ),
     "ignore-the-pause": (
         "  local at = pause\n",
@@ -589,6 +625,7 @@ def test_script_mutants_are_caught(client: Any, mutant: str) -> None:
     }
     by_hand = {
         "shared-limit": test_global_shares_count_the_shared_limit_by_hand,
+        "quota": test_a_quota_counts_down_on_the_shared_key_by_hand,
     }
     if run in by_hand:  # no examples to draw
         with pytest.raises(AssertionError):
@@ -651,6 +688,28 @@ def test_several_limits_pause_and_word_by_hand(script: Any) -> None:
     assert call("rate", T0 + 2_000_000, 1, (0, 0), 50_000, 4) == [1, 0, -10, 0]
     # 650 ms later, 13 units at 20/s: 3 there (at 10/s it would still be -3.5)
     assert call("take", T0 + 2_650_000, 0, (1, 0)) == [1, 0, 2, 0]
+
+
+def test_a_quota_counts_down_on_the_shared_key_by_hand(script: Any) -> None:
+    """P41 for the upstream's quota: 2 requests left for 10 s, under 10/s
+    with a burst of 5: two takes at once (the bucket holds them), the third
+    waits for the quota's end, not for the bucket; a settle for more counts
+    against it, one for less gives nothing back; a second word holds beside
+    the first, each until its own end."""
+    call = caller(script, [10], [5])
+    assert call("quota", T0, 10_000_000, (2,)) == [1, 0, 5]
+    assert call("take", T0, 0, (1,)) == [1, 0, 4]
+    assert call("take", T0, 0, (1,)) == [1, 10_000_000, 3]  # the same again: at the end
+    assert call("take", T0 + 1, 0, (1,))[:2] == [0, 9_999_999]
+    assert call("take", T0 + 10_000_000, 0, (1,)) == [1, 0, 4]  # over: the bucket alone
+    assert call("quota", T0 + 10_000_000, 5_000_000, (3,)) == [1, 0, 4]
+    assert call("give", T0 + 10_000_000, 0, (1,)) == [1, 0, 3]  # charged: 2 left
+    assert call("give", T0 + 10_000_000, 0, (-1,)) == [1, 0, 4]  # given back: still 2
+    # 2 left until +5 s, and now 4 until +8 s
+    assert call("quota", T0 + 10_000_000, 8_000_000, (4,)) == [1, 0, 4]
+    assert call("take", T0 + 10_000_000, 0, (2,)) == [1, 5_000_000, 2]  # 0 and 2 left
+    assert call("take", T0 + 15_000_000, 0, (2,)) == [1, 3_000_000, 3]  # the first is over
+    assert call("take", T0 + 17_000_000, 0, (1,))[:2] == [0, 1_000_000]  # 0 left until +8 s
 
 
 def test_a_fractional_interval_is_kept(script: Any) -> None:

@@ -328,8 +328,8 @@ def test_a_policy_tighter_than_the_limit_is_warned_about_once(
 ) -> None:
     """An upstream that declares 10 a minute, under a limit of 1 a second:
     one warning, however many responses repeat the policy. A policy that
-    does not parse is counted."""
-    policy = '"minute";q=10;w=60, "broken";q=ten'
+    does not parse is counted (an empty member is none)."""
+    policy = '"minute";q=10;w=60, "broken";q=ten, '
     with (
         serve_script(Script((200, {"RateLimit-Policy": policy}))) as url,
         threads.open_limiter(Fifo(), limits={"requests": Limit(1, burst=10)}) as limiter,
@@ -531,6 +531,22 @@ def test_the_ietf_field_is_a_quota_until_the_reset() -> None:
         assert [limiter.try_acquire() for _ in range(6)] == [True] * 5 + [False]
         wait = limiter.machine.min_wait(0)
         assert 49 * SECOND < wait <= 50 * SECOND, wait
+
+
+def test_each_policy_of_the_ietf_field_holds_until_its_own_reset() -> None:
+    """``"burst";r=0;t=1, "day";r=50;t=3600``: nothing for a second, then
+    up to 50 until the hour's end; the day's count is not held to the
+    burst's 0 for the hour."""
+    field = '"burst";r=0;t=1, "day";r=50;t=3600'
+    with (
+        serve_script(Script((200, {"RateLimit": field}))) as url,
+        threads.open_limiter(Fifo(), limits={"requests": Limit(100, burst=10)}) as limiter,
+    ):
+        with httpx.Client(transport=PermitsTransport(limiter)) as client:
+            assert client.get(url).status_code == 200
+        assert limiter.try_acquire() is False
+        assert 0 < limiter.machine.min_wait(0) <= SECOND
+        assert limiter.machine.min_wait(0, cost=10) <= SECOND  # 10 of the day's 50
 
 
 def _learned(headers: dict[str, str], limit: Limit, tries: int) -> list[bool]:

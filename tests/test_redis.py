@@ -504,6 +504,26 @@ async def test_every_shared_limit_is_read_back_and_learned_from(redis_server: Re
 
 
 @pytest.mark.anyio
+async def test_the_upstreams_quota_is_shared(redis_server: RedisServer) -> None:
+    """P41 through the limiter: a quota one process is told (2 left for
+    30 s) holds every process: two takes go at once, the third waits for
+    the quota's end, not for the bucket."""
+    name = fresh()
+    async with open_limiter(Fifo(1), redis_server.url, name=name, rate=10, burst=5) as a:
+        a.quota(2, 30.0)
+        await sent(a)
+        other = peek(redis_server, name, rate=10, burst=5)
+        try:
+            assert other.take().allowed
+            assert other.take().allowed
+            answer = other.take()
+            assert not answer.allowed
+            assert 29e6 < answer.retry_after <= 30e6, answer
+        finally:
+            other.close()
+
+
+@pytest.mark.anyio
 async def test_settle_on_the_shared_key(redis_server: RedisServer) -> None:
     """P41 through the limiter: a permit settled for more charges the
     difference on the shared key, one settled for less gives it back; a

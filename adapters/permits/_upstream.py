@@ -132,6 +132,8 @@ def _quota_policies(field: str) -> tuple[dict[str, QuotaPolicy], int]:
     policies: dict[str, QuotaPolicy] = {}
     malformed = 0
     for name, params in _members(field):
+        if name is None and not params:
+            continue  # an empty member (an empty field, a trailing comma)
         quota = params.get("q", "")
         window = parse_duration(params["w"]) if "w" in params else None
         if (
@@ -166,8 +168,8 @@ class Upstream:
         #: ``RateLimit`` items ignored because their policy counts a unit
         #: that no limit here counts (``qu="content-bytes"``, say).
         self.ignored = 0
-        #: The upstream's quota policies by name, as its latest
-        #: ``RateLimit-Policy`` field said.
+        #: The upstream's quota policies by name, each as the latest
+        #: ``RateLimit-Policy`` field naming it said.
         self.policies: dict[str, QuotaPolicy] = {}
         self._lock = threading.Lock()
 

@@ -114,8 +114,9 @@ _SCRIPT = """
 -- The shared limit of permits: GCRA buckets of capacity `burst` (one per
 -- limit), a pause, limits changed live. Every step is one atomic call.
 -- KEYS[1]: the state, a hash: 'tat:<limit>' (theoretical arrival time, us)
---   per limit, and while a pause lasts 'pause' (nothing is granted before
---   it, us)
+--   per limit, while a pause lasts 'pause' (nothing is granted before it,
+--   us), and while upstream's quotas of a limit last 'q:<limit>' (each
+--   one's units left and its end, us: 'left until left until ...')
 -- KEYS[2]: the audit list (grant times, us; a give's time after a 'g'), written when ARGV[4] == '1'
 -- KEYS[3]: the limits changed by set_limit, a hash: '<limit>' -> 'T burst'
 -- KEYS[4]: global priority: each process's waiting demand, a hash:
@@ -124,14 +125,14 @@ _SCRIPT = """
 --   '<process>' -> 'turn level place' (us; its place: when it joined)
 -- KEYS[6]: global shares: 'V' (the start of the last grant) and 'F<level>'
 --   (the finish of the level's last grant), in units of virtual time
--- ARGV[1]: take | give | pause | adopt | rate | demand
+-- ARGV[1]: take | give | pause | adopt | quota | rate | demand
 -- ARGV[2]: now, us (read only by the script the tests run at chosen times)
--- ARGV[3]: take: the reserve; pause: its length, us; adopt: us until the
---   reset; rate: the index of the limit changed
+-- ARGV[3]: take: the reserve; pause: its length, us; adopt, quota: us until
+--   the reset; rate: the index of the limit changed
 -- ARGV[4]: audit, 0 or 1; ARGV[5]: n, the number of limits
 -- ARGV[2 + 4i .. 5 + 4i], limit i = 1..n: name, T = 1e6 / rate (us), burst,
 --   and x: take: units asked; give: units given back (< 0) or charged
---   (> 0); adopt: units the upstream says are left (-1: no word on it)
+--   (> 0); adopt, quota: units the upstream says are left (-1: no word on it)
 -- ARGV[6 + 4n], ARGV[7 + 4n]: rate: the new T and burst (-1: as it stands)
 -- ARGV[6 + 4n .. 9 + 4n]: take and demand, under global priority: the
 --   process, its demand's time to live (us), the level of the take, and the
@@ -167,6 +168,7 @@ for i = 1, n do
   burst[i] = tonumber(ARGV[4 + 4 * i])
   x[i] = tonumber(ARGV[5 + 4 * i])
   fields[i + 1] = 'tat:' .. names[i]
+  fields[n + i + 1] = 'q:' .. names[i]
 end
 local state = redis.call('HMGET', KEYS[1], unpack(fields))
 local live = redis.call('HMGET', KEYS[3], unpack(names))
@@ -178,6 +180,19 @@ for i = 1, n do
     burst[i] = tonumber(string.sub(live[i], sep + 1))
   end
   tat[i] = math.max(now, tonumber(state[i + 1]) or now)
+end
+-- The upstream's quotas of each limit in force: each {units left, end}
+-- (each charge takes its units from every one).
+local quotas = {}
+for i = 1, n do
+  quotas[i] = {}
+  if state[n + i + 1] then
+    local words = {}
+    for word in string.gmatch(state[n + i + 1], '%S+') do words[#words + 1] = tonumber(word) end
+    for j = 1, #words, 2 do
+      if words[j + 1] > now then quotas[i][#quotas[i] + 1] = {words[j], words[j + 1]} end
+    end
+  end
 end
 
 local told  -- global shares: {the level a take's permits are owed to, the one to ask for next}
@@ -193,7 +208,8 @@ end
 -- When every limit holds what a take of x needs: its units and `reserve`
 -- more (never more than the burst), and with `headroom` (a lease's extra
 -- permit) at least half its burst more; of a limit it takes nothing from,
--- no debt. Never before the pause ends.
+-- no debt. Never before the pause ends, nor, for units a quota does not
+-- leave, before the quota's end.
 local function allowed_at(reserve, headroom)
   local at = pause
   for i = 1, n do
@@ -204,6 +220,9 @@ local function allowed_at(reserve, headroom)
       need = math.min(x[i] + keep, burst[i])
     end
     at = math.max(at, tat[i] - (burst[i] - need) * T[i])
+    for _, q in ipairs(quotas[i]) do
+      if x[i] > q[1] then at = math.max(at, q[2]) end
+    end
   end
   return at
 end
@@ -337,21 +356,33 @@ if process ~= '' or me ~= '' then
   end
 end
 
--- Write the state back, the pause only while it lasts; it expires when
--- every bucket is full again and the pause is over.
+-- Write the state back, the pause and each quota only while they last; it
+-- expires when every bucket is full again and the pause and quotas are over.
 local function store()
-  local args, last = {}, pause
+  local args, last, over = {}, pause, {}
   for i = 1, n do
-    args[2 * i - 1] = fields[i + 1]
+    args[#args + 1] = fields[i + 1]
     -- %d where whole: the digits %.17g would write, written sooner
-    args[2 * i] = string.format(tat[i] % 1 == 0 and '%d' or '%.17g', tat[i])
+    args[#args + 1] = string.format(tat[i] % 1 == 0 and '%d' or '%.17g', tat[i])
     last = math.max(last, tat[i])
+    if #quotas[i] > 0 then
+      local words = {}
+      for _, q in ipairs(quotas[i]) do
+        words[#words + 1] = string.format('%d %d', q[1], q[2])
+        last = math.max(last, q[2])
+      end
+      args[#args + 1] = fields[n + i + 1]
+      args[#args + 1] = table.concat(words, ' ')
+    elseif state[n + i + 1] then
+      over[#over + 1] = fields[n + i + 1]
+    end
   end
   if pause > now then
-    args[2 * n + 1], args[2 * n + 2] = 'pause', string.format('%d', pause)
+    args[#args + 1], args[#args + 2] = 'pause', string.format('%d', pause)
   end
   if last > now then
-    if state[1] and pause <= now then redis.call('HDEL', KEYS[1], 'pause') end  -- over
+    if state[1] and pause <= now then over[#over + 1] = 'pause' end
+    if #over > 0 then redis.call('HDEL', KEYS[1], unpack(over)) end
     redis.call('HSET', KEYS[1], unpack(args))
     redis.call('PEXPIRE', KEYS[1], math.ceil((last - now) / 1000) + @SLACK@)
   else
@@ -421,7 +452,10 @@ if op == 'take' then
   -- each burst left for the others
   local lease, taken = tonumber(ARGV[11 + 4 * n]) or 1, 0
   repeat
-    for i = 1, n do tat[i] = tat[i] + x[i] * T[i] end
+    for i = 1, n do
+      tat[i] = tat[i] + x[i] * T[i]
+      for _, q in ipairs(quotas[i]) do q[1] = q[1] - x[i] end  -- the quotas' units
+    end
     taken = taken + 1
   until at > now or taken >= lease or allowed_at(arg, true) > now
   store()
@@ -460,7 +494,14 @@ if op == 'take' then
   end
   return answer(taken, math.ceil(again - now))
 elseif op == 'give' then
-  for i = 1, n do tat[i] = math.max(now, tat[i] + x[i] * T[i]) end
+  for i = 1, n do
+    tat[i] = math.max(now, tat[i] + x[i] * T[i])
+    -- units charged count against a quota; units given back are not
+    -- returned to it (they may have been charged before it)
+    if x[i] > 0 then
+      for _, q in ipairs(quotas[i]) do q[1] = q[1] - x[i] end
+    end
+  end
   if ARGV[4] == '1' then
     redis.call('RPUSH', KEYS[2], 'g' .. string.format('%d', now))
   end
@@ -472,6 +513,25 @@ elseif op == 'adopt' then
   -- at the reset, at most x units left: TAT >= reset + (burst - x) * T
   for i = 1, n do
     if x[i] >= 0 then tat[i] = math.max(tat[i], now + arg + (burst[i] - x[i]) * T[i]) end
+  end
+elseif op == 'quota' then
+  -- at most x more until the reset, beside the quotas in force; one that
+  -- another makes redundant (no more left, lasting no shorter) is dropped
+  for i = 1, n do
+    if x[i] >= 0 and arg > 0 then
+      local all, kept = quotas[i], {}
+      all[#all + 1] = {x[i], now + arg}
+      for j, q in ipairs(all) do
+        local redundant = false
+        for k, o in ipairs(all) do
+          if k ~= j and o[1] <= q[1] and o[2] >= q[2] and (o[1] < q[1] or o[2] > q[2] or k < j) then
+            redundant = true
+          end
+        end
+        if not redundant then kept[#kept + 1] = q end
+      end
+      quotas[i] = kept
+    end
   end
 elseif op == 'rate' then
   -- the units in the bucket carry over (never more than the new burst);
@@ -1032,6 +1092,19 @@ class RedisLimit:
         word[index] = check_int("remaining", remaining, 0)
         return self._request("adopt", word, _microseconds("reset_after", reset_after))
 
+    def quota(self, remaining: int, reset_after: float, limit: str | None = None) -> GcraAnswer:
+        """The upstream's quota: at most ``remaining`` more units of
+        ``limit`` until ``reset_after`` seconds from now, for every process,
+        beside the quotas in force."""
+        return self.send(self.ask_quota(remaining, reset_after, limit))
+
+    def ask_quota(self, remaining: int, reset_after: float, limit: str | None = None) -> Request:
+        """:meth:`quota`'s request."""
+        index = self._index("limit", limit)
+        word = [-1] * len(self.limits)
+        word[index] = check_int("remaining", remaining, 0)
+        return self._request("quota", word, _microseconds("reset_after", reset_after))
+
     def set_limit(
         self,
         *,
@@ -1500,12 +1573,13 @@ class RedisLimiter(_AnyioLimiter):
         self._send(self.limit.ask_adopt(remaining, reset_after, limit))
 
     def quota(self, remaining: int, reset_after: float, *, limit: str | None = None) -> None:
-        """The upstream's quota, ``remaining`` units of ``limit`` until
-        ``reset_after`` seconds from now, is applied to the shared bucket as
-        :meth:`adopt` applies its word: at most that many until the reset,
-        but kept for the end of the window (the script keeps no count of
-        its own)."""
-        self.adopt(remaining, reset_after, limit=limit)
+        """The upstream's quota: at most ``remaining`` more units of
+        ``limit`` until ``reset_after`` seconds from now (at most 1e9), for
+        every process; the count is kept in Redis beside the bucket."""
+        after = _nanoseconds("reset_after", reset_after)
+        if after is None:
+            raise PermitValueError("reset_after", reset_after, "must be a finite number of seconds")
+        self._send(self.limit.ask_quota(remaining, reset_after, limit))
 
     def _send(self, change: Request, *, gives: bool = False) -> None:
         """Have the driver send ``change`` to Redis before its next request

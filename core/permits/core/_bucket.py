@@ -36,9 +36,8 @@ class Mark(NamedTuple):
 
     anchor: int
     k: int
-    #: The quota's units left and its end (see :class:`Quota`).
-    quota: int
-    quota_until: int
+    #: The quotas in force: each one's units left and its end (see :class:`Quota`).
+    quotas: tuple[tuple[int, int], ...]
 
 
 class Rerate(NamedTuple):
@@ -91,9 +90,10 @@ class Bucket:
         Kept up to date by every change, so that reading it costs nothing.
     :ivar held: units in flight.
     :ivar until: nothing is available before this time (a pause).
-    :ivar quota: units that may still be charged before :attr:`quota_until`
-        (the upstream's quota); a cost beyond it waits for that time.
-    :ivar quota_until: when the quota ends (``-NEVER``: none was given).
+    :ivar quotas: the upstream's quotas, each ``(left, until)``: units that
+        may still be charged before ``until``; a cost beyond one waits for
+        its end. None made redundant by another (no more left, lasting no
+        shorter); one past its end may linger, holding nothing.
     """
 
     __slots__ = (
@@ -106,8 +106,7 @@ class Bucket:
         "index",
         "k",
         "n",
-        "quota",
-        "quota_until",
+        "quotas",
         "until",
     )
 
@@ -120,8 +119,7 @@ class Bucket:
         self.held = 0
         self.n = 1
         self.until = -NEVER
-        self.quota = 0
-        self.quota_until = -NEVER
+        self.quotas: tuple[tuple[int, int], ...] = ()
         self.due = 0
 
     def start(self, now: int) -> None:
@@ -152,14 +150,14 @@ class Bucket:
         would lose up to a nanosecond per permit to rounding.
         """
         anchor, k = self.anchor, self.k
-        before = _new(Mark, (anchor, k, self.quota, self.quota_until)) if mark else None
+        before = _new(Mark, (anchor, k, self.quotas)) if mark else None
         if k * self.P < (now - 1 - anchor) * self.Q:
             self.anchor = now - 1
             k = 0
         n = cost[self.index]
         self.k = k + n
-        if now < self.quota_until:
-            self.quota -= n
+        if self.quotas:
+            self.quotas = tuple((left - n, until) for left, until in self.quotas if until > now)
         self._set_due()
         return before
 
@@ -198,9 +196,9 @@ class Bucket:
 
     def limit_quota(self, now: int, remaining: int, reset: int, index: int = 0) -> Quota:
         """The upstream says ``remaining`` units are left until ``reset``, a
-        count: until then at most that many more are charged (with a quota
-        already in force, the smaller count until the later end: never more
-        than either allows). Returns the change, for the log."""
+        count: until then at most that many more are charged. Each quota
+        holds until its own end, beside the others in force. Returns the
+        change, for the log."""
         change = Quota(now, self.index, remaining, reset)
         self._apply(change)
         return change
@@ -214,7 +212,7 @@ class Bucket:
             if isinstance(record, Rerate) and record.limit == self.index:
                 self.P, self.Q, self.b1 = record.old  # the limit as it was at the mark
                 break
-        self.anchor, self.k, self.quota, self.quota_until = mark
+        self.anchor, self.k, self.quotas = mark
         marks: list[Mark | None] = []
         for record in records:
             if isinstance(record, (Rerate, Adopt, Quota)):
@@ -237,8 +235,8 @@ class Bucket:
             anchor, k = now - 1, 0
         n = self.held + cost[self.index]
         due = anchor - ((self.b1 - k - n + 1) * self.P // self.Q)
-        quota_due = self.quota_until if now < self.quota_until and n > self.quota else now
-        return max(0, due - now, self.until - now, quota_due - now)
+        ends = [until for left, until in self.quotas if until > now and n > left]
+        return max(0, due - now, self.until - now, *(until - now for until in ends))
 
     def check(self) -> None:
         """Assert the bucket's invariants (for tests)."""
@@ -248,11 +246,20 @@ class Bucket:
     def _apply(self, change: Change) -> None:
         now = change.at
         if isinstance(change, Quota):
-            if now < self.quota_until:
-                self.quota = min(self.quota, change.remaining)
-                self.quota_until = max(self.quota_until, change.reset)
-            else:
-                self.quota, self.quota_until = change.remaining, change.reset
+            # the quotas in force and the new one, but those another makes
+            # redundant: no more left than it, and lasting no shorter
+            quotas = [q for q in self.quotas if q[1] > now]
+            if change.reset > now:
+                quotas.append((change.remaining, change.reset))
+            self.quotas = tuple(
+                q
+                for j, q in enumerate(quotas)
+                if not any(
+                    o[0] <= q[0] and o[1] >= q[1] and (o != q or k < j)
+                    for k, o in enumerate(quotas)
+                    if k != j
+                )
+            )
             self._set_due()
             return
         P, Q = self.P, self.Q
@@ -282,8 +289,9 @@ class Bucket:
             due = self.anchor - ((-excess - self.k) * self.P // self.Q)
             if due < self.until:
                 due = self.until
-            if due < self.quota_until and self.held + self.n > self.quota:
-                due = self.quota_until  # the quota holds it until its end
+            for left, until in self.quotas:
+                if until > due and self.held + self.n > left:
+                    due = until  # a quota holds it until its end
             self.due = due
 
 
@@ -436,7 +444,7 @@ class Outside:
         """Nothing to check."""
 
 
-_NO_MARK = Mark(0, 0, 0, -NEVER)
+_NO_MARK = Mark(0, 0, ())
 
 
 def refuse_outside(argument: str, value: object, what: str) -> PermitValueError:

@@ -589,10 +589,7 @@ class Machine:
         source = self._source
         buckets = [source] if isinstance(source, Bucket) else getattr(source, "buckets", [])
         pacing = (
-            tuple(
-                (b.anchor, b.k, b.P, b.Q, b.b1, b.held, b.until, b.quota, b.quota_until)
-                for b in buckets
-            )
+            tuple((b.anchor, b.k, b.P, b.Q, b.b1, b.held, b.until, b.quotas) for b in buckets)
             or None
         )
         return Snapshot(
@@ -955,9 +952,10 @@ class Machine:
         until ``reset``, at most ``remaining`` more units of it are charged,
         and a cost the quota left cannot cover waits for ``reset``; within
         it, the bucket paces as before (unlike :meth:`adopt`, which keeps
-        what is left for the end of the window). With a quota already in
-        force, the smaller count holds until the later reset. It never
-        raises what is available. Ticks to ``now`` first."""
+        what is left for the end of the window). Each quota holds until its
+        own reset, beside the others in force (an upstream's several
+        policies, or an old window's word and a new one's). It never raises
+        what is available. Ticks to ``now`` first."""
         source, now, remaining, reset, index = self._word(remaining, reset, now, limit, "quota()")
         out = self.tick(now)
         self._ledger.log(source.limit_quota(now, remaining, reset, index))
@@ -1379,9 +1377,10 @@ class Snapshot(NamedTuple):
     now: int | None
     #: The next permit's due time (ns), or a time no clock reaches.
     due: int
-    #: Per limit, the bucket's ``(anchor, k, P, Q, burst - 1, held, until)``:
-    #: ``TAT = anchor + k * P / Q``; ``None`` for a supplied machine.
-    pacing: tuple[tuple[int, ...], ...] | None
+    #: Per limit, the bucket's ``(anchor, k, P, Q, burst - 1, held, until,
+    #: quotas)``: ``TAT = anchor + k * P / Q``, and the quotas in force as
+    #: ``(left, until)`` pairs; ``None`` for a supplied machine.
+    pacing: tuple[tuple[object, ...], ...] | None
     in_flight: int
     #: The push counter.
     seq: int
