@@ -183,10 +183,11 @@ for i = 1, n do
 end
 -- The upstream's quotas of each limit in force: each {units left, end}
 -- (each charge takes its units from every one).
-local quotas = {}
+local quotas, none = {}, {}  -- (`none`, shared by the limits without one: never written)
 for i = 1, n do
-  quotas[i] = {}
+  quotas[i] = none
   if state[n + i + 1] then
+    quotas[i] = {}
     local words = {}
     for word in string.gmatch(state[n + i + 1], '%S+') do words[#words + 1] = tonumber(word) end
     for j = 1, #words, 2 do
@@ -519,8 +520,8 @@ elseif op == 'quota' then
   -- another makes redundant (no more left, lasting no shorter) is dropped
   for i = 1, n do
     if x[i] >= 0 and arg > 0 then
-      local all, kept = quotas[i], {}
-      all[#all + 1] = {x[i], now + arg}
+      local all, kept = {{x[i], now + arg}}, {}
+      for _, q in ipairs(quotas[i]) do all[#all + 1] = q end
       for j, q in ipairs(all) do
         local redundant = false
         for k, o in ipairs(all) do

@@ -289,9 +289,10 @@ class Bucket:
             due = self.anchor - ((-excess - self.k) * self.P // self.Q)
             if due < self.until:
                 due = self.until
-            for left, until in self.quotas:
-                if until > due and self.held + self.n > left:
-                    due = until  # a quota holds it until its end
+            if self.quotas:  # (the common case, none, costs one test)
+                for left, until in self.quotas:
+                    if until > due and self.held + self.n > left:
+                        due = until  # a quota holds it until its end
             self.due = due
 
 
