@@ -414,17 +414,12 @@ def run(script: Any, rates: list[int], bursts: list[int], steps: list[Any], *, p
             want = model.pause_for(now, arg)
             note(f"t={now - T0} pause {arg}: script {got}, model {want}")
             assert got == want, ("P40", got, want)
-        elif kind == "adopt":
+        elif kind in ("adopt", "quota"):
             remaining = tuple(min(x, 5) for x in xs)
-            got = tuple(call("adopt", now, arg, remaining))
-            want = model.adopt(now, arg, remaining)
-            note(f"t={now - T0} adopt {remaining} at +{arg}: script {got}, model {want}")
-            assert got == want, ("P41", got, want)
-        elif kind == "quota":
-            remaining = tuple(min(x, 5) for x in xs)
-            got = tuple(call("quota", now, arg, remaining))
-            want = model.limit_quota(now, arg, remaining)
-            note(f"t={now - T0} quota {remaining} until +{arg}: script {got}, model {want}")
+            got = tuple(call(kind, now, arg, remaining))
+            word = model.adopt if kind == "adopt" else model.limit_quota
+            want = word(now, arg, remaining)
+            note(f"t={now - T0} {kind} {remaining} until +{arg}: script {got}, model {want}")
             assert got == want, ("P41", got, want)
         else:
             index = min(index, n - 1)

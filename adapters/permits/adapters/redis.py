@@ -1088,10 +1088,7 @@ class RedisLimit:
 
     def ask_adopt(self, remaining: int, reset_after: float, limit: str | None = None) -> Request:
         """:meth:`adopt`'s request."""
-        index = self._index("limit", limit)
-        word = [-1] * len(self.limits)
-        word[index] = check_int("remaining", remaining, 0)
-        return self._request("adopt", word, _microseconds("reset_after", reset_after))
+        return self._word("adopt", remaining, reset_after, limit)
 
     def quota(self, remaining: int, reset_after: float, limit: str | None = None) -> GcraAnswer:
         """The upstream's quota: at most ``remaining`` more units of
@@ -1101,10 +1098,15 @@ class RedisLimit:
 
     def ask_quota(self, remaining: int, reset_after: float, limit: str | None = None) -> Request:
         """:meth:`quota`'s request."""
+        return self._word("quota", remaining, reset_after, limit)
+
+    def _word(self, op: str, remaining: int, reset_after: float, limit: str | None) -> Request:
+        """The request of the upstream's word (``op``: adopt or quota) on one
+        limit: ``remaining`` for it, no word (-1) on the others."""
         index = self._index("limit", limit)
         word = [-1] * len(self.limits)
         word[index] = check_int("remaining", remaining, 0)
-        return self._request("quota", word, _microseconds("reset_after", reset_after))
+        return self._request(op, word, _microseconds("reset_after", reset_after))
 
     def set_limit(
         self,
