@@ -484,7 +484,7 @@ MUTANTS = {
         "buckets",
     ),
     "quota-uncounted": (
-        "      for _, q in ipairs(quotas[i]) do q[1] = q[1] - x[i] end  -- the quotas' units\n",
+        "        for _, q in ipairs(quotas[i]) do q[1] = q[1] - x[i] end  -- the quotas' units\n",
         "",
         "a take's units do not count against the upstream's quota",
         "quota",

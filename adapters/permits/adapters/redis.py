@@ -182,16 +182,21 @@ for i = 1, n do
   tat[i] = math.max(now, tonumber(state[i + 1]) or now)
 end
 -- The upstream's quotas of each limit in force: each {units left, end}
--- (each charge takes its units from every one).
-local quotas, none = {}, {}  -- (`none`, shared by the limits without one: never written)
+-- (each charge takes its units from every one). Read, and heeded, only
+-- when some limit has one or one is given now (`quoted`).
+local quotas, quoted = {}, op == 'quota'
 for i = 1, n do
-  quotas[i] = none
-  if state[n + i + 1] then
+  if state[n + i + 1] then quoted = true end
+end
+if quoted then
+  for i = 1, n do
     quotas[i] = {}
-    local words = {}
-    for word in string.gmatch(state[n + i + 1], '%S+') do words[#words + 1] = tonumber(word) end
-    for j = 1, #words, 2 do
-      if words[j + 1] > now then quotas[i][#quotas[i] + 1] = {words[j], words[j + 1]} end
+    if state[n + i + 1] then
+      local words = {}
+      for word in string.gmatch(state[n + i + 1], '%S+') do words[#words + 1] = tonumber(word) end
+      for j = 1, #words, 2 do
+        if words[j + 1] > now then quotas[i][#quotas[i] + 1] = {words[j], words[j + 1]} end
+      end
     end
   end
 end
@@ -221,8 +226,10 @@ local function allowed_at(reserve, headroom)
       need = math.min(x[i] + keep, burst[i])
     end
     at = math.max(at, tat[i] - (burst[i] - need) * T[i])
-    for _, q in ipairs(quotas[i]) do
-      if x[i] > q[1] then at = math.max(at, q[2]) end
+    if quoted then
+      for _, q in ipairs(quotas[i]) do
+        if x[i] > q[1] then at = math.max(at, q[2]) end
+      end
     end
   end
   return at
@@ -362,27 +369,31 @@ end
 local function store()
   local args, last, over = {}, pause, {}
   for i = 1, n do
-    args[#args + 1] = fields[i + 1]
+    args[2 * i - 1] = fields[i + 1]
     -- %d where whole: the digits %.17g would write, written sooner
-    args[#args + 1] = string.format(tat[i] % 1 == 0 and '%d' or '%.17g', tat[i])
+    args[2 * i] = string.format(tat[i] % 1 == 0 and '%d' or '%.17g', tat[i])
     last = math.max(last, tat[i])
-    if #quotas[i] > 0 then
-      local words = {}
-      for _, q in ipairs(quotas[i]) do
-        words[#words + 1] = string.format('%d %d', q[1], q[2])
-        last = math.max(last, q[2])
-      end
-      args[#args + 1] = fields[n + i + 1]
-      args[#args + 1] = table.concat(words, ' ')
-    elseif state[n + i + 1] then
-      over[#over + 1] = fields[n + i + 1]
-    end
   end
   if pause > now then
-    args[#args + 1], args[#args + 2] = 'pause', string.format('%d', pause)
+    args[2 * n + 1], args[2 * n + 2] = 'pause', string.format('%d', pause)
+  elseif state[1] then
+    over[1] = 'pause'  -- over
+  end
+  if quoted then
+    for i = 1, n do
+      if #quotas[i] > 0 then
+        local words = {}
+        for _, q in ipairs(quotas[i]) do
+          words[#words + 1] = string.format('%d %d', q[1], q[2])
+          last = math.max(last, q[2])
+        end
+        args[#args + 1], args[#args + 2] = fields[n + i + 1], table.concat(words, ' ')
+      elseif state[n + i + 1] then
+        over[#over + 1] = fields[n + i + 1]  -- over
+      end
+    end
   end
   if last > now then
-    if state[1] and pause <= now then over[#over + 1] = 'pause' end
     if #over > 0 then redis.call('HDEL', KEYS[1], unpack(over)) end
     redis.call('HSET', KEYS[1], unpack(args))
     redis.call('PEXPIRE', KEYS[1], math.ceil((last - now) / 1000) + @SLACK@)
@@ -455,7 +466,9 @@ if op == 'take' then
   repeat
     for i = 1, n do
       tat[i] = tat[i] + x[i] * T[i]
-      for _, q in ipairs(quotas[i]) do q[1] = q[1] - x[i] end  -- the quotas' units
+      if quoted then
+        for _, q in ipairs(quotas[i]) do q[1] = q[1] - x[i] end  -- the quotas' units
+      end
     end
     taken = taken + 1
   until at > now or taken >= lease or allowed_at(arg, true) > now
@@ -499,7 +512,7 @@ elseif op == 'give' then
     tat[i] = math.max(now, tat[i] + x[i] * T[i])
     -- units charged count against a quota; units given back are not
     -- returned to it (they may have been charged before it)
-    if x[i] > 0 then
+    if quoted and x[i] > 0 then
       for _, q in ipairs(quotas[i]) do q[1] = q[1] - x[i] end
     end
   end
