@@ -405,13 +405,9 @@ class _Limiting:
         flow: Hashable,
         timeout: float | None,
         max_wait: float | None,
-        *,
-        asked: int | Mapping[str, int] | None = None,
     ) -> tuple[int, int, Decision | None]:
         """An acquire's first step: check, fail fast, push. Returns the id,
-        the level, and the decision if it was made at once. ``asked``: the
-        cost to record, if the caller asked for another than ``cost`` (a
-        shared limit pushes the units of one limit)."""
+        the level, and the decision if it was made at once."""
         level, now, patience, limit = self._arrival(level, timeout, max_wait)
         machine = self._machine
         deadline = None if patience is None else now + patience
@@ -439,7 +435,7 @@ class _Limiting:
         if decisions:
             self._dispatch(decisions)
         if self._recording is not None:
-            self._record(now, level, cost if asked is None else asked, flow, patience)
+            self._record(now, level, cost, flow, patience)
         return id, level, decision
 
     def _take(
@@ -622,20 +618,27 @@ class _Limiting:
         units, full again ``reset_after`` seconds from now (the
         ``x-ratelimit-*`` headers): this limit's bucket never holds more
         than that; it never grants more because of it."""
-        after = _nanoseconds("reset_after", reset_after)
-        if after is None:
-            raise PermitValueError("reset_after", reset_after, "must be a finite number of seconds")
-        self._apply(lambda now: self._machine.adopt(remaining, now + after, now, limit=limit))
+        self._upstream_word(self._machine.adopt, remaining, reset_after, limit)
 
     def quota(self, remaining: int, reset_after: float, *, limit: str | None = None) -> None:
         """The upstream says ``remaining`` units of ``limit`` are left for
         ``reset_after`` seconds, a count (the IETF ``RateLimit`` field):
         until then at most that many more go, paced by the limit as before;
         a cost beyond what is left waits for the reset."""
+        self._upstream_word(self._machine.quota, remaining, reset_after, limit)
+
+    def _upstream_word(
+        self,
+        word: Callable[..., list[Decision]],
+        remaining: int,
+        reset_after: float,
+        limit: str | None,
+    ) -> None:
+        """Apply the machine's ``word`` (adopt or quota) at the clock's now."""
         after = _nanoseconds("reset_after", reset_after)
         if after is None:
             raise PermitValueError("reset_after", reset_after, "must be a finite number of seconds")
-        self._apply(lambda now: self._machine.quota(remaining, now + after, now, limit=limit))
+        self._apply(lambda now: word(remaining, now + after, now, limit=limit))
 
     def _apply(self, operation: Callable[[int], list[Decision]]) -> None:
         """Run a machine operation at the clock's now; wake whoever it decided

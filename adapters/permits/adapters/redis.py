@@ -1456,18 +1456,14 @@ class RedisLimiter(_AnyioLimiter):
         flow: Hashable,
         timeout: float | None,
         max_wait: float | None,
-        *,
-        asked: int | Mapping[str, int] | None = None,
     ) -> tuple[int, int, Decision | None]:
         """Push with the cost's units of every limit (the machine counts them
         per limit, and the policy and flows the units of the limit they
-        share); remember them, and record the cost as asked."""
+        share); remember them."""
         units = self.limit.units("cost", cost)
         if not any(units):
             raise PermitValueError("cost", cost, "must take at least one unit of some limit")
-        id, level, decision = super()._request(
-            level, cost, flow, timeout, max_wait, asked=cost if asked is None else asked
-        )
+        id, level, decision = super()._request(level, cost, flow, timeout, max_wait)
         if decision is None:
             self._asks[id] = units
             if self._lone:
@@ -1583,18 +1579,12 @@ class RedisLimiter(_AnyioLimiter):
         """The upstream says ``remaining`` units of ``limit`` are left until
         ``reset_after`` seconds from now (at most 1e9): the shared bucket
         holds no more."""
-        after = _nanoseconds("reset_after", reset_after)
-        if after is None:
-            raise PermitValueError("reset_after", reset_after, "must be a finite number of seconds")
         self._send(self.limit.ask_adopt(remaining, reset_after, limit))
 
     def quota(self, remaining: int, reset_after: float, *, limit: str | None = None) -> None:
         """The upstream's quota: at most ``remaining`` more units of
         ``limit`` until ``reset_after`` seconds from now (at most 1e9), for
         every process; the count is kept in Redis beside the bucket."""
-        after = _nanoseconds("reset_after", reset_after)
-        if after is None:
-            raise PermitValueError("reset_after", reset_after, "must be a finite number of seconds")
         self._send(self.limit.ask_quota(remaining, reset_after, limit))
 
     def _send(self, change: Request, *, gives: bool = False) -> None:
