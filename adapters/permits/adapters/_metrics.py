@@ -14,6 +14,7 @@ from permits.core import Machine, Statistics
 __all__ = [
     "COUNTERS",
     "DEFAULT_BUCKETS",
+    "UPSTREAM",
     "Upstream",
     "bucket_bounds",
     "level_names",
@@ -47,6 +48,13 @@ COUNTERS = (
     ("rejected", "Pushes refused because the level was full"),
     ("expired", "Waiters still waiting at their deadline"),
     ("refunded", "Granted permits handed back unused"),
+)
+
+#: What a client integration counts of the upstream (the fields of
+#: :class:`Upstream`), what each counts, and its unit (OpenTelemetry's).
+UPSTREAM = (
+    ("throttled", "Responses 429 (limit exceeded) received from the upstream", "{response}"),
+    ("malformed", "Rate-limit headers from the upstream that did not parse", "{header}"),
 )
 
 

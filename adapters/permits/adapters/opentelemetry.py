@@ -26,7 +26,7 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import NamedTuple
 
 from ._base import _Limiting
-from ._metrics import COUNTERS, DEFAULT_BUCKETS, Upstream, bucket_bounds, level_names
+from ._metrics import COUNTERS, DEFAULT_BUCKETS, UPSTREAM, Upstream, bucket_bounds, level_names
 from ._requires import requires_extra
 
 with requires_extra(__name__, "otel", "opentelemetry"):
@@ -172,15 +172,7 @@ def _observe(meter: Meter, sources: list[_Instrumented]) -> None:
         unit="s",
         description="Time nothing could be granted because of pauses, overlaps counted once",
     )
-    meter.create_observable_counter(
-        "permits.upstream.throttled",
-        callbacks=[upstream("throttled")],
-        unit="{response}",
-        description="Responses 429 (limit exceeded) received from the upstream",
-    )
-    meter.create_observable_counter(
-        "permits.upstream.malformed",
-        callbacks=[upstream("malformed")],
-        unit="{header}",
-        description="Rate-limit headers from the upstream that did not parse",
-    )
+    for field, text, unit in UPSTREAM:
+        meter.create_observable_counter(
+            f"permits.upstream.{field}", callbacks=[upstream(field)], unit=unit, description=text
+        )

@@ -26,6 +26,7 @@ from ._base import BaseLimiter, _Limiting
 from ._metrics import (
     COUNTERS,
     DEFAULT_BUCKETS,
+    UPSTREAM,
     Upstream,
     bucket_bounds,
     level_names,
@@ -140,7 +141,7 @@ class PermitsCollector(Collector):
         )
         upstreams = [
             CounterMetricFamily(f"permits_upstream_{field}", text, labels=["limiter"])
-            for field, text in _UPSTREAM
+            for field, text, _ in UPSTREAM
         ]
         for source in self._sources:
             if source.limiting is not None:
@@ -163,7 +164,7 @@ class PermitsCollector(Collector):
             pauses.add_metric(limiter, whole.pauses)
             paused.add_metric(limiter, whole.paused_ns / 1e9)
             if source.upstream is not None:
-                for counter, (field, _) in zip(upstreams, _UPSTREAM, strict=True):
+                for counter, (field, _, _) in zip(upstreams, UPSTREAM, strict=True):
                     counter.add_metric(limiter, getattr(source.upstream, field))
         yield waiting
         yield from counters
@@ -174,10 +175,3 @@ class PermitsCollector(Collector):
         yield paused
         if any(source.upstream is not None for source in self._sources):
             yield from upstreams
-
-
-#: What a client integration counts of the upstream: a field, and what it counts.
-_UPSTREAM = (
-    ("throttled", "Responses 429 (limit exceeded) received from the upstream"),
-    ("malformed", "Rate-limit headers from the upstream that did not parse"),
-)
