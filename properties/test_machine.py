@@ -820,7 +820,7 @@ class PolicyMachine(RuleBasedStateMachine):
         """P32: the upstream says `remaining` units are left until `reset`:
         nothing falls due earlier because of it (next_due and min_wait only
         grow), and until `reset` no more than `remaining` are charged."""
-        self.upstream_word("P32", limit, remaining, length)
+        self.upstream_word("P32", self.core.adopt, self.model.adopt, limit, remaining, length)
 
     @precondition(lambda self: hasattr(self, "core") and self.config.costs)
     @rule(limit=st.integers(0, 1), remaining=st.integers(0, 6), length=st.integers(0, 64))
@@ -828,10 +828,19 @@ class PolicyMachine(RuleBasedStateMachine):
         """P52: the upstream's quota, `remaining` units until `reset`, as
         P32 says of adopt; and (P13) the model's rule: within the quota the
         bucket paces as before."""
-        self.upstream_word("P52", limit, remaining, length)
+        self.upstream_word("P52", self.core.quota, self.model.limit_quota, limit, remaining, length)
 
-    def upstream_word(self, pid: str, limit: int, remaining: int, length: int) -> None:
-        """``adopt`` (P32) or ``quota`` (P52) at the current time, checked."""
+    def upstream_word(
+        self,
+        pid: str,
+        word: Callable[..., list[Decision]],
+        model_word: Callable[..., list[Any]],
+        limit: int,
+        remaining: int,
+        length: int,
+    ) -> None:
+        """The upstream's ``word`` (``adopt``, P32, or ``quota``, P52) at the
+        current time, checked, and the model's ``model_word`` beside it."""
         i = limit % len(self.config.limits)
         name = None if self.config.second is None else NAMES[i]
         now = self.now
@@ -840,10 +849,7 @@ class PolicyMachine(RuleBasedStateMachine):
         reset = now + self.ceil_intervals(length) // 8
         due_before = self.core.next_due()
         waits = [self.core.min_wait(level) for level in range(self.config.spec.levels)]
-        if pid == "P32":
-            out = self.core.adopt(remaining, reset, now, limit=name)
-        else:
-            out = self.core.quota(remaining, reset, now, limit=name)
+        out = word(remaining, reset, now, limit=name)
         assert not any(d.state is State.GRANTED for d in out), (pid, "granted", out)
         due = self.core.next_due()
         if due_before is not None and self.core.now is not None:
@@ -855,10 +861,7 @@ class PolicyMachine(RuleBasedStateMachine):
         self.adopted.append((pid, i, self.order, remaining, reset))
         self.check_decisions(out, now)
         self.follow(out)
-        if pid == "P32":
-            self.compare(out, self.model.adopt(remaining, reset, now, i))
-        else:
-            self.compare(out, self.model.limit_quota(remaining, reset, now, i))
+        self.compare(out, model_word(remaining, reset, now, i))
 
     # -- bad input: a documented error, and nothing changes (P18) -------------
 
