@@ -76,6 +76,7 @@ def test_the_thread_limiter_exports_its_statistics_and_waits() -> None:
     assert value(found, "permits.paused", **at).value == pytest.approx(0.001, abs=1e-6)
     assert value(found, "permits.upstream.throttled", **at).value == 1
     assert value(found, "permits.upstream.malformed", **at).value == 0
+    assert value(found, "permits.upstream.ignored", **at).value == 0
     batch = value(found, "permits.wait", level="batch", **at)
     assert (batch.count, list(batch.explicit_bounds)) == (1, [0.0005, 0.1])
     assert batch.bucket_counts[0] == 1  # granted at once: no wait

@@ -91,8 +91,8 @@ def test_histogram_counts_match_the_waits() -> None:
 
 def test_scrape_shows_pauses_and_the_upstreams_answers() -> None:
     """Pauses (overlaps counted once) from the machine, and what a client
-    integration read from real responses: the 429s, and headers it could
-    not parse."""
+    integration read from real responses: the 429s, headers it could not
+    parse, and quotas of a unit it does not count."""
     httpx = pytest.importorskip("httpx")
     from permits.adapters.threads import open_limiter
     from permits.httpx import Upstream
@@ -106,6 +106,9 @@ def test_scrape_shows_pauses_and_the_upstreams_answers() -> None:
         upstream.learn(429, httpx.Headers({"Retry-After": "0"}))
         upstream.learn(429, httpx.Headers())  # no Retry-After: throttled, no pause
         upstream.learn(503, httpx.Headers({"Retry-After": "soon"}))  # malformed
+        # a quota of a unit no limit here counts: ignored
+        bytes_policy = {"RateLimit-Policy": '"b";q=1000;qu="content-bytes"'}
+        upstream.learn(200, httpx.Headers({**bytes_policy, "RateLimit": '"b";r=10;t=1'}))
         registry = prometheus_client.CollectorRegistry()
         registry.register(PermitsCollector(machine, name="api", upstream=upstream))
         samples = scrape(registry)
@@ -114,6 +117,7 @@ def test_scrape_shows_pauses_and_the_upstreams_answers() -> None:
     assert samples[("permits_paused_seconds_total", at)] == pytest.approx(0.003)
     assert samples[("permits_upstream_throttled_total", at)] == 2
     assert samples[("permits_upstream_malformed_total", at)] == 1
+    assert samples[("permits_upstream_ignored_total", at)] == 1
 
 
 def test_no_counter_goes_down_when_a_permit_is_settled_or_refunded() -> None:

@@ -55,6 +55,11 @@ COUNTERS = (
 UPSTREAM = (
     ("throttled", "Responses 429 (limit exceeded) received from the upstream", "{response}"),
     ("malformed", "Rate-limit headers from the upstream that did not parse", "{header}"),
+    (
+        "ignored",
+        "RateLimit items from the upstream ignored: their quota unit is no limit's here",
+        "{item}",
+    ),
 )
 
 
@@ -68,6 +73,8 @@ class Upstream(Protocol):
     def pauses(self) -> int: ...
     @property
     def malformed(self) -> int: ...
+    @property
+    def ignored(self) -> int: ...
 
 
 def level_names(machine: Machine, levels: Sequence[str] | None) -> list[str]:

@@ -14,8 +14,9 @@ back) and the waits as a histogram (``permits.wait``, in seconds, recorded
 as each caller proceeds); for the whole limiter the
 pauses and the seconds paused (``permits.pauses``, ``permits.paused``), and,
 given ``upstream=transport.upstream`` from ``permits.httpx``, the 429s
-received and the headers that did not parse (``permits.upstream.throttled``,
-``permits.upstream.malformed``). Everything but the histogram is read from
+received, the headers that did not parse and the quotas ignored for their
+unit (``permits.upstream.throttled``, ``permits.upstream.malformed``,
+``permits.upstream.ignored``). Everything but the histogram is read from
 :meth:`~permits.core.Machine.statistics` when the reader collects.
 """
 

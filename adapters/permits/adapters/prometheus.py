@@ -71,7 +71,8 @@ class PermitsCollector(Collector):
         wait within 0.4% of a bound may be counted on either side of it.
     :param upstream: a client integration's view of the upstream (for
         ``permits.httpx``, ``transport.upstream``): the 429s it received,
-        the pauses they set and the headers it could not read.
+        the headers it could not read and the quotas it ignored for their
+        unit.
     """
 
     def __init__(
