@@ -15,7 +15,7 @@ from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 
 from permits.adapters import asyncio as asyncio_adapter
 from permits.adapters import threads
-from permits.adapters.opentelemetry import instrument
+from permits.adapters.opentelemetry import instrument, uninstrument
 from permits.core import StrictPriority
 from permits.httpx import Upstream
 
@@ -158,3 +158,31 @@ def test_several_limiters_on_one_meter() -> None:
     assert value(found, "permits.expired", limiter="chat", level="batch").value == 1
     assert value(found, "permits.waiting", limiter="chat", level="interactive").value == 0
     assert value(found, "permits.wait", limiter="chat", level="batch").count == 1
+
+
+def test_a_limiter_uninstrumented_is_no_longer_read() -> None:
+    """After ``uninstrument``, a limiter's counters are no longer observed
+    and its waits no longer recorded; the other limiter on the meter still
+    is, and the name is free again."""
+    reader = InMemoryMetricReader()
+    meter = MeterProvider(metric_readers=[reader]).get_meter("test")
+    with (
+        threads.open_limiter(StrictPriority(1), 1000, 10) as search,
+        threads.open_limiter(StrictPriority(1), 1000, 10) as chat,
+    ):
+        instrument(search, meter, name="search")
+        instrument(chat, meter, name="chat")
+        search.acquire(0)
+        uninstrument(search, meter)
+        with pytest.raises(ValueError, match="not instrumented"):
+            uninstrument(search, meter)
+        search.acquire(0)
+        chat.acquire(0)
+        found = points(reader)
+        assert [p.attributes["limiter"] for p in found["permits.granted"]] == ["chat"]
+        # (the SDK keeps reporting a histogram's points once recorded)
+        assert value(found, "permits.wait", limiter="search").count == 1
+        assert value(found, "permits.wait", limiter="chat").count == 1
+        instrument(search, meter, name="search")
+        found = points(reader)
+    assert value(found, "permits.granted", limiter="search").value == 2

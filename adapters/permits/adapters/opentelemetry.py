@@ -34,7 +34,7 @@ with requires_extra(__name__, "otel", "opentelemetry"):
     from opentelemetry import metrics
     from opentelemetry.metrics import CallbackOptions, Histogram, Meter, Observation
 
-__all__ = ["DEFAULT_BUCKETS", "instrument"]
+__all__ = ["DEFAULT_BUCKETS", "instrument", "uninstrument"]
 
 
 class _Instrumented(NamedTuple):
@@ -45,6 +45,8 @@ class _Instrumented(NamedTuple):
     name: str
     levels: list[str]
     upstream: Upstream | None
+    #: Records each wait of the limiter in the meter's histogram.
+    record: Callable[[int, int], None]
 
 
 #: The limiters instrumented on each meter, and its wait histogram. A
@@ -96,9 +98,30 @@ def instrument(
     sources, wait = _instrumented[meter]
     if any(other.name == name for other in sources):
         raise ValueError(f"name={name!r}: already the name of a limiter on this meter")
-    sources.append(_Instrumented(limiter, name, names, upstream))
     attributes = [{"limiter": name, "level": level} for level in names]
-    limiter._on_proceed.append(lambda level, waited: wait.record(waited / 1e9, attributes[level]))
+
+    def record(level: int, waited: int) -> None:
+        wait.record(waited / 1e9, attributes[level])
+
+    sources.append(_Instrumented(limiter, name, names, upstream, record))
+    limiter._on_proceed.append(record)
+
+
+def uninstrument(limiter: _Limiting, meter: Meter | None = None) -> None:
+    """Stop exporting ``limiter`` on ``meter`` (default: the global meter
+    provider's ``permits`` meter): its waits are no longer recorded, and
+    the reader no longer sees its attributes (the instruments stay, for the
+    other limiters on the meter; an SDK cannot remove them). Its ``name``
+    may then be given to another limiter. Raises :class:`ValueError` if it
+    is not instrumented on that meter."""
+    meter = meter if meter is not None else metrics.get_meter("permits")
+    sources = _instrumented[meter][0] if meter in _instrumented else []
+    mine = [source for source in sources if source.limiter is limiter]
+    if not mine:
+        raise ValueError(f"limiter={limiter!r}: not instrumented on meter {meter!r}")
+    for source in mine:
+        sources.remove(source)
+        limiter._on_proceed.remove(source.record)
 
 
 def _observe(meter: Meter, sources: list[_Instrumented]) -> None:
