@@ -239,6 +239,11 @@ REFUSED: list[tuple[str, Callable[[], object], tuple[type, str, object, str]]] =
         valued("limits", two, "give rate and burst, or limits, not both (each Limit has its own)"),
     ),
     (
+        "burst True and limits",  # (True == 1: once taken for the default)
+        lambda: Machine(Fifo(), burst=True, limits=two),
+        valued("limits", two, "give rate and burst, or limits, not both (each Limit has its own)"),
+    ),
+    (
         "limits empty",
         lambda: Machine(Fifo(), limits={}),
         typed("limits", {}, "a Limit, or a non-empty mapping of names to Limits"),

@@ -244,6 +244,7 @@ def test_key_is_hash_tagged_and_expires_when_idle(redis_server: RedisServer) -> 
     [
         ({}, "rate"),
         ({"rate": 1, "limits": {"a": Limit(1)}}, "limits"),
+        ({"burst": 5, "limits": {"a": Limit(1)}}, "limits"),  # each Limit has its own
         ({"limits": {"a": 1}}, "limits"),
         ({"limits": {}}, "limits"),
         ({"rate": 0}, "rate"),

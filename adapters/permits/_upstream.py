@@ -235,9 +235,10 @@ class Upstream:
         policies, malformed = _quota_policies(field)
         self._count("malformed", malformed)
         for name, policy in policies.items():
-            if self.policies.get(name) == policy:
-                continue
-            self.policies[name] = policy
+            with self._lock:  # two threads reading the same new policy: one warns
+                if self.policies.get(name) == policy:
+                    continue
+                self.policies[name] = policy
             limit = self._limit_counting(policy.unit)
             if limit is None or not policy.window:
                 continue

@@ -75,7 +75,7 @@ from permits.core import (
     State,
 )
 from permits.core import Policy as _Policy
-from permits.core.checks import check_int, check_rate
+from permits.core.checks import check_int, check_limits, check_rate
 
 from ._base import Event, _nanoseconds
 from ._recording import Recording
@@ -773,7 +773,7 @@ class RedisLimit:
             raise PermitTypeError("prefix", prefix, "a str")
         if not _nanoseconds("timeout", timeout):  # None (infinite) or 0
             raise PermitValueError("timeout", timeout, "must be finite seconds > 0")
-        self.limits = _named_limits(rate, burst, limits)
+        self.limits = check_limits(rate, burst, limits)
         self.url = masked(url)
         self.key = f"{prefix}{{{name}}}"
         if _hash_tag(self.key) == self.key:  # "{}": each key of the limit in its own slot
@@ -1199,27 +1199,6 @@ class RedisLimit:
 
     def close(self) -> None:
         self._client.close()
-
-
-def _named_limits(
-    rate: int | float | Fraction | None, burst: int, limits: Mapping[str, Limit] | Limit | None
-) -> dict[str, Limit]:
-    """The limits by name, as the core names them: ``rate`` and ``burst``
-    make the one limit ``"units"``."""
-    if limits is None:
-        if rate is None:
-            raise PermitValueError("rate", rate, "give rate (and burst) or limits")
-        return {"units": Limit(check_rate(rate), check_int("burst", burst, 1))}
-    if rate is not None:
-        raise PermitValueError("limits", limits, "give rate (and burst) or limits, not both")
-    if isinstance(limits, Limit):
-        return {"units": limits}
-    if not isinstance(limits, Mapping) or not limits:
-        raise PermitTypeError("limits", limits, "a non-empty mapping of names to Limit")
-    for key, value in limits.items():
-        if not isinstance(key, str) or not isinstance(value, Limit):
-            raise PermitTypeError("limits", limits, "a mapping of str names to Limit")
-    return dict(limits)
 
 
 #: What counts as "Redis is unreachable" (a cluster without a master for

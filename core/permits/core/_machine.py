@@ -46,7 +46,7 @@ from ._limits import Limit
 from ._policies import MAX_LEVELS, Policy
 from ._queues import Queues, Waiter
 from ._stats import Busiest, FlowStatistics, LevelStatistics, Statistics, WaitHistogram
-from .checks import check_int, check_rate
+from .checks import check_int, check_limits, check_rate
 
 #: The largest weight of a flow.
 MAX_WEIGHT = 1_000_000
@@ -238,7 +238,7 @@ class Machine:
                 "policy", policy, f"its levels={levels!r} must be an int from 1 to {MAX_LEVELS}"
             )
         levels = int(levels)
-        named = _named_limits(rate, burst, limits)
+        named = check_limits(rate, burst, limits)
         max_waiting_ = _max_waiting(max_waiting, levels)
         window = check_int("refund_window_ns", refund_window_ns, 0)
         if not isinstance(supplied, bool):
@@ -1324,31 +1324,6 @@ def _flow_weight(flow: object, weight: object) -> int:
             "flow_weights", weight, f"the weight of flow {flow!r} must be from 1 to {MAX_WEIGHT}"
         )
     return int(weight)
-
-
-def _named_limits(rate: object, burst: object, limits: object) -> dict[str, Limit]:
-    if limits is None:
-        if rate is None:
-            raise PermitTypeError("rate", rate, "a rate (units per second), or give limits=")
-        return {"units": Limit(check_rate(rate), check_int("burst", burst, 1))}
-    if rate is not None or burst != 1:
-        raise PermitValueError(
-            "limits", limits, "give rate and burst, or limits, not both (each Limit has its own)"
-        )
-    if isinstance(limits, Limit):
-        return {"units": limits}
-    if not isinstance(limits, Mapping) or not limits:
-        raise PermitTypeError(
-            "limits", limits, "a Limit, or a non-empty mapping of names to Limits"
-        )
-    named: dict[str, Limit] = {}
-    for name, limit in limits.items():
-        if not isinstance(name, str) or not name:
-            raise PermitTypeError("limits", limits, "limit names that are non-empty strings")
-        if not isinstance(limit, Limit):
-            raise PermitTypeError("limits", limits, f"a Limit for {name!r}, not {limit!r}")
-        named[name] = limit
-    return named
 
 
 def _max_waiting(value: object, levels: int) -> tuple[int | None, ...] | None:

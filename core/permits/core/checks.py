@@ -9,12 +9,17 @@ and returns the value normalised.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from decimal import Decimal
 from fractions import Fraction
+from typing import TYPE_CHECKING
 
 from ._errors import PermitTypeError, PermitValueError
 
-__all__ = ["check_int", "check_rate"]
+if TYPE_CHECKING:
+    from ._limits import Limit
+
+__all__ = ["check_int", "check_limits", "check_rate"]
 
 
 def check_int(argument: str, value: object, minimum: int | None = None) -> int:
@@ -49,3 +54,34 @@ def check_rate(value: object, argument: str = "rate") -> Fraction:
     if exact <= 0:
         raise PermitValueError(argument, value, "must be greater than 0")
     return exact
+
+
+def check_limits(rate: object, burst: object, limits: object) -> dict[str, Limit]:
+    """A machine's (or limiter's) limits by name, from its ``rate`` and
+    ``burst`` (the one limit ``"units"``) or its ``limits`` (a
+    :class:`~permits.core.Limit`, named ``"units"``, or a mapping of names
+    to them), whichever was given."""
+    from ._limits import Limit  # (which imports these checks)
+
+    if limits is None:
+        if rate is None:
+            raise PermitTypeError("rate", rate, "a rate (units per second), or give limits=")
+        return {"units": Limit(check_rate(rate), check_int("burst", burst, 1))}
+    if rate is not None or burst.__class__ is not int or burst != 1:  # (True == 1)
+        raise PermitValueError(
+            "limits", limits, "give rate and burst, or limits, not both (each Limit has its own)"
+        )
+    if isinstance(limits, Limit):
+        return {"units": limits}
+    if not isinstance(limits, Mapping) or not limits:
+        raise PermitTypeError(
+            "limits", limits, "a Limit, or a non-empty mapping of names to Limits"
+        )
+    named: dict[str, Limit] = {}
+    for name, limit in limits.items():
+        if not isinstance(name, str) or not name:
+            raise PermitTypeError("limits", limits, "limit names that are non-empty strings")
+        if not isinstance(limit, Limit):
+            raise PermitTypeError("limits", limits, f"a Limit for {name!r}, not {limit!r}")
+        named[name] = limit
+    return named
