@@ -826,7 +826,7 @@ async def test_a_recording_replays_as_a_trace(open_limiter: OpenLimiter, tmp_pat
     path = tmp_path / "trace.csv"
     recording.write(path)
     with path.open(encoding="utf-8", newline="") as file:
-        assert file.readline() == "at,level,cost,flow,timeout\n"  # one limit: one cost
+        assert file.readline() == "at,level,cost,flow,timeout,max_wait\n"  # one limit: one cost
     with path.open(encoding="utf-8", newline="") as file:
         assert [c._replace(line=0) for c in read_trace(file)] == recording.calls
     scenario = Scenario(
@@ -880,10 +880,10 @@ async def test_a_recording_of_several_limits_replays_exactly(
     path = tmp_path / "trace.csv"
     recording.write(path)
     with path.open(encoding="utf-8", newline="") as file:
-        assert file.readline() == "at,level,cost.requests,cost.tokens,flow,timeout\n"
-        assert file.readline() == "0,0,1,1,t0,60\n"
-        assert file.readline() == "0.05,1,1,400,t1,60\n"
-        assert file.readline() == "0.1,0,0,900,t2,60\n"
+        assert file.readline() == "at,level,cost.requests,cost.tokens,flow,timeout,max_wait\n"
+        assert file.readline() == "0,0,1,1,t0,60,\n"
+        assert file.readline() == "0.05,1,1,400,t1,60,\n"
+        assert file.readline() == "0.1,0,0,900,t2,60,\n"
     scenario = Scenario(
         "replay",
         StrictPriority(2),
@@ -902,6 +902,35 @@ async def test_a_recording_of_several_limits_replays_exactly(
         )
     assert result["batch"].wait_max is not None
     assert result["batch"].wait_max > SECOND  # the limits made callers wait
+
+
+async def test_an_acquire_refused_for_its_max_wait_is_recorded(
+    open_limiter: OpenLimiter, tmp_path: Any
+) -> None:
+    """A recording keeps each call's ``max_wait``, a call refused for it
+    (``WouldWaitTooLong``) included: replayed, the same calls are refused
+    and the same taken, and the trace writes and reads it back."""
+    from permits.sim import Batch as NoArrivals
+    from permits.sim import Call, Scenario, Workload, read_trace, replay
+
+    async with open_limiter(Fifo(), 10, 1) as limiter:
+        recording = limiter.record()
+        await limiter.acquire(max_wait=0)  # the bucket is full: at once
+        with pytest.raises(WouldWaitTooLong):
+            await limiter.acquire(max_wait=0.05)  # the next permit is 0.1 s away
+        await limiter.acquire(max_wait=0.1)
+    bounded = [Call(0, 0, max_wait=0), Call(0, 0, max_wait=SECOND // 20)]
+    assert recording.calls == [*bounded, Call(0, 0, max_wait=SECOND // 10)]
+    path = tmp_path / "trace.csv"
+    recording.write(path)
+    with path.open(encoding="utf-8", newline="") as file:
+        assert [c._replace(line=0) for c in read_trace(file)] == recording.calls
+    scenario = Scenario(
+        "replay", Fifo(), rate=10, seconds=1, workloads=[Workload("w", 0, NoArrivals(0))]
+    )
+    replayed = replay(scenario, recording.calls)["w"]
+    assert (replayed.offered, replayed.granted, replayed.rejected) == (3, 2, 1)
+    assert replayed.wait_max == SECOND // 10
 
 
 async def test_a_recorded_try_acquire_never_waits_in_the_replay(open_limiter: OpenLimiter) -> None:

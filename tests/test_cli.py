@@ -132,8 +132,8 @@ BAD = [
     (
         GOOD.replace("size = 1000", "sise = 1000"),
         "scenario[0].workload[1].sise=1000: unknown key (expected one of: arrivals, at, "
-        "cost, deadline, fair, flow, heaviest, level, name, published, size, tenants, timeout, "
-        "zipf)",
+        "cost, deadline, fair, flow, heaviest, level, max_wait, name, published, size, tenants, "
+        "timeout, zipf)",
     ),
     (
         GOOD.replace("level = 1", "level = 2"),

@@ -423,7 +423,7 @@ async def test_a_recording_keeps_the_cost_of_every_limit(
     path = tmp_path / "trace.csv"
     recording.write(path)
     with path.open(encoding="utf-8", newline="") as file:
-        assert file.readline() == "at,level,cost.requests,cost.tokens,flow,timeout\n"
+        assert file.readline() == "at,level,cost.requests,cost.tokens,flow,timeout,max_wait\n"
     with path.open(encoding="utf-8", newline="") as file:
         calls = [c._replace(at=0, line=0) for c in read_trace(file, limits=limits)]
     assert calls == [

@@ -222,6 +222,35 @@ def test_queue_limit_rejects() -> None:
     assert (batch.granted, batch.waiting, batch.rejected) == (1, 10, 14)
 
 
+def test_max_wait_refuses_on_arrival_what_would_wait_longer() -> None:
+    """``max_wait`` is ``acquire(max_wait=...)``: a caller the limiter
+    expects to wait longer is refused at once, counted as rejected, and
+    never queued, so it delays nobody. At 10/s, burst 1, a batch of 10 with
+    ``max_wait = 0.35``: waits of 0, 0.1, 0.2 and 0.3 s are taken, the six
+    behind them refused; a later caller with a bound of 0 takes a permit
+    only if one is free when it comes."""
+    scenario = Scenario(
+        "bounded",
+        Fifo(2),
+        rate=10,
+        seconds=2,
+        workloads=[
+            Workload("batch", 1, Batch(10), max_wait=0.35),
+            Workload("now or never", 0, Batch(2, at=0.32), max_wait=0),
+            Workload("later", 0, Batch(1, at=1), max_wait=0),
+        ],
+    )
+    result = simulate(scenario)
+    batch, now, later = result["batch"], result["now or never"], result["later"]
+    assert (batch.offered, batch.granted, batch.rejected, batch.waiting) == (10, 4, 6, 0)
+    assert batch.wait_max == 300 * MILLISECOND
+    # at 0.32 s the permit of 0.3 s is gone, the next falls due at 0.4 s
+    assert (now.granted, now.rejected) == (0, 2)
+    assert (later.granted, later.rejected, later.wait_max) == (1, 0, 0)
+    conserved(result)
+    assert simulate(scenario.scaled(Fraction(1, 2)))["batch"].granted == 4  # bound scales too
+
+
 def test_scaled_keeps_counts_and_divides_waits() -> None:
     for scenario in SEED:
         base, fast = simulate(scenario), simulate(scenario.scaled(5))

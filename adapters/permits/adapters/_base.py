@@ -419,6 +419,8 @@ class _Limiting:
                 self._fault(error)
             if wait > limit:
                 self._reschedule()
+                if self._recording is not None:  # asked, though refused
+                    self._record(now, level, cost, flow, patience, limit)
                 raise WouldWaitTooLong(level, wait / SECOND, limit / SECOND)
         id = next(self._ids)
         try:
@@ -435,7 +437,7 @@ class _Limiting:
         if decisions:
             self._dispatch(decisions)
         if self._recording is not None:
-            self._record(now, level, cost, flow, patience)
+            self._record(now, level, cost, flow, patience, limit)
         return id, level, decision
 
     def _take(
@@ -450,7 +452,7 @@ class _Limiting:
         taken and spent at once (:meth:`~permits.core.Machine.take`), with no
         waiter to record or wake. ``None``: none is free, and nothing was
         asked (:meth:`_request` asks)."""
-        level, now, patience, _ = self._arrival(level, timeout, max_wait)
+        level, now, patience, limit = self._arrival(level, timeout, max_wait)
         id = next(self._ids)
         # Made first: once taken, the permit is spent, and the caller must
         # have it (an interrupt can land between any two bytecodes).
@@ -467,7 +469,7 @@ class _Limiting:
         if decision is None:
             return None
         if self._recording is not None:
-            self._record(now, level, cost, flow, patience)
+            self._record(now, level, cost, flow, patience, limit)
         if self._on_proceed:
             self._tell(decision)
         return permit
@@ -498,10 +500,11 @@ class _Limiting:
         cost: int | Mapping[str, int],
         flow: Hashable,
         patience: int | None,
+        limit: int | None,
     ) -> None:
-        """A request, in the recording."""
+        """A request, in the recording (``limit``: its ``max_wait``, ns)."""
         assert self._recording is not None
-        self._recording.add(now, level, cost, flow, patience)
+        self._recording.add(now, level, cost, flow, patience, limit)
 
     def _outcome(
         self,

@@ -16,7 +16,8 @@ class Recording:
     """The calls a limiter took from its :meth:`~permits.adapters.BaseLimiter.record`
     on: each acquire's (and try_acquire's) time from the start of the
     recording, level, cost (as it was asked: units of every limit, or per
-    limit), flow and timeout. At most ``max_calls`` are kept; the calls
+    limit), flow, timeout and ``max_wait`` (an acquire refused for its
+    ``max_wait`` included). At most ``max_calls`` are kept; the calls
     after them are counted in :attr:`dropped`, not kept. ``limits`` names
     the limiter's limits, in order."""
 
@@ -36,6 +37,7 @@ class Recording:
         cost: int | Mapping[str, int],
         flow: Hashable,
         timeout_ns: int | None,
+        max_wait_ns: int | None = None,
     ) -> None:
         if now < self.start_ns:
             # Under way when the recording started (another thread's call,
@@ -47,7 +49,9 @@ class Recording:
         if not isinstance(cost, int):
             # A copy (the caller may change its mapping); with one limit, one number.
             cost = dict(cost) if len(self.limits) > 1 else cost.get(self.limits[0], 0)
-        self.calls.append(Call(now - self.start_ns, level, cost, flow, timeout_ns))
+        self.calls.append(
+            Call(now - self.start_ns, level, cost, flow, timeout_ns, max_wait=max_wait_ns)
+        )
 
     def stop(self) -> None:
         """Keep no more calls from now on."""

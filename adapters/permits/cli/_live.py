@@ -5,7 +5,8 @@ against a real :class:`~permits.adapters.asyncio.Limiter`: each caller is a
 task that arrives at its time and calls ``acquire``; a workload's
 ``timeout`` is ``asyncio.wait_for`` around it (the caller gives up: the core
 counts it cancelled), its ``deadline`` is ``acquire(timeout=...)`` (the core
-expires it). What each caller got is counted by the simulator's own
+expires it), its ``max_wait`` is ``acquire(max_wait=...)`` (refused: counted
+as rejected). What each caller got is counted by the simulator's own
 :class:`~permits.sim.Tally`, so the two results read alike and can be set
 side by side (``permits demo``).
 """
@@ -14,7 +15,7 @@ from __future__ import annotations
 
 import asyncio
 
-from permits.adapters import AcquireTimeout
+from permits.adapters import AcquireTimeout, WouldWaitTooLong
 from permits.adapters.asyncio import open_limiter
 from permits.core import QueueFull, State
 from permits.core.checks import check_rate
@@ -31,6 +32,7 @@ async def run(scenario: Scenario) -> Result:
     tally = Tally(scenario, duration)
     loop = asyncio.get_running_loop()
     callers: set[asyncio.Task[None]] = set()
+    refused = 0  # callers refused for their max_wait: never pushed
     async with open_limiter(
         scenario.policy,
         check_rate(scenario.rate),
@@ -43,13 +45,15 @@ async def run(scenario: Scenario) -> Result:
             return round((loop.time() - start) * 1e9)
 
         async def caller(w: int, at: int) -> None:
+            nonlocal refused
             workload = scenario.workloads[w]
             deadline = None if workload.deadline is None else float(workload.deadline)
+            limit = None if workload.max_wait is None else float(workload.max_wait)
             # Those queued at time zero arrived at zero: the clock starts
             # once they are all in the queue (see below).
             arrived = 0 if at == 0 else elapsed()
             try:
-                acquire = limiter.acquire(workload.level, timeout=deadline)
+                acquire = limiter.acquire(workload.level, timeout=deadline, max_wait=limit)
                 if workload.timeout is None:
                     await acquire
                 else:
@@ -59,6 +63,9 @@ async def run(scenario: Scenario) -> Result:
             except asyncio.TimeoutError:
                 tally.on_leave(w, elapsed(), State.CANCELLED)
             except QueueFull:
+                tally.on_reject(w)
+            except WouldWaitTooLong:
+                refused += 1
                 tally.on_reject(w)
             else:
                 now = elapsed()
@@ -79,7 +86,7 @@ async def run(scenario: Scenario) -> Result:
         # Let those queued at time zero reach the queue (a batch of thousands
         # takes a while to start) before the clock starts.
         queued = sum(tally.offered)
-        while sum(s.pushed for s in limiter.statistics().levels) < queued:
+        while sum(s.pushed for s in limiter.statistics().levels) + refused < queued:
             await asyncio.sleep(0)
         start = loop.time()
         while upcoming is not None:

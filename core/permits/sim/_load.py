@@ -25,6 +25,7 @@ The shape, in TOML::
     start = 0.005                # optional; also stop = ...
     timeout = 1.5                # optional: the caller gives up (cancels)
     deadline = 3                 # optional: the core expires the caller
+    max_wait = 0.5               # optional: refused at once if the wait would be longer
 
     [[scenario.workload]]
     name = "batch"
@@ -231,7 +232,7 @@ _ARRIVALS: dict[str, type[Batch] | type[Constant] | type[Poisson]] = {
     "poisson": Poisson,
 }
 _WORKLOAD_KEYS = {"name", "level", "arrivals"}
-_WORKLOAD_OPTIONAL = {"timeout", "deadline", "published", "cost", "flow", "fair"}
+_WORKLOAD_OPTIONAL = {"timeout", "deadline", "max_wait", "published", "cost", "flow", "fair"}
 _TENANT_KEYS = {"tenants", "zipf", "heaviest"}
 _DRAWS = {"uniform", "choice"}
 
@@ -301,6 +302,7 @@ def _workload(path: str, value: object) -> Workload:
             arrivals,
             timeout=table.get("timeout"),
             deadline=table.get("deadline"),
+            max_wait=table.get("max_wait"),
             published=published,
             cost=cost,
             flow=table.get("flow"),

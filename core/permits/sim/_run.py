@@ -55,8 +55,9 @@ class WorkloadResult:
 
     Every caller offered ends in exactly one of ``granted``, ``waiting``
     (still waiting at the end), ``cancelled`` (gave up after its
-    ``timeout``), ``rejected`` (its level was full) or ``expired`` (reached
-    its ``deadline``). Wait quantiles are over the granted callers, within
+    ``timeout``), ``rejected`` (refused on arrival: its level was full, or
+    its wait would pass its ``max_wait``) or ``expired`` (reached its
+    ``deadline``). Wait quantiles are over the granted callers, within
     :data:`~permits.core.RELATIVE_ERROR` (the core's histogram); ``wait_max``
     is exact.
     """
@@ -409,20 +410,28 @@ def simulate(scenario: Scenario, *, max_arrivals: int | None = MAX_ARRIVALS) -> 
     """
     check_arrivals(scenario, max_arrivals)
     duration = nanoseconds("seconds", scenario.seconds)
-    timeouts = [
-        None if w.timeout is None else nanoseconds("timeout", w.timeout) for w in scenario.workloads
-    ]
-    return _run(scenario, duration, _generated(scenario, duration, timeouts))
+    return _run(scenario, duration, _generated(scenario, duration))
 
 
-#: An arrival: (time, workload index, cost, flow, give up after; ns). The
-#: cost is units of every limit (an ``int``) or per limit, in order.
-_Arrival = tuple[int, int, "int | tuple[int, ...]", Hashable, "int | None"]
+#: An arrival: (time, workload index, cost, flow, give up after, the
+#: longest wait it asks at all; ns). The cost is units of every limit (an
+#: ``int``) or per limit, in order.
+_Arrival = tuple[int, int, "int | tuple[int, ...]", Hashable, "int | None", "int | None"]
 
 
-def _generated(scenario: Scenario, duration: int, timeouts: list[int | None]) -> Iterator[_Arrival]:
+def patience(workload: Workload) -> tuple[int | None, int | None]:
+    """A workload's ``timeout`` and ``max_wait`` in nanoseconds (``None``: none)."""
+    timeout, limit = workload.timeout, workload.max_wait
+    return (
+        None if timeout is None else nanoseconds("timeout", timeout),
+        None if limit is None else nanoseconds("max_wait", limit),
+    )
+
+
+def _generated(scenario: Scenario, duration: int) -> Iterator[_Arrival]:
     """The workloads' arrivals before ``duration``, merged in time order
     (simultaneous ones in workload order)."""
+    patiences = [patience(w) for w in scenario.workloads]
     limits = tuple(scenario.named_limits)
     seeds = [scenario.seed * 1_000_003 + w for w in range(len(scenario.workloads))]
     streams = [
@@ -443,10 +452,10 @@ def _generated(scenario: Scenario, duration: int, timeouts: list[int | None]) ->
         t, w = heads[0]
         drawn = callers[w]
         if drawn is None:
-            yield t, w, 1, None, timeouts[w]
+            yield t, w, 1, None, *patiences[w]
         else:
             cost, flow = next(drawn)
-            yield t, w, cost, flow, timeouts[w]
+            yield t, w, cost, flow, *patiences[w]
         following = next(streams[w], duration)
         if following < duration:
             heapreplace(heads, (following, w))
@@ -474,6 +483,7 @@ def _run(scenario: Scenario, duration: int, source: Iterator[_Arrival]) -> Resul
         scenario.policy, limits=limits, max_waiting=scenario.max_waiting, refund_window_ns=0
     )
     push, tick, cancel, next_tick = machine.push, machine.tick, machine.cancel, machine.next_tick
+    min_wait = machine.min_wait
     on_leave, charge = tally.on_leave, tally.charge
     tenant_ids, new_tenant = tally.tenants, tally.tenant
     tenant_offered = tally.tenant_offered
@@ -525,6 +535,19 @@ def _run(scenario: Scenario, duration: int, source: Iterator[_Arrival]) -> Resul
                 else:  # REJECTED, at push: it never waited
                     rejected[w] += 1
 
+    def refused(t: int, w: int, cost: int | tuple[int, ...], flow: Hashable, limit: int) -> bool:
+        """Whether a caller of workload ``w`` arriving at ``t`` with
+        ``max_wait`` of ``limit`` would wait longer (``acquire(max_wait=...)``
+        refuses it then: it is never queued)."""
+        decide(tick(t))
+        asked = cost if isinstance(cost, int) else dict(zip(names, cost, strict=True))
+        if min_wait(levels[w], cost=asked, flow=flow if fair[w] else None) <= limit:
+            return False
+        rejected[w] += 1
+        if flow is not None:
+            new_tenant(w, flow)  # (counts the call offered to its tenant)
+        return True
+
     while True:
         due = next_tick()
         t = never if due is None else due
@@ -545,10 +568,14 @@ def _run(scenario: Scenario, duration: int, source: Iterator[_Arrival]) -> Resul
                 del tenants[id]
                 on_leave(id % count, t, State.CANCELLED)
         while upcoming_at <= t:
-            _, w, cost, flow, patience = upcoming  # type: ignore[misc]
+            _, w, cost, flow, patience, limit = upcoming  # type: ignore[misc]
+            offered[w] += 1
+            if limit is not None and refused(t, w, cost, flow, limit):
+                upcoming = next(source, None)
+                upcoming_at = never if upcoming is None else upcoming[0]
+                continue
             id = serial * count + w
             serial += 1
-            offered[w] += 1
             waiting[w] += 1
             deadline = deadlines[w]
             if deadline is not None:

@@ -434,6 +434,10 @@ class Workload:
     :param fair: ``False``: its callers are counted by tenant but name no
         flow to the limiter, so they wait in one line in their level, in
         the order they came (what the level does without flows).
+    :param max_wait: seconds: a caller whose wait the limiter estimates
+        (:meth:`~permits.core.Machine.min_wait`) longer than this on its
+        arrival is refused at once, never queued (``acquire(max_wait=...)``:
+        counted as ``rejected``); ``None`` for no bound.
     """
 
     name: str = attrs.field()
@@ -446,6 +450,9 @@ class Workload:
     flow: str | None = attrs.field(default=None, kw_only=True)
     tenants: Tenants | None = attrs.field(default=None, kw_only=True)
     fair: bool = attrs.field(default=True, kw_only=True)
+    max_wait: Seconds | None = attrs.field(
+        default=None, validator=attrs.validators.optional(_seconds), kw_only=True
+    )
 
     @fair.validator
     def _fair(self, attribute: attrs.Attribute[Any], value: object) -> None:
@@ -549,6 +556,7 @@ class Workload:
             arrivals=self.arrivals.scaled(factor),
             timeout=_scaled(self.timeout, factor),
             deadline=_scaled(self.deadline, factor),
+            max_wait=_scaled(self.max_wait, factor),
             published=None,
         )
 

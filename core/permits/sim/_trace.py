@@ -3,7 +3,9 @@
 A trace is CSV with a header row, or JSON lines (one object a line); its
 columns: ``at`` (seconds from the start, in time order) and ``level``, and
 optionally ``cost`` (units of every limit, default 1), ``flow`` (a tenant's
-name) and ``timeout`` (seconds after which the caller gave up). A cost per
+name), ``timeout`` (seconds after which the caller gave up) and
+``max_wait`` (seconds: the caller asked with ``acquire(max_wait=...)``, and
+is refused if the limiter estimates a longer wait). A cost per
 limit, as the core's mapping costs: in CSV a column ``cost.<limit>`` for
 each limit named (in place of ``cost``; an empty cell: 0), in JSON lines
 ``"cost": {"tokens": 1500}`` (a limit not named: 0). Reading the file is
@@ -28,14 +30,14 @@ import attrs
 
 from permits.core import Limit, PermitTypeError, PermitValueError
 
-from ._run import Result, _Arrival, _run
+from ._run import Result, _Arrival, _run, patience
 from ._scenario import Batch, Scenario, Workload, nanoseconds
 
 __all__ = ["COLUMNS", "Call", "TraceError", "read_trace", "replay", "traced"]
 
 #: A trace's columns: the first two required, the rest optional. In CSV,
 #: ``cost.<limit>`` columns may stand in place of ``cost``.
-COLUMNS = ("at", "level", "cost", "flow", "timeout")
+COLUMNS = ("at", "level", "cost", "flow", "timeout", "max_wait")
 _REQUIRED = {"at", "level"}
 _PER_LIMIT = "cost."
 _BILLION = Decimal(1_000_000_000)
@@ -75,6 +77,9 @@ class Call(NamedTuple):
     timeout: int | None = None
     #: Its line in the trace (for errors); 0 for a call made otherwise.
     line: int = 0
+    #: The longest wait it would take at all (``acquire(max_wait=...)``):
+    #: refused on arrival if the limiter estimates a longer one; ``None``: any.
+    max_wait: int | None = None
 
 
 def _ns(line: int, field: str, value: object, positive: bool = False) -> int:
@@ -116,7 +121,14 @@ def _int(line: int, field: str, value: object, minimum: int) -> int:
 
 
 def _call(
-    line: int, at: object, level: object, cost: object, flow: object, timeout: object, previous: int
+    line: int,
+    at: object,
+    level: object,
+    cost: object,
+    flow: object,
+    timeout: object,
+    max_wait: object,
+    previous: int,
 ) -> Call:
     """The call of a row's cells (``None`` or ``""``: absent), checked; its
     ``at`` no earlier than ``previous``."""
@@ -151,6 +163,7 @@ def _call(
             None if flow == "" else flow,
             None if timeout is None or timeout == "" else _ns(line, "timeout", timeout),
             line,
+            None if max_wait is None or max_wait == "" else _ns(line, "max_wait", max_wait),
         ),
     )
 
@@ -237,7 +250,14 @@ def _json_calls(numbered: Iterator[tuple[int, str]]) -> Iterator[Call]:
         _unknown(number, row, per_limit=False)
         get = row.get
         call = _call(
-            number, get("at"), get("level"), get("cost"), get("flow"), get("timeout"), previous
+            number,
+            get("at"),
+            get("level"),
+            get("cost"),
+            get("flow"),
+            get("timeout"),
+            get("max_wait"),
+            previous,
         )
         previous = call.at
         yield call
@@ -291,8 +311,8 @@ def _csv_calls(
             shown = ",".join(cells)[:60]
             raise TraceError(line, "row", shown, f"{len(cells)} cells, the header has {width}")
         cells.append("")
-        at, level, cost, flow, timeout = cells_of(cells)
-        call = _call(line, at, level, cost, flow, timeout, previous)
+        at, level, cost, flow, timeout, max_wait = cells_of(cells)
+        call = _call(line, at, level, cost, flow, timeout, max_wait, previous)
         previous = call.at
         yield call
 
@@ -305,13 +325,14 @@ def _with_costs(
     of its own, so that a row with one cost pays nothing for it.)"""
 
     def cells_with_costs(cells: list[str]) -> tuple[object, ...]:
-        at, level, _, flow, timeout = cells_of(cells)
+        at, level, _, flow, timeout, max_wait = cells_of(cells)
         return (
             at,
             level,
             {limit: cells[k] for k, limit in per_limit if cells[k] != ""},
             flow,
             timeout,
+            max_wait,
         )
 
     return cells_with_costs
@@ -330,15 +351,17 @@ def trace_lines(calls: Iterable[Call], limits: Sequence[str] | None = None) -> I
     costs = ["cost"] if names is None else [f"{_PER_LIMIT}{name}" for name in names]
     row = io.StringIO()
     writer = csv.writer(row, lineterminator="\n")
-    writer.writerow(["at", "level", *costs, "flow", "timeout"])  # a limit's name quoted as need be
+    # (a limit's name quoted as need be)
+    writer.writerow(["at", "level", *costs, "flow", "timeout", "max_wait"])
     yield row.getvalue()
     for call in calls:
         row.seek(0)
         row.truncate()
         flow = "" if call.flow is None else str(call.flow)
         timeout = "" if call.timeout is None else _seconds(call.timeout)
+        limit = "" if call.max_wait is None else _seconds(call.max_wait)
         units = _written_costs(call.cost, names)
-        writer.writerow([_seconds(call.at), call.level, *units, flow, timeout])
+        writer.writerow([_seconds(call.at), call.level, *units, flow, timeout, limit])
         yield row.getvalue()
 
 
@@ -365,8 +388,8 @@ def _seconds(ns: int) -> str:
 def traced(scenario: Scenario) -> Scenario:
     """``scenario`` with one workload per level of its policy, for a trace's
     calls: each named after the scenario's first workload of that level (its
-    ``deadline`` and ``timeout`` apply to the calls of its level; a call's
-    own ``timeout`` comes first), ``level N`` where it has none."""
+    ``deadline``, ``timeout`` and ``max_wait`` apply to the calls of its
+    level; a call's own ``timeout`` and ``max_wait`` come first), ``level N`` where it has none."""
     first: dict[int, Workload] = {}
     for workload in scenario.workloads:
         first.setdefault(workload.level, workload)
@@ -419,10 +442,8 @@ def _arrivals(scenario: Scenario, duration: int, calls: Iterable[Call]) -> Itera
     limits = scenario.named_limits
     # A cost that is one number is units of every limit: the smallest burst bounds it.
     burst = min(limit.burst for limit in limits.values())
-    timeouts = [
-        None if w.timeout is None else nanoseconds("timeout", w.timeout) for w in scenario.workloads
-    ]
-    for at, level, cost, flow, timeout, line in calls:
+    patiences = [patience(w) for w in scenario.workloads]
+    for at, level, cost, flow, timeout, line, limit in calls:
         if at >= duration:
             return
         if level >= levels:
@@ -436,7 +457,15 @@ def _arrivals(scenario: Scenario, duration: int, calls: Iterable[Call]) -> Itera
                 )
         except TypeError:
             cost = _per_limit(line, cost, limits)  # type: ignore[arg-type, assignment]
-        yield at, level, cost, flow, timeouts[level] if timeout is None else timeout  # type: ignore[misc]
+        own = patiences[level]
+        yield (  # type: ignore[misc]
+            at,
+            level,
+            cost,
+            flow,
+            own[0] if timeout is None else timeout,
+            own[1] if limit is None else limit,
+        )
 
 
 def _per_limit(line: int, cost: Mapping[str, int], limits: dict[str, Limit]) -> tuple[int, ...]:
