@@ -9,6 +9,7 @@ over-grant bound, nobody left hanging.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import json
 import math
@@ -160,6 +161,41 @@ async def test_cancel_timeout_and_close(redis_server: RedisServer) -> None:
     assert lim.statistics().levels[BATCH].granted == 1
     assert lim.statistics().levels[INTERACTIVE].granted == 1
     assert len(audit(redis_server, name)) == 0  # audit is off by default
+
+
+@pytest.mark.anyio
+async def test_a_process_whose_waiters_all_leave_leaves_the_line(
+    redis_server: RedisServer,
+) -> None:
+    """P48: a process whose waiters all give up while it holds a place in
+    the line leaves it at once (one request), rather than keep the others
+    behind its turn until that turn is ``demand_ttl`` past."""
+    name = fresh()
+    async with (
+        open_limiter(Fifo(), redis_server.url, name=name, rate=0.5, burst=1) as other,
+        open_limiter(Fifo(), redis_server.url, name=name, rate=0.5, burst=1) as limiter,
+    ):
+        await other.acquire()  # the bucket's only permit: the next in 2 s
+        gave_up = 0
+
+        async def impatient() -> None:
+            nonlocal gave_up
+            with contextlib.suppress(AcquireTimeout):
+                await limiter.acquire(timeout=0.3)
+                return
+            gave_up += 1
+
+        async with anyio.create_task_group() as tg:
+            for _ in range(2):  # two waiting: the process takes a place in the line
+                tg.start_soon(impatient)
+            await anyio.sleep(0.2)
+            _, turn = redis_time_and_turn(redis_server, name, limiter.limit.process)
+            assert turn is not None, "its two waiters hold no place in the line"
+        assert gave_up == 2
+        await anyio.sleep(0.5)
+        # gone well before its turn (2 s in), let alone that turn + 2 s
+        now, turn = redis_time_and_turn(redis_server, name, limiter.limit.process)
+        assert turn is None, (turn - now) / 1e6
 
 
 @pytest.mark.anyio

@@ -1619,8 +1619,9 @@ class RedisLimiter(_AnyioLimiter):
     def _should_wake(self) -> bool:
         """Changes to send, or what a lone caller's answer left to do; or
         idle, and a waiter came; or waiting to retry for a reserve, and the
-        best waiter now has a smaller one (it may find a permit now). Never
-        while a lone caller's take is in flight."""
+        best waiter now has a smaller one (it may find a permit now); or
+        in the line, and nobody waits any more. Never while a lone caller's
+        take is in flight."""
         if self._flight is not None:
             return False  # its reply wakes the driver
         if self._pending or self._then is not None:
@@ -1629,7 +1630,9 @@ class RedisLimiter(_AnyioLimiter):
         if self._published and level != self._retry_level:
             return True  # the demand published is not what waits now
         if level is None:
-            return False
+            # nobody waits now: a place held in the line is left (else the
+            # others would count it ahead of them until its turn is past)
+            return self._in_line
         return self._retry_reserve is None or self.reserve[level] < self._retry_reserve
 
     def _on_timer(self) -> None:
