@@ -435,7 +435,7 @@ class _Limiting:
         if decisions:
             self._dispatch(decisions)
         if self._recording is not None:
-            self._record(now, level, cost, flow, patience)
+            self._record(now, level, cost, flow, patience, id if decision is None else None)
         return id, level, decision
 
     def _take(
@@ -498,10 +498,11 @@ class _Limiting:
         cost: int | Mapping[str, int],
         flow: Hashable,
         patience: int | None,
+        waiting: int | None = None,
     ) -> None:
-        """A request, in the recording."""
+        """A request, in the recording (``waiting``: its id, if it waits)."""
         assert self._recording is not None
-        self._recording.add(now, level, cost, flow, patience)
+        self._recording.add(now, level, cost, flow, patience, waiting)
 
     def _outcome(
         self,
@@ -514,6 +515,8 @@ class _Limiting:
     ) -> Permit:
         """An acquire's last step, its permit decided: the caller proceeds at
         ``now`` with its :class:`Permit`, or learns why it has none."""
+        if self._recording is not None:
+            self._recording.decided(id)
         level = decision.level
         if decision.state is _GRANTED:
             permit = Permit(self, id, level, cost, flow)
@@ -531,6 +534,8 @@ class _Limiting:
             return
         if waiter.decision is None:
             self._waiters.pop(id, None)
+            if self._recording is not None:  # in a replay, it gives up now
+                self._recording.gave_up(id, self._now())
             try:
                 cancelled = self._machine.cancel(id)  # asks the policy when costs differ
             except Exception as error:
@@ -670,8 +675,9 @@ class _Limiting:
 
     def record(self, max_calls: int = 1_000_000) -> Recording:
         """Record the calls from now on as a trace (off until called): each
-        acquire's and try_acquire's time, level, cost, flow and timeout, at
-        most ``max_calls`` of them. ``recording.write(path)`` writes it as
+        acquire's and try_acquire's time, level, cost, flow and timeout (for
+        a caller cancelled while waiting: how long it waited), at most
+        ``max_calls`` of them. ``recording.write(path)`` writes it as
         the CSV that ``permits simulate --trace`` and ``permits compare
         --trace`` replay against other policies (with several limits, a
         ``cost.<limit>`` column for each, so the replay asks what each call
