@@ -952,6 +952,35 @@ async def test_a_recorded_try_acquire_never_waits_in_the_replay(open_limiter: Op
     assert (replayed.granted, replayed.cancelled) == (1, 1)
 
 
+async def test_a_recorded_caller_that_gives_up_gives_up_in_the_replay(
+    open_limiter: OpenLimiter,
+) -> None:
+    """A caller that stops waiting (a framework timeout, a cancel) is
+    recorded as giving up when it did: its timeout is how long it waited.
+    Recorded as waiting as long as it took, the replay granted it the
+    permit that went to the caller after it."""
+    from permits.sim import Batch as NoArrivals
+    from permits.sim import Call, Scenario, Workload, replay
+
+    async with open_limiter(Fifo(), 10, 1) as limiter:
+        recording = limiter.record()
+        await limiter.acquire()  # the bucket's permit; the next is due at 100 ms
+        with anyio.move_on_after(0.05):
+            await limiter.acquire()  # gives up at 50 ms
+        await limiter.acquire(timeout=1)
+        assert since(0) == 100 * MILLISECOND
+    assert recording.calls == [
+        Call(0, 0),
+        Call(0, 0, timeout=50 * MILLISECOND),
+        Call(50 * MILLISECOND, 0, timeout=SECOND),
+    ]
+    scenario = Scenario(
+        "replay", Fifo(), rate=10, burst=1, seconds=2, workloads=[Workload("w", 0, NoArrivals(0))]
+    )
+    replayed = replay(scenario, recording.calls)["w"]
+    assert (replayed.granted, replayed.cancelled) == (2, 1)
+
+
 async def test_try_acquire_spends_its_permit(open_limiter: OpenLimiter) -> None:
     """A permit taken by try_acquire is spent at once: after many, the
     machine holds nothing for them ("memory is that of the permits in

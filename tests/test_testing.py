@@ -92,6 +92,27 @@ def test_the_trio_clock_reads_exact_nanoseconds() -> None:
     assert trio.run(main, clock=testing.VirtualClock()) == 1_001_000_000
 
 
+def test_the_trio_clock_lets_tasks_waiting_for_idle_run_before_it_jumps() -> None:
+    """As under trio's ``MockClock(autojump_threshold=0)``: a task in
+    ``wait_all_tasks_blocked()`` is woken once every other task waits,
+    before the clock jumps to their next deadline (it jumped first, so
+    "let everything settle" moved the time on, under trio only)."""
+
+    async def main() -> list[float]:
+        seen = []
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(trio.sleep, 10)
+            await trio.testing.wait_all_tasks_blocked()
+            seen.append(trio.current_time())
+            await trio.sleep(1)  # the jumps still come, exactly
+            seen.append(trio.current_time())
+        seen.append(trio.current_time())
+        return seen
+
+    assert trio.run(main, clock=trio.testing.MockClock(autojump_threshold=0)) == [0.0, 1.0, 10.0]
+    assert trio.run(main, clock=testing.VirtualClock()) == [0.0, 1.0, 10.0]
+
+
 def test_virtual_backend_refuses_an_unknown_name() -> None:
     with pytest.raises(ValueError, match="name='curio'"):
         testing.virtual_backend("curio")

@@ -437,7 +437,7 @@ class _Limiting:
         if decisions:
             self._dispatch(decisions)
         if self._recording is not None:
-            self._record(now, level, cost, flow, patience, limit)
+            self._record(now, level, cost, flow, patience, limit, id if decision is None else None)
         return id, level, decision
 
     def _take(
@@ -501,10 +501,12 @@ class _Limiting:
         flow: Hashable,
         patience: int | None,
         limit: int | None,
+        waiting: int | None = None,
     ) -> None:
-        """A request, in the recording (``limit``: its ``max_wait``, ns)."""
+        """A request, in the recording (``limit``: its ``max_wait``, ns;
+        ``waiting``: its id, if it waits)."""
         assert self._recording is not None
-        self._recording.add(now, level, cost, flow, patience, limit)
+        self._recording.add(now, level, cost, flow, patience, limit, waiting)
 
     def _outcome(
         self,
@@ -517,6 +519,8 @@ class _Limiting:
     ) -> Permit:
         """An acquire's last step, its permit decided: the caller proceeds at
         ``now`` with its :class:`Permit`, or learns why it has none."""
+        if self._recording is not None:
+            self._recording.decided(id)
         level = decision.level
         if decision.state is _GRANTED:
             permit = Permit(self, id, level, cost, flow)
@@ -534,6 +538,8 @@ class _Limiting:
             return
         if waiter.decision is None:
             self._waiters.pop(id, None)
+            if self._recording is not None:  # in a replay, it gives up now
+                self._recording.gave_up(id, self._now())
             try:
                 cancelled = self._machine.cancel(id)  # asks the policy when costs differ
             except Exception as error:
@@ -673,8 +679,9 @@ class _Limiting:
 
     def record(self, max_calls: int = 1_000_000) -> Recording:
         """Record the calls from now on as a trace (off until called): each
-        acquire's and try_acquire's time, level, cost, flow and timeout, at
-        most ``max_calls`` of them. ``recording.write(path)`` writes it as
+        acquire's and try_acquire's time, level, cost, flow and timeout (for
+        a caller cancelled while waiting: how long it waited), at most
+        ``max_calls`` of them. ``recording.write(path)`` writes it as
         the CSV that ``permits simulate --trace`` and ``permits compare
         --trace`` replay against other policies (with several limits, a
         ``cost.<limit>`` column for each, so the replay asks what each call

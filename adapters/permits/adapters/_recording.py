@@ -29,6 +29,8 @@ class Recording:
         #: Calls made after ``max_calls`` were kept, or after :meth:`stop`.
         self.dropped = 0
         self.stopped = False
+        #: The index of each call kept that is still waiting, by its id.
+        self._waiting: dict[int, int] = {}
 
     def add(
         self,
@@ -38,7 +40,10 @@ class Recording:
         flow: Hashable,
         timeout_ns: int | None,
         max_wait_ns: int | None = None,
+        waiting: int | None = None,
     ) -> None:
+        """A call at ``now``; ``waiting``: its id, if it waits (it may give up:
+        :meth:`gave_up`)."""
         if now < self.start_ns:
             # Under way when the recording started (another thread's call,
             # its clock read first): not one of its calls.
@@ -49,9 +54,23 @@ class Recording:
         if not isinstance(cost, int):
             # A copy (the caller may change its mapping); with one limit, one number.
             cost = dict(cost) if len(self.limits) > 1 else cost.get(self.limits[0], 0)
+        if waiting is not None:
+            self._waiting[waiting] = len(self.calls)
         self.calls.append(
             Call(now - self.start_ns, level, cost, flow, timeout_ns, max_wait=max_wait_ns)
         )
+
+    def gave_up(self, id: int, now: int) -> None:
+        """The waiting call ``id`` stopped waiting at ``now`` (cancelled): in a
+        replay it gives up after as long as it waited."""
+        index = self._waiting.pop(id, None)
+        if index is not None:
+            call = self.calls[index]
+            self.calls[index] = call._replace(timeout=now - self.start_ns - call.at)
+
+    def decided(self, id: int) -> None:
+        """The waiting call ``id`` was decided: it stays as it is."""
+        self._waiting.pop(id, None)
 
     def stop(self) -> None:
         """Keep no more calls from now on."""
