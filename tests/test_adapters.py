@@ -904,6 +904,28 @@ async def test_a_recording_of_several_limits_replays_exactly(
     assert result["batch"].wait_max > SECOND  # the limits made callers wait
 
 
+async def test_a_timeout_that_ends_as_a_permit_falls_due_ends_alike_in_the_replay(
+    open_limiter: OpenLimiter,
+) -> None:
+    """A caller whose ``timeout`` runs out at the very time its permit falls
+    due times out (the core expires a deadline before it grants at the same
+    time), and so does its recorded call in the replay."""
+    from permits.sim import Batch as NoArrivals
+    from permits.sim import Call, Scenario, Workload, replay
+
+    async with open_limiter(Fifo(), 10, 1) as limiter:
+        recording = limiter.record()
+        await limiter.acquire()  # the bucket's permit: the next at 0.1 s
+        with pytest.raises(AcquireTimeout):
+            await limiter.acquire(timeout=0.1)
+    assert recording.calls == [Call(0, 0), Call(0, 0, timeout=SECOND // 10)]
+    scenario = Scenario(
+        "replay", Fifo(), rate=10, seconds=1, workloads=[Workload("w", 0, NoArrivals(0))]
+    )
+    replayed = replay(scenario, recording.calls)["w"]
+    assert (replayed.granted, replayed.cancelled) == (1, 1)
+
+
 async def test_an_acquire_refused_for_its_max_wait_is_recorded(
     open_limiter: OpenLimiter, tmp_path: Any
 ) -> None:

@@ -404,8 +404,8 @@ def simulate(scenario: Scenario, *, max_arrivals: int | None = MAX_ARRIVALS) -> 
     (:func:`check_arrivals`) before it starts.
 
     Deterministic: the same scenario gives the same result. Events at the
-    same time happen in this order: the machine ticks (permits due and
-    deadlines reached), then callers whose timeout ran out cancel, then new
+    same time happen in this order: callers whose timeout ran out cancel,
+    then the machine ticks (deadlines reached, then permits due), then new
     callers arrive (each push ticks first, as the core's push does).
     """
     check_arrivals(scenario, max_arrivals)
@@ -559,14 +559,17 @@ def _run(scenario: Scenario, duration: int, source: Iterator[_Arrival]) -> Resul
             t = pending[0][0]
         if t >= never:
             break
-        if due is not None and due <= t:
-            decide(tick(t))
+        # Give-ups first: a caller whose patience runs out at t is not
+        # granted at t (as the core expires a deadline reached before it
+        # grants, and as a recorded acquire(timeout=...) was).
         while pending and pending[0][0] <= t:
             id = heappop(pending)[1]
             if id in tenants and cancel(id):
                 costs.pop(id, None)
                 del tenants[id]
                 on_leave(id % count, t, State.CANCELLED)
+        if due is not None and due <= t:
+            decide(tick(t))
         while upcoming_at <= t:
             _, w, cost, flow, patience, limit = upcoming  # type: ignore[misc]
             offered[w] += 1
