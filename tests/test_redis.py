@@ -10,6 +10,7 @@ over-grant bound, nobody left hanging.
 from __future__ import annotations
 
 import contextlib
+import gc
 import itertools
 import json
 import math
@@ -1741,3 +1742,60 @@ async def test_on_a_redis_cluster(cluster: RedisCluster) -> None:
             left.close()
     finally:
         client.close()
+
+
+@pytest.mark.timeout(90)
+@pytest.mark.filterwarnings("ignore::ResourceWarning")  # see the end
+@pytest.mark.anyio
+async def test_the_fallback_holds_while_the_limits_node_of_a_cluster_hangs(
+    cluster: RedisCluster,
+) -> None:
+    """With the node that holds the limit's keys frozen and the others up,
+    the local limit serves throughout: its probe asks that node (a command
+    on the limit's key), not whichever node the client knows first, which
+    answers and would send the limiter back to a node that does not."""
+    client = redis.RedisCluster.from_url(cluster.url)
+    try:
+        first = cluster.servers[0].port
+        name = fresh()
+        while client.get_node_from_key(f"permits:{{{name}}}").port == first:
+            name = fresh()  # the limit's keys on another node than the URL's
+        port = client.get_node_from_key(f"permits:{{{name}}}").port
+    finally:
+        client.close()
+    (node,) = [server for server in cluster.servers if server.port == port]
+    local: list[bool] = []
+    async with open_limiter(
+        Fifo(1),
+        cluster.url,
+        name=name,
+        rate=100,
+        burst=5,
+        cluster=True,
+        on_unavailable="local",
+        share=0.5,
+        timeout=0.3,
+    ) as limiter:
+
+        async def caller() -> None:
+            while True:
+                await limiter.acquire()
+
+        async with anyio.create_task_group() as tg:
+            for _ in range(5):
+                tg.start_soon(caller)
+            await anyio.sleep(0.3)
+            node.hang()
+            try:
+                await anyio.sleep(1.0)  # the outage is seen, the local limit serves
+                for _ in range(40):  # 2 s, under the cluster's node timeout
+                    local.append(limiter._local is not None)
+                    await anyio.sleep(0.05)
+            finally:
+                node.resume()
+            tg.cancel_scope.cancel()
+    assert all(local), f"back to Redis {local.count(False)} times of {len(local)}"
+    # redis-py's cluster client leaves the socket of a request that timed
+    # out on the hung node to the garbage collector: collected here, where
+    # its ResourceWarning is expected, not in a later test.
+    gc.collect()

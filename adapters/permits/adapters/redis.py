@@ -827,8 +827,15 @@ class RedisLimit:
             self.line_key,
             self.shares_key,
         ]
-        client = redis.RedisCluster if cluster else redis.Redis
-        self._client = client.from_url(url, **self._options)
+        if cluster:
+            # One try, within the timeout: the limiter's own outage handling
+            # retries. (redis-py's retries, each rediscovering the nodes,
+            # held a call to a hung node for seconds, and a worker thread
+            # cannot be cut short.)
+            retry = redis.retry.Retry(redis.backoff.NoBackoff(), 0)
+            self._client = redis.RedisCluster.from_url(url, retry=retry, **self._options)
+        else:
+            self._client = redis.Redis.from_url(url, **self._options)
         self._script = self._client.register_script(SCRIPT)
         #: The asyncio client, once open_async: its script call and ping.
         self._aclient: Any = None
@@ -1160,7 +1167,10 @@ class RedisLimit:
         return names.index(limit)
 
     def ping(self) -> None:
-        self._client.ping()
+        """Whether the node that holds the limit's keys answers (raises if
+        not): a command on the limit's key, which a cluster client sends to
+        that node (a PING would go to whichever node it knows first)."""
+        self._client.pttl(self.key)
 
     async def aping(self) -> None:
         assert self._aping is not None
@@ -1188,7 +1198,7 @@ class RedisLimit:
         keys = self._keys
         self._aclient = aclient
         self._arun = lambda request: self._replied(registered(keys=keys, args=request.args))
-        self._aping = lambda: self._replied(aclient.ping())
+        self._aping = lambda: self._replied(aclient.pttl(keys[0]))  # as ping()
 
     async def aclose(self) -> None:
         """Close the asyncio client, if open."""
