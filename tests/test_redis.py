@@ -1744,6 +1744,12 @@ async def test_on_a_redis_cluster(cluster: RedisCluster) -> None:
         client.close()
 
 
+def node_of(client: redis.RedisCluster, name: str) -> int:
+    """The port of the node that holds limit ``name``'s keys."""
+    node = client.get_node_from_key(f"permits:{{{name}}}")  # type: ignore[no-untyped-call]
+    return int(node.port)
+
+
 @pytest.mark.timeout(90)
 @pytest.mark.filterwarnings("ignore::ResourceWarning")  # see the end
 @pytest.mark.anyio
@@ -1758,9 +1764,9 @@ async def test_the_fallback_holds_while_the_limits_node_of_a_cluster_hangs(
     try:
         first = cluster.servers[0].port
         name = fresh()
-        while client.get_node_from_key(f"permits:{{{name}}}").port == first:
+        while node_of(client, name) == first:
             name = fresh()  # the limit's keys on another node than the URL's
-        port = client.get_node_from_key(f"permits:{{{name}}}").port
+        port = node_of(client, name)
     finally:
         client.close()
     (node,) = [server for server in cluster.servers if server.port == port]

@@ -833,7 +833,9 @@ class RedisLimit:
             # held a call to a hung node for seconds, and a worker thread
             # cannot be cut short.)
             retry = redis.retry.Retry(redis.backoff.NoBackoff(), 0)
-            self._client = redis.RedisCluster.from_url(url, retry=retry, **self._options)
+            self._client: redis.Redis | redis.RedisCluster = redis.RedisCluster.from_url(
+                url, retry=retry, **self._options
+            )
         else:
             self._client = redis.Redis.from_url(url, **self._options)
         self._script = self._client.register_script(SCRIPT)
