@@ -78,6 +78,10 @@ def test_csv_and_json_lines_read_alike(text: str) -> None:
         ("at,level\n0,0\n1,-1\n", "line 3: level='-1': expected a whole number >= 0"),
         ("at,level,cost\n0,0,0\n", "line 2: cost=0: must be at least 1"),
         ("at,level,timeout\n0,0,-1\n", "line 2: timeout='-1': must be a finite number >= 0"),
+        # an exponent past any number Decimal holds, or of too many digits to make
+        ("at,level\n0,0\n1e999999999,0\n", "line 3: at='1e999999999': must be under 1e10001 s"),
+        ("at,level,timeout\n0,0,1E+20000\n", "line 2: timeout='1E+20000': must be under 1e"),
+        ('{"at": "9e999999", "level": 0}\n', "line 1: at='9e999999': must be under 1e10001 s"),
         ("at,level\n0,0\n1\n", "line 3: row='1': 1 cells, the header has 2"),
         ("at,level\n0,0\n\n1.5e-1,0\n.5,1\n1.25,x\n", "line 6: level='x'"),
         ('at,level\n0,0\n"1\n', "line 3: row: not CSV"),

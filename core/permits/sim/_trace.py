@@ -46,6 +46,10 @@ _PLACE: tuple[int, ...] = tuple(10 ** (9 - k) for k in range(10))
 #: (``sys.set_int_max_str_digits`` goes no lower than 640): a number of
 #: more is a time read by Decimal, and too many for a level or a cost.
 _DIGITS = 640
+#: The largest power of ten of seconds a time may reach: an exponent written
+#: past it (``1e999999999``) would make a number of that many digits (or
+#: overflow Decimal), where a time written out in full costs its length.
+_EXPONENT = 10_000
 
 
 class TraceError(PermitValueError):
@@ -97,6 +101,8 @@ def _ns(line: int, field: str, value: object, positive: bool = False) -> int:
     if not exact.is_finite() or exact < 0 or (positive and exact == 0):
         bound = "greater than 0" if positive else "a finite number >= 0"
         raise TraceError(line, field, value, f"must be {bound}")
+    if exact and exact.adjusted() > _EXPONENT:
+        raise TraceError(line, field, value, f"must be under 1e{_EXPONENT + 1} s")
     return round(exact * _BILLION)
 
 
