@@ -81,6 +81,17 @@ def test_requirements_read_as_written(text: str, want: tuple[str, Measure, Fract
         ("api p99 of tokens <= 2 s", "only a share names a limit, not a p99"),
         ("batch share of >= 20%", "'<workload> share of <limit> >= <n>%'"),
         ("batch share of tokens <= 20%", "a share bound is written >="),
+        # an exponent of millions: Fraction() of it would not return
+        pytest.param(
+            "batch p99 <= 1e999999999 s",
+            "a bound is a number from 1e-1000 to 1e1000",
+            marks=pytest.mark.timeout(20),
+        ),
+        pytest.param(
+            "batch share >= 0e-999999999",
+            "a bound is a number from 1e-1000 to 1e1000",
+            marks=pytest.mark.timeout(20),
+        ),
     ],
 )
 def test_bad_requirements_say_how_to_write_them(text: str, says: str) -> None:
