@@ -269,12 +269,19 @@ def test_good_file_runs(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> N
     assert "interactive" in out
 
 
+@pytest.mark.timeout(20)  # --scale 1e999999999 made a Fraction of a billion digits
 def test_missing_file_and_bad_options(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     status, _, err = run(capsys, "simulate", str(tmp_path / "nowhere.toml"))
     assert status == 2
     assert "cannot read" in err
     assert "nowhere.toml" in err
-    for argv in (["demo", "--scale", "-1"], ["demo", "--scale", "x"], ["demo", "--burst", "0"]):
+    for argv in (
+        ["demo", "--scale", "-1"],
+        ["demo", "--scale", "x"],
+        ["demo", "--burst", "0"],
+        ["demo", "--scale", "1e999999999"],
+        ["demo", "--scale", "1e-999999999"],
+    ):
         with pytest.raises(SystemExit) as exit:
             main(argv)
         assert exit.value.code == 2

@@ -20,6 +20,7 @@ import json
 import os
 import sys
 from collections.abc import Sequence
+from decimal import Decimal, InvalidOperation
 from fractions import Fraction
 from pathlib import Path
 from typing import NoReturn
@@ -61,6 +62,14 @@ def scenarios(
 
 
 def _scale(text: str) -> Fraction:
+    try:
+        written = Decimal(text)
+    except InvalidOperation:  # 1/3, say: Fraction reads it
+        written = Decimal(1)
+    if written.is_finite() and abs(written.adjusted()) > 1000:  # Fraction() would not return
+        raise argparse.ArgumentTypeError(
+            f"scale={text!r}: expected a number from 1e-1000 to 1e1000"
+        )
     try:
         value = Fraction(text)
     except (ValueError, ZeroDivisionError):
