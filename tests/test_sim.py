@@ -184,6 +184,17 @@ def test_poisson_rate_and_independent_streams() -> None:
     assert a.offered != b.offered  # not the same stream twice
 
 
+@pytest.mark.parametrize("rate", [1e-300, 5e-324, Fraction(1, 10**400)])
+def test_poisson_arrivals_too_rare_for_a_float_gap_arrive_past_the_run(rate: object) -> None:
+    """A mean gap of 1e309 ns or more is past a float: it overflowed
+    (OverflowError) or divided by zero; drawn exactly, no caller arrives."""
+    workload = Workload("rare", 0, Poisson(rate))  # type: ignore[arg-type]
+    scenario = Scenario("p", Fifo(1), rate=1, seconds=10**6, workloads=[workload])
+    assert simulate(scenario)["rare"].offered == 0
+    first, second = itertools.islice(Poisson(1e-300).times(0), 2)
+    assert 10**300 < first < second  # ns: the exact gaps, about 1e309 each
+
+
 def test_timeouts_cancel_and_deadlines_expire() -> None:
     """Behind a FIFO batch of 100 at 10/s, a caller waits about 10 s: those
     with a 1 s timeout all give up, those with a 2 s deadline all expire."""
