@@ -32,6 +32,7 @@ from permits.core import (
     StrictPriority,
 )
 from permits.sim import (
+    MAX_TENANTS,
     SEED,
     Batch,
     Choice,
@@ -369,6 +370,18 @@ def test_draws_stay_within_their_bounds_and_the_heaviest_tenant_gets_its_share()
     assert picked.most_common(1)[0][0] == "z#1"
     assert picked["z#1"] > 2 * picked["z#2"] > picked["z#10"]
     assert {cost for cost, _ in itertools.islice(zipf.callers(("units",), 3), 50)} == {1}
+
+
+def test_the_steepest_zipf_over_the_most_tenants_picks_the_first() -> None:
+    """zipf = 100.0 (a float, the most allowed) over 100,000 tenants: k ** 100.0
+    is past a float from k = 1,200 on, which raised OverflowError; those
+    tenants weigh nothing, and tenant 1 is picked nearly always."""
+    tenants = Tenants(MAX_TENANTS, zipf=100.0)
+    assert set(itertools.islice(tenants.picks(seed=1), 1000)) == {0}
+    scenario = Scenario(
+        "z", Fifo(1), rate=10, seconds=1, workloads=[Workload("z", 0, Batch(5), tenants=tenants)]
+    )
+    assert simulate(scenario)["z"].tenants == 1
 
 
 @pytest.mark.parametrize(

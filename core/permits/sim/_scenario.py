@@ -407,10 +407,20 @@ class Tenants:
             for u in _uniforms(seed):
                 yield 0 if u < h else min(last, 1 + int((u - h) * rest))
         else:
-            cdf = list(itertools.accumulate(1 / k**self.zipf for k in range(1, count + 1)))
+            cdf = list(itertools.accumulate(_weight(k, self.zipf) for k in range(1, count + 1)))
             total, find = cdf[-1], bisect.bisect_right
             for u in _uniforms(seed):
                 yield min(last, find(cdf, u * total))
+
+
+def _weight(k: int, zipf: float) -> float:
+    """Tenant ``k``'s weight, ``1 / k ** zipf``: 0 where ``k ** zipf`` is
+    past a float (1200 ** 100.0)."""
+    try:
+        weight: float = 1 / k**zipf
+    except OverflowError:
+        return 0.0
+    return weight
 
 
 @attrs.frozen
