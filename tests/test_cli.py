@@ -269,6 +269,17 @@ def test_good_file_runs(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> N
     assert "interactive" in out
 
 
+def test_a_file_with_a_byte_order_mark_runs(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """UTF-8 with a BOM, CRLF line ends (as Notepad saves it): read as a trace is."""
+    path = tmp_path / "scenario.toml"
+    path.write_bytes(b"\xef\xbb\xbf" + GOOD.replace("\n", "\r\n").encode())
+    status, out, err = run(capsys, "simulate", str(path))
+    assert (status, err) == (0, "")
+    assert "interactive" in out
+
+
 @pytest.mark.timeout(20)  # --scale 1e999999999 made a Fraction of a billion digits
 def test_missing_file_and_bad_options(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     status, _, err = run(capsys, "simulate", str(tmp_path / "nowhere.toml"))
