@@ -367,6 +367,28 @@ def test_a_reader_that_goes_away_is_no_error() -> None:
     assert (done.returncode, done.stderr) == (0, b"")
 
 
+def test_a_reader_that_goes_away_keeps_compares_verdict(tmp_path: Path) -> None:
+    """``permits compare | head`` (under ``set -o pipefail``): the exit status
+    still says that no policy meets every requirement (it was 0)."""
+    path = tmp_path / "scenario.toml"
+    path.write_text(
+        GOOD.replace("seconds = 10", 'seconds = 10\nrequire = ["batch cleared by 0.5 s"]')
+    )
+    for json_option in ([], ["--json"]):
+        read, write = os.pipe()
+        os.close(read)
+        try:
+            done = subprocess.run(
+                [PERMITS, "compare", str(path), *json_option],
+                stdout=write,
+                stderr=subprocess.PIPE,
+                check=False,
+            )
+        finally:
+            os.close(write)
+        assert (done.returncode, done.stderr) == (1, b"")
+
+
 def test_plot_into_a_missing_directory_is_refused_before_the_run(tmp_path: Path) -> None:
     target = tmp_path / "missing" / "seed.png"
     done = permits_command("simulate", "--plot", str(target))

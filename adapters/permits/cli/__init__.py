@@ -356,11 +356,15 @@ def _compare(args: argparse.Namespace) -> int:
         from ._plot import plot_comparisons
 
         plot_comparisons(comparisons, args.plot)
-    if args.json:
-        print(json.dumps({"scenarios": [comparison_json(c) for c in comparisons]}, indent=2))
-    else:
-        print("\n\n\n".join(compare_tables(c) for c in comparisons))
-    return 0 if all(c.any_meets_all for c in comparisons) else 1
+    status = 0 if all(c.any_meets_all for c in comparisons) else 1
+    try:
+        if args.json:
+            print(json.dumps({"scenarios": [comparison_json(c) for c in comparisons]}, indent=2))
+        else:
+            print("\n\n\n".join(compare_tables(c) for c in comparisons))
+    except BrokenPipeError:  # permits compare | head: the verdict stands
+        _reader_gone()
+    return status
 
 
 def _examples(args: argparse.Namespace) -> int:
@@ -389,7 +393,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     except BrokenPipeError:
         # The reader went away (permits simulate | head): nothing more to say.
-        # Point stdout at /dev/null so the interpreter's last flush is quiet.
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
+        _reader_gone()
         return 0
+
+
+def _reader_gone() -> None:
+    """Point stdout at /dev/null, so that the interpreter's last flush, to a
+    pipe whose reader went away, is quiet."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
