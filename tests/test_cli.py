@@ -292,6 +292,8 @@ def test_missing_file_and_bad_options(capsys: pytest.CaptureFixture[str], tmp_pa
         ["demo", "--burst", "0"],
         ["demo", "--scale", "1e999999999"],
         ["demo", "--scale", "1e-999999999"],
+        ["demo", "--scale", "1e400"],  # float(scale): OverflowError
+        ["demo", "--scale", "1e-400"],  # the live run's times past a float
     ):
         with pytest.raises(SystemExit) as exit:
             main(argv)

@@ -61,21 +61,27 @@ def scenarios(
     return read_scenarios(path, example, max_arrivals)
 
 
+#: The least and the most ``--scale``: past them, the times of a run are past
+#: a float's range (the live run's clock), its seconds a lifetime, or every
+#: scenario's length below a nanosecond.
+_SCALES = (Fraction(1, 10**6), Fraction(10**18))
+
+
 def _scale(text: str) -> Fraction:
     try:
         written = Decimal(text)
     except InvalidOperation:  # 1/3, say: Fraction reads it
         written = Decimal(1)
     if written.is_finite() and abs(written.adjusted()) > 1000:  # Fraction() would not return
-        raise argparse.ArgumentTypeError(
-            f"scale={text!r}: expected a number from 1e-1000 to 1e1000"
-        )
+        raise argparse.ArgumentTypeError(f"scale={text!r}: must be from 1e-06 to 1e+18")
     try:
         value = Fraction(text)
     except (ValueError, ZeroDivisionError):
         raise argparse.ArgumentTypeError(f"scale={text!r}: expected a number") from None
     if value <= 0:
         raise argparse.ArgumentTypeError(f"scale={text!r}: must be greater than 0")
+    if not _SCALES[0] <= value <= _SCALES[1]:
+        raise argparse.ArgumentTypeError(f"scale={text!r}: must be from 1e-06 to 1e+18")
     return value
 
 
