@@ -129,6 +129,10 @@ BAD = [
         "scenario[0].workload[0].rate=-20: must be greater than 0",
     ),
     (GOOD.replace("seconds = 10", ""), "scenario[0].seconds: missing"),
+    (  # JSON has no Infinity: --json printed one
+        GOOD.replace("size = 1000", "size = 1000\npublished = { wait_p99 = inf }"),
+        "scenario[0].workload[1].published.wait_p99=inf: not a valid figure",
+    ),
     (
         GOOD.replace("size = 1000", "sise = 1000"),
         "scenario[0].workload[1].sise=1000: unknown key (expected one of: arrivals, at, "
