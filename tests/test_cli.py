@@ -284,6 +284,25 @@ def test_a_file_with_a_byte_order_mark_runs(
     assert "interactive" in out
 
 
+def test_times_past_a_float_in_nanoseconds_are_reported(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """A wait of 1e300 s is 1e309 ns, past a float: the table and --json
+    raised OverflowError turning it into seconds (ns / 1e9)."""
+    path = tmp_path / "scenario.toml"
+    path.write_text(
+        '[[scenario]]\nname = "s"\nrate = 1e-300\nseconds = 1.5e300\n'
+        '[[scenario.workload]]\nname = "a"\nlevel = 0\narrivals = "batch"\nsize = 2\n'
+    )
+    status, out, err = run(capsys, "simulate", str(path))
+    assert (status, err) == (0, "")
+    assert "1e+300 s" in out
+    status, out, err = run(capsys, "simulate", str(path), "--json")
+    assert (status, err) == (0, "")
+    (workload,) = json.loads(out)["scenarios"][0]["workloads"]
+    assert workload["wait_max_s"] == workload["cleared_at_s"] == 1e300
+
+
 @pytest.mark.timeout(20)  # --scale 1e999999999 made a Fraction of a billion digits
 def test_missing_file_and_bad_options(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     status, _, err = run(capsys, "simulate", str(tmp_path / "nowhere.toml"))

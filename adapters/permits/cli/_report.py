@@ -24,7 +24,7 @@ __all__ = ["as_json", "compare_tables", "comparison", "comparison_json", "table"
 
 def seconds(ns: int | None) -> float | None:
     """Nanoseconds as seconds (``None`` stays ``None``)."""
-    return None if ns is None else ns / 1e9
+    return None if ns is None else ns / SECOND  # int / int: past 2**1024 ns too
 
 
 def duration(value: float | None) -> str:
