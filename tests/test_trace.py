@@ -75,6 +75,9 @@ def test_csv_and_json_lines_read_alike(text: str) -> None:
         ("at,level\n0,0\n-1,1\n", "line 3: at='-1': must be a finite number >= 0"),
         ("at,level\n0,0\nnan,1\n", "line 3: at='nan': must be a finite number >= 0"),
         ("at,level\n2,0\n1,1\n", "line 3: at='1': earlier than the row before (2 s): sort by at"),
+        # the row before past a float in ns: OverflowError writing it (previous / 1e9)
+        ("at,level\n1e300,0\n1,1\n", "line 3: at='1': earlier than the row before (1e+300 s)"),
+        ("at,level\n1e9999,0\n1,1\n", "line 3: at='1': earlier than the row before (1e+9999 s)"),
         ("at,level\n0,0\n1,-1\n", "line 3: level='-1': expected a whole number >= 0"),
         ("at,level,cost\n0,0,0\n", "line 2: cost=0: must be at least 1"),
         ("at,level,timeout\n0,0,-1\n", "line 2: timeout='-1': must be a finite number >= 0"),

@@ -21,7 +21,7 @@ import itertools
 import json
 import operator
 from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping, Sequence
-from decimal import Decimal, InvalidOperation
+from decimal import Context, Decimal, InvalidOperation
 from typing import NamedTuple
 
 import attrs
@@ -133,7 +133,7 @@ def _call(
     at_ns = _ns(line, "at", at)
     if at_ns < previous:
         raise TraceError(
-            line, "at", at, f"earlier than the row before ({previous / 1e9:g} s): sort by at"
+            line, "at", at, f"earlier than the row before ({_shown(previous)} s): sort by at"
         )
     if flow.__class__ is not str and (
         isinstance(flow, bool) or not isinstance(flow, (str, int, type(None)))
@@ -159,6 +159,14 @@ def _call(
             line,
         ),
     )
+
+
+def _shown(ns: int) -> str:
+    """``ns`` nanoseconds as seconds, short (``0.51``), past a float too."""
+    try:
+        return f"{ns / 1_000_000_000:g}"
+    except OverflowError:  # 1e309 ns and on
+        return f"{Context(prec=6).create_decimal(ns).scaleb(-9).normalize():g}"
 
 
 def _costs(line: int, cost: dict[str, object]) -> dict[str, int]:
