@@ -238,6 +238,12 @@ def test_default_grid() -> None:
     assert two[11:] == tuple(Aging(2, after_ns=int(after * SECOND)) for after in (0.5, 1, 2, 5, 10))
     assert default_grid(3)[4] == Shares((9, 3, 1))  # every 4th: each level 3x the next
     assert default_grid(1) == (Fifo(1),)
+    # weights of 8 levels every 9th: 8**7 + ... + 1 = 2,396,745, past a
+    # Shares' schedule (1,000,000): compare refused every scenario of 8 levels
+    eight = [p for p in default_grid(8) if isinstance(p, Shares)]
+    assert eight[-1] == Shares(tuple(7 ** (7 - k) for k in range(8)))  # every 8th
+    assert len(eight) == 7
+    assert [p for p in default_grid(1000) if isinstance(p, Shares)] == [Shares((1,) * 1000)]
 
 
 def test_compare_runs_each_policy_in_place_of_the_scenarios() -> None:
