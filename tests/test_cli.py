@@ -582,6 +582,21 @@ def test_compare_plot_writes_a_png_and_checks_its_path_first(
 
 
 @pytest.mark.parametrize("command", ["simulate", "compare"])
+def test_plot_without_matplotlib_is_one_line_and_status_2(
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+    command: str,
+) -> None:
+    """It exited with status 1, which compare also means for "no policy
+    meets every requirement"."""
+    monkeypatch.setitem(sys.modules, "matplotlib", None)  # import matplotlib: ImportError
+    status, out, err = run(capsys, command, "--plot", str(tmp_path / "out.png"))
+    assert (status, out) == (2, "")
+    assert err == "permits: error: --plot needs matplotlib: pip install 'permits[plot]'\n"
+
+
+@pytest.mark.parametrize("command", ["simulate", "compare"])
 def test_plot_in_a_format_matplotlib_cannot_write_is_refused_before_the_run(
     tmp_path: Path, command: str
 ) -> None:

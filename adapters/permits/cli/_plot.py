@@ -34,14 +34,12 @@ __all__ = ["image_format", "plot", "plot_comparisons", "require_matplotlib"]
 
 
 def require_matplotlib() -> None:
-    """Exit with one line naming the extra if matplotlib is missing (checked
-    before the run, not after it)."""
+    """A :class:`Usage` error naming the extra if matplotlib is missing
+    (checked before the run, not after it): status 2, not compare's 1."""
     try:
         import matplotlib  # noqa: F401
-    except ImportError:  # pragma: no cover - depends on the environment
-        raise SystemExit(
-            "permits: error: --plot needs matplotlib: pip install 'permits[plot]'"
-        ) from None
+    except ImportError:
+        raise Usage("--plot needs matplotlib: pip install 'permits[plot]'") from None
 
 
 def image_format(path: Path) -> str:
