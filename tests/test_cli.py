@@ -14,6 +14,7 @@ import pytest
 
 import permits.testing
 from permits.cli import _live as live
+from permits.cli import _report as report
 from permits.cli import main, scenarios
 from permits.sim import SEED, Scenario, simulate
 
@@ -271,6 +272,15 @@ def test_good_file_runs(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> N
     status, out, _ = run(capsys, "simulate", str(path))
     assert status == 0
     assert "interactive" in out
+
+
+@pytest.mark.parametrize(
+    ("seconds", "shown"),
+    [(0.005, "5 ms"), (0.9994, "999 ms"), (0.9996, "1 s"), (0.99999, "1 s"), (1.5, "1.5 s")],
+)
+def test_a_wait_just_under_a_second_is_written_in_seconds(seconds: float, shown: str) -> None:
+    """0.9996 s was written '1e+03 ms' (999.6 to three digits)."""
+    assert report.duration(seconds) == shown
 
 
 def test_a_file_with_a_byte_order_mark_runs(

@@ -32,7 +32,9 @@ def duration(value: float | None) -> str:
     if value is None:
         return "-"
     if value < 1:
-        return f"{value * 1e3:.3g} ms"
+        ms = f"{value * 1e3:.3g}"
+        if "e+" not in ms:  # 999.6 ms rounds to 1e+03: written as 1 s
+            return f"{ms} ms"
     return f"{value:.3g} s"
 
 
