@@ -14,6 +14,7 @@ import pytest
 
 import permits.testing
 from permits.cli import _live as live
+from permits.cli import _report as report
 from permits.cli import main, scenarios
 from permits.sim import SEED, Scenario, simulate
 
@@ -129,6 +130,10 @@ BAD = [
         "scenario[0].workload[0].rate=-20: must be greater than 0",
     ),
     (GOOD.replace("seconds = 10", ""), "scenario[0].seconds: missing"),
+    (  # JSON has no Infinity: --json printed one
+        GOOD.replace("size = 1000", "size = 1000\npublished = { wait_p99 = inf }"),
+        "scenario[0].workload[1].published.wait_p99=inf: not a valid figure",
+    ),
     (
         GOOD.replace("size = 1000", "sise = 1000"),
         "scenario[0].workload[1].sise=1000: unknown key (expected one of: arrivals, at, "
@@ -269,12 +274,60 @@ def test_good_file_runs(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> N
     assert "interactive" in out
 
 
+@pytest.mark.parametrize(
+    ("seconds", "shown"),
+    [(0.005, "5 ms"), (0.9994, "999 ms"), (0.9996, "1 s"), (0.99999, "1 s"), (1.5, "1.5 s")],
+)
+def test_a_wait_just_under_a_second_is_written_in_seconds(seconds: float, shown: str) -> None:
+    """0.9996 s was written '1e+03 ms' (999.6 to three digits)."""
+    assert report.duration(seconds) == shown
+
+
+def test_a_file_with_a_byte_order_mark_runs(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """UTF-8 with a BOM, CRLF line ends (as Notepad saves it): read as a trace is."""
+    path = tmp_path / "scenario.toml"
+    path.write_bytes(b"\xef\xbb\xbf" + GOOD.replace("\n", "\r\n").encode())
+    status, out, err = run(capsys, "simulate", str(path))
+    assert (status, err) == (0, "")
+    assert "interactive" in out
+
+
+def test_times_past_a_float_in_nanoseconds_are_reported(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """A wait of 1e300 s is 1e309 ns, past a float: the table and --json
+    raised OverflowError turning it into seconds (ns / 1e9)."""
+    path = tmp_path / "scenario.toml"
+    path.write_text(
+        '[[scenario]]\nname = "s"\nrate = 1e-300\nseconds = 1.5e300\n'
+        '[[scenario.workload]]\nname = "a"\nlevel = 0\narrivals = "batch"\nsize = 2\n'
+    )
+    status, out, err = run(capsys, "simulate", str(path))
+    assert (status, err) == (0, "")
+    assert "1e+300 s" in out
+    status, out, err = run(capsys, "simulate", str(path), "--json")
+    assert (status, err) == (0, "")
+    (workload,) = json.loads(out)["scenarios"][0]["workloads"]
+    assert workload["wait_max_s"] == workload["cleared_at_s"] == 1e300
+
+
+@pytest.mark.timeout(20)  # --scale 1e999999999 made a Fraction of a billion digits
 def test_missing_file_and_bad_options(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     status, _, err = run(capsys, "simulate", str(tmp_path / "nowhere.toml"))
     assert status == 2
     assert "cannot read" in err
     assert "nowhere.toml" in err
-    for argv in (["demo", "--scale", "-1"], ["demo", "--scale", "x"], ["demo", "--burst", "0"]):
+    for argv in (
+        ["demo", "--scale", "-1"],
+        ["demo", "--scale", "x"],
+        ["demo", "--burst", "0"],
+        ["demo", "--scale", "1e999999999"],
+        ["demo", "--scale", "1e-999999999"],
+        ["demo", "--scale", "1e400"],  # float(scale): OverflowError
+        ["demo", "--scale", "1e-400"],  # the live run's times past a float
+    ):
         with pytest.raises(SystemExit) as exit:
             main(argv)
         assert exit.value.code == 2
@@ -347,6 +400,28 @@ def test_a_reader_that_goes_away_is_no_error() -> None:
     finally:
         os.close(write)
     assert (done.returncode, done.stderr) == (0, b"")
+
+
+def test_a_reader_that_goes_away_keeps_compares_verdict(tmp_path: Path) -> None:
+    """``permits compare | head`` (under ``set -o pipefail``): the exit status
+    still says that no policy meets every requirement (it was 0)."""
+    path = tmp_path / "scenario.toml"
+    path.write_text(
+        GOOD.replace("seconds = 10", 'seconds = 10\nrequire = ["batch cleared by 0.5 s"]')
+    )
+    for json_option in ([], ["--json"]):
+        read, write = os.pipe()
+        os.close(read)
+        try:
+            done = subprocess.run(
+                [PERMITS, "compare", str(path), *json_option],
+                stdout=write,
+                stderr=subprocess.PIPE,
+                check=False,
+            )
+        finally:
+            os.close(write)
+        assert (done.returncode, done.stderr) == (1, b"")
 
 
 def test_plot_into_a_missing_directory_is_refused_before_the_run(tmp_path: Path) -> None:
@@ -514,6 +589,21 @@ def test_compare_plot_writes_a_png_and_checks_its_path_first(
     status, out, err = run(capsys, "compare", "--plot", str(tmp_path / "no" / "c.png"))
     assert (status, out) == (2, "")
     assert "no directory" in err
+
+
+@pytest.mark.parametrize("command", ["simulate", "compare"])
+def test_plot_without_matplotlib_is_one_line_and_status_2(
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+    command: str,
+) -> None:
+    """It exited with status 1, which compare also means for "no policy
+    meets every requirement"."""
+    monkeypatch.setitem(sys.modules, "matplotlib", None)  # import matplotlib: ImportError
+    status, out, err = run(capsys, command, "--plot", str(tmp_path / "out.png"))
+    assert (status, out) == (2, "")
+    assert err == "permits: error: --plot needs matplotlib: pip install 'permits[plot]'\n"
 
 
 @pytest.mark.parametrize("command", ["simulate", "compare"])

@@ -81,6 +81,20 @@ def test_requirements_read_as_written(text: str, want: tuple[str, Measure, Fract
         ("api p99 of tokens <= 2 s", "only a share names a limit, not a p99"),
         ("batch share of >= 20%", "'<workload> share of <limit> >= <n>%'"),
         ("batch share of tokens <= 20%", "a share bound is written >="),
+        # an exponent of millions: Fraction() of it would not return
+        pytest.param(
+            "batch p99 <= 1e999999999 s",
+            "a bound's exponent must be from -300 to 300",
+            marks=pytest.mark.timeout(20),
+        ),
+        # past a float: compare --json and --plot raised OverflowError on it
+        ("batch p99 <= 1e400 s", "a bound's exponent must be from -300 to 300"),
+        ("batch cleared by 2" + "0" * 400 + " s", "a bound's exponent must be from -300 to 300"),
+        pytest.param(
+            "batch share >= 0e-999999999",
+            "a bound's exponent must be from -300 to 300",
+            marks=pytest.mark.timeout(20),
+        ),
     ],
 )
 def test_bad_requirements_say_how_to_write_them(text: str, says: str) -> None:
@@ -224,6 +238,12 @@ def test_default_grid() -> None:
     assert two[11:] == tuple(Aging(2, after_ns=int(after * SECOND)) for after in (0.5, 1, 2, 5, 10))
     assert default_grid(3)[4] == Shares((9, 3, 1))  # every 4th: each level 3x the next
     assert default_grid(1) == (Fifo(1),)
+    # weights of 8 levels every 9th: 8**7 + ... + 1 = 2,396,745, past a
+    # Shares' schedule (1,000,000): compare refused every scenario of 8 levels
+    eight = [p for p in default_grid(8) if isinstance(p, Shares)]
+    assert eight[-1] == Shares(tuple(7 ** (7 - k) for k in range(8)))  # every 8th
+    assert len(eight) == 7
+    assert [p for p in default_grid(1000) if isinstance(p, Shares)] == [Shares((1,) * 1000)]
 
 
 def test_compare_runs_each_policy_in_place_of_the_scenarios() -> None:

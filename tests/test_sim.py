@@ -32,6 +32,7 @@ from permits.core import (
     StrictPriority,
 )
 from permits.sim import (
+    MAX_TENANTS,
     SEED,
     Batch,
     Choice,
@@ -182,6 +183,17 @@ def test_poisson_rate_and_independent_streams() -> None:
     for w in (a, b):  # 5,000 expected each: 3 sigma is about 212
         assert abs(w.offered - 5_000) < 3 * math.sqrt(5_000), w.offered
     assert a.offered != b.offered  # not the same stream twice
+
+
+@pytest.mark.parametrize("rate", [1e-300, 5e-324, Fraction(1, 10**400)])
+def test_poisson_arrivals_too_rare_for_a_float_gap_arrive_past_the_run(rate: object) -> None:
+    """A mean gap of 1e309 ns or more is past a float: it overflowed
+    (OverflowError) or divided by zero; drawn exactly, no caller arrives."""
+    workload = Workload("rare", 0, Poisson(rate))  # type: ignore[arg-type]
+    scenario = Scenario("p", Fifo(1), rate=1, seconds=10**6, workloads=[workload])
+    assert simulate(scenario)["rare"].offered == 0
+    first, second = itertools.islice(Poisson(1e-300).times(0), 2)
+    assert 10**300 < first < second  # ns: the exact gaps, about 1e309 each
 
 
 def test_timeouts_cancel_and_deadlines_expire() -> None:
@@ -387,6 +399,18 @@ def test_draws_stay_within_their_bounds_and_the_heaviest_tenant_gets_its_share()
     assert picked.most_common(1)[0][0] == "z#1"
     assert picked["z#1"] > 2 * picked["z#2"] > picked["z#10"]
     assert {cost for cost, _ in itertools.islice(zipf.callers(("units",), 3), 50)} == {1}
+
+
+def test_the_steepest_zipf_over_the_most_tenants_picks_the_first() -> None:
+    """zipf = 100.0 (a float, the most allowed) over 100,000 tenants: k ** 100.0
+    is past a float from k = 1,200 on, which raised OverflowError; those
+    tenants weigh nothing, and tenant 1 is picked nearly always."""
+    tenants = Tenants(MAX_TENANTS, zipf=100.0)
+    assert set(itertools.islice(tenants.picks(seed=1), 1000)) == {0}
+    scenario = Scenario(
+        "z", Fifo(1), rate=10, seconds=1, workloads=[Workload("z", 0, Batch(5), tenants=tenants)]
+    )
+    assert simulate(scenario)["z"].tenants == 1
 
 
 @pytest.mark.parametrize(

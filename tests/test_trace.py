@@ -75,11 +75,18 @@ def test_csv_and_json_lines_read_alike(text: str) -> None:
         ("at,level\n0,0\n-1,1\n", "line 3: at='-1': must be a finite number >= 0"),
         ("at,level\n0,0\nnan,1\n", "line 3: at='nan': must be a finite number >= 0"),
         ("at,level\n2,0\n1,1\n", "line 3: at='1': earlier than the row before (2 s): sort by at"),
+        # the row before past a float in ns: OverflowError writing it (previous / 1e9)
+        ("at,level\n1e300,0\n1,1\n", "line 3: at='1': earlier than the row before (1e+300 s)"),
+        ("at,level\n1e9999,0\n1,1\n", "line 3: at='1': earlier than the row before (1e+9999 s)"),
         ("at,level\n0,0\n1,-1\n", "line 3: level='-1': expected a whole number >= 0"),
         ("at,level,cost\n0,0,0\n", "line 2: cost=0: must be at least 1"),
         ("at,level,timeout\n0,0,-1\n", "line 2: timeout='-1': must be a finite number >= 0"),
         ("at,level,max_wait\n0,0,x\n", "line 2: max_wait='x': expected a number of seconds"),
         ('{"at": 0, "level": 0, "max_wait": -1}\n', "line 1: max_wait=-1: must be a finite"),
+        # an exponent past any number Decimal holds, or of too many digits to make
+        ("at,level\n0,0\n1e999999999,0\n", "line 3: at='1e999999999': must be under 1e10001 s"),
+        ("at,level,timeout\n0,0,1E+20000\n", "line 2: timeout='1E+20000': must be under 1e"),
+        ('{"at": "9e999999", "level": 0}\n', "line 1: at='9e999999': must be under 1e10001 s"),
         ("at,level\n0,0\n1\n", "line 3: row='1': 1 cells, the header has 2"),
         ("at,level\n0,0\n\n1.5e-1,0\n.5,1\n1.25,x\n", "line 6: level='x'"),
         ('at,level\n0,0\n"1\n', "line 3: row: not CSV"),

@@ -20,6 +20,7 @@ import json
 import os
 import sys
 from collections.abc import Sequence
+from decimal import Decimal, InvalidOperation
 from fractions import Fraction
 from pathlib import Path
 from typing import NoReturn
@@ -60,13 +61,27 @@ def scenarios(
     return read_scenarios(path, example, max_arrivals)
 
 
+#: The least and the most ``--scale``: past them, the times of a run are past
+#: a float's range (the live run's clock), its seconds a lifetime, or every
+#: scenario's length below a nanosecond.
+_SCALES = (Fraction(1, 10**6), Fraction(10**18))
+
+
 def _scale(text: str) -> Fraction:
+    try:
+        written = Decimal(text)
+    except InvalidOperation:  # 1/3, say: Fraction reads it
+        written = Decimal(1)
+    if written.is_finite() and abs(written.adjusted()) > 1000:  # Fraction() would not return
+        raise argparse.ArgumentTypeError(f"scale={text!r}: must be from 1e-06 to 1e+18")
     try:
         value = Fraction(text)
     except (ValueError, ZeroDivisionError):
         raise argparse.ArgumentTypeError(f"scale={text!r}: expected a number") from None
     if value <= 0:
         raise argparse.ArgumentTypeError(f"scale={text!r}: must be greater than 0")
+    if not _SCALES[0] <= value <= _SCALES[1]:
+        raise argparse.ArgumentTypeError(f"scale={text!r}: must be from 1e-06 to 1e+18")
     return value
 
 
@@ -347,11 +362,15 @@ def _compare(args: argparse.Namespace) -> int:
         from ._plot import plot_comparisons
 
         plot_comparisons(comparisons, args.plot)
-    if args.json:
-        print(json.dumps({"scenarios": [comparison_json(c) for c in comparisons]}, indent=2))
-    else:
-        print("\n\n\n".join(compare_tables(c) for c in comparisons))
-    return 0 if all(c.any_meets_all for c in comparisons) else 1
+    status = 0 if all(c.any_meets_all for c in comparisons) else 1
+    try:
+        if args.json:
+            print(json.dumps({"scenarios": [comparison_json(c) for c in comparisons]}, indent=2))
+        else:
+            print("\n\n\n".join(compare_tables(c) for c in comparisons))
+    except BrokenPipeError:  # permits compare | head: the verdict stands
+        _reader_gone()
+    return status
 
 
 def _examples(args: argparse.Namespace) -> int:
@@ -380,7 +399,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     except BrokenPipeError:
         # The reader went away (permits simulate | head): nothing more to say.
-        # Point stdout at /dev/null so the interpreter's last flush is quiet.
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
+        _reader_gone()
         return 0
+
+
+def _reader_gone() -> None:
+    """Point stdout at /dev/null, so that the interpreter's last flush, to a
+    pipe whose reader went away, is quiet."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())

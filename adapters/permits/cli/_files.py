@@ -73,6 +73,7 @@ def _parse_toml(where: str, data: bytes) -> dict[str, Any]:
             f"{where}: not a scenario file: not UTF-8 text "
             f"(byte {data[error.start]:#04x} at offset {error.start})"
         ) from None
+    text = text.removeprefix("\ufeff")  # a byte-order mark (Windows editors write one)
     try:
         return tomllib.loads(text)
     except tomllib.TOMLDecodeError as error:

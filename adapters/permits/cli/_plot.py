@@ -13,6 +13,7 @@ from itertools import accumulate
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from permits.core import SECOND
 from permits.sim import (
     BINS,
     Comparison,
@@ -33,14 +34,12 @@ __all__ = ["image_format", "plot", "plot_comparisons", "require_matplotlib"]
 
 
 def require_matplotlib() -> None:
-    """Exit with one line naming the extra if matplotlib is missing (checked
-    before the run, not after it)."""
+    """A :class:`Usage` error naming the extra if matplotlib is missing
+    (checked before the run, not after it): status 2, not compare's 1."""
     try:
         import matplotlib  # noqa: F401
-    except ImportError:  # pragma: no cover - depends on the environment
-        raise SystemExit(
-            "permits: error: --plot needs matplotlib: pip install 'permits[plot]'"
-        ) from None
+    except ImportError:
+        raise Usage("--plot needs matplotlib: pip install 'permits[plot]'") from None
 
 
 def image_format(path: Path) -> str:
@@ -80,7 +79,7 @@ def _cdf(
     xs, ys, seen = [_FLOOR], [0.0], 0
     for wait, count in workload.waits:
         seen += count
-        xs.append(max(_FLOOR, wait / 1e9))
+        xs.append(max(_FLOOR, wait / SECOND))
         ys.append(seen / workload.offered)
     xs.append(duration)
     ys.append(ys[-1])
@@ -105,7 +104,7 @@ def plot(results: Sequence[Result], path: Path) -> None:
     figure = _figure(12, 3.4 * len(results))
     rows = figure.subplots(len(results), 2, squeeze=False)
     for (over_time, waits), result in zip(rows, results, strict=True):
-        seconds = result.duration / 1e9
+        seconds = result.duration / SECOND
         edges = [seconds * (i + 1) / BINS for i in range(BINS)]
         for workload in result.workloads:
             label = f"{workload.name} (level {workload.level})"
@@ -136,7 +135,7 @@ def plot_comparisons(comparisons: Sequence[Comparison], path: Path) -> None:
     rows = figure.subplots(len(comparisons), 3, squeeze=False)
     for (tradeoff, urgent_waits, lower_waits), comparison in zip(rows, comparisons, strict=True):
         first = comparison.outcomes[0].result
-        seconds = first.duration / 1e9
+        seconds = first.duration / SECOND
         urgent = comparison.urgent
         lower = max(first.workloads, key=lambda w: w.level).name
         for k, outcome in enumerate(comparison.outcomes):
@@ -144,7 +143,7 @@ def plot_comparisons(comparisons: Sequence[Comparison], path: Path) -> None:
             name = describe(outcome.policy)
             u, low = outcome.result[urgent], outcome.result[lower]
             wait = offered_quantile(u.waits, u.offered, Fraction(99, 100))
-            y = seconds if wait is None else max(_FLOOR, wait / 1e9)
+            y = seconds if wait is None else max(_FLOOR, wait / SECOND)
             marker = "^" if wait is None else ("o" if outcome.meets_all else "x")
             tradeoff.scatter(
                 [low.share], [y], marker=marker, color="C0" if outcome.meets_all else "C3"

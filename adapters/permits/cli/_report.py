@@ -24,7 +24,7 @@ __all__ = ["as_json", "compare_tables", "comparison", "comparison_json", "table"
 
 def seconds(ns: int | None) -> float | None:
     """Nanoseconds as seconds (``None`` stays ``None``)."""
-    return None if ns is None else ns / 1e9
+    return None if ns is None else ns / SECOND  # int / int: past 2**1024 ns too
 
 
 def duration(value: float | None) -> str:
@@ -32,7 +32,9 @@ def duration(value: float | None) -> str:
     if value is None:
         return "-"
     if value < 1:
-        return f"{value * 1e3:.3g} ms"
+        ms = f"{value * 1e3:.3g}"
+        if "e+" not in ms:  # 999.6 ms rounds to 1e+03: written as 1 s
+            return f"{ms} ms"
     return f"{value:.3g} s"
 
 

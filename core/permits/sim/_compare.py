@@ -15,7 +15,7 @@ from fractions import Fraction
 
 import attrs
 
-from permits.core import SECOND, Aging, Fifo, Policy, Shares, StrictPriority
+from permits.core import SECOND, Aging, Fifo, PermitValueError, Policy, Shares, StrictPriority
 
 from ._require import Requirement, offered_quantile
 from ._run import MAX_ARRIVALS, Result, check_arrivals, simulate
@@ -34,17 +34,22 @@ AGING_AFTER = (Fraction(1, 2), Fraction(1), Fraction(2), Fraction(5), Fraction(1
 def default_grid(levels: int) -> tuple[Policy, ...]:
     """FIFO; strict priority; shares, every n-th permit (n in
     :data:`SHARES_EVERY`) to the lowest level (with more than two levels,
-    weights ``(n-1)**k`` from the lowest up: each level n-1 times the next);
-    aging after each of :data:`AGING_AFTER`. One level: FIFO alone (every
-    policy is FIFO then)."""
+    weights ``(n-1)**k`` from the lowest up: each level n-1 times the next,
+    for the n whose weights a :class:`~permits.core.Shares` takes, adding up
+    to at most a million: n = 2 alone from 21 levels on); aging after each
+    of :data:`AGING_AFTER`. One level: FIFO alone (every policy is FIFO
+    then)."""
     if levels == 1:
         return (Fifo(1),)
-    shares = [
-        Shares.every(n)
-        if levels == 2
-        else Shares(tuple((n - 1) ** (levels - 1 - k) for k in range(levels)))
-        for n in SHARES_EVERY
-    ]
+    shares = []
+    for n in SHARES_EVERY:
+        if levels == 2:
+            shares.append(Shares.every(n))
+            continue
+        try:
+            shares.append(Shares(tuple((n - 1) ** (levels - 1 - k) for k in range(levels))))
+        except PermitValueError:  # weights past a schedule's length: a larger n too
+            break
     aging = [Aging(levels, after_ns=int(after * SECOND)) for after in AGING_AFTER]
     return (Fifo(levels), StrictPriority(levels), *shares, *aging)
 

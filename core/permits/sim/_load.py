@@ -53,6 +53,7 @@ elsewhere, printed beside the simulated ones.
 
 from __future__ import annotations
 
+import math
 import reprlib
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -321,7 +322,11 @@ def _published(path: str, value: object) -> Published:
         elif key in ("granted", "offered"):
             ok = isinstance(figure, int) and not isinstance(figure, bool) and figure >= 0
         else:
-            ok = isinstance(figure, (int, float)) and not isinstance(figure, bool) and figure >= 0
+            ok = (
+                isinstance(figure, (int, float))
+                and not isinstance(figure, bool)
+                and 0 <= figure < math.inf  # --json writes no Infinity
+            )
         if not ok:
             raise ScenarioError(f"{path}.{key}", figure, "not a valid figure")
     return Published(**figures)

@@ -15,6 +15,7 @@ from __future__ import annotations
 import enum
 import math
 import re
+from decimal import Decimal
 from fractions import Fraction
 from typing import TYPE_CHECKING
 
@@ -63,6 +64,10 @@ _TIME_FIELDS = {
     Measure.WORST_TENANT_P99: "tenant_wait_p99_max",
     Measure.MEDIAN_TENANT_P99: "tenant_wait_p99_median",
 }
+#: The largest power of ten a bound may be written with (an exponent of
+#: millions makes a Fraction of as many digits: it would not return; and
+#: ``--json`` and ``--plot`` give the bound as a float).
+_EXPONENT = 300
 _UNITS = {"ms": Fraction(1, 1000), "s": Fraction(1), "%": Fraction(1, 100), "": Fraction(1)}
 _PATTERN = re.compile(
     r"\s*(?P<workload>\S.*?)\s+"
@@ -146,6 +151,10 @@ class Requirement:
             raise PermitValueError(argument, text, "a time needs its unit: ms or s")
         if kind == "fraction" and unit not in ("%", ""):
             raise PermitValueError(argument, text, f"a {measure.value} is a fraction: 20% or 0.2")
+        if abs(Decimal(match["value"]).adjusted()) > _EXPONENT:  # 1e999999999: no Fraction
+            raise PermitValueError(
+                argument, text, f"a bound's exponent must be from -{_EXPONENT} to {_EXPONENT}"
+            )
         bound = Fraction(match["value"]) * _UNITS[unit]
         if kind == "count" and (unit or bound.denominator != 1):
             raise PermitValueError(argument, text, "a count of tenants is a whole number, no unit")

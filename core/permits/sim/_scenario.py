@@ -208,10 +208,18 @@ class Poisson:
 
     def times(self, seed: int) -> _Times:
         """Arrival times in nanoseconds, in order (unbounded without ``stop``)."""
-        mean = SECOND / float(check_rate(self.rate))
+        rate = check_rate(self.rate)
         t = nanoseconds("start", self.start)
         stop = None if self.stop is None else nanoseconds("stop", self.stop)
         log1p = math.log1p
+        if rate < _SLOWEST:  # a gap in ns may be past a float's range: exact
+            scale = SECOND / rate
+            for u in _uniforms(seed):
+                t += int(Fraction(-log1p(-u)) * scale)
+                if stop is not None and t >= stop:
+                    return
+                yield t
+        mean = SECOND / float(rate)
         for u in _uniforms(seed):
             t += int(-log1p(-u) * mean)
             if stop is not None and t >= stop:
@@ -238,6 +246,9 @@ def _asked(rate: Seconds, start: Seconds, stop: Seconds | None, duration: int) -
     return check_rate(rate) * Fraction(window, SECOND)
 
 
+#: Below this rate (per second), a Poisson gap in nanoseconds (the mean
+#: times at most 37) may be past a float's range: drawn exactly instead.
+_SLOWEST = Fraction(1, 10**290)
 _MASK = (1 << 64) - 1
 _UNIT = 2.0**-53
 
@@ -396,10 +407,20 @@ class Tenants:
             for u in _uniforms(seed):
                 yield 0 if u < h else min(last, 1 + int((u - h) * rest))
         else:
-            cdf = list(itertools.accumulate(1 / k**self.zipf for k in range(1, count + 1)))
+            cdf = list(itertools.accumulate(_weight(k, self.zipf) for k in range(1, count + 1)))
             total, find = cdf[-1], bisect.bisect_right
             for u in _uniforms(seed):
                 yield min(last, find(cdf, u * total))
+
+
+def _weight(k: int, zipf: float) -> float:
+    """Tenant ``k``'s weight, ``1 / k ** zipf``: 0 where ``k ** zipf`` is
+    past a float (1200 ** 100.0)."""
+    try:
+        weight: float = 1 / k**zipf
+    except OverflowError:
+        return 0.0
+    return weight
 
 
 @attrs.frozen

@@ -23,7 +23,7 @@ import itertools
 import json
 import operator
 from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping, Sequence
-from decimal import Decimal, InvalidOperation
+from decimal import Context, Decimal, InvalidOperation
 from typing import NamedTuple
 
 import attrs
@@ -48,6 +48,10 @@ _PLACE: tuple[int, ...] = tuple(10 ** (9 - k) for k in range(10))
 #: (``sys.set_int_max_str_digits`` goes no lower than 640): a number of
 #: more is a time read by Decimal, and too many for a level or a cost.
 _DIGITS = 640
+#: The largest power of ten of seconds a time may reach: an exponent written
+#: past it (``1e999999999``) would make a number of that many digits (or
+#: overflow Decimal), where a time written out in full costs its length.
+_EXPONENT = 10_000
 
 
 class TraceError(PermitValueError):
@@ -102,6 +106,8 @@ def _ns(line: int, field: str, value: object, positive: bool = False) -> int:
     if not exact.is_finite() or exact < 0 or (positive and exact == 0):
         bound = "greater than 0" if positive else "a finite number >= 0"
         raise TraceError(line, field, value, f"must be {bound}")
+    if exact and exact.adjusted() > _EXPONENT:
+        raise TraceError(line, field, value, f"must be under 1e{_EXPONENT + 1} s")
     return round(exact * _BILLION)
 
 
@@ -139,7 +145,7 @@ def _call(
     at_ns = _ns(line, "at", at)
     if at_ns < previous:
         raise TraceError(
-            line, "at", at, f"earlier than the row before ({previous / 1e9:g} s): sort by at"
+            line, "at", at, f"earlier than the row before ({_shown(previous)} s): sort by at"
         )
     if flow.__class__ is not str and (
         isinstance(flow, bool) or not isinstance(flow, (str, int, type(None)))
@@ -166,6 +172,14 @@ def _call(
             None if max_wait is None or max_wait == "" else _ns(line, "max_wait", max_wait),
         ),
     )
+
+
+def _shown(ns: int) -> str:
+    """``ns`` nanoseconds as seconds, short (``0.51``), past a float too."""
+    try:
+        return f"{ns / 1_000_000_000:g}"
+    except OverflowError:  # 1e309 ns and on
+        return f"{Context(prec=6).create_decimal(ns).scaleb(-9).normalize():g}"
 
 
 def _costs(line: int, cost: dict[str, object]) -> dict[str, int]:
