@@ -14,6 +14,7 @@ import pytest
 from http_upstream import Script, Upstream_, serve, serve_script
 
 from permits.adapters import asyncio as asyncio_adapter
+from permits.adapters import threads
 from permits.adapters import level
 from permits.aiohttp import PermitsMiddleware
 from permits.core import Fifo, Limit, PermitTypeError, PermitValueError, StrictPriority
@@ -163,3 +164,14 @@ def test_settle_needs_a_settle_window() -> None:
                 PermitsMiddleware(limiter, settle=lambda response, body: 1)
 
     asyncio.run(main())
+
+
+def test_a_threads_limiter_is_refused() -> None:
+    """Over a threads limiter, acquire took a permit and then failed to be
+    awaited: the permit was spent and the request never sent. Refused when
+    the middleware is made, naming the limiter."""
+    with threads.open_limiter(Fifo(), 1, 1) as limiter:
+        with pytest.raises(PermitTypeError, match="^limiter=") as refused:
+            PermitsMiddleware(limiter)  # type: ignore[arg-type]
+        assert refused.value.value is limiter
+        assert limiter.try_acquire(), "no permit was taken"

@@ -163,6 +163,31 @@ def test_settle_needs_a_settle_window() -> None:
         PermitsTransport(limiter, settle=lambda response: 1)
 
 
+@pytest.mark.anyio
+async def test_a_limiter_of_the_other_kind_is_refused() -> None:
+    """The sync transport over an async limiter called acquire without
+    awaiting it: every request went out with no permit (5 at once through a
+    limit of 1 a second). The async transport over a threads limiter took a
+    permit, then failed to await it, the request never sent. Both are
+    refused when the transport is made, naming the limiter."""
+    sent: list[httpx.Request] = []
+
+    def upstream(request: httpx.Request) -> httpx.Response:
+        sent.append(request)
+        return httpx.Response(200)
+
+    async with asyncio_adapter.open_limiter(Fifo(), 1, 1) as async_limiter:
+        with pytest.raises(PermitTypeError, match="^limiter=") as refused:
+            PermitsTransport(async_limiter, httpx.MockTransport(upstream))  # type: ignore[arg-type]
+        assert refused.value.value is async_limiter
+    with threads.open_limiter(Fifo(), 1, 1) as limiter:
+        with pytest.raises(PermitTypeError, match="^limiter=") as refused:
+            AsyncPermitsTransport(limiter, httpx.MockTransport(upstream))  # type: ignore[arg-type]
+        assert refused.value.value is limiter
+        assert limiter.try_acquire(), "no permit was taken"
+    assert sent == []
+
+
 def test_a_response_is_closed_when_learning_from_it_fails() -> None:
     """The limiter closes while a request is in flight: the 429 that comes
     back cannot pause it, the error goes to the caller, and the response

@@ -42,7 +42,7 @@ from permits._upstream import (
 )
 from permits.adapters import BaseLimiter
 from permits.adapters._requires import requires_extra
-from permits.core import PermitValueError
+from permits.core import PermitTypeError, PermitValueError
 
 with requires_extra(__name__, "aiohttp", "aiohttp"):
     import aiohttp
@@ -99,6 +99,8 @@ class PermitsMiddleware:
         timeout: float | None = None,
         max_pause: float = MAX_PAUSE,
     ) -> None:
+        if not isinstance(limiter, BaseLimiter):  # a threads limiter's acquire does not wait
+            raise PermitTypeError("limiter", limiter, "an asyncio or anyio limiter")
         check_options(retries, max_pause)
         if settle is not None and not limiter.machine.refund_window_ns:
             raise PermitValueError(

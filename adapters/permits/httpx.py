@@ -60,7 +60,7 @@ from permits._upstream import (
 from permits.adapters._base import _Limiting
 from permits.adapters._requires import requires_extra
 from permits.adapters.threads import Limiter as ThreadLimiter
-from permits.core import PermitValueError
+from permits.core import PermitTypeError, PermitValueError
 
 with requires_extra(__name__, "httpx", "httpx"):
     import httpx
@@ -197,6 +197,8 @@ class AsyncPermitsTransport(httpx.AsyncBaseTransport):
         transport: httpx.AsyncBaseTransport | None = None,
         **options: Unpack[TransportOptions],
     ) -> None:
+        if not isinstance(limiter, BaseLimiter):  # a threads limiter's acquire does not wait
+            raise PermitTypeError("limiter", limiter, "an asyncio, trio or anyio limiter")
         self.limiter = limiter
         self.transport = transport if transport is not None else httpx.AsyncHTTPTransport()
         self.options = _Options(**options)
@@ -246,6 +248,8 @@ class PermitsTransport(httpx.BaseTransport):
         transport: httpx.BaseTransport | None = None,
         **options: Unpack[TransportOptions],
     ) -> None:
+        if not isinstance(limiter, ThreadLimiter):  # an async acquire, never awaited, takes none
+            raise PermitTypeError("limiter", limiter, "a permits.adapters.threads limiter")
         self.limiter = limiter
         self.transport = transport if transport is not None else httpx.HTTPTransport()
         self.options = _Options(**options)
