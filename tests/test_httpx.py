@@ -242,6 +242,40 @@ def test_an_unreadable_remaining_or_reset_is_counted_not_raised(headers: dict[st
         assert not limiter.closed
 
 
+@pytest.mark.parametrize(
+    ("headers", "malformed"),
+    [
+        ({"x-ratelimit-remaining-requests": "9" * 5000, "x-ratelimit-reset-requests": "1s"}, 1),
+        ({"ratelimit": f"r={'9' * 5000};t=1"}, 1),
+        ({"ratelimit-policy": f'"day";q={"9" * 5000};w=86400'}, 1),
+        (
+            {
+                "x-ratelimit-remaining-requests": "3",
+                "x-ratelimit-reset-requests": "5s",
+                "x-ratelimit-limit-requests": "9" * 400,
+            },
+            0,
+        ),
+    ],
+)
+def test_a_number_too_long_for_int_or_float_is_not_fatal(
+    headers: dict[str, str], malformed: int
+) -> None:
+    """A count of more digits than ``int`` reads (4,300) raised ValueError
+    out of the transport, and a bucket size too big for a float
+    OverflowError: the response was lost. Now the first is malformed
+    (counted), and the second is read as the bucket as big as it says."""
+    with (
+        serve_script(Script((200, headers))) as url,
+        threads.open_limiter(Fifo(), limits={"requests": Limit(100, burst=10)}) as limiter,
+    ):
+        transport = PermitsTransport(limiter)
+        with httpx.Client(transport=transport) as client:
+            assert client.get(url).status_code == 200
+        assert transport.upstream.malformed == malformed
+        assert not limiter.closed
+
+
 def test_a_settled_response_reads_as_any_other(server: tuple[str, Upstream_]) -> None:
     """With ``settle``, the body is read before the caller sees the
     response; the client still reads and closes it as usual, so its
