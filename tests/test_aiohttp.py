@@ -143,11 +143,19 @@ def test_a_field_sent_on_several_lines_is_read_whole() -> None:
 
 @pytest.mark.parametrize(
     ("options", "argument"),
-    [({"retries": -1}, "retries"), ({"retries": 1.5}, "retries"), ({"max_pause": 0}, "max_pause")],
+    [
+        ({"retries": -1}, "retries"),
+        ({"retries": 1.5}, "retries"),
+        ({"max_pause": 0}, "max_pause"),
+        ({"settle": 1}, "settle"),  # was called once the upstream had served the request
+        ({"cost": 2}, "cost"),
+        ({"level": 0}, "level"),
+        ({"flow": "acme"}, "flow"),
+    ],
 )
 def test_bad_options_are_refused(options: dict[str, Any], argument: str) -> None:
     async def main() -> None:
-        async with asyncio_adapter.open_limiter(Fifo(), 10) as limiter:
+        async with asyncio_adapter.open_limiter(Fifo(), 10, settle_window=60.0) as limiter:
             with pytest.raises((PermitValueError, PermitTypeError)) as refused:
                 PermitsMiddleware(limiter, **options)
             assert f"{argument}=" in str(refused.value)

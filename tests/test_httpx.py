@@ -154,6 +154,24 @@ def test_bad_transport_options_are_refused(options: dict[str, Any], argument: st
         assert f"{argument}=" in str(refused.value)
 
 
+@pytest.mark.parametrize("argument", ["level", "flow", "cost", "settle"])
+def test_an_option_that_is_no_function_is_refused(
+    argument: str, server: tuple[str, Upstream_]
+) -> None:
+    """``settle=1`` (a cost, not a function of the response) was taken, and
+    failed only once the upstream had served and charged the request; the
+    others failed at each request with a TypeError naming no argument. Each
+    is refused when the transport is made, naming it."""
+    url, upstream = server
+    with threads.open_limiter(Fifo(), 10, settle_window=60.0) as limiter:
+        with pytest.raises(PermitTypeError, match=f"^{argument}=1: ") as refused:
+            transport = PermitsTransport(limiter, **{argument: 1})  # type: ignore[arg-type]
+            with httpx.Client(transport=transport) as client:
+                client.get(url)
+        assert refused.value.argument == argument
+    assert upstream.served == 0
+
+
 def test_settle_needs_a_settle_window() -> None:
     """Refused when the transport is made, not after a request went out."""
     with (
