@@ -379,6 +379,30 @@ def test_a_ratelimit_item_holds_back_the_limit_counting_its_unit() -> None:
         assert transport.upstream.policies == {"minute": QuotaPolicy(60, 60.0, "requests")}
 
 
+def test_a_parameter_with_no_value_does_not_rename_the_policy() -> None:
+    """A structured field's parameter with no value is a boolean (``;x``
+    for ``;x=?1``), which the draft lets an upstream add. It was read as the
+    member's name: the policy ``"tokens"`` was remembered as ``"x"``, so the
+    item naming it fell to the first limit, and its 0 left held back the
+    requests for 30 s instead of the tokens."""
+    headers = {
+        "RateLimit-Policy": '"tokens";q=1000;w=60;qu="tokens";x',
+        "RateLimit": '"tokens";r=0;t=30;x',
+    }
+    limits = {"requests": Limit(1, burst=10), "tokens": Limit(1000, burst=1000)}
+    with (
+        serve_script(Script((200, headers))) as url,
+        threads.open_limiter(Fifo(), limits=limits) as limiter,
+    ):
+        transport = PermitsTransport(limiter)
+        with httpx.Client(transport=transport) as client:
+            assert client.get(url).status_code == 200
+        assert transport.upstream.policies == {"tokens": QuotaPolicy(1000, 60.0, "tokens")}
+        assert not limiter.try_acquire(cost={"requests": 1, "tokens": 1}), "no tokens left"
+        assert limiter.try_acquire(cost={"requests": 1, "tokens": 0}), "the requests are not held"
+        assert transport.upstream.malformed == 0
+
+
 def test_a_ratelimit_item_in_a_unit_no_limit_counts_is_ignored() -> None:
     """A policy counting ``content-bytes`` says nothing about a limit of
     requests: its item is counted in ``ignored`` and holds nothing back,

@@ -100,12 +100,16 @@ def _members(field: str) -> list[tuple[str | None, dict[str, str]]]:
     for member in field.split(","):
         name: str | None = None
         params: dict[str, str] = {}
-        for part in member.split(";"):
+        for i, part in enumerate(member.split(";")):
             key, equals, value = part.partition("=")
             if equals:
                 params[key.strip()] = value.strip()
-            elif key.strip():
+            elif not key.strip():
+                continue
+            elif i == 0:
                 name = key.strip().strip('"')
+            else:  # a parameter with no value is a boolean one, true
+                params[key.strip()] = "?1"
         members.append((name, params))
     return members
 
