@@ -320,6 +320,23 @@ async def test_a_settled_response_reads_as_any_other_async(
         assert response.elapsed.total_seconds() >= 0
 
 
+@pytest.mark.parametrize("digits", [8, 400])
+def test_a_retry_after_too_long_for_a_float_is_cut_to_max_pause(digits: int) -> None:
+    """``Retry-After: 999...9`` is delay-seconds whatever its length: past
+    308 digits, a number too long for a float, it was malformed (no pause,
+    the request sent again at once) where 308 digits paused for
+    ``max_pause``. Now both pause for ``max_pause``."""
+    with (
+        serve_script(Script((429, {"Retry-After": "9" * digits}))) as url,
+        threads.open_limiter(Fifo(), 100, 10) as limiter,
+    ):
+        transport = PermitsTransport(limiter, max_pause=30.0)
+        with httpx.Client(transport=transport) as client:
+            assert client.get(url).status_code == 429
+        assert (transport.upstream.pauses, transport.upstream.malformed) == (1, 0)
+        assert 20.0 < limiter.pause_left() <= 30.0
+
+
 @pytest.mark.parametrize("form", ["%a %b %d %H:%M:%S %Y", "%a, %d %b %Y %H:%M:%S -0000"])
 def test_a_retry_after_date_without_a_zone_is_utc(
     form: str, monkeypatch: pytest.MonkeyPatch

@@ -80,9 +80,9 @@ def _whole_number(text: str) -> int | None:
 def _retry_after(value: str, now: float) -> float | None:
     """Seconds from now that a ``Retry-After`` says: a number of seconds or
     an HTTP date; ``None`` if it is neither, or in the past."""
-    seconds = parse_duration(value) if not value.strip().endswith("GMT") else None
-    if seconds is not None and re.fullmatch(r"\s*\d+(\.\d+)?\s*", value):
-        return seconds
+    if re.fullmatch(r"\s*[0-9]+(\.[0-9]+)?\s*", value):
+        # delay-seconds; too long for a float it is inf, which max_pause cuts
+        return float(value)
     try:
         date = parsedate_to_datetime(value)
     except (TypeError, ValueError, IndexError, OverflowError):
