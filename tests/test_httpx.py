@@ -172,6 +172,19 @@ def test_an_option_that_is_no_function_is_refused(
     assert upstream.served == 0
 
 
+@pytest.mark.parametrize("max_pause", [-1.0, 0, float("nan"), "60"])
+def test_an_upstream_refuses_a_bad_max_pause(max_pause: Any) -> None:
+    """``Upstream`` (public beside the transports) took any ``max_pause``:
+    -1 cut every Retry-After to -1, and the PermitValueError of
+    ``pause_for(-1)`` came out of each 429's ``learn``; NaN cut none. It is
+    refused when the Upstream is made, as the transports refuse it."""
+    with threads.open_limiter(Fifo(), 10) as limiter:
+        with pytest.raises(PermitValueError, match="^max_pause="):
+            upstream = Upstream(limiter, max_pause=max_pause)
+            upstream.learn(429, httpx.Headers({"Retry-After": "5"}))
+        assert limiter.pause_left() == 0.0
+
+
 def test_settle_needs_a_settle_window() -> None:
     """Refused when the transport is made, not after a request went out."""
     with (

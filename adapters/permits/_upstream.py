@@ -169,6 +169,7 @@ class Upstream:
     """
 
     def __init__(self, limiter: _Limiting, max_pause: float = MAX_PAUSE) -> None:
+        _check_max_pause(max_pause)
         self.limiter = limiter
         self.max_pause = max_pause
         #: Headers ignored because they did not parse.
@@ -340,6 +341,11 @@ def check_options(retries: int, max_pause: float, **functions: object) -> None:
         if function is not None and not callable(function):
             raise PermitTypeError(argument, function, "a function, or None")
     check_int("retries", retries, 0)
+    _check_max_pause(max_pause)
+
+
+def _check_max_pause(max_pause: float) -> None:
+    """``max_pause``, checked: a finite number of seconds ``> 0``."""
     if (
         isinstance(max_pause, bool)
         or not isinstance(max_pause, (int, float))
