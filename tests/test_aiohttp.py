@@ -14,8 +14,7 @@ import pytest
 from http_upstream import Script, Upstream_, serve, serve_script
 
 from permits.adapters import asyncio as asyncio_adapter
-from permits.adapters import threads
-from permits.adapters import level
+from permits.adapters import level, threads
 from permits.aiohttp import PermitsMiddleware
 from permits.core import Fifo, Limit, PermitTypeError, PermitValueError, StrictPriority
 
@@ -179,7 +178,7 @@ def test_a_threads_limiter_is_refused() -> None:
     awaited: the permit was spent and the request never sent. Refused when
     the middleware is made, naming the limiter."""
     with threads.open_limiter(Fifo(), 1, 1) as limiter:
-        with pytest.raises(PermitTypeError, match="^limiter=") as refused:
+        with pytest.raises(PermitTypeError, match=r"^limiter=") as refused:
             PermitsMiddleware(limiter)  # type: ignore[arg-type]
         assert refused.value.value is limiter
         assert limiter.try_acquire(), "no permit was taken"

@@ -155,21 +155,15 @@ def test_bad_transport_options_are_refused(options: dict[str, Any], argument: st
 
 
 @pytest.mark.parametrize("argument", ["level", "flow", "cost", "settle"])
-def test_an_option_that_is_no_function_is_refused(
-    argument: str, server: tuple[str, Upstream_]
-) -> None:
+def test_an_option_that_is_no_function_is_refused(argument: str) -> None:
     """``settle=1`` (a cost, not a function of the response) was taken, and
     failed only once the upstream had served and charged the request; the
     others failed at each request with a TypeError naming no argument. Each
     is refused when the transport is made, naming it."""
-    url, upstream = server
     with threads.open_limiter(Fifo(), 10, settle_window=60.0) as limiter:
-        with pytest.raises(PermitTypeError, match=f"^{argument}=1: ") as refused:
-            transport = PermitsTransport(limiter, **{argument: 1})  # type: ignore[arg-type]
-            with httpx.Client(transport=transport) as client:
-                client.get(url)
+        with pytest.raises(PermitTypeError, match=rf"^{argument}=1: ") as refused:
+            PermitsTransport(limiter, **{argument: 1})  # type: ignore[arg-type]
         assert refused.value.argument == argument
-    assert upstream.served == 0
 
 
 @pytest.mark.parametrize("max_pause", [-1.0, 0, float("nan"), "60"])
@@ -178,11 +172,11 @@ def test_an_upstream_refuses_a_bad_max_pause(max_pause: Any) -> None:
     -1 cut every Retry-After to -1, and the PermitValueError of
     ``pause_for(-1)`` came out of each 429's ``learn``; NaN cut none. It is
     refused when the Upstream is made, as the transports refuse it."""
-    with threads.open_limiter(Fifo(), 10) as limiter:
-        with pytest.raises(PermitValueError, match="^max_pause="):
-            upstream = Upstream(limiter, max_pause=max_pause)
-            upstream.learn(429, httpx.Headers({"Retry-After": "5"}))
-        assert limiter.pause_left() == 0.0
+    with (
+        threads.open_limiter(Fifo(), 10) as limiter,
+        pytest.raises(PermitValueError, match=r"^max_pause="),
+    ):
+        Upstream(limiter, max_pause=max_pause)
 
 
 def test_settle_needs_a_settle_window() -> None:
@@ -208,11 +202,11 @@ async def test_a_limiter_of_the_other_kind_is_refused() -> None:
         return httpx.Response(200)
 
     async with asyncio_adapter.open_limiter(Fifo(), 1, 1) as async_limiter:
-        with pytest.raises(PermitTypeError, match="^limiter=") as refused:
+        with pytest.raises(PermitTypeError, match=r"^limiter=") as refused:
             PermitsTransport(async_limiter, httpx.MockTransport(upstream))  # type: ignore[arg-type]
         assert refused.value.value is async_limiter
     with threads.open_limiter(Fifo(), 1, 1) as limiter:
-        with pytest.raises(PermitTypeError, match="^limiter=") as refused:
+        with pytest.raises(PermitTypeError, match=r"^limiter=") as refused:
             AsyncPermitsTransport(limiter, httpx.MockTransport(upstream))  # type: ignore[arg-type]
         assert refused.value.value is limiter
         assert limiter.try_acquire(), "no permit was taken"
