@@ -6,7 +6,7 @@ loaded machine cannot change."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 import aiohttp
@@ -182,3 +182,27 @@ def test_a_threads_limiter_is_refused() -> None:
             PermitsMiddleware(limiter)  # type: ignore[arg-type]
         assert refused.value.value is limiter
         assert limiter.try_acquire(), "no permit was taken"
+
+
+def test_a_streamed_body_is_sent_again_whole() -> None:
+    """With retries, a body from an async iterator was sent once: the retry
+    after the 429 went out empty (httpx's transports read such a body
+    first). Now it is read first, and each try sends it whole."""
+
+    async def body() -> AsyncIterator[bytes]:
+        yield b"hello "
+        yield b"world"
+
+    async def main(url: str) -> int:
+        async with asyncio_adapter.open_limiter(Fifo(), 100, 10) as limiter:
+            permits = PermitsMiddleware(limiter, retries=1)
+            async with (
+                aiohttp.ClientSession(middlewares=(permits,)) as session,
+                session.post(url, data=body()) as response,
+            ):
+                return response.status
+
+    script = Script((429, {"Retry-After": "0"}), (200, {}))
+    with serve_script(script) as url:
+        assert asyncio.run(main(url)) == 200
+    assert script.bodies == [b"hello world", b"hello world"]

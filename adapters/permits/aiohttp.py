@@ -80,7 +80,9 @@ class PermitsMiddleware:
         response later than ``settle_window`` keeps the cost asked for,
         with a warning.
     :param retries: how many times a 429/503 with ``Retry-After`` is sent
-        again, after the pause, each with a new permit; not when the pause
+        again, after the pause, each with a new permit (with retries, a
+        streamed request body is read first, to be sent whole each time);
+        not when the pause
         in force (``limiter.pause_left()``) outlasts ``timeout``: that
         response is returned.
     :param timeout: seconds a request waits for its permit at most.
@@ -118,6 +120,8 @@ class PermitsMiddleware:
         level = self.level(request) if self.level is not None else None
         flow = self.flow(request) if self.flow is not None else None
         cost = self.cost(request) if self.cost is not None else 1
+        if self.retries and isinstance(request.body, aiohttp.payload.AsyncIterablePayload):
+            await request.body.as_bytes()  # a streamed body, kept to be sent again
         for attempt in range(self.retries + 1):
             permit = await self.limiter.acquire(level, cost=cost, flow=flow, timeout=self.timeout)
             response = await handler(request)
