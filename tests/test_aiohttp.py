@@ -6,7 +6,7 @@ loaded machine cannot change."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 import aiohttp
@@ -14,7 +14,7 @@ import pytest
 from http_upstream import Script, Upstream_, serve, serve_script
 
 from permits.adapters import asyncio as asyncio_adapter
-from permits.adapters import level
+from permits.adapters import level, threads
 from permits.aiohttp import PermitsMiddleware
 from permits.core import Fifo, Limit, PermitTypeError, PermitValueError, StrictPriority
 
@@ -142,11 +142,19 @@ def test_a_field_sent_on_several_lines_is_read_whole() -> None:
 
 @pytest.mark.parametrize(
     ("options", "argument"),
-    [({"retries": -1}, "retries"), ({"retries": 1.5}, "retries"), ({"max_pause": 0}, "max_pause")],
+    [
+        ({"retries": -1}, "retries"),
+        ({"retries": 1.5}, "retries"),
+        ({"max_pause": 0}, "max_pause"),
+        ({"settle": 1}, "settle"),  # was called once the upstream had served the request
+        ({"cost": 2}, "cost"),
+        ({"level": 0}, "level"),
+        ({"flow": "acme"}, "flow"),
+    ],
 )
 def test_bad_options_are_refused(options: dict[str, Any], argument: str) -> None:
     async def main() -> None:
-        async with asyncio_adapter.open_limiter(Fifo(), 10) as limiter:
+        async with asyncio_adapter.open_limiter(Fifo(), 10, settle_window=60.0) as limiter:
             with pytest.raises((PermitValueError, PermitTypeError)) as refused:
                 PermitsMiddleware(limiter, **options)
             assert f"{argument}=" in str(refused.value)
@@ -163,3 +171,38 @@ def test_settle_needs_a_settle_window() -> None:
                 PermitsMiddleware(limiter, settle=lambda response, body: 1)
 
     asyncio.run(main())
+
+
+def test_a_threads_limiter_is_refused() -> None:
+    """Over a threads limiter, acquire took a permit and then failed to be
+    awaited: the permit was spent and the request never sent. Refused when
+    the middleware is made, naming the limiter."""
+    with threads.open_limiter(Fifo(), 1, 1) as limiter:
+        with pytest.raises(PermitTypeError, match=r"^limiter=") as refused:
+            PermitsMiddleware(limiter)  # type: ignore[arg-type]
+        assert refused.value.value is limiter
+        assert limiter.try_acquire(), "no permit was taken"
+
+
+def test_a_streamed_body_is_sent_again_whole() -> None:
+    """With retries, a body from an async iterator was sent once: the retry
+    after the 429 went out empty (httpx's transports read such a body
+    first). Now it is read first, and each try sends it whole."""
+
+    async def body() -> AsyncIterator[bytes]:
+        yield b"hello "
+        yield b"world"
+
+    async def main(url: str) -> int:
+        async with asyncio_adapter.open_limiter(Fifo(), 100, 10) as limiter:
+            permits = PermitsMiddleware(limiter, retries=1)
+            async with (
+                aiohttp.ClientSession(middlewares=(permits,)) as session,
+                session.post(url, data=body()) as response,
+            ):
+                return response.status
+
+    script = Script((429, {"Retry-After": "0"}), (200, {}))
+    with serve_script(script) as url:
+        assert asyncio.run(main(url)) == 200
+    assert script.bodies == [b"hello world", b"hello world"]

@@ -154,6 +154,31 @@ def test_bad_transport_options_are_refused(options: dict[str, Any], argument: st
         assert f"{argument}=" in str(refused.value)
 
 
+@pytest.mark.parametrize("argument", ["level", "flow", "cost", "settle"])
+def test_an_option_that_is_no_function_is_refused(argument: str) -> None:
+    """``settle=1`` (a cost, not a function of the response) was taken, and
+    failed only once the upstream had served and charged the request; the
+    others failed at each request with a TypeError naming no argument. Each
+    is refused when the transport is made, naming it."""
+    with threads.open_limiter(Fifo(), 10, settle_window=60.0) as limiter:
+        with pytest.raises(PermitTypeError, match=rf"^{argument}=1: ") as refused:
+            PermitsTransport(limiter, **{argument: 1})  # type: ignore[arg-type]
+        assert refused.value.argument == argument
+
+
+@pytest.mark.parametrize("max_pause", [-1.0, 0, float("nan"), "60"])
+def test_an_upstream_refuses_a_bad_max_pause(max_pause: Any) -> None:
+    """``Upstream`` (public beside the transports) took any ``max_pause``:
+    -1 cut every Retry-After to -1, and the PermitValueError of
+    ``pause_for(-1)`` came out of each 429's ``learn``; NaN cut none. It is
+    refused when the Upstream is made, as the transports refuse it."""
+    with (
+        threads.open_limiter(Fifo(), 10) as limiter,
+        pytest.raises(PermitValueError, match=r"^max_pause="),
+    ):
+        Upstream(limiter, max_pause=max_pause)
+
+
 def test_settle_needs_a_settle_window() -> None:
     """Refused when the transport is made, not after a request went out."""
     with (
@@ -161,6 +186,31 @@ def test_settle_needs_a_settle_window() -> None:
         pytest.raises(PermitValueError, match="settle_window"),
     ):
         PermitsTransport(limiter, settle=lambda response: 1)
+
+
+@pytest.mark.anyio
+async def test_a_limiter_of_the_other_kind_is_refused() -> None:
+    """The sync transport over an async limiter called acquire without
+    awaiting it: every request went out with no permit (5 at once through a
+    limit of 1 a second). The async transport over a threads limiter took a
+    permit, then failed to await it, the request never sent. Both are
+    refused when the transport is made, naming the limiter."""
+    sent: list[httpx.Request] = []
+
+    def upstream(request: httpx.Request) -> httpx.Response:
+        sent.append(request)
+        return httpx.Response(200)
+
+    async with asyncio_adapter.open_limiter(Fifo(), 1, 1) as async_limiter:
+        with pytest.raises(PermitTypeError, match=r"^limiter=") as refused:
+            PermitsTransport(async_limiter, httpx.MockTransport(upstream))  # type: ignore[arg-type]
+        assert refused.value.value is async_limiter
+    with threads.open_limiter(Fifo(), 1, 1) as limiter:
+        with pytest.raises(PermitTypeError, match=r"^limiter=") as refused:
+            AsyncPermitsTransport(limiter, httpx.MockTransport(upstream))  # type: ignore[arg-type]
+        assert refused.value.value is limiter
+        assert limiter.try_acquire(), "no permit was taken"
+    assert sent == []
 
 
 def test_a_response_is_closed_when_learning_from_it_fails() -> None:
@@ -217,6 +267,40 @@ def test_an_unreadable_remaining_or_reset_is_counted_not_raised(headers: dict[st
         assert not limiter.closed
 
 
+@pytest.mark.parametrize(
+    ("headers", "malformed"),
+    [
+        ({"x-ratelimit-remaining-requests": "9" * 5000, "x-ratelimit-reset-requests": "1s"}, 1),
+        ({"ratelimit": f"r={'9' * 5000};t=1"}, 1),
+        ({"ratelimit-policy": f'"day";q={"9" * 5000};w=86400'}, 1),
+        (
+            {
+                "x-ratelimit-remaining-requests": "3",
+                "x-ratelimit-reset-requests": "5s",
+                "x-ratelimit-limit-requests": "9" * 400,
+            },
+            0,
+        ),
+    ],
+)
+def test_a_number_too_long_for_int_or_float_is_not_fatal(
+    headers: dict[str, str], malformed: int
+) -> None:
+    """A count of more digits than ``int`` reads (4,300) raised ValueError
+    out of the transport, and a bucket size too big for a float
+    OverflowError: the response was lost. Now the first is malformed
+    (counted), and the second is read as the bucket as big as it says."""
+    with (
+        serve_script(Script((200, headers))) as url,
+        threads.open_limiter(Fifo(), limits={"requests": Limit(100, burst=10)}) as limiter,
+    ):
+        transport = PermitsTransport(limiter)
+        with httpx.Client(transport=transport) as client:
+            assert client.get(url).status_code == 200
+        assert transport.upstream.malformed == malformed
+        assert not limiter.closed
+
+
 def test_a_settled_response_reads_as_any_other(server: tuple[str, Upstream_]) -> None:
     """With ``settle``, the body is read before the caller sees the
     response; the client still reads and closes it as usual, so its
@@ -241,6 +325,23 @@ async def test_a_settled_response_reads_as_any_other_async(
             response = await client.get(url)
         assert response.json() == {"usage": {"total_tokens": 7}}
         assert response.elapsed.total_seconds() >= 0
+
+
+@pytest.mark.parametrize("digits", [8, 400])
+def test_a_retry_after_too_long_for_a_float_is_cut_to_max_pause(digits: int) -> None:
+    """``Retry-After: 999...9`` is delay-seconds whatever its length: past
+    308 digits, a number too long for a float, it was malformed (no pause,
+    the request sent again at once) where 308 digits paused for
+    ``max_pause``. Now both pause for ``max_pause``."""
+    with (
+        serve_script(Script((429, {"Retry-After": "9" * digits}))) as url,
+        threads.open_limiter(Fifo(), 100, 10) as limiter,
+    ):
+        transport = PermitsTransport(limiter, max_pause=30.0)
+        with httpx.Client(transport=transport) as client:
+            assert client.get(url).status_code == 429
+        assert (transport.upstream.pauses, transport.upstream.malformed) == (1, 0)
+        assert 20.0 < limiter.pause_left() <= 30.0
 
 
 @pytest.mark.parametrize("form", ["%a %b %d %H:%M:%S %Y", "%a, %d %b %Y %H:%M:%S -0000"])
@@ -300,6 +401,30 @@ def test_a_ratelimit_item_holds_back_the_limit_counting_its_unit() -> None:
             assert client.get(url).status_code == 200
         assert [limiter.try_acquire() for _ in range(4)] == [True, True, True, False]
         assert transport.upstream.policies == {"minute": QuotaPolicy(60, 60.0, "requests")}
+
+
+def test_a_parameter_with_no_value_does_not_rename_the_policy() -> None:
+    """A structured field's parameter with no value is a boolean (``;x``
+    for ``;x=?1``), which the draft lets an upstream add. It was read as the
+    member's name: the policy ``"tokens"`` was remembered as ``"x"``, so the
+    item naming it fell to the first limit, and its 0 left held back the
+    requests for 30 s instead of the tokens."""
+    headers = {
+        "RateLimit-Policy": '"tokens";q=1000;w=60;qu="tokens";x',
+        "RateLimit": '"tokens";r=0;t=30;x',
+    }
+    limits = {"requests": Limit(1, burst=10), "tokens": Limit(1000, burst=1000)}
+    with (
+        serve_script(Script((200, headers))) as url,
+        threads.open_limiter(Fifo(), limits=limits) as limiter,
+    ):
+        transport = PermitsTransport(limiter)
+        with httpx.Client(transport=transport) as client:
+            assert client.get(url).status_code == 200
+        assert transport.upstream.policies == {"tokens": QuotaPolicy(1000, 60.0, "tokens")}
+        assert not limiter.try_acquire(cost={"requests": 1, "tokens": 1}), "no tokens left"
+        assert limiter.try_acquire(cost={"requests": 1, "tokens": 0}), "the requests are not held"
+        assert transport.upstream.malformed == 0
 
 
 def test_a_ratelimit_item_in_a_unit_no_limit_counts_is_ignored() -> None:

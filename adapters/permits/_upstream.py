@@ -17,7 +17,7 @@ from fractions import Fraction
 import attrs
 
 from permits.adapters._base import Permit, _Limiting
-from permits.core import NotRefundable, PermitValueError
+from permits.core import NotRefundable, PermitTypeError, PermitValueError
 from permits.core.checks import check_int
 
 __all__ = [
@@ -64,12 +64,25 @@ def parse_duration(text: str) -> float | None:
     return seconds if math.isfinite(seconds) else None
 
 
+def _whole_number(text: str) -> int | None:
+    """The number ``text`` (stripped) writes in ASCII digits (``"²"`` is a
+    digit to ``isdigit``, not to ``int``); ``None`` if it is none, or has
+    more digits than ``int`` reads (4,300 by default: a ``ValueError``)."""
+    text = text.strip()
+    if not (text.isascii() and text.isdigit()):
+        return None
+    try:
+        return int(text)
+    except ValueError:
+        return None
+
+
 def _retry_after(value: str, now: float) -> float | None:
     """Seconds from now that a ``Retry-After`` says: a number of seconds or
     an HTTP date; ``None`` if it is neither, or in the past."""
-    seconds = parse_duration(value) if not value.strip().endswith("GMT") else None
-    if seconds is not None and re.fullmatch(r"\s*\d+(\.\d+)?\s*", value):
-        return seconds
+    if re.fullmatch(r"\s*[0-9]+(\.[0-9]+)?\s*", value):
+        # delay-seconds; too long for a float it is inf, which max_pause cuts
+        return float(value)
     try:
         date = parsedate_to_datetime(value)
     except (TypeError, ValueError, IndexError, OverflowError):
@@ -87,12 +100,16 @@ def _members(field: str) -> list[tuple[str | None, dict[str, str]]]:
     for member in field.split(","):
         name: str | None = None
         params: dict[str, str] = {}
-        for part in member.split(";"):
+        for i, part in enumerate(member.split(";")):
             key, equals, value = part.partition("=")
             if equals:
                 params[key.strip()] = value.strip()
-            elif key.strip():
+            elif not key.strip():
+                continue
+            elif i == 0:
                 name = key.strip().strip('"')
+            else:  # a parameter with no value is a boolean one, true
+                params[key.strip()] = "?1"
         members.append((name, params))
     return members
 
@@ -134,17 +151,13 @@ def _quota_policies(field: str) -> tuple[dict[str, QuotaPolicy], int]:
     for name, params in _members(field):
         if name is None and not params:
             continue  # an empty member (an empty field, a trailing comma)
-        quota = params.get("q", "")
+        quota = _whole_number(params.get("q", ""))
         window = parse_duration(params["w"]) if "w" in params else None
-        if (
-            name is None
-            or not (quota.isascii() and quota.isdigit())
-            or ("w" in params and not window)
-        ):
+        if name is None or quota is None or ("w" in params and not window):
             malformed += 1
             continue
         unit = params.get("qu", "requests").strip('"')
-        policies[name] = QuotaPolicy(int(quota), window, unit)
+        policies[name] = QuotaPolicy(quota, window, unit)
     return policies, malformed
 
 
@@ -156,6 +169,7 @@ class Upstream:
     """
 
     def __init__(self, limiter: _Limiting, max_pause: float = MAX_PAUSE) -> None:
+        _check_max_pause(max_pause)
         self.limiter = limiter
         self.max_pause = max_pause
         #: Headers ignored because they did not parse.
@@ -267,37 +281,31 @@ class Upstream:
         a quota: that much until the reset, paced by the limit meanwhile
         (:meth:`~permits.adapters.BaseLimiter.quota`)."""
         seconds = parse_duration(reset)
-        remaining = remaining.strip()
-        # ASCII digits only ("²" is a digit to isdigit, not to int), and a
-        # reset that is still finite in nanoseconds (the limiter's unit)
-        if (
-            not (remaining.isascii() and remaining.isdigit())
-            or seconds is None
-            or not math.isfinite(seconds * 1e9)
-        ):
+        left = _whole_number(remaining)
+        # a reset that is still finite in nanoseconds (the limiter's unit)
+        if left is None or seconds is None or not math.isfinite(seconds * 1e9):
             self._count("malformed")
             return
         if refills is None:
-            self.limiter.quota(int(remaining), seconds, limit=limit)
+            self.limiter.quota(left, seconds, limit=limit)
             return
-        left, burst = int(remaining), self.limiter.limits[limit].burst
+        burst = self.limiter.limits[limit].burst
         if left >= burst:
             return  # more is left than this bucket holds: nothing to learn
-        size = refills.strip()
-        if not size:
-            size = str(burst)  # not sent: taken to be this bucket's size
-        elif not (size.isascii() and size.isdigit()):
+        size = _whole_number(refills) if refills.strip() else burst  # not sent: this bucket's
+        if size is None:
             self._count("malformed")
-            size = str(burst)
+            size = burst
         # At most `left` now, refilling from there at this bucket's rate,
         # and never fuller than the upstream's: a bigger one holds `burst`
         # units again once (burst - left) / (size - left) of its reset has
-        # passed; a smaller one holds at most `size` at its reset.
+        # passed; a smaller one holds at most `size` at its reset. (The
+        # fraction first: a size too big for a float gives it 0.0.)
         self.limiter.adopt(left, 0.0, limit=limit)
-        if int(size) > burst:
-            self.limiter.adopt(burst, seconds * (burst - left) / (int(size) - left), limit=limit)
+        if size > burst:
+            self.limiter.adopt(burst, seconds * ((burst - left) / (size - left)), limit=limit)
         else:
-            self.limiter.adopt(int(size), seconds, limit=limit)
+            self.limiter.adopt(size, seconds, limit=limit)
 
 
 def settle_in_time(permit: Permit, actual: Cost) -> None:
@@ -324,10 +332,20 @@ def retry(paused: float | None, attempt: int, retries: int, timeout: float | Non
     return paused is not None and attempt < retries and (timeout is None or paused <= timeout)
 
 
-def check_options(retries: int, max_pause: float) -> None:
-    """An integration's ``retries`` (an ``int >= 0``) and ``max_pause`` (a
-    finite number of seconds ``> 0``), checked."""
+def check_options(retries: int, max_pause: float, **functions: object) -> None:
+    """An integration's ``retries`` (an ``int >= 0``), ``max_pause`` (a
+    finite number of seconds ``> 0``) and ``functions`` (``level``,
+    ``flow``, ``cost``, ``settle``: each callable or ``None``), checked;
+    refused now, not once a request has gone out."""
+    for argument, function in functions.items():
+        if function is not None and not callable(function):
+            raise PermitTypeError(argument, function, "a function, or None")
     check_int("retries", retries, 0)
+    _check_max_pause(max_pause)
+
+
+def _check_max_pause(max_pause: float) -> None:
+    """``max_pause``, checked: a finite number of seconds ``> 0``."""
     if (
         isinstance(max_pause, bool)
         or not isinstance(max_pause, (int, float))

@@ -42,7 +42,7 @@ from permits._upstream import (
 )
 from permits.adapters import BaseLimiter
 from permits.adapters._requires import requires_extra
-from permits.core import PermitValueError
+from permits.core import PermitTypeError, PermitValueError
 
 with requires_extra(__name__, "aiohttp", "aiohttp"):
     import aiohttp
@@ -80,7 +80,9 @@ class PermitsMiddleware:
         response later than ``settle_window`` keeps the cost asked for,
         with a warning.
     :param retries: how many times a 429/503 with ``Retry-After`` is sent
-        again, after the pause, each with a new permit; not when the pause
+        again, after the pause, each with a new permit (with retries, a
+        streamed request body is read first, to be sent whole each time);
+        not when the pause
         in force (``limiter.pause_left()``) outlasts ``timeout``: that
         response is returned.
     :param timeout: seconds a request waits for its permit at most.
@@ -99,7 +101,9 @@ class PermitsMiddleware:
         timeout: float | None = None,
         max_pause: float = MAX_PAUSE,
     ) -> None:
-        check_options(retries, max_pause)
+        if not isinstance(limiter, BaseLimiter):  # a threads limiter's acquire does not wait
+            raise PermitTypeError("limiter", limiter, "an asyncio or anyio limiter")
+        check_options(retries, max_pause, level=level, flow=flow, cost=cost, settle=settle)
         if settle is not None and not limiter.machine.refund_window_ns:
             raise PermitValueError(
                 "settle", settle, "needs a limiter opened with settle_window > 0"
@@ -116,6 +120,8 @@ class PermitsMiddleware:
         level = self.level(request) if self.level is not None else None
         flow = self.flow(request) if self.flow is not None else None
         cost = self.cost(request) if self.cost is not None else 1
+        if self.retries and isinstance(request.body, aiohttp.payload.AsyncIterablePayload):
+            await request.body.as_bytes()  # a streamed body, kept to be sent again
         for attempt in range(self.retries + 1):
             permit = await self.limiter.acquire(level, cost=cost, flow=flow, timeout=self.timeout)
             response = await handler(request)

@@ -60,7 +60,7 @@ from permits._upstream import (
 from permits.adapters._base import _Limiting
 from permits.adapters._requires import requires_extra
 from permits.adapters.threads import Limiter as ThreadLimiter
-from permits.core import PermitValueError
+from permits.core import PermitTypeError, PermitValueError
 
 with requires_extra(__name__, "httpx", "httpx"):
     import httpx
@@ -106,7 +106,7 @@ class _Options:
         timeout: float | None = None,
         max_pause: float = MAX_PAUSE,
     ) -> None:
-        check_options(retries, max_pause)
+        check_options(retries, max_pause, level=level, flow=flow, cost=cost, settle=settle)
         self.level, self.flow, self.cost, self.settle = level, flow, cost, settle
         self.retries = retries
         self.timeout = timeout
@@ -197,6 +197,8 @@ class AsyncPermitsTransport(httpx.AsyncBaseTransport):
         transport: httpx.AsyncBaseTransport | None = None,
         **options: Unpack[TransportOptions],
     ) -> None:
+        if not isinstance(limiter, BaseLimiter):  # a threads limiter's acquire does not wait
+            raise PermitTypeError("limiter", limiter, "an asyncio, trio or anyio limiter")
         self.limiter = limiter
         self.transport = transport if transport is not None else httpx.AsyncHTTPTransport()
         self.options = _Options(**options)
@@ -246,6 +248,8 @@ class PermitsTransport(httpx.BaseTransport):
         transport: httpx.BaseTransport | None = None,
         **options: Unpack[TransportOptions],
     ) -> None:
+        if not isinstance(limiter, ThreadLimiter):  # an async acquire, never awaited, takes none
+            raise PermitTypeError("limiter", limiter, "a permits.adapters.threads limiter")
         self.limiter = limiter
         self.transport = transport if transport is not None else httpx.HTTPTransport()
         self.options = _Options(**options)
