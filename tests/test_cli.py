@@ -562,7 +562,7 @@ def test_compare_json_has_stable_keys_with_units(capsys: pytest.CaptureFixture[s
     [
         ("lottery", "--policy='lottery': unknown policy (expected one of: 'fifo', 'strict'"),
         ("every:x", "--policy='every:x': expected fifo, strict, every:N, shares:W1,W2,..."),
-        ("shares:1", "workloads[1].level=1: must be below 1, the policy's levels"),
+        ("shares:1", "--policy='shares:1': orders 1 of the 2 levels the scenario's workloads use"),
         ("every:1", "--policy.every=1: must be at least 2 (from --policy='every:1')"),
     ],
 )

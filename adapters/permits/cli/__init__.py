@@ -338,9 +338,15 @@ def _policies(texts: list[str] | None, levels: int) -> list[Policy] | None:
                 "or aging:SECONDS"
             )
         try:
-            policies.append(load_policy(spec if value else kind, levels, "--policy"))
+            policy = load_policy(spec if value else kind, levels, "--policy")
         except PermitError as error:
             _fail(f"{error} (from --policy={text!r})")
+        if policy.levels < levels:  # weights for fewer levels than the workloads use
+            _fail(
+                f"--policy={text!r}: orders {policy.levels} of the {levels} levels "
+                "the scenario's workloads use: give a weight for each"
+            )
+        policies.append(policy)
     return policies
 
 
