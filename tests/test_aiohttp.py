@@ -146,6 +146,7 @@ def test_a_field_sent_on_several_lines_is_read_whole() -> None:
         ({"retries": -1}, "retries"),
         ({"retries": 1.5}, "retries"),
         ({"max_pause": 0}, "max_pause"),
+        ({"timeout": -1}, "timeout"),
         ({"settle": 1}, "settle"),  # was called once the upstream had served the request
         ({"cost": 2}, "cost"),
         ({"level": 0}, "level"),

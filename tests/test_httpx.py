@@ -145,7 +145,13 @@ def test_the_sync_transport_settles_from_the_body(server: tuple[str, Upstream_])
 
 @pytest.mark.parametrize(
     ("options", "argument"),
-    [({"retries": -1}, "retries"), ({"retries": 1.5}, "retries"), ({"max_pause": 0}, "max_pause")],
+    [
+        ({"retries": -1}, "retries"),
+        ({"retries": 1.5}, "retries"),
+        ({"max_pause": 0}, "max_pause"),
+        ({"timeout": -1}, "timeout"),  # (refused at each request, before)
+        ({"timeout": "1"}, "timeout"),
+    ],
 )
 def test_bad_transport_options_are_refused(options: dict[str, Any], argument: str) -> None:
     with threads.open_limiter(Fifo(), 10) as limiter:

@@ -16,7 +16,7 @@ from fractions import Fraction
 
 import attrs
 
-from permits.adapters._base import Permit, _Limiting
+from permits.adapters._base import Permit, _Limiting, _nanoseconds
 from permits.core import NotRefundable, PermitTypeError, PermitValueError
 from permits.core.checks import check_int
 
@@ -333,16 +333,21 @@ def retry(paused: float | None, attempt: int, retries: int, timeout: float | Non
     return paused is not None and attempt < retries and (timeout is None or paused <= timeout)
 
 
-def check_options(retries: int, max_pause: float, **functions: object) -> None:
+def check_options(
+    retries: int, max_pause: float, timeout: float | None, **functions: object
+) -> None:
     """An integration's ``retries`` (an ``int >= 0``), ``max_pause`` (a
-    finite number of seconds ``> 0``) and ``functions`` (``level``,
-    ``flow``, ``cost``, ``settle``: each callable or ``None``), checked;
-    refused now, not once a request has gone out."""
+    finite number of seconds ``> 0``), ``timeout`` (seconds ``>= 0``, or
+    ``None``) and ``functions`` (``level``, ``flow``, ``cost``, ``settle``:
+    each callable or ``None``), checked; refused now, not once a request
+    has gone out."""
     for argument, function in functions.items():
         if function is not None and not callable(function):
             raise PermitTypeError(argument, function, "a function, or None")
     check_int("retries", retries, 0)
     _check_max_pause(max_pause)
+    if timeout is not None:
+        _nanoseconds("timeout", timeout)  # as acquire checks it
 
 
 def _check_max_pause(max_pause: float) -> None:

@@ -106,7 +106,7 @@ class _Options:
         timeout: float | None = None,
         max_pause: float = MAX_PAUSE,
     ) -> None:
-        check_options(retries, max_pause, level=level, flow=flow, cost=cost, settle=settle)
+        check_options(retries, max_pause, timeout, level=level, flow=flow, cost=cost, settle=settle)
         self.level, self.flow, self.cost, self.settle = level, flow, cost, settle
         self.retries = retries
         self.timeout = timeout
