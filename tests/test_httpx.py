@@ -748,3 +748,22 @@ def test_a_response_after_the_settle_window_still_reaches_the_caller(
             assert client.get(url).status_code == 200
         assert limiter.statistics().levels[0].units_granted == (3,)  # unsettled
     assert "settle_window" in caplog.text
+
+
+def test_a_retry_asks_what_the_first_try_asked() -> None:
+    """The level, flow and cost functions run once a request: its retries
+    ask for the same permit (as the aiohttp middleware does), so a cost
+    estimate with a side effect, or one that varies, is not asked again."""
+    script = Script((429, {"Retry-After": "0"}), (429, {"Retry-After": "0"}), (200, {}))
+    asked: list[str] = []
+
+    def cost(request: httpx.Request) -> int:
+        asked.append(str(request.url))
+        return 1
+
+    with serve_script(script) as url, threads.open_limiter(Fifo(), 100, 10) as limiter:
+        transport = PermitsTransport(limiter, cost=cost, retries=2)
+        with httpx.Client(transport=transport) as client:
+            assert client.get(url).status_code == 200
+        assert limiter.statistics().levels[0].granted == 3  # a permit each try
+    assert len(asked) == 1

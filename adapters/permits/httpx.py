@@ -209,8 +209,9 @@ class AsyncPermitsTransport(httpx.AsyncBaseTransport):
         options = self.options
         if options.retries:
             await request.aread()  # a streamed body, kept to be sent again
+        asked = options.ask(request)  # once: each retry asks the same
         for attempt in range(options.retries + 1):
-            permit = await self.limiter.acquire(**options.ask(request))
+            permit = await self.limiter.acquire(**asked)
             response = await self.transport.handle_async_request(request)
             try:
                 paused = self.upstream.learn(response.status_code, response.headers)
@@ -260,8 +261,9 @@ class PermitsTransport(httpx.BaseTransport):
         options = self.options
         if options.retries:
             request.read()  # a streamed body, kept to be sent again
+        asked = options.ask(request)  # once: each retry asks the same
         for attempt in range(options.retries + 1):
-            permit = self.limiter.acquire(**options.ask(request))
+            permit = self.limiter.acquire(**asked)
             response = self.transport.handle_request(request)
             try:
                 paused = self.upstream.learn(response.status_code, response.headers)
