@@ -433,6 +433,30 @@ def test_a_parameter_with_no_value_does_not_rename_the_policy() -> None:
         assert transport.upstream.malformed == 0
 
 
+def test_a_quoted_policy_name_may_hold_a_comma_or_a_semicolon() -> None:
+    """A policy's name is a structured field's string: ``"tokens, eu;west"``
+    is one name (it was split into members at its comma and semicolon, and
+    its item fell to the first limit); an escaped quote stays in it."""
+    name = 'tokens, eu;west \\"b\\"'
+    headers = {
+        "RateLimit-Policy": f'"{name}";q=1000;w=60;qu="tokens"',
+        "RateLimit": f'"{name}";r=0;t=30',
+    }
+    limits = {"requests": Limit(1, burst=10), "tokens": Limit(1000, burst=1000)}
+    with (
+        serve_script(Script((200, headers))) as url,
+        threads.open_limiter(Fifo(), limits=limits) as limiter,
+    ):
+        transport = PermitsTransport(limiter)
+        with httpx.Client(transport=transport) as client:
+            assert client.get(url).status_code == 200
+        policy = QuotaPolicy(1000, 60.0, "tokens")
+        assert transport.upstream.policies == {'tokens, eu;west "b"': policy}
+        assert not limiter.try_acquire(cost={"requests": 1, "tokens": 1}), "no tokens left"
+        assert limiter.try_acquire(cost={"requests": 1, "tokens": 0}), "the requests are not held"
+        assert transport.upstream.malformed == 0
+
+
 def test_a_ratelimit_item_in_a_unit_no_limit_counts_is_ignored() -> None:
     """A policy counting ``content-bytes`` says nothing about a limit of
     requests: its item is counted in ``ignored`` and holds nothing back,

@@ -98,21 +98,47 @@ def _members(field: str) -> list[tuple[str | None, dict[str, str]]]:
     burst;r=0;t=1``): each its identifier (unquoted; ``None`` for a member
     of parameters only) and its parameters."""
     members: list[tuple[str | None, dict[str, str]]] = []
-    for member in field.split(","):
+    for member in _split(field, ","):
         name: str | None = None
         params: dict[str, str] = {}
-        for i, part in enumerate(member.split(";")):
+        for i, part in enumerate(_split(member, ";")):
             key, equals, value = part.partition("=")
             if equals:
                 params[key.strip()] = value.strip()
             elif not key.strip():
                 continue
             elif i == 0:
-                name = key.strip().strip('"')
+                name = _unquoted(key.strip())
             else:  # a parameter with no value is a boolean one, true
                 params[key.strip()] = "?1"
         members.append((name, params))
     return members
+
+
+def _split(text: str, separator: str) -> list[str]:
+    """``text`` split at each ``separator`` outside a quoted string (one in
+    a name, ``"eu,west";r=5``, stays in it)."""
+    parts, start, quoted, escaped = [], 0, False, False
+    for i, char in enumerate(text):
+        if escaped:
+            escaped = False
+        elif quoted and char == "\\":
+            escaped = True
+        elif char == '"':
+            quoted = not quoted
+        elif char == separator and not quoted:
+            parts.append(text[start:i])
+            start = i + 1
+    parts.append(text[start:])
+    return parts
+
+
+def _unquoted(token: str) -> str:
+    """A token as written, or a quoted string's content (``\\"`` and
+    ``\\\\`` read as the characters they escape)."""
+    if len(token) >= 2 and token[0] == token[-1] == '"':
+        return re.sub(r"\\(.)", r"\1", token[1:-1])
+    return token.strip('"')
 
 
 def _ratelimit_items(field: str) -> list[tuple[str | None, str | None, str | None]]:
