@@ -54,7 +54,10 @@ def test_durations_parse(text: str, seconds: float) -> None:
     assert parse_duration(text) == pytest.approx(seconds)
 
 
-@pytest.mark.parametrize("text", ["", "-5", "1e300x", "soon", "5 s", "nan", "inf", "9" * 400 + "h"])
+@pytest.mark.parametrize(
+    "text",
+    ["", "-5", "1e300x", "soon", "5 s", "nan", "inf", "9" * 400 + "h", "\u0663s", "\u0663"],
+)
 def test_malformed_durations_are_none(text: str) -> None:
     assert parse_duration(text) is None
 

@@ -49,8 +49,11 @@ _UNITS = {"h": 3600.0, "m": 60.0, "s": 1.0, "ms": 0.001}
 
 def parse_duration(text: str) -> float | None:
     """Seconds in ``6m0s``, ``1.5s``, ``20ms``, ``1h2m3s`` or a bare number;
-    ``None`` if it is none of those (or negative)."""
+    ``None`` if it is none of those (or negative), or written in other
+    digits than ASCII's (which ``float`` and ``\\d`` read; HTTP does not)."""
     text = text.strip()
+    if not text.isascii():
+        return None
     try:
         value = float(text)
     except ValueError:
