@@ -777,3 +777,18 @@ def test_cli_bounds_no_workload_a_trace_replaces(tmp_path: Path) -> None:
     )
     assert done.returncode == 2
     assert "over the 10,000,000 a run may ask for" in done.stderr
+
+
+def test_a_trace_not_utf8_names_the_line(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """The decoder reads ahead, so its error says no line: the first line
+    that is not UTF-8 is named, as any other malformed row's."""
+    from permits.cli import main
+
+    path = tmp_path / "trace.csv"
+    rows = "".join(f"{n / 1000},0\n" for n in range(5000))  # past the decoder's first block
+    path.write_bytes(f"at,level\n{rows}".encode() + b"9.5,\xff\n")
+    assert main(["simulate", "--trace", str(path)]) == 2
+    out, err = capsys.readouterr()
+    assert (out, err) == ("", f"permits: error: {path}: line 5002: not a trace: not UTF-8 text\n")

@@ -132,11 +132,29 @@ def trace(path: Path) -> Callable[[Iterable[str]], Iterator[Call]]:
             with path.open(encoding="utf-8-sig", newline="") as file:
                 yield from read_trace(file, limits=limits)
         except UnicodeDecodeError:
-            raise Usage(f"{path}: not a trace: not UTF-8 text") from None
+            where = _first_line_not_utf8(path) if regular else None
+            at = "" if where is None else f"line {where}: "
+            raise Usage(f"{path}: {at}not a trace: not UTF-8 text") from None
         except OSError as error:
             raise Usage(f"{path}: cannot read: {error.strerror or error}") from None
 
     return calls
+
+
+def _first_line_not_utf8(path: Path) -> int | None:
+    """The number of the first line of ``path`` that is not UTF-8 (the
+    decoder reads ahead in blocks, so its error says no line): read again,
+    a line at a time, once it has failed."""
+    try:
+        with path.open("rb") as file:
+            for number, line in enumerate(file, 1):
+                try:
+                    line.decode("utf-8")
+                except UnicodeDecodeError:
+                    return number
+    except OSError:
+        return None
+    return None
 
 
 def check_output(option: str, path: Path) -> None:
