@@ -89,7 +89,9 @@ with requires_extra(__name__, "redis", "anyio", "redis"):
     import anyio.to_thread
     import redis
     import redis.asyncio
+    import redis.backoff
     import redis.exceptions
+    import redis.retry
     import sniffio
 
     from . import _resp
@@ -1169,9 +1171,9 @@ class RedisLimit:
         return names.index(limit)
 
     def ping(self) -> None:
-        """Whether the node that holds the limit's keys answers (raises if
-        not): a command on the limit's key, which a cluster client sends to
-        that node (a PING would go to whichever node it knows first)."""
+        """Ask the node that holds the limit's keys for an answer (raises if
+        none comes): a command on the limit's key, which a cluster client
+        sends to that node (a PING goes to whichever node it knows first)."""
         self._client.pttl(self.key)
 
     async def aping(self) -> None:
