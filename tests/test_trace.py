@@ -517,7 +517,7 @@ def test_cli_refuses_a_binary_or_missing_trace_in_one_line(
     for command in ("simulate", "compare"):
         assert main([command, "--trace", str(path)]) == 2
         out, err = capsys.readouterr()
-        assert (out, err) == ("", f"permits: error: {path}: not a trace: not UTF-8 text\n")
+        assert (out, err) == ("", f"permits: error: {path}: line 3: not a trace: not UTF-8 text\n")
     assert main(["simulate", "--trace", str(tmp_path / "none.csv")]) == 2
     out, err = capsys.readouterr()
     assert out == ""
