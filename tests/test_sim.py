@@ -256,8 +256,9 @@ def test_max_wait_refuses_on_arrival_what_would_wait_longer() -> None:
     batch, now, later = result["batch"], result["now or never"], result["later"]
     assert (batch.offered, batch.granted, batch.rejected, batch.waiting) == (10, 4, 6, 0)
     assert batch.wait_max == 300 * MILLISECOND
-    # at 0.32 s the permit of 0.3 s is gone, the next falls due at 0.4 s
-    assert (now.granted, now.rejected) == (0, 2)
+    # at 0.32 s the permit of 0.3 s is gone, the next falls due at 0.4 s;
+    # nobody of it waits from then on: cleared then
+    assert (now.granted, now.rejected, now.cleared_at) == (0, 2, 320 * MILLISECOND)
     assert (later.granted, later.rejected, later.wait_max) == (1, 0, 0)
     conserved(result)
     assert simulate(scenario.scaled(Fraction(1, 2)))["batch"].granted == 4  # bound scales too

@@ -63,10 +63,10 @@ async def run(scenario: Scenario) -> Result:
             except asyncio.TimeoutError:
                 tally.on_leave(w, elapsed(), State.CANCELLED)
             except QueueFull:
-                tally.on_reject(w)
+                tally.on_reject(w, elapsed())
             except WouldWaitTooLong:
                 refused += 1
-                tally.on_reject(w)
+                tally.on_reject(w, elapsed())
             else:
                 now = elapsed()
                 if now < duration:  # the run is [0, seconds), as the simulator's

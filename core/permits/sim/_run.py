@@ -80,7 +80,8 @@ class WorkloadResult:
     units: int
     #: This workload's fraction of all units of the first limit granted in the run.
     share: float
-    #: When its last waiter left, if none was waiting at the end; else ``None``.
+    #: When its last caller left (with a permit or without: refused, gave up
+    #: or expired), if none was waiting at the end; else ``None``.
     cleared_at: int | None
     #: Permits granted in each of :data:`BINS` equal slices of the run.
     timeline: tuple[int, ...] = attrs.field(repr=False)
@@ -237,10 +238,12 @@ class Tally:
         self.tenant_offered[index] += 1
         return index
 
-    def on_reject(self, w: int) -> None:
-        """A caller of workload ``w`` was refused at once: its level was full."""
+    def on_reject(self, w: int, at: int) -> None:
+        """A caller of workload ``w`` was refused at once, at ``at``: its
+        level was full, or it would have waited past its ``max_wait``."""
         self.waiting[w] -= 1
         self.rejected[w] += 1
+        self.left_at[w] = at
 
     def on_grant(
         self,
@@ -534,6 +537,7 @@ def _run(scenario: Scenario, duration: int, source: Iterator[_Arrival]) -> Resul
                     on_leave(w, at, state)
                 else:  # REJECTED, at push: it never waited
                     rejected[w] += 1
+                    left_at[w] = at
 
     def refused(t: int, w: int, cost: int | tuple[int, ...], flow: Hashable, limit: int) -> bool:
         """Whether a caller of workload ``w`` arriving at ``t`` with
@@ -544,6 +548,7 @@ def _run(scenario: Scenario, duration: int, source: Iterator[_Arrival]) -> Resul
         if min_wait(levels[w], cost=asked, flow=flow if fair[w] else None) <= limit:
             return False
         rejected[w] += 1
+        left_at[w] = t
         if flow is not None:
             new_tenant(w, flow)  # (counts the call offered to its tenant)
         return True
