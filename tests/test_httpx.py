@@ -8,8 +8,9 @@ loaded machine cannot change.
 
 from __future__ import annotations
 
+import contextlib
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -44,6 +45,22 @@ def server() -> Iterator[tuple[str, Upstream_]]:
     limit = Upstream_(rate=10, burst=2)
     with serve(limit) as url:
         yield url, limit
+
+
+@contextlib.contextmanager
+def answered(
+    headers: dict[str, str], limits: Mapping[str, Limit]
+) -> Iterator[tuple[threads.Limiter, PermitsTransport]]:
+    """A thread limiter of ``limits`` and its transport, once one request
+    went through it to a server answering 200 with ``headers``."""
+    with (
+        serve_script(Script((200, headers))) as url,
+        threads.open_limiter(Fifo(), limits=limits) as limiter,
+    ):
+        transport = PermitsTransport(limiter)
+        with httpx.Client(transport=transport) as client:
+            assert client.get(url).status_code == 200
+        yield limiter, transport
 
 
 @pytest.mark.parametrize(
@@ -265,13 +282,7 @@ def test_an_unreadable_remaining_or_reset_is_counted_not_raised(headers: dict[st
     remaining of a digit that is no number (a Latin-1 superscript) or a size
     that is no number is malformed: counted, and the response goes to the
     caller."""
-    with (
-        serve_script(Script((200, headers))) as url,
-        threads.open_limiter(Fifo(), limits={"requests": Limit(100, burst=10)}) as limiter,
-    ):
-        transport = PermitsTransport(limiter)
-        with httpx.Client(transport=transport) as client:
-            assert client.get(url).status_code == 200
+    with answered(headers, {"requests": Limit(100, burst=10)}) as (limiter, transport):
         assert transport.upstream.malformed == 1
         assert not limiter.closed
 
@@ -299,13 +310,7 @@ def test_a_number_too_long_for_int_or_float_is_not_fatal(
     out of the transport, and a bucket size too big for a float
     OverflowError: the response was lost. Now the first is malformed
     (counted), and the second is read as the bucket as big as it says."""
-    with (
-        serve_script(Script((200, headers))) as url,
-        threads.open_limiter(Fifo(), limits={"requests": Limit(100, burst=10)}) as limiter,
-    ):
-        transport = PermitsTransport(limiter)
-        with httpx.Client(transport=transport) as client:
-            assert client.get(url).status_code == 200
+    with answered(headers, {"requests": Limit(100, burst=10)}) as (limiter, transport):
         assert transport.upstream.malformed == malformed
         assert not limiter.closed
 
@@ -383,13 +388,7 @@ def test_each_item_of_a_ratelimit_field_is_heeded() -> None:
     out of units holds the limiter back, whichever comes last; an item
     that does not parse (``r=5x``) is counted, not read as ``5``."""
     field = '"hour";r=5x;t=1, "burst";r=0;t=5, "day";r=100;t=0'
-    with (
-        serve_script(Script((200, {"RateLimit": field}))) as url,
-        threads.open_limiter(Fifo(), limits={"requests": Limit(100, burst=10)}) as limiter,
-    ):
-        transport = PermitsTransport(limiter)
-        with httpx.Client(transport=transport) as client:
-            assert client.get(url).status_code == 200
+    with answered({"RateLimit": field}, {"requests": Limit(100, burst=10)}) as (limiter, transport):
         assert not limiter.try_acquire(), "the burst policy is out of units for 5 s"
         assert transport.upstream.malformed == 1
 
@@ -401,13 +400,7 @@ def test_a_ratelimit_item_holds_back_the_limit_counting_its_unit() -> None:
     3 now (9 are left in the bucket)."""
     headers = {"RateLimit-Policy": '"minute";q=60;w=60', "RateLimit": '"minute";r=3;t=1'}
     limits = {"tokens": Limit(1000, burst=1000), "requests": Limit(1, burst=10)}
-    with (
-        serve_script(Script((200, headers))) as url,
-        threads.open_limiter(Fifo(), limits=limits) as limiter,
-    ):
-        transport = PermitsTransport(limiter)
-        with httpx.Client(transport=transport) as client:
-            assert client.get(url).status_code == 200
+    with answered(headers, limits) as (limiter, transport):
         assert [limiter.try_acquire() for _ in range(4)] == [True, True, True, False]
         assert transport.upstream.policies == {"minute": QuotaPolicy(60, 60.0, "requests")}
 
@@ -423,13 +416,7 @@ def test_a_parameter_with_no_value_does_not_rename_the_policy() -> None:
         "RateLimit": '"tokens";r=0;t=30;x',
     }
     limits = {"requests": Limit(1, burst=10), "tokens": Limit(1000, burst=1000)}
-    with (
-        serve_script(Script((200, headers))) as url,
-        threads.open_limiter(Fifo(), limits=limits) as limiter,
-    ):
-        transport = PermitsTransport(limiter)
-        with httpx.Client(transport=transport) as client:
-            assert client.get(url).status_code == 200
+    with answered(headers, limits) as (limiter, transport):
         assert transport.upstream.policies == {"tokens": QuotaPolicy(1000, 60.0, "tokens")}
         assert not limiter.try_acquire(cost={"requests": 1, "tokens": 1}), "no tokens left"
         assert limiter.try_acquire(cost={"requests": 1, "tokens": 0}), "the requests are not held"
@@ -446,13 +433,7 @@ def test_a_quoted_policy_name_may_hold_a_comma_or_a_semicolon() -> None:
         "RateLimit": f'"{name}";r=0;t=30',
     }
     limits = {"requests": Limit(1, burst=10), "tokens": Limit(1000, burst=1000)}
-    with (
-        serve_script(Script((200, headers))) as url,
-        threads.open_limiter(Fifo(), limits=limits) as limiter,
-    ):
-        transport = PermitsTransport(limiter)
-        with httpx.Client(transport=transport) as client:
-            assert client.get(url).status_code == 200
+    with answered(headers, limits) as (limiter, transport):
         policy = QuotaPolicy(1000, 60.0, "tokens")
         assert transport.upstream.policies == {'tokens, eu;west "b"': policy}
         assert not limiter.try_acquire(cost={"requests": 1, "tokens": 1}), "no tokens left"
@@ -469,13 +450,7 @@ def test_a_ratelimit_item_in_a_unit_no_limit_counts_is_ignored() -> None:
         "RateLimit-Policy": '"bytes";q=1000000;qu="content-bytes", calls;q=10;w=1',
         "RateLimit": '"bytes";r=0;t=50, "calls";r=3;t=1',
     }
-    with (
-        serve_script(Script((200, headers))) as url,
-        threads.open_limiter(Fifo(), limits={"calls": Limit(1, burst=10)}) as limiter,
-    ):
-        transport = PermitsTransport(limiter)
-        with httpx.Client(transport=transport) as client:
-            assert client.get(url).status_code == 200
+    with answered(headers, {"calls": Limit(1, burst=10)}) as (limiter, transport):
         assert [limiter.try_acquire() for _ in range(4)] == [True, True, True, False]
         assert transport.upstream.ignored == 1
         assert transport.upstream.malformed == 0
@@ -662,12 +637,7 @@ def test_the_openai_headers_keep_the_bucket_from_filling_before_the_reset() -> N
     refilled as much as the limiter's own would (0.9 s for a burst of 10
     at 100/s), not one interval."""
     headers = {"x-ratelimit-remaining-requests": "0", "x-ratelimit-reset-requests": "1s"}
-    with (
-        serve_script(Script((200, headers))) as url,
-        threads.open_limiter(Fifo(), limits={"requests": Limit(100, burst=10)}) as limiter,
-    ):
-        with httpx.Client(transport=PermitsTransport(limiter)) as client:
-            assert client.get(url).status_code == 200
+    with answered(headers, {"requests": Limit(100, burst=10)}) as (limiter, _):
         machine = limiter.machine
         due = machine.next_due()
         assert due is not None
@@ -680,12 +650,10 @@ def test_the_ietf_field_is_a_quota_until_the_reset() -> None:
     burst of 10 (9 left after the call), the 5 go at once and the sixth
     waits for the reset, not for the bucket (the window is not idled
     away, as reading it as the bucket's word would: nothing for 45 s)."""
-    with (
-        serve_script(Script((200, {"RateLimit": '"default";r=5;t=50'}))) as url,
-        threads.open_limiter(Fifo(), limits={"requests": Limit(1, burst=10)}) as limiter,
+    with answered({"RateLimit": '"default";r=5;t=50'}, {"requests": Limit(1, burst=10)}) as (
+        limiter,
+        _,
     ):
-        with httpx.Client(transport=PermitsTransport(limiter)) as client:
-            assert client.get(url).status_code == 200
         assert [limiter.try_acquire() for _ in range(6)] == [True] * 5 + [False]
         wait = limiter.machine.min_wait(0)
         assert 49 * SECOND < wait <= 50 * SECOND, wait
@@ -696,12 +664,7 @@ def test_each_policy_of_the_ietf_field_holds_until_its_own_reset() -> None:
     up to 50 until the hour's end; the day's count is not held to the
     burst's 0 for the hour."""
     field = '"burst";r=0;t=1, "day";r=50;t=3600'
-    with (
-        serve_script(Script((200, {"RateLimit": field}))) as url,
-        threads.open_limiter(Fifo(), limits={"requests": Limit(100, burst=10)}) as limiter,
-    ):
-        with httpx.Client(transport=PermitsTransport(limiter)) as client:
-            assert client.get(url).status_code == 200
+    with answered({"RateLimit": field}, {"requests": Limit(100, burst=10)}) as (limiter, _):
         assert limiter.try_acquire() is False
         assert 0 < limiter.machine.min_wait(0) <= SECOND
         assert limiter.machine.min_wait(0, cost=10) <= SECOND  # 10 of the day's 50
@@ -710,12 +673,7 @@ def test_each_policy_of_the_ietf_field_holds_until_its_own_reset() -> None:
 def _learned(headers: dict[str, str], limit: Limit, tries: int) -> list[bool]:
     """Whether each of ``tries`` calls may go at once after one answer
     carrying ``headers`` (and the call that brought it), under ``limit``."""
-    with (
-        serve_script(Script((200, headers))) as url,
-        threads.open_limiter(Fifo(), limits={"requests": limit}) as limiter,
-    ):
-        with httpx.Client(transport=PermitsTransport(limiter)) as client:
-            assert client.get(url).status_code == 200
+    with answered(headers, {"requests": limit}) as (limiter, _):
         return [limiter.try_acquire() for _ in range(tries)]
 
 
@@ -747,12 +705,7 @@ def test_the_openai_headers_never_fill_past_a_smaller_upstream() -> None:
         "x-ratelimit-reset-requests": "1s",
         "x-ratelimit-limit-requests": "10",
     }
-    with (
-        serve_script(Script((200, headers))) as url,
-        threads.open_limiter(Fifo(), limits={"requests": Limit(100, burst=100)}) as limiter,
-    ):
-        with httpx.Client(transport=PermitsTransport(limiter)) as client:
-            assert client.get(url).status_code == 200
+    with answered(headers, {"requests": Limit(100, burst=100)}) as (limiter, _):
         due, now = limiter.machine.next_due(), limiter.machine.now
         assert due is not None
         assert now is not None
