@@ -1244,6 +1244,24 @@ async def test_backend_unavailable_bound_in_a_hang(
 
 @pytest.mark.timeout(60)
 @pytest.mark.parametrize("anyio_backend", ["asyncio"])
+def falling_back(
+    url: str, name: str, rate: int, burst: int, **options: Any
+) -> contextlib.AbstractAsyncContextManager[RedisLimiter]:
+    """A limiter that serves half of ``rate`` and ``burst`` locally while
+    Redis does not answer within 0.3 s."""
+    return open_limiter(
+        Fifo(1),
+        url,
+        name=name,
+        rate=rate,
+        burst=burst,
+        on_unavailable="local",
+        share=0.5,
+        timeout=0.3,
+        **options,
+    )
+
+
 @pytest.mark.anyio
 async def test_local_fallback_serves_while_redis_hangs(own_server: RedisServer) -> None:
     """With ``share=0.5`` of 100/s and the server frozen, the local limit
@@ -1251,16 +1269,7 @@ async def test_local_fallback_serves_while_redis_hangs(own_server: RedisServer) 
     task of their own. When the server runs again, Redis serves again."""
     rate, burst = 100, 5
     granted: list[float] = []
-    async with open_limiter(
-        Fifo(1),
-        own_server.url,
-        name=fresh(),
-        rate=rate,
-        burst=burst,
-        on_unavailable="local",
-        share=0.5,
-        timeout=0.3,
-    ) as limiter:
+    async with falling_back(own_server.url, fresh(), rate, burst) as limiter:
 
         async def caller() -> None:
             while True:
@@ -1771,17 +1780,7 @@ async def test_the_fallback_holds_while_the_limits_node_of_a_cluster_hangs(
         client.close()
     (node,) = [server for server in cluster.servers if server.port == port]
     local: list[bool] = []
-    async with open_limiter(
-        Fifo(1),
-        cluster.url,
-        name=name,
-        rate=100,
-        burst=5,
-        cluster=True,
-        on_unavailable="local",
-        share=0.5,
-        timeout=0.3,
-    ) as limiter:
+    async with falling_back(cluster.url, name, 100, 5, cluster=True) as limiter:
 
         async def caller() -> None:
             while True:
