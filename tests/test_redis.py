@@ -1686,6 +1686,37 @@ async def test_a_waiter_that_comes_into_an_outage_is_told(own_server: RedisServe
     assert waited < 0.3 + 1.0, waited  # its bound, with a margin for a busy machine
 
 
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("anyio_backend", ["asyncio", "trio"])
+@pytest.mark.anyio
+async def test_a_restarted_server_still_loading_its_data_is_an_outage() -> None:
+    """A restarted Redis answers ``-LOADING`` while it reads its data back:
+    an outage, as redis-py says (BusyLoadingError, a ConnectionError), and
+    service resumes once it is loaded; not a broken limiter."""
+    delay = ("--key-load-delay", "20", "--loading-process-events-interval-bytes", "1024")
+    server = RedisServer(need_redis_server(), *delay)
+    server.start()
+    try:
+        filler = redis.Redis(port=server.port)
+        for start in range(0, 50_000, 5_000):  # about 1 s to load, 20 us a key
+            filler.mset({f"fill:{i}": "x" for i in range(start, start + 5_000)})
+        filler.save()
+        filler.close()
+        async with open_limiter(
+            Fifo(1), server.url, name=fresh(), rate=100, burst=1, unavailable_after=30
+        ) as limiter:
+            await limiter.acquire()
+            server.kill()
+            # started in a thread: start() returns only once the data is loaded
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(anyio.to_thread.run_sync, server.start)
+                with anyio.fail_after(20):  # loading takes about 1 s; a busy machine's margin
+                    await limiter.acquire()
+            assert not limiter.backend_down
+    finally:
+        server.stop()
+
+
 # -- a real Redis Cluster ---------------------------------------------------------
 
 
