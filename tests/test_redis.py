@@ -649,6 +649,22 @@ async def test_a_cost_above_a_lowered_burst_fails(redis_server: RedisServer) -> 
 
 
 @pytest.mark.anyio
+async def test_a_cost_within_a_raised_burst_is_granted(redis_server: RedisServer) -> None:
+    """A burst this process raised holds for its own acquires at once:
+    ``limits`` says so, and a cost above the burst it opened with, within
+    the new one, is granted (it was refused as above the old burst)."""
+    name = fresh()
+    async with open_limiter(Fifo(1), redis_server.url, name=name, rate=100, burst=4) as a:
+        a.set_limit(burst=10)
+        await sent(a)
+        with anyio.fail_after(10):
+            await a.acquire(cost=8)
+        with pytest.raises(PermitValueError) as error:
+            await a.acquire(cost=11)
+        assert error.value.argument == "cost"
+
+
+@pytest.mark.anyio
 async def test_a_lease_takes_several_permits_per_round_trip(
     redis_server: RedisServer, anyio_backend: str
 ) -> None:

@@ -1450,8 +1450,9 @@ class RedisLimiter(_AnyioLimiter):
     ) -> tuple[int, int, Decision | None]:
         """Push with the cost's units of every limit (the machine counts them
         per limit, and the policy and flows the units of the limit they
-        share); remember them."""
-        units = self.limit.units("cost", cost)
+        share); remember them. The machine checks the units against the
+        bursts as they stand (this process's set_limit included)."""
+        units = self.limit.units("cost", cost, within_burst=False)
         if not any(units):
             raise PermitValueError("cost", cost, "must take at least one unit of some limit")
         id, level, decision = super()._request(level, cost, flow, timeout, max_wait)
