@@ -225,9 +225,9 @@ class AsyncRedis:
                 raise ValueError(f"Redis URL {shown!r}: the database must be a number") from None
         #: What the connection says first: who it is, and which database.
         hello: list[list[bytes]] = []
-        if parts.password is not None:
+        if parts.username or parts.password:  # as redis-py: none for ':@', '' for 'user@'
             user = [unquote(parts.username).encode()] if parts.username else []
-            hello.append([b"AUTH", *user, unquote(parts.password).encode()])
+            hello.append([b"AUTH", *user, unquote(parts.password or "").encode()])
         if db:
             hello.append([b"SELECT", str(db).encode()])
         self._hello = hello
