@@ -1259,6 +1259,35 @@ async def test_backend_unavailable_bound_in_a_hang(
 
 
 @pytest.mark.timeout(60)
+@pytest.mark.parametrize("anyio_backend", ["asyncio", "trio"])
+@pytest.mark.anyio
+async def test_the_local_fallback_keeps_a_pause_in_force(own_server: RedisServer) -> None:
+    """A pause given before Redis became unreachable still holds when the
+    local fallback takes over: it grants nothing before the pause ends (it
+    granted at its own rate at once), then serves."""
+    async with open_limiter(
+        Fifo(1),
+        own_server.url,
+        name=fresh(),
+        rate=100,
+        burst=5,
+        on_unavailable="local",
+        share=0.5,
+        timeout=0.3,
+    ) as limiter:
+        await limiter.acquire()
+        paused = anyio.current_time()
+        limiter.pause_for(2.0)
+        await sent(limiter)
+        own_server.kill()
+        with anyio.fail_after(10):
+            await limiter.acquire()
+        granted = anyio.current_time()
+        assert limiter.backend_down  # served by the fallback
+    assert granted - paused >= 2.0, granted - paused
+
+
+@pytest.mark.timeout(60)
 @pytest.mark.parametrize("anyio_backend", ["asyncio"])
 @pytest.mark.anyio
 async def test_local_fallback_serves_while_redis_hangs(own_server: RedisServer) -> None:

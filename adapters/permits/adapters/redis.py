@@ -2058,13 +2058,15 @@ class RedisLimiter(_AnyioLimiter):
     def _fallback(self, now: int) -> Machine:
         """The local limit: ``share`` of the rate, ``share`` of the burst, its
         bucket empty at the start (so the switch itself lets nothing extra
-        through)."""
+        through), and paused until this process's pause in force ends."""
         assert self.share is not None
         rate = self.limit.rate * Fraction(repr(float(self.share)))
         burst = max(1, math.floor(self.limit.burst * self.share))
         pacer = Machine(Fifo(1), rate, burst)
         for i in range(burst):
             pacer.push(("drain", i), 0, now)
+        if self._pause_end > now:
+            pacer.pause_until(self._pause_end, now)
         return pacer
 
     async def _probe(self) -> None:
