@@ -1290,6 +1290,44 @@ async def test_the_local_fallback_keeps_a_pause_in_force(own_server: RedisServer
 @pytest.mark.timeout(60)
 @pytest.mark.parametrize("anyio_backend", ["asyncio"])
 @pytest.mark.anyio
+async def test_the_local_fallback_follows_a_lowered_limit(own_server: RedisServer) -> None:
+    """The local fallback serves its share of the limit as this process
+    last set it (``limits``), not as opened: lowered from 200/s to 10/s,
+    half of it is 5/s (it served 100/s)."""
+    async with open_limiter(
+        Fifo(1),
+        own_server.url,
+        name=fresh(),
+        rate=200,
+        burst=4,
+        on_unavailable="local",
+        share=0.5,
+        timeout=0.3,
+    ) as limiter:
+        limiter.set_limit(rate=10, burst=4)
+        await sent(limiter)
+        own_server.kill()
+        granted = 0
+
+        async def caller() -> None:
+            nonlocal granted
+            while True:
+                await limiter.acquire()
+                granted += 1
+
+        async with anyio.create_task_group() as tg:
+            for _ in range(5):
+                tg.start_soon(caller)
+            await anyio.sleep(1.0)
+            tg.cancel_scope.cancel()
+        assert limiter.backend_down
+    # 5/s for 1 s, its bucket empty at the start; a margin for a late loop
+    assert granted <= 5 + 2, granted
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])
+@pytest.mark.anyio
 async def test_local_fallback_serves_while_redis_hangs(own_server: RedisServer) -> None:
     """With ``share=0.5`` of 100/s and the server frozen, the local limit
     serves about 50/s: the probes (each waiting its reply timeout) run in a

@@ -2058,10 +2058,12 @@ class RedisLimiter(_AnyioLimiter):
     def _fallback(self, now: int) -> Machine:
         """The local limit: ``share`` of the rate, ``share`` of the burst, its
         bucket empty at the start (so the switch itself lets nothing extra
-        through), and paused until this process's pause in force ends."""
+        through), and paused until this process's pause in force ends. Of
+        the first limit as it stands (this process's set_limit included)."""
         assert self.share is not None
-        rate = self.limit.rate * Fraction(repr(float(self.share)))
-        burst = max(1, math.floor(self.limit.burst * self.share))
+        first = next(iter(self.limits.values()))
+        rate = first.rate * Fraction(repr(float(self.share)))
+        burst = max(1, math.floor(first.burst * self.share))
         pacer = Machine(Fifo(1), rate, burst)
         for i in range(burst):
             pacer.push(("drain", i), 0, now)
