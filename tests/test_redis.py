@@ -1772,6 +1772,36 @@ async def test_a_waiter_that_comes_into_an_outage_is_told(own_server: RedisServe
 @pytest.mark.timeout(60)
 @pytest.mark.parametrize("anyio_backend", ["asyncio", "trio"])
 @pytest.mark.anyio
+async def test_a_server_with_no_room_for_another_client_is_an_outage() -> None:
+    """A server at ``maxclients`` answers a new connection with ``-ERR max
+    number of clients reached``: an outage (redis-py raises it as a
+    ConnectionError), so the waiter gets BackendUnavailable; not a broken
+    limiter. Once there is room, service resumes."""
+    server = RedisServer(need_redis_server(), "--maxclients", "1")
+    server.start()
+    try:
+        async with open_limiter(
+            Fifo(1), server.url, name=fresh(), rate=100, burst=1, unavailable_after=0.3
+        ) as limiter:
+            hog = redis.Redis(port=server.port)
+            hog.ping()  # the only connection
+            with anyio.fail_after(10), pytest.raises(BackendUnavailable):
+                await limiter.acquire()
+            hog.close()
+            with anyio.fail_after(10):
+                while True:  # served once the server has let the hog go
+                    try:
+                        await limiter.acquire()
+                        break
+                    except BackendUnavailable:
+                        await anyio.sleep(0.05)
+    finally:
+        server.stop()
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("anyio_backend", ["asyncio", "trio"])
+@pytest.mark.anyio
 async def test_a_restarted_server_still_loading_its_data_is_an_outage() -> None:
     """A restarted Redis answers ``-LOADING`` while it reads its data back:
     an outage, as redis-py says (BusyLoadingError, a ConnectionError), and

@@ -89,6 +89,8 @@ def parse(buffer: bytes, at: int) -> tuple[Any, int]:
     if kind == 45:  # '-' an error
         message = line.decode(errors="replace")
         error = _ERRORS.get(message.split(" ", 1)[0], redis.exceptions.ResponseError)
+        if message == _FULL:
+            error = redis.exceptions.ConnectionError
         return error(message), end + 2
     raise redis.exceptions.InvalidResponse(f"Protocol error, got {bytes([kind])!r} as reply type")
 
@@ -106,6 +108,10 @@ _ERRORS: dict[str, type[redis.exceptions.RedisError]] = {
     "CLUSTERDOWN": redis.exceptions.ClusterDownError,
     "MASTERDOWN": redis.exceptions.MasterDownError,
 }
+
+#: What a server at ``maxclients`` answers a new connection: redis-py's
+#: ConnectionError (the server closes the connection after it).
+_FULL = "ERR max number of clients reached"
 
 
 class _Reply(Protocol):
