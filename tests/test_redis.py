@@ -360,6 +360,34 @@ async def test_bad_costs_and_changes() -> None:
         limit.close()
 
 
+def test_bad_takes_and_give_backs_are_refused(redis_server: RedisServer) -> None:
+    """RedisLimit's own take and give_back refuse a negative reserve or
+    units (a reserve of -1 took from an empty bucket, into debt; units of
+    -1 given back charged one), and units not one per limit, naming the
+    argument; nothing goes to Redis."""
+    limit = peek(redis_server, fresh(), rate=1, burst=2)
+    try:
+        assert limit.take(cost=(2,)).allowed  # empty now
+        bad: list[tuple[dict[str, Any], str]] = [
+            ({"reserve": -1}, "reserve"),
+            ({"cost": (-1,)}, "cost"),
+            ({"cost": (1, 1)}, "cost"),
+            ({"lease": 0}, "lease"),
+        ]
+        for options, argument in bad:
+            with pytest.raises((PermitValueError, PermitTypeError)) as error:
+                limit.take(**options)
+            assert getattr(error.value, "argument", None) == argument, options
+        with pytest.raises(PermitValueError) as refused:
+            limit.give_back((-1,))
+        assert refused.value.argument == "cost"
+        answer = limit.take()
+        assert not answer.allowed
+        assert answer.remaining == (0,)  # nothing was taken or charged
+    finally:
+        limit.close()
+
+
 def test_no_secrets_in_reprs_or_errors() -> None:
     url = "redis://user:s3cret@127.0.0.1:1/0"
     limit = RedisLimit(url, name="x", rate=1, burst=1)

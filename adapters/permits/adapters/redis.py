@@ -1004,19 +1004,31 @@ class RedisLimit:
         each burst (and ``reserve``) left after each."""
         return self.send(
             self.ask_take(
-                reserve,
-                cost,
+                check_int("reserve", reserve, 0),
+                self._given("cost", cost),
                 level=level,
                 demand=demand,
                 ttl=ttl,
                 book=book,
-                lease=lease,
+                lease=check_int("lease", lease, 1),
                 waiting=waiting,
                 grace=grace,
                 weights=weights,
                 shared=shared,
             )
         )
+
+    def _given(self, argument: str, cost: Sequence[int] | None) -> tuple[int, ...] | None:
+        """``cost`` as given to :meth:`take` or :meth:`give_back`: ``None``, or
+        units ``>= 0``, one per limit (checked there; the limiter's own
+        requests are built from units it checked already)."""
+        if cost is None:
+            return None
+        if isinstance(cost, (str, bytes)) or not isinstance(cost, Sequence):
+            raise PermitTypeError(argument, cost, "a sequence of ints, one per limit")
+        if len(cost) != len(self.limits):
+            raise PermitValueError(argument, cost, f"needs one int per limit ({len(self.limits)})")
+        return tuple(check_int(argument, n, 0) for n in cost)
 
     def ask_take(
         self,
@@ -1082,7 +1094,7 @@ class RedisLimit:
 
     def give_back(self, cost: Sequence[int] | None = None) -> GcraAnswer:
         """Return ``cost`` (one of each by default), taken and not used."""
-        return self.charge(tuple(-n for n in cost or self._unit))
+        return self.charge(tuple(-n for n in self._given("cost", cost) or self._unit))
 
     def charge(self, units: Sequence[int]) -> GcraAnswer:
         """Charge ``units`` more of each limit (negative: give them back; a
