@@ -360,6 +360,34 @@ async def test_bad_costs_and_changes() -> None:
         limit.close()
 
 
+def test_bad_takes_and_give_backs_are_refused(redis_server: RedisServer) -> None:
+    """RedisLimit's own take and give_back refuse a negative reserve or
+    units (a reserve of -1 took from an empty bucket, into debt; units of
+    -1 given back charged one), and units not one per limit, naming the
+    argument; nothing goes to Redis."""
+    limit = peek(redis_server, fresh(), rate=1, burst=2)
+    try:
+        assert limit.take(cost=(2,)).allowed  # empty now
+        bad: list[tuple[dict[str, Any], str]] = [
+            ({"reserve": -1}, "reserve"),
+            ({"cost": (-1,)}, "cost"),
+            ({"cost": (1, 1)}, "cost"),
+            ({"lease": 0}, "lease"),
+        ]
+        for options, argument in bad:
+            with pytest.raises((PermitValueError, PermitTypeError)) as error:
+                limit.take(**options)
+            assert getattr(error.value, "argument", None) == argument, options
+        with pytest.raises(PermitValueError) as refused:
+            limit.give_back((-1,))
+        assert refused.value.argument == "cost"
+        answer = limit.take()
+        assert not answer.allowed
+        assert answer.remaining == (0,)  # nothing was taken or charged
+    finally:
+        limit.close()
+
+
 def test_no_secrets_in_reprs_or_errors() -> None:
     url = "redis://user:s3cret@127.0.0.1:1/0"
     limit = RedisLimit(url, name="x", rate=1, burst=1)
@@ -645,6 +673,22 @@ async def test_a_cost_above_a_lowered_burst_fails(redis_server: RedisServer) -> 
         await sent(a)
         with pytest.raises(PermitValueError) as error:
             await a.acquire(cost=3)
+        assert error.value.argument == "cost"
+
+
+@pytest.mark.anyio
+async def test_a_cost_within_a_raised_burst_is_granted(redis_server: RedisServer) -> None:
+    """A burst this process raised holds for its own acquires at once:
+    ``limits`` says so, and a cost above the burst it opened with, within
+    the new one, is granted (it was refused as above the old burst)."""
+    name = fresh()
+    async with open_limiter(Fifo(1), redis_server.url, name=name, rate=100, burst=4) as a:
+        a.set_limit(burst=10)
+        await sent(a)
+        with anyio.fail_after(10):
+            await a.acquire(cost=8)
+        with pytest.raises(PermitValueError) as error:
+            await a.acquire(cost=11)
         assert error.value.argument == "cost"
 
 
@@ -1243,6 +1287,73 @@ async def test_backend_unavailable_bound_in_a_hang(
 
 
 @pytest.mark.timeout(60)
+@pytest.mark.parametrize("anyio_backend", ["asyncio", "trio"])
+@pytest.mark.anyio
+async def test_the_local_fallback_keeps_a_pause_in_force(own_server: RedisServer) -> None:
+    """A pause given before Redis became unreachable still holds when the
+    local fallback takes over: it grants nothing before the pause ends (it
+    granted at its own rate at once), then serves."""
+    async with open_limiter(
+        Fifo(1),
+        own_server.url,
+        name=fresh(),
+        rate=100,
+        burst=5,
+        on_unavailable="local",
+        share=0.5,
+        timeout=0.3,
+    ) as limiter:
+        await limiter.acquire()
+        paused = anyio.current_time()
+        limiter.pause_for(2.0)
+        await sent(limiter)
+        own_server.kill()
+        with anyio.fail_after(10):
+            await limiter.acquire()
+        granted = anyio.current_time()
+        assert limiter.backend_down  # served by the fallback
+    assert granted - paused >= 2.0, granted - paused
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])
+@pytest.mark.anyio
+async def test_the_local_fallback_follows_a_lowered_limit(own_server: RedisServer) -> None:
+    """The local fallback serves its share of the limit as this process
+    last set it (``limits``), not as opened: lowered from 200/s to 10/s,
+    half of it is 5/s (it served 100/s)."""
+    async with open_limiter(
+        Fifo(1),
+        own_server.url,
+        name=fresh(),
+        rate=200,
+        burst=4,
+        on_unavailable="local",
+        share=0.5,
+        timeout=0.3,
+    ) as limiter:
+        limiter.set_limit(rate=10, burst=4)
+        await sent(limiter)
+        own_server.kill()
+        granted = 0
+
+        async def caller() -> None:
+            nonlocal granted
+            while True:
+                await limiter.acquire()
+                granted += 1
+
+        async with anyio.create_task_group() as tg:
+            for _ in range(5):
+                tg.start_soon(caller)
+            await anyio.sleep(1.0)
+            tg.cancel_scope.cancel()
+        assert limiter.backend_down
+    # 5/s for 1 s, its bucket empty at the start; a margin for a late loop
+    assert granted <= 5 + 2, granted
+
+
+@pytest.mark.timeout(60)
 @pytest.mark.parametrize("anyio_backend", ["asyncio"])
 def falling_back(
     url: str, name: str, rate: int, burst: int, **options: Any
@@ -1693,6 +1804,67 @@ async def test_a_waiter_that_comes_into_an_outage_is_told(own_server: RedisServe
             await limiter.acquire()
         waited = anyio.current_time() - start
     assert waited < 0.3 + 1.0, waited  # its bound, with a margin for a busy machine
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("anyio_backend", ["asyncio", "trio"])
+@pytest.mark.anyio
+async def test_a_server_with_no_room_for_another_client_is_an_outage() -> None:
+    """A server at ``maxclients`` answers a new connection with ``-ERR max
+    number of clients reached``: an outage (redis-py raises it as a
+    ConnectionError), so the waiter gets BackendUnavailable; not a broken
+    limiter. Once there is room, service resumes."""
+    server = RedisServer(need_redis_server(), "--maxclients", "1")
+    server.start()
+    try:
+        async with open_limiter(
+            Fifo(1), server.url, name=fresh(), rate=100, burst=1, unavailable_after=0.3
+        ) as limiter:
+            hog = redis.Redis(port=server.port)
+            hog.ping()  # the only connection
+            with anyio.fail_after(10), pytest.raises(BackendUnavailable):
+                await limiter.acquire()
+            hog.close()
+            with anyio.fail_after(10):
+                while True:  # served once the server has let the hog go
+                    try:
+                        await limiter.acquire()
+                        break
+                    except BackendUnavailable:
+                        await anyio.sleep(0.05)
+    finally:
+        server.stop()
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("anyio_backend", ["asyncio", "trio"])
+@pytest.mark.anyio
+async def test_a_restarted_server_still_loading_its_data_is_an_outage() -> None:
+    """A restarted Redis answers ``-LOADING`` while it reads its data back:
+    an outage, as redis-py says (BusyLoadingError, a ConnectionError), and
+    service resumes once it is loaded; not a broken limiter."""
+    delay = ("--key-load-delay", "20", "--loading-process-events-interval-bytes", "1024")
+    server = RedisServer(need_redis_server(), *delay)
+    server.start()
+    try:
+        filler = redis.Redis(port=server.port)
+        for start in range(0, 50_000, 5_000):  # about 1 s to load, 20 us a key
+            filler.mset({f"fill:{i}": "x" for i in range(start, start + 5_000)})
+        filler.save()
+        filler.close()
+        async with open_limiter(
+            Fifo(1), server.url, name=fresh(), rate=100, burst=1, unavailable_after=30
+        ) as limiter:
+            await limiter.acquire()
+            server.kill()
+            # started in a thread: start() returns only once the data is loaded
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(anyio.to_thread.run_sync, server.start)
+                with anyio.fail_after(20):  # loading takes about 1 s; a busy machine's margin
+                    await limiter.acquire()
+            assert not limiter.backend_down
+    finally:
+        server.stop()
 
 
 # -- a real Redis Cluster ---------------------------------------------------------

@@ -298,3 +298,23 @@ def test_a_url_with_options_goes_to_redis_py(redis_server: RedisServer) -> None:
             assert isinstance(limiter.limit._aclient, redis.asyncio.Redis)
 
     asyncio.run(run())
+
+
+def test_an_empty_password_in_the_url_sends_no_auth(redis_server: RedisServer) -> None:
+    """``redis://:@host`` (a password left empty, as a template whose
+    variable is unset writes it): redis-py sends no ``AUTH``, and neither
+    does the limiter's client (its ``AUTH ""`` was refused by a server with
+    no password, and every round trip failed)."""
+
+    async def run() -> None:
+        url = f"redis://:@127.0.0.1:{redis_server.port}/0"
+        own = _resp.AsyncRedis(url, timeout=1, shown=url)
+        await own.ping()
+        await own.aclose()
+        other = redis.Redis.from_url(url)  # as redis-py reads it
+        try:
+            assert other.ping()
+        finally:
+            other.close()
+
+    asyncio.run(run())

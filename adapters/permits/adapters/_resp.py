@@ -88,10 +88,30 @@ def parse(buffer: bytes, at: int) -> tuple[Any, int]:
         return line, end + 2
     if kind == 45:  # '-' an error
         message = line.decode(errors="replace")
-        if message.startswith("NOSCRIPT"):
-            return redis.exceptions.NoScriptError(message), end + 2
-        return redis.exceptions.ResponseError(message), end + 2
+        error = _ERRORS.get(message.split(" ", 1)[0], redis.exceptions.ResponseError)
+        if message == _FULL:
+            error = redis.exceptions.ConnectionError
+        return error(message), end + 2
     raise redis.exceptions.InvalidResponse(f"Protocol error, got {bytes([kind])!r} as reply type")
+
+
+#: Error replies redis-py raises as more than a ``ResponseError``, by their
+#: first word (as its parser reads them): those that say the server cannot
+#: serve now (a restarted one still loading its data, a cluster without a
+#: master) count as unreachable, as they do from redis-py.
+_ERRORS: dict[str, type[redis.exceptions.RedisError]] = {
+    "NOSCRIPT": redis.exceptions.NoScriptError,
+    "LOADING": redis.exceptions.BusyLoadingError,
+    "NOAUTH": redis.exceptions.AuthenticationError,
+    "WRONGPASS": redis.exceptions.AuthenticationError,
+    "TRYAGAIN": redis.exceptions.TryAgainError,
+    "CLUSTERDOWN": redis.exceptions.ClusterDownError,
+    "MASTERDOWN": redis.exceptions.MasterDownError,
+}
+
+#: What a server at ``maxclients`` answers a new connection: redis-py's
+#: ConnectionError (the server closes the connection after it).
+_FULL = "ERR max number of clients reached"
 
 
 class _Reply(Protocol):
@@ -157,7 +177,11 @@ class _Connection(asyncio.Protocol):
                 if reply is _PARTIAL:
                     break
                 future = waiting.popleft()
-                if not future.done():  # else its caller gave up: the reply is dropped
+                if future.done():  # its caller gave up: the reply is dropped
+                    continue
+                if isinstance(reply, redis.exceptions.ConnectionError):
+                    future.set_exception(reply)  # (LOADING, NOAUTH: as redis-py raises them)
+                else:
                     future.set_result(reply)
         except (ValueError, IndexError, redis.exceptions.InvalidResponse) as error:
             self.fail(redis.exceptions.ConnectionError(f"Redis sent a malformed reply: {error}"))
@@ -207,9 +231,9 @@ class AsyncRedis:
                 raise ValueError(f"Redis URL {shown!r}: the database must be a number") from None
         #: What the connection says first: who it is, and which database.
         hello: list[list[bytes]] = []
-        if parts.password is not None:
+        if parts.username or parts.password:  # as redis-py: none for ':@', '' for 'user@'
             user = [unquote(parts.username).encode()] if parts.username else []
-            hello.append([b"AUTH", *user, unquote(parts.password).encode()])
+            hello.append([b"AUTH", *user, unquote(parts.password or "").encode()])
         if db:
             hello.append([b"SELECT", str(db).encode()])
         self._hello = hello
@@ -232,7 +256,14 @@ class AsyncRedis:
             ) from None
         self._connection = connection
         for command in self._hello:  # AUTH, SELECT
-            reply = await self.call(command)
+            try:
+                reply = await self.call(command)
+            except BaseException:
+                # no request may go out on a connection its hello did not open
+                connection.fail(redis.exceptions.ConnectionError("closed after a failed hello"))
+                if self._connection is connection:
+                    self._connection = None
+                raise
             if isinstance(reply, redis.exceptions.ResponseError):
                 connection.fail(redis.exceptions.ConnectionError("closed after a refused hello"))
                 self._connection = None

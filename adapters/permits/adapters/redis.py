@@ -1006,19 +1006,31 @@ class RedisLimit:
         each burst (and ``reserve``) left after each."""
         return self.send(
             self.ask_take(
-                reserve,
-                cost,
+                check_int("reserve", reserve, 0),
+                self._given("cost", cost),
                 level=level,
                 demand=demand,
                 ttl=ttl,
                 book=book,
-                lease=lease,
+                lease=check_int("lease", lease, 1),
                 waiting=waiting,
                 grace=grace,
                 weights=weights,
                 shared=shared,
             )
         )
+
+    def _given(self, argument: str, cost: Sequence[int] | None) -> tuple[int, ...] | None:
+        """``cost`` as given to :meth:`take` or :meth:`give_back`: ``None``, or
+        units ``>= 0``, one per limit (checked there; the limiter's own
+        requests are built from units it checked already)."""
+        if cost is None:
+            return None
+        if isinstance(cost, (str, bytes)) or not isinstance(cost, Sequence):
+            raise PermitTypeError(argument, cost, "a sequence of ints, one per limit")
+        if len(cost) != len(self.limits):
+            raise PermitValueError(argument, cost, f"needs one int per limit ({len(self.limits)})")
+        return tuple(check_int(argument, n, 0) for n in cost)
 
     def ask_take(
         self,
@@ -1084,7 +1096,7 @@ class RedisLimit:
 
     def give_back(self, cost: Sequence[int] | None = None) -> GcraAnswer:
         """Return ``cost`` (one of each by default), taken and not used."""
-        return self.charge(tuple(-n for n in cost or self._unit))
+        return self.charge(tuple(-n for n in self._given("cost", cost) or self._unit))
 
     def charge(self, units: Sequence[int]) -> GcraAnswer:
         """Charge ``units`` more of each limit (negative: give them back; a
@@ -1452,8 +1464,9 @@ class RedisLimiter(_AnyioLimiter):
     ) -> tuple[int, int, Decision | None]:
         """Push with the cost's units of every limit (the machine counts them
         per limit, and the policy and flows the units of the limit they
-        share); remember them."""
-        units = self.limit.units("cost", cost)
+        share); remember them. The machine checks the units against the
+        bursts as they stand (this process's set_limit included)."""
+        units = self.limit.units("cost", cost, within_burst=False)
         if not any(units):
             raise PermitValueError("cost", cost, "must take at least one unit of some limit")
         id, level, decision = super()._request(level, cost, flow, timeout, max_wait)
@@ -2059,13 +2072,17 @@ class RedisLimiter(_AnyioLimiter):
     def _fallback(self, now: int) -> Machine:
         """The local limit: ``share`` of the rate, ``share`` of the burst, its
         bucket empty at the start (so the switch itself lets nothing extra
-        through)."""
+        through), and paused until this process's pause in force ends. Of
+        the first limit as it stands (this process's set_limit included)."""
         assert self.share is not None
-        rate = self.limit.rate * Fraction(repr(float(self.share)))
-        burst = max(1, math.floor(self.limit.burst * self.share))
+        first = next(iter(self.limits.values()))
+        rate = first.rate * Fraction(repr(float(self.share)))
+        burst = max(1, math.floor(first.burst * self.share))
         pacer = Machine(Fifo(1), rate, burst)
         for i in range(burst):
             pacer.push(("drain", i), 0, now)
+        if self._pause_end > now:
+            pacer.pause_until(self._pause_end, now)
         return pacer
 
     async def _probe(self) -> None:
