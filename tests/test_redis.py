@@ -1293,16 +1293,7 @@ async def test_the_local_fallback_keeps_a_pause_in_force(own_server: RedisServer
     """A pause given before Redis became unreachable still holds when the
     local fallback takes over: it grants nothing before the pause ends (it
     granted at its own rate at once), then serves."""
-    async with open_limiter(
-        Fifo(1),
-        own_server.url,
-        name=fresh(),
-        rate=100,
-        burst=5,
-        on_unavailable="local",
-        share=0.5,
-        timeout=0.3,
-    ) as limiter:
+    async with falling_back(own_server.url, fresh(), 100, 5) as limiter:
         await limiter.acquire()
         paused = anyio.current_time()
         limiter.pause_for(2.0)
@@ -1322,16 +1313,7 @@ async def test_the_local_fallback_follows_a_lowered_limit(own_server: RedisServe
     """The local fallback serves its share of the limit as this process
     last set it (``limits``), not as opened: lowered from 200/s to 10/s,
     half of it is 5/s (it served 100/s)."""
-    async with open_limiter(
-        Fifo(1),
-        own_server.url,
-        name=fresh(),
-        rate=200,
-        burst=4,
-        on_unavailable="local",
-        share=0.5,
-        timeout=0.3,
-    ) as limiter:
+    async with falling_back(own_server.url, fresh(), 200, 4) as limiter:
         limiter.set_limit(rate=10, burst=4)
         await sent(limiter)
         own_server.kill()
