@@ -46,6 +46,7 @@ from permits.core import (
     State,
     StrictPriority,
 )
+from permits.testing import virtual_backend
 
 from redis_server import RedisCluster, RedisServer, need_redis_server
 
@@ -1284,6 +1285,46 @@ async def test_backend_unavailable_bound_in_a_hang(
     # not after + reply (the bound counted from the first failure), nor
     # after the reply timeout when that is longer
     assert after <= waited < after + min(0.8 * reply, 1.0), waited
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize(
+    "anyio_backend", [virtual_backend("asyncio"), virtual_backend("trio")], ids=["asyncio", "trio"]
+)
+@pytest.mark.anyio
+async def test_the_outage_bound_holds_when_the_timer_was_to_wake_sooner(
+    own_server: RedisServer,
+) -> None:
+    """On virtual time, the server hung from the start: the first request
+    goes out at 0 while the timer is to wake sooner than its bound (at a
+    waiter's timeout, 0.95 s), and that waiter leaves before it (at 0.9 s).
+    The waiter that came at 0 still gets BackendUnavailable
+    ``unavailable_after`` from that request, and one that came at 0.5 s
+    that long after it came (the first got it at 1.5 s, the bound counted
+    from the last time the limiter read its clock)."""
+    own_server.hang()
+    try:
+        async with open_limiter(
+            Fifo(1), own_server.url, name=fresh(), rate=1, burst=1, timeout=2.0, unavailable_after=1
+        ) as limiter:
+            start = anyio.current_time()
+            failed: dict[str, float] = {}
+
+            async def patient(name: str, after: float) -> None:
+                if after:
+                    await anyio.sleep(after)
+                with pytest.raises(BackendUnavailable):
+                    await limiter.acquire()
+                failed[name] = anyio.current_time() - start
+
+            async with anyio.create_task_group() as tg:
+                with anyio.move_on_after(0.9):
+                    tg.start_soon(patient, "first", 0)
+                    tg.start_soon(patient, "later", 0.5)
+                    await limiter.acquire(timeout=0.95)  # the timer wakes at 0.95
+    finally:
+        own_server.resume()
+    assert failed == {"first": pytest.approx(1.0, abs=0.01), "later": pytest.approx(1.5, abs=0.01)}
 
 
 @pytest.mark.timeout(60)

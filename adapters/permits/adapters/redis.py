@@ -1775,9 +1775,12 @@ class RedisLimiter(_AnyioLimiter):
         if self._unanswered_since is None:
             self._unanswered_since = self._now()
             fail_at = (self._unanswered_since + self._after_ns) / 1e9
-            if self.on_unavailable == "closed" and fail_at < self._wake_at:
+            if self.on_unavailable == "closed" and fail_at < self._fail_at:
+                # kept even while the timer is to wake sooner (at a waiter's
+                # deadline): that waiter may leave first, and the bound stands
                 self._fail_at = fail_at
-                self._reschedule()
+                if fail_at < self._wake_at:
+                    self._reschedule()
 
     def _replied(self) -> None:
         """Redis answered a request."""
