@@ -248,6 +248,46 @@ async def test_permit_for_a_waiter_that_left_is_given_back(redis_server: RedisSe
         check.close()
 
 
+@pytest.mark.anyio
+async def test_a_permit_cancelled_past_its_refund_window_goes_back_to_redis(
+    redis_server: RedisServer,
+) -> None:
+    """A caller is granted a permit and cancelled before it proceeds, the
+    loop stalled past ``refund_window`` meanwhile, and the next waiter asks
+    for the same units: the permit is too old to hand over, so it goes back
+    to Redis, where the next waiter's take finds it. Redis charged one
+    permit per caller that proceeded (the permit was lost: counted as
+    spent, though nobody used it)."""
+    name = fresh()
+    async with open_limiter(
+        Fifo(1), redis_server.url, name=name, rate=2, burst=1, refund_window=0.05, audit=True
+    ) as limiter:
+        await limiter.acquire()  # the bucket's only permit: the next in 0.5 s
+        first = anyio.CancelScope()
+        dispatch = limiter._dispatch
+
+        def stalled(decisions: list[Decision]) -> None:
+            dispatch(decisions)
+            if not first.cancel_called and any(d.state is State.GRANTED for d in decisions):
+                first.cancel()  # granted: cancelled before it runs
+                time.sleep(0.1)  # the loop stalls past the refund window
+
+        limiter._dispatch = stalled  # type: ignore[method-assign]
+
+        async def cancelled() -> None:
+            with first:
+                await limiter.acquire()
+            assert first.cancelled_caught
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(cancelled)
+            await anyio.sleep(0.1)  # it waits first
+            tg.start_soon(limiter.acquire)
+        assert limiter.given_back == 1
+        assert limiter.statistics().levels[0].granted == 3
+    assert len(audit(redis_server, name)) == 2  # granted, less given back
+
+
 def test_script_cached_and_reloaded_after_noscript(redis_server: RedisServer) -> None:
     limit = RedisLimit(redis_server.url, name=fresh(), rate=1, burst=2)
     try:

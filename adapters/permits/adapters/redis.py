@@ -1423,7 +1423,8 @@ class RedisLimiter(_AnyioLimiter):
         """A supplied machine: the permits come from Redis, charged there as
         they are taken; a permit whose caller was cancelled before it
         proceeded goes to the next waiter within ``refund_window``, if that
-        waiter asks for the same units (else it goes back to Redis)."""
+        waiter asks for the same units (else, and after it, back to Redis:
+        see _withdraw)."""
         options["refund_window_ns"] = self._refund_window_ns
         return Machine(policy, rate, burst, supplied=True, **options)
 
@@ -1507,8 +1508,9 @@ class RedisLimiter(_AnyioLimiter):
 
     def _withdraw(self, id: int, waiter: Any) -> None:
         """A caller granted and cancelled before it proceeded hands its
-        permit to the next waiter if that one asks for the same units;
-        otherwise the units go back to Redis."""
+        permit to the next waiter, within ``refund_window`` of its grant, if
+        that one asks for the same units; otherwise the units go back to
+        Redis."""
         self._asks.pop(id, None)
         units = self._granted.pop(id, None)
         local = id in self._served_locally
@@ -1518,8 +1520,7 @@ class RedisLimiter(_AnyioLimiter):
             super()._withdraw(id, waiter)
             return
         self._dispatch(self._machine.tick(self._now()))  # next_level() needs the time
-        if self._takes_over(units, self.reserve[waiter.decision.level]):
-            super()._withdraw(id, waiter)
+        if self._takes_over(units, self.reserve[waiter.decision.level]) and self._refund(id):
             return
         if self._closed is None:  # closing: Redis gets the units back when they expire
             self._pending.append((self.limit.ask_charge(tuple(-n for n in units)), 1, True))
@@ -2165,6 +2166,12 @@ def open_limiter(
         ``"local"``; the shares of all processes should add up to at most 1.
     :param timeout: seconds before a connect or a reply to Redis counts as
         failed.
+    :param refund_window: seconds after its grant during which the permit
+        of a caller that gave up before proceeding (cancelled, say) goes to
+        this process's next waiter, if that one asks for the same units
+        under no larger reserve; otherwise, and once that long has passed,
+        it goes back to Redis (never beyond the burst): a permit nobody
+        used is never lost. Finite, ``>= 0``.
     :param settle_window: seconds after a caller proceeds during which its
         ``Permit.settle(actual)`` is accepted; the difference is charged or
         given back on the shared key.
