@@ -17,6 +17,7 @@ import math
 import statistics
 import subprocess
 import sys
+import threading
 import time
 from fractions import Fraction
 from pathlib import Path
@@ -1928,6 +1929,93 @@ async def test_a_restarted_server_still_loading_its_data_is_an_outage() -> None:
             assert not limiter.backend_down
     finally:
         server.stop()
+
+
+def run_until_killed(server: RedisServer) -> None:
+    """Run a script that loops until ``SCRIPT KILL``."""
+    client = redis.Redis(port=server.port)
+    try:
+        with contextlib.suppress(redis.ResponseError):  # killed
+            client.eval("while true do end", 0)
+    finally:
+        client.close()
+
+
+def answers_busy(server: RedisServer) -> bool:
+    client = redis.Redis(port=server.port)
+    try:
+        client.ping()
+    except redis.ResponseError as error:
+        return str(error).startswith("BUSY ")
+    finally:
+        client.close()
+    return False
+
+
+@contextlib.contextmanager
+def refusing(server: RedisServer, refusal: str) -> Any:
+    """While in the block, ``server`` answers each script call with the
+    error ``refusal`` (``-OOM``, ``-READONLY``, ``-BUSY``), as a server does
+    out of memory, turned into a replica, or running a script past its
+    time limit; then it serves again."""
+    admin = redis.Redis(port=server.port)
+    try:
+        if refusal == "OOM":
+            admin.config_set("maxmemory", 1)
+            yield
+            admin.config_set("maxmemory", 0)
+        elif refusal == "READONLY":
+            master = RedisServer(need_redis_server())
+            master.start()
+            try:
+                admin.replicaof("127.0.0.1", master.port)
+                yield
+                admin.replicaof("NO", "ONE")
+            finally:
+                master.stop()
+        else:
+            admin.config_set("busy-reply-threshold", 10)
+            hog = threading.Thread(target=run_until_killed, args=(server,))
+            hog.start()
+            while not answers_busy(server):  # the script has run past its time limit
+                time.sleep(0.01)
+            try:
+                yield
+            finally:
+                admin.script_kill()
+                hog.join()
+    finally:
+        admin.close()
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("anyio_backend", ["asyncio", "trio"])
+@pytest.mark.parametrize("refusal", ["OOM", "READONLY", "BUSY"])
+@pytest.mark.anyio
+async def test_a_server_that_cannot_serve_now_is_an_outage(
+    own_server: RedisServer, refusal: str
+) -> None:
+    """A server out of memory (``-OOM``), turned into a replica by a
+    failover (``-READONLY``) or running a script past its time limit
+    (``-BUSY``) answers, but serves no take: an outage, as for ``-LOADING``,
+    so the waiter gets BackendUnavailable (the limiter broke: LimiterClosed
+    for every waiter); once it serves again, service resumes."""
+    async with open_limiter(
+        Fifo(1), own_server.url, name=fresh(), rate=100, burst=1, unavailable_after=0.3
+    ) as limiter:
+        await limiter.acquire()
+        with refusing(own_server, refusal):
+            with anyio.fail_after(10), pytest.raises(BackendUnavailable):
+                await limiter.acquire()
+            assert limiter.backend_down
+        with anyio.fail_after(10):
+            while True:
+                try:
+                    await limiter.acquire()
+                    break
+                except BackendUnavailable:
+                    await anyio.sleep(0.05)
+        assert not limiter.backend_down
 
 
 # -- a real Redis Cluster ---------------------------------------------------------

@@ -21,6 +21,7 @@ import redis
 import redis.asyncio
 from hypothesis import given
 from hypothesis import strategies as st
+from redis._parsers.base import BaseParser
 
 from permits.adapters import _resp
 from permits.adapters.redis import RedisLimit, open_limiter
@@ -105,6 +106,25 @@ def test_a_noscript_error_is_told_apart() -> None:
     reply, at = _resp.parse(b"-NOSCRIPT No matching script.\r\n", 0)
     assert isinstance(reply, redis.exceptions.NoScriptError)
     assert at == 31
+
+
+@pytest.mark.parametrize(
+    "message",
+    [
+        "READONLY You can't write against a read only replica.",
+        "OOM command not allowed when used memory > 'maxmemory'.",
+        "BUSY Redis is busy running a script.",
+        "LOADING Redis is loading the dataset in memory",
+        "NOSCRIPT No matching script.",
+        "ERR max number of clients reached",
+        "ERR unknown command",
+    ],
+)
+def test_an_error_reply_is_redis_pys_class(message: str) -> None:
+    """Each error reply is the class redis-py's own parser makes of it
+    (READONLY and OOM were plain ResponseErrors)."""
+    reply, _ = _resp.parse(b"-%s\r\n" % message.encode(), 0)
+    assert type(reply) is type(BaseParser.parse_error(message))  # type: ignore[no-untyped-call]
 
 
 def test_a_malformed_reply_closes_the_connection_and_fails_its_request() -> None:

@@ -90,7 +90,7 @@ def parse(buffer: bytes, at: int) -> tuple[Any, int]:
         message = line.decode(errors="replace")
         error = _ERRORS.get(message.split(" ", 1)[0], redis.exceptions.ResponseError)
         if message == _FULL:
-            error = redis.exceptions.ConnectionError
+            error = _FULL_ERROR
         return error(message), end + 2
     raise redis.exceptions.InvalidResponse(f"Protocol error, got {bytes([kind])!r} as reply type")
 
@@ -98,10 +98,13 @@ def parse(buffer: bytes, at: int) -> tuple[Any, int]:
 #: Error replies redis-py raises as more than a ``ResponseError``, by their
 #: first word (as its parser reads them): those that say the server cannot
 #: serve now (a restarted one still loading its data, a cluster without a
-#: master) count as unreachable, as they do from redis-py.
+#: master) count as unreachable, as they do from redis-py; the limiter
+#: counts a replica's (after a failover) and a full memory's as an outage too.
 _ERRORS: dict[str, type[redis.exceptions.RedisError]] = {
     "NOSCRIPT": redis.exceptions.NoScriptError,
     "LOADING": redis.exceptions.BusyLoadingError,
+    "READONLY": redis.exceptions.ReadOnlyError,
+    "OOM": redis.exceptions.OutOfMemoryError,
     "NOAUTH": redis.exceptions.AuthenticationError,
     "WRONGPASS": redis.exceptions.AuthenticationError,
     "TRYAGAIN": redis.exceptions.TryAgainError,
@@ -112,6 +115,10 @@ _ERRORS: dict[str, type[redis.exceptions.RedisError]] = {
 #: What a server at ``maxclients`` answers a new connection: redis-py's
 #: ConnectionError (the server closes the connection after it).
 _FULL = "ERR max number of clients reached"
+#: redis-py's class for it, where it has one (a subclass of ConnectionError).
+_FULL_ERROR: type[redis.exceptions.ConnectionError] = getattr(
+    redis.exceptions, "MaxClientsReachedError", redis.exceptions.ConnectionError
+)
 
 
 class _Reply(Protocol):

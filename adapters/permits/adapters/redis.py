@@ -54,8 +54,16 @@ from __future__ import annotations
 import math
 import sys
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable, Hashable, Mapping, Sequence
-from contextlib import AbstractAsyncContextManager, asynccontextmanager, suppress
+from collections.abc import (
+    AsyncIterator,
+    Awaitable,
+    Callable,
+    Hashable,
+    Iterator,
+    Mapping,
+    Sequence,
+)
+from contextlib import AbstractAsyncContextManager, asynccontextmanager, contextmanager, suppress
 from fractions import Fraction
 from functools import cache, partial
 from typing import Any, Literal, NamedTuple
@@ -672,6 +680,31 @@ class BackendUnavailable(PermitError, ConnectionError):
         super().__init__(f"Redis at {url} unavailable for {after:g} s{detail}")
 
 
+class _BusyError(redis.exceptions.ConnectionError):
+    """``-BUSY``: Redis runs a script past its time limit, and answers
+    everything else so until it ends (redis-py raises a plain
+    ``ResponseError``): it cannot serve now, an outage."""
+
+
+def _outage(error: BaseException) -> BaseException:
+    """``error`` as the limiter counts it: a ``-BUSY`` reply as a
+    :class:`_BusyError` (an outage), anything else as it is."""
+    if type(error) is redis.exceptions.ResponseError and str(error).startswith("BUSY "):
+        busy = _BusyError(str(error))
+        busy.__cause__ = error
+        return busy
+    return error
+
+
+@contextmanager
+def _busy_is_an_outage() -> Iterator[None]:
+    """Raise a ``-BUSY`` reply raised in the block as a :class:`_BusyError`."""
+    try:
+        yield
+    except redis.exceptions.ResponseError as error:
+        raise _outage(error) from None
+
+
 def masked(url: str) -> str:
     """``url`` with any password replaced by ``***``."""
     parts = urlsplit(url)
@@ -901,12 +934,16 @@ class RedisLimit:
 
     def send(self, request: Request) -> GcraAnswer:
         """Run ``request`` (one round trip, blocking)."""
-        return _answer(self._script(keys=self._keys, args=request.args), len(self.limits))
+        with _busy_is_an_outage():
+            reply = self._script(keys=self._keys, args=request.args)
+        return _answer(reply, len(self.limits))
 
     async def asend(self, request: Request) -> GcraAnswer:
         """Run ``request`` on the asyncio client (:meth:`open_async`)."""
         assert self._arun is not None
-        return _answer(await self._arun(request), len(self.limits))
+        with _busy_is_an_outage():
+            reply = await self._arun(request)
+        return _answer(reply, len(self.limits))
 
     @property
     def submits(self) -> bool:
@@ -930,7 +967,7 @@ class RedisLimit:
         def replied(reply: Any, error: BaseException | None) -> None:
             if error is None:
                 if isinstance(reply, redis.exceptions.ResponseError):
-                    error = reply
+                    error = _outage(reply)
                 else:
                     try:
                         answer = _answer(reply, limits)
@@ -1186,11 +1223,13 @@ class RedisLimit:
         """Ask the node that holds the limit's keys for an answer (raises if
         none comes): a command on the limit's key, which a cluster client
         sends to that node (a PING goes to whichever node it knows first)."""
-        self._client.pttl(self.key)
+        with _busy_is_an_outage():
+            self._client.pttl(self.key)
 
     async def aping(self) -> None:
         assert self._aping is not None
-        await self._aping()
+        with _busy_is_an_outage():
+            await self._aping()
 
     def open_async(self) -> None:
         """Open the asyncio client too (on the running asyncio loop), for
@@ -1228,12 +1267,18 @@ class RedisLimit:
 
 
 #: What counts as "Redis is unreachable" (a cluster without a master for
-#: the limit's slot, or moving it, included).
+#: the limit's slot, or moving it, included), or answers that it cannot
+#: serve the limit now: a replica, after a failover (``-READONLY``), out of
+#: memory (``-OOM``; a script call refused so charges nothing), still
+#: loading its data (``-LOADING``) or running a script past its time limit
+#: (``-BUSY``, see :class:`_BusyError`), both ``ConnectionError``\ s.
 _UNREACHABLE = (
     redis.exceptions.ConnectionError,
     redis.exceptions.TimeoutError,
     redis.exceptions.ClusterDownError,
     redis.exceptions.TryAgainError,
+    redis.exceptions.ReadOnlyError,
+    redis.exceptions.OutOfMemoryError,
     OSError,
 )
 
