@@ -193,6 +193,40 @@ def test_a_password_and_a_database_from_the_url() -> None:
         server.stop()
 
 
+def test_requests_made_while_the_connection_opens_wait_for_its_hello() -> None:
+    """Requests made one loop pass apart from the first call on: while the
+    connection opens, while its AUTH and its SELECT are under way, and
+    after. Every one goes out on the one connection, after its hello: each
+    key lands in the URL's database (those made between the AUTH and the
+    SELECT landed in database 0), and no other connection is opened (each
+    request made while it connected opened one of its own, left open)."""
+    server = server_with("--requirepass", "pw")
+    try:
+        url = f"redis://:pw@127.0.0.1:{server.port}/3"
+
+        async def run() -> None:
+            own = _resp.AsyncRedis(url, timeout=5, shown=url)
+            calls = []
+            for i in range(20):
+                calls.append(asyncio.ensure_future(own.call([b"SET", b"k%d" % i, b"x"])))
+                await asyncio.sleep(0)
+            assert await asyncio.gather(*calls) == [b"OK"] * 20
+            await own.aclose()
+
+        admin, other = (redis.Redis(port=server.port, password="pw", db=db) for db in (3, 0))
+        try:
+            before = admin.info("stats")["total_connections_received"]
+            asyncio.run(run())
+            assert admin.info("stats")["total_connections_received"] - before == 1
+            assert (admin.dbsize(), other.dbsize()) == (20, 0)
+        finally:
+            admin.close()
+            other.close()
+
+    finally:
+        server.stop()
+
+
 def test_a_unix_socket(tmp_path: Path) -> None:
     socket = tmp_path / "redis.sock"
     server = server_with("--unixsocket", str(socket))

@@ -246,7 +246,20 @@ class AsyncRedis:
         self._hello = hello
         self._timeout = timeout
         self._shown = shown
+        #: The open connection, its hello done; None while none is.
         self._connection: _Connection | None = None
+        #: Held while a connection opens: requests made meanwhile wait for it.
+        self._opening = asyncio.Lock()
+
+    async def _open(self) -> _Connection:
+        """The open connection, or one opened now; a request made while one
+        opens waits for it (no request goes out before its hello, and no
+        second connection is opened beside it)."""
+        async with self._opening:
+            connection = self._connection
+            if connection is None or connection.closed:
+                connection = await self._connect()
+            return connection
 
     async def _connect(self) -> _Connection:
         loop = asyncio.get_running_loop()
@@ -261,22 +274,19 @@ class AsyncRedis:
             raise redis.exceptions.ConnectionError(
                 f"Error connecting to Redis at {self._shown}: {detail}"
             ) from None
-        self._connection = connection
         for command in self._hello:  # AUTH, SELECT
             try:
-                reply = await self.call(command)
+                reply = await self._exchange(connection, encode(command))
             except BaseException:
                 # no request may go out on a connection its hello did not open
                 connection.fail(redis.exceptions.ConnectionError("closed after a failed hello"))
-                if self._connection is connection:
-                    self._connection = None
                 raise
             if isinstance(reply, redis.exceptions.ResponseError):
                 connection.fail(redis.exceptions.ConnectionError("closed after a refused hello"))
-                self._connection = None
                 if command[0] == b"AUTH":
                     raise redis.exceptions.AuthenticationError(str(reply))
                 raise reply
+        self._connection = connection
         return connection
 
     async def call(self, args: list[bytes]) -> Any:
@@ -290,7 +300,11 @@ class AsyncRedis:
         """:meth:`call` for a request already encoded."""
         connection = self._connection
         if connection is None or connection.closed:
-            connection = await self._connect()
+            connection = await self._open()
+        return await self._exchange(connection, request)
+
+    async def _exchange(self, connection: _Connection, request: bytes) -> Any:
+        """Send ``request`` on ``connection`` and await its reply."""
         loop = asyncio.get_running_loop()
         future: asyncio.Future[Any] = loop.create_future()
         connection.waiting.append(future)
