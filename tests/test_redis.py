@@ -430,6 +430,58 @@ def test_bad_takes_and_give_backs_are_refused(redis_server: RedisServer) -> None
         limit.close()
 
 
+@pytest.mark.parametrize(
+    ("call", "options", "argument"),
+    [
+        ("take", {"level": -1}, "level"),  # it took a permit
+        ("take", {"level": "0"}, "level"),
+        ("take", {"level": True}, "level"),
+        ("take", {"level": 1, "demand": (1,)}, "demand"),  # a script error, once allowed
+        ("take", {"demand": ("x",)}, "demand"),  # (a raw ValueError)
+        ("take", {"demand": (-1,)}, "demand"),
+        ("take", {"demand": 5}, "demand"),  # (a raw TypeError)
+        ("take", {"demand": ()}, "demand"),
+        ("take", {"demand": (1,), "ttl": math.inf}, "ttl"),  # (a raw OverflowError)
+        ("take", {"demand": (1,), "ttl": 0}, "ttl"),
+        ("take", {"demand": (1,), "ttl": "2"}, "ttl"),
+        ("take", {"book": math.inf}, "book"),
+        ("take", {"book": math.nan}, "book"),
+        ("take", {"book": -1}, "book"),
+        ("take", {"book": "1"}, "book"),
+        ("take", {"waiting": 2, "grace": math.inf}, "grace"),
+        ("take", {"waiting": 2, "grace": -1}, "grace"),
+        ("take", {"demand": (1,), "weights": (0,)}, "weights"),  # (a ZeroDivisionError)
+        ("take", {"demand": (1,), "weights": (1, 2)}, "weights"),
+        ("take", {"demand": (1,), "weights": "1"}, "weights"),
+        ("take", {"demand": (1,), "weights": (1,), "shared": 1}, "shared"),
+        ("take", {"demand": (1,), "weights": (1,), "shared": -1}, "shared"),
+        ("charge", {"units": ("x",)}, "units"),  # a script error
+        ("charge", {"units": (1.5,)}, "units"),  # a debt of half a unit
+        ("charge", {"units": (1, 1)}, "units"),
+        ("publish_demand", {"demand": ("x",)}, "demand"),
+        ("publish_demand", {"demand": (1,), "ttl": math.inf}, "ttl"),
+        ("publish_demand", {"demand": (1,), "ttl": -5}, "ttl"),  # published, expired
+        ("leave", {"demand": "yes"}, "demand"),
+    ],
+)
+def test_bad_arguments_of_the_limits_own_calls_are_refused(
+    redis_server: RedisServer, call: str, options: dict[str, Any], argument: str
+) -> None:
+    """RedisLimit's take, charge, publish_demand and leave refuse a bad argument
+    with PermitValueError or PermitTypeError naming it (they took a permit,
+    charged half a unit, failed in the script or raised a raw Python
+    error), and send nothing: Redis holds no key of the limit."""
+    name = fresh()
+    limit = peek(redis_server, name, rate=1, burst=2)
+    try:
+        with pytest.raises((PermitValueError, PermitTypeError)) as error:
+            getattr(limit, call)(**options)
+        assert getattr(error.value, "argument", None) == argument
+        assert limit._client.keys(f"*{name}*") == []
+    finally:
+        limit.close()
+
+
 def test_no_secrets_in_reprs_or_errors() -> None:
     url = "redis://user:s3cret@127.0.0.1:1/0"
     limit = RedisLimit(url, name="x", rate=1, burst=1)

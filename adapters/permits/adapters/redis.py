@@ -734,12 +734,24 @@ def _virtual_costs(weights: tuple[int, ...]) -> str:
 _LONGEST_S = 10**9
 
 
-def _microseconds(argument: str, seconds: float) -> int:
-    """``seconds`` (finite, ``>= 0``, at most :data:`_LONGEST_S`) in whole
-    microseconds, rounded up."""
-    if _nanoseconds(argument, seconds) is None or seconds > _LONGEST_S:
-        raise PermitValueError(argument, seconds, f"must be finite seconds, at most {_LONGEST_S:g}")
+def _microseconds(argument: str, seconds: float, *, above_zero: bool = False) -> int:
+    """``seconds`` (finite, ``>= 0``, or ``> 0`` if ``above_zero``, at most
+    :data:`_LONGEST_S`) in whole microseconds, rounded up."""
+    ns = _nanoseconds(argument, seconds)
+    if ns is None or seconds > _LONGEST_S or (above_zero and not ns):
+        above = " > 0" if above_zero else ""
+        raise PermitValueError(
+            argument, seconds, f"must be finite seconds{above}, at most {_LONGEST_S:g}"
+        )
     return math.ceil(seconds * 1e6)
+
+
+def _ints(argument: str, values: object, minimum: int | None, what: str) -> tuple[int, ...]:
+    """``values``, a sequence of ints each ``>= minimum`` (any, if ``None``)
+    and not a str; ``what`` says what they are, for the error."""
+    if isinstance(values, (str, bytes)) or not isinstance(values, Sequence):
+        raise PermitTypeError(argument, values, f"a sequence of ints, {what}")
+    return tuple(check_int(argument, n, minimum) for n in values)
 
 
 def _interval_us(argument: str, rate: Fraction) -> float:
@@ -1040,11 +1052,33 @@ class RedisLimit:
         now, its permit the taker's at the time the answer gives. With a
         ``lease`` above 1, an allowed take takes up to that many permits of
         the same cost at once, as long as they are allowed now with half of
-        each burst (and ``reserve``) left after each."""
+        each burst (and ``reserve``) left after each.
+
+        Every argument is checked (the limiter's own requests are built
+        from what it checked already): a bad one raises
+        :class:`~permits.core.PermitValueError` or
+        :class:`~permits.core.PermitTypeError` naming it, and nothing is
+        sent."""
+        level = check_int("level", level, 0)
+        if demand is not None:
+            demand = self._counts(demand)
+            if level >= len(demand) or not demand[level]:
+                raise PermitValueError(
+                    "demand", demand, f"must count the waiter asking, at level {level}"
+                )
+        if weights is not None:
+            weights = _ints("weights", weights, 1, "one per level")
+            if demand is not None and len(weights) != len(demand):
+                raise PermitValueError("weights", weights, f"needs one per level ({len(demand)})")
+        if not check_int("shared", shared, 0) < len(self.limits):
+            raise PermitValueError("shared", shared, f"must index a limit (< {len(self.limits)})")
+        _microseconds("ttl", ttl, above_zero=True)
+        _microseconds("book", book)
+        _microseconds("grace", grace)
         return self.send(
             self.ask_take(
                 check_int("reserve", reserve, 0),
-                self._given("cost", cost),
+                None if cost is None else self._per_limit("cost", cost, 0),
                 level=level,
                 demand=demand,
                 ttl=ttl,
@@ -1057,17 +1091,23 @@ class RedisLimit:
             )
         )
 
-    def _given(self, argument: str, cost: Sequence[int] | None) -> tuple[int, ...] | None:
-        """``cost`` as given to :meth:`take` or :meth:`give_back`: ``None``, or
-        units ``>= 0``, one per limit (checked there; the limiter's own
-        requests are built from units it checked already)."""
-        if cost is None:
-            return None
-        if isinstance(cost, (str, bytes)) or not isinstance(cost, Sequence):
-            raise PermitTypeError(argument, cost, "a sequence of ints, one per limit")
-        if len(cost) != len(self.limits):
-            raise PermitValueError(argument, cost, f"needs one int per limit ({len(self.limits)})")
-        return tuple(check_int(argument, n, 0) for n in cost)
+    def _per_limit(self, argument: str, units: object, minimum: int | None) -> tuple[int, ...]:
+        """``units`` as given to :meth:`take`, :meth:`give_back` or
+        :meth:`charge`: one int per limit, each ``>= minimum`` (checked
+        there; the limiter's own requests are built from units it checked
+        already)."""
+        checked = _ints(argument, units, minimum, "one per limit")
+        if len(checked) != len(self.limits):
+            raise PermitValueError(argument, units, f"needs one int per limit ({len(self.limits)})")
+        return checked
+
+    @staticmethod
+    def _counts(demand: object) -> tuple[int, ...]:
+        """``demand`` as given: waiters per level, each ``>= 0``."""
+        counts = _ints("demand", demand, 0, "waiters per level")
+        if not counts:
+            raise PermitValueError("demand", demand, "needs one count per level")
+        return counts
 
     def ask_take(
         self,
@@ -1109,8 +1149,11 @@ class RedisLimit:
         return request
 
     def publish_demand(self, demand: Sequence[int], ttl: float = 2.0) -> GcraAnswer:
-        """Publish this process's waiters per level (none: clear them)."""
-        return self.send(self.ask_publish_demand(demand, ttl))
+        """Publish this process's waiters per level (none: clear them), for
+        ``ttl`` seconds."""
+        counts = self._counts(demand)
+        _microseconds("ttl", ttl, above_zero=True)
+        return self.send(self.ask_publish_demand(counts, ttl))
 
     def ask_publish_demand(self, demand: Sequence[int], ttl: float = 2.0) -> Request:
         """:meth:`publish_demand`'s request."""
@@ -1119,6 +1162,8 @@ class RedisLimit:
     def leave(self, *, demand: bool = False) -> GcraAnswer:
         """Take this process out of the line (nobody waits in it any more),
         and with ``demand`` clear its published demand too."""
+        if not isinstance(demand, bool):
+            raise PermitTypeError("demand", demand, "a bool")
         return self.send(self.ask_leave(demand=demand))
 
     def ask_leave(self, *, demand: bool = False) -> Request:
@@ -1133,12 +1178,13 @@ class RedisLimit:
 
     def give_back(self, cost: Sequence[int] | None = None) -> GcraAnswer:
         """Return ``cost`` (one of each by default), taken and not used."""
-        return self.charge(tuple(-n for n in self._given("cost", cost) or self._unit))
+        units = self._unit if cost is None else self._per_limit("cost", cost, 0)
+        return self.charge(tuple(-n for n in units))
 
     def charge(self, units: Sequence[int]) -> GcraAnswer:
         """Charge ``units`` more of each limit (negative: give them back; a
         bucket never holds more than its burst): a settle."""
-        return self.send(self.ask_charge(units))
+        return self.send(self.ask_charge(self._per_limit("units", units, None)))
 
     def ask_charge(self, units: Sequence[int]) -> Request:
         """:meth:`charge`'s request."""
@@ -1360,10 +1406,7 @@ class RedisLimiter(_AnyioLimiter):
             raise PermitValueError("unavailable_after", unavailable_after, "must be seconds > 0")
         if not isinstance(global_priority, bool):
             raise PermitTypeError("global_priority", global_priority, "a bool")
-        if not _nanoseconds("demand_ttl", demand_ttl) or demand_ttl > _LONGEST_S:
-            raise PermitValueError(
-                "demand_ttl", demand_ttl, f"must be finite seconds > 0, at most {_LONGEST_S:g}"
-            )
+        _microseconds("demand_ttl", demand_ttl, above_zero=True)
         #: Whether a take waits while a more urgent level waits in any live
         #: process (each publishes its waiters per level with its takes).
         self.global_priority = global_priority
