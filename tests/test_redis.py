@@ -510,6 +510,10 @@ def test_no_secrets_in_reprs_or_errors() -> None:
         ({"book_ahead": math.inf}, "book_ahead"),
         ({"global_priority": True, "book_ahead": 1.5}, "book_ahead"),  # above demand_ttl / 2
         ({"settle_window": -1}, "settle_window"),
+        ({"refund_window": math.inf}, "refund_window"),  # a PermitTypeError
+        ({"refund_window": 1e300}, "refund_window"),
+        ({"refund_window": math.nan}, "refund_window"),
+        ({"refund_window": -1}, "refund_window"),
     ],
 )
 def test_bad_options(options: dict[str, Any], argument: str) -> None:
@@ -518,6 +522,18 @@ def test_bad_options(options: dict[str, Any], argument: str) -> None:
         RedisLimiter(StrictPriority(2), limit, **options)
     assert error.value.argument == argument
     limit.close()
+
+
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])
+@pytest.mark.anyio
+async def test_an_infinite_refund_window_is_refused_by_open_limiter() -> None:
+    """As by RedisLimiter: PermitValueError naming it, before anything runs."""
+    with pytest.raises(PermitValueError) as error:
+        async with open_limiter(
+            Fifo(1), "redis://127.0.0.1:1/0", name="x", rate=1, refund_window=math.inf
+        ):
+            pass
+    assert error.value.argument == "refund_window"
 
 
 # -- what the core has, on the shared limit ----------------------------------

@@ -1367,7 +1367,9 @@ class RedisLimiter(_AnyioLimiter):
     ) -> None:
         window = _nanoseconds("refund_window", refund_window)
         if window is None:
-            raise PermitTypeError("refund_window", refund_window, "a finite number of seconds")
+            raise PermitValueError(
+                "refund_window", refund_window, "must be a finite number of seconds"
+            )
         self._refund_window_ns = window
         super().__init__(
             policy,
