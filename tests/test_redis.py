@@ -2086,6 +2086,32 @@ async def test_a_server_that_cannot_serve_now_is_an_outage(
         assert not limiter.backend_down
 
 
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("anyio_backend", ["asyncio", "trio"])
+@pytest.mark.anyio
+async def test_a_replica_after_a_failover_is_asked_on_a_new_connection(
+    own_server: RedisServer,
+) -> None:
+    """The server the limiter talks to becomes a replica (``-READONLY``):
+    each try during the outage opens a new connection, which behind a name
+    or a proxy that follows the failover reaches the new master (it kept
+    the one to the replica, and the outage lasted as long as it did)."""
+    async with open_limiter(
+        Fifo(1), own_server.url, name=fresh(), rate=100, burst=1, unavailable_after=0.3
+    ) as limiter:
+        await limiter.acquire()
+        admin = redis.Redis(port=own_server.port)
+        try:
+            with refusing(own_server, "READONLY"):
+                before = admin.info("stats")["total_connections_received"]
+                with anyio.fail_after(10), pytest.raises(BackendUnavailable):
+                    await limiter.acquire()
+                opened = admin.info("stats")["total_connections_received"] - before
+        finally:
+            admin.close()
+    assert opened >= 1
+
+
 # -- a real Redis Cluster ---------------------------------------------------------
 
 

@@ -190,6 +190,12 @@ class _Connection(asyncio.Protocol):
                     future.set_exception(reply)  # (LOADING, NOAUTH: as redis-py raises them)
                 else:
                     future.set_result(reply)
+                if isinstance(reply, redis.exceptions.ReadOnlyError):
+                    # a replica now (a failover): the next request opens a new
+                    # connection, which may reach the new master (as redis-py's
+                    # Sentinel client does)
+                    self.fail(redis.exceptions.ConnectionError("closed after a READONLY reply"))
+                    return
         except (ValueError, IndexError, redis.exceptions.InvalidResponse) as error:
             self.fail(redis.exceptions.ConnectionError(f"Redis sent a malformed reply: {error}"))
             return

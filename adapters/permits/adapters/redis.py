@@ -696,15 +696,6 @@ def _outage(error: BaseException) -> BaseException:
     return error
 
 
-@contextmanager
-def _busy_is_an_outage() -> Iterator[None]:
-    """Raise a ``-BUSY`` reply raised in the block as a :class:`_BusyError`."""
-    try:
-        yield
-    except redis.exceptions.ResponseError as error:
-        raise _outage(error) from None
-
-
 def masked(url: str) -> str:
     """``url`` with any password replaced by ``***``."""
     parts = urlsplit(url)
@@ -944,16 +935,33 @@ class RedisLimit:
         encoded = [str(arg).encode() for arg in args]
         return Request(encoded, _resp.bulk(encoded))
 
+    @contextmanager
+    def _refusals(self) -> Iterator[None]:
+        """Raise a ``-BUSY`` reply raised in the block as a
+        :class:`_BusyError`; after a ``-READONLY`` one (a replica, after a
+        failover), close redis-py's connections, so that the next call opens
+        a new one, which reaches the new master behind a name or a proxy
+        that follows the failover (as redis-py's Sentinel client does; the
+        small client closes its own)."""
+        try:
+            yield
+        except redis.exceptions.ReadOnlyError:
+            if isinstance(self._client, redis.Redis):
+                self._client.connection_pool.disconnect()
+            raise
+        except redis.exceptions.ResponseError as error:
+            raise _outage(error) from None
+
     def send(self, request: Request) -> GcraAnswer:
         """Run ``request`` (one round trip, blocking)."""
-        with _busy_is_an_outage():
+        with self._refusals():
             reply = self._script(keys=self._keys, args=request.args)
         return _answer(reply, len(self.limits))
 
     async def asend(self, request: Request) -> GcraAnswer:
         """Run ``request`` on the asyncio client (:meth:`open_async`)."""
         assert self._arun is not None
-        with _busy_is_an_outage():
+        with self._refusals():
             reply = await self._arun(request)
         return _answer(reply, len(self.limits))
 
@@ -1269,12 +1277,12 @@ class RedisLimit:
         """Ask the node that holds the limit's keys for an answer (raises if
         none comes): a command on the limit's key, which a cluster client
         sends to that node (a PING goes to whichever node it knows first)."""
-        with _busy_is_an_outage():
+        with self._refusals():
             self._client.pttl(self.key)
 
     async def aping(self) -> None:
         assert self._aping is not None
-        with _busy_is_an_outage():
+        with self._refusals():
             await self._aping()
 
     def open_async(self) -> None:
