@@ -253,7 +253,7 @@ async def test_permit_for_a_waiter_that_left_is_given_back(redis_server: RedisSe
 async def test_a_permit_cancelled_past_its_refund_window_goes_back_to_redis(
     redis_server: RedisServer,
 ) -> None:
-    """A caller is granted a permit and cancelled before it proceeds, the
+    """P26: a caller is granted a permit and cancelled before it proceeds, the
     loop stalled past ``refund_window`` meanwhile, and the next waiter asks
     for the same units: the permit is too old to hand over, so it goes back
     to Redis, where the next waiter's take finds it. Redis charged one
