@@ -54,16 +54,8 @@ from __future__ import annotations
 import math
 import sys
 import uuid
-from collections.abc import (
-    AsyncIterator,
-    Awaitable,
-    Callable,
-    Hashable,
-    Iterator,
-    Mapping,
-    Sequence,
-)
-from contextlib import AbstractAsyncContextManager, asynccontextmanager, contextmanager, suppress
+from collections.abc import AsyncIterator, Awaitable, Callable, Hashable, Mapping, Sequence
+from contextlib import AbstractAsyncContextManager, asynccontextmanager, suppress
 from fractions import Fraction
 from functools import cache, partial
 from typing import Any, Literal, NamedTuple
@@ -686,16 +678,6 @@ class _BusyError(redis.exceptions.ConnectionError):
     ``ResponseError``): it cannot serve now, an outage."""
 
 
-def _outage(error: BaseException) -> BaseException:
-    """``error`` as the limiter counts it: a ``-BUSY`` reply as a
-    :class:`_BusyError` (an outage), anything else as it is."""
-    if type(error) is redis.exceptions.ResponseError and str(error).startswith("BUSY "):
-        busy = _BusyError(str(error))
-        busy.__cause__ = error
-        return busy
-    return error
-
-
 def masked(url: str) -> str:
     """``url`` with any password replaced by ``***``."""
     parts = urlsplit(url)
@@ -935,34 +917,35 @@ class RedisLimit:
         encoded = [str(arg).encode() for arg in args]
         return Request(encoded, _resp.bulk(encoded))
 
-    @contextmanager
-    def _refusals(self) -> Iterator[None]:
-        """Raise a ``-BUSY`` reply raised in the block as a
-        :class:`_BusyError`; after a ``-READONLY`` one (a replica, after a
-        failover), close redis-py's connections, so that the next call opens
-        a new one, which reaches the new master behind a name or a proxy
-        that follows the failover (as redis-py's Sentinel client does; the
-        small client closes its own)."""
-        try:
-            yield
-        except redis.exceptions.ReadOnlyError:
+    def _refused(self, error: redis.exceptions.ResponseError) -> BaseException:
+        """An error reply as the limiter counts it: ``-BUSY`` as a
+        :class:`_BusyError` (an outage), anything else as it is. After a
+        ``-READONLY`` (a replica, after a failover), redis-py's connections
+        are closed, so that the next call opens a new one, which reaches the
+        new master behind a name or a proxy that follows the failover (as
+        redis-py's Sentinel client does; the small client closes its own)."""
+        if isinstance(error, redis.exceptions.ReadOnlyError):
             if isinstance(self._client, redis.Redis):
                 self._client.connection_pool.disconnect()
-            raise
-        except redis.exceptions.ResponseError as error:
-            raise _outage(error) from None
+        elif type(error) is redis.exceptions.ResponseError and str(error).startswith("BUSY "):
+            return _BusyError(str(error))
+        return error
 
     def send(self, request: Request) -> GcraAnswer:
         """Run ``request`` (one round trip, blocking)."""
-        with self._refusals():
+        try:
             reply = self._script(keys=self._keys, args=request.args)
+        except redis.exceptions.ResponseError as error:
+            raise self._refused(error) from None
         return _answer(reply, len(self.limits))
 
     async def asend(self, request: Request) -> GcraAnswer:
         """Run ``request`` on the asyncio client (:meth:`open_async`)."""
         assert self._arun is not None
-        with self._refusals():
+        try:
             reply = await self._arun(request)
+        except redis.exceptions.ResponseError as error:
+            raise self._refused(error) from None
         return _answer(reply, len(self.limits))
 
     @property
@@ -987,7 +970,7 @@ class RedisLimit:
         def replied(reply: Any, error: BaseException | None) -> None:
             if error is None:
                 if isinstance(reply, redis.exceptions.ResponseError):
-                    error = _outage(reply)
+                    error = self._refused(reply)
                 else:
                     try:
                         answer = _answer(reply, limits)
@@ -1277,13 +1260,17 @@ class RedisLimit:
         """Ask the node that holds the limit's keys for an answer (raises if
         none comes): a command on the limit's key, which a cluster client
         sends to that node (a PING goes to whichever node it knows first)."""
-        with self._refusals():
+        try:
             self._client.pttl(self.key)
+        except redis.exceptions.ResponseError as error:
+            raise self._refused(error) from None
 
     async def aping(self) -> None:
         assert self._aping is not None
-        with self._refusals():
+        try:
             await self._aping()
+        except redis.exceptions.ResponseError as error:
+            raise self._refused(error) from None
 
     def open_async(self) -> None:
         """Open the asyncio client too (on the running asyncio loop), for
