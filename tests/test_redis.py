@@ -17,6 +17,7 @@ import math
 import statistics
 import subprocess
 import sys
+import threading
 import time
 from fractions import Fraction
 from pathlib import Path
@@ -46,6 +47,7 @@ from permits.core import (
     State,
     StrictPriority,
 )
+from permits.testing import virtual_backend
 
 from redis_server import RedisCluster, RedisServer, need_redis_server
 
@@ -247,6 +249,46 @@ async def test_permit_for_a_waiter_that_left_is_given_back(redis_server: RedisSe
         check.close()
 
 
+@pytest.mark.anyio
+async def test_a_permit_cancelled_past_its_refund_window_goes_back_to_redis(
+    redis_server: RedisServer,
+) -> None:
+    """P26: a caller is granted a permit and cancelled before it proceeds, the
+    loop stalled past ``refund_window`` meanwhile, and the next waiter asks
+    for the same units: the permit is too old to hand over, so it goes back
+    to Redis, where the next waiter's take finds it. Redis charged one
+    permit per caller that proceeded (the permit was lost: counted as
+    spent, though nobody used it)."""
+    name = fresh()
+    async with open_limiter(
+        Fifo(1), redis_server.url, name=name, rate=2, burst=1, refund_window=0.05, audit=True
+    ) as limiter:
+        await limiter.acquire()  # the bucket's only permit: the next in 0.5 s
+        first = anyio.CancelScope()
+        dispatch = limiter._dispatch
+
+        def stalled(decisions: list[Decision]) -> None:
+            dispatch(decisions)
+            if not first.cancel_called and any(d.state is State.GRANTED for d in decisions):
+                first.cancel()  # granted: cancelled before it runs
+                time.sleep(0.1)  # the loop stalls past the refund window
+
+        limiter._dispatch = stalled  # type: ignore[method-assign]
+
+        async def cancelled() -> None:
+            with first:
+                await limiter.acquire()
+            assert first.cancelled_caught
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(cancelled)
+            await anyio.sleep(0.1)  # it waits first
+            tg.start_soon(limiter.acquire)
+        assert limiter.given_back == 1
+        assert limiter.statistics().levels[0].granted == 3
+    assert len(audit(redis_server, name)) == 2  # granted, less given back
+
+
 def test_script_cached_and_reloaded_after_noscript(redis_server: RedisServer) -> None:
     limit = RedisLimit(redis_server.url, name=fresh(), rate=1, burst=2)
     try:
@@ -388,6 +430,58 @@ def test_bad_takes_and_give_backs_are_refused(redis_server: RedisServer) -> None
         limit.close()
 
 
+@pytest.mark.parametrize(
+    ("call", "options", "argument"),
+    [
+        ("take", {"level": -1}, "level"),  # it took a permit
+        ("take", {"level": "0"}, "level"),
+        ("take", {"level": True}, "level"),
+        ("take", {"level": 1, "demand": (1,)}, "demand"),  # a script error, once allowed
+        ("take", {"demand": ("x",)}, "demand"),  # (a raw ValueError)
+        ("take", {"demand": (-1,)}, "demand"),
+        ("take", {"demand": 5}, "demand"),  # (a raw TypeError)
+        ("take", {"demand": ()}, "demand"),
+        ("take", {"demand": (1,), "ttl": math.inf}, "ttl"),  # (a raw OverflowError)
+        ("take", {"demand": (1,), "ttl": 0}, "ttl"),
+        ("take", {"demand": (1,), "ttl": "2"}, "ttl"),
+        ("take", {"book": math.inf}, "book"),
+        ("take", {"book": math.nan}, "book"),
+        ("take", {"book": -1}, "book"),
+        ("take", {"book": "1"}, "book"),
+        ("take", {"waiting": 2, "grace": math.inf}, "grace"),
+        ("take", {"waiting": 2, "grace": -1}, "grace"),
+        ("take", {"demand": (1,), "weights": (0,)}, "weights"),  # (a ZeroDivisionError)
+        ("take", {"demand": (1,), "weights": (1, 2)}, "weights"),
+        ("take", {"demand": (1,), "weights": "1"}, "weights"),
+        ("take", {"demand": (1,), "weights": (1,), "shared": 1}, "shared"),
+        ("take", {"demand": (1,), "weights": (1,), "shared": -1}, "shared"),
+        ("charge", {"units": ("x",)}, "units"),  # a script error
+        ("charge", {"units": (1.5,)}, "units"),  # a debt of half a unit
+        ("charge", {"units": (1, 1)}, "units"),
+        ("publish_demand", {"demand": ("x",)}, "demand"),
+        ("publish_demand", {"demand": (1,), "ttl": math.inf}, "ttl"),
+        ("publish_demand", {"demand": (1,), "ttl": -5}, "ttl"),  # published, expired
+        ("leave", {"demand": "yes"}, "demand"),
+    ],
+)
+def test_bad_arguments_of_the_limits_own_calls_are_refused(
+    redis_server: RedisServer, call: str, options: dict[str, Any], argument: str
+) -> None:
+    """RedisLimit's take, charge, publish_demand and leave refuse a bad argument
+    with PermitValueError or PermitTypeError naming it (they took a permit,
+    charged half a unit, failed in the script or raised a raw Python
+    error), and send nothing: Redis holds no key of the limit."""
+    name = fresh()
+    limit = peek(redis_server, name, rate=1, burst=2)
+    try:
+        with pytest.raises((PermitValueError, PermitTypeError)) as error:
+            getattr(limit, call)(**options)
+        assert getattr(error.value, "argument", None) == argument
+        assert limit._client.keys(f"*{name}*") == []
+    finally:
+        limit.close()
+
+
 def test_no_secrets_in_reprs_or_errors() -> None:
     url = "redis://user:s3cret@127.0.0.1:1/0"
     limit = RedisLimit(url, name="x", rate=1, burst=1)
@@ -416,6 +510,10 @@ def test_no_secrets_in_reprs_or_errors() -> None:
         ({"book_ahead": math.inf}, "book_ahead"),
         ({"global_priority": True, "book_ahead": 1.5}, "book_ahead"),  # above demand_ttl / 2
         ({"settle_window": -1}, "settle_window"),
+        ({"refund_window": math.inf}, "refund_window"),  # a PermitTypeError
+        ({"refund_window": 1e300}, "refund_window"),
+        ({"refund_window": math.nan}, "refund_window"),
+        ({"refund_window": -1}, "refund_window"),
     ],
 )
 def test_bad_options(options: dict[str, Any], argument: str) -> None:
@@ -424,6 +522,18 @@ def test_bad_options(options: dict[str, Any], argument: str) -> None:
         RedisLimiter(StrictPriority(2), limit, **options)
     assert error.value.argument == argument
     limit.close()
+
+
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])
+@pytest.mark.anyio
+async def test_an_infinite_refund_window_is_refused_by_open_limiter() -> None:
+    """As by RedisLimiter: PermitValueError naming it, before anything runs."""
+    with pytest.raises(PermitValueError) as error:
+        async with open_limiter(
+            Fifo(1), "redis://127.0.0.1:1/0", name="x", rate=1, refund_window=math.inf
+        ):
+            pass
+    assert error.value.argument == "refund_window"
 
 
 # -- what the core has, on the shared limit ----------------------------------
@@ -1287,6 +1397,46 @@ async def test_backend_unavailable_bound_in_a_hang(
 
 
 @pytest.mark.timeout(60)
+@pytest.mark.parametrize(
+    "anyio_backend", [virtual_backend("asyncio"), virtual_backend("trio")], ids=["asyncio", "trio"]
+)
+@pytest.mark.anyio
+async def test_the_outage_bound_holds_when_the_timer_was_to_wake_sooner(
+    own_server: RedisServer,
+) -> None:
+    """On virtual time, the server hung from the start: the first request
+    goes out at 0 while the timer is to wake sooner than its bound (at a
+    waiter's timeout, 0.95 s), and that waiter leaves before it (at 0.9 s).
+    The waiter that came at 0 still gets BackendUnavailable
+    ``unavailable_after`` from that request, and one that came at 0.5 s
+    that long after it came (the first got it at 1.5 s, the bound counted
+    from the last time the limiter read its clock)."""
+    own_server.hang()
+    try:
+        async with open_limiter(
+            Fifo(1), own_server.url, name=fresh(), rate=1, burst=1, timeout=2.0, unavailable_after=1
+        ) as limiter:
+            start = anyio.current_time()
+            failed: dict[str, float] = {}
+
+            async def patient(name: str, after: float) -> None:
+                if after:
+                    await anyio.sleep(after)
+                with pytest.raises(BackendUnavailable):
+                    await limiter.acquire()
+                failed[name] = anyio.current_time() - start
+
+            async with anyio.create_task_group() as tg:
+                with anyio.move_on_after(0.9):
+                    tg.start_soon(patient, "first", 0)
+                    tg.start_soon(patient, "later", 0.5)
+                    await limiter.acquire(timeout=0.95)  # the timer wakes at 0.95
+    finally:
+        own_server.resume()
+    assert failed == {"first": pytest.approx(1.0, abs=0.01), "later": pytest.approx(1.5, abs=0.01)}
+
+
+@pytest.mark.timeout(60)
 @pytest.mark.parametrize("anyio_backend", ["asyncio", "trio"])
 @pytest.mark.anyio
 async def test_the_local_fallback_keeps_a_pause_in_force(own_server: RedisServer) -> None:
@@ -1847,6 +1997,119 @@ async def test_a_restarted_server_still_loading_its_data_is_an_outage() -> None:
             assert not limiter.backend_down
     finally:
         server.stop()
+
+
+def run_until_killed(server: RedisServer) -> None:
+    """Run a script that loops until ``SCRIPT KILL``."""
+    client = redis.Redis(port=server.port)
+    try:
+        with contextlib.suppress(redis.ResponseError):  # killed
+            client.eval("while true do end", 0)
+    finally:
+        client.close()
+
+
+def answers_busy(server: RedisServer) -> bool:
+    client = redis.Redis(port=server.port)
+    try:
+        client.ping()
+    except redis.ResponseError as error:
+        return str(error).startswith("BUSY ")
+    finally:
+        client.close()
+    return False
+
+
+@contextlib.contextmanager
+def refusing(server: RedisServer, refusal: str) -> Any:
+    """While in the block, ``server`` answers each script call with the
+    error ``refusal`` (``-OOM``, ``-READONLY``, ``-BUSY``), as a server does
+    out of memory, turned into a replica, or running a script past its
+    time limit; then it serves again."""
+    admin = redis.Redis(port=server.port)
+    try:
+        if refusal == "OOM":
+            admin.config_set("maxmemory", 1)
+            yield
+            admin.config_set("maxmemory", 0)
+        elif refusal == "READONLY":
+            master = RedisServer(need_redis_server())
+            master.start()
+            try:
+                admin.replicaof("127.0.0.1", master.port)
+                yield
+                admin.replicaof("NO", "ONE")
+            finally:
+                master.stop()
+        else:
+            admin.config_set("busy-reply-threshold", 10)
+            hog = threading.Thread(target=run_until_killed, args=(server,))
+            hog.start()
+            while not answers_busy(server):  # the script has run past its time limit
+                time.sleep(0.01)
+            try:
+                yield
+            finally:
+                admin.script_kill()
+                hog.join()
+    finally:
+        admin.close()
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("anyio_backend", ["asyncio", "trio"])
+@pytest.mark.parametrize("refusal", ["OOM", "READONLY", "BUSY"])
+@pytest.mark.anyio
+async def test_a_server_that_cannot_serve_now_is_an_outage(
+    own_server: RedisServer, refusal: str
+) -> None:
+    """A server out of memory (``-OOM``), turned into a replica by a
+    failover (``-READONLY``) or running a script past its time limit
+    (``-BUSY``) answers, but serves no take: an outage, as for ``-LOADING``,
+    so the waiter gets BackendUnavailable (the limiter broke: LimiterClosed
+    for every waiter); once it serves again, service resumes."""
+    async with open_limiter(
+        Fifo(1), own_server.url, name=fresh(), rate=100, burst=1, unavailable_after=0.3
+    ) as limiter:
+        await limiter.acquire()
+        with refusing(own_server, refusal):
+            with anyio.fail_after(10), pytest.raises(BackendUnavailable):
+                await limiter.acquire()
+            assert limiter.backend_down
+        with anyio.fail_after(10):
+            while True:
+                try:
+                    await limiter.acquire()
+                    break
+                except BackendUnavailable:
+                    await anyio.sleep(0.05)
+        assert not limiter.backend_down
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("anyio_backend", ["asyncio", "trio"])
+@pytest.mark.anyio
+async def test_a_replica_after_a_failover_is_asked_on_a_new_connection(
+    own_server: RedisServer,
+) -> None:
+    """The server the limiter talks to becomes a replica (``-READONLY``):
+    each try during the outage opens a new connection, which behind a name
+    or a proxy that follows the failover reaches the new master (it kept
+    the one to the replica, and the outage lasted as long as it did)."""
+    async with open_limiter(
+        Fifo(1), own_server.url, name=fresh(), rate=100, burst=1, unavailable_after=0.3
+    ) as limiter:
+        await limiter.acquire()
+        admin = redis.Redis(port=own_server.port)
+        try:
+            with refusing(own_server, "READONLY"):
+                before = admin.info("stats")["total_connections_received"]
+                with anyio.fail_after(10), pytest.raises(BackendUnavailable):
+                    await limiter.acquire()
+                opened = admin.info("stats")["total_connections_received"] - before
+        finally:
+            admin.close()
+    assert opened >= 1
 
 
 # -- a real Redis Cluster ---------------------------------------------------------

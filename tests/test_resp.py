@@ -21,6 +21,7 @@ import redis
 import redis.asyncio
 from hypothesis import given
 from hypothesis import strategies as st
+from redis._parsers.base import BaseParser
 
 from permits.adapters import _resp
 from permits.adapters.redis import RedisLimit, open_limiter
@@ -107,6 +108,25 @@ def test_a_noscript_error_is_told_apart() -> None:
     assert at == 31
 
 
+@pytest.mark.parametrize(
+    "message",
+    [
+        "READONLY You can't write against a read only replica.",
+        "OOM command not allowed when used memory > 'maxmemory'.",
+        "BUSY Redis is busy running a script.",
+        "LOADING Redis is loading the dataset in memory",
+        "NOSCRIPT No matching script.",
+        "ERR max number of clients reached",
+        "ERR unknown command",
+    ],
+)
+def test_an_error_reply_is_redis_pys_class(message: str) -> None:
+    """Each error reply is the class redis-py's own parser makes of it
+    (READONLY and OOM were plain ResponseErrors)."""
+    reply, _ = _resp.parse(b"-%s\r\n" % message.encode(), 0)
+    assert type(reply) is type(BaseParser.parse_error(message))  # type: ignore[no-untyped-call]
+
+
 def test_a_malformed_reply_closes_the_connection_and_fails_its_request() -> None:
     loop = asyncio.new_event_loop()
     try:
@@ -169,6 +189,40 @@ def test_a_password_and_a_database_from_the_url() -> None:
         own = _resp.AsyncRedis(bad, timeout=1, shown="bad")
         with pytest.raises(redis.exceptions.AuthenticationError):
             asyncio.run(own.ping())
+    finally:
+        server.stop()
+
+
+def test_requests_made_while_the_connection_opens_wait_for_its_hello() -> None:
+    """Requests made one loop pass apart from the first call on: while the
+    connection opens, while its AUTH and its SELECT are under way, and
+    after. Every one goes out on the one connection, after its hello: each
+    key lands in the URL's database (those made between the AUTH and the
+    SELECT landed in database 0), and no other connection is opened (each
+    request made while it connected opened one of its own, left open)."""
+    server = server_with("--requirepass", "pw")
+    try:
+        url = f"redis://:pw@127.0.0.1:{server.port}/3"
+
+        async def run() -> None:
+            own = _resp.AsyncRedis(url, timeout=5, shown=url)
+            calls = []
+            for i in range(20):
+                calls.append(asyncio.ensure_future(own.call([b"SET", b"k%d" % i, b"x"])))
+                await asyncio.sleep(0)
+            assert await asyncio.gather(*calls) == [b"OK"] * 20
+            await own.aclose()
+
+        admin, other = (redis.Redis(port=server.port, password="pw", db=db) for db in (3, 0))
+        try:
+            before = admin.info("stats")["total_connections_received"]
+            asyncio.run(run())
+            assert admin.info("stats")["total_connections_received"] - before == 1
+            assert (admin.dbsize(), other.dbsize()) == (20, 0)
+        finally:
+            admin.close()
+            other.close()
+
     finally:
         server.stop()
 

@@ -550,17 +550,23 @@ class _Limiting:
                 self._reschedule()
         elif waiter.decision.state is State.GRANTED:
             # Decided, but the caller never proceeded: hand the permit back.
-            try:
-                self._dispatch(self._machine.refund(id, self._now()))
-            except NotRefundable:
-                # A shared limit's permit, past its refund window (a loop
-                # stalled that long): it counts as spent (never an
-                # over-grant), and the caller's own exception goes on unchanged.
-                return
-            except Exception as error:
-                self._break(error)  # a broken policy; the caller's exception goes on
-                return
-            self._reschedule()
+            self._refund(id)
+
+    def _refund(self, id: int) -> bool:
+        """Hand back the permit granted to ``id``, whose caller never
+        proceeded: to the next waiter at once, or banked. ``False``: past
+        its refund window (a shared limit's permit, a loop stalled that
+        long), nothing was done; the caller's own exception goes on
+        unchanged either way."""
+        try:
+            self._dispatch(self._machine.refund(id, self._now()))
+        except NotRefundable:
+            return False
+        except Exception as error:
+            self._break(error)  # a broken policy
+            return True
+        self._reschedule()
+        return True
 
     def try_acquire(
         self, level: int | None = None, *, cost: int | Mapping[str, int] = 1, flow: Hashable = None

@@ -90,7 +90,7 @@ def parse(buffer: bytes, at: int) -> tuple[Any, int]:
         message = line.decode(errors="replace")
         error = _ERRORS.get(message.split(" ", 1)[0], redis.exceptions.ResponseError)
         if message == _FULL:
-            error = redis.exceptions.ConnectionError
+            error = _FULL_ERROR
         return error(message), end + 2
     raise redis.exceptions.InvalidResponse(f"Protocol error, got {bytes([kind])!r} as reply type")
 
@@ -98,10 +98,13 @@ def parse(buffer: bytes, at: int) -> tuple[Any, int]:
 #: Error replies redis-py raises as more than a ``ResponseError``, by their
 #: first word (as its parser reads them): those that say the server cannot
 #: serve now (a restarted one still loading its data, a cluster without a
-#: master) count as unreachable, as they do from redis-py.
+#: master) count as unreachable, as they do from redis-py; the limiter
+#: counts a replica's (after a failover) and a full memory's as an outage too.
 _ERRORS: dict[str, type[redis.exceptions.RedisError]] = {
     "NOSCRIPT": redis.exceptions.NoScriptError,
     "LOADING": redis.exceptions.BusyLoadingError,
+    "READONLY": redis.exceptions.ReadOnlyError,
+    "OOM": redis.exceptions.OutOfMemoryError,
     "NOAUTH": redis.exceptions.AuthenticationError,
     "WRONGPASS": redis.exceptions.AuthenticationError,
     "TRYAGAIN": redis.exceptions.TryAgainError,
@@ -112,6 +115,10 @@ _ERRORS: dict[str, type[redis.exceptions.RedisError]] = {
 #: What a server at ``maxclients`` answers a new connection: redis-py's
 #: ConnectionError (the server closes the connection after it).
 _FULL = "ERR max number of clients reached"
+#: redis-py's class for it, where it has one (a subclass of ConnectionError).
+_FULL_ERROR: type[redis.exceptions.ConnectionError] = getattr(
+    redis.exceptions, "MaxClientsReachedError", redis.exceptions.ConnectionError
+)
 
 
 class _Reply(Protocol):
@@ -183,6 +190,12 @@ class _Connection(asyncio.Protocol):
                     future.set_exception(reply)  # (LOADING, NOAUTH: as redis-py raises them)
                 else:
                     future.set_result(reply)
+                if isinstance(reply, redis.exceptions.ReadOnlyError):
+                    # a replica now (a failover): the next request opens a new
+                    # connection, which may reach the new master (as redis-py's
+                    # Sentinel client does)
+                    self.fail(redis.exceptions.ConnectionError("closed after a READONLY reply"))
+                    return
         except (ValueError, IndexError, redis.exceptions.InvalidResponse) as error:
             self.fail(redis.exceptions.ConnectionError(f"Redis sent a malformed reply: {error}"))
             return
@@ -239,7 +252,20 @@ class AsyncRedis:
         self._hello = hello
         self._timeout = timeout
         self._shown = shown
+        #: The open connection, its hello done; None while none is.
         self._connection: _Connection | None = None
+        #: Held while a connection opens: requests made meanwhile wait for it.
+        self._opening = asyncio.Lock()
+
+    async def _open(self) -> _Connection:
+        """The open connection, or one opened now; a request made while one
+        opens waits for it (no request goes out before its hello, and no
+        second connection is opened beside it)."""
+        async with self._opening:
+            connection = self._connection
+            if connection is None or connection.closed:
+                connection = await self._connect()
+            return connection
 
     async def _connect(self) -> _Connection:
         loop = asyncio.get_running_loop()
@@ -254,22 +280,19 @@ class AsyncRedis:
             raise redis.exceptions.ConnectionError(
                 f"Error connecting to Redis at {self._shown}: {detail}"
             ) from None
-        self._connection = connection
         for command in self._hello:  # AUTH, SELECT
             try:
-                reply = await self.call(command)
+                reply = await self._exchange(connection, encode(command))
             except BaseException:
                 # no request may go out on a connection its hello did not open
                 connection.fail(redis.exceptions.ConnectionError("closed after a failed hello"))
-                if self._connection is connection:
-                    self._connection = None
                 raise
             if isinstance(reply, redis.exceptions.ResponseError):
                 connection.fail(redis.exceptions.ConnectionError("closed after a refused hello"))
-                self._connection = None
                 if command[0] == b"AUTH":
                     raise redis.exceptions.AuthenticationError(str(reply))
                 raise reply
+        self._connection = connection
         return connection
 
     async def call(self, args: list[bytes]) -> Any:
@@ -283,7 +306,11 @@ class AsyncRedis:
         """:meth:`call` for a request already encoded."""
         connection = self._connection
         if connection is None or connection.closed:
-            connection = await self._connect()
+            connection = await self._open()
+        return await self._exchange(connection, request)
+
+    async def _exchange(self, connection: _Connection, request: bytes) -> Any:
+        """Send ``request`` on ``connection`` and await its reply."""
         loop = asyncio.get_running_loop()
         future: asyncio.Future[Any] = loop.create_future()
         connection.waiting.append(future)

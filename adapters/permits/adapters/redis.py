@@ -672,6 +672,12 @@ class BackendUnavailable(PermitError, ConnectionError):
         super().__init__(f"Redis at {url} unavailable for {after:g} s{detail}")
 
 
+class _BusyError(redis.exceptions.ConnectionError):
+    """``-BUSY``: Redis runs a script past its time limit, and answers
+    everything else so until it ends (redis-py raises a plain
+    ``ResponseError``): it cannot serve now, an outage."""
+
+
 def masked(url: str) -> str:
     """``url`` with any password replaced by ``***``."""
     parts = urlsplit(url)
@@ -701,12 +707,24 @@ def _virtual_costs(weights: tuple[int, ...]) -> str:
 _LONGEST_S = 10**9
 
 
-def _microseconds(argument: str, seconds: float) -> int:
-    """``seconds`` (finite, ``>= 0``, at most :data:`_LONGEST_S`) in whole
-    microseconds, rounded up."""
-    if _nanoseconds(argument, seconds) is None or seconds > _LONGEST_S:
-        raise PermitValueError(argument, seconds, f"must be finite seconds, at most {_LONGEST_S:g}")
+def _microseconds(argument: str, seconds: float, *, above_zero: bool = False) -> int:
+    """``seconds`` (finite, ``>= 0``, or ``> 0`` if ``above_zero``, at most
+    :data:`_LONGEST_S`) in whole microseconds, rounded up."""
+    ns = _nanoseconds(argument, seconds)
+    if ns is None or seconds > _LONGEST_S or (above_zero and not ns):
+        above = " > 0" if above_zero else ""
+        raise PermitValueError(
+            argument, seconds, f"must be finite seconds{above}, at most {_LONGEST_S:g}"
+        )
     return math.ceil(seconds * 1e6)
+
+
+def _ints(argument: str, values: object, minimum: int | None, what: str) -> tuple[int, ...]:
+    """``values``, a sequence of ints each ``>= minimum`` (any, if ``None``)
+    and not a str; ``what`` says what they are, for the error."""
+    if isinstance(values, (str, bytes)) or not isinstance(values, Sequence):
+        raise PermitTypeError(argument, values, f"a sequence of ints, {what}")
+    return tuple(check_int(argument, n, minimum) for n in values)
 
 
 def _interval_us(argument: str, rate: Fraction) -> float:
@@ -899,14 +917,36 @@ class RedisLimit:
         encoded = [str(arg).encode() for arg in args]
         return Request(encoded, _resp.bulk(encoded))
 
+    def _refused(self, error: redis.exceptions.ResponseError) -> BaseException:
+        """An error reply as the limiter counts it: ``-BUSY`` as a
+        :class:`_BusyError` (an outage), anything else as it is. After a
+        ``-READONLY`` (a replica, after a failover), redis-py's connections
+        are closed, so that the next call opens a new one, which reaches the
+        new master behind a name or a proxy that follows the failover (as
+        redis-py's Sentinel client does; the small client closes its own)."""
+        if isinstance(error, redis.exceptions.ReadOnlyError):
+            if isinstance(self._client, redis.Redis):
+                self._client.connection_pool.disconnect()
+        elif type(error) is redis.exceptions.ResponseError and str(error).startswith("BUSY "):
+            return _BusyError(str(error))
+        return error
+
     def send(self, request: Request) -> GcraAnswer:
         """Run ``request`` (one round trip, blocking)."""
-        return _answer(self._script(keys=self._keys, args=request.args), len(self.limits))
+        try:
+            reply = self._script(keys=self._keys, args=request.args)
+        except redis.exceptions.ResponseError as error:
+            raise self._refused(error) from None
+        return _answer(reply, len(self.limits))
 
     async def asend(self, request: Request) -> GcraAnswer:
         """Run ``request`` on the asyncio client (:meth:`open_async`)."""
         assert self._arun is not None
-        return _answer(await self._arun(request), len(self.limits))
+        try:
+            reply = await self._arun(request)
+        except redis.exceptions.ResponseError as error:
+            raise self._refused(error) from None
+        return _answer(reply, len(self.limits))
 
     @property
     def submits(self) -> bool:
@@ -930,7 +970,7 @@ class RedisLimit:
         def replied(reply: Any, error: BaseException | None) -> None:
             if error is None:
                 if isinstance(reply, redis.exceptions.ResponseError):
-                    error = reply
+                    error = self._refused(reply)
                 else:
                     try:
                         answer = _answer(reply, limits)
@@ -1003,11 +1043,33 @@ class RedisLimit:
         now, its permit the taker's at the time the answer gives. With a
         ``lease`` above 1, an allowed take takes up to that many permits of
         the same cost at once, as long as they are allowed now with half of
-        each burst (and ``reserve``) left after each."""
+        each burst (and ``reserve``) left after each.
+
+        Every argument is checked (the limiter's own requests are built
+        from what it checked already): a bad one raises
+        :class:`~permits.core.PermitValueError` or
+        :class:`~permits.core.PermitTypeError` naming it, and nothing is
+        sent."""
+        level = check_int("level", level, 0)
+        if demand is not None:
+            demand = self._counts(demand)
+            if level >= len(demand) or not demand[level]:
+                raise PermitValueError(
+                    "demand", demand, f"must count the waiter asking, at level {level}"
+                )
+        if weights is not None:
+            weights = _ints("weights", weights, 1, "one per level")
+            if demand is not None and len(weights) != len(demand):
+                raise PermitValueError("weights", weights, f"needs one per level ({len(demand)})")
+        if not check_int("shared", shared, 0) < len(self.limits):
+            raise PermitValueError("shared", shared, f"must index a limit (< {len(self.limits)})")
+        _microseconds("ttl", ttl, above_zero=True)
+        _microseconds("book", book)
+        _microseconds("grace", grace)
         return self.send(
             self.ask_take(
                 check_int("reserve", reserve, 0),
-                self._given("cost", cost),
+                None if cost is None else self._per_limit("cost", cost, 0),
                 level=level,
                 demand=demand,
                 ttl=ttl,
@@ -1020,17 +1082,23 @@ class RedisLimit:
             )
         )
 
-    def _given(self, argument: str, cost: Sequence[int] | None) -> tuple[int, ...] | None:
-        """``cost`` as given to :meth:`take` or :meth:`give_back`: ``None``, or
-        units ``>= 0``, one per limit (checked there; the limiter's own
-        requests are built from units it checked already)."""
-        if cost is None:
-            return None
-        if isinstance(cost, (str, bytes)) or not isinstance(cost, Sequence):
-            raise PermitTypeError(argument, cost, "a sequence of ints, one per limit")
-        if len(cost) != len(self.limits):
-            raise PermitValueError(argument, cost, f"needs one int per limit ({len(self.limits)})")
-        return tuple(check_int(argument, n, 0) for n in cost)
+    def _per_limit(self, argument: str, units: object, minimum: int | None) -> tuple[int, ...]:
+        """``units`` as given to :meth:`take`, :meth:`give_back` or
+        :meth:`charge`: one int per limit, each ``>= minimum`` (checked
+        there; the limiter's own requests are built from units it checked
+        already)."""
+        checked = _ints(argument, units, minimum, "one per limit")
+        if len(checked) != len(self.limits):
+            raise PermitValueError(argument, units, f"needs one int per limit ({len(self.limits)})")
+        return checked
+
+    @staticmethod
+    def _counts(demand: object) -> tuple[int, ...]:
+        """``demand`` as given: waiters per level, each ``>= 0``."""
+        counts = _ints("demand", demand, 0, "waiters per level")
+        if not counts:
+            raise PermitValueError("demand", demand, "needs one count per level")
+        return counts
 
     def ask_take(
         self,
@@ -1072,8 +1140,11 @@ class RedisLimit:
         return request
 
     def publish_demand(self, demand: Sequence[int], ttl: float = 2.0) -> GcraAnswer:
-        """Publish this process's waiters per level (none: clear them)."""
-        return self.send(self.ask_publish_demand(demand, ttl))
+        """Publish this process's waiters per level (none: clear them), for
+        ``ttl`` seconds."""
+        counts = self._counts(demand)
+        _microseconds("ttl", ttl, above_zero=True)
+        return self.send(self.ask_publish_demand(counts, ttl))
 
     def ask_publish_demand(self, demand: Sequence[int], ttl: float = 2.0) -> Request:
         """:meth:`publish_demand`'s request."""
@@ -1082,6 +1153,8 @@ class RedisLimit:
     def leave(self, *, demand: bool = False) -> GcraAnswer:
         """Take this process out of the line (nobody waits in it any more),
         and with ``demand`` clear its published demand too."""
+        if not isinstance(demand, bool):
+            raise PermitTypeError("demand", demand, "a bool")
         return self.send(self.ask_leave(demand=demand))
 
     def ask_leave(self, *, demand: bool = False) -> Request:
@@ -1096,12 +1169,13 @@ class RedisLimit:
 
     def give_back(self, cost: Sequence[int] | None = None) -> GcraAnswer:
         """Return ``cost`` (one of each by default), taken and not used."""
-        return self.charge(tuple(-n for n in self._given("cost", cost) or self._unit))
+        units = self._unit if cost is None else self._per_limit("cost", cost, 0)
+        return self.charge(tuple(-n for n in units))
 
     def charge(self, units: Sequence[int]) -> GcraAnswer:
         """Charge ``units`` more of each limit (negative: give them back; a
         bucket never holds more than its burst): a settle."""
-        return self.send(self.ask_charge(units))
+        return self.send(self.ask_charge(self._per_limit("units", units, None)))
 
     def ask_charge(self, units: Sequence[int]) -> Request:
         """:meth:`charge`'s request."""
@@ -1186,11 +1260,17 @@ class RedisLimit:
         """Ask the node that holds the limit's keys for an answer (raises if
         none comes): a command on the limit's key, which a cluster client
         sends to that node (a PING goes to whichever node it knows first)."""
-        self._client.pttl(self.key)
+        try:
+            self._client.pttl(self.key)
+        except redis.exceptions.ResponseError as error:
+            raise self._refused(error) from None
 
     async def aping(self) -> None:
         assert self._aping is not None
-        await self._aping()
+        try:
+            await self._aping()
+        except redis.exceptions.ResponseError as error:
+            raise self._refused(error) from None
 
     def open_async(self) -> None:
         """Open the asyncio client too (on the running asyncio loop), for
@@ -1228,12 +1308,18 @@ class RedisLimit:
 
 
 #: What counts as "Redis is unreachable" (a cluster without a master for
-#: the limit's slot, or moving it, included).
+#: the limit's slot, or moving it, included), or answers that it cannot
+#: serve the limit now: a replica, after a failover (``-READONLY``), out of
+#: memory (``-OOM``; a script call refused so charges nothing), still
+#: loading its data (``-LOADING``) or running a script past its time limit
+#: (``-BUSY``, see :class:`_BusyError`), both ``ConnectionError``\ s.
 _UNREACHABLE = (
     redis.exceptions.ConnectionError,
     redis.exceptions.TimeoutError,
     redis.exceptions.ClusterDownError,
     redis.exceptions.TryAgainError,
+    redis.exceptions.ReadOnlyError,
+    redis.exceptions.OutOfMemoryError,
     OSError,
 )
 
@@ -1276,7 +1362,9 @@ class RedisLimiter(_AnyioLimiter):
     ) -> None:
         window = _nanoseconds("refund_window", refund_window)
         if window is None:
-            raise PermitTypeError("refund_window", refund_window, "a finite number of seconds")
+            raise PermitValueError(
+                "refund_window", refund_window, "must be a finite number of seconds"
+            )
         self._refund_window_ns = window
         super().__init__(
             policy,
@@ -1315,10 +1403,7 @@ class RedisLimiter(_AnyioLimiter):
             raise PermitValueError("unavailable_after", unavailable_after, "must be seconds > 0")
         if not isinstance(global_priority, bool):
             raise PermitTypeError("global_priority", global_priority, "a bool")
-        if not _nanoseconds("demand_ttl", demand_ttl) or demand_ttl > _LONGEST_S:
-            raise PermitValueError(
-                "demand_ttl", demand_ttl, f"must be finite seconds > 0, at most {_LONGEST_S:g}"
-            )
+        _microseconds("demand_ttl", demand_ttl, above_zero=True)
         #: Whether a take waits while a more urgent level waits in any live
         #: process (each publishes its waiters per level with its takes).
         self.global_priority = global_priority
@@ -1423,7 +1508,8 @@ class RedisLimiter(_AnyioLimiter):
         """A supplied machine: the permits come from Redis, charged there as
         they are taken; a permit whose caller was cancelled before it
         proceeded goes to the next waiter within ``refund_window``, if that
-        waiter asks for the same units (else it goes back to Redis)."""
+        waiter asks for the same units (else, and after it, back to Redis:
+        see _withdraw)."""
         options["refund_window_ns"] = self._refund_window_ns
         return Machine(policy, rate, burst, supplied=True, **options)
 
@@ -1507,8 +1593,9 @@ class RedisLimiter(_AnyioLimiter):
 
     def _withdraw(self, id: int, waiter: Any) -> None:
         """A caller granted and cancelled before it proceeded hands its
-        permit to the next waiter if that one asks for the same units;
-        otherwise the units go back to Redis."""
+        permit to the next waiter, within ``refund_window`` of its grant, if
+        that one asks for the same units; otherwise the units go back to
+        Redis."""
         self._asks.pop(id, None)
         units = self._granted.pop(id, None)
         local = id in self._served_locally
@@ -1518,8 +1605,7 @@ class RedisLimiter(_AnyioLimiter):
             super()._withdraw(id, waiter)
             return
         self._dispatch(self._machine.tick(self._now()))  # next_level() needs the time
-        if self._takes_over(units, self.reserve[waiter.decision.level]):
-            super()._withdraw(id, waiter)
+        if self._takes_over(units, self.reserve[waiter.decision.level]) and self._refund(id):
             return
         if self._closed is None:  # closing: Redis gets the units back when they expire
             self._pending.append((self.limit.ask_charge(tuple(-n for n in units)), 1, True))
@@ -1775,9 +1861,12 @@ class RedisLimiter(_AnyioLimiter):
         if self._unanswered_since is None:
             self._unanswered_since = self._now()
             fail_at = (self._unanswered_since + self._after_ns) / 1e9
-            if self.on_unavailable == "closed" and fail_at < self._wake_at:
+            if self.on_unavailable == "closed" and fail_at < self._fail_at:
+                # kept even while the timer is to wake sooner (at a waiter's
+                # deadline): that waiter may leave first, and the bound stands
                 self._fail_at = fail_at
-                self._reschedule()
+                if fail_at < self._wake_at:
+                    self._reschedule()
 
     def _replied(self) -> None:
         """Redis answered a request."""
@@ -2162,6 +2251,12 @@ def open_limiter(
         ``"local"``; the shares of all processes should add up to at most 1.
     :param timeout: seconds before a connect or a reply to Redis counts as
         failed.
+    :param refund_window: seconds after its grant during which the permit
+        of a caller that gave up before proceeding (cancelled, say) goes to
+        this process's next waiter, if that one asks for the same units
+        under no larger reserve; otherwise, and once that long has passed,
+        it goes back to Redis (never beyond the burst): a permit nobody
+        used is never lost. Finite, ``>= 0``.
     :param settle_window: seconds after a caller proceeds during which its
         ``Permit.settle(actual)`` is accepted; the difference is charged or
         given back on the shared key.
