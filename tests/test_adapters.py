@@ -329,7 +329,8 @@ def test_level_sets_the_context_and_refuses_a_non_int() -> None:
     [
         ({"max_waiting": -1}, PermitValueError, "max_waiting"),
         ({"max_waiting": "1"}, PermitTypeError, "max_waiting"),
-        ({"default_level": 2}, PermitValueError, "level"),
+        ({"default_level": 2}, PermitValueError, "default_level"),
+        ({"default_level": "0"}, PermitTypeError, "default_level"),
         ({"burst": 0}, PermitValueError, "burst"),
         ({"rate": 0}, PermitValueError, "rate"),
     ],

@@ -246,7 +246,12 @@ class _Limiting:
             flow_limit=flow_limit,
             refund_window_ns=window,
         )
-        self._machine.min_wait(default_level)  # validates it
+        try:
+            self._machine.min_wait(default_level)  # validates it
+        except PermitTypeError as error:
+            raise PermitTypeError("default_level", default_level, error.expected) from None
+        except PermitValueError as error:
+            raise PermitValueError("default_level", default_level, error.reason) from None
         self.default_level = default_level
         self._waiters: dict[int, _Waiter] = {}
         self._ids = itertools.count()
