@@ -1256,6 +1256,34 @@ async def test_settle_gives_back_and_charges(open_limiter: OpenLimiter) -> None:
             permit.settle(1)  # settle_window 0: nothing is kept to settle
 
 
+async def test_a_refused_settle_names_the_permit_and_settle_window(
+    open_limiter: OpenLimiter,
+) -> None:
+    """A settle refused says so in the limiter's terms: the permit, and its
+    settle_window in seconds (the core's id and refund_window_ns are not the
+    caller's), and what to do when the window is 0."""
+    async with open_limiter(Fifo(), 10, 2) as limiter:
+        permit = await limiter.acquire()
+        with pytest.raises(NotRefundable) as refused:
+            permit.settle(1)
+        assert refused.value.argument == "permit"
+        assert refused.value.id is permit
+        assert str(refused.value) == (
+            "permit=<Permit level=0 cost=1 flow=None>: has nothing to settle: the limiter "
+            "keeps no permit to settle after its caller proceeds (settle_window=0, the "
+            "default); open it with settle_window=SECONDS, the longest a call may take"
+        )
+    async with open_limiter(Fifo(), 10, 2, settle_window=60.0) as limiter:
+        permit = await limiter.acquire()
+        permit.settle(1)
+        with pytest.raises(NotRefundable) as refused:
+            permit.settle(1)
+        assert str(refused.value).endswith(
+            "has nothing to settle: settled already, or its caller proceeded longer ago "
+            "than the limiter's settle_window=60.0 seconds"
+        )
+
+
 async def test_flows_take_turns_within_a_level(open_limiter: OpenLimiter) -> None:
     """A tenant with a backlog does not make another tenant of its level wait
     behind it: the flows alternate (in the core's order), FIFO within each."""

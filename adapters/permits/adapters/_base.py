@@ -201,8 +201,23 @@ class Permit:
         gives the difference back at once, more is charged to the permits
         after it. Accepted within the limiter's ``settle_window`` of the
         caller proceeding, once; :class:`~permits.core.NotRefundable`
-        otherwise."""
-        self._limiter._settle(self._id, actual)
+        otherwise, naming this permit and the limiter's ``settle_window``."""
+        try:
+            self._limiter._settle(self._id, actual)
+        except NotRefundable:
+            window = self._limiter._settle_window
+            if window > 0:
+                reason = (
+                    "has nothing to settle: settled already, or its caller proceeded "
+                    f"longer ago than the limiter's settle_window={window!r} seconds"
+                )
+            else:
+                reason = (
+                    "has nothing to settle: the limiter keeps no permit to settle "
+                    "after its caller proceeds (settle_window=0, the default); open "
+                    "it with settle_window=SECONDS, the longest a call may take"
+                )
+            raise NotRefundable(self, reason, argument="permit") from None
 
     def __repr__(self) -> str:
         return f"<Permit level={self.level} cost={self.cost!r} flow={self.flow!r}>"
@@ -235,6 +250,8 @@ class _Limiting:
             )
         #: Whether permits stay settleable after their callers proceed.
         self._settle_later = window > 0
+        #: The settle window as given, in seconds (for the errors).
+        self._settle_window = settle_window
         self._machine = self._new_machine(
             policy,
             rate,
