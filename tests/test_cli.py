@@ -6,6 +6,7 @@ import asyncio
 import json
 import math
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -346,6 +347,8 @@ def test_demo_agrees_with_the_simulation(
     assert status == 0
     assert out.count("agrees: ") >= 12  # two per scenario, three under strict priority
     assert out.count("\n    measured ") == 10
+    # the p99 check gives both times their unit
+    assert re.search(r"agrees: interactive: p99 \d+\.\d\d ms, at most \d+\.\d\d ms\n", out), out
 
 
 @pytest.mark.parametrize("scenario", SEED, ids=lambda scenario: scenario.name)
