@@ -18,6 +18,7 @@ from permits.cli import _live as live
 from permits.cli import _report as report
 from permits.cli import main, scenarios
 from permits.sim import SEED, Scenario, simulate
+from permits.sim._trace import COLUMNS as TRACE_COLUMNS
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "adapters" / "permits" / "cli" / "examples"
@@ -333,6 +334,19 @@ def test_missing_file_and_bad_options(capsys: pytest.CaptureFixture[str], tmp_pa
             main(argv)
         assert exit.value.code == 2
         assert argv[-1] in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("command", ["simulate", "compare"])
+def test_trace_help_names_every_column_a_trace_may_have(
+    command: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as exit:
+        main([command, "--help"])
+    assert exit.value.code == 0
+    text = " ".join(capsys.readouterr().out.split())
+    (trace,) = re.findall(r"--trace TRACE (.*?) --plot", text)
+    for column in TRACE_COLUMNS:
+        assert column in trace, (column, trace)
 
 
 def test_demo_agrees_with_the_simulation(

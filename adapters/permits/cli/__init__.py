@@ -129,8 +129,8 @@ def _trace_option(command: argparse.ArgumentParser) -> None:
         type=Path,
         metavar="TRACE",
         help="replay these recorded calls (CSV or JSON lines: at, level, and optionally "
-        "cost or a cost per limit, flow, timeout) in place of the workloads' arrivals, "
-        "under each scenario's limits and policy, for its seconds",
+        "cost or a cost per limit, flow, timeout, max_wait) in place of the workloads' "
+        "arrivals, under each scenario's limits and policy, for its seconds",
     )
 
 
