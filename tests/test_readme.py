@@ -5,6 +5,7 @@ from __future__ import annotations
 import doctest
 import re
 from pathlib import Path
+from typing import Any
 
 import pytest
 from http_upstream import Upstream_, serve
@@ -41,6 +42,32 @@ def test_readme_aiohttp_example(capsys: pytest.CaptureFixture[str]) -> None:
         code = example.replace("https://api.example/v1/chat", url)
         exec(compile(code, "README.md", "exec"), {"__name__": "readme"})
     assert capsys.readouterr().out == "200 {'usage': {'total_tokens': 7}}\n"
+
+
+@pytest.mark.parametrize(
+    ("adapter", "backend"),
+    [("trio", "trio"), ("anyio", "trio"), ("anyio", "asyncio")],
+)
+def test_readme_trio_and_anyio_example(adapter: str, backend: str) -> None:
+    """The trio and anyio example runs as written inside an async function,
+    on the trio adapter and on the anyio one under both backends."""
+    import anyio
+
+    text = (ROOT / "README.md").read_text()
+    blocks = re.findall(r"```python\n(.*?)```", text, flags=re.S)
+    (example,) = [b for b in blocks if "from permits.adapters.trio import" in b]
+    if adapter == "anyio":
+        example = example.replace("permits.adapters.trio", "permits.adapters.anyio", 1)
+    body = "".join(f"    {line}\n" for line in example.splitlines())
+    code = (
+        "from permits.core import Shares\n"
+        "INTERACTIVE, BATCH = 0, 1\n"
+        f"async def main():\n{body}    return limiter.statistics()\n"
+    )
+    namespace: dict[str, Any] = {"__name__": "readme"}
+    exec(compile(code, "README.md", "exec"), namespace)
+    stats = anyio.run(namespace["main"], backend=backend)
+    assert [level.granted for level in stats.levels] == [1, 1]  # the try_acquire found none
 
 
 def test_docstring_examples() -> None:
