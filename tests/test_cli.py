@@ -178,6 +178,10 @@ BAD = [
         GOOD.replace("seconds = 10", "seconds = -5"),
         "scenario[0].seconds=-5: must be greater than 0",
     ),
+    (  # likewise
+        GOOD.replace('policy = "strict"', 'policy = { kind = "aging", after = -1 }'),
+        "scenario[0].policy.after=-1: must be greater than 0",
+    ),
     (
         GOOD.replace("rate = 20", "rate = 20\ntimeout = -1"),
         "scenario[0].workload[0].timeout=-1: must be greater than 0 (or None)",
