@@ -581,7 +581,11 @@ def test_compare_json_has_stable_keys_with_units(capsys: pytest.CaptureFixture[s
 @pytest.mark.parametrize(
     ("option", "says"),
     [
-        ("lottery", "--policy='lottery': unknown policy (expected one of: 'fifo', 'strict'"),
+        (  # the option's own forms, every:N among them, not the scenario file's kinds
+            "lottery",
+            "--policy='lottery': unknown policy (expected fifo, strict, every:N, "
+            "shares:W1,W2,... or aging:SECONDS)\n",
+        ),
         ("every:x", "--policy='every:x': expected fifo, strict, every:N, shares:W1,W2,..."),
         ("shares:1", "--policy='shares:1': orders 1 of the 2 levels the scenario's workloads use"),
         ("every:1", "--policy.every=1: must be at least 2 (from --policy='every:1')"),

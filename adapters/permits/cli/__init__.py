@@ -323,6 +323,11 @@ def _policies(texts: list[str] | None, levels: int) -> list[Policy] | None:
     for text in texts:
         kind, _, value = text.partition(":")
         spec: dict[str, object] = {"kind": kind.strip()}
+        if spec["kind"] not in ("fifo", "strict", "every", "shares", "aging"):
+            _fail(
+                f"--policy={text!r}: unknown policy (expected fifo, strict, every:N, "
+                "shares:W1,W2,... or aging:SECONDS)"
+            )
         try:
             if spec["kind"] == "every":
                 spec = {"kind": "shares", "every": int(value)}
