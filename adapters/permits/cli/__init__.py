@@ -269,7 +269,10 @@ def checks(simulated: Result, measured: Result) -> list[tuple[bool, str]]:
                 bound = (seconds(sim.wait_p99) or 0.0) + interval + 0.005
                 got = seconds(real.wait_p99) or 0.0
                 out.append(
-                    (got <= bound, f"{sim.name}: p99 {got * 1e3:.2f} ms, at most {bound * 1e3:.2f} ms")
+                    (
+                        got <= bound,
+                        f"{sim.name}: p99 {got * 1e3:.2f} ms, at most {bound * 1e3:.2f} ms",
+                    )
                 )
     return out
 
