@@ -459,6 +459,18 @@ def test_plot_into_a_missing_directory_is_refused_before_the_run(tmp_path: Path)
     assert "is a directory" in done.stderr
 
 
+@pytest.mark.skipif(not Path("/dev/full").exists(), reason="needs /dev/full")
+@pytest.mark.parametrize("command", ["simulate", "compare"])
+def test_plot_whose_write_fails_is_one_line(command: str) -> None:
+    """A file that passes the checks before the run and still cannot be
+    written (/dev/full: every write is 'No space left on device')."""
+    done = permits_command(command, "--plot", "/dev/full")
+    assert done.returncode == 2
+    assert done.stderr == (
+        "permits: error: --plot='/dev/full': cannot write it: No space left on device\n"
+    )
+
+
 @pytest.mark.parametrize(
     ("data", "says"),
     [

@@ -19,7 +19,7 @@ import functools
 import json
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from decimal import Decimal, InvalidOperation
 from fractions import Fraction
 from pathlib import Path
@@ -210,6 +210,15 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _draw(path: Path, draw: Callable[[], None]) -> None:
+    """Draw the plot; a write that fails all the same (a full disk, a file
+    system that refuses it) is one line naming --plot, not a traceback."""
+    try:
+        draw()
+    except OSError as error:
+        _fail(f"--plot={str(path)!r}: cannot write it: {error.strerror or error}")
+
+
 def _check_plot(args: argparse.Namespace) -> None:
     """Refuse, before any run, a ``--plot`` that could not be drawn or written."""
     if args.plot is not None:
@@ -244,7 +253,7 @@ def _simulate(args: argparse.Namespace) -> int:
     if args.plot is not None:
         from ._plot import plot
 
-        plot(results, args.plot)
+        _draw(args.plot, lambda: plot(results, args.plot))
     if args.json:
         print(json.dumps({"scenarios": [as_json(r) for r in results]}, indent=2))
     else:
@@ -375,7 +384,7 @@ def _compare(args: argparse.Namespace) -> int:
     if args.plot is not None:
         from ._plot import plot_comparisons
 
-        plot_comparisons(comparisons, args.plot)
+        _draw(args.plot, lambda: plot_comparisons(comparisons, args.plot))
     status = 0 if all(c.any_meets_all for c in comparisons) else 1
     try:
         if args.json:
