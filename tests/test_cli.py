@@ -409,6 +409,20 @@ def permits_command(*argv: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([PERMITS, *argv], capture_output=True, text=True, check=False)
 
 
+@pytest.mark.skipif(not Path("/dev/full").exists(), reason="needs /dev/full")
+@pytest.mark.parametrize("argv", [["simulate"], ["compare", "--json"], ["examples"]], ids=" ".join)
+def test_output_that_cannot_be_written_is_one_line(argv: list[str]) -> None:
+    """``permits simulate > /dev/full`` (a full disk): one line and status 2."""
+    with open("/dev/full", "w") as full:
+        done = subprocess.run(
+            [PERMITS, *argv], stdout=full, stderr=subprocess.PIPE, text=True, check=False
+        )
+    assert (done.returncode, done.stderr) == (
+        2,
+        "permits: error: cannot write the output: No space left on device\n",
+    )
+
+
 def test_a_reader_that_goes_away_is_no_error() -> None:
     """``permits simulate | head``: the pipe's reader is gone before the first
     write; the command stops quietly with status 0."""

@@ -424,6 +424,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         # The reader went away (permits simulate | head): nothing more to say.
         _reader_gone()
         return 0
+    except OSError as error:
+        # Every file the commands read is checked into a Usage error, so this
+        # is the output failing (a full disk): one line, not a traceback.
+        _reader_gone()
+        print(f"{PROG}: error: cannot write the output: {error.strerror or error}", file=sys.stderr)
+        return 2
 
 
 def _reader_gone() -> None:
