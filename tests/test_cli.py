@@ -17,8 +17,8 @@ import permits.testing
 from permits.cli import _live as live
 from permits.cli import _report as report
 from permits.cli import main, scenarios
+from permits.sim import COLUMNS as TRACE_COLUMNS
 from permits.sim import SEED, Scenario, simulate
-from permits.sim._trace import COLUMNS as TRACE_COLUMNS
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "adapters" / "permits" / "cli" / "examples"
