@@ -399,6 +399,9 @@ def test_cli_heads_a_level_no_workload_names_once(
     out = capsys.readouterr().out
     assert "\nusers (level 0)\n" in out
     assert "\nlevel 1\n" in out, out
+    trace.write_text("at,level\n0,0\n")
+    assert main(["simulate", str(scenario), "--trace", str(trace)]) == 0
+    assert "; 1 permit granted\n" in capsys.readouterr().out  # not "1 permits"
 
 
 def test_cli_replays_a_trace_and_a_bad_row_is_one_line(tmp_path: Path) -> None:

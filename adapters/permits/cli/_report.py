@@ -64,7 +64,7 @@ def header(result: Result) -> str:
         f"{scenario.name}\n"
         f"  {describe(scenario.policy)}; {limits_text(scenario)}, "
         f"{_number(_length(result)):,} s; "
-        f"{result.granted:,} permits granted"
+        f"{result.granted:,} permit{'' if result.granted == 1 else 's'} granted"
     )
 
 
