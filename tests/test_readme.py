@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import doctest
 import re
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -68,6 +69,32 @@ def test_readme_trio_and_anyio_example(adapter: str, backend: str) -> None:
     exec(compile(code, "README.md", "exec"), namespace)
     stats = anyio.run(namespace["main"], backend=backend)
     assert [level.granted for level in stats.levels] == [1, 1]  # the try_acquire found none
+
+
+def test_readme_scenario_files_run(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The README's scenario files run as written (``permits simulate
+    FILE``), and its list of requirements parses."""
+    if sys.version_info >= (3, 11):
+        import tomllib
+    else:  # pragma: no cover - Python 3.10
+        import tomli as tomllib
+    from permits.cli import main
+    from permits.sim import Requirement
+
+    text = (ROOT / "README.md").read_text()
+    blocks = re.findall(r"```toml\n(.*?)```", text, flags=re.S)
+    files = [b for b in blocks if b.startswith("[[scenario]]")]
+    assert len(files) == 2
+    for n, block in enumerate(files):
+        path = tmp_path / f"readme-{n}.toml"
+        path.write_text(block)
+        assert main(["simulate", str(path)]) == 0
+        out, err = capsys.readouterr()
+        assert err == ""
+        assert out.startswith(tomllib.loads(block)["scenario"][0]["name"] + "\n")
+    (fragment,) = [b for b in blocks if b.startswith("require")]
+    requirements = [Requirement.parse(r) for r in tomllib.loads(fragment)["require"]]
+    assert len(requirements) == 5
 
 
 def test_docstring_examples() -> None:
