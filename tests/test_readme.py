@@ -97,6 +97,25 @@ def test_readme_scenario_files_run(tmp_path: Path, capsys: pytest.CaptureFixture
     assert len(requirements) == 5
 
 
+def test_readme_compare_output_is_what_permits_compare_prints(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """The lines the README shows of ``permits compare`` are its output's,
+    in that order (``...`` stands for the lines left out)."""
+    from permits.cli import main
+
+    text = (ROOT / "README.md").read_text()
+    (shown,) = re.findall(r"```text\n\$ permits compare\n(.*?)```", text, flags=re.S)
+    assert main(["compare"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    at = 0
+    for line in shown.splitlines():
+        if line.strip() == "...":
+            continue
+        assert line in lines[at:], line
+        at = lines.index(line, at) + 1
+
+
 def test_docstring_examples() -> None:
     """The examples in the public modules' docstrings run too."""
     import permits.sim
