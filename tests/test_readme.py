@@ -116,6 +116,29 @@ def test_readme_compare_output_is_what_permits_compare_prints(
         at = lines.index(line, at) + 1
 
 
+def test_readme_error_lines_are_what_the_command_prints(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The one-line errors the README shows (a misspelt key, a run too long,
+    a trace out of order) are the command's, word for word, for the inputs
+    they describe: the README's first scenario file with ``sise`` for
+    ``size`` or ``seconds = 1e30``, and a trace whose line 48213 goes back."""
+    from permits.cli import main
+
+    text = (ROOT / "README.md").read_text()
+    shown = dict(re.findall(r"```text\n\$ (permits [^\n]*)\n(permits: error: [^\n]*\n)```", text))
+    scenario = re.findall(r"```toml\n(\[\[scenario\]\].*?)```", text, flags=re.S)[0]
+    monkeypatch.chdir(tmp_path)
+    Path("typo.toml").write_text(scenario.replace("size = 5000", "sise = 1000"))
+    Path("long.toml").write_text(scenario.replace("seconds = 60 ", "seconds = 1e30"))
+    rows = [f"{0.51 * n / 48210:.6f},0\n" for n in range(48211)]
+    Path("calls.csv").write_text("at,level\n" + "".join(rows) + "0.5,0\n")
+    assert len(shown) == 3
+    for command, error in shown.items():
+        assert main(command.split()[1:]) == 2
+        assert capsys.readouterr().err == error, command
+
+
 def test_docstring_examples() -> None:
     """The examples in the public modules' docstrings run too."""
     import permits.sim
