@@ -324,6 +324,21 @@ def test_level_sets_the_context_and_refuses_a_non_int() -> None:
     assert current_level() is None
 
 
+async def test_a_misspelt_option_names_open_limiter_and_its_options(
+    open_limiter: OpenLimiter, case: tuple[str, str]
+) -> None:
+    """``settle_windw=60`` is refused naming the function called and what it
+    takes (Python's own error named ``_Limiting.__init__``, a private class)."""
+    with pytest.raises(TypeError) as refused:
+        async with open_limiter(Fifo(), 10, settle_windw=60.0):
+            pass
+    assert str(refused.value) == (
+        f"permits.adapters.{case[1]}.open_limiter() got an unexpected keyword argument "
+        "'settle_windw' (it takes policy, rate, burst, limits, max_waiting, default_level, "
+        "flow_weights, max_waiting_per_flow, flow_limit, settle_window)"
+    )
+
+
 @pytest.mark.parametrize(
     ("kwargs", "error", "argument"),
     [

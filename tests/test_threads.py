@@ -123,6 +123,14 @@ def test_a_thread_that_times_out_costs_no_permit() -> None:
         assert limiter.machine.in_flight == 0
 
 
+def test_a_misspelt_option_names_open_limiter() -> None:
+    with (
+        pytest.raises(TypeError, match=r"^permits\.adapters\.threads\.open_limiter\(\) got an "),
+        open_limiter(Fifo(), 10, settle_windw=60.0),  # type: ignore[call-arg]
+    ):
+        pass
+
+
 def test_costs_flows_settle_and_a_pause() -> None:
     """The core's features through the blocking API: flows take turns, a
     settle gives units back, a pause holds everyone."""

@@ -172,6 +172,19 @@ class LimiterOptions(TypedDict, total=False):
     settle_window: float
 
 
+def refuse_unknown(function: str, options: Mapping[str, object]) -> None:
+    """A keyword ``function`` does not take is refused naming ``function``
+    and its keyword options (Python's own error would name the private
+    class that takes them)."""
+    known = list(LimiterOptions.__annotations__)
+    for name in options:
+        if name not in known:
+            raise TypeError(
+                f"{function}() got an unexpected keyword argument {name!r} "
+                f"(it takes policy, rate, burst, {', '.join(known)})"
+            )
+
+
 class Permit:
     """The permit a caller holds: what it asked for, and the way to say what
     its call cost after all (:meth:`settle`)."""
