@@ -604,6 +604,14 @@ def test_compare_json_has_stable_keys_with_units(capsys: pytest.CaptureFixture[s
     assert strict["requirements"][0]["measured_s"] == interactive["offered_wait_p50_s"]
 
 
+def test_policy_option_with_spaces_around_its_kind(capsys: pytest.CaptureFixture[str]) -> None:
+    """``--policy " strict"`` (a shell quote around a space) is strict priority,
+    as ``--policy " every:5"`` already was."""
+    status, out, err = run(capsys, "compare", "--json", "--policy", " strict")
+    assert (status, err) == (1, "")  # it runs: strict priority misses the batch's share
+    assert [p["policy"] for p in json.loads(out)["scenarios"][0]["policies"]] == ["strict priority"]
+
+
 @pytest.mark.parametrize(
     ("option", "says"),
     [

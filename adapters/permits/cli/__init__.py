@@ -355,7 +355,7 @@ def _policies(texts: list[str] | None, levels: int) -> list[Policy] | None:
                 "or aging:SECONDS"
             )
         try:
-            policy = load_policy(spec if value else kind, levels, "--policy")
+            policy = load_policy(spec if value else spec["kind"], levels, "--policy")
         except PermitError as error:
             _fail(f"{error} (from --policy={text!r})")
         if policy.levels < levels:  # weights for fewer levels than the workloads use
