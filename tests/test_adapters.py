@@ -324,12 +324,28 @@ def test_level_sets_the_context_and_refuses_a_non_int() -> None:
     assert current_level() is None
 
 
+async def test_a_misspelt_option_names_open_limiter_and_its_options(
+    open_limiter: OpenLimiter, case: tuple[str, str]
+) -> None:
+    """``settle_windw=60`` is refused naming the function called and what it
+    takes (Python's own error named ``_Limiting.__init__``, a private class)."""
+    with pytest.raises(TypeError) as refused:
+        async with open_limiter(Fifo(), 10, settle_windw=60.0):
+            pass
+    assert str(refused.value) == (
+        f"permits.adapters.{case[1]}.open_limiter() got an unexpected keyword argument "
+        "'settle_windw' (it takes policy, rate, burst, limits, max_waiting, default_level, "
+        "flow_weights, max_waiting_per_flow, flow_limit, settle_window)"
+    )
+
+
 @pytest.mark.parametrize(
     ("kwargs", "error", "argument"),
     [
         ({"max_waiting": -1}, PermitValueError, "max_waiting"),
         ({"max_waiting": "1"}, PermitTypeError, "max_waiting"),
-        ({"default_level": 2}, PermitValueError, "level"),
+        ({"default_level": 2}, PermitValueError, "default_level"),
+        ({"default_level": "0"}, PermitTypeError, "default_level"),
         ({"burst": 0}, PermitValueError, "burst"),
         ({"rate": 0}, PermitValueError, "rate"),
     ],
@@ -1253,6 +1269,34 @@ async def test_settle_gives_back_and_charges(open_limiter: OpenLimiter) -> None:
         permit = await limiter.acquire(cost=2)
         with pytest.raises(NotRefundable):
             permit.settle(1)  # settle_window 0: nothing is kept to settle
+
+
+async def test_a_refused_settle_names_the_permit_and_settle_window(
+    open_limiter: OpenLimiter,
+) -> None:
+    """A settle refused says so in the limiter's terms: the permit, and its
+    settle_window in seconds (the core's id and refund_window_ns are not the
+    caller's), and what to do when the window is 0."""
+    async with open_limiter(Fifo(), 10, 2) as limiter:
+        permit = await limiter.acquire()
+        with pytest.raises(NotRefundable) as refused:
+            permit.settle(1)
+        assert refused.value.argument == "permit"
+        assert refused.value.id is permit
+        assert str(refused.value) == (
+            "permit=<Permit level=0 cost=1 flow=None>: has nothing to settle: the limiter "
+            "keeps no permit to settle after its caller proceeds (settle_window=0, the "
+            "default); open it with settle_window=SECONDS, the longest a call may take"
+        )
+    async with open_limiter(Fifo(), 10, 2, settle_window=60.0) as limiter:
+        permit = await limiter.acquire()
+        permit.settle(1)
+        with pytest.raises(NotRefundable) as refused:
+            permit.settle(1)
+        assert str(refused.value).endswith(
+            "has nothing to settle: settled already, or its caller proceeded longer ago "
+            "than the limiter's settle_window=60.0 seconds"
+        )
 
 
 async def test_flows_take_turns_within_a_level(open_limiter: OpenLimiter) -> None:

@@ -6,6 +6,7 @@ import asyncio
 import json
 import math
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -16,6 +17,7 @@ import permits.testing
 from permits.cli import _live as live
 from permits.cli import _report as report
 from permits.cli import main, scenarios
+from permits.sim import COLUMNS as TRACE_COLUMNS
 from permits.sim import SEED, Scenario, simulate
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -176,6 +178,10 @@ BAD = [
         GOOD.replace("seconds = 10", "seconds = -5"),
         "scenario[0].seconds=-5: must be greater than 0",
     ),
+    (  # likewise
+        GOOD.replace('policy = "strict"', 'policy = { kind = "aging", after = -1 }'),
+        "scenario[0].policy.after=-1: must be greater than 0",
+    ),
     (
         GOOD.replace("rate = 20", "rate = 20\ntimeout = -1"),
         "scenario[0].workload[0].timeout=-1: must be greater than 0 (or None)",
@@ -334,6 +340,19 @@ def test_missing_file_and_bad_options(capsys: pytest.CaptureFixture[str], tmp_pa
         assert argv[-1] in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("command", ["simulate", "compare"])
+def test_trace_help_names_every_column_a_trace_may_have(
+    command: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as exit:
+        main([command, "--help"])
+    assert exit.value.code == 0
+    text = " ".join(capsys.readouterr().out.split())
+    (trace,) = re.findall(r"--trace TRACE (.*?) --plot", text)
+    for column in TRACE_COLUMNS:
+        assert column in trace, (column, trace)
+
+
 def test_demo_agrees_with_the_simulation(
     capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -346,6 +365,8 @@ def test_demo_agrees_with_the_simulation(
     assert status == 0
     assert out.count("agrees: ") >= 12  # two per scenario, three under strict priority
     assert out.count("\n    measured ") == 10
+    # the p99 check gives both times their unit
+    assert re.search(r"agrees: interactive: p99 \d+\.\d\d ms, at most \d+\.\d\d ms\n", out), out
 
 
 @pytest.mark.parametrize("scenario", SEED, ids=lambda scenario: scenario.name)
@@ -386,6 +407,20 @@ PERMITS = str(Path(sys.executable).parent / "permits")
 def permits_command(*argv: str) -> subprocess.CompletedProcess[str]:
     """The installed command, in a process of its own."""
     return subprocess.run([PERMITS, *argv], capture_output=True, text=True, check=False)
+
+
+@pytest.mark.skipif(not Path("/dev/full").exists(), reason="needs /dev/full")
+@pytest.mark.parametrize("argv", [["simulate"], ["compare", "--json"], ["examples"]], ids=" ".join)
+def test_output_that_cannot_be_written_is_one_line(argv: list[str]) -> None:
+    """``permits simulate > /dev/full`` (a full disk): one line and status 2."""
+    with open("/dev/full", "w") as full:
+        done = subprocess.run(
+            [PERMITS, *argv], stdout=full, stderr=subprocess.PIPE, text=True, check=False
+        )
+    assert (done.returncode, done.stderr) == (
+        2,
+        "permits: error: cannot write the output: No space left on device\n",
+    )
 
 
 def test_a_reader_that_goes_away_is_no_error() -> None:
@@ -436,6 +471,18 @@ def test_plot_into_a_missing_directory_is_refused_before_the_run(tmp_path: Path)
     done = permits_command("simulate", "--plot", str(tmp_path))
     assert (done.returncode, done.stderr.count("\n")) == (2, 1)
     assert "is a directory" in done.stderr
+
+
+@pytest.mark.skipif(not Path("/dev/full").exists(), reason="needs /dev/full")
+@pytest.mark.parametrize("command", ["simulate", "compare"])
+def test_plot_whose_write_fails_is_one_line(command: str) -> None:
+    """A file that passes the checks before the run and still cannot be
+    written (/dev/full: every write is 'No space left on device')."""
+    done = permits_command(command, "--plot", "/dev/full")
+    assert done.returncode == 2
+    assert done.stderr == (
+        "permits: error: --plot='/dev/full': cannot write it: No space left on device\n"
+    )
 
 
 @pytest.mark.parametrize(
@@ -557,10 +604,22 @@ def test_compare_json_has_stable_keys_with_units(capsys: pytest.CaptureFixture[s
     assert strict["requirements"][0]["measured_s"] == interactive["offered_wait_p50_s"]
 
 
+def test_policy_option_with_spaces_around_its_kind(capsys: pytest.CaptureFixture[str]) -> None:
+    """``--policy " strict"`` (a shell quote around a space) is strict priority,
+    as ``--policy " every:5"`` already was."""
+    status, out, err = run(capsys, "compare", "--json", "--policy", " strict")
+    assert (status, err) == (1, "")  # it runs: strict priority misses the batch's share
+    assert [p["policy"] for p in json.loads(out)["scenarios"][0]["policies"]] == ["strict priority"]
+
+
 @pytest.mark.parametrize(
     ("option", "says"),
     [
-        ("lottery", "--policy='lottery': unknown policy (expected one of: 'fifo', 'strict'"),
+        (  # the option's own forms, every:N among them, not the scenario file's kinds
+            "lottery",
+            "--policy='lottery': unknown policy (expected fifo, strict, every:N, "
+            "shares:W1,W2,... or aging:SECONDS)\n",
+        ),
         ("every:x", "--policy='every:x': expected fifo, strict, every:N, shares:W1,W2,..."),
         ("shares:1", "--policy='shares:1': orders 1 of the 2 levels the scenario's workloads use"),
         ("every:1", "--policy.every=1: must be at least 2 (from --policy='every:1')"),

@@ -144,6 +144,17 @@ def test_sdist_ships_the_license_and_every_py_typed(dist: tuple[Path, Path]) -> 
         assert f"{package}/py.typed" in files
 
 
+def test_sdist_ships_the_scripts_the_readme_runs(dist: tuple[Path, Path]) -> None:
+    """The README's set-up commands and the mutation run (`bash .ci/setup`,
+    `.ci/run`, `bash .ci/mutation`) work from an unpacked sdist, which holds
+    the tests and properties they run."""
+    with tarfile.open(dist[0]) as sdist:
+        names = {PurePosixPath(name).as_posix() for name in sdist.getnames()}
+    top = f"permits-{permits.__version__}"
+    for script in ("setup", "run", "mutation", "mutation-survivors"):
+        assert f"{top}/.ci/{script}" in names, script
+
+
 def test_wheel_install_imports_every_package(wheel_python: Path) -> None:
     code = (
         "import permits, " + ", ".join(PACKAGES[1:]) + "\n"

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import doctest
 import re
+import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 from http_upstream import Upstream_, serve
@@ -41,6 +43,100 @@ def test_readme_aiohttp_example(capsys: pytest.CaptureFixture[str]) -> None:
         code = example.replace("https://api.example/v1/chat", url)
         exec(compile(code, "README.md", "exec"), {"__name__": "readme"})
     assert capsys.readouterr().out == "200 {'usage': {'total_tokens': 7}}\n"
+
+
+@pytest.mark.parametrize(
+    ("adapter", "backend"),
+    [("trio", "trio"), ("anyio", "trio"), ("anyio", "asyncio")],
+)
+def test_readme_trio_and_anyio_example(adapter: str, backend: str) -> None:
+    """The trio and anyio example runs as written inside an async function,
+    on the trio adapter and on the anyio one under both backends."""
+    import anyio
+
+    text = (ROOT / "README.md").read_text()
+    blocks = re.findall(r"```python\n(.*?)```", text, flags=re.S)
+    (example,) = [b for b in blocks if "from permits.adapters.trio import" in b]
+    if adapter == "anyio":
+        example = example.replace("permits.adapters.trio", "permits.adapters.anyio", 1)
+    body = "".join(f"    {line}\n" for line in example.splitlines())
+    code = (
+        "from permits.core import Shares\n"
+        "INTERACTIVE, BATCH = 0, 1\n"
+        f"async def main():\n{body}    return limiter.statistics()\n"
+    )
+    namespace: dict[str, Any] = {"__name__": "readme"}
+    exec(compile(code, "README.md", "exec"), namespace)
+    stats = anyio.run(namespace["main"], backend=backend)
+    assert [level.granted for level in stats.levels] == [1, 1]  # the try_acquire found none
+
+
+def test_readme_scenario_files_run(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The README's scenario files run as written (``permits simulate
+    FILE``), and its list of requirements parses."""
+    if sys.version_info >= (3, 11):
+        import tomllib
+    else:  # pragma: no cover - Python 3.10
+        import tomli as tomllib
+    from permits.cli import main
+    from permits.sim import Requirement
+
+    text = (ROOT / "README.md").read_text()
+    blocks = re.findall(r"```toml\n(.*?)```", text, flags=re.S)
+    files = [b for b in blocks if b.startswith("[[scenario]]")]
+    assert len(files) == 2
+    for n, block in enumerate(files):
+        path = tmp_path / f"readme-{n}.toml"
+        path.write_text(block)
+        assert main(["simulate", str(path)]) == 0
+        out, err = capsys.readouterr()
+        assert err == ""
+        assert out.startswith(tomllib.loads(block)["scenario"][0]["name"] + "\n")
+    (fragment,) = [b for b in blocks if b.startswith("require")]
+    requirements = [Requirement.parse(r) for r in tomllib.loads(fragment)["require"]]
+    assert len(requirements) == 5
+
+
+def test_readme_compare_output_is_what_permits_compare_prints(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """The lines the README shows of ``permits compare`` are its output's,
+    in that order (``...`` stands for the lines left out)."""
+    from permits.cli import main
+
+    text = (ROOT / "README.md").read_text()
+    (shown,) = re.findall(r"```text\n\$ permits compare\n(.*?)```", text, flags=re.S)
+    assert main(["compare"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    at = 0
+    for line in shown.splitlines():
+        if line.strip() == "...":
+            continue
+        assert line in lines[at:], line
+        at = lines.index(line, at) + 1
+
+
+def test_readme_error_lines_are_what_the_command_prints(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The one-line errors the README shows (a misspelt key, a run too long,
+    a trace out of order) are the command's, word for word, for the inputs
+    they describe: the README's first scenario file with ``sise`` for
+    ``size`` or ``seconds = 1e30``, and a trace whose line 48213 goes back."""
+    from permits.cli import main
+
+    text = (ROOT / "README.md").read_text()
+    shown = dict(re.findall(r"```text\n\$ (permits [^\n]*)\n(permits: error: [^\n]*\n)```", text))
+    scenario = re.findall(r"```toml\n(\[\[scenario\]\].*?)```", text, flags=re.S)[0]
+    monkeypatch.chdir(tmp_path)
+    Path("typo.toml").write_text(scenario.replace("size = 5000", "sise = 1000"))
+    Path("long.toml").write_text(scenario.replace("seconds = 60 ", "seconds = 1e30"))
+    rows = [f"{0.51 * n / 48210:.6f},0\n" for n in range(48211)]
+    Path("calls.csv").write_text("at,level\n" + "".join(rows) + "0.5,0\n")
+    assert len(shown) == 3
+    for command, error in shown.items():
+        assert main(command.split()[1:]) == 2
+        assert capsys.readouterr().err == error, command
 
 
 def test_docstring_examples() -> None:

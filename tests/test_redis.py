@@ -712,7 +712,7 @@ async def test_settle_on_the_shared_key(redis_server: RedisServer) -> None:
         second = await limiter.acquire(cost=2)
         first.settle(5)  # 3 more
         second.settle(0)  # 2 back
-        with pytest.raises(NotRefundable):
+        with pytest.raises(NotRefundable, match=r"^permit=<Permit level=0 cost=2 flow=None>: "):
             second.settle(1)
         await sent(limiter)
     check = peek(redis_server, name, rate=0.1, burst=10)

@@ -123,6 +123,14 @@ def test_a_thread_that_times_out_costs_no_permit() -> None:
         assert limiter.machine.in_flight == 0
 
 
+def test_a_misspelt_option_names_open_limiter() -> None:
+    with (
+        pytest.raises(TypeError, match=r"^permits\.adapters\.threads\.open_limiter\(\) got an "),
+        open_limiter(Fifo(), 10, settle_windw=60.0),  # type: ignore[call-arg]
+    ):
+        pass
+
+
 def test_costs_flows_settle_and_a_pause() -> None:
     """The core's features through the blocking API: flows take turns, a
     settle gives units back, a pause holds everyone."""
@@ -131,7 +139,7 @@ def test_costs_flows_settle_and_a_pause() -> None:
         permit = limiter.acquire(cost={"requests": 1, "tokens": 100})
         permit.settle({"requests": 1, "tokens": 10})  # 90 tokens back
         assert limiter.try_acquire(cost={"tokens": 90}), "the 90 given back are free now"
-        with pytest.raises(NotRefundable):
+        with pytest.raises(NotRefundable, match=r"settle_window=60\.0 seconds$"):
             permit.settle(0)
         with limiter.permit(flow="acme") as held:
             assert held.flow == "acme"

@@ -381,6 +381,29 @@ def test_compare_replays_the_trace_under_each_policy() -> None:
         assert [w.granted for w in outcome.result.workloads] == [w.granted for w in want.workloads]
 
 
+def test_cli_heads_a_level_no_workload_names_once(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A level's calls that no workload names are reported as ``level N``,
+    and compare's table for them is headed so, not ``level 1 (level 1)``."""
+    from permits.cli import main
+
+    scenario = tmp_path / "one.toml"
+    scenario.write_text(
+        '[[scenario]]\nname = "s"\npolicy = "strict"\nrate = 10\nseconds = 1\n'
+        '[[scenario.workload]]\nname = "users"\nlevel = 0\narrivals = "batch"\nsize = 1\n'
+    )
+    trace = tmp_path / "calls.csv"
+    trace.write_text("at,level\n0,0\n0,1\n")
+    assert main(["compare", str(scenario), "--trace", str(trace), "--policy", "strict"]) == 0
+    out = capsys.readouterr().out
+    assert "\nusers (level 0)\n" in out
+    assert "\nlevel 1\n" in out, out
+    trace.write_text("at,level\n0,0\n")
+    assert main(["simulate", str(scenario), "--trace", str(trace)]) == 0
+    assert "; 1 permit granted\n" in capsys.readouterr().out  # not "1 permits"
+
+
 def test_cli_replays_a_trace_and_a_bad_row_is_one_line(tmp_path: Path) -> None:
     import subprocess
     import sys

@@ -86,7 +86,8 @@ class PermitsMiddleware:
         in force (``limiter.pause_left()``) outlasts ``timeout``: that
         response is returned.
     :param timeout: seconds a request waits for its permit at most.
-    :param max_pause: the longest pause a ``Retry-After`` may set.
+    :param max_pause: seconds: the longest pause a ``Retry-After`` may set
+        (an hour by default; a longer one is cut to it).
     """
 
     def __init__(

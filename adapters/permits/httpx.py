@@ -43,7 +43,7 @@ fatal. :class:`PermitsTransport` does the same for ``httpx.Client``, with a
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable, Hashable, Iterator
+from collections.abc import AsyncIterator, Callable, Hashable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any, TypedDict
 
 from permits._upstream import (
@@ -91,6 +91,20 @@ class TransportOptions(TypedDict, total=False):
     retries: int
     timeout: float | None
     max_pause: float
+
+
+def _options(transport: str, options: Mapping[str, Any]) -> _Options:
+    """``options`` checked, for ``transport`` (its name, for the errors): an
+    unknown one is refused naming the transport and its options (not the
+    private class that holds them)."""
+    known = list(TransportOptions.__annotations__)
+    for name in options:
+        if name not in known:
+            raise TypeError(
+                f"{transport}() got an unexpected keyword argument {name!r} "
+                f"(its options: {', '.join(known)})"
+            )
+    return _Options(**options)
 
 
 class _Options:
@@ -188,7 +202,8 @@ class AsyncPermitsTransport(httpx.AsyncBaseTransport):
         not when the pause in force (``limiter.pause_left()``) outlasts
         ``timeout``: that response is returned.
     :param timeout: seconds a request waits for its permit at most.
-    :param max_pause: the longest pause a ``Retry-After`` may set.
+    :param max_pause: seconds: the longest pause a ``Retry-After`` may set
+        (an hour by default; a longer one is cut to it).
     """
 
     def __init__(
@@ -201,7 +216,7 @@ class AsyncPermitsTransport(httpx.AsyncBaseTransport):
             raise PermitTypeError("limiter", limiter, "an asyncio, trio or anyio limiter")
         self.limiter = limiter
         self.transport = transport if transport is not None else httpx.AsyncHTTPTransport()
-        self.options = _Options(**options)
+        self.options = _options("AsyncPermitsTransport", options)
         _check_settle(limiter, self.options)
         self.upstream = Upstream(limiter, options.get("max_pause", MAX_PAUSE))
 
@@ -253,7 +268,7 @@ class PermitsTransport(httpx.BaseTransport):
             raise PermitTypeError("limiter", limiter, "a permits.adapters.threads limiter")
         self.limiter = limiter
         self.transport = transport if transport is not None else httpx.HTTPTransport()
-        self.options = _Options(**options)
+        self.options = _options("PermitsTransport", options)
         _check_settle(limiter, self.options)
         self.upstream = Upstream(limiter, options.get("max_pause", MAX_PAUSE))
 

@@ -172,6 +172,19 @@ class LimiterOptions(TypedDict, total=False):
     settle_window: float
 
 
+def refuse_unknown(function: str, options: Mapping[str, object]) -> None:
+    """A keyword ``function`` does not take is refused naming ``function``
+    and its keyword options (Python's own error would name the private
+    class that takes them)."""
+    known = list(LimiterOptions.__annotations__)
+    for name in options:
+        if name not in known:
+            raise TypeError(
+                f"{function}() got an unexpected keyword argument {name!r} "
+                f"(it takes policy, rate, burst, {', '.join(known)})"
+            )
+
+
 class Permit:
     """The permit a caller holds: what it asked for, and the way to say what
     its call cost after all (:meth:`settle`)."""
@@ -201,8 +214,23 @@ class Permit:
         gives the difference back at once, more is charged to the permits
         after it. Accepted within the limiter's ``settle_window`` of the
         caller proceeding, once; :class:`~permits.core.NotRefundable`
-        otherwise."""
-        self._limiter._settle(self._id, actual)
+        otherwise, naming this permit and the limiter's ``settle_window``."""
+        try:
+            self._limiter._settle(self._id, actual)
+        except NotRefundable:
+            window = self._limiter._settle_window
+            if window > 0:
+                reason = (
+                    "has nothing to settle: settled already, or its caller proceeded "
+                    f"longer ago than the limiter's settle_window={window!r} seconds"
+                )
+            else:
+                reason = (
+                    "has nothing to settle: the limiter keeps no permit to settle "
+                    "after its caller proceeds (settle_window=0, the default); open "
+                    "it with settle_window=SECONDS, the longest a call may take"
+                )
+            raise NotRefundable(self, reason, argument="permit") from None
 
     def __repr__(self) -> str:
         return f"<Permit level={self.level} cost={self.cost!r} flow={self.flow!r}>"
@@ -235,6 +263,8 @@ class _Limiting:
             )
         #: Whether permits stay settleable after their callers proceed.
         self._settle_later = window > 0
+        #: The settle window as given, in seconds (for the errors).
+        self._settle_window = settle_window
         self._machine = self._new_machine(
             policy,
             rate,
@@ -246,7 +276,12 @@ class _Limiting:
             flow_limit=flow_limit,
             refund_window_ns=window,
         )
-        self._machine.min_wait(default_level)  # validates it
+        try:
+            self._machine.min_wait(default_level)  # validates it
+        except PermitTypeError as error:
+            raise PermitTypeError("default_level", default_level, error.expected) from None
+        except PermitValueError as error:
+            raise PermitValueError("default_level", default_level, error.reason) from None
         self.default_level = default_level
         self._waiters: dict[int, _Waiter] = {}
         self._ids = itertools.count()

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 from permits.core import Policy
 
-from ._base import Event, LimiterOptions
+from ._base import Event, LimiterOptions, refuse_unknown
 from ._requires import requires_extra
 from ._tasked import TaskedLimiter, running
 
@@ -110,5 +110,6 @@ def open_limiter(
 ) -> AbstractAsyncContextManager[Limiter]:
     """Open an anyio :class:`Limiter` for an ``async with``; see
     :class:`~permits.adapters.BaseLimiter` for the arguments."""
+    refuse_unknown("permits.adapters.anyio.open_limiter", options)
     limiter = Limiter(policy, rate, burst, **options)
     return running(limiter, anyio.create_task_group())

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING
 
 from permits.core import Policy
 
-from ._base import BaseLimiter, Event, LimiterOptions
+from ._base import BaseLimiter, Event, LimiterOptions, refuse_unknown
 from ._requires import wrong_framework
 
 if TYPE_CHECKING:
@@ -119,6 +119,7 @@ async def open_limiter(
     loop; see :class:`~permits.adapters.BaseLimiter` for the arguments. On
     the way out, the timer is cancelled and every waiter wakes with
     :class:`~permits.adapters.LimiterClosed`."""
+    refuse_unknown("permits.adapters.asyncio.open_limiter", options)
     limiter = Limiter(policy, rate, burst, **options)
     limiter._running_loop()  # in a running asyncio loop, or WrongFramework now
     try:

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING
 
 from permits.core import Decision, FlowStatistics, Policy, Statistics
 
-from ._base import LimiterOptions, Permit, _Limiting, _Waiter
+from ._base import LimiterOptions, Permit, _Limiting, _Waiter, refuse_unknown
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack  # in typing from Python 3.11
@@ -199,6 +199,7 @@ def open_limiter(
     """Open a thread :class:`Limiter` for a ``with`` block: its timer thread
     runs inside it; on the way out every waiter wakes with
     :class:`~permits.adapters.LimiterClosed` and the thread ends."""
+    refuse_unknown("permits.adapters.threads.open_limiter", options)
     limiter = Limiter(policy, rate, burst, **options)
     limiter._start()
     try:

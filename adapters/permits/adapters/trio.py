@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING
 
 from permits.core import Policy
 
-from ._base import Event, LimiterOptions
+from ._base import Event, LimiterOptions, refuse_unknown
 from ._requires import requires_extra, wrong_framework
 from ._tasked import TaskedLimiter, running
 
@@ -79,5 +79,6 @@ def open_limiter(
         trio.lowlevel.current_trio_token()
     except RuntimeError:  # trio.open_nursery() would say "'RunContext' object has no ..."
         raise wrong_framework(open_limiter, "trio") from None
+    refuse_unknown("permits.adapters.trio.open_limiter", options)
     limiter = Limiter(policy, rate, burst, **options)
     return running(limiter, trio.open_nursery())

@@ -19,7 +19,7 @@ import functools
 import json
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from decimal import Decimal, InvalidOperation
 from fractions import Fraction
 from pathlib import Path
@@ -129,8 +129,8 @@ def _trace_option(command: argparse.ArgumentParser) -> None:
         type=Path,
         metavar="TRACE",
         help="replay these recorded calls (CSV or JSON lines: at, level, and optionally "
-        "cost or a cost per limit, flow, timeout) in place of the workloads' arrivals, "
-        "under each scenario's limits and policy, for its seconds",
+        "cost or a cost per limit, flow, timeout, max_wait) in place of the workloads' "
+        "arrivals, under each scenario's limits and policy, for its seconds",
     )
 
 
@@ -210,6 +210,15 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _draw(path: Path, draw: Callable[[], None]) -> None:
+    """Draw the plot; a write that fails all the same (a full disk, a file
+    system that refuses it) is one line naming --plot, not a traceback."""
+    try:
+        draw()
+    except OSError as error:
+        _fail(f"--plot={str(path)!r}: cannot write it: {error.strerror or error}")
+
+
 def _check_plot(args: argparse.Namespace) -> None:
     """Refuse, before any run, a ``--plot`` that could not be drawn or written."""
     if args.plot is not None:
@@ -244,7 +253,7 @@ def _simulate(args: argparse.Namespace) -> int:
     if args.plot is not None:
         from ._plot import plot
 
-        plot(results, args.plot)
+        _draw(args.plot, lambda: plot(results, args.plot))
     if args.json:
         print(json.dumps({"scenarios": [as_json(r) for r in results]}, indent=2))
     else:
@@ -269,7 +278,10 @@ def checks(simulated: Result, measured: Result) -> list[tuple[bool, str]]:
                 bound = (seconds(sim.wait_p99) or 0.0) + interval + 0.005
                 got = seconds(real.wait_p99) or 0.0
                 out.append(
-                    (got <= bound, f"{sim.name}: p99 {got * 1e3:.2f} ms, at most {bound * 1e3:.2f}")
+                    (
+                        got <= bound,
+                        f"{sim.name}: p99 {got * 1e3:.2f} ms, at most {bound * 1e3:.2f} ms",
+                    )
                 )
     return out
 
@@ -323,6 +335,11 @@ def _policies(texts: list[str] | None, levels: int) -> list[Policy] | None:
     for text in texts:
         kind, _, value = text.partition(":")
         spec: dict[str, object] = {"kind": kind.strip()}
+        if spec["kind"] not in ("fifo", "strict", "every", "shares", "aging"):
+            _fail(
+                f"--policy={text!r}: unknown policy (expected fifo, strict, every:N, "
+                "shares:W1,W2,... or aging:SECONDS)"
+            )
         try:
             if spec["kind"] == "every":
                 spec = {"kind": "shares", "every": int(value)}
@@ -338,7 +355,7 @@ def _policies(texts: list[str] | None, levels: int) -> list[Policy] | None:
                 "or aging:SECONDS"
             )
         try:
-            policy = load_policy(spec if value else kind, levels, "--policy")
+            policy = load_policy(spec if value else spec["kind"], levels, "--policy")
         except PermitError as error:
             _fail(f"{error} (from --policy={text!r})")
         if policy.levels < levels:  # weights for fewer levels than the workloads use
@@ -367,7 +384,7 @@ def _compare(args: argparse.Namespace) -> int:
     if args.plot is not None:
         from ._plot import plot_comparisons
 
-        plot_comparisons(comparisons, args.plot)
+        _draw(args.plot, lambda: plot_comparisons(comparisons, args.plot))
     status = 0 if all(c.any_meets_all for c in comparisons) else 1
     try:
         if args.json:
@@ -407,6 +424,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         # The reader went away (permits simulate | head): nothing more to say.
         _reader_gone()
         return 0
+    except OSError as error:
+        # Every file the commands read is checked into a Usage error, so this
+        # is the output failing (a full disk): one line, not a traceback.
+        _reader_gone()
+        print(f"{PROG}: error: cannot write the output: {error.strerror or error}", file=sys.stderr)
+        return 2
 
 
 def _reader_gone() -> None:

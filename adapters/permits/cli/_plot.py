@@ -25,6 +25,7 @@ from permits.sim import (
 )
 
 from ._files import Usage
+from ._report import heading
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
@@ -107,7 +108,7 @@ def plot(results: Sequence[Result], path: Path) -> None:
         seconds = result.duration / SECOND
         edges = [seconds * (i + 1) / BINS for i in range(BINS)]
         for workload in result.workloads:
-            label = f"{workload.name} (level {workload.level})"
+            label = heading(workload)
             over_time.plot(edges, list(accumulate(workload.timeline)), label=label)
             _cdf(waits, workload, seconds, label)
         title = f"{result.scenario.name} ({describe(result.scenario.policy)})"

@@ -14,6 +14,7 @@ from permits.sim import (
     Requirement,
     Result,
     Scenario,
+    Workload,
     WorkloadResult,
     describe,
     offered_quantile,
@@ -63,7 +64,7 @@ def header(result: Result) -> str:
         f"{scenario.name}\n"
         f"  {describe(scenario.policy)}; {limits_text(scenario)}, "
         f"{_number(_length(result)):,} s; "
-        f"{result.granted:,} permits granted"
+        f"{result.granted:,} permit{'' if result.granted == 1 else 's'} granted"
     )
 
 
@@ -277,6 +278,12 @@ def _measured(requirement: Requirement, run: Result) -> str:
     return f"{float(value):.1%}"
 
 
+def heading(w: Workload | WorkloadResult) -> str:
+    """A workload's name and level (once, for a level's calls that no
+    workload names, called ``level N`` already)."""
+    return w.name if w.name == f"level {w.level}" else f"{w.name} (level {w.level})"
+
+
 def _grid_table(title: str, columns: Sequence[tuple[str, str]], rows: list[list[str]]) -> str:
     def line(cells: Sequence[str]) -> str:
         return "  " + " ".join(f"{c:{spec}}" for c, (_, spec) in zip(cells, columns, strict=True))
@@ -345,7 +352,7 @@ def compare_tables(comparison: Comparison) -> str:
                     duration(seconds(w.tenant_wait_p99_median)),
                 ]
             rows.append(row)
-        blocks.append(_grid_table(f"{workload.name} (level {workload.level})", columns, rows))
+        blocks.append(_grid_table(heading(workload), columns, rows))
     requirements = scenario.requirements
     if requirements:
         req_columns = [("policy", f"<{width}")]

@@ -82,12 +82,13 @@ class NotRefundable(PermitValueError):
     machine's ``refund_window_ns``.
     """
 
-    def __init__(self, id: Hashable) -> None:
+    def __init__(self, id: Hashable, reason: str | None = None, *, argument: str = "id") -> None:
         self.id = id
         super().__init__(
-            "id",
+            argument,
             id,
-            "holds no permit to refund or settle (never granted, already refunded or "
+            reason
+            or "holds no permit to refund or settle (never granted, already refunded or "
             "settled, spent, pushed again, or charged longer ago than refund_window_ns)",
         )
 

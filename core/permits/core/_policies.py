@@ -80,6 +80,7 @@ class Fifo:
     levels: int = attrs.field(default=1, validator=_levels)
 
     def choose(self, queues: Queues, now: int) -> int:
+        """The level of the waiter pushed first."""
         best = -1
         for level, depth in enumerate(queues.depths):
             if depth and (best < 0 or queues.head(level).seq < queues.head(best).seq):
@@ -87,6 +88,7 @@ class Fifo:
         return best
 
     def ahead(self, queues: Queues, level: int, now: int) -> int:
+        """Every waiter: all were pushed before a newcomer."""
         return sum(queues.depths)
 
 
@@ -97,12 +99,14 @@ class StrictPriority:
     levels: int = attrs.field(default=2, validator=_levels)
 
     def choose(self, queues: Queues, now: int) -> int:
+        """The most urgent level that has a waiter."""
         for level, depth in enumerate(queues.depths):
             if depth:
                 return level
         raise AssertionError("choose() called with nobody waiting")  # pragma: no cover
 
     def ahead(self, queues: Queues, level: int, now: int) -> int:
+        """The waiters at ``level`` and at every more urgent one."""
         return sum(queues.depths[: level + 1])
 
 
@@ -207,6 +211,7 @@ class Shares:
 
     @property
     def levels(self) -> int:
+        """One level per weight."""
         return len(self.weights)
 
     def start(self, limits: Sequence[str]) -> Deal:
@@ -225,6 +230,9 @@ class Shares:
         return Deal(index, 0, (0,) * self.levels)
 
     def choose(self, queues: Queues, now: int) -> int:
+        """The level the cycle of weights owes the next unit, or the most
+        urgent waiting level when that one has no waiter; with costs above
+        1, the waiting head that its level's slots cover first."""
         deal = _deal(queues)
         depths = queues.depths
         if queues.unit_costs:
@@ -262,6 +270,8 @@ class Shares:
         deal.credits = tuple(c if depths[lv] else 0 for lv, c in enumerate(credits))
 
     def ahead(self, queues: Queues, level: int, now: int) -> int:
+        """The waiters at ``level`` (a lower bound: other levels' turns come
+        between them)."""
         return queues.depths[level]
 
     # -- dealing the cycle ----------------------------------------------------
@@ -330,6 +340,8 @@ class Aging:
     after_ns: int = attrs.field(default=2_000_000_000, validator=_after, kw_only=True)
 
     def choose(self, queues: Queues, now: int) -> int:
+        """The level whose head has the smallest ``level * after_ns +
+        pushed_at``, ties by push order."""
         after = self.after_ns
         best, best_key = -1, (0, 0)
         for level, depth in enumerate(queues.depths):
@@ -341,5 +353,6 @@ class Aging:
         return best
 
     def ahead(self, queues: Queues, level: int, now: int) -> int:
+        """The waiters at ``level`` and at every more urgent one."""
         # Every waiter at this level or a more urgent one has a smaller key.
         return sum(queues.depths[: level + 1])

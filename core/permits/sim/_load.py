@@ -216,6 +216,9 @@ def load_policy(value: object, levels: int, field: str = "policy") -> Policy:
 
 
 def _after(value: object) -> int:
+    # (a negative value is refused in these words too: "at least 0" would not do)
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and value < 0:
+        raise PermitValueError("after", value, "must be greater than 0")
     ns = nanoseconds("after", value)
     if ns == 0:
         raise PermitValueError("after", value, "must be greater than 0")
