@@ -503,6 +503,7 @@ def test_no_secrets_in_reprs_or_errors() -> None:
         ({"on_unavailable": "open"}, "on_unavailable"),
         ({"on_unavailable": "local"}, "share"),
         ({"on_unavailable": "local", "share": 1.5}, "share"),
+        ({"share": 0.5}, "share"),  # on_unavailable="closed" never reads it
         ({"unavailable_after": 0}, "unavailable_after"),
         ({"demand_ttl": 0}, "demand_ttl"),
         ({"demand_ttl": 1e13}, "demand_ttl"),  # past the script's times
@@ -1285,7 +1286,7 @@ async def test_server_killed_and_restarted(own_server: RedisServer, mode: str) -
         rate=rate,
         burst=burst,
         on_unavailable=mode,  # type: ignore[arg-type]
-        share=0.5,
+        share=0.5 if mode == "local" else None,
         unavailable_after=after,
         timeout=0.1,
     ) as limiter:

@@ -1398,6 +1398,8 @@ class RedisLimiter(_AnyioLimiter):
             isinstance(share, bool) or not isinstance(share, (int, float)) or not 0 < share <= 1
         ):
             raise PermitValueError("share", share, "must be a number in (0, 1] for 'local'")
+        if on_unavailable == "closed" and share is not None:  # read only by the local fallback
+            raise PermitValueError("share", share, "is read only with on_unavailable='local'")
         after_ns = _nanoseconds("unavailable_after", unavailable_after)
         if not after_ns:  # None (infinite) or 0
             raise PermitValueError("unavailable_after", unavailable_after, "must be seconds > 0")
@@ -2248,7 +2250,8 @@ def open_limiter(
         :class:`BackendUnavailable` after ``unavailable_after`` seconds;
         ``"local"``: serve from a local limit of ``share`` of the rate.
     :param share: this process's declared fraction of the rate, for
-        ``"local"``; the shares of all processes should add up to at most 1.
+        ``"local"`` only (refused beside ``"closed"``, which never reads
+        it); the shares of all processes should add up to at most 1.
     :param timeout: seconds before a connect or a reply to Redis counts as
         failed.
     :param refund_window: seconds after its grant during which the permit
