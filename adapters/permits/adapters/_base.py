@@ -563,7 +563,7 @@ class _Limiting:
             return permit
         if decision.state is State.EXPIRED:
             raise AcquireTimeout(level, timeout if timeout is not None else 0.0)
-        raise self._machine.queue_full(id, level, flow)
+        raise self._machine.queue_full(None, level, flow)  # the id is the limiter's own
 
     # -- the API ----------------------------------------------------------
 

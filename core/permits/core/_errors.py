@@ -96,7 +96,8 @@ class NotRefundable(PermitValueError):
 class QueueFull(PermitError):
     """A push was rejected because its level already has ``limit`` waiters
     (``max_waiting``), or, when ``per_flow``, its flow ``flow`` of that level
-    does (``max_waiting_per_flow``).
+    does (``max_waiting_per_flow``). ``id`` is ``None`` from an adapter's
+    ``acquire``, whose ids the caller never sees.
 
     Not bad input: the rejection is an outcome. The id ends in the state
     ``REJECTED``, is counted in the level's ``rejected`` statistic and is never
@@ -119,9 +120,8 @@ class QueueFull(PermitError):
         self.per_flow = per_flow
         where = f"flow {flow!r} of level {level}" if per_flow else f"level {level}"
         option = "max_waiting_per_flow" if per_flow else "max_waiting"
-        super().__init__(
-            f"id={id!r} rejected: {where} already has {limit} waiters ({option}={limit})"
-        )
+        who = "rejected" if id is None else f"id={id!r} rejected"  # None: an acquire's
+        super().__init__(f"{who}: {where} already has {limit} waiters ({option}={limit})")
 
 
 class PolicyError(PermitError):
