@@ -282,3 +282,43 @@ def test_a_call_under_way_when_the_recording_starts_is_not_in_it(tmp_path: Any) 
     recording.write(path)
     with path.open(encoding="utf-8", newline="") as file:
         assert len(list(read_trace(file))) == 1
+
+
+def test_a_wait_inside_an_event_loop_warns() -> None:
+    """A blocking acquire that has to wait, called from a thread that runs
+    an event loop (asyncio or trio), blocks every task of that loop: it
+    warns, naming the adapter to use; one that finds a permit free, or that
+    waits in a thread with no loop, does not."""
+    import asyncio
+
+    import trio
+
+    def blocked(limiter: Limiter) -> None:
+        with pytest.raises(AcquireTimeout), pytest.warns(RuntimeWarning) as warned:
+            limiter.acquire(timeout=0.01)
+        assert len(warned) == 1
+        assert warned[0].filename == __file__  # it points at the caller's line
+        assert str(warned[0].message).startswith("acquire waits in a thread that runs")
+
+    with open_limiter(Fifo(), rate=1, burst=1) as limiter:
+
+        async def asyncio_task() -> None:
+            limiter.acquire()  # a permit free: no wait, no warning
+            blocked(limiter)
+            assert "permits.adapters.asyncio" in str(_last_warning(limiter))
+
+        async def trio_task() -> None:
+            blocked(limiter)
+            assert "permits.adapters.trio" in str(_last_warning(limiter))
+
+        asyncio.run(asyncio_task())
+        trio.run(trio_task)
+        with pytest.raises(AcquireTimeout):  # no loop here: no warning (warnings are errors)
+            limiter.acquire(timeout=0.01)
+
+
+def _last_warning(limiter: Limiter) -> Warning:
+    """The warning a waiting acquire gives here, caught again."""
+    with pytest.raises(AcquireTimeout), pytest.warns(RuntimeWarning) as warned:
+        limiter.acquire(timeout=0.01)
+    return warned[0].message  # type: ignore[return-value]

@@ -13,13 +13,18 @@ changes), so nothing polls. Threads that race are queued in the order they
 take the lock, so FIFO within a level holds among them. A thread whose
 ``timeout`` passes expires in the machine at its deadline and costs no
 permit; one interrupted while waiting (``KeyboardInterrupt``) withdraws, and
-hands back a permit decided for it meanwhile.
+hands back a permit decided for it meanwhile. A wait in a thread that runs
+an event loop (asyncio, trio) would stall all its tasks: it warns
+(:class:`RuntimeWarning`), naming the async adapter to use instead.
 """
 
 from __future__ import annotations
 
+import asyncio
+import sys
 import threading
 import time
+import warnings
 from collections.abc import Callable, Hashable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from fractions import Fraction
@@ -138,6 +143,7 @@ class Limiter(_Limiting):
                 waiter.event = event
                 self._waiters[id] = waiter
                 self._reschedule()
+            _warn_if_in_event_loop()
             event.wait()  # the machine's deadline ends it: no timeout here
             with self._lock:
                 if waiter.error is not None:
@@ -187,6 +193,24 @@ class Limiter(_Limiting):
     ) -> tuple[Statistics, tuple[tuple[int, ...], ...]]:
         with self._lock:
             return super().statistics_and_waits(bounds_ns)
+
+
+def _warn_if_in_event_loop() -> None:
+    """A :class:`RuntimeWarning` if this thread runs an event loop, which
+    the wait about to start blocks: every task, not only the caller."""
+    trio = sys.modules.get("trio")
+    if asyncio._get_running_loop() is not None:
+        loop = "an asyncio event loop: use permits.adapters.asyncio"
+    elif trio is not None and trio.lowlevel.in_trio_run():
+        loop = "trio: use permits.adapters.trio"
+    else:
+        return
+    warnings.warn(
+        f"acquire waits in a thread that runs {loop} (or anyio), or "
+        "call this one through a worker thread; until then every task waits",
+        RuntimeWarning,
+        stacklevel=3,
+    )
 
 
 @contextmanager
