@@ -2088,16 +2088,20 @@ async def test_a_server_that_cannot_serve_now_is_an_outage(
 
 @pytest.mark.timeout(60)
 @pytest.mark.parametrize("anyio_backend", ["asyncio", "trio"])
+@pytest.mark.parametrize("query", ["", "?socket_keepalive=true"])
 @pytest.mark.anyio
 async def test_a_replica_after_a_failover_is_asked_on_a_new_connection(
-    own_server: RedisServer,
+    own_server: RedisServer, query: str
 ) -> None:
     """The server the limiter talks to becomes a replica (``-READONLY``):
     each try during the outage opens a new connection, which behind a name
     or a proxy that follows the failover reaches the new master (it kept
-    the one to the replica, and the outage lasted as long as it did)."""
+    the one to the replica, and the outage lasted as long as it did). On
+    every client: the small one, and redis-py's (a URL with options) under
+    asyncio (its asyncio client kept its connections) and trio."""
+    url = own_server.url + query
     async with open_limiter(
-        Fifo(1), own_server.url, name=fresh(), rate=100, burst=1, unavailable_after=0.3
+        Fifo(1), url, name=fresh(), rate=100, burst=1, unavailable_after=0.3
     ) as limiter:
         await limiter.acquire()
         admin = redis.Redis(port=own_server.port)

@@ -685,6 +685,14 @@ class _BusyError(redis.exceptions.ConnectionError):
     ``ResponseError``): it cannot serve now, an outage."""
 
 
+def _counted(error: redis.exceptions.ResponseError) -> BaseException:
+    """An error reply as the limiter counts it: ``-BUSY`` as a
+    :class:`_BusyError` (an outage), anything else as it is."""
+    if type(error) is redis.exceptions.ResponseError and str(error).startswith("BUSY "):
+        return _BusyError(str(error))
+    return error
+
+
 def masked(url: str) -> str:
     """``url`` with any password replaced by ``***``."""
     parts = urlsplit(url)
@@ -928,18 +936,26 @@ class RedisLimit:
         return Request(encoded, _resp.bulk(encoded))
 
     def _refused(self, error: redis.exceptions.ResponseError) -> BaseException:
-        """An error reply as the limiter counts it: ``-BUSY`` as a
-        :class:`_BusyError` (an outage), anything else as it is. After a
-        ``-READONLY`` (a replica, after a failover), redis-py's connections
-        are closed, so that the next call opens a new one, which reaches the
-        new master behind a name or a proxy that follows the failover (as
-        redis-py's Sentinel client does; the small client closes its own)."""
-        if isinstance(error, redis.exceptions.ReadOnlyError):
-            if isinstance(self._client, redis.Redis):
-                self._client.connection_pool.disconnect()
-        elif type(error) is redis.exceptions.ResponseError and str(error).startswith("BUSY "):
-            return _BusyError(str(error))
-        return error
+        """An error reply to the synchronous client, as the limiter counts
+        it (:func:`_counted`). After a ``-READONLY`` (a replica, after a
+        failover), redis-py's connections are closed, so that the next call
+        opens a new one, which reaches the new master behind a name or a
+        proxy that follows the failover (as redis-py's Sentinel client does)."""
+        if isinstance(error, redis.exceptions.ReadOnlyError) and isinstance(
+            self._client, redis.Redis
+        ):
+            self._client.connection_pool.disconnect()
+        return _counted(error)
+
+    async def _arefused(self, error: redis.exceptions.ResponseError) -> BaseException:
+        """:meth:`_refused` for an error reply to the asyncio client: after
+        a ``-READONLY``, redis-py's asyncio connections are closed too (the
+        small client closes its own)."""
+        if isinstance(error, redis.exceptions.ReadOnlyError) and isinstance(
+            self._aclient, redis.asyncio.Redis
+        ):
+            await self._aclient.connection_pool.disconnect()
+        return _counted(error)
 
     def send(self, request: Request) -> GcraAnswer:
         """Run ``request`` (one round trip, blocking)."""
@@ -955,7 +971,7 @@ class RedisLimit:
         try:
             reply = await self._arun(request)
         except redis.exceptions.ResponseError as error:
-            raise self._refused(error) from None
+            raise await self._arefused(error) from None
         return _answer(reply, len(self.limits))
 
     @property
@@ -980,7 +996,7 @@ class RedisLimit:
         def replied(reply: Any, error: BaseException | None) -> None:
             if error is None:
                 if isinstance(reply, redis.exceptions.ResponseError):
-                    error = self._refused(reply)
+                    error = _counted(reply)  # (the small client closes a READONLY connection)
                 else:
                     try:
                         answer = _answer(reply, limits)
@@ -1283,7 +1299,7 @@ class RedisLimit:
         try:
             await self._aprobe()
         except redis.exceptions.ResponseError as error:
-            raise self._refused(error) from None
+            raise await self._arefused(error) from None
 
     def open_async(self) -> None:
         """Open the asyncio client too (on the running asyncio loop), for
