@@ -2089,16 +2089,20 @@ async def test_a_server_that_cannot_serve_now_is_an_outage(
 
 @pytest.mark.timeout(60)
 @pytest.mark.parametrize("anyio_backend", ["asyncio", "trio"])
+@pytest.mark.parametrize("query", ["", "?socket_keepalive=true"])
 @pytest.mark.anyio
 async def test_a_replica_after_a_failover_is_asked_on_a_new_connection(
-    own_server: RedisServer,
+    own_server: RedisServer, query: str
 ) -> None:
     """The server the limiter talks to becomes a replica (``-READONLY``):
     each try during the outage opens a new connection, which behind a name
     or a proxy that follows the failover reaches the new master (it kept
-    the one to the replica, and the outage lasted as long as it did)."""
+    the one to the replica, and the outage lasted as long as it did). On
+    every client: the small one, and redis-py's (a URL with options) under
+    asyncio (its asyncio client kept its connections) and trio."""
+    url = own_server.url + query
     async with open_limiter(
-        Fifo(1), own_server.url, name=fresh(), rate=100, burst=1, unavailable_after=0.3
+        Fifo(1), url, name=fresh(), rate=100, burst=1, unavailable_after=0.3
     ) as limiter:
         await limiter.acquire()
         admin = redis.Redis(port=own_server.port)
@@ -2111,6 +2115,45 @@ async def test_a_replica_after_a_failover_is_asked_on_a_new_connection(
         finally:
             admin.close()
     assert opened >= 1
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("anyio_backend", ["asyncio", "trio"])
+@pytest.mark.parametrize("refusal", ["OOM", "READONLY"])
+@pytest.mark.anyio
+async def test_the_local_fallback_holds_while_redis_answers_but_cannot_serve(
+    own_server: RedisServer, refusal: str
+) -> None:
+    """A server out of memory (``-OOM``) or turned into a replica
+    (``-READONLY``) still answers reads: the local fallback holds for as
+    long as it refuses writes (its probe read the limit's key, succeeded,
+    and the limiter went back to Redis about every 0.1 s, failed a take and
+    fell back again), and Redis serves again within a bound once it clears
+    (a probe every 0.1 s; seconds of margin for a busy machine)."""
+    async with falling_back(own_server.url, fresh(), 100, 5) as limiter:
+        await limiter.acquire()
+
+        async def caller() -> None:
+            while True:
+                await limiter.acquire()
+
+        async with anyio.create_task_group() as tg:
+            for _ in range(5):
+                tg.start_soon(caller)
+            with refusing(own_server, refusal):
+                with anyio.fail_after(10):
+                    while not limiter.fallbacks:
+                        await anyio.sleep(0.01)
+                await anyio.sleep(1.5)  # fifteen probes
+                assert (limiter.fallbacks, limiter.backend_down) == (1, True)
+            with anyio.fail_after(5):
+                while limiter.backend_down:
+                    await anyio.sleep(0.01)
+            trips = limiter.round_trips
+            await anyio.sleep(0.5)
+            tg.cancel_scope.cancel()
+        assert limiter.round_trips > trips  # takes, from Redis
+        assert (limiter.fallbacks, limiter.backend_down) == (1, False)
 
 
 # -- a real Redis Cluster ---------------------------------------------------------

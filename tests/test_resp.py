@@ -227,6 +227,43 @@ def test_requests_made_while_the_connection_opens_wait_for_its_hello() -> None:
         server.stop()
 
 
+def test_a_close_while_a_connection_opens_closes_it() -> None:
+    """``aclose`` while the connection opens (its ``SELECT`` under way, the
+    server frozen): once the hello is answered, that connection is closed
+    and the request made before the close fails (the connection was kept,
+    open, and served it: leaked by a client its owner had closed)."""
+    server = server_with()
+    try:
+        url = f"redis://127.0.0.1:{server.port}/3"
+        admin = redis.Redis(port=server.port)
+
+        def connected() -> int:
+            return int(admin.info("clients")["connected_clients"]) - 1  # the admin's own
+
+        async def run() -> None:
+            own = _resp.AsyncRedis(url, timeout=5, shown=url)
+            server.hang()
+            try:
+                call = asyncio.ensure_future(own.call([b"PING"]))
+                await asyncio.sleep(0.2)  # connected (the kernel accepts), its SELECT sent
+                await own.aclose()
+            finally:
+                server.resume()
+            with pytest.raises(redis.exceptions.ConnectionError, match="the client was closed"):
+                await asyncio.wait_for(call, 5)
+            deadline = time.monotonic() + 5  # a margin for a busy host
+            while connected() and time.monotonic() < deadline:
+                await asyncio.sleep(0.02)
+            assert connected() == 0
+
+        try:
+            asyncio.run(run())
+        finally:
+            admin.close()
+    finally:
+        server.stop()
+
+
 def test_a_unix_socket(tmp_path: Path) -> None:
     socket = tmp_path / "redis.sock"
     server = server_with("--unixsocket", str(socket))

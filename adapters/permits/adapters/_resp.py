@@ -256,15 +256,26 @@ class AsyncRedis:
         self._connection: _Connection | None = None
         #: Held while a connection opens: requests made meanwhile wait for it.
         self._opening = asyncio.Lock()
+        #: Times :meth:`aclose` was called: a connection opened across one
+        #: is closed, not kept.
+        self._closes = 0
 
     async def _open(self) -> _Connection:
         """The open connection, or one opened now; a request made while one
         opens waits for it (no request goes out before its hello, and no
-        second connection is opened beside it)."""
+        second connection is opened beside it). A connection that opens
+        across an :meth:`aclose` is closed once its hello is done, and the
+        request fails (it was kept, left open by a client closed)."""
+        closes = self._closes
         async with self._opening:
             connection = self._connection
             if connection is None or connection.closed:
                 connection = await self._connect()
+                if self._closes != closes:
+                    closed = redis.exceptions.ConnectionError("the client was closed")
+                    connection.fail(closed)
+                    raise closed
+                self._connection = connection
             return connection
 
     async def _connect(self) -> _Connection:
@@ -292,7 +303,6 @@ class AsyncRedis:
                 if command[0] == b"AUTH":
                     raise redis.exceptions.AuthenticationError(str(reply))
                 raise reply
-        self._connection = connection
         return connection
 
     async def call(self, args: list[bytes]) -> Any:
@@ -362,6 +372,7 @@ class AsyncRedis:
             raise reply
 
     async def aclose(self) -> None:
+        self._closes += 1
         connection, self._connection = self._connection, None
         if connection is not None and not connection.closed:
             connection.fail(redis.exceptions.ConnectionError("the client was closed"))

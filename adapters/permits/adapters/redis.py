@@ -585,6 +585,13 @@ def script_source(*, clock: Literal["redis", "argv"] = "redis") -> str:
 #: The script the limiter runs (time from Redis).
 SCRIPT = script_source()
 
+#: The probe of a limiter falling back locally: whether Redis can serve a
+#: take again. One write on a scratch key in the limit's hash slot, undone
+#: at once: a server that answers reads but refuses writes (out of memory,
+#: a replica after a failover) refuses it as it refuses a take's first
+#: write; nothing of the limit is read or charged.
+PROBE = "redis.call('SET', KEYS[1], '1') return redis.call('DEL', KEYS[1])"
+
 
 class GcraAnswer(NamedTuple):
     """What the script answered."""
@@ -676,6 +683,14 @@ class _BusyError(redis.exceptions.ConnectionError):
     """``-BUSY``: Redis runs a script past its time limit, and answers
     everything else so until it ends (redis-py raises a plain
     ``ResponseError``): it cannot serve now, an outage."""
+
+
+def _counted(error: redis.exceptions.ResponseError) -> BaseException:
+    """An error reply as the limiter counts it: ``-BUSY`` as a
+    :class:`_BusyError` (an outage), anything else as it is."""
+    if type(error) is redis.exceptions.ResponseError and str(error).startswith("BUSY "):
+        return _BusyError(str(error))
+    return error
 
 
 def masked(url: str) -> str:
@@ -813,6 +828,8 @@ class RedisLimit:
         self.line_key = f"{self.key}:line"
         #: Global shares: where each level's grants start and finish.
         self.shares_key = f"{self.key}:shares"
+        #: The probe's scratch key, there only while it runs (see PROBE).
+        self.probe_key = f"{self.key}:probe"
         #: This limit's process, as the demand hash and the line name it.
         self.process = uuid.uuid4().hex
         self.audit = bool(audit)
@@ -859,10 +876,11 @@ class RedisLimit:
         else:
             self._client = redis.Redis.from_url(url, **self._options)
         self._script = self._client.register_script(SCRIPT)
-        #: The asyncio client, once open_async: its script call and ping.
+        self._probe_script = self._client.register_script(PROBE)
+        #: The asyncio client, once open_async: its script call and probe.
         self._aclient: Any = None
         self._arun: Callable[[Request], Awaitable[Any]] | None = None
-        self._aping: Callable[[], Awaitable[Any]] | None = None
+        self._aprobe: Callable[[], Awaitable[Any]] | None = None
         #: The small client's submit, when it is the asyncio client.
         self._asubmit: Callable[[Request, _resp.Landed], bool] | None = None
 
@@ -918,18 +936,26 @@ class RedisLimit:
         return Request(encoded, _resp.bulk(encoded))
 
     def _refused(self, error: redis.exceptions.ResponseError) -> BaseException:
-        """An error reply as the limiter counts it: ``-BUSY`` as a
-        :class:`_BusyError` (an outage), anything else as it is. After a
-        ``-READONLY`` (a replica, after a failover), redis-py's connections
-        are closed, so that the next call opens a new one, which reaches the
-        new master behind a name or a proxy that follows the failover (as
-        redis-py's Sentinel client does; the small client closes its own)."""
-        if isinstance(error, redis.exceptions.ReadOnlyError):
-            if isinstance(self._client, redis.Redis):
-                self._client.connection_pool.disconnect()
-        elif type(error) is redis.exceptions.ResponseError and str(error).startswith("BUSY "):
-            return _BusyError(str(error))
-        return error
+        """An error reply to the synchronous client, as the limiter counts
+        it (:func:`_counted`). After a ``-READONLY`` (a replica, after a
+        failover), redis-py's connections are closed, so that the next call
+        opens a new one, which reaches the new master behind a name or a
+        proxy that follows the failover (as redis-py's Sentinel client does)."""
+        if isinstance(error, redis.exceptions.ReadOnlyError) and isinstance(
+            self._client, redis.Redis
+        ):
+            self._client.connection_pool.disconnect()
+        return _counted(error)
+
+    async def _arefused(self, error: redis.exceptions.ResponseError) -> BaseException:
+        """:meth:`_refused` for an error reply to the asyncio client: after
+        a ``-READONLY``, redis-py's asyncio connections are closed too (the
+        small client closes its own)."""
+        if isinstance(error, redis.exceptions.ReadOnlyError) and isinstance(
+            self._aclient, redis.asyncio.Redis
+        ):
+            await self._aclient.connection_pool.disconnect()
+        return _counted(error)
 
     def send(self, request: Request) -> GcraAnswer:
         """Run ``request`` (one round trip, blocking)."""
@@ -945,7 +971,7 @@ class RedisLimit:
         try:
             reply = await self._arun(request)
         except redis.exceptions.ResponseError as error:
-            raise self._refused(error) from None
+            raise await self._arefused(error) from None
         return _answer(reply, len(self.limits))
 
     @property
@@ -970,7 +996,7 @@ class RedisLimit:
         def replied(reply: Any, error: BaseException | None) -> None:
             if error is None:
                 if isinstance(reply, redis.exceptions.ResponseError):
-                    error = self._refused(reply)
+                    error = _counted(reply)  # (the small client closes a READONLY connection)
                 else:
                     try:
                         answer = _answer(reply, limits)
@@ -1256,25 +1282,28 @@ class RedisLimit:
             raise PermitValueError(argument, limit, f"names no limit of this one ({names})")
         return names.index(limit)
 
-    def ping(self) -> None:
-        """Ask the node that holds the limit's keys for an answer (raises if
-        none comes): a command on the limit's key, which a cluster client
-        sends to that node (a PING goes to whichever node it knows first)."""
+    def probe(self) -> None:
+        """Ask the node that holds the limit's keys whether it can serve a
+        take (raises as a take would if not): :data:`PROBE`, on a key that
+        a cluster client sends to that node. A read (the limit's ``PTTL``)
+        succeeded on a server out of memory or turned into a replica, and
+        the limiter went back to Redis only to fail its next take."""
         try:
-            self._client.pttl(self.key)
+            self._probe_script(keys=[self.probe_key])
         except redis.exceptions.ResponseError as error:
             raise self._refused(error) from None
 
-    async def aping(self) -> None:
-        assert self._aping is not None
+    async def aprobe(self) -> None:
+        """:meth:`probe` on the asyncio client (:meth:`open_async`)."""
+        assert self._aprobe is not None
         try:
-            await self._aping()
+            await self._aprobe()
         except redis.exceptions.ResponseError as error:
-            raise self._refused(error) from None
+            raise await self._arefused(error) from None
 
     def open_async(self) -> None:
         """Open the asyncio client too (on the running asyncio loop), for
-        :meth:`asend` and :meth:`aping`: this package's own small client
+        :meth:`asend` and :meth:`aprobe`: this package's own small client
         (``_resp``, a fifth of redis-py's instructions a call) where it
         speaks the URL, else redis-py's (a cluster, TLS, any option)."""
         if not self._cluster and _resp.speaks(self._url, self._extra):
@@ -1285,20 +1314,22 @@ class RedisLimit:
             self._asubmit = lambda request, landed: script.submit(
                 len(request.args), request.wire, landed
             )
-            self._aping = own.ping
+            probe = _resp.AsyncScript(own, PROBE, [self.probe_key])
+            self._aprobe = lambda: probe(0, b"")
             return
         client = redis.asyncio.RedisCluster if self._cluster else redis.asyncio.Redis
         options = {**self._options, "socket_timeout": None}  # see _replied
         aclient = client.from_url(self._url, **options)
         registered = aclient.register_script(SCRIPT)
-        keys = self._keys
+        aprobe = aclient.register_script(PROBE)
+        keys, probe_keys = self._keys, [self.probe_key]
         self._aclient = aclient
         self._arun = lambda request: self._replied(registered(keys=keys, args=request.args))
-        self._aping = lambda: self._replied(aclient.pttl(keys[0]))  # as ping()
+        self._aprobe = lambda: self._replied(aprobe(keys=probe_keys))
 
     async def aclose(self) -> None:
         """Close the asyncio client, if open."""
-        aclient, self._aclient, self._arun, self._aping = self._aclient, None, None, None
+        aclient, self._aclient, self._arun, self._aprobe = self._aclient, None, None, None
         self._asubmit = None
         if aclient is not None:
             await aclient.aclose()
@@ -1503,6 +1534,8 @@ class RedisLimiter(_AnyioLimiter):
         self.given_back = 0
         #: Of the round trips, takes a lone caller sent itself (a diagnostic).
         self.lone_takes = 0
+        #: Times the local fallback took over from Redis (a diagnostic).
+        self.fallbacks = 0
 
     def _new_machine(
         self, policy: _Policy, rate: int | float | Fraction | None, burst: int, **options: Any
@@ -1839,7 +1872,7 @@ class RedisLimiter(_AnyioLimiter):
             self._break(error)  # the waiters learn of it; nobody hangs
 
     async def _round_trip(self, request: Request | None) -> GcraAnswer | None:
-        """One request to Redis (``None``: a ping), on the asyncio client or
+        """One request to Redis (``None``: a probe), on the asyncio client or
         in a worker thread; the time it was sent counts for the outage bound
         until one is answered."""
         self._sent()
@@ -1847,11 +1880,11 @@ class RedisLimiter(_AnyioLimiter):
         result: GcraAnswer | None = None
         if self._async:
             if request is None:
-                await limit.aping()
+                await limit.aprobe()
             else:
                 result = await limit.asend(request)
         elif request is None:
-            await anyio.to_thread.run_sync(limit.ping)
+            await anyio.to_thread.run_sync(limit.probe)
         else:
             result = await anyio.to_thread.run_sync(limit.send, request)
         self._replied()
@@ -2153,6 +2186,7 @@ class RedisLimiter(_AnyioLimiter):
         if self.on_unavailable == "local":
             if self._local is None:
                 self._local = self._fallback(self._now())
+                self.fallbacks += 1
                 assert self._tasks is not None
                 self._tasks.start_soon(self._probe)
             return
@@ -2177,8 +2211,9 @@ class RedisLimiter(_AnyioLimiter):
         return pacer
 
     async def _probe(self) -> None:
-        """While the local limit serves, see every so often if Redis is back,
-        without holding up the local service."""
+        """While the local limit serves, see every so often if Redis can
+        serve a take again (:meth:`RedisLimit.probe`, a write that charges
+        nothing), without holding up the local service."""
         while self._local is not None and self._closed is None:
             await anyio.sleep(self._retry)
             try:
