@@ -2024,15 +2024,31 @@ def answers_busy(server: RedisServer) -> bool:
 @contextlib.contextmanager
 def refusing(server: RedisServer, refusal: str) -> Any:
     """While in the block, ``server`` answers each script call with the
-    error ``refusal`` (``-OOM``, ``-READONLY``, ``-BUSY``), as a server does
-    out of memory, turned into a replica, or running a script past its
-    time limit; then it serves again."""
+    error ``refusal`` (``-OOM``, ``-READONLY``, ``-BUSY``, ``-MISCONF``), as
+    a server does out of memory, turned into a replica, running a script
+    past its time limit, or after a snapshot that failed; then it serves
+    again."""
     admin = redis.Redis(port=server.port)
     try:
         if refusal == "OOM":
             admin.config_set("maxmemory", 1)
             yield
             admin.config_set("maxmemory", 0)
+        elif refusal == "MISCONF":
+            # a snapshot that cannot be written (a directory where its file
+            # goes) stops writes, as a full or broken disk does
+            dump = server.dir / "dump.rdb"
+            dump.mkdir()
+            admin.config_set("save", "3600 1")
+            admin.bgsave()
+            while admin.info("persistence")["rdb_last_bgsave_status"] != "err":
+                time.sleep(0.01)
+            try:
+                yield
+            finally:
+                dump.rmdir()
+                admin.config_set("save", "")
+                admin.config_set("stop-writes-on-bgsave-error", "no")
         elif refusal == "READONLY":
             master = RedisServer(need_redis_server())
             master.start()
@@ -2059,7 +2075,7 @@ def refusing(server: RedisServer, refusal: str) -> Any:
 
 @pytest.mark.timeout(60)
 @pytest.mark.parametrize("anyio_backend", ["asyncio", "trio"])
-@pytest.mark.parametrize("refusal", ["OOM", "READONLY", "BUSY"])
+@pytest.mark.parametrize("refusal", ["OOM", "READONLY", "BUSY", "MISCONF"])
 @pytest.mark.anyio
 async def test_a_server_that_cannot_serve_now_is_an_outage(
     own_server: RedisServer, refusal: str
@@ -2119,13 +2135,14 @@ async def test_a_replica_after_a_failover_is_asked_on_a_new_connection(
 
 @pytest.mark.timeout(60)
 @pytest.mark.parametrize("anyio_backend", ["asyncio", "trio"])
-@pytest.mark.parametrize("refusal", ["OOM", "READONLY"])
+@pytest.mark.parametrize("refusal", ["OOM", "READONLY", "MISCONF"])
 @pytest.mark.anyio
 async def test_the_local_fallback_holds_while_redis_answers_but_cannot_serve(
     own_server: RedisServer, refusal: str
 ) -> None:
-    """A server out of memory (``-OOM``) or turned into a replica
-    (``-READONLY``) still answers reads: the local fallback holds for as
+    """A server out of memory (``-OOM``), turned into a replica
+    (``-READONLY``) or refusing writes after a failed snapshot
+    (``-MISCONF``) still answers reads: the local fallback holds for as
     long as it refuses writes (its probe read the limit's key, succeeded,
     and the limiter went back to Redis about every 0.1 s, failed a take and
     fell back again), and Redis serves again within a bound once it clears

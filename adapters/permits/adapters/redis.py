@@ -679,17 +679,23 @@ class BackendUnavailable(PermitError, ConnectionError):
         super().__init__(f"Redis at {url} unavailable for {after:g} s{detail}")
 
 
-class _BusyError(redis.exceptions.ConnectionError):
-    """``-BUSY``: Redis runs a script past its time limit, and answers
-    everything else so until it ends (redis-py raises a plain
-    ``ResponseError``): it cannot serve now, an outage."""
+class _NotNow(redis.exceptions.ConnectionError):
+    """An error reply that says Redis cannot serve now, which redis-py
+    raises as a plain ``ResponseError``: an outage. ``-BUSY``: it runs a
+    script past its time limit, and answers everything else so until it
+    ends; ``-MISCONF``: its last snapshot failed, and it refuses writes
+    until one succeeds (``stop-writes-on-bgsave-error``)."""
+
+
+#: The first words of the error replies that are a :class:`_NotNow`.
+_NOT_NOW = ("BUSY ", "MISCONF ")
 
 
 def _counted(error: redis.exceptions.ResponseError) -> BaseException:
-    """An error reply as the limiter counts it: ``-BUSY`` as a
-    :class:`_BusyError` (an outage), anything else as it is."""
-    if type(error) is redis.exceptions.ResponseError and str(error).startswith("BUSY "):
-        return _BusyError(str(error))
+    """An error reply as the limiter counts it: ``-BUSY`` and ``-MISCONF``
+    as a :class:`_NotNow` (an outage), anything else as it is."""
+    if type(error) is redis.exceptions.ResponseError and str(error).startswith(_NOT_NOW):
+        return _NotNow(str(error))
     return error
 
 
@@ -1343,7 +1349,8 @@ class RedisLimit:
 #: serve the limit now: a replica, after a failover (``-READONLY``), out of
 #: memory (``-OOM``; a script call refused so charges nothing), still
 #: loading its data (``-LOADING``) or running a script past its time limit
-#: (``-BUSY``, see :class:`_BusyError`), both ``ConnectionError``\ s.
+#: (``-BUSY``) or refusing writes after a failed snapshot (``-MISCONF``;
+#: see :class:`_NotNow`), both ``ConnectionError``\ s.
 _UNREACHABLE = (
     redis.exceptions.ConnectionError,
     redis.exceptions.TimeoutError,
