@@ -2081,8 +2081,9 @@ async def test_a_server_that_cannot_serve_now_is_an_outage(
     own_server: RedisServer, refusal: str
 ) -> None:
     """A server out of memory (``-OOM``), turned into a replica by a
-    failover (``-READONLY``) or running a script past its time limit
-    (``-BUSY``) answers, but serves no take: an outage, as for ``-LOADING``,
+    failover (``-READONLY``), running a script past its time limit
+    (``-BUSY``) or refusing writes after a failed snapshot (``-MISCONF``)
+    answers, but serves no take: an outage, as for ``-LOADING``,
     so the waiter gets BackendUnavailable (the limiter broke: LimiterClosed
     for every waiter); once it serves again, service resumes."""
     async with open_limiter(
