@@ -246,8 +246,8 @@ MUTANTS: dict[str, tuple[str, str, str, str]] = {
     ),
     "flows-serve-oldest": (
         "_queues.py",
-        "heapq.heappush(self.heap, (flow.tag(self.index, self.scale), head.seq, flow.key, head))",
-        "heapq.heappush(self.heap, (0, head.seq, flow.key, head))",
+        "return (flow.tag(self.index, self.scale), head.seq, flow.key, head)",
+        "return (0, head.seq, flow.key, head)",
         "the flows of a level are served in push order: one tenant's backlog blocks the rest",
     ),
     "flow-clock-stuck": (

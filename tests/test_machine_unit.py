@@ -239,3 +239,21 @@ def test_a_quantile_read_from_another_thread_never_fails() -> None:
         done.set()
         reader.join()
     assert failures == []
+
+
+def test_a_merged_histogram_is_one_that_recorded_both() -> None:
+    """``merge`` counts another histogram's waits as if recorded here (the
+    simulator merges its tenants' into their workload's)."""
+    waits = [0, 1, 255, 256, 1_000, 999_999, 3 * 10**9, 12]
+    both, first, second = WaitHistogram(), WaitHistogram(), WaitHistogram()
+    for wait in waits:
+        both.record(wait)
+    for wait in waits[:3]:
+        first.record(wait)
+    for wait in waits[3:]:
+        second.record(wait)
+    first.merge(second)
+    first.merge(WaitHistogram())
+    got = (first.count, first.total, first.max, first.items(), first.quantile(0.5))
+    want = (both.count, both.total, both.max, both.items(), both.quantile(0.5))
+    assert got == want, (got, want)

@@ -1022,8 +1022,10 @@ class Machine:
             deadline = check_int("deadline", deadline)
         units = self._unit if cost.__class__ is int and cost == 1 else self._asked(cost)
         weight = 1
-        if flow is not None or self._flow_weights is not None:
+        if self._flow_weights is not None:
             weight = self._weight(flow)
+        elif flow is not None:
+            _check_flow(flow)
         try:
             waiting = id in self._ids
         except TypeError:

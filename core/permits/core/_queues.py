@@ -291,9 +291,9 @@ class _Level:
             if flow.depth and not line.dead:
                 return waiter  # alone, and its next head is live: nothing else changes
         else:
-            finish, _, _, _ = heapq.heappop(self.heap)
+            finish, _, _, _ = self.heap[0]  # its entry, which head() found live
             self.clock = flow.finish = flow.start = finish
-        self._after_departure(flow, rehead=self.only is None)
+        self._after_departure(flow, top=self.only is None)
         return waiter
 
     def removed(self, waiter: Waiter, flow: _Flow) -> None:
@@ -311,13 +311,20 @@ class _Level:
             flow.start = max(flow.finish, self.clock)
         self._after_departure(flow, rehead=head and self.only is None)
 
-    def _after_departure(self, flow: _Flow, rehead: bool) -> None:
+    def _after_departure(self, flow: _Flow, rehead: bool = False, top: bool = False) -> None:
+        """A waiter left ``flow``: its line is tidied, and its new head gets
+        an entry if ``rehead``; ``top``: its entry is the heap's top, which
+        its new head's replaces (or which goes, with the flow's last waiter)."""
         if flow.line.dead:
             self.swept += flow.line.tidy()
         if flow.depth:
-            if rehead:
+            if top:
+                heapq.heapreplace(self.heap, self._entry(flow))
+            elif rehead:
                 self._enter(flow)
             return
+        if top:
+            heapq.heappop(self.heap)
         # the flow has no waiters: nothing of it is kept
         del self.flows[flow.key]
         flow.key = None  # kept as the spare, it keeps no trace of its key
@@ -335,9 +342,13 @@ class _Level:
         elif self.stale > len(self.heap) - self.stale + SLACK:
             self._rebuild()
 
-    def _enter(self, flow: _Flow) -> None:
+    def _entry(self, flow: _Flow) -> tuple[int, int, Hashable, Waiter]:
+        """``flow``'s heap entry: its head's finish, push order, key, head."""
         head = flow.line.head()
-        heapq.heappush(self.heap, (flow.tag(self.index, self.scale), head.seq, flow.key, head))
+        return (flow.tag(self.index, self.scale), head.seq, flow.key, head)
+
+    def _enter(self, flow: _Flow) -> None:
+        heapq.heappush(self.heap, self._entry(flow))
         if self.stale > len(self.heap) - self.stale + SLACK:
             self._rebuild()
 

@@ -64,6 +64,15 @@ class WaitHistogram:
         counts = self._counts
         counts[wait] = counts.get(wait, 0) + 1
 
+    def merge(self, other: WaitHistogram) -> None:
+        """Count ``other``'s waits here too, as if each had been recorded here."""
+        self.count += other.count
+        self.total += other.total
+        self._max = max(self._max, other._max)
+        counts = self._counts
+        for wait, n in other._counts.items():
+            counts[wait] = counts.get(wait, 0) + n
+
     @property
     def buckets(self) -> int:
         """Number of buckets in use (the memory held, in entries)."""

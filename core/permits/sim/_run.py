@@ -158,6 +158,16 @@ class _Within:
                 counts[i] += 1
 
 
+def _both(first: Callable[[int], None], second: Callable[[int], None]) -> Callable[[int], None]:
+    """A record that records with ``first``, then with ``second``."""
+
+    def record(wait: int) -> None:
+        first(wait)
+        second(wait)
+
+    return record
+
+
 def _bounds(scenario: Scenario, measures: tuple[Measure, ...]) -> list[tuple[int, ...]]:
     """Per workload, the bounds (ns, whole: a wait is within ``b`` seconds
     if it is within ``floor(b)`` ns) of its requirements on ``measures``."""
@@ -203,14 +213,18 @@ class Tally:
             _Within(hist, bounds) if bounds else None
             for hist, bounds in zip(self.hists, self.wait_bounds, strict=True)
         ]
-        #: Per workload, what records a granted caller's wait.
+        #: Per workload, what records a granted caller's wait (one of no
+        #: tenant: a tenant's record stands for its workload's, below).
         self.records: list[Callable[[int], None]] = [
             hist.record if within is None else within.record
             for hist, within in zip(self.hists, self.within, strict=True)
         ]
         self.bins = [[0] * BINS for _ in range(n)]
         #: Per workload, its tenants' flows: the index of each in the lists
-        #: below (a tenant's callers granted are its histogram's count).
+        #: below (a tenant's callers granted are its histogram's count). A
+        #: tenant's record records for its workload too: its histogram is
+        #: merged into the workload's at the end, or, for a workload that
+        #: counts waits within bounds, its record records there as well.
         self.tenants: list[dict[Hashable, int]] = [{} for _ in range(n)]
         self.tenant_flows: list[Hashable] = []
         self.tenant_offered: list[int] = []
@@ -234,7 +248,10 @@ class Tally:
             within = _Within(hist, self.tenant_bounds[w]) if self.tenant_bounds[w] else None
             self.tenant_hists.append(hist)
             self.tenant_within.append(within)
-            self.tenant_records.append(hist.record if within is None else within.record)
+            record: Callable[[int], None] = hist.record if within is None else within.record
+            if self.within[w] is not None:
+                record = _both(record, self.records[w])
+            self.tenant_records.append(record)
         self.tenant_offered[index] += 1
         return index
 
@@ -259,10 +276,11 @@ class Tally:
         self.charge(w, cost)
         self.waiting[w] -= 1
         self.left_at[w] = at
-        self.records[w](waited)
-        self.bins[w][min(BINS - 1, at // (self.duration // BINS + 1))] += 1
-        if tenant is not None:
+        if tenant is None:
+            self.records[w](waited)
+        else:
             self.on_tenant_grant(tenant, waited)
+        self.bins[w][min(BINS - 1, at // (self.duration // BINS + 1))] += 1
 
     def charge(self, w: int, cost: int | tuple[int, ...]) -> None:
         """Count ``cost``'s units as granted to workload ``w``."""
@@ -274,7 +292,8 @@ class Tally:
                 per_limit[j] += n
 
     def on_tenant_grant(self, tenant: int, waited: int) -> None:
-        """A caller of ``tenant`` was granted after ``waited``."""
+        """A caller of ``tenant`` was granted after ``waited`` (counted for
+        its workload too)."""
         self.tenant_records[tenant](waited)
 
     def on_leave(self, w: int, at: int, state: State) -> None:
@@ -286,6 +305,17 @@ class Tally:
             self.cancelled[w] += 1
         else:
             self.expired[w] += 1
+
+    def _hist(self, w: int) -> WaitHistogram:
+        """Workload ``w``'s waits: its own histogram's, and its tenants'
+        unless they were recorded there too."""
+        if self.within[w] is not None or not self.tenants[w]:
+            return self.hists[w]
+        merged = WaitHistogram()
+        merged.merge(self.hists[w])
+        for tenant in self.tenants[w].values():
+            merged.merge(self.tenant_hists[tenant])
+        return merged
 
     def _tenant_figures(self, w: int) -> dict[str, Any]:
         """Workload ``w``'s tenants, those starved, the longest p99 and
@@ -329,7 +359,7 @@ class Tally:
         totals = [sum(per_limit[j] for per_limit in units) for j in range(n)]
         workloads = []
         for w, workload in enumerate(self.scenario.workloads):
-            hist = self.hists[w]
+            hist = self._hist(w)
             shares = tuple(
                 u / total if total else 0.0 for u, total in zip(units[w], totals, strict=True)
             )
@@ -520,12 +550,12 @@ def _run(scenario: Scenario, duration: int, source: Iterator[_Arrival]) -> Resul
                     charge(w, costs.pop(id))
                 else:
                     units[w] += 1
-                if tenants:
-                    tenant = tenants.pop(id, None)  # type: ignore[call-overload]
-                    if tenant is not None:
-                        tenant_record[tenant](waited)
+                tenant = tenants.pop(id, None) if tenants else None  # type: ignore[call-overload]
+                if tenant is None:
+                    record[w](waited)
+                else:
+                    tenant_record[tenant](waited)
                 left_at[w] = at
-                record[w](waited)
                 bins[w][at // per_bin] += 1
             else:
                 if costs:

@@ -111,6 +111,27 @@ def _ns(line: int, field: str, value: object, positive: bool = False) -> int:
     return round(exact * _BILLION)
 
 
+#: The nanoseconds of the timeouts and max_waits read as text, by text: a
+#: trace repeats a few (a level's timeout, say) row after row. At most
+#: _WAITS_KEPT of them, then it starts again: memory, not behaviour.
+_WAITS: dict[str, int] = {}
+_WAITS_KEPT = 1024
+
+
+def _wait_ns(line: int, field: str, value: object) -> int:
+    """A timeout or max_wait, as :func:`_ns` reads it (a text read before
+    is not read again)."""
+    if value.__class__ is not str:
+        return _ns(line, field, value)
+    ns = _WAITS.get(value)
+    if ns is None:
+        ns = _ns(line, field, value)
+        if len(_WAITS) >= _WAITS_KEPT:
+            _WAITS.clear()
+        _WAITS[value] = ns
+    return ns
+
+
 def _int(line: int, field: str, value: object, minimum: int) -> int:
     if isinstance(value, str):
         text = value.strip()
@@ -167,9 +188,9 @@ def _call(
             if cost.__class__ is dict
             else _int(line, "cost", cost, 1),
             None if flow == "" else flow,
-            None if timeout is None or timeout == "" else _ns(line, "timeout", timeout),
+            None if timeout is None or timeout == "" else _wait_ns(line, "timeout", timeout),
             line,
-            None if max_wait is None or max_wait == "" else _ns(line, "max_wait", max_wait),
+            None if max_wait is None or max_wait == "" else _wait_ns(line, "max_wait", max_wait),
         ),
     )
 
