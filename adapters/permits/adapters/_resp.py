@@ -5,8 +5,8 @@ order they were sent (so requests may be pipelined), each with a reply
 timeout; a connection that times out or fails is closed, and the next call
 opens a new one. It speaks exactly what the limiter needs (``EVALSHA`` with
 its ``SCRIPT LOAD`` fallback, ``AUTH`` and ``SELECT`` from the URL; and
-``PING``, to check a connection by hand) and raises redis-py's exceptions, so the limiter handles its faults as it
-does redis-py's.
+``PING``, to check a connection by hand) and raises redis-py's exceptions,
+so the limiter handles its faults as it does redis-py's.
 
 Why not redis-py's asyncio client: measured under callgrind
 (``bench/shared_acquire.py``), one script call costs the client about a
