@@ -324,8 +324,16 @@ class _Limiting:
 
     def _proceed(self, id: int, decision: Decision, now: int) -> None:
         """The caller of ``id`` proceeds with the permit ``decision`` granted:
-        spend it, then tell the exporters."""
-        self._spend(id, now)
+        its permit counts from ``now``; then the exporters are told."""
+        machine = self._machine
+        try:
+            decisions = machine.spend(id, now, settle_later=self._settle_later)
+        except Exception as error:
+            self._fault(error)
+        if decisions:
+            self._dispatch(decisions)
+        if len(machine):  # the next permit's due time moved
+            self._reschedule()
         if self._on_proceed:
             self._tell(decision)
 
@@ -337,18 +345,6 @@ class _Limiting:
                 told(decision.level, decision.waited)
             except Exception:
                 log.exception("a metrics exporter failed to record a wait")
-
-    def _spend(self, id: int, now: int) -> None:
-        """The caller of ``id`` proceeds: its permit counts from ``now``."""
-        machine = self._machine
-        try:
-            decisions = machine.spend(id, now, settle_later=self._settle_later)
-        except Exception as error:
-            self._fault(error)
-        if decisions:
-            self._dispatch(decisions)
-        if len(machine):  # the next permit's due time moved
-            self._reschedule()
 
     def _dispatch(self, decisions: list[Decision]) -> None:
         waiters = self._waiters
