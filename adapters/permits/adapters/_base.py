@@ -248,6 +248,10 @@ class _Limiting:
         )
         self._machine.min_wait(default_level)  # validates it
         self.default_level = default_level
+        #: The waiters, by id: exactly the machine's, each added as it is
+        #: pushed and dropped as it is decided or withdrawn, so that
+        #: ``not self._waiters`` says nobody waits (cheaper than asking the
+        #: machine, whose ``len`` is a Python method called through a slot).
         self._waiters: dict[int, _Waiter] = {}
         self._ids = itertools.count()
         self._closed: LimiterClosed | None = None
@@ -332,7 +336,7 @@ class _Limiting:
             self._fault(error)
         if decisions:
             self._dispatch(decisions)
-        if len(machine):  # the next permit's due time moved
+        if self._waiters:  # the next permit's due time moved
             self._reschedule()
         if self._on_proceed:
             self._tell(decision)
@@ -569,7 +573,7 @@ class _Limiting:
         none counts as pushed and expired at its level.
         """
         # Timeout 0, as the push below: recorded so, it never waits in a replay.
-        if self._paced and not len(self._machine) and self._take(level, cost, flow, 0, None):
+        if self._paced and not self._waiters and self._take(level, cost, flow, 0, None):
             return True
         id, _, decision = self._request(level, cost, flow, 0, None)  # deadline now
         assert decision is not None  # a deadline of now decides at once
@@ -779,7 +783,7 @@ class BaseLimiter(_Limiting):
         decided, before it could proceed, hands the permit back, and the next
         waiter gets it at once.
         """
-        if self._paced and not len(self._machine):  # nobody waits: one may be free
+        if self._paced and not self._waiters:  # nobody waits: one may be free
             if self._checkpoint_on_grant:
                 # Before a permit is taken, so that a cancel costs none (and
                 # after the clock, which says if this is the wrong framework).
