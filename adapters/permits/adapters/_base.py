@@ -430,12 +430,13 @@ class _Limiting:
         # The newcomer's own decision, if any: the last, or followed by
         # others' grants in the same push (the policy chooses again after it).
         decision = None
-        for i in range(len(decisions) - 1, -1, -1):
-            if decisions[i].id == id:
-                decision = decisions.pop(i)
-                break
-        if decisions:
-            self._dispatch(decisions)
+        if decisions:  # (none while others wait and the newcomer joins them)
+            for i in range(len(decisions) - 1, -1, -1):
+                if decisions[i].id == id:
+                    decision = decisions.pop(i)
+                    break
+            if decisions:
+                self._dispatch(decisions)
         if self._recording is not None:
             self._record(now, level, cost, flow, patience, limit, id if decision is None else None)
         return id, level, decision
