@@ -283,6 +283,10 @@ class _Limiting:
         except PermitValueError as error:
             raise PermitValueError("default_level", default_level, error.reason) from None
         self.default_level = default_level
+        #: The waiters, by id: exactly the machine's, each added as it is
+        #: pushed and dropped as it is decided or withdrawn, so that
+        #: ``not self._waiters`` says nobody waits (cheaper than asking the
+        #: machine, whose ``len`` is a Python method called through a slot).
         self._waiters: dict[int, _Waiter] = {}
         self._ids = itertools.count()
         self._closed: LimiterClosed | None = None
@@ -359,8 +363,16 @@ class _Limiting:
 
     def _proceed(self, id: int, decision: Decision, now: int) -> None:
         """The caller of ``id`` proceeds with the permit ``decision`` granted:
-        spend it, then tell the exporters."""
-        self._spend(id, now)
+        its permit counts from ``now``; then the exporters are told."""
+        machine = self._machine
+        try:
+            decisions = machine.spend(id, now, settle_later=self._settle_later)
+        except Exception as error:
+            self._fault(error)
+        if decisions:
+            self._dispatch(decisions)
+        if self._waiters:  # the next permit's due time moved
+            self._reschedule()
         if self._on_proceed:
             self._tell(decision)
 
@@ -372,18 +384,6 @@ class _Limiting:
                 told(decision.level, decision.waited)
             except Exception:
                 log.exception("a metrics exporter failed to record a wait")
-
-    def _spend(self, id: int, now: int) -> None:
-        """The caller of ``id`` proceeds: its permit counts from ``now``."""
-        machine = self._machine
-        try:
-            decisions = machine.spend(id, now, settle_later=self._settle_later)
-        except Exception as error:
-            self._fault(error)
-        if decisions:
-            self._dispatch(decisions)
-        if len(machine):  # the next permit's due time moved
-            self._reschedule()
 
     def _dispatch(self, decisions: list[Decision]) -> None:
         waiters = self._waiters
@@ -465,12 +465,13 @@ class _Limiting:
         # The newcomer's own decision, if any: the last, or followed by
         # others' grants in the same push (the policy chooses again after it).
         decision = None
-        for i in range(len(decisions) - 1, -1, -1):
-            if decisions[i].id == id:
-                decision = decisions.pop(i)
-                break
-        if decisions:
-            self._dispatch(decisions)
+        if decisions:  # (none while others wait and the newcomer joins them)
+            for i in range(len(decisions) - 1, -1, -1):
+                if decisions[i].id == id:
+                    decision = decisions.pop(i)
+                    break
+            if decisions:
+                self._dispatch(decisions)
         if self._recording is not None:
             self._record(now, level, cost, flow, patience, limit, id if decision is None else None)
         return id, level, decision
@@ -614,7 +615,7 @@ class _Limiting:
         none counts as pushed and expired at its level.
         """
         # Timeout 0, as the push below: recorded so, it never waits in a replay.
-        if self._paced and not len(self._machine) and self._take(level, cost, flow, 0, None):
+        if self._paced and not self._waiters and self._take(level, cost, flow, 0, None):
             return True
         id, _, decision = self._request(level, cost, flow, 0, None)  # deadline now
         assert decision is not None  # a deadline of now decides at once
@@ -824,7 +825,7 @@ class BaseLimiter(_Limiting):
         decided, before it could proceed, hands the permit back, and the next
         waiter gets it at once.
         """
-        if self._paced and not len(self._machine):  # nobody waits: one may be free
+        if self._paced and not self._waiters:  # nobody waits: one may be free
             if self._checkpoint_on_grant:
                 # Before a permit is taken, so that a cancel costs none (and
                 # after the clock, which says if this is the wrong framework).

@@ -93,7 +93,9 @@ class Limiter(BaseLimiter):
             self._timer = None
         self._timer_at = when
         if when is not None:
-            self._timer = self._running_loop().call_at(when / 1e9, self._fire)
+            # The loop is known: every change to the machine read its clock first.
+            assert self._loop is not None
+            self._timer = self._loop.call_at(when / 1e9, self._fire)
 
     def _fire(self) -> None:
         self._timer = None

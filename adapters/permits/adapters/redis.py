@@ -1613,8 +1613,8 @@ class RedisLimiter(_AnyioLimiter):
                     self._served_locally.add(decision.id)  # type: ignore[arg-type]
         super()._dispatch(decisions)
 
-    def _spend(self, id: int, now: int) -> None:
-        super()._spend(id, now)
+    def _proceed(self, id: int, decision: Decision, now: int) -> None:
+        super()._proceed(id, decision, now)
         units = self._granted.pop(id, None)
         if id in self._served_locally:
             # Redis never charged it: a settle of it has nothing to change there

@@ -129,7 +129,7 @@ class Limiter(_Limiting):
         pushed = False
         try:
             with self._lock:
-                if self._paced and not len(self._machine):  # nobody waits: one may be free
+                if self._paced and not self._waiters:  # nobody waits: one may be free
                     permit = self._take(level, cost, flow, timeout, max_wait)
                     if permit is not None:
                         return permit
