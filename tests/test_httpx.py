@@ -184,12 +184,12 @@ def test_bad_transport_options_are_refused(options: dict[str, Any], argument: st
 async def test_an_unknown_option_names_the_transport_and_its_options() -> None:
     """A misspelt option (``retry=3``) is refused naming the transport and
     the options it has, not the private class that holds them."""
-    known = "level, flow, cost, settle, retries, timeout, max_pause"
+    known = "limiter, transport, level, flow, cost, settle, retries, timeout, max_pause"
     with threads.open_limiter(Fifo(), 10) as limiter:
         with pytest.raises(TypeError) as refused:
             PermitsTransport(limiter, retry=3)  # type: ignore[call-arg]
         assert str(refused.value) == (
-            f"PermitsTransport() got an unexpected keyword argument 'retry' (its options: {known})"
+            f"PermitsTransport() got an unexpected keyword argument 'retry' (it takes {known})"
         )
     async with asyncio_adapter.open_limiter(Fifo(), 10) as async_limiter:
         with pytest.raises(TypeError, match=r"^AsyncPermitsTransport\(\) got an unexpected"):

@@ -57,7 +57,7 @@ from permits._upstream import (
     retry,
     settle_in_time,
 )
-from permits.adapters._base import _Limiting
+from permits.adapters._base import _Limiting, refuse_unknown
 from permits.adapters._requires import requires_extra
 from permits.adapters.threads import Limiter as ThreadLimiter
 from permits.core import PermitTypeError, PermitValueError
@@ -97,13 +97,7 @@ def _options(transport: str, options: Mapping[str, Any]) -> _Options:
     """``options`` checked, for ``transport`` (its name, for the errors): an
     unknown one is refused naming the transport and its options (not the
     private class that holds them)."""
-    known = list(TransportOptions.__annotations__)
-    for name in options:
-        if name not in known:
-            raise TypeError(
-                f"{transport}() got an unexpected keyword argument {name!r} "
-                f"(its options: {', '.join(known)})"
-            )
+    refuse_unknown(transport, options, ("limiter", "transport", *TransportOptions.__annotations__))
     return _Options(**options)
 
 

@@ -172,16 +172,20 @@ class LimiterOptions(TypedDict, total=False):
     settle_window: float
 
 
-def refuse_unknown(function: str, options: Mapping[str, object]) -> None:
+def refuse_unknown(
+    function: str, options: Mapping[str, object], takes: Sequence[str] | None = None
+) -> None:
     """A keyword ``function`` does not take is refused naming ``function``
-    and its keyword options (Python's own error would name the private
-    class that takes them)."""
-    known = list(LimiterOptions.__annotations__)
+    and the arguments it ``takes`` (by default an ``open_limiter``'s: the
+    policy, the limit and :class:`LimiterOptions`); Python's own error
+    would name the private class that takes them."""
+    if takes is None:
+        takes = ("policy", "rate", "burst", *LimiterOptions.__annotations__)
     for name in options:
-        if name not in known:
+        if name not in takes:
             raise TypeError(
                 f"{function}() got an unexpected keyword argument {name!r} "
-                f"(it takes policy, rate, burst, {', '.join(known)})"
+                f"(it takes {', '.join(takes)})"
             )
 
 
