@@ -300,7 +300,7 @@ def test_a_wait_inside_an_event_loop_warns() -> None:
         assert warned[0].filename == __file__  # it points at the caller's line
         assert str(warned[0].message).startswith("acquire waits in a thread that runs")
 
-    with open_limiter(Fifo(), rate=1, burst=1) as limiter:
+    with open_limiter(Fifo(), rate=0.01, burst=1) as limiter:  # the next permit in 100 s
 
         async def asyncio_task() -> None:
             limiter.acquire()  # a permit free: no wait, no warning
