@@ -318,6 +318,24 @@ def test_key_is_hash_tagged_and_expires_when_idle(redis_server: RedisServer) -> 
         client.close()
 
 
+def test_the_probe_leaves_the_limits_key_as_it_was(redis_server: RedisServer) -> None:
+    """The fallback's probe writes the limit's key and undoes it: no key
+    where there was none, the same fields and expiry where there was one."""
+    limit = RedisLimit(redis_server.url, name=fresh(), rate=1, burst=3)
+    client = redis.Redis.from_url(redis_server.url)
+    try:
+        limit.probe()
+        assert client.exists(limit.key) == 0
+        limit.take()
+        before = client.hgetall(limit.key)
+        limit.probe()
+        assert client.hgetall(limit.key) == before
+        assert 0 < client.pttl(limit.key) <= 1000
+    finally:
+        limit.close()
+        client.close()
+
+
 @pytest.mark.parametrize(
     ("options", "argument"),
     [
@@ -2172,6 +2190,62 @@ async def test_the_local_fallback_holds_while_redis_answers_but_cannot_serve(
             tg.cancel_scope.cancel()
         assert limiter.round_trips > trips  # takes, from Redis
         assert (limiter.fallbacks, limiter.backend_down) == (1, False)
+
+
+def restricted_user(server: RedisServer, name: str) -> str:
+    """The URL of a Redis user allowed exactly what the limiter's takes need
+    (ACL): the commands its script sends, by category (hashes, lists,
+    keys, scripts; no strings), on the limit ``name``'s keys."""
+    admin = redis.Redis(port=server.port)
+    try:
+        admin.acl_setuser(
+            "limiter",
+            enabled=True,
+            passwords=["+secret"],
+            keys=[f"permits:{{{name}}}*"],
+            categories=["+@scripting", "+@hash", "+@list", "+@keyspace", "+@connection"],
+            commands=["+time"],
+        )
+    finally:
+        admin.close()
+    return f"redis://limiter:secret@127.0.0.1:{server.port}/0"
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("anyio_backend", ["asyncio", "trio"])
+@pytest.mark.anyio
+async def test_the_local_fallback_goes_back_to_redis_as_a_user_allowed_takes(
+    own_server: RedisServer,
+) -> None:
+    """A Redis user allowed what a take needs (ACL) is allowed the
+    fallback's probe too: after a hang, Redis serves again. The probe was a
+    SET on a key of its own, refused to such a user (NOPERM), and its
+    error, raised out of the probe's task, tore down the limiter's task
+    group: the caller's ``async with`` block raised an ExceptionGroup."""
+    name = fresh()
+    url = restricted_user(own_server, name)
+    async with falling_back(url, name, 100, 5) as limiter:
+        await limiter.acquire()
+
+        async def caller() -> None:
+            while True:
+                await limiter.acquire()
+
+        async with anyio.create_task_group() as tg:
+            for _ in range(3):
+                tg.start_soon(caller)
+            own_server.hang()
+            try:
+                with anyio.fail_after(10):
+                    while not limiter.fallbacks:
+                        await anyio.sleep(0.01)
+            finally:
+                own_server.resume()
+            with anyio.fail_after(10):
+                while limiter.backend_down:
+                    await anyio.sleep(0.01)
+            tg.cancel_scope.cancel()
+        assert (limiter.fallbacks, limiter.closed) == (1, False)
 
 
 # -- a real Redis Cluster ---------------------------------------------------------

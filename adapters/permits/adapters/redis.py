@@ -586,11 +586,14 @@ def script_source(*, clock: Literal["redis", "argv"] = "redis") -> str:
 SCRIPT = script_source()
 
 #: The probe of a limiter falling back locally: whether Redis can serve a
-#: take again. One write on a scratch key in the limit's hash slot, undone
-#: at once: a server that answers reads but refuses writes (out of memory,
-#: a replica after a failover) refuses it as it refuses a take's first
-#: write; nothing of the limit is read or charged.
-PROBE = "redis.call('SET', KEYS[1], '1') return redis.call('DEL', KEYS[1])"
+#: take again. One write on the limit's own key, undone at once (a field
+#: the script never reads, set and deleted; the key deleted with it if it
+#: held nothing else): a server that answers reads but refuses writes (out
+#: of memory, a replica after a failover) refuses it as it refuses a
+#: take's first write; nothing of the limit is read or charged. Only the
+#: commands and the key a take uses, so a Redis user allowed takes (ACL)
+#: is allowed the probe.
+PROBE = "redis.call('HSET', KEYS[1], 'probe', '1') return redis.call('HDEL', KEYS[1], 'probe')"
 
 
 class GcraAnswer(NamedTuple):
@@ -834,8 +837,6 @@ class RedisLimit:
         self.line_key = f"{self.key}:line"
         #: Global shares: where each level's grants start and finish.
         self.shares_key = f"{self.key}:shares"
-        #: The probe's scratch key, there only while it runs (see PROBE).
-        self.probe_key = f"{self.key}:probe"
         #: This limit's process, as the demand hash and the line name it.
         self.process = uuid.uuid4().hex
         self.audit = bool(audit)
@@ -1290,12 +1291,13 @@ class RedisLimit:
 
     def probe(self) -> None:
         """Ask the node that holds the limit's keys whether it can serve a
-        take (raises as a take would if not): :data:`PROBE`, on a key that
-        a cluster client sends to that node. A read (the limit's ``PTTL``)
-        succeeded on a server out of memory or turned into a replica, and
-        the limiter went back to Redis only to fail its next take."""
+        take (raises as a take would if not): :data:`PROBE`, on the
+        limit's key, which a cluster client sends to that node. A read (the
+        limit's ``PTTL``) succeeded on a server out of memory or turned
+        into a replica, and the limiter went back to Redis only to fail its
+        next take."""
         try:
-            self._probe_script(keys=[self.probe_key])
+            self._probe_script(keys=[self.key])
         except redis.exceptions.ResponseError as error:
             raise self._refused(error) from None
 
@@ -1320,7 +1322,7 @@ class RedisLimit:
             self._asubmit = lambda request, landed: script.submit(
                 len(request.args), request.wire, landed
             )
-            probe = _resp.AsyncScript(own, PROBE, [self.probe_key])
+            probe = _resp.AsyncScript(own, PROBE, [self.key])
             self._aprobe = lambda: probe(0, b"")
             return
         client = redis.asyncio.RedisCluster if self._cluster else redis.asyncio.Redis
@@ -1328,7 +1330,7 @@ class RedisLimit:
         aclient = client.from_url(self._url, **options)
         registered = aclient.register_script(SCRIPT)
         aprobe = aclient.register_script(PROBE)
-        keys, probe_keys = self._keys, [self.probe_key]
+        keys, probe_keys = self._keys, [self.key]
         self._aclient = aclient
         self._arun = lambda request: self._replied(registered(keys=keys, args=request.args))
         self._aprobe = lambda: self._replied(aprobe(keys=probe_keys))
