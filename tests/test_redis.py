@@ -2248,6 +2248,48 @@ async def test_the_local_fallback_goes_back_to_redis_as_a_user_allowed_takes(
         assert (limiter.fallbacks, limiter.closed) == (1, False)
 
 
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("anyio_backend", ["asyncio", "trio"])
+@pytest.mark.anyio
+async def test_a_probe_refused_for_good_closes_the_limiter(own_server: RedisServer) -> None:
+    """The fallback's probe refused with an error that is no outage (the
+    user's permission to run scripts revoked meanwhile, NOPERM) closes the
+    limiter, as a take refused so does: every waiter gets LimiterClosed,
+    with the refusal as its cause. Raised out of the probe's task, it tore
+    down the limiter's task group, and the caller's ``async with`` block
+    raised an ExceptionGroup."""
+    name = fresh()
+    url = restricted_user(own_server, name)
+    admin = redis.Redis(port=own_server.port)
+    closed: list[LimiterClosed] = []
+    try:
+        async with falling_back(url, name, 100, 5) as limiter:
+            await limiter.acquire()
+
+            async def caller() -> None:
+                try:
+                    while True:
+                        await limiter.acquire()
+                except LimiterClosed as error:
+                    closed.append(error)
+
+            async with anyio.create_task_group() as tg:
+                for _ in range(3):
+                    tg.start_soon(caller)
+                with refusing(own_server, "OOM"):
+                    with anyio.fail_after(10):
+                        while not limiter.fallbacks:
+                            await anyio.sleep(0.01)
+                    admin.acl_setuser("limiter", categories=["-@scripting"])
+                with anyio.fail_after(10):
+                    while not limiter.closed:
+                        await anyio.sleep(0.01)
+    finally:
+        admin.close()
+    assert len(closed) == 3
+    assert all(isinstance(error.cause, redis.ResponseError) for error in closed), closed
+
+
 # -- a real Redis Cluster ---------------------------------------------------------
 
 

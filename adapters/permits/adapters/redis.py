@@ -2231,6 +2231,15 @@ class RedisLimiter(_AnyioLimiter):
                 self._down = True
                 self._down_error = error
                 continue
+            except Exception as error:
+                # Refused otherwise (a permission revoked): as the driver
+                # does, close, and the waiters learn of it; raised out of
+                # this task, it would tear down the caller's task group.
+                self._break(error)
+                wake = self._driver_wake
+                if wake is not None:
+                    wake.set()
+                return
             self._local = None
             wake = self._driver_wake
             if wake is not None:
