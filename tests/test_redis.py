@@ -543,6 +543,24 @@ def test_bad_options(options: dict[str, Any], argument: str) -> None:
     limit.close()
 
 
+def test_a_negative_duration_is_refused_with_the_range_it_must_be_in() -> None:
+    """A negative time that must be above 0 is refused saying so, as 0 is:
+    it said 'must be >= 0', and 0 was refused next ('must be finite seconds
+    > 0'); one that may be 0 says '>= 0' with the rest of its range."""
+    limit = RedisLimit("redis://127.0.0.1:1/0", name="x", rate=10, burst=3)
+    try:
+        for demand_ttl in (-1, 0):
+            with pytest.raises(PermitValueError, match=r"must be finite seconds > 0, at most"):
+                RedisLimiter(StrictPriority(2), limit, demand_ttl=demand_ttl)
+        for ttl in (-5, 0):
+            with pytest.raises(PermitValueError, match=r"^ttl=.*: must be finite seconds > 0,"):
+                limit.publish_demand((1,), ttl=ttl)
+        with pytest.raises(PermitValueError, match=r"^book=-1: must be finite seconds >= 0,"):
+            limit.take(book=-1)
+    finally:
+        limit.close()
+
+
 @pytest.mark.parametrize("anyio_backend", ["asyncio"])
 @pytest.mark.anyio
 async def test_an_infinite_refund_window_is_refused_by_open_limiter() -> None:

@@ -734,11 +734,14 @@ _LONGEST_S = 10**9
 def _microseconds(argument: str, seconds: float, *, above_zero: bool = False) -> int:
     """``seconds`` (finite, ``>= 0``, or ``> 0`` if ``above_zero``, at most
     :data:`_LONGEST_S`) in whole microseconds, rounded up."""
-    ns = _nanoseconds(argument, seconds)
+    try:
+        ns = _nanoseconds(argument, seconds)
+    except PermitValueError:  # negative or NaN: refused below, with the whole range
+        ns = None
     if ns is None or seconds > _LONGEST_S or (above_zero and not ns):
-        above = " > 0" if above_zero else ""
+        above = "> 0" if above_zero else ">= 0"
         raise PermitValueError(
-            argument, seconds, f"must be finite seconds{above}, at most {_LONGEST_S:g}"
+            argument, seconds, f"must be finite seconds {above}, at most {_LONGEST_S:g}"
         )
     return math.ceil(seconds * 1e6)
 
