@@ -1926,6 +1926,72 @@ async def test_a_permit_the_fallback_served_is_never_settled_on_redis(
 
 
 @pytest.mark.timeout(60)
+@pytest.mark.parametrize("anyio_backend", ["asyncio", "trio"])
+@pytest.mark.anyio
+async def test_a_fallback_permit_handed_on_is_never_settled_on_redis(
+    own_server: RedisServer,
+) -> None:
+    """A permit the local fallback served, whose caller was cancelled before
+    it proceeded, goes to the next waiter, and is still the fallback's: that
+    waiter's settle (at the whole burst, four units above its cost) changes
+    nothing in Redis. It counted as a permit Redis had charged: the settle
+    took four units from the shared bucket (and a give-back of it would
+    have given Redis a unit it never charged)."""
+    async with open_limiter(
+        Fifo(1),
+        own_server.url,
+        name=fresh(),
+        rate=0.5,  # a unit every 2 s
+        burst=5,
+        on_unavailable="local",
+        share=1.0,
+        timeout=0.3,
+        settle_window=60.0,
+    ) as limiter:
+        await limiter.acquire()  # from Redis: 4 units left there
+        own_server.hang()
+        try:
+            with anyio.fail_after(10):
+                while not limiter.backend_down:  # the outage is noticed
+                    with anyio.move_on_after(0.5):
+                        await limiter.acquire()
+            first = anyio.CancelScope()
+            dispatch = limiter._dispatch
+
+            def cancelling(decisions: list[Decision]) -> None:
+                dispatch(decisions)
+                if not first.cancel_called and any(d.state is State.GRANTED for d in decisions):
+                    first.cancel()  # granted by the fallback: cancelled before it runs
+
+            limiter._dispatch = cancelling  # type: ignore[method-assign]
+            held: list[Any] = []
+
+            async def cancelled() -> None:
+                with first:
+                    await limiter.acquire()
+
+            async def next_one() -> None:
+                held.append(await limiter.acquire())
+
+            with anyio.fail_after(10):
+                async with anyio.create_task_group() as tg:
+                    tg.start_soon(cancelled)
+                    await anyio.sleep(0.05)  # it waits first
+                    tg.start_soon(next_one)
+            assert first.cancelled_caught
+            held[0].settle(5)
+        finally:
+            own_server.resume()
+        with anyio.fail_after(15):
+            while limiter.backend_down or limiter._local is not None:
+                await anyio.sleep(0.05)
+        # back on Redis: 4 units, less at most one take sent as it froze; the
+        # settle's 4 more would leave none
+        for _ in range(3):  # at once: the settle's units would come back a unit per 2 s
+            await limiter.acquire(timeout=0.9)
+
+
+@pytest.mark.timeout(60)
 @pytest.mark.parametrize("anyio_backend", ["asyncio"])
 @pytest.mark.anyio
 async def test_a_restart_loses_the_pause_and_changed_limits(own_server: RedisServer) -> None:

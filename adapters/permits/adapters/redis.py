@@ -1647,8 +1647,17 @@ class RedisLimiter(_AnyioLimiter):
         units = self._granted.pop(id, None)
         local = id in self._served_locally
         self._served_locally.discard(id)
-        if units is None or waiter.error is not None or local:
-            # (a permit of the local fallback goes back to it, never to Redis)
+        if local:
+            # A permit of the local fallback goes to the next waiter (or back
+            # to it), never to Redis; that waiter's is the fallback's too, so
+            # that neither its settle nor its give-back reaches Redis.
+            self._serving_locally = True
+            try:
+                super()._withdraw(id, waiter)
+            finally:
+                self._serving_locally = False
+            return
+        if units is None or waiter.error is not None:
             super()._withdraw(id, waiter)
             return
         self._dispatch(self._machine.tick(self._now()))  # next_level() needs the time
