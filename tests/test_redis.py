@@ -318,6 +318,24 @@ def test_key_is_hash_tagged_and_expires_when_idle(redis_server: RedisServer) -> 
         client.close()
 
 
+def test_the_probe_leaves_the_limits_key_as_it_was(redis_server: RedisServer) -> None:
+    """The fallback's probe writes the limit's key and undoes it: no key
+    where there was none, the same fields and expiry where there was one."""
+    limit = RedisLimit(redis_server.url, name=fresh(), rate=1, burst=3)
+    client = redis.Redis.from_url(redis_server.url)
+    try:
+        limit.probe()
+        assert client.exists(limit.key) == 0
+        limit.take()
+        before = client.hgetall(limit.key)
+        limit.probe()
+        assert client.hgetall(limit.key) == before
+        assert 0 < client.pttl(limit.key) <= 1000
+    finally:
+        limit.close()
+        client.close()
+
+
 @pytest.mark.parametrize(
     ("options", "argument"),
     [
@@ -523,6 +541,24 @@ def test_bad_options(options: dict[str, Any], argument: str) -> None:
         RedisLimiter(StrictPriority(2), limit, **options)
     assert error.value.argument == argument
     limit.close()
+
+
+def test_a_negative_duration_is_refused_with_the_range_it_must_be_in() -> None:
+    """A negative time that must be above 0 is refused saying so, as 0 is:
+    it said 'must be >= 0', and 0 was refused next ('must be finite seconds
+    > 0'); one that may be 0 says '>= 0' with the rest of its range."""
+    limit = RedisLimit("redis://127.0.0.1:1/0", name="x", rate=10, burst=3)
+    try:
+        for demand_ttl in (-1, 0):
+            with pytest.raises(PermitValueError, match=r"must be finite seconds > 0, at most"):
+                RedisLimiter(StrictPriority(2), limit, demand_ttl=demand_ttl)
+        for ttl in (-5, 0):
+            with pytest.raises(PermitValueError, match=r"^ttl=.*: must be finite seconds > 0,"):
+                limit.publish_demand((1,), ttl=ttl)
+        with pytest.raises(PermitValueError, match=r"^book=-1: must be finite seconds >= 0,"):
+            limit.take(book=-1)
+    finally:
+        limit.close()
 
 
 @pytest.mark.parametrize("anyio_backend", ["asyncio"])
@@ -1890,6 +1926,72 @@ async def test_a_permit_the_fallback_served_is_never_settled_on_redis(
 
 
 @pytest.mark.timeout(60)
+@pytest.mark.parametrize("anyio_backend", ["asyncio", "trio"])
+@pytest.mark.anyio
+async def test_a_fallback_permit_handed_on_is_never_settled_on_redis(
+    own_server: RedisServer,
+) -> None:
+    """A permit the local fallback served, whose caller was cancelled before
+    it proceeded, goes to the next waiter, and is still the fallback's: that
+    waiter's settle (at the whole burst, four units above its cost) changes
+    nothing in Redis. It counted as a permit Redis had charged: the settle
+    took four units from the shared bucket (and a give-back of it would
+    have given Redis a unit it never charged)."""
+    async with open_limiter(
+        Fifo(1),
+        own_server.url,
+        name=fresh(),
+        rate=0.5,  # a unit every 2 s
+        burst=5,
+        on_unavailable="local",
+        share=1.0,
+        timeout=0.3,
+        settle_window=60.0,
+    ) as limiter:
+        await limiter.acquire()  # from Redis: 4 units left there
+        own_server.hang()
+        try:
+            with anyio.fail_after(10):
+                while not limiter.backend_down:  # the outage is noticed
+                    with anyio.move_on_after(0.5):
+                        await limiter.acquire()
+            first = anyio.CancelScope()
+            dispatch = limiter._dispatch
+
+            def cancelling(decisions: list[Decision]) -> None:
+                dispatch(decisions)
+                if not first.cancel_called and any(d.state is State.GRANTED for d in decisions):
+                    first.cancel()  # granted by the fallback: cancelled before it runs
+
+            limiter._dispatch = cancelling  # type: ignore[method-assign]
+            held: list[Any] = []
+
+            async def cancelled() -> None:
+                with first:
+                    await limiter.acquire()
+
+            async def next_one() -> None:
+                held.append(await limiter.acquire())
+
+            with anyio.fail_after(10):
+                async with anyio.create_task_group() as tg:
+                    tg.start_soon(cancelled)
+                    await anyio.sleep(0.05)  # it waits first
+                    tg.start_soon(next_one)
+            assert first.cancelled_caught
+            held[0].settle(5)
+        finally:
+            own_server.resume()
+        with anyio.fail_after(15):
+            while limiter.backend_down or limiter._local is not None:
+                await anyio.sleep(0.05)
+        # back on Redis: 4 units, less at most one take sent as it froze; the
+        # settle's 4 more would leave none
+        for _ in range(3):  # at once: the settle's units would come back a unit per 2 s
+            await limiter.acquire(timeout=0.9)
+
+
+@pytest.mark.timeout(60)
 @pytest.mark.parametrize("anyio_backend", ["asyncio"])
 @pytest.mark.anyio
 async def test_a_restart_loses_the_pause_and_changed_limits(own_server: RedisServer) -> None:
@@ -2172,6 +2274,104 @@ async def test_the_local_fallback_holds_while_redis_answers_but_cannot_serve(
             tg.cancel_scope.cancel()
         assert limiter.round_trips > trips  # takes, from Redis
         assert (limiter.fallbacks, limiter.backend_down) == (1, False)
+
+
+def restricted_user(server: RedisServer, name: str) -> str:
+    """The URL of a Redis user allowed exactly what the limiter's takes need
+    (ACL): the commands its script sends, by category (hashes, lists,
+    keys, scripts; no strings), on the limit ``name``'s keys."""
+    admin = redis.Redis(port=server.port)
+    try:
+        admin.acl_setuser(
+            "limiter",
+            enabled=True,
+            passwords=["+secret"],
+            keys=[f"permits:{{{name}}}*"],
+            categories=["+@scripting", "+@hash", "+@list", "+@keyspace", "+@connection"],
+            commands=["+time"],
+        )
+    finally:
+        admin.close()
+    return f"redis://limiter:secret@127.0.0.1:{server.port}/0"
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("anyio_backend", ["asyncio", "trio"])
+@pytest.mark.anyio
+async def test_the_local_fallback_goes_back_to_redis_as_a_user_allowed_takes(
+    own_server: RedisServer,
+) -> None:
+    """A Redis user allowed what a take needs (ACL) is allowed the
+    fallback's probe too: after a hang, Redis serves again. The probe was a
+    SET on a key of its own, refused to such a user (NOPERM), and its
+    error, raised out of the probe's task, tore down the limiter's task
+    group: the caller's ``async with`` block raised an ExceptionGroup."""
+    name = fresh()
+    url = restricted_user(own_server, name)
+    async with falling_back(url, name, 100, 5) as limiter:
+        await limiter.acquire()
+
+        async def caller() -> None:
+            while True:
+                await limiter.acquire()
+
+        async with anyio.create_task_group() as tg:
+            for _ in range(3):
+                tg.start_soon(caller)
+            own_server.hang()
+            try:
+                with anyio.fail_after(10):
+                    while not limiter.fallbacks:
+                        await anyio.sleep(0.01)
+            finally:
+                own_server.resume()
+            with anyio.fail_after(10):
+                while limiter.backend_down:
+                    await anyio.sleep(0.01)
+            tg.cancel_scope.cancel()
+        assert (limiter.fallbacks, limiter.closed) == (1, False)
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("anyio_backend", ["asyncio", "trio"])
+@pytest.mark.anyio
+async def test_a_probe_refused_for_good_closes_the_limiter(own_server: RedisServer) -> None:
+    """The fallback's probe refused with an error that is no outage (the
+    user's permission to run scripts revoked meanwhile, NOPERM) closes the
+    limiter, as a take refused so does: every waiter gets LimiterClosed,
+    with the refusal as its cause. Raised out of the probe's task, it tore
+    down the limiter's task group, and the caller's ``async with`` block
+    raised an ExceptionGroup."""
+    name = fresh()
+    url = restricted_user(own_server, name)
+    admin = redis.Redis(port=own_server.port)
+    closed: list[LimiterClosed] = []
+    try:
+        async with falling_back(url, name, 100, 5) as limiter:
+            await limiter.acquire()
+
+            async def caller() -> None:
+                try:
+                    while True:
+                        await limiter.acquire()
+                except LimiterClosed as error:
+                    closed.append(error)
+
+            async with anyio.create_task_group() as tg:
+                for _ in range(3):
+                    tg.start_soon(caller)
+                with refusing(own_server, "OOM"):
+                    with anyio.fail_after(10):
+                        while not limiter.fallbacks:
+                            await anyio.sleep(0.01)
+                    admin.acl_setuser("limiter", categories=["-@scripting"])
+                with anyio.fail_after(10):
+                    while not limiter.closed:
+                        await anyio.sleep(0.01)
+    finally:
+        admin.close()
+    assert len(closed) == 3
+    assert all(isinstance(error.cause, redis.ResponseError) for error in closed), closed
 
 
 # -- a real Redis Cluster ---------------------------------------------------------

@@ -299,6 +299,14 @@ def test_a_wait_inside_an_event_loop_warns() -> None:
         assert len(warned) == 1
         assert warned[0].filename == __file__  # it points at the caller's line
         assert str(warned[0].message).startswith("acquire waits in a thread that runs")
+        with (
+            pytest.raises(AcquireTimeout),
+            pytest.warns(RuntimeWarning) as warned,
+            limiter.permit(timeout=0.01),
+        ):
+            pass
+        # through permit() too (it pointed at permit's own line in threads.py)
+        assert (warned[0].filename, len(warned)) == (__file__, 1)
 
     with open_limiter(Fifo(), rate=0.01, burst=1) as limiter:  # the next permit in 100 s
 

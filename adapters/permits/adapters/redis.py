@@ -586,11 +586,14 @@ def script_source(*, clock: Literal["redis", "argv"] = "redis") -> str:
 SCRIPT = script_source()
 
 #: The probe of a limiter falling back locally: whether Redis can serve a
-#: take again. One write on a scratch key in the limit's hash slot, undone
-#: at once: a server that answers reads but refuses writes (out of memory,
-#: a replica after a failover) refuses it as it refuses a take's first
-#: write; nothing of the limit is read or charged.
-PROBE = "redis.call('SET', KEYS[1], '1') return redis.call('DEL', KEYS[1])"
+#: take again. One write on the limit's own key, undone at once (a field
+#: the script never reads, set and deleted; the key deleted with it if it
+#: held nothing else): a server that answers reads but refuses writes (out
+#: of memory, a replica after a failover) refuses it as it refuses a
+#: take's first write; nothing of the limit is read or charged. Only the
+#: commands and the key a take uses, so a Redis user allowed takes (ACL)
+#: is allowed the probe.
+PROBE = "redis.call('HSET', KEYS[1], 'probe', '1') return redis.call('HDEL', KEYS[1], 'probe')"
 
 
 class GcraAnswer(NamedTuple):
@@ -731,11 +734,14 @@ _LONGEST_S = 10**9
 def _microseconds(argument: str, seconds: float, *, above_zero: bool = False) -> int:
     """``seconds`` (finite, ``>= 0``, or ``> 0`` if ``above_zero``, at most
     :data:`_LONGEST_S`) in whole microseconds, rounded up."""
-    ns = _nanoseconds(argument, seconds)
+    try:
+        ns = _nanoseconds(argument, seconds)
+    except PermitValueError:  # negative or NaN: refused below, with the whole range
+        ns = None
     if ns is None or seconds > _LONGEST_S or (above_zero and not ns):
-        above = " > 0" if above_zero else ""
+        above = "> 0" if above_zero else ">= 0"
         raise PermitValueError(
-            argument, seconds, f"must be finite seconds{above}, at most {_LONGEST_S:g}"
+            argument, seconds, f"must be finite seconds {above}, at most {_LONGEST_S:g}"
         )
     return math.ceil(seconds * 1e6)
 
@@ -834,8 +840,6 @@ class RedisLimit:
         self.line_key = f"{self.key}:line"
         #: Global shares: where each level's grants start and finish.
         self.shares_key = f"{self.key}:shares"
-        #: The probe's scratch key, there only while it runs (see PROBE).
-        self.probe_key = f"{self.key}:probe"
         #: This limit's process, as the demand hash and the line name it.
         self.process = uuid.uuid4().hex
         self.audit = bool(audit)
@@ -1290,12 +1294,13 @@ class RedisLimit:
 
     def probe(self) -> None:
         """Ask the node that holds the limit's keys whether it can serve a
-        take (raises as a take would if not): :data:`PROBE`, on a key that
-        a cluster client sends to that node. A read (the limit's ``PTTL``)
-        succeeded on a server out of memory or turned into a replica, and
-        the limiter went back to Redis only to fail its next take."""
+        take (raises as a take would if not): :data:`PROBE`, on the
+        limit's key, which a cluster client sends to that node. A read (the
+        limit's ``PTTL``) succeeded on a server out of memory or turned
+        into a replica, and the limiter went back to Redis only to fail its
+        next take."""
         try:
-            self._probe_script(keys=[self.probe_key])
+            self._probe_script(keys=[self.key])
         except redis.exceptions.ResponseError as error:
             raise self._refused(error) from None
 
@@ -1320,7 +1325,7 @@ class RedisLimit:
             self._asubmit = lambda request, landed: script.submit(
                 len(request.args), request.wire, landed
             )
-            probe = _resp.AsyncScript(own, PROBE, [self.probe_key])
+            probe = _resp.AsyncScript(own, PROBE, [self.key])
             self._aprobe = lambda: probe(0, b"")
             return
         client = redis.asyncio.RedisCluster if self._cluster else redis.asyncio.Redis
@@ -1328,7 +1333,7 @@ class RedisLimit:
         aclient = client.from_url(self._url, **options)
         registered = aclient.register_script(SCRIPT)
         aprobe = aclient.register_script(PROBE)
-        keys, probe_keys = self._keys, [self.probe_key]
+        keys, probe_keys = self._keys, [self.key]
         self._aclient = aclient
         self._arun = lambda request: self._replied(registered(keys=keys, args=request.args))
         self._aprobe = lambda: self._replied(aprobe(keys=probe_keys))
@@ -1642,8 +1647,17 @@ class RedisLimiter(_AnyioLimiter):
         units = self._granted.pop(id, None)
         local = id in self._served_locally
         self._served_locally.discard(id)
-        if units is None or waiter.error is not None or local:
-            # (a permit of the local fallback goes back to it, never to Redis)
+        if local:
+            # A permit of the local fallback goes to the next waiter (or back
+            # to it), never to Redis; that waiter's is the fallback's too, so
+            # that neither its settle nor its give-back reaches Redis.
+            self._serving_locally = True
+            try:
+                super()._withdraw(id, waiter)
+            finally:
+                self._serving_locally = False
+            return
+        if units is None or waiter.error is not None:
             super()._withdraw(id, waiter)
             return
         self._dispatch(self._machine.tick(self._now()))  # next_level() needs the time
@@ -2229,6 +2243,15 @@ class RedisLimiter(_AnyioLimiter):
                 self._down = True
                 self._down_error = error
                 continue
+            except Exception as error:
+                # Refused otherwise (a permission revoked): as the driver
+                # does, close, and the waiters learn of it; raised out of
+                # this task, it would tear down the caller's task group.
+                self._break(error)
+                wake = self._driver_wake
+                if wake is not None:
+                    wake.set()
+                return
             self._local = None
             wake = self._driver_wake
             if wake is not None:

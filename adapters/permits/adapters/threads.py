@@ -209,8 +209,24 @@ def _warn_if_in_event_loop() -> None:
         f"acquire waits in a thread that runs {loop} (or anyio), or "
         "call this one through a worker thread; until then every task waits",
         RuntimeWarning,
-        stacklevel=3,
+        stacklevel=_outside(),
     )
+
+
+def _outside() -> int:
+    """The ``stacklevel``, for a warning of the function that calls this
+    one, of the first frame outside permits (and outside :mod:`contextlib`,
+    which ``with limiter.permit()`` runs through): the caller's line, however
+    it came to acquire (the warning pointed at ``permit``'s own line, once
+    for every caller of it, under the default filter)."""
+    frame = sys._getframe(2)  # the function that warns, counted as level 1
+    level = 2
+    while frame.f_back is not None and frame.f_globals.get("__name__", "").startswith(
+        ("permits.", "contextlib")
+    ):
+        frame = frame.f_back
+        level += 1
+    return level
 
 
 @contextmanager
