@@ -28,7 +28,7 @@ import warnings
 from collections.abc import Callable, Hashable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from fractions import Fraction
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from permits.core import Decision, FlowStatistics, Policy, Statistics
 
@@ -201,7 +201,7 @@ def _warn_if_in_event_loop() -> None:
     trio = sys.modules.get("trio")
     if asyncio._get_running_loop() is not None:
         loop = "an asyncio event loop: use permits.adapters.asyncio"
-    elif trio is not None and trio.lowlevel.in_trio_run():
+    elif trio is not None and _in_trio_run(trio):
         loop = "trio: use permits.adapters.trio"
     else:
         return
@@ -211,6 +211,16 @@ def _warn_if_in_event_loop() -> None:
         RuntimeWarning,
         stacklevel=_outside(),
     )
+
+
+def _in_trio_run(trio: Any) -> bool:
+    """Whether this thread runs trio (``current_trio_token`` answers only
+    there; every trio has it, where ``in_trio_run`` is recent)."""
+    try:
+        trio.lowlevel.current_trio_token()
+    except RuntimeError:
+        return False
+    return True
 
 
 def _outside() -> int:
