@@ -19,6 +19,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import AsyncIterator
 from fractions import Fraction
 from pathlib import Path
 from typing import Any
@@ -1894,34 +1895,51 @@ async def test_a_permit_the_fallback_served_is_never_settled_on_redis(
     nothing in Redis: once the server runs again, the shared bucket holds
     what it held (less the one take that may have been sent as the server
     froze), not four units less."""
+    async with settled_while_redis_hangs(own_server) as limiter:
+        permit = await limiter.acquire()  # from the local fallback
+        permit.settle(5)
+
+
+async def keep_acquiring(limiter: RedisLimiter) -> None:
+    """A caller that acquires again and again, until it is cancelled."""
+    while True:
+        await limiter.acquire()
+
+
+@contextlib.asynccontextmanager
+async def settled_while_redis_hangs(server: RedisServer) -> AsyncIterator[RedisLimiter]:
+    """A limiter whose whole rate (a unit every 2 s, burst 5) falls back
+    locally, settling for 60 s: it takes a permit from Redis (4 units left
+    there), the server hangs, and the block runs once the fallback serves.
+    Then the server runs again, and back on Redis the limiter finds 4 units
+    there, less at most one take sent as it froze: three acquires at once
+    (a settle of 4 units more on Redis would leave none, and they would
+    come back a unit per 2 s)."""
     async with open_limiter(
         Fifo(1),
-        own_server.url,
+        server.url,
         name=fresh(),
-        rate=0.5,  # a unit every 2 s
+        rate=0.5,
         burst=5,
         on_unavailable="local",
         share=1.0,
         timeout=0.3,
         settle_window=60.0,
     ) as limiter:
-        await limiter.acquire()  # from Redis: 4 units left there
-        own_server.hang()
+        await limiter.acquire()
+        server.hang()
         try:
             with anyio.fail_after(10):
                 while not limiter.backend_down:  # the outage is noticed
                     with anyio.move_on_after(0.5):
                         await limiter.acquire()
-                permit = await limiter.acquire()  # from the local fallback
-            permit.settle(5)
+            yield limiter
         finally:
-            own_server.resume()
+            server.resume()
         with anyio.fail_after(15):
             while limiter.backend_down or limiter._local is not None:
                 await anyio.sleep(0.05)
-        # back on Redis: 4 units, less at most one take sent as it froze; the
-        # settle's 4 more would leave none
-        for _ in range(3):  # at once: the settle's units would come back a unit per 2 s
+        for _ in range(3):
             await limiter.acquire(timeout=0.9)
 
 
@@ -1937,58 +1955,32 @@ async def test_a_fallback_permit_handed_on_is_never_settled_on_redis(
     nothing in Redis. It counted as a permit Redis had charged: the settle
     took four units from the shared bucket (and a give-back of it would
     have given Redis a unit it never charged)."""
-    async with open_limiter(
-        Fifo(1),
-        own_server.url,
-        name=fresh(),
-        rate=0.5,  # a unit every 2 s
-        burst=5,
-        on_unavailable="local",
-        share=1.0,
-        timeout=0.3,
-        settle_window=60.0,
-    ) as limiter:
-        await limiter.acquire()  # from Redis: 4 units left there
-        own_server.hang()
-        try:
-            with anyio.fail_after(10):
-                while not limiter.backend_down:  # the outage is noticed
-                    with anyio.move_on_after(0.5):
-                        await limiter.acquire()
-            first = anyio.CancelScope()
-            dispatch = limiter._dispatch
+    async with settled_while_redis_hangs(own_server) as limiter:
+        first = anyio.CancelScope()
+        dispatch = limiter._dispatch
 
-            def cancelling(decisions: list[Decision]) -> None:
-                dispatch(decisions)
-                if not first.cancel_called and any(d.state is State.GRANTED for d in decisions):
-                    first.cancel()  # granted by the fallback: cancelled before it runs
+        def cancelling(decisions: list[Decision]) -> None:
+            dispatch(decisions)
+            if not first.cancel_called and any(d.state is State.GRANTED for d in decisions):
+                first.cancel()  # granted by the fallback: cancelled before it runs
 
-            limiter._dispatch = cancelling  # type: ignore[method-assign]
-            held: list[Any] = []
+        limiter._dispatch = cancelling  # type: ignore[method-assign]
+        held: list[Any] = []
 
-            async def cancelled() -> None:
-                with first:
-                    await limiter.acquire()
+        async def cancelled() -> None:
+            with first:
+                await limiter.acquire()
 
-            async def next_one() -> None:
-                held.append(await limiter.acquire())
+        async def next_one() -> None:
+            held.append(await limiter.acquire())
 
-            with anyio.fail_after(10):
-                async with anyio.create_task_group() as tg:
-                    tg.start_soon(cancelled)
-                    await anyio.sleep(0.05)  # it waits first
-                    tg.start_soon(next_one)
-            assert first.cancelled_caught
-            held[0].settle(5)
-        finally:
-            own_server.resume()
-        with anyio.fail_after(15):
-            while limiter.backend_down or limiter._local is not None:
-                await anyio.sleep(0.05)
-        # back on Redis: 4 units, less at most one take sent as it froze; the
-        # settle's 4 more would leave none
-        for _ in range(3):  # at once: the settle's units would come back a unit per 2 s
-            await limiter.acquire(timeout=0.9)
+        with anyio.fail_after(10):
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(cancelled)
+                await anyio.sleep(0.05)  # it waits first
+                tg.start_soon(next_one)
+        assert first.cancelled_caught
+        held[0].settle(5)
 
 
 @pytest.mark.timeout(60)
@@ -2253,13 +2245,9 @@ async def test_the_local_fallback_holds_while_redis_answers_but_cannot_serve(
     async with falling_back(own_server.url, fresh(), 100, 5) as limiter:
         await limiter.acquire()
 
-        async def caller() -> None:
-            while True:
-                await limiter.acquire()
-
         async with anyio.create_task_group() as tg:
             for _ in range(5):
-                tg.start_soon(caller)
+                tg.start_soon(keep_acquiring, limiter)
             with refusing(own_server, refusal):
                 with anyio.fail_after(10):
                     while not limiter.fallbacks:
@@ -2311,13 +2299,9 @@ async def test_the_local_fallback_goes_back_to_redis_as_a_user_allowed_takes(
     async with falling_back(url, name, 100, 5) as limiter:
         await limiter.acquire()
 
-        async def caller() -> None:
-            while True:
-                await limiter.acquire()
-
         async with anyio.create_task_group() as tg:
             for _ in range(3):
-                tg.start_soon(caller)
+                tg.start_soon(keep_acquiring, limiter)
             own_server.hang()
             try:
                 with anyio.fail_after(10):
@@ -2459,25 +2443,22 @@ async def test_the_fallback_holds_while_the_limits_node_of_a_cluster_hangs(
         client.close()
     (node,) = [server for server in cluster.servers if server.port == port]
     local: list[bool] = []
-    async with falling_back(cluster.url, name, 100, 5, cluster=True) as limiter:
-
-        async def caller() -> None:
-            while True:
-                await limiter.acquire()
-
-        async with anyio.create_task_group() as tg:
-            for _ in range(5):
-                tg.start_soon(caller)
-            await anyio.sleep(0.3)
-            node.hang()
-            try:
-                await anyio.sleep(1.0)  # the outage is seen, the local limit serves
-                for _ in range(40):  # 2 s, under the cluster's node timeout
-                    local.append(limiter._local is not None)
-                    await anyio.sleep(0.05)
-            finally:
-                node.resume()
-            tg.cancel_scope.cancel()
+    async with (
+        falling_back(cluster.url, name, 100, 5, cluster=True) as limiter,
+        anyio.create_task_group() as tg,
+    ):
+        for _ in range(5):
+            tg.start_soon(keep_acquiring, limiter)
+        await anyio.sleep(0.3)
+        node.hang()
+        try:
+            await anyio.sleep(1.0)  # the outage is seen, the local limit serves
+            for _ in range(40):  # 2 s, under the cluster's node timeout
+                local.append(limiter._local is not None)
+                await anyio.sleep(0.05)
+        finally:
+            node.resume()
+        tg.cancel_scope.cancel()
     assert all(local), f"back to Redis {local.count(False)} times of {len(local)}"
     # redis-py's cluster client leaves the socket of a request that timed
     # out on the hung node to the garbage collector: collected here, where
