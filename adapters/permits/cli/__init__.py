@@ -327,6 +327,10 @@ async def _play_live(scenario: Scenario) -> Result:
     return await run(scenario)
 
 
+#: What ``--policy`` takes, as its errors say it.
+_POLICY_FORMS = "fifo, strict, every:N, shares:W1,W2,... or aging:SECONDS"
+
+
 def _policies(texts: list[str] | None, levels: int) -> list[Policy] | None:
     """``--policy`` options as policies over ``levels`` levels."""
     if texts is None:
@@ -336,10 +340,7 @@ def _policies(texts: list[str] | None, levels: int) -> list[Policy] | None:
         kind, _, value = text.partition(":")
         spec: dict[str, object] = {"kind": kind.strip()}
         if spec["kind"] not in ("fifo", "strict", "every", "shares", "aging"):
-            _fail(
-                f"--policy={text!r}: unknown policy (expected fifo, strict, every:N, "
-                "shares:W1,W2,... or aging:SECONDS)"
-            )
+            _fail(f"--policy={text!r}: unknown policy (expected {_POLICY_FORMS})")
         try:
             if spec["kind"] == "every":
                 spec = {"kind": "shares", "every": int(value)}
@@ -350,10 +351,7 @@ def _policies(texts: list[str] | None, levels: int) -> list[Policy] | None:
             elif value:
                 raise ValueError(value)
         except ValueError:
-            _fail(
-                f"--policy={text!r}: expected fifo, strict, every:N, shares:W1,W2,... "
-                "or aging:SECONDS"
-            )
+            _fail(f"--policy={text!r}: expected {_POLICY_FORMS}")
         try:
             policy = load_policy(spec if value else spec["kind"], levels, "--policy")
         except PermitError as error:
