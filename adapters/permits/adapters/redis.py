@@ -2248,11 +2248,8 @@ class RedisLimiter(_AnyioLimiter):
                 # does, close, and the waiters learn of it; raised out of
                 # this task, it would tear down the caller's task group.
                 self._break(error)
-                wake = self._driver_wake
-                if wake is not None:
-                    wake.set()
-                return
-            self._local = None
+            else:
+                self._local = None  # back to Redis
             wake = self._driver_wake
             if wake is not None:
                 wake.set()
