@@ -826,7 +826,9 @@ class BaseLimiter(_Limiting):
         :param timeout: seconds to wait at most; then :class:`AcquireTimeout`.
             The framework's own timeouts and cancellation work too.
         :param max_wait: fail fast: raise :class:`WouldWaitTooLong` at once if
-            even the best case would wait longer than this many seconds.
+            even the best case would wait longer than this many seconds (the
+            machine's ``push(max_wait=...)``; counted as the level's
+            ``too_long``).
         :raises permits.core.QueueFull: the level is at its ``max_waiting``.
         :raises LimiterClosed: the limiter is closed, or closes while waiting.
 
@@ -848,8 +850,8 @@ class BaseLimiter(_Limiting):
                 return permit
         id, level, decision = self._request(level, cost, flow, timeout, max_wait)
         if decision is not None:
-            # Decided at once (granted, rejected, expired): no waiter record
-            # or event is needed.
+            # Decided at once (granted, rejected, expired, too long): no
+            # waiter record or event is needed.
             if decision.state is _GRANTED and self._checkpoint_on_grant:
                 try:
                     await self._checkpoint()

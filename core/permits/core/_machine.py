@@ -764,8 +764,8 @@ class Machine:
 
     def cancel(self, id: Hashable) -> bool:
         """Withdraw a waiting ``id``; ``True`` if it was waiting, ``False`` if
-        not (never pushed, or already granted, cancelled, rejected or
-        expired). A cancelled waiter is never granted and costs no permit.
+        not (never pushed, or already granted, cancelled, rejected, expired
+        or too long). A cancelled waiter is never granted and costs no permit.
 
         Cancel takes no time and grants nothing; when the waiter it removes
         was the one the policy had chosen, the next one may fit at once, and
