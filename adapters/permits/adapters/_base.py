@@ -576,7 +576,7 @@ class _Limiting:
         the machine as the push's tick did)."""
         self._reschedule()  # the push's tick may have decided for others
         wait = self._machine.min_wait(level, cost=cost, flow=flow)
-        return WouldWaitTooLong(level, wait / SECOND, max_wait)
+        return WouldWaitTooLong(level, wait / SECOND, float(max_wait))
 
     # -- the API ----------------------------------------------------------
 

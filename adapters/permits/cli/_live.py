@@ -6,9 +6,9 @@ task that arrives at its time and calls ``acquire``; a workload's
 ``timeout`` is ``asyncio.wait_for`` around it (the caller gives up: the core
 counts it cancelled), its ``deadline`` is ``acquire(timeout=...)`` (the core
 expires it), its ``max_wait`` is ``acquire(max_wait=...)`` (refused: counted
-as rejected, and as too long). What each caller got is counted by the simulator's own
-:class:`~permits.sim.Tally`, so the two results read alike and can be set
-side by side (``permits demo``).
+as rejected, and as too long). What each caller got is counted by the
+simulator's own :class:`~permits.sim.Tally`, so the two results read alike
+and can be set side by side (``permits demo``).
 """
 
 from __future__ import annotations

@@ -656,7 +656,8 @@ class Machine:
         ``max_wait``, is refused before it joins (a :attr:`State.TOO_LONG`
         decision): never queued, never granted, and the machine stays as the
         tick left it but for its counts (and :meth:`min_wait` still says
-        what the refusal compared). A newcomer granted at once never is.
+        what the refusal compared). While nobody waits and its cost fits,
+        that best case is 0: such a newcomer is never refused.
         Raises :class:`DuplicateId` if ``id`` is waiting
         or its permit is in flight, and :class:`PermitValueError` for a cost
         larger than a limit's burst (it could never be granted).
