@@ -311,6 +311,18 @@ MUTANTS: dict[str, tuple[str, str, str, str]] = {
         "",
         "next_level() names the policy's choice, not the level owed a permit",
     ),
+    "too-long-at-equal": (
+        "_machine.py",
+        "self._least_wait(level, units, flow, now) > max_wait:",
+        "self._least_wait(level, units, flow, now) >= max_wait:",
+        "a push whose best case waits exactly its max_wait is refused as too long",
+    ),
+    "too-long-uncounted": (
+        "_machine.py",
+        "            self._too_long[level] += 1\n",
+        "",
+        "a push refused for its max_wait is not counted as too long",
+    ),
 }
 
 

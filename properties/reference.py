@@ -85,6 +85,7 @@ class RefLevel:
     refunded: int = 0
     rejected: int = 0
     expired: int = 0
+    too_long: int = 0
     waits: list[int] = field(default_factory=list)
     #: units granted per limit, net of refunds and settles
     units: list[int] = field(default_factory=list)
@@ -414,10 +415,16 @@ class Reference:
         deadline: int | None,
         cost: tuple[int, ...] | None = None,
         flow: Hashable = None,
+        max_wait: int | None = None,
     ) -> list[Row]:
         out = self.settle(now)
         self.stats[level].pushed += 1
         self.held.pop(id, None)  # a new life
+        if max_wait is not None and self.min_wait(level, cost, flow) > max_wait:
+            # even its best case would wait too long: refused, never queued
+            self.stats[level].too_long += 1
+            out.append((id, "TOO_LONG", level, now, 0))
+            return out
         limit = None if self.max_waiting is None else self.max_waiting[level]
         full = limit is not None and sum(1 for w in self.waiting if w.level == level) >= limit
         per_flow = self.max_waiting_per_flow

@@ -195,6 +195,14 @@ class PolicyMachine(RuleBasedStateMachine):
                 assert level_full or flow_full, ("P11: rejected below the limits", d, depth, mine)
                 self.fate[d.id] = State.REJECTED
                 continue
+            if d.state is State.TOO_LONG:
+                # P53: only a newcomer is refused for its max_wait (do_push
+                # checks the wait it compared).
+                assert newcomer is not None, ("P53: too long outside a push", d)
+                assert d.id == newcomer.id, ("P53: too long another id", d)
+                assert (d.level, d.waited) == (newcomer.level, 0), ("P53", d)
+                self.fate[d.id] = State.TOO_LONG
+                continue
             waiter = waiting.pop(d.id, None)
             # P3: only waiting ids are decided, each once.
             assert waiter is not None, ("P3: decided an id that was not waiting", d)
@@ -479,7 +487,10 @@ class PolicyMachine(RuleBasedStateMachine):
         deadline: int | None,
         units: tuple[int, ...],
         flow: Hashable = None,
+        patience: int | None = None,
     ) -> list[Decision]:
+        """Push ``id``; with ``patience``, a ``max_wait`` that far (ns) from
+        its min_wait, so that P53's bound is tried on both sides."""
         self.advance(steps)
         now = self.now
         level %= self.config.spec.levels
@@ -492,7 +503,12 @@ class PolicyMachine(RuleBasedStateMachine):
         in_flow = self.core.queues.flow_depth(level, flow)
         # a permit is left now (the bucket starts full)
         free = self.core.now is None or self.core.next_due() == now
-        if flow is not None:
+        max_wait = None if patience is None else max(0, wait + patience)
+        if max_wait is not None:
+            out = self.core.push(
+                id, level, now, deadline=at_deadline, cost=cost, flow=flow, max_wait=max_wait
+            )
+        elif flow is not None:
             out = self.core.push(id, level, now, deadline=at_deadline, cost=cost, flow=flow)
         elif units == self.model.unit:
             out = self.core.push(id, level, now, deadline=at_deadline)
@@ -503,6 +519,15 @@ class PolicyMachine(RuleBasedStateMachine):
         rejected = any(d.id == id and d.state is State.REJECTED for d in out)
         expired = any(d.id == id and d.state is State.EXPIRED for d in out)
         at_once = any(d.id == id and d.state is State.GRANTED for d in out)
+        too_long = any(d.id == id and d.state is State.TOO_LONG for d in out)
+        # P53: refused for its max_wait if and only if its min_wait (after
+        # the push's tick: the tick it just had) exceeds it; then not
+        # queued, and min_wait still says what was compared.
+        assert too_long == (max_wait is not None and wait > max_wait), ("P53", wait, max_wait)
+        if too_long:
+            assert out[-1].id == id, ("P53: decided after the refusal", out)
+            assert id not in self.core, ("P53: queued", out)
+            assert self.core.min_wait(level, cost=cost, flow=flow) == wait, "P53"
         # P11: rejected if and only if the level was full and the newcomer
         # was not granted at once; expired at once if and only if its
         # deadline had come and it was not granted at once. With every cost
@@ -510,9 +535,13 @@ class PolicyMachine(RuleBasedStateMachine):
         full = limit is not None and depth >= limit
         # ... or its flow was (P34: max_waiting_per_flow)
         full = full or (per_flow is not None and in_flow >= per_flow)
-        assert rejected == (full and not at_once), ("P11", depth, limit, at_once, out)
+        assert rejected == (full and not at_once and not too_long), ("P11", depth, limit, out)
         late = at_deadline is not None and at_deadline <= now
-        assert expired == (late and not at_once and not rejected), ("P11", at_deadline, out)
+        assert expired == (late and not at_once and not rejected and not too_long), (
+            "P11",
+            at_deadline,
+            out,
+        )
         if not self.config.costs:
             assert at_once == free, ("P11: a permit was left", free, out)
         if flow is not None:
@@ -523,7 +552,7 @@ class PolicyMachine(RuleBasedStateMachine):
         self.fate[id] = State.WAITING
         self.check_decisions(out, now, newcomer)
         self.follow(out)
-        self.compare(out, self.model.push(id, level, now, at_deadline, units, flow))
+        self.compare(out, self.model.push(id, level, now, at_deadline, units, flow, max_wait))
         # P10 and P12 bound waits from a bucket in no debt (a settle above
         # the cost asked, or the upstream's word, can leave it owing), and
         # not paused.
@@ -564,12 +593,21 @@ class PolicyMachine(RuleBasedStateMachine):
         level=st.integers(0, 2),
         steps=STEPS,
         deadline=st.none() | st.integers(0, 40),
+        patience=st.none() | st.integers(-2, 1),
         data=st.data(),
     )
-    def push(self, level: int, steps: int, deadline: int | None, data: st.DataObject) -> int:
+    def push(
+        self,
+        level: int,
+        steps: int,
+        deadline: int | None,
+        patience: int | None,
+        data: st.DataObject,
+    ) -> int:
         id = self.next_id
         self.next_id += 1
-        self.do_push(id, level, steps, deadline, self.draw_units(data), self.draw_flow(data))
+        units, flow = self.draw_units(data), self.draw_flow(data)
+        self.do_push(id, level, steps, deadline, units, flow, patience)
         return id
 
     @rule(
@@ -876,16 +914,21 @@ class PolicyMachine(RuleBasedStateMachine):
                 "now-float",
                 "now-back",
                 "deadline-float",
+                "max_wait-negative",
+                "max_wait-float",
+                "max_wait-bool",
                 "id-unhashable",
                 "flow-unhashable",
             ]
         )
     )
     def push_bad(self, bad: str) -> None:
-        """P18: every bad push raises a documented error naming the argument."""
+        """P18: every bad push raises a documented error naming the argument
+        (a ``max_wait`` too: P53)."""
         levels = self.config.spec.levels
         args: dict[str, Any] = {"id": ("bad", self.next_id), "level": 0, "now": self.now}
         deadline: Any = None
+        max_wait: Any = None
         expected: type[Exception] = PermitValueError
         argument = bad.split("-")[0]
         if bad == "level-bool":
@@ -906,6 +949,12 @@ class PolicyMachine(RuleBasedStateMachine):
             args["now"], expected = self.now - 1, TimeWentBackwards
         elif bad == "deadline-float":
             deadline, expected = self.now + 0.5, PermitTypeError
+        elif bad == "max_wait-negative":
+            max_wait = -1
+        elif bad == "max_wait-float":
+            max_wait, expected = 0.5, PermitTypeError
+        elif bad == "max_wait-bool":
+            max_wait, expected = True, PermitTypeError
         elif bad == "id-unhashable":
             args["id"], expected = ["unhashable"], PermitTypeError
         flow: Any = None
@@ -914,7 +963,12 @@ class PolicyMachine(RuleBasedStateMachine):
         before = fingerprint(self.core)
         error = _refused(
             lambda: self.core.push(
-                args["id"], args["level"], args["now"], deadline=deadline, flow=flow
+                args["id"],
+                args["level"],
+                args["now"],
+                deadline=deadline,
+                flow=flow,
+                max_wait=max_wait,
             ),
             expected,
             f"a push with {bad}",
@@ -1121,7 +1175,12 @@ class PolicyMachine(RuleBasedStateMachine):
         assert {w.id for w in self.core.waiting()} == waiting, "P3"
         for level in self.core.statistics().levels:
             assert level.pushed == (
-                level.waiting + level.granted + level.cancelled + level.rejected + level.expired
+                level.waiting
+                + level.granted
+                + level.cancelled
+                + level.rejected
+                + level.expired
+                + level.too_long
             ), ("P3", level)
             assert 0 <= level.refunded <= level.granted, ("P3", level)
 
@@ -1202,6 +1261,7 @@ class PolicyMachine(RuleBasedStateMachine):
                 stats.refunded,
                 stats.rejected,
                 stats.expired,
+                stats.too_long,
             )
             assert counts == (
                 ref.pushed,
@@ -1210,6 +1270,7 @@ class PolicyMachine(RuleBasedStateMachine):
                 ref.refunded,
                 ref.rejected,
                 ref.expired,
+                ref.too_long,
             ), ("P13", stats, ref)
             assert stats.wait_max_ns == (max(ref.waits) if ref.waits else None), "P13"
             assert stats.wait_max_s == (max(ref.waits) / 1e9 if ref.waits else 0.0), "P13"
@@ -1235,7 +1296,7 @@ class PolicyMachine(RuleBasedStateMachine):
         if not hasattr(self, "core"):
             return
         stats = self.core.statistics()
-        for name in ("granted", "refunded", "expired", "rejected", "cancelled"):
+        for name in ("granted", "refunded", "expired", "rejected", "too_long", "cancelled"):
             total = sum(getattr(level, name) for level in stats.levels)
             event(f"{name}: {'0' if not total else '1-4' if total < 5 else '5+'}")
 

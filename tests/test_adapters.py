@@ -469,6 +469,21 @@ async def test_fail_fast(open_limiter: OpenLimiter) -> None:
         tg.cancel_scope.cancel()
 
 
+async def test_a_max_wait_refusal_is_counted_at_its_level(open_limiter: OpenLimiter) -> None:
+    """SPEC P53 through an adapter: an acquire refused for its ``max_wait``
+    is the machine's too-long decision, counted in the statistics at its
+    level (and as pushed there), nowhere else; no waiter is left."""
+    async with open_limiter(StrictPriority(2), 10) as limiter:
+        await limiter.acquire(1)  # the banked permit
+        with pytest.raises(WouldWaitTooLong) as refused:
+            await limiter.acquire(1, max_wait=0.05)  # the next permit is 0.1 s away
+        assert refused.value.estimated == 0.1
+        assert "more than max_wait=0.05 s" in str(refused.value)
+        interactive, batch = limiter.statistics().levels
+        assert (batch.too_long, batch.pushed, batch.rejected, batch.waiting) == (1, 2, 0, 0)
+        assert (interactive.too_long, interactive.pushed) == (0, 0)
+
+
 async def test_try_acquire_never_jumps_the_queue(open_limiter: OpenLimiter) -> None:
     async with open_limiter(StrictPriority(2), 20) as limiter, anyio.create_task_group() as tg:
         assert limiter.try_acquire(1)  # the banked permit

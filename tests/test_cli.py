@@ -77,6 +77,27 @@ def test_json_matches_the_simulation_and_is_byte_identical(
     assert aging["published"]["cleared_at_s"] == 4.8
 
 
+def test_json_counts_the_callers_too_long_apart(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """``too_long`` (a key added beside the others) counts the callers
+    refused for their ``max_wait``; ``rejected`` counts them too, as before."""
+    path = tmp_path / "scenario.toml"
+    path.write_text(
+        '[[scenario]]\nname = "s"\nrate = 10\nseconds = 2\nmax_waiting = 5\n'
+        '[[scenario.workload]]\nname = "a"\nlevel = 0\narrivals = "batch"\nsize = 10\n'
+        "max_wait = 0.35\n"
+        '[[scenario.workload]]\nname = "b"\nlevel = 0\narrivals = "batch"\nsize = 10\n'
+    )
+    status, out, err = run(capsys, "simulate", str(path), "--json")
+    assert (status, err) == (0, "")
+    a, b = json.loads(out)["scenarios"][0]["workloads"]
+    # a: waits of 0 to 0.3 s are taken, the six behind them too long;
+    # b: two join a's three waiters, the eight behind find the level full
+    assert (a["granted"], a["rejected"], a["too_long"]) == (4, 6, 6)
+    assert (b["rejected"], b["too_long"]) == (8, 0)
+
+
 def test_same_output_in_a_fresh_process() -> None:
     """Determinism across processes (hash seeds differ), not only within one."""
     command = [sys.executable, "-m", "permits", "simulate", "--json"]

@@ -174,6 +174,22 @@ def test_min_wait_counts_the_waiters_ahead() -> None:
     assert machine.min_wait(1) == 30 * MILLISECOND
 
 
+def test_a_push_whose_best_case_passes_its_max_wait_is_too_long() -> None:
+    """SPEC P53: refused when ``min_wait`` exceeds ``max_wait``, queued when
+    it equals it; refused, the id is not waiting and may be pushed again."""
+    machine = Machine(StrictPriority(2), 100)  # a permit every 10 ms
+    machine.push("now", 1, 0)
+    machine.push("b1", 1, 0)
+    [decision] = machine.push("b2", 1, 0, max_wait=20 * MILLISECOND - 1)
+    assert decision == Decision("b2", State.TOO_LONG, 1, 0, 0)
+    assert "b2" not in machine
+    assert machine.min_wait(1) == 20 * MILLISECOND  # what the refusal compared
+    assert machine.push("b2", 1, 0, max_wait=20 * MILLISECOND) == []
+    assert "b2" in machine
+    stats = machine.statistics().levels[1]
+    assert (stats.pushed, stats.too_long, stats.rejected, stats.waiting) == (4, 1, 0, 2)
+
+
 def test_queues_as_a_policy_reads_them() -> None:
     machine = Machine(StrictPriority(2), 10)
     machine.push("a", 0, 0)  # granted at once

@@ -13,8 +13,8 @@ import httpx
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 
+from permits.adapters import WouldWaitTooLong, threads
 from permits.adapters import asyncio as asyncio_adapter
-from permits.adapters import threads
 from permits.adapters.opentelemetry import instrument, uninstrument
 from permits.core import StrictPriority
 from permits.httpx import Upstream
@@ -63,12 +63,16 @@ def test_the_thread_limiter_exports_its_statistics_and_waits() -> None:
         limiter.acquire(0)  # waits for the next permit, up to 0.1 s
         with pytest.raises(Exception, match="rejected"):
             limiter.acquire(1)  # level 1 never queues, and no permit is free
+        with pytest.raises(WouldWaitTooLong):
+            limiter.acquire(0, max_wait=0)  # the next permit is 0.1 s away
         upstream.learn(429, httpx.Headers({"Retry-After": "0.001"}))
         found = points(reader)
     at = {"limiter": "api"}
     assert value(found, "permits.granted", level="batch", **at).value == 1
     assert value(found, "permits.granted", level="interactive", **at).value == 1
     assert value(found, "permits.rejected", level="batch", **at).value == 1
+    assert value(found, "permits.too_long", level="interactive", **at).value == 1
+    assert value(found, "permits.too_long", level="batch", **at).value == 0
     assert value(found, "permits.waiting", level="interactive", **at).value == 0
     units = value(found, "permits.units_granted", level="batch", limit="units", **at)
     assert units.value == 1

@@ -29,6 +29,7 @@ def test_scrape_shows_depth_counters_and_waits() -> None:
     machine.push("b1", 1, 0)
     machine.push("b2", 1, 0)
     machine.push("b3", 1, 0)  # rejected: level 1 holds 2
+    machine.push("i1", 0, 0, max_wait=0)  # too long: the next permit is 10 ms away
     machine.push("i0", 0, 4 * MILLISECOND)
     machine.cancel("b2")
     machine.tick(10 * MILLISECOND)  # i0 granted after 6 ms
@@ -45,6 +46,8 @@ def test_scrape_shows_depth_counters_and_waits() -> None:
     assert value("permits_granted_total", "batch") == 1
     assert value("permits_granted_total", "interactive") == 1
     assert value("permits_rejected_total", "batch") == 1
+    assert value("permits_too_long_total", "interactive") == 1
+    assert value("permits_too_long_total", "batch") == 0
     assert value("permits_cancelled_total", "batch") == 1
     # the waits as a histogram: i0 waited 6 ms, b0 nothing
     assert value("permits_wait_seconds_bucket", "interactive", le="0.005") == 0

@@ -29,7 +29,7 @@ import pytest
 import redis
 
 import permits.adapters.redis as redis_module
-from permits.adapters import AcquireTimeout, LimiterClosed
+from permits.adapters import AcquireTimeout, LimiterClosed, WouldWaitTooLong
 from permits.adapters.redis import (
     BackendUnavailable,
     GcraAnswer,
@@ -134,6 +134,32 @@ async def test_strict_priority_across_the_shared_limit(redis_server: RedisServer
         assert order == ["b1", "i1", "i2", "b2", "b3"]
         assert limiter.statistics().levels[INTERACTIVE].granted == 2
         assert limiter.round_trips <= 5 + 2  # one per permit, and a refusal or two
+
+
+@pytest.mark.anyio
+async def test_max_wait_is_the_machines_too_long(redis_server: RedisServer) -> None:
+    """A shared limit's ``max_wait`` is its machine's (SPEC P53): with one
+    batch caller queued behind the bucket's permit, the best case of the
+    next is one interval (0.1 s), so ``max_wait=0.05`` is refused at once,
+    counted as too long at its level, never queued."""
+    async with (
+        open_limiter(
+            StrictPriority(2), redis_server.url, name=fresh(), rate=10, burst=1
+        ) as limiter,
+        anyio.create_task_group() as tg,
+    ):
+        await limiter.acquire(BATCH)  # the bucket's permit
+        tg.start_soon(limiter.acquire, BATCH)
+        with anyio.fail_after(5):
+            while len(limiter.machine) < 1:
+                await anyio.sleep(0.001)
+        with pytest.raises(WouldWaitTooLong) as refused:
+            await limiter.acquire(BATCH, max_wait=0.05)
+        assert refused.value.estimated == 0.1
+        assert len(limiter.machine) == 1
+        batch = limiter.statistics().levels[BATCH]
+        assert (batch.too_long, batch.rejected) == (1, 0)
+        tg.cancel_scope.cancel()
 
 
 @pytest.mark.anyio

@@ -83,6 +83,7 @@ def assert_waits(got: WorkloadResult, waits: list[int]) -> None:
 def conserved(result: Result) -> None:
     for w in result.workloads:
         assert w.offered == w.granted + w.waiting + w.cancelled + w.rejected + w.expired, w
+        assert 0 <= w.too_long <= w.rejected, w  # rejected counts those too long as well
 
 
 def test_fifo_20() -> None:
@@ -232,12 +233,14 @@ def test_queue_limit_rejects() -> None:
     batch = simulate(scenario)["batch"]
     # the first is granted at once (a full bucket), 10 wait, 14 are rejected
     assert (batch.granted, batch.waiting, batch.rejected) == (1, 10, 14)
+    assert batch.too_long == 0  # none for a max_wait: it has none
 
 
 def test_max_wait_refuses_on_arrival_what_would_wait_longer() -> None:
     """``max_wait`` is ``acquire(max_wait=...)``: a caller the limiter
-    expects to wait longer is refused at once, counted as rejected, and
-    never queued, so it delays nobody. At 10/s, burst 1, a batch of 10 with
+    expects to wait longer is refused at once (the core's ``TOO_LONG``),
+    counted as rejected and as too long, and never queued, so it delays
+    nobody. At 10/s, burst 1, a batch of 10 with
     ``max_wait = 0.35``: waits of 0, 0.1, 0.2 and 0.3 s are taken, the six
     behind them refused; a later caller with a bound of 0 takes a permit
     only if one is free when it comes."""
@@ -255,6 +258,7 @@ def test_max_wait_refuses_on_arrival_what_would_wait_longer() -> None:
     result = simulate(scenario)
     batch, now, later = result["batch"], result["now or never"], result["later"]
     assert (batch.offered, batch.granted, batch.rejected, batch.waiting) == (10, 4, 6, 0)
+    assert (batch.too_long, now.too_long, later.too_long) == (6, 2, 0)
     assert batch.wait_max == 300 * MILLISECOND
     # at 0.32 s the permit of 0.3 s is gone, the next falls due at 0.4 s;
     # nobody of it waits from then on: cleared then

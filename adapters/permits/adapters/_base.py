@@ -86,7 +86,9 @@ class AcquireTimeout(PermitError, TimeoutError):
 
 
 class WouldWaitTooLong(PermitError):
-    """Fail-fast admission: even the best case would wait longer than ``max_wait``.
+    """Fail-fast admission: even the best case would wait longer than
+    ``max_wait`` (the machine's :attr:`~permits.core.State.TOO_LONG`, counted
+    in the level's ``too_long``).
 
     :ivar estimated: the least wait in seconds (``Machine.min_wait``).
     """
@@ -445,25 +447,17 @@ class _Limiting:
         timeout: float | None,
         max_wait: float | None,
     ) -> tuple[int, int, Decision | None]:
-        """An acquire's first step: check, fail fast, push. Returns the id,
-        the level, and the decision if it was made at once."""
+        """An acquire's first step: check, push (which fails fast, with
+        ``max_wait``). Returns the id, the level, and the decision if it was
+        made at once."""
         level, now, patience, limit = self._arrival(level, timeout, max_wait)
         machine = self._machine
         deadline = None if patience is None else now + patience
-        if limit is not None:
-            try:
-                self._dispatch(machine.tick(now))
-                wait = machine.min_wait(level, cost=cost, flow=flow)
-            except Exception as error:
-                self._fault(error)
-            if wait > limit:
-                self._reschedule()
-                if self._recording is not None:  # asked, though refused
-                    self._record(now, level, cost, flow, patience, limit)
-                raise WouldWaitTooLong(level, wait / SECOND, limit / SECOND)
         id = next(self._ids)
         try:
-            decisions = machine.push(id, level, now, deadline=deadline, cost=cost, flow=flow)
+            decisions = machine.push(
+                id, level, now, deadline=deadline, cost=cost, flow=flow, max_wait=limit
+            )
         except Exception as error:
             self._fault(error)
         # The newcomer's own decision, if any: the last, or followed by
@@ -555,6 +549,7 @@ class _Limiting:
         cost: int | Mapping[str, int],
         flow: Hashable,
         timeout: float | None,
+        max_wait: float | None,
         now: int,
     ) -> Permit:
         """An acquire's last step, its permit decided: the caller proceeds at
@@ -568,7 +563,20 @@ class _Limiting:
             return permit
         if decision.state is State.EXPIRED:
             raise AcquireTimeout(level, timeout if timeout is not None else 0.0)
+        if decision.state is State.TOO_LONG:
+            assert max_wait is not None  # only a push with one is refused so
+            raise self._too_long(level, cost, flow, max_wait)
         raise self._machine.queue_full(None, level, flow)  # the id is the limiter's own
+
+    def _too_long(
+        self, level: int, cost: int | Mapping[str, int], flow: Hashable, max_wait: float
+    ) -> WouldWaitTooLong:
+        """The error for an acquire the machine just refused as too long: its
+        estimate is the ``min_wait`` the refusal compared (the refusal left
+        the machine as the push's tick did)."""
+        self._reschedule()  # the push's tick may have decided for others
+        wait = self._machine.min_wait(level, cost=cost, flow=flow)
+        return WouldWaitTooLong(level, wait / SECOND, float(max_wait))
 
     # -- the API ----------------------------------------------------------
 
@@ -818,7 +826,9 @@ class BaseLimiter(_Limiting):
         :param timeout: seconds to wait at most; then :class:`AcquireTimeout`.
             The framework's own timeouts and cancellation work too.
         :param max_wait: fail fast: raise :class:`WouldWaitTooLong` at once if
-            even the best case would wait longer than this many seconds.
+            even the best case would wait longer than this many seconds (the
+            machine's ``push(max_wait=...)``; counted as the level's
+            ``too_long``).
         :raises permits.core.QueueFull: the level is at its ``max_waiting``.
         :raises LimiterClosed: the limiter is closed, or closes while waiting.
 
@@ -840,16 +850,16 @@ class BaseLimiter(_Limiting):
                 return permit
         id, level, decision = self._request(level, cost, flow, timeout, max_wait)
         if decision is not None:
-            # Decided at once (granted, rejected, expired): no waiter record
-            # or event is needed.
+            # Decided at once (granted, rejected, expired, too long): no
+            # waiter record or event is needed.
             if decision.state is _GRANTED and self._checkpoint_on_grant:
                 try:
                     await self._checkpoint()
                 except BaseException:
                     self._withdraw(id, _Waiter(None, decision))
                     raise
-                return self._outcome(id, decision, cost, flow, timeout, self._now())
-            return self._outcome(id, decision, cost, flow, timeout, decision.at)
+                return self._outcome(id, decision, cost, flow, timeout, max_wait, self._now())
+            return self._outcome(id, decision, cost, flow, timeout, max_wait, decision.at)
         # Nothing can run between the push and here: no await.
         event = self._new_event()
         waiter = _Waiter(event)
@@ -865,7 +875,7 @@ class BaseLimiter(_Limiting):
         if waiter.error is not None:
             raise waiter.error
         assert waiter.decision is not None
-        return self._outcome(id, waiter.decision, cost, flow, timeout, self._now())
+        return self._outcome(id, waiter.decision, cost, flow, timeout, max_wait, self._now())
 
     @asynccontextmanager
     async def permit(

@@ -47,6 +47,7 @@ COUNTERS = (
     ("cancelled", "Waiters that withdrew while waiting"),
     ("rejected", "Pushes refused because the level was full"),
     ("expired", "Waiters still waiting at their deadline"),
+    ("too_long", "Pushes refused because even their best case would wait longer than max_wait"),
     ("refunded", "Granted permits handed back unused"),
 )
 

@@ -8,7 +8,7 @@ The same instruments as the Prometheus collector, with OpenTelemetry's
 names: per level (attributes ``limiter`` and ``level``) the queue depth
 (``permits.waiting``, a gauge), the counters (``permits.granted``,
 ``permits.cancelled``, ``permits.rejected``, ``permits.expired``,
-``permits.refunded``), the units granted per limit (``permits.units_granted``,
+``permits.too_long``, ``permits.refunded``), the units granted per limit (``permits.units_granted``,
 attribute ``limit``, an up-down counter: refunds and settles give units
 back) and the waits as a histogram (``permits.wait``, in seconds, recorded
 as each caller proceeds); for the whole limiter the

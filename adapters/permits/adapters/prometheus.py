@@ -8,8 +8,9 @@
 Per level, what the seed asks dashboards to show: queue depth, the waits
 as a histogram (``permits_wait_seconds_bucket``, ``_sum``, ``_count``: a
 quantile over any time range is ``histogram_quantile`` of their rates), the
-longest wait, and the permits granted, cancelled, rejected, expired and
-refunded; per limit too, the units granted (``permits_units_granted``, a
+longest wait, and the permits granted, cancelled, rejected, expired,
+refused as too long (``permits_too_long_total``: ``acquire(max_wait=...)``
+refused) and refunded; per limit too, the units granted (``permits_units_granted``, a
 gauge: refunds and settles give units back). A growing batch depth with
 flat interactive waits is the policy working; rising interactive waits
 mean demand exceeds the limit.

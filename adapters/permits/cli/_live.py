@@ -6,9 +6,9 @@ task that arrives at its time and calls ``acquire``; a workload's
 ``timeout`` is ``asyncio.wait_for`` around it (the caller gives up: the core
 counts it cancelled), its ``deadline`` is ``acquire(timeout=...)`` (the core
 expires it), its ``max_wait`` is ``acquire(max_wait=...)`` (refused: counted
-as rejected). What each caller got is counted by the simulator's own
-:class:`~permits.sim.Tally`, so the two results read alike and can be set
-side by side (``permits demo``).
+as rejected, and as too long). What each caller got is counted by the
+simulator's own :class:`~permits.sim.Tally`, so the two results read alike
+and can be set side by side (``permits demo``).
 """
 
 from __future__ import annotations
@@ -32,7 +32,6 @@ async def run(scenario: Scenario) -> Result:
     tally = Tally(scenario, duration)
     loop = asyncio.get_running_loop()
     callers: set[asyncio.Task[None]] = set()
-    refused = 0  # callers refused for their max_wait: never pushed
     async with open_limiter(
         scenario.policy,
         check_rate(scenario.rate),
@@ -45,7 +44,6 @@ async def run(scenario: Scenario) -> Result:
             return round((loop.time() - start) * 1e9)
 
         async def caller(w: int, at: int) -> None:
-            nonlocal refused
             workload = scenario.workloads[w]
             deadline = None if workload.deadline is None else float(workload.deadline)
             limit = None if workload.max_wait is None else float(workload.max_wait)
@@ -65,8 +63,7 @@ async def run(scenario: Scenario) -> Result:
             except QueueFull:
                 tally.on_reject(w, elapsed())
             except WouldWaitTooLong:
-                refused += 1
-                tally.on_reject(w, elapsed())
+                tally.on_reject(w, elapsed(), State.TOO_LONG)
             else:
                 now = elapsed()
                 if now < duration:  # the run is [0, seconds), as the simulator's
@@ -86,7 +83,8 @@ async def run(scenario: Scenario) -> Result:
         # Let those queued at time zero reach the queue (a batch of thousands
         # takes a while to start) before the clock starts.
         queued = sum(tally.offered)
-        while sum(s.pushed for s in limiter.statistics().levels) + refused < queued:
+        # (a push refused as too long counts as pushed)
+        while sum(s.pushed for s in limiter.statistics().levels) < queued:
             await asyncio.sleep(0)
         start = loop.time()
         while upcoming is not None:

@@ -194,6 +194,7 @@ def _workload_json(
         "waiting": w.waiting,
         "cancelled": w.cancelled,
         "rejected": w.rejected,
+        "too_long": w.too_long,
         "expired": w.expired,
         "units": w.units,
         "wait_p50_s": seconds(w.wait_p50),

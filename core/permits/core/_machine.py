@@ -88,6 +88,9 @@ class State(enum.Enum):
     REJECTED = "rejected"
     #: Still waiting at its deadline; never granted.
     EXPIRED = "expired"
+    #: Refused at push because even its best case (:meth:`Machine.min_wait`)
+    #: would wait longer than its ``max_wait``; never granted.
+    TOO_LONG = "too long"
     #: Was granted, and handed the permit back unused (:meth:`Machine.refund`).
     REFUNDED = "refunded"
 
@@ -113,10 +116,12 @@ class Charge(enum.Enum):
 
 
 class Decision(NamedTuple):
-    """What the machine decided for one id: granted, expired or rejected."""
+    """What the machine decided for one id: granted, expired, rejected or
+    too long."""
 
     id: Hashable
-    #: :attr:`State.GRANTED`, :attr:`State.EXPIRED` or :attr:`State.REJECTED`.
+    #: :attr:`State.GRANTED`, :attr:`State.EXPIRED`, :attr:`State.REJECTED`
+    #: or :attr:`State.TOO_LONG`.
     state: State
     level: int
     #: The time (ns) of the decision: the ``now`` of the operation.
@@ -128,6 +133,7 @@ class Decision(NamedTuple):
 _GRANTED = State.GRANTED
 _EXPIRED = State.EXPIRED
 _REJECTED = State.REJECTED
+_TOO_LONG = State.TOO_LONG
 
 
 class Machine:
@@ -203,6 +209,7 @@ class Machine:
         "_rejected",
         "_seq",
         "_source",
+        "_too_long",
         "_unit",
         "_units",
         "_varied",
@@ -319,6 +326,7 @@ class Machine:
         self._refunded = [0] * levels
         self._rejected = [0] * levels
         self._expired = [0] * levels
+        self._too_long = [0] * levels
         self._hists = [WaitHistogram() for _ in range(levels)]
         #: Per level, the units granted of each limit, net of refunds and
         #: settles; while every cost is one unit, only the corrections (the
@@ -470,6 +478,11 @@ class Machine:
         now = self._now
         if now is None:
             return 0
+        return self._least_wait(level, units, flow, now)
+
+    def _least_wait(self, level: int, units: tuple[int, ...], flow: Hashable, now: int) -> int:
+        """:meth:`min_wait` at ``now``, the machine's time, its arguments
+        checked."""
         queues = self._queues
         ahead = self.policy.ahead(queues, level, now)
         units_waiting = queues.units
@@ -518,6 +531,7 @@ class Machine:
                     refunded=self._refunded[level],
                     rejected=self._rejected[level],
                     expired=self._expired[level],
+                    too_long=self._too_long[level],
                     wait_p50_ns=self._hists[level].quantile(0.5),
                     wait_p99_ns=self._hists[level].quantile(0.99),
                     wait_max_ns=self._hists[level].max,
@@ -619,6 +633,7 @@ class Machine:
         deadline: int | None = None,
         cost: int | Mapping[str, int] = 1,
         flow: Hashable = None,
+        max_wait: int | None = None,
     ) -> list[Decision]:
         """A waiter ``id`` joins ``level`` at ``now``, asking for ``cost``.
 
@@ -635,12 +650,27 @@ class Machine:
         ``max_waiting`` rejects the newcomer (a :attr:`State.REJECTED`
         decision), and a ``deadline <= now`` expires it at once:
         ``max_waiting=0`` and a deadline of ``now`` both mean "grant only at
-        once, never queue". Raises :class:`DuplicateId` if ``id`` is waiting
+        once, never queue".
+        With ``max_wait`` (ns, ``>= 0``), a newcomer whose best case would
+        wait longer, that is, whose :meth:`min_wait` after the tick exceeds
+        ``max_wait``, is refused before it joins (a :attr:`State.TOO_LONG`
+        decision): never queued, never granted, and the machine stays as the
+        tick left it but for its counts (and :meth:`min_wait` still says
+        what the refusal compared). While nobody waits and its cost fits,
+        that best case is 0: such a newcomer is never refused.
+        Raises :class:`DuplicateId` if ``id`` is waiting
         or its permit is in flight, and :class:`PermitValueError` for a cost
         larger than a limit's burst (it could never be granted).
         """
         level, now, deadline, units, weight = self._arrival(id, level, now, deadline, cost, flow)
+        if max_wait is not None:
+            max_wait = check_int("max_wait", max_wait, 0)
         out = self.tick(now)
+        if max_wait is not None and self._least_wait(level, units, flow, now) > max_wait:
+            self._count(id, level)
+            self._too_long[level] += 1
+            out.append(_new(Decision, (id, _TOO_LONG, level, now, 0)))
+            return out
         self._arrive(id, level, units, flow)
         queues = self._queues
         ids = self._ids
@@ -703,7 +733,8 @@ class Machine:
         was not pushed (push it to wait). For a caller that proceeds the
         moment a permit is free: an acquire that finds one. Raises as
         :meth:`push` does, and :class:`PermitTypeError` for a
-        ``settle_later`` that is not a bool.
+        ``settle_later`` that is not a bool. It takes no ``max_wait``: what
+        it grants waited 0, within any.
         """
         level, now, _, units, _ = self._arrival(id, level, now, None, cost, flow)
         if settle_later.__class__ is not bool:
@@ -734,8 +765,8 @@ class Machine:
 
     def cancel(self, id: Hashable) -> bool:
         """Withdraw a waiting ``id``; ``True`` if it was waiting, ``False`` if
-        not (never pushed, or already granted, cancelled, rejected or
-        expired). A cancelled waiter is never granted and costs no permit.
+        not (never pushed, or already granted, cancelled, rejected, expired
+        or too long). A cancelled waiter is never granted and costs no permit.
 
         Cancel takes no time and grants nothing; when the waiter it removes
         was the one the policy had chosen, the next one may fit at once, and
@@ -1035,10 +1066,9 @@ class Machine:
         return level, now, deadline, units, weight
 
     def _arrive(self, id: Hashable, level: int, units: tuple[int, ...], flow: Hashable) -> None:
-        """A newcomer, checked, is counted at its level."""
-        self._pushed[level] += 1
-        if id in self._ledger.held:
-            self._ledger.forget(id)  # a new life: the old grant is no longer refundable
+        """A newcomer, checked, is counted at its level, and what it asks for
+        noted."""
+        self._count(id, level)
         if flow is not None:
             self._flowed = True
         if units is not self._unit and units != self._unit and not self._varied:
@@ -1047,6 +1077,12 @@ class Machine:
             # the grants so far took one unit of every limit each
             for granted, hist in zip(self._units, self._hists, strict=True):
                 granted[:] = [n + hist.count for n in granted]
+
+    def _count(self, id: Hashable, level: int) -> None:
+        """A push of ``id``, checked, is counted at its level: a new life."""
+        self._pushed[level] += 1
+        if id in self._ledger.held:
+            self._ledger.forget(id)  # a new life: the old grant is no longer refundable
 
     def _check_level(self, level: object, argument: str = "level") -> int:
         """``level``, checked: a level of the policy (``argument`` names it)."""

@@ -138,7 +138,7 @@ class LevelStatistics:
     level: int
     #: Waiters in the level's queue now (queue depth).
     waiting: int
-    #: Pushes accepted or rejected at this level.
+    #: Pushes at this level: accepted, rejected or too long.
     pushed: int
     #: Permits granted (including those later refunded).
     granted: int
@@ -163,6 +163,9 @@ class LevelStatistics:
     #: Units granted of each limit (in the machine's order), net: less those
     #: refunded, and as settled for those settled.
     units_granted: tuple[int, ...] = ()
+    #: Pushes refused because even their best case would wait longer than
+    #: their ``max_wait`` (:attr:`~permits.core.State.TOO_LONG`).
+    too_long: int = 0
 
     @property
     def proceeded(self) -> int:

@@ -47,6 +47,7 @@ MAX_ARRIVALS = 10_000_000
 
 _GRANTED = State.GRANTED
 _EXPIRED = State.EXPIRED
+_TOO_LONG = State.TOO_LONG
 
 
 @attrs.frozen
@@ -56,8 +57,9 @@ class WorkloadResult:
     Every caller offered ends in exactly one of ``granted``, ``waiting``
     (still waiting at the end), ``cancelled`` (gave up after its
     ``timeout``), ``rejected`` (refused on arrival: its level was full, or
-    its wait would pass its ``max_wait``) or ``expired`` (reached its
-    ``deadline``). Wait quantiles are over the granted callers, within
+    its wait would pass its ``max_wait``; those are counted apart in
+    ``too_long`` too) or ``expired`` (reached its ``deadline``). Wait
+    quantiles are over the granted callers, within
     :data:`~permits.core.RELATIVE_ERROR` (the core's histogram); ``wait_max``
     is exact.
     """
@@ -87,6 +89,11 @@ class WorkloadResult:
     timeline: tuple[int, ...] = attrs.field(repr=False)
     #: The wait histogram: ``(wait, count)`` pairs, by wait.
     waits: tuple[tuple[int, int], ...] = attrs.field(repr=False)
+    #: Of those ``rejected``, the callers refused because even their best
+    #: case would wait longer than their ``max_wait`` (the core's
+    #: :attr:`~permits.core.State.TOO_LONG`; ``rejected`` counts them too,
+    #: as it always has).
+    too_long: int = attrs.field(kw_only=True)
     #: Units granted of each limit, in the scenario's order (:attr:`Result.limits`).
     units_per_limit: tuple[int, ...] = attrs.field(kw_only=True)
     #: This workload's fraction of all units granted of each limit.
@@ -201,6 +208,8 @@ class Tally:
         self.waiting = [0] * n
         self.cancelled = [0] * n
         self.rejected = [0] * n
+        #: Of those rejected, the ones refused for their ``max_wait``.
+        self.too_long = [0] * n
         self.expired = [0] * n
         self.left_at: list[int | None] = [None] * n
         self.hists = [WaitHistogram() for _ in range(n)]
@@ -255,11 +264,15 @@ class Tally:
         self.tenant_offered[index] += 1
         return index
 
-    def on_reject(self, w: int, at: int) -> None:
+    def on_reject(self, w: int, at: int, state: State = State.REJECTED) -> None:
         """A caller of workload ``w`` was refused at once, at ``at``: its
-        level was full, or it would have waited past its ``max_wait``."""
+        level was full (:attr:`~permits.core.State.REJECTED`), or it would
+        have waited past its ``max_wait`` (``State.TOO_LONG``, counted in
+        ``too_long`` as well)."""
         self.waiting[w] -= 1
         self.rejected[w] += 1
+        if state is _TOO_LONG:
+            self.too_long[w] += 1
         self.left_at[w] = at
 
     def on_grant(
@@ -372,6 +385,7 @@ class Tally:
                     waiting=self.waiting[w],
                     cancelled=self.cancelled[w],
                     rejected=self.rejected[w],
+                    too_long=self.too_long[w],
                     expired=self.expired[w],
                     wait_p50=hist.quantile(0.5),
                     wait_p99=hist.quantile(0.99),
@@ -516,13 +530,13 @@ def _run(scenario: Scenario, duration: int, source: Iterator[_Arrival]) -> Resul
         scenario.policy, limits=limits, max_waiting=scenario.max_waiting, refund_window_ns=0
     )
     push, tick, cancel, next_tick = machine.push, machine.tick, machine.cancel, machine.next_tick
-    min_wait = machine.min_wait
     on_leave, charge = tally.on_leave, tally.charge
     tenant_ids, new_tenant = tally.tenants, tally.tenant
     tenant_offered = tally.tenant_offered
     tenant_record = tally.tenant_records
     heappop, heappush = heapq.heappop, heapq.heappush
     offered, waiting, rejected = tally.offered, tally.waiting, tally.rejected
+    too_long = tally.too_long
     pending: list[tuple[int, int]] = []  # (give-up time, id), a heap
     never = duration  # no event at or after the end counts
     upcoming = next(source, None)
@@ -565,23 +579,11 @@ def _run(scenario: Scenario, duration: int, source: Iterator[_Arrival]) -> Resul
                 if state is _EXPIRED:
                     waiting[w] += 1  # on_leave counts it
                     on_leave(w, at, state)
-                else:  # REJECTED, at push: it never waited
+                else:  # REJECTED or TOO_LONG, at push: it never waited
                     rejected[w] += 1
+                    if state is _TOO_LONG:
+                        too_long[w] += 1
                     left_at[w] = at
-
-    def refused(t: int, w: int, cost: int | tuple[int, ...], flow: Hashable, limit: int) -> bool:
-        """Whether a caller of workload ``w`` arriving at ``t`` with
-        ``max_wait`` of ``limit`` would wait longer (``acquire(max_wait=...)``
-        refuses it then: it is never queued)."""
-        decide(tick(t))
-        asked = cost if isinstance(cost, int) else dict(zip(names, cost, strict=True))
-        if min_wait(levels[w], cost=asked, flow=flow if fair[w] else None) <= limit:
-            return False
-        rejected[w] += 1
-        left_at[w] = t
-        if flow is not None:
-            new_tenant(w, flow)  # (counts the call offered to its tenant)
-        return True
 
     while True:
         due = next_tick()
@@ -608,10 +610,6 @@ def _run(scenario: Scenario, duration: int, source: Iterator[_Arrival]) -> Resul
         while upcoming_at <= t:
             _, w, cost, flow, patience, limit = upcoming  # type: ignore[misc]
             offered[w] += 1
-            if limit is not None and refused(t, w, cost, flow, limit):
-                upcoming = next(source, None)
-                upcoming_at = never if upcoming is None else upcoming[0]
-                continue
             id = serial * count + w
             serial += 1
             waiting[w] += 1
@@ -621,7 +619,7 @@ def _run(scenario: Scenario, duration: int, source: Iterator[_Arrival]) -> Resul
             if cost == 1 and flow is None:  # the core's quicker path
                 if patience is not None:
                     tenants[id] = None
-                decisions = push(id, levels[w], t, deadline=deadline)
+                decisions = push(id, levels[w], t, deadline=deadline, max_wait=limit)
             else:
                 if cost != 1:
                     costs[id] = cost
@@ -636,7 +634,13 @@ def _run(scenario: Scenario, duration: int, source: Iterator[_Arrival]) -> Resul
                     tenants[id] = None
                 asked = cost if isinstance(cost, int) else dict(zip(names, cost, strict=True))
                 decisions = push(
-                    id, levels[w], t, deadline=deadline, cost=asked, flow=flow if fair[w] else None
+                    id,
+                    levels[w],
+                    t,
+                    deadline=deadline,
+                    cost=asked,
+                    flow=flow if fair[w] else None,
+                    max_wait=limit,
                 )
             if decisions:
                 decide(decisions)

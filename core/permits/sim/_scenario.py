@@ -457,8 +457,9 @@ class Workload:
         the order they came (what the level does without flows).
     :param max_wait: seconds: a caller whose wait the limiter estimates
         (:meth:`~permits.core.Machine.min_wait`) longer than this on its
-        arrival is refused at once, never queued (``acquire(max_wait=...)``:
-        counted as ``rejected``); ``None`` for no bound.
+        arrival is refused at once, never queued (``acquire(max_wait=...)``,
+        the core's ``push(max_wait=...)``: counted as ``rejected``, and
+        apart as ``too_long``); ``None`` for no bound.
     """
 
     name: str = attrs.field()
