@@ -423,7 +423,7 @@ def _seconds(ns: int) -> str:
 def traced(scenario: Scenario) -> Scenario:
     """``scenario`` with one workload per level of its policy, for a trace's
     calls: each named after the scenario's first workload of that level (its
-    ``deadline``, ``timeout`` and ``max_wait`` apply to the calls of its
+    ``expire_after``, ``timeout`` and ``max_wait`` apply to the calls of its
     level; a call's own ``timeout`` and ``max_wait`` come first), ``level N`` where it has none."""
     first: dict[int, Workload] = {}
     for workload in scenario.workloads:
