@@ -292,6 +292,27 @@ def test_recommendation_when_none_meets_all_is_among_the_fewest_misses() -> None
     assert comparison.recommended.policy == StrictPriority(2)
 
 
+def test_a_tie_on_never_and_on_those_not_granted_goes_to_the_lower_p50() -> None:
+    """Both policies leave the same 200 urgent calls ungranted (p99 never):
+    the one whose urgent calls that are granted wait less at the median."""
+    scenario = Scenario(
+        "tie",
+        Fifo(2),
+        rate=30,
+        seconds=10,
+        workloads=[Workload("urgent", 0, Constant(40)), Workload("batch", 1, Batch(200))],
+    )
+    comparison = compare(scenario, [Shares.every(3), Aging(2, after_ns=5 * SECOND)])
+    urgent = [outcome.result["urgent"] for outcome in comparison.outcomes]
+    assert [offered_quantile(w.waits, w.offered, Fraction(99, 100)) for w in urgent] == [None] * 2
+    assert [w.offered - w.granted for w in urgent] == [200, 200]
+    shares_p50, aging_p50 = (offered_quantile(w.waits, w.offered, Fraction(1, 2)) for w in urgent)
+    assert shares_p50 is not None
+    assert aging_p50 is not None
+    assert aging_p50 < shares_p50, (aging_p50, shares_p50)
+    assert comparison.recommended.policy == Aging(2, after_ns=5 * SECOND)
+
+
 def test_a_run_may_ask_for_a_bounded_number_of_callers() -> None:
     scenario = Scenario(
         "s",
