@@ -160,8 +160,13 @@ BAD = [
     (
         GOOD.replace("size = 1000", "sise = 1000"),
         "scenario[0].workload[1].sise=1000: unknown key (expected one of: arrivals, at, "
-        "cost, deadline, fair, flow, heaviest, level, max_wait, name, published, size, tenants, "
-        "timeout, zipf)",
+        "cost, expire_after, fair, flow, heaviest, level, max_wait, name, published, size, "
+        "tenants, timeout, zipf)",
+    ),
+    (  # the key's former name
+        GOOD.replace("size = 1000", "size = 1000\ndeadline = 3"),
+        "scenario[0].workload[1].deadline=3: renamed: write expire_after = ... "
+        "(seconds after arrival)",
     ),
     (
         GOOD.replace("level = 1", "level = 2"),

@@ -263,11 +263,17 @@ def test_compare_runs_each_policy_in_place_of_the_scenarios() -> None:
         assert (scenario.requirements[1] in outcome.missed) == (share < 0.15)
     # Every 5th and every 6th to the batch and aging after 5 s meet both; each leaves more
     # than 1% of the interactive calls ungranted (101, 67, 200), so their
-    # p99s tie at "past the end": the earliest in the grid.
-    meeting = [o.policy for o in comparison.outcomes if o.meets_all]
-    assert meeting == [Shares.every(5), Shares.every(6), Aging(2, after_ns=5 * SECOND)]
+    # p99s tie at "past the end": the one that leaves the fewest ungranted.
+    meeting = [o for o in comparison.outcomes if o.meets_all]
+    assert [o.policy for o in meeting] == [
+        Shares.every(5),
+        Shares.every(6),
+        Aging(2, after_ns=5 * SECOND),
+    ]
+    ungranted = [o.result["interactive"].offered - o.result["interactive"].granted for o in meeting]
+    assert ungranted == [101, 67, 200]
     assert comparison.any_meets_all
-    assert comparison.recommended.policy == Shares.every(5)
+    assert comparison.recommended.policy == Shares.every(6)
 
 
 def test_recommendation_when_none_meets_all_is_among_the_fewest_misses() -> None:
@@ -284,6 +290,27 @@ def test_recommendation_when_none_meets_all_is_among_the_fewest_misses() -> None
     # all miss one: the lowest interactive p99 counting the ungranted:
     # strict (9.44 ms) over every 10th (17.2 ms) and FIFO (never)
     assert comparison.recommended.policy == StrictPriority(2)
+
+
+def test_a_tie_on_never_and_on_those_not_granted_goes_to_the_lower_p50() -> None:
+    """Both policies leave the same 200 urgent calls ungranted (p99 never):
+    the one whose urgent calls that are granted wait less at the median."""
+    scenario = Scenario(
+        "tie",
+        Fifo(2),
+        rate=30,
+        seconds=10,
+        workloads=[Workload("urgent", 0, Constant(40)), Workload("batch", 1, Batch(200))],
+    )
+    comparison = compare(scenario, [Shares.every(3), Aging(2, after_ns=5 * SECOND)])
+    urgent = [outcome.result["urgent"] for outcome in comparison.outcomes]
+    assert [offered_quantile(w.waits, w.offered, Fraction(99, 100)) for w in urgent] == [None] * 2
+    assert [w.offered - w.granted for w in urgent] == [200, 200]
+    shares_p50, aging_p50 = (offered_quantile(w.waits, w.offered, Fraction(1, 2)) for w in urgent)
+    assert shares_p50 is not None
+    assert aging_p50 is not None
+    assert aging_p50 < shares_p50, (aging_p50, shares_p50)
+    assert comparison.recommended.policy == Aging(2, after_ns=5 * SECOND)
 
 
 def test_a_run_may_ask_for_a_bounded_number_of_callers() -> None:

@@ -165,7 +165,7 @@ def test_deterministic() -> None:
         seed=7,
         workloads=[
             Workload("users", 0, Poisson(30), timeout=0.2),
-            Workload("jobs", 1, Poisson(40), deadline=1.5),
+            Workload("jobs", 1, Poisson(40), expire_after=1.5),
         ],
     )
     assert simulate(scenario) == simulate(scenario)
@@ -199,7 +199,7 @@ def test_poisson_arrivals_too_rare_for_a_float_gap_arrive_past_the_run(rate: obj
 
 def test_timeouts_cancel_and_deadlines_expire() -> None:
     """Behind a FIFO batch of 100 at 10/s, a caller waits about 10 s: those
-    with a 1 s timeout all give up, those with a 2 s deadline all expire."""
+    with a 1 s timeout all give up, those that expire 2 s after arrival all expire."""
     scenario = Scenario(
         "patience",
         Fifo(3),
@@ -208,7 +208,7 @@ def test_timeouts_cancel_and_deadlines_expire() -> None:
         workloads=[
             Workload("batch", 2, Batch(100)),
             Workload("impatient", 0, Constant(2, start=0.05), timeout=1),
-            Workload("bounded", 1, Constant(2, start=0.05), deadline=2),
+            Workload("bounded", 1, Constant(2, start=0.05), expire_after=2),
         ],
     )
     result = simulate(scenario)
@@ -345,7 +345,7 @@ workloads = st.builds(
     level=st.integers(0, 2),
     arrivals=arrivals,
     timeout=st.sampled_from([None, 0.05, 0.4]),
-    deadline=st.sampled_from([None, 0.1, 0.7]),
+    expire_after=st.sampled_from([None, 0.1, 0.7]),
 )
 policies = st.sampled_from(
     [Fifo(3), StrictPriority(3), Shares((3, 2, 1)), Aging(3, after_ns=SECOND // 4)]

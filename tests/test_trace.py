@@ -296,7 +296,7 @@ def test_replay_with_timeouts_and_deadlines_is_the_simulation() -> None:
         workloads=[
             Workload("users", 0, Poisson(20), timeout=0.5),
             Workload("api", 1, Poisson(25), timeout=2),
-            Workload("jobs", 2, Batch(800), deadline=10),
+            Workload("jobs", 2, Batch(800), expire_after=10),
         ],
     )
     # The workloads' timeouts and deadlines apply to their level's calls.
@@ -481,7 +481,7 @@ def test_any_scenario_replayed_from_its_own_arrivals_is_its_simulation(
     gives its simulation, exactly; with each call carrying its workload's
     timeout itself (``own_timeouts``) too."""
     workloads = [
-        Workload(f"w{level}", level, arrivals, timeout=timeout, deadline=deadline)
+        Workload(f"w{level}", level, arrivals, timeout=timeout, expire_after=deadline)
         for level, (arrivals, timeout, deadline) in enumerate(loads)
     ]
     scenario = Scenario("any", policy, rate, 2, workloads, burst=burst, seed=seed)

@@ -4,7 +4,7 @@ The same scenario :func:`permits.sim.simulate` runs in virtual time, played
 against a real :class:`~permits.adapters.asyncio.Limiter`: each caller is a
 task that arrives at its time and calls ``acquire``; a workload's
 ``timeout`` is ``asyncio.wait_for`` around it (the caller gives up: the core
-counts it cancelled), its ``deadline`` is ``acquire(timeout=...)`` (the core
+counts it cancelled), its ``expire_after`` is ``acquire(timeout=...)`` (the core
 expires it), its ``max_wait`` is ``acquire(max_wait=...)`` (refused: counted
 as rejected, and as too long). What each caller got is counted by the
 simulator's own :class:`~permits.sim.Tally`, so the two results read alike
@@ -45,13 +45,13 @@ async def run(scenario: Scenario) -> Result:
 
         async def caller(w: int, at: int) -> None:
             workload = scenario.workloads[w]
-            deadline = None if workload.deadline is None else float(workload.deadline)
+            expire = None if workload.expire_after is None else float(workload.expire_after)
             limit = None if workload.max_wait is None else float(workload.max_wait)
             # Those queued at time zero arrived at zero: the clock starts
             # once they are all in the queue (see below).
             arrived = 0 if at == 0 else elapsed()
             try:
-                acquire = limiter.acquire(workload.level, timeout=deadline, max_wait=limit)
+                acquire = limiter.acquire(workload.level, timeout=expire, max_wait=limit)
                 if workload.timeout is None:
                     await acquire
                 else:

@@ -131,8 +131,10 @@ class Ledger:
         horizon = now - self.window
         while log and log[0].at < horizon:  # type: ignore[attr-defined]
             old = log.popleft()
-            if isinstance(old, Grant) and held.get(old.waiter.id) is old:
-                self.forget(old.waiter.id)
+            if isinstance(old, Grant):
+                id = old.waiter.id
+                if held.get(id) is old:
+                    self.forget(id)
 
     def trim(self) -> None:
         """Forget the logged records no refund or settle can reach: those

@@ -1231,18 +1231,19 @@ class Machine:
         """``waiter``'s grant at ``now`` (out of its queue, and charged or in
         flight) is counted and decided: the policy's hook, the statistics,
         the decision."""
-        level = waiter.level
+        # (unpacked at once: a named tuple's field read by name costs more)
+        id, level, _, pushed_at, _, cost, flow = waiter
         if self._record is not None:
             self._record(self._queues, waiter)
-        wait = now - waiter.pushed_at
+        wait = now - pushed_at
         self._hists[level].record(wait)
         if self._varied:  # (at unit cost, the histogram's count is the units)
             granted = self._units[level]
-            for i, n in enumerate(waiter.cost):
+            for i, n in enumerate(cost):
                 granted[i] += n
-        if waiter.flow is not None:
-            self._busiest[level].add(waiter.flow, waiter.cost[self._queues.flow_limit])
-        out.append(_new(Decision, (waiter.id, _GRANTED, level, now, wait)))
+        if flow is not None:
+            self._busiest[level].add(flow, cost[self._queues.flow_limit])
+        out.append(_new(Decision, (id, _GRANTED, level, now, wait)))
 
     def _charge_spent(self, waiter: Waiter, now: int, settle_later: bool) -> None:
         """``waiter``'s permit is charged its cost at ``now`` as its caller

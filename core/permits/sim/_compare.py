@@ -54,6 +54,9 @@ def default_grid(levels: int) -> tuple[Policy, ...]:
     return (Fifo(levels), StrictPriority(levels), *shares, *aging)
 
 
+_P99, _P50 = Fraction(99, 100), Fraction(1, 2)
+
+
 @attrs.frozen
 class Outcome:
     """The scenario's run under one policy, and the requirements it misses."""
@@ -80,8 +83,10 @@ class Comparison:
     RULE = (
         "of the policies that meet every requirement, the one whose most urgent "
         "workload has the lowest p99 wait (counting callers not granted as waiting "
-        "past the end), earlier in the grid on a tie; if none meets them all, the "
-        "same among those that miss the fewest"
+        "past the end); on a tie (as when each leaves more than 1% of them not "
+        "granted), the one that leaves the fewest not granted, then the lowest p50 "
+        "wait, then the earliest in the grid; if none meets them all, the same among "
+        "those that miss the fewest"
     )
 
     @property
@@ -100,12 +105,17 @@ class Comparison:
         urgent = self.urgent
         fewest = min(len(outcome.missed) for outcome in self.outcomes)
 
-        def p99(outcome: Outcome) -> float:
+        def wait(outcome: Outcome, q: Fraction) -> float:
             w = outcome.result[urgent]
-            wait = offered_quantile(w.waits, w.offered, Fraction(99, 100))
-            return float("inf") if wait is None else wait
+            at = offered_quantile(w.waits, w.offered, q)
+            return float("inf") if at is None else at
 
-        return min((o for o in self.outcomes if len(o.missed) == fewest), key=p99)
+        def rank(outcome: Outcome) -> tuple[float, int, float]:
+            w = outcome.result[urgent]
+            return wait(outcome, _P99), w.offered - w.granted, wait(outcome, _P50)
+
+        # (min keeps the first of equals: the earliest in the grid)
+        return min((o for o in self.outcomes if len(o.missed) == fewest), key=rank)
 
 
 def compare(

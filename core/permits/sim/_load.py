@@ -24,7 +24,7 @@ The shape, in TOML::
     rate = 20                    # constant and poisson: arrivals per second
     start = 0.005                # optional; also stop = ...
     timeout = 1.5                # optional: the caller gives up (cancels)
-    deadline = 3                 # optional: the core expires the caller
+    expire_after = 3             # optional: seconds after which the core expires the caller
     max_wait = 0.5               # optional: refused at once if the wait would be longer
 
     [[scenario.workload]]
@@ -236,8 +236,10 @@ _ARRIVALS: dict[str, type[Batch] | type[Constant] | type[Poisson]] = {
     "poisson": Poisson,
 }
 _WORKLOAD_KEYS = {"name", "level", "arrivals"}
-_WORKLOAD_OPTIONAL = {"timeout", "deadline", "max_wait", "published", "cost", "flow", "fair"}
+_WORKLOAD_OPTIONAL = {"timeout", "expire_after", "max_wait", "published", "cost", "flow", "fair"}
 _TENANT_KEYS = {"tenants", "zipf", "heaviest"}
+#: Keys a workload once had, and what they are called now.
+_RENAMED = {"deadline": "expire_after"}
 _DRAWS = {"uniform", "choice"}
 
 
@@ -290,6 +292,11 @@ def _workload(path: str, value: object) -> Workload:
             f"{path}.arrivals", kind, f"unknown arrivals (expected one of: {known})"
         )
     required, optional = _ARRIVAL_KEYS[kind] if isinstance(kind, str) else (set(), set())
+    for old, new in _RENAMED.items():
+        if old in table:
+            raise ScenarioError(
+                _at(path, old), table[old], f"renamed: write {new} = ... (seconds after arrival)"
+            )
     _keys(path, table, _WORKLOAD_KEYS | required, _WORKLOAD_OPTIONAL | _TENANT_KEYS | optional)
     args = {key: table[key] for key in required | optional if key in table}
     arrivals: Arrivals = _build(path, lambda: _ARRIVALS[str(kind)](**args))
@@ -305,7 +312,7 @@ def _workload(path: str, value: object) -> Workload:
             table["level"],
             arrivals,
             timeout=table.get("timeout"),
-            deadline=table.get("deadline"),
+            expire_after=table.get("expire_after"),
             max_wait=table.get("max_wait"),
             published=published,
             cost=cost,

@@ -58,7 +58,7 @@ class WorkloadResult:
     (still waiting at the end), ``cancelled`` (gave up after its
     ``timeout``), ``rejected`` (refused on arrival: its level was full, or
     its wait would pass its ``max_wait``; those are counted apart in
-    ``too_long`` too) or ``expired`` (reached its ``deadline``). Wait
+    ``too_long`` too) or ``expired`` (its ``expire_after`` passed). Wait
     quantiles are over the granted callers, within
     :data:`~permits.core.RELATIVE_ERROR` (the core's histogram); ``wait_max``
     is exact.
@@ -518,7 +518,8 @@ def _run(scenario: Scenario, duration: int, source: Iterator[_Arrival]) -> Resul
     workloads = scenario.workloads
     count = len(workloads)
     deadlines = [
-        None if wl.deadline is None else nanoseconds("deadline", wl.deadline) for wl in workloads
+        None if wl.expire_after is None else nanoseconds("expire_after", wl.expire_after)
+        for wl in workloads
     ]
     levels = [wl.level for wl in workloads]
     fair = [wl.fair for wl in workloads]

@@ -443,8 +443,10 @@ class Workload:
 
     :param timeout: seconds after which a caller still waiting gives up (it
         cancels: counted as ``cancelled``); ``None`` for never.
-    :param deadline: seconds after its arrival at which the core expires a
-        caller still waiting (counted as ``expired``); ``None`` for none.
+    :param expire_after: seconds after its arrival at which the core
+        expires a caller still waiting (counted as ``expired``); ``None``
+        for never. (Relative, in seconds; the core's ``push(deadline=...)``
+        is the absolute time in nanoseconds it becomes.)
     :param cost: what each caller asks for: an ``int`` (that many units of
         every limit), a :class:`Uniform` or :class:`Choice` drawn for each
         caller, or a mapping from limit names to those (the limits it does
@@ -466,7 +468,7 @@ class Workload:
     level: int = attrs.field(validator=_int(0))
     arrivals: Arrivals = attrs.field()
     timeout: Seconds | None = attrs.field(default=None, validator=_optional_seconds)
-    deadline: Seconds | None = attrs.field(default=None, validator=_optional_seconds)
+    expire_after: Seconds | None = attrs.field(default=None, validator=_optional_seconds)
     published: Published | None = attrs.field(default=None, eq=False)
     cost: _Costs = attrs.field(default=1, converter=_cost_value, kw_only=True)
     flow: str | None = attrs.field(default=None, kw_only=True)
@@ -577,7 +579,7 @@ class Workload:
             self,
             arrivals=self.arrivals.scaled(factor),
             timeout=_scaled(self.timeout, factor),
-            deadline=_scaled(self.deadline, factor),
+            expire_after=_scaled(self.expire_after, factor),
             max_wait=_scaled(self.max_wait, factor),
             published=None,
         )

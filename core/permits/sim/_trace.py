@@ -29,6 +29,7 @@ from typing import NamedTuple
 import attrs
 
 from permits.core import Limit, PermitTypeError, PermitValueError
+from permits.core._policies import MAX_LEVELS
 
 from ._run import Result, _Arrival, _run, patience
 from ._scenario import Batch, Scenario, Workload, nanoseconds
@@ -132,6 +133,11 @@ def _wait_ns(line: int, field: str, value: object) -> int:
     return ns
 
 
+#: The levels a policy may have, as a CSV cell writes them: one look-up
+#: each (any other text is read by _int).
+_LEVELS = {str(n): n for n in range(MAX_LEVELS)}
+
+
 def _int(line: int, field: str, value: object, minimum: int) -> int:
     if isinstance(value, str):
         text = value.strip()
@@ -176,11 +182,8 @@ def _call(
         Call,
         (
             at_ns,
-            int(level)
-            if level.__class__ is str
-            and level.isdigit()
-            and level.isascii()
-            and len(level) <= _DIGITS
+            _LEVELS[level]
+            if level.__class__ is str and level in _LEVELS
             else _int(line, "level", level, 0),
             1
             if cost is None or cost == "" or cost == "1"
@@ -423,7 +426,7 @@ def _seconds(ns: int) -> str:
 def traced(scenario: Scenario) -> Scenario:
     """``scenario`` with one workload per level of its policy, for a trace's
     calls: each named after the scenario's first workload of that level (its
-    ``deadline``, ``timeout`` and ``max_wait`` apply to the calls of its
+    ``expire_after``, ``timeout`` and ``max_wait`` apply to the calls of its
     level; a call's own ``timeout`` and ``max_wait`` come first), ``level N`` where it has none."""
     first: dict[int, Workload] = {}
     for workload in scenario.workloads:
