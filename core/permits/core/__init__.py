@@ -26,11 +26,12 @@ from ._machine import (
     Snapshot,
     State,
 )
-from ._policies import Aging, Deal, Fifo, Policy, Shares, StrictPriority, schedule
+from ._policies import MAX_LEVELS, Aging, Deal, Fifo, Policy, Shares, StrictPriority, schedule
 from ._queues import MAX_SCALE, SLACK, SWEEP, Queues, Waiter
 from ._stats import RELATIVE_ERROR, FlowStatistics, LevelStatistics, Statistics, WaitHistogram
 
 __all__ = [
+    "MAX_LEVELS",
     "MAX_SCALE",
     "MICROSECOND",
     "MILLISECOND",

@@ -28,8 +28,7 @@ from typing import NamedTuple
 
 import attrs
 
-from permits.core import Limit, PermitTypeError, PermitValueError
-from permits.core._policies import MAX_LEVELS
+from permits.core import MAX_LEVELS, Limit, PermitTypeError, PermitValueError
 
 from ._run import Result, _Arrival, _run, patience
 from ._scenario import Batch, Scenario, Workload, nanoseconds
