@@ -888,8 +888,7 @@ class Machine:
                 # In flight until now: charged now, as its caller proceeds.
                 ledger.forget(id)
                 self._flying -= 1
-                self._source.release(grant.cost)
-                self._charge_spent(grant.waiter, now, settle_later)
+                self._charge_spent(grant.waiter, now, settle_later, held=True)
             elif settle_later:
                 ledger.add(grant, spent=True)
             else:
@@ -1244,18 +1243,22 @@ class Machine:
             self._busiest[level].add(waiter.flow, waiter.cost[self._queues.flow_limit])
         out.append(_new(Decision, (waiter.id, _GRANTED, level, now, wait)))
 
-    def _charge_spent(self, waiter: Waiter, now: int, settle_later: bool) -> None:
+    def _charge_spent(
+        self, waiter: Waiter, now: int, settle_later: bool, held: bool = False
+    ) -> None:
         """``waiter``'s permit is charged its cost at ``now`` as its caller
-        proceeds (one in flight was never settled: a settle spends it):
-        logged, and kept to be settled if ``settle_later``."""
+        proceeds (one in flight was never settled: a settle spends it), and
+        no longer ``held`` in flight if it was: logged, and kept to be
+        settled if ``settle_later``."""
         cost = waiter.cost
         ledger = self._ledger
+        charge = self._source.spend if held else self._source.charge
         if not settle_later and not ledger.held:
             # No grant is held, so no refund or settle will replay this
             # charge: there is nothing to log, and no mark to keep.
-            self._source.charge(now, cost, False)  # no mark
+            charge(now, cost, False)  # no mark
             return
-        charged = _new(Grant, (waiter, now, cost, self._source.charge(now, cost)))
+        charged = _new(Grant, (waiter, now, cost, charge(now, cost)))
         if settle_later:
             ledger.add(charged, spent=True)
         else:
