@@ -447,7 +447,8 @@ class Machine:
         if not self._ids:
             return None
         due = self._source.due
-        deadline = self._deadlines.first(self._queues)
+        deadlines = self._deadlines
+        deadline = deadlines.first(self._queues) if deadlines.heap else None
         if deadline is not None and deadline < due:
             return deadline
         if due == NEVER:
