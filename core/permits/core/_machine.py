@@ -884,13 +884,14 @@ class Machine:
         ledger.get(id)  # an unhashable id is refused before the tick
         out = self.tick(now)
         grant = ledger.get(id)  # held after the tick: one it granted too
-        if grant is not None and not ledger.is_spent(id):
-            if grant.before is None:
-                # In flight until now: charged now, as its caller proceeds.
-                ledger.forget(id)
-                self._flying -= 1
-                self._charge_spent(grant.waiter, now, settle_later, held=True)
-            elif settle_later:
+        if grant is not None and grant.before is None:
+            # In flight until now (so not spent yet): charged now, as its
+            # caller proceeds.
+            ledger.forget(id)
+            self._flying -= 1
+            self._charge_spent(grant.waiter, now, settle_later, held=True)
+        elif grant is not None and not ledger.is_spent(id):
+            if settle_later:
                 ledger.add(grant, spent=True)
             else:
                 ledger.forget(id)
