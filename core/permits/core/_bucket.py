@@ -167,9 +167,15 @@ class Bucket:
         self._set_due()
 
     def release(self, cost: tuple[int, ...]) -> None:
-        """``cost`` no longer in flight (spent: :meth:`charge` it; or refunded)."""
+        """``cost`` no longer in flight (refunded; spent: :meth:`spend`)."""
         self.held -= cost[self.index]
         self._set_due()
+
+    def spend(self, now: int, cost: tuple[int, ...], mark: bool = True) -> Mark | None:
+        """``cost``, in flight, is spent at ``now``: no longer held, and
+        charged (:meth:`charge`, which sets :attr:`due` once for both)."""
+        self.held -= cost[self.index]
+        return self.charge(now, cost, mark)
 
     def pause(self, until: int) -> None:
         """Nothing is available before ``until``."""
@@ -342,6 +348,13 @@ class Buckets:
             bucket.release(cost)
         self._set_due()
 
+    def spend(
+        self, now: int, cost: tuple[int, ...], mark: bool = True
+    ) -> tuple[Mark | None, ...] | None:
+        marks = tuple([bucket.spend(now, cost, mark) for bucket in self.buckets])
+        self._set_due()
+        return marks if mark else None
+
     def pause(self, until: int) -> None:
         for bucket in self.buckets:
             bucket.pause(until)
@@ -422,6 +435,9 @@ class Outside:
         raise AssertionError("a supplied machine holds no permit in flight")
 
     release = hold
+
+    def spend(self, now: int, cost: tuple[int, ...], mark: bool = True) -> Mark | None:
+        raise AssertionError("a supplied machine holds no permit in flight")
 
     def offer(self, now: int) -> None:
         """A permit from outside, at hand at ``now``."""

@@ -447,7 +447,8 @@ class Machine:
         if not self._ids:
             return None
         due = self._source.due
-        deadline = self._deadlines.first(self._queues)
+        deadlines = self._deadlines
+        deadline = deadlines.first(self._queues) if deadlines.heap else None
         if deadline is not None and deadline < due:
             return deadline
         if due == NEVER:
@@ -883,14 +884,14 @@ class Machine:
         ledger.get(id)  # an unhashable id is refused before the tick
         out = self.tick(now)
         grant = ledger.get(id)  # held after the tick: one it granted too
-        if grant is not None and not ledger.is_spent(id):
-            if grant.before is None:
-                # In flight until now: charged now, as its caller proceeds.
-                ledger.forget(id)
-                self._flying -= 1
-                self._source.release(grant.cost)
-                self._charge_spent(grant.waiter, now, settle_later)
-            elif settle_later:
+        if grant is not None and grant.before is None:
+            # In flight until now (so not spent yet): charged now, as its
+            # caller proceeds.
+            ledger.forget(id)
+            self._flying -= 1
+            self._charge_spent(grant.waiter, now, settle_later, held=True)
+        elif grant is not None and not ledger.is_spent(id):
+            if settle_later:
                 ledger.add(grant, spent=True)
             else:
                 ledger.forget(id)
@@ -1245,18 +1246,22 @@ class Machine:
             self._busiest[level].add(flow, cost[self._queues.flow_limit])
         out.append(_new(Decision, (id, _GRANTED, level, now, wait)))
 
-    def _charge_spent(self, waiter: Waiter, now: int, settle_later: bool) -> None:
+    def _charge_spent(
+        self, waiter: Waiter, now: int, settle_later: bool, held: bool = False
+    ) -> None:
         """``waiter``'s permit is charged its cost at ``now`` as its caller
-        proceeds (one in flight was never settled: a settle spends it):
-        logged, and kept to be settled if ``settle_later``."""
+        proceeds (one in flight was never settled: a settle spends it), and
+        no longer ``held`` in flight if it was: logged, and kept to be
+        settled if ``settle_later``."""
         cost = waiter.cost
         ledger = self._ledger
+        charge = self._source.spend if held else self._source.charge
         if not settle_later and not ledger.held:
             # No grant is held, so no refund or settle will replay this
             # charge: there is nothing to log, and no mark to keep.
-            self._source.charge(now, cost, False)  # no mark
+            charge(now, cost, False)  # no mark
             return
-        charged = _new(Grant, (waiter, now, cost, self._source.charge(now, cost)))
+        charged = _new(Grant, (waiter, now, cost, charge(now, cost)))
         if settle_later:
             ledger.add(charged, spent=True)
         else:
