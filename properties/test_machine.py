@@ -636,9 +636,11 @@ class PolicyMachine(RuleBasedStateMachine):
         id = data.draw(st.sampled_from([w.id for w in self.model.waiting]))
         self.cancel(id)
 
-    @rule(id=ids, level=st.integers(0, 2), steps=STEPS)
-    def push_again(self, id: int, level: int, steps: int) -> None:
-        """An id pushed before: refused while it waits, a new life otherwise."""
+    @rule(id=ids, level=st.integers(0, 2), steps=STEPS, patience=st.none() | st.integers(-2, 1))
+    def push_again(self, id: int, level: int, steps: int, patience: int | None) -> None:
+        """An id pushed before: refused while it waits, a new life otherwise
+        (with ``patience``, a ``max_wait`` about its min_wait, as in
+        :meth:`do_push`)."""
         self.advance(steps)
         if self.fate[id] is State.WAITING or id in self.flying():
             before = fingerprint(self.core)
@@ -648,7 +650,7 @@ class PolicyMachine(RuleBasedStateMachine):
             assert refused.value.argument == "id", "P18"
             assert fingerprint(self.core) == before, "P18: a refused push changed the state"
             return
-        self.new_life(id, level)
+        self.new_life(id, level, patience)
 
     @precondition(
         lambda self: (
@@ -666,11 +668,12 @@ class PolicyMachine(RuleBasedStateMachine):
         assert self.config.max_waiting is not None
         self.new_life(id, self.config.max_waiting.index(0))
 
-    def new_life(self, id: int, level: int) -> None:
-        self.do_push(id, level, 0, None, self.model.unit)
-        if self.fate[id] is State.REJECTED:
-            # P5: a push again is a new life, even one rejected at once: the
-            # id's earlier grant can no longer be refunded.
+    def new_life(self, id: int, level: int, patience: int | None = None) -> None:
+        self.do_push(id, level, 0, None, self.model.unit, patience=patience)
+        if self.fate[id] in (State.REJECTED, State.TOO_LONG):
+            # P5, P53: a push again is a new life, even one refused at once
+            # (a full level, or too long): the id's earlier grant can no
+            # longer be refunded.
             before = fingerprint(self.core)
             with pytest.raises(NotRefundable):
                 self.core.refund(id, self.now)
