@@ -105,14 +105,14 @@ class Comparison:
         urgent = self.urgent
         fewest = min(len(outcome.missed) for outcome in self.outcomes)
 
-        def wait(outcome: Outcome, q: Fraction) -> float:
-            w = outcome.result[urgent]
-            at = offered_quantile(w.waits, w.offered, q)
-            return float("inf") if at is None else at
-
         def rank(outcome: Outcome) -> tuple[float, int, float]:
             w = outcome.result[urgent]
-            return wait(outcome, _P99), w.offered - w.granted, wait(outcome, _P50)
+
+            def wait(q: Fraction) -> float:
+                at = offered_quantile(w.waits, w.offered, q)
+                return float("inf") if at is None else at
+
+            return wait(_P99), w.offered - w.granted, wait(_P50)
 
         # (min keeps the first of equals: the earliest in the grid)
         return min((o for o in self.outcomes if len(o.missed) == fewest), key=rank)
