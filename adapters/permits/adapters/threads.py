@@ -20,7 +20,6 @@ an event loop (asyncio, trio) would stall all its tasks: it warns
 
 from __future__ import annotations
 
-import asyncio
 import sys
 import threading
 import time
@@ -28,11 +27,12 @@ import warnings
 from collections.abc import Callable, Hashable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from fractions import Fraction
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from permits.core import Decision, FlowStatistics, Policy, Statistics
 
 from ._base import LimiterOptions, Permit, _Limiting, _Waiter, refuse_unknown
+from ._requires import _running
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack  # in typing from Python 3.11
@@ -197,32 +197,25 @@ class Limiter(_Limiting):
             return super().statistics_and_waits(bounds_ns)
 
 
+#: What a thread running each event loop should use instead.
+_LOOPS = {
+    "asyncio": "an asyncio event loop: use permits.adapters.asyncio",
+    "trio": "trio: use permits.adapters.trio",
+}
+
+
 def _warn_if_in_event_loop() -> None:
     """A :class:`RuntimeWarning` if this thread runs an event loop, which
     the wait about to start blocks: every task, not only the caller."""
-    trio = sys.modules.get("trio")
-    if asyncio._get_running_loop() is not None:
-        loop = "an asyncio event loop: use permits.adapters.asyncio"
-    elif trio is not None and _in_trio_run(trio):
-        loop = "trio: use permits.adapters.trio"
-    else:
+    running = _running()
+    if running is None:
         return
     warnings.warn(
-        f"acquire waits in a thread that runs {loop} (or anyio), or "
+        f"acquire waits in a thread that runs {_LOOPS[running]} (or anyio), or "
         "call this one through a worker thread; until then every task waits",
         RuntimeWarning,
         stacklevel=_outside(),
     )
-
-
-def _in_trio_run(trio: Any) -> bool:
-    """Whether this thread runs trio (``current_trio_token`` answers only
-    there; every trio has it, where ``in_trio_run`` is recent)."""
-    try:
-        trio.lowlevel.current_trio_token()
-    except RuntimeError:
-        return False
-    return True
 
 
 def _outside() -> int:
