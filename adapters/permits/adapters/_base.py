@@ -448,8 +448,8 @@ class _Limiting:
         max_wait: float | None,
     ) -> tuple[int, int, Decision | None]:
         """An acquire's first step: check, push (which fails fast, with
-        ``max_wait``). Returns the id, the level, and the decision if it was
-        made at once."""
+        ``max_wait``: :class:`WouldWaitTooLong`). Returns the id, the level,
+        and the decision if it was made at once."""
         level, now, patience, limit = self._arrival(level, timeout, max_wait)
         machine = self._machine
         deadline = None if patience is None else now + patience
@@ -472,6 +472,9 @@ class _Limiting:
                 self._dispatch(decisions)
         if self._recording is not None:
             self._record(now, level, cost, flow, patience, limit, id if decision is None else None)
+        if decision is not None and decision.state is State.TOO_LONG:
+            assert max_wait is not None  # only a push with one is refused so
+            raise self._too_long(level, cost, flow, max_wait)
         return id, level, decision
 
     def _take(
@@ -549,7 +552,6 @@ class _Limiting:
         cost: int | Mapping[str, int],
         flow: Hashable,
         timeout: float | None,
-        max_wait: float | None,
         now: int,
     ) -> Permit:
         """An acquire's last step, its permit decided: the caller proceeds at
@@ -563,9 +565,6 @@ class _Limiting:
             return permit
         if decision.state is State.EXPIRED:
             raise AcquireTimeout(level, timeout if timeout is not None else 0.0)
-        if decision.state is State.TOO_LONG:
-            assert max_wait is not None  # only a push with one is refused so
-            raise self._too_long(level, cost, flow, max_wait)
         raise self._machine.queue_full(None, level, flow)  # the id is the limiter's own
 
     def _too_long(
@@ -850,16 +849,16 @@ class BaseLimiter(_Limiting):
                 return permit
         id, level, decision = self._request(level, cost, flow, timeout, max_wait)
         if decision is not None:
-            # Decided at once (granted, rejected, expired, too long): no
-            # waiter record or event is needed.
+            # Decided at once (granted, rejected, expired): no waiter record
+            # or event is needed.
             if decision.state is _GRANTED and self._checkpoint_on_grant:
                 try:
                     await self._checkpoint()
                 except BaseException:
                     self._withdraw(id, _Waiter(None, decision))
                     raise
-                return self._outcome(id, decision, cost, flow, timeout, max_wait, self._now())
-            return self._outcome(id, decision, cost, flow, timeout, max_wait, decision.at)
+                return self._outcome(id, decision, cost, flow, timeout, self._now())
+            return self._outcome(id, decision, cost, flow, timeout, decision.at)
         # Nothing can run between the push and here: no await.
         event = self._new_event()
         waiter = _Waiter(event)
@@ -875,7 +874,7 @@ class BaseLimiter(_Limiting):
         if waiter.error is not None:
             raise waiter.error
         assert waiter.decision is not None
-        return self._outcome(id, waiter.decision, cost, flow, timeout, max_wait, self._now())
+        return self._outcome(id, waiter.decision, cost, flow, timeout, self._now())
 
     @asynccontextmanager
     async def permit(

@@ -138,7 +138,7 @@ class Limiter(_Limiting):
                 pushed = True
                 waiter.decision = decision
                 if decision is not None:
-                    return self._outcome(id, decision, cost, flow, timeout, max_wait, decision.at)
+                    return self._outcome(id, decision, cost, flow, timeout, decision.at)
                 event = threading.Event()
                 waiter.event = event
                 self._waiters[id] = waiter
@@ -149,9 +149,7 @@ class Limiter(_Limiting):
                 if waiter.error is not None:
                     raise waiter.error
                 assert waiter.decision is not None
-                return self._outcome(
-                    id, waiter.decision, cost, flow, timeout, max_wait, self._now()
-                )
+                return self._outcome(id, waiter.decision, cost, flow, timeout, self._now())
         except BaseException as error:
             if pushed and error is not waiter.error:
                 with self._lock:
