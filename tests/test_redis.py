@@ -1969,8 +1969,6 @@ async def settled_while_redis_hangs(server: RedisServer) -> AsyncIterator[RedisL
             await limiter.acquire(timeout=0.9)
 
 
-@pytest.mark.timeout(60)
-@pytest.mark.parametrize("anyio_backend", ["asyncio", "trio"])
 @pytest.mark.anyio
 async def test_a_fallback_permit_handed_on_is_never_settled_on_redis(
     own_server: RedisServer,
@@ -2193,8 +2191,6 @@ def refusing(server: RedisServer, refusal: str) -> Any:
         admin.close()
 
 
-@pytest.mark.timeout(60)
-@pytest.mark.parametrize("anyio_backend", ["asyncio", "trio"])
 @pytest.mark.parametrize("refusal", ["OOM", "READONLY", "BUSY", "MISCONF"])
 @pytest.mark.anyio
 async def test_a_server_that_cannot_serve_now_is_an_outage(
@@ -2224,8 +2220,6 @@ async def test_a_server_that_cannot_serve_now_is_an_outage(
         assert not limiter.backend_down
 
 
-@pytest.mark.timeout(60)
-@pytest.mark.parametrize("anyio_backend", ["asyncio", "trio"])
 @pytest.mark.parametrize("query", ["", "?socket_keepalive=true"])
 @pytest.mark.anyio
 async def test_a_replica_after_a_failover_is_asked_on_a_new_connection(
@@ -2254,8 +2248,6 @@ async def test_a_replica_after_a_failover_is_asked_on_a_new_connection(
     assert opened >= 1
 
 
-@pytest.mark.timeout(60)
-@pytest.mark.parametrize("anyio_backend", ["asyncio", "trio"])
 @pytest.mark.parametrize("refusal", ["OOM", "READONLY", "MISCONF"])
 @pytest.mark.anyio
 async def test_the_local_fallback_holds_while_redis_answers_but_cannot_serve(
@@ -2309,8 +2301,6 @@ def restricted_user(server: RedisServer, name: str) -> str:
     return f"redis://limiter:secret@127.0.0.1:{server.port}/0"
 
 
-@pytest.mark.timeout(60)
-@pytest.mark.parametrize("anyio_backend", ["asyncio", "trio"])
 @pytest.mark.anyio
 async def test_the_local_fallback_goes_back_to_redis_as_a_user_allowed_takes(
     own_server: RedisServer,
@@ -2342,8 +2332,6 @@ async def test_the_local_fallback_goes_back_to_redis_as_a_user_allowed_takes(
         assert (limiter.fallbacks, limiter.closed) == (1, False)
 
 
-@pytest.mark.timeout(60)
-@pytest.mark.parametrize("anyio_backend", ["asyncio", "trio"])
 @pytest.mark.anyio
 async def test_a_probe_refused_for_good_closes_the_limiter(own_server: RedisServer) -> None:
     """The fallback's probe refused with an error that is no outage (the
