@@ -1206,7 +1206,7 @@ class RedisLimit:
     def give_back(self, cost: Sequence[int] | None = None) -> GcraAnswer:
         """Return ``cost`` (one of each by default), taken and not used."""
         units = self._unit if cost is None else self._per_limit("cost", cost, 0)
-        return self.charge(tuple(-n for n in units))
+        return self.send(self.ask_charge(tuple(-n for n in units)))  # checked once, above
 
     def charge(self, units: Sequence[int]) -> GcraAnswer:
         """Charge ``units`` more of each limit (negative: give them back; a
