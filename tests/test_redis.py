@@ -292,15 +292,8 @@ async def test_a_permit_cancelled_past_its_refund_window_goes_back_to_redis(
     ) as limiter:
         await limiter.acquire()  # the bucket's only permit: the next in 0.5 s
         first = anyio.CancelScope()
-        dispatch = limiter._dispatch
-
-        def stalled(decisions: list[Decision]) -> None:
-            dispatch(decisions)
-            if not first.cancel_called and any(d.state is State.GRANTED for d in decisions):
-                first.cancel()  # granted: cancelled before it runs
-                time.sleep(0.1)  # the loop stalls past the refund window
-
-        limiter._dispatch = stalled  # type: ignore[method-assign]
+        # granted: cancelled before it runs; the loop stalls past the refund window
+        cancel_when_granted(limiter, first, stall=0.1)
 
         async def cancelled() -> None:
             with first:
@@ -1926,6 +1919,21 @@ async def test_a_permit_the_fallback_served_is_never_settled_on_redis(
         permit.settle(5)
 
 
+def cancel_when_granted(limiter: RedisLimiter, scope: anyio.CancelScope, stall: float = 0) -> None:
+    """Make ``limiter`` cancel ``scope`` at its first grant, before that
+    caller runs (then block the loop for ``stall`` seconds)."""
+    dispatch = limiter._dispatch
+
+    def cancelling(decisions: list[Decision]) -> None:
+        dispatch(decisions)
+        if not scope.cancel_called and any(d.state is State.GRANTED for d in decisions):
+            scope.cancel()
+            if stall:
+                time.sleep(stall)
+
+    limiter._dispatch = cancelling  # type: ignore[method-assign]
+
+
 async def keep_acquiring(limiter: RedisLimiter) -> None:
     """A caller that acquires again and again, until it is cancelled."""
     while True:
@@ -1981,14 +1989,7 @@ async def test_a_fallback_permit_handed_on_is_never_settled_on_redis(
     have given Redis a unit it never charged)."""
     async with settled_while_redis_hangs(own_server) as limiter:
         first = anyio.CancelScope()
-        dispatch = limiter._dispatch
-
-        def cancelling(decisions: list[Decision]) -> None:
-            dispatch(decisions)
-            if not first.cancel_called and any(d.state is State.GRANTED for d in decisions):
-                first.cancel()  # granted by the fallback: cancelled before it runs
-
-        limiter._dispatch = cancelling  # type: ignore[method-assign]
+        cancel_when_granted(limiter, first)  # granted by the fallback: cancelled before it runs
         held: list[Any] = []
 
         async def cancelled() -> None:
