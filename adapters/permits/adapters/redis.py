@@ -127,6 +127,8 @@ _SCRIPT = """
 --   '<process>' -> 'turn level place' (us; its place: when it joined)
 -- KEYS[6]: global shares: 'V' (the start of the last grant) and 'F<level>'
 --   (the finish of the level's last grant), in units of virtual time
+-- (KEYS[4] to KEYS[6] are named only by the calls that use them: a take
+-- under global priority or in the line, and demand.)
 -- ARGV[1]: take | give | pause | adopt | quota | rate | demand
 -- ARGV[2]: now, us (read only by the script the tests run at chosen times)
 -- ARGV[3]: take: the reserve; pause: its length, us; adopt, quota: us until
@@ -635,6 +637,13 @@ class GcraAnswer(NamedTuple):
 _Landed = Callable[[GcraAnswer | None, BaseException | None], None]
 
 
+#: The keys a call names, of the limit's six (see the script): the first
+#: three (the state, the audit list, the live limits) unless it uses global
+#: priority, shares or the line. Each key named costs Redis work at every
+#: call (about 1,400 instructions), used or not.
+_FEW_KEYS, _ALL_KEYS = 3, 6
+
+
 class Request(NamedTuple):
     """One call of the script, built and checked, not yet sent."""
 
@@ -644,6 +653,9 @@ class Request(NamedTuple):
     #: The same as they go on the wire (RESP bulk strings), for the small
     #: asyncio client: a request sent many times is encoded once.
     wire: bytes
+    #: How many of the limit's keys it names: :data:`_FEW_KEYS` or
+    #: :data:`_ALL_KEYS`.
+    keys: int = _ALL_KEYS
 
 
 class _Take(NamedTuple):
@@ -945,14 +957,16 @@ class RedisLimit:
     # where it is asked for; send() runs one in this thread, asend() on an
     # asyncio loop (the limiter's, under asyncio: no worker thread).
 
-    def _request(self, op: str, units: Sequence[int], arg: float = 0, *extra: Any) -> Request:
+    def _request(
+        self, op: str, units: Sequence[int], arg: float = 0, *extra: Any, keys: int = _FEW_KEYS
+    ) -> Request:
         args: list[Any] = [op, 0, arg, int(self.audit), len(self._args)]
         for limit, x in zip(self._args, units, strict=True):
             args += limit
             args.append(x)
         args += extra
         encoded = [str(arg).encode() for arg in args]
-        return Request(encoded, _resp.bulk(encoded))
+        return Request(encoded, _resp.bulk(encoded), keys)
 
     def _refused(self, error: redis.exceptions.ResponseError) -> BaseException:
         """An error reply to the synchronous client, as the limiter counts
@@ -979,7 +993,7 @@ class RedisLimit:
     def send(self, request: Request) -> GcraAnswer:
         """Run ``request`` (one round trip, blocking)."""
         try:
-            reply = self._script(keys=self._keys, args=request.args)
+            reply = self._script(keys=self._keys[: request.keys], args=request.args)
         except redis.exceptions.ResponseError as error:
             raise self._refused(error) from None
         return _answer(reply, len(self.limits))
@@ -1179,7 +1193,10 @@ class RedisLimit:
             if demand is not None and weights is not None:
                 line += [_virtual_costs(tuple(weights)), shared + 1]
             book_us = math.floor(book * 1e6)
-            request = self._request("take", units, reserve, *extra, book_us, lease, *line)
+            keys = _FEW_KEYS if demand is None and waiting is None else _ALL_KEYS
+            request = self._request(
+                "take", units, reserve, *extra, book_us, lease, *line, keys=keys
+            )
         if plain and units == self._unit:
             self._unit_takes[key] = request
         return request
@@ -1193,7 +1210,8 @@ class RedisLimit:
 
     def ask_publish_demand(self, demand: Sequence[int], ttl: float = 2.0) -> Request:
         """:meth:`publish_demand`'s request."""
-        return self._request("demand", (0,) * len(self.limits), 0, *self._demand(0, demand, ttl))
+        zero = (0,) * len(self.limits)
+        return self._request("demand", zero, 0, *self._demand(0, demand, ttl), keys=_ALL_KEYS)
 
     def leave(self, *, demand: bool = False) -> GcraAnswer:
         """Take this process out of the line (nobody waits in it any more),
@@ -1206,7 +1224,8 @@ class RedisLimit:
         """:meth:`leave`'s request."""
         extra = self._demand(0, (), 0.0) if demand else ["", 0, 0, "0"]
         zero = (0,) * len(self.limits)
-        return self._request("demand", zero, 0, *extra, 0, 1, self.process, 0, 0, 0)
+        line = [self.process, 0, 0, 0]
+        return self._request("demand", zero, 0, *extra, 0, 1, *line, keys=_ALL_KEYS)
 
     def _demand(self, level: int, demand: Sequence[int], ttl: float) -> list[Any]:
         counts = " ".join(str(int(c)) for c in demand) or "0"
@@ -1329,9 +1348,11 @@ class RedisLimit:
         if not self._cluster and _resp.speaks(self._url, self._extra):
             own = _resp.AsyncRedis(self._url, timeout=self._timeout, shown=self.url)
             self._aclient = own
-            script = _resp.AsyncScript(own, SCRIPT, self._keys)
-            self._arun = lambda request: script(len(request.args), request.wire)
-            self._asubmit = lambda request, landed: script.submit(
+            scripts = {
+                n: _resp.AsyncScript(own, SCRIPT, self._keys[:n]) for n in (_FEW_KEYS, _ALL_KEYS)
+            }
+            self._arun = lambda request: scripts[request.keys](len(request.args), request.wire)
+            self._asubmit = lambda request, landed: scripts[request.keys].submit(
                 len(request.args), request.wire, landed
             )
             probe = _resp.AsyncScript(own, PROBE, [self.key])
@@ -1344,7 +1365,9 @@ class RedisLimit:
         aprobe = aclient.register_script(PROBE)
         keys, probe_keys = self._keys, [self.key]
         self._aclient = aclient
-        self._arun = lambda request: self._replied(registered(keys=keys, args=request.args))
+        self._arun = lambda request: self._replied(
+            registered(keys=keys[: request.keys], args=request.args)
+        )
         self._aprobe = lambda: self._replied(aprobe(keys=probe_keys))
 
     async def aclose(self) -> None:
