@@ -109,6 +109,7 @@ async def loop(kind: str, url: str, n: int) -> None:
         script = client.register_script(SCRIPT)
         keys = [limit.key, limit.audit_key, limit.live_key, limit.demand_key]
         keys += [limit.line_key, limit.shares_key]
+        keys = keys[: take.keys]  # the keys the limiter names with it
         for _ in range(n):
             await script(keys=keys, args=take.args)
         await client.aclose()

@@ -521,7 +521,7 @@ MUTANTS = {
         "dead-turn",
     ),
     "shares-forget-the-finish": (
-        "  return math.max(tonumber(tags[l + 2]) or 0, tonumber(tags[1]) or 0)\n",
+        "  return max(tonumber(tags[l + 2]) or 0, tonumber(tags[1]) or 0)\n",
         "  return tonumber(tags[1]) or 0\n",
         "a level's next grant starts with the last grant anywhere, whatever it took",
         "shares",

@@ -3,9 +3,9 @@
 Its reply parser against every RESP2 reply shape, cut anywhere; then the
 client on a real redis-server: a password and a database from the URL, a
 unix socket, the script loaded again after ``SCRIPT FLUSH``, a connection
-killed by the server, a hung server (the reply timeout), a request sent
-without awaiting (its reply handed to a callback), and the URLs it leaves
-to redis-py.
+killed by the server, a hung server (the reply timeout), a replica's
+``-READONLY`` to a caller that gave up, a request sent without awaiting
+(its reply handed to a callback), and the URLs it leaves to redis-py.
 """
 
 from __future__ import annotations
@@ -327,6 +327,44 @@ def test_a_hung_server_times_out_and_the_next_call_opens_a_new_connection() -> N
         asyncio.run(run())
     finally:
         server.stop()
+
+
+def test_a_readonly_reply_closes_the_connection_though_its_caller_gave_up() -> None:
+    """A server turned into a replica (a failover) answers ``-READONLY`` to
+    a request whose caller gave up before the reply came (cancelled): the
+    connection is closed all the same, as for a reply someone waits for, so
+    the next request opens a new one (which may reach the new master)
+    rather than going to the replica first."""
+    master, replica = server_with(), server_with()
+    admin = redis.Redis(port=replica.port)
+    try:
+        admin.replicaof("127.0.0.1", master.port)
+
+        async def run() -> None:
+            own = _resp.AsyncRedis(replica.url, timeout=5, shown=replica.url)
+            await own.ping()
+            first = own._connection
+            assert first is not None
+            replica.hang()  # the reply waits: the caller gives up first
+            try:
+                call = asyncio.ensure_future(own.call([b"SET", b"key", b"value"]))
+                await asyncio.sleep(0.05)  # sent
+                call.cancel()
+            finally:
+                replica.resume()
+            deadline = time.monotonic() + 5  # a margin for a busy host
+            while not first.closed and time.monotonic() < deadline:
+                await asyncio.sleep(0.01)  # the reply, read and dropped
+            assert first.closed
+            await own.ping()
+            assert own._connection is not first
+            await own.aclose()
+
+        asyncio.run(run())
+    finally:
+        admin.close()
+        replica.stop()
+        master.stop()
 
 
 def test_a_submitted_request_lands_in_order_or_times_out() -> None:

@@ -184,14 +184,14 @@ class _Connection(asyncio.Protocol):
                 if reply is _PARTIAL:
                     break
                 future = waiting.popleft()
-                if future.done():  # its caller gave up: the reply is dropped
-                    continue
-                if isinstance(reply, redis.exceptions.ConnectionError):
-                    future.set_exception(reply)  # (LOADING, NOAUTH: as redis-py raises them)
-                else:
-                    future.set_result(reply)
+                if not future.done():  # (else its caller gave up: the reply is dropped)
+                    if isinstance(reply, redis.exceptions.ConnectionError):
+                        future.set_exception(reply)  # (LOADING, NOAUTH: as redis-py raises them)
+                    else:
+                        future.set_result(reply)
                 if isinstance(reply, redis.exceptions.ReadOnlyError):
-                    # a replica now (a failover): the next request opens a new
+                    # a replica now (a failover), whether or not anyone still
+                    # waits for this reply: the next request opens a new
                     # connection, which may reach the new master (as redis-py's
                     # Sentinel client does)
                     self.fail(redis.exceptions.ConnectionError("closed after a READONLY reply"))

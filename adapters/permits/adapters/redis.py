@@ -127,6 +127,8 @@ _SCRIPT = """
 --   '<process>' -> 'turn level place' (us; its place: when it joined)
 -- KEYS[6]: global shares: 'V' (the start of the last grant) and 'F<level>'
 --   (the finish of the level's last grant), in units of virtual time
+-- (KEYS[4] to KEYS[6] are named only by the calls that use them: a take
+-- under global priority or in the line, and demand.)
 -- ARGV[1]: take | give | pause | adopt | quota | rate | demand
 -- ARGV[2]: now, us (read only by the script the tests run at chosen times)
 -- ARGV[3]: take: the reserve; pause: its length, us; adopt, quota: us until
@@ -158,6 +160,10 @@ _SCRIPT = """
 -- shares (but one above a burst) answers two more: the level its permits
 -- are owed to (-1: refused), and the level of the process owed the next
 -- permit, to ask for next (-1: it waits no more).
+-- (Globals read more than once are read once, into locals: each reading
+-- of a global is a table look-up.)
+local ARGV, KEYS, tonumber = ARGV, KEYS, tonumber
+local max, min, floor, ceil = math.max, math.min, math.floor, math.ceil
 local op = ARGV[1]
 local time = @TIME@  -- {seconds, microseconds}
 local now = time[1] * 1000000 + time[2]
@@ -174,23 +180,24 @@ for i = 1, n do
 end
 local state = redis.call('HMGET', KEYS[1], unpack(fields))
 local live = redis.call('HMGET', KEYS[3], unpack(names))
-local pause = math.max(now, tonumber(state[1]) or now)
+local pause = max(now, tonumber(state[1]) or now)
 for i = 1, n do
   if live[i] then
     local sep = string.find(live[i], ' ', 1, true)
     T[i] = tonumber(string.sub(live[i], 1, sep - 1))
     burst[i] = tonumber(string.sub(live[i], sep + 1))
   end
-  tat[i] = math.max(now, tonumber(state[i + 1]) or now)
+  tat[i] = max(now, tonumber(state[i + 1]) or now)
 end
 -- The upstream's quotas of each limit in force: each {units left, end}
 -- (each charge takes its units from every one). Read, and heeded, only
 -- when some limit has one or one is given now (`quoted`).
-local quotas, quoted = {}, op == 'quota'
+local quotas, quoted = nil, op == 'quota'
 for i = 1, n do
   if state[n + i + 1] then quoted = true end
 end
 if quoted then
+  quotas = {}
   for i = 1, n do
     quotas[i] = {}
     if state[n + i + 1] then
@@ -207,7 +214,7 @@ local told  -- global shares: {the level a take's permits are owed to, the one t
 local function answer(allowed, wait)
   local out = {allowed, wait}
   for i = 1, n do
-    out[i + 2] = math.floor((burst[i] * T[i] - (tat[i] - now)) / T[i])
+    out[i + 2] = floor((burst[i] * T[i] - (tat[i] - now)) / T[i])
   end
   if told then out[n + 3], out[n + 4] = told[1], told[2] end
   return out
@@ -224,13 +231,13 @@ local function allowed_at(reserve, headroom)
     local need = 0
     if x[i] > 0 then
       local keep = reserve
-      if headroom then keep = math.max(reserve, math.floor(burst[i] / 2)) end
-      need = math.min(x[i] + keep, burst[i])
+      if headroom then keep = max(reserve, floor(burst[i] / 2)) end
+      need = min(x[i] + keep, burst[i])
     end
-    at = math.max(at, tat[i] - (burst[i] - need) * T[i])
+    at = max(at, tat[i] - (burst[i] - need) * T[i])
     if quoted then
       for _, q in ipairs(quotas[i]) do
-        if x[i] > q[1] then at = math.max(at, q[2]) end
+        if x[i] > q[1] then at = max(at, q[2]) end
       end
     end
   end
@@ -238,34 +245,37 @@ local function allowed_at(reserve, headroom)
 end
 
 -- Global priority: the process ('' without it), its demand's time to live,
--- the level of the take and its waiters per level.
-local process, ttl, level, counts = ARGV[6 + 4 * n] or '', 0, 0, {}
-if process ~= '' and (op == 'take' or op == 'demand') then
-  ttl = tonumber(ARGV[7 + 4 * n])
-  level = tonumber(ARGV[8 + 4 * n])
-  for word in string.gmatch(ARGV[9 + 4 * n], '%S+') do counts[#counts + 1] = tonumber(word) end
-end
--- Global shares: each level's cost of a unit, and the limit shared.
-local costs, shared, tags = {}, tonumber(ARGV[17 + 4 * n]) or 1, {}
-if ARGV[16 + 4 * n] then
-  for word in string.gmatch(ARGV[16 + 4 * n], '%S+') do costs[#costs + 1] = tonumber(word) end
-end
--- The line: the process in it ('' : none), its level, its waiters and the
--- grace of a turn.
+-- the level of the take and its waiters per level. Global shares: each
+-- level's cost of a unit, the limit shared, and the levels' tags. The line:
+-- the process in it ('' : none), its level, its waiters and the grace of a
+-- turn.
+local process, ttl, level, counts = ARGV[6 + 4 * n] or '', 0, 0, nil
+local costs, shared, tags = nil, 1, nil
 local me, rank, waiting, grace = ARGV[12 + 4 * n] or '', 0, 0, 0
-if me ~= '' then
-  rank = tonumber(ARGV[13 + 4 * n])
-  waiting = tonumber(ARGV[14 + 4 * n])
-  grace = tonumber(ARGV[15 + 4 * n])
-end
--- levels order the line only under global priority: without it nothing
--- orders levels across processes
-if process == '' then rank = 0 end
 
--- The steps of global priority and of the line, built only for a call that
--- uses them (a take without them does not pay for them).
+-- Their steps, read and built only for a call that uses them (a take
+-- without them does not pay for them).
 local waiting_elsewhere, start, soonest, publish, turn
 if process ~= '' or me ~= '' then
+  counts, costs, tags = {}, {}, {}
+  if process ~= '' and (op == 'take' or op == 'demand') then
+    ttl = tonumber(ARGV[7 + 4 * n])
+    level = tonumber(ARGV[8 + 4 * n])
+    for word in string.gmatch(ARGV[9 + 4 * n], '%S+') do counts[#counts + 1] = tonumber(word) end
+  end
+  shared = tonumber(ARGV[17 + 4 * n]) or 1
+  if ARGV[16 + 4 * n] then
+    for word in string.gmatch(ARGV[16 + 4 * n], '%S+') do costs[#costs + 1] = tonumber(word) end
+  end
+  if me ~= '' then
+    rank = tonumber(ARGV[13 + 4 * n])
+    waiting = tonumber(ARGV[14 + 4 * n])
+    grace = tonumber(ARGV[15 + 4 * n])
+  end
+  -- levels order the line only under global priority: without it nothing
+  -- orders levels across processes
+  if process == '' then rank = 0 end
+
   -- Global priority: the waiters of other live processes, per level from 1
   -- (forgetting the demand of processes gone quiet).
   function waiting_elsewhere(process)
@@ -290,7 +300,7 @@ if process ~= '' or me ~= '' then
   -- grant's finish and the start of the last grant anywhere, and each unit
   -- it takes moves its finish on by its cost.
   function start(l)  -- the start of level l's next grant (l from 0)
-    return math.max(tonumber(tags[l + 2]) or 0, tonumber(tags[1]) or 0)
+    return max(tonumber(tags[l + 2]) or 0, tonumber(tags[1]) or 0)
   end
   -- Of the levels a process waits at (`first`, and those with `counts`), the
   -- one whose next grant starts soonest (`first` among equals, then the most
@@ -314,7 +324,7 @@ if process ~= '' or me ~= '' then
     local words = {string.format('%d', now + ttl)}
     for l = 1, #counts do words[l + 1] = string.format('%d', counts[l]) end
     redis.call('HSET', KEYS[4], process, table.concat(words, ' '))
-    local keep = math.ceil(ttl / 1000) + @SLACK@
+    local keep = ceil(ttl / 1000) + @SLACK@
     if redis.call('PTTL', KEYS[4]) < keep then redis.call('PEXPIRE', KEYS[4], keep) end
   end
 
@@ -339,7 +349,7 @@ if process ~= '' or me ~= '' then
       elseif entries[j] == me then
         if words[2] == rank or #costs > 0 then place = words[3] end  -- shares: any level
       else
-        latest = math.max(latest, words[1])
+        latest = max(latest, words[1])
         if words[2] <= rank or #costs > 0 then
           others[#others + 1] = {words[2], words[3], entries[j]}
         end
@@ -356,12 +366,12 @@ if process ~= '' or me ~= '' then
       end
     end
     local step = 0
-    for i = 1, n do step = math.max(step, x[i] * T[i]) end
+    for i = 1, n do step = max(step, x[i] * T[i]) end
     at = at + ahead * step
     if place == nil then place = now end  -- a newcomer's: now, the end
     redis.call('HSET', KEYS[5], me, string.format('%.17g %d %d', at, rank, place))
-    latest = math.max(latest, at)
-    redis.call('PEXPIRE', KEYS[5], math.ceil((latest - now + grace) / 1000) + @SLACK@)
+    latest = max(latest, at)
+    redis.call('PEXPIRE', KEYS[5], ceil((latest - now + grace) / 1000) + @SLACK@)
     return at
   end
 end
@@ -369,17 +379,17 @@ end
 -- Write the state back, the pause and each quota only while they last; it
 -- expires when every bucket is full again and the pause and quotas are over.
 local function store()
-  local args, last, over = {}, pause, {}
+  local args, last, over = {}, pause, nil  -- over: the fields to delete, if any
   for i = 1, n do
     args[2 * i - 1] = fields[i + 1]
     -- %d where whole: the digits %.17g would write, written sooner
     args[2 * i] = string.format(tat[i] % 1 == 0 and '%d' or '%.17g', tat[i])
-    last = math.max(last, tat[i])
+    last = max(last, tat[i])
   end
   if pause > now then
     args[2 * n + 1], args[2 * n + 2] = 'pause', string.format('%d', pause)
   elseif state[1] then
-    over[1] = 'pause'  -- over
+    over = {'pause'}  -- over
   end
   if quoted then
     for i = 1, n do
@@ -387,18 +397,19 @@ local function store()
         local words = {}
         for _, q in ipairs(quotas[i]) do
           words[#words + 1] = string.format('%d %d', q[1], q[2])
-          last = math.max(last, q[2])
+          last = max(last, q[2])
         end
         args[#args + 1], args[#args + 2] = fields[n + i + 1], table.concat(words, ' ')
       elseif state[n + i + 1] then
+        over = over or {}
         over[#over + 1] = fields[n + i + 1]  -- over
       end
     end
   end
   if last > now then
-    if #over > 0 then redis.call('HDEL', KEYS[1], unpack(over)) end
+    if over then redis.call('HDEL', KEYS[1], unpack(over)) end
     redis.call('HSET', KEYS[1], unpack(args))
-    redis.call('PEXPIRE', KEYS[1], math.ceil((last - now) / 1000) + @SLACK@)
+    redis.call('PEXPIRE', KEYS[1], ceil((last - now) / 1000) + @SLACK@)
   else
     redis.call('DEL', KEYS[1])
   end
@@ -439,8 +450,8 @@ if op == 'take' then
     -- at best, each of those takes one interval of the fastest limit
     if ahead > 0 then
       local fastest = T[1]
-      for i = 2, n do fastest = math.min(fastest, T[i]) end
-      at = math.max(at, now + ahead * fastest)
+      for i = 2, n do fastest = min(fastest, T[i]) end
+      at = max(at, now + ahead * fastest)
       held = true
     end
   end
@@ -453,7 +464,7 @@ if op == 'take' then
       if told then rank = told[2] end  -- in the line for the level it asks next
       at = turn(at)
     end
-    return answer(0, math.ceil(at - now))
+    return answer(0, ceil(at - now))
   end
   if told and told[2] ~= level then
     -- allowed now, but another level of this process is owed first: it
@@ -476,7 +487,7 @@ if op == 'take' then
   until at > now or taken >= lease or allowed_at(arg, true) > now
   store()
   if process ~= '' then
-    counts[level + 1] = math.max(0, counts[level + 1] - taken)
+    counts[level + 1] = max(0, counts[level + 1] - taken)
     publish(process, ttl, counts)
     if #costs > 0 then
       local begin = start(level)
@@ -484,19 +495,19 @@ if op == 'take' then
       tags[1], tags[level + 2] = begin, finish
       redis.call('HSET', KEYS[6], 'V', string.format('%d', begin),
         'F' .. level, string.format('%d', finish))
-      redis.call('PEXPIRE', KEYS[6], math.ceil(ttl / 1000) + @SLACK@)
+      redis.call('PEXPIRE', KEYS[6], ceil(ttl / 1000) + @SLACK@)
       told = {level, soonest(-1, counts)}
     end
   end
   if ARGV[4] == '1' then
     local times = {}
-    for j = 1, taken do times[j] = string.format('%.17g', math.max(now, at)) end
+    for j = 1, taken do times[j] = string.format('%.17g', max(now, at)) end
     redis.call('RPUSH', KEYS[2], unpack(times))
     redis.call('PEXPIRE', KEYS[2], 3600000)
   end
   if at > now then  -- booked: its process has its turn
     if me ~= '' then redis.call('HDEL', KEYS[5], me) end
-    return answer(-1, math.ceil(at - now))
+    return answer(-1, ceil(at - now))
   end
   local again = allowed_at(arg)
   if me ~= '' then
@@ -508,10 +519,10 @@ if op == 'take' then
       again = turn(again)  -- (for the level taken: a sooner one makes turns come early)
     end
   end
-  return answer(taken, math.ceil(again - now))
+  return answer(taken, ceil(again - now))
 elseif op == 'give' then
   for i = 1, n do
-    tat[i] = math.max(now, tat[i] + x[i] * T[i])
+    tat[i] = max(now, tat[i] + x[i] * T[i])
     -- units charged count against a quota; units given back are not
     -- returned to it (they may have been charged before it)
     if quoted and x[i] > 0 then
@@ -522,13 +533,13 @@ elseif op == 'give' then
     redis.call('RPUSH', KEYS[2], 'g' .. string.format('%d', now))
   end
 elseif op == 'pause' then
-  pause = math.max(pause, now + arg)
+  pause = max(pause, now + arg)
   store()
-  return answer(1, math.ceil(pause - now))
+  return answer(1, ceil(pause - now))
 elseif op == 'adopt' then
   -- at the reset, at most x units left: TAT >= reset + (burst - x) * T
   for i = 1, n do
-    if x[i] >= 0 then tat[i] = math.max(tat[i], now + arg + (burst[i] - x[i]) * T[i]) end
+    if x[i] >= 0 then tat[i] = max(tat[i], now + arg + (burst[i] - x[i]) * T[i]) end
   end
 elseif op == 'quota' then
   -- at most x more until the reset, beside the quotas in force; one that
@@ -556,7 +567,7 @@ elseif op == 'rate' then
   if newT < 0 then newT = T[arg] end  -- not given: as it stands
   if newb < 0 then newb = burst[arg] end
   local short = (newb - burst[arg]) * newT + (tat[arg] - now) * newT / T[arg]
-  tat[arg] = now + math.max(0, math.ceil(short))
+  tat[arg] = now + max(0, ceil(short))
   T[arg], burst[arg] = newT, newb
   redis.call('HSET', KEYS[3], names[arg], string.format('%.17g %d', newT, newb))
 elseif op == 'demand' then
@@ -626,6 +637,13 @@ class GcraAnswer(NamedTuple):
 _Landed = Callable[[GcraAnswer | None, BaseException | None], None]
 
 
+#: The keys a call names, of the limit's six (see the script): the first
+#: three (the state, the audit list, the live limits) unless it uses global
+#: priority, shares or the line. Each key named costs Redis work at every
+#: call (about 1,400 instructions), used or not.
+_FEW_KEYS, _ALL_KEYS = 3, 6
+
+
 class Request(NamedTuple):
     """One call of the script, built and checked, not yet sent."""
 
@@ -635,6 +653,9 @@ class Request(NamedTuple):
     #: The same as they go on the wire (RESP bulk strings), for the small
     #: asyncio client: a request sent many times is encoded once.
     wire: bytes
+    #: How many of the limit's keys it names: :data:`_FEW_KEYS` or
+    #: :data:`_ALL_KEYS`.
+    keys: int = _ALL_KEYS
 
 
 class _Take(NamedTuple):
@@ -936,14 +957,16 @@ class RedisLimit:
     # where it is asked for; send() runs one in this thread, asend() on an
     # asyncio loop (the limiter's, under asyncio: no worker thread).
 
-    def _request(self, op: str, units: Sequence[int], arg: float = 0, *extra: Any) -> Request:
+    def _request(
+        self, op: str, units: Sequence[int], arg: float = 0, *extra: Any, keys: int = _FEW_KEYS
+    ) -> Request:
         args: list[Any] = [op, 0, arg, int(self.audit), len(self._args)]
         for limit, x in zip(self._args, units, strict=True):
             args += limit
             args.append(x)
         args += extra
         encoded = [str(arg).encode() for arg in args]
-        return Request(encoded, _resp.bulk(encoded))
+        return Request(encoded, _resp.bulk(encoded), keys)
 
     def _refused(self, error: redis.exceptions.ResponseError) -> BaseException:
         """An error reply to the synchronous client, as the limiter counts
@@ -970,7 +993,7 @@ class RedisLimit:
     def send(self, request: Request) -> GcraAnswer:
         """Run ``request`` (one round trip, blocking)."""
         try:
-            reply = self._script(keys=self._keys, args=request.args)
+            reply = self._script(keys=self._keys[: request.keys], args=request.args)
         except redis.exceptions.ResponseError as error:
             raise self._refused(error) from None
         return _answer(reply, len(self.limits))
@@ -1170,7 +1193,10 @@ class RedisLimit:
             if demand is not None and weights is not None:
                 line += [_virtual_costs(tuple(weights)), shared + 1]
             book_us = math.floor(book * 1e6)
-            request = self._request("take", units, reserve, *extra, book_us, lease, *line)
+            keys = _FEW_KEYS if demand is None and waiting is None else _ALL_KEYS
+            request = self._request(
+                "take", units, reserve, *extra, book_us, lease, *line, keys=keys
+            )
         if plain and units == self._unit:
             self._unit_takes[key] = request
         return request
@@ -1184,7 +1210,8 @@ class RedisLimit:
 
     def ask_publish_demand(self, demand: Sequence[int], ttl: float = 2.0) -> Request:
         """:meth:`publish_demand`'s request."""
-        return self._request("demand", (0,) * len(self.limits), 0, *self._demand(0, demand, ttl))
+        zero = (0,) * len(self.limits)
+        return self._request("demand", zero, 0, *self._demand(0, demand, ttl), keys=_ALL_KEYS)
 
     def leave(self, *, demand: bool = False) -> GcraAnswer:
         """Take this process out of the line (nobody waits in it any more),
@@ -1197,7 +1224,8 @@ class RedisLimit:
         """:meth:`leave`'s request."""
         extra = self._demand(0, (), 0.0) if demand else ["", 0, 0, "0"]
         zero = (0,) * len(self.limits)
-        return self._request("demand", zero, 0, *extra, 0, 1, self.process, 0, 0, 0)
+        line = [self.process, 0, 0, 0]
+        return self._request("demand", zero, 0, *extra, 0, 1, *line, keys=_ALL_KEYS)
 
     def _demand(self, level: int, demand: Sequence[int], ttl: float) -> list[Any]:
         counts = " ".join(str(int(c)) for c in demand) or "0"
@@ -1320,9 +1348,11 @@ class RedisLimit:
         if not self._cluster and _resp.speaks(self._url, self._extra):
             own = _resp.AsyncRedis(self._url, timeout=self._timeout, shown=self.url)
             self._aclient = own
-            script = _resp.AsyncScript(own, SCRIPT, self._keys)
-            self._arun = lambda request: script(len(request.args), request.wire)
-            self._asubmit = lambda request, landed: script.submit(
+            scripts = {
+                n: _resp.AsyncScript(own, SCRIPT, self._keys[:n]) for n in (_FEW_KEYS, _ALL_KEYS)
+            }
+            self._arun = lambda request: scripts[request.keys](len(request.args), request.wire)
+            self._asubmit = lambda request, landed: scripts[request.keys].submit(
                 len(request.args), request.wire, landed
             )
             probe = _resp.AsyncScript(own, PROBE, [self.key])
@@ -1335,7 +1365,9 @@ class RedisLimit:
         aprobe = aclient.register_script(PROBE)
         keys, probe_keys = self._keys, [self.key]
         self._aclient = aclient
-        self._arun = lambda request: self._replied(registered(keys=keys, args=request.args))
+        self._arun = lambda request: self._replied(
+            registered(keys=keys[: request.keys], args=request.args)
+        )
         self._aprobe = lambda: self._replied(aprobe(keys=probe_keys))
 
     async def aclose(self) -> None:
