@@ -15,8 +15,9 @@ bisecting the chunks and then one chunk, so it costs O(log n) comparisons
 and moves at most CHUNK pointers, plus one step that grows with the line:
 a chunk let go, or merged into a neighbour, is deleted from the line's list
 of chunks, a move of one pointer per chunk (at 10^6 waiting and CHUNK = 64,
-some 125 KB). A grant moves it once per CHUNK grants. The chunks stay full
-enough that a line of n waiters has fewer than ``4 * n / CHUNK + 2``.
+some 125 KB); a grant makes that move only when it uses up its chunk. The
+chunks stay full enough that a line of n waiters has fewer than
+``4 * n / CHUNK + 2``.
 """
 
 from __future__ import annotations
