@@ -12,12 +12,13 @@ Memory: bytes the machine allocates per waiting waiter (tracemalloc), ids
 created beforehand so that only the machine's own memory counts.
 
 Worst single cancel (``--cancels-only`` prints only this table): 10^6
-waiters at one level, then a sequence of cancels long enough to compact the
-level (more than half of them), each timed alone in the thread's CPU time
-(so that other load on the host does not count) with the collector off; the
-slowest is the core's part of an event-loop stall. Two orders: random, and
-push order behind a head that stays, then the head, which leaves one long
-run of dead entries behind it.
+waiters at one level, then a sequence of cancels long enough to thin the
+level's chunks out until they merge (more than half of them), each timed
+alone in the thread's CPU time (so that other load on the host does not
+count) with the collector off; the slowest is the core's part of an
+event-loop stall. Two orders: random, and push order behind a head that
+stays, then the head (the worst case while cancelled waiters stayed in the
+line as dead entries: the head's cancel dropped them all at once).
 
 Instructions (when valgrind is on the machine, unless ``--no-valgrind``): the
 loops at 10^4 waiting once more, in instructions per grant counted by

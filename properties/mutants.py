@@ -73,27 +73,33 @@ MUTANTS: dict[str, tuple[str, str, str, str]] = {
     ),
     "lifo-within-level": (
         "_queues.py",
-        "            flow.line.back.append(waiter)  # newcomers join the end of back",
-        "            flow.line.back.appendleft(waiter)  # newcomers join the end of back",
-        "a flow is served last in, first out",
+        "                last.append(waiter)",
+        "                last.insert(0, waiter)",
+        "a flow is served last in, first out (within a chunk)",
     ),
-    "no-compaction": (
+    "never-merge-right": (
         "_queues.py",
-        "                if 2 * self.dead <= len(self.back) - self.dead + SLACK:",
-        "                if True:",
-        "cancelled waiters are never compacted away",
+        "        elif i + 1 < len(chunks) and",
+        "        elif False and",
+        "a chunk thinned by cancels never merges into the next: chunks grow with the cancels",
     ),
-    "tidy-only-on-cancel": (
+    "keep-used-up-chunk": (
         "_queues.py",
-        "        if flow.line.dead:\n            self.swept += flow.line.tidy()",
-        "        if flow.line.dead:\n            flow.line.drop_dead_heads()",
-        "a departure drops dead heads but never sweeps (the P15 bug found earlier)",
+        "        if start == len(chunk):\n            line._mend(0)  # used up",
+        "        if start > len(chunk):\n            line._mend(0)  # used up",
+        "a first chunk used up by grants is kept: the head is looked for past its end",
     ),
-    "sweep-all-at-once": (
+    "cancel-the-next-one": (
         "_queues.py",
-        "        for step in range(SWEEP):",
-        "        for step in range(10**9):",
-        "a sweep runs to its end in one departure: the whole level is rebuilt at once",
+        "del chunk[bisect_left(chunk, waiter.seq, key=_seq)]",
+        "del chunk[bisect_right(chunk, waiter.seq, key=_seq) % len(chunk)]",
+        "a cancel deletes the entry after its waiter's: the wrong waiter leaves",
+    ),
+    "cancel-in-the-chunk-before": (
+        "_queues.py",
+        "bisect_right(self.firsts, waiter.seq, 1) - 1",
+        "max(0, bisect_left(self.firsts, waiter.seq, 1) - 1)",
+        "a cancel of a chunk's first waiter looks for it in the chunk before",
     ),
     "untidy-deadlines": (
         "_deadlines.py",

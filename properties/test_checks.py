@@ -15,13 +15,12 @@ what they catch. The properties themselves read the public snapshot.
 from __future__ import annotations
 
 import re
-from collections import deque
 
 import pytest
 
 from permits.core import Charge, Fifo, Limit, Machine, StrictPriority
 from permits.core._bucket import Bucket, Buckets
-from permits.core._queues import SLACK, Queues, Waiter, _Flow
+from permits.core._queues import CHUNK, SLACK, Queues, Waiter, _Flow
 
 SECOND = 1_000_000_000
 
@@ -34,76 +33,95 @@ def broken(what: str) -> re.Pattern[str]:
 # -- the queues ------------------------------------------------------------
 
 
-def one_line(pattern: str, front: int = 0) -> Queues:
-    """Queues of one level whose one flow's line is ``pattern``: ``L`` a
-    live entry, ``D`` a dead one (its waiter gone, as after a cancel), in
-    push order; the first ``front`` entries are the part a sweep has yet to
-    look at. Every count (depths, the line's dead entries) is kept exact."""
+def one_line(*sizes: int, granted: int = 0) -> Queues:
+    """Queues of one level whose one flow's line is built by hand as chunks
+    of ``sizes`` waiters, in push order, the first chunk led by ``granted``
+    entries already granted. Every count (depths, the flow's waiters) is
+    kept exact."""
     queues = Queues(1)
-    waiters = [Waiter(n, 0, n, 0, None) for n in range(len(pattern))]
-    for waiter in waiters:
-        queues._append(waiter)
-    line = queues._levels[0].flows[None].line
-    for waiter, kind in zip(waiters, pattern, strict=True):
-        if kind == "D":
-            del queues._by_id[waiter.id]
-            queues._levels[0].flows[None].depth -= 1
-            queues.depths[0] -= 1
-            line.dead += 1
-    line.front, line.back = deque(waiters[:front]), deque(waiters[front:])
+    for n in range(granted + sum(sizes)):
+        queues._append(Waiter(n, 0, n, 0, None))
+    flow = queues._levels[0].flows[None]
+    waiters = list(flow.line)
+    for waiter in waiters[:granted]:
+        del queues._by_id[waiter.id]
+    queues.depths[0] -= granted
+    flow.depth -= granted
+    entries = iter(waiters)
+    sizes = (granted + sizes[0], *sizes[1:])
+    flow.line.chunks = [[next(entries) for _ in range(n)] for n in sizes]
+    flow.line.firsts = [chunk[0].seq if chunk else 0 for chunk in flow.line.chunks]
+    flow.line.start = granted
     return queues
 
 
 def test_a_line_built_by_hand_is_valid() -> None:
     """The states below are built by ``one_line``; built right, they pass."""
-    one_line("LLL")._check_valid()
-    one_line("LDL")._check_valid()
-    one_line("L" + "D" * 18 + "LL", front=19)._check_valid()
+    one_line(3)._check_valid()
+    one_line(CHUNK, 1, CHUNK)._check_valid()
+    one_line(1, 1, CHUNK // 2, CHUNK)._check_valid()  # the first chunk aside
+    one_line(2, CHUNK, granted=CHUNK - 2)._check_valid()
 
 
 @pytest.mark.parametrize(
-    ("pattern", "front", "what"),
+    ("sizes", "granted", "what"),
     [
-        # the dead count is exact
-        ("LDL", 0, None),
-        # at most 2 L + SLACK entries: one over (L = 1: SLACK + 2 dead)
-        ("L" + "D" * (SLACK + 2), 0, "dead entries stay bounded"),
-        # (a) 4 D_back - 2 L + F <= 2 SLACK, one over through each term:
-        # L = 100 in front, 5 dead in front, 40 dead in back: 160 - 200 + 105
-        ("L" * 100 + "D" * 5 + "D" * 40, 105, "sweeps start in time"),
-        # (b) 3 (D - L) + F <= 2 SLACK, one over: L = 1, 17 dead in front
-        ("D" * 17 + "L", 17, "sweeps keep up"),
-        # a head that is dead, every count right
-        ("DL", 0, "heads are live"),
+        # an empty chunk, one with only granted entries, and one past CHUNK
+        ((1, 0, CHUNK), 0, "every chunk holds a waiter"),
+        ((0, CHUNK), 3, "every chunk holds a waiter"),
+        ((CHUNK + 1,), 0, "chunks hold at most CHUNK"),
+        ((2, CHUNK), CHUNK - 1, "chunks hold at most CHUNK"),
+        # neighbours past the first that hold CHUNK // 2 together, one too few
+        ((1, CHUNK // 2 - 1, 1, CHUNK), 0, "neighbouring chunks hold over CHUNK // 2"),
     ],
 )
 def test_the_line_checks_report_each_broken_bound(
-    pattern: str, front: int, what: str | None
+    sizes: tuple[int, ...], granted: int, what: str
 ) -> None:
-    queues = one_line(pattern, front)
-    if what is None:  # the dead count: one more than there are
-        queues._levels[0].flows[None].line.dead += 1
-        what = "dead count is exact"
     with pytest.raises(AssertionError, match=broken(what)):
-        queues._check_valid()
+        one_line(*sizes, granted=granted)._check_valid()
 
 
 def test_the_line_checks_hold_at_their_bounds() -> None:
-    """Exactly at a bound is within it: (b) at 2 SLACK, with the head live
-    (L = 3, 18 dead in front: 3 * 15 + 19 = 64); and (a) at 2 SLACK."""
-    assert 2 * SLACK == 64
-    one_line("L" + "D" * 18 + "LL", front=19)._check_valid()
-    # (a): 4 D_back - 2 L + F = 64 with 40 dead in back, 100 live and 4 dead in front
-    one_line("L" * 100 + "D" * 4 + "D" * 40, front=104)._check_valid()
-    # entries: at most 2 L + SLACK is never reached without breaking (a) or
-    # (b) (see _Line): just past it, the bound is what is reported
-    with pytest.raises(AssertionError, match=broken("sweeps start in time")):
-        one_line("L" * 2 + "D" * (SLACK + 2))._check_valid()
+    """Exactly at a bound is within it: CHUNK entries in a chunk, and
+    neighbours past the first that hold CHUNK // 2 + 1 together (so a line
+    of ``k`` chunks holds more than ``(k - 2) * CHUNK / 4`` waiters)."""
+    assert CHUNK // 2 == 32
+    one_line(CHUNK, CHUNK)._check_valid()
+    one_line(1, granted=CHUNK - 1)._check_valid()
+    one_line(1, 1, CHUNK // 2, 1, CHUNK // 2)._check_valid()
+
+
+def test_the_chunks_first_seqs_are_checked() -> None:
+    """The first seqs a cancel bisects: one per chunk, each past the chunk
+    before's last and at most its own chunk's first."""
+    queues = one_line(1, CHUNK, 1)
+    queues._levels[0].flows[None].line.firsts.pop()
+    with pytest.raises(AssertionError, match=broken("one first seq per chunk")):
+        queues._check_valid()
+    for shift in (1, -1):  # past its chunk's first; at the chunk before's last
+        queues = one_line(1, CHUNK, 1)
+        queues._levels[0].flows[None].line.firsts[2] += shift
+        with pytest.raises(AssertionError, match=broken("first seqs part the chunks")):
+            queues._check_valid()
+    queues = one_line(1, CHUNK, 1)
+    queues._levels[0].flows[None].line.firsts[0] = 10**9  # never read
+    queues._check_valid()
+
+
+def test_a_dead_entry_is_reported() -> None:
+    """A waiter gone from the ids (as after a cancel) but left in its line,
+    every count right but the line's."""
+    queues = one_line(2, CHUNK)
+    del queues._by_id[1]
+    queues.depths[0] -= 1
+    with pytest.raises(AssertionError, match=broken("every entry is waiting")):
+        queues._check_valid()
 
 
 def test_a_flow_without_waiters_is_reported() -> None:
-    queues = one_line("L")
-    queues._levels[0].flows["ghost"] = _Flow("ghost", queues._by_id, 1)
+    queues = one_line(1)
+    queues._levels[0].flows["ghost"] = _Flow("ghost", 1)
     with pytest.raises(AssertionError, match=broken("a flow is kept only while it has waiters")):
         queues._check_valid()
 
@@ -123,14 +141,14 @@ def test_the_flow_checks_report_what_they_guard() -> None:
     queues = two_flows()
     line = queues._levels[0].flows["a"].line
     # a waiter of the right level but another flow, in this flow's line
-    stray = line.back[1]._replace(flow="b")
-    line.back[1] = queues._by_id[stray.id] = stray
+    stray = line.chunks[0][1]._replace(flow="b")
+    line.chunks[0][1] = queues._by_id[stray.id] = stray
     with pytest.raises(AssertionError, match=broken("in its flow")):
         queues._check_valid()
 
     queues = two_flows()
     line = queues._levels[0].flows["a"].line
-    line.back.reverse()
+    line.chunks[0].reverse()
     with pytest.raises(AssertionError, match=broken("each flow is in push order")):
         queues._check_valid()
 
@@ -148,13 +166,13 @@ def test_the_level_checks_report_what_they_guard() -> None:
     with pytest.raises(AssertionError, match=broken("depth counts the live entries")):
         queues._check_valid()
 
-    queues = one_line("LL")
+    queues = one_line(2)
     queues._levels[0].only = None
     with pytest.raises(AssertionError, match=broken("one flow alone is the only one")):
         queues._check_valid()
 
     # a heap with one flow, even if its entry is counted stale
-    queues = one_line("LL")
+    queues = one_line(2)
     queues._levels[0].heap.append((0, 0, None, queues._by_id[0]))
     queues._levels[0].stale += 1
     with pytest.raises(AssertionError, match=broken("a heap only for two flows or more")):
@@ -171,7 +189,7 @@ def test_the_level_checks_report_what_they_guard() -> None:
     with pytest.raises(AssertionError, match=broken("units count the live waiters' costs")):
         sums._check_valid()
 
-    queues = one_line("LL")
+    queues = one_line(2)
     queues._by_id["ghost"] = Waiter("ghost", 0, 99, 0, None)
     with pytest.raises(AssertionError, match=broken("every waiting id is in its level")):
         queues._check_valid()

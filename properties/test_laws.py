@@ -17,11 +17,11 @@ from hypothesis import example, given, note
 from hypothesis import strategies as st
 
 from permits.core import (
+    CHUNK,
     MAX_SCALE,
     RELATIVE_ERROR,
     SECOND,
     SLACK,
-    SWEEP,
     Aging,
     Charge,
     Deal,
@@ -292,9 +292,10 @@ def test_histogram_quantiles(waits: list[int], q: float) -> None:
 def test_dead_entries_stay_bounded(
     n: int, levels: int, deadlines: bool, data: st.DataObject
 ) -> None:
-    """P15: whatever leaves (cancelled, granted, expired), the entries held
-    stay within 2 x waiting + a constant per level, in the queues and in the
-    deadline heap."""
+    """P15: whatever leaves (cancelled, granted, expired), the queues hold
+    exactly the waiters, in fewer than ``4 * waiting / CHUNK + 2`` chunks per
+    level (one flow each here), and the dead entries of the deadline heap
+    stay within waiting + a constant."""
     machine = Machine(StrictPriority(levels), 1, 1)
     machine.push("first", 0, 0)  # takes the bucket's permit; the rest wait
     for id in range(n):
@@ -304,12 +305,13 @@ def test_dead_entries_stay_bounded(
     cancels = order[: data.draw(st.integers(0, n))]
 
     def check() -> None:
-        held = machine.queues.entries
-        assert held <= 2 * len(machine) + SLACK * levels, ("P15", held, len(machine))
+        held, chunks = machine.queues.entries, machine.queues.chunks
+        assert held == len(machine), ("P15", held, len(machine))
+        assert chunks * CHUNK < 4 * held + 2 * CHUNK * levels, ("P15: chunks", chunks, held)
         heap = len(machine.snapshot().deadlines)
         assert heap <= 2 * len(machine) + SLACK, ("P15: deadlines", heap, len(machine))
 
-    for id in cancels:  # dead entries pile up ...
+    for id in cancels:  # cancels thin the chunks out ...
         machine.cancel(id)
         check()
     while (at := machine.next_tick()) is not None:  # ... then the live ones leave
@@ -326,13 +328,14 @@ def test_dead_entries_stay_bounded(
     weights=st.tuples(st.integers(1, 4), st.integers(0, 2), st.integers(0, 2)),
     random=st.randoms(use_true_random=True),
 )
-def test_compaction_is_spread_over_departures(
+def test_no_departure_leaves_work_behind(
     n: int, levels: int, weights: tuple[int, int, int], random: Random
 ) -> None:
-    """P15: compaction is spread over the departures: whatever the order of
-    pushes, cancels, grants and expiries, an operation sweeps at most SWEEP
-    queue entries per waiter that leaves (a push, none), so none compacts a
-    whole level at once."""
+    """P15: whatever the order of pushes, cancels, grants and expiries, each
+    waiter that leaves takes its queue entry with it: after every operation
+    the queues hold exactly the waiters (nothing is left for a later
+    operation to compact), in fewer than ``4 * waiting / CHUNK + 2`` chunks
+    per level (one flow each here)."""
     machine = Machine(StrictPriority(levels), 1, 1)
     machine.push("first", 0, 0)  # takes the bucket's permit; the rest wait
     for id in range(n):
@@ -340,7 +343,7 @@ def test_compaction_is_spread_over_departures(
     queues = machine.queues
     kinds = random.choices(["cancel", "tick", "push"], weights, k=2 * n + 50)
     for id, kind in enumerate(kinds, start=n):
-        before, swept = len(machine), queues.swept
+        before = len(machine)
         if kind == "push":  # at the machine's time, where nothing is due: it joins
             now = machine.now
             assert now is not None
@@ -350,10 +353,10 @@ def test_compaction_is_spread_over_departures(
             machine.cancel(random.choice(machine.waiting()).id)
         elif (at := machine.next_tick()) is not None:
             machine.tick(at)  # grants and expiries
-        left = before - len(machine) if kind != "push" else 0
-        work = queues.swept - swept
-        note(f"{kind}: {left} left, {work} swept")
-        assert 0 <= work <= SWEEP * left, ("P15: compaction work", kind, work, SWEEP * left)
+        note(f"{kind}: {before - len(machine)} left, {queues.chunks} chunks")
+        assert queues.entries == len(machine), ("P15", kind, queues.entries, len(machine))
+        bound = 4 * len(machine) + 2 * CHUNK * levels
+        assert queues.chunks * CHUNK < bound, ("P15: chunks", kind, queues.chunks)
         machine.check_valid()  # the bound, and the invariants that prove it
 
 
@@ -812,9 +815,10 @@ def test_aging_by_hand() -> None:
 
 def test_many_flows_cancelled_at_their_heads() -> None:
     """P15 and P37 when most flows of a level lose their heads to cancels
-    (each leaves a stale entry, rebuilt away once they outnumber the live
-    ones): the entries stay bounded, and the flows left are served exactly
-    as if the cancelled waiters had never come."""
+    (each leaves a stale entry in the level's heap of flows, rebuilt away
+    once they outnumber the live ones): the queues hold exactly the waiters,
+    and the flows left are served exactly as if the cancelled waiters had
+    never come."""
     flows, gone = 3 * SLACK, 2 * SLACK
     machine = Machine(StrictPriority(1), 1000, 1)
     fresh = Machine(StrictPriority(1), 1000, 1)
@@ -830,7 +834,7 @@ def test_many_flows_cancelled_at_their_heads() -> None:
         machine.check_valid()
         assert machine.cancel((flow, 1))
         machine.check_valid()
-    assert machine.queues.entries <= 2 * len(machine) + SLACK, ("P15", machine.queues.entries)
+    assert machine.queues.entries == len(machine), ("P15", machine.queues.entries)
     served = [d.id for d in drive(machine, 10 * SECOND)]
     assert served == [d.id for d in drive(fresh, 10 * SECOND)], "P37"
     assert len(served) == 2 * (flows - gone)
@@ -1059,7 +1063,7 @@ def test_the_first_other_cost_counts_the_units_already_waiting() -> None:
         id, level, flow = ("w", k), k % 2, ("a", "b", None)[k % 3]
         machine.push(id, level, 0, flow=flow)
         waiting[id] = (level, flow, 1)
-    for k in (3, 4, 7):  # cancelled inside their flows' lines: dead entries
+    for k in (3, 4, 7):  # cancelled inside their flows' lines
         assert machine.cancel(("w", k))
         del waiting[("w", k)]
     machine.push("big", 1, 0, cost=4, flow="b")  # the first cost other than 1
@@ -1369,8 +1373,8 @@ def test_histogram_by_hand() -> None:
 def test_expiries_after_many_cancels() -> None:
     """P11 and P15: waiters with deadlines, most of them cancelled, then the
     rest expire together: each expires at its deadline, in deadline order,
-    and the entries left for the cancelled ones are dropped (the bound holds
-    after the expiries as after every cancel)."""
+    and the deadline entries left for the cancelled ones are dropped (the
+    bound holds after the expiries as after every cancel)."""
     machine = Machine(Fifo(), 1, 1)
     machine.push("banked", 0, 0)  # granted at once: the rest wait
     for k in range(SLACK + 10):

@@ -1132,7 +1132,7 @@ class PolicyMachine(RuleBasedStateMachine):
 
     @invariant()
     def check_internals(self) -> None:
-        """P15 (bounded dead entries), P37 (a flow is kept only while it has
+        """P15 (bounded queues and heaps), P37 (a flow is kept only while it has
         waiters) and every other internal invariant."""
         if hasattr(self, "core"):
             self.core.check_valid()

@@ -27,7 +27,7 @@ from ._machine import (
     State,
 )
 from ._policies import MAX_LEVELS, Aging, Deal, Fifo, Policy, Shares, StrictPriority, schedule
-from ._queues import MAX_SCALE, SLACK, SWEEP, Queues, Waiter
+from ._queues import CHUNK, MAX_SCALE, SLACK, Queues, Waiter
 from ._stats import RELATIVE_ERROR, FlowStatistics, LevelStatistics, Statistics, WaitHistogram
 
 __all__ = [
@@ -38,7 +38,7 @@ __all__ = [
     "RELATIVE_ERROR",
     "SECOND",
     "SLACK",
-    "SWEEP",
+    "CHUNK",
     "Aging",
     "Charge",
     "Deal",

@@ -1,44 +1,47 @@
-"""The waiting line: one FIFO queue per level, with O(1) cancellation.
+"""The waiting line: one FIFO queue per level, with cancellation in place.
 
 Everything about *where waiters stand* lives here; *who goes next* is the
 policy's (``_policies.py``) and *when* is the machine's (``_machine.py``).
 Because the machine only ever takes a level's head, every policy keeps
 first-in-first-out order within a level.
 
-Cancelled and expired waiters are removed lazily: they stay in their level's
-line, marked dead by no longer being the entry of their id, until they reach
-the head or a *sweep* drops them. A sweep is compaction spread over time: it
-starts when a level's dead entries outnumber half its live ones by more than
-``SLACK / 2``, and every departure (grant, cancel or expiry) at a level that
-holds dead entries takes at most :data:`SWEEP` of its steps, so no single
-operation rebuilds a whole level. The entries held never exceed
-``2 * waiting + SLACK`` per level (:class:`_Line` has the proof). A sweep
-starts with more than a third of its entries dead and drops them all, so it
-looks at fewer than three entries per entry it drops; with the dead heads,
-each dropped once, that is amortised O(1) per departure.
+Each flow's waiters stand in a :class:`_Line`: short lists (*chunks*) of at
+most :data:`CHUNK` entries, in push order. A waiter cancelled or expired is
+deleted from its chunk there and then, and a granted one is stepped over at
+the head (its chunk is let go once used up), so a line holds the waiters
+that wait and, at most, CHUNK - 1 granted ones: no departure leaves work
+for a later one. A cancel finds its waiter by its push order (``seq``),
+bisecting the chunks and then one chunk, so it costs O(log n) comparisons
+and moves at most CHUNK pointers, plus one step that grows with the line:
+a chunk let go, or merged into a neighbour, is deleted from the line's list
+of chunks, a move of one pointer per chunk (at 10^6 waiting and CHUNK = 64,
+some 125 KB); a grant makes that move only when it uses up its chunk. The
+chunks stay full enough that a line of n waiters has fewer than
+``4 * n / CHUNK + 2``.
 """
 
 from __future__ import annotations
 
 import heapq
 import math
-from collections import deque
+from bisect import bisect_left, bisect_right
 from collections.abc import Hashable, Iterator
-from itertools import chain
+from itertools import chain, islice, pairwise
+from operator import attrgetter
 from typing import NamedTuple
 
-__all__ = ["MAX_SCALE", "SLACK", "SWEEP", "Queues", "Waiter"]
+__all__ = ["CHUNK", "MAX_SCALE", "SLACK", "Queues", "Waiter"]
 
-#: Dead entries a level may hold beyond its number of live waiters.
+#: Dead entries a heap (of flow heads, of deadlines) may hold beyond its
+#: live ones before it is rebuilt.
 SLACK = 32
 
-#: The ``front`` of every line between sweeps: one empty deque, never
-#: changed (a sweep gives its line a deque of its own), so that a flow of
-#: one waiter costs one deque, not two.
-_NONE: deque[Waiter] = deque(maxlen=0)
-#: Entries a sweep looks at per departure, at most: as much as one departure
-#: can add to the debts of :class:`_Line`'s proof.
-SWEEP = 6
+#: The most waiters a chunk of a line holds.
+CHUNK = 64
+
+#: A chunk that holds this many or fewer together with a neighbour merges
+#: into it: so neighbours always hold more.
+_HALF = CHUNK // 2
 
 #: A level's virtual-time scale grows to the lcm of the weights that wait in
 #: it, but not beyond this: past it, a flow's step rounds up (see
@@ -68,90 +71,94 @@ class Waiter(NamedTuple):
     flow: Hashable = None
 
 
+_seq = attrgetter("seq")
+
+
 class _Line:
-    """One level's entries, live and dead, in push order: ``front + back``.
+    """One flow's waiters in push order, in ``chunks``: lists of at most
+    CHUNK entries. The first ``start`` entries of the first chunk are waiters
+    already granted, let go with their chunk once it is used up; the head
+    is ``chunks[0][start]``, and every entry past it is a waiter. An empty
+    line keeps its first chunk, empty, so that a flow of one waiter at a
+    time allocates nothing per waiter but the list's own room.
 
-    Between sweeps ``front`` is empty. A sweep starts by swapping the two, so
-    ``front`` holds the entries it has yet to look at; each step takes the
-    last of them and puts it back at the start of ``back`` if it is live, or
-    drops it. Newcomers join the end of ``back`` and heads leave from
-    ``front`` while it lasts, so the order stays the push order throughout,
-    and the sweep is over when ``front`` is empty.
+    The two steps of every grant are taken by :class:`_Level`, once each,
+    where the machine's hot path is: a newcomer joins the last chunk, or
+    one of its own (:meth:`open`) if that one is full (:meth:`_Level.append`);
+    a granted head moves ``start`` on (:meth:`_Level.granted`). A cancelled
+    or expired waiter is found by its push order and deleted from its chunk
+    there and then (:meth:`take`). After either departure, :meth:`_mend`
+    lets go of a chunk left with no waiter, or merges a chunk into a
+    neighbour when the two hold ``CHUNK // 2`` waiters or fewer.
 
-    The bound. Write L for the live entries and D for the dead ones, of
-    which D_back are in ``back``, and F = ``len(front)``. Between operations
-
-        (a) 4 * D_back - 2 * L + F <= 2 * SLACK
-        (b) 3 * (D - L) + F <= 2 * SLACK
-
-    With F = 0, (a) reads ``2 * D <= L + SLACK``; with F > 0, (b) gives
-    ``D - L < SLACK``: so ``D <= L + SLACK``, at most ``2 * L + SLACK``
-    entries, always.
-
-    Why they hold. A push only lowers the left sides, and so does dropping
-    dead heads. A departure raises each by at most 6 (a dead entry more, a
-    live one less) and each sweep step lowers each by at least 1 (F shrinks),
-    so the SWEEP = 6 steps that follow pay for it; a departure that leaves
-    no dead entry needs none (then D = 0 and F <= L: both hold outright). A
-    step that finds F = 0 stops if (a) holds; otherwise (a) is over by at
-    most what is left to pay, and starting the next sweep turns (b)'s left
-    side into ``4 * D - 2 * L``, (a)'s, so the steps left pay for (b), while
-    (a)'s drops to ``D - L``, far below.
+    The bound. Any two neighbouring chunks but the first hold more than
+    ``CHUNK // 2`` waiters together. A push keeps it (a new chunk follows a
+    full one). So does a departure from the first chunk (it is dropped
+    once empty: its neighbour becomes first), and one from another chunk:
+    a chunk emptied held one waiter, so its left neighbour, unless first,
+    held ``CHUNK // 2`` or more; a merged chunk holds all of two, each of
+    which, with the departed waiter, held more than ``CHUNK // 2`` beside
+    its other neighbour. Pairing off all chunks but the first, a line of
+    ``n`` waiters has fewer than ``4 * n / CHUNK + 2`` chunks.
     """
 
-    __slots__ = ("_by_id", "back", "dead", "front")
+    __slots__ = ("chunks", "firsts", "start")
 
-    def __init__(self, by_id: dict[Hashable, Waiter]) -> None:
-        #: Entries the current sweep has yet to look at; empty between sweeps.
-        self.front: deque[Waiter] = _NONE
-        #: Entries the sweep kept, then those that joined since.
-        self.back: deque[Waiter] = deque()
-        #: Entries, in ``front`` or ``back``, that are no longer waiting.
-        self.dead = 0
-        self._by_id = by_id
+    def __init__(self) -> None:
+        self.chunks: list[list[Waiter]] = [[]]
+        #: Per chunk, the push order (``seq``) of its first entry when it
+        #: was made: at most that of its first entry now, and more than that
+        #: of the chunk before's last. A cancel bisects these to find its
+        #: chunk (plain ints: no key function, one object read per step);
+        #: the first chunk's is never read.
+        self.firsts: list[int] = [0]
+        #: Entries of the first chunk already granted.
+        self.start = 0
 
     def __len__(self) -> int:
-        return len(self.front) + len(self.back)
+        """The waiters (the granted entries aside)."""
+        return sum(map(len, self.chunks)) - self.start
 
     def __iter__(self) -> Iterator[Waiter]:
-        return chain(self.front, self.back)
+        return islice(chain.from_iterable(self.chunks), self.start, None)
 
     def head(self) -> Waiter:
-        return (self.front or self.back)[0]
+        return self.chunks[0][self.start]
 
-    def drop_dead_heads(self) -> None:
-        """Drop dead entries from the head, so that it is live."""
-        by_id = self._by_id
-        while self.dead:
-            part = self.front or self.back
-            if by_id.get(part[0].id) is part[0]:
-                return
-            part.popleft()
-            self.dead -= 1
+    def open(self, waiter: Waiter) -> None:
+        """``waiter`` joins in a chunk of its own: the last one is full."""
+        self.chunks.append([waiter])
+        self.firsts.append(waiter.seq)
 
-    def tidy(self) -> int:
-        """After a departure from a line that holds dead entries: keep its
-        head live and sweep on. Returns the sweep steps taken."""
-        self.drop_dead_heads()
-        return self.sweep()
+    def take(self, waiter: Waiter) -> None:
+        """``waiter``, in the line, leaves: found by its push order."""
+        i = bisect_right(self.firsts, waiter.seq, 1) - 1
+        chunk = self.chunks[i]
+        del chunk[bisect_left(chunk, waiter.seq, key=_seq)]
+        self._mend(i)
 
-    def sweep(self) -> int:
-        """Take up to SWEEP steps of the sweep; a step that finds nothing
-        left to sweep starts the next sweep if one is due, or ends the
-        batch. Returns the steps taken."""
-        by_id = self._by_id
-        for step in range(SWEEP):
-            if not self.front:
-                if 2 * self.dead <= len(self.back) - self.dead + SLACK:
-                    self.front = _NONE
-                    return step  # no sweep due
-                self.front, self.back = self.back, deque()
-            waiter = self.front.pop()
-            if by_id.get(waiter.id) is waiter:
-                self.back.appendleft(waiter)
-            else:
-                self.dead -= 1
-        return SWEEP
+    def _mend(self, i: int) -> None:
+        """Chunk ``i`` lost a waiter: let it go if it holds none (the last
+        one left is emptied instead), or merge it with a neighbour (not the
+        first chunk) it is too small beside; at most one is (see the bound
+        above)."""
+        chunks, firsts = self.chunks, self.firsts
+        chunk = chunks[i]
+        if not i:
+            if len(chunk) == self.start:
+                if len(chunks) > 1:
+                    del chunks[0], firsts[0]
+                else:
+                    chunk.clear()
+                self.start = 0
+        elif not chunk:
+            del chunks[i], firsts[i]
+        elif i + 1 < len(chunks) and len(chunk) + len(chunks[i + 1]) <= _HALF:
+            chunk += chunks.pop(i + 1)
+            del firsts[i + 1]
+        elif i > 1 and len(chunks[i - 1]) + len(chunk) <= _HALF:
+            chunks[i - 1] += chunks.pop(i)
+            del firsts[i]
 
 
 class _Flow:
@@ -160,9 +167,9 @@ class _Flow:
 
     __slots__ = ("depth", "finish", "key", "line", "start", "units", "weight")
 
-    def __init__(self, key: Hashable, by_id: dict[Hashable, Waiter], weight: int) -> None:
+    def __init__(self, key: Hashable, weight: int) -> None:
         self.key = key
-        self.line = _Line(by_id)
+        self.line = _Line()
         self.depth = 0
         self.weight = weight
         self.start = 0
@@ -197,7 +204,6 @@ class _Level:
     """
 
     __slots__ = (
-        "_by_id",
         "_spare",
         "clock",
         "flows",
@@ -206,12 +212,10 @@ class _Level:
         "only",
         "scale",
         "stale",
-        "swept",
         "synced",
     )
 
-    def __init__(self, by_id: dict[Hashable, Waiter], index: int) -> None:
-        self._by_id = by_id
+    def __init__(self, index: int) -> None:
         #: The limit whose units the flows share.
         self.index = index
         #: The flows with waiters, by key.
@@ -229,10 +233,8 @@ class _Level:
         #: integers, but at most MAX_SCALE (then a flow's step rounds up).
         self.scale = 1
         self.synced = True
-        #: Sweep steps taken so far (at most SWEEP per departure).
-        self.swept = 0
         #: The default flow's object, kept for reuse while it has no waiters.
-        self._spare: _Flow | None = _Flow(None, by_id, 1)
+        self._spare: _Flow | None = _Flow(None, 1)
 
     def head(self) -> _Flow:
         """The flow whose head is the level's head (dropping stale entries)."""
@@ -252,7 +254,11 @@ class _Level:
         """``waiter`` joins the back of its flow (new flows weigh ``weight``)."""
         flow = self.flows.get(waiter.flow)
         if flow is not None:
-            flow.line.back.append(waiter)  # newcomers join the end of back
+            last = flow.line.chunks[-1]  # hot: see _Line
+            if len(last) < CHUNK:
+                last.append(waiter)
+            else:
+                flow.line.open(waiter)
             flow.depth += 1
             return flow
         spare = self._spare
@@ -262,10 +268,10 @@ class _Level:
             flow.key = waiter.flow
             flow.weight = weight
         else:
-            flow = _Flow(waiter.flow, self._by_id, weight)
+            flow = _Flow(waiter.flow, weight)
         if self.scale % weight:
             self._rescale(weight)
-        flow.line.back.append(waiter)
+        flow.line.chunks[0].append(waiter)  # its line is empty: one empty chunk
         flow.depth = 1
         flow.start = flow.finish = self.clock
         alone = self.only
@@ -283,13 +289,17 @@ class _Level:
 
     def granted(self, flow: _Flow) -> Waiter:
         """``flow``'s head leaves with a permit; returns it."""
-        line = flow.line
-        waiter = (line.front or line.back).popleft()
+        line = flow.line  # hot: see _Line
+        chunk, start = line.chunks[0], line.start
+        waiter = chunk[start]
+        line.start = start = start + 1
+        if start == len(chunk):
+            line._mend(0)  # used up
         flow.depth -= 1
         if self.only is not None:
             self.synced = False
-            if flow.depth and not line.dead:
-                return waiter  # alone, and its next head is live: nothing else changes
+            if flow.depth:
+                return waiter  # alone, and others wait behind it: nothing else changes
         else:
             finish, _, _, _ = self.heap[0]  # its entry, which head() found live
             self.clock = flow.finish = flow.start = finish
@@ -300,10 +310,7 @@ class _Level:
         """``waiter`` (still waiting, in ``flow``) leaves ungranted."""
         line = flow.line
         head = line.head() is waiter
-        if head:
-            (line.front or line.back).popleft()
-        else:
-            line.dead += 1
+        line.take(waiter)
         flow.depth -= 1
         if head and self.only is None:
             self.stale += 1  # its entry
@@ -312,11 +319,9 @@ class _Level:
         self._after_departure(flow, rehead=head and self.only is None)
 
     def _after_departure(self, flow: _Flow, rehead: bool = False, top: bool = False) -> None:
-        """A waiter left ``flow``: its line is tidied, and its new head gets
-        an entry if ``rehead``; ``top``: its entry is the heap's top, which
-        its new head's replaces (or which goes, with the flow's last waiter)."""
-        if flow.line.dead:
-            self.swept += flow.line.tidy()
+        """A waiter left ``flow``: its new head gets an entry if ``rehead``;
+        ``top``: its entry is the heap's top, which its new head's replaces
+        (or which goes, with the flow's last waiter)."""
         if flow.depth:
             if top:
                 heapq.heapreplace(self.heap, self._entry(flow))
@@ -328,7 +333,7 @@ class _Level:
         # the flow has no waiters: nothing of it is kept
         del self.flows[flow.key]
         flow.key = None  # kept as the spare, it keeps no trace of its key
-        self._spare = flow  # its line is empty: every entry left was dead
+        self._spare = flow  # its line is empty
         if self.only is not None:
             # the level is empty: virtual time starts again (only differences
             # count), and the level is as it was made
@@ -379,12 +384,12 @@ class _Level:
         """The waiters, in the order they would be granted were nobody to
         join or leave."""
         if self.only is not None:
-            return [w for w in self.only.line if self._by_id.get(w.id) is w]
-        by_id, index = self._by_id, self.index
+            return list(self.only.line)
+        index = self.index
         tagged = []
         for flow in self.flows.values():
             finish = flow.start
-            for w in (w for w in flow.line if by_id.get(w.id) is w):
+            for w in flow.line:
                 finish += w.cost[index] * flow.step(self.scale)
                 tagged.append((finish, w.seq, w))
         return [w for _, _, w in sorted(tagged, key=lambda t: (t[0], t[1]))]
@@ -428,7 +433,7 @@ class Queues:
         #: The limit whose units the flows of a level share (its index).
         self.flow_limit = flow_limit
         self._by_id: dict[Hashable, Waiter] = {}
-        self._levels = [_Level(self._by_id, flow_limit) for _ in range(levels)]
+        self._levels = [_Level(flow_limit) for _ in range(levels)]
 
     def __len__(self) -> int:
         return len(self._by_id)
@@ -440,16 +445,17 @@ class Queues:
         return f"<Queues depths={self.depths!r} granted={self.granted}>"
 
     @property
-    def swept(self) -> int:
-        """Sweep steps taken so far, over all levels: the compaction work (at
-        most SWEEP per departure)."""
-        return sum(lv.swept for lv in self._levels)
+    def entries(self) -> int:
+        """Waiters held in the lines over all levels: exactly the waiters (a
+        cancelled or expired one leaves its line at once; a granted one is
+        stepped over, and let go with its chunk)."""
+        return sum(len(f.line) for lv in self._levels for f in lv.flows.values())
 
     @property
-    def entries(self) -> int:
-        """Entries held over all levels, live and dead: the memory of the
-        lazy removal (at most ``2 * waiting + SLACK`` per flow)."""
-        return sum(len(f.line) for lv in self._levels for f in lv.flows.values())
+    def chunks(self) -> int:
+        """Chunks the lines hold over all levels: fewer than
+        ``4 * waiting / CHUNK + 2`` per flow."""
+        return sum(len(f.line.chunks) for lv in self._levels for f in lv.flows.values())
 
     def head(self, level: int) -> Waiter:
         """The waiter granted next at ``level`` (which must not be empty):
@@ -458,7 +464,7 @@ class Queues:
             raise IndexError(f"level {level} has no waiters")
         lv = self._levels[level]
         line = (lv.only or lv.head()).line
-        return (line.front or line.back)[0]  # hot: _Line.head(), by hand
+        return line.chunks[0][line.start]  # hot: _Line.head(), by hand
 
     def get(self, id: Hashable) -> Waiter | None:
         """The waiter with this id, or ``None`` if it is not waiting."""
@@ -574,8 +580,7 @@ class Queues:
                 for flow in lv.flows.values():
                     flow.units = [0] * self._limits
                     for waiter in flow.line:
-                        if self._by_id.get(waiter.id) is waiter:
-                            self._count(waiter, flow, 1)
+                        self._count(waiter, flow, 1)
 
     def _count(self, waiter: Waiter, flow: _Flow, sign: int) -> None:
         assert self._sums is not None
@@ -595,22 +600,25 @@ class Queues:
             live_level = 0
             for key, flow in lv.flows.items():
                 line = flow.line
-                live = sum(1 for w in line if by_id.get(w.id) is w)
-                dead = len(line) - live
-                dead_back = sum(1 for w in line.back if by_id.get(w.id) is not w)
-                unswept = len(line.front)
+                live = len(line)
                 _require(live == flow.depth > 0, "a flow is kept only while it has waiters")
-                _require(dead == line.dead, "dead count is exact")
-                _require(len(line) <= 2 * live + SLACK, "dead entries stay bounded")
-                _require(4 * dead_back - 2 * live + unswept <= 2 * SLACK, "sweeps start in time")
-                _require(3 * (dead - live) + unswept <= 2 * SLACK, "sweeps keep up")
-                _require(by_id.get(line.head().id) is line.head(), "heads are live")
+                _require(all(by_id.get(w.id) is w for w in line), "every entry is waiting")
+                held = [len(chunk) for chunk in line.chunks]
+                waiters = [held[0] - line.start, *held[1:]]
+                _require(line.start >= 0 and max(held) <= CHUNK, "chunks hold at most CHUNK")
+                _require(min(waiters) > 0, "every chunk holds a waiter")
+                pairs = [a + b for a, b in pairwise(waiters[1:])]  # the first chunk aside
+                _require(all(n > _HALF for n in pairs), "neighbouring chunks hold over CHUNK // 2")
                 _require(all(w.level == level and w.flow == key for w in line), "in its flow")
-                seqs = [w.seq for w in line]
+                entries = list(chain.from_iterable(line.chunks))  # the granted ones too
+                seqs = [w.seq for w in entries]
                 _require(seqs == sorted(seqs), "each flow is in push order")
+                lasts = [chunk[-1].seq for chunk in line.chunks]
+                _require(len(line.firsts) == len(held), "one first seq per chunk")
+                parted = zip(lasts[:-1], line.firsts[1:], line.chunks[1:], strict=False)
+                _require(all(a < f <= c[0].seq for a, f, c in parted), "first seqs part the chunks")
                 if self._sums is not None:
-                    alive = [w for w in line if by_id.get(w.id) is w]
-                    asked = [sum(w.cost[i] for w in alive) for i in range(self._limits)]
+                    asked = [sum(w.cost[i] for w in line) for i in range(self._limits)]
                     _require(asked == flow.units, "units count the flow's waiters' costs")
                 live_level += live
             _require(live_level == self.depths[level], "depth counts the live entries")
@@ -619,7 +627,7 @@ class Queues:
             live_entries = len(lv.heap) - lv.stale
             _require(live_entries == (len(lv.flows) if lv.only is None else 0), "one entry each")
             _require(lv.stale <= live_entries + SLACK, "stale entries stay bounded")
-            alive = [w for f in lv.flows.values() for w in f.line if by_id.get(w.id) is w]
+            alive = [w for f in lv.flows.values() for w in f.line]
             asked = [sum(w.cost[i] for w in alive) for i in range(self._limits)]
             _require(asked == self.units[level], "units count the live waiters' costs")
             total += live_level
