@@ -1056,7 +1056,7 @@ class Machine:
         weight = 1
         if self._flow_weights is not None:
             weight = self._weight(flow)
-        elif flow is not None:
+        elif flow is not None and flow.__class__ is not str:  # (a str hashes)
             _check_flow(flow)
         try:
             waiting = id in self._ids
