@@ -526,9 +526,9 @@ def _run(scenario: Scenario, duration: int, source: Iterator[_Arrival]) -> Resul
     limits = scenario.named_limits
     names = tuple(limits)
     # A run never refunds or settles a permit: the machine need keep no
-    # grant for it (refund_window_ns=0), which saves it logging them.
+    # grant for it (refund_window_ns=None), which saves it logging them.
     machine = Machine(
-        scenario.policy, limits=limits, max_waiting=scenario.max_waiting, refund_window_ns=0
+        scenario.policy, limits=limits, max_waiting=scenario.max_waiting, refund_window_ns=None
     )
     push, tick, cancel, next_tick = machine.push, machine.tick, machine.cancel, machine.next_tick
     on_leave, charge = tally.on_leave, tally.charge
