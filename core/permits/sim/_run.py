@@ -536,7 +536,7 @@ def _run(scenario: Scenario, duration: int, source: Iterator[_Arrival]) -> Resul
     tenant_offered = tally.tenant_offered
     tenant_record = tally.tenant_records
     heappop, heappush = heapq.heappop, heapq.heappush
-    offered, waiting, rejected = tally.offered, tally.waiting, tally.rejected
+    offered, rejected = tally.offered, tally.rejected
     too_long = tally.too_long
     pending: list[tuple[int, int]] = []  # (give-up time, id), a heap
     never = duration  # no event at or after the end counts
@@ -544,7 +544,7 @@ def _run(scenario: Scenario, duration: int, source: Iterator[_Arrival]) -> Resul
     upcoming_at = never if upcoming is None else upcoming[0]
     serial = 0
     # Tally.on_arrive, on_grant and on_reject, inlined: this loop is the
-    # simulator's hot path.
+    # simulator's hot path. (What is waiting is counted at the end.)
     granted, units, left_at, bins = tally.granted, tally.units, tally.left_at, tally.bins
     # Of those waiting, by id: the costs other than one unit of every limit;
     # and the tenants of those that name a flow or may give up (``None``:
@@ -558,7 +558,6 @@ def _run(scenario: Scenario, duration: int, source: Iterator[_Arrival]) -> Resul
     def decide(decisions: list[Decision]) -> None:
         for id, state, _, at, waited in decisions:
             w = id % count  # type: ignore[operator]
-            waiting[w] -= 1
             if state is _GRANTED:
                 granted[w] += 1
                 if costs and id in costs:
@@ -578,7 +577,6 @@ def _run(scenario: Scenario, duration: int, source: Iterator[_Arrival]) -> Resul
                 if tenants:
                     tenants.pop(id, None)  # type: ignore[call-overload]
                 if state is _EXPIRED:
-                    waiting[w] += 1  # on_leave counts it
                     on_leave(w, at, state)
                 else:  # REJECTED or TOO_LONG, at push: it never waited
                     rejected[w] += 1
@@ -591,16 +589,22 @@ def _run(scenario: Scenario, duration: int, source: Iterator[_Arrival]) -> Resul
         t = never if due is None else due
         if upcoming_at < t:
             t = upcoming_at
-        while pending and pending[0][0] < t and pending[0][1] not in tenants:
+        gives_up = never  # the first give-up, from t on, of a caller still waiting
+        while pending:
+            gives_up, id = pending[0]
+            if gives_up >= t:
+                break
+            if id in tenants:
+                t = gives_up
+                break
             heappop(pending)  # granted or expired before it would give up
-        if pending and pending[0][0] < t:
-            t = pending[0][0]
+            gives_up = never
         if t >= never:
             break
         # Give-ups first: a caller whose patience runs out at t is not
         # granted at t (as the core expires a deadline reached before it
         # grants, and as a recorded acquire(timeout=...) was).
-        while pending and pending[0][0] <= t:
+        while gives_up == t and pending and pending[0][0] <= t:
             id = heappop(pending)[1]
             if id in tenants and cancel(id):
                 costs.pop(id, None)
@@ -613,7 +617,6 @@ def _run(scenario: Scenario, duration: int, source: Iterator[_Arrival]) -> Resul
             offered[w] += 1
             id = serial * count + w
             serial += 1
-            waiting[w] += 1
             deadline = deadlines[w]
             if deadline is not None:
                 deadline += t
@@ -649,4 +652,10 @@ def _run(scenario: Scenario, duration: int, source: Iterator[_Arrival]) -> Resul
                 heappush(pending, (t + patience, id))
             upcoming = next(source, None)
             upcoming_at = never if upcoming is None else upcoming[0]
+    # The callers still waiting, counted once at the end (not at each
+    # arrival and decision): those offered and not decided.
+    tally.waiting[:] = [
+        offered[w] - granted[w] - rejected[w] - tally.cancelled[w] - tally.expired[w]
+        for w in range(count)
+    ]
     return tally.result()
