@@ -236,7 +236,6 @@ class Tally:
         #: counts waits within bounds, its record records there as well.
         self.tenants: list[dict[Hashable, int]] = [{} for _ in range(n)]
         self.tenant_flows: list[Hashable] = []
-        self.tenant_offered: list[int] = []
         self.tenant_hists: list[WaitHistogram] = []
         self.tenant_records: list[Callable[[int], None]] = []
         self.tenant_within: list[_Within | None] = []
@@ -252,7 +251,6 @@ class Tally:
         index = self.tenants[w].setdefault(flow, len(self.tenant_flows))
         if index == len(self.tenant_flows):
             self.tenant_flows.append(flow)
-            self.tenant_offered.append(0)
             hist = WaitHistogram()
             within = _Within(hist, self.tenant_bounds[w]) if self.tenant_bounds[w] else None
             self.tenant_hists.append(hist)
@@ -261,7 +259,6 @@ class Tally:
             if self.within[w] is not None:
                 record = _both(record, self.records[w])
             self.tenant_records.append(record)
-        self.tenant_offered[index] += 1
         return index
 
     def on_reject(self, w: int, at: int, state: State = State.REJECTED) -> None:
@@ -533,7 +530,6 @@ def _run(scenario: Scenario, duration: int, source: Iterator[_Arrival]) -> Resul
     push, tick, cancel, next_tick = machine.push, machine.tick, machine.cancel, machine.next_tick
     on_leave, charge = tally.on_leave, tally.charge
     tenant_ids, new_tenant = tally.tenants, tally.tenant
-    tenant_offered = tally.tenant_offered
     tenant_record = tally.tenant_records
     heappop, heappush = heapq.heappop, heapq.heappush
     offered, rejected = tally.offered, tally.rejected
@@ -629,11 +625,7 @@ def _run(scenario: Scenario, duration: int, source: Iterator[_Arrival]) -> Resul
                     costs[id] = cost
                 if flow is not None:
                     tenant = tenant_ids[w].get(flow)
-                    if tenant is None:
-                        tenants[id] = new_tenant(w, flow)
-                    else:
-                        tenant_offered[tenant] += 1
-                        tenants[id] = tenant
+                    tenants[id] = new_tenant(w, flow) if tenant is None else tenant
                 elif patience is not None:
                     tenants[id] = None
                 asked = cost if isinstance(cost, int) else dict(zip(names, cost, strict=True))
