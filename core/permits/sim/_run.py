@@ -580,8 +580,13 @@ def _run(scenario: Scenario, duration: int, source: Iterator[_Arrival]) -> Resul
                         too_long[w] += 1
                     left_at[w] = at
 
+    # The machine's next tick, asked again after a turn unless nothing
+    # changed it: a turn whose only calls were pushes, each of one unit
+    # with no deadline and deciding nothing, into a machine where someone
+    # waited, with every cost so far one unit (SPEC P54).
+    due = next_tick()
+    varied = False  # whether an arrival asked for another cost than one unit
     while True:
-        due = next_tick()
         t = never if due is None else due
         if upcoming_at < t:
             t = upcoming_at
@@ -597,6 +602,7 @@ def _run(scenario: Scenario, duration: int, source: Iterator[_Arrival]) -> Resul
             gives_up = never
         if t >= never:
             break
+        ask = due is None or varied  # whether to ask for the next tick after this turn
         # Give-ups first: a caller whose patience runs out at t is not
         # granted at t (as the core expires a deadline reached before it
         # grants, and as a recorded acquire(timeout=...) was).
@@ -606,8 +612,10 @@ def _run(scenario: Scenario, duration: int, source: Iterator[_Arrival]) -> Resul
                 costs.pop(id, None)
                 del tenants[id]
                 on_leave(id % count, t, State.CANCELLED)
+                ask = True
         if due is not None and due <= t:
             decide(tick(t))
+            ask = True
         while upcoming_at <= t:
             _, w, cost, flow, patience, limit = upcoming  # type: ignore[misc]
             offered[w] += 1
@@ -623,6 +631,7 @@ def _run(scenario: Scenario, duration: int, source: Iterator[_Arrival]) -> Resul
             else:
                 if cost != 1:
                     costs[id] = cost
+                    ask = varied = True
                 if flow is not None:
                     tenant = tenant_ids[w].get(flow)
                     tenants[id] = new_tenant(w, flow) if tenant is None else tenant
@@ -638,12 +647,16 @@ def _run(scenario: Scenario, duration: int, source: Iterator[_Arrival]) -> Resul
                     flow=flow if fair[w] else None,
                     max_wait=limit,
                 )
-            if decisions:
-                decide(decisions)
+            if decisions or deadline is not None:
+                ask = True
+                if decisions:
+                    decide(decisions)
             if patience is not None and id in tenants:  # not decided at once
                 heappush(pending, (t + patience, id))
             upcoming = next(source, None)
             upcoming_at = never if upcoming is None else upcoming[0]
+        if ask:
+            due = next_tick()
     # The callers still waiting, counted once at the end (not at each
     # arrival and decision): those offered and not decided.
     tally.waiting[:] = [
