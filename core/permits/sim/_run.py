@@ -542,6 +542,7 @@ def _run(scenario: Scenario, duration: int, source: Iterator[_Arrival]) -> Resul
     # Tally.on_arrive, on_grant and on_reject, inlined: this loop is the
     # simulator's hot path. (What is waiting is counted at the end.)
     granted, units, left_at, bins = tally.granted, tally.units, tally.left_at, tally.bins
+    charged = [0] * count  # grants of another cost than one unit (each grant of one: at the end)
     # Of those waiting, by id: the costs other than one unit of every limit;
     # and the tenants of those that name a flow or may give up (``None``:
     # none named), so that a give-up whose caller has gone is dropped
@@ -558,8 +559,7 @@ def _run(scenario: Scenario, duration: int, source: Iterator[_Arrival]) -> Resul
                 granted[w] += 1
                 if costs and id in costs:
                     charge(w, costs.pop(id))
-                else:
-                    units[w] += 1
+                    charged[w] += 1
                 tenant = tenants.pop(id, None) if tenants else None  # type: ignore[call-overload]
                 if tenant is None:
                     record[w](waited)
@@ -658,9 +658,12 @@ def _run(scenario: Scenario, duration: int, source: Iterator[_Arrival]) -> Resul
         if ask:
             due = next_tick()
     # The callers still waiting, counted once at the end (not at each
-    # arrival and decision): those offered and not decided.
+    # arrival and decision): those offered and not decided; and the units
+    # of the grants of one unit each.
     tally.waiting[:] = [
         offered[w] - granted[w] - rejected[w] - tally.cancelled[w] - tally.expired[w]
         for w in range(count)
     ]
+    for w in range(count):
+        units[w] += granted[w] - charged[w]
     return tally.result()
