@@ -92,7 +92,7 @@ class Config:
     rate: Any
     burst: int
     max_waiting: tuple[int | None, ...] | None
-    refund_window: int
+    refund_window: int | None
     charge: Charge = Charge.AT_GRANT
     #: a second limit beside the first, as (rate, burst)
     second: tuple[Any, int] | None = None
@@ -217,7 +217,7 @@ def configs(
             st.tuples(*[st.sampled_from([None, 0, 1, 2, 3])] * levels),
         )
     )
-    refund_window = draw(st.sampled_from([0, int(interval), 100 * SECOND]))
+    refund_window = draw(st.sampled_from([0, int(interval), 100 * SECOND, None]))
     with_costs = costs and draw(st.booleans())
     second = None
     if with_costs and draw(st.booleans()):

@@ -119,7 +119,7 @@ class Reference:
         policy: PolicySpec,
         limits: Sequence[tuple[Fraction, int]],
         max_waiting: Sequence[int | None] | None,
-        refund_window: int,
+        refund_window: int | None,
         at_grant: bool = True,
         flow_weights: dict[Hashable, int] | None = None,
         max_waiting_per_flow: int | None = None,
@@ -463,7 +463,8 @@ class Reference:
         held = self.held.get(id)
         if held is None:
             return False
-        return held.charge is None or held.charge.at >= now - self.refund_window
+        window = self.refund_window  # None: never, once charged
+        return held.charge is None or (window is not None and held.charge.at >= now - window)
 
     def can_refund(self, id: Hashable, now: int) -> bool:
         return self.can_settle(id, now) and not self.held[id].spent

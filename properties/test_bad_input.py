@@ -1081,3 +1081,28 @@ def test_the_refund_window_by_hand() -> None:
     assert machine.refund("b", 22) == [], "P5: granted 2 ns ago"
     assert machine.refund("c", 22) == [], "P5"
     assert machine.statistics().levels[0].refunded == 2, "P3"
+
+
+def test_no_refund_window() -> None:
+    """P5 without a window (``refund_window_ns=None``): a charged permit is
+    refused a refund and a settle at the very nanosecond of its grant, and
+    the machine holds no grant; a permit in flight (``AT_SPEND``) is still
+    refunded until spent."""
+    machine = Machine(Fifo(), 1000, 10, refund_window_ns=None)
+    assert machine.refund_window_ns is None
+    machine.push("a", 0, 5)  # granted at once: the bucket has units
+    with pytest.raises(NotRefundable):
+        machine.refund("a", 5)
+    with pytest.raises(NotRefundable):
+        machine.settle("a", 0, 5)
+    assert machine.snapshot().grants == ()
+    assert machine.snapshot().logged == ()
+    machine = Machine(Fifo(), 1000, 10, refund_window_ns=None, charge=Charge.AT_SPEND)
+    machine.push("a", 0, 5)
+    machine.push("b", 0, 5)
+    assert machine.refund("a", 6) == [], "P5: in flight"
+    machine.spend("b", 7, settle_later=True)
+    with pytest.raises(NotRefundable):
+        machine.settle("b", 0, 7)
+    assert machine.snapshot().grants == ()
+    assert machine.in_flight == 0

@@ -91,9 +91,13 @@ class CancelInverse(RuleBasedStateMachine):
         if not granted:
             return
         id = data.draw(st.sampled_from(granted))
+        # (without a refund window a machine holds only permits in flight:
+        # refundable until spent)
         refundable = [
-            held[0][id].at >= self.now - self.a.refund_window_ns,
-            held[1][id].at >= self.now - self.b.refund_window_ns,
+            window is None or grants[id].at >= self.now - window
+            for grants, window in zip(
+                held, (self.a.refund_window_ns, self.b.refund_window_ns), strict=True
+            )
         ]
         if refundable[0] != refundable[1]:
             assert self.ghost, "P4: refundability differs"

@@ -503,6 +503,7 @@ class PolicyMachine(RuleBasedStateMachine):
         in_flow = self.core.queues.flow_depth(level, flow)
         # a permit is left now (the bucket starts full)
         free = self.core.now is None or self.core.next_due() == now
+        tick_before, anyone = self.core.next_tick(), len(self.core) > 0
         max_wait = None if patience is None else max(0, wait + patience)
         if max_wait is not None:
             out = self.core.push(
@@ -514,6 +515,9 @@ class PolicyMachine(RuleBasedStateMachine):
             out = self.core.push(id, level, now, deadline=at_deadline)
         else:
             out = self.core.push(id, level, now, deadline=at_deadline, cost=cost)
+        if not self.config.costs and at_deadline is None and anyone and not out:
+            # P54: a quiet push keeps the next tick
+            assert self.core.next_tick() == tick_before, ("P54", tick_before, self.core.next_tick())
         limit = None if self.config.max_waiting is None else self.config.max_waiting[level]
         per_flow = self.config.max_waiting_per_flow if self.config.flows else None
         rejected = any(d.id == id and d.state is State.REJECTED for d in out)

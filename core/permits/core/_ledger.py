@@ -6,7 +6,9 @@ the changes of a limit made since), so each logged grant keeps the bucket's
 state just before it (its mark). A permit in flight (charged at its spend)
 can be refunded until it is spent, and needs no mark. Spending a permit
 forgets it, unless it is to be settled later, and with it every logged record
-no refund or settle can reach any more.
+no refund or settle can reach any more. Without a window (``None``) no
+charged permit is ever refunded or settled: the ledger holds only the
+permits in flight, and logs nothing.
 """
 
 from __future__ import annotations
@@ -42,12 +44,13 @@ class Ledger:
     :param window: nanoseconds after its charge during which a permit may be
         refunded or settled. The log holds the records of up to two windows
         (pruned in batches), or, once no permit in it is refundable or
-        settleable any more, nothing.
+        settleable any more, nothing. ``None``: a charged permit never may
+        be (only one in flight is held).
     """
 
     __slots__ = ("_log", "_spent", "held", "window")
 
-    def __init__(self, window: int) -> None:
+    def __init__(self, window: int | None) -> None:
         self.window = window
         #: The grants held, by id: read-only outside (change it through
         #: :meth:`add` and :meth:`forget`).
@@ -80,7 +83,10 @@ class Ledger:
         """``id``'s grant if it can be settled at ``now``: in flight, or
         charged within the window."""
         grant = self.get(id)
-        if grant is None or (grant.before is not None and grant.at < now - self.window):
+        window = self.window
+        if grant is None or (
+            grant.before is not None and (window is None or grant.at < now - window)
+        ):
             return None
         return grant
 
@@ -95,7 +101,10 @@ class Ledger:
 
     def add(self, grant: Grant, *, spent: bool = False) -> None:
         """A grant held: new, or ``spent`` and kept to be settled; logged if
-        it was charged and is not in the log yet."""
+        it was charged and is not in the log yet. (Without a window, a
+        charged grant is not held.)"""
+        if grant.before is not None and self.window is None:
+            return
         id = grant.waiter.id
         if spent:
             self._spent.add(id)
@@ -108,13 +117,15 @@ class Ledger:
     def log(self, record: object) -> None:
         """A charge or a change, at the end of the log: unless no grant is
         held, so that no refund or settle could replay it (a replay goes
-        only through the records after the grant it returns to)."""
-        if not self.held:
+        only through the records after the grant it returns to; and
+        without a window, no charged grant is held)."""
+        window = self.window
+        if not self.held or window is None:
             return
         log = self._log
         at: int = record.at  # type: ignore[attr-defined]
-        if log and log[0].at < at - 2 * self.window:  # type: ignore[attr-defined]
-            self._prune(at)
+        if log and log[0].at < at - 2 * window:  # type: ignore[attr-defined]
+            self._prune(at, window)
         log.append(record)
 
     def forget(self, id: Hashable) -> None:
@@ -124,11 +135,11 @@ class Ledger:
         if self._spent:
             self._spent.discard(id)
 
-    def _prune(self, now: int) -> None:
-        """Forget the records older than the window: amortised O(1) per
+    def _prune(self, now: int, window: int) -> None:
+        """Forget the records older than the ``window``: amortised O(1) per
         grant, done in batches of a window's worth."""
         log, held = self._log, self.held
-        horizon = now - self.window
+        horizon = now - window
         while log and log[0].at < horizon:  # type: ignore[attr-defined]
             old = log.popleft()
             if isinstance(old, Grant):
@@ -173,6 +184,8 @@ class Ledger:
     def check(self) -> None:
         """Assert the ledger's invariants (for tests)."""
         logged = {id(record) for record in self._log}
+        if self.window is None and (logged or any(g.before is not None for g in self)):
+            raise AssertionError("invariant broken: a charge kept without a refund window")
         for grant in self.held.values():
             if grant.before is not None and id(grant) not in logged:
                 raise AssertionError("invariant broken: a held charged grant is not in the log")

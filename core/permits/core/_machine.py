@@ -164,7 +164,10 @@ class Machine:
         to twice that long, so its memory stays bounded by
         ``2 * rate * refund_window_ns + burst`` grants per limit, and by the
         grants in flight when each is spent (:meth:`spend`) as its caller
-        goes ahead, unless it is to be settled later.
+        goes ahead, unless it is to be settled later. ``None``: a charged
+        permit is never refunded or settled, and the machine keeps none
+        (a simulation's machine); a permit in flight still may be, until
+        spent.
     :param charge: when a permit counts against the limit:
         :attr:`Charge.AT_GRANT` (the default) or :attr:`Charge.AT_SPEND`, for
         a user (an adapter) whose callers proceed some time after their grant
@@ -226,7 +229,7 @@ class Machine:
         *,
         limits: Mapping[str, Limit] | Limit | None = None,
         max_waiting: int | Sequence[int | None] | None = None,
-        refund_window_ns: int = SECOND,
+        refund_window_ns: int | None = SECOND,
         supplied: bool = False,
         charge: Charge = Charge.AT_GRANT,
         flow_weights: Mapping[Hashable, int] | Callable[[Hashable], int] | None = None,
@@ -247,7 +250,9 @@ class Machine:
         levels = int(levels)
         named = check_limits(rate, burst, limits)
         max_waiting_ = _max_waiting(max_waiting, levels)
-        window = check_int("refund_window_ns", refund_window_ns, 0)
+        window = (
+            None if refund_window_ns is None else check_int("refund_window_ns", refund_window_ns, 0)
+        )
         if not isinstance(supplied, bool):
             raise PermitTypeError("supplied", supplied, "a bool")
         if not isinstance(charge, Charge):
@@ -391,9 +396,9 @@ class Machine:
         return self._max_waiting
 
     @property
-    def refund_window_ns(self) -> int:
+    def refund_window_ns(self) -> int | None:
         """Nanoseconds after its charge during which a permit may be refunded
-        or settled."""
+        or settled; ``None``: never."""
         return self._ledger.window
 
     @property
@@ -1056,7 +1061,7 @@ class Machine:
         weight = 1
         if self._flow_weights is not None:
             weight = self._weight(flow)
-        elif flow is not None:
+        elif flow is not None and flow.__class__ is not str:  # (a str hashes)
             _check_flow(flow)
         try:
             waiting = id in self._ids
@@ -1195,6 +1200,7 @@ class Machine:
         queues = self._queues
         ledger = self._ledger
         at_grant = self._at_grant
+        kept = ledger.window is not None  # whether a charged grant is held
         choose = self.policy.choose
         depths = queues.depths
         levels = self.levels
@@ -1211,13 +1217,14 @@ class Machine:
                     return
             waiter = queues._take_head(level)
             cost = waiter.cost
-            if at_grant:
-                before: object = source.charge(now, cost)
-            else:
-                before = None
+            if not at_grant:
                 self._flying += 1
                 source.hold(cost)  # in flight: charged when spent
-            ledger.add(_new(Grant, (waiter, now, cost, before)))
+                ledger.add(_new(Grant, (waiter, now, cost, None)))
+            elif kept:
+                ledger.add(_new(Grant, (waiter, now, cost, source.charge(now, cost))))
+            else:
+                source.charge(now, cost, False)  # no mark: nothing will replay it
             if waiter.deadline is not None:
                 self._deadlines.left(queues)
             self._granted(waiter, now, out)
@@ -1256,9 +1263,9 @@ class Machine:
         cost = waiter.cost
         ledger = self._ledger
         charge = self._source.spend if held else self._source.charge
-        if not settle_later and not ledger.held:
-            # No grant is held, so no refund or settle will replay this
-            # charge: there is nothing to log, and no mark to keep.
+        if (not settle_later and not ledger.held) or ledger.window is None:
+            # No grant is held (or none charged ever is), so no refund or
+            # settle will replay this charge: nothing to log, no mark to keep.
             charge(now, cost, False)  # no mark
             return
         charged = _new(Grant, (waiter, now, cost, charge(now, cost)))

@@ -236,7 +236,6 @@ class Tally:
         #: counts waits within bounds, its record records there as well.
         self.tenants: list[dict[Hashable, int]] = [{} for _ in range(n)]
         self.tenant_flows: list[Hashable] = []
-        self.tenant_offered: list[int] = []
         self.tenant_hists: list[WaitHistogram] = []
         self.tenant_records: list[Callable[[int], None]] = []
         self.tenant_within: list[_Within | None] = []
@@ -252,7 +251,6 @@ class Tally:
         index = self.tenants[w].setdefault(flow, len(self.tenant_flows))
         if index == len(self.tenant_flows):
             self.tenant_flows.append(flow)
-            self.tenant_offered.append(0)
             hist = WaitHistogram()
             within = _Within(hist, self.tenant_bounds[w]) if self.tenant_bounds[w] else None
             self.tenant_hists.append(hist)
@@ -261,7 +259,6 @@ class Tally:
             if self.within[w] is not None:
                 record = _both(record, self.records[w])
             self.tenant_records.append(record)
-        self.tenant_offered[index] += 1
         return index
 
     def on_reject(self, w: int, at: int, state: State = State.REJECTED) -> None:
@@ -526,17 +523,16 @@ def _run(scenario: Scenario, duration: int, source: Iterator[_Arrival]) -> Resul
     limits = scenario.named_limits
     names = tuple(limits)
     # A run never refunds or settles a permit: the machine need keep no
-    # grant for it (refund_window_ns=0), which saves it logging them.
+    # grant for it (refund_window_ns=None), which saves it logging them.
     machine = Machine(
-        scenario.policy, limits=limits, max_waiting=scenario.max_waiting, refund_window_ns=0
+        scenario.policy, limits=limits, max_waiting=scenario.max_waiting, refund_window_ns=None
     )
     push, tick, cancel, next_tick = machine.push, machine.tick, machine.cancel, machine.next_tick
     on_leave, charge = tally.on_leave, tally.charge
     tenant_ids, new_tenant = tally.tenants, tally.tenant
-    tenant_offered = tally.tenant_offered
     tenant_record = tally.tenant_records
     heappop, heappush = heapq.heappop, heapq.heappush
-    offered, waiting, rejected = tally.offered, tally.waiting, tally.rejected
+    offered, rejected = tally.offered, tally.rejected
     too_long = tally.too_long
     pending: list[tuple[int, int]] = []  # (give-up time, id), a heap
     never = duration  # no event at or after the end counts
@@ -544,8 +540,9 @@ def _run(scenario: Scenario, duration: int, source: Iterator[_Arrival]) -> Resul
     upcoming_at = never if upcoming is None else upcoming[0]
     serial = 0
     # Tally.on_arrive, on_grant and on_reject, inlined: this loop is the
-    # simulator's hot path.
+    # simulator's hot path. (What is waiting is counted at the end.)
     granted, units, left_at, bins = tally.granted, tally.units, tally.left_at, tally.bins
+    charged = [0] * count  # grants of another cost than one unit (each grant of one: at the end)
     # Of those waiting, by id: the costs other than one unit of every limit;
     # and the tenants of those that name a flow or may give up (``None``:
     # none named), so that a give-up whose caller has gone is dropped
@@ -558,13 +555,11 @@ def _run(scenario: Scenario, duration: int, source: Iterator[_Arrival]) -> Resul
     def decide(decisions: list[Decision]) -> None:
         for id, state, _, at, waited in decisions:
             w = id % count  # type: ignore[operator]
-            waiting[w] -= 1
             if state is _GRANTED:
                 granted[w] += 1
                 if costs and id in costs:
                     charge(w, costs.pop(id))
-                else:
-                    units[w] += 1
+                    charged[w] += 1
                 tenant = tenants.pop(id, None) if tenants else None  # type: ignore[call-overload]
                 if tenant is None:
                     record[w](waited)
@@ -578,7 +573,6 @@ def _run(scenario: Scenario, duration: int, source: Iterator[_Arrival]) -> Resul
                 if tenants:
                     tenants.pop(id, None)  # type: ignore[call-overload]
                 if state is _EXPIRED:
-                    waiting[w] += 1  # on_leave counts it
                     on_leave(w, at, state)
                 else:  # REJECTED or TOO_LONG, at push: it never waited
                     rejected[w] += 1
@@ -586,34 +580,47 @@ def _run(scenario: Scenario, duration: int, source: Iterator[_Arrival]) -> Resul
                         too_long[w] += 1
                     left_at[w] = at
 
+    # The machine's next tick, asked again after a turn unless nothing
+    # changed it: a turn whose only calls were pushes, each of one unit
+    # with no deadline and deciding nothing, into a machine where someone
+    # waited, with every cost so far one unit (SPEC P54).
+    due = next_tick()
+    varied = False  # whether an arrival asked for another cost than one unit
     while True:
-        due = next_tick()
         t = never if due is None else due
         if upcoming_at < t:
             t = upcoming_at
-        while pending and pending[0][0] < t and pending[0][1] not in tenants:
+        gives_up = never  # the first give-up, from t on, of a caller still waiting
+        while pending:
+            gives_up, id = pending[0]
+            if gives_up >= t:
+                break
+            if id in tenants:
+                t = gives_up
+                break
             heappop(pending)  # granted or expired before it would give up
-        if pending and pending[0][0] < t:
-            t = pending[0][0]
+            gives_up = never
         if t >= never:
             break
+        ask = due is None or varied  # whether to ask for the next tick after this turn
         # Give-ups first: a caller whose patience runs out at t is not
         # granted at t (as the core expires a deadline reached before it
         # grants, and as a recorded acquire(timeout=...) was).
-        while pending and pending[0][0] <= t:
+        while gives_up == t and pending and pending[0][0] <= t:
             id = heappop(pending)[1]
             if id in tenants and cancel(id):
                 costs.pop(id, None)
                 del tenants[id]
                 on_leave(id % count, t, State.CANCELLED)
+                ask = True
         if due is not None and due <= t:
             decide(tick(t))
+            ask = True
         while upcoming_at <= t:
             _, w, cost, flow, patience, limit = upcoming  # type: ignore[misc]
             offered[w] += 1
             id = serial * count + w
             serial += 1
-            waiting[w] += 1
             deadline = deadlines[w]
             if deadline is not None:
                 deadline += t
@@ -624,13 +631,10 @@ def _run(scenario: Scenario, duration: int, source: Iterator[_Arrival]) -> Resul
             else:
                 if cost != 1:
                     costs[id] = cost
+                    ask = varied = True
                 if flow is not None:
                     tenant = tenant_ids[w].get(flow)
-                    if tenant is None:
-                        tenants[id] = new_tenant(w, flow)
-                    else:
-                        tenant_offered[tenant] += 1
-                        tenants[id] = tenant
+                    tenants[id] = new_tenant(w, flow) if tenant is None else tenant
                 elif patience is not None:
                     tenants[id] = None
                 asked = cost if isinstance(cost, int) else dict(zip(names, cost, strict=True))
@@ -643,10 +647,23 @@ def _run(scenario: Scenario, duration: int, source: Iterator[_Arrival]) -> Resul
                     flow=flow if fair[w] else None,
                     max_wait=limit,
                 )
-            if decisions:
-                decide(decisions)
+            if decisions or deadline is not None:
+                ask = True
+                if decisions:
+                    decide(decisions)
             if patience is not None and id in tenants:  # not decided at once
                 heappush(pending, (t + patience, id))
             upcoming = next(source, None)
             upcoming_at = never if upcoming is None else upcoming[0]
+        if ask:
+            due = next_tick()
+    # The callers still waiting, counted once at the end (not at each
+    # arrival and decision): those offered and not decided; and the units
+    # of the grants of one unit each.
+    tally.waiting[:] = [
+        offered[w] - granted[w] - rejected[w] - tally.cancelled[w] - tally.expired[w]
+        for w in range(count)
+    ]
+    for w in range(count):
+        units[w] += granted[w] - charged[w]
     return tally.result()

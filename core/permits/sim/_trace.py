@@ -334,24 +334,21 @@ def _csv_calls(
     )
     previous = 0
     reader = csv.reader(source, strict=True)
-    while True:
-        try:
-            cells = next(reader, None)
-        except csv.Error as error:
-            raise TraceError(number + reader.line_num, "row", None, f"not CSV: {error}") from None
-        if cells is None:
-            return
-        line = number + reader.line_num
-        if not cells:  # a blank line
-            continue
-        if len(cells) != width:
-            shown = ",".join(cells)[:60]
-            raise TraceError(line, "row", shown, f"{len(cells)} cells, the header has {width}")
-        cells.append("")
-        at, level, cost, flow, timeout, max_wait = cells_of(cells)
-        call = _call(line, at, level, cost, flow, timeout, max_wait, previous)
-        previous = call.at
-        yield call
+    try:
+        for cells in reader:
+            line = number + reader.line_num
+            if not cells:  # a blank line
+                continue
+            if len(cells) != width:
+                shown = ",".join(cells)[:60]
+                raise TraceError(line, "row", shown, f"{len(cells)} cells, the header has {width}")
+            cells.append("")
+            at, level, cost, flow, timeout, max_wait = cells_of(cells)
+            call = _call(line, at, level, cost, flow, timeout, max_wait, previous)
+            previous = call.at
+            yield call
+    except csv.Error as error:
+        raise TraceError(number + reader.line_num, "row", None, f"not CSV: {error}") from None
 
 
 def _with_costs(
