@@ -140,6 +140,22 @@ MUTANTS: dict[str, tuple[str, str, str, str]] = {
         "a permit charged as its caller proceeds (in flight until then, or taken at once)"
         " is charged nothing",
     ),
+    "charges-kept-without-window": (
+        "_machine.py",
+        "            elif kept:\n",
+        "            elif True:\n",
+        "a machine without a refund window (None) still holds its charged grants: they can be"
+        " refunded",
+    ),
+    "quiet-push-replans": (
+        "_machine.py",
+        "                    self._deadlines.add(waiter, deadline)\n            return out\n",
+        "                    self._deadlines.add(waiter, deadline)\n"
+        "                self._source.want(tuple(2 * n for n in units))\n"
+        "            return out\n",
+        "a push that cannot be granted at once plans the next grant for twice its cost, not the"
+        " head's: the next tick moves (P54)",
+    ),
     "refund-keeps-the-place": (
         "_machine.py",
         "            self._flying -= 1\n            source.release(grant.cost)\n"

@@ -101,10 +101,8 @@ class Ledger:
 
     def add(self, grant: Grant, *, spent: bool = False) -> None:
         """A grant held: new, or ``spent`` and kept to be settled; logged if
-        it was charged and is not in the log yet. (Without a window, a
-        charged grant is not held.)"""
-        if grant.before is not None and self.window is None:
-            return
+        it was charged and is not in the log yet. (Without a window, the
+        machine adds none that was charged.)"""
         id = grant.waiter.id
         if spent:
             self._spent.add(id)
