@@ -144,8 +144,8 @@ MUTANTS: dict[str, tuple[str, str, str, str]] = {
         "_machine.py",
         "            elif kept:\n",
         "            elif True:\n",
-        "a machine without a refund window (None) still holds its charged grants: they can be"
-        " refunded",
+        "a machine without a refund window (None) still holds its charged grants (refused a"
+        " refund, but kept for ever)",
     ),
     "quiet-push-replans": (
         "_machine.py",

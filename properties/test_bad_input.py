@@ -329,7 +329,7 @@ REFUSED: list[tuple[str, Callable[[], object], tuple[type, str, object, str]]] =
     (
         "refund window float",
         lambda: Machine(Fifo(), 1, refund_window_ns=0.5),  # type: ignore[arg-type]
-        typed("refund_window_ns", 0.5, "an int"),
+        typed("refund_window_ns", 0.5, "an int (ns) or None (never refundable)"),
     ),
     (
         "supplied 1",

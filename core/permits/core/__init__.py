@@ -31,6 +31,7 @@ from ._queues import CHUNK, MAX_SCALE, SLACK, Queues, Waiter
 from ._stats import RELATIVE_ERROR, FlowStatistics, LevelStatistics, Statistics, WaitHistogram
 
 __all__ = [
+    "CHUNK",
     "MAX_LEVELS",
     "MAX_SCALE",
     "MICROSECOND",
@@ -38,7 +39,6 @@ __all__ = [
     "RELATIVE_ERROR",
     "SECOND",
     "SLACK",
-    "CHUNK",
     "Aging",
     "Charge",
     "Deal",

@@ -250,9 +250,13 @@ class Machine:
         levels = int(levels)
         named = check_limits(rate, burst, limits)
         max_waiting_ = _max_waiting(max_waiting, levels)
-        window = (
-            None if refund_window_ns is None else check_int("refund_window_ns", refund_window_ns, 0)
-        )
+        window = None
+        if refund_window_ns is not None:
+            if isinstance(refund_window_ns, bool) or not isinstance(refund_window_ns, int):
+                raise PermitTypeError(
+                    "refund_window_ns", refund_window_ns, "an int (ns) or None (never refundable)"
+                )
+            window = check_int("refund_window_ns", refund_window_ns, 0)
         if not isinstance(supplied, bool):
             raise PermitTypeError("supplied", supplied, "a bool")
         if not isinstance(charge, Charge):

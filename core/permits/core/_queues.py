@@ -140,8 +140,8 @@ class _Line:
     def _mend(self, i: int) -> None:
         """Chunk ``i`` lost a waiter: let it go if it holds none (the last
         one left is emptied instead), or merge it with a neighbour (not the
-        first chunk) it is too small beside; at most one is (see the bound
-        above)."""
+        first chunk) it is too small beside: merging with one restores the
+        bound above."""
         chunks, firsts = self.chunks, self.firsts
         chunk = chunks[i]
         if not i:
@@ -233,7 +233,8 @@ class _Level:
         #: integers, but at most MAX_SCALE (then a flow's step rounds up).
         self.scale = 1
         self.synced = True
-        #: The default flow's object, kept for reuse while it has no waiters.
+        #: A flow object with no waiters (the last flow emptied here, or the
+        #: default flow's at first), kept for reuse: its line is empty.
         self._spare: _Flow | None = _Flow(None, 1)
 
     def head(self) -> _Flow:
@@ -615,7 +616,7 @@ class Queues:
                 _require(seqs == sorted(seqs), "each flow is in push order")
                 lasts = [chunk[-1].seq for chunk in line.chunks]
                 _require(len(line.firsts) == len(held), "one first seq per chunk")
-                parted = zip(lasts[:-1], line.firsts[1:], line.chunks[1:], strict=False)
+                parted = zip(lasts[:-1], line.firsts[1:], line.chunks[1:], strict=True)
                 _require(all(a < f <= c[0].seq for a, f, c in parted), "first seqs part the chunks")
                 if self._sums is not None:
                     asked = [sum(w.cost[i] for w in line) for i in range(self._limits)]
@@ -627,6 +628,10 @@ class Queues:
             live_entries = len(lv.heap) - lv.stale
             _require(live_entries == (len(lv.flows) if lv.only is None else 0), "one entry each")
             _require(lv.stale <= live_entries + SLACK, "stale entries stay bounded")
+            spare = lv._spare
+            if spare is not None:
+                empty = spare.line.chunks == [[]] and spare.line.start == 0
+                _require(empty and len(spare.line.firsts) == 1, "the spare flow's line is empty")
             alive = [w for f in lv.flows.values() for w in f.line]
             asked = [sum(w.cost[i] for w in alive) for i in range(self._limits)]
             _require(asked == self.units[level], "units count the live waiters' costs")
