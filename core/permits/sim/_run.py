@@ -205,7 +205,6 @@ class Tally:
         self.units = [0] * n
         #: Units of the costs given per limit.
         self.units_per_limit = [[0] * len(scenario.named_limits) for _ in range(n)]
-        self.waiting = [0] * n
         self.cancelled = [0] * n
         self.rejected = [0] * n
         #: Of those rejected, the ones refused for their ``max_wait``.
@@ -243,7 +242,6 @@ class Tally:
     def on_arrive(self, w: int) -> None:
         """A caller of workload ``w`` arrived and asks for a permit."""
         self.offered[w] += 1
-        self.waiting[w] += 1
 
     def tenant(self, w: int, flow: Hashable) -> int:
         """A caller of workload ``w`` that arrived names ``flow``: its
@@ -266,7 +264,6 @@ class Tally:
         level was full (:attr:`~permits.core.State.REJECTED`), or it would
         have waited past its ``max_wait`` (``State.TOO_LONG``, counted in
         ``too_long`` as well)."""
-        self.waiting[w] -= 1
         self.rejected[w] += 1
         if state is _TOO_LONG:
             self.too_long[w] += 1
@@ -284,7 +281,6 @@ class Tally:
         (units of every limit, or per limit) at ``at`` after ``waited``."""
         self.granted[w] += 1
         self.charge(w, cost)
-        self.waiting[w] -= 1
         self.left_at[w] = at
         if tenant is None:
             self.records[w](waited)
@@ -309,7 +305,6 @@ class Tally:
     def on_leave(self, w: int, at: int, state: State) -> None:
         """A waiting caller of workload ``w`` left at ``at`` without a permit:
         ``CANCELLED`` or ``EXPIRED``."""
-        self.waiting[w] -= 1
         self.left_at[w] = at
         if state is State.CANCELLED:
             self.cancelled[w] += 1
@@ -370,6 +365,14 @@ class Tally:
         workloads = []
         for w, workload in enumerate(self.scenario.workloads):
             hist = self._hist(w)
+            # every caller offered and not decided (nor granted past the end)
+            waiting = (
+                self.offered[w]
+                - self.granted[w]
+                - self.rejected[w]
+                - self.cancelled[w]
+                - self.expired[w]
+            )
             shares = tuple(
                 u / total if total else 0.0 for u, total in zip(units[w], totals, strict=True)
             )
@@ -379,7 +382,7 @@ class Tally:
                     level=workload.level,
                     offered=self.offered[w],
                     granted=self.granted[w],
-                    waiting=self.waiting[w],
+                    waiting=waiting,
                     cancelled=self.cancelled[w],
                     rejected=self.rejected[w],
                     too_long=self.too_long[w],
@@ -389,7 +392,7 @@ class Tally:
                     wait_max=hist.max,
                     units=units[w][0],
                     share=shares[0],
-                    cleared_at=self.left_at[w] if self.waiting[w] == 0 else None,
+                    cleared_at=self.left_at[w] if waiting == 0 else None,
                     timeline=tuple(self.bins[w]),
                     waits=tuple(hist.items()),
                     units_per_limit=tuple(units[w]),
@@ -540,7 +543,7 @@ def _run(scenario: Scenario, duration: int, source: Iterator[_Arrival]) -> Resul
     upcoming_at = never if upcoming is None else upcoming[0]
     serial = 0
     # Tally.on_arrive, on_grant and on_reject, inlined: this loop is the
-    # simulator's hot path. (What is waiting is counted at the end.)
+    # simulator's hot path.
     granted, units, left_at, bins = tally.granted, tally.units, tally.left_at, tally.bins
     charged = [0] * count  # grants of another cost than one unit (each grant of one: at the end)
     # Of those waiting, by id: the costs other than one unit of every limit;
@@ -657,13 +660,7 @@ def _run(scenario: Scenario, duration: int, source: Iterator[_Arrival]) -> Resul
             upcoming_at = never if upcoming is None else upcoming[0]
         if ask:
             due = next_tick()
-    # The callers still waiting, counted once at the end (not at each
-    # arrival and decision): those offered and not decided; and the units
-    # of the grants of one unit each.
-    tally.waiting[:] = [
-        offered[w] - granted[w] - rejected[w] - tally.cancelled[w] - tally.expired[w]
-        for w in range(count)
-    ]
+    # The units of the grants of one unit each, counted once at the end.
     for w in range(count):
         units[w] += granted[w] - charged[w]
     return tally.result()
