@@ -655,7 +655,7 @@ class Request(NamedTuple):
     wire: bytes
     #: How many of the limit's keys it names: :data:`_FEW_KEYS` or
     #: :data:`_ALL_KEYS`.
-    keys: int = _ALL_KEYS
+    keys: int
 
 
 class _Take(NamedTuple):
