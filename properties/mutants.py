@@ -303,6 +303,18 @@ MUTANTS: dict[str, tuple[str, str, str, str]] = {
         "        waiter = _new(",
         "a permit taken at once is not counted as pushed, nor its cost as varied",
     ),
+    "take-at-once-uncounted": (
+        "_machine.py",
+        "        self._pushed[level] += 1\n        waiter = _new(Waiter, (id, level, self._seq,",
+        "        waiter = _new(Waiter, (id, level, self._seq,",
+        "a permit found free by the hot case of take is not counted as pushed",
+    ),
+    "take-at-once-keeps-the-log": (
+        "_machine.py",
+        "        source.charge(now, self._unit, False)\n        self._ledger.trim()\n",
+        "        source.charge(now, self._unit, False)\n",
+        "the hot case of take leaves grants in the log that no refund can reach",
+    ),
     "rerate-refills": (
         "_bucket.py",
         "max(Fraction(now - 1), now + (self.b1 + 1 - units) * change.P / change.Q)",

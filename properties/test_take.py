@@ -233,7 +233,9 @@ def test_takes_by_hand() -> None:
     pacing wants one unit again), a take again of an id whose earlier
     permit was kept to settle (a new life: that permit is gone), and a
     take that names a flow (counted: ``min_wait`` no longer counts other
-    levels' waiters as surely first)."""
+    levels' waiters as surely first), and a take while no grant is held but
+    the log still holds one (its id pushed again, then cancelled): the log
+    is let go, as a push would."""
     a, b = (Machine(Fifo(), rate=1, burst=3) for _ in range(2))
     assert rows(a.take("big", 0, 0, cost=3)) == rows(b.push("big", 0, 0, cost=3))
     b.spend("big", 0)
@@ -262,3 +264,15 @@ def test_takes_by_hand() -> None:
         machine.push("w", 0, 0)
     assert fingerprint(a) == fingerprint(b)
     assert a.min_wait(1) == b.min_wait(1) == SECOND
+
+    a, b = (Machine(Fifo(), rate=1, burst=1) for _ in range(2))
+    for machine in (a, b):
+        machine.push("old", 0, 0)  # granted, refundable: logged
+        machine.push("old", 0, 1)  # a new life: the grant is forgotten, not its record
+        machine.cancel("old")
+    assert a.snapshot().logged
+    assert not a.snapshot().grants
+    assert rows(a.take("new", 0, SECOND)) == rows(b.push("new", 0, SECOND))
+    b.spend("new", SECOND)
+    assert fingerprint(a) == fingerprint(b), "P47: a take at once keeps what a push lets go"
+    assert not a.snapshot().logged

@@ -746,6 +746,56 @@ class Machine:
         ``settle_later`` that is not a bool. It takes no ``max_wait``: what
         it grants waited 0, within any.
         """
+        # The hot case: one unit while nobody waits, nothing is held and
+        # time moves on without a deadline due. It takes only the steps of
+        # the general case (_take) that do something then; P47 holds the
+        # two to the same decisions and the same state.
+        last = self._now
+        heap = self._deadlines.heap
+        if not (
+            cost.__class__ is int
+            and cost == 1
+            and flow is None
+            and settle_later is False
+            and level.__class__ is int
+            and 0 <= level < self.levels
+            and now.__class__ is int
+            and last is not None
+            and now >= last
+            and not self._ids
+            and not self._ledger.held
+            and not self._varied
+            and not (heap and heap[0][0] <= now)
+        ):
+            return self._take(id, level, now, cost, flow, settle_later)
+        try:
+            hash(id)
+        except TypeError:
+            return self._take(id, level, now, cost, flow, settle_later)  # which refuses it
+        self._now = now
+        source = self._source
+        if now < source.due:
+            return []
+        self._pushed[level] += 1
+        waiter = _new(Waiter, (id, level, self._seq, now, None, self._unit, None))
+        self._seq += 1
+        self._queues._pass(waiter)
+        source.charge(now, self._unit, False)
+        self._ledger.trim()
+        out: list[Decision] = []
+        self._granted(waiter, now, out)
+        return out
+
+    def _take(
+        self,
+        id: Hashable,
+        level: int,
+        now: int,
+        cost: int | Mapping[str, int],
+        flow: Hashable,
+        settle_later: bool,
+    ) -> list[Decision]:
+        """:meth:`take`, every case."""
         level, now, _, units, _ = self._arrival(id, level, now, None, cost, flow)
         if settle_later.__class__ is not bool:
             raise PermitTypeError("settle_later", settle_later, "a bool")
