@@ -75,6 +75,9 @@ class RedisServer:
         self.options = options
         self.under = tuple(under)
         self.port = free_port() if port is None else port
+        #: Whether the port may change before the first start (it was only
+        #: free when chosen: another process may take it first).
+        self._any_port = port is None
         self.dir = Path(tempfile.mkdtemp(prefix="permits-redis-"))
         self.process: subprocess.Popen[bytes] | None = None
 
@@ -89,6 +92,19 @@ class RedisServer:
         return out.stdout.split()[2]
 
     def start(self) -> None:
+        """Start the server and wait until it answers. A port of our own
+        choosing that another process took first (the server exits at once)
+        is chosen again, before the first start only."""
+        for _ in range(5):
+            if self._start_once():
+                self._any_port = False
+                return
+            self.port = free_port()
+        raise RuntimeError(f"redis-server did not start on five free ports (last {self.port})")
+
+    def _start_once(self) -> bool:
+        """Start the server on its port: ``True`` once it answers, ``False``
+        if it exited first on a port we may change."""
         assert self.process is None
         self.process = subprocess.Popen(
             [
@@ -106,14 +122,22 @@ class RedisServer:
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
         )  # fmt: skip
-        deadline = time.monotonic() + (60 if self.under else 10)  # valgrind starts slowly
+        # (valgrind starts slowly; a busy host too)
+        deadline = time.monotonic() + (60 if self.under else 30)
         while time.monotonic() < deadline:
             try:
                 with socket.create_connection(("127.0.0.1", self.port), timeout=0.2) as conn:
                     conn.sendall(b"PING\r\n")
                     if conn.recv(16).startswith((b"+PONG", b"-NOAUTH")):  # up (a password asked)
-                        return
+                        return True
             except OSError:
+                if self.process.poll() is not None:  # it exited: the port was taken
+                    self.process = None
+                    if self._any_port:
+                        return False
+                    raise RuntimeError(
+                        f"redis-server exited at start on port {self.port} (taken?)"
+                    ) from None
                 time.sleep(0.02)
         raise RuntimeError(f"redis-server did not start on port {self.port}")
 

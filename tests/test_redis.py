@@ -14,6 +14,7 @@ import gc
 import itertools
 import json
 import math
+import socket
 import statistics
 import subprocess
 import sys
@@ -2479,3 +2480,23 @@ async def test_the_fallback_holds_while_the_limits_node_of_a_cluster_hangs(
     # out on the hung node to the garbage collector: collected here, where
     # its ResourceWarning is expected, not in a later test.
     gc.collect()
+
+
+def test_the_test_server_starts_elsewhere_when_its_port_is_taken() -> None:
+    """The suite's own redis-server: a port chosen free and taken by another
+    process before the server binds it is chosen again (a busy host runs
+    many suites at once); a port the test named is not, and says so."""
+    with socket.socket() as other:
+        other.bind(("127.0.0.1", 0))
+        other.listen()
+        taken = other.getsockname()[1]
+        server = RedisServer(need_redis_server())
+        server.port = taken  # as if another process took it after it was chosen
+        server.start()
+        try:
+            assert server.port != taken
+        finally:
+            server.kill()
+        named = RedisServer(need_redis_server(), port=taken)
+        with pytest.raises(RuntimeError, match=f"exited at start on port {taken}"):
+            named.start()
