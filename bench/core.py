@@ -16,9 +16,11 @@ waiters at one level, then a sequence of cancels long enough to thin the
 level's chunks out until they merge (more than half of them), each timed
 alone in the thread's CPU time (so that other load on the host does not
 count) with the collector off; the slowest is the core's part of an
-event-loop stall. Two orders: random, and push order behind a head that
+event-loop stall. Three orders: random, and push order behind a head that
 stays, then the head (the worst case while cancelled waiters stayed in the
-line as dead entries: the head's cancel dropped them all at once).
+line as dead entries: the head's cancel dropped them all at once); and
+random again with a deadline for each waiter (the worst case while the
+deadlines were a heap that dropped its dead entries by rebuilding it).
 
 Instructions (when valgrind is on the machine, unless ``--no-valgrind``): the
 loops at 10^4 waiting once more, in instructions per grant counted by
@@ -105,13 +107,16 @@ def bytes_per_waiter(policy: Policy, waiting: int) -> float:
     return (after - before) / waiting
 
 
-def cancel_times(waiting: int, order: list[int]) -> list[int]:
+def cancel_times(waiting: int, order: list[int], deadlines: bool = False) -> list[int]:
     """Nanoseconds of each cancel, in ``order``, from a machine holding
-    ``waiting`` waiters (ids ``0 .. waiting - 1`` in push order) at one level."""
+    ``waiting`` waiters (ids ``0 .. waiting - 1`` in push order) at one level,
+    each with a deadline of its own (far off, in another order than the
+    pushes) if ``deadlines``."""
     machine = Machine(Fifo(1), RATE)
     machine.push(-1, 0, 0)  # spend the banked permit
     for id in range(waiting):
-        machine.push(id, 0, 0)
+        deadline = 10**15 + id * 7_919 % waiting if deadlines else None
+        machine.push(id, 0, 0, deadline=deadline)
     cancel, clock = machine.cancel, time.thread_time_ns
     times = []
     gc.collect()
@@ -129,16 +134,18 @@ def cancel_times(waiting: int, order: list[int]) -> list[int]:
 
 def worst_cancels(waiting: int) -> None:
     cancels = waiting * 6 // 10
+    shuffled = random.Random(0).sample(range(waiting), cancels)
     orders = {
-        "random order": random.Random(0).sample(range(waiting), cancels),
-        "push order behind the head, then the head": [*range(1, cancels), 0],
+        "random order": (shuffled, False),
+        "push order behind the head, then the head": ([*range(1, cancels), 0], False),
+        "random order, each waiter with a deadline": (shuffled, True),
     }
     print(f"Single cancels at {waiting:,} waiting at one level, {cancels:,} of them (CPU time):")
     print()
     print("| order | median | 99.9th percentile | worst |")
     print("| --- | ---: | ---: | ---: |")
-    for name, order in orders.items():
-        times = sorted(cancel_times(waiting, order))
+    for name, (order, deadlines) in orders.items():
+        times = sorted(cancel_times(waiting, order, deadlines))
         cells = [times[len(times) // 2], times[len(times) * 999 // 1000], times[-1]]
         print(f"| {name} | " + " | ".join(f"{t / 1000:,.1f} µs" for t in cells) + " |")
 

@@ -67,8 +67,8 @@ MUTANTS: dict[str, tuple[str, str, str, str]] = {
     ),
     "deadline-off-by-one": (
         "_deadlines.py",
-        "        while heap and heap[0][0] <= now:",
-        "        while heap and heap[0][0] < now:",
+        "        while firsts and firsts[0][0] <= now:",
+        "        while firsts and firsts[0][0] < now:",
         "a waiter is still served at its deadline",
     ),
     "lifo-within-level": (
@@ -101,11 +101,23 @@ MUTANTS: dict[str, tuple[str, str, str, str]] = {
         "max(0, bisect_left(self.firsts, waiter.seq, 1) - 1)",
         "a cancel of a chunk's first waiter looks for it in the chunk before",
     ),
-    "untidy-deadlines": (
+    "deadlines-never-merge": (
         "_deadlines.py",
-        "                self._dead -= 1\n        self._tidy(queues)\n",
-        "                self._dead -= 1\n",
-        "expiries never rebuild the deadline heap",
+        "        elif i + 1 < len(chunks) and len(chunk) + len(chunks[i + 1]) < CHUNK:\n"
+        "            chunk += chunks.pop(i + 1)\n"
+        "            del firsts[i + 1]\n"
+        "            firsts[i] = chunk[0][:2]\n"
+        "        elif i > 0 and len(chunks[i - 1]) + len(chunk) < CHUNK:\n"
+        "            chunks[i - 1] += chunks.pop(i)\n"
+        "            del firsts[i]\n",
+        "",
+        "chunks of deadlines thinned by departures never merge: they outnumber the entries",
+    ),
+    "remove-the-deadline-before": (
+        "_deadlines.py",
+        "        del chunk[j]\n        if not j",
+        "        del chunk[j - 1]\n        if not j",
+        "a waiter that leaves deletes the deadline entry before its own",
     ),
     "coarse-histogram": (
         "_stats.py",

@@ -244,24 +244,41 @@ def test_a_permit_due_while_someone_waits_is_reported_from_its_due_time() -> Non
         machine.check_valid()
 
 
-def test_the_deadline_heap_checks_report_what_they_guard() -> None:
+def test_the_deadline_checks_report_what_they_guard() -> None:
     machine = waiting()
+    machine.push("c", 1, 0, deadline=2 * SECOND)
     deadlines = machine._deadlines
-    deadlines._dead += 1
-    with pytest.raises(AssertionError, match=r"^invariant broken: deadline dead count 1 != 0$"):
+    deadlines.firsts[0] = (0, 0)
+    with pytest.raises(AssertionError, match=broken("a deadline chunk's first key is wrong")):
         machine.check_valid()
 
     machine = waiting()
-    deadlines = machine._deadlines
-    gone = Waiter("gone", 1, 99, 0, SECOND)
-    deadlines.heap.extend([(SECOND, 99, gone)] * (2 + SLACK))  # 2 * 1 live + SLACK + 1
-    deadlines._dead += 2 + SLACK
-    with pytest.raises(AssertionError, match=broken("deadline heap holds too many dead entries")):
+    machine.push("c", 1, 0, deadline=2 * SECOND)
+    chunk = machine._deadlines.chunks[0]
+    chunk.append(chunk.pop(0))
+    machine._deadlines.firsts[0] = chunk[0][:2]
+    with pytest.raises(AssertionError, match=broken("the deadlines are out of order")):
         machine.check_valid()
 
     machine = waiting()
-    machine._deadlines.heap.clear()
-    with pytest.raises(AssertionError, match=broken("every waiter with a deadline is in the heap")):
+    machine.push("c", 1, 0, deadline=2 * SECOND)
+    deadlines = machine._deadlines
+    (chunk,) = deadlines.chunks
+    deadlines.chunks[:] = [chunk[:1], chunk[1:]]  # two neighbours, far fewer than CHUNK
+    deadlines.firsts[:] = [chunk[0][:2], chunk[1][:2]]
+    with pytest.raises(AssertionError, match=broken("a deadline chunk is too large or too thin")):
+        machine.check_valid()
+
+    machine = waiting()
+    gone = Waiter("gone", 1, 99, 0, 2 * SECOND)
+    machine._deadlines.chunks[0].append((2 * SECOND, 99, gone))
+    with pytest.raises(AssertionError, match=broken("a deadline entry of a waiter that left")):
+        machine.check_valid()
+
+    machine = waiting()
+    machine._deadlines.chunks.clear()
+    machine._deadlines.firsts.clear()
+    with pytest.raises(AssertionError, match=broken("every waiter with a deadline has an entry")):
         machine.check_valid()
 
 

@@ -294,8 +294,8 @@ def test_dead_entries_stay_bounded(
 ) -> None:
     """P15: whatever leaves (cancelled, granted, expired), the queues hold
     exactly the waiters, in fewer than ``4 * waiting / CHUNK + 2`` chunks per
-    level (one flow each here), and the dead entries of the deadline heap
-    stay within waiting + a constant."""
+    level (one flow each here), and the deadlines exactly theirs, in fewer
+    than ``2 * waiting / CHUNK + 2`` chunks."""
     machine = Machine(StrictPriority(levels), 1, 1)
     machine.push("first", 0, 0)  # takes the bucket's permit; the rest wait
     for id in range(n):
@@ -308,8 +308,10 @@ def test_dead_entries_stay_bounded(
         held, chunks = machine.queues.entries, machine.queues.chunks
         assert held == len(machine), ("P15", held, len(machine))
         assert chunks * CHUNK < 4 * held + 2 * CHUNK * levels, ("P15: chunks", chunks, held)
-        heap = len(machine.snapshot().deadlines)
-        assert heap <= 2 * len(machine) + SLACK, ("P15: deadlines", heap, len(machine))
+        entries = len(machine.snapshot().deadlines)
+        assert entries == (held if deadlines else 0), ("P15: deadlines", entries, held)
+        dchunks = len(machine._deadlines.chunks)
+        assert dchunks * CHUNK < 2 * held + 2 * CHUNK, ("P15: deadline chunks", dchunks, held)
 
     for id in cancels:  # cancels thin the chunks out ...
         machine.cancel(id)
@@ -1373,17 +1375,20 @@ def test_histogram_by_hand() -> None:
 def test_expiries_after_many_cancels() -> None:
     """P11 and P15: waiters with deadlines, most of them cancelled, then the
     rest expire together: each expires at its deadline, in deadline order,
-    and the deadline entries left for the cancelled ones are dropped (the
-    bound holds after the expiries as after every cancel)."""
+    and each cancel takes its waiter's deadline entry with it at once (the
+    chunks of deadlines split and merge as they grow and thin out)."""
     machine = Machine(Fifo(), 1, 1)
     machine.push("banked", 0, 0)  # granted at once: the rest wait
-    for k in range(SLACK + 10):
-        machine.push(("gone", k), 0, 0, deadline=20 * SECOND)
+    gone = 3 * CHUNK
+    for k in range(gone):
+        machine.push(("gone", k), 0, 0, deadline=20 * SECOND - k)
     for k in range(10):
         machine.push(("late", k), 0, 0, deadline=5 * SECOND - k)
-    for k in range(SLACK + 10):
+    for k in range(gone):
         assert machine.cancel(("gone", k))
         machine.check_valid()
+        entries = len(machine.snapshot().deadlines)
+        assert entries == gone - 1 - k + 10, ("P15: a cancel leaves its deadline behind", entries)
     decisions = rows(machine.tick(5 * SECOND))  # each at the tick at or after its deadline
     expected = [(("late", k), "EXPIRED", 0, 5 * SECOND, 5 * SECOND) for k in range(9, -1, -1)]
     assert decisions == expected, ("P11: in deadline order", decisions)

@@ -1,84 +1,124 @@
-"""The waiters' deadlines: a heap whose dead entries are dropped lazily.
+"""The waiters' deadlines, in deadline order, deleted at once.
 
-A waiter with a deadline that leaves other than by expiring (granted,
-cancelled) leaves a dead entry; the heap is rebuilt when the dead ones
-outnumber the live ones by more than :data:`~._queues.SLACK`, so it holds at
-most ``2 * live + SLACK`` entries, at amortised O(1) per departure.
+The entries ``(deadline, seq, waiter)`` (``seq`` unique: no two entries
+tie) are kept sorted in chunks of at most ``2 * CHUNK``, with each chunk's
+first ``(deadline, seq)`` beside them to bisect. A waiter that leaves
+(granted, cancelled, expired) is deleted from its chunk at once: no dead
+entry is left for a later operation to drop, and no operation rebuilds the
+whole. Any two neighbouring chunks hold at least ``CHUNK`` entries
+together, so ``n`` entries take fewer than ``2n / CHUNK + 2`` chunks.
 """
 
 from __future__ import annotations
 
-import heapq
+from bisect import bisect_left, bisect_right
+from itertools import pairwise
 
-from ._queues import SLACK, Queues, Waiter
+from ._queues import CHUNK, Queues, Waiter
 
 __all__ = ["Deadlines"]
+
+_Entry = tuple[int, int, Waiter]
 
 
 class Deadlines:
     """The deadlines of one machine's waiters."""
 
-    __slots__ = ("_dead", "heap")
+    __slots__ = ("chunks", "firsts")
 
     def __init__(self) -> None:
-        #: ``(deadline, seq, waiter)`` entries, a heap; read-only outside
-        #: this class, and always the same list (rebuilt in place).
-        self.heap: list[tuple[int, int, Waiter]] = []
-        self._dead = 0
+        #: The entries, sorted, in chunks (none empty).
+        self.chunks: list[list[_Entry]] = []
+        #: Each chunk's first ``(deadline, seq)``: ``firsts[0][0]`` is the
+        #: earliest deadline. Read-only outside this class.
+        self.firsts: list[tuple[int, int]] = []
 
     def add(self, waiter: Waiter, deadline: int) -> None:
         """``waiter`` (just queued) expires at ``deadline``."""
-        heapq.heappush(self.heap, (deadline, waiter.seq, waiter))
+        key = (deadline, waiter.seq)
+        chunks, firsts = self.chunks, self.firsts
+        if not chunks:
+            chunks.append([(deadline, waiter.seq, waiter)])
+            firsts.append(key)
+            return
+        i = max(0, bisect_right(firsts, key) - 1)
+        chunk = chunks[i]
+        j = bisect_left(chunk, key)
+        chunk.insert(j, (deadline, waiter.seq, waiter))
+        if not j:
+            firsts[i] = key
+        if len(chunk) > 2 * CHUNK:  # split in two halves
+            chunks.insert(i + 1, chunk[CHUNK:])
+            firsts.insert(i + 1, chunk[CHUNK][:2])
+            del chunk[CHUNK:]
 
-    def first(self, queues: Queues) -> int | None:
-        """The earliest deadline of a waiter still waiting, or ``None``."""
-        heap = self.heap
-        while heap and queues.get(heap[0][2].id) is not heap[0][2]:
-            heapq.heappop(heap)
-            self._dead -= 1
-        return heap[0][0] if heap else None
+    def remove(self, waiter: Waiter) -> None:
+        """``waiter``, which has a deadline, left other than by expiring."""
+        key = (waiter.deadline, waiter.seq)
+        i = bisect_right(self.firsts, key) - 1
+        chunk = self.chunks[i]
+        j = bisect_left(chunk, key)
+        del chunk[j]
+        if not j or len(chunk) < CHUNK:  # (else it keeps its first and can merge with none)
+            self._mend(i)
 
     def expire(self, now: int, queues: Queues) -> list[Waiter]:
         """Take every waiter whose deadline is ``<= now`` out of ``queues``;
         return them in deadline order."""
-        heap = self.heap
-        expired = []
-        while heap and heap[0][0] <= now:
-            waiter = heapq.heappop(heap)[2]
-            if queues._remove(waiter):
+        chunks, firsts = self.chunks, self.firsts
+        expired: list[Waiter] = []
+        while firsts and firsts[0][0] <= now:
+            chunk = chunks[0]
+            j = bisect_left(chunk, (now + 1,))  # the entries due by now
+            for _, _, waiter in chunk[:j]:
+                queues._remove(waiter)
                 expired.append(waiter)
-            else:
-                self._dead -= 1
-        self._tidy(queues)
+            del chunk[:j]
+            self._mend(0)
         return expired
 
-    def left(self, queues: Queues) -> None:
-        """A waiter with a deadline left other than by expiring."""
-        self._dead += 1
-        self._tidy(queues)
+    def _mend(self, i: int) -> None:
+        """Chunk ``i`` lost entries: let it go if it is empty, or merge it
+        with a neighbour if the two hold fewer than ``CHUNK`` together; and
+        keep its first key."""
+        chunks, firsts = self.chunks, self.firsts
+        chunk = chunks[i]
+        if not chunk:
+            del chunks[i]
+            del firsts[i]
+        elif i + 1 < len(chunks) and len(chunk) + len(chunks[i + 1]) < CHUNK:
+            chunk += chunks.pop(i + 1)
+            del firsts[i + 1]
+            firsts[i] = chunk[0][:2]
+        elif i > 0 and len(chunks[i - 1]) + len(chunk) < CHUNK:
+            chunks[i - 1] += chunks.pop(i)
+            del firsts[i]
+        else:
+            firsts[i] = chunk[0][:2]
 
-    def _tidy(self, queues: Queues) -> None:
-        heap = self.heap
-        if self._dead > len(heap) - self._dead + SLACK:
-            heap[:] = [e for e in heap if queues.get(e[2].id) is e[2]]
-            heapq.heapify(heap)
-            self._dead = 0
-
-    def sorted(self) -> list[tuple[int, int, Waiter]]:
-        """Every entry, live or dead, in deadline order (a snapshot)."""
-        return sorted(self.heap)
+    def sorted(self) -> list[_Entry]:
+        """Every entry, in deadline order (a snapshot)."""
+        return [entry for chunk in self.chunks for entry in chunk]
 
     def check(self, queues: Queues, now: int | None) -> None:
         """Assert the invariants at the machine's time ``now`` (for tests;
         O(n); changes nothing)."""
-        live = [e for e in self.heap if queues.get(e[2].id) is e[2]]
-        dead = len(self.heap) - len(live)
-        if dead != self._dead:
-            raise AssertionError(f"invariant broken: deadline dead count {self._dead} != {dead}")
-        if len(self.heap) > 2 * len(live) + SLACK:
-            raise AssertionError("invariant broken: deadline heap holds too many dead entries")
+        chunks, firsts = self.chunks, self.firsts
+        if len(firsts) != len(chunks) or any(
+            not chunk or first != chunk[0][:2] for chunk, first in zip(chunks, firsts, strict=False)
+        ):
+            raise AssertionError("invariant broken: a deadline chunk's first key is wrong")
+        entries = self.sorted()
+        if any(a >= b for a, b in pairwise(entries)):
+            raise AssertionError("invariant broken: the deadlines are out of order")
+        if any(len(chunk) > 2 * CHUNK for chunk in chunks) or any(
+            len(a) + len(b) < CHUNK for a, b in pairwise(chunks)
+        ):
+            raise AssertionError("invariant broken: a deadline chunk is too large or too thin")
+        if any(queues.get(w.id) is not w or w.deadline != d for d, _, w in entries):
+            raise AssertionError("invariant broken: a deadline entry of a waiter that left")
         with_deadline = sum(1 for w in queues._by_id.values() if w.deadline is not None)
-        if len(live) != with_deadline:
-            raise AssertionError("invariant broken: every waiter with a deadline is in the heap")
-        if now is not None and any(deadline <= now for deadline, _, _ in live):
+        if len(entries) != with_deadline:
+            raise AssertionError("invariant broken: every waiter with a deadline has an entry")
+        if now is not None and entries and entries[0][0] <= now:
             raise AssertionError("invariant broken: a waiter is past its deadline")

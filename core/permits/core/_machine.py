@@ -456,8 +456,8 @@ class Machine:
         if not self._ids:
             return None
         due = self._source.due
-        deadlines = self._deadlines
-        deadline = deadlines.first(self._queues) if deadlines.heap else None
+        firsts = self._deadlines.firsts
+        deadline = firsts[0][0] if firsts else None
         if deadline is not None and deadline < due:
             return deadline
         if due == NEVER:
@@ -751,7 +751,7 @@ class Machine:
         # the general case (_take) that do something then; P47 holds the
         # two to the same decisions and the same state.
         last = self._now
-        heap = self._deadlines.heap
+        firsts = self._deadlines.firsts
         if not (
             cost.__class__ is int
             and cost == 1
@@ -765,7 +765,7 @@ class Machine:
             and not self._ids
             and not self._ledger.held
             and not self._varied
-            and not (heap and heap[0][0] <= now)
+            and not (firsts and firsts[0][0] <= now)
         ):
             return self._take(id, level, now, cost, flow, settle_later)
         try:
@@ -855,9 +855,9 @@ class Machine:
         if last is None:
             self._source.start(now)
         self._now = now
-        heap = self._deadlines.heap
+        firsts = self._deadlines.firsts
         expired = False
-        if heap and heap[0][0] <= now:
+        if firsts and firsts[0][0] <= now:
             for waiter in self._deadlines.expire(now, self._queues):
                 expired = True
                 self._expired[waiter.level] += 1
@@ -1280,7 +1280,7 @@ class Machine:
             else:
                 source.charge(now, cost, False)  # no mark: nothing will replay it
             if waiter.deadline is not None:
-                self._deadlines.left(queues)
+                self._deadlines.remove(waiter)
             self._granted(waiter, now, out)
             if not ids:
                 if varied:
@@ -1346,7 +1346,7 @@ class Machine:
         """``waiter`` leaves its queue ungranted."""
         self._queues._remove(waiter)
         if waiter.deadline is not None:
-            self._deadlines.left(self._queues)
+            self._deadlines.remove(waiter)
 
     def _reprice(self, grant: Grant, units: tuple[int, ...] | None, now: int) -> None:
         """``grant`` costs ``units`` after all (``None``: refunded, nothing),

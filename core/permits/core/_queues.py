@@ -32,11 +32,11 @@ from typing import NamedTuple
 
 __all__ = ["CHUNK", "MAX_SCALE", "SLACK", "Queues", "Waiter"]
 
-#: Dead entries a heap (of flow heads, of deadlines) may hold beyond its
-#: live ones before it is rebuilt.
+#: Stale entries a level's heap of flow heads may hold beyond its live
+#: ones before it is rebuilt.
 SLACK = 32
 
-#: The most waiters a chunk of a line holds.
+#: The most waiters a chunk of a line holds (a chunk of deadlines: twice that).
 CHUNK = 64
 
 #: A chunk that holds this many or fewer together with a neighbour merges
