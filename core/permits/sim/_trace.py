@@ -24,13 +24,13 @@ import json
 import operator
 from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping, Sequence
 from decimal import Context, Decimal, InvalidOperation
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import attrs
 
 from permits.core import MAX_LEVELS, Limit, PermitTypeError, PermitValueError
 
-from ._run import Result, _Arrival, _run, patience
+from ._run import Result, _Admit, _run
 from ._scenario import Batch, Scenario, Workload, nanoseconds
 
 __all__ = ["COLUMNS", "Call", "TraceError", "read_trace", "replay", "traced"]
@@ -468,38 +468,34 @@ def replay(scenario: Scenario, calls: Iterable[Call]) -> Result:
     :class:`TraceError` naming its line."""
     scenario = traced(scenario)
     duration = nanoseconds("seconds", scenario.seconds)
-    return _run(scenario, duration, _arrivals(scenario, duration, calls))
+    return _run(scenario, duration, iter(calls), _admission(scenario))  # type: ignore[arg-type]
 
 
-def _arrivals(scenario: Scenario, duration: int, calls: Iterable[Call]) -> Iterator[_Arrival]:
+def _admission(scenario: Scenario) -> _Admit:
+    """The check of a traced ``scenario``'s calls that the replay loop asks
+    of a call not of one unit or of a level past the policy's (the loop's
+    workload index is the call's level): the call's cost as units of every
+    limit, or per limit in the scenario's order; raises :class:`TraceError`
+    for a call the machine could never take."""
     levels = scenario.policy.levels
     limits = scenario.named_limits
     # A cost that is one number is units of every limit: the smallest burst bounds it.
     burst = min(limit.burst for limit in limits.values())
-    patiences = [patience(w) for w in scenario.workloads]
-    for at, level, cost, flow, timeout, line, limit in calls:
-        if at >= duration:
-            return
+
+    def admit(line: int, level: int, cost: Any) -> int | tuple[int, ...]:
         if level >= levels:
             raise TraceError(line, "level", level, f"must be below {levels}, the policy's levels")
-        # A cost per limit (a mapping) does not compare: no test of its
-        # type for the common case, one cost, on this hot path.
+        # A cost per limit (a mapping) does not compare.
         try:
-            if cost > burst:  # type: ignore[operator]
+            if cost > burst:
                 raise TraceError(
                     line, "cost", cost, f"over the burst ({burst}): it could never be granted"
                 )
         except TypeError:
-            cost = _per_limit(line, cost, limits)  # type: ignore[arg-type, assignment]
-        own = patiences[level]
-        yield (  # type: ignore[misc]
-            at,
-            level,
-            cost,
-            flow,
-            own[0] if timeout is None else timeout,
-            own[1] if limit is None else limit,
-        )
+            return _per_limit(line, cost, limits)
+        return cost  # type: ignore[no-any-return]
+
+    return admit
 
 
 def _per_limit(line: int, cost: Mapping[str, int], limits: dict[str, Limit]) -> tuple[int, ...]:
