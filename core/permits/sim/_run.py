@@ -522,13 +522,17 @@ def _run(
     duration: int,
     source: Iterator[_Arrival],
     admit: _Admit | None = None,
+    *,
+    ask_every_turn: bool = False,
 ) -> Result:
     """The discrete-event loop: each arrival of ``source`` (in time order)
     before ``duration`` pushed, ticks at the machine's times, give-ups at
     theirs. ``source`` is not read past its first arrival from ``duration``
     on. ``admit``: a trace's check of an arrival that is not of one unit, or
     not of a workload of ``scenario`` (``None``: every arrival is one of its
-    own)."""
+    own). ``ask_every_turn``: ask the machine for its next tick after every
+    turn, not only after one that could change it (to test that skipping
+    the others changes nothing: SPEC P54)."""
     tally = Tally(scenario, duration)
     workloads = scenario.workloads
     count = len(workloads)
@@ -606,7 +610,9 @@ def _run(
     # with no deadline and deciding nothing, into a machine where someone
     # waited, with every cost so far one unit (SPEC P54).
     due = next_tick()
-    varied = False  # whether an arrival asked for another cost than one unit
+    # Whether to ask after every turn: an arrival asked for another cost
+    # than one unit (or the caller said so).
+    varied = ask_every_turn
     while True:
         t = never if due is None else due
         if upcoming_at < t:
