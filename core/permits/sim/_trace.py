@@ -86,26 +86,23 @@ class Call(NamedTuple):
     max_wait: int | None = None
 
 
-def _ns(line: int, field: str, value: object, positive: bool = False) -> int:
+def _ns(line: int, field: str, value: object) -> int:
     """Seconds as exact nanoseconds: the decimal as written (a float as it
     prints), nearest nanosecond."""
-    text = value if isinstance(value, str) else repr(value)
+    text = value if value.__class__ is str else repr(value)
     whole, _, fraction = text.partition(".")
     digits = whole + fraction
     if digits.isdigit() and digits.isascii() and len(fraction) <= 9 and len(whole) <= _DIGITS:
         # The common case, plain digits (a bool's repr is not): no Decimal.
-        ns = int(digits) * _PLACE[len(fraction)]
-        if ns or not positive:
-            return ns
+        return int(digits) * _PLACE[len(fraction)]
     if isinstance(value, bool) or not isinstance(value, (str, int, float)):
         raise TraceError(line, field, value, "expected a number of seconds")
     try:
         exact = Decimal(value.strip() if isinstance(value, str) else repr(value))
     except InvalidOperation:
         raise TraceError(line, field, value, "expected a number of seconds") from None
-    if not exact.is_finite() or exact < 0 or (positive and exact == 0):
-        bound = "greater than 0" if positive else "a finite number >= 0"
-        raise TraceError(line, field, value, f"must be {bound}")
+    if not exact.is_finite() or exact < 0:
+        raise TraceError(line, field, value, "must be a finite number >= 0")
     if exact and exact.adjusted() > _EXPONENT:
         raise TraceError(line, field, value, f"must be under 1e{_EXPONENT + 1} s")
     return round(exact * _BILLION)
