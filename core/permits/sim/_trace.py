@@ -174,13 +174,12 @@ def _call(
         isinstance(flow, bool) or not isinstance(flow, (str, int, type(None)))
     ):
         raise TraceError(line, "flow", flow, "expected a name (a string) or a number")
+    listed = _LEVELS.get(level) if level.__class__ is str else None  # (one look-up)
     return _new(
         Call,
         (
             at_ns,
-            _LEVELS[level]
-            if level.__class__ is str and level in _LEVELS
-            else _int(line, "level", level, 0),
+            _int(line, "level", level, 0) if listed is None else listed,
             1
             if cost is None or cost == "" or cost == "1"
             else _costs(line, cost)
