@@ -662,15 +662,16 @@ def _run(
                     tenants[id] = None
                 decisions = push(id, levels[w], t, deadline=deadline, max_wait=limit)
             else:
+                asked: int | dict[str, int] = 1  # its cost as the machine takes it
                 if cost != 1:
                     costs[id] = cost
                     ask = varied = True
+                    asked = cost if isinstance(cost, int) else dict(zip(names, cost, strict=True))
                 if flow is not None:
                     tenant = tenant_ids[w].get(flow)
                     tenants[id] = new_tenant(w, flow) if tenant is None else tenant
                 elif timeout is not None:
                     tenants[id] = None
-                asked = cost if isinstance(cost, int) else dict(zip(names, cost, strict=True))
                 decisions = push(
                     id,
                     levels[w],
