@@ -280,7 +280,7 @@ MUTANTS: dict[str, tuple[str, str, str, str]] = {
     ),
     "flows-serve-oldest": (
         "_queues.py",
-        "return (flow.tag(self.index, self.scale), head.seq, flow.key, head)",
+        "return (flow.tag(head, self.index, self.scale), head.seq, flow.key, head)",
         "return (0, head.seq, flow.key, head)",
         "the flows of a level are served in push order: one tenant's backlog blocks the rest",
     ),

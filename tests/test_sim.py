@@ -16,7 +16,7 @@ from fractions import Fraction
 
 import attrs
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from permits.core import (
@@ -46,6 +46,7 @@ from permits.sim import (
     WorkloadResult,
     simulate,
 )
+from permits.sim._run import _generated, _run
 
 SLOT = 10 * MILLISECOND  # 100 permits/s, burst 1: permit k falls due at k * SLOT
 SLOTS = 1_000  # permits in [0 s, 10 s)
@@ -558,3 +559,97 @@ def test_callers_not_fair_are_counted_by_tenant_and_queue_in_arrival_order() -> 
     # after the other 14; taking turns, after the one whose turn ties with its
     assert runs[False] == 1_500 * MILLISECOND
     assert runs[True] == 200 * MILLISECOND
+
+
+# Few callers a second against a slow limit: a line that forms, and
+# callers that join it one turn at a time.
+few_arrivals = st.one_of(
+    st.builds(Batch, st.integers(0, 12), st.sampled_from([0, 0.25, 1])),
+    st.builds(Constant, st.sampled_from([1, 3, 7]), st.sampled_from([0, 0.003, 0.5])),
+    st.builds(Poisson, st.sampled_from([2, 8])),
+)
+# Costs of up to the whole burst (4), so that a cheap caller may be due
+# before a dear head.
+dear_costs = st.one_of(
+    st.integers(1, 4),
+    st.builds(Uniform, st.just(1), st.integers(2, 4)),
+    st.fixed_dictionaries(
+        {"a": st.sampled_from([1, 4, Uniform(1, 4)]), "b": st.sampled_from([0, 1, 3])}
+    ),
+)
+patient_workloads = st.builds(
+    Workload,
+    name=st.just("w"),
+    level=st.integers(0, 2),
+    arrivals=few_arrivals,
+    timeout=st.sampled_from([None, 0.05, 0.4]),
+    expire_after=st.sampled_from([None, 0.1, 0.7]),
+    max_wait=st.sampled_from([None, 0, 0.02, 0.3]),
+    fair=st.booleans(),
+)
+
+
+@settings(deadline=None)
+@example(  # a caller with a deadline joins the line alone: the next tick is its deadline
+    policy=Fifo(3),
+    seed=0,
+    loads=[
+        (Workload("w", 0, Batch(12)), 1, None),
+        (Workload("w", 1, Constant(1, start=0.5), timeout=0.4, expire_after=0.1), 1, None),
+    ],
+    varied=False,
+    two_limits=False,
+    rate=1,
+    max_waiting=None,
+)
+@example(  # a caller of one unit joins a line whose head waits for four: due sooner
+    policy=StrictPriority(3),
+    seed=0,
+    loads=[
+        (Workload("w", 1, Batch(3)), 4, None),
+        (Workload("w", 0, Constant(1, start=0.5)), 1, None),
+    ],
+    varied=True,
+    two_limits=False,
+    rate=1,
+    max_waiting=None,
+)
+@given(
+    policy=policies,
+    seed=st.integers(0, 2**70),
+    loads=st.lists(st.tuples(patient_workloads, dear_costs, tenants), min_size=2, max_size=4),
+    varied=st.booleans(),
+    two_limits=st.booleans(),
+    rate=st.sampled_from([1, 3, Fraction(10, 3)]),
+    max_waiting=st.sampled_from([None, 0, 2, (None, 3, 1)]),
+)
+def test_asking_for_the_next_tick_only_after_a_turn_that_could_move_it_changes_nothing(
+    policy: Fifo,
+    seed: int,
+    loads: list[tuple[Workload, object, Tenants | None]],
+    varied: bool,
+    two_limits: bool,
+    rate: int,
+    max_waiting: int | tuple[int | None, ...] | None,
+) -> None:
+    """P54: the run loop asks the machine for its next tick again only
+    after a turn that could have moved it (a cancel, a tick, a push with a
+    deadline or a decision, any cost other than one unit). The same runs
+    asking again after every turn give the same result, every figure of it.
+    (Costs other than one unit, ``varied``, make the loop ask after every
+    turn from the first such arrival on.)"""
+    built = [
+        attrs.evolve(w, name=f"w{i}", cost=cost if varied else 1, tenants=tenants)
+        for i, (w, cost, tenants) in enumerate(loads)
+    ]
+    if two_limits:
+        limits = {"a": Limit(rate, 4), "b": Limit(2, 5)}
+        scenario = Scenario("any", policy, None, 3, built, seed=seed, limits=limits)
+    else:  # one limit: a cost per limit becomes one of every limit
+        built = [attrs.evolve(w, cost=1) if isinstance(w.cost, tuple) else w for w in built]
+        scenario = Scenario("any", policy, rate, 3, built, burst=4, seed=seed)
+    scenario = attrs.evolve(scenario, max_waiting=max_waiting)
+    duration = 3 * SECOND
+    asked_when_moved = _run(scenario, duration, _generated(scenario, duration))
+    asked_every_turn = _run(scenario, duration, _generated(scenario, duration), ask_every_turn=True)
+    assert asked_when_moved == asked_every_turn

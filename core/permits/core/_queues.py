@@ -183,10 +183,10 @@ class _Flow:
         weight, rounded up once the level's scale stopped at MAX_SCALE."""
         return -(-scale // self.weight)
 
-    def tag(self, index: int, scale: int) -> int:
-        """Its head's virtual finish time, ``start + cost * step`` (the cost
-        counted in the units of limit ``index``), in ``1 / scale`` units."""
-        return self.start + self.line.head().cost[index] * self.step(scale)
+    def tag(self, head: Waiter, index: int, scale: int) -> int:
+        """Its ``head``'s virtual finish time, ``start + cost * step`` (the
+        cost counted in the units of limit ``index``), in ``1 / scale`` units."""
+        return self.start + head.cost[index] * self.step(scale)
 
 
 class _Level:
@@ -351,7 +351,7 @@ class _Level:
     def _entry(self, flow: _Flow) -> tuple[int, int, Hashable, Waiter]:
         """``flow``'s heap entry: its head's finish, push order, key, head."""
         head = flow.line.head()
-        return (flow.tag(self.index, self.scale), head.seq, flow.key, head)
+        return (flow.tag(head, self.index, self.scale), head.seq, flow.key, head)
 
     def _enter(self, flow: _Flow) -> None:
         heapq.heappush(self.heap, self._entry(flow))

@@ -460,10 +460,18 @@ def simulate(scenario: Scenario, *, max_arrivals: int | None = MAX_ARRIVALS) -> 
     return _run(scenario, duration, _generated(scenario, duration))
 
 
-#: An arrival: (time, workload index, cost, flow, give up after, the
-#: longest wait it asks at all; ns). The cost is units of every limit (an
-#: ``int``) or per limit, in order.
-_Arrival = tuple[int, int, "int | tuple[int, ...]", Hashable, "int | None", "int | None"]
+#: An arrival, shaped as a trace's :class:`~permits.sim.Call`: (time,
+#: workload index, cost, flow, give up after, its line in a trace (0: none),
+#: the longest wait it asks at all; ns). ``None`` for either of the last
+#: two times: its workload's. The cost is units of every limit (an ``int``)
+#: or per limit, in order (a trace's mapping by name: as its ``admit`` makes it).
+_Arrival = tuple[int, int, "int | tuple[int, ...]", Hashable, "int | None", int, "int | None"]
+
+#: A trace's check of an arrival the loop cannot take as it is (a workload
+#: index past the last, or a cost other than one unit): its cost as an
+#: arrival's, from its line, workload index and cost; raises for one the
+#: machine could never take.
+_Admit = Callable[[int, int, Any], "int | tuple[int, ...]"]
 
 
 def patience(workload: Workload) -> tuple[int | None, int | None]:
@@ -478,7 +486,6 @@ def patience(workload: Workload) -> tuple[int | None, int | None]:
 def _generated(scenario: Scenario, duration: int) -> Iterator[_Arrival]:
     """The workloads' arrivals before ``duration``, merged in time order
     (simultaneous ones in workload order)."""
-    patiences = [patience(w) for w in scenario.workloads]
     limits = tuple(scenario.named_limits)
     seeds = [scenario.seed * 1_000_003 + w for w in range(len(scenario.workloads))]
     streams = [
@@ -499,10 +506,10 @@ def _generated(scenario: Scenario, duration: int) -> Iterator[_Arrival]:
         t, w = heads[0]
         drawn = callers[w]
         if drawn is None:
-            yield t, w, 1, None, *patiences[w]
+            yield t, w, 1, None, None, 0, None
         else:
             cost, flow = next(drawn)
-            yield t, w, cost, flow, *patiences[w]
+            yield t, w, cost, flow, None, 0, None
         following = next(streams[w], duration)
         if following < duration:
             heapreplace(heads, (following, w))
@@ -510,10 +517,22 @@ def _generated(scenario: Scenario, duration: int) -> Iterator[_Arrival]:
             heappop(heads)
 
 
-def _run(scenario: Scenario, duration: int, source: Iterator[_Arrival]) -> Result:
-    """The discrete-event loop: each arrival of ``source`` (in time order,
-    all before ``duration``) pushed, ticks at the machine's times, give-ups
-    at theirs."""
+def _run(
+    scenario: Scenario,
+    duration: int,
+    source: Iterator[_Arrival],
+    admit: _Admit | None = None,
+    *,
+    ask_every_turn: bool = False,
+) -> Result:
+    """The discrete-event loop: each arrival of ``source`` (in time order)
+    before ``duration`` pushed, ticks at the machine's times, give-ups at
+    theirs. ``source`` is not read past its first arrival from ``duration``
+    on. ``admit``: a trace's check of an arrival that is not of one unit, or
+    not of a workload of ``scenario`` (``None``: every arrival is one of its
+    own). ``ask_every_turn``: ask the machine for its next tick after every
+    turn, not only after one that could change it (to test that skipping
+    the others changes nothing: SPEC P54)."""
     tally = Tally(scenario, duration)
     workloads = scenario.workloads
     count = len(workloads)
@@ -523,6 +542,9 @@ def _run(scenario: Scenario, duration: int, source: Iterator[_Arrival]) -> Resul
     ]
     levels = [wl.level for wl in workloads]
     fair = [wl.fair for wl in workloads]
+    patiences = [patience(wl) for wl in workloads]  # an arrival's, unless it has its own
+    timeouts = [timeout for timeout, _ in patiences]
+    max_waits = [limit for _, limit in patiences]
     limits = scenario.named_limits
     names = tuple(limits)
     # A run never refunds or settles a permit: the machine need keep no
@@ -588,7 +610,9 @@ def _run(scenario: Scenario, duration: int, source: Iterator[_Arrival]) -> Resul
     # with no deadline and deciding nothing, into a machine where someone
     # waited, with every cost so far one unit (SPEC P54).
     due = next_tick()
-    varied = False  # whether an arrival asked for another cost than one unit
+    # Whether to ask after every turn: an arrival asked for another cost
+    # than one unit (or the caller said so).
+    varied = ask_every_turn
     while True:
         t = never if due is None else due
         if upcoming_at < t:
@@ -620,7 +644,13 @@ def _run(scenario: Scenario, duration: int, source: Iterator[_Arrival]) -> Resul
             decide(tick(t))
             ask = True
         while upcoming_at <= t:
-            _, w, cost, flow, patience, limit = upcoming  # type: ignore[misc]
+            _, w, cost, flow, timeout, line, limit = upcoming  # type: ignore[misc]
+            if admit is not None and (cost != 1 or w >= count):
+                cost = admit(line, w, cost)
+            if timeout is None:
+                timeout = timeouts[w]
+            if limit is None:
+                limit = max_waits[w]
             offered[w] += 1
             id = serial * count + w
             serial += 1
@@ -628,19 +658,20 @@ def _run(scenario: Scenario, duration: int, source: Iterator[_Arrival]) -> Resul
             if deadline is not None:
                 deadline += t
             if cost == 1 and flow is None:  # the core's quicker path
-                if patience is not None:
+                if timeout is not None:
                     tenants[id] = None
                 decisions = push(id, levels[w], t, deadline=deadline, max_wait=limit)
             else:
+                asked: int | dict[str, int] = 1  # its cost as the machine takes it
                 if cost != 1:
                     costs[id] = cost
                     ask = varied = True
+                    asked = cost if isinstance(cost, int) else dict(zip(names, cost, strict=True))
                 if flow is not None:
                     tenant = tenant_ids[w].get(flow)
                     tenants[id] = new_tenant(w, flow) if tenant is None else tenant
-                elif patience is not None:
+                elif timeout is not None:
                     tenants[id] = None
-                asked = cost if isinstance(cost, int) else dict(zip(names, cost, strict=True))
                 decisions = push(
                     id,
                     levels[w],
@@ -654,8 +685,8 @@ def _run(scenario: Scenario, duration: int, source: Iterator[_Arrival]) -> Resul
                 ask = True
                 if decisions:
                     decide(decisions)
-            if patience is not None and id in tenants:  # not decided at once
-                heappush(pending, (t + patience, id))
+            if timeout is not None and id in tenants:  # not decided at once
+                heappush(pending, (t + timeout, id))
             upcoming = next(source, None)
             upcoming_at = never if upcoming is None else upcoming[0]
         if ask:

@@ -24,13 +24,13 @@ import json
 import operator
 from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping, Sequence
 from decimal import Context, Decimal, InvalidOperation
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import attrs
 
 from permits.core import MAX_LEVELS, Limit, PermitTypeError, PermitValueError
 
-from ._run import Result, _Arrival, _run, patience
+from ._run import Result, _Admit, _run
 from ._scenario import Batch, Scenario, Workload, nanoseconds
 
 __all__ = ["COLUMNS", "Call", "TraceError", "read_trace", "replay", "traced"]
@@ -86,26 +86,23 @@ class Call(NamedTuple):
     max_wait: int | None = None
 
 
-def _ns(line: int, field: str, value: object, positive: bool = False) -> int:
+def _ns(line: int, field: str, value: object) -> int:
     """Seconds as exact nanoseconds: the decimal as written (a float as it
     prints), nearest nanosecond."""
-    text = value if isinstance(value, str) else repr(value)
+    text = value if value.__class__ is str else repr(value)
     whole, _, fraction = text.partition(".")
     digits = whole + fraction
     if digits.isdigit() and digits.isascii() and len(fraction) <= 9 and len(whole) <= _DIGITS:
         # The common case, plain digits (a bool's repr is not): no Decimal.
-        ns = int(digits) * _PLACE[len(fraction)]
-        if ns or not positive:
-            return ns
+        return int(digits) * _PLACE[len(fraction)]
     if isinstance(value, bool) or not isinstance(value, (str, int, float)):
         raise TraceError(line, field, value, "expected a number of seconds")
     try:
         exact = Decimal(value.strip() if isinstance(value, str) else repr(value))
     except InvalidOperation:
         raise TraceError(line, field, value, "expected a number of seconds") from None
-    if not exact.is_finite() or exact < 0 or (positive and exact == 0):
-        bound = "greater than 0" if positive else "a finite number >= 0"
-        raise TraceError(line, field, value, f"must be {bound}")
+    if not exact.is_finite() or exact < 0:
+        raise TraceError(line, field, value, "must be a finite number >= 0")
     if exact and exact.adjusted() > _EXPONENT:
         raise TraceError(line, field, value, f"must be under 1e{_EXPONENT + 1} s")
     return round(exact * _BILLION)
@@ -177,13 +174,12 @@ def _call(
         isinstance(flow, bool) or not isinstance(flow, (str, int, type(None)))
     ):
         raise TraceError(line, "flow", flow, "expected a name (a string) or a number")
+    listed = _LEVELS.get(level) if level.__class__ is str else None  # (one look-up)
     return _new(
         Call,
         (
             at_ns,
-            _LEVELS[level]
-            if level.__class__ is str and level in _LEVELS
-            else _int(line, "level", level, 0),
+            _int(line, "level", level, 0) if listed is None else listed,
             1
             if cost is None or cost == "" or cost == "1"
             else _costs(line, cost)
@@ -468,38 +464,34 @@ def replay(scenario: Scenario, calls: Iterable[Call]) -> Result:
     :class:`TraceError` naming its line."""
     scenario = traced(scenario)
     duration = nanoseconds("seconds", scenario.seconds)
-    return _run(scenario, duration, _arrivals(scenario, duration, calls))
+    return _run(scenario, duration, iter(calls), _admission(scenario))  # type: ignore[arg-type]
 
 
-def _arrivals(scenario: Scenario, duration: int, calls: Iterable[Call]) -> Iterator[_Arrival]:
+def _admission(scenario: Scenario) -> _Admit:
+    """The check of a traced ``scenario``'s calls that the replay loop asks
+    of a call not of one unit or of a level past the policy's (the loop's
+    workload index is the call's level): the call's cost as units of every
+    limit, or per limit in the scenario's order; raises :class:`TraceError`
+    for a call the machine could never take."""
     levels = scenario.policy.levels
     limits = scenario.named_limits
     # A cost that is one number is units of every limit: the smallest burst bounds it.
     burst = min(limit.burst for limit in limits.values())
-    patiences = [patience(w) for w in scenario.workloads]
-    for at, level, cost, flow, timeout, line, limit in calls:
-        if at >= duration:
-            return
+
+    def admit(line: int, level: int, cost: Any) -> int | tuple[int, ...]:
         if level >= levels:
             raise TraceError(line, "level", level, f"must be below {levels}, the policy's levels")
-        # A cost per limit (a mapping) does not compare: no test of its
-        # type for the common case, one cost, on this hot path.
+        # A cost per limit (a mapping) does not compare.
         try:
-            if cost > burst:  # type: ignore[operator]
+            if cost > burst:
                 raise TraceError(
                     line, "cost", cost, f"over the burst ({burst}): it could never be granted"
                 )
         except TypeError:
-            cost = _per_limit(line, cost, limits)  # type: ignore[arg-type, assignment]
-        own = patiences[level]
-        yield (  # type: ignore[misc]
-            at,
-            level,
-            cost,
-            flow,
-            own[0] if timeout is None else timeout,
-            own[1] if limit is None else limit,
-        )
+            return _per_limit(line, cost, limits)
+        return cost  # type: ignore[no-any-return]
+
+    return admit
 
 
 def _per_limit(line: int, cost: Mapping[str, int], limits: dict[str, Limit]) -> tuple[int, ...]:
