@@ -23,8 +23,9 @@ random again with a deadline for each waiter (the worst case while the
 deadlines were a heap that dropped its dead entries by rebuilding it).
 
 Instructions (when valgrind is on the machine, unless ``--no-valgrind``): the
-loops at 10^4 waiting once more, in instructions per grant counted by
-callgrind, which unlike time come out the same on every run.
+loops at 10^4 waiting once more, and the strict one with a deadline for
+every waiter, in instructions per grant counted by callgrind, which unlike
+time come out the same on every run.
 """
 
 from __future__ import annotations
@@ -52,22 +53,26 @@ POLICIES: dict[str, Callable[[], Policy]] = {
     "aging 2 s": lambda: Aging(2, after_ns=2 * SECOND),
 }
 RATE = 1000  # permits per second: a permit every 1 ms of virtual time
+#: The instruction count's row of the strict loop with a deadline for every waiter.
+DEADLINES = "strict, every waiter with a deadline"
 
 
-def machine_loop(policy: Policy, waiting: int, grants: int) -> float:
-    """Seconds per grant."""
+def machine_loop(policy: Policy, waiting: int, grants: int, deadlines: bool = False) -> float:
+    """Seconds per grant; with ``deadlines``, every waiter has one, far off
+    and in another order than the pushes."""
     machine = Machine(policy, RATE)
     now = 0
     machine.tick(now)
     machine.push(-1, 0, now)  # spend the banked permit
+    far = 10**15
     for id in range(waiting):
-        machine.push(id, id % 2, now)
+        machine.push(id, id % 2, now, deadline=far + id * 7_919 % waiting if deadlines else None)
     push, tick, next_due = machine.push, machine.tick, machine.next_due
     ids = range(waiting, waiting + grants)
     gc.collect()
     start = time.perf_counter()
     for id in ids:
-        push(id, id & 1, now)
+        push(id, id & 1, now, deadline=far + id * 7_919 % waiting if deadlines else None)
         now = next_due()  # type: ignore[assignment]
         tick(now)
     elapsed = time.perf_counter() - start
@@ -220,9 +225,9 @@ def instructions(waiting: int = 10_000, grants: int = 20_000) -> None:
     print("| --- | ---: | ---: |")
     per = {
         which: (_count(which, 2 * grants) - _count(which, grants)) / grants
-        for which in ["heapq", *POLICIES]
+        for which in ["heapq", *POLICIES, DEADLINES]
     }
-    for which in POLICIES:
+    for which in [*POLICIES, DEADLINES]:
         print(f"| {which} | {per[which]:,.0f} | {per[which] / per['heapq']:.2f}x |")
     print(f"| bare heapq push+pop (floor) | {per['heapq']:,.0f} | |")
 
@@ -234,6 +239,8 @@ if __name__ == "__main__":
         which, count = sys.argv[at + 1], int(sys.argv[at + 2])
         if which == "heapq":
             heapq_loop(10_000, count)
+        elif which == DEADLINES:
+            machine_loop(StrictPriority(2), 10_000, count, deadlines=True)
         else:
             machine_loop(POLICIES[which](), 10_000, count)
     else:

@@ -115,8 +115,8 @@ MUTANTS: dict[str, tuple[str, str, str, str]] = {
     ),
     "remove-the-deadline-before": (
         "_deadlines.py",
-        "        del chunk[j]\n        if not j",
-        "        del chunk[j - 1]\n        if not j",
+        "        del chunk[j]\n        if len(chunk) < CHUNK:",
+        "        del chunk[j - 1]\n        if len(chunk) < CHUNK:",
         "a waiter that leaves deletes the deadline entry before its own",
     ),
     "coarse-histogram": (

@@ -59,8 +59,10 @@ class Deadlines:
         chunk = self.chunks[i]
         j = bisect_left(chunk, key)
         del chunk[j]
-        if not j or len(chunk) < CHUNK:  # (else it keeps its first and can merge with none)
+        if len(chunk) < CHUNK:
             self._mend(i)
+        elif not j:  # (a chunk this full can merge with none)
+            self.firsts[i] = chunk[0][:2]
 
     def expire(self, now: int, queues: Queues) -> list[Waiter]:
         """Take every waiter whose deadline is ``<= now`` out of ``queues``;
