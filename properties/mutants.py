@@ -321,6 +321,12 @@ MUTANTS: dict[str, tuple[str, str, str, str]] = {
         "        waiter = _new(Waiter, (id, level, self._seq,",
         "a permit found free by the hot case of take is not counted as pushed",
     ),
+    "take-at-once-unweighed": (
+        "_machine.py",
+        "            and self._flow_weights is None\n",
+        "",
+        "the hot case of take skips the flow weights: a weight function's refusal is not heard",
+    ),
     "take-at-once-keeps-the-log": (
         "_machine.py",
         "        source.charge(now, self._unit, False)\n        self._ledger.trim()\n",

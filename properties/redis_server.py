@@ -8,6 +8,7 @@ is decided by the real one.
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import signal
 import socket
@@ -125,21 +126,38 @@ class RedisServer:
         # (valgrind starts slowly; a busy host too)
         deadline = time.monotonic() + (60 if self.under else 30)
         while time.monotonic() < deadline:
-            try:
-                with socket.create_connection(("127.0.0.1", self.port), timeout=0.2) as conn:
-                    conn.sendall(b"PING\r\n")
-                    if conn.recv(16).startswith((b"+PONG", b"-NOAUTH")):  # up (a password asked)
-                        return True
-            except OSError:
-                if self.process.poll() is not None:  # it exited: the port was taken
-                    self.process = None
-                    if self._any_port:
-                        return False
-                    raise RuntimeError(
-                        f"redis-server exited at start on port {self.port} (taken?)"
-                    ) from None
-                time.sleep(0.02)
+            if self.process.poll() is not None:  # it exited: the port was taken
+                self.process = None
+                if self._any_port:
+                    return False
+                raise RuntimeError(f"redis-server exited at start on port {self.port} (taken?)")
+            if self._answers():
+                return True
+            time.sleep(0.02)
         raise RuntimeError(f"redis-server did not start on port {self.port}")
+
+    def _answers(self) -> bool:
+        """Whether this server (not another one that took the port) answers:
+        ``INFO server`` names its process, or a password is asked (which a
+        server of these tests asks only when told to)."""
+        assert self.process is not None
+        reply = b""
+        try:
+            with socket.create_connection(("127.0.0.1", self.port), timeout=0.2) as conn:
+                conn.sendall(b"INFO server\r\n")
+                conn.settimeout(5)
+                while not re.search(rb"\r\nprocess_id:\d+\r\n", reply):
+                    if reply.startswith(b"-NOAUTH"):
+                        return True
+                    more = conn.recv(4096)
+                    if not more:
+                        return False
+                    reply += more
+        except OSError:
+            return False
+        found = re.search(rb"\r\nprocess_id:(\d+)\r\n", reply)
+        assert found is not None
+        return int(found.group(1)) == self.process.pid
 
     def kill(self) -> None:
         """Stop the server at once (SIGKILL): its data is gone, as in a crash."""

@@ -269,6 +269,42 @@ def test_the_deadline_checks_report_what_they_guard() -> None:
     with pytest.raises(AssertionError, match=broken("a deadline chunk is too large or too thin")):
         machine.check_valid()
 
+    # at the bounds: neighbours holding CHUNK together, a chunk of 2 * CHUNK
+    for total, valid in ((CHUNK, True), (CHUNK - 1, False)):
+        machine = Machine(Fifo(), rate=1, burst=1)
+        machine.push("banked", 0, 0)
+        for k in range(total):
+            machine.push(k, 0, 0, deadline=SECOND + k)
+        deadlines = machine._deadlines
+        (chunk,) = deadlines.chunks
+        deadlines.chunks[:] = [chunk[:1], chunk[1:]]
+        deadlines.firsts[:] = [chunk[0][:2], chunk[1][:2]]
+        if valid:
+            machine.check_valid()
+        else:
+            with pytest.raises(
+                AssertionError, match=broken("a deadline chunk is too large or too thin")
+            ):
+                machine.check_valid()
+    for size, valid in ((2 * CHUNK, True), (2 * CHUNK + 1, False)):
+        machine = Machine(Fifo(), rate=1, burst=1)
+        machine.push("banked", 0, 0)
+        for k in range(size):
+            machine.push(k, 0, 0, deadline=SECOND + k)
+        deadlines = machine._deadlines
+        chunks = deadlines.chunks
+        if len(chunks) > 1:  # the push past 2 * CHUNK split it: join them back
+            chunks[:] = [chunks[0] + chunks[1]]
+            deadlines.firsts[:] = [chunks[0][0][:2]]
+        assert len(chunks[0]) == size
+        if valid:
+            machine.check_valid()
+        else:
+            with pytest.raises(
+                AssertionError, match=broken("a deadline chunk is too large or too thin")
+            ):
+                machine.check_valid()
+
     machine = waiting()
     gone = Waiter("gone", 1, 99, 0, 2 * SECOND)
     machine._deadlines.chunks[0].append((2 * SECOND, 99, gone))

@@ -20,7 +20,15 @@ from hypothesis import event, note
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
-from permits.core import Charge, DuplicateId, Fifo, Machine, NotRefundable, State
+from permits.core import (
+    Charge,
+    DuplicateId,
+    Fifo,
+    Machine,
+    NotRefundable,
+    PermitValueError,
+    State,
+)
 
 from configs import FLOWS, KINDS, Config, configs
 from harness import fingerprint, rows
@@ -235,7 +243,9 @@ def test_takes_by_hand() -> None:
     take that names a flow (counted: ``min_wait`` no longer counts other
     levels' waiters as surely first), and a take while no grant is held but
     the log still holds one (its id pushed again, then cancelled): the log
-    is let go, as a push would."""
+    is let go, as a push would; and a take that names no flow on a machine
+    whose flow weights come from a function that refuses the default flow:
+    refused, as the push is."""
     a, b = (Machine(Fifo(), rate=1, burst=3) for _ in range(2))
     assert rows(a.take("big", 0, 0, cost=3)) == rows(b.push("big", 0, 0, cost=3))
     b.spend("big", 0)
@@ -276,3 +286,16 @@ def test_takes_by_hand() -> None:
     b.spend("new", SECOND)
     assert fingerprint(a) == fingerprint(b), "P47: a take at once keeps what a push lets go"
     assert not a.snapshot().logged
+
+    def weights(flow: object) -> int:
+        return len(flow)  # type: ignore[arg-type]  # None has no length: refused
+
+    a, b = (Machine(Fifo(), rate=1, burst=5, flow_weights=weights) for _ in range(2))
+    for machine in (a, b):
+        machine.tick(0)
+    with pytest.raises(PermitValueError, match="flow_weights") as pushed:
+        b.push("p", 0, SECOND)
+    with pytest.raises(PermitValueError, match="flow_weights") as taken:
+        a.take("p", 0, SECOND)
+    assert str(taken.value) == str(pushed.value), "P47: a take refuses what its push refuses"
+    assert fingerprint(a) == fingerprint(b), "P47: a refused take changes nothing"

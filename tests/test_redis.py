@@ -2485,7 +2485,8 @@ async def test_the_fallback_holds_while_the_limits_node_of_a_cluster_hangs(
 def test_the_test_server_starts_elsewhere_when_its_port_is_taken() -> None:
     """The suite's own redis-server: a port chosen free and taken by another
     process before the server binds it is chosen again (a busy host runs
-    many suites at once); a port the test named is not, and says so."""
+    many suites at once), even when what took it is a redis-server that
+    answers there; a port the test named is not, and says so."""
     with socket.socket() as other:
         other.bind(("127.0.0.1", 0))
         other.listen()
@@ -2500,3 +2501,16 @@ def test_the_test_server_starts_elsewhere_when_its_port_is_taken() -> None:
         named = RedisServer(need_redis_server(), port=taken)
         with pytest.raises(RuntimeError, match=f"exited at start on port {taken}"):
             named.start()
+    first = RedisServer(need_redis_server())  # another suite's server, on the port
+    first.start()
+    try:
+        second = RedisServer(need_redis_server())
+        second.port = first.port
+        second.start()  # the first answers there, but it is not this one
+        try:
+            assert second.port != first.port
+            assert second._answers()
+        finally:
+            second.kill()
+    finally:
+        first.kill()

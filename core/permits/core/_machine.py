@@ -746,10 +746,11 @@ class Machine:
         ``settle_later`` that is not a bool. It takes no ``max_wait``: what
         it grants waited 0, within any.
         """
-        # The hot case: one unit while nobody waits, nothing is held and
-        # time moves on without a deadline due. It takes only the steps of
-        # the general case (_take) that do something then; P47 holds the
-        # two to the same decisions and the same state.
+        # The hot case: one unit while nobody waits, nothing is held, no
+        # flow weight is asked for and time moves on without a deadline
+        # due. It takes only the steps of the general case (_take) that do
+        # something then; P47 holds the two to the same decisions and the
+        # same state.
         last = self._now
         firsts = self._deadlines.firsts
         if not (
@@ -765,6 +766,7 @@ class Machine:
             and not self._ids
             and not self._ledger.held
             and not self._varied
+            and self._flow_weights is None
             and not (firsts and firsts[0][0] <= now)
         ):
             return self._take(id, level, now, cost, flow, settle_later)

@@ -462,8 +462,8 @@ def simulate(scenario: Scenario, *, max_arrivals: int | None = MAX_ARRIVALS) -> 
 
 #: An arrival, shaped as a trace's :class:`~permits.sim.Call`: (time,
 #: workload index, cost, flow, give up after, its line in a trace (0: none),
-#: the longest wait it asks at all; ns). ``None`` for either of the last
-#: two times: its workload's. The cost is units of every limit (an ``int``)
+#: the longest wait it asks at all; ns). ``None`` for give up after or the
+#: longest wait: its workload's. The cost is units of every limit (an ``int``)
 #: or per limit, in order (a trace's mapping by name: as its ``admit`` makes it).
 _Arrival = tuple[int, int, "int | tuple[int, ...]", Hashable, "int | None", int, "int | None"]
 
