@@ -244,6 +244,21 @@ def test_a_permit_due_while_someone_waits_is_reported_from_its_due_time() -> Non
         machine.check_valid()
 
 
+def with_deadline_chunks(*sizes: int) -> Machine:
+    """A machine whose waiters' deadlines are laid out in chunks of ``sizes``
+    (whatever the splits and merges would have made)."""
+    machine = Machine(Fifo(), rate=1, burst=1)
+    machine.push("banked", 0, 0)
+    for k in range(sum(sizes)):
+        machine.push(k, 0, 0, deadline=SECOND + k)
+    deadlines = machine._deadlines
+    entries = deadlines.sorted()
+    starts = [sum(sizes[:i]) for i in range(len(sizes))]
+    deadlines.chunks[:] = [entries[at : at + n] for at, n in zip(starts, sizes, strict=True)]
+    deadlines.firsts[:] = [chunk[0][:2] for chunk in deadlines.chunks]
+    return machine
+
+
 def test_the_deadline_checks_report_what_they_guard() -> None:
     machine = waiting()
     machine.push("c", 1, 0, deadline=2 * SECOND)
@@ -270,33 +285,13 @@ def test_the_deadline_checks_report_what_they_guard() -> None:
         machine.check_valid()
 
     # at the bounds: neighbours holding CHUNK together, a chunk of 2 * CHUNK
-    for total, valid in ((CHUNK, True), (CHUNK - 1, False)):
-        machine = Machine(Fifo(), rate=1, burst=1)
-        machine.push("banked", 0, 0)
-        for k in range(total):
-            machine.push(k, 0, 0, deadline=SECOND + k)
-        deadlines = machine._deadlines
-        (chunk,) = deadlines.chunks
-        deadlines.chunks[:] = [chunk[:1], chunk[1:]]
-        deadlines.firsts[:] = [chunk[0][:2], chunk[1][:2]]
-        if valid:
-            machine.check_valid()
-        else:
-            with pytest.raises(
-                AssertionError, match=broken("a deadline chunk is too large or too thin")
-            ):
-                machine.check_valid()
-    for size, valid in ((2 * CHUNK, True), (2 * CHUNK + 1, False)):
-        machine = Machine(Fifo(), rate=1, burst=1)
-        machine.push("banked", 0, 0)
-        for k in range(size):
-            machine.push(k, 0, 0, deadline=SECOND + k)
-        deadlines = machine._deadlines
-        chunks = deadlines.chunks
-        if len(chunks) > 1:  # the push past 2 * CHUNK split it: join them back
-            chunks[:] = [chunks[0] + chunks[1]]
-            deadlines.firsts[:] = [chunks[0][0][:2]]
-        assert len(chunks[0]) == size
+    for sizes, valid in (
+        ((1, CHUNK - 1), True),
+        ((1, CHUNK - 2), False),
+        ((2 * CHUNK,), True),
+        ((2 * CHUNK + 1,), False),
+    ):
+        machine = with_deadline_chunks(*sizes)
         if valid:
             machine.check_valid()
         else:
