@@ -67,8 +67,8 @@ MUTANTS: dict[str, tuple[str, str, str, str]] = {
     ),
     "deadline-off-by-one": (
         "_deadlines.py",
-        "        while firsts and firsts[0][0] <= now:",
-        "        while firsts and firsts[0][0] < now:",
+        "        past = (now + 1) << SHIFT",
+        "        past = now << SHIFT",
         "a waiter is still served at its deadline",
     ),
     "lifo-within-level": (
@@ -106,7 +106,7 @@ MUTANTS: dict[str, tuple[str, str, str, str]] = {
         "        elif i + 1 < len(chunks) and len(chunk) + len(chunks[i + 1]) < CHUNK:\n"
         "            chunk += chunks.pop(i + 1)\n"
         "            del firsts[i + 1]\n"
-        "            firsts[i] = chunk[0][:2]\n"
+        "            firsts[i] = chunk[0][0]\n"
         "        elif i > 0 and len(chunks[i - 1]) + len(chunk) < CHUNK:\n"
         "            chunks[i - 1] += chunks.pop(i)\n"
         "            del firsts[i]\n",

@@ -20,6 +20,7 @@ import pytest
 
 from permits.core import Charge, Fifo, Limit, Machine, StrictPriority
 from permits.core._bucket import Bucket, Buckets
+from permits.core._deadlines import SHIFT
 from permits.core._queues import CHUNK, SLACK, Queues, Waiter, _Flow
 
 SECOND = 1_000_000_000
@@ -252,10 +253,10 @@ def with_deadline_chunks(*sizes: int) -> Machine:
     for k in range(sum(sizes)):
         machine.push(k, 0, 0, deadline=SECOND + k)
     deadlines = machine._deadlines
-    entries = deadlines.sorted()
+    entries = [entry for chunk in deadlines.chunks for entry in chunk]
     starts = [sum(sizes[:i]) for i in range(len(sizes))]
     deadlines.chunks[:] = [entries[at : at + n] for at, n in zip(starts, sizes, strict=True)]
-    deadlines.firsts[:] = [chunk[0][:2] for chunk in deadlines.chunks]
+    deadlines.firsts[:] = [chunk[0][0] for chunk in deadlines.chunks]
     return machine
 
 
@@ -263,7 +264,7 @@ def test_the_deadline_checks_report_what_they_guard() -> None:
     machine = waiting()
     machine.push("c", 1, 0, deadline=2 * SECOND)
     deadlines = machine._deadlines
-    deadlines.firsts[0] = (0, 0)
+    deadlines.firsts[0] = 0
     with pytest.raises(AssertionError, match=broken("a deadline chunk's first key is wrong")):
         machine.check_valid()
 
@@ -271,7 +272,7 @@ def test_the_deadline_checks_report_what_they_guard() -> None:
     machine.push("c", 1, 0, deadline=2 * SECOND)
     chunk = machine._deadlines.chunks[0]
     chunk.append(chunk.pop(0))
-    machine._deadlines.firsts[0] = chunk[0][:2]
+    machine._deadlines.firsts[0] = chunk[0][0]
     with pytest.raises(AssertionError, match=broken("the deadlines are out of order")):
         machine.check_valid()
 
@@ -280,7 +281,7 @@ def test_the_deadline_checks_report_what_they_guard() -> None:
     deadlines = machine._deadlines
     (chunk,) = deadlines.chunks
     deadlines.chunks[:] = [chunk[:1], chunk[1:]]  # two neighbours, far fewer than CHUNK
-    deadlines.firsts[:] = [chunk[0][:2], chunk[1][:2]]
+    deadlines.firsts[:] = [chunk[0][0], chunk[1][0]]
     with pytest.raises(AssertionError, match=broken("a deadline chunk is too large or too thin")):
         machine.check_valid()
 
@@ -302,7 +303,7 @@ def test_the_deadline_checks_report_what_they_guard() -> None:
 
     machine = waiting()
     gone = Waiter("gone", 1, 99, 0, 2 * SECOND)
-    machine._deadlines.chunks[0].append((2 * SECOND, 99, gone))
+    machine._deadlines.chunks[0].append(((2 * SECOND << SHIFT) + 99, gone))
     with pytest.raises(AssertionError, match=broken("a deadline entry of a waiter that left")):
         machine.check_valid()
 

@@ -31,7 +31,7 @@ from fractions import Fraction
 from typing import NamedTuple
 
 from ._bucket import NEVER, Bucket, Buckets, Outside, interval_of, refuse_outside, refuse_paced
-from ._deadlines import Deadlines
+from ._deadlines import SHIFT, Deadlines
 from ._errors import (
     DuplicateId,
     NotRefundable,
@@ -457,7 +457,7 @@ class Machine:
             return None
         due = self._source.due
         firsts = self._deadlines.firsts
-        deadline = firsts[0][0] if firsts else None
+        deadline = firsts[0] >> SHIFT if firsts else None
         if deadline is not None and deadline < due:
             return deadline
         if due == NEVER:
@@ -767,7 +767,7 @@ class Machine:
             and not self._ledger.held
             and not self._varied
             and self._flow_weights is None
-            and not (firsts and firsts[0][0] <= now)
+            and not (firsts and firsts[0] >> SHIFT <= now)
         ):
             return self._take(id, level, now, cost, flow, settle_later)
         try:
@@ -859,7 +859,7 @@ class Machine:
         self._now = now
         firsts = self._deadlines.firsts
         expired = False
-        if firsts and firsts[0][0] <= now:
+        if firsts and firsts[0] >> SHIFT <= now:
             for waiter in self._deadlines.expire(now, self._queues):
                 expired = True
                 self._expired[waiter.level] += 1
