@@ -840,10 +840,13 @@ class BaseLimiter(_Limiting):
         """
         if self._paced and not self._waiters:  # nobody waits: one may be free
             if self._checkpoint_on_grant:
-                # Before a permit is taken, so that a cancel costs none (and
-                # after the clock, which says if this is the wrong framework).
-                self._now()
-                await self._checkpoint()
+                # Before a permit is taken, so that a cancel costs none. Under
+                # the wrong framework the clock says so, clearly.
+                try:
+                    await self._checkpoint()
+                except BaseException:
+                    self._now()
+                    raise
             permit = self._take(level, cost, flow, timeout, max_wait)
             if permit is not None:
                 return permit
