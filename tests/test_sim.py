@@ -340,14 +340,25 @@ arrivals = st.one_of(
     st.builds(Constant, st.sampled_from([1, 7, 20, 55.5]), st.sampled_from([0, 0.003])),
     st.builds(Poisson, st.sampled_from([2, 15, 60])),
 )
-workloads = st.builds(
-    Workload,
-    name=st.just("w"),
-    level=st.integers(0, 2),
-    arrivals=arrivals,
-    timeout=st.sampled_from([None, 0.05, 0.4]),
-    expire_after=st.sampled_from([None, 0.1, 0.7]),
-)
+
+
+def workloads_of(
+    arrivals: st.SearchStrategy[object], **more: st.SearchStrategy[object]
+) -> st.SearchStrategy[Workload]:
+    """Workloads of ``arrivals`` at any of three levels, with or without a
+    timeout and an expiry, and ``more`` of their fields drawn."""
+    return st.builds(
+        Workload,
+        name=st.just("w"),
+        level=st.integers(0, 2),
+        arrivals=arrivals,
+        timeout=st.sampled_from([None, 0.05, 0.4]),
+        expire_after=st.sampled_from([None, 0.1, 0.7]),
+        **more,
+    )
+
+
+workloads = workloads_of(arrivals)
 policies = st.sampled_from(
     [Fifo(3), StrictPriority(3), Shares((3, 2, 1)), Aging(3, after_ns=SECOND // 4)]
 )
@@ -577,15 +588,8 @@ dear_costs = st.one_of(
         {"a": st.sampled_from([1, 4, Uniform(1, 4)]), "b": st.sampled_from([0, 1, 3])}
     ),
 )
-patient_workloads = st.builds(
-    Workload,
-    name=st.just("w"),
-    level=st.integers(0, 2),
-    arrivals=few_arrivals,
-    timeout=st.sampled_from([None, 0.05, 0.4]),
-    expire_after=st.sampled_from([None, 0.1, 0.7]),
-    max_wait=st.sampled_from([None, 0, 0.02, 0.3]),
-    fair=st.booleans(),
+patient_workloads = workloads_of(
+    few_arrivals, max_wait=st.sampled_from([None, 0, 0.02, 0.3]), fair=st.booleans()
 )
 
 
