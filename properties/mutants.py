@@ -121,15 +121,15 @@ MUTANTS: dict[str, tuple[str, str, str, str]] = {
     ),
     "coarse-histogram": (
         "_stats.py",
-        "            shift = bits - _BITS\n",
-        "            shift = bits - _BITS + 1\n",
+        "        shift = wait.bit_length() - _BITS\n",
+        "        shift = wait.bit_length() - _BITS + 1\n",
         "the histogram keeps one significant bit too few",
     ),
     "spend-keeps-refundable": (
         "_machine.py",
-        "                ledger.add(grant, spent=True)\n            else:\n"
+        "                ledger.add_spent(grant)\n            else:\n"
         "                ledger.forget(id)\n",
-        "                ledger.add(grant, spent=True)\n",
+        "                ledger.add_spent(grant)\n",
         "a spent permit can still be refunded: its caller proceeded and the permit comes back",
     ),
     "spend-forgets-too-much": (
@@ -154,7 +154,7 @@ MUTANTS: dict[str, tuple[str, str, str, str]] = {
     ),
     "charges-kept-without-window": (
         "_machine.py",
-        "            elif kept:\n",
+        "            elif ledger.window is not None:  # a charged grant is held\n",
         "            elif True:\n",
         "a machine without a refund window (None) still holds its charged grants (refused a"
         " refund, but kept for ever)",

@@ -48,10 +48,12 @@ class Ledger:
         be (only one in flight is held).
     """
 
-    __slots__ = ("_log", "_spent", "held", "window")
+    __slots__ = ("_log", "_span", "_spent", "held", "window")
 
     def __init__(self, window: int | None) -> None:
         self.window = window
+        # The log is pruned once its oldest record is two windows old.
+        self._span = 0 if window is None else 2 * window
         #: The grants held, by id: read-only outside (change it through
         #: :meth:`add` and :meth:`forget`).
         self.held: dict[Hashable, Grant] = {}
@@ -99,32 +101,31 @@ class Ledger:
         """Whether ``id``'s held grant was spent (kept to be settled)."""
         return id in self._spent
 
-    def add(self, grant: Grant, *, spent: bool = False) -> None:
-        """A grant held: new, or ``spent`` and kept to be settled; logged if
-        it was charged and is not in the log yet. (Without a window, the
+    def add(self, grant: Grant) -> None:
+        """A new grant held; logged if it was charged. (Without a window, the
         machine adds none that was charged.)"""
-        id = grant.waiter.id
-        if spent:
-            self._spent.add(id)
-            if self.held.get(id) is grant:
-                return  # charged at its grant: logged then
-        self.held[id] = grant
+        self.held[grant.waiter.id] = grant
         if grant.before is not None:
             self.log(grant)
+
+    def add_spent(self, grant: Grant) -> None:
+        """``grant``, spent, is kept to be settled: held, unless it is already
+        (charged at its grant, and logged then)."""
+        self._spent.add(grant.waiter.id)
+        if self.held.get(grant.waiter.id) is not grant:
+            self.add(grant)
 
     def log(self, record: object) -> None:
         """A charge or a change, at the end of the log: unless no grant is
         held, so that no refund or settle could replay it (a replay goes
         only through the records after the grant it returns to; and
         without a window, no charged grant is held)."""
-        window = self.window
-        if not self.held or window is None:
-            return
-        log = self._log
-        at: int = record.at  # type: ignore[attr-defined]
-        if log and log[0].at < at - 2 * window:  # type: ignore[attr-defined]
-            self._prune(at, window)
-        log.append(record)
+        if self.held and self.window is not None:
+            log = self._log
+            at: int = record.at  # type: ignore[attr-defined]
+            if log and log[0].at < at - self._span:  # type: ignore[attr-defined]
+                self._prune(at - self.window)
+            log.append(record)
 
     def forget(self, id: Hashable) -> None:
         """``id``'s grant can no longer be refunded or settled (spent,
@@ -133,11 +134,10 @@ class Ledger:
         if self._spent:
             self._spent.discard(id)
 
-    def _prune(self, now: int, window: int) -> None:
-        """Forget the records older than the ``window``: amortised O(1) per
-        grant, done in batches of a window's worth."""
+    def _prune(self, horizon: int) -> None:
+        """Forget the records older than ``horizon`` (a window ago): amortised
+        O(1) per grant, done in batches of a window's worth."""
         log, held = self._log, self.held
-        horizon = now - window
         while log and log[0].at < horizon:  # type: ignore[attr-defined]
             old = log.popleft()
             if isinstance(old, Grant):

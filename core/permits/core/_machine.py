@@ -853,10 +853,10 @@ class Machine:
         last = self._now
         if now.__class__ is not int or last is None or now < last:
             now = self._check_now(now)
-        out: list[Decision] = []
-        if last is None:
-            self._source.start(now)
+            if last is None:
+                self._source.start(now)
         self._now = now
+        out: list[Decision] = []
         firsts = self._deadlines.firsts
         expired = False
         if firsts and firsts[0] >> SHIFT <= now:
@@ -953,7 +953,7 @@ class Machine:
             self._charge_spent(grant.waiter, now, settle_later, held=True)
         elif grant is not None and not ledger.is_spent(id):
             if settle_later:
-                ledger.add(grant, spent=True)
+                ledger.add_spent(grant)
             else:
                 ledger.forget(id)
         ledger.trim()
@@ -1255,17 +1255,13 @@ class Machine:
             return
         queues = self._queues
         ledger = self._ledger
-        at_grant = self._at_grant
-        kept = ledger.window is not None  # whether a charged grant is held
-        choose = self.policy.choose
         depths = queues.depths
-        levels = self.levels
         while True:
             if owed is not None and depths[owed]:
                 level, owed = owed, None
             else:
-                level = choose(queues, now)
-            if level.__class__ is not int or not 0 <= level < levels or not depths[level]:
+                level = self.policy.choose(queues, now)
+            if level.__class__ is not int or not 0 <= level < self.levels or not depths[level]:
                 raise self._policy_error(level, out)
             if varied:
                 source.want(queues.head(level).cost)
@@ -1273,11 +1269,11 @@ class Machine:
                     return
             waiter = queues._take_head(level)
             cost = waiter.cost
-            if not at_grant:
+            if not self._at_grant:
                 self._flying += 1
                 source.hold(cost)  # in flight: charged when spent
                 ledger.add(_new(Grant, (waiter, now, cost, None)))
-            elif kept:
+            elif ledger.window is not None:  # a charged grant is held
                 ledger.add(_new(Grant, (waiter, now, cost, source.charge(now, cost))))
             else:
                 source.charge(now, cost, False)  # no mark: nothing will replay it
@@ -1326,7 +1322,7 @@ class Machine:
             return
         charged = _new(Grant, (waiter, now, cost, charge(now, cost)))
         if settle_later:
-            ledger.add(charged, spent=True)
+            ledger.add_spent(charged)
         else:
             ledger.log(charged)
 

@@ -57,9 +57,8 @@ class WaitHistogram:
         self.total += wait
         if wait > self._max:
             self._max = wait
-        bits = wait.bit_length()
-        if bits > _BITS:
-            shift = bits - _BITS
+        shift = wait.bit_length() - _BITS
+        if shift > 0:
             wait = wait >> shift << shift
         counts = self._counts
         counts[wait] = counts.get(wait, 0) + 1
