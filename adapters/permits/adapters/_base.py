@@ -871,7 +871,7 @@ class BaseLimiter(_Limiting):
         event = self._new_event()
         waiter = _Waiter(event)
         self._waiters[id] = waiter
-        if not quiet:  # (after a quiet push the timer is where it should be)
+        if not quiet:  # a quiet push kept the next tick, where the timer is (P54)
             self._reschedule()
         try:
             await event.wait()

@@ -142,7 +142,7 @@ class Limiter(_Limiting):
                 event = threading.Event()
                 waiter.event = event
                 self._waiters[id] = waiter
-                if not quiet:  # (after a quiet push the timer's plan stands)
+                if not quiet:  # a quiet push kept the next tick, the timer's (P54)
                     self._reschedule()
             _warn_if_in_event_loop()
             event.wait()  # the machine's deadline ends it: no timeout here
