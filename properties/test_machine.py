@@ -515,7 +515,7 @@ class PolicyMachine(RuleBasedStateMachine):
             out = self.core.push(id, level, now, deadline=at_deadline)
         else:
             out = self.core.push(id, level, now, deadline=at_deadline, cost=cost)
-        if not self.config.costs and at_deadline is None and anyone and not out:
+        if self.core.unit_costs and at_deadline is None and anyone and not out:
             # P54: a quiet push keeps the next tick
             assert self.core.next_tick() == tick_before, ("P54", tick_before, self.core.next_tick())
         limit = None if self.config.max_waiting is None else self.config.max_waiting[level]

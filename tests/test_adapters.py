@@ -194,6 +194,29 @@ async def test_a_cancelled_head_lets_a_smaller_cost_behind_it_go_at_once(
     assert waited == [0]
 
 
+async def test_a_cheaper_caller_that_joins_a_line_is_served_at_its_own_due_time(
+    open_limiter: OpenLimiter,
+) -> None:
+    """A waiter that joins others re-plans the timer unless its push was
+    quiet (SPEC P54), which it is not while costs differ: a caller of one
+    unit who joins, at a higher level, a line whose head waits for four is
+    served when its one unit is due, not when the four would be."""
+    resumed: dict[str, int] = {}
+    async with open_limiter(StrictPriority(2), 1, 4) as limiter, anyio.create_task_group() as tg:
+        await limiter.acquire(0, cost=4)  # the bucket is empty
+        start = now()
+
+        async def call(name: str, lv: int, cost: int) -> None:
+            await limiter.acquire(lv, cost=cost)
+            resumed[name] = since(start)
+
+        tg.start_soon(call, "dear", 1, 4)
+        await waiting(limiter, 1)
+        tg.start_soon(call, "cheap", 0, 1)
+        await waiting(limiter, 2)
+    assert resumed["cheap"] < 2 * SECOND < 4 * SECOND < resumed["dear"], resumed
+
+
 async def test_cancel_after_grant_refunds(open_limiter: OpenLimiter, case: tuple[str, str]) -> None:
     """The race: the permit is decided, then the caller is cancelled before it
     runs. On every adapter it hands the permit back, which goes to the next

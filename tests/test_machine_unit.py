@@ -75,6 +75,20 @@ def test_next_tick_is_the_earlier_of_due_and_deadline() -> None:
     assert machine.next_tick() is None
 
 
+def test_unit_costs_until_a_waiter_asks_for_another_cost() -> None:
+    """``unit_costs``, P54's condition: ``True`` until a waiter of another
+    cost joins; a push of one refused as too long leaves it so."""
+    machine = Machine(Fifo(1), 1, 4)
+    assert machine.unit_costs
+    machine.push("a", 0, 0)
+    machine.push("b", 0, 0, cost=4, max_wait=0)  # too long: three units are left
+    assert machine.unit_costs
+    machine.push("c", 0, 0, cost=2)
+    assert not machine.unit_costs
+    machine.push("d", 0, 0)
+    assert not machine.unit_costs
+
+
 def test_deadline_in_the_past_is_granted_only_at_once() -> None:
     """A deadline that has come means "do not wait": granted while a permit
     is left, expired at once otherwise (SPEC P11)."""

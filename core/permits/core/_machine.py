@@ -219,6 +219,7 @@ class Machine:
         "charge",
         "levels",
         "policy",
+        "unit_costs",
     )
 
     def __init__(
@@ -307,6 +308,14 @@ class Machine:
         #: Whether a waiter ever asked for another cost: the next grant's
         #: due time then depends on who the policy chooses.
         self._varied = False
+        #: Whether every waiter so far asked for one unit of every limit (not
+        #: ``_varied``, for users: an attribute, read at once): ``False`` for
+        #: good from the first push of another cost that is not refused as too
+        #: long, or take of another cost that is granted. While ``True``, a
+        #: push that names no deadline, into a machine where someone waits,
+        #: and returns no decision leaves :meth:`next_tick` as it was (SPEC
+        #: P54): its user may skip asking again.
+        self.unit_costs = True
         #: Where the permits come from: the machine's own buckets, or outside.
         buckets = [Bucket(limit.rate, limit.burst, i) for i, limit in enumerate(named.values())]
         self._source: Bucket | Buckets | Outside = (
@@ -1135,6 +1144,7 @@ class Machine:
             self._flowed = True
         if units is not self._unit and units != self._unit and not self._varied:
             self._varied = True
+            self.unit_costs = False
             self._queues._sum_costs()
             # the grants so far took one unit of every limit each
             for granted, hist in zip(self._units, self._hists, strict=True):
@@ -1410,6 +1420,8 @@ class Machine:
         now = self._now
         if now is not None and queues and not self._varied and now >= source.due:
             raise AssertionError("invariant broken: a permit is available while someone waits")
+        if self.unit_costs == self._varied:
+            raise AssertionError("invariant broken: unit_costs is not the negation of _varied")
 
 
 def _check_flow(flow: object) -> None:
