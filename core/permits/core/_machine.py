@@ -215,7 +215,6 @@ class Machine:
         "_too_long",
         "_unit",
         "_units",
-        "_varied",
         "charge",
         "levels",
         "policy",
@@ -305,16 +304,15 @@ class Machine:
         #: the waiters that ask for it (a waiter's memory is then its own
         #: record only); at most COSTS_SHARED of them.
         self._costs: dict[tuple[int, ...], tuple[int, ...]] = {}
-        #: Whether a waiter ever asked for another cost: the next grant's
-        #: due time then depends on who the policy chooses.
-        self._varied = False
-        #: Whether every waiter so far asked for one unit of every limit (not
-        #: ``_varied``, for users: an attribute, read at once): ``False`` for
-        #: good from the first push of another cost that is not refused as too
-        #: long, or take of another cost that is granted. While ``True``, a
-        #: push that names no deadline, into a machine where someone waits,
-        #: and returns no decision leaves :meth:`next_tick` as it was (SPEC
-        #: P54): its user may skip asking again.
+        #: Whether every waiter so far asked for one unit of every limit
+        #: (read-only; an attribute, so that reading it costs next to
+        #: nothing): ``False`` for good from the first push of another cost
+        #: that is not refused as too long, or take of another cost that is
+        #: granted; the next grant's due time then depends on who the policy
+        #: chooses. While ``True``, a push that names no deadline, into a
+        #: machine where someone waits, and returns no decision leaves
+        #: :meth:`next_tick` as it was (SPEC P54): its user may skip asking
+        #: again.
         self.unit_costs = True
         #: Where the permits come from: the machine's own buckets, or outside.
         buckets = [Bucket(limit.rate, limit.burst, i) for i, limit in enumerate(named.values())]
@@ -701,7 +699,7 @@ class Machine:
         late = deadline is not None and deadline <= now
         waiter = _new(Waiter, (id, level, self._seq, now, None if late else deadline, units, flow))
         self._seq += 1
-        if ids and not self._varied:
+        if ids and self.unit_costs:
             # Every waiter asks for the same cost, and none is available (P2):
             # the newcomer cannot be granted at once.
             if full:
@@ -774,7 +772,7 @@ class Machine:
             and now >= last
             and not self._ids
             and not self._ledger.held
-            and not self._varied
+            and self.unit_costs
             and self._flow_weights is None
             and not (firsts and firsts[0] >> SHIFT <= now)
         ):
@@ -850,7 +848,7 @@ class Machine:
             return False
         self._withdraw(waiter)
         self._cancelled[waiter.level] += 1
-        if self._varied:
+        if not self.unit_costs:
             self._plan()
         return True
 
@@ -881,7 +879,9 @@ class Machine:
         # _grant's own test, hot. Every operation leaves the next grant
         # planned at its time: at the same time with nobody gone, and the
         # planned cost not due, nothing can be granted.
-        if (self._ids and now >= self._source.due) or (self._varied and (now != last or expired)):
+        if (self._ids and now >= self._source.due) or (
+            not self.unit_costs and (now != last or expired)
+        ):
             self._grant(now, out)
         return out
 
@@ -1142,8 +1142,7 @@ class Machine:
         self._count(id, level)
         if flow is not None:
             self._flowed = True
-        if units is not self._unit and units != self._unit and not self._varied:
-            self._varied = True
+        if units is not self._unit and units != self._unit and self.unit_costs:
             self.unit_costs = False
             self._queues._sum_costs()
             # the grants so far took one unit of every limit each
@@ -1217,7 +1216,7 @@ class Machine:
         """Units granted at ``level`` per limit, net of refunds and settles:
         while every cost is one unit, one per grant, beside the corrections."""
         units = self._units[level]
-        if self._varied:
+        if not self.unit_costs:
             return tuple(units)
         return tuple(n + self._hists[level].count for n in units)
 
@@ -1256,7 +1255,7 @@ class Machine:
         granted past it while its units accrue."""
         ids = self._ids
         source = self._source
-        varied = self._varied
+        varied = not self.unit_costs
         if not ids:
             if varied:
                 source.want(self._unit)  # nobody waits: the due time of one unit
@@ -1307,7 +1306,7 @@ class Machine:
             self._record(self._queues, waiter)
         wait = now - pushed_at
         self._hists[level].record(wait)
-        if self._varied:  # (at unit cost, the histogram's count is the units)
+        if not self.unit_costs:  # (at unit cost, the histogram's count is the units)
             granted = self._units[level]
             for i, n in enumerate(cost):
                 granted[i] += n
@@ -1418,10 +1417,8 @@ class Machine:
             if bucket.held != sum(grant.cost[bucket.index] for grant in flying):
                 raise AssertionError("invariant broken: units held != costs in flight")
         now = self._now
-        if now is not None and queues and not self._varied and now >= source.due:
+        if now is not None and queues and self.unit_costs and now >= source.due:
             raise AssertionError("invariant broken: a permit is available while someone waits")
-        if self.unit_costs == self._varied:
-            raise AssertionError("invariant broken: unit_costs is not the negation of _varied")
 
 
 def _check_flow(flow: object) -> None:
