@@ -282,14 +282,14 @@ MUTANTS: dict[str, tuple[str, str, str, str]] = {
     ),
     "leaving-head-keeps-its-entry": (
         "_queues.py",
-        "        if rehead:\n            self.heads.delete(flow.entry)\n",
-        "        if rehead:\n",
-        "a flow's head that leaves (granted, cancelled, expired) keeps its entry among the"
+        "        if rehead:\n            self.heads.delete(flow.entry)  # at once",
+        "        if rehead:\n            pass  # at once",
+        "a flow's head that leaves ungranted (cancelled, expired) keeps its entry among the"
         " level's flow heads: a head gone is served, or a flow gone",
     ),
     "flows-serve-oldest": (
         "_queues.py",
-        "flow.entry = (flow.tag(head, self.index, self.scale) << SHIFT) + head.seq",
+        "flow.entry = (finish << SHIFT) + head.seq",
         "flow.entry = head.seq",
         "the flows of a level are served in push order: one tenant's backlog blocks the rest",
     ),

@@ -183,11 +183,6 @@ class _Flow:
         weight, rounded up once the level's scale stopped at MAX_SCALE."""
         return -(-scale // self.weight)
 
-    def tag(self, head: Waiter, index: int, scale: int) -> int:
-        """Its ``head``'s virtual finish time, ``start + cost * step`` (the
-        cost counted in the units of limit ``index``), in ``1 / scale`` units."""
-        return self.start + head.cost[index] * self.step(scale)
-
 
 class _Level:
     """The waiting flows of one level, served by self-clocked fair queueing.
@@ -299,6 +294,7 @@ class _Level:
             if flow.depth:
                 return waiter  # alone, and others wait behind it: nothing else changes
         else:
+            self.heads.delete_first()  # its head's entry, the least
             self.clock = flow.finish = flow.start = flow.entry >> SHIFT  # its head's finish
         self._after_departure(flow, rehead=self.only is None)
         return waiter
@@ -309,18 +305,19 @@ class _Level:
         head = line.head() is waiter
         line.take(waiter)
         flow.depth -= 1
+        rehead = head and self.only is None
+        if rehead:
+            self.heads.delete(flow.entry)  # at once: no entry outlives its head
         if head and flow.depth and (self.only is None or self.synced):
             flow.start = max(flow.finish, self.clock)
-        self._after_departure(flow, rehead=head and self.only is None)
+        self._after_departure(flow, rehead)
 
     def _after_departure(self, flow: _Flow, rehead: bool = False) -> None:
         """A waiter left ``flow``; if ``rehead``, it was the head, whose entry
-        goes at once, and its new head's, if any, enters."""
-        if rehead:
-            self.heads.delete(flow.entry)
-            if flow.depth:
-                self._enter(flow)
+        is gone, and its new head's, if any, enters."""
         if flow.depth:
+            if rehead:
+                self._enter(flow)
             return
         # the flow has no waiters: nothing of it is kept
         del self.flows[flow.key]
@@ -337,9 +334,13 @@ class _Level:
             self.synced = True
 
     def _enter(self, flow: _Flow) -> None:
-        """``flow``'s head enters ``heads``, keyed by its finish and push order."""
-        head = flow.line.head()
-        flow.entry = (flow.tag(head, self.index, self.scale) << SHIFT) + head.seq
+        """``flow``'s head enters ``heads``, keyed by its virtual finish time,
+        ``start + cost * step`` (the cost counted in the units of the level's
+        limit), and its push order."""
+        line = flow.line
+        head = line.chunks[0][line.start]  # hot: _Line.head(), by hand
+        finish = flow.start + head.cost[self.index] * flow.step(self.scale)
+        flow.entry = (finish << SHIFT) + head.seq
         self.heads.insert(flow.entry, flow)
 
     def _rescale(self, weight: int) -> None:

@@ -68,10 +68,17 @@ class Sorted(Generic[T]):
 
     def delete(self, key: int) -> None:
         """Delete the entry under ``key``, which is there."""
-        chunks = self.chunks
         i = bisect_right(self.firsts, key) - 1
+        self._delete_at(i, bisect_left(self.chunks[i], key, key=_key_of))
+
+    def delete_first(self) -> None:
+        """Delete the entry under the least key."""
+        self._delete_at(0, 0)
+
+    def _delete_at(self, i: int, j: int) -> None:
+        """Delete entry ``j`` of chunk ``i``."""
+        chunks = self.chunks
         chunk = chunks[i]
-        j = bisect_left(chunk, key, key=_key_of)
         del chunk[j]
         if not chunk or (len(chunk) < CHUNK and len(chunks) > 1):
             self._mend(i)
