@@ -438,7 +438,7 @@ class Queues:
         """Entries of flow heads over all levels: exactly one per flow at a
         level with two flows or more (a head that leaves takes its entry
         with it at once)."""
-        return sum(len(lv.heads.entries()) for lv in self._levels)
+        return sum(len(chunk) for lv in self._levels for chunk in lv.heads.chunks)
 
     @property
     def chunks(self) -> int:
