@@ -16,11 +16,14 @@ waiters at one level, then a sequence of cancels long enough to thin the
 level's chunks out until they merge (more than half of them), each timed
 alone in the thread's CPU time (so that other load on the host does not
 count) with the collector off; the slowest is the core's part of an
-event-loop stall. Three orders: random, and push order behind a head that
+event-loop stall. Four orders: random, and push order behind a head that
 stays, then the head (the worst case while cancelled waiters stayed in the
-line as dead entries: the head's cancel dropped them all at once); and
-random again with a deadline for each waiter (the worst case while the
-deadlines were a heap that dropped its dead entries by rebuilding it).
+line as dead entries: the head's cancel dropped them all at once); random
+again with a deadline for each waiter (the worst case while the deadlines
+were a heap that dropped its dead entries by rebuilding it); and random
+again with each waiter in a flow of its own (every cancel takes a flow's
+head: the worst case while the level's heap of flow heads dropped its
+stale entries by rebuilding it).
 
 Instructions (when valgrind is on the machine, unless ``--no-valgrind``): the
 loops at 10^4 waiting once more, and the strict one with a deadline for
@@ -112,16 +115,18 @@ def bytes_per_waiter(policy: Policy, waiting: int) -> float:
     return (after - before) / waiting
 
 
-def cancel_times(waiting: int, order: list[int], deadlines: bool = False) -> list[int]:
+def cancel_times(
+    waiting: int, order: list[int], deadlines: bool = False, flows: bool = False
+) -> list[int]:
     """Nanoseconds of each cancel, in ``order``, from a machine holding
     ``waiting`` waiters (ids ``0 .. waiting - 1`` in push order) at one level,
     each with a deadline of its own (far off, in another order than the
-    pushes) if ``deadlines``."""
+    pushes) if ``deadlines``, each in a flow of its own if ``flows``."""
     machine = Machine(Fifo(1), RATE)
     machine.push(-1, 0, 0)  # spend the banked permit
     for id in range(waiting):
         deadline = 10**15 + id * 7_919 % waiting if deadlines else None
-        machine.push(id, 0, 0, deadline=deadline)
+        machine.push(id, 0, 0, deadline=deadline, flow=id if flows else None)
     cancel, clock = machine.cancel, time.thread_time_ns
     times = []
     gc.collect()
@@ -141,16 +146,17 @@ def worst_cancels(waiting: int) -> None:
     cancels = waiting * 6 // 10
     shuffled = random.Random(0).sample(range(waiting), cancels)
     orders = {
-        "random order": (shuffled, False),
-        "push order behind the head, then the head": ([*range(1, cancels), 0], False),
-        "random order, each waiter with a deadline": (shuffled, True),
+        "random order": (shuffled, False, False),
+        "push order behind the head, then the head": ([*range(1, cancels), 0], False, False),
+        "random order, each waiter with a deadline": (shuffled, True, False),
+        "random order, each waiter in a flow of its own": (shuffled, False, True),
     }
     print(f"Single cancels at {waiting:,} waiting at one level, {cancels:,} of them (CPU time):")
     print()
     print("| order | median | 99.9th percentile | worst |")
     print("| --- | ---: | ---: | ---: |")
-    for name, (order, deadlines) in orders.items():
-        times = sorted(cancel_times(waiting, order, deadlines))
+    for name, (order, deadlines, flows) in orders.items():
+        times = sorted(cancel_times(waiting, order, deadlines, flows))
         cells = [times[len(times) // 2], times[len(times) * 999 // 1000], times[-1]]
         print(f"| {name} | " + " | ".join(f"{t / 1000:,.1f} µs" for t in cells) + " |")
 

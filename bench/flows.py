@@ -1,6 +1,6 @@
 """What does fairness between tenants cost, per grant and per waiter?
 
-    python bench/flows.py [--before REV] [--no-valgrind]
+    python bench/flows.py [--before REV] [--also REV] [--no-valgrind]
     python bench/flows.py --weights [--before REV]
 
 One level under strict priority, 10^4 waiting; each iteration pushes one
@@ -12,7 +12,10 @@ stays at 10^4. The waiters belong to:
 - no flow named, on this machine (the level's default flow);
 - one named flow for all (a flow alone is served without virtual times);
 - 10, then 1,000 flows, waiters dealt to them in turn (every flow waits);
-- a flow per waiter: every key new, as when an attacker cycles keys.
+- a flow per waiter: every key new, as when an attacker cycles keys;
+- with ``--also REV``, each loop with named flows again on the machine of
+  commit ``REV``, before this checkout's: a change and what it was before,
+  in the same run.
 
 ``--weights``: instead, 6,000 distinct random weights from 1 to 10^6
 waiting in one level that never empties, one flow each: CPU time per push
@@ -104,17 +107,24 @@ def bytes_per_waiter(kind: str, waiting: int) -> float:
 def main() -> None:
     before = sys.argv[sys.argv.index("--before") + 1] if "--before" in sys.argv else "c1a3ccb"
     valgrind = shutil.which("valgrind") is not None and "--no-valgrind" not in sys.argv
+    also = sys.argv[sys.argv.index("--also") + 1] if "--also" in sys.argv else None
     here = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "core")
-    with tempfile.TemporaryDirectory() as tmp:
+    with tempfile.TemporaryDirectory() as tmp, tempfile.TemporaryDirectory() as tmp_also:
         old = extract(before, tmp)
+        other = None if also is None else extract(also, tmp_also)
         loops = [
             (f"machine at {before}, no flow named", "none", old),
             ("this machine, no flow named", "none", here),
-            ("one named flow", "one", here),
-            ("10 flows", "10", here),
-            ("1,000 flows", "1000", here),
-            ("a flow per waiter (10,000)", "each", here),
         ]
+        for name, kind in (
+            ("one named flow", "one"),
+            ("10 flows", "10"),
+            ("1,000 flows", "1000"),
+            ("a flow per waiter (10,000)", "each"),
+        ):
+            if other is not None:
+                loops.append((f"{name}, machine at {also}", kind, other))
+            loops.append((name, kind, here))
         print(f"Strict priority, one level, {WAITING:,} waiting; Python {sys.version.split()[0]}")
         print()
         compare("waiters' flows", loops, valgrind, script=__file__)
@@ -149,7 +159,9 @@ def weights_loop() -> str:
 
 
 if __name__ == "__main__":
-    check_options(__doc__, "--before", "--no-valgrind", "--weights", "--weights-of", "--one")
+    check_options(
+        __doc__, "--before", "--also", "--no-valgrind", "--weights", "--weights-of", "--one"
+    )
     if "--weights-of" in sys.argv:
         print(weights_loop())
     elif "--weights" in sys.argv:

@@ -102,7 +102,7 @@ MUTANTS: dict[str, tuple[str, str, str, str]] = {
         "a cancel of a chunk's first waiter looks for it in the chunk before",
     ),
     "deadlines-never-merge": (
-        "_deadlines.py",
+        "_sorted.py",
         "        elif i + 1 < len(chunks) and len(chunk) + len(chunks[i + 1]) < CHUNK:\n"
         "            chunk += chunks.pop(i + 1)\n"
         "            del firsts[i + 1]\n"
@@ -111,13 +111,15 @@ MUTANTS: dict[str, tuple[str, str, str, str]] = {
         "            chunks[i - 1] += chunks.pop(i)\n"
         "            del firsts[i]\n",
         "",
-        "chunks of deadlines thinned by departures never merge: they outnumber the entries",
+        "sorted chunks (deadlines, flow heads) thinned by departures never merge: they"
+        " outnumber the entries",
     ),
     "remove-the-deadline-before": (
-        "_deadlines.py",
-        "        del chunk[j]\n        if len(chunk) < CHUNK:",
-        "        del chunk[j - 1]\n        if len(chunk) < CHUNK:",
-        "a waiter that leaves deletes the deadline entry before its own",
+        "_sorted.py",
+        "        del chunk[j]\n        if not chunk or",
+        "        del chunk[j - 1]\n        if not chunk or",
+        "a waiter that leaves deletes the sorted entry before its own (a deadline's, a flow"
+        " head's)",
     ),
     "coarse-histogram": (
         "_stats.py",
@@ -278,16 +280,23 @@ MUTANTS: dict[str, tuple[str, str, str, str]] = {
         "",
         "a level's virtual-time scale grows with every new weight: ever larger numbers",
     ),
+    "leaving-head-keeps-its-entry": (
+        "_queues.py",
+        "        if rehead:\n            self.heads.delete(flow.entry)  # at once",
+        "        if rehead:\n            pass  # at once",
+        "a flow's head that leaves ungranted (cancelled, expired) keeps its entry among the"
+        " level's flow heads: a head gone is served, or a flow gone",
+    ),
     "flows-serve-oldest": (
         "_queues.py",
-        "return (flow.tag(head, self.index, self.scale), head.seq, flow.key, head)",
-        "return (0, head.seq, flow.key, head)",
+        "flow.entry = (finish << SHIFT) + head.seq",
+        "flow.entry = head.seq",
         "the flows of a level are served in push order: one tenant's backlog blocks the rest",
     ),
     "flow-clock-stuck": (
         "_queues.py",
-        "self.clock = flow.finish = flow.start = finish",
-        "flow.finish = flow.start = finish",
+        "self.clock = flow.finish = flow.start = flow.entry >> SHIFT",
+        "flow.finish = flow.start = flow.entry >> SHIFT",
         "the level's virtual clock never moves: a flow that joins late jumps the queue",
     ),
     "flows-kept-empty": (

@@ -15,15 +15,19 @@ what they catch. The properties themselves read the public snapshot.
 from __future__ import annotations
 
 import re
+from typing import TypeVar
 
 import pytest
 
 from permits.core import Charge, Fifo, Limit, Machine, StrictPriority
 from permits.core._bucket import Bucket, Buckets
 from permits.core._deadlines import SHIFT
-from permits.core._queues import CHUNK, SLACK, Queues, Waiter, _Flow
+from permits.core._queues import CHUNK, Queues, Waiter, _Flow
+from permits.core._sorted import Sorted
 
 SECOND = 1_000_000_000
+
+T = TypeVar("T")
 
 
 def broken(what: str) -> re.Pattern[str]:
@@ -172,16 +176,34 @@ def test_the_level_checks_report_what_they_guard() -> None:
     with pytest.raises(AssertionError, match=broken("one flow alone is the only one")):
         queues._check_valid()
 
-    # a heap with one flow, even if its entry is counted stale
+    # the one flow's head entered, as if a second flow waited
     queues = one_line(2)
-    queues._levels[0].heap.append((0, 0, None, queues._by_id[0]))
-    queues._levels[0].stale += 1
-    with pytest.raises(AssertionError, match=broken("a heap only for two flows or more")):
+    level = queues._levels[0]
+    level.heads.insert(level.flows[None].entry, level.flows[None])
+    with pytest.raises(AssertionError, match=broken("flow heads kept for two flows or more")):
         queues._check_valid()
 
+    # a second entry for flow a, its next waiter's
     queues = two_flows()
-    queues._levels[0].heap.append((SECOND, 9, "a", queues._by_id[0]))  # not counted stale
+    level = queues._levels[0]
+    level.heads.insert((SECOND << SHIFT) + 2, level.flows["a"])
     with pytest.raises(AssertionError, match=broken("one entry each")):
+        queues._check_valid()
+
+    # an entry of a flow gone (in place of flow a's), and one keyed by a
+    # waiter behind its flow's head
+    queues = two_flows()
+    chunk = queues._levels[0].heads.chunks[0]
+    chunk[0] = (chunk[0][0], _Flow(chunk[0][1].key, 1))
+    with pytest.raises(AssertionError, match=broken("every flow-head entry is a waiting head's")):
+        queues._check_valid()
+    queues = two_flows()
+    level = queues._levels[0]
+    a = level.flows["a"]
+    level.heads.delete(a.entry)
+    a.entry += 2  # the seq of a's second waiter
+    level.heads.insert(a.entry, a)
+    with pytest.raises(AssertionError, match=broken("every flow-head entry is a waiting head's")):
         queues._check_valid()
 
     sums = two_flows()
@@ -196,18 +218,54 @@ def test_the_level_checks_report_what_they_guard() -> None:
         queues._check_valid()
 
 
-def test_stale_heap_entries_are_bounded_at_live_plus_slack() -> None:
-    for stale, valid in ((SLACK + 2, True), (SLACK + 3, False)):
-        queues = two_flows()
-        level = queues._levels[0]
-        assert len(level.heap) - level.stale == 2
-        for n in range(stale):
-            level.heap.append((SECOND + n, 100 + n, "a", queues._by_id[0]))
-        level.stale += stale
-        if valid:  # stale == live entries + SLACK
+def laid_out(entries: Sorted[T], *sizes: int) -> None:
+    """Lay ``entries`` out in chunks of ``sizes`` (whatever the splits and
+    merges would have made), their first keys beside them."""
+    flat = entries.entries()
+    starts = [sum(sizes[:i]) for i in range(len(sizes))]
+    entries.chunks[:] = [flat[at : at + n] for at, n in zip(starts, sizes, strict=True)]
+    entries.firsts[:] = [chunk[0][0] for chunk in entries.chunks]
+
+
+def with_head_chunks(*sizes: int) -> Queues:
+    """Queues of one level whose flows (one waiter each) have their heads'
+    entries laid out in chunks of ``sizes``."""
+    queues = Queues(1)
+    for n in range(sum(sizes)):
+        queues._append(Waiter(n, 0, n, 0, None, (1,), n))
+    laid_out(queues._levels[0].heads, *sizes)
+    return queues
+
+
+def test_the_flow_head_chunks_are_checked_at_their_bounds() -> None:
+    """P15: one entry per flow head, none left by a head that is gone, in
+    chunks like the deadlines': neighbours holding CHUNK together, and a
+    chunk of 2 * CHUNK, are within the bounds; one fewer, one more are not."""
+    queues = with_head_chunks(3)
+    queues._levels[0].heads.firsts[0] = 0
+    with pytest.raises(AssertionError, match=broken("a flow head chunk's first key is wrong")):
+        queues._check_valid()
+
+    queues = with_head_chunks(3)
+    chunk = queues._levels[0].heads.chunks[0]
+    chunk.append(chunk.pop(0))
+    queues._levels[0].heads.firsts[0] = chunk[0][0]
+    with pytest.raises(AssertionError, match=broken("the flow heads are out of order")):
+        queues._check_valid()
+
+    for sizes, valid in (
+        ((1, CHUNK - 1), True),
+        ((1, CHUNK - 2), False),
+        ((2 * CHUNK,), True),
+        ((2 * CHUNK + 1,), False),
+    ):
+        queues = with_head_chunks(*sizes)
+        if valid:
             queues._check_valid()
         else:
-            with pytest.raises(AssertionError, match=broken("stale entries stay bounded")):
+            with pytest.raises(
+                AssertionError, match=broken("a flow head chunk is too large or too thin")
+            ):
                 queues._check_valid()
 
 
@@ -252,11 +310,7 @@ def with_deadline_chunks(*sizes: int) -> Machine:
     machine.push("banked", 0, 0)
     for k in range(sum(sizes)):
         machine.push(k, 0, 0, deadline=SECOND + k)
-    deadlines = machine._deadlines
-    entries = [entry for chunk in deadlines.chunks for entry in chunk]
-    starts = [sum(sizes[:i]) for i in range(len(sizes))]
-    deadlines.chunks[:] = [entries[at : at + n] for at, n in zip(starts, sizes, strict=True)]
-    deadlines.firsts[:] = [chunk[0][0] for chunk in deadlines.chunks]
+    laid_out(machine._deadlines, *sizes)
     return machine
 
 

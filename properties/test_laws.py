@@ -21,7 +21,6 @@ from permits.core import (
     MAX_SCALE,
     RELATIVE_ERROR,
     SECOND,
-    SLACK,
     Aging,
     Charge,
     Deal,
@@ -327,21 +326,23 @@ def test_dead_entries_stay_bounded(
 @given(
     n=st.integers(40, 200),
     levels=st.integers(1, 2),
+    flows=st.sampled_from([1, 3, 2 * CHUNK + 1]),
     weights=st.tuples(st.integers(1, 4), st.integers(0, 2), st.integers(0, 2)),
     random=st.randoms(use_true_random=True),
 )
 def test_no_departure_leaves_work_behind(
-    n: int, levels: int, weights: tuple[int, int, int], random: Random
+    n: int, levels: int, flows: int, weights: tuple[int, int, int], random: Random
 ) -> None:
     """P15: whatever the order of pushes, cancels, grants and expiries, each
-    waiter that leaves takes its queue entry with it: after every operation
-    the queues hold exactly the waiters (nothing is left for a later
+    waiter that leaves takes its queue entry with it, and a flow's head its
+    flow-head entry: after every operation the queues hold exactly the
+    waiters and one entry per flow head (nothing is left for a later
     operation to compact), in fewer than ``4 * waiting / CHUNK + 2`` chunks
-    per level (one flow each here)."""
+    per flow."""
     machine = Machine(StrictPriority(levels), 1, 1)
     machine.push("first", 0, 0)  # takes the bucket's permit; the rest wait
     for id in range(n):
-        machine.push(id, id % levels, 0)
+        machine.push(id, id % levels, 0, flow=random.randrange(flows))
     queues = machine.queues
     kinds = random.choices(["cancel", "tick", "push"], weights, k=2 * n + 50)
     for id, kind in enumerate(kinds, start=n):
@@ -350,14 +351,18 @@ def test_no_departure_leaves_work_behind(
             now = machine.now
             assert now is not None
             deadline = random.choice([None, now + random.randint(1, 4) * SECOND])
-            machine.push(id, random.randrange(levels), now, deadline=deadline)
+            flow = random.randrange(flows)
+            machine.push(id, random.randrange(levels), now, deadline=deadline, flow=flow)
         elif kind == "cancel" and before:
             machine.cancel(random.choice(machine.waiting()).id)
         elif (at := machine.next_tick()) is not None:
             machine.tick(at)  # grants and expiries
         note(f"{kind}: {before - len(machine)} left, {queues.chunks} chunks")
         assert queues.entries == len(machine), ("P15", kind, queues.entries, len(machine))
-        bound = 4 * len(machine) + 2 * CHUNK * levels
+        waiting = [queues.flows(level) for level in range(levels)]
+        heads = sum(k for k in waiting if k > 1)
+        assert queues.heads == heads, ("P15: flow heads", kind, queues.heads, waiting)
+        bound = 4 * len(machine) + 2 * CHUNK * max(levels, sum(waiting))
         assert queues.chunks * CHUNK < bound, ("P15: chunks", kind, queues.chunks)
         machine.check_valid()  # the bound, and the invariants that prove it
 
@@ -817,11 +822,11 @@ def test_aging_by_hand() -> None:
 
 def test_many_flows_cancelled_at_their_heads() -> None:
     """P15 and P37 when most flows of a level lose their heads to cancels
-    (each leaves a stale entry in the level's heap of flows, rebuilt away
-    once they outnumber the live ones): the queues hold exactly the waiters,
-    and the flows left are served exactly as if the cancelled waiters had
-    never come."""
-    flows, gone = 3 * SLACK, 2 * SLACK
+    (more flows than two chunks of flow heads hold, thinned out until they
+    merge): after each cancel the queues hold exactly the waiters and one
+    entry per flow head (the cancelled head's went at once), and the flows
+    left are served exactly as if the cancelled waiters had never come."""
+    flows, gone = 3 * CHUNK, 2 * CHUNK
     machine = Machine(StrictPriority(1), 1000, 1)
     fresh = Machine(StrictPriority(1), 1000, 1)
     for m in (machine, fresh):
@@ -831,12 +836,13 @@ def test_many_flows_cancelled_at_their_heads() -> None:
             machine.push((flow, n), 0, 0, flow=flow)
             if flow >= gone:
                 fresh.push((flow, n), 0, 0, flow=flow)
+    queues = machine.queues
     for flow in range(gone):
-        assert machine.cancel((flow, 0))
-        machine.check_valid()
-        assert machine.cancel((flow, 1))
-        machine.check_valid()
-    assert machine.queues.entries == len(machine), ("P15", machine.queues.entries)
+        for n in range(2):
+            assert machine.cancel((flow, n))
+            assert queues.heads == queues.flows(0), ("P15: flow heads", queues.heads, flow, n)
+            assert queues.entries == len(machine), ("P15", queues.entries, len(machine))
+            machine.check_valid()
     served = [d.id for d in drive(machine, 10 * SECOND)]
     assert served == [d.id for d in drive(fresh, 10 * SECOND)], "P37"
     assert len(served) == 2 * (flows - gone)

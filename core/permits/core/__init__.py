@@ -27,7 +27,7 @@ from ._machine import (
     State,
 )
 from ._policies import MAX_LEVELS, Aging, Deal, Fifo, Policy, Shares, StrictPriority, schedule
-from ._queues import CHUNK, MAX_SCALE, SLACK, Queues, Waiter
+from ._queues import CHUNK, MAX_SCALE, Queues, Waiter
 from ._stats import RELATIVE_ERROR, FlowStatistics, LevelStatistics, Statistics, WaitHistogram
 
 __all__ = [
@@ -38,7 +38,6 @@ __all__ = [
     "MILLISECOND",
     "RELATIVE_ERROR",
     "SECOND",
-    "SLACK",
     "Aging",
     "Charge",
     "Deal",

@@ -22,7 +22,6 @@ chunks stay full enough that a line of n waiters has fewer than
 
 from __future__ import annotations
 
-import heapq
 import math
 from bisect import bisect_left, bisect_right
 from collections.abc import Hashable, Iterator
@@ -30,14 +29,9 @@ from itertools import chain, islice, pairwise
 from operator import attrgetter
 from typing import NamedTuple
 
-__all__ = ["CHUNK", "MAX_SCALE", "SLACK", "Queues", "Waiter"]
+from ._sorted import CHUNK, SHIFT, Sorted
 
-#: Stale entries a level's heap of flow heads may hold beyond its live
-#: ones before it is rebuilt.
-SLACK = 32
-
-#: The most waiters a chunk of a line holds (a chunk of deadlines: twice that).
-CHUNK = 64
+__all__ = ["CHUNK", "MAX_SCALE", "Queues", "Waiter"]
 
 #: A chunk that holds this many or fewer together with a neighbour merges
 #: into it: so neighbours always hold more.
@@ -72,6 +66,9 @@ class Waiter(NamedTuple):
 
 
 _seq = attrgetter("seq")
+
+#: A key's push order: ``key & _SEQ`` (see ``_sorted.py``).
+_SEQ = (1 << SHIFT) - 1
 
 
 class _Line:
@@ -165,7 +162,7 @@ class _Flow:
     """One flow's waiters at one level, and where it stands in the level's
     virtual time: its head's ``start``, and the ``finish`` of its latest grant."""
 
-    __slots__ = ("depth", "finish", "key", "line", "start", "units", "weight")
+    __slots__ = ("depth", "entry", "finish", "key", "line", "start", "units", "weight")
 
     def __init__(self, key: Hashable, weight: int) -> None:
         self.key = key
@@ -176,17 +173,15 @@ class _Flow:
         self.finish = 0
         #: Units asked for by its waiters, one per limit, once costs differ.
         self.units: list[int] | None = None
+        #: The key of its head's entry in its level's ``heads``, while it has
+        #: one: the head's finish and push order, ``(finish << SHIFT) + seq``.
+        self.entry = 0
 
     def step(self, scale: int) -> int:
         """The virtual time a unit of its cost takes, in ``1 / scale`` units:
         ``scale / weight`` exactly while ``scale`` is a multiple of the
         weight, rounded up once the level's scale stopped at MAX_SCALE."""
         return -(-scale // self.weight)
-
-    def tag(self, head: Waiter, index: int, scale: int) -> int:
-        """Its ``head``'s virtual finish time, ``start + cost * step`` (the
-        cost counted in the units of limit ``index``), in ``1 / scale`` units."""
-        return self.start + head.cost[index] * self.step(scale)
 
 
 class _Level:
@@ -201,17 +196,23 @@ class _Level:
     waiters. With one flow, the order is its push order and no time is
     computed: while ``synced`` is false the flow's start, finish and the
     clock are equal (they are made so when a second flow joins).
+
+    With two flows or more, each flow's head has an entry in ``heads``, the
+    sorted chunks of ``_sorted.py`` keyed by its finish and push order, so
+    the level's head is the first entry. A head that leaves, granted,
+    cancelled or expired, deletes its entry there and then, and its
+    successor's enters: no entry outlives its head, and no departure leaves
+    work for a later operation.
     """
 
     __slots__ = (
         "_spare",
         "clock",
         "flows",
-        "heap",
+        "heads",
         "index",
         "only",
         "scale",
-        "stale",
         "synced",
     )
 
@@ -222,11 +223,9 @@ class _Level:
         self.flows: dict[Hashable, _Flow] = {}
         #: The one flow with waiters, while there is exactly one.
         self.only: _Flow | None = None
-        #: With two flows or more: ``(finish, seq, key, head)`` per flow head,
-        #: a heap; stale entries (a head gone other than by its grant) are
-        #: dropped at the top, and all at once when they outnumber the rest.
-        self.heap: list[tuple[int, int, Hashable, Waiter]] = []
-        self.stale = 0
+        #: With two flows or more: one entry per flow, its head's key (see
+        #: :attr:`_Flow.entry`) and the flow; empty otherwise.
+        self.heads: Sorted[_Flow] = Sorted()
         self.clock = 0
         #: Virtual times count ``1 / scale``: the lcm of the weights that
         #: waited here since the level was last empty, so that they are exact
@@ -238,18 +237,11 @@ class _Level:
         self._spare: _Flow | None = _Flow(None, 1)
 
     def head(self) -> _Flow:
-        """The flow whose head is the level's head (dropping stale entries)."""
+        """The flow whose head is the level's head."""
         only = self.only
         if only is not None:
             return only
-        heap, flows = self.heap, self.flows
-        while True:
-            _, _, key, waiter = heap[0]
-            flow = flows.get(key)
-            if flow is not None and flow.line.head() is waiter:
-                return flow
-            heapq.heappop(heap)
-            self.stale -= 1
+        return self.heads.chunks[0][0][1]
 
     def append(self, waiter: Waiter, weight: int) -> _Flow:
         """``waiter`` joins the back of its flow (new flows weigh ``weight``)."""
@@ -302,9 +294,9 @@ class _Level:
             if flow.depth:
                 return waiter  # alone, and others wait behind it: nothing else changes
         else:
-            finish, _, _, _ = self.heap[0]  # its entry, which head() found live
-            self.clock = flow.finish = flow.start = finish
-        self._after_departure(flow, top=self.only is None)
+            self.heads.delete_first()  # its head's entry, the least
+            self.clock = flow.finish = flow.start = flow.entry >> SHIFT  # its head's finish
+        self._after_departure(flow, rehead=self.only is None)
         return waiter
 
     def removed(self, waiter: Waiter, flow: _Flow) -> None:
@@ -313,24 +305,20 @@ class _Level:
         head = line.head() is waiter
         line.take(waiter)
         flow.depth -= 1
-        if head and self.only is None:
-            self.stale += 1  # its entry
+        rehead = head and self.only is None
+        if rehead:
+            self.heads.delete(flow.entry)  # at once: no entry outlives its head
         if head and flow.depth and (self.only is None or self.synced):
             flow.start = max(flow.finish, self.clock)
-        self._after_departure(flow, rehead=head and self.only is None)
+        self._after_departure(flow, rehead)
 
-    def _after_departure(self, flow: _Flow, rehead: bool = False, top: bool = False) -> None:
-        """A waiter left ``flow``: its new head gets an entry if ``rehead``;
-        ``top``: its entry is the heap's top, which its new head's replaces
-        (or which goes, with the flow's last waiter)."""
+    def _after_departure(self, flow: _Flow, rehead: bool = False) -> None:
+        """A waiter left ``flow``; if ``rehead``, it was the head, whose entry
+        is gone, and its new head's, if any, enters."""
         if flow.depth:
-            if top:
-                heapq.heapreplace(self.heap, self._entry(flow))
-            elif rehead:
+            if rehead:
                 self._enter(flow)
             return
-        if top:
-            heapq.heappop(self.heap)
         # the flow has no waiters: nothing of it is kept
         del self.flows[flow.key]
         flow.key = None  # kept as the spare, it keeps no trace of its key
@@ -342,21 +330,18 @@ class _Level:
             self.clock, self.scale, self.synced = 0, 1, True
         elif len(self.flows) == 1:
             (self.only,) = self.flows.values()
-            self.heap.clear()
-            self.stale = 0
+            self.heads.clear()
             self.synced = True
-        elif self.stale > len(self.heap) - self.stale + SLACK:
-            self._rebuild()
-
-    def _entry(self, flow: _Flow) -> tuple[int, int, Hashable, Waiter]:
-        """``flow``'s heap entry: its head's finish, push order, key, head."""
-        head = flow.line.head()
-        return (flow.tag(head, self.index, self.scale), head.seq, flow.key, head)
 
     def _enter(self, flow: _Flow) -> None:
-        heapq.heappush(self.heap, self._entry(flow))
-        if self.stale > len(self.heap) - self.stale + SLACK:
-            self._rebuild()
+        """``flow``'s head enters ``heads``, keyed by its virtual finish time,
+        ``start + cost * step`` (the cost counted in the units of the level's
+        limit), and its push order."""
+        line = flow.line
+        head = line.chunks[0][line.start]  # hot: _Line.head(), by hand
+        finish = flow.start + head.cost[self.index] * flow.step(self.scale)
+        flow.entry = (finish << SHIFT) + head.seq
+        self.heads.insert(flow.entry, flow)
 
     def _rescale(self, weight: int) -> None:
         """A ``weight`` that does not divide the scale starts waiting: count
@@ -371,15 +356,11 @@ class _Level:
         for flow in self.flows.values():
             flow.start *= factor
             flow.finish *= factor
-        self.heap[:] = [(tag * factor, seq, key, w) for tag, seq, key, w in self.heap]
-
-    def _rebuild(self) -> None:
-        flows = self.flows
-        self.heap[:] = [
-            e for e in self.heap if (f := flows.get(e[2])) is not None and f.line.head() is e[3]
-        ]
-        heapq.heapify(self.heap)
-        self.stale = 0
+        heads = self.heads.entries()  # their order stays: each finish times factor
+        self.heads.clear()
+        for key, flow in heads:
+            flow.entry = ((key >> SHIFT) * factor << SHIFT) + (key & _SEQ)
+            self.heads.insert(flow.entry, flow)
 
     def order(self) -> list[Waiter]:
         """The waiters, in the order they would be granted were nobody to
@@ -451,6 +432,13 @@ class Queues:
         cancelled or expired one leaves its line at once; a granted one is
         stepped over, and let go with its chunk)."""
         return sum(len(f.line) for lv in self._levels for f in lv.flows.values())
+
+    @property
+    def heads(self) -> int:
+        """Entries of flow heads over all levels: exactly one per flow at a
+        level with two flows or more (a head that leaves takes its entry
+        with it at once)."""
+        return sum(len(chunk) for lv in self._levels for chunk in lv.heads.chunks)
 
     @property
     def chunks(self) -> int:
@@ -624,10 +612,17 @@ class Queues:
                 live_level += live
             _require(live_level == self.depths[level], "depth counts the live entries")
             _require((lv.only is None) == (len(lv.flows) != 1), "one flow alone is the only one")
-            _require(not lv.heap or len(lv.flows) > 1, "a heap only for two flows or more")
-            live_entries = len(lv.heap) - lv.stale
-            _require(live_entries == (len(lv.flows) if lv.only is None else 0), "one entry each")
-            _require(lv.stale <= live_entries + SLACK, "stale entries stay bounded")
+            heads = lv.heads.entries()
+            _require(not heads or len(lv.flows) > 1, "flow heads kept for two flows or more")
+            _require(len(heads) == (len(lv.flows) if lv.only is None else 0), "one entry each")
+            _require(
+                all(
+                    lv.flows.get(f.key) is f and f.entry == key and key & _SEQ == f.line.head().seq
+                    for key, f in heads
+                ),
+                "every flow-head entry is a waiting head's",
+            )
+            lv.heads.check_chunks("flow head")
             spare = lv._spare
             if spare is not None:
                 empty = spare.line.chunks == [[]] and spare.line.start == 0
