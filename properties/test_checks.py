@@ -15,6 +15,7 @@ what they catch. The properties themselves read the public snapshot.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from typing import TypeVar
 
 import pytest
@@ -28,6 +29,7 @@ from permits.core._sorted import Sorted
 SECOND = 1_000_000_000
 
 T = TypeVar("T")
+M = TypeVar("M")
 
 
 def broken(what: str) -> re.Pattern[str]:
@@ -227,6 +229,26 @@ def laid_out(entries: Sorted[T], *sizes: int) -> None:
     entries.firsts[:] = [chunk[0][0] for chunk in entries.chunks]
 
 
+def at_the_bounds(make: Callable[..., M], check: Callable[[M], None], name: str) -> None:
+    """``check`` passes on what ``make`` lays out at the bounds of sorted
+    chunks (neighbours holding CHUNK together, a chunk of 2 * CHUNK), and
+    fails, naming the ``name`` chunks, one past each."""
+    for sizes, valid in (
+        ((1, CHUNK - 1), True),
+        ((1, CHUNK - 2), False),
+        ((2 * CHUNK,), True),
+        ((2 * CHUNK + 1,), False),
+    ):
+        made = make(*sizes)
+        if valid:
+            check(made)
+        else:
+            with pytest.raises(
+                AssertionError, match=broken(f"a {name} chunk is too large or too thin")
+            ):
+                check(made)
+
+
 def with_head_chunks(*sizes: int) -> Queues:
     """Queues of one level whose flows (one waiter each) have their heads'
     entries laid out in chunks of ``sizes``."""
@@ -253,20 +275,7 @@ def test_the_flow_head_chunks_are_checked_at_their_bounds() -> None:
     with pytest.raises(AssertionError, match=broken("the flow heads are out of order")):
         queues._check_valid()
 
-    for sizes, valid in (
-        ((1, CHUNK - 1), True),
-        ((1, CHUNK - 2), False),
-        ((2 * CHUNK,), True),
-        ((2 * CHUNK + 1,), False),
-    ):
-        queues = with_head_chunks(*sizes)
-        if valid:
-            queues._check_valid()
-        else:
-            with pytest.raises(
-                AssertionError, match=broken("a flow head chunk is too large or too thin")
-            ):
-                queues._check_valid()
+    at_the_bounds(with_head_chunks, Queues._check_valid, "flow head")
 
 
 # -- the machine -----------------------------------------------------------
@@ -339,21 +348,7 @@ def test_the_deadline_checks_report_what_they_guard() -> None:
     with pytest.raises(AssertionError, match=broken("a deadline chunk is too large or too thin")):
         machine.check_valid()
 
-    # at the bounds: neighbours holding CHUNK together, a chunk of 2 * CHUNK
-    for sizes, valid in (
-        ((1, CHUNK - 1), True),
-        ((1, CHUNK - 2), False),
-        ((2 * CHUNK,), True),
-        ((2 * CHUNK + 1,), False),
-    ):
-        machine = with_deadline_chunks(*sizes)
-        if valid:
-            machine.check_valid()
-        else:
-            with pytest.raises(
-                AssertionError, match=broken("a deadline chunk is too large or too thin")
-            ):
-                machine.check_valid()
+    at_the_bounds(with_deadline_chunks, Machine.check_valid, "deadline")
 
     machine = waiting()
     gone = Waiter("gone", 1, 99, 0, 2 * SECOND)
