@@ -299,6 +299,12 @@ MUTANTS: dict[str, tuple[str, str, str, str]] = {
         "flow.finish = flow.start = flow.entry >> SHIFT",
         "the level's virtual clock never moves: a flow that joins late jumps the queue",
     ),
+    "flow-finish-backwards": (
+        "_queues.py",
+        "        finish = flow.start + head.cost[self.index] * flow.step(self.scale)\n",
+        "        finish = flow.start - head.cost[self.index] * flow.step(self.scale)\n",
+        "a flow head's virtual finish counts its cost backwards: the dearer, the sooner",
+    ),
     "flows-kept-empty": (
         "_queues.py",
         "nothing of it is kept\n        del self.flows[flow.key]\n",

@@ -208,6 +208,16 @@ def test_the_level_checks_report_what_they_guard() -> None:
     with pytest.raises(AssertionError, match=broken("every flow-head entry is a waiting head's")):
         queues._check_valid()
 
+    # a head's finish at its flow's start (a cost of no unit of the level's
+    # limit) is within the bound; one past it is not
+    queues = two_flows()
+    a = queues._levels[0].flows["a"]
+    a.start = a.entry >> SHIFT
+    queues._check_valid()
+    a.start += 1
+    with pytest.raises(AssertionError, match=broken("no flow head finishes before it starts")):
+        queues._check_valid()
+
     sums = two_flows()
     assert sums._sums is not None
     sums._sums[0][0] += 1

@@ -622,6 +622,10 @@ class Queues:
                 ),
                 "every flow-head entry is a waiting head's",
             )
+            _require(
+                all(key >> SHIFT >= f.start for key, f in heads),
+                "no flow head finishes before it starts",
+            )
             lv.heads.check_chunks("flow head")
             spare = lv._spare
             if spare is not None:
