@@ -48,12 +48,10 @@ class Ledger:
         be (only one in flight is held).
     """
 
-    __slots__ = ("_log", "_span", "_spent", "held", "window")
+    __slots__ = ("_log", "_spent", "held", "window")
 
     def __init__(self, window: int | None) -> None:
         self.window = window
-        # The log is pruned once its oldest record is two windows old.
-        self._span = 0 if window is None else 2 * window
         #: The grants held, by id: read-only outside (change it through
         #: :meth:`add` and :meth:`forget`).
         self.held: dict[Hashable, Grant] = {}
@@ -120,11 +118,12 @@ class Ledger:
         held, so that no refund or settle could replay it (a replay goes
         only through the records after the grant it returns to; and
         without a window, no charged grant is held)."""
-        if self.held and self.window is not None:
+        window = self.window
+        if self.held and window is not None:
             log = self._log
             at: int = record.at  # type: ignore[attr-defined]
-            if log and log[0].at < at - self._span:  # type: ignore[attr-defined]
-                self._prune(at - self.window)
+            if log and log[0].at < at - 2 * window:  # type: ignore[attr-defined]
+                self._prune(at - window)  # (pruned once two windows old)
             log.append(record)
 
     def forget(self, id: Hashable) -> None:
