@@ -197,8 +197,7 @@ async def test_a_cancelled_head_lets_a_smaller_cost_behind_it_go_at_once(
 async def test_a_cheaper_caller_that_joins_a_line_is_served_at_its_own_due_time(
     open_limiter: OpenLimiter,
 ) -> None:
-    """A waiter that joins others re-plans the timer unless its push was
-    quiet (SPEC P54), which it is not while costs differ: a caller of one
+    """The timer is re-planned when a waiter joins others: a caller of one
     unit who joins, at a higher level, a line whose head waits for four is
     served when its one unit is due, not when the four would be."""
     resumed: dict[str, int] = {}

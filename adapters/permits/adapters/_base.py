@@ -446,25 +446,20 @@ class _Limiting:
         flow: Hashable,
         timeout: float | None,
         max_wait: float | None,
-    ) -> tuple[int, int, Decision | None, bool]:
+    ) -> tuple[int, int, Decision | None]:
         """An acquire's first step: check, push (which fails fast, with
         ``max_wait``: :class:`WouldWaitTooLong`). Returns the id, the level,
-        the decision if it was made at once, and whether the push was quiet
-        (SPEC P54: it left the machine's next tick as it was)."""
+        and the decision if it was made at once."""
         level, now, patience, limit = self._arrival(level, timeout, max_wait)
         machine = self._machine
         deadline = None if patience is None else now + patience
         id = next(self._ids)
-        alone = not self._waiters  # (the machine's waiters: see _waiters)
         try:
             decisions = machine.push(
                 id, level, now, deadline=deadline, cost=cost, flow=flow, max_wait=limit
             )
         except Exception as error:
             self._fault(error)
-        # A push that names no deadline, into a machine where someone waits,
-        # that decides nothing, with every cost so far one unit.
-        quiet = not (decisions or alone) and deadline is None and machine.unit_costs
         # The newcomer's own decision, if any: the last, or followed by
         # others' grants in the same push (the policy chooses again after it).
         decision = None
@@ -480,7 +475,7 @@ class _Limiting:
         if decision is not None and decision.state is State.TOO_LONG:
             assert max_wait is not None  # only a push with one is refused so
             raise self._too_long(level, cost, flow, max_wait)
-        return id, level, decision, quiet
+        return id, level, decision
 
     def _take(
         self,
@@ -633,7 +628,7 @@ class _Limiting:
         # Timeout 0, as the push below: recorded so, it never waits in a replay.
         if self._paced and not self._waiters and self._take(level, cost, flow, 0, None):
             return True
-        id, _, decision, _ = self._request(level, cost, flow, 0, None)  # deadline now
+        id, _, decision = self._request(level, cost, flow, 0, None)  # deadline now
         assert decision is not None  # a deadline of now decides at once
         if decision.state is _GRANTED:
             self._proceed(id, decision, decision.at)
@@ -855,7 +850,7 @@ class BaseLimiter(_Limiting):
             permit = self._take(level, cost, flow, timeout, max_wait)
             if permit is not None:
                 return permit
-        id, level, decision, quiet = self._request(level, cost, flow, timeout, max_wait)
+        id, level, decision = self._request(level, cost, flow, timeout, max_wait)
         if decision is not None:
             # Decided at once (granted, rejected, expired): no waiter record
             # or event is needed.
@@ -871,8 +866,7 @@ class BaseLimiter(_Limiting):
         event = self._new_event()
         waiter = _Waiter(event)
         self._waiters[id] = waiter
-        if not quiet:  # a quiet push kept the next tick, where the timer is (P54)
-            self._reschedule()
+        self._reschedule()
         try:
             await event.wait()
             if self._cancel_after_wake:

@@ -1626,22 +1626,20 @@ class RedisLimiter(_AnyioLimiter):
         flow: Hashable,
         timeout: float | None,
         max_wait: float | None,
-    ) -> tuple[int, int, Decision | None, bool]:
+    ) -> tuple[int, int, Decision | None]:
         """Push with the cost's units of every limit (the machine counts them
         per limit, and the policy and flows the units of the limit they
         share); remember them. The machine checks the units against the
-        bursts as they stand (this process's set_limit included). No push
-        is quiet here: a waiter that came may change the driver's plan, which
-        :meth:`_reschedule` looks at too."""
+        bursts as they stand (this process's set_limit included)."""
         units = self.limit.units("cost", cost, within_burst=False)
         if not any(units):
             raise PermitValueError("cost", cost, "must take at least one unit of some limit")
-        id, level, decision, _ = super()._request(level, cost, flow, timeout, max_wait)
+        id, level, decision = super()._request(level, cost, flow, timeout, max_wait)
         if decision is None:
             self._asks[id] = units
             if self._lone:
                 self._alone()
-        return id, level, decision, False
+        return id, level, decision
 
     def _dispatch(self, decisions: list[Decision]) -> None:
         for decision in decisions:

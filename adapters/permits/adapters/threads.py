@@ -134,7 +134,7 @@ class Limiter(_Limiting):
                     if permit is not None:
                         return permit
                 waiter = _Waiter(None)
-                id, level, decision, quiet = self._request(level, cost, flow, timeout, max_wait)
+                id, level, decision = self._request(level, cost, flow, timeout, max_wait)
                 pushed = True
                 waiter.decision = decision
                 if decision is not None:
@@ -142,8 +142,7 @@ class Limiter(_Limiting):
                 event = threading.Event()
                 waiter.event = event
                 self._waiters[id] = waiter
-                if not quiet:  # a quiet push kept the next tick, the timer's (P54)
-                    self._reschedule()
+                self._reschedule()
             _warn_if_in_event_loop()
             event.wait()  # the machine's deadline ends it: no timeout here
             with self._lock:
