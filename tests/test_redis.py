@@ -953,6 +953,33 @@ async def test_a_lease_leaves_half_the_burst(redis_server: RedisServer) -> None:
     assert worst_excess(grants, 1e6 / 100, 10) <= 1e-9
 
 
+@pytest.mark.anyio
+@pytest.mark.parametrize("callers", [1, 3, 20])
+async def test_a_lease_takes_no_permit_ahead_of_its_callers(
+    redis_server: RedisServer, callers: int
+) -> None:
+    """P45: a request asks for at most as many permits as callers wait at
+    its level when it is sent, so the default lease is the asks of callers
+    already there sent in one round trip, never permits taken ahead of
+    demand: with a burst that has room for all and nobody leaving, no permit
+    is ever given back, and Redis charges exactly one per caller."""
+    name = fresh()
+    async with open_limiter(
+        Fifo(1), redis_server.url, name=name, rate=1000, burst=100, audit=True
+    ) as limiter:
+        assert limiter.lease == 16
+        async with anyio.create_task_group() as tg:
+            for _ in range(callers):
+                tg.start_soon(limiter.acquire)
+    client = redis.Redis.from_url(redis_server.url)
+    try:
+        entries = [e.decode() for e in client.lrange(f"permits:{{{name}}}:audit", 0, -1)]
+    finally:
+        client.close()
+    assert [e for e in entries if e.startswith("g")] == []  # nothing given back
+    assert len(entries) == callers
+
+
 # -- several real processes -------------------------------------------------
 
 WORKERS = 4
