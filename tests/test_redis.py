@@ -973,7 +973,10 @@ async def test_a_lease_takes_no_permit_ahead_of_its_callers(
                 tg.start_soon(limiter.acquire)
     client = redis.Redis.from_url(redis_server.url)
     try:
-        entries = [e.decode() for e in client.lrange(f"permits:{{{name}}}:audit", 0, -1)]
+        entries = [
+            e.decode() if isinstance(e, bytes) else e
+            for e in client.lrange(f"permits:{{{name}}}:audit", 0, -1)
+        ]
     finally:
         client.close()
     assert [e for e in entries if e.startswith("g")] == []  # nothing given back
