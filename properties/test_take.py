@@ -84,8 +84,13 @@ class TakeIsPushThenSpend(RuleBasedStateMachine):
         self, level: int, settle_later: bool, steps: int, data: st.DataObject, id: Any = None
     ) -> None:
         """``steps`` eighths of an interval later, A's take against B's
-        push-then-spend, tried on a copy."""
-        self.tick(steps)
+        push-then-spend, tried on a copy: the machines ticked to that time
+        first, or not (as an adapter's take comes: its own tick grants what
+        fell due, and expires what is past its deadline, before it looks)."""
+        if data.draw(st.booleans()):
+            self.tick(steps)
+        else:
+            self.now += int(self.step * steps) // 8
         if id is None:
             id = self.next_id
             self.next_id += 1
