@@ -753,13 +753,12 @@ class Machine:
         ``settle_later`` that is not a bool. It takes no ``max_wait``: what
         it grants waited 0, within any.
         """
-        # The hot case: one unit while nobody waits, nothing is held, no
-        # flow weight is asked for and time moves on without a deadline
-        # due. It takes only the steps of the general case (_take) that do
-        # something then; P47 holds the two to the same decisions and the
-        # same state.
+        # The hot case: one unit while nobody waits (so no deadline can be
+        # due either: only waiters have one), nothing is held, no flow
+        # weight is asked for and time moves on. It takes only the steps of
+        # the general case (_take) that do something then; P47 holds the
+        # two to the same decisions and the same state.
         last = self._now
-        firsts = self._deadlines.firsts
         if not (
             cost.__class__ is int
             and cost == 1
@@ -774,7 +773,6 @@ class Machine:
             and not self._ledger.held
             and self.unit_costs
             and self._flow_weights is None
-            and not (firsts and firsts[0] >> SHIFT <= now)
         ):
             return self._take(id, level, now, cost, flow, settle_later)
         try:
