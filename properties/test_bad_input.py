@@ -1039,6 +1039,14 @@ def test_the_levels_times_and_ids_errors_in_words() -> None:
         ):
             refused(call, *refusal)
             assert machine.snapshot() == before, ("P18", bad)
+    # A take's quickest case (the clock running, nobody waiting, nothing
+    # held) refuses them in the same words.
+    idle = Machine(Fifo(2), 1, 1, refund_window_ns=None)
+    idle.tick(0)
+    idle_before = idle.snapshot()
+    for bad, refusal in levels:
+        refused(functools.partial(idle.take, "y", bad, 0), *refusal)
+        assert idle.snapshot() == idle_before, ("P18", bad)
     times: tuple[Any, ...] = (5.0, "5", None)
     for bad in times:
         for call in (
@@ -1049,6 +1057,8 @@ def test_the_levels_times_and_ids_errors_in_words() -> None:
         ):
             refused(call, *typed("now", bad, "an int"))
             assert machine.snapshot() == before, ("P18", bad)
+        refused(functools.partial(idle.take, "y", 0, bad), *typed("now", bad, "an int"))
+        assert idle.snapshot() == idle_before, ("P18", bad)
     unhashable: Any = ["x"]
     refused(functools.partial(machine.cancel, unhashable), *typed("id", ["x"], "a hashable value"))
     tenant: Any = {"tenant": 1}

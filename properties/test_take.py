@@ -227,6 +227,9 @@ class TakeIsPushThenSpend(RuleBasedStateMachine):
             assert fingerprint(self.a) == fingerprint(self.b), "P47: the machines differ"
             for level in range(self.levels):
                 assert self.a.min_wait(level) == self.b.min_wait(level), "P47: min_wait"
+                assert self.a.busiest_flows(level) == self.b.busiest_flows(level), (
+                    "P47: the flows' counts (not in the snapshot)"
+                )
 
     def teardown(self) -> None:
         if hasattr(self, "a"):
@@ -250,7 +253,9 @@ def test_takes_by_hand() -> None:
     the log still holds one (its id pushed again, then cancelled): the log
     is let go, as a push would; and a take that names no flow on a machine
     whose flow weights come from a function that refuses the default flow:
-    refused, as the push is."""
+    refused, as the push is; and the first take of another cost than one
+    unit once the clock runs, nothing held: charged its own cost, not one
+    unit."""
     a, b = (Machine(Fifo(), rate=1, burst=3) for _ in range(2))
     assert rows(a.take("big", 0, 0, cost=3)) == rows(b.push("big", 0, 0, cost=3))
     b.spend("big", 0)
@@ -304,3 +309,11 @@ def test_takes_by_hand() -> None:
         a.take("p", 0, SECOND)
     assert str(taken.value) == str(pushed.value), "P47: a take refuses what its push refuses"
     assert fingerprint(a) == fingerprint(b), "P47: a refused take changes nothing"
+
+    a, b = (Machine(Fifo(), rate=1, burst=3, refund_window_ns=None) for _ in range(2))
+    for machine in (a, b):
+        machine.tick(0)
+    assert rows(a.take("two", 0, 1, cost=2)) == rows(b.push("two", 0, 1, cost=2))
+    b.spend("two", 1)
+    assert not a.unit_costs
+    assert fingerprint(a) == fingerprint(b), "P47: a take of two units charged one"
