@@ -394,6 +394,34 @@ def test_the_grant_checks_report_what_they_guard() -> None:
     with pytest.raises(AssertionError, match=broken("a held charged grant is not in the log")):
         machine.check_valid()
 
+    # without a window, neither a logged record nor a charged grant held
+    for keep in ("logged", "held"):
+        machine = Machine(Fifo(), rate=10, burst=2, refund_window_ns=None)
+        machine.push("granted", 0, 0)
+        machine.check_valid()
+        grant = waiting(charge=Charge.AT_GRANT)._ledger.held["granted"]
+        if keep == "logged":
+            machine._ledger._log.append(grant)
+        else:
+            machine._ledger.held["kept"] = grant
+        with pytest.raises(AssertionError, match=broken("a charge kept without a refund window")):
+            machine.check_valid()
+
+
+def test_the_log_spans_at_most_two_refund_windows() -> None:
+    """P15: the log of charges is pruned once it spans two refund windows:
+    records two windows apart pass the check, a nanosecond more does not."""
+    machine = Machine(Fifo(), rate=1000, burst=10, refund_window_ns=10)
+    machine.push("a", 0, 0)
+    machine.push("b", 0, 20)  # not pruned: the log spans 20 ns, two windows
+    assert [g.at for g in machine.snapshot().logged] == [0, 20]  # type: ignore[attr-defined]
+    machine.check_valid()
+    ledger = machine._ledger
+    older = ledger.held["a"]._replace(at=-1)
+    ledger._log[0] = ledger.held["a"] = older
+    with pytest.raises(AssertionError, match=broken("the log spans more than two refund windows")):
+        machine.check_valid()
+
 
 def bucket_of(machine: Machine, index: int) -> Bucket:
     """The machine's bucket of its ``index``-th limit."""

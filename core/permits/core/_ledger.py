@@ -188,3 +188,6 @@ class Ledger:
                 raise AssertionError("invariant broken: a held charged grant is not in the log")
         if not self._spent <= self.held.keys():
             raise AssertionError("invariant broken: a spent grant is not held")
+        log, window = self._log, self.window
+        if window is not None and log and log[-1].at - log[0].at > 2 * window:  # type: ignore[attr-defined]
+            raise AssertionError("invariant broken: the log spans more than two refund windows")
