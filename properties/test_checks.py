@@ -349,6 +349,13 @@ def test_the_deadline_checks_report_what_they_guard() -> None:
     with pytest.raises(AssertionError, match=broken("the deadlines are out of order")):
         machine.check_valid()
 
+    machine = waiting()  # two equal keys are out of order too: each key is unique
+    machine.push("c", 1, 0, deadline=2 * SECOND)
+    chunk = machine._deadlines.chunks[0]
+    chunk[1] = (chunk[0][0], chunk[1][1])
+    with pytest.raises(AssertionError, match=broken("the deadlines are out of order")):
+        machine.check_valid()
+
     machine = waiting()
     machine.push("c", 1, 0, deadline=2 * SECOND)
     deadlines = machine._deadlines
