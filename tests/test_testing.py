@@ -8,6 +8,7 @@ import threading
 import time
 from collections.abc import Callable
 from contextlib import AbstractAsyncContextManager
+from fractions import Fraction
 
 import anyio
 import anyio.lowlevel
@@ -17,6 +18,7 @@ import trio.testing
 
 from permits import testing
 from permits.adapters import BaseLimiter
+from permits.adapters import asyncio as asyncio_adapter
 from permits.core import Fifo
 
 OpenLimiter = Callable[..., AbstractAsyncContextManager[BaseLimiter]]
@@ -37,6 +39,37 @@ def test_the_loop_jumps_to_the_next_timer_in_no_real_time() -> None:
     assert time.monotonic() - began < 30, "an hour of virtual time is not an hour"
     assert seen[:2] == [0.0, 3600.0]
     assert int(seen[2] * 1e9) == 3600 * 10**9 + 15, "readings are exact nanoseconds"
+
+
+@pytest.mark.timeout(10)  # without the fix, the loop spins for ever
+def test_the_loop_runs_its_timers_past_194_days() -> None:
+    """From 2**24 s on, a float's step is wider than 2 ns, and asyncio's
+    test for a timer due (before ``time()`` plus the clock's 1 ns
+    resolution) never held for one due at the clock's reading: the loop
+    spun, its clock still. The limiter's daily permit of day 195, a sleep
+    landed on by a jump and one landed on by a stall all come; a sleep of
+    a million years too, in one jump (it went a day at a step)."""
+
+    async def main() -> list[float]:
+        loop = asyncio.get_running_loop()
+        seen = []
+        async with asyncio_adapter.open_limiter(Fifo(), rate=Fraction(1, 86400)) as limiter:
+            for _ in range(196):  # one a day
+                await limiter.acquire()
+        seen.append(loop.time())
+        await asyncio.sleep(2**25 - loop.time())
+        seen.append(loop.time())
+        timer = asyncio.Event()
+        loop.call_at(2**26, timer.set)
+        testing.stall(2**26 - loop.time())  # onto the timer's time exactly
+        await timer.wait()
+        seen.append(loop.time())
+        await asyncio.sleep(1e6 * 365 * 86400)
+        seen.append(loop.time())
+        return seen
+
+    seen = testing.run(main())
+    assert seen == pytest.approx([195 * 86400, 2**25, 2**26, 2**26 + 1e6 * 365 * 86400]), seen
 
 
 def test_the_clock_waits_for_the_loops_executor() -> None:
