@@ -471,6 +471,17 @@ def test_a_ratelimit_item_holds_back_the_limit_counting_its_unit() -> None:
         assert transport.upstream.policies == {"minute": QuotaPolicy(60, 60.0, "requests")}
 
 
+def test_the_earlier_drafts_policy_is_a_policy_not_a_malformed_header() -> None:
+    """The draft's 7th version (express-rate-limit's ``draft-7`` headers)
+    writes a policy as its quota, ``100;w=60``, beside the dictionary
+    ``RateLimit`` this module reads: it is remembered, named by its quota,
+    where each response counted it malformed (it has no ``q``)."""
+    headers = {"RateLimit-Policy": "100;w=60", "RateLimit": "limit=100, remaining=99, reset=60"}
+    with answered(headers, {"requests": Limit(100, burst=10)}) as (_, transport):
+        assert transport.upstream.policies == {"100": QuotaPolicy(100, 60.0, "requests")}
+        assert transport.upstream.malformed == 0
+
+
 def test_a_parameter_with_no_value_does_not_rename_the_policy() -> None:
     """A structured field's parameter with no value is a boolean (``;x``
     for ``;x=?1``), which the draft lets an upstream add. It was read as the
