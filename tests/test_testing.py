@@ -6,9 +6,11 @@ import asyncio
 import gc
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from contextlib import AbstractAsyncContextManager
 from fractions import Fraction
+from functools import partial
+from typing import Any
 
 import anyio
 import anyio.lowlevel
@@ -87,16 +89,22 @@ def test_the_clock_waits_for_the_loops_executor() -> None:
     assert at == 0.0
 
 
+@pytest.mark.parametrize("forever", [anyio.sleep_forever, partial(anyio.sleep, 1e300)])
 @pytest.mark.parametrize("backend", ["asyncio", "trio"])
-def test_a_task_asleep_forever_is_no_timer(backend: str) -> None:
+def test_a_task_asleep_forever_is_no_timer(
+    backend: str, forever: Callable[[], Coroutine[Any, Any, None]]
+) -> None:
     """A task in ``sleep_forever()`` (``sleep(math.inf)``, a timer at
     infinity under asyncio) sets no time to jump to: waiting for another
     thread's word, the clock stays where it is and the loop sleeps in real
-    time, as under trio, rather than spin a day of virtual time at a step."""
+    time, as under trio, rather than spin a day of virtual time at a step.
+    So does one in ``sleep(1e300)``, past what the clock counts in
+    nanoseconds (its jump raised OverflowError, under trio as a
+    TrioInternalError)."""
 
     async def main() -> float:
         async with anyio.create_task_group() as tg:
-            tg.start_soon(anyio.sleep_forever)
+            tg.start_soon(forever)
             done = anyio.Event()
             token = anyio.lowlevel.current_token()
 

@@ -160,9 +160,10 @@ class VirtualClockLoop(asyncio.SelectorEventLoop):
 
     def _next_timer_at_infinity(self) -> bool:
         """Whether the next timer never comes (``sleep(math.inf)``, anyio's
-        ``sleep_forever``), so that no timer is pending."""
+        ``sleep_forever``; or ``sleep(1e300)``, past what the clock counts
+        in nanoseconds), so that no timer is pending."""
         scheduled: list[asyncio.TimerHandle] = self._scheduled  # type: ignore[attr-defined]
-        return bool(scheduled) and math.isinf(scheduled[0].when())
+        return bool(scheduled) and not math.isfinite(scheduled[0].when() * 1e9)
 
     def _jump_to(self, when: float) -> None:
         """The clock to the first nanosecond at or after ``when`` (at least
@@ -242,10 +243,11 @@ class VirtualClock(_TrioClock):
     def deadline_to_sleep_time(self, deadline: float) -> float:
         """trio asks this only when no task can run: jump to ``deadline`` (the
         first nanosecond at or after it) and sleep 0 s; with no deadline,
-        wait for I/O in real time. While a task waits in
+        wait for I/O in real time (and for a deadline past what the clock
+        counts in nanoseconds, ``sleep(1e300)``). While a task waits in
         ``wait_all_tasks_blocked()``, no jump: trio wakes it first, as
         under ``MockClock``, and asks again."""
-        if math.isinf(deadline) or _waiting_for_idle():
+        if not math.isfinite(deadline * 1e9) or _waiting_for_idle():
             return math.inf
         if deadline > self._now:
             ns = round(deadline * 1e9)
