@@ -6,6 +6,7 @@ test process (``http.server``); requests go through a real socket."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import threading
 import time
@@ -127,6 +128,47 @@ def serve_script(script: Script) -> Iterator[str]:
             self.send_header("Content-Length", str(len(content)))
             self.end_headers()
             self.wfile.write(content)
+
+        def log_message(self, format: str, *args: Any) -> None:
+            pass
+
+    with _serving(Handler) as url:
+        yield url
+
+
+class Parts:
+    """A server that answers each request with a chunked body in two
+    parts: ``first`` at once, then ``last`` once :attr:`go` is set (or
+    after ``wait`` seconds: :attr:`waited_out` says so), as a streamed
+    response (an LLM's tokens, an event stream) comes."""
+
+    def __init__(self, first: bytes, last: bytes, wait: float = 5.0) -> None:
+        self.first, self.last, self.wait = first, last, wait
+        self.go = threading.Event()
+        self.waited_out = False
+
+
+@contextmanager
+def serve_parts(parts: Parts) -> Iterator[str]:
+    """Serve ``parts`` on a free loopback port while the block runs; its URL."""
+
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def do_GET(self) -> None:
+            self.send_response(200)
+            self.send_header("Transfer-Encoding", "chunked")
+            self.end_headers()
+            self.chunk(parts.first)
+            if not parts.go.wait(parts.wait):
+                parts.waited_out = True
+            with contextlib.suppress(OSError):  # the client may have closed it
+                self.chunk(parts.last)
+                self.chunk(b"")
+
+        def chunk(self, data: bytes) -> None:
+            self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
+            self.wfile.flush()
 
         def log_message(self, format: str, *args: Any) -> None:
             pass

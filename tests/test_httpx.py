@@ -17,7 +17,7 @@ from typing import Any
 import anyio
 import httpx
 import pytest
-from http_upstream import Script, Upstream_, serve, serve_script
+from http_upstream import Parts, Script, Upstream_, serve, serve_parts, serve_script
 
 from permits._upstream import retry
 from permits.adapters import LimiterClosed, threads
@@ -332,9 +332,8 @@ def test_a_number_too_long_for_int_or_float_is_not_fatal(
 
 
 def test_a_settled_response_reads_as_any_other(server: tuple[str, Upstream_]) -> None:
-    """With ``settle``, the body is read before the caller sees the
-    response; the client still reads and closes it as usual, so its
-    ``elapsed`` is known."""
+    """With ``settle``, the client still reads and closes the response as
+    usual, so its ``elapsed`` is known."""
     url, _ = server
     with threads.open_limiter(Fifo(), 100, 10, settle_window=60.0) as limiter:
         transport = PermitsTransport(limiter, settle=lambda response: 1)
@@ -355,6 +354,57 @@ async def test_a_settled_response_reads_as_any_other_async(
             response = await client.get(url)
         assert response.json() == {"usage": {"total_tokens": 7}}
         assert response.elapsed.total_seconds() >= 0
+
+
+def test_a_streamed_response_streams_and_is_settled_at_its_end() -> None:
+    """With ``settle``, a streamed body reaches the caller as it comes: its
+    first part while the server holds the rest back (it was read whole
+    first, so the caller saw nothing until the end). The permit is settled
+    once the body is read to its end, from the whole of it; a response
+    closed before its end keeps the cost asked for."""
+    parts = Parts(b"1", b"2")  # the body says the call cost 12
+    with (
+        serve_parts(parts) as url,
+        threads.open_limiter(Fifo(), 100, 100, settle_window=60.0) as limiter,
+    ):
+
+        def units() -> tuple[int, ...]:
+            return limiter.statistics().levels[0].units_granted
+
+        transport = PermitsTransport(limiter, cost=lambda r: 50, settle=lambda r: int(r.text))
+        with httpx.Client(transport=transport) as client:
+            with client.stream("GET", url) as response:
+                raw = response.iter_raw()
+                assert next(raw) == b"1", "the first part, the rest held back"
+                assert units() == (50,), "not settled before the end"
+                parts.go.set()
+                assert b"".join(raw) == b"2"
+            assert units() == (12,)
+            parts.go.clear()
+            with client.stream("GET", url) as response:
+                assert next(response.iter_raw()) == b"1"
+            parts.go.set()
+            assert units() == (12 + 50,), "closed before its end: as asked"
+    assert not parts.waited_out
+
+
+@pytest.mark.anyio
+async def test_a_streamed_response_streams_and_is_settled_at_its_end_async() -> None:
+    parts = Parts(b"1", b"2")
+    async with asyncio_adapter.open_limiter(Fifo(), 100, 100, settle_window=60.0) as limiter:
+        transport = AsyncPermitsTransport(limiter, cost=lambda r: 50, settle=lambda r: int(r.text))
+        with serve_parts(parts) as url:
+            async with (
+                httpx.AsyncClient(transport=transport) as client,
+                client.stream("GET", url) as response,
+            ):
+                raw = response.aiter_raw()
+                assert await raw.__anext__() == b"1", "the first part, the rest held back"
+                assert limiter.statistics().levels[0].units_granted == (50,)
+                parts.go.set()
+                assert b"".join([part async for part in raw]) == b"2"
+        assert limiter.statistics().levels[0].units_granted == (12,)
+    assert not parts.waited_out
 
 
 @pytest.mark.parametrize("digits", [8, 400])
@@ -419,6 +469,17 @@ def test_a_ratelimit_item_holds_back_the_limit_counting_its_unit() -> None:
     with answered(headers, limits) as (limiter, transport):
         assert [limiter.try_acquire() for _ in range(4)] == [True, True, True, False]
         assert transport.upstream.policies == {"minute": QuotaPolicy(60, 60.0, "requests")}
+
+
+def test_the_earlier_drafts_policy_is_a_policy_not_a_malformed_header() -> None:
+    """The draft's 7th version (express-rate-limit's ``draft-7`` headers)
+    writes a policy as its quota, ``100;w=60``, beside the dictionary
+    ``RateLimit`` this module reads: it is remembered, named by its quota,
+    where each response counted it malformed (it has no ``q``)."""
+    headers = {"RateLimit-Policy": "100;w=60", "RateLimit": "limit=100, remaining=99, reset=60"}
+    with answered(headers, {"requests": Limit(100, burst=10)}) as (_, transport):
+        assert transport.upstream.policies == {"100": QuotaPolicy(100, 60.0, "requests")}
+        assert transport.upstream.malformed == 0
 
 
 def test_a_parameter_with_no_value_does_not_rename_the_policy() -> None:

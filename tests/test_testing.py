@@ -6,8 +6,11 @@ import asyncio
 import gc
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from contextlib import AbstractAsyncContextManager
+from fractions import Fraction
+from functools import partial
+from typing import Any
 
 import anyio
 import anyio.lowlevel
@@ -17,6 +20,7 @@ import trio.testing
 
 from permits import testing
 from permits.adapters import BaseLimiter
+from permits.adapters import asyncio as asyncio_adapter
 from permits.core import Fifo
 
 OpenLimiter = Callable[..., AbstractAsyncContextManager[BaseLimiter]]
@@ -39,6 +43,37 @@ def test_the_loop_jumps_to_the_next_timer_in_no_real_time() -> None:
     assert int(seen[2] * 1e9) == 3600 * 10**9 + 15, "readings are exact nanoseconds"
 
 
+@pytest.mark.timeout(10)  # without the fix, the loop spins for ever
+def test_the_loop_runs_its_timers_past_194_days() -> None:
+    """From 2**24 s on, a float's step is wider than 2 ns, and asyncio's
+    test for a timer due (before ``time()`` plus the clock's 1 ns
+    resolution) never held for one due at the clock's reading: the loop
+    spun, its clock still. The limiter's daily permit of day 195, a sleep
+    landed on by a jump and one landed on by a stall all come; a sleep of
+    a million years too, in one jump (it went a day at a step)."""
+
+    async def main() -> list[float]:
+        loop = asyncio.get_running_loop()
+        seen = []
+        async with asyncio_adapter.open_limiter(Fifo(), rate=Fraction(1, 86400)) as limiter:
+            for _ in range(196):  # one a day
+                await limiter.acquire()
+        seen.append(loop.time())
+        await asyncio.sleep(2**25 - loop.time())
+        seen.append(loop.time())
+        timer = asyncio.Event()
+        loop.call_at(2**26, timer.set)
+        testing.stall(2**26 - loop.time())  # onto the timer's time exactly
+        await timer.wait()
+        seen.append(loop.time())
+        await asyncio.sleep(1e6 * 365 * 86400)
+        seen.append(loop.time())
+        return seen
+
+    seen = testing.run(main())
+    assert seen == pytest.approx([195 * 86400, 2**25, 2**26, 2**26 + 1e6 * 365 * 86400]), seen
+
+
 def test_the_clock_waits_for_the_loops_executor() -> None:
     """A job in run_in_executor holds the clock: a timer 10 s away does not
     fire before a job of a few real milliseconds ends."""
@@ -54,16 +89,22 @@ def test_the_clock_waits_for_the_loops_executor() -> None:
     assert at == 0.0
 
 
+@pytest.mark.parametrize("forever", [anyio.sleep_forever, partial(anyio.sleep, 1e300)])
 @pytest.mark.parametrize("backend", ["asyncio", "trio"])
-def test_a_task_asleep_forever_is_no_timer(backend: str) -> None:
+def test_a_task_asleep_forever_is_no_timer(
+    backend: str, forever: Callable[[], Coroutine[Any, Any, None]]
+) -> None:
     """A task in ``sleep_forever()`` (``sleep(math.inf)``, a timer at
     infinity under asyncio) sets no time to jump to: waiting for another
     thread's word, the clock stays where it is and the loop sleeps in real
-    time, as under trio, rather than spin a day of virtual time at a step."""
+    time, as under trio, rather than spin a day of virtual time at a step.
+    So does one in ``sleep(1e300)``, past what the clock counts in
+    nanoseconds (its jump raised OverflowError, under trio as a
+    TrioInternalError)."""
 
     async def main() -> float:
         async with anyio.create_task_group() as tg:
-            tg.start_soon(anyio.sleep_forever)
+            tg.start_soon(forever)
             done = anyio.Event()
             token = anyio.lowlevel.current_token()
 

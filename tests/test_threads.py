@@ -172,6 +172,27 @@ def test_bad_input_and_close() -> None:
     assert len(errors) == 1, "closing wakes the waiter with LimiterClosed"
 
 
+def test_with_a_limiter_is_refused_saying_what_to_write() -> None:
+    """``with limiter:`` would take no permit (a ``threading.Semaphore``'s
+    takes one): refused, saying what to write, as ``async with`` is on the
+    async limiters (the thread limiter's error was Python's, naming no way
+    out, and its ``async with`` advised ``async with limiter.permit()``,
+    which no thread can write); the limiter still works."""
+    import asyncio
+
+    with open_limiter(Fifo(), 10) as limiter:
+        with pytest.raises(TypeError, match=r"`with limiter\.permit\(level\):`"), limiter:
+            pass
+
+        async def async_with() -> None:
+            async with limiter:
+                pass
+
+        with pytest.raises(TypeError, match=r"`with limiter\.permit\(level\):`"):
+            asyncio.run(async_with())
+        limiter.acquire()
+
+
 def test_a_limiter_made_by_hand_refuses_at_once() -> None:
     limiter = Limiter(Fifo(), 10)
     with pytest.raises(RuntimeError, match=r"with open_limiter\(\.\.\.\)"):

@@ -175,13 +175,16 @@ class QuotaPolicy:
 
 def _quota_policies(field: str) -> tuple[dict[str, QuotaPolicy], int]:
     """The policies of a ``RateLimit-Policy`` field by name, and how many of
-    its members did not parse (no name, or a quota that is no whole number)."""
+    its members did not parse (no name, or a quota that is no whole number).
+    A member with no ``q`` is the draft's earlier form (its 7th version's,
+    as express-rate-limit sends it): its quota is the member itself,
+    ``100;w=60``, and names it."""
     policies: dict[str, QuotaPolicy] = {}
     malformed = 0
     for name, params in _members(field):
         if name is None and not params:
             continue  # an empty member (an empty field, a trailing comma)
-        quota = _whole_number(params.get("q", ""))
+        quota = _whole_number(params.get("q", name or ""))
         window = parse_duration(params["w"]) if "w" in params else None
         if name is None or quota is None or ("w" in params and not window):
             malformed += 1

@@ -33,8 +33,10 @@ teaches the limiter what the upstream knows:
   the first limit if none is so named; an item in a unit no limit counts
   is ignored (counted in ``ignored``);
 - ``settle(response)``, if given, says what the call cost after all (read
-  from a header, or from the body, which is then read first); a 429 or 503
-  was not served, and keeps the cost asked for, unsettled.
+  from a header, or from the body): it is asked once the client has read
+  the body to its end, so a streamed response streams as it comes (one
+  closed before its end keeps the cost asked for); a 429 or 503 was not
+  served, and keeps the cost asked for, unsettled.
 
 A header that does not parse is ignored and counted in ``malformed``, never
 fatal. :class:`PermitsTransport` does the same for ``httpx.Client``, with a
@@ -130,43 +132,63 @@ class _Options:
         cost = self.cost(request) if self.cost is not None else 1
         return {"level": level, "flow": flow, "cost": cost, "timeout": self.timeout}
 
-    def settled(self, response: httpx.Response, content: bytes, permit: Permit) -> httpx.Response:
-        """``response`` with its body read (``content``), its permit settled
-        at what ``settle`` says it cost; the response for the client, which
-        reads it again from ``content`` (and so times it, ``elapsed``)."""
-        assert self.settle is not None
-        read = httpx.Response(
-            response.status_code,
-            headers=response.headers,
-            content=content,
-            request=response.request,
-            extensions=response.extensions,
-        )
-        actual = self.settle(read)
-        if actual is not None:
-            settle_in_time(permit, actual)
+    def settled(self, response: httpx.Response, permit: Permit) -> httpx.Response:
+        """``response`` for the client, its body passed on as the client
+        reads it: read to its end, its permit is settled at what ``settle``
+        says of the whole response."""
+
+        def read(content: bytes) -> None:
+            assert self.settle is not None
+            whole = httpx.Response(
+                response.status_code,
+                headers=response.headers,
+                content=content,
+                request=response.request,
+                extensions=response.extensions,
+            )
+            actual = self.settle(whole)
+            if actual is not None:
+                settle_in_time(permit, actual)
+
         return httpx.Response(
             response.status_code,
             headers=response.headers,
-            stream=_Replay(content),
+            stream=_Kept(response.stream, read),
             request=response.request,
             extensions=response.extensions,
         )
 
 
-class _Replay(httpx.SyncByteStream, httpx.AsyncByteStream):
-    """A body already read, to be read again: unlike ``httpx.ByteStream``,
-    not read by the response it is given to, so that the client reads it
-    and closes it as it does any other."""
+class _Kept(httpx.SyncByteStream, httpx.AsyncByteStream):
+    """A response's body, passed on as it is read and kept: read to its
+    end, the whole of it goes to ``read`` (a body closed before its end,
+    to nothing)."""
 
-    def __init__(self, content: bytes) -> None:
-        self.content = content
+    def __init__(
+        self, stream: httpx.SyncByteStream | httpx.AsyncByteStream, read: Callable[[bytes], None]
+    ) -> None:
+        self._stream = stream
+        self._read = read
 
     def __iter__(self) -> Iterator[bytes]:
-        yield self.content
+        parts = []
+        for part in self._stream:  # type: ignore[union-attr]
+            parts.append(part)
+            yield part
+        self._read(b"".join(parts))
 
     async def __aiter__(self) -> AsyncIterator[bytes]:
-        yield self.content
+        parts = []
+        async for part in self._stream:  # type: ignore[union-attr]
+            parts.append(part)
+            yield part
+        self._read(b"".join(parts))
+
+    def close(self) -> None:
+        self._stream.close()  # type: ignore[union-attr]
+
+    async def aclose(self) -> None:
+        await self._stream.aclose()  # type: ignore[union-attr]
 
 
 def _check_settle(limiter: _Limiting, options: _Options) -> None:
@@ -186,10 +208,12 @@ class AsyncPermitsTransport(httpx.AsyncBaseTransport):
     :param level: the level of a request its extensions do not name.
     :param flow: the flow (tenant) of a request its extensions do not name.
     :param cost: what a request asks for (1 by default).
-    :param settle: what a response says the call cost; the limiter needs a
-        ``settle_window``. Not called for a 429 or 503 (not served: the
-        cost asked for stays); a response later than ``settle_window``
-        keeps the cost asked for too, with a warning.
+    :param settle: what a response says the call cost, asked once the
+        client has read its body to the end (a response closed before keeps
+        the cost asked for); the limiter needs a ``settle_window``. Not
+        called for a 429 or 503 (not served: the cost asked for stays); a
+        response later than ``settle_window`` keeps the cost asked for too,
+        with a warning.
     :param retries: how many times a 429/503 with ``Retry-After`` is sent
         again, after the pause, each with a new permit (with retries, a
         streamed request body is read first, to be sent whole each time);
@@ -232,19 +256,12 @@ class AsyncPermitsTransport(httpx.AsyncBaseTransport):
                 continue  # the next acquire waits for the pause
             if options.settle is not None and response.status_code not in THROTTLED:
                 response.request = request
-                return options.settled(response, await _read(response), permit)
+                return options.settled(response, permit)
             return response
         raise AssertionError("unreachable")  # pragma: no cover
 
     async def aclose(self) -> None:
         await self.transport.aclose()
-
-
-async def _read(response: httpx.Response) -> bytes:
-    try:
-        return b"".join([part async for part in response.stream])  # type: ignore[union-attr]
-    finally:
-        await response.aclose()
 
 
 class PermitsTransport(httpx.BaseTransport):
@@ -283,12 +300,8 @@ class PermitsTransport(httpx.BaseTransport):
                 response.close()
                 continue
             if options.settle is not None and response.status_code not in THROTTLED:
-                try:
-                    content = b"".join(response.stream)  # type: ignore[arg-type]
-                finally:
-                    response.close()
                 response.request = request
-                return options.settled(response, content, permit)
+                return options.settled(response, permit)
             return response
         raise AssertionError("unreachable")  # pragma: no cover
 

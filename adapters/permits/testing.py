@@ -95,14 +95,16 @@ class _VirtualSelector(selectors.DefaultSelector):
 
     def select(self, timeout: float | None = None) -> list[tuple[selectors.SelectorKey, int]]:
         ready = super().select(0)
-        if ready or (timeout is not None and timeout <= 0):
-            return ready
         loop = self._loop
+        if ready or (timeout is not None and timeout <= 0 and not loop._timer_held_back()):
+            return ready
         if timeout is None or loop._executor_jobs or loop._next_timer_at_infinity():
             # Only I/O (another thread's call_soon_threadsafe among it) can
             # end this wait: wait for it in real time.
             return super().select(timeout)
-        loop._jump_to(loop.time() + timeout)
+        # (the timer itself: asyncio's timeout is at most a day, and may
+        # fall short of the timer by the rounding of its subtraction)
+        loop._jump_to(loop._next_timer())
         return []
 
 
@@ -141,16 +143,33 @@ class VirtualClockLoop(asyncio.SelectorEventLoop):
         self._ns = ns
         self._now = _seconds(ns)
 
+    def _next_timer(self) -> float:
+        """When the next timer is due (there is one)."""
+        scheduled: list[asyncio.TimerHandle] = self._scheduled  # type: ignore[attr-defined]
+        return scheduled[0].when()
+
+    def _timer_held_back(self) -> bool:
+        """Whether the next timer is due by the clock, nothing else is ready
+        to run, and yet asyncio would not run it: it runs the timers due
+        before ``time()`` plus the clock's resolution (1 ns), a sum that is
+        ``time()`` itself from 2**24 s (about 194 days) on, where a float's
+        step is wider than 2 ns. Then the clock moves on (:meth:`_jump_to`)."""
+        ready = self._ready or self._stopping  # type: ignore[attr-defined]
+        resolution: float = self._clock_resolution  # type: ignore[attr-defined]
+        return not ready and self._next_timer() >= self._now + resolution
+
     def _next_timer_at_infinity(self) -> bool:
         """Whether the next timer never comes (``sleep(math.inf)``, anyio's
-        ``sleep_forever``), so that no timer is pending."""
+        ``sleep_forever``; or ``sleep(1e300)``, past what the clock counts
+        in nanoseconds), so that no timer is pending."""
         scheduled: list[asyncio.TimerHandle] = self._scheduled  # type: ignore[attr-defined]
-        return bool(scheduled) and math.isinf(scheduled[0].when())
+        return bool(scheduled) and not math.isfinite(scheduled[0].when() * 1e9)
 
     def _jump_to(self, when: float) -> None:
         """The clock to the first nanosecond at or after ``when`` (at least
         one on: each jump moves time, so a timer that runs a little early by
-        the loop's clock resolution and sets itself again still sees it come)."""
+        the loop's clock resolution and sets itself again still sees it come;
+        and one held back, :meth:`_timer_held_back`, runs after a jump or two)."""
         ns = max(self._ns + 1, round(when * 1e9))
         if _seconds(ns) < when:
             ns += 1
@@ -224,10 +243,11 @@ class VirtualClock(_TrioClock):
     def deadline_to_sleep_time(self, deadline: float) -> float:
         """trio asks this only when no task can run: jump to ``deadline`` (the
         first nanosecond at or after it) and sleep 0 s; with no deadline,
-        wait for I/O in real time. While a task waits in
+        wait for I/O in real time (and for a deadline past what the clock
+        counts in nanoseconds, ``sleep(1e300)``). While a task waits in
         ``wait_all_tasks_blocked()``, no jump: trio wakes it first, as
         under ``MockClock``, and asks again."""
-        if math.isinf(deadline) or _waiting_for_idle():
+        if not math.isfinite(deadline * 1e9) or _waiting_for_idle():
             return math.inf
         if deadline > self._now:
             ns = round(deadline * 1e9)

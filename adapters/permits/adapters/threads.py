@@ -27,7 +27,7 @@ import warnings
 from collections.abc import Callable, Hashable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from fractions import Fraction
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NoReturn
 
 from permits.core import Decision, FlowStatistics, Policy, Statistics
 
@@ -97,6 +97,22 @@ class Limiter(_Limiting):
     def _start(self) -> None:
         self._thread = threading.Thread(target=self._timer, name="permits-timer", daemon=True)
         self._thread.start()
+
+    def __enter__(self) -> NoReturn:
+        """``with limiter:`` is refused: it would take no permit (where a
+        ``threading.Semaphore`` takes one), and it does not open a limiter
+        either; nor does ``async with limiter:``, whose advice for the async
+        limiters (``async with limiter.permit(level):``) fits no thread."""
+        raise TypeError(
+            "`with limiter:` takes no permit: write `with limiter.permit(level):` for one; "
+            "open a limiter with `with open_limiter(...) as limiter:`"
+        )
+
+    async def __aenter__(self) -> NoReturn:
+        self.__enter__()
+
+    def __exit__(self, *exc_info: object) -> None:  # pragma: no cover - never entered
+        return None
 
     def close(self) -> None:
         """Close: every waiter wakes with LimiterClosed; the timer thread ends."""
