@@ -648,6 +648,7 @@ def test_policy_option_with_spaces_around_its_kind(capsys: pytest.CaptureFixture
         ),
         ("every:x", "--policy='every:x': expected fifo, strict, every:N, shares:W1,W2,..."),
         ("shares:1", "--policy='shares:1': orders 1 of the 2 levels the scenario's workloads use"),
+        ("shares:4,1,1", "--policy='shares:4,1,1': orders 3 levels, and the scenario 2: give"),
         ("every:1", "--policy.every=1: must be at least 2 (from --policy='every:1')"),
     ],
 )
@@ -658,6 +659,32 @@ def test_bad_policy_option_is_one_line(
     assert (status, out) == (2, "")
     assert err.count("\n") == 1
     assert says in err, err
+
+
+def test_policy_option_of_more_levels_than_the_scenario_is_one_line(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """A ``--policy`` of more levels than the scenario's is refused before
+    any run: under a trace, its runs had a workload more than the others'
+    (an IndexError printing the tables when it came first), and a
+    ``max_waiting`` list was blamed for having one entry per level."""
+    path = tmp_path / "s.toml"
+    path.write_text(GOOD)
+    trace = tmp_path / "calls.csv"
+    trace.write_text("at,level\n0,0\n0.5,1\n")
+    bounded = tmp_path / "bounded.toml"
+    bounded.write_text(GOOD.replace("seconds = 10", "seconds = 10\nmax_waiting = [5, 500]"))
+    for argv in (
+        [str(path), "--trace", str(trace), "--policy", "shares:4,1,1", "--policy", "strict"],
+        [str(path), "--trace", str(trace), "--policy", "strict", "--policy", "shares:4,1,1"],
+        [str(bounded), "--policy", "shares:4,1,1"],
+    ):
+        status, out, err = run(capsys, "compare", *argv)
+        assert (status, out) == (2, ""), argv
+        assert err == (
+            "permits: error: --policy='shares:4,1,1': orders 3 levels, and the scenario 2: "
+            "give a policy of 2 levels\n"
+        ), argv
 
 
 def test_compare_plot_writes_a_png_and_checks_its_path_first(

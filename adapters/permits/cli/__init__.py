@@ -361,6 +361,11 @@ def _policies(texts: list[str] | None, levels: int) -> list[Policy] | None:
                 f"--policy={text!r}: orders {policy.levels} of the {levels} levels "
                 "the scenario's workloads use: give a weight for each"
             )
+        if policy.levels > levels:  # a trace's rows, max_waiting: per level of the scenario
+            _fail(
+                f"--policy={text!r}: orders {policy.levels} levels, and the scenario "
+                f"{levels}: give a policy of {levels} level{'' if levels == 1 else 's'}"
+            )
         policies.append(policy)
     return policies
 
