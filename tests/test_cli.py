@@ -163,6 +163,10 @@ BAD = [
         "cost, expire_after, fair, flow, heaviest, level, max_wait, name, published, size, "
         "tenants, timeout, zipf)",
     ),
+    (  # not "size=1000: unknown key": the arrivals that take it are what is missing
+        GOOD.replace('arrivals = "batch"\n', ""),
+        "scenario[0].workload[1].arrivals: missing",
+    ),
     (  # the key's former name
         GOOD.replace("size = 1000", "size = 1000\ndeadline = 3"),
         "scenario[0].workload[1].deadline=3: renamed: write expire_after = ... "

@@ -235,6 +235,9 @@ _ARRIVALS: dict[str, type[Batch] | type[Constant] | type[Poisson]] = {
     "constant": Constant,
     "poisson": Poisson,
 }
+#: The keys of any arrivals: in a workload that names none, not unknown (its
+#: ``arrivals`` is what is missing).
+_ANY_ARRIVAL = {key for required, optional in _ARRIVAL_KEYS.values() for key in required | optional}
 _WORKLOAD_KEYS = {"name", "level", "arrivals"}
 _WORKLOAD_OPTIONAL = {"timeout", "expire_after", "max_wait", "published", "cost", "flow", "fair"}
 _TENANT_KEYS = {"tenants", "zipf", "heaviest"}
@@ -291,7 +294,7 @@ def _workload(path: str, value: object) -> Workload:
         raise ScenarioError(
             f"{path}.arrivals", kind, f"unknown arrivals (expected one of: {known})"
         )
-    required, optional = _ARRIVAL_KEYS[kind] if isinstance(kind, str) else (set(), set())
+    required, optional = _ARRIVAL_KEYS[kind] if isinstance(kind, str) else (set(), _ANY_ARRIVAL)
     for old, new in _RENAMED.items():
         if old in table:
             raise ScenarioError(
