@@ -68,6 +68,20 @@ def test_csv_and_json_lines_read_alike(text: str) -> None:
     assert [c._replace(line=0) for c in read_trace(bom)] == CALLS
 
 
+def test_a_json_lines_flow_that_is_a_number_is_the_tenant_its_digits_name() -> None:
+    """``"flow": 7`` and ``"flow": "7"`` are one tenant, as the CSV cell 7
+    is (they were two, both shown as 7), and replay as the CSV does."""
+    jsonl = '{"at": 0, "level": 0, "flow": 7}\n{"at": 0, "level": 0, "flow": "7"}\n'
+    calls = list(read_trace(jsonl.splitlines(keepends=True)))
+    assert [c.flow for c in calls] == ["7", "7"]
+    scenario = Scenario("s", Fifo(1), 1, 5, [Workload("api", 0, Batch(0))])
+    from_csv = replay(scenario, read_trace(["at,level,flow\n", "0,0,7\n", "0,0,7\n"]))
+    assert replay(scenario, calls) == from_csv
+    assert from_csv["api"].tenants == 1
+    with pytest.raises(TraceError, match="line 1: flow=True: expected a name"):
+        list(read_trace(['{"at": 0, "level": 0, "flow": true}\n']))
+
+
 @pytest.mark.parametrize(
     ("text", "says"),
     [
