@@ -551,6 +551,12 @@ def test_max_arrivals_raises_or_lowers_the_bound(
     status, out, err = run(capsys, "simulate", str(path), "--max-arrivals", "1201")
     assert (status, err) == (0, "")
     assert "interactive" in out
+    # without FILE, the article's five are bounded as the example 'seed' is (it ran them)
+    for argv in ([], ["--example", "seed"]):
+        status, out, err = run(capsys, "simulate", *argv, "--max-arrivals", "1200")
+        assert (status, out) == (2, ""), argv
+        assert err.count("\n") == 1, err
+        assert "size=1000: asks for 1,201 callers in all, over the 1,200 a run" in err
 
 
 def test_examples_are_listed_and_run_by_name(capsys: pytest.CaptureFixture[str]) -> None:
