@@ -646,6 +646,8 @@ def test_policy_option_with_spaces_around_its_kind(capsys: pytest.CaptureFixture
     status, out, err = run(capsys, "compare", "--json", "--policy", " strict")
     assert (status, err) == (1, "")  # it runs: strict priority misses the batch's share
     assert [p["policy"] for p in json.loads(out)["scenarios"][0]["policies"]] == ["strict priority"]
+    status, out, err = run(capsys, "compare", "--policy", " strict")
+    assert "\n  100 permits/s, burst 1, 10 s; 1 policy\n" in out  # not "1 policies"
 
 
 @pytest.mark.parametrize(

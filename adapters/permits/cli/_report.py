@@ -302,10 +302,11 @@ def compare_tables(comparison: Comparison) -> str:
     names = [describe(o.policy) for o in outcomes]
     width = max(8, *(len(n) for n in names))
     first = outcomes[0].result
+    count = len(outcomes)
     head = (
         f"{scenario.name}\n"
         f"  {limits_text(scenario)}, "
-        f"{_number(_length(first)):,} s; {len(outcomes)} policies"
+        f"{_number(_length(first)):,} s; {count} polic{'y' if count == 1 else 'ies'}"
     )
     blocks = [head]
     limits = first.limits
