@@ -118,7 +118,11 @@ def test_a_json_lines_flow_that_is_a_number_is_the_tenant_its_digits_name() -> N
         ("at,level,cost.a,cost.b\n0,0,0,\n", "line 2: cost={'a': '0'}: must take at least one"),
         ("at,level,cost,cost.a\n", "line 1: cost: give cost or cost.<limit> columns, not both"),
         ("at,level,cost.a,cost.a\n", "line 1: cost.a: named twice in the header"),
-        ("at,level,cost.\n", "line 1: cost.: unknown column (expected some of: at, level, cost"),
+        (  # a CSV header: not the JSON lines' advice, '"cost": {"<limit>": <units>}'
+            "at,level,cost.\n",
+            "line 1: cost.: unknown column (expected some of: at, level, cost, flow, timeout, "
+            "max_wait, cost.<limit>); name the limit after the dot, as cost.tokens",
+        ),
         ('{"at": 0, "level": 0, "cost": {"tokens": -1}}', "line 1: cost.tokens=-1: must be at"),
         ('{"at": 0, "level": 0, "cost": {"tokens": 2.5}}', "line 1: cost.tokens=2.5: expected"),
         ('{"at": 0, "level": 0, "cost": {"tokens": true}}', "line 1: cost.tokens=True: expected"),

@@ -231,8 +231,12 @@ def _unknown(line: int, keys: Iterable[str], per_limit: bool) -> None:
         ):
             expected = ", ".join((*COLUMNS, "cost.<limit>") if per_limit else COLUMNS)
             reason = f"unknown column (expected some of: {expected})"
-            if key.startswith(_PER_LIMIT):
-                reason += '; a cost per limit is written "cost": {"<limit>": <units>}'
+            if key.startswith(_PER_LIMIT):  # in CSV, "cost." alone
+                reason += (
+                    "; name the limit after the dot, as cost.tokens"
+                    if per_limit
+                    else '; a cost per limit is written "cost": {"<limit>": <units>}'
+                )
             raise TraceError(line, key, None, reason)
 
 
