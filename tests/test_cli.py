@@ -312,10 +312,22 @@ def test_good_file_runs(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> N
 
 @pytest.mark.parametrize(
     ("seconds", "shown"),
-    [(0.005, "5 ms"), (0.9994, "999 ms"), (0.9996, "1 s"), (0.99999, "1 s"), (1.5, "1.5 s")],
+    [
+        (0.005, "5 ms"),
+        (0.9994, "999 ms"),
+        (0.9996, "1 s"),
+        (0.99999, "1 s"),
+        (1.5, "1.5 s"),
+        (999.4, "999 s"),
+        (999.6, "1,000 s"),
+        (1980.4, "1,980 s"),
+        (86_400.0, "86,400 s"),
+        (1e30, "1e+30 s"),
+    ],
 )
-def test_a_wait_just_under_a_second_is_written_in_seconds(seconds: float, shown: str) -> None:
-    """0.9996 s was written '1e+03 ms' (999.6 to three digits)."""
+def test_a_time_is_written_short_without_an_exponent(seconds: float, shown: str) -> None:
+    """0.9996 s was written '1e+03 ms' (999.6 to three digits); and 1,980 s
+    (a run of an hour, a day's trace) '1.98e+03 s'."""
     assert report.duration(seconds) == shown
 
 

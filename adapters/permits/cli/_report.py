@@ -36,7 +36,10 @@ def duration(value: float | None) -> str:
         ms = f"{value * 1e3:.3g}"
         if "e+" not in ms:  # 999.6 ms rounds to 1e+03: written as 1 s
             return f"{ms} ms"
-    return f"{value:.3g} s"
+    shown = f"{value:.3g}"
+    if "e+" in shown and value < 1e15:  # 1,980 s, not 1.98e+03 s (a float's digits are whole)
+        shown = f"{value:,.0f}"
+    return f"{shown} s"
 
 
 def _number(exact: Fraction) -> int | float:
