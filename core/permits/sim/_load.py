@@ -142,10 +142,11 @@ def _build(path: str, make: Callable[[], Any], names: Mapping[str, str] | None =
     except ScenarioError:
         raise
     except PermitTypeError as error:
+        got = "an empty one" if error.value == "" else type(error.value).__name__  # not "got str"
         raise ScenarioError(
             _place(path, (names or {}).get(error.argument, error.argument)),
             error.value,
-            f"expected {error.expected}, got {type(error.value).__name__}",
+            f"expected {error.expected}, got {got}",
         ) from None
     except PermitValueError as error:
         raise ScenarioError(
