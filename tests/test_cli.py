@@ -973,6 +973,29 @@ def test_several_limits_drawn_costs_and_tenants_are_reported(
     assert "tenants: 1, 0 never granted; p99 wait of the worst tenant" in text
 
 
+@pytest.mark.parametrize(
+    ("limit", "shown"),
+    [
+        ("{ per_minute = 500 }", "500/min"),
+        ("{ per_second = 0.3, burst = 1 }", "18/min"),
+        ("{ per_hour = 1000 }", "1,000/h"),  # it read 16.666666666666668/min
+        ("{ per_second = 0.0001, burst = 1 }", "0.006/min"),
+        ("{ per_hour = 0.5, burst = 1 }", "0.00833333/min"),
+    ],
+)
+def test_a_limit_is_written_by_the_minute_or_the_hour(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, limit: str, shown: str
+) -> None:
+    path = tmp_path / "s.toml"
+    path.write_text(
+        f'[[scenario]]\nname = "s"\nseconds = 1\n[scenario.limits]\nreq = {limit}\n'
+        '[[scenario.workload]]\nname = "w"\nlevel = 0\narrivals = "batch"\nsize = 1\n'
+    )
+    status, out, _ = run(capsys, "simulate", str(path))
+    assert status == 0
+    assert f"; req {shown} (burst " in out, out
+
+
 def test_compare_reports_tenants_and_each_limits_share(capsys: pytest.CaptureFixture[str]) -> None:
     status, out, _ = run(
         capsys, "compare", "--example", "tenants", "--policy", "fifo", "--policy", "strict"

@@ -56,9 +56,17 @@ def limits_text(scenario: Scenario) -> str:
     if scenario.limits is None:
         return f"{_number(check_rate(scenario.rate)):,} permits/s, burst {scenario.burst}"
     return ", ".join(
-        f"{name} {_number(limit.rate * 60):,}/min (burst {limit.burst:,})"
-        for name, limit in scenario.limits
+        f"{name} {_per(limit.rate)} (burst {limit.burst:,})" for name, limit in scenario.limits
     )
+
+
+def _per(rate: Fraction) -> str:
+    """A limit's rate a minute, or an hour where a minute's is not whole
+    (``1,000/h``, not ``16.666666666666668/min``)."""
+    for per, unit in ((60, "min"), (3600, "h")):
+        if (rate * per).denominator == 1:
+            return f"{(rate * per).numerator:,}/{unit}"
+    return f"{float(rate * 60):,.6g}/min"
 
 
 def header(result: Result) -> str:
