@@ -431,3 +431,16 @@ def test_a_requirement_on_tenants_of_a_workload_that_names_none_is_refused() -> 
         )
         (outcome,) = compare(scenario, [StrictPriority(2)], calls=lambda: calls).outcomes
         assert outcome.result["batch"].tenants == 1
+
+
+def test_a_trace_is_compared_under_policies_of_the_scenarios_levels() -> None:
+    """With a trace's calls, each run's result has a workload per level of
+    its policy: a grid of other levels made a comparison whose runs had
+    other workloads (the command's tables failed on it, an IndexError)."""
+    calls = [Call(0, 0), Call(SECOND, 1)]
+    with pytest.raises(PermitValueError) as raised:
+        compare(ARTICLE, [StrictPriority(2), Shares((4, 1, 1))], calls=lambda: calls)
+    assert (raised.value.argument, raised.value.value) == ("policies", Shares((4, 1, 1)))
+    assert "orders 3 levels, and the scenario 2" in str(raised.value)
+    (outcome,) = compare(ARTICLE, [Shares((4, 1, 1))]).outcomes  # its workloads: as they are
+    assert [w.name for w in outcome.result.workloads] == ["interactive", "batch"]

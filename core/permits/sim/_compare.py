@@ -133,11 +133,25 @@ def compare(
     With ``calls``, each run replays the calls it returns (a fresh iterable
     per run: for instance a function that opens a trace file and reads it
     with :func:`~permits.sim.read_trace`) in place of the workloads'
-    arrivals (:func:`~permits.sim.replay`)."""
+    arrivals (:func:`~permits.sim.replay`); every policy must then order
+    the scenario's levels, as the calls of each level count as its workload.
+
+    Raises :class:`~permits.core.PermitValueError` for a requirement on
+    the tenants of a workload whose callers name none (without ``calls``)."""
     grid = default_grid(scenario.policy.levels) if policies is None else tuple(policies)
     if calls is None:
         check_arrivals(scenario, max_arrivals)
         _check_tenants(scenario)
+    else:  # each run's result has a workload per level of its policy: the same for all
+        levels = scenario.policy.levels
+        for policy in grid:
+            if policy.levels != levels:
+                raise PermitValueError(
+                    "policies",
+                    policy,
+                    f"orders {policy.levels} levels, and the scenario {levels}: a trace's "
+                    "calls count as a workload of their level, the same under every policy",
+                )
     outcomes = []
     for policy in grid:
         run = attrs.evolve(scenario, policy=policy)
