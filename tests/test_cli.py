@@ -11,6 +11,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import attrs
 import pytest
 
 import permits.testing
@@ -994,6 +995,28 @@ def test_a_limit_is_written_by_the_minute_or_the_hour(
     status, out, _ = run(capsys, "simulate", str(path))
     assert status == 0
     assert f"; req {shown} (burst " in out, out
+
+
+def test_a_long_workload_name_widens_its_column(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """A name longer than the first column pushed its row's figures right
+    of their headings, and so did a count of millions; each column is as
+    wide as its widest cell."""
+    path = tmp_path / "s.toml"
+    path.write_text(GOOD.replace('name = "interactive"', 'name = "interactive checkout calls"'))
+    status, out, _ = run(capsys, "simulate", str(path))
+    assert status == 0
+    heading, first, second = out.splitlines()[2:5]
+    assert heading.startswith("  workload                   level  offered")
+    assert len(first) == len(second) == len(heading), out
+    # and a count of millions (a day's trace replayed) widens its column
+    result = simulate(scenarios(path)[0])
+    many = attrs.evolve(result.workloads[1], offered=12_345_678, waiting=12_344_878)
+    text = report.table(attrs.evolve(result, workloads=(result.workloads[0], many)))
+    heading, first, second = text.splitlines()[2:5]
+    assert "     1 12,345,678      800 12,344,878 " in second, text
+    assert len(first) == len(second) == len(heading), text
 
 
 def test_compare_reports_tenants_and_each_limits_share(capsys: pytest.CaptureFixture[str]) -> None:

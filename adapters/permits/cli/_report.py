@@ -96,13 +96,22 @@ _COLUMNS = (
 )
 
 
-def _row(cells: Sequence[str]) -> str:
+def _widths(rows: Sequence[Sequence[str]]) -> list[int]:
+    """Each column's width: its heading's, or its widest cell's (a long
+    workload name, a count of millions)."""
+    return [
+        max(int(spec[1:]), *(len(row[k]) for row in rows)) for k, (_, spec) in enumerate(_COLUMNS)
+    ]
+
+
+def _row(cells: Sequence[str], widths: Sequence[int]) -> str:
+    aligned = zip(cells, _COLUMNS, widths, strict=True)
     return (
-        "  "
-        + " ".join(
-            f"{cell:{spec}}" for cell, (_, spec) in zip(cells, _COLUMNS, strict=True)
-        ).rstrip()
+        "  " + " ".join(f"{cell:{spec[0]}{width}}" for cell, (_, spec), width in aligned).rstrip()
     )
+
+
+_HEADINGS = [name for name, _ in _COLUMNS]
 
 
 def _count(value: int | None) -> str:
@@ -151,13 +160,18 @@ def _published(p: Published) -> list[str]:
 def table(result: Result) -> str:
     """One scenario's result, a row per workload, with the published figures
     (where the scenario has them) on a row below."""
-    lines = [header(result), _row([name for name, _ in _COLUMNS])]
+    rows = [_cells(got) for got in result.workloads]
+    published = [
+        _published(w.published) for w in result.scenario.workloads if w.published is not None
+    ]
+    widths = _widths([_HEADINGS, *rows, *published])
+    lines = [header(result), _row(_HEADINGS, widths)]
     notes = []
-    for workload, got in zip(result.scenario.workloads, result.workloads, strict=True):
-        lines.append(_row(_cells(got)))
+    for workload, got, row in zip(result.scenario.workloads, result.workloads, rows, strict=True):
+        lines.append(_row(row, widths))
         lines.extend(f"    {line}" for line in details(result, got))
         if workload.published is not None:
-            lines.append(_row(_published(workload.published)))
+            lines.append(_row(_published(workload.published), widths))
             if workload.published.note:
                 notes.append(f"  note ({workload.name}, published): {workload.published.note}")
     return "\n".join(lines + notes)
@@ -186,10 +200,12 @@ def details(result: Result, w: WorkloadResult) -> list[str]:
 
 def comparison(simulated: Result, measured: Result, verdicts: Sequence[str]) -> str:
     """A scenario run both ways: per workload, a simulated and a measured row."""
-    lines = [header(simulated), _row([name for name, _ in _COLUMNS])]
+    rows = []
     for sim, real in zip(simulated.workloads, measured.workloads, strict=True):
-        lines.append(_row([sim.name, *_cells(sim)[1:]]))
-        lines.append(_row(["  measured", *_cells(real)[1:]]))
+        rows += [_cells(sim), ["  measured", *_cells(real)[1:]]]
+    widths = _widths([_HEADINGS, *rows])
+    lines = [header(simulated), _row(_HEADINGS, widths)]
+    lines.extend(_row(row, widths) for row in rows)
     lines.extend(f"  {verdict}" for verdict in verdicts)
     return "\n".join(lines)
 
