@@ -18,8 +18,9 @@ import permits.testing
 from permits.cli import _live as live
 from permits.cli import _report as report
 from permits.cli import main, scenarios
+from permits.core import StrictPriority
 from permits.sim import COLUMNS as TRACE_COLUMNS
-from permits.sim import SEED, Scenario, simulate
+from permits.sim import SEED, Comparison, Scenario, compare, simulate
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "adapters" / "permits" / "cli" / "examples"
@@ -1017,6 +1018,17 @@ def test_a_long_workload_name_widens_its_column(
     heading, first, second = text.splitlines()[2:5]
     assert "     1 12,345,678      800 12,344,878 " in second, text
     assert len(first) == len(second) == len(heading), text
+    # and in compare's table, a row per policy
+    (outcome,) = compare(scenarios(path)[0], [StrictPriority(2)]).outcomes
+    result = outcome.result
+    many = attrs.evolve(result.workloads[1], offered=12_345_678)
+    outcome = attrs.evolve(
+        outcome, result=attrs.evolve(result, workloads=(result.workloads[0], many))
+    )
+    text = report.compare_tables(Comparison(result.scenario, (outcome,)))
+    heading, row = text.split("\n\nbatch (level 1)\n")[1].splitlines()[:2]
+    assert "  strict priority      800 12,345,678 12,344,878 " in row, text
+    assert len(row) == len(heading), text
 
 
 def test_compare_reports_tenants_and_each_limits_share(capsys: pytest.CaptureFixture[str]) -> None:

@@ -313,8 +313,15 @@ def heading(w: Workload | WorkloadResult) -> str:
 
 
 def _grid_table(title: str, columns: Sequence[tuple[str, str]], rows: list[list[str]]) -> str:
+    # each column as wide as its spec says, or as its widest cell (a count of millions)
+    widths = [
+        max(int(spec[1:]), len(name), *(len(row[k]) for row in rows))
+        for k, (name, spec) in enumerate(columns)
+    ]
+
     def line(cells: Sequence[str]) -> str:
-        return "  " + " ".join(f"{c:{spec}}" for c, (_, spec) in zip(cells, columns, strict=True))
+        aligned = zip(cells, columns, widths, strict=True)
+        return "  " + " ".join(f"{c:{spec[0]}{width}}" for c, (_, spec), width in aligned)
 
     out = [title, line([name for name, _ in columns]).rstrip()]
     out.extend(line(row).rstrip() for row in rows)
