@@ -765,6 +765,27 @@ def test_plot_in_a_format_matplotlib_cannot_write_is_refused_before_the_run(
     assert not bare.with_suffix(".png").exists()
 
 
+@pytest.mark.parametrize("command", ["simulate", "compare"])
+def test_plot_as_pgf_without_its_tex_is_refused_before_the_run(
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+    command: str,
+) -> None:
+    """matplotlib draws a .pgf with TeX (xelatex unless configured): without
+    it, a RuntimeError's traceback after the whole run, and status 1."""
+    pytest.importorskip("matplotlib")
+    monkeypatch.setenv("PATH", str(tmp_path))  # no TeX on it
+    target = tmp_path / "out.pgf"
+    status, out, err = run(capsys, command, "--plot", str(target))
+    assert (status, out) == (2, "")
+    assert err == (
+        f"permits: error: --plot={str(target)!r}: a .pgf file needs xelatex, not found "
+        "(draw a .pdf, .svg or .png instead)\n"
+    )
+    assert not target.exists()
+
+
 LLM = """
 [[scenario]]
 name = "llm"

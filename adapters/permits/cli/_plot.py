@@ -7,6 +7,7 @@ object API and its Agg canvas, so no window and no global pyplot state.
 
 from __future__ import annotations
 
+import shutil
 from collections.abc import Sequence
 from fractions import Fraction
 from itertools import accumulate
@@ -56,6 +57,15 @@ def image_format(path: Path) -> str:
         raise Usage(
             f"--plot={str(path)!r}: cannot draw a .{suffix} file (expected one of: {expected})"
         )
+    if suffix == "pgf":  # set in TeX by matplotlib: without it, a RuntimeError after the run
+        from matplotlib import rcParams
+
+        tex = rcParams["pgf.texsystem"]
+        if shutil.which(tex) is None:
+            raise Usage(
+                f"--plot={str(path)!r}: a .pgf file needs {tex}, not found "
+                "(draw a .pdf, .svg or .png instead)"
+            )
     return suffix or "png"
 
 
