@@ -786,6 +786,26 @@ def test_plot_as_pgf_without_its_tex_is_refused_before_the_run(
     assert not target.exists()
 
 
+def test_plot_shows_a_dollar_in_a_name_as_it_is(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """A ``$`` in a name drawn (a workload's, a scenario's, a requirement's)
+    opened matplotlib's math mode: ``a $x^$ b`` was a ParseException's
+    traceback after the run."""
+    pytest.importorskip("matplotlib")
+    path = tmp_path / "s.toml"
+    path.write_text(
+        GOOD.replace('name = "s"', 'name = "s $"')
+        .replace('name = "interactive"', 'name = "a $x^$ b"')
+        .replace("seconds = 10", 'seconds = 10\nrequire = ["a $x^$ b p99 <= 50 ms"]')
+    )
+    for command in ("simulate", "compare"):
+        target = tmp_path / f"{command}.png"
+        status, _, err = run(capsys, command, str(path), "--plot", str(target))
+        assert (status in (0, 1), err) == (True, ""), command
+        assert target.read_bytes().startswith(b"\x89PNG\r\n\x1a\n")
+
+
 LLM = """
 [[scenario]]
 name = "llm"
