@@ -210,6 +210,10 @@ BAD = [
         GOOD.replace("seconds = 10", "seconds = -5"),
         "scenario[0].seconds=-5: must be greater than 0",
     ),
+    (  # its waits past a float's seconds: an OverflowError's traceback, writing them
+        GOOD.replace("seconds = 10", "seconds = 1" + "0" * 400),
+        "scenario[0].seconds=100000000000000000...0000000000000000000: must be at most 1e+308",
+    ),
     (  # likewise
         GOOD.replace('policy = "strict"', 'policy = { kind = "aging", after = -1 }'),
         "scenario[0].policy.after=-1: must be greater than 0",
