@@ -210,6 +210,10 @@ BAD = [
         GOOD.replace("seconds = 10", "seconds = -5"),
         "scenario[0].seconds=-5: must be greater than 0",
     ),
+    (  # 1e600 callers, past a float: an OverflowError's traceback, saying how many
+        GOOD.replace("seconds = 10", "seconds = 1e300").replace("rate = 20", "rate = 1e300"),
+        "scenario[0].workload[0].rate=1e+300: for seconds=1e+300 asks for 1e+600 callers in all",
+    ),
     (  # its waits past a float's seconds: an OverflowError's traceback, writing them
         GOOD.replace("seconds = 10", "seconds = 1" + "0" * 400),
         "scenario[0].seconds=100000000000000000...0000000000000000000: must be at most 1e+308",
