@@ -814,6 +814,26 @@ def test_plot_shows_a_dollar_in_a_name_as_it_is(
         assert target.read_bytes().startswith(b"\x89PNG\r\n\x1a\n")
 
 
+@pytest.mark.parametrize("command", ["simulate", "compare"])
+def test_plot_of_a_run_too_long_to_draw_is_refused_before_the_run(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, command: str
+) -> None:
+    """matplotlib's log axes fail on times of about 1e290 s: an OverflowError
+    or a ValueError's traceback after the run."""
+    pytest.importorskip("matplotlib")
+    path = tmp_path / "s.toml"
+    batches = GOOD.replace('"constant"\nrate = 20', '"batch"\nsize = 5')
+    path.write_text(batches.replace("seconds = 10", "seconds = 1e300"))
+    target = tmp_path / "out.png"
+    status, out, err = run(capsys, command, str(path), "--plot", str(target))
+    assert (status, out) == (2, "")
+    assert err == (
+        f"permits: error: --plot={str(target)!r}: cannot draw a run of more than 1e+200 s "
+        "(s: seconds=1e+300)\n"
+    )
+    assert not target.exists()
+
+
 LLM = """
 [[scenario]]
 name = "llm"
