@@ -11,14 +11,16 @@ import subprocess
 import sys
 from pathlib import Path
 
+import attrs
 import pytest
 
 import permits.testing
 from permits.cli import _live as live
 from permits.cli import _report as report
 from permits.cli import main, scenarios
+from permits.core import StrictPriority
 from permits.sim import COLUMNS as TRACE_COLUMNS
-from permits.sim import SEED, Scenario, simulate
+from permits.sim import SEED, Comparison, Scenario, compare, simulate
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "adapters" / "permits" / "cli" / "examples"
@@ -163,6 +165,10 @@ BAD = [
         "cost, expire_after, fair, flow, heaviest, level, max_wait, name, published, size, "
         "tenants, timeout, zipf)",
     ),
+    (  # not "size=1000: unknown key": the arrivals that take it are what is missing
+        GOOD.replace('arrivals = "batch"\n', ""),
+        "scenario[0].workload[1].arrivals: missing",
+    ),
     (  # the key's former name
         GOOD.replace("size = 1000", "size = 1000\ndeadline = 3"),
         "scenario[0].workload[1].deadline=3: renamed: write expire_after = ... "
@@ -203,6 +209,14 @@ BAD = [
     (  # not "at least 0": 0 is refused too
         GOOD.replace("seconds = 10", "seconds = -5"),
         "scenario[0].seconds=-5: must be greater than 0",
+    ),
+    (  # 1e600 callers, past a float: an OverflowError's traceback, saying how many
+        GOOD.replace("seconds = 10", "seconds = 1e300").replace("rate = 20", "rate = 1e300"),
+        "scenario[0].workload[0].rate=1e+300: for seconds=1e+300 asks for 1e+600 callers in all",
+    ),
+    (  # its waits past a float's seconds: an OverflowError's traceback, writing them
+        GOOD.replace("seconds = 10", "seconds = 1" + "0" * 400),
+        "scenario[0].seconds=100000000000000000...0000000000000000000: must be at most 1e+308",
     ),
     (  # likewise
         GOOD.replace('policy = "strict"', 'policy = { kind = "aging", after = -1 }'),
@@ -308,10 +322,22 @@ def test_good_file_runs(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> N
 
 @pytest.mark.parametrize(
     ("seconds", "shown"),
-    [(0.005, "5 ms"), (0.9994, "999 ms"), (0.9996, "1 s"), (0.99999, "1 s"), (1.5, "1.5 s")],
+    [
+        (0.005, "5 ms"),
+        (0.9994, "999 ms"),
+        (0.9996, "1 s"),
+        (0.99999, "1 s"),
+        (1.5, "1.5 s"),
+        (999.4, "999 s"),
+        (999.6, "1,000 s"),
+        (1980.4, "1,980 s"),
+        (86_400.0, "86,400 s"),
+        (1e30, "1e+30 s"),
+    ],
 )
-def test_a_wait_just_under_a_second_is_written_in_seconds(seconds: float, shown: str) -> None:
-    """0.9996 s was written '1e+03 ms' (999.6 to three digits)."""
+def test_a_time_is_written_short_without_an_exponent(seconds: float, shown: str) -> None:
+    """0.9996 s was written '1e+03 ms' (999.6 to three digits); and 1,980 s
+    (a run of an hour, a day's trace) '1.98e+03 s'."""
     assert report.duration(seconds) == shown
 
 
@@ -547,6 +573,12 @@ def test_max_arrivals_raises_or_lowers_the_bound(
     status, out, err = run(capsys, "simulate", str(path), "--max-arrivals", "1201")
     assert (status, err) == (0, "")
     assert "interactive" in out
+    # without FILE, the article's five are bounded as the example 'seed' is (it ran them)
+    for argv in ([], ["--example", "seed"]):
+        status, out, err = run(capsys, "simulate", *argv, "--max-arrivals", "1200")
+        assert (status, out) == (2, ""), argv
+        assert err.count("\n") == 1, err
+        assert "size=1000: asks for 1,201 callers in all, over the 1,200 a run" in err
 
 
 def test_examples_are_listed_and_run_by_name(capsys: pytest.CaptureFixture[str]) -> None:
@@ -636,6 +668,8 @@ def test_policy_option_with_spaces_around_its_kind(capsys: pytest.CaptureFixture
     status, out, err = run(capsys, "compare", "--json", "--policy", " strict")
     assert (status, err) == (1, "")  # it runs: strict priority misses the batch's share
     assert [p["policy"] for p in json.loads(out)["scenarios"][0]["policies"]] == ["strict priority"]
+    status, out, err = run(capsys, "compare", "--policy", " strict")
+    assert "\n  100 permits/s, burst 1, 10 s; 1 policy\n" in out  # not "1 policies"
 
 
 @pytest.mark.parametrize(
@@ -648,6 +682,7 @@ def test_policy_option_with_spaces_around_its_kind(capsys: pytest.CaptureFixture
         ),
         ("every:x", "--policy='every:x': expected fifo, strict, every:N, shares:W1,W2,..."),
         ("shares:1", "--policy='shares:1': orders 1 of the 2 levels the scenario's workloads use"),
+        ("shares:4,1,1", "--policy='shares:4,1,1': orders 3 levels, and the scenario 2: give"),
         ("every:1", "--policy.every=1: must be at least 2 (from --policy='every:1')"),
     ],
 )
@@ -658,6 +693,32 @@ def test_bad_policy_option_is_one_line(
     assert (status, out) == (2, "")
     assert err.count("\n") == 1
     assert says in err, err
+
+
+def test_policy_option_of_more_levels_than_the_scenario_is_one_line(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """A ``--policy`` of more levels than the scenario's is refused before
+    any run: under a trace, its runs had a workload more than the others'
+    (an IndexError printing the tables when it came first), and a
+    ``max_waiting`` list was blamed for having one entry per level."""
+    path = tmp_path / "s.toml"
+    path.write_text(GOOD)
+    trace = tmp_path / "calls.csv"
+    trace.write_text("at,level\n0,0\n0.5,1\n")
+    bounded = tmp_path / "bounded.toml"
+    bounded.write_text(GOOD.replace("seconds = 10", "seconds = 10\nmax_waiting = [5, 500]"))
+    for argv in (
+        [str(path), "--trace", str(trace), "--policy", "shares:4,1,1", "--policy", "strict"],
+        [str(path), "--trace", str(trace), "--policy", "strict", "--policy", "shares:4,1,1"],
+        [str(bounded), "--policy", "shares:4,1,1"],
+    ):
+        status, out, err = run(capsys, "compare", *argv)
+        assert (status, out) == (2, ""), argv
+        assert err == (
+            "permits: error: --policy='shares:4,1,1': orders 3 levels, and the scenario 2: "
+            "give a policy of 2 levels\n"
+        ), argv
 
 
 def test_compare_plot_writes_a_png_and_checks_its_path_first(
@@ -710,6 +771,67 @@ def test_plot_in_a_format_matplotlib_cannot_write_is_refused_before_the_run(
     assert done.returncode in (0, 1), done.stderr
     assert bare.read_bytes().startswith(b"\x89PNG\r\n\x1a\n")
     assert not bare.with_suffix(".png").exists()
+
+
+@pytest.mark.parametrize("command", ["simulate", "compare"])
+def test_plot_as_pgf_without_its_tex_is_refused_before_the_run(
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+    command: str,
+) -> None:
+    """matplotlib draws a .pgf with TeX (xelatex unless configured): without
+    it, a RuntimeError's traceback after the whole run, and status 1."""
+    pytest.importorskip("matplotlib")
+    monkeypatch.setenv("PATH", str(tmp_path))  # no TeX on it
+    target = tmp_path / "out.pgf"
+    status, out, err = run(capsys, command, "--plot", str(target))
+    assert (status, out) == (2, "")
+    assert err == (
+        f"permits: error: --plot={str(target)!r}: a .pgf file needs xelatex, not found "
+        "(draw a .pdf, .svg or .png instead)\n"
+    )
+    assert not target.exists()
+
+
+def test_plot_shows_a_dollar_in_a_name_as_it_is(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """A ``$`` in a name drawn (a workload's, a scenario's, a requirement's)
+    opened matplotlib's math mode: ``a $x^$ b`` was a ParseException's
+    traceback after the run."""
+    pytest.importorskip("matplotlib")
+    path = tmp_path / "s.toml"
+    path.write_text(
+        GOOD.replace('name = "s"', 'name = "s $"')
+        .replace('name = "interactive"', 'name = "a $x^$ b"')
+        .replace("seconds = 10", 'seconds = 10\nrequire = ["a $x^$ b p99 <= 50 ms"]')
+    )
+    for command in ("simulate", "compare"):
+        target = tmp_path / f"{command}.png"
+        status, _, err = run(capsys, command, str(path), "--plot", str(target))
+        assert (status in (0, 1), err) == (True, ""), command
+        assert target.read_bytes().startswith(b"\x89PNG\r\n\x1a\n")
+
+
+@pytest.mark.parametrize("command", ["simulate", "compare"])
+def test_plot_of_a_run_too_long_to_draw_is_refused_before_the_run(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, command: str
+) -> None:
+    """matplotlib's log axes fail on times of about 1e290 s: an OverflowError
+    or a ValueError's traceback after the run."""
+    pytest.importorskip("matplotlib")
+    path = tmp_path / "s.toml"
+    batches = GOOD.replace('"constant"\nrate = 20', '"batch"\nsize = 5')
+    path.write_text(batches.replace("seconds = 10", "seconds = 1e300"))
+    target = tmp_path / "out.png"
+    status, out, err = run(capsys, command, str(path), "--plot", str(target))
+    assert (status, out) == (2, "")
+    assert err == (
+        f"permits: error: --plot={str(target)!r}: cannot draw a run of more than 1e+200 s "
+        "(s: seconds=1e+300)\n"
+    )
+    assert not target.exists()
 
 
 LLM = """
@@ -834,7 +956,11 @@ BAD_COSTS = [
     (GOOD.replace("size = 1000", "size = 1000\ncost = {}"), f"{_W1}.cost={{}}: names no limit"),
     (
         GOOD.replace("size = 1000", 'size = 1000\nflow = ""'),
-        f"{_W1}.flow='': expected a non-empty str",
+        f"{_W1}.flow='': expected a non-empty str (a tenant's name), got an empty one\n",
+    ),
+    (  # not "expected a non-empty str, got str"
+        GOOD.replace('name = "s"', 'name = ""'),
+        "scenario[0].name='': expected a non-empty str, got an empty one\n",
     ),
     (
         GOOD.replace("size = 1000", "size = 1000\nflow = 3"),
@@ -916,6 +1042,62 @@ def test_several_limits_drawn_costs_and_tenants_are_reported(
     assert "requests 500/min (burst 500), tokens 90,000/min (burst 90,000)" in text
     assert "share per limit: requests " in text
     assert "tenants: 1, 0 never granted; p99 wait of the worst tenant" in text
+
+
+@pytest.mark.parametrize(
+    ("limit", "shown"),
+    [
+        ("{ per_minute = 500 }", "500/min"),
+        ("{ per_second = 0.3, burst = 1 }", "18/min"),
+        ("{ per_hour = 1000 }", "1,000/h"),  # it read 16.666666666666668/min
+        ("{ per_second = 0.0001, burst = 1 }", "0.006/min"),
+        ("{ per_hour = 0.5, burst = 1 }", "0.00833333/min"),
+    ],
+)
+def test_a_limit_is_written_by_the_minute_or_the_hour(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, limit: str, shown: str
+) -> None:
+    path = tmp_path / "s.toml"
+    path.write_text(
+        f'[[scenario]]\nname = "s"\nseconds = 1\n[scenario.limits]\nreq = {limit}\n'
+        '[[scenario.workload]]\nname = "w"\nlevel = 0\narrivals = "batch"\nsize = 1\n'
+    )
+    status, out, _ = run(capsys, "simulate", str(path))
+    assert status == 0
+    assert f"; req {shown} (burst " in out, out
+
+
+def test_a_long_workload_name_widens_its_column(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """A name longer than the first column pushed its row's figures right
+    of their headings, and so did a count of millions; each column is as
+    wide as its widest cell."""
+    path = tmp_path / "s.toml"
+    path.write_text(GOOD.replace('name = "interactive"', 'name = "interactive checkout calls"'))
+    status, out, _ = run(capsys, "simulate", str(path))
+    assert status == 0
+    heading, first, second = out.splitlines()[2:5]
+    assert heading.startswith("  workload                   level  offered")
+    assert len(first) == len(second) == len(heading), out
+    # and a count of millions (a day's trace replayed) widens its column
+    result = simulate(scenarios(path)[0])
+    many = attrs.evolve(result.workloads[1], offered=12_345_678, waiting=12_344_878)
+    text = report.table(attrs.evolve(result, workloads=(result.workloads[0], many)))
+    heading, first, second = text.splitlines()[2:5]
+    assert "     1 12,345,678      800 12,344,878 " in second, text
+    assert len(first) == len(second) == len(heading), text
+    # and in compare's table, a row per policy
+    (outcome,) = compare(scenarios(path)[0], [StrictPriority(2)]).outcomes
+    result = outcome.result
+    many = attrs.evolve(result.workloads[1], offered=12_345_678)
+    outcome = attrs.evolve(
+        outcome, result=attrs.evolve(result, workloads=(result.workloads[0], many))
+    )
+    text = report.compare_tables(Comparison(result.scenario, (outcome,)))
+    heading, row = text.split("\n\nbatch (level 1)\n")[1].splitlines()[:2]
+    assert "  strict priority      800 12,345,678 12,344,878 " in row, text
+    assert len(row) == len(heading), text
 
 
 def test_compare_reports_tenants_and_each_limits_share(capsys: pytest.CaptureFixture[str]) -> None:

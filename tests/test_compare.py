@@ -20,6 +20,7 @@ from permits.core import (
 from permits.sim import (
     SEED,
     Batch,
+    Call,
     Constant,
     Measure,
     Poisson,
@@ -412,3 +413,34 @@ def test_a_workload_no_caller_came_to_meets_its_waits() -> None:
     (outcome,) = compare(scenario, [Fifo(2)]).outcomes
     assert outcome.result["quiet"].offered == 0
     assert {r.text: r not in outcome.missed for r in scenario.requirements} == texts
+
+
+def test_a_requirement_on_tenants_of_a_workload_that_names_none_is_refused() -> None:
+    """A workload whose callers name no flow has no tenants: a requirement
+    on its tenants' p99 was missed by every policy ('never'), and one on
+    its tenants starved met by every one; refused, unless a trace's calls
+    (which name their own) are replayed."""
+    calls = [Call(0, 1, 1, "acme")]
+    for text in ("batch worst tenant p99 <= 1 s", "batch tenants starved <= 0"):
+        scenario = attrs.evolve(ARTICLE, requirements=[Requirement.parse(text)])
+        with pytest.raises(PermitValueError) as raised:
+            compare(scenario, [StrictPriority(2)])
+        assert (raised.value.argument, raised.value.value) == ("requirements[0]", text)
+        assert str(raised.value).endswith(
+            ": no caller of 'batch' names a tenant: give it tenants or a flow"
+        )
+        (outcome,) = compare(scenario, [StrictPriority(2)], calls=lambda: calls).outcomes
+        assert outcome.result["batch"].tenants == 1
+
+
+def test_a_trace_is_compared_under_policies_of_the_scenarios_levels() -> None:
+    """With a trace's calls, each run's result has a workload per level of
+    its policy: a grid of other levels made a comparison whose runs had
+    other workloads (the command's tables failed on it, an IndexError)."""
+    calls = [Call(0, 0), Call(SECOND, 1)]
+    with pytest.raises(PermitValueError) as raised:
+        compare(ARTICLE, [StrictPriority(2), Shares((4, 1, 1))], calls=lambda: calls)
+    assert (raised.value.argument, raised.value.value) == ("policies", Shares((4, 1, 1)))
+    assert "orders 3 levels, and the scenario 2" in str(raised.value)
+    (outcome,) = compare(ARTICLE, [Shares((4, 1, 1))]).outcomes  # its workloads: as they are
+    assert [w.name for w in outcome.result.workloads] == ["interactive", "batch"]

@@ -68,6 +68,20 @@ def test_csv_and_json_lines_read_alike(text: str) -> None:
     assert [c._replace(line=0) for c in read_trace(bom)] == CALLS
 
 
+def test_a_json_lines_flow_that_is_a_number_is_the_tenant_its_digits_name() -> None:
+    """``"flow": 7`` and ``"flow": "7"`` are one tenant, as the CSV cell 7
+    is (they were two, both shown as 7), and replay as the CSV does."""
+    jsonl = '{"at": 0, "level": 0, "flow": 7}\n{"at": 0, "level": 0, "flow": "7"}\n'
+    calls = list(read_trace(jsonl.splitlines(keepends=True)))
+    assert [c.flow for c in calls] == ["7", "7"]
+    scenario = Scenario("s", Fifo(1), 1, 5, [Workload("api", 0, Batch(0))])
+    from_csv = replay(scenario, read_trace(["at,level,flow\n", "0,0,7\n", "0,0,7\n"]))
+    assert replay(scenario, calls) == from_csv
+    assert from_csv["api"].tenants == 1
+    with pytest.raises(TraceError, match="line 1: flow=True: expected a name"):
+        list(read_trace(['{"at": 0, "level": 0, "flow": true}\n']))
+
+
 @pytest.mark.parametrize(
     ("text", "says"),
     [
@@ -104,7 +118,11 @@ def test_csv_and_json_lines_read_alike(text: str) -> None:
         ("at,level,cost.a,cost.b\n0,0,0,\n", "line 2: cost={'a': '0'}: must take at least one"),
         ("at,level,cost,cost.a\n", "line 1: cost: give cost or cost.<limit> columns, not both"),
         ("at,level,cost.a,cost.a\n", "line 1: cost.a: named twice in the header"),
-        ("at,level,cost.\n", "line 1: cost.: unknown column (expected some of: at, level, cost"),
+        (  # a CSV header: not the JSON lines' advice, '"cost": {"<limit>": <units>}'
+            "at,level,cost.\n",
+            "line 1: cost.: unknown column (expected some of: at, level, cost, flow, timeout, "
+            "max_wait, cost.<limit>); name the limit after the dot, as cost.tokens",
+        ),
         ('{"at": 0, "level": 0, "cost": {"tokens": -1}}', "line 1: cost.tokens=-1: must be at"),
         ('{"at": 0, "level": 0, "cost": {"tokens": 2.5}}', "line 1: cost.tokens=2.5: expected"),
         ('{"at": 0, "level": 0, "cost": {"tokens": true}}', "line 1: cost.tokens=True: expected"),

@@ -229,6 +229,20 @@ def _check_plot(args: argparse.Namespace) -> None:
         image_format(args.plot)
 
 
+#: The longest run ``--plot`` draws, in seconds: matplotlib's log axes fail
+#: (an OverflowError) on times of about 1e290 s.
+_LONGEST_DRAWN = 10**200
+
+
+def _check_drawn(args: argparse.Namespace, scenario: Scenario) -> None:
+    """Refuse, before its run, a scenario too long for ``--plot`` to draw."""
+    if args.plot is not None and scenario.seconds > _LONGEST_DRAWN:
+        _fail(
+            f"--plot={str(args.plot)!r}: cannot draw a run of more than 1e+200 s "
+            f"({scenario.name}: seconds={scenario.seconds!r})"
+        )
+
+
 def _bound(args: argparse.Namespace) -> int | None:
     """The most callers a scenario's own workloads may ask for: none with
     ``--trace``, whose calls replace them (a trace is read as it streams)."""
@@ -238,6 +252,8 @@ def _bound(args: argparse.Namespace) -> int | None:
 def _simulate(args: argparse.Namespace) -> int:
     _check_plot(args)
     loaded = scenarios(args.file, args.example, _bound(args))
+    for scenario in loaded:
+        _check_drawn(args, scenario)
     if args.trace is None:
         results = [simulate(scenario, max_arrivals=None) for scenario in loaded]
     else:
@@ -361,6 +377,11 @@ def _policies(texts: list[str] | None, levels: int) -> list[Policy] | None:
                 f"--policy={text!r}: orders {policy.levels} of the {levels} levels "
                 "the scenario's workloads use: give a weight for each"
             )
+        if policy.levels > levels:  # a trace's rows, max_waiting: per level of the scenario
+            _fail(
+                f"--policy={text!r}: orders {policy.levels} levels, and the scenario "
+                f"{levels}: give a policy of {levels} level{'' if levels == 1 else 's'}"
+            )
         policies.append(policy)
     return policies
 
@@ -370,7 +391,10 @@ def _compare(args: argparse.Namespace) -> int:
     name = "article" if args.file is None and args.example is None else args.example
     calls = None if args.trace is None else trace(args.trace)
     comparisons = []
-    for scenario in scenarios(args.file, name, _bound(args)):
+    loaded = scenarios(args.file, name, _bound(args))
+    for scenario in loaded:
+        _check_drawn(args, scenario)
+    for scenario in loaded:
         grid = _policies(args.policy, scenario.policy.levels)
         try:
             replayed = None if calls is None else functools.partial(calls, scenario.named_limits)

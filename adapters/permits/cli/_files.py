@@ -14,7 +14,15 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from permits.core import PermitError
-from permits.sim import MAX_ARRIVALS, SEED, Call, Scenario, load_scenarios, read_trace
+from permits.sim import (
+    MAX_ARRIVALS,
+    SEED,
+    Call,
+    Scenario,
+    check_arrivals,
+    load_scenarios,
+    read_trace,
+)
 
 if TYPE_CHECKING:
     from importlib.resources.abc import Traversable
@@ -94,6 +102,11 @@ def read_scenarios(
     if path is not None and name is not None:
         raise Usage(f"give a FILE or --example, not both (got {str(path)!r} and {name!r})")
     if path is None and name is None:
+        for scenario in SEED:  # bounded as a file's are (the example 'seed' is the same)
+            try:
+                check_arrivals(scenario, max_arrivals)
+            except PermitError as error:
+                raise Usage(f"{scenario.name}: {error}") from None
         return SEED
     if path is not None:
         where, data = str(path), _read(path)

@@ -7,6 +7,7 @@ object API and its Agg canvas, so no window and no global pyplot state.
 
 from __future__ import annotations
 
+import shutil
 from collections.abc import Sequence
 from fractions import Fraction
 from itertools import accumulate
@@ -56,7 +57,22 @@ def image_format(path: Path) -> str:
         raise Usage(
             f"--plot={str(path)!r}: cannot draw a .{suffix} file (expected one of: {expected})"
         )
+    if suffix == "pgf":  # set in TeX by matplotlib: without it, a RuntimeError after the run
+        from matplotlib import rcParams
+
+        tex = rcParams["pgf.texsystem"]
+        if shutil.which(tex) is None:
+            raise Usage(
+                f"--plot={str(path)!r}: a .pgf file needs {tex}, not found "
+                "(draw a .pdf, .svg or .png instead)"
+            )
     return suffix or "png"
+
+
+def _plain(text: str) -> str:
+    """``text`` as matplotlib shows it as is: a ``$`` in a name would start
+    its math mode (``a $x^$ b``: a ParseException after the run)."""
+    return text.replace("$", r"\$")
 
 
 #: Waits shorter than this are drawn at it on the log axes (seconds).
@@ -108,10 +124,10 @@ def plot(results: Sequence[Result], path: Path) -> None:
         seconds = result.duration / SECOND
         edges = [seconds * (i + 1) / BINS for i in range(BINS)]
         for workload in result.workloads:
-            label = heading(workload)
+            label = _plain(heading(workload))
             over_time.plot(edges, list(accumulate(workload.timeline)), label=label)
             _cdf(waits, workload, seconds, label)
-        title = f"{result.scenario.name} ({describe(result.scenario.policy)})"
+        title = _plain(f"{result.scenario.name} ({describe(result.scenario.policy)})")
         over_time.set_title(title, fontsize=10, loc="left")
         over_time.set_xlabel("time (s)")
         over_time.set_ylabel("permits granted (cumulative)")
@@ -141,7 +157,7 @@ def plot_comparisons(comparisons: Sequence[Comparison], path: Path) -> None:
         lower = max(first.workloads, key=lambda w: w.level).name
         for k, outcome in enumerate(comparison.outcomes):
             color = colormaps["tab20"](k % 20)
-            name = describe(outcome.policy)
+            name = _plain(describe(outcome.policy))
             u, low = outcome.result[urgent], outcome.result[lower]
             wait = offered_quantile(u.waits, u.offered, Fraction(99, 100))
             y = seconds if wait is None else max(_FLOOR, wait / SECOND)
@@ -157,27 +173,28 @@ def plot_comparisons(comparisons: Sequence[Comparison], path: Path) -> None:
         for requirement in comparison.scenario.requirements:
             bound = float(requirement.bound)
             if requirement.workload == urgent and requirement.measure is Measure.WAIT_P99:
-                tradeoff.axhline(bound, color="C2", linestyle="--", label=requirement.text)
+                tradeoff.axhline(bound, color="C2", linestyle="--", label=_plain(requirement.text))
             elif (
                 requirement.workload == lower
                 and requirement.measure is Measure.SHARE
                 and requirement.limit in (None, first.limits[0])  # the share drawn
             ):
-                tradeoff.axvline(bound, color="C1", linestyle="--", label=requirement.text)
+                tradeoff.axvline(bound, color="C1", linestyle="--", label=_plain(requirement.text))
         tradeoff.set_yscale("log")
         tradeoff.set_ylim(_FLOOR, seconds * 2)
+        best = describe(comparison.recommended.policy)
         tradeoff.set_title(
-            f"{comparison.scenario.name}: recommended {describe(comparison.recommended.policy)}",
+            _plain(f"{comparison.scenario.name}: recommended {best}"),
             fontsize=10,
             loc="left",
         )
-        tradeoff.set_xlabel(f"{lower}'s share of the units")
-        tradeoff.set_ylabel(f"{urgent}'s p99 wait (s, log; ^ = never granted)")
+        tradeoff.set_xlabel(_plain(f"{lower}'s share of the units"))
+        tradeoff.set_ylabel(_plain(f"{urgent}'s p99 wait (s, log; ^ = never granted)"))
         tradeoff.grid(alpha=0.3, which="both")
         if tradeoff.get_legend_handles_labels()[1]:  # a requirement drawn
             tradeoff.legend(fontsize=8, loc="lower right")
-        _wait_axes(urgent_waits, seconds, f"{urgent}: wait before the permit")
-        _wait_axes(lower_waits, seconds, f"{lower}: wait before the permit")
+        _wait_axes(urgent_waits, seconds, _plain(f"{urgent}: wait before the permit"))
+        _wait_axes(lower_waits, seconds, _plain(f"{lower}: wait before the permit"))
         if urgent_waits.get_legend_handles_labels()[1]:  # it had callers
             urgent_waits.legend(fontsize=6, loc="upper left", ncols=2)
     figure.savefig(path, dpi=100, format=image_format(path))

@@ -36,7 +36,10 @@ def duration(value: float | None) -> str:
         ms = f"{value * 1e3:.3g}"
         if "e+" not in ms:  # 999.6 ms rounds to 1e+03: written as 1 s
             return f"{ms} ms"
-    return f"{value:.3g} s"
+    shown = f"{value:.3g}"
+    if "e+" in shown and value < 1e15:  # 1,980 s, not 1.98e+03 s (a float's digits are whole)
+        shown = f"{value:,.0f}"
+    return f"{shown} s"
 
 
 def _number(exact: Fraction) -> int | float:
@@ -53,9 +56,17 @@ def limits_text(scenario: Scenario) -> str:
     if scenario.limits is None:
         return f"{_number(check_rate(scenario.rate)):,} permits/s, burst {scenario.burst}"
     return ", ".join(
-        f"{name} {_number(limit.rate * 60):,}/min (burst {limit.burst:,})"
-        for name, limit in scenario.limits
+        f"{name} {_per(limit.rate)} (burst {limit.burst:,})" for name, limit in scenario.limits
     )
+
+
+def _per(rate: Fraction) -> str:
+    """A limit's rate a minute, or an hour where a minute's is not whole
+    (``1,000/h``, not ``16.666666666666668/min``)."""
+    for per, unit in ((60, "min"), (3600, "h")):
+        if (rate * per).denominator == 1:
+            return f"{(rate * per).numerator:,}/{unit}"
+    return f"{float(rate * 60):,.6g}/min"
 
 
 def header(result: Result) -> str:
@@ -85,13 +96,22 @@ _COLUMNS = (
 )
 
 
-def _row(cells: Sequence[str]) -> str:
+def _widths(rows: Sequence[Sequence[str]]) -> list[int]:
+    """Each column's width: its heading's, or its widest cell's (a long
+    workload name, a count of millions)."""
+    return [
+        max(int(spec[1:]), *(len(row[k]) for row in rows)) for k, (_, spec) in enumerate(_COLUMNS)
+    ]
+
+
+def _row(cells: Sequence[str], widths: Sequence[int]) -> str:
+    aligned = zip(cells, _COLUMNS, widths, strict=True)
     return (
-        "  "
-        + " ".join(
-            f"{cell:{spec}}" for cell, (_, spec) in zip(cells, _COLUMNS, strict=True)
-        ).rstrip()
+        "  " + " ".join(f"{cell:{spec[0]}{width}}" for cell, (_, spec), width in aligned).rstrip()
     )
+
+
+_HEADINGS = [name for name, _ in _COLUMNS]
 
 
 def _count(value: int | None) -> str:
@@ -140,13 +160,18 @@ def _published(p: Published) -> list[str]:
 def table(result: Result) -> str:
     """One scenario's result, a row per workload, with the published figures
     (where the scenario has them) on a row below."""
-    lines = [header(result), _row([name for name, _ in _COLUMNS])]
+    rows = [_cells(got) for got in result.workloads]
+    published = [
+        _published(w.published) for w in result.scenario.workloads if w.published is not None
+    ]
+    widths = _widths([_HEADINGS, *rows, *published])
+    lines = [header(result), _row(_HEADINGS, widths)]
     notes = []
-    for workload, got in zip(result.scenario.workloads, result.workloads, strict=True):
-        lines.append(_row(_cells(got)))
+    for workload, got, row in zip(result.scenario.workloads, result.workloads, rows, strict=True):
+        lines.append(_row(row, widths))
         lines.extend(f"    {line}" for line in details(result, got))
         if workload.published is not None:
-            lines.append(_row(_published(workload.published)))
+            lines.append(_row(_published(workload.published), widths))
             if workload.published.note:
                 notes.append(f"  note ({workload.name}, published): {workload.published.note}")
     return "\n".join(lines + notes)
@@ -175,10 +200,12 @@ def details(result: Result, w: WorkloadResult) -> list[str]:
 
 def comparison(simulated: Result, measured: Result, verdicts: Sequence[str]) -> str:
     """A scenario run both ways: per workload, a simulated and a measured row."""
-    lines = [header(simulated), _row([name for name, _ in _COLUMNS])]
+    rows = []
     for sim, real in zip(simulated.workloads, measured.workloads, strict=True):
-        lines.append(_row([sim.name, *_cells(sim)[1:]]))
-        lines.append(_row(["  measured", *_cells(real)[1:]]))
+        rows += [_cells(sim), ["  measured", *_cells(real)[1:]]]
+    widths = _widths([_HEADINGS, *rows])
+    lines = [header(simulated), _row(_HEADINGS, widths)]
+    lines.extend(_row(row, widths) for row in rows)
     lines.extend(f"  {verdict}" for verdict in verdicts)
     return "\n".join(lines)
 
@@ -286,8 +313,15 @@ def heading(w: Workload | WorkloadResult) -> str:
 
 
 def _grid_table(title: str, columns: Sequence[tuple[str, str]], rows: list[list[str]]) -> str:
+    # each column as wide as its spec says, or as its widest cell (a count of millions)
+    widths = [
+        max(int(spec[1:]), len(name), *(len(row[k]) for row in rows))
+        for k, (name, spec) in enumerate(columns)
+    ]
+
     def line(cells: Sequence[str]) -> str:
-        return "  " + " ".join(f"{c:{spec}}" for c, (_, spec) in zip(cells, columns, strict=True))
+        aligned = zip(cells, columns, widths, strict=True)
+        return "  " + " ".join(f"{c:{spec[0]}{width}}" for c, (_, spec), width in aligned)
 
     out = [title, line([name for name, _ in columns]).rstrip()]
     out.extend(line(row).rstrip() for row in rows)
@@ -302,10 +336,11 @@ def compare_tables(comparison: Comparison) -> str:
     names = [describe(o.policy) for o in outcomes]
     width = max(8, *(len(n) for n in names))
     first = outcomes[0].result
+    count = len(outcomes)
     head = (
         f"{scenario.name}\n"
         f"  {limits_text(scenario)}, "
-        f"{_number(_length(first)):,} s; {len(outcomes)} policies"
+        f"{_number(_length(first)):,} s; {count} polic{'y' if count == 1 else 'ies'}"
     )
     blocks = [head]
     limits = first.limits

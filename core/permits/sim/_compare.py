@@ -17,7 +17,7 @@ import attrs
 
 from permits.core import SECOND, Aging, Fifo, PermitValueError, Policy, Shares, StrictPriority
 
-from ._require import Requirement, offered_quantile
+from ._require import Measure, Requirement, offered_quantile
 from ._run import MAX_ARRIVALS, Result, check_arrivals, simulate
 from ._scenario import Scenario
 from ._trace import Call, replay
@@ -133,10 +133,25 @@ def compare(
     With ``calls``, each run replays the calls it returns (a fresh iterable
     per run: for instance a function that opens a trace file and reads it
     with :func:`~permits.sim.read_trace`) in place of the workloads'
-    arrivals (:func:`~permits.sim.replay`)."""
+    arrivals (:func:`~permits.sim.replay`); every policy must then order
+    the scenario's levels, as the calls of each level count as its workload.
+
+    Raises :class:`~permits.core.PermitValueError` for a requirement on
+    the tenants of a workload whose callers name none (without ``calls``)."""
     grid = default_grid(scenario.policy.levels) if policies is None else tuple(policies)
     if calls is None:
         check_arrivals(scenario, max_arrivals)
+        _check_tenants(scenario)
+    else:  # each run's result has a workload per level of its policy: the same for all
+        levels = scenario.policy.levels
+        for policy in grid:
+            if policy.levels != levels:
+                raise PermitValueError(
+                    "policies",
+                    policy,
+                    f"orders {policy.levels} levels, and the scenario {levels}: a trace's "
+                    "calls count as a workload of their level, the same under every policy",
+                )
     outcomes = []
     for policy in grid:
         run = attrs.evolve(scenario, policy=policy)
@@ -144,3 +159,25 @@ def compare(
         missed = tuple(r for r in scenario.requirements if not r.met(result))
         outcomes.append(Outcome(policy, result, missed))
     return Comparison(scenario, tuple(outcomes))
+
+
+_ON_TENANTS = (Measure.WORST_TENANT_P99, Measure.MEDIAN_TENANT_P99, Measure.TENANTS_STARVED)
+
+
+def _check_tenants(scenario: Scenario) -> None:
+    """Raise for a requirement on the tenants of a workload whose callers
+    name none (neither a flow nor tenants): no run could judge it (a
+    trace's calls name their own, so a replay is not checked)."""
+    workloads = {workload.name: workload for workload in scenario.workloads}
+    for i, requirement in enumerate(scenario.requirements):
+        workload = workloads[requirement.workload]
+        if (
+            requirement.measure in _ON_TENANTS
+            and workload.flow is None
+            and workload.tenants is None
+        ):
+            raise PermitValueError(
+                f"requirements[{i}]",
+                requirement.text,
+                f"no caller of {workload.name!r} names a tenant: give it tenants or a flow",
+            )

@@ -142,10 +142,11 @@ def _build(path: str, make: Callable[[], Any], names: Mapping[str, str] | None =
     except ScenarioError:
         raise
     except PermitTypeError as error:
+        got = "an empty one" if error.value == "" else type(error.value).__name__  # not "got str"
         raise ScenarioError(
             _place(path, (names or {}).get(error.argument, error.argument)),
             error.value,
-            f"expected {error.expected}, got {type(error.value).__name__}",
+            f"expected {error.expected}, got {got}",
         ) from None
     except PermitValueError as error:
         raise ScenarioError(
@@ -235,6 +236,9 @@ _ARRIVALS: dict[str, type[Batch] | type[Constant] | type[Poisson]] = {
     "constant": Constant,
     "poisson": Poisson,
 }
+#: The keys of any arrivals: in a workload that names none, not unknown (its
+#: ``arrivals`` is what is missing).
+_ANY_ARRIVAL = {key for required, optional in _ARRIVAL_KEYS.values() for key in required | optional}
 _WORKLOAD_KEYS = {"name", "level", "arrivals"}
 _WORKLOAD_OPTIONAL = {"timeout", "expire_after", "max_wait", "published", "cost", "flow", "fair"}
 _TENANT_KEYS = {"tenants", "zipf", "heaviest"}
@@ -291,7 +295,7 @@ def _workload(path: str, value: object) -> Workload:
         raise ScenarioError(
             f"{path}.arrivals", kind, f"unknown arrivals (expected one of: {known})"
         )
-    required, optional = _ARRIVAL_KEYS[kind] if isinstance(kind, str) else (set(), set())
+    required, optional = _ARRIVAL_KEYS[kind] if isinstance(kind, str) else (set(), _ANY_ARRIVAL)
     for old, new in _RENAMED.items():
         if old in table:
             raise ScenarioError(

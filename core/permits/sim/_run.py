@@ -14,6 +14,7 @@ from __future__ import annotations
 import heapq
 import math
 from collections.abc import Callable, Hashable, Iterator
+from decimal import Context
 from fractions import Fraction
 from typing import Any
 
@@ -432,7 +433,7 @@ def check_arrivals(scenario: Scenario, max_arrivals: int | None = MAX_ARRIVALS) 
     if max_arrivals is not None and total > check_int("max_arrivals", max_arrivals, 0):
         j = max(range(len(asked)), key=asked.__getitem__)
         arrivals = scenario.workloads[j].arrivals
-        how = f"asks for {float(total):,.4g} callers in all"
+        how = f"asks for {_about(total)} callers in all"
         if not isinstance(arrivals, Batch):
             how = f"for seconds={scenario.seconds!r} {how}"
         raise PermitValueError(
@@ -442,6 +443,15 @@ def check_arrivals(scenario: Scenario, max_arrivals: int | None = MAX_ARRIVALS) 
             "(raise the limit with max_arrivals, or --max-arrivals on the command line)",
         )
     return math.ceil(total)
+
+
+def _about(count: Fraction) -> str:
+    """``count`` to four digits, past a float too (1e+600: a rate of 1e300
+    for 1e300 s)."""
+    try:
+        return f"{float(count):,.4g}"
+    except OverflowError:
+        return f"{Context(prec=4).divide(count.numerator, count.denominator).normalize():,g}"
 
 
 def simulate(scenario: Scenario, *, max_arrivals: int | None = MAX_ARRIVALS) -> Result:

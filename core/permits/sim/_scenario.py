@@ -104,9 +104,16 @@ def _after_start(instance: object, attribute: attrs.Attribute[Any], value: objec
         )
 
 
+#: The longest run, in seconds: a wait in it is reported in seconds, as a float.
+_LONGEST = 10**308
+
+
 def _positive_seconds(instance: object, attribute: attrs.Attribute[Any], value: object) -> None:
-    if round(_exact(attribute.name, value) * SECOND) <= 0:
+    exact = _exact(attribute.name, value)
+    if round(exact * SECOND) <= 0:
         raise PermitValueError(attribute.name, value, "must be greater than 0")
+    if exact > _LONGEST:  # a wait of 1e309 s: an OverflowError writing it
+        raise PermitValueError(attribute.name, value, "must be at most 1e+308")
 
 
 def _rate(instance: object, attribute: attrs.Attribute[Any], value: object) -> None:

@@ -3,9 +3,10 @@
 A trace is CSV with a header row, or JSON lines (one object a line); its
 columns: ``at`` (seconds from the start, in time order) and ``level``, and
 optionally ``cost`` (units of every limit, default 1), ``flow`` (a tenant's
-name), ``timeout`` (seconds after which the caller gave up) and
-``max_wait`` (seconds: the caller asked with ``acquire(max_wait=...)``, and
-is refused if the limiter estimates a longer wait). A cost per
+name; a whole number in JSON lines is its digits, as in CSV), ``timeout``
+(seconds after which the caller gave up) and ``max_wait`` (seconds: the
+caller asked with ``acquire(max_wait=...)``, and is refused if the limiter
+estimates a longer wait). A cost per
 limit, as the core's mapping costs: in CSV a column ``cost.<limit>`` for
 each limit named (in place of ``cost``; an empty cell: 0), in JSON lines
 ``"cost": {"tokens": 1500}`` (a limit not named: 0). Reading the file is
@@ -230,8 +231,12 @@ def _unknown(line: int, keys: Iterable[str], per_limit: bool) -> None:
         ):
             expected = ", ".join((*COLUMNS, "cost.<limit>") if per_limit else COLUMNS)
             reason = f"unknown column (expected some of: {expected})"
-            if key.startswith(_PER_LIMIT):
-                reason += '; a cost per limit is written "cost": {"<limit>": <units>}'
+            if key.startswith(_PER_LIMIT):  # in CSV, "cost." alone
+                reason += (
+                    "; name the limit after the dot, as cost.tokens"
+                    if per_limit
+                    else '; a cost per limit is written "cost": {"<limit>": <units>}'
+                )
             raise TraceError(line, key, None, reason)
 
 
@@ -282,12 +287,15 @@ def _json_calls(numbered: Iterator[tuple[int, str]]) -> Iterator[Call]:
             raise TraceError(number, "row", text.strip()[:60], "not a JSON object")
         _unknown(number, row, per_limit=False)
         get = row.get
+        flow = get("flow")
+        if flow.__class__ is int:  # tenant 7 is tenant "7", as its CSV cell reads
+            flow = str(flow)
         call = _call(
             number,
             get("at"),
             get("level"),
             get("cost"),
-            get("flow"),
+            flow,
             get("timeout"),
             get("max_wait"),
             previous,
