@@ -1300,6 +1300,24 @@ def test_after_a_cancel_the_next_tick_is_now() -> None:
     ], "P3"
 
 
+def test_a_deadline_expires_at_its_nanosecond() -> None:
+    """P11 at the nanosecond: of two waiters whose deadlines are a
+    nanosecond apart, a tick at the first expires the first alone, and a
+    tick a nanosecond before it expires neither; each expires at the tick
+    at its deadline, having waited until then."""
+    machine = Machine(Fifo(), rate=1, burst=1)
+    machine.push("banked", 0, 0)  # granted at once: the bucket is empty
+    machine.push("v", 0, 0, deadline=SECOND // 2)
+    machine.push("w", 0, 0, deadline=SECOND // 2 + 1)
+    assert machine.next_tick() == SECOND // 2, "P11"
+    assert machine.tick(SECOND // 2 - 1) == [], "P11: expired a nanosecond early"
+    decisions = rows(machine.tick(SECOND // 2))
+    assert decisions == [("v", "EXPIRED", 0, SECOND // 2, SECOND // 2)], ("P11", decisions)
+    assert [w.id for w in machine.waiting(0)] == ["w"], "P11: expired a nanosecond early"
+    decisions = rows(machine.tick(SECOND // 2 + 1))
+    assert decisions == [("w", "EXPIRED", 0, SECOND // 2 + 1, SECOND // 2 + 1)], ("P11", decisions)
+
+
 def test_late_and_full_pushes_by_hand() -> None:
     """P11 and P3 at chosen times, with every cost 1 and with costs that
     differ: a push with ``deadline <= now`` that cannot be granted expires
