@@ -1300,6 +1300,22 @@ def test_after_a_cancel_the_next_tick_is_now() -> None:
     ], "P3"
 
 
+def test_a_change_of_limit_is_logged_only_where_a_replay_could_need_it() -> None:
+    """P15, the log: a change of a limit (set_limit, adopt, quota) is kept
+    only while a grant is held and a refund window keeps charges, so that a
+    refund or settle replays it; a machine that has granted nothing, or
+    keeps no window (a permit in flight held), logs none of them."""
+    idle = Machine(Fifo(), rate=10, burst=2)  # a window, nothing granted yet
+    flying = Machine(Fifo(), rate=10, burst=2, refund_window_ns=None, charge=Charge.AT_SPEND)
+    flying.push("flying", 0, 0)  # granted at once, in flight: held
+    for machine in (idle, flying):
+        machine.set_limit(0, rate=20)
+        machine.adopt(1, SECOND, 0)
+        machine.quota(1, SECOND, 0)
+        assert machine.snapshot().logged == (), ("P15", machine.snapshot().logged)
+        machine.check_valid()
+
+
 def test_a_deadline_expires_at_its_nanosecond() -> None:
     """P11 at the nanosecond: of two waiters whose deadlines are a
     nanosecond apart, a tick at the first expires the first alone, and a
