@@ -833,3 +833,27 @@ def test_a_trace_not_utf8_names_the_line(
     assert main(["simulate", "--trace", str(path)]) == 2
     out, err = capsys.readouterr()
     assert (out, err) == ("", f"permits: error: {path}: line 5002: not a trace: not UTF-8 text\n")
+
+
+def test_cli_refuses_a_trace_with_no_call_within_the_run(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """A trace whose calls all fall after the run (its times a clock's,
+    seconds since 1970, not seconds from its start) replays nothing: one
+    line that says so, exit 2, for simulate and compare alike."""
+    from permits.cli import main
+
+    path = tmp_path / "epoch.csv"
+    path.write_text("at,level\n1733400000.1,0\n1733400000.2,1\n")
+    for command in ("simulate", "compare"):
+        assert main([command, "--example", "article", "--trace", str(path)]) == 2
+        out, err = capsys.readouterr()
+        assert (out, err) == (
+            "",
+            f"permits: error: {path}: no call falls within the 10 s of scenario \"the article's "
+            "workload: interactive 90/s, a batch of 300\" (a call's at is seconds from the "
+            "start of the run): nothing to replay\n",
+        )
+    path.write_text("at,level\n9.9,0\n1733400000.2,1\n")  # one call within: replayed
+    assert main(["simulate", "--example", "article", "--trace", str(path)]) == 0
+    capsys.readouterr()

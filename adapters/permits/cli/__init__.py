@@ -42,7 +42,15 @@ from permits.sim import (
 )
 
 from ._files import Usage, check_output, examples, read_scenarios, trace
-from ._report import as_json, compare_tables, comparison, comparison_json, seconds, table
+from ._report import (
+    as_json,
+    compare_tables,
+    comparison,
+    comparison_json,
+    duration,
+    seconds,
+    table,
+)
 
 __all__ = ["main"]
 
@@ -249,6 +257,20 @@ def _bound(args: argparse.Namespace) -> int | None:
     return None if args.trace is not None else args.max_arrivals
 
 
+def _replayed(args: argparse.Namespace, result: Result) -> Result:
+    """``result``, a replay of ``--trace``: refused (one line, exit 2) if no
+    call of the trace fell within the run, as when its times are a clock's
+    (seconds since 1970) rather than seconds from the trace's start."""
+    if not any(w.offered for w in result.workloads):
+        length = duration(seconds(result.duration))
+        _fail(
+            f"{args.trace}: no call falls within the {length} of scenario "
+            f"{result.scenario.name!r} (a call's at is seconds from the start of the run): "
+            "nothing to replay"
+        )
+    return result
+
+
 def _simulate(args: argparse.Namespace) -> int:
     _check_plot(args)
     loaded = scenarios(args.file, args.example, _bound(args))
@@ -261,7 +283,7 @@ def _simulate(args: argparse.Namespace) -> int:
         results = []
         for scenario in loaded:
             try:
-                results.append(replay(scenario, calls(scenario.named_limits)))
+                results.append(_replayed(args, replay(scenario, calls(scenario.named_limits))))
             except TraceError as error:
                 _fail(f"{args.trace}: {error}")
             except PermitError as error:  # a requirement a trace cannot judge
@@ -398,7 +420,10 @@ def _compare(args: argparse.Namespace) -> int:
         grid = _policies(args.policy, scenario.policy.levels)
         try:
             replayed = None if calls is None else functools.partial(calls, scenario.named_limits)
-            comparisons.append(compare(scenario, grid, max_arrivals=None, calls=replayed))
+            compared = compare(scenario, grid, max_arrivals=None, calls=replayed)
+            if calls is not None:
+                _replayed(args, compared.outcomes[0].result)
+            comparisons.append(compared)
         except TraceError as error:
             _fail(f"{args.trace}: {error}")
         except PermitError as error:
