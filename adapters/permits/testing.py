@@ -35,6 +35,13 @@ end the wait from outside the loop: I/O with no timer pending (a task in
 (``run_in_executor``, ``getaddrinfo``). Other threads (``anyio.to_thread``)
 do not hold it back: as with trio's autojump, the clock may jump while they
 work.
+
+The times are the same on every run. The order of tasks woken at the same
+instant is asyncio's (the order they were scheduled in, every run) or
+trio's, which shuffles such a batch on purpose to shake out code that
+leans on it: under trio, assert on times, counts and the order of
+different instants, not on which of several tasks woken together ran
+first.
 """
 
 from __future__ import annotations
