@@ -151,12 +151,12 @@ REFUSED: list[tuple[str, Callable[[], object], tuple[type, str, object, str]]] =
     (
         "weights float",
         lambda: Shares((4.0, 1)),
-        typed("weights", (4.0, 1), "a sequence of ints"),
+        typed("weights", (4.0, 1), "a sequence of ints (not 4.0)"),
     ),
     (
         "weights bool",
         lambda: Shares((True, 1)),
-        typed("weights", (True, 1), "a sequence of ints"),
+        typed("weights", (True, 1), "a sequence of ints (not True)"),
     ),
     (
         "weight 0",

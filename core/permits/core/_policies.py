@@ -118,7 +118,7 @@ def _weights(value: object) -> tuple[int, ...]:
     weights = []
     for weight in value:
         if isinstance(weight, bool) or not isinstance(weight, int):
-            raise PermitTypeError("weights", value, "a sequence of ints")
+            raise PermitTypeError("weights", value, f"a sequence of ints (not {weight!r})")
         if weight < 1:
             raise PermitValueError("weights", value, "every weight must be at least 1")
         weights.append(int(weight))
