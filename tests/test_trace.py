@@ -379,6 +379,11 @@ def test_a_call_the_machine_could_never_take_names_its_line() -> None:
     with pytest.raises(TraceError) as raised:
         replay(scenario, read_trace(['{"at": 0, "level": 0, "cost": 3}']))
     assert str(raised.value) == "line 1: cost=3: over the burst (1): it could never be granted"
+    # a call made in code, not read from a trace: a level below 0 too (it
+    # counted as the last level's)
+    with pytest.raises(TraceError) as raised:
+        replay(scenario, [Call(0, 0), Call(1, -1)])
+    assert str(raised.value) == "line 0: level=-1: must be at least 0"
 
 
 def test_levels_without_a_workload_are_named_by_level() -> None:

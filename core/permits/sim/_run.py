@@ -655,7 +655,7 @@ def _run(
             ask = True
         while upcoming_at <= t:
             _, w, cost, flow, timeout, line, limit = upcoming  # type: ignore[misc]
-            if admit is not None and (cost != 1 or w >= count):
+            if admit is not None and (cost != 1 or not 0 <= w < count):
                 cost = admit(line, w, cost)
             if timeout is None:
                 timeout = timeouts[w]

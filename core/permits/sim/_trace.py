@@ -467,7 +467,7 @@ def replay(scenario: Scenario, calls: Iterable[Call]) -> Result:
     limit and policy, for its ``seconds``, in place of its workloads
     (:func:`traced` says which workload each level's calls count as). Calls
     from ``seconds`` on are not read. A call the machine could never take
-    (its level beyond the policy's, its cost beyond a burst, a cost per
+    (its level below 0 or beyond the policy's, its cost beyond a burst, a cost per
     limit naming a limit the scenario does not have) raises
     :class:`TraceError` naming its line."""
     scenario = traced(scenario)
@@ -489,6 +489,8 @@ def _admission(scenario: Scenario) -> _Admit:
     def admit(line: int, level: int, cost: Any) -> int | tuple[int, ...]:
         if level >= levels:
             raise TraceError(line, "level", level, f"must be below {levels}, the policy's levels")
+        if level < 0:
+            raise TraceError(line, "level", level, "must be at least 0")
         # A cost per limit (a mapping) does not compare.
         try:
             if cost > burst:
