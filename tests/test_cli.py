@@ -1067,6 +1067,23 @@ def test_a_limit_is_written_by_the_minute_or_the_hour(
     assert f"; req {shown} (burst " in out, out
 
 
+@pytest.mark.parametrize(
+    ("rate", "shown"),
+    [("1", "1 permit/s"), ("100", "100 permits/s"), ("33.3333333", "33.3333 permits/s")],
+)
+def test_a_rate_is_written_short_and_in_the_singular_for_one(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, rate: str, shown: str
+) -> None:
+    path = tmp_path / "s.toml"
+    path.write_text(
+        f'[[scenario]]\nname = "s"\nseconds = 1\nrate = {rate}\n'
+        '[[scenario.workload]]\nname = "w"\nlevel = 0\narrivals = "batch"\nsize = 1\n'
+    )
+    status, out, _ = run(capsys, "simulate", str(path))
+    assert status == 0
+    assert f"; {shown}, burst 1, " in out, out
+
+
 def test_a_long_workload_name_widens_its_column(
     capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:

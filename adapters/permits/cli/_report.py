@@ -54,7 +54,9 @@ def limits_text(scenario: Scenario) -> str:
     """The scenario's limit(s): ``100 permits/s, burst 1``, or each named
     limit with its rate a minute and its burst."""
     if scenario.limits is None:
-        return f"{_number(check_rate(scenario.rate)):,} permits/s, burst {scenario.burst}"
+        rate = check_rate(scenario.rate)
+        shown = f"{rate.numerator:,}" if rate.denominator == 1 else f"{float(rate):,.6g}"
+        return f"{shown} permit{'' if rate == 1 else 's'}/s, burst {scenario.burst}"
     return ", ".join(
         f"{name} {_per(limit.rate)} (burst {limit.burst:,})" for name, limit in scenario.limits
     )
