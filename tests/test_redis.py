@@ -68,18 +68,23 @@ def anyio_backend(request: pytest.FixtureRequest) -> str:
     return request.param  # type: ignore[no-any-return]
 
 
-def audit(server: RedisServer, name: str) -> list[float]:
-    """Grant times (microseconds, Redis TIME) the script recorded, net of
-    the permits given back: a give-back returns the latest unit charged
-    before it (GCRA's ``TAT - T``), so it takes that charge out."""
+def audit_entries(server: RedisServer, name: str) -> list[str]:
+    """The audit list as the script wrote it: a grant's time, or a
+    give-back's after a ``g``, in the order the script ran."""
     client = redis.Redis.from_url(server.url)
     try:
         entries = client.lrange(f"permits:{{{name}}}:audit", 0, -1)
     finally:
         client.close()
+    return [entry.decode() if isinstance(entry, bytes) else entry for entry in entries]
+
+
+def audit(server: RedisServer, name: str) -> list[float]:
+    """Grant times (microseconds, Redis TIME) the script recorded, net of
+    the permits given back: a give-back returns the latest unit charged
+    before it (GCRA's ``TAT - T``), so it takes that charge out."""
     charged: list[float] = []
-    for entry in entries:  # in the order the script ran
-        text = entry.decode() if isinstance(entry, bytes) else entry
+    for text in audit_entries(server, name):
         if text.startswith("g"):
             given = float(text[1:])
             latest = max((t for t in charged if t <= given), default=None)
@@ -930,6 +935,13 @@ async def test_a_leases_price_in_priority(redis_server: RedisServer, lease: int)
             assert events.count(BATCH) == 30
 
 
+async def acquire_at_once(limiter: RedisLimiter, callers: int) -> None:
+    """``callers`` tasks queue at once, and each acquires its permit."""
+    async with anyio.create_task_group() as tg:
+        for _ in range(callers):
+            tg.start_soon(limiter.acquire)
+
+
 @pytest.mark.anyio
 async def test_a_lease_leaves_half_the_burst(redis_server: RedisServer) -> None:
     """P45: the default lease takes extra permits only while half of the
@@ -941,9 +953,7 @@ async def test_a_lease_leaves_half_the_burst(redis_server: RedisServer) -> None:
         Fifo(1), redis_server.url, name=name, rate=100, burst=10, audit=True
     ) as limiter:
         assert limiter.lease == 16
-        async with anyio.create_task_group() as tg:
-            for _ in range(30):
-                tg.start_soon(limiter.acquire)
+        await acquire_at_once(limiter, 30)
         grants = audit(redis_server, name)
         assert len(grants) == 30
         assert grants[:5] == [grants[0]] * 5  # the first five in one take
@@ -968,17 +978,8 @@ async def test_a_lease_takes_no_permit_ahead_of_its_callers(
         Fifo(1), redis_server.url, name=name, rate=1000, burst=100, audit=True
     ) as limiter:
         assert limiter.lease == 16
-        async with anyio.create_task_group() as tg:
-            for _ in range(callers):
-                tg.start_soon(limiter.acquire)
-    client = redis.Redis.from_url(redis_server.url)
-    try:
-        entries = [
-            e.decode() if isinstance(e, bytes) else e
-            for e in client.lrange(f"permits:{{{name}}}:audit", 0, -1)
-        ]
-    finally:
-        client.close()
+        await acquire_at_once(limiter, callers)
+    entries = audit_entries(redis_server, name)
     assert [e for e in entries if e.startswith("g")] == []  # nothing given back
     assert len(entries) == callers
 
