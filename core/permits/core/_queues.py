@@ -312,7 +312,7 @@ class _Level:
             flow.start = max(flow.finish, self.clock)
         self._after_departure(flow, rehead)
 
-    def _after_departure(self, flow: _Flow, rehead: bool = False) -> None:
+    def _after_departure(self, flow: _Flow, rehead: bool) -> None:
         """A waiter left ``flow``; if ``rehead``, it was the head, whose entry
         is gone, and its new head's, if any, enters."""
         if flow.depth:
@@ -535,19 +535,15 @@ class Queues:
         assert not self.depths[waiter.level]
         self.granted += 1
 
-    def _remove(self, waiter: Waiter) -> bool:
-        """Remove ``waiter`` if it is still waiting (cancel, expiry)."""
-        by_id = self._by_id
-        if by_id.get(waiter.id) is not waiter:
-            return False
-        del by_id[waiter.id]
+    def _remove(self, waiter: Waiter) -> None:
+        """Remove ``waiter``, which waits (cancel, expiry)."""
+        del self._by_id[waiter.id]
         self.depths[waiter.level] -= 1
         lv = self._levels[waiter.level]
         flow = lv.flows[waiter.flow]
         if self._sums is not None:
             self._count(waiter, flow, -1)
         lv.removed(waiter, flow)
-        return True
 
     @property
     def unit_costs(self) -> bool:
