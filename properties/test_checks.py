@@ -133,6 +133,25 @@ def test_a_flow_without_waiters_is_reported() -> None:
         queues._check_valid()
 
 
+def test_a_spare_flow_with_a_line_is_reported() -> None:
+    """The flow object a level keeps for reuse holds no waiter: neither an
+    entry in its one chunk, nor a start past it, nor a second chunk's first
+    seq; each broken alone is reported."""
+    for broken_part in ("entry", "start", "firsts"):
+        queues = Queues(1)
+        spare = queues._levels[0]._spare
+        assert spare is not None
+        queues._check_valid()
+        if broken_part == "entry":
+            spare.line.chunks[0].append(Waiter("gone", 0, 0, 0, None))
+        elif broken_part == "start":
+            spare.line.start = 1
+        else:
+            spare.line.firsts.append(5)
+        with pytest.raises(AssertionError, match=broken("the spare flow's line is empty")):
+            queues._check_valid()
+
+
 def two_flows() -> Queues:
     """Queues of one level with two flows, ``a`` and ``b``, two waiters each,
     and costs counted per level and per flow."""
