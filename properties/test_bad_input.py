@@ -602,6 +602,16 @@ def test_shares_outside_a_machine_says_so() -> None:
     assert str(outside.value) == "Shares needs the Deal its start() made (run it in a Machine)"
 
 
+def test_the_head_of_an_empty_level_says_so() -> None:
+    """A policy of one's own that asks ``queues.head(level)`` of a level
+    nobody waits at is told which level, not handed a bare IndexError."""
+    from permits.core import Queues
+
+    with pytest.raises(IndexError) as empty:
+        Queues(2).head(1)
+    assert str(empty.value) == "level 1 has no waiters"
+
+
 class Answers:
     """A policy of two levels that answers ``answer`` when it is set (the
     first waiting level otherwise), and notes the time each choice is asked at."""
