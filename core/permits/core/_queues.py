@@ -562,8 +562,7 @@ class Queues:
         if self._sums is None:
             self._sums = [[0] * self._limits for _ in range(self.levels)]
             for lv in self._levels:
-                for flow in lv.flows.values():
-                    flow.units = [0] * self._limits
+                for flow in lv.flows.values():  # (each flow's units start at its first count)
                     for waiter in flow.line:
                         self._count(waiter, flow, 1)
 
