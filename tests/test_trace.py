@@ -80,6 +80,9 @@ def test_a_json_lines_flow_that_is_a_number_is_the_tenant_its_digits_name() -> N
     assert from_csv["api"].tenants == 1
     with pytest.raises(TraceError, match="line 1: flow=True: expected a name"):
         list(read_trace(['{"at": 0, "level": 0, "flow": true}\n']))
+    with pytest.raises(TraceError) as raised:  # a number, but no whole one: said so
+        list(read_trace(['{"at": 0, "level": 0, "flow": 7.0}\n']))
+    assert str(raised.value) == ("line 1: flow=7.0: expected a name (a string) or a whole number")
 
 
 @pytest.mark.parametrize(

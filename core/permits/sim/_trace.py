@@ -174,7 +174,7 @@ def _call(
     if flow.__class__ is not str and (
         isinstance(flow, bool) or not isinstance(flow, (str, int, type(None)))
     ):
-        raise TraceError(line, "flow", flow, "expected a name (a string) or a number")
+        raise TraceError(line, "flow", flow, "expected a name (a string) or a whole number")
     listed = _LEVELS.get(level) if level.__class__ is str else None  # (one look-up)
     return _new(
         Call,
