@@ -251,7 +251,11 @@ def test_pacing_after_a_million_permits() -> None:
 
 
 @given(
-    waits=st.lists(st.integers(0, 10**13) | st.integers(0, 300), min_size=1, max_size=400),
+    waits=st.lists(
+        st.integers(0, 10**13) | st.integers(0, 300) | st.integers(2**126, 2**140),
+        min_size=1,
+        max_size=400,
+    ),
     q=st.sampled_from([0.0, 0.5, 0.9, 0.99, 1.0]),
 )
 def test_histogram_quantiles(waits: list[int], q: float) -> None:
@@ -1410,6 +1414,12 @@ def test_histogram_by_hand() -> None:
         with pytest.raises(ValueError, match="must be between 0 and 1") as info:
             histogram.quantile(q)
         assert str(info.value) == f"q={q!r}: must be between 0 and 1", "P17"
+    # Past 2**128 ns a bucket is computed, not looked up: the same buckets.
+    histogram = WaitHistogram()
+    waits = (2**126 + 1, 2**127 + 3, 2**127 + 2**119, 2**130 + 5, 2**130 + 2**122, 2**130 + 2**123)
+    for wait in waits:
+        histogram.record(wait)
+    assert [count for _, count in histogram.items()] == [1, 2, 2, 1], ("P17", histogram.items())
 
 
 def test_expiries_after_many_cancels() -> None:
