@@ -375,7 +375,12 @@ def run(script: Any, rates: list[int], bursts: list[int], steps: list[Any], *, p
             units = tuple(max(0, x) for x in xs)
             if not any(units):
                 units = (1, *units[1:])
-            got = tuple(call("take", now, reserve, units, "", 0, 0, "0", book, lease))
+            # without booking (BOOK's first 0) and lease, the request as the
+            # limiter sends it, stopping at the units; else every argument
+            extra: tuple[Any, ...] = ("", 0, 0, "0", book, lease)
+            if arg // 4 % len(BOOK) == 0 and lease == 1:
+                extra = ()
+            got = tuple(call("take", now, reserve, units, *extra))
             model.refill(now)
             before = list(model.tokens)
             paused = now < model.pause
@@ -475,6 +480,12 @@ MUTANTS = {
         "  until at > now or taken >= lease or allowed_at(arg, true) > now\n",
         "  until at > now or taken >= lease or allowed_at(arg) > now\n",
         "a lease takes every permit there is, leaving the others none",
+        "buckets",
+    ),
+    "plain-take-charges-one-unit": (
+        "    tat = tat + x * T\n",
+        "    tat = tat + T\n",
+        "a plain take of one limit charges one unit, whatever its cost",
         "buckets",
     ),
     "charge-one-limit": (
