@@ -23,9 +23,10 @@ shared limit", say more):
   acquire. A caller that leaves meanwhile leaves the answer to the driver,
   which gives back what nobody takes, and sends nothing else until then.
 - **Time from Redis**: the script reads ``TIME``; clients' clocks never
-  enter the limit. The state expires once idle (every bucket full, no
-  pause). Every argument is in ``ARGV``; the keys are ``{prefix}{{{name}}}``
-  and its suffixes, hash-tagged, so a cluster keeps them in one slot.
+  enter the limit. The state expires within a second of going idle
+  (every bucket full, no pause). Every argument is in ``ARGV``; the keys
+  are ``{prefix}{{{name}}}`` and its suffixes, hash-tagged, so a cluster
+  keeps them in one slot.
 - **Capacity ``burst``**: an idle limit lets exactly ``burst`` units through
   at once (not ``burst + 1``), then one per ``1 / rate`` seconds.
 - **Several limits, costs**: one call charges every limit its part, or none.
@@ -198,7 +199,8 @@ if op == 'take' and ARGV[5] == '1' and ARGV[10] == nil and ARGV[4] == '0' then
     tat = tat + x * T
     if tat > now then
       redis.call('HSET', KEYS[1], field, string.format(tat % 1 == 0 and '%d' or '%.17g', tat))
-      redis.call('PEXPIRE', KEYS[1], ceil((tat - now) / 1000) + @SLACK@)
+      local keep = ceil((tat - now) / 1000) + @SLACK@  -- as store() keeps it
+      if redis.call('PTTL', KEYS[1]) < keep then redis.call('PEXPIRE', KEYS[1], keep + 1000) end
     else
       redis.call('DEL', KEYS[1])
     end
@@ -417,7 +419,8 @@ if process ~= '' or me ~= '' then
 end
 
 -- Write the state back, the pause and each quota only while they last; it
--- expires when every bucket is full again and the pause and quotas are over.
+-- expires within a second after every bucket is full again and the pause
+-- and quotas are over.
 local function store()
   local args, last, over = {}, pause, nil  -- over: the fields to delete, if any
   for i = 1, n do
@@ -449,7 +452,11 @@ local function store()
   if last > now then
     if over then redis.call('HDEL', KEYS[1], unpack(over)) end
     redis.call('HSET', KEYS[1], unpack(args))
-    redis.call('PEXPIRE', KEYS[1], ceil((last - now) / 1000) + @SLACK@)
+    -- kept at least until `last`; lengthened only when shorter than that,
+    -- and then by a second more, so that the takes of the next second need
+    -- not lengthen it again (PTTL costs Redis a third of PEXPIRE)
+    local keep = ceil((last - now) / 1000) + @SLACK@
+    if redis.call('PTTL', KEYS[1]) < keep then redis.call('PEXPIRE', KEYS[1], keep + 1000) end
   else
     redis.call('DEL', KEYS[1])
   end
