@@ -337,7 +337,7 @@ def caller(script: Any, rates: Sequence[int], bursts: Sequence[int], key: str = 
                     key,
                     *(
                         key + suffix
-                        for suffix in (":audit", ":limits", ":demand", ":line", ":shares")
+                        for suffix in (":limits", ":audit", ":demand", ":line", ":shares")
                     ),
                 ],
                 args=[*args, *extra],
@@ -723,7 +723,7 @@ def test_a_fractional_interval_is_kept(script: Any) -> None:
     sends it (the properties' intervals are whole), burst 1: the state
     keeps the fraction of a microsecond."""
     key = f"test:{{p38-{next(_keys)}}}"
-    keys = [key, *(key + s for s in (":audit", ":limits", ":demand", ":line", ":shares"))]
+    keys = [key, *(key + s for s in (":limits", ":audit", ":demand", ":line", ":shares"))]
 
     def take(t: int) -> list[int]:
         args = ["take", T0 + t, 0, 0, 1, "l0", repr(10**6 / 3), 1, 1]
