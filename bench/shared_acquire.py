@@ -107,7 +107,7 @@ async def loop(kind: str, url: str, n: int) -> None:
     else:
         client = redis.asyncio.Redis.from_url(url)
         script = client.register_script(SCRIPT)
-        keys = [limit.key, limit.audit_key, limit.live_key, limit.demand_key]
+        keys = [limit.key, limit.live_key, limit.audit_key, limit.demand_key]
         keys += [limit.line_key, limit.shares_key]
         keys = keys[: take.keys]  # the keys the limiter names with it
         for _ in range(n):

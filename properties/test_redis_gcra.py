@@ -337,7 +337,7 @@ def caller(script: Any, rates: Sequence[int], bursts: Sequence[int], key: str = 
                     key,
                     *(
                         key + suffix
-                        for suffix in (":audit", ":limits", ":demand", ":line", ":shares")
+                        for suffix in (":limits", ":audit", ":demand", ":line", ":shares")
                     ),
                 ],
                 args=[*args, *extra],
@@ -375,7 +375,12 @@ def run(script: Any, rates: list[int], bursts: list[int], steps: list[Any], *, p
             units = tuple(max(0, x) for x in xs)
             if not any(units):
                 units = (1, *units[1:])
-            got = tuple(call("take", now, reserve, units, "", 0, 0, "0", book, lease))
+            # without booking (BOOK's first 0) and lease, the request as the
+            # limiter sends it, stopping at the units; else every argument
+            extra: tuple[Any, ...] = ("", 0, 0, "0", book, lease)
+            if arg // 4 % len(BOOK) == 0 and lease == 1:
+                extra = ()
+            got = tuple(call("take", now, reserve, units, *extra))
             model.refill(now)
             before = list(model.tokens)
             paused = now < model.pause
@@ -475,6 +480,12 @@ MUTANTS = {
         "  until at > now or taken >= lease or allowed_at(arg, true) > now\n",
         "  until at > now or taken >= lease or allowed_at(arg) > now\n",
         "a lease takes every permit there is, leaving the others none",
+        "buckets",
+    ),
+    "plain-take-charges-one-unit": (
+        "    tat = tat + x * T\n",
+        "    tat = tat + T\n",
+        "a plain take of one limit charges one unit, whatever its cost",
         "buckets",
     ),
     "charge-one-limit": (
@@ -712,7 +723,7 @@ def test_a_fractional_interval_is_kept(script: Any) -> None:
     sends it (the properties' intervals are whole), burst 1: the state
     keeps the fraction of a microsecond."""
     key = f"test:{{p38-{next(_keys)}}}"
-    keys = [key, *(key + s for s in (":audit", ":limits", ":demand", ":line", ":shares"))]
+    keys = [key, *(key + s for s in (":limits", ":audit", ":demand", ":line", ":shares"))]
 
     def take(t: int) -> list[int]:
         args = ["take", T0 + t, 0, 0, 1, "l0", repr(10**6 / 3), 1, 1]

@@ -334,11 +334,35 @@ def test_key_is_hash_tagged_and_expires_when_idle(redis_server: RedisServer) -> 
     client = redis.Redis.from_url(redis_server.url)
     try:
         assert limit.key == f"app:{{{name}}}"
+        start = time.monotonic()
         limit.take()
         ttl = client.pttl(limit.key)
-        assert 0 < ttl <= 100  # full again after one interval (100 ms)
-        time.sleep(0.15)
+        since_ms = (time.monotonic() - start) * 1000
+        # full again after one interval (100 ms); kept a second more
+        assert 1100 - since_ms - 1 <= ttl <= 1100
+        time.sleep(1.15)
         assert client.exists(limit.key) == 0
+    finally:
+        limit.close()
+        client.close()
+
+
+@pytest.mark.parametrize("limits", [{"a": Limit(1, 3)}, {"a": Limit(1, 3), "b": Limit(2, 3)}])
+def test_the_key_lives_as_long_as_its_buckets_need(
+    redis_server: RedisServer, limits: dict[str, Limit]
+) -> None:
+    """Each take that needs the state kept longer lengthens its time to
+    live: three takes at 1/s are 3 s to come back, for one limit (the plain
+    take) and for two (the general steps)."""
+    limit = RedisLimit(redis_server.url, name=fresh(), limits=limits)
+    client = redis.Redis.from_url(redis_server.url)
+    try:
+        start = time.monotonic()
+        for _ in range(3):
+            assert limit.take().allowed
+        ttl = client.pttl(limit.key)
+        since_ms = (time.monotonic() - start) * 1000
+        assert 3000 - since_ms - 1 <= ttl <= 4000  # until full again, a second more at most
     finally:
         limit.close()
         client.close()
@@ -356,7 +380,7 @@ def test_the_probe_leaves_the_limits_key_as_it_was(redis_server: RedisServer) ->
         before = client.hgetall(limit.key)
         limit.probe()
         assert client.hgetall(limit.key) == before
-        assert 0 < client.pttl(limit.key) <= 1000
+        assert 0 < client.pttl(limit.key) <= 2000  # full in 1 s, kept a second more
     finally:
         limit.close()
         client.close()

@@ -23,9 +23,10 @@ shared limit", say more):
   acquire. A caller that leaves meanwhile leaves the answer to the driver,
   which gives back what nobody takes, and sends nothing else until then.
 - **Time from Redis**: the script reads ``TIME``; clients' clocks never
-  enter the limit. The state expires once idle (every bucket full, no
-  pause). Every argument is in ``ARGV``; the keys are ``{prefix}{{{name}}}``
-  and its suffixes, hash-tagged, so a cluster keeps them in one slot.
+  enter the limit. The state expires within a second of going idle
+  (every bucket full, no pause). Every argument is in ``ARGV``; the keys
+  are ``{prefix}{{{name}}}`` and its suffixes, hash-tagged, so a cluster
+  keeps them in one slot.
 - **Capacity ``burst``**: an idle limit lets exactly ``burst`` units through
   at once (not ``burst + 1``), then one per ``1 / rate`` seconds.
 - **Several limits, costs**: one call charges every limit its part, or none.
@@ -119,16 +120,17 @@ _SCRIPT = """
 --   per limit, while a pause lasts 'pause' (nothing is granted before it,
 --   us), and while upstream's quotas of a limit last 'q:<limit>' (each
 --   one's units left and its end, us: 'left until left until ...')
--- KEYS[2]: the audit list (grant times, us; a give's time after a 'g'), written when ARGV[4] == '1'
--- KEYS[3]: the limits changed by set_limit, a hash: '<limit>' -> 'T burst'
+-- KEYS[2]: the limits changed by set_limit, a hash: '<limit>' -> 'T burst'
+-- KEYS[3]: the audit list (grant times, us; a give's time after a 'g'),
+--   written when ARGV[4] == '1'
 -- KEYS[4]: global priority: each process's waiting demand, a hash:
 --   '<process>' -> 'expiry c0 c1 ...' (us; waiters per level)
 -- KEYS[5]: the line: each waiting process's turn, a hash:
 --   '<process>' -> 'turn level place' (us; its place: when it joined)
 -- KEYS[6]: global shares: 'V' (the start of the last grant) and 'F<level>'
 --   (the finish of the level's last grant), in units of virtual time
--- (KEYS[4] to KEYS[6] are named only by the calls that use them: a take
--- under global priority or in the line, and demand.)
+-- (KEYS[3] to KEYS[6] are named only by the calls that use them: a call
+-- that audits; a take under global priority or in the line, and demand.)
 -- ARGV[1]: take | give | pause | adopt | quota | rate | demand
 -- ARGV[2]: now, us (read only by the script the tests run at chosen times)
 -- ARGV[3]: take: the reserve; pause: its length, us; adopt, quota: us until
@@ -167,6 +169,50 @@ local max, min, floor, ceil = math.max, math.min, math.floor, math.ceil
 local op = ARGV[1]
 local time = @TIME@  -- {seconds, microseconds}
 local now = time[1] * 1000000 + time[2]
+
+-- The plain take of one limit, the call the limiter makes most: no global
+-- priority, line, booking, lease or audit (the request stops at ARGV[9]),
+-- and, as read, no pause, quota or live limit, nor a cost above the burst.
+-- It decides exactly as the general steps below (allowed_at, the charge,
+-- store, answer), spelled out for one limit: those steps build a table per
+-- limit and three closures, which cost Redis more than the decision
+-- (spelled out, an uncontended take costs Redis a third fewer instructions).
+-- Any other call, or this one finding any of those, goes on to the general
+-- steps with what it read (the same fields, in the same order). (`s + 0`
+-- reads a number from a string that holds one as tonumber does, at half
+-- its cost: tonumber converts it twice; a comparison costs less than a
+-- call of max or min.)
+local state, live
+if op == 'take' and ARGV[5] == '1' and ARGV[10] == nil and ARGV[4] == '0' then
+  local name = ARGV[6]
+  local field = 'tat:' .. name
+  state = redis.call('HMGET', KEYS[1], 'pause', field, 'q:' .. name)
+  live = redis.call('HMGET', KEYS[2], name)
+  local T, burst, x = ARGV[7] + 0, ARGV[8] + 0, ARGV[9] + 0
+  if not (state[1] or state[3] or live[1]) and x <= burst then
+    local tat = state[2] and state[2] + 0 or now
+    if tat < now then tat = now end
+    local need = 0
+    if x > 0 then need = x + ARGV[3] end
+    if need > burst then need = burst end
+    local at = tat - (burst - need) * T
+    if at > now then
+      return {0, ceil(at - now), floor((burst * T - (tat - now)) / T)}
+    end
+    tat = tat + x * T
+    if tat > now then
+      redis.call('HSET', KEYS[1], field, string.format(tat % 1 == 0 and '%d' or '%.17g', tat))
+      local keep = ceil((tat - now) / 1000) + @SLACK@  -- as store() keeps it
+      if redis.call('PTTL', KEYS[1]) < keep then redis.call('PEXPIRE', KEYS[1], keep + 1000) end
+    else
+      redis.call('DEL', KEYS[1])
+    end
+    local again = tat - (burst - need) * T
+    if again < now then again = now end
+    return {1, ceil(again - now), floor((burst * T - (tat - now)) / T)}
+  end
+end
+
 local arg = tonumber(ARGV[3])
 local n = tonumber(ARGV[5])
 local names, T, burst, x, tat, fields = {}, {}, {}, {}, {}, {'pause'}
@@ -178,8 +224,8 @@ for i = 1, n do
   fields[i + 1] = 'tat:' .. names[i]
   fields[n + i + 1] = 'q:' .. names[i]
 end
-local state = redis.call('HMGET', KEYS[1], unpack(fields))
-local live = redis.call('HMGET', KEYS[3], unpack(names))
+state = state or redis.call('HMGET', KEYS[1], unpack(fields))
+live = live or redis.call('HMGET', KEYS[2], unpack(names))
 local pause = max(now, tonumber(state[1]) or now)
 for i = 1, n do
   if live[i] then
@@ -377,7 +423,8 @@ if process ~= '' or me ~= '' then
 end
 
 -- Write the state back, the pause and each quota only while they last; it
--- expires when every bucket is full again and the pause and quotas are over.
+-- expires within a second after every bucket is full again and the pause
+-- and quotas are over.
 local function store()
   local args, last, over = {}, pause, nil  -- over: the fields to delete, if any
   for i = 1, n do
@@ -409,7 +456,11 @@ local function store()
   if last > now then
     if over then redis.call('HDEL', KEYS[1], unpack(over)) end
     redis.call('HSET', KEYS[1], unpack(args))
-    redis.call('PEXPIRE', KEYS[1], ceil((last - now) / 1000) + @SLACK@)
+    -- kept at least until `last`; lengthened only when shorter than that,
+    -- and then by a second more, so that the takes of the next second need
+    -- not lengthen it again (PTTL costs Redis a third of PEXPIRE)
+    local keep = ceil((last - now) / 1000) + @SLACK@
+    if redis.call('PTTL', KEYS[1]) < keep then redis.call('PEXPIRE', KEYS[1], keep + 1000) end
   else
     redis.call('DEL', KEYS[1])
   end
@@ -502,8 +553,8 @@ if op == 'take' then
   if ARGV[4] == '1' then
     local times = {}
     for j = 1, taken do times[j] = string.format('%.17g', max(now, at)) end
-    redis.call('RPUSH', KEYS[2], unpack(times))
-    redis.call('PEXPIRE', KEYS[2], 3600000)
+    redis.call('RPUSH', KEYS[3], unpack(times))
+    redis.call('PEXPIRE', KEYS[3], 3600000)
   end
   if at > now then  -- booked: its process has its turn
     if me ~= '' then redis.call('HDEL', KEYS[5], me) end
@@ -530,7 +581,7 @@ elseif op == 'give' then
     end
   end
   if ARGV[4] == '1' then
-    redis.call('RPUSH', KEYS[2], 'g' .. string.format('%d', now))
+    redis.call('RPUSH', KEYS[3], 'g' .. string.format('%d', now))
   end
 elseif op == 'pause' then
   pause = max(pause, now + arg)
@@ -569,7 +620,7 @@ elseif op == 'rate' then
   local short = (newb - burst[arg]) * newT + (tat[arg] - now) * newT / T[arg]
   tat[arg] = now + max(0, ceil(short))
   T[arg], burst[arg] = newT, newb
-  redis.call('HSET', KEYS[3], names[arg], string.format('%.17g %d', newT, newb))
+  redis.call('HSET', KEYS[2], names[arg], string.format('%.17g %d', newT, newb))
 elseif op == 'demand' then
   if process ~= '' then publish(process, ttl, counts) end
   if me ~= '' and waiting == 0 then redis.call('HDEL', KEYS[5], me) end
@@ -638,10 +689,10 @@ _Landed = Callable[[GcraAnswer | None, BaseException | None], None]
 
 
 #: The keys a call names, of the limit's six (see the script): the first
-#: three (the state, the audit list, the live limits) unless it uses global
-#: priority, shares or the line. Each key named costs Redis work at every
-#: call (about 1,400 instructions), used or not.
-_FEW_KEYS, _ALL_KEYS = 3, 6
+#: two (the state, the live limits), and the audit list when it audits,
+#: unless it uses global priority, shares or the line. Each key named costs
+#: Redis work at every call (about 1,800 instructions), used or not.
+_FEW_KEYS, _AUDITED_KEYS, _ALL_KEYS = 2, 3, 6
 
 
 class Request(NamedTuple):
@@ -653,8 +704,8 @@ class Request(NamedTuple):
     #: The same as they go on the wire (RESP bulk strings), for the small
     #: asyncio client: a request sent many times is encoded once.
     wire: bytes
-    #: How many of the limit's keys it names: :data:`_FEW_KEYS` or
-    #: :data:`_ALL_KEYS`.
+    #: How many of the limit's keys it names: :data:`_FEW_KEYS` (or
+    #: :data:`_AUDITED_KEYS`, when it audits) or :data:`_ALL_KEYS`.
     keys: int
 
 
@@ -864,6 +915,8 @@ class RedisLimit:
         #: This limit's process, as the demand hash and the line name it.
         self.process = uuid.uuid4().hex
         self.audit = bool(audit)
+        #: The keys a call names unless it uses global priority, shares or the line.
+        self._few_keys = _AUDITED_KEYS if self.audit else _FEW_KEYS
         #: The script's arguments for each limit: name, T (us) and burst.
         given = "rate" if rate is not None else "limits"
         self._args = [
@@ -889,8 +942,8 @@ class RedisLimit:
         }
         self._keys = [
             self.key,
-            self.audit_key,
             self.live_key,
+            self.audit_key,
             self.demand_key,
             self.line_key,
             self.shares_key,
@@ -958,7 +1011,7 @@ class RedisLimit:
     # asyncio loop (the limiter's, under asyncio: no worker thread).
 
     def _request(
-        self, op: str, units: Sequence[int], arg: float = 0, *extra: Any, keys: int = _FEW_KEYS
+        self, op: str, units: Sequence[int], arg: float = 0, *extra: Any, keys: int | None = None
     ) -> Request:
         args: list[Any] = [op, 0, arg, int(self.audit), len(self._args)]
         for limit, x in zip(self._args, units, strict=True):
@@ -966,7 +1019,7 @@ class RedisLimit:
             args.append(x)
         args += extra
         encoded = [str(arg).encode() for arg in args]
-        return Request(encoded, _resp.bulk(encoded), keys)
+        return Request(encoded, _resp.bulk(encoded), keys or self._few_keys)
 
     def _refused(self, error: redis.exceptions.ResponseError) -> BaseException:
         """An error reply to the synchronous client, as the limiter counts
@@ -1193,7 +1246,7 @@ class RedisLimit:
             if demand is not None and weights is not None:
                 line += [_virtual_costs(tuple(weights)), shared + 1]
             book_us = math.floor(book * 1e6)
-            keys = _FEW_KEYS if demand is None and waiting is None else _ALL_KEYS
+            keys = self._few_keys if demand is None and waiting is None else _ALL_KEYS
             request = self._request(
                 "take", units, reserve, *extra, book_us, lease, *line, keys=keys
             )
@@ -1349,7 +1402,8 @@ class RedisLimit:
             own = _resp.AsyncRedis(self._url, timeout=self._timeout, shown=self.url)
             self._aclient = own
             scripts = {
-                n: _resp.AsyncScript(own, SCRIPT, self._keys[:n]) for n in (_FEW_KEYS, _ALL_KEYS)
+                n: _resp.AsyncScript(own, SCRIPT, self._keys[:n])
+                for n in (self._few_keys, _ALL_KEYS)
             }
             self._arun = lambda request: scripts[request.keys](len(request.args), request.wire)
             self._asubmit = lambda request, landed: scripts[request.keys].submit(
