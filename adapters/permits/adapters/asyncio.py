@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING
 from permits.core import Policy
 
 from ._base import BaseLimiter, Event, LimiterOptions, refuse_unknown
-from ._requires import wrong_framework
+from ._requires import other_loop, wrong_framework
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack  # in typing from Python 3.11
@@ -64,7 +64,7 @@ class Limiter(BaseLimiter):
             raise wrong_framework(Limiter, "asyncio") from None
         if loop is not self._loop:
             if self._loop is not None:
-                raise RuntimeError("a Limiter belongs to the event loop it was first used in")
+                raise other_loop(Limiter)
             self._loop = loop
         return loop
 
