@@ -119,6 +119,32 @@ def test_a_bare_machine_or_bad_names_are_refused() -> None:
             instrument(limiter, meter, buckets=[1.0, 0.5])
 
 
+@pytest.mark.parametrize(
+    ("options", "argument"),
+    [({"name": None}, "name"), ({"levels": [0, 1]}, "levels"), ({"buckets": ["1"]}, "buckets")],
+)
+def test_names_that_are_not_text_are_refused(options: dict[str, Any], argument: str) -> None:
+    """The attributes are the Prometheus collector's labels, text: a name
+    that is not (None, which the SDK drops from every point) is refused as
+    the collector refuses it, naming the argument, and nothing is
+    instrumented."""
+    from permits.core import PermitTypeError
+
+    reader = InMemoryMetricReader()
+    meter = MeterProvider(metric_readers=[reader]).get_meter("test")
+    with threads.open_limiter(StrictPriority(2), 1) as limiter:
+        with pytest.raises(PermitTypeError) as refused:
+            instrument(limiter, meter, **options)
+        assert refused.value.argument == argument
+        assert limiter._on_proceed == []
+        instrument(limiter, meter, name="api")
+        limiter.acquire(0)
+        assert value(points(reader), "permits.granted", level="0").attributes == {
+            "limiter": "api",
+            "level": "0",
+        }
+
+
 def test_no_counter_goes_down_when_a_permit_is_settled() -> None:
     """A settle for less lowers the units granted: ``permits.units_granted``
     is an up-down counter, not a counter (whose fall a backend reads as a

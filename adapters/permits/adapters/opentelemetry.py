@@ -26,8 +26,18 @@ import weakref
 from collections.abc import Callable, Iterable, Sequence
 from typing import NamedTuple
 
+from permits.core import PermitValueError
+
 from ._base import _Limiting
-from ._metrics import COUNTERS, DEFAULT_BUCKETS, UPSTREAM, Upstream, bucket_bounds, level_names
+from ._metrics import (
+    COUNTERS,
+    DEFAULT_BUCKETS,
+    UPSTREAM,
+    Upstream,
+    bucket_bounds,
+    level_names,
+    limiter_name,
+)
 from ._requires import requires_extra
 
 with requires_extra(__name__, "otel", "opentelemetry"):
@@ -82,6 +92,7 @@ def instrument(
     """
     if not isinstance(limiter, _Limiting):
         raise TypeError(f"limiter={limiter!r}: expected a limiter of permits.adapters")
+    limiter_name(name)
     names = level_names(limiter.machine, levels)
     bounds = bucket_bounds(buckets)
     meter = meter if meter is not None else metrics.get_meter("permits")
@@ -97,7 +108,7 @@ def instrument(
         _instrumented[meter] = (sources, wait)
     sources, wait = _instrumented[meter]
     if any(other.name == name for other in sources):
-        raise ValueError(f"name={name!r}: already the name of a limiter on this meter")
+        raise PermitValueError("name", name, "already the name of a limiter on this meter")
     attributes = [{"limiter": name, "level": level} for level in names]
 
     def record(level: int, waited: int) -> None:
