@@ -178,3 +178,19 @@ async def test_a_limiter_called_from_another_loop_refuses_and_changes_nothing(
         assert (limiter.statistics(), limiter.limits) == before
         assert limiter.pause_left() == 0.0
         assert not limiter.try_acquire()  # its own loop's clock: the next permit is not due
+
+
+def test_an_asyncio_limiter_closed_from_another_loop_refuses_and_stays_open() -> None:
+    """``aclose`` from another thread's loop is refused as every other call
+    from there is: it set its waiters' futures from the wrong thread, and a
+    waiter slept on until something else woke its loop."""
+
+    async def main() -> None:
+        async with permits.adapters.asyncio.open_limiter(Fifo(), rate=10) as limiter:
+            await limiter.acquire()
+            with pytest.raises(RuntimeError, match="belongs to the event loop it was first"):
+                await asyncio.to_thread(asyncio.run, limiter.aclose())
+            assert not limiter.closed
+            await limiter.acquire()  # its timer still runs
+
+    asyncio.run(main())

@@ -103,7 +103,9 @@ class Limiter(BaseLimiter):
         self._on_timer()
 
     async def aclose(self) -> None:
-        """Close: cancel the timer and wake every waiter with LimiterClosed."""
+        """Close: cancel the timer and wake every waiter with LimiterClosed
+        (in the limiter's own loop: from another, it would wake none)."""
+        self._running_loop()
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
