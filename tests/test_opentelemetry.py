@@ -216,3 +216,44 @@ def test_a_limiter_uninstrumented_is_no_longer_read() -> None:
         instrument(search, meter, name="search")
         found = points(reader)
     assert value(found, "permits.granted", limiter="search").value == 2
+
+
+def test_limiters_instrumented_before_the_sdk_is_set_are_all_read(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """With no meter given, each limiter goes on the global provider's
+    ``permits`` meter. Until an SDK is set, the API hands out a new proxy
+    meter at each ``get_meter``: a second limiter's instruments then went
+    on a meter of their own, which the SDK dropped once set (it keeps the
+    first instrument of a name), so that limiter was never read, and
+    ``uninstrument`` found no limiter on its new meter. The meter is got
+    once."""
+    from opentelemetry import metrics
+    from opentelemetry.metrics import _internal as api
+    from opentelemetry.util._once import Once
+
+    import permits.adapters.opentelemetry as otel
+
+    # The process's global provider as it is before any is set.
+    monkeypatch.setattr(api, "_METER_PROVIDER_SET_ONCE", Once())
+    monkeypatch.setattr(api, "_METER_PROVIDER", None)
+    monkeypatch.setattr(api, "_PROXY_METER_PROVIDER", api._ProxyMeterProvider())
+    monkeypatch.setattr(otel, "_default_meter", None)
+    reader = InMemoryMetricReader()
+    with (
+        threads.open_limiter(StrictPriority(1), 1000, 10) as search,
+        threads.open_limiter(StrictPriority(1), 1000, 10) as chat,
+    ):
+        instrument(search, name="search")
+        instrument(chat, name="chat")
+        metrics.set_meter_provider(MeterProvider(metric_readers=[reader]))
+        search.acquire(0)
+        chat.acquire(0)
+        chat.acquire(0)
+        found = points(reader)
+        assert value(found, "permits.granted", limiter="search").value == 1
+        assert value(found, "permits.granted", limiter="chat").value == 2
+        assert value(found, "permits.wait", limiter="chat").count == 2
+        uninstrument(search)
+        read = {p.attributes["limiter"] for p in points(reader)["permits.granted"]}
+        assert read == {"chat"}

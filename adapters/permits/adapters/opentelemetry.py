@@ -1,8 +1,7 @@
 """Export a limiter's statistics as OpenTelemetry metrics (extra ``permits[otel]``).
 
-    from opentelemetry import metrics
-    instrument(limiter, metrics.get_meter("permits"), name="upstream",
-               levels=["interactive", "batch"])
+    instrument(limiter, name="upstream", levels=["interactive", "batch"])
+    instrument(other_limiter, name="search")  # the global provider's "permits" meter
 
 The same instruments as the Prometheus collector, with OpenTelemetry's
 names: per level (attributes ``limiter`` and ``level``) the queue depth
@@ -67,6 +66,24 @@ _instrumented: weakref.WeakKeyDictionary[Meter, tuple[list[_Instrumented], Histo
 )
 
 
+#: The meter of ``meter=None``, got once: until an SDK is set, the API hands
+#: out a new proxy meter at each ``get_meter``, and limiters instrumented on
+#: two would not share one set of instruments (the SDK, once set, keeps the
+#: first instrument of a name: the other limiters would never be read).
+_default_meter: Meter | None = None
+
+
+def _meter(meter: Meter | None) -> Meter:
+    """``meter``, or the global provider's ``permits`` meter (the same one
+    each time)."""
+    global _default_meter
+    if meter is not None:
+        return meter
+    if _default_meter is None:
+        _default_meter = metrics.get_meter("permits")
+    return _default_meter
+
+
 def instrument(
     limiter: _Limiting,
     meter: Meter | None = None,
@@ -77,7 +94,9 @@ def instrument(
     upstream: Upstream | None = None,
 ) -> None:
     """Create ``limiter``'s instruments on ``meter`` (default: the global
-    meter provider's ``permits`` meter).
+    meter provider's ``permits`` meter, the same one each time, set or not
+    yet). A meter of your own: the same one for every limiter (until an SDK
+    is set, each ``get_meter`` call gives another).
 
     :param name: the ``limiter`` attribute, to tell several limiters apart
         (each instrumented on the meter with a name of its own).
@@ -95,7 +114,7 @@ def instrument(
     limiter_name(name)
     names = level_names(limiter.machine, levels)
     bounds = bucket_bounds(buckets)
-    meter = meter if meter is not None else metrics.get_meter("permits")
+    meter = _meter(meter)
     if meter not in _instrumented:
         sources: list[_Instrumented] = []
         _observe(meter, sources)
@@ -125,7 +144,7 @@ def uninstrument(limiter: _Limiting, meter: Meter | None = None) -> None:
     other limiters on the meter; an SDK cannot remove them). Its ``name``
     may then be given to another limiter. Raises :class:`ValueError` if it
     is not instrumented on that meter."""
-    meter = meter if meter is not None else metrics.get_meter("permits")
+    meter = _meter(meter)
     sources = _instrumented[meter][0] if meter in _instrumented else []
     mine = [source for source in sources if source.limiter is limiter]
     if not mine:
