@@ -14,8 +14,10 @@ loaded machine.
 from __future__ import annotations
 
 import functools
+import gc
 import itertools
 import math
+import weakref
 from collections.abc import Callable, Hashable
 from contextlib import AbstractAsyncContextManager
 from typing import Any
@@ -426,6 +428,56 @@ async def test_close_wakes_every_waiter(open_limiter: OpenLimiter) -> None:
     with pytest.raises(LimiterClosed):
         limiter.try_acquire(0)
     assert limiter.statistics().levels[1].cancelled == 3
+
+
+class _State:
+    """A caller's state, in its frame."""
+
+
+async def test_a_closed_limiter_keeps_no_callers_frame_alive(open_limiter: OpenLimiter) -> None:
+    """Each caller refused by a closed limiter, and each waiter woken by its
+    closing, raises a LimiterClosed of its own. The limiter raised one
+    instance again and again, whose traceback kept every raise's frames and
+    their locals: a limiter broken by its policy and still called by a
+    server held the state of every request it refused."""
+    woken: list[LimiterClosed] = []
+
+    async def wait(limiter: BaseLimiter) -> None:
+        try:
+            await limiter.acquire()
+        except LimiterClosed as error:
+            woken.append(error)
+
+    async with anyio.create_task_group() as tg, open_limiter(Fifo(), 1) as limiter:
+        await limiter.acquire()
+        for i in range(2):
+            tg.start_soon(wait, limiter)
+            await waiting(limiter, i + 1)
+    assert len(woken) == 2
+    assert woken[0] is not woken[1]
+    kept: list[weakref.ref[_State]] = []
+
+    async def call() -> None:
+        state = _State()
+        kept.append(weakref.ref(state))
+        await limiter.acquire()
+
+    refused: list[LimiterClosed] = []
+    for _ in range(3):
+        with pytest.raises(LimiterClosed) as acquired:
+            await call()
+        with pytest.raises(LimiterClosed) as tried:
+            limiter.try_acquire()
+        with pytest.raises(LimiterClosed) as paused:
+            limiter.pause_for(1.0)
+        refused += [acquired.value, tried.value, paused.value]
+    del acquired, tried, paused
+    assert len({id(error) for error in refused}) == len(refused) == 9
+    assert all(error.cause is None for error in refused)
+    refused.clear()
+    woken.clear()
+    gc.collect()
+    assert [ref() for ref in kept] == [None] * 3, "a refused caller's frame is kept"
 
 
 async def test_timeouts(open_limiter: OpenLimiter) -> None:

@@ -9,8 +9,10 @@ pushes, as the conformance suite does for the async adapters.
 
 from __future__ import annotations
 
+import gc
 import threading
 import time
+import weakref
 from typing import Any, NoReturn
 
 import pytest
@@ -351,3 +353,50 @@ def _last_warning(limiter: Limiter) -> Warning:
     with pytest.raises(AcquireTimeout), pytest.warns(RuntimeWarning) as warned:
         limiter.acquire(timeout=0.01)
     return warned[0].message  # type: ignore[return-value]
+
+
+class _State:
+    """A caller's state, in its frame."""
+
+
+def test_a_closed_limiter_keeps_no_callers_frame_alive() -> None:
+    """Each thread refused by a closed limiter, and each woken by its
+    closing, raises a LimiterClosed of its own: one instance raised again
+    and again kept every raise's frames, and their locals, in its traceback."""
+    woken: list[LimiterClosed] = []
+
+    def wait(limiter: Limiter) -> None:
+        try:
+            limiter.acquire()
+        except LimiterClosed as error:
+            woken.append(error)
+
+    with open_limiter(Fifo(), 1) as limiter:
+        limiter.acquire()
+        threads_ = [threading.Thread(target=wait, args=(limiter,)) for _ in range(2)]
+        for thread in threads_:
+            thread.start()
+        until(lambda: limiter.statistics().waiting == 2)
+    for thread in threads_:
+        thread.join()
+    assert len(woken) == 2
+    assert woken[0] is not woken[1]
+    kept: list[weakref.ref[_State]] = []
+
+    def call() -> None:
+        state = _State()
+        kept.append(weakref.ref(state))
+        limiter.acquire()
+
+    refused: list[LimiterClosed] = []
+    for _ in range(3):
+        for call_once in (call, limiter.try_acquire, lambda: limiter.pause_for(1.0)):
+            try:
+                call_once()
+            except LimiterClosed as error:
+                refused.append(error)
+    assert len({id(error) for error in refused}) == len(refused) == 9
+    refused.clear()
+    woken.clear()
+    gc.collect()
+    assert [ref() for ref in kept] == [None] * 3, "a refused caller's frame is kept"
