@@ -257,3 +257,21 @@ def test_limiters_instrumented_before_the_sdk_is_set_are_all_read(
         uninstrument(search)
         read = {p.attributes["limiter"] for p in points(reader)["permits.granted"]}
         assert read == {"chat"}
+
+
+def test_an_upstream_without_its_counters_is_refused() -> None:
+    """``upstream=`` takes ``transport.upstream``: the transport itself was
+    taken, and each read of the upstream's counters then failed in the
+    reader's callback. It is refused, naming the argument, and nothing is
+    instrumented."""
+    from permits.core import PermitTypeError
+    from permits.httpx import PermitsTransport
+
+    meter = MeterProvider(metric_readers=[InMemoryMetricReader()]).get_meter("test")
+    with threads.open_limiter(StrictPriority(2), 1) as limiter:
+        transport = PermitsTransport(limiter, httpx.MockTransport(lambda r: httpx.Response(200)))
+        with pytest.raises(PermitTypeError) as refused:
+            instrument(limiter, meter, upstream=transport)  # type: ignore[arg-type]
+        assert refused.value.argument == "upstream"
+        assert limiter._on_proceed == []
+        instrument(limiter, meter, upstream=transport.upstream)

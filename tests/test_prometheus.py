@@ -272,3 +272,26 @@ def test_a_scrape_while_another_thread_grants_keeps_buckets_within_the_count() -
     finally:
         done.set()
         granting.join()
+
+
+def test_an_upstream_without_its_counters_is_refused_when_added() -> None:
+    """``upstream=`` takes a client integration's ``upstream``, its counters.
+    The middleware itself (``upstream=permits`` for ``permits.upstream``)
+    was taken, and every scrape of the registry then failed
+    (AttributeError); it is refused when the collector is made or a limiter
+    added, naming the argument."""
+    from permits.adapters import asyncio as asyncio_adapter
+    from permits.aiohttp import PermitsMiddleware
+
+    limiter = asyncio_adapter.Limiter(StrictPriority(2), 10)
+    middleware = PermitsMiddleware(limiter)
+    with pytest.raises(PermitTypeError) as refused:
+        PermitsCollector(limiter, upstream=middleware)  # type: ignore[arg-type]
+    assert refused.value.argument == "upstream"
+    collector = PermitsCollector(limiter, name="first")
+    with pytest.raises(PermitTypeError):
+        collector.add(limiter, name="second", upstream=middleware)  # type: ignore[arg-type]
+    collector.add(limiter, name="second", upstream=middleware.upstream)
+    registry = prometheus_client.CollectorRegistry()
+    registry.register(collector)
+    assert scrape(registry)[("permits_upstream_throttled_total", (("limiter", "second"),))] == 0

@@ -17,6 +17,7 @@ __all__ = [
     "UPSTREAM",
     "Upstream",
     "bucket_bounds",
+    "check_upstream",
     "level_names",
     "limiter_name",
     "statistics_and_waits",
@@ -85,6 +86,17 @@ def limiter_name(name: str) -> str:
     if not isinstance(name, str):
         raise PermitTypeError("name", name, "a str, the limiter label's value")
     return name
+
+
+def check_upstream(upstream: Upstream | None) -> Upstream | None:
+    """``upstream``, checked: ``None``, or what has the counters the
+    exporters read (``transport.upstream``, not the transport; a scrape
+    would fail at each read)."""
+    if upstream is not None and not all(hasattr(upstream, field) for field, _, _ in UPSTREAM):
+        raise PermitTypeError(
+            "upstream", upstream, "a client integration's upstream (transport.upstream)"
+        )
+    return upstream
 
 
 def level_names(machine: Machine, levels: Sequence[str] | None) -> list[str]:

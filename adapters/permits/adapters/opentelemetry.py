@@ -34,6 +34,7 @@ from ._metrics import (
     UPSTREAM,
     Upstream,
     bucket_bounds,
+    check_upstream,
     level_names,
     limiter_name,
 )
@@ -112,6 +113,7 @@ def instrument(
     if not isinstance(limiter, _Limiting):
         raise TypeError(f"limiter={limiter!r}: expected a limiter of permits.adapters")
     limiter_name(name)
+    check_upstream(upstream)
     names = level_names(limiter.machine, levels)
     bounds = bucket_bounds(buckets)
     meter = _meter(meter)

@@ -30,6 +30,7 @@ from ._metrics import (
     UPSTREAM,
     Upstream,
     bucket_bounds,
+    check_upstream,
     level_names,
     limiter_name,
     statistics_and_waits,
@@ -105,6 +106,7 @@ class PermitsCollector(Collector):
         holds one collector of these metrics (a second one registered is a
         ``DuplicateTimeseries``), so several limiters share it."""
         limiter_name(name)
+        check_upstream(upstream)
         if any(known.name == name for known in self._sources):
             raise PermitValueError("name", name, "already the name of a limiter of this collector")
         limiting = source if isinstance(source, _Limiting) else None
