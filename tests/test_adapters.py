@@ -1517,6 +1517,27 @@ async def test_durations_too_long_to_count_in_nanoseconds(open_limiter: OpenLimi
     assert refused.value.argument == "settle_window"
 
 
+@pytest.mark.parametrize("days", [116, 1157])
+async def test_permits_fall_due_far_from_the_clock_s_epoch(
+    open_limiter: OpenLimiter, days: int
+) -> None:
+    """Past about 104 days of a clock's reading, a float holds its seconds
+    only to a few nanoseconds: the framework's deadline for a permit due
+    at ``t`` (``t / 1e9`` seconds) passes while the clock, read in
+    nanoseconds, still rounds to a little before ``t``. The tick found
+    nothing due, and the timer, its deadline passed, fired again at once:
+    on a virtual clock (permits.testing's, trio's MockClock) the time never
+    moved on and every adapter hung. The tick the deadline was set for is
+    taken to have come."""
+    await anyio.sleep(days * 86_400 + 0.123)
+    async with open_limiter(Fifo(), 3, 1) as limiter:
+        await limiter.acquire()
+        start = now()
+        for _ in range(3):
+            await limiter.acquire()
+        assert abs(since(start) - SECOND) <= 100, since(start)
+
+
 async def test_the_body_s_exception_leaves_as_itself(open_limiter: OpenLimiter) -> None:
     """`except AcquireTimeout` around the block catches it: no adapter wraps
     a body's exception in an ExceptionGroup; and the limiter is closed."""

@@ -412,6 +412,17 @@ class _Limiting:
         self._break(error)
         raise self._refused() from error
 
+    def _catch_up(self, due: int, seconds: float) -> None:
+        """The timer set for the tick ``due`` (ns) fired with the framework's
+        clock at ``seconds``: if that passes ``due / 1e9``, as the framework
+        judged the deadline, the machine's time is ``due`` at least. (Past
+        about 104 days of a clock's reading, a float holds its seconds only
+        to a few ns, and the clock read in ns may round to a little before
+        ``due``: the tick would find nothing due and the timer, its deadline
+        passed, fire again at once; on a virtual clock, for ever.)"""
+        if due > self._last and due / 1e9 <= seconds:
+            self._last = due
+
     def _on_timer(self) -> None:
         """The timer fired: tick, wake whoever was decided, re-arm."""
         if self._closed is not None:

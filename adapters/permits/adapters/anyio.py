@@ -96,6 +96,9 @@ class Limiter(TaskedLimiter):
     async def _sleep_forever(self) -> None:
         await anyio.sleep_forever()
 
+    def _time(self) -> float:
+        return self._seconds()
+
 
 def _asyncio_seconds() -> Callable[[], float]:
     """The running asyncio loop's clock, refusing any other loop (another

@@ -98,8 +98,12 @@ class Limiter(BaseLimiter):
             self._timer = self._loop.call_at(when / 1e9, self._fire)
 
     def _fire(self) -> None:
+        due = self._timer_at
         self._timer = None
         self._timer_at = None
+        if due is not None:
+            assert self._loop is not None  # it armed the timer
+            self._catch_up(due, self._loop.time())
         self._on_timer()
 
     async def aclose(self) -> None:

@@ -78,6 +78,9 @@ class Limiter(TaskedLimiter):
     async def _sleep_forever(self) -> None:
         await trio.sleep_forever()
 
+    def _time(self) -> float:
+        return trio.current_time()
+
 
 def open_limiter(
     policy: Policy,
