@@ -14,8 +14,10 @@ loaded machine.
 from __future__ import annotations
 
 import functools
+import gc
 import itertools
 import math
+import weakref
 from collections.abc import Callable, Hashable
 from contextlib import AbstractAsyncContextManager
 from typing import Any
@@ -426,6 +428,56 @@ async def test_close_wakes_every_waiter(open_limiter: OpenLimiter) -> None:
     with pytest.raises(LimiterClosed):
         limiter.try_acquire(0)
     assert limiter.statistics().levels[1].cancelled == 3
+
+
+class _State:
+    """A caller's state, in its frame."""
+
+
+async def test_a_closed_limiter_keeps_no_callers_frame_alive(open_limiter: OpenLimiter) -> None:
+    """Each caller refused by a closed limiter, and each waiter woken by its
+    closing, raises a LimiterClosed of its own. The limiter raised one
+    instance again and again, whose traceback kept every raise's frames and
+    their locals: a limiter broken by its policy and still called by a
+    server held the state of every request it refused."""
+    woken: list[LimiterClosed] = []
+
+    async def wait(limiter: BaseLimiter) -> None:
+        try:
+            await limiter.acquire()
+        except LimiterClosed as error:
+            woken.append(error)
+
+    async with anyio.create_task_group() as tg, open_limiter(Fifo(), 1) as limiter:
+        await limiter.acquire()
+        for i in range(2):
+            tg.start_soon(wait, limiter)
+            await waiting(limiter, i + 1)
+    assert len(woken) == 2
+    assert woken[0] is not woken[1]
+    kept: list[weakref.ref[_State]] = []
+
+    async def call() -> None:
+        state = _State()
+        kept.append(weakref.ref(state))
+        await limiter.acquire()
+
+    refused: list[LimiterClosed] = []
+    for _ in range(3):
+        with pytest.raises(LimiterClosed) as acquired:
+            await call()
+        with pytest.raises(LimiterClosed) as tried:
+            limiter.try_acquire()
+        with pytest.raises(LimiterClosed) as paused:
+            limiter.pause_for(1.0)
+        refused += [acquired.value, tried.value, paused.value]
+    del acquired, tried, paused
+    assert len({id(error) for error in refused}) == len(refused) == 9
+    assert all(error.cause is None for error in refused)
+    refused.clear()
+    woken.clear()
+    gc.collect()
+    assert [ref() for ref in kept] == [None] * 3, "a refused caller's frame is kept"
 
 
 async def test_timeouts(open_limiter: OpenLimiter) -> None:
@@ -1463,6 +1515,27 @@ async def test_durations_too_long_to_count_in_nanoseconds(open_limiter: OpenLimi
     with pytest.raises(PermitValueError) as refused:
         asyncio_adapter.Limiter(Fifo(), 10, settle_window=1e300)
     assert refused.value.argument == "settle_window"
+
+
+@pytest.mark.parametrize("days", [116, 1157])
+async def test_permits_fall_due_far_from_the_clock_s_epoch(
+    open_limiter: OpenLimiter, days: int
+) -> None:
+    """Past about 104 days of a clock's reading, a float holds its seconds
+    only to a few nanoseconds: the framework's deadline for a permit due
+    at ``t`` (``t / 1e9`` seconds) passes while the clock, read in
+    nanoseconds, still rounds to a little before ``t``. The tick found
+    nothing due, and the timer, its deadline passed, fired again at once:
+    on a virtual clock (permits.testing's, trio's MockClock) the time never
+    moved on and every adapter hung. The tick the deadline was set for is
+    taken to have come."""
+    await anyio.sleep(days * 86_400 + 0.123)
+    async with open_limiter(Fifo(), 3, 1) as limiter:
+        await limiter.acquire()
+        start = now()
+        for _ in range(3):
+            await limiter.acquire()
+        assert abs(since(start) - SECOND) <= 100, since(start)
 
 
 async def test_the_body_s_exception_leaves_as_itself(open_limiter: OpenLimiter) -> None:

@@ -12,6 +12,7 @@ import asyncio
 from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any
 
+import anyio
 import pytest
 import trio
 
@@ -145,3 +146,51 @@ def test_a_limiter_without_its_timer_task_refuses_at_once() -> None:
     saying what to use, instead of a second acquire hanging forever."""
     with pytest.raises(RuntimeError, match=r"async with open_limiter\(\.\.\.\)"):
         trio.run(trio_limiter_by_hand)
+
+
+@pytest.mark.anyio
+async def test_a_limiter_called_from_another_loop_refuses_and_changes_nothing(
+    open_limiter: Callable[..., Any], case: tuple[str, str]
+) -> None:
+    """A limiter lives in the loop it was first used in. A call from another
+    thread's loop (or trio run) is refused there and leaves it as it was:
+    that loop's clock is not its own (trio starts each run's clock at a
+    random reading, days apart) and its timer cannot wake that loop's
+    tasks. The trio and anyio limiters took such calls: one granted by the
+    other clock's reading, a waiter that hung, a run that broke."""
+    backend = case[0]
+    async with open_limiter(Fifo(), rate=1, burst=1) as limiter:
+        await limiter.acquire()
+        before = (limiter.statistics(), limiter.limits)
+
+        async def elsewhere() -> None:
+            for call in (
+                limiter.try_acquire,
+                lambda: limiter.pause_for(60.0),
+                lambda: limiter.set_limit(rate=1000),
+            ):
+                with pytest.raises(RuntimeError, match="belongs to the event loop it was first"):
+                    call()
+            with pytest.raises(RuntimeError, match="belongs to the event loop it was first"):
+                await limiter.acquire(timeout=0)
+
+        await anyio.to_thread.run_sync(lambda: anyio.run(elsewhere, backend=backend))
+        assert (limiter.statistics(), limiter.limits) == before
+        assert limiter.pause_left() == 0.0
+        assert not limiter.try_acquire()  # its own loop's clock: the next permit is not due
+
+
+def test_an_asyncio_limiter_closed_from_another_loop_refuses_and_stays_open() -> None:
+    """``aclose`` from another thread's loop is refused as every other call
+    from there is: it set its waiters' futures from the wrong thread, and a
+    waiter slept on until something else woke its loop."""
+
+    async def main() -> None:
+        async with permits.adapters.asyncio.open_limiter(Fifo(), rate=10) as limiter:
+            await limiter.acquire()
+            with pytest.raises(RuntimeError, match="belongs to the event loop it was first"):
+                await asyncio.to_thread(asyncio.run, limiter.aclose())
+            assert not limiter.closed
+            await limiter.acquire()  # its timer still runs
+
+    asyncio.run(main())

@@ -119,6 +119,32 @@ def test_a_bare_machine_or_bad_names_are_refused() -> None:
             instrument(limiter, meter, buckets=[1.0, 0.5])
 
 
+@pytest.mark.parametrize(
+    ("options", "argument"),
+    [({"name": None}, "name"), ({"levels": [0, 1]}, "levels"), ({"buckets": ["1"]}, "buckets")],
+)
+def test_names_that_are_not_text_are_refused(options: dict[str, Any], argument: str) -> None:
+    """The attributes are the Prometheus collector's labels, text: a name
+    that is not (None, which the SDK drops from every point) is refused as
+    the collector refuses it, naming the argument, and nothing is
+    instrumented."""
+    from permits.core import PermitTypeError
+
+    reader = InMemoryMetricReader()
+    meter = MeterProvider(metric_readers=[reader]).get_meter("test")
+    with threads.open_limiter(StrictPriority(2), 1) as limiter:
+        with pytest.raises(PermitTypeError) as refused:
+            instrument(limiter, meter, **options)
+        assert refused.value.argument == argument
+        assert limiter._on_proceed == []
+        instrument(limiter, meter, name="api")
+        limiter.acquire(0)
+        assert value(points(reader), "permits.granted", level="0").attributes == {
+            "limiter": "api",
+            "level": "0",
+        }
+
+
 def test_no_counter_goes_down_when_a_permit_is_settled() -> None:
     """A settle for less lowers the units granted: ``permits.units_granted``
     is an up-down counter, not a counter (whose fall a backend reads as a
@@ -190,3 +216,62 @@ def test_a_limiter_uninstrumented_is_no_longer_read() -> None:
         instrument(search, meter, name="search")
         found = points(reader)
     assert value(found, "permits.granted", limiter="search").value == 2
+
+
+def test_limiters_instrumented_before_the_sdk_is_set_are_all_read(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """With no meter given, each limiter goes on the global provider's
+    ``permits`` meter. Until an SDK is set, the API hands out a new proxy
+    meter at each ``get_meter``: a second limiter's instruments then went
+    on a meter of their own, which the SDK dropped once set (it keeps the
+    first instrument of a name), so that limiter was never read, and
+    ``uninstrument`` found no limiter on its new meter. The meter is got
+    once."""
+    from opentelemetry import metrics
+    from opentelemetry.metrics import _internal as api
+    from opentelemetry.util._once import Once
+
+    import permits.adapters.opentelemetry as otel
+
+    # The process's global provider as it is before any is set.
+    monkeypatch.setattr(api, "_METER_PROVIDER_SET_ONCE", Once())
+    monkeypatch.setattr(api, "_METER_PROVIDER", None)
+    monkeypatch.setattr(api, "_PROXY_METER_PROVIDER", api._ProxyMeterProvider())
+    monkeypatch.setattr(otel, "_default_meter", None)
+    reader = InMemoryMetricReader()
+    with (
+        threads.open_limiter(StrictPriority(1), 1000, 10) as search,
+        threads.open_limiter(StrictPriority(1), 1000, 10) as chat,
+    ):
+        instrument(search, name="search")
+        instrument(chat, name="chat")
+        metrics.set_meter_provider(MeterProvider(metric_readers=[reader]))
+        search.acquire(0)
+        chat.acquire(0)
+        chat.acquire(0)
+        found = points(reader)
+        assert value(found, "permits.granted", limiter="search").value == 1
+        assert value(found, "permits.granted", limiter="chat").value == 2
+        assert value(found, "permits.wait", limiter="chat").count == 2
+        uninstrument(search)
+        read = {p.attributes["limiter"] for p in points(reader)["permits.granted"]}
+        assert read == {"chat"}
+
+
+def test_an_upstream_without_its_counters_is_refused() -> None:
+    """``upstream=`` takes ``transport.upstream``: the transport itself was
+    taken, and each read of the upstream's counters then failed in the
+    reader's callback. It is refused, naming the argument, and nothing is
+    instrumented."""
+    from permits.core import PermitTypeError
+    from permits.httpx import PermitsTransport
+
+    meter = MeterProvider(metric_readers=[InMemoryMetricReader()]).get_meter("test")
+    with threads.open_limiter(StrictPriority(2), 1) as limiter:
+        transport = PermitsTransport(limiter, httpx.MockTransport(lambda r: httpx.Response(200)))
+        with pytest.raises(PermitTypeError) as refused:
+            instrument(limiter, meter, upstream=transport)  # type: ignore[arg-type]
+        assert refused.value.argument == "upstream"
+        assert limiter._on_proceed == []
+        instrument(limiter, meter, upstream=transport.upstream)

@@ -2,11 +2,20 @@
 
 from __future__ import annotations
 
+import enum
 import threading
+from typing import Any
 
 import pytest
 
-from permits.core import MILLISECOND, SECOND, Machine, StrictPriority
+from permits.core import (
+    MILLISECOND,
+    SECOND,
+    Machine,
+    PermitTypeError,
+    PermitValueError,
+    StrictPriority,
+)
 
 prometheus_client = pytest.importorskip("prometheus_client")
 parser = pytest.importorskip("prometheus_client.parser")
@@ -62,8 +71,49 @@ def test_scrape_shows_depth_counters_and_waits() -> None:
 
 
 def test_level_names_must_match() -> None:
-    with pytest.raises(ValueError, match="levels="):
+    with pytest.raises(PermitValueError, match="levels="):
         PermitsCollector(Machine(StrictPriority(2), 1), levels=["only-one"])
+
+
+class Level(enum.IntEnum):
+    INTERACTIVE = 0
+    BATCH = 1
+
+
+@pytest.mark.parametrize(
+    ("options", "argument"),
+    [
+        ({"levels": [0, 1]}, "levels"),
+        ({"levels": list(Level)}, "levels"),
+        ({"levels": "ab"}, "levels"),
+        ({"name": 3}, "name"),
+        ({"name": None}, "name"),
+        ({"buckets": [0.5, "1"]}, "buckets"),
+    ],
+)
+def test_names_that_are_not_text_are_refused_when_made(
+    options: dict[str, Any], argument: str
+) -> None:
+    """A label's value is text: a level named by a number (an IntEnum's
+    members) or a limiter named None was taken, and every scrape of the
+    registry then failed (the metrics of the whole process, not only these);
+    it is refused when the collector is made, or a limiter added, naming the
+    argument, and the collector is left as it was."""
+    machine = Machine(StrictPriority(2), 1)
+    with pytest.raises(PermitTypeError) as refused:
+        PermitsCollector(machine, **options)
+    assert refused.value.argument == argument
+    collector = PermitsCollector(machine, name="first")
+    if argument != "buckets":  # the collector's own
+        with pytest.raises(PermitTypeError):
+            collector.add(machine, **{"name": "second", **options})
+    registry = prometheus_client.CollectorRegistry()
+    registry.register(collector)
+    assert {labels for _, labels in scrape(registry)} >= {
+        (("level", "0"), ("limiter", "first")),
+        (("level", "1"), ("limiter", "first")),
+    }
+    assert all(dict(labels).get("limiter") != "second" for _, labels in scrape(registry))
 
 
 @pytest.mark.parametrize(
@@ -222,3 +272,26 @@ def test_a_scrape_while_another_thread_grants_keeps_buckets_within_the_count() -
     finally:
         done.set()
         granting.join()
+
+
+def test_an_upstream_without_its_counters_is_refused_when_added() -> None:
+    """``upstream=`` takes a client integration's ``upstream``, its counters.
+    The middleware itself (``upstream=permits`` for ``permits.upstream``)
+    was taken, and every scrape of the registry then failed
+    (AttributeError); it is refused when the collector is made or a limiter
+    added, naming the argument."""
+    from permits.adapters import asyncio as asyncio_adapter
+    from permits.aiohttp import PermitsMiddleware
+
+    limiter = asyncio_adapter.Limiter(StrictPriority(2), 10)
+    middleware = PermitsMiddleware(limiter)
+    with pytest.raises(PermitTypeError) as refused:
+        PermitsCollector(limiter, upstream=middleware)  # type: ignore[arg-type]
+    assert refused.value.argument == "upstream"
+    collector = PermitsCollector(limiter, name="first")
+    with pytest.raises(PermitTypeError):
+        collector.add(limiter, name="second", upstream=middleware)  # type: ignore[arg-type]
+    collector.add(limiter, name="second", upstream=middleware.upstream)
+    registry = prometheus_client.CollectorRegistry()
+    registry.register(collector)
+    assert scrape(registry)[("permits_upstream_throttled_total", (("limiter", "second"),))] == 0

@@ -9,8 +9,13 @@ pushes, as the conformance suite does for the async adapters.
 
 from __future__ import annotations
 
+import gc
+import os
+import signal
 import threading
 import time
+import warnings
+import weakref
 from typing import Any, NoReturn
 
 import pytest
@@ -351,3 +356,92 @@ def _last_warning(limiter: Limiter) -> Warning:
     with pytest.raises(AcquireTimeout), pytest.warns(RuntimeWarning) as warned:
         limiter.acquire(timeout=0.01)
     return warned[0].message  # type: ignore[return-value]
+
+
+class _State:
+    """A caller's state, in its frame."""
+
+
+def test_a_closed_limiter_keeps_no_callers_frame_alive() -> None:
+    """Each thread refused by a closed limiter, and each woken by its
+    closing, raises a LimiterClosed of its own: one instance raised again
+    and again kept every raise's frames, and their locals, in its traceback."""
+    woken: list[LimiterClosed] = []
+
+    def wait(limiter: Limiter) -> None:
+        try:
+            limiter.acquire()
+        except LimiterClosed as error:
+            woken.append(error)
+
+    with open_limiter(Fifo(), 1) as limiter:
+        limiter.acquire()
+        threads_ = [threading.Thread(target=wait, args=(limiter,)) for _ in range(2)]
+        for thread in threads_:
+            thread.start()
+        until(lambda: limiter.statistics().waiting == 2)
+    for thread in threads_:
+        thread.join()
+    assert len(woken) == 2
+    assert woken[0] is not woken[1]
+    kept: list[weakref.ref[_State]] = []
+
+    def call() -> None:
+        state = _State()
+        kept.append(weakref.ref(state))
+        limiter.acquire()
+
+    refused: list[LimiterClosed] = []
+    for _ in range(3):
+        for call_once in (call, limiter.try_acquire, lambda: limiter.pause_for(1.0)):
+            try:
+                call_once()
+            except LimiterClosed as error:
+                refused.append(error)
+    assert len({id(error) for error in refused}) == len(refused) == 9
+    refused.clear()
+    woken.clear()
+    gc.collect()
+    assert [ref() for ref in kept] == [None] * 3, "a refused caller's frame is kept"
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="os.fork is POSIX's")
+def test_a_limiter_opened_before_a_fork_works_in_the_child() -> None:
+    """A limiter opened before ``os.fork`` (an app a pre-forking server
+    loads first, then forks into workers) works in the child: its timer
+    thread is not copied into the child, which starts its own, and the
+    parent's waiters, whose threads are not there either, are withdrawn
+    there (each would have been granted a permit that no thread spends).
+    In the child every wait hung, its timeout too."""
+    with open_limiter(Fifo(), 20, 1) as limiter:
+        limiter.acquire()
+        parent = threading.Thread(target=limiter.acquire)
+        parent.start()
+        until(lambda: limiter.statistics().waiting == 1)
+        read, write = os.pipe()
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", DeprecationWarning)  # forking with threads, 3.12
+            pid = os.fork()
+        if pid == 0:  # the child: report, and never return into pytest
+            outcome = "granted"
+            try:
+                for _ in range(3):
+                    limiter.acquire(timeout=5.0)
+                try:
+                    limiter.acquire(timeout=0.001)
+                except AcquireTimeout:
+                    outcome += ", then timed out"
+            except BaseException as error:
+                outcome = repr(error)
+            os.write(write, outcome.encode())
+            os._exit(0)
+        os.close(write)
+        try:
+            until(lambda: os.waitpid(pid, os.WNOHANG) != (0, 0), seconds=30.0)
+        except AssertionError:
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+            raise AssertionError("the child hung") from None
+        with os.fdopen(read) as pipe:
+            assert pipe.read() == "granted, then timed out"
+        parent.join()

@@ -410,8 +410,18 @@ class _Limiting:
         if isinstance(error, (PermitTypeError, PermitValueError)):
             raise error
         self._break(error)
-        assert self._closed is not None
-        raise self._closed from error
+        raise self._refused() from error
+
+    def _catch_up(self, due: int, seconds: float) -> None:
+        """The timer set for the tick ``due`` (ns) fired with the framework's
+        clock at ``seconds``: if that passes ``due / 1e9``, as the framework
+        judged the deadline, the machine's time is ``due`` at least. (Past
+        about 104 days of a clock's reading, a float holds its seconds only
+        to a few ns, and the clock read in ns may round to a little before
+        ``due``: the tick would find nothing due and the timer, its deadline
+        passed, fire again at once; on a virtual clock, for ever.)"""
+        if due > self._last and due / 1e9 <= seconds:
+            self._last = due
 
     def _on_timer(self) -> None:
         """The timer fired: tick, wake whoever was decided, re-arm."""
@@ -426,8 +436,16 @@ class _Limiting:
             return
         self._reschedule()
 
+    def _refused(self) -> LimiterClosed:
+        """The error of a call the closed limiter refuses: a new one each
+        time, with the cause it closed with (one instance raised again and
+        again keeps every raise's frames, and their locals, in its
+        traceback)."""
+        assert self._closed is not None
+        return LimiterClosed(self._closed.cause)
+
     def _break(self, error: BaseException | None) -> None:
-        """Close: every waiter wakes with :class:`LimiterClosed`."""
+        """Close: every waiter wakes with :class:`LimiterClosed` (each its own)."""
         if self._closed is not None:
             return
         self._closed = LimiterClosed(error)
@@ -435,7 +453,7 @@ class _Limiting:
         for id, waiter in waiters.items():
             with suppress(Exception):  # a broken policy, asked its next choice
                 self._machine.cancel(id)
-            waiter.error = self._closed
+            waiter.error = LimiterClosed(error)
             if waiter.event is not None:
                 waiter.event.set()
 
@@ -519,7 +537,7 @@ class _Limiting:
         ``max_wait`` in nanoseconds (``None``: unbounded). Raises if the
         limiter is closed or cannot work."""
         if self._closed is not None:
-            raise self._closed
+            raise self._refused()
         if level is None:  # _level, inlined: acquire is the hot path
             level = _LEVEL.get()
             if level is None:
@@ -706,7 +724,7 @@ class _Limiting:
         """Run a machine operation at the clock's now; wake whoever it decided
         for and re-plan the timer."""
         if self._closed is not None:
-            raise self._closed
+            raise self._refused()
         now = self._now()
         self._ensure_open()
         try:

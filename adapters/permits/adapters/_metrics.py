@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Protocol
 
-from permits.core import Machine, Statistics
+from permits.core import Machine, PermitTypeError, PermitValueError, Statistics
 
 __all__ = [
     "COUNTERS",
@@ -17,7 +17,9 @@ __all__ = [
     "UPSTREAM",
     "Upstream",
     "bucket_bounds",
+    "check_upstream",
     "level_names",
+    "limiter_name",
     "statistics_and_waits",
 ]
 
@@ -78,24 +80,57 @@ class Upstream(Protocol):
     def ignored(self) -> int: ...
 
 
+def limiter_name(name: str) -> str:
+    """The ``limiter`` label's value, checked: text (a Prometheus label's
+    value is; a number there failed every scrape of the registry)."""
+    if not isinstance(name, str):
+        raise PermitTypeError("name", name, "a str, the limiter label's value")
+    return name
+
+
+def check_upstream(upstream: Upstream | None) -> Upstream | None:
+    """``upstream``, checked: ``None``, or what has the counters the
+    exporters read (``transport.upstream``, not the transport; a scrape
+    would fail at each read)."""
+    if upstream is not None and not all(hasattr(upstream, field) for field, _, _ in UPSTREAM):
+        raise PermitTypeError(
+            "upstream", upstream, "a client integration's upstream (transport.upstream)"
+        )
+    return upstream
+
+
 def level_names(machine: Machine, levels: Sequence[str] | None) -> list[str]:
-    """A name per level for the ``level`` label (default: the level numbers)."""
+    """A name per level for the ``level`` label (default: the level
+    numbers), checked: a sequence of ``str``, one per level."""
     count = machine.levels
-    if levels is not None and len(levels) != count:
-        raise ValueError(f"levels={levels!r}: needs one name per level ({count})")
-    return list(levels) if levels is not None else [str(i) for i in range(count)]
+    if levels is None:
+        return [str(i) for i in range(count)]
+    if isinstance(levels, str) or not isinstance(levels, Sequence):
+        raise PermitTypeError("levels", levels, "a sequence of names (str), one per level")
+    for name in levels:
+        if not isinstance(name, str):
+            raise PermitTypeError("levels", levels, f"a sequence of str (not {name!r})")
+    if len(levels) != count:
+        raise PermitValueError("levels", levels, f"needs one name per level ({count})")
+    return list(levels)
 
 
 def bucket_bounds(buckets: Sequence[float]) -> list[float]:
     """The histogram's upper bounds, checked: ascending finite seconds >= 0."""
-    bounds = [float(b) for b in buckets]
+    if isinstance(buckets, str) or not isinstance(buckets, Iterable):
+        raise PermitTypeError("buckets", buckets, "a sequence of seconds")
+    given = list(buckets)
+    for bound in given:
+        if isinstance(bound, bool) or not isinstance(bound, (int, float)):
+            raise PermitTypeError("buckets", buckets, f"a sequence of seconds (not {bound!r})")
+    bounds = [float(b) for b in given]
     if (
         not bounds
         or not all(map(math.isfinite, bounds))
         or bounds[0] < 0
         or any(a >= b for a, b in itertools.pairwise(bounds))
     ):
-        raise ValueError(f"buckets={buckets!r}: needs strictly ascending finite seconds >= 0")
+        raise PermitValueError("buckets", buckets, "needs strictly ascending finite seconds >= 0")
     return bounds
 
 

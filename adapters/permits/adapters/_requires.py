@@ -15,7 +15,7 @@ from typing import Any, Literal
 
 from permits.core import PermitError
 
-__all__ = ["WrongFramework", "requires_extra", "wrong_framework"]
+__all__ = ["WrongFramework", "other_loop", "requires_extra", "wrong_framework"]
 
 
 @contextmanager
@@ -98,3 +98,15 @@ def wrong_framework(adapter: Callable[..., Any], needs: Framework) -> WrongFrame
     """The error for ``adapter`` (a class or function) used outside ``needs``;
     raise it ``from None`` where the framework's own call failed."""
     return WrongFramework(f"{adapter.__module__}.{adapter.__qualname__}", needs, _running())
+
+
+def other_loop(adapter: Callable[..., Any]) -> RuntimeError:
+    """The error for a limiter of ``adapter`` (its class) used in an event
+    loop other than its own: another thread's loop, or another trio run,
+    whose clock and tasks it does not share (it would wake nobody there,
+    and read another clock)."""
+    return RuntimeError(
+        f"a {adapter.__module__}.{adapter.__qualname__} belongs to the event loop it was "
+        "first used in, not this one: open a limiter in each loop, or call this one "
+        "from its own loop's thread"
+    )

@@ -23,6 +23,8 @@ class TaskedLimiter(BaseLimiter):
 
     _sleep_scope: Any = None
     _wake_at: float = math.inf
+    #: The tick (ns) ``_wake_at`` was last set for.
+    _wake_ns: int = 0
 
     def _cancel_scope(self, deadline: float) -> AbstractContextManager[Any]:
         """The framework's cancel scope with this deadline (seconds)."""
@@ -31,9 +33,17 @@ class TaskedLimiter(BaseLimiter):
     async def _sleep_forever(self) -> None:
         raise NotImplementedError
 
+    def _time(self) -> float:
+        """The framework's clock in seconds, as it judges a deadline."""
+        raise NotImplementedError
+
     def _reschedule(self) -> None:
         when = self._machine.next_tick()
-        wake_at = math.inf if when is None else when / 1e9
+        if when is None:
+            wake_at = math.inf
+        else:
+            wake_at = when / 1e9
+            self._wake_ns = when
         if wake_at == self._wake_at:
             return  # anyio's asyncio backend re-arms a timer on every deadline set
         self._wake_at = wake_at
@@ -66,8 +76,10 @@ class TaskedLimiter(BaseLimiter):
                 self._sleep_scope = scope
                 await self._sleep_forever()
             self._sleep_scope = None
-            if self._clock() / 1e9 >= self._wake_at:
+            seconds = self._time()
+            if seconds >= self._wake_at:
                 self._wake_at = math.inf
+                self._catch_up(self._wake_ns, seconds)
                 self._on_timer()
 
 

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 from permits.core import Policy
 
 from ._base import Event, LimiterOptions, refuse_unknown
-from ._requires import requires_extra
+from ._requires import other_loop, requires_extra, wrong_framework
 from ._tasked import TaskedLimiter, running
 
 if TYPE_CHECKING:
@@ -45,7 +45,8 @@ class Limiter(TaskedLimiter):
     """A priority limiter for anyio; make one with :func:`open_limiter`."""
 
     #: The running backend's clock, in seconds: ``anyio.current_time`` until
-    #: the timer task starts, then the backend's own (see _run).
+    #: the timer task starts, then its event loop's own, which refuses to be
+    #: read in any other loop (see _bind_backend).
     _seconds: Callable[[], float] = staticmethod(anyio.current_time)
 
     def _clock(self) -> int:
@@ -56,11 +57,13 @@ class Limiter(TaskedLimiter):
 
         anyio's ``current_time()`` and ``checkpoint()`` look the running
         backend up on every call; a limiter lives in one event loop (its task
-        group's), so it looks once, as its background task starts."""
+        group's), so it looks once, as its background task starts. Every call
+        that changes the limiter reads that clock first: a call from another
+        loop (another thread's) is refused there."""
         backend = anyio.lowlevel.current_token().backend_class
-        self._seconds = backend.current_time
-        self._checkpoint_if_cancelled = backend.checkpoint_if_cancelled
         under_asyncio = _under_asyncio()
+        self._seconds = _asyncio_seconds() if under_asyncio else _trio_seconds()
+        self._checkpoint_if_cancelled = backend.checkpoint_if_cancelled
         # asyncio's own event under asyncio (anyio's wraps it, and its
         # cancel scopes cancel a task waiting on any future)
         self._event = asyncio.Event if under_asyncio else backend.create_event
@@ -92,6 +95,45 @@ class Limiter(TaskedLimiter):
 
     async def _sleep_forever(self) -> None:
         await anyio.sleep_forever()
+
+    def _time(self) -> float:
+        return self._seconds()
+
+
+def _asyncio_seconds() -> Callable[[], float]:
+    """The running asyncio loop's clock, refusing any other loop (another
+    thread's, whose tasks the limiter's timer cannot wake)."""
+    loop = asyncio.get_running_loop()
+
+    def seconds() -> float:
+        try:
+            running = asyncio.get_running_loop()
+        except RuntimeError:
+            raise wrong_framework(Limiter, "asyncio") from None
+        if running is not loop:
+            raise other_loop(Limiter)
+        return loop.time()
+
+    return seconds
+
+
+def _trio_seconds() -> Callable[[], float]:
+    """The running trio run's clock, refusing any other run's (another
+    thread's, at another reading)."""
+    import trio  # anyio runs on it
+
+    clock = trio.lowlevel.current_clock()
+
+    def seconds() -> float:
+        try:
+            running = trio.lowlevel.current_clock()
+        except RuntimeError:
+            raise wrong_framework(Limiter, "trio") from None
+        if running is not clock:
+            raise other_loop(Limiter)
+        return clock.current_time()
+
+    return seconds
 
 
 def _under_asyncio() -> bool:

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING
 from permits.core import Policy
 
 from ._base import BaseLimiter, Event, LimiterOptions, refuse_unknown
-from ._requires import wrong_framework
+from ._requires import other_loop, wrong_framework
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack  # in typing from Python 3.11
@@ -64,7 +64,7 @@ class Limiter(BaseLimiter):
             raise wrong_framework(Limiter, "asyncio") from None
         if loop is not self._loop:
             if self._loop is not None:
-                raise RuntimeError("a Limiter belongs to the event loop it was first used in")
+                raise other_loop(Limiter)
             self._loop = loop
         return loop
 
@@ -98,12 +98,18 @@ class Limiter(BaseLimiter):
             self._timer = self._loop.call_at(when / 1e9, self._fire)
 
     def _fire(self) -> None:
+        due = self._timer_at
         self._timer = None
         self._timer_at = None
+        if due is not None:
+            assert self._loop is not None  # it armed the timer
+            self._catch_up(due, self._loop.time())
         self._on_timer()
 
     async def aclose(self) -> None:
-        """Close: cancel the timer and wake every waiter with LimiterClosed."""
+        """Close: cancel the timer and wake every waiter with LimiterClosed
+        (in the limiter's own loop: from another, it would wake none)."""
+        self._running_loop()
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None

@@ -1,8 +1,7 @@
 """Export a limiter's statistics as OpenTelemetry metrics (extra ``permits[otel]``).
 
-    from opentelemetry import metrics
-    instrument(limiter, metrics.get_meter("permits"), name="upstream",
-               levels=["interactive", "batch"])
+    instrument(limiter, name="upstream", levels=["interactive", "batch"])
+    instrument(other_limiter, name="search")  # the global provider's "permits" meter
 
 The same instruments as the Prometheus collector, with OpenTelemetry's
 names: per level (attributes ``limiter`` and ``level``) the queue depth
@@ -26,8 +25,19 @@ import weakref
 from collections.abc import Callable, Iterable, Sequence
 from typing import NamedTuple
 
+from permits.core import PermitValueError
+
 from ._base import _Limiting
-from ._metrics import COUNTERS, DEFAULT_BUCKETS, UPSTREAM, Upstream, bucket_bounds, level_names
+from ._metrics import (
+    COUNTERS,
+    DEFAULT_BUCKETS,
+    UPSTREAM,
+    Upstream,
+    bucket_bounds,
+    check_upstream,
+    level_names,
+    limiter_name,
+)
 from ._requires import requires_extra
 
 with requires_extra(__name__, "otel", "opentelemetry"):
@@ -57,6 +67,24 @@ _instrumented: weakref.WeakKeyDictionary[Meter, tuple[list[_Instrumented], Histo
 )
 
 
+#: The meter of ``meter=None``, got once: until an SDK is set, the API hands
+#: out a new proxy meter at each ``get_meter``, and limiters instrumented on
+#: two would not share one set of instruments (the SDK, once set, keeps the
+#: first instrument of a name: the other limiters would never be read).
+_default_meter: Meter | None = None
+
+
+def _meter(meter: Meter | None) -> Meter:
+    """``meter``, or the global provider's ``permits`` meter (the same one
+    each time)."""
+    global _default_meter
+    if meter is not None:
+        return meter
+    if _default_meter is None:
+        _default_meter = metrics.get_meter("permits")
+    return _default_meter
+
+
 def instrument(
     limiter: _Limiting,
     meter: Meter | None = None,
@@ -67,7 +95,9 @@ def instrument(
     upstream: Upstream | None = None,
 ) -> None:
     """Create ``limiter``'s instruments on ``meter`` (default: the global
-    meter provider's ``permits`` meter).
+    meter provider's ``permits`` meter, the same one each time, set or not
+    yet). A meter of your own: the same one for every limiter (until an SDK
+    is set, each ``get_meter`` call gives another).
 
     :param name: the ``limiter`` attribute, to tell several limiters apart
         (each instrumented on the meter with a name of its own).
@@ -82,9 +112,11 @@ def instrument(
     """
     if not isinstance(limiter, _Limiting):
         raise TypeError(f"limiter={limiter!r}: expected a limiter of permits.adapters")
+    limiter_name(name)
+    check_upstream(upstream)
     names = level_names(limiter.machine, levels)
     bounds = bucket_bounds(buckets)
-    meter = meter if meter is not None else metrics.get_meter("permits")
+    meter = _meter(meter)
     if meter not in _instrumented:
         sources: list[_Instrumented] = []
         _observe(meter, sources)
@@ -97,7 +129,7 @@ def instrument(
         _instrumented[meter] = (sources, wait)
     sources, wait = _instrumented[meter]
     if any(other.name == name for other in sources):
-        raise ValueError(f"name={name!r}: already the name of a limiter on this meter")
+        raise PermitValueError("name", name, "already the name of a limiter on this meter")
     attributes = [{"limiter": name, "level": level} for level in names]
 
     def record(level: int, waited: int) -> None:
@@ -114,7 +146,7 @@ def uninstrument(limiter: _Limiting, meter: Meter | None = None) -> None:
     other limiters on the meter; an SDK cannot remove them). Its ``name``
     may then be given to another limiter. Raises :class:`ValueError` if it
     is not instrumented on that meter."""
-    meter = meter if meter is not None else metrics.get_meter("permits")
+    meter = _meter(meter)
     sources = _instrumented[meter][0] if meter in _instrumented else []
     mine = [source for source in sources if source.limiter is limiter]
     if not mine:

@@ -21,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from typing import NamedTuple
 
-from permits.core import Machine
+from permits.core import Machine, PermitValueError
 
 from ._base import BaseLimiter, _Limiting
 from ._metrics import (
@@ -30,7 +30,9 @@ from ._metrics import (
     UPSTREAM,
     Upstream,
     bucket_bounds,
+    check_upstream,
     level_names,
+    limiter_name,
     statistics_and_waits,
 )
 from ._requires import requires_extra
@@ -103,8 +105,10 @@ class PermitsCollector(Collector):
         """Export another limiter too, labelled ``limiter=name``: a registry
         holds one collector of these metrics (a second one registered is a
         ``DuplicateTimeseries``), so several limiters share it."""
+        limiter_name(name)
+        check_upstream(upstream)
         if any(known.name == name for known in self._sources):
-            raise ValueError(f"name={name!r}: already the name of a limiter of this collector")
+            raise PermitValueError("name", name, "already the name of a limiter of this collector")
         limiting = source if isinstance(source, _Limiting) else None
         machine = source.machine if isinstance(source, _Limiting) else source
         names = level_names(machine, levels)

@@ -15,17 +15,21 @@ take the lock, so FIFO within a level holds among them. A thread whose
 permit; one interrupted while waiting (``KeyboardInterrupt``) withdraws, and
 hands back a permit decided for it meanwhile. A wait in a thread that runs
 an event loop (asyncio, trio) would stall all its tasks: it warns
-(:class:`RuntimeWarning`), naming the async adapter to use instead.
+(:class:`RuntimeWarning`), naming the async adapter to use instead. A
+limiter opened before ``os.fork`` (a server that loads the app, then forks
+its workers) works in each child, which starts a timer thread of its own.
 """
 
 from __future__ import annotations
 
+import os
 import sys
 import threading
 import time
 import warnings
+import weakref
 from collections.abc import Callable, Hashable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from fractions import Fraction
 from typing import TYPE_CHECKING, NoReturn
 
@@ -97,6 +101,23 @@ class Limiter(_Limiting):
     def _start(self) -> None:
         self._thread = threading.Thread(target=self._timer, name="permits-timer", daemon=True)
         self._thread.start()
+        _open.add(self)
+
+    def _after_fork(self) -> None:
+        """In a child made by ``os.fork``, which has only the thread that
+        forked: a new lock (the parent's may have been held by a thread the
+        child has not), the parent's waiters withdrawn (no thread waits on
+        them here: each would take a permit nobody spends), and a timer
+        thread of its own."""
+        self._lock = threading.Lock()
+        self._plan = threading.Condition(self._lock)
+        self._timer_at = None
+        waiters, self._waiters = self._waiters, {}
+        for id in waiters:
+            with suppress(Exception):  # a broken policy: the waiters are gone either way
+                self._machine.cancel(id)
+        if self._closed is None:
+            self._start()
 
     def __enter__(self) -> NoReturn:
         """``with limiter:`` is refused: it would take no permit (where a
@@ -116,6 +137,7 @@ class Limiter(_Limiting):
 
     def close(self) -> None:
         """Close: every waiter wakes with LimiterClosed; the timer thread ends."""
+        _open.discard(self)
         with self._lock:
             self._break(None)
             self._plan.notify()
@@ -209,6 +231,22 @@ class Limiter(_Limiting):
     ) -> tuple[Statistics, tuple[tuple[int, ...], ...]]:
         with self._lock:
             return super().statistics_and_waits(bounds_ns)
+
+
+#: The open limiters, each restarted in a child made by ``os.fork`` (a
+#: limiter opened before a server forks its workers): only the thread that
+#: forked is copied into the child, not the timer thread, without which
+#: every wait there, and its timeout, would never end.
+_open: weakref.WeakSet[Limiter] = weakref.WeakSet()
+
+
+def _after_fork_in_child() -> None:
+    for limiter in list(_open):
+        limiter._after_fork()
+
+
+if hasattr(os, "register_at_fork"):  # (POSIX)
+    os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 #: What a thread running each event loop should use instead.

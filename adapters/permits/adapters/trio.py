@@ -25,12 +25,12 @@ from __future__ import annotations
 
 from contextlib import AbstractAsyncContextManager
 from fractions import Fraction
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from permits.core import Policy
 
 from ._base import Event, LimiterOptions, refuse_unknown
-from ._requires import requires_extra, wrong_framework
+from ._requires import other_loop, requires_extra, wrong_framework
 from ._tasked import TaskedLimiter, running
 
 if TYPE_CHECKING:
@@ -45,11 +45,23 @@ __all__ = ["Limiter", "open_limiter"]
 class Limiter(TaskedLimiter):
     """A priority limiter for trio; make one with :func:`open_limiter`."""
 
+    #: The clock of the trio run the limiter lives in, bound as its timer
+    #: task starts: another run (another thread's) has its own clock, at
+    #: another reading, and its own tasks, which this one's timer cannot wake.
+    _run_clock: trio.abc.Clock | None = None
+
     def _clock(self) -> int:
         try:
-            return round(trio.current_time() * 1e9)
+            clock = trio.lowlevel.current_clock()
         except RuntimeError:  # outside trio.run (a try costs next to nothing until it catches)
             raise wrong_framework(Limiter, "trio") from None
+        if clock is not self._run_clock and self._run_clock is not None:
+            raise other_loop(Limiter)
+        return round(clock.current_time() * 1e9)
+
+    async def _run(self, *, task_status: Any) -> None:
+        self._run_clock = trio.lowlevel.current_clock()
+        await super()._run(task_status=task_status)
 
     def _new_event(self) -> Event:
         return trio.Event()
@@ -65,6 +77,9 @@ class Limiter(TaskedLimiter):
 
     async def _sleep_forever(self) -> None:
         await trio.sleep_forever()
+
+    def _time(self) -> float:
+        return trio.current_time()
 
 
 def open_limiter(
