@@ -197,6 +197,16 @@ async def test_cancel_timeout_and_close(redis_server: RedisServer) -> None:
     assert lim.statistics().levels[BATCH].granted == 1
     assert lim.statistics().levels[INTERACTIVE].granted == 1
     assert len(audit(redis_server, name)) == 0  # audit is off by default
+    # Each change refused by the closed limiter raises a LimiterClosed of its
+    # own: one instance raised again and again keeps every raise's frames.
+    refused = []
+    for _ in range(2):
+        with pytest.raises(LimiterClosed) as paused:
+            lim.pause_for(1.0)
+        with pytest.raises(LimiterClosed) as settled:
+            lim._settle(0, 1)
+        refused += [paused.value, settled.value]
+    assert len({id(error) for error in refused}) == 4
 
 
 @pytest.mark.anyio

@@ -1766,7 +1766,7 @@ class RedisLimiter(_AnyioLimiter):
     def _settle(self, id: int, actual: int | Mapping[str, int]) -> None:
         """Charge, or give back, the difference on the shared key."""
         if self._closed is not None:
-            raise self._closed
+            raise self._refused()
         units = self.limit.units("actual", actual, within_burst=False)  # debt is allowed
         self._forget_settles(self._now())
         entry = self._settleable.pop(id, None)
@@ -1825,7 +1825,7 @@ class RedisLimiter(_AnyioLimiter):
         """Have the driver send ``change`` to Redis before its next request
         (``gives``: it gives units back, see ``_pending``)."""
         if self._closed is not None:
-            raise self._closed
+            raise self._refused()
         self._pending.append((change, 0, gives))
         self._wake_driver()
 
