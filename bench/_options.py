@@ -5,6 +5,7 @@ an option it does not read is refused rather than ignored (a mistyped
 
 from __future__ import annotations
 
+import os
 import sys
 
 
@@ -14,7 +15,11 @@ def check_options(doc: str | None, *options: str) -> None:
     be a negative number)."""
     arguments = sys.argv[1:]
     if "-h" in arguments or "--help" in arguments:
-        print((doc or "").strip())
+        try:
+            print((doc or "").strip(), flush=True)
+        except BrokenPipeError:  # `--help | head`: the reader had enough
+            # (stdout at /dev/null: the interpreter's last flush is quiet)
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         raise SystemExit(0)
     for argument in arguments:
         if argument.startswith("--") and argument not in options:
