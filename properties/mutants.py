@@ -123,8 +123,8 @@ MUTANTS: dict[str, tuple[str, str, str, str]] = {
     ),
     "coarse-histogram": (
         "_stats.py",
-        "        shift = wait.bit_length() - _BITS\n",
-        "        shift = wait.bit_length() - _BITS + 1\n",
+        "_KEEP = [~((1 << max(0, n - _BITS)) - 1) for n in range(128)]\n",
+        "_KEEP = [~((1 << max(0, n - _BITS + 1)) - 1) for n in range(128)]\n",
         "the histogram keeps one significant bit too few",
     ),
     "spend-keeps-refundable": (
