@@ -358,8 +358,18 @@ ops = st.tuples(
 )
 
 
-def run(script: Any, rates: list[int], bursts: list[int], steps: list[Any], *, plain: bool) -> None:
-    """Drive the script and the buckets side by side through ``steps``."""
+def run(
+    script: Any,
+    rates: list[int],
+    bursts: list[int],
+    steps: list[Any],
+    *,
+    plain: bool,
+    nothing: bool = False,
+) -> None:
+    """Drive the script and the buckets side by side through ``steps``
+    (with ``nothing``, a take of no units is sent as drawn, not as one of
+    the first limit)."""
     n = len(rates)
     call = caller(script, rates, bursts)
     model = Buckets(rates, bursts)
@@ -373,7 +383,7 @@ def run(script: Any, rates: list[int], bursts: list[int], steps: list[Any], *, p
             book = BOOK[arg // 4 % len(BOOK)]
             lease = LEASE[arg // 16 % len(LEASE)]
             units = tuple(max(0, x) for x in xs)
-            if not any(units):
+            if not any(units) and not nothing:
                 units = (1, *units[1:])
             # without booking (BOOK's first 0) and lease, the request as the
             # limiter sends it, stopping at the units; else every argument
@@ -474,6 +484,43 @@ def test_script_is_the_exact_buckets(
     run(script, rates, bursts, steps, plain=plain)
 
 
+# Mostly the take the limiter sends most, of one limit (without booking or
+# lease: the request stops at its units), of 0 to 6 units with reserves 0
+# to 3, among the calls that leave a pause, a quota or a changed limit.
+plain_ops = st.tuples(
+    st.sampled_from(["take"] * 8 + ["give", "pause", "adopt", "quota", "rate"]),
+    st.one_of(st.just(0), st.integers(1, 400_000), st.sampled_from([25_000, 100_000])),
+    st.integers(0, 400_000),
+    st.lists(st.integers(-1, 6), min_size=1, max_size=1),
+    st.tuples(st.just(0), st.sampled_from(RATES), st.integers(1, 5), st.integers(0, 2)),
+)
+
+
+@given(
+    rate=st.sampled_from(RATES),
+    burst=st.integers(1, 5),
+    steps=st.lists(plain_ops, min_size=10, max_size=30),
+)
+def test_the_plain_take_is_the_exact_buckets(
+    script: Any, rate: int, burst: int, steps: list[Any]
+) -> None:
+    """P21, P22, P40, P41 for the take the limiter sends most, of one limit
+    and no booking or lease, which the script decides in steps of its own
+    unless it finds a pause, a quota or a changed limit: granted, refused
+    and taking no units, after give-backs, pauses, the upstream's word and
+    changes of limit, it answers and stores exactly as the buckets do."""
+    _plain_property(script, rate, burst, steps)
+
+
+def _plain_property(script: Any, rate: int, burst: int, steps: list[Any]) -> None:
+    plain = all(kind == "take" for kind, *_ in steps)
+    # a take's argument below 4: its reserve, BOOK's first and LEASE's first (see run)
+    steps = [
+        (kind, dt, arg % 4 if kind == "take" else arg, *rest) for kind, dt, arg, *rest in steps
+    ]
+    run(script, [rate], [burst], steps, plain=plain, nothing=True)
+
+
 #: name -> (text of the script, replacement, what it breaks, the property run)
 MUTANTS = {
     "lease-to-the-last": (
@@ -487,6 +534,37 @@ MUTANTS = {
         "    tat = tat + T\n",
         "a plain take of one limit charges one unit, whatever its cost",
         "buckets",
+    ),
+    "plain-take-charges-when-refused": (
+        "    if at > now then\n      return {0,",
+        "    if at > now then\n"
+        "      redis.call('HSET', KEYS[1], field, tat + x * T)\n      return {0,",
+        "a plain take of one limit refused is charged all the same",
+        "plain",
+    ),
+    "plain-take-of-nothing-keeps-the-reserve": (
+        "    if x > 0 then need = x + ARGV[3] end\n",
+        "    need = x + ARGV[3]\n",
+        "a plain take of no units waits for the reserve",
+        "plain",
+    ),
+    "plain-take-ignores-a-quota": (
+        "  if not (state[1] or state[3] or live[1]) and x <= burst then\n",
+        "  if not (state[1] or live[1]) and x <= burst then\n",
+        "a plain take of one limit does not count against the upstream's quota",
+        "plain",
+    ),
+    "plain-take-ignores-a-live-limit": (
+        "  if not (state[1] or state[3] or live[1]) and x <= burst then\n",
+        "  if not (state[1] or state[3]) and x <= burst then\n",
+        "a plain take of one limit is paced by the limit it was given, not the one set since",
+        "plain",
+    ),
+    "plain-take-rounds-up-what-is-left": (
+        "    return {1, ceil(again - now), floor((burst * T - (tat - now)) / T)}\n",
+        "    return {1, ceil(again - now), ceil((burst * T - (tat - now)) / T)}\n",
+        "a plain take of one limit granted rounds the units left up",
+        "plain",
     ),
     "charge-one-limit": (
         "      tat[i] = tat[i] + x[i] * T[i]\n",
@@ -598,7 +676,8 @@ MUTANTS = {
 
 @pytest.mark.parametrize("mutant", sorted(MUTANTS))
 def test_script_mutants_are_caught(client: Any, mutant: str) -> None:
-    """P39, P40, P42, P44, P45, P48, P49 have teeth: the properties fail on each mutant."""
+    """P21, P39, P40, P41, P42, P44, P45, P48, P49 have teeth: the properties
+    fail on each mutant."""
     text, replacement, _, run = MUTANTS[mutant]
     source = script_source(clock="argv")
     assert source.count(text) == 1, mutant
@@ -626,6 +705,11 @@ def test_script_mutants_are_caught(client: Any, mutant: str) -> None:
             line=st.booleans(),
             steps=st.lists(demand_ops, min_size=1, max_size=30),
         )(global_run),
+        "plain": given(
+            rate=st.sampled_from(RATES),
+            burst=st.integers(1, 5),
+            steps=st.lists(plain_ops, min_size=10, max_size=30),
+        )(_plain_property),
         # every example of it times a turn one microsecond past the grace
         "dead-turn": test_a_dead_processs_turn_counts_ahead_until_the_grace_is_past,
     }
