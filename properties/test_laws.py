@@ -1414,7 +1414,7 @@ def test_histogram_by_hand() -> None:
         with pytest.raises(ValueError, match="must be between 0 and 1") as info:
             histogram.quantile(q)
         assert str(info.value) == f"q={q!r}: must be between 0 and 1", "P17"
-    # Past 2**128 ns a bucket is computed, not looked up: the same buckets.
+    # From 2**127 ns on a bucket is computed, not looked up: the same buckets.
     histogram = WaitHistogram()
     waits = (2**126 + 1, 2**127 + 3, 2**127 + 2**119, 2**130 + 5, 2**130 + 2**122, 2**130 + 2**123)
     for wait in waits:

@@ -25,7 +25,7 @@ RELATIVE_ERROR = 1 / (1 << _BITS)
 
 #: Per bit length ``n`` of a wait, the mask that keeps its top ``_BITS``
 #: bits: its bucket is ``wait & _KEEP[n]`` (one look-up, not two shifts and
-#: a test). Waits of 2**128 ns or more compute it.
+#: a test). Waits of 2**127 ns or more compute it.
 _KEEP = [~((1 << max(0, n - _BITS)) - 1) for n in range(128)]
 
 
