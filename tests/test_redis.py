@@ -560,6 +560,67 @@ def test_bad_arguments_of_the_limits_own_calls_are_refused(
         limit.close()
 
 
+def test_a_limit_that_would_take_ages_to_refill_is_refused(redis_server: RedisServer) -> None:
+    """A full bucket must refill within 1e9 s (about 31 years): at one unit
+    per 1,000 s, a burst of 10**6 at most. (At 10**10, the script's time for
+    a bucket taken whole, past 2**63 us, wrapped to a negative one, and the
+    next take of the whole burst was granted too.) The client refuses what
+    it can judge, with nothing sent; the script refuses a change of limit
+    that gives the burst alone, knowing the rate, and stores nothing."""
+    slow = Fraction(1, 1000)
+    with pytest.raises(PermitValueError) as error:
+        RedisLimit(redis_server.url, name=fresh(), rate=slow, burst=10**6 + 1)
+    assert error.value.argument == "burst"
+    assert "more than 1e+09 s (about 31 years) to refill" in str(error.value)
+    with pytest.raises(PermitValueError) as error:
+        RedisLimit(redis_server.url, name=fresh(), limits={"tokens": Limit(slow, 10**6 + 1)})
+    assert error.value.argument == "limits"
+    name = fresh()
+    limit = peek(redis_server, name, rate=slow, burst=10**6)  # at the bound: taken
+    try:
+        assert limit.take(10**6).allowed
+        assert not limit.take(10**6).allowed
+        with pytest.raises(PermitValueError) as error:
+            limit.set_limit(rate=slow, burst=10**6 + 1)
+        assert error.value.argument == "burst"
+        assert limit._client.hgetall(limit.live_key) == {}  # nothing sent
+        with pytest.raises(redis.exceptions.ResponseError, match="more than 1e9 s to refill"):
+            limit.set_limit(burst=10**6 + 1)
+        assert limit._client.hgetall(limit.live_key) == {}  # nothing stored
+        limit.set_limit(burst=10**6 - 1)
+        assert limit._client.hgetall(limit.live_key) == {b"units": b"1000000000 999999"}
+    finally:
+        limit.close()
+
+
+@pytest.mark.anyio
+async def test_a_limiter_refuses_a_change_that_would_take_ages_to_refill(
+    redis_server: RedisServer,
+) -> None:
+    """The limiter judges a change of limit by the rate and burst it knows:
+    refused, the limiter as it was, nothing sent; within the bound, made."""
+    name = fresh()
+    async with open_limiter(Fifo(), redis_server.url, name=name, rate=Fraction(1, 1000)) as lim:
+        for change in ({"burst": 10**6 + 1}, {"rate": Fraction(1, 10_000), "burst": 10**5 + 1}):
+            with pytest.raises(PermitValueError) as error:
+                lim.set_limit(**change)
+            assert error.value.argument == "burst"
+        assert lim.limits["units"] == Limit(Fraction(1, 1000), 1)
+        lim.set_limit(burst=10**6)  # at the bound
+        assert lim.limits["units"] == Limit(Fraction(1, 1000), 10**6)
+        with pytest.raises(PermitValueError) as error:
+            lim.set_limit(rate=Fraction(1, 2000))  # that burst in 2 * 10**9 s
+        assert error.value.argument == "rate"
+        assert lim.limits["units"] == Limit(Fraction(1, 1000), 10**6)
+        await lim.acquire()  # the change reached Redis, and left the limiter open
+        assert not lim.closed
+    check = peek(redis_server, name, rate=1, burst=1)
+    try:
+        assert check._client.hget(check.live_key, "units") == b"1000000000 1000000"
+    finally:
+        check.close()
+
+
 def test_no_secrets_in_reprs_or_errors() -> None:
     url = "redis://user:s3cret@127.0.0.1:1/0"
     limit = RedisLimit(url, name="x", rate=1, burst=1)

@@ -617,6 +617,12 @@ elseif op == 'rate' then
   local newT, newb = tonumber(ARGV[6 + 4 * n]), tonumber(ARGV[7 + 4 * n])
   if newT < 0 then newT = T[arg] end  -- not given: as it stands
   if newb < 0 then newb = burst[arg] end
+  -- a full bucket refilled within 1e9 s (_LONGEST_S; the client checks a
+  -- change that gives both): its times stay whole microseconds below 2^53
+  if newb * newT > 1e15 then
+    return redis.error_reply(string.format('permits: limit %s: a full bucket of %d '
+      .. 'would take more than 1e9 s to refill', names[arg], newb))
+  end
   local short = (newb - burst[arg]) * newT + (tat[arg] - now) * newT / T[arg]
   tat[arg] = now + max(0, ceil(short))
   T[arg], burst[arg] = newT, newb
@@ -836,6 +842,25 @@ def _interval_us(argument: str, rate: Fraction) -> float:
     return float(Fraction(10**6) / rate)
 
 
+#: The longest a full bucket may take to refill, in microseconds (a
+#: bucket's time past now is kept in whole microseconds below 2**53, and
+#: told in replies below 2**63).
+_LONGEST_REFILL_US = _LONGEST_S * 10**6
+
+
+def _check_refill(argument: str, value: object, burst: int, interval_us: float, limit: str) -> None:
+    """Refuse ``argument=value`` if ``limit`` would then take more than
+    :data:`_LONGEST_S` seconds to refill a full ``burst`` at ``interval_us``
+    a unit."""
+    if burst * interval_us > _LONGEST_REFILL_US:
+        raise PermitValueError(
+            argument,
+            value,
+            f"limit {limit!r} would take more than {_LONGEST_S:g} s (about 31 years) to "
+            f"refill a full bucket of {burst:,} at {10**6 / interval_us:g} a second",
+        )
+
+
 def _hash_tag(key: str) -> str:
     """The part of ``key`` Redis Cluster hashes to place it: between its
     first ``{`` and the next ``}``, unless that is empty."""
@@ -919,9 +944,14 @@ class RedisLimit:
         self._few_keys = _AUDITED_KEYS if self.audit else _FEW_KEYS
         #: The script's arguments for each limit: name, T (us) and burst.
         given = "rate" if rate is not None else "limits"
-        self._args = [
-            [key, _interval_us(given, lim.rate), lim.burst] for key, lim in self.limits.items()
-        ]
+        self._args: list[list[Any]] = []
+        for key, lim in self.limits.items():
+            interval = _interval_us(given, lim.rate)
+            if rate is not None:
+                _check_refill("burst", burst, lim.burst, interval, key)
+            else:
+                _check_refill("limits", limits, lim.burst, interval, key)
+            self._args.append([key, interval, lim.burst])
         #: One unit of every limit.
         self._unit = (1,) * len(self.limits)
         #: The take of one unit of every limit, by reserve, level, waiters,
@@ -1360,6 +1390,8 @@ class RedisLimit:
         index = self._index("limit", limit)
         interval = -1.0 if rate is None else _interval_us("rate", check_rate(rate))
         new_burst = -1 if burst is None else check_int("burst", burst, 1)
+        if rate is not None and burst is not None:  # (else the script checks it)
+            _check_refill("burst", burst, new_burst, interval, list(self.limits)[index])
         zero = (0,) * len(self.limits)
         return self._request("rate", zero, index + 1, interval, new_burst)
 
@@ -1788,8 +1820,22 @@ class RedisLimiter(_AnyioLimiter):
         """Change a limit for every process sharing it, from their next
         request on; the units in the bucket carry over. :attr:`limits` (and
         ``min_wait``'s estimate) follow this process's changes; another
-        process's are read by the script in Redis, not here."""
+        process's are read by the script in Redis, not here. A change that
+        would leave a full bucket taking more than 1e9 s (about 31 years) to
+        refill, at the rate and burst this process knows, is refused
+        (:class:`PermitValueError`); one that would at those Redis holds
+        closes the limiter, the error naming the limit."""
         request = self.limit.ask_set_limit(rate=rate, burst=burst, limit=limit)
+        name = list(self.limits)[self.limit._index("limit", limit)]
+        known = self.limits[name]
+        new_rate = known.rate if rate is None else check_rate(rate)
+        _check_refill(
+            "burst" if burst is not None else "rate",
+            burst if burst is not None else rate,
+            known.burst if burst is None else burst,
+            _interval_us("rate", new_rate),
+            name,
+        )
         super().set_limit(rate=rate, burst=burst, limit=limit)
         self._send(request)
 
