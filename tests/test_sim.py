@@ -32,6 +32,7 @@ from permits.core import (
     StrictPriority,
 )
 from permits.sim import (
+    BINS,
     MAX_TENANTS,
     SEED,
     Batch,
@@ -657,3 +658,33 @@ def test_asking_for_the_next_tick_only_after_a_turn_that_could_move_it_changes_n
     asked_when_moved = _run(scenario, duration, _generated(scenario, duration))
     asked_every_turn = _run(scenario, duration, _generated(scenario, duration), ask_every_turn=True)
     assert asked_when_moved == asked_every_turn
+
+
+@settings(deadline=None)
+@given(
+    size=st.integers(0, 400),
+    rate=st.sampled_from([1, 3, 7, 100, Fraction(10, 3)]),
+    burst=st.integers(1, 5),
+    seconds=st.sampled_from([1, 2, 3, 200, Fraction(7, 3), Decimal("2.5")]),
+)
+@example(size=200, rate=1, burst=1, seconds=200)
+def test_the_timeline_counts_the_grants_of_each_equal_slice_of_the_run(
+    size: int, rate: int | Fraction, burst: int, seconds: int | Fraction | Decimal
+) -> None:
+    """A batch of ``size`` at time zero: permit k (from 1) falls due at
+    ``ceil((k - burst) / rate)`` s; slice i of the timeline counts those in
+    ``[i * seconds / BINS, (i + 1) * seconds / BINS)``. (A run of 200 s at
+    1 permit/s grants one in each slice: a grant at the first instant of a
+    slice is not the slice before's.)"""
+    scenario = Scenario("slices", Fifo(1), rate, seconds, [Workload("w", 0, Batch(size))])
+    scenario = attrs.evolve(scenario, burst=burst)
+    result = simulate(scenario)["w"]
+    duration = round(Fraction(seconds) * SECOND)
+    interval = Fraction(SECOND) / Fraction(rate)
+    times = [max(0, math.ceil((k - burst) * interval)) for k in range(1, size + 1)]
+    times = [t for t in times if t < duration]
+    want = [0] * BINS
+    for t in times:
+        want[next(i for i in range(BINS) if t < Fraction((i + 1) * duration, BINS))] += 1
+    assert result.granted == len(times)
+    assert result.timeline == tuple(want)

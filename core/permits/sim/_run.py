@@ -287,7 +287,7 @@ class Tally:
             self.records[w](waited)
         else:
             self.on_tenant_grant(tenant, waited)
-        self.bins[w][min(BINS - 1, at // (self.duration // BINS + 1))] += 1
+        self.bins[w][min(BINS - 1, at * BINS // self.duration)] += 1
 
     def charge(self, w: int, cost: int | tuple[int, ...]) -> None:
         """Count ``cost``'s units as granted to workload ``w``."""
@@ -585,7 +585,6 @@ def _run(
     costs: dict[int, int | tuple[int, ...]] = {}
     tenants: dict[int, int | None] = {}
     record = tally.records
-    per_bin = duration // BINS + 1  # grants at t fall in bin t // per_bin < BINS
 
     def decide(decisions: list[Decision]) -> None:
         for id, state, _, at, waited in decisions:
@@ -601,7 +600,7 @@ def _run(
                 else:
                     tenant_record[tenant](waited)
                 left_at[w] = at
-                bins[w][at // per_bin] += 1
+                bins[w][at * BINS // duration] += 1  # slice i: [i, i + 1) * duration / BINS
             else:
                 if costs:
                     costs.pop(id, None)  # type: ignore[call-overload]
