@@ -36,6 +36,7 @@ from permits.sim import (
     MAX_TENANTS,
     SEED,
     Batch,
+    Call,
     Choice,
     Constant,
     Poisson,
@@ -45,6 +46,7 @@ from permits.sim import (
     Uniform,
     Workload,
     WorkloadResult,
+    replay,
     simulate,
 )
 from permits.sim._run import _generated, _run
@@ -221,6 +223,25 @@ def test_timeouts_cancel_and_deadlines_expire() -> None:
     assert (bounded.offered, bounded.expired, bounded.waiting) == (16, 12, 4)
     assert impatient.cleared_at is None
     conserved(result)
+
+
+def test_a_caller_behind_one_that_gives_up_is_granted_when_it_gives_up() -> None:
+    """1 permit/s, burst 3, FIFO: ``a`` takes the 3 units at time zero; ``b``
+    asks for 3 and gives up at 1.5 s; ``c``, behind it, asks for 1, there
+    since 1 s. ``c`` is granted at 1.5 s, when ``b`` leaves, not at 1 s
+    while ``b`` still stood before it; so also in a replay of the same calls."""
+    workloads = [
+        Workload("a", 0, Batch(1), cost=3),
+        Workload("b", 0, Batch(1), cost=3, timeout=1.5),
+        Workload("c", 0, Batch(1)),
+    ]
+    scenario = Scenario("gives up", Fifo(1), 1, 10, workloads, burst=3)
+    calls = [Call(0, 0, cost=3), Call(0, 0, cost=3, timeout=3 * SECOND // 2), Call(0, 0)]
+    got = simulate(scenario)["c"]
+    assert (got.granted, got.wait_max, got.cleared_at) == (1, 1_500_000_000, 1_500_000_000)
+    replayed = replay(scenario, calls)["a"]  # a replay's calls of level 0 count as "a"
+    assert (replayed.granted, replayed.cancelled, replayed.wait_max) == (2, 1, 1_500_000_000)
+    assert replayed.cleared_at == 1_500_000_000
 
 
 def test_queue_limit_rejects() -> None:

@@ -642,13 +642,21 @@ def _run(
         # Give-ups first: a caller whose patience runs out at t is not
         # granted at t (as the core expires a deadline reached before it
         # grants, and as a recorded acquire(timeout=...) was).
+        gave_up = False
         while gives_up == t and pending and pending[0][0] <= t:
             id = heappop(pending)[1]
             if id in tenants and cancel(id):
                 costs.pop(id, None)
                 del tenants[id]
                 on_leave(id % count, t, State.CANCELLED)
-                ask = True
+                gave_up = True
+        if gave_up:
+            # One who gave up may have stood before a waiter whose units
+            # were there before t (a cost or a limit it did not share): that
+            # waiter is granted now, at t, never at the earlier time the
+            # machine names (a cancel takes no time).
+            ask = True
+            due = next_tick()
         if due is not None and due <= t:
             decide(tick(t))
             ask = True
