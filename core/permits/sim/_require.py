@@ -36,7 +36,9 @@ class Measure(enum.Enum):
     WAIT_P50 = "p50"
     #: The 99th-percentile wait of the callers offered (ungranted: past the end).
     WAIT_P99 = "p99"
-    #: The workload's fraction of all permits granted in the run.
+    #: The workload's fraction of all units granted in the run of the
+    #: scenario's first limit, or of the limit the requirement names (of
+    #: the permits, at one unit each).
     SHARE = "share"
     #: The fraction of its callers offered that were granted.
     GRANTED = "granted"

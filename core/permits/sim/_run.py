@@ -287,7 +287,7 @@ class Tally:
             self.records[w](waited)
         else:
             self.on_tenant_grant(tenant, waited)
-        self.bins[w][min(BINS - 1, at // (self.duration // BINS + 1))] += 1
+        self.bins[w][min(BINS - 1, at * BINS // self.duration)] += 1
 
     def charge(self, w: int, cost: int | tuple[int, ...]) -> None:
         """Count ``cost``'s units as granted to workload ``w``."""
@@ -585,7 +585,6 @@ def _run(
     costs: dict[int, int | tuple[int, ...]] = {}
     tenants: dict[int, int | None] = {}
     record = tally.records
-    per_bin = duration // BINS + 1  # grants at t fall in bin t // per_bin < BINS
 
     def decide(decisions: list[Decision]) -> None:
         for id, state, _, at, waited in decisions:
@@ -601,7 +600,7 @@ def _run(
                 else:
                     tenant_record[tenant](waited)
                 left_at[w] = at
-                bins[w][at // per_bin] += 1
+                bins[w][at * BINS // duration] += 1  # slice i: [i, i + 1) * duration / BINS
             else:
                 if costs:
                     costs.pop(id, None)  # type: ignore[call-overload]
@@ -643,13 +642,21 @@ def _run(
         # Give-ups first: a caller whose patience runs out at t is not
         # granted at t (as the core expires a deadline reached before it
         # grants, and as a recorded acquire(timeout=...) was).
+        gave_up = False
         while gives_up == t and pending and pending[0][0] <= t:
             id = heappop(pending)[1]
             if id in tenants and cancel(id):
                 costs.pop(id, None)
                 del tenants[id]
                 on_leave(id % count, t, State.CANCELLED)
-                ask = True
+                gave_up = True
+        if gave_up:
+            # One who gave up may have stood before a waiter whose units
+            # were there before t (a cost or a limit it did not share): that
+            # waiter is granted now, at t, never at the earlier time the
+            # machine names (a cancel takes no time).
+            ask = True
+            due = next_tick()
         if due is not None and due <= t:
             decide(tick(t))
             ask = True
