@@ -561,7 +561,7 @@ def test_bad_arguments_of_the_limits_own_calls_are_refused(
 
 
 def test_a_limit_that_would_take_ages_to_refill_is_refused(redis_server: RedisServer) -> None:
-    """A full bucket must refill within 1e9 s (about 31 years): at one unit
+    """P21: a full bucket must refill within 1e9 s (about 31 years): at one unit
     per 1,000 s, a burst of 10**6 at most. (At 10**10, the script's time for
     a bucket taken whole, past 2**63 us, wrapped to a negative one, and the
     next take of the whole burst was granted too.) The client refuses what
@@ -597,8 +597,9 @@ def test_a_limit_that_would_take_ages_to_refill_is_refused(redis_server: RedisSe
 async def test_a_limiter_refuses_a_change_that_would_take_ages_to_refill(
     redis_server: RedisServer,
 ) -> None:
-    """The limiter judges a change of limit by the rate and burst it knows:
-    refused, the limiter as it was, nothing sent; within the bound, made."""
+    """P21 through the limiter: it judges a change of limit by the rate and
+    burst it knows: refused, the limiter as it was, nothing sent; within the
+    bound, made."""
     name = fresh()
     async with open_limiter(Fifo(), redis_server.url, name=name, rate=Fraction(1, 1000)) as lim:
         for change in ({"burst": 10**6 + 1}, {"rate": Fraction(1, 10_000), "burst": 10**5 + 1}):
