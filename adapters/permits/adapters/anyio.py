@@ -22,12 +22,13 @@ import asyncio
 from collections.abc import Callable
 from contextlib import AbstractAsyncContextManager
 from fractions import Fraction
+from operator import methodcaller
 from typing import TYPE_CHECKING, Any
 
 from permits.core import Policy
 
 from ._base import Event, LimiterOptions, refuse_unknown
-from ._requires import other_loop, requires_extra, wrong_framework
+from ._requires import Framework, other_loop, requires_extra, wrong_framework
 from ._tasked import TaskedLimiter, running
 
 if TYPE_CHECKING:
@@ -103,18 +104,7 @@ class Limiter(TaskedLimiter):
 def _asyncio_seconds() -> Callable[[], float]:
     """The running asyncio loop's clock, refusing any other loop (another
     thread's, whose tasks the limiter's timer cannot wake)."""
-    loop = asyncio.get_running_loop()
-
-    def seconds() -> float:
-        try:
-            running = asyncio.get_running_loop()
-        except RuntimeError:
-            raise wrong_framework(Limiter, "asyncio") from None
-        if running is not loop:
-            raise other_loop(Limiter)
-        return loop.time()
-
-    return seconds
+    return _own_seconds(asyncio.get_running_loop, methodcaller("time"), "asyncio")
 
 
 def _trio_seconds() -> Callable[[], float]:
@@ -122,18 +112,26 @@ def _trio_seconds() -> Callable[[], float]:
     thread's, at another reading)."""
     import trio  # anyio runs on it
 
-    clock = trio.lowlevel.current_clock()
+    return _own_seconds(trio.lowlevel.current_clock, methodcaller("current_time"), "trio")
 
-    def seconds() -> float:
+
+def _own_seconds(
+    running: Callable[[], object], seconds: Callable[[Any], float], framework: Framework
+) -> Callable[[], float]:
+    """The clock (``seconds`` of it) of the loop or run ``running()`` gives
+    now, read only from there: from any other, a call is refused."""
+    own = running()
+
+    def read() -> float:
         try:
-            running = trio.lowlevel.current_clock()
+            now = running()
         except RuntimeError:
-            raise wrong_framework(Limiter, "trio") from None
-        if running is not clock:
+            raise wrong_framework(Limiter, framework) from None
+        if now is not own:
             raise other_loop(Limiter)
-        return clock.current_time()
+        return seconds(own)
 
-    return seconds
+    return read
 
 
 def _under_asyncio() -> bool:
