@@ -453,7 +453,7 @@ class _Limiting:
         for id, waiter in waiters.items():
             with suppress(Exception):  # a broken policy, asked its next choice
                 self._machine.cancel(id)
-            waiter.error = LimiterClosed(error)
+            waiter.error = self._refused()
             if waiter.event is not None:
                 waiter.event.set()
 
