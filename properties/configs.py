@@ -141,7 +141,7 @@ class Config:
             return Aging(spec.levels, after_ns=spec.after)
         return RoundRobin(spec.levels)
 
-    def machine(self) -> Machine:
+    def machine(self, keep_waits: bool = True) -> Machine:
         if self.second is not None:
             return Machine(
                 self.policy(),
@@ -152,6 +152,7 @@ class Config:
                 max_waiting=self.max_waiting,
                 refund_window_ns=self.refund_window,
                 charge=self.charge,
+                keep_waits=keep_waits,
                 **self.flow_options(),
             )
         return Machine(
@@ -161,6 +162,7 @@ class Config:
             max_waiting=self.max_waiting,
             refund_window_ns=self.refund_window,
             charge=self.charge,
+            keep_waits=keep_waits,
             **self.flow_options(),
         )
 

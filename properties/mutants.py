@@ -390,6 +390,17 @@ MUTANTS: dict[str, tuple[str, str, str, str]] = {
         "",
         "a push refused for its max_wait is not counted as too long",
     ),
+    "no-waits-counts-the-newcomer": (
+        "_machine.py",
+        "            for other, granted in enumerate(self._units):\n"
+        "                granted[:] = [n + self._granted_at(other) for n in granted]\n",
+        "            self._pushed[level] += 1  # the newcomer, counted too soon\n"
+        "            for other, granted in enumerate(self._units):\n"
+        "                granted[:] = [n + self._granted_at(other) for n in granted]\n"
+        "            self._pushed[level] -= 1\n",
+        "the first push of another cost is counted while the grants so far are turned "
+        "into units: a machine that keeps no waits takes it for granted",
+    ),
 }
 
 

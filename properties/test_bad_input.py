@@ -337,6 +337,11 @@ REFUSED: list[tuple[str, Callable[[], object], tuple[type, str, object, str]]] =
         typed("supplied", 1, "a bool"),
     ),
     (
+        "keep_waits 0",
+        lambda: Machine(Fifo(), 1, keep_waits=0),  # type: ignore[arg-type]
+        typed("keep_waits", 0, "a bool"),
+    ),
+    (
         "charge str",
         lambda: Machine(Fifo(), 1, charge="at grant"),  # type: ignore[arg-type]
         typed("charge", "at grant", "Charge.AT_GRANT or Charge.AT_SPEND"),

@@ -1,4 +1,5 @@
-"""P47: take is push then spend when a permit is free, and a tick otherwise.
+"""P47: take is push then spend when a permit is free, and a tick otherwise;
+P55: a machine that keeps no waits decides as one that does.
 
 Two machines, A and B, receive the same operations, except for the
 acquires that try for a permit free at once: A calls ``take``; B tries the
@@ -7,6 +8,12 @@ the newcomer at once, keeps the copy and spends the permit at the same time;
 if not, B only ticks. After every step the two must be the same machine:
 equal decisions and equal snapshots (waiters, pacing, ledger and log, flows,
 the policy's state, statistics).
+
+The same driver checks P55: there A keeps its waits and B, made with
+``keep_waits=False``, does not, and both receive every operation alike
+(``take`` included). They must decide alike, keep the same state, and count
+alike; only B's statistics of waits are ``None``, and B refuses to read
+the histograms it does not keep.
 """
 
 from __future__ import annotations
@@ -15,6 +22,7 @@ import copy
 from collections.abc import Hashable
 from typing import Any
 
+import attrs
 import pytest
 from hypothesis import event, note
 from hypothesis import strategies as st
@@ -37,6 +45,8 @@ from harness import fingerprint, rows
 class TakeIsPushThenSpend(RuleBasedStateMachine):
     a: Machine
     b: Machine
+    #: The promise the two machines are held to.
+    promise = "P47"
 
     @initialize(
         config=st.sampled_from(KINDS).flatmap(
@@ -49,7 +59,7 @@ class TakeIsPushThenSpend(RuleBasedStateMachine):
         note(repr(config))
         self.config = config
         self.a = config.machine()
-        self.b = config.machine()
+        self.b = config.machine(keep_waits=self.promise != "P55")
         self.levels = config.spec.levels
         self.step = config.interval
         self.now = 0
@@ -60,7 +70,7 @@ class TakeIsPushThenSpend(RuleBasedStateMachine):
     def both(self, operation: str, *args: Any, **kwargs: Any) -> None:
         out_a = getattr(self.a, operation)(*args, **kwargs)
         out_b = getattr(self.b, operation)(*args, **kwargs)
-        assert rows(out_a) == rows(out_b), ("P47", operation, rows(out_a), rows(out_b))
+        assert rows(out_a) == rows(out_b), (self.promise, operation, rows(out_a), rows(out_b))
 
     def draw_cost(self, data: st.DataObject) -> Any:
         if not self.config.costs:
@@ -237,6 +247,67 @@ class TakeIsPushThenSpend(RuleBasedStateMachine):
 
 
 TestTakeIsPushThenSpend = TakeIsPushThenSpend.TestCase
+
+
+class KeepingNoWaitsDecidesAlike(TakeIsPushThenSpend):
+    """P55: A keeps its waits, B (``keep_waits=False``) does not."""
+
+    promise = "P55"
+
+    @rule(
+        level=st.integers(0, 2),
+        settle_later=st.booleans(),
+        steps=st.integers(0, 24),
+        data=st.data(),
+    )
+    def take(
+        self, level: int, settle_later: bool, steps: int, data: st.DataObject, id: Any = None
+    ) -> None:
+        """``steps`` eighths of an interval later, the same take on both."""
+        self.now += int(self.step * steps) // 8
+        if id is None:
+            id = self.next_id
+            self.next_id += 1
+        cost, flow = self.draw_cost(data), self.draw_flow(data)
+        out = [
+            machine.take(
+                id, level % self.levels, self.now, cost=cost, flow=flow, settle_later=settle_later
+            )
+            for machine in (self.a, self.b)
+        ]
+        assert rows(out[0]) == rows(out[1]), ("P55", rows(out[0]), rows(out[1]))
+        if out[0] and out[0][-1].id == id:
+            self.taken += 1
+        else:
+            self.declined += 1
+
+    @invariant()
+    def same_machine(self) -> None:
+        """P55: A is B, but for B's statistics of waits."""
+        if not hasattr(self, "a"):
+            return
+        keeping, keeping_none = fingerprint(self.a), fingerprint(self.b)
+        expected = attrs.evolve(
+            keeping.statistics,
+            levels=tuple(
+                attrs.evolve(
+                    level, wait_p50_ns=None, wait_p99_ns=None, wait_max_ns=None, wait_total_ns=None
+                )
+                for level in keeping.statistics.levels
+            ),
+        )
+        assert keeping_none.statistics == expected, "P55: the counts differ"
+        assert keeping._replace(statistics=expected) == keeping_none, "P55: the machines differ"
+        for level in range(self.levels):
+            assert self.a.min_wait(level) == self.b.min_wait(level), "P55: min_wait"
+            with pytest.raises(PermitValueError, match="keep_waits=True"):
+                self.b.busiest_flows(level)
+            with pytest.raises(PermitValueError, match="keep_waits=True"):
+                self.b.waits_at_most(level, [0, SECOND])
+        assert fingerprint(self.b) == keeping_none, "P55: a refusal changed the machine"
+
+
+TestKeepingNoWaitsDecidesAlike = KeepingNoWaitsDecidesAlike.TestCase
 
 
 SECOND = 1_000_000_000

@@ -853,7 +853,8 @@ def test_every_figure_is_a_naive_run_of_the_machines(
     """Every figure of a run, as a naive loop over the machine gives it
     (:func:`naive_figures`): the counts, units, shares, the time it
     cleared and the timeline exactly, the wait quantiles and the tenants'
-    within the histogram's error."""
+    within the histogram's error. (The run's machine keeps no waits, the
+    naive loop's does: P55.)"""
     built = [
         attrs.evolve(w, name=f"w{i}", cost=cost, tenants=tenants)
         for i, (w, cost, tenants) in enumerate(loads)

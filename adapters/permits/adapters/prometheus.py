@@ -162,7 +162,7 @@ class PermitsCollector(Collector):
                     counter.add_metric(label, getattr(level, field))
                 buckets = list(zip(self._les, waits[level.level], strict=True))
                 buckets.append(("+Inf", level.granted))
-                wait.add_metric(label, buckets, level.wait_total_ns / 1e9)
+                wait.add_metric(label, buckets, (level.wait_total_ns or 0) / 1e9)
                 if level.wait_max_ns is not None:
                     longest.add_metric(label, level.wait_max_ns / 1e9)
                 for limit, count in zip(source.machine.limits, level.units_granted, strict=True):

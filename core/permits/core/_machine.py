@@ -181,6 +181,12 @@ class Machine:
         nothing, and grants only the permits handed to it by :meth:`supply`,
         each to the waiter the policy chooses. ``rate`` and ``burst`` describe
         that outside limit and serve only :meth:`min_wait`'s estimate.
+    :param keep_waits: ``False``: keep no statistics of the waits (their
+        histogram and sum) and no count of the flows granted the most, for a
+        user that tallies its own (the simulator): a grant then costs less.
+        :meth:`statistics` still counts every grant, with each wait field
+        ``None``; :meth:`waits_at_most` and :meth:`busiest_flows` refuse. No
+        decision changes (P55).
     """
 
     __slots__ = (
@@ -235,6 +241,7 @@ class Machine:
         flow_weights: Mapping[Hashable, int] | Callable[[Hashable], int] | None = None,
         max_waiting_per_flow: int | None = None,
         flow_limit: str | None = None,
+        keep_waits: bool = True,
     ) -> None:
         if isinstance(policy, type):
             raise PermitTypeError(
@@ -259,6 +266,8 @@ class Machine:
             window = check_int("refund_window_ns", refund_window_ns, 0)
         if not isinstance(supplied, bool):
             raise PermitTypeError("supplied", supplied, "a bool")
+        if not isinstance(keep_waits, bool):
+            raise PermitTypeError("keep_waits", keep_waits, "a bool")
         if not isinstance(charge, Charge):
             raise PermitTypeError("charge", charge, "Charge.AT_GRANT or Charge.AT_SPEND")
         if supplied and charge is not Charge.AT_GRANT:
@@ -344,13 +353,15 @@ class Machine:
         self._rejected = [0] * levels
         self._expired = [0] * levels
         self._too_long = [0] * levels
-        self._hists = [WaitHistogram() for _ in range(levels)]
+        #: Per level, the histogram of waits and the flows granted the most;
+        #: none with keep_waits=False.
+        self._hists = [WaitHistogram() for _ in range(levels)] if keep_waits else None
+        self._busiest = [Busiest() for _ in range(levels)] if keep_waits else []
         #: Per level, the units granted of each limit, net of refunds and
         #: settles; while every cost is one unit, only the corrections (the
-        #: grants are counted by the histograms).
+        #: grants are counted by _granted_at).
         self._units = [[0] * len(named) for _ in range(levels)]
         self._none = (0,) * len(named)
-        self._busiest = [Busiest() for _ in range(levels)]
         #: Pauses that lengthened the pause, the time they cover, and when
         #: the latest ends.
         self._pauses = 0
@@ -367,7 +378,7 @@ class Machine:
             f"Machine(policy={self.policy!r}, {pacing}, "
             f"max_waiting={self._max_waiting!r}, "
             f"refund_window_ns={self.refund_window_ns!r}, supplied={self.supplied!r}, "
-            f"charge={self.charge!r})"
+            f"charge={self.charge!r}{'' if self.keep_waits else ', keep_waits=False'})"
         )
 
     # -- reading ------------------------------------------------------------
@@ -412,6 +423,12 @@ class Machine:
         """Nanoseconds after its charge during which a permit may be refunded
         or settled; ``None``: never."""
         return self._ledger.window
+
+    @property
+    def keep_waits(self) -> bool:
+        """Whether the machine keeps a histogram of each level's waits and
+        the flows granted the most (``keep_waits``)."""
+        return self._hists is not None
 
     @property
     def supplied(self) -> bool:
@@ -544,18 +561,15 @@ class Machine:
                     level=level,
                     waiting=depths[level],
                     pushed=self._pushed[level],
-                    granted=self._hists[level].count,
+                    granted=self._granted_at(level),
                     cancelled=self._cancelled[level],
                     refunded=self._refunded[level],
                     rejected=self._rejected[level],
                     expired=self._expired[level],
                     too_long=self._too_long[level],
-                    wait_p50_ns=self._hists[level].quantile(0.5),
-                    wait_p99_ns=self._hists[level].quantile(0.99),
-                    wait_max_ns=self._hists[level].max,
                     flows=self._queues.flows(level),
-                    wait_total_ns=self._hists[level].total,
                     units_granted=self._units_granted(level),
+                    **self._waits(level),
                 )
                 for level in range(self.levels)
             ),
@@ -573,6 +587,8 @@ class Machine:
         bounds = [check_int("bounds_ns", b, 0) for b in bounds_ns]
         if bounds != sorted(bounds):
             raise PermitValueError("bounds_ns", bounds_ns, "must be in ascending order")
+        if self._hists is None:
+            raise _no_histograms("waits_at_most", "bounds_ns", bounds_ns)
         return tuple(self._hists[level].at_most(bounds))
 
     def busiest_flows(self, level: int, n: int = 10) -> tuple[FlowStatistics, ...]:
@@ -582,6 +598,8 @@ class Machine:
         waiting at the level); for monitoring, not for every request."""
         level = self._check_level(level)
         n = check_int("n", n, 0)
+        if self._hists is None:
+            raise _no_histograms("busiest_flows", "n", n)
         queues = self._queues
         busiest = self._busiest[level]
         waiting = {flow: (depth, units) for flow, depth, units in queues.flow_table(level)}
@@ -1138,15 +1156,15 @@ class Machine:
     def _arrive(self, id: Hashable, level: int, units: tuple[int, ...], flow: Hashable) -> None:
         """A newcomer, checked, is counted at its level, and what it asks for
         noted."""
-        self._count(id, level)
-        if flow is not None:
-            self._flowed = True
         if units is not self._unit and units != self._unit and self.unit_costs:
             self.unit_costs = False
             self._queues._sum_costs()
             # the grants so far took one unit of every limit each
-            for granted, hist in zip(self._units, self._hists, strict=True):
-                granted[:] = [n + hist.count for n in granted]
+            for other, granted in enumerate(self._units):
+                granted[:] = [n + self._granted_at(other) for n in granted]
+        self._count(id, level)
+        if flow is not None:
+            self._flowed = True
 
     def _count(self, id: Hashable, level: int) -> None:
         """A push of ``id``, checked, is counted at its level: a new life."""
@@ -1217,7 +1235,32 @@ class Machine:
         units = self._units[level]
         if not self.unit_costs:
             return tuple(units)
-        return tuple(n + self._hists[level].count for n in units)
+        return tuple(n + self._granted_at(level) for n in units)
+
+    def _waits(self, level: int) -> dict[str, int | None]:
+        """``level``'s statistics of waits (each ``None`` with keep_waits=False)."""
+        hist = None if self._hists is None else self._hists[level]
+        return {
+            "wait_p50_ns": None if hist is None else hist.quantile(0.5),
+            "wait_p99_ns": None if hist is None else hist.quantile(0.99),
+            "wait_max_ns": None if hist is None else hist.max,
+            "wait_total_ns": None if hist is None else hist.total,
+        }
+
+    def _granted_at(self, level: int) -> int:
+        """Permits granted at ``level``, refunded ones included: its
+        histogram's count, or every push that did not end otherwise (P3:
+        between operations, not while a push is being counted)."""
+        if self._hists is not None:
+            return self._hists[level].count
+        return (
+            self._pushed[level]
+            - self._queues.depths[level]
+            - self._cancelled[level]
+            - self._rejected[level]
+            - self._expired[level]
+            - self._too_long[level]
+        )
 
     def _weight(self, flow: Hashable) -> int:
         """``flow``'s weight, from ``flow_weights`` (1 if it names none)."""
@@ -1304,13 +1347,15 @@ class Machine:
         if self._record is not None:
             self._record(self._queues, waiter)
         wait = now - pushed_at
-        self._hists[level].record(wait)
-        if not self.unit_costs:  # (at unit cost, the histogram's count is the units)
+        hists = self._hists
+        if hists is not None:  # (none with keep_waits=False)
+            hists[level].record(wait)
+            if flow is not None:
+                self._busiest[level].add(flow, cost[self._queues.flow_limit])
+        if not self.unit_costs:  # (at unit cost, the grants counted are the units)
             granted = self._units[level]
             for i, n in enumerate(cost):
                 granted[i] += n
-        if flow is not None:
-            self._busiest[level].add(flow, cost[self._queues.flow_limit])
         out.append(_new(Decision, (id, _GRANTED, level, now, wait)))
 
     def _charge_spent(
@@ -1420,6 +1465,17 @@ class Machine:
         now = self._now
         if now is not None and queues and self.unit_costs and now >= source.due:
             raise AssertionError("invariant broken: a permit is available while someone waits")
+
+
+def _no_histograms(operation: str, argument: str, value: object) -> PermitValueError:
+    """The error for ``operation``, which reads a histogram, on a machine
+    that keeps none."""
+    return PermitValueError(
+        argument,
+        value,
+        f"{operation}() reads the histograms this machine does not keep: "
+        "make it with keep_waits=True (the default)",
+    )
 
 
 def _check_flow(flow: object) -> None:

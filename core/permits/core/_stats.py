@@ -164,8 +164,9 @@ class LevelStatistics:
     wait_max_ns: int | None
     #: Flows with waiters at this level now (the default flow counts as one).
     flows: int = 0
-    #: The sum of every wait, in nanoseconds, exact.
-    wait_total_ns: int = 0
+    #: The sum of every wait, in nanoseconds, exact; ``None`` from a machine
+    #: that keeps no waits (``keep_waits=False``).
+    wait_total_ns: int | None = 0
     #: Units granted of each limit (in the machine's order), net: less those
     #: refunded, and as settled for those settled.
     units_granted: tuple[int, ...] = ()

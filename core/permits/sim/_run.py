@@ -558,9 +558,14 @@ def _run(
     limits = scenario.named_limits
     names = tuple(limits)
     # A run never refunds or settles a permit: the machine need keep no
-    # grant for it (refund_window_ns=None), which saves it logging them.
+    # grant for it (refund_window_ns=None), which saves it logging them; and
+    # the tally keeps the waits, so the machine keeps no histogram of them.
     machine = Machine(
-        scenario.policy, limits=limits, max_waiting=scenario.max_waiting, refund_window_ns=None
+        scenario.policy,
+        limits=limits,
+        max_waiting=scenario.max_waiting,
+        refund_window_ns=None,
+        keep_waits=False,
     )
     push, tick, cancel, next_tick = machine.push, machine.tick, machine.cancel, machine.next_tick
     on_leave, charge = tally.on_leave, tally.charge
