@@ -352,10 +352,11 @@ class Machine:
         self._none = (0,) * len(named)
         self._busiest = [Busiest() for _ in range(levels)]
         #: Pauses that lengthened the pause, the time they cover, and when
-        #: the latest ends.
+        #: the latest ends (before the first, a time no clock reaches: the
+        #: clock may start anywhere, at a negative time too).
         self._pauses = 0
         self._paused_ns = 0
-        self._paused_until = 0
+        self._paused_until = -NEVER
 
     def __repr__(self) -> str:
         limits = self._limits
