@@ -287,3 +287,31 @@ def test_a_merged_histogram_is_one_that_recorded_both() -> None:
     got = (first.count, first.total, first.max, first.items(), first.quantile(0.5))
     want = (both.count, both.total, both.max, both.items(), both.quantile(0.5))
     assert got == want, (got, want)
+
+
+def test_equal_snapshots_decide_alike() -> None:
+    """A snapshot holds everything the machine's future decisions depend on:
+    two machines that differ only in what decides a ``max_wait`` push (a push
+    that once named a flow: only a newcomer's own level surely goes first
+    then) or a refund (a permit spent to be settled later is no longer
+    refundable) have snapshots that differ too."""
+    flowed = Machine(Fifo(2), 1, 1, refund_window_ns=None)
+    plain = Machine(Fifo(2), 1, 1, refund_window_ns=None)
+    flowed.push("first", 0, 0, flow="tenant")  # granted at once, its flow gone with it
+    plain.push("first", 0, 0)
+    assert flowed.snapshot() != plain.snapshot()
+    flowed.push("a", 0, 1)
+    plain.push("a", 0, 1)
+    assert flowed.push("b", 1, 2, max_wait=SECOND) == []  # only level 1 surely goes first
+    [too_long] = plain.push("b", 1, 2, max_wait=SECOND)  # "a" goes first too
+    assert too_long.state is State.TOO_LONG
+
+    spent = Machine(Fifo(), 1, 1)
+    kept = Machine(Fifo(), 1, 1)
+    spent.push("p", 0, 0)
+    kept.push("p", 0, 0)
+    spent.spend("p", 0, settle_later=True)
+    assert spent.snapshot() != kept.snapshot()
+    with pytest.raises(NotRefundable):
+        spent.refund("p", 1)
+    assert kept.refund("p", 1) == []

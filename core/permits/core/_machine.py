@@ -634,8 +634,10 @@ class Machine:
             granted=self._queues.granted,
             policy_state=copy.copy(self._queues.state),
             flows=self._queues.fairness(),
+            flowed=self._flowed,
             waiting=tuple(tuple(self._queues.waiters(lv)) for lv in range(self.levels)),
             grants=tuple(self._ledger),
+            spent=tuple(g.waiter.id for g in self._ledger if self._ledger.is_spent(g.waiter.id)),
             logged=self._ledger.logged,
             deadlines=tuple((d, w.id) for d, _, w in self._deadlines.sorted()),
             statistics=self.statistics(),
@@ -1479,9 +1481,15 @@ class Snapshot(NamedTuple):
     policy_state: object
     #: Per level, its flows' virtual times (*Flows* in SPEC.md).
     flows: tuple[tuple[object, ...], ...]
+    #: Whether a push ever named a flow (then :meth:`Machine.min_wait`
+    #: counts only a newcomer's own level as surely going first).
+    flowed: bool
     waiting: tuple[tuple[Waiter, ...], ...]
     #: The grants that may still be refunded or spent, oldest first.
     grants: tuple[Grant, ...]
+    #: The ids of those spent to be settled later, oldest first: no longer
+    #: refundable.
+    spent: tuple[Hashable, ...]
     #: The log a refund replays: grants, and changes of a limit.
     logged: tuple[object, ...]
     #: ``(deadline, id)`` of every deadline entry, live or dead.
