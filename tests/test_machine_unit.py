@@ -15,6 +15,7 @@ from permits.core import (
     Decision,
     DuplicateId,
     Fifo,
+    Limit,
     Machine,
     NotRefundable,
     PermitTypeError,
@@ -39,6 +40,22 @@ def test_intenum_levels_are_accepted() -> None:
     [decision] = machine.push("x", Level.BATCH, 0)
     assert decision.level == 1
     assert type(decision.level) is int
+
+
+def test_intenum_counts_are_kept_as_ints() -> None:
+    """An ``IntEnum`` burst, count of levels or ``after_ns`` is accepted and
+    kept as the ``int`` it is, as ``check_int`` normalises every count (and
+    as ``Machine(policy, rate, burst)`` keeps its burst): the value's repr
+    stays valid Python, and a limit given either way is the same."""
+    limit, fifo, aging = Limit(1, Level.BATCH), Fifo(Level.BATCH), Aging(after_ns=Level.BATCH)
+    assert (type(limit.burst), type(fifo.levels), type(aging.after_ns)) == (int, int, int)
+    assert eval(repr(limit)) == limit
+    assert eval(repr(fifo)) == fifo
+    assert eval(repr(aging)) == aging
+    by_limits = Machine(Fifo(), limits={"units": limit})
+    by_rate = Machine(Fifo(), 1, Level.BATCH)
+    assert by_limits.limits == by_rate.limits
+    assert repr(by_limits) == repr(by_rate)
 
 
 def test_reprs_are_valid_python() -> None:
