@@ -20,6 +20,7 @@ from permits.core import (
     NotRefundable,
     PermitTypeError,
     PermitValueError,
+    Queues,
     Shares,
     State,
     StrictPriority,
@@ -40,6 +41,37 @@ def test_intenum_levels_are_accepted() -> None:
     [decision] = machine.push("x", Level.BATCH, 0)
     assert decision.level == 1
     assert type(decision.level) is int
+
+
+class BatchFirst:
+    """A user's policy that names its levels by their IntEnum: the batch
+    level first while it waits."""
+
+    levels = 2
+
+    def choose(self, queues: Queues, now: int) -> int:
+        return Level.BATCH if queues.depths[Level.BATCH] else Level.INTERACTIVE
+
+    def ahead(self, queues: Queues, level: int, now: int) -> int:
+        return queues.depths[level]
+
+
+def test_a_policy_may_choose_a_level_by_its_intenum() -> None:
+    """An IntEnum level is an int, from a policy as from a push: the machine
+    grants the head of the level it names (and next_level names it as an
+    int), not a PolicyError saying a level with waiters has none."""
+    machine = Machine(BatchFirst(), 1, 1)
+    machine.push("urgent", Level.INTERACTIVE, 0)  # granted at once: the bucket is full
+    machine.push("later", Level.INTERACTIVE, 0)
+    machine.push("batch", Level.BATCH, 0)
+    [granted] = machine.tick(SECOND)
+    assert (granted.id, type(granted.level)) == ("batch", int)
+    supplied = Machine(BatchFirst(), 1, 1, supplied=True)
+    supplied.push("urgent", Level.INTERACTIVE, 0)
+    supplied.push("batch", Level.BATCH, 0)
+    level = supplied.next_level()
+    assert (level, type(level)) == (1, int)
+    assert [d.id for d in supplied.supply(1)] == ["batch"]
 
 
 def test_intenum_counts_are_kept_as_ints() -> None:

@@ -1273,7 +1273,7 @@ class Machine:
             else:
                 level = self.policy.choose(queues, now)
             if level.__class__ is not int or not 0 <= level < self.levels or not depths[level]:
-                raise self._policy_error(level, out)
+                level = self._chosen(level, out)  # (an IntEnum), or a PolicyError
             if varied:
                 source.want(queues.head(level).cost)
                 if now < source.due:
@@ -1384,18 +1384,21 @@ class Machine:
     def _choose(self, now: int, out: list[Decision]) -> int:
         """The policy's choice of a level with waiters, checked (as the
         grant loop checks it)."""
-        level = self.policy.choose(self._queues, now)
-        if (
-            level.__class__ is not int
-            or not 0 <= level < self.levels
-            or not self._queues.depths[level]
-        ):
-            raise self._policy_error(level, out)
-        return level
+        return self._chosen(self.policy.choose(self._queues, now), out)
 
-    def _policy_error(self, level: object, out: list[Decision]) -> PolicyError:
-        """The policy named ``level``, which has no waiters."""
-        return PolicyError(
+    def _chosen(self, level: object, out: list[Decision]) -> int:
+        """The level the policy chose, checked: an ``int`` (an ``IntEnum``
+        too, as a push's level may be) naming a level with waiters;
+        otherwise a :class:`PolicyError` carrying the decisions ``out``
+        made before it."""
+        if (
+            isinstance(level, int)
+            and not isinstance(level, bool)
+            and 0 <= level < self.levels
+            and self._queues.depths[level]
+        ):
+            return int(level)
+        raise PolicyError(
             f"{self.policy!r}.choose() returned {level!r}, not a level "
             f"with waiters (depths {self._queues.depths!r})",
             out,
