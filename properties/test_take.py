@@ -52,7 +52,7 @@ class TakeIsPushThenSpend(RuleBasedStateMachine):
         self.b = config.machine()
         self.levels = config.spec.levels
         self.step = config.interval
-        self.now = 0
+        self.now = config.origin
         self.next_id = 0
         self.taken = 0
         self.declined = 0
