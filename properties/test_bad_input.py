@@ -955,9 +955,9 @@ def test_the_costs_and_weights_errors_in_words() -> None:
             ),
         ),
         (unknown, valued("cost", unknown, f"names no limit of this machine ({two_names})")),
-        ({"tokens": -1}, valued("cost", -1, "must be at least 0")),
+        ({"tokens": -1}, valued("cost", -1, "the units of limit 'tokens' must be at least 0")),
         (-1, valued("cost", -1, "must be at least 0")),
-        ({"tokens": 1.0}, typed("cost", 1.0, "an int")),
+        ({"tokens": 1.0}, typed("cost", 1.0, "an int of units of limit 'tokens'")),
         ("3", typed("cost", "3", "an int, or a mapping of limit names to ints")),
         (True, typed("cost", True, "an int, or a mapping of limit names to ints")),
         (2.0, typed("cost", 2.0, "an int, or a mapping of limit names to ints")),
@@ -970,7 +970,7 @@ def test_the_costs_and_weights_errors_in_words() -> None:
             # no wait to tell for a push that would be refused (an acquire
             # with max_wait said it "would wait too long")
             refused(functools.partial(machine.min_wait, 0, cost=bad), *refusal)
-        if refusal[3].endswith(("at least 0", "to ints", "an int", f"({two_names})")):
+        if refusal[3].endswith(("at least 0", "to ints", "'tokens'", f"({two_names})")):
             refused(functools.partial(machine.min_wait, 0, cost=bad), *refusal)
             actual = (refusal[0], "actual", refusal[2], refusal[3].replace("cost=", "actual=", 1))
             refused(functools.partial(machine.settle, "banked", bad, 0), *actual)

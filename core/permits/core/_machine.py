@@ -1184,7 +1184,7 @@ class Machine:
                     raise PermitValueError(
                         argument, value, f"names no limit of this machine ({list(self._index)})"
                     )
-                units[self._index[name]] = check_int(argument, n, 0)
+                units[self._index[name]] = _units_of(argument, name, n)
             return tuple(units)
         if isinstance(value, bool) or not isinstance(value, int):
             raise PermitTypeError(argument, value, "an int, or a mapping of limit names to ints")
@@ -1433,6 +1433,16 @@ def _check_flow(flow: object) -> None:
         hash(flow)
     except TypeError:
         raise PermitTypeError("flow", flow, "a hashable value (a tenant's name, a key)") from None
+
+
+def _units_of(argument: str, name: str, units: object) -> int:
+    """A cost's (or an actual cost's) units of limit ``name``, checked: the
+    error names the limit, so that a mapping's bad entry is found."""
+    if isinstance(units, bool) or not isinstance(units, int):
+        raise PermitTypeError(argument, units, f"an int of units of limit {name!r}")
+    if units < 0:
+        raise PermitValueError(argument, units, f"the units of limit {name!r} must be at least 0")
+    return int(units)
 
 
 def _flow_weight(flow: object, weight: object) -> int:
