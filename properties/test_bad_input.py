@@ -841,7 +841,12 @@ def test_the_changes_of_a_limit_in_words() -> None:
     for call, refusal in [
         (
             functools.partial(one.set_limit, 0, burst=2),
-            valued("burst", 2, "a waiter asks for 3 units of 'units'; it could never fit"),
+            valued(
+                "burst",
+                2,
+                "a waiter asks for 3 units of 'units'; it could never fit: "
+                "give a burst of at least 3, or cancel it first",
+            ),
         ),
         (functools.partial(one.set_limit, 0, burst=0), valued("burst", 0, "must be at least 1")),
         (functools.partial(one.adopt, 1, "5", 0), typed("reset", "5", "an int")),  # type: ignore[arg-type]

@@ -999,7 +999,10 @@ class Machine:
         )
         if largest > new_burst:
             raise PermitValueError(
-                "burst", burst, f"a waiter asks for {largest} units of {name!r}; it could never fit"
+                "burst",
+                burst,
+                f"a waiter asks for {largest} units of {name!r}; it could never fit: "
+                f"give a burst of at least {largest}, or cancel it first",
             )
         out = self.tick(now)
         self._limits = {**self._limits, name: Limit(new_rate, new_burst)}
