@@ -86,6 +86,11 @@ FLOWS = (None, "a", "b", "c")
 BIG_WEIGHTS = st.sampled_from([999_983, 999_979, 999_961, 999_959])
 
 
+#: Times of a machine's first operation: mostly 0, also a clock that reads
+#: negative times and one past 2**62 ns.
+ORIGINS = st.sampled_from([0, 0, -(10**15), 2**62 + 7])
+
+
 @dataclass(frozen=True)
 class Config:
     spec: PolicySpec
@@ -103,6 +108,9 @@ class Config:
     flow_weights: dict[Any, int] | None = None
     max_waiting_per_flow: int | None = None
     flow_limit: int = 0
+    #: the time of the first operation: a clock may start anywhere (SPEC.md,
+    #: *Time*), negative or far past 0
+    origin: int = 0
 
     @property
     def exact_rate(self) -> Fraction:
@@ -250,4 +258,5 @@ def configs(
         flow_weights=flow_weights,
         max_waiting_per_flow=per_flow,
         flow_limit=flow_limit,
+        origin=draw(ORIGINS),
     )

@@ -317,6 +317,12 @@ MUTANTS: dict[str, tuple[str, str, str, str]] = {
         "self._paused_ns += until - now",
         "the time paused counts overlapping pauses twice",
     ),
+    "pause-from-time-zero": (
+        "_machine.py",
+        "        self._paused_until = -NEVER\n",
+        "        self._paused_until = 0\n",
+        "pauses are counted from time 0: on a clock that reads negative times, none is",
+    ),
     "take-past-waiters": (
         "_machine.py",
         "        if self._ids:\n"

@@ -516,7 +516,7 @@ class Reference:
 
     def pause_until(self, until: int, now: int) -> list[Row]:
         out = self.settle(now)
-        if until > now and until > (self.paused_until or 0):
+        if until > now and (self.paused_until is None or until > self.paused_until):
             self.pauses += 1
         self.paused_until = max(until, self.paused_until or until)
         self.pause_spans.append((now, until))

@@ -846,7 +846,12 @@ def test_the_changes_of_a_limit_in_words() -> None:
     for call, refusal in [
         (
             functools.partial(one.set_limit, 0, burst=2),
-            valued("burst", 2, "a waiter asks for 3 units of 'units'; it could never fit"),
+            valued(
+                "burst",
+                2,
+                "a waiter asks for 3 units of 'units'; it could never fit: "
+                "give a burst of at least 3, or cancel it first",
+            ),
         ),
         (functools.partial(one.set_limit, 0, burst=0), valued("burst", 0, "must be at least 1")),
         (functools.partial(one.adopt, 1, "5", 0), typed("reset", "5", "an int")),  # type: ignore[arg-type]
@@ -960,9 +965,9 @@ def test_the_costs_and_weights_errors_in_words() -> None:
             ),
         ),
         (unknown, valued("cost", unknown, f"names no limit of this machine ({two_names})")),
-        ({"tokens": -1}, valued("cost", -1, "must be at least 0")),
+        ({"tokens": -1}, valued("cost", -1, "the units of limit 'tokens' must be at least 0")),
         (-1, valued("cost", -1, "must be at least 0")),
-        ({"tokens": 1.0}, typed("cost", 1.0, "an int")),
+        ({"tokens": 1.0}, typed("cost", 1.0, "an int of units of limit 'tokens'")),
         ("3", typed("cost", "3", "an int, or a mapping of limit names to ints")),
         (True, typed("cost", True, "an int, or a mapping of limit names to ints")),
         (2.0, typed("cost", 2.0, "an int, or a mapping of limit names to ints")),
@@ -975,7 +980,7 @@ def test_the_costs_and_weights_errors_in_words() -> None:
             # no wait to tell for a push that would be refused (an acquire
             # with max_wait said it "would wait too long")
             refused(functools.partial(machine.min_wait, 0, cost=bad), *refusal)
-        if refusal[3].endswith(("at least 0", "to ints", "an int", f"({two_names})")):
+        if refusal[3].endswith(("at least 0", "to ints", "'tokens'", f"({two_names})")):
             refused(functools.partial(machine.min_wait, 0, cost=bad), *refusal)
             actual = (refusal[0], "actual", refusal[2], refusal[3].replace("cost=", "actual=", 1))
             refused(functools.partial(machine.settle, "banked", bad, 0), *actual)

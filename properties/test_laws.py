@@ -1002,6 +1002,32 @@ def test_pauses_by_hand() -> None:
     assert (stats.pauses, stats.paused_ns) == (2, 15), ("P46", stats.pauses, stats.paused_ns)
 
 
+@given(
+    origin=st.sampled_from([-(2**62), -SECOND, -1, 2**62]) | st.integers(-(2**64), 2**64),
+    pauses=st.lists(st.tuples(st.integers(0, 12), st.integers(0, 12)), max_size=6),
+)
+@example(origin=-100, pauses=[(0, 10)])
+def test_pauses_are_counted_wherever_the_clock_starts(
+    origin: int, pauses: list[tuple[int, int]]
+) -> None:
+    """P46 on a clock that starts anywhere (*Time*: any monotonic clock, its
+    times negative or past 2**62): the pauses and the time paused are those
+    of the same pauses on a clock that starts at 0, and the model's (the
+    union of the spans). A count that started from time 0 missed a pause
+    that ends before it, and counted one that ends after it from 0."""
+    machine = Machine(Fifo(), 1, 1)
+    model = Reference(PolicySpec("fifo", 1), [(Fraction(1), 1)], None, SECOND)
+    now = 0
+    for step, length in pauses:
+        now += step
+        machine.pause_until(origin + now + length, origin + now)
+        model.pause_until(now + length, now)
+        note(f"pause_until({now + length}, {now}) from {origin}")
+    stats = machine.statistics()
+    expected = (model.pauses, model.paused_ns())
+    assert (stats.pauses, stats.paused_ns) == expected, ("P46", stats.pauses, expected)
+
+
 def test_weights_that_rescale_a_level_keep_the_literal_order() -> None:
     """P34 (the model's literal rule), by hand where the level's scale
     changes while flows wait: a flow of weight 2 joins one of weight 1 that

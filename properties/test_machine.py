@@ -103,7 +103,7 @@ class PolicyMachine(RuleBasedStateMachine):
         self.model.follow = not WITH_MODEL
         self.interval = config.interval
         self.intervals = [SECOND / rate for rate, _ in config.limits]
-        self.now = 0
+        self.now = config.origin
         self.next_id = 0
         # the state each pushed id was last seen in (P3)
         self.fate: dict[Hashable, State] = {}

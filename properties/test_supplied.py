@@ -43,10 +43,10 @@ class Supplied(RuleBasedStateMachine):
         )
         self.levels = config.spec.levels
         self.step = int(config.interval)
-        self.now = 0
+        self.now = config.origin
         self.next_id = 0
-        self.a.tick(0)
-        self.b.tick(0)
+        self.a.tick(self.now)
+        self.b.tick(self.now)
 
     def mirror(self, decided: list[Decision]) -> list[Decision]:
         """B's decisions when handed a permit at each of A's grants, and
@@ -179,7 +179,7 @@ class Owed(RuleBasedStateMachine):
         self.levels = config.spec.levels
         self.burst = config.burst
         self.step = int(config.interval)
-        self.now = 0
+        self.now = config.origin
         self.next_id = 0
 
     @rule(

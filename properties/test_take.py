@@ -62,7 +62,7 @@ class TakeIsPushThenSpend(RuleBasedStateMachine):
         self.b = config.machine(keep_waits=self.promise != "P55")
         self.levels = config.spec.levels
         self.step = config.interval
-        self.now = 0
+        self.now = config.origin
         self.next_id = 0
         self.taken = 0
         self.declined = 0

@@ -15,10 +15,12 @@ from permits.core import (
     Decision,
     DuplicateId,
     Fifo,
+    Limit,
     Machine,
     NotRefundable,
     PermitTypeError,
     PermitValueError,
+    Queues,
     Shares,
     State,
     StrictPriority,
@@ -39,6 +41,53 @@ def test_intenum_levels_are_accepted() -> None:
     [decision] = machine.push("x", Level.BATCH, 0)
     assert decision.level == 1
     assert type(decision.level) is int
+
+
+class BatchFirst:
+    """A user's policy that names its levels by their IntEnum: the batch
+    level first while it waits."""
+
+    levels = 2
+
+    def choose(self, queues: Queues, now: int) -> int:
+        return Level.BATCH if queues.depths[Level.BATCH] else Level.INTERACTIVE
+
+    def ahead(self, queues: Queues, level: int, now: int) -> int:
+        return queues.depths[level]
+
+
+def test_a_policy_may_choose_a_level_by_its_intenum() -> None:
+    """An IntEnum level is an int, from a policy as from a push: the machine
+    grants the head of the level it names (and next_level names it as an
+    int), not a PolicyError saying a level with waiters has none."""
+    machine = Machine(BatchFirst(), 1, 1)
+    machine.push("urgent", Level.INTERACTIVE, 0)  # granted at once: the bucket is full
+    machine.push("later", Level.INTERACTIVE, 0)
+    machine.push("batch", Level.BATCH, 0)
+    [granted] = machine.tick(SECOND)
+    assert (granted.id, type(granted.level)) == ("batch", int)
+    supplied = Machine(BatchFirst(), 1, 1, supplied=True)
+    supplied.push("urgent", Level.INTERACTIVE, 0)
+    supplied.push("batch", Level.BATCH, 0)
+    level = supplied.next_level()
+    assert (level, type(level)) == (1, int)
+    assert [d.id for d in supplied.supply(1)] == ["batch"]
+
+
+def test_intenum_counts_are_kept_as_ints() -> None:
+    """An ``IntEnum`` burst, count of levels or ``after_ns`` is accepted and
+    kept as the ``int`` it is, as ``check_int`` normalises every count (and
+    as ``Machine(policy, rate, burst)`` keeps its burst): the value's repr
+    stays valid Python, and a limit given either way is the same."""
+    limit, fifo, aging = Limit(1, Level.BATCH), Fifo(Level.BATCH), Aging(after_ns=Level.BATCH)
+    assert (type(limit.burst), type(fifo.levels), type(aging.after_ns)) == (int, int, int)
+    assert eval(repr(limit)) == limit
+    assert eval(repr(fifo)) == fifo
+    assert eval(repr(aging)) == aging
+    by_limits = Machine(Fifo(), limits={"units": limit})
+    by_rate = Machine(Fifo(), 1, Level.BATCH)
+    assert by_limits.limits == by_rate.limits
+    assert repr(by_limits) == repr(by_rate)
 
 
 def test_reprs_are_valid_python() -> None:
@@ -287,3 +336,31 @@ def test_a_merged_histogram_is_one_that_recorded_both() -> None:
     got = (first.count, first.total, first.max, first.items(), first.quantile(0.5))
     want = (both.count, both.total, both.max, both.items(), both.quantile(0.5))
     assert got == want, (got, want)
+
+
+def test_equal_snapshots_decide_alike() -> None:
+    """A snapshot holds everything the machine's future decisions depend on:
+    two machines that differ only in what decides a ``max_wait`` push (a push
+    that once named a flow: only a newcomer's own level surely goes first
+    then) or a refund (a permit spent to be settled later is no longer
+    refundable) have snapshots that differ too."""
+    flowed = Machine(Fifo(2), 1, 1, refund_window_ns=None)
+    plain = Machine(Fifo(2), 1, 1, refund_window_ns=None)
+    flowed.push("first", 0, 0, flow="tenant")  # granted at once, its flow gone with it
+    plain.push("first", 0, 0)
+    assert flowed.snapshot() != plain.snapshot()
+    flowed.push("a", 0, 1)
+    plain.push("a", 0, 1)
+    assert flowed.push("b", 1, 2, max_wait=SECOND) == []  # only level 1 surely goes first
+    [too_long] = plain.push("b", 1, 2, max_wait=SECOND)  # "a" goes first too
+    assert too_long.state is State.TOO_LONG
+
+    spent = Machine(Fifo(), 1, 1)
+    kept = Machine(Fifo(), 1, 1)
+    spent.push("p", 0, 0)
+    kept.push("p", 0, 0)
+    spent.spend("p", 0, settle_later=True)
+    assert spent.snapshot() != kept.snapshot()
+    with pytest.raises(NotRefundable):
+        spent.refund("p", 1)
+    assert kept.refund("p", 1) == []

@@ -12,8 +12,8 @@ from .checks import check_int, check_rate
 __all__ = ["Limit"]
 
 
-def _burst(instance: object, attribute: attrs.Attribute[int], value: object) -> None:
-    check_int("burst", value, 1)
+def _burst(value: int) -> int:
+    return check_int("burst", value, 1)
 
 
 @attrs.frozen
@@ -29,7 +29,7 @@ class Limit:
     #: Units per second, exact.
     rate: Fraction = attrs.field(converter=check_rate)
     #: Units that may be banked while nobody waits; the largest cost it admits.
-    burst: int = attrs.field(default=1, validator=_burst)
+    burst: int = attrs.field(default=1, converter=_burst)
 
     @classmethod
     def per_second(cls, count: int | float | Fraction, *, burst: int | None = None) -> Limit:

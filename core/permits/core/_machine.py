@@ -363,10 +363,11 @@ class Machine:
         self._units = [[0] * len(named) for _ in range(levels)]
         self._none = (0,) * len(named)
         #: Pauses that lengthened the pause, the time they cover, and when
-        #: the latest ends.
+        #: the latest ends (before the first, a time no clock reaches: the
+        #: clock may start anywhere, at a negative time too).
         self._pauses = 0
         self._paused_ns = 0
-        self._paused_until = 0
+        self._paused_until = -NEVER
 
     def __repr__(self) -> str:
         limits = self._limits
@@ -651,8 +652,10 @@ class Machine:
             granted=self._queues.granted,
             policy_state=copy.copy(self._queues.state),
             flows=self._queues.fairness(),
+            flowed=self._flowed,
             waiting=tuple(tuple(self._queues.waiters(lv)) for lv in range(self.levels)),
             grants=tuple(self._ledger),
+            spent=tuple(g.waiter.id for g in self._ledger if self._ledger.is_spent(g.waiter.id)),
             logged=self._ledger.logged,
             deadlines=tuple((d, w.id) for d, _, w in self._deadlines.sorted()),
             statistics=self.statistics(),
@@ -1014,7 +1017,10 @@ class Machine:
         )
         if largest > new_burst:
             raise PermitValueError(
-                "burst", burst, f"a waiter asks for {largest} units of {name!r}; it could never fit"
+                "burst",
+                burst,
+                f"a waiter asks for {largest} units of {name!r}; it could never fit: "
+                f"give a burst of at least {largest}, or cancel it first",
             )
         out = self.tick(now)
         self._limits = {**self._limits, name: Limit(new_rate, new_burst)}
@@ -1199,7 +1205,7 @@ class Machine:
                     raise PermitValueError(
                         argument, value, f"names no limit of this machine ({list(self._index)})"
                     )
-                units[self._index[name]] = check_int(argument, n, 0)
+                units[self._index[name]] = _units_of(argument, name, n)
             return tuple(units)
         if isinstance(value, bool) or not isinstance(value, int):
             raise PermitTypeError(argument, value, "an int, or a mapping of limit names to ints")
@@ -1313,7 +1319,7 @@ class Machine:
             else:
                 level = self.policy.choose(queues, now)
             if level.__class__ is not int or not 0 <= level < self.levels or not depths[level]:
-                raise self._policy_error(level, out)
+                level = self._chosen(level, out)  # (an IntEnum), or a PolicyError
             if varied:
                 source.want(queues.head(level).cost)
                 if now < source.due:
@@ -1426,18 +1432,21 @@ class Machine:
     def _choose(self, now: int, out: list[Decision]) -> int:
         """The policy's choice of a level with waiters, checked (as the
         grant loop checks it)."""
-        level = self.policy.choose(self._queues, now)
-        if (
-            level.__class__ is not int
-            or not 0 <= level < self.levels
-            or not self._queues.depths[level]
-        ):
-            raise self._policy_error(level, out)
-        return level
+        return self._chosen(self.policy.choose(self._queues, now), out)
 
-    def _policy_error(self, level: object, out: list[Decision]) -> PolicyError:
-        """The policy named ``level``, which has no waiters."""
-        return PolicyError(
+    def _chosen(self, level: object, out: list[Decision]) -> int:
+        """The level the policy chose, checked: an ``int`` (an ``IntEnum``
+        too, as a push's level may be) naming a level with waiters;
+        otherwise a :class:`PolicyError` carrying the decisions ``out``
+        made before it."""
+        if (
+            isinstance(level, int)
+            and not isinstance(level, bool)
+            and 0 <= level < self.levels
+            and self._queues.depths[level]
+        ):
+            return int(level)
+        raise PolicyError(
             f"{self.policy!r}.choose() returned {level!r}, not a level "
             f"with waiters (depths {self._queues.depths!r})",
             out,
@@ -1483,6 +1492,16 @@ def _check_flow(flow: object) -> None:
         hash(flow)
     except TypeError:
         raise PermitTypeError("flow", flow, "a hashable value (a tenant's name, a key)") from None
+
+
+def _units_of(argument: str, name: str, units: object) -> int:
+    """A cost's (or an actual cost's) units of limit ``name``, checked: the
+    error names the limit, so that a mapping's bad entry is found."""
+    if isinstance(units, bool) or not isinstance(units, int):
+        raise PermitTypeError(argument, units, f"an int of units of limit {name!r}")
+    if units < 0:
+        raise PermitValueError(argument, units, f"the units of limit {name!r} must be at least 0")
+    return int(units)
 
 
 def _flow_weight(flow: object, weight: object) -> int:
@@ -1534,9 +1553,15 @@ class Snapshot(NamedTuple):
     policy_state: object
     #: Per level, its flows' virtual times (*Flows* in SPEC.md).
     flows: tuple[tuple[object, ...], ...]
+    #: Whether a push ever named a flow (then :meth:`Machine.min_wait`
+    #: counts only a newcomer's own level as surely going first).
+    flowed: bool
     waiting: tuple[tuple[Waiter, ...], ...]
     #: The grants that may still be refunded or spent, oldest first.
     grants: tuple[Grant, ...]
+    #: The ids of those spent to be settled later, oldest first: no longer
+    #: refundable.
+    spent: tuple[Hashable, ...]
     #: The log a refund replays: grants, and changes of a limit.
     logged: tuple[object, ...]
     #: ``(deadline, id)`` of every deadline entry, live or dead.

@@ -61,9 +61,11 @@ class Policy(Protocol):
         ...
 
 
-def _levels(instance: object, attribute: attrs.Attribute[int], value: object) -> None:
-    if check_int("levels", value, 1) > MAX_LEVELS:
+def _levels(value: int) -> int:
+    levels = check_int("levels", value, 1)
+    if levels > MAX_LEVELS:
         raise PermitValueError("levels", value, f"must be at most {MAX_LEVELS}")
+    return levels
 
 
 def _first_waiting(depths: Sequence[int]) -> int:
@@ -77,7 +79,7 @@ def _first_waiting(depths: Sequence[int]) -> int:
 class Fifo:
     """First in, first out: push order, levels ignored (kept for statistics)."""
 
-    levels: int = attrs.field(default=1, validator=_levels)
+    levels: int = attrs.field(default=1, converter=_levels)
 
     def choose(self, queues: Queues, now: int) -> int:
         """The level of the waiter pushed first."""
@@ -96,7 +98,7 @@ class Fifo:
 class StrictPriority:
     """The most urgent waiting level first (0 before 1), FIFO within a level."""
 
-    levels: int = attrs.field(default=2, validator=_levels)
+    levels: int = attrs.field(default=2, converter=_levels)
 
     def choose(self, queues: Queues, now: int) -> int:
         """The most urgent level that has a waiter."""
@@ -318,8 +320,8 @@ def _deal(queues: Queues) -> Deal:
     return deal
 
 
-def _after(instance: object, attribute: attrs.Attribute[int], value: object) -> None:
-    check_int("after_ns", value, 1)
+def _after(value: int) -> int:
+    return check_int("after_ns", value, 1)
 
 
 @attrs.frozen
@@ -335,9 +337,9 @@ class Aging:
     core's unit of time, and keyword-only so that every call names its unit.
     """
 
-    levels: int = attrs.field(default=2, validator=_levels)
+    levels: int = attrs.field(default=2, converter=_levels)
     #: Nanoseconds of waiting worth one level.
-    after_ns: int = attrs.field(default=2_000_000_000, validator=_after, kw_only=True)
+    after_ns: int = attrs.field(default=2_000_000_000, converter=_after, kw_only=True)
 
     def choose(self, queues: Queues, now: int) -> int:
         """The level whose head has the smallest ``level * after_ns +
