@@ -163,6 +163,7 @@ class Batch:
         return Fraction(self.size if nanoseconds("at", self.at) < duration else 0)
 
     def scaled(self, factor: Fraction) -> Batch:
+        """The same batch ``factor`` times faster: queued at ``at / factor``."""
         return Batch(self.size, _exact("at", self.at) / factor)
 
 
@@ -196,6 +197,8 @@ class Constant:
         return asked + 1 if asked else asked
 
     def scaled(self, factor: Fraction) -> Constant:
+        """The same arrivals ``factor`` times faster: the rate times
+        ``factor``, ``start`` and ``stop`` divided by it."""
         return Constant(
             check_rate(self.rate) * factor,
             _exact("start", self.start) / factor,
@@ -238,6 +241,8 @@ class Poisson:
         return _asked(self.rate, self.start, self.stop, duration)
 
     def scaled(self, factor: Fraction) -> Poisson:
+        """The same arrivals ``factor`` times faster: the rate times
+        ``factor``, ``start`` and ``stop`` divided by it."""
         return Poisson(
             check_rate(self.rate) * factor,
             _exact("start", self.start) / factor,
@@ -296,10 +301,12 @@ class Uniform:
 
     @property
     def least(self) -> int:
+        """The fewest units a draw gives: ``low``."""
         return self.low
 
     @property
     def most(self) -> int:
+        """The most units a draw gives: ``high``."""
         return self.high
 
     def draw(self, u: float) -> int:
@@ -323,10 +330,12 @@ class Choice:
 
     @property
     def least(self) -> int:
+        """The fewest units a draw gives: the smallest of ``values``."""
         return min(self.values)
 
     @property
     def most(self) -> int:
+        """The most units a draw gives: the largest of ``values``."""
         return max(self.values)
 
     def draw(self, u: float) -> int:
@@ -582,6 +591,10 @@ class Workload:
                 yield (drawn if per_limit else drawn[0]), flow
 
     def scaled(self, factor: Fraction) -> Workload:
+        """The same workload ``factor`` times faster (see
+        :meth:`Scenario.scaled`): its arrivals scaled, its ``timeout``,
+        ``expire_after`` and ``max_wait`` divided by ``factor``; published
+        figures dropped."""
         return attrs.evolve(
             self,
             arrivals=self.arrivals.scaled(factor),
