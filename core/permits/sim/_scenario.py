@@ -61,7 +61,10 @@ MAX_CHOICES = 10_000
 #: The most limits a scenario may name (each arrival's cost names each).
 MAX_LIMITS = 32
 
+#: A time or a duration in seconds.
 Seconds = int | float | Fraction | Decimal
+#: A rate, per second: arrivals, or a limit's permits.
+PerSecond = int | float | Fraction | Decimal
 _Times = Iterator[int]
 
 
@@ -173,7 +176,7 @@ class Constant:
     ``start + i / rate`` seconds (rounded down to the nanosecond), before
     ``stop`` (``None``: until the end of the run)."""
 
-    rate: Seconds = attrs.field(validator=_rate)
+    rate: PerSecond = attrs.field(validator=_rate)
     start: Seconds = attrs.field(default=0, validator=_seconds)
     stop: Seconds | None = attrs.field(default=None, validator=[_optional_seconds, _after_start])
 
@@ -212,7 +215,7 @@ class Poisson:
     ``stop``; the gaps come from a seeded generator, so a scenario's seed
     fixes them on every platform and Python version."""
 
-    rate: Seconds = attrs.field(validator=_rate)
+    rate: PerSecond = attrs.field(validator=_rate)
     start: Seconds = attrs.field(default=0, validator=_seconds)
     stop: Seconds | None = attrs.field(default=None, validator=[_optional_seconds, _after_start])
 
@@ -250,7 +253,7 @@ class Poisson:
         )
 
 
-def _asked(rate: Seconds, start: Seconds, stop: Seconds | None, duration: int) -> Fraction:
+def _asked(rate: PerSecond, start: Seconds, stop: Seconds | None, duration: int) -> Fraction:
     """Arrivals at ``rate`` per second from ``start`` until ``stop`` or
     ``duration`` ns, whichever is first."""
     end = duration if stop is None else min(duration, nanoseconds("stop", stop))
@@ -624,7 +627,7 @@ class Scenario:
 
     name: str = attrs.field()
     policy: Policy = attrs.field()
-    rate: Seconds | None = attrs.field(validator=_optional_rate)
+    rate: PerSecond | None = attrs.field(validator=_optional_rate)
     seconds: Seconds = attrs.field(validator=_positive_seconds)
     workloads: tuple[Workload, ...] = attrs.field(converter=_workload_tuple)
     burst: int = attrs.field(default=1, validator=_int(1))
