@@ -8,7 +8,7 @@ from __future__ import annotations
 import copy
 import itertools
 import math
-from collections.abc import Callable, Hashable, Sequence
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from fractions import Fraction
 from random import Random
 from typing import Any
@@ -665,13 +665,20 @@ def test_one_flow_is_today(
 
 
 def backlog(
-    weights: Sequence[int], costs: Sequence[Sequence[int]], depth: int, order: str, burst: int = 1
+    weights: Sequence[int],
+    costs: Sequence[Sequence[int]],
+    depth: int,
+    order: str,
+    burst: int = 1,
+    more_weights: Mapping[Hashable, int] | None = None,
 ) -> tuple[Machine, dict[Hashable, tuple[int, int]]]:
     """A one-level machine whose flows ``0..n-1`` (weights ``weights``) each
     queue ``depth`` waiters of the costs ``costs[f]`` (in turn), pushed flow
-    by flow or interleaved; returns it and each id's (flow, cost)."""
+    by flow or interleaved; returns it and each id's (flow, cost). Flows
+    pushed later weigh ``more_weights`` (1 by default)."""
     largest = max(burst, *(max(c) for c in costs))
-    machine = Machine(StrictPriority(1), 1000, largest, flow_weights=dict(enumerate(weights)))
+    flow_weights: dict[Hashable, int] = {**dict(enumerate(weights)), **(more_weights or {})}
+    machine = Machine(StrictPriority(1), 1000, largest, flow_weights=flow_weights)
     machine.push("drain", 0, 0, cost=largest)  # the full bucket goes to it
     ids = [(f, n) for f in range(len(weights)) for n in range(depth)]
     if order == "interleaved":
@@ -739,17 +746,29 @@ def test_flows_share_a_level_fairly(
                 assert gap <= bound, ("P34", f, g, got, weights)
 
 
-@given(**flows_setup, big=st.integers(1, 20), joins=st.integers(0, 5))
+@given(
+    **flows_setup,
+    big=st.integers(1, 20),
+    joins=st.integers(0, 5),
+    heavy=st.integers(1, 4) | BIG_WEIGHTS,
+)
 def test_no_flow_starves_inside_a_level(
-    weights: list[int], costs: list[list[int]], depth: int, order: str, big: int, joins: int
+    weights: list[int],
+    costs: list[list[int]],
+    depth: int,
+    order: str,
+    big: int,
+    joins: int,
+    heavy: int,
 ) -> None:
-    """P35: once a waiter of cost ``c`` heads its flow f, every other flow g
-    of its level is granted at most ``w_g * c / w_f + C_g`` units before it,
-    whatever joins meanwhile (``C_g`` the largest cost g asks for)."""
-    machine, of = backlog(weights, costs, depth, order, burst=big)
+    """P35: once a waiter of cost ``c`` heads its flow f (of weight
+    ``heavy``), every other flow g of its level is granted at most
+    ``w_g * c / w_f + C_g`` units before it, whatever joins meanwhile
+    (``C_g`` the largest cost g asks for)."""
     victim = len(weights)
-    machine.push("victim", 0, 0, cost=big, flow=victim)  # a flow of one, weight 1
-    weight: dict[int, Fraction] = dict(enumerate(counted(machine, weights))) | {victim: Fraction(1)}
+    machine, of = backlog(weights, costs, depth, order, burst=big, more_weights={victim: heavy})
+    machine.push("victim", 0, 0, cost=big, flow=victim)  # a flow of one
+    weight = dict(enumerate(counted(machine, [*weights, heavy])))
     largest = {f: max(costs[f][: min(depth, len(costs[f]))]) for f in range(len(weights))}
     got: dict[int, int] = {}
     now, pushed = 0, 0
