@@ -238,7 +238,7 @@ def test_pacing_is_exact(rate: Any, burst: int, n: int, start: int, idle: int | 
 
 def test_pacing_after_a_million_permits() -> None:
     """P16: after 10**6 permits at 3/s, the last is due exactly on time
-    (the issue's target was within 1 microsecond)."""
+    (exactly, not merely within a microsecond)."""
     machine = Machine(StrictPriority(1), 3, 1)
     machine.push(-1, 0, 0)  # takes the bucket's permit at t = 0
     at = 0
