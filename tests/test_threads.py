@@ -158,8 +158,8 @@ class Charging:
 
 
 def test_threads_proceed_within_the_limit() -> None:
-    """P26 on the thread adapter: 60 threads, a third of them with a
-    timeout that some reach, acquire at random moments; over every window
+    """P26 on the thread adapter: 60 threads, a third of them with a short
+    timeout (most reach it), acquire at scattered moments; over every window
     of ``d`` ns, the permits charged as their callers proceeded number at
     most ``burst + floor(rate * (d + 1 ns))``, and the permits granted and
     not refunded equal the callers that proceeded (a thread that timed out
