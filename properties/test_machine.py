@@ -893,13 +893,13 @@ class PolicyMachine(RuleBasedStateMachine):
             self.tick_at(now)  # after a cancel, the next waiter may fit now
         reset = now + self.ceil_intervals(length) // 8
         due_before = self.core.next_due()
-        waits = [self.core.min_wait(level) for level in range(self.config.spec.levels)]
+        waits = self.every_min_wait()
         out = word(remaining, reset, now, limit=name)
         assert not any(d.state is State.GRANTED for d in out), (pid, "granted", out)
         due = self.core.next_due()
         if due_before is not None and self.core.now is not None:
             assert due is None or due >= due_before, (pid, "a permit due sooner", due)
-        after = [self.core.min_wait(level) for level in range(self.config.spec.levels)]
+        after = self.every_min_wait()
         assert all(a >= b for a, b in zip(after, waits, strict=True)), (pid, waits, after)
         self.disturb()
         self.order += 1
@@ -907,6 +907,19 @@ class PolicyMachine(RuleBasedStateMachine):
         self.check_decisions(out, now)
         self.follow(out)
         self.compare(out, model_word(remaining, reset, now, i))
+
+    def every_min_wait(self) -> list[int]:
+        """``min_wait`` at every level, for a cost of one unit and for the
+        largest cost each limit admits now, in the default flow and in each
+        named one (P32, P52: the upstream's word raises none of them)."""
+        largest = self.config.cost(tuple(burst for _, burst in self.model.limits))
+        flows = FLOWS if self.config.flows else (None,)
+        return [
+            self.core.min_wait(level, cost=cost, flow=flow)
+            for level in range(self.config.spec.levels)
+            for cost in (1, largest)
+            for flow in flows
+        ]
 
     # -- bad input: a documented error, and nothing changes (P18) -------------
 

@@ -592,7 +592,7 @@ def test_examples_are_listed_and_run_by_name(capsys: pytest.CaptureFixture[str])
     _, by_name, _ = run(capsys, "simulate", "--example", "mixed")
     _, by_path, _ = run(capsys, "simulate", str(EXAMPLES / "mixed.toml"))
     assert by_name == by_path
-    assert "strict priority, 3 classes" in by_name
+    assert "strict priority, 3 levels" in by_name
     status, out, err = run(capsys, "simulate", "--example", "nope")
     assert (status, out) == (2, "")
     assert err == (

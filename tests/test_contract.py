@@ -2,8 +2,9 @@
 
 Rule: every property in SPEC.md has an id (``P1``...) and names the tests
 that carry it, one of them at least under ``properties/``; a name that no
-longer resolves, or a test that does not mention the id it is cited for, is
-a broken contract.
+longer resolves (in the file the row names for it), a test that does not
+mention the id it is cited for, or a mutant of ``properties/mutants.py``
+that is not there, is a broken contract.
 """
 
 from __future__ import annotations
@@ -16,7 +17,10 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 ROW = re.compile(r"^\| (P\d+) \|(.*)\|([^|]*)\|\s*$")
-NAME = re.compile(r"`([\w.]+(?:::[\w.]+)?)`")
+#: A cited test: ``name``, ``file.py::name`` or ``folder/file.py::name``.
+NAME = re.compile(r"`((?:(?:properties|tests)/)?[\w.]+::[\w.]+|[\w.]+)`")
+#: The mutants a row cites: ``properties/mutants.py`` (``name``, ...).
+MUTANTS = re.compile(r"`properties/mutants\.py` \(([^)]*)\)")
 SOURCES = sorted([*(ROOT / "properties").glob("*.py"), *(ROOT / "tests").glob("*.py")])
 
 
@@ -29,7 +33,8 @@ def rows() -> list[tuple[str, str]]:
 
 def cited(cell: str) -> list[tuple[str | None, str]]:
     """The (file, name) pairs a row's test cell cites, outside parentheses
-    (which give context: a test class, a checked helper, an error case)."""
+    (which give context: a test class, a checked helper, an error case);
+    a file may be given with its folder (``tests/test_sim.py``)."""
     cell = re.sub(r"\([^)]*\)", "", cell)
     out: list[tuple[str | None, str]] = []
     file: str | None = None
@@ -38,6 +43,19 @@ def cited(cell: str) -> list[tuple[str | None, str]]:
             file, name = name.split("::")
         out.append((file, name))
     return out
+
+
+def test_a_cited_file_may_name_its_folder() -> None:
+    """A name cited with its folder is read, and one outside parentheses
+    only: a rename of such a test would otherwise go unseen."""
+    cell = (
+        " `test_laws.py::a`, `B.c`, `tests/test_sim.py::d` (`e`), `properties/mutants.py` (`f-g`) "
+    )
+    assert cited(cell) == [
+        ("test_laws.py", "a"),
+        ("test_laws.py", "B.c"),
+        ("tests/test_sim.py", "d"),
+    ]
 
 
 def defines(path: Path, dotted: str) -> str | None:
@@ -68,10 +86,11 @@ def test_every_cited_test_exists_and_carries_its_id(pid: str, cell: str) -> None
     in_properties = False
     for file, name in names:
         # the file last named, else (the conformance suite's) any test file
-        paths = [p for p in SOURCES if p.name == file]
-        found = [(p, s) for p in paths if (s := defines(p, name)) is not None] or [
-            (p, s) for p in SOURCES if (s := defines(p, name)) is not None
-        ]
+        if file is None:
+            paths = SOURCES
+        else:
+            paths = [p for p in SOURCES if file in (p.name, f"{p.parent.name}/{p.name}")]
+        found = [(p, s) for p in paths if (s := defines(p, name)) is not None]
         assert found, f"{pid}: {file or ''}::{name} is not defined under properties/ or tests/"
         assert any(re.search(rf"\b{pid}\b", source) for _, source in found), (
             f"{pid}: {name} does not mention it"
@@ -80,6 +99,18 @@ def test_every_cited_test_exists_and_carries_its_id(pid: str, cell: str) -> None
     assert in_properties, (
         f"{pid}: no test under properties/ carries it (properties/ is the contract)"
     )
+
+
+def test_every_cited_mutant_exists() -> None:
+    """The mutants a property cites (``properties/mutants.py``
+    (``name``, ...)) are mutants of that file: a renamed or dropped one
+    would leave the property's claim that it is caught unchecked."""
+    text = (ROOT / "SPEC.md").read_text()
+    names = [n for group in MUTANTS.findall(text) for n in re.findall(r"`([^`]+)`", group)]
+    assert names, "SPEC.md cites no mutant"
+    mutants = (ROOT / "properties" / "mutants.py").read_text()
+    missing = [n for n in names if f'\n    "{n}": (' not in mutants]
+    assert not missing, f"SPEC.md cites mutants properties/mutants.py does not have: {missing}"
 
 
 def test_ids_are_unique_and_in_order() -> None:

@@ -290,4 +290,4 @@ def test_wheel_ships_the_examples_and_runs_them(
         alone=True,
     )
     assert done.returncode == 0, done.stderr
-    assert "strict priority, 3 classes" in done.stdout
+    assert "strict priority, 3 levels" in done.stdout

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import doctest
+import json
 import re
 import sys
 from pathlib import Path
@@ -146,3 +147,27 @@ def test_docstring_examples() -> None:
     failures, tried = doctest.testmod(permits.sim, optionflags=doctest.ELLIPSIS)
     assert tried > 0
     assert failures == 0
+
+
+def test_readme_traces_replay(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The README's two traces replay as written: the first under its first
+    scenario file, the second (a cost per limit) under the ``llm`` example,
+    which has the limits it names; every call of each is offered."""
+    from permits.cli import main
+
+    text = (ROOT / "README.md").read_text()
+    traces = re.findall(r"```text\n(at,.*?)```", text, flags=re.S)
+    scenario = re.findall(r"```toml\n(\[\[scenario\]\].*?)```", text, flags=re.S)[0]
+    assert len(traces) == 2
+    (tmp_path / "scenario.toml").write_text(scenario)
+    for n, (trace, source) in enumerate(
+        zip(traces, [[str(tmp_path / "scenario.toml")], ["--example", "llm"]], strict=True)
+    ):
+        path = tmp_path / f"calls-{n}.csv"
+        path.write_text(trace)
+        assert main(["simulate", *source, "--trace", str(path), "--json"]) == 0
+        out, err = capsys.readouterr()
+        assert err == ""
+        [run] = json.loads(out)["scenarios"]
+        offered = sum(workload["offered"] for workload in run["workloads"])
+        assert offered == len(trace.splitlines()) - 1, (n, run)

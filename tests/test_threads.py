@@ -128,6 +128,77 @@ def test_a_thread_that_times_out_costs_no_permit() -> None:
         assert limiter.machine.in_flight == 0
 
 
+class Charging:
+    """The limiter's machine, noting the time of every charge: each permit
+    counts from the moment its caller proceeds (a take of a free permit,
+    or the spend of one in flight), at the adapter's clock."""
+
+    def __init__(self, machine: Machine) -> None:
+        self._machine = machine
+        self.times: list[int] = []
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._machine, name)
+
+    def __len__(self) -> int:
+        return len(self._machine)
+
+    def take(self, id: Any, level: int, now: int, **options: Any) -> list[Decision]:
+        decisions = self._machine.take(id, level, now, **options)
+        if decisions and decisions[-1].id == id and decisions[-1].state is State.GRANTED:
+            self.times.append(now)
+        return decisions
+
+    def spend(self, id: Any, now: int, **options: Any) -> list[Decision]:
+        flying = self._machine.in_flight
+        decisions = self._machine.spend(id, now, **options)
+        if self._machine.in_flight < flying:
+            self.times.append(now)
+        return decisions
+
+
+def test_threads_proceed_within_the_limit() -> None:
+    """P26 on the thread adapter: 60 threads, a third of them with a short
+    timeout (most reach it), acquire at scattered moments; over every window
+    of ``d`` ns, the permits charged as their callers proceeded number at
+    most ``burst + floor(rate * (d + 1 ns))``, and the permits granted and
+    not refunded equal the callers that proceeded (a thread that timed out
+    cost none)."""
+    rate, burst, threads_ = 200, 2, 60
+    shuffle = [(i * 37) % threads_ for i in range(threads_)]
+    proceeded: list[int] = []
+    with open_limiter(StrictPriority(2), rate, burst) as limiter:
+        charging = Charging(limiter.machine)
+        limiter._machine = charging  # type: ignore[assignment]
+
+        def call(i: int) -> None:
+            time.sleep(shuffle[i] / 1000)
+            timeout = 0.002 * (i % 10) if i % 3 == 0 else None
+            try:
+                limiter.acquire(i % 2, timeout=timeout)
+            except AcquireTimeout:
+                return
+            proceeded.append(i)
+
+        workers = [threading.Thread(target=call, args=(i,)) for i in range(threads_)]
+        for worker in workers:
+            worker.start()
+        for worker in workers:
+            worker.join()
+        stats = limiter.statistics()
+    times = sorted(charging.times)
+    over = [
+        (times[i], times[j])
+        for i in range(len(times))
+        for j in range(i, len(times))
+        if j - i + 1 > burst + rate * (times[j] - times[i] + 1) // SECOND
+    ]
+    assert not over, ("P26: more callers proceeded in a window than the limit allows", over)
+    refunded = sum(level.refunded for level in stats.levels)
+    assert stats.granted - refunded == len(proceeded) == len(times), (stats, len(proceeded))
+    print(f"{len(proceeded)} of {threads_} proceeded; the others timed out")
+
+
 def test_a_misspelt_option_names_open_limiter() -> None:
     with (
         pytest.raises(TypeError, match=r"^permits\.adapters\.threads\.open_limiter\(\) got an "),

@@ -1,5 +1,5 @@
 """An aiohttp client middleware that takes a permit per request and learns
-from the upstream (extra ``permits[aiohttp]``; aiohttp 3.12 or newer).
+from the upstream (extra ``permits[aiohttp]``; aiohttp 3.12.2 or newer).
 
     from permits.adapters.asyncio import open_limiter
     from permits.aiohttp import PermitsMiddleware

@@ -5,7 +5,7 @@
     collector.add(other_limiter, name="search")  # several limiters: one collector
     REGISTRY.register(collector)
 
-Per level, what the seed asks dashboards to show: queue depth, the waits
+Per level, what a dashboard of the limiter shows: queue depth, the waits
 as a histogram (``permits_wait_seconds_bucket``, ``_sum``, ``_count``: a
 quantile over any time range is ``histogram_quantile`` of their rates), the
 longest wait, and the permits granted, cancelled, rejected, expired,

@@ -183,7 +183,7 @@ class Shares:
     P33), and a share its level leaves unused goes to whoever waits.
 
     ``limit`` names the limit whose units are shared (the machine's first by
-    default). ``Shares.every(5)`` is the seed's "every 5th permit to the
+    default). ``Shares.every(5)`` is the article's "every 5th permit to the
     lower level": weights ``(4, 1)``.
     """
 

@@ -61,7 +61,10 @@ MAX_CHOICES = 10_000
 #: The most limits a scenario may name (each arrival's cost names each).
 MAX_LIMITS = 32
 
+#: A time or a duration in seconds.
 Seconds = int | float | Fraction | Decimal
+#: A rate, per second: arrivals, or a limit's permits.
+PerSecond = int | float | Fraction | Decimal
 _Times = Iterator[int]
 
 
@@ -163,6 +166,7 @@ class Batch:
         return Fraction(self.size if nanoseconds("at", self.at) < duration else 0)
 
     def scaled(self, factor: Fraction) -> Batch:
+        """The same batch ``factor`` times faster: queued at ``at / factor``."""
         return Batch(self.size, _exact("at", self.at) / factor)
 
 
@@ -172,7 +176,7 @@ class Constant:
     ``start + i / rate`` seconds (rounded down to the nanosecond), before
     ``stop`` (``None``: until the end of the run)."""
 
-    rate: Seconds = attrs.field(validator=_rate)
+    rate: PerSecond = attrs.field(validator=_rate)
     start: Seconds = attrs.field(default=0, validator=_seconds)
     stop: Seconds | None = attrs.field(default=None, validator=[_optional_seconds, _after_start])
 
@@ -196,6 +200,8 @@ class Constant:
         return asked + 1 if asked else asked
 
     def scaled(self, factor: Fraction) -> Constant:
+        """The same arrivals ``factor`` times faster: the rate times
+        ``factor``, ``start`` and ``stop`` divided by it."""
         return Constant(
             check_rate(self.rate) * factor,
             _exact("start", self.start) / factor,
@@ -209,7 +215,7 @@ class Poisson:
     ``stop``; the gaps come from a seeded generator, so a scenario's seed
     fixes them on every platform and Python version."""
 
-    rate: Seconds = attrs.field(validator=_rate)
+    rate: PerSecond = attrs.field(validator=_rate)
     start: Seconds = attrs.field(default=0, validator=_seconds)
     stop: Seconds | None = attrs.field(default=None, validator=[_optional_seconds, _after_start])
 
@@ -238,6 +244,8 @@ class Poisson:
         return _asked(self.rate, self.start, self.stop, duration)
 
     def scaled(self, factor: Fraction) -> Poisson:
+        """The same arrivals ``factor`` times faster: the rate times
+        ``factor``, ``start`` and ``stop`` divided by it."""
         return Poisson(
             check_rate(self.rate) * factor,
             _exact("start", self.start) / factor,
@@ -245,7 +253,7 @@ class Poisson:
         )
 
 
-def _asked(rate: Seconds, start: Seconds, stop: Seconds | None, duration: int) -> Fraction:
+def _asked(rate: PerSecond, start: Seconds, stop: Seconds | None, duration: int) -> Fraction:
     """Arrivals at ``rate`` per second from ``start`` until ``stop`` or
     ``duration`` ns, whichever is first."""
     end = duration if stop is None else min(duration, nanoseconds("stop", stop))
@@ -296,10 +304,12 @@ class Uniform:
 
     @property
     def least(self) -> int:
+        """The fewest units a draw gives: ``low``."""
         return self.low
 
     @property
     def most(self) -> int:
+        """The most units a draw gives: ``high``."""
         return self.high
 
     def draw(self, u: float) -> int:
@@ -323,10 +333,12 @@ class Choice:
 
     @property
     def least(self) -> int:
+        """The fewest units a draw gives: the smallest of ``values``."""
         return min(self.values)
 
     @property
     def most(self) -> int:
+        """The most units a draw gives: the largest of ``values``."""
         return max(self.values)
 
     def draw(self, u: float) -> int:
@@ -582,6 +594,10 @@ class Workload:
                 yield (drawn if per_limit else drawn[0]), flow
 
     def scaled(self, factor: Fraction) -> Workload:
+        """The same workload ``factor`` times faster (see
+        :meth:`Scenario.scaled`): its arrivals scaled, its ``timeout``,
+        ``expire_after`` and ``max_wait`` divided by ``factor``; published
+        figures dropped."""
         return attrs.evolve(
             self,
             arrivals=self.arrivals.scaled(factor),
@@ -611,7 +627,7 @@ class Scenario:
 
     name: str = attrs.field()
     policy: Policy = attrs.field()
-    rate: Seconds | None = attrs.field(validator=_optional_rate)
+    rate: PerSecond | None = attrs.field(validator=_optional_rate)
     seconds: Seconds = attrs.field(validator=_positive_seconds)
     workloads: tuple[Workload, ...] = attrs.field(converter=_workload_tuple)
     burst: int = attrs.field(default=1, validator=_int(1))
