@@ -2641,3 +2641,62 @@ def test_the_test_server_starts_elsewhere_when_its_port_is_taken() -> None:
             second.kill()
     finally:
         first.kill()
+
+
+@pytest.mark.timeout(30)
+@pytest.mark.parametrize(
+    "anyio_backend", [virtual_backend("asyncio"), virtual_backend("trio")], ids=["asyncio", "trio"]
+)
+@pytest.mark.parametrize("days", [116, 1157])
+@pytest.mark.anyio
+async def test_waiters_expire_far_from_the_clock_s_epoch(
+    redis_server: RedisServer, days: int
+) -> None:
+    """Past about 104 days of a clock's reading, a float holds its seconds
+    only to a few nanoseconds: the timer's deadline for a waiter's timeout
+    at ``t`` (``t / 1e9`` seconds) passes while the clock, read in
+    nanoseconds, still rounds to a little before ``t``. The Redis limiter's
+    timer, which expires its waiters, took nothing to be due and fired
+    again at once: on virtual time the clock never moved on, and every
+    timeout hung. The tick the deadline was set for is taken to have come."""
+    name = fresh()
+    drain = RedisLimit(redis_server.url, name=name, rate=0.01)
+    try:
+        assert drain.take().allowed  # the bucket's one unit: the next is 100 s away
+    finally:
+        drain.close()
+    await anyio.sleep(days * 86_400 + 0.123)
+    async with open_limiter(
+        Fifo(), redis_server.url, name=name, rate=0.01, unavailable_after=1e6
+    ) as limiter:
+        for timeout in (1 / 3, 2 / 3, 0.123456789, 0.987654321, 1 / 7):
+            start = anyio.current_time()
+            with pytest.raises(AcquireTimeout):
+                await limiter.acquire(timeout=timeout)
+            assert anyio.current_time() - start == pytest.approx(timeout, abs=1e-6)
+
+
+@pytest.mark.timeout(30)
+@pytest.mark.parametrize(
+    "anyio_backend", [virtual_backend("asyncio"), virtual_backend("trio")], ids=["asyncio", "trio"]
+)
+@pytest.mark.anyio
+async def test_the_outage_bound_holds_far_from_the_clock_s_epoch(own_server: RedisServer) -> None:
+    """As for a timeout: 116 days into the clock's reading, a waiter's
+    outage bound (``unavailable_after`` after the first request Redis left
+    unanswered) is taken to have come when the timer set for it fires,
+    though the clock read in nanoseconds rounds to a little before it (the
+    timer fired again at once, for ever)."""
+    await anyio.sleep(116 * 86_400 + 0.123)
+    own_server.hang()
+    try:
+        async with open_limiter(
+            Fifo(), own_server.url, name=fresh(), rate=1, timeout=5.0, unavailable_after=1 / 3
+        ) as limiter:
+            for _ in range(3):
+                start = anyio.current_time()
+                with pytest.raises(BackendUnavailable):
+                    await limiter.acquire()
+                assert anyio.current_time() - start == pytest.approx(1 / 3, abs=1e-6)
+    finally:
+        own_server.resume()

@@ -1622,8 +1622,9 @@ class RedisLimiter(_AnyioLimiter):
         #: When (ns) the oldest request Redis has not answered was sent
         #: (while requests fail, the first of them); None once one is answered.
         self._unanswered_since: int | None = None
-        #: When (s) the timer next looks for waiters past their outage bound.
-        self._fail_at = math.inf
+        #: When (ns) the timer next looks for waiters past their outage
+        #: bound (``None``: no bound is pending).
+        self._fail_ns: int | None = None
         self._down = False
         self._down_error: BaseException | None = None
         #: The fallback's pacer while the local limit serves ("local" only).
@@ -1894,24 +1895,25 @@ class RedisLimiter(_AnyioLimiter):
 
     # -- waking the driver and the timer ---------------------------------------
 
+    def _next_wake(self) -> int | None:
+        """The machine's next tick, or the next outage bound if sooner."""
+        when = self._machine.next_tick()
+        fail = self._fail_ns
+        return fail if fail is not None and (when is None or fail < when) else when
+
     def _reschedule(self) -> None:
         """A waiter came or went: re-arm the timer; wake the driver if that
         changes its plan."""
         if (
             self._unanswered_since is not None
-            and self._fail_at == math.inf
+            and self._fail_ns is None
             and self.on_unavailable == "closed"
             and len(self._machine)
         ):
             # Waiters came into an outage after the timer failed the others:
             # the first of them fails unavailable_after from now, at the earliest.
-            self._fail_at = (self._last + self._after_ns) / 1e9
-        when = self._machine.next_tick()
-        wake_at = min(math.inf if when is None else when / 1e9, self._fail_at)
-        if wake_at != self._wake_at:
-            self._wake_at = wake_at
-            if self._sleep_scope is not None:
-                self._sleep_scope.deadline = wake_at
+            self._fail_ns = self._last + self._after_ns
+        super()._reschedule()
         wake = self._driver_wake
         if wake is not None and self._should_wake():
             self._idle = False  # (it has something to do)
@@ -1955,21 +1957,21 @@ class RedisLimiter(_AnyioLimiter):
         :class:`BackendUnavailable`."""
         since = self._unanswered_since
         if since is None or self.on_unavailable != "closed":
-            self._fail_at = math.inf
+            self._fail_ns = None
             return
         if now < since + self._after_ns:
-            self._fail_at = (since + self._after_ns) / 1e9
+            self._fail_ns = since + self._after_ns
             return
-        first = math.inf
+        first: int | None = None
         for waiter in self._machine.waiting():
             start = max(waiter.pushed_at, since)
             if now - start >= self._after_ns:
                 self._machine.cancel(waiter.id)
                 error = BackendUnavailable(self.limit.url, self.unavailable_after, self._down_error)
                 self._fail(waiter.id, error)
-            else:
-                first = min(first, (start + self._after_ns) / 1e9)
-        self._fail_at = first
+            elif first is None or start + self._after_ns < first:
+                first = start + self._after_ns
+        self._fail_ns = first
 
     async def _sleep(self, until: float, *, idle: bool = False) -> None:
         """Sleep until ``until`` (seconds), a booked permit's time, or a wake-up
@@ -2048,12 +2050,12 @@ class RedisLimiter(_AnyioLimiter):
         self.round_trips += 1
         if self._unanswered_since is None:
             self._unanswered_since = self._now()
-            fail_at = (self._unanswered_since + self._after_ns) / 1e9
-            if self.on_unavailable == "closed" and fail_at < self._fail_at:
+            fail = self._unanswered_since + self._after_ns
+            if self.on_unavailable == "closed" and (self._fail_ns is None or fail < self._fail_ns):
                 # kept even while the timer is to wake sooner (at a waiter's
                 # deadline): that waiter may leave first, and the bound stands
-                self._fail_at = fail_at
-                if fail_at < self._wake_at:
+                self._fail_ns = fail
+                if fail / 1e9 < self._wake_at:
                     self._reschedule()
 
     def _replied(self) -> None:
