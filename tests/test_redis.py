@@ -1671,6 +1671,51 @@ async def test_the_local_fallback_follows_a_lowered_limit(own_server: RedisServe
 
 
 @pytest.mark.timeout(60)
+@pytest.mark.parametrize("anyio_backend", ["asyncio", "trio"])
+@pytest.mark.anyio
+async def test_the_local_fallback_follows_a_limit_lowered_while_it_serves(
+    own_server: RedisServer,
+) -> None:
+    """A limit this process lowers while the local fallback serves (Redis
+    unreachable) is the fallback's from then on, as a pause is: lowered
+    from 200/s to 10/s, it serves half of it, 5/s (it went on serving
+    100/s, the share of the limit as it was when Redis went away); raised
+    again while a caller waits, that caller is served at once."""
+    async with falling_back(own_server.url, fresh(), 200, 4) as limiter:
+        await limiter.acquire()
+        own_server.kill()
+        with anyio.fail_after(10):
+            while limiter.fallbacks == 0:
+                await limiter.acquire()
+        limiter.set_limit(rate=10, burst=4)
+        assert limiter.limits["units"].rate == 10
+        granted = 0
+
+        async def caller() -> None:
+            nonlocal granted
+            while True:
+                await limiter.acquire()
+                granted += 1
+
+        async with anyio.create_task_group() as tg:
+            for _ in range(5):
+                tg.start_soon(caller)
+            await anyio.sleep(1.0)
+            tg.cancel_scope.cancel()
+        assert granted <= 5 + 2, granted  # 5/s for 1 s; a margin for a late loop
+        # Lowered to a permit every 20 s, then raised while a caller waits:
+        # the driver, asleep until the permit due at the low rate, wakes.
+        limiter.set_limit(rate=0.1)
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(limiter.acquire)
+            await anyio.sleep(0.5)
+            raised = anyio.current_time()
+            limiter.set_limit(rate=200)
+        assert anyio.current_time() - raised < 5.0
+        assert limiter.backend_down
+
+
+@pytest.mark.timeout(60)
 @pytest.mark.parametrize("anyio_backend", ["asyncio"])
 def falling_back(
     url: str, name: str, rate: int, burst: int, **options: Any

@@ -1821,7 +1821,9 @@ class RedisLimiter(_AnyioLimiter):
         """Change a limit for every process sharing it, from their next
         request on; the units in the bucket carry over. :attr:`limits` (and
         ``min_wait``'s estimate) follow this process's changes; another
-        process's are read by the script in Redis, not here. A change that
+        process's are read by the script in Redis, not here. While the
+        local fallback serves, it serves its ``share`` of the first limit
+        as changed, at once. A change that
         would leave a full bucket taking more than 1e9 s (about 31 years) to
         refill, at the rate and burst this process knows, is refused
         (:class:`PermitValueError`); one that would at those Redis holds
@@ -1838,6 +1840,12 @@ class RedisLimiter(_AnyioLimiter):
             name,
         )
         super().set_limit(rate=rate, burst=burst, limit=limit)
+        local = self._local
+        if local is not None and name == next(iter(self.limits)):
+            # The local fallback serves its share of the limit as it stands
+            # (the driver, woken by the change, sees it as it runs next).
+            local_rate, local_burst = self._local_limit()
+            local.set_limit(self._now(), rate=local_rate, burst=local_burst)
         self._send(request)
 
     def pause_for(self, seconds: float) -> None:
@@ -2349,15 +2357,20 @@ class RedisLimiter(_AnyioLimiter):
         # Redis again meanwhile.
         await self._sleep(self._seconds() + self._retry)
 
-    def _fallback(self, now: int) -> Machine:
-        """The local limit: ``share`` of the rate, ``share`` of the burst, its
-        bucket empty at the start (so the switch itself lets nothing extra
-        through), and paused until this process's pause in force ends. Of
-        the first limit as it stands (this process's set_limit included)."""
+    def _local_limit(self) -> tuple[Fraction, int]:
+        """The local limit's rate and burst: ``share`` of the first limit's
+        as it stands (this process's set_limit included), a burst of 1 at
+        least."""
         assert self.share is not None
         first = next(iter(self.limits.values()))
         rate = first.rate * Fraction(repr(float(self.share)))
-        burst = max(1, math.floor(first.burst * self.share))
+        return rate, max(1, math.floor(first.burst * self.share))
+
+    def _fallback(self, now: int) -> Machine:
+        """The local limit (:meth:`_local_limit`), its bucket empty at the
+        start (so the switch itself lets nothing extra through), and paused
+        until this process's pause in force ends."""
+        rate, burst = self._local_limit()
         pacer = Machine(Fifo(1), rate, burst)
         for i in range(burst):
             pacer.push(("drain", i), 0, now)
