@@ -2745,3 +2745,32 @@ async def test_the_outage_bound_holds_far_from_the_clock_s_epoch(own_server: Red
                 assert anyio.current_time() - start == pytest.approx(1 / 3, abs=1e-6)
     finally:
         own_server.resume()
+
+
+@pytest.mark.parametrize("anyio_backend", ["asyncio", "trio"])
+@pytest.mark.anyio
+async def test_a_booked_permit_is_not_handed_over_within_this_process_s_pause(
+    redis_server: RedisServer,
+) -> None:
+    """P44: a permit booked before this process pauses (its take charged, its
+    time within ``book_ahead``) is not handed over before the pause ends:
+    nothing is granted within a pause (it was handed over at its time, in
+    the pause the upstream asked for)."""
+    async with open_limiter(
+        Fifo(1),
+        redis_server.url,
+        name=fresh(),
+        rate=2,
+        burst=1,
+        book_ahead=0.5,
+        unavailable_after=30,
+    ) as limiter:
+        await limiter.acquire()  # the bucket's one permit: the next is 0.5 s away
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(limiter.acquire)
+            with anyio.fail_after(5):
+                while limiter._booked is None:  # booked, 0.5 s after the first
+                    await anyio.sleep(0.001)
+            paused = anyio.current_time()
+            limiter.pause_for(2.0)
+        assert anyio.current_time() - paused >= 2.0 - 0.001

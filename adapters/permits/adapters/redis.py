@@ -1852,17 +1852,21 @@ class RedisLimiter(_AnyioLimiter):
         """Grant nothing for ``seconds``, in any process (a 429 with
         ``Retry-After``); the pause is kept in Redis, and every process's
         next request reads it. (:meth:`pause_left` knows this process's
-        pauses, not the others'.) At most 1e9 s (about 31 years)."""
+        pauses, not the others'.) At most 1e9 s (about 31 years). A permit
+        this process booked ahead is handed over when the pause ends."""
         length = _nanoseconds("seconds", seconds)
         if length is None:
             raise PermitValueError("seconds", seconds, "must be a finite number of seconds")
-        request = self.limit.ask_pause(seconds)
+        self._send(self.limit.ask_pause(seconds))
         now = self._now()
         local = self._local
         if local is not None:
             local.pause_until(now + length, now)
-        self._pause_end = max(self._pause_end, now + length)
-        self._send(request)
+        end = self._pause_end = max(self._pause_end, now + length)
+        booked = self._booked
+        if booked is not None and booked[0] < end / 1e9:
+            # charged before the pause, handed over when it ends
+            self._booked = (end / 1e9, booked[1], booked[2], booked[3])
 
     def adopt(self, remaining: int, reset_after: float, *, limit: str | None = None) -> None:
         """The upstream says ``remaining`` units of ``limit`` are left until
