@@ -207,6 +207,7 @@ async def test_cancel_timeout_and_close(redis_server: RedisServer) -> None:
             lim._settle(0, 1)
         refused += [paused.value, settled.value]
     assert len({id(error) for error in refused}) == 4
+    assert lim.pause_left() == 0.0, "a pause refused changes nothing"
 
 
 @pytest.mark.anyio
