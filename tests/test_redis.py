@@ -2775,3 +2775,35 @@ async def test_a_booked_permit_is_not_handed_over_within_this_process_s_pause(
             paused = anyio.current_time()
             limiter.pause_for(2.0)
         assert anyio.current_time() - paused >= 2.0 - 0.001
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("anyio_backend", ["asyncio", "trio"])
+@pytest.mark.anyio
+async def test_a_permit_taken_before_this_process_pauses_waits_for_the_pause(
+    own_server: RedisServer,
+) -> None:
+    """P40: a take in flight when this process pauses (the server slow to
+    answer) may come back allowed, Redis having read no pause yet: its
+    permit is not handed over within the pause (the caller proceeded at
+    once, in the pause the upstream had just asked for). It goes back to
+    Redis, and the caller is granted when the pause ends."""
+    async with open_limiter(
+        Fifo(1), own_server.url, name=fresh(), rate=10, burst=2, timeout=10, unavailable_after=30
+    ) as limiter:
+        await limiter.acquire()  # the connection is open; one unit is left
+        own_server.hang()
+        try:
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(limiter.acquire)
+                sent = limiter.round_trips
+                with anyio.fail_after(5):
+                    while limiter.round_trips == sent:  # its take is in flight
+                        await anyio.sleep(0.001)
+                paused = anyio.current_time()
+                limiter.pause_for(2.0)
+                own_server.resume()
+        finally:
+            own_server.resume()
+        assert anyio.current_time() - paused >= 2.0 - 0.001
+        assert limiter.given_back == 1

@@ -2300,11 +2300,14 @@ class RedisLimiter(_AnyioLimiter):
         policy chooses now (the head of ``owed`` while it waits), if that
         one asks for the same units with no larger reserve. Returns how many
         are left (the waiter left, or another came first, during the round
-        trip or the wait): they go back to Redis, rather than break the
-        reserve or the limit."""
+        trip or the wait; or this process paused meanwhile, before Redis
+        read the pause): they go back to Redis, rather than break the
+        reserve, the limit or the pause."""
         machine = self._machine
         now = self._now()
         self._dispatch(machine.tick(now))
+        if now < self._pause_end:
+            return count
         for handed in range(count):
             if not self._takes_over(units, reserve, owed):
                 return count - handed
