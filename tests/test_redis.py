@@ -2807,3 +2807,41 @@ async def test_a_permit_taken_before_this_process_pauses_waits_for_the_pause(
             own_server.resume()
         assert anyio.current_time() - paused >= 2.0 - 0.001
         assert limiter.given_back == 1
+
+
+@pytest.mark.parametrize("anyio_backend", ["asyncio", "trio"])
+@pytest.mark.anyio
+async def test_a_permit_handed_back_within_this_process_s_pause_waits_for_it(
+    redis_server: RedisServer,
+) -> None:
+    """P40: a caller granted a permit, then cancelled before it proceeds,
+    after this process paused: its permit does not go to the next waiter
+    within the pause (as a refund to a paused machine grants nothing
+    before the pause ends); it goes back to Redis, and the next waiter is
+    granted when the pause ends (it was granted at once)."""
+    async with open_limiter(Fifo(1), redis_server.url, name=fresh(), rate=2, burst=1) as limiter:
+        await limiter.acquire()  # the bucket's only permit: the next in 0.5 s
+        first = anyio.CancelScope()
+        dispatch = limiter._dispatch
+        paused: list[float] = []
+
+        def pausing(decisions: list[Decision]) -> None:
+            dispatch(decisions)
+            if not paused and any(d.state is State.GRANTED for d in decisions):
+                paused.append(anyio.current_time())
+                limiter.pause_for(2.0)
+                first.cancel()  # before it runs
+
+        limiter._dispatch = pausing  # type: ignore[method-assign]
+
+        async def cancelled() -> None:
+            with first:
+                await limiter.acquire()
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(cancelled)
+            await anyio.sleep(0.1)  # it waits first
+            tg.start_soon(limiter.acquire)
+        assert first.cancelled_caught
+        assert anyio.current_time() - paused[0] >= 2.0 - 0.001
+        assert limiter.given_back == 1

@@ -1760,8 +1760,8 @@ class RedisLimiter(_AnyioLimiter):
     def _withdraw(self, id: int, waiter: Any) -> None:
         """A caller granted and cancelled before it proceeded hands its
         permit to the next waiter, within ``refund_window`` of its grant, if
-        that one asks for the same units; otherwise the units go back to
-        Redis."""
+        that one asks for the same units (and this process is not paused);
+        otherwise the units go back to Redis."""
         self._asks.pop(id, None)
         units = self._granted.pop(id, None)
         local = id in self._served_locally
@@ -2306,8 +2306,6 @@ class RedisLimiter(_AnyioLimiter):
         machine = self._machine
         now = self._now()
         self._dispatch(machine.tick(now))
-        if now < self._pause_end:
-            return count
         for handed in range(count):
             if not self._takes_over(units, reserve, owed):
                 return count - handed
@@ -2318,11 +2316,13 @@ class RedisLimiter(_AnyioLimiter):
         """Whether the waiter the policy chooses now (the machine ticked to
         now; the head of ``owed`` while it waits) may have a permit of
         ``units`` taken under ``reserve``: it asks for the same units, at a
-        level whose reserve is no larger."""
+        level whose reserve is no larger, and this process's pause is over
+        (a permit Redis let through before it read the pause)."""
         machine = self._machine
         chosen = machine.next_level(owed)
         return (
             chosen is not None
+            and self._last >= self._pause_end
             and self.reserve[chosen] <= reserve
             and self._asks.get(machine.queues.head(chosen).id) == units  # type: ignore[call-overload]
         )
