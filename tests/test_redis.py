@@ -636,6 +636,37 @@ def test_no_secrets_in_reprs_or_errors() -> None:
 
 
 @pytest.mark.parametrize(
+    "url",
+    [
+        "127.0.0.1:6379",
+        "http://127.0.0.1:6379/0",
+        "redis://user:s3cret@127.0.0.1:port/0",
+        "redis://:s3cret@127.0.0.1:99999999/0",
+    ],
+)
+@pytest.mark.parametrize("cluster", [False, True])
+def test_a_url_redis_cannot_read_is_refused_naming_it(url: str, cluster: bool) -> None:
+    """A URL redis-py cannot read (no scheme, another scheme, a port that
+    is no port) is refused as ``url``, its password masked; it was
+    redis-py's ValueError (or urllib's, as the password was masked),
+    naming no argument."""
+    with pytest.raises(PermitValueError) as error:
+        RedisLimit(url, name="x", rate=1, cluster=cluster)
+    assert error.value.argument == "url"
+    assert "s3cret" not in str(error.value)
+    assert "port" in str(error.value).lower() or "scheme" in str(error.value)
+
+
+def test_a_name_not_a_str_is_a_type_error() -> None:
+    with pytest.raises(PermitTypeError) as error:
+        RedisLimit("redis://127.0.0.1:1/0", name=3, rate=1)  # type: ignore[arg-type]
+    assert error.value.argument == "name"
+    with pytest.raises(PermitValueError) as empty:
+        RedisLimit("redis://127.0.0.1:1/0", name="", rate=1)
+    assert empty.value.argument == "name"
+
+
+@pytest.mark.parametrize(
     ("options", "argument"),
     [
         ({"reserve": (0,)}, "reserve"),

@@ -785,9 +785,7 @@ def masked(url: str) -> str:
     parts = urlsplit(url)
     if parts.password is None:
         return url
-    host = parts.hostname or ""
-    if parts.port is not None:
-        host = f"{host}:{parts.port}"
+    host = parts.netloc.rpartition("@")[2]  # and the port, as written
     user = parts.username or ""
     return urlunsplit(parts._replace(netloc=f"{user}:***@{host}"))
 
@@ -911,7 +909,9 @@ class RedisLimit:
     ) -> None:
         if not isinstance(url, str):
             raise PermitTypeError("url", "<hidden>", "a str")
-        if not isinstance(name, str) or not name:
+        if not isinstance(name, str):
+            raise PermitTypeError("name", name, "a str")
+        if not name:
             raise PermitValueError("name", name, "must be a non-empty str")
         if not isinstance(prefix, str):
             raise PermitTypeError("prefix", prefix, "a str")
@@ -978,17 +978,10 @@ class RedisLimit:
             self.line_key,
             self.shares_key,
         ]
-        if cluster:
-            # One try, within the timeout: the limiter's own outage handling
-            # retries. (redis-py's retries, each rediscovering the nodes,
-            # held a call to a hung node for seconds, and a worker thread
-            # cannot be cut short.)
-            retry = redis.retry.Retry(redis.backoff.NoBackoff(), 0)
-            self._client: redis.Redis | redis.RedisCluster = redis.RedisCluster.from_url(
-                url, retry=retry, **self._options
-            )
-        else:
-            self._client = redis.Redis.from_url(url, **self._options)
+        try:
+            self._client: redis.Redis | redis.RedisCluster = self._new_client()
+        except ValueError as error:  # (redis-py's or urllib's, naming no argument)
+            raise PermitValueError("url", self.url, f"redis-py cannot read it: {error}") from None
         self._script = self._client.register_script(SCRIPT)
         self._probe_script = self._client.register_script(PROBE)
         #: The asyncio client, once open_async: its script call and probe.
@@ -997,6 +990,17 @@ class RedisLimit:
         self._aprobe: Callable[[], Awaitable[Any]] | None = None
         #: The small client's submit, when it is the asyncio client.
         self._asubmit: Callable[[Request, _resp.Landed], bool] | None = None
+
+    def _new_client(self) -> redis.Redis | redis.RedisCluster:
+        """redis-py's synchronous client of the URL, with the timeouts."""
+        if self._cluster:
+            # One try, within the timeout: the limiter's own outage handling
+            # retries. (redis-py's retries, each rediscovering the nodes,
+            # held a call to a hung node for seconds, and a worker thread
+            # cannot be cut short.)
+            retry = redis.retry.Retry(redis.backoff.NoBackoff(), 0)
+            return redis.RedisCluster.from_url(self._url, retry=retry, **self._options)
+        return redis.Redis.from_url(self._url, **self._options)
 
     @property
     def rate(self) -> Fraction:
