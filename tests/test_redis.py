@@ -2876,3 +2876,28 @@ async def test_a_permit_handed_back_within_this_process_s_pause_waits_for_it(
         assert first.cancelled_caught
         assert anyio.current_time() - paused[0] >= 2.0 - 0.001
         assert limiter.given_back == 1
+
+
+@pytest.mark.timeout(30)
+@pytest.mark.parametrize(
+    "anyio_backend", [virtual_backend("asyncio"), virtual_backend("trio")], ids=["asyncio", "trio"]
+)
+@pytest.mark.anyio
+async def test_the_local_fallback_serves_far_from_the_clock_s_epoch(
+    own_server: RedisServer,
+) -> None:
+    """As for the timer: 116 days into the clock's reading, the driver
+    serving from the local fallback sleeps until the local limit's next
+    permit (``t``, in ns, ``t / 1e9`` s), and the clock, read in ns when
+    it wakes, rounds to a little before it: the permit was not due, and
+    the driver slept until ``t / 1e9`` again, a time passed, for ever (on
+    virtual time; the callers were never served)."""
+    await anyio.sleep(116 * 86_400 + 0.123)
+    own_server.kill()
+    async with falling_back(own_server.url, fresh(), 6, 2, unavailable_after=1e6) as limiter:
+        await limiter.acquire()  # the local limit: 3/s, burst 1, its bucket empty at first
+        start = anyio.current_time()
+        for _ in range(4):
+            await limiter.acquire()
+        assert anyio.current_time() - start == pytest.approx(4 / 3, abs=1e-6)
+        assert limiter.backend_down

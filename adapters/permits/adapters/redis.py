@@ -2429,6 +2429,9 @@ class RedisLimiter(_AnyioLimiter):
                 self._serving_locally = False
             return
         await self._sleep(due / 1e9)
+        # woken at the permit's time, the time is its time at least (past
+        # about 104 days of the clock, the ns read may round to just before)
+        self._catch_up(due, self._seconds())
 
 
 _ABOVE_BURST = "is above a limit's burst now (lowered by set_limit): it could never be granted"
