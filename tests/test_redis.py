@@ -687,6 +687,10 @@ def test_a_name_not_a_str_is_a_type_error() -> None:
         ({"refund_window": 1e300}, "refund_window"),
         ({"refund_window": math.nan}, "refund_window"),
         ({"refund_window": -1}, "refund_window"),
+        # a shared permit is granted after a round trip, never at once: a
+        # level that never queues would refuse every acquire
+        ({"max_waiting": 0}, "max_waiting"),
+        ({"max_waiting": (None, 0)}, "max_waiting"),
     ],
 )
 def test_bad_options(options: dict[str, Any], argument: str) -> None:
@@ -2901,3 +2905,26 @@ async def test_the_local_fallback_serves_far_from_the_clock_s_epoch(
             await limiter.acquire()
         assert anyio.current_time() - start == pytest.approx(4 / 3, abs=1e-6)
         assert limiter.backend_down
+
+
+@pytest.mark.anyio
+async def test_an_acquire_that_would_never_wait_is_refused(redis_server: RedisServer) -> None:
+    """A shared permit is granted only after a round trip to Redis, never
+    at once: ``timeout=0`` ("do not wait") timed out every time, however
+    many units Redis held, and a level's ``max_waiting`` of 0 refused every
+    acquire with QueueFull. Both are refused naming the argument, saying
+    what to use (``max_wait=0`` refuses what would wait); nothing is
+    pushed."""
+    async with open_limiter(Fifo(), redis_server.url, name=fresh(), rate=10, burst=5) as limiter:
+        for timeout in (0, 0.0):
+            with pytest.raises(PermitValueError, match="max_wait=0") as error:
+                await limiter.acquire(timeout=timeout)
+            assert error.value.argument == "timeout"
+        with pytest.raises(PermitTypeError):
+            await limiter.acquire(timeout=False)
+        assert limiter.statistics().levels[0].pushed == 0
+        await limiter.acquire(max_wait=0)  # 5 units in the bucket
+        await limiter.acquire(timeout=1.0)
+    with pytest.raises(PermitValueError, match="max_wait=0") as error:
+        RedisLimiter(Fifo(), limiter.limit, max_waiting=0)
+    assert error.value.argument == "max_waiting"

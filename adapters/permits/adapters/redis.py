@@ -1540,6 +1540,8 @@ class RedisLimiter(_AnyioLimiter):
             default_level=default_level,
             settle_window=settle_window,
         )
+        if 0 in (self._machine.max_waiting or ()):
+            raise PermitValueError("max_waiting", max_waiting, _NEVER_AT_ONCE)
         #: Permits are settled on the shared key, not in the machine.
         self._settle_window_ns = round(settle_window * SECOND)
         self._settle_later = False
@@ -1725,6 +1727,8 @@ class RedisLimiter(_AnyioLimiter):
         units = self.limit.units("cost", cost, within_burst=False)
         if not any(units):
             raise PermitValueError("cost", cost, "must take at least one unit of some limit")
+        if timeout == 0 and not isinstance(timeout, bool):  # (refused as a bool, as elsewhere)
+            raise PermitValueError("timeout", timeout, _NEVER_AT_ONCE)
         id, level, decision = super()._request(level, cost, flow, timeout, max_wait)
         if decision is None:
             self._asks[id] = units
@@ -2435,6 +2439,10 @@ class RedisLimiter(_AnyioLimiter):
 
 
 _ABOVE_BURST = "is above a limit's burst now (lowered by set_limit): it could never be granted"
+_NEVER_AT_ONCE = (
+    "would refuse every acquire: a shared permit is granted only after a round trip "
+    "to Redis, never at once; give max_wait=0 to refuse an acquire that would wait"
+)
 
 
 def open_limiter(
