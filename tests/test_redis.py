@@ -2796,16 +2796,16 @@ async def test_a_booked_permit_is_not_handed_over_within_this_process_s_pause(
         Fifo(1),
         redis_server.url,
         name=fresh(),
-        rate=2,
+        rate=1,  # the next permit 1 s after the first: well within a busy host's margin
         burst=1,
-        book_ahead=0.5,
+        book_ahead=1.0,
         unavailable_after=30,
     ) as limiter:
-        await limiter.acquire()  # the bucket's one permit: the next is 0.5 s away
+        await limiter.acquire()  # the bucket's one permit: the next is 1 s away
         async with anyio.create_task_group() as tg:
             tg.start_soon(limiter.acquire)
             with anyio.fail_after(5):
-                while limiter._booked is None:  # booked, 0.5 s after the first
+                while limiter._booked is None:  # booked, 1 s after the first
                     await anyio.sleep(0.001)
             paused = anyio.current_time()
             limiter.pause_for(2.0)
