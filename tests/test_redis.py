@@ -207,6 +207,7 @@ async def test_cancel_timeout_and_close(redis_server: RedisServer) -> None:
             lim._settle(0, 1)
         refused += [paused.value, settled.value]
     assert len({id(error) for error in refused}) == 4
+    assert lim.pause_left() == 0.0, "a pause refused changes nothing"
 
 
 @pytest.mark.anyio
@@ -635,6 +636,37 @@ def test_no_secrets_in_reprs_or_errors() -> None:
 
 
 @pytest.mark.parametrize(
+    "url",
+    [
+        "127.0.0.1:6379",
+        "http://127.0.0.1:6379/0",
+        "redis://user:s3cret@127.0.0.1:port/0",
+        "redis://:s3cret@127.0.0.1:99999999/0",
+    ],
+)
+@pytest.mark.parametrize("cluster", [False, True])
+def test_a_url_redis_cannot_read_is_refused_naming_it(url: str, cluster: bool) -> None:
+    """A URL redis-py cannot read (no scheme, another scheme, a port that
+    is no port) is refused as ``url``, its password masked; it was
+    redis-py's ValueError (or urllib's, as the password was masked),
+    naming no argument."""
+    with pytest.raises(PermitValueError) as error:
+        RedisLimit(url, name="x", rate=1, cluster=cluster)
+    assert error.value.argument == "url"
+    assert "s3cret" not in str(error.value)
+    assert "port" in str(error.value).lower() or "scheme" in str(error.value)
+
+
+def test_a_name_not_a_str_is_a_type_error() -> None:
+    with pytest.raises(PermitTypeError) as error:
+        RedisLimit("redis://127.0.0.1:1/0", name=3, rate=1)  # type: ignore[arg-type]
+    assert error.value.argument == "name"
+    with pytest.raises(PermitValueError) as empty:
+        RedisLimit("redis://127.0.0.1:1/0", name="", rate=1)
+    assert empty.value.argument == "name"
+
+
+@pytest.mark.parametrize(
     ("options", "argument"),
     [
         ({"reserve": (0,)}, "reserve"),
@@ -655,6 +687,10 @@ def test_no_secrets_in_reprs_or_errors() -> None:
         ({"refund_window": 1e300}, "refund_window"),
         ({"refund_window": math.nan}, "refund_window"),
         ({"refund_window": -1}, "refund_window"),
+        # a shared permit is granted after a round trip, never at once: a
+        # level that never queues would refuse every acquire
+        ({"max_waiting": 0}, "max_waiting"),
+        ({"max_waiting": (None, 0)}, "max_waiting"),
     ],
 )
 def test_bad_options(options: dict[str, Any], argument: str) -> None:
@@ -1671,6 +1707,51 @@ async def test_the_local_fallback_follows_a_lowered_limit(own_server: RedisServe
 
 
 @pytest.mark.timeout(60)
+@pytest.mark.parametrize("anyio_backend", ["asyncio", "trio"])
+@pytest.mark.anyio
+async def test_the_local_fallback_follows_a_limit_lowered_while_it_serves(
+    own_server: RedisServer,
+) -> None:
+    """A limit this process lowers while the local fallback serves (Redis
+    unreachable) is the fallback's from then on, as a pause is: lowered
+    from 200/s to 10/s, it serves half of it, 5/s (it went on serving
+    100/s, the share of the limit as it was when Redis went away); raised
+    again while a caller waits, that caller is served at once."""
+    async with falling_back(own_server.url, fresh(), 200, 4) as limiter:
+        await limiter.acquire()
+        own_server.kill()
+        with anyio.fail_after(10):
+            while limiter.fallbacks == 0:
+                await limiter.acquire()
+        limiter.set_limit(rate=10, burst=4)
+        assert limiter.limits["units"].rate == 10
+        granted = 0
+
+        async def caller() -> None:
+            nonlocal granted
+            while True:
+                await limiter.acquire()
+                granted += 1
+
+        async with anyio.create_task_group() as tg:
+            for _ in range(5):
+                tg.start_soon(caller)
+            await anyio.sleep(1.0)
+            tg.cancel_scope.cancel()
+        assert granted <= 5 + 2, granted  # 5/s for 1 s; a margin for a late loop
+        # Lowered to a permit every 20 s, then raised while a caller waits:
+        # the driver, asleep until the permit due at the low rate, wakes.
+        limiter.set_limit(rate=0.1)
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(limiter.acquire)
+            await anyio.sleep(0.5)
+            raised = anyio.current_time()
+            limiter.set_limit(rate=200)
+        assert anyio.current_time() - raised < 5.0
+        assert limiter.backend_down
+
+
+@pytest.mark.timeout(60)
 @pytest.mark.parametrize("anyio_backend", ["asyncio"])
 def falling_back(
     url: str, name: str, rate: int, burst: int, **options: Any
@@ -2641,3 +2722,209 @@ def test_the_test_server_starts_elsewhere_when_its_port_is_taken() -> None:
             second.kill()
     finally:
         first.kill()
+
+
+@pytest.mark.timeout(30)
+@pytest.mark.parametrize(
+    "anyio_backend", [virtual_backend("asyncio"), virtual_backend("trio")], ids=["asyncio", "trio"]
+)
+@pytest.mark.parametrize("days", [116, 1157])
+@pytest.mark.anyio
+async def test_waiters_expire_far_from_the_clock_s_epoch(
+    redis_server: RedisServer, days: int
+) -> None:
+    """Past about 104 days of a clock's reading, a float holds its seconds
+    only to a few nanoseconds: the timer's deadline for a waiter's timeout
+    at ``t`` (``t / 1e9`` seconds) passes while the clock, read in
+    nanoseconds, still rounds to a little before ``t``. The Redis limiter's
+    timer, which expires its waiters, took nothing to be due and fired
+    again at once: on virtual time the clock never moved on, and every
+    timeout hung. The tick the deadline was set for is taken to have come."""
+    name = fresh()
+    drain = RedisLimit(redis_server.url, name=name, rate=0.01)
+    try:
+        assert drain.take().allowed  # the bucket's one unit: the next is 100 s away
+    finally:
+        drain.close()
+    await anyio.sleep(days * 86_400 + 0.123)
+    async with open_limiter(
+        Fifo(), redis_server.url, name=name, rate=0.01, unavailable_after=1e6
+    ) as limiter:
+        for timeout in (1 / 3, 2 / 3, 0.123456789, 0.987654321, 1 / 7):
+            start = anyio.current_time()
+            with pytest.raises(AcquireTimeout):
+                await limiter.acquire(timeout=timeout)
+            assert anyio.current_time() - start == pytest.approx(timeout, abs=1e-6)
+
+
+@pytest.mark.timeout(30)
+@pytest.mark.parametrize(
+    "anyio_backend", [virtual_backend("asyncio"), virtual_backend("trio")], ids=["asyncio", "trio"]
+)
+@pytest.mark.anyio
+async def test_the_outage_bound_holds_far_from_the_clock_s_epoch(own_server: RedisServer) -> None:
+    """As for a timeout: 116 days into the clock's reading, a waiter's
+    outage bound (``unavailable_after`` after the first request Redis left
+    unanswered) is taken to have come when the timer set for it fires,
+    though the clock read in nanoseconds rounds to a little before it (the
+    timer fired again at once, for ever)."""
+    await anyio.sleep(116 * 86_400 + 0.123)
+    own_server.hang()
+    try:
+        async with open_limiter(
+            Fifo(), own_server.url, name=fresh(), rate=1, timeout=5.0, unavailable_after=1 / 3
+        ) as limiter:
+            for _ in range(3):
+                start = anyio.current_time()
+                with pytest.raises(BackendUnavailable):
+                    await limiter.acquire()
+                assert anyio.current_time() - start == pytest.approx(1 / 3, abs=1e-6)
+    finally:
+        own_server.resume()
+
+
+@pytest.mark.parametrize("anyio_backend", ["asyncio", "trio"])
+@pytest.mark.anyio
+async def test_a_booked_permit_is_not_handed_over_within_this_process_s_pause(
+    redis_server: RedisServer,
+) -> None:
+    """P44: a permit booked before this process pauses (its take charged, its
+    time within ``book_ahead``) is not handed over before the pause ends:
+    nothing is granted within a pause (it was handed over at its time, in
+    the pause the upstream asked for)."""
+    async with open_limiter(
+        Fifo(1),
+        redis_server.url,
+        name=fresh(),
+        rate=1,  # the next permit 1 s after the first: well within a busy host's margin
+        burst=1,
+        book_ahead=1.0,
+        unavailable_after=30,
+    ) as limiter:
+        await limiter.acquire()  # the bucket's one permit: the next is 1 s away
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(limiter.acquire)
+            with anyio.fail_after(5):
+                while limiter._booked is None:  # booked, 1 s after the first
+                    await anyio.sleep(0.001)
+            paused = anyio.current_time()
+            limiter.pause_for(2.0)
+        assert anyio.current_time() - paused >= 2.0 - 0.001
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("anyio_backend", ["asyncio", "trio"])
+@pytest.mark.anyio
+async def test_a_permit_taken_before_this_process_pauses_waits_for_the_pause(
+    own_server: RedisServer,
+) -> None:
+    """P40: a take in flight when this process pauses (the server slow to
+    answer) may come back allowed, Redis having read no pause yet: its
+    permit is not handed over within the pause (the caller proceeded at
+    once, in the pause the upstream had just asked for). It goes back to
+    Redis, and the caller is granted when the pause ends."""
+    async with open_limiter(
+        Fifo(1), own_server.url, name=fresh(), rate=10, burst=2, timeout=10, unavailable_after=30
+    ) as limiter:
+        await limiter.acquire()  # the connection is open; one unit is left
+        own_server.hang()
+        try:
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(limiter.acquire)
+                sent = limiter.round_trips
+                with anyio.fail_after(5):
+                    while limiter.round_trips == sent:  # its take is in flight
+                        await anyio.sleep(0.001)
+                paused = anyio.current_time()
+                limiter.pause_for(2.0)
+                own_server.resume()
+        finally:
+            own_server.resume()
+        assert anyio.current_time() - paused >= 2.0 - 0.001
+        assert limiter.given_back == 1
+
+
+@pytest.mark.parametrize("anyio_backend", ["asyncio", "trio"])
+@pytest.mark.anyio
+async def test_a_permit_handed_back_within_this_process_s_pause_waits_for_it(
+    redis_server: RedisServer,
+) -> None:
+    """P40: a caller granted a permit, then cancelled before it proceeds,
+    after this process paused: its permit does not go to the next waiter
+    within the pause (as a refund to a paused machine grants nothing
+    before the pause ends); it goes back to Redis, and the next waiter is
+    granted when the pause ends (it was granted at once)."""
+    async with open_limiter(Fifo(1), redis_server.url, name=fresh(), rate=2, burst=1) as limiter:
+        await limiter.acquire()  # the bucket's only permit: the next in 0.5 s
+        first = anyio.CancelScope()
+        dispatch = limiter._dispatch
+        paused: list[float] = []
+
+        def pausing(decisions: list[Decision]) -> None:
+            dispatch(decisions)
+            if not paused and any(d.state is State.GRANTED for d in decisions):
+                paused.append(anyio.current_time())
+                limiter.pause_for(2.0)
+                first.cancel()  # before it runs
+
+        limiter._dispatch = pausing  # type: ignore[method-assign]
+
+        async def cancelled() -> None:
+            with first:
+                await limiter.acquire()
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(cancelled)
+            await anyio.sleep(0.1)  # it waits first
+            tg.start_soon(limiter.acquire)
+        assert first.cancelled_caught
+        assert anyio.current_time() - paused[0] >= 2.0 - 0.001
+        assert limiter.given_back == 1
+
+
+@pytest.mark.timeout(30)
+@pytest.mark.parametrize(
+    "anyio_backend", [virtual_backend("asyncio"), virtual_backend("trio")], ids=["asyncio", "trio"]
+)
+@pytest.mark.anyio
+async def test_the_local_fallback_serves_far_from_the_clock_s_epoch(
+    own_server: RedisServer,
+) -> None:
+    """As for the timer: 116 days into the clock's reading, the driver
+    serving from the local fallback sleeps until the local limit's next
+    permit (``t``, in ns, ``t / 1e9`` s), and the clock, read in ns when
+    it wakes, rounds to a little before it: the permit was not due, and
+    the driver slept until ``t / 1e9`` again, a time passed, for ever (on
+    virtual time; the callers were never served)."""
+    await anyio.sleep(116 * 86_400 + 0.123)
+    own_server.kill()
+    async with falling_back(own_server.url, fresh(), 6, 2, unavailable_after=1e6) as limiter:
+        await limiter.acquire()  # the local limit: 3/s, burst 1, its bucket empty at first
+        start = anyio.current_time()
+        for _ in range(4):
+            await limiter.acquire()
+        assert anyio.current_time() - start == pytest.approx(4 / 3, abs=1e-6)
+        assert limiter.backend_down
+
+
+@pytest.mark.anyio
+async def test_an_acquire_that_would_never_wait_is_refused(redis_server: RedisServer) -> None:
+    """A shared permit is granted only after a round trip to Redis, never
+    at once: ``timeout=0`` ("do not wait") timed out every time, however
+    many units Redis held, and a level's ``max_waiting`` of 0 refused every
+    acquire with QueueFull. Both are refused naming the argument, saying
+    what to use (``max_wait=0`` refuses what would wait); nothing is
+    pushed."""
+    async with open_limiter(Fifo(), redis_server.url, name=fresh(), rate=10, burst=5) as limiter:
+        for timeout in (0, 0.0):
+            with pytest.raises(PermitValueError, match="max_wait=0") as error:
+                await limiter.acquire(timeout=timeout)
+            assert error.value.argument == "timeout"
+        with pytest.raises(PermitTypeError):
+            await limiter.acquire(timeout=False)
+        assert limiter.statistics().levels[0].pushed == 0
+        await limiter.acquire(max_wait=0)  # 5 units in the bucket
+        await limiter.acquire(timeout=1.0)
+    with pytest.raises(PermitValueError, match="max_wait=0") as error:
+        RedisLimiter(Fifo(), limiter.limit, max_waiting=0)
+    assert error.value.argument == "max_waiting"

@@ -516,3 +516,62 @@ def test_a_limiter_opened_before_a_fork_works_in_the_child() -> None:
         with os.fdopen(read) as pipe:
             assert pipe.read() == "granted, then timed out"
         parent.join()
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="os.fork is POSIX's")
+def test_a_permit_in_flight_at_a_fork_is_not_lost_in_the_child(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A fork that lands after a waiter was granted its permit, before its
+    thread proceeded with it (here: held as its permit is made): that
+    thread is not in the child, so nobody there would ever spend the
+    permit, which held its place in the bucket for ever. With a burst of
+    1, every wait in the child timed out; the child hands it back."""
+    from permits.adapters import _base
+
+    with open_limiter(Fifo(), 20, 1) as limiter:
+        limiter.acquire()  # the permit free: the next is 50 ms away
+        original = _base.Permit
+        made: list[object] = []
+        granted, forked = threading.Event(), threading.Event()
+
+        def held(*args: object) -> object:
+            made.append(args)  # the first is made for a take, which finds no permit free
+            if len(made) == 2:  # granted, its permit being made
+                granted.set()
+                forked.wait()
+            return original(*args)  # type: ignore[arg-type]
+
+        monkeypatch.setattr(_base, "Permit", held)
+        parent = threading.Thread(target=limiter.acquire)
+        parent.start()
+        assert granted.wait(10.0)
+        monkeypatch.setattr(_base, "Permit", original)
+        assert limiter.machine.in_flight == 1
+        read, write = os.pipe()
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", DeprecationWarning)  # forking with threads, 3.12
+            pid = os.fork()
+        if pid == 0:  # the child: report, and never return into pytest
+            outcome = ""
+            try:
+                outcome = f"in flight: {limiter.machine.in_flight}"
+                for _ in range(3):
+                    limiter.acquire(timeout=5.0)
+                outcome += ", granted"
+            except BaseException as error:
+                outcome += f", {error!r}"
+            os.write(write, outcome.encode())
+            os._exit(0)
+        os.close(write)
+        forked.set()
+        try:
+            until(lambda: os.waitpid(pid, os.WNOHANG) != (0, 0), seconds=30.0)
+        except AssertionError:
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+            raise AssertionError("the child hung") from None
+        with os.fdopen(read) as pipe:
+            assert pipe.read() == "in flight: 0, granted"
+        parent.join()
+        assert limiter.machine.in_flight == 0

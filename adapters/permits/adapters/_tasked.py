@@ -23,7 +23,7 @@ class TaskedLimiter(BaseLimiter):
 
     _sleep_scope: Any = None
     _wake_at: float = math.inf
-    #: The tick (ns) ``_wake_at`` was last set for.
+    #: The time (ns) ``_wake_at`` was last set for.
     _wake_ns: int = 0
 
     def _cancel_scope(self, deadline: float) -> AbstractContextManager[Any]:
@@ -37,8 +37,13 @@ class TaskedLimiter(BaseLimiter):
         """The framework's clock in seconds, as it judges a deadline."""
         raise NotImplementedError
 
+    def _next_wake(self) -> int | None:
+        """The time (ns) the timer task is to wake at next: the machine's
+        next tick (``None``: only when woken)."""
+        return self._machine.next_tick()
+
     def _reschedule(self) -> None:
-        when = self._machine.next_tick()
+        when = self._next_wake()
         if when is None:
             wake_at = math.inf
         else:

@@ -785,9 +785,7 @@ def masked(url: str) -> str:
     parts = urlsplit(url)
     if parts.password is None:
         return url
-    host = parts.hostname or ""
-    if parts.port is not None:
-        host = f"{host}:{parts.port}"
+    host = parts.netloc.rpartition("@")[2]  # and the port, as written
     user = parts.username or ""
     return urlunsplit(parts._replace(netloc=f"{user}:***@{host}"))
 
@@ -911,7 +909,9 @@ class RedisLimit:
     ) -> None:
         if not isinstance(url, str):
             raise PermitTypeError("url", "<hidden>", "a str")
-        if not isinstance(name, str) or not name:
+        if not isinstance(name, str):
+            raise PermitTypeError("name", name, "a str")
+        if not name:
             raise PermitValueError("name", name, "must be a non-empty str")
         if not isinstance(prefix, str):
             raise PermitTypeError("prefix", prefix, "a str")
@@ -978,17 +978,10 @@ class RedisLimit:
             self.line_key,
             self.shares_key,
         ]
-        if cluster:
-            # One try, within the timeout: the limiter's own outage handling
-            # retries. (redis-py's retries, each rediscovering the nodes,
-            # held a call to a hung node for seconds, and a worker thread
-            # cannot be cut short.)
-            retry = redis.retry.Retry(redis.backoff.NoBackoff(), 0)
-            self._client: redis.Redis | redis.RedisCluster = redis.RedisCluster.from_url(
-                url, retry=retry, **self._options
-            )
-        else:
-            self._client = redis.Redis.from_url(url, **self._options)
+        try:
+            self._client: redis.Redis | redis.RedisCluster = self._new_client()
+        except ValueError as error:  # (redis-py's or urllib's, naming no argument)
+            raise PermitValueError("url", self.url, f"redis-py cannot read it: {error}") from None
         self._script = self._client.register_script(SCRIPT)
         self._probe_script = self._client.register_script(PROBE)
         #: The asyncio client, once open_async: its script call and probe.
@@ -997,6 +990,17 @@ class RedisLimit:
         self._aprobe: Callable[[], Awaitable[Any]] | None = None
         #: The small client's submit, when it is the asyncio client.
         self._asubmit: Callable[[Request, _resp.Landed], bool] | None = None
+
+    def _new_client(self) -> redis.Redis | redis.RedisCluster:
+        """redis-py's synchronous client of the URL, with the timeouts."""
+        if self._cluster:
+            # One try, within the timeout: the limiter's own outage handling
+            # retries. (redis-py's retries, each rediscovering the nodes,
+            # held a call to a hung node for seconds, and a worker thread
+            # cannot be cut short.)
+            retry = redis.retry.Retry(redis.backoff.NoBackoff(), 0)
+            return redis.RedisCluster.from_url(self._url, retry=retry, **self._options)
+        return redis.Redis.from_url(self._url, **self._options)
 
     @property
     def rate(self) -> Fraction:
@@ -1536,6 +1540,8 @@ class RedisLimiter(_AnyioLimiter):
             default_level=default_level,
             settle_window=settle_window,
         )
+        if 0 in (self._machine.max_waiting or ()):
+            raise PermitValueError("max_waiting", max_waiting, _NEVER_AT_ONCE)
         #: Permits are settled on the shared key, not in the machine.
         self._settle_window_ns = round(settle_window * SECOND)
         self._settle_later = False
@@ -1622,8 +1628,9 @@ class RedisLimiter(_AnyioLimiter):
         #: When (ns) the oldest request Redis has not answered was sent
         #: (while requests fail, the first of them); None once one is answered.
         self._unanswered_since: int | None = None
-        #: When (s) the timer next looks for waiters past their outage bound.
-        self._fail_at = math.inf
+        #: When (ns) the timer next looks for waiters past their outage
+        #: bound (``None``: no bound is pending).
+        self._fail_ns: int | None = None
         self._down = False
         self._down_error: BaseException | None = None
         #: The fallback's pacer while the local limit serves ("local" only).
@@ -1720,6 +1727,8 @@ class RedisLimiter(_AnyioLimiter):
         units = self.limit.units("cost", cost, within_burst=False)
         if not any(units):
             raise PermitValueError("cost", cost, "must take at least one unit of some limit")
+        if timeout == 0 and not isinstance(timeout, bool):  # (refused as a bool, as elsewhere)
+            raise PermitValueError("timeout", timeout, _NEVER_AT_ONCE)
         id, level, decision = super()._request(level, cost, flow, timeout, max_wait)
         if decision is None:
             self._asks[id] = units
@@ -1759,8 +1768,8 @@ class RedisLimiter(_AnyioLimiter):
     def _withdraw(self, id: int, waiter: Any) -> None:
         """A caller granted and cancelled before it proceeded hands its
         permit to the next waiter, within ``refund_window`` of its grant, if
-        that one asks for the same units; otherwise the units go back to
-        Redis."""
+        that one asks for the same units (and this process is not paused);
+        otherwise the units go back to Redis."""
         self._asks.pop(id, None)
         units = self._granted.pop(id, None)
         local = id in self._served_locally
@@ -1820,7 +1829,9 @@ class RedisLimiter(_AnyioLimiter):
         """Change a limit for every process sharing it, from their next
         request on; the units in the bucket carry over. :attr:`limits` (and
         ``min_wait``'s estimate) follow this process's changes; another
-        process's are read by the script in Redis, not here. A change that
+        process's are read by the script in Redis, not here. While the
+        local fallback serves, it serves its ``share`` of the first limit
+        as changed, at once. A change that
         would leave a full bucket taking more than 1e9 s (about 31 years) to
         refill, at the rate and burst this process knows, is refused
         (:class:`PermitValueError`); one that would at those Redis holds
@@ -1837,23 +1848,33 @@ class RedisLimiter(_AnyioLimiter):
             name,
         )
         super().set_limit(rate=rate, burst=burst, limit=limit)
+        local = self._local
+        if local is not None and name == next(iter(self.limits)):
+            # The local fallback serves its share of the limit as it stands
+            # (the driver, woken by the change, sees it as it runs next).
+            local_rate, local_burst = self._local_limit()
+            local.set_limit(self._now(), rate=local_rate, burst=local_burst)
         self._send(request)
 
     def pause_for(self, seconds: float) -> None:
         """Grant nothing for ``seconds``, in any process (a 429 with
         ``Retry-After``); the pause is kept in Redis, and every process's
         next request reads it. (:meth:`pause_left` knows this process's
-        pauses, not the others'.) At most 1e9 s (about 31 years)."""
+        pauses, not the others'.) At most 1e9 s (about 31 years). A permit
+        this process booked ahead is handed over when the pause ends."""
         length = _nanoseconds("seconds", seconds)
         if length is None:
             raise PermitValueError("seconds", seconds, "must be a finite number of seconds")
-        request = self.limit.ask_pause(seconds)
+        self._send(self.limit.ask_pause(seconds))
         now = self._now()
         local = self._local
         if local is not None:
             local.pause_until(now + length, now)
-        self._pause_end = max(self._pause_end, now + length)
-        self._send(request)
+        end = self._pause_end = max(self._pause_end, now + length)
+        booked = self._booked
+        if booked is not None and booked[0] < end / 1e9:
+            # charged before the pause, handed over when it ends
+            self._booked = (end / 1e9, booked[1], booked[2], booked[3])
 
     def adopt(self, remaining: int, reset_after: float, *, limit: str | None = None) -> None:
         """The upstream says ``remaining`` units of ``limit`` are left until
@@ -1894,24 +1915,25 @@ class RedisLimiter(_AnyioLimiter):
 
     # -- waking the driver and the timer ---------------------------------------
 
+    def _next_wake(self) -> int | None:
+        """The machine's next tick, or the next outage bound if sooner."""
+        when = self._machine.next_tick()
+        fail = self._fail_ns
+        return fail if fail is not None and (when is None or fail < when) else when
+
     def _reschedule(self) -> None:
         """A waiter came or went: re-arm the timer; wake the driver if that
         changes its plan."""
         if (
             self._unanswered_since is not None
-            and self._fail_at == math.inf
+            and self._fail_ns is None
             and self.on_unavailable == "closed"
             and len(self._machine)
         ):
             # Waiters came into an outage after the timer failed the others:
             # the first of them fails unavailable_after from now, at the earliest.
-            self._fail_at = (self._last + self._after_ns) / 1e9
-        when = self._machine.next_tick()
-        wake_at = min(math.inf if when is None else when / 1e9, self._fail_at)
-        if wake_at != self._wake_at:
-            self._wake_at = wake_at
-            if self._sleep_scope is not None:
-                self._sleep_scope.deadline = wake_at
+            self._fail_ns = self._last + self._after_ns
+        super()._reschedule()
         wake = self._driver_wake
         if wake is not None and self._should_wake():
             self._idle = False  # (it has something to do)
@@ -1955,21 +1977,21 @@ class RedisLimiter(_AnyioLimiter):
         :class:`BackendUnavailable`."""
         since = self._unanswered_since
         if since is None or self.on_unavailable != "closed":
-            self._fail_at = math.inf
+            self._fail_ns = None
             return
         if now < since + self._after_ns:
-            self._fail_at = (since + self._after_ns) / 1e9
+            self._fail_ns = since + self._after_ns
             return
-        first = math.inf
+        first: int | None = None
         for waiter in self._machine.waiting():
             start = max(waiter.pushed_at, since)
             if now - start >= self._after_ns:
                 self._machine.cancel(waiter.id)
                 error = BackendUnavailable(self.limit.url, self.unavailable_after, self._down_error)
                 self._fail(waiter.id, error)
-            else:
-                first = min(first, (start + self._after_ns) / 1e9)
-        self._fail_at = first
+            elif first is None or start + self._after_ns < first:
+                first = start + self._after_ns
+        self._fail_ns = first
 
     async def _sleep(self, until: float, *, idle: bool = False) -> None:
         """Sleep until ``until`` (seconds), a booked permit's time, or a wake-up
@@ -2048,12 +2070,12 @@ class RedisLimiter(_AnyioLimiter):
         self.round_trips += 1
         if self._unanswered_since is None:
             self._unanswered_since = self._now()
-            fail_at = (self._unanswered_since + self._after_ns) / 1e9
-            if self.on_unavailable == "closed" and fail_at < self._fail_at:
+            fail = self._unanswered_since + self._after_ns
+            if self.on_unavailable == "closed" and (self._fail_ns is None or fail < self._fail_ns):
                 # kept even while the timer is to wake sooner (at a waiter's
                 # deadline): that waiter may leave first, and the bound stands
-                self._fail_at = fail_at
-                if fail_at < self._wake_at:
+                self._fail_ns = fail
+                if fail / 1e9 < self._wake_at:
                     self._reschedule()
 
     def _replied(self) -> None:
@@ -2286,8 +2308,9 @@ class RedisLimiter(_AnyioLimiter):
         policy chooses now (the head of ``owed`` while it waits), if that
         one asks for the same units with no larger reserve. Returns how many
         are left (the waiter left, or another came first, during the round
-        trip or the wait): they go back to Redis, rather than break the
-        reserve or the limit."""
+        trip or the wait; or this process paused meanwhile, before Redis
+        read the pause): they go back to Redis, rather than break the
+        reserve, the limit or the pause."""
         machine = self._machine
         now = self._now()
         self._dispatch(machine.tick(now))
@@ -2301,11 +2324,13 @@ class RedisLimiter(_AnyioLimiter):
         """Whether the waiter the policy chooses now (the machine ticked to
         now; the head of ``owed`` while it waits) may have a permit of
         ``units`` taken under ``reserve``: it asks for the same units, at a
-        level whose reserve is no larger."""
+        level whose reserve is no larger, and this process's pause is over
+        (a permit Redis let through before it read the pause)."""
         machine = self._machine
         chosen = machine.next_level(owed)
         return (
             chosen is not None
+            and self._last >= self._pause_end
             and self.reserve[chosen] <= reserve
             and self._asks.get(machine.queues.head(chosen).id) == units  # type: ignore[call-overload]
         )
@@ -2347,15 +2372,20 @@ class RedisLimiter(_AnyioLimiter):
         # Redis again meanwhile.
         await self._sleep(self._seconds() + self._retry)
 
-    def _fallback(self, now: int) -> Machine:
-        """The local limit: ``share`` of the rate, ``share`` of the burst, its
-        bucket empty at the start (so the switch itself lets nothing extra
-        through), and paused until this process's pause in force ends. Of
-        the first limit as it stands (this process's set_limit included)."""
+    def _local_limit(self) -> tuple[Fraction, int]:
+        """The local limit's rate and burst: ``share`` of the first limit's
+        as it stands (this process's set_limit included), a burst of 1 at
+        least."""
         assert self.share is not None
         first = next(iter(self.limits.values()))
         rate = first.rate * Fraction(repr(float(self.share)))
-        burst = max(1, math.floor(first.burst * self.share))
+        return rate, max(1, math.floor(first.burst * self.share))
+
+    def _fallback(self, now: int) -> Machine:
+        """The local limit (:meth:`_local_limit`), its bucket empty at the
+        start (so the switch itself lets nothing extra through), and paused
+        until this process's pause in force ends."""
+        rate, burst = self._local_limit()
         pacer = Machine(Fifo(1), rate, burst)
         for i in range(burst):
             pacer.push(("drain", i), 0, now)
@@ -2403,9 +2433,16 @@ class RedisLimiter(_AnyioLimiter):
                 self._serving_locally = False
             return
         await self._sleep(due / 1e9)
+        # woken at the permit's time, the time is its time at least (past
+        # about 104 days of the clock, the ns read may round to just before)
+        self._catch_up(due, self._seconds())
 
 
 _ABOVE_BURST = "is above a limit's burst now (lowered by set_limit): it could never be granted"
+_NEVER_AT_ONCE = (
+    "would refuse every acquire: a shared permit is granted only after a round trip "
+    "to Redis, never at once; give max_wait=0 to refuse an acquire that would wait"
+)
 
 
 def open_limiter(

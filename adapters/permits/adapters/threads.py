@@ -107,15 +107,22 @@ class Limiter(_Limiting):
         """In a child made by ``os.fork``, which has only the thread that
         forked: a new lock (the parent's may have been held by a thread the
         child has not), the parent's waiters withdrawn (no thread waits on
-        them here: each would take a permit nobody spends), and a timer
-        thread of its own."""
+        them here: each would take a permit nobody spends), the permits in
+        flight handed back (granted to threads not here, which will never
+        proceed with them), and a timer thread of its own."""
         self._lock = threading.Lock()
         self._plan = threading.Condition(self._lock)
         self._timer_at = None
         waiters, self._waiters = self._waiters, {}
+        machine = self._machine
         for id in waiters:
             with suppress(Exception):  # a broken policy: the waiters are gone either way
-                self._machine.cancel(id)
+                machine.cancel(id)
+        now = self._now()
+        for grant in machine.snapshot().grants:
+            if grant.before is None:  # in flight: charged only when spent
+                with suppress(Exception):  # (as above)
+                    machine.refund(grant.waiter.id, now)
         if self._closed is None:
             self._start()
 
