@@ -176,7 +176,9 @@ class LevelStatistics:
 
     @property
     def proceeded(self) -> int:
-        """Permits granted and not refunded: the callers that went ahead."""
+        """Permits granted and not refunded: the callers that went ahead
+        (under :attr:`~permits.core.Charge.AT_SPEND`, with those whose permit
+        is still in flight, about to go ahead or to hand it back)."""
         return self.granted - self.refunded
 
     @property
