@@ -453,7 +453,7 @@ def run(name: str, model: bool = True) -> tuple[str, set[str], list[str]]:
             text=True,
             timeout=1800,
         )
-    failed = sorted(set(re.findall(r"^FAILED (\S+?)(?:::runTest)? ", result.stdout, re.M)))
+    failed = sorted(set(re.findall(r"^FAILED (\S+?)(?:::runTest)?(?: |$)", result.stdout, re.M)))
     # Read the tracebacks only: pytest's one-line summary truncates messages.
     trace = "\n".join(line for line in result.stdout.splitlines() if not line.startswith("FAILED"))
     ids = set(re.findall(r"AssertionError: \(?'?(P\d+)\b", trace))
