@@ -765,10 +765,11 @@ class _Limiting:
         self._recording = Recording(self._now(), max_calls, tuple(self._machine.limits))
         return self._recording
 
-    def statistics_and_waits(
+    def _statistics_and_waits(
         self, bounds_ns: Sequence[int]
     ) -> tuple[Statistics, tuple[tuple[int, ...], ...]]:
-        """:meth:`statistics`, and per level the waits at most each bound
+        """For the exporters, whose bounds are the core's nanoseconds:
+        :meth:`statistics`, and per level the waits at most each bound
         (:meth:`permits.core.Machine.waits_at_most`), read at one moment:
         a histogram whose buckets and count agree (read from another
         thread too: see :func:`~permits.adapters._metrics.statistics_and_waits`)."""

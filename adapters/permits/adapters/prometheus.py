@@ -151,7 +151,7 @@ class PermitsCollector(Collector):
         ]
         for source in self._sources:
             if source.limiting is not None:
-                whole, waits = source.limiting.statistics_and_waits(self._bounds_ns)
+                whole, waits = source.limiting._statistics_and_waits(self._bounds_ns)
             else:
                 whole, waits = statistics_and_waits(source.machine, self._bounds_ns)
             limiter = [source.name]

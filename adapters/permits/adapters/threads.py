@@ -233,11 +233,11 @@ class Limiter(_Limiting):
         with self._lock:
             return super().busiest_flows(level, n)
 
-    def statistics_and_waits(
+    def _statistics_and_waits(
         self, bounds_ns: Sequence[int]
     ) -> tuple[Statistics, tuple[tuple[int, ...], ...]]:
         with self._lock:
-            return super().statistics_and_waits(bounds_ns)
+            return super()._statistics_and_waits(bounds_ns)
 
 
 #: The open limiters, each restarted in a child made by ``os.fork`` (a
