@@ -364,3 +364,15 @@ def test_equal_snapshots_decide_alike() -> None:
     with pytest.raises(NotRefundable):
         spent.refund("p", 1)
     assert kept.refund("p", 1) == []
+
+
+def test_a_policy_says_how_processes_share_a_limit() -> None:
+    """P49's rule comes from the policy (the core), not from the adapter:
+    ``Shares`` gives its weights over the limit it shares (by name, or the
+    first), and a policy of its own may give weights too; the others keep
+    strict order across processes."""
+    assert Shares((3, 1)).across_processes(("requests",)) == ((3, 1), 0)
+    assert Shares((3, 1), limit="tokens").across_processes(("requests", "tokens")) == ((3, 1), 1)
+    with pytest.raises(PermitValueError, match="'tokens'"):
+        Shares((3, 1), limit="tokens").across_processes(("requests",))
+    assert not hasattr(StrictPriority(2), "across_processes")

@@ -72,7 +72,6 @@ from permits.core import (
     PermitError,
     PermitTypeError,
     PermitValueError,
-    Shares,
     State,
 )
 from permits.core import Policy as _Policy
@@ -1578,15 +1577,14 @@ class RedisLimiter(_AnyioLimiter):
         self.global_priority = global_priority
         #: Seconds a process's published demand lives without a refresh.
         self.demand_ttl = float(demand_ttl)
-        # Under global priority, a Shares policy's weights share the units
-        # across processes too (the script's rule); any other policy keeps
-        # strict order across processes.
+        # Under global priority, the policy says how the processes deal the
+        # units among levels (Shares: by its weights, the script's rule); one
+        # that does not say keeps strict order across processes.
         self._weights: tuple[int, ...] | None = None
         self._shared = 0
-        if global_priority and isinstance(policy, Shares):
-            self._weights = policy.weights
-            if policy.limit in limit.limits:
-                self._shared = list(limit.limits).index(policy.limit)
+        across = getattr(policy, "across_processes", None)
+        if global_priority and across is not None:
+            self._weights, self._shared = across(tuple(limit.limits))
         #: Whether this process's demand, as last published, has waiters.
         self._published = False
         #: Whether this process holds a turn in the line, or was refused, as

@@ -231,6 +231,14 @@ class Shares:
             )
         return Deal(index, 0, (0,) * self.levels)
 
+    def across_processes(self, limits: Sequence[str]) -> tuple[tuple[int, ...], int]:
+        """How processes that keep these limits together deal their units
+        among levels (a shared limit's global priority): by these weights,
+        over the limit whose units are shared (its index in ``limits``). A
+        policy without this method orders its levels strictly across
+        processes."""
+        return self.weights, self.start(limits).limit
+
     def choose(self, queues: Queues, now: int) -> int:
         """The level the cycle of weights owes the next unit, or the most
         urgent waiting level when that one has no waiter; with costs above
