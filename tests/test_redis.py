@@ -45,6 +45,7 @@ from permits.core import (
     NotRefundable,
     PermitTypeError,
     PermitValueError,
+    QueueFull,
     Shares,
     State,
     StrictPriority,
@@ -2928,3 +2929,46 @@ async def test_an_acquire_that_would_never_wait_is_refused(redis_server: RedisSe
     with pytest.raises(PermitValueError, match="max_wait=0") as error:
         RedisLimiter(Fifo(), limiter.limit, max_waiting=0)
     assert error.value.argument == "max_waiting"
+
+
+@pytest.mark.anyio
+async def test_flows_take_turns_among_a_process_s_waiters(redis_server: RedisServer) -> None:
+    """Flows keep their fairness among each process's own waiters, as in
+    every adapter: 40 callers of flow "a" (weight 3) queued before 40 of
+    "b" (weight 1) at one level, one permit per request, are granted three
+    of "a" to one of "b" (within one grant of each); and a flow at its
+    ``max_waiting_per_flow`` is refused its next waiter at once."""
+    granted: list[str] = []
+    async with open_limiter(
+        Fifo(1),
+        redis_server.url,
+        name=fresh(),
+        rate=2_000,
+        burst=1,
+        lease=1,
+        flow_weights={"a": 3},
+    ) as limiter:
+        await limiter.acquire()  # connected, the script loaded, the burst taken
+
+        async def call(flow: str) -> None:
+            await limiter.acquire(flow=flow)
+            granted.append(flow)
+
+        async with anyio.create_task_group() as tg:
+            for flow in ["a"] * 40 + ["b"] * 40:
+                tg.start_soon(call, flow)
+    assert sorted(granted) == ["a"] * 40 + ["b"] * 40
+    assert 29 <= granted[:40].count("a") <= 31, granted  # 3 to 1: 30 of the first 40
+
+    async with open_limiter(
+        Fifo(1), redis_server.url, name=fresh(), rate=1, burst=1, max_waiting_per_flow=2
+    ) as limiter:
+        await limiter.acquire()  # the next permit a second away
+        async with anyio.create_task_group() as tg:
+            for _ in range(2):
+                tg.start_soon(lambda: limiter.acquire(flow="a"))
+            while len(limiter._waiters) < 2:
+                await anyio.sleep(0.001)
+            with pytest.raises(QueueFull):
+                await limiter.acquire(flow="a")
+            tg.cancel_scope.cancel()
