@@ -1752,8 +1752,6 @@ async def test_the_local_fallback_follows_a_limit_lowered_while_it_serves(
         assert limiter.backend_down
 
 
-@pytest.mark.timeout(60)
-@pytest.mark.parametrize("anyio_backend", ["asyncio"])
 def falling_back(
     url: str, name: str, rate: int, burst: int, **options: Any
 ) -> contextlib.AbstractAsyncContextManager[RedisLimiter]:
@@ -1773,6 +1771,7 @@ def falling_back(
 
 
 @pytest.mark.anyio
+@pytest.mark.timeout(60)
 async def test_local_fallback_serves_while_redis_hangs(own_server: RedisServer) -> None:
     """With ``share=0.5`` of 100/s and the server frozen, the local limit
     serves about 50/s: the probes (each waiting its reply timeout) run in a
