@@ -1082,6 +1082,34 @@ async def test_a_recorded_try_acquire_never_waits_in_the_replay(open_limiter: Op
     assert (replayed.granted, replayed.cancelled) == (1, 1)
 
 
+async def test_a_refused_try_acquire_stands_in_no_ones_way_in_the_replay(
+    open_limiter: OpenLimiter,
+) -> None:
+    """A try_acquire that finds no permit gives up at once, live and in the
+    replay: a call at the same instant after it neither waits behind it
+    nor is refused for it. Replayed, the try stayed queued until the next
+    turn, so the acquire after it was refused, as waiting 0.2 s."""
+    from permits.sim import Batch as NoArrivals
+    from permits.sim import Call, Scenario, Workload, replay
+
+    async with open_limiter(Fifo(), 10, 1) as limiter:
+        recording = limiter.record()
+        await limiter.acquire()  # the bucket's permit; the next is due at 100 ms
+        assert not limiter.try_acquire()
+        await limiter.acquire(max_wait=0.1)  # first in line: granted at 100 ms
+    assert recording.calls == [
+        Call(0, 0),
+        Call(0, 0, timeout=0),
+        Call(0, 0, max_wait=100 * MILLISECOND),
+    ]
+    scenario = Scenario(
+        "replay", Fifo(), rate=10, burst=1, seconds=1, workloads=[Workload("w", 0, NoArrivals(0))]
+    )
+    replayed = replay(scenario, recording.calls)["w"]
+    assert (replayed.granted, replayed.cancelled, replayed.rejected) == (2, 1, 0)
+    assert replayed.wait_max == 100 * MILLISECOND
+
+
 async def test_a_recorded_caller_that_gives_up_gives_up_in_the_replay(
     open_limiter: OpenLimiter,
 ) -> None:

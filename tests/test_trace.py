@@ -359,6 +359,26 @@ def test_a_calls_own_timeout_comes_first_and_costs_count_as_units() -> None:
     assert export.share == 100 / 101
 
 
+def test_a_call_of_timeout_0_not_granted_gives_up_before_the_next_arrives() -> None:
+    """A row of timeout 0 (a try_acquire) that finds no permit gives up at
+    once, as the live limiter's does: the rows of the same time after it
+    is not refused for it (its level's one place, its ``max_wait``). It
+    stayed queued until the next turn, and the row after it was refused."""
+    scenario = Scenario(
+        "s",
+        Fifo(),
+        rate=10,
+        burst=1,
+        seconds=1,
+        max_waiting=1,
+        workloads=[Workload("w", 0, Batch(0))],
+    )
+    trace = "at,level,timeout,max_wait\n0.012,0,,\n0.012,0,0,\n0.012,0,,0.1\n"
+    result = replay(scenario, read_trace(trace.splitlines(keepends=True)))
+    w = result["w"]
+    assert (w.granted, w.cancelled, w.rejected, w.wait_max) == (2, 1, 0, SECOND // 10)
+
+
 def test_a_replay_reads_no_further_than_the_run() -> None:
     """The trace is read one row at a time, and not past ``seconds``: a
     million rows cost no memory, and rows after the end are never read."""
