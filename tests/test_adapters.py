@@ -19,7 +19,7 @@ import itertools
 import math
 import weakref
 from collections.abc import Callable, Hashable
-from contextlib import AbstractAsyncContextManager
+from contextlib import AbstractAsyncContextManager, suppress
 from typing import Any
 
 import anyio
@@ -1137,6 +1137,55 @@ async def test_a_recorded_caller_that_gives_up_gives_up_in_the_replay(
     )
     replayed = replay(scenario, recording.calls)["w"]
     assert (replayed.granted, replayed.cancelled) == (2, 1)
+
+
+async def test_a_recorded_caller_granted_and_cancelled_before_it_ran_gives_up_in_the_replay(
+    open_limiter: OpenLimiter, case: tuple[str, str]
+) -> None:
+    """A caller granted and cancelled before it ran hands its permit to the
+    next waiter at once (SPEC P26); it is recorded as giving up at its
+    grant, so the replay hands the permit on too. Recorded as waiting as
+    long as it took, the replay granted it that permit, and the caller
+    after it the next one, 100 ms later than it had it."""
+    from permits.sim import Batch as NoArrivals
+    from permits.sim import Call, Scenario, Workload, replay
+
+    tasks: dict[str, Any] = {}
+    scope = anyio.CancelScope()
+
+    async def raced() -> None:
+        if case == ("asyncio", "asyncio"):  # cancelled natively, as in the test above
+            import asyncio
+
+            tasks["raced"] = asyncio.current_task()
+        with suppress(BaseException), scope:
+            await limiter.acquire()
+
+    async with open_limiter(Fifo(), 10, 1) as limiter, anyio.create_task_group() as tg:
+        recording = limiter.record()
+        await limiter.acquire()  # the bucket's permit; the next is due at 100 ms
+        tg.start_soon(raced)
+        await waiting(limiter, 1)
+        tg.start_soon(functools.partial(limiter.acquire, timeout=1))
+        await waiting(limiter, 2)
+        stall(0.1)  # block the loop to the due time ...
+        limiter._on_timer()  # ... decide "raced"'s permit ourselves ...
+        if case == ("asyncio", "asyncio"):  # ... and cancel it before it can run
+            tasks["raced"].cancel()
+        else:
+            scope.cancel()
+    stats = limiter.statistics().levels[0]
+    assert (stats.granted - stats.refunded, stats.wait_max_ns) == (2, 100 * MILLISECOND)
+    assert recording.calls == [
+        Call(0, 0),
+        Call(0, 0, timeout=100 * MILLISECOND),
+        Call(0, 0, timeout=SECOND),
+    ]
+    scenario = Scenario(
+        "replay", Fifo(), rate=10, burst=1, seconds=2, workloads=[Workload("w", 0, NoArrivals(0))]
+    )
+    replayed = replay(scenario, recording.calls)["w"]
+    assert (replayed.granted, replayed.cancelled, replayed.wait_max) == (2, 1, 100 * MILLISECOND)
 
 
 async def test_try_acquire_spends_its_permit(open_limiter: OpenLimiter) -> None:

@@ -601,10 +601,9 @@ class _Limiting:
         """The caller gave up (cancelled, or any exception) after pushing."""
         if waiter.error is not None:
             return
+        self._gave_up(id, waiter)
         if waiter.decision is None:
             self._waiters.pop(id, None)
-            if self._recording is not None:  # in a replay, it gives up now
-                self._recording.gave_up(id, self._now())
             try:
                 cancelled = self._machine.cancel(id)  # asks the policy when costs differ
             except Exception as error:
@@ -616,6 +615,14 @@ class _Limiting:
         elif waiter.decision.state is State.GRANTED:
             # Decided, but the caller never proceeded: hand the permit back.
             self._refund(id)
+
+    def _gave_up(self, id: int, waiter: _Waiter) -> None:
+        """In the recording, the caller of ``id`` gives up: now, or at its
+        grant if it was granted and never proceeded (its permit went on to
+        the next waiter, as the replay's does when it gives up then)."""
+        if self._recording is not None:
+            decision = waiter.decision
+            self._recording.gave_up(id, self._now() if decision is None else decision.at)
 
     def _refund(self, id: int) -> bool:
         """Hand back the permit granted to ``id``, whose caller never
@@ -751,7 +758,8 @@ class _Limiting:
     def record(self, max_calls: int = 1_000_000) -> Recording:
         """Record the calls from now on as a trace (off until called): each
         acquire's and try_acquire's time, level, cost, flow and timeout (for
-        a caller cancelled while waiting: how long it waited), at most
+        a caller cancelled while waiting: how long it waited, to its grant
+        if it was granted and cancelled before it ran), at most
         ``max_calls`` of them. ``recording.write(path)`` writes it as
         the CSV that ``permits simulate --trace`` and ``permits compare
         --trace`` replay against other policies (with several limits, a

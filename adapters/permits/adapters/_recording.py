@@ -61,8 +61,9 @@ class Recording:
         )
 
     def gave_up(self, id: int, now: int) -> None:
-        """The waiting call ``id`` stopped waiting at ``now`` (cancelled): in a
-        replay it gives up after as long as it waited."""
+        """The waiting call ``id`` stopped waiting at ``now`` (cancelled; or
+        granted then, and cancelled before it ran): in a replay it gives up
+        after as long as it waited."""
         index = self._waiting.pop(id, None)
         if index is not None:
             call = self.calls[index]

@@ -1778,6 +1778,7 @@ class RedisLimiter(_AnyioLimiter):
         if units is None or waiter.error is not None:
             super()._withdraw(id, waiter)
             return
+        self._gave_up(id, waiter)
         self._dispatch(self._machine.tick(self._now()))  # next_level() needs the time
         if self._takes_over(units, self.reserve[waiter.decision.level]) and self._refund(id):
             return
