@@ -691,7 +691,9 @@ def test_cli_says_which_requirements_a_trace_can_judge_in_one_line(
             st.integers(0, 10**12),
             st.integers(0, 3),
             st.integers(1, 1000),
-            st.none() | st.sampled_from(["acme", "a,b", 'quo"te', "7"]),
+            st.none()
+            | st.sampled_from(["acme", "a,b", 'quo"te', "7", "two\nlines", "cr\rlf", " x\r\n"])
+            | st.text(min_size=1),
             st.none() | st.integers(0, 10**11),
         ),
         max_size=20,
@@ -699,7 +701,9 @@ def test_cli_says_which_requirements_a_trace_can_judge_in_one_line(
 )
 def test_written_traces_read_back_as_they_were(rows: list[tuple[Any, ...]]) -> None:
     """trace_lines writes what read_trace reads: times exact to the
-    nanosecond, flows quoted as CSV needs (a flow reads back as a string)."""
+    nanosecond, flows quoted as CSV needs (a flow reads back as a string;
+    one with a carriage return was written unquoted, and its row did not
+    read)."""
     from permits.sim import trace_lines
 
     at = 0
