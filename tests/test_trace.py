@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import enum
 import itertools
 import json
 from collections.abc import Iterator, Mapping
@@ -713,6 +714,25 @@ def test_written_traces_read_back_as_they_were(rows: list[tuple[Any, ...]]) -> N
         calls.append(Call(at, level, cost, flow, timeout))
     back = [c._replace(line=0) for c in read_trace(list(trace_lines(calls)))]
     assert back == [c._replace(flow=None if c.flow is None else str(c.flow)) for c in calls]
+
+
+def test_levels_and_costs_of_an_int_enum_are_written_as_numbers() -> None:
+    """A level (or units) of an ``(int, Enum)`` class, as callers name
+    their priorities, is written as its number: it was written as its
+    ``str``, ``Priority.LOW``, and the trace did not read."""
+    from permits.sim import trace_lines
+
+    class Priority(int, enum.Enum):
+        HIGH = 0
+        LOW = 1
+
+    calls = [Call(0, Priority.LOW, Priority.LOW), Call(1, Priority.HIGH, {"tokens": Priority.LOW})]
+    lines = list(trace_lines(calls, ["requests", "tokens"]))
+    assert lines[1:] == ["0,1,1,1,,,\n", "0.000000001,0,0,1,,,\n"]
+    assert [c._replace(line=0) for c in read_trace(lines)] == [
+        Call(0, 1, {"requests": 1, "tokens": 1}),
+        Call(1, 0, {"requests": 0, "tokens": 1}),
+    ]
 
 
 _LIMITS = ["requests", "tokens", "a,b"]
