@@ -1188,6 +1188,39 @@ async def test_a_recorded_caller_granted_and_cancelled_before_it_ran_gives_up_in
     assert (replayed.granted, replayed.cancelled, replayed.wait_max) == (2, 1, 100 * MILLISECOND)
 
 
+async def test_a_recorded_caller_the_closing_limiter_refused_gives_up_in_the_replay(
+    open_limiter: OpenLimiter,
+) -> None:
+    """A caller still waiting when the limiter closes stops waiting then
+    (LimiterClosed): it is recorded as giving up then, as one cancelled
+    is. Recorded as waiting as long as it took, the replay granted it
+    the permit due after the close."""
+    from permits.sim import Batch as NoArrivals
+    from permits.sim import Call, Scenario, Workload, replay
+
+    refused: list[LimiterClosed] = []
+
+    async def call(limiter: BaseLimiter) -> None:
+        try:
+            await limiter.acquire()
+        except LimiterClosed as error:
+            refused.append(error)
+
+    async with anyio.create_task_group() as tg, open_limiter(Fifo(), 10, 1) as limiter:
+        recording = limiter.record()
+        await limiter.acquire()  # the bucket's permit; the next is due at 100 ms
+        tg.start_soon(call, limiter)
+        await waiting(limiter, 1)
+        await anyio.sleep(0.05)  # closed at 50 ms
+    assert len(refused) == 1
+    assert recording.calls == [Call(0, 0), Call(0, 0, timeout=50 * MILLISECOND)]
+    scenario = Scenario(
+        "replay", Fifo(), rate=10, burst=1, seconds=1, workloads=[Workload("w", 0, NoArrivals(0))]
+    )
+    replayed = replay(scenario, recording.calls)["w"]
+    assert (replayed.granted, replayed.cancelled) == (1, 1)
+
+
 async def test_try_acquire_spends_its_permit(open_limiter: OpenLimiter) -> None:
     """A permit taken by try_acquire is spent at once: after many, the
     machine holds nothing for them ("memory is that of the permits in

@@ -450,9 +450,14 @@ class _Limiting:
             return
         self._closed = LimiterClosed(error)
         waiters, self._waiters = self._waiters, {}
+        now = self._last
+        if waiters and self._recording is not None:
+            with suppress(Exception):  # closed from outside its loop: the last time seen
+                now = self._now()
         for id, waiter in waiters.items():
             with suppress(Exception):  # a broken policy, asked its next choice
                 self._machine.cancel(id)
+            self._gave_up(id, waiter, now)  # in a replay, it gives up now
             waiter.error = self._refused()
             if waiter.event is not None:
                 waiter.event.set()
@@ -616,13 +621,16 @@ class _Limiting:
             # Decided, but the caller never proceeded: hand the permit back.
             self._refund(id)
 
-    def _gave_up(self, id: int, waiter: _Waiter) -> None:
-        """In the recording, the caller of ``id`` gives up: now, or at its
-        grant if it was granted and never proceeded (its permit went on to
-        the next waiter, as the replay's does when it gives up then)."""
+    def _gave_up(self, id: int, waiter: _Waiter, now: int | None = None) -> None:
+        """In the recording, the caller of ``id`` gives up: ``now`` (the
+        clock's if ``None``), or at its grant if it was granted and never
+        proceeded (its permit went on to the next waiter, as the replay's
+        does when it gives up then)."""
         if self._recording is not None:
             decision = waiter.decision
-            self._recording.gave_up(id, self._now() if decision is None else decision.at)
+            if decision is not None:
+                now = decision.at
+            self._recording.gave_up(id, self._now() if now is None else now)
 
     def _refund(self, id: int) -> bool:
         """Hand back the permit granted to ``id``, whose caller never
