@@ -1612,6 +1612,29 @@ async def test_backend_unavailable_bound_in_a_hang(
 
 
 @pytest.mark.timeout(60)
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])
+@pytest.mark.anyio
+async def test_a_recorded_caller_failed_in_an_outage_gives_up_then(own_server: RedisServer) -> None:
+    """Failing closed, a waiter that gets BackendUnavailable stops waiting
+    then: it is recorded as giving up then, as one cancelled is. It was
+    recorded as waiting as long as it took, and a replay granted it."""
+    async with open_limiter(
+        Fifo(1), own_server.url, name=fresh(), rate=1, burst=1, timeout=2.0, unavailable_after=0.3
+    ) as limiter:
+        recording = limiter.record()
+        await limiter.acquire()
+        own_server.hang()
+        try:
+            with pytest.raises(BackendUnavailable):
+                await limiter.acquire()
+        finally:
+            own_server.resume()
+    waited = recording.calls[1].timeout
+    assert waited is not None
+    assert 0.3 * SECOND <= waited < 2 * SECOND, waited
+
+
+@pytest.mark.timeout(60)
 @pytest.mark.parametrize(
     "anyio_backend", [virtual_backend("asyncio"), virtual_backend("trio")], ids=["asyncio", "trio"]
 )

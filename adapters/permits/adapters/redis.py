@@ -1790,6 +1790,7 @@ class RedisLimiter(_AnyioLimiter):
         self._asks.pop(id, None)  # type: ignore[call-overload]
         waiter = self._waiters.pop(id, None)  # type: ignore[call-overload]
         if waiter is not None:
+            self._gave_up(id, waiter)  # type: ignore[arg-type]  # in a replay, it gives up now
             waiter.error = error
             if waiter.event is not None:
                 waiter.event.set()
