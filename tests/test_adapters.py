@@ -57,7 +57,7 @@ from permits.core import (
     Statistics,
     StrictPriority,
 )
-from permits.sim import SEED, Batch, Scenario, arrivals, nanoseconds, simulate
+from permits.sim import SEED, Batch, Call, Scenario, arrivals, nanoseconds, simulate
 from permits.testing import stall
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(30)]
@@ -1282,6 +1282,31 @@ async def test_a_recording_replays_as_the_live_run_went(
         )
         if not stats.refunded:  # (the live figure counts the wait of a permit handed back)
             assert replayed.wait_max == (stats.wait_max_ns if stats.granted else None)
+
+
+async def test_a_recording_a_later_one_replaced_still_learns_how_its_calls_ended(
+    open_limiter: OpenLimiter,
+) -> None:
+    """A recording replaced by a later ``record()`` (a day's, at midnight)
+    keeps no new calls, but still learns when one of its calls waiting
+    then gives up, so that written later it replays as it went. Its caller
+    was recorded as waiting as long as it took."""
+    async with open_limiter(Fifo(), 10, 1) as limiter, anyio.create_task_group() as tg:
+        first = limiter.record()
+        await limiter.acquire()  # the bucket's permit; the next is due at 100 ms
+
+        async def gives_up() -> None:
+            with anyio.move_on_after(0.07):
+                await limiter.acquire()
+
+        tg.start_soon(gives_up)
+        await waiting(limiter, 1)
+        await anyio.sleep(0.05)
+        second = limiter.record()
+        await anyio.sleep(0.05)
+        await limiter.acquire()  # granted at 100 ms
+    assert first.calls == [Call(0, 0), Call(0, 0, timeout=70 * MILLISECOND)]
+    assert second.calls == [Call(50 * MILLISECOND, 0)]
 
 
 async def test_try_acquire_spends_its_permit(open_limiter: OpenLimiter) -> None:

@@ -772,13 +772,15 @@ class _Limiting:
         the CSV that ``permits simulate --trace`` and ``permits compare
         --trace`` replay against other policies (with several limits, a
         ``cost.<limit>`` column for each, so the replay asks what each call
-        asked). A later ``record`` starts a new recording;
-        ``recording.stop()`` ends one."""
+        asked). A later ``record`` starts a new recording (the one it
+        replaces keeps no new calls, and still learns how its waiting ones
+        end); ``recording.stop()`` ends one."""
         if isinstance(max_calls, bool) or not isinstance(max_calls, int) or max_calls < 1:
             raise PermitValueError("max_calls", max_calls, "must be an int of at least 1")
-        if self._recording is not None:
-            self._recording.stop()
-        self._recording = Recording(self._now(), max_calls, tuple(self._machine.limits))
+        previous = self._recording
+        if previous is not None:
+            previous.stop()  # (told still how its waiting calls end)
+        self._recording = Recording(self._now(), max_calls, tuple(self._machine.limits), previous)
         return self._recording
 
     def statistics_and_waits(
