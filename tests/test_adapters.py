@@ -17,9 +17,10 @@ import functools
 import gc
 import itertools
 import math
+import random
 import weakref
 from collections.abc import Callable, Hashable
-from contextlib import AbstractAsyncContextManager
+from contextlib import AbstractAsyncContextManager, suppress
 from typing import Any
 
 import anyio
@@ -56,7 +57,7 @@ from permits.core import (
     Statistics,
     StrictPriority,
 )
-from permits.sim import SEED, Batch, Scenario, arrivals, nanoseconds, simulate
+from permits.sim import SEED, Batch, Call, Scenario, arrivals, nanoseconds, simulate
 from permits.testing import stall
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(30)]
@@ -1082,6 +1083,34 @@ async def test_a_recorded_try_acquire_never_waits_in_the_replay(open_limiter: Op
     assert (replayed.granted, replayed.cancelled) == (1, 1)
 
 
+async def test_a_refused_try_acquire_stands_in_no_ones_way_in_the_replay(
+    open_limiter: OpenLimiter,
+) -> None:
+    """A try_acquire that finds no permit gives up at once, live and in the
+    replay: a call at the same instant after it neither waits behind it
+    nor is refused for it. Replayed, the try stayed queued until the next
+    turn, so the acquire after it was refused, as waiting 0.2 s."""
+    from permits.sim import Batch as NoArrivals
+    from permits.sim import Call, Scenario, Workload, replay
+
+    async with open_limiter(Fifo(), 10, 1) as limiter:
+        recording = limiter.record()
+        await limiter.acquire()  # the bucket's permit; the next is due at 100 ms
+        assert not limiter.try_acquire()
+        await limiter.acquire(max_wait=0.1)  # first in line: granted at 100 ms
+    assert recording.calls == [
+        Call(0, 0),
+        Call(0, 0, timeout=0),
+        Call(0, 0, max_wait=100 * MILLISECOND),
+    ]
+    scenario = Scenario(
+        "replay", Fifo(), rate=10, burst=1, seconds=1, workloads=[Workload("w", 0, NoArrivals(0))]
+    )
+    replayed = replay(scenario, recording.calls)["w"]
+    assert (replayed.granted, replayed.cancelled, replayed.rejected) == (2, 1, 0)
+    assert replayed.wait_max == 100 * MILLISECOND
+
+
 async def test_a_recorded_caller_that_gives_up_gives_up_in_the_replay(
     open_limiter: OpenLimiter,
 ) -> None:
@@ -1109,6 +1138,175 @@ async def test_a_recorded_caller_that_gives_up_gives_up_in_the_replay(
     )
     replayed = replay(scenario, recording.calls)["w"]
     assert (replayed.granted, replayed.cancelled) == (2, 1)
+
+
+async def test_a_recorded_caller_granted_and_cancelled_before_it_ran_gives_up_in_the_replay(
+    open_limiter: OpenLimiter, case: tuple[str, str]
+) -> None:
+    """A caller granted and cancelled before it ran hands its permit to the
+    next waiter at once (SPEC P26); it is recorded as giving up at its
+    grant, so the replay hands the permit on too. Recorded as waiting as
+    long as it took, the replay granted it that permit, and the caller
+    after it the next one, 100 ms later than it had it."""
+    from permits.sim import Batch as NoArrivals
+    from permits.sim import Call, Scenario, Workload, replay
+
+    tasks: dict[str, Any] = {}
+    scope = anyio.CancelScope()
+
+    async def raced() -> None:
+        if case == ("asyncio", "asyncio"):  # cancelled natively, as in the test above
+            import asyncio
+
+            tasks["raced"] = asyncio.current_task()
+        with suppress(BaseException), scope:
+            await limiter.acquire()
+
+    async with open_limiter(Fifo(), 10, 1) as limiter, anyio.create_task_group() as tg:
+        recording = limiter.record()
+        await limiter.acquire()  # the bucket's permit; the next is due at 100 ms
+        tg.start_soon(raced)
+        await waiting(limiter, 1)
+        tg.start_soon(functools.partial(limiter.acquire, timeout=1))
+        await waiting(limiter, 2)
+        stall(0.1)  # block the loop to the due time ...
+        limiter._on_timer()  # ... decide "raced"'s permit ourselves ...
+        if case == ("asyncio", "asyncio"):  # ... and cancel it before it can run
+            tasks["raced"].cancel()
+        else:
+            scope.cancel()
+    stats = limiter.statistics().levels[0]
+    assert (stats.granted - stats.refunded, stats.wait_max_ns) == (2, 100 * MILLISECOND)
+    assert recording.calls == [
+        Call(0, 0),
+        Call(0, 0, timeout=100 * MILLISECOND),
+        Call(0, 0, timeout=SECOND),
+    ]
+    scenario = Scenario(
+        "replay", Fifo(), rate=10, burst=1, seconds=2, workloads=[Workload("w", 0, NoArrivals(0))]
+    )
+    replayed = replay(scenario, recording.calls)["w"]
+    assert (replayed.granted, replayed.cancelled, replayed.wait_max) == (2, 1, 100 * MILLISECOND)
+
+
+async def test_a_recorded_caller_the_closing_limiter_refused_gives_up_in_the_replay(
+    open_limiter: OpenLimiter,
+) -> None:
+    """A caller still waiting when the limiter closes stops waiting then
+    (LimiterClosed): it is recorded as giving up then, as one cancelled
+    is. Recorded as waiting as long as it took, the replay granted it
+    the permit due after the close."""
+    from permits.sim import Batch as NoArrivals
+    from permits.sim import Call, Scenario, Workload, replay
+
+    refused: list[LimiterClosed] = []
+
+    async def call(limiter: BaseLimiter) -> None:
+        try:
+            await limiter.acquire()
+        except LimiterClosed as error:
+            refused.append(error)
+
+    async with anyio.create_task_group() as tg, open_limiter(Fifo(), 10, 1) as limiter:
+        recording = limiter.record()
+        await limiter.acquire()  # the bucket's permit; the next is due at 100 ms
+        tg.start_soon(call, limiter)
+        await waiting(limiter, 1)
+        await anyio.sleep(0.05)  # closed at 50 ms
+    assert len(refused) == 1
+    assert recording.calls == [Call(0, 0), Call(0, 0, timeout=50 * MILLISECOND)]
+    scenario = Scenario(
+        "replay", Fifo(), rate=10, burst=1, seconds=1, workloads=[Workload("w", 0, NoArrivals(0))]
+    )
+    replayed = replay(scenario, recording.calls)["w"]
+    assert (replayed.granted, replayed.cancelled) == (1, 1)
+
+
+@pytest.mark.parametrize("seed", [5, 11, 28, 29])
+async def test_a_recording_replays_as_the_live_run_went(
+    open_limiter: OpenLimiter, seed: int
+) -> None:
+    """Thirty calls at random on virtual time (acquires with a timeout or a
+    ``max_wait``, try_acquires, callers cancelled, at times that are
+    binary fractions of a second, which the clocks' floats hold exactly),
+    recorded and replayed under the same policy and limit: each level's
+    grants, refusals (as too long, and as full) and longest wait are the
+    live run's. It found a try_acquire that stood in the way of the calls
+    after it in the replay (seeds 11 and 28), and a caller granted and
+    cancelled before it ran that the replay granted (5 and 29); all of the
+    first 40 seeds pass."""
+    from permits.sim import Batch as NoArrivals
+    from permits.sim import Scenario, Workload, replay
+
+    draw = random.Random(seed)
+    policy = StrictPriority(2)
+
+    async def call(kind: str, level: int, flow: str | None, patience: float | None) -> None:
+        with suppress(AcquireTimeout, WouldWaitTooLong, QueueFull):
+            if kind == "try":
+                limiter.try_acquire(level, flow=flow)
+            elif kind == "cancelled":
+                with anyio.move_on_after(patience or 0):
+                    await limiter.acquire(level, flow=flow)
+            elif kind == "max_wait":
+                await limiter.acquire(level, flow=flow, max_wait=patience)
+            else:
+                await limiter.acquire(level, flow=flow, timeout=patience)
+
+    async with open_limiter(policy, 8, 2, max_waiting=5) as limiter:
+        recording = limiter.record()
+        async with anyio.create_task_group() as tg:
+            for _ in range(30):
+                await anyio.sleep(draw.choice([0, 0, 1 / 64, 1 / 16, 1 / 8, 1 / 4]))
+                kind = draw.choice(["timeout", "max_wait", "try", "cancelled"])
+                patience = draw.choice([None, 1 / 16, 1 / 8, 1 / 4, 1.0])
+                if kind == "cancelled" and patience is None:
+                    patience = 3 / 8
+                level = draw.randrange(2)
+                tg.start_soon(call, kind, level, draw.choice([None, "a", "b"]), patience)
+        live = limiter.statistics().levels
+    scenario = Scenario(
+        "replay",
+        policy,
+        rate=8,
+        burst=2,
+        seconds=60,
+        max_waiting=5,
+        workloads=[Workload("w0", 0, NoArrivals(0)), Workload("w1", 1, NoArrivals(0))],
+    )
+    for stats, replayed in zip(live, replay(scenario, recording.calls).workloads, strict=True):
+        assert (replayed.granted, replayed.rejected - replayed.too_long, replayed.too_long) == (
+            stats.granted - stats.refunded,
+            stats.rejected,
+            stats.too_long,
+        )
+        if not stats.refunded:  # (the live figure counts the wait of a permit handed back)
+            assert replayed.wait_max == (stats.wait_max_ns if stats.granted else None)
+
+
+async def test_a_recording_a_later_one_replaced_still_learns_how_its_calls_ended(
+    open_limiter: OpenLimiter,
+) -> None:
+    """A recording replaced by a later ``record()`` (a day's, at midnight)
+    keeps no new calls, but still learns when one of its calls waiting
+    then gives up, so that written later it replays as it went. Its caller
+    was recorded as waiting as long as it took."""
+    async with open_limiter(Fifo(), 10, 1) as limiter, anyio.create_task_group() as tg:
+        first = limiter.record()
+        await limiter.acquire()  # the bucket's permit; the next is due at 100 ms
+
+        async def gives_up() -> None:
+            with anyio.move_on_after(0.07):
+                await limiter.acquire()
+
+        tg.start_soon(gives_up)
+        await waiting(limiter, 1)
+        await anyio.sleep(0.05)
+        second = limiter.record()
+        await anyio.sleep(0.05)
+        await limiter.acquire()  # granted at 100 ms
+    assert first.calls == [Call(0, 0), Call(0, 0, timeout=70 * MILLISECOND)]
+    assert second.calls == [Call(50 * MILLISECOND, 0)]
 
 
 async def test_try_acquire_spends_its_permit(open_limiter: OpenLimiter) -> None:

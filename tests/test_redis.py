@@ -39,6 +39,7 @@ from permits.adapters.redis import (
     open_limiter,
 )
 from permits.core import (
+    SECOND,
     Decision,
     Fifo,
     Limit,
@@ -801,6 +802,35 @@ async def test_a_recording_keeps_the_cost_of_every_limit(
         Call(0, 0, {"requests": 1, "tokens": 60}),
         Call(0, 0, {"requests": 0, "tokens": 30}),
     ]
+
+
+@pytest.mark.anyio
+async def test_a_recorded_caller_granted_and_cancelled_before_it_ran_gives_up(
+    redis_server: RedisServer,
+) -> None:
+    """A shared limiter's caller granted and cancelled before it ran (its
+    permit handed to the next waiter) is recorded as giving up at its
+    grant, about 0.5 s after it asked, so the replay hands the permit on
+    too; it was recorded as waiting as long as it took."""
+    async with open_limiter(Fifo(1), redis_server.url, name=fresh(), rate=2, burst=1) as limiter:
+        recording = limiter.record()
+        await limiter.acquire()  # the bucket's only permit: the next in 0.5 s
+        first = anyio.CancelScope()
+        cancel_when_granted(limiter, first)
+
+        async def cancelled() -> None:
+            with first:
+                await limiter.acquire()
+            assert first.cancelled_caught
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(cancelled)
+            await anyio.sleep(0.1)  # it waits first
+            tg.start_soon(limiter.acquire)
+    waited = recording.calls[1].timeout
+    assert waited is not None
+    assert 0.3 * SECOND < waited < 5 * SECOND, waited
+    assert recording.calls[2].timeout is None
 
 
 @pytest.mark.anyio
@@ -1616,6 +1646,29 @@ async def test_backend_unavailable_bound_in_a_hang(
     # not after + reply (the bound counted from the first failure), nor
     # after the reply timeout when that is longer
     assert after <= waited < after + min(0.8 * reply, 1.0), waited
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])
+@pytest.mark.anyio
+async def test_a_recorded_caller_failed_in_an_outage_gives_up_then(own_server: RedisServer) -> None:
+    """Failing closed, a waiter that gets BackendUnavailable stops waiting
+    then: it is recorded as giving up then, as one cancelled is. It was
+    recorded as waiting as long as it took, and a replay granted it."""
+    async with open_limiter(
+        Fifo(1), own_server.url, name=fresh(), rate=1, burst=1, timeout=2.0, unavailable_after=0.3
+    ) as limiter:
+        recording = limiter.record()
+        await limiter.acquire()
+        own_server.hang()
+        try:
+            with pytest.raises(BackendUnavailable):
+                await limiter.acquire()
+        finally:
+            own_server.resume()
+    waited = recording.calls[1].timeout
+    assert waited is not None
+    assert 0.3 * SECOND <= waited < 2 * SECOND, waited
 
 
 @pytest.mark.timeout(60)

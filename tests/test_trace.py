@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import enum
 import itertools
 import json
 from collections.abc import Iterator, Mapping
@@ -359,6 +360,26 @@ def test_a_calls_own_timeout_comes_first_and_costs_count_as_units() -> None:
     assert export.share == 100 / 101
 
 
+def test_a_call_of_timeout_0_not_granted_gives_up_before_the_next_arrives() -> None:
+    """A row of timeout 0 (a try_acquire) that finds no permit gives up at
+    once, as the live limiter's does: the rows of the same time after it
+    is not refused for it (its level's one place, its ``max_wait``). It
+    stayed queued until the next turn, and the row after it was refused."""
+    scenario = Scenario(
+        "s",
+        Fifo(),
+        rate=10,
+        burst=1,
+        seconds=1,
+        max_waiting=1,
+        workloads=[Workload("w", 0, Batch(0))],
+    )
+    trace = "at,level,timeout,max_wait\n0.012,0,,\n0.012,0,0,\n0.012,0,,0.1\n"
+    result = replay(scenario, read_trace(trace.splitlines(keepends=True)))
+    w = result["w"]
+    assert (w.granted, w.cancelled, w.rejected, w.wait_max) == (2, 1, 0, SECOND // 10)
+
+
 def test_a_replay_reads_no_further_than_the_run() -> None:
     """The trace is read one row at a time, and not past ``seconds``: a
     million rows cost no memory, and rows after the end are never read."""
@@ -671,7 +692,9 @@ def test_cli_says_which_requirements_a_trace_can_judge_in_one_line(
             st.integers(0, 10**12),
             st.integers(0, 3),
             st.integers(1, 1000),
-            st.none() | st.sampled_from(["acme", "a,b", 'quo"te', "7"]),
+            st.none()
+            | st.sampled_from(["acme", "a,b", 'quo"te', "7", "two\nlines", "cr\rlf", " x\r\n"])
+            | st.text(min_size=1),
             st.none() | st.integers(0, 10**11),
         ),
         max_size=20,
@@ -679,7 +702,9 @@ def test_cli_says_which_requirements_a_trace_can_judge_in_one_line(
 )
 def test_written_traces_read_back_as_they_were(rows: list[tuple[Any, ...]]) -> None:
     """trace_lines writes what read_trace reads: times exact to the
-    nanosecond, flows quoted as CSV needs (a flow reads back as a string)."""
+    nanosecond, flows quoted as CSV needs (a flow reads back as a string;
+    one with a carriage return was written unquoted, and its row did not
+    read)."""
     from permits.sim import trace_lines
 
     at = 0
@@ -689,6 +714,25 @@ def test_written_traces_read_back_as_they_were(rows: list[tuple[Any, ...]]) -> N
         calls.append(Call(at, level, cost, flow, timeout))
     back = [c._replace(line=0) for c in read_trace(list(trace_lines(calls)))]
     assert back == [c._replace(flow=None if c.flow is None else str(c.flow)) for c in calls]
+
+
+def test_levels_and_costs_of_an_int_enum_are_written_as_numbers() -> None:
+    """A level (or units) of an ``(int, Enum)`` class, as callers name
+    their priorities, is written as its number: it was written as its
+    ``str``, ``Priority.LOW``, and the trace did not read."""
+    from permits.sim import trace_lines
+
+    class Priority(int, enum.Enum):
+        HIGH = 0
+        LOW = 1
+
+    calls = [Call(0, Priority.LOW, Priority.LOW), Call(1, Priority.HIGH, {"tokens": Priority.LOW})]
+    lines = list(trace_lines(calls, ["requests", "tokens"]))
+    assert lines[1:] == ["0,1,1,1,,,\n", "0.000000001,0,0,1,,,\n"]
+    assert [c._replace(line=0) for c in read_trace(lines)] == [
+        Call(0, 1, {"requests": 1, "tokens": 1}),
+        Call(1, 0, {"requests": 0, "tokens": 1}),
+    ]
 
 
 _LIMITS = ["requests", "tokens", "a,b"]

@@ -21,7 +21,13 @@ class Recording:
     after them are counted in :attr:`dropped`, not kept. ``limits`` names
     the limiter's limits, in order."""
 
-    def __init__(self, start_ns: int, max_calls: int, limits: tuple[str, ...]) -> None:
+    def __init__(
+        self,
+        start_ns: int,
+        max_calls: int,
+        limits: tuple[str, ...],
+        previous: Recording | None = None,
+    ) -> None:
         self.start_ns = start_ns
         self.max_calls = max_calls
         self.limits = limits
@@ -31,6 +37,9 @@ class Recording:
         self.stopped = False
         #: The index of each call kept that is still waiting, by its id.
         self._waiting: dict[int, int] = {}
+        #: The recording this one replaced, while calls of its still wait:
+        #: told how they end (a limiter's ids are never used twice).
+        self._previous = previous if previous is not None and previous._waiting else None
 
     def add(
         self,
@@ -61,16 +70,28 @@ class Recording:
         )
 
     def gave_up(self, id: int, now: int) -> None:
-        """The waiting call ``id`` stopped waiting at ``now`` (cancelled): in a
-        replay it gives up after as long as it waited."""
+        """The waiting call ``id`` stopped waiting at ``now`` (cancelled; or
+        granted then, and cancelled before it ran): in a replay it gives up
+        after as long as it waited."""
         index = self._waiting.pop(id, None)
         if index is not None:
             call = self.calls[index]
             self.calls[index] = call._replace(timeout=now - self.start_ns - call.at)
+        elif self._previous is not None:
+            self._previous.gave_up(id, now)
+            self._forget_previous()
 
     def decided(self, id: int) -> None:
         """The waiting call ``id`` was decided: it stays as it is."""
-        self._waiting.pop(id, None)
+        if self._waiting.pop(id, None) is None and self._previous is not None:
+            self._previous.decided(id)
+            self._forget_previous()
+
+    def _forget_previous(self) -> None:
+        """Let the previous recording go once none of its calls waits."""
+        previous = self._previous
+        if previous is not None and not previous._waiting:
+            self._previous = previous._previous
 
     def stop(self) -> None:
         """Keep no more calls from now on."""

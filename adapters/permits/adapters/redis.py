@@ -1791,6 +1791,7 @@ class RedisLimiter(_AnyioLimiter):
         if units is None or waiter.error is not None:
             super()._withdraw(id, waiter)
             return
+        self._gave_up(id, waiter)
         self._dispatch(self._machine.tick(self._now()))  # next_level() needs the time
         if self._takes_over(units, self.reserve[waiter.decision.level]) and self._refund(id):
             return
@@ -1802,6 +1803,7 @@ class RedisLimiter(_AnyioLimiter):
         self._asks.pop(id, None)  # type: ignore[call-overload]
         waiter = self._waiters.pop(id, None)  # type: ignore[call-overload]
         if waiter is not None:
+            self._gave_up(id, waiter)  # type: ignore[arg-type]  # in a replay, it gives up now
             waiter.error = error
             if waiter.event is not None:
                 waiter.event.set()

@@ -463,7 +463,9 @@ def simulate(scenario: Scenario, *, max_arrivals: int | None = MAX_ARRIVALS) -> 
     Deterministic: the same scenario gives the same result. Events at the
     same time happen in this order: callers whose timeout ran out cancel,
     then the machine ticks (deadlines reached, then permits due), then new
-    callers arrive (each push ticks first, as the core's push does).
+    callers arrive (each push ticks first, as the core's push does); a
+    caller of timeout 0 not granted on arrival gives up then, before the
+    next arrives (as a try_acquire that finds no permit does).
     """
     check_arrivals(scenario, max_arrivals)
     duration = nanoseconds("seconds", scenario.seconds)
@@ -708,7 +710,14 @@ def _run(
                 if decisions:
                     decide(decisions)
             if timeout is not None and id in tenants:  # not decided at once
-                heappush(pending, (t + timeout, id))
+                if timeout:
+                    heappush(pending, (t + timeout, id))
+                else:  # gives up at once, as a try_acquire does: no later arrival sees it
+                    cancel(id)
+                    costs.pop(id, None)
+                    del tenants[id]
+                    on_leave(w, t, State.CANCELLED)
+                    ask = True
             upcoming = next(source, None)
             upcoming_at = never if upcoming is None else upcoming[0]
         if ask:

@@ -379,16 +379,21 @@ def _with_costs(
 def trace_lines(calls: Iterable[Call], limits: Sequence[str] | None = None) -> Iterator[str]:
     """The CSV lines of a trace of ``calls`` (a header, then a row a call),
     as :func:`read_trace` reads them back: times in seconds, exact to the
-    nanosecond; a flow as its ``str``. With ``limits`` (their names), a
-    ``cost.<limit>`` column for each in place of ``cost``: a call's units
-    of each (a cost that is one number: that many of each; a mapping: 0 of
-    a limit it does not name). Without, every cost must be one number."""
+    nanosecond; levels and units as numbers; a flow as its ``str``. With
+    ``limits`` (their names), a ``cost.<limit>`` column for each in place of
+    ``cost``: a call's units of each (a cost that is one number: that many
+    of each; a mapping: 0 of a limit it does not name). Without, every cost
+    must be one number."""
     names = list(limits) if limits is not None else None
     if names is not None and (not names or len(set(names)) != len(names)):
         raise PermitValueError("limits", limits, "names each limit once, and at least one")
     costs = ["cost"] if names is None else [f"{_PER_LIMIT}{name}" for name in names]
     row = io.StringIO()
     writer = csv.writer(row, lineterminator="\n")
+    # csv quotes a cell with the line terminator in it, not a flow with
+    # "\r" alone (which read_trace's csv reads as the end of a line): a
+    # row with one is written all quoted.
+    quoted = csv.writer(row, lineterminator="\n", quoting=csv.QUOTE_ALL)
     # (a limit's name quoted as need be)
     writer.writerow(["at", "level", *costs, "flow", "timeout", "max_wait"])
     yield row.getvalue()
@@ -399,14 +404,16 @@ def trace_lines(calls: Iterable[Call], limits: Sequence[str] | None = None) -> I
         timeout = "" if call.timeout is None else _seconds(call.timeout)
         limit = "" if call.max_wait is None else _seconds(call.max_wait)
         units = _written_costs(call.cost, names)
-        writer.writerow([_seconds(call.at), call.level, *units, flow, timeout, limit])
+        cells = [_seconds(call.at), int(call.level), *units, flow, timeout, limit]
+        (quoted if "\r" in flow else writer).writerow(cells)
         yield row.getvalue()
 
 
 def _written_costs(cost: int | Mapping[str, int], names: list[str] | None) -> list[int]:
-    """The cost cells of a row: one, or one per limit of ``names``."""
+    """The cost cells of a row: one, or one per limit of ``names`` (each a
+    plain ``int``: an ``(int, Enum)``'s ``str`` is its name)."""
     if isinstance(cost, int):
-        return [cost] if names is None else [cost] * len(names)
+        return [int(cost)] if names is None else [int(cost)] * len(names)
     if names is None:
         raise PermitValueError("limits", None, f"a cost per limit ({dict(cost)}) needs limits")
     for name in cost:
@@ -414,7 +421,7 @@ def _written_costs(cost: int | Mapping[str, int], names: list[str] | None) -> li
             raise PermitValueError(
                 "limits", names, f"a call's cost names limit {name!r}, not in them"
             )
-    return [cost.get(name, 0) for name in names]
+    return [int(cost.get(name, 0)) for name in names]
 
 
 def _seconds(ns: int) -> str:
