@@ -621,6 +621,16 @@ def _run(
                         too_long[w] += 1
                     left_at[w] = at
 
+    def give_up(id: int, t: int) -> bool:
+        """The waiting caller ``id`` gives up at ``t``: withdrawn and
+        counted as cancelled (``False``: it no longer waited)."""
+        if not cancel(id):
+            return False
+        costs.pop(id, None)
+        del tenants[id]
+        on_leave(id % count, t, State.CANCELLED)
+        return True
+
     # The machine's next tick, asked again after a turn unless nothing
     # changed it: a turn whose only calls were pushes, each of one unit
     # with no deadline and deciding nothing, into a machine where someone
@@ -652,10 +662,7 @@ def _run(
         gave_up = False
         while gives_up == t and pending and pending[0][0] <= t:
             id = heappop(pending)[1]
-            if id in tenants and cancel(id):
-                costs.pop(id, None)
-                del tenants[id]
-                on_leave(id % count, t, State.CANCELLED)
+            if id in tenants and give_up(id, t):
                 gave_up = True
         if gave_up:
             # One who gave up may have stood before a waiter whose units
@@ -713,10 +720,7 @@ def _run(
                 if timeout:
                     heappush(pending, (t + timeout, id))
                 else:  # gives up at once, as a try_acquire does: no later arrival sees it
-                    cancel(id)
-                    costs.pop(id, None)
-                    del tenants[id]
-                    on_leave(w, t, State.CANCELLED)
+                    give_up(id, t)
                     ask = True
             upcoming = next(source, None)
             upcoming_at = never if upcoming is None else upcoming[0]
