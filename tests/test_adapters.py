@@ -19,8 +19,9 @@ import itertools
 import math
 import random
 import weakref
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Hashable, Iterator
 from contextlib import AbstractAsyncContextManager, suppress
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -1811,3 +1812,29 @@ async def test_pause_left_says_how_long_the_pause_in_force_lasts(
         assert limiter.pause_left() == pytest.approx(0.5, abs=1e-6)
         await anyio.sleep(1.0)
         assert limiter.pause_left() == 0.0
+
+
+def test_a_recording_is_written_whole_or_not_at_all(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A recording written to a path replaces the file only once complete:
+    a write that fails midway leaves the file as it was, and nothing beside
+    it."""
+    from permits.adapters import _recording
+
+    recording = _recording.Recording(0, 10, ("units",))
+    recording.calls.extend([Call(0, 0), Call(SECOND, 1)])
+    path = tmp_path / "trace.csv"
+    recording.write(path)
+    written = path.read_text(encoding="utf-8")
+    assert written.count("\n") == 3  # the header and two rows
+
+    def broken(*args: object) -> Iterator[str]:
+        yield "at,level,cost,flow,timeout,max_wait\n"
+        raise OSError("disk full")
+
+    monkeypatch.setattr(_recording, "trace_lines", broken)
+    with pytest.raises(OSError, match="disk full"):
+        recording.write(path)
+    assert path.read_text(encoding="utf-8") == written
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["trace.csv"]

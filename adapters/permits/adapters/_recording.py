@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import os
+import threading
 from collections.abc import Hashable, Mapping
 from pathlib import Path
 from typing import IO
@@ -99,10 +101,19 @@ class Recording:
 
     def write(self, target: str | Path | IO[str]) -> None:
         """Write the calls kept as a CSV trace to a path or an open text
-        file: with several limits, a ``cost.<limit>`` column for each."""
+        file: with several limits, a ``cost.<limit>`` column for each. A
+        path is written whole or not at all (a file beside it, renamed over
+        it once complete), so a crash mid-write leaves no truncated trace."""
         lines = trace_lines(self.calls, self.limits if len(self.limits) > 1 else None)
-        if isinstance(target, (str, Path)):
-            with open(target, "w", encoding="utf-8", newline="") as file:
-                file.writelines(lines)
-        else:
+        if not isinstance(target, (str, Path)):
             target.writelines(lines)
+            return
+        path = Path(target)
+        partial = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.partial")
+        try:
+            with open(partial, "w", encoding="utf-8", newline="") as file:
+                file.writelines(lines)
+            os.replace(partial, path)
+        except BaseException:
+            partial.unlink(missing_ok=True)
+            raise
