@@ -74,7 +74,9 @@ def test_json_matches_the_simulation_and_is_byte_identical(
         for got, want in zip(reported["workloads"], result.workloads, strict=True):
             assert got["granted"] == want.granted
             assert got["waiting"] == want.waiting
-            assert got["wait_max_s"] == (None if want.wait_max is None else want.wait_max / 1e9)
+            assert got["wait_max_s"] == (
+                None if want.wait_max_ns is None else want.wait_max_ns / 1e9
+            )
     aging = data["scenarios"][4]["workloads"][1]
     assert aging["published"]["cleared_at_s"] == 4.8
 
@@ -436,10 +438,10 @@ def test_live_runner_matches_the_simulation_on_virtual_time(scenario: Scenario) 
             want.cancelled,
         ), got.name
         assert (got.rejected, got.expired) == (want.rejected, want.expired), got.name
-        assert (got.waits, got.timeline, got.wait_max) == (
-            want.waits,
+        assert (got.waits_ns, got.timeline, got.wait_max_ns) == (
+            want.waits_ns,
             want.timeline,
-            want.wait_max,
+            want.wait_max_ns,
         ), got.name
 
 

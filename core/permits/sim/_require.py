@@ -62,9 +62,9 @@ _TIMES = (
 )
 #: The other times, by the field of :class:`~permits.sim.WorkloadResult` that holds each.
 _TIME_FIELDS = {
-    Measure.CLEARED: "cleared_at",
-    Measure.WORST_TENANT_P99: "tenant_wait_p99_max",
-    Measure.MEDIAN_TENANT_P99: "tenant_wait_p99_median",
+    Measure.CLEARED: "cleared_at_ns",
+    Measure.WORST_TENANT_P99: "tenant_wait_p99_max_ns",
+    Measure.MEDIAN_TENANT_P99: "tenant_wait_p99_median_ns",
 }
 #: The largest power of ten a bound may be written with (an exponent of
 #: millions makes a Fraction of as many digits: it would not return; and
@@ -171,7 +171,7 @@ class Requirement:
         result = run[self.workload]
         measure = self.measure
         if measure in _QUANTILES:
-            wait = offered_quantile(result.waits, result.offered, _QUANTILES[measure])
+            wait = offered_quantile(result.waits_ns, result.offered, _QUANTILES[measure])
             return None if wait is None else Fraction(wait, SECOND)
         if measure in _TIMES:
             at: int | None = getattr(result, _TIME_FIELDS[measure])
@@ -196,11 +196,11 @@ class Requirement:
             return True  # no caller came: none waited past the bound, none is left
         bound = math.floor(self.bound * SECOND)
         if self.measure in _QUANTILES:
-            within = dict(result.within).get(bound)
+            within = dict(result.within_ns).get(bound)
             if within is not None:
                 return within >= max(1, math.ceil(_QUANTILES[self.measure] * result.offered))
         elif self.measure in (Measure.WORST_TENANT_P99, Measure.MEDIAN_TENANT_P99):
-            within = dict(result.tenants_within).get(bound)
+            within = dict(result.tenants_within_ns).get(bound)
             if within is not None:
                 granted = result.tenants - result.tenants_starved
                 if self.measure is Measure.WORST_TENANT_P99:

@@ -53,16 +53,19 @@ _TOO_LONG = State.TOO_LONG
 
 @attrs.frozen
 class WorkloadResult:
-    """What one workload got in one run. Times in nanoseconds.
+    """What one workload got in one run.
 
     Every caller offered ends in exactly one of ``granted``, ``waiting``
     (still waiting at the end), ``cancelled`` (gave up after its
-    ``timeout``), ``rejected`` (refused on arrival: its level was full, or
-    its wait would pass its ``max_wait``; those are counted apart in
-    ``too_long`` too) or ``expired`` (its ``expire_after`` passed). Wait
+    ``timeout``), ``rejected`` (refused on arrival: its level was full),
+    ``too_long`` (refused on arrival: its wait would pass its ``max_wait``)
+    or ``expired`` (its ``expire_after`` passed). The fields ending in
+    ``_ns`` are times in the core's exact nanoseconds; the properties ending
+    in ``_s`` are the same in seconds, as a user reads them (``None`` as
+    for the field: no caller granted, or a backlog never cleared). Wait
     quantiles are over the granted callers, within
-    :data:`~permits.core.RELATIVE_ERROR` (the core's histogram); ``wait_max``
-    is exact.
+    :data:`~permits.core.RELATIVE_ERROR` (the core's histogram);
+    ``wait_max_ns`` is exact.
     """
 
     name: str
@@ -75,25 +78,29 @@ class WorkloadResult:
     cancelled: int
     rejected: int
     expired: int
-    wait_p50: int | None
-    wait_p99: int | None
-    wait_max: int | None
+    #: Median wait of the callers granted, in nanoseconds; ``None``: none granted.
+    wait_p50_ns: int | None
+    #: 99th percentile wait of the callers granted, in nanoseconds.
+    wait_p99_ns: int | None
+    #: Longest wait of the callers granted, in nanoseconds, exact.
+    wait_max_ns: int | None
     #: Units of the first limit granted (each caller's cost: one each unless
     #: its workload or trace says otherwise).
     units: int
     #: This workload's fraction of all units of the first limit granted in the run.
     share: float
     #: When its last caller left (with a permit or without: refused, gave up
-    #: or expired), if none was waiting at the end; else ``None``.
-    cleared_at: int | None
+    #: or expired), in nanoseconds from the start, if none was waiting at
+    #: the end; else ``None``.
+    cleared_at_ns: int | None
     #: Permits granted in each of :data:`BINS` equal slices of the run.
     timeline: tuple[int, ...] = attrs.field(repr=False)
-    #: The wait histogram: ``(wait, count)`` pairs, by wait.
-    waits: tuple[tuple[int, int], ...] = attrs.field(repr=False)
-    #: Of those ``rejected``, the callers refused because even their best
-    #: case would wait longer than their ``max_wait`` (the core's
-    #: :attr:`~permits.core.State.TOO_LONG`; ``rejected`` counts them too,
-    #: as it always has).
+    #: The wait histogram: ``(wait in nanoseconds, count)`` pairs, by wait.
+    waits_ns: tuple[tuple[int, int], ...] = attrs.field(repr=False)
+    #: Callers refused on arrival because even their best case would wait
+    #: longer than their ``max_wait`` (the core's
+    #: :attr:`~permits.core.State.TOO_LONG`; not counted in ``rejected``,
+    #: as the core's statistics count them).
     too_long: int = attrs.field(kw_only=True)
     #: Units granted of each limit, in the scenario's order (:attr:`Result.limits`).
     units_per_limit: tuple[int, ...] = attrs.field(kw_only=True)
@@ -103,20 +110,63 @@ class WorkloadResult:
     tenants: int = attrs.field(kw_only=True)
     #: Its tenants with callers offered and none granted within the run.
     tenants_starved: int = attrs.field(kw_only=True)
-    #: The longest of its tenants' p99 waits (each over its granted callers);
-    #: ``None`` without a tenant granted.
-    tenant_wait_p99_max: int | None = attrs.field(kw_only=True)
+    #: The longest of its tenants' p99 waits (each over its granted callers),
+    #: in nanoseconds; ``None`` without a tenant granted.
+    tenant_wait_p99_max_ns: int | None = attrs.field(kw_only=True)
     #: The tenant with that wait.
     worst_tenant: str | None = attrs.field(kw_only=True)
     #: The median of its granted tenants' p99 waits (nearest rank): how the
-    #: typical tenant fares beside the worst.
-    tenant_wait_p99_median: int | None = attrs.field(kw_only=True)
-    #: For each bound (ns) of a requirement on its p50 or p99 wait, how many
-    #: of its callers were granted within it, exactly: ``(bound, count)``.
-    within: tuple[tuple[int, int], ...] = attrs.field(default=(), kw_only=True, repr=False)
-    #: For each bound (ns) of a requirement on its tenants' p99 waits, how
-    #: many of its granted tenants have a p99 within it, exactly.
-    tenants_within: tuple[tuple[int, int], ...] = attrs.field(default=(), kw_only=True, repr=False)
+    #: typical tenant fares beside the worst; in nanoseconds.
+    tenant_wait_p99_median_ns: int | None = attrs.field(kw_only=True)
+    #: For each bound of a requirement on its p50 or p99 wait, how many of
+    #: its callers were granted within it, exactly: ``(bound in
+    #: nanoseconds, count)``.
+    within_ns: tuple[tuple[int, int], ...] = attrs.field(default=(), kw_only=True, repr=False)
+    #: For each bound of a requirement on its tenants' p99 waits, how many
+    #: of its granted tenants have a p99 within it, exactly: ``(bound in
+    #: nanoseconds, count)``.
+    tenants_within_ns: tuple[tuple[int, int], ...] = attrs.field(
+        default=(), kw_only=True, repr=False
+    )
+
+    @property
+    def wait_p50_s(self) -> float | None:
+        """Median wait in seconds; ``None``: no caller granted."""
+        return _seconds(self.wait_p50_ns)
+
+    @property
+    def wait_p99_s(self) -> float | None:
+        """99th percentile wait in seconds; ``None``: no caller granted."""
+        return _seconds(self.wait_p99_ns)
+
+    @property
+    def wait_max_s(self) -> float | None:
+        """Longest wait in seconds; ``None``: no caller granted."""
+        return _seconds(self.wait_max_ns)
+
+    @property
+    def cleared_at_s(self) -> float | None:
+        """When its last caller left, in seconds from the start; ``None``:
+        one was waiting at the end."""
+        return _seconds(self.cleared_at_ns)
+
+    @property
+    def tenant_wait_p99_max_s(self) -> float | None:
+        """The longest of its tenants' p99 waits in seconds; ``None``:
+        no tenant granted."""
+        return _seconds(self.tenant_wait_p99_max_ns)
+
+    @property
+    def tenant_wait_p99_median_s(self) -> float | None:
+        """The median of its tenants' p99 waits in seconds; ``None``:
+        no tenant granted."""
+        return _seconds(self.tenant_wait_p99_median_ns)
+
+
+def _seconds(ns: int | None) -> float | None:
+    """Nanoseconds as seconds (``None`` stays ``None``; past a float's
+    range of nanoseconds too: an int divided by an int)."""
+    return None if ns is None else ns / SECOND
 
 
 @attrs.frozen
@@ -124,8 +174,8 @@ class Result:
     """A run of one :class:`Scenario`: a :class:`WorkloadResult` per workload."""
 
     scenario: Scenario
-    #: The run's length in nanoseconds.
-    duration: int
+    #: The run's length (its scenario's ``seconds``) in nanoseconds.
+    duration_ns: int
     workloads: tuple[WorkloadResult, ...]
 
     @property
@@ -333,10 +383,10 @@ class Tally:
         return {
             "tenants": len(indexes),
             "tenants_starved": sum(1 for i in indexes if not self.tenant_hists[i].count),
-            "tenant_wait_p99_max": p99s[-1][0] if p99s else None,
+            "tenant_wait_p99_max_ns": p99s[-1][0] if p99s else None,
             "worst_tenant": str(self.tenant_flows[p99s[-1][1]]) if p99s else None,
-            "tenant_wait_p99_median": p99s[(len(p99s) - 1) // 2][0] if p99s else None,
-            "tenants_within": tuple(
+            "tenant_wait_p99_median_ns": p99s[(len(p99s) - 1) // 2][0] if p99s else None,
+            "tenants_within_ns": tuple(
                 (bound, sum(1 for i in indexes if self._p99_within(i, k)))
                 for k, bound in enumerate(self.tenant_bounds[w])
             ),
@@ -388,17 +438,17 @@ class Tally:
                     rejected=self.rejected[w],
                     too_long=self.too_long[w],
                     expired=self.expired[w],
-                    wait_p50=hist.quantile(0.5),
-                    wait_p99=hist.quantile(0.99),
-                    wait_max=hist.max,
+                    wait_p50_ns=hist.quantile(0.5),
+                    wait_p99_ns=hist.quantile(0.99),
+                    wait_max_ns=hist.max,
                     units=units[w][0],
                     share=shares[0],
-                    cleared_at=self.left_at[w] if waiting == 0 else None,
+                    cleared_at_ns=self.left_at[w] if waiting == 0 else None,
                     timeline=tuple(self.bins[w]),
-                    waits=tuple(hist.items()),
+                    waits_ns=tuple(hist.items()),
                     units_per_limit=tuple(units[w]),
                     shares=shares,
-                    within=self._within(w),
+                    within_ns=self._within(w),
                     **self._tenant_figures(w),
                 )
             )
