@@ -930,7 +930,7 @@ async def test_a_recording_replays_as_a_trace(open_limiter: OpenLimiter, tmp_pat
     assert recording.calls == [
         Call(0, 1),
         Call(SECOND // 4, 0, 1, "acme", 3 * SECOND // 2),
-        Call(SECOND // 4, 1, timeout=0),  # try_acquire: it does not wait
+        Call(SECOND // 4, 1, timeout_ns=0),  # try_acquire: it does not wait
     ]
     assert recording.dropped == 1
     path = tmp_path / "trace.csv"
@@ -1028,7 +1028,7 @@ async def test_a_timeout_that_ends_as_a_permit_falls_due_ends_alike_in_the_repla
         await limiter.acquire()  # the bucket's permit: the next at 0.1 s
         with pytest.raises(AcquireTimeout):
             await limiter.acquire(timeout=0.1)
-    assert recording.calls == [Call(0, 0), Call(0, 0, timeout=SECOND // 10)]
+    assert recording.calls == [Call(0, 0), Call(0, 0, timeout_ns=SECOND // 10)]
     scenario = Scenario(
         "replay", Fifo(), rate=10, seconds=1, workloads=[Workload("w", 0, NoArrivals(0))]
     )
@@ -1051,8 +1051,8 @@ async def test_an_acquire_refused_for_its_max_wait_is_recorded(
         with pytest.raises(WouldWaitTooLong):
             await limiter.acquire(max_wait=0.05)  # the next permit is 0.1 s away
         await limiter.acquire(max_wait=0.1)
-    bounded = [Call(0, 0, max_wait=0), Call(0, 0, max_wait=SECOND // 20)]
-    assert recording.calls == [*bounded, Call(0, 0, max_wait=SECOND // 10)]
+    bounded = [Call(0, 0, max_wait_ns=0), Call(0, 0, max_wait_ns=SECOND // 20)]
+    assert recording.calls == [*bounded, Call(0, 0, max_wait_ns=SECOND // 10)]
     path = tmp_path / "trace.csv"
     recording.write(path)
     with path.open(encoding="utf-8", newline="") as file:
@@ -1076,7 +1076,7 @@ async def test_a_recorded_try_acquire_never_waits_in_the_replay(open_limiter: Op
         recording = limiter.record()
         assert limiter.try_acquire()  # the bucket is full: taken at once
         assert not limiter.try_acquire()  # empty now: refused
-    assert recording.calls == [Call(0, 0, timeout=0), Call(0, 0, timeout=0)]
+    assert recording.calls == [Call(0, 0, timeout_ns=0), Call(0, 0, timeout_ns=0)]
     scenario = Scenario(
         "replay", StrictPriority(1), rate=10, seconds=1, workloads=[Workload("w", 0, NoArrivals(0))]
     )
@@ -1101,8 +1101,8 @@ async def test_a_refused_try_acquire_stands_in_no_ones_way_in_the_replay(
         await limiter.acquire(max_wait=0.1)  # first in line: granted at 100 ms
     assert recording.calls == [
         Call(0, 0),
-        Call(0, 0, timeout=0),
-        Call(0, 0, max_wait=100 * MILLISECOND),
+        Call(0, 0, timeout_ns=0),
+        Call(0, 0, max_wait_ns=100 * MILLISECOND),
     ]
     scenario = Scenario(
         "replay", Fifo(), rate=10, burst=1, seconds=1, workloads=[Workload("w", 0, NoArrivals(0))]
@@ -1131,8 +1131,8 @@ async def test_a_recorded_caller_that_gives_up_gives_up_in_the_replay(
         assert since(0) == 100 * MILLISECOND
     assert recording.calls == [
         Call(0, 0),
-        Call(0, 0, timeout=50 * MILLISECOND),
-        Call(50 * MILLISECOND, 0, timeout=SECOND),
+        Call(0, 0, timeout_ns=50 * MILLISECOND),
+        Call(50 * MILLISECOND, 0, timeout_ns=SECOND),
     ]
     scenario = Scenario(
         "replay", Fifo(), rate=10, burst=1, seconds=2, workloads=[Workload("w", 0, NoArrivals(0))]
@@ -1180,8 +1180,8 @@ async def test_a_recorded_caller_granted_and_cancelled_before_it_ran_gives_up_in
     assert (stats.granted - stats.refunded, stats.wait_max_ns) == (2, 100 * MILLISECOND)
     assert recording.calls == [
         Call(0, 0),
-        Call(0, 0, timeout=100 * MILLISECOND),
-        Call(0, 0, timeout=SECOND),
+        Call(0, 0, timeout_ns=100 * MILLISECOND),
+        Call(0, 0, timeout_ns=SECOND),
     ]
     scenario = Scenario(
         "replay", Fifo(), rate=10, burst=1, seconds=2, workloads=[Workload("w", 0, NoArrivals(0))]
@@ -1215,7 +1215,7 @@ async def test_a_recorded_caller_the_closing_limiter_refused_gives_up_in_the_rep
         await waiting(limiter, 1)
         await anyio.sleep(0.05)  # closed at 50 ms
     assert len(refused) == 1
-    assert recording.calls == [Call(0, 0), Call(0, 0, timeout=50 * MILLISECOND)]
+    assert recording.calls == [Call(0, 0), Call(0, 0, timeout_ns=50 * MILLISECOND)]
     scenario = Scenario(
         "replay", Fifo(), rate=10, burst=1, seconds=1, workloads=[Workload("w", 0, NoArrivals(0))]
     )
@@ -1306,7 +1306,7 @@ async def test_a_recording_a_later_one_replaced_still_learns_how_its_calls_ended
         second = limiter.record()
         await anyio.sleep(0.05)
         await limiter.acquire()  # granted at 100 ms
-    assert first.calls == [Call(0, 0), Call(0, 0, timeout=70 * MILLISECOND)]
+    assert first.calls == [Call(0, 0), Call(0, 0, timeout_ns=70 * MILLISECOND)]
     assert second.calls == [Call(50 * MILLISECOND, 0)]
 
 

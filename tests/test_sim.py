@@ -240,7 +240,7 @@ def test_a_caller_behind_one_that_gives_up_is_granted_when_it_gives_up() -> None
         Workload("c", 0, Batch(1)),
     ]
     scenario = Scenario("gives up", Fifo(1), 1, 10, workloads, burst=3)
-    calls = [Call(0, 0, cost=3), Call(0, 0, cost=3, timeout=3 * SECOND // 2), Call(0, 0)]
+    calls = [Call(0, 0, cost=3), Call(0, 0, cost=3, timeout_ns=3 * SECOND // 2), Call(0, 0)]
     got = simulate(scenario)["c"]
     assert (got.granted, got.wait_max_ns, got.cleared_at_ns) == (1, 1_500_000_000, 1_500_000_000)
     replayed = replay(scenario, calls)["a"]  # a replay's calls of level 0 count as "a"

@@ -159,7 +159,7 @@ def test_a_time_of_any_number_of_digits_reads_exactly() -> None:
     any run's end, so a replay does not read it)."""
     huge = "1" + "0" * 5000
     (call,) = read_trace(["at,level,timeout\n", f"{huge},0,{huge}\n"])
-    assert call.at == call.timeout == 10**5009
+    assert call.at_ns == call.timeout_ns == 10**5009
     scenario = Scenario("s", Fifo(1), rate=1, seconds=10, workloads=[Workload("w", 0, Batch(0))])
     result = replay(scenario, read_trace(["at,level\n", "0,0\n", f"{huge},0\n"]))
     assert result["w"].offered == 1
@@ -347,7 +347,7 @@ def test_a_calls_own_timeout_comes_first_and_costs_count_as_units() -> None:
     )
     calls = [
         *(Call(0, 1, cost=4) for _ in range(30)),
-        Call(SECOND, 1, timeout=SECOND // 100),  # gives up long before its turn
+        Call(SECOND, 1, timeout_ns=SECOND // 100),  # gives up long before its turn
         Call(2 * SECOND, 0),  # overtakes the export's waiting head
     ]
     result = replay(scenario, calls)
@@ -536,7 +536,7 @@ def test_any_scenario_replayed_from_its_own_arrivals_is_its_simulation(
     calls = own_trace(scenario)
     if own_timeouts:
         timeouts = [None if w.timeout is None else round(w.timeout * SECOND) for w in workloads]
-        calls = (c._replace(timeout=timeouts[c.level]) for c in list(calls))
+        calls = (c._replace(timeout_ns=timeouts[c.level]) for c in list(calls))
         scenario = attrs.evolve(
             scenario, workloads=[attrs.evolve(w, timeout=None) for w in workloads]
         )
@@ -775,8 +775,8 @@ def test_written_costs_per_limit_read_back_as_they_were(
     assert lines[0].startswith("at,level,")
     assert lines[0].count("cost.") == len(limits)
     back = list(read_trace(lines))
-    assert [(c.at, c.level, c.flow) for c in back] == [
-        (c.at, c.level, None if c.flow is None else str(c.flow)) for c in calls
+    assert [(c.at_ns, c.level, c.flow) for c in back] == [
+        (c.at_ns, c.level, None if c.flow is None else str(c.flow)) for c in calls
     ]
     assert [_units(c.cost, limits) for c in back] == [_units(c.cost, limits) for c in calls]
 
@@ -817,7 +817,7 @@ def test_a_timeout_that_runs_out_after_its_grant_changes_nothing() -> None:
             n % 2,
             cost=1 + n % 3 // 2,
             flow=None if n % 5 == 0 else f"t{n % 7}",
-            timeout=SECOND if n % 2 == 0 else None,
+            timeout_ns=SECOND if n % 2 == 0 else None,
         )
         for n in range(400)
     ]
@@ -835,7 +835,7 @@ def test_a_timeout_that_runs_out_after_its_grant_changes_nothing() -> None:
     assert users.granted == users.offered == 200
     assert users.wait_max_ns is not None
     assert 0 < users.wait_max_ns < SECOND
-    assert with_timeouts == replay(scenario, [call._replace(timeout=None) for call in calls])
+    assert with_timeouts == replay(scenario, [call._replace(timeout_ns=None) for call in calls])
 
 
 def test_cli_bounds_no_workload_a_trace_replaces(tmp_path: Path) -> None:
