@@ -257,8 +257,9 @@ class Tally:
         #: Units of the costs given per limit.
         self.units_per_limit = [[0] * len(scenario.named_limits) for _ in range(n)]
         self.cancelled = [0] * n
+        #: Refused for a full level; those refused for their ``max_wait``
+        #: are counted apart (``too_long``), not here.
         self.rejected = [0] * n
-        #: Of those rejected, the ones refused for their ``max_wait``.
         self.too_long = [0] * n
         self.expired = [0] * n
         self.left_at: list[int | None] = [None] * n
@@ -312,12 +313,13 @@ class Tally:
 
     def on_reject(self, w: int, at: int, state: State = State.REJECTED) -> None:
         """A caller of workload ``w`` was refused at once, at ``at``: its
-        level was full (:attr:`~permits.core.State.REJECTED`), or it would
-        have waited past its ``max_wait`` (``State.TOO_LONG``, counted in
-        ``too_long`` as well)."""
-        self.rejected[w] += 1
+        level was full (:attr:`~permits.core.State.REJECTED`, counted in
+        ``rejected``), or it would have waited past its ``max_wait``
+        (``State.TOO_LONG``, counted in ``too_long``)."""
         if state is _TOO_LONG:
             self.too_long[w] += 1
+        else:
+            self.rejected[w] += 1
         self.left_at[w] = at
 
     def on_grant(
@@ -421,6 +423,7 @@ class Tally:
                 self.offered[w]
                 - self.granted[w]
                 - self.rejected[w]
+                - self.too_long[w]
                 - self.cancelled[w]
                 - self.expired[w]
             )
@@ -666,9 +669,10 @@ def _run(
                 if state is _EXPIRED:
                     on_leave(w, at, state)
                 else:  # REJECTED or TOO_LONG, at push: it never waited
-                    rejected[w] += 1
                     if state is _TOO_LONG:
                         too_long[w] += 1
+                    else:
+                        rejected[w] += 1
                     left_at[w] = at
 
     def give_up(id: int, t: int) -> bool:

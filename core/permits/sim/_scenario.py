@@ -479,8 +479,8 @@ class Workload:
     :param max_wait: seconds: a caller whose wait the limiter estimates
         (:meth:`~permits.core.Machine.min_wait`) longer than this on its
         arrival is refused at once, never queued (``acquire(max_wait=...)``,
-        the core's ``push(max_wait=...)``: counted as ``rejected``, and
-        apart as ``too_long``); ``None`` for no bound.
+        the core's ``push(max_wait=...)``: counted as ``too_long``, apart
+        from those ``rejected`` for a full level); ``None`` for no bound.
     """
 
     name: str = attrs.field()
