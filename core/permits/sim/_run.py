@@ -243,12 +243,14 @@ class Tally:
     Callers are numbered per run; :meth:`id` packs the workload's index into
     the number so a decision's id tells its workload without a lookup. A
     caller that names a flow counts for its tenant too (:meth:`tenant`).
+    Its times are the core's nanoseconds from the start of the run.
     """
 
-    def __init__(self, scenario: Scenario, duration: int) -> None:
+    def __init__(self, scenario: Scenario, duration_ns: int) -> None:
         n = len(scenario.workloads)
         self.scenario = scenario
-        self.duration = duration
+        #: The run's length (its scenario's ``seconds``) in nanoseconds.
+        self.duration_ns = duration_ns
         self.count = n
         self.offered = [0] * n
         self.granted = [0] * n
@@ -311,8 +313,8 @@ class Tally:
             self.tenant_records.append(record)
         return index
 
-    def on_reject(self, w: int, at: int, state: State = State.REJECTED) -> None:
-        """A caller of workload ``w`` was refused at once, at ``at``: its
+    def on_reject(self, w: int, at_ns: int, state: State = State.REJECTED) -> None:
+        """A caller of workload ``w`` was refused at once, at ``at_ns``: its
         level was full (:attr:`~permits.core.State.REJECTED`, counted in
         ``rejected``), or it would have waited past its ``max_wait``
         (``State.TOO_LONG``, counted in ``too_long``)."""
@@ -320,26 +322,26 @@ class Tally:
             self.too_long[w] += 1
         else:
             self.rejected[w] += 1
-        self.left_at[w] = at
+        self.left_at[w] = at_ns
 
     def on_grant(
         self,
         w: int,
-        at: int,
-        waited: int,
+        at_ns: int,
+        waited_ns: int,
         cost: int | tuple[int, ...] = 1,
         tenant: int | None = None,
     ) -> None:
         """A caller of workload ``w`` (of ``tenant``) was granted ``cost``
-        (units of every limit, or per limit) at ``at`` after ``waited``."""
+        (units of every limit, or per limit) at ``at_ns`` after ``waited_ns``."""
         self.granted[w] += 1
         self.charge(w, cost)
-        self.left_at[w] = at
+        self.left_at[w] = at_ns
         if tenant is None:
-            self.records[w](waited)
+            self.records[w](waited_ns)
         else:
-            self.on_tenant_grant(tenant, waited)
-        self.bins[w][min(BINS - 1, at * BINS // self.duration)] += 1
+            self.on_tenant_grant(tenant, waited_ns)
+        self.bins[w][min(BINS - 1, at_ns * BINS // self.duration_ns)] += 1
 
     def charge(self, w: int, cost: int | tuple[int, ...]) -> None:
         """Count ``cost``'s units as granted to workload ``w``."""
@@ -350,15 +352,15 @@ class Tally:
             for j, n in enumerate(cost):
                 per_limit[j] += n
 
-    def on_tenant_grant(self, tenant: int, waited: int) -> None:
-        """A caller of ``tenant`` was granted after ``waited`` (counted for
+    def on_tenant_grant(self, tenant: int, waited_ns: int) -> None:
+        """A caller of ``tenant`` was granted after ``waited_ns`` (counted for
         its workload too)."""
-        self.tenant_records[tenant](waited)
+        self.tenant_records[tenant](waited_ns)
 
-    def on_leave(self, w: int, at: int, state: State) -> None:
-        """A waiting caller of workload ``w`` left at ``at`` without a permit:
-        ``CANCELLED`` or ``EXPIRED``."""
-        self.left_at[w] = at
+    def on_leave(self, w: int, at_ns: int, state: State) -> None:
+        """A waiting caller of workload ``w`` left at ``at_ns`` without a
+        permit: ``CANCELLED`` or ``EXPIRED``."""
+        self.left_at[w] = at_ns
         if state is State.CANCELLED:
             self.cancelled[w] += 1
         else:
@@ -455,22 +457,22 @@ class Tally:
                     **self._tenant_figures(w),
                 )
             )
-        return Result(self.scenario, self.duration, tuple(workloads))
+        return Result(self.scenario, self.duration_ns, tuple(workloads))
 
 
-def arrivals(scenario: Scenario, duration: int) -> Iterator[tuple[int, int]]:
-    """Every arrival before ``duration`` ns as ``(time, workload index)``, in
-    time order; simultaneous arrivals in workload order."""
+def arrivals(scenario: Scenario, duration_ns: int) -> Iterator[tuple[int, int]]:
+    """Every arrival before ``duration_ns`` as ``(time in nanoseconds,
+    workload index)``, in time order; simultaneous arrivals in workload order."""
     streams = [
-        _stream(w, workload, scenario.seed, duration)
+        _stream(w, workload, scenario.seed, duration_ns)
         for w, workload in enumerate(scenario.workloads)
     ]
     return heapq.merge(*streams)
 
 
-def _stream(w: int, workload: Workload, seed: int, duration: int) -> Iterator[tuple[int, int]]:
+def _stream(w: int, workload: Workload, seed: int, duration_ns: int) -> Iterator[tuple[int, int]]:
     for t in workload.arrivals.times(seed * 1_000_003 + w):
-        if t >= duration:
+        if t >= duration_ns:
             return
         yield t, w
 
