@@ -87,9 +87,11 @@ _FORMAT = (
 
 def offered_quantile(waits: tuple[tuple[int, int], ...], offered: int, q: Fraction) -> int | None:
     """The ``q``-quantile (nearest rank) of the waits of ``offered`` callers,
-    of which those in ``waits`` (``(wait, count)`` by wait) were granted and
-    the rest waited past the end: ``None`` if the rank falls among the rest
-    (or nothing was offered)."""
+    of which those in ``waits`` (``(wait, count)`` by wait, as a result's
+    :attr:`~permits.sim.WorkloadResult.waits_ns`) were granted and the rest
+    waited past the end, in the unit of ``waits`` (nanoseconds, from a
+    result): ``None`` if the rank falls among the rest (or nothing was
+    offered)."""
     rank = max(1, math.ceil(q * offered))
     seen = 0
     for wait, count in waits:
