@@ -788,7 +788,7 @@ async def test_a_recording_keeps_the_cost_of_every_limit(
         recording = limiter.record()
         await limiter.acquire(cost={"requests": 1, "tokens": 60})
         await limiter.acquire(cost={"tokens": 30})
-    assert [(c.cost, c.timeout) for c in recording.calls] == [
+    assert [(c.cost, c.timeout_ns) for c in recording.calls] == [
         ({"requests": 1, "tokens": 60}, None),
         ({"tokens": 30}, None),
     ]
@@ -797,7 +797,7 @@ async def test_a_recording_keeps_the_cost_of_every_limit(
     with path.open(encoding="utf-8", newline="") as file:
         assert file.readline() == "at,level,cost.requests,cost.tokens,flow,timeout,max_wait\n"
     with path.open(encoding="utf-8", newline="") as file:
-        calls = [c._replace(at=0, line=0) for c in read_trace(file, limits=limits)]
+        calls = [c._replace(at_ns=0, line=0) for c in read_trace(file, limits=limits)]
     assert calls == [
         Call(0, 0, {"requests": 1, "tokens": 60}),
         Call(0, 0, {"requests": 0, "tokens": 30}),
@@ -827,10 +827,10 @@ async def test_a_recorded_caller_granted_and_cancelled_before_it_ran_gives_up(
             tg.start_soon(cancelled)
             await anyio.sleep(0.1)  # it waits first
             tg.start_soon(limiter.acquire)
-    waited = recording.calls[1].timeout
+    waited = recording.calls[1].timeout_ns
     assert waited is not None
     assert 0.3 * SECOND < waited < 5 * SECOND, waited
-    assert recording.calls[2].timeout is None
+    assert recording.calls[2].timeout_ns is None
 
 
 @pytest.mark.anyio
@@ -1666,7 +1666,7 @@ async def test_a_recorded_caller_failed_in_an_outage_gives_up_then(own_server: R
                 await limiter.acquire()
         finally:
             own_server.resume()
-    waited = recording.calls[1].timeout
+    waited = recording.calls[1].timeout_ns
     assert waited is not None
     assert 0.3 * SECOND <= waited < 2 * SECOND, waited
 

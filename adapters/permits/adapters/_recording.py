@@ -68,7 +68,7 @@ class Recording:
         if waiting is not None:
             self._waiting[waiting] = len(self.calls)
         self.calls.append(
-            Call(now - self.start_ns, level, cost, flow, timeout_ns, max_wait=max_wait_ns)
+            Call(now - self.start_ns, level, cost, flow, timeout_ns, max_wait_ns=max_wait_ns)
         )
 
     def gave_up(self, id: int, now: int) -> None:
@@ -78,7 +78,7 @@ class Recording:
         index = self._waiting.pop(id, None)
         if index is not None:
             call = self.calls[index]
-            self.calls[index] = call._replace(timeout=now - self.start_ns - call.at)
+            self.calls[index] = call._replace(timeout_ns=now - self.start_ns - call.at_ns)
         elif self._previous is not None:
             self._previous.gave_up(id, now)
             self._forget_previous()

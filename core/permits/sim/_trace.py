@@ -69,22 +69,25 @@ class TraceError(PermitValueError):
 
 
 class Call(NamedTuple):
-    """One recorded request. Times in nanoseconds. (A named tuple: a trace
-    of millions of rows makes millions of them.)"""
+    """One recorded request, its times in the core's nanoseconds (a trace's
+    row, whose columns ``at``, ``timeout`` and ``max_wait`` are seconds,
+    read exactly). (A named tuple: a trace of millions of rows makes
+    millions of them.)"""
 
-    #: When it arrived, from the start of the trace.
-    at: int
+    #: When it arrived, in nanoseconds from the start of the trace.
+    at_ns: int
     level: int
     #: Units of every limit, or units per limit by name (a limit not named: 0).
     cost: int | Mapping[str, int] = 1
     flow: Hashable = None
-    #: After how long it gave up; ``None``: it waited as long as it took.
-    timeout: int | None = None
+    #: After how many nanoseconds it gave up; ``None``: it waited as long as it took.
+    timeout_ns: int | None = None
     #: Its line in the trace (for errors); 0 for a call made otherwise.
     line: int = 0
-    #: The longest wait it would take at all (``acquire(max_wait=...)``):
-    #: refused on arrival if the limiter estimates a longer one; ``None``: any.
-    max_wait: int | None = None
+    #: The longest wait it would take at all, in nanoseconds
+    #: (``acquire(max_wait=...)``): refused on arrival if the limiter
+    #: estimates a longer one; ``None``: any.
+    max_wait_ns: int | None = None
 
 
 def _ns(line: int, field: str, value: object) -> int:
@@ -300,7 +303,7 @@ def _json_calls(numbered: Iterator[tuple[int, str]]) -> Iterator[Call]:
             get("max_wait"),
             previous,
         )
-        previous = call.at
+        previous = call.at_ns
         yield call
 
 
@@ -349,7 +352,7 @@ def _csv_calls(
             cells.append("")
             at, level, cost, flow, timeout, max_wait = cells_of(cells)
             call = _call(line, at, level, cost, flow, timeout, max_wait, previous)
-            previous = call.at
+            previous = call.at_ns
             yield call
     except csv.Error as error:
         raise TraceError(number + reader.line_num, "row", None, f"not CSV: {error}") from None
@@ -401,10 +404,10 @@ def trace_lines(calls: Iterable[Call], limits: Sequence[str] | None = None) -> I
         row.seek(0)
         row.truncate()
         flow = "" if call.flow is None else str(call.flow)
-        timeout = "" if call.timeout is None else _seconds(call.timeout)
-        limit = "" if call.max_wait is None else _seconds(call.max_wait)
+        timeout = "" if call.timeout_ns is None else _seconds(call.timeout_ns)
+        limit = "" if call.max_wait_ns is None else _seconds(call.max_wait_ns)
         units = _written_costs(call.cost, names)
-        cells = [_seconds(call.at), int(call.level), *units, flow, timeout, limit]
+        cells = [_seconds(call.at_ns), int(call.level), *units, flow, timeout, limit]
         (quoted if "\r" in flow else writer).writerow(cells)
         yield row.getvalue()
 
