@@ -394,21 +394,21 @@ REFUSED: list[tuple[str, Callable[[], object], tuple[type, str, object, str]]] =
         lambda: Machine(Fifo(), limits=two, flow_limit=["tokens"]),  # type: ignore[arg-type]
         typed("flow_limit", ["tokens"], "a limit's name (str)"),
     ),
-    # a push's max_wait (P53)
+    # a push's max_wait_ns (P53)
     (
-        "max_wait negative",
-        lambda: Machine(Fifo(), 1).push("x", 0, 0, max_wait=-1),
-        valued("max_wait", -1, "must be at least 0"),
+        "max_wait_ns negative",
+        lambda: Machine(Fifo(), 1).push("x", 0, 0, max_wait_ns=-1),
+        valued("max_wait_ns", -1, "must be at least 0"),
     ),
     (
-        "max_wait float",
-        lambda: Machine(Fifo(), 1).push("x", 0, 0, max_wait=0.5),  # type: ignore[arg-type]
-        typed("max_wait", 0.5, "an int"),
+        "max_wait_ns float",
+        lambda: Machine(Fifo(), 1).push("x", 0, 0, max_wait_ns=0.5),  # type: ignore[arg-type]
+        typed("max_wait_ns", 0.5, "an int"),
     ),
     (
-        "max_wait bool",
-        lambda: Machine(Fifo(), 1).push("x", 0, 0, max_wait=True),
-        typed("max_wait", True, "an int"),
+        "max_wait_ns bool",
+        lambda: Machine(Fifo(), 1).push("x", 0, 0, max_wait_ns=True),
+        typed("max_wait_ns", True, "an int"),
     ),
     # the checks other packages use
     ("check_int str", lambda: check_int("n", "1"), typed("n", "1", "an int")),

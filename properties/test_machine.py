@@ -507,7 +507,7 @@ class PolicyMachine(RuleBasedStateMachine):
         max_wait = None if patience is None else max(0, wait + patience)
         if max_wait is not None:
             out = self.core.push(
-                id, level, now, deadline=at_deadline, cost=cost, flow=flow, max_wait=max_wait
+                id, level, now, deadline=at_deadline, cost=cost, flow=flow, max_wait_ns=max_wait
             )
         elif flow is not None:
             out = self.core.push(id, level, now, deadline=at_deadline, cost=cost, flow=flow)
@@ -934,9 +934,9 @@ class PolicyMachine(RuleBasedStateMachine):
                 "now-float",
                 "now-back",
                 "deadline-float",
-                "max_wait-negative",
-                "max_wait-float",
-                "max_wait-bool",
+                "max_wait_ns-negative",
+                "max_wait_ns-float",
+                "max_wait_ns-bool",
                 "id-unhashable",
                 "flow-unhashable",
             ]
@@ -944,7 +944,7 @@ class PolicyMachine(RuleBasedStateMachine):
     )
     def push_bad(self, bad: str) -> None:
         """P18: every bad push raises a documented error naming the argument
-        (a ``max_wait`` too: P53)."""
+        (a ``max_wait_ns`` too: P53)."""
         levels = self.config.spec.levels
         args: dict[str, Any] = {"id": ("bad", self.next_id), "level": 0, "now": self.now}
         deadline: Any = None
@@ -969,11 +969,11 @@ class PolicyMachine(RuleBasedStateMachine):
             args["now"], expected = self.now - 1, TimeWentBackwards
         elif bad == "deadline-float":
             deadline, expected = self.now + 0.5, PermitTypeError
-        elif bad == "max_wait-negative":
+        elif bad == "max_wait_ns-negative":
             max_wait = -1
-        elif bad == "max_wait-float":
+        elif bad == "max_wait_ns-float":
             max_wait, expected = 0.5, PermitTypeError
-        elif bad == "max_wait-bool":
+        elif bad == "max_wait_ns-bool":
             max_wait, expected = True, PermitTypeError
         elif bad == "id-unhashable":
             args["id"], expected = ["unhashable"], PermitTypeError
@@ -988,7 +988,7 @@ class PolicyMachine(RuleBasedStateMachine):
                 args["now"],
                 deadline=deadline,
                 flow=flow,
-                max_wait=max_wait,
+                max_wait_ns=max_wait,
             ),
             expected,
             f"a push with {bad}",

@@ -130,7 +130,7 @@ def test_unit_costs_until_a_waiter_asks_for_another_cost() -> None:
     machine = Machine(Fifo(1), 1, 4)
     assert machine.unit_costs
     machine.push("a", 0, 0)
-    machine.push("b", 0, 0, cost=4, max_wait=0)  # too long: three units are left
+    machine.push("b", 0, 0, cost=4, max_wait_ns=0)  # too long: three units are left
     assert machine.unit_costs
     machine.push("c", 0, 0, cost=2)
     assert not machine.unit_costs
@@ -243,11 +243,11 @@ def test_a_push_whose_best_case_passes_its_max_wait_is_too_long() -> None:
     machine = Machine(StrictPriority(2), 100)  # a permit every 10 ms
     machine.push("now", 1, 0)
     machine.push("b1", 1, 0)
-    [decision] = machine.push("b2", 1, 0, max_wait=20 * MILLISECOND - 1)
+    [decision] = machine.push("b2", 1, 0, max_wait_ns=20 * MILLISECOND - 1)
     assert decision == Decision("b2", State.TOO_LONG, 1, 0, 0)
     assert "b2" not in machine
     assert machine.min_wait(1) == 20 * MILLISECOND  # what the refusal compared
-    assert machine.push("b2", 1, 0, max_wait=20 * MILLISECOND) == []
+    assert machine.push("b2", 1, 0, max_wait_ns=20 * MILLISECOND) == []
     assert "b2" in machine
     stats = machine.statistics().levels[1]
     assert (stats.pushed, stats.too_long, stats.rejected, stats.waiting) == (4, 1, 0, 2)
@@ -351,8 +351,8 @@ def test_equal_snapshots_decide_alike() -> None:
     assert flowed.snapshot() != plain.snapshot()
     flowed.push("a", 0, 1)
     plain.push("a", 0, 1)
-    assert flowed.push("b", 1, 2, max_wait=SECOND) == []  # only level 1 surely goes first
-    [too_long] = plain.push("b", 1, 2, max_wait=SECOND)  # "a" goes first too
+    assert flowed.push("b", 1, 2, max_wait_ns=SECOND) == []  # only level 1 surely goes first
+    [too_long] = plain.push("b", 1, 2, max_wait_ns=SECOND)  # "a" goes first too
     assert too_long.state is State.TOO_LONG
 
     spent = Machine(Fifo(), 1, 1)

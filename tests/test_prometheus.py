@@ -38,7 +38,7 @@ def test_scrape_shows_depth_counters_and_waits() -> None:
     machine.push("b1", 1, 0)
     machine.push("b2", 1, 0)
     machine.push("b3", 1, 0)  # rejected: level 1 holds 2
-    machine.push("i1", 0, 0, max_wait=0)  # too long: the next permit is 10 ms away
+    machine.push("i1", 0, 0, max_wait_ns=0)  # too long: the next permit is 10 ms away
     machine.push("i0", 0, 4 * MILLISECOND)
     machine.cancel("b2")
     machine.tick(10 * MILLISECOND)  # i0 granted after 6 ms

@@ -807,7 +807,7 @@ def naive_figures(scenario: Scenario) -> list[dict[str, Any]]:
                     deadline=None if deadline is None else t + seconds_ns(deadline),
                     cost=cost if isinstance(cost, int) else dict(zip(names, cost, strict=True)),
                     flow=flow if workload.fair else None,
-                    max_wait=None if longest is None else seconds_ns(longest),
+                    max_wait_ns=None if longest is None else seconds_ns(longest),
                 )
             )
     figures = []

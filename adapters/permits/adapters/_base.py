@@ -479,7 +479,7 @@ class _Limiting:
         id = next(self._ids)
         try:
             decisions = machine.push(
-                id, level, now, deadline=deadline, cost=cost, flow=flow, max_wait=limit
+                id, level, now, deadline=deadline, cost=cost, flow=flow, max_wait_ns=limit
             )
         except Exception as error:
             self._fault(error)
@@ -863,7 +863,7 @@ class BaseLimiter(_Limiting):
             The framework's own timeouts and cancellation work too.
         :param max_wait: fail fast: raise :class:`WouldWaitTooLong` at once if
             even the best case would wait longer than this many seconds (the
-            machine's ``push(max_wait=...)``; counted as the level's
+            machine's ``push(max_wait_ns=...)``; counted as the level's
             ``too_long``).
         :raises permits.core.QueueFull: the level is at its ``max_waiting``.
         :raises LimiterClosed: the limiter is closed, or closes while waiting.

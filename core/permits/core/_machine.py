@@ -89,7 +89,7 @@ class State(enum.Enum):
     #: Still waiting at its deadline; never granted.
     EXPIRED = "expired"
     #: Refused at push because even its best case (:meth:`Machine.min_wait`)
-    #: would wait longer than its ``max_wait``; never granted.
+    #: would wait longer than its ``max_wait_ns``; never granted.
     TOO_LONG = "too long"
     #: Was granted, and handed the permit back unused (:meth:`Machine.refund`).
     REFUNDED = "refunded"
@@ -672,7 +672,7 @@ class Machine:
         deadline: int | None = None,
         cost: int | Mapping[str, int] = 1,
         flow: Hashable = None,
-        max_wait: int | None = None,
+        max_wait_ns: int | None = None,
     ) -> list[Decision]:
         """A waiter ``id`` joins ``level`` at ``now``, asking for ``cost``.
 
@@ -690,9 +690,9 @@ class Machine:
         decision), and a ``deadline <= now`` expires it at once:
         ``max_waiting=0`` and a deadline of ``now`` both mean "grant only at
         once, never queue".
-        With ``max_wait`` (ns, ``>= 0``), a newcomer whose best case would
+        With ``max_wait_ns`` (``>= 0``), a newcomer whose best case would
         wait longer, that is, whose :meth:`min_wait` after the tick exceeds
-        ``max_wait``, is refused before it joins (a :attr:`State.TOO_LONG`
+        ``max_wait_ns``, is refused before it joins (a :attr:`State.TOO_LONG`
         decision): never queued, never granted, and the machine stays as the
         tick left it but for its counts (and :meth:`min_wait` still says
         what the refusal compared). While nobody waits and its cost fits,
@@ -702,10 +702,10 @@ class Machine:
         larger than a limit's burst (it could never be granted).
         """
         level, now, deadline, units, weight = self._arrival(id, level, now, deadline, cost, flow)
-        if max_wait is not None:
-            max_wait = check_int("max_wait", max_wait, 0)
+        if max_wait_ns is not None:
+            max_wait_ns = check_int("max_wait_ns", max_wait_ns, 0)
         out = self.tick(now)
-        if max_wait is not None and self._least_wait(level, units, flow, now) > max_wait:
+        if max_wait_ns is not None and self._least_wait(level, units, flow, now) > max_wait_ns:
             self._count(id, level)
             self._too_long[level] += 1
             out.append(_new(Decision, (id, _TOO_LONG, level, now, 0)))
@@ -772,7 +772,7 @@ class Machine:
         was not pushed (push it to wait). For a caller that proceeds the
         moment a permit is free: an acquire that finds one. Raises as
         :meth:`push` does, and :class:`PermitTypeError` for a
-        ``settle_later`` that is not a bool. It takes no ``max_wait``: what
+        ``settle_later`` that is not a bool. It takes no ``max_wait_ns``: what
         it grants waited 0, within any.
         """
         # The hot case: one unit while nobody waits (so no deadline can be

@@ -171,7 +171,7 @@ class LevelStatistics:
     #: refunded, and as settled for those settled.
     units_granted: tuple[int, ...] = ()
     #: Pushes refused because even their best case would wait longer than
-    #: their ``max_wait`` (:attr:`~permits.core.State.TOO_LONG`).
+    #: their ``max_wait_ns`` (:attr:`~permits.core.State.TOO_LONG`).
     too_long: int = 0
 
     @property

@@ -747,7 +747,7 @@ def _run(
             if cost == 1 and flow is None:  # the core's quicker path
                 if timeout is not None:
                     tenants[id] = None
-                decisions = push(id, levels[w], t, deadline=deadline, max_wait=limit)
+                decisions = push(id, levels[w], t, deadline=deadline, max_wait_ns=limit)
             else:
                 asked: int | dict[str, int] = 1  # its cost as the machine takes it
                 if cost != 1:
@@ -766,7 +766,7 @@ def _run(
                     deadline=deadline,
                     cost=asked,
                     flow=flow if fair[w] else None,
-                    max_wait=limit,
+                    max_wait_ns=limit,
                 )
             if decisions or deadline is not None:
                 ask = True

@@ -479,7 +479,7 @@ class Workload:
     :param max_wait: seconds: a caller whose wait the limiter estimates
         (:meth:`~permits.core.Machine.min_wait`) longer than this on its
         arrival is refused at once, never queued (``acquire(max_wait=...)``,
-        the core's ``push(max_wait=...)``: counted as ``too_long``, apart
+        the core's ``push(max_wait_ns=...)``: counted as ``too_long``, apart
         from those ``rejected`` for a full level); ``None`` for no bound.
     """
 
