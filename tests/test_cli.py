@@ -1222,3 +1222,30 @@ def test_compare_plot_of_no_callers_and_no_drawn_requirement_warns_nothing(
     status, _, err = run(capsys, "compare", str(path), "--plot", str(target))
     assert (status in (0, 1), err) == (True, "")
     assert target.read_bytes().startswith(b"\x89PNG\r\n\x1a\n")
+
+
+def test_a_scenario_file_names_the_flows_options(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """``flow_weights``, ``max_waiting_per_flow`` and ``flow_limit`` in a
+    scenario file are the limiter's: each flow at most 25 waiting (the rest
+    rejected), "a" (weight 3) is served three permits to "b"'s one until
+    its 25 are gone (20 each without the weights); a bad weight is one
+    error naming its place."""
+    path = tmp_path / "scenario.toml"
+    text = (
+        '[[scenario]]\nname = "s"\nrate = 100\nseconds = 0.4\n'
+        'flow_weights = { a = 3 }\nmax_waiting_per_flow = 25\nflow_limit = "units"\n'
+        '[[scenario.workload]]\nname = "a"\nlevel = 0\narrivals = "batch"\nsize = 40\nflow = "a"\n'
+        '[[scenario.workload]]\nname = "b"\nlevel = 0\narrivals = "batch"\nsize = 40\nflow = "b"\n'
+    )
+    path.write_text(text)
+    status, out, err = run(capsys, "simulate", str(path), "--json")
+    assert (status, err) == (0, "")
+    a, b = json.loads(out)["scenarios"][0]["workloads"]
+    assert (a["granted"], b["granted"]) == (26, 14)  # its first at once, then its 25
+    assert (a["rejected"], b["rejected"]) == (14, 15)
+    path.write_text(text.replace("{ a = 3 }", "{ a = 0 }"))
+    status, out, err = run(capsys, "simulate", str(path))
+    assert status == 2
+    assert "scenario[0].flow_weights=0" in err, err

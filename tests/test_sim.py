@@ -930,3 +930,33 @@ def test_every_figure_is_a_naive_run_of_the_machines(
         p99s: list[int] = want["tenant_p99s"]
         assert near(got.tenant_wait_p99_max_ns, p99s[-1] if p99s else None)
         assert near(got.tenant_wait_p99_median_ns, p99s[(len(p99s) - 1) // 2] if p99s else None)
+
+
+def test_the_flows_take_turns_by_the_scenario_s_weights() -> None:
+    """A scenario's flow options are its machine's: two batches of 40 at one
+    level, one in flow "a" (weight 3) and one in flow "b", 40 permits in
+    the run: three of "a" to one of "b" within one grant (20 each without
+    the weights). A flow at its ``max_waiting_per_flow`` rejects the rest:
+    "a" has its first granted at once, then 25 queue."""
+    workloads = [
+        Workload("a", 0, Batch(40), flow="a"),
+        Workload("b", 0, Batch(40), flow="b"),
+    ]
+    weighted = Scenario("flows", Fifo(), 100, 0.4, workloads, flow_weights={"a": 3})
+    a, b = simulate(weighted).workloads
+    assert a.granted + b.granted == 40
+    assert abs(a.granted - 30) <= 1, (a.granted, b.granted)
+    a, b = simulate(attrs.evolve(weighted, flow_weights=None)).workloads
+    assert abs(a.granted - 20) <= 1, (a.granted, b.granted)
+    assert weighted.flow_options()["flow_weights"] == {"a": 3}
+
+    bounded = attrs.evolve(weighted, max_waiting_per_flow=25)
+    a, b = simulate(bounded).workloads
+    assert (a.rejected, b.rejected) == (14, 15)
+
+    with pytest.raises(PermitValueError, match="flow_weights"):
+        Scenario("flows", Fifo(), 100, 0.4, workloads, flow_weights={"a": 0})
+    with pytest.raises(PermitValueError, match="flow_limit"):
+        Scenario("flows", Fifo(), 100, 0.4, workloads, flow_limit="tokens")
+    with pytest.raises(PermitTypeError, match="flow_weights"):
+        Scenario("flows", Fifo(), 100, 0.4, workloads, flow_weights=(3,))

@@ -37,6 +37,7 @@ async def run(scenario: Scenario) -> Result:
         check_rate(scenario.rate),
         scenario.burst,
         max_waiting=scenario.max_waiting,
+        **scenario.flow_options(),
     ) as limiter:
         start = loop.time()
 

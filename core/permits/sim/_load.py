@@ -14,6 +14,9 @@ The shape, in TOML::
     seconds = 10                 # length of the run
     burst = 1                    # optional, default 1
     max_waiting = 500            # optional: per level, or a list, one per level
+    flow_weights = { acme = 3 }  # optional: the flows' weights (others weigh 1)
+    max_waiting_per_flow = 100   # optional: the most waiters one flow may have queued
+    flow_limit = "tokens"        # optional: the limit whose units flows share (the first)
     seed = 0                     # optional: fixes Poisson arrivals
     require = ["interactive p99 <= 50 ms", "batch share >= 20%"]   # optional
 
@@ -351,7 +354,18 @@ def _requirement(path: str, i: int, text: object) -> Requirement:
 
 
 _SCENARIO_KEYS = {"name", "seconds", "workload"}
-_SCENARIO_OPTIONAL = {"rate", "limits", "policy", "burst", "max_waiting", "seed", "require"}
+_SCENARIO_OPTIONAL = {
+    "rate",
+    "limits",
+    "policy",
+    "burst",
+    "max_waiting",
+    "seed",
+    "require",
+    "flow_weights",
+    "max_waiting_per_flow",
+    "flow_limit",
+}
 _PER = {"per_second": Limit.per_second, "per_minute": Limit.per_minute, "per_hour": Limit.per_hour}
 
 
@@ -435,6 +449,9 @@ def _scenario(path: str, value: object, max_arrivals: int | None) -> Scenario:
             seed=table.get("seed", 0),
             requirements=requirements,
             limits=limits,
+            flow_weights=table.get("flow_weights"),
+            max_waiting_per_flow=table.get("max_waiting_per_flow"),
+            flow_limit=table.get("flow_limit"),
         ),
     )
     _build(path, lambda: check_arrivals(scenario, max_arrivals))

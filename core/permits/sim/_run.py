@@ -623,6 +623,7 @@ def _run(
         max_waiting=scenario.max_waiting,
         refund_window_ns=None,
         keep_waits=False,
+        **scenario.flow_options(),
     )
     push, tick, cancel, next_tick = machine.push, machine.tick, machine.cancel, machine.next_tick
     on_leave, charge = tally.on_leave, tally.charge

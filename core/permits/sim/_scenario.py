@@ -13,7 +13,7 @@ from __future__ import annotations
 import bisect
 import itertools
 import math
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping, Sequence
 from decimal import Decimal
 from fractions import Fraction
 from typing import Any
@@ -25,6 +25,7 @@ from permits.core import (
     Aging,
     Fifo,
     Limit,
+    Machine,
     PermitTypeError,
     PermitValueError,
     Policy,
@@ -616,6 +617,19 @@ def _requirement_tuple(value: Iterable[Requirement]) -> tuple[Requirement, ...]:
     return tuple(value)
 
 
+def _flow_weight_pairs(value: object) -> object:
+    """A mapping of flows to weights as ``(flow, weight)`` pairs (a frozen
+    scenario's fields are values; pairs already are); the core checks the
+    weights."""
+    if value is None:
+        return value
+    if isinstance(value, tuple) and all(isinstance(p, tuple) and len(p) == 2 for p in value):
+        return value
+    if not isinstance(value, Mapping):
+        raise PermitTypeError("flow_weights", value, "a mapping of flows to weights")
+    return tuple(value.items())
+
+
 @attrs.frozen
 class Scenario:
     """A run: ``workloads`` sharing ``rate`` permits per second (``burst``
@@ -644,6 +658,18 @@ class Scenario:
     limits: tuple[tuple[str, Limit], ...] | None = attrs.field(
         default=None, converter=_limit_pairs, kw_only=True
     )
+    #: The flows' weights (a flow not named weighs 1), kept as ``(flow,
+    #: weight)`` pairs; the flows of a level take turns by them, as the
+    #: core's ``flow_weights``.
+    flow_weights: tuple[tuple[Hashable, int], ...] | None = attrs.field(
+        default=None, converter=_flow_weight_pairs, kw_only=True
+    )
+    #: The most waiters one flow of a level may have queued (the core's
+    #: ``max_waiting_per_flow``; ``None``: no limit).
+    max_waiting_per_flow: int | None = attrs.field(default=None, kw_only=True)
+    #: The limit whose units the flows of a level share (the core's
+    #: ``flow_limit``; ``None``: the first).
+    flow_limit: str | None = attrs.field(default=None, kw_only=True)
 
     def __attrs_post_init__(self) -> None:
         if self.limits is None:
@@ -683,6 +709,17 @@ class Scenario:
                         f"up to {most:,} units of limit {name!r}, over its burst "
                         f"({limit.burst:,}): such a caller could never be granted",
                     )
+        options = self.flow_options()
+        if any(value is not None for value in options.values()):
+            Machine(self.policy, limits=limits, **options)  # the core checks them, naming each
+
+    def flow_options(self) -> dict[str, Any]:
+        """The options of the flows, as a machine or a limiter takes them."""
+        return {
+            "flow_weights": None if self.flow_weights is None else dict(self.flow_weights),
+            "max_waiting_per_flow": self.max_waiting_per_flow,
+            "flow_limit": self.flow_limit,
+        }
 
     @property
     def named_limits(self) -> dict[str, Limit]:
