@@ -1,4 +1,4 @@
-"""The conformance suite's four cases, on virtual time, for any module in tests/.
+"""The conformance suite's cases, on virtual time, for any module in tests/.
 
 A test marked ``anyio`` that asks for ``open_limiter`` (or ``case``) runs
 four times: the asyncio adapter on asyncio, the anyio adapter on asyncio, the
@@ -7,6 +7,12 @@ time (:mod:`permits.testing`): the clock jumps to the next timer whenever
 every task waits, so a test may assert exact times and counts, and
 :func:`permits.testing.stall` stalls the loop. A test that needs real time
 parametrizes ``anyio_backend`` itself (a plain backend name).
+
+A test marked ``threads`` runs a fifth time, on the thread adapter: its
+limiter behind the async API (tests/thread_limiter.py: each acquire blocks
+a worker thread), under asyncio on the real clock, the thread adapter's own
+(it has no virtual one). Such a test asserts counts, orders and errors, not
+exact times.
 """
 
 from __future__ import annotations
@@ -17,6 +23,7 @@ from contextlib import AbstractAsyncContextManager
 from typing import Any
 
 import pytest
+from thread_limiter import open_thread_limiter
 
 from permits.adapters import BaseLimiter
 from permits.adapters import anyio as anyio_adapter
@@ -26,18 +33,35 @@ from permits.testing import virtual_backend
 
 #: (backend, adapter) of each case.
 CASES = [("asyncio", "asyncio"), ("asyncio", "anyio"), ("trio", "trio"), ("trio", "anyio")]
+#: The thread adapter's case: asyncio drives the test, on the real clock.
+THREADS = ("asyncio", "threads")
 
 
-@pytest.fixture(params=CASES, ids=[f"{adapter}-adapter-on-{backend}" for backend, adapter in CASES])
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """Each test that asks for ``case`` runs on the four async cases, and on
+    the thread adapter too if it is marked ``threads``."""
+    if "case" not in metafunc.fixturenames:
+        return
+    cases = list(CASES)
+    if metafunc.definition.get_closest_marker("threads") is not None:
+        cases.append(THREADS)
+    ids = [f"{adapter}-adapter-on-{backend}" for backend, adapter in cases]
+    ids[-1] = "threads-adapter" if cases[-1] == THREADS else ids[-1]
+    metafunc.parametrize("case", cases, ids=ids, indirect=True)
+
+
+@pytest.fixture
 def case(request: pytest.FixtureRequest) -> tuple[str, str]:
     """``(backend, adapter)``: which framework runs the test, which adapter it uses."""
     return request.param  # type: ignore[no-any-return]
 
 
 @pytest.fixture
-def anyio_backend(case: tuple[str, str]) -> tuple[str, dict[str, Any]]:
+def anyio_backend(case: tuple[str, str]) -> str | tuple[str, dict[str, Any]]:
     """anyio's plugin runs the test on the case's backend, on virtual time
-    (a fresh clock for each test)."""
+    (a fresh clock for each test); the thread adapter's, on the real clock."""
+    if case == THREADS:
+        return "asyncio"
     return virtual_backend(case[0])
 
 
@@ -49,6 +73,8 @@ def open_limiter(case: tuple[str, str]) -> Callable[..., AbstractAsyncContextMan
         return asyncio_adapter.open_limiter
     if adapter == "trio":
         return trio_adapter.open_limiter
+    if adapter == "threads":
+        return open_thread_limiter
     return anyio_adapter.open_limiter
 
 

@@ -26,6 +26,7 @@ import anyio
 import anyio.lowlevel
 import attrs
 import pytest
+from thread_limiter import ThreadLimiter
 
 from permits.adapters import (
     AcquireTimeout,
@@ -76,7 +77,13 @@ async def until(condition: Callable[[], bool]) -> None:
 
 async def waiting(limiter: BaseLimiter, count: int) -> None:
     """Until ``count`` callers wait (they queue in the order started), in no
-    virtual time."""
+    virtual time; on the thread adapter, as long as its worker threads take
+    to queue (10 s at most, on the real clock)."""
+    if isinstance(limiter, ThreadLimiter):
+        with anyio.fail_after(10):
+            while len(limiter.machine) < count:
+                await anyio.sleep(0.001)
+        return
     await until(lambda: len(limiter.machine) >= count)
 
 
@@ -309,6 +316,7 @@ async def test_cancelled_where_an_immediate_grant_returns(open_limiter: OpenLimi
         ("max_wait", "0.5"),
     ],
 )
+@pytest.mark.threads
 async def test_bad_acquire_arguments_are_refused_and_change_nothing(
     open_limiter: OpenLimiter, keyword: str, value: object
 ) -> None:
@@ -348,6 +356,7 @@ def test_level_sets_the_context_and_refuses_a_non_int() -> None:
     assert current_level() is None
 
 
+@pytest.mark.threads
 async def test_a_misspelt_option_names_open_limiter_and_its_options(
     open_limiter: OpenLimiter, case: tuple[str, str]
 ) -> None:
@@ -383,6 +392,7 @@ def test_bad_limiter_arguments_are_refused(
     assert getattr(refused.value, "argument", None) == argument
 
 
+@pytest.mark.threads
 async def test_a_caller_that_proceeds_spends_its_permit(open_limiter: OpenLimiter) -> None:
     """Permits granted at once and after a wait are spent as their callers
     resume, so the machine holds none in flight afterwards and remembers no
@@ -404,6 +414,7 @@ async def test_a_caller_that_proceeds_spends_its_permit(open_limiter: OpenLimite
         assert limiter.machine.snapshot().grants == (), "a proceeded caller's grant is remembered"
 
 
+@pytest.mark.threads
 async def test_close_wakes_every_waiter(open_limiter: OpenLimiter) -> None:
     errors: list[LimiterClosed] = []
 
@@ -434,6 +445,7 @@ class _State:
     """A caller's state, in its frame."""
 
 
+@pytest.mark.threads
 async def test_a_closed_limiter_keeps_no_callers_frame_alive(open_limiter: OpenLimiter) -> None:
     """Each caller refused by a closed limiter, and each waiter woken by its
     closing, raises a LimiterClosed of its own. The limiter raised one
@@ -558,6 +570,7 @@ async def test_a_max_wait_refusal_is_counted_at_its_level(open_limiter: OpenLimi
         assert (interactive.too_long, interactive.pushed) == (0, 0)
 
 
+@pytest.mark.threads
 async def test_try_acquire_never_jumps_the_queue(open_limiter: OpenLimiter) -> None:
     async with open_limiter(StrictPriority(2), 20) as limiter, anyio.create_task_group() as tg:
         assert limiter.try_acquire(1)  # the banked permit
@@ -569,6 +582,7 @@ async def test_try_acquire_never_jumps_the_queue(open_limiter: OpenLimiter) -> N
     assert limiter.statistics().levels[1].granted == 2
 
 
+@pytest.mark.threads
 async def test_context_level_and_queue_limit(open_limiter: OpenLimiter) -> None:
     async with open_limiter(StrictPriority(2), 5, max_waiting=(None, 1)) as limiter:
         with level(1):
@@ -677,6 +691,7 @@ async def test_lag_catch_up_is_at_most_burst(open_limiter: OpenLimiter) -> None:
     assert "late-interactive" in names, names
 
 
+@pytest.mark.threads
 async def test_permit_context_manager(open_limiter: OpenLimiter) -> None:
     async with open_limiter(Fifo(), 1000) as limiter:
         for _ in range(3):
@@ -685,6 +700,7 @@ async def test_permit_context_manager(open_limiter: OpenLimiter) -> None:
     assert limiter.statistics().levels[0].granted == 3
 
 
+@pytest.mark.threads
 async def test_broken_policy_reaches_the_waiters(open_limiter: OpenLimiter) -> None:
     class Broken:
         levels = 2
@@ -874,6 +890,7 @@ async def test_timeout_zero_is_granted_when_a_permit_is_free(open_limiter: OpenL
     assert (stats.granted, stats.expired, stats.waiting) == (2, 1, 0)
 
 
+@pytest.mark.threads
 async def test_max_waiting_zero_grants_at_once_or_rejects(open_limiter: OpenLimiter) -> None:
     """``max_waiting=0`` for a level means "never queue": an idle limiter
     grants it at once; a busy one rejects it with QueueFull."""
@@ -890,6 +907,7 @@ async def test_max_waiting_zero_grants_at_once_or_rejects(open_limiter: OpenLimi
     assert (stats[1].granted, stats[1].rejected, stats[0].granted) == (1, 1, 1)
 
 
+@pytest.mark.threads
 async def test_a_full_flow_rejects_with_its_own_limit(open_limiter: OpenLimiter) -> None:
     """``max_waiting_per_flow`` rejects a tenant's extra waiter with a
     QueueFull that names the flow and its limit, while another tenant of the
@@ -1111,6 +1129,7 @@ async def test_a_recorded_caller_that_gives_up_gives_up_in_the_replay(
     assert (replayed.granted, replayed.cancelled) == (2, 1)
 
 
+@pytest.mark.threads
 async def test_try_acquire_spends_its_permit(open_limiter: OpenLimiter) -> None:
     """A permit taken by try_acquire is spent at once: after many, the
     machine holds nothing for them ("memory is that of the permits in
@@ -1247,6 +1266,7 @@ class _Broken:
         return int(queues.depths[lv])
 
 
+@pytest.mark.threads
 async def test_a_policy_that_keeps_raising_still_wakes_every_waiter(
     open_limiter: OpenLimiter,
 ) -> None:
@@ -1363,6 +1383,7 @@ async def test_settle_gives_back_and_charges(open_limiter: OpenLimiter) -> None:
             permit.settle(1)  # settle_window 0: nothing is kept to settle
 
 
+@pytest.mark.threads
 async def test_a_refused_settle_names_the_permit_and_settle_window(
     open_limiter: OpenLimiter,
 ) -> None:
@@ -1482,6 +1503,7 @@ async def test_a_quota_lets_what_it_leaves_go_at_once(open_limiter: OpenLimiter)
         assert refused.value.argument == "remaining"
 
 
+@pytest.mark.threads
 async def test_live_limits_refuse_bad_input(open_limiter: OpenLimiter) -> None:
     async with open_limiter(Fifo(), 10) as limiter:
         with pytest.raises(PermitValueError):
@@ -1538,6 +1560,7 @@ async def test_permits_fall_due_far_from_the_clock_s_epoch(
         assert abs(since(start) - SECOND) <= 100, since(start)
 
 
+@pytest.mark.threads
 async def test_the_body_s_exception_leaves_as_itself(open_limiter: OpenLimiter) -> None:
     """`except AcquireTimeout` around the block catches it: no adapter wraps
     a body's exception in an ExceptionGroup; and the limiter is closed."""
@@ -1555,6 +1578,7 @@ async def test_the_body_s_exception_leaves_as_itself(open_limiter: OpenLimiter) 
     assert [type(e) for e in caught] == [AcquireTimeout, KeyError], caught
 
 
+@pytest.mark.threads
 async def test_async_with_a_limiter_is_refused(open_limiter: OpenLimiter) -> None:
     """`async with limiter:` would take no permit (aiolimiter's idiom takes
     one): refused, saying what to write; the limiter still works."""
