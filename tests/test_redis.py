@@ -2928,3 +2928,34 @@ async def test_an_acquire_that_would_never_wait_is_refused(redis_server: RedisSe
     with pytest.raises(PermitValueError, match="max_wait=0") as error:
         RedisLimiter(Fifo(), limiter.limit, max_waiting=0)
     assert error.value.argument == "max_waiting"
+
+
+@pytest.mark.anyio
+async def test_a_policy_that_raises_as_a_caller_arrives_breaks_the_limiter(
+    redis_server: RedisServer,
+) -> None:
+    """A policy that raises when asked which level is next, as a caller
+    arrives with the driver asleep: under asyncio as the lone caller's own
+    take is made, under trio as the driver is asked whether to wake. The
+    caller got the policy's own error, the limiter went on unbroken, and
+    under asyncio the caller was left in the machine, a waiter nobody
+    waited on; as when the driver meets the bug, the limiter breaks and
+    the caller gets LimiterClosed with the cause."""
+
+    class Broken:
+        levels = 2
+
+        def choose(self, queues: Any, now: int) -> int:
+            return 1  # wrong once level 1 is empty
+
+        def ahead(self, queues: Any, lv: int, now: int) -> int:
+            return int(queues.depths[lv])
+
+    async with open_limiter(Broken(), redis_server.url, name=fresh(), rate=50) as limiter:
+        await limiter.acquire(1)
+        await anyio.sleep(0.05)  # the driver is asleep, nobody waiting
+        with pytest.raises(LimiterClosed) as broke:
+            await limiter.acquire(0)
+        assert "choose() returned 1" in str(broke.value.cause)
+        assert limiter.closed
+        assert len(limiter.machine) == 0

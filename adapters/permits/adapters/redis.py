@@ -1735,7 +1735,14 @@ class RedisLimiter(_AnyioLimiter):
         if decision is None:
             self._asks[id] = units
             if self._lone:
-                self._alone()
+                try:
+                    self._alone()
+                except Exception as error:  # a broken policy, asked for the next level
+                    # as the driver's would: the limiter breaks, and the
+                    # caller, not yet a waiter, leaves the machine too
+                    with suppress(Exception):
+                        self._machine.cancel(id)
+                    self._fault(error)
         return id, level, decision
 
     def _dispatch(self, decisions: list[Decision]) -> None:
@@ -1937,7 +1944,14 @@ class RedisLimiter(_AnyioLimiter):
             self._fail_ns = self._last + self._after_ns
         super()._reschedule()
         wake = self._driver_wake
-        if wake is not None and self._should_wake():
+        if wake is None:
+            return
+        try:
+            should = self._should_wake()
+        except Exception as error:  # a broken policy, asked for the next level
+            self._break(error)  # as the driver's would: every waiter learns of it
+            should = True  # (and the driver, which ends)
+        if should:
             self._idle = False  # (it has something to do)
             wake.set()
 
