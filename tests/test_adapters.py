@@ -9,6 +9,16 @@ loaded machine changes nothing; a stall of the loop is
 driven in virtual time on the same pushes, so no policy's order is written
 here by hand. One smoke test runs in real time, with margins that hold on a
 loaded machine.
+
+The tests marked ``threads`` run on the thread adapter too, and those
+marked ``redis`` on the Redis limiter (tests/conftest.py), on the real
+clock: there a time is checked within margins (:func:`near`). A test not
+marked so does not apply there, or is the other's own: a thread cannot be
+cancelled (its way out is its timeout, or an interrupt:
+tests/test_threads.py) nor its clock stalled; the Redis limiter offers no
+``try_acquire``, refuses ``timeout=0`` and a ``max_waiting`` of 0, takes
+no flow options, and its ``max_wait`` estimate counts only the waiters
+ahead (the shared bucket is in Redis: tests/test_redis.py).
 """
 
 from __future__ import annotations
@@ -27,7 +37,6 @@ import anyio
 import anyio.lowlevel
 import attrs
 import pytest
-from thread_limiter import ThreadLimiter
 
 from permits.adapters import (
     AcquireTimeout,
@@ -60,7 +69,7 @@ from permits.core import (
     StrictPriority,
 )
 from permits.sim import SEED, Batch, Scenario, arrivals, nanoseconds, simulate
-from permits.testing import VirtualClockLoop, stall
+from permits.testing import VirtualClock, VirtualClockLoop, stall
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(30)]
 
@@ -79,9 +88,9 @@ async def until(condition: Callable[[], bool]) -> None:
 
 async def waiting(limiter: BaseLimiter, count: int) -> None:
     """Until ``count`` callers wait (they queue in the order started), in no
-    virtual time; on the thread adapter, as long as its worker threads take
-    to queue (10 s at most, on the real clock)."""
-    if isinstance(limiter, ThreadLimiter):
+    virtual time; on the real clock, as long as they take (the thread
+    adapter's worker threads), 10 s at most."""
+    if on_the_real_clock():
         with anyio.fail_after(10):
             while len(limiter.machine) < count:
                 await anyio.sleep(0.001)
@@ -107,11 +116,14 @@ EARLY, LATE = 50 * MILLISECOND, 300 * MILLISECOND
 
 
 def on_the_real_clock() -> bool:
-    """Whether the test runs on the real clock: the thread adapter's case."""
+    """Whether the test runs on the real clock: the thread adapter's case,
+    and the Redis limiter's."""
     try:
         loop = asyncio.get_running_loop()
-    except RuntimeError:  # trio, on its virtual clock
-        return False
+    except RuntimeError:  # trio
+        import trio.lowlevel
+
+        return not isinstance(trio.lowlevel.current_clock(), VirtualClock)
     return not isinstance(loop, VirtualClockLoop)
 
 
@@ -180,6 +192,7 @@ PUSHES = [("b1", 1), ("b2", 1), ("b3", 1), ("i1", 0), ("i2", 0), ("i3", 0)]
     ids=repr,
 )
 @pytest.mark.threads
+@pytest.mark.redis
 async def test_order_matches_the_core(
     open_limiter: OpenLimiter, case: tuple[str, str], policy: Policy
 ) -> None:
@@ -194,6 +207,7 @@ async def test_order_matches_the_core(
 
 
 @pytest.mark.threads
+@pytest.mark.redis
 async def test_strict_priority_lets_interactive_overtake(open_limiter: OpenLimiter) -> None:
     got = await served_in_order(open_limiter, StrictPriority(2), PUSHES)
     assert got == ["i1", "i2", "i3", "b1", "b2", "b3"]
@@ -250,6 +264,7 @@ async def test_a_cancelled_head_lets_a_smaller_cost_behind_it_go_at_once(
 
 
 @pytest.mark.threads
+@pytest.mark.redis
 async def test_an_expired_head_lets_a_smaller_cost_behind_it_go_at_once(
     open_limiter: OpenLimiter,
 ) -> None:
@@ -285,6 +300,7 @@ async def test_an_expired_head_lets_a_smaller_cost_behind_it_go_at_once(
 
 
 @pytest.mark.threads
+@pytest.mark.redis
 async def test_a_cheaper_caller_that_joins_a_line_is_served_at_its_own_due_time(
     open_limiter: OpenLimiter,
 ) -> None:
@@ -402,6 +418,7 @@ async def test_cancelled_where_an_immediate_grant_returns(open_limiter: OpenLimi
     ],
 )
 @pytest.mark.threads
+@pytest.mark.redis
 async def test_bad_acquire_arguments_are_refused_and_change_nothing(
     open_limiter: OpenLimiter, keyword: str, value: object
 ) -> None:
@@ -486,6 +503,7 @@ def test_bad_limiter_arguments_are_refused(
 
 
 @pytest.mark.threads
+@pytest.mark.redis
 async def test_a_caller_that_proceeds_spends_its_permit(open_limiter: OpenLimiter) -> None:
     """Permits granted at once and after a wait are spent as their callers
     resume, so the machine holds none in flight afterwards and remembers no
@@ -678,6 +696,7 @@ async def test_try_acquire_never_jumps_the_queue(open_limiter: OpenLimiter) -> N
 
 
 @pytest.mark.threads
+@pytest.mark.redis
 async def test_context_level_and_queue_limit(open_limiter: OpenLimiter) -> None:
     async with open_limiter(StrictPriority(2), 5, max_waiting=(None, 1)) as limiter:
         with level(1):
@@ -787,6 +806,7 @@ async def test_lag_catch_up_is_at_most_burst(open_limiter: OpenLimiter) -> None:
 
 
 @pytest.mark.threads
+@pytest.mark.redis
 async def test_permit_context_manager(open_limiter: OpenLimiter) -> None:
     async with open_limiter(Fifo(), 1000) as limiter:
         for _ in range(3):
@@ -796,6 +816,7 @@ async def test_permit_context_manager(open_limiter: OpenLimiter) -> None:
 
 
 @pytest.mark.threads
+@pytest.mark.redis
 async def test_broken_policy_reaches_the_waiters(open_limiter: OpenLimiter) -> None:
     class Broken:
         levels = 2
@@ -1243,6 +1264,7 @@ async def test_try_acquire_spends_its_permit(open_limiter: OpenLimiter) -> None:
 
 
 @pytest.mark.threads
+@pytest.mark.redis
 async def test_statistics_speak_seconds(open_limiter: OpenLimiter) -> None:
     """Waits read in seconds (``_s``), 0.0 on a level with no grant yet; the
     exact nanoseconds stay in the ``_ns`` fields."""
@@ -1364,6 +1386,7 @@ class _Broken:
 
 
 @pytest.mark.threads
+@pytest.mark.redis
 async def test_a_policy_that_keeps_raising_still_wakes_every_waiter(
     open_limiter: OpenLimiter,
 ) -> None:
@@ -1394,6 +1417,7 @@ async def test_a_policy_that_keeps_raising_still_wakes_every_waiter(
 
 
 @pytest.mark.threads
+@pytest.mark.redis
 async def test_a_cost_waits_for_its_units(open_limiter: OpenLimiter) -> None:
     """A cost paces by units, on every limit it draws on: 5 units at 10/s
     take half a second; 50 tokens at 100/s, half a second."""
@@ -1444,6 +1468,7 @@ async def test_a_newcomer_granted_before_another_waiter_proceeds(open_limiter: O
 
 
 @pytest.mark.threads
+@pytest.mark.redis
 async def test_settle_gives_back_and_charges(open_limiter: OpenLimiter) -> None:
     """P29 where callers proceed: a permit settled below its cost gives the
     difference to the next waiter at once; above it, the next waits for it;
@@ -1484,6 +1509,7 @@ async def test_settle_gives_back_and_charges(open_limiter: OpenLimiter) -> None:
 
 
 @pytest.mark.threads
+@pytest.mark.redis
 async def test_a_refused_settle_names_the_permit_and_settle_window(
     open_limiter: OpenLimiter,
 ) -> None:
@@ -1513,6 +1539,7 @@ async def test_a_refused_settle_names_the_permit_and_settle_window(
 
 
 @pytest.mark.threads
+@pytest.mark.redis
 async def test_flows_take_turns_within_a_level(open_limiter: OpenLimiter) -> None:
     """A tenant with a backlog does not make another tenant of its level wait
     behind it: the flows alternate (in the core's order), FIFO within each."""
@@ -1537,6 +1564,7 @@ async def test_flows_take_turns_within_a_level(open_limiter: OpenLimiter) -> Non
 
 
 @pytest.mark.threads
+@pytest.mark.redis
 async def test_pause_for_holds_every_level(open_limiter: OpenLimiter) -> None:
     """A 429 with Retry-After: nothing is granted before the pause ends, at
     any level; then the backlog resumes in policy order at the limit."""
@@ -1561,6 +1589,7 @@ async def test_pause_for_holds_every_level(open_limiter: OpenLimiter) -> None:
 
 
 @pytest.mark.threads
+@pytest.mark.redis
 async def test_set_limit_applies_at_once(open_limiter: OpenLimiter) -> None:
     """A raised rate applies at once to the waiters already there, from the
     units the bucket holds (P30 where callers proceed)."""
@@ -1584,6 +1613,7 @@ async def test_set_limit_applies_at_once(open_limiter: OpenLimiter) -> None:
 
 
 @pytest.mark.threads
+@pytest.mark.redis
 async def test_adopt_never_grants_more(open_limiter: OpenLimiter) -> None:
     """The upstream says nothing is left for a second: the next permit waits
     for the reset, though the bucket held some."""
@@ -1595,6 +1625,7 @@ async def test_adopt_never_grants_more(open_limiter: OpenLimiter) -> None:
 
 
 @pytest.mark.threads
+@pytest.mark.redis
 async def test_a_quota_lets_what_it_leaves_go_at_once(open_limiter: OpenLimiter) -> None:
     """P52: the upstream's quota, 3 left for 1 s: under a limit of 1/s with 5
     in the bucket, 3 go at once and the fourth waits for the reset (the
@@ -1613,6 +1644,7 @@ async def test_a_quota_lets_what_it_leaves_go_at_once(open_limiter: OpenLimiter)
 
 
 @pytest.mark.threads
+@pytest.mark.redis
 async def test_live_limits_refuse_bad_input(open_limiter: OpenLimiter) -> None:
     async with open_limiter(Fifo(), 10) as limiter:
         with pytest.raises(PermitValueError):
@@ -1628,6 +1660,7 @@ async def test_live_limits_refuse_bad_input(open_limiter: OpenLimiter) -> None:
 
 
 @pytest.mark.threads
+@pytest.mark.redis
 async def test_durations_too_long_to_count_in_nanoseconds(open_limiter: OpenLimiter) -> None:
     """A duration whose nanoseconds a float cannot hold (``1e300`` s,
     ``10**400`` s) is as long as an infinite one: a timeout or max_wait that
@@ -1670,6 +1703,7 @@ async def test_permits_fall_due_far_from_the_clock_s_epoch(
 
 
 @pytest.mark.threads
+@pytest.mark.redis
 async def test_the_body_s_exception_leaves_as_itself(open_limiter: OpenLimiter) -> None:
     """`except AcquireTimeout` around the block catches it: no adapter wraps
     a body's exception in an ExceptionGroup; and the limiter is closed."""
@@ -1688,6 +1722,7 @@ async def test_the_body_s_exception_leaves_as_itself(open_limiter: OpenLimiter) 
 
 
 @pytest.mark.threads
+@pytest.mark.redis
 async def test_async_with_a_limiter_is_refused(open_limiter: OpenLimiter) -> None:
     """`async with limiter:` would take no permit (aiolimiter's idiom takes
     one): refused, saying what to write; the limiter still works."""

@@ -1,18 +1,23 @@
-"""The thread adapter behind the async limiter's API, for the conformance
-suite's thread case (tests/conftest.py)."""
+"""The conformance suite's cases on the real clock (tests/conftest.py): the
+thread adapter behind the async limiter's API, and the Redis limiter opened
+as the others are."""
 
 from __future__ import annotations
 
 import functools
+import itertools
+import time
 from collections.abc import AsyncIterator, Hashable, Mapping
-from contextlib import asynccontextmanager
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import Any, NoReturn
 
 import anyio.to_thread
 
 from permits.adapters import BaseLimiter, Permit, threads
+from permits.adapters import redis as redis_adapter
+from permits.core import Policy
 
-__all__ = ["ThreadLimiter", "open_thread_limiter"]
+__all__ = ["ThreadLimiter", "open_redis_limiter", "open_thread_limiter"]
 
 
 class ThreadLimiter:
@@ -69,3 +74,15 @@ async def open_thread_limiter(*args: Any, **options: Any) -> AsyncIterator[BaseL
     async API (:class:`ThreadLimiter`)."""
     with threads.open_limiter(*args, **options) as limiter:
         yield ThreadLimiter(limiter)  # type: ignore[misc]
+
+
+_names = itertools.count()
+
+
+def open_redis_limiter(
+    url: str, policy: Policy, rate: Any = None, burst: int = 1, **options: Any
+) -> AbstractAsyncContextManager[BaseLimiter]:
+    """:func:`permits.adapters.redis.open_limiter` at ``url``, under a name
+    of its own (no other test's buckets), opened as the other adapters are."""
+    name = f"conformance-{next(_names)}-{time.monotonic_ns()}"
+    return redis_adapter.open_limiter(policy, url, name=name, rate=rate, burst=burst, **options)
