@@ -213,6 +213,7 @@ async def test_strict_priority_lets_interactive_overtake(open_limiter: OpenLimit
     assert got == ["i1", "i2", "i3", "b1", "b2", "b3"]
 
 
+@pytest.mark.redis
 async def test_cancel_while_waiting_costs_nothing(open_limiter: OpenLimiter) -> None:
     async with open_limiter(StrictPriority(2), 50) as limiter, anyio.create_task_group() as tg:
         await limiter.acquire(0)
@@ -228,11 +229,12 @@ async def test_cancel_while_waiting_costs_nothing(open_limiter: OpenLimiter) -> 
         scope.cancel()
         await until(lambda: not len(limiter.machine))
         await limiter.acquire(1)  # gets the permit the cancelled waiter would have had
-        assert since(start) == 20 * MILLISECOND, "the next permit, due one interval on"
+        assert took(start, 20 * MILLISECOND), "the next permit, due one interval on"
     stats = limiter.statistics().levels
     assert (stats[0].cancelled, stats[0].granted, stats[1].granted) == (1, 1, 1)
 
 
+@pytest.mark.redis
 async def test_a_cancelled_head_lets_a_smaller_cost_behind_it_go_at_once(
     open_limiter: OpenLimiter,
 ) -> None:
@@ -260,7 +262,8 @@ async def test_a_cancelled_head_lets_a_smaller_cost_behind_it_go_at_once(
         tg.start_soon(small)
         await waiting(limiter, 2)
         scope.cancel()
-    assert waited == [0]
+    [small_waited] = waited
+    assert near(small_waited, 0), waited
 
 
 @pytest.mark.threads
@@ -526,7 +529,8 @@ async def test_a_caller_that_proceeds_spends_its_permit(open_limiter: OpenLimite
 
 
 @pytest.mark.threads
-async def test_close_wakes_every_waiter(open_limiter: OpenLimiter) -> None:
+@pytest.mark.redis
+async def test_close_wakes_every_waiter(open_limiter: OpenLimiter, case: tuple[str, str]) -> None:
     errors: list[LimiterClosed] = []
 
     async def call(limiter: BaseLimiter) -> None:
@@ -547,8 +551,9 @@ async def test_close_wakes_every_waiter(open_limiter: OpenLimiter) -> None:
     assert len(limiter.machine) == 0
     with pytest.raises(LimiterClosed):
         await limiter.acquire(0)
-    with pytest.raises(LimiterClosed):
-        limiter.try_acquire(0)
+    if case[1] != "redis":  # (which offers no try_acquire)
+        with pytest.raises(LimiterClosed):
+            limiter.try_acquire(0)
     assert limiter.statistics().levels[1].cancelled == 3
 
 
@@ -603,6 +608,7 @@ async def test_a_closed_limiter_keeps_no_callers_frame_alive(open_limiter: OpenL
     assert [ref() for ref in kept] == [None] * 3, "a refused caller's frame is kept"
 
 
+@pytest.mark.redis
 async def test_timeouts(open_limiter: OpenLimiter) -> None:
     async with open_limiter(StrictPriority(2), 1) as limiter:
         await limiter.acquire(0)
@@ -610,11 +616,12 @@ async def test_timeouts(open_limiter: OpenLimiter) -> None:
         with pytest.raises(AcquireTimeout) as timed_out:
             await limiter.acquire(1, timeout=0.02)
         assert isinstance(timed_out.value, TimeoutError)
-        assert since(start) == 20 * MILLISECOND, "expired at its deadline"
+        assert took(start, 20 * MILLISECOND), "expired at its deadline"
+        start = now()
         with anyio.move_on_after(0.02) as scope:
             await limiter.acquire(1)
         assert scope.cancelled_caught
-        assert since(start) == 40 * MILLISECOND
+        assert took(start, 20 * MILLISECOND)
         assert len(limiter.machine) == 0
     stats = limiter.statistics().levels[1]
     assert (stats.expired, stats.cancelled, stats.granted) == (1, 1, 0)
@@ -912,6 +919,7 @@ async def test_seed_scenario_in_real_time(adapter: str) -> None:
     assert got.levels[interactive.level].granted >= interactive.offered - late - 1, got
 
 
+@pytest.mark.redis
 async def test_a_clock_that_steps_back_is_held_at_its_latest_reading(
     open_limiter: OpenLimiter,
 ) -> None:
@@ -1733,10 +1741,20 @@ async def test_async_with_a_limiter_is_refused(open_limiter: OpenLimiter) -> Non
         await limiter.acquire()
 
 
-async def test_units_granted_are_the_units_callers_used(open_limiter: OpenLimiter) -> None:
+@pytest.mark.redis
+async def test_units_granted_are_the_units_callers_used(
+    open_limiter: OpenLimiter, case: tuple[str, str], request: pytest.FixtureRequest
+) -> None:
     """Nothing is lost: across cancellations, timeouts and settles, the units
     granted (less those handed back, as settled) are those of the callers
     that proceeded, as their permits were settled."""
+    if case[1] == "redis":
+        # A settle charges or gives back the difference on the shared key,
+        # but the statistics' units_granted stay at the costs asked: the
+        # core refuses settle() on a supplied machine, and has no other way
+        # to count a settle made outside it.
+        reason = "the Redis limiter's units_granted do not follow its settles"
+        request.applymarker(pytest.mark.xfail(reason=reason, strict=True))
     used: list[int] = []
 
     async def call(limiter: BaseLimiter, cost: int, actual: int | None) -> None:
