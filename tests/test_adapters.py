@@ -28,9 +28,11 @@ import functools
 import gc
 import itertools
 import math
+import random
 import weakref
-from collections.abc import Callable, Hashable
-from contextlib import AbstractAsyncContextManager
+from collections.abc import Callable, Hashable, Iterator
+from contextlib import AbstractAsyncContextManager, suppress
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -68,7 +70,7 @@ from permits.core import (
     Statistics,
     StrictPriority,
 )
-from permits.sim import SEED, Batch, Scenario, arrivals, nanoseconds, simulate
+from permits.sim import SEED, Batch, Call, Scenario, arrivals, nanoseconds, simulate
 from permits.testing import VirtualClock, VirtualClockLoop, stall
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(30)]
@@ -880,8 +882,8 @@ async def test_seed_scenario_on_virtual_time(open_limiter: OpenLimiter, scenario
         level, want = got.levels[load.level], simulated[load.name]
         assert (level.granted, level.wait_p99_ns, level.wait_max_ns) == (
             want.granted,
-            want.wait_p99,
-            want.wait_max,
+            want.wait_p99_ns,
+            want.wait_max_ns,
         ), load.name
 
 
@@ -1071,7 +1073,7 @@ async def test_a_recording_replays_as_a_trace(open_limiter: OpenLimiter, tmp_pat
     assert recording.calls == [
         Call(0, 1),
         Call(SECOND // 4, 0, 1, "acme", 3 * SECOND // 2),
-        Call(SECOND // 4, 1, timeout=0),  # try_acquire: it does not wait
+        Call(SECOND // 4, 1, timeout_ns=0),  # try_acquire: it does not wait
     ]
     assert recording.dropped == 1
     path = tmp_path / "trace.csv"
@@ -1146,13 +1148,13 @@ async def test_a_recording_of_several_limits_replays_exactly(
     with path.open(encoding="utf-8", newline="") as file:
         result = replay(scenario, read_trace(file))
     for stats, replayed in zip(live.levels, result.workloads, strict=True):
-        assert (replayed.granted, replayed.units_per_limit, replayed.wait_max) == (
+        assert (replayed.granted, replayed.units_per_limit, replayed.wait_max_ns) == (
             stats.granted,
             stats.units_granted,
             stats.wait_max_ns,
         )
-    assert result["batch"].wait_max is not None
-    assert result["batch"].wait_max > SECOND  # the limits made callers wait
+    assert result["batch"].wait_max_ns is not None
+    assert result["batch"].wait_max_ns > SECOND  # the limits made callers wait
 
 
 async def test_a_timeout_that_ends_as_a_permit_falls_due_ends_alike_in_the_replay(
@@ -1169,7 +1171,7 @@ async def test_a_timeout_that_ends_as_a_permit_falls_due_ends_alike_in_the_repla
         await limiter.acquire()  # the bucket's permit: the next at 0.1 s
         with pytest.raises(AcquireTimeout):
             await limiter.acquire(timeout=0.1)
-    assert recording.calls == [Call(0, 0), Call(0, 0, timeout=SECOND // 10)]
+    assert recording.calls == [Call(0, 0), Call(0, 0, timeout_ns=SECOND // 10)]
     scenario = Scenario(
         "replay", Fifo(), rate=10, seconds=1, workloads=[Workload("w", 0, NoArrivals(0))]
     )
@@ -1192,8 +1194,8 @@ async def test_an_acquire_refused_for_its_max_wait_is_recorded(
         with pytest.raises(WouldWaitTooLong):
             await limiter.acquire(max_wait=0.05)  # the next permit is 0.1 s away
         await limiter.acquire(max_wait=0.1)
-    bounded = [Call(0, 0, max_wait=0), Call(0, 0, max_wait=SECOND // 20)]
-    assert recording.calls == [*bounded, Call(0, 0, max_wait=SECOND // 10)]
+    bounded = [Call(0, 0, max_wait_ns=0), Call(0, 0, max_wait_ns=SECOND // 20)]
+    assert recording.calls == [*bounded, Call(0, 0, max_wait_ns=SECOND // 10)]
     path = tmp_path / "trace.csv"
     recording.write(path)
     with path.open(encoding="utf-8", newline="") as file:
@@ -1202,8 +1204,13 @@ async def test_an_acquire_refused_for_its_max_wait_is_recorded(
         "replay", Fifo(), rate=10, seconds=1, workloads=[Workload("w", 0, NoArrivals(0))]
     )
     replayed = replay(scenario, recording.calls)["w"]
-    assert (replayed.offered, replayed.granted, replayed.rejected) == (3, 2, 1)
-    assert replayed.wait_max == SECOND // 10
+    assert (replayed.offered, replayed.granted, replayed.too_long, replayed.rejected) == (
+        3,
+        2,
+        1,
+        0,
+    )
+    assert replayed.wait_max_ns == SECOND // 10
 
 
 async def test_a_recorded_try_acquire_never_waits_in_the_replay(open_limiter: OpenLimiter) -> None:
@@ -1217,12 +1224,40 @@ async def test_a_recorded_try_acquire_never_waits_in_the_replay(open_limiter: Op
         recording = limiter.record()
         assert limiter.try_acquire()  # the bucket is full: taken at once
         assert not limiter.try_acquire()  # empty now: refused
-    assert recording.calls == [Call(0, 0, timeout=0), Call(0, 0, timeout=0)]
+    assert recording.calls == [Call(0, 0, timeout_ns=0), Call(0, 0, timeout_ns=0)]
     scenario = Scenario(
         "replay", StrictPriority(1), rate=10, seconds=1, workloads=[Workload("w", 0, NoArrivals(0))]
     )
     replayed = replay(scenario, recording.calls)["w"]
     assert (replayed.granted, replayed.cancelled) == (1, 1)
+
+
+async def test_a_refused_try_acquire_stands_in_no_ones_way_in_the_replay(
+    open_limiter: OpenLimiter,
+) -> None:
+    """A try_acquire that finds no permit gives up at once, live and in the
+    replay: a call at the same instant after it neither waits behind it
+    nor is refused for it. Replayed, the try stayed queued until the next
+    turn, so the acquire after it was refused, as waiting 0.2 s."""
+    from permits.sim import Batch as NoArrivals
+    from permits.sim import Call, Scenario, Workload, replay
+
+    async with open_limiter(Fifo(), 10, 1) as limiter:
+        recording = limiter.record()
+        await limiter.acquire()  # the bucket's permit; the next is due at 100 ms
+        assert not limiter.try_acquire()
+        await limiter.acquire(max_wait=0.1)  # first in line: granted at 100 ms
+    assert recording.calls == [
+        Call(0, 0),
+        Call(0, 0, timeout_ns=0),
+        Call(0, 0, max_wait_ns=100 * MILLISECOND),
+    ]
+    scenario = Scenario(
+        "replay", Fifo(), rate=10, burst=1, seconds=1, workloads=[Workload("w", 0, NoArrivals(0))]
+    )
+    replayed = replay(scenario, recording.calls)["w"]
+    assert (replayed.granted, replayed.cancelled, replayed.rejected) == (2, 1, 0)
+    assert replayed.wait_max_ns == 100 * MILLISECOND
 
 
 async def test_a_recorded_caller_that_gives_up_gives_up_in_the_replay(
@@ -1244,14 +1279,183 @@ async def test_a_recorded_caller_that_gives_up_gives_up_in_the_replay(
         assert since(0) == 100 * MILLISECOND
     assert recording.calls == [
         Call(0, 0),
-        Call(0, 0, timeout=50 * MILLISECOND),
-        Call(50 * MILLISECOND, 0, timeout=SECOND),
+        Call(0, 0, timeout_ns=50 * MILLISECOND),
+        Call(50 * MILLISECOND, 0, timeout_ns=SECOND),
     ]
     scenario = Scenario(
         "replay", Fifo(), rate=10, burst=1, seconds=2, workloads=[Workload("w", 0, NoArrivals(0))]
     )
     replayed = replay(scenario, recording.calls)["w"]
     assert (replayed.granted, replayed.cancelled) == (2, 1)
+
+
+async def test_a_recorded_caller_granted_and_cancelled_before_it_ran_gives_up_in_the_replay(
+    open_limiter: OpenLimiter, case: tuple[str, str]
+) -> None:
+    """A caller granted and cancelled before it ran hands its permit to the
+    next waiter at once (SPEC P26); it is recorded as giving up at its
+    grant, so the replay hands the permit on too. Recorded as waiting as
+    long as it took, the replay granted it that permit, and the caller
+    after it the next one, 100 ms later than it had it."""
+    from permits.sim import Batch as NoArrivals
+    from permits.sim import Call, Scenario, Workload, replay
+
+    tasks: dict[str, Any] = {}
+    scope = anyio.CancelScope()
+
+    async def raced() -> None:
+        if case == ("asyncio", "asyncio"):  # cancelled natively, as in the test above
+            import asyncio
+
+            tasks["raced"] = asyncio.current_task()
+        with suppress(BaseException), scope:
+            await limiter.acquire()
+
+    async with open_limiter(Fifo(), 10, 1) as limiter, anyio.create_task_group() as tg:
+        recording = limiter.record()
+        await limiter.acquire()  # the bucket's permit; the next is due at 100 ms
+        tg.start_soon(raced)
+        await waiting(limiter, 1)
+        tg.start_soon(functools.partial(limiter.acquire, timeout=1))
+        await waiting(limiter, 2)
+        stall(0.1)  # block the loop to the due time ...
+        limiter._on_timer()  # ... decide "raced"'s permit ourselves ...
+        if case == ("asyncio", "asyncio"):  # ... and cancel it before it can run
+            tasks["raced"].cancel()
+        else:
+            scope.cancel()
+    stats = limiter.statistics().levels[0]
+    assert (stats.granted - stats.refunded, stats.wait_max_ns) == (2, 100 * MILLISECOND)
+    assert recording.calls == [
+        Call(0, 0),
+        Call(0, 0, timeout_ns=100 * MILLISECOND),
+        Call(0, 0, timeout_ns=SECOND),
+    ]
+    scenario = Scenario(
+        "replay", Fifo(), rate=10, burst=1, seconds=2, workloads=[Workload("w", 0, NoArrivals(0))]
+    )
+    replayed = replay(scenario, recording.calls)["w"]
+    assert (replayed.granted, replayed.cancelled, replayed.wait_max_ns) == (2, 1, 100 * MILLISECOND)
+
+
+async def test_a_recorded_caller_the_closing_limiter_refused_gives_up_in_the_replay(
+    open_limiter: OpenLimiter,
+) -> None:
+    """A caller still waiting when the limiter closes stops waiting then
+    (LimiterClosed): it is recorded as giving up then, as one cancelled
+    is. Recorded as waiting as long as it took, the replay granted it
+    the permit due after the close."""
+    from permits.sim import Batch as NoArrivals
+    from permits.sim import Call, Scenario, Workload, replay
+
+    refused: list[LimiterClosed] = []
+
+    async def call(limiter: BaseLimiter) -> None:
+        try:
+            await limiter.acquire()
+        except LimiterClosed as error:
+            refused.append(error)
+
+    async with anyio.create_task_group() as tg, open_limiter(Fifo(), 10, 1) as limiter:
+        recording = limiter.record()
+        await limiter.acquire()  # the bucket's permit; the next is due at 100 ms
+        tg.start_soon(call, limiter)
+        await waiting(limiter, 1)
+        await anyio.sleep(0.05)  # closed at 50 ms
+    assert len(refused) == 1
+    assert recording.calls == [Call(0, 0), Call(0, 0, timeout_ns=50 * MILLISECOND)]
+    scenario = Scenario(
+        "replay", Fifo(), rate=10, burst=1, seconds=1, workloads=[Workload("w", 0, NoArrivals(0))]
+    )
+    replayed = replay(scenario, recording.calls)["w"]
+    assert (replayed.granted, replayed.cancelled) == (1, 1)
+
+
+@pytest.mark.parametrize("seed", [5, 11, 28, 29])
+async def test_a_recording_replays_as_the_live_run_went(
+    open_limiter: OpenLimiter, seed: int
+) -> None:
+    """Thirty calls at random on virtual time (acquires with a timeout or a
+    ``max_wait``, try_acquires, callers cancelled, at times that are
+    binary fractions of a second, which the clocks' floats hold exactly),
+    recorded and replayed under the same policy and limit: each level's
+    grants, refusals (as too long, and as full) and longest wait are the
+    live run's. It found a try_acquire that stood in the way of the calls
+    after it in the replay (seeds 11 and 28), and a caller granted and
+    cancelled before it ran that the replay granted (5 and 29); all of the
+    first 40 seeds pass."""
+    from permits.sim import Batch as NoArrivals
+    from permits.sim import Scenario, Workload, replay
+
+    draw = random.Random(seed)
+    policy = StrictPriority(2)
+
+    async def call(kind: str, level: int, flow: str | None, patience: float | None) -> None:
+        with suppress(AcquireTimeout, WouldWaitTooLong, QueueFull):
+            if kind == "try":
+                limiter.try_acquire(level, flow=flow)
+            elif kind == "cancelled":
+                with anyio.move_on_after(patience or 0):
+                    await limiter.acquire(level, flow=flow)
+            elif kind == "max_wait":
+                await limiter.acquire(level, flow=flow, max_wait=patience)
+            else:
+                await limiter.acquire(level, flow=flow, timeout=patience)
+
+    async with open_limiter(policy, 8, 2, max_waiting=5) as limiter:
+        recording = limiter.record()
+        async with anyio.create_task_group() as tg:
+            for _ in range(30):
+                await anyio.sleep(draw.choice([0, 0, 1 / 64, 1 / 16, 1 / 8, 1 / 4]))
+                kind = draw.choice(["timeout", "max_wait", "try", "cancelled"])
+                patience = draw.choice([None, 1 / 16, 1 / 8, 1 / 4, 1.0])
+                if kind == "cancelled" and patience is None:
+                    patience = 3 / 8
+                level = draw.randrange(2)
+                tg.start_soon(call, kind, level, draw.choice([None, "a", "b"]), patience)
+        live = limiter.statistics().levels
+    scenario = Scenario(
+        "replay",
+        policy,
+        rate=8,
+        burst=2,
+        seconds=60,
+        max_waiting=5,
+        workloads=[Workload("w0", 0, NoArrivals(0)), Workload("w1", 1, NoArrivals(0))],
+    )
+    for stats, replayed in zip(live, replay(scenario, recording.calls).workloads, strict=True):
+        assert (replayed.granted, replayed.rejected, replayed.too_long) == (
+            stats.granted - stats.refunded,
+            stats.rejected,
+            stats.too_long,
+        )
+        if not stats.refunded:  # (the live figure counts the wait of a permit handed back)
+            assert replayed.wait_max_ns == (stats.wait_max_ns if stats.granted else None)
+
+
+async def test_a_recording_a_later_one_replaced_still_learns_how_its_calls_ended(
+    open_limiter: OpenLimiter,
+) -> None:
+    """A recording replaced by a later ``record()`` (a day's, at midnight)
+    keeps no new calls, but still learns when one of its calls waiting
+    then gives up, so that written later it replays as it went. Its caller
+    was recorded as waiting as long as it took."""
+    async with open_limiter(Fifo(), 10, 1) as limiter, anyio.create_task_group() as tg:
+        first = limiter.record()
+        await limiter.acquire()  # the bucket's permit; the next is due at 100 ms
+
+        async def gives_up() -> None:
+            with anyio.move_on_after(0.07):
+                await limiter.acquire()
+
+        tg.start_soon(gives_up)
+        await waiting(limiter, 1)
+        await anyio.sleep(0.05)
+        second = limiter.record()
+        await anyio.sleep(0.05)
+        await limiter.acquire()  # granted at 100 ms
+    assert first.calls == [Call(0, 0), Call(0, 0, timeout_ns=70 * MILLISECOND)]
+    assert second.calls == [Call(50 * MILLISECOND, 0)]
 
 
 @pytest.mark.threads
@@ -1799,3 +2003,29 @@ async def test_pause_left_says_how_long_the_pause_in_force_lasts(
         assert limiter.pause_left() == pytest.approx(0.5, abs=1e-6)
         await anyio.sleep(1.0)
         assert limiter.pause_left() == 0.0
+
+
+def test_a_recording_is_written_whole_or_not_at_all(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A recording written to a path replaces the file only once complete:
+    a write that fails midway leaves the file as it was, and nothing beside
+    it."""
+    from permits.adapters import _recording
+
+    recording = _recording.Recording(0, 10, ("units",))
+    recording.calls.extend([Call(0, 0), Call(SECOND, 1)])
+    path = tmp_path / "trace.csv"
+    recording.write(path)
+    written = path.read_text(encoding="utf-8")
+    assert written.count("\n") == 3  # the header and two rows
+
+    def broken(*args: object) -> Iterator[str]:
+        yield "at,level,cost,flow,timeout,max_wait\n"
+        raise OSError("disk full")
+
+    monkeypatch.setattr(_recording, "trace_lines", broken)
+    with pytest.raises(OSError, match="disk full"):
+        recording.write(path)
+    assert path.read_text(encoding="utf-8") == written
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["trace.csv"]

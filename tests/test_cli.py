@@ -74,7 +74,9 @@ def test_json_matches_the_simulation_and_is_byte_identical(
         for got, want in zip(reported["workloads"], result.workloads, strict=True):
             assert got["granted"] == want.granted
             assert got["waiting"] == want.waiting
-            assert got["wait_max_s"] == (None if want.wait_max is None else want.wait_max / 1e9)
+            assert got["wait_max_s"] == (
+                None if want.wait_max_ns is None else want.wait_max_ns / 1e9
+            )
     aging = data["scenarios"][4]["workloads"][1]
     assert aging["published"]["cleared_at_s"] == 4.8
 
@@ -82,8 +84,10 @@ def test_json_matches_the_simulation_and_is_byte_identical(
 def test_json_counts_the_callers_too_long_apart(
     capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
-    """``too_long`` (a key added beside the others) counts the callers
-    refused for their ``max_wait``; ``rejected`` counts them too, as before."""
+    """``too_long`` counts the callers refused for their ``max_wait``,
+    ``rejected`` those refused for a full level, and neither counts the
+    other's, as the core's statistics and the metrics exporters count them;
+    the table has a column for each."""
     path = tmp_path / "scenario.toml"
     path.write_text(
         '[[scenario]]\nname = "s"\nrate = 10\nseconds = 2\nmax_waiting = 5\n'
@@ -96,8 +100,15 @@ def test_json_counts_the_callers_too_long_apart(
     a, b = json.loads(out)["scenarios"][0]["workloads"]
     # a: waits of 0 to 0.3 s are taken, the six behind them too long;
     # b: two join a's three waiters, the eight behind find the level full
-    assert (a["granted"], a["rejected"], a["too_long"]) == (4, 6, 6)
+    assert (a["granted"], a["rejected"], a["too_long"]) == (4, 0, 6)
     assert (b["rejected"], b["too_long"]) == (8, 0)
+    status, out, err = run(capsys, "simulate", str(path))
+    assert (status, err) == (0, "")
+    heading, a_row, b_row = out.splitlines()[2:5]
+    assert "cancelled rejected too long expired" in heading
+    # (workload, level, offered, granted, waiting, cancelled, rejected, too long, expired)
+    assert a_row.split()[:9] == ["a", "0", "10", "4", "0", "0", "0", "6", "0"]
+    assert b_row.split()[:9] == ["b", "0", "10", "2", "0", "0", "8", "0", "0"]
 
 
 def test_same_output_in_a_fresh_process() -> None:
@@ -435,11 +446,15 @@ def test_live_runner_matches_the_simulation_on_virtual_time(scenario: Scenario) 
             want.waiting,
             want.cancelled,
         ), got.name
-        assert (got.rejected, got.expired) == (want.rejected, want.expired), got.name
-        assert (got.waits, got.timeline, got.wait_max) == (
-            want.waits,
+        assert (got.rejected, got.too_long, got.expired) == (
+            want.rejected,
+            want.too_long,
+            want.expired,
+        ), got.name
+        assert (got.waits_ns, got.timeline, got.wait_max_ns) == (
+            want.waits_ns,
             want.timeline,
-            want.wait_max,
+            want.wait_max_ns,
         ), got.name
 
 

@@ -123,7 +123,7 @@ def test_requirements_are_measured_on_the_result() -> None:
     def measured(text: str) -> Fraction | None:
         return Requirement.parse(text).measured(result)
 
-    assert measured("interactive p99 <= 10 ms") == Fraction(interactive.wait_p99 or 0, SECOND)
+    assert measured("interactive p99 <= 10 ms") == Fraction(interactive.wait_p99_ns or 0, SECOND)
     assert measured("batch p50 <= 10 s") is None  # 199 of 300 never granted
     assert measured("batch share >= 10%") == Fraction(101, 1000)
     assert measured("batch share of units >= 10%") == Fraction(101, 1000)  # its one limit
@@ -211,8 +211,10 @@ def test_tenant_requirements_are_measured_on_the_tenants_figures() -> None:
     worst, median, starved = TENANTS.requirements
     for outcome in comparison.outcomes:
         api, export = outcome.result["api"], outcome.result["export"]
-        assert worst.measured(outcome.result) == Fraction(api.tenant_wait_p99_max or 0, SECOND)
-        assert median.measured(outcome.result) == Fraction(api.tenant_wait_p99_median or 0, SECOND)
+        assert worst.measured(outcome.result) == Fraction(api.tenant_wait_p99_max_ns or 0, SECOND)
+        assert median.measured(outcome.result) == Fraction(
+            api.tenant_wait_p99_median_ns or 0, SECOND
+        )
         assert starved.measured(outcome.result) == export.tenants_starved
     # strict priority: the api's tenants wait little, and the export's get
     # what the api leaves; FIFO: the api's tenants wait behind the export
@@ -305,9 +307,13 @@ def test_a_tie_on_never_and_on_those_not_granted_goes_to_the_lower_p50() -> None
     )
     comparison = compare(scenario, [Shares.every(3), Aging(2, after_ns=5 * SECOND)])
     urgent = [outcome.result["urgent"] for outcome in comparison.outcomes]
-    assert [offered_quantile(w.waits, w.offered, Fraction(99, 100)) for w in urgent] == [None] * 2
+    assert [offered_quantile(w.waits_ns, w.offered, Fraction(99, 100)) for w in urgent] == [
+        None
+    ] * 2
     assert [w.offered - w.granted for w in urgent] == [200, 200]
-    shares_p50, aging_p50 = (offered_quantile(w.waits, w.offered, Fraction(1, 2)) for w in urgent)
+    shares_p50, aging_p50 = (
+        offered_quantile(w.waits_ns, w.offered, Fraction(1, 2)) for w in urgent
+    )
     assert shares_p50 is not None
     assert aging_p50 is not None
     assert aging_p50 < shares_p50, (aging_p50, shares_p50)
@@ -367,7 +373,7 @@ def test_wait_requirements_are_judged_on_the_exact_waits() -> None:
         requirements=[Requirement.parse(text) for text in texts],
     )
     (outcome,) = compare(one, [Fifo(1)]).outcomes
-    assert outcome.result["w"].wait_p50 == 1_000_341_503  # the histogram's value
+    assert outcome.result["w"].wait_p50_ns == 1_000_341_503  # the histogram's value
     assert {r.text: r not in outcome.missed for r in one.requirements} == texts
     texts = {
         "lo p99 <= 3 s": True,
@@ -387,7 +393,7 @@ def test_wait_requirements_are_judged_on_the_exact_waits() -> None:
         requirements=[Requirement.parse(text) for text in texts],
     )
     (outcome,) = compare(overtaken, [StrictPriority(2)]).outcomes
-    assert (outcome.result["lo"].wait_p99 or 0) < 2_995_000_000  # the histogram's value
+    assert (outcome.result["lo"].wait_p99_ns or 0) < 2_995_000_000  # the histogram's value
     assert {r.text: r not in outcome.missed for r in overtaken.requirements} == texts
 
 

@@ -39,12 +39,14 @@ from permits.adapters.redis import (
     open_limiter,
 )
 from permits.core import (
+    SECOND,
     Decision,
     Fifo,
     Limit,
     NotRefundable,
     PermitTypeError,
     PermitValueError,
+    QueueFull,
     Shares,
     State,
     StrictPriority,
@@ -786,7 +788,7 @@ async def test_a_recording_keeps_the_cost_of_every_limit(
         recording = limiter.record()
         await limiter.acquire(cost={"requests": 1, "tokens": 60})
         await limiter.acquire(cost={"tokens": 30})
-    assert [(c.cost, c.timeout) for c in recording.calls] == [
+    assert [(c.cost, c.timeout_ns) for c in recording.calls] == [
         ({"requests": 1, "tokens": 60}, None),
         ({"tokens": 30}, None),
     ]
@@ -795,11 +797,40 @@ async def test_a_recording_keeps_the_cost_of_every_limit(
     with path.open(encoding="utf-8", newline="") as file:
         assert file.readline() == "at,level,cost.requests,cost.tokens,flow,timeout,max_wait\n"
     with path.open(encoding="utf-8", newline="") as file:
-        calls = [c._replace(at=0, line=0) for c in read_trace(file, limits=limits)]
+        calls = [c._replace(at_ns=0, line=0) for c in read_trace(file, limits=limits)]
     assert calls == [
         Call(0, 0, {"requests": 1, "tokens": 60}),
         Call(0, 0, {"requests": 0, "tokens": 30}),
     ]
+
+
+@pytest.mark.anyio
+async def test_a_recorded_caller_granted_and_cancelled_before_it_ran_gives_up(
+    redis_server: RedisServer,
+) -> None:
+    """A shared limiter's caller granted and cancelled before it ran (its
+    permit handed to the next waiter) is recorded as giving up at its
+    grant, about 0.5 s after it asked, so the replay hands the permit on
+    too; it was recorded as waiting as long as it took."""
+    async with open_limiter(Fifo(1), redis_server.url, name=fresh(), rate=2, burst=1) as limiter:
+        recording = limiter.record()
+        await limiter.acquire()  # the bucket's only permit: the next in 0.5 s
+        first = anyio.CancelScope()
+        cancel_when_granted(limiter, first)
+
+        async def cancelled() -> None:
+            with first:
+                await limiter.acquire()
+            assert first.cancelled_caught
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(cancelled)
+            await anyio.sleep(0.1)  # it waits first
+            tg.start_soon(limiter.acquire)
+    waited = recording.calls[1].timeout_ns
+    assert waited is not None
+    assert 0.3 * SECOND < waited < 5 * SECOND, waited
+    assert recording.calls[2].timeout_ns is None
 
 
 @pytest.mark.anyio
@@ -1618,6 +1649,29 @@ async def test_backend_unavailable_bound_in_a_hang(
 
 
 @pytest.mark.timeout(60)
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])
+@pytest.mark.anyio
+async def test_a_recorded_caller_failed_in_an_outage_gives_up_then(own_server: RedisServer) -> None:
+    """Failing closed, a waiter that gets BackendUnavailable stops waiting
+    then: it is recorded as giving up then, as one cancelled is. It was
+    recorded as waiting as long as it took, and a replay granted it."""
+    async with open_limiter(
+        Fifo(1), own_server.url, name=fresh(), rate=1, burst=1, timeout=2.0, unavailable_after=0.3
+    ) as limiter:
+        recording = limiter.record()
+        await limiter.acquire()
+        own_server.hang()
+        try:
+            with pytest.raises(BackendUnavailable):
+                await limiter.acquire()
+        finally:
+            own_server.resume()
+    waited = recording.calls[1].timeout_ns
+    assert waited is not None
+    assert 0.3 * SECOND <= waited < 2 * SECOND, waited
+
+
+@pytest.mark.timeout(60)
 @pytest.mark.parametrize(
     "anyio_backend", [virtual_backend("asyncio"), virtual_backend("trio")], ids=["asyncio", "trio"]
 )
@@ -1751,8 +1805,6 @@ async def test_the_local_fallback_follows_a_limit_lowered_while_it_serves(
         assert limiter.backend_down
 
 
-@pytest.mark.timeout(60)
-@pytest.mark.parametrize("anyio_backend", ["asyncio"])
 def falling_back(
     url: str, name: str, rate: int, burst: int, **options: Any
 ) -> contextlib.AbstractAsyncContextManager[RedisLimiter]:
@@ -1772,6 +1824,7 @@ def falling_back(
 
 
 @pytest.mark.anyio
+@pytest.mark.timeout(60)
 async def test_local_fallback_serves_while_redis_hangs(own_server: RedisServer) -> None:
     """With ``share=0.5`` of 100/s and the server frozen, the local limit
     serves about 50/s: the probes (each waiting its reply timeout) run in a
@@ -2959,3 +3012,46 @@ async def test_a_policy_that_raises_as_a_caller_arrives_breaks_the_limiter(
         assert "choose() returned 1" in str(broke.value.cause)
         assert limiter.closed
         assert len(limiter.machine) == 0
+
+
+@pytest.mark.anyio
+async def test_flows_take_turns_among_a_process_s_waiters(redis_server: RedisServer) -> None:
+    """Flows keep their fairness among each process's own waiters, as in
+    every adapter: 40 callers of flow "a" (weight 3) queued before 40 of
+    "b" (weight 1) at one level, one permit per request, are granted three
+    of "a" to one of "b" (within one grant of each); and a flow at its
+    ``max_waiting_per_flow`` is refused its next waiter at once."""
+    granted: list[str] = []
+    async with open_limiter(
+        Fifo(1),
+        redis_server.url,
+        name=fresh(),
+        rate=2_000,
+        burst=1,
+        lease=1,
+        flow_weights={"a": 3},
+    ) as limiter:
+        await limiter.acquire()  # connected, the script loaded, the burst taken
+
+        async def call(flow: str) -> None:
+            await limiter.acquire(flow=flow)
+            granted.append(flow)
+
+        async with anyio.create_task_group() as tg:
+            for flow in ["a"] * 40 + ["b"] * 40:
+                tg.start_soon(call, flow)
+    assert sorted(granted) == ["a"] * 40 + ["b"] * 40
+    assert 29 <= granted[:40].count("a") <= 31, granted  # 3 to 1: 30 of the first 40
+
+    async with open_limiter(
+        Fifo(1), redis_server.url, name=fresh(), rate=1, burst=1, max_waiting_per_flow=2
+    ) as limiter:
+        await limiter.acquire()  # the next permit a second away
+        async with anyio.create_task_group() as tg:
+            for _ in range(2):
+                tg.start_soon(lambda: limiter.acquire(flow="a"))
+            while len(limiter._waiters) < 2:
+                await anyio.sleep(0.001)
+            with pytest.raises(QueueFull):
+                await limiter.acquire(flow="a")
+            tg.cancel_scope.cancel()

@@ -81,8 +81,8 @@ def nearest_rank(waits: list[int], q: float) -> int:
 def assert_waits(got: WorkloadResult, waits: list[int]) -> None:
     """Counts exact; the maximum exact; quantiles within the histogram's error."""
     assert got.granted == len(waits)
-    assert got.wait_max == max(waits)
-    for q, value in ((0.5, got.wait_p50), (0.99, got.wait_p99)):
+    assert got.wait_max_ns == max(waits)
+    for q, value in ((0.5, got.wait_p50_ns), (0.99, got.wait_p99_ns)):
         want = nearest_rank(waits, q)
         assert value is not None
         assert abs(value - want) <= want * RELATIVE_ERROR, (q, value, want)
@@ -90,8 +90,8 @@ def assert_waits(got: WorkloadResult, waits: list[int]) -> None:
 
 def conserved(result: Result) -> None:
     for w in result.workloads:
-        assert w.offered == w.granted + w.waiting + w.cancelled + w.rejected + w.expired, w
-        assert 0 <= w.too_long <= w.rejected, w  # rejected counts those too long as well
+        ends = w.granted + w.waiting + w.cancelled + w.rejected + w.too_long + w.expired
+        assert w.offered == ends, w
 
 
 def test_fifo_20() -> None:
@@ -100,7 +100,7 @@ def test_fifo_20() -> None:
     result = simulate(SEED[0])
     batch, user = result["batch"], result["interactive"]
     assert_waits(batch, [k * SLOT for k in range(SLOTS)])
-    assert batch.cleared_at == (SLOTS - 1) * SLOT
+    assert batch.cleared_at_ns == (SLOTS - 1) * SLOT
     assert user.offered == 200  # 5 ms + j * 50 ms < 10 s
     assert (user.granted, user.waiting) == (0, 200)
     conserved(result)
@@ -157,10 +157,10 @@ def test_aging_90() -> None:
     assert next_slot(early[-1]) == 2 * SECOND < interactive_arrival(180, 90)
     batch = result["batch"]
     assert batch.granted == 300
-    assert batch.cleared_at == 479 * SLOT
+    assert batch.cleared_at_ns == 479 * SLOT
     late = [(j + 300) * SLOT - interactive_arrival(j, 90) for j in range(180, SLOTS - 300)]
     assert_waits(result["interactive"], [next_slot(a) - a for a in early] + late)
-    assert result["interactive"].wait_max == 4_800 * MILLISECOND - interactive_arrival(180, 90)
+    assert result["interactive"].wait_max_ns == 4_800 * MILLISECOND - interactive_arrival(180, 90)
     conserved(result)
 
 
@@ -225,7 +225,7 @@ def test_timeouts_cancel_and_deadlines_expire() -> None:
     # arrivals at 0.05 + j/2 s < 8 s: 16; gave up 1 s later (before 8 s): 14
     assert (impatient.offered, impatient.cancelled, impatient.waiting) == (16, 14, 2)
     assert (bounded.offered, bounded.expired, bounded.waiting) == (16, 12, 4)
-    assert impatient.cleared_at is None
+    assert impatient.cleared_at_ns is None
     conserved(result)
 
 
@@ -240,12 +240,12 @@ def test_a_caller_behind_one_that_gives_up_is_granted_when_it_gives_up() -> None
         Workload("c", 0, Batch(1)),
     ]
     scenario = Scenario("gives up", Fifo(1), 1, 10, workloads, burst=3)
-    calls = [Call(0, 0, cost=3), Call(0, 0, cost=3, timeout=3 * SECOND // 2), Call(0, 0)]
+    calls = [Call(0, 0, cost=3), Call(0, 0, cost=3, timeout_ns=3 * SECOND // 2), Call(0, 0)]
     got = simulate(scenario)["c"]
-    assert (got.granted, got.wait_max, got.cleared_at) == (1, 1_500_000_000, 1_500_000_000)
+    assert (got.granted, got.wait_max_ns, got.cleared_at_ns) == (1, 1_500_000_000, 1_500_000_000)
     replayed = replay(scenario, calls)["a"]  # a replay's calls of level 0 count as "a"
-    assert (replayed.granted, replayed.cancelled, replayed.wait_max) == (2, 1, 1_500_000_000)
-    assert replayed.cleared_at == 1_500_000_000
+    assert (replayed.granted, replayed.cancelled, replayed.wait_max_ns) == (2, 1, 1_500_000_000)
+    assert replayed.cleared_at_ns == 1_500_000_000
 
 
 def test_queue_limit_rejects() -> None:
@@ -266,7 +266,8 @@ def test_queue_limit_rejects() -> None:
 def test_max_wait_refuses_on_arrival_what_would_wait_longer() -> None:
     """``max_wait`` is ``acquire(max_wait=...)``: a caller the limiter
     expects to wait longer is refused at once (the core's ``TOO_LONG``),
-    counted as rejected and as too long, and never queued, so it delays
+    counted as too long, not as rejected (as the core's statistics count
+    it), and never queued, so it delays
     nobody. At 10/s, burst 1, a batch of 10 with
     ``max_wait = 0.35``: waits of 0, 0.1, 0.2 and 0.3 s are taken, the six
     behind them refused; a later caller with a bound of 0 takes a permit
@@ -284,15 +285,49 @@ def test_max_wait_refuses_on_arrival_what_would_wait_longer() -> None:
     )
     result = simulate(scenario)
     batch, now, later = result["batch"], result["now or never"], result["later"]
-    assert (batch.offered, batch.granted, batch.rejected, batch.waiting) == (10, 4, 6, 0)
-    assert (batch.too_long, now.too_long, later.too_long) == (6, 2, 0)
-    assert batch.wait_max == 300 * MILLISECOND
+    assert (batch.offered, batch.granted, batch.too_long, batch.waiting) == (10, 4, 6, 0)
+    assert (batch.rejected, now.rejected, later.rejected) == (0, 0, 0)
+    assert (now.too_long, later.too_long) == (2, 0)
+    assert batch.wait_max_ns == 300 * MILLISECOND
     # at 0.32 s the permit of 0.3 s is gone, the next falls due at 0.4 s;
     # nobody of it waits from then on: cleared then
-    assert (now.granted, now.rejected, now.cleared_at) == (0, 2, 320 * MILLISECOND)
-    assert (later.granted, later.rejected, later.wait_max) == (1, 0, 0)
+    assert (now.granted, now.too_long, now.cleared_at_ns) == (0, 2, 320 * MILLISECOND)
+    assert (later.granted, later.too_long, later.wait_max_ns) == (1, 0, 0)
     conserved(result)
     assert simulate(scenario.scaled(Fraction(1, 2)))["batch"].granted == 4  # bound scales too
+
+
+def test_the_figures_in_seconds_are_those_in_nanoseconds() -> None:
+    """Each ``_s`` property of a workload's result is its ``_ns`` field in
+    seconds, and ``None`` where the field is: no caller granted, a backlog
+    not cleared. At 1 permit/s under strict priority the export takes the
+    permit of time zero; the two api callers of 0.5 s take those of 1 and
+    2 s (waits of 0.5 and 1.5 s, cleared at 2 s); the late caller, behind
+    the export's four, gets none within the 3 s."""
+    scenario = Scenario(
+        "units",
+        StrictPriority(2),
+        rate=1,
+        seconds=3,
+        workloads=[
+            Workload("api", 0, Batch(2, at=0.5), flow="acme"),
+            Workload("export", 1, Batch(5)),
+            Workload("late", 1, Batch(1, at=0.1)),
+        ],
+    )
+    result = simulate(scenario)
+    api, late = result["api"], result["late"]
+    assert (api.wait_max_s, api.cleared_at_s) == (1.5, 2.0)  # (the quantiles: within 1/256)
+    assert api.tenant_wait_p99_max_s is not None
+    assert late.granted == 0
+    names = ["wait_p50", "wait_p99", "wait_max", "cleared_at"]
+    assert [getattr(late, f"{name}_s") for name in names] == [None] * 4
+    assert (late.tenant_wait_p99_max_s, late.tenant_wait_p99_median_s) == (None, None)
+    names += ["tenant_wait_p99_max", "tenant_wait_p99_median"]
+    for w in result.workloads:
+        for name in names:
+            ns = getattr(w, f"{name}_ns")
+            assert getattr(w, f"{name}_s") == (None if ns is None else ns / SECOND), (w.name, name)
 
 
 def test_scaled_keeps_counts_and_divides_waits() -> None:
@@ -304,9 +339,9 @@ def test_scaled_keeps_counts_and_divides_waits() -> None:
                 quick.granted,
                 quick.waiting,
             )
-            if slow.wait_max is not None:
-                assert quick.wait_max is not None
-                assert abs(quick.wait_max * 5 - slow.wait_max) <= 5 * 5  # ns rounding
+            if slow.wait_max_ns is not None:
+                assert quick.wait_max_ns is not None
+                assert abs(quick.wait_max_ns * 5 - slow.wait_max_ns) <= 5 * 5  # ns rounding
     assert SEED[4].scaled(5).policy == Aging(2, after_ns=400 * MILLISECOND)
 
 
@@ -411,9 +446,9 @@ def test_any_scenario_is_accounted_for_and_within_the_limit(
     assert result.granted <= burst + math.floor(Fraction(rate) * 2)
     for w, load in zip(result.workloads, loads, strict=True):
         assert sum(w.timeline) == w.granted
-        assert sum(count for _, count in w.waits) == w.granted
-        if load.timeout is not None and w.wait_max is not None:
-            assert w.wait_max <= Fraction(load.timeout) * SECOND
+        assert sum(count for _, count in w.waits_ns) == w.granted
+        if load.timeout is not None and w.wait_max_ns is not None:
+            assert w.wait_max_ns <= Fraction(load.timeout) * SECOND
     assert simulate(scenario) == result
 
 
@@ -560,10 +595,10 @@ def test_any_scenario_with_costs_limits_and_tenants_is_within_each_limit(
     for w, load in zip(result.workloads, built, strict=True):
         assert w.units == w.units_per_limit[0]
         assert w.tenants_starved <= w.tenants <= (0 if load.tenants is None else load.tenants.count)
-        assert (w.tenant_wait_p99_max is None) == (w.tenants == w.tenants_starved)
-        if w.tenant_wait_p99_max is not None:
-            assert w.tenant_wait_p99_median is not None
-            assert w.tenant_wait_p99_median <= w.tenant_wait_p99_max
+        assert (w.tenant_wait_p99_max_ns is None) == (w.tenants == w.tenants_starved)
+        if w.tenant_wait_p99_max_ns is not None:
+            assert w.tenant_wait_p99_median_ns is not None
+            assert w.tenant_wait_p99_median_ns <= w.tenant_wait_p99_max_ns
             assert w.worst_tenant is not None
             assert w.worst_tenant.startswith(f"{w.name}#")
     assert simulate(scenario) == result
@@ -591,7 +626,7 @@ def test_callers_not_fair_are_counted_by_tenant_and_queue_in_arrival_order() -> 
             (1, "big"),
             (1, "small"),
         ]
-        runs[fair] = result["light"].wait_max
+        runs[fair] = result["light"].wait_max_ns
     # at 0.5 s, 6 of the backlog were granted: in one line it is granted
     # after the other 14; taking turns, after the one whose turn ties with its
     assert runs[False] == 1_500 * MILLISECOND
@@ -800,12 +835,12 @@ def naive_figures(scenario: Scenario) -> list[dict[str, Any]]:
                 "granted": len(granted),
                 "waiting": len(mine) - len(ends),
                 "cancelled": count[State.CANCELLED],
-                "rejected": count[State.REJECTED] + count[State.TOO_LONG],
+                "rejected": count[State.REJECTED],
                 "too_long": count[State.TOO_LONG],
                 "expired": count[State.EXPIRED],
                 "waits": [c["end"][2] for c in granted],
                 "units_per_limit": tuple(units),
-                "cleared_at": max((end[1] for end in ends), default=None)
+                "cleared_at_ns": max((end[1] for end in ends), default=None)
                 if len(ends) == len(mine)
                 else None,
                 "timeline": tuple(timeline),
@@ -879,7 +914,7 @@ def test_every_figure_is_a_naive_run_of_the_machines(
             "too_long",
             "expired",
             "units_per_limit",
-            "cleared_at",
+            "cleared_at_ns",
             "timeline",
             "tenants",
             "tenants_starved",
@@ -891,7 +926,7 @@ def test_every_figure_is_a_naive_run_of_the_machines(
         if waits:
             assert_waits(got, waits)
         else:
-            assert (got.wait_p50, got.wait_p99, got.wait_max) == (None, None, None)
+            assert (got.wait_p50_ns, got.wait_p99_ns, got.wait_max_ns) == (None, None, None)
         p99s: list[int] = want["tenant_p99s"]
-        assert near(got.tenant_wait_p99_max, p99s[-1] if p99s else None)
-        assert near(got.tenant_wait_p99_median, p99s[(len(p99s) - 1) // 2] if p99s else None)
+        assert near(got.tenant_wait_p99_max_ns, p99s[-1] if p99s else None)
+        assert near(got.tenant_wait_p99_median_ns, p99s[(len(p99s) - 1) // 2] if p99s else None)

@@ -415,7 +415,7 @@ def test_a_call_under_way_when_the_recording_starts_is_not_in_it(tmp_path: Any) 
         limiter.acquire(flow="acme")
         limiter.acquire(flow="acme")
     [recording] = started
-    assert [call.at >= 0 for call in recording.calls] == [True]
+    assert [call.at_ns >= 0 for call in recording.calls] == [True]
     path = tmp_path / "trace.csv"
     recording.write(path)
     with path.open(encoding="utf-8", newline="") as file:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import enum
 import itertools
 import json
 from collections.abc import Iterator, Mapping
@@ -158,7 +159,7 @@ def test_a_time_of_any_number_of_digits_reads_exactly() -> None:
     any run's end, so a replay does not read it)."""
     huge = "1" + "0" * 5000
     (call,) = read_trace(["at,level,timeout\n", f"{huge},0,{huge}\n"])
-    assert call.at == call.timeout == 10**5009
+    assert call.at_ns == call.timeout_ns == 10**5009
     scenario = Scenario("s", Fifo(1), rate=1, seconds=10, workloads=[Workload("w", 0, Batch(0))])
     result = replay(scenario, read_trace(["at,level\n", "0,0\n", f"{huge},0\n"]))
     assert result["w"].offered == 1
@@ -224,7 +225,7 @@ def test_a_cost_per_limit_is_replayed_as_asked() -> None:
     want, got = simulate(own), replay(LLM, trace)
     for g, w in zip(got.workloads, want.workloads, strict=True):
         assert g == w
-        assert (g.waits, g.timeline) == (w.waits, w.timeline)
+        assert (g.waits_ns, g.timeline) == (w.waits_ns, w.timeline)
 
 
 @pytest.mark.parametrize(
@@ -332,7 +333,7 @@ def test_replay_with_timeouts_and_deadlines_is_the_simulation() -> None:
             w.rejected,
             w.expired,
         ), g.name
-        assert (g.waits, g.timeline) == (w.waits, w.timeline)
+        assert (g.waits_ns, g.timeline) == (w.waits_ns, w.timeline)
 
 
 def test_a_calls_own_timeout_comes_first_and_costs_count_as_units() -> None:
@@ -346,17 +347,37 @@ def test_a_calls_own_timeout_comes_first_and_costs_count_as_units() -> None:
     )
     calls = [
         *(Call(0, 1, cost=4) for _ in range(30)),
-        Call(SECOND, 1, timeout=SECOND // 100),  # gives up long before its turn
+        Call(SECOND, 1, timeout_ns=SECOND // 100),  # gives up long before its turn
         Call(2 * SECOND, 0),  # overtakes the export's waiting head
     ]
     result = replay(scenario, calls)
     users, export = result["users"], result["export"]
     assert (users.offered, users.granted, users.units) == (1, 1, 1)
-    assert users.wait_max == SECOND // 10  # one unit, after the export took four at 2 s
+    assert users.wait_max_ns == SECOND // 10  # one unit, after the export took four at 2 s
     # 10 s at 10 units/s and 4 in the bucket at the start: 104 units, one to
     # the user, 25 calls of 4 to the export (the 26th lacks one unit)
     assert (export.offered, export.cancelled, export.granted, export.units) == (31, 1, 25, 100)
     assert export.share == 100 / 101
+
+
+def test_a_call_of_timeout_0_not_granted_gives_up_before_the_next_arrives() -> None:
+    """A row of timeout 0 (a try_acquire) that finds no permit gives up at
+    once, as the live limiter's does: the rows of the same time after it
+    is not refused for it (its level's one place, its ``max_wait``). It
+    stayed queued until the next turn, and the row after it was refused."""
+    scenario = Scenario(
+        "s",
+        Fifo(),
+        rate=10,
+        burst=1,
+        seconds=1,
+        max_waiting=1,
+        workloads=[Workload("w", 0, Batch(0))],
+    )
+    trace = "at,level,timeout,max_wait\n0.012,0,,\n0.012,0,0,\n0.012,0,,0.1\n"
+    result = replay(scenario, read_trace(trace.splitlines(keepends=True)))
+    w = result["w"]
+    assert (w.granted, w.cancelled, w.rejected, w.wait_max_ns) == (2, 1, 0, SECOND // 10)
 
 
 def test_a_replay_reads_no_further_than_the_run() -> None:
@@ -515,7 +536,7 @@ def test_any_scenario_replayed_from_its_own_arrivals_is_its_simulation(
     calls = own_trace(scenario)
     if own_timeouts:
         timeouts = [None if w.timeout is None else round(w.timeout * SECOND) for w in workloads]
-        calls = (c._replace(timeout=timeouts[c.level]) for c in list(calls))
+        calls = (c._replace(timeout_ns=timeouts[c.level]) for c in list(calls))
         scenario = attrs.evolve(
             scenario, workloads=[attrs.evolve(w, timeout=None) for w in workloads]
         )
@@ -523,7 +544,7 @@ def test_any_scenario_replayed_from_its_own_arrivals_is_its_simulation(
     mine, others = got.workloads[: len(loads)], got.workloads[len(loads) :]
     for g, w in zip(mine, want.workloads, strict=True):
         assert g == w
-        assert (g.waits, g.timeline) == (w.waits, w.timeline)
+        assert (g.waits_ns, g.timeline) == (w.waits_ns, w.timeline)
     assert [(w.name, w.offered) for w in others] == [
         (f"level {n}", 0) for n in range(len(loads), 3)
     ]
@@ -671,7 +692,9 @@ def test_cli_says_which_requirements_a_trace_can_judge_in_one_line(
             st.integers(0, 10**12),
             st.integers(0, 3),
             st.integers(1, 1000),
-            st.none() | st.sampled_from(["acme", "a,b", 'quo"te', "7"]),
+            st.none()
+            | st.sampled_from(["acme", "a,b", 'quo"te', "7", "two\nlines", "cr\rlf", " x\r\n"])
+            | st.text(min_size=1),
             st.none() | st.integers(0, 10**11),
         ),
         max_size=20,
@@ -679,7 +702,9 @@ def test_cli_says_which_requirements_a_trace_can_judge_in_one_line(
 )
 def test_written_traces_read_back_as_they_were(rows: list[tuple[Any, ...]]) -> None:
     """trace_lines writes what read_trace reads: times exact to the
-    nanosecond, flows quoted as CSV needs (a flow reads back as a string)."""
+    nanosecond, flows quoted as CSV needs (a flow reads back as a string;
+    one with a carriage return was written unquoted, and its row did not
+    read)."""
     from permits.sim import trace_lines
 
     at = 0
@@ -689,6 +714,25 @@ def test_written_traces_read_back_as_they_were(rows: list[tuple[Any, ...]]) -> N
         calls.append(Call(at, level, cost, flow, timeout))
     back = [c._replace(line=0) for c in read_trace(list(trace_lines(calls)))]
     assert back == [c._replace(flow=None if c.flow is None else str(c.flow)) for c in calls]
+
+
+def test_levels_and_costs_of_an_int_enum_are_written_as_numbers() -> None:
+    """A level (or units) of an ``(int, Enum)`` class, as callers name
+    their priorities, is written as its number: it was written as its
+    ``str``, ``Priority.LOW``, and the trace did not read."""
+    from permits.sim import trace_lines
+
+    class Priority(int, enum.Enum):
+        HIGH = 0
+        LOW = 1
+
+    calls = [Call(0, Priority.LOW, Priority.LOW), Call(1, Priority.HIGH, {"tokens": Priority.LOW})]
+    lines = list(trace_lines(calls, ["requests", "tokens"]))
+    assert lines[1:] == ["0,1,1,1,,,\n", "0.000000001,0,0,1,,,\n"]
+    assert [c._replace(line=0) for c in read_trace(lines)] == [
+        Call(0, 1, {"requests": 1, "tokens": 1}),
+        Call(1, 0, {"requests": 0, "tokens": 1}),
+    ]
 
 
 _LIMITS = ["requests", "tokens", "a,b"]
@@ -731,8 +775,8 @@ def test_written_costs_per_limit_read_back_as_they_were(
     assert lines[0].startswith("at,level,")
     assert lines[0].count("cost.") == len(limits)
     back = list(read_trace(lines))
-    assert [(c.at, c.level, c.flow) for c in back] == [
-        (c.at, c.level, None if c.flow is None else str(c.flow)) for c in calls
+    assert [(c.at_ns, c.level, c.flow) for c in back] == [
+        (c.at_ns, c.level, None if c.flow is None else str(c.flow)) for c in calls
     ]
     assert [_units(c.cost, limits) for c in back] == [_units(c.cost, limits) for c in calls]
 
@@ -756,11 +800,11 @@ def test_a_trace_replayed_not_fair_counts_tenants_and_queues_in_arrival_order() 
     one_line = replay(scenario, calls)["api"]
     without = replay(scenario, [call._replace(flow=None) for call in calls])["api"]
     fair = replay(attrs.evolve(scenario, workloads=[Workload("api", 0, Batch(0))]), calls)["api"]
-    assert one_line.waits == without.waits
+    assert one_line.waits_ns == without.waits_ns
     assert (one_line.tenants, without.tenants, fair.tenants) == (6, 0, 6)
-    assert one_line.tenant_wait_p99_median is not None
-    assert fair.tenant_wait_p99_median is not None
-    assert fair.tenant_wait_p99_median < one_line.tenant_wait_p99_median
+    assert one_line.tenant_wait_p99_median_ns is not None
+    assert fair.tenant_wait_p99_median_ns is not None
+    assert fair.tenant_wait_p99_median_ns < one_line.tenant_wait_p99_median_ns
 
 
 def test_a_timeout_that_runs_out_after_its_grant_changes_nothing() -> None:
@@ -773,7 +817,7 @@ def test_a_timeout_that_runs_out_after_its_grant_changes_nothing() -> None:
             n % 2,
             cost=1 + n % 3 // 2,
             flow=None if n % 5 == 0 else f"t{n % 7}",
-            timeout=SECOND if n % 2 == 0 else None,
+            timeout_ns=SECOND if n % 2 == 0 else None,
         )
         for n in range(400)
     ]
@@ -789,9 +833,9 @@ def test_a_timeout_that_runs_out_after_its_grant_changes_nothing() -> None:
     users = with_timeouts["users"]
     # some of the users' calls waited, and all were granted within their timeout
     assert users.granted == users.offered == 200
-    assert users.wait_max is not None
-    assert 0 < users.wait_max < SECOND
-    assert with_timeouts == replay(scenario, [call._replace(timeout=None) for call in calls])
+    assert users.wait_max_ns is not None
+    assert 0 < users.wait_max_ns < SECOND
+    assert with_timeouts == replay(scenario, [call._replace(timeout_ns=None) for call in calls])
 
 
 def test_cli_bounds_no_workload_a_trace_replaces(tmp_path: Path) -> None:

@@ -450,9 +450,14 @@ class _Limiting:
             return
         self._closed = LimiterClosed(error)
         waiters, self._waiters = self._waiters, {}
+        now = self._last
+        if waiters and self._recording is not None:
+            with suppress(Exception):  # closed from outside its loop: the last time seen
+                now = self._now()
         for id, waiter in waiters.items():
             with suppress(Exception):  # a broken policy, asked its next choice
                 self._machine.cancel(id)
+            self._gave_up(id, waiter, now)  # in a replay, it gives up now
             waiter.error = self._refused()
             if waiter.event is not None:
                 waiter.event.set()
@@ -601,10 +606,9 @@ class _Limiting:
         """The caller gave up (cancelled, or any exception) after pushing."""
         if waiter.error is not None:
             return
+        self._gave_up(id, waiter)
         if waiter.decision is None:
             self._waiters.pop(id, None)
-            if self._recording is not None:  # in a replay, it gives up now
-                self._recording.gave_up(id, self._now())
             try:
                 cancelled = self._machine.cancel(id)  # asks the policy when costs differ
             except Exception as error:
@@ -616,6 +620,17 @@ class _Limiting:
         elif waiter.decision.state is State.GRANTED:
             # Decided, but the caller never proceeded: hand the permit back.
             self._refund(id)
+
+    def _gave_up(self, id: int, waiter: _Waiter, now: int | None = None) -> None:
+        """In the recording, the caller of ``id`` gives up: ``now`` (the
+        clock's if ``None``), or at its grant if it was granted and never
+        proceeded (its permit went on to the next waiter, as the replay's
+        does when it gives up then)."""
+        if self._recording is not None:
+            decision = waiter.decision
+            if decision is not None:
+                now = decision.at
+            self._recording.gave_up(id, self._now() if now is None else now)
 
     def _refund(self, id: int) -> bool:
         """Hand back the permit granted to ``id``, whose caller never
@@ -751,18 +766,21 @@ class _Limiting:
     def record(self, max_calls: int = 1_000_000) -> Recording:
         """Record the calls from now on as a trace (off until called): each
         acquire's and try_acquire's time, level, cost, flow and timeout (for
-        a caller cancelled while waiting: how long it waited), at most
+        a caller cancelled while waiting: how long it waited, to its grant
+        if it was granted and cancelled before it ran), at most
         ``max_calls`` of them. ``recording.write(path)`` writes it as
         the CSV that ``permits simulate --trace`` and ``permits compare
         --trace`` replay against other policies (with several limits, a
         ``cost.<limit>`` column for each, so the replay asks what each call
-        asked). A later ``record`` starts a new recording;
-        ``recording.stop()`` ends one."""
+        asked). A later ``record`` starts a new recording (the one it
+        replaces keeps no new calls, and still learns how its waiting ones
+        end); ``recording.stop()`` ends one."""
         if isinstance(max_calls, bool) or not isinstance(max_calls, int) or max_calls < 1:
             raise PermitValueError("max_calls", max_calls, "must be an int of at least 1")
-        if self._recording is not None:
-            self._recording.stop()
-        self._recording = Recording(self._now(), max_calls, tuple(self._machine.limits))
+        previous = self._recording
+        if previous is not None:
+            previous.stop()  # (told still how its waiting calls end)
+        self._recording = Recording(self._now(), max_calls, tuple(self._machine.limits), previous)
         return self._recording
 
     def _statistics_and_waits(

@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import os
+import threading
 from collections.abc import Hashable, Mapping
 from pathlib import Path
 from typing import IO
@@ -21,7 +23,13 @@ class Recording:
     after them are counted in :attr:`dropped`, not kept. ``limits`` names
     the limiter's limits, in order."""
 
-    def __init__(self, start_ns: int, max_calls: int, limits: tuple[str, ...]) -> None:
+    def __init__(
+        self,
+        start_ns: int,
+        max_calls: int,
+        limits: tuple[str, ...],
+        previous: Recording | None = None,
+    ) -> None:
         self.start_ns = start_ns
         self.max_calls = max_calls
         self.limits = limits
@@ -31,6 +39,9 @@ class Recording:
         self.stopped = False
         #: The index of each call kept that is still waiting, by its id.
         self._waiting: dict[int, int] = {}
+        #: The recording this one replaced, while calls of its still wait:
+        #: told how they end (a limiter's ids are never used twice).
+        self._previous = previous if previous is not None and previous._waiting else None
 
     def add(
         self,
@@ -57,20 +68,32 @@ class Recording:
         if waiting is not None:
             self._waiting[waiting] = len(self.calls)
         self.calls.append(
-            Call(now - self.start_ns, level, cost, flow, timeout_ns, max_wait=max_wait_ns)
+            Call(now - self.start_ns, level, cost, flow, timeout_ns, max_wait_ns=max_wait_ns)
         )
 
     def gave_up(self, id: int, now: int) -> None:
-        """The waiting call ``id`` stopped waiting at ``now`` (cancelled): in a
-        replay it gives up after as long as it waited."""
+        """The waiting call ``id`` stopped waiting at ``now`` (cancelled; or
+        granted then, and cancelled before it ran): in a replay it gives up
+        after as long as it waited."""
         index = self._waiting.pop(id, None)
         if index is not None:
             call = self.calls[index]
-            self.calls[index] = call._replace(timeout=now - self.start_ns - call.at)
+            self.calls[index] = call._replace(timeout_ns=now - self.start_ns - call.at_ns)
+        elif self._previous is not None:
+            self._previous.gave_up(id, now)
+            self._forget_previous()
 
     def decided(self, id: int) -> None:
         """The waiting call ``id`` was decided: it stays as it is."""
-        self._waiting.pop(id, None)
+        if self._waiting.pop(id, None) is None and self._previous is not None:
+            self._previous.decided(id)
+            self._forget_previous()
+
+    def _forget_previous(self) -> None:
+        """Let the previous recording go once none of its calls waits."""
+        previous = self._previous
+        if previous is not None and not previous._waiting:
+            self._previous = previous._previous
 
     def stop(self) -> None:
         """Keep no more calls from now on."""
@@ -78,10 +101,19 @@ class Recording:
 
     def write(self, target: str | Path | IO[str]) -> None:
         """Write the calls kept as a CSV trace to a path or an open text
-        file: with several limits, a ``cost.<limit>`` column for each."""
+        file: with several limits, a ``cost.<limit>`` column for each. A
+        path is written whole or not at all (a file beside it, renamed over
+        it once complete), so a crash mid-write leaves no truncated trace."""
         lines = trace_lines(self.calls, self.limits if len(self.limits) > 1 else None)
-        if isinstance(target, (str, Path)):
-            with open(target, "w", encoding="utf-8", newline="") as file:
-                file.writelines(lines)
-        else:
+        if not isinstance(target, (str, Path)):
             target.writelines(lines)
+            return
+        path = Path(target)
+        partial = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.partial")
+        try:
+            with open(partial, "w", encoding="utf-8", newline="") as file:
+                file.writelines(lines)
+            os.replace(partial, path)
+        except BaseException:
+            partial.unlink(missing_ok=True)
+            raise

@@ -1518,6 +1518,9 @@ class RedisLimiter(_AnyioLimiter):
         unavailable_after: float = 1.0,
         max_waiting: int | Sequence[int | None] | None = None,
         default_level: int = 0,
+        flow_weights: Mapping[Hashable, int] | Callable[[Hashable], int] | None = None,
+        max_waiting_per_flow: int | None = None,
+        flow_limit: str | None = None,
         refund_window: float = 1.0,
         settle_window: float = 0.0,
         global_priority: bool = False,
@@ -1538,6 +1541,9 @@ class RedisLimiter(_AnyioLimiter):
             limits=dict(limit.limits),
             max_waiting=max_waiting,
             default_level=default_level,
+            flow_weights=flow_weights,
+            max_waiting_per_flow=max_waiting_per_flow,
+            flow_limit=flow_limit,
             settle_window=settle_window,
         )
         if 0 in (self._machine.max_waiting or ()):
@@ -1796,6 +1802,7 @@ class RedisLimiter(_AnyioLimiter):
         if units is None or waiter.error is not None:
             super()._withdraw(id, waiter)
             return
+        self._gave_up(id, waiter)
         self._dispatch(self._machine.tick(self._now()))  # next_level() needs the time
         if self._takes_over(units, self.reserve[waiter.decision.level]) and self._refund(id):
             return
@@ -1807,6 +1814,7 @@ class RedisLimiter(_AnyioLimiter):
         self._asks.pop(id, None)  # type: ignore[call-overload]
         waiter = self._waiters.pop(id, None)  # type: ignore[call-overload]
         if waiter is not None:
+            self._gave_up(id, waiter)  # type: ignore[arg-type]  # in a replay, it gives up now
             waiter.error = error
             if waiter.event is not None:
                 waiter.event.set()
@@ -2506,6 +2514,9 @@ def open_limiter(
     cluster: bool = False,
     max_waiting: int | Sequence[int | None] | None = None,
     default_level: int = 0,
+    flow_weights: Mapping[Hashable, int] | Callable[[Hashable], int] | None = None,
+    max_waiting_per_flow: int | None = None,
+    flow_limit: str | None = None,
     refund_window: float = 1.0,
     settle_window: float = 0.0,
     global_priority: bool = False,
@@ -2558,7 +2569,10 @@ def open_limiter(
         (and the level's reserve) for the others: more permits per round
         trip when many wait and the limit has room. 1: one per request.
     See :class:`RedisLimit` for ``url``, ``limits``, ``prefix``, ``audit``
-    and ``cluster``, and :class:`~permits.adapters.BaseLimiter` for the rest.
+    and ``cluster``, and :class:`~permits.adapters.BaseLimiter` for the rest
+    (``flow_weights``, ``max_waiting_per_flow`` and ``flow_limit`` order the
+    flows among this process's own waiters; nothing orders flows across
+    processes).
     """
     limit = RedisLimit(
         url,
@@ -2580,6 +2594,9 @@ def open_limiter(
         unavailable_after=unavailable_after,
         max_waiting=max_waiting,
         default_level=default_level,
+        flow_weights=flow_weights,
+        max_waiting_per_flow=max_waiting_per_flow,
+        flow_limit=flow_limit,
         refund_window=refund_window,
         settle_window=settle_window,
         global_priority=global_priority,

@@ -262,7 +262,7 @@ def _replayed(args: argparse.Namespace, result: Result) -> Result:
     call of the trace fell within the run, as when its times are a clock's
     (seconds since 1970) rather than seconds from the trace's start."""
     if not any(w.offered for w in result.workloads):
-        length = duration(seconds(result.duration))
+        length = duration(seconds(result.duration_ns))
         _fail(
             f"{args.trace}: no call falls within the {length} of scenario "
             f"{result.scenario.name!r} (a call's at is seconds from the start of the run): "
@@ -312,9 +312,9 @@ def checks(simulated: Result, measured: Result) -> list[tuple[bool, str]]:
     if isinstance(scenario.policy, StrictPriority):
         interval = 1 / float(check_rate(scenario.rate))
         for sim, real in zip(simulated.workloads, measured.workloads, strict=True):
-            if sim.level == 0 and sim.wait_p99 is not None:
-                bound = (seconds(sim.wait_p99) or 0.0) + interval + 0.005
-                got = seconds(real.wait_p99) or 0.0
+            if sim.level == 0 and sim.wait_p99_ns is not None:
+                bound = (sim.wait_p99_s or 0.0) + interval + 0.005
+                got = real.wait_p99_s or 0.0
                 out.append(
                     (
                         got <= bound,

@@ -6,7 +6,7 @@ task that arrives at its time and calls ``acquire``; a workload's
 ``timeout`` is ``asyncio.wait_for`` around it (the caller gives up: the core
 counts it cancelled), its ``expire_after`` is ``acquire(timeout=...)`` (the core
 expires it), its ``max_wait`` is ``acquire(max_wait=...)`` (refused: counted
-as rejected, and as too long). What each caller got is counted by the
+as too long). What each caller got is counted by the
 simulator's own :class:`~permits.sim.Tally`, so the two results read alike
 and can be set side by side (``permits demo``).
 """

@@ -94,7 +94,7 @@ def _cdf(
     if not workload.offered:
         return
     xs, ys, seen = [_FLOOR], [0.0], 0
-    for wait, count in workload.waits:
+    for wait, count in workload.waits_ns:
         seen += count
         xs.append(max(_FLOOR, wait / SECOND))
         ys.append(seen / workload.offered)
@@ -121,7 +121,7 @@ def plot(results: Sequence[Result], path: Path) -> None:
     figure = _figure(12, 3.4 * len(results))
     rows = figure.subplots(len(results), 2, squeeze=False)
     for (over_time, waits), result in zip(rows, results, strict=True):
-        seconds = result.duration / SECOND
+        seconds = result.duration_ns / SECOND
         edges = [seconds * (i + 1) / BINS for i in range(BINS)]
         for workload in result.workloads:
             label = _plain(heading(workload))
@@ -152,14 +152,14 @@ def plot_comparisons(comparisons: Sequence[Comparison], path: Path) -> None:
     rows = figure.subplots(len(comparisons), 3, squeeze=False)
     for (tradeoff, urgent_waits, lower_waits), comparison in zip(rows, comparisons, strict=True):
         first = comparison.outcomes[0].result
-        seconds = first.duration / SECOND
+        seconds = first.duration_ns / SECOND
         urgent = comparison.urgent
         lower = max(first.workloads, key=lambda w: w.level).name
         for k, outcome in enumerate(comparison.outcomes):
             color = colormaps["tab20"](k % 20)
             name = _plain(describe(outcome.policy))
             u, low = outcome.result[urgent], outcome.result[lower]
-            wait = offered_quantile(u.waits, u.offered, Fraction(99, 100))
+            wait = offered_quantile(u.waits_ns, u.offered, Fraction(99, 100))
             y = seconds if wait is None else max(_FLOOR, wait / SECOND)
             marker = "^" if wait is None else ("o" if outcome.meets_all else "x")
             tradeoff.scatter(

@@ -47,7 +47,7 @@ def _number(exact: Fraction) -> int | float:
 
 
 def _length(result: Result) -> Fraction:
-    return Fraction(result.duration, SECOND)
+    return Fraction(result.duration_ns, SECOND)
 
 
 def limits_text(scenario: Scenario) -> str:
@@ -89,6 +89,7 @@ _COLUMNS = (
     ("waiting", ">8"),
     ("cancelled", ">9"),
     ("rejected", ">8"),
+    ("too long", ">8"),
     ("expired", ">7"),
     ("wait p50", ">9"),
     ("wait p99", ">9"),
@@ -129,12 +130,13 @@ def _cells(w: WorkloadResult) -> list[str]:
         _count(w.waiting),
         _count(w.cancelled),
         _count(w.rejected),
+        _count(w.too_long),
         _count(w.expired),
-        duration(seconds(w.wait_p50)),
-        duration(seconds(w.wait_p99)),
-        duration(seconds(w.wait_max)),
+        duration(w.wait_p50_s),
+        duration(w.wait_p99_s),
+        duration(w.wait_max_s),
         f"{w.share:.1%}",
-        duration(seconds(w.cleared_at)),
+        duration(w.cleared_at_s),
     ]
 
 
@@ -147,6 +149,7 @@ def _published(p: Published) -> list[str]:
         "",
         _count(p.offered),
         _count(p.granted),
+        "",
         "",
         "",
         "",
@@ -192,9 +195,9 @@ def details(result: Result, w: WorkloadResult) -> list[str]:
         worst = (
             ""
             if w.worst_tenant is None
-            else f"; p99 wait of the worst tenant {duration(seconds(w.tenant_wait_p99_max))} "
+            else f"; p99 wait of the worst tenant {duration(w.tenant_wait_p99_max_s)} "
             f"({w.worst_tenant}), of the median one "
-            f"{duration(seconds(w.tenant_wait_p99_median))}"
+            f"{duration(w.tenant_wait_p99_median_s)}"
         )
         lines.append(f"tenants: {w.tenants:,}, {w.tenants_starved:,} never granted{worst}")
     return lines
@@ -226,18 +229,18 @@ def _workload_json(
         "too_long": w.too_long,
         "expired": w.expired,
         "units": w.units,
-        "wait_p50_s": seconds(w.wait_p50),
-        "wait_p99_s": seconds(w.wait_p99),
-        "wait_max_s": seconds(w.wait_max),
+        "wait_p50_s": w.wait_p50_s,
+        "wait_p99_s": w.wait_p99_s,
+        "wait_max_s": w.wait_max_s,
         "share": w.share,
         "units_per_limit": dict(zip(limits, w.units_per_limit, strict=True)),
         "share_per_limit": dict(zip(limits, w.shares, strict=True)),
         "tenants": w.tenants,
         "tenants_starved": w.tenants_starved,
-        "tenant_wait_p99_max_s": seconds(w.tenant_wait_p99_max),
+        "tenant_wait_p99_max_s": w.tenant_wait_p99_max_s,
         "worst_tenant": w.worst_tenant,
-        "tenant_wait_p99_median_s": seconds(w.tenant_wait_p99_median),
-        "cleared_at_s": seconds(w.cleared_at),
+        "tenant_wait_p99_median_s": w.tenant_wait_p99_median_s,
+        "cleared_at_s": w.cleared_at_s,
         "published": None
         if published is None
         else {
@@ -282,7 +285,7 @@ def as_json(result: Result) -> dict[str, Any]:
 
 
 def _offered_quantile(w: WorkloadResult, q: Fraction) -> int | None:
-    return offered_quantile(w.waits, w.offered, q)
+    return offered_quantile(w.waits_ns, w.offered, q)
 
 
 _P50, _P99 = Fraction(1, 2), Fraction(99, 100)
@@ -379,15 +382,15 @@ def compare_tables(comparison: Comparison) -> str:
                 f"{w.offered - w.granted:,}",
                 _wait(w, _P50),
                 _wait(w, _P99),
-                duration(seconds(w.wait_max)),
+                duration(w.wait_max_s),
                 *(f"{share:.1%}" for share in w.shares),
-                duration(seconds(w.cleared_at)),
+                duration(w.cleared_at_s),
             ]
             if tenants:
                 row += [
                     f"{w.tenants_starved:,} of {w.tenants:,}",
-                    duration(seconds(w.tenant_wait_p99_max)),
-                    duration(seconds(w.tenant_wait_p99_median)),
+                    duration(w.tenant_wait_p99_max_s),
+                    duration(w.tenant_wait_p99_median_s),
                 ]
             rows.append(row)
         blocks.append(_grid_table(heading(workload), columns, rows))
@@ -463,7 +466,7 @@ def comparison_json(comparison: Comparison) -> dict[str, Any]:
     return {
         "name": scenario.name,
         **_limits_json(scenario),
-        "seconds": _number(Fraction(comparison.outcomes[0].result.duration, SECOND)),
+        "seconds": _number(Fraction(comparison.outcomes[0].result.duration_ns, SECOND)),
         "requirements": [r.text for r in scenario.requirements],
         "policies": policies,
         "recommended": describe(best.policy),

@@ -109,7 +109,7 @@ class Comparison:
             w = outcome.result[urgent]
 
             def wait(q: Fraction) -> float:
-                at = offered_quantile(w.waits, w.offered, q)
+                at = offered_quantile(w.waits_ns, w.offered, q)
                 return float("inf") if at is None else at
 
             return wait(_P99), w.offered - w.granted, wait(_P50)

@@ -62,9 +62,9 @@ _TIMES = (
 )
 #: The other times, by the field of :class:`~permits.sim.WorkloadResult` that holds each.
 _TIME_FIELDS = {
-    Measure.CLEARED: "cleared_at",
-    Measure.WORST_TENANT_P99: "tenant_wait_p99_max",
-    Measure.MEDIAN_TENANT_P99: "tenant_wait_p99_median",
+    Measure.CLEARED: "cleared_at_ns",
+    Measure.WORST_TENANT_P99: "tenant_wait_p99_max_ns",
+    Measure.MEDIAN_TENANT_P99: "tenant_wait_p99_median_ns",
 }
 #: The largest power of ten a bound may be written with (an exponent of
 #: millions makes a Fraction of as many digits: it would not return; and
@@ -87,9 +87,11 @@ _FORMAT = (
 
 def offered_quantile(waits: tuple[tuple[int, int], ...], offered: int, q: Fraction) -> int | None:
     """The ``q``-quantile (nearest rank) of the waits of ``offered`` callers,
-    of which those in ``waits`` (``(wait, count)`` by wait) were granted and
-    the rest waited past the end: ``None`` if the rank falls among the rest
-    (or nothing was offered)."""
+    of which those in ``waits`` (``(wait, count)`` by wait, as a result's
+    :attr:`~permits.sim.WorkloadResult.waits_ns`) were granted and the rest
+    waited past the end, in the unit of ``waits`` (nanoseconds, from a
+    result): ``None`` if the rank falls among the rest (or nothing was
+    offered)."""
     rank = max(1, math.ceil(q * offered))
     seen = 0
     for wait, count in waits:
@@ -171,7 +173,7 @@ class Requirement:
         result = run[self.workload]
         measure = self.measure
         if measure in _QUANTILES:
-            wait = offered_quantile(result.waits, result.offered, _QUANTILES[measure])
+            wait = offered_quantile(result.waits_ns, result.offered, _QUANTILES[measure])
             return None if wait is None else Fraction(wait, SECOND)
         if measure in _TIMES:
             at: int | None = getattr(result, _TIME_FIELDS[measure])
@@ -196,11 +198,11 @@ class Requirement:
             return True  # no caller came: none waited past the bound, none is left
         bound = math.floor(self.bound * SECOND)
         if self.measure in _QUANTILES:
-            within = dict(result.within).get(bound)
+            within = dict(result.within_ns).get(bound)
             if within is not None:
                 return within >= max(1, math.ceil(_QUANTILES[self.measure] * result.offered))
         elif self.measure in (Measure.WORST_TENANT_P99, Measure.MEDIAN_TENANT_P99):
-            within = dict(result.tenants_within).get(bound)
+            within = dict(result.tenants_within_ns).get(bound)
             if within is not None:
                 granted = result.tenants - result.tenants_starved
                 if self.measure is Measure.WORST_TENANT_P99:

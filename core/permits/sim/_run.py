@@ -53,16 +53,19 @@ _TOO_LONG = State.TOO_LONG
 
 @attrs.frozen
 class WorkloadResult:
-    """What one workload got in one run. Times in nanoseconds.
+    """What one workload got in one run.
 
     Every caller offered ends in exactly one of ``granted``, ``waiting``
     (still waiting at the end), ``cancelled`` (gave up after its
-    ``timeout``), ``rejected`` (refused on arrival: its level was full, or
-    its wait would pass its ``max_wait``; those are counted apart in
-    ``too_long`` too) or ``expired`` (its ``expire_after`` passed). Wait
+    ``timeout``), ``rejected`` (refused on arrival: its level was full),
+    ``too_long`` (refused on arrival: its wait would pass its ``max_wait``)
+    or ``expired`` (its ``expire_after`` passed). The fields ending in
+    ``_ns`` are times in the core's exact nanoseconds; the properties ending
+    in ``_s`` are the same in seconds, as a user reads them (``None`` as
+    for the field: no caller granted, or a backlog never cleared). Wait
     quantiles are over the granted callers, within
-    :data:`~permits.core.RELATIVE_ERROR` (the core's histogram); ``wait_max``
-    is exact.
+    :data:`~permits.core.RELATIVE_ERROR` (the core's histogram);
+    ``wait_max_ns`` is exact.
     """
 
     name: str
@@ -75,25 +78,29 @@ class WorkloadResult:
     cancelled: int
     rejected: int
     expired: int
-    wait_p50: int | None
-    wait_p99: int | None
-    wait_max: int | None
+    #: Median wait of the callers granted, in nanoseconds; ``None``: none granted.
+    wait_p50_ns: int | None
+    #: 99th percentile wait of the callers granted, in nanoseconds.
+    wait_p99_ns: int | None
+    #: Longest wait of the callers granted, in nanoseconds, exact.
+    wait_max_ns: int | None
     #: Units of the first limit granted (each caller's cost: one each unless
     #: its workload or trace says otherwise).
     units: int
     #: This workload's fraction of all units of the first limit granted in the run.
     share: float
     #: When its last caller left (with a permit or without: refused, gave up
-    #: or expired), if none was waiting at the end; else ``None``.
-    cleared_at: int | None
+    #: or expired), in nanoseconds from the start, if none was waiting at
+    #: the end; else ``None``.
+    cleared_at_ns: int | None
     #: Permits granted in each of :data:`BINS` equal slices of the run.
     timeline: tuple[int, ...] = attrs.field(repr=False)
-    #: The wait histogram: ``(wait, count)`` pairs, by wait.
-    waits: tuple[tuple[int, int], ...] = attrs.field(repr=False)
-    #: Of those ``rejected``, the callers refused because even their best
-    #: case would wait longer than their ``max_wait`` (the core's
-    #: :attr:`~permits.core.State.TOO_LONG`; ``rejected`` counts them too,
-    #: as it always has).
+    #: The wait histogram: ``(wait in nanoseconds, count)`` pairs, by wait.
+    waits_ns: tuple[tuple[int, int], ...] = attrs.field(repr=False)
+    #: Callers refused on arrival because even their best case would wait
+    #: longer than their ``max_wait`` (the core's
+    #: :attr:`~permits.core.State.TOO_LONG`; not counted in ``rejected``,
+    #: as the core's statistics count them).
     too_long: int = attrs.field(kw_only=True)
     #: Units granted of each limit, in the scenario's order (:attr:`Result.limits`).
     units_per_limit: tuple[int, ...] = attrs.field(kw_only=True)
@@ -103,20 +110,63 @@ class WorkloadResult:
     tenants: int = attrs.field(kw_only=True)
     #: Its tenants with callers offered and none granted within the run.
     tenants_starved: int = attrs.field(kw_only=True)
-    #: The longest of its tenants' p99 waits (each over its granted callers);
-    #: ``None`` without a tenant granted.
-    tenant_wait_p99_max: int | None = attrs.field(kw_only=True)
+    #: The longest of its tenants' p99 waits (each over its granted callers),
+    #: in nanoseconds; ``None`` without a tenant granted.
+    tenant_wait_p99_max_ns: int | None = attrs.field(kw_only=True)
     #: The tenant with that wait.
     worst_tenant: str | None = attrs.field(kw_only=True)
     #: The median of its granted tenants' p99 waits (nearest rank): how the
-    #: typical tenant fares beside the worst.
-    tenant_wait_p99_median: int | None = attrs.field(kw_only=True)
-    #: For each bound (ns) of a requirement on its p50 or p99 wait, how many
-    #: of its callers were granted within it, exactly: ``(bound, count)``.
-    within: tuple[tuple[int, int], ...] = attrs.field(default=(), kw_only=True, repr=False)
-    #: For each bound (ns) of a requirement on its tenants' p99 waits, how
-    #: many of its granted tenants have a p99 within it, exactly.
-    tenants_within: tuple[tuple[int, int], ...] = attrs.field(default=(), kw_only=True, repr=False)
+    #: typical tenant fares beside the worst; in nanoseconds.
+    tenant_wait_p99_median_ns: int | None = attrs.field(kw_only=True)
+    #: For each bound of a requirement on its p50 or p99 wait, how many of
+    #: its callers were granted within it, exactly: ``(bound in
+    #: nanoseconds, count)``.
+    within_ns: tuple[tuple[int, int], ...] = attrs.field(default=(), kw_only=True, repr=False)
+    #: For each bound of a requirement on its tenants' p99 waits, how many
+    #: of its granted tenants have a p99 within it, exactly: ``(bound in
+    #: nanoseconds, count)``.
+    tenants_within_ns: tuple[tuple[int, int], ...] = attrs.field(
+        default=(), kw_only=True, repr=False
+    )
+
+    @property
+    def wait_p50_s(self) -> float | None:
+        """Median wait in seconds; ``None``: no caller granted."""
+        return _seconds(self.wait_p50_ns)
+
+    @property
+    def wait_p99_s(self) -> float | None:
+        """99th percentile wait in seconds; ``None``: no caller granted."""
+        return _seconds(self.wait_p99_ns)
+
+    @property
+    def wait_max_s(self) -> float | None:
+        """Longest wait in seconds; ``None``: no caller granted."""
+        return _seconds(self.wait_max_ns)
+
+    @property
+    def cleared_at_s(self) -> float | None:
+        """When its last caller left, in seconds from the start; ``None``:
+        one was waiting at the end."""
+        return _seconds(self.cleared_at_ns)
+
+    @property
+    def tenant_wait_p99_max_s(self) -> float | None:
+        """The longest of its tenants' p99 waits in seconds; ``None``:
+        no tenant granted."""
+        return _seconds(self.tenant_wait_p99_max_ns)
+
+    @property
+    def tenant_wait_p99_median_s(self) -> float | None:
+        """The median of its tenants' p99 waits in seconds; ``None``:
+        no tenant granted."""
+        return _seconds(self.tenant_wait_p99_median_ns)
+
+
+def _seconds(ns: int | None) -> float | None:
+    """Nanoseconds as seconds (``None`` stays ``None``; past a float's
+    range of nanoseconds too: an int divided by an int)."""
+    return None if ns is None else ns / SECOND
 
 
 @attrs.frozen
@@ -124,8 +174,8 @@ class Result:
     """A run of one :class:`Scenario`: a :class:`WorkloadResult` per workload."""
 
     scenario: Scenario
-    #: The run's length in nanoseconds.
-    duration: int
+    #: The run's length (its scenario's ``seconds``) in nanoseconds.
+    duration_ns: int
     workloads: tuple[WorkloadResult, ...]
 
     @property
@@ -193,12 +243,14 @@ class Tally:
     Callers are numbered per run; :meth:`id` packs the workload's index into
     the number so a decision's id tells its workload without a lookup. A
     caller that names a flow counts for its tenant too (:meth:`tenant`).
+    Its times are the core's nanoseconds from the start of the run.
     """
 
-    def __init__(self, scenario: Scenario, duration: int) -> None:
+    def __init__(self, scenario: Scenario, duration_ns: int) -> None:
         n = len(scenario.workloads)
         self.scenario = scenario
-        self.duration = duration
+        #: The run's length (its scenario's ``seconds``) in nanoseconds.
+        self.duration_ns = duration_ns
         self.count = n
         self.offered = [0] * n
         self.granted = [0] * n
@@ -207,8 +259,9 @@ class Tally:
         #: Units of the costs given per limit.
         self.units_per_limit = [[0] * len(scenario.named_limits) for _ in range(n)]
         self.cancelled = [0] * n
+        #: Refused for a full level; those refused for their ``max_wait``
+        #: are counted apart (``too_long``), not here.
         self.rejected = [0] * n
-        #: Of those rejected, the ones refused for their ``max_wait``.
         self.too_long = [0] * n
         self.expired = [0] * n
         self.left_at: list[int | None] = [None] * n
@@ -260,34 +313,35 @@ class Tally:
             self.tenant_records.append(record)
         return index
 
-    def on_reject(self, w: int, at: int, state: State = State.REJECTED) -> None:
-        """A caller of workload ``w`` was refused at once, at ``at``: its
-        level was full (:attr:`~permits.core.State.REJECTED`), or it would
-        have waited past its ``max_wait`` (``State.TOO_LONG``, counted in
-        ``too_long`` as well)."""
-        self.rejected[w] += 1
+    def on_reject(self, w: int, at_ns: int, state: State = State.REJECTED) -> None:
+        """A caller of workload ``w`` was refused at once, at ``at_ns``: its
+        level was full (:attr:`~permits.core.State.REJECTED`, counted in
+        ``rejected``), or it would have waited past its ``max_wait``
+        (``State.TOO_LONG``, counted in ``too_long``)."""
         if state is _TOO_LONG:
             self.too_long[w] += 1
-        self.left_at[w] = at
+        else:
+            self.rejected[w] += 1
+        self.left_at[w] = at_ns
 
     def on_grant(
         self,
         w: int,
-        at: int,
-        waited: int,
+        at_ns: int,
+        waited_ns: int,
         cost: int | tuple[int, ...] = 1,
         tenant: int | None = None,
     ) -> None:
         """A caller of workload ``w`` (of ``tenant``) was granted ``cost``
-        (units of every limit, or per limit) at ``at`` after ``waited``."""
+        (units of every limit, or per limit) at ``at_ns`` after ``waited_ns``."""
         self.granted[w] += 1
         self.charge(w, cost)
-        self.left_at[w] = at
+        self.left_at[w] = at_ns
         if tenant is None:
-            self.records[w](waited)
+            self.records[w](waited_ns)
         else:
-            self.on_tenant_grant(tenant, waited)
-        self.bins[w][min(BINS - 1, at * BINS // self.duration)] += 1
+            self.on_tenant_grant(tenant, waited_ns)
+        self.bins[w][min(BINS - 1, at_ns * BINS // self.duration_ns)] += 1
 
     def charge(self, w: int, cost: int | tuple[int, ...]) -> None:
         """Count ``cost``'s units as granted to workload ``w``."""
@@ -298,15 +352,15 @@ class Tally:
             for j, n in enumerate(cost):
                 per_limit[j] += n
 
-    def on_tenant_grant(self, tenant: int, waited: int) -> None:
-        """A caller of ``tenant`` was granted after ``waited`` (counted for
+    def on_tenant_grant(self, tenant: int, waited_ns: int) -> None:
+        """A caller of ``tenant`` was granted after ``waited_ns`` (counted for
         its workload too)."""
-        self.tenant_records[tenant](waited)
+        self.tenant_records[tenant](waited_ns)
 
-    def on_leave(self, w: int, at: int, state: State) -> None:
-        """A waiting caller of workload ``w`` left at ``at`` without a permit:
-        ``CANCELLED`` or ``EXPIRED``."""
-        self.left_at[w] = at
+    def on_leave(self, w: int, at_ns: int, state: State) -> None:
+        """A waiting caller of workload ``w`` left at ``at_ns`` without a
+        permit: ``CANCELLED`` or ``EXPIRED``."""
+        self.left_at[w] = at_ns
         if state is State.CANCELLED:
             self.cancelled[w] += 1
         else:
@@ -333,10 +387,10 @@ class Tally:
         return {
             "tenants": len(indexes),
             "tenants_starved": sum(1 for i in indexes if not self.tenant_hists[i].count),
-            "tenant_wait_p99_max": p99s[-1][0] if p99s else None,
+            "tenant_wait_p99_max_ns": p99s[-1][0] if p99s else None,
             "worst_tenant": str(self.tenant_flows[p99s[-1][1]]) if p99s else None,
-            "tenant_wait_p99_median": p99s[(len(p99s) - 1) // 2][0] if p99s else None,
-            "tenants_within": tuple(
+            "tenant_wait_p99_median_ns": p99s[(len(p99s) - 1) // 2][0] if p99s else None,
+            "tenants_within_ns": tuple(
                 (bound, sum(1 for i in indexes if self._p99_within(i, k)))
                 for k, bound in enumerate(self.tenant_bounds[w])
             ),
@@ -371,6 +425,7 @@ class Tally:
                 self.offered[w]
                 - self.granted[w]
                 - self.rejected[w]
+                - self.too_long[w]
                 - self.cancelled[w]
                 - self.expired[w]
             )
@@ -388,36 +443,36 @@ class Tally:
                     rejected=self.rejected[w],
                     too_long=self.too_long[w],
                     expired=self.expired[w],
-                    wait_p50=hist.quantile(0.5),
-                    wait_p99=hist.quantile(0.99),
-                    wait_max=hist.max,
+                    wait_p50_ns=hist.quantile(0.5),
+                    wait_p99_ns=hist.quantile(0.99),
+                    wait_max_ns=hist.max,
                     units=units[w][0],
                     share=shares[0],
-                    cleared_at=self.left_at[w] if waiting == 0 else None,
+                    cleared_at_ns=self.left_at[w] if waiting == 0 else None,
                     timeline=tuple(self.bins[w]),
-                    waits=tuple(hist.items()),
+                    waits_ns=tuple(hist.items()),
                     units_per_limit=tuple(units[w]),
                     shares=shares,
-                    within=self._within(w),
+                    within_ns=self._within(w),
                     **self._tenant_figures(w),
                 )
             )
-        return Result(self.scenario, self.duration, tuple(workloads))
+        return Result(self.scenario, self.duration_ns, tuple(workloads))
 
 
-def arrivals(scenario: Scenario, duration: int) -> Iterator[tuple[int, int]]:
-    """Every arrival before ``duration`` ns as ``(time, workload index)``, in
-    time order; simultaneous arrivals in workload order."""
+def arrivals(scenario: Scenario, duration_ns: int) -> Iterator[tuple[int, int]]:
+    """Every arrival before ``duration_ns`` as ``(time in nanoseconds,
+    workload index)``, in time order; simultaneous arrivals in workload order."""
     streams = [
-        _stream(w, workload, scenario.seed, duration)
+        _stream(w, workload, scenario.seed, duration_ns)
         for w, workload in enumerate(scenario.workloads)
     ]
     return heapq.merge(*streams)
 
 
-def _stream(w: int, workload: Workload, seed: int, duration: int) -> Iterator[tuple[int, int]]:
+def _stream(w: int, workload: Workload, seed: int, duration_ns: int) -> Iterator[tuple[int, int]]:
     for t in workload.arrivals.times(seed * 1_000_003 + w):
-        if t >= duration:
+        if t >= duration_ns:
             return
         yield t, w
 
@@ -463,7 +518,9 @@ def simulate(scenario: Scenario, *, max_arrivals: int | None = MAX_ARRIVALS) -> 
     Deterministic: the same scenario gives the same result. Events at the
     same time happen in this order: callers whose timeout ran out cancel,
     then the machine ticks (deadlines reached, then permits due), then new
-    callers arrive (each push ticks first, as the core's push does).
+    callers arrive (each push ticks first, as the core's push does); a
+    caller of timeout 0 not granted on arrival gives up then, before the
+    next arrives (as a try_acquire that finds no permit does).
     """
     check_arrivals(scenario, max_arrivals)
     duration = nanoseconds("seconds", scenario.seconds)
@@ -614,10 +671,21 @@ def _run(
                 if state is _EXPIRED:
                     on_leave(w, at, state)
                 else:  # REJECTED or TOO_LONG, at push: it never waited
-                    rejected[w] += 1
                     if state is _TOO_LONG:
                         too_long[w] += 1
+                    else:
+                        rejected[w] += 1
                     left_at[w] = at
+
+    def give_up(id: int, t: int) -> bool:
+        """The waiting caller ``id`` gives up at ``t``: withdrawn and
+        counted as cancelled (``False``: it no longer waited)."""
+        if not cancel(id):
+            return False
+        costs.pop(id, None)
+        del tenants[id]
+        on_leave(id % count, t, State.CANCELLED)
+        return True
 
     # The machine's next tick, asked again after a turn unless nothing
     # changed it: a turn whose only calls were pushes, each of one unit
@@ -650,10 +718,7 @@ def _run(
         gave_up = False
         while gives_up == t and pending and pending[0][0] <= t:
             id = heappop(pending)[1]
-            if id in tenants and cancel(id):
-                costs.pop(id, None)
-                del tenants[id]
-                on_leave(id % count, t, State.CANCELLED)
+            if id in tenants and give_up(id, t):
                 gave_up = True
         if gave_up:
             # One who gave up may have stood before a waiter whose units
@@ -708,7 +773,11 @@ def _run(
                 if decisions:
                     decide(decisions)
             if timeout is not None and id in tenants:  # not decided at once
-                heappush(pending, (t + timeout, id))
+                if timeout:
+                    heappush(pending, (t + timeout, id))
+                else:  # gives up at once, as a try_acquire does: no later arrival sees it
+                    give_up(id, t)
+                    ask = True
             upcoming = next(source, None)
             upcoming_at = never if upcoming is None else upcoming[0]
         if ask:

@@ -161,9 +161,9 @@ class Batch:
         """Arrival times in nanoseconds, in order."""
         return itertools.repeat(nanoseconds("at", self.at), self.size)
 
-    def asked(self, duration: int) -> Fraction:
-        """How many callers arrive before ``duration`` ns."""
-        return Fraction(self.size if nanoseconds("at", self.at) < duration else 0)
+    def asked(self, duration_ns: int) -> Fraction:
+        """How many callers arrive before ``duration_ns``."""
+        return Fraction(self.size if nanoseconds("at", self.at) < duration_ns else 0)
 
     def scaled(self, factor: Fraction) -> Batch:
         """The same batch ``factor`` times faster: queued at ``at / factor``."""
@@ -194,9 +194,9 @@ class Constant:
             yield t
             i += 1
 
-    def asked(self, duration: int) -> Fraction:
-        """How many callers arrive before ``duration`` ns (at most one more)."""
-        asked = _asked(self.rate, self.start, self.stop, duration)
+    def asked(self, duration_ns: int) -> Fraction:
+        """How many callers arrive before ``duration_ns`` (at most one more)."""
+        asked = _asked(self.rate, self.start, self.stop, duration_ns)
         return asked + 1 if asked else asked
 
     def scaled(self, factor: Fraction) -> Constant:
@@ -239,9 +239,9 @@ class Poisson:
                 return
             yield t
 
-    def asked(self, duration: int) -> Fraction:
-        """How many callers arrive before ``duration`` ns, on average."""
-        return _asked(self.rate, self.start, self.stop, duration)
+    def asked(self, duration_ns: int) -> Fraction:
+        """How many callers arrive before ``duration_ns``, on average."""
+        return _asked(self.rate, self.start, self.stop, duration_ns)
 
     def scaled(self, factor: Fraction) -> Poisson:
         """The same arrivals ``factor`` times faster: the rate times
@@ -253,10 +253,10 @@ class Poisson:
         )
 
 
-def _asked(rate: PerSecond, start: Seconds, stop: Seconds | None, duration: int) -> Fraction:
+def _asked(rate: PerSecond, start: Seconds, stop: Seconds | None, duration_ns: int) -> Fraction:
     """Arrivals at ``rate`` per second from ``start`` until ``stop`` or
-    ``duration`` ns, whichever is first."""
-    end = duration if stop is None else min(duration, nanoseconds("stop", stop))
+    ``duration_ns``, whichever is first."""
+    end = duration_ns if stop is None else min(duration_ns, nanoseconds("stop", stop))
     window = max(0, end - nanoseconds("start", start))
     return check_rate(rate) * Fraction(window, SECOND)
 
@@ -479,8 +479,8 @@ class Workload:
     :param max_wait: seconds: a caller whose wait the limiter estimates
         (:meth:`~permits.core.Machine.min_wait`) longer than this on its
         arrival is refused at once, never queued (``acquire(max_wait=...)``,
-        the core's ``push(max_wait=...)``: counted as ``rejected``, and
-        apart as ``too_long``); ``None`` for no bound.
+        the core's ``push(max_wait=...)``: counted as ``too_long``, apart
+        from those ``rejected`` for a full level); ``None`` for no bound.
     """
 
     name: str = attrs.field()

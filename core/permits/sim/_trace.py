@@ -69,22 +69,25 @@ class TraceError(PermitValueError):
 
 
 class Call(NamedTuple):
-    """One recorded request. Times in nanoseconds. (A named tuple: a trace
-    of millions of rows makes millions of them.)"""
+    """One recorded request, its times in the core's nanoseconds (a trace's
+    row, whose columns ``at``, ``timeout`` and ``max_wait`` are seconds,
+    read exactly). (A named tuple: a trace of millions of rows makes
+    millions of them.)"""
 
-    #: When it arrived, from the start of the trace.
-    at: int
+    #: When it arrived, in nanoseconds from the start of the trace.
+    at_ns: int
     level: int
     #: Units of every limit, or units per limit by name (a limit not named: 0).
     cost: int | Mapping[str, int] = 1
     flow: Hashable = None
-    #: After how long it gave up; ``None``: it waited as long as it took.
-    timeout: int | None = None
+    #: After how many nanoseconds it gave up; ``None``: it waited as long as it took.
+    timeout_ns: int | None = None
     #: Its line in the trace (for errors); 0 for a call made otherwise.
     line: int = 0
-    #: The longest wait it would take at all (``acquire(max_wait=...)``):
-    #: refused on arrival if the limiter estimates a longer one; ``None``: any.
-    max_wait: int | None = None
+    #: The longest wait it would take at all, in nanoseconds
+    #: (``acquire(max_wait=...)``): refused on arrival if the limiter
+    #: estimates a longer one; ``None``: any.
+    max_wait_ns: int | None = None
 
 
 def _ns(line: int, field: str, value: object) -> int:
@@ -300,7 +303,7 @@ def _json_calls(numbered: Iterator[tuple[int, str]]) -> Iterator[Call]:
             get("max_wait"),
             previous,
         )
-        previous = call.at
+        previous = call.at_ns
         yield call
 
 
@@ -349,7 +352,7 @@ def _csv_calls(
             cells.append("")
             at, level, cost, flow, timeout, max_wait = cells_of(cells)
             call = _call(line, at, level, cost, flow, timeout, max_wait, previous)
-            previous = call.at
+            previous = call.at_ns
             yield call
     except csv.Error as error:
         raise TraceError(number + reader.line_num, "row", None, f"not CSV: {error}") from None
@@ -379,16 +382,21 @@ def _with_costs(
 def trace_lines(calls: Iterable[Call], limits: Sequence[str] | None = None) -> Iterator[str]:
     """The CSV lines of a trace of ``calls`` (a header, then a row a call),
     as :func:`read_trace` reads them back: times in seconds, exact to the
-    nanosecond; a flow as its ``str``. With ``limits`` (their names), a
-    ``cost.<limit>`` column for each in place of ``cost``: a call's units
-    of each (a cost that is one number: that many of each; a mapping: 0 of
-    a limit it does not name). Without, every cost must be one number."""
+    nanosecond; levels and units as numbers; a flow as its ``str``. With
+    ``limits`` (their names), a ``cost.<limit>`` column for each in place of
+    ``cost``: a call's units of each (a cost that is one number: that many
+    of each; a mapping: 0 of a limit it does not name). Without, every cost
+    must be one number."""
     names = list(limits) if limits is not None else None
     if names is not None and (not names or len(set(names)) != len(names)):
         raise PermitValueError("limits", limits, "names each limit once, and at least one")
     costs = ["cost"] if names is None else [f"{_PER_LIMIT}{name}" for name in names]
     row = io.StringIO()
     writer = csv.writer(row, lineterminator="\n")
+    # csv quotes a cell with the line terminator in it, not a flow with
+    # "\r" alone (which read_trace's csv reads as the end of a line): a
+    # row with one is written all quoted.
+    quoted = csv.writer(row, lineterminator="\n", quoting=csv.QUOTE_ALL)
     # (a limit's name quoted as need be)
     writer.writerow(["at", "level", *costs, "flow", "timeout", "max_wait"])
     yield row.getvalue()
@@ -396,17 +404,19 @@ def trace_lines(calls: Iterable[Call], limits: Sequence[str] | None = None) -> I
         row.seek(0)
         row.truncate()
         flow = "" if call.flow is None else str(call.flow)
-        timeout = "" if call.timeout is None else _seconds(call.timeout)
-        limit = "" if call.max_wait is None else _seconds(call.max_wait)
+        timeout = "" if call.timeout_ns is None else _seconds(call.timeout_ns)
+        limit = "" if call.max_wait_ns is None else _seconds(call.max_wait_ns)
         units = _written_costs(call.cost, names)
-        writer.writerow([_seconds(call.at), call.level, *units, flow, timeout, limit])
+        cells = [_seconds(call.at_ns), int(call.level), *units, flow, timeout, limit]
+        (quoted if "\r" in flow else writer).writerow(cells)
         yield row.getvalue()
 
 
 def _written_costs(cost: int | Mapping[str, int], names: list[str] | None) -> list[int]:
-    """The cost cells of a row: one, or one per limit of ``names``."""
+    """The cost cells of a row: one, or one per limit of ``names`` (each a
+    plain ``int``: an ``(int, Enum)``'s ``str`` is its name)."""
     if isinstance(cost, int):
-        return [cost] if names is None else [cost] * len(names)
+        return [int(cost)] if names is None else [int(cost)] * len(names)
     if names is None:
         raise PermitValueError("limits", None, f"a cost per limit ({dict(cost)}) needs limits")
     for name in cost:
@@ -414,7 +424,7 @@ def _written_costs(cost: int | Mapping[str, int], names: list[str] | None) -> li
             raise PermitValueError(
                 "limits", names, f"a call's cost names limit {name!r}, not in them"
             )
-    return [cost.get(name, 0) for name in names]
+    return [int(cost.get(name, 0)) for name in names]
 
 
 def _seconds(ns: int) -> str:
