@@ -16,9 +16,9 @@ clock: there a time is checked within margins (:func:`near`). A test not
 marked so does not apply there, or is the other's own: a thread cannot be
 cancelled (its way out is its timeout, or an interrupt:
 tests/test_threads.py) nor its clock stalled; the Redis limiter offers no
-``try_acquire``, refuses ``timeout=0`` and a ``max_waiting`` of 0, takes
-no flow options, and its ``max_wait`` estimate counts only the waiters
-ahead (the shared bucket is in Redis: tests/test_redis.py).
+``try_acquire``, refuses ``timeout=0`` and a ``max_waiting`` of 0, and its
+``max_wait`` estimate counts only the waiters ahead (the shared bucket is
+in Redis: tests/test_redis.py).
 """
 
 from __future__ import annotations
@@ -1035,6 +1035,7 @@ async def test_max_waiting_zero_grants_at_once_or_rejects(open_limiter: OpenLimi
 
 
 @pytest.mark.threads
+@pytest.mark.redis
 async def test_a_full_flow_rejects_with_its_own_limit(open_limiter: OpenLimiter) -> None:
     """``max_waiting_per_flow`` rejects a tenant's extra waiter with a
     QueueFull that names the flow and its limit, while another tenant of the
