@@ -9,10 +9,21 @@ loaded machine changes nothing; a stall of the loop is
 driven in virtual time on the same pushes, so no policy's order is written
 here by hand. One smoke test runs in real time, with margins that hold on a
 loaded machine.
+
+The tests marked ``threads`` run on the thread adapter too, and those
+marked ``redis`` on the Redis limiter (tests/conftest.py), on the real
+clock: there a time is checked within margins (:func:`near`). A test not
+marked so does not apply there, or is the other's own: a thread cannot be
+cancelled (its way out is its timeout, or an interrupt:
+tests/test_threads.py) nor its clock stalled; the Redis limiter offers no
+``try_acquire``, refuses ``timeout=0`` and a ``max_waiting`` of 0, and its
+``max_wait`` estimate counts only the waiters ahead (the shared bucket is
+in Redis: tests/test_redis.py).
 """
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import gc
 import itertools
@@ -36,6 +47,7 @@ from permits.adapters import (
     WouldWaitTooLong,
     current_level,
     level,
+    threads,
 )
 from permits.adapters import anyio as anyio_adapter
 from permits.adapters import asyncio as asyncio_adapter
@@ -59,7 +71,7 @@ from permits.core import (
     StrictPriority,
 )
 from permits.sim import SEED, Batch, Call, Scenario, arrivals, nanoseconds, simulate
-from permits.testing import stall
+from permits.testing import VirtualClock, VirtualClockLoop, stall
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(30)]
 
@@ -78,7 +90,13 @@ async def until(condition: Callable[[], bool]) -> None:
 
 async def waiting(limiter: BaseLimiter, count: int) -> None:
     """Until ``count`` callers wait (they queue in the order started), in no
-    virtual time."""
+    virtual time; on the real clock, as long as they take (the thread
+    adapter's worker threads), 10 s at most."""
+    if on_the_real_clock():
+        with anyio.fail_after(10):
+            while len(limiter.machine) < count:
+                await anyio.sleep(0.001)
+        return
     await until(lambda: len(limiter.machine) >= count)
 
 
@@ -92,21 +110,60 @@ def since(start: int) -> int:
     return now() - start
 
 
+#: On the real clock (the thread adapter's case), how much sooner than on
+#: virtual time a wait measured from a reading of :func:`now` may end (the
+#: permit's due time counts from the limiter's own reading, a little
+#: before), and how much later (a loaded machine makes a timer late).
+EARLY, LATE = 50 * MILLISECOND, 300 * MILLISECOND
+
+
+def on_the_real_clock() -> bool:
+    """Whether the test runs on the real clock: the thread adapter's case,
+    and the Redis limiter's."""
+    try:
+        loop = asyncio.get_running_loop()
+    except RuntimeError:  # trio
+        import trio.lowlevel
+
+        return not isinstance(trio.lowlevel.current_clock(), VirtualClock)
+    return not isinstance(loop, VirtualClockLoop)
+
+
+def near(observed: int, expected: int, within: int = 0) -> bool:
+    """Whether a time in nanoseconds is ``expected`` (give or take ``within``)
+    on virtual time; on the real clock, within ``EARLY`` before and ``LATE``
+    after it."""
+    if on_the_real_clock():
+        return expected - EARLY <= observed <= expected + LATE
+    return abs(observed - expected) <= within
+
+
+def took(start: int, expected: int, within: int = 0) -> bool:
+    """Whether ``expected`` ns passed since ``start``, as :func:`near` judges."""
+    return near(since(start), expected, within)
+
+
 async def served_in_order(
     open_limiter: OpenLimiter, policy: Policy, pushes: list[tuple[str, int]], rate: int = 20
 ) -> list[str]:
-    """Take the banked permit, queue ``pushes`` one by one, return grant order."""
+    """Take the banked permit, queue ``pushes`` one by one, return grant order.
+
+    They queue while the limit allows a permit a thousand seconds, which
+    is then raised to ``rate`` (no virtual time passes meanwhile: the same
+    as queueing at ``rate``), so that on the real clock too no permit falls
+    due before the last has queued."""
     order: list[str] = []
 
     async def call(limiter: BaseLimiter, name: str, lv: int) -> None:
         await limiter.acquire(lv)
         order.append(name)
 
-    async with open_limiter(policy, rate) as limiter, anyio.create_task_group() as tg:
+    async with open_limiter(policy, 0.001) as limiter, anyio.create_task_group() as tg:
         await limiter.acquire(0)
         for i, (name, lv) in enumerate(pushes):
             tg.start_soon(call, limiter, name, lv)
             await waiting(limiter, i + 1)
+        limiter.set_limit(rate=rate)
     return order
 
 
@@ -136,18 +193,29 @@ PUSHES = [("b1", 1), ("b2", 1), ("b3", 1), ("i1", 0), ("i2", 0), ("i3", 0)]
     ],
     ids=repr,
 )
-async def test_order_matches_the_core(open_limiter: OpenLimiter, policy: Policy) -> None:
+@pytest.mark.threads
+@pytest.mark.redis
+async def test_order_matches_the_core(
+    open_limiter: OpenLimiter, case: tuple[str, str], policy: Policy
+) -> None:
     """FIFO within a level, strict priority, shares and aging: the adapter
-    grants in the order the core decides in virtual time."""
+    grants in the order the core decides in virtual time. (Not aging on the
+    real clock, where a timer late by a few milliseconds ages a waiter
+    sooner.)"""
+    if isinstance(policy, Aging) and case[1] == "threads":
+        pytest.skip("aging decides by the clock: on the real clock, by how late the timer is")
     got = await served_in_order(open_limiter, policy, PUSHES)
     assert got == virtual_order(policy, PUSHES)
 
 
+@pytest.mark.threads
+@pytest.mark.redis
 async def test_strict_priority_lets_interactive_overtake(open_limiter: OpenLimiter) -> None:
     got = await served_in_order(open_limiter, StrictPriority(2), PUSHES)
     assert got == ["i1", "i2", "i3", "b1", "b2", "b3"]
 
 
+@pytest.mark.redis
 async def test_cancel_while_waiting_costs_nothing(open_limiter: OpenLimiter) -> None:
     async with open_limiter(StrictPriority(2), 50) as limiter, anyio.create_task_group() as tg:
         await limiter.acquire(0)
@@ -163,11 +231,12 @@ async def test_cancel_while_waiting_costs_nothing(open_limiter: OpenLimiter) -> 
         scope.cancel()
         await until(lambda: not len(limiter.machine))
         await limiter.acquire(1)  # gets the permit the cancelled waiter would have had
-        assert since(start) == 20 * MILLISECOND, "the next permit, due one interval on"
+        assert took(start, 20 * MILLISECOND), "the next permit, due one interval on"
     stats = limiter.statistics().levels
     assert (stats[0].cancelled, stats[0].granted, stats[1].granted) == (1, 1, 1)
 
 
+@pytest.mark.redis
 async def test_a_cancelled_head_lets_a_smaller_cost_behind_it_go_at_once(
     open_limiter: OpenLimiter,
 ) -> None:
@@ -195,9 +264,48 @@ async def test_a_cancelled_head_lets_a_smaller_cost_behind_it_go_at_once(
         tg.start_soon(small)
         await waiting(limiter, 2)
         scope.cancel()
-    assert waited == [0]
+    [small_waited] = waited
+    assert near(small_waited, 0), waited
 
 
+@pytest.mark.threads
+@pytest.mark.redis
+async def test_an_expired_head_lets_a_smaller_cost_behind_it_go_at_once(
+    open_limiter: OpenLimiter,
+) -> None:
+    """As a cancel, an expiry may leave a next cost that fits now (SPEC P2):
+    the head's ``timeout`` ends (its deadline is a tick of its own), and the
+    waiter behind it is served then, not when the expired cost would have
+    been due. (The thread adapter's way out of a wait: no thread can be
+    cancelled.)"""
+    async with open_limiter(Fifo(), 1, 5) as limiter, anyio.create_task_group() as tg:
+        await limiter.acquire()  # 4 units left; 5 are due in a second
+        outcomes: list[str] = []
+
+        async def big() -> None:
+            with pytest.raises(AcquireTimeout):
+                await limiter.acquire(cost=5, timeout=0.2)
+            outcomes.append("timed out")
+
+        start = now()
+        tg.start_soon(big)
+        await waiting(limiter, 1)
+        waited: list[int] = []
+
+        async def small() -> None:
+            await limiter.acquire()
+            waited.append(since(start))
+
+        tg.start_soon(small)
+        await waiting(limiter, 2)
+    assert outcomes == ["timed out"]
+    assert near(waited[0], 200 * MILLISECOND), waited
+    stats = limiter.statistics().levels[0]
+    assert (stats.granted, stats.expired) == (2, 1)
+
+
+@pytest.mark.threads
+@pytest.mark.redis
 async def test_a_cheaper_caller_that_joins_a_line_is_served_at_its_own_due_time(
     open_limiter: OpenLimiter,
 ) -> None:
@@ -205,7 +313,7 @@ async def test_a_cheaper_caller_that_joins_a_line_is_served_at_its_own_due_time(
     unit who joins, at a higher level, a line whose head waits for four is
     served when its one unit is due, not when the four would be."""
     resumed: dict[str, int] = {}
-    async with open_limiter(StrictPriority(2), 1, 4) as limiter, anyio.create_task_group() as tg:
+    async with open_limiter(StrictPriority(2), 4, 4) as limiter, anyio.create_task_group() as tg:
         await limiter.acquire(0, cost=4)  # the bucket is empty
         start = now()
 
@@ -217,7 +325,10 @@ async def test_a_cheaper_caller_that_joins_a_line_is_served_at_its_own_due_time(
         await waiting(limiter, 1)
         tg.start_soon(call, "cheap", 0, 1)
         await waiting(limiter, 2)
-    assert resumed["cheap"] < 2 * SECOND < 4 * SECOND < resumed["dear"], resumed
+    # the cheap one's unit is due in 0.25 s (not the dear one's four, in 1 s);
+    # then the dear one's four, a second later
+    assert near(resumed["cheap"], 250 * MILLISECOND), resumed
+    assert near(resumed["dear"], 1250 * MILLISECOND), resumed
 
 
 async def test_cancel_after_grant_refunds(open_limiter: OpenLimiter, case: tuple[str, str]) -> None:
@@ -311,6 +422,8 @@ async def test_cancelled_where_an_immediate_grant_returns(open_limiter: OpenLimi
         ("max_wait", "0.5"),
     ],
 )
+@pytest.mark.threads
+@pytest.mark.redis
 async def test_bad_acquire_arguments_are_refused_and_change_nothing(
     open_limiter: OpenLimiter, keyword: str, value: object
 ) -> None:
@@ -350,6 +463,7 @@ def test_level_sets_the_context_and_refuses_a_non_int() -> None:
     assert current_level() is None
 
 
+@pytest.mark.threads
 async def test_a_misspelt_option_names_open_limiter_and_its_options(
     open_limiter: OpenLimiter, case: tuple[str, str]
 ) -> None:
@@ -366,6 +480,11 @@ async def test_a_misspelt_option_names_open_limiter_and_its_options(
 
 
 @pytest.mark.parametrize(
+    "limiter_class",
+    [asyncio_adapter.Limiter, trio_adapter.Limiter, anyio_adapter.Limiter, threads.Limiter],
+    ids=["asyncio", "trio", "anyio", "threads"],
+)
+@pytest.mark.parametrize(
     ("kwargs", "error", "argument"),
     [
         ({"max_waiting": -1}, PermitValueError, "max_waiting"),
@@ -377,14 +496,19 @@ async def test_a_misspelt_option_names_open_limiter_and_its_options(
     ],
 )
 def test_bad_limiter_arguments_are_refused(
-    kwargs: dict[str, Any], error: type[Exception], argument: str
+    limiter_class: type[BaseLimiter | threads.Limiter],
+    kwargs: dict[str, Any],
+    error: type[Exception],
+    argument: str,
 ) -> None:
     arguments: dict[str, Any] = {"rate": 100, **kwargs}
     with pytest.raises(error) as refused:
-        asyncio_adapter.Limiter(StrictPriority(2), **arguments)
+        limiter_class(StrictPriority(2), **arguments)
     assert getattr(refused.value, "argument", None) == argument
 
 
+@pytest.mark.threads
+@pytest.mark.redis
 async def test_a_caller_that_proceeds_spends_its_permit(open_limiter: OpenLimiter) -> None:
     """Permits granted at once and after a wait are spent as their callers
     resume, so the machine holds none in flight afterwards and remembers no
@@ -406,7 +530,9 @@ async def test_a_caller_that_proceeds_spends_its_permit(open_limiter: OpenLimite
         assert limiter.machine.snapshot().grants == (), "a proceeded caller's grant is remembered"
 
 
-async def test_close_wakes_every_waiter(open_limiter: OpenLimiter) -> None:
+@pytest.mark.threads
+@pytest.mark.redis
+async def test_close_wakes_every_waiter(open_limiter: OpenLimiter, case: tuple[str, str]) -> None:
     errors: list[LimiterClosed] = []
 
     async def call(limiter: BaseLimiter) -> None:
@@ -427,8 +553,9 @@ async def test_close_wakes_every_waiter(open_limiter: OpenLimiter) -> None:
     assert len(limiter.machine) == 0
     with pytest.raises(LimiterClosed):
         await limiter.acquire(0)
-    with pytest.raises(LimiterClosed):
-        limiter.try_acquire(0)
+    if case[1] != "redis":  # (which offers no try_acquire)
+        with pytest.raises(LimiterClosed):
+            limiter.try_acquire(0)
     assert limiter.statistics().levels[1].cancelled == 3
 
 
@@ -436,6 +563,7 @@ class _State:
     """A caller's state, in its frame."""
 
 
+@pytest.mark.threads
 async def test_a_closed_limiter_keeps_no_callers_frame_alive(open_limiter: OpenLimiter) -> None:
     """Each caller refused by a closed limiter, and each waiter woken by its
     closing, raises a LimiterClosed of its own. The limiter raised one
@@ -482,6 +610,7 @@ async def test_a_closed_limiter_keeps_no_callers_frame_alive(open_limiter: OpenL
     assert [ref() for ref in kept] == [None] * 3, "a refused caller's frame is kept"
 
 
+@pytest.mark.redis
 async def test_timeouts(open_limiter: OpenLimiter) -> None:
     async with open_limiter(StrictPriority(2), 1) as limiter:
         await limiter.acquire(0)
@@ -489,11 +618,12 @@ async def test_timeouts(open_limiter: OpenLimiter) -> None:
         with pytest.raises(AcquireTimeout) as timed_out:
             await limiter.acquire(1, timeout=0.02)
         assert isinstance(timed_out.value, TimeoutError)
-        assert since(start) == 20 * MILLISECOND, "expired at its deadline"
+        assert took(start, 20 * MILLISECOND), "expired at its deadline"
+        start = now()
         with anyio.move_on_after(0.02) as scope:
             await limiter.acquire(1)
         assert scope.cancelled_caught
-        assert since(start) == 40 * MILLISECOND
+        assert took(start, 20 * MILLISECOND)
         assert len(limiter.machine) == 0
     stats = limiter.statistics().levels[1]
     assert (stats.expired, stats.cancelled, stats.granted) == (1, 1, 0)
@@ -527,6 +657,7 @@ async def test_a_push_after_a_lag_expires_the_late_before_taking_the_free_permit
     assert (stats.granted, stats.expired, stats.waiting) == (2, 1, 0)
 
 
+@pytest.mark.threads
 async def test_fail_fast(open_limiter: OpenLimiter) -> None:
     async with open_limiter(StrictPriority(2), 10) as limiter, anyio.create_task_group() as tg:
         await limiter.acquire(0)
@@ -537,14 +668,15 @@ async def test_fail_fast(open_limiter: OpenLimiter) -> None:
         with pytest.raises(WouldWaitTooLong) as refused:
             await limiter.acquire(1, max_wait=0.05)
         # three batch waiters ahead at 10/s: the fourth permit from now
-        assert refused.value.estimated == 0.4
-        assert since(start) == 0, "refused at once"
+        assert near(round(refused.value.estimated * SECOND), 400 * MILLISECOND)
+        assert took(start, 0), "refused at once"
         # an interactive caller has nobody ahead: one interval, the next permit
         await limiter.acquire(0, max_wait=0.1)
-        assert since(start) == 100 * MILLISECOND
+        assert took(start, 100 * MILLISECOND)
         tg.cancel_scope.cancel()
 
 
+@pytest.mark.threads
 async def test_a_max_wait_refusal_is_counted_at_its_level(open_limiter: OpenLimiter) -> None:
     """SPEC P53 through an adapter: an acquire refused for its ``max_wait``
     is the machine's too-long decision, counted in the statistics at its
@@ -553,13 +685,14 @@ async def test_a_max_wait_refusal_is_counted_at_its_level(open_limiter: OpenLimi
         await limiter.acquire(1)  # the banked permit
         with pytest.raises(WouldWaitTooLong) as refused:
             await limiter.acquire(1, max_wait=0.05)  # the next permit is 0.1 s away
-        assert refused.value.estimated == 0.1
+        assert near(round(refused.value.estimated * SECOND), 100 * MILLISECOND)
         assert "more than max_wait=0.05 s" in str(refused.value)
         interactive, batch = limiter.statistics().levels
         assert (batch.too_long, batch.pushed, batch.rejected, batch.waiting) == (1, 2, 0, 0)
         assert (interactive.too_long, interactive.pushed) == (0, 0)
 
 
+@pytest.mark.threads
 async def test_try_acquire_never_jumps_the_queue(open_limiter: OpenLimiter) -> None:
     async with open_limiter(StrictPriority(2), 20) as limiter, anyio.create_task_group() as tg:
         assert limiter.try_acquire(1)  # the banked permit
@@ -571,6 +704,8 @@ async def test_try_acquire_never_jumps_the_queue(open_limiter: OpenLimiter) -> N
     assert limiter.statistics().levels[1].granted == 2
 
 
+@pytest.mark.threads
+@pytest.mark.redis
 async def test_context_level_and_queue_limit(open_limiter: OpenLimiter) -> None:
     async with open_limiter(StrictPriority(2), 5, max_waiting=(None, 1)) as limiter:
         with level(1):
@@ -679,6 +814,8 @@ async def test_lag_catch_up_is_at_most_burst(open_limiter: OpenLimiter) -> None:
     assert "late-interactive" in names, names
 
 
+@pytest.mark.threads
+@pytest.mark.redis
 async def test_permit_context_manager(open_limiter: OpenLimiter) -> None:
     async with open_limiter(Fifo(), 1000) as limiter:
         for _ in range(3):
@@ -687,6 +824,8 @@ async def test_permit_context_manager(open_limiter: OpenLimiter) -> None:
     assert limiter.statistics().levels[0].granted == 3
 
 
+@pytest.mark.threads
+@pytest.mark.redis
 async def test_broken_policy_reaches_the_waiters(open_limiter: OpenLimiter) -> None:
     class Broken:
         levels = 2
@@ -782,6 +921,7 @@ async def test_seed_scenario_in_real_time(adapter: str) -> None:
     assert got.levels[interactive.level].granted >= interactive.offered - late - 1, got
 
 
+@pytest.mark.redis
 async def test_a_clock_that_steps_back_is_held_at_its_latest_reading(
     open_limiter: OpenLimiter,
 ) -> None:
@@ -861,6 +1001,7 @@ async def test_callers_that_resume_together_after_a_stall_stay_within_the_limit(
     assert all(abs(gap - 20 * MILLISECOND) <= 1 for gap in gaps), resumed
 
 
+@pytest.mark.threads
 async def test_timeout_zero_is_granted_when_a_permit_is_free(open_limiter: OpenLimiter) -> None:
     """``timeout=0`` means "do not wait": granted while a permit is free,
     AcquireTimeout at once when none is; nothing is left queued."""
@@ -870,12 +1011,13 @@ async def test_timeout_zero_is_granted_when_a_permit_is_free(open_limiter: OpenL
         start = now()
         with pytest.raises(AcquireTimeout):
             await limiter.acquire(timeout=0)
-        assert since(start) == 0
+        assert took(start, 0)
         assert len(limiter.machine) == 0
     stats = limiter.statistics().levels[0]
     assert (stats.granted, stats.expired, stats.waiting) == (2, 1, 0)
 
 
+@pytest.mark.threads
 async def test_max_waiting_zero_grants_at_once_or_rejects(open_limiter: OpenLimiter) -> None:
     """``max_waiting=0`` for a level means "never queue": an idle limiter
     grants it at once; a busy one rejects it with QueueFull."""
@@ -892,6 +1034,8 @@ async def test_max_waiting_zero_grants_at_once_or_rejects(open_limiter: OpenLimi
     assert (stats[1].granted, stats[1].rejected, stats[0].granted) == (1, 1, 1)
 
 
+@pytest.mark.threads
+@pytest.mark.redis
 async def test_a_full_flow_rejects_with_its_own_limit(open_limiter: OpenLimiter) -> None:
     """``max_waiting_per_flow`` rejects a tenant's extra waiter with a
     QueueFull that names the flow and its limit, while another tenant of the
@@ -1315,6 +1459,7 @@ async def test_a_recording_a_later_one_replaced_still_learns_how_its_calls_ended
     assert second.calls == [Call(50 * MILLISECOND, 0)]
 
 
+@pytest.mark.threads
 async def test_try_acquire_spends_its_permit(open_limiter: OpenLimiter) -> None:
     """A permit taken by try_acquire is spent at once: after many, the
     machine holds nothing for them ("memory is that of the permits in
@@ -1331,6 +1476,8 @@ async def test_try_acquire_spends_its_permit(open_limiter: OpenLimiter) -> None:
     assert limiter.statistics().levels[0].granted == taken
 
 
+@pytest.mark.threads
+@pytest.mark.redis
 async def test_statistics_speak_seconds(open_limiter: OpenLimiter) -> None:
     """Waits read in seconds (``_s``), 0.0 on a level with no grant yet; the
     exact nanoseconds stay in the ``_ns`` fields."""
@@ -1341,9 +1488,9 @@ async def test_statistics_speak_seconds(open_limiter: OpenLimiter) -> None:
         await limiter.acquire(0)
         await limiter.acquire(0)  # waits one interval, 0.1 s
         level0 = limiter.statistics().levels[0]
-        assert abs(level0.wait_max_s - 0.1) < 1e-6, level0
         assert level0.wait_max_ns is not None
-        assert abs(level0.wait_max_ns - 100 * MILLISECOND) <= 1
+        assert near(level0.wait_max_ns, 100 * MILLISECOND, within=1), level0
+        assert abs(level0.wait_max_s - level0.wait_max_ns / SECOND) < 1e-9, level0
 
 
 class _FailsOnce:
@@ -1451,6 +1598,8 @@ class _Broken:
         return int(queues.depths[lv])
 
 
+@pytest.mark.threads
+@pytest.mark.redis
 async def test_a_policy_that_keeps_raising_still_wakes_every_waiter(
     open_limiter: OpenLimiter,
 ) -> None:
@@ -1480,6 +1629,8 @@ async def test_a_policy_that_keeps_raising_still_wakes_every_waiter(
 # -- costs, several limits, settle, flows and live limits -----------------------
 
 
+@pytest.mark.threads
+@pytest.mark.redis
 async def test_a_cost_waits_for_its_units(open_limiter: OpenLimiter) -> None:
     """A cost paces by units, on every limit it draws on: 5 units at 10/s
     take half a second; 50 tokens at 100/s, half a second."""
@@ -1487,7 +1638,7 @@ async def test_a_cost_waits_for_its_units(open_limiter: OpenLimiter) -> None:
         await limiter.acquire(cost=5)  # the banked units
         start = now()
         permit = await limiter.acquire(cost=5)
-        assert since(start) == 500 * MILLISECOND
+        assert took(start, 500 * MILLISECOND)
         assert (permit.cost, permit.level, permit.flow) == (5, 0, None)
     limits = {"requests": Limit(10, burst=10), "tokens": Limit(100, burst=100)}
     async with open_limiter(Fifo(), limits=limits) as limiter:
@@ -1495,7 +1646,7 @@ async def test_a_cost_waits_for_its_units(open_limiter: OpenLimiter) -> None:
         await limiter.acquire(cost={"requests": 1, "tokens": 100})
         start = now()
         await limiter.acquire(cost={"requests": 1, "tokens": 50})
-        assert since(start) == 500 * MILLISECOND, "the tighter limit decides"
+        assert took(start, 500 * MILLISECOND), "the tighter limit decides"
 
 
 async def test_a_newcomer_granted_before_another_waiter_proceeds(open_limiter: OpenLimiter) -> None:
@@ -1529,6 +1680,8 @@ async def test_a_newcomer_granted_before_another_waiter_proceeds(open_limiter: O
     assert limiter.machine.in_flight == 0
 
 
+@pytest.mark.threads
+@pytest.mark.redis
 async def test_settle_gives_back_and_charges(open_limiter: OpenLimiter) -> None:
     """P29 where callers proceed: a permit settled below its cost gives the
     difference to the next waiter at once; above it, the next waits for it;
@@ -1549,9 +1702,10 @@ async def test_settle_gives_back_and_charges(open_limiter: OpenLimiter) -> None:
         await waiting(limiter, 1)
         await anyio.sleep(0.1)  # one unit accrued
         first.settle(2)  # 8 back: 9 of 10 now
-        await until(lambda: bool(got) or since(start) > 0)
-        await anyio.sleep(0.2)
-        assert got == [200 * MILLISECOND], "granted once the tenth unit accrued"
+        with anyio.fail_after(5):
+            while not got:
+                await anyio.sleep(0.01)
+        assert near(got[0], 200 * MILLISECOND), ("granted once the tenth unit accrued", got)
         with pytest.raises(NotRefundable):
             first.settle(3)  # settled already
         third = await limiter.acquire(cost=1)
@@ -1560,13 +1714,15 @@ async def test_settle_gives_back_and_charges(open_limiter: OpenLimiter) -> None:
         await limiter.acquire(cost=1)
         # four units of debt and one to take: half a second, to the
         # nanosecond of refill a bucket holds (SPEC.md, Pacing)
-        assert abs(since(start) - 500 * MILLISECOND) <= 1
+        assert took(start, 500 * MILLISECOND, within=1)
     async with open_limiter(Fifo(), 10, 2) as limiter:
         permit = await limiter.acquire(cost=2)
         with pytest.raises(NotRefundable):
             permit.settle(1)  # settle_window 0: nothing is kept to settle
 
 
+@pytest.mark.threads
+@pytest.mark.redis
 async def test_a_refused_settle_names_the_permit_and_settle_window(
     open_limiter: OpenLimiter,
 ) -> None:
@@ -1595,6 +1751,8 @@ async def test_a_refused_settle_names_the_permit_and_settle_window(
         )
 
 
+@pytest.mark.threads
+@pytest.mark.redis
 async def test_flows_take_turns_within_a_level(open_limiter: OpenLimiter) -> None:
     """A tenant with a backlog does not make another tenant of its level wait
     behind it: the flows alternate (in the core's order), FIFO within each."""
@@ -1605,17 +1763,21 @@ async def test_flows_take_turns_within_a_level(open_limiter: OpenLimiter) -> Non
         order.append(name)
 
     pushes = [("a1", "a"), ("a2", "a"), ("a3", "a"), ("a4", "a"), ("b1", "b"), ("b2", "b")]
-    async with open_limiter(StrictPriority(1), 20) as limiter, anyio.create_task_group() as tg:
+    # (queued under a permit a thousand seconds, then 20/s, as in served_in_order)
+    async with open_limiter(StrictPriority(1), 0.001) as limiter, anyio.create_task_group() as tg:
         await limiter.acquire(0)
         for i, (name, flow) in enumerate(pushes):
             tg.start_soon(call, limiter, name, flow)
             await waiting(limiter, i + 1)
         assert limiter.statistics().levels[0].flows == 2
+        limiter.set_limit(rate=20)
     assert order == ["a1", "b1", "a2", "b2", "a3", "a4"]
     busiest = limiter.busiest_flows(0)
     assert [(f.flow, f.granted_units) for f in busiest] == [("a", 4), ("b", 2)]
 
 
+@pytest.mark.threads
+@pytest.mark.redis
 async def test_pause_for_holds_every_level(open_limiter: OpenLimiter) -> None:
     """A 429 with Retry-After: nothing is granted before the pause ends, at
     any level; then the backlog resumes in policy order at the limit."""
@@ -1627,7 +1789,7 @@ async def test_pause_for_holds_every_level(open_limiter: OpenLimiter) -> None:
         order.append((name, since(start)))
 
     async with open_limiter(StrictPriority(2), 10, 1) as limiter, anyio.create_task_group() as tg:
-        limiter.pause_for(2.0)
+        limiter.pause_for(0.5)
         tg.start_soon(call, limiter, "batch", 1)
         await waiting(limiter, 1)
         tg.start_soon(call, limiter, "interactive", 0)
@@ -1635,10 +1797,12 @@ async def test_pause_for_holds_every_level(open_limiter: OpenLimiter) -> None:
     assert [name for name, _ in order] == ["interactive", "batch"]
     # the second one interval later, to the nanosecond of refill a full
     # bucket holds (SPEC.md, Pacing)
-    assert order[0][1] == 2 * SECOND
-    assert abs(order[1][1] - (2 * SECOND + 100 * MILLISECOND)) <= 1
+    assert near(order[0][1], 500 * MILLISECOND)
+    assert near(order[1][1], 600 * MILLISECOND, within=1)
 
 
+@pytest.mark.threads
+@pytest.mark.redis
 async def test_set_limit_applies_at_once(open_limiter: OpenLimiter) -> None:
     """A raised rate applies at once to the waiters already there, from the
     units the bucket holds (P30 where callers proceed)."""
@@ -1658,9 +1822,11 @@ async def test_set_limit_applies_at_once(open_limiter: OpenLimiter) -> None:
         limiter.set_limit(rate=10)  # the half carries over: 50 ms to go
         assert limiter.limits["units"].rate == 10
     expected = [550 * MILLISECOND, 650 * MILLISECOND, 750 * MILLISECOND]
-    assert all(abs(t - e) <= 1 for t, e in zip(times, expected, strict=True)), times
+    assert all(near(t, e, within=1) for t, e in zip(times, expected, strict=True)), times
 
 
+@pytest.mark.threads
+@pytest.mark.redis
 async def test_adopt_never_grants_more(open_limiter: OpenLimiter) -> None:
     """The upstream says nothing is left for a second: the next permit waits
     for the reset, though the bucket held some."""
@@ -1668,24 +1834,30 @@ async def test_adopt_never_grants_more(open_limiter: OpenLimiter) -> None:
         limiter.adopt(0, reset_after=1.0)
         start = now()
         await limiter.acquire()
-        assert since(start) == 1 * SECOND + 100 * MILLISECOND
+        assert took(start, 1 * SECOND + 100 * MILLISECOND)
 
 
+@pytest.mark.threads
+@pytest.mark.redis
 async def test_a_quota_lets_what_it_leaves_go_at_once(open_limiter: OpenLimiter) -> None:
-    """P52: the upstream's quota, 3 left for 60 s: under a limit of 1/s with 5
+    """P52: the upstream's quota, 3 left for 1 s: under a limit of 1/s with 5
     in the bucket, 3 go at once and the fourth waits for the reset (the
     bucket's own word, adopt, would keep all 3 for the window's end)."""
     async with open_limiter(Fifo(), 1, 5) as limiter:
-        limiter.quota(3, reset_after=60.0)
+        limiter.quota(3, reset_after=1.0)
         start = now()
-        for _ in range(4):
+        for _ in range(3):
             await limiter.acquire()
-        assert since(start) == 60 * SECOND
+        assert took(start, 0)
+        await limiter.acquire()  # the bucket holds 2 more: the quota holds it
+        assert took(start, SECOND)
         with pytest.raises(PermitValueError) as refused:
             limiter.quota(-1, 1.0)
         assert refused.value.argument == "remaining"
 
 
+@pytest.mark.threads
+@pytest.mark.redis
 async def test_live_limits_refuse_bad_input(open_limiter: OpenLimiter) -> None:
     async with open_limiter(Fifo(), 10) as limiter:
         with pytest.raises(PermitValueError):
@@ -1700,15 +1872,16 @@ async def test_live_limits_refuse_bad_input(open_limiter: OpenLimiter) -> None:
         assert not limiter.closed
 
 
+@pytest.mark.threads
+@pytest.mark.redis
 async def test_durations_too_long_to_count_in_nanoseconds(open_limiter: OpenLimiter) -> None:
     """A duration whose nanoseconds a float cannot hold (``1e300`` s,
     ``10**400`` s) is as long as an infinite one: a timeout or max_wait that
     never ends, and refused by name where a finite one is needed; never an
     ``OverflowError``."""
     async with open_limiter(Fifo(), 10) as limiter:
-        for forever in (1e300, 10**400, math.inf):
+        for forever in (1e300, 10**400, math.inf):  # (the first is free; the others wait)
             await limiter.acquire(timeout=forever, max_wait=forever)
-            stall(0.1)
         with pytest.raises(PermitValueError) as refused:
             limiter.pause_for(1e300)
         assert refused.value.argument == "seconds"
@@ -1742,6 +1915,8 @@ async def test_permits_fall_due_far_from_the_clock_s_epoch(
         assert abs(since(start) - SECOND) <= 100, since(start)
 
 
+@pytest.mark.threads
+@pytest.mark.redis
 async def test_the_body_s_exception_leaves_as_itself(open_limiter: OpenLimiter) -> None:
     """`except AcquireTimeout` around the block catches it: no adapter wraps
     a body's exception in an ExceptionGroup; and the limiter is closed."""
@@ -1759,6 +1934,8 @@ async def test_the_body_s_exception_leaves_as_itself(open_limiter: OpenLimiter) 
     assert [type(e) for e in caught] == [AcquireTimeout, KeyError], caught
 
 
+@pytest.mark.threads
+@pytest.mark.redis
 async def test_async_with_a_limiter_is_refused(open_limiter: OpenLimiter) -> None:
     """`async with limiter:` would take no permit (aiolimiter's idiom takes
     one): refused, saying what to write; the limiter still works."""
@@ -1769,10 +1946,20 @@ async def test_async_with_a_limiter_is_refused(open_limiter: OpenLimiter) -> Non
         await limiter.acquire()
 
 
-async def test_units_granted_are_the_units_callers_used(open_limiter: OpenLimiter) -> None:
+@pytest.mark.redis
+async def test_units_granted_are_the_units_callers_used(
+    open_limiter: OpenLimiter, case: tuple[str, str], request: pytest.FixtureRequest
+) -> None:
     """Nothing is lost: across cancellations, timeouts and settles, the units
     granted (less those handed back, as settled) are those of the callers
     that proceeded, as their permits were settled."""
+    if case[1] == "redis":
+        # A settle charges or gives back the difference on the shared key,
+        # but the statistics' units_granted stay at the costs asked: the
+        # core refuses settle() on a supplied machine, and has no other way
+        # to count a settle made outside it.
+        reason = "the Redis limiter's units_granted do not follow its settles"
+        request.applymarker(pytest.mark.xfail(reason=reason, strict=True))
     used: list[int] = []
 
     async def call(limiter: BaseLimiter, cost: int, actual: int | None) -> None:
@@ -1803,6 +1990,8 @@ async def test_units_granted_are_the_units_callers_used(open_limiter: OpenLimite
     assert sum(level.proceeded for level in stats.levels) == len(used)
 
 
+@pytest.mark.threads
+@pytest.mark.redis
 async def test_pause_left_says_how_long_the_pause_in_force_lasts(
     open_limiter: OpenLimiter,
 ) -> None:
@@ -1810,12 +1999,18 @@ async def test_pause_left_says_how_long_the_pause_in_force_lasts(
     after a longer one shortens nothing, and it runs down with the clock."""
     async with open_limiter(Fifo(), 10, 1) as limiter:
         assert limiter.pause_left() == 0.0
-        limiter.pause_for(2.0)
-        limiter.pause_for(0.5)
-        assert limiter.pause_left() == pytest.approx(2.0, abs=1e-6)
-        await anyio.sleep(1.5)
-        assert limiter.pause_left() == pytest.approx(0.5, abs=1e-6)
-        await anyio.sleep(1.0)
+        limiter.pause_for(0.4)
+        paused = now()
+        limiter.pause_for(0.1)
+
+        def left() -> bool:  # (1 µs: pause_left() reads in float seconds)
+            expected = max(0, 400 * MILLISECOND - since(paused))
+            return near(round(limiter.pause_left() * SECOND), expected, within=1000)
+
+        assert left()
+        await anyio.sleep(0.3)
+        assert left()
+        await anyio.sleep(0.2)
         assert limiter.pause_left() == 0.0
 
 

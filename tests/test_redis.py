@@ -2984,6 +2984,37 @@ async def test_an_acquire_that_would_never_wait_is_refused(redis_server: RedisSe
 
 
 @pytest.mark.anyio
+async def test_a_policy_that_raises_as_a_caller_arrives_breaks_the_limiter(
+    redis_server: RedisServer,
+) -> None:
+    """A policy that raises when asked which level is next, as a caller
+    arrives with the driver asleep: under asyncio as the lone caller's own
+    take is made, under trio as the driver is asked whether to wake. The
+    caller got the policy's own error, the limiter went on unbroken, and
+    under asyncio the caller was left in the machine, a waiter nobody
+    waited on; as when the driver meets the bug, the limiter breaks and
+    the caller gets LimiterClosed with the cause."""
+
+    class Broken:
+        levels = 2
+
+        def choose(self, queues: Any, now: int) -> int:
+            return 1  # wrong once level 1 is empty
+
+        def ahead(self, queues: Any, lv: int, now: int) -> int:
+            return int(queues.depths[lv])
+
+    async with open_limiter(Broken(), redis_server.url, name=fresh(), rate=50) as limiter:
+        await limiter.acquire(1)
+        await anyio.sleep(0.05)  # the driver is asleep, nobody waiting
+        with pytest.raises(LimiterClosed) as broke:
+            await limiter.acquire(0)
+        assert "choose() returned 1" in str(broke.value.cause)
+        assert limiter.closed
+        assert len(limiter.machine) == 0
+
+
+@pytest.mark.anyio
 async def test_flows_take_turns_among_a_process_s_waiters(redis_server: RedisServer) -> None:
     """Flows keep their fairness among each process's own waiters, as in
     every adapter: 40 callers of flow "a" (weight 3) queued before 40 of

@@ -323,6 +323,47 @@ def test_an_interrupt_leaves_no_permit_behind(monkeypatch: pytest.MonkeyPatch) -
         assert limiter.statistics().levels[0].cancelled == 1
 
 
+def test_an_interrupted_threads_permit_goes_to_the_next_waiter_at_once(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """P26 on the thread adapter: a thread interrupted after its permit was
+    decided, before it proceeded with it (a KeyboardInterrupt, the one way
+    out of a wait a thread has but its timeout), hands it back, and the
+    thread waiting behind it gets it at once, not a permit interval (a
+    second) later."""
+    from permits.adapters import _base
+
+    original = _base.Permit
+    interrupted: list[float] = []
+
+    def interrupt_once(*args: object) -> object:
+        # (a take makes its Permit first: only a decided permit, in flight)
+        main = threading.current_thread() is threading.main_thread()
+        if main and limiter.machine.in_flight and not interrupted:
+            interrupted.append(time.monotonic())
+            raise KeyboardInterrupt
+        return original(*args)  # type: ignore[arg-type]
+
+    resumed: list[float] = []
+    with open_limiter(Fifo(), 1, 1) as limiter:  # a permit a second
+        limiter.acquire()
+
+        def behind() -> None:
+            until(lambda: len(limiter.machine) == 1)  # the main thread waits first
+            limiter.acquire()
+            resumed.append(time.monotonic())
+
+        other = threading.Thread(target=behind)
+        other.start()
+        monkeypatch.setattr(_base, "Permit", interrupt_once)
+        with pytest.raises(KeyboardInterrupt):
+            limiter.acquire()  # granted in a second, interrupted as it proceeds
+        other.join()
+        stats = limiter.statistics().levels[0]
+    assert (stats.granted, stats.refunded) == (3, 1)
+    assert resumed[0] - interrupted[0] < 0.5, "the next waiter waited for a permit of its own"
+
+
 def test_a_newcomer_granted_before_another_waiter_proceeds() -> None:
     """A push may grant its newcomer and then a waiter behind it in the same
     call (``Shares`` with costs): the newcomer's thread proceeds at once,

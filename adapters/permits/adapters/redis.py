@@ -53,6 +53,7 @@ shared limit", say more):
 from __future__ import annotations
 
 import math
+import operator
 import sys
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Hashable, Mapping, Sequence
@@ -1640,6 +1641,9 @@ class RedisLimiter(_AnyioLimiter):
         #: The fallback's pacer while the local limit serves ("local" only).
         self._local: Machine | None = None
         self._retry_reserve: int | None = None
+        #: The units asked by the take the driver waits to ask again for
+        #: (``None``: not waiting to ask again, or waiting for a booking).
+        self._retry_units: tuple[int, ...] | None = None
         #: Set to wake the driver while it sleeps (None while it does not).
         self._driver_wake: Event | None = None
         self._tasks: anyio.abc.TaskGroup | None = None
@@ -1737,7 +1741,14 @@ class RedisLimiter(_AnyioLimiter):
         if decision is None:
             self._asks[id] = units
             if self._lone:
-                self._alone()
+                try:
+                    self._alone()
+                except Exception as error:  # a broken policy, asked for the next level
+                    # as the driver's would: the limiter breaks, and the
+                    # caller, not yet a waiter, leaves the machine too
+                    with suppress(Exception):
+                        self._machine.cancel(id)
+                    self._fault(error)
         return id, level, decision
 
     def _dispatch(self, decisions: list[Decision]) -> None:
@@ -1941,16 +1952,24 @@ class RedisLimiter(_AnyioLimiter):
             self._fail_ns = self._last + self._after_ns
         super()._reschedule()
         wake = self._driver_wake
-        if wake is not None and self._should_wake():
+        if wake is None:
+            return
+        try:
+            should = self._should_wake()
+        except Exception as error:  # a broken policy, asked for the next level
+            self._break(error)  # as the driver's would: every waiter learns of it
+            should = True  # (and the driver, which ends)
+        if should:
             self._idle = False  # (it has something to do)
             wake.set()
 
     def _should_wake(self) -> bool:
         """Changes to send, or what a lone caller's answer left to do; or
         idle, and a waiter came; or waiting to retry for a reserve, and the
-        best waiter now has a smaller one (it may find a permit now); or
-        in the line, and nobody waits any more. Never while a lone caller's
-        take is in flight."""
+        best waiter now has a smaller one, or asks fewer units of a limit
+        than the take refused (a cheaper waiter came first, or the head
+        left: it may find a permit sooner); or in the line, and nobody
+        waits any more. Never while a lone caller's take is in flight."""
         if self._flight is not None:
             return False  # its reply wakes the driver
         if self._pending or self._then is not None:
@@ -1962,7 +1981,11 @@ class RedisLimiter(_AnyioLimiter):
             # nobody waits now: a place held in the line is left (else the
             # others would count it ahead of them until its turn is past)
             return self._in_line
-        return self._retry_reserve is None or self.reserve[level] < self._retry_reserve
+        if self._retry_reserve is None or self.reserve[level] < self._retry_reserve:
+            return True
+        retry = self._retry_units
+        asks = self._asks.get(self._machine.queues.head(level).id)  # type: ignore[call-overload]
+        return retry is not None and asks is not None and any(map(operator.lt, asks, retry))
 
     def _on_timer(self) -> None:
         """The timer fired: expire, fail what is past its outage bound, re-arm."""
@@ -2213,6 +2236,9 @@ class RedisLimiter(_AnyioLimiter):
         # of another level that came meanwhile wakes the driver, and its
         # demand goes out at once; under shares, with the process's next take)
         asked_next = take.level if answer.ask_next is None else answer.ask_next
+        # what the wait is for, if it is for the head asked for: a cheaper
+        # best waiter wakes the driver sooner
+        retry_units = take.units if asked_next == take.level else None
         if take.depths is not None and not never:
             self._published = sum(take.depths) > answer.taken
         if not self.book_ahead and not never:
@@ -2227,7 +2253,7 @@ class RedisLimiter(_AnyioLimiter):
                 if machine.cancel(take.head):
                     self._fail(take.head, PermitValueError("cost", take.units, _ABOVE_BURST))
                 return None
-            return partial(self._wait_for, asked_next, answer.retry_after, answered)
+            return partial(self._wait_for, asked_next, answer.retry_after, answered, retry_units)
         if answer.booked:  # its time comes later: the driver hands it over then
             at = answered + answer.retry_after / 1e6
             self._booked = (at, take.units, take.level, answer.owed)
@@ -2236,10 +2262,18 @@ class RedisLimiter(_AnyioLimiter):
         if not left and not (answer.retry_after and machine.next_level() is not None):
             return None
         retry_after = answer.retry_after
-        return partial(self._handed_over, take.units, left, asked_next, retry_after, answered)
+        return partial(
+            self._handed_over, take.units, left, asked_next, retry_after, answered, retry_units
+        )
 
     async def _handed_over(
-        self, units: tuple[int, ...], left: int, level: int, retry_after: int, answered: float
+        self,
+        units: tuple[int, ...],
+        left: int,
+        level: int,
+        retry_after: int,
+        answered: float,
+        retry_units: tuple[int, ...] | None,
     ) -> None:
         """After a hand-over: give back the ``left`` permits nobody could
         take; if the next permit is not there yet and waiters remain, wait
@@ -2247,7 +2281,7 @@ class RedisLimiter(_AnyioLimiter):
         if left:
             await self._give_back(units, left)
         if retry_after and self._machine.next_level() is not None:
-            await self._wait_for(level, retry_after, answered)
+            await self._wait_for(level, retry_after, answered, retry_units)
 
     # -- a lone caller's own take ----------------------------------------------
 
@@ -2341,19 +2375,30 @@ class RedisLimiter(_AnyioLimiter):
             and self._asks.get(machine.queues.head(chosen).id) == units  # type: ignore[call-overload]
         )
 
-    async def _wait_for(self, level: int, retry_after: int, answered: float) -> None:
+    async def _wait_for(
+        self,
+        level: int,
+        retry_after: int,
+        answered: float,
+        units: tuple[int, ...] | None = None,
+    ) -> None:
         """Sleep until ``retry_after`` microseconds after ``answered``, to
         ask for ``level``'s head then; under global priority, no longer than
-        half the demand's time to live while it has waiters (a heartbeat)."""
+        half the demand's time to live while it has waiters (a heartbeat).
+        ``units``: what the take that was told so asked, for ``level``'s
+        head (``None``: waiting for a booked permit, which a cheaper waiter
+        does not bring sooner, or to ask for another level than the take
+        did, as global shares say)."""
         self._retry_reserve = self.reserve[level]
         self._retry_level = level
+        self._retry_units = units
         seconds = retry_after / 1e6
         if self._published:
             seconds = min(seconds, self.demand_ttl / 2)
         try:
             await self._sleep(answered + seconds)
         finally:
-            self._retry_reserve = self._retry_level = None
+            self._retry_reserve = self._retry_level = self._retry_units = None
 
     async def _give_back(self, units: Sequence[int], count: int = 1) -> None:
         try:
