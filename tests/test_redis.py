@@ -2984,6 +2984,21 @@ async def test_an_acquire_that_would_never_wait_is_refused(redis_server: RedisSe
 
 
 @pytest.mark.anyio
+async def test_a_flow_s_max_waiting_of_0_is_refused(redis_server: RedisServer) -> None:
+    """As a level's ``max_waiting`` of 0: a ``max_waiting_per_flow`` of 0
+    refused every acquire with QueueFull (a shared permit is never granted
+    at once, so every caller would have had to queue in its flow). It is
+    refused naming it, and 1 serves."""
+    with pytest.raises(PermitValueError, match="max_wait=0") as error:
+        open_limiter(Fifo(), redis_server.url, name=fresh(), rate=10, max_waiting_per_flow=0)
+    assert (error.value.argument, error.value.value) == ("max_waiting_per_flow", 0)
+    async with open_limiter(
+        Fifo(), redis_server.url, name=fresh(), rate=10, burst=5, max_waiting_per_flow=1
+    ) as limiter:
+        await limiter.acquire(flow="a", timeout=1.0)
+
+
+@pytest.mark.anyio
 async def test_flows_take_turns_among_a_process_s_waiters(redis_server: RedisServer) -> None:
     """Flows keep their fairness among each process's own waiters, as in
     every adapter: 40 callers of flow "a" (weight 3) queued before 40 of

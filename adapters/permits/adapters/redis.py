@@ -1547,6 +1547,8 @@ class RedisLimiter(_AnyioLimiter):
         )
         if 0 in (self._machine.max_waiting or ()):
             raise PermitValueError("max_waiting", max_waiting, _NEVER_AT_ONCE)
+        if max_waiting_per_flow == 0:  # (checked as an int by the machine)
+            raise PermitValueError("max_waiting_per_flow", max_waiting_per_flow, _NEVER_AT_ONCE)
         #: Permits are settled on the shared key, not in the machine.
         self._settle_window_ns = round(settle_window * SECOND)
         self._settle_later = False
