@@ -829,6 +829,29 @@ def _ints(argument: str, values: object, minimum: int | None, what: str) -> tupl
     return tuple(check_int(argument, n, minimum) for n in values)
 
 
+def _across(policy: _Policy, dealt: object, limit: RedisLimit) -> tuple[tuple[int, ...], int]:
+    """What ``policy.across_processes`` gave, checked: a weight ``>= 1`` per
+    level and the index of one of ``limit``'s limits; otherwise a
+    :class:`~permits.core.PermitValueError` naming the policy, before
+    anything is sent (the script would refuse every take)."""
+    names = list(limit.limits)
+    what = (
+        f"across_processes() must give (weights, index): an int >= 1 per level "
+        f"({policy.levels}) and the index of a limit (< {len(names)}), not {dealt!r}"
+    )
+    if not isinstance(dealt, tuple) or len(dealt) != 2:
+        raise PermitValueError("policy", policy, what)
+    weights, index = dealt
+    try:
+        weights = _ints("policy", weights, 1, "a weight per level")
+        index = check_int("policy", index, 0)
+    except (PermitTypeError, PermitValueError):
+        raise PermitValueError("policy", policy, what) from None
+    if len(weights) != policy.levels or index >= len(names):
+        raise PermitValueError("policy", policy, what)
+    return weights, index
+
+
 def _interval_us(argument: str, rate: Fraction) -> float:
     """Microseconds per unit at ``rate``; at most :data:`_LONGEST_S` seconds
     (the bound the script's other times keep)."""
@@ -1592,7 +1615,7 @@ class RedisLimiter(_AnyioLimiter):
         self._shared = 0
         across = getattr(policy, "across_processes", None)
         if global_priority and across is not None:
-            self._weights, self._shared = across(tuple(limit.limits))
+            self._weights, self._shared = _across(policy, across(tuple(limit.limits)), limit)
         #: Whether this process's demand, as last published, has waiters.
         self._published = False
         #: Whether this process holds a turn in the line, or was refused, as
