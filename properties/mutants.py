@@ -407,6 +407,12 @@ MUTANTS: dict[str, tuple[str, str, str, str]] = {
         "the first push of another cost is counted while the grants so far are turned "
         "into units: a machine that keeps no waits takes it for granted",
     ),
+    "no-waits-forgets-too-long": (
+        "_machine.py",
+        "            - self._expired[level]\n            - self._too_long[level]\n",
+        "            - self._expired[level]\n",
+        "a machine that keeps no waits counts a push refused as too long as granted",
+    ),
 }
 
 

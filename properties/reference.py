@@ -518,7 +518,7 @@ class Reference:
         out = self.settle(now)
         if until > now and (self.paused_until is None or until > self.paused_until):
             self.pauses += 1
-        self.paused_until = max(until, self.paused_until or until)
+        self.paused_until = until if self.paused_until is None else max(until, self.paused_until)
         self.pause_spans.append((now, until))
         return out
 

@@ -1029,25 +1029,31 @@ def test_pauses_by_hand() -> None:
     pauses=st.lists(st.tuples(st.integers(0, 12), st.integers(0, 12)), max_size=6),
 )
 @example(origin=-100, pauses=[(0, 10)])
+@example(origin=-10, pauses=[(0, 10), (0, 5), (0, 8)])
 def test_pauses_are_counted_wherever_the_clock_starts(
     origin: int, pauses: list[tuple[int, int]]
 ) -> None:
     """P46 on a clock that starts anywhere (*Time*: any monotonic clock, its
     times negative or past 2**62): the pauses and the time paused are those
     of the same pauses on a clock that starts at 0, and the model's (the
-    union of the spans). A count that started from time 0 missed a pause
-    that ends before it, and counted one that ends after it from 0."""
+    union of the spans), the model given either clock's times. A count that
+    started from time 0 missed a pause that ends before it, and counted one
+    that ends after it from 0; the model took a pause that ended at time 0
+    for none, and counted a shorter one after it."""
     machine = Machine(Fifo(), 1, 1)
     model = Reference(PolicySpec("fifo", 1), [(Fraction(1), 1)], None, SECOND)
+    shifted = Reference(PolicySpec("fifo", 1), [(Fraction(1), 1)], None, SECOND)
     now = 0
     for step, length in pauses:
         now += step
         machine.pause_until(origin + now + length, origin + now)
         model.pause_until(now + length, now)
+        shifted.pause_until(origin + now + length, origin + now)
         note(f"pause_until({now + length}, {now}) from {origin}")
     stats = machine.statistics()
     expected = (model.pauses, model.paused_ns())
     assert (stats.pauses, stats.paused_ns) == expected, ("P46", stats.pauses, expected)
+    assert (shifted.pauses, shifted.paused_ns()) == expected, ("P46", "the model", origin)
 
 
 def test_weights_that_rescale_a_level_keep_the_literal_order() -> None:

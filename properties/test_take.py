@@ -169,14 +169,30 @@ class TakeIsPushThenSpend(RuleBasedStateMachine):
             with pytest.raises(DuplicateId):
                 machine.take(id, 0, self.now)
 
-    @rule(level=st.integers(0, 2), deadline=st.none() | st.integers(0, 8), data=st.data())
-    def push(self, level: int, deadline: int | None, data: st.DataObject) -> None:
+    @rule(
+        level=st.integers(0, 2),
+        deadline=st.none() | st.integers(0, 8),
+        max_wait=st.none() | st.integers(0, 8),
+        data=st.data(),
+    )
+    def push(
+        self, level: int, deadline: int | None, max_wait: int | None, data: st.DataObject
+    ) -> None:
         """A waiter queues (or is granted at once; its permit then stays in
-        flight or held, to be spent, refunded or settled)."""
+        flight or held, to be spent, refunded or settled), or is refused as
+        too long for its ``max_wait`` (quarters of an interval)."""
         at = None if deadline is None else self.now + int(self.step * deadline) // 4
+        limit = None if max_wait is None else int(self.step * max_wait) // 4
         cost, flow = self.draw_cost(data), self.draw_flow(data)
         self.both(
-            "push", self.next_id, level % self.levels, self.now, deadline=at, cost=cost, flow=flow
+            "push",
+            self.next_id,
+            level % self.levels,
+            self.now,
+            deadline=at,
+            cost=cost,
+            flow=flow,
+            max_wait=limit,
         )
         self.next_id += 1
 

@@ -1459,6 +1459,34 @@ async def test_a_recording_a_later_one_replaced_still_learns_how_its_calls_ended
     assert second.calls == [Call(50 * MILLISECOND, 0)]
 
 
+async def test_a_recording_replaced_twice_still_learns_how_its_calls_ended(
+    open_limiter: OpenLimiter,
+) -> None:
+    """As above, with a recording between them in which no call waited when
+    it was replaced in turn: the first still learns when its caller gives
+    up. The newest recording knew only the one it replaced, which had
+    nobody waiting, so the first kept its caller as waiting as long as it
+    took."""
+    async with open_limiter(Fifo(), 10, 1) as limiter, anyio.create_task_group() as tg:
+        first = limiter.record()
+        await limiter.acquire()  # the bucket's permit; the next is due at 100 ms
+
+        async def gives_up() -> None:
+            with anyio.move_on_after(0.07):
+                await limiter.acquire()
+
+        tg.start_soon(gives_up)
+        await waiting(limiter, 1)
+        await anyio.sleep(0.02)
+        second = limiter.record()  # nobody waits in it
+        await anyio.sleep(0.02)
+        limiter.record()
+        await anyio.sleep(0.06)
+        await limiter.acquire()  # granted at 100 ms
+    assert first.calls == [Call(0, 0), Call(0, 0, timeout_ns=70 * MILLISECOND)]
+    assert second.calls == []
+
+
 @pytest.mark.threads
 async def test_try_acquire_spends_its_permit(open_limiter: OpenLimiter) -> None:
     """A permit taken by try_acquire is spent at once: after many, the

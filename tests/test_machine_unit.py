@@ -27,6 +27,7 @@ from permits.core import (
     TimeWentBackwards,
     Waiter,
     WaitHistogram,
+    across_processes,
     schedule,
 )
 
@@ -376,3 +377,28 @@ def test_a_policy_says_how_processes_share_a_limit() -> None:
     with pytest.raises(PermitValueError, match="'tokens'"):
         Shares((3, 1), limit="tokens").across_processes(("requests",))
     assert not hasattr(StrictPriority(2), "across_processes")
+    assert across_processes(StrictPriority(2), ("requests",)) is None  # strict order
+    assert across_processes(Shares((3, 1)), ("a", "b")) == ((3, 1), 0)
+
+    class Dealing:
+        """Strict priority in a process, dealing ``dealt`` across processes."""
+
+        levels = 2
+
+        def __init__(self, dealt: object) -> None:
+            self.dealt = dealt
+
+        def choose(self, queues: Queues, now: int) -> int:
+            return StrictPriority(2).choose(queues, now)
+
+        def ahead(self, queues: Queues, level: int, now: int) -> int:
+            return StrictPriority(2).ahead(queues, level, now)
+
+        def across_processes(self, limits: object) -> object:
+            return self.dealt
+
+    for dealt in [((3, 1, 1), 0), ((3, 0), 0), ((3, 1), 1), ((3, 1), -1), (3, 1), "x", None]:
+        policy = Dealing(dealt)
+        with pytest.raises(PermitValueError, match="across_processes") as error:
+            across_processes(policy, ("requests",))
+        assert (error.value.argument, error.value.value) == ("policy", policy), dealt

@@ -116,6 +116,25 @@ def test_names_that_are_not_text_are_refused_when_made(
     assert all(dict(labels).get("limiter") != "second" for _, labels in scrape(registry))
 
 
+def test_a_machine_that_keeps_no_waits_is_refused() -> None:
+    """The collector exports each level's waits as a histogram: a machine
+    made with ``keep_waits=False`` keeps none, so every scrape of the
+    registry failed (the metrics of the whole process, not only these). It
+    is refused when the collector is made, or the machine added, naming
+    the source and saying what to do, and the collector is left as it
+    was."""
+    machine = Machine(StrictPriority(2), 1, keep_waits=False)
+    with pytest.raises(PermitValueError, match="keep_waits=True") as refused:
+        PermitsCollector(machine)
+    assert (refused.value.argument, refused.value.value) == ("source", machine)
+    collector = PermitsCollector(Machine(StrictPriority(2), 1), name="first")
+    with pytest.raises(PermitValueError, match="keep_waits=True"):
+        collector.add(machine, name="second")
+    registry = prometheus_client.CollectorRegistry()
+    registry.register(collector)
+    assert all(dict(labels).get("limiter") == "first" for _, labels in scrape(registry))
+
+
 @pytest.mark.parametrize(
     "buckets", [[1.0, 0.5], [1.0, 1.0], [float("nan"), 1.0], [0.5, float("inf")], [-1.0, 1.0], []]
 )

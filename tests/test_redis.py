@@ -1326,6 +1326,73 @@ async def test_global_shares_across_two_limiters(redis_server: RedisServer) -> N
     assert fractions[False] <= 0.6, fractions
 
 
+class StrictHereSharedAcross(StrictPriority):
+    """A user's policy: strict priority among a process's own waiters, and
+    the units dealt 3 to 1 among levels across processes."""
+
+    def across_processes(self, limits: Any) -> Any:
+        return (3, 1), 0
+
+
+class Dealing:
+    """A user's policy (strict priority in a process) whose
+    ``across_processes`` gives ``dealt``."""
+
+    def __init__(self, levels: int, dealt: object) -> None:
+        self.strict = StrictPriority(levels)
+        self.levels = levels
+        self.dealt = dealt
+
+    def choose(self, queues: Any, now: int) -> int:
+        return self.strict.choose(queues, now)
+
+    def ahead(self, queues: Any, level: int, now: int) -> int:
+        return self.strict.ahead(queues, level, now)
+
+    def across_processes(self, limits: Any) -> Any:
+        return self.dealt
+
+
+@pytest.mark.anyio
+async def test_a_policy_of_the_user_s_own_deals_the_shares_across_processes(
+    redis_server: RedisServer,
+) -> None:
+    """P49 with a user's policy whose ``across_processes`` gives weights:
+    two limiters, one with interactive callers waiting and the other batch
+    callers, get about three interactive permits to one (strict order across
+    processes would give the interactive ones nearly all). Weights that are
+    not one ``int >= 1`` per level, or an index that is not a limit's, are
+    refused naming the policy, before anything is sent."""
+    options: dict[str, Any] = {"name": fresh(), "rate": 100, "burst": 1, "global_priority": True}
+    granted = [0, 0]
+    url = redis_server.url
+    async with (
+        open_limiter(StrictHereSharedAcross(2), url, **options) as a,
+        open_limiter(StrictHereSharedAcross(2), url, **options) as b,
+    ):
+
+        async def call(limiter: RedisLimiter, level: int) -> None:
+            while True:
+                await limiter.acquire(level)
+                granted[level] += 1
+
+        async with anyio.create_task_group() as tg:
+            for _ in range(20):
+                tg.start_soon(call, a, INTERACTIVE)
+                tg.start_soon(call, b, BATCH)
+            await anyio.sleep(2.0)
+            tg.cancel_scope.cancel()
+    print(f"granted {granted}")
+    assert 0.65 <= granted[INTERACTIVE] / sum(granted) <= 0.85, granted
+    for dealt in [((3, 1, 1), 0), ((3, 0), 0), ((3, 1), 1), ((3, 1), -1), (3, 1), "x", None]:
+        broken = Dealing(2, dealt)
+        with pytest.raises(PermitValueError, match="across_processes") as error:
+            open_limiter(broken, url, **options)
+        assert (error.value.argument, error.value.value) == ("policy", broken), dealt
+    async with open_limiter(Dealing(2, None), url, name=fresh(), rate=100) as limiter:
+        await limiter.acquire()  # without global priority, never asked
+
+
 @pytest.mark.timeout(60)
 @pytest.mark.anyio
 async def test_global_shares_count_a_process_waiting_at_two_levels(
@@ -3012,6 +3079,21 @@ async def test_a_policy_that_raises_as_a_caller_arrives_breaks_the_limiter(
         assert "choose() returned 1" in str(broke.value.cause)
         assert limiter.closed
         assert len(limiter.machine) == 0
+
+
+@pytest.mark.anyio
+async def test_a_flow_s_max_waiting_of_0_is_refused(redis_server: RedisServer) -> None:
+    """As a level's ``max_waiting`` of 0: a ``max_waiting_per_flow`` of 0
+    refused every acquire with QueueFull (a shared permit is never granted
+    at once, so every caller would have had to queue in its flow). It is
+    refused naming it, and 1 serves."""
+    with pytest.raises(PermitValueError, match="max_wait=0") as error:
+        open_limiter(Fifo(), redis_server.url, name=fresh(), rate=10, max_waiting_per_flow=0)
+    assert (error.value.argument, error.value.value) == ("max_waiting_per_flow", 0)
+    async with open_limiter(
+        Fifo(), redis_server.url, name=fresh(), rate=10, burst=5, max_waiting_per_flow=1
+    ) as limiter:
+        await limiter.acquire(flow="a", timeout=1.0)
 
 
 @pytest.mark.anyio

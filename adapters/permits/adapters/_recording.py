@@ -39,9 +39,11 @@ class Recording:
         self.stopped = False
         #: The index of each call kept that is still waiting, by its id.
         self._waiting: dict[int, int] = {}
-        #: The recording this one replaced, while calls of its still wait:
-        #: told how they end (a limiter's ids are never used twice).
-        self._previous = previous if previous is not None and previous._waiting else None
+        while previous is not None and not previous._waiting:
+            previous = previous._previous  # (nobody waits in it: skipped)
+        #: The latest recording before this one whose calls still wait: told
+        #: how they end (a limiter's ids are never used twice).
+        self._previous: Recording | None = previous
 
     def add(
         self,

@@ -111,6 +111,13 @@ class PermitsCollector(Collector):
             raise PermitValueError("name", name, "already the name of a limiter of this collector")
         limiting = source if isinstance(source, _Limiting) else None
         machine = source.machine if isinstance(source, _Limiting) else source
+        if not machine.keep_waits:  # (a bare machine: every limiter keeps them)
+            raise PermitValueError(
+                "source",
+                source,
+                "keeps no waits (keep_waits=False), which the wait histogram exports: "
+                "make it with keep_waits=True (the default)",
+            )
         names = level_names(machine, levels)
         self._sources.append(_Source(limiting, machine, name, names, upstream))
 
@@ -162,6 +169,7 @@ class PermitsCollector(Collector):
                     counter.add_metric(label, getattr(level, field))
                 buckets = list(zip(self._les, waits[level.level], strict=True))
                 buckets.append(("+Inf", level.granted))
+                # (None only from a machine keeping no waits, which add() refuses)
                 wait.add_metric(label, buckets, (level.wait_total_ns or 0) / 1e9)
                 if level.wait_max_ns is not None:
                     longest.add_metric(label, level.wait_max_ns / 1e9)

@@ -74,6 +74,7 @@ from permits.core import (
     PermitTypeError,
     PermitValueError,
     State,
+    across_processes,
 )
 from permits.core import Policy as _Policy
 from permits.core.checks import check_int, check_limits, check_rate
@@ -1548,6 +1549,8 @@ class RedisLimiter(_AnyioLimiter):
         )
         if 0 in (self._machine.max_waiting or ()):
             raise PermitValueError("max_waiting", max_waiting, _NEVER_AT_ONCE)
+        if max_waiting_per_flow == 0:  # (checked as an int by the machine)
+            raise PermitValueError("max_waiting_per_flow", max_waiting_per_flow, _NEVER_AT_ONCE)
         #: Permits are settled on the shared key, not in the machine.
         self._settle_window_ns = round(settle_window * SECOND)
         self._settle_later = False
@@ -1589,9 +1592,9 @@ class RedisLimiter(_AnyioLimiter):
         # that does not say keeps strict order across processes.
         self._weights: tuple[int, ...] | None = None
         self._shared = 0
-        across = getattr(policy, "across_processes", None)
-        if global_priority and across is not None:
-            self._weights, self._shared = across(tuple(limit.limits))
+        dealt = across_processes(policy, tuple(limit.limits)) if global_priority else None
+        if dealt is not None:
+            self._weights, self._shared = dealt
         #: Whether this process's demand, as last published, has waiters.
         self._published = False
         #: Whether this process holds a turn in the line, or was refused, as

@@ -26,7 +26,17 @@ from ._machine import (
     Snapshot,
     State,
 )
-from ._policies import MAX_LEVELS, Aging, Deal, Fifo, Policy, Shares, StrictPriority, schedule
+from ._policies import (
+    MAX_LEVELS,
+    Aging,
+    Deal,
+    Fifo,
+    Policy,
+    Shares,
+    StrictPriority,
+    across_processes,
+    schedule,
+)
 from ._queues import CHUNK, MAX_SCALE, Queues, Waiter
 from ._stats import RELATIVE_ERROR, FlowStatistics, LevelStatistics, Statistics, WaitHistogram
 
@@ -65,5 +75,6 @@ __all__ = [
     "TimeWentBackwards",
     "WaitHistogram",
     "Waiter",
+    "across_processes",
     "schedule",
 ]

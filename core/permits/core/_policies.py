@@ -26,7 +26,7 @@ from ._errors import PermitTypeError, PermitValueError
 from ._queues import Queues, Waiter
 from .checks import check_int
 
-__all__ = ["Aging", "Deal", "Fifo", "Policy", "Shares", "StrictPriority"]
+__all__ = ["Aging", "Deal", "Fifo", "Policy", "Shares", "StrictPriority", "across_processes"]
 
 #: Largest sum of :class:`Shares` weights (the length of its schedule).
 MAX_SCHEDULE = 1_000_000
@@ -366,3 +366,33 @@ class Aging:
         """The waiters at ``level`` and at every more urgent one."""
         # Every waiter at this level or a more urgent one has a smaller key.
         return sum(queues.depths[: level + 1])
+
+
+def across_processes(policy: Policy, limits: Sequence[str]) -> tuple[tuple[int, ...], int] | None:
+    """How processes that keep ``limits`` together deal their units among
+    ``policy``'s levels (a shared limit's global priority): what its
+    ``across_processes(limits)`` gives, checked (one weight ``>= 1`` per
+    level, and the index of one of ``limits``), or ``None`` for a policy
+    without that method, which orders its levels strictly across
+    processes. Raises :class:`PermitValueError` naming the policy."""
+    deal = getattr(policy, "across_processes", None)
+    if deal is None:
+        return None
+    dealt = deal(tuple(limits))
+    what = (
+        f"across_processes() must give (weights, index): an int >= 1 per level "
+        f"({policy.levels}) and the index of a limit (< {len(limits)}), not {dealt!r}"
+    )
+    if not isinstance(dealt, tuple) or len(dealt) != 2:
+        raise PermitValueError("policy", policy, what)
+    weights, index = dealt
+    try:
+        if isinstance(weights, (str, bytes)) or not isinstance(weights, Sequence):
+            raise PermitValueError("policy", policy, what)
+        weights = tuple(check_int("policy", w, 1) for w in weights)
+        index = check_int("policy", index, 0)
+    except (PermitTypeError, PermitValueError):
+        raise PermitValueError("policy", policy, what) from None
+    if len(weights) != policy.levels or index >= len(limits):
+        raise PermitValueError("policy", policy, what)
+    return weights, index

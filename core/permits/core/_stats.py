@@ -135,9 +135,10 @@ class LevelStatistics:
 
     Waits run from push to grant, over granted waiters. The fields ending in
     ``_ns`` are the core's exact nanoseconds, ``None`` until the level's
-    first grant; the properties ending in ``_s`` are the same in seconds, as
-    the adapters speak, and ``0.0`` until the first grant (``granted`` says
-    how many waits they summarise). Quantiles are within
+    first grant (and always, from a machine made with ``keep_waits=False``,
+    which keeps no waits); the properties ending in ``_s`` are the same in
+    seconds, as the adapters speak, and ``0.0`` where those are ``None``
+    (``granted`` says how many waits they summarise). Quantiles are within
     :data:`RELATIVE_ERROR` of exact; the maximum is exact.
     """
 
