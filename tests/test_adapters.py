@@ -2066,3 +2066,13 @@ def test_a_recording_is_written_whole_or_not_at_all(
         recording.write(path)
     assert path.read_text(encoding="utf-8") == written
     assert sorted(p.name for p in tmp_path.iterdir()) == ["trace.csv"]
+
+    monkeypatch.undo()  # written again, through a link to a file of its own permissions
+    path.chmod(0o640)
+    link = tmp_path / "latest.csv"
+    link.symlink_to(path)
+    recording.calls.append(Call(2 * SECOND, 0))
+    recording.write(link)
+    assert link.is_symlink()
+    assert path.read_text(encoding="utf-8").count("\n") == 4
+    assert path.stat().st_mode & 0o777 == 0o640

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import threading
 from collections.abc import Hashable, Mapping
 from pathlib import Path
@@ -105,16 +106,19 @@ class Recording:
         """Write the calls kept as a CSV trace to a path or an open text
         file: with several limits, a ``cost.<limit>`` column for each. A
         path is written whole or not at all (a file beside it, renamed over
-        it once complete), so a crash mid-write leaves no truncated trace."""
+        it once complete, with the permissions the file had), so a crash
+        mid-write leaves no truncated trace."""
         lines = trace_lines(self.calls, self.limits if len(self.limits) > 1 else None)
         if not isinstance(target, (str, Path)):
             target.writelines(lines)
             return
-        path = Path(target)
+        path = Path(target).resolve()  # a link's file is written, the link kept
         partial = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.partial")
         try:
             with open(partial, "w", encoding="utf-8", newline="") as file:
                 file.writelines(lines)
+            if path.exists():
+                shutil.copymode(path, partial)  # the file keeps its permissions
             os.replace(partial, path)
         except BaseException:
             partial.unlink(missing_ok=True)
