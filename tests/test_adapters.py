@@ -1434,13 +1434,16 @@ async def test_a_recording_replays_as_the_live_run_went(
             assert replayed.wait_max_ns == (stats.wait_max_ns if stats.granted else None)
 
 
-async def test_a_recording_a_later_one_replaced_still_learns_how_its_calls_ended(
-    open_limiter: OpenLimiter,
+@pytest.mark.parametrize("replaced", [1, 2])
+async def test_a_replaced_recording_still_learns_how_its_calls_ended(
+    open_limiter: OpenLimiter, replaced: int
 ) -> None:
     """A recording replaced by a later ``record()`` (a day's, at midnight)
     keeps no new calls, but still learns when one of its calls waiting
-    then gives up, so that written later it replays as it went. Its caller
-    was recorded as waiting as long as it took."""
+    then gives up, so that written later it replays as it went; replaced
+    twice too, the one between having nobody waiting when it was replaced
+    in turn. Its caller was recorded as waiting as long as it took (and,
+    replaced twice, the newest knew only the one it replaced)."""
     async with open_limiter(Fifo(), 10, 1) as limiter, anyio.create_task_group() as tg:
         first = limiter.record()
         await limiter.acquire()  # the bucket's permit; the next is due at 100 ms
@@ -1452,39 +1455,11 @@ async def test_a_recording_a_later_one_replaced_still_learns_how_its_calls_ended
         tg.start_soon(gives_up)
         await waiting(limiter, 1)
         await anyio.sleep(0.05)
-        second = limiter.record()
+        later = [limiter.record() for _ in range(replaced)]
         await anyio.sleep(0.05)
         await limiter.acquire()  # granted at 100 ms
     assert first.calls == [Call(0, 0), Call(0, 0, timeout_ns=70 * MILLISECOND)]
-    assert second.calls == [Call(50 * MILLISECOND, 0)]
-
-
-async def test_a_recording_replaced_twice_still_learns_how_its_calls_ended(
-    open_limiter: OpenLimiter,
-) -> None:
-    """As above, with a recording between them in which no call waited when
-    it was replaced in turn: the first still learns when its caller gives
-    up. The newest recording knew only the one it replaced, which had
-    nobody waiting, so the first kept its caller as waiting as long as it
-    took."""
-    async with open_limiter(Fifo(), 10, 1) as limiter, anyio.create_task_group() as tg:
-        first = limiter.record()
-        await limiter.acquire()  # the bucket's permit; the next is due at 100 ms
-
-        async def gives_up() -> None:
-            with anyio.move_on_after(0.07):
-                await limiter.acquire()
-
-        tg.start_soon(gives_up)
-        await waiting(limiter, 1)
-        await anyio.sleep(0.02)
-        second = limiter.record()  # nobody waits in it
-        await anyio.sleep(0.02)
-        limiter.record()
-        await anyio.sleep(0.06)
-        await limiter.acquire()  # granted at 100 ms
-    assert first.calls == [Call(0, 0), Call(0, 0, timeout_ns=70 * MILLISECOND)]
-    assert second.calls == []
+    assert [r.calls for r in later] == [[]] * (replaced - 1) + [[Call(50 * MILLISECOND, 0)]]
 
 
 @pytest.mark.threads

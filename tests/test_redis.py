@@ -1809,19 +1809,7 @@ async def test_the_local_fallback_follows_a_lowered_limit(own_server: RedisServe
         limiter.set_limit(rate=10, burst=4)
         await sent(limiter)
         own_server.kill()
-        granted = 0
-
-        async def caller() -> None:
-            nonlocal granted
-            while True:
-                await limiter.acquire()
-                granted += 1
-
-        async with anyio.create_task_group() as tg:
-            for _ in range(5):
-                tg.start_soon(caller)
-            await anyio.sleep(1.0)
-            tg.cancel_scope.cancel()
+        granted = await granted_in_a_second(limiter)
         assert limiter.backend_down
     # 5/s for 1 s, its bucket empty at the start; a margin for a late loop
     assert granted <= 5 + 2, granted
@@ -1846,19 +1834,7 @@ async def test_the_local_fallback_follows_a_limit_lowered_while_it_serves(
                 await limiter.acquire()
         limiter.set_limit(rate=10, burst=4)
         assert limiter.limits["units"].rate == 10
-        granted = 0
-
-        async def caller() -> None:
-            nonlocal granted
-            while True:
-                await limiter.acquire()
-                granted += 1
-
-        async with anyio.create_task_group() as tg:
-            for _ in range(5):
-                tg.start_soon(caller)
-            await anyio.sleep(1.0)
-            tg.cancel_scope.cancel()
+        granted = await granted_in_a_second(limiter)
         assert granted <= 5 + 2, granted  # 5/s for 1 s; a margin for a late loop
         # Lowered to a permit every 20 s, then raised while a caller waits:
         # the driver, asleep until the permit due at the low rate, wakes.
@@ -1870,6 +1846,24 @@ async def test_the_local_fallback_follows_a_limit_lowered_while_it_serves(
             limiter.set_limit(rate=200)
         assert anyio.current_time() - raised < 5.0
         assert limiter.backend_down
+
+
+async def granted_in_a_second(limiter: RedisLimiter, callers: int = 5) -> int:
+    """The permits ``callers`` tasks acquiring back to back get in 1 s."""
+    granted = 0
+
+    async def caller() -> None:
+        nonlocal granted
+        while True:
+            await limiter.acquire()
+            granted += 1
+
+    async with anyio.create_task_group() as tg:
+        for _ in range(callers):
+            tg.start_soon(caller)
+        await anyio.sleep(1.0)
+        tg.cancel_scope.cancel()
+    return granted
 
 
 def falling_back(
