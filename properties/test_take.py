@@ -180,7 +180,7 @@ class TakeIsPushThenSpend(RuleBasedStateMachine):
     ) -> None:
         """A waiter queues (or is granted at once; its permit then stays in
         flight or held, to be spent, refunded or settled), or is refused as
-        too long for its ``max_wait`` (quarters of an interval)."""
+        too long for its ``max_wait_ns`` (quarters of an interval)."""
         at = None if deadline is None else self.now + int(self.step * deadline) // 4
         limit = None if max_wait is None else int(self.step * max_wait) // 4
         cost, flow = self.draw_cost(data), self.draw_flow(data)
@@ -192,7 +192,7 @@ class TakeIsPushThenSpend(RuleBasedStateMachine):
             deadline=at,
             cost=cost,
             flow=flow,
-            max_wait=limit,
+            max_wait_ns=limit,
         )
         self.next_id += 1
 
