@@ -5,6 +5,7 @@ from __future__ import annotations
 import enum
 import itertools
 import json
+import sys
 from collections.abc import Iterator, Mapping
 from fractions import Fraction
 from pathlib import Path
@@ -712,6 +713,11 @@ def test_written_traces_read_back_as_they_were(rows: list[tuple[Any, ...]]) -> N
     for step, level, cost, flow, timeout in rows:
         at += step
         calls.append(Call(at, level, cost, flow, timeout))
+    if sys.version_info < (3, 11) and any("\0" in str(c.flow) for c in calls):
+        # Python 3.10's csv can neither write nor read a NUL: refused, naming the flow
+        with pytest.raises(PermitValueError, match=r"^flow="):
+            list(trace_lines(calls))
+        return
     back = [c._replace(line=0) for c in read_trace(list(trace_lines(calls)))]
     assert back == [c._replace(flow=None if c.flow is None else str(c.flow)) for c in calls]
 

@@ -408,7 +408,12 @@ def trace_lines(calls: Iterable[Call], limits: Sequence[str] | None = None) -> I
         limit = "" if call.max_wait_ns is None else _seconds(call.max_wait_ns)
         units = _written_costs(call.cost, names)
         cells = [_seconds(call.at_ns), int(call.level), *units, flow, timeout, limit]
-        (quoted if "\r" in flow else writer).writerow(cells)
+        try:
+            (quoted if "\r" in flow else writer).writerow(cells)
+        except csv.Error as error:  # a NUL, before Python 3.11's csv
+            raise PermitValueError(
+                "flow", call.flow, f"cannot be written as CSV ({error}): name it without one"
+            ) from None
         yield row.getvalue()
 
 
