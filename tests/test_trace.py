@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import csv
 import enum
 import itertools
 import json
@@ -741,7 +742,7 @@ def test_levels_and_costs_of_an_int_enum_are_written_as_numbers() -> None:
     ]
 
 
-_LIMITS = ["requests", "tokens", "a,b"]
+_LIMITS = ["requests", "tokens", "a,b", "cr\rlf"]  # (a name with "\r" alone is quoted)
 
 
 def _units(cost: int | Mapping[str, int], limits: list[str]) -> tuple[int, ...]:
@@ -778,8 +779,9 @@ def test_written_costs_per_limit_read_back_as_they_were(
         at += step
         calls.append(Call(at, level, cost, flow))
     lines = list(trace_lines(calls, limits))
-    assert lines[0].startswith("at,level,")
-    assert lines[0].count("cost.") == len(limits)
+    header = next(csv.reader(lines[:1]))
+    assert header == ["at", "level", *(f"cost.{name}" for name in limits), *header[-3:]]
+    assert header[-3:] == ["flow", "timeout", "max_wait"]
     back = list(read_trace(lines))
     assert [(c.at_ns, c.level, c.flow) for c in back] == [
         (c.at_ns, c.level, None if c.flow is None else str(c.flow)) for c in calls

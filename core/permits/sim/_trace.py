@@ -393,12 +393,12 @@ def trace_lines(calls: Iterable[Call], limits: Sequence[str] | None = None) -> I
     costs = ["cost"] if names is None else [f"{_PER_LIMIT}{name}" for name in names]
     row = io.StringIO()
     writer = csv.writer(row, lineterminator="\n")
-    # csv quotes a cell with the line terminator in it, not a flow with
-    # "\r" alone (which read_trace's csv reads as the end of a line): a
-    # row with one is written all quoted.
+    # csv quotes a cell with the line terminator in it, not one with "\r"
+    # alone (which read_trace's csv reads as the end of a line): a row with
+    # one, in a flow or a limit's name, is written all quoted.
     quoted = csv.writer(row, lineterminator="\n", quoting=csv.QUOTE_ALL)
-    # (a limit's name quoted as need be)
-    writer.writerow(["at", "level", *costs, "flow", "timeout", "max_wait"])
+    header = ["at", "level", *costs, "flow", "timeout", "max_wait"]
+    (quoted if any("\r" in cell for cell in header) else writer).writerow(header)
     yield row.getvalue()
     for call in calls:
         row.seek(0)
