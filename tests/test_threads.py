@@ -517,6 +517,17 @@ def test_a_closed_limiter_keeps_no_callers_frame_alive() -> None:
     assert [ref() for ref in kept] == [None] * 3, "a refused caller's frame is kept"
 
 
+def reap(pid: int) -> None:
+    """Wait for the child ``pid`` to end, within 30 s; a child that hangs
+    is killed, and the test fails."""
+    try:
+        until(lambda: os.waitpid(pid, os.WNOHANG) != (0, 0), seconds=30.0)
+    except AssertionError:
+        os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
+        raise AssertionError("the child hung") from None
+
+
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="os.fork is POSIX's")
 def test_a_limiter_opened_before_a_fork_works_in_the_child() -> None:
     """A limiter opened before ``os.fork`` (an app a pre-forking server
@@ -548,12 +559,7 @@ def test_a_limiter_opened_before_a_fork_works_in_the_child() -> None:
             os.write(write, outcome.encode())
             os._exit(0)
         os.close(write)
-        try:
-            until(lambda: os.waitpid(pid, os.WNOHANG) != (0, 0), seconds=30.0)
-        except AssertionError:
-            os.kill(pid, signal.SIGKILL)
-            os.waitpid(pid, 0)
-            raise AssertionError("the child hung") from None
+        reap(pid)
         with os.fdopen(read) as pipe:
             assert pipe.read() == "granted, then timed out"
         parent.join()
@@ -606,12 +612,7 @@ def test_a_permit_in_flight_at_a_fork_is_not_lost_in_the_child(
             os._exit(0)
         os.close(write)
         forked.set()
-        try:
-            until(lambda: os.waitpid(pid, os.WNOHANG) != (0, 0), seconds=30.0)
-        except AssertionError:
-            os.kill(pid, signal.SIGKILL)
-            os.waitpid(pid, 0)
-            raise AssertionError("the child hung") from None
+        reap(pid)
         with os.fdopen(read) as pipe:
             assert pipe.read() == "in flight: 0, granted"
         parent.join()
