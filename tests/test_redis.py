@@ -310,19 +310,8 @@ async def test_a_permit_cancelled_past_its_refund_window_goes_back_to_redis(
         Fifo(1), redis_server.url, name=name, rate=2, burst=1, refund_window=0.05, audit=True
     ) as limiter:
         await limiter.acquire()  # the bucket's only permit: the next in 0.5 s
-        first = anyio.CancelScope()
         # granted: cancelled before it runs; the loop stalls past the refund window
-        cancel_when_granted(limiter, first, stall=0.1)
-
-        async def cancelled() -> None:
-            with first:
-                await limiter.acquire()
-            assert first.cancelled_caught
-
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(cancelled)
-            await anyio.sleep(0.1)  # it waits first
-            tg.start_soon(limiter.acquire)
+        await cancelled_at_its_grant_then_another(limiter, stall=0.1)
         assert limiter.given_back == 1
         assert limiter.statistics().levels[0].granted == 3
     assert len(audit(redis_server, name)) == 2  # granted, less given back
@@ -815,18 +804,7 @@ async def test_a_recorded_caller_granted_and_cancelled_before_it_ran_gives_up(
     async with open_limiter(Fifo(1), redis_server.url, name=fresh(), rate=2, burst=1) as limiter:
         recording = limiter.record()
         await limiter.acquire()  # the bucket's only permit: the next in 0.5 s
-        first = anyio.CancelScope()
-        cancel_when_granted(limiter, first)
-
-        async def cancelled() -> None:
-            with first:
-                await limiter.acquire()
-            assert first.cancelled_caught
-
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(cancelled)
-            await anyio.sleep(0.1)  # it waits first
-            tg.start_soon(limiter.acquire)
+        await cancelled_at_its_grant_then_another(limiter)
     waited = recording.calls[1].timeout_ns
     assert waited is not None
     assert 0.3 * SECOND < waited < 5 * SECOND, waited
@@ -2255,6 +2233,24 @@ def cancel_when_granted(limiter: RedisLimiter, scope: anyio.CancelScope, stall: 
                 time.sleep(stall)
 
     limiter._dispatch = cancelling  # type: ignore[method-assign]
+
+
+async def cancelled_at_its_grant_then_another(limiter: RedisLimiter, stall: float = 0) -> None:
+    """A caller waits and is cancelled at its grant, before it runs (the
+    loop then blocked ``stall`` seconds); another comes 0.1 s after it and
+    acquires."""
+    first = anyio.CancelScope()
+    cancel_when_granted(limiter, first, stall=stall)
+
+    async def cancelled() -> None:
+        with first:
+            await limiter.acquire()
+        assert first.cancelled_caught
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(cancelled)
+        await anyio.sleep(0.1)  # it waits first
+        tg.start_soon(limiter.acquire)
 
 
 async def keep_acquiring(limiter: RedisLimiter) -> None:
