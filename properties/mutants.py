@@ -413,6 +413,12 @@ MUTANTS: dict[str, tuple[str, str, str, str]] = {
         "            - self._expired[level]\n",
         "a machine that keeps no waits counts a push refused as too long as granted",
     ),
+    "settled-outside-backwards": (
+        "_machine.py",
+        "zip(asked, units, strict=True)",
+        "zip(units, asked, strict=True)",
+        "a supplied machine counts a settle made outside in the wrong direction",
+    ),
 }
 
 

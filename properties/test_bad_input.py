@@ -705,6 +705,15 @@ def test_the_queries_errors_in_words() -> None:
                 "next_level(owed=...) is for a supplied machine (supplied=True), not a paced one",
             ),
         )
+        refused(
+            functools.partial(paced.settled, 0, 1, 0),
+            *valued(
+                "supplied",
+                False,
+                "settled() is for a supplied machine (supplied=True), not a paced one",
+            ),
+        )
+        assert paced.snapshot() == before, "P18"
     supplied = Machine(Fifo(), 1, 1, supplied=True)
     supplied.push("a", 0, 0)  # waits for a permit from outside
     before = supplied.snapshot()
@@ -725,6 +734,22 @@ def test_the_queries_errors_in_words() -> None:
         ]:
             refused(functools.partial(owing, owed=bad), *refusal)  # type: ignore[arg-type]
             assert supplied.snapshot() == before, "P18"
+    ints = "an int, or a mapping of limit names to ints"
+    for call, refusal in [
+        (
+            lambda: supplied.settled(1, 1, 0),
+            valued("level", 1, "must be below 1, the policy's levels"),
+        ),
+        (lambda: supplied.settled("0", 1, 0), typed("level", "0", "an int")),
+        (lambda: supplied.settled(0, -1, 0), valued("cost", -1, "must be at least 0")),
+        (lambda: supplied.settled(0, 1, 1.5), typed("actual", 1.5, ints)),
+        (
+            lambda: supplied.settled(0, 1, {"tokens": 2}),
+            valued("actual", {"tokens": 2}, "names no limit of this machine (['units'])"),
+        ),
+    ]:
+        refused(call, *refusal)
+        assert supplied.snapshot() == before, "P18"
 
 
 def test_a_policy_that_breaks_its_protocol_says_so() -> None:

@@ -19,7 +19,7 @@ from hypothesis import note
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
-from permits.core import SECOND, Decision, Machine, Queues, State, Waiter
+from permits.core import SECOND, Decision, Machine, NotRefundable, Queues, State, Waiter
 
 from configs import FLOWS, KINDS, Config, configs
 from harness import drive, rows
@@ -45,6 +45,8 @@ class Supplied(RuleBasedStateMachine):
         self.step = int(config.interval)
         self.now = config.origin
         self.next_id = 0
+        #: Each id's level and cost, as last pushed.
+        self.asked: dict[int, tuple[int, Any]] = {}
         self.a.tick(self.now)
         self.b.tick(self.now)
 
@@ -88,6 +90,7 @@ class Supplied(RuleBasedStateMachine):
             assert refused[-1].state in (State.REJECTED, State.EXPIRED), ("P20", refused)
             return
         out_a = self.a.push(id, level, self.now, deadline=deadline, cost=cost)
+        self.asked[id] = (level, cost)
         # A's grants before its newcomer joined came from the tick its push
         # starts with; the newcomer's own decision, if any, is the last.
         own = out_a[-1] if out_a and out_a[-1].id == id else None
@@ -111,6 +114,25 @@ class Supplied(RuleBasedStateMachine):
         out_a = drive(self.a, self.now)
         out_b = self.mirror(out_a) + self.b.tick(self.now)
         assert rows(out_b) == rows(out_a), "P20"
+
+    @precondition(lambda self: self.asked)
+    @rule(data=st.data())
+    def settle(self, data: st.DataObject) -> None:
+        """A's permit settled by A itself; B's by the source outside, which
+        tells B (``settled``): each counts the same units for it."""
+        id = data.draw(st.sampled_from(sorted(self.asked)))
+        level, cost = self.asked[id]
+        actual = self.config.cost(
+            tuple(data.draw(st.integers(0, 2 * burst)) for _, burst in self.config.limits)
+        )
+        try:
+            out_a = self.a.settle(id, actual, self.now)
+        except NotRefundable:
+            return
+        del self.asked[id]
+        note(f"settled {id!r} at {actual!r}")
+        assert rows(self.mirror(out_a) + self.b.tick(self.now)) == rows(out_a), "P20"
+        self.b.settled(level, cost, actual)
 
     @invariant()
     def same_line(self) -> None:

@@ -1950,19 +1950,10 @@ async def test_async_with_a_limiter_is_refused(open_limiter: OpenLimiter) -> Non
 
 
 @pytest.mark.redis
-async def test_units_granted_are_the_units_callers_used(
-    open_limiter: OpenLimiter, case: tuple[str, str], request: pytest.FixtureRequest
-) -> None:
+async def test_units_granted_are_the_units_callers_used(open_limiter: OpenLimiter) -> None:
     """Nothing is lost: across cancellations, timeouts and settles, the units
     granted (less those handed back, as settled) are those of the callers
     that proceeded, as their permits were settled."""
-    if case[1] == "redis":
-        # A settle charges or gives back the difference on the shared key,
-        # but the statistics' units_granted stay at the costs asked: the
-        # core refuses settle() on a supplied machine, and has no other way
-        # to count a settle made outside it.
-        reason = "the Redis limiter's units_granted do not follow its settles"
-        request.applymarker(pytest.mark.xfail(reason=reason, strict=True))
     used: list[int] = []
 
     async def call(limiter: BaseLimiter, cost: int, actual: int | None) -> None:

@@ -1654,8 +1654,9 @@ class RedisLimiter(_AnyioLimiter):
         self._asks: dict[int, tuple[int, ...]] = {}
         #: ... by each id granted whose caller has not proceeded yet.
         self._granted: dict[int, tuple[int, ...]] = {}
-        #: ... by each caller that proceeded within the settle window, and when.
-        self._settleable: dict[int, tuple[tuple[int, ...], int]] = {}
+        #: ... by each caller that proceeded within the settle window, with
+        #: when, its level, and whether Redis charged it (not the fallback).
+        self._settleable: dict[int, tuple[tuple[int, ...], int, int, bool]] = {}
         #: Ids granted by the local fallback while Redis was unreachable:
         #: Redis never charged them, so nothing of theirs goes back to it.
         self._served_locally: set[int] = set()
@@ -1766,12 +1767,12 @@ class RedisLimiter(_AnyioLimiter):
     def _proceed(self, id: int, decision: Decision, now: int) -> None:
         super()._proceed(id, decision, now)
         units = self._granted.pop(id, None)
-        if id in self._served_locally:
-            # Redis never charged it: a settle of it has nothing to change there
-            self._served_locally.discard(id)
-            units = () if units is not None else None
+        # One the local fallback served: Redis never charged it, so a settle
+        # of it has nothing to change there.
+        charged = id not in self._served_locally
+        self._served_locally.discard(id)
         if units is not None and self._settle_window_ns:
-            self._settleable[id] = (units, now)
+            self._settleable[id] = (units, now, decision.level, charged)
             self._forget_settles(now)
 
     def _forget_settles(self, now: int) -> None:
@@ -1833,10 +1834,13 @@ class RedisLimiter(_AnyioLimiter):
         entry = self._settleable.pop(id, None)
         if entry is None:
             raise NotRefundable(id)
-        if not entry[0]:
-            return  # served by the local fallback: Redis charged nothing
-        delta = tuple(a - b for a, b in zip(units, entry[0], strict=True))
-        if any(delta):
+        asked, _, level, charged = entry
+        names = list(self.limits)
+        self._machine.settled(
+            level, dict(zip(names, asked, strict=True)), dict(zip(names, units, strict=True))
+        )
+        delta = tuple(a - b for a, b in zip(units, asked, strict=True))
+        if charged and any(delta):
             self._send(self.limit.ask_charge(delta), gives=any(n < 0 for n in delta))
 
     def set_limit(

@@ -1124,6 +1124,24 @@ class Machine:
         source.discard()
         return out
 
+    def settled(
+        self, level: int, cost: int | Mapping[str, int], actual: int | Mapping[str, int]
+    ) -> None:
+        """A permit granted at ``level`` for ``cost`` was settled at ``actual``
+        by the source outside, which charges or gives back the difference
+        (a limit shared through Redis): the statistics count ``actual``
+        units for it from now on (``units_granted``, P56). Changes nothing
+        else: no permit is at hand, none is granted. Only for a
+        ``supplied`` machine (a paced one settles its own: :meth:`settle`)."""
+        level = self._check_level(level)
+        asked = self._cost("cost", cost)
+        units = self._cost("actual", actual)
+        if not isinstance(self._source, Outside):
+            raise refuse_paced("supplied", False, "settled()")
+        granted = self._units[level]
+        for i, (before, after) in enumerate(zip(asked, units, strict=True)):
+            granted[i] += after - before
+
     # -- the steps ----------------------------------------------------------
 
     def _arrival(
