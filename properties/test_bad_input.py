@@ -735,20 +735,21 @@ def test_the_queries_errors_in_words() -> None:
             refused(functools.partial(owing, owed=bad), *refusal)  # type: ignore[arg-type]
             assert supplied.snapshot() == before, "P18"
     ints = "an int, or a mapping of limit names to ints"
-    for call, refusal in [
+    settled: Any = supplied.settled  # called with bad types on purpose
+    for told, refusal in [
         (
-            lambda: supplied.settled(1, 1, 0),
+            lambda: settled(1, 1, 0),
             valued("level", 1, "must be below 1, the policy's levels"),
         ),
-        (lambda: supplied.settled("0", 1, 0), typed("level", "0", "an int")),
-        (lambda: supplied.settled(0, -1, 0), valued("cost", -1, "must be at least 0")),
-        (lambda: supplied.settled(0, 1, 1.5), typed("actual", 1.5, ints)),
+        (lambda: settled("0", 1, 0), typed("level", "0", "an int")),
+        (lambda: settled(0, -1, 0), valued("cost", -1, "must be at least 0")),
+        (lambda: settled(0, 1, 1.5), typed("actual", 1.5, ints)),
         (
-            lambda: supplied.settled(0, 1, {"tokens": 2}),
+            lambda: settled(0, 1, {"tokens": 2}),
             valued("actual", {"tokens": 2}, "names no limit of this machine (['units'])"),
         ),
     ]:
-        refused(call, *refusal)
+        refused(told, *refusal)
         assert supplied.snapshot() == before, "P18"
 
 
