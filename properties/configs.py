@@ -97,7 +97,7 @@ class Config:
     rate: Any
     burst: int
     max_waiting: tuple[int | None, ...] | None
-    refund_window: int | None
+    settle_window: int | None
     charge: Charge = Charge.AT_GRANT
     #: a second limit beside the first, as (rate, burst)
     second: tuple[Any, int] | None = None
@@ -158,7 +158,7 @@ class Config:
                     "tokens": Limit(self.second[0], self.second[1]),
                 },
                 max_waiting=self.max_waiting,
-                refund_window_ns=self.refund_window,
+                settle_window_ns=self.settle_window,
                 charge=self.charge,
                 keep_waits=keep_waits,
                 **self.flow_options(),
@@ -168,7 +168,7 @@ class Config:
             self.rate,
             self.burst,
             max_waiting=self.max_waiting,
-            refund_window_ns=self.refund_window,
+            settle_window_ns=self.settle_window,
             charge=self.charge,
             keep_waits=keep_waits,
             **self.flow_options(),
@@ -188,7 +188,7 @@ class Config:
             self.spec,
             self.limits,
             self.max_waiting,
-            self.refund_window,
+            self.settle_window,
             at_grant=self.charge is Charge.AT_GRANT,
             flow_weights=self.flow_weights,
             max_waiting_per_flow=self.max_waiting_per_flow,
@@ -227,7 +227,7 @@ def configs(
             st.tuples(*[st.sampled_from([None, 0, 1, 2, 3])] * levels),
         )
     )
-    refund_window = draw(st.sampled_from([0, int(interval), 100 * SECOND, None]))
+    settle_window = draw(st.sampled_from([0, int(interval), 100 * SECOND, None]))
     with_costs = costs and draw(st.booleans())
     second = None
     if with_costs and draw(st.booleans()):
@@ -250,7 +250,7 @@ def configs(
         rate=rate,
         burst=draw(st.integers(1, 4 if with_costs else 3)),
         max_waiting=max_waiting,
-        refund_window=refund_window,
+        settle_window=settle_window,
         charge=draw(st.sampled_from(charges)),
         second=second,
         costs=with_costs,

@@ -158,7 +158,7 @@ MUTANTS: dict[str, tuple[str, str, str, str]] = {
         "_machine.py",
         "            elif ledger.window is not None:  # a charged grant is held\n",
         "            elif True:\n",
-        "a machine without a refund window (None) still holds its charged grants (refused a"
+        "a machine without a settle window (None) still holds its charged grants (refused a"
         " refund, but kept for ever)",
     ),
     "quiet-push-replans": (

@@ -119,7 +119,7 @@ class Reference:
         policy: PolicySpec,
         limits: Sequence[tuple[Fraction, int]],
         max_waiting: Sequence[int | None] | None,
-        refund_window: int | None,
+        settle_window: int | None,
         at_grant: bool = True,
         flow_weights: dict[Hashable, int] | None = None,
         max_waiting_per_flow: int | None = None,
@@ -142,7 +142,7 @@ class Reference:
         #: and as they stand now
         self.limits = list(limits)
         self.max_waiting = max_waiting
-        self.refund_window = refund_window
+        self.settle_window = settle_window
         self.at_grant = at_grant
         self.first: int | None = None
         self.last: int | None = None
@@ -463,7 +463,7 @@ class Reference:
         held = self.held.get(id)
         if held is None:
             return False
-        window = self.refund_window  # None: never, once charged
+        window = self.settle_window  # None: never, once charged
         return held.charge is None or (window is not None and held.charge.at >= now - window)
 
     def can_refund(self, id: Hashable, now: int) -> bool:

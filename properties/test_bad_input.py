@@ -322,14 +322,14 @@ REFUSED: list[tuple[str, Callable[[], object], tuple[type, str, object, str]]] =
         valued("max_waiting", (3, 1.0), "every entry must be None or an int >= 0"),
     ),
     (
-        "refund window -1",
-        lambda: Machine(Fifo(), 1, refund_window_ns=-1),
-        valued("refund_window_ns", -1, "must be at least 0"),
+        "settle window -1",
+        lambda: Machine(Fifo(), 1, settle_window_ns=-1),
+        valued("settle_window_ns", -1, "must be at least 0"),
     ),
     (
-        "refund window float",
-        lambda: Machine(Fifo(), 1, refund_window_ns=0.5),  # type: ignore[arg-type]
-        typed("refund_window_ns", 0.5, "an int (ns) or None (never refundable)"),
+        "settle window float",
+        lambda: Machine(Fifo(), 1, settle_window_ns=0.5),  # type: ignore[arg-type]
+        typed("settle_window_ns", 0.5, "an int (ns) or None (never refundable)"),
     ),
     (
         "supplied 1",
@@ -468,9 +468,9 @@ def test_the_bounds_are_inclusive(monkeypatch: pytest.MonkeyPatch) -> None:
     assert Shares([2, 1]).weights == (2, 1)
     assert Shares.every(2).weights == (1, 1)
     assert Shares.every(3, limit="tokens").limit == "tokens"
-    machine = Machine(Fifo(2), Fraction(1, 3), 1, max_waiting=0, refund_window_ns=0)
+    machine = Machine(Fifo(2), Fraction(1, 3), 1, max_waiting=0, settle_window_ns=0)
     assert (machine.rate, machine.burst, machine.max_waiting) == (Fraction(1, 3), 1, (0, 0))
-    assert machine.refund_window_ns == 0
+    assert machine.settle_window_ns == 0
     assert Machine(Fifo(2), 1, max_waiting=(None, 0)).max_waiting == (None, 0)
     assert Machine(Fifo(2), 1, max_waiting=[Tier.GOLD, None]).max_waiting == (3, None)
     assert Machine(Fifo(2), 1, max_waiting=Tier.GOLD).max_waiting == (3, 3)
@@ -496,11 +496,11 @@ def test_the_bounds_are_inclusive(monkeypatch: pytest.MonkeyPatch) -> None:
     assert check_int("n", Tier.GOLD, 3) == 3
     assert repr(Machine(Fifo(2), 3, 2, max_waiting=4, charge=Charge.AT_SPEND)) == (
         "Machine(policy=Fifo(levels=2), rate=Fraction(3, 1), burst=2, max_waiting=(4, 4), "
-        "refund_window_ns=1000000000, supplied=False, charge=Charge.AT_SPEND)"
+        "settle_window_ns=1000000000, supplied=False, charge=Charge.AT_SPEND)"
     )
-    assert repr(Machine(Fifo(), limits=two, refund_window_ns=5)) == (
+    assert repr(Machine(Fifo(), limits=two, settle_window_ns=5)) == (
         f"Machine(policy=Fifo(levels=1), limits={two!r}, max_waiting=None, "
-        "refund_window_ns=5, supplied=False, charge=Charge.AT_GRANT)"
+        "settle_window_ns=5, supplied=False, charge=Charge.AT_GRANT)"
     )
     assert type(check_int("n", Tier.GOLD)) is int
 
@@ -572,7 +572,7 @@ def test_the_operations_errors_in_words() -> None:
     assert (refused.value.id, refused.value.argument) == ("y", "id")
     assert str(refused.value) == (
         "id='y': holds no permit to refund or settle (never granted, already refunded or "
-        "settled, spent, pushed again, or charged longer ago than refund_window_ns)"
+        "settled, spent, pushed again, or charged longer ago than settle_window_ns)"
     )
     machine.tick(5)
     with pytest.raises(TimeWentBackwards) as back:
@@ -1087,7 +1087,7 @@ def test_the_levels_times_and_ids_errors_in_words() -> None:
             assert machine.snapshot() == before, ("P18", bad)
     # A take's quickest case (the clock running, nobody waiting, nothing
     # held) refuses them in the same words.
-    idle = Machine(Fifo(2), 1, 1, refund_window_ns=None)
+    idle = Machine(Fifo(2), 1, 1, settle_window_ns=None)
     idle.tick(0)
     idle_before = idle.snapshot()
     for bad, refusal in levels:
@@ -1118,12 +1118,12 @@ def test_the_levels_times_and_ids_errors_in_words() -> None:
     assert machine.snapshot() == before, "P18"
 
 
-def test_the_refund_window_by_hand() -> None:
+def test_the_settle_window_by_hand() -> None:
     """P5 at the window's edges, while the machine forgets the charges older
-    than it: a permit granted ``refund_window_ns`` ago (to the nanosecond) is
+    than it: a permit granted ``settle_window_ns`` ago (to the nanosecond) is
     still refunded, one granted a nanosecond earlier is refused, and a grant
     just made is refunded however much older the log's first charge was."""
-    machine = Machine(Fifo(), 1000, 10, refund_window_ns=10)
+    machine = Machine(Fifo(), 1000, 10, settle_window_ns=10)
     for id, now in [("a", 0), ("b", 11), ("c", 21)]:
         machine.push(id, 0, now)  # granted at once: the bucket has units
     with pytest.raises(NotRefundable):
@@ -1131,7 +1131,7 @@ def test_the_refund_window_by_hand() -> None:
     assert machine.refund("b", 21) == [], "P5: granted exactly the window ago"
     with pytest.raises(NotRefundable):
         machine.refund("b", 21)  # refunded already
-    machine = Machine(Fifo(), 1000, 10, refund_window_ns=10)
+    machine = Machine(Fifo(), 1000, 10, settle_window_ns=10)
     for id, now in [("a", 0), ("b", 20), ("c", 21)]:
         machine.push(id, 0, now)  # c's charge forgets what is older than 11 ns
     assert machine.refund("b", 22) == [], "P5: granted 2 ns ago"
@@ -1139,13 +1139,13 @@ def test_the_refund_window_by_hand() -> None:
     assert machine.statistics().levels[0].refunded == 2, "P3"
 
 
-def test_no_refund_window() -> None:
-    """P5 without a window (``refund_window_ns=None``): a charged permit is
+def test_no_settle_window() -> None:
+    """P5 without a window (``settle_window_ns=None``): a charged permit is
     refused a refund and a settle at the very nanosecond of its grant, and
     the machine holds no grant; a permit in flight (``AT_SPEND``) is still
     refunded until spent."""
-    machine = Machine(Fifo(), 1000, 10, refund_window_ns=None)
-    assert machine.refund_window_ns is None
+    machine = Machine(Fifo(), 1000, 10, settle_window_ns=None)
+    assert machine.settle_window_ns is None
     machine.push("a", 0, 5)  # granted at once: the bucket has units
     with pytest.raises(NotRefundable):
         machine.refund("a", 5)
@@ -1153,7 +1153,7 @@ def test_no_refund_window() -> None:
         machine.settle("a", 0, 5)
     assert machine.snapshot().grants == ()
     assert machine.snapshot().logged == ()
-    machine = Machine(Fifo(), 1000, 10, refund_window_ns=None, charge=Charge.AT_SPEND)
+    machine = Machine(Fifo(), 1000, 10, settle_window_ns=None, charge=Charge.AT_SPEND)
     machine.push("a", 0, 5)
     machine.push("b", 0, 5)
     assert machine.refund("a", 6) == [], "P5: in flight"

@@ -91,12 +91,12 @@ class CancelInverse(RuleBasedStateMachine):
         if not granted:
             return
         id = data.draw(st.sampled_from(granted))
-        # (without a refund window a machine holds only permits in flight:
+        # (without a settle window a machine holds only permits in flight:
         # refundable until spent)
         refundable = [
             window is None or grants[id].at >= self.now - window
             for grants, window in zip(
-                held, (self.a.refund_window_ns, self.b.refund_window_ns), strict=True
+                held, (self.a.settle_window_ns, self.b.settle_window_ns), strict=True
             )
         ]
         if refundable[0] != refundable[1]:

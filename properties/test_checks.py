@@ -427,7 +427,7 @@ def test_the_grant_checks_report_what_they_guard() -> None:
 
     # without a window, neither a logged record nor a charged grant held
     for keep in ("logged", "held"):
-        machine = Machine(Fifo(), rate=10, burst=2, refund_window_ns=None)
+        machine = Machine(Fifo(), rate=10, burst=2, settle_window_ns=None)
         machine.push("granted", 0, 0)
         machine.check_valid()
         grant = waiting(charge=Charge.AT_GRANT)._ledger.held["granted"]
@@ -435,14 +435,14 @@ def test_the_grant_checks_report_what_they_guard() -> None:
             machine._ledger._log.append(grant)
         else:
             machine._ledger.held["kept"] = grant
-        with pytest.raises(AssertionError, match=broken("a charge kept without a refund window")):
+        with pytest.raises(AssertionError, match=broken("a charge kept without a settle window")):
             machine.check_valid()
 
 
-def test_the_log_spans_at_most_two_refund_windows() -> None:
-    """P15: the log of charges is pruned once it spans two refund windows:
+def test_the_log_spans_at_most_two_settle_windows() -> None:
+    """P15: the log of charges is pruned once it spans two settle windows:
     records two windows apart pass the check, a nanosecond more does not."""
-    machine = Machine(Fifo(), rate=1000, burst=10, refund_window_ns=10)
+    machine = Machine(Fifo(), rate=1000, burst=10, settle_window_ns=10)
     machine.push("a", 0, 0)
     machine.push("b", 0, 20)  # not pruned: the log spans 20 ns, two windows
     assert [g.at for g in machine.snapshot().logged] == [0, 20]  # type: ignore[attr-defined]
@@ -450,7 +450,7 @@ def test_the_log_spans_at_most_two_refund_windows() -> None:
     ledger = machine._ledger
     older = ledger.held["a"]._replace(at=-1)
     ledger._log[0] = ledger.held["a"] = older
-    with pytest.raises(AssertionError, match=broken("the log spans more than two refund windows")):
+    with pytest.raises(AssertionError, match=broken("the log spans more than two settle windows")):
         machine.check_valid()
 
 

@@ -1360,11 +1360,11 @@ def test_after_a_cancel_the_next_tick_is_now() -> None:
 
 def test_a_change_of_limit_is_logged_only_where_a_replay_could_need_it() -> None:
     """P15, the log: a change of a limit (set_limit, adopt, quota) is kept
-    only while a grant is held and a refund window keeps charges, so that a
+    only while a grant is held and a settle window keeps charges, so that a
     refund or settle replays it; a machine that has granted nothing, or
     keeps no window (a permit in flight held), logs none of them."""
     idle = Machine(Fifo(), rate=10, burst=2)  # a window, nothing granted yet
-    flying = Machine(Fifo(), rate=10, burst=2, refund_window_ns=None, charge=Charge.AT_SPEND)
+    flying = Machine(Fifo(), rate=10, burst=2, settle_window_ns=None, charge=Charge.AT_SPEND)
     flying.push("flying", 0, 0)  # granted at once, in flight: held
     for machine in (idle, flying):
         machine.set_limit(0, rate=20)

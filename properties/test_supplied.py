@@ -38,7 +38,7 @@ class Supplied(RuleBasedStateMachine):
             config.policy(),
             limits=self.a.limits,  # the outside limits: for min_wait, and counted per limit
             max_waiting=config.max_waiting,
-            refund_window_ns=config.refund_window,
+            settle_window_ns=config.settle_window,
             supplied=True,
         )
         self.levels = config.spec.levels
@@ -192,7 +192,7 @@ class Owed(RuleBasedStateMachine):
         self.owing = Owing(config.policy())
         options = dict(
             max_waiting=config.max_waiting,
-            refund_window_ns=config.refund_window,
+            settle_window_ns=config.settle_window,
             supplied=True,
             **config.flow_options(),
         )

@@ -355,7 +355,7 @@ def test_takes_by_hand() -> None:
     assert fingerprint(a) == fingerprint(b)
 
     a, b = (Machine(Fifo(), rate=1, burst=3) for _ in range(2))
-    for machine in (a, b):  # the second take within the refund window
+    for machine in (a, b):  # the second take within the settle window
         machine.take("x", 0, 0, settle_later=True)
         machine.take("x", 0, SECOND // 10)
     with pytest.raises(NotRefundable):
@@ -397,7 +397,7 @@ def test_takes_by_hand() -> None:
     assert str(taken.value) == str(pushed.value), "P47: a take refuses what its push refuses"
     assert fingerprint(a) == fingerprint(b), "P47: a refused take changes nothing"
 
-    a, b = (Machine(Fifo(), rate=1, burst=3, refund_window_ns=None) for _ in range(2))
+    a, b = (Machine(Fifo(), rate=1, burst=3, settle_window_ns=None) for _ in range(2))
     for machine in (a, b):
         machine.tick(0)
     assert rows(a.take("two", 0, 1, cost=2)) == rows(b.push("two", 0, 1, cost=2))

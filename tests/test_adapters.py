@@ -1730,7 +1730,7 @@ async def test_a_refused_settle_names_the_permit_and_settle_window(
     open_limiter: OpenLimiter,
 ) -> None:
     """A settle refused says so in the limiter's terms: the permit, and its
-    settle_window in seconds (the core's id and refund_window_ns are not the
+    settle_window in seconds (the core's id and settle_window_ns are not the
     caller's), and what to do when the window is 0."""
     async with open_limiter(Fifo(), 10, 2) as limiter:
         permit = await limiter.acquire()

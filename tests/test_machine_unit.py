@@ -99,7 +99,7 @@ def test_reprs_are_valid_python() -> None:
     assert eval(repr(Shares((4, 1)))) == Shares((4, 1))
     assert repr(Machine(Aging(2, after_ns=SECOND), Fraction(5, 2), 3)) == (
         "Machine(policy=Aging(levels=2, after_ns=1000000000), rate=Fraction(5, 2), burst=3,"
-        " max_waiting=None, refund_window_ns=1000000000, supplied=False,"
+        " max_waiting=None, settle_window_ns=1000000000, supplied=False,"
         " charge=Charge.AT_GRANT)"
     )
 
@@ -345,8 +345,8 @@ def test_equal_snapshots_decide_alike() -> None:
     that once named a flow: only a newcomer's own level surely goes first
     then) or a refund (a permit spent to be settled later is no longer
     refundable) have snapshots that differ too."""
-    flowed = Machine(Fifo(2), 1, 1, refund_window_ns=None)
-    plain = Machine(Fifo(2), 1, 1, refund_window_ns=None)
+    flowed = Machine(Fifo(2), 1, 1, settle_window_ns=None)
+    plain = Machine(Fifo(2), 1, 1, settle_window_ns=None)
     flowed.push("first", 0, 0, flow="tenant")  # granted at once, its flow gone with it
     plain.push("first", 0, 0)
     assert flowed.snapshot() != plain.snapshot()

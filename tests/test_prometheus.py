@@ -196,7 +196,7 @@ def test_no_counter_goes_down_when_a_permit_is_settled_or_refunded() -> None:
     """Units given back by a settle or a refund lower the units granted:
     exported as a gauge, not as a counter, whose fall ``rate()`` would read
     as a reset (a spike of every unit granted so far)."""
-    machine = Machine(StrictPriority(2), 1000, 1000, refund_window_ns=60 * SECOND)
+    machine = Machine(StrictPriority(2), 1000, 1000, settle_window_ns=60 * SECOND)
     machine.push("chat", 0, 0, cost=600)
     machine.push("batch", 1, 0, cost=300)
     registry = prometheus_client.CollectorRegistry()

@@ -10,7 +10,7 @@ def test_refund_after_the_bucket_refilled_gives_nothing_extra() -> None:
     another at 1 s, then the first is refunded at 1 s. The bucket had already
     refilled between them, so that refund must not hand out a second permit
     at 1 s; the naive rule ``TAT -= interval`` did."""
-    machine = Machine(Fifo(), 1, refund_window_ns=SECOND)
+    machine = Machine(Fifo(), 1, settle_window_ns=SECOND)
     assert [d.id for d in machine.push(0, 0, 0)] == [0]
     assert [d.id for d in machine.push(1, 0, SECOND)] == [1]
     machine.push(2, 0, SECOND)

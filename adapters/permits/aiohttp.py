@@ -105,7 +105,7 @@ class PermitsMiddleware:
         if not isinstance(limiter, BaseLimiter):  # a threads limiter's acquire does not wait
             raise PermitTypeError("limiter", limiter, "an asyncio or anyio limiter")
         check_options(retries, max_pause, timeout, level=level, flow=flow, cost=cost, settle=settle)
-        if settle is not None and not limiter.machine.refund_window_ns:
+        if settle is not None and not limiter.machine.settle_window_ns:
             raise PermitValueError(
                 "settle", settle, "needs a limiter opened with settle_window > 0"
             )

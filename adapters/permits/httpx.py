@@ -194,7 +194,7 @@ class _Kept(httpx.SyncByteStream, httpx.AsyncByteStream):
 def _check_settle(limiter: _Limiting, options: _Options) -> None:
     """``settle`` needs a limiter that keeps permits to settle: refused now,
     not after a request the upstream has charged for."""
-    if options.settle is not None and not limiter.machine.refund_window_ns:
+    if options.settle is not None and not limiter.machine.settle_window_ns:
         raise PermitValueError(
             "settle", options.settle, "needs a limiter opened with settle_window > 0"
         )

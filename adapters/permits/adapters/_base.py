@@ -280,7 +280,7 @@ class _Limiting:
             flow_weights=flow_weights,
             max_waiting_per_flow=max_waiting_per_flow,
             flow_limit=flow_limit,
-            refund_window_ns=window,
+            settle_window_ns=window,
         )
         try:
             self._machine.min_wait(default_level)  # validates it

@@ -1693,8 +1693,10 @@ class RedisLimiter(_AnyioLimiter):
         they are taken; a permit whose caller was cancelled before it
         proceeded goes to the next waiter within ``refund_window``, if that
         waiter asks for the same units (else, and after it, back to Redis:
-        see _withdraw)."""
-        options["refund_window_ns"] = self._refund_window_ns
+        see _withdraw). Its settle window is that refund window: what a
+        supplied machine settles, Redis does (the machine is told, with
+        ``settled``), so its window bounds only the hand-over."""
+        options["settle_window_ns"] = self._refund_window_ns
         return Machine(policy, rate, burst, supplied=True, **options)
 
     def __repr__(self) -> str:

@@ -79,7 +79,7 @@ class NotRefundable(PermitValueError):
     The id was never granted, its permit was already refunded or settled, it
     was pushed again since, it was spent (a refund; a settle needs
     ``spend(..., settle_later=True)``), or it was charged longer ago than the
-    machine's ``refund_window_ns``.
+    machine's ``settle_window_ns``.
     """
 
     def __init__(self, id: Hashable, reason: str | None = None, *, argument: str = "id") -> None:
@@ -89,7 +89,7 @@ class NotRefundable(PermitValueError):
             id,
             reason
             or "holds no permit to refund or settle (never granted, already refunded or "
-            "settled, spent, pushed again, or charged longer ago than refund_window_ns)",
+            "settled, spent, pushed again, or charged longer ago than settle_window_ns)",
         )
 
 

@@ -182,7 +182,7 @@ class Ledger:
         """Assert the ledger's invariants (for tests)."""
         logged = {id(record) for record in self._log}
         if self.window is None and (logged or any(g.before is not None for g in self)):
-            raise AssertionError("invariant broken: a charge kept without a refund window")
+            raise AssertionError("invariant broken: a charge kept without a settle window")
         for grant in self.held.values():
             if grant.before is not None and id(grant) not in logged:
                 raise AssertionError("invariant broken: a held charged grant is not in the log")
@@ -190,4 +190,4 @@ class Ledger:
             raise AssertionError("invariant broken: a spent grant is not held")
         log, window = self._log, self.window
         if window is not None and log and log[-1].at - log[0].at > 2 * window:  # type: ignore[attr-defined]
-            raise AssertionError("invariant broken: the log spans more than two refund windows")
+            raise AssertionError("invariant broken: the log spans more than two settle windows")

@@ -159,10 +159,10 @@ class Machine:
     :param max_waiting: ``None`` (no limit), an ``int`` for every level, or one
         ``int | None`` per level: a push to a level that already has that many
         waiters is rejected.
-    :param refund_window_ns: nanoseconds after its charge during which a
+    :param settle_window_ns: nanoseconds after its charge during which a
         permit may be refunded or settled; the machine remembers charges up
         to twice that long, so its memory stays bounded by
-        ``2 * rate * refund_window_ns + burst`` grants per limit, and by the
+        ``2 * rate * settle_window_ns + burst`` grants per limit, and by the
         grants in flight when each is spent (:meth:`spend`) as its caller
         goes ahead, unless it is to be settled later. ``None``: a charged
         permit is never refunded or settled, and the machine keeps none
@@ -235,7 +235,7 @@ class Machine:
         *,
         limits: Mapping[str, Limit] | Limit | None = None,
         max_waiting: int | Sequence[int | None] | None = None,
-        refund_window_ns: int | None = SECOND,
+        settle_window_ns: int | None = SECOND,
         supplied: bool = False,
         charge: Charge = Charge.AT_GRANT,
         flow_weights: Mapping[Hashable, int] | Callable[[Hashable], int] | None = None,
@@ -258,12 +258,12 @@ class Machine:
         named = check_limits(rate, burst, limits)
         max_waiting_ = _max_waiting(max_waiting, levels)
         window = None
-        if refund_window_ns is not None:
-            if isinstance(refund_window_ns, bool) or not isinstance(refund_window_ns, int):
+        if settle_window_ns is not None:
+            if isinstance(settle_window_ns, bool) or not isinstance(settle_window_ns, int):
                 raise PermitTypeError(
-                    "refund_window_ns", refund_window_ns, "an int (ns) or None (never refundable)"
+                    "settle_window_ns", settle_window_ns, "an int (ns) or None (never refundable)"
                 )
-            window = check_int("refund_window_ns", refund_window_ns, 0)
+            window = check_int("settle_window_ns", settle_window_ns, 0)
         if not isinstance(supplied, bool):
             raise PermitTypeError("supplied", supplied, "a bool")
         if not isinstance(keep_waits, bool):
@@ -378,7 +378,7 @@ class Machine:
         return (
             f"Machine(policy={self.policy!r}, {pacing}, "
             f"max_waiting={self._max_waiting!r}, "
-            f"refund_window_ns={self.refund_window_ns!r}, supplied={self.supplied!r}, "
+            f"settle_window_ns={self.settle_window_ns!r}, supplied={self.supplied!r}, "
             f"charge={self.charge!r}{'' if self.keep_waits else ', keep_waits=False'})"
         )
 
@@ -420,7 +420,7 @@ class Machine:
         return self._max_waiting
 
     @property
-    def refund_window_ns(self) -> int | None:
+    def settle_window_ns(self) -> int | None:
         """Nanoseconds after its charge during which a permit may be refunded
         or settled; ``None``: never."""
         return self._ledger.window
@@ -912,7 +912,7 @@ class Machine:
         gets them at once, or they are banked (never beyond ``burst``).
         Raises :class:`NotRefundable` unless ``id``'s permit is in flight
         (:attr:`Charge.AT_SPEND`), or was charged within the last
-        ``refund_window_ns`` and not refunded, settled, spent or pushed again
+        ``settle_window_ns`` and not refunded, settled, spent or pushed again
         since.
         """
         now = self._check_now(now)
@@ -936,7 +936,7 @@ class Machine:
         waiter may get it at once), more charges the difference (later
         grants wait for it). A permit still in flight is spent at ``now``,
         for ``actual``. Raises :class:`NotRefundable` unless ``id``'s permit
-        is in flight, or was charged within the last ``refund_window_ns``
+        is in flight, or was charged within the last ``settle_window_ns``
         and not refunded, settled or pushed again since (spent with
         ``settle_later=True``, or not spent).
         """
@@ -960,11 +960,11 @@ class Machine:
         counts against the limit from ``now`` (it was in flight until then).
         Under :attr:`Charge.AT_GRANT` it changes no pacing. With
         ``settle_later``, the permit can still be settled (:meth:`settle`)
-        within ``refund_window_ns`` of its charge; without, the machine
+        within ``settle_window_ns`` of its charge; without, the machine
         forgets it, so that it remembers only the grants that may still be
         refunded or settled and those made after the oldest of them. An id
         whose permit is not held (never granted, refunded, settled or spent
-        already, pushed again since, or outside ``refund_window_ns``) changes
+        already, pushed again since, or outside ``settle_window_ns``) changes
         nothing but the tick.
         """
         now = self._check_now(now)

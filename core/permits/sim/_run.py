@@ -615,13 +615,13 @@ def _run(
     limits = scenario.named_limits
     names = tuple(limits)
     # A run never refunds or settles a permit: the machine need keep no
-    # grant for it (refund_window_ns=None), which saves it logging them; and
+    # grant for it (settle_window_ns=None), which saves it logging them; and
     # the tally keeps the waits, so the machine keeps no histogram of them.
     machine = Machine(
         scenario.policy,
         limits=limits,
         max_waiting=scenario.max_waiting,
-        refund_window_ns=None,
+        settle_window_ns=None,
         keep_waits=False,
         **scenario.flow_options(),
     )
