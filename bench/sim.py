@@ -61,7 +61,7 @@ def long_runs(policy: Policy) -> dict[str, Scenario]:
             workloads=[
                 Workload("users", 0, Poisson(400), timeout=0.5),
                 Workload("api", 1, Poisson(400), timeout=2),
-                Workload("jobs", 2, Poisson(300), expire_after=30),
+                Workload("jobs", 2, Poisson(300), timeout=30),
             ],
         ),
     }

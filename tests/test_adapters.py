@@ -1080,7 +1080,7 @@ async def test_a_recording_replays_as_a_trace(open_limiter: OpenLimiter, tmp_pat
     path = tmp_path / "trace.csv"
     recording.write(path)
     with path.open(encoding="utf-8", newline="") as file:
-        assert file.readline() == "at,level,cost,flow,timeout,max_wait\n"  # one limit: one cost
+        assert file.readline() == "at,level,cost,flow,timeout,max_wait,give_up_after\n"  # one cost
     with path.open(encoding="utf-8", newline="") as file:
         assert [c._replace(line=0) for c in read_trace(file)] == recording.calls
     scenario = Scenario(
@@ -1134,10 +1134,11 @@ async def test_a_recording_of_several_limits_replays_exactly(
     path = tmp_path / "trace.csv"
     recording.write(path)
     with path.open(encoding="utf-8", newline="") as file:
-        assert file.readline() == "at,level,cost.requests,cost.tokens,flow,timeout,max_wait\n"
-        assert file.readline() == "0,0,1,1,t0,60,\n"
-        assert file.readline() == "0.05,1,1,400,t1,60,\n"
-        assert file.readline() == "0.1,0,0,900,t2,60,\n"
+        header = "at,level,cost.requests,cost.tokens,flow,timeout,max_wait,give_up_after\n"
+        assert file.readline() == header
+        assert file.readline() == "0,0,1,1,t0,60,,\n"
+        assert file.readline() == "0.05,1,1,400,t1,60,,\n"
+        assert file.readline() == "0.1,0,0,900,t2,60,,\n"
     scenario = Scenario(
         "replay",
         StrictPriority(2),
@@ -1177,7 +1178,7 @@ async def test_a_timeout_that_ends_as_a_permit_falls_due_ends_alike_in_the_repla
         "replay", Fifo(), rate=10, seconds=1, workloads=[Workload("w", 0, NoArrivals(0))]
     )
     replayed = replay(scenario, recording.calls)["w"]
-    assert (replayed.granted, replayed.cancelled) == (1, 1)
+    assert (replayed.granted, replayed.expired) == (1, 1)
 
 
 async def test_an_acquire_refused_for_its_max_wait_is_recorded(
@@ -1216,7 +1217,7 @@ async def test_an_acquire_refused_for_its_max_wait_is_recorded(
 
 async def test_a_recorded_try_acquire_never_waits_in_the_replay(open_limiter: OpenLimiter) -> None:
     """A try_acquire is recorded with timeout 0, also when a permit was free
-    and it took it at once: replayed where no permit is free, it gives up
+    and it took it at once: replayed where no permit is free, it expires
     at once, as it would have, rather than queue for as long as it takes."""
     from permits.sim import Batch as NoArrivals
     from permits.sim import Call, Scenario, Workload, replay
@@ -1230,13 +1231,13 @@ async def test_a_recorded_try_acquire_never_waits_in_the_replay(open_limiter: Op
         "replay", StrictPriority(1), rate=10, seconds=1, workloads=[Workload("w", 0, NoArrivals(0))]
     )
     replayed = replay(scenario, recording.calls)["w"]
-    assert (replayed.granted, replayed.cancelled) == (1, 1)
+    assert (replayed.granted, replayed.expired) == (1, 1)
 
 
 async def test_a_refused_try_acquire_stands_in_no_ones_way_in_the_replay(
     open_limiter: OpenLimiter,
 ) -> None:
-    """A try_acquire that finds no permit gives up at once, live and in the
+    """A try_acquire that finds no permit expires at once, live and in the
     replay: a call at the same instant after it neither waits behind it
     nor is refused for it. Replayed, the try stayed queued until the next
     turn, so the acquire after it was refused, as waiting 0.2 s."""
@@ -1257,7 +1258,7 @@ async def test_a_refused_try_acquire_stands_in_no_ones_way_in_the_replay(
         "replay", Fifo(), rate=10, burst=1, seconds=1, workloads=[Workload("w", 0, NoArrivals(0))]
     )
     replayed = replay(scenario, recording.calls)["w"]
-    assert (replayed.granted, replayed.cancelled, replayed.rejected) == (2, 1, 0)
+    assert (replayed.granted, replayed.expired, replayed.rejected) == (2, 1, 0)
     assert replayed.wait_max_ns == 100 * MILLISECOND
 
 
@@ -1265,7 +1266,8 @@ async def test_a_recorded_caller_that_gives_up_gives_up_in_the_replay(
     open_limiter: OpenLimiter,
 ) -> None:
     """A caller that stops waiting (a framework timeout, a cancel) is
-    recorded as giving up when it did: its timeout is how long it waited.
+    recorded as giving up when it did: its give_up_after is how long it
+    waited (its own timeout, the limiter's, stays as it asked).
     Recorded as waiting as long as it took, the replay granted it the
     permit that went to the caller after it."""
     from permits.sim import Batch as NoArrivals
@@ -1280,7 +1282,7 @@ async def test_a_recorded_caller_that_gives_up_gives_up_in_the_replay(
         assert since(0) == 100 * MILLISECOND
     assert recording.calls == [
         Call(0, 0),
-        Call(0, 0, timeout_ns=50 * MILLISECOND),
+        Call(0, 0, give_up_after_ns=50 * MILLISECOND),
         Call(50 * MILLISECOND, 0, timeout_ns=SECOND),
     ]
     scenario = Scenario(
@@ -1329,7 +1331,7 @@ async def test_a_recorded_caller_granted_and_cancelled_before_it_ran_gives_up_in
     assert (stats.granted - stats.refunded, stats.wait_max_ns) == (2, 100 * MILLISECOND)
     assert recording.calls == [
         Call(0, 0),
-        Call(0, 0, timeout_ns=100 * MILLISECOND),
+        Call(0, 0, give_up_after_ns=100 * MILLISECOND),
         Call(0, 0, timeout_ns=SECOND),
     ]
     scenario = Scenario(
@@ -1364,7 +1366,7 @@ async def test_a_recorded_caller_the_closing_limiter_refused_gives_up_in_the_rep
         await waiting(limiter, 1)
         await anyio.sleep(0.05)  # closed at 50 ms
     assert len(refused) == 1
-    assert recording.calls == [Call(0, 0), Call(0, 0, timeout_ns=50 * MILLISECOND)]
+    assert recording.calls == [Call(0, 0), Call(0, 0, give_up_after_ns=50 * MILLISECOND)]
     scenario = Scenario(
         "replay", Fifo(), rate=10, burst=1, seconds=1, workloads=[Workload("w", 0, NoArrivals(0))]
     )
@@ -1425,10 +1427,20 @@ async def test_a_recording_replays_as_the_live_run_went(
         workloads=[Workload("w0", 0, NoArrivals(0)), Workload("w1", 1, NoArrivals(0))],
     )
     for stats, replayed in zip(live, replay(scenario, recording.calls).workloads, strict=True):
-        assert (replayed.granted, replayed.rejected, replayed.too_long) == (
+        # (a caller granted and cancelled before it ran is refunded live,
+        # and gives up at its grant in the replay)
+        assert (
+            replayed.granted,
+            replayed.rejected,
+            replayed.too_long,
+            replayed.expired,
+            replayed.cancelled,
+        ) == (
             stats.granted - stats.refunded,
             stats.rejected,
             stats.too_long,
+            stats.expired,
+            stats.cancelled + stats.refunded,
         )
         if not stats.refunded:  # (the live figure counts the wait of a permit handed back)
             assert replayed.wait_max_ns == (stats.wait_max_ns if stats.granted else None)
@@ -1458,7 +1470,7 @@ async def test_a_replaced_recording_still_learns_how_its_calls_ended(
         later = [limiter.record() for _ in range(replaced)]
         await anyio.sleep(0.05)
         await limiter.acquire()  # granted at 100 ms
-    assert first.calls == [Call(0, 0), Call(0, 0, timeout_ns=70 * MILLISECOND)]
+    assert first.calls == [Call(0, 0), Call(0, 0, give_up_after_ns=70 * MILLISECOND)]
     assert [r.calls for r in later] == [[]] * (replaced - 1) + [[Call(50 * MILLISECOND, 0)]]
 
 

@@ -173,7 +173,7 @@ BAD = [
     (
         GOOD.replace("size = 1000", "sise = 1000"),
         "scenario[0].workload[1].sise=1000: unknown key (expected one of: arrivals, at, "
-        "cost, expire_after, fair, flow, heaviest, level, max_wait, name, published, size, "
+        "cost, fair, flow, give_up_after, heaviest, level, max_wait, name, published, size, "
         "tenants, timeout, zipf)",
     ),
     (  # not "size=1000: unknown key": the arrivals that take it are what is missing
@@ -182,7 +182,11 @@ BAD = [
     ),
     (  # the key's former name
         GOOD.replace("size = 1000", "size = 1000\ndeadline = 3"),
-        "scenario[0].workload[1].deadline=3: renamed: write expire_after = ... "
+        "scenario[0].workload[1].deadline=3: renamed: write timeout = ... (seconds after arrival)",
+    ),
+    (  # the other former name of the same
+        GOOD.replace("size = 1000", "size = 1000\nexpire_after = 3"),
+        "scenario[0].workload[1].expire_after=3: renamed: write timeout = ... "
         "(seconds after arrival)",
     ),
     (
@@ -1160,7 +1164,7 @@ def test_compare_judges_tenants_and_any_limits_share(
             '    "chat median tenant p99 <= 10 s",\n'
             '    "chat tenants starved <= 0",',
         )
-        .replace("timeout = 30", "timeout = 30\ntenants = 20")
+        .replace("give_up_after = 30", "give_up_after = 30\ntenants = 20")
     )
     _, out, _ = run(capsys, "compare", str(path), "--policy", "strict", "--policy", "fifo")
     table = out.split("\nrequirements\n")[1].split("\n\n")[0].splitlines()

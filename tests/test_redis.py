@@ -784,7 +784,8 @@ async def test_a_recording_keeps_the_cost_of_every_limit(
     path = tmp_path / "trace.csv"
     recording.write(path)
     with path.open(encoding="utf-8", newline="") as file:
-        assert file.readline() == "at,level,cost.requests,cost.tokens,flow,timeout,max_wait\n"
+        header = "at,level,cost.requests,cost.tokens,flow,timeout,max_wait,give_up_after\n"
+        assert file.readline() == header
     with path.open(encoding="utf-8", newline="") as file:
         calls = [c._replace(at_ns=0, line=0) for c in read_trace(file, limits=limits)]
     assert calls == [
@@ -805,10 +806,10 @@ async def test_a_recorded_caller_granted_and_cancelled_before_it_ran_gives_up(
         recording = limiter.record()
         await limiter.acquire()  # the bucket's only permit: the next in 0.5 s
         await cancelled_at_its_grant_then_another(limiter)
-    waited = recording.calls[1].timeout_ns
+    waited = recording.calls[1].give_up_after_ns
     assert waited is not None
     assert 0.3 * SECOND < waited < 5 * SECOND, waited
-    assert recording.calls[2].timeout_ns is None
+    assert recording.calls[2].give_up_after_ns is None
 
 
 @pytest.mark.anyio
@@ -1711,7 +1712,7 @@ async def test_a_recorded_caller_failed_in_an_outage_gives_up_then(own_server: R
                 await limiter.acquire()
         finally:
             own_server.resume()
-    waited = recording.calls[1].timeout_ns
+    waited = recording.calls[1].give_up_after_ns
     assert waited is not None
     assert 0.3 * SECOND <= waited < 2 * SECOND, waited
 

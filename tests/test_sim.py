@@ -172,8 +172,8 @@ def test_deterministic() -> None:
         seconds=20,
         seed=7,
         workloads=[
-            Workload("users", 0, Poisson(30), timeout=0.2),
-            Workload("jobs", 1, Poisson(40), expire_after=1.5),
+            Workload("users", 0, Poisson(30), give_up_after=0.2),
+            Workload("jobs", 1, Poisson(40), timeout=1.5),
         ],
     )
     assert simulate(scenario) == simulate(scenario)
@@ -205,9 +205,9 @@ def test_poisson_arrivals_too_rare_for_a_float_gap_arrive_past_the_run(rate: obj
     assert 10**300 < first < second  # ns: the exact gaps, about 1e309 each
 
 
-def test_timeouts_cancel_and_deadlines_expire() -> None:
+def test_give_ups_cancel_and_timeouts_expire() -> None:
     """Behind a FIFO batch of 100 at 10/s, a caller waits about 10 s: those
-    with a 1 s timeout all give up, those that expire 2 s after arrival all expire."""
+    that give up after 1 s all cancel, those with a 2 s timeout all expire."""
     scenario = Scenario(
         "patience",
         Fifo(3),
@@ -215,8 +215,8 @@ def test_timeouts_cancel_and_deadlines_expire() -> None:
         seconds=8,
         workloads=[
             Workload("batch", 2, Batch(100)),
-            Workload("impatient", 0, Constant(2, start=0.05), timeout=1),
-            Workload("bounded", 1, Constant(2, start=0.05), expire_after=2),
+            Workload("impatient", 0, Constant(2, start=0.05), give_up_after=1),
+            Workload("bounded", 1, Constant(2, start=0.05), timeout=2),
         ],
     )
     result = simulate(scenario)
@@ -236,11 +236,11 @@ def test_a_caller_behind_one_that_gives_up_is_granted_when_it_gives_up() -> None
     while ``b`` still stood before it; so also in a replay of the same calls."""
     workloads = [
         Workload("a", 0, Batch(1), cost=3),
-        Workload("b", 0, Batch(1), cost=3, timeout=1.5),
+        Workload("b", 0, Batch(1), cost=3, give_up_after=1.5),
         Workload("c", 0, Batch(1)),
     ]
     scenario = Scenario("gives up", Fifo(1), 1, 10, workloads, burst=3)
-    calls = [Call(0, 0, cost=3), Call(0, 0, cost=3, timeout_ns=3 * SECOND // 2), Call(0, 0)]
+    calls = [Call(0, 0, cost=3), Call(0, 0, cost=3, give_up_after_ns=3 * SECOND // 2), Call(0, 0)]
     got = simulate(scenario)["c"]
     assert (got.granted, got.wait_max_ns, got.cleared_at_ns) == (1, 1_500_000_000, 1_500_000_000)
     replayed = replay(scenario, calls)["a"]  # a replay's calls of level 0 count as "a"
@@ -357,6 +357,7 @@ def test_scaled_keeps_counts_and_divides_waits() -> None:
         (lambda: Workload("", 0, Batch(1)), "name"),
         (lambda: Workload("w", -1, Batch(1)), "level"),
         (lambda: Workload("w", 0, Batch(1), timeout=0), "timeout"),
+        (lambda: Workload("w", 0, Batch(1), give_up_after=0), "give_up_after"),
         (lambda: Scenario("s", Fifo(2), 0, 10, [Workload("w", 0, Batch(1))]), "rate"),
         (lambda: Scenario("s", Fifo(2), 10, 0, [Workload("w", 0, Batch(1))]), "seconds"),
         (lambda: Scenario("s", Fifo(2), 10, 1, []), "workloads"),
@@ -413,8 +414,8 @@ def workloads_of(
         name=st.just("w"),
         level=st.integers(0, 2),
         arrivals=arrivals,
-        timeout=st.sampled_from([None, 0.05, 0.4]),
-        expire_after=st.sampled_from([None, 0.1, 0.7]),
+        give_up_after=st.sampled_from([None, 0.05, 0.4]),
+        timeout=st.sampled_from([None, 0.1, 0.7]),
         **more,
     )
 
@@ -447,8 +448,9 @@ def test_any_scenario_is_accounted_for_and_within_the_limit(
     for w, load in zip(result.workloads, loads, strict=True):
         assert sum(w.timeline) == w.granted
         assert sum(count for _, count in w.waits_ns) == w.granted
-        if load.timeout is not None and w.wait_max_ns is not None:
-            assert w.wait_max_ns <= Fraction(load.timeout) * SECOND
+        for patience in (load.timeout, load.give_up_after):
+            if patience is not None and w.wait_max_ns is not None:
+                assert w.wait_max_ns <= Fraction(patience) * SECOND
     assert simulate(scenario) == result
 
 
@@ -660,7 +662,7 @@ patient_workloads = workloads_of(
     seed=0,
     loads=[
         (Workload("w", 0, Batch(12)), 1, None),
-        (Workload("w", 1, Constant(1, start=0.5), timeout=0.4, expire_after=0.1), 1, None),
+        (Workload("w", 1, Constant(1, start=0.5), give_up_after=0.4, timeout=0.1), 1, None),
     ],
     varied=False,
     two_limits=False,
@@ -795,9 +797,9 @@ def naive_figures(scenario: Scenario) -> list[dict[str, Any]]:
             workload = scenario.workloads[w]
             id = len(callers)
             callers.append({"w": w, "cost": cost, "flow": flow, "end": None})
-            if workload.timeout is not None:
-                gives_up[id] = t + seconds_ns(workload.timeout)
-            deadline = workload.expire_after
+            if workload.give_up_after is not None:
+                gives_up[id] = t + seconds_ns(workload.give_up_after)
+            deadline = workload.timeout
             longest = workload.max_wait
             decide(
                 machine.push(
@@ -865,7 +867,7 @@ def near(got: int | None, exact: int | None) -> bool:
     seed=0,
     loads=[
         (Workload("w", 0, Batch(1)), 4, None),
-        (Workload("w", 0, Batch(1), timeout=0.4), 4, None),
+        (Workload("w", 0, Batch(1), give_up_after=0.4), 4, None),
         (Workload("w", 0, Batch(1)), 1, None),
     ],
     two_limits=False,

@@ -8,6 +8,7 @@ import itertools
 import json
 import sys
 from collections.abc import Iterator, Mapping
+from decimal import Decimal
 from fractions import Fraction
 from pathlib import Path
 from typing import Any
@@ -38,6 +39,7 @@ from permits.sim import (
     Workload,
     arrivals,
     compare,
+    nanoseconds,
     read_trace,
     replay,
     simulate,
@@ -127,7 +129,7 @@ def test_a_json_lines_flow_that_is_a_number_is_the_tenant_its_digits_name() -> N
         (  # a CSV header: not the JSON lines' advice, '"cost": {"<limit>": <units>}'
             "at,level,cost.\n",
             "line 1: cost.: unknown column (expected some of: at, level, cost, flow, timeout, "
-            "max_wait, cost.<limit>); name the limit after the dot, as cost.tokens",
+            "max_wait, give_up_after, cost.<limit>); name the limit after the dot, as cost.tokens",
         ),
         ('{"at": 0, "level": 0, "cost": {"tokens": -1}}', "line 1: cost.tokens=-1: must be at"),
         ('{"at": 0, "level": 0, "cost": {"tokens": 2.5}}', "line 1: cost.tokens=2.5: expected"),
@@ -308,7 +310,7 @@ def test_replaying_a_scenarios_own_arrivals_is_its_simulation(scenario: Scenario
     assert got.waits_equal if False else True
 
 
-def test_replay_with_timeouts_and_deadlines_is_the_simulation() -> None:
+def test_replay_with_give_ups_and_timeouts_is_the_simulation() -> None:
     scenario = Scenario(
         "mixed",
         StrictPriority(3),
@@ -318,12 +320,12 @@ def test_replay_with_timeouts_and_deadlines_is_the_simulation() -> None:
         seed=3,
         max_waiting=(None, 50, 500),
         workloads=[
-            Workload("users", 0, Poisson(20), timeout=0.5),
-            Workload("api", 1, Poisson(25), timeout=2),
-            Workload("jobs", 2, Batch(800), expire_after=10),
+            Workload("users", 0, Poisson(20), give_up_after=0.5),
+            Workload("api", 1, Poisson(25), give_up_after=2),
+            Workload("jobs", 2, Batch(800), timeout=10),
         ],
     )
-    # The workloads' timeouts and deadlines apply to their level's calls.
+    # The workloads' give-ups and timeouts apply to their level's calls.
     want = simulate(scenario)
     assert min(want["api"].cancelled, want["api"].rejected, want["jobs"].expired) > 0
     got = replay(scenario, own_trace(scenario))
@@ -349,7 +351,7 @@ def test_a_calls_own_timeout_comes_first_and_costs_count_as_units() -> None:
     )
     calls = [
         *(Call(0, 1, cost=4) for _ in range(30)),
-        Call(SECOND, 1, timeout_ns=SECOND // 100),  # gives up long before its turn
+        Call(SECOND, 1, timeout_ns=SECOND // 100),  # expires long before its turn
         Call(2 * SECOND, 0),  # overtakes the export's waiting head
     ]
     result = replay(scenario, calls)
@@ -358,12 +360,12 @@ def test_a_calls_own_timeout_comes_first_and_costs_count_as_units() -> None:
     assert users.wait_max_ns == SECOND // 10  # one unit, after the export took four at 2 s
     # 10 s at 10 units/s and 4 in the bucket at the start: 104 units, one to
     # the user, 25 calls of 4 to the export (the 26th lacks one unit)
-    assert (export.offered, export.cancelled, export.granted, export.units) == (31, 1, 25, 100)
+    assert (export.offered, export.expired, export.granted, export.units) == (31, 1, 25, 100)
     assert export.share == 100 / 101
 
 
-def test_a_call_of_timeout_0_not_granted_gives_up_before_the_next_arrives() -> None:
-    """A row of timeout 0 (a try_acquire) that finds no permit gives up at
+def test_a_call_of_timeout_0_not_granted_expires_before_the_next_arrives() -> None:
+    """A row of timeout 0 (a try_acquire) that finds no permit expires at
     once, as the live limiter's does: the rows of the same time after it
     is not refused for it (its level's one place, its ``max_wait``). It
     stayed queued until the next turn, and the row after it was refused."""
@@ -379,7 +381,7 @@ def test_a_call_of_timeout_0_not_granted_gives_up_before_the_next_arrives() -> N
     trace = "at,level,timeout,max_wait\n0.012,0,,\n0.012,0,0,\n0.012,0,,0.1\n"
     result = replay(scenario, read_trace(trace.splitlines(keepends=True)))
     w = result["w"]
-    assert (w.granted, w.cancelled, w.rejected, w.wait_max_ns) == (2, 1, 0, SECOND // 10)
+    assert (w.granted, w.expired, w.rejected, w.wait_max_ns) == (2, 1, 0, SECOND // 10)
 
 
 def test_a_replay_reads_no_further_than_the_run() -> None:
@@ -530,17 +532,28 @@ def test_any_scenario_replayed_from_its_own_arrivals_is_its_simulation(
     gives its simulation, exactly; with each call carrying its workload's
     timeout itself (``own_timeouts``) too."""
     workloads = [
-        Workload(f"w{level}", level, arrivals, timeout=timeout, expire_after=deadline)
-        for level, (arrivals, timeout, deadline) in enumerate(loads)
+        Workload(f"w{level}", level, arrivals, timeout=timeout, give_up_after=give_up)
+        for level, (arrivals, give_up, timeout) in enumerate(loads)
     ]
     scenario = Scenario("any", policy, rate, 2, workloads, burst=burst, seed=seed)
     want = simulate(scenario)
     calls = own_trace(scenario)
     if own_timeouts:
-        timeouts = [None if w.timeout is None else round(w.timeout * SECOND) for w in workloads]
-        calls = (c._replace(timeout_ns=timeouts[c.level]) for c in list(calls))
+
+        def ns(seconds: float | Fraction | Decimal | None) -> int | None:  # as the simulator
+
+            return None if seconds is None else nanoseconds("seconds", seconds)
+
+        calls = (
+            c._replace(
+                timeout_ns=ns(workloads[c.level].timeout),
+                give_up_after_ns=ns(workloads[c.level].give_up_after),
+            )
+            for c in list(calls)
+        )
         scenario = attrs.evolve(
-            scenario, workloads=[attrs.evolve(w, timeout=None) for w in workloads]
+            scenario,
+            workloads=[attrs.evolve(w, timeout=None, give_up_after=None) for w in workloads],
         )
     got = replay(scenario, calls)
     mine, others = got.workloads[: len(loads)], got.workloads[len(loads) :]
@@ -735,7 +748,7 @@ def test_levels_and_costs_of_an_int_enum_are_written_as_numbers() -> None:
 
     calls = [Call(0, Priority.LOW, Priority.LOW), Call(1, Priority.HIGH, {"tokens": Priority.LOW})]
     lines = list(trace_lines(calls, ["requests", "tokens"]))
-    assert lines[1:] == ["0,1,1,1,,,\n", "0.000000001,0,0,1,,,\n"]
+    assert lines[1:] == ["0,1,1,1,,,,\n", "0.000000001,0,0,1,,,,\n"]
     assert [c._replace(line=0) for c in read_trace(lines)] == [
         Call(0, 1, {"requests": 1, "tokens": 1}),
         Call(1, 0, {"requests": 0, "tokens": 1}),
@@ -780,8 +793,8 @@ def test_written_costs_per_limit_read_back_as_they_were(
         calls.append(Call(at, level, cost, flow))
     lines = list(trace_lines(calls, limits))
     header = next(csv.reader(lines[:1]))
-    assert header == ["at", "level", *(f"cost.{name}" for name in limits), *header[-3:]]
-    assert header[-3:] == ["flow", "timeout", "max_wait"]
+    assert header == ["at", "level", *(f"cost.{name}" for name in limits), *header[-4:]]
+    assert header[-4:] == ["flow", "timeout", "max_wait", "give_up_after"]
     back = list(read_trace(lines))
     assert [(c.at_ns, c.level, c.flow) for c in back] == [
         (c.at_ns, c.level, None if c.flow is None else str(c.flow)) for c in calls

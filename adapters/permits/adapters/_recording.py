@@ -77,11 +77,12 @@ class Recording:
     def gave_up(self, id: int, now: int) -> None:
         """The waiting call ``id`` stopped waiting at ``now`` (cancelled; or
         granted then, and cancelled before it ran): in a replay it gives up
-        after as long as it waited."""
+        after as long as it waited (``give_up_after``)."""
         index = self._waiting.pop(id, None)
         if index is not None:
             call = self.calls[index]
-            self.calls[index] = call._replace(timeout_ns=now - self.start_ns - call.at_ns)
+            waited = now - self.start_ns - call.at_ns
+            self.calls[index] = call._replace(give_up_after_ns=waited)
         elif self._previous is not None:
             self._previous.gave_up(id, now)
             self._forget_previous()

@@ -3,10 +3,10 @@
 The same scenario :func:`permits.sim.simulate` runs in virtual time, played
 against a real :class:`~permits.adapters.asyncio.Limiter`: each caller is a
 task that arrives at its time and calls ``acquire``; a workload's
-``timeout`` is ``asyncio.wait_for`` around it (the caller gives up: the core
-counts it cancelled), its ``expire_after`` is ``acquire(timeout=...)`` (the core
-expires it), its ``max_wait`` is ``acquire(max_wait=...)`` (refused: counted
-as too long). What each caller got is counted by the
+``timeout`` is ``acquire(timeout=...)`` (the core expires it), its
+``give_up_after`` is ``asyncio.wait_for`` around it (the caller gives up:
+the core counts it cancelled), its ``max_wait`` is ``acquire(max_wait=...)``
+(refused: counted as too long). What each caller got is counted by the
 simulator's own :class:`~permits.sim.Tally`, so the two results read alike
 and can be set side by side (``permits demo``).
 """
@@ -46,17 +46,17 @@ async def run(scenario: Scenario) -> Result:
 
         async def caller(w: int, at: int) -> None:
             workload = scenario.workloads[w]
-            expire = None if workload.expire_after is None else float(workload.expire_after)
+            expire = None if workload.timeout is None else float(workload.timeout)
             limit = None if workload.max_wait is None else float(workload.max_wait)
             # Those queued at time zero arrived at zero: the clock starts
             # once they are all in the queue (see below).
             arrived = 0 if at == 0 else elapsed()
             try:
                 acquire = limiter.acquire(workload.level, timeout=expire, max_wait=limit)
-                if workload.timeout is None:
+                if workload.give_up_after is None:
                     await acquire
                 else:
-                    await asyncio.wait_for(acquire, float(workload.timeout))
+                    await asyncio.wait_for(acquire, float(workload.give_up_after))
             except AcquireTimeout:
                 tally.on_leave(w, elapsed(), State.EXPIRED)
             except asyncio.TimeoutError:

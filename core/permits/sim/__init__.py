@@ -2,7 +2,7 @@
 
 Describe who arrives when (:class:`Workload` s of :class:`Batch`,
 :class:`Constant` or :class:`Poisson` arrivals, each with an optional
-``timeout``, ``expire_after`` and ``max_wait``), under which limit and policy
+``timeout``, ``give_up_after`` and ``max_wait``), under which limit and policy
 (:class:`Scenario`), and :func:`simulate` reports what each workload got
 (:class:`Result`). It runs the same :class:`~permits.core.Machine` the
 adapters drive, so what it shows is what the limiter does, minus the event

@@ -26,8 +26,8 @@ The shape, in TOML::
     arrivals = "constant"        # "batch", "constant" or "poisson"
     rate = 20                    # constant and poisson: arrivals per second
     start = 0.005                # optional; also stop = ...
-    timeout = 1.5                # optional: the caller gives up (cancels)
-    expire_after = 3             # optional: seconds after which the core expires the caller
+    timeout = 3                  # optional: seconds after which the limiter expires the caller
+    give_up_after = 1.5          # optional: seconds after which the caller gives up (cancels)
     max_wait = 0.5               # optional: refused at once if the wait would be longer
 
     [[scenario.workload]]
@@ -243,10 +243,10 @@ _ARRIVALS: dict[str, type[Batch] | type[Constant] | type[Poisson]] = {
 #: ``arrivals`` is what is missing).
 _ANY_ARRIVAL = {key for required, optional in _ARRIVAL_KEYS.values() for key in required | optional}
 _WORKLOAD_KEYS = {"name", "level", "arrivals"}
-_WORKLOAD_OPTIONAL = {"timeout", "expire_after", "max_wait", "published", "cost", "flow", "fair"}
+_WORKLOAD_OPTIONAL = {"timeout", "give_up_after", "max_wait", "published", "cost", "flow", "fair"}
 _TENANT_KEYS = {"tenants", "zipf", "heaviest"}
 #: Keys a workload once had, and what they are called now.
-_RENAMED = {"deadline": "expire_after"}
+_RENAMED = {"deadline": "timeout", "expire_after": "timeout"}
 _DRAWS = {"uniform", "choice"}
 
 
@@ -319,7 +319,7 @@ def _workload(path: str, value: object) -> Workload:
             table["level"],
             arrivals,
             timeout=table.get("timeout"),
-            expire_after=table.get("expire_after"),
+            give_up_after=table.get("give_up_after"),
             max_wait=table.get("max_wait"),
             published=published,
             cost=cost,

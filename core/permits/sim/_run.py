@@ -516,11 +516,12 @@ def simulate(scenario: Scenario, *, max_arrivals: int | None = MAX_ARRIVALS) -> 
     (:func:`check_arrivals`) before it starts.
 
     Deterministic: the same scenario gives the same result. Events at the
-    same time happen in this order: callers whose timeout ran out cancel,
-    then the machine ticks (deadlines reached, then permits due), then new
-    callers arrive (each push ticks first, as the core's push does); a
-    caller of timeout 0 not granted on arrival gives up then, before the
-    next arrives (as a try_acquire that finds no permit does).
+    same time happen in this order: callers who give up cancel, then those
+    whose timeout ran out expire (as the core expires a deadline in a
+    tick), then the machine grants the permits due, then new callers arrive
+    (each push ticks first, as the core's push does); a caller of timeout 0
+    not granted on arrival expires then, before the next arrives (as a
+    try_acquire that finds no permit does).
     """
     check_arrivals(scenario, max_arrivals)
     duration = nanoseconds("seconds", scenario.seconds)
@@ -528,11 +529,14 @@ def simulate(scenario: Scenario, *, max_arrivals: int | None = MAX_ARRIVALS) -> 
 
 
 #: An arrival, shaped as a trace's :class:`~permits.sim.Call`: (time,
-#: workload index, cost, flow, give up after, its line in a trace (0: none),
-#: the longest wait it asks at all; ns). ``None`` for give up after or the
-#: longest wait: its workload's. The cost is units of every limit (an ``int``)
-#: or per limit, in order (a trace's mapping by name: as its ``admit`` makes it).
-_Arrival = tuple[int, int, "int | tuple[int, ...]", Hashable, "int | None", int, "int | None"]
+#: workload index, cost, flow, timeout, its line in a trace (0: none),
+#: the longest wait it asks at all, when it gives up; ns). ``None`` for the
+#: timeout, the longest wait or the give-up: its workload's. The cost is
+#: units of every limit (an ``int``) or per limit, in order (a trace's
+#: mapping by name: as its ``admit`` makes it).
+_Arrival = tuple[
+    int, int, "int | tuple[int, ...]", Hashable, "int | None", int, "int | None", "int | None"
+]
 
 #: A trace's check of an arrival the loop cannot take as it is (a workload
 #: index past the last, or a cost other than one unit): its cost as an
@@ -541,13 +545,10 @@ _Arrival = tuple[int, int, "int | tuple[int, ...]", Hashable, "int | None", int,
 _Admit = Callable[[int, int, Any], "int | tuple[int, ...]"]
 
 
-def patience(workload: Workload) -> tuple[int | None, int | None]:
-    """A workload's ``timeout`` and ``max_wait`` in nanoseconds (``None``: none)."""
-    timeout, limit = workload.timeout, workload.max_wait
-    return (
-        None if timeout is None else nanoseconds("timeout", timeout),
-        None if limit is None else nanoseconds("max_wait", limit),
-    )
+def _ns(workload: Workload, field: str) -> int | None:
+    """A workload's ``field`` (seconds) in nanoseconds (``None``: none)."""
+    seconds = getattr(workload, field)
+    return None if seconds is None else nanoseconds(field, seconds)
 
 
 def _generated(scenario: Scenario, duration: int) -> Iterator[_Arrival]:
@@ -573,10 +574,10 @@ def _generated(scenario: Scenario, duration: int) -> Iterator[_Arrival]:
         t, w = heads[0]
         drawn = callers[w]
         if drawn is None:
-            yield t, w, 1, None, None, 0, None
+            yield t, w, 1, None, None, 0, None, None
         else:
             cost, flow = next(drawn)
-            yield t, w, cost, flow, None, 0, None
+            yield t, w, cost, flow, None, 0, None, None
         following = next(streams[w], duration)
         if following < duration:
             heapreplace(heads, (following, w))
@@ -603,15 +604,12 @@ def _run(
     tally = Tally(scenario, duration)
     workloads = scenario.workloads
     count = len(workloads)
-    deadlines = [
-        None if wl.expire_after is None else nanoseconds("expire_after", wl.expire_after)
-        for wl in workloads
-    ]
     levels = [wl.level for wl in workloads]
     fair = [wl.fair for wl in workloads]
-    patiences = [patience(wl) for wl in workloads]  # an arrival's, unless it has its own
-    timeouts = [timeout for timeout, _ in patiences]
-    max_waits = [limit for _, limit in patiences]
+    # An arrival's timeout and max_wait, unless it has its own; its give-up.
+    timeouts = [_ns(wl, "timeout") for wl in workloads]
+    max_waits = [_ns(wl, "max_wait") for wl in workloads]
+    give_ups = [_ns(wl, "give_up_after") for wl in workloads]
     limits = scenario.named_limits
     names = tuple(limits)
     # A run never refunds or settles a permit: the machine need keep no
@@ -632,7 +630,11 @@ def _run(
     heappop, heappush = heapq.heappop, heapq.heappush
     offered, rejected = tally.offered, tally.rejected
     too_long = tally.too_long
-    pending: list[tuple[int, int]] = []  # (give-up time, id), a heap
+    # (time, kind, id), a heap: at each time, the callers who give up (kind
+    # 0: cancelled), then those whose timeout ran out (kind 1: expired, as
+    # the core expires a deadline reached). (The machine's own deadlines
+    # would decide alike; these cost less.)
+    pending: list[tuple[int, int, int]] = []
     never = duration  # no event at or after the end counts
     upcoming = next(source, None)
     upcoming_at = never if upcoming is None else upcoming[0]
@@ -678,14 +680,15 @@ def _run(
                         rejected[w] += 1
                     left_at[w] = at
 
-    def give_up(id: int, t: int) -> bool:
-        """The waiting caller ``id`` gives up at ``t``: withdrawn and
-        counted as cancelled (``False``: it no longer waited)."""
+    def give_up(id: int, t: int, kind: int) -> bool:
+        """The waiting caller ``id`` leaves at ``t``: withdrawn and counted
+        as cancelled (``kind`` 0) or expired (1) (``False``: it no longer
+        waited)."""
         if not cancel(id):
             return False
         costs.pop(id, None)
         del tenants[id]
-        on_leave(id % count, t, State.CANCELLED)
+        on_leave(id % count, t, State.CANCELLED if kind == 0 else _EXPIRED)
         return True
 
     # The machine's next tick, asked again after a turn unless nothing
@@ -700,26 +703,26 @@ def _run(
         t = never if due is None else due
         if upcoming_at < t:
             t = upcoming_at
-        gives_up = never  # the first give-up, from t on, of a caller still waiting
+        gives_up = never  # the first timeout or give-up, from t on, of one still waiting
         while pending:
-            gives_up, id = pending[0]
+            gives_up, _, id = pending[0]
             if gives_up >= t:
                 break
             if id in tenants:
                 t = gives_up
                 break
-            heappop(pending)  # granted or expired before it would give up
+            heappop(pending)  # granted or gone before it would leave
             gives_up = never
         if t >= never:
             break
         ask = due is None or varied  # whether to ask for the next tick after this turn
-        # Give-ups first: a caller whose patience runs out at t is not
-        # granted at t (as the core expires a deadline reached before it
-        # grants, and as a recorded acquire(timeout=...) was).
+        # Timeouts and give-ups first: a caller whose patience runs out at
+        # t is not granted at t (as the core expires a deadline reached
+        # before it grants, and as a recorded acquire(timeout=...) was).
         gave_up = False
         while gives_up == t and pending and pending[0][0] <= t:
-            id = heappop(pending)[1]
-            if id in tenants and give_up(id, t):
+            _, kind, id = heappop(pending)
+            if id in tenants and give_up(id, t, kind):
                 gave_up = True
         if gave_up:
             # One who gave up may have stood before a waiter whose units
@@ -732,23 +735,23 @@ def _run(
             decide(tick(t))
             ask = True
         while upcoming_at <= t:
-            _, w, cost, flow, timeout, line, limit = upcoming  # type: ignore[misc]
+            _, w, cost, flow, timeout, line, limit, give = upcoming  # type: ignore[misc]
             if admit is not None and (cost != 1 or not 0 <= w < count):
                 cost = admit(line, w, cost)
             if timeout is None:
                 timeout = timeouts[w]
             if limit is None:
                 limit = max_waits[w]
+            if give is None:
+                give = give_ups[w]
             offered[w] += 1
             id = serial * count + w
             serial += 1
-            deadline = deadlines[w]
-            if deadline is not None:
-                deadline += t
+            leaves = timeout is not None or give is not None  # may leave waiting
             if cost == 1 and flow is None:  # the core's quicker path
-                if timeout is not None:
+                if leaves:
                     tenants[id] = None
-                decisions = push(id, levels[w], t, deadline=deadline, max_wait_ns=limit)
+                decisions = push(id, levels[w], t, max_wait_ns=limit)
             else:
                 asked: int | dict[str, int] = 1  # its cost as the machine takes it
                 if cost != 1:
@@ -758,27 +761,31 @@ def _run(
                 if flow is not None:
                     tenant = tenant_ids[w].get(flow)
                     tenants[id] = new_tenant(w, flow) if tenant is None else tenant
-                elif timeout is not None:
+                elif leaves:
                     tenants[id] = None
                 decisions = push(
                     id,
                     levels[w],
                     t,
-                    deadline=deadline,
                     cost=asked,
                     flow=flow if fair[w] else None,
                     max_wait_ns=limit,
                 )
-            if decisions or deadline is not None:
+            if decisions:
                 ask = True
-                if decisions:
-                    decide(decisions)
-            if timeout is not None and id in tenants:  # not decided at once
-                if timeout:
-                    heappush(pending, (t + timeout, id))
-                else:  # gives up at once, as a try_acquire does: no later arrival sees it
-                    give_up(id, t)
+                decide(decisions)
+            if leaves and id in tenants:  # not decided at once
+                if give == 0:  # gave up at once (a trace's call cancelled as it came)
+                    give_up(id, t, 0)
                     ask = True
+                elif give is not None:
+                    heappush(pending, (t + give, 0, id))
+                if timeout == 0 and id in tenants:
+                    # expires at once, as a try_acquire does: no later arrival sees it
+                    give_up(id, t, 1)
+                    ask = True
+                elif timeout is not None:
+                    heappush(pending, (t + timeout, 1, id))
             upcoming = next(source, None)
             upcoming_at = never if upcoming is None else upcoming[0]
         if ask:

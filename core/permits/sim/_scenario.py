@@ -461,12 +461,14 @@ class Published:
 class Workload:
     """One class of callers: its ``level``, its arrivals, and how patient it is.
 
-    :param timeout: seconds after which a caller still waiting gives up (it
-        cancels: counted as ``cancelled``); ``None`` for never.
-    :param expire_after: seconds after its arrival at which the core
-        expires a caller still waiting (counted as ``expired``); ``None``
-        for never. (Relative, in seconds; the core's ``push(deadline=...)``
-        is the absolute time in nanoseconds it becomes.)
+    :param timeout: seconds after its arrival at which the limiter expires
+        a caller still waiting, as ``acquire(timeout=...)`` does (counted
+        as ``expired``; the core's ``push(deadline=...)`` is the absolute
+        time in nanoseconds it becomes); ``None`` for never.
+    :param give_up_after: seconds after its arrival at which a caller still
+        waiting gives up on its own: it cancels (its task cancelled, an
+        ``asyncio.wait_for`` around the acquire), counted as
+        ``cancelled``; ``None`` for never.
     :param cost: what each caller asks for: an ``int`` (that many units of
         every limit), a :class:`Uniform` or :class:`Choice` drawn for each
         caller, or a mapping from limit names to those (the limits it does
@@ -488,7 +490,6 @@ class Workload:
     level: int = attrs.field(validator=_int(0))
     arrivals: Arrivals = attrs.field()
     timeout: Seconds | None = attrs.field(default=None, validator=_optional_seconds)
-    expire_after: Seconds | None = attrs.field(default=None, validator=_optional_seconds)
     published: Published | None = attrs.field(default=None, eq=False)
     cost: _Costs = attrs.field(default=1, converter=_cost_value, kw_only=True)
     flow: str | None = attrs.field(default=None, kw_only=True)
@@ -496,6 +497,9 @@ class Workload:
     fair: bool = attrs.field(default=True, kw_only=True)
     max_wait: Seconds | None = attrs.field(
         default=None, validator=attrs.validators.optional(_seconds), kw_only=True
+    )
+    give_up_after: Seconds | None = attrs.field(
+        default=None, validator=_optional_seconds, kw_only=True
     )
 
     @fair.validator
@@ -597,13 +601,13 @@ class Workload:
     def scaled(self, factor: Fraction) -> Workload:
         """The same workload ``factor`` times faster (see
         :meth:`Scenario.scaled`): its arrivals scaled, its ``timeout``,
-        ``expire_after`` and ``max_wait`` divided by ``factor``; published
+        ``give_up_after`` and ``max_wait`` divided by ``factor``; published
         figures dropped."""
         return attrs.evolve(
             self,
             arrivals=self.arrivals.scaled(factor),
             timeout=_scaled(self.timeout, factor),
-            expire_after=_scaled(self.expire_after, factor),
+            give_up_after=_scaled(self.give_up_after, factor),
             max_wait=_scaled(self.max_wait, factor),
             published=None,
         )

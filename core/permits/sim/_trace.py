@@ -4,9 +4,11 @@ A trace is CSV with a header row, or JSON lines (one object a line); its
 columns: ``at`` (seconds from the start, in time order) and ``level``, and
 optionally ``cost`` (units of every limit, default 1), ``flow`` (a tenant's
 name; a whole number in JSON lines is its digits, as in CSV), ``timeout``
-(seconds after which the caller gave up) and ``max_wait`` (seconds: the
-caller asked with ``acquire(max_wait=...)``, and is refused if the limiter
-estimates a longer wait). A cost per
+(seconds after which the limiter expires the caller still waiting: it
+asked with ``acquire(timeout=...)``), ``max_wait`` (seconds: the caller
+asked with ``acquire(max_wait=...)``, and is refused if the limiter
+estimates a longer wait) and ``give_up_after`` (seconds after which the
+caller gave up on its own, still waiting: it was cancelled). A cost per
 limit, as the core's mapping costs: in CSV a column ``cost.<limit>`` for
 each limit named (in place of ``cost``; an empty cell: 0), in JSON lines
 ``"cost": {"tokens": 1500}`` (a limit not named: 0). Reading the file is
@@ -38,7 +40,7 @@ __all__ = ["COLUMNS", "Call", "TraceError", "read_trace", "replay", "traced"]
 
 #: A trace's columns: the first two required, the rest optional. In CSV,
 #: ``cost.<limit>`` columns may stand in place of ``cost``.
-COLUMNS = ("at", "level", "cost", "flow", "timeout", "max_wait")
+COLUMNS = ("at", "level", "cost", "flow", "timeout", "max_wait", "give_up_after")
 _REQUIRED = {"at", "level"}
 _PER_LIMIT = "cost."
 _BILLION = Decimal(1_000_000_000)
@@ -70,7 +72,8 @@ class TraceError(PermitValueError):
 
 class Call(NamedTuple):
     """One recorded request, its times in the core's nanoseconds (a trace's
-    row, whose columns ``at``, ``timeout`` and ``max_wait`` are seconds,
+    row, whose columns ``at``, ``timeout``, ``max_wait`` and
+    ``give_up_after`` are seconds,
     read exactly). (A named tuple: a trace of millions of rows makes
     millions of them.)"""
 
@@ -80,7 +83,8 @@ class Call(NamedTuple):
     #: Units of every limit, or units per limit by name (a limit not named: 0).
     cost: int | Mapping[str, int] = 1
     flow: Hashable = None
-    #: After how many nanoseconds it gave up; ``None``: it waited as long as it took.
+    #: After how many nanoseconds the limiter expires it, still waiting
+    #: (``acquire(timeout=...)``); ``None``: it waits as long as it takes.
     timeout_ns: int | None = None
     #: Its line in the trace (for errors); 0 for a call made otherwise.
     line: int = 0
@@ -88,6 +92,9 @@ class Call(NamedTuple):
     #: (``acquire(max_wait=...)``): refused on arrival if the limiter
     #: estimates a longer one; ``None``: any.
     max_wait_ns: int | None = None
+    #: After how many nanoseconds it gave up on its own, still waiting
+    #: (cancelled); ``None``: it did not.
+    give_up_after_ns: int | None = None
 
 
 def _ns(line: int, field: str, value: object) -> int:
@@ -112,7 +119,7 @@ def _ns(line: int, field: str, value: object) -> int:
     return round(exact * _BILLION)
 
 
-#: The nanoseconds of the timeouts and max_waits read as text, by text: a
+#: The nanoseconds of the timeouts, max_waits and give-ups read as text, by text: a
 #: trace repeats a few (a level's timeout, say) row after row. At most
 #: _WAITS_KEPT of them, then it starts again: memory, not behaviour.
 _WAITS: dict[str, int] = {}
@@ -120,7 +127,7 @@ _WAITS_KEPT = 1024
 
 
 def _wait_ns(line: int, field: str, value: object) -> int:
-    """A timeout or max_wait, as :func:`_ns` reads it (a text read before
+    """A timeout, max_wait or give_up_after, as :func:`_ns` reads it (a text read before
     is not read again)."""
     if value.__class__ is not str:
         return _ns(line, field, value)
@@ -161,6 +168,7 @@ def _call(
     flow: object,
     timeout: object,
     max_wait: object,
+    give_up: object,
     previous: int,
 ) -> Call:
     """The call of a row's cells (``None`` or ``""``: absent), checked; its
@@ -193,6 +201,7 @@ def _call(
             None if timeout is None or timeout == "" else _wait_ns(line, "timeout", timeout),
             line,
             None if max_wait is None or max_wait == "" else _wait_ns(line, "max_wait", max_wait),
+            None if give_up is None or give_up == "" else _wait_ns(line, "give_up_after", give_up),
         ),
     )
 
@@ -301,6 +310,7 @@ def _json_calls(numbered: Iterator[tuple[int, str]]) -> Iterator[Call]:
             flow,
             get("timeout"),
             get("max_wait"),
+            get("give_up_after"),
             previous,
         )
         previous = call.at_ns
@@ -350,8 +360,8 @@ def _csv_calls(
                 shown = ",".join(cells)[:60]
                 raise TraceError(line, "row", shown, f"{len(cells)} cells, the header has {width}")
             cells.append("")
-            at, level, cost, flow, timeout, max_wait = cells_of(cells)
-            call = _call(line, at, level, cost, flow, timeout, max_wait, previous)
+            at, level, cost, flow, timeout, max_wait, give_up = cells_of(cells)
+            call = _call(line, at, level, cost, flow, timeout, max_wait, give_up, previous)
             previous = call.at_ns
             yield call
     except csv.Error as error:
@@ -366,7 +376,7 @@ def _with_costs(
     of its own, so that a row with one cost pays nothing for it.)"""
 
     def cells_with_costs(cells: list[str]) -> tuple[object, ...]:
-        at, level, _, flow, timeout, max_wait = cells_of(cells)
+        at, level, _, flow, timeout, max_wait, give_up = cells_of(cells)
         return (
             at,
             level,
@@ -374,6 +384,7 @@ def _with_costs(
             flow,
             timeout,
             max_wait,
+            give_up,
         )
 
     return cells_with_costs
@@ -397,7 +408,7 @@ def trace_lines(calls: Iterable[Call], limits: Sequence[str] | None = None) -> I
     # alone (which read_trace's csv reads as the end of a line): a row with
     # one, in a flow or a limit's name, is written all quoted.
     quoted = csv.writer(row, lineterminator="\n", quoting=csv.QUOTE_ALL)
-    header = ["at", "level", *costs, "flow", "timeout", "max_wait"]
+    header = ["at", "level", *costs, "flow", "timeout", "max_wait", "give_up_after"]
     (quoted if any("\r" in cell for cell in header) else writer).writerow(header)
     yield row.getvalue()
     for call in calls:
@@ -406,8 +417,9 @@ def trace_lines(calls: Iterable[Call], limits: Sequence[str] | None = None) -> I
         flow = "" if call.flow is None else str(call.flow)
         timeout = "" if call.timeout_ns is None else _seconds(call.timeout_ns)
         limit = "" if call.max_wait_ns is None else _seconds(call.max_wait_ns)
+        give_up = "" if call.give_up_after_ns is None else _seconds(call.give_up_after_ns)
         units = _written_costs(call.cost, names)
-        cells = [_seconds(call.at_ns), int(call.level), *units, flow, timeout, limit]
+        cells = [_seconds(call.at_ns), int(call.level), *units, flow, timeout, limit, give_up]
         try:
             (quoted if "\r" in flow else writer).writerow(cells)
         except csv.Error as error:  # a NUL, before Python 3.11's csv
@@ -441,8 +453,9 @@ def _seconds(ns: int) -> str:
 def traced(scenario: Scenario) -> Scenario:
     """``scenario`` with one workload per level of its policy, for a trace's
     calls: each named after the scenario's first workload of that level (its
-    ``expire_after``, ``timeout`` and ``max_wait`` apply to the calls of its
-    level; a call's own ``timeout`` and ``max_wait`` come first), ``level N`` where it has none."""
+    ``timeout``, ``give_up_after`` and ``max_wait`` apply to the calls of
+    its level; a call's own ``timeout`` and ``max_wait`` come first),
+    ``level N`` where it has none."""
     first: dict[int, Workload] = {}
     for workload in scenario.workloads:
         first.setdefault(workload.level, workload)
