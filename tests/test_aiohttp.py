@@ -6,6 +6,7 @@ loaded machine cannot change."""
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
@@ -15,8 +16,11 @@ from http_upstream import Script, Upstream_, serve, serve_script
 
 from permits.adapters import asyncio as asyncio_adapter
 from permits.adapters import level, threads
+from permits.adapters import redis as redis_adapter
 from permits.aiohttp import PermitsMiddleware
 from permits.core import Fifo, Limit, PermitTypeError, PermitValueError, StrictPriority
+
+from redis_server import RedisServer
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -207,3 +211,21 @@ def test_a_streamed_body_is_sent_again_whole() -> None:
     with serve_script(script) as url:
         assert asyncio.run(main(url)) == 200
     assert script.bodies == [b"hello world", b"hello world"]
+
+
+def test_settle_on_a_redis_limiter_needs_its_settle_window(redis_server: RedisServer) -> None:
+    """As the httpx transports: the Redis limiter's settle window is checked,
+    not its ``refund_window`` (which its machine keeps): ``settle`` is
+    refused without one, and taken with ``refund_window=0``."""
+
+    async def main() -> None:
+        url, name = redis_server.url, f"test-aiohttp-{time.monotonic_ns()}"
+        async with redis_adapter.open_limiter(Fifo(), url, name=name, rate=1, burst=10) as limiter:
+            with pytest.raises(PermitValueError, match="settle_window"):
+                PermitsMiddleware(limiter, settle=lambda response, body: 3)
+        async with redis_adapter.open_limiter(
+            Fifo(), url, name=name + "-2", rate=1, burst=10, settle_window=60.0, refund_window=0.0
+        ) as limiter:
+            PermitsMiddleware(limiter, settle=lambda response, body: 3)
+
+    asyncio.run(main())

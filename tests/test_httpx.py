@@ -22,6 +22,7 @@ from http_upstream import Parts, Script, Upstream_, serve, serve_parts, serve_sc
 from permits._upstream import retry
 from permits.adapters import LimiterClosed, threads
 from permits.adapters import asyncio as asyncio_adapter
+from permits.adapters import redis as redis_adapter
 from permits.core import SECOND, Fifo, Limit, PermitTypeError, PermitValueError
 from permits.httpx import (
     AsyncPermitsTransport,
@@ -30,6 +31,8 @@ from permits.httpx import (
     Upstream,
     parse_duration,
 )
+
+from redis_server import RedisServer
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -824,3 +827,39 @@ def test_a_retry_asks_what_the_first_try_asked() -> None:
             assert client.get(url).status_code == 200
         assert limiter.statistics().levels[0].granted == 3  # a permit each try
     assert len(asked) == 1
+
+
+@pytest.mark.anyio
+async def test_settle_on_a_redis_limiter_needs_its_settle_window(
+    redis_server: RedisServer, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The Redis limiter keeps its ``refund_window`` (1 s by default) where
+    the others keep their settle window: ``settle`` was taken on one opened
+    without a ``settle_window``, and each response then warned that it came
+    after the window and kept the cost asked for; one opened with
+    ``settle_window=60.0, refund_window=0`` had ``settle`` refused. Now the
+    settle window is what is checked: the first is refused, the second
+    settles (7 of the 10 asked come back)."""
+    url = redis_server.url
+    async with redis_adapter.open_limiter(Fifo(), url, name=_fresh(), rate=1, burst=10) as limiter:
+        with pytest.raises(PermitValueError, match="settle_window"):
+            AsyncPermitsTransport(limiter, settle=lambda response: 3)
+    async with redis_adapter.open_limiter(
+        Fifo(), url, name=_fresh(), rate=1, burst=10, settle_window=60.0, refund_window=0.0
+    ) as limiter:
+        transport = AsyncPermitsTransport(
+            limiter,
+            httpx.MockTransport(lambda request: httpx.Response(200)),
+            cost=lambda request: 10,
+            settle=lambda response: 3,
+        )
+        async with httpx.AsyncClient(transport=transport) as client:
+            assert (await client.get("http://upstream.example/")).status_code == 200
+        # settled at 3 of the 10 asked: 7 back at once (unsettled: 7 s away)
+        await limiter.acquire(cost=7, timeout=2.0)
+    assert "settle_window" not in caplog.text
+
+
+def _fresh() -> str:
+    """A Redis key name no other test uses."""
+    return f"test-httpx-{time.monotonic_ns()}"

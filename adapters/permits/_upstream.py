@@ -27,6 +27,7 @@ __all__ = [
     "Cost",
     "Upstream",
     "check_options",
+    "check_settle",
     "parse_duration",
     "retry",
     "settle_in_time",
@@ -380,6 +381,15 @@ def check_options(
     _check_max_pause(max_pause)
     if timeout is not None:
         _nanoseconds("timeout", timeout)  # as acquire checks it
+
+
+def check_settle(limiter: _Limiting, settle: object) -> None:
+    """``settle`` (a function, or ``None``), checked against ``limiter``:
+    settling needs a limiter opened with a ``settle_window``; refused now,
+    not after a request the upstream has charged for. (The window as
+    given: a Redis limiter's machine keeps its ``refund_window`` as its ``settle_window_ns``.)"""
+    if settle is not None and not limiter._settle_window:
+        raise PermitValueError("settle", settle, "needs a limiter opened with settle_window > 0")
 
 
 def _check_max_pause(max_pause: float) -> None:

@@ -37,12 +37,13 @@ from permits._upstream import (
     QuotaPolicy,
     Upstream,
     check_options,
+    check_settle,
     retry,
     settle_in_time,
 )
 from permits.adapters import BaseLimiter
 from permits.adapters._requires import requires_extra
-from permits.core import PermitTypeError, PermitValueError
+from permits.core import PermitTypeError
 
 with requires_extra(__name__, "aiohttp", "aiohttp"):
     import aiohttp
@@ -105,10 +106,7 @@ class PermitsMiddleware:
         if not isinstance(limiter, BaseLimiter):  # a threads limiter's acquire does not wait
             raise PermitTypeError("limiter", limiter, "an asyncio or anyio limiter")
         check_options(retries, max_pause, timeout, level=level, flow=flow, cost=cost, settle=settle)
-        if settle is not None and not limiter.machine.settle_window_ns:
-            raise PermitValueError(
-                "settle", settle, "needs a limiter opened with settle_window > 0"
-            )
+        check_settle(limiter, settle)
         self.limiter = limiter
         self.level, self.flow, self.cost, self.settle = level, flow, cost, settle
         self.retries = retries

@@ -55,14 +55,15 @@ from permits._upstream import (
     QuotaPolicy,
     Upstream,
     check_options,
+    check_settle,
     parse_duration,
     retry,
     settle_in_time,
 )
-from permits.adapters._base import _Limiting, refuse_unknown
+from permits.adapters._base import refuse_unknown
 from permits.adapters._requires import requires_extra
 from permits.adapters.threads import Limiter as ThreadLimiter
-from permits.core import PermitTypeError, PermitValueError
+from permits.core import PermitTypeError
 
 with requires_extra(__name__, "httpx", "httpx"):
     import httpx
@@ -191,15 +192,6 @@ class _Kept(httpx.SyncByteStream, httpx.AsyncByteStream):
         await self._stream.aclose()  # type: ignore[union-attr]
 
 
-def _check_settle(limiter: _Limiting, options: _Options) -> None:
-    """``settle`` needs a limiter that keeps permits to settle: refused now,
-    not after a request the upstream has charged for."""
-    if options.settle is not None and not limiter.machine.settle_window_ns:
-        raise PermitValueError(
-            "settle", options.settle, "needs a limiter opened with settle_window > 0"
-        )
-
-
 class AsyncPermitsTransport(httpx.AsyncBaseTransport):
     """A permit per request for ``httpx.AsyncClient``, over an async limiter.
 
@@ -235,7 +227,7 @@ class AsyncPermitsTransport(httpx.AsyncBaseTransport):
         self.limiter = limiter
         self.transport = transport if transport is not None else httpx.AsyncHTTPTransport()
         self.options = _options("AsyncPermitsTransport", options)
-        _check_settle(limiter, self.options)
+        check_settle(limiter, self.options.settle)
         self.upstream = Upstream(limiter, options.get("max_pause", MAX_PAUSE))
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
@@ -280,7 +272,7 @@ class PermitsTransport(httpx.BaseTransport):
         self.limiter = limiter
         self.transport = transport if transport is not None else httpx.HTTPTransport()
         self.options = _options("PermitsTransport", options)
-        _check_settle(limiter, self.options)
+        check_settle(limiter, self.options.settle)
         self.upstream = Upstream(limiter, options.get("max_pause", MAX_PAUSE))
 
     def handle_request(self, request: httpx.Request) -> httpx.Response:
