@@ -229,3 +229,29 @@ def test_settle_on_a_redis_limiter_needs_its_settle_window(redis_server: RedisSe
             PermitsMiddleware(limiter, settle=lambda response, body: 3)
 
     asyncio.run(main())
+
+
+def test_a_pause_past_aiohttps_own_timeout_returns_the_429_given_a_timeout_below_it() -> None:
+    """aiohttp's ``ClientTimeout(total=...)`` runs around the middleware: a
+    retry waiting out a pause longer than it raises ``TimeoutError``, the
+    429 lost; with the middleware's ``timeout`` below it, that 429 is
+    returned (as the README says)."""
+
+    async def main(url: str, timeout: float | None) -> int:
+        async with asyncio_adapter.open_limiter(Fifo(), 100, 10) as limiter:
+            permits = PermitsMiddleware(limiter, retries=1, timeout=timeout)
+            async with (
+                aiohttp.ClientSession(
+                    middlewares=(permits,), timeout=aiohttp.ClientTimeout(total=1.0)
+                ) as session,
+                session.get(url) as response,
+            ):
+                return response.status
+
+    with (
+        serve_script(Script((429, {"Retry-After": "30"}), (200, {}))) as url,
+        pytest.raises(TimeoutError),
+    ):
+        asyncio.run(main(url, None))
+    with serve_script(Script((429, {"Retry-After": "30"}), (200, {}))) as url:
+        assert asyncio.run(main(url, 0.5)) == 429

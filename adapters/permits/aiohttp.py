@@ -87,6 +87,11 @@ class PermitsMiddleware:
         in force (``limiter.pause_left()``) outlasts ``timeout``: that
         response is returned.
     :param timeout: seconds a request waits for its permit at most.
+        aiohttp's own ``ClientTimeout(total=...)`` (5 minutes by default)
+        runs around the middleware, so it counts that wait too, and the
+        pause before a retry: a pause longer than what is left of it raises
+        ``TimeoutError``, and the 429 saying why is lost. Give ``timeout``
+        below it, and such a 429 is returned instead.
     :param max_pause: seconds: the longest pause a ``Retry-After`` may set
         (an hour by default; a longer one is cut to it).
     """
