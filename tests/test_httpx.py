@@ -76,10 +76,31 @@ def test_durations_parse(text: str, seconds: float) -> None:
 
 @pytest.mark.parametrize(
     "text",
-    ["", "-5", "1e300x", "soon", "5 s", "nan", "inf", "9" * 400 + "h", "\u0663s", "\u0663"],
+    [
+        *("", "-5", "1e300x", "soon", "5 s", "nan", "inf", "9" * 400 + "h", "\u0663s", "\u0663"),
+        *("1_0", "1e3", "+5", "5.", ".5", "0x10", "infinity"),  # Python's float reads these
+    ],
 )
 def test_malformed_durations_are_none(text: str) -> None:
     assert parse_duration(text) is None
+
+
+@pytest.mark.parametrize(
+    "headers",
+    [
+        {"x-ratelimit-remaining-requests": "0", "x-ratelimit-reset-requests": "1_0"},
+        {"RateLimit": '"default";r=0;t=1e3'},
+        {"RateLimit": "limit=100, remaining=0, reset=+5"},
+    ],
+)
+def test_a_reset_that_only_pythons_float_reads_is_malformed(headers: dict[str, str]) -> None:
+    """A reset is digits (a decimal fraction at most) and units: ``1_0``,
+    ``1e3`` and ``+5`` were read as ``float`` reads them (10 s, 1,000 s,
+    5 s), holding every request back that long on garbage. Each is
+    malformed now, counted, and holds nothing back."""
+    with answered(headers, {"requests": Limit(1, burst=10)}) as (limiter, transport):
+        assert transport.upstream.malformed == 1
+        assert limiter.try_acquire(), "nothing held back"
 
 
 def test_headers_are_learned_and_garbage_counted() -> None:

@@ -44,23 +44,22 @@ MAX_PAUSE = 3600.0
 #: say is learned, and the call is not settled (it was not served).
 THROTTLED = (429, 503)
 
+_NUMBER = re.compile(r"[0-9]+(?:\.[0-9]+)?")
 _DURATION = re.compile(r"(\d+(?:\.\d+)?)(ms|h|m|s)")
 _UNITS = {"h": 3600.0, "m": 60.0, "s": 1.0, "ms": 0.001}
 
 
 def parse_duration(text: str) -> float | None:
-    """Seconds in ``6m0s``, ``1.5s``, ``20ms``, ``1h2m3s`` or a bare number;
-    ``None`` if it is none of those (or negative), or written in other
-    digits than ASCII's (which ``float`` and ``\\d`` read; HTTP does not)."""
+    """Seconds in ``6m0s``, ``1.5s``, ``20ms``, ``1h2m3s`` or a bare number
+    (``30``, ``0.5``); ``None`` if it is none of those (a sign, an exponent,
+    an underscore: what ``float`` reads and HTTP does not write), or written
+    in other digits than ASCII's (which ``float`` and ``\\d`` read)."""
     text = text.strip()
     if not text.isascii():
         return None
-    try:
+    if _NUMBER.fullmatch(text):
         value = float(text)
-    except ValueError:
-        pass
-    else:
-        return value if math.isfinite(value) and value >= 0 else None
+        return value if math.isfinite(value) else None
     parts = _DURATION.findall(text)
     if not parts or "".join(n + u for n, u in parts) != text:
         return None
