@@ -255,3 +255,28 @@ def test_a_pause_past_aiohttps_own_timeout_returns_the_429_given_a_timeout_below
         asyncio.run(main(url, None))
     with serve_script(Script((429, {"Retry-After": "30"}), (200, {}))) as url:
         assert asyncio.run(main(url, 0.5)) == 429
+
+
+def test_a_response_served_while_the_limiter_closed_reaches_the_caller() -> None:
+    """The limiter closes (a shutdown) while a request is at the upstream:
+    the response it serves reaches the caller; its settle raised
+    ``LimiterClosed`` and the response was lost."""
+
+    async def main(url: str) -> tuple[int, bytes]:
+        async with asyncio_adapter.open_limiter(Fifo(), 100, 10, settle_window=60.0) as limiter:
+            permits = PermitsMiddleware(limiter, settle=lambda response, body: 0)
+            async with aiohttp.ClientSession(middlewares=(permits,)) as session:
+
+                async def get() -> tuple[int, bytes]:
+                    async with session.get(url) as response:
+                        return response.status, await response.read()
+
+                task = asyncio.create_task(get())
+                while not script.bodies:  # the request is at the upstream
+                    await asyncio.sleep(0.01)
+                await limiter.aclose()
+                return await task
+
+    script = Script((200, {}), delay=0.3)
+    with serve_script(script) as url:
+        assert asyncio.run(main(url)) == (200, b'{"ok": true}')

@@ -412,6 +412,28 @@ def test_a_streamed_response_streams_and_is_settled_at_its_end() -> None:
     assert not parts.waited_out
 
 
+def test_a_stream_that_ends_after_the_limiter_closed_still_ends() -> None:
+    """The limiter closes (a shutdown) while a served response streams: the
+    rest of the body reaches the caller and the stream ends as any other;
+    its end raised ``LimiterClosed`` (from the settle), after the whole
+    body had been read, and ``client.get`` lost the response."""
+    parts = Parts(b"1", b"2")
+    with (
+        serve_parts(parts) as url,
+        threads.open_limiter(Fifo(), 100, 100, settle_window=60.0) as limiter,
+        httpx.Client(
+            transport=PermitsTransport(limiter, cost=lambda r: 50, settle=lambda r: int(r.text))
+        ) as client,
+        client.stream("GET", url) as response,
+    ):
+        raw = response.iter_raw()
+        assert next(raw) == b"1"
+        limiter.close()
+        parts.go.set()
+        assert b"".join(raw) == b"2"
+    assert not parts.waited_out
+
+
 @pytest.mark.anyio
 async def test_a_streamed_response_streams_and_is_settled_at_its_end_async() -> None:
     parts = Parts(b"1", b"2")

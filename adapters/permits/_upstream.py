@@ -16,7 +16,7 @@ from fractions import Fraction
 
 import attrs
 
-from permits.adapters._base import Permit, _Limiting, _nanoseconds
+from permits.adapters._base import LimiterClosed, Permit, _Limiting, _nanoseconds
 from permits.core import NotRefundable, PermitTypeError, PermitValueError
 from permits.core.checks import check_int
 
@@ -345,9 +345,13 @@ def settle_in_time(permit: Permit, actual: Cost) -> None:
     """Settle ``permit`` at ``actual``, unless its response came after the
     limiter's ``settle_window``: then it keeps the cost it asked for, with
     a warning, and the response still goes to the caller (a slow call is
-    not a failed one)."""
+    not a failed one); or after the limiter closed (a shutdown while the
+    call was out): nothing is left to settle, and the response still goes
+    to the caller."""
     try:
         permit.settle(actual)
+    except LimiterClosed:
+        pass
     except NotRefundable:
         log.warning(
             "a response came after the limiter's settle_window: its permit keeps "

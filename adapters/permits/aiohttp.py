@@ -79,7 +79,8 @@ class PermitsMiddleware:
     :param settle: what a response and its body say the call cost; the
         limiter needs a ``settle_window``. Not called for a 429 or 503; a
         response later than ``settle_window`` keeps the cost asked for,
-        with a warning.
+        with a warning (and one that comes after the limiter closed reaches
+        the caller, unsettled).
     :param retries: how many times a 429/503 with ``Retry-After`` is sent
         again, after the pause, each with a new permit (with retries, a
         streamed request body is read first, to be sent whole each time);

@@ -205,7 +205,8 @@ class AsyncPermitsTransport(httpx.AsyncBaseTransport):
         the cost asked for); the limiter needs a ``settle_window``. Not
         called for a 429 or 503 (not served: the cost asked for stays); a
         response later than ``settle_window`` keeps the cost asked for too,
-        with a warning.
+        with a warning (and one that ends after the limiter closed reaches
+        the caller, unsettled).
     :param retries: how many times a 429/503 with ``Retry-After`` is sent
         again, after the pause, each with a new permit (with retries, a
         streamed request body is read first, to be sent whole each time);
