@@ -280,3 +280,25 @@ def test_a_response_served_while_the_limiter_closed_reaches_the_caller() -> None
     script = Script((200, {}), delay=0.3)
     with serve_script(script) as url:
         assert asyncio.run(main(url)) == (200, b'{"ok": true}')
+
+
+def test_a_retry_held_back_past_the_timeout_returns_the_429() -> None:
+    """As the httpx transports: a 429 whose pause is short but whose quota
+    holds the next permit back past the ``timeout`` is returned, whole; the
+    retry raised ``WouldWaitTooLong`` and the 429 was lost."""
+
+    async def main(url: str) -> tuple[int, bytes]:
+        async with asyncio_adapter.open_limiter(
+            Fifo(), limits={"requests": Limit(1, burst=10)}
+        ) as limiter:
+            permits = PermitsMiddleware(limiter, retries=1, timeout=0.5)
+            async with (
+                aiohttp.ClientSession(middlewares=(permits,)) as session,
+                session.get(url) as response,
+            ):
+                return response.status, await response.read()
+
+    script = Script((429, {"Retry-After": "0", "RateLimit": '"default";r=0;t=30'}), (200, {}))
+    with serve_script(script) as url:
+        assert asyncio.run(main(url)) == (429, b'{"ok": true}')
+    assert len(script.bodies) == 1

@@ -736,6 +736,45 @@ def test_no_retry_outlasts_the_timeout() -> None:
     assert sent("0") == (200, None, 2)
 
 
+#: A 429 whose own pause is short, while the upstream's quota holds every
+#: request for 30 s: a retry's permit cannot come within a short timeout.
+HELD_BACK = (429, {"Retry-After": "0", "RateLimit": '"default";r=0;t=30'})
+
+
+def test_a_retry_held_back_past_the_timeout_returns_the_429() -> None:
+    """A 429 whose pause is short but whose other headers (the quota) hold
+    the next permit back longer than the ``timeout``: the retry raised
+    ``AcquireTimeout`` (``WouldWaitTooLong``), and the 429 saying why was
+    lost. That 429 is returned, whole, as one returned without a retry."""
+    script = Script(HELD_BACK, (200, {}))
+    with (
+        serve_script(script) as url,
+        threads.open_limiter(Fifo(), limits={"requests": Limit(1, burst=10)}) as limiter,
+    ):
+        transport = PermitsTransport(limiter, retries=1, timeout=0.5)
+        with httpx.Client(transport=transport) as client:
+            response = client.get(url)
+        assert (response.status_code, response.json()) == (429, {"ok": True})
+        assert response.headers["retry-after"] == "0"
+        assert response.elapsed.total_seconds() >= 0
+    assert len(script.bodies) == 1
+
+
+@pytest.mark.anyio
+async def test_a_retry_held_back_past_the_timeout_returns_the_429_async() -> None:
+    script = Script(HELD_BACK, (200, {}))
+    with serve_script(script) as url:
+        async with asyncio_adapter.open_limiter(
+            Fifo(), limits={"requests": Limit(1, burst=10)}
+        ) as limiter:
+            transport = AsyncPermitsTransport(limiter, retries=1, timeout=0.5)
+            async with httpx.AsyncClient(transport=transport) as client:
+                response = await client.get(url)
+            assert (response.status_code, response.json()) == (429, {"ok": True})
+            assert response.elapsed.total_seconds() >= 0
+    assert len(script.bodies) == 1
+
+
 def test_the_openai_headers_are_a_bucket_that_refills() -> None:
     """``x-ratelimit-remaining-*`` is what is left now, and
     ``x-ratelimit-reset-*`` when the bucket is full again: 5 of 10 left,

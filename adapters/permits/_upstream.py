@@ -16,8 +16,15 @@ from fractions import Fraction
 
 import attrs
 
-from permits.adapters._base import LimiterClosed, Permit, _Limiting, _nanoseconds
-from permits.core import NotRefundable, PermitTypeError, PermitValueError
+from permits.adapters._base import (
+    AcquireTimeout,
+    LimiterClosed,
+    Permit,
+    WouldWaitTooLong,
+    _Limiting,
+    _nanoseconds,
+)
+from permits.core import NotRefundable, PermitTypeError, PermitValueError, QueueFull
 from permits.core.checks import check_int
 
 __all__ = [
@@ -28,6 +35,7 @@ __all__ = [
     "Upstream",
     "check_options",
     "check_settle",
+    "LATE",
     "parse_duration",
     "retry",
     "settle_in_time",
@@ -357,6 +365,12 @@ def settle_in_time(permit: Permit, actual: Cost) -> None:
             "a response came after the limiter's settle_window: its permit keeps "
             "the cost asked for (raise settle_window above the slowest call)"
         )
+
+
+#: What a retry's acquire raises when its permit cannot come within the
+#: integration's ``timeout`` (or cannot queue): the response that was to be
+#: sent again is returned instead, saying why.
+LATE = (AcquireTimeout, WouldWaitTooLong, QueueFull)
 
 
 def retry(paused: float | None, attempt: int, retries: int, timeout: float | None) -> bool:

@@ -31,6 +31,7 @@ from __future__ import annotations
 from collections.abc import Callable, Hashable, Iterator, Mapping
 
 from permits._upstream import (
+    LATE,
     MAX_PAUSE,
     THROTTLED,
     Cost,
@@ -85,8 +86,9 @@ class PermitsMiddleware:
         again, after the pause, each with a new permit (with retries, a
         streamed request body is read first, to be sent whole each time);
         not when the pause
-        in force (``limiter.pause_left()``) outlasts ``timeout``: that
-        response is returned.
+        in force (``limiter.pause_left()``) outlasts ``timeout``, nor when
+        the retry's permit cannot come within it (the upstream's other
+        headers hold it back longer, say): that response is returned.
     :param timeout: seconds a request waits for its permit at most.
         aiohttp's own ``ClientTimeout(total=...)`` (5 minutes by default)
         runs around the middleware, so it counts that wait too, and the
@@ -127,8 +129,20 @@ class PermitsMiddleware:
         cost = self.cost(request) if self.cost is not None else 1
         if self.retries and isinstance(request.body, aiohttp.payload.AsyncIterablePayload):
             await request.body.as_bytes()  # a streamed body, kept to be sent again
+        kept: aiohttp.ClientResponse | None = None  # the response a retry is for
         for attempt in range(self.retries + 1):
-            permit = await self.limiter.acquire(level, cost=cost, flow=flow, timeout=self.timeout)
+            try:
+                permit = await self.limiter.acquire(
+                    level,
+                    cost=cost,
+                    flow=flow,
+                    timeout=self.timeout,
+                    max_wait=None if kept is None else self.timeout,
+                )
+            except LATE:
+                if kept is None:
+                    raise
+                return kept  # its permit not within the timeout: that response says why
             response = await handler(request)
             try:
                 paused = self.upstream.learn(response.status, _Fields(response.headers))
@@ -136,7 +150,10 @@ class PermitsMiddleware:
                 response.release()
                 raise
             if retry(paused, attempt, self.retries, self.timeout):
-                response.release()
+                # kept, read whole (which frees the connection; released, it
+                # could not be read again by the caller)
+                await response.read()
+                kept = response
                 continue  # the next acquire waits for the pause
             if self.settle is not None and response.status not in THROTTLED:
                 actual = self.settle(response, await response.read())

@@ -49,6 +49,7 @@ from collections.abc import AsyncIterator, Callable, Hashable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any, TypedDict
 
 from permits._upstream import (
+    LATE,
     MAX_PAUSE,
     THROTTLED,
     Cost,
@@ -160,6 +161,17 @@ class _Options:
         )
 
 
+def _unread(response: httpx.Response, body: bytes) -> httpx.Response:
+    """``response`` again, its ``body`` (read, and the response closed) to
+    be read by the client as any other (which then knows its ``elapsed``)."""
+    return httpx.Response(
+        response.status_code,
+        headers=response.headers,
+        stream=httpx.ByteStream(body),
+        extensions=response.extensions,
+    )
+
+
 class _Kept(httpx.SyncByteStream, httpx.AsyncByteStream):
     """A response's body, passed on as it is read and kept: read to its
     end, the whole of it goes to ``read`` (a body closed before its end,
@@ -211,7 +223,9 @@ class AsyncPermitsTransport(httpx.AsyncBaseTransport):
         again, after the pause, each with a new permit (with retries, a
         streamed request body is read first, to be sent whole each time);
         not when the pause in force (``limiter.pause_left()``) outlasts
-        ``timeout``: that response is returned.
+        ``timeout``, nor when the retry's permit cannot come within it
+        (the upstream's other headers hold it back longer, say): that
+        response is returned.
     :param timeout: seconds a request waits for its permit at most.
     :param max_pause: seconds: the longest pause a ``Retry-After`` may set
         (an hour by default; a longer one is cut to it).
@@ -236,8 +250,15 @@ class AsyncPermitsTransport(httpx.AsyncBaseTransport):
         if options.retries:
             await request.aread()  # a streamed body, kept to be sent again
         asked = options.ask(request)  # once: each retry asks the same
+        kept: httpx.Response | None = None  # the response a retry is for
         for attempt in range(options.retries + 1):
-            permit = await self.limiter.acquire(**asked)
+            if kept is None:
+                permit = await self.limiter.acquire(**asked)
+            else:  # its permit not within the timeout: that response says why
+                try:
+                    permit = await self.limiter.acquire(**asked, max_wait=options.timeout)
+                except LATE:
+                    return kept
             response = await self.transport.handle_async_request(request)
             try:
                 paused = self.upstream.learn(response.status_code, response.headers)
@@ -245,7 +266,10 @@ class AsyncPermitsTransport(httpx.AsyncBaseTransport):
                 await response.aclose()
                 raise
             if retry(paused, attempt, options.retries, options.timeout):
-                await response.aclose()
+                try:
+                    kept = _unread(response, await response.aread())
+                finally:
+                    await response.aclose()
                 continue  # the next acquire waits for the pause
             if options.settle is not None and response.status_code not in THROTTLED:
                 response.request = request
@@ -281,8 +305,15 @@ class PermitsTransport(httpx.BaseTransport):
         if options.retries:
             request.read()  # a streamed body, kept to be sent again
         asked = options.ask(request)  # once: each retry asks the same
+        kept: httpx.Response | None = None  # the response a retry is for
         for attempt in range(options.retries + 1):
-            permit = self.limiter.acquire(**asked)
+            if kept is None:
+                permit = self.limiter.acquire(**asked)
+            else:  # its permit not within the timeout: that response says why
+                try:
+                    permit = self.limiter.acquire(**asked, max_wait=options.timeout)
+                except LATE:
+                    return kept
             response = self.transport.handle_request(request)
             try:
                 paused = self.upstream.learn(response.status_code, response.headers)
@@ -290,7 +321,10 @@ class PermitsTransport(httpx.BaseTransport):
                 response.close()
                 raise
             if retry(paused, attempt, options.retries, options.timeout):
-                response.close()
+                try:
+                    kept = _unread(response, response.read())
+                finally:
+                    response.close()
                 continue
             if options.settle is not None and response.status_code not in THROTTLED:
                 response.request = request
