@@ -302,3 +302,28 @@ def test_a_retry_held_back_past_the_timeout_returns_the_429() -> None:
     with serve_script(script) as url:
         assert asyncio.run(main(url)) == (429, b'{"ok": true}')
     assert len(script.bodies) == 1
+
+
+def test_a_retry_cancelled_while_it_waits_out_the_pause_costs_no_permit() -> None:
+    """As the httpx transports: the retry cancelled while it waits for its
+    permit (a 30 s pause) takes none, and sends nothing."""
+
+    async def main(url: str) -> tuple[int, int, tuple[int, ...]]:
+        async with asyncio_adapter.open_limiter(Fifo(), 100, 10) as limiter:
+            permits = PermitsMiddleware(limiter, retries=1)
+            async with aiohttp.ClientSession(middlewares=(permits,)) as session:
+                task = asyncio.create_task(session.get(url).__aenter__())
+                for _ in range(1000):  # 10 s at most
+                    if limiter.statistics().levels[0].waiting:  # the retry
+                        break
+                    await asyncio.sleep(0.01)
+                task.cancel()
+                with pytest.raises(asyncio.CancelledError):
+                    await task
+            level = limiter.statistics().levels[0]
+            return level.granted, level.cancelled, level.units_granted
+
+    script = Script((429, {"Retry-After": "30"}), (200, {}))
+    with serve_script(script) as url:
+        assert asyncio.run(main(url)) == (1, 1, (1,))
+    assert len(script.bodies) == 1

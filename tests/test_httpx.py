@@ -945,3 +945,26 @@ async def test_settle_on_a_redis_limiter_needs_its_settle_window(
 def _fresh() -> str:
     """A Redis key name no other test uses."""
     return f"test-httpx-{time.monotonic_ns()}"
+
+
+@pytest.mark.anyio
+async def test_a_retry_cancelled_while_it_waits_out_the_pause_costs_no_permit() -> None:
+    """A 429 pauses the limiter for 30 s; its retry waits for a new permit,
+    and is cancelled while it waits: the first try's permit is the only
+    one taken, and the request is not sent again."""
+    script = Script((429, {"Retry-After": "30"}), (200, {}))
+    with serve_script(script) as url:
+        async with asyncio_adapter.open_limiter(Fifo(), 100, 10) as limiter:
+            transport = AsyncPermitsTransport(limiter, retries=1)
+            async with (
+                httpx.AsyncClient(transport=transport) as client,
+                anyio.create_task_group() as tg,
+            ):
+                tg.start_soon(client.get, url)
+                with anyio.fail_after(10):
+                    while limiter.statistics().levels[0].waiting == 0:  # the retry
+                        await anyio.sleep(0.01)
+                tg.cancel_scope.cancel()
+            level = limiter.statistics().levels[0]
+            assert (level.granted, level.cancelled, level.units_granted) == (1, 1, (1,))
+    assert len(script.bodies) == 1
