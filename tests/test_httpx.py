@@ -760,6 +760,20 @@ def test_a_retry_held_back_past_the_timeout_returns_the_429() -> None:
     assert len(script.bodies) == 1
 
 
+def test_a_retry_that_cannot_queue_returns_the_429() -> None:
+    """A level that takes no waiter (``max_waiting=0``: granted at once or
+    ``QueueFull``): the retry after a pause cannot wait for it, and the 429
+    is returned; ``QueueFull`` was raised, the 429 lost."""
+    script = Script((429, {"Retry-After": "5"}), (200, {}))
+    with (
+        serve_script(script) as url,
+        threads.open_limiter(Fifo(), 100, 10, max_waiting=0) as limiter,
+        httpx.Client(transport=PermitsTransport(limiter, retries=1)) as client,
+    ):
+        assert client.get(url).status_code == 429
+    assert len(script.bodies) == 1
+
+
 @pytest.mark.anyio
 async def test_a_retry_held_back_past_the_timeout_returns_the_429_async() -> None:
     script = Script(HELD_BACK, (200, {}))
