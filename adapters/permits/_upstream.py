@@ -404,7 +404,8 @@ def check_settle(limiter: _Limiting, settle: object) -> None:
     """``settle`` (a function, or ``None``), checked against ``limiter``:
     settling needs a limiter opened with a ``settle_window``; refused now,
     not after a request the upstream has charged for. (The window as
-    given: a Redis limiter's machine keeps its ``refund_window`` as its ``settle_window_ns``.)"""
+    given: a Redis limiter's machine keeps its ``refund_window`` as its
+    ``settle_window_ns``.)"""
     if settle is not None and not limiter._settle_window:
         raise PermitValueError("settle", settle, "needs a limiter opened with settle_window > 0")
 
