@@ -6,6 +6,7 @@ loaded machine cannot change."""
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
@@ -15,8 +16,11 @@ from http_upstream import Script, Upstream_, serve, serve_script
 
 from permits.adapters import asyncio as asyncio_adapter
 from permits.adapters import level, threads
+from permits.adapters import redis as redis_adapter
 from permits.aiohttp import PermitsMiddleware
 from permits.core import Fifo, Limit, PermitTypeError, PermitValueError, StrictPriority
+
+from redis_server import RedisServer
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -207,3 +211,119 @@ def test_a_streamed_body_is_sent_again_whole() -> None:
     with serve_script(script) as url:
         assert asyncio.run(main(url)) == 200
     assert script.bodies == [b"hello world", b"hello world"]
+
+
+def test_settle_on_a_redis_limiter_needs_its_settle_window(redis_server: RedisServer) -> None:
+    """As the httpx transports: the Redis limiter's settle window is checked,
+    not its ``refund_window`` (which its machine keeps): ``settle`` is
+    refused without one, and taken with ``refund_window=0``."""
+
+    async def main() -> None:
+        url, name = redis_server.url, f"test-aiohttp-{time.monotonic_ns()}"
+        async with redis_adapter.open_limiter(Fifo(), url, name=name, rate=1, burst=10) as limiter:
+            with pytest.raises(PermitValueError, match="settle_window"):
+                PermitsMiddleware(limiter, settle=lambda response, body: 3)
+        async with redis_adapter.open_limiter(
+            Fifo(), url, name=name + "-2", rate=1, burst=10, settle_window=60.0, refund_window=0.0
+        ) as limiter:
+            PermitsMiddleware(limiter, settle=lambda response, body: 3)
+
+    asyncio.run(main())
+
+
+def test_a_pause_past_aiohttps_own_timeout_returns_the_429_given_a_timeout_below_it() -> None:
+    """aiohttp's ``ClientTimeout(total=...)`` runs around the middleware: a
+    retry waiting out a pause longer than it raises ``TimeoutError``, the
+    429 lost; with the middleware's ``timeout`` below it, that 429 is
+    returned (as the README says)."""
+
+    async def main(url: str, timeout: float | None) -> int:
+        async with asyncio_adapter.open_limiter(Fifo(), 100, 10) as limiter:
+            permits = PermitsMiddleware(limiter, retries=1, timeout=timeout)
+            async with (
+                aiohttp.ClientSession(
+                    middlewares=(permits,), timeout=aiohttp.ClientTimeout(total=1.0)
+                ) as session,
+                session.get(url) as response,
+            ):
+                return response.status
+
+    with (
+        serve_script(Script((429, {"Retry-After": "30"}), (200, {}))) as url,
+        pytest.raises(TimeoutError),
+    ):
+        asyncio.run(main(url, None))
+    with serve_script(Script((429, {"Retry-After": "30"}), (200, {}))) as url:
+        assert asyncio.run(main(url, 0.5)) == 429
+
+
+def test_a_response_served_while_the_limiter_closed_reaches_the_caller() -> None:
+    """The limiter closes (a shutdown) while a request is at the upstream:
+    the response it serves reaches the caller; its settle raised
+    ``LimiterClosed`` and the response was lost."""
+
+    async def main(url: str) -> tuple[int, bytes]:
+        async with asyncio_adapter.open_limiter(Fifo(), 100, 10, settle_window=60.0) as limiter:
+            permits = PermitsMiddleware(limiter, settle=lambda response, body: 0)
+            async with aiohttp.ClientSession(middlewares=(permits,)) as session:
+
+                async def get() -> tuple[int, bytes]:
+                    async with session.get(url) as response:
+                        return response.status, await response.read()
+
+                task = asyncio.create_task(get())
+                while not script.bodies:  # the request is at the upstream
+                    await asyncio.sleep(0.01)
+                await limiter.aclose()
+                return await task
+
+    script = Script((200, {}), delay=0.3)
+    with serve_script(script) as url:
+        assert asyncio.run(main(url)) == (200, b'{"ok": true}')
+
+
+def test_a_retry_held_back_past_the_timeout_returns_the_429() -> None:
+    """As the httpx transports: a 429 whose pause is short but whose quota
+    holds the next permit back past the ``timeout`` is returned, whole; the
+    retry raised ``WouldWaitTooLong`` and the 429 was lost."""
+
+    async def main(url: str) -> tuple[int, bytes]:
+        async with asyncio_adapter.open_limiter(
+            Fifo(), limits={"requests": Limit(1, burst=10)}
+        ) as limiter:
+            permits = PermitsMiddleware(limiter, retries=1, timeout=0.5)
+            async with (
+                aiohttp.ClientSession(middlewares=(permits,)) as session,
+                session.get(url) as response,
+            ):
+                return response.status, await response.read()
+
+    script = Script((429, {"Retry-After": "0", "RateLimit": '"default";r=0;t=30'}), (200, {}))
+    with serve_script(script) as url:
+        assert asyncio.run(main(url)) == (429, b'{"ok": true}')
+    assert len(script.bodies) == 1
+
+
+def test_a_retry_cancelled_while_it_waits_out_the_pause_costs_no_permit() -> None:
+    """As the httpx transports: the retry cancelled while it waits for its
+    permit (a 30 s pause) takes none, and sends nothing."""
+
+    async def main(url: str) -> tuple[int, int, tuple[int, ...]]:
+        async with asyncio_adapter.open_limiter(Fifo(), 100, 10) as limiter:
+            permits = PermitsMiddleware(limiter, retries=1)
+            async with aiohttp.ClientSession(middlewares=(permits,)) as session:
+                task = asyncio.create_task(session.get(url).__aenter__())
+                for _ in range(1000):  # 10 s at most
+                    if limiter.statistics().levels[0].waiting:  # the retry
+                        break
+                    await asyncio.sleep(0.01)
+                task.cancel()
+                with pytest.raises(asyncio.CancelledError):
+                    await task
+            level = limiter.statistics().levels[0]
+            return level.granted, level.cancelled, level.units_granted
+
+    script = Script((429, {"Retry-After": "30"}), (200, {}))
+    with serve_script(script) as url:
+        assert asyncio.run(main(url)) == (1, 1, (1,))
+    assert len(script.bodies) == 1

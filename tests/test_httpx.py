@@ -22,6 +22,7 @@ from http_upstream import Parts, Script, Upstream_, serve, serve_parts, serve_sc
 from permits._upstream import retry
 from permits.adapters import LimiterClosed, threads
 from permits.adapters import asyncio as asyncio_adapter
+from permits.adapters import redis as redis_adapter
 from permits.core import SECOND, Fifo, Limit, PermitTypeError, PermitValueError
 from permits.httpx import (
     AsyncPermitsTransport,
@@ -30,6 +31,8 @@ from permits.httpx import (
     Upstream,
     parse_duration,
 )
+
+from redis_server import RedisServer
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -73,10 +76,31 @@ def test_durations_parse(text: str, seconds: float) -> None:
 
 @pytest.mark.parametrize(
     "text",
-    ["", "-5", "1e300x", "soon", "5 s", "nan", "inf", "9" * 400 + "h", "\u0663s", "\u0663"],
+    [
+        *("", "-5", "1e300x", "soon", "5 s", "nan", "inf", "9" * 400 + "h", "\u0663s", "\u0663"),
+        *("1_0", "1e3", "+5", "5.", ".5", "0x10", "infinity"),  # Python's float reads these
+    ],
 )
 def test_malformed_durations_are_none(text: str) -> None:
     assert parse_duration(text) is None
+
+
+@pytest.mark.parametrize(
+    "headers",
+    [
+        {"x-ratelimit-remaining-requests": "0", "x-ratelimit-reset-requests": "1_0"},
+        {"RateLimit": '"default";r=0;t=1e3'},
+        {"RateLimit": "limit=100, remaining=0, reset=+5"},
+    ],
+)
+def test_a_reset_that_only_pythons_float_reads_is_malformed(headers: dict[str, str]) -> None:
+    """A reset is digits (a decimal fraction at most) and units: ``1_0``,
+    ``1e3`` and ``+5`` were read as ``float`` reads them (10 s, 1,000 s,
+    5 s), holding every request back that long on garbage. Each is
+    malformed now, counted, and holds nothing back."""
+    with answered(headers, {"requests": Limit(1, burst=10)}) as (limiter, transport):
+        assert transport.upstream.malformed == 1
+        assert limiter.try_acquire(), "nothing held back"
 
 
 def test_headers_are_learned_and_garbage_counted() -> None:
@@ -388,6 +412,28 @@ def test_a_streamed_response_streams_and_is_settled_at_its_end() -> None:
     assert not parts.waited_out
 
 
+def test_a_stream_that_ends_after_the_limiter_closed_still_ends() -> None:
+    """The limiter closes (a shutdown) while a served response streams: the
+    rest of the body reaches the caller and the stream ends as any other;
+    its end raised ``LimiterClosed`` (from the settle), after the whole
+    body had been read, and ``client.get`` lost the response."""
+    parts = Parts(b"1", b"2")
+    with (
+        serve_parts(parts) as url,
+        threads.open_limiter(Fifo(), 100, 100, settle_window=60.0) as limiter,
+        httpx.Client(
+            transport=PermitsTransport(limiter, cost=lambda r: 50, settle=lambda r: int(r.text))
+        ) as client,
+        client.stream("GET", url) as response,
+    ):
+        raw = response.iter_raw()
+        assert next(raw) == b"1"
+        limiter.close()
+        parts.go.set()
+        assert b"".join(raw) == b"2"
+    assert not parts.waited_out
+
+
 @pytest.mark.anyio
 async def test_a_streamed_response_streams_and_is_settled_at_its_end_async() -> None:
     parts = Parts(b"1", b"2")
@@ -690,6 +736,59 @@ def test_no_retry_outlasts_the_timeout() -> None:
     assert sent("0") == (200, None, 2)
 
 
+#: A 429 whose own pause is short, while the upstream's quota holds every
+#: request for 30 s: a retry's permit cannot come within a short timeout.
+HELD_BACK = (429, {"Retry-After": "0", "RateLimit": '"default";r=0;t=30'})
+
+
+def test_a_retry_held_back_past_the_timeout_returns_the_429() -> None:
+    """A 429 whose pause is short but whose other headers (the quota) hold
+    the next permit back longer than the ``timeout``: the retry raised
+    ``AcquireTimeout`` (``WouldWaitTooLong``), and the 429 saying why was
+    lost. That 429 is returned, whole, as one returned without a retry."""
+    script = Script(HELD_BACK, (200, {}))
+    with (
+        serve_script(script) as url,
+        threads.open_limiter(Fifo(), limits={"requests": Limit(1, burst=10)}) as limiter,
+    ):
+        transport = PermitsTransport(limiter, retries=1, timeout=0.5)
+        with httpx.Client(transport=transport) as client:
+            response = client.get(url)
+        assert (response.status_code, response.json()) == (429, {"ok": True})
+        assert response.headers["retry-after"] == "0"
+        assert response.elapsed.total_seconds() >= 0
+    assert len(script.bodies) == 1
+
+
+def test_a_retry_that_cannot_queue_returns_the_429() -> None:
+    """A level that takes no waiter (``max_waiting=0``: granted at once or
+    ``QueueFull``): the retry after a pause cannot wait for it, and the 429
+    is returned; ``QueueFull`` was raised, the 429 lost."""
+    script = Script((429, {"Retry-After": "5"}), (200, {}))
+    with (
+        serve_script(script) as url,
+        threads.open_limiter(Fifo(), 100, 10, max_waiting=0) as limiter,
+        httpx.Client(transport=PermitsTransport(limiter, retries=1)) as client,
+    ):
+        assert client.get(url).status_code == 429
+    assert len(script.bodies) == 1
+
+
+@pytest.mark.anyio
+async def test_a_retry_held_back_past_the_timeout_returns_the_429_async() -> None:
+    script = Script(HELD_BACK, (200, {}))
+    with serve_script(script) as url:
+        async with asyncio_adapter.open_limiter(
+            Fifo(), limits={"requests": Limit(1, burst=10)}
+        ) as limiter:
+            transport = AsyncPermitsTransport(limiter, retries=1, timeout=0.5)
+            async with httpx.AsyncClient(transport=transport) as client:
+                response = await client.get(url)
+            assert (response.status_code, response.json()) == (429, {"ok": True})
+            assert response.elapsed.total_seconds() >= 0
+    assert len(script.bodies) == 1
+
+
 def test_the_openai_headers_are_a_bucket_that_refills() -> None:
     """``x-ratelimit-remaining-*`` is what is left now, and
     ``x-ratelimit-reset-*`` when the bucket is full again: 5 of 10 left,
@@ -824,3 +923,62 @@ def test_a_retry_asks_what_the_first_try_asked() -> None:
             assert client.get(url).status_code == 200
         assert limiter.statistics().levels[0].granted == 3  # a permit each try
     assert len(asked) == 1
+
+
+@pytest.mark.anyio
+async def test_settle_on_a_redis_limiter_needs_its_settle_window(
+    redis_server: RedisServer, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The Redis limiter keeps its ``refund_window`` (1 s by default) where
+    the others keep their settle window: ``settle`` was taken on one opened
+    without a ``settle_window``, and each response then warned that it came
+    after the window and kept the cost asked for; one opened with
+    ``settle_window=60.0, refund_window=0`` had ``settle`` refused. Now the
+    settle window is what is checked: the first is refused, the second
+    settles (7 of the 10 asked come back)."""
+    url = redis_server.url
+    async with redis_adapter.open_limiter(Fifo(), url, name=_fresh(), rate=1, burst=10) as limiter:
+        with pytest.raises(PermitValueError, match="settle_window"):
+            AsyncPermitsTransport(limiter, settle=lambda response: 3)
+    async with redis_adapter.open_limiter(
+        Fifo(), url, name=_fresh(), rate=1, burst=10, settle_window=60.0, refund_window=0.0
+    ) as limiter:
+        transport = AsyncPermitsTransport(
+            limiter,
+            httpx.MockTransport(lambda request: httpx.Response(200)),
+            cost=lambda request: 10,
+            settle=lambda response: 3,
+        )
+        async with httpx.AsyncClient(transport=transport) as client:
+            assert (await client.get("http://upstream.example/")).status_code == 200
+        # settled at 3 of the 10 asked: 7 back at once (unsettled: 7 s away)
+        await limiter.acquire(cost=7, timeout=2.0)
+    assert "settle_window" not in caplog.text
+
+
+def _fresh() -> str:
+    """A Redis key name no other test uses."""
+    return f"test-httpx-{time.monotonic_ns()}"
+
+
+@pytest.mark.anyio
+async def test_a_retry_cancelled_while_it_waits_out_the_pause_costs_no_permit() -> None:
+    """A 429 pauses the limiter for 30 s; its retry waits for a new permit,
+    and is cancelled while it waits: the first try's permit is the only
+    one taken, and the request is not sent again."""
+    script = Script((429, {"Retry-After": "30"}), (200, {}))
+    with serve_script(script) as url:
+        async with asyncio_adapter.open_limiter(Fifo(), 100, 10) as limiter:
+            transport = AsyncPermitsTransport(limiter, retries=1)
+            async with (
+                httpx.AsyncClient(transport=transport) as client,
+                anyio.create_task_group() as tg,
+            ):
+                tg.start_soon(client.get, url)
+                with anyio.fail_after(10):
+                    while limiter.statistics().levels[0].waiting == 0:  # the retry
+                        await anyio.sleep(0.01)
+                tg.cancel_scope.cancel()
+            level = limiter.statistics().levels[0]
+            assert (level.granted, level.cancelled, level.units_granted) == (1, 1, (1,))
+    assert len(script.bodies) == 1

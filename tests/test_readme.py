@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from http_upstream import Upstream_, serve
+from http_upstream import Script, Upstream_, serve, serve_script
 
 from redis_server import RedisServer
 
@@ -44,6 +44,21 @@ def test_readme_aiohttp_example(capsys: pytest.CaptureFixture[str]) -> None:
         code = example.replace("https://api.example/v1/chat", url)
         exec(compile(code, "README.md", "exec"), {"__name__": "readme"})
     assert capsys.readouterr().out == "200 {'usage': {'total_tokens': 7}}\n"
+
+
+def test_readme_aiohttp_example_returns_an_upstreams_error(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """An upstream's error (a 400 whose body has no ``usage``) reaches the
+    example's caller: its ``settle`` raised ``KeyError`` on it, and the
+    error was lost."""
+    text = (ROOT / "README.md").read_text()
+    blocks = re.findall(r"```python\n(.*?)```", text, flags=re.S)
+    (example,) = [b for b in blocks if "UPSTREAM_URL" in b]
+    with serve_script(Script((400, {"Content-Type": "application/json"}))) as url:
+        code = example.replace("https://api.example/v1/chat", url)
+        exec(compile(code, "README.md", "exec"), {"__name__": "readme"})
+    assert capsys.readouterr().out == "400 {'ok': True}\n"
 
 
 @pytest.mark.parametrize(

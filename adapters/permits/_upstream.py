@@ -16,8 +16,15 @@ from fractions import Fraction
 
 import attrs
 
-from permits.adapters._base import Permit, _Limiting, _nanoseconds
-from permits.core import NotRefundable, PermitTypeError, PermitValueError
+from permits.adapters._base import (
+    AcquireTimeout,
+    LimiterClosed,
+    Permit,
+    WouldWaitTooLong,
+    _Limiting,
+    _nanoseconds,
+)
+from permits.core import NotRefundable, PermitTypeError, PermitValueError, QueueFull
 from permits.core.checks import check_int
 
 __all__ = [
@@ -27,6 +34,8 @@ __all__ = [
     "Cost",
     "Upstream",
     "check_options",
+    "check_settle",
+    "LATE",
     "parse_duration",
     "retry",
     "settle_in_time",
@@ -43,23 +52,22 @@ MAX_PAUSE = 3600.0
 #: say is learned, and the call is not settled (it was not served).
 THROTTLED = (429, 503)
 
+_NUMBER = re.compile(r"[0-9]+(?:\.[0-9]+)?")
 _DURATION = re.compile(r"(\d+(?:\.\d+)?)(ms|h|m|s)")
 _UNITS = {"h": 3600.0, "m": 60.0, "s": 1.0, "ms": 0.001}
 
 
 def parse_duration(text: str) -> float | None:
-    """Seconds in ``6m0s``, ``1.5s``, ``20ms``, ``1h2m3s`` or a bare number;
-    ``None`` if it is none of those (or negative), or written in other
-    digits than ASCII's (which ``float`` and ``\\d`` read; HTTP does not)."""
+    """Seconds in ``6m0s``, ``1.5s``, ``20ms``, ``1h2m3s`` or a bare number
+    (``30``, ``0.5``); ``None`` if it is none of those (a sign, an exponent,
+    an underscore: what ``float`` reads and HTTP does not write), or written
+    in other digits than ASCII's (which ``float`` and ``\\d`` read)."""
     text = text.strip()
     if not text.isascii():
         return None
-    try:
+    if _NUMBER.fullmatch(text):
         value = float(text)
-    except ValueError:
-        pass
-    else:
-        return value if math.isfinite(value) and value >= 0 else None
+        return value if math.isfinite(value) else None
     parts = _DURATION.findall(text)
     if not parts or "".join(n + u for n, u in parts) != text:
         return None
@@ -345,14 +353,24 @@ def settle_in_time(permit: Permit, actual: Cost) -> None:
     """Settle ``permit`` at ``actual``, unless its response came after the
     limiter's ``settle_window``: then it keeps the cost it asked for, with
     a warning, and the response still goes to the caller (a slow call is
-    not a failed one)."""
+    not a failed one); or after the limiter closed (a shutdown while the
+    call was out): nothing is left to settle, and the response still goes
+    to the caller."""
     try:
         permit.settle(actual)
+    except LimiterClosed:
+        pass
     except NotRefundable:
         log.warning(
             "a response came after the limiter's settle_window: its permit keeps "
             "the cost asked for (raise settle_window above the slowest call)"
         )
+
+
+#: What a retry's acquire raises when its permit cannot come within the
+#: integration's ``timeout`` (or cannot queue): the response that was to be
+#: sent again is returned instead, saying why.
+LATE = (AcquireTimeout, WouldWaitTooLong, QueueFull)
 
 
 def retry(paused: float | None, attempt: int, retries: int, timeout: float | None) -> bool:
@@ -380,6 +398,16 @@ def check_options(
     _check_max_pause(max_pause)
     if timeout is not None:
         _nanoseconds("timeout", timeout)  # as acquire checks it
+
+
+def check_settle(limiter: _Limiting, settle: object) -> None:
+    """``settle`` (a function, or ``None``), checked against ``limiter``:
+    settling needs a limiter opened with a ``settle_window``; refused now,
+    not after a request the upstream has charged for. (The window as
+    given: a Redis limiter's machine keeps its ``refund_window`` as its
+    ``settle_window_ns``.)"""
+    if settle is not None and not limiter._settle_window:
+        raise PermitValueError("settle", settle, "needs a limiter opened with settle_window > 0")
 
 
 def _check_max_pause(max_pause: float) -> None:

@@ -31,18 +31,20 @@ from __future__ import annotations
 from collections.abc import Callable, Hashable, Iterator, Mapping
 
 from permits._upstream import (
+    LATE,
     MAX_PAUSE,
     THROTTLED,
     Cost,
     QuotaPolicy,
     Upstream,
     check_options,
+    check_settle,
     retry,
     settle_in_time,
 )
 from permits.adapters import BaseLimiter
 from permits.adapters._requires import requires_extra
-from permits.core import PermitTypeError, PermitValueError
+from permits.core import PermitTypeError
 
 with requires_extra(__name__, "aiohttp", "aiohttp"):
     import aiohttp
@@ -75,17 +77,26 @@ class PermitsMiddleware:
     :param level: the level of a request (default: the limiter's current level).
     :param flow: the flow (tenant) of a request (default: none).
     :param cost: what a request asks for (1 by default).
-    :param settle: what a response and its body say the call cost; the
+    :param settle: what a response and its body say the call cost (a
+        mapping names every limit: one it leaves out is settled at 0;
+        ``None`` keeps the cost asked for); the
         limiter needs a ``settle_window``. Not called for a 429 or 503; a
         response later than ``settle_window`` keeps the cost asked for,
-        with a warning.
+        with a warning (and one that comes after the limiter closed reaches
+        the caller, unsettled).
     :param retries: how many times a 429/503 with ``Retry-After`` is sent
         again, after the pause, each with a new permit (with retries, a
         streamed request body is read first, to be sent whole each time);
         not when the pause
-        in force (``limiter.pause_left()``) outlasts ``timeout``: that
-        response is returned.
+        in force (``limiter.pause_left()``) outlasts ``timeout``, nor when
+        the retry's permit cannot come within it (the upstream's other
+        headers hold it back longer, say): that response is returned.
     :param timeout: seconds a request waits for its permit at most.
+        aiohttp's own ``ClientTimeout(total=...)`` (5 minutes by default)
+        runs around the middleware, so it counts that wait too, and the
+        pause before a retry: a pause longer than what is left of it raises
+        ``TimeoutError``, and the 429 saying why is lost. Give ``timeout``
+        below it, and such a 429 is returned instead.
     :param max_pause: seconds: the longest pause a ``Retry-After`` may set
         (an hour by default; a longer one is cut to it).
     """
@@ -105,10 +116,7 @@ class PermitsMiddleware:
         if not isinstance(limiter, BaseLimiter):  # a threads limiter's acquire does not wait
             raise PermitTypeError("limiter", limiter, "an asyncio or anyio limiter")
         check_options(retries, max_pause, timeout, level=level, flow=flow, cost=cost, settle=settle)
-        if settle is not None and not limiter.machine.settle_window_ns:
-            raise PermitValueError(
-                "settle", settle, "needs a limiter opened with settle_window > 0"
-            )
+        check_settle(limiter, settle)
         self.limiter = limiter
         self.level, self.flow, self.cost, self.settle = level, flow, cost, settle
         self.retries = retries
@@ -123,8 +131,20 @@ class PermitsMiddleware:
         cost = self.cost(request) if self.cost is not None else 1
         if self.retries and isinstance(request.body, aiohttp.payload.AsyncIterablePayload):
             await request.body.as_bytes()  # a streamed body, kept to be sent again
+        kept: aiohttp.ClientResponse | None = None  # the response a retry is for
         for attempt in range(self.retries + 1):
-            permit = await self.limiter.acquire(level, cost=cost, flow=flow, timeout=self.timeout)
+            try:
+                permit = await self.limiter.acquire(
+                    level,
+                    cost=cost,
+                    flow=flow,
+                    timeout=self.timeout,
+                    max_wait=None if kept is None else self.timeout,
+                )
+            except LATE:
+                if kept is None:
+                    raise
+                return kept  # its permit not within the timeout: that response says why
             response = await handler(request)
             try:
                 paused = self.upstream.learn(response.status, _Fields(response.headers))
@@ -132,7 +152,10 @@ class PermitsMiddleware:
                 response.release()
                 raise
             if retry(paused, attempt, self.retries, self.timeout):
-                response.release()
+                # kept, read whole (which frees the connection; released, it
+                # could not be read again by the caller)
+                await response.read()
+                kept = response
                 continue  # the next acquire waits for the pause
             if self.settle is not None and response.status not in THROTTLED:
                 actual = self.settle(response, await response.read())

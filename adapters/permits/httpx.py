@@ -49,20 +49,22 @@ from collections.abc import AsyncIterator, Callable, Hashable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any, TypedDict
 
 from permits._upstream import (
+    LATE,
     MAX_PAUSE,
     THROTTLED,
     Cost,
     QuotaPolicy,
     Upstream,
     check_options,
+    check_settle,
     parse_duration,
     retry,
     settle_in_time,
 )
-from permits.adapters._base import _Limiting, refuse_unknown
+from permits.adapters._base import refuse_unknown
 from permits.adapters._requires import requires_extra
 from permits.adapters.threads import Limiter as ThreadLimiter
-from permits.core import PermitTypeError, PermitValueError
+from permits.core import PermitTypeError
 
 with requires_extra(__name__, "httpx", "httpx"):
     import httpx
@@ -159,6 +161,17 @@ class _Options:
         )
 
 
+def _unread(response: httpx.Response, body: bytes) -> httpx.Response:
+    """``response`` again, its ``body`` (read, and the response closed) to
+    be read by the client as any other (which then knows its ``elapsed``)."""
+    return httpx.Response(
+        response.status_code,
+        headers=response.headers,
+        stream=httpx.ByteStream(body),
+        extensions=response.extensions,
+    )
+
+
 class _Kept(httpx.SyncByteStream, httpx.AsyncByteStream):
     """A response's body, passed on as it is read and kept: read to its
     end, the whole of it goes to ``read`` (a body closed before its end,
@@ -191,15 +204,6 @@ class _Kept(httpx.SyncByteStream, httpx.AsyncByteStream):
         await self._stream.aclose()  # type: ignore[union-attr]
 
 
-def _check_settle(limiter: _Limiting, options: _Options) -> None:
-    """``settle`` needs a limiter that keeps permits to settle: refused now,
-    not after a request the upstream has charged for."""
-    if options.settle is not None and not limiter.machine.settle_window_ns:
-        raise PermitValueError(
-            "settle", options.settle, "needs a limiter opened with settle_window > 0"
-        )
-
-
 class AsyncPermitsTransport(httpx.AsyncBaseTransport):
     """A permit per request for ``httpx.AsyncClient``, over an async limiter.
 
@@ -208,17 +212,22 @@ class AsyncPermitsTransport(httpx.AsyncBaseTransport):
     :param level: the level of a request its extensions do not name.
     :param flow: the flow (tenant) of a request its extensions do not name.
     :param cost: what a request asks for (1 by default).
-    :param settle: what a response says the call cost, asked once the
+    :param settle: what a response says the call cost (a mapping names
+        every limit: one it leaves out is settled at 0; ``None`` keeps the
+        cost asked for), asked once the
         client has read its body to the end (a response closed before keeps
         the cost asked for); the limiter needs a ``settle_window``. Not
         called for a 429 or 503 (not served: the cost asked for stays); a
         response later than ``settle_window`` keeps the cost asked for too,
-        with a warning.
+        with a warning (and one that ends after the limiter closed reaches
+        the caller, unsettled).
     :param retries: how many times a 429/503 with ``Retry-After`` is sent
         again, after the pause, each with a new permit (with retries, a
         streamed request body is read first, to be sent whole each time);
         not when the pause in force (``limiter.pause_left()``) outlasts
-        ``timeout``: that response is returned.
+        ``timeout``, nor when the retry's permit cannot come within it
+        (the upstream's other headers hold it back longer, say): that
+        response is returned.
     :param timeout: seconds a request waits for its permit at most.
     :param max_pause: seconds: the longest pause a ``Retry-After`` may set
         (an hour by default; a longer one is cut to it).
@@ -235,7 +244,7 @@ class AsyncPermitsTransport(httpx.AsyncBaseTransport):
         self.limiter = limiter
         self.transport = transport if transport is not None else httpx.AsyncHTTPTransport()
         self.options = _options("AsyncPermitsTransport", options)
-        _check_settle(limiter, self.options)
+        check_settle(limiter, self.options.settle)
         self.upstream = Upstream(limiter, options.get("max_pause", MAX_PAUSE))
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
@@ -243,8 +252,15 @@ class AsyncPermitsTransport(httpx.AsyncBaseTransport):
         if options.retries:
             await request.aread()  # a streamed body, kept to be sent again
         asked = options.ask(request)  # once: each retry asks the same
+        kept: httpx.Response | None = None  # the response a retry is for
         for attempt in range(options.retries + 1):
-            permit = await self.limiter.acquire(**asked)
+            if kept is None:
+                permit = await self.limiter.acquire(**asked)
+            else:  # its permit not within the timeout: that response says why
+                try:
+                    permit = await self.limiter.acquire(**asked, max_wait=options.timeout)
+                except LATE:
+                    return kept
             response = await self.transport.handle_async_request(request)
             try:
                 paused = self.upstream.learn(response.status_code, response.headers)
@@ -252,7 +268,10 @@ class AsyncPermitsTransport(httpx.AsyncBaseTransport):
                 await response.aclose()
                 raise
             if retry(paused, attempt, options.retries, options.timeout):
-                await response.aclose()
+                try:
+                    kept = _unread(response, await response.aread())
+                finally:
+                    await response.aclose()
                 continue  # the next acquire waits for the pause
             if options.settle is not None and response.status_code not in THROTTLED:
                 response.request = request
@@ -280,7 +299,7 @@ class PermitsTransport(httpx.BaseTransport):
         self.limiter = limiter
         self.transport = transport if transport is not None else httpx.HTTPTransport()
         self.options = _options("PermitsTransport", options)
-        _check_settle(limiter, self.options)
+        check_settle(limiter, self.options.settle)
         self.upstream = Upstream(limiter, options.get("max_pause", MAX_PAUSE))
 
     def handle_request(self, request: httpx.Request) -> httpx.Response:
@@ -288,8 +307,15 @@ class PermitsTransport(httpx.BaseTransport):
         if options.retries:
             request.read()  # a streamed body, kept to be sent again
         asked = options.ask(request)  # once: each retry asks the same
+        kept: httpx.Response | None = None  # the response a retry is for
         for attempt in range(options.retries + 1):
-            permit = self.limiter.acquire(**asked)
+            if kept is None:
+                permit = self.limiter.acquire(**asked)
+            else:  # its permit not within the timeout: that response says why
+                try:
+                    permit = self.limiter.acquire(**asked, max_wait=options.timeout)
+                except LATE:
+                    return kept
             response = self.transport.handle_request(request)
             try:
                 paused = self.upstream.learn(response.status_code, response.headers)
@@ -297,7 +323,10 @@ class PermitsTransport(httpx.BaseTransport):
                 response.close()
                 raise
             if retry(paused, attempt, options.retries, options.timeout):
-                response.close()
+                try:
+                    kept = _unread(response, response.read())
+                finally:
+                    response.close()
                 continue
             if options.settle is not None and response.status_code not in THROTTLED:
                 response.request = request
