@@ -709,10 +709,13 @@ class _Limiting:
         return max(0, self._pause_end - self._clock()) / SECOND
 
     def adopt(self, remaining: int, reset_after: float, *, limit: str | None = None) -> None:
-        """The upstream says its bucket for ``limit`` holds ``remaining``
-        units, full again ``reset_after`` seconds from now (the
-        ``x-ratelimit-*`` headers): this limit's bucket never holds more
-        than that; it never grants more because of it."""
+        """The upstream says ``remaining`` units of ``limit`` are left until
+        ``reset_after`` seconds from now (the ``x-ratelimit-remaining-*``
+        and ``-reset`` headers): until then this limit's bucket holds no
+        more than that, paced so that what is left lasts to the reset
+        (nothing of it before ``reset - remaining * interval``:
+        :meth:`permits.core.Machine.adopt`). It only ever lowers what is
+        available, never grants more because of it."""
         self._upstream_word(self._machine.adopt, remaining, reset_after, limit)
 
     def quota(self, remaining: int, reset_after: float, *, limit: str | None = None) -> None:
