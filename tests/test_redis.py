@@ -472,6 +472,28 @@ async def test_bad_costs_and_changes() -> None:
         limit.close()
 
 
+@pytest.mark.parametrize("call", ["set_limit", "adopt", "quota"])
+@pytest.mark.parametrize("limit", [[], 5, b"units"])
+def test_a_limit_named_by_no_str_is_a_type_error(call: str, limit: object) -> None:
+    """A limit named by something other than a str is a PermitTypeError
+    naming ``limit``, as on every adapter (a list raised a raw TypeError,
+    unhashable; an int was a PermitValueError), and nothing is kept to send."""
+    redis_limit = RedisLimit("redis://127.0.0.1:1/0", name="x", rate=10, burst=5)
+    limiter = RedisLimiter(Fifo(1), redis_limit)
+    try:
+        arguments: dict[str, Any] = {"rate": 1} if call == "set_limit" else {}
+        positional = () if call == "set_limit" else (1, 1.0)
+        with pytest.raises(PermitTypeError) as error:
+            getattr(limiter, call)(*positional, limit=limit, **arguments)
+        assert error.value.argument == "limit"
+        with pytest.raises(PermitTypeError):
+            getattr(redis_limit, call)(*positional, limit=limit, **arguments)
+        assert limiter._pending == []
+        assert limiter.limits["units"] == Limit(10, burst=5)
+    finally:
+        redis_limit.close()
+
+
 def test_bad_takes_and_give_backs_are_refused(redis_server: RedisServer) -> None:
     """RedisLimit's own take and give_back refuse a negative reserve or
     units (a reserve of -1 took from an empty bucket, into debt; units of

@@ -1402,6 +1402,8 @@ class RedisLimit:
 
     def _index(self, argument: str, limit: str | None) -> int:
         names = list(self.limits)
+        if limit is not None and not isinstance(limit, str):  # (a list: unhashable)
+            raise PermitTypeError(argument, limit, "a limit's name (str)")
         if limit is None:
             if len(names) > 1:
                 raise PermitValueError(argument, limit, f"name one of the limits ({names})")
