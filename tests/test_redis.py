@@ -2380,6 +2380,49 @@ async def test_a_restart_loses_the_pause_and_changed_limits(own_server: RedisSer
 
 
 @pytest.mark.timeout(60)
+@pytest.mark.parametrize("anyio_backend", ["asyncio", "trio"])
+@pytest.mark.parametrize("mode", ["closed", "local"])
+@pytest.mark.anyio
+async def test_changes_kept_through_an_outage_count_from_when_they_were_given(
+    own_server: RedisServer, mode: str
+) -> None:
+    """A pause, the upstream's word and its quota given while Redis is
+    unreachable reach it when it answers again, their times counted from
+    when they were given, not from when they are sent: given 2 s before,
+    a pause of 1 s is over (it paused every process for 1 s more), so are
+    a reset and a quota's end 1 s after it (the bucket was emptied, the
+    count of 0 held, for 1 s more); a pause of 30 s has 28 s left at most
+    (not 30). Failing closed or served locally meanwhile alike."""
+    names = fresh(), fresh()
+    options: dict[str, Any] = {"rate": 10, "burst": 5, "timeout": 0.2, "unavailable_after": 0.3}
+    if mode == "local":
+        options.update(on_unavailable="local", share=0.5)
+    async with (
+        open_limiter(Fifo(1), own_server.url, name=names[0], **options) as over,
+        open_limiter(Fifo(1), own_server.url, name=names[1], **options) as under_way,
+    ):
+        await over.acquire()
+        await under_way.acquire()
+        own_server.kill()
+        over.pause_for(1.0)
+        over.adopt(0, 1.0)
+        over.quota(0, 1.0)
+        under_way.pause_for(30.0)
+        await anyio.sleep(2.0)
+        await anyio.to_thread.run_sync(own_server.start)
+        await sent(over, under_way)
+        others = [peek(own_server, name, rate=10, burst=5) for name in names]
+        try:
+            assert others[0].take() == GcraAnswer(True, 0, (4,))  # nothing holds it
+            answer = others[1].take()
+            assert not answer.allowed
+            assert answer.retry_after < 29e6, answer  # 28 s left at most
+        finally:
+            for other in others:
+                other.close()
+
+
+@pytest.mark.timeout(60)
 @pytest.mark.parametrize("anyio_backend", ["asyncio"])
 @pytest.mark.anyio
 async def test_a_waiter_that_comes_into_an_outage_is_told(own_server: RedisServer) -> None:

@@ -716,6 +716,13 @@ class Request(NamedTuple):
     keys: int
 
 
+#: A change to the shared limit the driver is to send: its request, or what
+#: builds it at the time it is sent (ns, the limiter's clock), for a change
+#: whose time counts from when it was given (a pause, the upstream's word);
+#: ``None``: nothing is left to send (it is over).
+_Change = Request | Callable[[int], Request | None]
+
+
 class _Take(NamedTuple):
     """A take for the head of a level, as the driver sends it."""
 
@@ -1348,9 +1355,12 @@ class RedisLimit:
         holds no more than that."""
         return self.send(self.ask_adopt(remaining, reset_after, limit))
 
-    def ask_adopt(self, remaining: int, reset_after: float, limit: str | None = None) -> Request:
-        """:meth:`adopt`'s request."""
-        return self._word("adopt", remaining, reset_after, limit)
+    def ask_adopt(
+        self, remaining: int, reset_after: float, limit: str | None = None, *, ago: float = 0.0
+    ) -> Request:
+        """:meth:`adopt`'s request; ``ago``: seconds since the upstream
+        said so (its reset counts from then, and may be past)."""
+        return self._word("adopt", remaining, reset_after, limit, ago)
 
     def quota(self, remaining: int, reset_after: float, limit: str | None = None) -> GcraAnswer:
         """The upstream's quota: at most ``remaining`` more units of
@@ -1358,17 +1368,28 @@ class RedisLimit:
         beside the quotas in force."""
         return self.send(self.ask_quota(remaining, reset_after, limit))
 
-    def ask_quota(self, remaining: int, reset_after: float, limit: str | None = None) -> Request:
-        """:meth:`quota`'s request."""
-        return self._word("quota", remaining, reset_after, limit)
+    def ask_quota(
+        self, remaining: int, reset_after: float, limit: str | None = None, *, ago: float = 0.0
+    ) -> Request:
+        """:meth:`quota`'s request; ``ago`` as for :meth:`ask_adopt` (a
+        quota whose end is past is dropped)."""
+        return self._word("quota", remaining, reset_after, limit, ago)
 
-    def _word(self, op: str, remaining: int, reset_after: float, limit: str | None) -> Request:
+    def _word(
+        self, op: str, remaining: int, reset_after: float, limit: str | None, ago: float = 0.0
+    ) -> Request:
         """The request of the upstream's word (``op``: adopt or quota) on one
-        limit: ``remaining`` for it, no word (-1) on the others."""
+        limit: ``remaining`` for it, no word (-1) on the others; said
+        ``ago`` seconds before (the microseconds until the reset, less
+        those, may be negative: the script reads them so)."""
         index = self._index("limit", limit)
         word = [-1] * len(self.limits)
         word[index] = check_int("remaining", remaining, 0)
-        return self._request(op, word, _microseconds("reset_after", reset_after))
+        reset = _microseconds("reset_after", reset_after)
+        if ago:
+            _microseconds("ago", ago)  # (checked)
+            reset -= math.floor(ago * 1e6)
+        return self._request(op, word, reset)
 
     def set_limit(
         self,
@@ -1671,7 +1692,10 @@ class RedisLimiter(_AnyioLimiter):
         #: limit loses those units, never exceeds). The others are safe to
         #: send again: a pause, a new limit or the upstream's word applied
         #: twice is applied once, and a charge twice only grants less.
-        self._pending: list[tuple[Request, int, bool]] = []
+        #: A change given while Redis does not answer may be sent long
+        #: after: the time of a pause or of the upstream's word counts from
+        #: when it was given (see _Change).
+        self._pending: list[tuple[_Change, int, bool]] = []
         #: Whether the round trips go through the asyncio client (under
         #: asyncio), or redis-py's synchronous one in worker threads.
         self._async = False
@@ -1887,8 +1911,9 @@ class RedisLimiter(_AnyioLimiter):
         length = _nanoseconds("seconds", seconds)
         if length is None:
             raise PermitValueError("seconds", seconds, "must be a finite number of seconds")
-        self._send(self.limit.ask_pause(seconds))
+        self.limit.ask_pause(seconds)  # checked: a pause Redis cannot hold is kept nowhere
         now = self._now()
+        self._send(partial(self._pause_left, now + length))
         local = self._local
         if local is not None:
             local.pause_until(now + length, now)
@@ -1902,15 +1927,40 @@ class RedisLimiter(_AnyioLimiter):
         """The upstream says ``remaining`` units of ``limit`` are left until
         ``reset_after`` seconds from now (at most 1e9): the shared bucket
         holds no more."""
-        self._send(self.limit.ask_adopt(remaining, reset_after, limit))
+        self._send_word("adopt", remaining, reset_after, limit)
 
     def quota(self, remaining: int, reset_after: float, *, limit: str | None = None) -> None:
         """The upstream's quota: at most ``remaining`` more units of
         ``limit`` until ``reset_after`` seconds from now (at most 1e9), for
         every process; the count is kept in Redis beside the bucket."""
-        self._send(self.limit.ask_quota(remaining, reset_after, limit))
+        self._send_word("quota", remaining, reset_after, limit)
 
-    def _send(self, change: Request, *, gives: bool = False) -> None:
+    def _pause_left(self, end: int, now: int) -> Request | None:
+        """The request of a pause until ``end`` (ns), sent at ``now``: for
+        the time left then (``None``: it is over)."""
+        return self.limit.ask_pause((end - now) / SECOND) if end > now else None
+
+    def _send_word(
+        self, op: Literal["adopt", "quota"], remaining: int, reset_after: float, limit: str | None
+    ) -> None:
+        """Have the driver send the upstream's word (``op``), its reset
+        counted from now however late it is sent; a quota whose end is past
+        by then is not sent."""
+        quota = op == "quota"
+        ask = self.limit.ask_quota if quota else self.limit.ask_adopt
+        first = ask(remaining, reset_after, limit)  # checked: a bad word is kept nowhere
+        given = self._now()
+
+        def word(now: int) -> Request | None:
+            if now == given:
+                return first
+            if quota and now - given >= reset_after * SECOND:
+                return None
+            return ask(remaining, reset_after, limit, ago=(now - given) / SECOND)
+
+        self._send(word)
+
+    def _send(self, change: _Change, *, gives: bool = False) -> None:
         """Have the driver send ``change`` to Redis before its next request
         (``gives``: it gives units back, see ``_pending``)."""
         if self._closed is not None:
@@ -1918,15 +1968,18 @@ class RedisLimiter(_AnyioLimiter):
         self._pending.append((change, 0, gives))
         self._wake_driver()
 
-    def _send_pending(self) -> None:
+    def _send_pending(self, now: int) -> None:
         """Closed: send the changes the driver had no time to send (a pause,
         a settle, new limits given just before), in order, in this thread,
-        with the synchronous client; stop at the first Redis does not
-        answer. A give the driver sent is no longer here: never twice."""
+        with the synchronous client, as at ``now`` (ns); stop at the first
+        Redis does not answer. A give the driver sent is no longer here:
+        never twice."""
         pending = self._pending
         while pending:
             change, given_back, _ = pending.pop(0)
-            self.limit.send(change)
+            request = change if isinstance(change, Request) else change(now)
+            if request is not None:
+                self.limit.send(request)
             self.given_back += given_back
 
     def _wake_driver(self) -> None:
@@ -2141,10 +2194,14 @@ class RedisLimiter(_AnyioLimiter):
             return
         if self._pending:
             change, given_back, gives = self._pending[0]
-            if gives:
-                del self._pending[0]  # sent once: if its answer is lost, perhaps applied
+            request = change if isinstance(change, Request) else change(self._now())
+            if gives or request is None:
+                # sent once: if its answer is lost, perhaps applied; or over
+                del self._pending[0]
+            if request is None:
+                return
             try:
-                await self._round_trip(change)
+                await self._round_trip(request)
             except _UNREACHABLE as error:
                 await self._outage(error)
                 return
@@ -2621,7 +2678,7 @@ async def _opened(limiter: RedisLimiter) -> AsyncIterator[RedisLimiter]:
         with anyio.CancelScope(shield=True):
             if limiter._pending:
                 with suppress(*_UNREACHABLE):
-                    await anyio.to_thread.run_sync(limiter._send_pending)
+                    await anyio.to_thread.run_sync(limiter._send_pending, limiter._now())
             if limiter._published or limiter._in_line:
                 # so that the other processes need not wait for its expiry
                 leave = partial(limiter.limit.leave, demand=limiter._published)
