@@ -1848,6 +1848,67 @@ async def test_the_local_fallback_follows_a_limit_lowered_while_it_serves(
         assert limiter.backend_down
 
 
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("anyio_backend", ["asyncio", "trio"])
+@pytest.mark.parametrize("mode", ["closed", "local"])
+@pytest.mark.anyio
+async def test_a_permit_booked_as_redis_goes_away_is_handed_over_at_its_time(
+    own_server: RedisServer, mode: str
+) -> None:
+    """A permit booked just before Redis goes away (the driver learns of it
+    sending a change) is handed over at its time, as Redis charged it for
+    then. Failing closed, the driver stayed on the change it could not
+    send, asking a server that refused it thousands of times a second, and
+    the waiter the permit was for failed with BackendUnavailable; falling
+    back locally, it slept until the booked time, long past, thousands of
+    times a second, for the whole outage (the booked permit never handed
+    over). Either way it sleeps a few times a second now."""
+    async with open_limiter(
+        Fifo(1),
+        own_server.url,
+        name=fresh(),
+        rate=5,
+        burst=1,
+        book_ahead=0.3,
+        timeout=0.2,
+        unavailable_after=1.0,
+        on_unavailable=mode,  # type: ignore[arg-type]
+        share=0.5 if mode == "local" else None,
+    ) as limiter:
+        await limiter.acquire()  # the bucket is empty: the next permit is booked
+        sleeps = 0
+        sleep = limiter._sleep
+
+        async def counted(until: float, *, idle: bool = False) -> None:
+            nonlocal sleeps
+            sleeps += 1
+            await sleep(until, idle=idle)
+
+        limiter._sleep = counted  # type: ignore[method-assign]
+        outcome: list[str] = []
+
+        async def waiter() -> None:
+            try:
+                await limiter.acquire()
+            except BackendUnavailable:
+                outcome.append("unavailable")
+            else:
+                outcome.append("granted")
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(waiter)
+            with anyio.fail_after(5):
+                while limiter._booked is None:
+                    await anyio.sleep(0.001)
+            own_server.kill()
+            limiter.set_limit(rate=5)  # a change to send: the driver learns of the outage
+            await anyio.sleep(1.0)  # the booked permit's time is at most 0.3 s away
+            assert limiter.backend_down
+            assert limiter._booked is None
+            assert sleeps < 100, sleeps
+    assert outcome == ["granted"]
+
+
 async def granted_in_a_second(limiter: RedisLimiter, callers: int = 5) -> int:
     """The permits ``callers`` tasks acquiring back to back get in 1 s."""
     granted = 0

@@ -2185,6 +2185,20 @@ class RedisLimiter(_AnyioLimiter):
             # its reply, which wakes the driver if anything is left to do.
             await self._sleep(math.inf, idle=True)
             return
+        booked = self._booked
+        if booked is not None and self._seconds() >= booked[0]:
+            # The booked permit's time: hand it over (Redis charged it for
+            # then), whatever else there is to send, and whether Redis
+            # answers now or not (every sleep ends at its time, so until it
+            # is handed over the driver would not sleep at all).
+            self._booked = None
+            left = self._hand_over(booked[1], self.reserve[booked[2]], 1, booked[3])
+            if left and self._local is not None:  # given back once Redis answers again
+                give = self.limit.ask_charge(tuple(-n * left for n in booked[1]))
+                self._pending.append((give, left, True))
+            elif left:
+                await self._give_back(booked[1], left)
+            return
         if self._local is not None:
             level = machine.next_level()
             if level is None:
@@ -2208,13 +2222,6 @@ class RedisLimiter(_AnyioLimiter):
             if not gives:
                 del self._pending[0]
             self.given_back += given_back
-            return
-        booked = self._booked
-        if booked is not None and self._seconds() >= booked[0]:
-            self._booked = None  # the booked permit's time: hand it over
-            left = self._hand_over(booked[1], self.reserve[booked[2]], 1, booked[3])
-            if left:
-                await self._give_back(booked[1], left)
             return
         level = machine.next_level(self._ask_next)
         if level is None:
