@@ -443,6 +443,12 @@ async def test_bad_costs_and_changes() -> None:
             assert error.value.argument == argument
         with pytest.raises(PermitTypeError):
             limit.units("cost", "1")
+        # a mapping's bad entry is found by the limit it names, as the
+        # machine's errors name it (they named only the value)
+        with pytest.raises(PermitTypeError, match="an int of units of limit 'tokens'"):
+            limit.units("cost", {"requests": 1, "tokens": 1.5})
+        with pytest.raises(PermitValueError, match="units of limit 'tokens' must be at least 0"):
+            limit.units("cost", {"requests": 1, "tokens": -1})
         with pytest.raises(PermitValueError) as error:
             limiter.set_limit(rate=1)  # two limits: which one?
         assert error.value.argument == "limit"
