@@ -1007,6 +1007,39 @@ async def test_changes_made_just_before_closing_reach_redis(redis_server: RedisS
 
 
 @pytest.mark.anyio
+async def test_a_change_redis_refuses_as_the_limiter_closes_leaves_the_rest_done(
+    redis_server: RedisServer,
+) -> None:
+    """A change Redis refuses as the limiter closes (a burst that, at the
+    rate another process set, would take ages to refill) is raised from the
+    ``async with``, once the rest of the closing is done: the changes given
+    after it reach Redis, and the clients are closed (the error skipped
+    all of that)."""
+    name = fresh()
+    other = peek(redis_server, name, rate=10, burst=5)
+    try:
+        other.set_limit(rate=Fraction(1, 10**4))  # a unit every 10,000 s, for every process
+        opened: list[RedisLimiter] = []
+
+        async def change_and_close() -> None:
+            async with open_limiter(
+                Fifo(1), redis_server.url, name=name, rate=10, burst=5
+            ) as limiter:
+                opened.append(limiter)
+                limiter.set_limit(burst=10**6)  # fine at 10/s; 3e8 years at Redis's rate
+                limiter.pause_for(30)
+
+        with pytest.raises(redis.exceptions.ResponseError, match="1e9 s to refill"):
+            await change_and_close()
+        assert opened[0].limit._aclient is None  # closed
+        answer = other.take()
+        assert not answer.allowed
+        assert answer.retry_after > 20e6, answer  # the pause reached Redis
+    finally:
+        other.close()
+
+
+@pytest.mark.anyio
 async def test_a_cost_above_a_lowered_burst_fails(redis_server: RedisServer) -> None:
     name = fresh()
     async with open_limiter(Fifo(1), redis_server.url, name=name, rate=0.5, burst=4) as a:

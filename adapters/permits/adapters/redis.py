@@ -1982,15 +1982,25 @@ class RedisLimiter(_AnyioLimiter):
         """Closed: send the changes the driver had no time to send (a pause,
         a settle, new limits given just before), in order, in this thread,
         with the synchronous client, as at ``now`` (ns); stop at the first
-        Redis does not answer. A give the driver sent is no longer here:
-        never twice."""
+        Redis does not answer. One it refuses (a limit it judges would take
+        ages to refill) is raised once the others are sent. A give the
+        driver sent is no longer here: never twice."""
         pending = self._pending
+        refused: Exception | None = None
         while pending:
             change, given_back, _ = pending.pop(0)
             request = change if isinstance(change, Request) else change(now)
-            if request is not None:
-                self.limit.send(request)
+            try:
+                if request is not None:
+                    self.limit.send(request)
+            except _UNREACHABLE:
+                raise
+            except Exception as error:
+                refused = refused or error
+                continue
             self.given_back += given_back
+        if refused is not None:
+            raise refused
 
     def _wake_driver(self) -> None:
         wake = self._driver_wake
@@ -2692,15 +2702,20 @@ async def _opened(limiter: RedisLimiter) -> AsyncIterator[RedisLimiter]:
         async with running(limiter, anyio.create_task_group()):
             yield limiter
     finally:
-        with anyio.CancelScope(shield=True):
-            if limiter._pending:
-                with suppress(*_UNREACHABLE):
-                    await anyio.to_thread.run_sync(limiter._send_pending, limiter._now())
-            if limiter._published or limiter._in_line:
-                # so that the other processes need not wait for its expiry
-                leave = partial(limiter.limit.leave, demand=limiter._published)
-                with suppress(*_UNREACHABLE):
-                    await anyio.to_thread.run_sync(leave)
-            with suppress(*_UNREACHABLE):
-                await limiter.limit.aclose()
-        limiter.limit.close()
+        try:
+            with anyio.CancelScope(shield=True):
+                try:
+                    if limiter._pending:
+                        with suppress(*_UNREACHABLE):
+                            now = limiter._now()
+                            await anyio.to_thread.run_sync(limiter._send_pending, now)
+                finally:  # (a change Redis refused is raised once the rest is done)
+                    if limiter._published or limiter._in_line:
+                        # so that the other processes need not wait for its expiry
+                        leave = partial(limiter.limit.leave, demand=limiter._published)
+                        with suppress(*_UNREACHABLE):
+                            await anyio.to_thread.run_sync(leave)
+                    with suppress(*_UNREACHABLE):
+                        await limiter.limit.aclose()
+        finally:
+            limiter.limit.close()
