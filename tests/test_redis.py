@@ -676,6 +676,16 @@ def test_a_url_redis_cannot_read_is_refused_naming_it(url: str, cluster: bool) -
     assert "port" in str(error.value).lower() or "scheme" in str(error.value)
 
 
+@pytest.mark.parametrize("audit", ["no", 0, None])
+def test_audit_not_a_bool_is_a_type_error(audit: object) -> None:
+    """``audit`` is a bool, as ``cluster`` is: ``audit="no"`` turned the
+    audit on (a list in Redis kept an hour, an entry per grant), as any
+    true value did."""
+    with pytest.raises(PermitTypeError) as error:
+        RedisLimit("redis://127.0.0.1:1/0", name="x", rate=1, audit=audit)  # type: ignore[arg-type]
+    assert error.value.argument == "audit"
+
+
 def test_a_name_not_a_str_is_a_type_error() -> None:
     with pytest.raises(PermitTypeError) as error:
         RedisLimit("redis://127.0.0.1:1/0", name=3, rate=1)  # type: ignore[arg-type]

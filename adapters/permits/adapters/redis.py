@@ -957,7 +957,9 @@ class RedisLimit:
         self.shares_key = f"{self.key}:shares"
         #: This limit's process, as the demand hash and the line name it.
         self.process = uuid.uuid4().hex
-        self.audit = bool(audit)
+        if not isinstance(audit, bool):  # ("no" was true: an audit list, an hour long)
+            raise PermitTypeError("audit", audit, "a bool")
+        self.audit = audit
         #: The keys a call names unless it uses global priority, shares or the line.
         self._few_keys = _AUDITED_KEYS if self.audit else _FEW_KEYS
         #: The script's arguments for each limit: name, T (us) and burst.
