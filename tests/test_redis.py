@@ -1049,6 +1049,53 @@ async def test_a_change_redis_refuses_as_the_limiter_closes_leaves_the_rest_done
         other.close()
 
 
+@pytest.mark.parametrize("anyio_backend", ["asyncio", "trio"])
+@pytest.mark.anyio
+async def test_a_permit_taken_as_the_limiter_closes_goes_back_to_redis(
+    redis_server: RedisServer,
+) -> None:
+    """A permit nobody used is never lost, closing included: 20 callers
+    come, and the limiter closes after 0 to 11 passes of the event loop,
+    while a take (a lease of 16, or a lone caller's) is in flight, or its
+    answer is being handed out, or a permit is booked. The units Redis
+    charged, less those given back, are those of the callers that
+    proceeded (a take in flight was cancelled, and its permits, charged,
+    went to nobody: up to 16 of 40)."""
+    for passes in range(12):
+        for book_ahead in (0.0, 5.0):
+            name = fresh()
+            proceeded = 0
+
+            async def caller(limiter: RedisLimiter) -> None:
+                nonlocal proceeded
+                with contextlib.suppress(LimiterClosed):
+                    await limiter.acquire()
+                    proceeded += 1
+
+            async with (
+                anyio.create_task_group() as tg,
+                open_limiter(
+                    Fifo(1), redis_server.url, name=name, rate=1, burst=40, book_ahead=book_ahead
+                ) as limiter,
+            ):
+                await limiter.acquire()  # (the connection is open)
+                proceeded += 1
+                if book_ahead:
+                    for _ in range(39):
+                        await limiter.acquire()  # the bucket is empty: the next is booked
+                    proceeded += 39
+                for _ in range(20):
+                    tg.start_soon(caller, limiter)
+                for _ in range(passes):
+                    await anyio.lowlevel.checkpoint()
+            other = peek(redis_server, name, rate=1, burst=40)
+            try:
+                left = other.charge((0,)).remaining[0]
+            finally:
+                other.close()
+            assert left == 40 - proceeded, (passes, book_ahead, proceeded, left)
+
+
 @pytest.mark.anyio
 async def test_a_cost_above_a_lowered_burst_fails(redis_server: RedisServer) -> None:
     name = fresh()

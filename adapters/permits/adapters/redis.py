@@ -2107,7 +2107,7 @@ class RedisLimiter(_AnyioLimiter):
         (an event set: cheaper than cancelling a scope). ``idle``: with
         nothing to do meanwhile (nobody waits, nothing is booked, or a lone
         caller's take is in flight): a caller that comes alone may send its
-        own take."""
+        own take. Closed: at once (the driver finishes what it was doing)."""
         if self._local is None and not self._down:
             # Yield once first: the callers a hand-over just woke run before
             # the driver resumes, so that an acquire they make then finds it
@@ -2117,6 +2117,8 @@ class RedisLimiter(_AnyioLimiter):
                 return
         if self._booked is not None:
             until = min(until, self._booked[0])
+        if self._closed is not None:  # (once it sleeps, the closing wakes it: _break)
+            return
         wake = self._driver_wake = self._new_event()
         self._idle = idle
         try:
@@ -2143,7 +2145,11 @@ class RedisLimiter(_AnyioLimiter):
             async with anyio.create_task_group() as tasks:
                 self._tasks = tasks
                 tasks.start_soon(self._timer)
-                await self._drive()
+                # Not cancelled by the closing: it ends by itself once closed,
+                # after the round trip under way (each ends within the reply
+                # timeout), whose answer is acted on, what it took given back.
+                with anyio.CancelScope(shield=True):
+                    await self._drive()
                 tasks.cancel_scope.cancel()
         finally:
             self._running = False
@@ -2152,8 +2158,35 @@ class RedisLimiter(_AnyioLimiter):
         try:
             while self._closed is None:
                 await self._step()
+            await self._closing()
         except Exception as error:
             self._break(error)  # the waiters learn of it; nobody hangs
+
+    async def _closing(self) -> None:
+        """Closed: what Redis charged and nobody will use goes back to it
+        (a permit nobody used is never lost): the permits of a lone
+        caller's take in flight, once answered (within the reply timeout),
+        and of an answer not yet acted on, now; a booked permit, by the
+        changes sent as the limiter closes."""
+        if self._flight is not None:
+            wake = self._driver_wake = self._new_event()
+            try:
+                with anyio.move_on_after(2 * self.limit._timeout):  # (the reply's own bound)
+                    await wake.wait()
+            finally:
+                self._driver_wake = None
+        then, self._then = self._then, None
+        if then is not None:
+            await then()
+        booked, self._booked = self._booked, None
+        if booked is not None:
+            self._pending.append((self.limit.ask_charge(tuple(-n for n in booked[1])), 1, True))
+
+    def _break(self, error: BaseException | None) -> None:
+        super()._break(error)
+        wake = self._driver_wake
+        if wake is not None:  # closed: it ends by itself (see _run)
+            wake.set()
 
     async def _round_trip(self, request: Request | None) -> GcraAnswer | None:
         """One request to Redis (``None``: a probe), on the asyncio client or
@@ -2411,7 +2444,7 @@ class RedisLimiter(_AnyioLimiter):
         waits or not; leave the rest to the driver, and wake it if there is
         any (or if waiters remain)."""
         take, self._flight = self._flight, None
-        if self._closed is not None or take is None:
+        if take is None:
             return
         try:
             if error is None:
@@ -2425,7 +2458,9 @@ class RedisLimiter(_AnyioLimiter):
             else:
                 raise error
             wake = self._driver_wake
-            if wake is not None and (self._booked is not None or self._should_wake()):
+            if wake is not None and (
+                self._closed is not None or self._booked is not None or self._should_wake()
+            ):
                 self._idle = False  # (it has something to do)
                 wake.set()
         except Exception as broken:
