@@ -443,6 +443,12 @@ async def test_bad_costs_and_changes() -> None:
             assert error.value.argument == argument
         with pytest.raises(PermitTypeError):
             limit.units("cost", "1")
+        # a mapping's bad entry is found by the limit it names, as the
+        # machine's errors name it (they named only the value)
+        with pytest.raises(PermitTypeError, match="an int of units of limit 'tokens'"):
+            limit.units("cost", {"requests": 1, "tokens": 1.5})
+        with pytest.raises(PermitValueError, match="units of limit 'tokens' must be at least 0"):
+            limit.units("cost", {"requests": 1, "tokens": -1})
         with pytest.raises(PermitValueError) as error:
             limiter.set_limit(rate=1)  # two limits: which one?
         assert error.value.argument == "limit"
@@ -470,6 +476,28 @@ async def test_bad_costs_and_changes() -> None:
         assert limiter._pending == []  # nothing was sent
     finally:
         limit.close()
+
+
+@pytest.mark.parametrize("call", ["set_limit", "adopt", "quota"])
+@pytest.mark.parametrize("limit", [[], 5, b"units"])
+def test_a_limit_named_by_no_str_is_a_type_error(call: str, limit: object) -> None:
+    """A limit named by something other than a str is a PermitTypeError
+    naming ``limit``, as on every adapter (a list raised a raw TypeError,
+    unhashable; an int was a PermitValueError), and nothing is kept to send."""
+    redis_limit = RedisLimit("redis://127.0.0.1:1/0", name="x", rate=10, burst=5)
+    limiter = RedisLimiter(Fifo(1), redis_limit)
+    try:
+        arguments: dict[str, Any] = {"rate": 1} if call == "set_limit" else {}
+        positional = () if call == "set_limit" else (1, 1.0)
+        with pytest.raises(PermitTypeError) as error:
+            getattr(limiter, call)(*positional, limit=limit, **arguments)
+        assert error.value.argument == "limit"
+        with pytest.raises(PermitTypeError):
+            getattr(redis_limit, call)(*positional, limit=limit, **arguments)
+        assert limiter._pending == []
+        assert limiter.limits["units"] == Limit(10, burst=5)
+    finally:
+        redis_limit.close()
 
 
 def test_bad_takes_and_give_backs_are_refused(redis_server: RedisServer) -> None:
@@ -646,6 +674,16 @@ def test_a_url_redis_cannot_read_is_refused_naming_it(url: str, cluster: bool) -
     assert error.value.argument == "url"
     assert "s3cret" not in str(error.value)
     assert "port" in str(error.value).lower() or "scheme" in str(error.value)
+
+
+@pytest.mark.parametrize("audit", ["no", 0, None])
+def test_audit_not_a_bool_is_a_type_error(audit: object) -> None:
+    """``audit`` is a bool, as ``cluster`` is: ``audit="no"`` turned the
+    audit on (a list in Redis kept an hour, an entry per grant), as any
+    true value did."""
+    with pytest.raises(PermitTypeError) as error:
+        RedisLimit("redis://127.0.0.1:1/0", name="x", rate=1, audit=audit)  # type: ignore[arg-type]
+    assert error.value.argument == "audit"
 
 
 def test_a_name_not_a_str_is_a_type_error() -> None:
@@ -977,6 +1015,86 @@ async def test_changes_made_just_before_closing_reach_redis(redis_server: RedisS
     finally:
         check.close()
         client.close()
+
+
+@pytest.mark.anyio
+async def test_a_change_redis_refuses_as_the_limiter_closes_leaves_the_rest_done(
+    redis_server: RedisServer,
+) -> None:
+    """A change Redis refuses as the limiter closes (a burst that, at the
+    rate another process set, would take ages to refill) is raised from the
+    ``async with``, once the rest of the closing is done: the changes given
+    after it reach Redis, and the clients are closed (the error skipped
+    all of that)."""
+    name = fresh()
+    other = peek(redis_server, name, rate=10, burst=5)
+    try:
+        other.set_limit(rate=Fraction(1, 10**4))  # a unit every 10,000 s, for every process
+        opened: list[RedisLimiter] = []
+
+        async def change_and_close() -> None:
+            async with open_limiter(
+                Fifo(1), redis_server.url, name=name, rate=10, burst=5
+            ) as limiter:
+                opened.append(limiter)
+                limiter.set_limit(burst=10**6)  # fine at 10/s; 3e8 years at Redis's rate
+                limiter.pause_for(30)
+
+        with pytest.raises(redis.exceptions.ResponseError, match="1e9 s to refill"):
+            await change_and_close()
+        assert opened[0].limit._aclient is None  # closed
+        answer = other.take()
+        assert not answer.allowed
+        assert answer.retry_after > 20e6, answer  # the pause reached Redis
+    finally:
+        other.close()
+
+
+@pytest.mark.parametrize("anyio_backend", ["asyncio", "trio"])
+@pytest.mark.anyio
+async def test_a_permit_taken_as_the_limiter_closes_goes_back_to_redis(
+    redis_server: RedisServer,
+) -> None:
+    """A permit nobody used is never lost, closing included: 20 callers
+    come, and the limiter closes after 0 to 11 passes of the event loop,
+    while a take (a lease of 16, or a lone caller's) is in flight, or its
+    answer is being handed out, or a permit is booked. The units Redis
+    charged, less those given back, are those of the callers that
+    proceeded (a take in flight was cancelled, and its permits, charged,
+    went to nobody: up to 16 of 40)."""
+    for passes in range(12):
+        for book_ahead in (0.0, 5.0):
+            name = fresh()
+            proceeded = 0
+
+            async def caller(limiter: RedisLimiter) -> None:
+                nonlocal proceeded
+                with contextlib.suppress(LimiterClosed):
+                    await limiter.acquire()
+                    proceeded += 1
+
+            async with (
+                anyio.create_task_group() as tg,
+                open_limiter(
+                    Fifo(1), redis_server.url, name=name, rate=1, burst=40, book_ahead=book_ahead
+                ) as limiter,
+            ):
+                await limiter.acquire()  # (the connection is open)
+                proceeded += 1
+                if book_ahead:
+                    for _ in range(39):
+                        await limiter.acquire()  # the bucket is empty: the next is booked
+                    proceeded += 39
+                for _ in range(20):
+                    tg.start_soon(caller, limiter)
+                for _ in range(passes):
+                    await anyio.lowlevel.checkpoint()
+            other = peek(redis_server, name, rate=1, burst=40)
+            try:
+                left = other.charge((0,)).remaining[0]
+            finally:
+                other.close()
+            assert left == 40 - proceeded, (passes, book_ahead, proceeded, left)
 
 
 @pytest.mark.anyio
@@ -1827,6 +1945,67 @@ async def test_the_local_fallback_follows_a_limit_lowered_while_it_serves(
         assert limiter.backend_down
 
 
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("anyio_backend", ["asyncio", "trio"])
+@pytest.mark.parametrize("mode", ["closed", "local"])
+@pytest.mark.anyio
+async def test_a_permit_booked_as_redis_goes_away_is_handed_over_at_its_time(
+    own_server: RedisServer, mode: str
+) -> None:
+    """A permit booked just before Redis goes away (the driver learns of it
+    sending a change) is handed over at its time, as Redis charged it for
+    then. Failing closed, the driver stayed on the change it could not
+    send, asking a server that refused it thousands of times a second, and
+    the waiter the permit was for failed with BackendUnavailable; falling
+    back locally, it slept until the booked time, long past, thousands of
+    times a second, for the whole outage (the booked permit never handed
+    over). Either way it sleeps a few times a second now."""
+    async with open_limiter(
+        Fifo(1),
+        own_server.url,
+        name=fresh(),
+        rate=5,
+        burst=1,
+        book_ahead=0.3,
+        timeout=0.2,
+        unavailable_after=1.0,
+        on_unavailable=mode,  # type: ignore[arg-type]
+        share=0.5 if mode == "local" else None,
+    ) as limiter:
+        await limiter.acquire()  # the bucket is empty: the next permit is booked
+        sleeps = 0
+        sleep = limiter._sleep
+
+        async def counted(until: float, *, idle: bool = False) -> None:
+            nonlocal sleeps
+            sleeps += 1
+            await sleep(until, idle=idle)
+
+        limiter._sleep = counted  # type: ignore[method-assign]
+        outcome: list[str] = []
+
+        async def waiter() -> None:
+            try:
+                await limiter.acquire()
+            except BackendUnavailable:
+                outcome.append("unavailable")
+            else:
+                outcome.append("granted")
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(waiter)
+            with anyio.fail_after(5):
+                while limiter._booked is None:
+                    await anyio.sleep(0.001)
+            own_server.kill()
+            limiter.set_limit(rate=5)  # a change to send: the driver learns of the outage
+            await anyio.sleep(1.0)  # the booked permit's time is at most 0.3 s away
+            assert limiter.backend_down
+            assert limiter._booked is None
+            assert sleeps < 100, sleeps
+    assert outcome == ["granted"]
+
+
 async def granted_in_a_second(limiter: RedisLimiter, callers: int = 5) -> int:
     """The permits ``callers`` tasks acquiring back to back get in 1 s."""
     granted = 0
@@ -2356,6 +2535,49 @@ async def test_a_restart_loses_the_pause_and_changed_limits(own_server: RedisSer
         assert answer == GcraAnswer(True, 1_000_000, (0,))  # burst 1, as opened; no pause
     finally:
         other.close()
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("anyio_backend", ["asyncio", "trio"])
+@pytest.mark.parametrize("mode", ["closed", "local"])
+@pytest.mark.anyio
+async def test_changes_kept_through_an_outage_count_from_when_they_were_given(
+    own_server: RedisServer, mode: str
+) -> None:
+    """A pause, the upstream's word and its quota given while Redis is
+    unreachable reach it when it answers again, their times counted from
+    when they were given, not from when they are sent: given 2 s before,
+    a pause of 1 s is over (it paused every process for 1 s more), so are
+    a reset and a quota's end 1 s after it (the bucket was emptied, the
+    count of 0 held, for 1 s more); a pause of 30 s has 28 s left at most
+    (not 30). Failing closed or served locally meanwhile alike."""
+    names = fresh(), fresh()
+    options: dict[str, Any] = {"rate": 10, "burst": 5, "timeout": 0.2, "unavailable_after": 0.3}
+    if mode == "local":
+        options.update(on_unavailable="local", share=0.5)
+    async with (
+        open_limiter(Fifo(1), own_server.url, name=names[0], **options) as over,
+        open_limiter(Fifo(1), own_server.url, name=names[1], **options) as under_way,
+    ):
+        await over.acquire()
+        await under_way.acquire()
+        own_server.kill()
+        over.pause_for(1.0)
+        over.adopt(0, 1.0)
+        over.quota(0, 1.0)
+        under_way.pause_for(30.0)
+        await anyio.sleep(2.0)
+        await anyio.to_thread.run_sync(own_server.start)
+        await sent(over, under_way)
+        others = [peek(own_server, name, rate=10, burst=5) for name in names]
+        try:
+            assert others[0].take() == GcraAnswer(True, 0, (4,))  # nothing holds it
+            answer = others[1].take()
+            assert not answer.allowed
+            assert answer.retry_after < 29e6, answer  # 28 s left at most
+        finally:
+            for other in others:
+                other.close()
 
 
 @pytest.mark.timeout(60)

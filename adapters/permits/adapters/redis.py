@@ -716,6 +716,13 @@ class Request(NamedTuple):
     keys: int
 
 
+#: A change to the shared limit the driver is to send: its request, or what
+#: builds it at the time it is sent (ns, the limiter's clock), for a change
+#: whose time counts from when it was given (a pause, the upstream's word);
+#: ``None``: nothing is left to send (it is over).
+_Change = Request | Callable[[int], Request | None]
+
+
 class _Take(NamedTuple):
     """A take for the head of a level, as the driver sends it."""
 
@@ -831,6 +838,16 @@ def _ints(argument: str, values: object, minimum: int | None, what: str) -> tupl
     return tuple(check_int(argument, n, minimum) for n in values)
 
 
+def _units_of(argument: str, name: str, units: object) -> int:
+    """A mapping cost's units of limit ``name``, checked: the error names
+    the limit, as the machine's does, so that the bad entry is found."""
+    if isinstance(units, bool) or not isinstance(units, int):
+        raise PermitTypeError(argument, units, f"an int of units of limit {name!r}")
+    if units < 0:
+        raise PermitValueError(argument, units, f"the units of limit {name!r} must be at least 0")
+    return int(units)
+
+
 def _interval_us(argument: str, rate: Fraction) -> float:
     """Microseconds per unit at ``rate``; at most :data:`_LONGEST_S` seconds
     (the bound the script's other times keep)."""
@@ -940,7 +957,9 @@ class RedisLimit:
         self.shares_key = f"{self.key}:shares"
         #: This limit's process, as the demand hash and the line name it.
         self.process = uuid.uuid4().hex
-        self.audit = bool(audit)
+        if not isinstance(audit, bool):  # ("no" was true: an audit list, an hour long)
+            raise PermitTypeError("audit", audit, "a bool")
+        self.audit = audit
         #: The keys a call names unless it uses global priority, shares or the line.
         self._few_keys = _AUDITED_KEYS if self.audit else _FEW_KEYS
         #: The script's arguments for each limit: name, T (us) and burst.
@@ -1029,7 +1048,7 @@ class RedisLimit:
             for key in cost:
                 if key not in self.limits:
                     raise PermitValueError(argument, cost, f"names no limit of this one ({names})")
-            units = tuple(check_int(argument, cost.get(key, 0), 0) for key in names)
+            units = tuple(_units_of(argument, key, cost.get(key, 0)) for key in names)
         elif isinstance(cost, bool) or not isinstance(cost, int):
             raise PermitTypeError(argument, cost, "an int, or a mapping of limit names to ints")
         else:
@@ -1348,9 +1367,12 @@ class RedisLimit:
         holds no more than that."""
         return self.send(self.ask_adopt(remaining, reset_after, limit))
 
-    def ask_adopt(self, remaining: int, reset_after: float, limit: str | None = None) -> Request:
-        """:meth:`adopt`'s request."""
-        return self._word("adopt", remaining, reset_after, limit)
+    def ask_adopt(
+        self, remaining: int, reset_after: float, limit: str | None = None, *, ago: float = 0.0
+    ) -> Request:
+        """:meth:`adopt`'s request; ``ago``: seconds since the upstream
+        said so (its reset counts from then, and may be past)."""
+        return self._word("adopt", remaining, reset_after, limit, ago)
 
     def quota(self, remaining: int, reset_after: float, limit: str | None = None) -> GcraAnswer:
         """The upstream's quota: at most ``remaining`` more units of
@@ -1358,17 +1380,28 @@ class RedisLimit:
         beside the quotas in force."""
         return self.send(self.ask_quota(remaining, reset_after, limit))
 
-    def ask_quota(self, remaining: int, reset_after: float, limit: str | None = None) -> Request:
-        """:meth:`quota`'s request."""
-        return self._word("quota", remaining, reset_after, limit)
+    def ask_quota(
+        self, remaining: int, reset_after: float, limit: str | None = None, *, ago: float = 0.0
+    ) -> Request:
+        """:meth:`quota`'s request; ``ago`` as for :meth:`ask_adopt` (a
+        quota whose end is past is dropped)."""
+        return self._word("quota", remaining, reset_after, limit, ago)
 
-    def _word(self, op: str, remaining: int, reset_after: float, limit: str | None) -> Request:
+    def _word(
+        self, op: str, remaining: int, reset_after: float, limit: str | None, ago: float = 0.0
+    ) -> Request:
         """The request of the upstream's word (``op``: adopt or quota) on one
-        limit: ``remaining`` for it, no word (-1) on the others."""
+        limit: ``remaining`` for it, no word (-1) on the others; said
+        ``ago`` seconds before (the microseconds until the reset, less
+        those, may be negative: the script reads them so)."""
         index = self._index("limit", limit)
         word = [-1] * len(self.limits)
         word[index] = check_int("remaining", remaining, 0)
-        return self._request(op, word, _microseconds("reset_after", reset_after))
+        reset = _microseconds("reset_after", reset_after)
+        if ago:
+            _microseconds("ago", ago)  # (checked)
+            reset -= math.floor(ago * 1e6)
+        return self._request(op, word, reset)
 
     def set_limit(
         self,
@@ -1402,6 +1435,8 @@ class RedisLimit:
 
     def _index(self, argument: str, limit: str | None) -> int:
         names = list(self.limits)
+        if limit is not None and not isinstance(limit, str):  # (a list: unhashable)
+            raise PermitTypeError(argument, limit, "a limit's name (str)")
         if limit is None:
             if len(names) > 1:
                 raise PermitValueError(argument, limit, f"name one of the limits ({names})")
@@ -1670,7 +1705,10 @@ class RedisLimiter(_AnyioLimiter):
         #: limit loses those units, never exceeds). The others are safe to
         #: send again: a pause, a new limit or the upstream's word applied
         #: twice is applied once, and a charge twice only grants less.
-        self._pending: list[tuple[Request, int, bool]] = []
+        #: A change given while Redis does not answer may be sent long
+        #: after: the time of a pause or of the upstream's word counts from
+        #: when it was given (see _Change).
+        self._pending: list[tuple[_Change, int, bool]] = []
         #: Whether the round trips go through the asyncio client (under
         #: asyncio), or redis-py's synchronous one in worker threads.
         self._async = False
@@ -1891,8 +1929,9 @@ class RedisLimiter(_AnyioLimiter):
         length = _nanoseconds("seconds", seconds)
         if length is None:
             raise PermitValueError("seconds", seconds, "must be a finite number of seconds")
-        self._send(self.limit.ask_pause(seconds))
+        self.limit.ask_pause(seconds)  # checked: a pause Redis cannot hold is kept nowhere
         now = self._now()
+        self._send(partial(self._pause_left, now + length))
         local = self._local
         if local is not None:
             local.pause_until(now + length, now)
@@ -1906,15 +1945,40 @@ class RedisLimiter(_AnyioLimiter):
         """The upstream says ``remaining`` units of ``limit`` are left until
         ``reset_after`` seconds from now (at most 1e9): the shared bucket
         holds no more."""
-        self._send(self.limit.ask_adopt(remaining, reset_after, limit))
+        self._send_word("adopt", remaining, reset_after, limit)
 
     def quota(self, remaining: int, reset_after: float, *, limit: str | None = None) -> None:
         """The upstream's quota: at most ``remaining`` more units of
         ``limit`` until ``reset_after`` seconds from now (at most 1e9), for
         every process; the count is kept in Redis beside the bucket."""
-        self._send(self.limit.ask_quota(remaining, reset_after, limit))
+        self._send_word("quota", remaining, reset_after, limit)
 
-    def _send(self, change: Request, *, gives: bool = False) -> None:
+    def _pause_left(self, end: int, now: int) -> Request | None:
+        """The request of a pause until ``end`` (ns), sent at ``now``: for
+        the time left then (``None``: it is over)."""
+        return self.limit.ask_pause((end - now) / SECOND) if end > now else None
+
+    def _send_word(
+        self, op: Literal["adopt", "quota"], remaining: int, reset_after: float, limit: str | None
+    ) -> None:
+        """Have the driver send the upstream's word (``op``), its reset
+        counted from now however late it is sent; a quota whose end is past
+        by then is not sent."""
+        quota = op == "quota"
+        ask = self.limit.ask_quota if quota else self.limit.ask_adopt
+        first = ask(remaining, reset_after, limit)  # checked: a bad word is kept nowhere
+        given = self._now()
+
+        def word(now: int) -> Request | None:
+            if now == given:
+                return first
+            if quota and now - given >= reset_after * SECOND:
+                return None
+            return ask(remaining, reset_after, limit, ago=(now - given) / SECOND)
+
+        self._send(word)
+
+    def _send(self, change: _Change, *, gives: bool = False) -> None:
         """Have the driver send ``change`` to Redis before its next request
         (``gives``: it gives units back, see ``_pending``)."""
         if self._closed is not None:
@@ -1922,16 +1986,29 @@ class RedisLimiter(_AnyioLimiter):
         self._pending.append((change, 0, gives))
         self._wake_driver()
 
-    def _send_pending(self) -> None:
+    def _send_pending(self, now: int) -> None:
         """Closed: send the changes the driver had no time to send (a pause,
         a settle, new limits given just before), in order, in this thread,
-        with the synchronous client; stop at the first Redis does not
-        answer. A give the driver sent is no longer here: never twice."""
+        with the synchronous client, as at ``now`` (ns); stop at the first
+        Redis does not answer. One it refuses (a limit it judges would take
+        ages to refill) is raised once the others are sent. A give the
+        driver sent is no longer here: never twice."""
         pending = self._pending
+        refused: Exception | None = None
         while pending:
             change, given_back, _ = pending.pop(0)
-            self.limit.send(change)
+            request = change if isinstance(change, Request) else change(now)
+            try:
+                if request is not None:
+                    self.limit.send(request)
+            except _UNREACHABLE:
+                raise
+            except Exception as error:
+                refused = refused or error
+                continue
             self.given_back += given_back
+        if refused is not None:
+            raise refused
 
     def _wake_driver(self) -> None:
         wake = self._driver_wake
@@ -2036,7 +2113,7 @@ class RedisLimiter(_AnyioLimiter):
         (an event set: cheaper than cancelling a scope). ``idle``: with
         nothing to do meanwhile (nobody waits, nothing is booked, or a lone
         caller's take is in flight): a caller that comes alone may send its
-        own take."""
+        own take. Closed: at once (the driver finishes what it was doing)."""
         if self._local is None and not self._down:
             # Yield once first: the callers a hand-over just woke run before
             # the driver resumes, so that an acquire they make then finds it
@@ -2046,6 +2123,8 @@ class RedisLimiter(_AnyioLimiter):
                 return
         if self._booked is not None:
             until = min(until, self._booked[0])
+        if self._closed is not None:  # (once it sleeps, the closing wakes it: _break)
+            return
         wake = self._driver_wake = self._new_event()
         self._idle = idle
         try:
@@ -2072,7 +2151,11 @@ class RedisLimiter(_AnyioLimiter):
             async with anyio.create_task_group() as tasks:
                 self._tasks = tasks
                 tasks.start_soon(self._timer)
-                await self._drive()
+                # Not cancelled by the closing: it ends by itself once closed,
+                # after the round trip under way (each ends within the reply
+                # timeout), whose answer is acted on, what it took given back.
+                with anyio.CancelScope(shield=True):
+                    await self._drive()
                 tasks.cancel_scope.cancel()
         finally:
             self._running = False
@@ -2081,8 +2164,35 @@ class RedisLimiter(_AnyioLimiter):
         try:
             while self._closed is None:
                 await self._step()
+            await self._closing()
         except Exception as error:
             self._break(error)  # the waiters learn of it; nobody hangs
+
+    async def _closing(self) -> None:
+        """Closed: what Redis charged and nobody will use goes back to it
+        (a permit nobody used is never lost): the permits of a lone
+        caller's take in flight, once answered (within the reply timeout),
+        and of an answer not yet acted on, now; a booked permit, by the
+        changes sent as the limiter closes."""
+        if self._flight is not None:
+            wake = self._driver_wake = self._new_event()
+            try:
+                with anyio.move_on_after(2 * self.limit._timeout):  # (the reply's own bound)
+                    await wake.wait()
+            finally:
+                self._driver_wake = None
+        then, self._then = self._then, None
+        if then is not None:
+            await then()
+        booked, self._booked = self._booked, None
+        if booked is not None:
+            self._pending.append((self.limit.ask_charge(tuple(-n for n in booked[1])), 1, True))
+
+    def _break(self, error: BaseException | None) -> None:
+        super()._break(error)
+        wake = self._driver_wake
+        if wake is not None:  # closed: it ends by itself (see _run)
+            wake.set()
 
     async def _round_trip(self, request: Request | None) -> GcraAnswer | None:
         """One request to Redis (``None``: a probe), on the asyncio client or
@@ -2136,6 +2246,20 @@ class RedisLimiter(_AnyioLimiter):
             # its reply, which wakes the driver if anything is left to do.
             await self._sleep(math.inf, idle=True)
             return
+        booked = self._booked
+        if booked is not None and self._seconds() >= booked[0]:
+            # The booked permit's time: hand it over (Redis charged it for
+            # then), whatever else there is to send, and whether Redis
+            # answers now or not (every sleep ends at its time, so until it
+            # is handed over the driver would not sleep at all).
+            self._booked = None
+            left = self._hand_over(booked[1], self.reserve[booked[2]], 1, booked[3])
+            if left and self._local is not None:  # given back once Redis answers again
+                give = self.limit.ask_charge(tuple(-n * left for n in booked[1]))
+                self._pending.append((give, left, True))
+            elif left:
+                await self._give_back(booked[1], left)
+            return
         if self._local is not None:
             level = machine.next_level()
             if level is None:
@@ -2145,23 +2269,20 @@ class RedisLimiter(_AnyioLimiter):
             return
         if self._pending:
             change, given_back, gives = self._pending[0]
-            if gives:
-                del self._pending[0]  # sent once: if its answer is lost, perhaps applied
+            request = change if isinstance(change, Request) else change(self._now())
+            if gives or request is None:
+                # sent once: if its answer is lost, perhaps applied; or over
+                del self._pending[0]
+            if request is None:
+                return
             try:
-                await self._round_trip(change)
+                await self._round_trip(request)
             except _UNREACHABLE as error:
                 await self._outage(error)
                 return
             if not gives:
                 del self._pending[0]
             self.given_back += given_back
-            return
-        booked = self._booked
-        if booked is not None and self._seconds() >= booked[0]:
-            self._booked = None  # the booked permit's time: hand it over
-            left = self._hand_over(booked[1], self.reserve[booked[2]], 1, booked[3])
-            if left:
-                await self._give_back(booked[1], left)
             return
         level = machine.next_level(self._ask_next)
         if level is None:
@@ -2329,7 +2450,7 @@ class RedisLimiter(_AnyioLimiter):
         waits or not; leave the rest to the driver, and wake it if there is
         any (or if waiters remain)."""
         take, self._flight = self._flight, None
-        if self._closed is not None or take is None:
+        if take is None:
             return
         try:
             if error is None:
@@ -2343,7 +2464,9 @@ class RedisLimiter(_AnyioLimiter):
             else:
                 raise error
             wake = self._driver_wake
-            if wake is not None and (self._booked is not None or self._should_wake()):
+            if wake is not None and (
+                self._closed is not None or self._booked is not None or self._should_wake()
+            ):
                 self._idle = False  # (it has something to do)
                 wake.set()
         except Exception as broken:
@@ -2622,15 +2745,20 @@ async def _opened(limiter: RedisLimiter) -> AsyncIterator[RedisLimiter]:
         async with running(limiter, anyio.create_task_group()):
             yield limiter
     finally:
-        with anyio.CancelScope(shield=True):
-            if limiter._pending:
-                with suppress(*_UNREACHABLE):
-                    await anyio.to_thread.run_sync(limiter._send_pending)
-            if limiter._published or limiter._in_line:
-                # so that the other processes need not wait for its expiry
-                leave = partial(limiter.limit.leave, demand=limiter._published)
-                with suppress(*_UNREACHABLE):
-                    await anyio.to_thread.run_sync(leave)
-            with suppress(*_UNREACHABLE):
-                await limiter.limit.aclose()
-        limiter.limit.close()
+        try:
+            with anyio.CancelScope(shield=True):
+                try:
+                    if limiter._pending:
+                        with suppress(*_UNREACHABLE):
+                            now = limiter._now()
+                            await anyio.to_thread.run_sync(limiter._send_pending, now)
+                finally:  # (a change Redis refused is raised once the rest is done)
+                    if limiter._published or limiter._in_line:
+                        # so that the other processes need not wait for its expiry
+                        leave = partial(limiter.limit.leave, demand=limiter._published)
+                        with suppress(*_UNREACHABLE):
+                            await anyio.to_thread.run_sync(leave)
+                    with suppress(*_UNREACHABLE):
+                        await limiter.limit.aclose()
+        finally:
+            limiter.limit.close()
