@@ -1218,8 +1218,16 @@ async def test_a_lease_leaves_half_the_burst(redis_server: RedisServer) -> None:
         assert len(grants) == 30
         assert grants[:5] == [grants[0]] * 5  # the first five in one take
         assert grants[5] != grants[0]
-        # the rest one by one: at least 25 more round trips (retries included)
-        assert limiter.round_trips >= 26, limiter.round_trips
+    # The rest as they fall due: one a take, unless a late loop found more
+    # due and half the burst still free after the take (the bucket replayed
+    # from the grant times Redis recorded, so load cannot fail it).
+    free, last = 10.0, grants[0]
+    for at, group in itertools.groupby(grants):
+        taken = len(list(group))
+        free = min(10.0, free + (at - last) / (1e6 / 100))
+        last = at
+        assert taken == 1 or free - taken >= 5 - 1e-6, (at, taken, free)
+        free -= taken
     assert worst_excess(grants, 1e6 / 100, 10) <= 1e-9
 
 
