@@ -1937,6 +1937,32 @@ async def test_the_body_s_exception_leaves_as_itself(open_limiter: OpenLimiter) 
     assert [type(e) for e in caught] == [AcquireTimeout, KeyError], caught
 
 
+async def test_a_cancel_around_the_limiter_leaves_it_working_until_it_closes(
+    open_limiter: OpenLimiter,
+) -> None:
+    """A scope around ``open_limiter`` is cancelled while its body is
+    shielded from that cancel (clean-up that must still make its call): the
+    limiter works until its ``async with`` ends, and its waiters are served
+    on time. The trio and anyio limiters' timer task, in a task group inside
+    that scope, was cancelled with it: a waiter then waited for ever (its
+    timeout too), and a new acquire was refused as if the limiter had never
+    been opened."""
+    served: list[int] = []
+    start = now()
+    with anyio.move_on_after(0.5) as outer:
+        async with open_limiter(Fifo(), 1) as limiter:
+            await limiter.acquire()
+            with anyio.CancelScope(shield=True), anyio.fail_after(5):
+                await limiter.acquire()  # due at 1 s, past the outer deadline
+                served.append(since(start))
+                await limiter.acquire(timeout=2.5)  # a new caller, due at 2 s
+                served.append(since(start))
+            await anyio.lowlevel.checkpoint()  # where the outer cancel lands
+    assert outer.cancelled_caught
+    assert served == [SECOND, 2 * SECOND]
+    assert limiter.closed
+
+
 @pytest.mark.threads
 @pytest.mark.redis
 async def test_async_with_a_limiter_is_refused(open_limiter: OpenLimiter) -> None:

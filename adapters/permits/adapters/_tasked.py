@@ -26,8 +26,9 @@ class TaskedLimiter(BaseLimiter):
     #: The time (ns) ``_wake_at`` was last set for.
     _wake_ns: int = 0
 
-    def _cancel_scope(self, deadline: float) -> AbstractContextManager[Any]:
-        """The framework's cancel scope with this deadline (seconds)."""
+    def _cancel_scope(self, deadline: float, shield: bool = False) -> AbstractContextManager[Any]:
+        """The framework's cancel scope with this deadline (seconds),
+        shielded from the scopes around it if ``shield``."""
         raise NotImplementedError
 
     async def _sleep_forever(self) -> None:
@@ -65,12 +66,20 @@ class TaskedLimiter(BaseLimiter):
                 "would wait forever: make it with `async with open_limiter(...) as limiter:`"
             )
 
+    #: The timer task's own scope, which only closing cancels (see _run).
+    _task_scope: Any = None
+
     async def _run(self, *, task_status: Any) -> None:
-        """The timer task, as started by a nursery or task group."""
+        """The timer task, as started by a nursery or task group: shielded
+        from every cancel but its own, which :func:`running` gives as the
+        limiter closes. A cancel of a scope around the ``async with`` (the
+        task group's too) would end it while the limiter is still open to
+        a body shielded from that cancel: its waiters would wait for ever."""
         self._running = True
         task_status.started()
         try:
-            await self._timer()
+            with self._cancel_scope(math.inf, shield=True) as self._task_scope:
+                await self._timer()
         finally:
             self._running = False
 
@@ -108,6 +117,8 @@ async def running(limiter: L, group: AbstractAsyncContextManager[Any]) -> AsyncI
             raised = error
         finally:
             limiter._break(None)
+            if limiter._task_scope is not None:  # (shielded from the next line)
+                limiter._task_scope.cancel()
             tasks.cancel_scope.cancel()
     if raised is not None:
         raise raised

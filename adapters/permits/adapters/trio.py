@@ -72,8 +72,8 @@ class Limiter(TaskedLimiter):
     _cancel_after_wake = True
     _checkpoint_if_cancelled = staticmethod(trio.lowlevel.checkpoint_if_cancelled)
 
-    def _cancel_scope(self, deadline: float) -> trio.CancelScope:
-        return trio.CancelScope(deadline=deadline)
+    def _cancel_scope(self, deadline: float, shield: bool = False) -> trio.CancelScope:
+        return trio.CancelScope(deadline=deadline, shield=shield)
 
     async def _sleep_forever(self) -> None:
         await trio.sleep_forever()
