@@ -2077,3 +2077,38 @@ def test_a_recording_is_written_whole_or_not_at_all(
     assert link.is_symlink()
     assert path.read_text(encoding="utf-8").count("\n") == 4
     assert path.stat().st_mode & 0o777 == 0o640
+
+
+@pytest.mark.threads
+@pytest.mark.redis
+async def test_a_recording_refuses_bad_input_by_name(
+    open_limiter: OpenLimiter, tmp_path: Path
+) -> None:
+    """``record(max_calls=...)`` of another type than an int is a
+    PermitTypeError, as every argument of a wrong type is (it was a
+    PermitValueError); ``write`` of what is neither a path nor an open text
+    file names ``target`` (it was an AttributeError on ``writelines``); an
+    ``os.PathLike`` is a path. Either refusal changes nothing."""
+    async with open_limiter(Fifo(), 10) as limiter:
+        recording = limiter.record()
+        await limiter.acquire()
+        for bad in ("10", 2.0, None, True):
+            with pytest.raises(PermitTypeError) as refused:
+                limiter.record(max_calls=bad)  # type: ignore[arg-type]
+            assert refused.value.argument == "max_calls"
+            assert str(refused.value).startswith(f"max_calls={bad!r}")
+        with pytest.raises(PermitValueError, match=r"^max_calls=0: must be at least 1"):
+            limiter.record(max_calls=0)
+        assert limiter._recording is recording, "a refused record() replaced nothing"
+        for target in (123, None, b"trace.csv"):
+            with pytest.raises(PermitTypeError) as refused:
+                recording.write(target)  # type: ignore[arg-type]
+            assert refused.value.argument == "target"
+        assert list(tmp_path.iterdir()) == []
+
+        class Place:  # an os.PathLike that is not a pathlib.Path
+            def __fspath__(self) -> str:
+                return str(tmp_path / "trace.csv")
+
+        recording.write(Place())
+        assert (tmp_path / "trace.csv").read_text(encoding="utf-8").count("\n") == 2

@@ -41,6 +41,7 @@ from permits.core import (
     State,
     Statistics,
 )
+from permits.core.checks import check_int
 
 from ._metrics import statistics_and_waits
 from ._recording import Recording
@@ -775,8 +776,7 @@ class _Limiting:
         asked). A later ``record`` starts a new recording (the one it
         replaces keeps no new calls, and still learns how its waiting ones
         end); ``recording.stop()`` ends one."""
-        if isinstance(max_calls, bool) or not isinstance(max_calls, int) or max_calls < 1:
-            raise PermitValueError("max_calls", max_calls, "must be an int of at least 1")
+        max_calls = check_int("max_calls", max_calls, 1)
         previous = self._recording
         if previous is not None:
             previous.stop()  # (told still how its waiting calls end)
