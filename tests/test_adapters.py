@@ -1897,6 +1897,46 @@ async def test_durations_too_long_to_count_in_nanoseconds(open_limiter: OpenLimi
     assert refused.value.argument == "settle_window"
 
 
+@pytest.mark.threads
+async def test_a_rate_too_slow_for_a_float_s_seconds_waits_for_ever(
+    open_limiter: OpenLimiter,
+) -> None:
+    """A rate of a unit per 1e300 s puts the next permit's due time past
+    what a float's seconds hold: it is never, as a duration too long to
+    count is. The waiter waits (its timeout still ends it), a ``max_wait``
+    is refused, and a rate raised again serves the waiter. Every adapter's
+    timer divided that time into seconds and raised OverflowError: from
+    ``set_limit`` once it had changed the limit, and from an ``acquire``
+    whose waiter was left queued; the thread adapter's timer thread died,
+    and every wait after hung."""
+    async with open_limiter(Fifo(), 10) as limiter, anyio.create_task_group() as tg:
+        await limiter.acquire()
+        limiter.set_limit(rate=1e-300)
+        with pytest.raises(AcquireTimeout):
+            await limiter.acquire(timeout=0.1)
+        with pytest.raises(WouldWaitTooLong) as refused:
+            await limiter.acquire(max_wait=1.0)
+        assert refused.value.estimated >= 1e299
+        served: list[int] = []
+
+        async def call() -> None:
+            await limiter.acquire()
+            served.append(now())
+
+        tg.start_soon(call)
+        await waiting(limiter, 1)
+        await anyio.sleep(0.5)
+        assert not served
+        raised = now()
+        limiter.set_limit(rate=10)
+        with anyio.fail_after(5):
+            while not served:
+                await anyio.sleep(0.01)
+        assert near(served[0] - raised, 100 * MILLISECOND, within=100 * MILLISECOND)
+    stats = limiter.statistics().levels[0]
+    assert (stats.granted, stats.expired, stats.too_long) == (2, 1, 1)
+
+
 @pytest.mark.parametrize("days", [116, 1157])
 async def test_permits_fall_due_far_from_the_clock_s_epoch(
     open_limiter: OpenLimiter, days: int

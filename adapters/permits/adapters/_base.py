@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextvars
 import itertools
 import logging
+import math
 import sys
 from collections.abc import (
     AsyncIterator,
@@ -142,6 +143,13 @@ def _nanoseconds(argument: str, seconds: float) -> int | None:
         raise PermitValueError(argument, seconds, "must be >= 0")
     ns = seconds * SECOND
     return None if ns > sys.float_info.max else round(ns)
+
+
+def _seconds(ns: int) -> float:
+    """A time in nanoseconds as a framework's seconds, for its timer;
+    ``math.inf`` past what a float holds (a permit due at a rate of a unit
+    per 1e299 s, or slower): never, as a duration too long to count is."""
+    return ns / 1e9 if ns <= sys.float_info.max else math.inf
 
 
 class Event(Protocol):

@@ -13,7 +13,7 @@ from collections.abc import AsyncIterator
 from contextlib import AbstractAsyncContextManager, AbstractContextManager, asynccontextmanager
 from typing import Any, TypeVar
 
-from ._base import BaseLimiter
+from ._base import BaseLimiter, _seconds
 
 __all__ = ["TaskedLimiter", "running"]
 
@@ -48,7 +48,7 @@ class TaskedLimiter(BaseLimiter):
         if when is None:
             wake_at = math.inf
         else:
-            wake_at = when / 1e9
+            wake_at = _seconds(when)
             self._wake_ns = when
         if wake_at == self._wake_at:
             return  # anyio's asyncio backend re-arms a timer on every deadline set
