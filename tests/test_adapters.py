@@ -32,6 +32,7 @@ import random
 import weakref
 from collections.abc import Callable, Hashable, Iterator
 from contextlib import AbstractAsyncContextManager, suppress
+from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
@@ -1904,11 +1905,12 @@ async def test_a_rate_too_slow_for_a_float_s_seconds_waits_for_ever(
     """A rate of a unit per 1e300 s puts the next permit's due time past
     what a float's seconds hold: it is never, as a duration too long to
     count is. The waiter waits (its timeout still ends it), a ``max_wait``
-    is refused, and a rate raised again serves the waiter. Every adapter's
+    is refused (with an infinite estimate, a wait past a float's seconds
+    too), and a rate raised again serves the waiter. Every adapter's
     timer divided that time into seconds and raised OverflowError: from
     ``set_limit`` once it had changed the limit, and from an ``acquire``
     whose waiter was left queued; the thread adapter's timer thread died,
-    and every wait after hung."""
+    and every wait after hung; a refusal's estimate raised it too."""
     async with open_limiter(Fifo(), 10) as limiter, anyio.create_task_group() as tg:
         await limiter.acquire()
         limiter.set_limit(rate=1e-300)
@@ -1917,6 +1919,10 @@ async def test_a_rate_too_slow_for_a_float_s_seconds_waits_for_ever(
         with pytest.raises(WouldWaitTooLong) as refused:
             await limiter.acquire(max_wait=1.0)
         assert refused.value.estimated >= 1e299
+        limiter.set_limit(rate=Fraction(1, 10**400))  # a wait past a float's seconds too
+        with pytest.raises(WouldWaitTooLong) as refused:
+            await limiter.acquire(max_wait=1.0)
+        assert refused.value.estimated == math.inf
         served: list[int] = []
 
         async def call() -> None:
@@ -1934,7 +1940,7 @@ async def test_a_rate_too_slow_for_a_float_s_seconds_waits_for_ever(
                 await anyio.sleep(0.01)
         assert near(served[0] - raised, 100 * MILLISECOND, within=100 * MILLISECOND)
     stats = limiter.statistics().levels[0]
-    assert (stats.granted, stats.expired, stats.too_long) == (2, 1, 1)
+    assert (stats.granted, stats.expired, stats.too_long) == (2, 1, 2)
 
 
 @pytest.mark.parametrize("days", [116, 1157])

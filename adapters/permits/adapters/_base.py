@@ -607,7 +607,9 @@ class _Limiting:
         the machine as the push's tick did)."""
         self._reschedule()  # the push's tick may have decided for others
         wait = self._machine.min_wait(level, cost=cost, flow=flow)
-        return WouldWaitTooLong(level, wait / SECOND, float(max_wait))
+        # (past what a float holds, as long as an infinite wait)
+        estimated = wait / SECOND if wait <= sys.float_info.max else math.inf
+        return WouldWaitTooLong(level, estimated, float(max_wait))
 
     # -- the API ----------------------------------------------------------
 
