@@ -411,6 +411,46 @@ async def test_cancelled_where_an_immediate_grant_returns(open_limiter: OpenLimi
         assert free == [True, not proceeded], "a refunded permit is back in the bucket"
 
 
+async def test_an_acquire_refused_at_once_is_a_schedule_point_under_trio(
+    open_limiter: OpenLimiter, case: tuple[str, str]
+) -> None:
+    """Under trio every async call is a schedule point, an acquire refused
+    at once while others wait too (its timeout of 0 passed, its max_wait
+    too short, its level full), as one granted at once is: a caller that
+    polls with ``acquire(timeout=0)`` lets the other tasks run (the timer
+    task among them). It was refused without one: such a loop never
+    yielded, and the trio run hung. Under asyncio no adapter yields there,
+    as on a grant."""
+    async with (
+        open_limiter(Fifo(2), 1, max_waiting=(1, None)) as limiter,
+        anyio.create_task_group() as tg,
+    ):
+        await limiter.acquire()
+        tg.start_soon(limiter.acquire)
+        await waiting(limiter, 1)  # level 0 is full from now on
+        ran: list[str] = []
+
+        async def other(kind: str) -> None:
+            ran.append(kind)
+
+        refused: list[type[Exception]] = []
+        calls: list[tuple[str, dict[str, Any]]] = [
+            ("expired", {"level": 1, "timeout": 0}),
+            ("too long", {"level": 1, "max_wait": 0.1}),
+            ("full", {"level": 0}),
+        ]
+        for kind, options in calls:
+            tg.start_soon(other, kind)  # (run at the caller's next schedule point or after)
+            with pytest.raises((AcquireTimeout, WouldWaitTooLong, QueueFull)) as error:
+                await limiter.acquire(**options)
+            refused.append(type(error.value))
+        with pytest.raises(AcquireTimeout):  # (trio runs a batch of tasks in any order)
+            await limiter.acquire(1, timeout=0)
+        assert refused == [AcquireTimeout, WouldWaitTooLong, QueueFull]
+        assert ran == (["expired", "too long", "full"] if case[0] == "trio" else [])
+        tg.cancel_scope.cancel()
+
+
 @pytest.mark.parametrize(
     ("keyword", "value"),
     [

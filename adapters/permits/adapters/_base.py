@@ -336,8 +336,9 @@ class _Limiting:
         (or none if that is ``None``), replacing any arranged before."""
         raise NotImplementedError
 
-    #: Whether an acquire granted at once still passes a cancellation point
-    #: (trio's and anyio's convention: every async call of theirs is one).
+    #: Whether an acquire decided at once (granted, or refused) still
+    #: passes a cancellation point (trio's and anyio's convention: every
+    #: async call of theirs is one).
     _checkpoint_on_grant = False
 
     async def _checkpoint(self) -> None:
@@ -897,17 +898,26 @@ class BaseLimiter(_Limiting):
             permit = self._take(level, cost, flow, timeout, max_wait)
             if permit is not None:
                 return permit
-        id, level, decision = self._request(level, cost, flow, timeout, max_wait)
+        try:
+            id, level, decision = self._request(level, cost, flow, timeout, max_wait)
+        except WouldWaitTooLong:
+            if self._checkpoint_on_grant:
+                await self._checkpoint()  # a refusal too (see below)
+            raise
         if decision is not None:
             # Decided at once (granted, rejected, expired): no waiter record
             # or event is needed.
-            if decision.state is _GRANTED and self._checkpoint_on_grant:
-                try:
-                    await self._checkpoint()
-                except BaseException:
-                    self._withdraw(id, _Waiter(None, decision))
-                    raise
-                return self._outcome(id, decision, cost, flow, timeout, self._now())
+            if self._checkpoint_on_grant:
+                if decision.state is _GRANTED:
+                    try:
+                        await self._checkpoint()
+                    except BaseException:
+                        self._withdraw(id, _Waiter(None, decision))
+                        raise
+                    return self._outcome(id, decision, cost, flow, timeout, self._now())
+                # A refusal is a schedule point too: a caller that polls
+                # with timeout=0 while others wait lets them run.
+                await self._checkpoint()
             return self._outcome(id, decision, cost, flow, timeout, decision.at)
         # Nothing can run between the push and here: no await.
         event = self._new_event()
