@@ -2049,6 +2049,22 @@ async def test_a_cancel_around_the_limiter_leaves_it_working_until_it_closes(
     assert limiter.closed
 
 
+async def test_a_limiter_opened_in_a_cancelled_scope_is_cancelled_there(
+    open_limiter: OpenLimiter,
+) -> None:
+    """Opened in a scope cancelled already, the limiter's opening (or its
+    body's first checkpoint) is cancelled, and the scope catches it. With
+    the timer task shielded from the scopes around it, a trio or anyio
+    limiter's task, not yet started, stayed in the opener's scope and ran
+    on, and the opening waited for it for ever."""
+    with anyio.CancelScope() as scope:
+        scope.cancel()
+        async with open_limiter(Fifo(), 10) as limiter:
+            await limiter.acquire()
+            await anyio.lowlevel.checkpoint()
+    assert scope.cancelled_caught
+
+
 @pytest.mark.threads
 @pytest.mark.redis
 async def test_async_with_a_limiter_is_refused(open_limiter: OpenLimiter) -> None:

@@ -75,6 +75,10 @@ class TaskedLimiter(BaseLimiter):
         limiter closes. A cancel of a scope around the ``async with`` (the
         task group's too) would end it while the limiter is still open to
         a body shielded from that cancel: its waiters would wait for ever."""
+        # Opened in a scope cancelled already: end as an unshielded task
+        # would, so that the opening is cancelled (a task not yet started
+        # stays in the opener's scope, which would wait for it for ever).
+        await self._checkpoint_if_cancelled()
         self._running = True
         task_status.started()
         try:
