@@ -32,6 +32,7 @@ import random
 import weakref
 from collections.abc import Callable, Hashable, Iterator
 from contextlib import AbstractAsyncContextManager, suppress
+from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
@@ -408,6 +409,46 @@ async def test_cancelled_where_an_immediate_grant_returns(open_limiter: OpenLimi
         assert proceeded == (0 if limiter._checkpoint_on_grant else 1)
         free = [limiter.try_acquire() for _ in range(2)]
         assert free == [True, not proceeded], "a refunded permit is back in the bucket"
+
+
+async def test_an_acquire_refused_at_once_is_a_schedule_point_under_trio(
+    open_limiter: OpenLimiter, case: tuple[str, str]
+) -> None:
+    """Under trio every async call is a schedule point, an acquire refused
+    at once while others wait too (its timeout of 0 passed, its max_wait
+    too short, its level full), as one granted at once is: a caller that
+    polls with ``acquire(timeout=0)`` lets the other tasks run (the timer
+    task among them). It was refused without one: such a loop never
+    yielded, and the trio run hung. Under asyncio no adapter yields there,
+    as on a grant."""
+    async with (
+        open_limiter(Fifo(2), 1, max_waiting=(1, None)) as limiter,
+        anyio.create_task_group() as tg,
+    ):
+        await limiter.acquire()
+        tg.start_soon(limiter.acquire)
+        await waiting(limiter, 1)  # level 0 is full from now on
+        ran: list[str] = []
+
+        async def other(kind: str) -> None:
+            ran.append(kind)
+
+        refused: list[type[Exception]] = []
+        calls: list[tuple[str, dict[str, Any]]] = [
+            ("expired", {"level": 1, "timeout": 0}),
+            ("too long", {"level": 1, "max_wait": 0.1}),
+            ("full", {"level": 0}),
+        ]
+        for kind, options in calls:
+            tg.start_soon(other, kind)  # (run at the caller's next schedule point or after)
+            with pytest.raises((AcquireTimeout, WouldWaitTooLong, QueueFull)) as error:
+                await limiter.acquire(**options)
+            refused.append(type(error.value))
+        with pytest.raises(AcquireTimeout):  # (trio runs a batch of tasks in any order)
+            await limiter.acquire(1, timeout=0)
+        assert refused == [AcquireTimeout, WouldWaitTooLong, QueueFull]
+        assert ran == (["expired", "too long", "full"] if case[0] == "trio" else [])
+        tg.cancel_scope.cancel()
 
 
 @pytest.mark.parametrize(
@@ -1909,6 +1950,51 @@ async def test_durations_too_long_to_count_in_nanoseconds(open_limiter: OpenLimi
     assert refused.value.argument == "settle_window"
 
 
+@pytest.mark.threads
+async def test_a_rate_too_slow_for_a_float_s_seconds_waits_for_ever(
+    open_limiter: OpenLimiter,
+) -> None:
+    """A rate of a unit per 1e300 s puts the next permit's due time past
+    what a float's seconds hold: it is never, as a duration too long to
+    count is. The waiter waits (its timeout still ends it), a ``max_wait``
+    is refused (with an infinite estimate, a wait past a float's seconds
+    too), and a rate raised again serves the waiter. Every adapter's
+    timer divided that time into seconds and raised OverflowError: from
+    ``set_limit`` once it had changed the limit, and from an ``acquire``
+    whose waiter was left queued; the thread adapter's timer thread died,
+    and every wait after hung; a refusal's estimate raised it too."""
+    async with open_limiter(Fifo(), 10) as limiter, anyio.create_task_group() as tg:
+        await limiter.acquire()
+        limiter.set_limit(rate=1e-300)
+        with pytest.raises(AcquireTimeout):
+            await limiter.acquire(timeout=0.1)
+        with pytest.raises(WouldWaitTooLong) as refused:
+            await limiter.acquire(max_wait=1.0)
+        assert refused.value.estimated >= 1e299
+        limiter.set_limit(rate=Fraction(1, 10**400))  # a wait past a float's seconds too
+        with pytest.raises(WouldWaitTooLong) as refused:
+            await limiter.acquire(max_wait=1.0)
+        assert refused.value.estimated == math.inf
+        served: list[int] = []
+
+        async def call() -> None:
+            await limiter.acquire()
+            served.append(now())
+
+        tg.start_soon(call)
+        await waiting(limiter, 1)
+        await anyio.sleep(0.5)
+        assert not served
+        raised = now()
+        limiter.set_limit(rate=10)
+        with anyio.fail_after(5):
+            while not served:
+                await anyio.sleep(0.01)
+        assert near(served[0] - raised, 100 * MILLISECOND, within=100 * MILLISECOND)
+    stats = limiter.statistics().levels[0]
+    assert (stats.granted, stats.expired, stats.too_long) == (2, 1, 2)
+
+
 @pytest.mark.parametrize("days", [116, 1157])
 async def test_permits_fall_due_far_from_the_clock_s_epoch(
     open_limiter: OpenLimiter, days: int
@@ -1947,6 +2033,48 @@ async def test_the_body_s_exception_leaves_as_itself(open_limiter: OpenLimiter) 
             caught.append(error)
         assert limiter.closed
     assert [type(e) for e in caught] == [AcquireTimeout, KeyError], caught
+
+
+async def test_a_cancel_around_the_limiter_leaves_it_working_until_it_closes(
+    open_limiter: OpenLimiter,
+) -> None:
+    """A scope around ``open_limiter`` is cancelled while its body is
+    shielded from that cancel (clean-up that must still make its call): the
+    limiter works until its ``async with`` ends, and its waiters are served
+    on time. The trio and anyio limiters' timer task, in a task group inside
+    that scope, was cancelled with it: a waiter then waited for ever (its
+    timeout too), and a new acquire was refused as if the limiter had never
+    been opened."""
+    served: list[int] = []
+    start = now()
+    with anyio.move_on_after(0.5) as outer:
+        async with open_limiter(Fifo(), 1) as limiter:
+            await limiter.acquire()
+            with anyio.CancelScope(shield=True), anyio.fail_after(5):
+                await limiter.acquire()  # due at 1 s, past the outer deadline
+                served.append(since(start))
+                await limiter.acquire(timeout=2.5)  # a new caller, due at 2 s
+                served.append(since(start))
+            await anyio.lowlevel.checkpoint()  # where the outer cancel lands
+    assert outer.cancelled_caught
+    assert served == [SECOND, 2 * SECOND]
+    assert limiter.closed
+
+
+async def test_a_limiter_opened_in_a_cancelled_scope_is_cancelled_there(
+    open_limiter: OpenLimiter,
+) -> None:
+    """Opened in a scope cancelled already, the limiter's opening (or its
+    body's first checkpoint) is cancelled, and the scope catches it. With
+    the timer task shielded from the scopes around it, a trio or anyio
+    limiter's task, not yet started, stayed in the opener's scope and ran
+    on, and the opening waited for it for ever."""
+    with anyio.CancelScope() as scope:
+        scope.cancel()
+        async with open_limiter(Fifo(), 10) as limiter:
+            await limiter.acquire()
+            await anyio.lowlevel.checkpoint()
+    assert scope.cancelled_caught
 
 
 @pytest.mark.threads
@@ -2054,3 +2182,38 @@ def test_a_recording_is_written_whole_or_not_at_all(
     assert link.is_symlink()
     assert path.read_text(encoding="utf-8").count("\n") == 4
     assert path.stat().st_mode & 0o777 == 0o640
+
+
+@pytest.mark.threads
+@pytest.mark.redis
+async def test_a_recording_refuses_bad_input_by_name(
+    open_limiter: OpenLimiter, tmp_path: Path
+) -> None:
+    """``record(max_calls=...)`` of another type than an int is a
+    PermitTypeError, as every argument of a wrong type is (it was a
+    PermitValueError); ``write`` of what is neither a path nor an open text
+    file names ``target`` (it was an AttributeError on ``writelines``); an
+    ``os.PathLike`` is a path. Either refusal changes nothing."""
+    async with open_limiter(Fifo(), 10) as limiter:
+        recording = limiter.record()
+        await limiter.acquire()
+        for bad in ("10", 2.0, None, True):
+            with pytest.raises(PermitTypeError) as refused:
+                limiter.record(max_calls=bad)  # type: ignore[arg-type]
+            assert refused.value.argument == "max_calls"
+            assert str(refused.value).startswith(f"max_calls={bad!r}")
+        with pytest.raises(PermitValueError, match=r"^max_calls=0: must be at least 1"):
+            limiter.record(max_calls=0)
+        assert limiter._recording is recording, "a refused record() replaced nothing"
+        for target in (123, None, b"trace.csv"):
+            with pytest.raises(PermitTypeError) as refused:
+                recording.write(target)  # type: ignore[arg-type]
+            assert refused.value.argument == "target"
+        assert list(tmp_path.iterdir()) == []
+
+        class Place:  # an os.PathLike that is not a pathlib.Path
+            def __fspath__(self) -> str:
+                return str(tmp_path / "trace.csv")
+
+        recording.write(Place())
+        assert (tmp_path / "trace.csv").read_text(encoding="utf-8").count("\n") == 2

@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextvars
 import itertools
 import logging
+import math
 import sys
 from collections.abc import (
     AsyncIterator,
@@ -41,6 +42,7 @@ from permits.core import (
     State,
     Statistics,
 )
+from permits.core.checks import check_int
 
 from ._metrics import statistics_and_waits
 from ._recording import Recording
@@ -141,6 +143,13 @@ def _nanoseconds(argument: str, seconds: float) -> int | None:
         raise PermitValueError(argument, seconds, "must be >= 0")
     ns = seconds * SECOND
     return None if ns > sys.float_info.max else round(ns)
+
+
+def _seconds(ns: int) -> float:
+    """A time in nanoseconds as a framework's seconds, for its timer;
+    ``math.inf`` past what a float holds (a permit due at a rate of a unit
+    per 1e299 s, or slower): never, as a duration too long to count is."""
+    return ns / 1e9 if ns <= sys.float_info.max else math.inf
 
 
 class Event(Protocol):
@@ -327,8 +336,9 @@ class _Limiting:
         (or none if that is ``None``), replacing any arranged before."""
         raise NotImplementedError
 
-    #: Whether an acquire granted at once still passes a cancellation point
-    #: (trio's and anyio's convention: every async call of theirs is one).
+    #: Whether an acquire decided at once (granted, or refused) still
+    #: passes a cancellation point (trio's and anyio's convention: every
+    #: async call of theirs is one).
     _checkpoint_on_grant = False
 
     async def _checkpoint(self) -> None:
@@ -598,7 +608,9 @@ class _Limiting:
         the machine as the push's tick did)."""
         self._reschedule()  # the push's tick may have decided for others
         wait = self._machine.min_wait(level, cost=cost, flow=flow)
-        return WouldWaitTooLong(level, wait / SECOND, float(max_wait))
+        # (past what a float holds, as long as an infinite wait)
+        estimated = wait / SECOND if wait <= sys.float_info.max else math.inf
+        return WouldWaitTooLong(level, estimated, float(max_wait))
 
     # -- the API ----------------------------------------------------------
 
@@ -778,8 +790,7 @@ class _Limiting:
         asked). A later ``record`` starts a new recording (the one it
         replaces keeps no new calls, and still learns how its waiting ones
         end); ``recording.stop()`` ends one."""
-        if isinstance(max_calls, bool) or not isinstance(max_calls, int) or max_calls < 1:
-            raise PermitValueError("max_calls", max_calls, "must be an int of at least 1")
+        max_calls = check_int("max_calls", max_calls, 1)
         previous = self._recording
         if previous is not None:
             previous.stop()  # (told still how its waiting calls end)
@@ -890,17 +901,26 @@ class BaseLimiter(_Limiting):
             permit = self._take(level, cost, flow, timeout, max_wait)
             if permit is not None:
                 return permit
-        id, level, decision = self._request(level, cost, flow, timeout, max_wait)
+        try:
+            id, level, decision = self._request(level, cost, flow, timeout, max_wait)
+        except WouldWaitTooLong:
+            if self._checkpoint_on_grant:
+                await self._checkpoint()  # a refusal too (see below)
+            raise
         if decision is not None:
             # Decided at once (granted, rejected, expired): no waiter record
             # or event is needed.
-            if decision.state is _GRANTED and self._checkpoint_on_grant:
-                try:
-                    await self._checkpoint()
-                except BaseException:
-                    self._withdraw(id, _Waiter(None, decision))
-                    raise
-                return self._outcome(id, decision, cost, flow, timeout, self._now())
+            if self._checkpoint_on_grant:
+                if decision.state is _GRANTED:
+                    try:
+                        await self._checkpoint()
+                    except BaseException:
+                        self._withdraw(id, _Waiter(None, decision))
+                        raise
+                    return self._outcome(id, decision, cost, flow, timeout, self._now())
+                # A refusal is a schedule point too: a caller that polls
+                # with timeout=0 while others wait lets them run.
+                await self._checkpoint()
             return self._outcome(id, decision, cost, flow, timeout, decision.at)
         # Nothing can run between the push and here: no await.
         event = self._new_event()

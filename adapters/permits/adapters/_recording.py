@@ -10,6 +10,7 @@ from collections.abc import Hashable, Mapping
 from pathlib import Path
 from typing import IO
 
+from permits.core import PermitTypeError
 from permits.sim import Call, trace_lines
 
 __all__ = ["Recording"]
@@ -103,17 +104,23 @@ class Recording:
         """Keep no more calls from now on."""
         self.stopped = True
 
-    def write(self, target: str | Path | IO[str]) -> None:
+    def write(self, target: str | os.PathLike[str] | IO[str]) -> None:
         """Write the calls kept as a CSV trace to a path or an open text
         file: with several limits, a ``cost.<limit>`` column for each. A
         path is written whole or not at all (a file beside it, renamed over
         it once complete, with the permissions the file had), so a crash
         mid-write leaves no truncated trace."""
+        if isinstance(target, (str, os.PathLike)):
+            place = os.fspath(target)
+            if not isinstance(place, str):  # (a PathLike of bytes)
+                raise PermitTypeError("target", target, "a path (str or Path) or an open text file")
+        elif not callable(getattr(target, "writelines", None)):
+            raise PermitTypeError("target", target, "a path (str or Path) or an open text file")
         lines = trace_lines(self.calls, self.limits if len(self.limits) > 1 else None)
-        if not isinstance(target, (str, Path)):
+        if not isinstance(target, (str, os.PathLike)):
             target.writelines(lines)
             return
-        path = Path(target).resolve()  # a link's file is written, the link kept
+        path = Path(place).resolve()  # a link's file is written, the link kept
         partial = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.partial")
         try:
             with open(partial, "w", encoding="utf-8", newline="") as file:

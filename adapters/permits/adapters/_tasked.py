@@ -13,7 +13,7 @@ from collections.abc import AsyncIterator
 from contextlib import AbstractAsyncContextManager, AbstractContextManager, asynccontextmanager
 from typing import Any, TypeVar
 
-from ._base import BaseLimiter
+from ._base import BaseLimiter, _seconds
 
 __all__ = ["TaskedLimiter", "running"]
 
@@ -26,8 +26,9 @@ class TaskedLimiter(BaseLimiter):
     #: The time (ns) ``_wake_at`` was last set for.
     _wake_ns: int = 0
 
-    def _cancel_scope(self, deadline: float) -> AbstractContextManager[Any]:
-        """The framework's cancel scope with this deadline (seconds)."""
+    def _cancel_scope(self, deadline: float, shield: bool = False) -> AbstractContextManager[Any]:
+        """The framework's cancel scope with this deadline (seconds),
+        shielded from the scopes around it if ``shield``."""
         raise NotImplementedError
 
     async def _sleep_forever(self) -> None:
@@ -47,7 +48,7 @@ class TaskedLimiter(BaseLimiter):
         if when is None:
             wake_at = math.inf
         else:
-            wake_at = when / 1e9
+            wake_at = _seconds(when)
             self._wake_ns = when
         if wake_at == self._wake_at:
             return  # anyio's asyncio backend re-arms a timer on every deadline set
@@ -65,12 +66,24 @@ class TaskedLimiter(BaseLimiter):
                 "would wait forever: make it with `async with open_limiter(...) as limiter:`"
             )
 
+    #: The timer task's own scope, which only closing cancels (see _run).
+    _task_scope: Any = None
+
     async def _run(self, *, task_status: Any) -> None:
-        """The timer task, as started by a nursery or task group."""
+        """The timer task, as started by a nursery or task group: shielded
+        from every cancel but its own, which :func:`running` gives as the
+        limiter closes. A cancel of a scope around the ``async with`` (the
+        task group's too) would end it while the limiter is still open to
+        a body shielded from that cancel: its waiters would wait for ever."""
+        # Opened in a scope cancelled already: end as an unshielded task
+        # would, so that the opening is cancelled (a task not yet started
+        # stays in the opener's scope, which would wait for it for ever).
+        await self._checkpoint_if_cancelled()
         self._running = True
         task_status.started()
         try:
-            await self._timer()
+            with self._cancel_scope(math.inf, shield=True) as self._task_scope:
+                await self._timer()
         finally:
             self._running = False
 
@@ -108,6 +121,8 @@ async def running(limiter: L, group: AbstractAsyncContextManager[Any]) -> AsyncI
             raised = error
         finally:
             limiter._break(None)
+            if limiter._task_scope is not None:  # (shielded from the next line)
+                limiter._task_scope.cancel()
             tasks.cancel_scope.cancel()
     if raised is not None:
         raise raised

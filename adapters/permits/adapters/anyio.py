@@ -91,8 +91,8 @@ class Limiter(TaskedLimiter):
     _cancel_after_wake = True
     _checkpoint_if_cancelled = staticmethod(anyio.lowlevel.checkpoint_if_cancelled)
 
-    def _cancel_scope(self, deadline: float) -> anyio.CancelScope:
-        return anyio.CancelScope(deadline=deadline)
+    def _cancel_scope(self, deadline: float, shield: bool = False) -> anyio.CancelScope:
+        return anyio.CancelScope(deadline=deadline, shield=shield)
 
     async def _sleep_forever(self) -> None:
         await anyio.sleep_forever()

@@ -16,6 +16,7 @@ callers that proceeded.
 from __future__ import annotations
 
 import asyncio
+import math
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from fractions import Fraction
@@ -23,7 +24,7 @@ from typing import TYPE_CHECKING
 
 from permits.core import Policy
 
-from ._base import BaseLimiter, Event, LimiterOptions, refuse_unknown
+from ._base import BaseLimiter, Event, LimiterOptions, _seconds, refuse_unknown
 from ._requires import other_loop, wrong_framework
 
 if TYPE_CHECKING:
@@ -92,10 +93,10 @@ class Limiter(BaseLimiter):
             self._timer.cancel()
             self._timer = None
         self._timer_at = when
-        if when is not None:
+        if when is not None and (at := _seconds(when)) != math.inf:
             # The loop is known: every change to the machine read its clock first.
             assert self._loop is not None
-            self._timer = self._loop.call_at(when / 1e9, self._fire)
+            self._timer = self._loop.call_at(at, self._fire)
 
     def _fire(self) -> None:
         due = self._timer_at

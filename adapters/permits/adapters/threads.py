@@ -33,7 +33,7 @@ from contextlib import contextmanager, suppress
 from fractions import Fraction
 from typing import TYPE_CHECKING, NoReturn
 
-from permits.core import Decision, FlowStatistics, Policy, Statistics
+from permits.core import SECOND, Decision, FlowStatistics, Policy, Statistics
 
 from ._base import LimiterOptions, Permit, _Limiting, _Waiter, refuse_unknown
 from ._requires import _running
@@ -42,6 +42,9 @@ if TYPE_CHECKING:
     from typing_extensions import Unpack  # in typing from Python 3.11
 
 __all__ = ["Limiter", "open_limiter"]
+
+#: The longest the timer thread sleeps at once, in ns.
+_HOUR = 3600 * SECOND
 
 
 class Limiter(_Limiting):
@@ -93,8 +96,9 @@ class Limiter(_Limiting):
                 delay = when - self._clock()
                 if delay > 0:
                     # (an hour at most: Condition.wait refuses a timeout past
-                    # threading.TIMEOUT_MAX, as a long pause would ask)
-                    self._plan.wait(min(delay / 1e9, 3600.0))
+                    # threading.TIMEOUT_MAX, as a long pause would ask; taken
+                    # in ns, as a due time past a float's seconds is too)
+                    self._plan.wait(min(delay, _HOUR) / 1e9)
                 else:
                     self._on_timer()
 

@@ -18,7 +18,10 @@ hands the permit back, which goes to the next waiter at once, and raises
 checkpoints before it takes one, so a cancel there costs nothing; one
 cancelled at its own checkpoint after any other immediate grant hands the
 permit back. Either way the permits granted and not refunded are exactly
-the callers whose acquire returned.
+the callers whose acquire returned. An acquire refused at once (its
+``timeout`` of 0 passed, its level full, its ``max_wait`` too short)
+checkpoints too, so that a caller polling with ``timeout=0`` lets the
+others run.
 """
 
 from __future__ import annotations
@@ -72,8 +75,8 @@ class Limiter(TaskedLimiter):
     _cancel_after_wake = True
     _checkpoint_if_cancelled = staticmethod(trio.lowlevel.checkpoint_if_cancelled)
 
-    def _cancel_scope(self, deadline: float) -> trio.CancelScope:
-        return trio.CancelScope(deadline=deadline)
+    def _cancel_scope(self, deadline: float, shield: bool = False) -> trio.CancelScope:
+        return trio.CancelScope(deadline=deadline, shield=shield)
 
     async def _sleep_forever(self) -> None:
         await trio.sleep_forever()
