@@ -2035,6 +2035,8 @@ async def test_the_body_s_exception_leaves_as_itself(open_limiter: OpenLimiter) 
     assert [type(e) for e in caught] == [AcquireTimeout, KeyError], caught
 
 
+@pytest.mark.redis
+@pytest.mark.threads
 async def test_a_cancel_around_the_limiter_leaves_it_working_until_it_closes(
     open_limiter: OpenLimiter,
 ) -> None:
@@ -2057,10 +2059,12 @@ async def test_a_cancel_around_the_limiter_leaves_it_working_until_it_closes(
                 served.append(since(start))
             await anyio.lowlevel.checkpoint()  # where the outer cancel lands
     assert outer.cancelled_caught
-    assert served == [SECOND, 2 * SECOND]
+    assert len(served) == 2, served
+    assert near(served[0], SECOND) and near(served[1], 2 * SECOND), served
     assert limiter.closed
 
 
+@pytest.mark.threads
 async def test_a_limiter_opened_in_a_cancelled_scope_is_cancelled_there(
     open_limiter: OpenLimiter,
 ) -> None:
