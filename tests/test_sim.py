@@ -414,8 +414,8 @@ def workloads_of(
         name=st.just("w"),
         level=st.integers(0, 2),
         arrivals=arrivals,
-        give_up_after=st.sampled_from([None, 0.05, 0.4]),
-        timeout=st.sampled_from([None, 0.1, 0.7]),
+        give_up_after=st.sampled_from([None, 0.05, 0.1, 0.4]),
+        timeout=st.sampled_from([None, 0.05, 0.1, 0.7]),
         **more,
     )
 
