@@ -8,6 +8,7 @@ import itertools
 import json
 import random
 import sys
+from collections import Counter
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import suppress
 from decimal import Decimal
@@ -23,12 +24,15 @@ from hypothesis import strategies as st
 from permits.core import (
     SECOND,
     Aging,
+    Decision,
     Fifo,
     Limit,
+    Machine,
     PermitTypeError,
     PermitValueError,
     Policy,
     Shares,
+    State,
     StrictPriority,
 )
 from permits.sim import (
@@ -1049,3 +1053,137 @@ async def test_a_caller_expired_and_then_cancelled_at_its_deadline_replays_as_ex
     scenario = Scenario("r", Fifo(), 10, 1, [Workload("w", 0, Batch(0))])
     replayed = replay(scenario, recording.calls)["w"]
     assert (replayed.expired, replayed.cancelled) == (1, 0)
+
+
+def _naive_replay(scenario: Scenario, calls: list[Call]) -> list[dict[str, Any]]:
+    """Per level, what a naive loop over the machine makes of ``calls``:
+    one event at a time, the next tick asked after every step; a timeout
+    is the machine's own deadline (a timeout of 0, a deadline of now:
+    expired at its push unless granted), a give-up a cancel; at one time
+    the give-ups first (a give-up of 0 cancels its caller as it comes,
+    before the next arrives), then the tick, then the arrivals."""
+    duration = nanoseconds("seconds", scenario.seconds)
+    machine = Machine(
+        scenario.policy, limits=scenario.named_limits, max_waiting=scenario.max_waiting
+    )
+    ends: list[tuple[State, int, int | None] | None] = [None] * len(calls)
+    gives_up: dict[int, int] = {}
+    arriving = [c for c in calls if c.at_ns < duration]
+
+    def decide(decisions: list[Decision]) -> None:
+        for d in decisions:
+            assert isinstance(d.id, int)
+            ends[d.id] = (d.state, d.at, d.waited)
+            gives_up.pop(d.id, None)
+
+    def cancel(id: int, t: int) -> None:
+        gives_up.pop(id, None)
+        if machine.cancel(id):
+            ends[id] = (State.CANCELLED, t, None)
+
+    i = 0
+    while True:
+        times = [machine.next_tick(), *gives_up.values()]
+        if i < len(arriving):
+            times.append(arriving[i].at_ns)
+        t = min((time for time in times if time is not None), default=duration)
+        if t >= duration:
+            break
+        for id in sorted(id for id, at in gives_up.items() if at == t):
+            cancel(id, t)
+        due = machine.next_tick()
+        if due is not None and due <= t:
+            decide(machine.tick(t))
+        while i < len(arriving) and arriving[i].at_ns == t:
+            call = arriving[i]
+            id = i
+            i += 1
+            give = call.give_up_after_ns
+            timeout = call.timeout_ns
+            if give == 0:  # it gives up as it comes: first, before its timeout
+                timeout = None
+            decide(
+                machine.push(
+                    id,
+                    call.level,
+                    t,
+                    deadline=None if timeout is None else t + timeout,
+                    max_wait_ns=call.max_wait_ns,
+                )
+            )
+            if give is not None and ends[id] is None:
+                gives_up[id] = t + give
+                if give == 0:
+                    cancel(id, t)
+    figures = []
+    for level in range(scenario.policy.levels):
+        mine = [ends[k] for k, c in enumerate(arriving) if c.level == level]
+        done = [end for end in mine if end is not None]
+        count = Counter(end[0] for end in done)
+        figures.append(
+            {
+                "offered": len(mine),
+                "granted": count[State.GRANTED],
+                "cancelled": count[State.CANCELLED],
+                "expired": count[State.EXPIRED],
+                "rejected": count[State.REJECTED],
+                "too_long": count[State.TOO_LONG],
+                "wait_max_ns": max(
+                    (end[2] for end in done if end[0] is State.GRANTED and end[2] is not None),
+                    default=None,
+                ),
+                "cleared_at_ns": max((end[1] for end in done), default=None)
+                if len(done) == len(mine)
+                else None,
+            }
+        )
+    return figures
+
+
+_QUARTERS = st.sampled_from([None, 0, SECOND // 8, SECOND // 4, SECOND // 2])
+
+
+@settings(deadline=None)
+@given(
+    rows=st.lists(
+        st.tuples(
+            st.sampled_from([0, 0, SECOND // 8, SECOND // 4]),
+            st.integers(0, 1),
+            _QUARTERS,
+            _QUARTERS,
+            st.sampled_from([None, None, 0, SECOND // 4]),
+        ),
+        max_size=30,
+    ),
+    policy=st.sampled_from(
+        [Fifo(2), StrictPriority(2), Shares((2, 1)), Aging(2, after_ns=SECOND // 2)]
+    ),
+    max_waiting=st.sampled_from([None, 0, 2]),
+)
+def test_a_replay_of_timeouts_and_give_ups_of_any_length_is_a_naive_run_of_the_machine(
+    rows: list[tuple[int, int, int | None, int | None, int | None]],
+    policy: Policy,
+    max_waiting: int | None,
+) -> None:
+    """A trace's calls with a timeout, a give-up, both (the earlier wins; at
+    one instant the give-up), either of 0, and a ``max_wait``, at times that
+    fall on a permit's due time and on each other's: each level's counts,
+    longest wait and the time it cleared are a naive loop's over the
+    machine, where a timeout is the machine's own deadline."""
+    calls = []
+    at = 0
+    for gap, level, timeout, give, max_wait in rows:
+        at += gap
+        calls.append(Call(at, level, 1, None, timeout, 0, max_wait, give))
+    scenario = Scenario(
+        "r",
+        policy,
+        8,
+        3,
+        [Workload("w0", 0, Batch(0)), Workload("w1", 1, Batch(0))],
+        max_waiting=max_waiting,
+    )
+    result = replay(scenario, calls)
+    for got, want in zip(result.workloads, _naive_replay(scenario, calls), strict=True):
+        for name, value in want.items():
+            assert getattr(got, name) == value, (got.name, name)
