@@ -1209,6 +1209,21 @@ def test_demo_scaled_past_a_nanosecond_is_one_line(capsys: pytest.CaptureFixture
     assert err.endswith(": must be greater than 0 (from --scale=1e+12)\n"), err
 
 
+def test_demo_scaled_past_a_nanosecond_names_the_workload(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """A workload's time that ``--scale`` takes below a nanosecond (the
+    example 'mixed': checkout's give_up_after of 2 s, 1e10 times faster)
+    is named with its workload, not as a bare field of no workload."""
+    status, out, err = run(capsys, "demo", "--example", "mixed", "--scale", "1e10")
+    assert (status, out) == (2, "")
+    assert err.count("\n") == 1, err
+    assert err.startswith(
+        "permits: error: strict priority, 3 levels: workloads[0].give_up_after="
+    ), err
+    assert err.endswith("(from --scale=1e+10)\n"), err
+
+
 def test_compare_plot_of_no_callers_and_no_drawn_requirement_warns_nothing(
     capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
