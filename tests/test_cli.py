@@ -18,9 +18,19 @@ import permits.testing
 from permits.cli import _live as live
 from permits.cli import _report as report
 from permits.cli import main, scenarios
-from permits.core import StrictPriority
+from permits.core import Fifo, StrictPriority
 from permits.sim import COLUMNS as TRACE_COLUMNS
-from permits.sim import SEED, Comparison, Scenario, compare, simulate
+from permits.sim import (
+    SEED,
+    Batch,
+    Comparison,
+    Constant,
+    Poisson,
+    Scenario,
+    Workload,
+    compare,
+    simulate,
+)
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "adapters" / "permits" / "cli" / "examples"
@@ -460,6 +470,55 @@ def test_live_runner_matches_the_simulation_on_virtual_time(scenario: Scenario) 
             want.timeline,
             want.wait_max_ns,
         ), got.name
+
+
+#: Scenarios of callers who leave waiting, for the live runner on virtual
+#: time: expired, giving up, at the end of the run, refused.
+_LEAVING = [
+    Scenario(
+        "expired at the end",
+        Fifo(),
+        1,
+        2,
+        [Workload("w", 0, Batch(5), timeout=2), Workload("v", 0, Constant(2, start=0.5))],
+    ),
+    Scenario(
+        "giving up at the end",
+        Fifo(),
+        1,
+        2,
+        [Workload("w", 0, Batch(5), give_up_after=2), Workload("v", 0, Batch(2), timeout=1.5)],
+    ),
+    Scenario(
+        "both, and refused",
+        StrictPriority(2),
+        10,
+        5,
+        [
+            Workload("hi", 0, Constant(7), timeout=0.3, give_up_after=0.3),
+            Workload("lo", 1, Batch(20), timeout=1, give_up_after=0.5),
+            Workload("mid", 1, Poisson(3), max_wait=0.2, timeout=0.7),
+        ],
+        max_waiting=(5, 8),
+    ),
+]
+
+
+@pytest.mark.parametrize("scenario", _LEAVING, ids=lambda scenario: scenario.name)
+def test_live_runner_counts_those_who_leave_as_the_simulation(scenario: Scenario) -> None:
+    """The live runner on virtual time counts the callers that expire, give
+    up or are refused as the simulation does; one whose timeout falls at
+    the end of the run was still waiting then (the run is [0, seconds), and
+    nothing at its end counts), not expired, and the backlog never cleared.
+    A caller that may give up queues in the order it came, as in the
+    simulation: before a later workload's callers of the same instant (it
+    queued behind them when asyncio.wait_for pushed from a task of its own)."""
+    measured = permits.testing.run(live.run(scenario))
+    simulated = simulate(scenario)
+    fields = ("offered", "granted", "waiting", "cancelled", "rejected", "too_long", "expired")
+    for got, want in zip(measured.workloads, simulated.workloads, strict=True):
+        for name in (*fields, "wait_max_ns", "cleared_at_ns"):
+            assert getattr(got, name) == getattr(want, name), (got.name, name)
 
 
 def test_plot_writes_a_png(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
