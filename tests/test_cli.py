@@ -13,12 +13,14 @@ from pathlib import Path
 
 import attrs
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import permits.testing
 from permits.cli import _live as live
 from permits.cli import _report as report
 from permits.cli import main, scenarios
-from permits.core import Fifo, StrictPriority
+from permits.core import SECOND, Aging, Fifo, Policy, Shares, StrictPriority
 from permits.sim import COLUMNS as TRACE_COLUMNS
 from permits.sim import (
     SEED,
@@ -519,6 +521,62 @@ def test_live_runner_counts_those_who_leave_as_the_simulation(scenario: Scenario
     for got, want in zip(measured.workloads, simulated.workloads, strict=True):
         for name in (*fields, "wait_max_ns", "cleared_at_ns"):
             assert getattr(got, name) == getattr(want, name), (got.name, name)
+
+
+_arrivals = st.one_of(
+    st.builds(Batch, st.integers(0, 12), st.sampled_from([0, 0.25, 1])),
+    st.builds(Constant, st.sampled_from([1, 3, 7]), st.sampled_from([0, 0.003, 0.5])),
+    st.builds(Poisson, st.sampled_from([2, 8])),
+)
+_leaving = st.builds(
+    Workload,
+    name=st.just("w"),
+    level=st.integers(0, 2),
+    arrivals=_arrivals,
+    timeout=st.sampled_from([None, 0.05, 0.1, 0.7]),
+    give_up_after=st.sampled_from([None, 0.05, 0.1, 0.4]),
+    max_wait=st.sampled_from([None, 0, 0.02, 0.3]),
+)
+
+
+@settings(deadline=None, max_examples=30)
+@given(
+    policy=st.sampled_from(
+        [Fifo(3), StrictPriority(3), Shares((3, 2, 1)), Aging(3, after_ns=SECOND // 4)]
+    ),
+    loads=st.lists(_leaving, min_size=1, max_size=4),
+    rate=st.sampled_from([2, 3, 10]),
+    burst=st.integers(1, 4),
+    seed=st.integers(0, 100),
+    max_waiting=st.sampled_from([None, 0, 2, (None, 3, 1)]),
+)
+def test_any_scenario_the_demo_plays_runs_live_as_simulated(
+    policy: Policy,
+    loads: list[Workload],
+    rate: int,
+    burst: int,
+    seed: int,
+    max_waiting: int | tuple[int | None, ...] | None,
+) -> None:
+    """Any scenario ``permits demo`` plays (one limit, a unit each, no
+    flows), live on virtual time: every count, the longest wait and the
+    timeline are the simulation's, and the time each backlog cleared to a
+    nanosecond (the live clock is a float of seconds)."""
+    loads = [attrs.evolve(w, name=f"w{i}") for i, w in enumerate(loads)]
+    scenario = Scenario(
+        "any", policy, rate, 2.5, loads, burst=burst, seed=seed, max_waiting=max_waiting
+    )
+    measured = permits.testing.run(live.run(scenario))
+    simulated = simulate(scenario)
+    fields = ("offered", "granted", "waiting", "cancelled", "rejected", "too_long", "expired")
+    for got, want in zip(measured.workloads, simulated.workloads, strict=True):
+        for name in (*fields, "wait_max_ns", "timeline"):
+            assert getattr(got, name) == getattr(want, name), (got.name, name)
+        if want.cleared_at_ns is None:
+            assert got.cleared_at_ns is None, got.name
+        else:
+            assert got.cleared_at_ns is not None, got.name
+            assert abs(got.cleared_at_ns - want.cleared_at_ns) <= 1, got.name
 
 
 def test_plot_writes_a_png(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
