@@ -52,20 +52,20 @@ from permits.sim import (
     simulate,
 )
 
-CSV = """at,level,cost,flow,timeout
-0,1,,,
-0.25,0,2,acme,1.5
+CSV = """at,level,cost,flow,timeout,give_up_after
+0,1,,,,0
+0.25,0,2,acme,1.5,0.75
 
-0.25,1,1,bulk,
+0.25,1,1,bulk,,
 """
-JSONL = """{"at": 0, "level": 1}
-{"at": 0.25, "level": 0, "cost": 2, "flow": "acme", "timeout": 1.5}
+JSONL = """{"at": 0, "level": 1, "give_up_after": 0}
+{"at": 0.25, "level": 0, "cost": 2, "flow": "acme", "timeout": 1.5, "give_up_after": 0.75}
 
-{"at": 0.25, "level": 1, "cost": 1, "flow": "bulk", "timeout": null}
+{"at": 0.25, "level": 1, "cost": 1, "flow": "bulk", "timeout": null, "give_up_after": null}
 """
 CALLS = [
-    Call(0, 1),
-    Call(SECOND // 4, 0, 2, "acme", 3 * SECOND // 2),
+    Call(0, 1, give_up_after_ns=0),
+    Call(SECOND // 4, 0, 2, "acme", 3 * SECOND // 2, give_up_after_ns=3 * SECOND // 4),
     Call(SECOND // 4, 1, 1, "bulk"),
 ]
 
