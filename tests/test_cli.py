@@ -448,6 +448,30 @@ def test_demo_agrees_with_the_simulation(
     assert re.search(r"agrees: interactive: p99 \d+\.\d\d ms, at most \d+\.\d\d ms\n", out), out
 
 
+def test_demo_disagrees_where_the_urgent_workload_was_granted_nothing_live() -> None:
+    """Under strict priority, the most urgent workload's p99 is checked
+    against the simulation's: a live run that granted it nothing has no p99
+    within the bound (it passed, read as 0 ms), whatever the counts say."""
+    from permits.cli import checks
+
+    simulated = simulate(SEED[1])
+    urgent = simulated["interactive"]
+    assert urgent.level == 0
+    assert urgent.wait_p99_ns is not None
+    starved = attrs.evolve(
+        urgent, granted=0, waiting=urgent.offered, wait_p50_ns=None, wait_p99_ns=None
+    )
+    measured = attrs.evolve(
+        simulated,
+        workloads=tuple(starved if w is urgent else w for w in simulated.workloads),
+    )
+    verdicts = checks(simulated, measured)
+    p99 = [(ok, text) for ok, text in verdicts if "p99" in text]
+    assert p99 == [(False, p99[0][1])], verdicts
+    assert "none granted" in p99[0][1]
+    assert all(ok for ok, _ in checks(simulated, simulated))
+
+
 @pytest.mark.parametrize("scenario", SEED, ids=lambda scenario: scenario.name)
 def test_live_runner_matches_the_simulation_on_virtual_time(scenario: Scenario) -> None:
     """The live runner on virtual time is the simulation, not only within
