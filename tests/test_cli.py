@@ -13,14 +13,26 @@ from pathlib import Path
 
 import attrs
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import permits.testing
 from permits.cli import _live as live
 from permits.cli import _report as report
 from permits.cli import main, scenarios
-from permits.core import StrictPriority
+from permits.core import SECOND, Aging, Fifo, Policy, Shares, StrictPriority
 from permits.sim import COLUMNS as TRACE_COLUMNS
-from permits.sim import SEED, Comparison, Scenario, compare, simulate
+from permits.sim import (
+    SEED,
+    Batch,
+    Comparison,
+    Constant,
+    Poisson,
+    Scenario,
+    Workload,
+    compare,
+    simulate,
+)
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "adapters" / "permits" / "cli" / "examples"
@@ -436,6 +448,30 @@ def test_demo_agrees_with_the_simulation(
     assert re.search(r"agrees: interactive: p99 \d+\.\d\d ms, at most \d+\.\d\d ms\n", out), out
 
 
+def test_demo_disagrees_where_the_urgent_workload_was_granted_nothing_live() -> None:
+    """Under strict priority, the most urgent workload's p99 is checked
+    against the simulation's: a live run that granted it nothing has no p99
+    within the bound (it passed, read as 0 ms), whatever the counts say."""
+    from permits.cli import checks
+
+    simulated = simulate(SEED[1])
+    urgent = simulated["interactive"]
+    assert urgent.level == 0
+    assert urgent.wait_p99_ns is not None
+    starved = attrs.evolve(
+        urgent, granted=0, waiting=urgent.offered, wait_p50_ns=None, wait_p99_ns=None
+    )
+    measured = attrs.evolve(
+        simulated,
+        workloads=tuple(starved if w is urgent else w for w in simulated.workloads),
+    )
+    verdicts = checks(simulated, measured)
+    p99 = [(ok, text) for ok, text in verdicts if "p99" in text]
+    assert p99 == [(False, p99[0][1])], verdicts
+    assert "none granted" in p99[0][1]
+    assert all(ok for ok, _ in checks(simulated, simulated))
+
+
 @pytest.mark.parametrize("scenario", SEED, ids=lambda scenario: scenario.name)
 def test_live_runner_matches_the_simulation_on_virtual_time(scenario: Scenario) -> None:
     """The live runner on virtual time is the simulation, not only within
@@ -460,6 +496,113 @@ def test_live_runner_matches_the_simulation_on_virtual_time(scenario: Scenario) 
             want.timeline,
             want.wait_max_ns,
         ), got.name
+
+
+#: Scenarios of callers who leave waiting, for the live runner on virtual
+#: time: expired, giving up, at the end of the run, refused.
+_LEAVING = [
+    Scenario(
+        "expired at the end",
+        Fifo(),
+        1,
+        2,
+        [Workload("w", 0, Batch(5), timeout=2), Workload("v", 0, Constant(2, start=0.5))],
+    ),
+    Scenario(
+        "giving up at the end",
+        Fifo(),
+        1,
+        2,
+        [Workload("w", 0, Batch(5), give_up_after=2), Workload("v", 0, Batch(2), timeout=1.5)],
+    ),
+    Scenario(
+        "both, and refused",
+        StrictPriority(2),
+        10,
+        5,
+        [
+            Workload("hi", 0, Constant(7), timeout=0.3, give_up_after=0.3),
+            Workload("lo", 1, Batch(20), timeout=1, give_up_after=0.5),
+            Workload("mid", 1, Poisson(3), max_wait=0.2, timeout=0.7),
+        ],
+        max_waiting=(5, 8),
+    ),
+]
+
+
+@pytest.mark.parametrize("scenario", _LEAVING, ids=lambda scenario: scenario.name)
+def test_live_runner_counts_those_who_leave_as_the_simulation(scenario: Scenario) -> None:
+    """The live runner on virtual time counts the callers that expire, give
+    up or are refused as the simulation does; one whose timeout falls at
+    the end of the run was still waiting then (the run is [0, seconds), and
+    nothing at its end counts), not expired, and the backlog never cleared.
+    A caller that may give up queues in the order it came, as in the
+    simulation: before a later workload's callers of the same instant (it
+    queued behind them when asyncio.wait_for pushed from a task of its own)."""
+    measured = permits.testing.run(live.run(scenario))
+    simulated = simulate(scenario)
+    fields = ("offered", "granted", "waiting", "cancelled", "rejected", "too_long", "expired")
+    for got, want in zip(measured.workloads, simulated.workloads, strict=True):
+        for name in (*fields, "wait_max_ns", "cleared_at_ns"):
+            assert getattr(got, name) == getattr(want, name), (got.name, name)
+
+
+_arrivals = st.one_of(
+    st.builds(Batch, st.integers(0, 12), st.sampled_from([0, 0.25, 1])),
+    st.builds(Constant, st.sampled_from([1, 3, 7]), st.sampled_from([0, 0.003, 0.5])),
+    st.builds(Poisson, st.sampled_from([2, 8])),
+)
+_leaving = st.builds(
+    Workload,
+    name=st.just("w"),
+    level=st.integers(0, 2),
+    arrivals=_arrivals,
+    timeout=st.sampled_from([None, 0.05, 0.1, 0.7]),
+    give_up_after=st.sampled_from([None, 0.05, 0.1, 0.4]),
+    max_wait=st.sampled_from([None, 0, 0.02, 0.3]),
+)
+
+
+@settings(deadline=None, max_examples=30)
+@given(
+    policy=st.sampled_from(
+        [Fifo(3), StrictPriority(3), Shares((3, 2, 1)), Aging(3, after_ns=SECOND // 4)]
+    ),
+    loads=st.lists(_leaving, min_size=1, max_size=4),
+    rate=st.sampled_from([2, 3, 10]),
+    burst=st.integers(1, 4),
+    seed=st.integers(0, 100),
+    max_waiting=st.sampled_from([None, 0, 2, (None, 3, 1)]),
+)
+def test_any_scenario_the_demo_plays_runs_live_as_simulated(
+    policy: Policy,
+    loads: list[Workload],
+    rate: int,
+    burst: int,
+    seed: int,
+    max_waiting: int | tuple[int | None, ...] | None,
+) -> None:
+    """Any scenario ``permits demo`` plays (one limit, a unit each, no
+    flows), live on virtual time: every count and the timeline are the
+    simulation's, and the longest wait and the time each backlog cleared
+    to a nanosecond (the live clock is a float of seconds)."""
+    loads = [attrs.evolve(w, name=f"w{i}") for i, w in enumerate(loads)]
+    scenario = Scenario(
+        "any", policy, rate, 2.5, loads, burst=burst, seed=seed, max_waiting=max_waiting
+    )
+    measured = permits.testing.run(live.run(scenario))
+    simulated = simulate(scenario)
+    fields = ("offered", "granted", "waiting", "cancelled", "rejected", "too_long", "expired")
+    for got, want in zip(measured.workloads, simulated.workloads, strict=True):
+        for name in (*fields, "timeline"):
+            assert getattr(got, name) == getattr(want, name), (got.name, name)
+        for name in ("wait_max_ns", "cleared_at_ns"):
+            measured, simulated = getattr(got, name), getattr(want, name)
+            if simulated is None:
+                assert measured is None, (got.name, name)
+            else:
+                assert measured is not None, (got.name, name)
+                assert abs(measured - simulated) <= 1, (got.name, name)
 
 
 def test_plot_writes_a_png(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
@@ -1207,6 +1350,21 @@ def test_demo_scaled_past_a_nanosecond_is_one_line(capsys: pytest.CaptureFixture
     assert err.count("\n") == 1, err
     assert err.startswith(f"permits: error: {SEED[0].name}: seconds=")
     assert err.endswith(": must be greater than 0 (from --scale=1e+12)\n"), err
+
+
+def test_demo_scaled_past_a_nanosecond_names_the_workload(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """A workload's time that ``--scale`` takes below a nanosecond (the
+    example 'mixed': checkout's give_up_after of 2 s, 1e10 times faster)
+    is named with its workload, not as a bare field of no workload."""
+    status, out, err = run(capsys, "demo", "--example", "mixed", "--scale", "1e10")
+    assert (status, out) == (2, "")
+    assert err.count("\n") == 1, err
+    assert err.startswith(
+        "permits: error: strict priority, 3 levels: workloads[0].give_up_after="
+    ), err
+    assert err.endswith("(from --scale=1e+10)\n"), err
 
 
 def test_compare_plot_of_no_callers_and_no_drawn_requirement_warns_nothing(

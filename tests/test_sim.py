@@ -414,8 +414,8 @@ def workloads_of(
         name=st.just("w"),
         level=st.integers(0, 2),
         arrivals=arrivals,
-        give_up_after=st.sampled_from([None, 0.05, 0.4]),
-        timeout=st.sampled_from([None, 0.1, 0.7]),
+        give_up_after=st.sampled_from([None, 0.05, 0.1, 0.4]),
+        timeout=st.sampled_from([None, 0.05, 0.1, 0.7]),
         **more,
     )
 
@@ -760,7 +760,12 @@ def naive_figures(scenario: Scenario) -> list[dict[str, Any]]:
     duration = round(Fraction(scenario.seconds) * SECOND)
     limits = scenario.named_limits
     names = tuple(limits)
-    machine = Machine(scenario.policy, limits=limits, max_waiting=scenario.max_waiting)
+    machine = Machine(
+        scenario.policy,
+        limits=limits,
+        max_waiting=scenario.max_waiting,
+        **scenario.flow_options(),
+    )
     arriving = []
     for w, workload in enumerate(scenario.workloads):
         seed = scenario.seed * 1_000_003 + w
@@ -872,6 +877,8 @@ def near(got: int | None, exact: int | None) -> bool:
     ],
     two_limits=False,
     max_waiting=None,
+    flow_weights=None,
+    max_waiting_per_flow=None,
 )
 @given(
     policy=policies,
@@ -879,6 +886,8 @@ def near(got: int | None, exact: int | None) -> bool:
     loads=st.lists(st.tuples(patient_workloads, dear_costs, tenants), min_size=1, max_size=4),
     two_limits=st.booleans(),
     max_waiting=st.sampled_from([None, 0, 2, (None, 3, 1)]),
+    flow_weights=st.sampled_from([None, {"w0#1": 3, "w1#2": 2}]),
+    max_waiting_per_flow=st.sampled_from([None, 1, 3]),
 )
 def test_every_figure_is_a_naive_run_of_the_machines(
     policy: Fifo,
@@ -886,6 +895,8 @@ def test_every_figure_is_a_naive_run_of_the_machines(
     loads: list[tuple[Workload, object, Tenants | None]],
     two_limits: bool,
     max_waiting: int | tuple[int | None, ...] | None,
+    flow_weights: dict[str, int] | None,
+    max_waiting_per_flow: int | None,
 ) -> None:
     """Every figure of a run, as a naive loop over the machine gives it
     (:func:`naive_figures`): the counts, units, shares, the time it
@@ -902,7 +913,12 @@ def test_every_figure_is_a_naive_run_of_the_machines(
     else:  # one limit: a cost per limit becomes one of every limit
         built = [attrs.evolve(w, cost=1) if isinstance(w.cost, tuple) else w for w in built]
         scenario = Scenario("any", policy, 2, Fraction(5, 2), built, burst=4, seed=seed)
-    scenario = attrs.evolve(scenario, max_waiting=max_waiting)
+    scenario = attrs.evolve(
+        scenario,
+        max_waiting=max_waiting,
+        flow_weights=flow_weights,
+        max_waiting_per_flow=max_waiting_per_flow,
+    )
     result = simulate(scenario)
     figures = naive_figures(scenario)
     totals = [sum(f["units_per_limit"][j] for f in figures) for j in range(len(result.limits))]

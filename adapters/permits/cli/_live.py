@@ -4,8 +4,8 @@ The same scenario :func:`permits.sim.simulate` runs in virtual time, played
 against a real :class:`~permits.adapters.asyncio.Limiter`: each caller is a
 task that arrives at its time and calls ``acquire``; a workload's
 ``timeout`` is ``acquire(timeout=...)`` (the core expires it), its
-``give_up_after`` is ``asyncio.wait_for`` around it (the caller gives up:
-the core counts it cancelled), its ``max_wait`` is ``acquire(max_wait=...)``
+``give_up_after`` cancels the caller's task (the caller gives up: the core
+counts it cancelled), its ``max_wait`` is ``acquire(max_wait=...)``
 (refused: counted as too long). What each caller got is counted by the
 simulator's own :class:`~permits.sim.Tally`, so the two results read alike
 and can be set side by side (``permits demo``).
@@ -51,24 +51,50 @@ async def run(scenario: Scenario) -> Result:
             # Those queued at time zero arrived at zero: the clock starts
             # once they are all in the queue (see below).
             arrived = 0 if at == 0 else elapsed()
+            # Its give-up cancels this task, the one that pushed: the caller
+            # waits in the queue in the order it came, as in the simulation
+            # (asyncio.wait_for would push from a task of its own, a turn of
+            # the loop later, behind those that came at the same time).
+            task = asyncio.current_task()
+            assert task is not None
+            gave_up = False
+
+            def give_up() -> None:
+                nonlocal gave_up
+                gave_up = True
+                task.cancel()
+
+            patience = workload.give_up_after
+            timer = None if patience is None else loop.call_later(float(patience), give_up)
             try:
-                acquire = limiter.acquire(workload.level, timeout=expire, max_wait=limit)
-                if workload.give_up_after is None:
-                    await acquire
-                else:
-                    await asyncio.wait_for(acquire, float(workload.give_up_after))
+                await limiter.acquire(workload.level, timeout=expire, max_wait=limit)
             except AcquireTimeout:
-                tally.on_leave(w, elapsed(), State.EXPIRED)
-            except asyncio.TimeoutError:
-                tally.on_leave(w, elapsed(), State.CANCELLED)
+                left: State = State.EXPIRED
+            except asyncio.CancelledError:
+                if not gave_up:
+                    raise  # the run is over
+                left = State.CANCELLED
             except QueueFull:
-                tally.on_reject(w, elapsed())
+                left = State.REJECTED
             except WouldWaitTooLong:
-                tally.on_reject(w, elapsed(), State.TOO_LONG)
+                left = State.TOO_LONG
             else:
-                now = elapsed()
-                if now < duration:  # the run is [0, seconds), as the simulator's
-                    tally.on_grant(w, now, now - arrived)
+                left = State.GRANTED
+            finally:
+                if timer is not None:
+                    timer.cancel()
+            now = elapsed()
+            if now >= duration:
+                # The run is [0, seconds), as the simulator's: what happens
+                # from its end on (a grant, an expiry at the end) is not
+                # counted, and the caller was still waiting then.
+                return
+            if left is State.GRANTED:
+                tally.on_grant(w, now, now - arrived)
+            elif left is State.EXPIRED or left is State.CANCELLED:
+                tally.on_leave(w, now, left)
+            else:
+                tally.on_reject(w, now, left)
 
         def start_caller(at: int, w: int) -> None:
             tally.on_arrive(w)

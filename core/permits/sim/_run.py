@@ -2,7 +2,8 @@
 
 :func:`simulate` is a discrete-event loop over the same
 :class:`~permits.core.Machine` the adapters drive: it pushes each arrival,
-cancels each caller whose ``timeout`` runs out, and ticks at each time the
+withdraws each caller whose ``give_up_after`` (cancelled) or ``timeout``
+(expired) runs out, and ticks at each time the
 machine names (:meth:`~permits.core.Machine.next_tick`). No second model of
 any policy exists here. :class:`Tally` turns what happened to each caller into
 a :class:`WorkloadResult`; the live runner (``permits.cli._live``) feeds
@@ -56,10 +57,11 @@ class WorkloadResult:
     """What one workload got in one run.
 
     Every caller offered ends in exactly one of ``granted``, ``waiting``
-    (still waiting at the end), ``cancelled`` (gave up after its
-    ``timeout``), ``rejected`` (refused on arrival: its level was full),
-    ``too_long`` (refused on arrival: its wait would pass its ``max_wait``)
-    or ``expired`` (its ``expire_after`` passed). The fields ending in
+    (still waiting at the end), ``cancelled`` (gave up on its own after
+    its ``give_up_after``), ``rejected`` (refused on arrival: its level was
+    full), ``too_long`` (refused on arrival: its wait would pass its
+    ``max_wait``) or ``expired`` (its ``timeout`` passed, as
+    ``acquire(timeout=...)`` expires a caller). The fields ending in
     ``_ns`` are times in the core's exact nanoseconds; the properties ending
     in ``_s`` are the same in seconds, as a user reads them (``None`` as
     for the field: no caller granted, or a backlog never cleared). Wait

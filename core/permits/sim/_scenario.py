@@ -827,9 +827,20 @@ class Scenario:
                 (name, Limit(limit.rate * factor, limit.burst)) for name, limit in self.limits
             ),
             seconds=_exact("seconds", self.seconds) / factor,
-            workloads=tuple(w.scaled(factor) for w in self.workloads),
+            workloads=tuple(self._scaled_workloads(factor)),
             requirements=(),
         )
+
+    def _scaled_workloads(self, factor: Fraction) -> Iterator[Workload]:
+        """Each workload ``factor`` times faster; one whose times would fall
+        below a nanosecond raises naming it (``workloads[1].timeout``)."""
+        for i, workload in enumerate(self.workloads):
+            try:
+                yield workload.scaled(factor)
+            except PermitValueError as error:
+                raise PermitValueError(
+                    f"workloads[{i}].{error.argument}", error.value, error.reason
+                ) from None
 
 
 def describe(policy: Policy) -> str:

@@ -454,7 +454,8 @@ def traced(scenario: Scenario) -> Scenario:
     """``scenario`` with one workload per level of its policy, for a trace's
     calls: each named after the scenario's first workload of that level (its
     ``timeout``, ``give_up_after`` and ``max_wait`` apply to the calls of
-    its level; a call's own ``timeout`` and ``max_wait`` come first),
+    its level; a call's own ``timeout``, ``max_wait`` and ``give_up_after``
+    come first),
     ``level N`` where it has none."""
     first: dict[int, Workload] = {}
     for workload in scenario.workloads:
