@@ -1026,11 +1026,6 @@ async def test_a_recording_of_any_shape_replays_as_the_live_run_went(
 
 
 @pytest.mark.anyio
-@pytest.mark.xfail(
-    strict=True,
-    reason="adapters/permits/adapters/_base.py _gave_up records a give-up for a waiter the "
-    "machine had already expired (decision EXPIRED): it should tell the recording decided(id)",
-)
 async def test_a_caller_expired_and_then_cancelled_at_its_deadline_replays_as_expired(
     open_limiter: Any,
 ) -> None:

@@ -637,9 +637,15 @@ class _Limiting:
         """In the recording, the caller of ``id`` gives up: ``now`` (the
         clock's if ``None``), or at its grant if it was granted and never
         proceeded (its permit went on to the next waiter, as the replay's
-        does when it gives up then)."""
+        does when it gives up then); one the machine expired first stays
+        expired."""
         if self._recording is not None:
             decision = waiter.decision
+            if decision is not None and decision.state is not State.GRANTED:
+                # Decided otherwise first (expired at its timeout): the
+                # recording keeps that, as the statistics do.
+                self._recording.decided(id)
+                return
             if decision is not None:
                 now = decision.at
             self._recording.gave_up(id, self._now() if now is None else now)
