@@ -2065,6 +2065,7 @@ async def test_a_cancel_around_the_limiter_leaves_it_working_until_it_closes(
     assert limiter.closed
 
 
+@pytest.mark.redis
 @pytest.mark.threads
 async def test_a_limiter_opened_in_a_cancelled_scope_is_cancelled_there(
     open_limiter: OpenLimiter,

@@ -2140,6 +2140,10 @@ class RedisLimiter(_AnyioLimiter):
     # -- the driver ----------------------------------------------------------
 
     async def _run(self, *, task_status: Any) -> None:
+        # Opened in a scope cancelled already: end before starting, so that
+        # the opening is cancelled (the driver below is shielded, and ends
+        # only once the limiter closes, which a cancelled opening never does).
+        await anyio.lowlevel.checkpoint_if_cancelled()
         self._bind_backend()
         if sniffio.current_async_library() == "asyncio":
             self.limit.open_async()
