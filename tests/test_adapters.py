@@ -2095,6 +2095,19 @@ async def test_async_with_a_limiter_is_refused(open_limiter: OpenLimiter) -> Non
         await limiter.acquire()
 
 
+@pytest.mark.threads
+@pytest.mark.redis
+async def test_a_settle_after_the_limiter_closed_is_refused(open_limiter: OpenLimiter) -> None:
+    """A permit settled after its limiter closed: LimiterClosed, nothing
+    left to settle (SPEC, ``Permit.settle``); within the window before."""
+    async with open_limiter(Fifo(), 10, 5, settle_window=30.0) as limiter:
+        early = await limiter.acquire(cost=2)
+        late = await limiter.acquire(cost=2)
+        early.settle(1)
+    with pytest.raises(LimiterClosed):
+        late.settle(1)
+
+
 @pytest.mark.redis
 async def test_units_granted_are_the_units_callers_used(open_limiter: OpenLimiter) -> None:
     """Nothing is lost: across cancellations, timeouts and settles, the units

@@ -229,7 +229,9 @@ class Permit:
         gives the difference back at once, more is charged to the permits
         after it. Accepted within the limiter's ``settle_window`` of the
         caller proceeding, once; :class:`~permits.core.NotRefundable`
-        otherwise, naming this permit and the limiter's ``settle_window``."""
+        otherwise, naming this permit and the limiter's ``settle_window``.
+        After the limiter closed: :class:`LimiterClosed` (nothing is left to
+        settle)."""
         try:
             self._limiter._settle(self._id, actual)
         except NotRefundable:
