@@ -40,6 +40,7 @@ import anyio
 import anyio.lowlevel
 import attrs
 import pytest
+from replays import replayed_as_live
 
 from permits.adapters import (
     AcquireTimeout,
@@ -1428,8 +1429,6 @@ async def test_a_recording_replays_as_the_live_run_went(
     after it in the replay (seeds 11 and 28), and a caller granted and
     cancelled before it ran that the replay granted (5 and 29); all of the
     first 40 seeds pass."""
-    from permits.sim import Batch as NoArrivals
-    from permits.sim import Scenario, Workload, replay
 
     draw = random.Random(seed)
     policy = StrictPriority(2)
@@ -1458,31 +1457,7 @@ async def test_a_recording_replays_as_the_live_run_went(
                 level = draw.randrange(2)
                 tg.start_soon(call, kind, level, draw.choice([None, "a", "b"]), patience)
         live = limiter.statistics().levels
-    scenario = Scenario(
-        "replay",
-        policy,
-        rate=8,
-        burst=2,
-        seconds=60,
-        max_waiting=5,
-        workloads=[Workload("w0", 0, NoArrivals(0)), Workload("w1", 1, NoArrivals(0))],
-    )
-    for stats, replayed in zip(live, replay(scenario, recording.calls).workloads, strict=True):
-        # (a caller granted and cancelled before it ran is refunded live,
-        # and gives up at its grant in the replay)
-        assert (
-            replayed.granted,
-            replayed.rejected,
-            replayed.too_long,
-            replayed.expired,
-            replayed.cancelled,
-        ) == (
-            stats.granted - stats.refunded,
-            stats.rejected,
-            stats.too_long,
-            stats.expired,
-            stats.cancelled + stats.refunded,
-        )
+    for stats, replayed in replayed_as_live(policy, live, recording.calls):
         if not stats.refunded:  # (the live figure counts the wait of a permit handed back)
             assert replayed.wait_max_ns == (stats.wait_max_ns if stats.granted else None)
 

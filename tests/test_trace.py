@@ -20,6 +20,7 @@ import attrs
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from replays import replayed_as_live
 
 from permits.core import (
     SECOND,
@@ -1000,29 +1001,7 @@ async def test_a_recording_of_any_shape_replays_as_the_live_run_went(
                     give += 1 / 32
                 tg.start_soon(call, kind, draw.randrange(2), patience, give)
         live = limiter.statistics().levels
-    scenario = Scenario(
-        "replay",
-        _REPLAYED_POLICIES[policy](),
-        rate=8,
-        burst=2,
-        seconds=60,
-        max_waiting=5,
-        workloads=[Workload("w0", 0, Batch(0)), Workload("w1", 1, Batch(0))],
-    )
-    for stats, replayed in zip(live, replay(scenario, recording.calls).workloads, strict=True):
-        assert (
-            replayed.granted,
-            replayed.rejected,
-            replayed.too_long,
-            replayed.expired,
-            replayed.cancelled,
-        ) == (
-            stats.granted - stats.refunded,
-            stats.rejected,
-            stats.too_long,
-            stats.expired,
-            stats.cancelled + stats.refunded,
-        )
+    replayed_as_live(_REPLAYED_POLICIES[policy](), live, recording.calls)
 
 
 @pytest.mark.anyio
