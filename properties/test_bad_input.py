@@ -1116,6 +1116,26 @@ def test_the_levels_times_and_ids_errors_in_words() -> None:
     ):
         refused(call, *typed("flow", tenant, flow))
     assert machine.snapshot() == before, "P18"
+    # A flow whose own __hash__ fails otherwise: bad input too, not a broken
+    # machine (an adapter would close the limiter for every caller).
+    broken: Any = BrokenHash()
+    for call in (
+        functools.partial(machine.push, "y", 0, 0, flow=broken),
+        functools.partial(machine.take, "y", 0, 0, flow=broken),
+        functools.partial(machine.min_wait, 0, flow=broken),
+    ):
+        refused(call, *typed("flow", broken, f"{flow}; hashing it raised ValueError('no')"))
+    assert machine.snapshot() == before, "P18"
+
+
+class BrokenHash:
+    """A flow whose ``__hash__`` raises something other than TypeError."""
+
+    def __hash__(self) -> int:
+        raise ValueError("no")
+
+    def __repr__(self) -> str:
+        return "BrokenHash()"
 
 
 def test_the_settle_window_by_hand() -> None:

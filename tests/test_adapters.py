@@ -2072,6 +2072,27 @@ async def test_async_with_a_limiter_is_refused(open_limiter: OpenLimiter) -> Non
 
 @pytest.mark.threads
 @pytest.mark.redis
+async def test_a_flow_whose_hash_fails_is_refused_and_the_limiter_works_on(
+    open_limiter: OpenLimiter,
+) -> None:
+    """One caller's flow whose own ``__hash__`` raises (not a TypeError) is
+    that caller's bad input: a PermitTypeError naming ``flow``, and the
+    limiter works on for the others (it closed, as for a broken policy)."""
+
+    class BrokenHash:
+        def __hash__(self) -> int:
+            raise ValueError("no")
+
+    async with open_limiter(Fifo(), 10, 2) as limiter:
+        with pytest.raises(PermitTypeError) as refused:
+            await limiter.acquire(flow=BrokenHash())
+        assert refused.value.argument == "flow"
+        await limiter.acquire()
+        assert not limiter.closed
+
+
+@pytest.mark.threads
+@pytest.mark.redis
 async def test_a_settle_after_the_limiter_closed_is_refused(open_limiter: OpenLimiter) -> None:
     """A permit settled after its limiter closed: LimiterClosed, nothing
     left to settle (SPEC, ``Permit.settle``); within the window before."""

@@ -1510,6 +1510,10 @@ def _check_flow(flow: object) -> None:
         hash(flow)
     except TypeError:
         raise PermitTypeError("flow", flow, "a hashable value (a tenant's name, a key)") from None
+    except Exception as error:  # its own __hash__ failed: bad input, not a broken machine
+        raise PermitTypeError(
+            "flow", flow, f"a hashable value (a tenant's name, a key); hashing it raised {error!r}"
+        ) from None
 
 
 def _units_of(argument: str, name: str, units: object) -> int:
