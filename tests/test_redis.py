@@ -1955,6 +1955,34 @@ async def test_the_local_fallback_follows_a_limit_lowered_while_it_serves(
 
 @pytest.mark.timeout(60)
 @pytest.mark.parametrize("anyio_backend", ["asyncio", "trio"])
+@pytest.mark.parametrize("word", ["adopt", "quota"])
+@pytest.mark.anyio
+async def test_the_local_fallback_takes_the_upstreams_word_at_its_share(
+    own_server: RedisServer, word: str
+) -> None:
+    """While the local fallback serves (Redis unreachable), the upstream's
+    word on the first limit is its too, at its share of what is left:
+    nothing left for a second (``adopt(0, 1.0)``), or a quota of 3 at a
+    share of half, 1 (``quota(3, 1.0)``), grants at most that in the
+    second, where the fallback served 50/s (half of 100/s)."""
+    async with falling_back(own_server.url, fresh(), 100, 4) as limiter:
+        await limiter.acquire()
+        own_server.kill()
+        with anyio.fail_after(10):
+            while limiter.fallbacks == 0:
+                await limiter.acquire()
+        if word == "adopt":
+            limiter.adopt(0, 1.0)
+        else:
+            limiter.quota(3, 1.0)
+        granted = await granted_in_a_second(limiter)
+        assert limiter.backend_down
+    # (a margin of one for a permit decided as the word came)
+    assert granted <= (0 if word == "adopt" else 1) + 1, granted
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("anyio_backend", ["asyncio", "trio"])
 @pytest.mark.parametrize("mode", ["closed", "local"])
 @pytest.mark.anyio
 async def test_a_permit_booked_as_redis_goes_away_is_handed_over_at_its_time(

@@ -1944,13 +1944,16 @@ class RedisLimiter(_AnyioLimiter):
     def adopt(self, remaining: int, reset_after: float, *, limit: str | None = None) -> None:
         """The upstream says ``remaining`` units of ``limit`` are left until
         ``reset_after`` seconds from now (at most 1e9): the shared bucket
-        holds no more."""
+        holds no more. While the local fallback serves, it holds no more
+        than its ``share`` of them (of the first limit) either."""
         self._send_word("adopt", remaining, reset_after, limit)
 
     def quota(self, remaining: int, reset_after: float, *, limit: str | None = None) -> None:
         """The upstream's quota: at most ``remaining`` more units of
         ``limit`` until ``reset_after`` seconds from now (at most 1e9), for
-        every process; the count is kept in Redis beside the bucket."""
+        every process; the count is kept in Redis beside the bucket. While
+        the local fallback serves, it grants at most its ``share`` of them
+        (of the first limit) until then."""
         self._send_word("quota", remaining, reset_after, limit)
 
     def _pause_left(self, end: int, now: int) -> Request | None:
@@ -1968,6 +1971,14 @@ class RedisLimiter(_AnyioLimiter):
         ask = self.limit.ask_quota if quota else self.limit.ask_adopt
         first = ask(remaining, reset_after, limit)  # checked: a bad word is kept nowhere
         given = self._now()
+        local = self._local
+        if local is not None and self.limit._index("limit", limit) == 0:
+            # The fallback serves its share of the first limit: its share of
+            # what is left, as it serves its share of the rate (the shares
+            # of every process add up to at most what the upstream said).
+            assert self.share is not None
+            until = given + round(reset_after * SECOND)
+            getattr(local, op)(math.floor(remaining * self.share), until, given)
 
         def word(now: int) -> Request | None:
             if now == given:
