@@ -889,6 +889,23 @@ def test_the_changes_of_a_limit_in_words() -> None:
     assert one.limits == {"units": Limit(1, 3)}, "P30"
     assert one.set_limit(0, rate=2) == []
     assert one.limits == {"units": Limit(2, 3)}, "P30"
+    # A waiter whose deadline is the change's time does not count: the
+    # change's tick expires it before the new burst holds.
+    late = Machine(Fifo(), 1, 3)
+    late.push("a", 0, 0, cost=3)  # granted at once: the bucket is empty
+    late.push("b", 0, 0, cost=3, deadline=SECOND // 2)
+    refused(
+        functools.partial(late.set_limit, SECOND // 2 - 1, burst=2),
+        *valued(
+            "burst",
+            2,
+            "a waiter asks for 3 units of 'units'; it could never fit: "
+            "give a burst of at least 3, or cancel it first",
+        ),
+    )
+    (expired,) = late.set_limit(SECOND // 2, burst=2)
+    assert (expired.id, expired.state) == ("b", State.EXPIRED), "P30"
+    assert late.limits == {"units": Limit(1, 2)}, "P30"
 
 
 def test_a_raised_rate_paces_the_waiter_from_where_it_stands() -> None:

@@ -816,7 +816,14 @@ class PolicyMachine(RuleBasedStateMachine):
         self.advance(steps)
         i = limit % len(self.config.limits)
         name = None if self.config.second is None else NAMES[i]
-        asked = max((w.cost[i] for w in self.model.waiting), default=0)
+        asked = max(
+            (
+                w.cost[i]
+                for w in self.model.waiting
+                if w.deadline is None or w.deadline > self.now  # (the change expires these)
+            ),
+            default=0,
+        )
         if burst < asked:
             before = fingerprint(self.core)
             error = _refused(

@@ -1004,7 +1004,8 @@ class Machine:
         carry over (never more than the new burst), so pacing continues from
         where it stands; the time of the next unit is rounded up to a whole
         nanosecond. Waiters re-plan at once: a raised rate grants at once
-        what is now due. A burst below a waiting cost is refused.
+        what is now due. A burst below the cost of a waiter is refused,
+        unless its deadline is ``now`` or earlier (the tick expires it).
         """
         now = self._check_now(now)
         index, name = self._limit_named(limit)
@@ -1013,7 +1014,13 @@ class Machine:
         new_burst = old.burst if burst is None else check_int("burst", burst, 1)
         queues = self._queues
         largest = max(
-            (w.cost[index] for lv in range(self.levels) for w in queues.waiters(lv)), default=0
+            (
+                w.cost[index]
+                for lv in range(self.levels)
+                for w in queues.waiters(lv)
+                if w.deadline is None or w.deadline > now  # (the tick expires the others)
+            ),
+            default=0,
         )
         if largest > new_burst:
             raise PermitValueError(
