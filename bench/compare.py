@@ -27,7 +27,7 @@
    plain trace: no flow, no timeout): CPU time as in 2., and (valgrind)
    instructions per row as in 3.
 5. ``--large``: one scenario of 10^7 grants (10,000 s at 1,000 permits/s,
-   three Poisson levels with timeouts and a deadline), grants per CPU second.
+   three Poisson levels, each with a timeout), grants per CPU second.
 """
 
 from __future__ import annotations

@@ -2042,6 +2042,30 @@ async def test_a_cancel_around_the_limiter_leaves_it_working_until_it_closes(
 
 @pytest.mark.redis
 @pytest.mark.threads
+async def test_a_cancel_around_the_limiter_leaves_its_timeouts_working(
+    open_limiter: OpenLimiter,
+) -> None:
+    """As above, a waiter's timeout: it expires at its time, not when the
+    next permit falls due. The Redis limiter's timer task, in a task group
+    inside the cancelled scope, was cancelled with it: a waiter's timeout
+    ended only when the driver next ticked (at the permit's time, 4 s)."""
+    ended: list[int] = []
+    with anyio.move_on_after(0.2) as outer:
+        async with open_limiter(Fifo(), 0.25) as limiter:
+            await limiter.acquire()
+            with anyio.CancelScope(shield=True), anyio.fail_after(10):
+                await anyio.sleep(0.4)  # past the outer deadline
+                start = now()
+                with pytest.raises(AcquireTimeout):
+                    await limiter.acquire(timeout=0.3)  # due at 4 s: expires at 0.7 s
+                ended.append(since(start))
+            await anyio.lowlevel.checkpoint()  # where the outer cancel lands
+    assert outer.cancelled_caught
+    assert near(ended[0], 300 * MILLISECOND), ended
+
+
+@pytest.mark.redis
+@pytest.mark.threads
 async def test_a_limiter_opened_in_a_cancelled_scope_is_cancelled_there(
     open_limiter: OpenLimiter,
 ) -> None:

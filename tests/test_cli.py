@@ -597,12 +597,12 @@ def test_any_scenario_the_demo_plays_runs_live_as_simulated(
         for name in (*fields, "timeline"):
             assert getattr(got, name) == getattr(want, name), (got.name, name)
         for name in ("wait_max_ns", "cleared_at_ns"):
-            measured, simulated = getattr(got, name), getattr(want, name)
-            if simulated is None:
-                assert measured is None, (got.name, name)
+            live_ns, simulated_ns = getattr(got, name), getattr(want, name)
+            if simulated_ns is None:
+                assert live_ns is None, (got.name, name)
             else:
-                assert measured is not None, (got.name, name)
-                assert abs(measured - simulated) <= 1, (got.name, name)
+                assert live_ns is not None, (got.name, name)
+                assert abs(live_ns - simulated_ns) <= 1, (got.name, name)
 
 
 def test_plot_writes_a_png(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:

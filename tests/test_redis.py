@@ -2861,6 +2861,35 @@ async def test_the_local_fallback_holds_while_redis_answers_but_cannot_serve(
         assert (limiter.fallbacks, limiter.backend_down) == (1, False)
 
 
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("anyio_backend", ["asyncio", "trio"])
+@pytest.mark.anyio
+async def test_a_cancel_around_the_limiter_leaves_its_probe_working(
+    own_server: RedisServer,
+) -> None:
+    """A scope around ``open_limiter`` is cancelled while its body is
+    shielded from that cancel: the local fallback still probes Redis, and
+    the limiter goes back to it once it serves. The probe task, in a task
+    group inside the cancelled scope, was cancelled with it (seen under
+    trio): the fallback served for ever."""
+    with anyio.move_on_after(0.2) as outer:
+        async with falling_back(own_server.url, fresh(), 100, 5) as limiter:
+            await limiter.acquire()
+            with anyio.CancelScope(shield=True), anyio.fail_after(20):
+                await anyio.sleep(0.4)  # past the outer deadline
+                async with anyio.create_task_group() as tg:
+                    tg.start_soon(keep_acquiring, limiter)
+                    with refusing(own_server, "OOM"):
+                        while not limiter.fallbacks:
+                            await anyio.sleep(0.01)
+                    while limiter.backend_down:  # a probe every 0.1 s
+                        await anyio.sleep(0.01)
+                    tg.cancel_scope.cancel()
+            await anyio.lowlevel.checkpoint()  # where the outer cancel lands
+    assert outer.cancelled_caught
+    assert (limiter.fallbacks, limiter.backend_down) == (1, False)
+
+
 def restricted_user(server: RedisServer, name: str) -> str:
     """The URL of a Redis user allowed exactly what the limiter's takes need
     (ACL): the commands its script sends, by category (hashes, lists,

@@ -21,7 +21,9 @@ class Recording:
     on: each acquire's (and try_acquire's) time from the start of the
     recording, level, cost (as it was asked: units of every limit, or per
     limit), flow, timeout and ``max_wait`` (an acquire refused for its
-    ``max_wait`` included). At most ``max_calls`` are kept; the calls
+    ``max_wait`` included), and for a caller that gave up waiting (cancelled,
+    or still waiting as the limiter closed) how long it waited
+    (``give_up_after``). At most ``max_calls`` are kept; the calls
     after them are counted in :attr:`dropped`, not kept. ``limits`` names
     the limiter's limits, in order."""
 

@@ -1685,6 +1685,8 @@ class RedisLimiter(_AnyioLimiter):
         #: Set to wake the driver while it sleeps (None while it does not).
         self._driver_wake: Event | None = None
         self._tasks: anyio.abc.TaskGroup | None = None
+        #: The scopes shielding the timer and the probe (see _shielded).
+        self._shields: set[anyio.CancelScope] = set()
         #: Units per limit asked by each waiting id.
         self._asks: dict[int, tuple[int, ...]] = {}
         #: ... by each id granted whose caller has not proceeded yet.
@@ -2165,15 +2167,35 @@ class RedisLimiter(_AnyioLimiter):
         try:
             async with anyio.create_task_group() as tasks:
                 self._tasks = tasks
-                tasks.start_soon(self._timer)
+                tasks.start_soon(self._shielded, self._timer)
                 # Not cancelled by the closing: it ends by itself once closed,
                 # after the round trip under way (each ends within the reply
                 # timeout), whose answer is acted on, what it took given back.
-                with anyio.CancelScope(shield=True):
-                    await self._drive()
-                tasks.cancel_scope.cancel()
+                try:
+                    with anyio.CancelScope(shield=True):
+                        await self._drive()
+                finally:
+                    for scope in list(self._shields):
+                        scope.cancel()
+                    tasks.cancel_scope.cancel()
         finally:
             self._running = False
+
+    async def _shielded(self, task: Callable[[], Awaitable[None]]) -> None:
+        """``task`` (the timer, the probe), shielded from every cancel but
+        the limiter's own as it closes (see _run), as the driver is: a
+        cancel of a scope around the ``async with`` would end it while the
+        limiter is still open to a body shielded from that cancel (the
+        waiters' timeouts would end only at the driver's next tick; the
+        local fallback would never go back to Redis). A task that starts
+        once closed ends at once (each loops while the limiter is open)."""
+        scope = anyio.CancelScope(shield=True)
+        self._shields.add(scope)
+        try:
+            with scope:
+                await task()
+        finally:
+            self._shields.discard(scope)
 
     async def _drive(self) -> None:
         try:
@@ -2564,7 +2586,7 @@ class RedisLimiter(_AnyioLimiter):
                 self._local = self._fallback(self._now())
                 self.fallbacks += 1
                 assert self._tasks is not None
-                self._tasks.start_soon(self._probe)
+                self._tasks.start_soon(self._shielded, self._probe)
             return
         # Failing closed: the timer fails the waiters at their bound; try
         # Redis again meanwhile.

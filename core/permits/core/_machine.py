@@ -1137,7 +1137,7 @@ class Machine:
         """A permit granted at ``level`` for ``cost`` was settled at ``actual``
         by the source outside, which charges or gives back the difference
         (a limit shared through Redis): the statistics count ``actual``
-        units for it from now on (``units_granted``, P56). Changes nothing
+        units for it from now on (``units_granted``, P20). Changes nothing
         else: no permit is at hand, none is granted. Only for a
         ``supplied`` machine (a paced one settles its own: :meth:`settle`)."""
         level = self._check_level(level)
