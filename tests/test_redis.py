@@ -1962,9 +1962,10 @@ async def test_the_local_fallback_takes_the_upstreams_word_at_its_share(
 ) -> None:
     """While the local fallback serves (Redis unreachable), the upstream's
     word on the first limit is its too, at its share of what is left:
-    nothing left for a second (``adopt(0, 1.0)``), or a quota of 3 at a
-    share of half, 1 (``quota(3, 1.0)``), grants at most that in the
-    second, where the fallback served 50/s (half of 100/s)."""
+    nothing left for 5 s (``adopt(0, 5.0)``), or a quota of 3 at a share of
+    half, 1 (``quota(3, 5.0)``), grants at most that in the next second,
+    where the fallback served 50/s (half of 100/s). (The second ends well
+    before the reset, however late a loaded machine's loop.)"""
     async with falling_back(own_server.url, fresh(), 100, 4) as limiter:
         await limiter.acquire()
         own_server.kill()
@@ -1972,9 +1973,9 @@ async def test_the_local_fallback_takes_the_upstreams_word_at_its_share(
             while limiter.fallbacks == 0:
                 await limiter.acquire()
         if word == "adopt":
-            limiter.adopt(0, 1.0)
+            limiter.adopt(0, 5.0)
         else:
-            limiter.quota(3, 1.0)
+            limiter.quota(3, 5.0)
         granted = await granted_in_a_second(limiter)
         assert limiter.backend_down
     # (a margin of one for a permit decided as the word came)
@@ -2580,7 +2581,7 @@ async def test_a_restart_loses_the_pause_and_changed_limits(own_server: RedisSer
 async def test_changes_kept_through_an_outage_count_from_when_they_were_given(
     own_server: RedisServer, mode: str
 ) -> None:
-    """A pause, the upstream's word and its quota given while Redis is
+    """P40: a pause, the upstream's word and its quota given while Redis is
     unreachable reach it when it answers again, their times counted from
     when they were given, not from when they are sent: given 2 s before,
     a pause of 1 s is over (it paused every process for 1 s more), so are
