@@ -408,7 +408,7 @@ def workloads_of(
     arrivals: st.SearchStrategy[object], **more: st.SearchStrategy[object]
 ) -> st.SearchStrategy[Workload]:
     """Workloads of ``arrivals`` at any of three levels, with or without a
-    timeout and an expiry, and ``more`` of their fields drawn."""
+    give-up and a timeout, and ``more`` of their fields drawn."""
     return st.builds(
         Workload,
         name=st.just("w"),
