@@ -77,7 +77,7 @@ from permits.core import (
     across_processes,
 )
 from permits.core import Policy as _Policy
-from permits.core.checks import check_int, check_limits, check_rate
+from permits.core.checks import check_int, check_limits, check_rate, check_units
 
 from ._base import Event, _nanoseconds
 from ._recording import Recording
@@ -838,16 +838,6 @@ def _ints(argument: str, values: object, minimum: int | None, what: str) -> tupl
     return tuple(check_int(argument, n, minimum) for n in values)
 
 
-def _units_of(argument: str, name: str, units: object) -> int:
-    """A mapping cost's units of limit ``name``, checked: the error names
-    the limit, as the machine's does, so that the bad entry is found."""
-    if isinstance(units, bool) or not isinstance(units, int):
-        raise PermitTypeError(argument, units, f"an int of units of limit {name!r}")
-    if units < 0:
-        raise PermitValueError(argument, units, f"the units of limit {name!r} must be at least 0")
-    return int(units)
-
-
 def _interval_us(argument: str, rate: Fraction) -> float:
     """Microseconds per unit at ``rate``; at most :data:`_LONGEST_S` seconds
     (the bound the script's other times keep)."""
@@ -1048,7 +1038,7 @@ class RedisLimit:
             for key in cost:
                 if key not in self.limits:
                     raise PermitValueError(argument, cost, f"names no limit of this one ({names})")
-            units = tuple(_units_of(argument, key, cost.get(key, 0)) for key in names)
+            units = tuple(check_units(argument, key, cost.get(key, 0)) for key in names)
         elif isinstance(cost, bool) or not isinstance(cost, int):
             raise PermitTypeError(argument, cost, "an int, or a mapping of limit names to ints")
         else:

@@ -46,7 +46,7 @@ from ._limits import Limit
 from ._policies import MAX_LEVELS, Policy
 from ._queues import Queues, Waiter
 from ._stats import Busiest, FlowStatistics, LevelStatistics, Statistics, WaitHistogram
-from .checks import check_int, check_limits, check_rate
+from .checks import check_int, check_limits, check_rate, check_units
 
 #: The largest weight of a flow.
 MAX_WEIGHT = 1_000_000
@@ -1230,7 +1230,7 @@ class Machine:
                     raise PermitValueError(
                         argument, value, f"names no limit of this machine ({list(self._index)})"
                     )
-                units[self._index[name]] = _units_of(argument, name, n)
+                units[self._index[name]] = check_units(argument, name, n)
             return tuple(units)
         if isinstance(value, bool) or not isinstance(value, int):
             raise PermitTypeError(argument, value, "an int, or a mapping of limit names to ints")
@@ -1521,16 +1521,6 @@ def _check_flow(flow: object) -> None:
         raise PermitTypeError(
             "flow", flow, f"a hashable value (a tenant's name, a key); hashing it raised {error!r}"
         ) from None
-
-
-def _units_of(argument: str, name: str, units: object) -> int:
-    """A cost's (or an actual cost's) units of limit ``name``, checked: the
-    error names the limit, so that a mapping's bad entry is found."""
-    if isinstance(units, bool) or not isinstance(units, int):
-        raise PermitTypeError(argument, units, f"an int of units of limit {name!r}")
-    if units < 0:
-        raise PermitValueError(argument, units, f"the units of limit {name!r} must be at least 0")
-    return int(units)
 
 
 def _flow_weight(flow: object, weight: object) -> int:

@@ -19,7 +19,7 @@ from ._errors import PermitTypeError, PermitValueError
 if TYPE_CHECKING:
     from ._limits import Limit
 
-__all__ = ["check_int", "check_limits", "check_rate"]
+__all__ = ["check_int", "check_limits", "check_rate", "check_units"]
 
 
 def check_int(argument: str, value: object, minimum: int | None = None) -> int:
@@ -31,6 +31,17 @@ def check_int(argument: str, value: object, minimum: int | None = None) -> int:
     if minimum is not None and value < minimum:
         raise PermitValueError(argument, value, f"must be at least {minimum}")
     return value
+
+
+def check_units(argument: str, name: str, units: object) -> int:
+    """A cost's (or an actual cost's) units of limit ``name``: an ``int``
+    >= 0; the error names the limit, so that a mapping's bad entry is
+    found."""
+    if isinstance(units, bool) or not isinstance(units, int):
+        raise PermitTypeError(argument, units, f"an int of units of limit {name!r}")
+    if units < 0:
+        raise PermitValueError(argument, units, f"the units of limit {name!r} must be at least 0")
+    return int(units)
 
 
 def check_rate(value: object, argument: str = "rate") -> Fraction:
