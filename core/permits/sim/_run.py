@@ -49,6 +49,11 @@ MAX_ARRIVALS = 10_000_000
 
 _GRANTED = State.GRANTED
 _EXPIRED = State.EXPIRED
+#: How a waiting caller leaves, in the order of those leaving at one time:
+#: it gives up (cancelled), then its timeout runs out (expired, as the core
+#: expires a deadline in a tick).
+_GIVES_UP, _TIMES_OUT = 0, 1
+_LEAVES_AS = (State.CANCELLED, _EXPIRED)
 _TOO_LONG = State.TOO_LONG
 
 
@@ -632,10 +637,9 @@ def _run(
     heappop, heappush = heapq.heappop, heapq.heappush
     offered, rejected = tally.offered, tally.rejected
     too_long = tally.too_long
-    # (time, kind, id), a heap: at each time, the callers who give up (kind
-    # 0: cancelled), then those whose timeout ran out (kind 1: expired, as
-    # the core expires a deadline reached). (The machine's own deadlines
-    # would decide alike; these cost less.)
+    # (time, how it leaves, id), a heap, in _GIVES_UP, _TIMES_OUT order at
+    # each time. (The machine's own deadlines would decide alike; these cost
+    # less.)
     pending: list[tuple[int, int, int]] = []
     never = duration  # no event at or after the end counts
     upcoming = next(source, None)
@@ -682,15 +686,15 @@ def _run(
                         rejected[w] += 1
                     left_at[w] = at
 
-    def give_up(id: int, t: int, kind: int) -> bool:
+    def give_up(id: int, t: int, how: int) -> bool:
         """The waiting caller ``id`` leaves at ``t``: withdrawn and counted
-        as cancelled (``kind`` 0) or expired (1) (``False``: it no longer
-        waited)."""
+        as ``how`` says (``_GIVES_UP``: cancelled, ``_TIMES_OUT``: expired)
+        (``False``: it no longer waited)."""
         if not cancel(id):
             return False
         costs.pop(id, None)
         del tenants[id]
-        on_leave(id % count, t, State.CANCELLED if kind == 0 else _EXPIRED)
+        on_leave(id % count, t, _LEAVES_AS[how])
         return True
 
     # The machine's next tick, asked again after a turn unless nothing
@@ -723,8 +727,8 @@ def _run(
         # before it grants, and as a recorded acquire(timeout=...) was).
         gave_up = False
         while gives_up == t and pending and pending[0][0] <= t:
-            _, kind, id = heappop(pending)
-            if id in tenants and give_up(id, t, kind):
+            _, how, id = heappop(pending)
+            if id in tenants and give_up(id, t, how):
                 gave_up = True
         if gave_up:
             # One who gave up may have stood before a waiter whose units
@@ -778,16 +782,16 @@ def _run(
                 decide(decisions)
             if leaves and id in tenants:  # not decided at once
                 if give == 0:  # gave up at once (a trace's call cancelled as it came)
-                    give_up(id, t, 0)
+                    give_up(id, t, _GIVES_UP)
                     ask = True
                 elif give is not None:
-                    heappush(pending, (t + give, 0, id))
+                    heappush(pending, (t + give, _GIVES_UP, id))
                 if timeout == 0 and id in tenants:
                     # expires at once, as a try_acquire does: no later arrival sees it
-                    give_up(id, t, 1)
+                    give_up(id, t, _TIMES_OUT)
                     ask = True
                 elif timeout is not None:
-                    heappush(pending, (t + timeout, 1, id))
+                    heappush(pending, (t + timeout, _TIMES_OUT, id))
             upcoming = next(source, None)
             upcoming_at = never if upcoming is None else upcoming[0]
         if ask:
