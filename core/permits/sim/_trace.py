@@ -415,6 +415,10 @@ def trace_lines(calls: Iterable[Call], limits: Sequence[str] | None = None) -> I
         row.seek(0)
         row.truncate()
         flow = "" if call.flow is None else str(call.flow)
+        if flow == "" and call.flow is not None:
+            raise PermitValueError(
+                "flow", call.flow, "reads back as no flow (an empty cell): name it with a character"
+            )
         timeout = "" if call.timeout_ns is None else _seconds(call.timeout_ns)
         limit = "" if call.max_wait_ns is None else _seconds(call.max_wait_ns)
         give_up = "" if call.give_up_after_ns is None else _seconds(call.give_up_after_ns)
