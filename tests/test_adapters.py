@@ -316,8 +316,8 @@ async def test_a_cheaper_caller_that_joins_a_line_is_served_at_its_own_due_time(
     served when its one unit is due, not when the four would be."""
     resumed: dict[str, int] = {}
     async with open_limiter(StrictPriority(2), 4, 4) as limiter, anyio.create_task_group() as tg:
+        start = now()  # before the grant that anchors the schedule (as below)
         await limiter.acquire(0, cost=4)  # the bucket is empty
-        start = now()
 
         async def call(name: str, lv: int, cost: int) -> None:
             await limiter.acquire(lv, cost=cost)
@@ -1666,16 +1666,18 @@ async def test_a_cost_waits_for_its_units(open_limiter: OpenLimiter) -> None:
     """A cost paces by units, on every limit it draws on: 5 units at 10/s
     take half a second; 50 tokens at 100/s, half a second."""
     async with open_limiter(Fifo(), 10, 5) as limiter:
+        start = now()  # before the grant that anchors the schedule (see below)
         await limiter.acquire(cost=5)  # the banked units
-        start = now()
         permit = await limiter.acquire(cost=5)
         assert took(start, 500 * MILLISECOND)
         assert (permit.cost, permit.level, permit.flow) == (5, 0, None)
     limits = {"requests": Limit(10, burst=10), "tokens": Limit(100, burst=100)}
     async with open_limiter(Fifo(), limits=limits) as limiter:
         assert limiter.limits == limits
-        await limiter.acquire(cost={"requests": 1, "tokens": 100})
+        # Read before the first grant: on the real clock a start read after it
+        # is late by the caller's resumption, and the next grant looks early.
         start = now()
+        await limiter.acquire(cost={"requests": 1, "tokens": 100})
         await limiter.acquire(cost={"requests": 1, "tokens": 50})
         assert took(start, 500 * MILLISECOND), "the tighter limit decides"
 
