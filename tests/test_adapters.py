@@ -316,7 +316,7 @@ async def test_a_cheaper_caller_that_joins_a_line_is_served_at_its_own_due_time(
     served when its one unit is due, not when the four would be."""
     resumed: dict[str, int] = {}
     async with open_limiter(StrictPriority(2), 4, 4) as limiter, anyio.create_task_group() as tg:
-        start = now()  # before the grant that anchors the schedule (as below)
+        start = now()  # before the grant that anchors the schedule
         await limiter.acquire(0, cost=4)  # the bucket is empty
 
         async def call(name: str, lv: int, cost: int) -> None:
