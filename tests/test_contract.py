@@ -10,6 +10,7 @@ that is not there, is a broken contract.
 from __future__ import annotations
 
 import ast
+import math
 import re
 from pathlib import Path
 
@@ -133,3 +134,118 @@ def test_every_core_mutant_still_finds_the_text_it_breaks() -> None:
     spec.loader.exec_module(mutants)
     stale = mutants.stale()
     assert not stale, f"mutants whose text is not in the core exactly once: {stale}"
+
+
+def test_every_id_the_tests_and_docs_name_is_a_property() -> None:
+    """A ``P`` id named in a test, the code or a document is one of
+    SPEC.md's rows: an id cited for a promise SPEC.md does not hold (a
+    dropped or renumbered property) would claim a contract there is none of."""
+    ids = {pid for pid, _ in rows()}
+    files = [
+        *SOURCES,
+        *(ROOT / "adapters").rglob("*.py"),
+        *(ROOT / "core").rglob("*.py"),
+        *(ROOT / "bench").glob("*.py"),
+        *(ROOT / name for name in ("README.md", "MUTATION.md", "BENCHMARKS.md")),
+    ]
+    named = {
+        (path.relative_to(ROOT).as_posix(), pid)
+        for path in files
+        for pid in re.findall(r"\bP\d+\b", path.read_text())
+    }
+    unknown = sorted(pair for pair in named if pair[1] not in ids)
+    assert not unknown, f"ids SPEC.md has no property for: {unknown}"
+
+
+#: A row of SPEC.md's tables that gives a call: ``| `name(params) -> type` |``.
+CALL = re.compile(r"^\| `(\w+)\(([^`]*?)\)(?: -> [^`]*)?` \|", re.M)
+
+
+def spec_calls(text: str) -> dict[str, list[list[tuple[str, str | None, bool]]]]:
+    """Each call's parameters as SPEC.md's rows give them, per name, in
+    order: (name, default as written or ``None``, keyword-only)."""
+    calls: dict[str, list[list[tuple[str, str | None, bool]]]] = {}
+    for match in CALL.finditer(text):
+        params: list[tuple[str, str | None, bool]] = []
+        keyword = False
+        for part in filter(None, (p.strip() for p in match[2].split(","))):
+            if part == "*":
+                keyword = True
+                continue
+            name, _, default = part.partition("=")
+            params.append((name, default or None, keyword))
+        calls.setdefault(match[1], []).append(params)
+    return calls
+
+
+def test_the_signatures_spec_gives_are_the_codes() -> None:
+    """Every call SPEC.md's tables give (the machine's operations, the
+    policies, the adapters' calls) has the code's parameters, in order, of
+    the same kind and with the same defaults; a row that gives fewer (``push(...)``,
+    ``min_wait(level)`` of a supplied machine) gives the first of them."""
+    import inspect
+
+    from permits.adapters._base import Permit
+    from permits.adapters.asyncio import Limiter
+    from permits.core import SECOND, Aging, Charge, Fifo, Machine, Shares, StrictPriority
+
+    text = (ROOT / "SPEC.md").read_text()
+    core, adapters = text.split("\n## The adapters\n")
+    objects: dict[str, object] = {
+        "Machine": Machine,
+        "Fifo": Fifo,
+        "StrictPriority": StrictPriority,
+        "Shares": Shares,
+        "Aging": Aging,
+    }
+    scope = {"SECOND": SECOND, "Charge": Charge}
+    checked = 0
+    for part, owner in ((core, Machine), (adapters, Limiter)):
+        for name, given in spec_calls(part).items():
+            target = objects.get(name) or getattr(owner, name, None) or getattr(Permit, name)
+            signature = inspect.signature(target)  # type: ignore[arg-type]
+            code = [
+                (p.name, p.default, p.kind is p.KEYWORD_ONLY)
+                for p in signature.parameters.values()
+                if p.name != "self"
+            ]
+            for params in given:
+                if params == [("...", None, False)]:
+                    continue
+                assert len(params) <= len(code), (name, params, code)
+                if params is max(given, key=len):
+                    assert len(params) == len(code), f"SPEC.md's {name} leaves out {code}"
+                for (spec, default, keyword), (real, value, kw) in zip(params, code, strict=False):
+                    assert (spec, keyword) == (real, kw), f"{name}: SPEC.md {spec}, code {real}"
+                    shown = inspect.Parameter.empty if default is None else eval(default, scope)
+                    assert shown == value, f"SPEC.md's {name}({spec}={default}), code's {value}"
+                checked += 1
+    assert checked > 20, checked
+
+
+def test_the_numbers_spec_states_are_the_codes() -> None:
+    """The bounds and sizes SPEC.md states in figures are the code's: each
+    phrase is written from the code's constant, so a constant changed in the
+    code alone leaves SPEC.md stating another, and this fails."""
+    from permits.core import CHUNK, MAX_LEVELS, MAX_SCALE, RELATIVE_ERROR
+    from permits.core._machine import MAX_WEIGHT
+    from permits.core._policies import MAX_SCHEDULE
+    from permits.core._stats import Busiest
+
+    def power(n: int, base: int) -> str:
+        exponent = round(math.log(n, base))
+        assert base**exponent == n, n
+        return str(exponent)
+
+    text = " ".join((ROOT / "SPEC.md").read_text().split())
+    phrases = [
+        f"`MAX_LEVELS = {MAX_LEVELS}`",
+        f"at most `10**{power(MAX_SCHEDULE, 10)}` (the length of the cycle)",
+        f"`MAX_SCALE = 2^{power(MAX_SCALE, 2)}`",
+        f"`CHUNK = {CHUNK}`",
+        f"`RELATIVE_ERROR` (1/{round(1 / RELATIVE_ERROR)})",
+        f"a Space-Saving count of {Busiest().capacity} counters per level",
+        f"an `int` from 1 to 10{'⁶' if MAX_WEIGHT == 10**6 else MAX_WEIGHT}",
+    ]
+    missing = [phrase for phrase in phrases if phrase not in text]
+    assert not missing, f"SPEC.md does not state the code's figures: {missing}"
