@@ -186,3 +186,52 @@ def test_readme_traces_replay(tmp_path: Path, capsys: pytest.CaptureFixture[str]
         [run] = json.loads(out)["scenarios"]
         offered = sum(workload["offered"] for workload in run["workloads"])
         assert offered == len(trace.splitlines()) - 1, (n, run)
+
+
+def test_readme_metric_names_are_exported() -> None:
+    """Every Prometheus metric and OpenTelemetry instrument the README
+    names is one a limiter with an upstream exports, under that exact name
+    (a histogram's ``_bucket``/``_sum``/``_count`` samples included)."""
+    httpx = pytest.importorskip("httpx")
+    prometheus_client = pytest.importorskip("prometheus_client")
+    pytest.importorskip("opentelemetry.sdk")
+    from opentelemetry.sdk.metrics import MeterProvider
+    from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+
+    from permits.adapters.opentelemetry import instrument
+    from permits.adapters.prometheus import PermitsCollector
+    from permits.adapters.threads import open_limiter
+    from permits.core import StrictPriority
+    from permits.httpx import Upstream
+
+    text = (ROOT / "README.md").read_text()
+    (otel,) = re.findall(r"go to\nOpenTelemetry with (.*?)`uninstrument", text, flags=re.S)
+    shown_otel = set(re.findall(r"`(permits\.[\w.]+)`", otel))
+    shown_prometheus = set(re.findall(r"`(permits_\w+)", text))
+    assert len(shown_otel) >= 6
+    assert len(shown_prometheus) >= 10
+    reader = InMemoryMetricReader()
+    meter = MeterProvider(metric_readers=[reader]).get_meter("test")
+    with open_limiter(StrictPriority(2), 100) as limiter:
+        upstream = Upstream(limiter)
+        instrument(limiter, meter, upstream=upstream)
+        limiter.acquire(0)
+        upstream.learn(429, httpx.Headers({"Retry-After": "0"}))
+        registry = prometheus_client.CollectorRegistry()
+        registry.register(PermitsCollector(limiter, upstream=upstream))
+        exposition = prometheus_client.generate_latest(registry).decode()
+        data = reader.get_metrics_data()
+    exported = set(re.findall(r"^(permits_\w+)", exposition, flags=re.M))
+    prefixes = {name for name in shown_prometheus if name.endswith("_")}
+    unknown = sorted(shown_prometheus - prefixes - exported)
+    unknown += [p for p in prefixes if not any(name.startswith(p) for name in exported)]
+    assert not unknown, f"the README names metrics nobody exports: {unknown}"
+    assert data is not None
+    instruments = {
+        metric.name
+        for resource in data.resource_metrics
+        for scope in resource.scope_metrics
+        for metric in scope.metrics
+    }
+    missing = sorted(shown_otel - instruments)
+    assert not missing, f"the README names instruments nobody exports: {missing} of {instruments}"
