@@ -235,3 +235,41 @@ def test_readme_metric_names_are_exported() -> None:
     }
     missing = sorted(shown_otel - instruments)
     assert not missing, f"the README names instruments nobody exports: {missing} of {instruments}"
+
+
+def test_benchmarks_commands_exist_and_take_their_options() -> None:
+    """Every benchmark script the documents name exists, and every option
+    shown after one (in a command, its comment, or a quoted command line)
+    is one the script accepts and its ``--help`` (its docstring) describes:
+    a script refuses an option it does not read, so a renamed one would
+    leave the document's command failing (read from the sources: the
+    benchmarks are long, and are not run here)."""
+    import ast
+
+    accepted: dict[str, tuple[set[str], str]] = {}
+    for path in (ROOT / "bench").glob("*.py"):
+        tree = ast.parse(path.read_text())
+        options = {
+            arg.value
+            for node in ast.walk(tree)
+            if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "check_options"
+            for arg in node.args
+            if isinstance(arg, ast.Constant) and isinstance(arg.value, str)
+        }
+        accepted[path.name] = (options, ast.get_docstring(tree) or "")
+    wrong = []
+    checked = 0
+    for document in ("BENCHMARKS.md", "README.md", "MUTATION.md"):
+        text = (ROOT / document).read_text().replace("\\\n", " ")
+        for line in text.splitlines():
+            for script, rest in re.findall(r"bench/(\w+\.py)([^`|]*)", line):
+                if script not in accepted:
+                    wrong.append(f"{document}: bench/{script} does not exist")
+                    continue
+                options, doc = accepted[script]
+                for option in re.findall(r"(?<![\w-])--[a-z][a-z-]*", rest.split("bench/")[0]):
+                    checked += 1
+                    if option not in options or option not in doc:
+                        wrong.append(f"{document}: bench/{script} {option}")
+    assert checked > 20, checked
+    assert not wrong, f"options the scripts do not take or --help does not describe: {wrong}"
