@@ -273,3 +273,31 @@ def test_benchmarks_commands_exist_and_take_their_options() -> None:
                         wrong.append(f"{document}: bench/{script} {option}")
     assert checked > 20, checked
     assert not wrong, f"options the scripts do not take or --help does not describe: {wrong}"
+
+
+def test_readme_command_lines_parse() -> None:
+    """Every ``permits`` command line the README shows (in a shell block,
+    after a ``$``, or quoted in the text) is one the command's parser
+    takes: its subcommand and options exist, with values where they take
+    them (parsed only: the files they name need not exist)."""
+    import shlex
+
+    from permits.cli import _parser
+
+    text = (ROOT / "README.md").read_text()
+    lines = [
+        line.split("#")[0]
+        for block in re.findall(r"```(?:sh|text)\n(.*?)```", text, flags=re.S)
+        for line in block.splitlines()
+    ]
+    lines += re.findall(r"`(permits (?:simulate|compare|demo|examples)[^`]*)`", text)
+    commands = [shlex.split(line.removeprefix("$ ")) for line in lines]
+    commands = [argv[1:] for argv in commands if argv[:1] == ["permits"]]
+    assert len(commands) >= 10, commands
+    for argv in commands:
+        if "--version" in argv or "--help" in argv:
+            with pytest.raises(SystemExit) as exit:
+                _parser().parse_args(argv)
+            assert exit.value.code == 0, argv
+        else:
+            _parser().parse_args(argv)
