@@ -676,6 +676,19 @@ def test_a_url_redis_cannot_read_is_refused_naming_it(url: str, cluster: bool) -
     assert "port" in str(error.value).lower() or "scheme" in str(error.value)
 
 
+@pytest.mark.parametrize("url", ["redis://:s3cret@127.0.0.1:6379/abc", "rediss://127.0.0.1/x1"])
+def test_a_database_that_is_no_number_is_refused_naming_the_url(url: str) -> None:
+    """A URL whose database is no number is refused at once, as ``url``,
+    saying what to write: redis-py read it as database 0, and the
+    limiter's own client refused it only as its task started, a
+    ``ValueError`` naming no argument inside an exception group."""
+    with pytest.raises(PermitValueError) as error:
+        RedisLimit(url, name="x", rate=1)
+    assert error.value.argument == "url"
+    assert "s3cret" not in str(error.value)
+    assert "database, must be a number (redis://host:6379/0)" in str(error.value)
+
+
 @pytest.mark.parametrize("audit", ["no", 0, None])
 def test_audit_not_a_bool_is_a_type_error(audit: object) -> None:
     """``audit`` is a bool, as ``cluster`` is: ``audit="no"`` turned the

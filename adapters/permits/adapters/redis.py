@@ -992,6 +992,16 @@ class RedisLimit:
             self._client: redis.Redis | redis.RedisCluster = self._new_client()
         except ValueError as error:  # (redis-py's or urllib's, naming no argument)
             raise PermitValueError("url", self.url, f"redis-py cannot read it: {error}") from None
+        parts = urlsplit(url)
+        database = parts.path.strip("/")
+        if parts.scheme != "unix" and database and not (database.isascii() and database.isdigit()):
+            # redis-py would use database 0 (its own client refused it, as
+            # the limiter's task started, in an exception group)
+            raise PermitValueError(
+                "url",
+                self.url,
+                "its path, the database, must be a number (redis://host:6379/0)",
+            )
         self._script = self._client.register_script(SCRIPT)
         self._probe_script = self._client.register_script(PROBE)
         #: The asyncio client, once open_async: its script call and probe.
