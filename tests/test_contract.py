@@ -249,3 +249,32 @@ def test_the_numbers_spec_states_are_the_codes() -> None:
     ]
     missing = [phrase for phrase in phrases if phrase not in text]
     assert not missing, f"SPEC.md does not state the code's figures: {missing}"
+
+
+def test_the_shared_limits_defaults_spec_states_are_the_codes() -> None:
+    """The defaults of the shared limit's options SPEC.md states (its
+    leases, the published demand's life, the refund window, what is off)
+    and the longest time its script holds are the code's."""
+    import inspect
+
+    pytest.importorskip("redis")
+    from permits.adapters.redis import _LONGEST_S, open_limiter
+
+    defaults = {
+        name: parameter.default
+        for name, parameter in inspect.signature(open_limiter).parameters.items()
+    }
+    text = " ".join((ROOT / "SPEC.md").read_text().split())
+    seconds = {
+        value: f"{value:g} s" for value in (defaults["demand_ttl"], defaults["refund_window"])
+    }
+    phrases = [
+        f"(`lease=k`, {defaults['lease']} by default;",
+        f"`demand_ttl` ({seconds[defaults['demand_ttl']]} by default)",
+        f"within `refund_window` of its grant ({seconds[defaults['refund_window']]} by default)",
+        "(`global_priority=True`, off by default)" if not defaults["global_priority"] else "?",
+        "(`book_ahead=seconds`, off by default)" if not defaults["book_ahead"] else "?",
+        f"of more than {_LONGEST_S:.0e}".replace("e+0", "e") + " s, about 31 years",
+    ]
+    missing = [phrase for phrase in phrases if phrase not in text]
+    assert not missing, f"SPEC.md does not state the code's defaults: {missing}"
