@@ -301,3 +301,38 @@ def test_readme_command_lines_parse() -> None:
             assert exit.value.code == 0, argv
         else:
             _parser().parse_args(argv)
+
+
+def test_readme_defaults_and_bounds_are_the_codes() -> None:
+    """The defaults and bounds the README states in figures are the code's:
+    each phrase is written from the code's value, so a default changed in
+    the code alone leaves the README stating another, and this fails."""
+    import inspect
+
+    pytest.importorskip("redis")
+    pytest.importorskip("httpx")
+    from permits.adapters.redis import open_limiter
+    from permits.core import Machine
+    from permits.httpx import MAX_PAUSE
+    from permits.sim import MAX_ARRIVALS, MAX_CHOICES, MAX_LIMITS, MAX_TENANTS
+
+    def default(function: Any, name: str) -> Any:
+        return inspect.signature(function).parameters[name].default
+
+    def seconds(value: float) -> str:
+        return {1.0: "1 s", 2.0: "2 s", 3600.0: "an hour"}.get(value, f"{value:g} s")
+
+    text = " ".join((ROOT / "README.md").read_text().split())
+    window = default(Machine, "settle_window_ns")
+    phrases = [
+        f"`settle_window_ns` ({seconds(window / 10**9)} by default)",
+        f"`demand_ttl`, {seconds(default(open_limiter, 'demand_ttl'))}, unless refreshed",
+        f"`refund_window` ({seconds(default(open_limiter, 'refund_window'))} by default)",
+        f"(`lease={default(open_limiter, 'lease')}` by default;",
+        f"(at most `max_pause`, {seconds(MAX_PAUSE)} by default)",
+        f"asks for more than {MAX_ARRIVALS:,}",
+        f"at most {MAX_TENANTS:,} tenants, a choice {MAX_CHOICES:,} values, "
+        f"a scenario {MAX_LIMITS} limits",
+    ]
+    missing = [phrase for phrase in phrases if phrase not in text]
+    assert not missing, f"the README does not state the code's figures: {missing}"
