@@ -180,7 +180,7 @@ def test_several_limiters_on_one_meter() -> None:
     ):
         instrument(search, meter, name="search")
         instrument(chat, meter, name="chat", levels=["interactive", "batch"])
-        with pytest.raises(ValueError, match="name='chat'"):
+        with pytest.raises(ValueError, match=r"name='chat'.*give each its own"):
             instrument(chat, meter, name="chat")
         search.acquire(0)
         chat.acquire(1)

@@ -674,6 +674,7 @@ def test_a_url_redis_cannot_read_is_refused_naming_it(url: str, cluster: bool) -
     assert error.value.argument == "url"
     assert "s3cret" not in str(error.value)
     assert "port" in str(error.value).lower() or "scheme" in str(error.value)
+    assert "write redis://[:password@]host:6379/0" in str(error.value)  # what to do
 
 
 @pytest.mark.parametrize("url", ["redis://:s3cret@127.0.0.1:6379/abc", "rediss://127.0.0.1/x1"])

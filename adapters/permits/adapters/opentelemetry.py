@@ -133,7 +133,9 @@ def instrument(
         _instrumented[meter] = (sources, wait)
     sources, wait = _instrumented[meter]
     if any(other.name == name for other in sources):
-        raise PermitValueError("name", name, "already the name of a limiter on this meter")
+        raise PermitValueError(
+            "name", name, "already the name of a limiter on this meter: give each its own"
+        )
     attributes = [{"limiter": name, "level": level} for level in names]
 
     def record(level: int, waited: int) -> None:

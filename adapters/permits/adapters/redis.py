@@ -991,7 +991,12 @@ class RedisLimit:
         try:
             self._client: redis.Redis | redis.RedisCluster = self._new_client()
         except ValueError as error:  # (redis-py's or urllib's, naming no argument)
-            raise PermitValueError("url", self.url, f"redis-py cannot read it: {error}") from None
+            raise PermitValueError(
+                "url",
+                self.url,
+                f"redis-py cannot read it: {error} (write redis://[:password@]host:6379/0, "
+                "rediss:// for TLS, or unix:///path/to/redis.sock)",
+            ) from None
         parts = urlsplit(url)
         database = parts.path.strip("/")
         if parts.scheme != "unix" and database and not (database.isascii() and database.isdigit()):
