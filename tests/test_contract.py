@@ -278,3 +278,20 @@ def test_the_shared_limits_defaults_spec_states_are_the_codes() -> None:
     ]
     missing = [phrase for phrase in phrases if phrase not in text]
     assert not missing, f"SPEC.md does not state the code's defaults: {missing}"
+
+
+def test_the_tests_the_documents_cite_exist() -> None:
+    """A test the README, BENCHMARKS.md or MUTATION.md cites as
+    ``file.py::name`` is defined there: a renamed or dropped one would
+    send a reader to nothing (SPEC.md's rows are checked above)."""
+    cite = re.compile(r"((?:(?:properties|tests)/)?test_\w+\.py)::([\w.]+)")
+    missing = []
+    checked = 0
+    for document in ("README.md", "BENCHMARKS.md", "MUTATION.md"):
+        for file, name in set(cite.findall((ROOT / document).read_text())):
+            paths = [p for p in SOURCES if file in (p.name, f"{p.parent.name}/{p.name}")]
+            checked += 1
+            if not any(defines(path, name.split("[")[0]) for path in paths):
+                missing.append(f"{document}: {file}::{name}")
+    assert checked > 20, checked
+    assert not missing, f"the documents cite tests that are not there: {missing}"
