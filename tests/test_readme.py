@@ -336,3 +336,61 @@ def test_readme_defaults_and_bounds_are_the_codes() -> None:
     ]
     missing = [phrase for phrase in phrases if phrase not in text]
     assert not missing, f"the README does not state the code's figures: {missing}"
+
+
+def test_readme_keyword_arguments_exist() -> None:
+    """Every ``name=`` the README writes in code (``settle_window=600.0``,
+    ``acquire(max_wait=...)``, ``book_ahead=0.1``) is a parameter of a
+    public callable of ``permits``, under that exact name: a renamed
+    argument would leave the README teaching one that is refused. (Some are
+    other libraries': the IETF ``RateLimit`` field's ``r=`` and ``t=``,
+    anyio's, httpx's and aiohttp's.)"""
+    import contextlib
+    import importlib
+    import inspect
+
+    modules = [
+        "permits.core",
+        "permits.sim",
+        "permits.adapters",
+        "permits.adapters.asyncio",
+        "permits.adapters.trio",
+        "permits.adapters.anyio",
+        "permits.adapters.threads",
+        "permits.adapters.redis",
+        "permits.adapters.prometheus",
+        "permits.adapters.opentelemetry",
+        "permits.httpx",
+        "permits.aiohttp",
+        "permits.testing",
+    ]
+    parameters: set[str] = set()
+    seen: set[int] = set()
+
+    def visit(value: object, depth: int) -> None:
+        if id(value) in seen or not callable(value):
+            return
+        seen.add(id(value))
+        with contextlib.suppress(TypeError, ValueError):  # a builtin with none
+            parameters.update(inspect.signature(value).parameters)
+        if inspect.isclass(value) and depth < 2:
+            for member in vars(value).values():
+                visit(getattr(member, "__func__", member), depth + 1)
+        if inspect.isclass(value):  # a TypedDict's keys are the options it types
+            parameters.update(getattr(value, "__annotations__", {}))
+
+    for name in modules:
+        module = importlib.import_module(name)
+        for attribute in dir(module):
+            if not attribute.startswith("_"):
+                visit(getattr(module, attribute), 0)
+    visit(importlib.import_module("permits.adapters._base").LimiterOptions, 0)
+    text = (ROOT / "README.md").read_text()
+    code = re.findall(r"`([^`\n]+)`", text) + re.findall(r"```python\n(.*?)```", text, flags=re.S)
+    written = {
+        name for span in code for name in re.findall(r"(?<![\w=<>!.])([a-z_]\w*)=(?!=)", span)
+    }
+    theirs = {"r", "t", "backend", "extensions", "json", "middlewares"}
+    unknown = sorted(written - parameters - theirs)
+    assert len(written) > 30, written
+    assert not unknown, f"the README writes arguments no public callable takes: {unknown}"
