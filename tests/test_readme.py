@@ -394,3 +394,39 @@ def test_readme_keyword_arguments_exist() -> None:
     unknown = sorted(written - parameters - theirs)
     assert len(written) > 30, written
     assert not unknown, f"the README writes arguments no public callable takes: {unknown}"
+
+
+def test_readme_class_and_error_names_exist() -> None:
+    """Every class or exception the README names in code (``AcquireTimeout``,
+    ``BackendUnavailable``, ``QuotaPolicy``...) is a public name of
+    ``permits`` under that exact name, or Python's own, or one of the few
+    named as others' (trio's ``MockClock``, the ``RateLimit`` header, the
+    properties' ``TestUserPolicy``)."""
+    import builtins
+    import importlib
+
+    modules = [
+        "permits.core",
+        "permits.sim",
+        "permits.adapters",
+        "permits.adapters.asyncio",
+        "permits.adapters.threads",
+        "permits.adapters.redis",
+        "permits.adapters.prometheus",
+        "permits.adapters.opentelemetry",
+        "permits.httpx",
+        "permits.aiohttp",
+        "permits.testing",
+    ]
+    ours = {name for module in modules for name in dir(importlib.import_module(module))}
+    text = (ROOT / "README.md").read_text()
+    named = set(re.findall(r"`([A-Z][a-z]+[A-Z]\w*)`", text))
+    theirs = {"MockClock", "RateLimit"}
+    assert "TestUserPolicy" in (ROOT / "properties" / "test_machine.py").read_text()
+    unknown = sorted(
+        name
+        for name in named - theirs - {"TestUserPolicy"}
+        if name not in ours and not hasattr(builtins, name)
+    )
+    assert len(named) >= 10, named
+    assert not unknown, f"the README names classes or errors permits does not have: {unknown}"
