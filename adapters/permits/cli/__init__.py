@@ -168,7 +168,7 @@ def _parser() -> argparse.ArgumentParser:
     _plot_option(sim, "also draw the results (needs permits[plot])")
     cmp = commands.add_parser(
         "compare",
-        help="run one workload under every policy family and recommend one",
+        help="run the workloads under every policy family and recommend one",
         description="Run each scenario's workloads under a grid of policies (FIFO; strict "
         "priority; every n-th permit to the lowest level, n = 2..10; aging after 0.5, 1, 2, "
         "5, 10 s) in place of its own, print a table per workload and which policies meet "
