@@ -295,3 +295,42 @@ def test_the_tests_the_documents_cite_exist() -> None:
                 missing.append(f"{document}: {file}::{name}")
     assert checked > 20, checked
     assert not missing, f"the documents cite tests that are not there: {missing}"
+
+
+def test_the_fields_spec_names_are_the_codes() -> None:
+    """The fields SPEC.md gives ``statistics()``, ``busiest_flows`` and
+    ``Queues.head``'s ``Waiter`` are attributes of what they return, under
+    those names: a renamed field would leave the contract naming one that
+    is not there."""
+    from permits.core import FlowStatistics, LevelStatistics, Statistics, Waiter
+
+    text = (ROOT / "SPEC.md").read_text()
+
+    def row(call: str) -> str:
+        (found,) = [line for line in text.splitlines() if line.startswith(f"| `{call}")]
+        return found
+
+    def names(cell: str) -> set[str]:
+        return set(re.findall(r"`([a-z][a-z0-9_]*)`", cell))
+
+    others = {"now", "until", "pause_until", "keep_waits", "n", "level"}
+    statistics = names(row("statistics()")) - others
+    assert {"too_long", "wait_total_ns", "paused_ns", "wait_p99_s"} <= statistics
+    known = attrs_of(LevelStatistics) | attrs_of(Statistics)
+    missing = [f"statistics: {name}" for name in statistics if name not in known]
+    flows = names(row("busiest_flows(")) - others
+    assert "granted_error" in flows
+    missing += [f"busiest_flows: {name}" for name in flows if name not in attrs_of(FlowStatistics)]
+    (head,) = re.findall(r"`head\(level\)` \(the\s+`Waiter`([^)]*)\)", text)
+    fields = names(head)
+    assert "pushed_at" in fields
+    missing += [f"Waiter: {name}" for name in fields if name not in attrs_of(Waiter)]
+    assert not missing, f"SPEC.md names fields the code does not have: {missing}"
+
+
+def attrs_of(cls: type) -> set[str]:
+    """The fields (of an attrs class or a named tuple) and properties of ``cls``."""
+    import attrs
+
+    fields = {f.name for f in attrs.fields(cls)} if attrs.has(cls) else set(cls._fields)  # type: ignore[attr-defined]
+    return fields | {name for name, value in vars(cls).items() if isinstance(value, property)}
