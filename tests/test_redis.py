@@ -744,6 +744,18 @@ def test_bad_options(options: dict[str, Any], argument: str) -> None:
     limit.close()
 
 
+def test_a_share_beside_closed_says_what_to_pass() -> None:
+    """A ``share`` beside ``on_unavailable="closed"`` (which never reads
+    it) is refused saying what to pass instead."""
+    limit = RedisLimit("redis://127.0.0.1:1/0", name="x", rate=10, burst=3)
+    try:
+        with pytest.raises(PermitValueError, match="pass that, or no share") as error:
+            RedisLimiter(StrictPriority(2), limit, share=0.5)
+        assert error.value.argument == "share"
+    finally:
+        limit.close()
+
+
 def test_a_negative_duration_is_refused_with_the_range_it_must_be_in() -> None:
     """A negative time that must be above 0 is refused saying so, as 0 is:
     it said 'must be >= 0', and 0 was refused next ('must be finite seconds

@@ -1615,7 +1615,9 @@ class RedisLimiter(_AnyioLimiter):
         ):
             raise PermitValueError("share", share, "must be a number in (0, 1] for 'local'")
         if on_unavailable == "closed" and share is not None:  # read only by the local fallback
-            raise PermitValueError("share", share, "is used only with on_unavailable='local'")
+            raise PermitValueError(
+                "share", share, "is read only with on_unavailable='local': pass that, or no share"
+            )
         after_ns = _nanoseconds("unavailable_after", unavailable_after)
         if not after_ns:  # None (infinite) or 0
             raise PermitValueError("unavailable_after", unavailable_after, "must be seconds > 0")
