@@ -334,3 +334,14 @@ def attrs_of(cls: type) -> set[str]:
 
     fields = {f.name for f in attrs.fields(cls)} if attrs.has(cls) else set(cls._fields)  # type: ignore[attr-defined]
     return fields | {name for name, value in vars(cls).items() if isinstance(value, property)}
+
+
+def test_the_documents_name_no_path_of_one_machine() -> None:
+    """The documents' commands run from a checkout: none names a directory
+    of the machine they were written on (a worktree, a home)."""
+    found = [
+        f"{document}: {match}"
+        for document in ("README.md", "SPEC.md", "BENCHMARKS.md", "MUTATION.md")
+        for match in re.findall(r"(?:/work/|/root/|/home/)\S*", (ROOT / document).read_text())
+    ]
+    assert not found, f"paths of one machine in the documents: {found}"
