@@ -28,7 +28,11 @@ stale entries by rebuilding it).
 Instructions (when valgrind is on the machine, unless ``--no-valgrind``): the
 loops at 10^4 waiting once more, and the strict one with a deadline for
 every waiter, in instructions per grant counted by callgrind, which unlike
-time come out the same on every run.
+time come out the same on every run. ``--count-one LOOP N`` runs only the
+loop ``LOOP`` (``heapq``, ``fifo``, ``strict``, ``shares 4:1``, ``aging 2 s``
+or ``strict, every waiter with a deadline``) for ``N`` grants at 10^4
+waiting and prints nothing: the process callgrind counts, one per figure
+(run it under valgrind to count one loop by hand).
 """
 
 from __future__ import annotations

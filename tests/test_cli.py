@@ -412,11 +412,15 @@ def test_missing_file_and_bad_options(capsys: pytest.CaptureFixture[str], tmp_pa
         ["demo", "--scale", "1e-999999999"],
         ["demo", "--scale", "1e400"],  # float(scale): OverflowError
         ["demo", "--scale", "1e-400"],  # the live run's times past a float
+        ["simulate", "--max-arrivals", "-1"],
+        ["simulate", "--max-arrivals", "1.5"],
     ):
         with pytest.raises(SystemExit) as exit:
             main(argv)
         assert exit.value.code == 2
-        assert argv[-1] in capsys.readouterr().err
+        # the option's name and the value given, as each of the others
+        name = argv[1].removeprefix("--").replace("-", "_")
+        assert f"{name}={argv[-1]!r}" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("command", ["simulate", "compare"])

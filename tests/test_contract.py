@@ -10,6 +10,7 @@ that is not there, is a broken contract.
 from __future__ import annotations
 
 import ast
+import math
 import re
 from pathlib import Path
 
@@ -133,3 +134,214 @@ def test_every_core_mutant_still_finds_the_text_it_breaks() -> None:
     spec.loader.exec_module(mutants)
     stale = mutants.stale()
     assert not stale, f"mutants whose text is not in the core exactly once: {stale}"
+
+
+def test_every_id_the_tests_and_docs_name_is_a_property() -> None:
+    """A ``P`` id named in a test, the code or a document is one of
+    SPEC.md's rows: an id cited for a promise SPEC.md does not hold (a
+    dropped or renumbered property) would claim a contract there is none of."""
+    ids = {pid for pid, _ in rows()}
+    files = [
+        *SOURCES,
+        *(ROOT / "adapters").rglob("*.py"),
+        *(ROOT / "core").rglob("*.py"),
+        *(ROOT / "bench").glob("*.py"),
+        *(ROOT / name for name in ("README.md", "MUTATION.md", "BENCHMARKS.md")),
+    ]
+    named = {
+        (path.relative_to(ROOT).as_posix(), pid)
+        for path in files
+        for pid in re.findall(r"\bP\d+\b", path.read_text())
+    }
+    unknown = sorted(pair for pair in named if pair[1] not in ids)
+    assert not unknown, f"ids SPEC.md has no property for: {unknown}"
+
+
+#: A row of SPEC.md's tables that gives a call: ``| `name(params) -> type` |``.
+CALL = re.compile(r"^\| `(\w+)\(([^`]*?)\)(?: -> [^`]*)?` \|", re.M)
+
+
+def spec_calls(text: str) -> dict[str, list[list[tuple[str, str | None, bool]]]]:
+    """Each call's parameters as SPEC.md's rows give them, per name, in
+    order: (name, default as written or ``None``, keyword-only)."""
+    calls: dict[str, list[list[tuple[str, str | None, bool]]]] = {}
+    for match in CALL.finditer(text):
+        params: list[tuple[str, str | None, bool]] = []
+        keyword = False
+        for part in filter(None, (p.strip() for p in match[2].split(","))):
+            if part == "*":
+                keyword = True
+                continue
+            name, _, default = part.partition("=")
+            params.append((name, default or None, keyword))
+        calls.setdefault(match[1], []).append(params)
+    return calls
+
+
+def test_the_signatures_spec_gives_are_the_codes() -> None:
+    """Every call SPEC.md's tables give (the machine's operations, the
+    policies, the adapters' calls) has the code's parameters, in order, of
+    the same kind and with the same defaults; a row that gives fewer (``push(...)``,
+    ``min_wait(level)`` of a supplied machine) gives the first of them."""
+    import inspect
+
+    from permits.adapters._base import Permit
+    from permits.adapters.asyncio import Limiter
+    from permits.core import SECOND, Aging, Charge, Fifo, Machine, Shares, StrictPriority
+
+    text = (ROOT / "SPEC.md").read_text()
+    core, adapters = text.split("\n## The adapters\n")
+    objects: dict[str, object] = {
+        "Machine": Machine,
+        "Fifo": Fifo,
+        "StrictPriority": StrictPriority,
+        "Shares": Shares,
+        "Aging": Aging,
+    }
+    scope = {"SECOND": SECOND, "Charge": Charge}
+    checked = 0
+    for part, owner in ((core, Machine), (adapters, Limiter)):
+        for name, given in spec_calls(part).items():
+            target = objects.get(name) or getattr(owner, name, None) or getattr(Permit, name)
+            signature = inspect.signature(target)  # type: ignore[arg-type]
+            code = [
+                (p.name, p.default, p.kind is p.KEYWORD_ONLY)
+                for p in signature.parameters.values()
+                if p.name != "self"
+            ]
+            for params in given:
+                if params == [("...", None, False)]:
+                    continue
+                assert len(params) <= len(code), (name, params, code)
+                if params is max(given, key=len):
+                    assert len(params) == len(code), f"SPEC.md's {name} leaves out {code}"
+                for (spec, default, keyword), (real, value, kw) in zip(params, code, strict=False):
+                    assert (spec, keyword) == (real, kw), f"{name}: SPEC.md {spec}, code {real}"
+                    shown = inspect.Parameter.empty if default is None else eval(default, scope)
+                    assert shown == value, f"SPEC.md's {name}({spec}={default}), code's {value}"
+                checked += 1
+    assert checked > 20, checked
+
+
+def test_the_numbers_spec_states_are_the_codes() -> None:
+    """The bounds and sizes SPEC.md states in figures are the code's: each
+    phrase is written from the code's constant, so a constant changed in the
+    code alone leaves SPEC.md stating another, and this fails."""
+    from permits.core import CHUNK, MAX_LEVELS, MAX_SCALE, RELATIVE_ERROR
+    from permits.core._machine import MAX_WEIGHT
+    from permits.core._policies import MAX_SCHEDULE
+    from permits.core._stats import Busiest
+
+    def power(n: int, base: int) -> str:
+        exponent = round(math.log(n, base))
+        assert base**exponent == n, n
+        return str(exponent)
+
+    text = " ".join((ROOT / "SPEC.md").read_text().split())
+    phrases = [
+        f"`MAX_LEVELS = {MAX_LEVELS}`",
+        f"at most `10**{power(MAX_SCHEDULE, 10)}` (the length of the cycle)",
+        f"`MAX_SCALE = 2^{power(MAX_SCALE, 2)}`",
+        f"`CHUNK = {CHUNK}`",
+        f"`RELATIVE_ERROR` (1/{round(1 / RELATIVE_ERROR)})",
+        f"a Space-Saving count of {Busiest().capacity} counters per level",
+        f"an `int` from 1 to 10{'⁶' if MAX_WEIGHT == 10**6 else MAX_WEIGHT}",
+    ]
+    missing = [phrase for phrase in phrases if phrase not in text]
+    assert not missing, f"SPEC.md does not state the code's figures: {missing}"
+
+
+def test_the_shared_limits_defaults_spec_states_are_the_codes() -> None:
+    """The defaults of the shared limit's options SPEC.md states (its
+    leases, the published demand's life, the refund window, what is off)
+    and the longest time its script holds are the code's."""
+    import inspect
+
+    pytest.importorskip("redis")
+    from permits.adapters.redis import _LONGEST_S, open_limiter
+
+    defaults = {
+        name: parameter.default
+        for name, parameter in inspect.signature(open_limiter).parameters.items()
+    }
+    text = " ".join((ROOT / "SPEC.md").read_text().split())
+    seconds = {
+        value: f"{value:g} s" for value in (defaults["demand_ttl"], defaults["refund_window"])
+    }
+    phrases = [
+        f"(`lease=k`, {defaults['lease']} by default;",
+        f"`demand_ttl` ({seconds[defaults['demand_ttl']]} by default)",
+        f"within `refund_window` of its grant ({seconds[defaults['refund_window']]} by default)",
+        "(`global_priority=True`, off by default)" if not defaults["global_priority"] else "?",
+        "(`book_ahead=seconds`, off by default)" if not defaults["book_ahead"] else "?",
+        f"of more than {_LONGEST_S:.0e}".replace("e+0", "e") + " s, about 31 years",
+    ]
+    missing = [phrase for phrase in phrases if phrase not in text]
+    assert not missing, f"SPEC.md does not state the code's defaults: {missing}"
+
+
+def test_the_tests_the_documents_cite_exist() -> None:
+    """A test the README, BENCHMARKS.md or MUTATION.md cites as
+    ``file.py::name`` is defined there: a renamed or dropped one would
+    send a reader to nothing (SPEC.md's rows are checked above)."""
+    cite = re.compile(r"((?:(?:properties|tests)/)?test_\w+\.py)::([\w.]+)")
+    missing = []
+    checked = 0
+    for document in ("README.md", "BENCHMARKS.md", "MUTATION.md"):
+        for file, name in set(cite.findall((ROOT / document).read_text())):
+            paths = [p for p in SOURCES if file in (p.name, f"{p.parent.name}/{p.name}")]
+            checked += 1
+            if not any(defines(path, name.split("[")[0]) for path in paths):
+                missing.append(f"{document}: {file}::{name}")
+    assert checked > 20, checked
+    assert not missing, f"the documents cite tests that are not there: {missing}"
+
+
+def test_the_fields_spec_names_are_the_codes() -> None:
+    """The fields SPEC.md gives ``statistics()``, ``busiest_flows`` and
+    ``Queues.head``'s ``Waiter`` are attributes of what they return, under
+    those names: a renamed field would leave the contract naming one that
+    is not there."""
+    from permits.core import FlowStatistics, LevelStatistics, Statistics, Waiter
+
+    text = (ROOT / "SPEC.md").read_text()
+
+    def row(call: str) -> str:
+        (found,) = [line for line in text.splitlines() if line.startswith(f"| `{call}")]
+        return found
+
+    def names(cell: str) -> set[str]:
+        return set(re.findall(r"`([a-z][a-z0-9_]*)`", cell))
+
+    others = {"now", "until", "pause_until", "keep_waits", "n", "level"}
+    statistics = names(row("statistics()")) - others
+    assert {"too_long", "wait_total_ns", "paused_ns", "wait_p99_s"} <= statistics
+    known = attrs_of(LevelStatistics) | attrs_of(Statistics)
+    missing = [f"statistics: {name}" for name in statistics if name not in known]
+    flows = names(row("busiest_flows(")) - others
+    assert "granted_error" in flows
+    missing += [f"busiest_flows: {name}" for name in flows if name not in attrs_of(FlowStatistics)]
+    (head,) = re.findall(r"`head\(level\)` \(the\s+`Waiter`([^)]*)\)", text)
+    fields = names(head)
+    assert "pushed_at" in fields
+    missing += [f"Waiter: {name}" for name in fields if name not in attrs_of(Waiter)]
+    assert not missing, f"SPEC.md names fields the code does not have: {missing}"
+
+
+def attrs_of(cls: type) -> set[str]:
+    """The fields (of an attrs class or a named tuple) and properties of ``cls``."""
+    import attrs
+
+    fields = {f.name for f in attrs.fields(cls)} if attrs.has(cls) else set(cls._fields)  # type: ignore[attr-defined]
+    return fields | {name for name, value in vars(cls).items() if isinstance(value, property)}
+
+
+def test_the_documents_name_no_path_of_one_machine() -> None:
+    """The documents' commands run from a checkout: none names a directory
+    of the machine they were written on (a worktree, a home)."""
+    found = [
+        f"{document}: {match}"
+        for document in ("README.md", "SPEC.md", "BENCHMARKS.md", "MUTATION.md")
+        for match in re.findall(r"(?:/work/|/root/|/home/)\S*", (ROOT / document).read_text())
+    ]
+    assert not found, f"paths of one machine in the documents: {found}"

@@ -856,8 +856,12 @@ def _learned(headers: dict[str, str], limit: Limit, tries: int) -> list[bool]:
 def test_the_openai_headers_teach_nothing_when_more_is_left_than_the_bucket_holds() -> None:
     """50 left of an upstream bucket full in 5 s, under a burst of 10: all
     9 left here go at once (the upstream's reset is of its own, bigger
-    bucket)."""
+    bucket). So do 10 left, as many as the bucket holds (the README: "unless
+    its burst or more is left"), where taking the reset as this bucket's
+    would hold half of them back."""
     headers = {"x-ratelimit-remaining-requests": "50", "x-ratelimit-reset-requests": "5s"}
+    assert _learned(headers, Limit(1, burst=10), 10) == [True] * 9 + [False]
+    headers["x-ratelimit-remaining-requests"] = "10"
     assert _learned(headers, Limit(1, burst=10), 10) == [True] * 9 + [False]
 
 

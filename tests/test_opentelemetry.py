@@ -16,7 +16,7 @@ from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 from permits.adapters import WouldWaitTooLong, threads
 from permits.adapters import asyncio as asyncio_adapter
 from permits.adapters.opentelemetry import instrument, uninstrument
-from permits.core import StrictPriority
+from permits.core import PermitValueError, StrictPriority
 from permits.httpx import Upstream
 
 pytestmark = pytest.mark.timeout(60)
@@ -107,11 +107,14 @@ async def test_an_async_limiter_records_each_caller_that_proceeds() -> None:
 
 
 def test_a_bare_machine_or_bad_names_are_refused() -> None:
-    from permits.core import Machine
+    """A bare machine is refused as ``limiter``, a ``PermitTypeError``
+    (it was a plain ``TypeError``, which carries no argument)."""
+    from permits.core import Machine, PermitTypeError
 
     meter = MeterProvider(metric_readers=[InMemoryMetricReader()]).get_meter("test")
-    with pytest.raises(TypeError, match="limiter="):
+    with pytest.raises(PermitTypeError, match="limiter=") as refused:
         instrument(Machine(StrictPriority(1), 1), meter)  # type: ignore[arg-type]
+    assert refused.value.argument == "limiter"
     with threads.open_limiter(StrictPriority(2), 1) as limiter:
         with pytest.raises(ValueError, match="one name per level"):
             instrument(limiter, meter, levels=["only one"])
@@ -177,7 +180,7 @@ def test_several_limiters_on_one_meter() -> None:
     ):
         instrument(search, meter, name="search")
         instrument(chat, meter, name="chat", levels=["interactive", "batch"])
-        with pytest.raises(ValueError, match="name='chat'"):
+        with pytest.raises(ValueError, match=r"name='chat'.*give each its own"):
             instrument(chat, meter, name="chat")
         search.acquire(0)
         chat.acquire(1)
@@ -204,8 +207,9 @@ def test_a_limiter_uninstrumented_is_no_longer_read() -> None:
         instrument(chat, meter, name="chat")
         search.acquire(0)
         uninstrument(search, meter)
-        with pytest.raises(ValueError, match="not instrumented"):
+        with pytest.raises(PermitValueError, match="pass the meter given") as refused:
             uninstrument(search, meter)
+        assert refused.value.argument == "limiter"
         search.acquire(0)
         chat.acquire(0)
         found = points(reader)

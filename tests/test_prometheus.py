@@ -251,7 +251,7 @@ def test_several_limiters_in_one_registry() -> None:
     collector = PermitsCollector(first, name="search", levels=["interactive", "batch"])
     collector.add(second, name="chat")
     registry.register(collector)
-    with pytest.raises(ValueError, match="name='chat'"):
+    with pytest.raises(ValueError, match=r"name='chat'.*give each its own"):
         collector.add(second, name="chat")
     samples = scrape(registry)
     assert samples[("permits_granted_total", (("level", "batch"), ("limiter", "search")))] == 1

@@ -186,3 +186,247 @@ def test_readme_traces_replay(tmp_path: Path, capsys: pytest.CaptureFixture[str]
         [run] = json.loads(out)["scenarios"]
         offered = sum(workload["offered"] for workload in run["workloads"])
         assert offered == len(trace.splitlines()) - 1, (n, run)
+
+
+def test_readme_metric_names_are_exported() -> None:
+    """Every Prometheus metric and OpenTelemetry instrument the README
+    names is one a limiter with an upstream exports, under that exact name
+    (a histogram's ``_bucket``/``_sum``/``_count`` samples included)."""
+    httpx = pytest.importorskip("httpx")
+    prometheus_client = pytest.importorskip("prometheus_client")
+    pytest.importorskip("opentelemetry.sdk")
+    from opentelemetry.sdk.metrics import MeterProvider
+    from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+
+    from permits.adapters.opentelemetry import instrument
+    from permits.adapters.prometheus import PermitsCollector
+    from permits.adapters.threads import open_limiter
+    from permits.core import StrictPriority
+    from permits.httpx import Upstream
+
+    text = (ROOT / "README.md").read_text()
+    (otel,) = re.findall(r"go to\nOpenTelemetry with (.*?)`uninstrument", text, flags=re.S)
+    shown_otel = set(re.findall(r"`(permits\.[\w.]+)`", otel))
+    shown_prometheus = set(re.findall(r"`(permits_\w+)", text))
+    assert len(shown_otel) >= 6
+    assert len(shown_prometheus) >= 10
+    reader = InMemoryMetricReader()
+    meter = MeterProvider(metric_readers=[reader]).get_meter("test")
+    with open_limiter(StrictPriority(2), 100) as limiter:
+        upstream = Upstream(limiter)
+        instrument(limiter, meter, upstream=upstream)
+        limiter.acquire(0)
+        upstream.learn(429, httpx.Headers({"Retry-After": "0"}))
+        registry = prometheus_client.CollectorRegistry()
+        registry.register(PermitsCollector(limiter, upstream=upstream))
+        exposition = prometheus_client.generate_latest(registry).decode()
+        data = reader.get_metrics_data()
+    exported = set(re.findall(r"^(permits_\w+)", exposition, flags=re.M))
+    prefixes = {name for name in shown_prometheus if name.endswith("_")}
+    unknown = sorted(shown_prometheus - prefixes - exported)
+    unknown += [p for p in prefixes if not any(name.startswith(p) for name in exported)]
+    assert not unknown, f"the README names metrics nobody exports: {unknown}"
+    assert data is not None
+    instruments = {
+        metric.name
+        for resource in data.resource_metrics
+        for scope in resource.scope_metrics
+        for metric in scope.metrics
+    }
+    missing = sorted(shown_otel - instruments)
+    assert not missing, f"the README names instruments nobody exports: {missing} of {instruments}"
+
+
+def test_benchmarks_commands_exist_and_take_their_options() -> None:
+    """Every benchmark script the documents name exists, and every option
+    shown after one (in a command, its comment, or a quoted command line)
+    is one the script accepts and its ``--help`` (its docstring) describes:
+    a script refuses an option it does not read, so a renamed one would
+    leave the document's command failing (read from the sources: the
+    benchmarks are long, and are not run here)."""
+    import ast
+
+    accepted: dict[str, tuple[set[str], str]] = {}
+    for path in (ROOT / "bench").glob("*.py"):
+        tree = ast.parse(path.read_text())
+        options = {
+            arg.value
+            for node in ast.walk(tree)
+            if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "check_options"
+            for arg in node.args
+            if isinstance(arg, ast.Constant) and isinstance(arg.value, str)
+        }
+        accepted[path.name] = (options, ast.get_docstring(tree) or "")
+    wrong = []
+    checked = 0
+    for document in ("BENCHMARKS.md", "README.md", "MUTATION.md"):
+        text = (ROOT / document).read_text().replace("\\\n", " ")
+        for line in text.splitlines():
+            for script, rest in re.findall(r"bench/(\w+\.py)([^`|]*)", line):
+                if script not in accepted:
+                    wrong.append(f"{document}: bench/{script} does not exist")
+                    continue
+                options, doc = accepted[script]
+                for option in re.findall(r"(?<![\w-])--[a-z][a-z-]*", rest.split("bench/")[0]):
+                    checked += 1
+                    if option not in options or option not in doc:
+                        wrong.append(f"{document}: bench/{script} {option}")
+    assert checked > 20, checked
+    assert not wrong, f"options the scripts do not take or --help does not describe: {wrong}"
+
+
+def test_readme_command_lines_parse() -> None:
+    """Every ``permits`` command line the README shows (in a shell block,
+    after a ``$``, or quoted in the text) is one the command's parser
+    takes: its subcommand and options exist, with values where they take
+    them (parsed only: the files they name need not exist)."""
+    import shlex
+
+    from permits.cli import _parser
+
+    text = (ROOT / "README.md").read_text()
+    lines = [
+        line.split("#")[0]
+        for block in re.findall(r"```(?:sh|text)\n(.*?)```", text, flags=re.S)
+        for line in block.splitlines()
+    ]
+    lines += re.findall(r"`(permits (?:simulate|compare|demo|examples)[^`]*)`", text)
+    commands = [shlex.split(line.removeprefix("$ ")) for line in lines]
+    commands = [argv[1:] for argv in commands if argv[:1] == ["permits"]]
+    assert len(commands) >= 10, commands
+    for argv in commands:
+        if "--version" in argv or "--help" in argv:
+            with pytest.raises(SystemExit) as exit:
+                _parser().parse_args(argv)
+            assert exit.value.code == 0, argv
+        else:
+            _parser().parse_args(argv)
+
+
+def test_readme_defaults_and_bounds_are_the_codes() -> None:
+    """The defaults and bounds the README states in figures are the code's:
+    each phrase is written from the code's value, so a default changed in
+    the code alone leaves the README stating another, and this fails."""
+    import inspect
+
+    pytest.importorskip("redis")
+    pytest.importorskip("httpx")
+    from permits.adapters.redis import open_limiter
+    from permits.core import Machine
+    from permits.httpx import MAX_PAUSE
+    from permits.sim import MAX_ARRIVALS, MAX_CHOICES, MAX_LIMITS, MAX_TENANTS
+
+    def default(function: Any, name: str) -> Any:
+        return inspect.signature(function).parameters[name].default
+
+    def seconds(value: float) -> str:
+        return {1.0: "1 s", 2.0: "2 s", 3600.0: "an hour"}.get(value, f"{value:g} s")
+
+    text = " ".join((ROOT / "README.md").read_text().split())
+    window = default(Machine, "settle_window_ns")
+    phrases = [
+        f"`settle_window_ns` ({seconds(window / 10**9)} by default)",
+        f"`demand_ttl`, {seconds(default(open_limiter, 'demand_ttl'))}, unless refreshed",
+        f"`refund_window` ({seconds(default(open_limiter, 'refund_window'))} by default)",
+        f"(`lease={default(open_limiter, 'lease')}` by default;",
+        f"(at most `max_pause`, {seconds(MAX_PAUSE)} by default)",
+        f"asks for more than {MAX_ARRIVALS:,}",
+        f"at most {MAX_TENANTS:,} tenants, a choice {MAX_CHOICES:,} values, "
+        f"a scenario {MAX_LIMITS} limits",
+    ]
+    missing = [phrase for phrase in phrases if phrase not in text]
+    assert not missing, f"the README does not state the code's figures: {missing}"
+
+
+def test_readme_keyword_arguments_exist() -> None:
+    """Every ``name=`` the README writes in code (``settle_window=600.0``,
+    ``acquire(max_wait=...)``, ``book_ahead=0.1``) is a parameter of a
+    public callable of ``permits``, under that exact name: a renamed
+    argument would leave the README teaching one that is refused. (Some are
+    other libraries': the IETF ``RateLimit`` field's ``r=`` and ``t=``,
+    anyio's, httpx's and aiohttp's.)"""
+    import contextlib
+    import importlib
+    import inspect
+
+    modules = [
+        "permits.core",
+        "permits.sim",
+        "permits.adapters",
+        "permits.adapters.asyncio",
+        "permits.adapters.trio",
+        "permits.adapters.anyio",
+        "permits.adapters.threads",
+        "permits.adapters.redis",
+        "permits.adapters.prometheus",
+        "permits.adapters.opentelemetry",
+        "permits.httpx",
+        "permits.aiohttp",
+        "permits.testing",
+    ]
+    parameters: set[str] = set()
+    seen: set[int] = set()
+
+    def visit(value: object, depth: int) -> None:
+        if id(value) in seen or not callable(value):
+            return
+        seen.add(id(value))
+        with contextlib.suppress(TypeError, ValueError):  # a builtin with none
+            parameters.update(inspect.signature(value).parameters)
+        if inspect.isclass(value) and depth < 2:
+            for member in vars(value).values():
+                visit(getattr(member, "__func__", member), depth + 1)
+        if inspect.isclass(value):  # a TypedDict's keys are the options it types
+            parameters.update(getattr(value, "__annotations__", {}))
+
+    for name in modules:
+        module = importlib.import_module(name)
+        for attribute in dir(module):
+            if not attribute.startswith("_"):
+                visit(getattr(module, attribute), 0)
+    visit(importlib.import_module("permits.adapters._base").LimiterOptions, 0)
+    text = (ROOT / "README.md").read_text()
+    code = re.findall(r"`([^`\n]+)`", text) + re.findall(r"```python\n(.*?)```", text, flags=re.S)
+    written = {
+        name for span in code for name in re.findall(r"(?<![\w=<>!.])([a-z_]\w*)=(?!=)", span)
+    }
+    theirs = {"r", "t", "backend", "extensions", "json", "middlewares"}
+    unknown = sorted(written - parameters - theirs)
+    assert len(written) > 30, written
+    assert not unknown, f"the README writes arguments no public callable takes: {unknown}"
+
+
+def test_readme_class_and_error_names_exist() -> None:
+    """Every class or exception the README names in code (``AcquireTimeout``,
+    ``BackendUnavailable``, ``QuotaPolicy``...) is a public name of
+    ``permits`` under that exact name, or Python's own, or one of the few
+    named as others' (trio's ``MockClock``, the ``RateLimit`` header, the
+    properties' ``TestUserPolicy``)."""
+    import builtins
+    import importlib
+
+    modules = [
+        "permits.core",
+        "permits.sim",
+        "permits.adapters",
+        "permits.adapters.asyncio",
+        "permits.adapters.threads",
+        "permits.adapters.redis",
+        "permits.adapters.prometheus",
+        "permits.adapters.opentelemetry",
+        "permits.httpx",
+        "permits.aiohttp",
+        "permits.testing",
+    ]
+    ours = {name for module in modules for name in dir(importlib.import_module(module))}
+    text = (ROOT / "README.md").read_text()
+    named = set(re.findall(r"`([A-Z][a-z]+[A-Z]\w*)`", text))
+    theirs = {"MockClock", "RateLimit"}
+    assert "TestUserPolicy" in (ROOT / "properties" / "test_machine.py").read_text()
+    unknown = sorted(
+        name
+        for name in named - theirs - {"TestUserPolicy"}
+        if name not in ours and not hasattr(builtins, name)
+    )
+    assert len(named) >= 10, named
+    assert not unknown, f"the README names classes or errors permits does not have: {unknown}"

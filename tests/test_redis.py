@@ -674,6 +674,20 @@ def test_a_url_redis_cannot_read_is_refused_naming_it(url: str, cluster: bool) -
     assert error.value.argument == "url"
     assert "s3cret" not in str(error.value)
     assert "port" in str(error.value).lower() or "scheme" in str(error.value)
+    assert "write redis://[:password@]host:6379/0" in str(error.value)  # what to do
+
+
+@pytest.mark.parametrize("url", ["redis://:s3cret@127.0.0.1:6379/abc", "rediss://127.0.0.1/x1"])
+def test_a_database_that_is_no_number_is_refused_naming_the_url(url: str) -> None:
+    """A URL whose database is no number is refused at once, as ``url``,
+    saying what to write: redis-py read it as database 0, and the
+    limiter's own client refused it only as its task started, a
+    ``ValueError`` naming no argument inside an exception group."""
+    with pytest.raises(PermitValueError) as error:
+        RedisLimit(url, name="x", rate=1)
+    assert error.value.argument == "url"
+    assert "s3cret" not in str(error.value)
+    assert "database, must be a number (redis://host:6379/0)" in str(error.value)
 
 
 @pytest.mark.parametrize("audit", ["no", 0, None])
@@ -728,6 +742,18 @@ def test_bad_options(options: dict[str, Any], argument: str) -> None:
         RedisLimiter(StrictPriority(2), limit, **options)
     assert error.value.argument == argument
     limit.close()
+
+
+def test_a_share_beside_closed_says_what_to_pass() -> None:
+    """A ``share`` beside ``on_unavailable="closed"`` (which never reads
+    it) is refused saying what to pass instead."""
+    limit = RedisLimit("redis://127.0.0.1:1/0", name="x", rate=10, burst=3)
+    try:
+        with pytest.raises(PermitValueError, match="pass that, or no share") as error:
+            RedisLimiter(StrictPriority(2), limit, share=0.5)
+        assert error.value.argument == "share"
+    finally:
+        limit.close()
 
 
 def test_a_negative_duration_is_refused_with_the_range_it_must_be_in() -> None:

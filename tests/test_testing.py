@@ -21,7 +21,7 @@ import trio.testing
 from permits import testing
 from permits.adapters import BaseLimiter
 from permits.adapters import asyncio as asyncio_adapter
-from permits.core import Fifo
+from permits.core import Fifo, PermitTypeError, PermitValueError
 
 OpenLimiter = Callable[..., AbstractAsyncContextManager[BaseLimiter]]
 
@@ -155,8 +155,11 @@ def test_the_trio_clock_lets_tasks_waiting_for_idle_run_before_it_jumps() -> Non
 
 
 def test_virtual_backend_refuses_an_unknown_name() -> None:
-    with pytest.raises(ValueError, match="name='curio'"):
+    """Refused as ``name``, a ``PermitValueError`` (it was a plain
+    ``ValueError``, which carries no argument)."""
+    with pytest.raises(PermitValueError, match="name='curio'") as refused:
         testing.virtual_backend("curio")
+    assert refused.value.argument == "name"
 
 
 @pytest.mark.anyio
@@ -214,9 +217,13 @@ def test_stall_refuses_a_real_clock_and_bad_durations() -> None:
     async def bad(seconds: object) -> None:
         testing.stall(seconds)  # type: ignore[arg-type]
 
-    for seconds, error in ((-1.0, ValueError), (float("nan"), ValueError), ("1", TypeError)):
-        with pytest.raises(error, match="seconds="):
+    for seconds in (-1.0, float("nan")):
+        with pytest.raises(PermitValueError, match="seconds=") as refused:
             testing.run(bad(seconds))
+        assert refused.value.argument == "seconds"
+    with pytest.raises(PermitTypeError, match="seconds=") as wrong:
+        testing.run(bad("1"))
+    assert wrong.value.argument == "seconds"
 
 
 def test_run_refuses_a_running_loop_as_asyncio_run_does() -> None:

@@ -17,8 +17,9 @@ middleware's functions of the request give (else the limiter's current
 level, :func:`permits.adapters.level`), asking for ``cost(request)`` (1 by
 default); the response then teaches the limiter what the upstream knows (a
 429 or 503 with ``Retry-After`` pauses the whole limiter, and is sent again
-after the pause up to ``retries`` times; the ``x-ratelimit-*`` headers and
-the IETF ``RateLimit`` field adopt the upstream's view); and
+after the pause up to ``retries`` times; the ``x-ratelimit-*`` headers
+adopt the upstream's bucket, and the IETF ``RateLimit`` field is its
+quota); and
 ``settle(response, body)``, if given, says what the call cost after all,
 from the response and its body (read first; ``response.read()`` returns it
 again), unless it is a 429 or 503 (not served: the cost asked for stays).

@@ -54,6 +54,8 @@ from collections.abc import Callable, Coroutine
 from concurrent.futures import Executor
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from permits.core import PermitTypeError, PermitValueError
+
 if TYPE_CHECKING:
     from typing_extensions import TypeVarTuple, Unpack
 
@@ -86,9 +88,9 @@ def _seconds(ns: int) -> float:
 def _duration(seconds: float) -> int:
     """``seconds`` (finite, at least 0) in whole nanoseconds."""
     if isinstance(seconds, bool) or not isinstance(seconds, (int, float)):
-        raise TypeError(f"seconds={seconds!r}: expected a number")
+        raise PermitTypeError("seconds", seconds, "a number of seconds")
     if not (math.isfinite(seconds) and seconds >= 0):
-        raise ValueError(f"seconds={seconds!r}: must be finite and at least 0")
+        raise PermitValueError("seconds", seconds, "must be a finite number of seconds >= 0")
     return round(seconds * 1e9)
 
 
@@ -337,7 +339,7 @@ def virtual_backend(name: str) -> tuple[str, dict[str, Any]]:
         return name, {"loop_factory": VirtualClockLoop}
     if name == "trio":
         return name, {"clock": VirtualClock()}
-    raise ValueError(f"name={name!r}: expected 'asyncio' or 'trio'")
+    raise PermitValueError("name", name, "must be 'asyncio' or 'trio'")
 
 
 def stall(seconds: float) -> None:

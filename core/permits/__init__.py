@@ -8,8 +8,12 @@ Pure, no clock, no sleeping, no I/O (time is an argument):
 
 Touching clocks, frameworks and the outside world:
 
-- :mod:`permits.adapters`: limiters for asyncio, trio and anyio, one limit
-  shared through Redis, and a Prometheus collector;
+- :mod:`permits.adapters`: limiters for asyncio, trio, anyio and threads,
+  one limit shared through Redis, and the Prometheus and OpenTelemetry
+  exports;
+- :mod:`permits.httpx` and :mod:`permits.aiohttp`: HTTP clients that take
+  a permit per request and learn from the upstream's answers;
+- :mod:`permits.testing`: virtual time for the tests of a user's code;
 - :mod:`permits.cli`: the ``permits`` command (``python -m permits``).
 
 This file is the one ``__init__.py`` of ``permits``, whose subpackages live in

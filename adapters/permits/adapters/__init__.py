@@ -3,7 +3,7 @@
 They own the clock, the sleeping and their framework's cancellation, and
 nothing of policy: every decision is :class:`permits.core.Machine`'s.
 
-- :mod:`permits.adapters.asyncio`: ``Limiter`` (standard library only);
+- :mod:`permits.adapters.asyncio`: ``open_limiter`` (standard library only);
 - :mod:`permits.adapters.trio`: ``open_limiter`` (needs ``trio``);
 - :mod:`permits.adapters.anyio`: ``open_limiter``, under asyncio or trio
   (needs ``anyio``);
@@ -15,7 +15,7 @@ nothing of policy: every decision is :class:`permits.core.Machine`'s.
 A :mod:`permits.sim` scenario played in real time on the asyncio adapter
 (``permits demo``) lives with the command line, in ``permits.cli._live``.
 
-Shared by all three: :func:`level` (the context-local default level), the
+Shared by all of them: :func:`level` (the context-local default level), the
 :class:`Permit` an acquire returns (``permit.settle(actual)``), and the
 errors :class:`LimiterClosed`, :class:`AcquireTimeout`,
 :class:`WouldWaitTooLong` (and :class:`permits.core.QueueFull`), and

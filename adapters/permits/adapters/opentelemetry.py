@@ -25,7 +25,7 @@ import weakref
 from collections.abc import Callable, Iterable, Sequence
 from typing import NamedTuple
 
-from permits.core import PermitValueError
+from permits.core import PermitTypeError, PermitValueError
 
 from ._base import _Limiting
 from ._metrics import (
@@ -111,7 +111,11 @@ def instrument(
         (``transport.upstream`` of ``permits.httpx``).
     """
     if not isinstance(limiter, _Limiting):
-        raise TypeError(f"limiter={limiter!r}: expected a limiter of permits.adapters")
+        raise PermitTypeError(
+            "limiter",
+            limiter,
+            "a limiter of permits.adapters (an open_limiter's), not a bare Machine",
+        )
     limiter_name(name)
     check_upstream(upstream)
     names = level_names(limiter.machine, levels)
@@ -129,7 +133,9 @@ def instrument(
         _instrumented[meter] = (sources, wait)
     sources, wait = _instrumented[meter]
     if any(other.name == name for other in sources):
-        raise PermitValueError("name", name, "already the name of a limiter on this meter")
+        raise PermitValueError(
+            "name", name, "already the name of a limiter on this meter: give each its own"
+        )
     attributes = [{"limiter": name, "level": level} for level in names]
 
     def record(level: int, waited: int) -> None:
@@ -144,13 +150,18 @@ def uninstrument(limiter: _Limiting, meter: Meter | None = None) -> None:
     provider's ``permits`` meter): its waits are no longer recorded, and
     the reader no longer sees its attributes (the instruments stay, for the
     other limiters on the meter; an SDK cannot remove them). Its ``name``
-    may then be given to another limiter. Raises :class:`ValueError` if it
-    is not instrumented on that meter."""
+    may then be given to another limiter. Raises
+    :class:`~permits.core.PermitValueError` (a :class:`ValueError`) naming
+    ``limiter`` if it is not instrumented on that meter."""
     meter = _meter(meter)
     sources = _instrumented[meter][0] if meter in _instrumented else []
     mine = [source for source in sources if source.limiter is limiter]
     if not mine:
-        raise ValueError(f"limiter={limiter!r}: not instrumented on meter {meter!r}")
+        raise PermitValueError(
+            "limiter",
+            limiter,
+            f"is not instrumented on meter {meter!r}: pass the meter given to instrument()",
+        )
     for source in mine:
         sources.remove(source)
         limiter._on_proceed.remove(source.record)

@@ -108,7 +108,9 @@ class PermitsCollector(Collector):
         limiter_name(name)
         check_upstream(upstream)
         if any(known.name == name for known in self._sources):
-            raise PermitValueError("name", name, "already the name of a limiter of this collector")
+            raise PermitValueError(
+                "name", name, "already the name of a limiter of this collector: give each its own"
+            )
         limiting = source if isinstance(source, _Limiting) else None
         machine = source.machine if isinstance(source, _Limiting) else source
         if not machine.keep_waits:  # (a bare machine: every limiter keeps them)

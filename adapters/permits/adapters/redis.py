@@ -991,7 +991,22 @@ class RedisLimit:
         try:
             self._client: redis.Redis | redis.RedisCluster = self._new_client()
         except ValueError as error:  # (redis-py's or urllib's, naming no argument)
-            raise PermitValueError("url", self.url, f"redis-py cannot read it: {error}") from None
+            raise PermitValueError(
+                "url",
+                self.url,
+                f"redis-py cannot read it: {error} (write redis://[:password@]host:6379/0, "
+                "rediss:// for TLS, or unix:///path/to/redis.sock)",
+            ) from None
+        parts = urlsplit(url)
+        database = parts.path.strip("/")
+        if parts.scheme != "unix" and database and not (database.isascii() and database.isdigit()):
+            # redis-py would use database 0 (its own client refused it, as
+            # the limiter's task started, in an exception group)
+            raise PermitValueError(
+                "url",
+                self.url,
+                "its path, the database, must be a number (redis://host:6379/0)",
+            )
         self._script = self._client.register_script(SCRIPT)
         self._probe_script = self._client.register_script(PROBE)
         #: The asyncio client, once open_async: its script call and probe.
@@ -1600,7 +1615,9 @@ class RedisLimiter(_AnyioLimiter):
         ):
             raise PermitValueError("share", share, "must be a number in (0, 1] for 'local'")
         if on_unavailable == "closed" and share is not None:  # read only by the local fallback
-            raise PermitValueError("share", share, "is used only with on_unavailable='local'")
+            raise PermitValueError(
+                "share", share, "is read only with on_unavailable='local': pass that, or no share"
+            )
         after_ns = _nanoseconds("unavailable_after", unavailable_after)
         if not after_ns:  # None (infinite) or 0
             raise PermitValueError("unavailable_after", unavailable_after, "must be seconds > 0")

@@ -103,13 +103,15 @@ def _burst(text: str) -> int:
     return value
 
 
-def _count(text: str) -> int:
+def _max_arrivals(text: str) -> int:
     try:
         value = int(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r}: expected a whole number") from None
+        raise argparse.ArgumentTypeError(
+            f"max_arrivals={text!r}: expected a whole number"
+        ) from None
     if value < 0:
-        raise argparse.ArgumentTypeError(f"{text!r}: must be at least 0")
+        raise argparse.ArgumentTypeError(f"max_arrivals={text!r}: must be at least 0")
     return value
 
 
@@ -123,7 +125,7 @@ def _inputs(command: argparse.ArgumentParser) -> None:
     )
     command.add_argument(
         "--max-arrivals",
-        type=_count,
+        type=_max_arrivals,
         default=MAX_ARRIVALS,
         metavar="N",
         help=f"refuse a scenario that asks for more than N callers (default {MAX_ARRIVALS:,})",
@@ -166,7 +168,7 @@ def _parser() -> argparse.ArgumentParser:
     _plot_option(sim, "also draw the results (needs permits[plot])")
     cmp = commands.add_parser(
         "compare",
-        help="run one workload under every policy family and recommend one",
+        help="run the workloads under every policy family and recommend one",
         description="Run each scenario's workloads under a grid of policies (FIFO; strict "
         "priority; every n-th permit to the lowest level, n = 2..10; aging after 0.5, 1, 2, "
         "5, 10 s) in place of its own, print a table per workload and which policies meet "
