@@ -275,3 +275,35 @@ def test_an_upstream_without_its_counters_is_refused() -> None:
         assert refused.value.argument == "upstream"
         assert limiter._on_proceed == []
         instrument(limiter, meter, upstream=transport.upstream)
+
+
+def test_the_instruments_are_the_prometheus_collectors() -> None:
+    """Every metric the Prometheus collector exports has its instrument
+    here, of the same kind and unit, named as OpenTelemetry's Prometheus
+    exporter names it (dots as underscores, ``_seconds`` for the unit
+    ``s``), and no other: the longest wait was the collector's alone."""
+    prometheus_client = pytest.importorskip("prometheus_client")
+    from permits.adapters.prometheus import PermitsCollector
+
+    reader = InMemoryMetricReader()
+    meter = MeterProvider(metric_readers=[reader]).get_meter("test")
+    registry = prometheus_client.CollectorRegistry()
+    with threads.open_limiter(StrictPriority(2), 10, 1) as limiter:
+        upstream = Upstream(limiter)
+        instrument(limiter, meter, upstream=upstream)
+        registry.register(PermitsCollector(limiter, upstream=upstream))
+        limiter.acquire(0)
+        data = reader.get_metrics_data()
+        prometheus = {(family.name, family.type) for family in registry.collect()}
+    assert data is not None
+    kinds = {"Sum": "counter", "Gauge": "gauge", "Histogram": "histogram"}
+    otel = set()
+    for resource in data.resource_metrics:
+        for scope in resource.scope_metrics:
+            for metric in scope.metrics:
+                kind = kinds[type(metric.data).__name__]
+                if kind == "counter" and not metric.data.is_monotonic:  # type: ignore[union-attr]
+                    kind = "gauge"  # (an up-down counter, as the exporter writes it)
+                name = metric.name.replace(".", "_") + ("_seconds" if metric.unit == "s" else "")
+                otel.add((name, kind))
+    assert otel == prometheus
