@@ -75,6 +75,20 @@ def test_level_names_must_match() -> None:
         PermitsCollector(Machine(StrictPriority(2), 1), levels=["only-one"])
 
 
+def test_two_levels_of_one_name_are_refused() -> None:
+    """Two levels named alike were two series of the same labels in every
+    family (a scrape Prometheus cannot ingest whole; the OpenTelemetry
+    reader keeps one of the two): refused, naming the name given twice."""
+    from permits.adapters._metrics import level_names
+
+    machine = Machine(StrictPriority(3), 1)
+    with pytest.raises(PermitValueError, match=r"levels=.*'batch' twice"):
+        PermitsCollector(machine, levels=["interactive", "batch", "batch"])
+    with pytest.raises(PermitValueError, match="levels="):
+        level_names(machine, ["0", "1", "0"])
+    assert level_names(machine, ["a", "b", "c"]) == ["a", "b", "c"]
+
+
 class Level(enum.IntEnum):
     INTERACTIVE = 0
     BATCH = 1
