@@ -275,6 +275,24 @@ def test_several_limiters_in_one_registry() -> None:
     assert text.count("# TYPE permits_waiting gauge") == 1
 
 
+@pytest.mark.parametrize("auto_describe", [False, True])
+def test_a_second_collector_is_refused_by_any_registry(auto_describe: bool) -> None:
+    """A second collector of these metrics is refused as it is registered,
+    by a registry made as ``CollectorRegistry()`` too (which reads nothing
+    of a collector with no ``describe`` as it registers it: it took the
+    second, and every scrape then named each metric twice, a text the
+    Prometheus server refuses whole); the first goes on being scraped."""
+    machine = Machine(StrictPriority(1), 100)
+    machine.push("a", 0, 0)
+    registry = prometheus_client.CollectorRegistry(auto_describe=auto_describe)
+    registry.register(PermitsCollector(machine, name="search"))
+    with pytest.raises(ValueError, match="Duplicated timeseries"):
+        registry.register(PermitsCollector(machine, name="chat"))
+    text = prometheus_client.generate_latest(registry).decode()
+    assert text.count("# TYPE permits_waiting gauge") == 1
+    assert scrape(registry)[("permits_granted_total", (("level", "0"), ("limiter", "search")))] == 1
+
+
 @pytest.mark.usefixtures("switch_often")
 def test_a_scrape_while_another_thread_grants_keeps_buckets_within_the_count() -> None:
     """A scrape from the exporter's thread while the limiter's thread
