@@ -323,6 +323,34 @@ def test_an_interrupt_leaves_no_permit_behind(monkeypatch: pytest.MonkeyPatch) -
         assert limiter.statistics().levels[0].cancelled == 1
 
 
+def test_an_interrupt_while_a_waiting_call_is_recorded_leaves_it_queued_for_nobody(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A KeyboardInterrupt after the push, before the acquire knows its
+    waiter (here: as the recording adds the call) withdraws it: it was
+    left queued with no thread to take its permit, which the timer was
+    never told of, and every later acquire waited behind it for ever."""
+    from permits.adapters import _recording
+
+    add = _recording.Recording.add
+
+    def interrupt(*args: Any, **options: Any) -> NoReturn:
+        monkeypatch.setattr(_recording.Recording, "add", add)  # once
+        raise KeyboardInterrupt
+
+    with open_limiter(Fifo(), 20, 1) as limiter:  # a permit every 50 ms
+        limiter.acquire()
+        recording = limiter.record()
+        monkeypatch.setattr(_recording.Recording, "add", interrupt)
+        with pytest.raises(KeyboardInterrupt):
+            limiter.acquire()  # waits for the next permit: pushed, then recorded
+        assert len(limiter.machine) == 0, "left queued"
+        assert limiter.statistics().levels[0].cancelled == 1
+        limiter.acquire(timeout=5.0)  # the next permit, in 50 ms
+        assert limiter.machine.in_flight == 0
+    assert len(recording.calls) == 1
+
+
 def test_an_interrupted_threads_permit_goes_to_the_next_waiter_at_once(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:

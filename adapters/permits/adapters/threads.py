@@ -173,7 +173,8 @@ class Limiter(_Limiting):
         # An exception once the waiter is pushed (a KeyboardInterrupt lands
         # between any two bytecodes of the main thread) withdraws it or hands
         # its permit back: none is left queued or in flight with nobody to
-        # take it. Only the few bytecodes between the push and the return
+        # take it (within _request, after the push, _request withdraws it).
+        # Only the few bytecodes around the machine's push and the return
         # of _request are not covered. (A take pushes nothing: granted and
         # spent in one step, or not made.)
         pushed = False
