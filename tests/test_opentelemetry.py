@@ -307,3 +307,22 @@ def test_the_instruments_are_the_prometheus_collectors() -> None:
                 name = metric.name.replace(".", "_") + ("_seconds" if metric.unit == "s" else "")
                 otel.add((name, kind))
     assert otel == prometheus
+
+
+def test_a_limiter_uninstrumented_as_it_tells_a_wait_leaves_the_other_meters_sample() -> None:
+    """``uninstrument`` from one meter while the limiter tells its exporters
+    of a wait (another thread's, here at once from between two of them):
+    the other meter still records that wait (the list of exporters was
+    changed in place as it was walked, and the one after skipped)."""
+    readers = [InMemoryMetricReader(), InMemoryMetricReader()]
+    first, second = (MeterProvider(metric_readers=[r]).get_meter("test") for r in readers)
+    with threads.open_limiter(StrictPriority(1), 1000, 10) as limiter:
+        instrument(limiter, first)
+
+        def meanwhile(level: int, waited: int) -> None:
+            uninstrument(limiter, first)
+
+        limiter._on_proceed.append(meanwhile)
+        instrument(limiter, second)
+        limiter.acquire(0)
+        assert value(points(readers[1]), "permits.wait", level="0").count == 1

@@ -308,7 +308,9 @@ class _Limiting:
         self._ids = itertools.count()
         self._closed: LimiterClosed | None = None
         #: Told ``(level, waited_ns)`` as each caller proceeds with its
-        #: permit (the OpenTelemetry wait histogram records from here).
+        #: permit (the OpenTelemetry wait histogram records from here);
+        #: replaced by a new list to change it, never changed in place (a
+        #: thread may be walking it meanwhile).
         self._on_proceed: list[Callable[[int, int], None]] = []
         self._recording: Recording | None = None
         #: Whether the machine paces its own permits, so that one may be

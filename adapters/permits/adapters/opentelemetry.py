@@ -137,7 +137,9 @@ def instrument(
         wait.record(waited / 1e9, attributes[level])
 
     sources.append(_Instrumented(limiter, name, names, upstream, record))
-    limiter._on_proceed.append(record)
+    # (a new list, never one changed in place: another thread may be
+    # walking the one it replaces, as the limiter tells of a wait)
+    limiter._on_proceed = [*limiter._on_proceed, record]
 
 
 def uninstrument(limiter: _Limiting, meter: Meter | None = None) -> None:
@@ -154,7 +156,7 @@ def uninstrument(limiter: _Limiting, meter: Meter | None = None) -> None:
         raise ValueError(f"limiter={limiter!r}: not instrumented on meter {meter!r}")
     for source in mine:
         sources.remove(source)
-        limiter._on_proceed.remove(source.record)
+        limiter._on_proceed = [told for told in limiter._on_proceed if told is not source.record]
 
 
 def _observe(meter: Meter, sources: list[_Instrumented]) -> None:
