@@ -279,3 +279,54 @@ def test_an_upstream_without_its_counters_is_refused() -> None:
         assert refused.value.argument == "upstream"
         assert limiter._on_proceed == []
         instrument(limiter, meter, upstream=transport.upstream)
+
+
+def test_the_instruments_are_the_prometheus_collectors() -> None:
+    """Every metric the Prometheus collector exports has its instrument
+    here, of the same kind and unit, named as OpenTelemetry's Prometheus
+    exporter names it (dots as underscores, ``_seconds`` for the unit
+    ``s``), and no other: the longest wait was the collector's alone."""
+    prometheus_client = pytest.importorskip("prometheus_client")
+    from permits.adapters.prometheus import PermitsCollector
+
+    reader = InMemoryMetricReader()
+    meter = MeterProvider(metric_readers=[reader]).get_meter("test")
+    registry = prometheus_client.CollectorRegistry()
+    with threads.open_limiter(StrictPriority(2), 10, 1) as limiter:
+        upstream = Upstream(limiter)
+        instrument(limiter, meter, upstream=upstream)
+        registry.register(PermitsCollector(limiter, upstream=upstream))
+        limiter.acquire(0)
+        data = reader.get_metrics_data()
+        prometheus = {(family.name, family.type) for family in registry.collect()}
+    assert data is not None
+    kinds = {"Sum": "counter", "Gauge": "gauge", "Histogram": "histogram"}
+    otel = set()
+    for resource in data.resource_metrics:
+        for scope in resource.scope_metrics:
+            for metric in scope.metrics:
+                kind = kinds[type(metric.data).__name__]
+                if kind == "counter" and not metric.data.is_monotonic:  # type: ignore[union-attr]
+                    kind = "gauge"  # (an up-down counter, as the exporter writes it)
+                name = metric.name.replace(".", "_") + ("_seconds" if metric.unit == "s" else "")
+                otel.add((name, kind))
+    assert otel == prometheus
+
+
+def test_a_limiter_uninstrumented_as_it_tells_a_wait_leaves_the_other_meters_sample() -> None:
+    """``uninstrument`` from one meter while the limiter tells its exporters
+    of a wait (another thread's, here at once from between two of them):
+    the other meter still records that wait (the list of exporters was
+    changed in place as it was walked, and the one after skipped)."""
+    readers = [InMemoryMetricReader(), InMemoryMetricReader()]
+    first, second = (MeterProvider(metric_readers=[r]).get_meter("test") for r in readers)
+    with threads.open_limiter(StrictPriority(1), 1000, 10) as limiter:
+        instrument(limiter, first)
+
+        def meanwhile(level: int, waited: int) -> None:
+            uninstrument(limiter, first)
+
+        limiter._on_proceed.append(meanwhile)
+        instrument(limiter, second)
+        limiter.acquire(0)
+        assert value(points(readers[1]), "permits.wait", level="0").count == 1

@@ -75,6 +75,20 @@ def test_level_names_must_match() -> None:
         PermitsCollector(Machine(StrictPriority(2), 1), levels=["only-one"])
 
 
+def test_two_levels_of_one_name_are_refused() -> None:
+    """Two levels named alike were two series of the same labels in every
+    family (a scrape Prometheus cannot ingest whole; the OpenTelemetry
+    reader keeps one of the two): refused, naming the name given twice."""
+    from permits.adapters._metrics import level_names
+
+    machine = Machine(StrictPriority(3), 1)
+    with pytest.raises(PermitValueError, match=r"levels=.*'batch' twice"):
+        PermitsCollector(machine, levels=["interactive", "batch", "batch"])
+    with pytest.raises(PermitValueError, match="levels="):
+        level_names(machine, ["0", "1", "0"])
+    assert level_names(machine, ["a", "b", "c"]) == ["a", "b", "c"]
+
+
 class Level(enum.IntEnum):
     INTERACTIVE = 0
     BATCH = 1
@@ -259,6 +273,24 @@ def test_several_limiters_in_one_registry() -> None:
     assert samples[("permits_waiting", (("level", "0"), ("limiter", "chat")))] == 1
     text = prometheus_client.generate_latest(registry).decode()
     assert text.count("# TYPE permits_waiting gauge") == 1
+
+
+@pytest.mark.parametrize("auto_describe", [False, True])
+def test_a_second_collector_is_refused_by_any_registry(auto_describe: bool) -> None:
+    """A second collector of these metrics is refused as it is registered,
+    by a registry made as ``CollectorRegistry()`` too (which reads nothing
+    of a collector with no ``describe`` as it registers it: it took the
+    second, and every scrape then named each metric twice, a text the
+    Prometheus server refuses whole); the first goes on being scraped."""
+    machine = Machine(StrictPriority(1), 100)
+    machine.push("a", 0, 0)
+    registry = prometheus_client.CollectorRegistry(auto_describe=auto_describe)
+    registry.register(PermitsCollector(machine, name="search"))
+    with pytest.raises(ValueError, match="Duplicated timeseries"):
+        registry.register(PermitsCollector(machine, name="chat"))
+    text = prometheus_client.generate_latest(registry).decode()
+    assert text.count("# TYPE permits_waiting gauge") == 1
+    assert scrape(registry)[("permits_granted_total", (("level", "0"), ("limiter", "search")))] == 1
 
 
 @pytest.mark.usefixtures("switch_often")

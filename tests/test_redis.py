@@ -899,6 +899,34 @@ async def test_one_pause_for_all(redis_server: RedisServer) -> None:
 
 
 @pytest.mark.anyio
+async def test_this_process_s_pauses_are_counted(redis_server: RedisServer) -> None:
+    """P46 on the Redis limiter: ``statistics()`` (and so the exporters'
+    ``permits_pauses_total`` and ``permits_paused_seconds_total``) counts
+    the pauses this process set that lengthened its pause, overlaps once;
+    they read 0 after any number of 429s, the machine being fed from
+    outside and keeping none."""
+    prometheus_client = pytest.importorskip("prometheus_client")
+    from permits.adapters.prometheus import PermitsCollector
+
+    async with open_limiter(Fifo(1), redis_server.url, name=fresh(), rate=100, burst=5) as a:
+        a.pause_for(30)
+        a.pause_for(10)  # within the first: lengthens nothing
+        a.pause_for(0)  # nothing
+        whole = a.statistics()
+        assert whole.pauses == 1
+        assert whole.paused_ns == 30 * SECOND
+        a.pause_for(31)  # a second or so more (as long as the test took)
+        whole = a.statistics()
+        assert whole.pauses == 2
+        assert 31 * SECOND <= whole.paused_ns <= 32 * SECOND
+        registry = prometheus_client.CollectorRegistry()
+        registry.register(PermitsCollector(a))
+        text = prometheus_client.generate_latest(registry).decode()
+        assert 'permits_pauses_total{limiter="default"} 2.0' in text
+        assert f'permits_paused_seconds_total{{limiter="default"}} {whole.paused_ns / 1e9}' in text
+
+
+@pytest.mark.anyio
 async def test_live_limits_and_the_upstreams_word(redis_server: RedisServer) -> None:
     """P41 through the limiter: set_limit in one process is the limit of
     every process from its next request; adopt lowers the shared bucket."""

@@ -323,6 +323,34 @@ def test_an_interrupt_leaves_no_permit_behind(monkeypatch: pytest.MonkeyPatch) -
         assert limiter.statistics().levels[0].cancelled == 1
 
 
+def test_an_interrupt_while_a_waiting_call_is_recorded_leaves_it_queued_for_nobody(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A KeyboardInterrupt after the push, before the acquire knows its
+    waiter (here: as the recording adds the call) withdraws it: it was
+    left queued with no thread to take its permit, which the timer was
+    never told of, and every later acquire waited behind it for ever."""
+    from permits.adapters import _recording
+
+    add = _recording.Recording.add
+
+    def interrupt(*args: Any, **options: Any) -> NoReturn:
+        monkeypatch.setattr(_recording.Recording, "add", add)  # once
+        raise KeyboardInterrupt
+
+    with open_limiter(Fifo(), 20, 1) as limiter:  # a permit every 50 ms
+        limiter.acquire()
+        recording = limiter.record()
+        monkeypatch.setattr(_recording.Recording, "add", interrupt)
+        with pytest.raises(KeyboardInterrupt):
+            limiter.acquire()  # waits for the next permit: pushed, then recorded
+        assert len(limiter.machine) == 0, "left queued"
+        assert limiter.statistics().levels[0].cancelled == 1
+        limiter.acquire(timeout=5.0)  # the next permit, in 50 ms
+        assert limiter.machine.in_flight == 0
+    assert len(recording.calls) == 1
+
+
 def test_an_interrupted_threads_permit_goes_to_the_next_waiter_at_once(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -399,20 +427,26 @@ def test_a_call_under_way_when_the_recording_starts_is_not_in_it(tmp_path: Any) 
     """A thread starts a recording while another thread's acquire, which
     read the clock before it, is under way (here: held in its flow's
     weight): that call is not the recording's, so no row of the trace is
-    earlier than its start, and the trace reads back."""
+    earlier than its start, and the trace reads back. (The recording
+    starts once the call is done: ``record`` waits for the limiter's lock,
+    which the call holds; the other thread is given a moment, in which it
+    cannot finish.)"""
     from permits.sim import read_trace
 
     started: list[Any] = []
+    others: list[threading.Thread] = []
 
     def weight(flow: object) -> int:
-        if not started:  # another thread starts recording, meanwhile
+        if not others:  # another thread starts recording, meanwhile
             other = threading.Thread(target=lambda: started.append(limiter.record()))
+            others.append(other)
             other.start()
-            other.join()
+            other.join(0.2)
         return 1
 
     with open_limiter(Fifo(), 100, flow_weights=weight) as limiter:
         limiter.acquire(flow="acme")
+        others[0].join(10)
         limiter.acquire(flow="acme")
     [recording] = started
     assert [call.at_ns >= 0 for call in recording.calls] == [True]
@@ -617,3 +651,50 @@ def test_a_permit_in_flight_at_a_fork_is_not_lost_in_the_child(
             assert pipe.read() == "in flight: 0, granted"
         parent.join()
         assert limiter.machine.in_flight == 0
+
+
+class _Units(dict[str, int]):
+    """A cost of one unit whose ``get`` (read by the recording as it adds
+    the call, after the machine has it) runs ``during`` once."""
+
+    during: Any = None
+
+    def get(self, key: str, default: Any = None) -> Any:
+        during, _Units.during = _Units.during, None
+        if during is not None:
+            during()
+        return super().get(key, default)
+
+
+def test_a_recording_started_while_a_call_is_recorded_learns_how_it_ends() -> None:
+    """``record`` from another thread, while a waiting call is being added
+    to the recording it replaces, waits for the limiter's lock: the call
+    is in the earlier recording, and the new one, told how its waiters
+    end, tells it that the call gave up as the limiter closed (without the
+    lock, the new recording was made before the call was noted as
+    waiting, lost it, and the earlier one kept it waiting for ever). The
+    other thread is given a moment to finish, as it did without the lock;
+    holding the lock, it cannot (a slow machine only makes it not try)."""
+    recordings: list[Any] = []
+    with open_limiter(Fifo(), 0.001) as limiter:  # the next permit in 1000 s
+        recordings.append(limiter.record())
+        limiter.acquire()
+        other = threading.Thread(target=lambda: recordings.append(limiter.record()))
+
+        def start_recording() -> None:
+            other.start()
+            other.join(0.5)
+
+        def call() -> None:
+            with pytest.raises(LimiterClosed):
+                limiter.acquire(cost=_Units(units=1))
+
+        _Units.during = start_recording
+        caller = threading.Thread(target=call)
+        caller.start()
+        other.join(10)
+        until(lambda: limiter.statistics().waiting == 1)
+    caller.join(10)
+    first, second = recordings
+    assert [call.give_up_after_ns is not None for call in first.calls] == [False, True]
+    assert second.calls == []

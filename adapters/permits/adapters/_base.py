@@ -308,7 +308,9 @@ class _Limiting:
         self._ids = itertools.count()
         self._closed: LimiterClosed | None = None
         #: Told ``(level, waited_ns)`` as each caller proceeds with its
-        #: permit (the OpenTelemetry wait histogram records from here).
+        #: permit (the OpenTelemetry wait histogram records from here);
+        #: replaced by a new list to change it, never changed in place (a
+        #: thread may be walking it meanwhile).
         self._on_proceed: list[Callable[[int, int], None]] = []
         self._recording: Recording | None = None
         #: Whether the machine paces its own permits, so that one may be
@@ -498,15 +500,24 @@ class _Limiting:
         # The newcomer's own decision, if any: the last, or followed by
         # others' grants in the same push (the policy chooses again after it).
         decision = None
-        if decisions:  # (none while others wait and the newcomer joins them)
-            for i in range(len(decisions) - 1, -1, -1):
-                if decisions[i].id == id:
-                    decision = decisions.pop(i)
-                    break
-            if decisions:
-                self._dispatch(decisions)
-        if self._recording is not None:
-            self._record(now, level, cost, flow, patience, limit, id if decision is None else None)
+        try:
+            if decisions:  # (none while others wait and the newcomer joins them)
+                for i in range(len(decisions) - 1, -1, -1):
+                    if decisions[i].id == id:
+                        decision = decisions.pop(i)
+                        break
+                if decisions:
+                    self._dispatch(decisions)
+            if self._recording is not None:
+                waiting = id if decision is None else None
+                self._record(now, level, cost, flow, patience, limit, waiting)
+        except BaseException:
+            # An interrupt (or a recording that failed) before the caller
+            # knows its id: withdrawn, or its permit handed back, as a
+            # caller's that leaves (left queued, it waited for nobody, and
+            # every caller after it behind it).
+            self._withdraw(id, _Waiter(None, decision))
+            raise
         if decision is not None and decision.state is State.TOO_LONG:
             assert max_wait is not None  # only a push with one is refused so
             raise self._too_long(level, cost, flow, max_wait)

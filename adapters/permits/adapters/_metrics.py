@@ -101,7 +101,7 @@ def check_upstream(upstream: Upstream | None) -> Upstream | None:
 
 def level_names(machine: Machine, levels: Sequence[str] | None) -> list[str]:
     """A name per level for the ``level`` label (default: the level
-    numbers), checked: a sequence of ``str``, one per level."""
+    numbers), checked: a sequence of ``str``, one per level, each its own."""
     count = machine.levels
     if levels is None:
         return [str(i) for i in range(count)]
@@ -112,6 +112,12 @@ def level_names(machine: Machine, levels: Sequence[str] | None) -> list[str]:
             raise PermitTypeError("levels", levels, f"a sequence of str (not {name!r})")
     if len(levels) != count:
         raise PermitValueError("levels", levels, f"needs one name per level ({count})")
+    for i, name in enumerate(levels):
+        if name in levels[:i]:
+            # (each series of a level would be another's, labels and all)
+            raise PermitValueError(
+                "levels", levels, f"names {name!r} twice: give each level a name of its own"
+            )
     return list(levels)
 
 

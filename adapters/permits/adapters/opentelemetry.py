@@ -9,8 +9,9 @@ names: per level (attributes ``limiter`` and ``level``) the queue depth
 ``permits.cancelled``, ``permits.rejected``, ``permits.expired``,
 ``permits.too_long``, ``permits.refunded``), the units granted per limit (``permits.units_granted``,
 attribute ``limit``, an up-down counter: refunds and settles give units
-back) and the waits as a histogram (``permits.wait``, in seconds, recorded
-as each caller proceeds); for the whole limiter the
+back), the waits as a histogram (``permits.wait``, in seconds, recorded
+as each caller proceeds) and the longest wait (``permits.wait.max``, in
+seconds, from the limiter's start); for the whole limiter the
 pauses and the seconds paused (``permits.pauses``, ``permits.paused``), and,
 given ``upstream=transport.upstream`` from ``permits.httpx``, the 429s
 received, the headers that did not parse and the quotas ignored for their
@@ -142,7 +143,9 @@ def instrument(
         wait.record(waited / 1e9, attributes[level])
 
     sources.append(_Instrumented(limiter, name, names, upstream, record))
-    limiter._on_proceed.append(record)
+    # (a new list, never one changed in place: another thread may be
+    # walking the one it replaces, as the limiter tells of a wait)
+    limiter._on_proceed = [*limiter._on_proceed, record]
 
 
 def uninstrument(limiter: _Limiting, meter: Meter | None = None) -> None:
@@ -164,7 +167,7 @@ def uninstrument(limiter: _Limiting, meter: Meter | None = None) -> None:
         )
     for source in mine:
         sources.remove(source)
-        limiter._on_proceed.remove(source.record)
+        limiter._on_proceed = [told for told in limiter._on_proceed if told is not source.record]
 
 
 def _observe(meter: Meter, sources: list[_Instrumented]) -> None:
@@ -206,6 +209,23 @@ def _observe(meter: Meter, sources: list[_Instrumented]) -> None:
         callbacks=[per_level("waiting")],
         unit="{waiter}",
         description="Waiters per level (queue depth)",
+    )
+
+    def longest(options: CallbackOptions) -> Iterable[Observation]:
+        return [
+            Observation(
+                level.wait_max_ns / 1e9, {"limiter": s.name, "level": s.levels[level.level]}
+            )
+            for s in sources
+            for level in s.limiter.statistics().levels
+            if level.wait_max_ns is not None  # (none before the level's first grant)
+        ]
+
+    meter.create_observable_gauge(
+        "permits.wait.max",
+        callbacks=[longest],
+        unit="s",
+        description="Longest wait from push to grant, exact",
     )
     for field, text in COUNTERS:
         meter.create_observable_counter(

@@ -123,41 +123,20 @@ class PermitsCollector(Collector):
         names = level_names(machine, levels)
         self._sources.append(_Source(limiting, machine, name, names, upstream))
 
+    def describe(self) -> Iterator[Metric]:
+        """The metrics :meth:`collect` yields, without their samples: what
+        a registry checks a collector against those registered before it.
+        A second collector of these metrics is refused so (``Duplicated
+        timeseries``) by every registry; one made with
+        ``CollectorRegistry()``, which reads nothing of a collector without
+        ``describe`` as it registers it, took it, and each scrape then
+        named every metric twice (a text Prometheus refuses whole)."""
+        families = _Families()
+        yield from families.all()
+        yield from families.upstreams
+
     def collect(self) -> Iterator[Metric]:
-        labels = ["limiter", "level"]
-        waiting = GaugeMetricFamily(
-            "permits_waiting", "Waiters per level (queue depth)", labels=labels
-        )
-        counters = [
-            CounterMetricFamily(f"permits_{field}", text, labels=labels) for field, text in COUNTERS
-        ]
-        wait = HistogramMetricFamily(
-            "permits_wait_seconds", "Wait from push to grant, of granted waiters", labels=labels
-        )
-        longest = GaugeMetricFamily(
-            "permits_wait_max_seconds", "Longest wait from push to grant, exact", labels=labels
-        )
-        # A gauge: a refund or a settle for less gives units back, and a
-        # counter that goes down reads as a reset to rate().
-        units = GaugeMetricFamily(
-            "permits_units_granted",
-            "Units granted per limit, less those refunded, as settled for those settled",
-            labels=[*labels, "limit"],
-        )
-        pauses = CounterMetricFamily(
-            "permits_pauses",
-            "Pauses that lengthened the time nothing is granted (a 429 with Retry-After)",
-            labels=["limiter"],
-        )
-        paused = CounterMetricFamily(
-            "permits_paused_seconds",
-            "Time nothing could be granted because of pauses, overlaps counted once",
-            labels=["limiter"],
-        )
-        upstreams = [
-            CounterMetricFamily(f"permits_upstream_{field}", text, labels=["limiter"])
-            for field, text, _ in UPSTREAM
-        ]
+        families = _Families()
         for source in self._sources:
             if source.limiting is not None:
                 whole, waits = source.limiting._statistics_and_waits(self._bounds_ns)
@@ -166,28 +145,73 @@ class PermitsCollector(Collector):
             limiter = [source.name]
             for level in whole.levels:
                 label = [source.name, source.levels[level.level]]
-                waiting.add_metric(label, level.waiting)
-                for counter, (field, _) in zip(counters, COUNTERS, strict=True):
+                families.waiting.add_metric(label, level.waiting)
+                for counter, (field, _) in zip(families.counters, COUNTERS, strict=True):
                     counter.add_metric(label, getattr(level, field))
                 buckets = list(zip(self._les, waits[level.level], strict=True))
                 buckets.append(("+Inf", level.granted))
                 # (None only from a machine keeping no waits, which add() refuses)
-                wait.add_metric(label, buckets, (level.wait_total_ns or 0) / 1e9)
+                families.wait.add_metric(label, buckets, (level.wait_total_ns or 0) / 1e9)
                 if level.wait_max_ns is not None:
-                    longest.add_metric(label, level.wait_max_ns / 1e9)
+                    families.longest.add_metric(label, level.wait_max_ns / 1e9)
                 for limit, count in zip(source.machine.limits, level.units_granted, strict=True):
-                    units.add_metric([*label, limit], count)
-            pauses.add_metric(limiter, whole.pauses)
-            paused.add_metric(limiter, whole.paused_ns / 1e9)
+                    families.units.add_metric([*label, limit], count)
+            families.pauses.add_metric(limiter, whole.pauses)
+            families.paused.add_metric(limiter, whole.paused_ns / 1e9)
             if source.upstream is not None:
-                for counter, (field, _, _) in zip(upstreams, UPSTREAM, strict=True):
+                for counter, (field, _, _) in zip(families.upstreams, UPSTREAM, strict=True):
                     counter.add_metric(limiter, getattr(source.upstream, field))
-        yield waiting
-        yield from counters
-        yield wait
-        yield longest
-        yield units
-        yield pauses
-        yield paused
+        yield from families.all()
         if any(source.upstream is not None for source in self._sources):
-            yield from upstreams
+            yield from families.upstreams
+
+
+class _Families:
+    """The metric families of one scrape (or of :meth:`PermitsCollector.describe`),
+    empty."""
+
+    def __init__(self) -> None:
+        labels = ["limiter", "level"]
+        self.waiting = GaugeMetricFamily(
+            "permits_waiting", "Waiters per level (queue depth)", labels=labels
+        )
+        self.counters = [
+            CounterMetricFamily(f"permits_{field}", text, labels=labels) for field, text in COUNTERS
+        ]
+        self.wait = HistogramMetricFamily(
+            "permits_wait_seconds", "Wait from push to grant, of granted waiters", labels=labels
+        )
+        self.longest = GaugeMetricFamily(
+            "permits_wait_max_seconds", "Longest wait from push to grant, exact", labels=labels
+        )
+        # A gauge: a refund or a settle for less gives units back, and a
+        # counter that goes down reads as a reset to rate().
+        self.units = GaugeMetricFamily(
+            "permits_units_granted",
+            "Units granted per limit, less those refunded, as settled for those settled",
+            labels=[*labels, "limit"],
+        )
+        self.pauses = CounterMetricFamily(
+            "permits_pauses",
+            "Pauses that lengthened the time nothing is granted (a 429 with Retry-After)",
+            labels=["limiter"],
+        )
+        self.paused = CounterMetricFamily(
+            "permits_paused_seconds",
+            "Time nothing could be granted because of pauses, overlaps counted once",
+            labels=["limiter"],
+        )
+        self.upstreams = [
+            CounterMetricFamily(f"permits_upstream_{field}", text, labels=["limiter"])
+            for field, text, _ in UPSTREAM
+        ]
+
+    def all(self) -> Iterator[Metric]:
+        """Every family but the upstream's, in the order a scrape shows them."""
+        yield self.waiting
+        yield from self.counters
+        yield self.wait
+        yield self.longest
+        yield self.units
+        yield self.pauses
+        yield self.paused

@@ -74,6 +74,7 @@ from permits.core import (
     PermitTypeError,
     PermitValueError,
     State,
+    Statistics,
     across_processes,
 )
 from permits.core import Policy as _Policy
@@ -1929,6 +1930,26 @@ class RedisLimiter(_AnyioLimiter):
             local.set_limit(self._now(), rate=local_rate, burst=local_burst)
         self._send(request)
 
+    #: This process's pauses (:meth:`pause_for`) that lengthened its
+    #: pause, and the nanoseconds paused in all, overlaps once: what
+    #: :meth:`statistics` says of them (``pauses``, ``paused_ns``).
+    _pauses = 0
+    _paused_ns = 0
+
+    def statistics(self) -> Statistics:
+        """As every limiter's; ``pauses`` and ``paused_ns`` count this
+        process's pauses (:meth:`pause_for`), not the others'."""
+        return self._with_pauses(super().statistics())
+
+    def _statistics_and_waits(
+        self, bounds_ns: Sequence[int]
+    ) -> tuple[Statistics, tuple[tuple[int, ...], ...]]:
+        whole, waits = super()._statistics_and_waits(bounds_ns)
+        return self._with_pauses(whole), waits
+
+    def _with_pauses(self, whole: Statistics) -> Statistics:
+        return Statistics(whole.levels, pauses=self._pauses, paused_ns=self._paused_ns)
+
     def pause_for(self, seconds: float) -> None:
         """Grant nothing for ``seconds``, in any process (a 429 with
         ``Retry-After``); the pause is kept in Redis, and every process's
@@ -1944,6 +1965,11 @@ class RedisLimiter(_AnyioLimiter):
         local = self._local
         if local is not None:
             local.pause_until(now + length, now)
+        if now + length > max(now, self._pause_end):
+            # Counted as the machine counts its own (P46): fed from
+            # outside, it keeps no pauses of this process.
+            self._pauses += 1
+            self._paused_ns += now + length - max(now, self._pause_end)
         end = self._pause_end = max(self._pause_end, now + length)
         booked = self._booked
         if booked is not None and booked[0] < end / 1e9:

@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING, NoReturn
 from permits.core import SECOND, Decision, FlowStatistics, Policy, Statistics
 
 from ._base import LimiterOptions, Permit, _Limiting, _Waiter, refuse_unknown
+from ._recording import Recording
 from ._requires import _running
 
 if TYPE_CHECKING:
@@ -172,7 +173,8 @@ class Limiter(_Limiting):
         # An exception once the waiter is pushed (a KeyboardInterrupt lands
         # between any two bytecodes of the main thread) withdraws it or hands
         # its permit back: none is left queued or in flight with nobody to
-        # take it. Only the few bytecodes between the push and the return
+        # take it (within _request, after the push, _request withdraws it).
+        # Only the few bytecodes around the machine's push and the return
         # of _request are not covered. (A take pushes nothing: granted and
         # spent in one step, or not made.)
         pushed = False
@@ -232,6 +234,15 @@ class Limiter(_Limiting):
     def statistics(self) -> Statistics:
         with self._lock:
             return super().statistics()
+
+    def record(self, max_calls: int = 1_000_000) -> Recording:
+        # Under the lock, as every call is recorded: a recording started
+        # while another thread's call was being added to the one it
+        # replaces lost that call (it was noted as waiting only after the
+        # new recording looked for waiting calls), and the earlier one
+        # never learned how it ended.
+        with self._lock:
+            return super().record(max_calls)
 
     def busiest_flows(self, level: int, n: int = 10) -> tuple[FlowStatistics, ...]:
         with self._lock:
