@@ -2434,9 +2434,16 @@ class RedisLimiter(_AnyioLimiter):
     ) -> None:
         """After a hand-over: give back the ``left`` permits nobody could
         take; if the next permit is not there yet and waiters remain, wait
-        for it (as for a refusal)."""
+        for it (as for a refusal). Permits left because this process is
+        paused (Redis let them through before it read the pause, or after
+        it lost it: a restart) are asked for again once the pause is over
+        (sooner if the pause is still to be sent), not at once: a take and a
+        give-back each pass, for as long as the pause lasts."""
         if left:
             await self._give_back(units, left)
+            if self._last < self._pause_end:
+                pause_us = math.ceil((self._pause_end / 1e9 - answered) * 1e6)
+                retry_after = max(retry_after, pause_us)
         if retry_after and self._machine.next_level() is not None:
             await self._wait_for(level, retry_after, answered, retry_units)
 
