@@ -22,6 +22,7 @@ import threading
 import time
 from collections.abc import AsyncIterator
 from fractions import Fraction
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -1250,6 +1251,35 @@ async def test_a_lease_takes_no_permit_ahead_of_its_callers(
     entries = audit_entries(redis_server, name)
     assert [e for e in entries if e.startswith("g")] == []  # nothing given back
     assert len(entries) == callers
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("costs", [[1, 2] * 10, [1] * 8 + [2] * 8 + [1] * 4])
+async def test_a_lease_takes_no_permit_for_callers_of_another_cost(
+    redis_server: RedisServer, costs: list[int]
+) -> None:
+    """P45 with costs: a lease is the asks of callers already there that it
+    can serve, the callers its permits go to, in their order, for as long
+    as they ask for the head's cost: 20 callers of two costs queued at once,
+    under a burst with room for all and nobody leaving, are charged once
+    each and nothing is given back; under the upstream's quota of exactly
+    the units they ask, every one is served. (A lease counted every caller
+    of the level: one asking for 1 unit took 16 permits of 1, gave 15 back
+    and charged the quota for them all, so 5 callers of 20 were served.)"""
+    name = fresh()
+    async with open_limiter(
+        Fifo(1), redis_server.url, name=name, rate=1000, burst=100, audit=True
+    ) as limiter:
+        limiter.quota(sum(costs), 60)
+        await sent(limiter)
+        with anyio.fail_after(10):
+            async with anyio.create_task_group() as tg:
+                for cost in costs:
+                    tg.start_soon(partial(limiter.acquire, cost=cost))
+        assert limiter.given_back == 0
+    entries = audit_entries(redis_server, name)
+    assert [e for e in entries if e.startswith("g")] == []  # nothing given back
+    assert len(entries) == len(costs)
 
 
 # -- several real processes -------------------------------------------------

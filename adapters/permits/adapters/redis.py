@@ -2368,13 +2368,33 @@ class RedisLimiter(_AnyioLimiter):
             demand=depths,
             ttl=self.demand_ttl,
             book=self.book_ahead if book else 0.0,
-            lease=min(self.lease, machine.queues.depths[level]),
+            lease=self._lease(level, units),
             waiting=waiting,
             grace=self.demand_ttl,
             weights=self._weights,
             shared=self._shared,
         )
         return _Take(request, head.id, level, units, reserve, depths, waiting)  # type: ignore[arg-type]
+
+    def _lease(self, level: int, units: tuple[int, ...]) -> int:
+        """The most permits a take for ``level``'s head (of ``units``) asks
+        for: no more than :attr:`lease`, nor than the callers there its
+        permits would go to, in the order they would be granted, until the
+        first that asks for other units (the hand-over stops there, and what
+        is left goes back to Redis, charged to any quota of the upstream's
+        all the same). While every caller so far asked for one unit of every
+        limit, those are all of the level's callers."""
+        machine = self._machine
+        most = min(self.lease, machine.queues.depths[level])
+        if most == 1 or machine.unit_costs:
+            return most
+        asks = self._asks
+        count = 0
+        for waiter in machine.queues.waiters(level):
+            if count == most or asks.get(waiter.id) != units:  # type: ignore[call-overload]
+                break
+            count += 1
+        return max(count, 1)
 
     def _took(self, take: _Take, answer: GcraAnswer) -> Callable[[], Awaitable[None]] | None:
         """Redis answered ``take``: act on the answer at once (hand the
