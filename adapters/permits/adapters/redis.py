@@ -324,9 +324,10 @@ if process ~= '' or me ~= '' then
   if process == '' then rank = 0 end
 
   -- Global priority: the waiters of other live processes, per level from 1
-  -- (forgetting the demand of processes gone quiet).
+  -- (forgetting the demand of processes gone quiet), and when the last of
+  -- the entries with waiters at each level expires (us).
   function waiting_elsewhere(process)
-    local waits = {}
+    local waits, expires = {}, {}
     local entries = redis.call('HGETALL', KEYS[4])
     for j = 1, #entries, 2 do
       if entries[j] ~= process then
@@ -335,11 +336,14 @@ if process ~= '' or me ~= '' then
         if words[1] <= now then
           redis.call('HDEL', KEYS[4], entries[j])
         else
-          for l = 1, #words - 1 do waits[l] = (waits[l] or 0) + words[l + 1] end
+          for l = 1, #words - 1 do
+            waits[l] = (waits[l] or 0) + words[l + 1]
+            if words[l + 1] > 0 then expires[l] = max(expires[l] or 0, words[1]) end
+          end
         end
       end
     end
-    return waits
+    return waits, expires
   end
 
   -- Global shares: start-time fair queuing over the levels, in units of the
@@ -474,7 +478,8 @@ if op == 'take' then
   local at = allowed_at(arg)
   local held = pause > now  -- by a pause, or by more urgent waiters elsewhere
   if process ~= '' then
-    local waits, ahead = waiting_elsewhere(process), 0
+    local waits, expires = waiting_elsewhere(process)
+    local ahead, last = 0, now  -- last: when the entries holding it expire
     if #costs > 0 then
       -- shares: not while any live process, this one included, waits at a
       -- level whose next grant starts sooner than the take's level's; the
@@ -486,7 +491,9 @@ if op == 'take' then
       told = {-1, mine}
       held = held or mine ~= level
       for l = 1, #costs do
-        if (waits[l] or 0) > 0 and start(l - 1) < start(mine) then ahead = ahead + 1 end
+        if (waits[l] or 0) > 0 and start(l - 1) < start(mine) then
+          ahead, last = ahead + 1, max(last, expires[l])
+        end
       end
     else
       -- strict: not while a level more urgent than this one, and than every
@@ -497,13 +504,15 @@ if op == 'take' then
       for l = 1, level do
         if (counts[l] or 0) > 0 then urgent = l - 1 break end
       end
-      for l = 1, urgent do ahead = ahead + (waits[l] or 0) end
+      for l = 1, urgent do ahead, last = ahead + (waits[l] or 0), max(last, expires[l] or now) end
     end
-    -- at best, each of those takes one interval of the fastest limit
+    -- at best, each of those takes one interval of the fastest limit; at
+    -- the latest, they hold it until their entries expire (those of
+    -- processes gone quiet: then it is asked again at once)
     if ahead > 0 then
       local fastest = T[1]
       for i = 2, n do fastest = min(fastest, T[i]) end
-      at = max(at, now + ahead * fastest)
+      at = max(at, min(now + ahead * fastest, last))
       held = true
     end
   end
