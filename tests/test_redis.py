@@ -2778,16 +2778,21 @@ def answers_busy(server: RedisServer) -> bool:
 @contextlib.contextmanager
 def refusing(server: RedisServer, refusal: str) -> Any:
     """While in the block, ``server`` answers each script call with the
-    error ``refusal`` (``-OOM``, ``-READONLY``, ``-BUSY``, ``-MISCONF``), as
-    a server does out of memory, turned into a replica, running a script
-    past its time limit, or after a snapshot that failed; then it serves
-    again."""
+    error ``refusal`` (``-OOM``, ``-READONLY``, ``-BUSY``, ``-MISCONF``,
+    ``-NOREPLICAS``), as a server does out of memory, turned into a replica,
+    running a script past its time limit, after a snapshot that failed, or
+    with fewer replicas in sync than ``min-replicas-to-write``; then it
+    serves again."""
     admin = redis.Redis(port=server.port)
     try:
         if refusal == "OOM":
             admin.config_set("maxmemory", 1)
             yield
             admin.config_set("maxmemory", 0)
+        elif refusal == "NOREPLICAS":
+            admin.config_set("min-replicas-to-write", 1)  # it has none
+            yield
+            admin.config_set("min-replicas-to-write", 0)
         elif refusal == "MISCONF":
             # a snapshot that cannot be written (a directory where its file
             # goes) stops writes, as a full or broken disk does
@@ -2827,14 +2832,15 @@ def refusing(server: RedisServer, refusal: str) -> Any:
         admin.close()
 
 
-@pytest.mark.parametrize("refusal", ["OOM", "READONLY", "BUSY", "MISCONF"])
+@pytest.mark.parametrize("refusal", ["OOM", "READONLY", "BUSY", "MISCONF", "NOREPLICAS"])
 @pytest.mark.anyio
 async def test_a_server_that_cannot_serve_now_is_an_outage(
     own_server: RedisServer, refusal: str
 ) -> None:
     """A server out of memory (``-OOM``), turned into a replica by a
     failover (``-READONLY``), running a script past its time limit
-    (``-BUSY``) or refusing writes after a failed snapshot (``-MISCONF``)
+    (``-BUSY``), refusing writes after a failed snapshot (``-MISCONF``) or
+    while fewer replicas are in sync than it must write to (``-NOREPLICAS``)
     answers, but serves no take: an outage, as for ``-LOADING``,
     so the waiter gets BackendUnavailable (the limiter broke: LimiterClosed
     for every waiter); once it serves again, service resumes."""
@@ -2884,14 +2890,15 @@ async def test_a_replica_after_a_failover_is_asked_on_a_new_connection(
     assert opened >= 1
 
 
-@pytest.mark.parametrize("refusal", ["OOM", "READONLY", "MISCONF"])
+@pytest.mark.parametrize("refusal", ["OOM", "READONLY", "MISCONF", "NOREPLICAS"])
 @pytest.mark.anyio
 async def test_the_local_fallback_holds_while_redis_answers_but_cannot_serve(
     own_server: RedisServer, refusal: str
 ) -> None:
     """A server out of memory (``-OOM``), turned into a replica
-    (``-READONLY``) or refusing writes after a failed snapshot
-    (``-MISCONF``) still answers reads: the local fallback holds for as
+    (``-READONLY``), refusing writes after a failed snapshot (``-MISCONF``)
+    or while its replicas are not in sync (``-NOREPLICAS``) still answers
+    reads: the local fallback holds for as
     long as it refuses writes (its probe read the limit's key, succeeded,
     and the limiter went back to Redis about every 0.1 s, failed a take and
     fell back again), and Redis serves again within a bound once it clears

@@ -782,16 +782,20 @@ class _NotNow(redis.exceptions.ConnectionError):
     raises as a plain ``ResponseError``: an outage. ``-BUSY``: it runs a
     script past its time limit, and answers everything else so until it
     ends; ``-MISCONF``: its last snapshot failed, and it refuses writes
-    until one succeeds (``stop-writes-on-bgsave-error``)."""
+    until one succeeds (``stop-writes-on-bgsave-error``); ``-NOREPLICAS``:
+    fewer of its replicas are in sync than ``min-replicas-to-write``, and it
+    refuses writes until enough are again (a replica lagging or
+    restarting)."""
 
 
 #: The first words of the error replies that are a :class:`_NotNow`.
-_NOT_NOW = ("BUSY ", "MISCONF ")
+_NOT_NOW = ("BUSY ", "MISCONF ", "NOREPLICAS ")
 
 
 def _counted(error: redis.exceptions.ResponseError) -> BaseException:
-    """An error reply as the limiter counts it: ``-BUSY`` and ``-MISCONF``
-    as a :class:`_NotNow` (an outage), anything else as it is."""
+    """An error reply as the limiter counts it: ``-BUSY``, ``-MISCONF`` and
+    ``-NOREPLICAS`` as a :class:`_NotNow` (an outage), anything else as it
+    is."""
     if type(error) is redis.exceptions.ResponseError and str(error).startswith(_NOT_NOW):
         return _NotNow(str(error))
     return error
@@ -1511,8 +1515,9 @@ class RedisLimit:
 #: serve the limit now: a replica, after a failover (``-READONLY``), out of
 #: memory (``-OOM``; a script call refused so charges nothing), still
 #: loading its data (``-LOADING``) or running a script past its time limit
-#: (``-BUSY``) or refusing writes after a failed snapshot (``-MISCONF``;
-#: see :class:`_NotNow`), both ``ConnectionError``\ s.
+#: (``-BUSY``) or refusing writes after a failed snapshot (``-MISCONF``)
+#: or while too few replicas are in sync (``-NOREPLICAS``; see
+#: :class:`_NotNow`), all ``ConnectionError``\ s.
 _UNREACHABLE = (
     redis.exceptions.ConnectionError,
     redis.exceptions.TimeoutError,
