@@ -2404,8 +2404,8 @@ class RedisLimiter(_AnyioLimiter):
             return most
         asks = self._asks
         count = 0
-        for waiter in machine.queues.waiters(level):
-            if count == most or asks.get(waiter.id) != units:  # type: ignore[call-overload]
+        for waiter in machine.queues.leading(level, most):
+            if asks.get(waiter.id) != units:  # type: ignore[call-overload]
                 break
             count += 1
         return max(count, 1)
