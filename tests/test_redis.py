@@ -1687,6 +1687,48 @@ def test_a_killed_processs_place_in_the_line_is_kept_within_its_ttl(
     assert after >= 0.85 * RATE, after
 
 
+@pytest.mark.anyio
+async def test_an_urgent_waiter_is_published_while_its_process_waits_for_a_booking(
+    redis_server: RedisServer,
+) -> None:
+    """P43 with booking ahead: an interactive caller that comes while its
+    process waits for a batch permit booked 1 s ahead is published at once
+    (one round trip), not at the booked time: until then the other
+    processes' batch calls were not held up by it (it was never published,
+    served by the booked permit)."""
+    name = fresh()
+    admin = redis.Redis.from_url(redis_server.url)
+    try:
+        async with open_limiter(
+            StrictPriority(2),
+            redis_server.url,
+            name=name,
+            rate=1,
+            burst=1,
+            global_priority=True,
+            book_ahead=1.0,
+            demand_ttl=2.0,
+        ) as limiter:
+            await limiter.acquire(BATCH)  # the bucket is empty
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(partial(limiter.acquire, BATCH))
+                with anyio.fail_after(5):
+                    while limiter._booked is None:  # booked about 1 s ahead
+                        await anyio.sleep(0.005)
+                tg.start_soon(partial(limiter.acquire, INTERACTIVE))
+                start = anyio.current_time()
+                with anyio.fail_after(5):
+                    while True:
+                        entry = admin.hget(f"permits:{{{name}}}:demand", limiter.limit.process)
+                        if entry is not None and int(entry.split()[1]) > 0:
+                            break
+                        await anyio.sleep(0.005)
+                assert limiter._booked is not None  # its time has not come
+                assert anyio.current_time() - start < 0.5
+    finally:
+        admin.close()
+
+
 @pytest.mark.timeout(120)
 def test_booking_ahead_at_saturation(redis_server: RedisServer) -> None:
     """P44 with four real processes saturating 200/s, each booking up to

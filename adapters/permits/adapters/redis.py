@@ -2078,8 +2078,12 @@ class RedisLimiter(_AnyioLimiter):
         if self._pending or self._then is not None:
             return True
         level = self._machine.next_level(self._ask_next)
-        if self._published and level != self._retry_level:
-            return True  # the demand published is not what waits now
+        if level != self._retry_level and (
+            self._published or (self.global_priority and self._booked is not None)
+        ):
+            # the demand published is not what waits now (or, waiting for a
+            # permit booked, another level is next: its demand goes out)
+            return True
         if level is None:
             # nobody waits now: a place held in the line is left (else the
             # others would count it ahead of them until its turn is past)
@@ -2343,10 +2347,12 @@ class RedisLimiter(_AnyioLimiter):
         if booked is not None:
             # Wait for the booked permit's time, unless a waiter with a
             # smaller reserve came (it may find a permit now), or, under
-            # global priority, another level is next (its demand goes out).
+            # global priority, another level is next (its demand goes out,
+            # published or not yet: an urgent waiter that came meanwhile
+            # was told to the other processes only at the booked time).
             at, _, booked_level, _ = booked
             if self.reserve[level] >= self.reserve[booked_level] and not (
-                self._published and level != booked_level
+                self.global_priority and level != booked_level
             ):
                 now = self._seconds()
                 await self._wait_for(booked_level, math.ceil((at - now) * 1e6), now)
