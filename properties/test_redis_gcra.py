@@ -78,6 +78,19 @@ class Buckets:
         """Waiters of other live processes at levels more urgent than ``level``."""
         return sum(self.elsewhere(process, now)[:level])
 
+    def expiry(self, process: str, now: int, levels: Sequence[int]) -> int:
+        """When the last entry of another live process with a waiter at one
+        of ``levels`` expires (``now`` if none)."""
+        self.elsewhere(process, now)  # (the expired forgotten)
+        return max(
+            (
+                expiry
+                for other, (expiry, counts) in self.demand.items()
+                if other != process and any(lv < len(counts) and counts[lv] for lv in levels)
+            ),
+            default=now,
+        )
+
     def start(self, level: int) -> int:
         """Global shares: when ``level``'s next grant starts, in virtual time."""
         return max(self.finish.get(level, 0), self.virtual)
@@ -214,12 +227,22 @@ class Buckets:
                 mine, ahead = self.held_for(process, now, counts, level)
                 tail = (-1, mine)
                 held = held or mine != level
+                waits = self.elsewhere(process, now)
+                sooner = [
+                    lv
+                    for lv, w in enumerate(waits[: len(counts)])
+                    if w > 0 and self.start(lv) < self.start(mine)
+                ]
             else:
                 # more urgent than the take and than every waiter of its own
                 urgent = next((lv for lv in range(level) if counts[lv] > 0), level)
                 ahead = self.ahead(process, urgent, now)
+                sooner = list(range(urgent))
             if ahead > 0:
-                wait = max(wait, ahead * min(self.T))
+                # at best each takes an interval of the fastest limit; at the
+                # latest they hold it until their entries expire
+                last = self.expiry(process, now, sooner)
+                wait = max(wait, min(ahead * min(self.T), Fraction(last - now)))
                 held = True
         if wait > 0 and (held or wait > book):
             if demand is not None:
@@ -665,9 +688,15 @@ MUTANTS = {
         "publishing one process's demand drops the others'",
         "demand",
     ),
+    "held-past-the-demands-expiry": (
+        "      at = max(at, min(now + ahead * fastest, last))\n",
+        "      at = max(at, now + ahead * fastest)\n",
+        "a take held by a silent process's demand comes back only when its waiters could be served",
+        "silent",
+    ),
     "held-by-the-levels-between": (
-        "      for l = 1, urgent do ahead = ahead + (waits[l] or 0) end\n",
-        "      for l = 1, level do ahead = ahead + (waits[l] or 0) end\n",
+        "      for l = 1, urgent do ahead, last = ",
+        "      for l = 1, level do ahead, last = ",
         "a process serving a less urgent level first is held by the levels between",
         "demand",
     ),
@@ -716,6 +745,7 @@ def test_script_mutants_are_caught(client: Any, mutant: str) -> None:
     by_hand = {
         "shared-limit": test_global_shares_count_the_shared_limit_by_hand,
         "quota": test_a_quota_counts_down_on_the_shared_key_by_hand,
+        "silent": test_a_silent_processs_demand_holds_no_longer_than_its_entry,
     }
     if run in by_hand:  # no examples to draw
         with pytest.raises(AssertionError):
@@ -1060,6 +1090,24 @@ def test_a_silent_processs_demand_blocks_until_its_ttl(
     for dt in sorted({*after, ttl - 1, ttl}):  # and either side of the expiry
         allowed = call("take", T0 + dt, 0, (1,), "b", TTL, 1, "0 1")[0]
         assert bool(allowed) == (dt >= ttl), ("P43", dt, ttl)
+
+
+def test_a_silent_processs_demand_holds_no_longer_than_its_entry(script: Any) -> None:
+    """P43, in the script: a take held only by the waiters of a process gone
+    quiet (killed) is told to come back when its entry expires, not once
+    every waiter it published could have been served: ``a``'s 500
+    interactive waiters would take 5 s at 100/s, its entry expires in 1 s.
+    (Told 5 s, the process came back at its next heartbeat, up to half a
+    ``demand_ttl`` past the bound.) A take held by waiters that could all be
+    served sooner is told that."""
+    call = caller(script, [100], [5])
+    call("demand", T0, 0, (0,), "a", 1_000_000, 0, "500 0")
+    call("demand", T0, 0, (0,), "c", 5_000_000, 0, "0 0 7")  # none more urgent than b's
+    assert call("take", T0, 0, (1,), "b", TTL, 1, "0 1")[:2] == [0, 1_000_000], "P43"
+    assert call("take", T0 + 999_999, 0, (1,), "b", TTL, 1, "0 1")[:2] == [0, 1], "P43"
+    assert call("take", T0 + 1_000_000, 0, (1,), "b", TTL, 1, "0 1")[0] == 1, "P43"
+    call("demand", T0 + 1_000_000, 0, (0,), "a", 1_000_000, 0, "2 0")
+    assert call("take", T0 + 1_000_000, 0, (1,), "b", TTL, 1, "0 1")[:2] == [0, 20_000]
 
 
 # -- the line -------------------------------------------------------------------

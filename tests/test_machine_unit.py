@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import enum
+import random
 import threading
 from fractions import Fraction
 
@@ -402,3 +403,37 @@ def test_a_policy_says_how_processes_share_a_limit() -> None:
         with pytest.raises(PermitValueError, match="across_processes") as error:
             across_processes(policy, ("requests",))
         assert (error.value.argument, error.value.value) == ("policy", policy), dealt
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_the_leading_waiters_are_the_first_of_the_order(seed: int) -> None:
+    """``Queues.leading(level, n)`` is ``waiters(level)[:n]`` (the order the
+    waiters would be granted in), without ordering the rest: over pushes of
+    several costs into one flow or several of different weights, grants
+    and cancels."""
+    rng = random.Random(seed)
+    machine = Machine(
+        Fifo(1),
+        limits={"a": Limit(1, burst=3), "b": Limit(1, burst=3)},
+        supplied=True,
+        flow_weights=lambda flow: 1 + hash(flow) % 3,
+        flow_limit=rng.choice(["a", "b"]),
+    )
+    options: list[list[str | None]] = [[None], ["x", "y"], ["x", "y", "z", "w"]]
+    flows = rng.choice(options)
+    waiting: list[int] = []
+    for id in range(200):
+        action = rng.random()
+        if action < 0.6 or not waiting:
+            cost = {"a": rng.randint(0, 3), "b": rng.randint(1, 3)}
+            machine.push(id, 0, id, cost=cost, flow=rng.choice(flows))
+            waiting.append(id)
+        elif action < 0.8:
+            for decision in machine.supply(id):
+                waiting.remove(decision.id)  # type: ignore[arg-type]
+        else:
+            gone = waiting.pop(rng.randrange(len(waiting)))
+            machine.cancel(gone)
+        order = machine.queues.waiters(0)
+        for n in (0, 1, 2, 5, 16, len(order), len(order) + 3):
+            assert machine.queues.leading(0, n) == order[:n], (seed, id, n)

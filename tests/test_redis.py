@@ -22,6 +22,7 @@ import threading
 import time
 from collections.abc import AsyncIterator
 from fractions import Fraction
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -1306,6 +1307,35 @@ async def test_a_lease_takes_no_permit_ahead_of_its_callers(
     assert len(entries) == callers
 
 
+@pytest.mark.anyio
+@pytest.mark.parametrize("costs", [[1, 2] * 10, [1] * 8 + [2] * 8 + [1] * 4])
+async def test_a_lease_takes_no_permit_for_callers_of_another_cost(
+    redis_server: RedisServer, costs: list[int]
+) -> None:
+    """P45 with costs: a lease is the asks of callers already there that it
+    can serve, the callers its permits go to, in their order, for as long
+    as they ask for the head's cost: 20 callers of two costs queued at once,
+    under a burst with room for all and nobody leaving, are charged once
+    each and nothing is given back; under the upstream's quota of exactly
+    the units they ask, every one is served. (A lease counted every caller
+    of the level: one asking for 1 unit took 16 permits of 1, gave 15 back
+    and charged the quota for them all, so 5 callers of 20 were served.)"""
+    name = fresh()
+    async with open_limiter(
+        Fifo(1), redis_server.url, name=name, rate=1000, burst=100, audit=True
+    ) as limiter:
+        limiter.quota(sum(costs), 60)
+        await sent(limiter)
+        with anyio.fail_after(10):
+            async with anyio.create_task_group() as tg:
+                for cost in costs:
+                    tg.start_soon(partial(limiter.acquire, cost=cost))
+        assert limiter.given_back == 0
+    entries = audit_entries(redis_server, name)
+    assert [e for e in entries if e.startswith("g")] == []  # nothing given back
+    assert len(entries) == len(costs)
+
+
 # -- several real processes -------------------------------------------------
 
 WORKERS = 4
@@ -1709,6 +1739,48 @@ def test_a_killed_processs_place_in_the_line_is_kept_within_its_ttl(
     )
     assert while_kept >= 0.5 * RATE, while_kept
     assert after >= 0.85 * RATE, after
+
+
+@pytest.mark.anyio
+async def test_an_urgent_waiter_is_published_while_its_process_waits_for_a_booking(
+    redis_server: RedisServer,
+) -> None:
+    """P43 with booking ahead: an interactive caller that comes while its
+    process waits for a batch permit booked 1 s ahead is published at once
+    (one round trip), not at the booked time: until then the other
+    processes' batch calls were not held up by it (it was never published,
+    served by the booked permit)."""
+    name = fresh()
+    admin = redis.Redis.from_url(redis_server.url)
+    try:
+        async with open_limiter(
+            StrictPriority(2),
+            redis_server.url,
+            name=name,
+            rate=1,
+            burst=1,
+            global_priority=True,
+            book_ahead=1.0,
+            demand_ttl=2.0,
+        ) as limiter:
+            await limiter.acquire(BATCH)  # the bucket is empty
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(partial(limiter.acquire, BATCH))
+                with anyio.fail_after(5):
+                    while limiter._booked is None:  # booked about 1 s ahead
+                        await anyio.sleep(0.005)
+                tg.start_soon(partial(limiter.acquire, INTERACTIVE))
+                start = anyio.current_time()
+                with anyio.fail_after(5):
+                    while True:
+                        entry = admin.hget(f"permits:{{{name}}}:demand", limiter.limit.process)
+                        if entry is not None and int(entry.split()[1]) > 0:
+                            break
+                        await anyio.sleep(0.005)
+                assert limiter._booked is not None  # its time has not come
+                assert anyio.current_time() - start < 0.5
+    finally:
+        admin.close()
 
 
 @pytest.mark.timeout(120)
@@ -2630,6 +2702,32 @@ async def test_a_restart_loses_the_pause_and_changed_limits(own_server: RedisSer
 
 @pytest.mark.timeout(60)
 @pytest.mark.parametrize("anyio_backend", ["asyncio", "trio"])
+@pytest.mark.anyio
+async def test_a_pause_redis_lost_holds_its_process_without_a_round_trip_each_pass(
+    own_server: RedisServer,
+) -> None:
+    """SPEC, across a Redis restart: the pause in force is lost in Redis,
+    while the process that paused still hands nothing over within it (a
+    permit Redis lets through then goes back). It waits for its pause's end
+    to ask again, not take and give back a permit in a loop: that was about
+    6,000 round trips a second, for as long as the pause had left."""
+    async with open_limiter(
+        Fifo(1), own_server.url, name=fresh(), rate=10, burst=5, timeout=0.5
+    ) as limiter:
+        limiter.pause_for(60)
+        await sent(limiter)
+        await anyio.to_thread.run_sync(own_server.kill)
+        await anyio.to_thread.run_sync(own_server.start)
+        before = limiter.round_trips
+        with pytest.raises(AcquireTimeout):  # paused here for a minute yet
+            await limiter.acquire(timeout=1.0)
+        # a take, its permit given back (and a try or two on the old
+        # connection, the server restarted under it): then nothing more
+        assert limiter.round_trips - before <= 10
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("anyio_backend", ["asyncio", "trio"])
 @pytest.mark.parametrize("mode", ["closed", "local"])
 @pytest.mark.anyio
 async def test_changes_kept_through_an_outage_count_from_when_they_were_given(
@@ -2776,16 +2874,21 @@ def answers_busy(server: RedisServer) -> bool:
 @contextlib.contextmanager
 def refusing(server: RedisServer, refusal: str) -> Any:
     """While in the block, ``server`` answers each script call with the
-    error ``refusal`` (``-OOM``, ``-READONLY``, ``-BUSY``, ``-MISCONF``), as
-    a server does out of memory, turned into a replica, running a script
-    past its time limit, or after a snapshot that failed; then it serves
-    again."""
+    error ``refusal`` (``-OOM``, ``-READONLY``, ``-BUSY``, ``-MISCONF``,
+    ``-NOREPLICAS``), as a server does out of memory, turned into a replica,
+    running a script past its time limit, after a snapshot that failed, or
+    with fewer replicas in sync than ``min-replicas-to-write``; then it
+    serves again."""
     admin = redis.Redis(port=server.port)
     try:
         if refusal == "OOM":
             admin.config_set("maxmemory", 1)
             yield
             admin.config_set("maxmemory", 0)
+        elif refusal == "NOREPLICAS":
+            admin.config_set("min-replicas-to-write", 1)  # it has none
+            yield
+            admin.config_set("min-replicas-to-write", 0)
         elif refusal == "MISCONF":
             # a snapshot that cannot be written (a directory where its file
             # goes) stops writes, as a full or broken disk does
@@ -2825,14 +2928,15 @@ def refusing(server: RedisServer, refusal: str) -> Any:
         admin.close()
 
 
-@pytest.mark.parametrize("refusal", ["OOM", "READONLY", "BUSY", "MISCONF"])
+@pytest.mark.parametrize("refusal", ["OOM", "READONLY", "BUSY", "MISCONF", "NOREPLICAS"])
 @pytest.mark.anyio
 async def test_a_server_that_cannot_serve_now_is_an_outage(
     own_server: RedisServer, refusal: str
 ) -> None:
     """A server out of memory (``-OOM``), turned into a replica by a
     failover (``-READONLY``), running a script past its time limit
-    (``-BUSY``) or refusing writes after a failed snapshot (``-MISCONF``)
+    (``-BUSY``), refusing writes after a failed snapshot (``-MISCONF``) or
+    while fewer replicas are in sync than it must write to (``-NOREPLICAS``)
     answers, but serves no take: an outage, as for ``-LOADING``,
     so the waiter gets BackendUnavailable (the limiter broke: LimiterClosed
     for every waiter); once it serves again, service resumes."""
@@ -2882,14 +2986,15 @@ async def test_a_replica_after_a_failover_is_asked_on_a_new_connection(
     assert opened >= 1
 
 
-@pytest.mark.parametrize("refusal", ["OOM", "READONLY", "MISCONF"])
+@pytest.mark.parametrize("refusal", ["OOM", "READONLY", "MISCONF", "NOREPLICAS"])
 @pytest.mark.anyio
 async def test_the_local_fallback_holds_while_redis_answers_but_cannot_serve(
     own_server: RedisServer, refusal: str
 ) -> None:
     """A server out of memory (``-OOM``), turned into a replica
-    (``-READONLY``) or refusing writes after a failed snapshot
-    (``-MISCONF``) still answers reads: the local fallback holds for as
+    (``-READONLY``), refusing writes after a failed snapshot (``-MISCONF``)
+    or while its replicas are not in sync (``-NOREPLICAS``) still answers
+    reads: the local fallback holds for as
     long as it refuses writes (its probe read the limit's key, succeeded,
     and the limiter went back to Redis about every 0.1 s, failed a take and
     fell back again), and Redis serves again within a bound once it clears

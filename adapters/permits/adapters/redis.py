@@ -325,9 +325,10 @@ if process ~= '' or me ~= '' then
   if process == '' then rank = 0 end
 
   -- Global priority: the waiters of other live processes, per level from 1
-  -- (forgetting the demand of processes gone quiet).
+  -- (forgetting the demand of processes gone quiet), and when the last of
+  -- the entries with waiters at each level expires (us).
   function waiting_elsewhere(process)
-    local waits = {}
+    local waits, expires = {}, {}
     local entries = redis.call('HGETALL', KEYS[4])
     for j = 1, #entries, 2 do
       if entries[j] ~= process then
@@ -336,11 +337,14 @@ if process ~= '' or me ~= '' then
         if words[1] <= now then
           redis.call('HDEL', KEYS[4], entries[j])
         else
-          for l = 1, #words - 1 do waits[l] = (waits[l] or 0) + words[l + 1] end
+          for l = 1, #words - 1 do
+            waits[l] = (waits[l] or 0) + words[l + 1]
+            if words[l + 1] > 0 then expires[l] = max(expires[l] or 0, words[1]) end
+          end
         end
       end
     end
-    return waits
+    return waits, expires
   end
 
   -- Global shares: start-time fair queuing over the levels, in units of the
@@ -475,7 +479,8 @@ if op == 'take' then
   local at = allowed_at(arg)
   local held = pause > now  -- by a pause, or by more urgent waiters elsewhere
   if process ~= '' then
-    local waits, ahead = waiting_elsewhere(process), 0
+    local waits, expires = waiting_elsewhere(process)
+    local ahead, last = 0, now  -- last: when the entries holding it expire
     if #costs > 0 then
       -- shares: not while any live process, this one included, waits at a
       -- level whose next grant starts sooner than the take's level's; the
@@ -487,7 +492,9 @@ if op == 'take' then
       told = {-1, mine}
       held = held or mine ~= level
       for l = 1, #costs do
-        if (waits[l] or 0) > 0 and start(l - 1) < start(mine) then ahead = ahead + 1 end
+        if (waits[l] or 0) > 0 and start(l - 1) < start(mine) then
+          ahead, last = ahead + 1, max(last, expires[l])
+        end
       end
     else
       -- strict: not while a level more urgent than this one, and than every
@@ -498,13 +505,15 @@ if op == 'take' then
       for l = 1, level do
         if (counts[l] or 0) > 0 then urgent = l - 1 break end
       end
-      for l = 1, urgent do ahead = ahead + (waits[l] or 0) end
+      for l = 1, urgent do ahead, last = ahead + (waits[l] or 0), max(last, expires[l] or now) end
     end
-    -- at best, each of those takes one interval of the fastest limit
+    -- at best, each of those takes one interval of the fastest limit; at
+    -- the latest, they hold it until their entries expire (those of
+    -- processes gone quiet: then it is asked again at once)
     if ahead > 0 then
       local fastest = T[1]
       for i = 2, n do fastest = min(fastest, T[i]) end
-      at = max(at, now + ahead * fastest)
+      at = max(at, min(now + ahead * fastest, last))
       held = true
     end
   end
@@ -774,16 +783,20 @@ class _NotNow(redis.exceptions.ConnectionError):
     raises as a plain ``ResponseError``: an outage. ``-BUSY``: it runs a
     script past its time limit, and answers everything else so until it
     ends; ``-MISCONF``: its last snapshot failed, and it refuses writes
-    until one succeeds (``stop-writes-on-bgsave-error``)."""
+    until one succeeds (``stop-writes-on-bgsave-error``); ``-NOREPLICAS``:
+    fewer of its replicas are in sync than ``min-replicas-to-write``, and it
+    refuses writes until enough are again (a replica lagging or
+    restarting)."""
 
 
 #: The first words of the error replies that are a :class:`_NotNow`.
-_NOT_NOW = ("BUSY ", "MISCONF ")
+_NOT_NOW = ("BUSY ", "MISCONF ", "NOREPLICAS ")
 
 
 def _counted(error: redis.exceptions.ResponseError) -> BaseException:
-    """An error reply as the limiter counts it: ``-BUSY`` and ``-MISCONF``
-    as a :class:`_NotNow` (an outage), anything else as it is."""
+    """An error reply as the limiter counts it: ``-BUSY``, ``-MISCONF`` and
+    ``-NOREPLICAS`` as a :class:`_NotNow` (an outage), anything else as it
+    is."""
     if type(error) is redis.exceptions.ResponseError and str(error).startswith(_NOT_NOW):
         return _NotNow(str(error))
     return error
@@ -1518,8 +1531,9 @@ class RedisLimit:
 #: serve the limit now: a replica, after a failover (``-READONLY``), out of
 #: memory (``-OOM``; a script call refused so charges nothing), still
 #: loading its data (``-LOADING``) or running a script past its time limit
-#: (``-BUSY``) or refusing writes after a failed snapshot (``-MISCONF``;
-#: see :class:`_NotNow`), both ``ConnectionError``\ s.
+#: (``-BUSY``) or refusing writes after a failed snapshot (``-MISCONF``)
+#: or while too few replicas are in sync (``-NOREPLICAS``; see
+#: :class:`_NotNow`), all ``ConnectionError``\ s.
 _UNREACHABLE = (
     redis.exceptions.ConnectionError,
     redis.exceptions.TimeoutError,
@@ -2107,8 +2121,12 @@ class RedisLimiter(_AnyioLimiter):
         if self._pending or self._then is not None:
             return True
         level = self._machine.next_level(self._ask_next)
-        if self._published and level != self._retry_level:
-            return True  # the demand published is not what waits now
+        if level != self._retry_level and (
+            self._published or (self.global_priority and self._booked is not None)
+        ):
+            # the demand published is not what waits now (or, waiting for a
+            # permit booked, another level is next: its demand goes out)
+            return True
         if level is None:
             # nobody waits now: a place held in the line is left (else the
             # others would count it ahead of them until its turn is past)
@@ -2372,10 +2390,12 @@ class RedisLimiter(_AnyioLimiter):
         if booked is not None:
             # Wait for the booked permit's time, unless a waiter with a
             # smaller reserve came (it may find a permit now), or, under
-            # global priority, another level is next (its demand goes out).
+            # global priority, another level is next (its demand goes out,
+            # published or not yet: an urgent waiter that came meanwhile
+            # was told to the other processes only at the booked time).
             at, _, booked_level, _ = booked
             if self.reserve[level] >= self.reserve[booked_level] and not (
-                self._published and level != booked_level
+                self.global_priority and level != booked_level
             ):
                 now = self._seconds()
                 await self._wait_for(booked_level, math.ceil((at - now) * 1e6), now)
@@ -2411,13 +2431,33 @@ class RedisLimiter(_AnyioLimiter):
             demand=depths,
             ttl=self.demand_ttl,
             book=self.book_ahead if book else 0.0,
-            lease=min(self.lease, machine.queues.depths[level]),
+            lease=self._lease(level, units),
             waiting=waiting,
             grace=self.demand_ttl,
             weights=self._weights,
             shared=self._shared,
         )
         return _Take(request, head.id, level, units, reserve, depths, waiting)  # type: ignore[arg-type]
+
+    def _lease(self, level: int, units: tuple[int, ...]) -> int:
+        """The most permits a take for ``level``'s head (of ``units``) asks
+        for: no more than :attr:`lease`, nor than the callers there its
+        permits would go to, in the order they would be granted, until the
+        first that asks for other units (the hand-over stops there, and what
+        is left goes back to Redis, charged to any quota of the upstream's
+        all the same). While every caller so far asked for one unit of every
+        limit, those are all of the level's callers."""
+        machine = self._machine
+        most = min(self.lease, machine.queues.depths[level])
+        if most == 1 or machine.unit_costs:
+            return most
+        asks = self._asks
+        count = 0
+        for waiter in machine.queues.leading(level, most):
+            if asks.get(waiter.id) != units:  # type: ignore[call-overload]
+                break
+            count += 1
+        return max(count, 1)
 
     def _took(self, take: _Take, answer: GcraAnswer) -> Callable[[], Awaitable[None]] | None:
         """Redis answered ``take``: act on the answer at once (hand the
@@ -2477,9 +2517,16 @@ class RedisLimiter(_AnyioLimiter):
     ) -> None:
         """After a hand-over: give back the ``left`` permits nobody could
         take; if the next permit is not there yet and waiters remain, wait
-        for it (as for a refusal)."""
+        for it (as for a refusal). Permits left because this process is
+        paused (Redis let them through before it read the pause, or after
+        it lost it: a restart) are asked for again once the pause is over
+        (sooner if the pause is still to be sent), not at once: a take and a
+        give-back each pass, for as long as the pause lasts."""
         if left:
             await self._give_back(units, left)
+            if self._last < self._pause_end:
+                pause_us = math.ceil((self._pause_end / 1e9 - answered) * 1e6)
+                retry_after = max(retry_after, pause_us)
         if retry_after and self._machine.next_level() is not None:
             await self._wait_for(level, retry_after, answered, retry_units)
 
