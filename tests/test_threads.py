@@ -692,6 +692,7 @@ def test_a_recording_started_while_a_call_is_recorded_learns_how_it_ends() -> No
         _Units.during = start_recording
         caller = threading.Thread(target=call)
         caller.start()
+        until(lambda: other.ident is not None)  # started by the caller's thread
         other.join(10)
         until(lambda: limiter.statistics().waiting == 1)
     caller.join(10)
