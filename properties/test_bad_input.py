@@ -1143,6 +1143,20 @@ def test_the_levels_times_and_ids_errors_in_words() -> None:
     ):
         refused(call, *typed("flow", broken, f"{flow}; hashing it raised ValueError('no')"))
     assert machine.snapshot() == before, "P18"
+    # So is an id whose own __hash__ fails, by every operation that takes an
+    # id, the take's quickest case too.
+    for call in (
+        functools.partial(machine.push, broken, 0, 0),
+        functools.partial(machine.take, broken, 0, 0),
+        functools.partial(idle.take, broken, 0, 0),
+        functools.partial(machine.cancel, broken),
+        functools.partial(machine.refund, broken, 0),
+        functools.partial(machine.spend, broken, 0),
+        functools.partial(machine.settle, broken, 1, 0),
+    ):
+        refused(call, *typed("id", broken, "a hashable value; hashing it raised ValueError('no')"))
+    assert machine.snapshot() == before, "P18"
+    assert idle.snapshot() == idle_before, "P18"
 
 
 class BrokenHash:

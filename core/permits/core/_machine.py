@@ -46,7 +46,7 @@ from ._limits import Limit
 from ._policies import MAX_LEVELS, Policy
 from ._queues import Queues, Waiter
 from ._stats import Busiest, FlowStatistics, LevelStatistics, Statistics, WaitHistogram
-from .checks import check_int, check_limits, check_rate, check_units
+from .checks import check_hashable, check_int, check_limits, check_rate, check_units
 
 #: The largest weight of a flow.
 MAX_WEIGHT = 1_000_000
@@ -799,7 +799,7 @@ class Machine:
             return self._take(id, level, now, cost, flow, settle_later)
         try:
             hash(id)
-        except TypeError:
+        except Exception:
             return self._take(id, level, now, cost, flow, settle_later)  # which refuses it
         self._now = now
         source = self._source
@@ -862,8 +862,9 @@ class Machine:
         :meth:`next_tick` then says the machine's time: tick then."""
         try:
             waiter = self._queues.get(id)
-        except TypeError:
-            raise PermitTypeError("id", id, "a hashable value") from None
+        except Exception:
+            check_hashable("id", id)
+            raise
         if waiter is None:
             return False
         self._withdraw(waiter)
@@ -1178,8 +1179,9 @@ class Machine:
             _check_flow(flow)
         try:
             waiting = id in self._ids
-        except TypeError:
-            raise PermitTypeError("id", id, "a hashable value") from None
+        except Exception:
+            check_hashable("id", id)
+            raise
         if waiting or (not self._at_grant and self._ledger.held and self._in_flight(id)):
             raise DuplicateId(id)
         return level, now, deadline, units, weight
@@ -1513,14 +1515,7 @@ def _no_histograms(operation: str, argument: str, value: object) -> PermitValueE
 
 
 def _check_flow(flow: object) -> None:
-    try:
-        hash(flow)
-    except TypeError:
-        raise PermitTypeError("flow", flow, "a hashable value (a tenant's name, a key)") from None
-    except Exception as error:  # its own __hash__ failed: bad input, not a broken machine
-        raise PermitTypeError(
-            "flow", flow, f"a hashable value (a tenant's name, a key); hashing it raised {error!r}"
-        ) from None
+    check_hashable("flow", flow, "a hashable value (a tenant's name, a key)")
 
 
 def _flow_weight(flow: object, weight: object) -> int:
