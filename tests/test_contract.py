@@ -133,3 +133,32 @@ def test_every_core_mutant_still_finds_the_text_it_breaks() -> None:
     spec.loader.exec_module(mutants)
     stale = mutants.stale()
     assert not stale, f"mutants whose text is not in the core exactly once: {stale}"
+
+
+def test_the_mutants_script_lists_its_mutants() -> None:
+    """``python properties/mutants.py --help`` says how to run it and lists
+    every mutant by name with what it breaks, running none; an unknown name
+    is refused in words, before any mutant runs (it was a ``KeyError``
+    traceback after the mutants before it had run)."""
+    import subprocess
+    import sys
+
+    script = str(ROOT / "properties" / "mutants.py")
+    shown = subprocess.run(
+        [sys.executable, script, "--help"], capture_output=True, text=True, timeout=60
+    )
+    assert shown.returncode == 0, shown.stderr
+    assert "mutants.py [--caught-only] [NAME ...]" in shown.stdout
+    assert "skip-cancelled-check" in shown.stdout
+    assert "cancel counts the waiter but leaves it queued" in shown.stdout
+    unknown = subprocess.run(
+        [sys.executable, script, "skip-cancelled-check", "no-such-mutant"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert unknown.returncode == 2, unknown.stderr
+    assert "no-such-mutant" in unknown.stderr
+    assert "--help" in unknown.stderr
+    assert "Traceback" not in unknown.stderr
+    assert unknown.stdout == ""
