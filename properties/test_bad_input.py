@@ -309,17 +309,17 @@ REFUSED: list[tuple[str, Callable[[], object], tuple[type, str, object, str]]] =
     (
         "max_waiting entry -1",
         lambda: Machine(Fifo(2), 1, max_waiting=(3, -1)),
-        valued("max_waiting", (3, -1), "every entry must be None or an int >= 0"),
+        valued("max_waiting", (3, -1), "every entry must be None or an int >= 0 (not -1)"),
     ),
     (
         "max_waiting entry bool",
         lambda: Machine(Fifo(2), 1, max_waiting=(3, False)),
-        valued("max_waiting", (3, False), "every entry must be None or an int >= 0"),
+        typed("max_waiting", (3, False), "one int >= 0 or None per level (not False)"),
     ),
     (
         "max_waiting entry float",
         lambda: Machine(Fifo(2), 1, max_waiting=(3, 1.0)),  # type: ignore[arg-type]
-        valued("max_waiting", (3, 1.0), "every entry must be None or an int >= 0"),
+        typed("max_waiting", (3, 1.0), "one int >= 0 or None per level (not 1.0)"),
     ),
     (
         "settle window -1",

@@ -1541,10 +1541,16 @@ def _max_waiting(value: object, levels: int) -> tuple[int | None, ...] | None:
     for limit in value:
         if limit is None:
             limits.append(None)
-        elif isinstance(limit, int) and not isinstance(limit, bool) and limit >= 0:
-            limits.append(int(limit))
+        elif isinstance(limit, bool) or not isinstance(limit, int):
+            raise PermitTypeError(
+                "max_waiting", value, f"one int >= 0 or None per level (not {limit!r})"
+            )
+        elif limit < 0:
+            raise PermitValueError(
+                "max_waiting", value, f"every entry must be None or an int >= 0 (not {limit!r})"
+            )
         else:
-            raise PermitValueError("max_waiting", value, "every entry must be None or an int >= 0")
+            limits.append(int(limit))
     return tuple(limits)
 
 
