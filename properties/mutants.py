@@ -397,6 +397,12 @@ MUTANTS: dict[str, tuple[str, str, str, str]] = {
         "",
         "a push refused for its max_wait is not counted as too long",
     ),
+    "busiest-first-limit": (
+        "_machine.py",
+        "self._busiest[level].add(flow, cost[self._queues.flow_limit])",
+        "self._busiest[level].add(flow, cost[0])",
+        "busiest_flows counts the units of the first limit, not of the flow limit",
+    ),
     "no-waits-counts-the-newcomer": (
         "_machine.py",
         "            for other, granted in enumerate(self._units):\n"
