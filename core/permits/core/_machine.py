@@ -503,10 +503,11 @@ class Machine:
         comes, in between: it counts the costs of the waiters that certainly
         go first (its own level's, or only its own flow's when other flows
         wait there; and every other level's too when the policy's
-        :meth:`Policy.ahead` puts every waiter first and no push has named a
-        flow) and the pacing of those units (and of those in flight, at best
-        spent now). A cost above a limit's burst is refused as :meth:`push`
-        refuses it: such a waiter would never wait, nor be granted.
+        :meth:`Policy.ahead` puts every waiter first and neither ``flow`` nor
+        any push so far has named a flow) and the pacing of those units (and
+        of those in flight, at best spent now). A cost above a limit's burst
+        is refused as :meth:`push` refuses it: such a waiter would never
+        wait, nor be granted.
         """
         level = self._check_level(level)
         units = self._within_bursts(cost)
@@ -525,9 +526,10 @@ class Machine:
         if queues.flows(level) > (1 if queues.flow_depth(level, flow) else 0):
             # another flow waits at its level: only its own flow surely goes first
             units_waiting[level] = queues.flow_units(level, flow)
-        # once flows are named, a newcomer's flow may head another level and
-        # let this one pass its older waiters: only its own level is sure
-        everyone = ahead >= len(queues) and not self._flowed
+        # once flows are named (this newcomer's own too), a newcomer's flow
+        # may head another level and let this one pass its older waiters:
+        # only its own level is sure
+        everyone = ahead >= len(queues) and not self._flowed and flow is None
         before = units_waiting if everyone else [units_waiting[level]]
         need = tuple(sum(col) + units[i] for i, col in enumerate(zip(*before, strict=True)))
         return self._source.available_after(need, now)
