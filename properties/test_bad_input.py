@@ -1157,6 +1157,9 @@ def test_the_levels_times_and_ids_errors_in_words() -> None:
         refused(call, *typed("id", broken, "a hashable value; hashing it raised ValueError('no')"))
     assert machine.snapshot() == before, "P18"
     assert idle.snapshot() == idle_before, "P18"
+    # Neither is waiting: asking says so, as for an unhashable id.
+    assert broken not in machine
+    assert unhashable not in machine
 
 
 class BrokenHash:

@@ -447,11 +447,15 @@ class Machine:
         return len(self._ids)
 
     def __contains__(self, id: object) -> bool:
-        """Whether ``id`` is waiting."""
+        """Whether ``id`` is waiting (one that does not hash is not)."""
         try:
             return id in self._queues
-        except TypeError:
-            return False
+        except Exception:
+            try:
+                hash(id)
+            except Exception:
+                return False  # no waiter's id fails to hash
+            raise
 
     def waiting(self, level: int | None = None) -> list[Waiter]:
         """The waiters of ``level`` in the order they will be served among
