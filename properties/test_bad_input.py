@@ -1145,7 +1145,8 @@ def test_the_levels_times_and_ids_errors_in_words() -> None:
     assert machine.snapshot() == before, "P18"
     # So is an id whose own __hash__ fails, by every operation that takes an
     # id, the take's quickest case too.
-    for call in (
+    by_id: Callable[[], object]
+    for by_id in (
         functools.partial(machine.push, broken, 0, 0),
         functools.partial(machine.take, broken, 0, 0),
         functools.partial(idle.take, broken, 0, 0),
@@ -1154,7 +1155,7 @@ def test_the_levels_times_and_ids_errors_in_words() -> None:
         functools.partial(machine.spend, broken, 0),
         functools.partial(machine.settle, broken, 1, 0),
     ):
-        refused(call, *typed("id", broken, "a hashable value; hashing it raised ValueError('no')"))
+        refused(by_id, *typed("id", broken, "a hashable value; hashing it raised ValueError('no')"))
     assert machine.snapshot() == before, "P18"
     assert idle.snapshot() == idle_before, "P18"
     # Neither is waiting: asking says so, as for an unhashable id.

@@ -1457,8 +1457,8 @@ def test_busiest_flows_beyond_the_counters() -> None:
     now += SECOND
     machine.push("empties", 0, now, cost=1000)
     machine.push("waits", 0, now, cost=3, flow=lost)
-    listed = {row.flow: row for row in machine.busiest_flows(0, 100)}
-    row = listed[lost]
+    by_flow = {row.flow: row for row in machine.busiest_flows(0, 100)}
+    row = by_flow[lost]
     true = granted[lost]
     assert (row.waiting, row.waiting_units) == (1, 3), ("P50", row)
     assert true <= row.granted_units <= true + row.granted_error, ("P50", row, true)
