@@ -519,13 +519,21 @@ class Machine:
         now = self._now
         if now is None:
             return 0
-        return self._least_wait(level, units, flow, now)
+        return self._least_wait(level, units, flow, now, [])
 
-    def _least_wait(self, level: int, units: tuple[int, ...], flow: Hashable, now: int) -> int:
+    def _least_wait(
+        self, level: int, units: tuple[int, ...], flow: Hashable, now: int, out: list[Decision]
+    ) -> int:
         """:meth:`min_wait` at ``now``, the machine's time, its arguments
-        checked."""
+        checked; a policy whose ``ahead`` is no count raises a
+        :class:`PolicyError` carrying the decisions ``out`` made before it."""
         queues = self._queues
         ahead = self.policy.ahead(queues, level, now)
+        if isinstance(ahead, bool) or not isinstance(ahead, int) or ahead < 0:
+            raise PolicyError(
+                f"{self.policy!r}.ahead() returned {ahead!r}, not a count of waiters (an int >= 0)",
+                out,
+            )
         units_waiting = queues.units
         if queues.flows(level) > (1 if queues.flow_depth(level, flow) else 0):
             # another flow waits at its level: only its own flow surely goes first
@@ -711,7 +719,7 @@ class Machine:
         if max_wait_ns is not None:
             max_wait_ns = check_int("max_wait_ns", max_wait_ns, 0)
         out = self.tick(now)
-        if max_wait_ns is not None and self._least_wait(level, units, flow, now) > max_wait_ns:
+        if max_wait_ns is not None and self._least_wait(level, units, flow, now, out) > max_wait_ns:
             self._count(id, level)
             self._too_long[level] += 1
             out.append(_new(Decision, (id, _TOO_LONG, level, now, 0)))
