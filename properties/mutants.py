@@ -387,8 +387,8 @@ MUTANTS: dict[str, tuple[str, str, str, str]] = {
     ),
     "too-long-at-equal": (
         "_machine.py",
-        "self._least_wait(level, units, flow, now) > max_wait_ns:",
-        "self._least_wait(level, units, flow, now) >= max_wait_ns:",
+        "self._least_wait(level, units, flow, now, out) > max_wait_ns:",
+        "self._least_wait(level, units, flow, now, out) >= max_wait_ns:",
         "a push whose best case waits exactly its max_wait is refused as too long",
     ),
     "too-long-uncounted": (
