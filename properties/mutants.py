@@ -1,6 +1,7 @@
 """Does the contract have teeth? Break the core on purpose and see what fails.
 
     python properties/mutants.py [--caught-only] [NAME ...]
+    python properties/mutants.py --help     (this, and every mutant's name)
 
 Each mutant edits one place of a copy of ``core/`` (the tree is never
 touched), runs ``pytest properties`` on the copy under the ``mutants``
@@ -386,8 +387,8 @@ MUTANTS: dict[str, tuple[str, str, str, str]] = {
     ),
     "too-long-at-equal": (
         "_machine.py",
-        "self._least_wait(level, units, flow, now) > max_wait_ns:",
-        "self._least_wait(level, units, flow, now) >= max_wait_ns:",
+        "self._least_wait(level, units, flow, now, out) > max_wait_ns:",
+        "self._least_wait(level, units, flow, now, out) >= max_wait_ns:",
         "a push whose best case waits exactly its max_wait is refused as too long",
     ),
     "too-long-uncounted": (
@@ -395,6 +396,12 @@ MUTANTS: dict[str, tuple[str, str, str, str]] = {
         "            self._too_long[level] += 1\n",
         "",
         "a push refused for its max_wait is not counted as too long",
+    ),
+    "busiest-first-limit": (
+        "_machine.py",
+        "self._busiest[level].add(flow, cost[self._queues.flow_limit])",
+        "self._busiest[level].add(flow, cost[0])",
+        "busiest_flows counts the units of the first limit, not of the flow limit",
     ),
     "no-waits-counts-the-newcomer": (
         "_machine.py",
@@ -480,9 +487,18 @@ def run(name: str, model: bool = True) -> tuple[str, set[str], list[str]]:
 
 
 def main(names: list[str]) -> int:
+    if "--help" in names or "-h" in names:
+        print(__doc__)
+        for name, (file, _, _, breaks) in MUTANTS.items():
+            print(f"{name:30} {file:12} {breaks}")
+        return 0
     survivors = 0
     alone_too = "--caught-only" not in names  # skip the run without the model
     names = [name for name in names if name != "--caught-only"]
+    unknown = [name for name in names if name not in MUTANTS]
+    if unknown:
+        print(f"no such mutant: {', '.join(unknown)} (--help lists them)", file=sys.stderr)
+        return 2
     for name in names or list(MUTANTS):
         verdict, ids, failed = run(name)
         survivors += verdict != "caught"

@@ -589,9 +589,9 @@ class Reference:
         # the waiters that certainly go first: everyone's when the policy
         # puts everyone first, else the newcomer's own level; at its level,
         # only its own flow's when another flow waits there
-        # (once a flow was named, a newcomer's flow may head another level and
-        # let this one pass that level's older waiters)
-        everyone = self.ahead(level) >= len(self.waiting) and not self.flowed
+        # (once a flow was named, this newcomer's too, a newcomer's flow may
+        # head another level and let this one pass that level's older waiters)
+        everyone = self.ahead(level) >= len(self.waiting) and not self.flowed and flow is None
         others = {w.flow for w in self.waiting if w.level == level} - {flow}
         first = [
             w

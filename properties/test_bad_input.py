@@ -309,17 +309,17 @@ REFUSED: list[tuple[str, Callable[[], object], tuple[type, str, object, str]]] =
     (
         "max_waiting entry -1",
         lambda: Machine(Fifo(2), 1, max_waiting=(3, -1)),
-        valued("max_waiting", (3, -1), "every entry must be None or an int >= 0"),
+        valued("max_waiting", (3, -1), "every entry must be None or an int >= 0 (not -1)"),
     ),
     (
         "max_waiting entry bool",
         lambda: Machine(Fifo(2), 1, max_waiting=(3, False)),
-        valued("max_waiting", (3, False), "every entry must be None or an int >= 0"),
+        typed("max_waiting", (3, False), "one int >= 0 or None per level (not False)"),
     ),
     (
         "max_waiting entry float",
         lambda: Machine(Fifo(2), 1, max_waiting=(3, 1.0)),  # type: ignore[arg-type]
-        valued("max_waiting", (3, 1.0), "every entry must be None or an int >= 0"),
+        typed("max_waiting", (3, 1.0), "one int >= 0 or None per level (not 1.0)"),
     ),
     (
         "settle window -1",
@@ -798,6 +798,44 @@ def test_a_policy_that_breaks_its_protocol_says_so() -> None:
         assert expired == [("b", State.EXPIRED)], ("P18", answer, expired)
 
 
+class Ahead:
+    """A policy of one level whose ``ahead`` answers ``answer``."""
+
+    levels = 1
+
+    def __init__(self, answer: object) -> None:
+        self.answer = answer
+
+    def choose(self, queues: object, now: int) -> int:
+        return 0
+
+    def ahead(self, queues: object, level: int, now: int) -> int:
+        return self.answer  # type: ignore[return-value]
+
+    def __repr__(self) -> str:
+        return "Ahead()"
+
+
+def test_a_policy_whose_ahead_is_no_count_says_so() -> None:
+    """P18 for ``ahead``: an answer that is no count of waiters (an int >= 0)
+    raises PolicyError in these words from ``min_wait``, and from a push with
+    ``max_wait_ns``, which asks it after its tick, with the decisions that
+    tick made (a raw TypeError lost them: a waiter granted, never told)."""
+    for answer in (None, "1", 1.5, True, -1):
+        machine = Machine(Ahead(answer), 1, 1)
+        machine.push("a", 0, 0)  # granted at once
+        machine.push("b", 0, 0)  # due at 1 s
+        words = f"Ahead().ahead() returned {answer!r}, not a count of waiters (an int >= 0)"
+        with pytest.raises(PolicyError) as broken:
+            machine.min_wait(0)
+        assert (str(broken.value), broken.value.decisions) == (words, ()), ("P18", answer)
+        with pytest.raises(PolicyError) as broken:
+            machine.push("c", 0, SECOND, max_wait_ns=0)
+        assert str(broken.value) == words, ("P18", answer)
+        granted = [(d.id, d.state) for d in broken.value.decisions]  # type: ignore[attr-defined]
+        assert granted == [("b", State.GRANTED)], ("P18", answer, granted)
+
+
 def test_a_policy_is_asked_at_the_machines_time() -> None:
     """A policy's ``choose`` is given the machine's latest time whoever asks
     it: a grant, ``next_level``, or a cancel that re-plans the next cost;
@@ -1143,6 +1181,24 @@ def test_the_levels_times_and_ids_errors_in_words() -> None:
     ):
         refused(call, *typed("flow", broken, f"{flow}; hashing it raised ValueError('no')"))
     assert machine.snapshot() == before, "P18"
+    # So is an id whose own __hash__ fails, by every operation that takes an
+    # id, the take's quickest case too.
+    by_id: Callable[[], object]
+    for by_id in (
+        functools.partial(machine.push, broken, 0, 0),
+        functools.partial(machine.take, broken, 0, 0),
+        functools.partial(idle.take, broken, 0, 0),
+        functools.partial(machine.cancel, broken),
+        functools.partial(machine.refund, broken, 0),
+        functools.partial(machine.spend, broken, 0),
+        functools.partial(machine.settle, broken, 1, 0),
+    ):
+        refused(by_id, *typed("id", broken, "a hashable value; hashing it raised ValueError('no')"))
+    assert machine.snapshot() == before, "P18"
+    assert idle.snapshot() == idle_before, "P18"
+    # Neither is waiting: asking says so, as for an unhashable id.
+    assert broken not in machine
+    assert unhashable not in machine
 
 
 class BrokenHash:

@@ -345,3 +345,32 @@ def test_the_documents_name_no_path_of_one_machine() -> None:
         for match in re.findall(r"(?:/work/|/root/|/home/)\S*", (ROOT / document).read_text())
     ]
     assert not found, f"paths of one machine in the documents: {found}"
+
+
+def test_the_mutants_script_lists_its_mutants() -> None:
+    """``python properties/mutants.py --help`` says how to run it and lists
+    every mutant by name with what it breaks, running none; an unknown name
+    is refused in words, before any mutant runs (it was a ``KeyError``
+    traceback after the mutants before it had run)."""
+    import subprocess
+    import sys
+
+    script = str(ROOT / "properties" / "mutants.py")
+    shown = subprocess.run(
+        [sys.executable, script, "--help"], capture_output=True, text=True, timeout=60
+    )
+    assert shown.returncode == 0, shown.stderr
+    assert "mutants.py [--caught-only] [NAME ...]" in shown.stdout
+    assert "skip-cancelled-check" in shown.stdout
+    assert "cancel counts the waiter but leaves it queued" in shown.stdout
+    unknown = subprocess.run(
+        [sys.executable, script, "skip-cancelled-check", "no-such-mutant"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert unknown.returncode == 2, unknown.stderr
+    assert "no-such-mutant" in unknown.stderr
+    assert "--help" in unknown.stderr
+    assert "Traceback" not in unknown.stderr
+    assert unknown.stdout == ""

@@ -255,6 +255,23 @@ def test_a_push_whose_best_case_passes_its_max_wait_is_too_long() -> None:
     assert (stats.pushed, stats.too_long, stats.rejected, stats.waiting) == (4, 1, 0, 2)
 
 
+def test_the_first_push_naming_a_flow_is_bounded_as_one_that_names_a_flow() -> None:
+    """SPEC P19 and P53: a newcomer that names a flow makes the machine one
+    where flows are named, so its best case counts only the waiters of its
+    own level, even when no push named a flow before it: the flow of a later
+    push may head another level and let it pass that level's waiters. (It
+    counted every level's waiters, so the first push naming a flow could be
+    granted before its min_wait, or refused as too long.)"""
+    machine = Machine(Fifo(2), 1, 2)  # a unit a second, two banked
+    machine.push("x", 0, 0, cost=2)  # granted at once: the bucket is empty
+    machine.push("a", 1, 0, cost=2)  # waits for 2 s
+    assert machine.min_wait(0, flow="f") == 1 * SECOND  # its own level's only
+    assert machine.min_wait(0) == 3 * SECOND  # a newcomer of no flow: every waiter
+    assert machine.push("b", 0, 0, flow="f", max_wait_ns=1 * SECOND) == []  # queued
+    machine.push("c", 1, 0, cost=1, flow="g")  # heads level 1 (finishes before "a")
+    assert machine.tick(1 * SECOND) == [Decision("b", State.GRANTED, 0, 1 * SECOND, 1 * SECOND)]
+
+
 def test_queues_as_a_policy_reads_them() -> None:
     machine = Machine(StrictPriority(2), 10)
     machine.push("a", 0, 0)  # granted at once

@@ -17,8 +17,8 @@ from collections import deque
 from collections.abc import Hashable, Iterator
 from typing import NamedTuple
 
-from ._errors import PermitTypeError
 from ._queues import Waiter
+from .checks import check_hashable
 
 __all__ = ["Grant", "Ledger"]
 
@@ -76,8 +76,9 @@ class Ledger:
         """``id``'s grant, if it may still be refunded, settled or spent."""
         try:
             return self.held.get(id)  # get() hashes even on an empty dict
-        except TypeError:
-            raise PermitTypeError("id", id, "a hashable value") from None
+        except Exception:
+            check_hashable("id", id)
+            raise
 
     def settleable(self, id: Hashable, now: int) -> Grant | None:
         """``id``'s grant if it can be settled at ``now``: in flight, or

@@ -46,7 +46,7 @@ from ._limits import Limit
 from ._policies import MAX_LEVELS, Policy
 from ._queues import Queues, Waiter
 from ._stats import Busiest, FlowStatistics, LevelStatistics, Statistics, WaitHistogram
-from .checks import check_int, check_limits, check_rate, check_units
+from .checks import check_hashable, check_int, check_limits, check_rate, check_units
 
 #: The largest weight of a flow.
 MAX_WEIGHT = 1_000_000
@@ -447,11 +447,15 @@ class Machine:
         return len(self._ids)
 
     def __contains__(self, id: object) -> bool:
-        """Whether ``id`` is waiting."""
+        """Whether ``id`` is waiting (one that does not hash is not)."""
         try:
             return id in self._queues
-        except TypeError:
-            return False
+        except Exception:
+            try:
+                hash(id)
+            except Exception:
+                return False  # no waiter's id fails to hash
+            raise
 
     def waiting(self, level: int | None = None) -> list[Waiter]:
         """The waiters of ``level`` in the order they will be served among
@@ -503,10 +507,11 @@ class Machine:
         comes, in between: it counts the costs of the waiters that certainly
         go first (its own level's, or only its own flow's when other flows
         wait there; and every other level's too when the policy's
-        :meth:`Policy.ahead` puts every waiter first and no push has named a
-        flow) and the pacing of those units (and of those in flight, at best
-        spent now). A cost above a limit's burst is refused as :meth:`push`
-        refuses it: such a waiter would never wait, nor be granted.
+        :meth:`Policy.ahead` puts every waiter first and neither ``flow`` nor
+        any push so far has named a flow) and the pacing of those units (and
+        of those in flight, at best spent now). A cost above a limit's burst
+        is refused as :meth:`push` refuses it: such a waiter would never
+        wait, nor be granted.
         """
         level = self._check_level(level)
         units = self._within_bursts(cost)
@@ -514,20 +519,29 @@ class Machine:
         now = self._now
         if now is None:
             return 0
-        return self._least_wait(level, units, flow, now)
+        return self._least_wait(level, units, flow, now, [])
 
-    def _least_wait(self, level: int, units: tuple[int, ...], flow: Hashable, now: int) -> int:
+    def _least_wait(
+        self, level: int, units: tuple[int, ...], flow: Hashable, now: int, out: list[Decision]
+    ) -> int:
         """:meth:`min_wait` at ``now``, the machine's time, its arguments
-        checked."""
+        checked; a policy whose ``ahead`` is no count raises a
+        :class:`PolicyError` carrying the decisions ``out`` made before it."""
         queues = self._queues
         ahead = self.policy.ahead(queues, level, now)
+        if isinstance(ahead, bool) or not isinstance(ahead, int) or ahead < 0:
+            raise PolicyError(
+                f"{self.policy!r}.ahead() returned {ahead!r}, not a count of waiters (an int >= 0)",
+                out,
+            )
         units_waiting = queues.units
         if queues.flows(level) > (1 if queues.flow_depth(level, flow) else 0):
             # another flow waits at its level: only its own flow surely goes first
             units_waiting[level] = queues.flow_units(level, flow)
-        # once flows are named, a newcomer's flow may head another level and
-        # let this one pass its older waiters: only its own level is sure
-        everyone = ahead >= len(queues) and not self._flowed
+        # once flows are named (this newcomer's own too), a newcomer's flow
+        # may head another level and let this one pass its older waiters:
+        # only its own level is sure
+        everyone = ahead >= len(queues) and not self._flowed and flow is None
         before = units_waiting if everyone else [units_waiting[level]]
         need = tuple(sum(col) + units[i] for i, col in enumerate(zip(*before, strict=True)))
         return self._source.available_after(need, now)
@@ -705,7 +719,7 @@ class Machine:
         if max_wait_ns is not None:
             max_wait_ns = check_int("max_wait_ns", max_wait_ns, 0)
         out = self.tick(now)
-        if max_wait_ns is not None and self._least_wait(level, units, flow, now) > max_wait_ns:
+        if max_wait_ns is not None and self._least_wait(level, units, flow, now, out) > max_wait_ns:
             self._count(id, level)
             self._too_long[level] += 1
             out.append(_new(Decision, (id, _TOO_LONG, level, now, 0)))
@@ -799,7 +813,7 @@ class Machine:
             return self._take(id, level, now, cost, flow, settle_later)
         try:
             hash(id)
-        except TypeError:
+        except Exception:
             return self._take(id, level, now, cost, flow, settle_later)  # which refuses it
         self._now = now
         source = self._source
@@ -862,8 +876,9 @@ class Machine:
         :meth:`next_tick` then says the machine's time: tick then."""
         try:
             waiter = self._queues.get(id)
-        except TypeError:
-            raise PermitTypeError("id", id, "a hashable value") from None
+        except Exception:
+            check_hashable("id", id)
+            raise
         if waiter is None:
             return False
         self._withdraw(waiter)
@@ -1178,8 +1193,9 @@ class Machine:
             _check_flow(flow)
         try:
             waiting = id in self._ids
-        except TypeError:
-            raise PermitTypeError("id", id, "a hashable value") from None
+        except Exception:
+            check_hashable("id", id)
+            raise
         if waiting or (not self._at_grant and self._ledger.held and self._in_flight(id)):
             raise DuplicateId(id)
         return level, now, deadline, units, weight
@@ -1513,14 +1529,7 @@ def _no_histograms(operation: str, argument: str, value: object) -> PermitValueE
 
 
 def _check_flow(flow: object) -> None:
-    try:
-        hash(flow)
-    except TypeError:
-        raise PermitTypeError("flow", flow, "a hashable value (a tenant's name, a key)") from None
-    except Exception as error:  # its own __hash__ failed: bad input, not a broken machine
-        raise PermitTypeError(
-            "flow", flow, f"a hashable value (a tenant's name, a key); hashing it raised {error!r}"
-        ) from None
+    check_hashable("flow", flow, "a hashable value (a tenant's name, a key)")
 
 
 def _flow_weight(flow: object, weight: object) -> int:
@@ -1546,10 +1555,16 @@ def _max_waiting(value: object, levels: int) -> tuple[int | None, ...] | None:
     for limit in value:
         if limit is None:
             limits.append(None)
-        elif isinstance(limit, int) and not isinstance(limit, bool) and limit >= 0:
-            limits.append(int(limit))
+        elif isinstance(limit, bool) or not isinstance(limit, int):
+            raise PermitTypeError(
+                "max_waiting", value, f"one int >= 0 or None per level (not {limit!r})"
+            )
+        elif limit < 0:
+            raise PermitValueError(
+                "max_waiting", value, f"every entry must be None or an int >= 0 (not {limit!r})"
+            )
         else:
-            raise PermitValueError("max_waiting", value, "every entry must be None or an int >= 0")
+            limits.append(int(limit))
     return tuple(limits)
 
 

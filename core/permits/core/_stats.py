@@ -282,10 +282,18 @@ class Busiest:
             counts[flow] = [low + units, low]
 
     def get(self, flow: Hashable) -> tuple[int, int]:
-        """``(count, error)`` of ``flow``; ``(0, 0)`` if it holds no counter
-        (then its true units are at most the smallest count)."""
-        counter = self._counts.get(flow)
-        return (0, 0) if counter is None else (counter[0], counter[1])
+        """``(count, error)`` of ``flow``. One that holds no counter was
+        granted nothing while the counters are not all taken (none was ever
+        let go): ``(0, 0)``; once they are, it may have lost one, and its
+        true units are at most the smallest count: ``(smallest, smallest)``."""
+        counts = self._counts
+        counter = counts.get(flow)
+        if counter is not None:
+            return (counter[0], counter[1])
+        if len(counts) < self.capacity:
+            return (0, 0)
+        smallest = min(count for count, _ in counts.values())
+        return (smallest, smallest)
 
     def flows(self) -> list[Hashable]:
         return list(self._counts)

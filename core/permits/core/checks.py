@@ -19,7 +19,7 @@ from ._errors import PermitTypeError, PermitValueError
 if TYPE_CHECKING:
     from ._limits import Limit
 
-__all__ = ["check_int", "check_limits", "check_rate", "check_units"]
+__all__ = ["check_hashable", "check_int", "check_limits", "check_rate", "check_units"]
 
 
 def check_int(argument: str, value: object, minimum: int | None = None) -> int:
@@ -31,6 +31,19 @@ def check_int(argument: str, value: object, minimum: int | None = None) -> int:
     if minimum is not None and value < minimum:
         raise PermitValueError(argument, value, f"must be at least {minimum}")
     return value
+
+
+def check_hashable(argument: str, value: object, expected: str = "a hashable value") -> None:
+    """``value`` hashes; otherwise a :class:`PermitTypeError` naming
+    ``argument``, also when its own ``__hash__`` raises something else than
+    a ``TypeError`` (bad input, not a broken machine: an adapter would close
+    the limiter for every caller)."""
+    try:
+        hash(value)
+    except TypeError:
+        raise PermitTypeError(argument, value, expected) from None
+    except Exception as error:
+        raise PermitTypeError(argument, value, f"{expected}; hashing it raised {error!r}") from None
 
 
 def check_units(argument: str, name: str, units: object) -> int:
