@@ -327,3 +327,31 @@ def test_a_retry_cancelled_while_it_waits_out_the_pause_costs_no_permit() -> Non
     with serve_script(script) as url:
         assert asyncio.run(main(url)) == (1, 1, (1,))
     assert len(script.bodies) == 1
+
+
+def test_limit_headers_served_while_the_limiter_closed_reach_the_caller() -> None:
+    """As the httpx transports: the limiter closes while a request is at
+    the upstream, whose response says what is left of the limit; learning
+    it raised ``LimiterClosed`` and the served response was lost."""
+
+    async def main(url: str) -> tuple[int, bytes]:
+        async with asyncio_adapter.open_limiter(
+            Fifo(), limits={"requests": Limit(100, burst=10)}
+        ) as limiter:
+            permits = PermitsMiddleware(limiter)
+            async with aiohttp.ClientSession(middlewares=(permits,)) as session:
+
+                async def get() -> tuple[int, bytes]:
+                    async with session.get(url) as response:
+                        return response.status, await response.read()
+
+                task = asyncio.create_task(get())
+                while not script.bodies:  # the request is at the upstream
+                    await asyncio.sleep(0.01)
+                await limiter.aclose()
+                return await task
+
+    headers = {"x-ratelimit-remaining-requests": "3", "x-ratelimit-reset-requests": "1s"}
+    script = Script((200, headers), delay=0.3)
+    with serve_script(script) as url:
+        assert asyncio.run(main(url)) == (200, b'{"ok": true}')

@@ -986,3 +986,34 @@ async def test_a_retry_cancelled_while_it_waits_out_the_pause_costs_no_permit() 
             level = limiter.statistics().levels[0]
             assert (level.granted, level.cancelled, level.units_granted) == (1, 1, (1,))
     assert len(script.bodies) == 1
+
+
+@pytest.mark.parametrize(
+    "headers",
+    [
+        {"x-ratelimit-remaining-requests": "3", "x-ratelimit-reset-requests": "1s"},
+        {"RateLimit": '"default";r=3;t=1'},
+    ],
+)
+def test_a_response_with_limit_headers_served_while_the_limiter_closed_reaches_the_caller(
+    headers: dict[str, str],
+) -> None:
+    """The limiter closes (a shutdown) while a request is at the upstream,
+    and the response says what is left of the limit, as OpenAI's say on
+    every response: learning it raised ``LimiterClosed`` and the served
+    response was lost. A closed limiter has nothing left to learn: the
+    response goes to the caller, as it does when it is settled."""
+    script = Script((200, headers), delay=0.3)
+    with (
+        serve_script(script) as url,
+        threads.open_limiter(Fifo(), limits={"requests": Limit(100, burst=10)}) as limiter,
+    ):
+        transport = PermitsTransport(limiter)
+        with httpx.Client(transport=transport) as client, ThreadPoolExecutor(1) as pool:
+            sent = pool.submit(client.get, url)
+            while not script.bodies:  # the request is at the upstream
+                time.sleep(0.01)
+            limiter.close()
+            response = sent.result()
+        assert (response.status_code, response.content) == (200, b'{"ok": true}')
+        assert transport.upstream.malformed == 0

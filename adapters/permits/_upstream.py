@@ -327,9 +327,17 @@ class Upstream:
         if left is None or seconds is None or not math.isfinite(seconds * 1e9):
             self._count("malformed")
             return
-        if refills is None:
-            self.limiter.quota(left, seconds, limit=limit)
-            return
+        try:
+            if refills is None:
+                self.limiter.quota(left, seconds, limit=limit)
+            else:
+                self._refill(left, seconds, limit, refills)
+        except LimiterClosed:
+            pass  # closed while the call was out: nothing to learn; the response goes on
+
+    def _refill(self, left: int, seconds: float, limit: str, refills: str) -> None:
+        """The ``x-ratelimit-*`` headers' bucket (of the size ``refills``
+        says), ``left`` now and full again ``seconds`` from now, adopted."""
         burst = self.limiter.limits[limit].burst
         if left >= burst:
             return  # more is left than this bucket holds: nothing to learn
