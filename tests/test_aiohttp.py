@@ -6,6 +6,9 @@ loaded machine cannot change."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import io
+import os
 import time
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
@@ -211,6 +214,55 @@ def test_a_streamed_body_is_sent_again_whole() -> None:
     with serve_script(script) as url:
         assert asyncio.run(main(url)) == 200
     assert script.bodies == [b"hello world", b"hello world"]
+
+
+def _pipe(data: bytes) -> io.BufferedReader:
+    """A file reading ``data`` from a pipe: it cannot seek back."""
+    read, write = os.pipe()
+    os.write(write, data)
+    os.close(write)
+    return open(read, "rb")
+
+
+async def _parts() -> AsyncIterator[bytes]:
+    yield b"hello "
+    yield b"world"
+
+
+def _multipart() -> aiohttp.MultipartWriter:
+    """A multipart body of one part from an async iterator."""
+    writer = aiohttp.MultipartWriter()
+    writer.append(_parts())
+    return writer
+
+
+@pytest.mark.parametrize("body", ["pipe", "multipart"])
+def test_a_body_that_cannot_be_sent_again_is_sent_again_whole(body: str) -> None:
+    """With retries, a file that cannot seek back (a pipe) or a multipart
+    body with a part from an async iterator was sent once whole: the retry
+    after the 429 went out with an empty body (or an empty part). Now any
+    body not in memory is read first, as httpx's transports read it, and
+    each try sends it whole."""
+
+    async def main(url: str) -> int:
+        async with asyncio_adapter.open_limiter(Fifo(), 100, 10) as limiter:
+            permits = PermitsMiddleware(limiter, retries=1)
+            with contextlib.ExitStack() as files:
+                data: object = _multipart()
+                if body == "pipe":
+                    data = files.enter_context(_pipe(b"hello world"))
+                async with (
+                    aiohttp.ClientSession(middlewares=(permits,)) as session,
+                    session.post(url, data=data) as response,
+                ):
+                    return response.status
+
+    script = Script((429, {"Retry-After": "0"}), (200, {}))
+    with serve_script(script) as url:
+        assert asyncio.run(main(url)) == 200
+    first, again = script.bodies
+    assert b"hello world" in first
+    assert again == first
 
 
 def test_settle_on_a_redis_limiter_needs_its_settle_window(redis_server: RedisServer) -> None:
