@@ -564,6 +564,23 @@ def test_a_quoted_policy_name_may_hold_a_comma_or_a_semicolon() -> None:
         assert transport.upstream.malformed == 0
 
 
+def test_a_quoted_policy_name_may_hold_an_equals_sign() -> None:
+    """A policy's name may hold ``=`` too: ``"tokens=eu"`` was read as a
+    parameter (``"tokens`` of ``eu"``), so the policy was malformed and
+    its item, nameless, fell to the first limit, holding back the requests
+    and not the tokens."""
+    headers = {
+        "RateLimit-Policy": '"tokens=eu";q=1000;w=60;qu="tokens"',
+        "RateLimit": '"tokens=eu";r=0;t=30',
+    }
+    limits = {"requests": Limit(1, burst=10), "tokens": Limit(1000, burst=1000)}
+    with answered(headers, limits) as (limiter, transport):
+        assert transport.upstream.policies == {"tokens=eu": QuotaPolicy(1000, 60.0, "tokens")}
+        assert not limiter.try_acquire(cost={"requests": 1, "tokens": 1}), "no tokens left"
+        assert limiter.try_acquire(cost={"requests": 1, "tokens": 0}), "the requests are not held"
+        assert transport.upstream.malformed == 0
+
+
 def test_a_ratelimit_item_in_a_unit_no_limit_counts_is_ignored() -> None:
     """A policy counting ``content-bytes`` says nothing about a limit of
     requests: its item is counted in ``ignored`` and holds nothing back,

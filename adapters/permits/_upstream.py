@@ -113,7 +113,9 @@ def _members(field: str) -> list[tuple[str | None, dict[str, str]]]:
         name: str | None = None
         params: dict[str, str] = {}
         for i, part in enumerate(_split(member, ";")):
-            key, equals, value = part.partition("=")
+            # a quoted string is a name, whatever it holds (``"eu=west"``);
+            # a parameter's key never starts with a quote
+            key, equals, value = (part, "", "") if _quoted(part) else part.partition("=")
             if equals:
                 params[key.strip()] = value.strip()
             elif not key.strip():
@@ -142,6 +144,11 @@ def _split(text: str, separator: str) -> list[str]:
             start = i + 1
     parts.append(text[start:])
     return parts
+
+
+def _quoted(text: str) -> bool:
+    """Whether ``text`` (stripped) is a quoted string."""
+    return text.strip().startswith('"')
 
 
 def _unquoted(token: str) -> str:
