@@ -147,6 +147,25 @@ def test_a_field_sent_on_several_lines_is_read_whole() -> None:
         assert asyncio.run(main()) is False
 
 
+def test_a_retry_after_sent_twice_pauses_for_the_longest() -> None:
+    """As the httpx transports: a ``Retry-After`` on two lines was read as
+    ``10, 30``, malformed, and paused nothing; the longest pauses now."""
+
+    async def main() -> float:
+        async with asyncio_adapter.open_limiter(Fifo(), 100, 10) as limiter:
+            permits = PermitsMiddleware(limiter)
+            async with (
+                aiohttp.ClientSession(middlewares=(permits,)) as session,
+                session.get(url) as response,
+            ):
+                assert response.status == 429
+            assert permits.upstream.malformed == 0
+            return limiter.pause_left()
+
+    with serve_script(Script((429, {"Retry-After": ["10", "30"]}))) as url:
+        assert asyncio.run(main()) > 20.0
+
+
 @pytest.mark.parametrize(
     ("options", "argument"),
     [

@@ -1034,3 +1034,20 @@ def test_a_response_with_limit_headers_served_while_the_limiter_closed_reaches_t
             response = sent.result()
         assert (response.status_code, response.content) == (200, b'{"ok": true}')
         assert transport.upstream.malformed == 0
+
+
+@pytest.mark.parametrize("lines", [["30", "30"], ["10", "30"]])
+def test_a_retry_after_sent_twice_pauses_for_the_longest(lines: list[str]) -> None:
+    """A ``Retry-After`` sent on two lines (a proxy that repeats it) is read
+    as one value, ``30, 30``, which was malformed: nothing was paused, and
+    the next request went at once into the upstream's refusal. Each value
+    is read now, and the longest pauses."""
+    with (
+        serve_script(Script((429, {"Retry-After": lines}))) as url,
+        threads.open_limiter(Fifo(), 100, 10) as limiter,
+    ):
+        transport = PermitsTransport(limiter)
+        with httpx.Client(transport=transport) as client:
+            assert client.get(url).status_code == 429
+        assert transport.upstream.malformed == 0
+        assert limiter.pause_left() > 20.0

@@ -91,10 +91,11 @@ def _whole_number(text: str) -> int | None:
 def _retry_after(value: str, now: float) -> float | None:
     """Seconds from now that a ``Retry-After`` says: a number of seconds or
     an HTTP date (0 for one in the past: go again now); ``None`` if it is
-    neither."""
-    if re.fullmatch(r"\s*[0-9]+(\.[0-9]+)?\s*", value):
+    neither. Sent on several lines (a proxy that repeats it), its values
+    come joined by commas (``30, 30``): the longest."""
+    if re.fullmatch(r"\s*[0-9]+(\.[0-9]+)?\s*(,\s*[0-9]+(\.[0-9]+)?\s*)*", value):
         # delay-seconds; too long for a float it is inf, which max_pause cuts
-        return float(value)
+        return max(float(seconds) for seconds in value.split(","))
     try:
         date = parsedate_to_datetime(value)
     except (TypeError, ValueError, IndexError, OverflowError):
