@@ -9,6 +9,7 @@ loaded machine cannot change.
 from __future__ import annotations
 
 import contextlib
+import gzip
 import time
 from collections.abc import AsyncIterator, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
@@ -1051,3 +1052,39 @@ def test_a_retry_after_sent_twice_pauses_for_the_longest(lines: list[str]) -> No
             assert client.get(url).status_code == 429
         assert transport.upstream.malformed == 0
         assert limiter.pause_left() > 20.0
+
+
+def test_a_returned_429_with_a_compressed_body_reads_as_sent() -> None:
+    """A 429 kept for a retry whose permit cannot come in time is returned:
+    it was kept decoded, under its ``Content-Encoding: gzip``, and the
+    client, decoding it again, raised ``DecodingError``. It is kept as it
+    came, and the client decodes it once."""
+    script = Script(
+        (429, {"Retry-After": "0", "RateLimit": '"default";r=0;t=30', "Content-Encoding": "gzip"}),
+        content=gzip.compress(b"slow down"),
+    )
+    with (
+        serve_script(script) as url,
+        threads.open_limiter(Fifo(), limits={"requests": Limit(1, burst=10)}) as limiter,
+    ):
+        transport = PermitsTransport(limiter, retries=1, timeout=0.5)
+        with httpx.Client(transport=transport) as client:
+            response = client.get(url)
+        assert (response.status_code, response.content) == (429, b"slow down")
+
+
+@pytest.mark.anyio
+async def test_a_returned_429_with_a_compressed_body_reads_as_sent_async() -> None:
+    """As the sync transport: the 429 returned reads as the upstream sent it."""
+    script = Script(
+        (429, {"Retry-After": "0", "RateLimit": '"default";r=0;t=30', "Content-Encoding": "gzip"}),
+        content=gzip.compress(b"slow down"),
+    )
+    with serve_script(script) as url:
+        async with asyncio_adapter.open_limiter(
+            Fifo(), limits={"requests": Limit(1, burst=10)}
+        ) as limiter:
+            transport = AsyncPermitsTransport(limiter, retries=1, timeout=0.5)
+            async with httpx.AsyncClient(transport=transport) as client:
+                response = await client.get(url)
+    assert (response.status_code, response.content) == (429, b"slow down")
