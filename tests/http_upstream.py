@@ -81,13 +81,19 @@ class Script:
     """A server that answers each request with the next of ``answers``
     (``(status, headers)``, a header's value a list to send it on several
     lines; the last one again once they run out), and
-    keeps the bodies it was sent; each answer ``delay`` seconds late."""
+    keeps the bodies it was sent; each answer ``delay`` seconds late, its
+    body ``content`` (as it goes on the wire: gzipped, if the answer's
+    headers say so)."""
 
     def __init__(
-        self, *answers: tuple[int, Mapping[str, str | list[str]]], delay: float = 0.0
+        self,
+        *answers: tuple[int, Mapping[str, str | list[str]]],
+        delay: float = 0.0,
+        content: bytes = b'{"ok": true}',
     ) -> None:
         self.answers = list(answers)
         self.delay = delay  # seconds before each answer
+        self.content = content
         self.bodies: list[bytes] = []
         self.lock = threading.Lock()
 
@@ -120,7 +126,7 @@ def serve_script(script: Script) -> Iterator[str]:
         def answer(self, body: bytes) -> None:
             status, headers = script.next(body)
             time.sleep(script.delay)
-            content = b'{"ok": true}'
+            content = script.content
             self.send_response(status)
             for name, value in headers.items():
                 for line in [value] if isinstance(value, str) else value:

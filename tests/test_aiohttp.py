@@ -6,6 +6,9 @@ loaded machine cannot change."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import io
+import os
 import time
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
@@ -144,6 +147,25 @@ def test_a_field_sent_on_several_lines_is_read_whole() -> None:
         assert asyncio.run(main()) is False
 
 
+def test_a_retry_after_sent_twice_pauses_for_the_longest() -> None:
+    """As the httpx transports: a ``Retry-After`` on two lines was read as
+    ``10, 30``, malformed, and paused nothing; the longest pauses now."""
+
+    async def main() -> float:
+        async with asyncio_adapter.open_limiter(Fifo(), 100, 10) as limiter:
+            permits = PermitsMiddleware(limiter)
+            async with (
+                aiohttp.ClientSession(middlewares=(permits,)) as session,
+                session.get(url) as response,
+            ):
+                assert response.status == 429
+            assert permits.upstream.malformed == 0
+            return limiter.pause_left()
+
+    with serve_script(Script((429, {"Retry-After": ["10", "30"]}))) as url:
+        assert asyncio.run(main()) > 20.0
+
+
 @pytest.mark.parametrize(
     ("options", "argument"),
     [
@@ -211,6 +233,55 @@ def test_a_streamed_body_is_sent_again_whole() -> None:
     with serve_script(script) as url:
         assert asyncio.run(main(url)) == 200
     assert script.bodies == [b"hello world", b"hello world"]
+
+
+def _pipe(data: bytes) -> io.BufferedReader:
+    """A file reading ``data`` from a pipe: it cannot seek back."""
+    read, write = os.pipe()
+    os.write(write, data)
+    os.close(write)
+    return open(read, "rb")
+
+
+async def _parts() -> AsyncIterator[bytes]:
+    yield b"hello "
+    yield b"world"
+
+
+def _multipart() -> aiohttp.MultipartWriter:
+    """A multipart body of one part from an async iterator."""
+    writer = aiohttp.MultipartWriter()
+    writer.append(_parts())
+    return writer
+
+
+@pytest.mark.parametrize("body", ["pipe", "multipart"])
+def test_a_body_that_cannot_be_sent_again_is_sent_again_whole(body: str) -> None:
+    """With retries, a file that cannot seek back (a pipe) or a multipart
+    body with a part from an async iterator was sent once whole: the retry
+    after the 429 went out with an empty body (or an empty part). Now any
+    body not in memory is read first, as httpx's transports read it, and
+    each try sends it whole."""
+
+    async def main(url: str) -> int:
+        async with asyncio_adapter.open_limiter(Fifo(), 100, 10) as limiter:
+            permits = PermitsMiddleware(limiter, retries=1)
+            with contextlib.ExitStack() as files:
+                data: object = _multipart()
+                if body == "pipe":
+                    data = files.enter_context(_pipe(b"hello world"))
+                async with (
+                    aiohttp.ClientSession(middlewares=(permits,)) as session,
+                    session.post(url, data=data) as response,
+                ):
+                    return response.status
+
+    script = Script((429, {"Retry-After": "0"}), (200, {}))
+    with serve_script(script) as url:
+        assert asyncio.run(main(url)) == 200
+    first, again = script.bodies
+    assert b"hello world" in first
+    assert again == first
 
 
 def test_settle_on_a_redis_limiter_needs_its_settle_window(redis_server: RedisServer) -> None:
@@ -327,3 +398,31 @@ def test_a_retry_cancelled_while_it_waits_out_the_pause_costs_no_permit() -> Non
     with serve_script(script) as url:
         assert asyncio.run(main(url)) == (1, 1, (1,))
     assert len(script.bodies) == 1
+
+
+def test_limit_headers_served_while_the_limiter_closed_reach_the_caller() -> None:
+    """As the httpx transports: the limiter closes while a request is at
+    the upstream, whose response says what is left of the limit; learning
+    it raised ``LimiterClosed`` and the served response was lost."""
+
+    async def main(url: str) -> tuple[int, bytes]:
+        async with asyncio_adapter.open_limiter(
+            Fifo(), limits={"requests": Limit(100, burst=10)}
+        ) as limiter:
+            permits = PermitsMiddleware(limiter)
+            async with aiohttp.ClientSession(middlewares=(permits,)) as session:
+
+                async def get() -> tuple[int, bytes]:
+                    async with session.get(url) as response:
+                        return response.status, await response.read()
+
+                task = asyncio.create_task(get())
+                while not script.bodies:  # the request is at the upstream
+                    await asyncio.sleep(0.01)
+                await limiter.aclose()
+                return await task
+
+    headers = {"x-ratelimit-remaining-requests": "3", "x-ratelimit-reset-requests": "1s"}
+    script = Script((200, headers), delay=0.3)
+    with serve_script(script) as url:
+        assert asyncio.run(main(url)) == (200, b'{"ok": true}')

@@ -9,6 +9,7 @@ loaded machine cannot change.
 from __future__ import annotations
 
 import contextlib
+import gzip
 import time
 from collections.abc import AsyncIterator, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
@@ -564,6 +565,23 @@ def test_a_quoted_policy_name_may_hold_a_comma_or_a_semicolon() -> None:
         assert transport.upstream.malformed == 0
 
 
+def test_a_quoted_policy_name_may_hold_an_equals_sign() -> None:
+    """A policy's name may hold ``=`` too: ``"tokens=eu"`` was read as a
+    parameter (``"tokens`` of ``eu"``), so the policy was malformed and
+    its item, nameless, fell to the first limit, holding back the requests
+    and not the tokens."""
+    headers = {
+        "RateLimit-Policy": '"tokens=eu";q=1000;w=60;qu="tokens"',
+        "RateLimit": '"tokens=eu";r=0;t=30',
+    }
+    limits = {"requests": Limit(1, burst=10), "tokens": Limit(1000, burst=1000)}
+    with answered(headers, limits) as (limiter, transport):
+        assert transport.upstream.policies == {"tokens=eu": QuotaPolicy(1000, 60.0, "tokens")}
+        assert not limiter.try_acquire(cost={"requests": 1, "tokens": 1}), "no tokens left"
+        assert limiter.try_acquire(cost={"requests": 1, "tokens": 0}), "the requests are not held"
+        assert transport.upstream.malformed == 0
+
+
 def test_a_ratelimit_item_in_a_unit_no_limit_counts_is_ignored() -> None:
     """A policy counting ``content-bytes`` says nothing about a limit of
     requests: its item is counted in ``ignored`` and holds nothing back,
@@ -986,3 +1004,87 @@ async def test_a_retry_cancelled_while_it_waits_out_the_pause_costs_no_permit() 
             level = limiter.statistics().levels[0]
             assert (level.granted, level.cancelled, level.units_granted) == (1, 1, (1,))
     assert len(script.bodies) == 1
+
+
+@pytest.mark.parametrize(
+    "headers",
+    [
+        {"x-ratelimit-remaining-requests": "3", "x-ratelimit-reset-requests": "1s"},
+        {"RateLimit": '"default";r=3;t=1'},
+    ],
+)
+def test_a_response_with_limit_headers_served_while_the_limiter_closed_reaches_the_caller(
+    headers: dict[str, str],
+) -> None:
+    """The limiter closes (a shutdown) while a request is at the upstream,
+    and the response says what is left of the limit, as OpenAI's say on
+    every response: learning it raised ``LimiterClosed`` and the served
+    response was lost. A closed limiter has nothing left to learn: the
+    response goes to the caller, as it does when it is settled."""
+    script = Script((200, headers), delay=0.3)
+    with (
+        serve_script(script) as url,
+        threads.open_limiter(Fifo(), limits={"requests": Limit(100, burst=10)}) as limiter,
+    ):
+        transport = PermitsTransport(limiter)
+        with httpx.Client(transport=transport) as client, ThreadPoolExecutor(1) as pool:
+            sent = pool.submit(client.get, url)
+            while not script.bodies:  # the request is at the upstream
+                time.sleep(0.01)
+            limiter.close()
+            response = sent.result()
+        assert (response.status_code, response.content) == (200, b'{"ok": true}')
+        assert transport.upstream.malformed == 0
+
+
+@pytest.mark.parametrize("lines", [["30", "30"], ["10", "30"]])
+def test_a_retry_after_sent_twice_pauses_for_the_longest(lines: list[str]) -> None:
+    """A ``Retry-After`` sent on two lines (a proxy that repeats it) is read
+    as one value, ``30, 30``, which was malformed: nothing was paused, and
+    the next request went at once into the upstream's refusal. Each value
+    is read now, and the longest pauses."""
+    with (
+        serve_script(Script((429, {"Retry-After": lines}))) as url,
+        threads.open_limiter(Fifo(), 100, 10) as limiter,
+    ):
+        transport = PermitsTransport(limiter)
+        with httpx.Client(transport=transport) as client:
+            assert client.get(url).status_code == 429
+        assert transport.upstream.malformed == 0
+        assert limiter.pause_left() > 20.0
+
+
+def test_a_returned_429_with_a_compressed_body_reads_as_sent() -> None:
+    """A 429 kept for a retry whose permit cannot come in time is returned:
+    it was kept decoded, under its ``Content-Encoding: gzip``, and the
+    client, decoding it again, raised ``DecodingError``. It is kept as it
+    came, and the client decodes it once."""
+    script = Script(
+        (429, {"Retry-After": "0", "RateLimit": '"default";r=0;t=30', "Content-Encoding": "gzip"}),
+        content=gzip.compress(b"slow down"),
+    )
+    with (
+        serve_script(script) as url,
+        threads.open_limiter(Fifo(), limits={"requests": Limit(1, burst=10)}) as limiter,
+    ):
+        transport = PermitsTransport(limiter, retries=1, timeout=0.5)
+        with httpx.Client(transport=transport) as client:
+            response = client.get(url)
+        assert (response.status_code, response.content) == (429, b"slow down")
+
+
+@pytest.mark.anyio
+async def test_a_returned_429_with_a_compressed_body_reads_as_sent_async() -> None:
+    """As the sync transport: the 429 returned reads as the upstream sent it."""
+    script = Script(
+        (429, {"Retry-After": "0", "RateLimit": '"default";r=0;t=30', "Content-Encoding": "gzip"}),
+        content=gzip.compress(b"slow down"),
+    )
+    with serve_script(script) as url:
+        async with asyncio_adapter.open_limiter(
+            Fifo(), limits={"requests": Limit(1, burst=10)}
+        ) as limiter:
+            transport = AsyncPermitsTransport(limiter, retries=1, timeout=0.5)
+            async with httpx.AsyncClient(transport=transport) as client:
+                response = await client.get(url)
+    assert (response.status_code, response.content) == (429, b"slow down")

@@ -91,10 +91,11 @@ def _whole_number(text: str) -> int | None:
 def _retry_after(value: str, now: float) -> float | None:
     """Seconds from now that a ``Retry-After`` says: a number of seconds or
     an HTTP date (0 for one in the past: go again now); ``None`` if it is
-    neither."""
-    if re.fullmatch(r"\s*[0-9]+(\.[0-9]+)?\s*", value):
+    neither. Sent on several lines (a proxy that repeats it), its values
+    come joined by commas (``30, 30``): the longest."""
+    if re.fullmatch(r"\s*[0-9]+(\.[0-9]+)?\s*(,\s*[0-9]+(\.[0-9]+)?\s*)*", value):
         # delay-seconds; too long for a float it is inf, which max_pause cuts
-        return float(value)
+        return max(float(seconds) for seconds in value.split(","))
     try:
         date = parsedate_to_datetime(value)
     except (TypeError, ValueError, IndexError, OverflowError):
@@ -113,7 +114,9 @@ def _members(field: str) -> list[tuple[str | None, dict[str, str]]]:
         name: str | None = None
         params: dict[str, str] = {}
         for i, part in enumerate(_split(member, ";")):
-            key, equals, value = part.partition("=")
+            # a quoted string is a name, whatever it holds (``"eu=west"``);
+            # a parameter's key never starts with a quote
+            key, equals, value = (part, "", "") if _quoted(part) else part.partition("=")
             if equals:
                 params[key.strip()] = value.strip()
             elif not key.strip():
@@ -142,6 +145,11 @@ def _split(text: str, separator: str) -> list[str]:
             start = i + 1
     parts.append(text[start:])
     return parts
+
+
+def _quoted(text: str) -> bool:
+    """Whether ``text`` (stripped) is a quoted string."""
+    return text.strip().startswith('"')
 
 
 def _unquoted(token: str) -> str:
@@ -327,9 +335,17 @@ class Upstream:
         if left is None or seconds is None or not math.isfinite(seconds * 1e9):
             self._count("malformed")
             return
-        if refills is None:
-            self.limiter.quota(left, seconds, limit=limit)
-            return
+        try:
+            if refills is None:
+                self.limiter.quota(left, seconds, limit=limit)
+            else:
+                self._refill(left, seconds, limit, refills)
+        except LimiterClosed:
+            pass  # closed while the call was out: nothing to learn; the response goes on
+
+    def _refill(self, left: int, seconds: float, limit: str, refills: str) -> None:
+        """The ``x-ratelimit-*`` headers' bucket (of the size ``refills``
+        says), ``left`` now and full again ``seconds`` from now, adopted."""
         burst = self.limiter.limits[limit].burst
         if left >= burst:
             return  # more is left than this bucket holds: nothing to learn

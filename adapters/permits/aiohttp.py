@@ -71,6 +71,29 @@ class _Fields(Mapping[str, str]):
         return len(set(self))
 
 
+async def _in_memory(request: aiohttp.ClientRequest) -> None:
+    """``request``'s body, if it is not in memory (a stream, an async
+    iterator, a file, a multipart body of such parts), read whole, to be
+    sent whole each time: sent again as it was, one that cannot seek back
+    went out empty. A body that cannot be read so (a part forwarded from a
+    response) stays as it is, sent once (:func:`_spent`)."""
+    body = request.body
+    if isinstance(body, aiohttp.payload.Payload) and not isinstance(
+        body, aiohttp.payload.BytesPayload
+    ):
+        try:
+            content = await body.as_bytes()
+        except TypeError:
+            return
+        await request.update_body(content)
+
+
+def _spent(request: aiohttp.ClientRequest) -> bool:
+    """Whether ``request``'s body was sent and cannot be sent again (a
+    retry would send it empty)."""
+    return bool(getattr(request.body, "consumed", False))
+
+
 class PermitsMiddleware:
     """A permit per request for ``aiohttp.ClientSession(middlewares=...)``.
 
@@ -87,11 +110,13 @@ class PermitsMiddleware:
         the caller, unsettled).
     :param retries: how many times a 429/503 with ``Retry-After`` is sent
         again, after the pause, each with a new permit (with retries, a
-        streamed request body is read first, to be sent whole each time);
-        not when the pause
+        request body not in memory, a stream, a file or a multipart body,
+        is read first, to be sent whole each time); not when the pause
         in force (``limiter.pause_left()``) outlasts ``timeout``, nor when
         the retry's permit cannot come within it (the upstream's other
-        headers hold it back longer, say): that response is returned.
+        headers hold it back longer, say), nor when the body was sent and
+        cannot be sent again (one that cannot be read first, a part
+        forwarded from a response): that response is returned.
     :param timeout: seconds a request waits for its permit at most.
         aiohttp's own ``ClientTimeout(total=...)`` (5 minutes by default)
         runs around the middleware, so it counts that wait too, and the
@@ -130,8 +155,8 @@ class PermitsMiddleware:
         level = self.level(request) if self.level is not None else None
         flow = self.flow(request) if self.flow is not None else None
         cost = self.cost(request) if self.cost is not None else 1
-        if self.retries and isinstance(request.body, aiohttp.payload.AsyncIterablePayload):
-            await request.body.as_bytes()  # a streamed body, kept to be sent again
+        if self.retries:
+            await _in_memory(request)
         kept: aiohttp.ClientResponse | None = None  # the response a retry is for
         for attempt in range(self.retries + 1):
             try:
@@ -152,7 +177,7 @@ class PermitsMiddleware:
             except BaseException:
                 response.release()
                 raise
-            if retry(paused, attempt, self.retries, self.timeout):
+            if retry(paused, attempt, self.retries, self.timeout) and not _spent(request):
                 # kept, read whole (which frees the connection; released, it
                 # could not be read again by the caller)
                 await response.read()

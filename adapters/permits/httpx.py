@@ -163,8 +163,10 @@ class _Options:
 
 
 def _unread(response: httpx.Response, body: bytes) -> httpx.Response:
-    """``response`` again, its ``body`` (read, and the response closed) to
-    be read by the client as any other (which then knows its ``elapsed``)."""
+    """``response`` again, its ``body`` (read raw, as it came, still
+    encoded as its ``Content-Encoding`` says; and the response closed) to
+    be read by the client as any other (which then knows its ``elapsed``,
+    and decodes it once)."""
     return httpx.Response(
         response.status_code,
         headers=response.headers,
@@ -270,7 +272,7 @@ class AsyncPermitsTransport(httpx.AsyncBaseTransport):
                 raise
             if retry(paused, attempt, options.retries, options.timeout):
                 try:
-                    kept = _unread(response, await response.aread())
+                    kept = _unread(response, b"".join([p async for p in response.aiter_raw()]))
                 finally:
                     await response.aclose()
                 continue  # the next acquire waits for the pause
@@ -325,7 +327,7 @@ class PermitsTransport(httpx.BaseTransport):
                 raise
             if retry(paused, attempt, options.retries, options.timeout):
                 try:
-                    kept = _unread(response, response.read())
+                    kept = _unread(response, b"".join(response.iter_raw()))
                 finally:
                     response.close()
                 continue
