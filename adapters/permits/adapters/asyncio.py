@@ -62,7 +62,7 @@ class Limiter(BaseLimiter):
         try:
             loop = asyncio.get_running_loop()
         except RuntimeError:
-            raise wrong_framework(Limiter, "asyncio") from None
+            raise wrong_framework(Limiter, "asyncio", bound=self._loop is not None) from None
         if loop is not self._loop:
             if self._loop is not None:
                 raise other_loop(Limiter)
@@ -75,7 +75,7 @@ class Limiter(BaseLimiter):
         try:
             loop = asyncio.get_running_loop()
         except RuntimeError:
-            raise wrong_framework(Limiter, "asyncio") from None
+            raise wrong_framework(Limiter, "asyncio", bound=self._loop is not None) from None
         if loop is not self._loop:
             self._running_loop()
         return round(loop.time() * 1e9)
