@@ -746,6 +746,26 @@ async def test_try_acquire_never_jumps_the_queue(open_limiter: OpenLimiter) -> N
     assert limiter.statistics().levels[1].granted == 2
 
 
+async def test_a_max_wait_refusal_shows_its_estimate_to_the_nanosecond(
+    open_limiter: OpenLimiter,
+) -> None:
+    """At 3 permits a second the next permit is due in a third of a second,
+    rounded up to the nanosecond (0.333333334 s): a ``max_wait=1/3`` (the
+    nearest nanosecond is 0.333333333 s) is refused, and the refusal says
+    by how much. It printed the estimate to the microsecond, "would wait at
+    least 0.333333 s, more than max_wait=0.3333333333333333 s", a refusal
+    that read as wrong. A max_wait of the estimate itself is granted then."""
+    async with open_limiter(Fifo(), 3) as limiter:
+        await limiter.acquire()
+        with pytest.raises(WouldWaitTooLong) as refused:
+            await limiter.acquire(max_wait=1 / 3)
+        assert refused.value.estimated == 0.333333334
+        assert "would wait at least 0.333333334 s, more than max_wait=0.333" in str(refused.value)
+        start = now()
+        await limiter.acquire(max_wait=refused.value.estimated)
+        assert since(start) == 333_333_334
+
+
 @pytest.mark.threads
 @pytest.mark.redis
 async def test_context_level_and_queue_limit(open_limiter: OpenLimiter) -> None:

@@ -100,9 +100,11 @@ class WouldWaitTooLong(PermitError):
         self.level = level
         self.estimated = estimated
         self.max_wait = max_wait
+        # To the nanosecond, the machine's resolution: a due time is rounded
+        # up to one, and a max_wait a nanosecond short of it is refused.
+        seconds = f"{estimated:.9f}".rstrip("0").rstrip(".")
         super().__init__(
-            f"level {level} would wait at least {estimated:.6f} s, more than "
-            f"max_wait={max_wait!r} s"
+            f"level {level} would wait at least {seconds} s, more than max_wait={max_wait!r} s"
         )
 
 
