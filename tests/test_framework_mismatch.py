@@ -235,3 +235,22 @@ FROM_THREAD = {
     "asyncio": "anyio.from_thread.run_sync or loop.call_soon_threadsafe",
     "trio": "anyio.from_thread.run_sync or trio.from_thread.run_sync",
 }
+
+
+def test_an_asyncio_limiter_whose_loop_closed_does_not_send_a_thread_to_it() -> None:
+    """An asyncio Limiter made by hand whose loop has closed, called where
+    no loop runs, is told what any call outside a loop is: that loop is
+    gone, and calling it there (as a live loop's worker thread is told)
+    cannot be done."""
+    limiter = asyncio_limiter()
+
+    async def use() -> None:
+        limiter.try_acquire()
+
+    asyncio.run(use())
+    with pytest.raises(WrongFramework) as raised:
+        limiter.try_acquire()
+    assert str(raised.value) == (
+        "permits.adapters.asyncio.Limiter needs a running asyncio event loop; "
+        "none runs in this thread (start one with asyncio.run)"
+    )
