@@ -30,7 +30,7 @@ import itertools
 import math
 import random
 import weakref
-from collections.abc import Callable, Hashable, Iterator
+from collections.abc import AsyncIterator, Callable, Hashable, Iterator
 from contextlib import AbstractAsyncContextManager, suppress
 from fractions import Fraction
 from pathlib import Path
@@ -746,6 +746,26 @@ async def test_try_acquire_never_jumps_the_queue(open_limiter: OpenLimiter) -> N
     assert limiter.statistics().levels[1].granted == 2
 
 
+async def test_a_max_wait_refusal_shows_its_estimate_to_the_nanosecond(
+    open_limiter: OpenLimiter,
+) -> None:
+    """At 3 permits a second the next permit is due in a third of a second,
+    rounded up to the nanosecond (0.333333334 s): a ``max_wait=1/3`` (the
+    nearest nanosecond is 0.333333333 s) is refused, and the refusal says
+    by how much. It printed the estimate to the microsecond, "would wait at
+    least 0.333333 s, more than max_wait=0.3333333333333333 s", a refusal
+    that read as wrong. A max_wait of the estimate itself is granted then."""
+    async with open_limiter(Fifo(), 3) as limiter:
+        await limiter.acquire()
+        with pytest.raises(WouldWaitTooLong) as refused:
+            await limiter.acquire(max_wait=1 / 3)
+        assert refused.value.estimated == 0.333333334
+        assert "would wait at least 0.333333334 s, more than max_wait=0.333" in str(refused.value)
+        start = now()
+        await limiter.acquire(max_wait=refused.value.estimated)
+        assert since(start) == 333_333_334
+
+
 @pytest.mark.threads
 @pytest.mark.redis
 async def test_context_level_and_queue_limit(open_limiter: OpenLimiter) -> None:
@@ -761,6 +781,45 @@ async def test_context_level_and_queue_limit(open_limiter: OpenLimiter) -> None:
     stats = limiter.statistics().levels
     assert (stats[1].granted, stats[1].rejected, stats[1].cancelled) == (1, 1, 1)
     assert stats[0].pushed == 0
+
+
+async def test_level_as_a_decorator_sets_the_level_while_the_function_runs(
+    open_limiter: OpenLimiter,
+) -> None:
+    """``@level(BATCH)`` on an ``async def`` puts its acquires at that level
+    while it runs, as ``with level(BATCH):`` around its body does. It set
+    the level only while the call made the coroutine (contextlib's
+    decorator is for plain functions), so its acquires ran at the default
+    level, silently ahead of the work they were meant to yield to."""
+
+    @level(1)
+    async def batch_job(limiter: BaseLimiter) -> int | None:
+        await limiter.acquire()
+        await anyio.lowlevel.checkpoint()
+        return current_level()
+
+    @level(1)
+    def plain() -> int | None:
+        return current_level()
+
+    async with open_limiter(StrictPriority(2), 5, 2) as limiter:
+        assert await batch_job(limiter) == 1
+        assert await batch_job(limiter) == 1  # the decorator is used again
+        assert current_level() is None
+        assert plain() == 1
+    stats = limiter.statistics().levels
+    assert (stats[0].pushed, stats[1].pushed) == (0, 2)
+
+
+def test_level_refuses_to_decorate_an_async_generator() -> None:
+    """An async generator runs its body after the call returns, between
+    other code's steps: no decorator can hold a level there, so it is
+    refused, saying what to write instead."""
+    with pytest.raises(TypeError, match=r"with level\(1\):"):
+
+        @level(1)
+        async def gen() -> AsyncIterator[None]:  # pragma: no cover - refused
+            yield
 
 
 class _RecordingMachine:

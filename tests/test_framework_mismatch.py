@@ -194,3 +194,63 @@ def test_an_asyncio_limiter_closed_from_another_loop_refuses_and_stays_open() ->
             await limiter.acquire()  # its timer still runs
 
     asyncio.run(main())
+
+
+@pytest.mark.anyio
+async def test_a_limiter_called_from_a_thread_without_a_loop_says_to_call_it_in_its_own(
+    open_limiter: Callable[..., Any], case: tuple[str, str]
+) -> None:
+    """A limiter already living in a loop, called from a worker thread where
+    none runs (a permit settled in ``to_thread.run_sync``, a pause set from
+    a blocking client's callback), is refused and left as it was, saying to
+    call it in its own loop. It said "start one with asyncio.run": a call
+    from a loop started there is refused too, as another loop's."""
+    backend, adapter = case
+    async with open_limiter(Fifo(), rate=1, burst=2, settle_window=10.0) as limiter:
+        permit = await limiter.acquire()
+        before = (limiter.statistics(), limiter.limits)
+        calls: list[Callable[[], object]] = [
+            lambda: permit.settle(0),
+            limiter.try_acquire,
+            lambda: limiter.pause_for(60.0),
+            lambda: limiter.set_limit(rate=1000),
+        ]
+        for call in calls:
+            with pytest.raises(WrongFramework) as raised:
+                await anyio.to_thread.run_sync(call)
+            assert str(raised.value) == (
+                f"permits.adapters.{adapter}.Limiter belongs to the {backend} event loop it was "
+                "first used in, and none runs in this thread: call it in that loop (from a "
+                f"worker thread, through {FROM_THREAD[backend]})"
+            )
+            check(raised.value, f"permits.adapters.{adapter}.Limiter", backend, None)
+        assert (limiter.statistics(), limiter.limits) == before
+        assert limiter.pause_left() == 0.0
+        permit.settle(0)  # in its own loop, it is taken
+        assert limiter.try_acquire()
+        assert limiter.try_acquire()
+
+
+FROM_THREAD = {
+    "asyncio": "anyio.from_thread.run_sync or loop.call_soon_threadsafe",
+    "trio": "anyio.from_thread.run_sync or trio.from_thread.run_sync",
+}
+
+
+def test_an_asyncio_limiter_whose_loop_closed_does_not_send_a_thread_to_it() -> None:
+    """An asyncio Limiter made by hand whose loop has closed, called where
+    no loop runs, is told what any call outside a loop is: that loop is
+    gone, and calling it there (as a live loop's worker thread is told)
+    cannot be done."""
+    limiter = asyncio_limiter()
+
+    async def use() -> None:
+        limiter.try_acquire()
+
+    asyncio.run(use())
+    with pytest.raises(WrongFramework) as raised:
+        limiter.try_acquire()
+    assert str(raised.value) == (
+        "permits.adapters.asyncio.Limiter needs a running asyncio event loop; "
+        "none runs in this thread (start one with asyncio.run)"
+    )

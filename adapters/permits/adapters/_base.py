@@ -10,6 +10,8 @@ every decision is :class:`permits.core.Machine`'s.
 from __future__ import annotations
 
 import contextvars
+import functools
+import inspect
 import itertools
 import logging
 import math
@@ -19,13 +21,12 @@ from collections.abc import (
     Awaitable,
     Callable,
     Hashable,
-    Iterator,
     Mapping,
     Sequence,
 )
-from contextlib import asynccontextmanager, contextmanager, suppress
+from contextlib import asynccontextmanager, suppress
 from fractions import Fraction
-from typing import TYPE_CHECKING, Any, NoReturn, Protocol, TypedDict
+from typing import TYPE_CHECKING, Any, NoReturn, Protocol, TypedDict, TypeVar, cast
 
 from permits.core import (
     SECOND,
@@ -99,9 +100,11 @@ class WouldWaitTooLong(PermitError):
         self.level = level
         self.estimated = estimated
         self.max_wait = max_wait
+        # To the nanosecond, the machine's resolution: a due time is rounded
+        # up to one, and a max_wait a nanosecond short of it is refused.
+        seconds = f"{estimated:.9f}".rstrip("0").rstrip(".")
         super().__init__(
-            f"level {level} would wait at least {estimated:.6f} s, more than "
-            f"max_wait={max_wait!r} s"
+            f"level {level} would wait at least {seconds} s, more than max_wait={max_wait!r} s"
         )
 
 
@@ -110,8 +113,7 @@ _GRANTED = State.GRANTED
 _LEVEL: contextvars.ContextVar[int | None] = contextvars.ContextVar("permits_level", default=None)
 
 
-@contextmanager
-def level(value: int) -> Iterator[None]:
+def level(value: int) -> _LevelBlock:
     """Make ``value`` the level of every acquire in this context that names none.
 
     Assign priority where work enters (a request handler is interactive, a
@@ -119,14 +121,69 @@ def level(value: int) -> Iterator[None]:
 
         with level(BATCH):
             await export_everything()   # its acquires are at BATCH
+
+    or decorate the function where it enters (a plain or an ``async def``
+    one: the level holds while it runs)::
+
+        @level(BATCH)
+        async def export_everything(): ...
     """
     if isinstance(value, bool) or not isinstance(value, int):
         raise PermitTypeError("level", value, "an int")
-    token = _LEVEL.set(value)
-    try:
-        yield
-    finally:
-        _LEVEL.reset(token)
+    return _LevelBlock(value)
+
+
+_F = TypeVar("_F", bound=Callable[..., Any])
+
+
+class _LevelBlock:
+    """What :func:`level` gives: a ``with`` block, or a decorator."""
+
+    __slots__ = ("_tokens", "_value")
+
+    def __init__(self, value: int) -> None:
+        self._value = value
+        self._tokens: list[contextvars.Token[int | None]] = []
+
+    def __enter__(self) -> None:
+        self._tokens.append(_LEVEL.set(self._value))
+
+    def __exit__(self, *exc_info: object) -> None:
+        _LEVEL.reset(self._tokens.pop())
+
+    def __call__(self, function: _F) -> _F:
+        """``function``, run at this level: an ``async def`` one while its
+        coroutine runs (contextlib's decorator would set it only while the
+        call made the coroutine). A generator's body runs between other
+        code's steps, after the call returns, so none is taken."""
+        value = self._value
+        if inspect.isasyncgenfunction(function) or inspect.isgeneratorfunction(function):
+            raise TypeError(
+                f"level({value}) cannot decorate the generator {function.__qualname__}: "
+                f"its body runs after the call returns; write `with level({value}):` "
+                "around the code in it that acquires"
+            )
+        if inspect.iscoroutinefunction(function):
+
+            @functools.wraps(function)
+            async def run(*args: Any, **kwargs: Any) -> Any:
+                token = _LEVEL.set(value)
+                try:
+                    return await function(*args, **kwargs)
+                finally:
+                    _LEVEL.reset(token)
+
+            return cast(_F, run)
+
+        @functools.wraps(function)
+        def call(*args: Any, **kwargs: Any) -> Any:
+            token = _LEVEL.set(value)
+            try:
+                return function(*args, **kwargs)
+            finally:
+                _LEVEL.reset(token)
+
+        return cast(_F, call)
 
 
 def current_level() -> int | None:

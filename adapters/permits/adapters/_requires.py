@@ -49,6 +49,12 @@ _USE: dict[Framework, str] = {
     "trio": "permits.adapters.trio.open_limiter or permits.adapters.anyio.open_limiter",
 }
 
+#: How a worker thread calls into each framework's loop.
+_FROM_THREAD: dict[Framework, str] = {
+    "asyncio": "anyio.from_thread.run_sync or loop.call_soon_threadsafe",
+    "trio": "anyio.from_thread.run_sync or trio.from_thread.run_sync",
+}
+
 
 class WrongFramework(PermitError, RuntimeError):
     """An adapter was used outside the framework it is for: the asyncio
@@ -60,10 +66,21 @@ class WrongFramework(PermitError, RuntimeError):
     :ivar running: the framework running instead, or ``None`` if none is.
     """
 
-    def __init__(self, adapter: str, needs: Framework, running: Framework | None) -> None:
+    def __init__(
+        self, adapter: str, needs: Framework, running: Framework | None, *, bound: bool = False
+    ) -> None:
         self.adapter = adapter
         self.needs = needs
         self.running = running
+        if running is None and bound:
+            # A limiter that lives in a loop already, called from a worker
+            # thread: a loop started there would be refused as another's.
+            super().__init__(
+                f"{adapter} belongs to the {needs} event loop it was first used in, and none "
+                f"runs in this thread: call it in that loop (from a worker thread, through "
+                f"{_FROM_THREAD[needs]})"
+            )
+            return
         if running is None:
             advice = f"none runs in this thread (start one with {needs}.run)"
         else:
@@ -94,10 +111,14 @@ def _running() -> Framework | None:
     return None
 
 
-def wrong_framework(adapter: Callable[..., Any], needs: Framework) -> WrongFramework:
-    """The error for ``adapter`` (a class or function) used outside ``needs``;
-    raise it ``from None`` where the framework's own call failed."""
-    return WrongFramework(f"{adapter.__module__}.{adapter.__qualname__}", needs, _running())
+def wrong_framework(
+    adapter: Callable[..., Any], needs: Framework, *, bound: bool = False
+) -> WrongFramework:
+    """The error for ``adapter`` (a class or function) used outside ``needs``
+    (``bound``: a limiter that lives in a loop of it already); raise it
+    ``from None`` where the framework's own call failed."""
+    name = f"{adapter.__module__}.{adapter.__qualname__}"
+    return WrongFramework(name, needs, _running(), bound=bound)
 
 
 def other_loop(adapter: Callable[..., Any]) -> RuntimeError:

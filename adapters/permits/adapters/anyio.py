@@ -126,7 +126,7 @@ def _own_seconds(
         try:
             now = running()
         except RuntimeError:
-            raise wrong_framework(Limiter, framework) from None
+            raise wrong_framework(Limiter, framework, bound=True) from None
         if now is not own:
             raise other_loop(Limiter)
         return seconds(own)

@@ -62,12 +62,17 @@ class Limiter(BaseLimiter):
         try:
             loop = asyncio.get_running_loop()
         except RuntimeError:
-            raise wrong_framework(Limiter, "asyncio") from None
+            raise wrong_framework(Limiter, "asyncio", bound=self._bound()) from None
         if loop is not self._loop:
             if self._loop is not None:
                 raise other_loop(Limiter)
             self._loop = loop
         return loop
+
+    def _bound(self) -> bool:
+        """Whether the limiter lives in a loop that is still open (a call
+        from another thread is to go through it)."""
+        return self._loop is not None and not self._loop.is_closed()
 
     def _clock(self) -> int:
         # _running_loop, inlined: the clock is read on every acquire (a try
@@ -75,7 +80,7 @@ class Limiter(BaseLimiter):
         try:
             loop = asyncio.get_running_loop()
         except RuntimeError:
-            raise wrong_framework(Limiter, "asyncio") from None
+            raise wrong_framework(Limiter, "asyncio", bound=self._bound()) from None
         if loop is not self._loop:
             self._running_loop()
         return round(loop.time() * 1e9)

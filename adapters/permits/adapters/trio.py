@@ -57,7 +57,7 @@ class Limiter(TaskedLimiter):
         try:
             clock = trio.lowlevel.current_clock()
         except RuntimeError:  # outside trio.run (a try costs next to nothing until it catches)
-            raise wrong_framework(Limiter, "trio") from None
+            raise wrong_framework(Limiter, "trio", bound=self._run_clock is not None) from None
         if clock is not self._run_clock and self._run_clock is not None:
             raise other_loop(Limiter)
         return round(clock.current_time() * 1e9)
