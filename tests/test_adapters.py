@@ -815,11 +815,13 @@ def test_level_refuses_to_decorate_an_async_generator() -> None:
     """An async generator runs its body after the call returns, between
     other code's steps: no decorator can hold a level there, so it is
     refused, saying what to write instead."""
-    with pytest.raises(TypeError, match=r"with level\(1\):"):
+    with pytest.raises(PermitTypeError, match=r"^function=.*with level\(1\):") as error:
 
         @level(1)
         async def gen() -> AsyncIterator[None]:  # pragma: no cover - refused
             yield
+
+    assert error.value.argument == "function"
 
 
 class _RecordingMachine:

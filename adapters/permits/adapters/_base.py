@@ -158,10 +158,12 @@ class _LevelBlock:
         code's steps, after the call returns, so none is taken."""
         value = self._value
         if inspect.isasyncgenfunction(function) or inspect.isgeneratorfunction(function):
-            raise TypeError(
-                f"level({value}) cannot decorate the generator {function.__qualname__}: "
-                f"its body runs after the call returns; write `with level({value}):` "
-                "around the code in it that acquires"
+            raise PermitTypeError(
+                "function",
+                function,
+                f"a plain or async function for level({value}) to decorate, not a generator "
+                f"(its body runs after the call returns): write `with level({value}):` "
+                "around the code in it that acquires",
             )
         if inspect.iscoroutinefunction(function):
 
