@@ -16,6 +16,23 @@ from redis_server import RedisServer
 
 ROOT = Path(__file__).resolve().parent.parent
 
+#: The modules whose public names the README may use.
+PUBLIC_MODULES = [
+    "permits.core",
+    "permits.sim",
+    "permits.adapters",
+    "permits.adapters.asyncio",
+    "permits.adapters.trio",
+    "permits.adapters.anyio",
+    "permits.adapters.threads",
+    "permits.adapters.redis",
+    "permits.adapters.prometheus",
+    "permits.adapters.opentelemetry",
+    "permits.httpx",
+    "permits.aiohttp",
+    "permits.testing",
+]
+
 
 def test_readme_examples() -> None:
     failures, tried = doctest.testfile(
@@ -349,21 +366,6 @@ def test_readme_keyword_arguments_exist() -> None:
     import importlib
     import inspect
 
-    modules = [
-        "permits.core",
-        "permits.sim",
-        "permits.adapters",
-        "permits.adapters.asyncio",
-        "permits.adapters.trio",
-        "permits.adapters.anyio",
-        "permits.adapters.threads",
-        "permits.adapters.redis",
-        "permits.adapters.prometheus",
-        "permits.adapters.opentelemetry",
-        "permits.httpx",
-        "permits.aiohttp",
-        "permits.testing",
-    ]
     parameters: set[str] = set()
     seen: set[int] = set()
 
@@ -379,7 +381,7 @@ def test_readme_keyword_arguments_exist() -> None:
         if inspect.isclass(value):  # a TypedDict's keys are the options it types
             parameters.update(getattr(value, "__annotations__", {}))
 
-    for name in modules:
+    for name in PUBLIC_MODULES:
         module = importlib.import_module(name)
         for attribute in dir(module):
             if not attribute.startswith("_"):
@@ -405,20 +407,7 @@ def test_readme_class_and_error_names_exist() -> None:
     import builtins
     import importlib
 
-    modules = [
-        "permits.core",
-        "permits.sim",
-        "permits.adapters",
-        "permits.adapters.asyncio",
-        "permits.adapters.threads",
-        "permits.adapters.redis",
-        "permits.adapters.prometheus",
-        "permits.adapters.opentelemetry",
-        "permits.httpx",
-        "permits.aiohttp",
-        "permits.testing",
-    ]
-    ours = {name for module in modules for name in dir(importlib.import_module(module))}
+    ours = {name for module in PUBLIC_MODULES for name in dir(importlib.import_module(module))}
     text = (ROOT / "README.md").read_text()
     named = set(re.findall(r"`([A-Z][a-z]+[A-Z]\w*)`", text))
     theirs = {"MockClock", "RateLimit"}
