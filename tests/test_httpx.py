@@ -547,36 +547,23 @@ def test_a_parameter_with_no_value_does_not_rename_the_policy() -> None:
         assert transport.upstream.malformed == 0
 
 
-def test_a_quoted_policy_name_may_hold_a_comma_or_a_semicolon() -> None:
+@pytest.mark.parametrize(
+    ("written", "name"),
+    [('tokens, eu;west \\"b\\"', 'tokens, eu;west "b"'), ("tokens=eu", "tokens=eu")],
+)
+def test_a_quoted_policy_name_may_hold_what_separates_a_field(written: str, name: str) -> None:
     """A policy's name is a structured field's string: ``"tokens, eu;west"``
-    is one name (it was split into members at its comma and semicolon, and
-    its item fell to the first limit); an escaped quote stays in it."""
-    name = 'tokens, eu;west \\"b\\"'
+    is one name (it was split into members at its comma and semicolon),
+    an escaped quote stays in it, and ``"tokens=eu"`` is a name too (it was
+    read as a parameter, the policy malformed). Each time its item fell to
+    the first limit, holding back the requests and not the tokens."""
     headers = {
-        "RateLimit-Policy": f'"{name}";q=1000;w=60;qu="tokens"',
-        "RateLimit": f'"{name}";r=0;t=30',
+        "RateLimit-Policy": f'"{written}";q=1000;w=60;qu="tokens"',
+        "RateLimit": f'"{written}";r=0;t=30',
     }
     limits = {"requests": Limit(1, burst=10), "tokens": Limit(1000, burst=1000)}
     with answered(headers, limits) as (limiter, transport):
-        policy = QuotaPolicy(1000, 60.0, "tokens")
-        assert transport.upstream.policies == {'tokens, eu;west "b"': policy}
-        assert not limiter.try_acquire(cost={"requests": 1, "tokens": 1}), "no tokens left"
-        assert limiter.try_acquire(cost={"requests": 1, "tokens": 0}), "the requests are not held"
-        assert transport.upstream.malformed == 0
-
-
-def test_a_quoted_policy_name_may_hold_an_equals_sign() -> None:
-    """A policy's name may hold ``=`` too: ``"tokens=eu"`` was read as a
-    parameter (``"tokens`` of ``eu"``), so the policy was malformed and
-    its item, nameless, fell to the first limit, holding back the requests
-    and not the tokens."""
-    headers = {
-        "RateLimit-Policy": '"tokens=eu";q=1000;w=60;qu="tokens"',
-        "RateLimit": '"tokens=eu";r=0;t=30',
-    }
-    limits = {"requests": Limit(1, burst=10), "tokens": Limit(1000, burst=1000)}
-    with answered(headers, limits) as (limiter, transport):
-        assert transport.upstream.policies == {"tokens=eu": QuotaPolicy(1000, 60.0, "tokens")}
+        assert transport.upstream.policies == {name: QuotaPolicy(1000, 60.0, "tokens")}
         assert not limiter.try_acquire(cost={"requests": 1, "tokens": 1}), "no tokens left"
         assert limiter.try_acquire(cost={"requests": 1, "tokens": 0}), "the requests are not held"
         assert transport.upstream.malformed == 0
