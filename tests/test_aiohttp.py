@@ -11,6 +11,7 @@ import io
 import os
 import time
 from collections.abc import AsyncIterator, Iterator
+from contextlib import AbstractAsyncContextManager
 from typing import Any
 
 import aiohttp
@@ -328,14 +329,19 @@ def test_a_pause_past_aiohttps_own_timeout_returns_the_429_given_a_timeout_below
         assert asyncio.run(main(url, 0.5)) == 429
 
 
-def test_a_response_served_while_the_limiter_closed_reaches_the_caller() -> None:
-    """The limiter closes (a shutdown) while a request is at the upstream:
-    the response it serves reaches the caller; its settle raised
-    ``LimiterClosed`` and the response was lost."""
+def _served_while_closing(
+    url: str,
+    script: Script,
+    opened: AbstractAsyncContextManager[asyncio_adapter.Limiter],
+    **options: Any,
+) -> tuple[int, bytes]:
+    """A GET through a middleware (of ``options``) on the limiter ``opened``,
+    which closes once the request is at the upstream (``script``'s
+    server): what the caller gets."""
 
-    async def main(url: str) -> tuple[int, bytes]:
-        async with asyncio_adapter.open_limiter(Fifo(), 100, 10, settle_window=60.0) as limiter:
-            permits = PermitsMiddleware(limiter, settle=lambda response, body: 0)
+    async def main() -> tuple[int, bytes]:
+        async with opened as limiter:
+            permits = PermitsMiddleware(limiter, **options)
             async with aiohttp.ClientSession(middlewares=(permits,)) as session:
 
                 async def get() -> tuple[int, bytes]:
@@ -348,9 +354,18 @@ def test_a_response_served_while_the_limiter_closed_reaches_the_caller() -> None
                 await limiter.aclose()
                 return await task
 
+    return asyncio.run(main())
+
+
+def test_a_response_served_while_the_limiter_closed_reaches_the_caller() -> None:
+    """The limiter closes (a shutdown) while a request is at the upstream:
+    the response it serves reaches the caller; its settle raised
+    ``LimiterClosed`` and the response was lost."""
     script = Script((200, {}), delay=0.3)
     with serve_script(script) as url:
-        assert asyncio.run(main(url)) == (200, b'{"ok": true}')
+        opened = asyncio_adapter.open_limiter(Fifo(), 100, 10, settle_window=60.0)
+        served = _served_while_closing(url, script, opened, settle=lambda response, body: 0)
+    assert served == (200, b'{"ok": true}')
 
 
 def test_a_retry_held_back_past_the_timeout_returns_the_429() -> None:
@@ -404,25 +419,8 @@ def test_limit_headers_served_while_the_limiter_closed_reach_the_caller() -> Non
     """As the httpx transports: the limiter closes while a request is at
     the upstream, whose response says what is left of the limit; learning
     it raised ``LimiterClosed`` and the served response was lost."""
-
-    async def main(url: str) -> tuple[int, bytes]:
-        async with asyncio_adapter.open_limiter(
-            Fifo(), limits={"requests": Limit(100, burst=10)}
-        ) as limiter:
-            permits = PermitsMiddleware(limiter)
-            async with aiohttp.ClientSession(middlewares=(permits,)) as session:
-
-                async def get() -> tuple[int, bytes]:
-                    async with session.get(url) as response:
-                        return response.status, await response.read()
-
-                task = asyncio.create_task(get())
-                while not script.bodies:  # the request is at the upstream
-                    await asyncio.sleep(0.01)
-                await limiter.aclose()
-                return await task
-
     headers = {"x-ratelimit-remaining-requests": "3", "x-ratelimit-reset-requests": "1s"}
     script = Script((200, headers), delay=0.3)
     with serve_script(script) as url:
-        assert asyncio.run(main(url)) == (200, b'{"ok": true}')
+        opened = asyncio_adapter.open_limiter(Fifo(), limits={"requests": Limit(100, burst=10)})
+        assert _served_while_closing(url, script, opened) == (200, b'{"ok": true}')
