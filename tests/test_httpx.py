@@ -1041,6 +1041,27 @@ def test_a_retry_after_sent_twice_pauses_for_the_longest(lines: list[str]) -> No
         assert limiter.pause_left() > 20.0
 
 
+def test_rate_limit_headers_sent_twice_are_read_cautiously() -> None:
+    """``x-ratelimit-*`` headers sent on two lines (a proxy that repeats
+    them, or two upstreams' views) come joined, ``5, 3``, and were counted
+    malformed: nothing was learned. The least left, the longest reset and
+    the smallest size are read now."""
+    headers: dict[str, str | list[str]] = {
+        "x-ratelimit-remaining-requests": ["5", "3"],
+        "x-ratelimit-reset-requests": ["1s", "6s"],
+        "x-ratelimit-limit-requests": ["10", "10"],
+    }
+    with (
+        serve_script(Script((200, headers))) as url,
+        threads.open_limiter(Fifo(), limits={"requests": Limit(1, burst=10)}) as limiter,
+    ):
+        transport = PermitsTransport(limiter)
+        with httpx.Client(transport=transport) as client:
+            assert client.get(url).status_code == 200
+        assert transport.upstream.malformed == 0
+        assert [limiter.try_acquire() for _ in range(4)] == [True, True, True, False]
+
+
 def test_a_returned_429_with_a_compressed_body_reads_as_sent() -> None:
     """A 429 kept for a retry whose permit cannot come in time is returned:
     it was kept decoded, under its ``Content-Encoding: gzip``, and the

@@ -9,10 +9,11 @@ import math
 import re
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from datetime import timezone
 from email.utils import parsedate_to_datetime
 from fractions import Fraction
+from typing import TypeVar
 
 import attrs
 
@@ -86,6 +87,22 @@ def _whole_number(text: str) -> int | None:
         return int(text)
     except ValueError:
         return None
+
+
+_T = TypeVar("_T", int, float)
+
+
+def _cautious(
+    text: str, read: Callable[[str], _T | None], pick: Callable[[list[_T]], _T]
+) -> _T | None:
+    """The value of a header that may have come on several lines (a proxy
+    that repeats it: ``5, 3``), each read by ``read``, ``pick`` of them (the
+    least left, the longest reset: the cautious reading); ``None`` if any
+    is not one."""
+    values = [read(part) for part in text.split(",")]
+    if any(value is None for value in values):
+        return None
+    return pick([value for value in values if value is not None])
 
 
 def _retry_after(value: str, now: float) -> float | None:
@@ -329,8 +346,8 @@ class Upstream:
         near the reset). The IETF ``RateLimit`` field (``refills=None``) is
         a quota: that much until the reset, paced by the limit meanwhile
         (:meth:`~permits.adapters.BaseLimiter.quota`)."""
-        seconds = parse_duration(reset)
-        left = _whole_number(remaining)
+        seconds = _cautious(reset, parse_duration, max)
+        left = _cautious(remaining, _whole_number, min)
         # a reset that is still finite in nanoseconds (the limiter's unit)
         if left is None or seconds is None or not math.isfinite(seconds * 1e9):
             self._count("malformed")
@@ -349,7 +366,7 @@ class Upstream:
         burst = self.limiter.limits[limit].burst
         if left >= burst:
             return  # more is left than this bucket holds: nothing to learn
-        size = _whole_number(refills) if refills.strip() else burst  # not sent: this bucket's
+        size = _cautious(refills, _whole_number, min) if refills.strip() else burst  # not sent
         if size is None:
             self._count("malformed")
             size = burst
