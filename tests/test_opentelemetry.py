@@ -330,3 +330,29 @@ def test_a_limiter_uninstrumented_as_it_tells_a_wait_leaves_the_other_meters_sam
         instrument(limiter, second)
         limiter.acquire(0)
         assert value(points(readers[1]), "permits.wait", level="0").count == 1
+
+
+def test_a_limiter_uninstrumented_as_the_reader_reads_leaves_the_others_read() -> None:
+    """``uninstrument`` from another thread while the reader walks the
+    meter's limiters (here at once, from the first one's statistics): the
+    limiter after it is still read in that collection (the list was
+    changed in place as it was walked, and the one after skipped)."""
+    reader = InMemoryMetricReader()
+    meter = MeterProvider(metric_readers=[reader]).get_meter("test")
+    with (
+        threads.open_limiter(StrictPriority(1), 1000, 10) as first,
+        threads.open_limiter(StrictPriority(1), 1000, 10) as second,
+    ):
+        instrument(first, meter, name="first")
+        instrument(second, meter, name="second")
+        statistics = first.statistics
+
+        def meanwhile() -> Any:
+            uninstrument(first, meter)
+            return statistics()
+
+        first.statistics = meanwhile  # type: ignore[method-assign]
+        found = points(reader)
+        assert [p.attributes["limiter"] for p in found["permits.waiting"]] == ["first", "second"]
+        again = points(reader)
+        assert [p.attributes["limiter"] for p in again["permits.waiting"]] == ["second"]

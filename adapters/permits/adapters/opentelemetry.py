@@ -60,10 +60,21 @@ class _Instrumented(NamedTuple):
     record: Callable[[int, int], None]
 
 
+class _Sources:
+    """The limiters instrumented on one meter: a tuple replaced, never
+    changed in place (the reader's thread may be walking the one it
+    replaces, as another thread instruments or uninstruments a limiter)."""
+
+    __slots__ = ("all",)
+
+    def __init__(self) -> None:
+        self.all: tuple[_Instrumented, ...] = ()
+
+
 #: The limiters instrumented on each meter, and its wait histogram. A
 #: meter keeps the first instrument of a name (and drops the callbacks of
 #: another), so each instrument is made once per meter and reads them all.
-_instrumented: weakref.WeakKeyDictionary[Meter, tuple[list[_Instrumented], Histogram]] = (
+_instrumented: weakref.WeakKeyDictionary[Meter, tuple[_Sources, Histogram]] = (
     weakref.WeakKeyDictionary()
 )
 
@@ -123,7 +134,7 @@ def instrument(
     bounds = bucket_bounds(buckets)
     meter = _meter(meter)
     if meter not in _instrumented:
-        sources: list[_Instrumented] = []
+        sources = _Sources()
         _observe(meter, sources)
         wait = meter.create_histogram(
             "permits.wait",
@@ -133,7 +144,7 @@ def instrument(
         )
         _instrumented[meter] = (sources, wait)
     sources, wait = _instrumented[meter]
-    if any(other.name == name for other in sources):
+    if any(other.name == name for other in sources.all):
         raise PermitValueError(
             "name", name, "already the name of a limiter on this meter: give each its own"
         )
@@ -142,7 +153,7 @@ def instrument(
     def record(level: int, waited: int) -> None:
         wait.record(waited / 1e9, attributes[level])
 
-    sources.append(_Instrumented(limiter, name, names, upstream, record))
+    sources.all = (*sources.all, _Instrumented(limiter, name, names, upstream, record))
     # (a new list, never one changed in place: another thread may be
     # walking the one it replaces, as the limiter tells of a wait)
     limiter._on_proceed = [*limiter._on_proceed, record]
@@ -157,20 +168,20 @@ def uninstrument(limiter: _Limiting, meter: Meter | None = None) -> None:
     :class:`~permits.core.PermitValueError` (a :class:`ValueError`) naming
     ``limiter`` if it is not instrumented on that meter."""
     meter = _meter(meter)
-    sources = _instrumented[meter][0] if meter in _instrumented else []
-    mine = [source for source in sources if source.limiter is limiter]
+    sources = _instrumented[meter][0] if meter in _instrumented else _Sources()
+    mine = [source for source in sources.all if source.limiter is limiter]
     if not mine:
         raise PermitValueError(
             "limiter",
             limiter,
             f"is not instrumented on meter {meter!r}: pass the meter given to instrument()",
         )
+    sources.all = tuple(source for source in sources.all if source.limiter is not limiter)
     for source in mine:
-        sources.remove(source)
         limiter._on_proceed = [told for told in limiter._on_proceed if told is not source.record]
 
 
-def _observe(meter: Meter, sources: list[_Instrumented]) -> None:
+def _observe(meter: Meter, sources: _Sources) -> None:
     """The observable instruments of ``meter``, read from every limiter of
     ``sources`` (those instrumented on it, now and later)."""
 
@@ -180,7 +191,7 @@ def _observe(meter: Meter, sources: list[_Instrumented]) -> None:
                 Observation(
                     getattr(level, field), {"limiter": s.name, "level": s.levels[level.level]}
                 )
-                for s in sources
+                for s in sources.all
                 for level in s.limiter.statistics().levels
             ]
 
@@ -190,7 +201,7 @@ def _observe(meter: Meter, sources: list[_Instrumented]) -> None:
         read: Callable[[_Limiting], float],
     ) -> Callable[[CallbackOptions], Iterable[Observation]]:
         def observe(options: CallbackOptions) -> Iterable[Observation]:
-            return [Observation(read(s.limiter), {"limiter": s.name}) for s in sources]
+            return [Observation(read(s.limiter), {"limiter": s.name}) for s in sources.all]
 
         return observe
 
@@ -198,7 +209,7 @@ def _observe(meter: Meter, sources: list[_Instrumented]) -> None:
         def observe(options: CallbackOptions) -> Iterable[Observation]:
             return [
                 Observation(getattr(s.upstream, field), {"limiter": s.name})
-                for s in sources
+                for s in sources.all
                 if s.upstream is not None
             ]
 
@@ -216,7 +227,7 @@ def _observe(meter: Meter, sources: list[_Instrumented]) -> None:
             Observation(
                 level.wait_max_ns / 1e9, {"limiter": s.name, "level": s.levels[level.level]}
             )
-            for s in sources
+            for s in sources.all
             for level in s.limiter.statistics().levels
             if level.wait_max_ns is not None  # (none before the level's first grant)
         ]
@@ -235,7 +246,7 @@ def _observe(meter: Meter, sources: list[_Instrumented]) -> None:
     def units(options: CallbackOptions) -> Iterable[Observation]:
         return [
             Observation(count, {"limiter": s.name, "level": s.levels[level.level], "limit": limit})
-            for s in sources
+            for s in sources.all
             for level in s.limiter.statistics().levels
             for limit, count in zip(s.limiter.machine.limits, level.units_granted, strict=True)
         ]
