@@ -2706,7 +2706,7 @@ async def test_a_restart_loses_the_pause_and_changed_limits(own_server: RedisSer
 async def test_a_restart_takes_back_the_limits_the_process_changed(
     own_server: RedisServer,
 ) -> None:
-    """SPEC, live limits, across a Redis restart: the process that raised a
+    """P41, across a Redis restart: the process that raised a
     burst hears at its next reply that Redis holds the limits it was opened
     with again, and takes them as its own: ``limits`` says so, and a cost
     above the burst it was opened with is refused at acquire, as above that
@@ -2734,7 +2734,7 @@ async def test_a_restart_takes_back_the_limits_the_process_changed(
 async def test_a_process_follows_another_processs_change_of_limit(
     redis_server: RedisServer,
 ) -> None:
-    """SPEC, live limits: every reply says which limits the script used, so
+    """P41: every reply says which limits the script used, so
     a process takes another's change as its own at its next reply: a cost
     within a burst the other raised is granted (not refused at acquire as
     above the burst it was opened with), and its rate's estimates follow."""

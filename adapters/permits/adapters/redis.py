@@ -1988,8 +1988,9 @@ class RedisLimiter(_AnyioLimiter):
     ) -> None:
         """Change a limit for every process sharing it, from their next
         request on; the units in the bucket carry over. :attr:`limits` (and
-        ``min_wait``'s estimate) follow this process's changes; another
-        process's are read by the script in Redis, not here. While the
+        ``min_wait``'s estimate) follow this process's changes at once, and
+        the limits Redis holds (another process's change, or those opened
+        after a Redis that lost the change) at the next reply. While the
         local fallback serves, it serves its ``share`` of the first limit
         as changed, at once. A change that
         would leave a full bucket taking more than 1e9 s (about 31 years) to
