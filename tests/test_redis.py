@@ -2780,6 +2780,46 @@ async def test_a_pause_redis_lost_holds_its_process_without_a_round_trip_each_pa
 
 @pytest.mark.timeout(60)
 @pytest.mark.parametrize("anyio_backend", ["asyncio", "trio"])
+@pytest.mark.anyio
+async def test_a_pause_redis_lost_is_sent_again_by_its_process(own_server: RedisServer) -> None:
+    """P40, across a Redis restart: the process that paused, with an urgent
+    waiter published under global priority, keeps its pause and keeps
+    publishing that waiter (its heartbeat), so the others' lower levels
+    are held for the pause's length anyway. At its first take answered
+    allowed within its pause (Redis lost it), it sends the pause again for
+    the time left: every process is paused again, as before the restart
+    (the others' urgent levels included), at the cost of one round trip."""
+    name = fresh()
+    async with open_limiter(
+        StrictPriority(2),
+        own_server.url,
+        name=name,
+        rate=100,
+        burst=5,
+        global_priority=True,
+        demand_ttl=0.4,
+        timeout=0.5,
+    ) as paused:
+        paused.pause_for(30)
+        await sent(paused)
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(partial(paused.acquire, level=0, timeout=20))
+            await anyio.sleep(0.1)
+            await anyio.to_thread.run_sync(own_server.kill)
+            await anyio.to_thread.run_sync(own_server.start)
+            await anyio.sleep(1.0)  # its heartbeat (every 0.2 s) finds Redis again
+            other = peek(own_server, name, rate=100, burst=5)
+            try:
+                answer = other.take()  # the most urgent level: held by no demand
+                assert not answer.allowed
+                assert answer.retry_after > 20e6  # paused for the time left
+            finally:
+                other.close()
+            tg.cancel_scope.cancel()
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("anyio_backend", ["asyncio", "trio"])
 @pytest.mark.parametrize("mode", ["closed", "local"])
 @pytest.mark.anyio
 async def test_changes_kept_through_an_outage_count_from_when_they_were_given(
