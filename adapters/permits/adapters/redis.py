@@ -1753,6 +1753,11 @@ class RedisLimiter(_AnyioLimiter):
         #: are, an answer to a request sent before them does not set its
         #: limits back.
         self._changing = 0
+        #: The end (ns) of the pause last sent (see _pause_left), and of
+        #: this process's pauses Redis answered: a take it allows before
+        #: then finds the pause lost (a restart), and the pause is sent again.
+        self._pause_asked = 0
+        self._pause_in_redis = 0
         #: ... by each id granted whose caller has not proceeded yet.
         self._granted: dict[int, tuple[int, ...]] = {}
         #: ... by each caller that proceeded within the settle window, with
@@ -1811,8 +1816,19 @@ class RedisLimiter(_AnyioLimiter):
         waiter whose cost is above a burst lowered so fails at once. Not
         while a set_limit of this process is unanswered (an answer to a
         request sent before it would set the change back for a moment)."""
-        if request.args[0] == b"rate":
+        op = request.args[0]
+        if op == b"rate":
             self._changing -= 1
+        elif op == b"pause":
+            self._pause_in_redis = max(self._pause_in_redis, self._pause_asked)
+        elif op == b"take" and answer.allowed and self._closed is None:
+            end = self._pause_in_redis
+            if self._now() < end:
+                # Redis lost this process's pause (a restart): it pauses every
+                # process again, for the time left (once: the next pause
+                # answered says it holds again)
+                self._pause_in_redis = 0
+                self._send(partial(self._pause_left, end))
         heard = answer.limits or self._opened_limits
         if self._changing or heard == self._heard_limits or self._closed is not None:
             return
@@ -2087,7 +2103,10 @@ class RedisLimiter(_AnyioLimiter):
     def _pause_left(self, end: int, now: int) -> Request | None:
         """The request of a pause until ``end`` (ns), sent at ``now``: for
         the time left then (``None``: it is over)."""
-        return self.limit.ask_pause((end - now) / SECOND) if end > now else None
+        if end <= now:
+            return None
+        self._pause_asked = end
+        return self.limit.ask_pause((end - now) / SECOND)
 
     def _send_word(
         self, op: Literal["adopt", "quota"], remaining: int, reset_after: float, limit: str | None
