@@ -173,7 +173,9 @@ class Buckets:
 
     def answer(self, allowed: int, wait: int) -> Answer:
         out: Answer = (allowed, wait, *(math.floor(t) for t in self.tokens))
-        if self.stored:  # after no answer of global shares (-1, -1), the limits used
+        # after no answer of global shares (-1, -1), the limits used (the
+        # runs under global shares change no limit: theirs would come first)
+        if self.stored:
             used = tuple(n for T, b in zip(self.T, self.burst, strict=True) for n in (int(T), b))
             out += (-1, -1, used)
         return out
