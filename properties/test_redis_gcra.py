@@ -29,7 +29,7 @@ from redis_server import RedisServer
 
 _keys = itertools.count()
 
-Answer = tuple[int, ...]
+Answer = tuple[Any, ...]
 #: (process, time to live in us, level, waiters per level)
 Demand = tuple[str, int, int, tuple[int, ...]]
 #: (process, level, its waiters, the grace of a turn in us)
@@ -60,6 +60,9 @@ class Buckets:
         #: The upstream's quotas of each limit in force: each one's units
         #: left and its end (us).
         self.quotas: list[list[tuple[int, int]]] = [[] for _ in bursts]
+        #: Whether a limit was changed (the change is stored, with no end):
+        #: from then on every answer ends with the limits it used.
+        self.stored = False
 
     def elsewhere(self, process: str, now: int) -> list[int]:
         """Waiters of other live processes, per level; the demand of
@@ -169,7 +172,13 @@ class Buckets:
         ]
 
     def answer(self, allowed: int, wait: int) -> Answer:
-        return (allowed, wait, *(math.floor(t) for t in self.tokens))
+        out: Answer = (allowed, wait, *(math.floor(t) for t in self.tokens))
+        # after no answer of global shares (-1, -1), the limits used (the
+        # runs under global shares change no limit: theirs would come first)
+        if self.stored:
+            used = tuple(n for T, b in zip(self.T, self.burst, strict=True) for n in (int(T), b))
+            out += (-1, -1, used)
+        return out
 
     def wait(
         self, now: int, reserve: int, units: Sequence[int], *, headroom: bool = False
@@ -321,6 +330,7 @@ class Buckets:
         short = max(0, math.ceil((burst - self.tokens[index]) * T))
         self.T[index], self.burst[index] = T, burst
         self.tokens[index] = burst - short / T
+        self.stored = True
         return self.answer(1, 0)
 
 
@@ -354,7 +364,7 @@ def caller(script: Any, rates: Sequence[int], bursts: Sequence[int], key: str = 
         for i, (rate, burst, x) in enumerate(zip(rates, bursts, xs, strict=True)):
             args += [f"l{i}", 10**6 // rate, burst, x]
         return [
-            int(r)
+            tuple(int(w) for w in r) if isinstance(r, list) else int(r)
             for r in script(
                 keys=[
                     key,
@@ -546,6 +556,12 @@ def _plain_property(script: Any, rate: int, burst: int, steps: list[Any]) -> Non
 
 #: name -> (text of the script, replacement, what it breaks, the property run)
 MUTANTS = {
+    "stored-limits-unsaid": (
+        "  if live[i] then\n    stored = true\n",
+        "  if live[i] then\n",
+        "the limits a change stored are said in the change's answer only, not in later ones",
+        "buckets",
+    ),
     "lease-to-the-last": (
         "  until at > now or taken >= lease or allowed_at(arg, true) > now\n",
         "  until at > now or taken >= lease or allowed_at(arg) > now\n",
@@ -804,10 +820,12 @@ def test_several_limits_pause_and_word_by_hand(script: Any) -> None:
     assert call("take", T0 + 300_000, 0, (1, 0))[:2] == [0, 1_700_000]  # no debt allowed
     # the upstream says no request is left until 1 s from now: 10 short now
     assert call("adopt", T0 + 2_000_000, 1_000_000, (0, -1)) == [1, 0, -10, 0]
-    # requests to 20/s, burst 4: the debt of 10 carries over
-    assert call("rate", T0 + 2_000_000, 1, (0, 0), 50_000, 4) == [1, 0, -10, 0]
+    # requests to 20/s, burst 4: the debt of 10 carries over; from then on
+    # every answer ends with the limits used (after no shares' -1, -1)
+    used = (50_000, 4, 1_000_000, 5)
+    assert call("rate", T0 + 2_000_000, 1, (0, 0), 50_000, 4) == [1, 0, -10, 0, -1, -1, used]
     # 650 ms later, 13 units at 20/s: 3 there (at 10/s it would still be -3.5)
-    assert call("take", T0 + 2_650_000, 0, (1, 0)) == [1, 0, 2, 0]
+    assert call("take", T0 + 2_650_000, 0, (1, 0)) == [1, 0, 2, 0, -1, -1, used]
 
 
 def test_a_quota_counts_down_on_the_shared_key_by_hand(script: Any) -> None:

@@ -2703,6 +2703,58 @@ async def test_a_restart_loses_the_pause_and_changed_limits(own_server: RedisSer
 @pytest.mark.timeout(60)
 @pytest.mark.parametrize("anyio_backend", ["asyncio", "trio"])
 @pytest.mark.anyio
+async def test_a_restart_takes_back_the_limits_the_process_changed(
+    own_server: RedisServer,
+) -> None:
+    """P41, across a Redis restart: the process that raised a
+    burst hears at its next reply that Redis holds the limits it was opened
+    with again, and takes them as its own: ``limits`` says so, and a cost
+    above the burst it was opened with is refused at acquire, as above that
+    burst (it was checked against the raised burst Redis no longer had, and
+    failed later as "lowered by set_limit")."""
+    name = fresh()
+    async with open_limiter(
+        Fifo(1), own_server.url, name=name, rate=100, burst=4, timeout=0.5
+    ) as limiter:
+        limiter.set_limit(burst=10)
+        await sent(limiter)
+        with anyio.fail_after(10):
+            await limiter.acquire(cost=8)  # within the raised burst
+        await anyio.to_thread.run_sync(own_server.kill)
+        await anyio.to_thread.run_sync(own_server.start)
+        with anyio.fail_after(10):
+            await limiter.acquire()  # its reply says what Redis holds now
+        assert limiter.limits["units"].burst == 4
+        with pytest.raises(PermitValueError) as error:
+            await limiter.acquire(cost=8)
+        assert "exceed the burst" in str(error.value)
+
+
+@pytest.mark.anyio
+async def test_a_process_follows_another_processs_change_of_limit(
+    redis_server: RedisServer,
+) -> None:
+    """P41: every reply says which limits the script used, so
+    a process takes another's change as its own at its next reply: a cost
+    within a burst the other raised is granted (not refused at acquire as
+    above the burst it was opened with), and its rate's estimates follow."""
+    name = fresh()
+    async with (
+        open_limiter(Fifo(1), redis_server.url, name=name, rate=100, burst=4) as a,
+        open_limiter(Fifo(1), redis_server.url, name=name, rate=100, burst=4) as b,
+    ):
+        a.set_limit(rate=3, burst=10)  # (an interval of no whole microseconds)
+        await sent(a)
+        with anyio.fail_after(10):
+            await b.acquire()
+        assert b.limits["units"] == a.limits["units"] == Limit(3, 10)
+        with anyio.fail_after(10):
+            await b.acquire(cost=8)
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("anyio_backend", ["asyncio", "trio"])
+@pytest.mark.anyio
 async def test_a_pause_redis_lost_holds_its_process_without_a_round_trip_each_pass(
     own_server: RedisServer,
 ) -> None:
@@ -2724,6 +2776,46 @@ async def test_a_pause_redis_lost_holds_its_process_without_a_round_trip_each_pa
         # a take, its permit given back (and a try or two on the old
         # connection, the server restarted under it): then nothing more
         assert limiter.round_trips - before <= 10
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("anyio_backend", ["asyncio", "trio"])
+@pytest.mark.anyio
+async def test_a_pause_redis_lost_is_sent_again_by_its_process(own_server: RedisServer) -> None:
+    """P40, across a Redis restart: the process that paused, with an urgent
+    waiter published under global priority, keeps its pause and keeps
+    publishing that waiter (its heartbeat), so the others' lower levels
+    are held for the pause's length anyway. At its first take answered
+    allowed within its pause (Redis lost it), it sends the pause again for
+    the time left: every process is paused again, as before the restart
+    (the others' urgent levels included), at the cost of one round trip."""
+    name = fresh()
+    async with open_limiter(
+        StrictPriority(2),
+        own_server.url,
+        name=name,
+        rate=100,
+        burst=5,
+        global_priority=True,
+        demand_ttl=0.4,
+        timeout=0.5,
+    ) as paused:
+        paused.pause_for(30)
+        await sent(paused)
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(partial(paused.acquire, level=0, timeout=20))
+            await anyio.sleep(0.1)
+            await anyio.to_thread.run_sync(own_server.kill)
+            await anyio.to_thread.run_sync(own_server.start)
+            await anyio.sleep(1.0)  # its heartbeat (every 0.2 s) finds Redis again
+            other = peek(own_server, name, rate=100, burst=5)
+            try:
+                answer = other.take()  # the most urgent level: held by no demand
+                assert not answer.allowed
+                assert answer.retry_after > 20e6  # paused for the time left
+            finally:
+                other.close()
+            tg.cancel_scope.cancel()
 
 
 @pytest.mark.timeout(60)

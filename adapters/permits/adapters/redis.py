@@ -163,7 +163,11 @@ _SCRIPT = """
 -- permit's time; pause: the us until the pause ends. A take under global
 -- shares (but one above a burst) answers two more: the level its permits
 -- are owed to (-1: refused), and the level of the process owed the next
--- permit, to ask for next (-1: it waits no more).
+-- permit, to ask for next (-1: it waits no more). While KEYS[2] holds a
+-- limit changed by set_limit (and in the reply to a change), every answer
+-- ends with the limits it used, {'T', burst, ...} per limit (T as %.17g),
+-- after the two of global shares (-1, -1 without them): the process takes
+-- them as its own; none: those it sent, as it was opened.
 -- (Globals read more than once are read once, into locals: each reading
 -- of a global is a table look-up.)
 local ARGV, KEYS, tonumber = ARGV, KEYS, tonumber
@@ -229,8 +233,10 @@ end
 state = state or redis.call('HMGET', KEYS[1], unpack(fields))
 live = live or redis.call('HMGET', KEYS[2], unpack(names))
 local pause = max(now, tonumber(state[1]) or now)
+local stored = false  -- KEYS[2] holds a limit changed: the answer says them
 for i = 1, n do
   if live[i] then
+    stored = true
     local sep = string.find(live[i], ' ', 1, true)
     T[i] = tonumber(string.sub(live[i], 1, sep - 1))
     burst[i] = tonumber(string.sub(live[i], sep + 1))
@@ -265,6 +271,14 @@ local function answer(allowed, wait)
     out[i + 2] = floor((burst[i] * T[i] - (tat[i] - now)) / T[i])
   end
   if told then out[n + 3], out[n + 4] = told[1], told[2] end
+  if stored then
+    if not told then out[n + 3], out[n + 4] = -1, -1 end
+    local used = {}
+    for i = 1, n do
+      used[2 * i - 1], used[2 * i] = string.format('%.17g', T[i]), burst[i]
+    end
+    out[n + 5] = used
+  end
   return out
 end
 
@@ -638,6 +652,7 @@ elseif op == 'rate' then
   tat[arg] = now + max(0, ceil(short))
   T[arg], burst[arg] = newT, newb
   redis.call('HSET', KEYS[2], names[arg], string.format('%.17g %d', newT, newb))
+  stored = true
 elseif op == 'demand' then
   if process ~= '' then publish(process, ttl, counts) end
   if me ~= '' and waiting == 0 then redis.call('HDEL', KEYS[5], me) end
@@ -699,6 +714,10 @@ class GcraAnswer(NamedTuple):
     #: starts soonest, to ask for next (``None``: it waits no more, or no
     #: shares).
     ask_next: int | None = None
+    #: The limits the script used, ``(T, burst)`` per limit (``T``: µs a
+    #: unit), when Redis holds a limit changed by ``set_limit``; ``None``:
+    #: the limits the request was built with, as opened.
+    limits: tuple[tuple[float, int], ...] | None = None
 
 
 #: What :meth:`RedisLimit.submit` calls with the answer, or the error.
@@ -749,6 +768,13 @@ class _Take(NamedTuple):
 
 
 def _answer(reply: list[Any], limits: int) -> GcraAnswer:
+    used = None
+    if len(reply) == 5 + limits and isinstance(reply[-1], list):  # the limits stored
+        words = reply[-1]
+        if len(words) != 2 * limits:
+            raise ValueError(f"the script answered {reply!r}: not {limits} limits at its end")
+        used = tuple((float(words[j]), int(words[j + 1])) for j in range(0, 2 * limits, 2))
+        reply = reply[:-1]
     if len(reply) not in (2 + limits, 4 + limits):
         raise ValueError(
             f"the script answered {reply!r}: not {2 + limits} or {4 + limits} numbers "
@@ -760,7 +786,9 @@ def _answer(reply: list[Any], limits: int) -> GcraAnswer:
     owed = ask_next = None
     if len(numbers) > 2 + limits:  # a take under global shares
         owed, ask_next = (n if n >= 0 else None for n in numbers[2 + limits :])
-    return GcraAnswer(code != 0, numbers[1], left, booked, 1 if booked else code, owed, ask_next)
+    return GcraAnswer(
+        code != 0, numbers[1], left, booked, 1 if booked else code, owed, ask_next, used
+    )
 
 
 class BackendUnavailable(PermitError, ConnectionError):
@@ -1711,6 +1739,25 @@ class RedisLimiter(_AnyioLimiter):
         self._shields: set[anyio.CancelScope] = set()
         #: Units per limit asked by each waiting id.
         self._asks: dict[int, tuple[int, ...]] = {}
+        #: The limits (µs a unit, burst) as opened, and as this process last
+        #: heard the script use them (see _heard).
+        self._opened_limits = tuple((float(T), int(b)) for _, T, b in limit._args)
+        self._heard_limits = self._opened_limits
+        #: The exact rate of each interval this process was given (opened,
+        #: or by its own set_limit).
+        self._rates = {
+            T: known.rate
+            for (T, _), known in zip(self._opened_limits, limit.limits.values(), strict=True)
+        }
+        #: This process's set_limit requests not yet answered: until they
+        #: are, an answer to a request sent before them does not set its
+        #: limits back.
+        self._changing = 0
+        #: The end (ns) of the pause last sent (see _pause_left), and of
+        #: this process's pauses Redis answered: a take it allows before
+        #: then finds the pause lost (a restart), and the pause is sent again.
+        self._pause_asked = 0
+        self._pause_in_redis = 0
         #: ... by each id granted whose caller has not proceeded yet.
         self._granted: dict[int, tuple[int, ...]] = {}
         #: ... by each caller that proceeded within the settle window, with
@@ -1760,6 +1807,47 @@ class RedisLimiter(_AnyioLimiter):
         ``settled``), so its window bounds only the hand-over."""
         options["settle_window_ns"] = self._refund_window_ns
         return Machine(policy, rate, burst, supplied=True, **options)
+
+    def _heard(self, request: Request, answer: GcraAnswer) -> None:
+        """Redis answered ``request``: the limits its script used (those it
+        holds changed by set_limit, any process's; else as opened, as after
+        a restart that lost them) become this process's own, for its cost
+        checks at acquire, its estimates and its local fallback's share. A
+        waiter whose cost is above a burst lowered so fails at once. Not
+        while a set_limit of this process is unanswered (an answer to a
+        request sent before it would set the change back for a moment)."""
+        op = request.args[0]
+        if op == b"rate":
+            self._changing -= 1
+        elif op == b"pause":
+            self._pause_in_redis = max(self._pause_in_redis, self._pause_asked)
+        elif op == b"take" and answer.allowed and self._closed is None:
+            end = self._pause_in_redis
+            if self._now() < end:
+                # Redis lost this process's pause (a restart): it pauses every
+                # process again, for the time left (once: the next pause
+                # answered says it holds again)
+                self._pause_in_redis = 0
+                self._send(partial(self._pause_left, end))
+        heard = answer.limits or self._opened_limits
+        if self._changing or heard == self._heard_limits or self._closed is not None:
+            return
+        self._heard_limits = heard
+        for i, (name, (interval, burst)) in enumerate(zip(list(self.limits), heard, strict=True)):
+            known = self.limits[name]
+            rate = None
+            if _interval_us("rate", known.rate) != interval:
+                rate = self._rates.get(interval)
+                if rate is None:  # another process's: the rate of that interval
+                    rate = (Fraction(10**6) / Fraction(interval)).limit_denominator(10**9)
+            new_burst = None if burst == known.burst else burst
+            if rate is None and new_burst is None:
+                continue
+            for id, units in list(self._asks.items()):
+                if units[i] > burst and self._machine.cancel(id):
+                    self._fail(id, PermitValueError("cost", units, _ABOVE_BURST))
+            self._apply(partial(self._machine.set_limit, rate=rate, burst=new_burst, limit=name))
+            self._local_follows(name)
 
     def __repr__(self) -> str:
         return (
@@ -1916,8 +2004,9 @@ class RedisLimiter(_AnyioLimiter):
     ) -> None:
         """Change a limit for every process sharing it, from their next
         request on; the units in the bucket carry over. :attr:`limits` (and
-        ``min_wait``'s estimate) follow this process's changes; another
-        process's are read by the script in Redis, not here. While the
+        ``min_wait``'s estimate) follow this process's changes at once, and
+        the limits Redis holds (another process's change, or those opened
+        after a Redis that lost the change) at the next reply. While the
         local fallback serves, it serves its ``share`` of the first limit
         as changed, at once. A change that
         would leave a full bucket taking more than 1e9 s (about 31 years) to
@@ -1936,13 +2025,19 @@ class RedisLimiter(_AnyioLimiter):
             name,
         )
         super().set_limit(rate=rate, burst=burst, limit=limit)
+        self._local_follows(name)
+        self._send(request)
+        self._rates.setdefault(_interval_us("rate", new_rate), new_rate)
+        self._changing += 1
+
+    def _local_follows(self, name: str) -> None:
+        """``name`` changed: the local fallback, if it serves, serves its
+        share of the first limit as it stands now (the driver, woken by the
+        change, sees it as it runs next)."""
         local = self._local
         if local is not None and name == next(iter(self.limits)):
-            # The local fallback serves its share of the limit as it stands
-            # (the driver, woken by the change, sees it as it runs next).
             local_rate, local_burst = self._local_limit()
             local.set_limit(self._now(), rate=local_rate, burst=local_burst)
-        self._send(request)
 
     #: This process's pauses (:meth:`pause_for`) that lengthened its
     #: pause, and the nanoseconds paused in all, overlaps once: what
@@ -2008,7 +2103,10 @@ class RedisLimiter(_AnyioLimiter):
     def _pause_left(self, end: int, now: int) -> Request | None:
         """The request of a pause until ``end`` (ns), sent at ``now``: for
         the time left then (``None``: it is over)."""
-        return self.limit.ask_pause((end - now) / SECOND) if end > now else None
+        if end <= now:
+            return None
+        self._pause_asked = end
+        return self.limit.ask_pause((end - now) / SECOND)
 
     def _send_word(
         self, op: Literal["adopt", "quota"], remaining: int, reset_after: float, limit: str | None
@@ -2299,6 +2397,9 @@ class RedisLimiter(_AnyioLimiter):
         else:
             result = await anyio.to_thread.run_sync(limit.send, request)
         self._replied()
+        if result is not None:
+            assert request is not None
+            self._heard(request, result)
         return result
 
     def _sent(self) -> None:
@@ -2573,6 +2674,7 @@ class RedisLimiter(_AnyioLimiter):
             if error is None:
                 assert answer is not None
                 self._replied()
+                self._heard(take.request, answer)
                 self._then = self._took(take, answer)
             elif isinstance(error, redis.exceptions.NoScriptError):
                 self._replied()  # nothing ran: the driver asks again, and loads it
@@ -2738,7 +2840,10 @@ class RedisLimiter(_AnyioLimiter):
         self._catch_up(due, self._seconds())
 
 
-_ABOVE_BURST = "is above a limit's burst now (lowered by set_limit): it could never be granted"
+_ABOVE_BURST = (
+    "is above a limit's burst now (lowered by set_limit, or as opened again after Redis "
+    "lost the change): it could never be granted"
+)
 _NEVER_AT_ONCE = (
     "would refuse every acquire: a shared permit is granted only after a round trip "
     "to Redis, never at once; give max_wait=0 to refuse an acquire that would wait"
