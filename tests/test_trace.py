@@ -79,6 +79,10 @@ def test_csv_and_json_lines_read_alike(text: str) -> None:
     assert list(read_trace([])) == []
     bom = ("\ufeff" + text).splitlines(keepends=True)  # as a spreadsheet exports UTF-8
     assert [c._replace(line=0) for c in read_trace(bom)] == CALLS
+    # a line of spaces or tabs is as blank as an empty one (in CSV it was a
+    # row of one cell: "1 cells, the header has 6")
+    spaced = text.replace("\n\n", "\n  \t\n") + " \n"
+    assert [c._replace(line=0) for c in read_trace(spaced.splitlines(keepends=True))] == CALLS
 
 
 def test_a_json_lines_flow_that_is_a_number_is_the_tenant_its_digits_name() -> None:

@@ -14,8 +14,9 @@ each limit named (in place of ``cost``; an empty cell: 0), in JSON lines
 ``"cost": {"tokens": 1500}`` (a limit not named: 0). Reading the file is
 the caller's: :func:`read_trace` takes its lines (an open file will do) and
 yields one call at a time, so a trace of millions of rows is never held in
-memory. A malformed row raises :class:`TraceError` naming its line; given
-the scenario's limits, a CSV header naming another limit, the header's.
+memory. Blank lines (spaces and tabs too) are skipped. A malformed row
+raises :class:`TraceError` naming its line; given the scenario's limits, a
+CSV header naming another limit, the header's.
 """
 
 from __future__ import annotations
@@ -357,6 +358,8 @@ def _csv_calls(
             if not cells:  # a blank line
                 continue
             if len(cells) != width:
+                if len(cells) == 1 and not cells[0].strip():  # a line of spaces: blank too
+                    continue
                 shown = ",".join(cells)[:60]
                 raise TraceError(line, "row", shown, f"{len(cells)} cells, the header has {width}")
             cells.append("")
