@@ -305,6 +305,18 @@ def test_a_header_naming_a_limit_the_scenario_lacks_fails_at_the_header() -> Non
         read_trace(PER_LIMIT_CSV.splitlines(keepends=True), limits="tokens")
 
 
+def test_a_trace_given_as_one_str_is_refused_naming_it() -> None:
+    """A trace's text (or its file's name) passed whole was read a
+    character at a time: 'line 1: a: unknown column' for the text of a
+    good trace, 'c' for calls.csv; a replay of a str failed on comparing
+    a str with an int."""
+    for lines in (CSV, "calls.csv", CSV.encode()):
+        with pytest.raises(PermitTypeError, match=r"^lines=.*: expected the lines of a trace"):
+            read_trace(lines)  # type: ignore[arg-type]
+    with pytest.raises(PermitTypeError, match=r"^calls='calls.csv': expected calls"):
+        replay(Scenario("r", Fifo(2), 8, 3, [Workload("w", 0, Batch(0))]), "calls.csv")  # type: ignore[arg-type]
+
+
 def own_trace(scenario: Scenario) -> Iterator[Call]:
     """A scenario's own arrivals, as a trace of calls."""
     duration = round(scenario.seconds * SECOND)

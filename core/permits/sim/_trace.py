@@ -264,6 +264,12 @@ def read_trace(lines: Iterable[str], *, limits: Iterable[str] | None = None) -> 
     header with a ``cost.<limit>`` column for a limit not among them raises
     :class:`TraceError` at the header; without, :func:`replay` raises at
     the first row that costs it (as it does for a JSON line's)."""
+    if isinstance(lines, (str, bytes)):  # read a character at a time, it says nothing useful
+        raise PermitTypeError(
+            "lines",
+            lines[:60],  # (a file's text may be long)
+            "the lines of a trace: an open file, or its text's splitlines(keepends=True)",
+        )
     if isinstance(limits, str):
         raise PermitTypeError("limits", limits, "the names of limits, such as ['tokens']")
     source = iter(lines)
@@ -506,6 +512,10 @@ def replay(scenario: Scenario, calls: Iterable[Call]) -> Result:
     (its level below 0 or beyond the policy's, its cost beyond a burst, a cost per
     limit naming a limit the scenario does not have) raises
     :class:`TraceError` naming its line."""
+    if isinstance(calls, (str, bytes)):
+        raise PermitTypeError(
+            "calls", calls, "calls, such as read_trace(file) gives (not a file's name or text)"
+        )
     scenario = traced(scenario)
     duration = nanoseconds("seconds", scenario.seconds)
     return _run(scenario, duration, iter(calls), _admission(scenario))  # type: ignore[arg-type]
