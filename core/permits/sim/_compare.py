@@ -27,7 +27,7 @@ from permits.core import (
 )
 
 from ._require import Measure, Requirement, offered_quantile
-from ._run import MAX_ARRIVALS, Result, check_arrivals, simulate
+from ._run import MAX_ARRIVALS, Result, check_arrivals, check_scenario, simulate
 from ._scenario import Scenario
 from ._trace import Call, replay
 
@@ -148,6 +148,7 @@ def compare(
     Raises :class:`~permits.core.PermitValueError` for an empty grid, and
     for a requirement on the tenants of a workload whose callers name none
     (without ``calls``)."""
+    check_scenario(scenario)
     if policies is None:
         grid = default_grid(scenario.policy.levels)
     else:

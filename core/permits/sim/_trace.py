@@ -34,7 +34,7 @@ import attrs
 
 from permits.core import MAX_LEVELS, Limit, PermitTypeError, PermitValueError
 
-from ._run import Result, _Admit, _run
+from ._run import Result, _Admit, _run, check_scenario
 from ._scenario import Batch, Scenario, Workload, nanoseconds
 
 __all__ = ["COLUMNS", "Call", "TraceError", "read_trace", "replay", "traced"]
@@ -470,6 +470,7 @@ def traced(scenario: Scenario) -> Scenario:
     its level; a call's own ``timeout``, ``max_wait`` and ``give_up_after``
     come first),
     ``level N`` where it has none."""
+    check_scenario(scenario)
     first: dict[int, Workload] = {}
     for workload in scenario.workloads:
         first.setdefault(workload.level, workload)
