@@ -1216,6 +1216,8 @@ def test_several_limits_drawn_costs_and_tenants_are_reported(
     [
         ("rate = 1", "; 1 permit/s, burst 1, "),
         ("rate = 100", "; 100 permits/s, burst 1, "),
+        # with its thousands apart, as a named limit's burst and the counts are
+        ("rate = 1500\nburst = 2500", "; 1,500 permits/s, burst 2,500, "),
         ("rate = 33.3333333", "; 33.3333 permits/s, burst 1, "),  # not 33.33333330000000
         ("[scenario.limits]\nreq = { per_minute = 500 }", "; req 500/min (burst "),
         ("[scenario.limits]\nreq = { per_second = 0.3, burst = 1 }", "; req 18/min (burst "),

@@ -57,7 +57,7 @@ def limits_text(scenario: Scenario) -> str:
     if scenario.limits is None:
         rate = check_rate(scenario.rate)
         shown = f"{rate.numerator:,}" if rate.denominator == 1 else f"{float(rate):,.6g}"
-        return f"{shown} permit{'' if rate == 1 else 's'}/s, burst {scenario.burst}"
+        return f"{shown} permit{'' if rate == 1 else 's'}/s, burst {scenario.burst:,}"
     return ", ".join(
         f"{name} {_per(limit.rate)} (burst {limit.burst:,})" for name, limit in scenario.limits
     )
