@@ -28,6 +28,7 @@ from permits.sim import (
     Comparison,
     Constant,
     Poisson,
+    Requirement,
     Scenario,
     Workload,
     compare,
@@ -1215,6 +1216,8 @@ def test_several_limits_drawn_costs_and_tenants_are_reported(
     [
         ("rate = 1", "; 1 permit/s, burst 1, "),
         ("rate = 100", "; 100 permits/s, burst 1, "),
+        # with its thousands apart, as a named limit's burst and the counts are
+        ("rate = 1500\nburst = 2500", "; 1,500 permits/s, burst 2,500, "),
         ("rate = 33.3333333", "; 33.3333 permits/s, burst 1, "),  # not 33.33333330000000
         ("[scenario.limits]\nreq = { per_minute = 500 }", "; req 500/min (burst "),
         ("[scenario.limits]\nreq = { per_second = 0.3, burst = 1 }", "; req 18/min (burst "),
@@ -1271,6 +1274,53 @@ def test_a_long_workload_name_widens_its_column(
     heading, row = text.split("\n\nbatch (level 1)\n")[1].splitlines()[:2]
     assert "  strict priority      800 12,345,678 12,344,878 " in row, text
     assert len(row) == len(heading), text
+
+
+def test_a_measure_that_misses_is_not_written_as_its_bound() -> None:
+    """compare's requirements table wrote 801 of 802 granted as '99.9% MISS'
+    against 'granted >= 99.9%', and a backlog cleared at 10.01 s as '10 s
+    MISS' against 'cleared by 10 s': a measure takes the digits it needs to
+    read as its verdict (and only those)."""
+    scenario = Scenario(
+        "rounding",
+        StrictPriority(2),
+        100,
+        10,
+        [
+            Workload("interactive", 0, Constant(80.2, start=0.005)),
+            Workload("batch", 1, Batch(200)),
+        ],
+        requirements=[
+            Requirement.parse("interactive granted >= 99.9%"),
+            Requirement.parse("batch share >= 19.95%"),
+        ],
+    )
+    text = report.compare_tables(compare(scenario, [StrictPriority(2)]))
+    assert "  strict priority                    99.88% MISS              19.9% MISS" in text, text
+    backlog = Scenario(
+        "rounding",
+        Fifo(1),
+        100,
+        11,
+        [Workload("batch", 0, Batch(1002))],
+        requirements=[Requirement.parse("batch cleared by 10 s")],
+    )
+    text = report.compare_tables(compare(backlog, [Fifo(1)]))
+    assert "  FIFO                10.01 s MISS" in text, text
+    met = attrs.evolve(backlog, requirements=[Requirement.parse("batch cleared by 10.01 s")])
+    text = report.compare_tables(compare(met, [Fifo(1)]))
+    assert "  FIFO                        10 s ok" in text, text
+    # a wait quantile judged on the exact waits (within its bound) but
+    # measured on the histogram (just past it) is not written past it
+    result = simulate(met)
+    (batch,) = result.workloads
+    requirement = Requirement.parse("batch p99 <= 1 s")
+    batch = attrs.evolve(batch, offered=1, waits_ns=((1_003_000_000, 1),), within_ns=((SECOND, 1),))
+    judged = attrs.evolve(result, workloads=(batch,))
+    assert requirement.met(judged)
+    assert report._measured(requirement, judged, True) == "1 s"
+    # to more digits, a time short of a second rounded up to one is 1 s too
+    assert report.duration(0.99996, 4) == "1 s"  # not "1000 ms"
 
 
 def test_compare_reports_tenants_and_each_limits_share(capsys: pytest.CaptureFixture[str]) -> None:

@@ -249,6 +249,16 @@ def test_default_grid() -> None:
     assert [p for p in default_grid(1000) if isinstance(p, Shares)] == [Shares((1,) * 1000)]
 
 
+def test_compare_refuses_a_grid_of_no_policy_or_a_name() -> None:
+    """An empty grid was taken, and the comparison's recommendation raised
+    a bare ValueError (min() of nothing) later; a policy's name was read a
+    letter at a time ("policy='f'")."""
+    with pytest.raises(PermitValueError, match=r"policies=\[\]: .*at least one policy"):
+        compare(ARTICLE, [])
+    with pytest.raises(PermitTypeError, match=r"policies='strict'"):
+        compare(ARTICLE, "strict")  # type: ignore[arg-type]
+
+
 def test_compare_runs_each_policy_in_place_of_the_scenarios() -> None:
     scenario = attrs.evolve(
         ARTICLE,

@@ -50,6 +50,8 @@ from permits.sim import (
     Uniform,
     Workload,
     WorkloadResult,
+    check_arrivals,
+    compare,
     replay,
     simulate,
 )
@@ -387,6 +389,11 @@ def test_scaled_keeps_counts_and_divides_waits() -> None:
             lambda: Scenario("s", Fifo(2), 10, 1, [Workload("w", 0, Batch(1))]).scaled(Fraction(0)),
             "factor",
         ),
+        # a scenario's name (or anything but a Scenario) was an AttributeError
+        (lambda: simulate("seed"), "scenario"),  # type: ignore[arg-type]
+        (lambda: replay("seed", []), "scenario"),  # type: ignore[arg-type]
+        (lambda: compare("seed"), "scenario"),  # type: ignore[arg-type]
+        (lambda: check_arrivals(None), "scenario"),  # type: ignore[arg-type]
     ],
 )
 def test_bad_arguments_name_themselves(make: Callable[[], object], argument: str) -> None:

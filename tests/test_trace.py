@@ -79,6 +79,10 @@ def test_csv_and_json_lines_read_alike(text: str) -> None:
     assert list(read_trace([])) == []
     bom = ("\ufeff" + text).splitlines(keepends=True)  # as a spreadsheet exports UTF-8
     assert [c._replace(line=0) for c in read_trace(bom)] == CALLS
+    # a line of spaces or tabs is as blank as an empty one (in CSV it was a
+    # row of one cell: "1 cells, the header has 6")
+    spaced = text.replace("\n\n", "\n  \t\n") + " \n"
+    assert [c._replace(line=0) for c in read_trace(spaced.splitlines(keepends=True))] == CALLS
 
 
 def test_a_json_lines_flow_that_is_a_number_is_the_tenant_its_digits_name() -> None:
@@ -299,6 +303,18 @@ def test_a_header_naming_a_limit_the_scenario_lacks_fails_at_the_header() -> Non
         match=r"limits='tokens': expected the names of limits, such as \['tokens'\], got str",
     ):
         read_trace(PER_LIMIT_CSV.splitlines(keepends=True), limits="tokens")
+
+
+def test_a_trace_given_as_one_str_is_refused_naming_it() -> None:
+    """A trace's text (or its file's name) passed whole was read a
+    character at a time: 'line 1: a: unknown column' for the text of a
+    good trace, 'c' for calls.csv; a replay of a str failed on comparing
+    a str with an int."""
+    for lines in (CSV, "calls.csv", CSV.encode()):
+        with pytest.raises(PermitTypeError, match=r"^lines=.*: expected the lines of a trace"):
+            read_trace(lines)  # type: ignore[arg-type]
+    with pytest.raises(PermitTypeError, match=r"^calls='calls.csv': expected calls"):
+        replay(Scenario("r", Fifo(2), 8, 3, [Workload("w", 0, Batch(0))]), "calls.csv")  # type: ignore[arg-type]
 
 
 def own_trace(scenario: Scenario) -> Iterator[Call]:
@@ -1042,10 +1058,16 @@ def _naive_replay(scenario: Scenario, calls: list[Call]) -> list[dict[str, Any]]
     is the machine's own deadline (a timeout of 0, a deadline of now:
     expired at its push unless granted), a give-up a cancel; at one time
     the give-ups first (a give-up of 0 cancels its caller as it comes,
-    before the next arrives), then the tick, then the arrivals."""
+    before the next arrives), then the tick, then the arrivals. A call's
+    cost is pushed as it is, its flow named to the machine if its level's
+    workload (the scenario's ``level``-th) is fair."""
     duration = nanoseconds("seconds", scenario.seconds)
+    names = tuple(scenario.named_limits)
     machine = Machine(
-        scenario.policy, limits=scenario.named_limits, max_waiting=scenario.max_waiting
+        scenario.policy,
+        limits=scenario.named_limits,
+        max_waiting=scenario.max_waiting,
+        **scenario.flow_options(),
     )
     ends: list[tuple[State, int, int | None] | None] = [None] * len(calls)
     gives_up: dict[int, int] = {}
@@ -1090,6 +1112,8 @@ def _naive_replay(scenario: Scenario, calls: list[Call]) -> list[dict[str, Any]]
                     t,
                     deadline=None if timeout is None else t + timeout,
                     max_wait_ns=call.max_wait_ns,
+                    cost=call.cost,
+                    flow=call.flow if scenario.workloads[call.level].fair else None,
                 )
             )
             if give is not None and ends[id] is None:
@@ -1101,6 +1125,12 @@ def _naive_replay(scenario: Scenario, calls: list[Call]) -> list[dict[str, Any]]
         mine = [ends[k] for k, c in enumerate(arriving) if c.level == level]
         done = [end for end in mine if end is not None]
         count = Counter(end[0] for end in done)
+        granted = [
+            c
+            for c, end in zip(arriving, ends, strict=False)
+            if c.level == level and end is not None and end[0] is State.GRANTED
+        ]
+        flows = {c.flow for c in arriving if c.level == level and c.flow is not None}
         figures.append(
             {
                 "offered": len(mine),
@@ -1116,6 +1146,12 @@ def _naive_replay(scenario: Scenario, calls: list[Call]) -> list[dict[str, Any]]
                 "cleared_at_ns": max((end[1] for end in done), default=None)
                 if len(done) == len(mine)
                 else None,
+                "units_per_limit": tuple(
+                    sum(c.cost if isinstance(c.cost, int) else c.cost.get(n, 0) for c in granted)
+                    for n in names
+                ),
+                "tenants": len(flows),
+                "tenants_starved": len(flows - {c.flow for c in granted}),
             }
         )
     return figures
@@ -1133,6 +1169,8 @@ _QUARTERS = st.sampled_from([None, 0, SECOND // 8, SECOND // 4, SECOND // 2])
             _QUARTERS,
             _QUARTERS,
             st.sampled_from([None, None, 0, SECOND // 4]),
+            st.sampled_from([1, 1, 2, 3, {"a": 1}, {"b": 2}, {"a": 2, "b": 1}]),
+            st.sampled_from([None, None, "x", "y", "z"]),
         ),
         max_size=30,
     ),
@@ -1140,30 +1178,40 @@ _QUARTERS = st.sampled_from([None, 0, SECOND // 8, SECOND // 4, SECOND // 2])
         [Fifo(2), StrictPriority(2), Shares((2, 1)), Aging(2, after_ns=SECOND // 2)]
     ),
     max_waiting=st.sampled_from([None, 0, 2]),
+    two_limits=st.booleans(),
+    fair=st.tuples(st.booleans(), st.booleans()),
+    flows=st.sampled_from([{}, {"max_waiting_per_flow": 1}, {"flow_weights": {"x": 3}}]),
+    burst=st.sampled_from([1, 3]),
 )
 def test_a_replay_of_timeouts_and_give_ups_of_any_length_is_a_naive_run_of_the_machine(
-    rows: list[tuple[int, int, int | None, int | None, int | None]],
+    rows: list[tuple[int, int, int | None, int | None, int | None, Any, str | None]],
     policy: Policy,
     max_waiting: int | None,
+    two_limits: bool,
+    fair: tuple[bool, bool],
+    flows: dict[str, Any],
+    burst: int,
 ) -> None:
     """A trace's calls with a timeout, a give-up, both (the earlier wins; at
     one instant the give-up), either of 0, and a ``max_wait``, at times that
-    fall on a permit's due time and on each other's: each level's counts,
-    longest wait and the time it cleared are a naive loop's over the
-    machine, where a timeout is the machine's own deadline."""
+    fall on a permit's due time and on each other's, of any cost (per limit
+    too) and flow (named to the limiter or not): each level's counts,
+    units, tenants, longest wait and the time it cleared are a naive loop's
+    over the machine, where a timeout is the machine's own deadline."""
     calls = []
     at = 0
-    for gap, level, timeout, give, max_wait in rows:
+    for gap, level, timeout, give, max_wait, cost, flow in rows:
         at += gap
-        calls.append(Call(at, level, 1, None, timeout, 0, max_wait, give))
-    scenario = Scenario(
-        "r",
-        policy,
-        8,
-        3,
-        [Workload("w0", 0, Batch(0)), Workload("w1", 1, Batch(0))],
-        max_waiting=max_waiting,
-    )
+        if not two_limits and not (isinstance(cost, int) and cost <= burst):
+            cost = 1
+        calls.append(Call(at, level, cost, flow, timeout, 0, max_wait, give))
+    levels = [Workload("w0", 0, Batch(0), fair=fair[0]), Workload("w1", 1, Batch(0), fair=fair[1])]
+    if two_limits:
+        limits = {"a": Limit(8, 3), "b": Limit(5, 4)}
+        scenario = Scenario("r", policy, None, 3, levels, max_waiting=max_waiting, limits=limits)
+    else:
+        scenario = Scenario("r", policy, 8, 3, levels, burst=burst, max_waiting=max_waiting)
+    scenario = attrs.evolve(scenario, **flows)
     result = replay(scenario, calls)
     for got, want in zip(result.workloads, _naive_replay(scenario, calls), strict=True):
         for name, value in want.items():

@@ -15,10 +15,19 @@ from fractions import Fraction
 
 import attrs
 
-from permits.core import SECOND, Aging, Fifo, PermitValueError, Policy, Shares, StrictPriority
+from permits.core import (
+    SECOND,
+    Aging,
+    Fifo,
+    PermitTypeError,
+    PermitValueError,
+    Policy,
+    Shares,
+    StrictPriority,
+)
 
 from ._require import Measure, Requirement, offered_quantile
-from ._run import MAX_ARRIVALS, Result, check_arrivals, simulate
+from ._run import MAX_ARRIVALS, Result, check_arrivals, check_scenario, simulate
 from ._scenario import Scenario
 from ._trace import Call, replay
 
@@ -136,9 +145,20 @@ def compare(
     arrivals (:func:`~permits.sim.replay`); every policy must then order
     the scenario's levels, as the calls of each level count as its workload.
 
-    Raises :class:`~permits.core.PermitValueError` for a requirement on
-    the tenants of a workload whose callers name none (without ``calls``)."""
-    grid = default_grid(scenario.policy.levels) if policies is None else tuple(policies)
+    Raises :class:`~permits.core.PermitValueError` for an empty grid, and
+    for a requirement on the tenants of a workload whose callers name none
+    (without ``calls``)."""
+    check_scenario(scenario)
+    if policies is None:
+        grid = default_grid(scenario.policy.levels)
+    else:
+        if isinstance(policies, (str, bytes)) or not isinstance(policies, Iterable):
+            raise PermitTypeError("policies", policies, "policies, such as [Fifo(2), Aging(2)]")
+        grid = tuple(policies)
+        if not grid:
+            raise PermitValueError(
+                "policies", policies, "give at least one policy (or None: the default grid)"
+            )
     if calls is None:
         check_arrivals(scenario, max_arrivals)
         _check_tenants(scenario)

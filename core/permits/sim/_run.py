@@ -21,7 +21,15 @@ from typing import Any
 
 import attrs
 
-from permits.core import SECOND, Decision, Machine, PermitValueError, State, WaitHistogram
+from permits.core import (
+    SECOND,
+    Decision,
+    Machine,
+    PermitTypeError,
+    PermitValueError,
+    State,
+    WaitHistogram,
+)
 from permits.core.checks import check_int
 
 from ._require import Measure
@@ -484,11 +492,20 @@ def _stream(w: int, workload: Workload, seed: int, duration_ns: int) -> Iterator
         yield t, w
 
 
+def check_scenario(scenario: object) -> Scenario:
+    """``scenario``, if it is a :class:`Scenario`; else a
+    :class:`~permits.core.PermitTypeError` naming it."""
+    if not isinstance(scenario, Scenario):
+        raise PermitTypeError("scenario", scenario, "a Scenario (permits.sim.Scenario)")
+    return scenario
+
+
 def check_arrivals(scenario: Scenario, max_arrivals: int | None = MAX_ARRIVALS) -> int:
     """How many callers ``scenario`` asks for (a Poisson workload: on
     average); raises :class:`~permits.core.PermitValueError` naming the
     workload's ``size`` or ``rate`` that asks for the most if the total is
     over ``max_arrivals`` (``None``: no limit)."""
+    check_scenario(scenario)
     duration = nanoseconds("seconds", scenario.seconds)
     asked = [w.arrivals.asked(duration) for w in scenario.workloads]
     total = sum(asked, Fraction(0))

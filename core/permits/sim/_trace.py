@@ -14,8 +14,9 @@ each limit named (in place of ``cost``; an empty cell: 0), in JSON lines
 ``"cost": {"tokens": 1500}`` (a limit not named: 0). Reading the file is
 the caller's: :func:`read_trace` takes its lines (an open file will do) and
 yields one call at a time, so a trace of millions of rows is never held in
-memory. A malformed row raises :class:`TraceError` naming its line; given
-the scenario's limits, a CSV header naming another limit, the header's.
+memory. Blank lines (spaces and tabs too) are skipped. A malformed row
+raises :class:`TraceError` naming its line; given the scenario's limits, a
+CSV header naming another limit, the header's.
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ import attrs
 
 from permits.core import MAX_LEVELS, Limit, PermitTypeError, PermitValueError
 
-from ._run import Result, _Admit, _run
+from ._run import Result, _Admit, _run, check_scenario
 from ._scenario import Batch, Scenario, Workload, nanoseconds
 
 __all__ = ["COLUMNS", "Call", "TraceError", "read_trace", "replay", "traced"]
@@ -263,6 +264,12 @@ def read_trace(lines: Iterable[str], *, limits: Iterable[str] | None = None) -> 
     header with a ``cost.<limit>`` column for a limit not among them raises
     :class:`TraceError` at the header; without, :func:`replay` raises at
     the first row that costs it (as it does for a JSON line's)."""
+    if isinstance(lines, (str, bytes)):  # read a character at a time, it says nothing useful
+        raise PermitTypeError(
+            "lines",
+            lines[:60],  # (a file's text may be long)
+            "the lines of a trace: an open file, or its text's splitlines(keepends=True)",
+        )
     if isinstance(limits, str):
         raise PermitTypeError("limits", limits, "the names of limits, such as ['tokens']")
     source = iter(lines)
@@ -357,6 +364,8 @@ def _csv_calls(
             if not cells:  # a blank line
                 continue
             if len(cells) != width:
+                if len(cells) == 1 and not cells[0].strip():  # a line of spaces: blank too
+                    continue
                 shown = ",".join(cells)[:60]
                 raise TraceError(line, "row", shown, f"{len(cells)} cells, the header has {width}")
             cells.append("")
@@ -461,6 +470,7 @@ def traced(scenario: Scenario) -> Scenario:
     its level; a call's own ``timeout``, ``max_wait`` and ``give_up_after``
     come first),
     ``level N`` where it has none."""
+    check_scenario(scenario)
     first: dict[int, Workload] = {}
     for workload in scenario.workloads:
         first.setdefault(workload.level, workload)
@@ -503,6 +513,10 @@ def replay(scenario: Scenario, calls: Iterable[Call]) -> Result:
     (its level below 0 or beyond the policy's, its cost beyond a burst, a cost per
     limit naming a limit the scenario does not have) raises
     :class:`TraceError` naming its line."""
+    if isinstance(calls, (str, bytes)):
+        raise PermitTypeError(
+            "calls", calls, "calls, such as read_trace(file) gives (not a file's name or text)"
+        )
     scenario = traced(scenario)
     duration = nanoseconds("seconds", scenario.seconds)
     return _run(scenario, duration, iter(calls), _admission(scenario))  # type: ignore[arg-type]
