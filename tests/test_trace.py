@@ -116,6 +116,8 @@ def test_a_json_lines_flow_that_is_a_number_is_the_tenant_its_digits_name() -> N
         ("at,level,cost\n0,0,0\n", "line 2: cost=0: must be at least 1"),
         ("at,level,timeout\n0,0,-1\n", "line 2: timeout='-1': must be a finite number >= 0"),
         ("at,level,max_wait\n0,0,x\n", "line 2: max_wait='x': expected a number of seconds"),
+        ("at,level\n0,0\n1_0,0\n", "line 3: at='1_0': expected a number of seconds"),
+        ("at,level,timeout\n0,0,1_0.5\n", "line 2: timeout='1_0.5': expected a number of seconds"),
         ('{"at": 0, "level": 0, "max_wait": -1}\n', "line 1: max_wait=-1: must be a finite"),
         # an exponent past any number Decimal holds, or of too many digits to make
         ("at,level\n0,0\n1e999999999,0\n", "line 3: at='1e999999999': must be under 1e10001 s"),
