@@ -2322,3 +2322,79 @@ async def test_a_recording_refuses_bad_input_by_name(
 
         recording.write(Place())
         assert (tmp_path / "trace.csv").read_text(encoding="utf-8").count("\n") == 2
+
+
+async def test_a_permit_handed_back_brings_a_costlier_waiter_forward(
+    open_limiter: OpenLimiter, case: tuple[str, str]
+) -> None:
+    """A permit handed back that the next waiter cannot use alone (it costs
+    more) goes back to the bucket, and that waiter's due time comes
+    forward: the limiter re-plans its timer, and the waiter resumes then,
+    not at the due time planned before the permit came back."""
+    tasks: dict[str, Any] = {}
+    resumed: dict[str, int] = {}
+    scope = anyio.CancelScope()
+
+    async def raced() -> None:
+        if case == ("asyncio", "asyncio"):  # cancelled natively
+            import asyncio
+
+            tasks["raced"] = asyncio.current_task()
+        with suppress(BaseException), scope:
+            await limiter.acquire()
+
+    async def dear() -> None:
+        await limiter.acquire(cost=2)
+        resumed["dear"] = since(start)
+
+    async with open_limiter(Fifo(), 10, 2) as limiter, anyio.create_task_group() as tg:
+        start = now()
+        await limiter.acquire(cost=2)  # the bucket's two units
+        tg.start_soon(raced)  # its unit is due at 100 ms
+        await waiting(limiter, 1)
+        tg.start_soon(dear)  # its two after that: due at 300 ms
+        await waiting(limiter, 2)
+        stall(0.1)  # block the loop to the due time ...
+        limiter._on_timer()  # ... decide "raced"'s permit ourselves ...
+        if case == ("asyncio", "asyncio"):  # ... and cancel it before it can run
+            tasks["raced"].cancel()
+        else:
+            scope.cancel()
+    stats = limiter.statistics().levels[0]
+    assert stats.refunded == 1
+    # the unit handed back is in the bucket at 100 ms: "dear" needs one more
+    assert resumed == {"dear": 200 * MILLISECOND}
+
+
+async def test_a_recorded_caller_cancelled_after_a_stall_past_its_grant_gives_up_at_it(
+    open_limiter: OpenLimiter, case: tuple[str, str]
+) -> None:
+    """A caller granted and cancelled before it ran is recorded as giving up
+    at its grant (``record``: how long it waited, to its grant), even when
+    it learns of the cancel later, the loop stalled meanwhile: in the
+    replay, its permit goes on to the next waiter when it was granted."""
+    tasks: dict[str, Any] = {}
+    scope = anyio.CancelScope()
+
+    async def raced() -> None:
+        if case == ("asyncio", "asyncio"):  # cancelled natively
+            import asyncio
+
+            tasks["raced"] = asyncio.current_task()
+        with suppress(BaseException), scope:
+            await limiter.acquire()
+
+    async with open_limiter(Fifo(), 10, 1) as limiter, anyio.create_task_group() as tg:
+        recording = limiter.record()
+        await limiter.acquire()  # the bucket's permit; the next is due at 100 ms
+        tg.start_soon(raced)
+        await waiting(limiter, 1)
+        stall(0.1)  # block the loop to the due time ...
+        limiter._on_timer()  # ... decide "raced"'s permit ourselves ...
+        stall(0.05)  # ... stall on ...
+        if case == ("asyncio", "asyncio"):  # ... and cancel it before it can run
+            tasks["raced"].cancel()
+        else:
+            scope.cancel()
+    assert limiter.statistics().levels[0].refunded == 1
+    assert recording.calls == [Call(0, 0), Call(0, 0, give_up_after_ns=100 * MILLISECOND)]
