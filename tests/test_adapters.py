@@ -2398,3 +2398,30 @@ async def test_a_recorded_caller_cancelled_after_a_stall_past_its_grant_gives_up
             scope.cancel()
     assert limiter.statistics().levels[0].refunded == 1
     assert recording.calls == [Call(0, 0), Call(0, 0, give_up_after_ns=100 * MILLISECOND)]
+
+
+async def test_a_waiter_due_while_the_caller_before_it_stalled_resumes_with_it(
+    open_limiter: OpenLimiter,
+) -> None:
+    """A caller that resumes late proceeds (its permit is spent) after the
+    next waiter's permit fell due: whoever decides that permit first, the
+    timer or the spend, the next waiter wakes, at once (SPEC P24)."""
+    resumed: dict[str, int] = {}
+
+    async def call(name: str) -> None:
+        await limiter.acquire()
+        resumed[name] = since(start)
+
+    async with open_limiter(Fifo(), 10, 2) as limiter, anyio.create_task_group() as tg:
+        start = now()
+        await limiter.acquire(cost=2)  # the bucket's two units
+        tg.start_soon(call, "first")  # due at 100 ms
+        await waiting(limiter, 1)
+        tg.start_soon(call, "second")  # due at 200 ms
+        await waiting(limiter, 2)
+        stall(0.1)  # block the loop to the first's due time ...
+        limiter._on_timer()  # ... decide its permit ourselves ...
+        stall(0.15)  # ... and stall on past the second's
+        with anyio.fail_after(1):
+            await until(lambda: len(resumed) == 2)
+    assert resumed == {"first": 250 * MILLISECOND, "second": 250 * MILLISECOND}
