@@ -2425,3 +2425,21 @@ async def test_a_waiter_due_while_the_caller_before_it_stalled_resumes_with_it(
         with anyio.fail_after(1):
             await until(lambda: len(resumed) == 2)
     assert resumed == {"first": 250 * MILLISECOND, "second": 250 * MILLISECOND}
+
+
+async def test_a_replaced_recording_is_let_go_once_its_calls_have_ended(
+    open_limiter: OpenLimiter,
+) -> None:
+    """A recording replaced by a later ``record()`` is kept only while one
+    of its calls still waits (to learn how it ends): one whose calls all
+    ended is not kept alive by the limiter, whatever it holds."""
+    async with open_limiter(Fifo(), 10, 1) as limiter:
+        first = limiter.record()
+        await limiter.acquire()  # the bucket's permit
+        await limiter.acquire()  # waits to 100 ms, and is granted
+        assert len(first.calls) == 2
+        gone = weakref.ref(first)
+        del first
+        limiter.record()
+        gc.collect()
+        assert gone() is None, "the limiter keeps a recording none of whose calls waits"
