@@ -660,6 +660,9 @@ async def test_timeouts(open_limiter: OpenLimiter) -> None:
         with pytest.raises(AcquireTimeout) as timed_out:
             await limiter.acquire(1, timeout=0.02)
         assert isinstance(timed_out.value, TimeoutError)
+        # it names the level and the timeout it ran out of
+        assert (timed_out.value.level, timed_out.value.timeout) == (1, 0.02)
+        assert "level 1 within timeout=0.02 s" in str(timed_out.value)
         assert took(start, 20 * MILLISECOND), "expired at its deadline"
         start = now()
         with anyio.move_on_after(0.02) as scope:
