@@ -1075,3 +1075,14 @@ async def test_a_returned_429_with_a_compressed_body_reads_as_sent_async() -> No
             async with httpx.AsyncClient(transport=transport) as client:
                 response = await client.get(url)
     assert (response.status_code, response.content) == (429, b"slow down")
+
+
+def test_a_retry_after_is_cut_to_an_hour_by_default() -> None:
+    """A ``Retry-After`` pauses the limiter at most ``max_pause``, an hour
+    unless the transport (or ``Upstream``) is told otherwise (README)."""
+    with threads.open_limiter(Fifo(), 100, 10) as limiter:
+        assert Upstream(limiter).max_pause == 3600.0
+        upstream = PermitsTransport(limiter).upstream
+        paused = upstream.learn(429, httpx.Headers({"Retry-After": "7200"}))
+        assert paused is not None
+        assert 3590.0 < paused <= 3600.0, paused
