@@ -2446,3 +2446,24 @@ async def test_a_replaced_recording_is_let_go_once_its_calls_have_ended(
         limiter.record()
         gc.collect()
         assert gone() is None, "the limiter keeps a recording none of whose calls waits"
+
+
+async def test_a_closed_limiter_is_let_go_though_its_next_tick_was_far_off(
+    open_limiter: OpenLimiter,
+) -> None:
+    """Closing ends the limiter's timer: a limiter closed while a waiter's
+    permit was due in 1000 s is not kept alive until then (by an asyncio
+    timer handle, or a timer task, still holding it)."""
+
+    async def wait(limiter: BaseLimiter) -> None:
+        with suppress(LimiterClosed):
+            await limiter.acquire()
+
+    async with anyio.create_task_group() as tg, open_limiter(Fifo(), 0.001) as limiter:
+        await limiter.acquire()  # the bucket's permit; the next is due in 1000 s
+        tg.start_soon(wait, limiter)
+        await waiting(limiter, 1)
+    gone = weakref.ref(limiter)
+    del limiter
+    gc.collect()
+    assert gone() is None, "the closed limiter is still held"
