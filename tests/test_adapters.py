@@ -660,6 +660,9 @@ async def test_timeouts(open_limiter: OpenLimiter) -> None:
         with pytest.raises(AcquireTimeout) as timed_out:
             await limiter.acquire(1, timeout=0.02)
         assert isinstance(timed_out.value, TimeoutError)
+        # it names the level and the timeout it ran out of
+        assert (timed_out.value.level, timed_out.value.timeout) == (1, 0.02)
+        assert "level 1 within timeout=0.02 s" in str(timed_out.value)
         assert took(start, 20 * MILLISECOND), "expired at its deadline"
         start = now()
         with anyio.move_on_after(0.02) as scope:
@@ -2323,3 +2326,145 @@ async def test_a_recording_refuses_bad_input_by_name(
 
         recording.write(Place())
         assert (tmp_path / "trace.csv").read_text(encoding="utf-8").count("\n") == 2
+
+
+async def test_a_permit_handed_back_brings_a_costlier_waiter_forward(
+    open_limiter: OpenLimiter, case: tuple[str, str]
+) -> None:
+    """A permit handed back that the next waiter cannot use alone (it costs
+    more) goes back to the bucket, and that waiter's due time comes
+    forward: the limiter re-plans its timer, and the waiter resumes then,
+    not at the due time planned before the permit came back."""
+    tasks: dict[str, Any] = {}
+    resumed: dict[str, int] = {}
+    scope = anyio.CancelScope()
+
+    async def raced() -> None:
+        if case == ("asyncio", "asyncio"):  # cancelled natively
+            import asyncio
+
+            tasks["raced"] = asyncio.current_task()
+        with suppress(BaseException), scope:
+            await limiter.acquire()
+
+    async def dear() -> None:
+        await limiter.acquire(cost=2)
+        resumed["dear"] = since(start)
+
+    async with open_limiter(Fifo(), 10, 2) as limiter, anyio.create_task_group() as tg:
+        start = now()
+        await limiter.acquire(cost=2)  # the bucket's two units
+        tg.start_soon(raced)  # its unit is due at 100 ms
+        await waiting(limiter, 1)
+        tg.start_soon(dear)  # its two after that: due at 300 ms
+        await waiting(limiter, 2)
+        stall(0.1)  # block the loop to the due time ...
+        limiter._on_timer()  # ... decide "raced"'s permit ourselves ...
+        if case == ("asyncio", "asyncio"):  # ... and cancel it before it can run
+            tasks["raced"].cancel()
+        else:
+            scope.cancel()
+    stats = limiter.statistics().levels[0]
+    assert stats.refunded == 1
+    # the unit handed back is in the bucket at 100 ms: "dear" needs one more
+    assert resumed == {"dear": 200 * MILLISECOND}
+
+
+async def test_a_recorded_caller_cancelled_after_a_stall_past_its_grant_gives_up_at_it(
+    open_limiter: OpenLimiter, case: tuple[str, str]
+) -> None:
+    """A caller granted and cancelled before it ran is recorded as giving up
+    at its grant (``record``: how long it waited, to its grant), even when
+    it learns of the cancel later, the loop stalled meanwhile: in the
+    replay, its permit goes on to the next waiter when it was granted."""
+    tasks: dict[str, Any] = {}
+    scope = anyio.CancelScope()
+
+    async def raced() -> None:
+        if case == ("asyncio", "asyncio"):  # cancelled natively
+            import asyncio
+
+            tasks["raced"] = asyncio.current_task()
+        with suppress(BaseException), scope:
+            await limiter.acquire()
+
+    async with open_limiter(Fifo(), 10, 1) as limiter, anyio.create_task_group() as tg:
+        recording = limiter.record()
+        await limiter.acquire()  # the bucket's permit; the next is due at 100 ms
+        tg.start_soon(raced)
+        await waiting(limiter, 1)
+        stall(0.1)  # block the loop to the due time ...
+        limiter._on_timer()  # ... decide "raced"'s permit ourselves ...
+        stall(0.05)  # ... stall on ...
+        if case == ("asyncio", "asyncio"):  # ... and cancel it before it can run
+            tasks["raced"].cancel()
+        else:
+            scope.cancel()
+    assert limiter.statistics().levels[0].refunded == 1
+    assert recording.calls == [Call(0, 0), Call(0, 0, give_up_after_ns=100 * MILLISECOND)]
+
+
+async def test_a_waiter_due_while_the_caller_before_it_stalled_resumes_with_it(
+    open_limiter: OpenLimiter,
+) -> None:
+    """A caller that resumes late proceeds (its permit is spent) after the
+    next waiter's permit fell due: whoever decides that permit first, the
+    timer or the spend, the next waiter wakes, at once (SPEC P24)."""
+    resumed: dict[str, int] = {}
+
+    async def call(name: str) -> None:
+        await limiter.acquire()
+        resumed[name] = since(start)
+
+    async with open_limiter(Fifo(), 10, 2) as limiter, anyio.create_task_group() as tg:
+        start = now()
+        await limiter.acquire(cost=2)  # the bucket's two units
+        tg.start_soon(call, "first")  # due at 100 ms
+        await waiting(limiter, 1)
+        tg.start_soon(call, "second")  # due at 200 ms
+        await waiting(limiter, 2)
+        stall(0.1)  # block the loop to the first's due time ...
+        limiter._on_timer()  # ... decide its permit ourselves ...
+        stall(0.15)  # ... and stall on past the second's
+        with anyio.fail_after(1):
+            await until(lambda: len(resumed) == 2)
+    assert resumed == {"first": 250 * MILLISECOND, "second": 250 * MILLISECOND}
+
+
+async def test_a_replaced_recording_is_let_go_once_its_calls_have_ended(
+    open_limiter: OpenLimiter,
+) -> None:
+    """A recording replaced by a later ``record()`` is kept only while one
+    of its calls still waits (to learn how it ends): one whose calls all
+    ended is not kept alive by the limiter, whatever it holds."""
+    async with open_limiter(Fifo(), 10, 1) as limiter:
+        first = limiter.record()
+        await limiter.acquire()  # the bucket's permit
+        await limiter.acquire()  # waits to 100 ms, and is granted
+        assert len(first.calls) == 2
+        gone = weakref.ref(first)
+        del first
+        limiter.record()
+        gc.collect()
+        assert gone() is None, "the limiter keeps a recording none of whose calls waits"
+
+
+async def test_a_closed_limiter_is_let_go_though_its_next_tick_was_far_off(
+    open_limiter: OpenLimiter,
+) -> None:
+    """Closing ends the limiter's timer: a limiter closed while a waiter's
+    permit was due in 1000 s is not kept alive until then (by an asyncio
+    timer handle, or a timer task, still holding it)."""
+
+    async def wait(limiter: BaseLimiter) -> None:
+        with suppress(LimiterClosed):
+            await limiter.acquire()
+
+    async with anyio.create_task_group() as tg, open_limiter(Fifo(), 0.001) as limiter:
+        await limiter.acquire()  # the bucket's permit; the next is due in 1000 s
+        tg.start_soon(wait, limiter)
+        await waiting(limiter, 1)
+    gone = weakref.ref(limiter)
+    del limiter
+    gc.collect()
+    assert gone() is None, "the closed limiter is still held"

@@ -1096,3 +1096,47 @@ async def test_a_returned_429_with_a_compressed_body_reads_as_sent_async() -> No
             async with httpx.AsyncClient(transport=transport) as client:
                 response = await client.get(url)
     assert (response.status_code, response.content) == (429, b"slow down")
+
+
+def test_a_retry_after_is_cut_to_an_hour_by_default() -> None:
+    """A ``Retry-After`` pauses the limiter at most ``max_pause``, an hour
+    unless the transport (or ``Upstream``) is told otherwise (README)."""
+    with threads.open_limiter(Fifo(), 100, 10) as limiter:
+        assert Upstream(limiter).max_pause == 3600.0
+        upstream = PermitsTransport(limiter).upstream
+        paused = upstream.learn(429, httpx.Headers({"Retry-After": "7200"}))
+        assert paused is not None
+        assert 3590.0 < paused <= 3600.0, paused
+
+
+def test_a_remaining_in_other_digits_than_ascii_is_malformed() -> None:
+    """A remaining written in digits ``int`` reads but HTTP does not write
+    (Arabic-Indic three, as a UTF-8 header decodes) is malformed: counted,
+    and the bucket left as it was."""
+    with threads.open_limiter(Fifo(), limits={"requests": Limit(100, burst=10)}) as limiter:
+        upstream = Upstream(limiter)
+        headers = {"x-ratelimit-remaining-requests": "\u0663", "x-ratelimit-reset-requests": "1s"}
+        assert upstream.learn(200, headers) is None
+        assert upstream.malformed == 1
+        assert all(limiter.try_acquire() for _ in range(10)), "the bucket as it was"
+
+
+def test_a_policy_whose_window_does_not_parse_is_malformed() -> None:
+    """A ``RateLimit-Policy`` member whose ``w`` is no duration is
+    malformed: counted, and not remembered as a policy."""
+    with threads.open_limiter(Fifo(), 100, 10) as limiter:
+        upstream = Upstream(limiter)
+        upstream.learn(200, {"ratelimit-policy": '"day";q=100;w=soon, "hour";q=10;w=3600'})
+        assert upstream.malformed == 1
+        assert list(upstream.policies) == ["hour"]
+
+
+def test_a_ratelimit_field_mixing_the_list_and_the_earlier_dictionary_heeds_both() -> None:
+    """A ``RateLimit`` field holding a list item and the earlier draft's
+    dictionary (two proxies' lines, joined by a comma) is read as both:
+    the dictionary's ``remaining=0`` holds the limit back too."""
+    with threads.open_limiter(Fifo(), 100, 10) as limiter:
+        upstream = Upstream(limiter)
+        upstream.learn(200, {"ratelimit": '"day";r=50;t=3600, remaining=0, reset=5'})
+        assert upstream.malformed == 0
+        assert not limiter.try_acquire(), "nothing is left for 5 s"

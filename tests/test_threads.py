@@ -699,3 +699,29 @@ def test_a_recording_started_while_a_call_is_recorded_learns_how_it_ends() -> No
     first, second = recordings
     assert [call.give_up_after_ns is not None for call in first.calls] == [False, True]
     assert second.calls == []
+
+
+def test_close_wakes_the_timer_thread_however_long_it_would_sleep() -> None:
+    """``close()`` returns at once, the timer thread ended, though the next
+    permit is due only in 1000 s: closing wakes that thread, which would
+    otherwise sleep until then (an hour at most) before it saw the close."""
+    limiter = Limiter(Fifo(), 0.001)
+    limiter._start()
+    limiter.acquire()  # the bucket's permit; the next is due in 1000 s
+    errors: list[BaseException] = []
+
+    def wait() -> None:
+        try:
+            limiter.acquire()
+        except LimiterClosed as error:
+            errors.append(error)
+
+    waiter = threading.Thread(target=wait)
+    waiter.start()
+    until(lambda: len(limiter.machine) == 1)
+    closing = threading.Thread(target=limiter.close, daemon=True)
+    closing.start()
+    closing.join(timeout=20)  # (a margin for a loaded machine: it takes microseconds)
+    assert not closing.is_alive(), "close() waits for the timer thread to sleep out"
+    waiter.join()
+    assert len(errors) == 1
