@@ -24,11 +24,13 @@ in Redis: tests/test_redis.py).
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import functools
 import gc
 import itertools
 import math
 import random
+import threading
 import weakref
 from collections.abc import AsyncIterator, Callable, Hashable, Iterator
 from contextlib import AbstractAsyncContextManager, suppress
@@ -812,6 +814,39 @@ async def test_level_as_a_decorator_sets_the_level_while_the_function_runs(
         assert plain() == 1
     stats = limiter.statistics().levels
     assert (stats[0].pushed, stats[1].pushed) == (0, 2)
+
+
+def test_one_level_object_serves_two_threads_at_once() -> None:
+    """One ``level(1)`` kept and entered by two threads (or tasks) at once:
+    each leaves its own block at the level it had. The object kept one list
+    of tokens for all, so the first to leave reset the other's token, one
+    made in another context: a ValueError, and the level left set."""
+    batch = level(1)
+    a_in, b_in, a_out = threading.Event(), threading.Event(), threading.Event()
+
+    def a() -> tuple[int | None, int | None]:
+        with batch:
+            a_in.set()
+            assert b_in.wait(10)
+            inside = current_level()
+        a_out.set()
+        return inside, current_level()
+
+    def b() -> tuple[int | None, int | None]:
+        assert a_in.wait(10)
+        with level(0), batch:
+            b_in.set()
+            assert a_out.wait(10)
+            inside = current_level()
+        return inside, current_level()
+
+    with concurrent.futures.ThreadPoolExecutor(2) as pool:
+        first, second = pool.submit(a), pool.submit(b)
+        assert first.result(10) == (1, None)
+        assert second.result(10) == (1, None)
+    with batch, batch:  # and again, nested, in this thread
+        assert current_level() == 1
+    assert current_level() is None
 
 
 def test_level_refuses_to_decorate_an_async_generator() -> None:

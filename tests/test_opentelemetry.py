@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import threading
+import time
 from typing import Any
 
 import anyio
@@ -15,6 +17,7 @@ from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 
 from permits.adapters import WouldWaitTooLong, threads
 from permits.adapters import asyncio as asyncio_adapter
+from permits.adapters import opentelemetry as opentelemetry_adapter
 from permits.adapters.opentelemetry import instrument, uninstrument
 from permits.core import PermitValueError, StrictPriority
 from permits.httpx import Upstream
@@ -356,3 +359,45 @@ def test_a_limiter_uninstrumented_as_the_reader_reads_leaves_the_others_read() -
         assert [p.attributes["limiter"] for p in found["permits.waiting"]] == ["first", "second"]
         again = points(reader)
         assert [p.attributes["limiter"] for p in again["permits.waiting"]] == ["second"]
+
+
+def test_two_threads_instrumenting_on_one_meter_at_once_are_both_read(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Two threads instrument a limiter each on one meter at once (here the
+    second all while the first is between reading the meter's limiters and
+    writing them back): both are read. The tuple was replaced with no lock,
+    so the first wrote back the limiters it had read, without the second."""
+    reader = InMemoryMetricReader()
+    meter = MeterProvider(metric_readers=[reader]).get_meter("test")
+    made = opentelemetry_adapter._Instrumented
+    second_done = threading.Event()
+    calls = 0
+
+    def slow(*fields: Any) -> Any:
+        nonlocal calls
+        calls += 1
+        if calls == 1:  # the first: the second instruments meanwhile (or waits its turn)
+            second_done.wait(1)
+        return made(*fields)
+
+    monkeypatch.setattr(opentelemetry_adapter, "_Instrumented", slow)
+    with (
+        threads.open_limiter(StrictPriority(1), 1000, 10) as first,
+        threads.open_limiter(StrictPriority(1), 1000, 10) as second,
+    ):
+        instrument(first, meter, name="first")  # (makes the meter's instruments)
+        uninstrument(first, meter)
+        calls = 0
+        one = threading.Thread(target=instrument, args=(first, meter), kwargs={"name": "first"})
+        one.start()
+        while calls == 0:
+            time.sleep(0.001)
+        instrument(second, meter, name="second")
+        second_done.set()
+        one.join(10)
+        found = points(reader)
+        assert sorted(p.attributes["limiter"] for p in found["permits.waiting"]) == [
+            "first",
+            "second",
+        ]

@@ -111,6 +111,10 @@ class WouldWaitTooLong(PermitError):
 _GRANTED = State.GRANTED
 
 _LEVEL: contextvars.ContextVar[int | None] = contextvars.ContextVar("permits_level", default=None)
+#: The tokens of the ``with level(n):`` blocks this context is in, innermost last.
+_LEVEL_TOKENS: contextvars.ContextVar[tuple[contextvars.Token[int | None], ...]] = (
+    contextvars.ContextVar("permits_level_tokens", default=())
+)
 
 
 def level(value: int) -> _LevelBlock:
@@ -139,17 +143,22 @@ _F = TypeVar("_F", bound=Callable[..., Any])
 class _LevelBlock:
     """What :func:`level` gives: a ``with`` block, or a decorator."""
 
-    __slots__ = ("_tokens", "_value")
+    __slots__ = ("_value",)
 
     def __init__(self, value: int) -> None:
         self._value = value
-        self._tokens: list[contextvars.Token[int | None]] = []
 
+    # The tokens to reset are the context's own, not the object's: one
+    # ``level(1)`` kept and entered by two tasks or threads at once would
+    # reset, in one, a token made in the other's context (a ValueError).
     def __enter__(self) -> None:
-        self._tokens.append(_LEVEL.set(self._value))
+        token = _LEVEL.set(self._value)
+        _LEVEL_TOKENS.set((*_LEVEL_TOKENS.get(), token))
 
     def __exit__(self, *exc_info: object) -> None:
-        _LEVEL.reset(self._tokens.pop())
+        tokens = _LEVEL_TOKENS.get()
+        _LEVEL_TOKENS.set(tokens[:-1])
+        _LEVEL.reset(tokens[-1])
 
     def __call__(self, function: _F) -> _F:
         """``function``, run at this level: an ``async def`` one while its

@@ -22,6 +22,7 @@ unit (``permits.upstream.throttled``, ``permits.upstream.malformed``,
 
 from __future__ import annotations
 
+import threading
 import weakref
 from collections.abc import Callable, Iterable, Sequence
 from typing import NamedTuple
@@ -70,6 +71,11 @@ class _Sources:
     def __init__(self) -> None:
         self.all: tuple[_Instrumented, ...] = ()
 
+
+#: Held by instrument and uninstrument as they read the limiters of a meter
+#: (and a limiter's exporters) and replace them: two threads at once would
+#: each write back what it read, without the other's change.
+_changing = threading.Lock()
 
 #: The limiters instrumented on each meter, and its wait histogram. A
 #: meter keeps the first instrument of a name (and drops the callbacks of
@@ -133,30 +139,31 @@ def instrument(
     names = level_names(limiter.machine, levels)
     bounds = bucket_bounds(buckets)
     meter = _meter(meter)
-    if meter not in _instrumented:
-        sources = _Sources()
-        _observe(meter, sources)
-        wait = meter.create_histogram(
-            "permits.wait",
-            unit="s",
-            description="Wait from push to grant, of callers that proceeded",
-            explicit_bucket_boundaries_advisory=bounds,
-        )
-        _instrumented[meter] = (sources, wait)
-    sources, wait = _instrumented[meter]
-    if any(other.name == name for other in sources.all):
-        raise PermitValueError(
-            "name", name, "already the name of a limiter on this meter: give each its own"
-        )
-    attributes = [{"limiter": name, "level": level} for level in names]
+    with _changing:  # (read, then replaced: by one thread at a time)
+        if meter not in _instrumented:
+            sources = _Sources()
+            _observe(meter, sources)
+            wait = meter.create_histogram(
+                "permits.wait",
+                unit="s",
+                description="Wait from push to grant, of callers that proceeded",
+                explicit_bucket_boundaries_advisory=bounds,
+            )
+            _instrumented[meter] = (sources, wait)
+        sources, wait = _instrumented[meter]
+        if any(other.name == name for other in sources.all):
+            raise PermitValueError(
+                "name", name, "already the name of a limiter on this meter: give each its own"
+            )
+        attributes = [{"limiter": name, "level": level} for level in names]
 
-    def record(level: int, waited: int) -> None:
-        wait.record(waited / 1e9, attributes[level])
+        def record(level: int, waited: int) -> None:
+            wait.record(waited / 1e9, attributes[level])
 
-    sources.all = (*sources.all, _Instrumented(limiter, name, names, upstream, record))
-    # (a new list, never one changed in place: another thread may be
-    # walking the one it replaces, as the limiter tells of a wait)
-    limiter._on_proceed = [*limiter._on_proceed, record]
+        sources.all = (*sources.all, _Instrumented(limiter, name, names, upstream, record))
+        # (a new list, never one changed in place: another thread may be
+        # walking the one it replaces, as the limiter tells of a wait)
+        limiter._on_proceed = [*limiter._on_proceed, record]
 
 
 def uninstrument(limiter: _Limiting, meter: Meter | None = None) -> None:
@@ -168,17 +175,20 @@ def uninstrument(limiter: _Limiting, meter: Meter | None = None) -> None:
     :class:`~permits.core.PermitValueError` (a :class:`ValueError`) naming
     ``limiter`` if it is not instrumented on that meter."""
     meter = _meter(meter)
-    sources = _instrumented[meter][0] if meter in _instrumented else _Sources()
-    mine = [source for source in sources.all if source.limiter is limiter]
-    if not mine:
-        raise PermitValueError(
-            "limiter",
-            limiter,
-            f"is not instrumented on meter {meter!r}: pass the meter given to instrument()",
-        )
-    sources.all = tuple(source for source in sources.all if source.limiter is not limiter)
-    for source in mine:
-        limiter._on_proceed = [told for told in limiter._on_proceed if told is not source.record]
+    with _changing:
+        sources = _instrumented[meter][0] if meter in _instrumented else _Sources()
+        mine = [source for source in sources.all if source.limiter is limiter]
+        if not mine:
+            raise PermitValueError(
+                "limiter",
+                limiter,
+                f"is not instrumented on meter {meter!r}: pass the meter given to instrument()",
+            )
+        sources.all = tuple(source for source in sources.all if source.limiter is not limiter)
+        for source in mine:
+            limiter._on_proceed = [
+                told for told in limiter._on_proceed if told is not source.record
+            ]
 
 
 def _observe(meter: Meter, sources: _Sources) -> None:
