@@ -27,6 +27,7 @@ import asyncio
 import concurrent.futures
 import functools
 import gc
+import inspect
 import itertools
 import math
 import random
@@ -807,13 +808,29 @@ async def test_level_as_a_decorator_sets_the_level_while_the_function_runs(
     def plain() -> int | None:
         return current_level()
 
+    def retried(function: Callable[..., Any]) -> Callable[..., Any]:
+        @functools.wraps(function)
+        def call(*args: Any) -> Any:  # another library's plain wrapper
+            return function(*args)
+
+        return call
+
+    @level(1)
+    @retried
+    async def wrapped_job(limiter: BaseLimiter) -> int | None:
+        await limiter.acquire()
+        return current_level()
+
+    assert inspect.iscoroutinefunction(batch_job)
     async with open_limiter(StrictPriority(2), 5, 2) as limiter:
         assert await batch_job(limiter) == 1
         assert await batch_job(limiter) == 1  # the decorator is used again
         assert current_level() is None
         assert plain() == 1
+        assert await wrapped_job(limiter) == 1  # its coroutine, at the level too
+        assert current_level() is None
     stats = limiter.statistics().levels
-    assert (stats[0].pushed, stats[1].pushed) == (0, 2)
+    assert (stats[0].pushed, stats[1].pushed) == (0, 3)
 
 
 def test_one_level_object_serves_two_threads_at_once() -> None:

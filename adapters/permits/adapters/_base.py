@@ -20,6 +20,7 @@ from collections.abc import (
     AsyncIterator,
     Awaitable,
     Callable,
+    Coroutine,
     Hashable,
     Mapping,
     Sequence,
@@ -177,12 +178,8 @@ class _LevelBlock:
         if inspect.iscoroutinefunction(function):
 
             @functools.wraps(function)
-            async def run(*args: Any, **kwargs: Any) -> Any:
-                token = _LEVEL.set(value)
-                try:
-                    return await function(*args, **kwargs)
-                finally:
-                    _LEVEL.reset(token)
+            async def run(*args: Any, **kwargs: Any) -> Any:  # (still an async def to look at)
+                return await _awaited_at(value, function(*args, **kwargs))
 
             return cast(_F, run)
 
@@ -190,11 +187,23 @@ class _LevelBlock:
         def call(*args: Any, **kwargs: Any) -> Any:
             token = _LEVEL.set(value)
             try:
-                return function(*args, **kwargs)
+                result = function(*args, **kwargs)
             finally:
                 _LEVEL.reset(token)
+            # an async def under a plain wrapper (another decorator's): its
+            # coroutine runs after the call returns, at this level too
+            return _awaited_at(value, result) if inspect.iscoroutine(result) else result
 
         return cast(_F, call)
+
+
+async def _awaited_at(value: int, coroutine: Coroutine[Any, Any, Any]) -> Any:
+    """``coroutine``'s result, awaited with the level ``value`` set."""
+    token = _LEVEL.set(value)
+    try:
+        return await coroutine
+    finally:
+        _LEVEL.reset(token)
 
 
 def current_level() -> int | None:
