@@ -132,7 +132,8 @@ def instrument(
         raise PermitTypeError(
             "limiter",
             limiter,
-            "a limiter of permits.adapters (an open_limiter's), not a bare Machine",
+            "a limiter of permits.adapters (what `with open_limiter(...) as limiter` gives; "
+            "a bare Machine has no waits to tell)",
         )
     limiter_name(name)
     check_upstream(upstream)
