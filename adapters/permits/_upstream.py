@@ -105,14 +105,21 @@ def _cautious(
     return pick([value for value in values if value is not None])
 
 
+def _delay_seconds(text: str) -> float | None:
+    """The seconds of a ``Retry-After`` that is a number (too long for a
+    float: inf, which ``max_pause`` cuts); ``None`` if it is none."""
+    text = text.strip()
+    return float(text) if _NUMBER.fullmatch(text) else None
+
+
 def _retry_after(value: str, now: float) -> float | None:
     """Seconds from now that a ``Retry-After`` says: a number of seconds or
     an HTTP date (0 for one in the past: go again now); ``None`` if it is
     neither. Sent on several lines (a proxy that repeats it), its values
     come joined by commas (``30, 30``): the longest."""
-    if re.fullmatch(r"\s*[0-9]+(\.[0-9]+)?\s*(,\s*[0-9]+(\.[0-9]+)?\s*)*", value):
-        # delay-seconds; too long for a float it is inf, which max_pause cuts
-        return max(float(seconds) for seconds in value.split(","))
+    seconds = _cautious(value, _delay_seconds, max)
+    if seconds is not None:
+        return seconds
     try:
         date = parsedate_to_datetime(value)
     except (TypeError, ValueError, IndexError, OverflowError):
