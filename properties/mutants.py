@@ -420,6 +420,12 @@ MUTANTS: dict[str, tuple[str, str, str, str]] = {
         "            - self._expired[level]\n",
         "a machine that keeps no waits counts a push refused as too long as granted",
     ),
+    "paused-outside-uncounted": (
+        "_machine.py",
+        'raise refuse_paced("supplied", False, "paused()")\n        self._count_pause(until, now)',
+        'raise refuse_paced("supplied", False, "paused()")',
+        "a supplied machine does not count a pause its source outside tells it of",
+    ),
     "settled-outside-backwards": (
         "_machine.py",
         "zip(asked, units, strict=True)",

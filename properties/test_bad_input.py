@@ -713,6 +713,14 @@ def test_the_queries_errors_in_words() -> None:
                 "settled() is for a supplied machine (supplied=True), not a paced one",
             ),
         )
+        refused(
+            functools.partial(paced.paused, 10, 5),  # (at its time, 5)
+            *valued(
+                "supplied",
+                False,
+                "paused() is for a supplied machine (supplied=True), not a paced one",
+            ),
+        )
         assert paced.snapshot() == before, "P18"
     supplied = Machine(Fifo(), 1, 1, supplied=True)
     supplied.push("a", 0, 0)  # waits for a permit from outside
@@ -748,6 +756,17 @@ def test_the_queries_errors_in_words() -> None:
             lambda: settled(0, 1, {"tokens": 2}),
             valued("actual", {"tokens": 2}, "names no limit of this machine (['units'])"),
         ),
+    ]:
+        refused(told, *refusal)
+        assert supplied.snapshot() == before, "P18"
+    paused: Any = supplied.paused  # called with bad types on purpose
+    at = supplied.snapshot().now
+    assert at is not None
+    went = f"now={at - 1}: time went backwards (the machine is at {at})"
+    for told, refusal in [
+        (lambda: paused(at + 5, at - 1), (TimeWentBackwards, "now", at - 1, went)),
+        (lambda: paused(5.0, at), typed("until", 5.0, "an int")),
+        (lambda: paused(at - 1, at), valued("until", at - 1, f"is in the past (now is {at})")),
     ]:
         refused(told, *refusal)
         assert supplied.snapshot() == before, "P18"

@@ -134,6 +134,15 @@ class Supplied(RuleBasedStateMachine):
         assert rows(self.mirror(out_a) + self.b.tick(self.now)) == rows(out_a), "P20"
         self.b.settled(level, cost, actual)
 
+    @rule(steps=st.sampled_from([0, 1, 3]), extra=st.integers(0, 3))
+    def pause(self, steps: int, extra: int) -> None:
+        """A paused by itself; B's source outside paused, which tells B
+        (``paused``): each counts the same pauses (P46)."""
+        until = self.now + steps * self.step + extra
+        out_a = self.a.pause_until(until, self.now)
+        assert rows(self.mirror(out_a) + self.b.tick(self.now)) == rows(out_a), "P20"
+        self.b.paused(until, self.now)
+
     @invariant()
     def same_line(self) -> None:
         for level in range(self.levels):

@@ -74,7 +74,6 @@ from permits.core import (
     PermitTypeError,
     PermitValueError,
     State,
-    Statistics,
     across_processes,
 )
 from permits.core import Policy as _Policy
@@ -2039,32 +2038,13 @@ class RedisLimiter(_AnyioLimiter):
             local_rate, local_burst = self._local_limit()
             local.set_limit(self._now(), rate=local_rate, burst=local_burst)
 
-    #: This process's pauses (:meth:`pause_for`) that lengthened its
-    #: pause, and the nanoseconds paused in all, overlaps once: what
-    #: :meth:`statistics` says of them (``pauses``, ``paused_ns``).
-    _pauses = 0
-    _paused_ns = 0
-
-    def statistics(self) -> Statistics:
-        """As every limiter's; ``pauses`` and ``paused_ns`` count this
-        process's pauses (:meth:`pause_for`), not the others'."""
-        return self._with_pauses(super().statistics())
-
-    def _statistics_and_waits(
-        self, bounds_ns: Sequence[int]
-    ) -> tuple[Statistics, tuple[tuple[int, ...], ...]]:
-        whole, waits = super()._statistics_and_waits(bounds_ns)
-        return self._with_pauses(whole), waits
-
-    def _with_pauses(self, whole: Statistics) -> Statistics:
-        return Statistics(whole.levels, pauses=self._pauses, paused_ns=self._paused_ns)
-
     def pause_for(self, seconds: float) -> None:
         """Grant nothing for ``seconds``, in any process (a 429 with
         ``Retry-After``); the pause is kept in Redis, and every process's
         next request reads it. (:meth:`pause_left` knows this process's
-        pauses, not the others'.) At most 1e9 s (about 31 years). A permit
-        this process booked ahead is handed over when the pause ends."""
+        pauses, not the others'; so do ``statistics().pauses`` and
+        ``paused_ns``.) At most 1e9 s (about 31 years). A permit this process
+        booked ahead is handed over when the pause ends."""
         length = _nanoseconds("seconds", seconds)
         if length is None:
             raise PermitValueError("seconds", seconds, "must be a finite number of seconds")
@@ -2074,11 +2054,7 @@ class RedisLimiter(_AnyioLimiter):
         local = self._local
         if local is not None:
             local.pause_until(now + length, now)
-        if now + length > max(now, self._pause_end):
-            # Counted as the machine counts its own (P46): fed from
-            # outside, it keeps no pauses of this process.
-            self._pauses += 1
-            self._paused_ns += now + length - max(now, self._pause_end)
+        self._machine.paused(now + length, now)  # counted as its own (P46)
         end = self._pause_end = max(self._pause_end, now + length)
         booked = self._booked
         if booked is not None and booked[0] < end / 1e9:

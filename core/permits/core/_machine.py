@@ -1067,12 +1067,31 @@ class Machine:
             raise refuse_outside("until", until, "pause_until()")
         out = self.tick(now)
         self._source.pause(until)
+        self._count_pause(until, now)
+        return out
+
+    def paused(self, until: int, now: int) -> None:
+        """The source outside grants nothing before ``until`` (a limit shared
+        through Redis, paused there at ``now``): the statistics count the
+        pause as :meth:`pause_until` counts its own (P46). Changes nothing
+        else: no time passes, nothing is granted. Only for a ``supplied``
+        machine (a paced one pauses itself: :meth:`pause_until`)."""
+        now = self._check_now(now)
+        until = check_int("until", until)
+        if until < now:
+            raise PermitValueError("until", until, f"is in the past (now is {now})")
+        if not isinstance(self._source, Outside):
+            raise refuse_paced("supplied", False, "paused()")
+        self._count_pause(until, now)
+
+    def _count_pause(self, until: int, now: int) -> None:
+        """A pause at ``now`` until ``until``, counted if it lengthens the
+        pause in force (P46)."""
         end = self._paused_until
         if until > now and until > end:
             self._pauses += 1
             self._paused_ns += until - max(now, end)
             self._paused_until = until
-        return out
 
     def adopt(
         self, remaining: int, reset: int, now: int, *, limit: str | None = None
