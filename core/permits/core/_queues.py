@@ -363,10 +363,11 @@ class _Level:
             flow.entry = ((key >> SHIFT) * factor << SHIFT) + (key & _SEQ)
             self.heads.insert(flow.entry, flow)
 
-    def leading(self, n: int) -> list[Waiter]:
-        """The first ``n`` waiters of :meth:`order`, the others not ordered:
-        with one flow, the first ``n`` of its line; with several, the flows'
-        lines merged by finish (rising along each line), then push order."""
+    def leading(self, n: int | None) -> list[Waiter]:
+        """The first ``n`` waiters of :meth:`order` (``None``: all), the
+        others not ordered: with one flow, the first ``n`` of its line; with
+        several, the flows' lines merged by finish (rising along each line),
+        then push order."""
         if self.only is not None:
             return list(islice(self.only.line, n))
         index, scale = self.index, self.scale
@@ -383,16 +384,7 @@ class _Level:
     def order(self) -> list[Waiter]:
         """The waiters, in the order they would be granted were nobody to
         join or leave."""
-        if self.only is not None:
-            return list(self.only.line)
-        index = self.index
-        tagged = []
-        for flow in self.flows.values():
-            finish = flow.start
-            for w in flow.line:
-                finish += w.cost[index] * flow.step(self.scale)
-                tagged.append((finish, w.seq, w))
-        return [w for _, _, w in sorted(tagged, key=lambda t: (t[0], t[1]))]
+        return self.leading(None)
 
 
 class Queues:
