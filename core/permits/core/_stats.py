@@ -277,8 +277,7 @@ class Busiest:
         elif len(counts) < self.capacity:
             counts[flow] = [units, 0]
         else:
-            smallest = min(counts, key=lambda key: counts[key][0])
-            low = counts.pop(smallest)[0]
+            low = counts.pop(self._smallest())[0]
             counts[flow] = [low + units, low]
 
     def get(self, flow: Hashable) -> tuple[int, int]:
@@ -292,8 +291,13 @@ class Busiest:
             return (counter[0], counter[1])
         if len(counts) < self.capacity:
             return (0, 0)
-        smallest = min(count for count, _ in counts.values())
+        smallest = counts[self._smallest()][0]
         return (smallest, smallest)
+
+    def _smallest(self) -> Hashable:
+        """The flow of the smallest count (the first of them)."""
+        counts = self._counts
+        return min(counts, key=lambda key: counts[key][0])
 
     def flows(self) -> list[Hashable]:
         return list(self._counts)
