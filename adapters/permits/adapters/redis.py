@@ -1843,8 +1843,8 @@ class RedisLimiter(_AnyioLimiter):
             if rate is None and new_burst is None:
                 continue
             for id, units in list(self._asks.items()):
-                if units[i] > burst and self._machine.cancel(id):
-                    self._fail(id, PermitValueError("cost", units, _ABOVE_BURST))
+                if units[i] > burst:
+                    self._never(id, units)
             self._apply(partial(self._machine.set_limit, rate=rate, burst=new_burst, limit=name))
             self._local_follows(name)
 
@@ -1964,6 +1964,12 @@ class RedisLimiter(_AnyioLimiter):
         if self._closed is None:  # closing: Redis gets the units back when they expire
             self._pending.append((self.limit.ask_charge(tuple(-n for n in units)), 1, True))
             self._wake_driver()
+
+    def _never(self, id: int, units: tuple[int, ...]) -> None:
+        """``id`` asks ``units``, above a limit's burst now: it leaves the
+        line, told it could never be granted."""
+        if self._machine.cancel(id):
+            self._fail(id, PermitValueError("cost", units, _ABOVE_BURST))
 
     def _fail(self, id: object, error: BaseException) -> None:
         self._asks.pop(id, None)  # type: ignore[call-overload]
@@ -2567,8 +2573,7 @@ class RedisLimiter(_AnyioLimiter):
             )
         if not answer.allowed:
             if never:  # a limit's burst was lowered below the cost
-                if machine.cancel(take.head):
-                    self._fail(take.head, PermitValueError("cost", take.units, _ABOVE_BURST))
+                self._never(take.head, take.units)
                 return None
             return partial(self._wait_for, asked_next, answer.retry_after, answered, retry_units)
         if answer.booked:  # its time comes later: the driver hands it over then
