@@ -336,6 +336,32 @@ async def test_a_cheaper_caller_that_joins_a_line_is_served_at_its_own_due_time(
     assert near(resumed["dear"], 1250 * MILLISECOND), resumed
 
 
+class _Raced:
+    """A caller to be cancelled after its permit is decided, before it runs:
+    natively (``Task.cancel()``) under the asyncio adapter on asyncio, as
+    ``test_cancel_after_grant_refunds`` does; through a cancel scope on the
+    others."""
+
+    def __init__(self, case: tuple[str, str]) -> None:
+        self.native = case == ("asyncio", "asyncio")
+        self.scope = anyio.CancelScope()
+        self.task: Any = None
+
+    async def acquire(self, limiter: BaseLimiter) -> None:
+        if self.native:
+            import asyncio
+
+            self.task = asyncio.current_task()
+        with suppress(BaseException), self.scope:
+            await limiter.acquire()
+
+    def cancel(self) -> None:
+        if self.native:
+            self.task.cancel()
+        else:
+            self.scope.cancel()
+
+
 async def test_cancel_after_grant_refunds(open_limiter: OpenLimiter, case: tuple[str, str]) -> None:
     """The race: the permit is decided, then the caller is cancelled before it
     runs. On every adapter it hands the permit back, which goes to the next
@@ -1464,30 +1490,18 @@ async def test_a_recorded_caller_granted_and_cancelled_before_it_ran_gives_up_in
     from permits.sim import Batch as NoArrivals
     from permits.sim import Call, Scenario, Workload, replay
 
-    tasks: dict[str, Any] = {}
-    scope = anyio.CancelScope()
-
-    async def raced() -> None:
-        if case == ("asyncio", "asyncio"):  # cancelled natively, as in the test above
-            import asyncio
-
-            tasks["raced"] = asyncio.current_task()
-        with suppress(BaseException), scope:
-            await limiter.acquire()
+    raced = _Raced(case)
 
     async with open_limiter(Fifo(), 10, 1) as limiter, anyio.create_task_group() as tg:
         recording = limiter.record()
         await limiter.acquire()  # the bucket's permit; the next is due at 100 ms
-        tg.start_soon(raced)
+        tg.start_soon(raced.acquire, limiter)
         await waiting(limiter, 1)
         tg.start_soon(functools.partial(limiter.acquire, timeout=1))
         await waiting(limiter, 2)
         stall(0.1)  # block the loop to the due time ...
         limiter._on_timer()  # ... decide "raced"'s permit ourselves ...
-        if case == ("asyncio", "asyncio"):  # ... and cancel it before it can run
-            tasks["raced"].cancel()
-        else:
-            scope.cancel()
+        raced.cancel()  # ... and cancel it before it can run
     stats = limiter.statistics().levels[0]
     assert (stats.granted - stats.refunded, stats.wait_max_ns) == (2, 100 * MILLISECOND)
     assert recording.calls == [
@@ -2389,17 +2403,8 @@ async def test_a_permit_handed_back_brings_a_costlier_waiter_forward(
     more) goes back to the bucket, and that waiter's due time comes
     forward: the limiter re-plans its timer, and the waiter resumes then,
     not at the due time planned before the permit came back."""
-    tasks: dict[str, Any] = {}
+    raced = _Raced(case)
     resumed: dict[str, int] = {}
-    scope = anyio.CancelScope()
-
-    async def raced() -> None:
-        if case == ("asyncio", "asyncio"):  # cancelled natively
-            import asyncio
-
-            tasks["raced"] = asyncio.current_task()
-        with suppress(BaseException), scope:
-            await limiter.acquire()
 
     async def dear() -> None:
         await limiter.acquire(cost=2)
@@ -2408,16 +2413,13 @@ async def test_a_permit_handed_back_brings_a_costlier_waiter_forward(
     async with open_limiter(Fifo(), 10, 2) as limiter, anyio.create_task_group() as tg:
         start = now()
         await limiter.acquire(cost=2)  # the bucket's two units
-        tg.start_soon(raced)  # its unit is due at 100 ms
+        tg.start_soon(raced.acquire, limiter)  # its unit is due at 100 ms
         await waiting(limiter, 1)
         tg.start_soon(dear)  # its two after that: due at 300 ms
         await waiting(limiter, 2)
         stall(0.1)  # block the loop to the due time ...
         limiter._on_timer()  # ... decide "raced"'s permit ourselves ...
-        if case == ("asyncio", "asyncio"):  # ... and cancel it before it can run
-            tasks["raced"].cancel()
-        else:
-            scope.cancel()
+        raced.cancel()  # ... and cancel it before it can run
     stats = limiter.statistics().levels[0]
     assert stats.refunded == 1
     # the unit handed back is in the bucket at 100 ms: "dear" needs one more
@@ -2431,29 +2433,17 @@ async def test_a_recorded_caller_cancelled_after_a_stall_past_its_grant_gives_up
     at its grant (``record``: how long it waited, to its grant), even when
     it learns of the cancel later, the loop stalled meanwhile: in the
     replay, its permit goes on to the next waiter when it was granted."""
-    tasks: dict[str, Any] = {}
-    scope = anyio.CancelScope()
-
-    async def raced() -> None:
-        if case == ("asyncio", "asyncio"):  # cancelled natively
-            import asyncio
-
-            tasks["raced"] = asyncio.current_task()
-        with suppress(BaseException), scope:
-            await limiter.acquire()
+    raced = _Raced(case)
 
     async with open_limiter(Fifo(), 10, 1) as limiter, anyio.create_task_group() as tg:
         recording = limiter.record()
         await limiter.acquire()  # the bucket's permit; the next is due at 100 ms
-        tg.start_soon(raced)
+        tg.start_soon(raced.acquire, limiter)
         await waiting(limiter, 1)
         stall(0.1)  # block the loop to the due time ...
         limiter._on_timer()  # ... decide "raced"'s permit ourselves ...
         stall(0.05)  # ... stall on ...
-        if case == ("asyncio", "asyncio"):  # ... and cancel it before it can run
-            tasks["raced"].cancel()
-        else:
-            scope.cancel()
+        raced.cancel()  # ... and cancel it before it can run
     assert limiter.statistics().levels[0].refunded == 1
     assert recording.calls == [Call(0, 0), Call(0, 0, give_up_after_ns=100 * MILLISECOND)]
 
