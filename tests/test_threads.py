@@ -228,21 +228,28 @@ def test_costs_flows_settle_and_a_pause() -> None:
         assert limiter.pause_left() == 0.0
 
 
+def waiting_thread(limiter: Limiter, woken: list[BaseException]) -> threading.Thread:
+    """A started thread whose acquire waits on ``limiter``, and appends the
+    ``LimiterClosed`` it wakes with to ``woken``."""
+
+    def wait() -> None:
+        try:
+            limiter.acquire()
+        except LimiterClosed as error:
+            woken.append(error)
+
+    thread = threading.Thread(target=wait)
+    thread.start()
+    return thread
+
+
 def test_bad_input_and_close() -> None:
     with open_limiter(Fifo(), 10) as limiter:
         with pytest.raises(PermitTypeError):
             limiter.acquire(flow=["unhashable"])  # type: ignore[arg-type]
         limiter.acquire()
         errors: list[BaseException] = []
-
-        def wait() -> None:
-            try:
-                limiter.acquire()
-            except LimiterClosed as error:
-                errors.append(error)
-
-        waiter = threading.Thread(target=wait)
-        waiter.start()
+        waiter = waiting_thread(limiter, errors)
         until(lambda: len(limiter.machine) == 1)
     waiter.join()
     assert len(errors) == 1, "closing wakes the waiter with LimiterClosed"
@@ -512,19 +519,10 @@ def test_a_closed_limiter_keeps_no_callers_frame_alive() -> None:
     """Each thread refused by a closed limiter, and each woken by its
     closing, raises a LimiterClosed of its own: one instance raised again
     and again kept every raise's frames, and their locals, in its traceback."""
-    woken: list[LimiterClosed] = []
-
-    def wait(limiter: Limiter) -> None:
-        try:
-            limiter.acquire()
-        except LimiterClosed as error:
-            woken.append(error)
-
+    woken: list[BaseException] = []
     with open_limiter(Fifo(), 1) as limiter:
         limiter.acquire()
-        threads_ = [threading.Thread(target=wait, args=(limiter,)) for _ in range(2)]
-        for thread in threads_:
-            thread.start()
+        threads_ = [waiting_thread(limiter, woken) for _ in range(2)]
         until(lambda: limiter.statistics().waiting == 2)
     for thread in threads_:
         thread.join()
@@ -709,15 +707,7 @@ def test_close_wakes_the_timer_thread_however_long_it_would_sleep() -> None:
     limiter._start()
     limiter.acquire()  # the bucket's permit; the next is due in 1000 s
     errors: list[BaseException] = []
-
-    def wait() -> None:
-        try:
-            limiter.acquire()
-        except LimiterClosed as error:
-            errors.append(error)
-
-    waiter = threading.Thread(target=wait)
-    waiter.start()
+    waiter = waiting_thread(limiter, errors)
     until(lambda: len(limiter.machine) == 1)
     closing = threading.Thread(target=limiter.close, daemon=True)
     closing.start()
