@@ -426,6 +426,12 @@ MUTANTS: dict[str, tuple[str, str, str, str]] = {
         'raise refuse_paced("supplied", False, "paused()")',
         "a supplied machine does not count a pause its source outside tells it of",
     ),
+    "above-includes-equal": (
+        "_machine.py",
+        "if w.cost[index] > units]",
+        "if w.cost[index] >= units]",
+        "waiting_above names a waiter whose cost equals the burst, which fits it",
+    ),
     "settled-outside-backwards": (
         "_machine.py",
         "zip(asked, units, strict=True)",

@@ -812,7 +812,8 @@ class PolicyMachine(RuleBasedStateMachine):
         """P30: a limit changed at now: the units in the bucket carry over,
         never more than the new burst (the model replays it), and from then
         on P1 holds under the new limit. A burst below a waiting cost is
-        refused, and nothing changes."""
+        refused, and nothing changes; ``waiting_above`` names the waiters
+        such a burst would leave waiting for nothing, in push order."""
         self.advance(steps)
         i = limit % len(self.config.limits)
         name = None if self.config.second is None else NAMES[i]
@@ -824,6 +825,8 @@ class PolicyMachine(RuleBasedStateMachine):
             ),
             default=0,
         )
+        above = [w.id for w in self.model.waiting if w.cost[i] > burst]
+        assert [w.id for w in self.core.waiting_above(burst, limit=name)] == above, "P30"
         if burst < asked:
             before = fingerprint(self.core)
             error = _refused(
@@ -1055,6 +1058,9 @@ class PolicyMachine(RuleBasedStateMachine):
                 "set_limit-rate-nan",
                 "set_limit-burst-zero",
                 "set_limit-limit-unknown",
+                "waiting_above-units-negative",
+                "waiting_above-units-float",
+                "waiting_above-limit-unknown",
                 "pause_until-until-past",
                 "pause_until-until-float",
                 "adopt-remaining-negative",
@@ -1133,6 +1139,18 @@ class PolicyMachine(RuleBasedStateMachine):
                 PermitValueError,
             ),
             "set_limit-limit-unknown": (lambda: core.set_limit(now, limit="x"), PermitValueError),
+            "waiting_above-units-negative": (
+                lambda: core.waiting_above(-1, limit=name),
+                PermitValueError,
+            ),
+            "waiting_above-units-float": (
+                lambda: core.waiting_above(1.5, limit=name),  # type: ignore[arg-type]
+                PermitTypeError,
+            ),
+            "waiting_above-limit-unknown": (
+                lambda: core.waiting_above(1, limit="x"),
+                PermitValueError,
+            ),
             "pause_until-until-past": (lambda: core.pause_until(now - 1, now), PermitValueError),
             "pause_until-until-float": (lambda: core.pause_until(now + 0.5, now), PermitTypeError),  # type: ignore[arg-type]
             "adopt-remaining-negative": (

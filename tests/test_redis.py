@@ -2754,6 +2754,47 @@ async def test_a_process_follows_another_processs_change_of_limit(
             await b.acquire(cost=8)
 
 
+@pytest.mark.anyio
+async def test_a_waiter_above_a_burst_another_process_lowered_fails(
+    redis_server: RedisServer,
+) -> None:
+    """P41: a waiter whose cost is above a burst another process lowered
+    fails with the cost named as its process hears of the change (at its
+    next reply, here an urgent caller's), instead of waiting for units that
+    could never come; the urgent caller and a waiter within the new burst
+    are served."""
+    name = fresh()
+    async with (
+        open_limiter(StrictPriority(2), redis_server.url, name=name, rate=10, burst=10) as a,
+        open_limiter(StrictPriority(2), redis_server.url, name=name, rate=10, burst=10) as b,
+    ):
+        await b.acquire(1, cost=10)  # empty: 0.8 s until 8 units
+        failed: list[PermitValueError] = []
+        served: list[int] = []
+
+        async def wait(cost: int) -> None:
+            try:
+                await b.acquire(1, cost=cost)
+            except PermitValueError as error:
+                failed.append(error)
+            else:
+                served.append(cost)
+
+        with anyio.fail_after(10):
+            async with anyio.create_task_group() as tasks:
+                tasks.start_soon(wait, 8)
+                await anyio.sleep(0.01)
+                tasks.start_soon(wait, 3)
+                await anyio.sleep(0.01)
+                a.set_limit(burst=4)
+                await sent(a)
+                await b.acquire(0)  # its reply tells b of the lowered burst
+        assert [error.argument for error in failed] == ["cost"], failed
+        assert "could never be granted" in str(failed[0])
+        assert served == [3]
+        assert b.limits["units"].burst == 4
+
+
 @pytest.mark.timeout(60)
 @pytest.mark.parametrize("anyio_backend", ["asyncio", "trio"])
 @pytest.mark.anyio

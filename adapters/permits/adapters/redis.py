@@ -1832,7 +1832,7 @@ class RedisLimiter(_AnyioLimiter):
         if self._changing or heard == self._heard_limits or self._closed is not None:
             return
         self._heard_limits = heard
-        for i, (name, (interval, burst)) in enumerate(zip(list(self.limits), heard, strict=True)):
+        for name, (interval, burst) in zip(list(self.limits), heard, strict=True):
             known = self.limits[name]
             rate = None
             if _interval_us("rate", known.rate) != interval:
@@ -1842,9 +1842,8 @@ class RedisLimiter(_AnyioLimiter):
             new_burst = None if burst == known.burst else burst
             if rate is None and new_burst is None:
                 continue
-            for id, units in list(self._asks.items()):
-                if units[i] > burst:
-                    self._never(id, units)
+            for waiter in self._machine.waiting_above(burst, limit=name):
+                self._never(waiter.id, waiter.cost)
             self._apply(partial(self._machine.set_limit, rate=rate, burst=new_burst, limit=name))
             self._local_follows(name)
 
@@ -1965,7 +1964,7 @@ class RedisLimiter(_AnyioLimiter):
             self._pending.append((self.limit.ask_charge(tuple(-n for n in units)), 1, True))
             self._wake_driver()
 
-    def _never(self, id: int, units: tuple[int, ...]) -> None:
+    def _never(self, id: Hashable, units: tuple[int, ...]) -> None:
         """``id`` asks ``units``, above a limit's burst now: it leaves the
         line, told it could never be granted."""
         if self._machine.cancel(id):

@@ -465,6 +465,14 @@ class Machine:
             return sorted(everyone, key=lambda w: w.seq)
         return self._queues.waiters(self._check_level(level))
 
+    def waiting_above(self, units: int, *, limit: str | None = None) -> list[Waiter]:
+        """The waiters asking for more than ``units`` of ``limit`` (the only
+        one, if the machine has one), in push order: those a burst of
+        ``units`` could never grant (lowered so, they wait for nothing)."""
+        units = check_int("units", units, 0)
+        index, _ = self._limit_named(limit)
+        return [w for w in self.waiting() if w.cost[index] > units]
+
     def next_due(self) -> int | None:
         """The earliest time (ns), not before the machine's latest time, at
         which the waiter the policy chooses next can be granted (while nobody
@@ -1027,17 +1035,13 @@ class Machine:
         old = self._limits[name]
         new_rate = old.rate if rate is None else check_rate(rate)
         new_burst = old.burst if burst is None else check_int("burst", burst, 1)
-        queues = self._queues
-        largest = max(
-            (
-                w.cost[index]
-                for lv in range(self.levels)
-                for w in queues.waiters(lv)
-                if w.deadline is None or w.deadline > now  # (the tick expires the others)
-            ),
-            default=0,
-        )
-        if largest > new_burst:
+        above = [
+            w.cost[index]
+            for w in self.waiting_above(new_burst, limit=name)
+            if w.deadline is None or w.deadline > now  # (the tick expires the others)
+        ]
+        if above:
+            largest = max(above)
             raise PermitValueError(
                 "burst",
                 burst,
