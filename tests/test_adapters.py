@@ -531,6 +531,10 @@ def test_level_sets_the_context_and_refuses_a_non_int() -> None:
             pass
         assert refused.value.argument == "level"
         assert str(refused.value).startswith(f"level={bad!r}")
+    # a negative level is refused at once too, as acquire refuses it, not
+    # at the first acquire in the block, far from the mistake
+    with pytest.raises(PermitValueError, match=r"^level=-1: must be at least 0"):
+        level(-1)
     assert current_level() is None
 
 

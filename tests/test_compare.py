@@ -145,6 +145,12 @@ def test_a_requirement_names_a_workload_of_its_scenario() -> None:
         attrs.evolve(ARTICLE, requirements=[Requirement.parse("batch share of tokens >= 1%")])
     assert raised.value.argument == "requirements[0]"
     assert str(raised.value).endswith("no limit is called 'tokens' (the limits: 'units')")
+    # the written form, as a scenario file's `require` holds it: what to call
+    with pytest.raises(PermitTypeError) as refused:
+        attrs.evolve(ARTICLE, requirements=["batch share >= 10%"])  # type: ignore[list-item]
+    written = ("requirements[0]", "batch share >= 10%")
+    assert (refused.value.argument, refused.value.value) == written
+    assert "Requirement.parse(text)" in str(refused.value)
 
 
 TWO_LIMITS = Scenario(

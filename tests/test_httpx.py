@@ -633,6 +633,44 @@ def _chunks() -> Iterator[bytes]:
     yield b"c"
 
 
+def _throttled_once() -> Any:
+    """An upstream for ``httpx.MockTransport``: a 429 with ``Retry-After:
+    0``, then 200s. Its responses come built whole, their bodies read."""
+    sent: list[int] = []
+
+    def upstream(request: httpx.Request) -> httpx.Response:
+        sent.append(1)
+        if len(sent) == 1:
+            return httpx.Response(429, headers={"Retry-After": "0"}, text="slow down")
+        return httpx.Response(200, json={"n": len(sent)})
+
+    return upstream
+
+
+def test_a_mock_transports_429_is_retried() -> None:
+    """A 429 from a transport whose responses come read already
+    (``httpx.MockTransport``, as in tests; a caching transport) is retried
+    like one from the network: not refused by httpx (``StreamConsumed``,
+    its body read a second time)."""
+    with threads.open_limiter(Fifo(), 100, 10) as limiter:
+        transport = PermitsTransport(limiter, httpx.MockTransport(_throttled_once()), retries=1)
+        with httpx.Client(transport=transport) as client:
+            response = client.get("http://upstream.test/")
+        assert (response.status_code, response.json()) == (200, {"n": 2})
+        assert (transport.upstream.throttled, limiter.statistics().levels[0].granted) == (1, 2)
+
+
+@pytest.mark.anyio
+async def test_a_mock_transports_429_is_retried_async() -> None:
+    async with asyncio_adapter.open_limiter(Fifo(), 100, 10) as limiter:
+        upstream = httpx.MockTransport(_throttled_once())
+        transport = AsyncPermitsTransport(limiter, upstream, retries=1)
+        async with httpx.AsyncClient(transport=transport) as client:
+            response = await client.get("http://upstream.test/")
+        assert (response.status_code, response.json()) == (200, {"n": 2})
+        assert (transport.upstream.throttled, limiter.statistics().levels[0].granted) == (1, 2)
+
+
 @pytest.mark.parametrize("body", [_chunks, lambda: iter([b"ab", b"c"])])
 def test_a_streamed_body_is_sent_again_whole(body: Any) -> None:
     """A request whose body is streamed (a generator, an iterator) is sent

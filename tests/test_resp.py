@@ -429,6 +429,31 @@ def test_a_url_with_options_goes_to_redis_py(redis_server: RedisServer) -> None:
     asyncio.run(run())
 
 
+def test_a_password_for_a_server_that_needs_none_is_accepted(redis_server: RedisServer) -> None:
+    """``redis://:secret@host`` against a server with no password (a URL
+    from one environment used in another): redis-py connects (its ``HELLO
+    3 AUTH default secret`` is accepted by the default user, who needs no
+    password), and so does the limiter's client, where its ``AUTH secret``
+    was refused, every round trip failed, and the limiter failed closed
+    under asyncio only, the same URL serving under trio."""
+
+    async def run() -> None:
+        url = f"redis://:secret@127.0.0.1:{redis_server.port}/0"
+        own = _resp.AsyncRedis(url, timeout=1, shown=url)
+        try:
+            await own.ping()
+        finally:
+            await own.aclose()
+        other = redis.Redis.from_url(url)  # as redis-py reads it
+        try:
+            assert other.ping()
+        finally:
+            other.close()
+        await acquired(url, "no-password-needed")  # on the limiter's own client
+
+    asyncio.run(run())
+
+
 def test_an_empty_password_in_the_url_sends_no_auth(redis_server: RedisServer) -> None:
     """``redis://:@host`` (a password left empty, as a template whose
     variable is unset writes it): redis-py sends no ``AUTH``, and neither

@@ -272,7 +272,11 @@ class AsyncPermitsTransport(httpx.AsyncBaseTransport):
                 raise
             if retry(paused, attempt, options.retries, options.timeout):
                 try:
-                    kept = _unread(response, b"".join([p async for p in response.aiter_raw()]))
+                    kept = (
+                        response  # built whole (httpx.MockTransport, a cache): read already
+                        if response.is_stream_consumed
+                        else _unread(response, b"".join([p async for p in response.aiter_raw()]))
+                    )
                 finally:
                     await response.aclose()
                 continue  # the next acquire waits for the pause
@@ -327,7 +331,11 @@ class PermitsTransport(httpx.BaseTransport):
                 raise
             if retry(paused, attempt, options.retries, options.timeout):
                 try:
-                    kept = _unread(response, b"".join(response.iter_raw()))
+                    kept = (
+                        response  # built whole (httpx.MockTransport, a cache): read already
+                        if response.is_stream_consumed
+                        else _unread(response, b"".join(response.iter_raw()))
+                    )
                 finally:
                     response.close()
                 continue

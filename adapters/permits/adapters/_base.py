@@ -133,8 +133,7 @@ def level(value: int) -> _LevelBlock:
         @level(BATCH)
         async def export_everything(): ...
     """
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise PermitTypeError("level", value, "an int")
+    check_int("level", value, 0)  # as acquire would, at once: not at the first acquire
     return _LevelBlock(value)
 
 

@@ -245,8 +245,12 @@ class AsyncRedis:
         #: What the connection says first: who it is, and which database.
         hello: list[list[bytes]] = []
         if parts.username or parts.password:  # as redis-py: none for ':@', '' for 'user@'
-            user = [unquote(parts.username).encode()] if parts.username else []
-            hello.append([b"AUTH", *user, unquote(parts.password or "").encode()])
+            # As redis-py's HELLO does, a password alone is the default
+            # user's: accepted by a server that needs none (the default user
+            # takes any), where ``AUTH <password>`` is refused; a server
+            # older than 6 has no users and is asked ``AUTH <password>``.
+            user = unquote(parts.username).encode() if parts.username else b"default"
+            hello.append([b"AUTH", user, unquote(parts.password or "").encode()])
         if db:
             hello.append([b"SELECT", str(db).encode()])
         self._hello = hello
@@ -294,6 +298,12 @@ class AsyncRedis:
         for command in self._hello:  # AUTH, SELECT
             try:
                 reply = await self._exchange(connection, encode(command))
+                if (
+                    isinstance(reply, redis.exceptions.ResponseError)
+                    and command[:2] == [b"AUTH", b"default"]
+                    and "wrong number of arguments" in str(reply)
+                ):  # a Redis older than 6: a password alone
+                    reply = await self._exchange(connection, encode([b"AUTH", command[2]]))
             except BaseException:
                 # no request may go out on a connection its hello did not open
                 connection.fail(redis.exceptions.ConnectionError("closed after a failed hello"))

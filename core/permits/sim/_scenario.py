@@ -781,7 +781,11 @@ class Scenario:
         names = {w.name for w in self.workloads}
         for i, requirement in enumerate(value):
             if not isinstance(requirement, Requirement):
-                raise PermitTypeError(f"requirements[{i}]", requirement, "a Requirement")
+                raise PermitTypeError(
+                    f"requirements[{i}]",
+                    requirement,
+                    "a Requirement (Requirement.parse(text) reads one as the TOML writes it)",
+                )
             if requirement.workload not in names:
                 known = ", ".join(repr(w.name) for w in self.workloads)
                 raise PermitValueError(
