@@ -31,6 +31,7 @@ import inspect
 import itertools
 import math
 import random
+import re
 import threading
 import weakref
 from collections.abc import AsyncIterator, Callable, Hashable, Iterator
@@ -552,6 +553,34 @@ async def test_a_misspelt_option_names_open_limiter_and_its_options(
         "'settle_windw' (it takes policy, rate, burst, limits, max_waiting, default_level, "
         "flow_weights, max_waiting_per_flow, flow_limit, settle_window)"
     )
+
+
+@pytest.mark.parametrize("adapter", [asyncio_adapter, anyio_adapter, trio_adapter])
+def test_an_open_limiter_used_unopened_says_how_to_open_it(adapter: Any) -> None:
+    """``limiter = open_limiter(...)`` then ``limiter.acquire()``, an
+    ``await`` of it or a plain ``with`` are each refused saying to write
+    ``async with open_limiter(...) as limiter:`` (Python's own errors named
+    contextlib's private classes); the ``async with`` then opens it."""
+    usage = re.escape("write `async with open_limiter(...) as limiter:`")
+
+    async def main() -> None:
+        opening: Any = adapter.open_limiter(Fifo(), 10)
+        with pytest.raises(AttributeError, match=rf"has no 'acquire': {usage} and use limiter"):
+            opening.acquire  # noqa: B018
+        with pytest.raises(TypeError, match=rf"is not awaited: {usage}$"):
+            await opening
+        with pytest.raises(TypeError, match=rf"its own kind of block: {usage}$"), opening:
+            pass
+        async with opening as limiter:
+            assert isinstance(limiter, adapter.Limiter)
+            await limiter.acquire()
+
+    if adapter is trio_adapter:
+        import trio
+
+        trio.run(main)
+    else:
+        asyncio.run(main())
 
 
 @pytest.mark.parametrize(

@@ -9,6 +9,7 @@ pushes, as the conformance suite does for the async adapters.
 
 from __future__ import annotations
 
+import asyncio
 import gc
 import os
 import signal
@@ -205,6 +206,27 @@ def test_a_misspelt_option_names_open_limiter() -> None:
         open_limiter(Fifo(), 10, settle_windw=60.0),  # type: ignore[call-arg]
     ):
         pass
+
+
+def test_an_open_limiter_used_unopened_says_how_to_open_it() -> None:
+    """``limiter = open_limiter(...)`` then ``limiter.acquire()``, or an
+    ``async with`` of it, are refused saying to write ``with
+    open_limiter(...) as limiter:``; the ``with`` then opens it."""
+    opening: Any = open_limiter(Fifo(), 10)
+    with pytest.raises(
+        AttributeError, match=r"has no 'acquire': write `with open_limiter\(\.\.\.\) as limiter:`"
+    ):
+        opening.acquire  # noqa: B018
+
+    async def enter() -> None:
+        async with opening:
+            pass
+
+    with pytest.raises(TypeError, match=r"its own kind of block: write `with open_limiter"):
+        asyncio.run(enter())
+    with opening as limiter:
+        assert isinstance(limiter, Limiter)
+        limiter.acquire()
 
 
 def test_costs_flows_settle_and_a_pause() -> None:

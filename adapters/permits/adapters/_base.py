@@ -25,7 +25,12 @@ from collections.abc import (
     Mapping,
     Sequence,
 )
-from contextlib import asynccontextmanager, suppress
+from contextlib import (
+    AbstractAsyncContextManager,
+    AbstractContextManager,
+    asynccontextmanager,
+    suppress,
+)
 from fractions import Fraction
 from typing import TYPE_CHECKING, Any, NoReturn, Protocol, TypedDict, TypeVar, cast
 
@@ -274,6 +279,77 @@ def refuse_unknown(
                 f"{function}() got an unexpected keyword argument {name!r} "
                 f"(it takes {', '.join(takes)})"
             )
+
+
+_Opened = TypeVar("_Opened")
+
+
+class _Opening:
+    """What an ``open_limiter()`` returns: the limiter, opened by a ``with``
+    block (``async with``, or ``with`` for threads) and only there. Used as
+    the limiter itself (``limiter = open_limiter(...)``, then
+    ``limiter.acquire()``), or awaited, or entered the other way, it says
+    how to open it instead of naming contextlib's private classes."""
+
+    __slots__ = ("_manager", "_usage")
+
+    def __init__(self, manager: object, usage: str) -> None:
+        self._manager = manager
+        self._usage = usage  # e.g. "async with open_limiter(...) as limiter:"
+
+    def __getattr__(self, name: str) -> NoReturn:
+        if name.startswith("__"):
+            raise AttributeError(name)
+        raise AttributeError(
+            f"open_limiter() returns no limiter until it is entered, so it has no {name!r}: "
+            f"write `{self._usage}` and use limiter.{name} in that block"
+        )
+
+    def __await__(self) -> NoReturn:
+        raise TypeError(f"open_limiter() is not awaited: write `{self._usage}`")
+
+    def _wrong_block(self, *args: object) -> NoReturn:
+        raise TypeError(
+            f"open_limiter() is entered by its own kind of block: write `{self._usage}`"
+        )
+
+
+class AsyncOpening(_Opening, AbstractAsyncContextManager[_Opened]):
+    """An async framework's ``open_limiter()``: ``async with`` it."""
+
+    __slots__ = ()
+
+    def __init__(self, manager: AbstractAsyncContextManager[_Opened]) -> None:
+        super().__init__(manager, "async with open_limiter(...) as limiter:")
+
+    async def __aenter__(self) -> _Opened:
+        manager: AbstractAsyncContextManager[_Opened] = self._manager  # type: ignore[assignment]
+        return await manager.__aenter__()
+
+    async def __aexit__(self, *exc_info: Any) -> bool | None:
+        manager: AbstractAsyncContextManager[_Opened] = self._manager  # type: ignore[assignment]
+        return await manager.__aexit__(*exc_info)
+
+    __enter__ = __exit__ = _Opening._wrong_block
+
+
+class Opening(_Opening, AbstractContextManager[_Opened]):
+    """The thread adapter's ``open_limiter()``: ``with`` it."""
+
+    __slots__ = ()
+
+    def __init__(self, manager: AbstractContextManager[_Opened]) -> None:
+        super().__init__(manager, "with open_limiter(...) as limiter:")
+
+    def __enter__(self) -> _Opened:
+        manager: AbstractContextManager[_Opened] = self._manager  # type: ignore[assignment]
+        return manager.__enter__()
+
+    def __exit__(self, *exc_info: Any) -> bool | None:
+        manager: AbstractContextManager[_Opened] = self._manager  # type: ignore[assignment]
+        return manager.__exit__(*exc_info)
+
+    __aenter__ = __aexit__ = _Opening._wrong_block
 
 
 class Permit:

@@ -18,13 +18,13 @@ from __future__ import annotations
 import asyncio
 import math
 from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from fractions import Fraction
 from typing import TYPE_CHECKING
 
 from permits.core import Policy
 
-from ._base import BaseLimiter, Event, LimiterOptions, _seconds, refuse_unknown
+from ._base import AsyncOpening, BaseLimiter, Event, LimiterOptions, _seconds, refuse_unknown
 from ._requires import other_loop, wrong_framework
 
 if TYPE_CHECKING:
@@ -122,18 +122,27 @@ class Limiter(BaseLimiter):
         self._break(None)
 
 
-@asynccontextmanager
-async def open_limiter(
+def open_limiter(
     policy: Policy,
     rate: int | float | Fraction | None = None,
     burst: int = 1,
     **options: Unpack[LimiterOptions],
-) -> AsyncIterator[Limiter]:
+) -> AbstractAsyncContextManager[Limiter]:
     """Open an asyncio :class:`Limiter` for an ``async with``, in the running
     loop; see :class:`~permits.adapters.BaseLimiter` for the arguments. On
     the way out, the timer is cancelled and every waiter wakes with
     :class:`~permits.adapters.LimiterClosed`."""
     refuse_unknown("permits.adapters.asyncio.open_limiter", options)
+    return AsyncOpening(_opened(policy, rate, burst, options))
+
+
+@asynccontextmanager
+async def _opened(
+    policy: Policy,
+    rate: int | float | Fraction | None,
+    burst: int,
+    options: LimiterOptions,
+) -> AsyncIterator[Limiter]:
     limiter = Limiter(policy, rate, burst, **options)
     limiter._running_loop()  # in a running asyncio loop, or WrongFramework now
     try:

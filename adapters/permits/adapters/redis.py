@@ -79,7 +79,7 @@ from permits.core import (
 from permits.core import Policy as _Policy
 from permits.core.checks import check_int, check_limits, check_rate, check_units
 
-from ._base import Event, _nanoseconds
+from ._base import AsyncOpening, Event, _nanoseconds
 from ._recording import Recording
 from ._requires import requires_extra
 from ._tasked import running
@@ -2938,7 +2938,7 @@ def open_limiter(
         book_ahead=book_ahead,
         lease=lease,
     )
-    return _opened(limiter)
+    return AsyncOpening(_opened(limiter))
 
 
 @asynccontextmanager

@@ -29,13 +29,13 @@ import time
 import warnings
 import weakref
 from collections.abc import Callable, Hashable, Iterator, Mapping, Sequence
-from contextlib import contextmanager, suppress
+from contextlib import AbstractContextManager, contextmanager, suppress
 from fractions import Fraction
 from typing import TYPE_CHECKING, NoReturn
 
 from permits.core import SECOND, Decision, FlowStatistics, Policy, Statistics
 
-from ._base import LimiterOptions, Permit, _Limiting, _Waiter, refuse_unknown
+from ._base import LimiterOptions, Opening, Permit, _Limiting, _Waiter, refuse_unknown
 from ._recording import Recording
 from ._requires import _running
 
@@ -308,18 +308,21 @@ def _outside() -> int:
     return level
 
 
-@contextmanager
 def open_limiter(
     policy: Policy,
     rate: int | float | Fraction | None = None,
     burst: int = 1,
     **options: Unpack[LimiterOptions],
-) -> Iterator[Limiter]:
+) -> AbstractContextManager[Limiter]:
     """Open a thread :class:`Limiter` for a ``with`` block: its timer thread
     runs inside it; on the way out every waiter wakes with
     :class:`~permits.adapters.LimiterClosed` and the thread ends."""
     refuse_unknown("permits.adapters.threads.open_limiter", options)
-    limiter = Limiter(policy, rate, burst, **options)
+    return Opening(_opened(Limiter(policy, rate, burst, **options)))
+
+
+@contextmanager
+def _opened(limiter: Limiter) -> Iterator[Limiter]:
     limiter._start()
     try:
         yield limiter
