@@ -555,6 +555,19 @@ async def test_a_misspelt_option_names_open_limiter_and_its_options(
     )
 
 
+async def test_a_limiter_says_what_it_is(open_limiter: OpenLimiter, case: tuple[str, str]) -> None:
+    """A limiter's repr names its class, policy and limits, and how many wait
+    (or that it is closed), for a log line or a debugger. (The thread
+    adapter's: tests/test_threads.py.)"""
+    async with open_limiter(StrictPriority(2), 10) as limiter:
+        said = repr(limiter)
+    assert said == (
+        f"<permits.adapters.{case[1]}.Limiter policy=StrictPriority(levels=2) "
+        "limits={'units': Limit(rate=Fraction(10, 1), burst=1)} waiting=0>"
+    )
+    assert repr(limiter).endswith("burst=1)} closed>")
+
+
 @pytest.mark.parametrize("adapter", [asyncio_adapter, anyio_adapter, trio_adapter])
 def test_an_open_limiter_used_unopened_says_how_to_open_it(adapter: Any) -> None:
     """``limiter = open_limiter(...)`` then ``limiter.acquire()``, an

@@ -229,6 +229,16 @@ def test_an_open_limiter_used_unopened_says_how_to_open_it() -> None:
         limiter.acquire()
 
 
+def test_a_limiter_says_what_it_is() -> None:
+    with open_limiter(Fifo(), 10, burst=2) as limiter:
+        said = repr(limiter)
+    assert said == (
+        "<permits.adapters.threads.Limiter policy=Fifo(levels=1) "
+        "limits={'units': Limit(rate=Fraction(10, 1), burst=2)} waiting=0>"
+    )
+    assert repr(limiter).endswith(" closed>")
+
+
 def test_costs_flows_settle_and_a_pause() -> None:
     """The core's features through the blocking API: flows take turns, a
     settle gives units back, a pause holds everyone."""

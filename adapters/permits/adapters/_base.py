@@ -859,6 +859,15 @@ class _Limiting:
         """The limits as they stand now, by name."""
         return self._machine.limits
 
+    def __repr__(self) -> str:
+        kind = type(self)
+        machine = self._machine
+        state = "closed" if self._closed is not None else f"waiting={len(self._waiters)}"
+        return (
+            f"<{kind.__module__}.{kind.__qualname__} policy={machine.policy!r} "
+            f"limits={machine.limits!r} {state}>"
+        )
+
     def set_limit(
         self,
         *,
