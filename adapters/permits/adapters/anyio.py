@@ -22,7 +22,6 @@ import asyncio
 from collections.abc import Callable
 from contextlib import AbstractAsyncContextManager
 from fractions import Fraction
-from operator import methodcaller
 from typing import TYPE_CHECKING, Any
 
 from permits.core import Policy
@@ -104,7 +103,7 @@ class Limiter(TaskedLimiter):
 def _asyncio_seconds() -> Callable[[], float]:
     """The running asyncio loop's clock, refusing any other loop (another
     thread's, whose tasks the limiter's timer cannot wake)."""
-    return _own_seconds(asyncio.get_running_loop, methodcaller("time"), "asyncio")
+    return _own_seconds(asyncio.get_running_loop, "time", "asyncio")
 
 
 def _trio_seconds() -> Callable[[], float]:
@@ -112,15 +111,16 @@ def _trio_seconds() -> Callable[[], float]:
     thread's, at another reading)."""
     import trio  # anyio runs on it
 
-    return _own_seconds(trio.lowlevel.current_clock, methodcaller("current_time"), "trio")
+    return _own_seconds(trio.lowlevel.current_clock, "current_time", "trio")
 
 
 def _own_seconds(
-    running: Callable[[], object], seconds: Callable[[Any], float], framework: Framework
+    running: Callable[[], object], method: str, framework: Framework
 ) -> Callable[[], float]:
-    """The clock (``seconds`` of it) of the loop or run ``running()`` gives
-    now, read only from there: from any other, a call is refused."""
+    """The clock (its ``method``, bound once) of the loop or run ``running()``
+    gives now, read only from there: from any other, a call is refused."""
     own = running()
+    seconds: Callable[[], float] = getattr(own, method)
 
     def read() -> float:
         try:
@@ -129,7 +129,7 @@ def _own_seconds(
             raise wrong_framework(Limiter, framework, bound=True) from None
         if now is not own:
             raise other_loop(Limiter)
-        return seconds(own)
+        return seconds()
 
     return read
 

@@ -79,8 +79,11 @@ class Limiter(_Limiting):
         if self._machine.next_tick() != self._timer_at:
             self._plan.notify()
 
+    #: Whether the timer thread runs (from :meth:`_start` on).
+    _running = False
+
     def _ensure_open(self) -> None:
-        if self._thread is None and self._closed is None:
+        if not self._running and self._closed is None:
             raise RuntimeError(
                 "this permits.adapters.threads.Limiter has no timer thread, so a waiter "
                 "would wait forever: make it with `with open_limiter(...) as limiter:`"
@@ -106,6 +109,7 @@ class Limiter(_Limiting):
     def _start(self) -> None:
         self._thread = threading.Thread(target=self._timer, name="permits-timer", daemon=True)
         self._thread.start()
+        self._running = True
         _open.add(self)
 
     def _after_fork(self) -> None:
