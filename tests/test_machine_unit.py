@@ -462,3 +462,22 @@ def test_the_leading_waiters_are_the_first_of_the_order(seed: int) -> None:
         for n in (0, 1, 2, 5, 16, len(order), len(order) + 3):
             leading = [w.id for w in machine.queues.leading(0, n)]
             assert leading == order[:n], (seed, id, n)
+
+
+def test_a_cost_dict_asked_again_is_checked_as_the_first_time() -> None:
+    # The machine keeps the units of the dicts it was asked for lately; one
+    # equal to such a dict but for a value that is no int (True == 1, 1.0
+    # == 1) is refused all the same, leaving the machine as it was.
+    limits = {"requests": Limit(1, 10), "tokens": Limit(1, 5)}
+    machine = Machine(Fifo(), limits=limits)
+    machine.push("a", 0, 0, cost={"requests": 1, "tokens": 5})  # granted
+    for bad in [True, 1.0, Fraction(1)]:
+        with pytest.raises(PermitTypeError, match="requests"):
+            machine.push("b", 0, 0, cost={"requests": bad, "tokens": 5})
+    with pytest.raises(PermitValueError, match="names no limit"):
+        machine.push("b", 0, 0, cost={"requests": 1, "token": 5})
+    machine.push("b", 0, 0, cost={"requests": Level.BATCH, "tokens": 5})
+    machine.push("c", 0, 0, cost={"requests": 1, "tokens": 5})
+    assert [w.cost for w in machine.waiting(0)] == [(1, 5), (1, 5)]
+    assert machine.waiting(0)[0].cost is machine.waiting(0)[1].cost  # shared
+    assert machine.statistics().levels[0].units_granted == (1, 5)
