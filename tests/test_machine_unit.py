@@ -14,6 +14,7 @@ from permits.core import (
     MILLISECOND,
     SECOND,
     Aging,
+    Charge,
     Decision,
     DuplicateId,
     Fifo,
@@ -481,3 +482,17 @@ def test_a_cost_dict_asked_again_is_checked_as_the_first_time() -> None:
     assert [w.cost for w in machine.waiting(0)] == [(1, 5), (1, 5)]
     assert machine.waiting(0)[0].cost is machine.waiting(0)[1].cost  # shared
     assert machine.statistics().levels[0].units_granted == (1, 5)
+
+
+def test_a_grant_spent_to_be_settled_is_forgotten_with_its_log() -> None:
+    # A permit spent with settle_later stays settleable within the window;
+    # once the log is pruned past it, it is forgotten, its spend too.
+    machine = Machine(Fifo(), 1, 1, settle_window_ns=SECOND, charge=Charge.AT_SPEND)
+    machine.push("a", 0, 0)  # granted at once, in flight
+    machine.spend("a", 0, settle_later=True)
+    for i in range(1, 5):  # charges over more than two windows: the log is pruned
+        machine.push(i, 0, i * SECOND)
+        machine.spend(i, i * SECOND)
+        machine.check_valid()
+    with pytest.raises(NotRefundable):
+        machine.settle("a", 1, 4 * SECOND)
