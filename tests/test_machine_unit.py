@@ -474,7 +474,7 @@ def test_a_cost_dict_asked_again_is_checked_as_the_first_time() -> None:
     machine.push("a", 0, 0, cost={"requests": 1, "tokens": 5})  # granted
     for bad in [True, 1.0, Fraction(1)]:
         with pytest.raises(PermitTypeError, match="requests"):
-            machine.push("b", 0, 0, cost={"requests": bad, "tokens": 5})
+            machine.push("b", 0, 0, cost={"requests": bad, "tokens": 5})  # type: ignore[dict-item]
     with pytest.raises(PermitValueError, match="names no limit"):
         machine.push("b", 0, 0, cost={"requests": 1, "token": 5})
     machine.push("b", 0, 0, cost={"requests": Level.BATCH, "tokens": 5})
