@@ -218,11 +218,12 @@ MUTANTS: dict[str, tuple[str, str, str, str]] = {
     ),
     "charge-one-limit": (
         "_bucket.py",
-        "        marks = tuple([bucket.charge(now, cost, mark) for bucket in self.buckets])",
-        "        marks = tuple(bucket.charge(now, cost, mark) for bucket in self.buckets[:1])"
-        " + tuple(\n"
-        "            Mark(bucket.anchor, bucket.k, bucket.quotas) for bucket in self.buckets[1:]\n"
-        "        )",
+        "        for bucket in self.buckets:\n"
+        "            marks.append(bucket.charge(now, cost, mark))\n",
+        "        for bucket in self.buckets[:1]:\n"
+        "            marks.append(bucket.charge(now, cost, mark))\n"
+        "        for bucket in self.buckets[1:]:\n"
+        "            marks.append(Mark(bucket.anchor, bucket.k, bucket.quotas))\n",
         "a grant charges its first limit and not the others",
     ),
     "small-passes-large": (

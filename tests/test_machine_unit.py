@@ -14,6 +14,7 @@ from permits.core import (
     MILLISECOND,
     SECOND,
     Aging,
+    Charge,
     Decision,
     DuplicateId,
     Fifo,
@@ -462,3 +463,36 @@ def test_the_leading_waiters_are_the_first_of_the_order(seed: int) -> None:
         for n in (0, 1, 2, 5, 16, len(order), len(order) + 3):
             leading = [w.id for w in machine.queues.leading(0, n)]
             assert leading == order[:n], (seed, id, n)
+
+
+def test_a_cost_dict_asked_again_is_checked_as_the_first_time() -> None:
+    # The machine keeps the units of the dicts it was asked for lately; one
+    # equal to such a dict but for a value that is no int (True == 1, 1.0
+    # == 1) is refused all the same, leaving the machine as it was.
+    limits = {"requests": Limit(1, 10), "tokens": Limit(1, 5)}
+    machine = Machine(Fifo(), limits=limits)
+    machine.push("a", 0, 0, cost={"requests": 1, "tokens": 5})  # granted
+    for bad in [True, 1.0, Fraction(1)]:
+        with pytest.raises(PermitTypeError, match="requests"):
+            machine.push("b", 0, 0, cost={"requests": bad, "tokens": 5})  # type: ignore[dict-item]
+    with pytest.raises(PermitValueError, match="names no limit"):
+        machine.push("b", 0, 0, cost={"requests": 1, "token": 5})
+    machine.push("b", 0, 0, cost={"requests": Level.BATCH, "tokens": 5})
+    machine.push("c", 0, 0, cost={"requests": 1, "tokens": 5})
+    assert [w.cost for w in machine.waiting(0)] == [(1, 5), (1, 5)]
+    assert machine.waiting(0)[0].cost is machine.waiting(0)[1].cost  # shared
+    assert machine.statistics().levels[0].units_granted == (1, 5)
+
+
+def test_a_grant_spent_to_be_settled_is_forgotten_with_its_log() -> None:
+    # A permit spent with settle_later stays settleable within the window;
+    # once the log is pruned past it, it is forgotten, its spend too.
+    machine = Machine(Fifo(), 1, 1, settle_window_ns=SECOND, charge=Charge.AT_SPEND)
+    machine.push("a", 0, 0)  # granted at once, in flight
+    machine.spend("a", 0, settle_later=True)
+    for i in range(1, 5):  # charges over more than two windows: the log is pruned
+        machine.push(i, 0, i * SECOND)
+        machine.spend(i, i * SECOND)
+        machine.check_valid()
+    with pytest.raises(NotRefundable):
+        machine.settle("a", 1, 4 * SECOND)

@@ -334,9 +334,11 @@ class Buckets:
     def charge(
         self, now: int, cost: tuple[int, ...], mark: bool = True
     ) -> tuple[Mark | None, ...] | None:
-        marks = tuple([bucket.charge(now, cost, mark) for bucket in self.buckets])
+        marks = []  # (a loop: a comprehension is a call of its own)
+        for bucket in self.buckets:
+            marks.append(bucket.charge(now, cost, mark))
         self._set_due()
-        return marks if mark else None
+        return tuple(marks) if mark else None
 
     def hold(self, cost: tuple[int, ...]) -> None:
         for bucket in self.buckets:
@@ -351,9 +353,11 @@ class Buckets:
     def spend(
         self, now: int, cost: tuple[int, ...], mark: bool = True
     ) -> tuple[Mark | None, ...] | None:
-        marks = tuple([bucket.spend(now, cost, mark) for bucket in self.buckets])
+        marks = []  # (a loop: a comprehension is a call of its own)
+        for bucket in self.buckets:
+            marks.append(bucket.spend(now, cost, mark))
         self._set_due()
-        return marks if mark else None
+        return tuple(marks) if mark else None
 
     def pause(self, until: int) -> None:
         for bucket in self.buckets:

@@ -190,6 +190,7 @@ class Machine:
     """
 
     __slots__ = (
+        "_asks",
         "_at_grant",
         "_busiest",
         "_cancelled",
@@ -313,6 +314,9 @@ class Machine:
         #: the waiters that ask for it (a waiter's memory is then its own
         #: record only); at most COSTS_SHARED of them.
         self._costs: dict[tuple[int, ...], tuple[int, ...]] = {}
+        #: The dicts those costs were asked as, by their items (a dict asked
+        #: again is not read again): cleared with them.
+        self._asks: dict[tuple[tuple[object, int], ...], tuple[int, ...]] = {}
         #: Whether every waiter so far asked for one unit of every limit
         #: (read-only): ``False`` for good from the first push of another
         #: cost that is not refused as too long, or take of another cost that
@@ -1276,14 +1280,24 @@ class Machine:
         return (check_int(argument, value, 0),) * len(self._unit)
 
     def _asked(self, cost: object) -> tuple[int, ...]:
-        """A push's cost: some units, none beyond a limit's burst."""
+        """A push's cost: some units, none beyond a limit's burst. A dict
+        asked for lately is read and checked once: its units are kept."""
+        items = _int_items(cost)
+        if items is not None:
+            units = self._asks.get(items)
+            if units is not None:
+                return units
         units = self._within_bursts(cost)
         if not any(units):
             raise PermitValueError("cost", cost, "must take at least one unit of some limit")
         costs = self._costs
         if len(costs) >= COSTS_SHARED:
             costs.clear()
-        return costs.setdefault(units, units)
+            self._asks.clear()
+        units = costs.setdefault(units, units)
+        if items is not None:
+            self._asks[items] = units
+        return units
 
     def _within_bursts(self, cost: object) -> tuple[int, ...]:
         """A cost as units per limit, none beyond a limit's burst (such a
@@ -1549,6 +1563,18 @@ def _no_histograms(operation: str, argument: str, value: object) -> PermitValueE
         f"{operation}() reads the histograms this machine does not keep: "
         "make it with keep_waits=True (the default)",
     )
+
+
+def _int_items(cost: object) -> tuple[tuple[object, int], ...] | None:
+    """A cost's items if it is a dict of ints, to find it by; else ``None``
+    (not an int subclass either: ``True == 1``, but ``True`` is no cost)."""
+    if type(cost) is not dict:
+        return None
+    items = tuple(cost.items())
+    for _, n in items:
+        if n.__class__ is not int:
+            return None
+    return items
 
 
 def _check_flow(flow: object) -> None:
