@@ -231,7 +231,7 @@ MUTANTS: dict[str, tuple[str, str, str, str]] = {
         "                if now < source.due:\n                    return\n",
         "                if now < source.due:\n"
         "                    level = min(\n"
-        "                        (lv for lv in range(levels) if depths[lv]),\n"
+        "                        (lv for lv in range(self.levels) if depths[lv]),\n"
         "                        key=lambda lv: sum(queues.head(lv).cost),\n"
         "                    )\n"
         "                    source.want(queues.head(level).cost)\n"

@@ -153,7 +153,9 @@ class Charging:
     def spend(self, id: Any, now: int, **options: Any) -> list[Decision]:
         flying = self._machine.in_flight
         decisions = self._machine.spend(id, now, **options)
-        if self._machine.in_flight < flying:
+        # (the spend's tick may grant others first, each one more in flight)
+        granted = sum(decision.state is State.GRANTED for decision in decisions)
+        if self._machine.in_flight - granted < flying:
             self.times.append(now)
         return decisions
 
