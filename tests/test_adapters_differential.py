@@ -57,7 +57,7 @@ from permits.core import (
     State,
     StrictPriority,
 )
-from permits.testing import virtual_backend
+from permits.testing import stall, virtual_backend
 
 #: The script's grid: a 256th of a second, exact as a float and in ns, so
 #: that the driver's sleeps land on the nanosecond.
@@ -120,6 +120,8 @@ class Acquire:
     flow: Hashable
     timeout: int | None  # ns
     max_wait: int | None  # ns
+    #: ``try_acquire`` instead (which has no timeout, max_wait or permit).
+    try_: bool = False
 
 
 @attrs.frozen
@@ -147,6 +149,14 @@ class Pause:
 
 
 @attrs.frozen
+class Stall:
+    """The loop (the timer thread) stalls: the clock moves on by ``length``
+    and nothing runs meanwhile; the ticks that fell due come late, at once."""
+
+    length: int  # ns
+
+
+@attrs.frozen
 class Word:
     """``adopt`` or ``quota``."""
 
@@ -156,7 +166,7 @@ class Word:
     limit: int
 
 
-Op = Acquire | Cancel | Settle | SetLimit | Pause | Word
+Op = Acquire | Cancel | Settle | SetLimit | Pause | Word | Stall
 
 
 @attrs.frozen
@@ -177,8 +187,10 @@ class Script:
 
     @property
     def end(self) -> int:
-        """When the run ends (the limiter closes): 30 s after the last step."""
-        return (self.steps[-1].at if self.steps else 0) + 30 * 256 * STEP
+        """When the run ends (the limiter closes): 30 s after the last step
+        and the stalls."""
+        stalls = sum(step.op.length for step in self.steps if isinstance(step.op, Stall))
+        return (self.steps[-1].at if self.steps else 0) + stalls + 30 * 256 * STEP
 
 
 #: What happened: per caller ``(outcome, ns)``; per settle or limiter call,
@@ -239,6 +251,7 @@ def scripts(draw: st.DrawFn) -> Script:
             flow=draw(st.sampled_from([None, None, "a", "b"])),
             timeout=often(None, st.one_of(st.just(0), ticks), 2),
             max_wait=often(None, st.one_of(st.just(0), ticks), 4),
+            try_=often(False, st.just(True), 7),
         )
 
     limit_ops = st.one_of(
@@ -249,6 +262,7 @@ def scripts(draw: st.DrawFn) -> Script:
             limit=st.integers(0, n_limits - 1),
         ),
         st.builds(Pause, length=ticks),
+        st.builds(Stall, length=st.integers(1, 128).map(lambda k: k * STEP)),
         st.builds(
             Word,
             quota=st.booleans(),
@@ -352,6 +366,7 @@ def core_run(script: Script) -> tuple[Outcomes, Machine, dict[int, tuple[int, ..
 
     def advance(to: int) -> None:
         nonlocal now
+        to = max(to, now)  # (after a stall, a step may come late)
         while (due := machine.next_tick()) is not None and due <= to:
             now = max(now, due)
             handle(machine.tick(now))
@@ -387,6 +402,8 @@ def core_run(script: Script) -> tuple[Outcomes, Machine, dict[int, tuple[int, ..
             caller = callers
             callers += 1
             levels[caller] = op
+            if op.try_:  # an acquire that never waits
+                op = attrs.evolve(op, timeout=0, max_wait=None)
             result = _core_acquire(machine, caller, op, now, settle_later, bool(waiting))
             if isinstance(result, str):
                 out[f"caller {caller}"] = (result, now)
@@ -398,12 +415,16 @@ def core_run(script: Script) -> tuple[Outcomes, Machine, dict[int, tuple[int, ..
                 elif own.state is State.GRANTED:
                     out[f"caller {caller}"] = ("proceeded", now)
                     held[caller] = _units(config, op.cost)
+                elif op.try_:
+                    out[f"caller {caller}"] = ("refused", now)
                 else:
                     out[f"caller {caller}"] = (_failure(own.state), now)
         elif isinstance(op, Cancel):
             if op.caller < callers:
                 cancel(op.caller)
-        elif not isinstance(op, Settle) or op.caller in held:
+        elif isinstance(op, Stall):
+            now += op.length
+        elif not isinstance(op, Settle) or (op.caller in held and not levels[op.caller].try_):
             call(op, functools.partial(_core_op, machine, config, op, now))
             if isinstance(op, Settle) and out[f"call {calls - 1} settle"][0] == "ok":
                 held[op.caller] = _units(config, op.actual)
@@ -542,13 +563,17 @@ async def _drive(script: Script, open_limiter: OpenLimiter, native: bool) -> Run
         try:
             with scopes[i]:
                 try:
-                    permit = await limiter.acquire(op.level, **_acquire_options(op))
+                    if op.try_:
+                        took = limiter.try_acquire(op.level, cost=op.cost, flow=op.flow)
+                    else:
+                        permits[i] = await limiter.acquire(op.level, **_acquire_options(op))
+                        took = True
                 except Exception as error:
                     outcome = type(error).__name__
                 else:
-                    outcome = "proceeded"
-                    permits[i] = permit
-                    held[i] = _units(config, op.cost)
+                    outcome = "proceeded" if took else "refused"
+                    if took:
+                        held[i] = _units(config, op.cost)
         except asyncio.CancelledError:  # a native cancel
             pass
         out[f"caller {i}"] = (outcome, _now())
@@ -602,6 +627,7 @@ async def _drive(script: Script, open_limiter: OpenLimiter, native: bool) -> Run
             raise AssertionError(f"never settled at {_now()} ns: a tick left due?")
 
         async def sleep_until(at: int) -> None:
+            at = max(at, _now())  # (after a stall, a step may come late)
             if at > _now():
                 await anyio.sleep(seconds(at - _now()))
             assert _now() == at, (_now(), at)
@@ -616,6 +642,8 @@ async def _drive(script: Script, open_limiter: OpenLimiter, native: bool) -> Run
                 tg.start_soon(caller, len(scopes) - 1, op, limiter)
             elif isinstance(op, Cancel):
                 cancel(op.caller, op.native)
+            elif isinstance(op, Stall):
+                stall(seconds(op.length))
             else:
                 _limiter_op(config, op, limiter, permits, held, call)
             unfinished = [
@@ -737,15 +765,19 @@ def threads_run(script: Script) -> Run:
 
     def caller(i: int, op: Acquire) -> None:
         try:
-            permit = limiter.acquire(op.level, **_acquire_options(op))
+            if op.try_:
+                took = limiter.try_acquire(op.level, cost=op.cost, flow=op.flow)
+            else:
+                permits[i] = limiter.acquire(op.level, **_acquire_options(op))
+                took = True
         except KeyboardInterrupt:
             outcome = "cancelled"
         except Exception as error:
             outcome = type(error).__name__
         else:
-            outcome = "proceeded"
-            permits[i] = permit
-            held[i] = _units(config, op.cost)
+            outcome = "proceeded" if took else "refused"
+            if took:
+                held[i] = _units(config, op.cost)
         out[f"caller {i}"] = (outcome, clock[0])
 
     def quiet() -> bool:
@@ -771,6 +803,7 @@ def threads_run(script: Script) -> Run:
 
     def advance(to: int) -> None:
         """The clock to ``to``, through each tick due by then."""
+        to = max(to, clock[0])  # (after a stall, a step may come late)
         while True:
             with limiter._lock:
                 due = limiter.machine.next_tick()
@@ -812,6 +845,10 @@ def threads_run(script: Script) -> Run:
                     thread.start()
                 elif isinstance(op, Cancel):
                     cancel(op.caller)
+                elif isinstance(op, Stall):
+                    with limiter._lock:
+                        clock[0] += op.length
+                        limiter._plan.notify()
                 else:
                     _limiter_op(config, op, limiter, permits, held, call)
                 unfinished = [
