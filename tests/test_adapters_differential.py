@@ -810,11 +810,13 @@ def threads_run(script: Script) -> Run:
             )
 
     def settle() -> None:
-        for _ in range(20_000):
-            if quiet():
-                return
+        """Until :func:`quiet`, in real time (the threads' own pace): 10 s
+        at most, however loaded the machine."""
+        deadline = time.monotonic() + 10
+        while not quiet():
+            if time.monotonic() > deadline:
+                raise AssertionError(f"never settled at {clock[0]} ns")
             time.sleep(0.0001)
-        raise AssertionError(f"never settled at {clock[0]} ns")
 
     def advance(to: int) -> None:
         """The clock to ``to``, through each tick due by then."""
