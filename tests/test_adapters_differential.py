@@ -2,9 +2,10 @@
 
 The adapters hold no policy (ARCHITECTURE: clock, sleeping, cancellation
 only). So on virtual time, for one script of operations at given times
-(acquires with a level, cost, flow, ``timeout`` and ``max_wait``; cancels of
-waiting callers, also just after a grant, before the caller runs; settles;
-``set_limit``, ``pause_for``, ``adopt``, ``quota``), the time each caller
+(acquires with a level, cost, flow, ``timeout`` and ``max_wait``, and
+``try_acquire``; cancels of waiting callers, also just after a grant, before
+the caller runs; settles; ``set_limit``, ``pause_for``, ``adopt``,
+``quota``; stalls of the loop), the time each caller
 proceeds, or how and when it fails, is what a :class:`~permits.core.Machine`
 decides when driven the adapters' way (``take`` while nobody waits, else
 ``push``; ``tick`` at ``next_tick``; ``spend`` as a caller proceeds;
@@ -17,6 +18,10 @@ back and as settled, are the units of the callers that proceeded.
 
 Ops at one instant come after the ticks due then, and each op's effects
 (callers woken, proceeding) settle before the next op, in no virtual time.
+Not compared: an op at the very instant of a tick but before it (which runs
+first is the framework's choice), and a cancel of a caller whose acquire has
+not run yet (the asyncio adapter takes a free permit without yielding; trio
+checkpoints first).
 """
 
 from __future__ import annotations
