@@ -747,10 +747,28 @@ class _Interruptible(threading.Event):
         super().set()
 
 
+class _Condition(threading.Condition):
+    """The timer thread's condition: on the virtual clock, a wait ends only
+    when notified (the driver notifies as it moves the clock), never after
+    the real seconds the timer thread asks for; ``pending`` while a notify
+    has not woken it yet."""
+
+    pending = False
+
+    def notify(self, n: int = 1) -> None:
+        self.pending = True
+        super().notify(n)
+
+    def wait(self, timeout: float | None = None) -> bool:
+        woken = super().wait(None)
+        self.pending = False
+        return woken
+
+
 class _Threading:
     """The ``threading`` module as the thread adapter sees it here: its
     events interruptible (:class:`_Interruptible`), each noted by the
-    thread that made it."""
+    thread that made it; its timer's condition woken only by a notify."""
 
     def __init__(self) -> None:
         self.events: dict[threading.Thread, _Interruptible] = {}
@@ -760,6 +778,9 @@ class _Threading:
 
     def Event(self) -> _Interruptible:
         return _Interruptible(self.events)
+
+    def Condition(self, lock: Any = None) -> _Condition:
+        return _Condition(lock)
 
 
 def threads_run(script: Script) -> Run:
@@ -803,6 +824,8 @@ def threads_run(script: Script) -> Run:
     def quiet() -> bool:
         """Every caller waits or has finished (an interrupted one too), and
         the timer thread sleeps until the next tick, which is not due."""
+        plan = limiter._plan
+        assert isinstance(plan, _Condition)
         with limiter._lock:
             unfinished = [t for i, t in enumerate(callers) if f"caller {i}" not in out]
             due = limiter.machine.next_tick()
@@ -812,13 +835,14 @@ def threads_run(script: Script) -> Run:
                 and all(f"caller {i}" in out for i in interrupted)
                 and (due is None or due > clock[0])
                 and limiter._timer_at == due
+                and not plan.pending
             )
 
-    def settle() -> None:
-        """Until :func:`quiet`, in real time (the threads' own pace): 10 s
-        at most, however loaded the machine."""
+    def settle(until: Callable[[], bool] = quiet) -> None:
+        """Until ``until()``, in real time (the threads' own pace): 10 s at
+        most, however loaded the machine."""
         deadline = time.monotonic() + 10
-        while not quiet():
+        while not until():
             if time.monotonic() > deadline:
                 raise AssertionError(f"never settled at {clock[0]} ns")
             time.sleep(0.0001)
@@ -868,9 +892,8 @@ def threads_run(script: Script) -> Run:
                 elif isinstance(op, Cancel):
                     cancel(op.caller)
                 elif isinstance(op, Stall):
-                    with limiter._lock:
+                    with limiter._lock:  # (the timer thread is told below)
                         clock[0] += op.length
-                        limiter._plan.notify()
                 else:
                     _limiter_op(config, op, limiter, permits, held, call)
                 unfinished = [
@@ -878,6 +901,12 @@ def threads_run(script: Script) -> Run:
                 ]
                 if step.then_cancel is not None and step.then_cancel < len(unfinished):
                     cancel(unfinished[step.then_cancel])
+                # After a stall, the timer thread ticks what fell due
+                # meanwhile once the interrupted threads have withdrawn, as
+                # the async adapters' timers fire after the cancelled tasks ran.
+                settle(lambda: all(f"caller {i}" in out for i in interrupted))
+                with limiter._lock:
+                    limiter._plan.notify()
                 settle()
             advance(clock_base + script.end)
             settle()
