@@ -760,6 +760,9 @@ class _Condition(threading.Condition):
         super().notify(n)
 
     def wait(self, timeout: float | None = None) -> bool:
+        # (a notify before, with the lock held, was the timer thread's own:
+        # it planned since)
+        self.pending = False
         woken = super().wait(None)
         self.pending = False
         return woken
