@@ -427,6 +427,12 @@ MUTANTS: dict[str, tuple[str, str, str, str]] = {
         'raise refuse_paced("supplied", False, "paused()")',
         "a supplied machine does not count a pause its source outside tells it of",
     ),
+    "cost-kept-past-a-lower-burst": (
+        "_machine.py",
+        "        self._asks.clear()  # read again",
+        "        pass  # read again",
+        "a cost dict asked for before a burst was lowered is not checked against the new burst",
+    ),
     "above-includes-equal": (
         "_machine.py",
         "if w.cost[index] > units]",

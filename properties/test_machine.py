@@ -614,6 +614,36 @@ class PolicyMachine(RuleBasedStateMachine):
         self.do_push(id, level, steps, deadline, units, flow, patience)
         return id
 
+    @precondition(
+        lambda self: (
+            hasattr(self, "core")
+            and self.config.costs
+            and any(burst < 6 for _, burst in self.model.limits)
+        )
+    )
+    @rule(data=st.data())
+    def push_above_a_burst(self, data: st.DataObject) -> None:
+        """P18 with costs: a cost above a limit's burst as it stands is
+        refused at push, and nothing changes; the same cost asked for while
+        that burst was higher (set_limit draws bursts up to 6) included."""
+        bursts = [burst for _, burst in self.model.limits]
+        above = data.draw(st.sampled_from([i for i, burst in enumerate(bursts) if burst < 6]))
+        units = tuple(
+            data.draw(st.integers(burst + 1, 6) if i == above else st.integers(0, 6))
+            for i, burst in enumerate(bursts)
+        )
+        before = fingerprint(self.core)
+        error = _refused(
+            lambda: self.core.push(
+                ("above", self.next_id), 0, self.now, cost=self.config.cost(units)
+            ),
+            PermitValueError,
+            "a cost above a burst",
+        )
+        assert isinstance(error, PermitValueError), "P18"
+        assert error.argument == "cost", "P18"
+        assert fingerprint(self.core) == before, "P18: a refused push changed the state"
+
     @rule(
         target=ids,
         levels=st.lists(st.integers(0, 2), min_size=2, max_size=8),

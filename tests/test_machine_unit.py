@@ -496,3 +496,16 @@ def test_a_grant_spent_to_be_settled_is_forgotten_with_its_log() -> None:
         machine.check_valid()
     with pytest.raises(NotRefundable):
         machine.settle("a", 1, 4 * SECOND)
+
+
+def test_a_cost_asked_for_before_a_burst_was_lowered_is_refused_above_it() -> None:
+    """A dict cost the machine has read before is checked again once a
+    burst changes: above the lowered burst, it is refused at push (P18)."""
+    m = Machine(Fifo(), limits={"requests": Limit(10, 10), "tokens": Limit(100, 100)})
+    cost = {"requests": 1, "tokens": 50}
+    assert [d.id for d in m.push("a", 0, 0, cost=dict(cost))] == ["a"]
+    m.set_limit(1, burst=40, limit="tokens")
+    with pytest.raises(PermitValueError) as refused:
+        m.push("b", 0, 2, cost=dict(cost))
+    assert refused.value.argument == "cost"
+    assert "b" not in m

@@ -1054,6 +1054,7 @@ class Machine:
             )
         out = self.tick(now)
         self._limits = {**self._limits, name: Limit(new_rate, new_burst)}
+        self._asks.clear()  # read again: checked against the bursts as they stand
         source = self._source
         if isinstance(source, Outside):
             source.limits[index] = (*interval_of(new_rate), new_burst)
