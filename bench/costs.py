@@ -240,7 +240,7 @@ def main() -> None:
     print()
     print(
         f"Bytes per waiting waiter, two limits and costs (100,000 waiting): "
-        f"{bytes_per_waiter(100_000):.0f}"
+        f"{bytes_per_waiter(100_000):.1f}"
     )
 
 

@@ -316,7 +316,7 @@ class Machine:
         self._costs: dict[tuple[int, ...], tuple[int, ...]] = {}
         #: The dicts those costs were asked as, by their items (a dict asked
         #: again is not read again): cleared with them.
-        self._asks: dict[tuple[tuple[object, int], ...], tuple[int, ...]] = {}
+        self._asks: dict[tuple[object, ...], tuple[int, ...]] = {}
         #: Whether every waiter so far asked for one unit of every limit
         #: (read-only): ``False`` for good from the first push of another
         #: cost that is not refused as too long, or take of another cost that
@@ -1566,16 +1566,17 @@ def _no_histograms(operation: str, argument: str, value: object) -> PermitValueE
     )
 
 
-def _int_items(cost: object) -> tuple[tuple[object, int], ...] | None:
-    """A cost's items if it is a dict of ints, to find it by; else ``None``
-    (not an int subclass either: ``True == 1``, but ``True`` is no cost)."""
+def _int_items(cost: object) -> tuple[object, ...] | None:
+    """A cost's names then units if it is a dict of ints, to find it by
+    (one flat tuple: the smallest key); else ``None`` (not an int subclass
+    either: ``True == 1``, but ``True`` is no cost)."""
     if type(cost) is not dict:
         return None
-    items = tuple(cost.items())
-    for _, n in items:
+    units = tuple(cost.values())
+    for n in units:
         if n.__class__ is not int:
             return None
-    return items
+    return (*cost, *units)
 
 
 def _check_flow(flow: object) -> None:
