@@ -439,16 +439,7 @@ def test_a_password_for_a_server_that_needs_none_is_accepted(redis_server: Redis
 
     async def run() -> None:
         url = f"redis://:secret@127.0.0.1:{redis_server.port}/0"
-        own = _resp.AsyncRedis(url, timeout=1, shown=url)
-        try:
-            await own.ping()
-        finally:
-            await own.aclose()
-        other = redis.Redis.from_url(url)  # as redis-py reads it
-        try:
-            assert other.ping()
-        finally:
-            other.close()
+        await _both_connect(url)
         await acquired(url, "no-password-needed")  # on the limiter's own client
 
     asyncio.run(run())
@@ -460,15 +451,18 @@ def test_an_empty_password_in_the_url_sends_no_auth(redis_server: RedisServer) -
     does the limiter's client (its ``AUTH ""`` was refused by a server with
     no password, and every round trip failed)."""
 
-    async def run() -> None:
-        url = f"redis://:@127.0.0.1:{redis_server.port}/0"
-        own = _resp.AsyncRedis(url, timeout=1, shown=url)
-        await own.ping()
-        await own.aclose()
-        other = redis.Redis.from_url(url)  # as redis-py reads it
-        try:
-            assert other.ping()
-        finally:
-            other.close()
+    asyncio.run(_both_connect(f"redis://:@127.0.0.1:{redis_server.port}/0"))
 
-    asyncio.run(run())
+
+async def _both_connect(url: str) -> None:
+    """The limiter's own client and redis-py both connect to ``url``."""
+    own = _resp.AsyncRedis(url, timeout=1, shown=url)
+    try:
+        await own.ping()
+    finally:
+        await own.aclose()
+    other = redis.Redis.from_url(url)  # as redis-py reads it
+    try:
+        assert other.ping()
+    finally:
+        other.close()
