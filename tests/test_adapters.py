@@ -561,10 +561,17 @@ async def test_a_limiter_says_what_it_is(open_limiter: OpenLimiter, case: tuple[
     adapter's: tests/test_threads.py.)"""
     async with open_limiter(StrictPriority(2), 10) as limiter:
         said = repr(limiter)
+        await limiter.acquire()
+        async with anyio.create_task_group() as tasks:
+            tasks.start_soon(limiter.acquire)
+            await waiting(limiter, 1)
+            waits = repr(limiter)
+            tasks.cancel_scope.cancel()
     assert said == (
         f"<permits.adapters.{case[1]}.Limiter policy=StrictPriority(levels=2) "
         "limits={'units': Limit(rate=Fraction(10, 1), burst=1)} waiting=0>"
     )
+    assert waits == said.replace("waiting=0", "waiting=1")
     assert repr(limiter).endswith("burst=1)} closed>")
 
 

@@ -133,17 +133,11 @@ def open_limiter(
     the way out, the timer is cancelled and every waiter wakes with
     :class:`~permits.adapters.LimiterClosed`."""
     refuse_unknown("permits.adapters.asyncio.open_limiter", options)
-    return AsyncOpening(_opened(policy, rate, burst, options))
+    return AsyncOpening(_opened(Limiter(policy, rate, burst, **options)))
 
 
 @asynccontextmanager
-async def _opened(
-    policy: Policy,
-    rate: int | float | Fraction | None,
-    burst: int,
-    options: LimiterOptions,
-) -> AsyncIterator[Limiter]:
-    limiter = Limiter(policy, rate, burst, **options)
+async def _opened(limiter: Limiter) -> AsyncIterator[Limiter]:
     limiter._running_loop()  # in a running asyncio loop, or WrongFramework now
     try:
         yield limiter

@@ -475,7 +475,11 @@ class Machine:
         ``units`` could never grant (lowered so, they wait for nothing)."""
         units = check_int("units", units, 0)
         index, _ = self._limit_named(limit)
-        return [w for w in self.waiting() if w.cost[index] > units]
+        queues = self._queues
+        above = [
+            w for lv in range(self.levels) for w in queues.waiters(lv) if w.cost[index] > units
+        ]
+        return sorted(above, key=lambda w: w.seq)
 
     def next_due(self) -> int | None:
         """The earliest time (ns), not before the machine's latest time, at
@@ -1203,7 +1207,8 @@ class Machine:
         cost: int | Mapping[str, int],
         flow: Hashable,
     ) -> tuple[int, int, int | None, tuple[int, ...], int]:
-        """A newcomer's arguments, checked (changing nothing): its level,
+        """A newcomer's arguments, checked (changing nothing but the costs
+        read lately, kept to be found again): its level,
         ``now``, deadline, units and flow's weight. Raises as :meth:`push`
         documents."""
         if level.__class__ is not int or not 0 <= level < self.levels:
