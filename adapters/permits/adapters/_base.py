@@ -288,8 +288,9 @@ class _Opening:
     """What an ``open_limiter()`` returns: the limiter, opened by a ``with``
     block (``async with``, or ``with`` for threads) and only there. Used as
     the limiter itself (``limiter = open_limiter(...)``, then
-    ``limiter.acquire()``), or awaited, or entered the other way, it says
-    how to open it instead of naming contextlib's private classes."""
+    ``limiter.acquire()``) or entered the other way, it says how to open it
+    instead of naming contextlib's private classes. (It is not awaitable:
+    code that awaits whatever is awaitable leaves it alone.)"""
 
     __slots__ = ("_manager", "_usage")
 
@@ -304,9 +305,6 @@ class _Opening:
             f"open_limiter() returns no limiter until it is entered, so it has no {name!r}: "
             f"write `{self._usage}` and use limiter.{name} in that block"
         )
-
-    def __await__(self) -> NoReturn:
-        raise TypeError(f"open_limiter() is not awaited: write `{self._usage}`")
 
     def _wrong_block(self, *args: object) -> NoReturn:
         raise TypeError(
