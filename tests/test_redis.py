@@ -1428,11 +1428,13 @@ def test_four_processes_share_one_limit(redis_server: RedisServer) -> None:
     assert results["reserve 3"][3] < results["no reserve"][3], results
     assert results["global priority"][3] < results["no reserve"][3], results
     # Found at once, from any process: a few ms on an idle machine (BENCHMARKS.md).
-    # Four processes on a loaded machine wait for a core too (a p99 of 135 ms
-    # was seen with two other test suites running on the host's two cores),
-    # so the margin is 40 permit intervals: no interactive call starves.
-    assert with_reserve < 40 / RATE, results
-    assert first < 40 / RATE, results
+    # Four processes on a loaded machine wait for a core too (p99s of 135 and
+    # 279 ms were seen with two other test suites running on the host's two
+    # cores), so the margin is 100 permit intervals, 0.5 s of a 5 s run: no
+    # interactive call starves behind the batch (one that did would wait to
+    # the end, and go unserved: checked below).
+    assert with_reserve < 100 / RATE, results
+    assert first < 100 / RATE, results
     for label in ("reserve 3", "global priority"):  # every interactive call served
         assert results[label][1] == results[label][2], (label, results)
 
