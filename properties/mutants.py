@@ -435,8 +435,8 @@ MUTANTS: dict[str, tuple[str, str, str, str]] = {
     ),
     "above-includes-equal": (
         "_machine.py",
-        "if w.cost[index] > units]",
-        "if w.cost[index] >= units]",
+        "if w.cost[index] > units\n",
+        "if w.cost[index] >= units\n",
         "waiting_above names a waiter whose cost equals the burst, which fits it",
     ),
     "settled-outside-backwards": (
