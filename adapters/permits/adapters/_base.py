@@ -292,10 +292,9 @@ class _Opening:
     instead of naming contextlib's private classes. (It is not awaitable:
     code that awaits whatever is awaitable leaves it alone.)"""
 
-    __slots__ = ("_manager", "_usage")
+    __slots__ = ("_usage",)
 
-    def __init__(self, manager: object, usage: str) -> None:
-        self._manager = manager
+    def __init__(self, usage: str) -> None:
         self._usage = usage  # e.g. "async with open_limiter(...) as limiter:"
 
     def __getattr__(self, name: str) -> NoReturn:
@@ -315,18 +314,17 @@ class _Opening:
 class AsyncOpening(_Opening, AbstractAsyncContextManager[_Opened]):
     """An async framework's ``open_limiter()``: ``async with`` it."""
 
-    __slots__ = ()
+    __slots__ = ("_manager",)
 
     def __init__(self, manager: AbstractAsyncContextManager[_Opened]) -> None:
-        super().__init__(manager, "async with open_limiter(...) as limiter:")
+        super().__init__("async with open_limiter(...) as limiter:")
+        self._manager = manager
 
     async def __aenter__(self) -> _Opened:
-        manager: AbstractAsyncContextManager[_Opened] = self._manager  # type: ignore[assignment]
-        return await manager.__aenter__()
+        return await self._manager.__aenter__()
 
     async def __aexit__(self, *exc_info: Any) -> bool | None:
-        manager: AbstractAsyncContextManager[_Opened] = self._manager  # type: ignore[assignment]
-        return await manager.__aexit__(*exc_info)
+        return await self._manager.__aexit__(*exc_info)
 
     __enter__ = __exit__ = _Opening._wrong_block
 
@@ -334,18 +332,17 @@ class AsyncOpening(_Opening, AbstractAsyncContextManager[_Opened]):
 class Opening(_Opening, AbstractContextManager[_Opened]):
     """The thread adapter's ``open_limiter()``: ``with`` it."""
 
-    __slots__ = ()
+    __slots__ = ("_manager",)
 
     def __init__(self, manager: AbstractContextManager[_Opened]) -> None:
-        super().__init__(manager, "with open_limiter(...) as limiter:")
+        super().__init__("with open_limiter(...) as limiter:")
+        self._manager = manager
 
     def __enter__(self) -> _Opened:
-        manager: AbstractContextManager[_Opened] = self._manager  # type: ignore[assignment]
-        return manager.__enter__()
+        return self._manager.__enter__()
 
     def __exit__(self, *exc_info: Any) -> bool | None:
-        manager: AbstractContextManager[_Opened] = self._manager  # type: ignore[assignment]
-        return manager.__exit__(*exc_info)
+        return self._manager.__exit__(*exc_info)
 
     __aenter__ = __aexit__ = _Opening._wrong_block
 
