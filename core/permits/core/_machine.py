@@ -314,8 +314,9 @@ class Machine:
         #: the waiters that ask for it (a waiter's memory is then its own
         #: record only); at most COSTS_SHARED of them.
         self._costs: dict[tuple[int, ...], tuple[int, ...]] = {}
-        #: The dicts those costs were asked as, by their items (a dict asked
-        #: again is not read again): cleared with them.
+        #: The dicts those costs were asked as, by their names then units
+        #: (a dict asked again is not read again): cleared with them, and
+        #: by set_limit (read again against the bursts as they stand).
         self._asks: dict[tuple[object, ...], tuple[int, ...]] = {}
         #: Whether every waiter so far asked for one unit of every limit
         #: (read-only): ``False`` for good from the first push of another
