@@ -246,6 +246,23 @@ def test_an_upstream_refuses_a_bad_max_pause(max_pause: Any) -> None:
         Upstream(limiter, max_pause=max_pause)
 
 
+@pytest.mark.parametrize("max_pause", [1e300, 10**400], ids=["1e300", "10**400"])
+def test_a_max_pause_too_long_for_a_pause_is_refused(max_pause: float) -> None:
+    """A ``max_pause`` finite in seconds but not in nanoseconds (the
+    limiter's unit; past about 1e299 s) was taken, and a ``Retry-After``
+    that long raised ``PermitValueError`` naming ``seconds`` out of the
+    transport: the 429 was lost. It is refused when the transport is made."""
+    with threads.open_limiter(Fifo(), 10) as limiter:
+        with pytest.raises(PermitValueError, match=r"^max_pause="):
+            PermitsTransport(limiter, max_pause=max_pause)
+        with pytest.raises(PermitValueError, match=r"^max_pause="):
+            Upstream(limiter, max_pause=max_pause)
+        upstream = Upstream(limiter, max_pause=1e299)  # the longest kind still taken
+        paused = upstream.learn(429, httpx.Headers({"Retry-After": "9" * 400}))
+        assert paused is not None
+        assert paused > 1e298
+
+
 def test_settle_needs_a_settle_window() -> None:
     """Refused when the transport is made, not after a request went out."""
     with (
