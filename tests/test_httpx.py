@@ -297,6 +297,32 @@ async def test_a_limiter_of_the_other_kind_is_refused() -> None:
     assert sent == []
 
 
+@pytest.mark.anyio
+async def test_a_transport_of_the_other_kind_is_refused() -> None:
+    """The sync transport given an async inner transport (or an
+    ``httpx.Client``, a common slip) took a permit for each request, then
+    failed with an ``AttributeError`` naming no argument: the permit spent,
+    nothing sent. The async transport given a sync one did the same. Both
+    are refused when the transport is made, naming the transport; one of
+    both kinds (``httpx.MockTransport``) is taken by both."""
+    mock = httpx.MockTransport(lambda request: httpx.Response(200))
+    with threads.open_limiter(Fifo(), 1, 1) as limiter:
+        with httpx.Client() as client:
+            for wrong in (httpx.AsyncHTTPTransport(), client):
+                with pytest.raises(PermitTypeError, match=r"^transport=") as refused:
+                    PermitsTransport(limiter, wrong)  # type: ignore[arg-type]
+                assert refused.value.value is wrong
+        assert limiter.try_acquire(), "no permit was taken"
+        assert PermitsTransport(limiter, mock).transport is mock
+    async with asyncio_adapter.open_limiter(Fifo(), 1, 1) as async_limiter:
+        async with httpx.AsyncClient() as async_client:
+            for other in (httpx.HTTPTransport(), async_client):
+                with pytest.raises(PermitTypeError, match=r"^transport=") as refused:
+                    AsyncPermitsTransport(async_limiter, other)  # type: ignore[arg-type]
+                assert refused.value.value is other
+        assert AsyncPermitsTransport(async_limiter, mock).transport is mock
+
+
 def test_a_response_is_closed_when_learning_from_it_fails() -> None:
     """The limiter closes while a request is in flight: the 429 that comes
     back cannot pause it, the error goes to the caller, and the response

@@ -162,6 +162,17 @@ class _Options:
         )
 
 
+def _check_transport(transport: object, sends: str, kind: str) -> None:
+    """``transport``, checked: ``None`` or one with a method ``sends``;
+    refused now (an async one given to the sync transport, an
+    ``httpx.Client``), not once each request has taken its permit and then
+    failed to be sent."""
+    if transport is not None and not callable(getattr(transport, sends, None)):
+        raise PermitTypeError(
+            "transport", transport, f"{kind} (one with a {sends} method), or None for httpx's own"
+        )
+
+
 def _unread(response: httpx.Response, body: bytes) -> httpx.Response:
     """``response`` again, its ``body`` (read raw, as it came, still
     encoded as its ``Content-Encoding`` says; and the response closed) to
@@ -245,6 +256,7 @@ class AsyncPermitsTransport(httpx.AsyncBaseTransport):
         if not isinstance(limiter, BaseLimiter):  # a threads limiter's acquire does not wait
             raise PermitTypeError("limiter", limiter, "an asyncio, trio or anyio limiter")
         self.limiter = limiter
+        _check_transport(transport, "handle_async_request", "an httpx.AsyncBaseTransport")
         self.transport = transport if transport is not None else httpx.AsyncHTTPTransport()
         self.options = _options("AsyncPermitsTransport", options)
         check_settle(limiter, self.options.settle)
@@ -304,6 +316,7 @@ class PermitsTransport(httpx.BaseTransport):
         if not isinstance(limiter, ThreadLimiter):  # an async acquire, never awaited, takes none
             raise PermitTypeError("limiter", limiter, "a permits.adapters.threads limiter")
         self.limiter = limiter
+        _check_transport(transport, "handle_request", "an httpx.BaseTransport")
         self.transport = transport if transport is not None else httpx.HTTPTransport()
         self.options = _options("PermitsTransport", options)
         check_settle(limiter, self.options.settle)
