@@ -1046,6 +1046,35 @@ async def test_settle_on_a_redis_limiter_needs_its_settle_window(
     assert "settle_window" not in caplog.text
 
 
+@pytest.mark.anyio
+@pytest.mark.parametrize(
+    "headers",
+    [
+        {"x-ratelimit-remaining-requests": "0", "x-ratelimit-reset-requests": "99999999999"},
+        {"RateLimit": '"day";r=0;t=99999999999'},
+    ],
+)
+async def test_a_reset_longer_than_a_redis_limiter_holds_is_malformed_not_fatal(
+    redis_server: RedisServer, headers: dict[str, str]
+) -> None:
+    """A Redis limiter holds the upstream's word for at most 1e9 s (about
+    31 years): a reset past that (a header's garbage: three thousand years)
+    made ``adopt`` or ``quota`` raise ``PermitValueError`` out of the
+    transport, and the served response was lost. The limiter's refusal is
+    counted as malformed, and the response reaches the caller."""
+    script = Script((200, headers))
+    with serve_script(script) as url:
+        async with redis_adapter.open_limiter(
+            Fifo(), redis_server.url, name=_fresh(), limits={"requests": Limit(100, burst=10)}
+        ) as limiter:
+            transport = AsyncPermitsTransport(limiter)
+            async with httpx.AsyncClient(transport=transport) as client:
+                response = await client.get(url)
+            assert (response.status_code, response.content) == (200, b'{"ok": true}')
+            assert transport.upstream.malformed == 1
+            assert not limiter.closed
+
+
 def _fresh() -> str:
     """A Redis key name no other test uses."""
     return f"test-httpx-{time.monotonic_ns()}"

@@ -245,7 +245,8 @@ class Upstream:
         _check_max_pause(max_pause)
         self.limiter = limiter
         self.max_pause = max_pause
-        #: Headers ignored because they did not parse.
+        #: Headers ignored because they did not parse (or said what the
+        #: limiter cannot hold: a Redis limiter's reset past 1e9 s).
         self.malformed = 0
         #: Responses that paused the limiter (429 or 503 with Retry-After).
         self.pauses = 0
@@ -366,6 +367,11 @@ class Upstream:
                 self._refill(left, seconds, limit, refills)
         except LimiterClosed:
             pass  # closed while the call was out: nothing to learn; the response goes on
+        except PermitValueError:
+            # a word the limiter cannot hold (a Redis limiter's: a reset past
+            # 1e9 s), refused as it stands: ignored, as garbage is (of the
+            # x-ratelimit-* bucket, what is left now may hold already)
+            self._count("malformed")
 
     def _refill(self, left: int, seconds: float, limit: str, refills: str) -> None:
         """The ``x-ratelimit-*`` headers' bucket (of the size ``refills``
