@@ -1075,6 +1075,25 @@ async def test_a_reset_longer_than_a_redis_limiter_holds_is_malformed_not_fatal(
             assert not limiter.closed
 
 
+@pytest.mark.anyio
+async def test_a_quota_too_big_for_redis_holds_nothing_back(redis_server: RedisServer) -> None:
+    """A ``RateLimit`` whose ``r`` is 2**63 or more (twenty digits: plenty
+    left) was written by the Redis script as a 64-bit integer, the least
+    one, a quota far below nothing: every process was held back until its
+    reset (here 30 s; up to 1e9 s). It is more than Redis holds exactly:
+    refused by the limiter and counted as malformed, it holds nothing back."""
+    script = Script((200, {"RateLimit": f'"day";r={"9" * 20};t=30'}))
+    with serve_script(script) as url:
+        async with redis_adapter.open_limiter(
+            Fifo(), redis_server.url, name=_fresh(), limits={"requests": Limit(100, burst=10)}
+        ) as limiter:
+            transport = AsyncPermitsTransport(limiter)
+            async with httpx.AsyncClient(transport=transport) as client:
+                assert (await client.get(url)).status_code == 200
+            await limiter.acquire(timeout=5.0)  # 10 ms at most, unless held back for 30 s
+            assert transport.upstream.malformed == 1
+
+
 def _fresh() -> str:
     """A Redis key name no other test uses."""
     return f"test-httpx-{time.monotonic_ns()}"
