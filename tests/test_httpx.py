@@ -572,6 +572,31 @@ def test_the_earlier_drafts_policy_is_a_policy_not_a_malformed_header() -> None:
         assert transport.upstream.malformed == 0
 
 
+@pytest.mark.parametrize(
+    ("headers", "malformed", "held"),
+    [
+        ({"RateLimit-Limit": "100", "RateLimit-Remaining": "0", "RateLimit-Reset": "30"}, 0, True),
+        ({"RateLimit-Remaining": "0"}, 1, False),  # and no reset: how long is not said
+        ({"RateLimit-Remaining": "0", "RateLimit-Reset": "soon"}, 1, False),
+    ],
+)
+def test_the_drafts_own_fields_before_the_7th_are_a_quota(
+    headers: dict[str, str], malformed: int, held: bool
+) -> None:
+    """The draft to its 6th version (express-rate-limit's ``draft-6``
+    headers, its ``standardHeaders: true``) sends what is left and the
+    reset in fields of their own, ``RateLimit-Remaining`` and
+    ``RateLimit-Reset``, beside the policy ``100;w=60``: the policy was
+    remembered and warned about, and the count ignored, so the limiter went
+    on into the upstream's 429s. They are the quota the later ``RateLimit``
+    field says, and malformed ones are counted."""
+    headers = {"RateLimit-Policy": "100;w=60", **headers}
+    with answered(headers, {"requests": Limit(1, burst=10)}) as (limiter, transport):
+        assert transport.upstream.policies == {"100": QuotaPolicy(100, 60.0, "requests")}
+        assert transport.upstream.malformed == malformed
+        assert limiter.try_acquire() is not held
+
+
 def test_a_parameter_with_no_value_does_not_rename_the_policy() -> None:
     """A structured field's parameter with no value is a boolean (``;x``
     for ``;x=?1``), which the draft lets an upstream add. It was read as the

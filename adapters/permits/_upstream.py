@@ -293,16 +293,19 @@ class Upstream:
         if field is not None:
             self._learn_policies(field)
         field = headers.get("ratelimit")
-        if field is not None:
-            for policy, remaining, reset in _ratelimit_items(field):
-                known = None if policy is None else self.policies.get(policy)
-                limit = self._limit_counting("requests" if known is None else known.unit)
-                if remaining is None or reset is None:
-                    self._count("malformed")
-                elif limit is None:
-                    self._count("ignored")
-                else:
-                    self._adopt(remaining, reset, limit, refills=None)
+        items = [] if field is None else _ratelimit_items(field)
+        left = headers.get("ratelimit-remaining")
+        if left is not None:  # the draft to its 6th version: fields of their own
+            items.append((None, left, headers.get("ratelimit-reset")))
+        for policy, remaining, reset in items:
+            known = None if policy is None else self.policies.get(policy)
+            limit = self._limit_counting("requests" if known is None else known.unit)
+            if remaining is None or reset is None:
+                self._count("malformed")
+            elif limit is None:
+                self._count("ignored")
+            else:
+                self._adopt(remaining, reset, limit, refills=None)
         return pause
 
     def _count(self, counter: str, n: int = 1) -> None:

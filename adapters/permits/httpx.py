@@ -26,9 +26,10 @@ teaches the limiter what the upstream knows:
   full again at the reset (``x-ratelimit-limit-<limit>``, if sent, its
   size), and the limit's bucket never fuller than it;
   the IETF draft's ``RateLimit`` field (``remaining=`` and ``reset=``, or
-  ``r=`` and ``t=`` of each policy it lists) is a quota (the limiter's
-  :meth:`~permits.adapters.BaseLimiter.quota`), that much until the
-  reset, for the limit counting the policy's unit: the limit named after
+  ``r=`` and ``t=`` of each policy it lists; to its 6th version, the
+  fields ``RateLimit-Remaining`` and ``RateLimit-Reset``) is a quota
+  (the limiter's :meth:`~permits.adapters.BaseLimiter.quota`), that much
+  until the reset, for the limit counting the policy's unit: the limit named after
   it (the policy's ``qu`` in ``RateLimit-Policy``, remembered in
   ``upstream.policies``), and for ``requests`` (the draft's default)
   the first limit if none is so named; an item in a unit no limit counts
