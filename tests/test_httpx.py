@@ -233,7 +233,19 @@ def test_an_option_that_is_no_function_is_refused(argument: str) -> None:
         assert refused.value.argument == argument
 
 
-@pytest.mark.parametrize("max_pause", [-1.0, 0, float("nan"), "60"])
+@pytest.mark.parametrize("max_pause", ["60", None, True])
+def test_a_max_pause_that_is_no_number_is_a_type_error(max_pause: Any) -> None:
+    """``max_pause="60"`` (or ``None``, or ``True``) is the wrong type, as
+    ``timeout="1"`` is: a ``PermitTypeError`` (a ``TypeError``), where it
+    was a ``PermitValueError``, which ``except TypeError`` missed."""
+    with threads.open_limiter(Fifo(), 10) as limiter:
+        for make in (Upstream, PermitsTransport):
+            with pytest.raises(PermitTypeError, match=r"^max_pause=") as refused:
+                make(limiter, max_pause=max_pause)
+            assert refused.value.argument == "max_pause"
+
+
+@pytest.mark.parametrize("max_pause", [-1.0, 0, float("nan")])
 def test_an_upstream_refuses_a_bad_max_pause(max_pause: Any) -> None:
     """``Upstream`` (public beside the transports) took any ``max_pause``:
     -1 cut every Retry-After to -1, and the PermitValueError of

@@ -460,15 +460,13 @@ def check_settle(limiter: _Limiting, settle: object) -> None:
 
 
 def _check_max_pause(max_pause: float) -> None:
-    """``max_pause``, checked: a finite number of seconds ``> 0``, finite in
-    nanoseconds too (as :meth:`~permits.adapters.BaseLimiter.pause_for`
-    takes it: a longer one made a Retry-After that long raise)."""
-    if (
-        isinstance(max_pause, bool)
-        or not isinstance(max_pause, (int, float))
-        or not 0 < max_pause < math.inf
-        or _nanoseconds("max_pause", max_pause) is None
-    ):
+    """``max_pause``, checked: a number of seconds (``PermitTypeError``
+    otherwise, as for ``timeout``), ``> 0`` and finite in nanoseconds too
+    (as :meth:`~permits.adapters.BaseLimiter.pause_for` takes it: a longer
+    one made a Retry-After that long raise)."""
+    if isinstance(max_pause, bool) or not isinstance(max_pause, (int, float)):
+        raise PermitTypeError("max_pause", max_pause, "a number of seconds")
+    if not 0 < max_pause < math.inf or _nanoseconds("max_pause", max_pause) is None:
         raise PermitValueError(
             "max_pause", max_pause, "must be a finite number of seconds > 0 (at most about 1e299)"
         )
