@@ -366,6 +366,9 @@ def test_a_response_is_closed_when_learning_from_it_fails() -> None:
         {"x-ratelimit-remaining-requests": "5", "x-ratelimit-reset-requests": "1e300"},
         {"x-ratelimit-remaining-requests": "5", "x-ratelimit-reset-requests": "9" * 300 + "h"},
         {"x-ratelimit-remaining-requests": "\u00b2", "x-ratelimit-reset-requests": "1s"},
+        {"x-ratelimit-remaining-requests": "-", "x-ratelimit-reset-requests": "1s"},
+        {"x-ratelimit-remaining-requests": "--5", "x-ratelimit-reset-requests": "1s"},
+        {"x-ratelimit-remaining-requests": "- 5", "x-ratelimit-reset-requests": "1s"},
         {
             "x-ratelimit-remaining-requests": "0",
             "x-ratelimit-reset-requests": "1s",
@@ -1273,6 +1276,25 @@ def test_a_retry_after_is_cut_to_an_hour_by_default() -> None:
         paused = upstream.learn(429, httpx.Headers({"Retry-After": "7200"}))
         assert paused is not None
         assert 3590.0 < paused <= 3600.0, paused
+
+
+@pytest.mark.parametrize(
+    "headers",
+    [
+        {"x-ratelimit-remaining-tokens": "-27689", "x-ratelimit-reset-tokens": "64"},
+        {"RateLimit-Policy": '"t";q=90000;w=60;qu="tokens"', "RateLimit": '"t";r=-5;t=64'},
+    ],
+)
+def test_a_negative_remaining_is_nothing_left(headers: dict[str, str]) -> None:
+    """Azure OpenAI sends a negative ``x-ratelimit-remaining-tokens`` once
+    the window is oversubscribed (``-27689``, with its reset): it was
+    counted as malformed and ignored, the strongest word to hold back lost,
+    and the limiter went on into the upstream's refusals. A negative count
+    is read as nothing left, until the reset."""
+    limits = {"requests": Limit(100, burst=10), "tokens": Limit(1000, burst=1000)}
+    with answered(headers, limits) as (limiter, transport):
+        assert transport.upstream.malformed == 0
+        assert not limiter.try_acquire(cost={"requests": 1, "tokens": 1}), "no tokens left"
 
 
 def test_a_remaining_in_other_digits_than_ascii_is_malformed() -> None:

@@ -89,6 +89,16 @@ def _whole_number(text: str) -> int | None:
         return None
 
 
+def _left(text: str) -> int | None:
+    """The units ``text`` says are left: a whole number, a negative one
+    read as none (Azure OpenAI's ``x-ratelimit-remaining-tokens`` goes
+    below 0 once the window is oversubscribed); ``None`` if it is none."""
+    text = text.strip()
+    if text.startswith("-") and text[1:].isascii() and text[1:].isdigit():
+        return 0
+    return _whole_number(text)
+
+
 _T = TypeVar("_T", int, float)
 
 
@@ -358,7 +368,7 @@ class Upstream:
         a quota: that much until the reset, paced by the limit meanwhile
         (:meth:`~permits.adapters.BaseLimiter.quota`)."""
         seconds = _cautious(reset, parse_duration, max)
-        left = _cautious(remaining, _whole_number, min)
+        left = _cautious(remaining, _left, min)
         # a reset that is still finite in nanoseconds (the limiter's unit)
         if left is None or seconds is None or not math.isfinite(seconds * 1e9):
             self._count("malformed")
