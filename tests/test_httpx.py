@@ -9,9 +9,10 @@ loaded machine cannot change.
 from __future__ import annotations
 
 import contextlib
+import email.utils
 import gzip
 import time
-from collections.abc import AsyncIterator, Iterator, Mapping
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -1208,6 +1209,38 @@ def test_a_retry_after_sent_twice_pauses_for_the_longest(lines: list[str]) -> No
             assert client.get(url).status_code == 429
         assert transport.upstream.malformed == 0
         assert limiter.pause_left() > 20.0
+
+
+def _http_date(ahead: float) -> str:
+    """The HTTP date ``ahead`` seconds from now."""
+    return email.utils.formatdate(time.time() + ahead, usegmt=True)
+
+
+@pytest.mark.parametrize(
+    "lines",
+    [
+        lambda: [_http_date(10), _http_date(60)],
+        lambda: ["10", _http_date(60)],
+        lambda: [_http_date(60), "10"],
+    ],
+    ids=["two dates", "seconds then a date", "a date then seconds"],
+)
+def test_a_retry_after_sent_twice_as_dates_pauses_for_the_longest(
+    lines: Callable[[], list[str]],
+) -> None:
+    """Two HTTP dates on two lines (a proxy's and the origin's) come joined,
+    and the first date was read, its time zone dropped with the comma after
+    it: the longer pause was lost. A date beside seconds was malformed.
+    Each value is read now, and the longest pauses, as for seconds."""
+    with (
+        serve_script(Script((429, {"Retry-After": lines()}))) as url,
+        threads.open_limiter(Fifo(), 100, 10) as limiter,
+    ):
+        transport = PermitsTransport(limiter)
+        with httpx.Client(transport=transport) as client:
+            assert client.get(url).status_code == 429
+        assert transport.upstream.malformed == 0
+        assert limiter.pause_left() > 50.0
 
 
 def test_rate_limit_headers_sent_twice_are_read_cautiously() -> None:

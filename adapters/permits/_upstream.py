@@ -122,12 +122,27 @@ def _delay_seconds(text: str) -> float | None:
     return float(text) if _NUMBER.fullmatch(text) else None
 
 
+#: The commas between a ``Retry-After``'s values sent on several lines:
+#: after a number or a date's ``GMT``, not the one after a date's day name.
+_BETWEEN = re.compile(r"(?:(?<=[0-9])|(?<=GMT)),", re.IGNORECASE)
+
+
 def _retry_after(value: str, now: float) -> float | None:
     """Seconds from now that a ``Retry-After`` says: a number of seconds or
     an HTTP date (0 for one in the past: go again now); ``None`` if it is
-    neither. Sent on several lines (a proxy that repeats it), its values
-    come joined by commas (``30, 30``): the longest."""
-    seconds = _cautious(value, _delay_seconds, max)
+    neither. Sent on several lines (a proxy that repeats it, or adds its
+    own), its values come joined by commas (``30, 30``, or a date beside
+    another): the longest."""
+    seconds = [_one_retry_after(part, now) for part in _BETWEEN.split(value)]
+    if any(s is None for s in seconds):
+        return None
+    return max(s for s in seconds if s is not None)
+
+
+def _one_retry_after(value: str, now: float) -> float | None:
+    """Seconds from now that one ``Retry-After`` value says; ``None`` if it
+    is neither a number of seconds nor an HTTP date."""
+    seconds = _delay_seconds(value)
     if seconds is not None:
         return seconds
     try:
