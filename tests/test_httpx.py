@@ -9,9 +9,10 @@ loaded machine cannot change.
 from __future__ import annotations
 
 import contextlib
+import email.utils
 import gzip
 import time
-from collections.abc import AsyncIterator, Iterator, Mapping
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -233,7 +234,19 @@ def test_an_option_that_is_no_function_is_refused(argument: str) -> None:
         assert refused.value.argument == argument
 
 
-@pytest.mark.parametrize("max_pause", [-1.0, 0, float("nan"), "60"])
+@pytest.mark.parametrize("max_pause", ["60", None, True])
+def test_a_max_pause_that_is_no_number_is_a_type_error(max_pause: Any) -> None:
+    """``max_pause="60"`` (or ``None``, or ``True``) is the wrong type, as
+    ``timeout="1"`` is: a ``PermitTypeError`` (a ``TypeError``), where it
+    was a ``PermitValueError``, which ``except TypeError`` missed."""
+    with threads.open_limiter(Fifo(), 10) as limiter:
+        for make in (Upstream, PermitsTransport):
+            with pytest.raises(PermitTypeError, match=r"^max_pause=") as refused:
+                make(limiter, max_pause=max_pause)
+            assert refused.value.argument == "max_pause"
+
+
+@pytest.mark.parametrize("max_pause", [-1.0, 0, float("nan")])
 def test_an_upstream_refuses_a_bad_max_pause(max_pause: Any) -> None:
     """``Upstream`` (public beside the transports) took any ``max_pause``:
     -1 cut every Retry-After to -1, and the PermitValueError of
@@ -244,6 +257,23 @@ def test_an_upstream_refuses_a_bad_max_pause(max_pause: Any) -> None:
         pytest.raises(PermitValueError, match=r"^max_pause="),
     ):
         Upstream(limiter, max_pause=max_pause)
+
+
+@pytest.mark.parametrize("max_pause", [1e300, 10**400], ids=["1e300", "10**400"])
+def test_a_max_pause_too_long_for_a_pause_is_refused(max_pause: float) -> None:
+    """A ``max_pause`` finite in seconds but not in nanoseconds (the
+    limiter's unit; past about 1e299 s) was taken, and a ``Retry-After``
+    that long raised ``PermitValueError`` naming ``seconds`` out of the
+    transport: the 429 was lost. It is refused when the transport is made."""
+    with threads.open_limiter(Fifo(), 10) as limiter:
+        with pytest.raises(PermitValueError, match=r"^max_pause="):
+            PermitsTransport(limiter, max_pause=max_pause)
+        with pytest.raises(PermitValueError, match=r"^max_pause="):
+            Upstream(limiter, max_pause=max_pause)
+        upstream = Upstream(limiter, max_pause=1e299)  # the longest kind still taken
+        paused = upstream.learn(429, httpx.Headers({"Retry-After": "9" * 400}))
+        assert paused is not None
+        assert paused > 1e298
 
 
 def test_settle_needs_a_settle_window() -> None:
@@ -280,6 +310,32 @@ async def test_a_limiter_of_the_other_kind_is_refused() -> None:
     assert sent == []
 
 
+@pytest.mark.anyio
+async def test_a_transport_of_the_other_kind_is_refused() -> None:
+    """The sync transport given an async inner transport (or an
+    ``httpx.Client``, a common slip) took a permit for each request, then
+    failed with an ``AttributeError`` naming no argument: the permit spent,
+    nothing sent. The async transport given a sync one did the same. Both
+    are refused when the transport is made, naming the transport; one of
+    both kinds (``httpx.MockTransport``) is taken by both."""
+    mock = httpx.MockTransport(lambda request: httpx.Response(200))
+    with threads.open_limiter(Fifo(), 1, 1) as limiter:
+        with httpx.Client() as client:
+            for wrong in (httpx.AsyncHTTPTransport(), client):
+                with pytest.raises(PermitTypeError, match=r"^transport=") as refused:
+                    PermitsTransport(limiter, wrong)  # type: ignore[arg-type]
+                assert refused.value.value is wrong
+        assert limiter.try_acquire(), "no permit was taken"
+        assert PermitsTransport(limiter, mock).transport is mock
+    async with asyncio_adapter.open_limiter(Fifo(), 1, 1) as async_limiter:
+        async with httpx.AsyncClient() as async_client:
+            for other in (httpx.HTTPTransport(), async_client):
+                with pytest.raises(PermitTypeError, match=r"^transport=") as refused:
+                    AsyncPermitsTransport(async_limiter, other)  # type: ignore[arg-type]
+                assert refused.value.value is other
+        assert AsyncPermitsTransport(async_limiter, mock).transport is mock
+
+
 def test_a_response_is_closed_when_learning_from_it_fails() -> None:
     """The limiter closes while a request is in flight: the 429 that comes
     back cannot pause it, the error goes to the caller, and the response
@@ -311,6 +367,9 @@ def test_a_response_is_closed_when_learning_from_it_fails() -> None:
         {"x-ratelimit-remaining-requests": "5", "x-ratelimit-reset-requests": "1e300"},
         {"x-ratelimit-remaining-requests": "5", "x-ratelimit-reset-requests": "9" * 300 + "h"},
         {"x-ratelimit-remaining-requests": "\u00b2", "x-ratelimit-reset-requests": "1s"},
+        {"x-ratelimit-remaining-requests": "-", "x-ratelimit-reset-requests": "1s"},
+        {"x-ratelimit-remaining-requests": "--5", "x-ratelimit-reset-requests": "1s"},
+        {"x-ratelimit-remaining-requests": "- 5", "x-ratelimit-reset-requests": "1s"},
         {
             "x-ratelimit-remaining-requests": "0",
             "x-ratelimit-reset-requests": "1s",
@@ -527,6 +586,31 @@ def test_the_earlier_drafts_policy_is_a_policy_not_a_malformed_header() -> None:
     with answered(headers, {"requests": Limit(100, burst=10)}) as (_, transport):
         assert transport.upstream.policies == {"100": QuotaPolicy(100, 60.0, "requests")}
         assert transport.upstream.malformed == 0
+
+
+@pytest.mark.parametrize(
+    ("headers", "malformed", "held"),
+    [
+        ({"RateLimit-Limit": "100", "RateLimit-Remaining": "0", "RateLimit-Reset": "30"}, 0, True),
+        ({"RateLimit-Remaining": "0"}, 1, False),  # and no reset: how long is not said
+        ({"RateLimit-Remaining": "0", "RateLimit-Reset": "soon"}, 1, False),
+    ],
+)
+def test_the_drafts_own_fields_before_the_7th_are_a_quota(
+    headers: dict[str, str], malformed: int, held: bool
+) -> None:
+    """The draft to its 6th version (express-rate-limit's ``draft-6``
+    headers, its ``standardHeaders: true``) sends what is left and the
+    reset in fields of their own, ``RateLimit-Remaining`` and
+    ``RateLimit-Reset``, beside the policy ``100;w=60``: the policy was
+    remembered and warned about, and the count ignored, so the limiter went
+    on into the upstream's 429s. They are the quota the later ``RateLimit``
+    field says, and malformed ones are counted."""
+    headers = {"RateLimit-Policy": "100;w=60", **headers}
+    with answered(headers, {"requests": Limit(1, burst=10)}) as (limiter, transport):
+        assert transport.upstream.policies == {"100": QuotaPolicy(100, 60.0, "requests")}
+        assert transport.upstream.malformed == malformed
+        assert limiter.try_acquire() is not held
 
 
 def test_a_parameter_with_no_value_does_not_rename_the_policy() -> None:
@@ -1003,6 +1087,54 @@ async def test_settle_on_a_redis_limiter_needs_its_settle_window(
     assert "settle_window" not in caplog.text
 
 
+@pytest.mark.anyio
+@pytest.mark.parametrize(
+    "headers",
+    [
+        {"x-ratelimit-remaining-requests": "0", "x-ratelimit-reset-requests": "99999999999"},
+        {"RateLimit": '"day";r=0;t=99999999999'},
+    ],
+)
+async def test_a_reset_longer_than_a_redis_limiter_holds_is_malformed_not_fatal(
+    redis_server: RedisServer, headers: dict[str, str]
+) -> None:
+    """A Redis limiter holds the upstream's word for at most 1e9 s (about
+    31 years): a reset past that (a header's garbage: three thousand years)
+    made ``adopt`` or ``quota`` raise ``PermitValueError`` out of the
+    transport, and the served response was lost. The limiter's refusal is
+    counted as malformed, and the response reaches the caller."""
+    script = Script((200, headers))
+    with serve_script(script) as url:
+        async with redis_adapter.open_limiter(
+            Fifo(), redis_server.url, name=_fresh(), limits={"requests": Limit(100, burst=10)}
+        ) as limiter:
+            transport = AsyncPermitsTransport(limiter)
+            async with httpx.AsyncClient(transport=transport) as client:
+                response = await client.get(url)
+            assert (response.status_code, response.content) == (200, b'{"ok": true}')
+            assert transport.upstream.malformed == 1
+            assert not limiter.closed
+
+
+@pytest.mark.anyio
+async def test_a_quota_too_big_for_redis_holds_nothing_back(redis_server: RedisServer) -> None:
+    """A ``RateLimit`` whose ``r`` is 2**63 or more (twenty digits: plenty
+    left) was written by the Redis script as a 64-bit integer, the least
+    one, a quota far below nothing: every process was held back until its
+    reset (here 30 s; up to 1e9 s). It is more than Redis holds exactly:
+    refused by the limiter and counted as malformed, it holds nothing back."""
+    script = Script((200, {"RateLimit": f'"day";r={"9" * 20};t=30'}))
+    with serve_script(script) as url:
+        async with redis_adapter.open_limiter(
+            Fifo(), redis_server.url, name=_fresh(), limits={"requests": Limit(100, burst=10)}
+        ) as limiter:
+            transport = AsyncPermitsTransport(limiter)
+            async with httpx.AsyncClient(transport=transport) as client:
+                assert (await client.get(url)).status_code == 200
+            await limiter.acquire(timeout=5.0)  # 10 ms at most, unless held back for 30 s
+            assert transport.upstream.malformed == 1
+
+
 def _fresh() -> str:
     """A Redis key name no other test uses."""
     return f"test-httpx-{time.monotonic_ns()}"
@@ -1079,6 +1211,38 @@ def test_a_retry_after_sent_twice_pauses_for_the_longest(lines: list[str]) -> No
         assert limiter.pause_left() > 20.0
 
 
+def _http_date(ahead: float) -> str:
+    """The HTTP date ``ahead`` seconds from now."""
+    return email.utils.formatdate(time.time() + ahead, usegmt=True)
+
+
+@pytest.mark.parametrize(
+    "lines",
+    [
+        lambda: [_http_date(10), _http_date(60)],
+        lambda: ["10", _http_date(60)],
+        lambda: [_http_date(60), "10"],
+    ],
+    ids=["two dates", "seconds then a date", "a date then seconds"],
+)
+def test_a_retry_after_sent_twice_as_dates_pauses_for_the_longest(
+    lines: Callable[[], list[str]],
+) -> None:
+    """Two HTTP dates on two lines (a proxy's and the origin's) come joined,
+    and the first date was read, its time zone dropped with the comma after
+    it: the longer pause was lost. A date beside seconds was malformed.
+    Each value is read now, and the longest pauses, as for seconds."""
+    with (
+        serve_script(Script((429, {"Retry-After": lines()}))) as url,
+        threads.open_limiter(Fifo(), 100, 10) as limiter,
+    ):
+        transport = PermitsTransport(limiter)
+        with httpx.Client(transport=transport) as client:
+            assert client.get(url).status_code == 429
+        assert transport.upstream.malformed == 0
+        assert limiter.pause_left() > 50.0
+
+
 def test_rate_limit_headers_sent_twice_are_read_cautiously() -> None:
     """``x-ratelimit-*`` headers sent on two lines (a proxy that repeats
     them, or two upstreams' views) come joined, ``5, 3``, and were counted
@@ -1145,6 +1309,25 @@ def test_a_retry_after_is_cut_to_an_hour_by_default() -> None:
         paused = upstream.learn(429, httpx.Headers({"Retry-After": "7200"}))
         assert paused is not None
         assert 3590.0 < paused <= 3600.0, paused
+
+
+@pytest.mark.parametrize(
+    "headers",
+    [
+        {"x-ratelimit-remaining-tokens": "-27689", "x-ratelimit-reset-tokens": "64"},
+        {"RateLimit-Policy": '"t";q=90000;w=60;qu="tokens"', "RateLimit": '"t";r=-5;t=64'},
+    ],
+)
+def test_a_negative_remaining_is_nothing_left(headers: dict[str, str]) -> None:
+    """Azure OpenAI sends a negative ``x-ratelimit-remaining-tokens`` once
+    the window is oversubscribed (``-27689``, with its reset): it was
+    counted as malformed and ignored, the strongest word to hold back lost,
+    and the limiter went on into the upstream's refusals. A negative count
+    is read as nothing left, until the reset."""
+    limits = {"requests": Limit(100, burst=10), "tokens": Limit(1000, burst=1000)}
+    with answered(headers, limits) as (limiter, transport):
+        assert transport.upstream.malformed == 0
+        assert not limiter.try_acquire(cost={"requests": 1, "tokens": 1}), "no tokens left"
 
 
 def test_a_remaining_in_other_digits_than_ascii_is_malformed() -> None:

@@ -468,6 +468,12 @@ async def test_bad_costs_and_changes() -> None:
         with pytest.raises(PermitValueError) as error:
             limiter.adopt(0, 1e14, limit="tokens")
         assert error.value.argument == "reset_after"
+        # past what the script's numbers hold exactly: a quota of 2**63 was
+        # written as the least 64-bit integer, holding every process back
+        for word in (limiter.adopt, limiter.quota):
+            with pytest.raises(PermitValueError) as error:
+                word(2**63, 1.0, limit="tokens")
+            assert error.value.argument == "remaining"
         with pytest.raises(PermitValueError) as error:
             limiter.set_limit(rate=Fraction(1, 10**10), limit="tokens")
         assert error.value.argument == "rate"

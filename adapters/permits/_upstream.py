@@ -89,6 +89,16 @@ def _whole_number(text: str) -> int | None:
         return None
 
 
+def _left(text: str) -> int | None:
+    """The units ``text`` says are left: a whole number, a negative one
+    read as none (Azure OpenAI's ``x-ratelimit-remaining-tokens`` goes
+    below 0 once the window is oversubscribed); ``None`` if it is none."""
+    text = text.strip()
+    if text.startswith("-") and text[1:].isascii() and text[1:].isdigit():
+        return 0
+    return _whole_number(text)
+
+
 _T = TypeVar("_T", int, float)
 
 
@@ -112,12 +122,27 @@ def _delay_seconds(text: str) -> float | None:
     return float(text) if _NUMBER.fullmatch(text) else None
 
 
+#: The commas between a ``Retry-After``'s values sent on several lines:
+#: after a number or a date's ``GMT``, not the one after a date's day name.
+_BETWEEN = re.compile(r"(?:(?<=[0-9])|(?<=GMT)),", re.IGNORECASE)
+
+
 def _retry_after(value: str, now: float) -> float | None:
     """Seconds from now that a ``Retry-After`` says: a number of seconds or
     an HTTP date (0 for one in the past: go again now); ``None`` if it is
-    neither. Sent on several lines (a proxy that repeats it), its values
-    come joined by commas (``30, 30``): the longest."""
-    seconds = _cautious(value, _delay_seconds, max)
+    neither. Sent on several lines (a proxy that repeats it, or adds its
+    own), its values come joined by commas (``30, 30``, or a date beside
+    another): the longest."""
+    seconds = [_one_retry_after(part, now) for part in _BETWEEN.split(value)]
+    if any(s is None for s in seconds):
+        return None
+    return max(s for s in seconds if s is not None)
+
+
+def _one_retry_after(value: str, now: float) -> float | None:
+    """Seconds from now that one ``Retry-After`` value says; ``None`` if it
+    is neither a number of seconds nor an HTTP date."""
+    seconds = _delay_seconds(value)
     if seconds is not None:
         return seconds
     try:
@@ -245,7 +270,8 @@ class Upstream:
         _check_max_pause(max_pause)
         self.limiter = limiter
         self.max_pause = max_pause
-        #: Headers ignored because they did not parse.
+        #: Headers ignored because they did not parse (or said what the
+        #: limiter cannot hold: a Redis limiter's reset past 1e9 s).
         self.malformed = 0
         #: Responses that paused the limiter (429 or 503 with Retry-After).
         self.pauses = 0
@@ -292,16 +318,19 @@ class Upstream:
         if field is not None:
             self._learn_policies(field)
         field = headers.get("ratelimit")
-        if field is not None:
-            for policy, remaining, reset in _ratelimit_items(field):
-                known = None if policy is None else self.policies.get(policy)
-                limit = self._limit_counting("requests" if known is None else known.unit)
-                if remaining is None or reset is None:
-                    self._count("malformed")
-                elif limit is None:
-                    self._count("ignored")
-                else:
-                    self._adopt(remaining, reset, limit, refills=None)
+        items = [] if field is None else _ratelimit_items(field)
+        left = headers.get("ratelimit-remaining")
+        if left is not None:  # the draft to its 6th version: fields of their own
+            items.append((None, left, headers.get("ratelimit-reset")))
+        for policy, remaining, reset in items:
+            known = None if policy is None else self.policies.get(policy)
+            limit = self._limit_counting("requests" if known is None else known.unit)
+            if remaining is None or reset is None:
+                self._count("malformed")
+            elif limit is None:
+                self._count("ignored")
+            else:
+                self._adopt(remaining, reset, limit, refills=None)
         return pause
 
     def _count(self, counter: str, n: int = 1) -> None:
@@ -354,7 +383,7 @@ class Upstream:
         a quota: that much until the reset, paced by the limit meanwhile
         (:meth:`~permits.adapters.BaseLimiter.quota`)."""
         seconds = _cautious(reset, parse_duration, max)
-        left = _cautious(remaining, _whole_number, min)
+        left = _cautious(remaining, _left, min)
         # a reset that is still finite in nanoseconds (the limiter's unit)
         if left is None or seconds is None or not math.isfinite(seconds * 1e9):
             self._count("malformed")
@@ -366,6 +395,11 @@ class Upstream:
                 self._refill(left, seconds, limit, refills)
         except LimiterClosed:
             pass  # closed while the call was out: nothing to learn; the response goes on
+        except PermitValueError:
+            # a word the limiter cannot hold (a Redis limiter's: a reset past
+            # 1e9 s), refused as it stands: ignored, as garbage is (of the
+            # x-ratelimit-* bucket, what is left now may hold already)
+            self._count("malformed")
 
     def _refill(self, left: int, seconds: float, limit: str, refills: str) -> None:
         """The ``x-ratelimit-*`` headers' bucket (of the size ``refills``
@@ -451,10 +485,13 @@ def check_settle(limiter: _Limiting, settle: object) -> None:
 
 
 def _check_max_pause(max_pause: float) -> None:
-    """``max_pause``, checked: a finite number of seconds ``> 0``."""
-    if (
-        isinstance(max_pause, bool)
-        or not isinstance(max_pause, (int, float))
-        or not 0 < max_pause < math.inf
-    ):
-        raise PermitValueError("max_pause", max_pause, "must be a finite number of seconds > 0")
+    """``max_pause``, checked: a number of seconds (``PermitTypeError``
+    otherwise, as for ``timeout``), ``> 0`` and finite in nanoseconds too
+    (as :meth:`~permits.adapters.BaseLimiter.pause_for` takes it: a longer
+    one made a Retry-After that long raise)."""
+    if isinstance(max_pause, bool) or not isinstance(max_pause, (int, float)):
+        raise PermitTypeError("max_pause", max_pause, "a number of seconds")
+    if not 0 < max_pause < math.inf or _nanoseconds("max_pause", max_pause) is None:
+        raise PermitValueError(
+            "max_pause", max_pause, "must be a finite number of seconds > 0 (at most about 1e299)"
+        )

@@ -26,9 +26,10 @@ teaches the limiter what the upstream knows:
   full again at the reset (``x-ratelimit-limit-<limit>``, if sent, its
   size), and the limit's bucket never fuller than it;
   the IETF draft's ``RateLimit`` field (``remaining=`` and ``reset=``, or
-  ``r=`` and ``t=`` of each policy it lists) is a quota (the limiter's
-  :meth:`~permits.adapters.BaseLimiter.quota`), that much until the
-  reset, for the limit counting the policy's unit: the limit named after
+  ``r=`` and ``t=`` of each policy it lists; to its 6th version, the
+  fields ``RateLimit-Remaining`` and ``RateLimit-Reset``) is a quota
+  (the limiter's :meth:`~permits.adapters.BaseLimiter.quota`), that much
+  until the reset, for the limit counting the policy's unit: the limit named after
   it (the policy's ``qu`` in ``RateLimit-Policy``, remembered in
   ``upstream.policies``), and for ``requests`` (the draft's default)
   the first limit if none is so named; an item in a unit no limit counts
@@ -162,6 +163,17 @@ class _Options:
         )
 
 
+def _check_transport(transport: object, sends: str, kind: str) -> None:
+    """``transport``, checked: ``None`` or one with a method ``sends``;
+    refused now (an async one given to the sync transport, an
+    ``httpx.Client``), not once each request has taken its permit and then
+    failed to be sent."""
+    if transport is not None and not callable(getattr(transport, sends, None)):
+        raise PermitTypeError(
+            "transport", transport, f"{kind} (one with a {sends} method), or None for httpx's own"
+        )
+
+
 def _unread(response: httpx.Response, body: bytes) -> httpx.Response:
     """``response`` again, its ``body`` (read raw, as it came, still
     encoded as its ``Content-Encoding`` says; and the response closed) to
@@ -245,6 +257,7 @@ class AsyncPermitsTransport(httpx.AsyncBaseTransport):
         if not isinstance(limiter, BaseLimiter):  # a threads limiter's acquire does not wait
             raise PermitTypeError("limiter", limiter, "an asyncio, trio or anyio limiter")
         self.limiter = limiter
+        _check_transport(transport, "handle_async_request", "an httpx.AsyncBaseTransport")
         self.transport = transport if transport is not None else httpx.AsyncHTTPTransport()
         self.options = _options("AsyncPermitsTransport", options)
         check_settle(limiter, self.options.settle)
@@ -304,6 +317,7 @@ class PermitsTransport(httpx.BaseTransport):
         if not isinstance(limiter, ThreadLimiter):  # an async acquire, never awaited, takes none
             raise PermitTypeError("limiter", limiter, "a permits.adapters.threads limiter")
         self.limiter = limiter
+        _check_transport(transport, "handle_request", "an httpx.BaseTransport")
         self.transport = transport if transport is not None else httpx.HTTPTransport()
         self.options = _options("PermitsTransport", options)
         check_settle(limiter, self.options.settle)

@@ -879,6 +879,13 @@ def _ints(argument: str, values: object, minimum: int | None, what: str) -> tupl
     return tuple(check_int(argument, n, minimum) for n in values)
 
 
+#: The most units the upstream's word may say are left: the script's Lua
+#: numbers hold whole numbers exactly below 2**53, and it writes a quota's
+#: as a 64-bit integer (2**63 or more was written as the least one, a
+#: quota far below nothing that held every process back until its reset).
+_MOST_UNITS = 2**53 - 1
+
+
 def _interval_us(argument: str, rate: Fraction) -> float:
     """Microseconds per unit at ``rate``; at most :data:`_LONGEST_S` seconds
     (the bound the script's other times keep)."""
@@ -1443,6 +1450,12 @@ class RedisLimit:
         index = self._index("limit", limit)
         word = [-1] * len(self.limits)
         word[index] = check_int("remaining", remaining, 0)
+        if word[index] > _MOST_UNITS:
+            raise PermitValueError(
+                "remaining",
+                remaining,
+                f"must be at most 2**53 - 1 ({_MOST_UNITS:,}), as Redis holds",
+            )
         reset = _microseconds("reset_after", reset_after)
         if ago:
             _microseconds("ago", ago)  # (checked)
@@ -2068,17 +2081,19 @@ class RedisLimiter(_AnyioLimiter):
 
     def adopt(self, remaining: int, reset_after: float, *, limit: str | None = None) -> None:
         """The upstream says ``remaining`` units of ``limit`` are left until
-        ``reset_after`` seconds from now (at most 1e9): the shared bucket
-        holds no more. While the local fallback serves, it holds no more
-        than its ``share`` of them (of the first limit) either."""
+        ``reset_after`` seconds from now (at most 1e9; ``remaining`` at most
+        2**53 - 1): the shared bucket holds no more. While the local
+        fallback serves, it holds no more than its ``share`` of them (of
+        the first limit) either."""
         self._send_word("adopt", remaining, reset_after, limit)
 
     def quota(self, remaining: int, reset_after: float, *, limit: str | None = None) -> None:
         """The upstream's quota: at most ``remaining`` more units of
-        ``limit`` until ``reset_after`` seconds from now (at most 1e9), for
-        every process; the count is kept in Redis beside the bucket. While
-        the local fallback serves, it grants at most its ``share`` of them
-        (of the first limit) until then."""
+        ``limit`` until ``reset_after`` seconds from now (at most 1e9;
+        ``remaining`` at most 2**53 - 1), for every process; the count is
+        kept in Redis beside the bucket. While the local fallback serves, it
+        grants at most its ``share`` of them (of the first limit) until
+        then."""
         self._send_word("quota", remaining, reset_after, limit)
 
     def _pause_left(self, end: int, now: int) -> Request | None:
