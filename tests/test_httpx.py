@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import email.utils
 import gzip
+import logging
 import time
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
@@ -962,6 +963,31 @@ def test_the_ietf_field_is_a_quota_until_the_reset() -> None:
         assert 49 * SECOND < wait <= 50 * SECOND, wait
 
 
+@pytest.mark.parametrize(
+    "headers",
+    [
+        {"x-ratelimit-remaining-requests": "0", "x-ratelimit-reset-requests": "9999999h"},
+        {"RateLimit": '"default";r=0;t=99999999'},
+    ],
+    ids=["x-ratelimit", "RateLimit"],
+)
+def test_a_reset_past_max_pause_holds_back_no_longer(
+    headers: dict[str, str], caplog: pytest.LogCaptureFixture
+) -> None:
+    """Nothing left until a reset years off (garbage, or an upstream's
+    mistake) held every request back that long: ``max_pause`` cuts it, as
+    it cuts a ``Retry-After``, with a warning; the next response would
+    teach the limiter again."""
+    with threads.open_limiter(Fifo(), limits={"requests": Limit(100, burst=10)}) as limiter:
+        upstream = Upstream(limiter, max_pause=5.0)
+        with caplog.at_level(logging.WARNING, logger="permits"):
+            upstream.learn(200, httpx.Headers(headers))
+        assert upstream.malformed == 0
+        assert "cut to max_pause=5.0" in caplog.text
+        assert limiter.try_acquire() is False, "nothing left until the (cut) reset"
+        assert 4 * SECOND < limiter.machine.min_wait(0) <= 5 * SECOND
+
+
 def test_each_policy_of_the_ietf_field_holds_until_its_own_reset() -> None:
     """``"burst";r=0;t=1, "day";r=50;t=3600``: nothing for a second, then
     up to 50 until the hour's end; the day's count is not held to the
@@ -1102,13 +1128,14 @@ async def test_a_reset_longer_than_a_redis_limiter_holds_is_malformed_not_fatal(
     31 years): a reset past that (a header's garbage: three thousand years)
     made ``adopt`` or ``quota`` raise ``PermitValueError`` out of the
     transport, and the served response was lost. The limiter's refusal is
-    counted as malformed, and the response reaches the caller."""
+    counted as malformed, and the response reaches the caller. (With the
+    default ``max_pause``, an hour, such a reset is cut to it first.)"""
     script = Script((200, headers))
     with serve_script(script) as url:
         async with redis_adapter.open_limiter(
             Fifo(), redis_server.url, name=_fresh(), limits={"requests": Limit(100, burst=10)}
         ) as limiter:
-            transport = AsyncPermitsTransport(limiter)
+            transport = AsyncPermitsTransport(limiter, max_pause=1e12)
             async with httpx.AsyncClient(transport=transport) as client:
                 response = await client.get(url)
             assert (response.status_code, response.content) == (200, b'{"ok": true}')

@@ -388,6 +388,11 @@ class Upstream:
         if left is None or seconds is None or not math.isfinite(seconds * 1e9):
             self._count("malformed")
             return
+        if seconds > self.max_pause:
+            # (nothing left until a reset that far off would hold every
+            # request back that long, as a Retry-After: cut the same way)
+            log.warning("a reset of %s s cut to max_pause=%s s", seconds, self.max_pause)
+            seconds = self.max_pause
         try:
             if refills is None:
                 self.limiter.quota(left, seconds, limit=limit)

@@ -123,8 +123,9 @@ class PermitsMiddleware:
         pause before a retry: a pause longer than what is left of it raises
         ``TimeoutError``, and the 429 saying why is lost. Give ``timeout``
         below it, and such a 429 is returned instead.
-    :param max_pause: seconds: the longest pause a ``Retry-After`` may set
-        (an hour by default; a longer one is cut to it).
+    :param max_pause: seconds: the longest pause a ``Retry-After`` may set,
+        and the furthest reset a rate-limit header may hold the limiter
+        back to (an hour by default; a longer one is cut to it).
     """
 
     def __init__(

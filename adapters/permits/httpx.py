@@ -244,8 +244,9 @@ class AsyncPermitsTransport(httpx.AsyncBaseTransport):
         (the upstream's other headers hold it back longer, say): that
         response is returned.
     :param timeout: seconds a request waits for its permit at most.
-    :param max_pause: seconds: the longest pause a ``Retry-After`` may set
-        (an hour by default; a longer one is cut to it).
+    :param max_pause: seconds: the longest pause a ``Retry-After`` may set,
+        and the furthest reset a rate-limit header may hold the limiter
+        back to (an hour by default; a longer one is cut to it).
     """
 
     def __init__(
