@@ -183,6 +183,28 @@ def test_a_time_of_any_number_of_digits_reads_exactly() -> None:
     assert result["w"].offered == 1
 
 
+@pytest.mark.parametrize(
+    "written",
+    [
+        "12345678901234567890.1234567891",  # a tenth of a nanosecond more: the same
+        " 12345678901234567890.123456789",
+        "+12345678901234567890.123456789",
+        "1.2345678901234567890123456789e19",
+    ],
+)
+def test_a_time_of_many_significant_digits_reads_exactly_in_any_form(written: str) -> None:
+    """A time read through Decimal (exponent form, more than nine decimals,
+    a sign, a space) is exact however many significant digits it has, as
+    one written out plainly is: not rounded to Decimal's 28 digits, which
+    would put it after the same time written plainly and refuse the trace
+    as unsorted."""
+    plain = "12345678901234567890.123456789"
+    calls = list(read_trace(["at,level,timeout\n", f"{written},0,{written}\n", f"{plain},0,\n"]))
+    exact = 12345678901234567890123456789
+    assert [call.at_ns for call in calls] == [exact, exact]
+    assert calls[0].timeout_ns == exact
+
+
 PER_LIMIT_CSV = """at,level,cost.requests,cost.tokens,flow
 0,1,1,4000,
 0.5,0,1,,acme

@@ -118,7 +118,10 @@ def _ns(line: int, field: str, value: object) -> int:
         raise TraceError(line, field, value, "must be a finite number >= 0")
     if exact and exact.adjusted() > _EXPONENT:
         raise TraceError(line, field, value, f"must be under 1e{_EXPONENT + 1} s")
-    return round(exact * _BILLION)
+    # Exact: in a context of as many digits as the product has (the current
+    # one's, 28 by default, would round a time of more significant digits).
+    wide = Context(prec=len(exact.as_tuple().digits) + len(_BILLION.as_tuple().digits))
+    return round(wide.multiply(exact, _BILLION))
 
 
 #: The nanoseconds of the timeouts, max_waits and give-ups read as text, by text: a
