@@ -100,8 +100,13 @@ class Comparison:
 
     @property
     def urgent(self) -> str:
-        """The most urgent workload: the first of the lowest level."""
-        return min(self.scenario.workloads, key=lambda w: w.level).name
+        """The most urgent workload: the first of the lowest level among
+        those of the runs that callers came to (a replay's: one per level,
+        ``level N`` for a level the scenario names no workload of; the same
+        callers come under every policy), or among all if none came."""
+        run = self.outcomes[0].result.workloads
+        offered = [w for w in run if w.offered] or run
+        return min(offered, key=lambda w: w.level).name
 
     @property
     def any_meets_all(self) -> bool:
