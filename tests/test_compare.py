@@ -503,3 +503,26 @@ def test_a_trace_is_compared_under_policies_of_the_scenarios_levels() -> None:
     assert "orders 3 levels, and the scenario 2" in str(raised.value)
     (outcome,) = compare(ARTICLE, [Shares((4, 1, 1))]).outcomes  # its workloads: as they are
     assert [w.name for w in outcome.result.workloads] == ["interactive", "batch"]
+
+
+def test_calls_that_are_not_a_function_or_not_fresh_each_run_are_refused() -> None:
+    """``calls`` is a function giving a fresh iterable of the calls per
+    run: the calls themselves are refused naming it, and a function that
+    gives the same iterator each time (spent by the first run, so every
+    later policy replayed no call and looked idle) is refused at the run
+    whose calls differ."""
+    calls = [Call(0, 0), Call(0, 1), Call(SECOND // 2, 0)]
+    for wrong in (calls, iter(calls), "calls.csv"):
+        with pytest.raises(PermitTypeError) as raised:
+            compare(ARTICLE, [Fifo(2)], calls=wrong)  # type: ignore[arg-type]
+        assert raised.value.argument == "calls"
+        assert "a function" in str(raised.value)
+    once = iter(calls)
+    with pytest.raises(PermitValueError) as refused:
+        compare(ARTICLE, [Fifo(2), StrictPriority(2)], calls=lambda: once)
+    assert refused.value.argument == "calls"
+    assert "strict priority" in str(refused.value)
+    assert "3 calls under FIFO, the first" in str(refused.value)
+    assert "fresh iterable" in str(refused.value)
+    fresh = compare(ARTICLE, [Fifo(2), StrictPriority(2)], calls=lambda: iter(calls))
+    assert [o.result["interactive"].offered for o in fresh.outcomes] == [2, 2]
