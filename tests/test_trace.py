@@ -341,6 +341,25 @@ def test_a_trace_given_as_one_str_is_refused_naming_it() -> None:
         replay(Scenario("r", Fifo(2), 8, 3, [Workload("w", 0, Batch(0))]), "calls.csv")  # type: ignore[arg-type]
 
 
+def test_a_trace_of_bytes_or_of_nothing_iterable_is_refused_naming_it(tmp_path: Path) -> None:
+    """A file opened in binary mode gives lines of bytes: refused naming
+    ``lines`` and saying to open it as text (it failed inside, 'a
+    bytes-like object is required, not str'); so is something that is no
+    lines at all, and a replay of something that is no calls."""
+    path = tmp_path / "calls.csv"
+    path.write_text(CSV)
+    binary = pytest.raises(PermitTypeError, match=r"^lines=b'at,level,.*: expected .*text mode")
+    with path.open("rb") as file, binary:
+        read_trace(file)  # type: ignore[arg-type]
+    for nothing in (5, None):
+        with pytest.raises(PermitTypeError, match=r"^lines=(5|None): expected the lines"):
+            read_trace(nothing)  # type: ignore[arg-type]
+        with pytest.raises(PermitTypeError, match=r"^calls=(5|None): expected calls"):
+            replay(SEED[0], nothing)  # type: ignore[arg-type]
+    with path.open(newline="") as text:
+        assert [call._replace(line=0) for call in read_trace(text)] == CALLS
+
+
 def own_trace(scenario: Scenario) -> Iterator[Call]:
     """A scenario's own arrivals, as a trace of calls."""
     duration = round(scenario.seconds * SECOND)
