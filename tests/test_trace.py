@@ -360,6 +360,31 @@ def test_a_trace_of_bytes_or_of_nothing_iterable_is_refused_naming_it(tmp_path: 
         assert [call._replace(line=0) for call in read_trace(text)] == CALLS
 
 
+def test_calls_made_in_code_out_of_time_order_or_of_negative_times_are_refused() -> None:
+    """Calls made in code (not read by read_trace, which refuses such rows)
+    that go back in time, or wait a negative time, are refused naming
+    ``calls``: an earlier call was pushed at the later one's time, its
+    wait counted from there, and a negative give-up took the run back
+    in time."""
+    scenario = Scenario("r", Fifo(2), 1, 10, [Workload("w", 0, Batch(0))])
+    for calls, says in (
+        (
+            [Call(SECOND, 0), Call(2 * SECOND, 0), Call(0, 0, line=7)],
+            "line=7, max_wait_ns=None, give_up_after_ns=None): its at_ns is earlier than the "
+            "call before it (2000000000 ns)",
+        ),
+        ([Call(-5, 0)], "Call(at_ns=-5, level=0, "),
+        ([Call(0, 0), Call(0, 0, give_up_after_ns=-3)], "its give_up_after_ns must be at least 0"),
+        ([Call(0, 0), Call(0, 0, timeout_ns=-3)], "its timeout_ns must be at least 0"),
+    ):
+        with pytest.raises(PermitValueError, match=r"^calls=") as refused:
+            replay(scenario, calls)
+        assert refused.value.argument == "calls"
+        assert says in str(refused.value), str(refused.value)
+    in_order = replay(scenario, [Call(0, 0), Call(0, 0), Call(2 * SECOND, 0, timeout_ns=0)])
+    assert (in_order["w"].granted, in_order["w"].wait_max_ns) == (3, SECOND)
+
+
 def own_trace(scenario: Scenario) -> Iterator[Call]:
     """A scenario's own arrivals, as a trace of calls."""
     duration = round(scenario.seconds * SECOND)

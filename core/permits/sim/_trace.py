@@ -524,7 +524,10 @@ def replay(scenario: Scenario, calls: Iterable[Call]) -> Result:
     from ``seconds`` on are not read. A call the machine could never take
     (its level below 0 or beyond the policy's, its cost beyond a burst, a cost per
     limit naming a limit the scenario does not have) raises
-    :class:`TraceError` naming its line."""
+    :class:`TraceError` naming its line; one made in code (read_trace
+    refuses such rows) earlier than the call before it, or of a negative
+    timeout or give-up, a :class:`~permits.core.PermitValueError` naming
+    ``calls`` and showing it."""
     if isinstance(calls, (str, bytes)) or not isinstance(calls, Iterable):
         raise PermitTypeError(
             "calls", calls, "calls, such as read_trace(file) gives (not a file's name or text)"
