@@ -1403,7 +1403,10 @@ def test_demo_scaled_past_a_nanosecond_is_one_line(capsys: pytest.CaptureFixture
     assert (status, out) == (2, "")
     assert err.count("\n") == 1, err
     assert err.startswith(f"permits: error: {SEED[0].name}: seconds=")
-    assert err.endswith(": must be greater than 0 (from --scale=1e+12)\n"), err
+    assert err.endswith(
+        ": is under half a nanosecond, and times are whole nanoseconds: "
+        "give 1e-09 s or more (from --scale=1e+12)\n"
+    ), err
 
 
 def test_demo_scaled_past_a_nanosecond_names_the_workload(

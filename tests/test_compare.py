@@ -336,6 +336,43 @@ def test_a_tie_on_never_and_on_those_not_granted_goes_to_the_lower_p50() -> None
     assert comparison.recommended.policy == Aging(2, after_ns=5 * SECOND)
 
 
+def test_a_replay_ranks_by_its_most_urgent_calls_not_by_the_workloads_it_names() -> None:
+    """A trace's calls of a level no workload names count as ``level N``:
+    when they are the most urgent, the recommendation ranks by their waits,
+    not by those of the least urgent workload the scenario names (which
+    wait least under FIFO, while the urgent calls wait behind them); and a
+    level no call came to ranks nothing (its p99 never is, under every
+    policy)."""
+    scenario = Scenario(
+        "only the batch named",
+        StrictPriority(2),
+        rate=10,
+        seconds=5,
+        workloads=[Workload("batch", 1, Batch(30))],
+    )
+    batch = [Call(0, 1)] * 30
+    urgent = [Call(SECOND // 20 + i * SECOND // 5, 0) for i in range(20)]
+    comparison = compare(scenario, calls=lambda: batch + urgent)
+    assert comparison.urgent == "level 0"
+    assert comparison.recommended.policy == StrictPriority(2)
+    three = Scenario(
+        "no user came",
+        StrictPriority(3),
+        rate=10,
+        seconds=5,
+        workloads=[
+            Workload("users", 0, Batch(0)),
+            Workload("batch", 1, Batch(0)),
+            Workload("backfill", 2, Batch(0)),
+        ],
+    )
+    backfill = [Call(0, 2)] * 30
+    middle = [call._replace(level=1) for call in urgent]
+    later = compare(three, [Fifo(3), StrictPriority(3)], calls=lambda: backfill + middle)
+    assert later.urgent == "batch"  # level 1: its calls were the most urgent that came
+    assert later.recommended.policy == StrictPriority(3)  # not the earliest in the grid
+
+
 def test_a_run_may_ask_for_a_bounded_number_of_callers() -> None:
     scenario = Scenario(
         "s",
@@ -466,3 +503,26 @@ def test_a_trace_is_compared_under_policies_of_the_scenarios_levels() -> None:
     assert "orders 3 levels, and the scenario 2" in str(raised.value)
     (outcome,) = compare(ARTICLE, [Shares((4, 1, 1))]).outcomes  # its workloads: as they are
     assert [w.name for w in outcome.result.workloads] == ["interactive", "batch"]
+
+
+def test_calls_that_are_not_a_function_or_not_fresh_each_run_are_refused() -> None:
+    """``calls`` is a function giving a fresh iterable of the calls per
+    run: the calls themselves are refused naming it, and a function that
+    gives the same iterator each time (spent by the first run, so every
+    later policy replayed no call and looked idle) is refused at the run
+    whose calls differ."""
+    calls = [Call(0, 0), Call(0, 1), Call(SECOND // 2, 0)]
+    for wrong in (calls, iter(calls), "calls.csv"):
+        with pytest.raises(PermitTypeError) as raised:
+            compare(ARTICLE, [Fifo(2)], calls=wrong)  # type: ignore[arg-type]
+        assert raised.value.argument == "calls"
+        assert "a function" in str(raised.value)
+    once = iter(calls)
+    with pytest.raises(PermitValueError) as refused:
+        compare(ARTICLE, [Fifo(2), StrictPriority(2)], calls=lambda: once)
+    assert refused.value.argument == "calls"
+    assert "strict priority" in str(refused.value)
+    assert "3 calls under FIFO, the first" in str(refused.value)
+    assert "fresh iterable" in str(refused.value)
+    fresh = compare(ARTICLE, [Fifo(2), StrictPriority(2)], calls=lambda: iter(calls))
+    assert [o.result["interactive"].offered for o in fresh.outcomes] == [2, 2]

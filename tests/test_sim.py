@@ -52,6 +52,7 @@ from permits.sim import (
     WorkloadResult,
     check_arrivals,
     compare,
+    load_policy,
     replay,
     simulate,
 )
@@ -402,6 +403,33 @@ def test_bad_arguments_name_themselves(make: Callable[[], object], argument: str
     assert isinstance(error.value, (PermitValueError, PermitTypeError))
     assert error.value.argument == argument
     assert str(error.value).startswith(f"{argument}=")
+
+
+@pytest.mark.parametrize(
+    ("make", "argument"),
+    [
+        (lambda: Scenario("s", Fifo(1), 10, 1e-10, [Workload("w", 0, Batch(1))]), "seconds"),
+        (lambda: Workload("w", 0, Batch(1), timeout=Fraction(1, 10**10)), "timeout"),
+        (lambda: Workload("w", 0, Batch(1), give_up_after=1e-10), "give_up_after"),
+        (lambda: load_policy({"kind": "aging", "after": 1e-10}, 2), "policy.after"),
+        (
+            lambda: Scenario("s", Fifo(1), 10, 1, [Workload("w", 0, Batch(1))]).scaled(10**12),
+            "seconds",
+        ),
+    ],
+)
+def test_a_time_above_0_that_is_no_whole_nanosecond_says_so(
+    make: Callable[[], object], argument: str
+) -> None:
+    """A time greater than 0 that rounds to no nanosecond is refused saying
+    so, not as "must be greater than 0", which it is (``demo --scale 1e12``
+    said that of seconds=Fraction(1, 1000000000000))."""
+    with pytest.raises(PermitValueError) as error:
+        make()
+    assert error.value.argument == argument
+    assert str(error.value).endswith(
+        ": is under half a nanosecond, and times are whole nanoseconds: give 1e-09 s or more"
+    ), str(error.value)
 
 
 arrivals = st.one_of(

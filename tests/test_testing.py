@@ -217,10 +217,24 @@ def test_stall_refuses_a_real_clock_and_bad_durations() -> None:
     async def bad(seconds: object) -> None:
         testing.stall(seconds)  # type: ignore[arg-type]
 
-    for seconds in (-1.0, float("nan")):
+    for seconds in (-1.0, float("nan"), 1e300, 10**400):  # (1e300 s: 1e309 ns, past a float)
         with pytest.raises(PermitValueError, match="seconds=") as refused:
             testing.run(bad(seconds))
         assert refused.value.argument == "seconds"
+
+    async def twice() -> float:
+        testing.stall(1e299)
+        with pytest.raises(PermitValueError, match="seconds=") as refused:
+            testing.stall(1e299)  # each within range, the clock's sum not
+        assert refused.value.argument == "seconds"
+        return asyncio.get_running_loop().time()
+
+    assert testing.run(twice()) == 1e299  # as the refused stall left it
+    clock = testing.VirtualClock()
+    clock.advance(1e299)
+    with pytest.raises(PermitValueError, match="seconds="):
+        clock.advance(1e299)
+    assert clock.current_time() == 1e299
     with pytest.raises(PermitTypeError, match="seconds=") as wrong:
         testing.run(bad("1"))
     assert wrong.value.argument == "seconds"

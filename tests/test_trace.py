@@ -183,6 +183,28 @@ def test_a_time_of_any_number_of_digits_reads_exactly() -> None:
     assert result["w"].offered == 1
 
 
+@pytest.mark.parametrize(
+    "written",
+    [
+        "12345678901234567890.1234567891",  # a tenth of a nanosecond more: the same
+        " 12345678901234567890.123456789",
+        "+12345678901234567890.123456789",
+        "1.2345678901234567890123456789e19",
+    ],
+)
+def test_a_time_of_many_significant_digits_reads_exactly_in_any_form(written: str) -> None:
+    """A time read through Decimal (exponent form, more than nine decimals,
+    a sign, a space) is exact however many significant digits it has, as
+    one written out plainly is: not rounded to Decimal's 28 digits, which
+    would put it after the same time written plainly and refuse the trace
+    as unsorted."""
+    plain = "12345678901234567890.123456789"
+    calls = list(read_trace(["at,level,timeout\n", f"{written},0,{written}\n", f"{plain},0,\n"]))
+    exact = 12345678901234567890123456789
+    assert [call.at_ns for call in calls] == [exact, exact]
+    assert calls[0].timeout_ns == exact
+
+
 PER_LIMIT_CSV = """at,level,cost.requests,cost.tokens,flow
 0,1,1,4000,
 0.5,0,1,,acme
@@ -317,6 +339,50 @@ def test_a_trace_given_as_one_str_is_refused_naming_it() -> None:
             read_trace(lines)  # type: ignore[arg-type]
     with pytest.raises(PermitTypeError, match=r"^calls='calls.csv': expected calls"):
         replay(Scenario("r", Fifo(2), 8, 3, [Workload("w", 0, Batch(0))]), "calls.csv")  # type: ignore[arg-type]
+
+
+def test_a_trace_of_bytes_or_of_nothing_iterable_is_refused_naming_it(tmp_path: Path) -> None:
+    """A file opened in binary mode gives lines of bytes: refused naming
+    ``lines`` and saying to open it as text (it failed inside, 'a
+    bytes-like object is required, not str'); so is something that is no
+    lines at all, and a replay of something that is no calls."""
+    path = tmp_path / "calls.csv"
+    path.write_text(CSV)
+    binary = pytest.raises(PermitTypeError, match=r"^lines=b'at,level,.*: expected .*text mode")
+    with path.open("rb") as file, binary:
+        read_trace(file)  # type: ignore[arg-type]
+    for nothing in (5, None):
+        with pytest.raises(PermitTypeError, match=r"^lines=(5|None): expected the lines"):
+            read_trace(nothing)  # type: ignore[arg-type]
+        with pytest.raises(PermitTypeError, match=r"^calls=(5|None): expected calls"):
+            replay(SEED[0], nothing)  # type: ignore[arg-type]
+    with path.open(newline="") as text:
+        assert [call._replace(line=0) for call in read_trace(text)] == CALLS
+
+
+def test_calls_made_in_code_out_of_time_order_or_of_negative_times_are_refused() -> None:
+    """Calls made in code (not read by read_trace, which refuses such rows)
+    that go back in time, or wait a negative time, are refused naming
+    ``calls``: an earlier call was pushed at the later one's time, its
+    wait counted from there, and a negative give-up took the run back
+    in time."""
+    scenario = Scenario("r", Fifo(2), 1, 10, [Workload("w", 0, Batch(0))])
+    for calls, says in (
+        (
+            [Call(SECOND, 0), Call(2 * SECOND, 0), Call(0, 0, line=7)],
+            "line=7, max_wait_ns=None, give_up_after_ns=None): its at_ns is earlier than the "
+            "call before it (2000000000 ns)",
+        ),
+        ([Call(-5, 0)], "Call(at_ns=-5, level=0, "),
+        ([Call(0, 0), Call(0, 0, give_up_after_ns=-3)], "its give_up_after_ns must be at least 0"),
+        ([Call(0, 0), Call(0, 0, timeout_ns=-3)], "its timeout_ns must be at least 0"),
+    ):
+        with pytest.raises(PermitValueError, match=r"^calls=") as refused:
+            replay(scenario, calls)
+        assert refused.value.argument == "calls"
+        assert says in str(refused.value), str(refused.value)
+    in_order = replay(scenario, [Call(0, 0), Call(0, 0), Call(2 * SECOND, 0, timeout_ns=0)])
+    assert (in_order["w"].granted, in_order["w"].wait_max_ns) == (3, SECOND)
 
 
 def own_trace(scenario: Scenario) -> Iterator[Call]:

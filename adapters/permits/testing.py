@@ -85,13 +85,31 @@ def _seconds(ns: int) -> float:
     return seconds
 
 
+#: The latest the clock reads, in nanoseconds (1.5e299 s): past about
+#: 1.8e299 s, its seconds times 1e9, as a limiter reads them, are past a
+#: float's range.
+_LATEST_NS = 15 * 10**307
+
+
 def _duration(seconds: float) -> int:
     """``seconds`` (finite, at least 0) in whole nanoseconds."""
     if isinstance(seconds, bool) or not isinstance(seconds, (int, float)):
         raise PermitTypeError("seconds", seconds, "a number of seconds")
-    if not (math.isfinite(seconds) and seconds >= 0):
+    if not (seconds >= 0 and (isinstance(seconds, int) or math.isfinite(seconds))):
         raise PermitValueError("seconds", seconds, "must be a finite number of seconds >= 0")
+    if seconds > 1.5e299:
+        raise PermitValueError("seconds", seconds, "must be at most 1.5e+299 (the clock's range)")
     return round(seconds * 1e9)
+
+
+def _later(ns: int, seconds: float) -> int:
+    """The clock at ``ns``, ``seconds`` later (checked, and within its range)."""
+    later = ns + _duration(seconds)
+    if later > _LATEST_NS:
+        raise PermitValueError(
+            "seconds", seconds, f"would move the clock ({ns / 1e9!r} s) past 1.5e+299 s"
+        )
+    return later
 
 
 class _VirtualSelector(selectors.DefaultSelector):
@@ -146,7 +164,7 @@ class VirtualClockLoop(asyncio.SelectorEventLoop):
         ``time.sleep(seconds)`` does to a real loop. Timers that fell due
         run once the caller next awaits. :func:`stall` calls it on the
         running loop."""
-        self._set(self._ns + _duration(seconds))
+        self._set(_later(self._ns, seconds))
 
     def _set(self, ns: int) -> None:
         self._ns = ns
@@ -267,7 +285,7 @@ class VirtualClock(_TrioClock):
 
     def advance(self, seconds: float) -> None:
         """Move the clock on by ``seconds`` at once (see :func:`stall`)."""
-        self._set(self._ns + _duration(seconds))
+        self._set(_later(self._ns, seconds))
 
     def _set(self, ns: int) -> None:
         self._ns = ns
@@ -364,7 +382,7 @@ def stall(seconds: float) -> None:
         if trio.lowlevel.in_trio_task():
             clock = trio.lowlevel.current_clock()
             if isinstance(clock, VirtualClock):
-                clock._set(clock._ns + ns)
+                clock._set(_later(clock._ns, seconds))
             elif isinstance(clock, trio.testing.MockClock):
                 clock.jump(ns / 1e9)
             else:
@@ -376,4 +394,4 @@ def stall(seconds: float) -> None:
     loop = asyncio.get_running_loop()
     if not isinstance(loop, VirtualClockLoop):
         raise TypeError(f"stall() needs a permits.testing.VirtualClockLoop, not {loop!r}")
-    loop._set(loop._ns + ns)
+    loop._set(_later(loop._ns, seconds))

@@ -28,7 +28,7 @@ from permits.core import (
 
 from ._require import Measure, Requirement, offered_quantile
 from ._run import MAX_ARRIVALS, Result, check_arrivals, check_scenario, simulate
-from ._scenario import Scenario
+from ._scenario import Scenario, describe
 from ._trace import Call, replay
 
 __all__ = ["AGING_AFTER", "SHARES_EVERY", "Comparison", "Outcome", "compare", "default_grid"]
@@ -100,8 +100,13 @@ class Comparison:
 
     @property
     def urgent(self) -> str:
-        """The most urgent workload: the first of the lowest level."""
-        return min(self.scenario.workloads, key=lambda w: w.level).name
+        """The most urgent workload: the first of the lowest level among
+        those of the runs that callers came to (a replay's: one per level,
+        ``level N`` for a level the scenario names no workload of; the same
+        callers come under every policy), or among all if none came."""
+        run = self.outcomes[0].result.workloads
+        offered = [w for w in run if w.offered] or run
+        return min(offered, key=lambda w: w.level).name
 
     @property
     def any_meets_all(self) -> bool:
@@ -139,15 +144,17 @@ def compare(
     check each run against its requirements. ``max_arrivals`` bounds each
     run (:func:`~permits.sim.check_arrivals`), checked before the first.
 
-    With ``calls``, each run replays the calls it returns (a fresh iterable
-    per run: for instance a function that opens a trace file and reads it
-    with :func:`~permits.sim.read_trace`) in place of the workloads'
-    arrivals (:func:`~permits.sim.replay`); every policy must then order
-    the scenario's levels, as the calls of each level count as its workload.
+    With ``calls``, each run replays the calls it returns (the same calls,
+    as a fresh iterable per run: for instance a function that opens a trace
+    file and reads it with :func:`~permits.sim.read_trace`) in place of the
+    workloads' arrivals (:func:`~permits.sim.replay`); every policy must
+    then order the scenario's levels, as the calls of each level count as
+    its workload.
 
-    Raises :class:`~permits.core.PermitValueError` for an empty grid, and
-    for a requirement on the tenants of a workload whose callers name none
-    (without ``calls``)."""
+    Raises :class:`~permits.core.PermitValueError` for an empty grid, for
+    a requirement on the tenants of a workload whose callers name none
+    (without ``calls``), and for ``calls`` that gave a run other calls
+    within it than the first run's (an iterator given again, spent)."""
     check_scenario(scenario)
     if policies is None:
         grid = default_grid(scenario.policy.levels)
@@ -163,6 +170,13 @@ def compare(
         check_arrivals(scenario, max_arrivals)
         _check_tenants(scenario)
     else:  # each run's result has a workload per level of its policy: the same for all
+        if not callable(calls):
+            raise PermitTypeError(
+                "calls",
+                calls,
+                "a function giving the calls afresh for each run, such as "
+                "lambda: read_trace(open(path, newline='')) (not the calls themselves)",
+            )
         levels = scenario.policy.levels
         for policy in grid:
             if policy.levels != levels:
@@ -172,13 +186,37 @@ def compare(
                     f"orders {policy.levels} levels, and the scenario {levels}: a trace's "
                     "calls count as a workload of their level, the same under every policy",
                 )
-    outcomes = []
+    outcomes: list[Outcome] = []
     for policy in grid:
         run = attrs.evolve(scenario, policy=policy)
         result = simulate(run, max_arrivals=None) if calls is None else replay(run, calls())
+        if outcomes and calls is not None:
+            _check_same_calls(calls, outcomes[0], policy, result)
         missed = tuple(r for r in scenario.requirements if not r.met(result))
         outcomes.append(Outcome(policy, result, missed))
     return Comparison(scenario, tuple(outcomes))
+
+
+def _check_same_calls(
+    calls: Callable[[], Iterable[Call]], first: Outcome, policy: Policy, result: Result
+) -> None:
+    """Raise unless ``result``, a run under ``policy``, was offered the same
+    callers as ``first`` (the policy decides what they get, not who comes):
+    a ``calls`` function that gave its first run's iterator again, spent."""
+    before = [w.offered for w in first.result.workloads]
+    now = [w.offered for w in result.workloads]
+    if now != before:
+        raise PermitValueError(
+            "calls",
+            calls,
+            f"gave {_calls(sum(now))} within the run under {describe(policy)}, and "
+            f"{_calls(sum(before))} under {describe(first.policy)}, the first: return a "
+            "fresh iterable of the same calls for each run (an iterator is spent by the first)",
+        )
+
+
+def _calls(count: int) -> str:
+    return f"{count:,} call{'' if count == 1 else 's'}"
 
 
 _ON_TENANTS = (Measure.WORST_TENANT_P99, Measure.MEDIAN_TENANT_P99, Measure.TENANTS_STARVED)

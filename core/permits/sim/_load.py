@@ -77,6 +77,7 @@ from ._require import Requirement
 from ._run import MAX_ARRIVALS, check_arrivals
 from ._scenario import (
     MAX_LIMITS,
+    UNDER_A_NANOSECOND,
     Arrivals,
     Batch,
     Choice,
@@ -225,7 +226,8 @@ def _after(value: object) -> int:
         raise PermitValueError("after", value, "must be greater than 0")
     ns = nanoseconds("after", value)
     if ns == 0:
-        raise PermitValueError("after", value, "must be greater than 0")
+        reason = UNDER_A_NANOSECOND if value > 0 else "must be greater than 0"  # type: ignore[operator]
+        raise PermitValueError("after", value, reason)
     return ns
 
 

@@ -609,6 +609,14 @@ def _generated(scenario: Scenario, duration: int) -> Iterator[_Arrival]:
             heappop(heads)
 
 
+def _back_in_time(arrival: _Arrival, t: int) -> PermitValueError:
+    """The error for a replay's call at a time before ``t``, the call before's."""
+    before = "the start (0)" if t == 0 else f"the call before it ({t} ns)"
+    return PermitValueError(
+        "calls", arrival, f"its at_ns is earlier than {before}: give them in time order"
+    )
+
+
 def _run(
     scenario: Scenario,
     duration: int,
@@ -661,6 +669,8 @@ def _run(
     never = duration  # no event at or after the end counts
     upcoming = next(source, None)
     upcoming_at = never if upcoming is None else upcoming[0]
+    if upcoming_at < 0:
+        raise _back_in_time(upcoming, 0)  # type: ignore[arg-type]
     serial = 0
     # Tally.on_arrive, on_grant and on_reject, inlined: this loop is the
     # simulator's hot path.
@@ -771,6 +781,9 @@ def _run(
             id = serial * count + w
             serial += 1
             leaves = timeout is not None or give is not None  # may leave waiting
+            if leaves and ((timeout or 0) < 0 or (give or 0) < 0):  # (a call made in code)
+                field = "timeout_ns" if (timeout or 0) < 0 else "give_up_after_ns"
+                raise PermitValueError("calls", upcoming, f"its {field} must be at least 0")
             if cost == 1 and flow is None:  # the core's quicker path
                 if leaves:
                     tenants[id] = None
@@ -811,6 +824,8 @@ def _run(
                     heappush(pending, (t + timeout, _TIMES_OUT, id))
             upcoming = next(source, None)
             upcoming_at = never if upcoming is None else upcoming[0]
+            if upcoming_at < t:  # a replay's calls made in code (read_trace refuses such rows)
+                raise _back_in_time(upcoming, t)  # type: ignore[arg-type]
         if ask:
             due = next_tick()
     # The units of the grants of one unit each, counted once at the end.

@@ -94,10 +94,17 @@ def _seconds(instance: object, attribute: attrs.Attribute[Any], value: object) -
     nanoseconds(attribute.name, value)
 
 
+#: Why a time greater than 0 that rounds to no nanosecond is refused.
+UNDER_A_NANOSECOND = (
+    "is under half a nanosecond, and times are whole nanoseconds: give 1e-09 s or more"
+)
+
+
 def _optional_seconds(instance: object, attribute: attrs.Attribute[Any], value: object) -> None:
     # (a negative value is refused in these words too: "at least 0" would not do)
-    if value is not None and round(_exact(attribute.name, value) * SECOND) <= 0:
-        raise PermitValueError(attribute.name, value, "must be greater than 0 (or None)")
+    if value is not None and round((exact := _exact(attribute.name, value)) * SECOND) <= 0:
+        reason = UNDER_A_NANOSECOND if exact > 0 else "must be greater than 0 (or None)"
+        raise PermitValueError(attribute.name, value, reason)
 
 
 def _after_start(instance: object, attribute: attrs.Attribute[Any], value: object) -> None:
@@ -115,7 +122,8 @@ _LONGEST = 10**308
 def _positive_seconds(instance: object, attribute: attrs.Attribute[Any], value: object) -> None:
     exact = _exact(attribute.name, value)
     if round(exact * SECOND) <= 0:
-        raise PermitValueError(attribute.name, value, "must be greater than 0")
+        reason = UNDER_A_NANOSECOND if exact > 0 else "must be greater than 0"
+        raise PermitValueError(attribute.name, value, reason)
     if exact > _LONGEST:  # a wait of 1e309 s: an OverflowError writing it
         raise PermitValueError(attribute.name, value, "must be at most 1e+308")
 

@@ -118,7 +118,10 @@ def _ns(line: int, field: str, value: object) -> int:
         raise TraceError(line, field, value, "must be a finite number >= 0")
     if exact and exact.adjusted() > _EXPONENT:
         raise TraceError(line, field, value, f"must be under 1e{_EXPONENT + 1} s")
-    return round(exact * _BILLION)
+    # Exact: in a context of as many digits as the product has (the current
+    # one's, 28 by default, would round a time of more significant digits).
+    wide = Context(prec=len(exact.as_tuple().digits) + len(_BILLION.as_tuple().digits))
+    return round(wide.multiply(exact, _BILLION))
 
 
 #: The nanoseconds of the timeouts, max_waits and give-ups read as text, by text: a
@@ -254,6 +257,9 @@ def _unknown(line: int, keys: Iterable[str], per_limit: bool) -> None:
             raise TraceError(line, key, None, reason)
 
 
+_LINES = "the lines of a trace: an open file, or its text's splitlines(keepends=True)"
+
+
 def read_trace(lines: Iterable[str], *, limits: Iterable[str] | None = None) -> Iterator[Call]:
     """The calls of a trace, one at a time, from its lines: JSON lines if the
     first non-blank line opens an object, else CSV with a header row (open
@@ -266,17 +272,22 @@ def read_trace(lines: Iterable[str], *, limits: Iterable[str] | None = None) -> 
     :class:`TraceError` at the header; without, :func:`replay` raises at
     the first row that costs it (as it does for a JSON line's)."""
     if isinstance(lines, (str, bytes)):  # read a character at a time, it says nothing useful
-        raise PermitTypeError(
-            "lines",
-            lines[:60],  # (a file's text may be long)
-            "the lines of a trace: an open file, or its text's splitlines(keepends=True)",
-        )
+        raise PermitTypeError("lines", lines[:60], _LINES)  # (a file's text may be long)
     if isinstance(limits, str):
         raise PermitTypeError("limits", limits, "the names of limits, such as ['tokens']")
-    source = iter(lines)
+    try:
+        source = iter(lines)
+    except TypeError:
+        raise PermitTypeError("lines", lines, _LINES) from None
     first = next(source, None)
     if first is None:
         return iter(())
+    if not isinstance(first, str):  # a file opened in binary mode: lines of bytes
+        raise PermitTypeError(
+            "lines",
+            first[:60] if isinstance(first, bytes) else first,
+            "lines of text: open the file in text mode, open(path, newline='')",
+        )
     source = itertools.chain([first.removeprefix("\ufeff")], source)
     number = 0
     for text in source:
@@ -513,8 +524,11 @@ def replay(scenario: Scenario, calls: Iterable[Call]) -> Result:
     from ``seconds`` on are not read. A call the machine could never take
     (its level below 0 or beyond the policy's, its cost beyond a burst, a cost per
     limit naming a limit the scenario does not have) raises
-    :class:`TraceError` naming its line."""
-    if isinstance(calls, (str, bytes)):
+    :class:`TraceError` naming its line; one made in code (read_trace
+    refuses such rows) earlier than the call before it, or of a negative
+    timeout or give-up, a :class:`~permits.core.PermitValueError` naming
+    ``calls`` and showing it."""
+    if isinstance(calls, (str, bytes)) or not isinstance(calls, Iterable):
         raise PermitTypeError(
             "calls", calls, "calls, such as read_trace(file) gives (not a file's name or text)"
         )
