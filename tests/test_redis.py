@@ -3385,6 +3385,44 @@ async def test_the_fallback_holds_while_the_limits_node_of_a_cluster_hangs(
     gc.collect()
 
 
+@pytest.mark.timeout(90)
+@pytest.mark.filterwarnings("ignore::ResourceWarning")  # (as above)
+@pytest.mark.parametrize("anyio_backend", ["asyncio", "trio"])
+@pytest.mark.anyio
+async def test_a_whole_cluster_down_is_an_outage_and_service_resumes(
+    cluster: RedisCluster,
+) -> None:
+    """Every node of the cluster down, then back: failing closed, each
+    waiter gets BackendUnavailable and service resumes by itself, as with
+    one server. redis-py's cluster client, its topology refresh finding no
+    node, raises ``RedisClusterUnreachableError``, which is no
+    ``ConnectionError``: it closed the limiter for good (LimiterClosed)."""
+    async with open_limiter(
+        Fifo(1),
+        cluster.url,
+        name=fresh(),
+        rate=100,
+        burst=5,
+        cluster=True,
+        timeout=0.3,
+        unavailable_after=0.5,
+    ) as limiter:
+        await limiter.acquire()
+        for server in cluster.servers:
+            server.kill()
+        for _ in range(3):  # 1.5 s: the client refreshes its topology meanwhile
+            with pytest.raises(BackendUnavailable):
+                await limiter.acquire()
+        for server in cluster.servers:
+            server.start()  # (each keeps its cluster configuration)
+        with anyio.fail_after(30):
+            while True:
+                with contextlib.suppress(BackendUnavailable):
+                    await limiter.acquire()
+                    break
+        assert not limiter.closed
+
+
 def test_the_test_server_starts_elsewhere_when_its_port_is_taken() -> None:
     """The suite's own redis-server: a port chosen free and taken by another
     process before the server binds it is chosen again (a busy host runs

@@ -1554,7 +1554,10 @@ class RedisLimit:
 
 
 #: What counts as "Redis is unreachable" (a cluster without a master for
-#: the limit's slot, or moving it, included), or answers that it cannot
+#: the limit's slot, or moving it, included; and one whose every node is
+#: down, which redis-py's cluster client, its topology refresh finding no
+#: node, raises as ``RedisClusterUnreachableError``, no ``ConnectionError``:
+#: it closed the limiter for good), or answers that it cannot
 #: serve the limit now: a replica, after a failover (``-READONLY``), out of
 #: memory (``-OOM``; a script call refused so charges nothing), still
 #: loading its data (``-LOADING``) or running a script past its time limit
@@ -1568,6 +1571,8 @@ _UNREACHABLE = (
     redis.exceptions.TryAgainError,
     redis.exceptions.ReadOnlyError,
     redis.exceptions.OutOfMemoryError,
+    # (where redis-py has it; an older one raises a plain RedisClusterException)
+    getattr(redis.exceptions, "RedisClusterUnreachableError", redis.exceptions.ClusterDownError),
     OSError,
 )
 
