@@ -997,6 +997,29 @@ async def test_the_upstreams_quota_is_shared(redis_server: RedisServer) -> None:
             other.close()
 
 
+@pytest.mark.parametrize("remaining", [2**53 + 1, 2**63 - 1, 2**64, 10**30])
+def test_a_quota_of_more_than_redis_counts_exactly_never_blocks(
+    redis_server: RedisServer, remaining: int
+) -> None:
+    """The upstream's quota of a huge number of units left (an API's
+    "unlimited", often 2**63 - 1, as the IETF ``RateLimit`` field's
+    ``remaining``, which permits.httpx passes on) holds back nothing. The
+    script wrote it with ``%d`` from a Lua number: 2**63 and above came
+    out as -2**63 in Redis, and every take of every process was refused
+    until the quota's end (up to 1e9 s)."""
+    limit = RedisLimit(redis_server.url, name=fresh(), rate=10, burst=5)
+    try:
+        limit.quota(remaining, 60.0)
+        answer = limit.take()
+        assert answer.allowed, answer
+        limit.quota(2, 60.0)  # a quota beside it still holds, as before
+        assert limit.take().allowed
+        assert limit.take().allowed
+        assert not limit.take().allowed
+    finally:
+        limit.close()
+
+
 @pytest.mark.anyio
 async def test_settle_on_the_shared_key(redis_server: RedisServer) -> None:
     """P41 through the limiter: a permit settled for more charges the

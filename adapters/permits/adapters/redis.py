@@ -856,6 +856,12 @@ def _virtual_costs(weights: tuple[int, ...]) -> str:
 _LONGEST_S = 10**9
 
 
+#: The most units the script counts exactly (a Lua number holds every
+#: integer up to 2**53); a quota or the upstream's word of more is taken
+#: as that many (about 9e15 units: at a million units a second, 285 years).
+_MOST_UNITS = 2**53
+
+
 def _microseconds(argument: str, seconds: float, *, above_zero: bool = False) -> int:
     """``seconds`` (finite, ``>= 0``, or ``> 0`` if ``above_zero``, at most
     :data:`_LONGEST_S`) in whole microseconds, rounded up."""
@@ -1442,7 +1448,10 @@ class RedisLimit:
         those, may be negative: the script reads them so)."""
         index = self._index("limit", limit)
         word = [-1] * len(self.limits)
-        word[index] = check_int("remaining", remaining, 0)
+        # more than Lua numbers hold exactly is as good as that many (the
+        # script writes a quota's units with %d: 2**63 and more came out
+        # as -2**63, a quota that refused every take until its end)
+        word[index] = min(check_int("remaining", remaining, 0), _MOST_UNITS)
         reset = _microseconds("reset_after", reset_after)
         if ago:
             _microseconds("ago", ago)  # (checked)
