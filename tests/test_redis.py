@@ -643,6 +643,30 @@ async def test_a_limiter_refuses_a_change_that_would_take_ages_to_refill(
         check.close()
 
 
+@pytest.mark.anyio
+async def test_a_burst_redis_cannot_count_is_refused_not_stored(redis_server: RedisServer) -> None:
+    """A change of limit to a burst above 2**53 (within the refill bound at
+    a rate of 10**12 a second) is refused, the limiter as it was, nothing
+    sent: the script wrote it with %d from a Lua number, 2**63 and more
+    as -2**63, kept in Redis without expiry, and every process sharing the
+    limit then closed at its next reply (a burst below 1), for good."""
+    name = fresh()
+    async with open_limiter(Fifo(), redis_server.url, name=name, rate=10**12, burst=5) as lim:
+        with pytest.raises(PermitValueError) as error:
+            lim.set_limit(burst=10**20)
+        assert error.value.argument == "burst"
+        assert lim.limits["units"] == Limit(10**12, 5)
+        await lim.acquire()
+        assert not lim.closed
+    check = peek(redis_server, name, rate=10**12, burst=5)
+    try:
+        assert check._client.hget(check.live_key, "units") is None
+        with pytest.raises(PermitValueError):
+            check.set_limit(burst=2**53 + 1)
+    finally:
+        check.close()
+
+
 def test_no_secrets_in_reprs_or_errors() -> None:
     url = "redis://user:s3cret@127.0.0.1:1/0"
     limit = RedisLimit(url, name="x", rate=1, burst=1)

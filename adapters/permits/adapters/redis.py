@@ -858,7 +858,8 @@ _LONGEST_S = 10**9
 
 #: The most units the script counts exactly (a Lua number holds every
 #: integer up to 2**53); a quota or the upstream's word of more is taken
-#: as that many (about 9e15 units: at a million units a second, 285 years).
+#: as that many (about 9e15 units: at a million units a second, 285 years),
+#: a burst of more set by set_limit refused.
 _MOST_UNITS = 2**53
 
 
@@ -1483,6 +1484,10 @@ class RedisLimit:
         index = self._index("limit", limit)
         interval = -1.0 if rate is None else _interval_us("rate", check_rate(rate))
         new_burst = -1 if burst is None else check_int("burst", burst, 1)
+        if new_burst > _MOST_UNITS:  # (kept in Redis, read by every process)
+            raise PermitValueError(
+                "burst", burst, "must be at most 2**53, the units Redis's Lua numbers count exactly"
+            )
         if rate is not None and burst is not None:  # (else the script checks it)
             _check_refill("burst", burst, new_burst, interval, list(self.limits)[index])
         zero = (0,) * len(self.limits)
