@@ -1094,6 +1094,38 @@ async def test_a_settle_above_the_burst_puts_the_shared_bucket_in_debt(
 
 
 @pytest.mark.anyio
+async def test_a_settle_of_a_debt_redis_cannot_hold_is_refused(redis_server: RedisServer) -> None:
+    """A settle whose debt would take more than 1e9 s to pay back (the
+    bound of every time the script keeps) is refused, naming ``actual``,
+    the permit still settleable and the limiter open. It was sent: the
+    script wrote the bucket's time with %d (2**63 and more as -2**63: a
+    full bucket), failed on the key's expiry, and the limiter closed; so
+    did ``RedisLimit.charge``'s."""
+    name = fresh()
+    async with open_limiter(
+        Fifo(1), redis_server.url, name=name, rate=1, burst=10, settle_window=5
+    ) as limiter:
+        permit = await limiter.acquire(cost=2)
+        for actual in (10**9 + 11, 10**30, {"units": 10**30}):
+            with pytest.raises(PermitValueError) as error:
+                permit.settle(actual)
+            assert error.value.argument == "actual"
+        permit.settle(12)  # 10 more, at the bound
+        await sent(limiter)
+        assert not limiter.closed
+    check = peek(redis_server, name, rate=1, burst=10)
+    try:
+        with pytest.raises(PermitValueError) as error:
+            check.charge([10**30])
+        assert error.value.argument == "units"
+        answer = check.take()
+        assert not answer.allowed
+        assert answer.remaining == (-2,), answer
+    finally:
+        check.close()
+
+
+@pytest.mark.anyio
 async def test_changes_made_just_before_closing_reach_redis(redis_server: RedisServer) -> None:
     """A pause (a 429 seen on the way out), a settle and new limits given
     as the last thing in the ``async with`` still reach the shared key:

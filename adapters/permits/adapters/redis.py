@@ -1401,8 +1401,21 @@ class RedisLimit:
         bucket never holds more than its burst): a settle."""
         return self.send(self.ask_charge(self._per_limit("units", units, None)))
 
-    def ask_charge(self, units: Sequence[int]) -> Request:
-        """:meth:`charge`'s request."""
+    def ask_charge(
+        self, units: Sequence[int], *, argument: str = "units", value: object = None
+    ) -> Request:
+        """:meth:`charge`'s request. A charge that would leave a limit in
+        debt for more than :data:`_LONGEST_S` seconds at its rate as opened
+        (the bound of every time the script keeps) is refused, as
+        ``argument=value`` (``units``, by default)."""
+        for (name, interval, _), n in zip(self._args, units, strict=True):
+            if n * interval > _LONGEST_REFILL_US:
+                raise PermitValueError(
+                    argument,
+                    units if value is None else value,
+                    f"would leave limit {name!r} in debt for more than {_LONGEST_S:g} s "
+                    "(about 31 years)",
+                )
         return self._request("give", units)
 
     def pause(self, seconds: float) -> GcraAnswer:
@@ -2006,17 +2019,20 @@ class RedisLimiter(_AnyioLimiter):
             raise self._refused()
         units = self.limit.units("actual", actual, within_burst=False)  # debt is allowed
         self._forget_settles(self._now())
-        entry = self._settleable.pop(id, None)
+        entry = self._settleable.get(id)
         if entry is None:
             raise NotRefundable(id)
         asked, _, level, charged = entry
+        delta = tuple(a - b for a, b in zip(units, asked, strict=True))
+        # checked before anything changes: a debt Redis cannot hold is refused
+        charge = self.limit.ask_charge(delta, argument="actual", value=actual)
+        del self._settleable[id]
         names = list(self.limits)
         self._machine.settled(
             level, dict(zip(names, asked, strict=True)), dict(zip(names, units, strict=True))
         )
-        delta = tuple(a - b for a, b in zip(units, asked, strict=True))
         if charged and any(delta):
-            self._send(self.limit.ask_charge(delta), gives=any(n < 0 for n in delta))
+            self._send(charge, gives=any(n < 0 for n in delta))
 
     def set_limit(
         self,
