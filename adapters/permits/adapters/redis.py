@@ -122,7 +122,8 @@ _SCRIPT = """
 --   us), and while upstream's quotas of a limit last 'q:<limit>' (each
 --   one's units left and its end, us: 'left until left until ...')
 -- KEYS[2]: the limits changed by set_limit, a hash: '<limit>' -> 'T burst'
--- KEYS[3]: the audit list (grant times, us; a give's time after a 'g'),
+-- KEYS[3]: the audit list (grant times, us; a give's after a 'g', then its
+--   units of the first limit: 'g<us> <units>', < 0 given back, > 0 charged),
 --   written when ARGV[4] == '1'
 -- KEYS[4]: global priority: each process's waiting demand, a hash:
 --   '<process>' -> 'expiry c0 c1 ...' (us; waiters per level)
@@ -605,7 +606,7 @@ elseif op == 'give' then
     end
   end
   if ARGV[4] == '1' then
-    redis.call('RPUSH', KEYS[3], 'g' .. string.format('%d', now))
+    redis.call('RPUSH', KEYS[3], 'g' .. string.format('%d %d', now, x[1]))
   end
 elseif op == 'pause' then
   pause = max(pause, now + arg)
@@ -941,8 +942,10 @@ class RedisLimit:
         and is charged to all of them or to none. Every process sharing
         ``name`` opens the same limits.
     :param audit: also record each grant's Redis time (microseconds) in the
-        list ``{key}:audit`` (kept an hour), and each give-back's after a
-        ``g``: a diagnostic, used by the tests.
+        list ``{key}:audit`` (kept an hour), and each give-back's or
+        settle's after a ``g``, with its units of the first limit
+        (``g<time> <units>``: negative given back, positive charged): a
+        diagnostic, used by the tests.
     :param timeout: seconds before a connect or a reply counts as failed.
     :param cluster: ``url`` names a node of a Redis Cluster: the client is
         redis-py's ``RedisCluster``. The keys of one limit share a hash tag,
