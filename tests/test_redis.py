@@ -3492,6 +3492,44 @@ async def test_the_fallback_holds_while_the_limits_node_of_a_cluster_hangs(
     gc.collect()
 
 
+@pytest.mark.parametrize("anyio_backend", ["asyncio", "trio"])
+@pytest.mark.parametrize("on_unavailable", ["closed", "local"])
+@pytest.mark.anyio
+async def test_a_cluster_down_as_the_limiter_opens_is_an_outage(on_unavailable: str) -> None:
+    """A limiter opened on a cluster none of whose nodes answers opens, as
+    one on a single server does, and its waiters see an outage: served
+    locally, or BackendUnavailable. redis-py's synchronous cluster client
+    connects as it is made: it was made as the limiter was, and
+    ``open_limiter()`` itself raised ``RedisClusterUnreachableError``
+    (having held the event loop for up to the reply timeout, a node hung)."""
+    with socket.socket() as unused:
+        unused.bind(("127.0.0.1", 0))
+        port = unused.getsockname()[1]  # nobody listens there
+    local = {"on_unavailable": "local", "share": 0.5} if on_unavailable == "local" else {}
+    async with open_limiter(
+        Fifo(1),
+        f"redis://127.0.0.1:{port}/0",
+        name=fresh(),
+        rate=100,
+        burst=5,
+        cluster=True,
+        timeout=0.3,
+        unavailable_after=0.3,
+        **local,  # type: ignore[arg-type]
+    ) as limiter:
+        with anyio.fail_after(5):
+            if on_unavailable == "local":
+                await limiter.acquire()
+                assert limiter.fallbacks == 1
+            else:
+                with pytest.raises(BackendUnavailable):
+                    await limiter.acquire()
+        assert not limiter.closed
+    with pytest.raises(PermitValueError) as error:  # (so redis-py's cluster client refused it)
+        RedisLimit("unix:///tmp/redis.sock", name="x", rate=1, cluster=True)
+    assert error.value.argument == "url"
+
+
 @pytest.mark.timeout(90)
 @pytest.mark.filterwarnings("ignore::ResourceWarning")  # (as above)
 @pytest.mark.parametrize("anyio_backend", ["asyncio", "trio"])

@@ -55,6 +55,7 @@ from __future__ import annotations
 import math
 import operator
 import sys
+import threading
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Hashable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager, suppress
@@ -92,6 +93,7 @@ with requires_extra(__name__, "redis", "anyio", "redis"):
     import redis
     import redis.asyncio
     import redis.backoff
+    import redis.connection
     import redis.exceptions
     import redis.retry
     import sniffio
@@ -1039,8 +1041,20 @@ class RedisLimit:
             self.line_key,
             self.shares_key,
         ]
+        #: redis-py's synchronous client and its scripts (the limit's, the
+        #: probe), once made (see _sync).
+        self._made: tuple[redis.Redis | redis.RedisCluster, Any, Any] | None = None
+        self._making = threading.Lock()
         try:
-            self._client: redis.Redis | redis.RedisCluster = self._new_client()
+            if cluster:
+                # A cluster client connects as it is made (it asks a node for
+                # the cluster's): made at its first call, in a worker
+                # thread, not here, where a cluster down was no outage but
+                # an error of open_limiter() (and a node hung held the event
+                # loop); the URL is read now all the same.
+                redis.connection.parse_url(url)  # type: ignore[no-untyped-call]
+            else:
+                self._sync()
         except ValueError as error:  # (redis-py's or urllib's, naming no argument)
             raise PermitValueError(
                 "url",
@@ -1058,14 +1072,32 @@ class RedisLimit:
                 self.url,
                 "its path, the database, must be a number (redis://host:6379/0)",
             )
-        self._script = self._client.register_script(SCRIPT)
-        self._probe_script = self._client.register_script(PROBE)
+        if cluster and parts.scheme == "unix":  # (redis-py's cluster client refused it)
+            raise PermitValueError("url", self.url, "a Redis Cluster is reached by redis://")
         #: The asyncio client, once open_async: its script call and probe.
         self._aclient: Any = None
         self._arun: Callable[[Request], Awaitable[Any]] | None = None
         self._aprobe: Callable[[], Awaitable[Any]] | None = None
         #: The small client's submit, when it is the asyncio client.
         self._asubmit: Callable[[Request, _resp.Landed], bool] | None = None
+
+    def _sync(self) -> tuple[redis.Redis | redis.RedisCluster, Any, Any]:
+        """redis-py's synchronous client and its two scripts, made at the
+        first call that needs them (once, whichever thread asks)."""
+        made = self._made
+        if made is None:
+            with self._making:
+                made = self._made
+                if made is None:
+                    client = self._new_client()
+                    scripts = client.register_script(SCRIPT), client.register_script(PROBE)
+                    made = self._made = (client, *scripts)
+        return made
+
+    @property
+    def _client(self) -> redis.Redis | redis.RedisCluster:
+        """redis-py's synchronous client (made now if not yet)."""
+        return self._sync()[0]
 
     def _new_client(self) -> redis.Redis | redis.RedisCluster:
         """redis-py's synchronous client of the URL, with the timeouts."""
@@ -1156,7 +1188,7 @@ class RedisLimit:
     def send(self, request: Request) -> GcraAnswer:
         """Run ``request`` (one round trip, blocking)."""
         try:
-            reply = self._script(keys=self._keys[: request.keys], args=request.args)
+            reply = self._sync()[1](keys=self._keys[: request.keys], args=request.args)
         except redis.exceptions.ResponseError as error:
             raise self._refused(error) from None
         return _answer(reply, len(self.limits))
@@ -1529,7 +1561,7 @@ class RedisLimit:
         into a replica, and the limiter went back to Redis only to fail its
         next take."""
         try:
-            self._probe_script(keys=[self.key])
+            self._sync()[2](keys=[self.key])
         except redis.exceptions.ResponseError as error:
             raise self._refused(error) from None
 
@@ -1580,7 +1612,9 @@ class RedisLimit:
             await aclient.aclose()
 
     def close(self) -> None:
-        self._client.close()
+        made = self._made
+        if made is not None:
+            made[0].close()
 
 
 #: What counts as "Redis is unreachable" (a cluster without a master for
