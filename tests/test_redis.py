@@ -2219,6 +2219,28 @@ async def test_the_local_fallback_takes_the_upstreams_word_at_its_share(
     assert granted <= (0 if word == "adopt" else 1) + 1, granted
 
 
+@pytest.mark.parametrize("word", ["adopt", "quota"])
+@pytest.mark.anyio
+async def test_the_local_fallback_takes_a_word_of_more_than_a_float_holds(word: str) -> None:
+    """The upstream's word of a huge number left (a header of hundreds of
+    digits, which permits.httpx reads as an int) while the fallback serves
+    changes nothing there, as on Redis. Its share was taken as a float of
+    that int: OverflowError out of ``quota()``/``adopt()`` (and out of the
+    HTTP response's handling)."""
+    with socket.socket() as unused:
+        unused.bind(("127.0.0.1", 0))
+        port = unused.getsockname()[1]  # nobody listens there
+    async with falling_back(f"redis://127.0.0.1:{port}/0", fresh(), 100, 4) as limiter:
+        with anyio.fail_after(5):
+            await limiter.acquire()
+        assert limiter.fallbacks == 1
+        getattr(limiter, word)(10**400, 5.0)
+        with anyio.fail_after(5):
+            await limiter.acquire()  # served locally, as before the word
+        assert limiter.fallbacks == 1
+        assert not limiter.closed
+
+
 @pytest.mark.timeout(60)
 @pytest.mark.parametrize("anyio_backend", ["asyncio", "trio"])
 @pytest.mark.parametrize("mode", ["closed", "local"])

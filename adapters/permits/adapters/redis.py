@@ -2178,7 +2178,9 @@ class RedisLimiter(_AnyioLimiter):
             # of every process add up to at most what the upstream said).
             assert self.share is not None
             until = given + round(reset_after * SECOND)
-            getattr(local, op)(math.floor(remaining * self.share), until, given)
+            # (no more than Redis counts: a float holds its share)
+            left = math.floor(min(remaining, _MOST_UNITS) * self.share)
+            getattr(local, op)(left, until, given)
 
         def word(now: int) -> Request | None:
             if now == given:
