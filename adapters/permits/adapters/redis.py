@@ -2029,9 +2029,14 @@ class RedisLimiter(_AnyioLimiter):
         self._dispatch(self._machine.tick(self._now()))  # next_level() needs the time
         if self._takes_over(units, self.reserve[waiter.decision.level]) and self._refund(id):
             return
-        if self._closed is None:  # closing: Redis gets the units back when they expire
-            self._pending.append((self.limit.ask_charge(tuple(-n for n in units)), 1, True))
+        self._pending.append((self.limit.ask_charge(tuple(-n for n in units)), 1, True))
+        if self._closed is None:
             self._wake_driver()
+        # Closed (a caller outside the limiter's block, granted as it closed,
+        # left after): sent with the changes the closing sends (_opened), if
+        # it has not sent them yet; only after that are the units lost (the
+        # limit then grants less, never more). (The driver is not woken: as
+        # it closes, it waits only for a lone caller's take in flight.)
 
     def _never(self, id: Hashable, units: tuple[int, ...]) -> None:
         """``id`` asks ``units``, above a limit's burst now: it leaves the
