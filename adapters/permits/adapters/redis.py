@@ -55,6 +55,7 @@ from __future__ import annotations
 import math
 import operator
 import sys
+import threading
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Hashable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager, suppress
@@ -92,6 +93,7 @@ with requires_extra(__name__, "redis", "anyio", "redis"):
     import redis
     import redis.asyncio
     import redis.backoff
+    import redis.connection
     import redis.exceptions
     import redis.retry
     import sniffio
@@ -122,7 +124,8 @@ _SCRIPT = """
 --   us), and while upstream's quotas of a limit last 'q:<limit>' (each
 --   one's units left and its end, us: 'left until left until ...')
 -- KEYS[2]: the limits changed by set_limit, a hash: '<limit>' -> 'T burst'
--- KEYS[3]: the audit list (grant times, us; a give's time after a 'g'),
+-- KEYS[3]: the audit list (grant times, us; a give's after a 'g', then its
+--   units of the first limit: 'g<us> <units>', < 0 given back, > 0 charged),
 --   written when ARGV[4] == '1'
 -- KEYS[4]: global priority: each process's waiting demand, a hash:
 --   '<process>' -> 'expiry c0 c1 ...' (us; waiters per level)
@@ -605,7 +608,7 @@ elseif op == 'give' then
     end
   end
   if ARGV[4] == '1' then
-    redis.call('RPUSH', KEYS[3], 'g' .. string.format('%d', now))
+    redis.call('RPUSH', KEYS[3], 'g' .. string.format('%d %d', now, x[1]))
   end
 elseif op == 'pause' then
   pause = max(pause, now + arg)
@@ -856,6 +859,13 @@ def _virtual_costs(weights: tuple[int, ...]) -> str:
 _LONGEST_S = 10**9
 
 
+#: The most units the script counts exactly (a Lua number holds every
+#: integer up to 2**53); a quota or the upstream's word of more is taken
+#: as that many (about 9e15 units: at a million units a second, 285 years),
+#: a burst of more set by set_limit refused.
+_MOST_UNITS = 2**53
+
+
 def _microseconds(argument: str, seconds: float, *, above_zero: bool = False) -> int:
     """``seconds`` (finite, ``>= 0``, or ``> 0`` if ``above_zero``, at most
     :data:`_LONGEST_S`) in whole microseconds, rounded up."""
@@ -877,13 +887,6 @@ def _ints(argument: str, values: object, minimum: int | None, what: str) -> tupl
     if isinstance(values, (str, bytes)) or not isinstance(values, Sequence):
         raise PermitTypeError(argument, values, f"a sequence of ints, {what}")
     return tuple(check_int(argument, n, minimum) for n in values)
-
-
-#: The most units the upstream's word may say are left: the script's Lua
-#: numbers hold whole numbers exactly below 2**53, and it writes a quota's
-#: as a 64-bit integer (2**63 or more was written as the least one, a
-#: quota far below nothing that held every process back until its reset).
-_MOST_UNITS = 2**53 - 1
 
 
 def _interval_us(argument: str, rate: Fraction) -> float:
@@ -941,8 +944,10 @@ class RedisLimit:
         and is charged to all of them or to none. Every process sharing
         ``name`` opens the same limits.
     :param audit: also record each grant's Redis time (microseconds) in the
-        list ``{key}:audit`` (kept an hour), and each give-back's after a
-        ``g``: a diagnostic, used by the tests.
+        list ``{key}:audit`` (kept an hour), and each give-back's or
+        settle's after a ``g``, with its units of the first limit
+        (``g<time> <units>``: negative given back, positive charged): a
+        diagnostic, used by the tests.
     :param timeout: seconds before a connect or a reply counts as failed.
     :param cluster: ``url`` names a node of a Redis Cluster: the client is
         redis-py's ``RedisCluster``. The keys of one limit share a hash tag,
@@ -1036,8 +1041,20 @@ class RedisLimit:
             self.line_key,
             self.shares_key,
         ]
+        #: redis-py's synchronous client and its scripts (the limit's, the
+        #: probe), once made (see _sync).
+        self._made: tuple[redis.Redis | redis.RedisCluster, Any, Any] | None = None
+        self._making = threading.Lock()
         try:
-            self._client: redis.Redis | redis.RedisCluster = self._new_client()
+            if cluster:
+                # A cluster client connects as it is made (it asks a node for
+                # the cluster's): made at its first call, in a worker
+                # thread, not here, where a cluster down was no outage but
+                # an error of open_limiter() (and a node hung held the event
+                # loop); the URL is read now all the same.
+                redis.connection.parse_url(url)  # type: ignore[no-untyped-call]
+            else:
+                self._sync()
         except ValueError as error:  # (redis-py's or urllib's, naming no argument)
             raise PermitValueError(
                 "url",
@@ -1055,14 +1072,32 @@ class RedisLimit:
                 self.url,
                 "its path, the database, must be a number (redis://host:6379/0)",
             )
-        self._script = self._client.register_script(SCRIPT)
-        self._probe_script = self._client.register_script(PROBE)
+        if cluster and parts.scheme == "unix":  # (redis-py's cluster client refused it)
+            raise PermitValueError("url", self.url, "a Redis Cluster is reached by redis://")
         #: The asyncio client, once open_async: its script call and probe.
         self._aclient: Any = None
         self._arun: Callable[[Request], Awaitable[Any]] | None = None
         self._aprobe: Callable[[], Awaitable[Any]] | None = None
         #: The small client's submit, when it is the asyncio client.
         self._asubmit: Callable[[Request, _resp.Landed], bool] | None = None
+
+    def _sync(self) -> tuple[redis.Redis | redis.RedisCluster, Any, Any]:
+        """redis-py's synchronous client and its two scripts, made at the
+        first call that needs them (once, whichever thread asks)."""
+        made = self._made
+        if made is None:
+            with self._making:
+                made = self._made
+                if made is None:
+                    client = self._new_client()
+                    scripts = client.register_script(SCRIPT), client.register_script(PROBE)
+                    made = self._made = (client, *scripts)
+        return made
+
+    @property
+    def _client(self) -> redis.Redis | redis.RedisCluster:
+        """redis-py's synchronous client (made now if not yet)."""
+        return self._sync()[0]
 
     def _new_client(self) -> redis.Redis | redis.RedisCluster:
         """redis-py's synchronous client of the URL, with the timeouts."""
@@ -1153,7 +1188,7 @@ class RedisLimit:
     def send(self, request: Request) -> GcraAnswer:
         """Run ``request`` (one round trip, blocking)."""
         try:
-            reply = self._script(keys=self._keys[: request.keys], args=request.args)
+            reply = self._sync()[1](keys=self._keys[: request.keys], args=request.args)
         except redis.exceptions.ResponseError as error:
             raise self._refused(error) from None
         return _answer(reply, len(self.limits))
@@ -1401,8 +1436,21 @@ class RedisLimit:
         bucket never holds more than its burst): a settle."""
         return self.send(self.ask_charge(self._per_limit("units", units, None)))
 
-    def ask_charge(self, units: Sequence[int]) -> Request:
-        """:meth:`charge`'s request."""
+    def ask_charge(
+        self, units: Sequence[int], *, argument: str = "units", value: object = None
+    ) -> Request:
+        """:meth:`charge`'s request. A charge that would leave a limit in
+        debt for more than :data:`_LONGEST_S` seconds at its rate as opened
+        (the bound of every time the script keeps) is refused, as
+        ``argument=value`` (``units``, by default)."""
+        for (name, interval, _), n in zip(self._args, units, strict=True):
+            if n * interval > _LONGEST_REFILL_US:
+                raise PermitValueError(
+                    argument,
+                    units if value is None else value,
+                    f"would leave limit {name!r} in debt for more than {_LONGEST_S:g} s "
+                    "(about 31 years)",
+                )
         return self._request("give", units)
 
     def pause(self, seconds: float) -> GcraAnswer:
@@ -1449,13 +1497,10 @@ class RedisLimit:
         those, may be negative: the script reads them so)."""
         index = self._index("limit", limit)
         word = [-1] * len(self.limits)
-        word[index] = check_int("remaining", remaining, 0)
-        if word[index] > _MOST_UNITS:
-            raise PermitValueError(
-                "remaining",
-                remaining,
-                f"must be at most 2**53 - 1 ({_MOST_UNITS:,}), as Redis holds",
-            )
+        # more than Lua numbers hold exactly is as good as that many (the
+        # script writes a quota's units with %d: 2**63 and more came out
+        # as -2**63, a quota that refused every take until its end)
+        word[index] = min(check_int("remaining", remaining, 0), _MOST_UNITS)
         reset = _microseconds("reset_after", reset_after)
         if ago:
             _microseconds("ago", ago)  # (checked)
@@ -1487,6 +1532,10 @@ class RedisLimit:
         index = self._index("limit", limit)
         interval = -1.0 if rate is None else _interval_us("rate", check_rate(rate))
         new_burst = -1 if burst is None else check_int("burst", burst, 1)
+        if new_burst > _MOST_UNITS:  # (kept in Redis, read by every process)
+            raise PermitValueError(
+                "burst", burst, "must be at most 2**53, the units Redis's Lua numbers count exactly"
+            )
         if rate is not None and burst is not None:  # (else the script checks it)
             _check_refill("burst", burst, new_burst, interval, list(self.limits)[index])
         zero = (0,) * len(self.limits)
@@ -1512,7 +1561,7 @@ class RedisLimit:
         into a replica, and the limiter went back to Redis only to fail its
         next take."""
         try:
-            self._probe_script(keys=[self.key])
+            self._sync()[2](keys=[self.key])
         except redis.exceptions.ResponseError as error:
             raise self._refused(error) from None
 
@@ -1563,11 +1612,16 @@ class RedisLimit:
             await aclient.aclose()
 
     def close(self) -> None:
-        self._client.close()
+        made = self._made
+        if made is not None:
+            made[0].close()
 
 
 #: What counts as "Redis is unreachable" (a cluster without a master for
-#: the limit's slot, or moving it, included), or answers that it cannot
+#: the limit's slot, or moving it, included; and one whose every node is
+#: down, which redis-py's cluster client, its topology refresh finding no
+#: node, raises as ``RedisClusterUnreachableError``, no ``ConnectionError``:
+#: it closed the limiter for good), or answers that it cannot
 #: serve the limit now: a replica, after a failover (``-READONLY``), out of
 #: memory (``-OOM``; a script call refused so charges nothing), still
 #: loading its data (``-LOADING``) or running a script past its time limit
@@ -1581,6 +1635,8 @@ _UNREACHABLE = (
     redis.exceptions.TryAgainError,
     redis.exceptions.ReadOnlyError,
     redis.exceptions.OutOfMemoryError,
+    # (where redis-py has it; an older one raises a plain RedisClusterException)
+    getattr(redis.exceptions, "RedisClusterUnreachableError", redis.exceptions.ClusterDownError),
     OSError,
 )
 
@@ -1973,9 +2029,14 @@ class RedisLimiter(_AnyioLimiter):
         self._dispatch(self._machine.tick(self._now()))  # next_level() needs the time
         if self._takes_over(units, self.reserve[waiter.decision.level]) and self._refund(id):
             return
-        if self._closed is None:  # closing: Redis gets the units back when they expire
-            self._pending.append((self.limit.ask_charge(tuple(-n for n in units)), 1, True))
+        self._pending.append((self.limit.ask_charge(tuple(-n for n in units)), 1, True))
+        if self._closed is None:
             self._wake_driver()
+        # Closed (a caller outside the limiter's block, granted as it closed,
+        # left after): sent with the changes the closing sends (_opened), if
+        # it has not sent them yet; only after that are the units lost (the
+        # limit then grants less, never more). (The driver is not woken: as
+        # it closes, it waits only for a lone caller's take in flight.)
 
     def _never(self, id: Hashable, units: tuple[int, ...]) -> None:
         """``id`` asks ``units``, above a limit's burst now: it leaves the
@@ -2000,17 +2061,20 @@ class RedisLimiter(_AnyioLimiter):
             raise self._refused()
         units = self.limit.units("actual", actual, within_burst=False)  # debt is allowed
         self._forget_settles(self._now())
-        entry = self._settleable.pop(id, None)
+        entry = self._settleable.get(id)
         if entry is None:
             raise NotRefundable(id)
         asked, _, level, charged = entry
+        delta = tuple(a - b for a, b in zip(units, asked, strict=True))
+        # checked before anything changes: a debt Redis cannot hold is refused
+        charge = self.limit.ask_charge(delta, argument="actual", value=actual)
+        del self._settleable[id]
         names = list(self.limits)
         self._machine.settled(
             level, dict(zip(names, asked, strict=True)), dict(zip(names, units, strict=True))
         )
-        delta = tuple(a - b for a, b in zip(units, asked, strict=True))
         if charged and any(delta):
-            self._send(self.limit.ask_charge(delta), gives=any(n < 0 for n in delta))
+            self._send(charge, gives=any(n < 0 for n in delta))
 
     def set_limit(
         self,
@@ -2081,16 +2145,16 @@ class RedisLimiter(_AnyioLimiter):
 
     def adopt(self, remaining: int, reset_after: float, *, limit: str | None = None) -> None:
         """The upstream says ``remaining`` units of ``limit`` are left until
-        ``reset_after`` seconds from now (at most 1e9; ``remaining`` at most
-        2**53 - 1): the shared bucket holds no more. While the local
+        ``reset_after`` seconds from now (at most 1e9; more than 2**53
+        units counts as 2**53): the shared bucket holds no more. While the local
         fallback serves, it holds no more than its ``share`` of them (of
         the first limit) either."""
         self._send_word("adopt", remaining, reset_after, limit)
 
     def quota(self, remaining: int, reset_after: float, *, limit: str | None = None) -> None:
         """The upstream's quota: at most ``remaining`` more units of
-        ``limit`` until ``reset_after`` seconds from now (at most 1e9;
-        ``remaining`` at most 2**53 - 1), for every process; the count is
+        ``limit`` until ``reset_after`` seconds from now (at most 1e9; more
+        than 2**53 units counts as 2**53), for every process; the count is
         kept in Redis beside the bucket. While the local fallback serves, it
         grants at most its ``share`` of them (of the first limit) until
         then."""
@@ -2121,7 +2185,9 @@ class RedisLimiter(_AnyioLimiter):
             # of every process add up to at most what the upstream said).
             assert self.share is not None
             until = given + round(reset_after * SECOND)
-            getattr(local, op)(math.floor(remaining * self.share), until, given)
+            # (no more than Redis counts: a float holds its share)
+            left = math.floor(min(remaining, _MOST_UNITS) * self.share)
+            getattr(local, op)(left, until, given)
 
         def word(now: int) -> Request | None:
             if now == given:
