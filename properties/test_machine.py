@@ -434,8 +434,9 @@ class PolicyMachine(RuleBasedStateMachine):
         return [id for id, held in self.model.held.items() if held.charge is None]
 
     def disturb(self) -> None:
-        """Something changed what waiters are owed (a settle, a new limit,
-        the upstream's word): P10, P12 and P19 are off."""
+        """Something changed what waiters are owed (a settle, a new limit):
+        P10, P12 and P19 are off. (A pause and the upstream's word only
+        delay: they void P10, P12 and P19's exactness, not its bound.)"""
         self.disturbances += 1
         self.void_on_time_bounds()
 
@@ -888,7 +889,7 @@ class PolicyMachine(RuleBasedStateMachine):
         self.advance(steps)
         until = self.now + self.ceil_intervals(length) // 8
         out = self.core.pause_until(until, self.now)
-        self.disturb()
+        self.void_on_time_bounds()  # (P19's bound holds: it only delays)
         self.paused_until = max(until, self.paused_until or until)
         self.check_decisions(out, self.now)
         self.follow(out)
@@ -941,7 +942,7 @@ class PolicyMachine(RuleBasedStateMachine):
             assert due is None or due >= due_before, (pid, "a permit due sooner", due)
         after = self.every_min_wait()
         assert all(a >= b for a, b in zip(after, waits, strict=True)), (pid, waits, after)
-        self.disturb()
+        self.void_on_time_bounds()  # (P19's bound holds: it only delays)
         self.order += 1
         self.adopted.append((pid, i, self.order, remaining, reset))
         self.check_decisions(out, now)
