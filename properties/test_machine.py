@@ -292,9 +292,11 @@ class PolicyMachine(RuleBasedStateMachine):
                 got += units if mine else 0
                 bound = Fraction(weight * total, cycle) - slack * self.largest
                 assert got >= bound, ("P33", level, got, total, spec.weights, self.largest)
-        if not self.config.costs:
+        if self.core.unit_costs:
             # P8: in any run of sum(weights) consecutive grants throughout which a
-            # level waited, it received at least its weight.
+            # level waited, it received at least its weight (while every cost
+            # is one unit: also across settles, pauses, changes of limit and
+            # the upstream's word, which only a config with costs makes).
             for level, streak in enumerate(self.streaks):
                 if level not in waiting_levels:
                     streak.clear()
