@@ -155,6 +155,14 @@ MUTANTS: dict[str, tuple[str, str, str, str]] = {
         "a permit charged as its caller proceeds (in flight until then, or taken at once)"
         " is charged nothing",
     ),
+    "spend-charges-one-unit": (
+        "_bucket.py",
+        "        self.held -= cost[self.index]\n        return self.charge(now, cost, mark)\n",
+        "        self.held -= cost[self.index]\n"
+        "        return self.charge(now, tuple(min(c, 1) for c in cost), mark)\n",
+        "a permit in flight is charged one unit of each limit it takes from when spent, not"
+        " its cost (the same as at the grant while every cost is one unit)",
+    ),
     "charges-kept-without-window": (
         "_machine.py",
         "            elif ledger.window is not None:  # a charged grant is held\n",

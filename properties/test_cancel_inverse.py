@@ -31,9 +31,13 @@ class CancelInverse(RuleBasedStateMachine):
     a: Machine
     b: Machine
 
-    @initialize(config=st.sampled_from(KINDS).flatmap(configs))
-    def setup(self, config: Config) -> None:
+    @initialize(config=st.sampled_from(KINDS).flatmap(configs), cost=st.integers(1, 3))
+    def setup(self, config: Config, cost: int) -> None:
         note(repr(config))
+        # every cost equal: one unit under Shares (SPEC.md, P4), else up to
+        # the burst
+        self.cost = 1 if config.spec.kind == "shares" else min(cost, config.burst)
+        note(f"every cost {self.cost}")
         self.a = config.machine()
         self.b = config.machine()
         self.levels = config.spec.levels
@@ -65,7 +69,7 @@ class CancelInverse(RuleBasedStateMachine):
     def push(self, levels: list[int], steps: int) -> None:
         self.tick(steps)
         for level in levels:
-            self.both("push", self.next_id, level % self.levels, self.now)
+            self.both("push", self.next_id, level % self.levels, self.now, cost=self.cost)
             self.next_id += 1
 
     @rule(steps=st.integers(0, 12))
@@ -109,7 +113,7 @@ class CancelInverse(RuleBasedStateMachine):
     @rule(level=st.integers(0, 2))
     def ghost_push(self, level: int) -> None:
         """A ghost joins A behind a backlog, so it waits."""
-        out = self.a.push(GHOST, level % self.levels, self.now)
+        out = self.a.push(GHOST, level % self.levels, self.now, cost=self.cost)
         if out and out[-1].id == GHOST and out[-1].state is not State.GRANTED:
             return  # rejected or expired at once: nothing to undo
         if any(d.id == GHOST for d in out):
@@ -138,8 +142,11 @@ class CancelInverse(RuleBasedStateMachine):
         assert a.next_due() == b.next_due(), ("P4: pacing", a.next_due(), b.next_due())
         assert a.next_tick() == b.next_tick(), "P4: next tick"
         assert a.queues.granted == b.queues.granted, "P4: policy counter"
+        assert a.snapshot().policy_state == b.snapshot().policy_state, "P4: the policy's state"
         for level in range(self.levels):
-            assert a.min_wait(level) == b.min_wait(level), "P4: min_wait"
+            assert a.min_wait(level, cost=self.cost) == b.min_wait(level, cost=self.cost), (
+                "P4: min_wait"
+            )
 
     @precondition(lambda self: not self.ghost)
     @rule(

@@ -747,6 +747,88 @@ def test_flows_share_a_level_fairly(
                 assert gap <= bound, ("P34", f, g, got, weights)
 
 
+#: A script of flows coming and going in one level: ("push", flow and how
+#: many, cost, units of the other limit), ("cancel", index, 0, 0) or ("tick", 0, 0, 0);
+#: long enough for a flow to empty while others are served, and come back.
+FLOW_SCRIPT = st.lists(
+    st.sampled_from(["push", "push", "push", "tick", "tick", "cancel"]).flatmap(
+        lambda op: st.tuples(st.just(op), st.integers(0, 50), st.integers(1, 5), st.integers(0, 5))
+    ),
+    min_size=20,
+    max_size=120,
+)
+
+
+@given(
+    weights=st.lists(st.integers(1, 4), min_size=4, max_size=4),
+    two=st.booleans(),
+    script=FLOW_SCRIPT,
+)
+def test_flows_share_a_level_fairly_as_they_come_and_go(
+    weights: list[int], two: bool, script: list[tuple[str, int, int, int]]
+) -> None:
+    """P34 where flows join late, empty and join again, after cancels, and
+    under two limits of which the second is the flow limit: over any run of
+    grants throughout which flows f and g both wait, with no cancel of
+    theirs in it, the units of the flow limit granted to them, each over
+    its weight, differ by at most ``C_f / w_f + C_g / w_g`` (``C`` the
+    largest cost each asked for)."""
+    flow_weights: dict[Hashable, int] = dict(enumerate(weights))
+    if two:
+        limits = {"requests": Limit(1000, 5), "tokens": Limit(1000, 5)}
+        machine = Machine(
+            StrictPriority(1), limits=limits, flow_weights=flow_weights, flow_limit="tokens"
+        )
+    else:
+        machine = Machine(StrictPriority(1), 1000, 5, flow_weights=flow_weights)
+    now = 0
+    of: dict[Hashable, tuple[int, int]] = {}
+    largest = [0] * len(weights)
+    # ("cancel", flow) or ("grant", flow, units, flows waiting before it, after it)
+    events: list[tuple[Any, ...]] = []
+    for n, (op, arg, units, other) in enumerate(script):
+        out: list[Decision] = []
+        if op == "push":
+            cost: int | dict[str, int] = {"requests": other, "tokens": units} if two else units
+            flow = arg % len(weights)  # and a batch of 1 to 6 waiters
+            largest[flow] = max(largest[flow], units)
+            for k in range(1 + arg // len(weights) % 6):
+                of[(n, k)] = (flow, units)
+                out += machine.push((n, k), 0, now, cost=cost, flow=flow)
+        elif op == "cancel" and len(machine):
+            waiters = machine.waiting()
+            leaving = waiters[arg % len(waiters)].id
+            assert machine.cancel(leaving)
+            events.append(("cancel", of[leaving][0]))
+        else:
+            now = machine.next_tick() or now + SECOND
+            out = machine.tick(now)
+        for d in out:
+            if d.state is State.GRANTED:
+                after = frozenset(w.flow for w in machine.waiting())
+                flow, units = of[d.id]
+                events.append(("grant", flow, units, after | {flow}, after))
+    note(f"{events}")
+    for f, g in itertools.combinations(range(len(weights)), 2):
+        bound = Fraction(largest[f], weights[f]) + Fraction(largest[g], weights[g])
+        for start in range(len(events)):
+            got = dict.fromkeys((f, g), 0)
+            for event in events[start:]:
+                if event[0] == "cancel":
+                    if event[1] in got:
+                        break
+                    continue
+                _, flow, units, before, after = event
+                if not {f, g} <= before:
+                    break
+                if flow in got:
+                    got[flow] += units
+                gap = abs(Fraction(got[f], weights[f]) - Fraction(got[g], weights[g]))
+                assert gap <= bound, ("P34", f, g, got, weights, start)
+                if not {f, g} <= after:
+                    break
+
+
 @given(
     **flows_setup,
     big=st.integers(1, 20),

@@ -114,6 +114,9 @@ class PolicyMachine(RuleBasedStateMachine):
         self.order = 0
         # per limit, the order of its latest change (P30: P1 from then on)
         self.changed = [-1] * len(config.limits)
+        # P24: per limit, whether a change ever lowered the most units it
+        # lets be in flight (burst + floor(rate * 1 ns)); a raise keeps P24
+        self.lowered = [False] * len(config.limits)
         # P31: nothing is granted before the pause ends
         self.paused_until: int | None = None
         # P32: units charged since the upstream's word, and what it allowed
@@ -292,9 +295,11 @@ class PolicyMachine(RuleBasedStateMachine):
                 got += units if mine else 0
                 bound = Fraction(weight * total, cycle) - slack * self.largest
                 assert got >= bound, ("P33", level, got, total, spec.weights, self.largest)
-        if not self.config.costs:
+        if self.core.unit_costs:
             # P8: in any run of sum(weights) consecutive grants throughout which a
-            # level waited, it received at least its weight.
+            # level waited, it received at least its weight (while every cost
+            # is one unit: also across settles, pauses, changes of limit and
+            # the upstream's word, which only a config with costs makes).
             for level, streak in enumerate(self.streaks):
                 if level not in waiting_levels:
                     streak.clear()
@@ -434,8 +439,9 @@ class PolicyMachine(RuleBasedStateMachine):
         return [id for id, held in self.model.held.items() if held.charge is None]
 
     def disturb(self) -> None:
-        """Something changed what waiters are owed (a settle, a new limit,
-        the upstream's word): P10, P12 and P19 are off."""
+        """Something changed what waiters are owed (a settle, a new limit):
+        P10, P12 and P19 are off. (A pause and the upstream's word only
+        delay: they void P10, P12 and P19's exactness, not its bound.)"""
         self.disturbances += 1
         self.void_on_time_bounds()
 
@@ -872,6 +878,9 @@ class PolicyMachine(RuleBasedStateMachine):
         self.disturb()
         self.order += 1
         self.changed[i] = self.order
+        old_rate, old_burst = self.model.limits[i]
+        most = burst + math.floor(Fraction(rate) / NS)
+        self.lowered[i] |= most < old_burst + math.floor(old_rate / NS)
         self.check_decisions(out, self.now)
         self.follow(out)
         self.compare(out, self.model.set_limit(self.now, i, Fraction(rate), burst))
@@ -888,7 +897,7 @@ class PolicyMachine(RuleBasedStateMachine):
         self.advance(steps)
         until = self.now + self.ceil_intervals(length) // 8
         out = self.core.pause_until(until, self.now)
-        self.disturb()
+        self.void_on_time_bounds()  # (P19's bound holds: it only delays)
         self.paused_until = max(until, self.paused_until or until)
         self.check_decisions(out, self.now)
         self.follow(out)
@@ -941,7 +950,7 @@ class PolicyMachine(RuleBasedStateMachine):
             assert due is None or due >= due_before, (pid, "a permit due sooner", due)
         after = self.every_min_wait()
         assert all(a >= b for a, b in zip(after, waits, strict=True)), (pid, waits, after)
-        self.disturb()
+        self.void_on_time_bounds()  # (P19's bound holds: it only delays)
         self.order += 1
         self.adopted.append((pid, i, self.order, remaining, reset))
         self.check_decisions(out, now)
@@ -1235,7 +1244,7 @@ class PolicyMachine(RuleBasedStateMachine):
             held = bucket[5]
             assert isinstance(held, int)
             most = burst + math.floor(rate / NS)
-            assert held <= most or self.changed[i] >= 0, ("P24: too much in flight", held, most)
+            assert held <= most or self.lowered[i], ("P24: too much in flight", held, most)
             if WITH_MODEL:
                 assert held == self.model.in_flight(i), ("P24", i, held, self.model.in_flight(i))
         if WITH_MODEL:
