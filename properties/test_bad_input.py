@@ -1274,3 +1274,64 @@ def test_no_settle_window() -> None:
         machine.settle("b", 0, 7)
     assert machine.snapshot().grants == ()
     assert machine.in_flight == 0
+
+
+class Raises:
+    """A policy of one level whose ``choose`` (from its ``fail_at``-th call),
+    ``ahead`` or ``record`` raises when told to: a policy with a bug."""
+
+    levels = 1
+
+    def __init__(self) -> None:
+        self.calls = 0
+        self.fail_at: int | None = None
+        self.fail_record = False
+        self.fail_ahead = False
+
+    def choose(self, queues: object, now: int) -> int:
+        self.calls += 1
+        if self.calls == self.fail_at:
+            raise ZeroDivisionError("choose")
+        return 0
+
+    def ahead(self, queues: object, level: int, now: int) -> int:
+        if self.fail_ahead:
+            raise ZeroDivisionError("ahead")
+        return 0
+
+    def record(self, queues: object, waiter: object) -> None:
+        if self.fail_record:
+            raise KeyError("record")
+
+    def __repr__(self) -> str:
+        return "Raises()"
+
+
+def test_a_policy_that_raises_says_so_with_the_decisions_made() -> None:
+    """P18 for a policy whose ``choose``, ``ahead`` or ``record`` raises: a
+    PolicyError in these words (the policy's error its cause), carrying the
+    decisions the call made before it, the grant ``record`` was told of
+    included. (A raw error lost them: a waiter taken from its queue and
+    charged, never told, its grant not even counted.)"""
+    policy = Raises()
+    machine = Machine(policy, 1, 2)
+    for id in "abcd":
+        machine.push(id, 0, 0)  # a and b granted at once
+    policy.calls, policy.fail_at = 0, 2
+    with pytest.raises(PolicyError) as broken:
+        machine.tick(2 * SECOND)  # c is granted, then choose raises
+    assert str(broken.value) == "Raises().choose() raised ZeroDivisionError('choose')"
+    assert isinstance(broken.value.__cause__, ZeroDivisionError)
+    assert [(d.id, d.state) for d in broken.value.decisions] == [("c", State.GRANTED)]  # type: ignore[attr-defined]
+    assert [w.id for w in machine.waiting()] == ["d"]
+    policy.fail_at, policy.fail_record = None, True
+    with pytest.raises(PolicyError) as broken:
+        machine.tick(3 * SECOND)  # d is granted, then record raises
+    assert str(broken.value) == "Raises().record() raised KeyError('record')"
+    assert [(d.id, d.state) for d in broken.value.decisions] == [("d", State.GRANTED)]  # type: ignore[attr-defined]
+    assert machine.statistics().levels[0].granted == 4  # d counted
+    policy.fail_record, policy.fail_ahead = False, True
+    with pytest.raises(PolicyError) as broken:
+        machine.min_wait(0)
+    assert str(broken.value) == "Raises().ahead() raised ZeroDivisionError('ahead')"
+    machine.check_valid()
