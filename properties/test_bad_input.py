@@ -1335,3 +1335,26 @@ def test_a_policy_that_raises_says_so_with_the_decisions_made() -> None:
         machine.min_wait(0)
     assert str(broken.value) == "Raises().ahead() raised ZeroDivisionError('ahead')"
     machine.check_valid()
+
+
+def test_a_newcomer_that_may_not_queue_does_not_under_a_broken_policy() -> None:
+    """P18 under a broken policy: a push at ``max_waiting`` or with a
+    deadline of ``now`` grants at once or never queues, even when the policy
+    breaks as it is asked whom to grant: the newcomer is rejected or expired, that decision in the
+    PolicyError. (It was left waiting: past its level's ``max_waiting``, or
+    with no deadline at all, and granted later.)"""
+    for kind, state in (("full", State.REJECTED), ("late", State.EXPIRED)):
+        policy = Answers()
+        machine = Machine(policy, 1, 1, max_waiting=0 if kind == "full" else None)
+        machine.tick(0)
+        policy.answer = 5
+        with pytest.raises(PolicyError) as broken:
+            machine.push("c", 0, 0, deadline=0 if kind == "late" else None)
+        decided = [(d.id, d.state) for d in broken.value.decisions]  # type: ignore[attr-defined]
+        assert decided == [("c", state)], (kind, decided)
+        assert "c" not in machine, kind
+        policy.answer = None
+        assert machine.tick(SECOND) == [], kind
+        levels = machine.statistics().levels
+        assert (levels[0].pushed, levels[0].rejected + levels[0].expired) == (1, 1), kind
+        machine.check_valid()

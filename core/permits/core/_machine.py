@@ -772,18 +772,31 @@ class Machine:
         queues._append(waiter, weight)
         if waiter.deadline is not None:
             self._deadlines.add(waiter, waiter.deadline)
-        self._grant(now, out)
+        try:
+            self._grant(now, out)
+        except PolicyError as error:
+            if (full or late) and queues.get(id) is waiter:
+                # it may not queue, whatever the broken policy answered
+                self._turn_away(waiter, full, out)
+                error.decisions = tuple(out)
+            raise
         if (full or late) and queues.get(id) is waiter:
             # Not granted at once, and it may not queue.
-            self._withdraw(waiter)
-            if full:
-                self._rejected[level] += 1
-                out.append(_new(Decision, (id, _REJECTED, level, now, 0)))
-            else:
-                self._expired[level] += 1
-                out.append(_new(Decision, (id, _EXPIRED, level, now, 0)))
+            self._turn_away(waiter, full, out)
             self._grant(now, out)
         return out
+
+    def _turn_away(self, waiter: Waiter, full: bool, out: list[Decision]) -> None:
+        """A newcomer not granted at once that may not queue leaves: rejected
+        if its queue is ``full``, otherwise expired."""
+        self._withdraw(waiter)
+        id, level, now = waiter.id, waiter.level, waiter.pushed_at
+        if full:
+            self._rejected[level] += 1
+            out.append(_new(Decision, (id, _REJECTED, level, now, 0)))
+        else:
+            self._expired[level] += 1
+            out.append(_new(Decision, (id, _EXPIRED, level, now, 0)))
 
     def take(
         self,
