@@ -168,6 +168,24 @@ REFUSED: list[tuple[str, Callable[[], object], tuple[type, str, object, str]]] =
         lambda: Shares((SCHEDULE, 1)),
         valued("weights", (SCHEDULE, 1), "weights must add up to at most 1000000"),
     ),
+    # schedule, public beside Shares, checks its weights as Shares does
+    # (it took a bool, a weight of 0 or below, and built a cycle of 10**30)
+    ("schedule int", lambda: policies.schedule(4), typed("weights", 4, "a sequence of ints")),  # type: ignore[arg-type]
+    (
+        "schedule bool",
+        lambda: policies.schedule((1, True)),
+        typed("weights", (1, True), "a sequence of ints (not True)"),
+    ),
+    (
+        "schedule weight 0",
+        lambda: policies.schedule((1, 0)),
+        valued("weights", (1, 0), "every weight must be at least 1"),
+    ),
+    (
+        "schedule too long a cycle",
+        lambda: policies.schedule((10**30,)),
+        valued("weights", (10**30,), "weights must add up to at most 1000000"),
+    ),
     (
         "limit not a str",
         lambda: Shares((4, 1), limit=3),  # type: ignore[arg-type]
