@@ -168,6 +168,24 @@ REFUSED: list[tuple[str, Callable[[], object], tuple[type, str, object, str]]] =
         lambda: Shares((SCHEDULE, 1)),
         valued("weights", (SCHEDULE, 1), "weights must add up to at most 1000000"),
     ),
+    # schedule, public beside Shares, checks its weights as Shares does
+    # (it took a bool, a weight of 0 or below, and built a cycle of 10**30)
+    ("schedule int", lambda: policies.schedule(4), typed("weights", 4, "a sequence of ints")),  # type: ignore[arg-type]
+    (
+        "schedule bool",
+        lambda: policies.schedule((1, True)),
+        typed("weights", (1, True), "a sequence of ints (not True)"),
+    ),
+    (
+        "schedule weight 0",
+        lambda: policies.schedule((1, 0)),
+        valued("weights", (1, 0), "every weight must be at least 1"),
+    ),
+    (
+        "schedule too long a cycle",
+        lambda: policies.schedule((10**30,)),
+        valued("weights", (10**30,), "weights must add up to at most 1000000"),
+    ),
     (
         "limit not a str",
         lambda: Shares((4, 1), limit=3),  # type: ignore[arg-type]
@@ -1274,3 +1292,87 @@ def test_no_settle_window() -> None:
         machine.settle("b", 0, 7)
     assert machine.snapshot().grants == ()
     assert machine.in_flight == 0
+
+
+class Raises:
+    """A policy of one level whose ``choose`` (from its ``fail_at``-th call),
+    ``ahead`` or ``record`` raises when told to: a policy with a bug."""
+
+    levels = 1
+
+    def __init__(self) -> None:
+        self.calls = 0
+        self.fail_at: int | None = None
+        self.fail_record = False
+        self.fail_ahead = False
+
+    def choose(self, queues: object, now: int) -> int:
+        self.calls += 1
+        if self.calls == self.fail_at:
+            raise ZeroDivisionError("choose")
+        return 0
+
+    def ahead(self, queues: object, level: int, now: int) -> int:
+        if self.fail_ahead:
+            raise ZeroDivisionError("ahead")
+        return 0
+
+    def record(self, queues: object, waiter: object) -> None:
+        if self.fail_record:
+            raise KeyError("record")
+
+    def __repr__(self) -> str:
+        return "Raises()"
+
+
+def test_a_policy_that_raises_says_so_with_the_decisions_made() -> None:
+    """P18 for a policy whose ``choose``, ``ahead`` or ``record`` raises: a
+    PolicyError in these words (the policy's error its cause), carrying the
+    decisions the call made before it, the grant ``record`` was told of
+    included. (A raw error lost them: a waiter taken from its queue and
+    charged, never told, its grant not even counted.)"""
+    policy = Raises()
+    machine = Machine(policy, 1, 2)
+    for id in "abcd":
+        machine.push(id, 0, 0)  # a and b granted at once
+    policy.calls, policy.fail_at = 0, 2
+    with pytest.raises(PolicyError) as broken:
+        machine.tick(2 * SECOND)  # c is granted, then choose raises
+    assert str(broken.value) == "Raises().choose() raised ZeroDivisionError('choose')"
+    assert isinstance(broken.value.__cause__, ZeroDivisionError)
+    assert [(d.id, d.state) for d in broken.value.decisions] == [("c", State.GRANTED)]  # type: ignore[attr-defined]
+    assert [w.id for w in machine.waiting()] == ["d"]
+    policy.fail_at, policy.fail_record = None, True
+    with pytest.raises(PolicyError) as broken:
+        machine.tick(3 * SECOND)  # d is granted, then record raises
+    assert str(broken.value) == "Raises().record() raised KeyError('record')"
+    assert [(d.id, d.state) for d in broken.value.decisions] == [("d", State.GRANTED)]  # type: ignore[attr-defined]
+    assert machine.statistics().levels[0].granted == 4  # d counted
+    policy.fail_record, policy.fail_ahead = False, True
+    with pytest.raises(PolicyError) as broken:
+        machine.min_wait(0)
+    assert str(broken.value) == "Raises().ahead() raised ZeroDivisionError('ahead')"
+    machine.check_valid()
+
+
+def test_a_newcomer_that_may_not_queue_does_not_under_a_broken_policy() -> None:
+    """P18 under a broken policy: a push at ``max_waiting`` or with a
+    deadline of ``now`` grants at once or never queues, even when the policy
+    breaks as it is asked whom to grant: the newcomer is rejected or expired, that decision in the
+    PolicyError. (It was left waiting: past its level's ``max_waiting``, or
+    with no deadline at all, and granted later.)"""
+    for kind, state in (("full", State.REJECTED), ("late", State.EXPIRED)):
+        policy = Answers()
+        machine = Machine(policy, 1, 1, max_waiting=0 if kind == "full" else None)
+        machine.tick(0)
+        policy.answer = 5
+        with pytest.raises(PolicyError) as broken:
+            machine.push("c", 0, 0, deadline=0 if kind == "late" else None)
+        decided = [(d.id, d.state) for d in broken.value.decisions]  # type: ignore[attr-defined]
+        assert decided == [("c", state)], (kind, decided)
+        assert "c" not in machine, kind
+        policy.answer = None
+        assert machine.tick(SECOND) == [], kind
+        levels = machine.statistics().levels
+        assert (levels[0].pushed, levels[0].rejected + levels[0].expired) == (1, 1), kind
+        machine.check_valid()

@@ -545,7 +545,10 @@ class Machine:
         checked; a policy whose ``ahead`` is no count raises a
         :class:`PolicyError` carrying the decisions ``out`` made before it."""
         queues = self._queues
-        ahead = self.policy.ahead(queues, level, now)
+        try:
+            ahead = self.policy.ahead(queues, level, now)
+        except Exception as error:
+            raise _raised(self.policy, "ahead", error, out) from error
         if isinstance(ahead, bool) or not isinstance(ahead, int) or ahead < 0:
             raise PolicyError(
                 f"{self.policy!r}.ahead() returned {ahead!r}, not a count of waiters (an int >= 0)",
@@ -769,18 +772,31 @@ class Machine:
         queues._append(waiter, weight)
         if waiter.deadline is not None:
             self._deadlines.add(waiter, waiter.deadline)
-        self._grant(now, out)
+        try:
+            self._grant(now, out)
+        except PolicyError as error:
+            if (full or late) and queues.get(id) is waiter:
+                # it may not queue, whatever the broken policy answered
+                self._turn_away(waiter, full, out)
+                error.decisions = tuple(out)
+            raise
         if (full or late) and queues.get(id) is waiter:
             # Not granted at once, and it may not queue.
-            self._withdraw(waiter)
-            if full:
-                self._rejected[level] += 1
-                out.append(_new(Decision, (id, _REJECTED, level, now, 0)))
-            else:
-                self._expired[level] += 1
-                out.append(_new(Decision, (id, _EXPIRED, level, now, 0)))
+            self._turn_away(waiter, full, out)
             self._grant(now, out)
         return out
+
+    def _turn_away(self, waiter: Waiter, full: bool, out: list[Decision]) -> None:
+        """A newcomer not granted at once that may not queue leaves: rejected
+        if its queue is ``full``, otherwise expired."""
+        self._withdraw(waiter)
+        id, level, now = waiter.id, waiter.level, waiter.pushed_at
+        if full:
+            self._rejected[level] += 1
+            out.append(_new(Decision, (id, _REJECTED, level, now, 0)))
+        else:
+            self._expired[level] += 1
+            out.append(_new(Decision, (id, _EXPIRED, level, now, 0)))
 
     def take(
         self,
@@ -1402,7 +1418,10 @@ class Machine:
             if owed is not None and depths[owed]:
                 level, owed = owed, None
             else:
-                level = self.policy.choose(queues, now)
+                try:
+                    level = self.policy.choose(queues, now)
+                except Exception as error:
+                    raise _raised(self.policy, "choose", error, out) from error
             if level.__class__ is not int or not 0 <= level < self.levels or not depths[level]:
                 level = self._chosen(level, out)  # (an IntEnum), or a PolicyError
             if varied:
@@ -1435,8 +1454,6 @@ class Machine:
         the decision."""
         # (unpacked at once: a named tuple's field read by name costs more)
         id, level, _, pushed_at, _, cost, flow = waiter
-        if self._record is not None:
-            self._record(self._queues, waiter)
         wait = now - pushed_at
         hists = self._hists
         if hists is not None:  # (none with keep_waits=False)
@@ -1448,6 +1465,12 @@ class Machine:
             for i, n in enumerate(cost):
                 granted[i] += n
         out.append(_new(Decision, (id, _GRANTED, level, now, wait)))
+        if self._record is not None:
+            # told last: a hook that raises leaves this grant counted and decided
+            try:
+                self._record(self._queues, waiter)
+            except Exception as error:
+                raise _raised(self.policy, "record", error, out) from error
 
     def _charge_spent(
         self, waiter: Waiter, now: int, settle_later: bool, held: bool = False
@@ -1517,7 +1540,11 @@ class Machine:
     def _choose(self, now: int, out: list[Decision]) -> int:
         """The policy's choice of a level with waiters, checked (as the
         grant loop checks it)."""
-        return self._chosen(self.policy.choose(self._queues, now), out)
+        try:
+            level = self.policy.choose(self._queues, now)
+        except Exception as error:
+            raise _raised(self.policy, "choose", error, out) from error
+        return self._chosen(level, out)
 
     def _chosen(self, level: object, out: list[Decision]) -> int:
         """The level the policy chose, checked: an ``int`` (an ``IntEnum``
@@ -1559,6 +1586,12 @@ class Machine:
         now = self._now
         if now is not None and queues and self.unit_costs and now >= source.due:
             raise AssertionError("invariant broken: a permit is available while someone waits")
+
+
+def _raised(policy: object, hook: str, error: Exception, out: list[Decision]) -> PolicyError:
+    """The error for a policy whose ``hook`` raised ``error`` (a bug in it):
+    a :class:`PolicyError` carrying the decisions ``out`` made before it."""
+    return PolicyError(f"{policy!r}.{hook}() raised {error!r}", out)
 
 
 def _no_histograms(operation: str, argument: str, value: object) -> PermitValueError:

@@ -140,7 +140,9 @@ def schedule(weights: Sequence[int]) -> tuple[int, ...]:
     Level ``i``'s ``j``-th slot (``j = 1..w_i``) stands at ``j / w_i`` of the
     cycle; slots are taken in that order, the more urgent level first on a tie.
     So ``(4, 1)`` gives ``(0, 0, 0, 0, 1)``: every 5th permit to level 1.
+    ``weights`` are checked as :class:`Shares` checks them.
     """
+    weights = _weights(weights)
     slots = sorted(
         (Fraction(j, weight), level)
         for level, weight in enumerate(weights)
