@@ -546,6 +546,16 @@ FAST_AND_SLOW = st.sampled_from([1, 7, Fraction(7, 3), 1000, 10**9, 3 * 10**9])
     ),
     changes=st.lists(st.tuples(FAST_AND_SLOW, st.integers(4, 6)), min_size=1, max_size=5),
 )
+# a refund of a grant charged more than the settle window (1 s) before: none
+@example(
+    kind="aging",
+    two=False,
+    at_spend=False,
+    rates=(1, 1),
+    bursts=(1, 4),
+    steps=[("push", 0, 0), *[("push", 0, SECOND // 3)] * 3, ("refund", 0, 400)],
+    changes=[(1, 4)],
+)
 def test_spends_and_changes_of_limit_grant_nothing_by_themselves(
     kind: str,
     two: bool,
@@ -568,7 +578,7 @@ def test_spends_and_changes_of_limit_grant_nothing_by_themselves(
         machine = Machine(policy, limits=limits, charge=charge)
     else:
         machine = Machine(policy, rates[0], bursts[1], charge=charge)
-    held: list[int] = []
+    held: list[tuple[int, int]] = []  # (id, granted at)
     now = 0
     for n, (op, arg, step) in enumerate(steps):
         now += step
@@ -577,15 +587,18 @@ def test_spends_and_changes_of_limit_grant_nothing_by_themselves(
             cost: int | dict[str, int] = {"a": arg % 2, "b": arg + 1} if two else arg + 1
             out += machine.push(n, arg % 2, now, cost=cost)
         elif op == "refund" and held:
-            out += machine.refund(held.pop(arg % len(held)), now)
+            id, at = held.pop(arg % len(held))
+            # in flight, or charged within the settle window (1 s): refundable
+            if at_spend or at >= now - SECOND:
+                out += machine.refund(id, now)
         elif op == "spend" and held:
-            spent = machine.spend(held.pop(arg % len(held)), now, settle_later=arg == 3)
+            spent = machine.spend(held.pop(arg % len(held))[0], now, settle_later=arg == 3)
             assert spent == [], ("a spend decided something by itself", spent)
         elif op == "set_limit":
             rate, burst = changes[arg % len(changes)]
             changed = machine.set_limit(now, rate=rate, burst=burst, limit="b" if two else None)
             assert changed == [], ("a change of limit decided something by itself", changed)
-        held += [d.id for d in out if d.state is State.GRANTED]  # type: ignore[misc]
+        held += [(d.id, d.at) for d in out if d.state is State.GRANTED]  # type: ignore[misc]
 
 
 @given(
