@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from permits.core import Decision, Machine, Snapshot
+from permits.core import Decision, Machine, Snapshot, State
 
 
 def rows(decisions: list[Decision]) -> list[tuple[Any, str, int, int, int]]:
@@ -28,4 +28,19 @@ def drive(machine: Machine, until: int) -> list[Decision]:
         # P12: a tick at next_tick() makes progress, or nothing could drain.
         assert after is None or after > at, ("P12: a tick at next_tick() changed nothing", at)
     out += machine.tick(until)
+    return out
+
+
+def spent_at_once(
+    machine: Machine, decisions: list[Decision], *, settle_later: bool = False
+) -> list[Decision]:
+    """``decisions``, with every permit granted among them spent at its grant
+    (and those that spending grants, in turn)."""
+    out: list[Decision] = []
+    todo = list(decisions)
+    while todo:
+        decision = todo.pop(0)
+        out.append(decision)
+        if decision.state is State.GRANTED:
+            todo += machine.spend(decision.id, decision.at, settle_later=settle_later)
     return out

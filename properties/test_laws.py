@@ -39,7 +39,7 @@ from permits.core import (
 )
 
 from configs import BIG_WEIGHTS, exact_rate
-from harness import drive, rows
+from harness import drive, rows, spent_at_once
 from reference import PolicySpec, Reference, nearest_rank
 
 Op = tuple[str, int, int]
@@ -66,19 +66,6 @@ def ops(levels: int) -> st.SearchStrategy[list[Op]]:
         ),
         max_size=60,
     )
-
-
-def spent_at_once(machine: Machine, decisions: list[Decision]) -> list[Decision]:
-    """``decisions``, with every permit granted among them spent at its grant
-    (and those that spending grants, in turn)."""
-    out: list[Decision] = []
-    todo = list(decisions)
-    while todo:
-        decision = todo.pop(0)
-        out.append(decision)
-        if decision.state is State.GRANTED:
-            todo += machine.spend(decision.id, decision.at)
-    return out
 
 
 #: A policy kind of TWO_LEVELS, a machine's rate and burst, ticks on time or

@@ -40,7 +40,7 @@ from permits.core import (
 )
 
 from configs import FLOWS, KINDS, NAMES, Config, configs
-from harness import rows
+from harness import rows, spent_at_once
 
 
 class SpendingAtOnce(RuleBasedStateMachine):
@@ -66,15 +66,9 @@ class SpendingAtOnce(RuleBasedStateMachine):
 
     def spent(self, machine: Machine, decisions: list[Decision]) -> list[Decision]:
         """``decisions``, each permit granted among them spent at its grant
-        (and those that spending grants, in turn)."""
-        out: list[Decision] = []
-        todo = list(decisions)
-        while todo:
-            decision = todo.pop(0)
-            out.append(decision)
-            if decision.state is State.GRANTED:
-                self.granted.append(decision.id)
-                todo += machine.spend(decision.id, decision.at, settle_later=self.settle_later)
+        (and those that spending grants, in turn), the ids granted noted."""
+        out = spent_at_once(machine, decisions, settle_later=self.settle_later)
+        self.granted += [d.id for d in out if d.state is State.GRANTED]
         return out
 
     def both(self, operation: str, *args: Any, **kwargs: Any) -> None:
