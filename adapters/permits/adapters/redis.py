@@ -1094,6 +1094,20 @@ class RedisLimit:
                     made = self._made = (client, *scripts)
         return made
 
+    def _run(self, keys: list[str], args: Any = (), *, probe: bool = False) -> Any:
+        """Run the limit's script (or, with ``probe``, the probe) on
+        ``keys`` with ``args`` through the synchronous client, blocking; a
+        refusal raised as a take's."""
+        try:
+            _, script, probe_script = self._sync()
+            return (probe_script if probe else script)(keys=keys, args=args)
+        except redis.exceptions.ResponseError as error:
+            raise self._refused(error) from None
+        except redis.exceptions.RedisClusterException as error:
+            if _no_node_answers(error):
+                raise redis.exceptions.ConnectionError(str(error)) from error
+            raise
+
     @property
     def _client(self) -> redis.Redis | redis.RedisCluster:
         """redis-py's synchronous client (made now if not yet)."""
@@ -1187,11 +1201,8 @@ class RedisLimit:
 
     def send(self, request: Request) -> GcraAnswer:
         """Run ``request`` (one round trip, blocking)."""
-        try:
-            reply = self._sync()[1](keys=self._keys[: request.keys], args=request.args)
-        except redis.exceptions.ResponseError as error:
-            raise self._refused(error) from None
-        return _answer(reply, len(self.limits))
+        keys = self._keys[: request.keys]
+        return _answer(self._run(keys, request.args), len(self.limits))
 
     async def asend(self, request: Request) -> GcraAnswer:
         """Run ``request`` on the asyncio client (:meth:`open_async`)."""
@@ -1256,6 +1267,10 @@ class RedisLimit:
             raise redis.exceptions.TimeoutError(
                 f"Redis at {self.url} did not answer within {self._timeout:g} s"
             ) from None
+        except redis.exceptions.RedisClusterException as error:
+            if _no_node_answers(error):
+                raise redis.exceptions.ConnectionError(str(error)) from error
+            raise
 
     def take(
         self,
@@ -1560,10 +1575,7 @@ class RedisLimit:
         limit's ``PTTL``) succeeded on a server out of memory or turned
         into a replica, and the limiter went back to Redis only to fail its
         next take."""
-        try:
-            self._sync()[2](keys=[self.key])
-        except redis.exceptions.ResponseError as error:
-            raise self._refused(error) from None
+        self._run([self.key], probe=True)
 
     async def aprobe(self) -> None:
         """:meth:`probe` on the asyncio client (:meth:`open_async`)."""
@@ -1617,6 +1629,14 @@ class RedisLimit:
             made[0].close()
 
 
+def _no_node_answers(error: redis.exceptions.RedisClusterException) -> bool:
+    """Whether ``error`` says that no node of the cluster answers: an
+    outage, raised on as a ``ConnectionError``. redis-py before 8.2 says so
+    in words only (8.2 raises ``RedisClusterUnreachableError``, in
+    :data:`_UNREACHABLE` as it is)."""
+    return "cannot be connected" in str(error)
+
+
 #: What counts as "Redis is unreachable" (a cluster without a master for
 #: the limit's slot, or moving it, included; and one whose every node is
 #: down, which redis-py's cluster client, its topology refresh finding no
@@ -1635,7 +1655,8 @@ _UNREACHABLE = (
     redis.exceptions.TryAgainError,
     redis.exceptions.ReadOnlyError,
     redis.exceptions.OutOfMemoryError,
-    # (where redis-py has it; an older one raises a plain RedisClusterException)
+    # (where redis-py has it; before 8.2, the plain RedisClusterException it
+    # raises instead is raised on as a ConnectionError: _no_node_answers)
     getattr(redis.exceptions, "RedisClusterUnreachableError", redis.exceptions.ClusterDownError),
     OSError,
 )
