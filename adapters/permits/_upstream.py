@@ -285,6 +285,8 @@ class Upstream:
         #: ``RateLimit-Policy`` field naming it said.
         self.policies: dict[str, QuotaPolicy] = {}
         self._lock = threading.Lock()
+        #: Whether a reset past max_pause was warned about.
+        self._cut_said = False
 
     def learn(self, status: int, headers: Mapping[str, str]) -> float | None:
         """Apply what a response with ``status`` and ``headers`` (any
@@ -390,8 +392,13 @@ class Upstream:
             return
         if seconds > self.max_pause:
             # (nothing left until a reset that far off would hold every
-            # request back that long, as a Retry-After: cut the same way)
-            log.warning("a reset of %s s cut to max_pause=%s s", seconds, self.max_pause)
+            # request back that long, as a Retry-After: cut the same way;
+            # said once, as a quota of a day's window comes on every response)
+            if not self._cut_said:
+                self._cut_said = True
+                log.warning(
+                    "a reset of %s s cut to max_pause=%s s (said once)", seconds, self.max_pause
+                )
             seconds = self.max_pause
         try:
             if refills is None:
