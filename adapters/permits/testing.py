@@ -89,6 +89,7 @@ def _seconds(ns: int) -> float:
 #: 1.8e299 s, its seconds times 1e9, as a limiter reads them, are past a
 #: float's range.
 _LATEST_NS = 15 * 10**307
+_LATEST_S = _LATEST_NS / 1e9
 
 
 def _duration(seconds: float) -> int:
@@ -97,8 +98,10 @@ def _duration(seconds: float) -> int:
         raise PermitTypeError("seconds", seconds, "a number of seconds")
     if not (seconds >= 0 and (isinstance(seconds, int) or math.isfinite(seconds))):
         raise PermitValueError("seconds", seconds, "must be a finite number of seconds >= 0")
-    if seconds > 1.5e299:
-        raise PermitValueError("seconds", seconds, "must be at most 1.5e+299 (the clock's range)")
+    if seconds > _LATEST_S:
+        raise PermitValueError(
+            "seconds", seconds, f"must be at most {_LATEST_S:g} (the clock's range)"
+        )
     return round(seconds * 1e9)
 
 
@@ -107,7 +110,7 @@ def _later(ns: int, seconds: float) -> int:
     later = ns + _duration(seconds)
     if later > _LATEST_NS:
         raise PermitValueError(
-            "seconds", seconds, f"would move the clock ({ns / 1e9!r} s) past 1.5e+299 s"
+            "seconds", seconds, f"would move the clock ({ns / 1e9!r} s) past {_LATEST_S:g} s"
         )
     return later
 
