@@ -1285,14 +1285,19 @@ async def test_a_permit_granted_as_the_limiter_closes_to_a_caller_that_leaves_go
 
         limiter._dispatch = closing  # type: ignore[method-assign]
 
+        left = anyio.Event()
+
         async def caller() -> None:
-            with scope:
-                await limiter.acquire()
+            try:
+                with scope:
+                    await limiter.acquire()
+            finally:
+                left.set()
 
         tg.start_soon(caller)
         with anyio.fail_after(5):
-            while not limiter.closed:
-                await anyio.sleep(0.001)
+            await left.wait()  # it left before the closing (leaving the block) was done
+        assert limiter.closed
     assert scope.cancelled_caught
     other = peek(redis_server, name, rate=1, burst=10)
     try:
