@@ -133,6 +133,11 @@ class Config:
             return units[0]
         return {name: n for name, n in zip(NAMES, units, strict=False) if n}
 
+    def settle(self, named: dict[int, int]) -> dict[str, int]:
+        """A settle's actual cost naming the limits in ``named`` (units by
+        limit index), as a caller writes it."""
+        return {NAMES[i]: n for i, n in named.items()}
+
     @property
     def interval(self) -> Fraction:
         return SECOND / self.exact_rate

@@ -254,6 +254,12 @@ MUTANTS: dict[str, tuple[str, str, str, str]] = {
         " *later]",
         "a settle below the cost charges more, and above it gives back",
     ),
+    "settle-zeroes-the-unnamed": (
+        "checks.py",
+        "settled.get(i, units) for i, units in enumerate(asked)",
+        "settled.get(i, 0) for i, units in enumerate(asked)",
+        "a settle naming only tokens gives back the request it leaves out",
+    ),
     "forget-the-pause": (
         "_bucket.py",
         "        if until > self.until:\n",

@@ -23,7 +23,7 @@ granted, as long as the bucket holds its cost.
 from __future__ import annotations
 
 import math
-from collections.abc import Hashable, Sequence
+from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any
@@ -496,10 +496,12 @@ class Reference:
         stats.units = [a - b for a, b in zip(stats.units, held.cost, strict=True)]
         return out + self.settle(now)
 
-    def settle_cost(self, id: Hashable, actual: tuple[int, ...], now: int) -> list[Row]:
-        """``id``'s grant cost ``actual`` after all: as if it had asked for it."""
+    def settle_cost(self, id: Hashable, named: Mapping[int, int], now: int) -> list[Row]:
+        """``id``'s grant cost ``named`` (units by limit index) after all, as
+        if it had asked for it; a limit ``named`` leaves out, what it asked."""
         out = self.settle(now)
         held = self.held.pop(id)
+        actual = tuple(named.get(i, asked) for i, asked in enumerate(held.cost))
         stats = self.stats[held.level]
         stats.units = [u + a - c for u, a, c in zip(stats.units, actual, held.cost, strict=True)]
         if held.charge is None:

@@ -724,7 +724,7 @@ def test_the_queries_errors_in_words() -> None:
             ),
         )
         refused(
-            functools.partial(paced.settled, 0, 1, 0),
+            functools.partial(paced.settled, 0, 1, {}),  # an actual that fits both
             *valued(
                 "supplied",
                 False,
@@ -1103,6 +1103,14 @@ def test_the_costs_and_weights_errors_in_words() -> None:
             actual = (refusal[0], "actual", refusal[2], refusal[3].replace("cost=", "actual=", 1))
             refused(functools.partial(machine.settle, "banked", bad, 0), *actual)
             assert machine.snapshot() == before, ("P18", bad)
+    one_number = valued(
+        "actual",
+        900,
+        f"is one number for several limits ({two_names}): name the units of each limit it "
+        "settles, such as {'tokens': 900} (a limit left out keeps the units its permit asked for)",
+    )
+    refused(functools.partial(machine.settle, "banked", 900, 0), *one_number)
+    assert machine.snapshot() == before, "P18: which limit would one number settle?"
     assert machine.min_wait(0, cost={"tokens": 0}) == machine.min_wait(0, cost=0), "P18"
     proxied = Machine(Fifo(), limits=two)
     proxied.push("banked", 0, 0, cost=MappingProxyType({"requests": 10, "tokens": 500}))

@@ -814,10 +814,16 @@ class PolicyMachine(RuleBasedStateMachine):
         (P13), and P1 holds over the lesser of the two."""
         self.advance(steps)
         now = self.now
-        units = tuple(
+        drawn = tuple(
             data.draw(st.integers(0, burst + 2), label="actual") for _, burst in self.config.limits
         )
-        actual = self.config.cost(units) if any(units) else 0
+        actual: int | dict[str, int]
+        if len(drawn) == 1:
+            named, actual = {0: drawn[0]}, drawn[0]
+        else:
+            # The limits it names; a limit it leaves out keeps its cost.
+            named = {i: n for i, n in enumerate(drawn) if data.draw(st.booleans(), label="named")}
+            actual = self.config.settle(named)
         if not self.model.can_settle(id, now):
             before = fingerprint(self.core)
             with pytest.raises(NotRefundable) as refused:
@@ -830,10 +836,10 @@ class PolicyMachine(RuleBasedStateMachine):
         self.disturb()
         if held.charge is None:
             self.charge(now, id, held.cost)  # spent now, for what it cost
-        self.charged.pop(id).actual = units
+        self.charged.pop(id).actual = tuple(named.get(i, n) for i, n in enumerate(held.cost))
         self.check_decisions(out, now)  # what the settle gave back, granted
         self.follow(out)
-        self.compare(out, self.model.settle_cost(id, units, now))
+        self.compare(out, self.model.settle_cost(id, named, now))
         self.check_limit()
         self.take_at_once()
 
@@ -1151,7 +1157,7 @@ class PolicyMachine(RuleBasedStateMachine):
             ),
             "settle-actual-negative": (lambda: core.settle(0, -1, now), PermitValueError),
             "settle-actual-float": (lambda: core.settle(0, 0.5, now), PermitTypeError),  # type: ignore[arg-type]
-            "settle-id-unhashable": (lambda: core.settle(unhashable, 1, now), PermitTypeError),
+            "settle-id-unhashable": (lambda: core.settle(unhashable, {}, now), PermitTypeError),
             "spend-settle_later-int": (lambda: core.spend(0, now, settle_later=1), PermitTypeError),  # type: ignore[arg-type]
             "take-settle_later-int": (
                 lambda: core.take(fresh, 0, now, settle_later=1),  # type: ignore[arg-type]

@@ -248,6 +248,19 @@ def costs(config: Config, low: int, upto: int) -> st.SearchStrategy[Cost]:
     )
 
 
+def actuals(config: Config, upto: int) -> st.SearchStrategy[Cost]:
+    """A settle's actual costs up to ``upto`` units: an int for one limit;
+    for several, a mapping naming some of them (a limit left out keeps its
+    cost), or an int (refused, as bad input)."""
+    if len(config.limits) == 1:
+        return st.integers(0, upto)
+    names = config.names()
+    return st.one_of(
+        st.fixed_dictionaries({}, optional={name: st.integers(0, upto) for name in names}),
+        st.integers(0, upto),
+    )
+
+
 @st.composite
 def scripts(draw: st.DrawFn) -> Script:
     config = draw(configs())
@@ -301,7 +314,7 @@ def scripts(draw: st.DrawFn) -> Script:
         elif kind == "cancel":
             op = Cancel(recent, draw(st.booleans()))
         elif kind == "settle":
-            op = Settle(recent, draw(costs(config, 0, max_burst + 1)))
+            op = Settle(recent, draw(actuals(config, max_burst + 1)))
         else:
             op = draw(limit_ops)
         then_cancel = None
@@ -331,6 +344,14 @@ def _units(config: Config, cost: Cost) -> tuple[int, ...]:
     if isinstance(cost, int):
         return tuple(cost for _ in names)
     return tuple(cost.get(name, 0) for name in names)
+
+
+def _settled(config: Config, held: tuple[int, ...], actual: Cost) -> tuple[int, ...]:
+    """The units a caller holding ``held`` holds once settled at ``actual``:
+    the limits it names; a limit it leaves out, as held."""
+    if isinstance(actual, int):
+        return _units(config, actual)
+    return tuple(actual.get(name, n) for name, n in zip(config.names(), held, strict=True))
 
 
 # -- the core, driven the adapters' way ---------------------------------------
@@ -444,7 +465,7 @@ def core_run(script: Script) -> tuple[Outcomes, Machine, dict[int, tuple[int, ..
         elif not isinstance(op, Settle) or (op.caller in held and not levels[op.caller].try_):
             call(op, functools.partial(_core_op, machine, config, op, now))
             if isinstance(op, Settle) and out[f"call {calls - 1} settle"][0] == "ok":
-                held[op.caller] = _units(config, op.actual)
+                held[op.caller] = _settled(config, held[op.caller], op.actual)
         unfinished = sorted(c for c in waiting | set(flying) if c < before)
         if step.then_cancel is not None and step.then_cancel < len(unfinished):
             cancel(unfinished[step.then_cancel])
@@ -692,7 +713,7 @@ def _limiter_op(
 
             def settle_one() -> None:
                 permits[i].settle(actual)
-                held[i] = _units(config, actual)
+                held[i] = _settled(config, held[i], actual)
 
             call("settle", settle_one)
     elif isinstance(op, SetLimit):

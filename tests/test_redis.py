@@ -501,7 +501,7 @@ async def test_bad_costs_and_changes() -> None:
         assert error.value.argument == "rate"
         assert limiter.limits == limits
         with pytest.raises(NotRefundable):
-            limiter._settle(12345, 1)  # never granted
+            limiter._settle(12345, {"tokens": 1})  # never granted
         assert limiter._pending == []  # nothing was sent
     finally:
         limit.close()
@@ -1091,6 +1091,31 @@ async def test_settle_on_the_shared_key(redis_server: RedisServer) -> None:
     check = peek(redis_server, name, rate=0.1, burst=10)
     try:
         assert check.take().remaining == (4,)  # 10 - 5 - 0 - this one
+    finally:
+        check.close()
+
+
+@pytest.mark.anyio
+async def test_a_settle_keeps_on_the_shared_key_the_limits_it_leaves_out(
+    redis_server: RedisServer,
+) -> None:
+    """P41 with several limits: a settle naming only ``tokens`` gives back
+    tokens and keeps the request on the shared key; one bare number, which
+    names no limit, is refused and changes nothing."""
+    name = fresh()
+    limits = {"requests": Limit(Fraction(1, 10), burst=5), "tokens": Limit(Fraction(1, 10), 100)}
+    async with open_limiter(
+        Fifo(1), redis_server.url, name=name, limits=limits, settle_window=5
+    ) as limiter:
+        permit = await limiter.acquire(cost={"requests": 1, "tokens": 60})
+        with pytest.raises(PermitValueError, match=r"^actual=20: is one number for several"):
+            permit.settle(20)
+        permit.settle({"tokens": 20})  # 40 back, the request kept
+        assert limiter.statistics().levels[0].units_granted == (1, 20)
+        await sent(limiter)
+    check = peek(redis_server, name, limits=limits)
+    try:
+        assert check.take(cost=(0, 1)).remaining == (4, 79)  # 5 - 1; 100 - 20 - this one
     finally:
         check.close()
 

@@ -250,7 +250,7 @@ def test_costs_flows_settle_and_a_pause() -> None:
         permit.settle({"requests": 1, "tokens": 10})  # 90 tokens back
         assert limiter.try_acquire(cost={"tokens": 90}), "the 90 given back are free now"
         with pytest.raises(NotRefundable, match=r"settle_window=60\.0 seconds$"):
-            permit.settle(0)
+            permit.settle({"tokens": 0})
         with limiter.permit(flow="acme") as held:
             assert held.flow == "acme"
         limiter.pause_for(0.2)

@@ -101,9 +101,10 @@ class PermitsMiddleware:
     :param level: the level of a request (default: the limiter's current level).
     :param flow: the flow (tenant) of a request (default: none).
     :param cost: what a request asks for (1 by default).
-    :param settle: what a response and its body say the call cost (a
-        mapping names every limit: one it leaves out is settled at 0;
-        ``None`` keeps the cost asked for); the
+    :param settle: what a response and its body say the call cost (as
+        :meth:`Permit.settle <permits.adapters.Permit.settle>` takes it: a
+        limit a mapping leaves out keeps its cost; ``None`` keeps the whole
+        cost asked for); the
         limiter needs a ``settle_window``. Not called for a 429 or 503; a
         response later than ``settle_window`` keeps the cost asked for,
         with a warning (and one that comes after the limiter closed reaches

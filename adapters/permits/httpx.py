@@ -227,8 +227,9 @@ class AsyncPermitsTransport(httpx.AsyncBaseTransport):
     :param level: the level of a request its extensions do not name.
     :param flow: the flow (tenant) of a request its extensions do not name.
     :param cost: what a request asks for (1 by default).
-    :param settle: what a response says the call cost (a mapping names
-        every limit: one it leaves out is settled at 0; ``None`` keeps the
+    :param settle: what a response says the call cost (as
+        :meth:`Permit.settle <permits.adapters.Permit.settle>` takes it: a
+        limit a mapping leaves out keeps its cost; ``None`` keeps the whole
         cost asked for), asked once the
         client has read its body to the end (a response closed before keeps
         the cost asked for); the limiter needs a ``settle_window``. Not

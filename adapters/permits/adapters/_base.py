@@ -371,8 +371,10 @@ class Permit:
         self.flow = flow
 
     def settle(self, actual: int | Mapping[str, int]) -> None:
-        """The call cost ``actual`` after all (an ``int``: that many units of
-        every limit; or a mapping of limit names to units): less than asked
+        """The call cost ``actual`` after all: a mapping of limit names to
+        units (a limit it leaves out keeps the units asked for), or, with
+        one limit, an ``int`` (with several, refused: which would it
+        settle?). Less than asked
         gives the difference back at once, more is charged to the permits
         after it. Accepted within the limiter's ``settle_window`` of the
         caller proceeding, once; :class:`~permits.core.NotRefundable`

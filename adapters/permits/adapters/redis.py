@@ -78,7 +78,14 @@ from permits.core import (
     across_processes,
 )
 from permits.core import Policy as _Policy
-from permits.core.checks import check_int, check_limits, check_rate, check_units
+from permits.core.checks import (
+    check_actual,
+    check_int,
+    check_limits,
+    check_rate,
+    check_units,
+    settled_units,
+)
 
 from ._base import AsyncOpening, Event, _nanoseconds
 from ._recording import Recording
@@ -2080,12 +2087,13 @@ class RedisLimiter(_AnyioLimiter):
         """Charge, or give back, the difference on the shared key."""
         if self._closed is not None:
             raise self._refused()
-        units = self.limit.units("actual", actual, within_burst=False)  # debt is allowed
+        settled = check_actual(actual, list(self.limits), "this one")  # debt is allowed: no burst
         self._forget_settles(self._now())
         entry = self._settleable.get(id)
         if entry is None:
             raise NotRefundable(id)
         asked, _, level, charged = entry
+        units = settled_units(asked, settled)
         delta = tuple(a - b for a, b in zip(units, asked, strict=True))
         # checked before anything changes: a debt Redis cannot hold is refused
         charge = self.limit.ask_charge(delta, argument="actual", value=actual)

@@ -46,7 +46,15 @@ from ._limits import Limit
 from ._policies import MAX_LEVELS, Policy
 from ._queues import Queues, Waiter
 from ._stats import Busiest, FlowStatistics, LevelStatistics, Statistics, WaitHistogram
-from .checks import check_hashable, check_int, check_limits, check_rate, check_units
+from .checks import (
+    check_actual,
+    check_hashable,
+    check_int,
+    check_limits,
+    check_rate,
+    check_units,
+    settled_units,
+)
 
 #: The largest weight of a flow.
 MAX_WEIGHT = 1_000_000
@@ -975,8 +983,9 @@ class Machine:
         return out
 
     def settle(self, id: Hashable, actual: int | Mapping[str, int], now: int) -> list[Decision]:
-        """At ``now``, ``id``'s call turned out to cost ``actual`` (an ``int``
-        for every limit, or a mapping from limit names to units).
+        """At ``now``, ``id``'s call turned out to cost ``actual``: a mapping
+        from limit names to units (a limit it leaves out keeps the units the
+        permit asked for), or, on a machine with one limit, an ``int``.
 
         Ticks to ``now``, then charges the permit ``actual`` instead of what
         it asked for, exactly as if it had asked for ``actual`` (the later
@@ -989,14 +998,14 @@ class Machine:
         ``settle_later=True``, or not spent).
         """
         now = self._check_now(now)
-        units = self._cost("actual", actual)
+        settled = check_actual(actual, list(self._index))
         if isinstance(self._source, Outside):
             raise refuse_outside("id", id, "settle()")
         grant = self._ledger.settleable(id, now)
         if grant is None:
             raise NotRefundable(id)
         out = self.tick(now)
-        self._reprice(grant, units, now)
+        self._reprice(grant, settled_units(grant.cost, settled), now)
         self._grant(now, out)
         return out
 
@@ -1199,6 +1208,7 @@ class Machine:
         self, level: int, cost: int | Mapping[str, int], actual: int | Mapping[str, int]
     ) -> None:
         """A permit granted at ``level`` for ``cost`` was settled at ``actual``
+        (as :meth:`settle` reads it: a limit it leaves out keeps its ``cost``)
         by the source outside, which charges or gives back the difference
         (a limit shared through Redis): the statistics count ``actual``
         units for it from now on (``units_granted``, P20). Changes nothing
@@ -1206,7 +1216,7 @@ class Machine:
         ``supplied`` machine (a paced one settles its own: :meth:`settle`)."""
         level = self._check_level(level)
         asked = self._cost("cost", cost)
-        units = self._cost("actual", actual)
+        units = settled_units(asked, check_actual(actual, list(self._index)))
         if not isinstance(self._source, Outside):
             raise refuse_paced("supplied", False, "settled()")
         granted = self._units[level]

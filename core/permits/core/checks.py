@@ -9,7 +9,7 @@ and returns the value normalised.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from decimal import Decimal
 from fractions import Fraction
 from typing import TYPE_CHECKING
@@ -19,7 +19,15 @@ from ._errors import PermitTypeError, PermitValueError
 if TYPE_CHECKING:
     from ._limits import Limit
 
-__all__ = ["check_hashable", "check_int", "check_limits", "check_rate", "check_units"]
+__all__ = [
+    "check_actual",
+    "check_hashable",
+    "check_int",
+    "check_limits",
+    "check_rate",
+    "check_units",
+    "settled_units",
+]
 
 
 def check_int(argument: str, value: object, minimum: int | None = None) -> int:
@@ -55,6 +63,47 @@ def check_units(argument: str, name: str, units: object) -> int:
     if units < 0:
         raise PermitValueError(argument, units, f"the units of limit {name!r} must be at least 0")
     return int(units)
+
+
+def check_actual(
+    actual: object, names: Sequence[str], whose: str = "this machine"
+) -> dict[int, int]:
+    """A settle's ``actual`` cost: the units of each limit it settles, by
+    the limit's index in ``names`` (the limits of ``whose``, in order).
+
+    A mapping settles the limits it names; a limit it leaves out keeps the
+    units its permit asked for (settling ``{"tokens": 900}`` keeps the
+    request). An ``int`` settles the one limit, and is refused where there
+    are several: which would it be?
+    """
+    if isinstance(actual, Mapping):
+        settled: dict[int, int] = {}
+        for name, units in actual.items():
+            if name not in names:
+                raise PermitValueError(
+                    "actual", actual, f"names no limit of {whose} ({list(names)})"
+                )
+            settled[names.index(name)] = check_units("actual", name, units)
+        return settled
+    if isinstance(actual, bool) or not isinstance(actual, int):
+        raise PermitTypeError("actual", actual, "an int, or a mapping of limit names to ints")
+    units = check_int("actual", actual, 0)
+    if len(names) > 1:
+        raise PermitValueError(
+            "actual",
+            actual,
+            f"is one number for several limits ({list(names)}): name the units of each limit "
+            f"it settles, such as {{{names[-1]!r}: {units}}} (a limit left out keeps the units "
+            "its permit asked for)",
+        )
+    return {0: units}
+
+
+def settled_units(asked: tuple[int, ...], settled: dict[int, int]) -> tuple[int, ...]:
+    """The units, one per limit, of a permit that asked ``asked``, settled
+    as ``settled`` (from :func:`check_actual`) says: the limits it names,
+    the others as asked."""
+    return tuple(settled.get(i, units) for i, units in enumerate(asked))
 
 
 def check_rate(value: object, argument: str = "rate") -> Fraction:
