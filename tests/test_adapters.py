@@ -577,6 +577,28 @@ async def test_a_limiter_says_what_it_is(open_limiter: OpenLimiter, case: tuple[
 
 
 @pytest.mark.parametrize("adapter", [asyncio_adapter, anyio_adapter, trio_adapter])
+def test_an_open_limiter_entered_twice_says_to_call_it_again(adapter: Any) -> None:
+    """An ``open_limiter(...)`` kept (at module level, say) and entered a
+    second time is refused saying to call ``open_limiter`` for each block
+    (contextlib said ``AttributeError: ... has no attribute 'args'``)."""
+
+    async def main() -> None:
+        opening = adapter.open_limiter(Fifo(), 10)
+        async with opening as limiter:
+            await limiter.acquire()
+        with pytest.raises(RuntimeError, match=r"entered once: call open_limiter\(\.\.\.\) again"):
+            async with opening:
+                pass
+
+    if adapter is trio_adapter:
+        import trio
+
+        trio.run(main)
+    else:
+        asyncio.run(main())
+
+
+@pytest.mark.parametrize("adapter", [asyncio_adapter, anyio_adapter, trio_adapter])
 def test_an_open_limiter_used_unopened_says_how_to_open_it(adapter: Any) -> None:
     """``limiter = open_limiter(...)`` then ``limiter.acquire()``, or a plain
     ``with``, are each refused saying to write ``async with

@@ -310,6 +310,20 @@ def test_with_a_limiter_is_refused_saying_what_to_write() -> None:
         limiter.acquire()
 
 
+def test_an_open_limiter_entered_twice_says_to_call_it_again() -> None:
+    """An ``open_limiter(...)`` kept and entered a second time (contextlib
+    said ``AttributeError: args``) is refused saying to call
+    ``open_limiter`` for each block."""
+    opening = open_limiter(Fifo(), 10)
+    with opening as limiter:
+        limiter.acquire()
+    with (
+        pytest.raises(RuntimeError, match=r"entered once: call open_limiter\(\.\.\.\) again"),
+        opening,
+    ):
+        pass
+
+
 def test_a_limiter_made_by_hand_refuses_at_once() -> None:
     limiter = Limiter(Fifo(), 10)
     with pytest.raises(RuntimeError, match=r"with open_limiter\(\.\.\.\)"):

@@ -292,10 +292,22 @@ class _Opening:
     instead of naming contextlib's private classes. (It is not awaitable:
     code that awaits whatever is awaitable leaves it alone.)"""
 
-    __slots__ = ("_usage",)
+    __slots__ = ("_entered", "_usage")
 
     def __init__(self, usage: str) -> None:
         self._usage = usage  # e.g. "async with open_limiter(...) as limiter:"
+        self._entered = False
+
+    def _enter(self) -> None:
+        """Refuse a second entry (kept at module level, entered by each
+        test), which contextlib's manager refused naming its own
+        attribute (``args``)."""
+        if self._entered:
+            raise RuntimeError(
+                "an open_limiter(...) opens one limiter, entered once: call open_limiter(...) "
+                f"again for each block, `{self._usage}`"
+            )
+        self._entered = True
 
     def __getattr__(self, name: str) -> NoReturn:
         if name.startswith("__"):
@@ -321,6 +333,7 @@ class AsyncOpening(_Opening, AbstractAsyncContextManager[_Opened]):
         self._manager = manager
 
     async def __aenter__(self) -> _Opened:
+        self._enter()
         return await self._manager.__aenter__()
 
     async def __aexit__(self, *exc_info: Any) -> bool | None:
@@ -339,6 +352,7 @@ class Opening(_Opening, AbstractContextManager[_Opened]):
         self._manager = manager
 
     def __enter__(self) -> _Opened:
+        self._enter()
         return self._manager.__enter__()
 
     def __exit__(self, *exc_info: Any) -> bool | None:
