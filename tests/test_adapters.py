@@ -2316,6 +2316,26 @@ async def test_async_with_a_limiter_is_refused(open_limiter: OpenLimiter) -> Non
         await limiter.acquire()
 
 
+@pytest.mark.redis
+async def test_a_permit_entered_by_a_plain_with_says_to_write_async_with(
+    open_limiter: OpenLimiter,
+) -> None:
+    """``with limiter.permit(level):`` in an ``async def`` (the thread
+    adapter's idiom) is refused saying to write ``async with`` (Python's own
+    error named contextlib's private class); it takes no permit, and the
+    limiter still works."""
+    async with open_limiter(Fifo(), 10) as limiter:
+        block: Any = limiter.permit(0)
+        with (
+            pytest.raises(TypeError, match=r"write `async with limiter\.permit\(\.\.\.\) as "),
+            block,
+        ):
+            pass
+        assert limiter.statistics().levels[0].pushed == 0
+        async with limiter.permit(0) as permit:
+            assert permit.level == 0
+
+
 @pytest.mark.threads
 @pytest.mark.redis
 async def test_a_flow_whose_hash_fails_is_refused_and_the_limiter_works_on(

@@ -310,6 +310,29 @@ def test_with_a_limiter_is_refused_saying_what_to_write() -> None:
         limiter.acquire()
 
 
+def test_a_permit_entered_by_async_with_says_to_write_with() -> None:
+    """``async with limiter.permit(level):`` (the async adapters' idiom) on
+    a thread limiter is refused saying to write ``with`` and, in an event
+    loop, which adapter to use (Python's own error named contextlib's
+    private class); it takes no permit."""
+    import asyncio
+
+    with open_limiter(Fifo(), 10) as limiter:
+
+        async def async_with() -> None:
+            block: Any = limiter.permit()
+            async with block:
+                pass
+
+        with pytest.raises(
+            TypeError, match=r"write `with limiter\.permit\(\.\.\.\) as permit:`.*asyncio"
+        ):
+            asyncio.run(async_with())
+        assert limiter.statistics().levels[0].pushed == 0
+        with limiter.permit() as permit:
+            assert permit.level == 0
+
+
 def test_an_open_limiter_entered_twice_says_to_call_it_again() -> None:
     """An ``open_limiter(...)`` kept and entered a second time (contextlib
     said ``AttributeError: args``) is refused saying to call

@@ -361,6 +361,57 @@ class Opening(_Opening, AbstractContextManager[_Opened]):
     __aenter__ = __aexit__ = _Opening._wrong_block
 
 
+class _AsyncPermitBlock(AbstractAsyncContextManager["Permit"]):
+    """What an async limiter's ``permit()`` returns: entered by ``async
+    with``; a plain ``with`` (the thread adapter's idiom) is refused saying
+    so, not naming contextlib's private class, and takes no permit."""
+
+    __slots__ = ("_manager",)
+
+    def __init__(self, manager: AbstractAsyncContextManager[Permit]) -> None:
+        self._manager = manager
+
+    async def __aenter__(self) -> Permit:
+        return await self._manager.__aenter__()
+
+    async def __aexit__(self, *exc_info: Any) -> bool | None:
+        return await self._manager.__aexit__(*exc_info)
+
+    def _wrong_block(self, *args: object) -> NoReturn:
+        raise TypeError(
+            "an async limiter's permit is entered by `async with`: "
+            "write `async with limiter.permit(...) as permit:`"
+        )
+
+    __enter__ = __exit__ = _wrong_block
+
+
+class _PermitBlock(AbstractContextManager["Permit"]):
+    """What the thread limiter's ``permit()`` returns: entered by ``with``;
+    an ``async with`` (the async adapters' idiom) is refused saying so, not
+    naming contextlib's private class, and takes no permit."""
+
+    __slots__ = ("_manager",)
+
+    def __init__(self, manager: AbstractContextManager[Permit]) -> None:
+        self._manager = manager
+
+    def __enter__(self) -> Permit:
+        return self._manager.__enter__()
+
+    def __exit__(self, *exc_info: Any) -> bool | None:
+        return self._manager.__exit__(*exc_info)
+
+    async def _wrong_block(self, *args: object) -> NoReturn:
+        raise TypeError(
+            "a threads limiter's permit is entered by `with`: write `with limiter.permit(...) "
+            "as permit:` (it blocks the thread; in an event loop, use permits.adapters.asyncio, "
+            ".trio or .anyio)"
+        )
+
+    __aenter__ = __aexit__ = _wrong_block
+
+
 class Permit:
     """The permit a caller holds: what it asked for, and the way to say what
     its call cost after all (:meth:`settle`)."""
@@ -1140,8 +1191,7 @@ class BaseLimiter(_Limiting):
         assert waiter.decision is not None
         return self._outcome(id, waiter.decision, cost, flow, timeout, self._now())
 
-    @asynccontextmanager
-    async def permit(
+    def permit(
         self,
         level: int | None = None,
         *,
@@ -1149,8 +1199,22 @@ class BaseLimiter(_Limiting):
         flow: Hashable = None,
         timeout: float | None = None,
         max_wait: float | None = None,
-    ) -> AsyncIterator[Permit]:
+    ) -> AbstractAsyncContextManager[Permit]:
         """``async with limiter.permit(level, cost=...) as permit:`` --
         :meth:`acquire`, then the block; ``permit.settle(actual)`` works in
         it and after it."""
+        return _AsyncPermitBlock(
+            self._permit(level, cost=cost, flow=flow, timeout=timeout, max_wait=max_wait)
+        )
+
+    @asynccontextmanager
+    async def _permit(
+        self,
+        level: int | None,
+        *,
+        cost: int | Mapping[str, int],
+        flow: Hashable,
+        timeout: float | None,
+        max_wait: float | None,
+    ) -> AsyncIterator[Permit]:
         yield await self.acquire(level, cost=cost, flow=flow, timeout=timeout, max_wait=max_wait)
