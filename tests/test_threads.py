@@ -679,8 +679,10 @@ def test_a_permit_in_flight_at_a_fork_is_not_lost_in_the_child(
     1, every wait in the child timed out; the child hands it back."""
     from permits.adapters import _base
 
-    with open_limiter(Fifo(), 20, 1) as limiter:
-        limiter.acquire()  # the permit free: the next is 50 ms away
+    # The next permit 500 ms away: the thread below must find none free
+    # (its take would succeed, and no permit be held, were it 50 ms late).
+    with open_limiter(Fifo(), 2, 1) as limiter:
+        limiter.acquire()  # the permit free: the next is 500 ms away
         original = _base.Permit
         made: list[object] = []
         granted, forked = threading.Event(), threading.Event()
