@@ -337,10 +337,13 @@ async def test_a_transport_of_the_other_kind_is_refused() -> None:
         assert AsyncPermitsTransport(async_limiter, mock).transport is mock
 
 
-def test_a_response_is_closed_when_learning_from_it_fails() -> None:
-    """The limiter closes while a request is in flight: the 429 that comes
-    back cannot pause it, the error goes to the caller, and the response
-    is closed, not leaked."""
+def test_a_response_is_closed_when_learning_from_it_fails(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Learning from a response fails (here, on purpose): the error goes
+    to the caller, and the response is closed, not leaked. (A 429 that
+    comes after the limiter closed teaches nothing and reaches the caller:
+    test_a_429_answered_while_the_limiter_closed_reaches_the_caller.)"""
     closed: list[bool] = []
 
     class Stream(httpx.SyncByteStream):
@@ -350,13 +353,15 @@ def test_a_response_is_closed_when_learning_from_it_fails() -> None:
         def close(self) -> None:
             closed.append(True)
 
+    def upstream(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(429, headers={"Retry-After": "1"}, stream=Stream())
+
+    def fails(status: int, headers: Any) -> None:
+        raise LimiterClosed()
+
     with threads.open_limiter(Fifo(), 10) as limiter:
-
-        def upstream(request: httpx.Request) -> httpx.Response:
-            limiter.close()
-            return httpx.Response(429, headers={"Retry-After": "1"}, stream=Stream())
-
         transport = PermitsTransport(limiter, httpx.MockTransport(upstream))
+        monkeypatch.setattr(transport.upstream, "learn", fails)
         with httpx.Client(transport=transport) as client, pytest.raises(LimiterClosed):
             client.get("http://upstream.example/")
     assert closed == [True]
@@ -1220,6 +1225,54 @@ def test_a_response_with_limit_headers_served_while_the_limiter_closed_reaches_t
             response = sent.result()
         assert (response.status_code, response.content) == (200, b'{"ok": true}')
         assert transport.upstream.malformed == 0
+
+
+@pytest.mark.parametrize("retries", [0, 2])
+def test_a_429_answered_while_the_limiter_closed_reaches_the_caller(retries: int) -> None:
+    """The limiter closes (a shutdown) while a request is at the upstream,
+    which answers 429 with ``Retry-After``: the pause it asked for raised
+    ``LimiterClosed`` and the response was lost, where a 200 with the same
+    limit headers reached the caller (README: a response that comes after
+    the limiter closed reaches the caller, its rate-limit headers teaching
+    nothing). Nothing is retried: the limiter is closed."""
+    script = Script((429, {"Retry-After": "1", "x-ratelimit-remaining-requests": "0"}), delay=0.3)
+    with (
+        serve_script(script) as url,
+        threads.open_limiter(Fifo(), limits={"requests": Limit(100, burst=10)}) as limiter,
+    ):
+        transport = PermitsTransport(limiter, retries=retries)
+        with httpx.Client(transport=transport) as client, ThreadPoolExecutor(1) as pool:
+            sent = pool.submit(client.get, url)
+            while not script.bodies:  # the request is at the upstream
+                time.sleep(0.01)
+            limiter.close()
+            response = sent.result()
+        assert (response.status_code, response.headers["retry-after"]) == (429, "1")
+        assert len(script.bodies) == 1, "not sent again"
+        assert transport.upstream.throttled == 1
+
+
+@pytest.mark.anyio
+async def test_a_429_answered_while_the_limiter_closed_reaches_the_caller_async() -> None:
+    """As above, through the async transport."""
+    script = Script((429, {"Retry-After": "1"}), delay=0.3)
+    with serve_script(script) as url:
+        async with (
+            asyncio_adapter.open_limiter(Fifo(), 100, 10) as limiter,
+            httpx.AsyncClient(transport=AsyncPermitsTransport(limiter, retries=1)) as client,
+            anyio.create_task_group() as tasks,
+        ):
+            responses: list[httpx.Response] = []
+
+            async def send() -> None:
+                responses.append(await client.get(url))
+
+            tasks.start_soon(send)
+            while not script.bodies:  # the request is at the upstream
+                await anyio.sleep(0.01)
+            await limiter.aclose()
+        assert [r.status_code for r in responses] == [429]
+        assert len(script.bodies) == 1, "not sent again"
 
 
 @pytest.mark.parametrize("lines", [["30", "30"], ["10", "30"]])

@@ -306,9 +306,13 @@ class Upstream:
                         "Retry-After of %s s cut to max_pause=%s s", seconds, self.max_pause
                     )
                     seconds = self.max_pause
-                self.limiter.pause_for(seconds)
-                self._count("pauses")
-                pause = self.limiter.pause_left()
+                try:
+                    self.limiter.pause_for(seconds)
+                except LimiterClosed:
+                    pass  # closed while the call was out, as in _adopt: the response goes on
+                else:
+                    self._count("pauses")
+                    pause = self.limiter.pause_left()
         for name in self.limiter.limits:
             remaining = headers.get(f"x-ratelimit-remaining-{name}")
             reset = headers.get(f"x-ratelimit-reset-{name}")
