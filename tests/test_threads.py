@@ -347,6 +347,25 @@ def test_an_open_limiter_entered_twice_says_to_call_it_again() -> None:
         pass
 
 
+def test_a_pools_thread_does_not_inherit_the_level_a_decorated_function_does() -> None:
+    """As README says: ``with level(BATCH):`` around ``pool.submit(fetch)``
+    leaves the pool's thread at ``default_level`` (a context variable is not
+    passed to it), the most urgent by default; ``level(BATCH)(fetch)``
+    submitted is at BATCH."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from permits.adapters import level
+
+    with open_limiter(StrictPriority(2), 100, 5) as limiter:
+
+        def fetch() -> int:
+            return limiter.acquire().level
+
+        with level(1), ThreadPoolExecutor(1) as pool:
+            assert pool.submit(fetch).result() == 0
+            assert pool.submit(level(1)(fetch)).result() == 1
+
+
 def test_a_limiter_made_by_hand_refuses_at_once() -> None:
     limiter = Limiter(Fifo(), 10)
     with pytest.raises(RuntimeError, match=r"with open_limiter\(\.\.\.\)"):
