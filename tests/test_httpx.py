@@ -23,7 +23,7 @@ import pytest
 from http_upstream import Parts, Script, Upstream_, serve, serve_parts, serve_script
 
 from permits._upstream import retry
-from permits.adapters import LimiterClosed, threads
+from permits.adapters import AcquireTimeout, LimiterClosed, threads
 from permits.adapters import asyncio as asyncio_adapter
 from permits.adapters import redis as redis_adapter
 from permits.core import SECOND, Fifo, Limit, PermitTypeError, PermitValueError
@@ -1225,6 +1225,27 @@ def test_a_response_with_limit_headers_served_while_the_limiter_closed_reaches_t
             response = sent.result()
         assert (response.status_code, response.content) == (200, b'{"ok": true}')
         assert transport.upstream.malformed == 0
+
+
+def test_a_request_whose_permit_does_not_come_within_the_timeout_raises_acquire_timeout() -> None:
+    """As README says: the transport's ``timeout`` bounds the wait for a
+    permit, and running out raises the limiter's ``AcquireTimeout``, a
+    ``TimeoutError`` and not an ``httpx.HTTPError``; nothing is sent."""
+    sent: list[httpx.Request] = []
+
+    def upstream(request: httpx.Request) -> httpx.Response:
+        sent.append(request)
+        return httpx.Response(200)
+
+    with threads.open_limiter(Fifo(), 0.01) as limiter:  # a permit per 100 s
+        transport = PermitsTransport(limiter, httpx.MockTransport(upstream), timeout=0.05)
+        with httpx.Client(transport=transport) as client:
+            assert client.get("http://upstream.example/").status_code == 200
+            with pytest.raises(AcquireTimeout) as waited:
+                client.get("http://upstream.example/")
+    assert isinstance(waited.value, TimeoutError)
+    assert not isinstance(waited.value, httpx.HTTPError)
+    assert len(sent) == 1
 
 
 @pytest.mark.parametrize("retries", [0, 2])
