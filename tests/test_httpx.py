@@ -1227,6 +1227,29 @@ def test_a_response_with_limit_headers_served_while_the_limiter_closed_reaches_t
         assert transport.upstream.malformed == 0
 
 
+@pytest.mark.parametrize(
+    ("said", "error"), [({"tokens": 2.5}, PermitTypeError), ({"tokenz": 1}, PermitValueError)]
+)
+def test_a_settle_that_returns_a_bad_cost_is_named(said: Any, error: type[Exception]) -> None:
+    """What ``settle`` returns is refused naming ``settle``, the function
+    the caller gave (the error named the limiter's own ``actual``, which
+    the caller never wrote)."""
+
+    def upstream(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(200, json={"usage": {"total_tokens": 7}})
+
+    limits = {"tokens": Limit(100, burst=10)}
+    with threads.open_limiter(Fifo(), limits=limits, settle_window=60.0) as limiter:
+        transport = PermitsTransport(
+            limiter, httpx.MockTransport(upstream), settle=lambda response: said
+        )
+        with httpx.Client(transport=transport) as client, pytest.raises(error) as refused:
+            client.get("http://upstream.example/")
+    assert refused.value.argument == "settle"  # type: ignore[attr-defined]
+    assert str(refused.value).startswith("settle=")
+    assert "'tokens'" in str(refused.value)  # the limit it got wrong, or those there are
+
+
 def test_a_request_whose_permit_does_not_come_within_the_timeout_raises_acquire_timeout() -> None:
     """As README says: the transport's ``timeout`` bounds the wait for a
     permit, and running out raises the limiter's ``AcquireTimeout``, a
