@@ -1227,6 +1227,33 @@ def test_a_response_with_limit_headers_served_while_the_limiter_closed_reaches_t
         assert transport.upstream.malformed == 0
 
 
+def test_an_int_from_settle_is_that_many_units_of_every_limit() -> None:
+    """As README warns: under several limits, ``settle`` returning the
+    token count alone (an ``int``) settles every limit at it, the requests
+    too, which then hold every call back (here 900 requests of a burst of
+    500); a mapping settles each limit at its own count."""
+
+    def upstream(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(200, json={"usage": {"total_tokens": 900}})
+
+    limits = {"requests": Limit.per_minute(500), "tokens": Limit.per_minute(90_000)}
+    for settle, units in [
+        (lambda r: r.json()["usage"]["total_tokens"], (900, 900)),
+        (lambda r: {"requests": 1, "tokens": r.json()["usage"]["total_tokens"]}, (1, 900)),
+    ]:
+        with threads.open_limiter(Fifo(), limits=limits, settle_window=60.0) as limiter:
+            transport = PermitsTransport(
+                limiter,
+                httpx.MockTransport(upstream),
+                cost=lambda r: {"requests": 1, "tokens": 1000},
+                settle=settle,
+            )
+            with httpx.Client(transport=transport) as client:
+                client.get("http://upstream.example/")
+            assert limiter.statistics().levels[0].units_granted == units
+            assert limiter.try_acquire(cost={"requests": 1, "tokens": 1}) == (units[0] == 1)
+
+
 @pytest.mark.parametrize(
     ("said", "error"), [({"tokens": 2.5}, PermitTypeError), ({"tokenz": 1}, PermitValueError)]
 )
