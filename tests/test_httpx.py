@@ -1231,7 +1231,8 @@ def test_an_int_from_settle_is_that_many_units_of_every_limit() -> None:
     """As README warns: under several limits, ``settle`` returning the
     token count alone (an ``int``) settles every limit at it, the requests
     too, which then hold every call back (here 900 requests of a burst of
-    500); a mapping settles each limit at its own count."""
+    500); a mapping settles each limit at its own count, and one it leaves
+    out at 0."""
 
     def upstream(request: httpx.Request) -> httpx.Response:
         return httpx.Response(200, json={"usage": {"total_tokens": 900}})
@@ -1240,6 +1241,7 @@ def test_an_int_from_settle_is_that_many_units_of_every_limit() -> None:
     for settle, units in [
         (lambda r: r.json()["usage"]["total_tokens"], (900, 900)),
         (lambda r: {"requests": 1, "tokens": r.json()["usage"]["total_tokens"]}, (1, 900)),
+        (lambda r: {"tokens": r.json()["usage"]["total_tokens"]}, (0, 900)),  # requests: 0
     ]:
         with threads.open_limiter(Fifo(), limits=limits, settle_window=60.0) as limiter:
             transport = PermitsTransport(
@@ -1251,7 +1253,7 @@ def test_an_int_from_settle_is_that_many_units_of_every_limit() -> None:
             with httpx.Client(transport=transport) as client:
                 client.get("http://upstream.example/")
             assert limiter.statistics().levels[0].units_granted == units
-            assert limiter.try_acquire(cost={"requests": 1, "tokens": 1}) == (units[0] == 1)
+            assert limiter.try_acquire(cost={"requests": 1, "tokens": 1}) == (units[0] < 500)
 
 
 @pytest.mark.parametrize(
