@@ -577,6 +577,28 @@ async def test_a_limiter_says_what_it_is(open_limiter: OpenLimiter, case: tuple[
 
 
 @pytest.mark.parametrize("adapter", [asyncio_adapter, anyio_adapter, trio_adapter])
+def test_an_open_limiter_entered_twice_says_to_call_it_again(adapter: Any) -> None:
+    """An ``open_limiter(...)`` kept (at module level, say) and entered a
+    second time is refused saying to call ``open_limiter`` for each block
+    (contextlib said ``AttributeError: ... has no attribute 'args'``)."""
+
+    async def main() -> None:
+        opening = adapter.open_limiter(Fifo(), 10)
+        async with opening as limiter:
+            await limiter.acquire()
+        with pytest.raises(RuntimeError, match=r"entered once: call open_limiter\(\.\.\.\) again"):
+            async with opening:
+                pass
+
+    if adapter is trio_adapter:
+        import trio
+
+        trio.run(main)
+    else:
+        asyncio.run(main())
+
+
+@pytest.mark.parametrize("adapter", [asyncio_adapter, anyio_adapter, trio_adapter])
 def test_an_open_limiter_used_unopened_says_how_to_open_it(adapter: Any) -> None:
     """``limiter = open_limiter(...)`` then ``limiter.acquire()``, or a plain
     ``with``, are each refused saying to write ``async with
@@ -2292,6 +2314,26 @@ async def test_async_with_a_limiter_is_refused(open_limiter: OpenLimiter) -> Non
             async with limiter:
                 pass
         await limiter.acquire()
+
+
+@pytest.mark.redis
+async def test_a_permit_entered_by_a_plain_with_says_to_write_async_with(
+    open_limiter: OpenLimiter,
+) -> None:
+    """``with limiter.permit(level):`` in an ``async def`` (the thread
+    adapter's idiom) is refused saying to write ``async with`` (Python's own
+    error named contextlib's private class); it takes no permit, and the
+    limiter still works."""
+    async with open_limiter(Fifo(), 10) as limiter:
+        block: Any = limiter.permit(0)
+        with (
+            pytest.raises(TypeError, match=r"write `async with limiter\.permit\(\.\.\.\) as "),
+            block,
+        ):
+            pass
+        assert limiter.statistics().levels[0].pushed == 0
+        async with limiter.permit(0) as permit:
+            assert permit.level == 0
 
 
 @pytest.mark.threads

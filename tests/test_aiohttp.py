@@ -127,6 +127,32 @@ def test_a_throttled_response_is_not_settled() -> None:
     assert seen == []
 
 
+@pytest.mark.parametrize(
+    ("said", "error"), [({"tokens": 2.5}, PermitTypeError), ({"tokenz": 1}, PermitValueError)]
+)
+def test_a_settle_that_returns_a_bad_cost_is_named(said: Any, error: type[Exception]) -> None:
+    """What ``settle`` returns is refused naming ``settle``, the function
+    the caller gave (the error named the limiter's own ``actual``, which
+    the caller never wrote)."""
+
+    async def main() -> None:
+        async with asyncio_adapter.open_limiter(
+            Fifo(), limits={"tokens": Limit(100, burst=10)}, settle_window=60.0
+        ) as limiter:
+            permits = PermitsMiddleware(limiter, settle=lambda response, body: said)
+            async with (
+                aiohttp.ClientSession(middlewares=(permits,)) as session,
+                session.get(url) as response,
+            ):
+                await response.read()
+
+    with serve_script(Script((200, {}))) as url, pytest.raises(error) as refused:
+        asyncio.run(main())
+    assert refused.value.argument == "settle"  # type: ignore[attr-defined]
+    assert str(refused.value).startswith("settle=")
+    assert "'tokens'" in str(refused.value)  # the limit it got wrong, or those there are
+
+
 def test_a_field_sent_on_several_lines_is_read_whole() -> None:
     """A ``RateLimit`` list split over two lines: the second line's policy,
     out of units for 5 s, holds the limiter back (aiohttp's ``get`` would

@@ -23,7 +23,7 @@ import pytest
 from http_upstream import Parts, Script, Upstream_, serve, serve_parts, serve_script
 
 from permits._upstream import retry
-from permits.adapters import LimiterClosed, threads
+from permits.adapters import AcquireTimeout, LimiterClosed, threads
 from permits.adapters import asyncio as asyncio_adapter
 from permits.adapters import redis as redis_adapter
 from permits.core import SECOND, Fifo, Limit, PermitTypeError, PermitValueError
@@ -337,10 +337,13 @@ async def test_a_transport_of_the_other_kind_is_refused() -> None:
         assert AsyncPermitsTransport(async_limiter, mock).transport is mock
 
 
-def test_a_response_is_closed_when_learning_from_it_fails() -> None:
-    """The limiter closes while a request is in flight: the 429 that comes
-    back cannot pause it, the error goes to the caller, and the response
-    is closed, not leaked."""
+def test_a_response_is_closed_when_learning_from_it_fails(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Learning from a response fails (here, on purpose): the error goes
+    to the caller, and the response is closed, not leaked. (A 429 that
+    comes after the limiter closed teaches nothing and reaches the caller:
+    test_a_429_answered_while_the_limiter_closed_reaches_the_caller.)"""
     closed: list[bool] = []
 
     class Stream(httpx.SyncByteStream):
@@ -350,13 +353,15 @@ def test_a_response_is_closed_when_learning_from_it_fails() -> None:
         def close(self) -> None:
             closed.append(True)
 
+    def upstream(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(429, headers={"Retry-After": "1"}, stream=Stream())
+
+    def fails(status: int, headers: Any) -> None:
+        raise LimiterClosed()
+
     with threads.open_limiter(Fifo(), 10) as limiter:
-
-        def upstream(request: httpx.Request) -> httpx.Response:
-            limiter.close()
-            return httpx.Response(429, headers={"Retry-After": "1"}, stream=Stream())
-
         transport = PermitsTransport(limiter, httpx.MockTransport(upstream))
+        monkeypatch.setattr(transport.upstream, "learn", fails)
         with httpx.Client(transport=transport) as client, pytest.raises(LimiterClosed):
             client.get("http://upstream.example/")
     assert closed == [True]
@@ -1220,6 +1225,127 @@ def test_a_response_with_limit_headers_served_while_the_limiter_closed_reaches_t
             response = sent.result()
         assert (response.status_code, response.content) == (200, b'{"ok": true}')
         assert transport.upstream.malformed == 0
+
+
+def test_an_int_from_settle_is_that_many_units_of_every_limit() -> None:
+    """As README warns: under several limits, ``settle`` returning the
+    token count alone (an ``int``) settles every limit at it, the requests
+    too, which then hold every call back (here 900 requests of a burst of
+    500); a mapping settles each limit at its own count, and one it leaves
+    out at 0."""
+
+    def upstream(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(200, json={"usage": {"total_tokens": 900}})
+
+    limits = {"requests": Limit.per_minute(500), "tokens": Limit.per_minute(90_000)}
+    for settle, units in [
+        (lambda r: r.json()["usage"]["total_tokens"], (900, 900)),
+        (lambda r: {"requests": 1, "tokens": r.json()["usage"]["total_tokens"]}, (1, 900)),
+        (lambda r: {"tokens": r.json()["usage"]["total_tokens"]}, (0, 900)),  # requests: 0
+    ]:
+        with threads.open_limiter(Fifo(), limits=limits, settle_window=60.0) as limiter:
+            transport = PermitsTransport(
+                limiter,
+                httpx.MockTransport(upstream),
+                cost=lambda r: {"requests": 1, "tokens": 1000},
+                settle=settle,
+            )
+            with httpx.Client(transport=transport) as client:
+                client.get("http://upstream.example/")
+            assert limiter.statistics().levels[0].units_granted == units
+            assert limiter.try_acquire(cost={"requests": 1, "tokens": 1}) == (units[0] < 500)
+
+
+@pytest.mark.parametrize(
+    ("said", "error"), [({"tokens": 2.5}, PermitTypeError), ({"tokenz": 1}, PermitValueError)]
+)
+def test_a_settle_that_returns_a_bad_cost_is_named(said: Any, error: type[Exception]) -> None:
+    """What ``settle`` returns is refused naming ``settle``, the function
+    the caller gave (the error named the limiter's own ``actual``, which
+    the caller never wrote)."""
+
+    def upstream(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(200, json={"usage": {"total_tokens": 7}})
+
+    limits = {"tokens": Limit(100, burst=10)}
+    with threads.open_limiter(Fifo(), limits=limits, settle_window=60.0) as limiter:
+        transport = PermitsTransport(
+            limiter, httpx.MockTransport(upstream), settle=lambda response: said
+        )
+        with httpx.Client(transport=transport) as client, pytest.raises(error) as refused:
+            client.get("http://upstream.example/")
+    assert refused.value.argument == "settle"  # type: ignore[attr-defined]
+    assert str(refused.value).startswith("settle=")
+    assert "'tokens'" in str(refused.value)  # the limit it got wrong, or those there are
+
+
+def test_a_request_whose_permit_does_not_come_within_the_timeout_raises_acquire_timeout() -> None:
+    """As README says: the transport's ``timeout`` bounds the wait for a
+    permit, and running out raises the limiter's ``AcquireTimeout``, a
+    ``TimeoutError`` and not an ``httpx.HTTPError``; nothing is sent."""
+    sent: list[httpx.Request] = []
+
+    def upstream(request: httpx.Request) -> httpx.Response:
+        sent.append(request)
+        return httpx.Response(200)
+
+    with threads.open_limiter(Fifo(), 0.01) as limiter:  # a permit per 100 s
+        transport = PermitsTransport(limiter, httpx.MockTransport(upstream), timeout=0.05)
+        with httpx.Client(transport=transport) as client:
+            assert client.get("http://upstream.example/").status_code == 200
+            with pytest.raises(AcquireTimeout) as waited:
+                client.get("http://upstream.example/")
+    assert isinstance(waited.value, TimeoutError)
+    assert not isinstance(waited.value, httpx.HTTPError)
+    assert len(sent) == 1
+
+
+@pytest.mark.parametrize("retries", [0, 2])
+def test_a_429_answered_while_the_limiter_closed_reaches_the_caller(retries: int) -> None:
+    """The limiter closes (a shutdown) while a request is at the upstream,
+    which answers 429 with ``Retry-After``: the pause it asked for raised
+    ``LimiterClosed`` and the response was lost, where a 200 with the same
+    limit headers reached the caller (README: a response that comes after
+    the limiter closed reaches the caller, its rate-limit headers teaching
+    nothing). Nothing is retried: the limiter is closed."""
+    script = Script((429, {"Retry-After": "1", "x-ratelimit-remaining-requests": "0"}), delay=0.3)
+    with (
+        serve_script(script) as url,
+        threads.open_limiter(Fifo(), limits={"requests": Limit(100, burst=10)}) as limiter,
+    ):
+        transport = PermitsTransport(limiter, retries=retries)
+        with httpx.Client(transport=transport) as client, ThreadPoolExecutor(1) as pool:
+            sent = pool.submit(client.get, url)
+            while not script.bodies:  # the request is at the upstream
+                time.sleep(0.01)
+            limiter.close()
+            response = sent.result()
+        assert (response.status_code, response.headers["retry-after"]) == (429, "1")
+        assert len(script.bodies) == 1, "not sent again"
+        assert transport.upstream.throttled == 1
+
+
+@pytest.mark.anyio
+async def test_a_429_answered_while_the_limiter_closed_reaches_the_caller_async() -> None:
+    """As above, through the async transport."""
+    script = Script((429, {"Retry-After": "1"}), delay=0.3)
+    with serve_script(script) as url:
+        async with (
+            asyncio_adapter.open_limiter(Fifo(), 100, 10) as limiter,
+            httpx.AsyncClient(transport=AsyncPermitsTransport(limiter, retries=1)) as client,
+            anyio.create_task_group() as tasks,
+        ):
+            responses: list[httpx.Response] = []
+
+            async def send() -> None:
+                responses.append(await client.get(url))
+
+            tasks.start_soon(send)
+            while not script.bodies:  # the request is at the upstream
+                await anyio.sleep(0.01)
+            await limiter.aclose()
+        assert [r.status_code for r in responses] == [429]
+        assert len(script.bodies) == 1, "not sent again"
 
 
 @pytest.mark.parametrize("lines", [["30", "30"], ["10", "30"]])

@@ -310,6 +310,62 @@ def test_with_a_limiter_is_refused_saying_what_to_write() -> None:
         limiter.acquire()
 
 
+def test_a_permit_entered_by_async_with_says_to_write_with() -> None:
+    """``async with limiter.permit(level):`` (the async adapters' idiom) on
+    a thread limiter is refused saying to write ``with`` and, in an event
+    loop, which adapter to use (Python's own error named contextlib's
+    private class); it takes no permit."""
+    import asyncio
+
+    with open_limiter(Fifo(), 10) as limiter:
+
+        async def async_with() -> None:
+            block: Any = limiter.permit()
+            async with block:
+                pass
+
+        with pytest.raises(
+            TypeError, match=r"write `with limiter\.permit\(\.\.\.\) as permit:`.*asyncio"
+        ):
+            asyncio.run(async_with())
+        assert limiter.statistics().levels[0].pushed == 0
+        with limiter.permit() as permit:
+            assert permit.level == 0
+
+
+def test_an_open_limiter_entered_twice_says_to_call_it_again() -> None:
+    """An ``open_limiter(...)`` kept and entered a second time (contextlib
+    said ``AttributeError: args``) is refused saying to call
+    ``open_limiter`` for each block."""
+    opening = open_limiter(Fifo(), 10)
+    with opening as limiter:
+        limiter.acquire()
+    with (
+        pytest.raises(RuntimeError, match=r"entered once: call open_limiter\(\.\.\.\) again"),
+        opening,
+    ):
+        pass
+
+
+def test_a_pools_thread_does_not_inherit_the_level_a_decorated_function_does() -> None:
+    """As README says: ``with level(BATCH):`` around ``pool.submit(fetch)``
+    leaves the pool's thread at ``default_level`` (a context variable is not
+    passed to it), the most urgent by default; ``level(BATCH)(fetch)``
+    submitted is at BATCH."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from permits.adapters import level
+
+    with open_limiter(StrictPriority(2), 100, 5) as limiter:
+
+        def fetch() -> int:
+            return limiter.acquire().level
+
+        with level(1), ThreadPoolExecutor(1) as pool:
+            assert pool.submit(fetch).result() == 0
+            assert pool.submit(level(1)(fetch)).result() == 1
+
+
 def test_a_limiter_made_by_hand_refuses_at_once() -> None:
     limiter = Limiter(Fifo(), 10)
     with pytest.raises(RuntimeError, match=r"with open_limiter\(\.\.\.\)"):
@@ -642,8 +698,10 @@ def test_a_permit_in_flight_at_a_fork_is_not_lost_in_the_child(
     1, every wait in the child timed out; the child hands it back."""
     from permits.adapters import _base
 
-    with open_limiter(Fifo(), 20, 1) as limiter:
-        limiter.acquire()  # the permit free: the next is 50 ms away
+    # The next permit 500 ms away: the thread below must find none free
+    # (its take would succeed, and no permit be held, were it 50 ms late).
+    with open_limiter(Fifo(), 2, 1) as limiter:
+        limiter.acquire()  # the permit free: the next is 500 ms away
         original = _base.Permit
         made: list[object] = []
         granted, forked = threading.Event(), threading.Event()

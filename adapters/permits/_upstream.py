@@ -306,9 +306,13 @@ class Upstream:
                         "Retry-After of %s s cut to max_pause=%s s", seconds, self.max_pause
                     )
                     seconds = self.max_pause
-                self.limiter.pause_for(seconds)
-                self._count("pauses")
-                pause = self.limiter.pause_left()
+                try:
+                    self.limiter.pause_for(seconds)
+                except LimiterClosed:
+                    pass  # closed while the call was out, as in _adopt: the response goes on
+                else:
+                    self._count("pauses")
+                    pause = self.limiter.pause_left()
         for name in self.limiter.limits:
             remaining = headers.get(f"x-ratelimit-remaining-{name}")
             reset = headers.get(f"x-ratelimit-reset-{name}")
@@ -444,13 +448,21 @@ def settle_in_time(permit: Permit, actual: Cost) -> None:
     to the caller."""
     try:
         permit.settle(actual)
-    except LimiterClosed:
-        pass
+    except PermitTypeError as error:  # the caller wrote settle, not actual
+        if error.argument != "actual":
+            raise
+        raise PermitTypeError("settle", error.value, error.expected) from None
     except NotRefundable:
         log.warning(
             "a response came after the limiter's settle_window: its permit keeps "
             "the cost asked for (raise settle_window above the slowest call)"
         )
+    except PermitValueError as error:
+        if error.argument != "actual":
+            raise
+        raise PermitValueError("settle", error.value, error.reason) from None
+    except LimiterClosed:
+        pass
 
 
 #: What a retry's acquire raises when its permit cannot come within the

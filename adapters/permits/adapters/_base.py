@@ -292,10 +292,22 @@ class _Opening:
     instead of naming contextlib's private classes. (It is not awaitable:
     code that awaits whatever is awaitable leaves it alone.)"""
 
-    __slots__ = ("_usage",)
+    __slots__ = ("_entered", "_usage")
 
     def __init__(self, usage: str) -> None:
         self._usage = usage  # e.g. "async with open_limiter(...) as limiter:"
+        self._entered = False
+
+    def _enter(self) -> None:
+        """Refuse a second entry (kept at module level, entered by each
+        test), which contextlib's manager refused naming its own
+        attribute (``args``)."""
+        if self._entered:
+            raise RuntimeError(
+                "an open_limiter(...) opens one limiter, entered once: call open_limiter(...) "
+                f"again for each block, `{self._usage}`"
+            )
+        self._entered = True
 
     def __getattr__(self, name: str) -> NoReturn:
         if name.startswith("__"):
@@ -321,6 +333,7 @@ class AsyncOpening(_Opening, AbstractAsyncContextManager[_Opened]):
         self._manager = manager
 
     async def __aenter__(self) -> _Opened:
+        self._enter()
         return await self._manager.__aenter__()
 
     async def __aexit__(self, *exc_info: Any) -> bool | None:
@@ -339,12 +352,64 @@ class Opening(_Opening, AbstractContextManager[_Opened]):
         self._manager = manager
 
     def __enter__(self) -> _Opened:
+        self._enter()
         return self._manager.__enter__()
 
     def __exit__(self, *exc_info: Any) -> bool | None:
         return self._manager.__exit__(*exc_info)
 
     __aenter__ = __aexit__ = _Opening._wrong_block
+
+
+class _AsyncPermitBlock(AbstractAsyncContextManager["Permit"]):
+    """What an async limiter's ``permit()`` returns: entered by ``async
+    with``; a plain ``with`` (the thread adapter's idiom) is refused saying
+    so, not naming contextlib's private class, and takes no permit."""
+
+    __slots__ = ("_manager",)
+
+    def __init__(self, manager: AbstractAsyncContextManager[Permit]) -> None:
+        self._manager = manager
+
+    async def __aenter__(self) -> Permit:
+        return await self._manager.__aenter__()
+
+    async def __aexit__(self, *exc_info: Any) -> bool | None:
+        return await self._manager.__aexit__(*exc_info)
+
+    def _wrong_block(self, *args: object) -> NoReturn:
+        raise TypeError(
+            "an async limiter's permit is entered by `async with`: "
+            "write `async with limiter.permit(...) as permit:`"
+        )
+
+    __enter__ = __exit__ = _wrong_block
+
+
+class _PermitBlock(AbstractContextManager["Permit"]):
+    """What the thread limiter's ``permit()`` returns: entered by ``with``;
+    an ``async with`` (the async adapters' idiom) is refused saying so, not
+    naming contextlib's private class, and takes no permit."""
+
+    __slots__ = ("_manager",)
+
+    def __init__(self, manager: AbstractContextManager[Permit]) -> None:
+        self._manager = manager
+
+    def __enter__(self) -> Permit:
+        return self._manager.__enter__()
+
+    def __exit__(self, *exc_info: Any) -> bool | None:
+        return self._manager.__exit__(*exc_info)
+
+    async def _wrong_block(self, *args: object) -> NoReturn:
+        raise TypeError(
+            "a threads limiter's permit is entered by `with`: write `with limiter.permit(...) "
+            "as permit:` (it blocks the thread; in an event loop, use permits.adapters.asyncio, "
+            ".trio or .anyio)"
+        )
+
+    __aenter__ = __aexit__ = _wrong_block
 
 
 class Permit:
@@ -1128,8 +1193,7 @@ class BaseLimiter(_Limiting):
         assert waiter.decision is not None
         return self._outcome(id, waiter.decision, cost, flow, timeout, self._now())
 
-    @asynccontextmanager
-    async def permit(
+    def permit(
         self,
         level: int | None = None,
         *,
@@ -1137,8 +1201,22 @@ class BaseLimiter(_Limiting):
         flow: Hashable = None,
         timeout: float | None = None,
         max_wait: float | None = None,
-    ) -> AsyncIterator[Permit]:
+    ) -> AbstractAsyncContextManager[Permit]:
         """``async with limiter.permit(level, cost=...) as permit:`` --
         :meth:`acquire`, then the block; ``permit.settle(actual)`` works in
         it and after it."""
+        return _AsyncPermitBlock(
+            self._permit(level, cost=cost, flow=flow, timeout=timeout, max_wait=max_wait)
+        )
+
+    @asynccontextmanager
+    async def _permit(
+        self,
+        level: int | None,
+        *,
+        cost: int | Mapping[str, int],
+        flow: Hashable,
+        timeout: float | None,
+        max_wait: float | None,
+    ) -> AsyncIterator[Permit]:
         yield await self.acquire(level, cost=cost, flow=flow, timeout=timeout, max_wait=max_wait)

@@ -35,7 +35,15 @@ from typing import TYPE_CHECKING, NoReturn
 
 from permits.core import SECOND, Decision, FlowStatistics, Policy, Statistics
 
-from ._base import LimiterOptions, Opening, Permit, _Limiting, _Waiter, refuse_unknown
+from ._base import (
+    LimiterOptions,
+    Opening,
+    Permit,
+    _Limiting,
+    _PermitBlock,
+    _Waiter,
+    refuse_unknown,
+)
 from ._recording import Recording
 from ._requires import _running
 
@@ -211,7 +219,6 @@ class Limiter(_Limiting):
                     self._withdraw(id, waiter)
             raise
 
-    @contextmanager
     def permit(
         self,
         level: int | None = None,
@@ -220,9 +227,23 @@ class Limiter(_Limiting):
         flow: Hashable = None,
         timeout: float | None = None,
         max_wait: float | None = None,
-    ) -> Iterator[Permit]:
+    ) -> AbstractContextManager[Permit]:
         """``with limiter.permit(level, cost=...) as permit:`` --
         :meth:`acquire`, then the block."""
+        return _PermitBlock(
+            self._permit(level, cost=cost, flow=flow, timeout=timeout, max_wait=max_wait)
+        )
+
+    @contextmanager
+    def _permit(
+        self,
+        level: int | None,
+        *,
+        cost: int | Mapping[str, int],
+        flow: Hashable,
+        timeout: float | None,
+        max_wait: float | None,
+    ) -> Iterator[Permit]:
         yield self.acquire(level, cost=cost, flow=flow, timeout=timeout, max_wait=max_wait)
 
     def try_acquire(
