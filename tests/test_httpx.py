@@ -1227,23 +1227,22 @@ def test_a_response_with_limit_headers_served_while_the_limiter_closed_reaches_t
         assert transport.upstream.malformed == 0
 
 
-def test_an_int_from_settle_is_that_many_units_of_every_limit() -> None:
-    """As README warns: under several limits, ``settle`` returning the
-    token count alone (an ``int``) settles every limit at it, the requests
-    too, which then hold every call back (here 900 requests of a burst of
-    500); a mapping settles each limit at its own count, and one it leaves
-    out at 0."""
+def test_settle_naming_the_tokens_alone_keeps_the_request() -> None:
+    """As README says: under several limits, ``settle`` returning only the
+    tokens used keeps the request the call asked for (it counts against
+    the requests a minute); returning the token count as one number, which
+    names no limit, is refused naming ``settle`` (it once settled every
+    limit at it: 900 requests, every call held back 48 s, silently)."""
 
     def upstream(request: httpx.Request) -> httpx.Response:
         return httpx.Response(200, json={"usage": {"total_tokens": 900}})
 
     limits = {"requests": Limit.per_minute(500), "tokens": Limit.per_minute(90_000)}
-    for settle, units in [
-        (lambda r: r.json()["usage"]["total_tokens"], (900, 900)),
-        (lambda r: {"requests": 1, "tokens": r.json()["usage"]["total_tokens"]}, (1, 900)),
-        (lambda r: {"tokens": r.json()["usage"]["total_tokens"]}, (0, 900)),  # requests: 0
-    ]:
-        with threads.open_limiter(Fifo(), limits=limits, settle_window=60.0) as limiter:
+    with threads.open_limiter(Fifo(), limits=limits, settle_window=60.0) as limiter:
+        for settle in [
+            lambda r: {"tokens": r.json()["usage"]["total_tokens"]},
+            lambda r: {"requests": 1, "tokens": r.json()["usage"]["total_tokens"]},
+        ]:
             transport = PermitsTransport(
                 limiter,
                 httpx.MockTransport(upstream),
@@ -1252,8 +1251,17 @@ def test_an_int_from_settle_is_that_many_units_of_every_limit() -> None:
             )
             with httpx.Client(transport=transport) as client:
                 client.get("http://upstream.example/")
-            assert limiter.statistics().levels[0].units_granted == units
-            assert limiter.try_acquire(cost={"requests": 1, "tokens": 1}) == (units[0] < 500)
+        assert limiter.statistics().levels[0].units_granted == (2, 1800)
+        transport = PermitsTransport(
+            limiter,
+            httpx.MockTransport(upstream),
+            cost=lambda r: {"requests": 1, "tokens": 1000},
+            settle=lambda r: r.json()["usage"]["total_tokens"],
+        )
+        with httpx.Client(transport=transport) as client, pytest.raises(PermitValueError) as one:
+            client.get("http://upstream.example/")
+        assert str(one.value).startswith("settle=900: is one number for several limits"), one
+        assert limiter.statistics().levels[0].units_granted == (3, 2800)  # as asked
 
 
 @pytest.mark.parametrize(
