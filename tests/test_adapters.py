@@ -2127,6 +2127,26 @@ async def test_live_limits_refuse_bad_input(open_limiter: OpenLimiter) -> None:
 
 @pytest.mark.threads
 @pytest.mark.redis
+async def test_a_nan_duration_is_refused_as_no_number(open_limiter: OpenLimiter) -> None:
+    """``pause_for(nan)`` said "must be >= 0", of what is no number at all:
+    a NaN duration says so, and changes nothing."""
+    async with open_limiter(Fifo(), 10) as limiter:
+        with pytest.raises(PermitValueError) as refused:
+            limiter.pause_for(math.nan)
+        assert str(refused.value) == "seconds=nan: must be a number of seconds >= 0, not NaN"
+        for keyword in ("timeout", "max_wait"):
+            bad: dict[str, Any] = {keyword: math.nan}
+            with pytest.raises(PermitValueError) as refused:
+                await limiter.acquire(**bad)
+            assert str(refused.value).startswith(f"{keyword}=nan: must be a number of seconds")
+            assert str(refused.value).endswith(", not NaN")
+        assert limiter.pause_left() == 0.0
+        assert limiter.statistics().levels[0].pushed == 0
+        await limiter.acquire()
+
+
+@pytest.mark.threads
+@pytest.mark.redis
 async def test_durations_too_long_to_count_in_nanoseconds(open_limiter: OpenLimiter) -> None:
     """A duration whose nanoseconds a float cannot hold (``1e300`` s,
     ``10**400`` s) is as long as an infinite one: a timeout or max_wait that
