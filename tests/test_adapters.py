@@ -1290,7 +1290,7 @@ async def test_max_waiting_zero_grants_at_once_or_rejects(open_limiter: OpenLimi
             await limiter.acquire(1)  # no permit free: never queued
         assert rejected.value.limit == 0
         # in the caller's terms: no id of the limiter's own, which it never saw
-        assert str(rejected.value) == "rejected: level 1 already has 0 waiters (max_waiting=0)"
+        assert str(rejected.value) == "rejected: level 1 takes no waiters (max_waiting=0)"
         assert rejected.value.id is None
         await limiter.acquire(0)  # level 0 queues as usual
     stats = limiter.statistics().levels
