@@ -37,6 +37,7 @@ from permits.core import (
     PermitTypeError,
     PermitValueError,
     PolicyError,
+    QueueFull,
     Shares,
     State,
     StrictPriority,
@@ -600,12 +601,14 @@ def test_the_operations_errors_in_words() -> None:
     machine.push("z", 1, 5, flow="f")  # waits: flow f of level 1 is full now
     full = machine.queue_full("w", 0)
     assert (full.id, full.level, full.limit, full.flow, full.per_flow) == ("w", 0, 1, None, False)
-    assert str(full) == "id='w' rejected: level 0 already has 1 waiters (max_waiting=1)"
+    assert str(full) == "id='w' rejected: level 0 already has 1 waiter (max_waiting=1)"
     full = machine.queue_full("v", 1, "f")
     assert (full.id, full.level, full.limit, full.flow, full.per_flow) == ("v", 1, 1, "f", True)
     assert str(full) == (
-        "id='v' rejected: flow 'f' of level 1 already has 1 waiters (max_waiting_per_flow=1)"
+        "id='v' rejected: flow 'f' of level 1 already has 1 waiter (max_waiting_per_flow=1)"
     )
+    none = QueueFull(None, 2, 0, flow="f", per_flow=True)  # an acquire's, under a limit of 0
+    assert str(none) == "rejected: flow 'f' of level 2 takes no waiters (max_waiting_per_flow=0)"
     stuck = Machine(Stuck(), 1, 1)
     with pytest.raises(PolicyError) as broken:
         stuck.push("a", 0, 0)  # the policy names level 1, where nobody waits

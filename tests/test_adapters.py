@@ -1290,7 +1290,7 @@ async def test_max_waiting_zero_grants_at_once_or_rejects(open_limiter: OpenLimi
             await limiter.acquire(1)  # no permit free: never queued
         assert rejected.value.limit == 0
         # in the caller's terms: no id of the limiter's own, which it never saw
-        assert str(rejected.value) == "rejected: level 1 already has 0 waiters (max_waiting=0)"
+        assert str(rejected.value) == "rejected: level 1 takes no waiters (max_waiting=0)"
         assert rejected.value.id is None
         await limiter.acquire(0)  # level 0 queues as usual
     stats = limiter.statistics().levels
@@ -2123,6 +2123,26 @@ async def test_live_limits_refuse_bad_input(open_limiter: OpenLimiter) -> None:
             await limiter.acquire(flow=["unhashable"])  # type: ignore[arg-type]
         await limiter.acquire(cost=1)  # still working
         assert not limiter.closed
+
+
+@pytest.mark.threads
+@pytest.mark.redis
+async def test_a_nan_duration_is_refused_as_no_number(open_limiter: OpenLimiter) -> None:
+    """``pause_for(nan)`` said "must be >= 0", of what is no number at all:
+    a NaN duration says so, and changes nothing."""
+    async with open_limiter(Fifo(), 10) as limiter:
+        with pytest.raises(PermitValueError) as refused:
+            limiter.pause_for(math.nan)
+        assert str(refused.value) == "seconds=nan: must be a number of seconds >= 0, not NaN"
+        for keyword in ("timeout", "max_wait"):
+            bad: dict[str, Any] = {keyword: math.nan}
+            with pytest.raises(PermitValueError) as refused:
+                await limiter.acquire(**bad)
+            assert str(refused.value).startswith(f"{keyword}=nan: must be a number of seconds")
+            assert str(refused.value).endswith(", not NaN")
+        assert limiter.pause_left() == 0.0
+        assert limiter.statistics().levels[0].pushed == 0
+        await limiter.acquire()
 
 
 @pytest.mark.threads

@@ -174,6 +174,33 @@ def test_a_field_sent_on_several_lines_is_read_whole() -> None:
         assert asyncio.run(main()) is False
 
 
+def test_x_ratelimit_headers_for_a_name_no_limit_has_are_ignored_and_counted() -> None:
+    """As the httpx transports: the ``-tokens`` pair (in the case the
+    server wrote it) under a limiter of requests only is one item in
+    ``ignored``; the ``-requests`` pair still holds the limiter back."""
+
+    async def main() -> tuple[bool, int, int]:
+        async with asyncio_adapter.open_limiter(
+            Fifo(), limits={"requests": Limit(1, burst=10)}
+        ) as limiter:
+            permits = PermitsMiddleware(limiter)
+            async with (
+                aiohttp.ClientSession(middlewares=(permits,)) as session,
+                session.get(url) as response,
+            ):
+                assert response.status == 200
+            return limiter.try_acquire(), permits.upstream.ignored, permits.upstream.malformed
+
+    headers = {
+        "X-RateLimit-Remaining-Requests": "0",
+        "X-RateLimit-Reset-Requests": "30s",
+        "X-RateLimit-Remaining-Tokens": "0",
+        "X-RateLimit-Reset-Tokens": "1m0s",
+    }
+    with serve_script(Script((200, headers))) as url:
+        assert asyncio.run(main()) == (False, 1, 0)
+
+
 def test_a_retry_after_sent_twice_pauses_for_the_longest() -> None:
     """As the httpx transports: a ``Retry-After`` on two lines was read as
     ``10, 30``, malformed, and paused nothing; the longest pauses now."""

@@ -232,9 +232,34 @@ async def test_a_limiter_called_from_a_thread_without_a_loop_says_to_call_it_in_
 
 
 FROM_THREAD = {
-    "asyncio": "anyio.from_thread.run_sync or loop.call_soon_threadsafe",
+    "asyncio": "asyncio.run_coroutine_threadsafe or loop.call_soon_threadsafe",
     "trio": "anyio.from_thread.run_sync or trio.from_thread.run_sync",
 }
+
+
+def test_a_plain_asyncio_worker_thread_can_do_what_the_refusal_says() -> None:
+    """From ``asyncio.to_thread`` (no anyio worker thread: the
+    ``anyio.from_thread.run_sync`` the refusal named raises there), the
+    calls it names now reach the limiter in its loop: an acquire through
+    ``asyncio.run_coroutine_threadsafe``, a pause through
+    ``loop.call_soon_threadsafe``."""
+
+    async def main() -> None:
+        async with permits.adapters.asyncio.open_limiter(Fifo(), rate=1, burst=2) as limiter:
+            loop = asyncio.get_running_loop()
+
+            def worker() -> None:
+                with pytest.raises(WrongFramework, match=FROM_THREAD["asyncio"]):
+                    limiter.try_acquire()
+                asyncio.run_coroutine_threadsafe(limiter.acquire(), loop).result()
+                loop.call_soon_threadsafe(limiter.pause_for, 60.0)
+
+            await asyncio.to_thread(worker)
+            await asyncio.sleep(0)  # the pause, scheduled from the thread, runs
+            assert limiter.statistics().levels[0].granted == 1
+            assert limiter.pause_left() > 50.0
+
+    asyncio.run(main())
 
 
 def test_an_asyncio_limiter_whose_loop_closed_does_not_send_a_thread_to_it() -> None:

@@ -674,6 +674,26 @@ def test_a_ratelimit_item_in_a_unit_no_limit_counts_is_ignored() -> None:
         assert transport.upstream.malformed == 0
 
 
+def test_x_ratelimit_headers_for_a_name_no_limit_has_are_ignored_and_counted() -> None:
+    """OpenAI's ``-tokens`` pair (and a lone ``-rpm``) under a limiter of
+    requests only: each name is one item in ``ignored``, as a ``RateLimit``
+    item in a unit no limit counts is (they were skipped, counted nowhere),
+    while the ``-requests`` pair still holds the limiter back."""
+    headers = {
+        "x-ratelimit-limit-requests": "10",
+        "x-ratelimit-remaining-requests": "0",
+        "x-ratelimit-reset-requests": "30s",
+        "x-ratelimit-limit-tokens": "1000",
+        "x-ratelimit-remaining-tokens": "0",
+        "x-ratelimit-reset-tokens": "1m0s",
+        "x-ratelimit-remaining-rpm": "5",
+    }
+    with answered(headers, {"requests": Limit(1, burst=10)}) as (limiter, transport):
+        assert not limiter.try_acquire()
+        assert transport.upstream.ignored == 2
+        assert transport.upstream.malformed == 0
+
+
 def test_a_policy_tighter_than_the_limit_is_warned_about_once(
     caplog: pytest.LogCaptureFixture,
 ) -> None:

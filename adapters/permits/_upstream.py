@@ -227,6 +227,21 @@ def _ratelimit_items(field: str) -> list[tuple[str | None, str | None, str | Non
     return items
 
 
+#: The ``x-ratelimit-*`` headers that say what is left of a limit, and when.
+_X_RATELIMIT = ("x-ratelimit-remaining-", "x-ratelimit-reset-")
+
+
+def _x_ratelimit_names(headers: Mapping[str, str]) -> set[str]:
+    """The names (lowercase) that ``x-ratelimit-remaining-<name>`` and
+    ``x-ratelimit-reset-<name>`` headers among ``headers`` are sent for."""
+    return {
+        key[len(prefix) :]
+        for key in map(str.lower, headers)
+        for prefix in _X_RATELIMIT
+        if key.startswith(prefix)
+    }
+
+
 @attrs.frozen
 class QuotaPolicy:
     """One policy of an IETF ``RateLimit-Policy`` field: ``quota`` units per
@@ -278,8 +293,11 @@ class Upstream:
         #: Responses that said the limit was exceeded (429), with or without
         #: a Retry-After.
         self.throttled = 0
-        #: ``RateLimit`` items ignored because their policy counts a unit
-        #: that no limit here counts (``qu="content-bytes"``, say).
+        #: Items ignored because they count a unit that no limit here
+        #: counts: a ``RateLimit`` item whose policy says so
+        #: (``qu="content-bytes"``, say), and each name of the
+        #: ``x-ratelimit-remaining-*``/``x-ratelimit-reset-*`` headers
+        #: that is no limit's (``-tokens`` for a limiter of requests only).
         self.ignored = 0
         #: The upstream's quota policies by name, each as the latest
         #: ``RateLimit-Policy`` field naming it said.
@@ -313,6 +331,8 @@ class Upstream:
                 else:
                     self._count("pauses")
                     pause = self.limiter.pause_left()
+        named = {name.lower() for name in self.limiter.limits}
+        self._count("ignored", len(_x_ratelimit_names(headers) - named))
         for name in self.limiter.limits:
             remaining = headers.get(f"x-ratelimit-remaining-{name}")
             reset = headers.get(f"x-ratelimit-reset-{name}")

@@ -24,7 +24,8 @@ teaches the limiter what the upstream knows:
   OpenAI style: ``6m0s``, ``1.5s``, ``20ms``) adopt the upstream's view of
   the limit of that name, a bucket that refills: at most that much now,
   full again at the reset (``x-ratelimit-limit-<limit>``, if sent, its
-  size), and the limit's bucket never fuller than it;
+  size), and the limit's bucket never fuller than it (those of a name no
+  limit has are ignored, counted in ``ignored``, once per name);
   the IETF draft's ``RateLimit`` field (``remaining=`` and ``reset=``, or
   ``r=`` and ``t=`` of each policy it lists; to its 6th version, the
   fields ``RateLimit-Remaining`` and ``RateLimit-Reset``) is a quota

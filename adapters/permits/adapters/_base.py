@@ -220,7 +220,9 @@ def _nanoseconds(argument: str, seconds: float) -> int | None:
     too long for a float to hold its nanoseconds (past about 1e299 s)."""
     if isinstance(seconds, bool) or not isinstance(seconds, (int, float)):
         raise PermitTypeError(argument, seconds, "a number of seconds")
-    if seconds != seconds or seconds < 0:  # (math.isnan refuses a huge int)
+    if seconds != seconds:  # NaN (math.isnan refuses a huge int)
+        raise PermitValueError(argument, seconds, "must be a number of seconds >= 0, not NaN")
+    if seconds < 0:
         raise PermitValueError(argument, seconds, "must be >= 0")
     ns = seconds * SECOND
     return None if ns > sys.float_info.max else round(ns)

@@ -60,7 +60,7 @@ UPSTREAM = (
     ("malformed", "Rate-limit headers from the upstream that did not parse", "{header}"),
     (
         "ignored",
-        "RateLimit items from the upstream ignored: their quota unit is no limit's here",
+        "Rate-limit items from the upstream ignored: they count a unit no limit here counts",
         "{item}",
     ),
 )

@@ -51,7 +51,7 @@ _USE: dict[Framework, str] = {
 
 #: How a worker thread calls into each framework's loop.
 _FROM_THREAD: dict[Framework, str] = {
-    "asyncio": "anyio.from_thread.run_sync or loop.call_soon_threadsafe",
+    "asyncio": "asyncio.run_coroutine_threadsafe or loop.call_soon_threadsafe",
     "trio": "anyio.from_thread.run_sync or trio.from_thread.run_sync",
 }
 

@@ -121,7 +121,11 @@ class QueueFull(PermitError):
         where = f"flow {flow!r} of level {level}" if per_flow else f"level {level}"
         option = "max_waiting_per_flow" if per_flow else "max_waiting"
         who = "rejected" if id is None else f"id={id!r} rejected"  # None: an acquire's
-        super().__init__(f"{who}: {where} already has {limit} waiters ({option}={limit})")
+        if limit == 0:
+            full = "takes no waiters"
+        else:
+            full = f"already has {limit} waiter{'' if limit == 1 else 's'}"
+        super().__init__(f"{who}: {where} {full} ({option}={limit})")
 
 
 class PolicyError(PermitError):
