@@ -2352,6 +2352,9 @@ async def test_a_permit_entered_by_a_plain_with_says_to_write_async_with(
         ):
             pass
         assert limiter.statistics().levels[0].pushed == 0
+        unentered = r"has no 'settle': write `async with limiter\.permit"
+        with pytest.raises(AttributeError, match=unentered):
+            block.settle  # noqa: B018  (the block used as the permit it gives)
         async with limiter.permit(0) as permit:
             assert permit.level == 0
 

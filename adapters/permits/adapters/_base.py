@@ -286,19 +286,30 @@ def refuse_unknown(
 _Opened = TypeVar("_Opened")
 
 
-class _Opening:
-    """What an ``open_limiter()`` returns: the limiter, opened by a ``with``
-    block (``async with``, or ``with`` for threads) and only there. Used as
-    the limiter itself (``limiter = open_limiter(...)``, then
-    ``limiter.acquire()``) or entered the other way, it says how to open it
-    instead of naming contextlib's private classes. (It is not awaitable:
-    code that awaits whatever is awaitable leaves it alone.)"""
+class _Block:
+    """A context manager that only its own kind of block enters, once:
+    ``async with`` (an async limiter's ``open_limiter()`` and ``permit()``)
+    or ``with`` (the thread adapter's). Entered the other way, a second
+    time, or used as what it gives (``limiter = open_limiter(...)``, then
+    ``limiter.acquire()``), it says what to write instead of naming
+    contextlib's private classes. (It is not awaitable: code that awaits
+    whatever is awaitable leaves it alone.)"""
 
-    __slots__ = ("_entered", "_usage")
+    __slots__ = ("_call", "_entered", "_gives", "_manager")
 
-    def __init__(self, usage: str) -> None:
-        self._usage = usage  # e.g. "async with open_limiter(...) as limiter:"
+    #: How the block is written, and a word for those who wrote the other.
+    _keyword = ""
+    _hint = ""
+
+    def __init__(self, manager: object, call: str, gives: str) -> None:
+        self._manager = manager
+        self._call = call  # "open_limiter" or "limiter.permit"
+        self._gives = gives  # "limiter" or "permit"
         self._entered = False
+
+    @property
+    def _usage(self) -> str:
+        return f"{self._keyword} {self._call}(...) as {self._gives}:"
 
     def _enter(self) -> None:
         """Refuse a second entry (kept at module level, entered by each
@@ -306,112 +317,80 @@ class _Opening:
         attribute (``args``)."""
         if self._entered:
             raise RuntimeError(
-                "an open_limiter(...) opens one limiter, entered once: call open_limiter(...) "
-                f"again for each block, `{self._usage}`"
+                f"{self._call}(...) gives one {self._gives}, entered once: call "
+                f"{self._call}(...) again for each block, `{self._usage}`"
             )
         self._entered = True
 
     def __getattr__(self, name: str) -> NoReturn:
-        if name.startswith("__"):
+        if name.startswith("__") or name in _Block.__slots__:
             raise AttributeError(name)
         raise AttributeError(
-            f"open_limiter() returns no limiter until it is entered, so it has no {name!r}: "
-            f"write `{self._usage}` and use limiter.{name} in that block"
+            f"{self._call}() gives no {self._gives} until it is entered, so it has no "
+            f"{name!r}: write `{self._usage}` and use {self._gives}.{name} in that block"
         )
 
-    def _wrong_block(self, *args: object) -> NoReturn:
+    def _refuse(self) -> NoReturn:
         raise TypeError(
-            f"open_limiter() is entered by its own kind of block: write `{self._usage}`"
+            f"{self._call}() is entered by its own kind of block: write `{self._usage}`"
+            + self._hint
         )
 
 
-class AsyncOpening(_Opening, AbstractAsyncContextManager[_Opened]):
-    """An async framework's ``open_limiter()``: ``async with`` it."""
+class AsyncBlock(_Block, AbstractAsyncContextManager[_Opened]):
+    """An async framework's block: ``async with`` it."""
 
-    __slots__ = ("_manager",)
-
-    def __init__(self, manager: AbstractAsyncContextManager[_Opened]) -> None:
-        super().__init__("async with open_limiter(...) as limiter:")
-        self._manager = manager
+    __slots__ = ()
+    _keyword = "async with"
+    _hint = ""
 
     async def __aenter__(self) -> _Opened:
         self._enter()
-        return await self._manager.__aenter__()
+        manager = cast(AbstractAsyncContextManager[_Opened], self._manager)
+        return await manager.__aenter__()
 
     async def __aexit__(self, *exc_info: Any) -> bool | None:
-        return await self._manager.__aexit__(*exc_info)
+        manager = cast(AbstractAsyncContextManager[_Opened], self._manager)
+        return await manager.__aexit__(*exc_info)
 
-    __enter__ = __exit__ = _Opening._wrong_block
+    def __enter__(self) -> NoReturn:
+        self._refuse()
+
+    def __exit__(self, *exc_info: object) -> NoReturn:
+        self._refuse()
 
 
-class Opening(_Opening, AbstractContextManager[_Opened]):
-    """The thread adapter's ``open_limiter()``: ``with`` it."""
+class Block(_Block, AbstractContextManager[_Opened]):
+    """The thread adapter's block: ``with`` it."""
 
-    __slots__ = ("_manager",)
-
-    def __init__(self, manager: AbstractContextManager[_Opened]) -> None:
-        super().__init__("with open_limiter(...) as limiter:")
-        self._manager = manager
+    __slots__ = ()
+    _keyword = "with"
+    _hint = (
+        " (it blocks the thread; in an event loop, use permits.adapters.asyncio, .trio or .anyio)"
+    )
 
     def __enter__(self) -> _Opened:
         self._enter()
-        return self._manager.__enter__()
+        return cast(AbstractContextManager[_Opened], self._manager).__enter__()
 
     def __exit__(self, *exc_info: Any) -> bool | None:
-        return self._manager.__exit__(*exc_info)
+        return cast(AbstractContextManager[_Opened], self._manager).__exit__(*exc_info)
 
-    __aenter__ = __aexit__ = _Opening._wrong_block
+    async def __aenter__(self) -> NoReturn:
+        self._refuse()
 
-
-class _AsyncPermitBlock(AbstractAsyncContextManager["Permit"]):
-    """What an async limiter's ``permit()`` returns: entered by ``async
-    with``; a plain ``with`` (the thread adapter's idiom) is refused saying
-    so, not naming contextlib's private class, and takes no permit."""
-
-    __slots__ = ("_manager",)
-
-    def __init__(self, manager: AbstractAsyncContextManager[Permit]) -> None:
-        self._manager = manager
-
-    async def __aenter__(self) -> Permit:
-        return await self._manager.__aenter__()
-
-    async def __aexit__(self, *exc_info: Any) -> bool | None:
-        return await self._manager.__aexit__(*exc_info)
-
-    def _wrong_block(self, *args: object) -> NoReturn:
-        raise TypeError(
-            "an async limiter's permit is entered by `async with`: "
-            "write `async with limiter.permit(...) as permit:`"
-        )
-
-    __enter__ = __exit__ = _wrong_block
+    async def __aexit__(self, *exc_info: object) -> NoReturn:
+        self._refuse()
 
 
-class _PermitBlock(AbstractContextManager["Permit"]):
-    """What the thread limiter's ``permit()`` returns: entered by ``with``;
-    an ``async with`` (the async adapters' idiom) is refused saying so, not
-    naming contextlib's private class, and takes no permit."""
+def async_opening(manager: AbstractAsyncContextManager[_Opened]) -> AsyncBlock[_Opened]:
+    """An async framework's ``open_limiter()``: ``async with`` it."""
+    return AsyncBlock(manager, "open_limiter", "limiter")
 
-    __slots__ = ("_manager",)
 
-    def __init__(self, manager: AbstractContextManager[Permit]) -> None:
-        self._manager = manager
-
-    def __enter__(self) -> Permit:
-        return self._manager.__enter__()
-
-    def __exit__(self, *exc_info: Any) -> bool | None:
-        return self._manager.__exit__(*exc_info)
-
-    async def _wrong_block(self, *args: object) -> NoReturn:
-        raise TypeError(
-            "a threads limiter's permit is entered by `with`: write `with limiter.permit(...) "
-            "as permit:` (it blocks the thread; in an event loop, use permits.adapters.asyncio, "
-            ".trio or .anyio)"
-        )
-
-    __aenter__ = __aexit__ = _wrong_block
+def opening(manager: AbstractContextManager[_Opened]) -> Block[_Opened]:
+    """The thread adapter's ``open_limiter()``: ``with`` it."""
+    return Block(manager, "open_limiter", "limiter")
 
 
 class Permit:
@@ -1207,8 +1186,10 @@ class BaseLimiter(_Limiting):
         """``async with limiter.permit(level, cost=...) as permit:`` --
         :meth:`acquire`, then the block; ``permit.settle(actual)`` works in
         it and after it."""
-        return _AsyncPermitBlock(
-            self._permit(level, cost=cost, flow=flow, timeout=timeout, max_wait=max_wait)
+        return AsyncBlock(
+            self._permit(level, cost=cost, flow=flow, timeout=timeout, max_wait=max_wait),
+            "limiter.permit",
+            "permit",
         )
 
     @asynccontextmanager

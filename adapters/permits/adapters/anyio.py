@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 from permits.core import Policy
 
-from ._base import AsyncOpening, Event, LimiterOptions, refuse_unknown
+from ._base import Event, LimiterOptions, async_opening, refuse_unknown
 from ._requires import Framework, other_loop, requires_extra, wrong_framework
 from ._tasked import TaskedLimiter, running
 
@@ -152,4 +152,4 @@ def open_limiter(
     :class:`~permits.adapters.BaseLimiter` for the arguments."""
     refuse_unknown("permits.adapters.anyio.open_limiter", options)
     limiter = Limiter(policy, rate, burst, **options)
-    return AsyncOpening(running(limiter, anyio.create_task_group()))
+    return async_opening(running(limiter, anyio.create_task_group()))

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING
 
 from permits.core import Policy
 
-from ._base import AsyncOpening, BaseLimiter, Event, LimiterOptions, _seconds, refuse_unknown
+from ._base import BaseLimiter, Event, LimiterOptions, _seconds, async_opening, refuse_unknown
 from ._requires import other_loop, wrong_framework
 
 if TYPE_CHECKING:
@@ -133,7 +133,7 @@ def open_limiter(
     the way out, the timer is cancelled and every waiter wakes with
     :class:`~permits.adapters.LimiterClosed`."""
     refuse_unknown("permits.adapters.asyncio.open_limiter", options)
-    return AsyncOpening(_opened(Limiter(policy, rate, burst, **options)))
+    return async_opening(_opened(Limiter(policy, rate, burst, **options)))
 
 
 @asynccontextmanager

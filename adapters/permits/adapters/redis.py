@@ -87,7 +87,7 @@ from permits.core.checks import (
     settled_units,
 )
 
-from ._base import AsyncOpening, Event, _nanoseconds
+from ._base import Event, _nanoseconds, async_opening
 from ._recording import Recording
 from ._requires import requires_extra
 from ._tasked import running
@@ -3048,7 +3048,7 @@ def open_limiter(
         book_ahead=book_ahead,
         lease=lease,
     )
-    return AsyncOpening(_opened(limiter))
+    return async_opening(_opened(limiter))
 
 
 @asynccontextmanager

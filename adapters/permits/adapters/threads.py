@@ -36,12 +36,12 @@ from typing import TYPE_CHECKING, NoReturn
 from permits.core import SECOND, Decision, FlowStatistics, Policy, Statistics
 
 from ._base import (
+    Block,
     LimiterOptions,
-    Opening,
     Permit,
     _Limiting,
-    _PermitBlock,
     _Waiter,
+    opening,
     refuse_unknown,
 )
 from ._recording import Recording
@@ -230,8 +230,10 @@ class Limiter(_Limiting):
     ) -> AbstractContextManager[Permit]:
         """``with limiter.permit(level, cost=...) as permit:`` --
         :meth:`acquire`, then the block."""
-        return _PermitBlock(
-            self._permit(level, cost=cost, flow=flow, timeout=timeout, max_wait=max_wait)
+        return Block(
+            self._permit(level, cost=cost, flow=flow, timeout=timeout, max_wait=max_wait),
+            "limiter.permit",
+            "permit",
         )
 
     @contextmanager
@@ -343,7 +345,7 @@ def open_limiter(
     runs inside it; on the way out every waiter wakes with
     :class:`~permits.adapters.LimiterClosed` and the thread ends."""
     refuse_unknown("permits.adapters.threads.open_limiter", options)
-    return Opening(_opened(Limiter(policy, rate, burst, **options)))
+    return opening(_opened(Limiter(policy, rate, burst, **options)))
 
 
 @contextmanager

@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any
 
 from permits.core import Policy
 
-from ._base import AsyncOpening, Event, LimiterOptions, refuse_unknown
+from ._base import Event, LimiterOptions, async_opening, refuse_unknown
 from ._requires import other_loop, requires_extra, wrong_framework
 from ._tasked import TaskedLimiter, running
 
@@ -99,4 +99,4 @@ def open_limiter(
         raise wrong_framework(open_limiter, "trio") from None
     refuse_unknown("permits.adapters.trio.open_limiter", options)
     limiter = Limiter(policy, rate, burst, **options)
-    return AsyncOpening(running(limiter, trio.open_nursery()))
+    return async_opening(running(limiter, trio.open_nursery()))
