@@ -1186,20 +1186,13 @@ class BaseLimiter(_Limiting):
         """``async with limiter.permit(level, cost=...) as permit:`` --
         :meth:`acquire`, then the block; ``permit.settle(actual)`` works in
         it and after it."""
-        return AsyncBlock(
-            self._permit(level, cost=cost, flow=flow, timeout=timeout, max_wait=max_wait),
-            "limiter.permit",
-            "permit",
+        acquire = functools.partial(
+            self.acquire, level, cost=cost, flow=flow, timeout=timeout, max_wait=max_wait
         )
+        return AsyncBlock(_acquired(acquire), "limiter.permit", "permit")
 
-    @asynccontextmanager
-    async def _permit(
-        self,
-        level: int | None,
-        *,
-        cost: int | Mapping[str, int],
-        flow: Hashable,
-        timeout: float | None,
-        max_wait: float | None,
-    ) -> AsyncIterator[Permit]:
-        yield await self.acquire(level, cost=cost, flow=flow, timeout=timeout, max_wait=max_wait)
+
+@asynccontextmanager
+async def _acquired(acquire: Callable[[], Awaitable[Permit]]) -> AsyncIterator[Permit]:
+    """The block of an async limiter's ``permit()``: ``acquire()``'s permit."""
+    yield await acquire()

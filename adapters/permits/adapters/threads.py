@@ -22,6 +22,7 @@ its workers) works in each child, which starts a timer thread of its own.
 
 from __future__ import annotations
 
+import functools
 import os
 import sys
 import threading
@@ -230,23 +231,10 @@ class Limiter(_Limiting):
     ) -> AbstractContextManager[Permit]:
         """``with limiter.permit(level, cost=...) as permit:`` --
         :meth:`acquire`, then the block."""
-        return Block(
-            self._permit(level, cost=cost, flow=flow, timeout=timeout, max_wait=max_wait),
-            "limiter.permit",
-            "permit",
+        acquire = functools.partial(
+            self.acquire, level, cost=cost, flow=flow, timeout=timeout, max_wait=max_wait
         )
-
-    @contextmanager
-    def _permit(
-        self,
-        level: int | None,
-        *,
-        cost: int | Mapping[str, int],
-        flow: Hashable,
-        timeout: float | None,
-        max_wait: float | None,
-    ) -> Iterator[Permit]:
-        yield self.acquire(level, cost=cost, flow=flow, timeout=timeout, max_wait=max_wait)
+        return Block(_acquired(acquire), "limiter.permit", "permit")
 
     def try_acquire(
         self, level: int | None = None, *, cost: int | Mapping[str, int] = 1, flow: Hashable = None
@@ -346,6 +334,12 @@ def open_limiter(
     :class:`~permits.adapters.LimiterClosed` and the thread ends."""
     refuse_unknown("permits.adapters.threads.open_limiter", options)
     return opening(_opened(Limiter(policy, rate, burst, **options)))
+
+
+@contextmanager
+def _acquired(acquire: Callable[[], Permit]) -> Iterator[Permit]:
+    """The block of :meth:`Limiter.permit`: ``acquire()``'s permit."""
+    yield acquire()
 
 
 @contextmanager
