@@ -1232,19 +1232,25 @@ def test_a_response_with_limit_headers_served_while_the_limiter_closed_reaches_t
     response was lost. A closed limiter has nothing left to learn: the
     response goes to the caller, as it does when it is settled."""
     script = Script((200, headers), delay=0.3)
+    response, transport = _closed_while_out(script)
+    assert (response.status_code, response.content) == (200, b'{"ok": true}')
+    assert transport.upstream.malformed == 0
+
+
+def _closed_while_out(script: Script, retries: int = 0) -> tuple[httpx.Response, PermitsTransport]:
+    """A request sent to ``script`` through a limiter that closes while the
+    request is at the upstream: its response, and the transport."""
     with (
         serve_script(script) as url,
         threads.open_limiter(Fifo(), limits={"requests": Limit(100, burst=10)}) as limiter,
     ):
-        transport = PermitsTransport(limiter)
+        transport = PermitsTransport(limiter, retries=retries)
         with httpx.Client(transport=transport) as client, ThreadPoolExecutor(1) as pool:
             sent = pool.submit(client.get, url)
             while not script.bodies:  # the request is at the upstream
                 time.sleep(0.01)
             limiter.close()
-            response = sent.result()
-        assert (response.status_code, response.content) == (200, b'{"ok": true}')
-        assert transport.upstream.malformed == 0
+            return sent.result(), transport
 
 
 def test_settle_naming_the_tokens_alone_keeps_the_request() -> None:
@@ -1337,20 +1343,10 @@ def test_a_429_answered_while_the_limiter_closed_reaches_the_caller(retries: int
     the limiter closed reaches the caller, its rate-limit headers teaching
     nothing). Nothing is retried: the limiter is closed."""
     script = Script((429, {"Retry-After": "1", "x-ratelimit-remaining-requests": "0"}), delay=0.3)
-    with (
-        serve_script(script) as url,
-        threads.open_limiter(Fifo(), limits={"requests": Limit(100, burst=10)}) as limiter,
-    ):
-        transport = PermitsTransport(limiter, retries=retries)
-        with httpx.Client(transport=transport) as client, ThreadPoolExecutor(1) as pool:
-            sent = pool.submit(client.get, url)
-            while not script.bodies:  # the request is at the upstream
-                time.sleep(0.01)
-            limiter.close()
-            response = sent.result()
-        assert (response.status_code, response.headers["retry-after"]) == (429, "1")
-        assert len(script.bodies) == 1, "not sent again"
-        assert transport.upstream.throttled == 1
+    response, transport = _closed_while_out(script, retries)
+    assert (response.status_code, response.headers["retry-after"]) == (429, "1")
+    assert len(script.bodies) == 1, "not sent again"
+    assert transport.upstream.throttled == 1
 
 
 @pytest.mark.anyio
