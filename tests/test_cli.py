@@ -189,6 +189,16 @@ BAD = [
         "cost, fair, flow, give_up_after, heaviest, level, max_wait, name, published, size, "
         "tenants, timeout, zipf)",
     ),
+    (  # not "unknown key": rate is a key, of other arrivals than the batch's
+        GOOD.replace("size = 1000", "size = 1000\nrate = 3"),
+        "scenario[0].workload[1].rate=3: not a key of arrivals = 'batch' (a key of "
+        "'constant', 'poisson'; 'batch' takes at, size)",
+    ),
+    (
+        GOOD.replace("rate = 20", "rate = 20\nsize = 5"),
+        "scenario[0].workload[0].size=5: not a key of arrivals = 'constant' (a key of "
+        "'batch'; 'constant' takes rate, start, stop)",
+    ),
     (  # not "size=1000: unknown key": the arrivals that take it are what is missing
         GOOD.replace('arrivals = "batch"\n', ""),
         "scenario[0].workload[1].arrivals: missing",

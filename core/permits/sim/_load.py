@@ -306,6 +306,16 @@ def _workload(path: str, value: object) -> Workload:
             raise ScenarioError(
                 _at(path, old), table[old], f"renamed: write {new} = ... (seconds after arrival)"
             )
+    if isinstance(kind, str):
+        for key in table:
+            if key in _ANY_ARRIVAL and key not in required | optional:
+                others = ", ".join(repr(k) for k, (r, o) in _ARRIVAL_KEYS.items() if key in r | o)
+                takes = ", ".join(sorted(required | optional))
+                raise ScenarioError(
+                    _at(path, key),
+                    table[key],
+                    f"not a key of arrivals = {kind!r} (a key of {others}; {kind!r} takes {takes})",
+                )
     _keys(path, table, _WORKLOAD_KEYS | required, _WORKLOAD_OPTIONAL | _TENANT_KEYS | optional)
     args = {key: table[key] for key in required | optional if key in table}
     arrivals: Arrivals = _build(path, lambda: _ARRIVALS[str(kind)](**args))
