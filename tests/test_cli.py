@@ -1478,3 +1478,26 @@ def test_a_scenario_file_names_the_flows_options(
     status, out, err = run(capsys, "simulate", str(path))
     assert status == 2
     assert "scenario[0].flow_weights=0" in err, err
+
+
+def test_a_requirement_on_tenants_none_name_is_refused_at_its_place_in_the_file(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """compare's refusal of a tenants requirement on a workload whose
+    callers name none names the file and the requirement's place there
+    (``scenario[1].require[0]``), as the file's other errors do; it named
+    the scenario and ``requirements[0]``, a key the file does not have."""
+    path = tmp_path / "two.toml"
+    path.write_text(
+        GOOD
+        + GOOD.replace('name = "s"', 'name = "t"').replace(
+            "seconds = 10", 'seconds = 10\nrequire = ["batch tenants starved <= 0"]'
+        )
+    )
+    assert main(["compare", str(path)]) == 2
+    out, err = capsys.readouterr()
+    assert out == ""
+    assert err == (
+        f"permits: error: {path}: scenario[1].require[0]='batch tenants starved <= 0': "
+        "no caller of 'batch' names a tenant: give it tenants or a flow\n"
+    )
