@@ -189,6 +189,10 @@ BAD = [
         "cost, fair, flow, give_up_after, heaviest, level, max_wait, name, published, size, "
         "tenants, timeout, zipf)",
     ),
+    (  # the value as written, not the Tenants it was made into
+        GOOD.replace("rate = 20", 'rate = 20\nflow = "acme"\ntenants = 5'),
+        "scenario[0].workload[0].tenants=5: give flow or tenants, not both",
+    ),
     (  # not "unknown key": rate is a key, of other arrivals than the batch's
         GOOD.replace("size = 1000", "size = 1000\nrate = 3"),
         "scenario[0].workload[1].rate=3: not a key of arrivals = 'batch' (a key of "

@@ -324,6 +324,8 @@ def _workload(path: str, value: object) -> Workload:
         published = _published(f"{path}.published", table["published"])
     cost = _cost(f"{path}.cost", table["cost"]) if "cost" in table else 1
     tenants = _tenants(path, table)
+    if "flow" in table and tenants is not None:  # (Workload's error shows the Tenants made)
+        raise ScenarioError(f"{path}.tenants", table["tenants"], "give flow or tenants, not both")
     return _build(  # type: ignore[no-any-return]
         path,
         lambda: Workload(
