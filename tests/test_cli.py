@@ -1149,7 +1149,7 @@ BAD_COSTS = [
     ),
     (
         LLM.replace("tenants = 50", 'tenants = 50\nflow = "x"'),
-        f"{_W1}.tenants=Tenants(count=50, zipf=1.1, heaviest=None): give flow or tenants, not both",
+        f"{_W1}.tenants=50: give flow or tenants, not both",
     ),
     (LLM.replace("tenants = 50", "tenants = 0"), f"{_W1}.tenants=0: must be at least 1"),
     (LLM.replace("tenants = 50", "tenants = 50\nfair = 1"), f"{_W1}.fair=1: expected a bool"),
