@@ -189,6 +189,16 @@ BAD = [
         "cost, fair, flow, give_up_after, heaviest, level, max_wait, name, published, size, "
         "tenants, timeout, zipf)",
     ),
+    (  # a typo for 1.5 met every requirement: no caller came to judge
+        GOOD.replace("size = 1000", "size = 1000\nat = 15"),
+        "scenario[0].workload[1].at=15: at or after the end of the run (seconds = 10): "
+        "no caller of it would come",
+    ),
+    (
+        GOOD.replace("rate = 20", "rate = 20\nstart = 10"),
+        "scenario[0].workload[0].start=10: at or after the end of the run (seconds = 10): "
+        "no caller of it would come",
+    ),
     (  # the value as written, not the Tenants it was made into
         GOOD.replace("rate = 20", 'rate = 20\nflow = "acme"\ntenants = 5'),
         "scenario[0].workload[0].tenants=5: give flow or tenants, not both",

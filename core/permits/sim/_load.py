@@ -468,6 +468,17 @@ def _scenario(path: str, value: object, max_arrivals: int | None) -> Scenario:
             flow_limit=table.get("flow_limit"),
         ),
     )
+    for j, entry in enumerate(entries):
+        # A workload that begins once the run has ended (a typo for 1.5, say)
+        # would meet its every requirement, none of its callers come to judge.
+        key = "at" if isinstance(workloads[j].arrivals, Batch) else "start"
+        if key in entry and entry[key] >= scenario.seconds:
+            raise ScenarioError(
+                f"{path}.workload[{j}].{key}",
+                entry[key],
+                f"at or after the end of the run (seconds = {table['seconds']}): "
+                "no caller of it would come",
+            )
     _build(path, lambda: check_arrivals(scenario, max_arrivals))
     return scenario
 
