@@ -2488,6 +2488,32 @@ def test_a_recording_is_written_whole_or_not_at_all(
     assert path.stat().st_mode & 0o777 == 0o640
 
 
+def test_a_recording_written_where_no_file_can_be_names_the_path_given(tmp_path: Path) -> None:
+    """A recording written to a directory, or into one that does not exist,
+    fails naming the path it was given, as ``open()`` would, and leaves
+    nothing behind; it named the hidden file it writes first
+    (``/.tmp.123.456.partial``, for ``/tmp``: beside the directory, one
+    level up), and a directory's refusal came only after that file was
+    written."""
+    from permits.adapters import _recording
+
+    recording = _recording.Recording(0, 10, ("units",))
+    recording.calls.append(Call(0, 0))
+    folder = tmp_path / "traces"
+    folder.mkdir()
+    with pytest.raises(IsADirectoryError) as refused:
+        recording.write(folder)
+    assert refused.value.filename == str(folder)
+    assert "partial" not in str(refused.value)
+    missing = tmp_path / "nowhere" / "trace.csv"
+    with pytest.raises(FileNotFoundError) as absent:
+        recording.write(str(missing))
+    assert absent.value.filename == str(missing)
+    assert "partial" not in str(absent.value)
+    assert [p.name for p in tmp_path.iterdir()] == ["traces"]
+    assert list(folder.iterdir()) == []
+
+
 @pytest.mark.threads
 @pytest.mark.redis
 async def test_a_recording_refuses_bad_input_by_name(

@@ -189,6 +189,30 @@ BAD = [
         "cost, fair, flow, give_up_after, heaviest, level, max_wait, name, published, size, "
         "tenants, timeout, zipf)",
     ),
+    (  # a typo for 1.5 met every requirement: no caller came to judge
+        GOOD.replace("size = 1000", "size = 1000\nat = 15"),
+        "scenario[0].workload[1].at=15: at or after the end of the run (seconds = 10): "
+        "no caller of it would come",
+    ),
+    (
+        GOOD.replace("rate = 20", "rate = 20\nstart = 10"),
+        "scenario[0].workload[0].start=10: at or after the end of the run (seconds = 10): "
+        "no caller of it would come",
+    ),
+    (  # the value as written, not the Tenants it was made into
+        GOOD.replace("rate = 20", 'rate = 20\nflow = "acme"\ntenants = 5'),
+        "scenario[0].workload[0].tenants=5: give flow or tenants, not both",
+    ),
+    (  # not "unknown key": rate is a key, of other arrivals than the batch's
+        GOOD.replace("size = 1000", "size = 1000\nrate = 3"),
+        "scenario[0].workload[1].rate=3: not a key of arrivals = 'batch' (a key of "
+        "'constant', 'poisson'; 'batch' takes at, size)",
+    ),
+    (
+        GOOD.replace("rate = 20", "rate = 20\nsize = 5"),
+        "scenario[0].workload[0].size=5: not a key of arrivals = 'constant' (a key of "
+        "'batch'; 'constant' takes rate, start, stop)",
+    ),
     (  # not "size=1000: unknown key": the arrivals that take it are what is missing
         GOOD.replace('arrivals = "batch"\n', ""),
         "scenario[0].workload[1].arrivals: missing",
@@ -1135,7 +1159,7 @@ BAD_COSTS = [
     ),
     (
         LLM.replace("tenants = 50", 'tenants = 50\nflow = "x"'),
-        f"{_W1}.tenants=Tenants(count=50, zipf=1.1, heaviest=None): give flow or tenants, not both",
+        f"{_W1}.tenants=50: give flow or tenants, not both",
     ),
     (LLM.replace("tenants = 50", "tenants = 0"), f"{_W1}.tenants=0: must be at least 1"),
     (LLM.replace("tenants = 50", "tenants = 50\nfair = 1"), f"{_W1}.fair=1: expected a bool"),
@@ -1468,3 +1492,26 @@ def test_a_scenario_file_names_the_flows_options(
     status, out, err = run(capsys, "simulate", str(path))
     assert status == 2
     assert "scenario[0].flow_weights=0" in err, err
+
+
+def test_a_requirement_on_tenants_none_name_is_refused_at_its_place_in_the_file(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """compare's refusal of a tenants requirement on a workload whose
+    callers name none names the file and the requirement's place there
+    (``scenario[1].require[0]``), as the file's other errors do; it named
+    the scenario and ``requirements[0]``, a key the file does not have."""
+    path = tmp_path / "two.toml"
+    path.write_text(
+        GOOD
+        + GOOD.replace('name = "s"', 'name = "t"').replace(
+            "seconds = 10", 'seconds = 10\nrequire = ["batch tenants starved <= 0"]'
+        )
+    )
+    assert main(["compare", str(path)]) == 2
+    out, err = capsys.readouterr()
+    assert out == ""
+    assert err == (
+        f"permits: error: {path}: scenario[1].require[0]='batch tenants starved <= 0': "
+        "no caller of 'batch' names a tenant: give it tenants or a flow\n"
+    )

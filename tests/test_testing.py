@@ -253,3 +253,34 @@ def test_run_refuses_a_running_loop_as_asyncio_run_does() -> None:
 
     asyncio.run(outer())
     gc.collect()  # an unawaited coroutine warns here
+
+
+def test_run_refuses_what_is_not_a_coroutine_naming_it() -> None:
+    """``run(main)`` (the function, not called) is refused naming ``main``
+    and saying to call it, before a loop is made; asyncio's own error
+    ("An asyncio.Future, a coroutine or an awaitable is required") said
+    neither."""
+
+    async def main() -> int:
+        return 1
+
+    for wrong in (main, 42):
+        with pytest.raises(PermitTypeError, match=r"main=.*call it") as refused:
+            testing.run(wrong)  # type: ignore[arg-type]
+        assert refused.value.argument == "main"
+    assert testing.run(main()) == 1
+
+
+def test_stall_on_a_real_clock_says_how_to_get_a_virtual_one() -> None:
+    """stall() under a real loop, or outside any, names what to run the
+    test with, not only the class it wanted (or asyncio's "no running
+    event loop")."""
+
+    async def on_asyncio() -> None:
+        testing.stall(0.1)
+
+    with pytest.raises(TypeError, match=r"permits\.testing\.run\(") as wrong:
+        asyncio.run(on_asyncio())
+    assert "virtual_backend" in str(wrong.value)
+    with pytest.raises(RuntimeError, match=r"from a task.*permits\.testing\.run\("):
+        testing.stall(0.1)  # no loop running

@@ -787,9 +787,10 @@ def test_cli_says_which_requirements_a_trace_can_judge_in_one_line(
         assert main([command, str(scenario), "--trace", str(trace)]) == 2
         out, err = capsys.readouterr()
         assert out == ""
-        assert err == (
-            "permits: error: s: requirements[0]='b p99 <= 1 s': a trace's calls count as "
-            "the first workload of their level, and 'b' is not one: require it of 'a' instead\n"
+        assert err == (  # the requirement's place in the file, as the file's other errors
+            f"permits: error: {scenario}: scenario[0].require[0]='b p99 <= 1 s': a trace's "
+            "calls count as the first workload of their level, and 'b' is not one: require it "
+            "of 'a' instead\n"
         )
 
 

@@ -311,6 +311,9 @@ def run(main: Coroutine[Any, Any, T], *, debug: bool | None = None) -> T:
     """Run ``main`` on a fresh :class:`VirtualClockLoop` and close it, as
     ``asyncio.run`` does on a real loop (tasks left over are cancelled,
     async generators and the default executor shut down)."""
+    if not asyncio.iscoroutine(main):
+        what = "a coroutine: call it, run(main()), not run(main)"
+        raise PermitTypeError("main", main, what)
     try:
         asyncio.get_running_loop()
     except RuntimeError:
@@ -391,10 +394,22 @@ def stall(seconds: float) -> None:
             else:
                 raise TypeError(
                     f"stall() needs a permits.testing.VirtualClock or a "
-                    f"trio.testing.MockClock, not {clock!r}"
+                    f"trio.testing.MockClock, not {clock!r}: trio.run(main, "
+                    f"clock=permits.testing.VirtualClock()), or anyio's "
+                    f"permits.testing.virtual_backend('trio')"
                 )
             return
-    loop = asyncio.get_running_loop()
+    try:
+        loop = asyncio.get_running_loop()
+    except RuntimeError:
+        raise RuntimeError(
+            "stall() must be called from a task on a virtual clock, and no event loop is running: "
+            "run the test with permits.testing.run(main()) (or on a virtual_backend)"
+        ) from None
     if not isinstance(loop, VirtualClockLoop):
-        raise TypeError(f"stall() needs a permits.testing.VirtualClockLoop, not {loop!r}")
+        raise TypeError(
+            f"stall() needs a permits.testing.VirtualClockLoop, not {loop!r}: run the test "
+            f"with permits.testing.run(main()) in place of asyncio.run, or anyio's "
+            f"permits.testing.virtual_backend('asyncio')"
+        )
     loop._set(_later(loop._ns, seconds))

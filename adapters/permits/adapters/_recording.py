@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import errno
 import os
 import shutil
 import threading
@@ -123,6 +124,8 @@ class Recording:
             target.writelines(lines)
             return
         path = Path(place).resolve()  # a link's file is written, the link kept
+        if path.is_dir():  # (its file beside it would be one level up)
+            raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), place)
         partial = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.partial")
         try:
             with open(partial, "w", encoding="utf-8", newline="") as file:
@@ -130,6 +133,9 @@ class Recording:
             if path.exists():
                 shutil.copymode(path, partial)  # the file keeps its permissions
             os.replace(partial, path)
-        except BaseException:
+        except BaseException as error:
             partial.unlink(missing_ok=True)
+            if isinstance(error, OSError) and error.filename == str(partial):
+                # named by the path given, not by the file written first
+                raise type(error)(error.errno, error.strerror, place) from None
             raise

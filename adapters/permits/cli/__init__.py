@@ -28,7 +28,7 @@ from typing import NoReturn
 import attrs
 
 from permits import __version__
-from permits.core import PermitError, Policy, StrictPriority
+from permits.core import PermitError, PermitValueError, Policy, StrictPriority
 from permits.core.checks import check_rate
 from permits.sim import (
     MAX_ARRIVALS,
@@ -273,6 +273,29 @@ def _replayed(args: argparse.Namespace, result: Result) -> Result:
     return result
 
 
+def _source(args: argparse.Namespace, example: str | None) -> str | None:
+    """How the file's errors name it: its path, or the shipped example's name
+    (``None``: the article's scenarios, no file)."""
+    if args.file is not None:
+        return str(args.file)
+    return None if example is None else f"example {example!r}"
+
+
+def _refused(source: str | None, index: int, scenario: Scenario, error: PermitError) -> NoReturn:
+    """A requirement of ``scenario`` (the file's ``index``-th) that a run
+    cannot judge, named by its place in the file (``scenario[0].require[1]``)
+    as the file's other errors are; any other refusal, by the scenario's
+    name."""
+    if (
+        source is not None
+        and isinstance(error, PermitValueError)
+        and error.argument.startswith("requirements[")
+    ):
+        place = f"scenario[{index}].require[{error.argument.removeprefix('requirements[')}"
+        _fail(f"{source}: {place}={error.value!r}: {error.reason}")
+    _fail(f"{scenario.name}: {error}")
+
+
 def _simulate(args: argparse.Namespace) -> int:
     _check_plot(args)
     loaded = scenarios(args.file, args.example, _bound(args))
@@ -283,13 +306,13 @@ def _simulate(args: argparse.Namespace) -> int:
     else:
         calls = trace(args.trace)
         results = []
-        for scenario in loaded:
+        for index, scenario in enumerate(loaded):
             try:
                 results.append(_replayed(args, replay(scenario, calls(scenario.named_limits))))
             except TraceError as error:
                 _fail(f"{args.trace}: {error}")
             except PermitError as error:  # a requirement a trace cannot judge
-                _fail(f"{scenario.name}: {error}")
+                _refused(_source(args, args.example), index, scenario, error)
     if args.plot is not None:
         from ._plot import plot
 
@@ -423,7 +446,7 @@ def _compare(args: argparse.Namespace) -> int:
     loaded = scenarios(args.file, name, _bound(args))
     for scenario in loaded:
         _check_drawn(args, scenario)
-    for scenario in loaded:
+    for index, scenario in enumerate(loaded):
         grid = _policies(args.policy, scenario.policy.levels)
         try:
             replayed = None if calls is None else functools.partial(calls, scenario.named_limits)
@@ -434,7 +457,7 @@ def _compare(args: argparse.Namespace) -> int:
         except TraceError as error:
             _fail(f"{args.trace}: {error}")
         except PermitError as error:
-            _fail(f"{scenario.name}: {error}")
+            _refused(_source(args, name), index, scenario, error)
     if args.plot is not None:
         from ._plot import plot_comparisons
 

@@ -306,6 +306,16 @@ def _workload(path: str, value: object) -> Workload:
             raise ScenarioError(
                 _at(path, old), table[old], f"renamed: write {new} = ... (seconds after arrival)"
             )
+    if isinstance(kind, str):
+        for key in table:
+            if key in _ANY_ARRIVAL and key not in required | optional:
+                others = ", ".join(repr(k) for k, (r, o) in _ARRIVAL_KEYS.items() if key in r | o)
+                takes = ", ".join(sorted(required | optional))
+                raise ScenarioError(
+                    _at(path, key),
+                    table[key],
+                    f"not a key of arrivals = {kind!r} (a key of {others}; {kind!r} takes {takes})",
+                )
     _keys(path, table, _WORKLOAD_KEYS | required, _WORKLOAD_OPTIONAL | _TENANT_KEYS | optional)
     args = {key: table[key] for key in required | optional if key in table}
     arrivals: Arrivals = _build(path, lambda: _ARRIVALS[str(kind)](**args))
@@ -314,6 +324,8 @@ def _workload(path: str, value: object) -> Workload:
         published = _published(f"{path}.published", table["published"])
     cost = _cost(f"{path}.cost", table["cost"]) if "cost" in table else 1
     tenants = _tenants(path, table)
+    if "flow" in table and tenants is not None:  # (Workload's error shows the Tenants made)
+        raise ScenarioError(f"{path}.tenants", table["tenants"], "give flow or tenants, not both")
     return _build(  # type: ignore[no-any-return]
         path,
         lambda: Workload(
@@ -456,6 +468,17 @@ def _scenario(path: str, value: object, max_arrivals: int | None) -> Scenario:
             flow_limit=table.get("flow_limit"),
         ),
     )
+    for j, entry in enumerate(entries):
+        # A workload that begins once the run has ended (a typo for 1.5, say)
+        # would meet its every requirement, none of its callers come to judge.
+        key = "at" if isinstance(workloads[j].arrivals, Batch) else "start"
+        if key in entry and entry[key] >= scenario.seconds:
+            raise ScenarioError(
+                f"{path}.workload[{j}].{key}",
+                entry[key],
+                f"at or after the end of the run (seconds = {table['seconds']}): "
+                "no caller of it would come",
+            )
     _build(path, lambda: check_arrivals(scenario, max_arrivals))
     return scenario
 
