@@ -293,7 +293,7 @@ def test_queues_as_a_policy_reads_them() -> None:
 
 @pytest.mark.parametrize("policy", [StrictPriority(2), Aging(2)], ids=["looked-for", "kept"])
 def test_a_levels_oldest_is_its_first_pushed_whichever_flow_goes_next(policy: Policy) -> None:
-    """``queues.oldest(level)``: the waiter pushed first of a level, where
+    """P9: ``queues.oldest(level)``, the waiter pushed first of a level, where
     its flows serve another next; kept in order under ``Aging`` (and
     ``Fifo``), looked for through the flows under another policy."""
     machine = Machine(policy, 1, 1)
