@@ -260,6 +260,24 @@ MUTANTS: dict[str, tuple[str, str, str, str]] = {
         "settled.get(i, 0) for i, units in enumerate(asked)",
         "a settle naming only tokens gives back the request it leaves out",
     ),
+    "aging-by-the-served-head": (
+        "_policies.py",
+        "                head = queues.oldest(level)\n",
+        "                head = queues.head(level)\n",
+        "aging ranks a level by the call its flows serve next, not its oldest",
+    ),
+    "fifo-by-the-served-head": (
+        "_policies.py",
+        "queues.oldest(level).seq < queues.oldest(best).seq",
+        "queues.head(level).seq < queues.head(best).seq",
+        "FIFO ranks a level by the call its flows serve next, not its oldest",
+    ),
+    "oldest-is-the-served-head": (
+        "_queues.py",
+        "        return self.firsts.chunks[0][0][1]\n",
+        "        return self.heads.chunks[0][0][1]\n",
+        "a level's oldest waiter is taken to be the one its flows serve next",
+    ),
     "forget-the-pause": (
         "_bucket.py",
         "        if until > self.until:\n",

@@ -189,15 +189,20 @@ class Reference:
             want = self.followed[0] if self.followed else None
             return next((w for w in waiting if w.id == want), None)
         heads = self.heads()
+        # FIFO and aging rank the levels by their waiters, whichever of them
+        # the level's flows serve next: the level of the first waiter in
+        # that rank serves its head.
         if kind == "fifo":
-            return min(heads.values(), key=lambda w: w.seq)
+            return heads[min(waiting, key=lambda w: w.seq).level]
         if kind == "strict":
             return heads[min(heads)]
         if kind == "aging":
             after = self.policy.after
-            return min(
-                heads.values(), key=lambda w: (w.level - Fraction(now - w.pushed_at, after), w.seq)
-            )
+            return heads[
+                min(
+                    waiting, key=lambda w: (w.level - Fraction(now - w.pushed_at, after), w.seq)
+                ).level
+            ]
         if kind == "shares":
             return self.deal()[0]
         # the user's RoundRobin: the levels take turns, skipping empty ones

@@ -8,6 +8,7 @@ from __future__ import annotations
 import copy
 import itertools
 import math
+from collections import Counter
 from collections.abc import Callable, Hashable, Mapping, Sequence
 from fractions import Fraction
 from random import Random
@@ -20,6 +21,7 @@ from hypothesis import strategies as st
 from permits.core import (
     CHUNK,
     MAX_SCALE,
+    MILLISECOND,
     RELATIVE_ERROR,
     SECOND,
     Aging,
@@ -479,6 +481,39 @@ def test_settle_gives_back_and_charges(rate: Any, asked: int, actual: int) -> No
     out += drive(settled, 100 * SECOND)
     expected += drive(direct, 100 * SECOND)
     assert rows(out) == rows(expected), ("P29", rows(out), rows(expected))
+
+
+@pytest.mark.parametrize("policy", [Aging(2, after_ns=2 * SECOND), Fifo(2)], ids=["aging", "fifo"])
+def test_flows_do_not_make_a_level_younger(policy: Policy) -> None:
+    """P9 with flows: a level is as old as its oldest waiter, whichever of
+    its flows' waiters it serves next. A backlog of one tenant's calls,
+    then one of batch calls, all queued at 0, and a quiet tenant's call
+    every 100 ms: the tenants' backlog is older than the batch's (under
+    ``Aging``, by more than the 2 s the batch's level costs), so the
+    interactive level keeps every permit while the first tenant's backlog
+    lasts, flows named or not (but one, without flows under ``Fifo``: the
+    batch's first call is older than the quiet tenant's); named, the
+    tenants take turns. (Ranked by the call it serves next, the quiet
+    tenant's fresh one, the level lost 160 of 200 permits to the batch
+    under ``Aging``, half under ``Fifo``.)"""
+
+    def permits_in_20_s(name_flows: bool) -> Counter[str]:
+        machine = Machine(policy, rate=10, burst=1)
+        for n in range(200):
+            machine.push(("noisy", n), 0, 0, flow="noisy" if name_flows else None)
+        for n in range(200):
+            machine.push(("batch", n), 1, 0)
+        granted: list[Decision] = []
+        for t in range(100 * MILLISECOND, 20 * SECOND + 1, 100 * MILLISECOND):
+            granted += machine.push(("quiet", t), 0, t, flow="quiet" if name_flows else None)
+        machine.check_valid()
+        ids: list[Any] = [d.id for d in granted]
+        return Counter(kind for kind, _ in ids)
+
+    named, plain = permits_in_20_s(True), permits_in_20_s(False)
+    assert plain["noisy"] == 199, ("P9: the oldest backlog first", plain)
+    assert named["batch"] == 0, ("P9: flows made the level younger", named)
+    assert abs(named["noisy"] - named["quiet"]) <= 2, ("P35: the tenants take turns", named)
 
 
 @given(requests=st.integers(0, 3), tokens=st.integers(0, 200), used=st.integers(0, 200))

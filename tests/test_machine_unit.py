@@ -23,6 +23,7 @@ from permits.core import (
     NotRefundable,
     PermitTypeError,
     PermitValueError,
+    Policy,
     Queues,
     Shares,
     State,
@@ -260,17 +261,18 @@ def test_a_push_whose_best_case_passes_its_max_wait_is_too_long() -> None:
 def test_the_first_push_naming_a_flow_is_bounded_as_one_that_names_a_flow() -> None:
     """SPEC P19 and P53: a newcomer that names a flow makes the machine one
     where flows are named, so its best case counts only the waiters of its
-    own level, even when no push named a flow before it: the flow of a later
-    push may head another level and let it pass that level's waiters. (It
-    counted every level's waiters, so the first push naming a flow could be
-    granted before its min_wait, or refused as too long.)"""
+    own flow, even when no push named a flow before it: its flow takes its
+    turn in its level, ahead of older waiters of the level and of other
+    levels. (It counted every level's waiters, so the first push naming a
+    flow could be granted before its min_wait, or refused as too long.)"""
     machine = Machine(Fifo(2), 1, 2)  # a unit a second, two banked
     machine.push("x", 0, 0, cost=2)  # granted at once: the bucket is empty
-    machine.push("a", 1, 0, cost=2)  # waits for 2 s
-    assert machine.min_wait(0, flow="f") == 1 * SECOND  # its own level's only
-    assert machine.min_wait(0) == 3 * SECOND  # a newcomer of no flow: every waiter
+    machine.push("z", 0, 0, cost=2)  # waits, in level 0's default flow
+    machine.push("a", 1, 0, cost=2)  # waits, after it
+    assert machine.min_wait(0, flow="f") == 1 * SECOND  # its own flow's only
+    assert machine.min_wait(0) == 5 * SECOND  # a newcomer of no flow: every waiter
     assert machine.push("b", 0, 0, flow="f", max_wait_ns=1 * SECOND) == []  # queued
-    machine.push("c", 1, 0, cost=1, flow="g")  # heads level 1 (finishes before "a")
+    # level 0 holds the oldest waiter, z, and serves b first: b finishes first
     assert machine.tick(1 * SECOND) == [Decision("b", State.GRANTED, 0, 1 * SECOND, 1 * SECOND)]
 
 
@@ -287,6 +289,27 @@ def test_queues_as_a_policy_reads_them() -> None:
     with pytest.raises(IndexError, match="level 0 has no waiters"):
         queues.head(0)
     assert repr(queues) == "<Queues depths=[0, 1] granted=1>"
+
+
+@pytest.mark.parametrize("policy", [StrictPriority(2), Aging(2)], ids=["looked-for", "kept"])
+def test_a_levels_oldest_is_its_first_pushed_whichever_flow_goes_next(policy: Policy) -> None:
+    """P9: ``queues.oldest(level)``, the waiter pushed first of a level, where
+    its flows serve another next; kept in order under ``Aging`` (and
+    ``Fifo``), looked for through the flows under another policy."""
+    machine = Machine(policy, 1, 1)
+    machine.push("banked", 0, 0)  # granted at once: the rest wait
+    machine.push("a1", 0, 0, flow="a", cost=1)
+    machine.push("a2", 0, 0, flow="a")
+    machine.push("b1", 0, 0, flow="b")  # b's turn comes before a's second
+    queues = machine.queues
+    assert (queues.head(0).id, queues.oldest(0).id) == ("a1", "a1")
+    machine.tick(1 * SECOND)  # a1 granted: b1 goes next, a2 is the oldest
+    assert (queues.head(0).id, queues.oldest(0).id) == ("b1", "a2")
+    assert machine.cancel("a2")
+    assert (queues.head(0).id, queues.oldest(0).id) == ("b1", "b1")
+    with pytest.raises(IndexError, match="level 1 has no waiters"):
+        queues.oldest(1)
+    machine.check_valid()
 
 
 def test_queue_full_names_the_limit_the_push_hit() -> None:

@@ -43,7 +43,7 @@ from ._errors import (
 )
 from ._ledger import Grant, Ledger
 from ._limits import Limit
-from ._policies import MAX_LEVELS, Policy
+from ._policies import MAX_LEVELS, Aging, Fifo, Policy
 from ._queues import Queues, Waiter
 from ._stats import Busiest, FlowStatistics, LevelStatistics, Statistics, WaitHistogram
 from .checks import (
@@ -348,7 +348,8 @@ class Machine:
         )
         self._ledger = Ledger(window)
         flow_index = 0 if flow_limit is None else list(named).index(flow_limit)
-        self._queues = Queues(levels, len(named), flow_index)
+        ages = isinstance(policy, Fifo | Aging)  # they rank the levels by age
+        self._queues = Queues(levels, len(named), flow_index, ages=ages)
         start = getattr(policy, "start", None)
         if start is not None:
             self._queues.state = start(tuple(named))

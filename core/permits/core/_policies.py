@@ -77,7 +77,9 @@ def _first_waiting(depths: Sequence[int]) -> int:
 
 @attrs.frozen
 class Fifo:
-    """First in, first out: push order, levels ignored (kept for statistics)."""
+    """First in, first out: push order, levels ignored (kept for statistics).
+    With flows, the level of the oldest waiter serves the waiter its flows
+    choose."""
 
     levels: int = attrs.field(default=1, converter=_levels)
 
@@ -85,7 +87,7 @@ class Fifo:
         """The level of the waiter pushed first."""
         best = -1
         for level, depth in enumerate(queues.depths):
-            if depth and (best < 0 or queues.head(level).seq < queues.head(best).seq):
+            if depth and (best < 0 or queues.oldest(level).seq < queues.oldest(best).seq):
                 best = level
         return best
 
@@ -352,13 +354,14 @@ class Aging:
     after_ns: int = attrs.field(default=2_000_000_000, converter=_after, kw_only=True)
 
     def choose(self, queues: Queues, now: int) -> int:
-        """The level whose head has the smallest ``level * after_ns +
-        pushed_at``, ties by push order."""
+        """The level whose oldest waiter has the smallest ``level * after_ns
+        + pushed_at``, ties by push order (the level then serves the waiter
+        its flows choose)."""
         after = self.after_ns
         best, best_key = -1, (0, 0)
         for level, depth in enumerate(queues.depths):
             if depth:
-                head = queues.head(level)
+                head = queues.oldest(level)
                 key = (level * after + head.pushed_at, head.seq)
                 if best < 0 or key < best_key:
                     best, best_key = level, key

@@ -200,15 +200,19 @@ class _Level:
 
     With two flows or more, each flow's head has an entry in ``heads``, the
     sorted chunks of ``_sorted.py`` keyed by its finish and push order, so
-    the level's head is the first entry. A head that leaves, granted,
-    cancelled or expired, deletes its entry there and then, and its
-    successor's enters: no entry outlives its head, and no departure leaves
-    work for a later operation.
+    the level's head is the first entry, and, for a policy that ranks the
+    levels by age (``ages``), one in ``firsts``, keyed by its push order
+    alone, so the level's oldest waiter (a flow's line is in push order) is
+    the first entry there. A head that leaves, granted, cancelled or
+    expired, deletes its entries there and then, and its successor's enter:
+    no entry outlives its head, and no departure leaves work for a later
+    operation.
     """
 
     __slots__ = (
         "_spare",
         "clock",
+        "firsts",
         "flows",
         "heads",
         "index",
@@ -217,7 +221,7 @@ class _Level:
         "synced",
     )
 
-    def __init__(self, index: int) -> None:
+    def __init__(self, index: int, ages: bool) -> None:
         #: The limit whose units the flows share.
         self.index = index
         #: The flows with waiters, by key.
@@ -227,6 +231,9 @@ class _Level:
         #: With two flows or more: one entry per flow, its head's key (see
         #: :attr:`_Flow.entry`) and the flow; empty otherwise.
         self.heads: Sorted[_Flow] = Sorted()
+        #: With ``ages`` (else ``None``) and two flows or more: one entry per
+        #: flow, its head's push order (``seq``) and the flow; empty otherwise.
+        self.firsts: Sorted[_Flow] | None = Sorted() if ages else None
         self.clock = 0
         #: Virtual times count ``1 / scale``: the lcm of the weights that
         #: waited here since the level was last empty, so that they are exact
@@ -243,6 +250,15 @@ class _Level:
         if only is not None:
             return only
         return self.heads.chunks[0][0][1]
+
+    def oldest(self) -> _Flow:
+        """The flow whose head is the level's oldest waiter."""
+        only = self.only
+        if only is not None:
+            return only
+        if self.firsts is None:  # not kept for the machine's policy: looked for
+            return min(self.flows.values(), key=lambda flow: flow.line.head().seq)
+        return self.firsts.chunks[0][0][1]
 
     def append(self, waiter: Waiter, weight: int) -> _Flow:
         """``waiter`` joins the back of its flow (new flows weigh ``weight``)."""
@@ -296,6 +312,8 @@ class _Level:
                 return waiter  # alone, and others wait behind it: nothing else changes
         else:
             self.heads.delete_first()  # its head's entry, the least
+            if self.firsts is not None:
+                self.firsts.delete(waiter.seq)
             self.clock = flow.finish = flow.start = flow.entry >> SHIFT  # its head's finish
         self._after_departure(flow, rehead=self.only is None)
         return waiter
@@ -309,6 +327,8 @@ class _Level:
         rehead = head and self.only is None
         if rehead:
             self.heads.delete(flow.entry)  # at once: no entry outlives its head
+            if self.firsts is not None:
+                self.firsts.delete(waiter.seq)
         if head and flow.depth and (self.only is None or self.synced):
             flow.start = max(flow.finish, self.clock)
         self._after_departure(flow, rehead)
@@ -332,6 +352,8 @@ class _Level:
         elif len(self.flows) == 1:
             (self.only,) = self.flows.values()
             self.heads.clear()
+            if self.firsts is not None:
+                self.firsts.clear()
             self.synced = True
 
     def _enter(self, flow: _Flow) -> None:
@@ -343,6 +365,8 @@ class _Level:
         finish = flow.start + head.cost[self.index] * flow.step(self.scale)
         flow.entry = (finish << SHIFT) + head.seq
         self.heads.insert(flow.entry, flow)
+        if self.firsts is not None:
+            self.firsts.insert(head.seq, flow)
 
     def _rescale(self, weight: int) -> None:
         """A ``weight`` that does not divide the scale starts waiting: count
@@ -407,7 +431,12 @@ class Queues:
         "state",
     )
 
-    def __init__(self, levels: int, limits: int = 1, flow_limit: int = 0) -> None:
+    def __init__(
+        self, levels: int, limits: int = 1, flow_limit: int = 0, *, ages: bool = False
+    ) -> None:
+        """``ages``: the policy ranks the levels by their oldest waiters
+        (:meth:`oldest`), which are then kept in order, as the heads are;
+        without, :meth:`oldest` looks through the flows of a level."""
         #: Number of levels; level 0 is the most urgent.
         self.levels = levels
         #: Waiters per level (the queue depths). Read-only for policies.
@@ -425,7 +454,7 @@ class Queues:
         #: The limit whose units the flows of a level share (its index).
         self.flow_limit = flow_limit
         self._by_id: dict[Hashable, Waiter] = {}
-        self._levels = [_Level(flow_limit) for _ in range(levels)]
+        self._levels = [_Level(flow_limit, ages) for _ in range(levels)]
 
     def __len__(self) -> int:
         return len(self._by_id)
@@ -451,6 +480,14 @@ class Queues:
         return sum(len(chunk) for lv in self._levels for chunk in lv.heads.chunks)
 
     @property
+    def firsts(self) -> int:
+        """Entries of flow heads by push order over all levels: as many as
+        :attr:`heads`, one per flow at a level with two flows or more."""
+        return sum(
+            len(chunk) for lv in self._levels if lv.firsts is not None for chunk in lv.firsts.chunks
+        )
+
+    @property
     def chunks(self) -> int:
         """Chunks the lines hold over all levels: fewer than
         ``4 * waiting / CHUNK + 2`` per flow."""
@@ -463,6 +500,18 @@ class Queues:
             raise IndexError(f"level {level} has no waiters")
         lv = self._levels[level]
         line = (lv.only or lv.head()).line
+        return line.chunks[0][line.start]  # hot: _Line.head(), by hand
+
+    def oldest(self, level: int) -> Waiter:
+        """The waiter pushed first of those at ``level`` (which must not be
+        empty): its :meth:`head` with one flow; with several, the oldest of
+        their heads (each flow is in push order). For a policy that ranks
+        the levels by age: a level is as old as its oldest call, whichever
+        of its flows' calls it serves next."""
+        if not self.depths[level]:
+            raise IndexError(f"level {level} has no waiters")
+        lv = self._levels[level]
+        line = (lv.only or lv.oldest()).line
         return line.chunks[0][line.start]  # hot: _Line.head(), by hand
 
     def get(self, id: Hashable) -> Waiter | None:
@@ -638,6 +687,14 @@ class Queues:
                 "no flow head finishes before it starts",
             )
             lv.heads.check_chunks("flow head")
+            if lv.firsts is not None:
+                firsts = lv.firsts.entries()
+                _require(
+                    sorted(f.entry & _SEQ for _, f in heads) == [key for key, _ in firsts]
+                    and all(key == f.line.head().seq for key, f in firsts),
+                    "every flow head's push order is kept, once, and no other",
+                )
+                lv.firsts.check_chunks("flow head by push order")
             spare = lv._spare
             if spare is not None:
                 empty = spare.line.chunks == [[]] and spare.line.start == 0
