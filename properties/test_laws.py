@@ -495,7 +495,7 @@ def test_flows_do_not_make_a_level_younger(policy: Policy) -> None:
     batch's first call is older than the quiet tenant's); named, the
     tenants take turns. (Ranked by the call it serves next, the quiet
     tenant's fresh one, the level lost 160 of 200 permits to the batch
-    under ``Aging``, half under ``Fifo``.)"""
+    under ``Aging``, 198 under ``Fifo``.)"""
 
     def permits_in_20_s(name_flows: bool) -> Counter[str]:
         machine = Machine(policy, rate=10, burst=1)
