@@ -1,6 +1,7 @@
 """What does fairness between tenants cost, per grant and per waiter?
 
     python bench/flows.py [--before REV] [--also REV] [--no-valgrind]
+    python bench/flows.py --aging [--before REV] [--no-valgrind]
     python bench/flows.py --weights [--before REV]
 
 One level under strict priority, 10^4 waiting; each iteration pushes one
@@ -17,13 +18,20 @@ stays at 10^4. The waiters belong to:
   commit ``REV``, before this checkout's: a change and what it was before,
   in the same run.
 
+``--aging``: instead, two levels under ``Aging`` (waiters dealt to them in
+turn), with no flow named and with 10 and 1,000 flows, on this machine
+beside the one of ``REV``: what ranking each level by its oldest waiter
+costs where flows reorder a level.
+
 ``--weights``: instead, 6,000 distinct random weights from 1 to 10^6
 waiting in one level that never empties, one flow each: CPU time per push
 and the bits of the level's virtual-time scale, this machine beside the one
 of ``REV``.
 
 Instructions per grant by callgrind (loops of 2N minus N grants, so set-up
-cancels out), ns per grant the best of three runs. Memory: bytes allocated
+cancels out; ``--one KIND N`` runs one loop of N grants, ``KIND`` one of
+none, one, 10, 1000, each, or aging- before one of the first three), ns
+per grant the best of three runs. Memory: bytes allocated
 per waiting waiter, with a flow per waiter and with no flow named.
 """
 
@@ -55,27 +63,30 @@ FLOWS: dict[str, Callable[[int], Hashable] | None] = {
 
 
 def machine_loop(kind: str, waiting: int, grants: int) -> float:
-    """Seconds per grant."""
-    from permits.core import Machine, StrictPriority  # the copy on sys.path
+    """Seconds per grant. ``aging-KIND``: two levels under ``Aging``,
+    the i-th waiter at level ``i % 2``."""
+    from permits.core import Aging, Machine, StrictPriority  # the copy on sys.path
 
-    flow_of = FLOWS[kind]
-    machine = Machine(StrictPriority(1), RATE)
+    aging = kind.startswith("aging-")
+    flow_of = FLOWS[kind.removeprefix("aging-")]
+    levels = 2 if aging else 1
+    machine = Machine(Aging(levels) if aging else StrictPriority(1), RATE)
     now = 0
     machine.tick(now)
     machine.push(-1, 0, now)
     for id in range(waiting):
         if flow_of is None:
-            machine.push(id, 0, now)
+            machine.push(id, id % levels, now)
         else:
-            machine.push(id, 0, now, flow=flow_of(id))
+            machine.push(id, id % levels, now, flow=flow_of(id))
     push, tick, next_due = machine.push, machine.tick, machine.next_due
     gc.collect()
     start = time.perf_counter()
     for id in range(waiting, waiting + grants):
         if flow_of is None:
-            push(id, 0, now)
+            push(id, id % levels, now)
         else:
-            push(id, 0, now, flow=flow_of(id))
+            push(id, id % levels, now, flow=flow_of(id))
         while True:
             now = next_due()  # type: ignore[assignment]
             if tick(now):
@@ -104,9 +115,26 @@ def bytes_per_waiter(kind: str, waiting: int) -> float:
     return (after - before) / waiting
 
 
+def aging(before: str, valgrind: bool) -> None:
+    """``--aging``: the loops under ``Aging``, this machine beside ``before``'s."""
+    here = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "core")
+    with tempfile.TemporaryDirectory() as tmp:
+        old = extract(before, tmp)
+        loops = []
+        for name, kind in (("no flow named", "none"), ("10 flows", "10"), ("1,000 flows", "1000")):
+            loops.append((f"{name}, machine at {before}", f"aging-{kind}", old))
+            loops.append((name, f"aging-{kind}", here))
+        print(f"Aging, two levels, {WAITING:,} waiting; Python {sys.version.split()[0]}")
+        print()
+        compare("waiters' flows", loops, valgrind, script=__file__)
+
+
 def main() -> None:
     before = sys.argv[sys.argv.index("--before") + 1] if "--before" in sys.argv else "c1a3ccb"
     valgrind = shutil.which("valgrind") is not None and "--no-valgrind" not in sys.argv
+    if "--aging" in sys.argv:
+        aging(before, valgrind)
+        return
     also = sys.argv[sys.argv.index("--also") + 1] if "--also" in sys.argv else None
     here = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "core")
     with tempfile.TemporaryDirectory() as tmp, tempfile.TemporaryDirectory() as tmp_also:
@@ -160,7 +188,14 @@ def weights_loop() -> str:
 
 if __name__ == "__main__":
     check_options(
-        __doc__, "--before", "--also", "--no-valgrind", "--weights", "--weights-of", "--one"
+        __doc__,
+        "--before",
+        "--also",
+        "--no-valgrind",
+        "--aging",
+        "--weights",
+        "--weights-of",
+        "--one",
     )
     if "--weights-of" in sys.argv:
         print(weights_loop())
