@@ -348,7 +348,9 @@ class Machine:
         )
         self._ledger = Ledger(window)
         flow_index = 0 if flow_limit is None else list(named).index(flow_limit)
-        ages = isinstance(policy, Fifo | Aging)  # they rank the levels by age
+        # Fifo and Aging rank the levels by their oldest waiters: keep them
+        # in order, but for a Fifo of one level (it compares only two).
+        ages = isinstance(policy, Aging) or (isinstance(policy, Fifo) and levels > 1)
         self._queues = Queues(levels, len(named), flow_index, ages=ages)
         start = getattr(policy, "start", None)
         if start is not None:
