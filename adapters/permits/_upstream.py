@@ -468,19 +468,17 @@ def settle_in_time(permit: Permit, actual: Cost) -> None:
     to the caller."""
     try:
         permit.settle(actual)
-    except PermitTypeError as error:  # the caller wrote settle, not actual
-        if error.argument != "actual":
-            raise
-        raise PermitTypeError("settle", error.value, error.expected) from None
     except NotRefundable:
         log.warning(
             "a response came after the limiter's settle_window: its permit keeps "
             "the cost asked for (raise settle_window above the slowest call)"
         )
-    except PermitValueError as error:
+    except (PermitTypeError, PermitValueError) as error:
         if error.argument != "actual":
             raise
-        raise PermitValueError("settle", error.value, error.reason) from None
+        # named as the caller wrote it: settle, not actual
+        said = error.expected if isinstance(error, PermitTypeError) else error.reason
+        raise type(error)("settle", error.value, said) from None
     except LimiterClosed:
         pass
 

@@ -342,7 +342,6 @@ class AsyncBlock(_Block, AbstractAsyncContextManager[_Opened]):
 
     __slots__ = ()
     _keyword = "async with"
-    _hint = ""
 
     async def __aenter__(self) -> _Opened:
         self._enter()
