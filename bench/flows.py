@@ -20,7 +20,8 @@ stays at 10^4. The waiters belong to:
 
 ``--aging``: instead, two levels under ``Aging`` (waiters dealt to them in
 turn), with no flow named and with 10 and 1,000 flows, on this machine
-beside the one of ``REV``: what ranking each level by its oldest waiter
+beside the one of ``REV`` (default ``9ce55ad``, which ranked a level by the
+waiter its flows serve next): what ranking each level by its oldest waiter
 costs where flows reorder a level.
 
 ``--weights``: instead, 6,000 distinct random weights from 1 to 10^6
@@ -51,6 +52,8 @@ from costs import compare, extract
 
 WAITING = 10_000
 RATE = 1000
+#: This checkout's core.
+HERE = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "core")
 
 #: loop name -> the flow of the i-th waiter (None: name none)
 FLOWS: dict[str, Callable[[int], Hashable] | None] = {
@@ -117,32 +120,33 @@ def bytes_per_waiter(kind: str, waiting: int) -> float:
 
 def aging(before: str, valgrind: bool) -> None:
     """``--aging``: the loops under ``Aging``, this machine beside ``before``'s."""
-    here = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "core")
     with tempfile.TemporaryDirectory() as tmp:
         old = extract(before, tmp)
         loops = []
         for name, kind in (("no flow named", "none"), ("10 flows", "10"), ("1,000 flows", "1000")):
             loops.append((f"{name}, machine at {before}", f"aging-{kind}", old))
-            loops.append((name, f"aging-{kind}", here))
+            loops.append((name, f"aging-{kind}", HERE))
         print(f"Aging, two levels, {WAITING:,} waiting; Python {sys.version.split()[0]}")
         print()
         compare("waiters' flows", loops, valgrind, script=__file__)
 
 
 def main() -> None:
-    before = sys.argv[sys.argv.index("--before") + 1] if "--before" in sys.argv else "c1a3ccb"
     valgrind = shutil.which("valgrind") is not None and "--no-valgrind" not in sys.argv
-    if "--aging" in sys.argv:
-        aging(before, valgrind)
+    if "--aging" in sys.argv:  # (the core before flows has no flows to rank by)
+        aging(
+            sys.argv[sys.argv.index("--before") + 1] if "--before" in sys.argv else "9ce55ad",
+            valgrind,
+        )
         return
+    before = sys.argv[sys.argv.index("--before") + 1] if "--before" in sys.argv else "c1a3ccb"
     also = sys.argv[sys.argv.index("--also") + 1] if "--also" in sys.argv else None
-    here = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "core")
     with tempfile.TemporaryDirectory() as tmp, tempfile.TemporaryDirectory() as tmp_also:
         old = extract(before, tmp)
         other = None if also is None else extract(also, tmp_also)
         loops = [
             (f"machine at {before}, no flow named", "none", old),
-            ("this machine, no flow named", "none", here),
+            ("this machine, no flow named", "none", HERE),
         ]
         for name, kind in (
             ("one named flow", "one"),
@@ -152,7 +156,7 @@ def main() -> None:
         ):
             if other is not None:
                 loops.append((f"{name}, machine at {also}", kind, other))
-            loops.append((name, kind, here))
+            loops.append((name, kind, HERE))
         print(f"Strict priority, one level, {WAITING:,} waiting; Python {sys.version.split()[0]}")
         print()
         compare("waiters' flows", loops, valgrind, script=__file__)
