@@ -34,8 +34,13 @@ import random
 import re
 import threading
 import weakref
-from collections.abc import AsyncIterator, Callable, Hashable, Iterator
-from contextlib import AbstractAsyncContextManager, suppress
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Generator, Hashable, Iterator
+from contextlib import (
+    AbstractAsyncContextManager,
+    asynccontextmanager,
+    contextmanager,
+    suppress,
+)
 from fractions import Fraction
 from pathlib import Path
 from typing import Any
@@ -968,17 +973,141 @@ def test_one_level_object_serves_two_threads_at_once() -> None:
     assert current_level() is None
 
 
-def test_level_refuses_to_decorate_an_async_generator() -> None:
-    """An async generator runs its body after the call returns, between
-    other code's steps: no decorator can hold a level there, so it is
-    refused, saying what to write instead."""
-    with pytest.raises(PermitTypeError, match=r"^function=.*with level\(1\):") as error:
+async def test_level_on_a_generator_holds_while_its_body_runs(open_limiter: OpenLimiter) -> None:
+    """``@level(1)`` on a generator, an async one, or the generator under
+    ``@contextmanager``/``@asynccontextmanager``: the level holds while
+    the body runs, each step of it, and not in the caller's code between
+    the steps (the ``async with`` block's included). A generator was
+    refused, and ``@level(1)`` above ``@asynccontextmanager`` set the
+    level only while the call made the context manager: its acquires ran
+    at the default level, silently."""
+    seen: list[tuple[str, int | None]] = []
+
+    @asynccontextmanager
+    @level(1)
+    async def session(limiter: BaseLimiter) -> AsyncIterator[None]:
+        await limiter.acquire()  # at 1
+        seen.append(("set up", current_level()))
+        try:
+            yield
+        finally:
+            await limiter.acquire()  # at 1 again, as the block ends
+            seen.append(("torn down", current_level()))
+
+    @level(1)
+    async def pages(limiter: BaseLimiter) -> AsyncGenerator[int | None, int]:
+        while True:
+            await limiter.acquire()
+            got = yield current_level()
+            seen.append(("sent", got))
+
+    @contextmanager
+    @level(1)
+    def opened() -> Iterator[int | None]:
+        yield current_level()
+        seen.append(("closed", current_level()))
+
+    @level(1)
+    def lines() -> Generator[int | None, str, str]:
+        got = yield current_level()
+        try:
+            yield current_level()
+        except KeyError:
+            seen.append(("thrown", current_level()))
+        return got
+
+    async with open_limiter(StrictPriority(2), 5, 4) as limiter:
+        async with session(limiter):
+            seen.append(("block", current_level()))
+            await limiter.acquire()  # at the default level, 0
+        steps = pages(limiter)
+        assert inspect.isasyncgenfunction(pages)
+        assert await steps.__anext__() == 1
+        assert current_level() is None  # not between the steps
+        assert await steps.asend(7) == 1
+        await steps.aclose()
+        stats = limiter.statistics().levels
+        assert (stats[0].pushed, stats[1].pushed) == (1, 4)
+    with level(0), opened() as inside:
+        assert (inside, current_level()) == (1, 0)
+    assert inspect.isgeneratorfunction(lines)
+    gen = lines()
+    assert next(gen) == 1
+    assert gen.send("sent") == 1
+    assert current_level() is None
+    with pytest.raises(StopIteration) as stop:
+        gen.throw(KeyError())
+    assert stop.value.value == "sent"
+    assert seen == [
+        ("set up", 1),
+        ("block", None),
+        ("torn down", 1),
+        ("sent", 7),
+        ("closed", 1),
+        ("thrown", 1),
+    ]
+
+
+def test_level_decorates_every_kind_of_callable_or_refuses_it() -> None:
+    """Methods, static and class methods, a plain wrapper that returns a
+    generator: the level holds while their code runs. What it cannot
+    hold a level for is refused as it is decorated, saying what to write:
+    a context manager made already (its body runs in ``__enter__``, after
+    the call returns; the decorator belongs under it), and a class. A
+    static or class method was turned into a plain function (a static
+    one called on an instance got the instance too; a class one failed
+    as it was called), and a class into a function run at the level only
+    while it made the instance."""
+
+    class Job:
+        @level(1)
+        def method(self) -> int | None:
+            return current_level()
 
         @level(1)
-        async def gen() -> AsyncIterator[None]:  # pragma: no cover - refused
+        @staticmethod
+        def static() -> int | None:
+            return current_level()
+
+        @level(1)
+        @classmethod
+        def of_class(cls) -> int | None:
+            return current_level()
+
+    assert (Job().method(), Job.static(), Job().static(), Job.of_class()) == (1, 1, 1, 1)
+
+    def gen() -> Iterator[int | None]:
+        yield current_level()
+
+    def unwrapped() -> Iterator[int | None]:  # another library's wrapper, without functools.wraps
+        return gen()
+
+    assert list(level(1)(unwrapped)()) == [1]
+
+    with pytest.raises(PermitTypeError, match=r"put @level\(1\) beneath @contextmanager") as error:
+
+        @level(1)
+        @contextmanager
+        def manager() -> Iterator[None]:  # pragma: no cover - refused
             yield
 
     assert error.value.argument == "function"
+    with pytest.raises(PermitTypeError, match=r"put @level\(1\) beneath @asynccontextmanager"):
+
+        @level(1)
+        @asynccontextmanager
+        async def async_manager() -> AsyncIterator[None]:  # pragma: no cover - refused
+            yield
+
+    with pytest.raises(PermitTypeError, match=r"not a class.*its methods") as error:
+
+        @level(1)
+        class Jobs:  # pragma: no cover - refused
+            pass
+
+    assert error.value.argument == "function"
+    with pytest.raises(PermitTypeError, match=r"^function=1: expected a function"):
+        level(1)(1)  # type: ignore[type-var]
 
 
 class _RecordingMachine:
