@@ -1048,6 +1048,36 @@ async def test_level_on_a_generator_holds_while_its_body_runs(open_limiter: Open
     ]
 
 
+def test_a_level_block_around_a_yield_is_the_callers_while_suspended() -> None:
+    """What the README says of ``with level(n):`` around a ``yield``: the
+    level is a context variable, so the caller's code runs at ``n`` while
+    the generator is suspended (around a context manager's ``yield``, the
+    point: its ``with`` block runs at ``n``); the generator decorated
+    holds the level only while its body runs."""
+
+    def in_a_block() -> Iterator[int | None]:
+        with level(1):
+            yield current_level()
+
+    @level(1)
+    def decorated() -> Iterator[int | None]:
+        yield current_level()
+
+    @contextmanager
+    def batch() -> Iterator[None]:
+        with level(1):
+            yield
+
+    for make, between in ((in_a_block, 1), (decorated, None)):
+        steps = make()
+        assert (next(steps), current_level()) == (1, between)
+        assert list(steps) == []  # the block ends as the generator does
+        assert current_level() is None
+    with batch():
+        assert current_level() == 1
+    assert current_level() is None
+
+
 def test_level_decorates_every_kind_of_callable_or_refuses_it() -> None:
     """Methods, static and class methods, a plain wrapper that returns a
     generator: the level holds while their code runs. What it cannot

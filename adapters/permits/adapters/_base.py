@@ -143,6 +143,12 @@ def level(value: int) -> _LevelBlock:
 
     Under ``@contextmanager`` or ``@asynccontextmanager``, put it beneath,
     on the generator (above, it is refused: the body runs after the call).
+
+    The level is a context variable, which no generator has its own of: a
+    ``with level(n):`` block around a ``yield`` leaves ``n`` set in the
+    caller's code while the generator is suspended. Around a context
+    manager's ``yield``, that sets it for the ``with`` block it serves; in
+    an iterated generator, decorate the generator instead.
     """
     check_int("level", value, 0)  # as acquire would, at once: not at the first acquire
     return _LevelBlock(value)
