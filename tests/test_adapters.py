@@ -34,7 +34,15 @@ import random
 import re
 import threading
 import weakref
-from collections.abc import AsyncGenerator, AsyncIterator, Callable, Generator, Hashable, Iterator
+from collections.abc import (
+    AsyncGenerator,
+    AsyncIterator,
+    Awaitable,
+    Callable,
+    Generator,
+    Hashable,
+    Iterator,
+)
 from contextlib import (
     AbstractAsyncContextManager,
     asynccontextmanager,
@@ -446,6 +454,93 @@ async def test_cancelled_where_an_immediate_grant_returns(open_limiter: OpenLimi
         assert proceeded == (0 if limiter._checkpoint_on_grant else 1)
         free = [limiter.try_acquire() for _ in range(2)]
         assert free == [True, not proceeded], "a refunded permit is back in the bucket"
+
+
+async def _granted_at_once_while_others_wait(
+    limiter: BaseLimiter, settle: Callable[[], Awaitable[None]] | None = None
+) -> int:
+    """With a level-1 caller waiting for 2 units, one at level 0 asks 1 of
+    the one free, in a cancelled scope: granted at once by its push, it
+    proceeds (asyncio: no await there) or is cancelled at the checkpoint
+    after the grant (trio, anyio), handing its permit back. The callers
+    that proceeded at level 0, the first included. ``settle``: how to wait
+    for the level-1 caller to queue (by default :func:`waiting`)."""
+    await limiter.acquire(0)  # 1 of the 2 units left
+    proceeded = 1
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(functools.partial(limiter.acquire, 1, cost=2))
+        await (waiting(limiter, 1) if settle is None else settle())
+        with anyio.CancelScope() as scope:
+            scope.cancel()
+            await limiter.acquire(0)
+            proceeded += 1
+            await anyio.lowlevel.checkpoint()  # where the asyncio caller sees the cancel
+    return proceeded
+
+
+async def test_a_caller_cancelled_after_a_grant_at_once_is_recorded_as_it_went(
+    open_limiter: OpenLimiter,
+) -> None:
+    """A caller granted at once and cancelled at the checkpoint that
+    follows (trio's, anyio's; asyncio's has none: it proceeds) hands its
+    permit back and is recorded as giving up at its grant, at once, as
+    one granted by the timer and cancelled before it ran is (SPEC P26).
+    It was recorded as granted: a trace that says it had a permit the
+    caller after it had."""
+    async with open_limiter(StrictPriority(2), 8, 2) as limiter:
+        recording = limiter.record()
+        proceeded = await _granted_at_once_while_others_wait(limiter)
+    stats = limiter.statistics().levels[0]
+    assert stats.granted - stats.refunded == proceeded
+    handed_back = limiter._checkpoint_on_grant
+    assert proceeded == (1 if handed_back else 2)
+    assert recording.calls == [
+        Call(0, 0),
+        Call(0, 1, 2),
+        Call(0, 0, give_up_after_ns=0 if handed_back else None),
+    ]
+
+
+def test_a_trio_caller_cancelled_after_a_grant_at_once_is_recorded_as_giving_up() -> None:
+    """The same under trio itself, on trio's MockClock: the level-1 caller
+    gets the permit handed back at 1/8 s (2 units due at 1/8 s, one of them
+    the one handed back), and the trace says the level-0 caller gave up."""
+    import trio
+    import trio.testing
+
+    async def main() -> tuple[list[Call], float]:
+        async with trio_adapter.open_limiter(StrictPriority(2), 8, 2) as limiter:
+            recording = limiter.record()
+            settle = trio.testing.wait_all_tasks_blocked
+            assert await _granted_at_once_while_others_wait(limiter, settle) == 1
+            return recording.calls, trio.current_time()
+
+    calls, ended = trio.run(main, clock=trio.testing.MockClock(autojump_threshold=0))
+    assert calls == [Call(0, 0), Call(0, 1, 2), Call(0, 0, give_up_after_ns=0)]
+    assert ended == 0.125
+
+
+def test_a_trio_try_acquire_granted_at_once_while_others_wait_is_decided() -> None:
+    """A try_acquire granted at once by its push (others wait) is not kept
+    as waiting in the recording, as an acquire granted so is until its
+    checkpoint passes: it has none."""
+    import trio
+    import trio.testing
+
+    async def main() -> Any:
+        async with trio_adapter.open_limiter(StrictPriority(2), 8, 2) as limiter:
+            recording = limiter.record()
+            await limiter.acquire(0)
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(functools.partial(limiter.acquire, 1, cost=2))
+                await trio.testing.wait_all_tasks_blocked()
+                assert limiter.try_acquire(0)
+                assert len(recording._waiting) == 1  # the level-1 caller, only
+            return recording
+
+    recording = trio.run(main, clock=trio.testing.MockClock(autojump_threshold=0))
+    assert recording.calls == [Call(0, 0), Call(0, 1, 2), Call(0, 0, timeout_ns=0)]
+    assert not recording._waiting
 
 
 async def test_an_acquire_refused_at_once_is_a_schedule_point_under_trio(

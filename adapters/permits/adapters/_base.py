@@ -834,7 +834,12 @@ class _Limiting:
                 if decisions:
                     self._dispatch(decisions)
             if self._recording is not None:
-                waiting = id if decision is None else None
+                # Kept as waiting until it proceeds: one granted at once that
+                # still passes a checkpoint (trio's, anyio's) may be
+                # cancelled there, and then gives up at its grant.
+                waiting = None
+                if decision is None or (self._checkpoint_on_grant and decision.state is _GRANTED):
+                    waiting = id
                 self._record(now, level, cost, flow, patience, limit, waiting)
         except BaseException:
             # An interrupt (or a recording that failed) before the caller
@@ -1020,6 +1025,8 @@ class _Limiting:
             return True
         id, _, decision = self._request(level, cost, flow, 0, None)  # deadline now
         assert decision is not None  # a deadline of now decides at once
+        if self._recording is not None:
+            self._recording.decided(id)
         if decision.state is _GRANTED:
             self._proceed(id, decision, decision.at)
             return True
