@@ -499,6 +499,12 @@ async def test_a_caller_cancelled_after_a_grant_at_once_is_recorded_as_it_went(
         Call(0, 1, 2),
         Call(0, 0, give_up_after_ns=0 if handed_back else None),
     ]
+    # the replay hands the permit on too (it granted it, and the level-1
+    # caller waited 1/8 s longer than it had)
+    [_, (_, level_1)] = replayed_as_live(
+        StrictPriority(2), limiter.statistics().levels, recording.calls
+    )
+    assert level_1.wait_max_ns == (125 if handed_back else 250) * MILLISECOND
 
 
 def test_a_trio_caller_cancelled_after_a_grant_at_once_is_recorded_as_giving_up() -> None:
