@@ -34,8 +34,21 @@ import random
 import re
 import threading
 import weakref
-from collections.abc import AsyncIterator, Callable, Hashable, Iterator
-from contextlib import AbstractAsyncContextManager, suppress
+from collections.abc import (
+    AsyncGenerator,
+    AsyncIterator,
+    Awaitable,
+    Callable,
+    Generator,
+    Hashable,
+    Iterator,
+)
+from contextlib import (
+    AbstractAsyncContextManager,
+    asynccontextmanager,
+    contextmanager,
+    suppress,
+)
 from fractions import Fraction
 from pathlib import Path
 from typing import Any
@@ -441,6 +454,99 @@ async def test_cancelled_where_an_immediate_grant_returns(open_limiter: OpenLimi
         assert proceeded == (0 if limiter._checkpoint_on_grant else 1)
         free = [limiter.try_acquire() for _ in range(2)]
         assert free == [True, not proceeded], "a refunded permit is back in the bucket"
+
+
+async def _granted_at_once_while_others_wait(
+    limiter: BaseLimiter, settle: Callable[[], Awaitable[None]] | None = None
+) -> int:
+    """With a level-1 caller waiting for 2 units, one at level 0 asks 1 of
+    the one free, in a cancelled scope: granted at once by its push, it
+    proceeds (asyncio: no await there) or is cancelled at the checkpoint
+    after the grant (trio, anyio), handing its permit back. The callers
+    that proceeded at level 0, the first included. ``settle``: how to wait
+    for the level-1 caller to queue (by default :func:`waiting`)."""
+    await limiter.acquire(0)  # 1 of the 2 units left
+    proceeded = 1
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(functools.partial(limiter.acquire, 1, cost=2))
+        await (waiting(limiter, 1) if settle is None else settle())
+        with anyio.CancelScope() as scope:
+            scope.cancel()
+            await limiter.acquire(0)
+            proceeded += 1
+            await anyio.lowlevel.checkpoint()  # where the asyncio caller sees the cancel
+    return proceeded
+
+
+async def test_a_caller_cancelled_after_a_grant_at_once_is_recorded_as_it_went(
+    open_limiter: OpenLimiter,
+) -> None:
+    """A caller granted at once and cancelled at the checkpoint that
+    follows (trio's, anyio's; asyncio's has none: it proceeds) hands its
+    permit back and is recorded as giving up at its grant, at once, as
+    one granted by the timer and cancelled before it ran is (SPEC P26).
+    It was recorded as granted: a trace that says it had a permit the
+    caller after it had."""
+    async with open_limiter(StrictPriority(2), 8, 2) as limiter:
+        recording = limiter.record()
+        proceeded = await _granted_at_once_while_others_wait(limiter)
+    stats = limiter.statistics().levels[0]
+    assert stats.granted - stats.refunded == proceeded
+    handed_back = limiter._checkpoint_on_grant
+    assert proceeded == (1 if handed_back else 2)
+    assert recording.calls == [
+        Call(0, 0),
+        Call(0, 1, 2),
+        Call(0, 0, give_up_after_ns=0 if handed_back else None),
+    ]
+    # the replay hands the permit on too (it granted it, and the level-1
+    # caller waited 1/8 s longer than it had)
+    [_, (_, level_1)] = replayed_as_live(
+        StrictPriority(2), limiter.statistics().levels, recording.calls
+    )
+    assert level_1.wait_max_ns == (125 if handed_back else 250) * MILLISECOND
+
+
+def test_a_trio_caller_cancelled_after_a_grant_at_once_is_recorded_as_giving_up() -> None:
+    """The same under trio itself, on trio's MockClock: the level-1 caller
+    gets the permit handed back at 1/8 s (2 units due at 1/8 s, one of them
+    the one handed back), and the trace says the level-0 caller gave up."""
+    import trio
+    import trio.testing
+
+    async def main() -> tuple[list[Call], float]:
+        async with trio_adapter.open_limiter(StrictPriority(2), 8, 2) as limiter:
+            recording = limiter.record()
+            settle = trio.testing.wait_all_tasks_blocked
+            assert await _granted_at_once_while_others_wait(limiter, settle) == 1
+            return recording.calls, trio.current_time()
+
+    calls, ended = trio.run(main, clock=trio.testing.MockClock(autojump_threshold=0))
+    assert calls == [Call(0, 0), Call(0, 1, 2), Call(0, 0, give_up_after_ns=0)]
+    assert ended == 0.125
+
+
+def test_a_trio_try_acquire_granted_at_once_while_others_wait_is_decided() -> None:
+    """A try_acquire granted at once by its push (others wait) is not kept
+    as waiting in the recording, as an acquire granted so is until its
+    checkpoint passes: it has none."""
+    import trio
+    import trio.testing
+
+    async def main() -> Any:
+        async with trio_adapter.open_limiter(StrictPriority(2), 8, 2) as limiter:
+            recording = limiter.record()
+            await limiter.acquire(0)
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(functools.partial(limiter.acquire, 1, cost=2))
+                await trio.testing.wait_all_tasks_blocked()
+                assert limiter.try_acquire(0)
+                assert len(recording._waiting) == 1  # the level-1 caller, only
+            return recording
+
+    recording = trio.run(main, clock=trio.testing.MockClock(autojump_threshold=0))
+    assert recording.calls == [Call(0, 0), Call(0, 1, 2), Call(0, 0, timeout_ns=0)]
+    assert not recording._waiting
 
 
 async def test_an_acquire_refused_at_once_is_a_schedule_point_under_trio(
@@ -968,17 +1074,171 @@ def test_one_level_object_serves_two_threads_at_once() -> None:
     assert current_level() is None
 
 
-def test_level_refuses_to_decorate_an_async_generator() -> None:
-    """An async generator runs its body after the call returns, between
-    other code's steps: no decorator can hold a level there, so it is
-    refused, saying what to write instead."""
-    with pytest.raises(PermitTypeError, match=r"^function=.*with level\(1\):") as error:
+async def test_level_on_a_generator_holds_while_its_body_runs(open_limiter: OpenLimiter) -> None:
+    """``@level(1)`` on a generator, an async one, or the generator under
+    ``@contextmanager``/``@asynccontextmanager``: the level holds while
+    the body runs, each step of it, and not in the caller's code between
+    the steps (the ``async with`` block's included). A generator was
+    refused, and ``@level(1)`` above ``@asynccontextmanager`` set the
+    level only while the call made the context manager: its acquires ran
+    at the default level, silently."""
+    seen: list[tuple[str, int | None]] = []
+
+    @asynccontextmanager
+    @level(1)
+    async def session(limiter: BaseLimiter) -> AsyncIterator[None]:
+        await limiter.acquire()  # at 1
+        seen.append(("set up", current_level()))
+        try:
+            yield
+        finally:
+            await limiter.acquire()  # at 1 again, as the block ends
+            seen.append(("torn down", current_level()))
+
+    @level(1)
+    async def pages(limiter: BaseLimiter) -> AsyncGenerator[int | None, int]:
+        while True:
+            await limiter.acquire()
+            got = yield current_level()
+            seen.append(("sent", got))
+
+    @contextmanager
+    @level(1)
+    def opened() -> Iterator[int | None]:
+        yield current_level()
+        seen.append(("closed", current_level()))
+
+    @level(1)
+    def lines() -> Generator[int | None, str, str]:
+        got = yield current_level()
+        try:
+            yield current_level()
+        except KeyError:
+            seen.append(("thrown", current_level()))
+        return got
+
+    async with open_limiter(StrictPriority(2), 5, 4) as limiter:
+        async with session(limiter):
+            seen.append(("block", current_level()))
+            await limiter.acquire()  # at the default level, 0
+        steps = pages(limiter)
+        assert inspect.isasyncgenfunction(pages)
+        assert await steps.__anext__() == 1
+        assert current_level() is None  # not between the steps
+        assert await steps.asend(7) == 1
+        await steps.aclose()
+        stats = limiter.statistics().levels
+        assert (stats[0].pushed, stats[1].pushed) == (1, 4)
+    with level(0), opened() as inside:
+        assert (inside, current_level()) == (1, 0)
+    assert inspect.isgeneratorfunction(lines)
+    gen = lines()
+    assert next(gen) == 1
+    assert gen.send("sent") == 1
+    assert current_level() is None
+    with pytest.raises(StopIteration) as stop:
+        gen.throw(KeyError())
+    assert stop.value.value == "sent"
+    assert seen == [
+        ("set up", 1),
+        ("block", None),
+        ("torn down", 1),
+        ("sent", 7),
+        ("closed", 1),
+        ("thrown", 1),
+    ]
+
+
+def test_a_level_block_around_a_yield_is_the_callers_while_suspended() -> None:
+    """What the README says of ``with level(n):`` around a ``yield``: the
+    level is a context variable, so the caller's code runs at ``n`` while
+    the generator is suspended (around a context manager's ``yield``, the
+    point: its ``with`` block runs at ``n``); the generator decorated
+    holds the level only while its body runs."""
+
+    def in_a_block() -> Iterator[int | None]:
+        with level(1):
+            yield current_level()
+
+    @level(1)
+    def decorated() -> Iterator[int | None]:
+        yield current_level()
+
+    @contextmanager
+    def batch() -> Iterator[None]:
+        with level(1):
+            yield
+
+    for make, between in ((in_a_block, 1), (decorated, None)):
+        steps = make()
+        assert (next(steps), current_level()) == (1, between)
+        assert list(steps) == []  # the block ends as the generator does
+        assert current_level() is None
+    with batch():
+        assert current_level() == 1
+    assert current_level() is None
+
+
+def test_level_decorates_every_kind_of_callable_or_refuses_it() -> None:
+    """Methods, static and class methods, a plain wrapper that returns a
+    generator: the level holds while their code runs. What it cannot
+    hold a level for is refused as it is decorated, saying what to write:
+    a context manager made already (its body runs in ``__enter__``, after
+    the call returns; the decorator belongs under it), and a class. A
+    static or class method was turned into a plain function (a static
+    one called on an instance got the instance too; a class one failed
+    as it was called), and a class into a function run at the level only
+    while it made the instance."""
+
+    class Job:
+        @level(1)
+        def method(self) -> int | None:
+            return current_level()
 
         @level(1)
-        async def gen() -> AsyncIterator[None]:  # pragma: no cover - refused
+        @staticmethod
+        def static() -> int | None:
+            return current_level()
+
+        @level(1)
+        @classmethod
+        def of_class(cls) -> int | None:
+            return current_level()
+
+    assert (Job().method(), Job.static(), Job().static(), Job.of_class()) == (1, 1, 1, 1)
+
+    def gen() -> Iterator[int | None]:
+        yield current_level()
+
+    def unwrapped() -> Iterator[int | None]:  # another library's wrapper, without functools.wraps
+        return gen()
+
+    assert list(level(1)(unwrapped)()) == [1]
+
+    with pytest.raises(PermitTypeError, match=r"put @level\(1\) beneath @contextmanager") as error:
+
+        @level(1)
+        @contextmanager
+        def manager() -> Iterator[None]:  # pragma: no cover - refused
             yield
 
     assert error.value.argument == "function"
+    with pytest.raises(PermitTypeError, match=r"put @level\(1\) beneath @asynccontextmanager"):
+
+        @level(1)
+        @asynccontextmanager
+        async def async_manager() -> AsyncIterator[None]:  # pragma: no cover - refused
+            yield
+
+    with pytest.raises(PermitTypeError, match=r"not a class.*its methods") as error:
+
+        @level(1)
+        class Jobs:  # pragma: no cover - refused
+            pass
+
+    assert error.value.argument == "function"
+    with pytest.raises(PermitTypeError, match=r"^function=1: expected a function"):
+        level(1)(1)  # type: ignore[type-var]
 
 
 class _RecordingMachine:

@@ -476,6 +476,28 @@ def test_a_call_of_timeout_0_not_granted_expires_before_the_next_arrives() -> No
     assert (w.granted, w.expired, w.rejected, w.wait_max_ns) == (2, 1, 0, SECOND // 10)
 
 
+def test_a_call_that_gave_up_as_it_came_is_never_granted() -> None:
+    """A row of give_up_after 0 (a caller cancelled as it came, or granted
+    then and cancelled before it ran: trio's and anyio's checkpoint after
+    a grant at once, its permit handed back) is cancelled as it comes,
+    with a permit free too: that permit goes to the next caller, as it
+    did live. It was granted, and the level-1 caller that had the permit
+    handed back waited for the next one (2 s, not 1 s)."""
+    scenario = Scenario(
+        "s",
+        StrictPriority(2),
+        rate=1,
+        burst=2,
+        seconds=10,
+        workloads=[Workload("a", 0, Batch(0)), Workload("b", 1, Batch(0))],
+    )
+    trace = "at,level,cost,flow,give_up_after\n0,0,1,,\n0,1,2,,\n0,0,1,x,0\n"
+    result = replay(scenario, read_trace(trace.splitlines(keepends=True)))
+    a, b = result["a"], result["b"]
+    assert (a.offered, a.granted, a.cancelled, a.tenants) == (2, 1, 1, 1)
+    assert (b.granted, b.wait_max_ns) == (1, SECOND)
+
+
 def test_a_replay_reads_no_further_than_the_run() -> None:
     """The trace is read one row at a time, and not past ``seconds``: a
     million rows cost no memory, and rows after the end are never read."""
@@ -1126,8 +1148,8 @@ def _naive_replay(scenario: Scenario, calls: list[Call]) -> list[dict[str, Any]]
     one event at a time, the next tick asked after every step; a timeout
     is the machine's own deadline (a timeout of 0, a deadline of now:
     expired at its push unless granted), a give-up a cancel; at one time
-    the give-ups first (a give-up of 0 cancels its caller as it comes,
-    before the next arrives), then the tick, then the arrivals. A call's
+    the give-ups first (a give-up of 0: its caller is cancelled as it
+    comes, never pushed), then the tick, then the arrivals. A call's
     cost is pushed as it is, its flow named to the machine if its level's
     workload (the scenario's ``level``-th) is fair."""
     duration = nanoseconds("seconds", scenario.seconds)
@@ -1172,8 +1194,9 @@ def _naive_replay(scenario: Scenario, calls: list[Call]) -> list[dict[str, Any]]
             i += 1
             give = call.give_up_after_ns
             timeout = call.timeout_ns
-            if give == 0:  # it gives up as it comes: first, before its timeout
-                timeout = None
+            if give == 0:  # it gives up as it comes: nothing is decided for it
+                ends[id] = (State.CANCELLED, t, None)
+                continue
             decide(
                 machine.push(
                     id,
@@ -1187,8 +1210,6 @@ def _naive_replay(scenario: Scenario, calls: list[Call]) -> list[dict[str, Any]]
             )
             if give is not None and ends[id] is None:
                 gives_up[id] = t + give
-                if give == 0:
-                    cancel(id, t)
     figures = []
     for level in range(scenario.policy.levels):
         mine = [ends[k] for k, c in enumerate(arriving) if c.level == level]

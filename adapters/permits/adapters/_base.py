@@ -17,10 +17,12 @@ import logging
 import math
 import sys
 from collections.abc import (
+    AsyncGenerator,
     AsyncIterator,
     Awaitable,
     Callable,
     Coroutine,
+    Generator,
     Hashable,
     Mapping,
     Sequence,
@@ -133,10 +135,20 @@ def level(value: int) -> _LevelBlock:
             await export_everything()   # its acquires are at BATCH
 
     or decorate the function where it enters (a plain or an ``async def``
-    one: the level holds while it runs)::
+    one, a generator or an async one: the level holds while its code runs,
+    not in its caller's code between a generator's steps)::
 
         @level(BATCH)
         async def export_everything(): ...
+
+    Under ``@contextmanager`` or ``@asynccontextmanager``, put it beneath,
+    on the generator (above, it is refused: the body runs after the call).
+
+    The level is a context variable, which no generator has its own of: a
+    ``with level(n):`` block around a ``yield`` leaves ``n`` set in the
+    caller's code while the generator is suspended. Around a context
+    manager's ``yield``, that sets it for the ``with`` block it serves; in
+    an iterated generator, decorate the generator instead.
     """
     check_int("level", value, 0)  # as acquire would, at once: not at the first acquire
     return _LevelBlock(value)
@@ -166,18 +178,40 @@ class _LevelBlock:
         _LEVEL.reset(tokens[-1])
 
     def __call__(self, function: _F) -> _F:
-        """``function``, run at this level: an ``async def`` one while its
-        coroutine runs (contextlib's decorator would set it only while the
-        call made the coroutine). A generator's body runs between other
-        code's steps, after the call returns, so none is taken."""
+        """``function``, run at this level while its code runs: an ``async
+        def`` one while its coroutine runs (contextlib's decorator would set
+        it only while the call made the coroutine), a generator (or an async
+        one) while each step of its body runs, not in its caller's code
+        between the steps. What it cannot hold a level for is refused."""
         value = self._value
-        if inspect.isasyncgenfunction(function) or inspect.isgeneratorfunction(function):
+        if isinstance(function, (staticmethod, classmethod)):
+            return cast(_F, type(function)(self(function.__func__)))
+        if inspect.isclass(function):
             raise PermitTypeError(
                 "function",
                 function,
-                f"a plain or async function for level({value}) to decorate, not a generator "
-                f"(its body runs after the call returns): write `with level({value}):` "
-                "around the code in it that acquires",
+                f"a function for level({value}) to decorate, not a class: decorate its "
+                f"methods that acquire, or make it inside `with level({value}):`",
+            )
+        if not callable(function):
+            raise PermitTypeError(
+                "function", function, f"a function for level({value}) to decorate"
+            )
+        if inspect.isasyncgenfunction(function):
+            return cast(_F, _async_steps_at(value, function))
+        if inspect.isgeneratorfunction(function):
+            return cast(_F, _steps_at(value, function))
+        inner = inspect.unwrap(function)
+        if inspect.isasyncgenfunction(inner) or inspect.isgeneratorfunction(inner):
+            # @contextmanager's (or another wrapper's) function: the generator
+            # runs after the call returns (in __enter__), under no level
+            kind = "async" if inspect.isasyncgenfunction(inner) else ""
+            raise PermitTypeError(
+                "function",
+                function,
+                f"a function for level({value}) to decorate, not one wrapping a generator "
+                f"(its body runs after the call returns): put @level({value}) beneath "
+                f"@{kind}contextmanager (or the other decorator), on the generator itself",
             )
         if inspect.iscoroutinefunction(function):
 
@@ -194,11 +228,98 @@ class _LevelBlock:
                 result = function(*args, **kwargs)
             finally:
                 _LEVEL.reset(token)
-            # an async def under a plain wrapper (another decorator's): its
-            # coroutine runs after the call returns, at this level too
-            return _awaited_at(value, result) if inspect.iscoroutine(result) else result
+            # an async def or a generator under a plain wrapper (another
+            # decorator's): its body runs after the call returns, at this
+            # level too
+            if inspect.iscoroutine(result):
+                return _awaited_at(value, result)
+            if inspect.isgenerator(result):
+                return _steps_at(value, lambda: result)()
+            if inspect.isasyncgen(result):
+                return _async_steps_at(value, lambda: result)()
+            return result
 
         return cast(_F, call)
+
+
+def _steps_at(value: int, function: Callable[..., Generator[Any, Any, Any]]) -> Callable[..., Any]:
+    """A generator function: ``function``'s generator, each step run with the
+    level ``value`` set, and reset before its caller's code runs again."""
+
+    @functools.wraps(function)
+    def steps(*args: Any, **kwargs: Any) -> Generator[Any, Any, Any]:
+        token = _LEVEL.set(value)
+        try:
+            generator = function(*args, **kwargs)
+        finally:
+            _LEVEL.reset(token)
+        sent: Any = None
+        thrown: BaseException | None = None
+        while True:
+            token = _LEVEL.set(value)
+            try:
+                out = generator.send(sent) if thrown is None else generator.throw(thrown)
+            except StopIteration as stop:
+                return stop.value
+            finally:
+                _LEVEL.reset(token)
+                thrown = None
+            try:
+                sent = yield out
+            except GeneratorExit:
+                token = _LEVEL.set(value)
+                try:
+                    generator.close()
+                finally:
+                    _LEVEL.reset(token)
+                raise
+            except BaseException as error:
+                sent, thrown = None, error
+
+    return steps
+
+
+def _async_steps_at(
+    value: int, function: Callable[..., AsyncGenerator[Any, Any]]
+) -> Callable[..., Any]:
+    """An async generator function: ``function``'s async generator, each
+    step run with the level ``value`` set, and reset before its caller's
+    code runs again."""
+
+    @functools.wraps(function)
+    async def steps(*args: Any, **kwargs: Any) -> AsyncGenerator[Any, Any]:
+        token = _LEVEL.set(value)
+        try:
+            generator = function(*args, **kwargs)
+        finally:
+            _LEVEL.reset(token)
+        sent: Any = None
+        thrown: BaseException | None = None
+        while True:
+            token = _LEVEL.set(value)
+            try:
+                if thrown is None:
+                    out = await generator.asend(sent)
+                else:
+                    out = await generator.athrow(thrown)
+            except StopAsyncIteration:
+                return
+            finally:
+                _LEVEL.reset(token)
+                thrown = None
+            try:
+                sent = yield out
+            except GeneratorExit:
+                token = _LEVEL.set(value)
+                try:
+                    await generator.aclose()
+                finally:
+                    _LEVEL.reset(token)
+                raise
+            except BaseException as error:
+                sent, thrown = None, error
+
+    return steps
 
 
 async def _awaited_at(value: int, coroutine: Coroutine[Any, Any, Any]) -> Any:
@@ -713,7 +834,12 @@ class _Limiting:
                 if decisions:
                     self._dispatch(decisions)
             if self._recording is not None:
-                waiting = id if decision is None else None
+                # Kept as waiting until it proceeds: one granted at once that
+                # still passes a checkpoint (trio's, anyio's) may be
+                # cancelled there, and then gives up at its grant.
+                waiting = None
+                if decision is None or (self._checkpoint_on_grant and decision.state is _GRANTED):
+                    waiting = id
                 self._record(now, level, cost, flow, patience, limit, waiting)
         except BaseException:
             # An interrupt (or a recording that failed) before the caller
@@ -899,6 +1025,8 @@ class _Limiting:
             return True
         id, _, decision = self._request(level, cost, flow, 0, None)  # deadline now
         assert decision is not None  # a deadline of now decides at once
+        if self._recording is not None:
+            self._recording.decided(id)
         if decision.state is _GRANTED:
             self._proceed(id, decision, decision.at)
             return True

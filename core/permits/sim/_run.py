@@ -784,7 +784,16 @@ def _run(
             if leaves and ((timeout or 0) < 0 or (give or 0) < 0):  # (a call made in code)
                 field = "timeout_ns" if (timeout or 0) < 0 else "give_up_after_ns"
                 raise PermitValueError("calls", upcoming, f"its {field} must be at least 0")
-            if cost == 1 and flow is None:  # the core's quicker path
+            decisions: list[Decision] | None = None
+            if give == 0:
+                # It gave up as it came (a trace's call cancelled at its
+                # arrival, or granted then and cancelled before it ran, its
+                # permit handed back): nothing is decided for it, as a
+                # caller whose patience runs out at t is not granted at t.
+                if flow is not None and flow not in tenant_ids[w]:
+                    new_tenant(w, flow)
+                on_leave(w, t, _LEAVES_AS[_GIVES_UP])
+            elif cost == 1 and flow is None:  # the core's quicker path
                 if leaves:
                     tenants[id] = None
                 decisions = push(id, levels[w], t, max_wait_ns=limit)
@@ -811,10 +820,7 @@ def _run(
                 ask = True
                 decide(decisions)
             if leaves and id in tenants:  # not decided at once
-                if give == 0:  # gave up at once (a trace's call cancelled as it came)
-                    give_up(id, t, _GIVES_UP)
-                    ask = True
-                elif give is not None:
+                if give is not None:
                     heappush(pending, (t + give, _GIVES_UP, id))
                 if timeout == 0 and id in tenants:
                     # expires at once, as a try_acquire does: no later arrival sees it

@@ -8,7 +8,8 @@ name; a whole number in JSON lines is its digits, as in CSV), ``timeout``
 asked with ``acquire(timeout=...)``), ``max_wait`` (seconds: the caller
 asked with ``acquire(max_wait=...)``, and is refused if the limiter
 estimates a longer wait) and ``give_up_after`` (seconds after which the
-caller gave up on its own, still waiting: it was cancelled). A cost per
+caller gave up on its own, still waiting: it was cancelled; 0: as it came,
+never granted). A cost per
 limit, as the core's mapping costs: in CSV a column ``cost.<limit>`` for
 each limit named (in place of ``cost``; an empty cell: 0), in JSON lines
 ``"cost": {"tokens": 1500}`` (a limit not named: 0). Reading the file is
@@ -94,7 +95,8 @@ class Call(NamedTuple):
     #: estimates a longer one; ``None``: any.
     max_wait_ns: int | None = None
     #: After how many nanoseconds it gave up on its own, still waiting
-    #: (cancelled); ``None``: it did not.
+    #: (cancelled); 0: as it came, before anything was decided for it (a
+    #: permit free then goes to the next caller); ``None``: it did not.
     give_up_after_ns: int | None = None
 
 
