@@ -151,6 +151,12 @@ class PermitsMiddleware:
         self.timeout = timeout
         self.upstream = Upstream(limiter, max_pause)
 
+    def __repr__(self) -> str:
+        return (
+            f"<PermitsMiddleware limiter={self.limiter!r} "
+            f"retries={self.retries} timeout={self.timeout!r}>"
+        )
+
     async def __call__(
         self, request: aiohttp.ClientRequest, handler: aiohttp.ClientHandlerType
     ) -> aiohttp.ClientResponse:

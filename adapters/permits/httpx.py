@@ -164,6 +164,14 @@ class _Options:
         )
 
 
+def _repr(transport: object, limiter: object, options: _Options) -> str:
+    """A transport as a user debugging it reads it: its limiter and options."""
+    return (
+        f"<{type(transport).__name__} limiter={limiter!r} "
+        f"retries={options.retries} timeout={options.timeout!r}>"
+    )
+
+
 def _check_transport(transport: object, sends: str, kind: str) -> None:
     """``transport``, checked: ``None`` or one with a method ``sends``;
     refused now (an async one given to the sync transport, an
@@ -266,6 +274,9 @@ class AsyncPermitsTransport(httpx.AsyncBaseTransport):
         check_settle(limiter, self.options.settle)
         self.upstream = Upstream(limiter, options.get("max_pause", MAX_PAUSE))
 
+    def __repr__(self) -> str:
+        return _repr(self, self.limiter, self.options)
+
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
         options = self.options
         if options.retries:
@@ -325,6 +336,9 @@ class PermitsTransport(httpx.BaseTransport):
         self.options = _options("PermitsTransport", options)
         check_settle(limiter, self.options.settle)
         self.upstream = Upstream(limiter, options.get("max_pause", MAX_PAUSE))
+
+    def __repr__(self) -> str:
+        return _repr(self, self.limiter, self.options)
 
     def handle_request(self, request: httpx.Request) -> httpx.Response:
         options = self.options

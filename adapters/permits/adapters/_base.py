@@ -153,6 +153,9 @@ class _LevelBlock:
     def __init__(self, value: int) -> None:
         self._value = value
 
+    def __repr__(self) -> str:
+        return f"level({self._value})"
+
     # The tokens to reset are the context's own, not the object's: one
     # ``level(1)`` kept and entered by two tasks or threads at once would
     # reset, in one, a token made in the other's context (a ValueError).
@@ -321,6 +324,10 @@ class _Block:
                 f"{self._call}(...) again for each block, `{self._usage}`"
             )
         self._entered = True
+
+    def __repr__(self) -> str:
+        entered = "entered" if self._entered else f"not entered: `{self._usage}`"
+        return f"<{self._call}(...) {entered}>"
 
     def __getattr__(self, name: str) -> NoReturn:
         if name.startswith("__") or name in _Block.__slots__:

@@ -50,6 +50,13 @@ class Recording:
         #: how they end (a limiter's ids are never used twice).
         self._previous: Recording | None = previous
 
+    def __repr__(self) -> str:
+        stopped = " stopped" if self.stopped else ""
+        return (
+            f"<Recording calls={len(self.calls)} dropped={self.dropped} "
+            f"max_calls={self.max_calls} limits={self.limits!r}{stopped}>"
+        )
+
     def add(
         self,
         now: int,
