@@ -37,7 +37,7 @@ USER_SCRIPT = """\
 from typing import TYPE_CHECKING
 
 import permits.testing
-from permits.adapters import Permit
+from permits.adapters import Permit, Recording
 from permits.adapters.asyncio import Limiter, open_limiter
 from permits.aiohttp import PermitsMiddleware
 from permits.core import Fifo, Machine
@@ -56,6 +56,7 @@ async def main() -> int:
     async with open_limiter(Fifo(), rate=10) as opened:
         assert_type(opened, Limiter)
         assert_type(await opened.acquire(), Permit)
+        assert_type(opened.record(), Recording)
         assert_type(AsyncPermitsTransport(opened), AsyncPermitsTransport)
         assert_type(PermitsMiddleware(opened), PermitsMiddleware)
     return 1
