@@ -416,11 +416,11 @@ class Permit:
         self._limiter = limiter
         self._id = id
         #: The level it was granted at.
-        self.level = level
+        self.level: int = level
         #: The cost it asked for, as given.
-        self.cost = cost
+        self.cost: int | Mapping[str, int] = cost
         #: The flow it belongs to (``None``: its level's default flow).
-        self.flow = flow
+        self.flow: Hashable = flow
 
     def settle(self, actual: int | Mapping[str, int]) -> None:
         """The call cost ``actual`` after all: a mapping of limit names to

@@ -40,8 +40,8 @@ class Recording:
         self.limits = limits
         self.calls: list[Call] = []
         #: Calls made after ``max_calls`` were kept, or after :meth:`stop`.
-        self.dropped = 0
-        self.stopped = False
+        self.dropped: int = 0
+        self.stopped: bool = False
         #: The index of each call kept that is still waiting, by its id.
         self._waiting: dict[int, int] = {}
         while previous is not None and not previous._waiting:
