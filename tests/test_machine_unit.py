@@ -8,6 +8,7 @@ import random
 import threading
 from fractions import Fraction
 
+import attrs
 import pytest
 
 from permits.core import (
@@ -93,6 +94,23 @@ def test_intenum_counts_are_kept_as_ints() -> None:
     by_rate = Machine(Fifo(), 1, Level.BATCH)
     assert by_limits.limits == by_rate.limits
     assert repr(by_limits) == repr(by_rate)
+
+
+@pytest.mark.parametrize("policy", [Fifo, StrictPriority, Aging])
+def test_a_builtin_policys_levels_has_no_converter(
+    policy: type[Fifo | StrictPriority | Aging],
+) -> None:
+    """``levels`` is checked and kept as an int by a validator, not an attrs
+    converter: pyright types a field with a converter as a descriptor, not
+    the ``int`` that :class:`Policy`'s ``levels`` property asks for, and
+    flagged ``Machine(StrictPriority(2), rate=100)`` (the README's first
+    line) as an error. The checks and the ``int`` stay, on evolve too."""
+    field = attrs.fields_dict(policy)["levels"]
+    assert (field.converter, field.validator is not None) == (None, True)
+    evolved = attrs.evolve(policy(), levels=Level.BATCH)
+    assert (evolved.levels, type(evolved.levels)) == (1, int)
+    with pytest.raises(PermitValueError, match=r"^levels=0: must be at least 1"):
+        attrs.evolve(policy(), levels=0)
 
 
 def test_reprs_are_valid_python() -> None:

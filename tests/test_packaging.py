@@ -30,14 +30,39 @@ BIN = Path(sys.executable).parent
 #: Every package of ``permits`` (each must ship a py.typed).
 PACKAGES = ("permits", "permits.core", "permits.sim", "permits.adapters", "permits.cli")
 
+#: A user's script: every module the README imports from (permits.httpx,
+#: .aiohttp and .testing sit beside the subpackages, in ``permits`` itself),
+#: and what the main calls give, to the type.
 USER_SCRIPT = """\
-from permits.adapters.asyncio import Limiter
+from typing import TYPE_CHECKING
+
+import permits.testing
+from permits.adapters import Permit, Recording
+from permits.adapters.asyncio import Limiter, open_limiter
+from permits.aiohttp import PermitsMiddleware
 from permits.core import Fifo, Machine
+from permits.httpx import AsyncPermitsTransport
 from permits.sim import SEED, simulate
+
+if TYPE_CHECKING:
+    from typing_extensions import assert_type
 
 machine: Machine = Machine(Fifo(), rate=10)
 limiter: Limiter = Limiter(Fifo(), rate=10)
 granted: int = simulate(SEED[0]).granted
+
+
+async def main() -> int:
+    async with open_limiter(Fifo(), rate=10) as opened:
+        assert_type(opened, Limiter)
+        assert_type(await opened.acquire(), Permit)
+        assert_type(opened.record(), Recording)
+        assert_type(AsyncPermitsTransport(opened), AsyncPermitsTransport)
+        assert_type(PermitsMiddleware(opened), PermitsMiddleware)
+    return 1
+
+
+assert_type(permits.testing.run(main()), int)
 """
 
 

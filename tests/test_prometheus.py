@@ -149,6 +149,21 @@ def test_a_machine_that_keeps_no_waits_is_refused() -> None:
     assert all(dict(labels).get("limiter") == "first" for _, labels in scrape(registry))
 
 
+@pytest.mark.parametrize("source", [object(), "limiter", None])
+def test_a_source_that_is_no_limiter_is_refused_naming_it(source: Any) -> None:
+    """Not a limiter nor a machine (a client, a limiter's name): a
+    PermitTypeError naming the argument and saying what to pass, where an
+    AttributeError named an attribute of the collector's own
+    (``keep_waits``); the collector is left as it was."""
+    with pytest.raises(PermitTypeError, match=r"a limiter of permits\.adapters") as refused:
+        PermitsCollector(source)
+    assert (refused.value.argument, refused.value.value) == ("source", source)
+    collector = PermitsCollector(Machine(StrictPriority(2), 1), name="first")
+    with pytest.raises(PermitTypeError, match=r"or a permits\.core\.Machine"):
+        collector.add(source, name="second")
+    assert repr(collector) == "<PermitsCollector limiters=['first']>"
+
+
 @pytest.mark.parametrize(
     "buckets", [[1.0, 0.5], [1.0, 1.0], [float("nan"), 1.0], [0.5, float("inf")], [-1.0, 1.0], []]
 )

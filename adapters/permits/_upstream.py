@@ -306,6 +306,13 @@ class Upstream:
         #: Whether a reset past max_pause was warned about.
         self._cut_said = False
 
+    def __repr__(self) -> str:
+        return (
+            f"<Upstream throttled={self.throttled} pauses={self.pauses} "
+            f"malformed={self.malformed} ignored={self.ignored} "
+            f"policies={sorted(self.policies)!r}>"
+        )
+
     def learn(self, status: int, headers: Mapping[str, str]) -> float | None:
         """Apply what a response with ``status`` and ``headers`` (any
         case-insensitive mapping: httpx's, aiohttp's) says. If it paused the

@@ -146,10 +146,19 @@ class PermitsMiddleware:
         check_options(retries, max_pause, timeout, level=level, flow=flow, cost=cost, settle=settle)
         check_settle(limiter, settle)
         self.limiter = limiter
-        self.level, self.flow, self.cost, self.settle = level, flow, cost, settle
+        self.level: Callable[[aiohttp.ClientRequest], int | None] | None = level
+        self.flow: Callable[[aiohttp.ClientRequest], Hashable] | None = flow
+        self.cost: Callable[[aiohttp.ClientRequest], Cost] | None = cost
+        self.settle: Callable[[aiohttp.ClientResponse, bytes], Cost | None] | None = settle
         self.retries = retries
         self.timeout = timeout
-        self.upstream = Upstream(limiter, max_pause)
+        self.upstream: Upstream = Upstream(limiter, max_pause)
+
+    def __repr__(self) -> str:
+        return (
+            f"<PermitsMiddleware limiter={self.limiter!r} "
+            f"retries={self.retries} timeout={self.timeout!r}>"
+        )
 
     async def __call__(
         self, request: aiohttp.ClientRequest, handler: aiohttp.ClientHandlerType

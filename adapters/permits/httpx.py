@@ -122,7 +122,10 @@ class _Options:
         max_pause: float = MAX_PAUSE,
     ) -> None:
         check_options(retries, max_pause, timeout, level=level, flow=flow, cost=cost, settle=settle)
-        self.level, self.flow, self.cost, self.settle = level, flow, cost, settle
+        self.level: Callable[[httpx.Request], int | None] | None = level
+        self.flow: Callable[[httpx.Request], Hashable] | None = flow
+        self.cost: Callable[[httpx.Request], Cost] | None = cost
+        self.settle: Callable[[httpx.Response], Cost | None] | None = settle
         self.retries = retries
         self.timeout = timeout
 
@@ -162,6 +165,14 @@ class _Options:
             request=response.request,
             extensions=response.extensions,
         )
+
+
+def _repr(transport: object, limiter: object, options: _Options) -> str:
+    """A transport as a user debugging it reads it: its limiter and options."""
+    return (
+        f"<{type(transport).__name__} limiter={limiter!r} "
+        f"retries={options.retries} timeout={options.timeout!r}>"
+    )
 
 
 def _check_transport(transport: object, sends: str, kind: str) -> None:
@@ -261,10 +272,15 @@ class AsyncPermitsTransport(httpx.AsyncBaseTransport):
             raise PermitTypeError("limiter", limiter, "an asyncio, trio or anyio limiter")
         self.limiter = limiter
         _check_transport(transport, "handle_async_request", "an httpx.AsyncBaseTransport")
-        self.transport = transport if transport is not None else httpx.AsyncHTTPTransport()
-        self.options = _options("AsyncPermitsTransport", options)
+        self.transport: httpx.AsyncBaseTransport = (
+            transport if transport is not None else httpx.AsyncHTTPTransport()
+        )
+        self.options: _Options = _options("AsyncPermitsTransport", options)
         check_settle(limiter, self.options.settle)
-        self.upstream = Upstream(limiter, options.get("max_pause", MAX_PAUSE))
+        self.upstream: Upstream = Upstream(limiter, options.get("max_pause", MAX_PAUSE))
+
+    def __repr__(self) -> str:
+        return _repr(self, self.limiter, self.options)
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
         options = self.options
@@ -321,10 +337,15 @@ class PermitsTransport(httpx.BaseTransport):
             raise PermitTypeError("limiter", limiter, "a permits.adapters.threads limiter")
         self.limiter = limiter
         _check_transport(transport, "handle_request", "an httpx.BaseTransport")
-        self.transport = transport if transport is not None else httpx.HTTPTransport()
-        self.options = _options("PermitsTransport", options)
+        self.transport: httpx.BaseTransport = (
+            transport if transport is not None else httpx.HTTPTransport()
+        )
+        self.options: _Options = _options("PermitsTransport", options)
         check_settle(limiter, self.options.settle)
-        self.upstream = Upstream(limiter, options.get("max_pause", MAX_PAUSE))
+        self.upstream: Upstream = Upstream(limiter, options.get("max_pause", MAX_PAUSE))
+
+    def __repr__(self) -> str:
+        return _repr(self, self.limiter, self.options)
 
     def handle_request(self, request: httpx.Request) -> httpx.Response:
         options = self.options

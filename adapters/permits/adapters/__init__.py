@@ -16,7 +16,8 @@ A :mod:`permits.sim` scenario played in real time on the asyncio adapter
 (``permits demo``) lives with the command line, in ``permits.cli._live``.
 
 Shared by all of them: :func:`level` (the context-local default level), the
-:class:`Permit` an acquire returns (``permit.settle(actual)``), and the
+:class:`Permit` an acquire returns (``permit.settle(actual)``), the
+:class:`Recording` that ``limiter.record()`` returns, and the
 errors :class:`LimiterClosed`, :class:`AcquireTimeout`,
 :class:`WouldWaitTooLong` (and :class:`permits.core.QueueFull`), and
 :class:`WrongFramework` (an adapter used outside its framework).
@@ -34,6 +35,7 @@ from ._base import (
     current_level,
     level,
 )
+from ._recording import Recording
 from ._requires import WrongFramework
 
 __all__ = [
@@ -41,6 +43,7 @@ __all__ = [
     "BaseLimiter",
     "LimiterClosed",
     "Permit",
+    "Recording",
     "WouldWaitTooLong",
     "WrongFramework",
     "current_level",

@@ -165,6 +165,9 @@ class _LevelBlock:
     def __init__(self, value: int) -> None:
         self._value = value
 
+    def __repr__(self) -> str:
+        return f"level({self._value})"
+
     # The tokens to reset are the context's own, not the object's: one
     # ``level(1)`` kept and entered by two tasks or threads at once would
     # reset, in one, a token made in the other's context (a ValueError).
@@ -443,6 +446,10 @@ class _Block:
             )
         self._entered = True
 
+    def __repr__(self) -> str:
+        entered = "entered" if self._entered else f"not entered: `{self._usage}`"
+        return f"<{self._call}(...) {entered}>"
+
     def __getattr__(self, name: str) -> NoReturn:
         if name.startswith("__") or name in _Block.__slots__:
             raise AttributeError(name)
@@ -530,11 +537,11 @@ class Permit:
         self._limiter = limiter
         self._id = id
         #: The level it was granted at.
-        self.level = level
+        self.level: int = level
         #: The cost it asked for, as given.
-        self.cost = cost
+        self.cost: int | Mapping[str, int] = cost
         #: The flow it belongs to (``None``: its level's default flow).
-        self.flow = flow
+        self.flow: Hashable = flow
 
     def settle(self, actual: int | Mapping[str, int]) -> None:
         """The call cost ``actual`` after all: a mapping of limit names to

@@ -40,8 +40,8 @@ class Recording:
         self.limits = limits
         self.calls: list[Call] = []
         #: Calls made after ``max_calls`` were kept, or after :meth:`stop`.
-        self.dropped = 0
-        self.stopped = False
+        self.dropped: int = 0
+        self.stopped: bool = False
         #: The index of each call kept that is still waiting, by its id.
         self._waiting: dict[int, int] = {}
         while previous is not None and not previous._waiting:
@@ -49,6 +49,13 @@ class Recording:
         #: The latest recording before this one whose calls still wait: told
         #: how they end (a limiter's ids are never used twice).
         self._previous: Recording | None = previous
+
+    def __repr__(self) -> str:
+        stopped = " stopped" if self.stopped else ""
+        return (
+            f"<Recording calls={len(self.calls)} dropped={self.dropped} "
+            f"max_calls={self.max_calls} limits={self.limits!r}{stopped}>"
+        )
 
     def add(
         self,

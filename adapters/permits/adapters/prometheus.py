@@ -21,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from typing import NamedTuple
 
-from permits.core import Machine, PermitValueError
+from permits.core import Machine, PermitTypeError, PermitValueError
 
 from ._base import BaseLimiter, _Limiting
 from ._metrics import (
@@ -94,6 +94,9 @@ class PermitsCollector(Collector):
         self._bounds_ns = [round(b * 1e9) for b in bounds]
         self.add(source, name=name, levels=levels, upstream=upstream)
 
+    def __repr__(self) -> str:
+        return f"<PermitsCollector limiters={[source.name for source in self._sources]!r}>"
+
     def add(
         self,
         source: BaseLimiter | _Limiting | Machine,
@@ -105,6 +108,13 @@ class PermitsCollector(Collector):
         """Export another limiter too, labelled ``limiter=name``: a registry
         holds one collector of these metrics (a second one registered is a
         ``DuplicateTimeseries``), so several limiters share it."""
+        if not isinstance(source, (_Limiting, Machine)):
+            raise PermitTypeError(
+                "source",
+                source,
+                "a limiter of permits.adapters (what `with open_limiter(...) as limiter` "
+                "gives) or a permits.core.Machine",
+            )
         limiter_name(name)
         check_upstream(upstream)
         if any(known.name == name for known in self._sources):

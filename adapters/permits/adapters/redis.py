@@ -985,9 +985,9 @@ class RedisLimit:
             raise PermitTypeError("prefix", prefix, "a str")
         if not _nanoseconds("timeout", timeout):  # None (infinite) or 0
             raise PermitValueError("timeout", timeout, "must be finite seconds > 0")
-        self.limits = check_limits(rate, burst, limits)
-        self.url = masked(url)
-        self.key = f"{prefix}{{{name}}}"
+        self.limits: dict[str, Limit] = check_limits(rate, burst, limits)
+        self.url: str = masked(url)
+        self.key: str = f"{prefix}{{{name}}}"
         if _hash_tag(self.key) == self.key:  # "{}": each key of the limit in its own slot
             argument, value = ("prefix", prefix) if "{" in prefix else ("name", name)
             raise PermitValueError(
@@ -996,17 +996,17 @@ class RedisLimit:
                 "leaves the keys' hash tag empty ('{}'): they would fall in "
                 "different Redis Cluster slots",
             )
-        self.audit_key = f"{self.key}:audit"
+        self.audit_key: str = f"{self.key}:audit"
         #: The limits changed by :meth:`set_limit`, shared by every process.
-        self.live_key = f"{self.key}:limits"
+        self.live_key: str = f"{self.key}:limits"
         #: Each process's waiting demand per level (global priority).
-        self.demand_key = f"{self.key}:demand"
+        self.demand_key: str = f"{self.key}:demand"
         #: The line: each waiting process's turn.
-        self.line_key = f"{self.key}:line"
+        self.line_key: str = f"{self.key}:line"
         #: Global shares: where each level's grants start and finish.
-        self.shares_key = f"{self.key}:shares"
+        self.shares_key: str = f"{self.key}:shares"
         #: This limit's process, as the demand hash and the line name it.
-        self.process = uuid.uuid4().hex
+        self.process: str = uuid.uuid4().hex
         if not isinstance(audit, bool):  # ("no" was true: an audit list, an hour long)
             raise PermitTypeError("audit", audit, "a bool")
         self.audit = audit
@@ -1631,6 +1631,7 @@ class RedisLimit:
             await aclient.aclose()
 
     def close(self) -> None:
+        """Close the synchronous client, if made."""
         made = self._made
         if made is not None:
             made[0].close()
@@ -1767,7 +1768,7 @@ class RedisLimiter(_AnyioLimiter):
         #: process (each publishes its waiters per level with its takes).
         self.global_priority = global_priority
         #: Seconds a process's published demand lives without a refresh.
-        self.demand_ttl = float(demand_ttl)
+        self.demand_ttl: float = float(demand_ttl)
         # Under global priority, the policy says how the processes deal the
         # units among levels (Shares: by its weights, the script's rule); one
         # that does not say keeps strict order across processes.
@@ -1790,10 +1791,10 @@ class RedisLimiter(_AnyioLimiter):
                 "book_ahead", book_ahead, "must be finite seconds, at most demand_ttl / 2"
             )
         #: Seconds ahead a refused take may book the next permit (0: never).
-        self.book_ahead = float(book_ahead)
+        self.book_ahead: float = float(book_ahead)
         #: The most permits one request takes at once, for waiters of one
         #: level and cost (1: one per request).
-        self.lease = check_int("lease", lease, 1)
+        self.lease: int = check_int("lease", lease, 1)
         #: The permit booked: when it is this process's (s), its units, the
         #: level it was asked for, and the level it is for (global shares).
         self._booked: tuple[float, tuple[int, ...], int, int | None] | None = None
@@ -1807,10 +1808,10 @@ class RedisLimiter(_AnyioLimiter):
         #: What the answer to a lone caller's take left for the driver to do.
         self._then: Callable[[], Awaitable[None]] | None = None
         self.limit = limit
-        self.reserve = tuple(reserve)
+        self.reserve: tuple[int, ...] = tuple(reserve)
         self.on_unavailable = on_unavailable
         self.share = share
-        self.unavailable_after = float(unavailable_after)
+        self.unavailable_after: float = float(unavailable_after)
         self._after_ns = after_ns
         #: Seconds between attempts to reach Redis while it is unreachable.
         self._retry = min(0.1, self.unavailable_after / 4)
@@ -1883,13 +1884,13 @@ class RedisLimiter(_AnyioLimiter):
         #: client: see _alone).
         self._lone = False
         #: Round trips to Redis made so far (a diagnostic).
-        self.round_trips = 0
+        self.round_trips: int = 0
         #: Permits taken from Redis and given back unused (a diagnostic).
-        self.given_back = 0
+        self.given_back: int = 0
         #: Of the round trips, takes a lone caller sent itself (a diagnostic).
-        self.lone_takes = 0
+        self.lone_takes: int = 0
         #: Times the local fallback took over from Redis (a diagnostic).
-        self.fallbacks = 0
+        self.fallbacks: int = 0
 
     def _new_machine(
         self, policy: _Policy, rate: int | float | Fraction | None, burst: int, **options: Any

@@ -34,9 +34,9 @@ class PermitValueError(PermitError, ValueError):
     """
 
     def __init__(self, argument: str, value: object, reason: str) -> None:
-        self.argument = argument
-        self.value = value
-        self.reason = reason
+        self.argument: str = argument
+        self.value: object = value
+        self.reason: str = reason
         super().__init__(f"{argument}={value!r}: {reason}")
 
 
@@ -48,9 +48,9 @@ class PermitTypeError(PermitError, TypeError):
     """
 
     def __init__(self, argument: str, value: object, expected: str) -> None:
-        self.argument = argument
-        self.value = value
-        self.expected = expected
+        self.argument: str = argument
+        self.value: object = value
+        self.expected: str = expected
         super().__init__(f"{argument}={value!r}: expected {expected}, got {type(value).__name__}")
 
 
@@ -137,5 +137,5 @@ class PolicyError(PermitError):
     """
 
     def __init__(self, message: str, decisions: Sequence[object] = ()) -> None:
-        self.decisions = tuple(decisions)
+        self.decisions: tuple[object, ...] = tuple(decisions)
         super().__init__(message)

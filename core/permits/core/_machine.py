@@ -305,9 +305,9 @@ class Machine:
                 flow_limit,
                 f"must name a limit (one of {', '.join(map(repr, named))})",
             )
-        self.policy = policy
-        self.levels = levels
-        self.charge = charge
+        self.policy: Policy = policy
+        self.levels: int = levels
+        self.charge: Charge = charge
         self._flow_weights = flow_weights
         self._per_flow = per_flow
         #: Whether a push ever named a flow.
@@ -336,7 +336,7 @@ class Machine:
         #: asking again. The queues' ``unit_costs``, kept here as an
         #: attribute for the hot paths (a property reading theirs costs 2,465
         #: instructions a grant, +4.6 %); ``check_valid`` holds the two equal.
-        self.unit_costs = True
+        self.unit_costs: bool = True
         #: Where the permits come from: the machine's own buckets, or outside.
         buckets = [Bucket(limit.rate, limit.burst, i) for i, limit in enumerate(named.values())]
         self._source: Bucket | Buckets | Outside = (

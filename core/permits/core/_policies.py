@@ -61,11 +61,15 @@ class Policy(Protocol):
         ...
 
 
-def _levels(value: int) -> int:
+def _levels(policy: object, attribute: attrs.Attribute[int], value: int) -> None:
+    """A policy's ``levels``, checked and kept as an ``int`` (an ``IntEnum``'s
+    too). A validator, not a converter: pyright types a field with a
+    converter as a descriptor, which no ``levels`` property of
+    :class:`Policy` accepts, so ``Machine(Fifo(), ...)`` was an error there."""
     levels = check_int("levels", value, 1)
     if levels > MAX_LEVELS:
         raise PermitValueError("levels", value, f"must be at most {MAX_LEVELS}")
-    return levels
+    object.__setattr__(policy, attribute.name, levels)  # (frozen: as attrs's own __init__ sets it)
 
 
 def _first_waiting(depths: Sequence[int]) -> int:
@@ -81,7 +85,7 @@ class Fifo:
     With flows, the level of the oldest waiter serves the waiter its flows
     choose."""
 
-    levels: int = attrs.field(default=1, converter=_levels)
+    levels: int = attrs.field(default=1, validator=_levels)
 
     def choose(self, queues: Queues, now: int) -> int:
         """The level of the waiter pushed first."""
@@ -100,7 +104,7 @@ class Fifo:
 class StrictPriority:
     """The most urgent waiting level first (0 before 1), FIFO within a level."""
 
-    levels: int = attrs.field(default=2, converter=_levels)
+    levels: int = attrs.field(default=2, validator=_levels)
 
     def choose(self, queues: Queues, now: int) -> int:
         """The most urgent level that has a waiter."""
@@ -349,7 +353,7 @@ class Aging:
     core's unit of time, and keyword-only so that every call names its unit.
     """
 
-    levels: int = attrs.field(default=2, converter=_levels)
+    levels: int = attrs.field(default=2, validator=_levels)
     #: Nanoseconds of waiting worth one level.
     after_ns: int = attrs.field(default=2_000_000_000, converter=_after, kw_only=True)
 

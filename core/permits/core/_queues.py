@@ -438,11 +438,11 @@ class Queues:
         (:meth:`oldest`), which are then kept in order, as the heads are;
         without, :meth:`oldest` looks through the flows of a level."""
         #: Number of levels; level 0 is the most urgent.
-        self.levels = levels
+        self.levels: int = levels
         #: Waiters per level (the queue depths). Read-only for policies.
-        self.depths = [0] * levels
+        self.depths: list[int] = [0] * levels
         #: Permits granted so far, over all levels (refunds do not subtract).
-        self.granted = 0
+        self.granted: int = 0
         self._limits = limits
         #: Units asked for by the waiters of each level, one entry per limit;
         #: kept once costs differ (:meth:`_sum_costs`), ``None`` until then.
@@ -452,7 +452,7 @@ class Queues:
         #: policy's ``record()``.
         self.state: object = None
         #: The limit whose units the flows of a level share (its index).
-        self.flow_limit = flow_limit
+        self.flow_limit: int = flow_limit
         self._by_id: dict[Hashable, Waiter] = {}
         self._levels = [_Level(flow_limit, ages) for _ in range(levels)]
 

@@ -45,9 +45,9 @@ class WaitHistogram:
     def __init__(self) -> None:
         self._counts: dict[int, int] = {}
         #: Number of waits recorded.
-        self.count = 0
+        self.count: int = 0
         #: Their sum, in nanoseconds, exact.
-        self.total = 0
+        self.total: int = 0
         # Largest wait recorded, exactly; -1 before the first (see max).
         self._max = -1
 

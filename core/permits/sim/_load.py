@@ -105,7 +105,7 @@ class ScenarioError(PermitValueError):
     def __init__(self, field: str, value: object, reason: str) -> None:
         super().__init__(field, value, reason)
         if value is _MISSING:
-            self.value = None
+            self.value: object = None
             self.args = (f"{field}: {reason}",)
         else:  # a value that is huge or nested deep is shown cut short
             self.args = (f"{field}={_REPR.repr(value)}: {reason}",)

@@ -267,26 +267,28 @@ class Tally:
         #: The run's length (its scenario's ``seconds``) in nanoseconds.
         self.duration_ns = duration_ns
         self.count = n
-        self.offered = [0] * n
-        self.granted = [0] * n
+        self.offered: list[int] = [0] * n
+        self.granted: list[int] = [0] * n
         #: Units of the costs given as one number, each of every limit.
-        self.units = [0] * n
+        self.units: list[int] = [0] * n
         #: Units of the costs given per limit.
-        self.units_per_limit = [[0] * len(scenario.named_limits) for _ in range(n)]
-        self.cancelled = [0] * n
+        self.units_per_limit: list[list[int]] = [[0] * len(scenario.named_limits) for _ in range(n)]
+        self.cancelled: list[int] = [0] * n
         #: Refused for a full level; those refused for their ``max_wait``
         #: are counted apart (``too_long``), not here.
-        self.rejected = [0] * n
-        self.too_long = [0] * n
-        self.expired = [0] * n
+        self.rejected: list[int] = [0] * n
+        self.too_long: list[int] = [0] * n
+        self.expired: list[int] = [0] * n
         self.left_at: list[int | None] = [None] * n
-        self.hists = [WaitHistogram() for _ in range(n)]
-        self.wait_bounds = _bounds(scenario, (Measure.WAIT_P50, Measure.WAIT_P99))
-        self.tenant_bounds = _bounds(
+        self.hists: list[WaitHistogram] = [WaitHistogram() for _ in range(n)]
+        self.wait_bounds: list[tuple[int, ...]] = _bounds(
+            scenario, (Measure.WAIT_P50, Measure.WAIT_P99)
+        )
+        self.tenant_bounds: list[tuple[int, ...]] = _bounds(
             scenario, (Measure.WORST_TENANT_P99, Measure.MEDIAN_TENANT_P99)
         )
         #: Per workload, the exact counts within its bounds, if it has any.
-        self.within = [
+        self.within: list[_Within | None] = [
             _Within(hist, bounds) if bounds else None
             for hist, bounds in zip(self.hists, self.wait_bounds, strict=True)
         ]
@@ -296,7 +298,7 @@ class Tally:
             hist.record if within is None else within.record
             for hist, within in zip(self.hists, self.within, strict=True)
         ]
-        self.bins = [[0] * BINS for _ in range(n)]
+        self.bins: list[list[int]] = [[0] * BINS for _ in range(n)]
         #: Per workload, its tenants' flows: the index of each in the lists
         #: below (a tenant's callers granted are its histogram's count). A
         #: tenant's record records for its workload too: its histogram is

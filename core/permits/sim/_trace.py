@@ -67,7 +67,7 @@ class TraceError(PermitValueError):
 
     def __init__(self, line: int, field: str, value: object, reason: str) -> None:
         super().__init__(field, value, reason)
-        self.line = line
+        self.line: int = line
         shown = f"{field}={value!r}" if value is not None else field
         self.args = (f"line {line}: {shown}: {reason}",)
 

@@ -1,0 +1,81 @@
+"""What a user printing the objects of the public API while debugging sees:
+what each one is and holds, in a line (``<... object at 0x7f...>`` told
+nothing). The machine's and the limiters' own reprs are tested with them."""
+
+from __future__ import annotations
+
+import asyncio
+
+import httpx
+
+import permits.testing
+from permits.adapters import level, threads
+from permits.adapters.asyncio import open_limiter
+from permits.aiohttp import PermitsMiddleware
+from permits.core import Fifo
+from permits.httpx import AsyncPermitsTransport, PermitsTransport
+
+LIMITER = "limits={'units': Limit(rate=Fraction(10, 1), burst=1)} waiting=0>"
+
+
+def test_a_level_block_reads_as_the_call_that_made_it() -> None:
+    assert repr(level(1)) == "level(1)"
+
+
+def test_a_block_not_entered_says_how_to_enter_it() -> None:
+    opening = threads.open_limiter(Fifo(), rate=10)
+    assert repr(opening) == "<open_limiter(...) not entered: `with open_limiter(...) as limiter:`>"
+    with opening as limiter:
+        assert repr(opening) == "<open_limiter(...) entered>"
+        assert repr(limiter.permit()) == (
+            "<limiter.permit(...) not entered: `with limiter.permit(...) as permit:`>"
+        )
+
+    async def main() -> str:
+        opening = open_limiter(Fifo(), rate=10)
+        async with opening:
+            pass
+        return repr(open_limiter(Fifo(), rate=10))
+
+    said = permits.testing.run(main())
+    assert said == "<open_limiter(...) not entered: `async with open_limiter(...) as limiter:`>"
+
+
+def test_a_recording_shows_its_counts() -> None:
+    with threads.open_limiter(Fifo(), rate=10) as limiter:
+        recording = limiter.record(max_calls=1)
+        limiter.try_acquire()
+        limiter.try_acquire()
+        assert repr(recording) == "<Recording calls=1 dropped=1 max_calls=1 limits=('units',)>"
+        recording.stop()
+        assert repr(recording).endswith(" stopped>")
+
+
+def test_a_transport_shows_its_limiter_and_options_and_its_upstream_the_counts() -> None:
+    def throttled(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(429, headers={"RateLimit-Policy": '"day";q=1000;w=86400'})
+
+    with threads.open_limiter(Fifo(), rate=10) as limiter:
+        transport = PermitsTransport(limiter, httpx.MockTransport(throttled), timeout=5.0)
+        assert repr(transport) == (
+            f"<PermitsTransport limiter=<permits.adapters.threads.Limiter policy=Fifo(levels=1) "
+            f"{LIMITER} retries=0 timeout=5.0>"
+        )
+        with httpx.Client(transport=transport) as client:
+            client.get("https://api.example/")
+        assert repr(transport.upstream) == (
+            "<Upstream throttled=1 pauses=0 malformed=0 ignored=0 policies=['day']>"
+        )
+
+    async def main() -> tuple[str, str]:
+        async with open_limiter(Fifo(), rate=10) as limiter:
+            transport = AsyncPermitsTransport(limiter, retries=2)
+            middleware = PermitsMiddleware(limiter, timeout=60.0)
+            return repr(transport), repr(middleware)
+
+    async_transport, middleware = asyncio.run(main())
+    kind = "<permits.adapters.asyncio.Limiter policy=Fifo(levels=1) "
+    assert async_transport == (
+        f"<AsyncPermitsTransport limiter={kind}{LIMITER} retries=2 timeout=None>"
+    )
+    assert middleware == f"<PermitsMiddleware limiter={kind}{LIMITER} retries=0 timeout=60.0>"
