@@ -111,7 +111,8 @@ async def test_an_async_limiter_records_each_caller_that_proceeds() -> None:
 
 def test_a_bare_machine_or_bad_names_are_refused() -> None:
     """A bare machine is refused as ``limiter``, a ``PermitTypeError``
-    (it was a plain ``TypeError``, which carries no argument)."""
+    (it was a plain ``TypeError``, which carries no argument), and so is a
+    ``meter`` that is not one (it was an ``AttributeError``)."""
     from permits.core import Machine, PermitTypeError
 
     meter = MeterProvider(metric_readers=[InMemoryMetricReader()]).get_meter("test")
@@ -123,6 +124,8 @@ def test_a_bare_machine_or_bad_names_are_refused() -> None:
             instrument(limiter, meter, levels=["only one"])
         with pytest.raises(ValueError, match="ascending"):
             instrument(limiter, meter, buckets=[1.0, 0.5])
+        with pytest.raises(PermitTypeError, match="meter=3: expected an OpenTelemetry Meter"):
+            instrument(limiter, 3)  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize(

@@ -97,6 +97,10 @@ def _meter(meter: Meter | None) -> Meter:
     each time)."""
     global _default_meter
     if meter is not None:
+        if not isinstance(meter, Meter):
+            raise PermitTypeError(
+                "meter", meter, "an OpenTelemetry Meter (meter_provider.get_meter(...)), or None"
+            )
         return meter
     if _default_meter is None:
         _default_meter = metrics.get_meter("permits")
