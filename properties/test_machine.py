@@ -1099,6 +1099,7 @@ class PolicyMachine(RuleBasedStateMachine):
                 "take-now-float",
                 "take-id-unhashable",
                 "take-flow-unhashable",
+                "set_limit-rate-nothing",
                 "set_limit-rate-zero",
                 "set_limit-rate-nan",
                 "set_limit-burst-zero",
@@ -1171,6 +1172,7 @@ class PolicyMachine(RuleBasedStateMachine):
                 lambda: core.take(fresh, 0, now, flow=unhashable),
                 PermitTypeError,
             ),
+            "set_limit-rate-nothing": (lambda: core.set_limit(now, limit=name), PermitTypeError),
             "set_limit-rate-zero": (
                 lambda: core.set_limit(now, rate=0, limit=name),
                 PermitValueError,

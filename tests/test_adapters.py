@@ -2377,6 +2377,8 @@ async def test_live_limits_refuse_bad_input(open_limiter: OpenLimiter) -> None:
             limiter.pause_for(math.inf)
         with pytest.raises(PermitValueError):
             limiter.set_limit(rate=0)
+        with pytest.raises(PermitTypeError, match="a rate, a burst or both"):
+            limiter.set_limit()  # changes nothing: a slip, said at once
         with pytest.raises(PermitValueError):
             limiter.adopt(-1, 1.0)
         with pytest.raises(PermitTypeError):

@@ -80,6 +80,7 @@ from permits.core import (
 from permits.core import Policy as _Policy
 from permits.core.checks import (
     check_actual,
+    check_change,
     check_int,
     check_limits,
     check_rate,
@@ -1552,6 +1553,7 @@ class RedisLimit:
     ) -> Request:
         """:meth:`set_limit`'s request."""
         index = self._index("limit", limit)
+        check_change(rate, burst)
         interval = -1.0 if rate is None else _interval_us("rate", check_rate(rate))
         new_burst = -1 if burst is None else check_int("burst", burst, 1)
         if new_burst > _MOST_UNITS:  # (kept in Redis, read by every process)

@@ -48,6 +48,7 @@ from ._queues import Queues, Waiter
 from ._stats import Busiest, FlowStatistics, LevelStatistics, Statistics, WaitHistogram
 from .checks import (
     check_actual,
+    check_change,
     check_hashable,
     check_int,
     check_limits,
@@ -1069,6 +1070,7 @@ class Machine:
         """
         now = self._check_now(now)
         index, name = self._limit_named(limit)
+        check_change(rate, burst)
         old = self._limits[name]
         new_rate = old.rate if rate is None else check_rate(rate)
         new_burst = old.burst if burst is None else check_int("burst", burst, 1)

@@ -21,6 +21,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "check_actual",
+    "check_change",
     "check_hashable",
     "check_int",
     "check_limits",
@@ -104,6 +105,16 @@ def settled_units(asked: tuple[int, ...], settled: dict[int, int]) -> tuple[int,
     as ``settled`` (from :func:`check_actual`) says: the limits it names,
     the others as asked."""
     return tuple(settled.get(i, units) for i, units in enumerate(asked))
+
+
+def check_change(rate: object, burst: object) -> None:
+    """A limit's change gives a rate, a burst or both."""
+    if rate is None and burst is None:
+        raise PermitTypeError(
+            "rate",
+            rate,
+            "a rate, a burst or both (a change of a limit with neither changes nothing)",
+        )
 
 
 def check_rate(value: object, argument: str = "rate") -> Fraction:
