@@ -477,6 +477,13 @@ MUTANTS: dict[str, tuple[str, str, str, str]] = {
         "zip(units, asked, strict=True)",
         "a supplied machine counts a settle made outside in the wrong direction",
     ),
+    "settle-later-logged-twice": (
+        "_ledger.py",
+        "        if self.held.get(grant.waiter.id) is not grant:\n            self.add(grant)\n",
+        "        self.add(grant)\n",
+        "a permit charged at its grant and spent to settle later is logged a second time: its"
+        " settle, or a later refund, replays the wrong records (P29)",
+    ),
 }
 
 

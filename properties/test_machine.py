@@ -762,15 +762,17 @@ class PolicyMachine(RuleBasedStateMachine):
         self.compare(out, self.model.refund(id, now))
         self.take_at_once()
 
-    @rule(id=ids, steps=STEPS)
-    def spend(self, id: int, steps: int) -> None:
+    @rule(id=ids, steps=STEPS, settle_later=st.booleans())
+    def spend(self, id: int, steps: int, settle_later: bool) -> None:
         """P23: a spent permit is no longer refundable (the refund rule then
         expects NotRefundable, as the model does), spending decides only
         what its tick decides (P13 compares everything with the model), and
         the machine forgets every grant before the oldest one still
-        refundable. P24: a permit in flight counts from its spend."""
+        refundable. P24: a permit in flight counts from its spend. With
+        costs, its caller may spend it to settle later, under either charge
+        (P29: the settle rule then replays what was charged since)."""
         self.advance(steps)
-        self.spend_at(id, self.now)
+        self.spend_at(id, self.now, settle_later and self.config.costs)
         self.take_at_once()
 
     @rule(id=ids, steps=st.integers(1, 200))

@@ -114,6 +114,8 @@ def test_offered_quantile_counts_the_ungranted_as_waiting_past_the_end() -> None
     assert offered_quantile(waits, 100, Fraction(91, 100)) is None
     assert offered_quantile(waits, 90, Fraction(99, 100)) == 20
     assert offered_quantile((), 0, Fraction(1, 2)) is None
+    # the rank is ceil(q * offered): the median of three is the second
+    assert offered_quantile(((1, 1), (2, 1), (3, 1)), 3, Fraction(1, 2)) == 2
 
 
 def test_requirements_are_measured_on_the_result() -> None:
@@ -410,6 +412,8 @@ def test_wait_requirements_are_judged_on_the_exact_waits() -> None:
     texts = {
         "w p50 <= 1 s": True,  # the histogram's 1.0003 s would miss it
         "w p50 <= 999 ms": False,
+        # a bound finer than a nanosecond is its whole nanoseconds (floor), judged exactly too
+        "w p50 <= 1.0000000016 s": True,
         "w p99 <= 2 s": True,
         "w p99 <= 1999 ms": False,
         "w worst tenant p99 <= 2 s": True,
@@ -427,6 +431,8 @@ def test_wait_requirements_are_judged_on_the_exact_waits() -> None:
     )
     (outcome,) = compare(one, [Fifo(1)]).outcomes
     assert outcome.result["w"].wait_p50_ns == 1_000_341_503  # the histogram's value
+    # its histogram counts each caller once, though its tenant's waits are counted apart too
+    assert sum(count for _, count in outcome.result["w"].waits_ns) == 3
     assert {r.text: r not in outcome.missed for r in one.requirements} == texts
     texts = {
         "lo p99 <= 3 s": True,

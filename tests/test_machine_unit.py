@@ -251,6 +251,29 @@ def test_statistics_shares_and_proceeded() -> None:
     assert stats.waiting == 0
 
 
+def test_the_waits_in_seconds_are_those_in_nanoseconds() -> None:
+    """``statistics()``: ``wait_p50_s``, ``wait_p99_s`` and ``wait_max_s``
+    are the same waits as the fields ending in ``_ns``, in seconds (``0.0``
+    before the level's first grant). At one permit a second, 100 waiters
+    pushed at 0 wait 0 to 99 s: three different waits."""
+    machine = Machine(StrictPriority(2), 1)
+    for i in range(100):
+        machine.push(i, 0, 0)
+    for k in range(100):
+        machine.tick(k * SECOND)
+    busy, idle = machine.statistics().levels
+    assert busy.wait_p50_ns is not None
+    assert busy.wait_p99_ns is not None
+    assert busy.wait_max_ns == 99 * SECOND
+    assert (busy.wait_p50_s, busy.wait_p99_s, busy.wait_max_s) == (
+        busy.wait_p50_ns / 1e9,
+        busy.wait_p99_ns / 1e9,
+        99.0,
+    )
+    assert busy.wait_p50_s < busy.wait_p99_s < busy.wait_max_s
+    assert (idle.wait_p50_s, idle.wait_p99_s, idle.wait_max_s) == (0.0, 0.0, 0.0)
+
+
 def test_min_wait_counts_the_waiters_ahead() -> None:
     machine = Machine(StrictPriority(2), 100)  # a permit every 10 ms
     machine.push("now", 1, 0)

@@ -53,9 +53,11 @@ from permits.sim import (
     check_arrivals,
     compare,
     load_policy,
+    nanoseconds,
     replay,
     simulate,
 )
+from permits.sim import arrivals as arrivals_before
 from permits.sim._run import _generated, _run
 
 SLOT = 10 * MILLISECOND  # 100 permits/s, burst 1: permit k falls due at k * SLOT
@@ -195,6 +197,43 @@ def test_poisson_rate_and_independent_streams() -> None:
     for w in (a, b):  # 5,000 expected each: 3 sigma is about 212
         assert abs(w.offered - 5_000) < 3 * math.sqrt(5_000), w.offered
     assert a.offered != b.offered  # not the same stream twice
+
+
+def test_a_seed_fixes_the_poisson_arrivals_everywhere() -> None:
+    """A scenario's seed fixes its Poisson arrivals on every platform and
+    Python version (the gaps are drawn by splitmix64, each rounded down to
+    the nanosecond): these times, once and for all. (A draw rounded to the
+    nearest nanosecond, or another generator, moves them.)"""
+    times = list(itertools.islice(Poisson(10).times(7), 6))
+    assert times == [49401725, 51094806, 282116903, 369567093, 429795762, 458488200]
+    from_one = list(itertools.islice(Poisson(10, start=1).times(0), 3))
+    assert from_one == [1214824135, 1271304456, 1273983398]
+
+
+def test_arrivals_are_those_before_the_end() -> None:
+    """``arrivals`` (what the live runner paces its callers by) gives every
+    arrival before the run's end and none at it, as a run offers them: one
+    a second for 10 s arrives 10 times, the last at 9 s."""
+    workload = Workload("w", 0, Constant(1))
+    scenario = Scenario("s", Fifo(1), rate=1, seconds=10, workloads=[workload])
+    got = list(arrivals_before(scenario, 10 * SECOND))
+    assert got == [(k * SECOND, 0) for k in range(10)]
+    assert simulate(scenario)["w"].offered == 10
+
+
+def test_seconds_are_the_nearest_nanosecond_ties_to_even() -> None:
+    """A scenario's seconds become the nearest whole nanosecond, ties to
+    even (not truncated): 2/3 s is 666,666,667 ns, 2.5 ns is 2 and 3.5 ns
+    is 4; and a run keeps them so: a caller with a timeout of 2/3 s, behind
+    one granted at 0 under one permit a second, expires at 666,666,667 ns."""
+    assert nanoseconds("timeout", Fraction(2, 3)) == 666_666_667
+    assert nanoseconds("timeout", Fraction(1, 3)) == 333_333_333
+    assert nanoseconds("timeout", Fraction(5, 2 * SECOND)) == 2
+    assert nanoseconds("timeout", Fraction(7, 2 * SECOND)) == 4
+    workload = Workload("w", 0, Batch(2), timeout=Fraction(2, 3))
+    result = simulate(Scenario("s", Fifo(1), rate=1, seconds=10, workloads=[workload]))["w"]
+    assert (result.granted, result.expired) == (1, 1)
+    assert result.cleared_at_ns == 666_666_667
 
 
 @pytest.mark.parametrize("rate", [1e-300, 5e-324, Fraction(1, 10**400)])

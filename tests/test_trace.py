@@ -205,6 +205,16 @@ def test_a_time_of_many_significant_digits_reads_exactly_in_any_form(written: st
     assert calls[0].timeout_ns == exact
 
 
+def test_a_time_of_more_than_nine_decimals_reads_to_the_nearest_nanosecond() -> None:
+    """A time written finer than a nanosecond (read through Decimal) is the
+    nearest whole nanosecond, ties to even, not truncated: 0.6 ns is 1,
+    0.4 ns is 0, 2.5 ns past a second is 2 and 3.5 ns is 4."""
+    rows = ["at,level,timeout\n", "0.0000000006,0,0.0000000004\n"]
+    rows.append("1.00000000250,0,1.00000000350\n")
+    calls = list(read_trace(rows))
+    assert [(c.at_ns, c.timeout_ns) for c in calls] == [(1, 0), (1_000_000_002, 1_000_000_004)]
+
+
 PER_LIMIT_CSV = """at,level,cost.requests,cost.tokens,flow
 0,1,1,4000,
 0.5,0,1,,acme
