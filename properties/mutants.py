@@ -477,6 +477,18 @@ MUTANTS: dict[str, tuple[str, str, str, str]] = {
         "zip(units, asked, strict=True)",
         "a supplied machine counts a settle made outside in the wrong direction",
     ),
+    "wait-total-is-the-max": (
+        "_machine.py",
+        '"wait_total_ns": None if hist is None else hist.total,',
+        '"wait_total_ns": None if hist is None else hist.max,',
+        "statistics() reports the longest wait as the sum of the waits (P17)",
+    ),
+    "settle-later-forgotten": (
+        "_machine.py",
+        "            if settle_later:\n                ledger.add_spent(grant)",
+        "            if False:\n                ledger.add_spent(grant)",
+        "a permit charged at its grant and spent with settle_later can no longer be settled (P29)",
+    ),
 }
 
 
