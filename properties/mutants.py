@@ -489,6 +489,14 @@ MUTANTS: dict[str, tuple[str, str, str, str]] = {
         "            if False:\n                ledger.add_spent(grant)",
         "a permit charged at its grant and spent with settle_later can no longer be settled (P29)",
     ),
+    "replay-from-the-last-change": (
+        "_bucket.py",
+        "                self.P, self.Q, self.b1 = record.old  # the limit as it was at the mark\n"
+        "                break",
+        "                self.P, self.Q, self.b1 = record.old  # the limit as it was at the mark",
+        "a refund or settle replays from the limit as it stood before the last of two changes,"
+        " not the first (P30)",
+    ),
 }
 
 

@@ -1053,6 +1053,18 @@ Step = tuple[str, int, int, int]
         ("settle", 2, 1, 2),
     ]
 )
+# a refund of a grant made before two changes of the same limit: the replay
+# starts from the limit as it stood at the grant, before the first change
+@example(
+    [
+        ("push", 3, 1, 0),
+        ("tick", 0, 0, 30),
+        ("push", 1, 1, 0),
+        ("rerate", 0, 0, 0),
+        ("rerate", 0, 3, 2),
+        ("refund", 0, 0, 1),
+    ]
+)
 def test_refunds_and_settles_replay_the_changes_of_a_limit(steps: list[Step]) -> None:
     """P29, P30 and P32 through P13: on two limits, refunds and settles of
     permits charged before a change of a limit (its rate and burst, or the

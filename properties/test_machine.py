@@ -732,12 +732,15 @@ class PolicyMachine(RuleBasedStateMachine):
             # P2 holds after every timed operation; a cancel takes no time,
             # and the next waiter may fit at once (a smaller cost): the
             # adapter ticks now, as next_tick() says. Not with every cost 1.
-            assert self.config.costs, ("P2: a cancel left a permit available", id)
+            assert not self.core.unit_costs, ("P2: a cancel left a permit available", id)
             self.tick_at(self.now)
 
-    @rule(id=ids, steps=STEPS)
-    def refund(self, id: int, steps: int) -> None:
+    @rule(id=ids, steps=STEPS, data=st.data())
+    def refund(self, id: int, steps: int, data: st.DataObject) -> None:
+        """P5: a refund of a permit held (half the time one the model holds)
+        or of one that is not, refused then."""
         self.advance(steps)
+        id = self.held_or(id, data)
         now = self.now
         # P23: a permit spent is refused here, as the model knows; P24: one in
         # flight hands back its place (the model frees it).
@@ -762,14 +765,16 @@ class PolicyMachine(RuleBasedStateMachine):
         self.compare(out, self.model.refund(id, now))
         self.take_at_once()
 
-    def held_or(self, id: Hashable, data: st.DataObject, spent: bool = True) -> Hashable:
+    def held_or(self, id: int, data: st.DataObject, spent: bool = True) -> int:
         """``id``, or, half the time, an id whose permit the model holds (one
         not spent yet, unless ``spent``): ids drawn from all those pushed
         rarely hold a permit still within a settle window (P23, P29)."""
-        held = [i for i, h in self.model.held.items() if spent or not h.spent]
-        if held and data.draw(st.booleans(), label="a held permit"):
-            return data.draw(st.sampled_from(held), label="held")
-        return id
+        held = [
+            i for i, h in self.model.held.items() if isinstance(i, int) and (spent or not h.spent)
+        ]
+        if not held or not data.draw(st.booleans(), label="a held permit"):
+            return id
+        return data.draw(st.sampled_from(held), label="held")
 
     @rule(id=ids, steps=STEPS, settle_later=st.booleans(), data=st.data())
     def spend(self, id: int, steps: int, settle_later: bool, data: st.DataObject) -> None:
@@ -859,7 +864,7 @@ class PolicyMachine(RuleBasedStateMachine):
         lambda self: (
             hasattr(self, "core")
             and self.config.costs
-            and any(not held.spent for held in self.model.held.values())
+            and any(isinstance(i, int) and not h.spent for i, h in self.model.held.items())
         )
     )
     @rule(data=st.data())
@@ -867,7 +872,7 @@ class PolicyMachine(RuleBasedStateMachine):
         """P29 (and P23): a permit its caller spends with ``settle_later``
         can no longer be refunded but can still be settled, under either
         charge; the settle rule alone seldom finds such a permit."""
-        held = [id for id, held in self.model.held.items() if not held.spent]
+        held = [i for i, h in self.model.held.items() if isinstance(i, int) and not h.spent]
         id = data.draw(st.sampled_from(held), label="held")
         self.spend_at(id, self.now, settle_later=True)
         self.settle(id, 0, data)
