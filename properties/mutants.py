@@ -497,6 +497,12 @@ MUTANTS: dict[str, tuple[str, str, str, str]] = {
         "a refund or settle replays from the limit as it stood before the last of two changes,"
         " not the first (P30)",
     ),
+    "shares-credit-the-first-limit": (
+        "_policies.py",
+        "        credits[level] -= waiter.cost[deal.limit]",
+        "        credits[level] -= waiter.cost[0]",
+        "Shares of a second limit use a grant's units of the first from its level's credit (P33)",
+    ),
 }
 
 
