@@ -484,6 +484,32 @@ MUTANTS: dict[str, tuple[str, str, str, str]] = {
         "a permit charged at its grant and spent to settle later is logged a second time: its"
         " settle, or a later refund, replays the wrong records (P29)",
     ),
+    "wait-total-is-the-max": (
+        "_machine.py",
+        '"wait_total_ns": None if hist is None else hist.total,',
+        '"wait_total_ns": None if hist is None else hist.max,',
+        "statistics() reports the longest wait as the sum of the waits (P17)",
+    ),
+    "settle-later-forgotten": (
+        "_machine.py",
+        "            if settle_later:\n                ledger.add_spent(grant)",
+        "            if False:\n                ledger.add_spent(grant)",
+        "a permit charged at its grant and spent with settle_later can no longer be settled (P29)",
+    ),
+    "replay-from-the-last-change": (
+        "_bucket.py",
+        "                self.P, self.Q, self.b1 = record.old  # the limit as it was at the mark\n"
+        "                break",
+        "                self.P, self.Q, self.b1 = record.old  # the limit as it was at the mark",
+        "a refund or settle replays from the limit as it stood before the last of two changes,"
+        " not the first (P30)",
+    ),
+    "shares-credit-the-first-limit": (
+        "_policies.py",
+        "        credits[level] -= waiter.cost[deal.limit]",
+        "        credits[level] -= waiter.cost[0]",
+        "Shares of a second limit use a grant's units of the first from its level's credit (P33)",
+    ),
 }
 
 

@@ -651,32 +651,52 @@ def test_spends_and_changes_of_limit_grant_nothing_by_themselves(
     weights=st.lists(st.integers(1, 5), min_size=2, max_size=3),
     costs=st.lists(st.lists(st.integers(1, 40), min_size=1, max_size=6), min_size=3, max_size=3),
     depth=st.integers(5, 40),
+    tokens=st.booleans(),
 )
 # a level one unit short of its head's cost while another's credit covers
 # its head: the covered one goes first
-@example(weights=[1, 1], costs=[[4, 1], [1], [1]], depth=5)
-def test_shares_divide_units(weights: list[int], costs: list[list[int]], depth: int) -> None:
+@example(weights=[1, 1], costs=[[4, 1], [1], [1]], depth=5, tokens=False)
+def test_shares_divide_units(
+    weights: list[int], costs: list[list[int]], depth: int, tokens: bool
+) -> None:
     """P33: while every level waits, over any run of grants of ``U`` units
     in all, level ``i`` receives at least ``w_i * U / W - (L * w_i / W + 1) * C``
     units, ``C`` the largest cost: shares count units, whatever each costs.
     And P13 on the way: every grant and the deal after it (slots dealt, each
-    level's credit) are the model's, which deals the cycle one slot at a time."""
+    level's credit) are the model's, which deals the cycle one slot at a time.
+    With ``tokens``, the shares count the machine's second limit (each
+    grant takes one unit of the first, requests, and its cost of tokens)."""
     levels = len(weights)
     largest = max(max(c) for c in costs[:levels])
-    machine = Machine(Shares(weights), 1000, largest)
-    machine.push("drain", 0, 0, cost=largest)  # the full bucket goes to it
+
+    def asked(n: int) -> int | dict[str, int]:
+        return {"requests": 1, "tokens": n} if tokens else n
+
+    if tokens:
+        limits = {"requests": Limit(1000, largest), "tokens": Limit(1000, largest)}
+        machine = Machine(Shares(weights, limit="tokens"), limits=limits)
+    else:
+        machine = Machine(Shares(weights), 1000, largest)
+    machine.push("drain", 0, 0, cost=asked(largest))  # the full bucket goes to it
     for n in range(depth):
         for level in range(levels):
             mine = costs[level]
-            machine.push((level, n), level, 0, cost=mine[n % len(mine)])
+            machine.push((level, n), level, 0, cost=asked(mine[n % len(mine)]))
     model = Reference(
-        PolicySpec("shares", levels, tuple(weights)), [(Fraction(1000), largest)], None, SECOND
+        PolicySpec("shares", levels, tuple(weights), shared=int(tokens)),
+        [(Fraction(1000), largest)] * (2 if tokens else 1),
+        None,
+        SECOND,
     )
-    model.push("drain", 0, 0, None, (largest,))
+
+    def as_units(n: int) -> tuple[int, ...]:
+        return (1, n) if tokens else (n,)
+
+    model.push("drain", 0, 0, None, as_units(largest))
     for n in range(depth):
         for level in range(levels):
             mine = costs[level]
-            model.push((level, n), level, 0, None, (mine[n % len(mine)],))
+            model.push((level, n), level, 0, None, as_units(mine[n % len(mine)]))
     run: list[tuple[int, int]] = []  # (level, units) of each grant while all wait
     cost_of: dict[Hashable, int] = {
         (lv, n): costs[lv][n % len(costs[lv])] for lv in range(levels) for n in range(depth)
@@ -1051,6 +1071,18 @@ Step = tuple[str, int, int, int]
         ("refund", 0, 0, 1),
         ("tick", 0, 0, 40),
         ("settle", 2, 1, 2),
+    ]
+)
+# a refund of a grant made before two changes of the same limit: the replay
+# starts from the limit as it stood at the grant, before the first change
+@example(
+    [
+        ("push", 3, 1, 0),
+        ("tick", 0, 0, 30),
+        ("push", 1, 1, 0),
+        ("rerate", 0, 0, 0),
+        ("rerate", 0, 3, 2),
+        ("refund", 0, 0, 1),
     ]
 )
 def test_refunds_and_settles_replay_the_changes_of_a_limit(steps: list[Step]) -> None:

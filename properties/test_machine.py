@@ -732,12 +732,15 @@ class PolicyMachine(RuleBasedStateMachine):
             # P2 holds after every timed operation; a cancel takes no time,
             # and the next waiter may fit at once (a smaller cost): the
             # adapter ticks now, as next_tick() says. Not with every cost 1.
-            assert self.config.costs, ("P2: a cancel left a permit available", id)
+            assert not self.core.unit_costs, ("P2: a cancel left a permit available", id)
             self.tick_at(self.now)
 
-    @rule(id=ids, steps=STEPS)
-    def refund(self, id: int, steps: int) -> None:
+    @rule(id=ids, steps=STEPS, data=st.data())
+    def refund(self, id: int, steps: int, data: st.DataObject) -> None:
+        """P5: a refund of a permit held (half the time one the model holds)
+        or of one that is not, refused then."""
         self.advance(steps)
+        id = self.held_or(id, data)
         now = self.now
         # P23: a permit spent is refused here, as the model knows; P24: one in
         # flight hands back its place (the model frees it).
@@ -762,27 +765,38 @@ class PolicyMachine(RuleBasedStateMachine):
         self.compare(out, self.model.refund(id, now))
         self.take_at_once()
 
-    @rule(id=ids, steps=STEPS, settle_later=st.booleans())
-    def spend(self, id: int, steps: int, settle_later: bool) -> None:
+    def held_or(self, id: int, data: st.DataObject, spent: bool = True) -> int:
+        """``id``, or, half the time, an id whose permit the model holds (one
+        not spent yet, unless ``spent``): ids drawn from all those pushed
+        rarely hold a permit still within a settle window (P23, P29)."""
+        held = [
+            i for i, h in self.model.held.items() if isinstance(i, int) and (spent or not h.spent)
+        ]
+        if not held or not data.draw(st.booleans(), label="a held permit"):
+            return id
+        return data.draw(st.sampled_from(held), label="held")
+
+    @rule(id=ids, steps=STEPS, settle_later=st.booleans(), data=st.data())
+    def spend(self, id: int, steps: int, settle_later: bool, data: st.DataObject) -> None:
         """P23: a spent permit is no longer refundable (the refund rule then
         expects NotRefundable, as the model does), spending decides only
         what its tick decides (P13 compares everything with the model), and
         the machine forgets every grant before the oldest one still
-        refundable. P24: a permit in flight counts from its spend. With
-        costs, its caller may spend it to settle later, under either charge
-        (P29: the settle rule then replays what was charged since)."""
+        refundable. P24: a permit in flight counts from its spend. P29: one
+        spent with ``settle_later`` can still be settled (the settle rule
+        tries it, as the model allows), under either charge."""
         self.advance(steps)
-        self.spend_at(id, self.now, settle_later and self.config.costs)
+        self.spend_at(self.held_or(id, data, spent=False), self.now, settle_later)
         self.take_at_once()
 
-    @rule(id=ids, steps=st.integers(1, 200))
-    def spend_late(self, id: int, steps: int) -> None:
+    @rule(id=ids, steps=st.integers(1, 200), settle_later=st.booleans())
+    def spend_late(self, id: int, steps: int, settle_later: bool) -> None:
         """P23 with a late tick, as when the event loop lags: the spend's own
         tick may grant ``id``, which then holds a permit, and the spend
         spends it (refused as a refund from then on, not left in flight)."""
         target = self.now + self.ceil_intervals(steps) // 16
         self.void_on_time_bounds()
-        self.spend_at(id, target)
+        self.spend_at(id, target, settle_later)
         self.take_at_once()
 
     @precondition(lambda self: hasattr(self, "core") and not self.at_grant and not self.holding)
@@ -815,6 +829,7 @@ class PolicyMachine(RuleBasedStateMachine):
         asked: from then on the machine decides as if it had asked for that
         (P13), and P1 holds over the lesser of the two."""
         self.advance(steps)
+        id = self.held_or(id, data)
         now = self.now
         drawn = tuple(
             data.draw(st.integers(0, burst + 2), label="actual") for _, burst in self.config.limits
@@ -844,6 +859,23 @@ class PolicyMachine(RuleBasedStateMachine):
         self.compare(out, self.model.settle_cost(id, named, now))
         self.check_limit()
         self.take_at_once()
+
+    @precondition(
+        lambda self: (
+            hasattr(self, "core")
+            and self.config.costs
+            and any(isinstance(i, int) and not h.spent for i, h in self.model.held.items())
+        )
+    )
+    @rule(data=st.data())
+    def spend_then_settle(self, data: st.DataObject) -> None:
+        """P29 (and P23): a permit its caller spends with ``settle_later``
+        can no longer be refunded but can still be settled, under either
+        charge; the settle rule alone seldom finds such a permit."""
+        held = [i for i, h in self.model.held.items() if isinstance(i, int) and not h.spent]
+        id = data.draw(st.sampled_from(held), label="held")
+        self.spend_at(id, self.now, settle_later=True)
+        self.settle(id, 0, data)
 
     @precondition(lambda self: hasattr(self, "core") and self.config.costs)
     @rule(
@@ -1367,6 +1399,8 @@ class PolicyMachine(RuleBasedStateMachine):
                 ref.too_long,
             ), ("P13", stats, ref)
             assert stats.wait_max_ns == (max(ref.waits) if ref.waits else None), "P13"
+            # P17: the sum of the waits, exact
+            assert stats.wait_total_ns == sum(ref.waits), ("P17", stats.wait_total_ns, ref.waits)
             assert stats.wait_max_s == (max(ref.waits) / 1e9 if ref.waits else 0.0), "P13"
             # P3 in units: net of refunds and settles, as the model counts them
             assert list(stats.units_granted) == (ref.units or [0] * len(self.config.limits)), (
