@@ -113,6 +113,33 @@ def nearest_rank(values: Sequence[int], q: float) -> int | None:
     return ordered[rank - 1]
 
 
+#: SPEC P52: the most quotas a limit keeps in force (the core's MAX_QUOTAS).
+MAX_QUOTAS = 16
+
+
+def quotas_kept(counts: list[list[int]], remaining: int, reset: int, now: int) -> list[list[int]]:
+    """The quotas ``[left, until]`` in force after a new one at ``now``,
+    written from SPEC P52: those that last past ``now`` and the new one,
+    less each that another makes redundant (no more left, lasting no
+    shorter; of equal ones, the first kept); while more than ``MAX_QUOTAS``,
+    the two that end first become one, the lesser left until the later end."""
+    alive = [c for c in counts if c[1] > now] + ([[remaining, reset]] if reset > now else [])
+    kept = [
+        c
+        for j, c in enumerate(alive)
+        if not any(
+            o[0] <= c[0] and o[1] >= c[1] and (o != c or k < j)
+            for k, o in enumerate(alive)
+            if k != j
+        )
+    ]
+    while len(kept) > MAX_QUOTAS:
+        first, second = sorted(kept, key=lambda c: c[1])[:2]
+        kept = [c for c in kept if c is not first and c is not second]
+        kept.append([min(first[0], second[0]), max(first[1], second[1])])
+    return kept
+
+
 class Reference:
     def __init__(
         self,
@@ -359,7 +386,7 @@ class Reference:
                     if event.at < count[1]:
                         count[0] -= event.cost[i]
             elif event[0] == "quota" and event[2] == i:
-                counts.append([event[3], event[4]])  # remaining, reset
+                counts = quotas_kept(counts, event[3], event[4], event[1])
         return [(left, until) for left, until in counts if until > self.last]
 
     def fits(self, cost: tuple[int, ...]) -> bool:

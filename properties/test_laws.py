@@ -15,11 +15,12 @@ from random import Random
 from typing import Any
 
 import pytest
-from hypothesis import example, given, note
+from hypothesis import example, given, note, settings
 from hypothesis import strategies as st
 
 from permits.core import (
     CHUNK,
+    MAX_QUOTAS,
     MAX_SCALE,
     MILLISECOND,
     RELATIVE_ERROR,
@@ -1546,6 +1547,66 @@ def test_a_change_of_limit_is_logged_only_where_a_replay_could_need_it() -> None
         machine.quota(1, SECOND, 0)
         assert machine.snapshot().logged == (), ("P15", machine.snapshot().logged)
         machine.check_valid()
+
+
+def test_the_quotas_in_force_stay_bounded() -> None:
+    """P52, P15: an upstream whose word comes on every response, its reset
+    sliding on and more left each time (a window refilling faster than it is
+    used), keeps at most MAX_QUOTAS quotas in force per limit, not one per
+    response of the reset's span; the two that end first became one, the
+    lesser count until the later end, so no word is raised: the machine
+    grants no sooner than each word allows."""
+    machine = Machine(Fifo(), rate=1000, burst=10)
+    sizes = []
+    for i in range(1, 301):
+        now = i * MILLISECOND
+        machine.push(i, 0, now)
+        machine.tick(now)
+        machine.quota(100 + 2 * i, now + 60 * SECOND, now)
+        sizes.append(len(machine.snapshot().pacing[0][7]))  # type: ignore[index, arg-type]
+    assert max(sizes) == MAX_QUOTAS, ("P15", max(sizes))
+    machine.check_valid()
+    # each word said at most 100 + 2i more until its end: the first's 102
+    # (after the one permit granted before it) hold for 60 s, merged or not
+    granted = machine.statistics().levels[0].granted
+    assert granted == 1 + 102, ("P52", granted)
+
+
+@settings(max_examples=20)
+@given(st.randoms(use_true_random=False))
+def test_merged_quotas_decide_as_the_model(random: Random) -> None:
+    """P52, P13 past MAX_QUOTAS: words that slide on with every response,
+    some with more left and some with less, interleaved with grants,
+    refunds (which replay the words since, merges and all) and settles:
+    every decision, ``next_due`` and the quotas' effect are the model's,
+    which merges by SPEC's rule written from it."""
+    machine = Machine(Fifo(), rate=1000, burst=10)
+    model = Reference(PolicySpec("fifo", 1), [(Fraction(1000), 10)], None, SECOND)
+    now, n, words, most = 0, 0, 0, 0
+    held: list[tuple[Hashable, int]] = []
+    for _ in range(160):
+        now += random.randint(0, 3) * MILLISECOND
+        step = random.random()
+        if step < 0.4:
+            words += 1  # more left each time, mostly, and the reset sliding on
+            remaining = words // 2 + random.randint(0, 3)
+            reset = now + random.randint(280, 320) * MILLISECOND
+            out = machine.quota(remaining, reset, now)
+            expected = model.limit_quota(remaining, reset, now, 0)
+        elif step < 0.8 or not held:
+            n += 1
+            out, expected = machine.push(n, 0, now), model.push(n, 0, now, None, (1,))
+        else:
+            id, at = held.pop(random.randrange(len(held)))
+            if at < now - SECOND:
+                continue  # (no longer refundable)
+            out, expected = machine.refund(id, now), model.refund(id, now)
+        assert rows(out) == expected, ("P13", now, rows(out), expected)
+        held += [(d.id, d.at) for d in out if d.state is State.GRANTED]
+        assert machine.next_due() == model.next_due(), ("P13", now)
+        most = max(most, len(machine.snapshot().pacing[0][7]))  # type: ignore[index, arg-type]
+    assert most <= MAX_QUOTAS, ("P15", most)
+    machine.check_valid()
 
 
 def test_a_deadline_expires_at_its_nanosecond() -> None:

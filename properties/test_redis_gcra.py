@@ -24,8 +24,10 @@ from hypothesis import HealthCheck, Phase, given, note, settings
 from hypothesis import strategies as st
 
 from permits.adapters.redis import script_source
+from permits.core import MAX_QUOTAS
 
 from redis_server import RedisServer
+from reference import quotas_kept
 
 _keys = itertools.count()
 
@@ -319,7 +321,8 @@ class Buckets:
         self.refill(now)
         for i, r in enumerate(remaining):
             if r >= 0 and reset_after > 0:
-                self.quotas[i].append((r, now + reset_after))
+                kept = quotas_kept([list(q) for q in self.quotas[i]], r, now + reset_after, now)
+                self.quotas[i] = [(left, end) for left, end in kept]
         return self.answer(1, 0)
 
     def rerate(self, now: int, index: int, rate: int, burst: int) -> Answer:
@@ -848,6 +851,23 @@ def test_a_quota_counts_down_on_the_shared_key_by_hand(script: Any) -> None:
     assert call("take", T0 + 10_000_000, 0, (2,)) == [1, 5_000_000, 2]  # 0 and 2 left
     assert call("take", T0 + 15_000_000, 0, (2,)) == [1, 3_000_000, 3]  # the first is over
     assert call("take", T0 + 17_000_000, 0, (1,))[:2] == [0, 1_000_000]  # 0 left until +8 s
+
+
+def test_the_quotas_on_the_shared_key_stay_bounded(script: Any) -> None:
+    """P41, P52's bound on the shared key: 40 words that slide on, each a
+    microsecond after the last with two more left (a take between them),
+    keep MAX_QUOTAS quotas in Redis, each weighed by every take while it
+    lasts, not one per word; the two that end first became one each time,
+    the lesser count until the later end: the first word's 2, used at once,
+    now hold until the 25th word's end."""
+    key = f"test:{{p41-{next(_keys)}}}"
+    call = caller(script, [1000], [100], key)
+    for j in range(40):
+        assert call("quota", T0 + j, 60_000_000, (2 + 2 * j,)) == [1, 0, 100 - min(j, 2)]
+        call("take", T0 + j, 0, (1,))
+    words = script.registered_client.hget(key, "q:l0").split()
+    assert len(words) == 2 * MAX_QUOTAS, ("P41", len(words) // 2)
+    assert call("take", T0 + 40, 0, (1,))[:2] == [0, 60_000_000 + 24 - 40]
 
 
 def test_a_fractional_interval_is_kept(script: Any) -> None:

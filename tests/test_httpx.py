@@ -22,7 +22,7 @@ import httpx
 import pytest
 from http_upstream import Parts, Script, Upstream_, serve, serve_parts, serve_script
 
-from permits._upstream import retry
+from permits._upstream import MAX_POLICIES, retry
 from permits.adapters import AcquireTimeout, LimiterClosed, threads
 from permits.adapters import asyncio as asyncio_adapter
 from permits.adapters import redis as redis_adapter
@@ -581,6 +581,19 @@ def test_a_ratelimit_item_holds_back_the_limit_counting_its_unit() -> None:
     with answered(headers, limits) as (limiter, transport):
         assert [limiter.try_acquire() for _ in range(4)] == [True, True, True, False]
         assert transport.upstream.policies == {"minute": QuotaPolicy(60, 60.0, "requests")}
+
+
+def test_the_policies_remembered_stay_bounded() -> None:
+    """An upstream that names a new policy on every response (a key or a
+    request id in the name) leaves at most MAX_POLICIES remembered, the
+    latest named: one per response, for weeks, was one entry each."""
+    with threads.open_limiter(Fifo(), rate=1000, burst=10) as limiter:
+        upstream = Upstream(limiter)
+        for i in range(3 * MAX_POLICIES):
+            upstream.learn(200, {"ratelimit-policy": f'"key{i}";q=100000;w=60'})
+        assert len(upstream.policies) == MAX_POLICIES
+        assert f"key{3 * MAX_POLICIES - 1}" in upstream.policies, "the latest is kept"
+        assert "key0" not in upstream.policies
 
 
 def test_the_earlier_drafts_policy_is_a_policy_not_a_malformed_header() -> None:

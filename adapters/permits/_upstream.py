@@ -274,6 +274,12 @@ def _quota_policies(field: str) -> tuple[dict[str, QuotaPolicy], int]:
     return policies, malformed
 
 
+#: The most quota policies an :class:`Upstream` remembers by name: beyond,
+#: the one named longest ago is forgotten (an upstream that names a policy
+#: per key or per request would otherwise add one per response).
+MAX_POLICIES = 64
+
+
 class Upstream:
     """What one response says about the limit, applied to a limiter.
 
@@ -300,7 +306,8 @@ class Upstream:
         #: that is no limit's (``-tokens`` for a limiter of requests only).
         self.ignored = 0
         #: The upstream's quota policies by name, each as the latest
-        #: ``RateLimit-Policy`` field naming it said.
+        #: ``RateLimit-Policy`` field naming it said: the last
+        #: :data:`MAX_POLICIES` named.
         self.policies: dict[str, QuotaPolicy] = {}
         self._lock = threading.Lock()
         #: Whether a reset past max_pause was warned about.
@@ -385,9 +392,12 @@ class Upstream:
         self._count("malformed", malformed)
         for name, policy in policies.items():
             with self._lock:  # two threads reading the same new policy: one warns
-                if self.policies.get(name) == policy:
+                known = self.policies.pop(name, None)
+                self.policies[name] = policy  # (the latest named, last)
+                if len(self.policies) > MAX_POLICIES:
+                    del self.policies[next(iter(self.policies))]
+                if known == policy:
                     continue
-                self.policies[name] = policy
             limit = self._limit_counting(policy.unit)
             if limit is None or not policy.window:
                 continue

@@ -65,6 +65,7 @@ from typing import Any, Literal, NamedTuple
 from urllib.parse import urlsplit, urlunsplit
 
 from permits.core import (
+    MAX_QUOTAS,
     SECOND,
     Decision,
     Fifo,
@@ -629,7 +630,9 @@ elseif op == 'adopt' then
   end
 elseif op == 'quota' then
   -- at most x more until the reset, beside the quotas in force; one that
-  -- another makes redundant (no more left, lasting no shorter) is dropped
+  -- another makes redundant (no more left, lasting no shorter) is dropped;
+  -- beyond @QUOTAS@ (the core's MAX_QUOTAS), the two that end first become
+  -- one, the lesser left until the later end (never more available)
   for i = 1, n do
     if x[i] >= 0 and arg > 0 then
       local all, kept = {{x[i], now + arg}}, {}
@@ -642,6 +645,11 @@ elseif op == 'quota' then
           end
         end
         if not redundant then kept[#kept + 1] = q end
+      end
+      table.sort(kept, function(a, b) return a[2] < b[2] end)
+      while #kept > @QUOTAS@ do
+        kept[2] = {min(kept[1][1], kept[2][1]), kept[2][2]}
+        table.remove(kept, 1)
       end
       quotas[i] = kept
     end
@@ -681,9 +689,10 @@ def script_source(*, clock: Literal["redis", "argv"] = "redis") -> str:
     only so that tests can ask at chosen times, and keeps its keys an hour
     longer (their expiry runs on Redis's clock, not the test's). The rest of
     the text is the same."""
+    text = _SCRIPT.replace("@QUOTAS@", str(MAX_QUOTAS))
     if clock == "redis":
-        return _SCRIPT.replace("@TIME@", "redis.call('TIME')").replace("@SLACK@", "0")
-    return _SCRIPT.replace("@TIME@", "{0, ARGV[2]}").replace("@SLACK@", "3600000")
+        return text.replace("@TIME@", "redis.call('TIME')").replace("@SLACK@", "0")
+    return text.replace("@TIME@", "{0, ARGV[2]}").replace("@SLACK@", "3600000")
 
 
 #: The script the limiter runs (time from Redis).
@@ -952,10 +961,14 @@ class RedisLimit:
         and is charged to all of them or to none. Every process sharing
         ``name`` opens the same limits.
     :param audit: also record each grant's Redis time (microseconds) in the
-        list ``{key}:audit`` (kept an hour), and each give-back's or
-        settle's after a ``g``, with its units of the first limit
-        (``g<time> <units>``: negative given back, positive charged): a
-        diagnostic, used by the tests.
+        list ``{key}:audit``, and each give-back's or settle's after a
+        ``g``, with its units of the first limit (``g<time> <units>``:
+        negative given back, positive charged): a diagnostic, used by the
+        tests. The list is never trimmed: it grows by an entry per grant
+        and expires an hour after its last one, so a limit in steady use
+        keeps every entry since it last stood idle an hour (about 10 bytes
+        an entry in Redis): for a test or a short look, not a limiter left
+        running.
     :param timeout: seconds before a connect or a reply counts as failed.
     :param cluster: ``url`` names a node of a Redis Cluster: the client is
         redis-py's ``RedisCluster``. The keys of one limit share a hash tag,

@@ -4,6 +4,7 @@ No clock, no sleeping, no I/O: time enters as ``now``, an ``int`` of
 nanoseconds. See SPEC.md for the contract and ``properties/`` for its proof.
 """
 
+from ._bucket import MAX_QUOTAS
 from ._errors import (
     DuplicateId,
     NotRefundable,
@@ -43,6 +44,7 @@ from ._stats import RELATIVE_ERROR, FlowStatistics, LevelStatistics, Statistics,
 __all__ = [
     "CHUNK",
     "MAX_LEVELS",
+    "MAX_QUOTAS",
     "MAX_SCALE",
     "MICROSECOND",
     "MILLISECOND",

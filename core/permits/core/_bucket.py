@@ -23,10 +23,25 @@ from typing import NamedTuple
 from ._errors import PermitValueError
 from ._limits import Limit
 
-__all__ = ["NEVER", "Adopt", "Bucket", "Buckets", "Change", "Mark", "Outside", "Quota", "Rerate"]
+__all__ = [
+    "MAX_QUOTAS",
+    "NEVER",
+    "Adopt",
+    "Bucket",
+    "Buckets",
+    "Change",
+    "Mark",
+    "Outside",
+    "Quota",
+    "Rerate",
+]
 
 #: A due time no clock reaches (about 5e51 years of nanoseconds).
 NEVER = 1 << 200
+
+#: The most quotas of the upstream's a limit keeps in force (``quota``):
+#: beyond, the two that end first become one (see :func:`in_force`).
+MAX_QUOTAS = 16
 
 _new = tuple.__new__
 
@@ -80,6 +95,25 @@ Change = Rerate | Adopt | Quota
 def interval_of(rate: Fraction) -> tuple[int, int]:
     """``10**9 / rate`` as ``(P, Q)``: nanoseconds per unit is ``P / Q``."""
     return 1_000_000_000 * rate.denominator, rate.numerator
+
+
+def in_force(quotas: list[tuple[int, int]]) -> tuple[tuple[int, int], ...]:
+    """The quotas ``(left, until)`` to keep in force: all but those another
+    makes redundant (no more left than it, lasting no shorter), by end; so
+    each one kept ends later and leaves more than the one before. At most
+    :data:`MAX_QUOTAS`: beyond, the two that end first become one, the first's
+    units left until the second's end, which allows no more than either did
+    (an upstream whose word slides on with every response, more left each
+    time, would otherwise keep one per response of its reset's span).
+    O(n log n)."""
+    kept: list[tuple[int, int]] = []
+    for left, until in sorted(quotas, key=lambda q: (-q[1], q[0])):
+        if not kept or left < kept[-1][0]:  # less left than any lasting as long
+            kept.append((left, until))
+    kept.reverse()
+    while len(kept) > MAX_QUOTAS:
+        kept[0:2] = [(kept[0][0], kept[1][1])]
+    return tuple(kept)
 
 
 class Bucket:
@@ -248,24 +282,16 @@ class Bucket:
         """Assert the bucket's invariants (for tests)."""
         if self.held < 0:
             raise AssertionError("invariant broken: negative units in flight")
+        if len(self.quotas) > MAX_QUOTAS:
+            raise AssertionError("invariant broken: more than MAX_QUOTAS quotas in force")
 
     def _apply(self, change: Change) -> None:
         now = change.at
         if isinstance(change, Quota):
-            # the quotas in force and the new one, but those another makes
-            # redundant: no more left than it, and lasting no shorter
             quotas = [q for q in self.quotas if q[1] > now]
             if change.reset > now:
                 quotas.append((change.remaining, change.reset))
-            self.quotas = tuple(
-                q
-                for j, q in enumerate(quotas)
-                if not any(
-                    o[0] <= q[0] and o[1] >= q[1] and (o != q or k < j)
-                    for k, o in enumerate(quotas)
-                    if k != j
-                )
-            )
+            self.quotas = in_force(quotas)
             self._set_due()
             return
         P, Q = self.P, self.Q
