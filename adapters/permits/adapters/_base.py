@@ -226,11 +226,8 @@ class _LevelBlock:
 
         @functools.wraps(function)
         def call(*args: Any, **kwargs: Any) -> Any:
-            token = _LEVEL.set(value)
-            try:
+            with _At(value):
                 result = function(*args, **kwargs)
-            finally:
-                _LEVEL.reset(token)
             # an async def or a generator under a plain wrapper (another
             # decorator's): its body runs after the call returns, at this
             # level too
@@ -245,36 +242,45 @@ class _LevelBlock:
         return cast(_F, call)
 
 
+class _At:
+    """A block run with the level ``value`` set, reset as it leaves: the
+    steps of a decorated function (its own token, whatever ``with level()``
+    blocks its code enters meanwhile)."""
+
+    __slots__ = ("_token", "_value")
+
+    def __init__(self, value: int) -> None:
+        self._value = value
+
+    def __enter__(self) -> None:
+        self._token = _LEVEL.set(self._value)
+
+    def __exit__(self, *exc_info: object) -> None:
+        _LEVEL.reset(self._token)
+
+
 def _steps_at(value: int, function: Callable[..., Generator[Any, Any, Any]]) -> Callable[..., Any]:
     """A generator function: ``function``'s generator, each step run with the
     level ``value`` set, and reset before its caller's code runs again."""
 
     @functools.wraps(function)
     def steps(*args: Any, **kwargs: Any) -> Generator[Any, Any, Any]:
-        token = _LEVEL.set(value)
-        try:
+        with _At(value):
             generator = function(*args, **kwargs)
-        finally:
-            _LEVEL.reset(token)
         sent: Any = None
         thrown: BaseException | None = None
         while True:
-            token = _LEVEL.set(value)
             try:
-                out = generator.send(sent) if thrown is None else generator.throw(thrown)
+                with _At(value):
+                    out = generator.send(sent) if thrown is None else generator.throw(thrown)
             except StopIteration as stop:
                 return stop.value
-            finally:
-                _LEVEL.reset(token)
-                thrown = None
+            thrown = None
             try:
                 sent = yield out
             except GeneratorExit:
-                token = _LEVEL.set(value)
-                try:
+                with _At(value):
                     generator.close()
-                finally:
-                    _LEVEL.reset(token)
                 raise
             except BaseException as error:
                 sent, thrown = None, error
@@ -291,33 +297,25 @@ def _async_steps_at(
 
     @functools.wraps(function)
     async def steps(*args: Any, **kwargs: Any) -> AsyncGenerator[Any, Any]:
-        token = _LEVEL.set(value)
-        try:
+        with _At(value):
             generator = function(*args, **kwargs)
-        finally:
-            _LEVEL.reset(token)
         sent: Any = None
         thrown: BaseException | None = None
         while True:
-            token = _LEVEL.set(value)
             try:
-                if thrown is None:
-                    out = await generator.asend(sent)
-                else:
-                    out = await generator.athrow(thrown)
+                with _At(value):
+                    if thrown is None:
+                        out = await generator.asend(sent)
+                    else:
+                        out = await generator.athrow(thrown)
             except StopAsyncIteration:
                 return
-            finally:
-                _LEVEL.reset(token)
-                thrown = None
+            thrown = None
             try:
                 sent = yield out
             except GeneratorExit:
-                token = _LEVEL.set(value)
-                try:
+                with _At(value):
                     await generator.aclose()
-                finally:
-                    _LEVEL.reset(token)
                 raise
             except BaseException as error:
                 sent, thrown = None, error
@@ -327,11 +325,8 @@ def _async_steps_at(
 
 async def _awaited_at(value: int, coroutine: Coroutine[Any, Any, Any]) -> Any:
     """``coroutine``'s result, awaited with the level ``value`` set."""
-    token = _LEVEL.set(value)
-    try:
+    with _At(value):
         return await coroutine
-    finally:
-        _LEVEL.reset(token)
 
 
 def current_level() -> int | None:
