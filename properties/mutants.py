@@ -510,6 +510,13 @@ MUTANTS: dict[str, tuple[str, str, str, str]] = {
         "        credits[level] -= waiter.cost[0]",
         "Shares of a second limit use a grant's units of the first from its level's credit (P33)",
     ),
+    "quota-merge-keeps-the-later-count": (
+        "_bucket.py",
+        "        kept[0:2] = [(kept[0][0], kept[1][1])]",
+        "        kept[0:2] = [(kept[1][0], kept[1][1])]",
+        "beyond MAX_QUOTAS, the two quotas that end first merge into the later one's count:"
+        " more available than the first allowed (P52)",
+    ),
 }
 
 
