@@ -9,7 +9,10 @@ profile (``ci`` without shrinking), and reports the property ids (``P1``...)
 named by the failures. A mutant that is caught runs a second time with the
 reference-model comparison (P13) switched off, to show which of the direct
 properties catch it on their own (``--caught-only`` skips that second run).
-A mutant nothing catches is a hole in the contract.
+A mutant of the simulator (a file under ``core/permits/sim``, named
+``sim/...``) runs the simulator's tests instead (``SIM_TESTS``: its
+properties, P56 to P61, are carried there), once, and names the tests
+that fail. A mutant nothing catches is a hole in the contract.
 """
 
 from __future__ import annotations
@@ -24,7 +27,11 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 
-#: name -> (file under core/permits/core, text to replace, replacement, what it breaks)
+#: The simulator's tests, which a mutant of ``core/permits/sim`` runs.
+SIM_TESTS = ("tests/test_sim.py", "tests/test_trace.py", "tests/test_compare.py")
+
+#: name -> (file under core/permits/core, or ``sim/...`` under core/permits,
+#: text to replace, replacement, what it breaks)
 MUTANTS: dict[str, tuple[str, str, str, str]] = {
     "skip-cancelled-check": (
         "_machine.py",
@@ -517,7 +524,31 @@ MUTANTS: dict[str, tuple[str, str, str, str]] = {
         "beyond MAX_QUOTAS, the two quotas that end first merge into the later one's count:"
         " more available than the first allowed (P52)",
     ),
+    "sim-seconds-truncated": (
+        "sim/_scenario.py",
+        "    ns = round(_exact(argument, value) * SECOND)\n",
+        "    ns = int(_exact(argument, value) * SECOND)\n",
+        "a scenario's seconds are truncated to the nanosecond, not the nearest (P58)",
+    ),
+    "sim-arrival-at-the-end": (
+        "sim/_run.py",
+        "        if t >= duration_ns:\n            return\n",
+        "        if t > duration_ns:\n            return\n",
+        "arrivals() gives an arrival at the run's end too (P58)",
+    ),
+    "sim-quantile-rank-floor": (
+        "sim/_require.py",
+        "    rank = max(1, math.ceil(q * offered))\n",
+        "    rank = max(1, math.floor(q * offered))\n",
+        "offered_quantile takes the rank floor(q * n), not the nearest rank ceil(q * n) (P60)",
+    ),
 }
+
+
+def source(core: Path, file: str) -> Path:
+    """The file a mutant edits, in the tree ``core``: ``sim/...`` under
+    ``permits``, any other under ``permits/core``."""
+    return core / "permits" / (file if file.startswith("sim/") else f"core/{file}")
 
 
 def stale(core: Path = ROOT / "core") -> list[str]:
@@ -526,7 +557,7 @@ def stale(core: Path = ROOT / "core") -> list[str]:
     return [
         f"{name} ({file}: found {count} times)"
         for name, (file, old, _, _) in MUTANTS.items()
-        if (count := (core / "permits" / "core" / file).read_text().count(old)) != 1
+        if (count := source(core, file).read_text().count(old)) != 1
     ]
 
 
@@ -535,7 +566,7 @@ def run(name: str, model: bool = True) -> tuple[str, set[str], list[str]]:
     with tempfile.TemporaryDirectory() as tmp:
         copy = Path(tmp)
         shutil.copytree(ROOT / "core", copy / "core")
-        target = copy / "core" / "permits" / "core" / file
+        target = source(copy / "core", file)
         text = target.read_text()
         if text.count(old) != 1:
             return ("stale", set(), [f"the text to mutate is not in {file} exactly once"])
@@ -548,7 +579,7 @@ def run(name: str, model: bool = True) -> tuple[str, set[str], list[str]]:
                 sys.executable,
                 "-m",
                 "pytest",
-                "properties",
+                *(SIM_TESTS if file.startswith("sim/") else ["properties"]),
                 "-q",
                 "-p",
                 "no:cacheprovider",
@@ -574,14 +605,35 @@ def run(name: str, model: bool = True) -> tuple[str, set[str], list[str]]:
     ids |= set(re.findall(r"^E\s+(?:[\w.]+\.)?((?!Assertion)\w+Error)\b", trace, re.M))
     if re.search(r"Failed: Timeout", trace):
         ids.add("a hang (pytest-timeout)")
+    if file.startswith("sim/"):  # the simulator's tests carry their ids in their docstrings
+        ids |= {pid for test in failed for pid in named_by(test)}
     return ("caught" if result.returncode else "SURVIVED", ids, failed)
+
+
+def named_by(test: str) -> set[str]:
+    """The property ids the docstring of ``test`` (``file.py::name[...]``) names."""
+    import ast
+
+    path, _, name = test.partition("::")
+    tree = ast.parse((ROOT / path).read_text())
+    name = name.split("[")[0]
+    found = next(
+        (
+            n
+            for n in ast.walk(tree)
+            if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef) and n.name == name
+        ),
+        None,
+    )
+    doc = ast.get_docstring(found) if found is not None else None
+    return set(re.findall(r"\bP\d+\b", doc or ""))
 
 
 def main(names: list[str]) -> int:
     if "--help" in names or "-h" in names:
         print(__doc__)
         for name, (file, _, _, breaks) in MUTANTS.items():
-            print(f"{name:30} {file:12} {breaks}")
+            print(f"{name:30} {file:16} {breaks}")
         return 0
     survivors = 0
     alone_too = "--caught-only" not in names  # skip the run without the model
@@ -593,7 +645,7 @@ def main(names: list[str]) -> int:
     for name in names or list(MUTANTS):
         verdict, ids, failed = run(name)
         survivors += verdict != "caught"
-        if verdict == "caught" and alone_too:
+        if verdict == "caught" and alone_too and not MUTANTS[name][0].startswith("sim/"):
             # Which properties catch it on their own, without the model (P13)?
             alone, alone_ids, _ = run(name, model=False)
             ids |= {f"{p} (without the model)" for p in alone_ids} or {

@@ -76,6 +76,8 @@ def test_simulate_prints_each_scenario_with_the_published_figures(
 def test_json_matches_the_simulation_and_is_byte_identical(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
+    """P56: ``permits simulate --json`` prints the same bytes each time, the
+    simulation's figures."""
     _, first, _ = run(capsys, "simulate", "--json")
     _, second, _ = run(capsys, "simulate", "--json")
     assert first == second

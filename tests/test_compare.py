@@ -108,6 +108,8 @@ def test_bad_requirements_say_how_to_write_them(text: str, says: str) -> None:
 
 
 def test_offered_quantile_counts_the_ungranted_as_waiting_past_the_end() -> None:
+    """P60: the nearest-rank quantile over the callers offered, rank
+    ``ceil(q * n)``; ``None`` where it falls among those not granted."""
     waits = ((10, 60), (20, 30))  # 90 granted of 100 offered
     assert offered_quantile(waits, 100, Fraction(1, 2)) == 10
     assert offered_quantile(waits, 100, Fraction(90, 100)) == 20
@@ -119,6 +121,7 @@ def test_offered_quantile_counts_the_ungranted_as_waiting_past_the_end() -> None
 
 
 def test_requirements_are_measured_on_the_result() -> None:
+    """P60: each measure is the result's figure, as it reports it."""
     result = simulate(ARTICLE)  # interactive 899 of 900 within 9.44 ms; batch 101
     interactive = result["interactive"]
 
@@ -212,7 +215,7 @@ TENANTS = Scenario(
 
 
 def test_tenant_requirements_are_measured_on_the_tenants_figures() -> None:
-    """The worst and the median tenant's p99 wait, and the tenants starved,
+    """P60: The worst and the median tenant's p99 wait, and the tenants starved,
     as the result reports them."""
     comparison = compare(TENANTS, [StrictPriority(2), Fifo(2)])
     strict, fifo = comparison.outcomes
@@ -243,6 +246,7 @@ def test_tenant_requirements_are_measured_on_the_tenants_figures() -> None:
 
 
 def test_default_grid() -> None:
+    """P61: the default grid: FIFO, strict, every n-th for n = 2..10, aging after 0.5 to 10 s."""
     two = default_grid(2)
     assert two[:2] == (Fifo(2), StrictPriority(2))
     assert two[2:11] == tuple(Shares.every(n) for n in range(2, 11))
@@ -268,6 +272,8 @@ def test_compare_refuses_a_grid_of_no_policy_or_a_name() -> None:
 
 
 def test_compare_runs_each_policy_in_place_of_the_scenarios() -> None:
+    """P61: each policy's outcome is ``simulate``'s under that policy, and
+    the recommendation follows the rule."""
     scenario = attrs.evolve(
         ARTICLE,
         requirements=[
@@ -298,6 +304,8 @@ def test_compare_runs_each_policy_in_place_of_the_scenarios() -> None:
 
 
 def test_recommendation_when_none_meets_all_is_among_the_fewest_misses() -> None:
+    """P61: when none meets every requirement, the recommendation is among
+    those that miss the fewest."""
     scenario = attrs.evolve(
         ARTICLE,
         requirements=[
@@ -314,7 +322,7 @@ def test_recommendation_when_none_meets_all_is_among_the_fewest_misses() -> None
 
 
 def test_a_tie_on_never_and_on_those_not_granted_goes_to_the_lower_p50() -> None:
-    """Both policies leave the same 200 urgent calls ungranted (p99 never):
+    """P61: Both policies leave the same 200 urgent calls ungranted (p99 never):
     the one whose urgent calls that are granted wait less at the median."""
     scenario = Scenario(
         "tie",
@@ -336,10 +344,12 @@ def test_a_tie_on_never_and_on_those_not_granted_goes_to_the_lower_p50() -> None
     assert aging_p50 is not None
     assert aging_p50 < shares_p50, (aging_p50, shares_p50)
     assert comparison.recommended.policy == Aging(2, after_ns=5 * SECOND)
+    twice = compare(scenario, [Shares.every(3), Shares.every(3)])  # a tie on all three
+    assert twice.recommended is twice.outcomes[0]  # goes to the earliest in the grid
 
 
 def test_a_replay_ranks_by_its_most_urgent_calls_not_by_the_workloads_it_names() -> None:
-    """A trace's calls of a level no workload names count as ``level N``:
+    """P61: A trace's calls of a level no workload names count as ``level N``:
     when they are the most urgent, the recommendation ranks by their waits,
     not by those of the least urgent workload the scenario names (which
     wait least under FIFO, while the urgent calls wait behind them); and a
@@ -403,7 +413,7 @@ def test_a_run_may_ask_for_a_bounded_number_of_callers() -> None:
 
 
 def test_wait_requirements_are_judged_on_the_exact_waits() -> None:
-    """A requirement on a wait quantile is met exactly when enough callers
+    """P60: A requirement on a wait quantile is met exactly when enough callers
     were granted within its bound, whatever the histogram's value (within
     1/256 of exact) says. At 1 permit/s: three callers at 0 s wait 0, 1 and
     2 s; with an urgent caller at 0.5 s, the three lower ones wait 0, 2 and

@@ -170,6 +170,8 @@ def test_aging_90() -> None:
 
 
 def test_deterministic() -> None:
+    """P56: a run is a function of its scenario: the same result each time,
+    another for another seed."""
     scenario = Scenario(
         "poisson",
         StrictPriority(2),
@@ -200,7 +202,7 @@ def test_poisson_rate_and_independent_streams() -> None:
 
 
 def test_a_seed_fixes_the_poisson_arrivals_everywhere() -> None:
-    """A scenario's seed fixes its Poisson arrivals on every platform and
+    """P56: A scenario's seed fixes its Poisson arrivals on every platform and
     Python version (the gaps are drawn by splitmix64, each rounded down to
     the nanosecond): these times, once and for all. (A draw rounded to the
     nearest nanosecond, or another generator, moves them.)"""
@@ -211,7 +213,7 @@ def test_a_seed_fixes_the_poisson_arrivals_everywhere() -> None:
 
 
 def test_arrivals_are_those_before_the_end() -> None:
-    """``arrivals`` (what the live runner paces its callers by) gives every
+    """P58: ``arrivals`` (what the live runner paces its callers by) gives every
     arrival before the run's end and none at it, as a run offers them: one
     a second for 10 s arrives 10 times, the last at 9 s."""
     workload = Workload("w", 0, Constant(1))
@@ -222,7 +224,7 @@ def test_arrivals_are_those_before_the_end() -> None:
 
 
 def test_seconds_are_the_nearest_nanosecond_ties_to_even() -> None:
-    """A scenario's seconds become the nearest whole nanosecond, ties to
+    """P58: A scenario's seconds become the nearest whole nanosecond, ties to
     even (not truncated): 2/3 s is 666,666,667 ns, 2.5 ns is 2 and 3.5 ns
     is 4; and a run keeps them so: a caller with a timeout of 2/3 s, behind
     one granted at 0 under one permit a second, expires at 666,666,667 ns."""
@@ -511,7 +513,7 @@ policies = st.sampled_from(
 def test_any_scenario_is_accounted_for_and_within_the_limit(
     policy: Fifo, rate: int, burst: int, seed: int, loads: list[Workload]
 ) -> None:
-    """Whatever the scenario: every caller is accounted for exactly once, the
+    """P56, P57: Whatever the scenario: every caller is accounted for exactly once, the
     permits of the run stay within the limit over its length, the timeline
     adds up, and the run is deterministic."""
     loads = [attrs.evolve(w, name=f"w{i}") for i, w in enumerate(loads)]
@@ -972,7 +974,7 @@ def test_every_figure_is_a_naive_run_of_the_machines(
     flow_weights: dict[str, int] | None,
     max_waiting_per_flow: int | None,
 ) -> None:
-    """Every figure of a run, as a naive loop over the machine gives it
+    """P57: Every figure of a run, as a naive loop over the machine gives it
     (:func:`naive_figures`): the counts, units, shares, the time it
     cleared and the timeline exactly, the wait quantiles and the tenants'
     within the histogram's error. (The run's machine keeps no waits, the

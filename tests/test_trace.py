@@ -206,7 +206,7 @@ def test_a_time_of_many_significant_digits_reads_exactly_in_any_form(written: st
 
 
 def test_a_time_of_more_than_nine_decimals_reads_to_the_nearest_nanosecond() -> None:
-    """A time written finer than a nanosecond (read through Decimal) is the
+    """P58: A time written finer than a nanosecond (read through Decimal) is the
     nearest whole nanosecond, ties to even, not truncated: 0.6 ns is 1,
     0.4 ns is 0, 2.5 ns past a second is 2 and 3.5 ns is 4."""
     rows = ["at,level,timeout\n", "0.0000000006,0,0.0000000004\n"]
@@ -405,11 +405,10 @@ def own_trace(scenario: Scenario) -> Iterator[Call]:
 
 @pytest.mark.parametrize("scenario", SEED, ids=lambda s: s.name)
 def test_replaying_a_scenarios_own_arrivals_is_its_simulation(scenario: Scenario) -> None:
-    """One workload per level: the replay is the simulation, exactly."""
+    """P59: One workload per level: the replay is the simulation, exactly."""
     want = simulate(scenario)
     got = replay(scenario, own_trace(scenario))
     assert [attrs.evolve(w) for w in got.workloads] == list(want.workloads)
-    assert got.waits_equal if False else True
 
 
 def test_replay_with_give_ups_and_timeouts_is_the_simulation() -> None:
@@ -467,7 +466,7 @@ def test_a_calls_own_timeout_comes_first_and_costs_count_as_units() -> None:
 
 
 def test_a_call_of_timeout_0_not_granted_expires_before_the_next_arrives() -> None:
-    """A row of timeout 0 (a try_acquire) that finds no permit expires at
+    """P59: A row of timeout 0 (a try_acquire) that finds no permit expires at
     once, as the live limiter's does: the rows of the same time after it
     is not refused for it (its level's one place, its ``max_wait``). It
     stayed queued until the next turn, and the row after it was refused."""
@@ -487,7 +486,7 @@ def test_a_call_of_timeout_0_not_granted_expires_before_the_next_arrives() -> No
 
 
 def test_a_call_that_gave_up_as_it_came_is_never_granted() -> None:
-    """A row of give_up_after 0 (a caller cancelled as it came, or granted
+    """P59: A row of give_up_after 0 (a caller cancelled as it came, or granted
     then and cancelled before it ran: trio's and anyio's checkpoint after
     a grant at once, its permit handed back) is cancelled as it comes,
     with a permit free too: that permit goes to the next caller, as it
@@ -1292,7 +1291,7 @@ def test_a_replay_of_timeouts_and_give_ups_of_any_length_is_a_naive_run_of_the_m
     flows: dict[str, Any],
     burst: int,
 ) -> None:
-    """A trace's calls with a timeout, a give-up, both (the earlier wins; at
+    """P59: A trace's calls with a timeout, a give-up, both (the earlier wins; at
     one instant the give-up), either of 0, and a ``max_wait``, at times that
     fall on a permit's due time and on each other's, of any cost (per limit
     too) and flow (named to the limiter or not): each level's counts,
