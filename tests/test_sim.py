@@ -238,6 +238,19 @@ def test_seconds_are_the_nearest_nanosecond_ties_to_even() -> None:
     assert result.cleared_at_ns == 666_666_667
 
 
+@given(
+    seconds=st.fractions(min_value=0, max_value=10**6, max_denominator=10**13)
+    | st.decimals(min_value=0, max_value=10**6, places=12).map(Decimal)
+)
+def test_any_time_is_the_nearest_nanosecond_ties_to_even(seconds: Fraction | Decimal) -> None:
+    """P58: any time in seconds is the nearest whole nanosecond: at most half
+    a nanosecond away, and at exactly half, the even one."""
+    ns = nanoseconds("seconds", seconds)
+    off = abs(Fraction(ns) - Fraction(seconds) * SECOND)
+    assert off <= Fraction(1, 2), (seconds, ns)
+    assert off < Fraction(1, 2) or ns % 2 == 0, (seconds, ns)
+
+
 @pytest.mark.parametrize("rate", [1e-300, 5e-324, Fraction(1, 10**400)])
 def test_poisson_arrivals_too_rare_for_a_float_gap_arrive_past_the_run(rate: object) -> None:
     """A mean gap of 1e309 ns or more is past a float: it overflowed
