@@ -632,6 +632,12 @@ MUTANTS = {
         "a take books a permit past a pause",
         "buckets",
     ),
+    "book-short-of-the-horizon": (
+        "(held or at - now > book)",
+        "(held or at - now >= book)",
+        "a take the buckets allow in exactly its horizon is refused, not booked",
+        "horizon",
+    ),
     "line-all-at-once": (
         "  at = at + ahead * step\n",
         "  at = at\n",
@@ -765,6 +771,7 @@ def test_script_mutants_are_caught(client: Any, mutant: str) -> None:
         "shared-limit": test_global_shares_count_the_shared_limit_by_hand,
         "quota": test_a_quota_counts_down_on_the_shared_key_by_hand,
         "silent": test_a_silent_processs_demand_holds_no_longer_than_its_entry,
+        "horizon": test_a_take_is_booked_up_to_its_horizon_by_hand,
     }
     if run in by_hand:  # no examples to draw
         with pytest.raises(AssertionError):
@@ -884,6 +891,21 @@ def test_a_fractional_interval_is_kept(script: Any) -> None:
     assert take(0) == [1, 333_334, 0]
     assert take(333_333) == [0, 1, 0]  # a fraction of a microsecond short
     assert take(333_334) == [1, 333_334, 0]
+
+
+def test_a_take_is_booked_up_to_its_horizon_by_hand(script: Any) -> None:
+    """P44 by hand, at the horizon's edge: 10/s (T = 100 ms), burst 1, the
+    bucket just emptied. A take the buckets allow in exactly ``w`` = 100 ms
+    is refused under a horizon of ``w`` - 1 us and booked under one of
+    ``w`` (``0 < w <= H``): charged at once and told ``w``."""
+    call = caller(script, [10], [1])
+    assert call("take", T0, 0, (1,)) == [1, 100_000, 0]
+
+    def take(horizon: int) -> list[int]:
+        return call("take", T0, 0, (1,), "", 0, 0, "0", horizon, 1)
+
+    assert take(99_999) == [0, 100_000, 0], "P44"  # beyond the horizon: refused
+    assert take(100_000) == [-1, 100_000, -1], "P44"  # at the horizon: booked
 
 
 def test_the_pause_is_stored_while_it_lasts(client: Any, script: Any) -> None:
