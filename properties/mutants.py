@@ -28,7 +28,12 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 
 #: The simulator's tests, which a mutant of ``core/permits/sim`` runs.
-SIM_TESTS = ("tests/test_sim.py", "tests/test_trace.py", "tests/test_compare.py")
+SIM_TESTS = (
+    "properties/test_simulator.py",
+    "tests/test_sim.py",
+    "tests/test_trace.py",
+    "tests/test_compare.py",
+)
 
 #: name -> (file under core/permits/core, or ``sim/...`` under core/permits,
 #: text to replace, replacement, what it breaks)

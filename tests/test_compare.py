@@ -2,14 +2,10 @@
 
 from __future__ import annotations
 
-import math
 from fractions import Fraction
-from typing import Any
 
 import attrs
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
 
 from permits.core import (
     SECOND,
@@ -305,79 +301,6 @@ def test_compare_runs_each_policy_in_place_of_the_scenarios() -> None:
     assert ungranted == [101, 67, 200]
     assert comparison.any_meets_all
     assert comparison.recommended.policy == Shares.every(6)
-
-
-def nearest_rank(waits: tuple[tuple[int, int], ...], offered: int, q: Fraction) -> float:
-    """The nearest-rank ``q``-quantile, naively: every wait written out, in
-    order, and the callers not granted after them as waiting forever."""
-    spelled: list[float] = sorted(w for w, n in waits for _ in range(n))
-    spelled += [math.inf] * (offered - len(spelled))
-    return spelled[max(1, math.ceil(q * offered)) - 1]
-
-
-@given(
-    counts=st.dictionaries(st.integers(0, 10**9), st.integers(1, 5), max_size=8),
-    ungranted=st.integers(0, 10),
-    percent=st.integers(1, 100),
-)
-def test_offered_quantile_is_the_nearest_rank(
-    counts: dict[int, int], ungranted: int, percent: int
-) -> None:
-    """P60: for any waits, and any callers not granted beside them, the
-    quantile is the naive nearest rank over every caller offered (``None``
-    for a rank among those not granted)."""
-    waits = tuple(sorted(counts.items()))
-    offered = sum(counts.values()) + ungranted
-    if offered == 0:
-        return
-    q = Fraction(percent, 100)
-    got = offered_quantile(waits, offered, q)
-    assert (math.inf if got is None else got) == nearest_rank(waits, offered, q)
-
-
-@settings(deadline=None, max_examples=25)
-@given(
-    urgent=st.integers(1, 40),
-    batch=st.integers(1, 60),
-    rate=st.integers(5, 40),
-    grid=st.lists(st.sampled_from(default_grid(2)), min_size=1, max_size=5),
-    p99_ms=st.integers(1, 2000),
-    share=st.integers(0, 60),
-)
-def test_the_recommendation_follows_its_rule(
-    urgent: int, batch: int, rate: int, grid: list[Any], p99_ms: int, share: int
-) -> None:
-    """P61: for any small scenario and grid, the recommendation is the
-    outcome of least (requirements missed, urgent p99 over the callers
-    offered, urgent callers not granted, urgent p50), the earliest in the
-    grid on a tie: each figure computed here naively from the waits."""
-    scenario = Scenario(
-        "any",
-        StrictPriority(2),
-        rate=rate,
-        burst=2,
-        seconds=3,
-        workloads=[Workload("urgent", 0, Constant(urgent)), Workload("batch", 1, Batch(batch))],
-        requirements=[
-            Requirement.parse(f"urgent p99 <= {p99_ms} ms"),
-            Requirement.parse(f"batch share >= {share}%"),
-        ],
-    )
-    comparison = compare(scenario, grid)
-
-    def key(i: int) -> tuple[int, float, int, float, int]:
-        outcome = comparison.outcomes[i]
-        w = outcome.result["urgent"]
-        return (
-            len(outcome.missed),
-            nearest_rank(w.waits_ns, w.offered, Fraction(99, 100)),
-            w.offered - w.granted,
-            nearest_rank(w.waits_ns, w.offered, Fraction(1, 2)),
-            i,
-        )
-
-    best = min(range(len(grid)), key=key)
-    assert comparison.recommended is comparison.outcomes[best], [key(i) for i in range(len(grid))]
 
 
 def test_recommendation_when_none_meets_all_is_among_the_fewest_misses() -> None:

@@ -1,11 +1,10 @@
 """SPEC.md's promises name their tests, and those tests exist and carry the id.
 
 Rule: every property in SPEC.md has an id (``P1``...) and names the tests
-that carry it, one of them at least under ``properties/`` (those of
-SPEC.md's *The simulator*: the simulator's tests in ``tests/``); a name
-that no longer resolves (in the file the row names for it), a test that
-does not mention the id it is cited for, or a mutant of
-``properties/mutants.py`` that is not there, is a broken contract.
+that carry it, one of them at least under ``properties/``; a name that no
+longer resolves (in the file the row names for it), a test that does not
+mention the id it is cited for, or a mutant of ``properties/mutants.py``
+that is not there, is a broken contract.
 """
 
 from __future__ import annotations
@@ -31,16 +30,6 @@ def rows() -> list[tuple[str, str]]:
     found = [(m[1], m[3]) for line in text.splitlines() if (m := ROW.match(line))]
     assert len(found) > 30, "SPEC.md's property tables were not found"
     return found
-
-
-def simulator_ids() -> set[str]:
-    """The ids of SPEC.md's section *The simulator*: its properties are
-    carried by the simulator's tests in ``tests/`` (its Hypothesis tests
-    against a naive loop over the machine are there), not ``properties/``,
-    which tests the machine."""
-    text = (ROOT / "SPEC.md").read_text()
-    section = text.split("\n## The simulator\n")[1].split("\n## ")[0]
-    return {m[1] for line in section.splitlines() if (m := ROW.match(line))}
 
 
 def cited(cell: str) -> list[tuple[str | None, str]]:
@@ -108,7 +97,7 @@ def test_every_cited_test_exists_and_carries_its_id(pid: str, cell: str) -> None
             f"{pid}: {name} does not mention it"
         )
         in_properties = in_properties or any(p.parent.name == "properties" for p, _ in found)
-    assert in_properties or pid in simulator_ids(), (
+    assert in_properties, (
         f"{pid}: no test under properties/ carries it (properties/ is the contract)"
     )
 
