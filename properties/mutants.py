@@ -44,6 +44,12 @@ MUTANTS: dict[str, tuple[str, str, str, str]] = {
         "        self._cancelled",
         "cancel counts the waiter but leaves it queued (the seed's naive limiter)",
     ),
+    "cancel-keeps-the-plan": (
+        "_machine.py",
+        "        if not self.unit_costs:\n            self._plan()\n        return True",
+        "        return True",
+        "a cancel under costs leaves the plan made with the cancelled waiter in it (P4)",
+    ),
     "serve-wrong-level": (
         "_policies.py",
         "            if depth:\n                return level\n        raise AssertionError(",

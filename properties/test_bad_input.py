@@ -1157,7 +1157,7 @@ def test_the_costs_and_weights_errors_in_words() -> None:
         weighted.push("y", 0, 0, flow="unnamed")
         expected = 2 if weights is weigh else 1  # the lazy mapping names no such flow
         level: Any = weighted.queues.fairness()[0]
-        assert level[4][:2] == ("unnamed", expected), ("P18", level)
+        assert level[3][:2] == ("unnamed", expected), ("P18", level)
 
 
 def test_the_levels_times_and_ids_errors_in_words() -> None:

@@ -244,6 +244,17 @@ class _Level:
         #: default flow's at first), kept for reuse: its line is empty.
         self._spare: _Flow | None = _Flow(None, 1)
 
+    def fairness(self) -> tuple[object, ...]:
+        """See :meth:`Queues.fairness`."""
+        only = self.only
+        if only is not None and not self.synced:  # its start and finish are the clock
+            return (self.clock, self.scale, (only.key, only.weight, self.clock, self.clock))
+        return (
+            self.clock,
+            self.scale,
+            *((k, f.weight, f.start, f.finish) for k, f in self.flows.items()),
+        )
+
     def head(self) -> _Flow:
         """The flow whose head is the level's head."""
         only = self.only
@@ -558,16 +569,10 @@ class Queues:
     def fairness(self) -> tuple[tuple[object, ...], ...]:
         """Per level, its virtual clock, the scale it counts in, and each
         waiting flow's ``(flow, weight, start, finish)``, as values (for
-        snapshots)."""
-        return tuple(
-            (
-                lv.clock,
-                lv.scale,
-                lv.synced,
-                *((k, f.weight, f.start, f.finish) for k, f in lv.flows.items()),
-            )
-            for lv in self._levels
-        )
+        snapshots). Levels that decide alike give equal values: a lone flow
+        whose times are not computed (they equal the clock) reads as one
+        whose times were."""
+        return tuple(lv.fairness() for lv in self._levels)
 
     # -- changes, made by the machine only ---------------------------------
 
