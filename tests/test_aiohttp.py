@@ -16,7 +16,7 @@ from typing import Any
 
 import aiohttp
 import pytest
-from http_upstream import Script, Upstream_, serve, serve_script
+from http_upstream import Hangup, Script, Upstream_, closed_port, serve, serve_hangup, serve_script
 
 from permits.adapters import asyncio as asyncio_adapter
 from permits.adapters import level, threads
@@ -477,3 +477,39 @@ def test_limit_headers_served_while_the_limiter_closed_reach_the_caller() -> Non
     with serve_script(script) as url:
         opened = asyncio_adapter.open_limiter(Fifo(), limits={"requests": Limit(100, burst=10)})
         assert _served_while_closing(url, script, opened) == (200, b'{"ok": true}')
+
+
+@pytest.mark.parametrize("where", ["refused", "hung up"])
+def test_a_request_that_fails_before_its_response_keeps_its_permit(where: str) -> None:
+    """As the httpx transports: the connection refused, or the upstream
+    hung up once it had the request: the error reaches the caller, the
+    permit keeps the cost asked for, ``settle`` is not called, and the
+    request is not sent again."""
+    settled: list[int] = []
+
+    def settle(response: aiohttp.ClientResponse, body: bytes) -> int:
+        settled.append(1)
+        return 1
+
+    async def main(url: str) -> tuple[int, tuple[int, ...], int]:
+        async with asyncio_adapter.open_limiter(Fifo(), 100, 10, settle_window=60.0) as limiter:
+            permits = PermitsMiddleware(
+                limiter,
+                cost=lambda r: 5,
+                settle=settle,
+                retries=2,
+            )
+            async with aiohttp.ClientSession(middlewares=(permits,)) as session:
+                with pytest.raises(aiohttp.ClientConnectionError):
+                    await session.post(url, data=b"x")
+            level = limiter.statistics().levels[0]
+            return level.granted, level.units_granted, level.refunded
+
+    if where == "refused":
+        assert asyncio.run(main(closed_port())) == (1, (5,), 0)
+    else:
+        hangup = Hangup()
+        with serve_hangup(hangup) as url:
+            assert asyncio.run(main(url)) == (1, (5,), 0)
+        assert hangup.bodies == [b"x"]
+    assert settled == []

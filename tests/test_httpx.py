@@ -20,7 +20,17 @@ from typing import Any
 import anyio
 import httpx
 import pytest
-from http_upstream import Parts, Script, Upstream_, serve, serve_parts, serve_script
+from http_upstream import (
+    Hangup,
+    Parts,
+    Script,
+    Upstream_,
+    closed_port,
+    serve,
+    serve_hangup,
+    serve_parts,
+    serve_script,
+)
 
 from permits._upstream import MAX_POLICIES, retry
 from permits.adapters import AcquireTimeout, LimiterClosed, threads
@@ -1552,3 +1562,66 @@ def test_a_ratelimit_field_mixing_the_list_and_the_earlier_dictionary_heeds_both
         upstream.learn(200, {"ratelimit": '"day";r=50;t=3600, remaining=0, reset=5'})
         assert upstream.malformed == 0
         assert not limiter.try_acquire(), "nothing is left for 5 s"
+
+
+@contextlib.contextmanager
+def _failing_upstream(where: str) -> Iterator[tuple[str, Hangup | None]]:
+    """The URL of an upstream whose request fails before any response: a
+    refused connection (nothing listens), or a hang-up once the request
+    reached it (and the :class:`Hangup` that saw it)."""
+    if where == "refused":
+        yield closed_port(), None
+    else:
+        hangup = Hangup()
+        with serve_hangup(hangup) as url:
+            yield url, hangup
+
+
+@pytest.mark.parametrize("where", ["refused", "hung up"])
+def test_a_request_that_fails_before_its_response_keeps_its_permit(where: str) -> None:
+    """As README says: the transport below raises before any response
+    (the connection refused; the upstream hung up once it had the
+    request): the error reaches the caller, the permit keeps the cost
+    asked for (the request may have reached the upstream, which counts it:
+    the transport cannot tell), ``settle`` is not called, and the request
+    is not sent again (only a 429's or 503's ``Retry-After`` is)."""
+    settled: list[int] = []
+
+    def settle(response: httpx.Response) -> int:
+        settled.append(1)
+        return 1
+
+    with (
+        _failing_upstream(where) as (url, hangup),
+        threads.open_limiter(Fifo(), 100, 10, settle_window=60.0) as limiter,
+    ):
+        transport = PermitsTransport(limiter, cost=lambda r: 5, settle=settle, retries=2)
+        with httpx.Client(transport=transport) as client, pytest.raises(httpx.TransportError):
+            client.post(url, content=b"x")
+        level = limiter.statistics().levels[0]
+        assert (level.granted, level.units_granted, level.refunded) == (1, (5,), 0)
+    assert settled == []
+    assert hangup is None or hangup.bodies == [b"x"]
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("where", ["refused", "hung up"])
+async def test_a_request_that_fails_before_its_response_keeps_its_permit_async(
+    where: str,
+) -> None:
+    settled: list[int] = []
+
+    def settle(response: httpx.Response) -> int:
+        settled.append(1)
+        return 1
+
+    with _failing_upstream(where) as (url, hangup):
+        async with asyncio_adapter.open_limiter(Fifo(), 100, 10, settle_window=60.0) as limiter:
+            transport = AsyncPermitsTransport(limiter, cost=lambda r: 5, settle=settle, retries=2)
+            async with httpx.AsyncClient(transport=transport) as client:
+                with pytest.raises(httpx.TransportError):
+                    await client.post(url, content=b"x")
+            level = limiter.statistics().levels[0]
+            assert (level.granted, level.units_granted, level.refunded) == (1, (5,), 0)
+    assert settled == []
+    assert hangup is None or hangup.bodies == [b"x"]

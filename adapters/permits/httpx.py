@@ -41,8 +41,11 @@ teaches the limiter what the upstream knows:
   closed before its end keeps the cost asked for); a 429 or 503 was not
   served, and keeps the cost asked for, unsettled.
 
-A header that does not parse is ignored and counted in ``malformed``, never
-fatal. :class:`PermitsTransport` does the same for ``httpx.Client``, with a
+A request that fails before its response (a refused connection, a
+timeout, a hang-up) raises the client's error and keeps its permit, as one
+that may have reached the upstream; it is not sent again. A header that
+does not parse is ignored and counted in ``malformed``, never fatal.
+:class:`PermitsTransport` does the same for ``httpx.Client``, with a
 :mod:`permits.adapters.threads` limiter.
 """
 
