@@ -1625,3 +1625,32 @@ async def test_a_request_that_fails_before_its_response_keeps_its_permit_async(
             assert (level.granted, level.units_granted, level.refunded) == (1, (5,), 0)
     assert settled == []
     assert hangup is None or hangup.bodies == [b"x"]
+
+
+@pytest.mark.anyio
+async def test_a_stream_left_at_its_done_event_keeps_the_cost_asked_for() -> None:
+    """As README warns: a loop that breaks at an event stream's ``data:
+    [DONE]`` leaves the body before its end (which the server sends right
+    after), and the permit keeps the estimate, its usage unread; read on
+    to the end, the permit is settled at the usage."""
+    parts = Parts(b'data: {"tokens": 7}\n\ndata: [DONE]\n\n', b"")
+    parts.go.set()  # the end of the body right after [DONE]
+
+    def settle(response: httpx.Response) -> int:
+        return int(response.text.split('"tokens": ')[1].split("}")[0])
+
+    async def units(stop_at_done: bool) -> tuple[int, ...]:
+        async with asyncio_adapter.open_limiter(Fifo(), 100, 100, settle_window=60.0) as limiter:
+            transport = AsyncPermitsTransport(limiter, cost=lambda r: 50, settle=settle)
+            async with (
+                httpx.AsyncClient(transport=transport) as client,
+                client.stream("GET", url) as response,
+            ):
+                async for line in response.aiter_lines():
+                    if line == "data: [DONE]" and stop_at_done:
+                        break
+            return limiter.statistics().levels[0].units_granted
+
+    with serve_parts(parts) as url:
+        assert await units(stop_at_done=True) == (50,)
+        assert await units(stop_at_done=False) == (7,)

@@ -38,7 +38,8 @@ teaches the limiter what the upstream knows:
 - ``settle(response)``, if given, says what the call cost after all (read
   from a header, or from the body): it is asked once the client has read
   the body to its end, so a streamed response streams as it comes (one
-  closed before its end keeps the cost asked for); a 429 or 503 was not
+  closed before its end keeps the cost asked for, as does a loop that
+  breaks at an event stream's ``data: [DONE]``: read on to the end); a 429 or 503 was not
   served, and keeps the cost asked for, unsettled.
 
 A request that fails before its response (a refused connection, a
