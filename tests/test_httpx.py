@@ -81,10 +81,35 @@ def answered(
 
 @pytest.mark.parametrize(
     ("text", "seconds"),
-    [("6m0s", 360.0), ("1.5s", 1.5), ("20ms", 0.02), ("1h2m3s", 3723.0), ("2", 2.0)],
+    [
+        *[("6m0s", 360.0), ("1.5s", 1.5), ("20ms", 0.02), ("1h2m3s", 3723.0), ("2", 2.0)],
+        *[("500us", 0.0005), ("500\u00b5s", 0.0005), ("1.5\u03bcs", 0.0000015)],
+        *[("100ns", 0.0000001), ("1s250us", 1.00025), ("1m0.5\u00b5s", 60.0000005)],
+    ],
 )
 def test_durations_parse(text: str, seconds: float) -> None:
     assert parse_duration(text) == pytest.approx(seconds)
+
+
+@pytest.mark.parametrize(
+    "wire",
+    [
+        "500us",
+        "500\u00b5s",  # Go's micro sign, sent as Latin-1
+        "500\u00c2\u00b5s",  # ... and as UTF-8
+        "1.5\u00ce\u00bcs",  # the Greek mu, as UTF-8
+        "100ns",
+    ],
+)
+def test_a_reset_in_go_durations_below_a_millisecond_is_heeded(wire: str) -> None:
+    """A reset written as Go writes a duration (the OpenAI style's
+    ``6m0s``): below a millisecond in micro- or nanoseconds (``500\u00b5s``,
+    ``100ns``; Go reads ``us`` too). They were malformed: the upstream's
+    word that nothing is left was lost, and counted as garbage."""
+    headers = {"x-ratelimit-remaining-requests": "0", "x-ratelimit-reset-requests": wire}
+    with answered(headers, {"requests": Limit(1, burst=5)}) as (limiter, transport):
+        assert transport.upstream.malformed == 0
+        assert not limiter.try_acquire()  # nothing left now, refilling at 1 a second
 
 
 @pytest.mark.parametrize(

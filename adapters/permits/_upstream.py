@@ -54,16 +54,20 @@ MAX_PAUSE = 3600.0
 THROTTLED = (429, 503)
 
 _NUMBER = re.compile(r"[0-9]+(?:\.[0-9]+)?")
-_DURATION = re.compile(r"(\d+(?:\.\d+)?)(ms|h|m|s)")
-_UNITS = {"h": 3600.0, "m": 60.0, "s": 1.0, "ms": 0.001}
+_DURATION = re.compile(r"(\d+(?:\.\d+)?)(ns|us|ms|h|m|s)")
+_UNITS = {"h": 3600.0, "m": 60.0, "s": 1.0, "ms": 0.001, "us": 1e-6, "ns": 1e-9}
+#: The micro signs Go writes (U+00B5) and reads (U+03BC too) in ``µs``.
+_MICRO = str.maketrans({"\u00b5": "u", "\u03bc": "u"})
 
 
 def parse_duration(text: str) -> float | None:
     """Seconds in ``6m0s``, ``1.5s``, ``20ms``, ``1h2m3s`` or a bare number
-    (``30``, ``0.5``); ``None`` if it is none of those (a sign, an exponent,
-    an underscore: what ``float`` reads and HTTP does not write), or written
-    in other digits than ASCII's (which ``float`` and ``\\d`` read)."""
-    text = text.strip()
+    (``30``, ``0.5``), as Go writes a duration (below a millisecond, in
+    ``µs`` or ``us``, and ``ns``); ``None`` if it is none of those (a
+    sign, an exponent, an underscore: what ``float`` reads and HTTP does
+    not write), or written in other digits than ASCII's (which ``float``
+    and ``\\d`` read)."""
+    text = text.strip().translate(_MICRO)
     if not text.isascii():
         return None
     if _NUMBER.fullmatch(text):

@@ -21,7 +21,8 @@ teaches the limiter what the upstream knows:
   request is sent again after the pause, with a new permit, up to
   ``retries`` times;
 - ``x-ratelimit-remaining-<limit>`` with ``x-ratelimit-reset-<limit>`` (the
-  OpenAI style: ``6m0s``, ``1.5s``, ``20ms``) adopt the upstream's view of
+  OpenAI style, as Go writes a duration: ``6m0s``, ``1.5s``, ``20ms``,
+  ``500µs``) adopt the upstream's view of
   the limit of that name, a bucket that refills: at most that much now,
   full again at the reset (``x-ratelimit-limit-<limit>``, if sent, its
   size), and the limit's bucket never fuller than it (those of a name no
