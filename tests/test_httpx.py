@@ -33,10 +33,10 @@ from http_upstream import (
 )
 
 from permits._upstream import MAX_POLICIES, retry
-from permits.adapters import AcquireTimeout, LimiterClosed, threads
+from permits.adapters import AcquireTimeout, LimiterClosed, level, threads
 from permits.adapters import asyncio as asyncio_adapter
 from permits.adapters import redis as redis_adapter
-from permits.core import SECOND, Fifo, Limit, PermitTypeError, PermitValueError
+from permits.core import SECOND, Fifo, Limit, PermitTypeError, PermitValueError, StrictPriority
 from permits.httpx import (
     AsyncPermitsTransport,
     PermitsTransport,
@@ -1679,3 +1679,35 @@ async def test_a_stream_left_at_its_done_event_keeps_the_cost_asked_for() -> Non
     with serve_parts(parts) as url:
         assert await units(stop_at_done=True) == (50,)
         assert await units(stop_at_done=False) == (7,)
+
+
+@pytest.mark.anyio
+async def test_the_level_and_flow_come_from_the_extensions_then_functions_then_context() -> None:
+    """As README says: a request's ``extensions`` name its level and flow
+    first, then the transport's functions of the request (a ``None`` from
+    them passing on), then the ``with level(...)`` block (inherited by a
+    task created in it, even one that runs after the block), then
+    ``default_level``."""
+    import asyncio
+
+    async with asyncio_adapter.open_limiter(
+        StrictPriority(4), 100, 100, default_level=3
+    ) as limiter:
+        recording = limiter.record()
+        transport = AsyncPermitsTransport(
+            limiter,
+            level=lambda request: 2 if request.url.path == "/fn" else None,
+            flow=lambda request: "fn" if request.url.path == "/fn" else None,
+        )
+        with serve_script(Script((200, {}))) as url:
+            async with httpx.AsyncClient(transport=transport, base_url=url) as client:
+                await client.get("/")
+                with level(1):
+                    await client.get("/")
+                    await client.get("/fn")
+                    await client.get("/fn", extensions={"permits.level": 0, "permits.flow": "x"})
+                    await asyncio.create_task(client.get("/"))
+                    task = asyncio.create_task(client.get("/"))
+                await task
+        seen = [(call.level, call.flow) for call in recording.calls]
+    assert seen == [(3, None), (1, None), (2, "fn"), (0, "x"), (1, None), (1, None)]
