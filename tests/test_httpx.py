@@ -1556,6 +1556,22 @@ def test_a_negative_remaining_is_nothing_left(headers: dict[str, str]) -> None:
         assert not limiter.try_acquire(cost={"requests": 1, "tokens": 1}), "no tokens left"
 
 
+@pytest.mark.parametrize("left", ["0", "-27689"])
+def test_a_remaining_sent_without_its_reset_is_heeded(left: str) -> None:
+    """Azure OpenAI sends ``x-ratelimit-remaining-tokens`` and ``-requests``
+    with no ``x-ratelimit-reset-*``: they taught nothing, and were not
+    counted (neither malformed nor ignored). What is left now is heeded,
+    the bucket refilling from there at the limit's own rate: nothing left,
+    nothing now (the next unit in a second, at 1 a second), 3 left, 3 now."""
+    headers = {"x-ratelimit-remaining-requests": left}
+    with answered(headers, {"requests": Limit(1, burst=5)}) as (limiter, transport):
+        assert transport.upstream.malformed == 0
+        assert not limiter.try_acquire()
+    headers = {"x-ratelimit-remaining-requests": "3"}
+    with answered(headers, {"requests": Limit(1, burst=5)}) as (limiter, transport):
+        assert [limiter.try_acquire() for _ in range(4)] == [True] * 3 + [False]
+
+
 def test_a_remaining_in_other_digits_than_ascii_is_malformed() -> None:
     """A remaining written in digits ``int`` reads but HTTP does not write
     (Arabic-Indic three, as a UTF-8 header decodes) is malformed: counted,

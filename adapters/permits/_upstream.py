@@ -354,7 +354,7 @@ class Upstream:
         for name in self.limiter.limits:
             remaining = headers.get(f"x-ratelimit-remaining-{name}")
             reset = headers.get(f"x-ratelimit-reset-{name}")
-            if remaining is not None and reset is not None:
+            if remaining is not None:  # (Azure OpenAI sends no reset)
                 self._adopt(
                     remaining, reset, name, refills=headers.get(f"x-ratelimit-limit-{name}", "")
                 )
@@ -418,18 +418,20 @@ class Upstream:
                     float(rate),
                 )
 
-    def _adopt(self, remaining: str, reset: str, limit: str, *, refills: str | None) -> None:
+    def _adopt(self, remaining: str, reset: str | None, limit: str, *, refills: str | None) -> None:
         """``remaining`` units of ``limit`` are left, and it is restored
         ``reset`` from now. The ``x-ratelimit-*`` headers (OpenAI's, and the
         like) are a bucket that ``refills`` (the text of its
         ``x-ratelimit-limit-*``: its size, ``""`` if not sent): that much
-        is left now, and it is full again at the reset, refilling meanwhile;
+        is left now, and it is full again at the reset, refilling meanwhile
+        (no reset sent, ``None``, as Azure OpenAI sends none: refilling from
+        now at this limit's own rate, as a reset of 0 reads);
         the limit's bucket holds at most that now and is never fuller than
         the upstream's (so, refilling faster, it may hold nothing until
         near the reset). The IETF ``RateLimit`` field (``refills=None``) is
         a quota: that much until the reset, paced by the limit meanwhile
         (:meth:`~permits.adapters.BaseLimiter.quota`)."""
-        seconds = _cautious(reset, parse_duration, max)
+        seconds = 0.0 if reset is None else _cautious(reset, parse_duration, max)
         left = _cautious(remaining, _left, min)
         # a reset that is still finite in nanoseconds (the limiter's unit)
         if left is None or seconds is None or not math.isfinite(seconds * 1e9):

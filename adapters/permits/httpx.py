@@ -25,7 +25,8 @@ teaches the limiter what the upstream knows:
   ``500µs``) adopt the upstream's view of
   the limit of that name, a bucket that refills: at most that much now,
   full again at the reset (``x-ratelimit-limit-<limit>``, if sent, its
-  size), and the limit's bucket never fuller than it (those of a name no
+  size; no reset sent, as Azure OpenAI sends none: refilling at the
+  limit's own rate), and the limit's bucket never fuller than it (those of a name no
   limit has are ignored, counted in ``ignored``, once per name);
   the IETF draft's ``RateLimit`` field (``remaining=`` and ``reset=``, or
   ``r=`` and ``t=`` of each policy it lists; to its 6th version, the
