@@ -1437,6 +1437,26 @@ def test_a_retry_after_sent_twice_pauses_for_the_longest(lines: list[str]) -> No
         assert limiter.pause_left() > 20.0
 
 
+@pytest.mark.parametrize("lines", [["30", "soon"], ["-5", "30"], ["30", "nan"]])
+def test_a_retry_after_line_that_does_not_parse_leaves_the_others_heeded(
+    lines: list[str],
+) -> None:
+    """A ``Retry-After`` on two lines, one of which does not parse (a proxy
+    adding its own garbage beside the upstream's ``30``): the whole was
+    malformed, nothing paused, and the next request went at once into the
+    upstream's refusal. The line that parses pauses; the other is counted
+    as malformed."""
+    with (
+        serve_script(Script((429, {"Retry-After": lines}))) as url,
+        threads.open_limiter(Fifo(), 100, 10) as limiter,
+    ):
+        transport = PermitsTransport(limiter)
+        with httpx.Client(transport=transport) as client:
+            assert client.get(url).status_code == 429
+        assert (transport.upstream.malformed, transport.upstream.pauses) == (1, 1)
+        assert limiter.pause_left() > 20.0
+
+
 def _http_date(ahead: float) -> str:
     """The HTTP date ``ahead`` seconds from now."""
     return email.utils.formatdate(time.time() + ahead, usegmt=True)

@@ -131,16 +131,16 @@ def _delay_seconds(text: str) -> float | None:
 _BETWEEN = re.compile(r"(?:(?<=[0-9])|(?<=GMT)),", re.IGNORECASE)
 
 
-def _retry_after(value: str, now: float) -> float | None:
+def _retry_after(value: str, now: float) -> tuple[float | None, bool]:
     """Seconds from now that a ``Retry-After`` says: a number of seconds or
     an HTTP date (0 for one in the past: go again now); ``None`` if it is
     neither. Sent on several lines (a proxy that repeats it, or adds its
     own), its values come joined by commas (``30, 30``, or a date beside
-    another): the longest."""
+    another): the longest of those that are one (garbage beside the
+    upstream's ``30`` does not lift its pause). And whether any is not."""
     seconds = [_one_retry_after(part, now) for part in _BETWEEN.split(value)]
-    if any(s is None for s in seconds):
-        return None
-    return max(s for s in seconds if s is not None)
+    read = [s for s in seconds if s is not None]
+    return (max(read) if read else None), len(read) < len(seconds)
 
 
 def _one_retry_after(value: str, now: float) -> float | None:
@@ -333,10 +333,10 @@ class Upstream:
         if status == 429:
             self._count("throttled")
         if status in THROTTLED and "retry-after" in headers:
-            seconds = _retry_after(headers["retry-after"], time.time())
-            if seconds is None:
+            seconds, garbled = _retry_after(headers["retry-after"], time.time())
+            if garbled:
                 self._count("malformed")
-            else:
+            if seconds is not None:
                 if seconds > self.max_pause:
                     log.warning(
                         "Retry-After of %s s cut to max_pause=%s s", seconds, self.max_pause
