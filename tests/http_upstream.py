@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import socket
 import threading
 import time
 from collections.abc import Iterator, Mapping
@@ -181,6 +182,46 @@ def serve_parts(parts: Parts) -> Iterator[str]:
 
     with _serving(Handler) as url:
         yield url
+
+
+class Hangup:
+    """A server that reads each request whole and then closes the
+    connection without answering (a crash, a proxy's reset): the request
+    reached it, no response came. :attr:`bodies` are those it read."""
+
+    def __init__(self) -> None:
+        self.bodies: list[bytes] = []
+        self.lock = threading.Lock()
+
+
+@contextmanager
+def serve_hangup(hangup: Hangup) -> Iterator[str]:
+    """Serve ``hangup`` on a free loopback port while the block runs; its URL."""
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            self.hang_up(b"")
+
+        def do_POST(self) -> None:
+            self.hang_up(self.rfile.read(int(self.headers.get("Content-Length", 0))))
+
+        def hang_up(self, body: bytes) -> None:
+            with hangup.lock:
+                hangup.bodies.append(body)
+            self.close_connection = True  # no status line, no headers
+
+        def log_message(self, format: str, *args: Any) -> None:
+            pass
+
+    with _serving(Handler) as url:
+        yield url
+
+
+def closed_port() -> str:
+    """The URL of a loopback port nothing listens on (a refused connection)."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return f"http://127.0.0.1:{probe.getsockname()[1]}/"
 
 
 @contextmanager

@@ -16,7 +16,17 @@ from typing import Any
 
 import aiohttp
 import pytest
-from http_upstream import Script, Upstream_, serve, serve_script
+from http_upstream import (
+    Hangup,
+    Parts,
+    Script,
+    Upstream_,
+    closed_port,
+    serve,
+    serve_hangup,
+    serve_parts,
+    serve_script,
+)
 
 from permits.adapters import asyncio as asyncio_adapter
 from permits.adapters import level, threads
@@ -477,3 +487,67 @@ def test_limit_headers_served_while_the_limiter_closed_reach_the_caller() -> Non
     with serve_script(script) as url:
         opened = asyncio_adapter.open_limiter(Fifo(), limits={"requests": Limit(100, burst=10)})
         assert _served_while_closing(url, script, opened) == (200, b'{"ok": true}')
+
+
+@pytest.mark.parametrize("where", ["refused", "hung up"])
+def test_a_request_that_fails_before_its_response_keeps_its_permit(where: str) -> None:
+    """As the httpx transports: the connection refused, or the upstream
+    hung up once it had the request: the error reaches the caller, the
+    permit keeps the cost asked for, ``settle`` is not called, and the
+    request is not sent again."""
+    settled: list[int] = []
+
+    def settle(response: aiohttp.ClientResponse, body: bytes) -> int:
+        settled.append(1)
+        return 1
+
+    async def main(url: str) -> tuple[int, tuple[int, ...], int]:
+        async with asyncio_adapter.open_limiter(Fifo(), 100, 10, settle_window=60.0) as limiter:
+            permits = PermitsMiddleware(
+                limiter,
+                cost=lambda r: 5,
+                settle=settle,
+                retries=2,
+            )
+            async with aiohttp.ClientSession(middlewares=(permits,)) as session:
+                with pytest.raises(aiohttp.ClientConnectionError):
+                    await session.post(url, data=b"x")
+            level = limiter.statistics().levels[0]
+            return level.granted, level.units_granted, level.refunded
+
+    if where == "refused":
+        assert asyncio.run(main(closed_port())) == (1, (5,), 0)
+    else:
+        hangup = Hangup()
+        with serve_hangup(hangup) as url:
+            assert asyncio.run(main(url)) == (1, (5,), 0)
+        assert hangup.bodies == [b"x"]
+    assert settled == []
+
+
+@pytest.mark.parametrize("settles", [False, True])
+def test_a_streamed_response_is_read_whole_first_only_to_be_settled(settles: bool) -> None:
+    """As README says: with ``settle``, the body is read whole before the
+    response reaches the caller (the server had sent its last part), to be
+    given to ``settle``; without, the response comes as its headers do, and
+    its body streams."""
+
+    async def main(url: str, parts: Parts) -> tuple[bool, bytes, tuple[int, ...]]:
+        async with asyncio_adapter.open_limiter(Fifo(), 100, 100, settle_window=60.0) as limiter:
+            permits = PermitsMiddleware(
+                limiter,
+                cost=lambda r: 50,
+                settle=(lambda response, body: int(body)) if settles else None,
+            )
+            async with (
+                aiohttp.ClientSession(middlewares=(permits,)) as session,
+                session.get(url) as response,
+            ):
+                ended = parts.waited_out  # the server had sent its last part
+                parts.go.set()
+                body = await response.read()
+            return ended, body, limiter.statistics().levels[0].units_granted
+
+    parts = Parts(b"1", b"2", wait=1.0 if settles else 30.0)
+    with serve_parts(parts) as url:
+        assert asyncio.run(main(url, parts)) == (settles, b"12", (12,) if settles else (50,))

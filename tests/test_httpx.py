@@ -20,13 +20,23 @@ from typing import Any
 import anyio
 import httpx
 import pytest
-from http_upstream import Parts, Script, Upstream_, serve, serve_parts, serve_script
+from http_upstream import (
+    Hangup,
+    Parts,
+    Script,
+    Upstream_,
+    closed_port,
+    serve,
+    serve_hangup,
+    serve_parts,
+    serve_script,
+)
 
 from permits._upstream import MAX_POLICIES, retry
-from permits.adapters import AcquireTimeout, LimiterClosed, threads
+from permits.adapters import AcquireTimeout, LimiterClosed, level, threads
 from permits.adapters import asyncio as asyncio_adapter
 from permits.adapters import redis as redis_adapter
-from permits.core import SECOND, Fifo, Limit, PermitTypeError, PermitValueError
+from permits.core import SECOND, Fifo, Limit, PermitTypeError, PermitValueError, StrictPriority
 from permits.httpx import (
     AsyncPermitsTransport,
     PermitsTransport,
@@ -71,10 +81,35 @@ def answered(
 
 @pytest.mark.parametrize(
     ("text", "seconds"),
-    [("6m0s", 360.0), ("1.5s", 1.5), ("20ms", 0.02), ("1h2m3s", 3723.0), ("2", 2.0)],
+    [
+        *[("6m0s", 360.0), ("1.5s", 1.5), ("20ms", 0.02), ("1h2m3s", 3723.0), ("2", 2.0)],
+        *[("500us", 0.0005), ("500\u00b5s", 0.0005), ("1.5\u03bcs", 0.0000015)],
+        *[("100ns", 0.0000001), ("1s250us", 1.00025), ("1m0.5\u00b5s", 60.0000005)],
+    ],
 )
 def test_durations_parse(text: str, seconds: float) -> None:
     assert parse_duration(text) == pytest.approx(seconds)
+
+
+@pytest.mark.parametrize(
+    "wire",
+    [
+        "500us",
+        "500\u00b5s",  # Go's micro sign, sent as Latin-1
+        "500\u00c2\u00b5s",  # ... and as UTF-8
+        "1.5\u00ce\u00bcs",  # the Greek mu, as UTF-8
+        "100ns",
+    ],
+)
+def test_a_reset_in_go_durations_below_a_millisecond_is_heeded(wire: str) -> None:
+    """A reset written as Go writes a duration (the OpenAI style's
+    ``6m0s``): below a millisecond in micro- or nanoseconds (``500\u00b5s``,
+    ``100ns``; Go reads ``us`` too). They were malformed: the upstream's
+    word that nothing is left was lost, and counted as garbage."""
+    headers = {"x-ratelimit-remaining-requests": "0", "x-ratelimit-reset-requests": wire}
+    with answered(headers, {"requests": Limit(1, burst=5)}) as (limiter, transport):
+        assert transport.upstream.malformed == 0
+        assert not limiter.try_acquire()  # nothing left now, refilling at 1 a second
 
 
 @pytest.mark.parametrize(
@@ -1402,6 +1437,26 @@ def test_a_retry_after_sent_twice_pauses_for_the_longest(lines: list[str]) -> No
         assert limiter.pause_left() > 20.0
 
 
+@pytest.mark.parametrize("lines", [["30", "soon"], ["-5", "30"], ["30", "nan"]])
+def test_a_retry_after_line_that_does_not_parse_leaves_the_others_heeded(
+    lines: list[str],
+) -> None:
+    """A ``Retry-After`` on two lines, one of which does not parse (a proxy
+    adding its own garbage beside the upstream's ``30``): the whole was
+    malformed, nothing paused, and the next request went at once into the
+    upstream's refusal. The line that parses pauses; the other is counted
+    as malformed."""
+    with (
+        serve_script(Script((429, {"Retry-After": lines}))) as url,
+        threads.open_limiter(Fifo(), 100, 10) as limiter,
+    ):
+        transport = PermitsTransport(limiter)
+        with httpx.Client(transport=transport) as client:
+            assert client.get(url).status_code == 429
+        assert (transport.upstream.malformed, transport.upstream.pauses) == (1, 1)
+        assert limiter.pause_left() > 20.0
+
+
 def _http_date(ahead: float) -> str:
     """The HTTP date ``ahead`` seconds from now."""
     return email.utils.formatdate(time.time() + ahead, usegmt=True)
@@ -1521,6 +1576,22 @@ def test_a_negative_remaining_is_nothing_left(headers: dict[str, str]) -> None:
         assert not limiter.try_acquire(cost={"requests": 1, "tokens": 1}), "no tokens left"
 
 
+@pytest.mark.parametrize("left", ["0", "-27689"])
+def test_a_remaining_sent_without_its_reset_is_heeded(left: str) -> None:
+    """Azure OpenAI sends ``x-ratelimit-remaining-tokens`` and ``-requests``
+    with no ``x-ratelimit-reset-*``: they taught nothing, and were not
+    counted (neither malformed nor ignored). What is left now is heeded,
+    the bucket refilling from there at the limit's own rate: nothing left,
+    nothing now (the next unit in a second, at 1 a second), 3 left, 3 now."""
+    headers = {"x-ratelimit-remaining-requests": left}
+    with answered(headers, {"requests": Limit(1, burst=5)}) as (limiter, transport):
+        assert transport.upstream.malformed == 0
+        assert not limiter.try_acquire()
+    headers = {"x-ratelimit-remaining-requests": "3"}
+    with answered(headers, {"requests": Limit(1, burst=5)}) as (limiter, transport):
+        assert [limiter.try_acquire() for _ in range(4)] == [True] * 3 + [False]
+
+
 def test_a_remaining_in_other_digits_than_ascii_is_malformed() -> None:
     """A remaining written in digits ``int`` reads but HTTP does not write
     (Arabic-Indic three, as a UTF-8 header decodes) is malformed: counted,
@@ -1552,3 +1623,127 @@ def test_a_ratelimit_field_mixing_the_list_and_the_earlier_dictionary_heeds_both
         upstream.learn(200, {"ratelimit": '"day";r=50;t=3600, remaining=0, reset=5'})
         assert upstream.malformed == 0
         assert not limiter.try_acquire(), "nothing is left for 5 s"
+
+
+@contextlib.contextmanager
+def _failing_upstream(where: str) -> Iterator[tuple[str, Hangup | None]]:
+    """The URL of an upstream whose request fails before any response: a
+    refused connection (nothing listens), or a hang-up once the request
+    reached it (and the :class:`Hangup` that saw it)."""
+    if where == "refused":
+        yield closed_port(), None
+    else:
+        hangup = Hangup()
+        with serve_hangup(hangup) as url:
+            yield url, hangup
+
+
+@pytest.mark.parametrize("where", ["refused", "hung up"])
+def test_a_request_that_fails_before_its_response_keeps_its_permit(where: str) -> None:
+    """As README says: the transport below raises before any response
+    (the connection refused; the upstream hung up once it had the
+    request): the error reaches the caller, the permit keeps the cost
+    asked for (the request may have reached the upstream, which counts it:
+    the transport cannot tell), ``settle`` is not called, and the request
+    is not sent again (only a 429's or 503's ``Retry-After`` is)."""
+    settled: list[int] = []
+
+    def settle(response: httpx.Response) -> int:
+        settled.append(1)
+        return 1
+
+    with (
+        _failing_upstream(where) as (url, hangup),
+        threads.open_limiter(Fifo(), 100, 10, settle_window=60.0) as limiter,
+    ):
+        transport = PermitsTransport(limiter, cost=lambda r: 5, settle=settle, retries=2)
+        with httpx.Client(transport=transport) as client, pytest.raises(httpx.TransportError):
+            client.post(url, content=b"x")
+        level = limiter.statistics().levels[0]
+        assert (level.granted, level.units_granted, level.refunded) == (1, (5,), 0)
+    assert settled == []
+    assert hangup is None or hangup.bodies == [b"x"]
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("where", ["refused", "hung up"])
+async def test_a_request_that_fails_before_its_response_keeps_its_permit_async(
+    where: str,
+) -> None:
+    settled: list[int] = []
+
+    def settle(response: httpx.Response) -> int:
+        settled.append(1)
+        return 1
+
+    with _failing_upstream(where) as (url, hangup):
+        async with asyncio_adapter.open_limiter(Fifo(), 100, 10, settle_window=60.0) as limiter:
+            transport = AsyncPermitsTransport(limiter, cost=lambda r: 5, settle=settle, retries=2)
+            async with httpx.AsyncClient(transport=transport) as client:
+                with pytest.raises(httpx.TransportError):
+                    await client.post(url, content=b"x")
+            level = limiter.statistics().levels[0]
+            assert (level.granted, level.units_granted, level.refunded) == (1, (5,), 0)
+    assert settled == []
+    assert hangup is None or hangup.bodies == [b"x"]
+
+
+@pytest.mark.anyio
+async def test_a_stream_left_at_its_done_event_keeps_the_cost_asked_for() -> None:
+    """As README warns: a loop that breaks at an event stream's ``data:
+    [DONE]`` leaves the body before its end (which the server sends right
+    after), and the permit keeps the estimate, its usage unread; read on
+    to the end, the permit is settled at the usage."""
+    parts = Parts(b'data: {"tokens": 7}\n\ndata: [DONE]\n\n', b"")
+    parts.go.set()  # the end of the body right after [DONE]
+
+    def settle(response: httpx.Response) -> int:
+        return int(response.text.split('"tokens": ')[1].split("}")[0])
+
+    async def units(stop_at_done: bool) -> tuple[int, ...]:
+        async with asyncio_adapter.open_limiter(Fifo(), 100, 100, settle_window=60.0) as limiter:
+            transport = AsyncPermitsTransport(limiter, cost=lambda r: 50, settle=settle)
+            async with (
+                httpx.AsyncClient(transport=transport) as client,
+                client.stream("GET", url) as response,
+            ):
+                async for line in response.aiter_lines():
+                    if line == "data: [DONE]" and stop_at_done:
+                        break
+            return limiter.statistics().levels[0].units_granted
+
+    with serve_parts(parts) as url:
+        assert await units(stop_at_done=True) == (50,)
+        assert await units(stop_at_done=False) == (7,)
+
+
+@pytest.mark.anyio
+async def test_the_level_and_flow_come_from_the_extensions_then_functions_then_context() -> None:
+    """As README says: a request's ``extensions`` name its level and flow
+    first, then the transport's functions of the request (a ``None`` from
+    them passing on), then the ``with level(...)`` block (inherited by a
+    task created in it, even one that runs after the block), then
+    ``default_level``."""
+    import asyncio
+
+    async with asyncio_adapter.open_limiter(
+        StrictPriority(4), 100, 100, default_level=3
+    ) as limiter:
+        recording = limiter.record()
+        transport = AsyncPermitsTransport(
+            limiter,
+            level=lambda request: 2 if request.url.path == "/fn" else None,
+            flow=lambda request: "fn" if request.url.path == "/fn" else None,
+        )
+        with serve_script(Script((200, {}))) as url:
+            async with httpx.AsyncClient(transport=transport, base_url=url) as client:
+                await client.get("/")
+                with level(1):
+                    await client.get("/")
+                    await client.get("/fn")
+                    await client.get("/fn", extensions={"permits.level": 0, "permits.flow": "x"})
+                    await asyncio.create_task(client.get("/"))
+                    task = asyncio.create_task(client.get("/"))
+                await task
+        seen = [(call.level, call.flow) for call in recording.calls]
+    assert seen == [(3, None), (1, None), (2, "fn"), (0, "x"), (1, None), (1, None)]

@@ -54,16 +54,20 @@ MAX_PAUSE = 3600.0
 THROTTLED = (429, 503)
 
 _NUMBER = re.compile(r"[0-9]+(?:\.[0-9]+)?")
-_DURATION = re.compile(r"(\d+(?:\.\d+)?)(ms|h|m|s)")
-_UNITS = {"h": 3600.0, "m": 60.0, "s": 1.0, "ms": 0.001}
+_DURATION = re.compile(r"(\d+(?:\.\d+)?)(ns|us|ms|h|m|s)")
+_UNITS = {"h": 3600.0, "m": 60.0, "s": 1.0, "ms": 0.001, "us": 1e-6, "ns": 1e-9}
+#: The micro signs Go writes (U+00B5) and reads (U+03BC too) in ``µs``.
+_MICRO = str.maketrans({"\u00b5": "u", "\u03bc": "u"})
 
 
 def parse_duration(text: str) -> float | None:
     """Seconds in ``6m0s``, ``1.5s``, ``20ms``, ``1h2m3s`` or a bare number
-    (``30``, ``0.5``); ``None`` if it is none of those (a sign, an exponent,
-    an underscore: what ``float`` reads and HTTP does not write), or written
-    in other digits than ASCII's (which ``float`` and ``\\d`` read)."""
-    text = text.strip()
+    (``30``, ``0.5``), as Go writes a duration (below a millisecond, in
+    ``µs`` or ``us``, and ``ns``); ``None`` if it is none of those (a
+    sign, an exponent, an underscore: what ``float`` reads and HTTP does
+    not write), or written in other digits than ASCII's (which ``float``
+    and ``\\d`` read)."""
+    text = text.strip().translate(_MICRO)
     if not text.isascii():
         return None
     if _NUMBER.fullmatch(text):
@@ -127,16 +131,16 @@ def _delay_seconds(text: str) -> float | None:
 _BETWEEN = re.compile(r"(?:(?<=[0-9])|(?<=GMT)),", re.IGNORECASE)
 
 
-def _retry_after(value: str, now: float) -> float | None:
+def _retry_after(value: str, now: float) -> tuple[float | None, bool]:
     """Seconds from now that a ``Retry-After`` says: a number of seconds or
     an HTTP date (0 for one in the past: go again now); ``None`` if it is
     neither. Sent on several lines (a proxy that repeats it, or adds its
     own), its values come joined by commas (``30, 30``, or a date beside
-    another): the longest."""
+    another): the longest of those that are one (garbage beside the
+    upstream's ``30`` does not lift its pause). And whether any is not."""
     seconds = [_one_retry_after(part, now) for part in _BETWEEN.split(value)]
-    if any(s is None for s in seconds):
-        return None
-    return max(s for s in seconds if s is not None)
+    read = [s for s in seconds if s is not None]
+    return (max(read) if read else None), len(read) < len(seconds)
 
 
 def _one_retry_after(value: str, now: float) -> float | None:
@@ -329,10 +333,10 @@ class Upstream:
         if status == 429:
             self._count("throttled")
         if status in THROTTLED and "retry-after" in headers:
-            seconds = _retry_after(headers["retry-after"], time.time())
-            if seconds is None:
+            seconds, garbled = _retry_after(headers["retry-after"], time.time())
+            if garbled:
                 self._count("malformed")
-            else:
+            if seconds is not None:
                 if seconds > self.max_pause:
                     log.warning(
                         "Retry-After of %s s cut to max_pause=%s s", seconds, self.max_pause
@@ -350,7 +354,7 @@ class Upstream:
         for name in self.limiter.limits:
             remaining = headers.get(f"x-ratelimit-remaining-{name}")
             reset = headers.get(f"x-ratelimit-reset-{name}")
-            if remaining is not None and reset is not None:
+            if remaining is not None:  # (Azure OpenAI sends no reset)
                 self._adopt(
                     remaining, reset, name, refills=headers.get(f"x-ratelimit-limit-{name}", "")
                 )
@@ -414,18 +418,20 @@ class Upstream:
                     float(rate),
                 )
 
-    def _adopt(self, remaining: str, reset: str, limit: str, *, refills: str | None) -> None:
+    def _adopt(self, remaining: str, reset: str | None, limit: str, *, refills: str | None) -> None:
         """``remaining`` units of ``limit`` are left, and it is restored
         ``reset`` from now. The ``x-ratelimit-*`` headers (OpenAI's, and the
         like) are a bucket that ``refills`` (the text of its
         ``x-ratelimit-limit-*``: its size, ``""`` if not sent): that much
-        is left now, and it is full again at the reset, refilling meanwhile;
+        is left now, and it is full again at the reset, refilling meanwhile
+        (no reset sent, ``None``, as Azure OpenAI sends none: refilling from
+        now at this limit's own rate, as a reset of 0 reads);
         the limit's bucket holds at most that now and is never fuller than
         the upstream's (so, refilling faster, it may hold nothing until
         near the reset). The IETF ``RateLimit`` field (``refills=None``) is
         a quota: that much until the reset, paced by the limit meanwhile
         (:meth:`~permits.adapters.BaseLimiter.quota`)."""
-        seconds = _cautious(reset, parse_duration, max)
+        seconds = 0.0 if reset is None else _cautious(reset, parse_duration, max)
         left = _cautious(remaining, _left, min)
         # a reset that is still finite in nanoseconds (the limiter's unit)
         if left is None or seconds is None or not math.isfinite(seconds * 1e9):

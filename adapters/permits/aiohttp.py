@@ -21,10 +21,14 @@ after the pause up to ``retries`` times; the ``x-ratelimit-*`` headers
 adopt the upstream's bucket, and the IETF ``RateLimit`` field is its
 quota); and
 ``settle(response, body)``, if given, says what the call cost after all,
-from the response and its body (read first; ``response.read()`` returns it
+from the response and its body (read whole first, before the caller gets
+the response, which then does not stream; ``response.read()`` returns it
 again), unless it is a 429 or 503 (not served: the cost asked for stays).
-A header that does not parse is ignored and counted in
-``upstream.malformed``, never fatal.
+A request that fails before its response (a refused connection, a
+timeout, a hang-up) raises aiohttp's error and keeps its permit, as one
+that may have reached the upstream; it is not sent again. A header that
+does not parse is ignored and counted in ``upstream.malformed``, never
+fatal.
 """
 
 from __future__ import annotations

@@ -21,10 +21,12 @@ teaches the limiter what the upstream knows:
   request is sent again after the pause, with a new permit, up to
   ``retries`` times;
 - ``x-ratelimit-remaining-<limit>`` with ``x-ratelimit-reset-<limit>`` (the
-  OpenAI style: ``6m0s``, ``1.5s``, ``20ms``) adopt the upstream's view of
+  OpenAI style, as Go writes a duration: ``6m0s``, ``1.5s``, ``20ms``,
+  ``500µs``) adopt the upstream's view of
   the limit of that name, a bucket that refills: at most that much now,
   full again at the reset (``x-ratelimit-limit-<limit>``, if sent, its
-  size), and the limit's bucket never fuller than it (those of a name no
+  size; no reset sent, as Azure OpenAI sends none: refilling at the
+  limit's own rate), and the limit's bucket never fuller than it (those of a name no
   limit has are ignored, counted in ``ignored``, once per name);
   the IETF draft's ``RateLimit`` field (``remaining=`` and ``reset=``, or
   ``r=`` and ``t=`` of each policy it lists; to its 6th version, the
@@ -38,11 +40,15 @@ teaches the limiter what the upstream knows:
 - ``settle(response)``, if given, says what the call cost after all (read
   from a header, or from the body): it is asked once the client has read
   the body to its end, so a streamed response streams as it comes (one
-  closed before its end keeps the cost asked for); a 429 or 503 was not
+  closed before its end keeps the cost asked for, as does a loop that
+  breaks at an event stream's ``data: [DONE]``: read on to the end); a 429 or 503 was not
   served, and keeps the cost asked for, unsettled.
 
-A header that does not parse is ignored and counted in ``malformed``, never
-fatal. :class:`PermitsTransport` does the same for ``httpx.Client``, with a
+A request that fails before its response (a refused connection, a
+timeout, a hang-up) raises the client's error and keeps its permit, as one
+that may have reached the upstream; it is not sent again. A header that
+does not parse is ignored and counted in ``malformed``, never fatal.
+:class:`PermitsTransport` does the same for ``httpx.Client``, with a
 :mod:`permits.adapters.threads` limiter.
 """
 
