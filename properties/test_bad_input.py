@@ -1087,7 +1087,7 @@ def test_the_costs_and_weights_errors_in_words() -> None:
         ),
         (unknown, valued("cost", unknown, f"names no limit of this machine ({two_names})")),
         ({"tokens": -1}, valued("cost", -1, "the units of limit 'tokens' must be at least 0")),
-        (-1, valued("cost", -1, "must be at least 0")),
+        (-1, valued("cost", -1, nothing)),  # refused as 0 is, by one rule
         ({"tokens": 1.0}, typed("cost", 1.0, "an int of units of limit 'tokens'")),
         ("3", typed("cost", "3", "an int, or a mapping of limit names to ints")),
         (True, typed("cost", True, "an int, or a mapping of limit names to ints")),
@@ -1113,6 +1113,15 @@ def test_the_costs_and_weights_errors_in_words() -> None:
         "settles, such as {'tokens': 900} (a limit left out keeps the units its permit asked for)",
     )
     refused(functools.partial(machine.settle, "banked", 900, 0), *one_number)
+    # min_wait and settle take a cost of 0 (nothing ahead; a call that used
+    # nothing), so a negative one is below their least, 0
+    negative = valued("cost", -1, "must be at least 0")
+    refused(functools.partial(machine.min_wait, 0, cost=-1), *negative)
+    refused(
+        functools.partial(machine.settle, "banked", -1, 0),
+        *valued("actual", -1, "must be at least 0"),
+    )
+    assert machine.snapshot() == before, "P18"
     assert machine.snapshot() == before, "P18: which limit would one number settle?"
     assert machine.min_wait(0, cost={"tokens": 0}) == machine.min_wait(0, cost=0), "P18"
     proxied = Machine(Fifo(), limits=two)

@@ -265,3 +265,52 @@ def test_a_flow_weight_function_that_raises_is_bad_input() -> None:
     assert refused.value.argument == "flow_weights"
     assert "KeyError" in str(refused.value)
     assert machine.snapshot() == before
+
+
+NO_UNIT = "must take at least one unit of some limit"
+
+
+@pytest.mark.parametrize("cost", [0, -1, -(10**30), {"tokens": 0}, {}])
+def test_a_cost_of_no_unit_is_refused_in_one_rule_whatever_its_sign(cost: Any) -> None:
+    """A cost takes at least one unit of some limit: ``cost=-1`` is refused
+    with the words ``cost=0`` is (it said "must be at least 0", and then 0
+    was refused too), by push, take and every adapter's acquire."""
+    import asyncio
+
+    from permits.adapters import threads
+    from permits.adapters.asyncio import open_limiter
+
+    two = {"requests": Limit.per_second(10), "tokens": Limit.per_second(100)}
+    machine = Machine(Fifo(), limits=two)
+    for operation in (machine.push, machine.take):
+        with pytest.raises(PermitValueError) as refused:
+            operation("x", 0, 0, cost=cost)
+        assert str(refused.value) == f"cost={cost!r}: {NO_UNIT}"
+    with threads.open_limiter(Fifo(), limits=two) as limiter:
+        with pytest.raises(PermitValueError, match=f"^cost=.*: {NO_UNIT}$"):
+            limiter.acquire(cost=cost)
+        with pytest.raises(PermitValueError, match=f"^cost=.*: {NO_UNIT}$"):
+            limiter.try_acquire(cost=cost)
+
+    async def main() -> None:
+        async with open_limiter(Fifo(), limits=two) as limiter:
+            with pytest.raises(PermitValueError, match=f"^cost=.*: {NO_UNIT}$"):
+                await limiter.acquire(cost=cost)
+
+    asyncio.run(main())
+
+
+def test_a_scenarios_and_a_traces_cost_of_no_unit_is_refused_in_the_same_words() -> None:
+    """The simulator's workloads and trace rows refuse ``cost=-1`` as they
+    refuse ``cost=0``, in the core's words (a trace said "expected a whole
+    number >= 1" and "must be at least 1")."""
+    import io
+
+    from permits.sim import Batch, TraceError, Workload, read_trace
+
+    for cost in (0, -1):
+        with pytest.raises(PermitValueError, match=f"^cost={cost}: {NO_UNIT}"):
+            Workload("w", 0, Batch(1), cost=cost)
+        with pytest.raises(TraceError) as refused:
+            list(read_trace(io.StringIO(f"at,level,cost\n0,0,{cost}\n")))
+        assert str(refused.value) == f"line 2: cost={cost}: {NO_UNIT}"

@@ -478,6 +478,11 @@ async def test_bad_costs_and_changes() -> None:
             limit.units("cost", {"requests": 1, "tokens": 1.5})
         with pytest.raises(PermitValueError, match="units of limit 'tokens' must be at least 0"):
             limit.units("cost", {"requests": 1, "tokens": -1})
+        for cost in (0, -1):  # one rule, whatever the sign, as the machine's
+            with pytest.raises(
+                PermitValueError, match=f"^cost={cost}: must take at least one unit of some limit$"
+            ):
+                await limiter.acquire(cost=cost)
         with pytest.raises(PermitValueError) as error:
             limiter.set_limit(rate=1)  # two limits: which one?
         assert error.value.argument == "limit"

@@ -80,6 +80,7 @@ from permits.core import (
 )
 from permits.core import Policy as _Policy
 from permits.core.checks import (
+    NO_UNIT,
     check_actual,
     check_change,
     check_int,
@@ -1999,9 +2000,11 @@ class RedisLimiter(_AnyioLimiter):
         per limit, and the policy and flows the units of the limit they
         share); remember them. The machine checks the units against the
         bursts as they stand (this process's set_limit included)."""
+        if isinstance(cost, int) and not isinstance(cost, bool) and cost < 0:
+            raise PermitValueError("cost", cost, NO_UNIT)  # as 0 is: one rule
         units = self.limit.units("cost", cost, within_burst=False)
         if not any(units):
-            raise PermitValueError("cost", cost, "must take at least one unit of some limit")
+            raise PermitValueError("cost", cost, NO_UNIT)
         if timeout == 0 and not isinstance(timeout, bool):  # (refused as a bool, as elsewhere)
             raise PermitValueError("timeout", timeout, _NEVER_AT_ONCE)
         id, level, decision = super()._request(level, cost, flow, timeout, max_wait)

@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from ._limits import Limit
 
 __all__ = [
+    "NO_UNIT",
     "check_actual",
     "check_change",
     "check_hashable",
@@ -29,6 +30,11 @@ __all__ = [
     "check_units",
     "settled_units",
 ]
+
+#: Why a cost of no unit is refused, whatever its sign (``cost=0``,
+#: ``cost=-1``, ``{"tokens": 0}``): the one rule, in the words of every
+#: surface that takes a cost (push, take, acquire, a scenario, a trace).
+NO_UNIT = "must take at least one unit of some limit"
 
 
 def check_int(argument: str, value: object, minimum: int | None = None) -> int:
