@@ -1962,9 +1962,13 @@ class RedisLimiter(_AnyioLimiter):
             self._local_follows(name)
 
     def __repr__(self) -> str:
+        # as every limiter's (BaseLimiter's), with the shared limit's own
+        kind = type(self)
+        state = "closed" if self._closed is not None else f"waiting={len(self._waiters)}"
         return (
-            f"RedisLimiter(policy={self._machine.policy!r}, limit={self.limit!r}, "
-            f"reserve={self.reserve!r}, on_unavailable={self.on_unavailable!r})"
+            f"<{kind.__module__}.{kind.__qualname__} policy={self._machine.policy!r} "
+            f"limit={self.limit!r} reserve={self.reserve!r} "
+            f"on_unavailable={self.on_unavailable!r} {state}>"
         )
 
     @property
