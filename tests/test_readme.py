@@ -339,10 +339,15 @@ def test_readme_defaults_and_bounds_are_the_codes() -> None:
     def seconds(value: float) -> str:
         return {1.0: "1 s", 2.0: "2 s", 3600.0: "an hour"}.get(value, f"{value:g} s")
 
+    from permits.adapters import BaseLimiter
+
     text = " ".join((ROOT / "README.md").read_text().split())
     window = default(Machine, "settle_window_ns")
+    kept = default(BaseLimiter, "settle_window")
+    assert default(open_limiter, "settle_window") == kept  # the Redis limiter's
     phrases = [
         f"`settle_window_ns` ({seconds(window / 10**9)} by default)",
+        f"an adapter's `settle_window` is {kept:g} by default",
         f"`demand_ttl`, {seconds(default(open_limiter, 'demand_ttl'))}, unless refreshed",
         f"`refund_window` ({seconds(default(open_limiter, 'refund_window'))} by default)",
         f"(`lease={default(open_limiter, 'lease')}` by default;",

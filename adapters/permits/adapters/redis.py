@@ -1980,8 +1980,11 @@ class RedisLimiter(_AnyioLimiter):
         self, level: int | None = None, *, cost: int | Mapping[str, int] = 1, flow: Hashable = None
     ) -> bool:
         """Not offered: whether a shared permit is free takes a round trip.
-        Use ``acquire(level, max_wait=...)`` or ``timeout=``."""
-        raise NotImplementedError("try_acquire() needs a round trip to Redis; use acquire()")
+        Use ``acquire(level, timeout=...)``, a short one."""
+        raise NotImplementedError(
+            "try_acquire() needs a round trip to Redis: use `await limiter.acquire(level, "
+            "timeout=0.05)`, which raises AcquireTimeout if no permit came within it"
+        )
 
     def record(self, max_calls: int = 1_000_000) -> Recording:
         """As :meth:`permits.adapters.BaseLimiter.record`: each call's cost
@@ -2959,7 +2962,8 @@ _ABOVE_BURST = (
 )
 _NEVER_AT_ONCE = (
     "would refuse every acquire: a shared permit is granted only after a round trip "
-    "to Redis, never at once; give max_wait=0 to refuse an acquire that would wait"
+    "to Redis, never at once; give a short timeout (timeout=0.05: AcquireTimeout if no "
+    "permit came within it)"
 )
 
 
