@@ -130,6 +130,34 @@ def test_readme_scenario_files_run(tmp_path: Path, capsys: pytest.CaptureFixture
     assert len(requirements) == 5
 
 
+def test_readme_says_how_python_reads_a_scenario_file(tmp_path: Path) -> None:
+    """A user with a scenario file who turns to Python is told how to read
+    it (``load_scenarios``, which the README did not name: only
+    ``compare(scenario)``), and the call it shows reads the README's first
+    scenario file into the scenario ``permits simulate`` runs."""
+    if sys.version_info >= (3, 11):
+        import tomllib
+    else:  # pragma: no cover - Python 3.10
+        import tomli as tomllib
+    import permits.sim
+
+    text = " ".join((ROOT / "README.md").read_text().split())
+    shown = "`(scenario,) = permits.sim.load_scenarios(tomllib.load(file))`"
+    assert shown in text
+    raw = re.findall(
+        r"```toml\n(\[\[scenario\]\].*?)```", (ROOT / "README.md").read_text(), flags=re.S
+    )
+    path = tmp_path / "scenario.toml"
+    path.write_text(raw[0])
+    namespace: dict[str, Any] = {"permits": permits, "tomllib": tomllib}
+    with path.open("rb") as file:
+        namespace["file"] = file
+        exec(shown.strip("`"), namespace)
+    scenario = namespace["scenario"]
+    assert scenario.name == "checkout beside the nightly export"
+    assert permits.sim.simulate(scenario)["checkout"].offered > 0
+
+
 def test_readme_compare_output_is_what_permits_compare_prints(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
