@@ -90,6 +90,8 @@ def valued(argument: str, value: object, reason: str) -> tuple[type, str, object
 
 
 two_names = "['requests', 'tokens']"
+#: What an argument in nanoseconds (``..._ns``) expects, saying the way from seconds.
+NANOSECONDS = "an int of nanoseconds (seconds * SECOND, from permits.core)"
 two = {"requests": Limit(10, 10), "tokens": Limit(1000, 500)}
 others = {"requests": Limit(10, 10), "cost": Limit(1000, 500)}
 #: Policies whose levels are no count, and one sharing a limit few machines have.
@@ -138,7 +140,7 @@ REFUSED: list[tuple[str, Callable[[], object], tuple[type, str, object, str]]] =
     (
         "Aging after float",
         lambda: Aging(2, after_ns=1.5),  # type: ignore[arg-type]
-        typed("after_ns", 1.5, "an int"),
+        typed("after_ns", 1.5, NANOSECONDS),
     ),
     (
         "Aging levels 0",
@@ -422,12 +424,12 @@ REFUSED: list[tuple[str, Callable[[], object], tuple[type, str, object, str]]] =
     (
         "max_wait_ns float",
         lambda: Machine(Fifo(), 1).push("x", 0, 0, max_wait_ns=0.5),  # type: ignore[arg-type]
-        typed("max_wait_ns", 0.5, "an int"),
+        typed("max_wait_ns", 0.5, NANOSECONDS),
     ),
     (
         "max_wait_ns bool",
         lambda: Machine(Fifo(), 1).push("x", 0, 0, max_wait_ns=True),
-        typed("max_wait_ns", True, "an int"),
+        typed("max_wait_ns", True, NANOSECONDS),
     ),
     # the checks other packages use
     ("check_int str", lambda: check_int("n", "1"), typed("n", "1", "an int")),
@@ -687,7 +689,7 @@ def test_the_queries_errors_in_words() -> None:
         ("12", typed("bounds_ns", "12", sequence)),
         (5, typed("bounds_ns", 5, sequence)),
         ([1, -1], valued("bounds_ns", -1, "must be at least 0")),
-        ([1.0], typed("bounds_ns", 1.0, "an int")),
+        ([1.0], typed("bounds_ns", 1.0, NANOSECONDS)),
         ([2, 1], valued("bounds_ns", [2, 1], "must be in ascending order")),
     ]:
         refused(functools.partial(plain.waits_at_most, 0, bad), *refusal)  # type: ignore[arg-type]

@@ -314,3 +314,21 @@ def test_a_scenarios_and_a_traces_cost_of_no_unit_is_refused_in_the_same_words()
         with pytest.raises(TraceError) as refused:
             list(read_trace(io.StringIO(f"at,level,cost\n0,0,{cost}\n")))
         assert str(refused.value) == f"line 2: cost={cost}: {NO_UNIT}"
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda: Aging(2, after_ns=2.0),
+        lambda: Machine(Fifo(), 10).push("a", 0, 0, max_wait_ns=0.5),
+    ],
+)
+def test_a_duration_in_ns_given_as_a_float_is_told_its_unit(make: Any) -> None:
+    """A user of an adapter (seconds) who writes a policy's ``after_ns=2.0``
+    meant seconds; the error said only "expected an int", not what to do:
+    it names the unit, and the way from seconds."""
+    with pytest.raises(PermitTypeError) as refused:
+        make()
+    assert str(refused.value).endswith(
+        ": expected an int of nanoseconds (seconds * SECOND, from permits.core), got float"
+    )

@@ -36,11 +36,16 @@ __all__ = [
 #: surface that takes a cost (push, take, acquire, a scenario, a trace).
 NO_UNIT = "must take at least one unit of some limit"
 
+#: What an argument named ``..._ns`` takes: the core's unit of time.
+_NANOSECONDS = "an int of nanoseconds (seconds * SECOND, from permits.core)"
+
 
 def check_int(argument: str, value: object, minimum: int | None = None) -> int:
     """An ``int`` (``bool`` refused; ``IntEnum`` members accepted) >= ``minimum``."""
     if type(value) is not int:
         if not isinstance(value, int) or isinstance(value, bool):
+            if argument.endswith("_ns"):  # seconds meant, likely: say the way
+                raise PermitTypeError(argument, value, _NANOSECONDS)
             raise PermitTypeError(argument, value, "an int")
         value = int(value)
     if minimum is not None and value < minimum:
