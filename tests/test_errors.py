@@ -332,3 +332,21 @@ def test_a_duration_in_ns_given_as_a_float_is_told_its_unit(make: Any) -> None:
     assert str(refused.value).endswith(
         ": expected an int of nanoseconds (seconds * SECOND, from permits.core), got float"
     )
+
+
+def test_a_negative_duration_in_seconds_is_refused_in_the_words_of_every_other_bound() -> None:
+    """An adapter's seconds (``timeout``, ``max_wait``, ``pause_for``) below
+    0 said "must be >= 0", where every other bound of the package says
+    "must be at least 0" (``adopt(remaining=-5)``, a level, a burst)."""
+    from permits.adapters import threads
+
+    with threads.open_limiter(Fifo(), rate=10) as limiter:
+        for refuse, argument in [
+            (lambda: limiter.acquire(timeout=-1), "timeout"),
+            (lambda: limiter.acquire(max_wait=-1), "max_wait"),
+            (lambda: limiter.pause_for(-1), "seconds"),
+            (lambda: limiter.adopt(1, -1), "reset_after"),
+        ]:
+            with pytest.raises(PermitValueError) as refused:
+                refuse()
+            assert str(refused.value) == f"{argument}=-1: must be at least 0", argument
