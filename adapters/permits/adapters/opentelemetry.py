@@ -156,6 +156,14 @@ def instrument(
             )
             _instrumented[meter] = (sources, wait)
         sources, wait = _instrumented[meter]
+        for other in sources.all:
+            if other.limiter is limiter and other.name == name:  # (instrumented twice)
+                raise PermitValueError(
+                    "limiter",
+                    limiter,
+                    f"instrumented on this meter already, as {name!r} (uninstrument it "
+                    "first to change its options)",
+                )
         if any(other.name == name for other in sources.all):
             raise PermitValueError(
                 "name", name, "already the name of a limiter on this meter: give each its own"
