@@ -284,7 +284,7 @@ def test_several_limiters_in_one_registry() -> None:
     collector.add(second, name="chat")
     registry.register(collector)
     with pytest.raises(ValueError, match=r"name='chat'.*give each its own"):
-        collector.add(second, name="chat")
+        collector.add(Machine(StrictPriority(1), 100), name="chat")
     samples = scrape(registry)
     assert samples[("permits_granted_total", (("level", "batch"), ("limiter", "search")))] == 1
     assert samples[("permits_granted_total", (("level", "0"), ("limiter", "chat")))] == 1
@@ -398,4 +398,8 @@ def test_a_second_collector_in_a_registry_says_to_add_the_limiter_to_the_first()
         first.add(other, name="search")  # what the error said
         samples = scrape(registry)
         assert (("permits_waiting", (("level", "0"), ("limiter", "search")))) in samples
+        with pytest.raises(PermitValueError) as refused:  # added again, as it was
+            first.add(limiter, name="llm")
+        assert refused.value.argument == "source"
+        assert str(refused.value).endswith(": exported by this collector already, as 'llm'")
         assert repr(first) == "<PermitsCollector limiters=['llm', 'search']>"

@@ -120,12 +120,16 @@ class PermitsCollector(Collector):
             )
         limiter_name(name)
         check_upstream(upstream)
+        machine = source.machine if isinstance(source, _Limiting) else source
+        if any(known.machine is machine and known.name == name for known in self._sources):
+            raise PermitValueError(
+                "source", source, f"exported by this collector already, as {name!r}"
+            )
         if any(known.name == name for known in self._sources):
             raise PermitValueError(
                 "name", name, "already the name of a limiter of this collector: give each its own"
             )
         limiting = source if isinstance(source, _Limiting) else None
-        machine = source.machine if isinstance(source, _Limiting) else source
         if not machine.keep_waits:  # (a bare machine: every limiter keeps them)
             raise PermitValueError(
                 "source",
