@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Hashable
+from collections.abc import Callable, Hashable
 from decimal import Decimal
 from fractions import Fraction
 from typing import Any
@@ -319,8 +319,8 @@ def test_a_scenarios_and_a_traces_cost_of_no_unit_is_refused_in_the_same_words()
 @pytest.mark.parametrize(
     "make",
     [
-        lambda: Aging(2, after_ns=2.0),
-        lambda: Machine(Fifo(), 10).push("a", 0, 0, max_wait_ns=0.5),
+        lambda: Aging(2, after_ns=2.0),  # type: ignore[arg-type]
+        lambda: Machine(Fifo(), 10).push("a", 0, 0, max_wait_ns=0.5),  # type: ignore[arg-type]
     ],
 )
 def test_a_duration_in_ns_given_as_a_float_is_told_its_unit(make: Any) -> None:
@@ -341,12 +341,13 @@ def test_a_negative_duration_in_seconds_is_refused_in_the_words_of_every_other_b
     from permits.adapters import threads
 
     with threads.open_limiter(Fifo(), rate=10) as limiter:
-        for refuse, argument in [
+        refusals: list[tuple[Callable[[], object], str]] = [
             (lambda: limiter.acquire(timeout=-1), "timeout"),
             (lambda: limiter.acquire(max_wait=-1), "max_wait"),
             (lambda: limiter.pause_for(-1), "seconds"),
             (lambda: limiter.adopt(1, -1), "reset_after"),
-        ]:
+        ]
+        for refuse, argument in refusals:
             with pytest.raises(PermitValueError) as refused:
                 refuse()
             assert str(refused.value) == f"{argument}=-1: must be at least 0", argument
