@@ -90,6 +90,8 @@ def valued(argument: str, value: object, reason: str) -> tuple[type, str, object
 
 
 two_names = "['requests', 'tokens']"
+#: What an argument in nanoseconds (``..._ns``) expects, saying the way from seconds.
+NANOSECONDS = "an int of nanoseconds (seconds * SECOND, from permits.core)"
 two = {"requests": Limit(10, 10), "tokens": Limit(1000, 500)}
 others = {"requests": Limit(10, 10), "cost": Limit(1000, 500)}
 #: Policies whose levels are no count, and one sharing a limit few machines have.
@@ -138,7 +140,7 @@ REFUSED: list[tuple[str, Callable[[], object], tuple[type, str, object, str]]] =
     (
         "Aging after float",
         lambda: Aging(2, after_ns=1.5),  # type: ignore[arg-type]
-        typed("after_ns", 1.5, "an int"),
+        typed("after_ns", 1.5, NANOSECONDS),
     ),
     (
         "Aging levels 0",
@@ -422,12 +424,12 @@ REFUSED: list[tuple[str, Callable[[], object], tuple[type, str, object, str]]] =
     (
         "max_wait_ns float",
         lambda: Machine(Fifo(), 1).push("x", 0, 0, max_wait_ns=0.5),  # type: ignore[arg-type]
-        typed("max_wait_ns", 0.5, "an int"),
+        typed("max_wait_ns", 0.5, NANOSECONDS),
     ),
     (
         "max_wait_ns bool",
         lambda: Machine(Fifo(), 1).push("x", 0, 0, max_wait_ns=True),
-        typed("max_wait_ns", True, "an int"),
+        typed("max_wait_ns", True, NANOSECONDS),
     ),
     # the checks other packages use
     ("check_int str", lambda: check_int("n", "1"), typed("n", "1", "an int")),
@@ -687,7 +689,7 @@ def test_the_queries_errors_in_words() -> None:
         ("12", typed("bounds_ns", "12", sequence)),
         (5, typed("bounds_ns", 5, sequence)),
         ([1, -1], valued("bounds_ns", -1, "must be at least 0")),
-        ([1.0], typed("bounds_ns", 1.0, "an int")),
+        ([1.0], typed("bounds_ns", 1.0, NANOSECONDS)),
         ([2, 1], valued("bounds_ns", [2, 1], "must be in ascending order")),
     ]:
         refused(functools.partial(plain.waits_at_most, 0, bad), *refusal)  # type: ignore[arg-type]
@@ -1087,7 +1089,7 @@ def test_the_costs_and_weights_errors_in_words() -> None:
         ),
         (unknown, valued("cost", unknown, f"names no limit of this machine ({two_names})")),
         ({"tokens": -1}, valued("cost", -1, "the units of limit 'tokens' must be at least 0")),
-        (-1, valued("cost", -1, "must be at least 0")),
+        (-1, valued("cost", -1, nothing)),  # refused as 0 is, by one rule
         ({"tokens": 1.0}, typed("cost", 1.0, "an int of units of limit 'tokens'")),
         ("3", typed("cost", "3", "an int, or a mapping of limit names to ints")),
         (True, typed("cost", True, "an int, or a mapping of limit names to ints")),
@@ -1113,6 +1115,15 @@ def test_the_costs_and_weights_errors_in_words() -> None:
         "settles, such as {'tokens': 900} (a limit left out keeps the units its permit asked for)",
     )
     refused(functools.partial(machine.settle, "banked", 900, 0), *one_number)
+    # min_wait and settle take a cost of 0 (nothing ahead; a call that used
+    # nothing), so a negative one is below their least, 0
+    negative = valued("cost", -1, "must be at least 0")
+    refused(functools.partial(machine.min_wait, 0, cost=-1), *negative)
+    refused(
+        functools.partial(machine.settle, "banked", -1, 0),
+        *valued("actual", -1, "must be at least 0"),
+    )
+    assert machine.snapshot() == before, "P18"
     assert machine.snapshot() == before, "P18: which limit would one number settle?"
     assert machine.min_wait(0, cost={"tokens": 0}) == machine.min_wait(0, cost=0), "P18"
     proxied = Machine(Fifo(), limits=two)

@@ -1141,7 +1141,10 @@ BAD_COSTS = [
         GOOD.replace("size = 1000", "size = 1000\ncost = 0"),
         f"{_W1}.cost=0: must take at least one unit",
     ),
-    (GOOD.replace("size = 1000", "size = 1000\ncost = -1"), f"{_W1}.cost=-1: must be at least 0"),
+    (  # refused as 0 is, by one rule
+        GOOD.replace("size = 1000", "size = 1000\ncost = -1"),
+        f"{_W1}.cost=-1: must take at least one unit of some limit",
+    ),
     (
         GOOD.replace("size = 1000", "size = 1000\ncost = 2"),
         f"{_W1}.cost=2: up to 2 units of limit 'units', over its burst (1)",

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Hashable
+from collections.abc import Callable, Hashable
 from decimal import Decimal
 from fractions import Fraction
 from typing import Any
@@ -265,3 +265,89 @@ def test_a_flow_weight_function_that_raises_is_bad_input() -> None:
     assert refused.value.argument == "flow_weights"
     assert "KeyError" in str(refused.value)
     assert machine.snapshot() == before
+
+
+NO_UNIT = "must take at least one unit of some limit"
+
+
+@pytest.mark.parametrize("cost", [0, -1, -(10**30), {"tokens": 0}, {}])
+def test_a_cost_of_no_unit_is_refused_in_one_rule_whatever_its_sign(cost: Any) -> None:
+    """A cost takes at least one unit of some limit: ``cost=-1`` is refused
+    with the words ``cost=0`` is (it said "must be at least 0", and then 0
+    was refused too), by push, take and every adapter's acquire."""
+    import asyncio
+
+    from permits.adapters import threads
+    from permits.adapters.asyncio import open_limiter
+
+    two = {"requests": Limit.per_second(10), "tokens": Limit.per_second(100)}
+    machine = Machine(Fifo(), limits=two)
+    for operation in (machine.push, machine.take):
+        with pytest.raises(PermitValueError) as refused:
+            operation("x", 0, 0, cost=cost)
+        assert str(refused.value) == f"cost={cost!r}: {NO_UNIT}"
+    with threads.open_limiter(Fifo(), limits=two) as limiter:
+        with pytest.raises(PermitValueError, match=f"^cost=.*: {NO_UNIT}$"):
+            limiter.acquire(cost=cost)
+        with pytest.raises(PermitValueError, match=f"^cost=.*: {NO_UNIT}$"):
+            limiter.try_acquire(cost=cost)
+
+    async def main() -> None:
+        async with open_limiter(Fifo(), limits=two) as limiter:
+            with pytest.raises(PermitValueError, match=f"^cost=.*: {NO_UNIT}$"):
+                await limiter.acquire(cost=cost)
+
+    asyncio.run(main())
+
+
+def test_a_scenarios_and_a_traces_cost_of_no_unit_is_refused_in_the_same_words() -> None:
+    """The simulator's workloads and trace rows refuse ``cost=-1`` as they
+    refuse ``cost=0``, in the core's words (a trace said "expected a whole
+    number >= 1" and "must be at least 1")."""
+    import io
+
+    from permits.sim import Batch, TraceError, Workload, read_trace
+
+    for cost in (0, -1):
+        with pytest.raises(PermitValueError, match=f"^cost={cost}: {NO_UNIT}"):
+            Workload("w", 0, Batch(1), cost=cost)
+        with pytest.raises(TraceError) as refused:
+            list(read_trace(io.StringIO(f"at,level,cost\n0,0,{cost}\n")))
+        assert str(refused.value) == f"line 2: cost={cost}: {NO_UNIT}"
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda: Aging(2, after_ns=2.0),  # type: ignore[arg-type]
+        lambda: Machine(Fifo(), 10).push("a", 0, 0, max_wait_ns=0.5),  # type: ignore[arg-type]
+    ],
+)
+def test_a_duration_in_ns_given_as_a_float_is_told_its_unit(make: Any) -> None:
+    """A user of an adapter (seconds) who writes a policy's ``after_ns=2.0``
+    meant seconds; the error said only "expected an int", not what to do:
+    it names the unit, and the way from seconds."""
+    with pytest.raises(PermitTypeError) as refused:
+        make()
+    assert str(refused.value).endswith(
+        ": expected an int of nanoseconds (seconds * SECOND, from permits.core), got float"
+    )
+
+
+def test_a_negative_duration_in_seconds_is_refused_in_the_words_of_every_other_bound() -> None:
+    """An adapter's seconds (``timeout``, ``max_wait``, ``pause_for``) below
+    0 said "must be >= 0", where every other bound of the package says
+    "must be at least 0" (``adopt(remaining=-5)``, a level, a burst)."""
+    from permits.adapters import threads
+
+    with threads.open_limiter(Fifo(), rate=10) as limiter:
+        refusals: list[tuple[Callable[[], object], str]] = [
+            (lambda: limiter.acquire(timeout=-1), "timeout"),
+            (lambda: limiter.acquire(max_wait=-1), "max_wait"),
+            (lambda: limiter.pause_for(-1), "seconds"),
+            (lambda: limiter.adopt(1, -1), "reset_after"),
+        ]
+        for refuse, argument in refusals:
+            with pytest.raises(PermitValueError) as refused:
+                refuse()
+            assert str(refused.value) == f"{argument}=-1: must be at least 0", argument

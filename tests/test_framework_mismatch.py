@@ -26,9 +26,10 @@ UNDER_TRIO = (
     "permits.adapters.asyncio.Limiter needs a running asyncio event loop; under trio use "
     "permits.adapters.trio.open_limiter or permits.adapters.anyio.open_limiter"
 )
+#: (the way to open one, as for trio: it said ``permits.adapters.asyncio.Limiter``)
 UNDER_ASYNCIO = (
     "needs a running trio event loop; under asyncio use "
-    "permits.adapters.asyncio.Limiter or permits.adapters.anyio.open_limiter"
+    "permits.adapters.asyncio.open_limiter or permits.adapters.anyio.open_limiter"
 )
 
 

@@ -186,8 +186,11 @@ def test_several_limiters_on_one_meter() -> None:
     ):
         instrument(search, meter, name="search")
         instrument(chat, meter, name="chat", levels=["interactive", "batch"])
-        with pytest.raises(ValueError, match=r"name='chat'.*give each its own"):
-            instrument(chat, meter, name="chat")
+        with (
+            threads.open_limiter(StrictPriority(1), 10) as third,
+            pytest.raises(ValueError, match=r"name='chat'.*give each its own"),
+        ):
+            instrument(third, meter, name="chat")
         search.acquire(0)
         chat.acquire(1)
         assert not chat.try_acquire(1)
@@ -404,3 +407,46 @@ def test_two_threads_instrumenting_on_one_meter_at_once_are_both_read(
             "first",
             "second",
         ]
+
+
+def test_a_limiter_instrumented_twice_on_one_meter_is_told_so() -> None:
+    """The same limiter instrumented again, as it was, on a meter that
+    exports it is refused for what it is: it was refused for its name,
+    "give each its own", as if it were another limiter."""
+    reader = InMemoryMetricReader()
+    meter = MeterProvider(metric_readers=[reader]).get_meter("test")
+    with threads.open_limiter(StrictPriority(1), 10) as limiter:
+        instrument(limiter, meter, name="llm")
+        with pytest.raises(PermitValueError) as refused:
+            instrument(limiter, meter, name="llm")
+        assert refused.value.argument == "limiter"
+        assert str(refused.value).endswith(
+            ": instrumented on this meter already, as 'llm' (uninstrument it first to "
+            "change its options)"
+        )
+        limiter.acquire(0)
+        found = points(reader)
+    assert value(found, "permits.wait", limiter="llm", level="0").count == 1
+
+
+def test_uninstrument_on_another_meter_of_the_same_name_says_which_meter_to_pass() -> None:
+    """``get_meter("permits")`` called twice (no SDK set) gives two meters:
+    a user who instruments on the first and uninstruments on the second,
+    the same meter to them, was told to "pass the meter given to
+    instrument()"; the error now says that this one is another object, and
+    names the meter the limiter is instrumented on."""
+    from opentelemetry.metrics import NoOpMeterProvider
+
+    provider = NoOpMeterProvider()
+    first, second = provider.get_meter("permits"), provider.get_meter("permits")
+    assert first is not second
+    with threads.open_limiter(StrictPriority(1), 10) as limiter:
+        instrument(limiter, first)
+        with pytest.raises(PermitValueError) as refused:
+            uninstrument(limiter, second)
+        assert str(refused.value).endswith(
+            f": is not instrumented on meter {second!r}, another object than the meter "
+            f"'permits' it is instrumented on, {first!r} (a get_meter call may give a new "
+            "one each time): pass the meter given to instrument()"
+        )
+        uninstrument(limiter, first)

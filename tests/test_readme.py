@@ -130,6 +130,34 @@ def test_readme_scenario_files_run(tmp_path: Path, capsys: pytest.CaptureFixture
     assert len(requirements) == 5
 
 
+def test_readme_says_how_python_reads_a_scenario_file(tmp_path: Path) -> None:
+    """A user with a scenario file who turns to Python is told how to read
+    it (``load_scenarios``, which the README did not name: only
+    ``compare(scenario)``), and the call it shows reads the README's first
+    scenario file into the scenario ``permits simulate`` runs."""
+    if sys.version_info >= (3, 11):
+        import tomllib
+    else:  # pragma: no cover - Python 3.10
+        import tomli as tomllib
+    import permits.sim
+
+    text = " ".join((ROOT / "README.md").read_text().split())
+    shown = "`(scenario,) = permits.sim.load_scenarios(tomllib.load(file))`"
+    assert shown in text
+    raw = re.findall(
+        r"```toml\n(\[\[scenario\]\].*?)```", (ROOT / "README.md").read_text(), flags=re.S
+    )
+    path = tmp_path / "scenario.toml"
+    path.write_text(raw[0])
+    namespace: dict[str, Any] = {"permits": permits, "tomllib": tomllib}
+    with path.open("rb") as file:
+        namespace["file"] = file
+        exec(shown.strip("`"), namespace)
+    scenario = namespace["scenario"]
+    assert scenario.name == "checkout beside the nightly export"
+    assert permits.sim.simulate(scenario)["checkout"].offered > 0
+
+
 def test_readme_compare_output_is_what_permits_compare_prints(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
@@ -339,10 +367,15 @@ def test_readme_defaults_and_bounds_are_the_codes() -> None:
     def seconds(value: float) -> str:
         return {1.0: "1 s", 2.0: "2 s", 3600.0: "an hour"}.get(value, f"{value:g} s")
 
+    from permits.adapters import BaseLimiter
+
     text = " ".join((ROOT / "README.md").read_text().split())
     window = default(Machine, "settle_window_ns")
+    kept = default(BaseLimiter, "settle_window")
+    assert default(open_limiter, "settle_window") == kept  # the Redis limiter's
     phrases = [
         f"`settle_window_ns` ({seconds(window / 10**9)} by default)",
+        f"an adapter's `settle_window` is {kept:g} by default",
         f"`demand_ttl`, {seconds(default(open_limiter, 'demand_ttl'))}, unless refreshed",
         f"`refund_window` ({seconds(default(open_limiter, 'refund_window'))} by default)",
         f"(`lease={default(open_limiter, 'lease')}` by default;",

@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 
 import httpx
+import pytest
 
 import permits.testing
 from permits.adapters import level, threads
@@ -14,6 +15,8 @@ from permits.adapters.asyncio import open_limiter
 from permits.aiohttp import PermitsMiddleware
 from permits.core import Fifo
 from permits.httpx import AsyncPermitsTransport, PermitsTransport
+
+from redis_server import RedisServer
 
 LIMITER = "limits={'units': Limit(rate=Fraction(10, 1), burst=1)} waiting=0>"
 
@@ -79,3 +82,44 @@ def test_a_transport_shows_its_limiter_and_options_and_its_upstream_the_counts()
         f"<AsyncPermitsTransport limiter={kind}{LIMITER} retries=2 timeout=None>"
     )
     assert middleware == f"<PermitsMiddleware limiter={kind}{LIMITER} retries=0 timeout=60.0>"
+
+
+def test_a_redis_limiter_shows_how_many_wait_and_whether_it_is_closed(
+    redis_server: RedisServer,
+) -> None:
+    """The Redis limiter's repr reads as the other limiters' do (their
+    ``<module.Class policy=... waiting=N>``, ``closed`` once closed), with
+    what is its own: the shared limit, the reserve and the fallback. It
+    said neither how many waited nor whether it was closed."""
+    import anyio
+
+    pytest.importorskip("redis")
+    from permits.adapters.redis import open_limiter
+    from permits.core import StrictPriority
+
+    async def main() -> tuple[str, str, str]:
+        async with open_limiter(
+            StrictPriority(2), redis_server.url, name="reprs", rate=1, burst=1, reserve=(0, 0)
+        ) as limiter:
+            await limiter.acquire(0)  # the bucket is empty now
+
+            async def wait() -> None:
+                await limiter.acquire(1)
+
+            async with anyio.create_task_group() as group:
+                group.start_soon(wait)
+                await anyio.sleep(0.05)
+                waiting = repr(limiter)
+                group.cancel_scope.cancel()
+            idle = repr(limiter)
+        return waiting, idle, repr(limiter)
+
+    waiting, idle, closed = anyio.run(main)
+    shared = (
+        "<permits.adapters.redis.RedisLimiter policy=StrictPriority(levels=2) "
+        f"limit=RedisLimit(url={redis_server.url!r}, key='permits:{{reprs}}', "
+        "rate=Fraction(1, 1), burst=1) reserve=(0, 0) on_unavailable='closed'"
+    )
+    assert waiting == f"{shared} waiting=1>"
+    assert idle == f"{shared} waiting=0>"
+    assert closed == f"{shared} closed>"

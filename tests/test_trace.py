@@ -113,7 +113,7 @@ def test_a_json_lines_flow_that_is_a_number_is_the_tenant_its_digits_name() -> N
         ("at,level\n1e300,0\n1,1\n", "line 3: at='1': earlier than the row before (1e+300 s)"),
         ("at,level\n1e9999,0\n1,1\n", "line 3: at='1': earlier than the row before (1e+9999 s)"),
         ("at,level\n0,0\n1,-1\n", "line 3: level='-1': expected a whole number >= 0"),
-        ("at,level,cost\n0,0,0\n", "line 2: cost=0: must be at least 1"),
+        ("at,level,cost\n0,0,0\n", "line 2: cost=0: must take at least one unit of some limit"),
         ("at,level,timeout\n0,0,-1\n", "line 2: timeout='-1': must be a finite number >= 0"),
         ("at,level,max_wait\n0,0,x\n", "line 2: max_wait='x': expected a number of seconds"),
         ("at,level\n0,0\n1_0,0\n", "line 3: at='1_0': expected a number of seconds"),

@@ -342,7 +342,7 @@ def _nanoseconds(argument: str, seconds: float) -> int | None:
     if seconds != seconds:  # NaN (math.isnan refuses a huge int)
         raise PermitValueError(argument, seconds, "must be a number of seconds >= 0, not NaN")
     if seconds < 0:
-        raise PermitValueError(argument, seconds, "must be >= 0")
+        raise PermitValueError(argument, seconds, "must be at least 0")
     ns = seconds * SECOND
     return None if ns > sys.float_info.max else round(ns)
 

@@ -45,7 +45,7 @@ Framework = Literal["asyncio", "trio"]
 
 #: The adapters to use under each framework.
 _USE: dict[Framework, str] = {
-    "asyncio": "permits.adapters.asyncio.Limiter or permits.adapters.anyio.open_limiter",
+    "asyncio": "permits.adapters.asyncio.open_limiter or permits.adapters.anyio.open_limiter",
     "trio": "permits.adapters.trio.open_limiter or permits.adapters.anyio.open_limiter",
 }
 

@@ -156,6 +156,14 @@ def instrument(
             )
             _instrumented[meter] = (sources, wait)
         sources, wait = _instrumented[meter]
+        for other in sources.all:
+            if other.limiter is limiter and other.name == name:  # (instrumented twice)
+                raise PermitValueError(
+                    "limiter",
+                    limiter,
+                    f"instrumented on this meter already, as {name!r} (uninstrument it "
+                    "first to change its options)",
+                )
         if any(other.name == name for other in sources.all):
             raise PermitValueError(
                 "name", name, "already the name of a limiter on this meter: give each its own"
@@ -184,10 +192,22 @@ def uninstrument(limiter: _Limiting, meter: Meter | None = None) -> None:
         sources = _instrumented[meter][0] if meter in _instrumented else _Sources()
         mine = [source for source in sources.all if source.limiter is limiter]
         if not mine:
+            on = [
+                other
+                for other, (held, _) in _instrumented.items()
+                if any(source.limiter is limiter for source in held.all)
+            ]
+            which = (
+                f", another object than the meter {on[0].name!r} it is instrumented on, "
+                f"{on[0]!r} (a get_meter call may give a new one each time)"
+                if on
+                else ""
+            )
             raise PermitValueError(
                 "limiter",
                 limiter,
-                f"is not instrumented on meter {meter!r}: pass the meter given to instrument()",
+                f"is not instrumented on meter {meter!r}{which}: pass the meter given to "
+                "instrument()",
             )
         sources.all = tuple(source for source in sources.all if source.limiter is not limiter)
         for source in mine:

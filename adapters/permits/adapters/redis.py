@@ -80,6 +80,7 @@ from permits.core import (
 )
 from permits.core import Policy as _Policy
 from permits.core.checks import (
+    NO_UNIT,
     check_actual,
     check_change,
     check_int,
@@ -1961,9 +1962,13 @@ class RedisLimiter(_AnyioLimiter):
             self._local_follows(name)
 
     def __repr__(self) -> str:
+        # as every limiter's (BaseLimiter's), with the shared limit's own
+        kind = type(self)
+        state = "closed" if self._closed is not None else f"waiting={len(self._waiters)}"
         return (
-            f"RedisLimiter(policy={self._machine.policy!r}, limit={self.limit!r}, "
-            f"reserve={self.reserve!r}, on_unavailable={self.on_unavailable!r})"
+            f"<{kind.__module__}.{kind.__qualname__} policy={self._machine.policy!r} "
+            f"limit={self.limit!r} reserve={self.reserve!r} "
+            f"on_unavailable={self.on_unavailable!r} {state}>"
         )
 
     @property
@@ -1975,8 +1980,11 @@ class RedisLimiter(_AnyioLimiter):
         self, level: int | None = None, *, cost: int | Mapping[str, int] = 1, flow: Hashable = None
     ) -> bool:
         """Not offered: whether a shared permit is free takes a round trip.
-        Use ``acquire(level, max_wait=...)`` or ``timeout=``."""
-        raise NotImplementedError("try_acquire() needs a round trip to Redis; use acquire()")
+        Use ``acquire(level, timeout=...)``, a short one."""
+        raise NotImplementedError(
+            "try_acquire() needs a round trip to Redis: use `await limiter.acquire(level, "
+            "timeout=0.05)`, which raises AcquireTimeout if no permit came within it"
+        )
 
     def record(self, max_calls: int = 1_000_000) -> Recording:
         """As :meth:`permits.adapters.BaseLimiter.record`: each call's cost
@@ -1999,9 +2007,11 @@ class RedisLimiter(_AnyioLimiter):
         per limit, and the policy and flows the units of the limit they
         share); remember them. The machine checks the units against the
         bursts as they stand (this process's set_limit included)."""
+        if isinstance(cost, int) and not isinstance(cost, bool) and cost < 0:
+            raise PermitValueError("cost", cost, NO_UNIT)  # as 0 is: one rule
         units = self.limit.units("cost", cost, within_burst=False)
         if not any(units):
-            raise PermitValueError("cost", cost, "must take at least one unit of some limit")
+            raise PermitValueError("cost", cost, NO_UNIT)
         if timeout == 0 and not isinstance(timeout, bool):  # (refused as a bool, as elsewhere)
             raise PermitValueError("timeout", timeout, _NEVER_AT_ONCE)
         id, level, decision = super()._request(level, cost, flow, timeout, max_wait)
@@ -2952,7 +2962,8 @@ _ABOVE_BURST = (
 )
 _NEVER_AT_ONCE = (
     "would refuse every acquire: a shared permit is granted only after a round trip "
-    "to Redis, never at once; give max_wait=0 to refuse an acquire that would wait"
+    "to Redis, never at once; give a short timeout (timeout=0.05: AcquireTimeout if no "
+    "permit came within it)"
 )
 
 

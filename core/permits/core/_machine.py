@@ -47,6 +47,7 @@ from ._policies import MAX_LEVELS, Aging, Fifo, Policy
 from ._queues import Queues, Waiter
 from ._stats import Busiest, FlowStatistics, LevelStatistics, Statistics, WaitHistogram
 from .checks import (
+    NO_UNIT,
     check_actual,
     check_change,
     check_hashable,
@@ -1325,9 +1326,12 @@ class Machine:
             units = self._asks.get(items)
             if units is not None:
                 return units
+        if isinstance(cost, int) and not isinstance(cost, bool) and cost < 0:
+            # (refused as 0 is, by the one rule, not as a negative count)
+            raise PermitValueError("cost", cost, NO_UNIT)
         units = self._within_bursts(cost)
         if not any(units):
-            raise PermitValueError("cost", cost, "must take at least one unit of some limit")
+            raise PermitValueError("cost", cost, NO_UNIT)
         costs = self._costs
         if len(costs) >= COSTS_SHARED:
             costs.clear()

@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from ._limits import Limit
 
 __all__ = [
+    "NO_UNIT",
     "check_actual",
     "check_change",
     "check_hashable",
@@ -30,11 +31,21 @@ __all__ = [
     "settled_units",
 ]
 
+#: Why a cost of no unit is refused, whatever its sign (``cost=0``,
+#: ``cost=-1``, ``{"tokens": 0}``): the one rule, in the words of every
+#: surface that takes a cost (push, take, acquire, a scenario, a trace).
+NO_UNIT = "must take at least one unit of some limit"
+
+#: What an argument named ``..._ns`` takes: the core's unit of time.
+_NANOSECONDS = "an int of nanoseconds (seconds * SECOND, from permits.core)"
+
 
 def check_int(argument: str, value: object, minimum: int | None = None) -> int:
     """An ``int`` (``bool`` refused; ``IntEnum`` members accepted) >= ``minimum``."""
     if type(value) is not int:
         if not isinstance(value, int) or isinstance(value, bool):
+            if argument.endswith("_ns"):  # seconds meant, likely: say the way
+                raise PermitTypeError(argument, value, _NANOSECONDS)
             raise PermitTypeError(argument, value, "an int")
         value = int(value)
     if minimum is not None and value < minimum:

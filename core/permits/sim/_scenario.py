@@ -32,7 +32,7 @@ from permits.core import (
     Shares,
     StrictPriority,
 )
-from permits.core.checks import check_int, check_rate
+from permits.core.checks import NO_UNIT, check_int, check_rate
 
 from ._require import Requirement
 
@@ -524,13 +524,15 @@ class Workload:
                 if not isinstance(name, str) or not name:
                     raise PermitTypeError("cost", name, "limit names that are non-empty strings")
                 _check_units(f"cost.{name}", units)
+        elif isinstance(value, int) and not isinstance(value, bool) and value < 0:
+            raise PermitValueError("cost", value, NO_UNIT)  # as 0 is: one rule
         else:
             _check_units("cost", value)
         if self.least_cost() == 0:
             raise PermitValueError(
                 "cost",
                 self.written_cost,
-                "must take at least one unit of some limit, in every draw",
+                f"{NO_UNIT}, in every draw",
             )
 
     @flow.validator

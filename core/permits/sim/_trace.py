@@ -34,6 +34,7 @@ from typing import Any, NamedTuple
 import attrs
 
 from permits.core import MAX_LEVELS, Limit, PermitTypeError, PermitValueError
+from permits.core.checks import NO_UNIT
 
 from ._run import Result, _Admit, _run, check_scenario
 from ._scenario import Batch, Scenario, Workload, nanoseconds
@@ -167,6 +168,18 @@ def _int(line: int, field: str, value: object, minimum: int) -> int:
     return value
 
 
+def _one_cost(line: int, cost: object) -> int:
+    """A row's one cost, for every limit: a whole number of units, at least
+    one (a negative one refused by the rule that refuses 0)."""
+    if isinstance(cost, str):
+        digits = cost.strip().removeprefix("-")
+        if digits.isdigit() and digits.isascii() and len(digits) <= _DIGITS:
+            cost = int(cost)
+    if isinstance(cost, int) and not isinstance(cost, bool) and cost < 1:
+        raise TraceError(line, "cost", cost, NO_UNIT)
+    return _int(line, "cost", cost, 1)
+
+
 def _call(
     line: int,
     at: object,
@@ -203,7 +216,7 @@ def _call(
             if cost is None or cost == "" or cost == "1"
             else _costs(line, cost)
             if cost.__class__ is dict
-            else _int(line, "cost", cost, 1),
+            else _one_cost(line, cost),
             None if flow == "" else flow,
             None if timeout is None or timeout == "" else _wait_ns(line, "timeout", timeout),
             line,
@@ -234,7 +247,7 @@ def _costs(line: int, cost: dict[str, object]) -> dict[str, int]:
         else:
             units[name] = _int(line, f"{_PER_LIMIT}{name}", n, 0)
     if not any(units.values()):
-        raise TraceError(line, "cost", cost, "must take at least one unit of some limit")
+        raise TraceError(line, "cost", cost, NO_UNIT)
     return units
 
 
