@@ -18,9 +18,7 @@ mean demand exceeds the limit.
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Iterator, Sequence
-from types import FrameType
 from typing import NamedTuple
 
 from permits.core import Machine, PermitTypeError, PermitValueError
@@ -46,7 +44,7 @@ with requires_extra(__name__, "prometheus", "prometheus_client"):
         HistogramMetricFamily,
         Metric,
     )
-    from prometheus_client.registry import Collector, CollectorRegistry
+    from prometheus_client.registry import Collector
     from prometheus_client.utils import floatToGoString
 
 __all__ = ["DEFAULT_BUCKETS", "PermitsCollector"]
@@ -108,9 +106,8 @@ class PermitsCollector(Collector):
         upstream: Upstream | None = None,
     ) -> None:
         """Export another limiter too, labelled ``limiter=name``: a registry
-        holds one collector of these metrics (a second one registered is
-        refused, a :class:`~permits.core.PermitValueError` that says to add
-        its limiter here), so several limiters share it."""
+        holds one collector of these metrics (a second one registered is a
+        ``DuplicateTimeseries``), so several limiters share it."""
         if not isinstance(source, (_Limiting, Machine)):
             raise PermitTypeError(
                 "source",
@@ -143,45 +140,14 @@ class PermitsCollector(Collector):
     def describe(self) -> Iterator[Metric]:
         """The metrics :meth:`collect` yields, without their samples: what
         a registry checks a collector against those registered before it.
-        A second collector of these metrics is refused so by every
-        registry (by a ``prometheus_client.CollectorRegistry``, in words
-        that say to ``add`` its limiter to the first); one made with
+        A second collector of these metrics is refused so (``Duplicated
+        timeseries``) by every registry; one made with
         ``CollectorRegistry()``, which reads nothing of a collector without
         ``describe`` as it registers it, took it, and each scrape then
         named every metric twice (a text Prometheus refuses whole)."""
-        self._alone_in(sys._getframe(1))
         families = _Families()
         yield from families.all()
         yield from families.upstreams
-
-    def _alone_in(self, frame: FrameType | None) -> None:
-        """Refuse, in words that say what to do, to be registered where
-        another collector of these metrics is: the registry asking for our
-        metrics' names (from ``register``, in ``frame``) would refuse us as
-        ``Duplicated timeseries``, naming some forty metrics and no way out.
-        A registry of another make, or another caller, is left to itself."""
-        registry = frame.f_locals.get("self") if frame is not None else None
-        held = getattr(registry, "_collector_to_names", None)
-        if not isinstance(registry, CollectorRegistry) or not isinstance(held, dict):
-            return
-        for other in list(held):
-            if isinstance(other, PermitsCollector) and other is not self:
-                names = {source.machine: source.name for source in other._sources}
-                mine = [names.get(source.machine) for source in self._sources]
-                said = next((name for name in mine if name is not None), None)
-                todo = (
-                    f"it exports this limiter already, as {said!r}"
-                    if said is not None
-                    else "add the limiter to that one, "
-                    f"`collector.add(limiter, name={self._sources[0].name!r})`, "
-                    "in place of a second collector"
-                )
-                raise PermitValueError(
-                    "collector",
-                    self,
-                    f"this registry holds {other!r} already, and a registry takes one "
-                    f"(their metrics have the same names): {todo}",
-                )
 
     def collect(self) -> Iterator[Metric]:
         families = _Families()
