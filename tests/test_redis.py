@@ -359,6 +359,89 @@ def test_script_cached_and_reloaded_after_noscript(redis_server: RedisServer) ->
         limit.close()
 
 
+async def acquire_thrice(limiter: RedisLimiter) -> None:
+    for _ in range(3):
+        await limiter.acquire(timeout=5)
+
+
+#: Keys of a limit written by something else (another program, a hand at
+#: redis-cli), each as a function of the state key, and whether it needs
+#: global priority to be read.
+_OVERWRITTEN = {
+    "the state a string": (lambda c, key: (c.delete(key), c.set(key, "garbage")), False),
+    "a bucket's time not a number": (lambda c, key: c.hset(key, "tat:units", "garbage"), False),
+    "a changed limit not 'T burst'": (lambda c, key: c.hset(f"{key}:limits", "units", "x"), False),
+    "the limits a string": (lambda c, key: c.set(f"{key}:limits", "garbage"), False),
+    "a demand not numbers": (lambda c, key: c.hset(f"{key}:demand", "other", "garbage"), True),
+}
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("overwrite", list(_OVERWRITTEN), ids=list(_OVERWRITTEN))
+async def test_a_key_overwritten_by_something_else_closes_the_limiter_saying_what_to_do(
+    redis_server: RedisServer, overwrite: str
+) -> None:
+    """A key of the limit that something else overwrote with what the
+    script cannot read (another type, or a field that is no number): the
+    script fails, and the limiter closes (it cannot judge the limit), with
+    an error that says Redis's own words, which key, and what to do: delete
+    the keys or open the limit under another name. Its message said
+    ``the limiter broke: server:ResponseError`` (redis-py's repr of the
+    error), neither the reply nor the key."""
+    corrupt, global_priority = _OVERWRITTEN[overwrite]
+    name = fresh()
+    key = f"permits:{{{name}}}"
+    client = redis.Redis.from_url(redis_server.url)
+    try:
+        async with open_limiter(
+            Fifo(1),
+            redis_server.url,
+            name=name,
+            rate=100,
+            burst=2,
+            global_priority=global_priority,
+        ) as limiter:
+            await limiter.acquire()
+            corrupt(client, key)
+            with pytest.raises(LimiterClosed) as closed:  # (its second permit, or a wait)
+                await acquire_thrice(limiter)
+        message = str(closed.value)
+        assert "ResponseError" in message, message
+        assert "WRONGTYPE" in message or "user_script" in message, message  # Redis's words
+        assert key in message, message
+        assert "delete them" in message, message
+    finally:
+        client.delete(*(f"{key}{suffix}" for suffix in ("", ":limits", ":demand", ":line")))
+        client.close()
+
+
+@pytest.mark.anyio
+async def test_a_state_key_deleted_by_something_else_starts_the_limit_afresh(
+    redis_server: RedisServer,
+) -> None:
+    """The state deleted under a running limiter (``DEL``, as ``FLUSHDB``
+    or an eviction would): the next take finds full buckets, as after a
+    restart, at most one burst more over a window that spans it; nothing
+    breaks."""
+    name = fresh()
+    client = redis.Redis.from_url(redis_server.url)
+    try:
+        async with open_limiter(
+            Fifo(1), redis_server.url, name=name, rate=1, burst=2, audit=True
+        ) as limiter:
+            await limiter.acquire()
+            await limiter.acquire()  # the bucket is empty: the next in 1 s
+            client.delete(f"permits:{{{name}}}")
+            with anyio.fail_after(0.5):  # well before the bucket's next permit
+                await limiter.acquire()
+                await limiter.acquire()
+            with pytest.raises(AcquireTimeout):
+                await limiter.acquire(timeout=0.3)
+    finally:
+        client.close()
+    assert len(audit(redis_server, name)) == 4  # burst, then burst again
+
+
 def test_key_is_hash_tagged_and_expires_when_idle(redis_server: RedisServer) -> None:
     name = fresh()
     limit = RedisLimit(redis_server.url, name=name, rate=10, burst=3, prefix="app:")
