@@ -325,6 +325,42 @@ async def test_a_permit_cancelled_past_its_refund_window_goes_back_to_redis(
     assert len(audit(redis_server, name)) == 2  # granted, less given back
 
 
+@pytest.mark.anyio
+@pytest.mark.parametrize("next_asks", ["other units", "a larger reserve"])
+async def test_a_permit_cancelled_at_its_grant_goes_on_only_to_a_waiter_it_fits(
+    redis_server: RedisServer, next_asks: str
+) -> None:
+    """P26 on the shared limit, within the refund window: a caller granted
+    a permit and cancelled before it proceeds hands it to the next waiter
+    only if that one asks for the same units under no larger reserve;
+    here the next asks for 2 units, or waits at a level with a reserve of
+    1 (the permit was taken under 0): the permit goes back to Redis, and
+    the next waiter's own take is judged there (handed on, a 1-unit permit
+    would let a 2-unit caller through, or a reserved level into the
+    reserve)."""
+    async with open_limiter(
+        StrictPriority(2), redis_server.url, name=fresh(), rate=2, burst=2, reserve=(0, 1)
+    ) as limiter:
+        await limiter.acquire()
+        await limiter.acquire()  # the bucket is empty: a unit every 0.5 s
+        first = anyio.CancelScope()
+        cancel_when_granted(limiter, first)
+
+        async def cancelled() -> None:
+            with first:
+                await limiter.acquire(0)
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(cancelled)
+            await anyio.sleep(0.05)  # it waits first
+            if next_asks == "other units":
+                tg.start_soon(partial(limiter.acquire, 0, cost=2))
+            else:
+                tg.start_soon(limiter.acquire, 1)
+        assert first.cancelled_caught
+        assert limiter.given_back == 1, "the permit was handed to a waiter it does not fit"
+
+
 def test_the_audit_nets_a_lease_given_back_whole(redis_server: RedisServer) -> None:
     """The audit the multi-process tests count the limit by: a lease of
     five permits given back in one request (its callers left during the
