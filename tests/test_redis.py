@@ -20,7 +20,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from fractions import Fraction
 from functools import partial
 from pathlib import Path
@@ -403,7 +403,7 @@ async def acquire_thrice(limiter: RedisLimiter) -> None:
 #: Keys of a limit written by something else (another program, a hand at
 #: redis-cli), each as a function of the state key, and whether it needs
 #: global priority to be read.
-_OVERWRITTEN = {
+_OVERWRITTEN: dict[str, tuple[Callable[[redis.Redis, str], object], bool]] = {
     "the state a string": (lambda c, key: (c.delete(key), c.set(key, "garbage")), False),
     "a bucket's time not a number": (lambda c, key: c.hset(key, "tat:units", "garbage"), False),
     "a changed limit not 'T burst'": (lambda c, key: c.hset(f"{key}:limits", "units", "x"), False),
