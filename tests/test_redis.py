@@ -478,6 +478,52 @@ async def test_a_state_key_deleted_by_something_else_starts_the_limit_afresh(
     assert len(audit(redis_server, name)) == 4  # burst, then burst again
 
 
+@pytest.mark.anyio
+@pytest.mark.parametrize("fault", ["SCRIPT FLUSH", "CLIENT KILL"])
+async def test_waiters_ride_through_a_script_flush_or_a_dropped_connection(
+    redis_server: RedisServer, fault: str
+) -> None:
+    """While callers wait, Redis forgets the script (``SCRIPT FLUSH``, as
+    after a failover) or drops every client's connection (``CLIENT
+    KILL``), twice: every caller is served, nothing fails, the limit holds
+    on the Redis side, and Redis charged a permit for every caller (behind
+    ``NOSCRIPT`` the script is loaded and run once: exactly one each; a
+    take in flight as its connection dropped may have been charged with
+    its reply lost: more, never fewer)."""
+    name = fresh()
+    admin = redis.Redis.from_url(redis_server.url)
+    proceeded = 0
+
+    async def call(limiter: RedisLimiter) -> None:
+        nonlocal proceeded
+        await limiter.acquire(timeout=5)
+        proceeded += 1
+
+    try:
+        async with (
+            open_limiter(
+                Fifo(1), redis_server.url, name=name, rate=100, burst=2, lease=1, audit=True
+            ) as limiter,
+            anyio.create_task_group() as tg,
+        ):
+            for _ in range(30):
+                tg.start_soon(call, limiter)
+            for _ in range(2):
+                await anyio.sleep(0.08)
+                if fault == "SCRIPT FLUSH":
+                    admin.script_flush()
+                else:
+                    admin.client_kill_filter(_type="normal", skipme=True)
+    finally:
+        admin.close()
+    assert proceeded == 30
+    charged = audit(redis_server, name)
+    assert worst_excess(charged, 1e6 / 100, 2) <= 0
+    assert len(charged) >= 30  # never a permit Redis did not charge
+    if fault == "SCRIPT FLUSH":
+        assert len(charged) == 30  # a NOSCRIPT ran nothing
+
+
 def test_key_is_hash_tagged_and_expires_when_idle(redis_server: RedisServer) -> None:
     name = fresh()
     limit = RedisLimit(redis_server.url, name=name, rate=10, burst=3, prefix="app:")
