@@ -361,6 +361,48 @@ async def test_a_permit_cancelled_at_its_grant_goes_on_only_to_a_waiter_it_fits(
         assert limiter.given_back == 1, "the permit was handed to a waiter it does not fit"
 
 
+@pytest.mark.anyio
+async def test_a_permit_cancelled_at_its_grant_skips_a_waiter_whose_deadline_passed(
+    redis_server: RedisServer,
+) -> None:
+    """P26 on the shared limit: the waiter a permit handed back would go to
+    is judged at the time it is handed back. Behind the caller cancelled at
+    its grant wait one whose deadline passed while the loop stalled (its
+    timer not yet run) and a batch caller under a reserve of 1: the permit,
+    taken under reserve 0, goes back to Redis; judged at the machine's last
+    time, the expired waiter looked like its taker, and the permit went to
+    the batch caller, into its reserve (seen under asyncio, where the
+    cancelled caller runs before the timer; under trio either may run
+    first)."""
+    async with open_limiter(
+        StrictPriority(2), redis_server.url, name=fresh(), rate=2, burst=2, reserve=(0, 1)
+    ) as limiter:
+        await limiter.acquire()
+        await limiter.acquire()  # the bucket is empty: a unit every 0.5 s
+        first = anyio.CancelScope()
+        cancel_when_granted(limiter, first, stall=0.3)  # past the next one's deadline
+        expired: list[bool] = []
+
+        async def cancelled() -> None:
+            with first:
+                await limiter.acquire(0)
+
+        async def impatient() -> None:
+            with contextlib.suppress(AcquireTimeout):
+                await limiter.acquire(0, timeout=0.5)  # due at 0.55 s, the grant at 0.5 s
+                return
+            expired.append(True)
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(cancelled)
+            await anyio.sleep(0.05)
+            tg.start_soon(impatient)
+            tg.start_soon(limiter.acquire, 1)
+        assert first.cancelled_caught
+        assert expired == [True]
+        assert limiter.given_back == 1, "the permit went into the batch caller's reserve"
+
+
 def test_the_audit_nets_a_lease_given_back_whole(redis_server: RedisServer) -> None:
     """The audit the multi-process tests count the limit by: a lease of
     five permits given back in one request (its callers left during the
