@@ -456,6 +456,68 @@ async def test_cancelled_where_an_immediate_grant_returns(open_limiter: OpenLimi
         assert free == [True, not proceeded], "a refunded permit is back in the bucket"
 
 
+async def test_a_caller_granted_at_once_whom_a_stall_holds_at_its_checkpoint_counts_from_then(
+    open_limiter: OpenLimiter, case: tuple[str, str]
+) -> None:
+    """SPEC P26 at the phase between a grant at once and the caller's
+    return: under trio (the trio adapter, anyio on trio) it is a schedule
+    point, where another task may stall the loop. Its permit counts from when it proceeds, after the
+    stall, not from its grant: a level-1 caller waiting for the bucket's 2
+    units does not proceed with it (3 units at one instant; burst 2), but
+    1/8 s later. Counted from the grant, the bucket refilled during the
+    stall and both went together. (Under asyncio nothing yields there: the
+    caller proceeds at its grant.) Trio runs a batch in either order: tried
+    until the stall lands between the grant and the return."""
+    yields = case[0] == "trio"
+    for _ in range(40):
+        async with open_limiter(StrictPriority(2), 8, 2) as limiter:
+            stalled, proceeded = await _stalled_at_the_checkpoint(limiter)
+        for at, _ in proceeded:  # in units: at most burst + floor(rate * (d + 1 ns)) in [at, later]
+            for later, _ in proceeded:
+                units = sum(u for t, u in proceeded if at <= t <= later)
+                assert later < at or units <= 2 + 8 * (later - at + 1) // SECOND, proceeded
+        if stalled == yields:
+            break
+    assert stalled == yields, "the stall did not land at the checkpoint, or landed under asyncio"
+
+
+async def _stalled_at_the_checkpoint(limiter: BaseLimiter) -> tuple[bool, list[tuple[int, int]]]:
+    """A level-1 caller waits for 2 units, 1 is left; a level-0 caller is
+    granted it at once, and another task stalls the loop for 1 s if it runs
+    while that caller's permit is in flight (at its checkpoint). Whether it
+    stalled, and when each caller proceeded with how many units."""
+    proceeded: list[tuple[int, int]] = []  # (time, units)
+    go = anyio.Event()
+    stalled: list[bool] = []
+    ready: list[bool] = []
+
+    async def staller() -> None:
+        ready.append(True)
+        await go.wait()
+        stalled.append(limiter.machine.in_flight > 0)
+        if stalled[0]:
+            stall(1.0)  # the bucket would refill twice over
+
+    async def urgent() -> None:
+        go.set()
+        await limiter.acquire(0)
+        proceeded.append((now(), 1))
+
+    async def batch() -> None:
+        await limiter.acquire(1, cost=2)
+        proceeded.append((now(), 2))
+
+    await limiter.acquire(0)  # 1 of the 2 units left
+    proceeded.append((now(), 1))
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(batch)
+        await waiting(limiter, 1)
+        tg.start_soon(staller)
+        await until(lambda: bool(ready))  # the staller waits for go
+        tg.start_soon(urgent)
+    return stalled == [True], proceeded
+
+
 async def _granted_at_once_while_others_wait(
     limiter: BaseLimiter, settle: Callable[[], Awaitable[None]] | None = None
 ) -> int:

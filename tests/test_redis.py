@@ -20,7 +20,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from fractions import Fraction
 from functools import partial
 from pathlib import Path
@@ -350,6 +350,84 @@ async def test_a_permit_cancelled_past_its_refund_window_goes_back_to_redis(
     assert len(audit(redis_server, name)) == 2  # granted, less given back
 
 
+@pytest.mark.anyio
+@pytest.mark.parametrize("next_asks", ["other units", "a larger reserve"])
+async def test_a_permit_cancelled_at_its_grant_goes_on_only_to_a_waiter_it_fits(
+    redis_server: RedisServer, next_asks: str
+) -> None:
+    """P26 on the shared limit, within the refund window: a caller granted
+    a permit and cancelled before it proceeds hands it to the next waiter
+    only if that one asks for the same units under no larger reserve;
+    here the next asks for 2 units, or waits at a level with a reserve of
+    1 (the permit was taken under 0): the permit goes back to Redis, and
+    the next waiter's own take is judged there (handed on, a 1-unit permit
+    would let a 2-unit caller through, or a reserved level into the
+    reserve)."""
+    async with open_limiter(
+        StrictPriority(2), redis_server.url, name=fresh(), rate=2, burst=2, reserve=(0, 1)
+    ) as limiter:
+        await limiter.acquire()
+        await limiter.acquire()  # the bucket is empty: a unit every 0.5 s
+        first = anyio.CancelScope()
+        cancel_when_granted(limiter, first)
+
+        async def cancelled() -> None:
+            with first:
+                await limiter.acquire(0)
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(cancelled)
+            await anyio.sleep(0.05)  # it waits first
+            if next_asks == "other units":
+                tg.start_soon(partial(limiter.acquire, 0, cost=2))
+            else:
+                tg.start_soon(limiter.acquire, 1)
+        assert first.cancelled_caught
+        assert limiter.given_back == 1, "the permit was handed to a waiter it does not fit"
+
+
+@pytest.mark.anyio
+async def test_a_permit_cancelled_at_its_grant_skips_a_waiter_whose_deadline_passed(
+    redis_server: RedisServer,
+) -> None:
+    """P26 on the shared limit: the waiter a permit handed back would go to
+    is judged at the time it is handed back. Behind the caller cancelled at
+    its grant wait one whose deadline passed while the loop stalled (its
+    timer not yet run) and a batch caller under a reserve of 1: the permit,
+    taken under reserve 0, goes back to Redis; judged at the machine's last
+    time, the expired waiter looked like its taker, and the permit went to
+    the batch caller, into its reserve (seen under asyncio, where the
+    cancelled caller runs before the timer; under trio either may run
+    first)."""
+    async with open_limiter(
+        StrictPriority(2), redis_server.url, name=fresh(), rate=2, burst=2, reserve=(0, 1)
+    ) as limiter:
+        await limiter.acquire()
+        await limiter.acquire()  # the bucket is empty: a unit every 0.5 s
+        first = anyio.CancelScope()
+        cancel_when_granted(limiter, first, stall=0.3)  # past the next one's deadline
+        expired: list[bool] = []
+
+        async def cancelled() -> None:
+            with first:
+                await limiter.acquire(0)
+
+        async def impatient() -> None:
+            with contextlib.suppress(AcquireTimeout):
+                await limiter.acquire(0, timeout=0.5)  # due at 0.55 s, the grant at 0.5 s
+                return
+            expired.append(True)
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(cancelled)
+            await anyio.sleep(0.05)
+            tg.start_soon(impatient)
+            tg.start_soon(limiter.acquire, 1)
+        assert first.cancelled_caught
+        assert expired == [True]
+        assert limiter.given_back == 1, "the permit went into the batch caller's reserve"
+
+
 def test_the_audit_nets_a_lease_given_back_whole(redis_server: RedisServer) -> None:
     """The audit the multi-process tests count the limit by: a lease of
     five permits given back in one request (its callers left during the
@@ -382,6 +460,135 @@ def test_script_cached_and_reloaded_after_noscript(redis_server: RedisServer) ->
         assert not limit.take().allowed  # capacity 2: the third is refused
     finally:
         limit.close()
+
+
+async def acquire_thrice(limiter: RedisLimiter) -> None:
+    for _ in range(3):
+        await limiter.acquire(timeout=5)
+
+
+#: Keys of a limit written by something else (another program, a hand at
+#: redis-cli), each as a function of the state key, and whether it needs
+#: global priority to be read.
+_OVERWRITTEN: dict[str, tuple[Callable[[redis.Redis, str], object], bool]] = {
+    "the state a string": (lambda c, key: (c.delete(key), c.set(key, "garbage")), False),
+    "a bucket's time not a number": (lambda c, key: c.hset(key, "tat:units", "garbage"), False),
+    "a changed limit not 'T burst'": (lambda c, key: c.hset(f"{key}:limits", "units", "x"), False),
+    "the limits a string": (lambda c, key: c.set(f"{key}:limits", "garbage"), False),
+    "a demand not numbers": (lambda c, key: c.hset(f"{key}:demand", "other", "garbage"), True),
+}
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("overwrite", list(_OVERWRITTEN), ids=list(_OVERWRITTEN))
+async def test_a_key_overwritten_by_something_else_closes_the_limiter_saying_what_to_do(
+    redis_server: RedisServer, overwrite: str
+) -> None:
+    """A key of the limit that something else overwrote with what the
+    script cannot read (another type, or a field that is no number): the
+    script fails, and the limiter closes (it cannot judge the limit), with
+    an error that says Redis's own words, which key, and what to do: delete
+    the keys or open the limit under another name. Its message said
+    ``the limiter broke: server:ResponseError`` (redis-py's repr of the
+    error), neither the reply nor the key."""
+    corrupt, global_priority = _OVERWRITTEN[overwrite]
+    name = fresh()
+    key = f"permits:{{{name}}}"
+    client = redis.Redis.from_url(redis_server.url)
+    try:
+        async with open_limiter(
+            Fifo(1),
+            redis_server.url,
+            name=name,
+            rate=100,
+            burst=2,
+            global_priority=global_priority,
+        ) as limiter:
+            await limiter.acquire()
+            corrupt(client, key)
+            with pytest.raises(LimiterClosed) as closed:  # (its second permit, or a wait)
+                await acquire_thrice(limiter)
+        message = str(closed.value)
+        assert "ResponseError" in message, message
+        assert "WRONGTYPE" in message or "user_script" in message, message  # Redis's words
+        assert key in message, message
+        assert "delete them" in message, message
+    finally:
+        client.delete(*(f"{key}{suffix}" for suffix in ("", ":limits", ":demand", ":line")))
+        client.close()
+
+
+@pytest.mark.anyio
+async def test_a_state_key_deleted_by_something_else_starts_the_limit_afresh(
+    redis_server: RedisServer,
+) -> None:
+    """The state deleted under a running limiter (``DEL``, as ``FLUSHDB``
+    or an eviction would): the next take finds full buckets, as after a
+    restart, at most one burst more over a window that spans it; nothing
+    breaks."""
+    name = fresh()
+    client = redis.Redis.from_url(redis_server.url)
+    try:
+        async with open_limiter(
+            Fifo(1), redis_server.url, name=name, rate=1, burst=2, audit=True
+        ) as limiter:
+            await limiter.acquire()
+            await limiter.acquire()  # the bucket is empty: the next in 1 s
+            client.delete(f"permits:{{{name}}}")
+            with anyio.fail_after(0.5):  # well before the bucket's next permit
+                await limiter.acquire()
+                await limiter.acquire()
+            with pytest.raises(AcquireTimeout):
+                await limiter.acquire(timeout=0.3)
+    finally:
+        client.close()
+    assert len(audit(redis_server, name)) == 4  # burst, then burst again
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("fault", ["SCRIPT FLUSH", "CLIENT KILL"])
+async def test_waiters_ride_through_a_script_flush_or_a_dropped_connection(
+    redis_server: RedisServer, fault: str
+) -> None:
+    """While callers wait, Redis forgets the script (``SCRIPT FLUSH``, as
+    after a failover) or drops every client's connection (``CLIENT
+    KILL``), twice: every caller is served, nothing fails, the limit holds
+    on the Redis side, and Redis charged a permit for every caller (behind
+    ``NOSCRIPT`` the script is loaded and run once: exactly one each; a
+    take in flight as its connection dropped may have been charged with
+    its reply lost: more, never fewer)."""
+    name = fresh()
+    admin = redis.Redis.from_url(redis_server.url)
+    proceeded = 0
+
+    async def call(limiter: RedisLimiter) -> None:
+        nonlocal proceeded
+        await limiter.acquire(timeout=5)
+        proceeded += 1
+
+    try:
+        async with (
+            open_limiter(
+                Fifo(1), redis_server.url, name=name, rate=100, burst=2, lease=1, audit=True
+            ) as limiter,
+            anyio.create_task_group() as tg,
+        ):
+            for _ in range(30):
+                tg.start_soon(call, limiter)
+            for _ in range(2):
+                await anyio.sleep(0.08)
+                if fault == "SCRIPT FLUSH":
+                    admin.script_flush()
+                else:
+                    admin.client_kill_filter(_type="normal", skipme=True)
+    finally:
+        admin.close()
+    assert proceeded == 30
+    charged = audit(redis_server, name)
+    assert worst_excess(charged, 1e6 / 100, 2) <= 0
+    assert len(charged) >= 30  # never a permit Redis did not charge
+    if fault == "SCRIPT FLUSH":
+        assert len(charged) == 30  # a NOSCRIPT ran nothing
 
 
 def test_key_is_hash_tagged_and_expires_when_idle(redis_server: RedisServer) -> None:

@@ -123,3 +123,24 @@ def test_a_redis_limiter_shows_how_many_wait_and_whether_it_is_closed(
     assert waiting == f"{shared} waiting=1>"
     assert idle == f"{shared} waiting=0>"
     assert closed == f"{shared} closed>"
+
+
+class _Hidden(Exception):
+    """An error whose repr hides its message, as redis-py's do
+    (``server:ResponseError``)."""
+
+    def __repr__(self) -> str:
+        return f"server:{type(self).__name__}"
+
+
+def test_a_limiter_closed_says_its_causes_type_and_message() -> None:
+    """``LimiterClosed`` says why the limiter broke: the cause's type and
+    message, whatever the cause's repr shows (redis-py's shows neither the
+    message nor Redis's reply: ``the limiter broke: server:ResponseError``)."""
+    from permits.adapters import LimiterClosed
+
+    assert str(LimiterClosed(_Hidden("WRONGTYPE on the key"))) == (
+        "the limiter broke: _Hidden: WRONGTYPE on the key"
+    )
+    assert str(LimiterClosed(ValueError())) == "the limiter broke: ValueError"
+    assert str(LimiterClosed()) == "the limiter is closed"

@@ -82,8 +82,15 @@ class LimiterClosed(PermitError, RuntimeError):
 
     def __init__(self, cause: BaseException | None = None) -> None:
         self.cause = cause
+        if cause is None:
+            super().__init__("the limiter is closed")
+            return
+        # The cause's type and message, not its repr: some hide the message
+        # there (redis-py's errors: ``server:ResponseError``).
+        text = str(cause)
+        kind = type(cause).__name__
         super().__init__(
-            "the limiter is closed" if cause is None else f"the limiter broke: {cause!r}"
+            f"the limiter broke: {kind}: {text}" if text else f"the limiter broke: {kind}"
         )
 
 

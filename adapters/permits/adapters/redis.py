@@ -841,12 +841,23 @@ class _NotNow(redis.exceptions.ConnectionError):
 _NOT_NOW = ("BUSY ", "MISCONF ", "NOREPLICAS ")
 
 
-def _counted(error: redis.exceptions.ResponseError) -> BaseException:
+def _counted(error: redis.exceptions.ResponseError, key: str | None = None) -> BaseException:
     """An error reply as the limiter counts it: ``-BUSY``, ``-MISCONF`` and
-    ``-NOREPLICAS`` as a :class:`_NotNow` (an outage), anything else as it
-    is."""
-    if type(error) is redis.exceptions.ResponseError and str(error).startswith(_NOT_NOW):
-        return _NotNow(str(error))
+    ``-NOREPLICAS`` as a :class:`_NotNow` (an outage); the script failing
+    on what it read (``-WRONGTYPE``, or a Lua error: a key of the limit
+    ``key`` that something else wrote) as the same error, saying which keys
+    and what to do; anything else as it is."""
+    if type(error) is not redis.exceptions.ResponseError:
+        return error
+    text = str(error)
+    if text.startswith(_NOT_NOW):
+        return _NotNow(text)
+    if key is not None and (text.startswith("WRONGTYPE") or "user_script:" in text):
+        return redis.exceptions.ResponseError(
+            f"{text} (the script failed on what the keys of the limit hold: {key} and "
+            f"{key}:limits, :demand, :line, :shares; if something else wrote them, "
+            "delete them, or open the limit under another name or prefix)"
+        )
     return error
 
 
@@ -1209,7 +1220,7 @@ class RedisLimit:
             self._client, redis.Redis
         ):
             self._client.connection_pool.disconnect()
-        return _counted(error)
+        return _counted(error, self.key)
 
     async def _arefused(self, error: redis.exceptions.ResponseError) -> BaseException:
         """:meth:`_refused` for an error reply to the asyncio client: after
@@ -1219,7 +1230,7 @@ class RedisLimit:
             self._aclient, redis.asyncio.Redis
         ):
             await self._aclient.connection_pool.disconnect()
-        return _counted(error)
+        return _counted(error, self.key)
 
     def send(self, request: Request) -> GcraAnswer:
         """Run ``request`` (one round trip, blocking)."""
@@ -1257,7 +1268,9 @@ class RedisLimit:
         def replied(reply: Any, error: BaseException | None) -> None:
             if error is None:
                 if isinstance(reply, redis.exceptions.ResponseError):
-                    error = _counted(reply)  # (the small client closes a READONLY connection)
+                    error = _counted(
+                        reply, self.key
+                    )  # (the small client closes a READONLY connection)
                 else:
                     try:
                         answer = _answer(reply, limits)
