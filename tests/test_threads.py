@@ -807,3 +807,49 @@ def test_close_wakes_the_timer_thread_however_long_it_would_sleep() -> None:
     assert not closing.is_alive(), "close() waits for the timer thread to sleep out"
     waiter.join()
     assert len(errors) == 1
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="os.fork is POSIX's")
+def test_a_waiter_pushed_but_not_yet_known_at_a_fork_is_withdrawn_in_the_child() -> None:
+    """A fork that lands after another thread's waiter was pushed into the
+    machine, before the limiter noted it as waiting (here: held as it is
+    noted): that thread is not in the child, so its waiter must go there
+    too. The child withdrew only the waiters the limiter had noted, and
+    left this one queued for nobody: every acquire in the child queued
+    behind it, and it took the only permit of the burst, for ever."""
+    pushed, forked = threading.Event(), threading.Event()
+
+    class Held(dict[int, Any]):
+        def __setitem__(self, key: int, value: Any) -> None:
+            pushed.set()  # in the machine, not yet noted
+            forked.wait()
+            super().__setitem__(key, value)
+
+    with open_limiter(Fifo(), 20, 1) as limiter:  # a permit every 50 ms
+        limiter.acquire()  # the permit free: the next thread waits
+        limiter._waiters = Held()
+        parent = threading.Thread(target=limiter.acquire)
+        parent.start()
+        assert pushed.wait(10.0)
+        assert len(limiter.machine) == 1
+        read, write = os.pipe()
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", DeprecationWarning)  # forking with threads, 3.12
+            pid = os.fork()
+        if pid == 0:  # the child: report, and never return into pytest
+            outcome = ""
+            try:
+                outcome = f"queued: {len(limiter.machine)}"
+                for _ in range(3):
+                    limiter.acquire(timeout=5.0)
+                outcome += ", granted"
+            except BaseException as error:
+                outcome += f", {error!r}"
+            os.write(write, outcome.encode())
+            os._exit(0)
+        os.close(write)
+        forked.set()
+        reap(pid)
+        with os.fdopen(read) as pipe:
+            assert pipe.read() == "queued: 0, granted"
+        parent.join()

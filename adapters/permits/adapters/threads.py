@@ -127,15 +127,18 @@ class Limiter(_Limiting):
         child has not), the parent's waiters withdrawn (no thread waits on
         them here: each would take a permit nobody spends), the permits in
         flight handed back (granted to threads not here, which will never
-        proceed with them), and a timer thread of its own."""
+        proceed with them), and a timer thread of its own. The waiters are
+        the machine's, not those noted in ``_waiters``: a fork may land
+        after a push, before its waiter is noted."""
         self._lock = threading.Lock()
         self._plan = threading.Condition(self._lock)
         self._timer_at = None
-        waiters, self._waiters = self._waiters, {}
+        self._waiters = {}
         machine = self._machine
-        for id in waiters:
-            with suppress(Exception):  # a broken policy: the waiters are gone either way
-                machine.cancel(id)
+        for queue in machine.snapshot().waiting:
+            for waiter in queue:
+                with suppress(Exception):  # a broken policy: the waiters are gone either way
+                    machine.cancel(waiter.id)
         now = self._now()
         for grant in machine.snapshot().grants:
             if grant.before is None:  # in flight: charged only when spent
