@@ -853,3 +853,41 @@ def test_a_waiter_pushed_but_not_yet_known_at_a_fork_is_withdrawn_in_the_child()
         with os.fdopen(read) as pipe:
             assert pipe.read() == "queued: 0, granted"
         parent.join()
+
+
+def test_an_interrupt_inside_the_machines_call_breaks_the_limiter_loudly(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A KeyboardInterrupt can land between any two bytecodes of the main
+    thread, the machine's own among them: here in a push, after the
+    waiter is queued, before its deadline is noted. The machine, whose
+    calls are not made to be cut short, is left half done (the waiter
+    queued for nobody, unknown to the limiter, its deadline lost): every
+    caller after it waited behind it, and a later call could fail on the
+    half-made state. The limiter breaks instead, at once: the interrupt
+    leaves as itself, every waiter wakes with LimiterClosed naming it,
+    and so is every later call refused."""
+    from permits.core import _deadlines
+
+    add = _deadlines.Deadlines.add
+
+    def interrupt(*args: Any) -> NoReturn:
+        monkeypatch.setattr(_deadlines.Deadlines, "add", add)  # once
+        raise KeyboardInterrupt
+
+    woken: list[BaseException] = []
+    with open_limiter(Fifo(), 20, 1) as limiter:  # a permit every 50 ms
+        limiter.acquire()  # the permit free: the next callers wait
+        waiter = waiting_thread(limiter, woken)
+        until(lambda: len(limiter.machine) == 1)
+        monkeypatch.setattr(_deadlines.Deadlines, "add", interrupt)
+        with pytest.raises(KeyboardInterrupt):
+            limiter.acquire(timeout=5.0)
+        assert limiter.closed, "the limiter works on, on a machine left half done"
+        with pytest.raises(LimiterClosed) as refused:
+            limiter.acquire(timeout=5.0)
+        assert isinstance(refused.value.cause, KeyboardInterrupt)
+        waiter.join(10.0)
+        assert not waiter.is_alive()
+    assert len(woken) == 1
+    assert isinstance(woken[0], LimiterClosed)

@@ -13,7 +13,9 @@ changes), so nothing polls. Threads that race are queued in the order they
 take the lock, so FIFO within a level holds among them. A thread whose
 ``timeout`` passes expires in the machine at its deadline and costs no
 permit; one interrupted while waiting (``KeyboardInterrupt``) withdraws, and
-hands back a permit decided for it meanwhile. A wait in a thread that runs
+hands back a permit decided for it meanwhile (an interrupt that lands inside
+the machine's own call, which it may leave half done, breaks the limiter:
+:class:`LimiterClosed` naming it). A wait in a thread that runs
 an event loop (asyncio, trio) would stall all its tasks: it warns
 (:class:`RuntimeWarning`), naming the async adapter to use instead. A
 limiter opened before ``os.fork`` (a server that loads the app, then forks
@@ -190,9 +192,10 @@ class Limiter(_Limiting):
         # between any two bytecodes of the main thread) withdraws it or hands
         # its permit back: none is left queued or in flight with nobody to
         # take it (within _request, after the push, _request withdraws it).
-        # Only the few bytecodes around the machine's push and the return
-        # of _request are not covered. (A take pushes nothing: granted and
-        # spent in one step, or not made.)
+        # One that lands inside a machine call breaks the limiter, whose
+        # machine it may have left half done (_Limiting._interrupted). Only
+        # the few bytecodes of the return of _request are not covered. (A
+        # take pushes nothing: granted and spent in one step, or not made.)
         pushed = False
         try:
             with self._lock:
