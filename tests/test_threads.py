@@ -891,3 +891,55 @@ def test_an_interrupt_inside_the_machines_call_breaks_the_limiter_loudly(
         assert not waiter.is_alive()
     assert len(woken) == 1
     assert isinstance(woken[0], LimiterClosed)
+
+
+class _PopInterrupted(list[Decision]):
+    """A push's decisions: the first ``pop`` is interrupted as it returns,
+    the decision taken from the list and not yet the caller's."""
+
+    def pop(self, index: Any = -1) -> Decision:
+        super().pop(index)
+        raise KeyboardInterrupt
+
+
+def test_an_interrupt_as_the_newcomer_takes_its_decision_hands_the_permit_back() -> None:
+    """A push may grant its newcomer at once while others wait (``Shares``
+    with costs). A KeyboardInterrupt that lands as the limiter takes that
+    grant out of the push's decisions, before the caller knows it (the
+    eval loop looks for one as each call returns), withdrew a waiter it
+    took to be waiting: the machine had no such waiter, and the permit
+    stayed in flight for nobody, for ever. It goes back."""
+    with open_limiter(Shares((1, 1)), 0.001, 5) as limiter:  # nothing refills
+        limiter.acquire(0, cost=2)  # 3 units left
+        woken: list[BaseException] = []
+
+        def wait() -> None:
+            try:
+                limiter.acquire(0, cost=5)
+            except LimiterClosed as error:
+                woken.append(error)
+
+        big = threading.Thread(target=wait)
+        big.start()  # chosen next, short of units: it waits
+        until(lambda: len(limiter.machine) == 1)
+        machine = limiter.machine
+
+        class Interrupting:
+            def __getattr__(self, name: str) -> Any:
+                return getattr(machine, name)
+
+            def __len__(self) -> int:
+                return len(machine)
+
+            def push(self, *args: Any, **options: Any) -> list[Decision]:
+                limiter._machine = machine  # once
+                return _PopInterrupted(machine.push(*args, **options))
+
+        limiter._machine = Interrupting()  # type: ignore[assignment]
+        with pytest.raises(KeyboardInterrupt):
+            limiter.acquire(1)  # granted at once: a unit is free at level 1
+        assert limiter.machine.in_flight == 0, "a permit in flight for nobody"
+        assert limiter.statistics().levels[1].refunded == 1
+        assert len(limiter.machine) == 1, "the waiter at level 0 waits on"
+    big.join()
+    assert len(woken) == 1, "the waiter at level 0 waited until the limiter closed"

@@ -991,6 +991,11 @@ class _Limiting:
             if cancelled:
                 # The next cost may fit now (SPEC P2): re-plan the timer.
                 self._reschedule()
+            else:
+                # Not waiting, yet its decision never reached the caller
+                # (an interrupt as it was taken from the push's decisions):
+                # a permit granted to it goes back (none: nothing is done).
+                self._refund(id)
         elif waiter.decision.state is State.GRANTED:
             # Decided, but the caller never proceeded: hand the permit back.
             self._refund(id)
