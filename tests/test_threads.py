@@ -17,6 +17,7 @@ import threading
 import time
 import warnings
 import weakref
+from contextlib import suppress
 from typing import Any, NoReturn
 
 import pytest
@@ -943,3 +944,46 @@ def test_an_interrupt_as_the_newcomer_takes_its_decision_hands_the_permit_back()
         assert len(limiter.machine) == 1, "the waiter at level 0 waits on"
     big.join()
     assert len(woken) == 1, "the waiter at level 0 waited until the limiter closed"
+
+
+def test_an_interrupt_while_waking_the_waiters_granted_wakes_them_all() -> None:
+    """A call of the main thread that grants several waiters at once (here
+    a settle that gives units back) wakes each in turn; a KeyboardInterrupt that lands as
+    the first is woken (the eval loop looks for one as each call returns)
+    left the rest asleep for ever, their permits in flight for nobody.
+    They are woken; the interrupt goes on as itself."""
+    done: list[int] = []
+
+    def call(i: int) -> None:
+        with suppress(LimiterClosed):  # (as the limiter closes, if never woken)
+            limiter.acquire()
+            done.append(i)
+
+    with open_limiter(Fifo(), 0.001, 3, settle_window=60.0) as limiter:  # nothing refills
+        permit = limiter.acquire(cost=3)
+        callers = []
+        for i in range(3):
+            caller = threading.Thread(target=call, args=(i,))
+            caller.start()
+            until(lambda i=i: len(limiter.machine) == i + 1)
+            callers.append(caller)
+        first = min(limiter._waiters)
+        event = limiter._waiters[first].event
+        assert event is not None
+
+        class Interrupted:
+            interrupted = False
+
+            def set(self) -> None:
+                event.set()  # type: ignore[union-attr]
+                if not self.interrupted:  # once, as it returns
+                    self.interrupted = True
+                    raise KeyboardInterrupt
+
+        limiter._waiters[first].event = Interrupted()
+        with pytest.raises(KeyboardInterrupt):
+            permit.settle(0)  # three units back at once
+        for caller in callers:
+            caller.join(10.0)
+        assert sorted(done) == [0, 1, 2], "a waiter granted was never woken"
+        assert limiter.machine.in_flight == 0

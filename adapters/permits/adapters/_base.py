@@ -733,12 +733,29 @@ class _Limiting:
                 log.exception("a metrics exporter failed to record a wait")
 
     def _dispatch(self, decisions: list[Decision]) -> None:
+        """Wake the waiter of each decision, with it. An interrupt that
+        lands meanwhile (a ``KeyboardInterrupt`` lands between any two
+        bytecodes of the main thread) goes on once every one is woken: a
+        waiter left asleep would never wake, its permit in flight for
+        nobody. (Each is dropped once woken, so that waking it again
+        does nothing.)"""
+        try:
+            self._wake(decisions)
+        except BaseException as error:
+            if isinstance(error, Exception):
+                raise
+            self._wake(decisions)
+            raise
+
+    def _wake(self, decisions: list[Decision]) -> None:
         waiters = self._waiters
         for decision in decisions:
-            waiter = waiters.pop(decision.id, None)  # type: ignore[call-overload]
-            if waiter is not None and waiter.event is not None:
-                waiter.decision = decision
-                waiter.event.set()
+            waiter = waiters.get(decision.id)  # type: ignore[call-overload]
+            if waiter is not None:
+                if waiter.event is not None:
+                    waiter.decision = decision
+                    waiter.event.set()
+                del waiters[decision.id]  # type: ignore[arg-type]
 
     def _fault(self, error: BaseException) -> NoReturn:
         """A machine call raised. Bad input (``PermitTypeError``,
