@@ -17,6 +17,7 @@ import threading
 import time
 import warnings
 import weakref
+from contextlib import suppress
 from typing import Any, NoReturn
 
 import pytest
@@ -807,3 +808,182 @@ def test_close_wakes_the_timer_thread_however_long_it_would_sleep() -> None:
     assert not closing.is_alive(), "close() waits for the timer thread to sleep out"
     waiter.join()
     assert len(errors) == 1
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="os.fork is POSIX's")
+def test_a_waiter_pushed_but_not_yet_known_at_a_fork_is_withdrawn_in_the_child() -> None:
+    """A fork that lands after another thread's waiter was pushed into the
+    machine, before the limiter noted it as waiting (here: held as it is
+    noted): that thread is not in the child, so its waiter must go there
+    too. The child withdrew only the waiters the limiter had noted, and
+    left this one queued for nobody: every acquire in the child queued
+    behind it, and it took the only permit of the burst, for ever."""
+    pushed, forked = threading.Event(), threading.Event()
+
+    class Held(dict[int, Any]):
+        def __setitem__(self, key: int, value: Any) -> None:
+            pushed.set()  # in the machine, not yet noted
+            forked.wait()
+            super().__setitem__(key, value)
+
+    with open_limiter(Fifo(), 20, 1) as limiter:  # a permit every 50 ms
+        limiter.acquire()  # the permit free: the next thread waits
+        limiter._waiters = Held()
+        parent = threading.Thread(target=limiter.acquire)
+        parent.start()
+        assert pushed.wait(10.0)
+        assert len(limiter.machine) == 1
+        read, write = os.pipe()
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", DeprecationWarning)  # forking with threads, 3.12
+            pid = os.fork()
+        if pid == 0:  # the child: report, and never return into pytest
+            outcome = ""
+            try:
+                outcome = f"queued: {len(limiter.machine)}"
+                for _ in range(3):
+                    limiter.acquire(timeout=5.0)
+                outcome += ", granted"
+            except BaseException as error:
+                outcome += f", {error!r}"
+            os.write(write, outcome.encode())
+            os._exit(0)
+        os.close(write)
+        forked.set()
+        reap(pid)
+        with os.fdopen(read) as pipe:
+            assert pipe.read() == "queued: 0, granted"
+        parent.join()
+
+
+def test_an_interrupt_inside_the_machines_call_breaks_the_limiter_loudly(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A KeyboardInterrupt can land between any two bytecodes of the main
+    thread, the machine's own among them: here in a push, after the
+    waiter is queued, before its deadline is noted. The machine, whose
+    calls are not made to be cut short, is left half done (the waiter
+    queued for nobody, unknown to the limiter, its deadline lost): every
+    caller after it waited behind it, and a later call could fail on the
+    half-made state. The limiter breaks instead, at once: the interrupt
+    leaves as itself, every waiter wakes with LimiterClosed naming it,
+    and so is every later call refused."""
+    from permits.core import _deadlines
+
+    add = _deadlines.Deadlines.add
+
+    def interrupt(*args: Any) -> NoReturn:
+        monkeypatch.setattr(_deadlines.Deadlines, "add", add)  # once
+        raise KeyboardInterrupt
+
+    woken: list[BaseException] = []
+    with open_limiter(Fifo(), 20, 1) as limiter:  # a permit every 50 ms
+        limiter.acquire()  # the permit free: the next callers wait
+        waiter = waiting_thread(limiter, woken)
+        until(lambda: len(limiter.machine) == 1)
+        monkeypatch.setattr(_deadlines.Deadlines, "add", interrupt)
+        with pytest.raises(KeyboardInterrupt):
+            limiter.acquire(timeout=5.0)
+        assert limiter.closed, "the limiter works on, on a machine left half done"
+        with pytest.raises(LimiterClosed) as refused:
+            limiter.acquire(timeout=5.0)
+        assert isinstance(refused.value.cause, KeyboardInterrupt)
+        waiter.join(10.0)
+        assert not waiter.is_alive()
+    assert len(woken) == 1
+    assert isinstance(woken[0], LimiterClosed)
+
+
+class _PopInterrupted(list[Decision]):
+    """A push's decisions: the first ``pop`` is interrupted as it returns,
+    the decision taken from the list and not yet the caller's."""
+
+    def pop(self, index: Any = -1) -> Decision:
+        super().pop(index)
+        raise KeyboardInterrupt
+
+
+def test_an_interrupt_as_the_newcomer_takes_its_decision_hands_the_permit_back() -> None:
+    """A push may grant its newcomer at once while others wait (``Shares``
+    with costs). A KeyboardInterrupt that lands as the limiter takes that
+    grant out of the push's decisions, before the caller knows it (the
+    eval loop looks for one as each call returns), withdrew a waiter it
+    took to be waiting: the machine had no such waiter, and the permit
+    stayed in flight for nobody, for ever. It goes back."""
+    with open_limiter(Shares((1, 1)), 0.001, 5) as limiter:  # nothing refills
+        limiter.acquire(0, cost=2)  # 3 units left
+        woken: list[BaseException] = []
+
+        def wait() -> None:
+            try:
+                limiter.acquire(0, cost=5)
+            except LimiterClosed as error:
+                woken.append(error)
+
+        big = threading.Thread(target=wait)
+        big.start()  # chosen next, short of units: it waits
+        until(lambda: len(limiter.machine) == 1)
+        machine = limiter.machine
+
+        class Interrupting:
+            def __getattr__(self, name: str) -> Any:
+                return getattr(machine, name)
+
+            def __len__(self) -> int:
+                return len(machine)
+
+            def push(self, *args: Any, **options: Any) -> list[Decision]:
+                limiter._machine = machine  # once
+                return _PopInterrupted(machine.push(*args, **options))
+
+        limiter._machine = Interrupting()  # type: ignore[assignment]
+        with pytest.raises(KeyboardInterrupt):
+            limiter.acquire(1)  # granted at once: a unit is free at level 1
+        assert limiter.machine.in_flight == 0, "a permit in flight for nobody"
+        assert limiter.statistics().levels[1].refunded == 1
+        assert len(limiter.machine) == 1, "the waiter at level 0 waits on"
+    big.join()
+    assert len(woken) == 1, "the waiter at level 0 waited until the limiter closed"
+
+
+def test_an_interrupt_while_waking_the_waiters_granted_wakes_them_all() -> None:
+    """A call of the main thread that grants several waiters at once (here
+    a settle that gives units back) wakes each in turn; a KeyboardInterrupt that lands as
+    the first is woken (the eval loop looks for one as each call returns)
+    left the rest asleep for ever, their permits in flight for nobody.
+    They are woken; the interrupt goes on as itself."""
+    done: list[int] = []
+
+    def call(i: int) -> None:
+        with suppress(LimiterClosed):  # (as the limiter closes, if never woken)
+            limiter.acquire()
+            done.append(i)
+
+    with open_limiter(Fifo(), 0.001, 3, settle_window=60.0) as limiter:  # nothing refills
+        permit = limiter.acquire(cost=3)
+        callers = []
+        for i in range(3):
+            caller = threading.Thread(target=call, args=(i,))
+            caller.start()
+            until(lambda i=i: len(limiter.machine) == i + 1)
+            callers.append(caller)
+        first = min(limiter._waiters)
+        event = limiter._waiters[first].event
+        assert event is not None
+
+        class Interrupted:
+            interrupted = False
+
+            def set(self) -> None:
+                event.set()  # type: ignore[union-attr]
+                if not self.interrupted:  # once, as it returns
+                    self.interrupted = True
+                    raise KeyboardInterrupt
+
+        limiter._waiters[first].event = Interrupted()
+        with pytest.raises(KeyboardInterrupt):
+            permit.settle(0)  # three units back at once
+        for caller in callers:
+            caller.join(10.0)
+        assert sorted(done) == [0, 1, 2], "a waiter granted was never woken"
+        assert limiter.machine.in_flight == 0

@@ -721,7 +721,7 @@ class _Limiting:
         machine = self._machine
         try:
             decisions = machine.spend(id, now, settle_later=self._settle_later)
-        except Exception as error:
+        except BaseException as error:
             self._fault(error)
         if decisions:
             self._dispatch(decisions)
@@ -740,25 +740,58 @@ class _Limiting:
                 log.exception("a metrics exporter failed to record a wait")
 
     def _dispatch(self, decisions: list[Decision]) -> None:
+        """Wake the waiter of each decision, with it. An interrupt that
+        lands meanwhile (a ``KeyboardInterrupt`` lands between any two
+        bytecodes of the main thread) goes on once every one is woken: a
+        waiter left asleep would never wake, its permit in flight for
+        nobody. (Each is dropped once woken, so that waking it again
+        does nothing.)"""
+        try:
+            self._wake(decisions)
+        except BaseException as error:
+            if isinstance(error, Exception):
+                raise
+            self._wake(decisions)
+            raise
+
+    def _wake(self, decisions: list[Decision]) -> None:
         waiters = self._waiters
         for decision in decisions:
-            waiter = waiters.pop(decision.id, None)  # type: ignore[call-overload]
-            if waiter is not None and waiter.event is not None:
-                waiter.decision = decision
-                waiter.event.set()
+            waiter = waiters.get(decision.id)  # type: ignore[call-overload]
+            if waiter is not None:
+                if waiter.event is not None:
+                    waiter.decision = decision
+                    waiter.event.set()
+                del waiters[decision.id]  # type: ignore[arg-type]
 
-    def _fault(self, error: Exception) -> NoReturn:
+    def _fault(self, error: BaseException) -> NoReturn:
         """A machine call raised. Bad input (``PermitTypeError``,
         ``PermitValueError``) left the machine as it was and goes to the
         caller as it is. Anything else is a broken policy, which may have
         decided for other waiters in the same call: the limiter breaks, so
         that every waiter wakes with :class:`LimiterClosed` (none is left
         waiting, and no permit is left in flight for nobody), and so does
-        the caller."""
+        the caller. An interrupt that landed in the call (see
+        :meth:`_interrupted`) breaks it too, and goes on as itself."""
         if isinstance(error, (PermitTypeError, PermitValueError)):
             raise error
         self._break(error)
+        if not isinstance(error, Exception):
+            raise error
         raise self._refused() from error
+
+    def _interrupted(self, error: BaseException) -> None:
+        """A machine call was cut short by ``error``, broken policy or not:
+        the limiter breaks (:meth:`_fault`). One that is not an
+        ``Exception`` is an interrupt (a ``KeyboardInterrupt``, or what a
+        signal handler raised, lands between any two bytecodes of the main
+        thread, the machine's own among them), which may have left the
+        machine half done (a waiter queued with its deadline not yet
+        noted): nothing it decides can be trusted after it. It goes on as
+        itself; a broken policy's error is the caller's to drop."""
+        self._break(error)
+        if not isinstance(error, Exception):
+            raise error
 
     def _catch_up(self, due: int, seconds: float) -> None:
         """The timer set for the tick ``due`` (ns) fired with the framework's
@@ -777,10 +810,10 @@ class _Limiting:
             return
         try:
             self._dispatch(self._machine.tick(self._now()))
-        except Exception as error:
+        except BaseException as error:
             # The waiters learn of it (LimiterClosed, with the cause); the
             # timer is the limiter's own, so nobody else would.
-            self._break(error)
+            self._interrupted(error)
             return
         self._reschedule()
 
@@ -829,7 +862,7 @@ class _Limiting:
             decisions = machine.push(
                 id, level, now, deadline=deadline, cost=cost, flow=flow, max_wait_ns=limit
             )
-        except Exception as error:
+        except BaseException as error:
             self._fault(error)
         # The newcomer's own decision, if any: the last, or followed by
         # others' grants in the same push (the policy chooses again after it).
@@ -883,7 +916,7 @@ class _Limiting:
             decisions = self._machine.take(
                 id, level, now, cost=cost, flow=flow, settle_later=self._settle_later
             )
-        except Exception as error:
+        except BaseException as error:
             self._fault(error)
         decision = decisions.pop() if decisions and decisions[-1].id == id else None
         if decisions:
@@ -976,12 +1009,17 @@ class _Limiting:
             self._waiters.pop(id, None)
             try:
                 cancelled = self._machine.cancel(id)  # asks the policy when costs differ
-            except Exception as error:
-                self._break(error)  # a broken policy; the caller's exception goes on
+            except BaseException as error:
+                self._interrupted(error)  # a broken policy; the caller's exception goes on
                 return
             if cancelled:
                 # The next cost may fit now (SPEC P2): re-plan the timer.
                 self._reschedule()
+            else:
+                # Not waiting, yet its decision never reached the caller
+                # (an interrupt as it was taken from the push's decisions):
+                # a permit granted to it goes back (none: nothing is done).
+                self._refund(id)
         elif waiter.decision.state is State.GRANTED:
             # Decided, but the caller never proceeded: hand the permit back.
             self._refund(id)
@@ -1013,8 +1051,8 @@ class _Limiting:
             self._dispatch(self._machine.refund(id, self._now()))
         except NotRefundable:
             return False
-        except Exception as error:
-            self._break(error)  # a broken policy
+        except BaseException as error:
+            self._interrupted(error)  # a broken policy
             return True
         self._reschedule()
         return True
@@ -1130,7 +1168,7 @@ class _Limiting:
             self._ensure_open()
         try:
             decisions = operation(now)
-        except Exception as error:
+        except BaseException as error:
             self._fault(error)
         self._dispatch(decisions)
         self._reschedule()

@@ -13,7 +13,9 @@ changes), so nothing polls. Threads that race are queued in the order they
 take the lock, so FIFO within a level holds among them. A thread whose
 ``timeout`` passes expires in the machine at its deadline and costs no
 permit; one interrupted while waiting (``KeyboardInterrupt``) withdraws, and
-hands back a permit decided for it meanwhile. A wait in a thread that runs
+hands back a permit decided for it meanwhile (an interrupt that lands inside
+the machine's own call, which it may leave half done, breaks the limiter:
+:class:`LimiterClosed` naming it). A wait in a thread that runs
 an event loop (asyncio, trio) would stall all its tasks: it warns
 (:class:`RuntimeWarning`), naming the async adapter to use instead. A
 limiter opened before ``os.fork`` (a server that loads the app, then forks
@@ -127,15 +129,18 @@ class Limiter(_Limiting):
         child has not), the parent's waiters withdrawn (no thread waits on
         them here: each would take a permit nobody spends), the permits in
         flight handed back (granted to threads not here, which will never
-        proceed with them), and a timer thread of its own."""
+        proceed with them), and a timer thread of its own. The waiters are
+        the machine's, not those noted in ``_waiters``: a fork may land
+        after a push, before its waiter is noted."""
         self._lock = threading.Lock()
         self._plan = threading.Condition(self._lock)
         self._timer_at = None
-        waiters, self._waiters = self._waiters, {}
+        self._waiters = {}
         machine = self._machine
-        for id in waiters:
-            with suppress(Exception):  # a broken policy: the waiters are gone either way
-                machine.cancel(id)
+        for queue in machine.snapshot().waiting:
+            for waiter in queue:
+                with suppress(Exception):  # a broken policy: the waiters are gone either way
+                    machine.cancel(waiter.id)
         now = self._now()
         for grant in machine.snapshot().grants:
             if grant.before is None:  # in flight: charged only when spent
@@ -187,9 +192,10 @@ class Limiter(_Limiting):
         # between any two bytecodes of the main thread) withdraws it or hands
         # its permit back: none is left queued or in flight with nobody to
         # take it (within _request, after the push, _request withdraws it).
-        # Only the few bytecodes around the machine's push and the return
-        # of _request are not covered. (A take pushes nothing: granted and
-        # spent in one step, or not made.)
+        # One that lands inside a machine call breaks the limiter, whose
+        # machine it may have left half done (_Limiting._interrupted). Only
+        # the few bytecodes of the return of _request are not covered. (A
+        # take pushes nothing: granted and spent in one step, or not made.)
         pushed = False
         try:
             with self._lock:
