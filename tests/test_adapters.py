@@ -1628,8 +1628,9 @@ async def test_max_waiting_zero_grants_at_once_or_rejects(open_limiter: OpenLimi
 async def test_a_full_flow_rejects_with_its_own_limit(open_limiter: OpenLimiter) -> None:
     """``max_waiting_per_flow`` rejects a tenant's extra waiter with a
     QueueFull that names the flow and its limit, while another tenant of the
-    same level still queues."""
-    async with open_limiter(Fifo(), 10, 1, max_waiting=5, max_waiting_per_flow=1) as limiter:
+    same level still queues. (One permit in 10 s: on the real clock, the
+    waiters queue long before the next.)"""
+    async with open_limiter(Fifo(), 0.1, 1, max_waiting=5, max_waiting_per_flow=1) as limiter:
         await limiter.acquire()  # spends the full bucket
         async with anyio.create_task_group() as tg:
             tg.start_soon(functools.partial(limiter.acquire, flow="a"))
