@@ -1619,8 +1619,10 @@ async def test_timeout_zero_is_granted_when_a_permit_is_free(open_limiter: OpenL
 @pytest.mark.threads
 async def test_max_waiting_zero_grants_at_once_or_rejects(open_limiter: OpenLimiter) -> None:
     """``max_waiting=0`` for a level means "never queue": an idle limiter
-    grants it at once; a busy one rejects it with QueueFull."""
-    async with open_limiter(StrictPriority(2), 10, 1, max_waiting=(None, 0)) as limiter:
+    grants it at once; a busy one rejects it with QueueFull. (A permit a
+    second: on the real clock of a loaded machine, the second acquire may
+    come 0.1 s after the first, and at 10 a second a permit was free again.)"""
+    async with open_limiter(StrictPriority(2), 1, 1, max_waiting=(None, 0)) as limiter:
         await limiter.acquire(1)  # idle: granted at once
         with pytest.raises(QueueFull) as rejected:
             await limiter.acquire(1)  # no permit free: never queued
