@@ -332,25 +332,28 @@ async def test_a_cheaper_caller_that_joins_a_line_is_served_at_its_own_due_time(
     open_limiter: OpenLimiter,
 ) -> None:
     """The timer is re-planned when a waiter joins others: a caller of one
-    unit who joins, at a higher level, a line whose head waits for four is
-    served when its one unit is due, not when the four would be."""
+    unit who joins, at a higher level, a line whose head waits for two is
+    served when its one unit is due, not when the two would be. (A unit a
+    second: on the real clock the cheap caller joins long before its unit
+    is due; at 4 a second, a loaded machine queued it after 250 ms, and it
+    was granted at once, never waiting.)"""
     resumed: dict[str, int] = {}
-    async with open_limiter(StrictPriority(2), 4, 4) as limiter, anyio.create_task_group() as tg:
+    async with open_limiter(StrictPriority(2), 1, 2) as limiter, anyio.create_task_group() as tg:
         start = now()  # before the grant that anchors the schedule
-        await limiter.acquire(0, cost=4)  # the bucket is empty
+        await limiter.acquire(0, cost=2)  # the bucket is empty
 
         async def call(name: str, lv: int, cost: int) -> None:
             await limiter.acquire(lv, cost=cost)
             resumed[name] = since(start)
 
-        tg.start_soon(call, "dear", 1, 4)
+        tg.start_soon(call, "dear", 1, 2)
         await waiting(limiter, 1)
         tg.start_soon(call, "cheap", 0, 1)
         await waiting(limiter, 2)
-    # the cheap one's unit is due in 0.25 s (not the dear one's four, in 1 s);
-    # then the dear one's four, a second later
-    assert near(resumed["cheap"], 250 * MILLISECOND), resumed
-    assert near(resumed["dear"], 1250 * MILLISECOND), resumed
+    # the cheap one's unit is due in 1 s (not the dear one's two, in 2 s);
+    # then the dear one's two, two seconds later
+    assert near(resumed["cheap"], SECOND), resumed
+    assert near(resumed["dear"], 3 * SECOND), resumed
 
 
 class _Raced:
