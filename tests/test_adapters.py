@@ -833,22 +833,23 @@ async def test_a_caller_that_proceeds_spends_its_permit(open_limiter: OpenLimite
     """Permits granted at once and after a wait are spent as their callers
     resume, so the machine holds none in flight afterwards and remembers no
     grant (SPEC P23, P24): its memory is that of the grants in flight, not of
-    a second of traffic. (20 a second, four callers' 40 acquires for a bucket of
-    20: the callers outrun the refill as long as an acquire granted at once
-    takes less than 0.2 s. At 2000 a second, 200 acquires had to take less
-    than 90 ms for one to wait: on the real clock of a loaded machine (the
-    thread adapter) none did.)"""
-    async with open_limiter(Fifo(1), 20, burst=20) as limiter:
+    a second of traffic. (10 a second, four callers' 16 acquires for a
+    bucket of 4: the bucket runs dry, and a caller waits, as long as an
+    acquire granted at once takes less than 0.3 s. At 2000 a second and a
+    bucket of 20, 200 acquires had to take less than 90 ms: on the real
+    clock of a loaded machine (the thread adapter) they took longer, and
+    no caller waited.)"""
+    async with open_limiter(Fifo(1), 10, burst=4) as limiter:
 
         async def caller() -> None:
-            for _ in range(10):
+            for _ in range(4):
                 await limiter.acquire()
 
         async with anyio.create_task_group() as tg:
             for _ in range(4):
                 tg.start_soon(caller)
         stats = limiter.statistics()
-        assert stats.granted == 40
+        assert stats.granted == 16
         assert stats.levels[0].wait_max_ns, "some callers waited"
         assert limiter.machine.in_flight == 0, "a proceeded caller's permit is in flight"
         assert limiter.machine.snapshot().grants == (), "a proceeded caller's grant is remembered"
