@@ -1078,7 +1078,11 @@ async def test_a_max_wait_refusal_shows_its_estimate_to_the_nanosecond(
 @pytest.mark.threads
 @pytest.mark.redis
 async def test_context_level_and_queue_limit(open_limiter: OpenLimiter) -> None:
-    async with open_limiter(StrictPriority(2), 5, max_waiting=(None, 1)) as limiter:
+    """The level comes from the context, and that level's ``max_waiting``
+    rejects a second waiter. (One permit in 10 s: on the real clock, the
+    waiter queues and the second is rejected long before the next; at 5 a
+    second a loaded machine could grant the first before the second came.)"""
+    async with open_limiter(StrictPriority(2), 0.1, max_waiting=(None, 1)) as limiter:
         with level(1):
             await limiter.acquire()  # at level 1, from the context
             async with anyio.create_task_group() as tg:
