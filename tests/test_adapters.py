@@ -2223,7 +2223,10 @@ async def test_a_policy_that_keeps_raising_still_wakes_every_waiter(
 ) -> None:
     """Breaking the limiter cancels each waiter in the machine, which asks
     the policy again when the costs differ: a policy that raises every time
-    still leaves no waiter asleep, and the limiter's timer does not fail."""
+    still leaves no waiter asleep, and the limiter's timer does not fail. (A
+    unit a second: the waiters queue and the policy is armed long before the
+    timer's first tick, at 2 s; at 10 a second, on the real clock of a
+    loaded machine, the tick could come at 0.2 s, before them.)"""
     policy = _Broken()
     outcomes: list[str] = []
 
@@ -2234,7 +2237,7 @@ async def test_a_policy_that_keeps_raising_still_wakes_every_waiter(
         except LimiterClosed as closed:
             outcomes.append(f"closed: {_broken_by(closed.cause)}")
 
-    async with open_limiter(policy, 10, 2) as limiter, anyio.create_task_group() as tg:
+    async with open_limiter(policy, 1, 2) as limiter, anyio.create_task_group() as tg:
         await limiter.acquire(cost=2)  # the bucket is empty
         for i, cost in enumerate((2, 1, 1)):
             tg.start_soon(call, limiter, cost)
