@@ -2431,23 +2431,31 @@ async def test_pause_for_holds_every_level(open_limiter: OpenLimiter) -> None:
 @pytest.mark.redis
 async def test_set_limit_applies_at_once(open_limiter: OpenLimiter) -> None:
     """A raised rate applies at once to the waiters already there, from the
-    units the bucket holds (P30 where callers proceed)."""
+    units the bucket holds (P30 where callers proceed). (A unit in 2 s, and
+    the times counted from the raise and what had accrued by then: on the
+    real clock the waiters queue long before the next unit, however long a
+    loaded machine makes them take; at a unit a second, with the half
+    second's sleep after them, they queued after it and were served at the
+    old rate.)"""
     times: list[int] = []
-    start = now()
+    start = now()  # before the grant that anchors the schedule
 
     async def call(limiter: BaseLimiter) -> None:
         await limiter.acquire()
         times.append(since(start))
 
-    async with open_limiter(Fifo(), 1) as limiter, anyio.create_task_group() as tg:
+    async with open_limiter(Fifo(), 0.5) as limiter, anyio.create_task_group() as tg:
         await limiter.acquire()
         for i in range(3):
             tg.start_soon(call, limiter)
             await waiting(limiter, i + 1)
-        await anyio.sleep(0.5)  # half a unit accrued, at 1/s
-        limiter.set_limit(rate=10)  # the half carries over: 50 ms to go
+        await anyio.sleep(0.5)  # a quarter unit accrued, at 0.5/s
+        raised = since(start)
+        limiter.set_limit(rate=10)  # the quarter carries over: 75 ms to go
         assert limiter.limits["units"].rate == 10
-    expected = [550 * MILLISECOND, 650 * MILLISECOND, 750 * MILLISECOND]
+    # what the unit lacked at the raise, at 10/s; then one every 100 ms
+    due = raised + (SECOND - raised // 2) // 10
+    expected = [due, due + 100 * MILLISECOND, due + 200 * MILLISECOND]
     assert all(near(t, e, within=1) for t, e in zip(times, expected, strict=True)), times
 
 
