@@ -284,7 +284,10 @@ def waiting_thread(limiter: Limiter, woken: list[BaseException]) -> threading.Th
 
 
 def test_bad_input_and_close() -> None:
-    with open_limiter(Fifo(), 10) as limiter:
+    """Bad input is refused; closing wakes a waiter. (One permit in 10 s:
+    the waiter's thread queues long before the next; at 10 a second, on a
+    loaded machine it could start after it and never wait.)"""
+    with open_limiter(Fifo(), 0.1) as limiter:
         with pytest.raises(PermitTypeError):
             limiter.acquire(flow=["unhashable"])  # type: ignore[arg-type]
         limiter.acquire()
