@@ -386,13 +386,15 @@ def test_an_interrupt_leaves_no_permit_behind(monkeypatch: pytest.MonkeyPatch) -
     thread: one as a permit free at once is about to be taken takes none;
     one just after a waiter's permit was granted gives the permit back; one
     just after the waiter was queued withdraws it. None leaves a permit in
-    flight or a waiter queued with nobody to take it."""
+    flight or a waiter queued with nobody to take it. (A permit a second:
+    each acquire after the first finds none free, however late a loaded
+    machine makes it; at 20 a second one 50 ms late took a free one.)"""
     from permits.adapters import _base
 
     def interrupt(*args: object) -> NoReturn:
         raise KeyboardInterrupt
 
-    with threads.open_limiter(Fifo(), 20, 1) as limiter:  # a permit every 50 ms
+    with threads.open_limiter(Fifo(), 1, 1) as limiter:  # a permit a second
         with monkeypatch.context() as patch:
             patch.setattr(_base, "Permit", interrupt)  # as the permit free is taken
             with pytest.raises(KeyboardInterrupt):
