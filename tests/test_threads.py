@@ -437,7 +437,9 @@ def test_an_interrupt_while_a_waiting_call_is_recorded_leaves_it_queued_for_nobo
     """A KeyboardInterrupt after the push, before the acquire knows its
     waiter (here: as the recording adds the call) withdraws it: it was
     left queued with no thread to take its permit, which the timer was
-    never told of, and every later acquire waited behind it for ever."""
+    never told of, and every later acquire waited behind it for ever. (A
+    permit a second: the second acquire finds none free, however late a
+    loaded machine makes it; at 20 a second one 50 ms late took a free one.)"""
     from permits.adapters import _recording
 
     add = _recording.Recording.add
@@ -446,7 +448,7 @@ def test_an_interrupt_while_a_waiting_call_is_recorded_leaves_it_queued_for_nobo
         monkeypatch.setattr(_recording.Recording, "add", add)  # once
         raise KeyboardInterrupt
 
-    with open_limiter(Fifo(), 20, 1) as limiter:  # a permit every 50 ms
+    with open_limiter(Fifo(), 1, 1) as limiter:  # a permit a second
         limiter.acquire()
         recording = limiter.record()
         monkeypatch.setattr(_recording.Recording, "add", interrupt)
@@ -454,7 +456,7 @@ def test_an_interrupt_while_a_waiting_call_is_recorded_leaves_it_queued_for_nobo
             limiter.acquire()  # waits for the next permit: pushed, then recorded
         assert len(limiter.machine) == 0, "left queued"
         assert limiter.statistics().levels[0].cancelled == 1
-        limiter.acquire(timeout=5.0)  # the next permit, in 50 ms
+        limiter.acquire(timeout=5.0)  # the next permit, within a second
         assert limiter.machine.in_flight == 0
     assert len(recording.calls) == 1
 
