@@ -670,8 +670,10 @@ def test_a_limiter_opened_before_a_fork_works_in_the_child() -> None:
     thread is not copied into the child, which starts its own, and the
     parent's waiters, whose threads are not there either, are withdrawn
     there (each would have been granted a permit that no thread spends).
-    In the child every wait hung, its timeout too."""
-    with open_limiter(Fifo(), 20, 1) as limiter:
+    In the child every wait hung, its timeout too. (A permit a second: the
+    parent's thread queues long before the next, however late a loaded
+    machine starts it; at 20 a second one 50 ms late took a free one.)"""
+    with open_limiter(Fifo(), 1, 1) as limiter:
         limiter.acquire()
         parent = threading.Thread(target=limiter.acquire)
         parent.start()
