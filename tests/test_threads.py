@@ -884,7 +884,9 @@ def test_an_interrupt_inside_the_machines_call_breaks_the_limiter_loudly(
     caller after it waited behind it, and a later call could fail on the
     half-made state. The limiter breaks instead, at once: the interrupt
     leaves as itself, every waiter wakes with LimiterClosed naming it,
-    and so is every later call refused."""
+    and so is every later call refused. (One permit in 10 s: the waiter
+    queues and the next call pushes long before it, however late a loaded
+    machine makes them; at 20 a second one 50 ms late took a free permit.)"""
     from permits.core import _deadlines
 
     add = _deadlines.Deadlines.add
@@ -894,7 +896,7 @@ def test_an_interrupt_inside_the_machines_call_breaks_the_limiter_loudly(
         raise KeyboardInterrupt
 
     woken: list[BaseException] = []
-    with open_limiter(Fifo(), 20, 1) as limiter:  # a permit every 50 ms
+    with open_limiter(Fifo(), 0.1, 1) as limiter:  # a permit in 10 s
         limiter.acquire()  # the permit free: the next callers wait
         waiter = waiting_thread(limiter, woken)
         until(lambda: len(limiter.machine) == 1)
