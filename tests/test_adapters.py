@@ -297,14 +297,16 @@ async def test_an_expired_head_lets_a_smaller_cost_behind_it_go_at_once(
     the head's ``timeout`` ends (its deadline is a tick of its own), and the
     waiter behind it is served then, not when the expired cost would have
     been due. (The thread adapter's way out of a wait: no thread can be
-    cancelled.)"""
-    async with open_limiter(Fifo(), 1, 5) as limiter, anyio.create_task_group() as tg:
-        await limiter.acquire()  # 4 units left; 5 are due in a second
+    cancelled. A unit in 10 s and a timeout of a second: on the real clock
+    the waiter behind queues long before the head expires; with a timeout
+    of 0.2 s, a loaded machine could queue it after, and it never waited.)"""
+    async with open_limiter(Fifo(), 0.1, 5) as limiter, anyio.create_task_group() as tg:
+        await limiter.acquire()  # 4 units left; 5 are due in 10 s
         outcomes: list[str] = []
 
         async def big() -> None:
             with pytest.raises(AcquireTimeout):
-                await limiter.acquire(cost=5, timeout=0.2)
+                await limiter.acquire(cost=5, timeout=1.0)
             outcomes.append("timed out")
 
         start = now()
@@ -319,7 +321,7 @@ async def test_an_expired_head_lets_a_smaller_cost_behind_it_go_at_once(
         tg.start_soon(small)
         await waiting(limiter, 2)
     assert outcomes == ["timed out"]
-    assert near(waited[0], 200 * MILLISECOND), waited
+    assert near(waited[0], SECOND), waited
     stats = limiter.statistics().levels[0]
     assert (stats.granted, stats.expired) == (2, 1)
 
@@ -330,25 +332,28 @@ async def test_a_cheaper_caller_that_joins_a_line_is_served_at_its_own_due_time(
     open_limiter: OpenLimiter,
 ) -> None:
     """The timer is re-planned when a waiter joins others: a caller of one
-    unit who joins, at a higher level, a line whose head waits for four is
-    served when its one unit is due, not when the four would be."""
+    unit who joins, at a higher level, a line whose head waits for two is
+    served when its one unit is due, not when the two would be. (A unit a
+    second: on the real clock the cheap caller joins long before its unit
+    is due; at 4 a second, a loaded machine queued it after 250 ms, and it
+    was granted at once, never waiting.)"""
     resumed: dict[str, int] = {}
-    async with open_limiter(StrictPriority(2), 4, 4) as limiter, anyio.create_task_group() as tg:
+    async with open_limiter(StrictPriority(2), 1, 2) as limiter, anyio.create_task_group() as tg:
         start = now()  # before the grant that anchors the schedule
-        await limiter.acquire(0, cost=4)  # the bucket is empty
+        await limiter.acquire(0, cost=2)  # the bucket is empty
 
         async def call(name: str, lv: int, cost: int) -> None:
             await limiter.acquire(lv, cost=cost)
             resumed[name] = since(start)
 
-        tg.start_soon(call, "dear", 1, 4)
+        tg.start_soon(call, "dear", 1, 2)
         await waiting(limiter, 1)
         tg.start_soon(call, "cheap", 0, 1)
         await waiting(limiter, 2)
-    # the cheap one's unit is due in 0.25 s (not the dear one's four, in 1 s);
-    # then the dear one's four, a second later
-    assert near(resumed["cheap"], 250 * MILLISECOND), resumed
-    assert near(resumed["dear"], 1250 * MILLISECOND), resumed
+    # the cheap one's unit is due in 1 s (not the dear one's two, in 2 s);
+    # then the dear one's two, two seconds later
+    assert near(resumed["cheap"], SECOND), resumed
+    assert near(resumed["dear"], 3 * SECOND), resumed
 
 
 class _Raced:
@@ -828,18 +833,23 @@ async def test_a_caller_that_proceeds_spends_its_permit(open_limiter: OpenLimite
     """Permits granted at once and after a wait are spent as their callers
     resume, so the machine holds none in flight afterwards and remembers no
     grant (SPEC P23, P24): its memory is that of the grants in flight, not of
-    a second of traffic."""
-    async with open_limiter(Fifo(1), 2000, burst=20) as limiter:
+    a second of traffic. (10 a second, four callers' 16 acquires for a
+    bucket of 4: the bucket runs dry, and a caller waits, as long as an
+    acquire granted at once takes less than 0.3 s. At 2000 a second and a
+    bucket of 20, 200 acquires had to take less than 90 ms: on the real
+    clock of a loaded machine (the thread adapter) they took longer, and
+    no caller waited.)"""
+    async with open_limiter(Fifo(1), 10, burst=4) as limiter:
 
         async def caller() -> None:
-            for _ in range(50):
+            for _ in range(4):
                 await limiter.acquire()
 
         async with anyio.create_task_group() as tg:
             for _ in range(4):
                 tg.start_soon(caller)
         stats = limiter.statistics()
-        assert stats.granted == 200
+        assert stats.granted == 16
         assert stats.levels[0].wait_max_ns, "some callers waited"
         assert limiter.machine.in_flight == 0, "a proceeded caller's permit is in flight"
         assert limiter.machine.snapshot().grants == (), "a proceeded caller's grant is remembered"
@@ -977,9 +987,16 @@ async def test_a_push_after_a_lag_expires_the_late_before_taking_the_free_permit
 
 @pytest.mark.threads
 async def test_fail_fast(open_limiter: OpenLimiter) -> None:
-    async with open_limiter(StrictPriority(2), 10) as limiter, anyio.create_task_group() as tg:
+    """A ``max_wait`` shorter than the estimate is refused at once; the
+    estimate counts the waiters ahead at the caller's level. (A permit a
+    second: on the real clock the waiters queue and the interactive caller
+    comes long before the next permit; at 10 a second, on a loaded machine
+    a batch waiter was granted first.)"""
+    async with open_limiter(StrictPriority(2), 1) as limiter, anyio.create_task_group() as tg:
         # (the permits count from the first one's: on the real clock, the
-        # waiters take a while to queue, as long as a loaded machine makes it)
+        # waiters take a while to queue, as long as a loaded machine makes it;
+        # the estimate is read against a reading after the refusal, which
+        # the limiter's own reading comes before)
         first = now()
         await limiter.acquire(0)
         for i in range(3):
@@ -988,13 +1005,14 @@ async def test_fail_fast(open_limiter: OpenLimiter) -> None:
         start = now()
         with pytest.raises(WouldWaitTooLong) as refused:
             await limiter.acquire(1, max_wait=0.05)
-        # three batch waiters ahead at 10/s: the fourth permit from the first
+        refused_at = since(first)
+        # three batch waiters ahead at 1/s: the fourth permit from the first
         estimated = round(refused.value.estimated * SECOND)
-        assert near(estimated + (start - first), 400 * MILLISECOND)
+        assert near(estimated + refused_at, 4 * SECOND)
         assert took(start, 0), "refused at once"
         # an interactive caller has nobody ahead: one interval, the next permit
-        await limiter.acquire(0, max_wait=0.1)
-        assert took(first, 100 * MILLISECOND)
+        await limiter.acquire(0, max_wait=1.0)
+        assert took(first, SECOND)
         tg.cancel_scope.cancel()
 
 
@@ -1002,12 +1020,18 @@ async def test_fail_fast(open_limiter: OpenLimiter) -> None:
 async def test_a_max_wait_refusal_is_counted_at_its_level(open_limiter: OpenLimiter) -> None:
     """SPEC P53 through an adapter: an acquire refused for its ``max_wait``
     is the machine's too-long decision, counted in the statistics at its
-    level (and as pushed there), nowhere else; no waiter is left."""
-    async with open_limiter(StrictPriority(2), 10) as limiter:
+    level (and as pushed there), nowhere else; no waiter is left. (One
+    permit in 10 s, the estimate counted from a reading before the first
+    grant: on the real clock of a loaded machine, the second acquire may
+    come more than 0.05 s after the first, and at 10 a second it was then
+    granted, not refused.)"""
+    async with open_limiter(StrictPriority(2), 0.1) as limiter:
+        first = now()
         await limiter.acquire(1)  # the banked permit
         with pytest.raises(WouldWaitTooLong) as refused:
-            await limiter.acquire(1, max_wait=0.05)  # the next permit is 0.1 s away
-        assert near(round(refused.value.estimated * SECOND), 100 * MILLISECOND)
+            await limiter.acquire(1, max_wait=0.05)  # the next permit is 10 s away
+        estimated = round(refused.value.estimated * SECOND)
+        assert near(estimated + since(first), 10 * SECOND)
         assert "more than max_wait=0.05 s" in str(refused.value)
         interactive, batch = limiter.statistics().levels
         assert (batch.too_long, batch.pushed, batch.rejected, batch.waiting) == (1, 2, 0, 0)
@@ -1016,12 +1040,17 @@ async def test_a_max_wait_refusal_is_counted_at_its_level(open_limiter: OpenLimi
 
 @pytest.mark.threads
 async def test_try_acquire_never_jumps_the_queue(open_limiter: OpenLimiter) -> None:
-    async with open_limiter(StrictPriority(2), 20) as limiter, anyio.create_task_group() as tg:
+    """A waiter takes the permit that falls due, not a ``try_acquire`` after
+    it. (A permit a second, the try half a second after it is due: on the
+    real clock of a loaded machine (the thread adapter), at 20 a second the
+    waiter could queue after its permit fell due, and the try came 10 ms
+    after it.)"""
+    async with open_limiter(StrictPriority(2), 1) as limiter, anyio.create_task_group() as tg:
         assert limiter.try_acquire(1)  # the banked permit
         assert not limiter.try_acquire(0)  # none free now
         tg.start_soon(limiter.acquire, 1)
         await waiting(limiter, 1)
-        await anyio.sleep(0.06)  # the due time passes: the waiter takes it
+        await anyio.sleep(1.5)  # the due time passes: the waiter takes it
         assert not limiter.try_acquire(0)
     assert limiter.statistics().levels[1].granted == 2
 
@@ -1049,7 +1078,11 @@ async def test_a_max_wait_refusal_shows_its_estimate_to_the_nanosecond(
 @pytest.mark.threads
 @pytest.mark.redis
 async def test_context_level_and_queue_limit(open_limiter: OpenLimiter) -> None:
-    async with open_limiter(StrictPriority(2), 5, max_waiting=(None, 1)) as limiter:
+    """The level comes from the context, and that level's ``max_waiting``
+    rejects a second waiter. (One permit in 10 s: on the real clock, the
+    waiter queues and the second is rejected long before the next; at 5 a
+    second a loaded machine could grant the first before the second came.)"""
+    async with open_limiter(StrictPriority(2), 0.1, max_waiting=(None, 1)) as limiter:
         with level(1):
             await limiter.acquire()  # at level 1, from the context
             async with anyio.create_task_group() as tg:
@@ -1609,8 +1642,10 @@ async def test_timeout_zero_is_granted_when_a_permit_is_free(open_limiter: OpenL
 @pytest.mark.threads
 async def test_max_waiting_zero_grants_at_once_or_rejects(open_limiter: OpenLimiter) -> None:
     """``max_waiting=0`` for a level means "never queue": an idle limiter
-    grants it at once; a busy one rejects it with QueueFull."""
-    async with open_limiter(StrictPriority(2), 10, 1, max_waiting=(None, 0)) as limiter:
+    grants it at once; a busy one rejects it with QueueFull. (A permit a
+    second: on the real clock of a loaded machine, the second acquire may
+    come 0.1 s after the first, and at 10 a second a permit was free again.)"""
+    async with open_limiter(StrictPriority(2), 1, 1, max_waiting=(None, 0)) as limiter:
         await limiter.acquire(1)  # idle: granted at once
         with pytest.raises(QueueFull) as rejected:
             await limiter.acquire(1)  # no permit free: never queued
@@ -2047,16 +2082,24 @@ async def test_try_acquire_spends_its_permit(open_limiter: OpenLimiter) -> None:
 @pytest.mark.redis
 async def test_statistics_speak_seconds(open_limiter: OpenLimiter) -> None:
     """Waits read in seconds (``_s``), 0.0 on a level with no grant yet; the
-    exact nanoseconds stay in the ``_ns`` fields."""
-    async with open_limiter(StrictPriority(2), 10, 1) as limiter:
+    exact nanoseconds stay in the ``_ns`` fields. (A permit a second, and
+    the wait compared with the one the caller saw: on the real clock the
+    second acquire comes after the first by as long as a loaded machine
+    makes it, and waits that much less; at 10 a second it was 60 ms less
+    than the interval, or no wait at all.)"""
+    async with open_limiter(StrictPriority(2), 1, 1) as limiter:
         idle = limiter.statistics().levels[1]
         assert (idle.wait_p50_s, idle.wait_p99_s, idle.wait_max_s) == (0.0, 0.0, 0.0)
         assert idle.wait_p99_ns is None
+        first = now()
         await limiter.acquire(0)
-        await limiter.acquire(0)  # waits one interval, 0.1 s
+        second = now()
+        await limiter.acquire(0)  # waits for the next permit, a second after the first
+        assert took(first, SECOND), "the next permit"
+        waited = since(second)  # a little more than the limiter counts, never less
         level0 = limiter.statistics().levels[0]
         assert level0.wait_max_ns is not None
-        assert near(level0.wait_max_ns, 100 * MILLISECOND, within=1), level0
+        assert near(waited, level0.wait_max_ns, within=1), (waited, level0)
         assert abs(level0.wait_max_s - level0.wait_max_ns / SECOND) < 1e-9, level0
 
 
@@ -2180,7 +2223,10 @@ async def test_a_policy_that_keeps_raising_still_wakes_every_waiter(
 ) -> None:
     """Breaking the limiter cancels each waiter in the machine, which asks
     the policy again when the costs differ: a policy that raises every time
-    still leaves no waiter asleep, and the limiter's timer does not fail."""
+    still leaves no waiter asleep, and the limiter's timer does not fail. (A
+    unit a second: the waiters queue and the policy is armed long before the
+    timer's first tick, at 2 s; at 10 a second, on the real clock of a
+    loaded machine, the tick could come at 0.2 s, before them.)"""
     policy = _Broken()
     outcomes: list[str] = []
 
@@ -2191,7 +2237,7 @@ async def test_a_policy_that_keeps_raising_still_wakes_every_waiter(
         except LimiterClosed as closed:
             outcomes.append(f"closed: {_broken_by(closed.cause)}")
 
-    async with open_limiter(policy, 10, 2) as limiter, anyio.create_task_group() as tg:
+    async with open_limiter(policy, 1, 2) as limiter, anyio.create_task_group() as tg:
         await limiter.acquire(cost=2)  # the bucket is empty
         for i, cost in enumerate((2, 1, 1)):
             tg.start_soon(call, limiter, cost)
@@ -2385,23 +2431,31 @@ async def test_pause_for_holds_every_level(open_limiter: OpenLimiter) -> None:
 @pytest.mark.redis
 async def test_set_limit_applies_at_once(open_limiter: OpenLimiter) -> None:
     """A raised rate applies at once to the waiters already there, from the
-    units the bucket holds (P30 where callers proceed)."""
+    units the bucket holds (P30 where callers proceed). (A unit in 2 s, and
+    the times counted from the raise and what had accrued by then: on the
+    real clock the waiters queue long before the next unit, however long a
+    loaded machine makes them take; at a unit a second, with the half
+    second's sleep after them, they queued after it and were served at the
+    old rate.)"""
     times: list[int] = []
-    start = now()
+    start = now()  # before the grant that anchors the schedule
 
     async def call(limiter: BaseLimiter) -> None:
         await limiter.acquire()
         times.append(since(start))
 
-    async with open_limiter(Fifo(), 1) as limiter, anyio.create_task_group() as tg:
+    async with open_limiter(Fifo(), 0.5) as limiter, anyio.create_task_group() as tg:
         await limiter.acquire()
         for i in range(3):
             tg.start_soon(call, limiter)
             await waiting(limiter, i + 1)
-        await anyio.sleep(0.5)  # half a unit accrued, at 1/s
-        limiter.set_limit(rate=10)  # the half carries over: 50 ms to go
+        await anyio.sleep(0.5)  # a quarter unit accrued, at 0.5/s
+        raised = since(start)
+        limiter.set_limit(rate=10)  # the quarter carries over: 75 ms to go
         assert limiter.limits["units"].rate == 10
-    expected = [550 * MILLISECOND, 650 * MILLISECOND, 750 * MILLISECOND]
+    # what the unit lacked at the raise, at 10/s; then one every 100 ms
+    due = raised + (SECOND - raised // 2) // 10
+    expected = [due, due + 100 * MILLISECOND, due + 200 * MILLISECOND]
     assert all(near(t, e, within=1) for t, e in zip(times, expected, strict=True)), times
 
 

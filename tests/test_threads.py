@@ -118,7 +118,9 @@ def test_many_threads_contend_in_priority_order_within_the_limit() -> None:
 
 
 def test_a_thread_that_times_out_costs_no_permit() -> None:
-    with open_limiter(Fifo(), 2) as limiter:
+    """(One permit in 10 s: the second acquire comes long before the next,
+    however late a loaded machine makes it.)"""
+    with open_limiter(Fifo(), 0.1) as limiter:
         limiter.acquire()
         start = time.monotonic()
         with pytest.raises(AcquireTimeout):
@@ -244,7 +246,10 @@ def test_a_limiter_says_what_it_is() -> None:
 
 def test_costs_flows_settle_and_a_pause() -> None:
     """The core's features through the blocking API: flows take turns, a
-    settle gives units back, a pause holds everyone."""
+    settle gives units back, a pause holds everyone. (A pause of a second,
+    timed from a reading before it is set: on the real clock of a loaded
+    machine, more than 0.1 s may pass between setting it and reading what
+    is left, and any time at all before a reading taken after it.)"""
     limits = {"requests": Limit(1000, burst=10), "tokens": Limit(1000, burst=100)}
     with open_limiter(Fifo(), limits=limits, settle_window=60.0) as limiter:
         permit = limiter.acquire(cost={"requests": 1, "tokens": 100})
@@ -254,12 +259,12 @@ def test_costs_flows_settle_and_a_pause() -> None:
             permit.settle({"tokens": 0})
         with limiter.permit(flow="acme") as held:
             assert held.flow == "acme"
-        limiter.pause_for(0.2)
-        limiter.pause_for(0.1)  # shortens nothing
-        assert 0.1 < limiter.pause_left() <= 0.2
-        start = time.monotonic()
+        start = time.monotonic_ns()  # the limiter's clock
+        limiter.pause_for(1.0)
+        limiter.pause_for(0.5)  # shortens nothing
+        assert 0.5 < limiter.pause_left() <= 1.0
         limiter.acquire(cost=1)
-        assert time.monotonic() - start >= 0.2 - 0.001
+        assert time.monotonic_ns() - start >= SECOND
         assert limiter.pause_left() == 0.0
 
 
@@ -279,7 +284,10 @@ def waiting_thread(limiter: Limiter, woken: list[BaseException]) -> threading.Th
 
 
 def test_bad_input_and_close() -> None:
-    with open_limiter(Fifo(), 10) as limiter:
+    """Bad input is refused; closing wakes a waiter. (One permit in 10 s:
+    the waiter's thread queues long before the next; at 10 a second, on a
+    loaded machine it could start after it and never wait.)"""
+    with open_limiter(Fifo(), 0.1) as limiter:
         with pytest.raises(PermitTypeError):
             limiter.acquire(flow=["unhashable"])  # type: ignore[arg-type]
         limiter.acquire()
@@ -378,13 +386,15 @@ def test_an_interrupt_leaves_no_permit_behind(monkeypatch: pytest.MonkeyPatch) -
     thread: one as a permit free at once is about to be taken takes none;
     one just after a waiter's permit was granted gives the permit back; one
     just after the waiter was queued withdraws it. None leaves a permit in
-    flight or a waiter queued with nobody to take it."""
+    flight or a waiter queued with nobody to take it. (A permit a second:
+    each acquire after the first finds none free, however late a loaded
+    machine makes it; at 20 a second one 50 ms late took a free one.)"""
     from permits.adapters import _base
 
     def interrupt(*args: object) -> NoReturn:
         raise KeyboardInterrupt
 
-    with threads.open_limiter(Fifo(), 20, 1) as limiter:  # a permit every 50 ms
+    with threads.open_limiter(Fifo(), 1, 1) as limiter:  # a permit a second
         with monkeypatch.context() as patch:
             patch.setattr(_base, "Permit", interrupt)  # as the permit free is taken
             with pytest.raises(KeyboardInterrupt):
@@ -427,7 +437,9 @@ def test_an_interrupt_while_a_waiting_call_is_recorded_leaves_it_queued_for_nobo
     """A KeyboardInterrupt after the push, before the acquire knows its
     waiter (here: as the recording adds the call) withdraws it: it was
     left queued with no thread to take its permit, which the timer was
-    never told of, and every later acquire waited behind it for ever."""
+    never told of, and every later acquire waited behind it for ever. (A
+    permit a second: the second acquire finds none free, however late a
+    loaded machine makes it; at 20 a second one 50 ms late took a free one.)"""
     from permits.adapters import _recording
 
     add = _recording.Recording.add
@@ -436,7 +448,7 @@ def test_an_interrupt_while_a_waiting_call_is_recorded_leaves_it_queued_for_nobo
         monkeypatch.setattr(_recording.Recording, "add", add)  # once
         raise KeyboardInterrupt
 
-    with open_limiter(Fifo(), 20, 1) as limiter:  # a permit every 50 ms
+    with open_limiter(Fifo(), 1, 1) as limiter:  # a permit a second
         limiter.acquire()
         recording = limiter.record()
         monkeypatch.setattr(_recording.Recording, "add", interrupt)
@@ -444,7 +456,7 @@ def test_an_interrupt_while_a_waiting_call_is_recorded_leaves_it_queued_for_nobo
             limiter.acquire()  # waits for the next permit: pushed, then recorded
         assert len(limiter.machine) == 0, "left queued"
         assert limiter.statistics().levels[0].cancelled == 1
-        limiter.acquire(timeout=5.0)  # the next permit, in 50 ms
+        limiter.acquire(timeout=5.0)  # the next permit, within a second
         assert limiter.machine.in_flight == 0
     assert len(recording.calls) == 1
 
@@ -658,8 +670,10 @@ def test_a_limiter_opened_before_a_fork_works_in_the_child() -> None:
     thread is not copied into the child, which starts its own, and the
     parent's waiters, whose threads are not there either, are withdrawn
     there (each would have been granted a permit that no thread spends).
-    In the child every wait hung, its timeout too."""
-    with open_limiter(Fifo(), 20, 1) as limiter:
+    In the child every wait hung, its timeout too. (A permit a second: the
+    parent's thread queues long before the next, however late a loaded
+    machine starts it; at 20 a second one 50 ms late took a free one.)"""
+    with open_limiter(Fifo(), 1, 1) as limiter:
         limiter.acquire()
         parent = threading.Thread(target=limiter.acquire)
         parent.start()
@@ -817,7 +831,10 @@ def test_a_waiter_pushed_but_not_yet_known_at_a_fork_is_withdrawn_in_the_child()
     noted): that thread is not in the child, so its waiter must go there
     too. The child withdrew only the waiters the limiter had noted, and
     left this one queued for nobody: every acquire in the child queued
-    behind it, and it took the only permit of the burst, for ever."""
+    behind it, and it took the only permit of the burst, for ever. (A permit
+    a second: the parent's thread queues long before the next, however late
+    a loaded machine starts it; at 20 a second one 50 ms late took a free
+    one.)"""
     pushed, forked = threading.Event(), threading.Event()
 
     class Held(dict[int, Any]):
@@ -826,7 +843,7 @@ def test_a_waiter_pushed_but_not_yet_known_at_a_fork_is_withdrawn_in_the_child()
             forked.wait()
             super().__setitem__(key, value)
 
-    with open_limiter(Fifo(), 20, 1) as limiter:  # a permit every 50 ms
+    with open_limiter(Fifo(), 1, 1) as limiter:  # a permit a second
         limiter.acquire()  # the permit free: the next thread waits
         limiter._waiters = Held()
         parent = threading.Thread(target=limiter.acquire)
@@ -867,7 +884,9 @@ def test_an_interrupt_inside_the_machines_call_breaks_the_limiter_loudly(
     caller after it waited behind it, and a later call could fail on the
     half-made state. The limiter breaks instead, at once: the interrupt
     leaves as itself, every waiter wakes with LimiterClosed naming it,
-    and so is every later call refused."""
+    and so is every later call refused. (One permit in 10 s: the waiter
+    queues and the next call pushes long before it, however late a loaded
+    machine makes them; at 20 a second one 50 ms late took a free permit.)"""
     from permits.core import _deadlines
 
     add = _deadlines.Deadlines.add
@@ -877,7 +896,7 @@ def test_an_interrupt_inside_the_machines_call_breaks_the_limiter_loudly(
         raise KeyboardInterrupt
 
     woken: list[BaseException] = []
-    with open_limiter(Fifo(), 20, 1) as limiter:  # a permit every 50 ms
+    with open_limiter(Fifo(), 0.1, 1) as limiter:  # a permit in 10 s
         limiter.acquire()  # the permit free: the next callers wait
         waiter = waiting_thread(limiter, woken)
         until(lambda: len(limiter.machine) == 1)
