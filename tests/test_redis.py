@@ -239,9 +239,13 @@ async def test_a_max_wait_the_shared_wait_passes_is_refused_and_costs_nothing(
         ) as limiter,
     ):
         await other.acquire()
+        recording = limiter.record()
         start = anyio.current_time()
         with anyio.fail_after(5), pytest.raises(WouldWaitTooLong) as refused:
             await limiter.acquire(max_wait=1.0)
+        # recorded as asked, refused by the limiter (not a caller that gave up)
+        [call] = recording.calls
+        assert (call.max_wait_ns, call.give_up_after_ns) == (SECOND, None)
         assert anyio.current_time() - start < 2.0  # not Redis's 4 s
         assert 1.0 < refused.value.estimated < 5.0  # Redis's 4 s, from its arrival
         assert refused.value.max_wait == 1.0

@@ -2781,6 +2781,9 @@ class RedisLimiter(_AnyioLimiter):
         decisions = self._machine.too_long(id, wait, bound[0])
         if not decisions:
             return False
+        caller = self._waiters.get(id)
+        if caller is not None:  # decided (a recording keeps it: its replay decides)
+            caller.decision = decisions[0]
         self._fail(id, WouldWaitTooLong(waiter.level, wait / SECOND, bound[1]))
         self._reschedule()  # (its deadline, if any, no longer counts)
         return True
