@@ -448,6 +448,18 @@ MUTANTS: dict[str, tuple[str, str, str, str]] = {
         "",
         "a push refused for its max_wait is not counted as too long",
     ),
+    "supplied-too-long-at-equal": (
+        "_machine.py",
+        "        if wait_ns <= max_wait_ns:\n            return []",
+        "        if wait_ns < max_wait_ns:\n            return []",
+        "a waiter the source says waits exactly its max_wait leaves as too long",
+    ),
+    "supplied-too-long-as-cancelled": (
+        "_machine.py",
+        "        self._too_long[waiter.level] += 1",
+        "        self._cancelled[waiter.level] += 1",
+        "a waiter the source says waits past its max_wait is counted as cancelled",
+    ),
     "busiest-first-limit": (
         "_machine.py",
         "self._busiest[level].add(flow, cost[self._queues.flow_limit])",

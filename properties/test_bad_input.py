@@ -744,6 +744,14 @@ def test_the_queries_errors_in_words() -> None:
                 "paused() is for a supplied machine (supplied=True), not a paced one",
             ),
         )
+        refused(
+            functools.partial(paced.too_long, 0, 2, 1),
+            *valued(
+                "supplied",
+                False,
+                "too_long() is for a supplied machine (supplied=True), not a paced one",
+            ),
+        )
         assert paced.snapshot() == before, "P18"
     supplied = Machine(Fifo(), 1, 1, supplied=True)
     supplied.push("a", 0, 0)  # waits for a permit from outside
@@ -790,6 +798,16 @@ def test_the_queries_errors_in_words() -> None:
         (lambda: paused(at + 5, at - 1), (TimeWentBackwards, "now", at - 1, went)),
         (lambda: paused(5.0, at), typed("until", 5.0, "an int")),
         (lambda: paused(at - 1, at), valued("until", at - 1, f"is in the past (now is {at})")),
+    ]:
+        refused(told, *refusal)
+        assert supplied.snapshot() == before, "P18"
+    too_long: Any = supplied.too_long  # called with bad types on purpose
+    ns_int = "an int of nanoseconds (seconds * SECOND, from permits.core)"
+    for told, refusal in [
+        (lambda: too_long("a", -1, 0), valued("wait_ns", -1, "must be at least 0")),
+        (lambda: too_long("a", 2, -1), valued("max_wait_ns", -1, "must be at least 0")),
+        (lambda: too_long("a", 1.5, 0), typed("wait_ns", 1.5, ns_int)),
+        (lambda: too_long("a", 2, None), typed("max_wait_ns", None, ns_int)),
     ]:
         refused(told, *refusal)
         assert supplied.snapshot() == before, "P18"

@@ -47,6 +47,9 @@ class Supplied(RuleBasedStateMachine):
         self.next_id = 0
         #: Each id's level and cost, as last pushed.
         self.asked: dict[int, tuple[int, Any]] = {}
+        #: Per level, B's waiters the source outside said wait too long
+        #: (``too_long``), A's cancelled.
+        self.too_long = [0] * self.levels
         self.a.tick(self.now)
         self.b.tick(self.now)
 
@@ -108,6 +111,25 @@ class Supplied(RuleBasedStateMachine):
         id = data.draw(st.integers(0, self.next_id - 1))
         assert self.a.cancel(id) == self.b.cancel(id), "P20"
 
+    @precondition(lambda self: self.next_id > 0)
+    @rule(data=st.data(), wait=st.integers(0, 4), by=st.sampled_from([-1, 0, 1]))
+    def outwaited(self, data: st.DataObject, wait: int, by: int) -> None:
+        """B's source says a waiter waits ``wait`` in all: past its
+        ``max_wait`` (``>``, P53's rule), it leaves as too long, as A's
+        cancelled leaves, counted as too long; otherwise nothing changes."""
+        max_wait = max(0, wait + by)  # (one equal to the wait fits: P53's rule)
+        id = data.draw(st.sampled_from([w.id for w in self.b.waiting()] or [0]))
+        waiter = self.b.queues.get(id)
+        before = self.b.snapshot()
+        out = self.b.too_long(id, wait * self.step, max_wait * self.step)
+        if waiter is None or wait <= max_wait:
+            assert out == [], "P53"
+            assert self.b.snapshot() == before, "P53"
+            return
+        assert rows(out) == rows([Decision(id, State.TOO_LONG, waiter.level, self.now, 0)]), "P53"
+        assert self.a.cancel(id), "P53"
+        self.too_long[waiter.level] += 1
+
     @rule(steps=st.sampled_from([0, 1, 2, 5]), extra=st.integers(0, 3))
     def advance(self, steps: int, extra: int) -> None:
         self.now += steps * self.step + extra
@@ -147,7 +169,20 @@ class Supplied(RuleBasedStateMachine):
     def same_line(self) -> None:
         for level in range(self.levels):
             assert self.a.waiting(level) == self.b.waiting(level), "P20"
-        assert self.a.statistics() == self.b.statistics(), "P20"
+        a = self.a.statistics()
+        moved = self.too_long  # A's cancelled, B's too long (P53)
+        a = attrs.evolve(
+            a,
+            levels=tuple(
+                attrs.evolve(
+                    stats,
+                    cancelled=stats.cancelled - moved[level],
+                    too_long=stats.too_long + moved[level],
+                )
+                for level, stats in enumerate(a.levels)
+            ),
+        )
+        assert a == self.b.statistics(), "P20"
         self.b.check_valid()
 
 

@@ -299,6 +299,31 @@ def test_a_push_whose_best_case_passes_its_max_wait_is_too_long() -> None:
     assert (stats.pushed, stats.too_long, stats.rejected, stats.waiting) == (4, 1, 0, 2)
 
 
+def test_a_waiter_the_source_says_waits_past_its_max_wait_is_too_long() -> None:
+    """SPEC P53, supplied: ``too_long(id, wait_ns, max_wait_ns)`` takes a
+    waiter out as too long when the wait the source outside says exceeds
+    its max_wait (``>``: an equal one stays); counted as too long, not as
+    cancelled. Bad input, or a paced machine, is refused and changes
+    nothing."""
+    machine = Machine(Fifo(2), 1, supplied=True)
+    machine.push("a", 1, 0)
+    machine.push("b", 1, 0)
+    before = machine.snapshot()
+    assert machine.too_long("a", SECOND, SECOND) == []  # fits: stays
+    assert machine.too_long("c", 2 * SECOND, SECOND) == []  # not waiting
+    for args in (("a", -1, 0), ("a", 1, -1), ("a", 1.5, 0), ("a", 1, None)):
+        with pytest.raises((PermitValueError, PermitTypeError)):
+            machine.too_long(*args)
+    assert machine.snapshot() == before
+    assert machine.too_long("a", SECOND + 1, SECOND) == [Decision("a", State.TOO_LONG, 1, 0, 0)]
+    assert "a" not in machine
+    assert "b" in machine
+    stats = machine.statistics().levels[1]
+    assert (stats.pushed, stats.too_long, stats.cancelled, stats.waiting) == (2, 1, 0, 1)
+    with pytest.raises(PermitValueError, match="supplied machine"):
+        Machine(Fifo(1), 1).too_long("x", 2, 1)
+
+
 def test_the_first_push_naming_a_flow_is_bounded_as_one_that_names_a_flow() -> None:
     """SPEC P19 and P53: a newcomer that names a flow makes the machine one
     where flows are named, so its best case counts only the waiters of its

@@ -178,11 +178,6 @@ async def test_max_wait_is_the_machines_too_long(redis_server: RedisServer) -> N
         tg.cancel_scope.cancel()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="max_wait counts this process's waiters ahead, not the shared bucket: "
-    "an acquire that nobody here precedes waits what Redis says (README, Waiting)",
-)
 @pytest.mark.anyio
 async def test_max_wait_0_on_an_empty_shared_bucket_refuses_at_once(
     redis_server: RedisServer,
@@ -201,6 +196,74 @@ async def test_max_wait_0_on_an_empty_shared_bucket_refuses_at_once(
         with anyio.fail_after(5), pytest.raises(WouldWaitTooLong):
             await limiter.acquire(max_wait=0)
         assert anyio.current_time() - start < 0.5
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("book_ahead", [0.0, 0.5])
+async def test_a_max_wait_the_shared_wait_fits_in_is_granted(
+    redis_server: RedisServer, book_ahead: float
+) -> None:
+    """Another process emptied the shared bucket (a unit a 0.1 s): Redis
+    says the take waits about 0.1 s (refused, or booked ahead), within the
+    caller's max_wait: it waits and is granted, not refused."""
+    name = fresh()
+    async with (
+        open_limiter(Fifo(), redis_server.url, name=name, rate=10, burst=1) as other,
+        open_limiter(
+            Fifo(), redis_server.url, name=name, rate=10, burst=1, book_ahead=book_ahead
+        ) as limiter,
+    ):
+        await other.acquire()
+        with anyio.fail_after(5):
+            await limiter.acquire(max_wait=2.0)
+        level = limiter.statistics().levels[0]
+        assert (level.granted, level.too_long, level.cancelled) == (1, 0, 0)
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("book_ahead", [0.0, 8.0])
+async def test_a_max_wait_the_shared_wait_passes_is_refused_and_costs_nothing(
+    redis_server: RedisServer, book_ahead: float
+) -> None:
+    """Another process emptied the shared bucket (a unit every 4 s): Redis
+    says the take waits about 4 s (refused, or booked ahead: Redis charged
+    it for then), past the caller's max_wait of 1 s: refused at once with
+    WouldWaitTooLong, its estimate Redis's wait, counted as too long (not
+    rejected nor cancelled); a booking is given back, so the units charged
+    in Redis are the callers' that proceeded (the other's one)."""
+    name = fresh()
+    async with (
+        open_limiter(Fifo(), redis_server.url, name=name, rate=0.25, burst=1) as other,
+        open_limiter(
+            Fifo(), redis_server.url, name=name, rate=0.25, burst=1, book_ahead=book_ahead
+        ) as limiter,
+    ):
+        await other.acquire()
+        recording = limiter.record()
+        start = anyio.current_time()
+        with anyio.fail_after(5), pytest.raises(WouldWaitTooLong) as refused:
+            await limiter.acquire(max_wait=1.0)
+        # recorded as asked, refused by the limiter (not a caller that gave up)
+        [call] = recording.calls
+        assert (call.max_wait_ns, call.give_up_after_ns) == (SECOND, None)
+        assert anyio.current_time() - start < 2.0  # not Redis's 4 s
+        assert 1.0 < refused.value.estimated < 5.0  # Redis's 4 s, from its arrival
+        assert refused.value.max_wait == 1.0
+        level = limiter.statistics().levels[0]
+        assert (level.too_long, level.rejected, level.cancelled, level.waiting) == (1, 0, 0, 0)
+        assert len(limiter.machine) == 0
+        gives = 1 if book_ahead else 0  # the booking, given back
+        with anyio.fail_after(2):
+            while limiter.given_back < gives:
+                await anyio.sleep(0.01)
+        assert limiter._booked is None
+        assert limiter.given_back == gives
+        check = peek(redis_server, name, rate=0.25, burst=1)
+        try:
+            # within the 4 s: the other's unit only (-1 had the booking stayed)
+            assert check.charge((0,)).remaining == (0,)
+        finally:
+            check.close()
 
 
 @pytest.mark.anyio

@@ -90,7 +90,7 @@ from permits.core.checks import (
     settled_units,
 )
 
-from ._base import Event, _nanoseconds, async_opening
+from ._base import Event, WouldWaitTooLong, _nanoseconds, async_opening
 from ._recording import Recording
 from ._requires import requires_extra
 from ._tasked import running
@@ -1886,6 +1886,9 @@ class RedisLimiter(_AnyioLimiter):
         self._pause_in_redis = 0
         #: ... by each id granted whose caller has not proceeded yet.
         self._granted: dict[int, tuple[int, ...]] = {}
+        #: The ``max_wait`` of each waiting id that gave one, in ns and as
+        #: given: Redis's answer to a take for it may say it waits longer.
+        self._max_waits: dict[int, tuple[int, float]] = {}
         #: ... by each caller that proceeded within the settle window, with
         #: when, its level, and whether Redis charged it (not the fallback).
         self._settleable: dict[int, tuple[tuple[int, ...], int, int, bool]] = {}
@@ -2030,6 +2033,10 @@ class RedisLimiter(_AnyioLimiter):
         id, level, decision = super()._request(level, cost, flow, timeout, max_wait)
         if decision is None:
             self._asks[id] = units
+            if max_wait is not None:
+                bound = _nanoseconds("max_wait", max_wait)  # checked by the push
+                if bound is not None:  # (None: infinite, never too long)
+                    self._max_waits[id] = (bound, float(max_wait))
             if self._lone:
                 try:
                     self._alone()
@@ -2042,7 +2049,10 @@ class RedisLimiter(_AnyioLimiter):
         return id, level, decision
 
     def _dispatch(self, decisions: list[Decision]) -> None:
+        max_waits = self._max_waits
         for decision in decisions:
+            if max_waits:
+                max_waits.pop(decision.id, None)  # type: ignore[call-overload]
             units = self._asks.pop(decision.id, None)  # type: ignore[call-overload]
             if units is not None and decision.state is State.GRANTED:
                 self._granted[decision.id] = units  # type: ignore[index]
@@ -2076,6 +2086,7 @@ class RedisLimiter(_AnyioLimiter):
         that one asks for the same units (and this process is not paused);
         otherwise the units go back to Redis."""
         self._asks.pop(id, None)
+        self._max_waits.pop(id, None)
         units = self._granted.pop(id, None)
         local = id in self._served_locally
         self._served_locally.discard(id)
@@ -2113,6 +2124,7 @@ class RedisLimiter(_AnyioLimiter):
 
     def _fail(self, id: object, error: BaseException) -> None:
         self._asks.pop(id, None)  # type: ignore[call-overload]
+        self._max_waits.pop(id, None)  # type: ignore[call-overload]
         waiter = self._waiters.pop(id, None)  # type: ignore[call-overload]
         if waiter is not None:
             self._gave_up(id, waiter)  # type: ignore[arg-type]  # in a replay, it gives up now
@@ -2723,9 +2735,27 @@ class RedisLimiter(_AnyioLimiter):
             if never:  # a limit's burst was lowered below the cost
                 self._never(take.head, take.units)
                 return None
+            if (
+                self._max_waits
+                and retry_units is not None  # (the wait is for the head asked for)
+                and self._too_long_for(take.head, answered + answer.retry_after / 1e6)
+                and machine.next_level() is None
+            ):
+                return None  # (a place held in the line is left: see _should_wake)
             return partial(self._wait_for, asked_next, answer.retry_after, answered, retry_units)
         if answer.booked:  # its time comes later: the driver hands it over then
             at = answered + answer.retry_after / 1e6
+            if (
+                self._max_waits
+                and self._too_long_for(take.head, at)
+                and not self._takes_over(take.units, take.reserve, answer.owed)
+            ):
+                # booked for a caller refused as too long, and nobody here to
+                # take it: given back now, as a permit of a caller who left
+                self._pending.append(
+                    (self.limit.ask_charge(tuple(-n for n in take.units)), 1, True)
+                )
+                return None
             self._booked = (at, take.units, take.level, answer.owed)
             return None
         left = self._hand_over(take.units, take.reserve, answer.taken, answer.owed)
@@ -2735,6 +2765,28 @@ class RedisLimiter(_AnyioLimiter):
         return partial(
             self._handed_over, take.units, left, asked_next, retry_after, answered, retry_units
         )
+
+    def _too_long_for(self, id: int, until: float) -> bool:
+        """Redis says the waiter ``id`` (the head a take asked for) has no
+        permit before ``until`` (s): if its wait from its arrival then
+        passes its ``max_wait``, by the machine's rule (``too_long``), it
+        leaves now, refused with :class:`WouldWaitTooLong` and counted as
+        too long. Whether it was."""
+        bound = self._max_waits.get(id)
+        waiter = None if bound is None else self._machine.queues.get(id)
+        if waiter is None:
+            return False
+        assert bound is not None
+        wait = max(0, math.ceil(until * 1e9) - waiter.pushed_at)
+        decisions = self._machine.too_long(id, wait, bound[0])
+        if not decisions:
+            return False
+        caller = self._waiters.get(id)
+        if caller is not None:  # decided (a recording keeps it: its replay decides)
+            caller.decision = decisions[0]
+        self._fail(id, WouldWaitTooLong(waiter.level, wait / SECOND, bound[1]))
+        self._reschedule()  # (its deadline, if any, no longer counts)
+        return True
 
     async def _handed_over(
         self,

@@ -1210,6 +1210,35 @@ class Machine:
         source.discard()
         return out
 
+    def too_long(self, id: Hashable, wait_ns: int, max_wait_ns: int) -> list[Decision]:
+        """The source outside says the waiting ``id`` waits at least
+        ``wait_ns`` in all (from its push; a limit shared through Redis
+        answered "not before" for it): if that exceeds ``max_wait_ns``, the
+        rule of :meth:`push` (``>``), it leaves ungranted as too long, a
+        :attr:`State.TOO_LONG` decision counted at its level's ``too_long``
+        (not ``cancelled``); otherwise nothing changes. Returns that
+        decision, or nothing (``id`` not waiting, or its wait fits). Only
+        for a ``supplied`` machine (a paced one compares at the push)."""
+        wait_ns = check_int("wait_ns", wait_ns, 0)
+        max_wait_ns = check_int("max_wait_ns", max_wait_ns, 0)
+        if not isinstance(self._source, Outside):
+            raise refuse_paced("supplied", False, "too_long()")
+        if wait_ns <= max_wait_ns:
+            return []
+        try:
+            waiter = self._queues.get(id)
+        except Exception:
+            check_hashable("id", id)
+            raise
+        if waiter is None:
+            return []
+        self._withdraw(waiter)
+        self._too_long[waiter.level] += 1
+        if not self.unit_costs:
+            self._plan()
+        now = self._now if self._now is not None else waiter.pushed_at
+        return [_new(Decision, (id, _TOO_LONG, waiter.level, now, 0))]
+
     def settled(
         self, level: int, cost: int | Mapping[str, int], actual: int | Mapping[str, int]
     ) -> None:
