@@ -15,7 +15,8 @@ from random import Random
 from typing import Any
 
 import pytest
-from hypothesis import event, example, given, note, settings
+from hypothesis import event as tally
+from hypothesis import example, given, note, settings
 from hypothesis import strategies as st
 
 from permits.core import (
@@ -203,9 +204,7 @@ def moves(
     word and quota. Times count in eighths of the first limit's interval."""
     bursts = [burst for _, burst in config.limits]
     units: st.SearchStrategy[tuple[int, ...]] = (
-        st.tuples(*(st.integers(0, b) for b in bursts)).map(
-            lambda u: u if any(u) else (1, *u[1:])
-        )
+        st.tuples(*(st.integers(0, b) for b in bursts)).map(lambda u: u if any(u) else (1, *u[1:]))
         if config.costs
         else st.just((1,) * len(bursts))
     )
@@ -279,6 +278,7 @@ def lockstep(
     pushed = 0
     #: the ids granted, but those refunded, settled or spent for good since
     granted: list[Hashable] = []
+    count = 0  # grants
 
     def held(index: int) -> Hashable:
         return granted[index % len(granted)] if granted else "nobody"
@@ -301,6 +301,7 @@ def lockstep(
 
         kind = move[0]
         out: list[Decision] = []
+        refused: list[tuple[Hashable, str, str | None]] = []
         try:
             if kind == "take":
                 _, _, level, units, settle_later = move
@@ -318,17 +319,23 @@ def lockstep(
             elif kind == "push":
                 out = advance()
                 for n, (level, units, patience, max_wait) in enumerate(move[2]):
-                    out += taken(
-                        machine.push(
-                            pushed + n,
-                            level,
-                            now,
-                            cost=config.cost(units),
-                            flow=flow(i, level),
-                            deadline=None if patience is None else now + int(step * patience) // 4,
-                            max_wait_ns=None if max_wait is None else int(step * max_wait) // 4,
+                    try:
+                        out += taken(
+                            machine.push(
+                                pushed + n,
+                                level,
+                                now,
+                                cost=config.cost(units),
+                                flow=flow(i, level),
+                                deadline=None
+                                if patience is None
+                                else now + int(step * patience) // 4,
+                                max_wait_ns=None if max_wait is None else int(step * max_wait) // 4,
+                            )
                         )
-                    )
+                    except PermitError as error:  # a cost above a burst lowered since
+                        argument = getattr(error, "argument", None)
+                        refused.append((pushed + n, type(error).__name__, argument))
             elif kind == "tick":
                 out = advance()
             elif kind == "cancel":
@@ -354,6 +361,7 @@ def lockstep(
             return [kind, "refused", type(error).__name__, getattr(error, "argument", None)]
         return [
             rows(out),
+            refused,
             machine.next_due(),
             machine.next_tick(),
             tuple(machine.queues.depths),
@@ -371,13 +379,15 @@ def lockstep(
             if move[0] in ("refund", "settle") or (move[0] == "spend" and not move[2]):
                 # no longer held (a permit spent to settle later still is)
                 granted = [id for id in granted if id != held(move[1])]
-            granted += [id for id, state, *_ in seen[0][0] if state == "GRANTED"]
+            grants = [id for id, state, *_ in seen[0][0] if state == "GRANTED"]
+            granted += grants
+            count += len(grants)
             if move[0] not in ("push", "take", "tick"):
-                event(f"{move[0]} done")
+                tally(f"{move[0]} done")
         if "refused" in seen[0]:
-            event(f"{move[0]} refused {seen[0][2]}")
-    event(f"grants: {min(len(granted), 10)}, moves {len(script) // 10 * 10}+")
-    event(f"costs {config.costs}, second {config.second is not None}, {config.charge.name}")
+            tally(f"{move[0]} refused {seen[0][2]}")
+    tally(f"grants: {min(count, 10)}, moves {len(script) // 10 * 10}+")
+    tally(f"costs {config.costs}, second {config.second is not None}, {config.charge.name}")
 
 
 @given(data=st.data(), on_time=st.booleans(), prompt=st.booleans())
