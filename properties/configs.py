@@ -154,10 +154,14 @@ class Config:
             return Aging(spec.levels, after_ns=spec.after)
         return RoundRobin(spec.levels)
 
-    def machine(self, keep_waits: bool = True) -> Machine:
+    def machine(self, keep_waits: bool = True, policy: Policy | None = None) -> Machine:
+        """This configuration's machine; under ``policy`` instead of its own
+        (the metamorphic laws compare policies on machines otherwise alike)."""
+        if policy is None:
+            policy = self.policy()
         if self.second is not None:
             return Machine(
-                self.policy(),
+                policy,
                 limits={
                     "units": Limit(self.rate, self.burst),
                     "tokens": Limit(self.second[0], self.second[1]),
@@ -169,7 +173,7 @@ class Config:
                 **self.flow_options(),
             )
         return Machine(
-            self.policy(),
+            policy,
             self.rate,
             self.burst,
             max_waiting=self.max_waiting,

@@ -565,6 +565,36 @@ MUTANTS: dict[str, tuple[str, str, str, str]] = {
         "    rank = max(1, math.floor(q * offered))\n",
         "offered_quantile takes the rank floor(q * n), not the nearest rank ceil(q * n) (P60)",
     ),
+    "aging-ahead-own-level": (
+        "_policies.py",
+        "        # Every waiter at this level or a more urgent one has a smaller key.\n"
+        "        return sum(queues.depths[: level + 1])",
+        "        # Every waiter at this level or a more urgent one has a smaller key.\n"
+        "        return queues.depths[level]",
+        "aging's ahead counts its own level only (a lower bound still): with after longer "
+        "than any wait, its min_wait and refusals as too long are not strict priority's (P14)",
+    ),
+    "shares-costs-own-slots-taken": (
+        "_policies.py",
+        "        free = size - sum(self.weights[o] for o in waiting[1:])",
+        "        free = size - sum(self.weights[o] for o in waiting)",
+        "under costs, shares count the most urgent waiting level's own slots as taken: "
+        "with one level no slot is free, and its first grant of another cost breaks (P14)",
+    ),
+    "shares-costs-ask-every-level": (
+        "_policies.py",
+        "        waiting = [level for level, depth in enumerate(depths) if depth]\n        needs",
+        "        waiting = list(range(len(depths)))\n        needs",
+        "under costs, shares read the head of every level, waiting or not: with a lower "
+        "level that never waits, a choice breaks (P14)",
+    ),
+    "flow-cap-of-the-default-flow": (
+        "_machine.py",
+        "            full = queues.flow_depth(level, flow) >= self._per_flow",
+        "            full = queues.flow_depth(level, None) >= self._per_flow",
+        "max_waiting_per_flow counts the level's default flow, whatever flow the newcomer "
+        "names: one named flow per level is not capped as the unnamed level is (P36)",
+    ),
 }
 
 

@@ -15,6 +15,7 @@ from random import Random
 from typing import Any
 
 import pytest
+from hypothesis import event as tally
 from hypothesis import example, given, note, settings
 from hypothesis import strategies as st
 
@@ -34,6 +35,7 @@ from permits.core import (
     Limit,
     Machine,
     NotRefundable,
+    PermitError,
     Policy,
     Shares,
     State,
@@ -41,7 +43,7 @@ from permits.core import (
     WaitHistogram,
 )
 
-from configs import BIG_WEIGHTS, exact_rate
+from configs import BIG_WEIGHTS, KINDS, NAMES, RATES, Config, RoundRobin, configs, exact_rate
 from harness import drive, rows, spent_at_once
 from reference import PolicySpec, Reference, nearest_rank
 
@@ -182,6 +184,261 @@ def test_shares_without_lower_level_is_strict(
     strict = run(Machine(StrictPriority(2), rate, burst), script)
     shares = run(Machine(Shares(weights), rate, burst), script)
     assert shares == strict, "P14"
+
+
+# -- the laws on every machine ----------------------------------------------------
+
+#: A move of a broad script: an operation's name, then its arguments.
+Move = tuple[Any, ...]
+
+
+@st.composite
+def moves(
+    draw: st.DrawFn, config: Config, levels: Sequence[int], max_wait: bool = True
+) -> list[Move]:
+    """A broad script for ``config``'s machines: pushes and takes at
+    ``levels`` (with ``config.costs``, costs of 0 to each limit's burst, at
+    least one unit), with deadlines and (with ``max_wait``) a
+    ``max_wait_ns``; ticks; cancels; refunds, spends and settles (for less or
+    more) of the permits granted; pauses; changes of a limit; the upstream's
+    word and quota. Times count in eighths of the first limit's interval."""
+    bursts = [burst for _, burst in config.limits]
+    units: st.SearchStrategy[tuple[int, ...]] = (
+        st.tuples(*(st.integers(0, b) for b in bursts)).map(lambda u: u if any(u) else (1, *u[1:]))
+        if config.costs
+        else st.just((1,) * len(bursts))
+    )
+    level = st.sampled_from(list(levels))
+    later = st.integers(0, 24)
+    index = st.integers(0, 30)
+    limit = st.integers(0, len(bursts) - 1)
+    waiter = st.tuples(
+        level,
+        units,
+        st.none() | st.integers(0, 24),
+        (st.none() | st.integers(0, 24)) if max_wait else st.none(),
+    )
+    # pushes in batches, at once: queues build at several levels
+    push = st.tuples(st.just("push"), later, st.lists(waiter, min_size=1, max_size=4))
+    tick = st.tuples(st.just("tick"), st.integers(0, 64))
+    move = st.one_of(
+        push,
+        push,
+        push,
+        st.tuples(st.just("take"), later, level, units, st.booleans()),
+        tick,
+        tick,
+        st.tuples(st.just("cancel"), index),
+        st.tuples(st.just("refund"), index),
+        st.tuples(st.just("spend"), index, st.booleans()),
+        st.tuples(st.just("settle"), index, st.tuples(*(st.integers(0, 2 * b) for b in bursts))),
+        st.tuples(st.just("pause"), st.integers(0, 24)),
+        st.tuples(st.just("limit"), limit, st.sampled_from(RATES), st.none() | st.integers(1, 5)),
+        st.tuples(
+            st.just("word"),
+            st.sampled_from(["adopt", "quota"]),
+            limit,
+            st.integers(0, 5),
+            st.integers(0, 48),
+        ),
+    )
+    return draw(st.lists(move, min_size=16, max_size=48))
+
+
+def later_by(config: Config, move: Move) -> int:
+    """How far ``move`` moves the clock, in ns."""
+    eighths = move[1] if move[0] in ("push", "take", "tick") else 0
+    return int(config.interval * eighths) // 8
+
+
+def lockstep(
+    machines: Sequence[Machine],
+    config: Config,
+    script: Sequence[Move],
+    promise: str,
+    *,
+    on_time: bool,
+    prompt: bool,
+    watch: Sequence[int] = (),
+    flows: Sequence[Callable[[int], Hashable] | None] | None = None,
+) -> None:
+    """Apply ``script`` to every machine (made from ``config``) alike, and
+    hold them to the same decisions, due times, depths, units in flight and
+    (at the levels ``watch``) ``min_wait`` after every move. With
+    ``on_time``, each machine is ticked at every ``next_tick`` on the way to
+    a move's time, else only at it; with ``prompt``, each permit is spent
+    the moment it is granted (with ``settle_later``: an adapter's callers).
+    ``flows[i](level)``, if given, is the flow machine ``i``'s pushes name at
+    ``level``."""
+    names = NAMES[: len(config.limits)]
+    step = config.interval
+    now = config.origin
+    for machine in machines:
+        machine.tick(now)  # their clocks start together
+    pushed = 0
+    #: the ids granted, but those refunded, settled or spent for good since
+    granted: list[Hashable] = []
+    count = 0  # grants
+
+    def held(index: int) -> Hashable:
+        return granted[index % len(granted)] if granted else "nobody"
+
+    def flow(i: int, level: int) -> Hashable:
+        named = None if flows is None else flows[i]
+        return None if named is None else named(level)
+
+    def play(i: int, machine: Machine, move: Move) -> list[Any]:
+        def taken(decisions: list[Decision]) -> list[Decision]:
+            return spent_at_once(machine, decisions, settle_later=True) if prompt else decisions
+
+        def advance() -> list[Decision]:
+            out: list[Decision] = []
+            while on_time and (at := machine.next_tick()) is not None and at < now:
+                out += taken(machine.tick(at))
+                after = machine.next_tick()
+                assert after is None or after > at, ("P12: a tick at next_tick() did nothing", at)
+            return out + taken(machine.tick(now))
+
+        kind = move[0]
+        out: list[Decision] = []
+        refused: list[tuple[Hashable, str, str | None]] = []
+        try:
+            if kind == "take":
+                _, _, level, units, settle_later = move
+                out = advance()
+                out += taken(
+                    machine.take(
+                        pushed,
+                        level,
+                        now,
+                        cost=config.cost(units),
+                        flow=flow(i, level),
+                        settle_later=settle_later,
+                    )
+                )
+            elif kind == "push":
+                out = advance()
+                for n, (level, units, patience, max_wait) in enumerate(move[2]):
+                    try:
+                        out += taken(
+                            machine.push(
+                                pushed + n,
+                                level,
+                                now,
+                                cost=config.cost(units),
+                                flow=flow(i, level),
+                                deadline=None
+                                if patience is None
+                                else now + int(step * patience) // 4,
+                                max_wait_ns=None if max_wait is None else int(step * max_wait) // 4,
+                            )
+                        )
+                    except PermitError as error:  # a cost above a burst lowered since
+                        argument = getattr(error, "argument", None)
+                        refused.append((pushed + n, type(error).__name__, argument))
+            elif kind == "tick":
+                out = advance()
+            elif kind == "cancel":
+                return ["cancel", machine.cancel(move[1] % max(pushed, 1))]
+            elif kind == "refund":
+                out = taken(machine.refund(held(move[1]), now))
+            elif kind == "spend":
+                out = taken(machine.spend(held(move[1]), now, settle_later=move[2]))
+            elif kind == "settle":
+                actual = move[2]
+                settled = actual[0] if len(names) == 1 else config.settle(dict(enumerate(actual)))
+                out = taken(machine.settle(held(move[1]), settled, now))
+            elif kind == "pause":
+                out = taken(machine.pause_until(now + int(step * move[1]) // 4, now))
+            elif kind == "limit":
+                _, which, rate, burst = move
+                out = taken(machine.set_limit(now, rate=rate, burst=burst, limit=names[which]))
+            else:
+                _, word, which, remaining, eighths = move
+                reset = now + int(step * eighths) // 8
+                out = taken(getattr(machine, word)(remaining, reset, now, limit=names[which]))
+        except PermitError as error:
+            return [kind, "refused", type(error).__name__, getattr(error, "argument", None)]
+        return [
+            rows(out),
+            refused,
+            machine.next_due(),
+            machine.next_tick(),
+            tuple(machine.queues.depths),
+            machine.in_flight,
+            tuple(machine.min_wait(level) for level in watch),
+        ]
+
+    for n, move in enumerate(script):
+        now += later_by(config, move)
+        seen = [play(i, machine, move) for i, machine in enumerate(machines)]
+        for machine, saw in zip(machines[1:], seen[1:], strict=True):
+            assert saw == seen[0], (promise, n, move, machine.policy, saw, seen[0])
+        pushed += len(move[2]) if move[0] == "push" else move[0] == "take"
+        if move[0] != "cancel" and "refused" not in seen[0]:
+            if move[0] in ("refund", "settle") or (move[0] == "spend" and not move[2]):
+                # no longer held (a permit spent to settle later still is)
+                granted = [id for id in granted if id != held(move[1])]
+            grants = [id for id, state, *_ in seen[0][0] if state == "GRANTED"]
+            granted += grants
+            count += len(grants)
+            if move[0] not in ("push", "take", "tick"):
+                tally(f"{move[0]} done")
+        if "refused" in seen[0]:
+            tally(f"{move[0]} refused {seen[0][2]}")
+    tally(f"grants: {min(count, 10)}, moves {len(script) // 10 * 10}+")
+    tally(f"costs {config.costs}, second {config.second is not None}, {config.charge.name}")
+
+
+@given(data=st.data(), on_time=st.booleans(), prompt=st.booleans())
+def test_one_level_all_policies_agree_on_every_machine(
+    data: st.DataObject, on_time: bool, prompt: bool
+) -> None:
+    """P14 on every machine: with one level, FIFO, strict priority, shares
+    (of either limit), aging and a user's policy decide alike, and so have
+    the same ``min_wait``, under costs, two limits, either charge, deadlines,
+    a ``max_wait_ns``, takes, spends, refunds, settles, pauses, changes of a
+    limit and the upstream's word."""
+    config: Config = data.draw(configs("strict", 1, charges=tuple(Charge), costs=True))
+    shared = "tokens" if config.second is not None and data.draw(st.booleans()) else None
+    policies: list[Policy] = [
+        Fifo(1),
+        StrictPriority(1),
+        Shares((3,), limit=shared),
+        Aging(1, after_ns=1),
+        RoundRobin(1),
+    ]
+    script = data.draw(moves(config, [0]))
+    machines = [config.machine(policy=policy) for policy in policies]
+    lockstep(machines, config, script, "P14", on_time=on_time, prompt=prompt, watch=[0])
+
+
+@given(data=st.data(), levels=st.integers(2, 3), on_time=st.booleans(), prompt=st.booleans())
+def test_aging_with_huge_after_is_strict_on_every_machine(
+    data: st.DataObject, levels: int, on_time: bool, prompt: bool
+) -> None:
+    """P14 on every machine: aging with ``after`` longer than the whole run
+    decides as strict priority, with the same ``min_wait`` at every level,
+    whatever else the machine is given (as above)."""
+    config: Config = data.draw(configs("strict", levels, charges=tuple(Charge), costs=True))
+    script = data.draw(moves(config, range(levels)))
+    horizon = 1 + sum(later_by(config, move) for move in script)
+    machines = [config.machine(), config.machine(policy=Aging(levels, after_ns=horizon))]
+    watch = range(levels)
+    lockstep(machines, config, script, "P14", on_time=on_time, prompt=prompt, watch=watch)
+
+
+@given(data=st.data(), levels=st.integers(2, 3), on_time=st.booleans(), prompt=st.booleans())
+def test_shares_without_lower_level_is_strict_on_every_machine(
+    data: st.DataObject, levels: int, on_time: bool, prompt: bool
+) -> None:
+    """P14 on every machine: shares (any weights, of either limit) where
+    only level 0 ever waits decide as strict priority, with the same
+    ``min_wait`` at level 0, whatever else the machine is given (as above)."""
+    config: Config = data.draw(configs("shares", levels, charges=tuple(Charge), costs=True))
+    script = data.draw(moves(config, [0]))
+    machines = [config.machine(), config.machine(policy=StrictPriority(levels))]
+    lockstep(machines, config, script, "P14", on_time=on_time, prompt=prompt, watch=[0])
 
 
 @given(**EVERY_KIND)
@@ -743,6 +1000,30 @@ def test_one_flow_is_today(
     today = run(Machine(policy, rate, burst), script, on_time)
     flow: Callable[[int], Hashable] = (lambda level: f"tenant-{level}") if named else (lambda _: 7)
     assert run(Machine(policy, rate, burst), script, on_time, flow=flow) == today, "P36"
+
+
+@given(
+    data=st.data(),
+    kind=st.sampled_from(KINDS),
+    named=st.booleans(),
+    on_time=st.booleans(),
+    prompt=st.booleans(),
+)
+def test_one_flow_is_today_on_every_machine(
+    data: st.DataObject, kind: str, named: bool, on_time: bool, prompt: bool
+) -> None:
+    """P36 on every machine: with one flow per level (or one for all), the
+    decisions, due times, depths and units in flight are those of the
+    machine without flows, under every policy, with costs, two limits,
+    either charge, flow weights and a cap per flow, deadlines, takes,
+    spends, refunds, settles, pauses, changes of a limit and the upstream's
+    word."""
+    config: Config = data.draw(configs(kind, charges=tuple(Charge), costs=True, flows=True))
+    levels = range(config.spec.levels)
+    script = data.draw(moves(config, levels, max_wait=False))
+    flow: Callable[[int], Hashable] = (lambda level: f"tenant-{level}") if named else (lambda _: 7)
+    machines = [config.machine(), config.machine()]
+    lockstep(machines, config, script, "P36", on_time=on_time, prompt=prompt, flows=[None, flow])
 
 
 def backlog(
