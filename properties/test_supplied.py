@@ -121,8 +121,10 @@ class Supplied(RuleBasedStateMachine):
         id = data.draw(st.sampled_from([w.id for w in self.b.waiting()] or [0]))
         waiter = self.b.queues.get(id)
         before = self.b.snapshot()
-        out = self.b.too_long(id, wait * self.step, max_wait * self.step)
-        if waiter is None or wait <= max_wait:
+        # in ns: a step of 0 ns (a rate of more than 10**9/s) makes every wait fit
+        wait_ns, max_wait_ns = wait * self.step, max_wait * self.step
+        out = self.b.too_long(id, wait_ns, max_wait_ns)
+        if waiter is None or wait_ns <= max_wait_ns:
             assert out == [], "P53"
             assert self.b.snapshot() == before, "P53"
             return

@@ -1268,9 +1268,8 @@ class RedisLimit:
         def replied(reply: Any, error: BaseException | None) -> None:
             if error is None:
                 if isinstance(reply, redis.exceptions.ResponseError):
-                    error = _counted(
-                        reply, self.key
-                    )  # (the small client closes a READONLY connection)
+                    # (the small client closes a READONLY connection)
+                    error = _counted(reply, self.key)
                 else:
                     try:
                         answer = _answer(reply, limits)
