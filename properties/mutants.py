@@ -40,14 +40,15 @@ SIM_TESTS = (
 MUTANTS: dict[str, tuple[str, str, str, str]] = {
     "skip-cancelled-check": (
         "_machine.py",
-        "        self._withdraw(waiter)\n        self._cancelled",
-        "        self._cancelled",
+        "        self._withdraw(waiter)\n        counts[",
+        "        counts[",
         "cancel counts the waiter but leaves it queued (the seed's naive limiter)",
     ),
     "cancel-keeps-the-plan": (
         "_machine.py",
-        "        if not self.unit_costs:\n            self._plan()\n        return True",
-        "        return True",
+        "        if not self.unit_costs:\n"
+        "            self._plan()  # (the plan was made with it)\n",
+        "",
         "a cancel under costs leaves the plan made with the cancelled waiter in it (P4)",
     ),
     "serve-wrong-level": (
@@ -456,8 +457,8 @@ MUTANTS: dict[str, tuple[str, str, str, str]] = {
     ),
     "supplied-too-long-as-cancelled": (
         "_machine.py",
-        "        self._too_long[waiter.level] += 1",
-        "        self._cancelled[waiter.level] += 1",
+        "self._leave(id, self._too_long)",
+        "self._leave(id, self._cancelled)",
         "a waiter the source says waits past its max_wait is counted as cancelled",
     ),
     "busiest-first-limit": (

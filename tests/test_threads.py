@@ -17,6 +17,7 @@ import threading
 import time
 import warnings
 import weakref
+from collections.abc import Callable
 from contextlib import suppress
 from typing import Any, NoReturn
 
@@ -702,6 +703,34 @@ def test_a_limiter_opened_before_a_fork_works_in_the_child() -> None:
         parent.join()
 
 
+def three_acquires_in_a_child(
+    limiter: Limiter, forked: threading.Event, state: Callable[[], str]
+) -> str:
+    """Fork; in the child, the limiter's ``state`` and three acquires (5 s
+    each at most): what it reports, ``"<state>, granted"`` or the error.
+    ``forked`` is set in the parent once the child is made."""
+    read, write = os.pipe()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)  # forking with threads, 3.12
+        pid = os.fork()
+    if pid == 0:  # the child: report, and never return into pytest
+        outcome = ""
+        try:
+            outcome = state()
+            for _ in range(3):
+                limiter.acquire(timeout=5.0)
+            outcome += ", granted"
+        except BaseException as error:
+            outcome += f", {error!r}"
+        os.write(write, outcome.encode())
+        os._exit(0)
+    os.close(write)
+    forked.set()
+    reap(pid)
+    with os.fdopen(read) as pipe:
+        return pipe.read()
+
+
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="os.fork is POSIX's")
 def test_a_permit_in_flight_at_a_fork_is_not_lost_in_the_child(
     monkeypatch: pytest.MonkeyPatch,
@@ -734,26 +763,10 @@ def test_a_permit_in_flight_at_a_fork_is_not_lost_in_the_child(
         assert granted.wait(10.0)
         monkeypatch.setattr(_base, "Permit", original)
         assert limiter.machine.in_flight == 1
-        read, write = os.pipe()
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", DeprecationWarning)  # forking with threads, 3.12
-            pid = os.fork()
-        if pid == 0:  # the child: report, and never return into pytest
-            outcome = ""
-            try:
-                outcome = f"in flight: {limiter.machine.in_flight}"
-                for _ in range(3):
-                    limiter.acquire(timeout=5.0)
-                outcome += ", granted"
-            except BaseException as error:
-                outcome += f", {error!r}"
-            os.write(write, outcome.encode())
-            os._exit(0)
-        os.close(write)
-        forked.set()
-        reap(pid)
-        with os.fdopen(read) as pipe:
-            assert pipe.read() == "in flight: 0, granted"
+        outcome = three_acquires_in_a_child(
+            limiter, forked, lambda: f"in flight: {limiter.machine.in_flight}"
+        )
+        assert outcome == "in flight: 0, granted"
         parent.join()
         assert limiter.machine.in_flight == 0
 
@@ -850,26 +863,10 @@ def test_a_waiter_pushed_but_not_yet_known_at_a_fork_is_withdrawn_in_the_child()
         parent.start()
         assert pushed.wait(10.0)
         assert len(limiter.machine) == 1
-        read, write = os.pipe()
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", DeprecationWarning)  # forking with threads, 3.12
-            pid = os.fork()
-        if pid == 0:  # the child: report, and never return into pytest
-            outcome = ""
-            try:
-                outcome = f"queued: {len(limiter.machine)}"
-                for _ in range(3):
-                    limiter.acquire(timeout=5.0)
-                outcome += ", granted"
-            except BaseException as error:
-                outcome += f", {error!r}"
-            os.write(write, outcome.encode())
-            os._exit(0)
-        os.close(write)
-        forked.set()
-        reap(pid)
-        with os.fdopen(read) as pipe:
-            assert pipe.read() == "queued: 0, granted"
+        outcome = three_acquires_in_a_child(
+            limiter, forked, lambda: f"queued: {len(limiter.machine)}"
+        )
+        assert outcome == "queued: 0, granted"
         parent.join()
 
 

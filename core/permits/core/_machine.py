@@ -920,18 +920,7 @@ class Machine:
         Cancel takes no time and grants nothing; when the waiter it removes
         was the one the policy had chosen, the next one may fit at once, and
         :meth:`next_tick` then says the machine's time: tick then."""
-        try:
-            waiter = self._queues.get(id)
-        except Exception:
-            check_hashable("id", id)
-            raise
-        if waiter is None:
-            return False
-        self._withdraw(waiter)
-        self._cancelled[waiter.level] += 1
-        if not self.unit_costs:
-            self._plan()
-        return True
+        return self._leave(id, self._cancelled) is not None
 
     def tick(self, now: int) -> list[Decision]:
         """Advance to ``now``: expire waiters whose deadline is ``<= now``,
@@ -1225,17 +1214,9 @@ class Machine:
             raise refuse_paced("supplied", False, "too_long()")
         if wait_ns <= max_wait_ns:
             return []
-        try:
-            waiter = self._queues.get(id)
-        except Exception:
-            check_hashable("id", id)
-            raise
+        waiter = self._leave(id, self._too_long)
         if waiter is None:
             return []
-        self._withdraw(waiter)
-        self._too_long[waiter.level] += 1
-        if not self.unit_costs:
-            self._plan()
         now = self._now if self._now is not None else waiter.pushed_at
         return [_new(Decision, (id, _TOO_LONG, waiter.level, now, 0))]
 
@@ -1554,6 +1535,23 @@ class Machine:
         """Whether ``id`` (hashable: checked) holds a permit in flight."""
         grant = self._ledger.held.get(id)
         return grant is not None and grant.before is None
+
+    def _leave(self, id: Hashable, counts: list[int]) -> Waiter | None:
+        """The waiting ``id`` leaves ungranted, counted in ``counts`` at its
+        level (cancelled, too long); ``None`` if it was not waiting. Raises
+        for an unhashable ``id``."""
+        try:
+            waiter = self._queues.get(id)
+        except Exception:
+            check_hashable("id", id)
+            raise
+        if waiter is None:
+            return None
+        self._withdraw(waiter)
+        counts[waiter.level] += 1
+        if not self.unit_costs:
+            self._plan()  # (the plan was made with it)
+        return waiter
 
     def _withdraw(self, waiter: Waiter) -> None:
         """``waiter`` leaves its queue ungranted."""
