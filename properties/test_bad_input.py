@@ -567,6 +567,10 @@ class Stuck:
         return "Stuck()"
 
 
+def _fields(full: QueueFull) -> tuple[object, ...]:
+    return (full.id, full.level, full.max_waiting, full.flow, full.per_flow)
+
+
 def test_the_operations_errors_in_words() -> None:
     """P18 for the errors of a running machine: each carries what it is
     about, and says it in these words."""
@@ -602,14 +606,14 @@ def test_the_operations_errors_in_words() -> None:
     assert str(back.value) == "now=3: time went backwards (the machine is at 5)"
     machine.push("z", 1, 5, flow="f")  # waits: flow f of level 1 is full now
     full = machine.queue_full("w", 0)
-    assert (full.id, full.level, full.limit, full.flow, full.per_flow) == ("w", 0, 1, None, False)
+    assert _fields(full) == ("w", 0, 1, None, False)
     assert str(full) == "id='w' rejected: level 0 already has 1 waiter (max_waiting=1)"
     full = machine.queue_full("v", 1, "f")
-    assert (full.id, full.level, full.limit, full.flow, full.per_flow) == ("v", 1, 1, "f", True)
+    assert _fields(full) == ("v", 1, 1, "f", True)
     assert str(full) == (
         "id='v' rejected: flow 'f' of level 1 already has 1 waiter (max_waiting_per_flow=1)"
     )
-    none = QueueFull(None, 2, 0, flow="f", per_flow=True)  # an acquire's, under a limit of 0
+    none = QueueFull(None, 2, 0, flow="f", per_flow=True)  # an acquire's, max_waiting 0
     assert str(none) == "rejected: flow 'f' of level 2 takes no waiters (max_waiting_per_flow=0)"
     stuck = Machine(Stuck(), 1, 1)
     with pytest.raises(PolicyError) as broken:
@@ -677,12 +681,12 @@ def test_the_queries_errors_in_words() -> None:
         ),
     )
     full = Machine(Fifo(2), 1, 1, max_waiting_per_flow=1).queue_full("w", 1, "f")
-    assert (full.id, full.level, full.limit, full.flow, full.per_flow) == ("w", 1, 1, "f", True)
+    assert _fields(full) == ("w", 1, 1, "f", True)
     roomy = Machine(Fifo(2), 1, 1, max_waiting=2, max_waiting_per_flow=1)
     roomy.push("banked", 0, 0)  # granted at once
     roomy.push("x", 0, 0, flow="f")  # waits: its level has room, flow f has not
     full = roomy.queue_full("y", 0, "f")
-    assert (full.id, full.level, full.limit, full.flow, full.per_flow) == ("y", 0, 1, "f", True)
+    assert _fields(full) == ("y", 0, 1, "f", True)
 
     sequence = "a sequence of ints (nanoseconds)"
     for bad, refusal in [

@@ -1649,7 +1649,7 @@ async def test_max_waiting_zero_grants_at_once_or_rejects(open_limiter: OpenLimi
         await limiter.acquire(1)  # idle: granted at once
         with pytest.raises(QueueFull) as rejected:
             await limiter.acquire(1)  # no permit free: never queued
-        assert rejected.value.limit == 0
+        assert rejected.value.max_waiting == 0
         # in the caller's terms: no id of the limiter's own, which it never saw
         assert str(rejected.value) == "rejected: level 1 takes no waiters (max_waiting=0)"
         assert rejected.value.id is None
@@ -1672,7 +1672,7 @@ async def test_a_full_flow_rejects_with_its_own_limit(open_limiter: OpenLimiter)
             await waiting(limiter, 1)
             with pytest.raises(QueueFull) as rejected:
                 await limiter.acquire(flow="a")
-            assert (rejected.value.limit, rejected.value.flow) == (1, "a")
+            assert (rejected.value.max_waiting, rejected.value.flow) == (1, "a")
             assert rejected.value.per_flow
             assert "max_waiting_per_flow=1" in str(rejected.value)
             tg.start_soon(functools.partial(limiter.acquire, flow="b"))

@@ -388,12 +388,12 @@ def test_queue_full_names_the_limit_the_push_hit() -> None:
     [rejected] = machine.push("a2", 0, 0, flow="a")
     assert rejected.state is State.REJECTED
     error = machine.queue_full("a2", 0, "a")
-    assert (error.limit, error.flow, error.per_flow) == (1, "a", True)
+    assert (error.max_waiting, error.flow, error.per_flow) == (1, "a", True)
     machine.push("b1", 0, 0, flow="b")
     [rejected] = machine.push("c1", 0, 0, flow="c")
     assert rejected.state is State.REJECTED
     error = machine.queue_full("c1", 0, "c")
-    assert (error.limit, error.per_flow) == (2, False)
+    assert (error.max_waiting, error.per_flow) == (2, False)
     assert "level 0 already has 2 waiters (max_waiting=2)" in str(error)
     unlimited = Machine(Fifo(1), 1, 1)
     with pytest.raises(PermitValueError, match="no push to it is rejected"):

@@ -94,10 +94,11 @@ class NotRefundable(PermitValueError):
 
 
 class QueueFull(PermitError):
-    """A push was rejected because its level already has ``limit`` waiters
-    (``max_waiting``), or, when ``per_flow``, its flow ``flow`` of that level
-    does (``max_waiting_per_flow``). ``id`` is ``None`` from an adapter's
-    ``acquire``, whose ids the caller never sees.
+    """A push was rejected because its level already has ``max_waiting``
+    waiters (the option ``max_waiting``), or, when ``per_flow``, its flow
+    ``flow`` of that level does (the option ``max_waiting_per_flow``).
+    ``id`` is ``None`` from an adapter's ``acquire``, whose ids the caller
+    never sees.
 
     Not bad input: the rejection is an outcome. The id ends in the state
     ``REJECTED``, is counted in the level's ``rejected`` statistic and is never
@@ -108,24 +109,24 @@ class QueueFull(PermitError):
         self,
         id: Hashable,
         level: int,
-        limit: int,
+        max_waiting: int,
         *,
         flow: Hashable = None,
         per_flow: bool = False,
     ) -> None:
         self.id = id
         self.level = level
-        self.limit = limit
+        self.max_waiting = max_waiting
         self.flow = flow
         self.per_flow = per_flow
         where = f"flow {flow!r} of level {level}" if per_flow else f"level {level}"
         option = "max_waiting_per_flow" if per_flow else "max_waiting"
         who = "rejected" if id is None else f"id={id!r} rejected"  # None: an acquire's
-        if limit == 0:
+        if max_waiting == 0:
             full = "takes no waiters"
         else:
-            full = f"already has {limit} waiter{'' if limit == 1 else 's'}"
-        super().__init__(f"{who}: {where} {full} ({option}={limit})")
+            full = f"already has {max_waiting} waiter{'' if max_waiting == 1 else 's'}"
+        super().__init__(f"{who}: {where} {full} ({option}={max_waiting})")
 
 
 class PolicyError(PermitError):

@@ -663,15 +663,14 @@ class Machine:
 
     def queue_full(self, id: Hashable, level: int, flow: Hashable = None) -> QueueFull:
         """The error for a push of ``id`` to ``level`` and ``flow`` that was
-        just rejected (a :attr:`State.REJECTED` decision): it names the queue
-        limit the push found reached, the level's ``max_waiting`` if the
+        just rejected (a :attr:`State.REJECTED` decision): it names the most
+        waiters allowed that the push found reached, the level's ``max_waiting`` if the
         level is at it, the flow's ``max_waiting_per_flow`` otherwise."""
         level = self._check_level(level)
-        limits = self._max_waiting
-        limit = None if limits is None else limits[level]
+        most = None if self._max_waiting is None else self._max_waiting[level]
         per_flow = self._per_flow
-        if limit is not None and (per_flow is None or self._queues.depths[level] >= limit):
-            return QueueFull(id, level, limit)
+        if most is not None and (per_flow is None or self._queues.depths[level] >= most):
+            return QueueFull(id, level, most)
         if per_flow is not None:
             return QueueFull(id, level, per_flow, flow=flow, per_flow=True)
         raise PermitValueError(
