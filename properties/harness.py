@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from permits.core import Decision, Machine, Snapshot, State
@@ -18,17 +19,22 @@ def fingerprint(machine: Machine) -> Snapshot:
     return machine.snapshot()
 
 
-def drive(machine: Machine, until: int) -> list[Decision]:
+def drive(
+    machine: Machine,
+    until: int,
+    then: Callable[[list[Decision]], list[Decision]] | None = None,
+) -> list[Decision]:
     """Tick ``machine`` on time up to ``until``: at every ``next_tick`` on the
-    way (as an adapter with a perfect timer would), then at ``until``."""
+    way (as an adapter with a perfect timer would), then at ``until``. Each
+    tick's decisions go through ``then``, if given, before the next tick (to
+    spend the permits granted, as callers would)."""
     out: list[Decision] = []
     while (at := machine.next_tick()) is not None and at <= until:
-        out += machine.tick(at)
+        out += machine.tick(at) if then is None else then(machine.tick(at))
         after = machine.next_tick()
         # P12: a tick at next_tick() makes progress, or nothing could drain.
         assert after is None or after > at, ("P12: a tick at next_tick() changed nothing", at)
-    out += machine.tick(until)
-    return out
+    return out + (machine.tick(until) if then is None else then(machine.tick(until)))
 
 
 def spent_at_once(

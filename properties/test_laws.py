@@ -292,12 +292,7 @@ def lockstep(
             return spent_at_once(machine, decisions, settle_later=True) if prompt else decisions
 
         def advance() -> list[Decision]:
-            out: list[Decision] = []
-            while on_time and (at := machine.next_tick()) is not None and at < now:
-                out += taken(machine.tick(at))
-                after = machine.next_tick()
-                assert after is None or after > at, ("P12: a tick at next_tick() did nothing", at)
-            return out + taken(machine.tick(now))
+            return drive(machine, now, taken) if on_time else taken(machine.tick(now))
 
         kind = move[0]
         out: list[Decision] = []
