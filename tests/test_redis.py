@@ -4218,13 +4218,14 @@ async def test_an_acquire_that_would_never_wait_is_refused(redis_server: RedisSe
     at once: ``timeout=0`` ("do not wait") timed out every time, however
     many units Redis held, and a level's ``max_waiting`` of 0 refused every
     acquire with QueueFull. Both are refused naming the argument, saying
-    what to use (a short timeout: ``max_wait=0``, which it said, counts
-    only this process's waiters ahead); nothing is pushed."""
+    what to use (a short timeout, or ``max_wait=0``, which fails fast on
+    Redis's answer); nothing is pushed."""
     async with open_limiter(Fifo(), redis_server.url, name=fresh(), rate=10, burst=5) as limiter:
         for timeout in (0, 0.0):
             with pytest.raises(PermitValueError, match="give a short timeout") as error:
                 await limiter.acquire(timeout=timeout)
             assert error.value.argument == "timeout"
+            assert "or max_wait=0 (WouldWaitTooLong" in str(error.value)
         with pytest.raises(PermitTypeError):
             await limiter.acquire(timeout=False)
         assert limiter.statistics().levels[0].pushed == 0

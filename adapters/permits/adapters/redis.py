@@ -3027,7 +3027,8 @@ _ABOVE_BURST = (
 _NEVER_AT_ONCE = (
     "would refuse every acquire: a shared permit is granted only after a round trip "
     "to Redis, never at once; give a short timeout (timeout=0.05: AcquireTimeout if no "
-    "permit came within it)"
+    "permit came within it), or max_wait=0 (WouldWaitTooLong as soon as Redis's answer "
+    "shows a wait)"
 )
 
 
