@@ -739,8 +739,12 @@ def test_a_permit_in_flight_at_a_fork_is_not_lost_in_the_child(
     thread proceeded with it (here: held as its permit is made): that
     thread is not in the child, so nobody there would ever spend the
     permit, which held its place in the bucket for ever. With a burst of
-    1, every wait in the child timed out; the child hands it back."""
+    1, every wait in the child timed out; the child hands it back. (The
+    thread holds the lock until the fork is made, which waits for it 50 ms,
+    not a second.)"""
     from permits.adapters import _base
+
+    monkeypatch.setattr(threads, "_FORK_WAIT_S", 0.05)
 
     # The next permit 500 ms away: the thread below must find none free
     # (its take would succeed, and no permit be held, were it 50 ms late).
@@ -838,7 +842,9 @@ def test_close_wakes_the_timer_thread_however_long_it_would_sleep() -> None:
 
 
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="os.fork is POSIX's")
-def test_a_waiter_pushed_but_not_yet_known_at_a_fork_is_withdrawn_in_the_child() -> None:
+def test_a_waiter_pushed_but_not_yet_known_at_a_fork_is_withdrawn_in_the_child(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     """A fork that lands after another thread's waiter was pushed into the
     machine, before the limiter noted it as waiting (here: held as it is
     noted): that thread is not in the child, so its waiter must go there
@@ -847,7 +853,9 @@ def test_a_waiter_pushed_but_not_yet_known_at_a_fork_is_withdrawn_in_the_child()
     behind it, and it took the only permit of the burst, for ever. (A permit
     a second: the parent's thread queues long before the next, however late
     a loaded machine starts it; at 20 a second one 50 ms late took a free
-    one.)"""
+    one. The thread holds the lock until the fork is made, which waits for
+    it 50 ms, not a second.)"""
+    monkeypatch.setattr(threads, "_FORK_WAIT_S", 0.05)
     pushed, forked = threading.Event(), threading.Event()
 
     class Held(dict[int, Any]):
@@ -1003,3 +1011,108 @@ def test_an_interrupt_while_waking_the_waiters_granted_wakes_them_all() -> None:
             caller.join(10.0)
         assert sorted(done) == [0, 1, 2], "a waiter granted was never woken"
         assert limiter.machine.in_flight == 0
+
+
+def a_push_held_as_its_deadline_is_noted(
+    monkeypatch: pytest.MonkeyPatch, release: threading.Event
+) -> tuple[threading.Event, Callable[[], None]]:
+    """Make the next push with a deadline, in this process, stop inside the
+    machine's call once its waiter is queued, before its deadline is noted
+    (a copy made then is half done), until ``release`` is set: the event
+    set once it stops, and what undoes the hold."""
+    from permits.core import _deadlines
+
+    add = _deadlines.Deadlines.add
+    stopped = threading.Event()
+    parent = os.getpid()
+
+    def held(*args: Any) -> Any:
+        if os.getpid() == parent:
+            stopped.set()
+            release.wait()
+        return add(*args)
+
+    monkeypatch.setattr(_deadlines.Deadlines, "add", held)
+    return stopped, lambda: monkeypatch.setattr(_deadlines.Deadlines, "add", add)
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="os.fork is POSIX's")
+def test_a_fork_waits_for_a_machine_call_under_way_in_another_thread(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A fork that lands while another thread is inside a machine call
+    (here: a push, held after its waiter is queued, before its deadline is
+    noted, until 0.2 s after the fork began) waits for the call to end, so
+    that the child's copy is whole, and the child withdraws the waiter as
+    usual. The fork went ahead at once, and the child had the half-done
+    copy. (A permit a second: the thread queues long before the next.)"""
+    monkeypatch.setattr(threads, "_FORK_WAIT_S", 30.0)  # however loaded the machine
+    release = threading.Event()
+    released_at_fork: list[bool] = []
+
+    class Forked(threading.Event):
+        def set(self) -> None:  # in the parent, as the fork returns
+            released_at_fork.append(release.is_set())
+            super().set()
+
+    forked = Forked()
+    with open_limiter(Fifo(), 1, 1) as limiter:
+        limiter.acquire()  # the permit free: the next thread waits
+        stopped, undo = a_push_held_as_its_deadline_is_noted(monkeypatch, release)
+        parent = threading.Thread(target=limiter.acquire, kwargs={"timeout": 5.0})
+        parent.start()
+        assert stopped.wait(10.0)
+        undo()
+        threading.Timer(0.2, release.set).start()
+
+        def state() -> str:
+            deadlines = limiter.machine.snapshot().deadlines
+            return f"deadlines noted: {len(deadlines)}, queued: {len(limiter.machine)}"
+
+        outcome = three_acquires_in_a_child(limiter, forked, state)
+        assert released_at_fork == [True]
+        assert outcome == "deadlines noted: 0, queued: 0, granted"
+        parent.join()
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="os.fork is POSIX's")
+@pytest.mark.parametrize("torn", [False, True])
+def test_a_fork_that_cannot_wait_checks_the_child_s_copy(
+    monkeypatch: pytest.MonkeyPatch, torn: bool
+) -> None:
+    """A fork waits a second at most (here 50 ms) for a machine call under
+    way in another thread: one made in a policy's own code by the thread
+    that holds the lock could not wait it out. The child's copy may then be
+    half done: once its waiters are withdrawn, the machine checks it. Whole
+    (as here: a waiter queued, its deadline not yet noted, is withdrawn
+    cleanly), the child's limiter works; torn (here the check made to find
+    it so, a stand-in for a copy no withdrawal mends), the child's limiter
+    is broken, each acquire refused with LimiterClosed naming the fork."""
+    monkeypatch.setattr(threads, "_FORK_WAIT_S", 0.05)
+    if torn:
+
+        def check_valid(self: Machine) -> None:
+            raise AssertionError("invariant broken: a stand-in")
+
+        monkeypatch.setattr(Machine, "check_valid", check_valid)
+    release, forked = threading.Event(), threading.Event()
+    with open_limiter(Fifo(), 1, 1) as limiter:
+        limiter.acquire()  # the permit free: the next thread waits
+        stopped, undo = a_push_held_as_its_deadline_is_noted(monkeypatch, release)
+        parent = threading.Thread(target=limiter.acquire, kwargs={"timeout": 5.0})
+        parent.start()
+        try:
+            assert stopped.wait(10.0)
+            undo()
+            outcome = three_acquires_in_a_child(
+                limiter, forked, lambda: f"closed: {limiter.closed}"
+            )
+        finally:
+            release.set()
+            parent.join()
+    if torn:
+        assert outcome.startswith("closed: True, LimiterClosed(")
+        assert "forked during a machine call in another thread" in outcome
+        assert "invariant broken: a stand-in" in outcome
+    else:
+        assert outcome == "closed: False, granted"

@@ -19,7 +19,9 @@ the machine's own call, which it may leave half done, breaks the limiter:
 an event loop (asyncio, trio) would stall all its tasks: it warns
 (:class:`RuntimeWarning`), naming the async adapter to use instead. A
 limiter opened before ``os.fork`` (a server that loads the app, then forks
-its workers) works in each child, which starts a timer thread of its own.
+its workers) works in each child, which starts a timer thread of its own; the
+fork waits for a machine call under way in another thread (a second at most),
+so that the child's copy is whole.
 """
 
 from __future__ import annotations
@@ -123,29 +125,41 @@ class Limiter(_Limiting):
         self._running = True
         _open.add(self)
 
-    def _after_fork(self) -> None:
+    def _after_fork(self, *, held: bool) -> None:
         """In a child made by ``os.fork``, which has only the thread that
-        forked: a new lock (the parent's may have been held by a thread the
-        child has not), the parent's waiters withdrawn (no thread waits on
-        them here: each would take a permit nobody spends), the permits in
-        flight handed back (granted to threads not here, which will never
+        forked: a new lock (the parent's is held, by the fork or by a thread
+        the child has not), the parent's waiters withdrawn (no thread waits
+        on them here: each would take a permit nobody spends), the permits
+        in flight handed back (granted to threads not here, which will never
         proceed with them), and a timer thread of its own. The waiters are
         the machine's, not those noted in ``_waiters``: a fork may land
-        after a push, before its waiter is noted."""
+        after a push, before its waiter is noted.
+
+        ``held``: the fork held the lock (:func:`_before_fork`), so no
+        machine call was under way. If not, one may have been, in a thread
+        the child has not: a copy it left half done is found by the
+        machine's own check, and breaks the limiter here
+        (:class:`LimiterClosed` naming it), as an interrupt inside a machine
+        call does."""
         self._lock = threading.Lock()
         self._plan = threading.Condition(self._lock)
         self._timer_at = None
         self._waiters = {}
         machine = self._machine
-        for queue in machine.snapshot().waiting:
-            for waiter in queue:
-                with suppress(Exception):  # a broken policy: the waiters are gone either way
-                    machine.cancel(waiter.id)
-        now = self._now()
-        for grant in machine.snapshot().grants:
-            if grant.before is None:  # in flight: charged only when spent
-                with suppress(Exception):  # (as above)
-                    machine.refund(grant.waiter.id, now)
+        try:
+            for queue in machine.snapshot().waiting:
+                for waiter in queue:
+                    with suppress(Exception):  # a broken policy: the waiters are gone either way
+                        machine.cancel(waiter.id)
+            now = self._now()
+            for grant in machine.snapshot().grants:
+                if grant.before is None:  # in flight: charged only when spent
+                    with suppress(Exception):  # (as above)
+                        machine.refund(grant.waiter.id, now)
+            if not held:
+                machine.check_valid()  # O(waiters), once: none are left
+        except Exception as torn:
+            self._break(RuntimeError(f"forked during a machine call in another thread: {torn!r}"))
         if self._closed is None:
             self._start()
 
@@ -283,13 +297,42 @@ class Limiter(_Limiting):
 _open: weakref.WeakSet[Limiter] = weakref.WeakSet()
 
 
-def _after_fork_in_child() -> None:
+#: How long a fork waits for each open limiter's lock, held by a thread
+#: inside a machine call (microseconds, unless the thread is kept from
+#: running): long enough for a loaded machine, short enough that a fork made
+#: under the lock itself (from a policy's code, say) is not stuck.
+_FORK_WAIT_S = 1.0
+
+#: The open limiters whose lock the fork under way holds.
+_held: list[Limiter] = []
+
+
+def _before_fork() -> None:
+    """Hold every open limiter's lock across the fork, so that the child's
+    copy of each machine is one no call was halfway through."""
     for limiter in list(_open):
-        limiter._after_fork()
+        if limiter._lock.acquire(timeout=_FORK_WAIT_S):
+            _held.append(limiter)
+
+
+def _after_fork_in_parent() -> None:
+    while _held:
+        _held.pop()._lock.release()
+
+
+def _after_fork_in_child() -> None:
+    held = set(_held)
+    _held.clear()
+    for limiter in list(_open):
+        limiter._after_fork(held=limiter in held)
 
 
 if hasattr(os, "register_at_fork"):  # (POSIX)
-    os.register_at_fork(after_in_child=_after_fork_in_child)
+    os.register_at_fork(
+        before=_before_fork,
+        after_in_parent=_after_fork_in_parent,
+        after_in_child=_after_fork_in_child,
+    )
 
 
 #: What a thread running each event loop should use instead.
