@@ -147,6 +147,7 @@ def test_wheel_ships_every_package_typed_once_and_the_license(dist: tuple[Path, 
     for package in packages:
         assert f"{package}/py.typed" in names
     assert not [name for name in names if "__pycache__" in name]
+    assert "permits/adapters/redis.lua" in names  # the shared limit's script
     dist_info = f"permits-{permits.__version__}.dist-info"
     assert f"{dist_info}/licenses/LICENSE" in names
     with zipfile.ZipFile(dist[1]) as wheel:
