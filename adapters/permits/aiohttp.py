@@ -38,7 +38,9 @@ from __future__ import annotations
 from collections.abc import Callable, Hashable, Iterator, Mapping
 
 from permits._upstream import (
+    BACKOFF,
     LATE,
+    MAX_BACKOFF,
     MAX_PAUSE,
     THROTTLED,
     Cost,
@@ -55,7 +57,14 @@ from permits.core import PermitTypeError
 with requires_extra(__name__, "aiohttp", "aiohttp"):
     import aiohttp
 
-__all__ = ["MAX_PAUSE", "PermitsMiddleware", "QuotaPolicy", "Upstream"]
+__all__ = [
+    "BACKOFF",
+    "MAX_BACKOFF",
+    "MAX_PAUSE",
+    "PermitsMiddleware",
+    "QuotaPolicy",
+    "Upstream",
+]
 
 
 class _Fields(Mapping[str, str]):

@@ -63,7 +63,9 @@ from collections.abc import AsyncIterator, Callable, Hashable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any, TypedDict
 
 from permits._upstream import (
+    BACKOFF,
     LATE,
+    MAX_BACKOFF,
     MAX_PAUSE,
     THROTTLED,
     Cost,
@@ -88,6 +90,8 @@ if TYPE_CHECKING:
     from typing_extensions import Unpack  # in typing from Python 3.11
 
 __all__ = [
+    "BACKOFF",
+    "MAX_BACKOFF",
     "MAX_PAUSE",
     "AsyncPermitsTransport",
     "PermitsTransport",
