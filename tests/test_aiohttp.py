@@ -593,3 +593,30 @@ def test_a_throttled_response_without_retry_after_is_retried_after_a_backoff(
     assert (got, backoffs, malformed) == (200, 2, 1)
     assert took == pytest.approx(1.5, abs=1e-6)
     assert kept == sent == 3, "each try took a permit, and kept it"
+
+
+def test_a_body_that_cannot_be_sent_again_takes_no_backoff(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A 429 with no Retry-After to a request whose body was sent and
+    cannot be sent again (one that cannot be read first: here, every body,
+    on purpose) is returned, not retried, and pauses nothing: a backoff is
+    only for a retry to wait out."""
+    import permits.aiohttp
+
+    monkeypatch.setattr(permits.aiohttp, "_spent", lambda request: True)
+
+    async def main(url: str) -> tuple[int, int, int, float]:
+        async with asyncio_adapter.open_limiter(Fifo(), 100, 10) as limiter:
+            permits = PermitsMiddleware(limiter, retries=2)
+            async with (
+                aiohttp.ClientSession(middlewares=(permits,)) as session,
+                session.post(url, data=b"hello") as response,
+            ):
+                upstream = permits.upstream
+                return response.status, upstream.throttled, upstream.pauses, limiter.pause_left()
+
+    script = Script((429, {}), (200, {}))
+    with serve_script(script) as url:
+        assert asyncio.run(main(url)) == (429, 1, 0, 0.0)
+    assert script.bodies == [b"hello"]

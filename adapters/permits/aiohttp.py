@@ -201,13 +201,16 @@ class PermitsMiddleware:
                 return kept  # its permit not within the timeout: that response says why
             response = await handler(request)
             try:
+                # a body sent that cannot be sent again leaves no try:
+                # nothing is paused for one
+                retries = attempt if _spent(request) else self.retries
                 again = self.upstream.again(
-                    response.status, _Fields(response.headers), attempt, self.retries, self.timeout
+                    response.status, _Fields(response.headers), attempt, retries, self.timeout
                 )
             except BaseException:
                 response.release()
                 raise
-            if again and not _spent(request):
+            if again:
                 # kept, read whole (which frees the connection; released, it
                 # could not be read again by the caller)
                 await response.read()
