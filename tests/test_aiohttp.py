@@ -28,6 +28,7 @@ from http_upstream import (
     serve_script,
 )
 
+from permits import testing
 from permits.adapters import asyncio as asyncio_adapter
 from permits.adapters import level, threads
 from permits.adapters import redis as redis_adapter
@@ -551,3 +552,71 @@ def test_a_streamed_response_is_read_whole_first_only_to_be_settled(settles: boo
     parts = Parts(b"1", b"2", wait=1.0 if settles else 30.0)
     with serve_parts(parts) as url:
         assert asyncio.run(main(url, parts)) == (settles, b"12", (12,) if settles else (50,))
+
+
+@pytest.mark.parametrize("status", [429, 503])
+def test_a_throttled_response_without_retry_after_is_retried_after_a_backoff(
+    status: int,
+) -> None:
+    """As the httpx transports: a 429 or 503 with no Retry-After (here one
+    that does not parse, counted) is sent again after a backoff of 0.5 s,
+    then 1 s, each a pause of the whole limiter, up to ``retries``. On
+    virtual time (aiohttp's own timeouts off: only the limiter sets
+    timers), the server on a real socket."""
+
+    async def main(url: str) -> tuple[int, float, int, int, int, int]:
+        async with asyncio_adapter.open_limiter(
+            Fifo(), limits={"requests": Limit(10, burst=1)}
+        ) as limiter:
+            permits = PermitsMiddleware(limiter, retries=2)
+            permits.upstream.jitter = lambda: 0.0
+            async with aiohttp.ClientSession(
+                middlewares=(permits,), timeout=aiohttp.ClientTimeout(total=None)
+            ) as session:
+                start = asyncio.get_running_loop().time()
+                async with session.get(url) as response:
+                    took = asyncio.get_running_loop().time() - start
+                    stats = limiter.statistics().levels[0]
+                    upstream = permits.upstream
+                    return (
+                        response.status,
+                        took,
+                        upstream.backoffs,
+                        upstream.malformed,
+                        stats.granted - stats.refunded,
+                        len(script.bodies),
+                    )
+
+    script = Script((status, {"Retry-After": "soon"}), (status, {}), (200, {}))
+    with serve_script(script) as url:
+        got, took, backoffs, malformed, kept, sent = testing.run(main(url))
+    assert (got, backoffs, malformed) == (200, 2, 1)
+    assert took == pytest.approx(1.5, abs=1e-6)
+    assert kept == sent == 3, "each try took a permit, and kept it"
+
+
+def test_a_body_that_cannot_be_sent_again_takes_no_backoff(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A 429 with no Retry-After to a request whose body was sent and
+    cannot be sent again (one that cannot be read first: here, every body,
+    on purpose) is returned, not retried, and pauses nothing: a backoff is
+    only for a retry to wait out."""
+    import permits.aiohttp
+
+    monkeypatch.setattr(permits.aiohttp, "_spent", lambda request: True)
+
+    async def main(url: str) -> tuple[int, int, int, float]:
+        async with asyncio_adapter.open_limiter(Fifo(), 100, 10) as limiter:
+            permits = PermitsMiddleware(limiter, retries=2)
+            async with (
+                aiohttp.ClientSession(middlewares=(permits,)) as session,
+                session.post(url, data=b"hello") as response,
+            ):
+                upstream = permits.upstream
+                return response.status, upstream.throttled, upstream.pauses, limiter.pause_left()
+
+    script = Script((429, {}), (200, {}))
+    with serve_script(script) as url:
+        assert asyncio.run(main(url)) == (429, 1, 0, 0.0)
+    assert script.bodies == [b"hello"]

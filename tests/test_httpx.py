@@ -32,7 +32,8 @@ from http_upstream import (
     serve_script,
 )
 
-from permits._upstream import MAX_POLICIES, retry
+from permits import testing
+from permits._upstream import BACKOFF, MAX_BACKOFF, MAX_POLICIES, backoff, retry
 from permits.adapters import AcquireTimeout, LimiterClosed, level, threads
 from permits.adapters import asyncio as asyncio_adapter
 from permits.adapters import redis as redis_adapter
@@ -391,12 +392,12 @@ def test_a_response_is_closed_when_learning_from_it_fails(
     def upstream(request: httpx.Request) -> httpx.Response:
         return httpx.Response(429, headers={"Retry-After": "1"}, stream=Stream())
 
-    def fails(status: int, headers: Any) -> None:
+    def fails(*answer: Any) -> None:
         raise LimiterClosed()
 
     with threads.open_limiter(Fifo(), 10) as limiter:
         transport = PermitsTransport(limiter, httpx.MockTransport(upstream))
-        monkeypatch.setattr(transport.upstream, "learn", fails)
+        monkeypatch.setattr(transport.upstream, "again", fails)
         with httpx.Client(transport=transport) as client, pytest.raises(LimiterClosed):
             client.get("http://upstream.example/")
     assert closed == [True]
@@ -1747,3 +1748,189 @@ async def test_the_level_and_flow_come_from_the_extensions_then_functions_then_c
                 await task
         seen = [(call.level, call.flow) for call in recording.calls]
     assert seen == [(3, None), (1, None), (2, "fn"), (0, "x"), (1, None), (1, None)]
+
+
+# A 429 or 503 that says no Retry-After: sent again after the reset its
+# rate-limit headers say, else after a backoff that pauses the whole limiter.
+# The limiter runs on virtual time (permits.testing.run), the server on a
+# real socket: the client's own timeouts are off, so that only the limiter
+# sets timers and the clock jumps only to them.
+
+
+def _sent_on_virtual_time(
+    script: Script, jitter: float = 0.0, **options: Any
+) -> tuple[httpx.Response, float, Upstream, asyncio_adapter.Limiter]:
+    """The response the caller gets for one GET through an
+    ``AsyncPermitsTransport`` (``options``, each backoff's jitter
+    ``jitter``) over an asyncio limiter on virtual time, to a server
+    answering as ``script`` says; the virtual seconds it took, the
+    transport's upstream and the limiter (closed)."""
+
+    async def main(url: str) -> tuple[httpx.Response, float, Upstream, asyncio_adapter.Limiter]:
+        async with asyncio_adapter.open_limiter(
+            Fifo(), limits={"requests": Limit(10, burst=1)}
+        ) as limiter:
+            transport = AsyncPermitsTransport(limiter, **options)
+            transport.upstream.jitter = lambda: jitter
+            async with httpx.AsyncClient(transport=transport, timeout=None) as client:
+                start = anyio.current_time()
+                response = await client.get(url)
+                return response, anyio.current_time() - start, transport.upstream, limiter
+
+    with serve_script(script) as url:
+        return testing.run(main(url))
+
+
+def _balance(limiter: asyncio_adapter.Limiter | threads.Limiter, script: Script) -> None:
+    """The permits granted, less those given back, are the requests that
+    reached the upstream: each try took one, and kept it."""
+    stats = limiter.statistics().levels[0]
+    assert stats.granted - stats.refunded == len(script.bodies)
+
+
+@pytest.mark.parametrize("status", [429, 503])
+@pytest.mark.parametrize(("jitter", "factor"), [(0.0, 1.0), (0.5, 0.875)])
+def test_a_throttled_response_without_retry_after_is_retried_after_a_backoff(
+    status: int, jitter: float, factor: float
+) -> None:
+    """A 429 or 503 with no Retry-After, twice: the request is sent again
+    after 0.5 s, then 1 s (less up to a quarter by the jitter), each a
+    pause of the whole limiter, and the third try is served."""
+    script = Script((status, {}), (status, {}), (200, {}))
+    response, took, upstream, limiter = _sent_on_virtual_time(script, jitter, retries=3)
+    assert response.status_code == 200
+    assert took == pytest.approx((0.5 + 1.0) * factor, abs=1e-6)
+    assert (upstream.pauses, upstream.backoffs, upstream.malformed) == (2, 2, 0)
+    assert len(script.bodies) == 3
+    _balance(limiter, script)
+
+
+def test_a_backoff_is_bounded_by_retries() -> None:
+    """An upstream that answers 429 with no Retry-After to every try: two
+    retries after 0.5 s and 1 s, and the third 429 is returned, pausing
+    nothing (no retry is left to wait for)."""
+    script = Script((429, {}))
+    response, took, upstream, limiter = _sent_on_virtual_time(script, retries=2)
+    assert response.status_code == 429
+    assert took == pytest.approx(1.5, abs=1e-6)
+    assert (upstream.throttled, upstream.backoffs) == (3, 2)
+    assert len(script.bodies) == 3
+    _balance(limiter, script)
+
+
+def test_a_backoff_is_bounded_by_the_timeout() -> None:
+    """With ``timeout=1.5``: the backoffs of 0.5 s and 1 s fit, the next
+    (2 s) does not: that 429 is returned at once, and the limiter is not
+    paused for it."""
+    script = Script((429, {}))
+    response, took, upstream, limiter = _sent_on_virtual_time(script, retries=5, timeout=1.5)
+    assert response.status_code == 429
+    assert took == pytest.approx(1.5, abs=1e-6)
+    assert (upstream.pauses, upstream.backoffs, len(script.bodies)) == (2, 2, 3)
+    _balance(limiter, script)
+
+
+def test_a_retry_after_that_does_not_parse_is_counted_and_backed_off() -> None:
+    """A Retry-After that is neither seconds nor a date is counted in
+    ``malformed``, never fatal, and the 429 is retried after a backoff as
+    one without it."""
+    script = Script((429, {"Retry-After": "soon"}), (200, {}))
+    response, took, upstream, limiter = _sent_on_virtual_time(script, retries=1)
+    assert response.status_code == 200
+    assert took == pytest.approx(0.5, abs=1e-6)
+    assert (upstream.malformed, upstream.backoffs) == (1, 1)
+    _balance(limiter, script)
+
+
+@pytest.mark.parametrize(
+    "headers",
+    [
+        {"x-ratelimit-remaining-requests": "0", "x-ratelimit-reset-requests": "3s"},
+        {"RateLimit": '"default";r=0;t=3'},
+    ],
+)
+def test_a_429_whose_headers_say_nothing_is_left_is_retried_at_their_reset(
+    headers: dict[str, str],
+) -> None:
+    """A 429 with no Retry-After whose rate-limit headers say nothing is
+    left until a reset 3 s off: the limiter takes their word, and the
+    retry waits for it, not for a backoff on top."""
+    script = Script((429, headers), (200, {}))
+    response, took, upstream, limiter = _sent_on_virtual_time(script, retries=1)
+    assert response.status_code == 200
+    assert took == pytest.approx(3.0, abs=1e-6)
+    assert (upstream.pauses, upstream.backoffs) == (0, 0)
+    _balance(limiter, script)
+
+
+@pytest.mark.parametrize(
+    ("headers", "seconds", "malformed"),
+    [
+        ({"retry-after-ms": "250"}, 0.25, 0),
+        ({"retry-after-ms": "250", "Retry-After": "1"}, 0.25, 0),
+        ({"retry-after-ms": "soon", "Retry-After": "1"}, 1.0, 1),
+    ],
+)
+def test_retry_after_ms_is_heeded_before_retry_after(
+    headers: dict[str, str], seconds: float, malformed: int
+) -> None:
+    """The OpenAI clients' ``retry-after-ms``, in milliseconds, pauses as a
+    Retry-After does, and counts before it; one that does not parse is
+    counted, and the Retry-After heeded."""
+    script = Script((429, headers), (200, {}))
+    response, took, upstream, limiter = _sent_on_virtual_time(script, retries=1)
+    assert response.status_code == 200
+    assert took == pytest.approx(seconds, abs=1e-6)
+    assert (upstream.pauses, upstream.backoffs, upstream.malformed) == (1, 0, malformed)
+    _balance(limiter, script)
+
+
+def test_the_backoff_doubles_to_its_cap_less_its_jitter() -> None:
+    """0.5 s doubling each try, at most 8 s; a jitter in [0, 1) takes off
+    up to a quarter; a try far along neither overflows nor exceeds it."""
+    assert [backoff(n, 0.0) for n in range(7)] == [0.5, 1.0, 2.0, 4.0, 8.0, 8.0, 8.0]
+    assert (BACKOFF, MAX_BACKOFF) == (0.5, 8.0)
+    assert backoff(0, 0.5) == 0.4375
+    assert backoff(10_000, 0.999) == pytest.approx(8.0 * 0.75, rel=1e-3)
+
+
+def test_a_backoff_pauses_everyone_and_only_before_a_retry() -> None:
+    """The backoff is a pause of the whole limiter (the upstream's limit
+    is every task's), set only when a retry follows: a 429 with no
+    Retry-After and no retry left pauses nothing, as before; a backoff is
+    cut to ``max_pause``."""
+    with threads.open_limiter(Fifo(), 100, 10) as limiter:
+        upstream = Upstream(limiter, jitter=lambda: 0.0)
+        assert not upstream.again(429, httpx.Headers({}), 0, 0, None)
+        assert limiter.pause_left() == 0.0
+        assert upstream.again(429, httpx.Headers({}), 1, 2, None)
+        assert 0.9 < limiter.pause_left() <= 1.0
+        assert not limiter.try_acquire(), "paused for every caller"
+        assert (upstream.pauses, upstream.backoffs) == (1, 1)
+    with threads.open_limiter(Fifo(), 100, 10) as limiter:
+        upstream = Upstream(limiter, max_pause=0.25, jitter=lambda: 0.0)
+        assert upstream.again(503, httpx.Headers({}), 3, 5, None)
+        assert 0.2 < limiter.pause_left() <= 0.25
+
+
+def test_an_upstreams_jitter_must_be_a_function() -> None:
+    with threads.open_limiter(Fifo(), 100, 10) as limiter, pytest.raises(PermitTypeError):
+        Upstream(limiter, jitter=0.5)  # type: ignore[arg-type]
+
+
+def test_the_sync_transport_backs_off_too() -> None:
+    """``PermitsTransport`` (threads, real time): a 429 with no
+    Retry-After is sent again once the 0.5 s backoff has passed."""
+    script = Script((429, {}), (200, {}))
+    with (
+        serve_script(script) as url,
+        threads.open_limiter(Fifo(), 100, 10) as limiter,
+    ):
+        transport = PermitsTransport(limiter, retries=1)
+        transport.upstream.jitter = lambda: 0.0
+        with httpx.Client(transport=transport) as client:
+            start = time.monotonic()
+            assert client.get(url).status_code == 200
+            assert time.monotonic() - start >= 0.5
+        assert transport.upstream.backoffs == 1
+        _balance(limiter, script)

@@ -82,6 +82,7 @@ def test_the_thread_limiter_exports_its_statistics_and_waits() -> None:
     assert value(found, "permits.pauses", **at).value == 1
     assert value(found, "permits.paused", **at).value == pytest.approx(0.001, abs=1e-6)
     assert value(found, "permits.upstream.throttled", **at).value == 1
+    assert value(found, "permits.upstream.backoffs", **at).value == 0
     assert value(found, "permits.upstream.malformed", **at).value == 0
     assert value(found, "permits.upstream.ignored", **at).value == 0
     batch = value(found, "permits.wait", level="batch", **at)

@@ -207,6 +207,8 @@ def test_scrape_shows_pauses_and_the_upstreams_answers() -> None:
         upstream = Upstream(limiter)
         upstream.learn(429, httpx.Headers({"Retry-After": "0"}))
         upstream.learn(429, httpx.Headers())  # no Retry-After: throttled, no pause
+        # no Retry-After, and a retry to come: a backoff (the limiter's pause)
+        assert upstream.again(429, httpx.Headers(), 0, 1, None)
         upstream.learn(503, httpx.Headers({"Retry-After": "soon"}))  # malformed
         # a quota of a unit no limit here counts: ignored
         bytes_policy = {"RateLimit-Policy": '"b";q=1000;qu="content-bytes"'}
@@ -217,7 +219,8 @@ def test_scrape_shows_pauses_and_the_upstreams_answers() -> None:
     at = (("limiter", "api"),)
     assert samples[("permits_pauses_total", at)] == 2
     assert samples[("permits_paused_seconds_total", at)] == pytest.approx(0.003)
-    assert samples[("permits_upstream_throttled_total", at)] == 2
+    assert samples[("permits_upstream_throttled_total", at)] == 3
+    assert samples[("permits_upstream_backoffs_total", at)] == 1
     assert samples[("permits_upstream_malformed_total", at)] == 1
     assert samples[("permits_upstream_ignored_total", at)] == 1
 

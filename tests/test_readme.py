@@ -358,7 +358,7 @@ def test_readme_defaults_and_bounds_are_the_codes() -> None:
     pytest.importorskip("httpx")
     from permits.adapters.redis import open_limiter
     from permits.core import Machine
-    from permits.httpx import MAX_PAUSE
+    from permits.httpx import BACKOFF, MAX_BACKOFF, MAX_PAUSE
     from permits.sim import MAX_ARRIVALS, MAX_CHOICES, MAX_LIMITS, MAX_TENANTS
 
     def default(function: Any, name: str) -> Any:
@@ -380,6 +380,7 @@ def test_readme_defaults_and_bounds_are_the_codes() -> None:
         f"`refund_window` ({seconds(default(open_limiter, 'refund_window'))} by default)",
         f"(`lease={default(open_limiter, 'lease')}` by default;",
         f"(at most `max_pause`, {seconds(MAX_PAUSE)} by default)",
+        f"{seconds(BACKOFF)}, doubling each try, at most {seconds(MAX_BACKOFF)} (and `max_pause`)",
         f"asks for more than {MAX_ARRIVALS:,}",
         f"at most {MAX_TENANTS:,} tenants, a choice {MAX_CHOICES:,} values, "
         f"a scenario {MAX_LIMITS} limits",

@@ -67,7 +67,7 @@ def test_a_transport_shows_its_limiter_and_options_and_its_upstream_the_counts()
         with httpx.Client(transport=transport) as client:
             client.get("https://api.example/")
         assert repr(transport.upstream) == (
-            "<Upstream throttled=1 pauses=0 malformed=0 ignored=0 policies=['day']>"
+            "<Upstream throttled=1 pauses=0 backoffs=0 malformed=0 ignored=0 policies=['day']>"
         )
 
     async def main() -> tuple[str, str]:

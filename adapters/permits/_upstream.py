@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import logging
 import math
+import random
 import re
 import threading
 import time
@@ -29,6 +30,8 @@ from permits.core import NotRefundable, PermitTypeError, PermitValueError, Queue
 from permits.core.checks import check_int
 
 __all__ = [
+    "BACKOFF",
+    "MAX_BACKOFF",
     "MAX_PAUSE",
     "QuotaPolicy",
     "THROTTLED",
@@ -37,6 +40,7 @@ __all__ = [
     "check_options",
     "check_settle",
     "LATE",
+    "backoff",
     "parse_duration",
     "retry",
     "settle_in_time",
@@ -48,6 +52,12 @@ Cost = int | Mapping[str, int]
 
 #: The longest pause a Retry-After may set by default: an hour.
 MAX_PAUSE = 3600.0
+
+#: The pause before the first retry of a 429 or 503 that says no
+#: ``Retry-After`` (and no reset to wait for), doubling with each try up to
+#: :data:`MAX_BACKOFF`: the OpenAI and Anthropic clients' 0.5 s and 8 s.
+BACKOFF = 0.5
+MAX_BACKOFF = 8.0
 
 #: The statuses of an upstream that refused a call for its limit: what they
 #: say is learned, and the call is not settled (it was not served).
@@ -291,15 +301,32 @@ class Upstream:
     threads at once count each response once (they are kept under a lock).
     """
 
-    def __init__(self, limiter: _Limiting, max_pause: float = MAX_PAUSE) -> None:
+    def __init__(
+        self,
+        limiter: _Limiting,
+        max_pause: float = MAX_PAUSE,
+        *,
+        jitter: Callable[[], float] = random.random,
+    ) -> None:
         _check_max_pause(max_pause)
+        if not callable(jitter):
+            raise PermitTypeError("jitter", jitter, "a function returning a number in [0, 1)")
         self.limiter = limiter
         self.max_pause = max_pause
+        #: Where each backoff's jitter comes from (:func:`backoff`): a number
+        #: in [0, 1) per call, ``random.random`` unless given (a constant
+        #: makes a test's pauses exact).
+        self.jitter = jitter
         #: Headers ignored because they did not parse (or said what the
         #: limiter cannot hold: a Redis limiter's reset past 1e9 s).
         self.malformed = 0
-        #: Responses that paused the limiter (429 or 503 with Retry-After).
+        #: Responses that paused the limiter (429 or 503 with Retry-After;
+        #: or, before a retry, a :func:`backoff`).
         self.pauses = 0
+        #: Of those, the 429s and 503s without a Retry-After (or a reset to
+        #: wait for) that paused the limiter for a :func:`backoff` before a
+        #: retry.
+        self.backoffs = 0
         #: Responses that said the limit was exceeded (429), with or without
         #: a Retry-After.
         self.throttled = 0
@@ -319,7 +346,7 @@ class Upstream:
 
     def __repr__(self) -> str:
         return (
-            f"<Upstream throttled={self.throttled} pauses={self.pauses} "
+            f"<Upstream throttled={self.throttled} pauses={self.pauses} backoffs={self.backoffs} "
             f"malformed={self.malformed} ignored={self.ignored} "
             f"policies={sorted(self.policies)!r}>"
         )
@@ -329,35 +356,71 @@ class Upstream:
         case-insensitive mapping: httpx's, aiohttp's) says. If it paused the
         limiter, the seconds left of the pause in force (:meth:`pause_left`:
         an earlier one may outlast it); else ``None``."""
+        return self._learn(status, headers)[0]
+
+    def again(
+        self,
+        status: int,
+        headers: Mapping[str, str],
+        attempt: int,
+        retries: int,
+        timeout: float | None,
+    ) -> bool:
+        """Apply what a response to try ``attempt`` (from 0) says, as
+        :meth:`learn`, and whether the request is sent again (:func:`retry`:
+        while tries are left, the pause in force within ``timeout``). A
+        429 or 503 that says no ``Retry-After`` (or none that parses) is
+        sent again too: after the reset its rate-limit headers say, if they
+        say nothing is left until one to come (the next permit waits for
+        it); else after a :func:`backoff`, for which the whole limiter
+        pauses, as for a ``Retry-After`` (the upstream's limit is every
+        task's), unless it outlasts ``timeout`` (then nothing pauses and
+        the response is returned)."""
+        paused, said, held = self._learn(status, headers)
+        if said or status not in THROTTLED or attempt >= retries:
+            return retry(paused, attempt, retries, timeout)
+        if not held:
+            seconds = min(backoff(attempt, self.jitter()), self.max_pause)
+            if timeout is not None and seconds > timeout:
+                return False
+            try:
+                self.limiter.pause_for(seconds)
+            except LimiterClosed:
+                return False  # closed while the call was out: not sent again
+            self._count("pauses")
+            self._count("backoffs")
+        return retry(self.limiter.pause_left(), attempt, retries, timeout)
+
+    def _learn(self, status: int, headers: Mapping[str, str]) -> tuple[float | None, bool, bool]:
+        """:meth:`learn`'s pause; whether a ``Retry-After`` (or
+        ``retry-after-ms``) said how long to wait; and whether a rate-limit
+        header said nothing is left of a limit until a reset to come (and
+        the limiter took it)."""
         pause = None
+        said = held = False
         if status == 429:
             self._count("throttled")
-        if status in THROTTLED and "retry-after" in headers:
-            seconds, garbled = _retry_after(headers["retry-after"], time.time())
-            if garbled:
-                self._count("malformed")
-            if seconds is not None:
-                if seconds > self.max_pause:
-                    log.warning(
-                        "Retry-After of %s s cut to max_pause=%s s", seconds, self.max_pause
-                    )
-                    seconds = self.max_pause
-                try:
-                    self.limiter.pause_for(seconds)
-                except LimiterClosed:
-                    pass  # closed while the call was out, as in _adopt: the response goes on
-                else:
-                    self._count("pauses")
-                    pause = self.limiter.pause_left()
+        seconds = self._retry_after(headers) if status in THROTTLED else None
+        if seconds is not None:
+            said = True
+            if seconds > self.max_pause:
+                log.warning("Retry-After of %s s cut to max_pause=%s s", seconds, self.max_pause)
+                seconds = self.max_pause
+            try:
+                self.limiter.pause_for(seconds)
+            except LimiterClosed:
+                pass  # closed while the call was out, as in _adopt: the response goes on
+            else:
+                self._count("pauses")
+                pause = self.limiter.pause_left()
         named = {name.lower() for name in self.limiter.limits}
         self._count("ignored", len(_x_ratelimit_names(headers) - named))
         for name in self.limiter.limits:
             remaining = headers.get(f"x-ratelimit-remaining-{name}")
             reset = headers.get(f"x-ratelimit-reset-{name}")
             if remaining is not None:  # (Azure OpenAI sends no reset)
-                self._adopt(
-                    remaining, reset, name, refills=headers.get(f"x-ratelimit-limit-{name}", "")
-                )
+                refills = headers.get(f"x-ratelimit-limit-{name}", "")
+                held |= self._adopt(remaining, reset, name, refills=refills)
         field = headers.get("ratelimit-policy")
         if field is not None:
             self._learn_policies(field)
@@ -374,8 +437,25 @@ class Upstream:
             elif limit is None:
                 self._count("ignored")
             else:
-                self._adopt(remaining, reset, limit, refills=None)
-        return pause
+                held |= self._adopt(remaining, reset, limit, refills=None)
+        return pause, said, held
+
+    def _retry_after(self, headers: Mapping[str, str]) -> float | None:
+        """The seconds a ``retry-after-ms`` (the OpenAI clients' header: a
+        number of milliseconds) says, else a ``Retry-After``; ``None`` if
+        neither is sent, or parses. One that does not parse is counted
+        malformed."""
+        if "retry-after-ms" in headers:
+            milliseconds = _cautious(headers["retry-after-ms"], _delay_seconds, max)
+            if milliseconds is not None:
+                return milliseconds / 1000
+            self._count("malformed")
+        if "retry-after" not in headers:
+            return None
+        seconds, garbled = _retry_after(headers["retry-after"], time.time())
+        if garbled:
+            self._count("malformed")
+        return seconds
 
     def _count(self, counter: str, n: int = 1) -> None:
         with self._lock:
@@ -418,7 +498,7 @@ class Upstream:
                     float(rate),
                 )
 
-    def _adopt(self, remaining: str, reset: str | None, limit: str, *, refills: str | None) -> None:
+    def _adopt(self, remaining: str, reset: str | None, limit: str, *, refills: str | None) -> bool:
         """``remaining`` units of ``limit`` are left, and it is restored
         ``reset`` from now. The ``x-ratelimit-*`` headers (OpenAI's, and the
         like) are a bucket that ``refills`` (the text of its
@@ -430,13 +510,14 @@ class Upstream:
         the upstream's (so, refilling faster, it may hold nothing until
         near the reset). The IETF ``RateLimit`` field (``refills=None``) is
         a quota: that much until the reset, paced by the limit meanwhile
-        (:meth:`~permits.adapters.BaseLimiter.quota`)."""
+        (:meth:`~permits.adapters.BaseLimiter.quota`). Whether the limiter
+        took it, and it said nothing is left until a reset to come."""
         seconds = 0.0 if reset is None else _cautious(reset, parse_duration, max)
         left = _cautious(remaining, _left, min)
         # a reset that is still finite in nanoseconds (the limiter's unit)
         if left is None or seconds is None or not math.isfinite(seconds * 1e9):
             self._count("malformed")
-            return
+            return False
         if seconds > self.max_pause:
             # (nothing left until a reset that far off would hold every
             # request back that long, as a Retry-After: cut the same way;
@@ -453,12 +534,14 @@ class Upstream:
             else:
                 self._refill(left, seconds, limit, refills)
         except LimiterClosed:
-            pass  # closed while the call was out: nothing to learn; the response goes on
+            return False  # closed while the call was out: nothing to learn; the response goes on
         except PermitValueError:
             # a word the limiter cannot hold (a Redis limiter's: a reset past
             # 1e9 s), refused as it stands: ignored, as garbage is (of the
             # x-ratelimit-* bucket, what is left now may hold already)
             self._count("malformed")
+            return False
+        return left == 0 and seconds > 0
 
     def _refill(self, left: int, seconds: float, limit: str, refills: str) -> None:
         """The ``x-ratelimit-*`` headers' bucket (of the size ``refills``
@@ -510,6 +593,16 @@ def settle_in_time(permit: Permit, actual: Cost) -> None:
 #: integration's ``timeout`` (or cannot queue): the response that was to be
 #: sent again is returned instead, saying why.
 LATE = (AcquireTimeout, WouldWaitTooLong, QueueFull)
+
+
+def backoff(attempt: int, jitter: float) -> float:
+    """Seconds to wait before sending again a request whose try ``attempt``
+    (from 0) met a 429 or 503 that said no ``Retry-After``: :data:`BACKOFF`
+    doubled each try, at most :data:`MAX_BACKOFF`, less up to a quarter by
+    ``jitter`` (in [0, 1): 0 takes it whole), so that clients turned away
+    together do not all come back together (as the OpenAI and Anthropic
+    clients wait)."""
+    return min(MAX_BACKOFF, BACKOFF * 2.0 ** min(attempt, 64)) * (1 - 0.25 * jitter)
 
 
 def retry(paused: float | None, attempt: int, retries: int, timeout: float | None) -> bool:

@@ -17,7 +17,9 @@ middleware's functions of the request give (else the limiter's current
 level, :func:`permits.adapters.level`), asking for ``cost(request)`` (1 by
 default); the response then teaches the limiter what the upstream knows (a
 429 or 503 with ``Retry-After`` pauses the whole limiter, and is sent again
-after the pause up to ``retries`` times; the ``x-ratelimit-*`` headers
+after the pause up to ``retries`` times; one without, after the reset its
+rate-limit headers say, else after a backoff that pauses the limiter as
+well; the ``x-ratelimit-*`` headers
 adopt the upstream's bucket, and the IETF ``RateLimit`` field is its
 quota); and
 ``settle(response, body)``, if given, says what the call cost after all,
@@ -36,7 +38,9 @@ from __future__ import annotations
 from collections.abc import Callable, Hashable, Iterator, Mapping
 
 from permits._upstream import (
+    BACKOFF,
     LATE,
+    MAX_BACKOFF,
     MAX_PAUSE,
     THROTTLED,
     Cost,
@@ -44,7 +48,6 @@ from permits._upstream import (
     Upstream,
     check_options,
     check_settle,
-    retry,
     settle_in_time,
 )
 from permits.adapters import BaseLimiter
@@ -54,7 +57,14 @@ from permits.core import PermitTypeError
 with requires_extra(__name__, "aiohttp", "aiohttp"):
     import aiohttp
 
-__all__ = ["MAX_PAUSE", "PermitsMiddleware", "QuotaPolicy", "Upstream"]
+__all__ = [
+    "BACKOFF",
+    "MAX_BACKOFF",
+    "MAX_PAUSE",
+    "PermitsMiddleware",
+    "QuotaPolicy",
+    "Upstream",
+]
 
 
 class _Fields(Mapping[str, str]):
@@ -113,13 +123,16 @@ class PermitsMiddleware:
         response later than ``settle_window`` keeps the cost asked for,
         with a warning (and one that comes after the limiter closed reaches
         the caller, unsettled).
-    :param retries: how many times a 429/503 with ``Retry-After`` is sent
-        again, after the pause, each with a new permit (with retries, a
-        request body not in memory, a stream, a file or a multipart body,
-        is read first, to be sent whole each time); not when the pause
-        in force (``limiter.pause_left()``) outlasts ``timeout``, nor when
-        the retry's permit cannot come within it (the upstream's other
-        headers hold it back longer, say), nor when the body was sent and
+    :param retries: how many times a 429/503 is sent again, each with a
+        new permit, after the pause its ``Retry-After`` sets (without one:
+        after the reset its rate-limit headers say, else after a backoff
+        that pauses the whole limiter, as the httpx transports; with
+        retries, a request body not in memory, a stream, a file or a
+        multipart body, is read first, to be sent whole each time); not
+        when the pause in force (``limiter.pause_left()``) or the backoff
+        outlasts ``timeout``, nor when the retry's permit cannot come
+        within it (the upstream's other headers hold it back longer, say),
+        nor when the body was sent and
         cannot be sent again (one that cannot be read first, a part
         forwarded from a response): that response is returned.
     :param timeout: seconds a request waits for its permit at most.
@@ -128,7 +141,7 @@ class PermitsMiddleware:
         pause before a retry: a pause longer than what is left of it raises
         ``TimeoutError``, and the 429 saying why is lost. Give ``timeout``
         below it, and such a 429 is returned instead.
-    :param max_pause: seconds: the longest pause a ``Retry-After`` may set,
+    :param max_pause: seconds: the longest pause a ``Retry-After`` (or a backoff) may set,
         and the furthest reset a rate-limit header may hold the limiter
         back to (an hour by default; a longer one is cut to it).
     """
@@ -188,11 +201,16 @@ class PermitsMiddleware:
                 return kept  # its permit not within the timeout: that response says why
             response = await handler(request)
             try:
-                paused = self.upstream.learn(response.status, _Fields(response.headers))
+                # a body sent that cannot be sent again leaves no try:
+                # nothing is paused for one
+                retries = attempt if _spent(request) else self.retries
+                again = self.upstream.again(
+                    response.status, _Fields(response.headers), attempt, retries, self.timeout
+                )
             except BaseException:
                 response.release()
                 raise
-            if retry(paused, attempt, self.retries, self.timeout) and not _spent(request):
+            if again:
                 # kept, read whole (which frees the connection; released, it
                 # could not be read again by the caller)
                 await response.read()

@@ -15,11 +15,16 @@ the transport's functions of the request give, else the limiter's current
 level; asking for ``cost(request)`` (1 by default). The response then
 teaches the limiter what the upstream knows:
 
-- a 429 or 503 with ``Retry-After`` (seconds or an HTTP date) pauses the
+- a 429 or 503 with ``Retry-After`` (seconds or an HTTP date; or
+  ``retry-after-ms``, milliseconds, heeded first) pauses the
   whole limiter until then, every level and every task (at most
   ``max_pause`` seconds; a longer one is cut there, with a warning); the
   request is sent again after the pause, with a new permit, up to
-  ``retries`` times;
+  ``retries`` times; one without (or with one that does not parse) is
+  sent again too, after the reset its rate-limit headers say if they say
+  nothing is left, else after a backoff (0.5 s, doubling each try, at
+  most 8 s, less a random quarter at most) that pauses the whole
+  limiter the same way; with no retry left, it pauses nothing;
 - ``x-ratelimit-remaining-<limit>`` with ``x-ratelimit-reset-<limit>`` (the
   OpenAI style, as Go writes a duration: ``6m0s``, ``1.5s``, ``20ms``,
   ``500µs``) adopt the upstream's view of
@@ -58,7 +63,9 @@ from collections.abc import AsyncIterator, Callable, Hashable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any, TypedDict
 
 from permits._upstream import (
+    BACKOFF,
     LATE,
+    MAX_BACKOFF,
     MAX_PAUSE,
     THROTTLED,
     Cost,
@@ -67,7 +74,6 @@ from permits._upstream import (
     check_options,
     check_settle,
     parse_duration,
-    retry,
     settle_in_time,
 )
 from permits.adapters._base import refuse_unknown
@@ -84,6 +90,8 @@ if TYPE_CHECKING:
     from typing_extensions import Unpack  # in typing from Python 3.11
 
 __all__ = [
+    "BACKOFF",
+    "MAX_BACKOFF",
     "MAX_PAUSE",
     "AsyncPermitsTransport",
     "PermitsTransport",
@@ -255,15 +263,18 @@ class AsyncPermitsTransport(httpx.AsyncBaseTransport):
         response later than ``settle_window`` keeps the cost asked for too,
         with a warning (and one that ends after the limiter closed reaches
         the caller, unsettled).
-    :param retries: how many times a 429/503 with ``Retry-After`` is sent
-        again, after the pause, each with a new permit (with retries, a
-        streamed request body is read first, to be sent whole each time);
-        not when the pause in force (``limiter.pause_left()``) outlasts
-        ``timeout``, nor when the retry's permit cannot come within it
-        (the upstream's other headers hold it back longer, say): that
-        response is returned.
+    :param retries: how many times a 429/503 is sent again, each with a
+        new permit: after the pause its ``Retry-After`` sets; without one,
+        after the reset its rate-limit headers say if they say nothing is
+        left, else after a backoff (0.5 s, doubling, at most 8 s) that
+        pauses the whole limiter (with retries, a streamed request body is
+        read first, to be sent whole each time);
+        not when the pause in force (``limiter.pause_left()``) or the
+        backoff outlasts ``timeout``, nor when the retry's permit cannot
+        come within it (the upstream's other headers hold it back longer,
+        say): that response is returned.
     :param timeout: seconds a request waits for its permit at most.
-    :param max_pause: seconds: the longest pause a ``Retry-After`` may set,
+    :param max_pause: seconds: the longest pause a ``Retry-After`` (or a backoff) may set,
         and the furthest reset a rate-limit header may hold the limiter
         back to (an hour by default; a longer one is cut to it).
     """
@@ -304,11 +315,17 @@ class AsyncPermitsTransport(httpx.AsyncBaseTransport):
                     return kept
             response = await self.transport.handle_async_request(request)
             try:
-                paused = self.upstream.learn(response.status_code, response.headers)
+                again = self.upstream.again(
+                    response.status_code,
+                    response.headers,
+                    attempt,
+                    options.retries,
+                    options.timeout,
+                )
             except BaseException:
                 await response.aclose()
                 raise
-            if retry(paused, attempt, options.retries, options.timeout):
+            if again:
                 try:
                     kept = (
                         response  # built whole (httpx.MockTransport, a cache): read already
@@ -369,11 +386,17 @@ class PermitsTransport(httpx.BaseTransport):
                     return kept
             response = self.transport.handle_request(request)
             try:
-                paused = self.upstream.learn(response.status_code, response.headers)
+                again = self.upstream.again(
+                    response.status_code,
+                    response.headers,
+                    attempt,
+                    options.retries,
+                    options.timeout,
+                )
             except BaseException:
                 response.close()
                 raise
-            if retry(paused, attempt, options.retries, options.timeout):
+            if again:
                 try:
                     kept = (
                         response  # built whole (httpx.MockTransport, a cache): read already

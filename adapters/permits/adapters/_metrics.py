@@ -57,6 +57,11 @@ COUNTERS = (
 #: :class:`Upstream`), what each counts, and its unit (OpenTelemetry's).
 UPSTREAM = (
     ("throttled", "Responses 429 (limit exceeded) received from the upstream", "{response}"),
+    (
+        "backoffs",
+        "Responses 429 or 503 without a Retry-After that paused the limiter for a backoff",
+        "{response}",
+    ),
     ("malformed", "Rate-limit headers from the upstream that did not parse", "{header}"),
     (
         "ignored",
@@ -74,6 +79,8 @@ class Upstream(Protocol):
     def throttled(self) -> int: ...
     @property
     def pauses(self) -> int: ...
+    @property
+    def backoffs(self) -> int: ...
     @property
     def malformed(self) -> int: ...
     @property

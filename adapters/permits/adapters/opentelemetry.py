@@ -14,10 +14,12 @@ as each caller proceeds) and the longest wait (``permits.wait.max``, in
 seconds, from the limiter's start); for the whole limiter the
 pauses and the seconds paused (``permits.pauses``, ``permits.paused``), and,
 given ``upstream=transport.upstream`` from ``permits.httpx``, the 429s
-received, the headers that did not parse and the quotas ignored for their
-unit (``permits.upstream.throttled``, ``permits.upstream.malformed``,
-``permits.upstream.ignored``). Everything but the histogram is read from
-:meth:`~permits.core.Machine.statistics` when the reader collects.
+received, the backoffs taken for a 429 or 503 without ``Retry-After``, the
+headers that did not parse and the quotas ignored for their unit
+(``permits.upstream.throttled``, ``permits.upstream.backoffs``,
+``permits.upstream.malformed``, ``permits.upstream.ignored``). Everything
+but the histogram is read from :meth:`~permits.core.Machine.statistics`
+when the reader collects.
 """
 
 from __future__ import annotations
