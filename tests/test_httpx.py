@@ -1830,6 +1830,22 @@ def test_a_backoff_is_bounded_by_the_timeout() -> None:
     _balance(limiter, script)
 
 
+@pytest.mark.parametrize("headers", [{"Retry-After": "1"}, {}])
+def test_a_pause_as_long_as_the_timeout_returns_the_429_at_once(headers: dict[str, str]) -> None:
+    """A pause (here 1 s of ``Retry-After``, or a first backoff of 0.5 s)
+    exactly as long as the ``timeout`` (1 s, 0.5 s): the retry's permit
+    would come at the instant its wait times out, and the timeout wins.
+    The transport waited the whole pause, then returned the 429 anyway;
+    it returns it at once, and no backoff pauses the limiter."""
+    timeout = 1.0 if headers else 0.5
+    script = Script((429, headers), (200, {}))
+    response, took, upstream, limiter = _sent_on_virtual_time(script, retries=1, timeout=timeout)
+    assert response.status_code == 429
+    assert took == 0
+    assert (upstream.backoffs, len(script.bodies)) == (0, 1)
+    _balance(limiter, script)
+
+
 def test_a_retry_after_that_does_not_parse_is_counted_and_backed_off() -> None:
     """A Retry-After that is neither seconds nor a date is counted in
     ``malformed``, never fatal, and the 429 is retried after a backoff as

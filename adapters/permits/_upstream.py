@@ -381,8 +381,8 @@ class Upstream:
             return retry(paused, attempt, retries, timeout)
         if not held:
             seconds = min(backoff(attempt, self.jitter()), self.max_pause)
-            if timeout is not None and seconds > timeout:
-                return False
+            if timeout is not None and seconds >= timeout:
+                return False  # (as retry judges a pause)
             try:
                 self.limiter.pause_for(seconds)
             except LimiterClosed:
@@ -609,10 +609,13 @@ def retry(paused: float | None, attempt: int, retries: int, timeout: float | Non
     """Whether a response that paused the limiter (``paused``: the seconds
     left of the pause in force; ``None``: it did not pause it) on try
     ``attempt`` (from 0) is sent again: while tries are left, and only if
-    the pause ends within the ``timeout`` a permit is waited for (else the
-    next try could only time out, and the response that says why would be
-    lost)."""
-    return paused is not None and attempt < retries and (timeout is None or paused <= timeout)
+    the pause ends before the ``timeout`` a permit is waited for ends (else
+    the next try could only time out, even one whose permit would come at
+    the instant its wait ends, and the response that says why would be
+    lost); a pause over already, with any ``timeout``."""
+    if paused is None or attempt >= retries:
+        return False
+    return timeout is None or paused < timeout or paused == 0
 
 
 def check_options(

@@ -130,7 +130,7 @@ class PermitsMiddleware:
         retries, a request body not in memory, a stream, a file or a
         multipart body, is read first, to be sent whole each time); not
         when the pause in force (``limiter.pause_left()``) or the backoff
-        outlasts ``timeout``, nor when the retry's permit cannot come
+        lasts ``timeout`` or longer, nor when the retry's permit cannot come
         within it (the upstream's other headers hold it back longer, say),
         nor when the body was sent and
         cannot be sent again (one that cannot be read first, a part

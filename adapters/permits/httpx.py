@@ -270,7 +270,7 @@ class AsyncPermitsTransport(httpx.AsyncBaseTransport):
         pauses the whole limiter (with retries, a streamed request body is
         read first, to be sent whole each time);
         not when the pause in force (``limiter.pause_left()``) or the
-        backoff outlasts ``timeout``, nor when the retry's permit cannot
+        backoff lasts ``timeout`` or longer, nor when the retry's permit cannot
         come within it (the upstream's other headers hold it back longer,
         say): that response is returned.
     :param timeout: seconds a request waits for its permit at most.
