@@ -297,7 +297,11 @@ def test_a_cost_per_limit_is_replayed_as_asked() -> None:
         ),
         (
             '{"at": 0, "level": 0, "cost": 3}\n',
-            "line 1: cost=3: over the burst (2): it could never be granted",
+            "line 1: cost=3: over the burst of limit 'requests' (2): it could never be granted",
+        ),
+        (
+            "at,level,cost\n0,0,7000\n",
+            "line 2: cost=7000: over the burst of limit 'requests' (2): it could never be granted",
         ),
     ],
 )

@@ -560,8 +560,11 @@ def _admission(scenario: Scenario) -> _Admit:
     for a call the machine could never take."""
     levels = scenario.policy.levels
     limits = scenario.named_limits
-    # A cost that is one number is units of every limit: the smallest burst bounds it.
-    burst = min(limit.burst for limit in limits.values())
+    # A cost that is one number is units of every limit: the smallest burst
+    # bounds it (named, where the scenario has several limits).
+    name, burst = min(((name, limit.burst) for name, limit in limits.items()), key=lambda n: n[1])
+    over = f"over the burst of limit {name!r}" if len(limits) > 1 else "over the burst"
+    over = f"{over} ({burst:,})"
 
     def admit(line: int, level: int, cost: Any) -> int | tuple[int, ...]:
         if level >= levels:
@@ -571,9 +574,7 @@ def _admission(scenario: Scenario) -> _Admit:
         # A cost per limit (a mapping) does not compare.
         try:
             if cost > burst:
-                raise TraceError(
-                    line, "cost", cost, f"over the burst ({burst}): it could never be granted"
-                )
+                raise TraceError(line, "cost", cost, f"{over}: it could never be granted")
         except TypeError:
             return _per_limit(line, cost, limits)
         return cost  # type: ignore[no-any-return]
