@@ -812,6 +812,23 @@ def test_compare_recommends_a_policy_meeting_the_articles_requirements() -> None
     assert fifo.split() == want.split()
 
 
+def test_compare_says_what_its_waits_count(capsys: pytest.CaptureFixture[str]) -> None:
+    """Its p50 and p99 count every caller offered, where ``simulate``'s
+    count those granted, under the same headings; and its longest wait is
+    of those granted: a row of p99 ``never`` beside a max of 3 s says why."""
+    status, out, _ = run(capsys, "compare", "--policy", "fifo")
+    assert status == 1
+    lines = out.splitlines()
+    assert lines[1] == "  100 permits/s, burst 1, 10 s; 1 policy"
+    assert lines[2] == (
+        "  wait p50, p99: of the callers offered (never: past the end, not granted); "
+        "wait max: of those granted"
+    )
+    fifo = out.split("\ninteractive (level 0)\n")[1].splitlines()[1]
+    want = "FIFO 700 900 200 2.71 s never 3 s 70.0% -"
+    assert fifo.split() == want.split()
+
+
 def test_compare_exit_status_says_whether_any_policy_meets_all(tmp_path: Path) -> None:
     path = tmp_path / "scenario.toml"
     path.write_text(

@@ -362,7 +362,8 @@ def compare_tables(comparison: Comparison) -> str:
     head = (
         f"{scenario.name}\n"
         f"  {limits_text(scenario)}, "
-        f"{_number(_length(first)):,} s; {count} polic{'y' if count == 1 else 'ies'}"
+        f"{_number(_length(first)):,} s; {count} polic{'y' if count == 1 else 'ies'}\n"
+        f"  {_WAITS_COUNTED}"
     )
     blocks = [head]
     limits = first.limits
@@ -437,6 +438,14 @@ def compare_tables(comparison: Comparison) -> str:
         f" (most urgent: {comparison.urgent})"
     )
     return "\n\n".join(blocks)
+
+
+#: What a comparison's wait columns count: not what ``simulate``'s do (those
+#: granted), under the same headings.
+_WAITS_COUNTED = (
+    "wait p50, p99: of the callers offered (never: past the end, not granted); "
+    "wait max: of those granted"
+)
 
 
 def _comparison_workload(w: WorkloadResult, limits: Sequence[str]) -> dict[str, Any]:
