@@ -1450,8 +1450,8 @@ def test_demo_scaled_past_a_nanosecond_is_one_line(capsys: pytest.CaptureFixture
     assert err.count("\n") == 1, err
     assert err.startswith(f"permits: error: {SEED[0].name}: seconds=")
     assert err.endswith(
-        ": is under half a nanosecond, and times are whole nanoseconds: "
-        "give 1e-09 s or more (from --scale=1e+12)\n"
+        ": is half a nanosecond or less, and times are whole nanoseconds "
+        "(the nearest, ties to even): give 1e-09 s or more (from --scale=1e+12)\n"
     ), err
 
 

@@ -454,6 +454,12 @@ def test_bad_arguments_name_themselves(make: Callable[[], object], argument: str
     ("make", "argument"),
     [
         (lambda: Scenario("s", Fifo(1), 10, 1e-10, [Workload("w", 0, Batch(1))]), "seconds"),
+        (  # exactly half a nanosecond: 0 ns, ties to even
+            lambda: Scenario(
+                "s", Fifo(1), 10, Fraction(1, 2 * 10**9), [Workload("w", 0, Batch(1))]
+            ),
+            "seconds",
+        ),
         (lambda: Workload("w", 0, Batch(1), timeout=Fraction(1, 10**10)), "timeout"),
         (lambda: Workload("w", 0, Batch(1), give_up_after=1e-10), "give_up_after"),
         (lambda: load_policy({"kind": "aging", "after": 1e-10}, 2), "policy.after"),
@@ -473,7 +479,8 @@ def test_a_time_above_0_that_is_no_whole_nanosecond_says_so(
         make()
     assert error.value.argument == argument
     assert str(error.value).endswith(
-        ": is under half a nanosecond, and times are whole nanoseconds: give 1e-09 s or more"
+        ": is half a nanosecond or less, and times are whole nanoseconds "
+        "(the nearest, ties to even): give 1e-09 s or more"
     ), str(error.value)
 
 

@@ -96,7 +96,8 @@ def _seconds(instance: object, attribute: attrs.Attribute[Any], value: object) -
 
 #: Why a time greater than 0 that rounds to no nanosecond is refused.
 UNDER_A_NANOSECOND = (
-    "is under half a nanosecond, and times are whole nanoseconds: give 1e-09 s or more"
+    "is half a nanosecond or less, and times are whole nanoseconds (the nearest, ties to even): "
+    "give 1e-09 s or more"
 )
 
 
