@@ -756,22 +756,21 @@ def test_malformed_files_are_one_line_in_a_real_process(
 def test_max_arrivals_raises_or_lowers_the_bound(
     capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
-    """GOOD asks for 1,201 callers (1,000 queued, 200 at 20/s for 10 s, one
-    more for a constant stream's rounding)."""
+    """GOOD asks for 1,200 callers (1,000 queued, 200 at 20/s for 10 s)."""
     path = tmp_path / "scenario.toml"
     path.write_text(GOOD)
-    status, out, err = run(capsys, "simulate", str(path), "--max-arrivals", "1200")
+    status, out, err = run(capsys, "simulate", str(path), "--max-arrivals", "1199")
     assert (status, out) == (2, "")
-    assert "size=1000: asks for 1,201 callers in all, over the 1,200 a run" in err
-    status, out, err = run(capsys, "simulate", str(path), "--max-arrivals", "1201")
+    assert "size=1000: asks for 1,200 callers in all, over the 1,199 a run" in err
+    status, out, err = run(capsys, "simulate", str(path), "--max-arrivals", "1200")
     assert (status, err) == (0, "")
     assert "interactive" in out
     # without FILE, the article's five are bounded as the example 'seed' is (it ran them)
     for argv in ([], ["--example", "seed"]):
-        status, out, err = run(capsys, "simulate", *argv, "--max-arrivals", "1200")
+        status, out, err = run(capsys, "simulate", *argv, "--max-arrivals", "1199")
         assert (status, out) == (2, ""), argv
         assert err.count("\n") == 1, err
-        assert "size=1000: asks for 1,201 callers in all, over the 1,200 a run" in err
+        assert "size=1000: asks for 1,200 callers in all, over the 1,199 a run" in err
 
 
 def test_examples_are_listed_and_run_by_name(capsys: pytest.CaptureFixture[str]) -> None:

@@ -227,6 +227,33 @@ def test_arrivals_are_those_before_the_end() -> None:
     assert simulate(scenario)["w"].offered == 10
 
 
+@pytest.mark.parametrize(
+    "arrivals",
+    [
+        Constant(20),
+        Constant(4, start=0.25),
+        Constant(3, start=0.1),
+        Constant(Fraction(7, 3), start=Fraction(1, 3), stop=1.7),
+        Constant(0.5, stop=4),
+        Constant(1e-3),
+        Constant(1000, start=0.0005),
+    ],
+    ids=repr,
+)
+def test_a_constant_stream_asks_for_exactly_the_callers_it_brings(arrivals: Constant) -> None:
+    """A run that asks for ``max_arrivals`` callers exactly is not refused: a
+    constant stream's count before the end is whole (its i-th caller is at
+    ``start + i / rate`` rounded down, before the end exactly when ``i <
+    rate * (end - start)``), not one more "for rounding" (a scenario of
+    1,200 callers was refused under ``--max-arrivals 1200``, saying 1,201)."""
+    scenario = Scenario("s", Fifo(1), rate=1, seconds=10, workloads=[Workload("w", 0, arrivals)])
+    brought = sum(1 for _ in arrivals_before(scenario, 10 * SECOND))
+    assert arrivals.asked(10 * SECOND) == brought
+    assert check_arrivals(scenario, brought) == brought
+    with pytest.raises(PermitValueError):
+        check_arrivals(scenario, brought - 1)
+
+
 def test_seconds_are_the_nearest_nanosecond_ties_to_even() -> None:
     """P58: A scenario's seconds become the nearest whole nanosecond, ties to
     even (not truncated): 2/3 s is 666,666,667 ns, 2.5 ns is 2 and 3.5 ns

@@ -205,9 +205,11 @@ class Constant:
             i += 1
 
     def asked(self, duration_ns: int) -> Fraction:
-        """How many callers arrive before ``duration_ns`` (at most one more)."""
-        asked = _asked(self.rate, self.start, self.stop, duration_ns)
-        return asked + 1 if asked else asked
+        """How many callers arrive before ``duration_ns``, exactly: the
+        ``i``-th, at ``start + i / rate`` rounded down to a whole
+        nanosecond, is before a whole nanosecond ``end`` if and only if
+        ``i / rate`` is before ``end - start``."""
+        return Fraction(math.ceil(_asked(self.rate, self.start, self.stop, duration_ns)))
 
     def scaled(self, factor: Fraction) -> Constant:
         """The same arrivals ``factor`` times faster: the rate times
