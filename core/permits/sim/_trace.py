@@ -331,6 +331,9 @@ def _json_calls(numbered: Iterator[tuple[int, str]]) -> Iterator[Call]:
             ) from None
         if not isinstance(row, dict):
             raise TraceError(number, "row", text.strip()[:60], "not a JSON object")
+        cost = row.get("cost")
+        if text.count('":') != len(row) + (len(cost) if cost.__class__ is dict else 0):
+            _named_once(number, text)  # fewer keys than written: one twice, perhaps
         _unknown(number, row, per_limit=False)
         get = row.get
         flow = get("flow")
@@ -349,6 +352,37 @@ def _json_calls(numbered: Iterator[tuple[int, str]]) -> Iterator[Call]:
         )
         previous = call.at_ns
         yield call
+
+
+class _Twice(NamedTuple):
+    """A key a JSON object names twice (its place: ``cost.tokens``)."""
+
+    key: str
+
+
+def _once(pairs: list[tuple[str, Any]]) -> dict[str, Any] | _Twice:
+    """A JSON object's keys and values, or the first key named twice in it
+    or in an object within it (as ``json.loads`` would keep the last)."""
+    row = dict(pairs)
+    if len(row) < len(pairs):
+        seen: set[str] = set()
+        for key, _ in pairs:
+            if key in seen:
+                return _Twice(key)
+            seen.add(key)
+    for key, value in pairs:
+        if value.__class__ is _Twice:
+            return _Twice(f"{key}.{value.key}")
+    return row
+
+
+def _named_once(number: int, text: str) -> None:
+    """Raises for a key that line ``number``'s JSON object names twice, as
+    a CSV header's column named twice is (a line whose text only seemed to
+    name more keys than it has, a ``":`` in a string, passes)."""
+    row = json.loads(text, object_pairs_hook=_once)
+    if row.__class__ is _Twice:
+        raise TraceError(number, row.key, None, "named twice")
 
 
 def _csv_calls(
