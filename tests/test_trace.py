@@ -548,7 +548,10 @@ def test_a_call_the_machine_could_never_take_names_its_line() -> None:
     scenario = SEED[1]  # burst 1, two levels
     with pytest.raises(TraceError) as raised:
         replay(scenario, read_trace(["at,level\n", "0,0\n", "1,2\n"]))
-    assert str(raised.value) == "line 3: level=2: must be below 2, the policy's levels"
+    assert str(raised.value) == (
+        "line 3: level=2: must be below 2, the policy's levels: "
+        "give the scenario a policy of 3 levels or more"
+    )
     with pytest.raises(TraceError) as raised:
         replay(scenario, read_trace(['{"at": 0, "level": 0, "cost": 3}']))
     assert str(raised.value) == "line 1: cost=3: over the burst (1): it could never be granted"

@@ -769,7 +769,8 @@ class Scenario:
                 raise PermitValueError(
                     f"workloads[{i}].level",
                     workload.level,
-                    f"must be below {self.policy.levels}, the policy's levels",
+                    f"must be below {self.policy.levels}, the policy's levels: "
+                    f"give the scenario a policy of {workload.level + 1} levels or more",
                 )
             if workload.name in names:
                 raise PermitValueError(f"workloads[{i}].name", workload.name, "is used twice")

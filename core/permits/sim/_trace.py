@@ -602,7 +602,13 @@ def _admission(scenario: Scenario) -> _Admit:
 
     def admit(line: int, level: int, cost: Any) -> int | tuple[int, ...]:
         if level >= levels:
-            raise TraceError(line, "level", level, f"must be below {levels}, the policy's levels")
+            raise TraceError(
+                line,
+                "level",
+                level,
+                f"must be below {levels}, the policy's levels: "
+                f"give the scenario a policy of {level + 1} levels or more",
+            )
         if level < 0:
             raise TraceError(line, "level", level, "must be at least 0")
         # A cost per limit (a mapping) does not compare.
