@@ -180,7 +180,16 @@ def table(result: Result) -> str:
             lines.append(_row(_published(workload.published), widths))
             if workload.published.note:
                 notes.append(f"  note ({workload.name}, published): {workload.published.note}")
+    if any(0 < w.granted < w.offered for w in result.workloads):
+        notes.append(f"  {_WAITS_OF_GRANTED}")
     return "\n".join(lines + notes)
+
+
+#: What simulate's wait columns count, said where it matters: a workload
+#: granted some of its callers, not all (its p99 says nothing of the rest).
+_WAITS_OF_GRANTED = (
+    "wait p50, p99, max: of the callers granted (permits compare counts those not granted too)"
+)
 
 
 def details(result: Result, w: WorkloadResult) -> list[str]:
