@@ -230,7 +230,8 @@ BAD = [
     ),
     (
         GOOD.replace("level = 1", "level = 2"),
-        "scenario[0].workload[1].level=2: must be below 2, the policy's levels",
+        "scenario[0].workload[1].level=2: must be below 2, the policy's levels: "
+        "give the scenario a policy of 3 levels or more",
     ),
     (
         GOOD.replace('arrivals = "batch"', 'arrivals = "burst"'),
@@ -239,7 +240,7 @@ BAD = [
     ),
     (
         GOOD.replace("rate = 100", 'rate = "fast"'),
-        "scenario[0].rate='fast': expected an int, float, Fraction or Decimal, got str",
+        "scenario[0].rate='fast': expected a number, got str",
     ),
     (
         GOOD.replace('policy = "strict"', 'policy = { kind = "shares", weights = [4, 0] }'),
@@ -278,7 +279,7 @@ BAD = [
     ),
     (
         GOOD.replace("rate = 20", "rate = 20\ntimeout = -1"),
-        "scenario[0].workload[0].timeout=-1: must be greater than 0 (or None)",
+        "scenario[0].workload[0].timeout=-1: must be greater than 0 (or left out: none)",
     ),
     (
         GOOD.replace("rate = 20", "rate = 20\nstart = 5\nstop = 2"),
@@ -756,22 +757,21 @@ def test_malformed_files_are_one_line_in_a_real_process(
 def test_max_arrivals_raises_or_lowers_the_bound(
     capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
-    """GOOD asks for 1,201 callers (1,000 queued, 200 at 20/s for 10 s, one
-    more for a constant stream's rounding)."""
+    """GOOD asks for 1,200 callers (1,000 queued, 200 at 20/s for 10 s)."""
     path = tmp_path / "scenario.toml"
     path.write_text(GOOD)
-    status, out, err = run(capsys, "simulate", str(path), "--max-arrivals", "1200")
+    status, out, err = run(capsys, "simulate", str(path), "--max-arrivals", "1199")
     assert (status, out) == (2, "")
-    assert "size=1000: asks for 1,201 callers in all, over the 1,200 a run" in err
-    status, out, err = run(capsys, "simulate", str(path), "--max-arrivals", "1201")
+    assert "size=1000: asks for 1,200 callers in all, over the 1,199 a run" in err
+    status, out, err = run(capsys, "simulate", str(path), "--max-arrivals", "1200")
     assert (status, err) == (0, "")
     assert "interactive" in out
     # without FILE, the article's five are bounded as the example 'seed' is (it ran them)
     for argv in ([], ["--example", "seed"]):
-        status, out, err = run(capsys, "simulate", *argv, "--max-arrivals", "1200")
+        status, out, err = run(capsys, "simulate", *argv, "--max-arrivals", "1199")
         assert (status, out) == (2, ""), argv
         assert err.count("\n") == 1, err
-        assert "size=1000: asks for 1,201 callers in all, over the 1,200 a run" in err
+        assert "size=1000: asks for 1,200 callers in all, over the 1,199 a run" in err
 
 
 def test_examples_are_listed_and_run_by_name(capsys: pytest.CaptureFixture[str]) -> None:
@@ -810,6 +810,46 @@ def test_compare_recommends_a_policy_meeting_the_articles_requirements() -> None
     fifo = out.split("\ninteractive (level 0)\n")[1].splitlines()[1]
     want = "FIFO 700 900 200 2.71 s never 3 s 70.0% -"
     assert fifo.split() == want.split()
+
+
+def test_compare_says_what_its_waits_count(capsys: pytest.CaptureFixture[str]) -> None:
+    """Its p50 and p99 count every caller offered, where ``simulate``'s
+    count those granted, under the same headings; and its longest wait is
+    of those granted: a row of p99 ``never`` beside a max of 3 s says why."""
+    status, out, _ = run(capsys, "compare", "--policy", "fifo")
+    assert status == 1
+    lines = out.splitlines()
+    assert lines[1] == "  100 permits/s, burst 1, 10 s; 1 policy"
+    assert lines[2] == (
+        "  wait p50, p99: of the callers offered (never: past the end, not granted); "
+        "wait max: of those granted"
+    )
+    fifo = out.split("\ninteractive (level 0)\n")[1].splitlines()[1]
+    want = "FIFO 700 900 200 2.71 s never 3 s 70.0% -"
+    assert fifo.split() == want.split()
+
+
+def test_simulate_says_its_waits_are_of_those_granted(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """Where a workload's callers were not all granted, simulate's waits
+    (of those granted) say so under the table: FIFO's interactive row of 1
+    granted of 200 read "wait p99 0 ms", the 199 never granted unseen in
+    it. Where every caller was granted, nothing is added."""
+    path = tmp_path / "s.toml"
+    path.write_text(GOOD.replace('"strict"', '"fifo"').replace("size = 1000", "size = 999"))
+    status, out, _ = run(capsys, "simulate", str(path))
+    assert status == 0
+    interactive = out.splitlines()[3].split()
+    assert interactive[:4] == ["interactive", "0", "200", "1"]
+    assert interactive[9:12] == ["0", "ms", "0"]  # its p50 and p99: the one granted
+    assert out.splitlines()[-1] == (
+        "  wait p50, p99, max: of the callers granted "
+        "(permits compare counts those not granted too)"
+    )
+    path.write_text(GOOD.replace("size = 1000", "size = 1"))
+    status, out, _ = run(capsys, "simulate", str(path))
+    assert "of the callers granted" not in out
 
 
 def test_compare_exit_status_says_whether_any_policy_meets_all(tmp_path: Path) -> None:
@@ -1433,8 +1473,8 @@ def test_demo_scaled_past_a_nanosecond_is_one_line(capsys: pytest.CaptureFixture
     assert err.count("\n") == 1, err
     assert err.startswith(f"permits: error: {SEED[0].name}: seconds=")
     assert err.endswith(
-        ": is under half a nanosecond, and times are whole nanoseconds: "
-        "give 1e-09 s or more (from --scale=1e+12)\n"
+        ": is half a nanosecond or less, and times are whole nanoseconds "
+        "(the nearest, ties to even): give 1e-09 s or more (from --scale=1e+12)\n"
     ), err
 
 

@@ -227,6 +227,33 @@ def test_arrivals_are_those_before_the_end() -> None:
     assert simulate(scenario)["w"].offered == 10
 
 
+@pytest.mark.parametrize(
+    "arrivals",
+    [
+        Constant(20),
+        Constant(4, start=0.25),
+        Constant(3, start=0.1),
+        Constant(Fraction(7, 3), start=Fraction(1, 3), stop=1.7),
+        Constant(0.5, stop=4),
+        Constant(1e-3),
+        Constant(1000, start=0.0005),
+    ],
+    ids=repr,
+)
+def test_a_constant_stream_asks_for_exactly_the_callers_it_brings(arrivals: Constant) -> None:
+    """A run that asks for ``max_arrivals`` callers exactly is not refused: a
+    constant stream's count before the end is whole (its i-th caller is at
+    ``start + i / rate`` rounded down, before the end exactly when ``i <
+    rate * (end - start)``), not one more "for rounding" (a scenario of
+    1,200 callers was refused under ``--max-arrivals 1200``, saying 1,201)."""
+    scenario = Scenario("s", Fifo(1), rate=1, seconds=10, workloads=[Workload("w", 0, arrivals)])
+    brought = sum(1 for _ in arrivals_before(scenario, 10 * SECOND))
+    assert arrivals.asked(10 * SECOND) == brought
+    assert check_arrivals(scenario, brought) == brought
+    with pytest.raises(PermitValueError):
+        check_arrivals(scenario, brought - 1)
+
+
 def test_seconds_are_the_nearest_nanosecond_ties_to_even() -> None:
     """P58: A scenario's seconds become the nearest whole nanosecond, ties to
     even (not truncated): 2/3 s is 666,666,667 ns, 2.5 ns is 2 and 3.5 ns
@@ -454,6 +481,12 @@ def test_bad_arguments_name_themselves(make: Callable[[], object], argument: str
     ("make", "argument"),
     [
         (lambda: Scenario("s", Fifo(1), 10, 1e-10, [Workload("w", 0, Batch(1))]), "seconds"),
+        (  # exactly half a nanosecond: 0 ns, ties to even
+            lambda: Scenario(
+                "s", Fifo(1), 10, Fraction(1, 2 * 10**9), [Workload("w", 0, Batch(1))]
+            ),
+            "seconds",
+        ),
         (lambda: Workload("w", 0, Batch(1), timeout=Fraction(1, 10**10)), "timeout"),
         (lambda: Workload("w", 0, Batch(1), give_up_after=1e-10), "give_up_after"),
         (lambda: load_policy({"kind": "aging", "after": 1e-10}, 2), "policy.after"),
@@ -473,7 +506,8 @@ def test_a_time_above_0_that_is_no_whole_nanosecond_says_so(
         make()
     assert error.value.argument == argument
     assert str(error.value).endswith(
-        ": is under half a nanosecond, and times are whole nanoseconds: give 1e-09 s or more"
+        ": is half a nanosecond or less, and times are whole nanoseconds "
+        "(the nearest, ties to even): give 1e-09 s or more"
     ), str(error.value)
 
 

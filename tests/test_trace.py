@@ -102,6 +102,20 @@ def test_a_json_lines_flow_that_is_a_number_is_the_tenant_its_digits_name() -> N
     assert str(raised.value) == ("line 1: flow=7.0: expected a name (a string) or a whole number")
 
 
+def test_a_json_line_naming_each_key_once_reads_whatever_its_strings_hold() -> None:
+    """A flow's name with ``":`` in it (which the check for a key named
+    twice counts as a key) reads as written; so do spaces around colons."""
+    lines = [
+        '{"at": 0, "level": 0, "flow": "a\\":b", "cost": {"x": 2}}\n',
+        '{"at" : 1, "level" : 1}\n',
+    ]
+    calls = list(read_trace(lines))
+    assert [(c.at_ns, c.level, c.flow, c.cost) for c in calls] == [
+        (0, 0, 'a":b', {"x": 2}),
+        (SECOND, 1, None, 1),
+    ]
+
+
 @pytest.mark.parametrize(
     ("text", "says"),
     [
@@ -140,6 +154,10 @@ def test_a_json_lines_flow_that_is_a_number_is_the_tenant_its_digits_name() -> N
         ("at,level,cost.a,cost.b\n0,0,0,\n", "line 2: cost={'a': '0'}: must take at least one"),
         ("at,level,cost,cost.a\n", "line 1: cost: give cost or cost.<limit> columns, not both"),
         ("at,level,cost.a,cost.a\n", "line 1: cost.a: named twice in the header"),
+        # as a CSV header's column, a JSON line's key once (json.loads keeps the last)
+        ('{"at": 0, "level": 0}\n{"at": 1, "level": 0, "at": 0}\n', "line 2: at: named twice"),
+        ('{"at": 0, "level": 0, "cost": {"a": 1, "a": 9}}\n', "line 1: cost.a: named twice"),
+        ('{"at" : 0, "level" : 0, "at" : 1}\n', "line 1: at: named twice"),
         (  # a CSV header: not the JSON lines' advice, '"cost": {"<limit>": <units>}'
             "at,level,cost.\n",
             "line 1: cost.: unknown column (expected some of: at, level, cost, flow, timeout, "
@@ -297,7 +315,11 @@ def test_a_cost_per_limit_is_replayed_as_asked() -> None:
         ),
         (
             '{"at": 0, "level": 0, "cost": 3}\n',
-            "line 1: cost=3: over the burst (2): it could never be granted",
+            "line 1: cost=3: over the burst of limit 'requests' (2): it could never be granted",
+        ),
+        (
+            "at,level,cost\n0,0,7000\n",
+            "line 2: cost=7000: over the burst of limit 'requests' (2): it could never be granted",
         ),
     ],
 )
@@ -526,7 +548,10 @@ def test_a_call_the_machine_could_never_take_names_its_line() -> None:
     scenario = SEED[1]  # burst 1, two levels
     with pytest.raises(TraceError) as raised:
         replay(scenario, read_trace(["at,level\n", "0,0\n", "1,2\n"]))
-    assert str(raised.value) == "line 3: level=2: must be below 2, the policy's levels"
+    assert str(raised.value) == (
+        "line 3: level=2: must be below 2, the policy's levels: "
+        "give the scenario a policy of 3 levels or more"
+    )
     with pytest.raises(TraceError) as raised:
         replay(scenario, read_trace(['{"at": 0, "level": 0, "cost": 3}']))
     assert str(raised.value) == "line 1: cost=3: over the burst (1): it could never be granted"

@@ -180,7 +180,16 @@ def table(result: Result) -> str:
             lines.append(_row(_published(workload.published), widths))
             if workload.published.note:
                 notes.append(f"  note ({workload.name}, published): {workload.published.note}")
+    if any(0 < w.granted < w.offered for w in result.workloads):
+        notes.append(f"  {_WAITS_OF_GRANTED}")
     return "\n".join(lines + notes)
+
+
+#: What simulate's wait columns count, said where it matters: a workload
+#: granted some of its callers, not all (its p99 says nothing of the rest).
+_WAITS_OF_GRANTED = (
+    "wait p50, p99, max: of the callers granted (permits compare counts those not granted too)"
+)
 
 
 def details(result: Result, w: WorkloadResult) -> list[str]:
@@ -362,7 +371,8 @@ def compare_tables(comparison: Comparison) -> str:
     head = (
         f"{scenario.name}\n"
         f"  {limits_text(scenario)}, "
-        f"{_number(_length(first)):,} s; {count} polic{'y' if count == 1 else 'ies'}"
+        f"{_number(_length(first)):,} s; {count} polic{'y' if count == 1 else 'ies'}\n"
+        f"  {_WAITS_COUNTED}"
     )
     blocks = [head]
     limits = first.limits
@@ -437,6 +447,14 @@ def compare_tables(comparison: Comparison) -> str:
         f" (most urgent: {comparison.urgent})"
     )
     return "\n\n".join(blocks)
+
+
+#: What a comparison's wait columns count: not what ``simulate``'s do (those
+#: granted), under the same headings.
+_WAITS_COUNTED = (
+    "wait p50, p99: of the callers offered (never: past the end, not granted); "
+    "wait max: of those granted"
+)
 
 
 def _comparison_workload(w: WorkloadResult, limits: Sequence[str]) -> dict[str, Any]:

@@ -138,9 +138,23 @@ def _keys(path: str, table: Mapping[str, Any], required: set[str], optional: set
             raise ScenarioError(_at(path, key), _MISSING, "missing")
 
 
+#: The Python API's words that a scenario file has no use for, and the file's.
+_FILE_WORDS = (
+    ("an int, float, Fraction or Decimal", "a number"),
+    (" (or None)", " (or left out: none)"),
+)
+
+
+def _in_file_words(text: str) -> str:
+    for python, file in _FILE_WORDS:
+        text = text.replace(python, file)
+    return text
+
+
 def _build(path: str, make: Callable[[], Any], names: Mapping[str, str] | None = None) -> Any:
     """Call ``make``; an argument error in it is re-raised naming its place
-    (an argument in ``names`` by the key it was written as)."""
+    (an argument in ``names`` by the key it was written as), in a scenario
+    file's words (a number, not a Fraction; a key left out, not None)."""
     try:
         return make()
     except ScenarioError:
@@ -150,13 +164,13 @@ def _build(path: str, make: Callable[[], Any], names: Mapping[str, str] | None =
         raise ScenarioError(
             _place(path, (names or {}).get(error.argument, error.argument)),
             error.value,
-            f"expected {error.expected}, got {got}",
+            f"expected {_in_file_words(error.expected)}, got {got}",
         ) from None
     except PermitValueError as error:
         raise ScenarioError(
             _place(path, (names or {}).get(error.argument, error.argument)),
             error.value,
-            error.reason,
+            _in_file_words(error.reason),
         ) from None
 
 

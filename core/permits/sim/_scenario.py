@@ -96,7 +96,8 @@ def _seconds(instance: object, attribute: attrs.Attribute[Any], value: object) -
 
 #: Why a time greater than 0 that rounds to no nanosecond is refused.
 UNDER_A_NANOSECOND = (
-    "is under half a nanosecond, and times are whole nanoseconds: give 1e-09 s or more"
+    "is half a nanosecond or less, and times are whole nanoseconds (the nearest, ties to even): "
+    "give 1e-09 s or more"
 )
 
 
@@ -204,9 +205,11 @@ class Constant:
             i += 1
 
     def asked(self, duration_ns: int) -> Fraction:
-        """How many callers arrive before ``duration_ns`` (at most one more)."""
-        asked = _asked(self.rate, self.start, self.stop, duration_ns)
-        return asked + 1 if asked else asked
+        """How many callers arrive before ``duration_ns``, exactly: the
+        ``i``-th, at ``start + i / rate`` rounded down to a whole
+        nanosecond, is before a whole nanosecond ``end`` if and only if
+        ``i / rate`` is before ``end - start``."""
+        return Fraction(math.ceil(_asked(self.rate, self.start, self.stop, duration_ns)))
 
     def scaled(self, factor: Fraction) -> Constant:
         """The same arrivals ``factor`` times faster: the rate times
@@ -766,7 +769,8 @@ class Scenario:
                 raise PermitValueError(
                     f"workloads[{i}].level",
                     workload.level,
-                    f"must be below {self.policy.levels}, the policy's levels",
+                    f"must be below {self.policy.levels}, the policy's levels: "
+                    f"give the scenario a policy of {workload.level + 1} levels or more",
                 )
             if workload.name in names:
                 raise PermitValueError(f"workloads[{i}].name", workload.name, "is used twice")

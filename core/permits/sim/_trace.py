@@ -331,6 +331,9 @@ def _json_calls(numbered: Iterator[tuple[int, str]]) -> Iterator[Call]:
             ) from None
         if not isinstance(row, dict):
             raise TraceError(number, "row", text.strip()[:60], "not a JSON object")
+        cost = row.get("cost")
+        if text.count('":') != len(row) + (len(cost) if cost.__class__ is dict else 0):
+            _named_once(number, text)  # fewer keys than written: one twice, perhaps
         _unknown(number, row, per_limit=False)
         get = row.get
         flow = get("flow")
@@ -349,6 +352,37 @@ def _json_calls(numbered: Iterator[tuple[int, str]]) -> Iterator[Call]:
         )
         previous = call.at_ns
         yield call
+
+
+class _Twice(NamedTuple):
+    """A key a JSON object names twice (its place: ``cost.tokens``)."""
+
+    key: str
+
+
+def _once(pairs: list[tuple[str, Any]]) -> dict[str, Any] | _Twice:
+    """A JSON object's keys and values, or the first key named twice in it
+    or in an object within it (as ``json.loads`` would keep the last)."""
+    row = dict(pairs)
+    if len(row) < len(pairs):
+        seen: set[str] = set()
+        for key, _ in pairs:
+            if key in seen:
+                return _Twice(key)
+            seen.add(key)
+    for key, value in pairs:
+        if value.__class__ is _Twice:
+            return _Twice(f"{key}.{value.key}")
+    return row
+
+
+def _named_once(number: int, text: str) -> None:
+    """Raises for a key that line ``number``'s JSON object names twice, as
+    a CSV header's column named twice is (a line whose text only seemed to
+    name more keys than it has, a ``":`` in a string, passes)."""
+    row = json.loads(text, object_pairs_hook=_once)
+    if row.__class__ is _Twice:
+        raise TraceError(number, row.key, None, "named twice")
 
 
 def _csv_calls(
@@ -560,20 +594,27 @@ def _admission(scenario: Scenario) -> _Admit:
     for a call the machine could never take."""
     levels = scenario.policy.levels
     limits = scenario.named_limits
-    # A cost that is one number is units of every limit: the smallest burst bounds it.
-    burst = min(limit.burst for limit in limits.values())
+    # A cost that is one number is units of every limit: the smallest burst
+    # bounds it (named, where the scenario has several limits).
+    name, burst = min(((name, limit.burst) for name, limit in limits.items()), key=lambda n: n[1])
+    over = f"over the burst of limit {name!r}" if len(limits) > 1 else "over the burst"
+    over = f"{over} ({burst:,})"
 
     def admit(line: int, level: int, cost: Any) -> int | tuple[int, ...]:
         if level >= levels:
-            raise TraceError(line, "level", level, f"must be below {levels}, the policy's levels")
+            raise TraceError(
+                line,
+                "level",
+                level,
+                f"must be below {levels}, the policy's levels: "
+                f"give the scenario a policy of {level + 1} levels or more",
+            )
         if level < 0:
             raise TraceError(line, "level", level, "must be at least 0")
         # A cost per limit (a mapping) does not compare.
         try:
             if cost > burst:
-                raise TraceError(
-                    line, "cost", cost, f"over the burst ({burst}): it could never be granted"
-                )
+                raise TraceError(line, "cost", cost, f"{over}: it could never be granted")
         except TypeError:
             return _per_limit(line, cost, limits)
         return cost  # type: ignore[no-any-return]
