@@ -70,6 +70,8 @@ def test_requirements_read_as_written(text: str, want: tuple[str, Measure, Fract
         ("batch share <= 20%", "a share bound is written >="),
         ("batch share >= 20 ms", "a share is a fraction: 20% or 0.2"),
         ("batch share >= 120%", "a share is at most 100%"),
+        ("batch granted >= 120%", "a granted fraction is at most 100%"),
+        ("batch granted >= 2 s", "a granted fraction is a fraction: 20% or 0.2"),
         ("batch cleared by <= 6 s", "write 'cleared by <n> s', without <= or >="),
         ("batch p98 <= 5 s", "expected '<workload> p50|p99 <= <n> ms|s'"),
         ("p99 <= 5 s", "expected '<workload> p50|p99 <= <n> ms|s'"),

@@ -137,7 +137,7 @@ def test_a_json_line_naming_each_key_once_reads_whatever_its_strings_hold() -> N
         ("at,level\n0,0\n1e999999999,0\n", "line 3: at='1e999999999': must be under 1e10001 s"),
         ("at,level,timeout\n0,0,1E+20000\n", "line 2: timeout='1E+20000': must be under 1e"),
         ('{"at": "9e999999", "level": 0}\n', "line 1: at='9e999999': must be under 1e10001 s"),
-        ("at,level\n0,0\n1\n", "line 3: row='1': 1 cells, the header has 2"),
+        ("at,level\n0,0\n1\n", "line 3: row='1': 1 cell, the header has 2"),
         ("at,level\n0,0\n\n1.5e-1,0\n.5,1\n1.25,x\n", "line 6: level='x'"),
         ('at,level\n0,0\n"1\n', "line 3: row: not CSV"),
         ("at,level\n0,\n", "line 2: level: missing"),

@@ -153,8 +153,10 @@ class Requirement:
         kind = requirement.unit
         if kind == "s" and unit not in ("ms", "s"):
             raise PermitValueError(argument, text, "a time needs its unit: ms or s")
+        # (a share; the granted fraction: "a granted" is no noun)
+        what = f"{measure.value} fraction" if measure is Measure.GRANTED else measure.value
         if kind == "fraction" and unit not in ("%", ""):
-            raise PermitValueError(argument, text, f"a {measure.value} is a fraction: 20% or 0.2")
+            raise PermitValueError(argument, text, f"a {what} is a fraction: 20% or 0.2")
         if abs(Decimal(match["value"]).adjusted()) > _EXPONENT:  # 1e999999999: no Fraction
             raise PermitValueError(
                 argument, text, f"a bound's exponent must be from -{_EXPONENT} to {_EXPONENT}"
@@ -163,7 +165,7 @@ class Requirement:
         if kind == "count" and (unit or bound.denominator != 1):
             raise PermitValueError(argument, text, "a count of tenants is a whole number, no unit")
         if kind == "fraction" and bound > 1:
-            raise PermitValueError(argument, text, f"a {measure.value} is at most 100%")
+            raise PermitValueError(argument, text, f"a {what} is at most 100%")
         return attrs.evolve(requirement, bound=bound)
 
     def measured(self, run: Result) -> Fraction | None:

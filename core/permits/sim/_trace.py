@@ -428,7 +428,12 @@ def _csv_calls(
                 if len(cells) == 1 and not cells[0].strip():  # a line of spaces: blank too
                     continue
                 shown = ",".join(cells)[:60]
-                raise TraceError(line, "row", shown, f"{len(cells)} cells, the header has {width}")
+                raise TraceError(
+                    line,
+                    "row",
+                    shown,
+                    f"{len(cells)} cell{'' if len(cells) == 1 else 's'}, the header has {width}",
+                )
             cells.append("")
             at, level, cost, flow, timeout, max_wait, give_up = cells_of(cells)
             call = _call(line, at, level, cost, flow, timeout, max_wait, give_up, previous)
