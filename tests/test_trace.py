@@ -758,10 +758,12 @@ def test_cli_refuses_a_binary_or_missing_trace_in_one_line(
 
 
 @pytest.mark.skipif(not Path("/dev/stdin").exists(), reason="needs /dev/stdin")
-def test_cli_refuses_to_read_a_piped_trace_twice(tmp_path: Path) -> None:
-    """A pipe (``--trace /dev/stdin``, ``<(zcat calls.csv.gz)``) reads once:
-    the runs after the first saw no calls at all and were reported as if
-    nobody had come. Read once, it replays; asked for again, one line."""
+@pytest.mark.parametrize("stdin", ["/dev/stdin", "-"])
+def test_cli_refuses_to_read_a_piped_trace_twice(tmp_path: Path, stdin: str) -> None:
+    """A pipe (``--trace /dev/stdin``, ``--trace -``, ``<(zcat
+    calls.csv.gz)``) reads once: the runs after the first saw no calls at
+    all and were reported as if nobody had come. Read once, it replays;
+    asked for again, one line. (``-`` was a file of that name.)"""
     import subprocess
     import sys
 
@@ -774,7 +776,7 @@ def test_cli_refuses_to_read_a_piped_trace_twice(tmp_path: Path) -> None:
     trace = "at,level\n0,0\n0,0\n0,0\n"
 
     def piped(*argv: str) -> subprocess.CompletedProcess[str]:
-        command = [permits, *argv, str(scenario), "--trace", "/dev/stdin", "--json"]
+        command = [permits, *argv, str(scenario), "--trace", stdin, "--json"]
         return subprocess.run(command, input=trace, capture_output=True, text=True, check=False)
 
     done = piped("simulate")
@@ -783,9 +785,20 @@ def test_cli_refuses_to_read_a_piped_trace_twice(tmp_path: Path) -> None:
     done = piped("compare", "--policy", "fifo", "--policy", "strict")
     assert (done.returncode, done.stdout) == (2, "")
     assert done.stderr == (
-        "permits: error: --trace='/dev/stdin': not a regular file, so it reads only once, "
+        f"permits: error: --trace={stdin!r}: not a regular file, so it reads only once, "
         "and this command reads it once per run: write it to a file first\n"
     )
+    # a file redirected in is read afresh for each run
+    calls = tmp_path / "calls.csv"
+    calls.write_text(trace)
+    command = [permits, "compare", "--policy", "fifo", "--policy", "strict", str(scenario)]
+    with calls.open() as file:
+        done = subprocess.run(
+            [*command, "--trace", stdin, "--json"], stdin=file, capture_output=True, text=True
+        )
+    assert (done.returncode, done.stderr) == (0, "")
+    runs = json.loads(done.stdout)["scenarios"][0]["policies"]
+    assert [run["workloads"][0]["granted"] for run in runs] == [3, 3]
 
 
 def test_a_trace_names_its_levels_and_says_which_requirements_it_can_judge() -> None:

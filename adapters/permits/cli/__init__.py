@@ -140,7 +140,8 @@ def _trace_option(command: argparse.ArgumentParser) -> None:
         metavar="TRACE",
         help="replay these recorded calls (CSV or JSON lines: at, level, and optionally "
         "cost or a cost per limit, flow, timeout, max_wait, give_up_after) in place of the "
-        "workloads' arrivals, under each scenario's limits and policy, for its seconds",
+        "workloads' arrivals, under each scenario's limits and policy, for its seconds "
+        "(- reads the standard input)",
     )
 
 

@@ -125,19 +125,23 @@ def trace(path: Path) -> Callable[[Iterable[str]], Iterator[Call]]:
     called with a scenario's limits (their names), one call at a time (the
     file is checked readable now; a pipe, only once). A malformed row, or a header naming a
     limit not among them, raises :class:`~permits.sim.TraceError` while it
-    runs."""
+    runs. ``-`` is the standard input (``/dev/stdin``, which a file
+    redirected in reads afresh each time, as its own path does)."""
+    name = str(path)  # as the command line wrote it
+    if name == "-":
+        path = Path("/dev/stdin")
     try:
         with path.open("rb") as file:
             regular = stat.S_ISREG(os.fstat(file.fileno()).st_mode)
     except OSError as error:
-        raise Usage(f"--trace={str(path)!r}: cannot read: {error.strerror or error}") from None
+        raise Usage(f"--trace={name!r}: cannot read: {error.strerror or error}") from None
     reads = 0
 
     def calls(limits: Iterable[str]) -> Iterator[Call]:
         nonlocal reads
         if reads and not regular:  # a pipe: read again, it would seem to hold no calls
             raise Usage(
-                f"--trace={str(path)!r}: not a regular file, so it reads only once, and this "
+                f"--trace={name!r}: not a regular file, so it reads only once, and this "
                 "command reads it once per run: write it to a file first"
             )
         reads += 1
@@ -147,9 +151,9 @@ def trace(path: Path) -> Callable[[Iterable[str]], Iterator[Call]]:
         except UnicodeDecodeError:
             where = _first_line_not_utf8(path) if regular else None
             at = "" if where is None else f"line {where}: "
-            raise Usage(f"{path}: {at}not a trace: not UTF-8 text") from None
+            raise Usage(f"{name}: {at}not a trace: not UTF-8 text") from None
         except OSError as error:
-            raise Usage(f"{path}: cannot read: {error.strerror or error}") from None
+            raise Usage(f"{name}: cannot read: {error.strerror or error}") from None
 
     return calls
 
