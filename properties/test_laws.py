@@ -1961,8 +1961,8 @@ def test_busiest_flows_beyond_the_counters() -> None:
         assert heavy <= {row.flow for row in listed}, ("P50", k, heavy)
     assert len(granted) > 64, ("more flows than counters", len(granted))
     # A flow listed for its waiters after it lost its counter: its granted
-    # units are not known, only bounded by the smallest count (it was listed
-    # as granted 0, exactly: below its true count).
+    # units are not known, only bounded by the smallest count, which it is
+    # listed with as both its count and its error.
     lost = next(f for f in granted if f not in {row.flow for row in machine.busiest_flows(0, 100)})
     now += SECOND
     machine.push("empties", 0, now, cost=1000)
@@ -1972,6 +1972,10 @@ def test_busiest_flows_beyond_the_counters() -> None:
     true = granted[lost]
     assert (row.waiting, row.waiting_units) == (1, 3), ("P50", row)
     assert true <= row.granted_units <= true + row.granted_error, ("P50", row, true)
+    counted = [r.granted_units for flow, r in by_flow.items() if flow != lost]
+    assert len(counted) == 64, ("P50: every counter listed", len(counted))
+    smallest = min(counted)
+    assert (row.granted_units, row.granted_error) == (smallest, smallest), ("P50", row, smallest)
 
 
 def test_busiest_flows_count_the_flow_limit() -> None:
