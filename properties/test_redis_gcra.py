@@ -651,6 +651,12 @@ MUTANTS = {
         "a process asking again goes to the end of the line",
         "line",
     ),
+    "line-keeps-a-booked-turn": (
+        "    if me ~= '' then redis.call('HDEL', KEYS[5], me) end\n    return answer(-1",
+        "    return answer(-1",
+        "a process whose take is booked keeps its place in the line",
+        "line",
+    ),
     "line-keeps-dead-turns": (
         "    if words[1] < now - grace then\n",
         "    if false then\n",
@@ -718,6 +724,12 @@ MUTANTS = {
         "      at = max(at, now + ahead * fastest)\n",
         "a take held by a silent process's demand comes back only when its waiters could be served",
         "silent",
+    ),
+    "publish-the-granted": (
+        "    counts[level + 1] = max(0, counts[level + 1] - taken)\n",
+        "",
+        "a granted take publishes its process's waiters, the one granted included",
+        "demand",
     ),
     "held-by-the-levels-between": (
         "      for l = 1, urgent do ahead, last = ",
@@ -1182,6 +1194,7 @@ line_ops = st.tuples(
     st.integers(1, 3),  # the process's waiters, the one taking included
     st.integers(0, 2),  # take: the reserve; give: units given back; pause: 50 ms each
     st.integers(1, 2),  # the take's units
+    st.sampled_from([0, 0, 0, 150_000]),  # the take's horizon (us): often no booking
 )
 
 
@@ -1195,7 +1208,7 @@ def line_run(script: Any, limit: tuple[int, int], strict: bool, steps: list[Any]
     call = caller(script, [rate], [burst], key)
     model = Buckets([rate], [burst])
     now = T0
-    for kind, dt, process, level, waiting, arg, units in steps:
+    for kind, dt, process, level, waiting, arg, units, book in steps:
         now += dt
         counts = [waiting if lv == level else 0 for lv in range(2)]
         demand = (process, TTL, level, tuple(counts)) if strict else None
@@ -1204,9 +1217,10 @@ def line_run(script: Any, limit: tuple[int, int], strict: bool, steps: list[Any]
         rank = level if strict else 0  # levels order the line only under strict priority
         if kind == "take":
             xs = (min(units, burst),)
-            extra = (*published, 0, 1, process, level, waiting, GRACE)
+            extra = (*published, book, 1, process, level, waiting, GRACE)
             got = tuple(call("take", now, arg, xs, *extra))
-            want = model.take(now, arg, xs, demand, line=(process, rank, waiting, GRACE))
+            line = (process, rank, waiting, GRACE)
+            want = model.take(now, arg, xs, demand, book=book, line=line)
         elif kind == "give":
             got = tuple(call("give", now, 0, (-arg,)))
             want = model.give(now, (-arg,))
@@ -1220,7 +1234,8 @@ def line_run(script: Any, limit: tuple[int, int], strict: bool, steps: list[Any]
         else:
             got = tuple(call("pause", now, 50_000 * arg, (0,)))
             want = model.pause_for(now, 50_000 * arg)
-        note(f"t={now - T0} {kind} {process} L{level} waiting {waiting} arg {arg}: {got}, {want}")
+        step = f"{kind} {process} L{level} waiting {waiting} arg {arg} book {book}"
+        note(f"t={now - T0} {step}: {got}, {want}")
         assert got == want, ("P48", got, want)
 
 
@@ -1234,8 +1249,8 @@ def test_the_line_tells_each_process_its_turn(
     one step later for each process ahead of it in the line (under global
     strict priority: of its level or a more urgent one); it keeps its place
     while refused; a granted process leaves its place (and goes to the end
-    if more wait), as does one that says nobody waits; turns more than the
-    grace past are dropped."""
+    if more wait), as does one that says nobody waits, and one whose take
+    is booked ahead (P44); turns more than the grace past are dropped."""
     line_run(script, limit, strict, steps)
 
 
