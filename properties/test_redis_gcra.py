@@ -632,6 +632,12 @@ MUTANTS = {
         "a take books a permit past a pause",
         "buckets",
     ),
+    "book-past-urgent-waiters": (
+        "      at = max(at, min(now + ahead * fastest, last))\n      held = true\n",
+        "      at = max(at, min(now + ahead * fastest, last))\n",
+        "a take books a permit past more urgent waiters published elsewhere",
+        "demand",
+    ),
     "book-short-of-the-horizon": (
         "(held or at - now > book)",
         "(held or at - now >= book)",
@@ -944,6 +950,7 @@ demand_ops = st.tuples(
     st.sampled_from(["a", "b", "c"]),
     st.integers(0, LEVELS - 1),
     st.lists(st.integers(0, 2), min_size=LEVELS, max_size=LEVELS),
+    st.sampled_from([0, 0, 0, 150_000]),  # a take's horizon (us): often no booking
 )
 one_limit = st.tuples(st.sampled_from(RATES), st.integers(1, 4))
 
@@ -974,7 +981,7 @@ def global_run(
     call = caller(script, rates, bursts)
     model = Buckets(rates, bursts)
     now = T0
-    for kind, dt, process, level, waiting in steps:
+    for kind, dt, process, level, waiting, book in steps:
         now += dt
         counts = list(waiting)
         if kind == "take":
@@ -988,7 +995,7 @@ def global_run(
             want = model.answer(1, 0)
         else:
             place = (process, level, sum(counts), GRACE) if line else ("", 0, 0, 0)
-            extra = (0, lease, *place, *shares)
+            extra = (book, lease, *place, *shares)
             got = tuple(call("take", now, 0, units, process, TTL, level, words, *extra))
             model.refill(now)
             if costs:
@@ -1000,14 +1007,24 @@ def global_run(
             demand = (process, TTL, level, tuple(counts))
             in_line = (process, level, sum(counts), GRACE) if line else None
             want = model.take(
-                now, 0, units, demand, lease=lease, line=in_line, shares=costs, shared=shared
+                now,
+                0,
+                units,
+                demand,
+                book=book,
+                lease=lease,
+                line=in_line,
+                shares=costs,
+                shared=shared,
             )
             if got[0]:
                 # strict: nothing waits elsewhere more urgent than the take
                 # and than every waiter of its own process; shares: nothing
-                # anywhere is owed sooner than the take's level
+                # anywhere is owed sooner than the take's level (booked, P44,
+                # or granted now)
                 assert ahead == 0, "P49" if costs else "P42"
-        note(f"t={now - T0} {kind} {process} level {level} {counts}: {got}, model {want}")
+        step = f"{kind} {process} level {level} {counts} book {book}"
+        note(f"t={now - T0} {step}: {got}, model {want}")
         assert got == want, ("P49" if costs else "P42", got, want)
 
 
@@ -1023,10 +1040,10 @@ def test_global_priority_is_the_demand_rule(
     """P42: under global priority, at every chosen time the script answers
     exactly as the buckets and the published demand do: a take at level
     ``L`` is granted only if no other live process has waiters at a level
-    above ``L``, and is then told to come back no sooner than those waiters
-    could be served; each take publishes its process's waiters (less the
-    one granted), and a process's demand not refreshed within its time to
-    live blocks nothing."""
+    above ``L`` (nor booked ahead past them: P44), and is then told to come
+    back no sooner than those waiters could be served; each take publishes
+    its process's waiters (less the one granted), and a process's demand
+    not refreshed within its time to live blocks nothing."""
     global_run(script, limits, steps, (), lease, line)
 
 
