@@ -20,7 +20,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import AsyncIterator, Callable, Hashable
+from collections.abc import AsyncIterator, Callable
 from fractions import Fraction
 from functools import partial
 from pathlib import Path
@@ -1692,7 +1692,7 @@ async def test_a_lease_takes_several_permits_per_round_trip(
     name = fresh()
     pushed: list[int] = []
     order: list[int] = []
-    granted: list[Hashable] = []
+    granted: list[Any] = []  # the ids: ints, in push order
     async with open_limiter(
         Fifo(1), redis_server.url, name=name, rate=1000, burst=100, lease=10, audit=True
     ) as limiter:
