@@ -620,6 +620,12 @@ MUTANTS = {
         "a take's units do not count against the upstream's quota",
         "quota",
     ),
+    "quota-keeps-its-last-units": (
+        "        if x[i] > q[1] then at = max(at, q[2]) end\n",
+        "        if x[i] >= q[1] then at = max(at, q[2]) end\n",
+        "a take of exactly the units a quota leaves waits for its end",
+        "quota",
+    ),
     "ignore-the-pause": (
         "  local at = pause\n",
         "  local at = now\n",
