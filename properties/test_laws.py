@@ -1848,6 +1848,24 @@ def test_the_quotas_in_force_stay_bounded() -> None:
     assert granted == 1 + 102, ("P52", granted)
 
 
+def test_a_quota_counts_a_settle_above_the_cost_by_hand() -> None:
+    """P52 at chosen times: 5 units left for 10 s under 1000/s, burst 10. A
+    permit of one unit settled at 4 leaves the quota 1, not 4: a take of 2
+    waits for the reset, though the bucket holds it; one of 1 is granted.
+    A permit settled below its cost counts at what it settled for."""
+    machine = Machine(Fifo(), rate=1000, burst=10)
+    machine.quota(5, 10 * SECOND, 0)
+    assert [d.id for d in machine.push("a", 0, 0)] == ["a"]
+    assert machine.settle("a", 4, 0) == []
+    assert machine.push("b", 0, 0, cost=2) == [], "P52: the settle's extra units not counted"
+    assert machine.next_due() == 10 * SECOND, ("P52", machine.next_due())
+    assert machine.cancel("b")
+    assert [d.id for d in machine.push("c", 0, 0)] == ["c"], "P52"
+    assert machine.settle("c", 0, 0) == []  # given back: 1 left again
+    assert [d.id for d in machine.push("d", 0, 0)] == ["d"], "P52"
+    assert machine.push("e", 0, 0) == [], "P52"
+
+
 @settings(max_examples=20)
 @given(st.randoms(use_true_random=False))
 def test_merged_quotas_decide_as_the_model(random: Random) -> None:
@@ -1855,7 +1873,8 @@ def test_merged_quotas_decide_as_the_model(random: Random) -> None:
     some with more left and some with less, interleaved with grants,
     refunds (which replay the words since, merges and all) and settles:
     every decision, ``next_due`` and the quotas' effect are the model's,
-    which merges by SPEC's rule written from it."""
+    which merges by SPEC's rule written from it. (Without the settles, a
+    core whose quotas did not count a settle's extra units passed.)"""
     machine = Machine(Fifo(), rate=1000, burst=10)
     model = Reference(PolicySpec("fifo", 1), [(Fraction(1000), 10)], None, SECOND)
     now, n, words, most = 0, 0, 0, 0
@@ -1869,14 +1888,19 @@ def test_merged_quotas_decide_as_the_model(random: Random) -> None:
             reset = now + random.randint(280, 320) * MILLISECOND
             out = machine.quota(remaining, reset, now)
             expected = model.limit_quota(remaining, reset, now, 0)
-        elif step < 0.8 or not held:
+        elif step < 0.75 or not held:
             n += 1
             out, expected = machine.push(n, 0, now), model.push(n, 0, now, None, (1,))
         else:
             id, at = held.pop(random.randrange(len(held)))
             if at < now - SECOND:
                 continue  # (no longer refundable)
-            out, expected = machine.refund(id, now), model.refund(id, now)
+            if step < 0.875:
+                out, expected = machine.refund(id, now), model.refund(id, now)
+            else:  # settled for less or more: the quotas count what it settled for
+                actual = random.randint(0, 4)
+                out = machine.settle(id, actual, now)
+                expected = model.settle_cost(id, {0: actual}, now)
         assert rows(out) == expected, ("P13", now, rows(out), expected)
         held += [(d.id, d.at) for d in out if d.state is State.GRANTED]
         assert machine.next_due() == model.next_due(), ("P13", now)
@@ -1961,8 +1985,8 @@ def test_busiest_flows_beyond_the_counters() -> None:
         assert heavy <= {row.flow for row in listed}, ("P50", k, heavy)
     assert len(granted) > 64, ("more flows than counters", len(granted))
     # A flow listed for its waiters after it lost its counter: its granted
-    # units are not known, only bounded by the smallest count (it was listed
-    # as granted 0, exactly: below its true count).
+    # units are not known, only bounded by the smallest count, which it is
+    # listed with as both its count and its error.
     lost = next(f for f in granted if f not in {row.flow for row in machine.busiest_flows(0, 100)})
     now += SECOND
     machine.push("empties", 0, now, cost=1000)
@@ -1972,6 +1996,10 @@ def test_busiest_flows_beyond_the_counters() -> None:
     true = granted[lost]
     assert (row.waiting, row.waiting_units) == (1, 3), ("P50", row)
     assert true <= row.granted_units <= true + row.granted_error, ("P50", row, true)
+    counted = [r.granted_units for flow, r in by_flow.items() if flow != lost]
+    assert len(counted) == 64, ("P50: every counter listed", len(counted))
+    smallest = min(counted)
+    assert (row.granted_units, row.granted_error) == (smallest, smallest), ("P50", row, smallest)
 
 
 def test_busiest_flows_count_the_flow_limit() -> None:

@@ -373,11 +373,17 @@ class PolicyMachine(RuleBasedStateMachine):
                 )
         # P32, P52: since the upstream said `remaining` were left until
         # `reset`, no more than that were charged before `reset` (a bucket's
-        # view only while the limit is not changed; a quota's in any case).
+        # view only while the limit is not changed; a quota's in any case,
+        # which counts a permit settled above its cost at what it settled
+        # for: the difference is charged too).
         for pid, i, order, remaining, reset in self.adopted:
             if pid == "P32" and self.changed[i] > order:
                 continue
-            units = sum(c.counted(i) for c in self.charges if c.order > order and c.at < reset)
+            since = [c for c in self.charges if c.order > order and c.at < reset]
+            if pid == "P52":
+                units = sum(c.actual[i] for c in since)
+            else:
+                units = sum(c.counted(i) for c in since)
             assert units <= remaining, (pid, i, units, remaining, reset)
 
     # -- comparison with the model (P13) -------------------------------------

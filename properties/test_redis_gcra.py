@@ -620,6 +620,12 @@ MUTANTS = {
         "a take's units do not count against the upstream's quota",
         "quota",
     ),
+    "quota-keeps-its-last-units": (
+        "        if x[i] > q[1] then at = max(at, q[2]) end\n",
+        "        if x[i] >= q[1] then at = max(at, q[2]) end\n",
+        "a take of exactly the units a quota leaves waits for its end",
+        "quota",
+    ),
     "ignore-the-pause": (
         "  local at = pause\n",
         "  local at = now\n",
@@ -631,6 +637,12 @@ MUTANTS = {
         "  local held = false",
         "a take books a permit past a pause",
         "buckets",
+    ),
+    "book-past-urgent-waiters": (
+        "      at = max(at, min(now + ahead * fastest, last))\n      held = true\n",
+        "      at = max(at, min(now + ahead * fastest, last))\n",
+        "a take books a permit past more urgent waiters published elsewhere",
+        "demand",
     ),
     "book-short-of-the-horizon": (
         "(held or at - now > book)",
@@ -649,6 +661,12 @@ MUTANTS = {
         " or (o[2] == place and o[3] < me))) then\n",
         "    if sooner or alike then\n",
         "a process asking again goes to the end of the line",
+        "line",
+    ),
+    "line-keeps-a-booked-turn": (
+        "    if me ~= '' then redis.call('HDEL', KEYS[5], me) end\n    return answer(-1",
+        "    return answer(-1",
+        "a process whose take is booked keeps its place in the line",
         "line",
     ),
     "line-keeps-dead-turns": (
@@ -718,6 +736,12 @@ MUTANTS = {
         "      at = max(at, now + ahead * fastest)\n",
         "a take held by a silent process's demand comes back only when its waiters could be served",
         "silent",
+    ),
+    "publish-the-granted": (
+        "    counts[level + 1] = max(0, counts[level + 1] - taken)\n",
+        "",
+        "a granted take publishes its process's waiters, the one granted included",
+        "demand",
     ),
     "held-by-the-levels-between": (
         "      for l = 1, urgent do ahead, last = ",
@@ -932,6 +956,7 @@ demand_ops = st.tuples(
     st.sampled_from(["a", "b", "c"]),
     st.integers(0, LEVELS - 1),
     st.lists(st.integers(0, 2), min_size=LEVELS, max_size=LEVELS),
+    st.sampled_from([0, 0, 0, 150_000]),  # a take's horizon (us): often no booking
 )
 one_limit = st.tuples(st.sampled_from(RATES), st.integers(1, 4))
 
@@ -962,7 +987,7 @@ def global_run(
     call = caller(script, rates, bursts)
     model = Buckets(rates, bursts)
     now = T0
-    for kind, dt, process, level, waiting in steps:
+    for kind, dt, process, level, waiting, book in steps:
         now += dt
         counts = list(waiting)
         if kind == "take":
@@ -976,7 +1001,7 @@ def global_run(
             want = model.answer(1, 0)
         else:
             place = (process, level, sum(counts), GRACE) if line else ("", 0, 0, 0)
-            extra = (0, lease, *place, *shares)
+            extra = (book, lease, *place, *shares)
             got = tuple(call("take", now, 0, units, process, TTL, level, words, *extra))
             model.refill(now)
             if costs:
@@ -988,14 +1013,24 @@ def global_run(
             demand = (process, TTL, level, tuple(counts))
             in_line = (process, level, sum(counts), GRACE) if line else None
             want = model.take(
-                now, 0, units, demand, lease=lease, line=in_line, shares=costs, shared=shared
+                now,
+                0,
+                units,
+                demand,
+                book=book,
+                lease=lease,
+                line=in_line,
+                shares=costs,
+                shared=shared,
             )
             if got[0]:
                 # strict: nothing waits elsewhere more urgent than the take
                 # and than every waiter of its own process; shares: nothing
-                # anywhere is owed sooner than the take's level
+                # anywhere is owed sooner than the take's level (booked, P44,
+                # or granted now)
                 assert ahead == 0, "P49" if costs else "P42"
-        note(f"t={now - T0} {kind} {process} level {level} {counts}: {got}, model {want}")
+        step = f"{kind} {process} level {level} {counts} book {book}"
+        note(f"t={now - T0} {step}: {got}, model {want}")
         assert got == want, ("P49" if costs else "P42", got, want)
 
 
@@ -1011,10 +1046,10 @@ def test_global_priority_is_the_demand_rule(
     """P42: under global priority, at every chosen time the script answers
     exactly as the buckets and the published demand do: a take at level
     ``L`` is granted only if no other live process has waiters at a level
-    above ``L``, and is then told to come back no sooner than those waiters
-    could be served; each take publishes its process's waiters (less the
-    one granted), and a process's demand not refreshed within its time to
-    live blocks nothing."""
+    above ``L`` (nor booked ahead past them: P44), and is then told to come
+    back no sooner than those waiters could be served; each take publishes
+    its process's waiters (less the one granted), and a process's demand
+    not refreshed within its time to live blocks nothing."""
     global_run(script, limits, steps, (), lease, line)
 
 
@@ -1182,6 +1217,7 @@ line_ops = st.tuples(
     st.integers(1, 3),  # the process's waiters, the one taking included
     st.integers(0, 2),  # take: the reserve; give: units given back; pause: 50 ms each
     st.integers(1, 2),  # the take's units
+    st.sampled_from([0, 0, 0, 150_000]),  # the take's horizon (us): often no booking
 )
 
 
@@ -1195,7 +1231,7 @@ def line_run(script: Any, limit: tuple[int, int], strict: bool, steps: list[Any]
     call = caller(script, [rate], [burst], key)
     model = Buckets([rate], [burst])
     now = T0
-    for kind, dt, process, level, waiting, arg, units in steps:
+    for kind, dt, process, level, waiting, arg, units, book in steps:
         now += dt
         counts = [waiting if lv == level else 0 for lv in range(2)]
         demand = (process, TTL, level, tuple(counts)) if strict else None
@@ -1204,9 +1240,10 @@ def line_run(script: Any, limit: tuple[int, int], strict: bool, steps: list[Any]
         rank = level if strict else 0  # levels order the line only under strict priority
         if kind == "take":
             xs = (min(units, burst),)
-            extra = (*published, 0, 1, process, level, waiting, GRACE)
+            extra = (*published, book, 1, process, level, waiting, GRACE)
             got = tuple(call("take", now, arg, xs, *extra))
-            want = model.take(now, arg, xs, demand, line=(process, rank, waiting, GRACE))
+            line = (process, rank, waiting, GRACE)
+            want = model.take(now, arg, xs, demand, book=book, line=line)
         elif kind == "give":
             got = tuple(call("give", now, 0, (-arg,)))
             want = model.give(now, (-arg,))
@@ -1220,7 +1257,8 @@ def line_run(script: Any, limit: tuple[int, int], strict: bool, steps: list[Any]
         else:
             got = tuple(call("pause", now, 50_000 * arg, (0,)))
             want = model.pause_for(now, 50_000 * arg)
-        note(f"t={now - T0} {kind} {process} L{level} waiting {waiting} arg {arg}: {got}, {want}")
+        step = f"{kind} {process} L{level} waiting {waiting} arg {arg} book {book}"
+        note(f"t={now - T0} {step}: {got}, {want}")
         assert got == want, ("P48", got, want)
 
 
@@ -1234,8 +1272,8 @@ def test_the_line_tells_each_process_its_turn(
     one step later for each process ahead of it in the line (under global
     strict priority: of its level or a more urgent one); it keeps its place
     while refused; a granted process leaves its place (and goes to the end
-    if more wait), as does one that says nobody waits; turns more than the
-    grace past are dropped."""
+    if more wait), as does one that says nobody waits, and one whose take
+    is booked ahead (P44); turns more than the grace past are dropped."""
     line_run(script, limit, strict, steps)
 
 

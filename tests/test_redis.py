@@ -1685,13 +1685,24 @@ async def test_a_lease_takes_several_permits_per_round_trip(
 ) -> None:
     """P45 through the limiter: 50 callers queued at once under a limit
     with room for all, a lease of 10: about 10 permits per round trip,
-    handed out in the policy's order, every one charged in Redis."""
+    handed out in the policy's order, every one charged in Redis. The
+    order is read from the decisions the limiter acts on, on every backend
+    (its ids count its pushes), and from the callers' resumption where it
+    follows them (asyncio)."""
     name = fresh()
     pushed: list[int] = []
     order: list[int] = []
+    granted: list[Any] = []  # the ids: ints, in push order
     async with open_limiter(
         Fifo(1), redis_server.url, name=name, rate=1000, burst=100, lease=10, audit=True
     ) as limiter:
+        dispatch = limiter._dispatch
+
+        def observed(decisions: list[Decision]) -> None:
+            granted.extend(d.id for d in decisions if d.state is State.GRANTED)
+            dispatch(decisions)
+
+        limiter._dispatch = observed  # type: ignore[method-assign]
 
         async def call(i: int) -> None:
             pushed.append(i)  # no checkpoint before the push: the same order
@@ -1704,6 +1715,8 @@ async def test_a_lease_takes_several_permits_per_round_trip(
         if anyio_backend == "asyncio":  # (trio resumes woken tasks in any order)
             assert order == pushed  # FIFO
         assert sorted(order) == list(range(50))
+        assert len(granted) == 50
+        assert granted == sorted(granted), ("P45: not in push order", granted)  # FIFO
         assert limiter.round_trips <= 12, limiter.round_trips  # 50 without a lease
     assert len(audit(redis_server, name)) == 50
 
