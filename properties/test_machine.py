@@ -373,17 +373,16 @@ class PolicyMachine(RuleBasedStateMachine):
                 )
         # P32, P52: since the upstream said `remaining` were left until
         # `reset`, no more than that were charged before `reset` (a bucket's
-        # view only while the limit is not changed; a quota's in any case,
-        # which counts a permit settled above its cost at what it settled
-        # for: the difference is charged too).
+        # view only while the limit is not changed; a quota's in any case).
+        # The units counted are those charged as each permit was granted: a
+        # permit settled above its cost later may take a quota past what it
+        # said was left (the units were used before anyone knew), and the
+        # quota counts the difference against the grants after it (P52,
+        # checked through the model and by hand).
         for pid, i, order, remaining, reset in self.adopted:
             if pid == "P32" and self.changed[i] > order:
                 continue
-            since = [c for c in self.charges if c.order > order and c.at < reset]
-            if pid == "P52":
-                units = sum(c.actual[i] for c in since)
-            else:
-                units = sum(c.counted(i) for c in since)
+            units = sum(c.counted(i) for c in self.charges if c.order > order and c.at < reset)
             assert units <= remaining, (pid, i, units, remaining, reset)
 
     # -- comparison with the model (P13) -------------------------------------
