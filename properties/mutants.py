@@ -659,6 +659,13 @@ MUTANTS: dict[str, tuple[str, str, str, str]] = {
         "            decisions = self._machine.pause_until(now + length // 2, now)\n",
         "pause_for(s) (a 429's Retry-After) lets the waiters go after half of s",
     ),
+    "pause-left-forgets-the-longer": (
+        "adapters/permits/adapters/_base.py",
+        "            self._pause_end = max(self._pause_end, now + length)\n",
+        "            self._pause_end = now + length\n",
+        "pause_left() after a later pause that ends sooner says the shorter pause, while the"
+        " longer still holds every waiter",
+    ),
     "settle-window-dropped": (
         "adapters/permits/adapters/_base.py",
         "            decisions = machine.spend(id, now, settle_later=self._settle_later)\n",
@@ -685,10 +692,13 @@ MUTANTS: dict[str, tuple[str, str, str, str]] = {
         "adapters/permits/adapters/_tasked.py",
         "        if self._sleep_scope is not None:\n"
         "            self._sleep_scope.deadline = wake_at\n",
-        "        if self._sleep_scope is not None and wake_at > self._sleep_scope.deadline:\n"
+        "        if self._sleep_scope is not None and (\n"
+        "            wake_at > self._sleep_scope.deadline"
+        " or self._sleep_scope.deadline == math.inf\n"
+        "        ):\n"
         "            self._sleep_scope.deadline = wake_at\n",
-        "trio's and anyio's timer task is moved later, never earlier: a permit due sooner waits"
-        " for the tick planned before",
+        "trio's and anyio's timer task, once armed, is moved later, never earlier: a permit due"
+        " sooner (a raised rate, a cancel, a refund) waits for the tick planned before",
     ),
     "trio-cancel-after-wake-unseen": (
         "adapters/permits/adapters/trio.py",
@@ -697,13 +707,20 @@ MUTANTS: dict[str, tuple[str, str, str, str]] = {
         "a trio waiter cancelled after its permit was decided proceeds with it (the cancel"
         " lands at its next checkpoint): the permit is spent for a cancelled caller",
     ),
+    "anyio-cancel-after-wake-unseen": (
+        "adapters/permits/adapters/anyio.py",
+        "    _cancel_after_wake = True\n",
+        "    _cancel_after_wake = False\n",
+        "an anyio waiter cancelled after its permit was decided proceeds with it (the cancel"
+        " lands at its next checkpoint): the permit is spent for a cancelled caller",
+    ),
     "threads-timer-not-woken": (
         "adapters/permits/adapters/threads.py",
         "        if self._machine.next_tick() != self._timer_at:\n"
         "            self._plan.notify()\n",
-        "        pass\n",
-        "the thread adapter's timer thread is not woken when the plan changes: a waiter waits"
-        " for the tick planned before (an idle timer, for ever)",
+        "        if self._timer_at is None:\n            self._plan.notify()\n",
+        "the thread adapter's timer thread, once asleep until a tick, is not woken when the plan"
+        " changes: a permit due sooner (a raised rate, a cancel, a refund) waits for that tick",
     ),
     "threads-interrupt-not-withdrawn": (
         "adapters/permits/adapters/threads.py",
@@ -746,13 +763,27 @@ MUTANTS: dict[str, tuple[str, str, str, str]] = {
         "a Retry-After that is neither seconds nor a date raises out of the response's reading:"
         " the response is lost",
     ),
-    "httpx-retry-waits-past-timeout": (
+    "cautious-reads-the-most-left": (
+        "adapters/permits/_upstream.py",
+        "        left = _cautious(remaining, _left, min)\n",
+        "        left = _cautious(remaining, _left, max)\n",
+        "a remaining header sent on several lines (a proxy's and the upstream's) is read as the"
+        " most left, not the least",
+    ),
+    "httpx-retry-waits-out-the-timeout": (
         "adapters/permits/httpx.py",
         "                    permit = await self.limiter.acquire(**asked,"
         " max_wait=options.timeout)\n",
         "                    permit = await self.limiter.acquire(**asked)\n",
-        "httpx's async transport waits for a retry's permit past its timeout, where it returns"
-        " the throttled response at once",
+        "httpx's async transport waits out its timeout for a retry's permit that cannot come"
+        " within it, where it returns the throttled response at once (refused as too long)",
+    ),
+    "aiohttp-retry-waits-out-the-timeout": (
+        "adapters/permits/aiohttp.py",
+        "                    max_wait=None if kept is None else self.timeout,\n",
+        "                    max_wait=None,\n",
+        "aiohttp's middleware waits out its timeout for a retry's permit that cannot come"
+        " within it, where it returns the throttled response at once (refused as too long)",
     ),
     "aiohttp-settle-dropped": (
         "adapters/permits/aiohttp.py",
@@ -864,11 +895,11 @@ def run(name: str, model: bool = True) -> tuple[str, set[str], list[str]]:
             text=True,
             timeout=1800,
         )
-    failed = set(re.findall(r"^FAILED (\S+?)(?:::runTest)?(?: |$)", result.stdout, re.M))
-    if adapter(file):  # -v: each test's line, a hang's with the timeout's banner
-        failed |= set(
-            re.findall(r"^(\S+::\S+) (?:FAILED|ERROR|\++ Timeout \++$)", result.stdout, re.M)
-        )
+    if adapter(file):  # -v: each test's line (its id may hold spaces), a hang's cut short
+        verdict = r"^(\S+::.+?) (?:FAILED|ERROR|\++ Timeout \++$)"
+        failed = set(re.findall(verdict, result.stdout, re.M))
+    else:
+        failed = set(re.findall(r"^FAILED (\S+?)(?:::runTest)?(?: |$)", result.stdout, re.M))
     # Read the tracebacks only: pytest's one-line summary truncates messages.
     trace = "\n".join(line for line in result.stdout.splitlines() if not line.startswith("FAILED"))
     ids = set(re.findall(r"AssertionError: \(?'?(P\d+)\b", trace))
@@ -877,7 +908,7 @@ def run(name: str, model: bool = True) -> tuple[str, set[str], list[str]]:
         for m in re.findall(r"AssertionError: invariant broken: ([^'\"\n]+)", trace)
     }
     ids |= set(re.findall(r"^E\s+(?:[\w.]+\.)?((?!Assertion)\w+Error)\b", trace, re.M))
-    if re.search(r"Failed: Timeout|^\S+::\S+ \++ Timeout \++$", trace, re.M):
+    if re.search(r"Failed: Timeout|^\S+::.+ \++ Timeout \++$", trace, re.M):
         ids.add("a hang (pytest-timeout)")
     if file.startswith("sim/") or adapter(file):  # these tests carry their ids in their docstrings
         ids |= {pid for test in failed for pid in named_by(test)}

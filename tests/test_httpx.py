@@ -947,7 +947,9 @@ def test_a_retry_held_back_past_the_timeout_returns_the_429() -> None:
     """A 429 whose pause is short but whose other headers (the quota) hold
     the next permit back longer than the ``timeout``: the retry raised
     ``AcquireTimeout`` (``WouldWaitTooLong``), and the 429 saying why was
-    lost. That 429 is returned, whole, as one returned without a retry."""
+    lost. That 429 is returned, whole, as one returned without a retry; at
+    once, the retry refused as too long (``max_wait``), not after waiting
+    out the timeout for a permit that could not come."""
     script = Script(HELD_BACK, (200, {}))
     with (
         serve_script(script) as url,
@@ -959,6 +961,8 @@ def test_a_retry_held_back_past_the_timeout_returns_the_429() -> None:
         assert (response.status_code, response.json()) == (429, {"ok": True})
         assert response.headers["retry-after"] == "0"
         assert response.elapsed.total_seconds() >= 0
+        stats = limiter.statistics().levels[0]
+        assert (stats.granted, stats.too_long, stats.expired) == (1, 1, 0)
     assert len(script.bodies) == 1
 
 
@@ -988,6 +992,9 @@ async def test_a_retry_held_back_past_the_timeout_returns_the_429_async() -> Non
                 response = await client.get(url)
             assert (response.status_code, response.json()) == (429, {"ok": True})
             assert response.elapsed.total_seconds() >= 0
+            # refused at once as too long, not waited out to the timeout
+            stats = limiter.statistics().levels[0]
+            assert (stats.granted, stats.too_long, stats.expired) == (1, 1, 0)
     assert len(script.bodies) == 1
 
 
