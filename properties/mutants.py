@@ -681,6 +681,15 @@ MUTANTS: dict[str, tuple[str, str, str, str]] = {
         "a waiter's permit counts from its grant, not from when its caller resumes: callers a"
         " stall held resume together past the limit (P26)",
     ),
+    "refund-not-replanned": (
+        "adapters/permits/adapters/_base.py",
+        "            self._interrupted(error)  # a broken policy\n"
+        "            return True\n"
+        "        self._reschedule()\n",
+        "            self._interrupted(error)  # a broken policy\n            return True\n",
+        "a permit handed back (its caller left before proceeding) does not re-plan the timer:"
+        " a waiter it lets go sooner waits for the tick planned before",
+    ),
     "asyncio-timer-never-moved": (
         "adapters/permits/adapters/asyncio.py",
         "        if when == self._timer_at and self._timer is not None:\n",
@@ -728,6 +737,20 @@ MUTANTS: dict[str, tuple[str, str, str, str]] = {
         "            if False:\n",
         "a thread interrupted while waiting (KeyboardInterrupt) stays queued: its permit is"
         " granted to nobody",
+    ),
+    "threads-fork-keeps-in-flight": (
+        "adapters/permits/adapters/threads.py",
+        "            if grant.before is None:  # in flight: charged only when spent\n",
+        "            if False:\n",
+        "in a child made by os.fork, the permits in flight for the parent's threads are kept"
+        " (never spent there): the child's limiter holds them for ever",
+    ),
+    "redis-hand-over-during-pause": (
+        "adapters/permits/adapters/redis.py",
+        "            and self._last >= self._pause_end\n",
+        "",
+        "a Redis permit whose caller left is handed to the next waiter during this process's"
+        " pause (a 429's Retry-After), not given back to the shared bucket",
     ),
     "redis-refund-not-sent": (
         "adapters/permits/adapters/redis.py",
