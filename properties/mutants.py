@@ -631,6 +631,13 @@ MUTANTS: dict[str, tuple[str, str, str, str]] = {
         "names: one named flow per level is not capped as the unnamed level is (P36)",
     ),
     # -- the adapters: each runs its area's tests (ADAPTER_TESTS) --
+    "clock-runs-back": (
+        "adapters/permits/adapters/_base.py",
+        "        if now < self._last:\n            return self._last\n",
+        "",
+        "a framework's clock that runs back is handed to the machine as it reads: the machine"
+        " refuses a time behind one it has seen",
+    ),
     "granted-cancel-not-refunded": (
         "adapters/permits/adapters/_base.py",
         "            # Decided, but the caller never proceeded: hand the permit back.\n"
@@ -772,6 +779,27 @@ MUTANTS: dict[str, tuple[str, str, str, str]] = {
         "        date = date.astimezone()\n",
         "a Retry-After HTTP date without a zone (asctime's form, -0000) is read in local time,"
         " not UTC",
+    ),
+    "throttled-counts-503": (
+        "adapters/permits/_upstream.py",
+        "        if status == 429:\n",
+        "        if status in THROTTLED:\n",
+        "Upstream.throttled counts a 503 as a 429 (the limit exceeded), not only the 429s",
+    ),
+    "negative-left-is-garbage": (
+        "adapters/permits/_upstream.py",
+        '    if text.startswith("-") and text[1:].isascii() and text[1:].isdigit():\n'
+        "        return 0\n",
+        '    if text.startswith("-") and text[1:].isascii() and text[1:].isdigit():\n'
+        "        return None\n",
+        "a remaining count below 0 (Azure OpenAI's, once oversubscribed) is ignored as garbage,"
+        " not read as none left",
+    ),
+    "retry-after-not-cut": (
+        "adapters/permits/_upstream.py",
+        "                if seconds > self.max_pause:\n                    log.warning(\n",
+        "                if False:\n                    log.warning(\n",
+        "a Retry-After past max_pause pauses the limiter that long, not max_pause",
     ),
     "retries-one-short": (
         "adapters/permits/_upstream.py",

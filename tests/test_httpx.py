@@ -144,7 +144,8 @@ def test_a_reset_that_only_pythons_float_reads_is_malformed(headers: dict[str, s
 
 def test_headers_are_learned_and_garbage_counted() -> None:
     """Retry-After (seconds, a date, garbage, an absurd length), the OpenAI
-    headers and the IETF field, on a threads limiter; nothing raises."""
+    headers and the IETF field, on a threads limiter; nothing raises, and
+    the 429s are counted as throttled, the 503 not."""
     limits = {"requests": Limit(100, burst=100), "tokens": Limit(1000, burst=1000)}
     with threads.open_limiter(Fifo(), limits=limits) as limiter:
         upstream = Upstream(limiter, max_pause=5.0)
@@ -171,6 +172,7 @@ def test_headers_are_learned_and_garbage_counted() -> None:
         )
         assert upstream.pauses == 3
         assert upstream.malformed == 4  # "-5", "1e300", the RateLimit field, the remaining "x"
+        assert upstream.throttled == 4  # the 429s: a 503 pauses too, but exceeded no limit
         assert not limiter.try_acquire(cost={"tokens": 1}), "paused, and no tokens left"
 
 
