@@ -797,14 +797,15 @@ MUTANTS: dict[str, tuple[str, str, str, str]] = {
     ),
     "retry-after-not-cut": (
         "adapters/permits/_upstream.py",
-        "                if seconds > self.max_pause:\n                    log.warning(\n",
-        "                if False:\n                    log.warning(\n",
+        "            if seconds > self.max_pause:\n"
+        '                log.warning("Retry-After of %s s cut',
+        '            if False:\n                log.warning("Retry-After of %s s cut',
         "a Retry-After past max_pause pauses the limiter that long, not max_pause",
     ),
     "retries-one-short": (
         "adapters/permits/_upstream.py",
-        "and attempt < retries and",
-        "and attempt + 1 < retries and",
+        "    if paused is None or attempt >= retries:\n",
+        "    if paused is None or attempt + 1 >= retries:\n",
         "an HTTP integration sends a throttled request again retries - 1 times, not retries",
     ),
     "malformed-retry-after-fatal": (
