@@ -1,4 +1,4 @@
-"""Does the contract have teeth? Break the core on purpose and see what fails.
+"""Does the contract have teeth? Break the code on purpose and see what fails.
 
     python properties/mutants.py [--caught-only] [NAME ...]
     python properties/mutants.py --help     (this, and every mutant's name)
@@ -12,7 +12,17 @@ properties catch it on their own (``--caught-only`` skips that second run).
 A mutant of the simulator (a file under ``core/permits/sim``, named
 ``sim/...``) runs the simulator's tests instead (``SIM_TESTS``: its
 properties, P56 to P61, are carried there), once, and names the tests
-that fail. A mutant nothing catches is a hole in the contract.
+that fail. A mutant of an adapter (a file under ``adapters/permits``,
+named by its path from the repository, ``adapters/permits/...``) edits a
+copy of ``adapters/`` instead, runs on the real ``core/``, and runs the
+tests of that adapter's area (``ADAPTER_TESTS``: the conformance suite for
+the event-loop and thread adapters, the Redis tests for the Redis limiter,
+the HTTP tests for the HTTP integrations), once, and names the tests that
+fail (the first ``MAXFAIL``: a mutant that leaves callers waiting makes
+many hang, each until its 30 s timeout). Before any test runs, the
+mutated module is imported from the copy, not this tree: a mutant whose
+copy is not what the tests would import says so instead of running. A
+mutant nothing catches is a hole in the contract.
 """
 
 from __future__ import annotations
@@ -35,8 +45,32 @@ SIM_TESTS = (
     "tests/test_compare.py",
 )
 
-#: name -> (file under core/permits/core, or ``sim/...`` under core/permits,
-#: text to replace, replacement, what it breaks)
+#: The conformance suite and the random scripts held to a bare machine: what
+#: every event-loop adapter (and the thread adapter) promises.
+CONFORMANCE = ("tests/test_adapters.py", "tests/test_adapters_differential.py")
+
+#: How many failing tests end an adapter mutant's run.
+MAXFAIL = 10
+
+#: The tests a mutant of a file under ``adapters/permits`` runs, by that
+#: file (its path from the repository): the smallest set that carries the
+#: promises of its area, so that a mutant runs in a few minutes.
+ADAPTER_TESTS: dict[str, tuple[str, ...]] = {
+    "adapters/permits/adapters/_base.py": CONFORMANCE,
+    "adapters/permits/adapters/_tasked.py": CONFORMANCE,
+    "adapters/permits/adapters/asyncio.py": CONFORMANCE,
+    "adapters/permits/adapters/trio.py": CONFORMANCE,
+    "adapters/permits/adapters/anyio.py": CONFORMANCE,
+    "adapters/permits/adapters/threads.py": (*CONFORMANCE, "tests/test_threads.py"),
+    "adapters/permits/adapters/redis.py": ("tests/test_redis.py",),
+    "adapters/permits/httpx.py": ("tests/test_httpx.py",),
+    "adapters/permits/aiohttp.py": ("tests/test_aiohttp.py",),
+    "adapters/permits/_upstream.py": ("tests/test_httpx.py", "tests/test_aiohttp.py"),
+}
+
+#: name -> (file under core/permits/core, ``sim/...`` under core/permits, or
+#: ``adapters/permits/...`` from the repository; text to replace,
+#: replacement, what it breaks)
 MUTANTS: dict[str, tuple[str, str, str, str]] = {
     "skip-cancelled-check": (
         "_machine.py",
@@ -596,51 +630,316 @@ MUTANTS: dict[str, tuple[str, str, str, str]] = {
         "max_waiting_per_flow counts the level's default flow, whatever flow the newcomer "
         "names: one named flow per level is not capped as the unnamed level is (P36)",
     ),
+    # -- the adapters: each runs its area's tests (ADAPTER_TESTS) --
+    "clock-runs-back": (
+        "adapters/permits/adapters/_base.py",
+        "        if now < self._last:\n            return self._last\n",
+        "",
+        "a framework's clock that runs back is handed to the machine as it reads: the machine"
+        " refuses a time behind one it has seen",
+    ),
+    "granted-cancel-not-refunded": (
+        "adapters/permits/adapters/_base.py",
+        "            # Decided, but the caller never proceeded: hand the permit back.\n"
+        "            self._refund(id)\n",
+        "            pass\n",
+        "a caller cancelled after its permit was decided, before it proceeded, keeps the permit"
+        " (in flight for nobody): the next waiter does not get it",
+    ),
+    "cancel-left-queued": (
+        "adapters/permits/adapters/_base.py",
+        "                cancelled = self._machine.cancel(id)  # asks the policy when costs"
+        " differ\n",
+        "                cancelled = True\n",
+        "a caller cancelled while waiting is not withdrawn from the machine: a permit is granted"
+        " to nobody",
+    ),
+    "timeout-twice-as-long": (
+        "adapters/permits/adapters/_base.py",
+        "        deadline = None if patience is None else now + patience\n",
+        "        deadline = None if patience is None else now + 2 * patience\n",
+        "acquire(timeout=t) gives up at 2t, not t",
+    ),
+    "pause-ends-early": (
+        "adapters/permits/adapters/_base.py",
+        "            decisions = self._machine.pause_until(now + length, now)\n",
+        "            decisions = self._machine.pause_until(now + length // 2, now)\n",
+        "pause_for(s) (a 429's Retry-After) lets the waiters go after half of s",
+    ),
+    "pause-left-forgets-the-longer": (
+        "adapters/permits/adapters/_base.py",
+        "            self._pause_end = max(self._pause_end, now + length)\n",
+        "            self._pause_end = now + length\n",
+        "pause_left() after a later pause that ends sooner says the shorter pause, while the"
+        " longer still holds every waiter",
+    ),
+    "settle-window-dropped": (
+        "adapters/permits/adapters/_base.py",
+        "            decisions = machine.spend(id, now, settle_later=self._settle_later)\n",
+        "            decisions = machine.spend(id, now, settle_later=False)\n",
+        "a permit granted after a wait can no longer be settled once its caller proceeds, within"
+        " the settle_window too",
+    ),
+    "spent-at-the-grant": (
+        "adapters/permits/adapters/_base.py",
+        "        return self._outcome(id, waiter.decision, cost, flow, timeout, self._now())\n",
+        "        return self._outcome(id, waiter.decision, cost, flow, timeout,"
+        " waiter.decision.at)\n",
+        "a waiter's permit counts from its grant, not from when its caller resumes: callers a"
+        " stall held resume together past the limit (P26)",
+    ),
+    "refund-not-replanned": (
+        "adapters/permits/adapters/_base.py",
+        "            self._interrupted(error)  # a broken policy\n"
+        "            return True\n"
+        "        self._reschedule()\n",
+        "            self._interrupted(error)  # a broken policy\n            return True\n",
+        "a permit handed back (its caller left before proceeding) does not re-plan the timer:"
+        " a waiter it lets go sooner waits for the tick planned before",
+    ),
+    "asyncio-timer-never-moved": (
+        "adapters/permits/adapters/asyncio.py",
+        "        if when == self._timer_at and self._timer is not None:\n",
+        "        if self._timer is not None:\n",
+        "asyncio's timer, once armed, is never moved: a permit due sooner (a raised rate, a"
+        " cancel, a refund) waits for the tick planned before",
+    ),
+    "tasked-timer-never-earlier": (
+        "adapters/permits/adapters/_tasked.py",
+        "        if self._sleep_scope is not None:\n"
+        "            self._sleep_scope.deadline = wake_at\n",
+        "        if self._sleep_scope is not None and (\n"
+        "            wake_at > self._sleep_scope.deadline"
+        " or self._sleep_scope.deadline == math.inf\n"
+        "        ):\n"
+        "            self._sleep_scope.deadline = wake_at\n",
+        "trio's and anyio's timer task, once armed, is moved later, never earlier: a permit due"
+        " sooner (a raised rate, a cancel, a refund) waits for the tick planned before",
+    ),
+    "trio-cancel-after-wake-unseen": (
+        "adapters/permits/adapters/trio.py",
+        "    _cancel_after_wake = True\n",
+        "    _cancel_after_wake = False\n",
+        "a trio waiter cancelled after its permit was decided proceeds with it (the cancel"
+        " lands at its next checkpoint): the permit is spent for a cancelled caller",
+    ),
+    "anyio-cancel-after-wake-unseen": (
+        "adapters/permits/adapters/anyio.py",
+        "    _cancel_after_wake = True\n",
+        "    _cancel_after_wake = False\n",
+        "an anyio waiter cancelled after its permit was decided proceeds with it (the cancel"
+        " lands at its next checkpoint): the permit is spent for a cancelled caller",
+    ),
+    "threads-timer-not-woken": (
+        "adapters/permits/adapters/threads.py",
+        "        if self._machine.next_tick() != self._timer_at:\n"
+        "            self._plan.notify()\n",
+        "        if self._timer_at is None:\n            self._plan.notify()\n",
+        "the thread adapter's timer thread, once asleep until a tick, is not woken when the plan"
+        " changes: a permit due sooner (a raised rate, a cancel, a refund) waits for that tick",
+    ),
+    "threads-interrupt-not-withdrawn": (
+        "adapters/permits/adapters/threads.py",
+        "            if pushed and error is not waiter.error:\n",
+        "            if False:\n",
+        "a thread interrupted while waiting (KeyboardInterrupt) stays queued: its permit is"
+        " granted to nobody",
+    ),
+    "threads-fork-keeps-in-flight": (
+        "adapters/permits/adapters/threads.py",
+        "            if grant.before is None:  # in flight: charged only when spent\n",
+        "            if False:\n",
+        "in a child made by os.fork, the permits in flight for the parent's threads are kept"
+        " (never spent there): the child's limiter holds them for ever",
+    ),
+    "redis-hand-over-during-pause": (
+        "adapters/permits/adapters/redis.py",
+        "            and self._last >= self._pause_end\n",
+        "",
+        "a Redis permit whose caller left is handed to the next waiter during this process's"
+        " pause (a 429's Retry-After), not given back to the shared bucket",
+    ),
+    "redis-refund-not-sent": (
+        "adapters/permits/adapters/redis.py",
+        "        self._pending.append((self.limit.ask_charge(tuple(-n for n in units)), 1,"
+        " True))\n",
+        "",
+        "a Redis permit whose caller left before proceeding, and no local waiter takes over, is"
+        " not given back to the shared bucket",
+    ),
+    "redis-settle-twice": (
+        "adapters/permits/adapters/redis.py",
+        "        del self._settleable[id]\n",
+        "",
+        "a Redis permit may be settled twice: the shared bucket is charged, or given back, twice",
+    ),
+    "retry-after-local-time": (
+        "adapters/permits/_upstream.py",
+        "        date = date.replace(tzinfo=timezone.utc)\n",
+        "        date = date.astimezone()\n",
+        "a Retry-After HTTP date without a zone (asctime's form, -0000) is read in local time,"
+        " not UTC",
+    ),
+    "throttled-counts-503": (
+        "adapters/permits/_upstream.py",
+        "        if status == 429:\n",
+        "        if status in THROTTLED:\n",
+        "Upstream.throttled counts a 503 as a 429 (the limit exceeded), not only the 429s",
+    ),
+    "negative-left-is-garbage": (
+        "adapters/permits/_upstream.py",
+        '    if text.startswith("-") and text[1:].isascii() and text[1:].isdigit():\n'
+        "        return 0\n",
+        '    if text.startswith("-") and text[1:].isascii() and text[1:].isdigit():\n'
+        "        return None\n",
+        "a remaining count below 0 (Azure OpenAI's, once oversubscribed) is ignored as garbage,"
+        " not read as none left",
+    ),
+    "retry-after-not-cut": (
+        "adapters/permits/_upstream.py",
+        "            if seconds > self.max_pause:\n"
+        '                log.warning("Retry-After of %s s cut',
+        '            if False:\n                log.warning("Retry-After of %s s cut',
+        "a Retry-After past max_pause pauses the limiter that long, not max_pause",
+    ),
+    "retries-one-short": (
+        "adapters/permits/_upstream.py",
+        "    if paused is None or attempt >= retries:\n",
+        "    if paused is None or attempt + 1 >= retries:\n",
+        "an HTTP integration sends a throttled request again retries - 1 times, not retries",
+    ),
+    "malformed-retry-after-fatal": (
+        "adapters/permits/_upstream.py",
+        "    except (TypeError, ValueError, IndexError, OverflowError):\n        return None\n",
+        "    except (TypeError, IndexError, OverflowError):\n        return None\n",
+        "a Retry-After that is neither seconds nor a date raises out of the response's reading:"
+        " the response is lost",
+    ),
+    "cautious-reads-the-most-left": (
+        "adapters/permits/_upstream.py",
+        "        left = _cautious(remaining, _left, min)\n",
+        "        left = _cautious(remaining, _left, max)\n",
+        "a remaining header sent on several lines (a proxy's and the upstream's) is read as the"
+        " most left, not the least",
+    ),
+    "httpx-retry-waits-out-the-timeout": (
+        "adapters/permits/httpx.py",
+        "                    permit = await self.limiter.acquire(**asked,"
+        " max_wait=options.timeout)\n",
+        "                    permit = await self.limiter.acquire(**asked)\n",
+        "httpx's async transport waits out its timeout for a retry's permit that cannot come"
+        " within it, where it returns the throttled response at once (refused as too long)",
+    ),
+    "aiohttp-retry-waits-out-the-timeout": (
+        "adapters/permits/aiohttp.py",
+        "                    max_wait=None if kept is None else self.timeout,\n",
+        "                    max_wait=None,\n",
+        "aiohttp's middleware waits out its timeout for a retry's permit that cannot come"
+        " within it, where it returns the throttled response at once (refused as too long)",
+    ),
+    "aiohttp-settle-dropped": (
+        "adapters/permits/aiohttp.py",
+        "                if actual is not None:\n"
+        "                    settle_in_time(permit, actual)\n",
+        "                pass\n",
+        "aiohttp's middleware reads what a response cost and never settles its permit",
+    ),
 }
 
 
-def source(core: Path, file: str) -> Path:
-    """The file a mutant edits, in the tree ``core``: ``sim/...`` under
-    ``permits``, any other under ``permits/core``."""
-    return core / "permits" / (file if file.startswith("sim/") else f"core/{file}")
+def adapter(file: str) -> bool:
+    """Whether ``file`` (a mutant's) is under ``adapters/permits``."""
+    return file.startswith("adapters/")
 
 
-def stale(core: Path = ROOT / "core") -> list[str]:
-    """The mutants whose text to replace is not in its file of ``core``
-    exactly once: each would run the core unbroken."""
+def source(root: Path, file: str) -> Path:
+    """The file a mutant edits, in the tree ``root`` (the repository, or the
+    copy a mutant runs on): ``adapters/permits/...`` as it is, ``sim/...``
+    under ``core/permits``, any other under ``core/permits/core``."""
+    if adapter(file):
+        return root / file
+    return root / "core" / "permits" / (file if file.startswith("sim/") else f"core/{file}")
+
+
+def module(file: str) -> str:
+    """The module a mutant of ``file`` edits (``permits.core._machine``)."""
+    path = source(Path(), file).with_suffix("")
+    return ".".join(path.parts[1:])
+
+
+def stale(root: Path = ROOT) -> list[str]:
+    """The mutants whose text to replace is not in its file of ``root``
+    exactly once (each would run the code unbroken), and those of an
+    adapter's file that ``ADAPTER_TESTS`` names no tests for."""
     return [
         f"{name} ({file}: found {count} times)"
         for name, (file, old, _, _) in MUTANTS.items()
-        if (count := source(core, file).read_text().count(old)) != 1
+        if (count := source(root, file).read_text().count(old)) != 1
+    ] + [
+        f"{name} ({file}: no tests in ADAPTER_TESTS)"
+        for name, (file, *_) in MUTANTS.items()
+        if adapter(file) and file not in ADAPTER_TESTS
     ]
+
+
+def tests(file: str) -> list[str]:
+    """What a mutant of ``file`` runs: its adapter area's tests, the
+    simulator's, or the core properties."""
+    if adapter(file):
+        return list(ADAPTER_TESTS[file])
+    return list(SIM_TESTS) if file.startswith("sim/") else ["properties"]
 
 
 def run(name: str, model: bool = True) -> tuple[str, set[str], list[str]]:
     file, old, new, _ = MUTANTS[name]
+    tree = "adapters" if adapter(file) else "core"
     with tempfile.TemporaryDirectory() as tmp:
         copy = Path(tmp)
-        shutil.copytree(ROOT / "core", copy / "core")
-        target = source(copy / "core", file)
+        shutil.copytree(ROOT / tree, copy / tree)
+        target = source(copy, file)
         text = target.read_text()
         if text.count(old) != 1:
             return ("stale", set(), [f"the text to mutate is not in {file} exactly once"])
         target.write_text(text.replace(old, new))
-        env = dict(os.environ, HYPOTHESIS_PROFILE="mutants", PYTHONPATH=str(copy / "core"))
+        # The copy comes first on the path: a core copy's permits/__init__
+        # joins this tree's adapters (pkgutil.extend_path); an adapters
+        # copy's permits/ joins this tree's core, its modules found before
+        # this tree's adapters (the editable install's path comes later).
+        path = [str(copy / tree)] + ([str(ROOT / "core")] if tree == "adapters" else [])
+        env = dict(os.environ, HYPOTHESIS_PROFILE="mutants", PYTHONPATH=os.pathsep.join(path))
         if not model:
             env["PERMITS_PROPERTIES_WITHOUT_MODEL"] = "1"
+        imported = subprocess.run(
+            [sys.executable, "-c", f"import {module(file)} as m; print(m.__file__)"],
+            cwd=ROOT,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        if imported.stdout.strip() != str(target):
+            said = imported.stdout.strip() or imported.stderr.strip().splitlines()[-1:]
+            return ("not-run", set(), [f"{module(file)} is not imported from the copy: {said}"])
         result = subprocess.run(
             [
                 sys.executable,
                 "-m",
                 "pytest",
-                *(SIM_TESTS if file.startswith("sim/") else ["properties"]),
-                "-q",
+                *tests(file),
+                "-v" if adapter(file) else "-q",  # -v: the test a hang cut short is named
                 "-p",
                 "no:cacheprovider",
                 "-o",
                 "addopts=--import-mode=importlib",
+                # A mutant that makes a test hang is caught, but need not take
+                # 5 min. An adapter's tests take 3 s at most; one that leaves
+                # a waiter hanging can hang where a signal does not reach
+                # (trio's run, waiting for nothing on virtual time): the
+                # run ends there (its thread method), and the failures so
+                # far, and the test it cut short, name the mutant.
                 "--timeout",
-                "60",  # a mutant that makes a test hang is caught, but need not take 5 min
+                "30" if adapter(file) else "60",
+                *(["--timeout-method=thread", "--maxfail", str(MAXFAIL)] if adapter(file) else []),
             ],
             cwd=ROOT,
             env=env,
@@ -648,7 +947,11 @@ def run(name: str, model: bool = True) -> tuple[str, set[str], list[str]]:
             text=True,
             timeout=1800,
         )
-    failed = sorted(set(re.findall(r"^FAILED (\S+?)(?:::runTest)?(?: |$)", result.stdout, re.M)))
+    if adapter(file):  # -v: each test's line (its id may hold spaces), a hang's cut short
+        verdict = r"^(\S+::.+?) (?:FAILED|ERROR|\++ Timeout \++$)"
+        failed = set(re.findall(verdict, result.stdout, re.M))
+    else:
+        failed = set(re.findall(r"^FAILED (\S+?)(?:::runTest)?(?: |$)", result.stdout, re.M))
     # Read the tracebacks only: pytest's one-line summary truncates messages.
     trace = "\n".join(line for line in result.stdout.splitlines() if not line.startswith("FAILED"))
     ids = set(re.findall(r"AssertionError: \(?'?(P\d+)\b", trace))
@@ -657,11 +960,11 @@ def run(name: str, model: bool = True) -> tuple[str, set[str], list[str]]:
         for m in re.findall(r"AssertionError: invariant broken: ([^'\"\n]+)", trace)
     }
     ids |= set(re.findall(r"^E\s+(?:[\w.]+\.)?((?!Assertion)\w+Error)\b", trace, re.M))
-    if re.search(r"Failed: Timeout", trace):
+    if re.search(r"Failed: Timeout|^\S+::.+ \++ Timeout \++$", trace, re.M):
         ids.add("a hang (pytest-timeout)")
-    if file.startswith("sim/"):  # the simulator's tests carry their ids in their docstrings
+    if file.startswith("sim/") or adapter(file):  # these tests carry their ids in their docstrings
         ids |= {pid for test in failed for pid in named_by(test)}
-    return ("caught" if result.returncode else "SURVIVED", ids, failed)
+    return ("caught" if result.returncode else "SURVIVED", ids, sorted(failed))
 
 
 def named_by(test: str) -> set[str]:
@@ -683,11 +986,25 @@ def named_by(test: str) -> set[str]:
     return set(re.findall(r"\bP\d+\b", doc or ""))
 
 
+def grouped(failed: list[str]) -> list[str]:
+    """The tests ``failed``, each parametrized one once with its cases
+    (``test_x[a, b]``): the conformance suite runs each test on every
+    adapter."""
+    cases: dict[str, list[str]] = {}
+    for test in failed:
+        name, _, case = test.partition("[")
+        cases.setdefault(name, [])
+        if case:
+            cases[name].append(case[:-1])
+    return [f"{name}[{', '.join(c)}]" if c else name for name, c in cases.items()]
+
+
 def main(names: list[str]) -> int:
     if "--help" in names or "-h" in names:
         print(__doc__)
+        wide = max(map(len, MUTANTS))
         for name, (file, _, _, breaks) in MUTANTS.items():
-            print(f"{name:30} {file:16} {breaks}")
+            print(f"{name:{wide}} {file:16} {breaks}")
         return 0
     survivors = 0
     alone_too = "--caught-only" not in names  # skip the run without the model
@@ -699,7 +1016,8 @@ def main(names: list[str]) -> int:
     for name in names or list(MUTANTS):
         verdict, ids, failed = run(name)
         survivors += verdict != "caught"
-        if verdict == "caught" and alone_too and not MUTANTS[name][0].startswith("sim/"):
+        file = MUTANTS[name][0]
+        if verdict == "caught" and alone_too and tests(file) == ["properties"]:
             # Which properties catch it on their own, without the model (P13)?
             alone, alone_ids, _ = run(name, model=False)
             ids |= {f"{p} (without the model)" for p in alone_ids} or {
@@ -713,7 +1031,7 @@ def main(names: list[str]) -> int:
         properties = ", ".join(sorted(ids, key=order)) or "-"
         print(f"{name:22} {verdict:9} {MUTANTS[name][3]}")
         print(f"{'':33}failed: {properties}")
-        for test in failed:
+        for test in grouped(failed):
             print(f"{'':33}{test}")
         sys.stdout.flush()
     return 1 if survivors else 0

@@ -435,9 +435,11 @@ def test_a_response_served_while_the_limiter_closed_reaches_the_caller() -> None
 def test_a_retry_held_back_past_the_timeout_returns_the_429() -> None:
     """As the httpx transports: a 429 whose pause is short but whose quota
     holds the next permit back past the ``timeout`` is returned, whole; the
-    retry raised ``WouldWaitTooLong`` and the 429 was lost."""
+    retry raised ``WouldWaitTooLong`` and the 429 was lost. It is returned
+    at once, the retry refused as too long (``max_wait``), not after
+    waiting out the timeout for a permit that could not come."""
 
-    async def main(url: str) -> tuple[int, bytes]:
+    async def main(url: str) -> tuple[int, bytes, tuple[int, int, int]]:
         async with asyncio_adapter.open_limiter(
             Fifo(), limits={"requests": Limit(1, burst=10)}
         ) as limiter:
@@ -446,11 +448,13 @@ def test_a_retry_held_back_past_the_timeout_returns_the_429() -> None:
                 aiohttp.ClientSession(middlewares=(permits,)) as session,
                 session.get(url) as response,
             ):
-                return response.status, await response.read()
+                stats = limiter.statistics().levels[0]
+                counts = (stats.granted, stats.too_long, stats.expired)
+                return response.status, await response.read(), counts
 
     script = Script((429, {"Retry-After": "0", "RateLimit": '"default";r=0;t=30'}), (200, {}))
     with serve_script(script) as url:
-        assert asyncio.run(main(url)) == (429, b'{"ok": true}')
+        assert asyncio.run(main(url)) == (429, b'{"ok": true}', (1, 1, 0))
     assert len(script.bodies) == 1
 
 

@@ -122,9 +122,11 @@ def test_ids_are_unique_and_in_order() -> None:
 
 
 def test_every_core_mutant_still_finds_the_text_it_breaks() -> None:
-    """``properties/mutants.py`` breaks the core by replacing a text that
-    must occur exactly once in its file; one that the core no longer holds
-    would run the unbroken core and say nothing about the contract."""
+    """``properties/mutants.py`` breaks the core (or an adapter) by
+    replacing a text that must occur exactly once in its file; one that
+    the code no longer holds would run it unbroken and say nothing about
+    the contract. A mutant of an adapter runs its area's tests, which
+    ``ADAPTER_TESTS`` must name."""
     import importlib.util
 
     spec = importlib.util.spec_from_file_location("mutants", ROOT / "properties" / "mutants.py")

@@ -144,7 +144,8 @@ def test_a_reset_that_only_pythons_float_reads_is_malformed(headers: dict[str, s
 
 def test_headers_are_learned_and_garbage_counted() -> None:
     """Retry-After (seconds, a date, garbage, an absurd length), the OpenAI
-    headers and the IETF field, on a threads limiter; nothing raises."""
+    headers and the IETF field, on a threads limiter; nothing raises, and
+    the 429s are counted as throttled, the 503 not."""
     limits = {"requests": Limit(100, burst=100), "tokens": Limit(1000, burst=1000)}
     with threads.open_limiter(Fifo(), limits=limits) as limiter:
         upstream = Upstream(limiter, max_pause=5.0)
@@ -171,6 +172,7 @@ def test_headers_are_learned_and_garbage_counted() -> None:
         )
         assert upstream.pauses == 3
         assert upstream.malformed == 4  # "-5", "1e300", the RateLimit field, the remaining "x"
+        assert upstream.throttled == 4  # the 429s: a 503 pauses too, but exceeded no limit
         assert not limiter.try_acquire(cost={"tokens": 1}), "paused, and no tokens left"
 
 
@@ -947,7 +949,9 @@ def test_a_retry_held_back_past_the_timeout_returns_the_429() -> None:
     """A 429 whose pause is short but whose other headers (the quota) hold
     the next permit back longer than the ``timeout``: the retry raised
     ``AcquireTimeout`` (``WouldWaitTooLong``), and the 429 saying why was
-    lost. That 429 is returned, whole, as one returned without a retry."""
+    lost. That 429 is returned, whole, as one returned without a retry; at
+    once, the retry refused as too long (``max_wait``), not after waiting
+    out the timeout for a permit that could not come."""
     script = Script(HELD_BACK, (200, {}))
     with (
         serve_script(script) as url,
@@ -959,6 +963,8 @@ def test_a_retry_held_back_past_the_timeout_returns_the_429() -> None:
         assert (response.status_code, response.json()) == (429, {"ok": True})
         assert response.headers["retry-after"] == "0"
         assert response.elapsed.total_seconds() >= 0
+        stats = limiter.statistics().levels[0]
+        assert (stats.granted, stats.too_long, stats.expired) == (1, 1, 0)
     assert len(script.bodies) == 1
 
 
@@ -988,6 +994,9 @@ async def test_a_retry_held_back_past_the_timeout_returns_the_429_async() -> Non
                 response = await client.get(url)
             assert (response.status_code, response.json()) == (429, {"ok": True})
             assert response.elapsed.total_seconds() >= 0
+            # refused at once as too long, not waited out to the timeout
+            stats = limiter.statistics().levels[0]
+            assert (stats.granted, stats.too_long, stats.expired) == (1, 1, 0)
     assert len(script.bodies) == 1
 
 
