@@ -102,6 +102,18 @@ def test_a_json_lines_flow_that_is_a_number_is_the_tenant_its_digits_name() -> N
     assert str(raised.value) == ("line 1: flow=7.0: expected a name (a string) or a whole number")
 
 
+def test_a_trace_in_one_json_array_says_to_write_a_call_a_line() -> None:
+    """A JSON document of one array of calls (what ``json.dump`` of a list
+    writes) was read as CSV, its first line a header: "column 3: has no
+    name in the header". It is refused naming JSON lines, when read."""
+    lines = ['[{"at": 0, "level": 0},\n', '{"at": 1, "level": 0}]\n']
+    calls = read_trace(lines)  # (nothing is raised before the calls are asked for)
+    with pytest.raises(TraceError) as raised:
+        next(calls)
+    assert raised.value.line == 1
+    assert "a JSON array: a trace in JSON has one call per line" in str(raised.value)
+
+
 def test_a_json_line_naming_each_key_once_reads_whatever_its_strings_hold() -> None:
     """A flow's name with ``":`` in it (which the check for a key named
     twice counts as a key) reads as written; so do spaces around colons."""

@@ -275,6 +275,19 @@ def _unknown(line: int, keys: Iterable[str], per_limit: bool) -> None:
 _LINES = "the lines of a trace: an open file, or its text's splitlines(keepends=True)"
 
 
+#: A JSON document whose calls are in one array, not a line each.
+_ARRAY = (
+    "a JSON array: a trace in JSON has one call per line, each an object "
+    '({"at": 0.5, "level": 0}), with no array around them (JSON lines)'
+)
+
+
+def _refused(error: TraceError) -> Iterator[Call]:
+    """A trace that raises ``error`` as it is read, as a malformed row does."""
+    raise error
+    yield  # (a generator: nothing is raised before the calls are asked for)
+
+
 def read_trace(lines: Iterable[str], *, limits: Iterable[str] | None = None) -> Iterator[Call]:
     """The calls of a trace, one at a time, from its lines: JSON lines if the
     first non-blank line opens an object, else CSV with a header row (open
@@ -313,6 +326,8 @@ def read_trace(lines: Iterable[str], *, limits: Iterable[str] | None = None) -> 
         return iter(())
     if text.lstrip().startswith("{"):
         return _json_calls(itertools.chain([(number, text)], enumerate(source, number + 1)))
+    if text.lstrip().startswith("["):  # (no CSV header opens so)
+        return _refused(TraceError(number, "row", text.strip()[:60], _ARRAY))
     return _csv_calls(number, text, source, None if limits is None else tuple(limits))
 
 
