@@ -703,32 +703,45 @@ def test_a_limiter_opened_before_a_fork_works_in_the_child() -> None:
         parent.join()
 
 
-def three_acquires_in_a_child(
-    limiter: Limiter, forked: threading.Event, state: Callable[[], str]
-) -> str:
-    """Fork; in the child, the limiter's ``state`` and three acquires (5 s
-    each at most): what it reports, ``"<state>, granted"`` or the error.
+def in_a_child(report: Callable[[], str], forked: threading.Event | None = None) -> str:
+    """Fork; in the child, what ``report()`` says (or the error it raised).
     ``forked`` is set in the parent once the child is made."""
     read, write = os.pipe()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", DeprecationWarning)  # forking with threads, 3.12
         pid = os.fork()
     if pid == 0:  # the child: report, and never return into pytest
-        outcome = ""
         try:
-            outcome = state()
-            for _ in range(3):
-                limiter.acquire(timeout=5.0)
-            outcome += ", granted"
+            outcome = report()
         except BaseException as error:
-            outcome += f", {error!r}"
+            outcome = repr(error)
         os.write(write, outcome.encode())
         os._exit(0)
     os.close(write)
-    forked.set()
+    if forked is not None:
+        forked.set()
     reap(pid)
     with os.fdopen(read) as pipe:
         return pipe.read()
+
+
+def three_acquires_in_a_child(
+    limiter: Limiter, forked: threading.Event, state: Callable[[], str]
+) -> str:
+    """Fork; in the child, the limiter's ``state`` and three acquires (5 s
+    each at most): what it reports, ``"<state>, granted"`` or the error.
+    ``forked`` is set in the parent once the child is made."""
+
+    def report() -> str:
+        outcome = state()
+        try:
+            for _ in range(3):
+                limiter.acquire(timeout=5.0)
+        except BaseException as error:
+            return f"{outcome}, {error!r}"
+        return f"{outcome}, granted"
+
+    return in_a_child(report, forked)
 
 
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="os.fork is POSIX's")
@@ -1116,3 +1129,35 @@ def test_a_fork_that_cannot_wait_checks_the_child_s_copy(
         assert "invariant broken: a stand-in" in outcome
     else:
         assert outcome == "closed: False, granted"
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="os.fork is POSIX's")
+def test_a_limiter_closed_as_a_fork_begins_is_not_locked_in_the_child(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A limiter closed by another thread as the fork begins (it leaves the
+    open limiters after the fork took its lock): the child restarts only
+    the open ones, and this one's lock stayed held there, by the fork, so
+    any use of it in the child (closing it again) hung for ever."""
+
+    class Leaving(set[Limiter]):
+        """The open limiters: the fork's hook sees them, the child's not."""
+
+        seen = 0
+
+        def __iter__(self) -> Any:
+            Leaving.seen += 1
+            return super().__iter__() if Leaving.seen == 1 else iter(())
+
+    def free() -> str:
+        taken = limiter._lock.acquire(timeout=1.0)
+        if taken:
+            limiter._lock.release()
+        return f"lock free: {taken}"
+
+    with open_limiter(Fifo(), 10, 1) as limiter:
+        monkeypatch.setattr(threads, "_open", Leaving({limiter}))
+        outcome = in_a_child(free)
+        monkeypatch.undo()
+        assert free() == "lock free: True"  # and in the parent
+    assert outcome == "lock free: True"

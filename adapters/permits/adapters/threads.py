@@ -323,6 +323,8 @@ def _after_fork_in_parent() -> None:
 def _after_fork_in_child() -> None:
     held = set(_held)
     _held.clear()
+    for limiter in held:  # (one closed as the fork began is no longer open, its lock held)
+        limiter._lock.release()
     for limiter in list(_open):
         limiter._after_fork(held=limiter in held)
 
