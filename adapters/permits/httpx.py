@@ -154,6 +154,13 @@ class _Options:
         cost = self.cost(request) if self.cost is not None else 1
         return {"level": level, "flow": flow, "cost": cost, "timeout": self.timeout}
 
+    def again(self, upstream: Upstream, response: httpx.Response, attempt: int) -> bool:
+        """Whether ``response``, to try ``attempt`` (from 0), is sent again:
+        :meth:`Upstream.again` under these ``retries`` and ``timeout``."""
+        return upstream.again(
+            response.status_code, response.headers, attempt, self.retries, self.timeout
+        )
+
     def settled(self, response: httpx.Response, permit: Permit) -> httpx.Response:
         """``response`` for the client, its body passed on as the client
         reads it: read to its end, its permit is settled at what ``settle``
@@ -315,13 +322,7 @@ class AsyncPermitsTransport(httpx.AsyncBaseTransport):
                     return kept
             response = await self.transport.handle_async_request(request)
             try:
-                again = self.upstream.again(
-                    response.status_code,
-                    response.headers,
-                    attempt,
-                    options.retries,
-                    options.timeout,
-                )
+                again = options.again(self.upstream, response, attempt)
             except BaseException:
                 await response.aclose()
                 raise
@@ -386,13 +387,7 @@ class PermitsTransport(httpx.BaseTransport):
                     return kept
             response = self.transport.handle_request(request)
             try:
-                again = self.upstream.again(
-                    response.status_code,
-                    response.headers,
-                    attempt,
-                    options.retries,
-                    options.timeout,
-                )
+                again = options.again(self.upstream, response, attempt)
             except BaseException:
                 response.close()
                 raise
