@@ -17,12 +17,13 @@ named by its path from the repository, ``adapters/permits/...``) edits a
 copy of ``adapters/`` instead, runs on the real ``core/``, and runs the
 tests of that adapter's area (``ADAPTER_TESTS``: the conformance suite for
 the event-loop and thread adapters, the Redis tests for the Redis limiter,
-the HTTP tests for the HTTP integrations), once, and names the tests that
-fail (the first ``MAXFAIL``: a mutant that leaves callers waiting makes
-many hang, each until its 30 s timeout). Before any test runs, the
-mutated module is imported from the copy, not this tree: a mutant whose
-copy is not what the tests would import says so instead of running. A
-mutant nothing catches is a hole in the contract.
+the HTTP tests for the HTTP integrations, the metrics tests for the
+exports, the small Redis client's and the virtual clocks' own), once, and
+names the tests that fail (the first ``MAXFAIL``: a mutant that leaves
+callers waiting makes many hang, each until its 30 s timeout). Before any
+test runs, the mutated module is imported from the copy, not this tree: a
+mutant whose copy is not what the tests would import says so instead of
+running. A mutant nothing catches is a hole in the contract.
 """
 
 from __future__ import annotations
@@ -66,6 +67,14 @@ ADAPTER_TESTS: dict[str, tuple[str, ...]] = {
     "adapters/permits/httpx.py": ("tests/test_httpx.py",),
     "adapters/permits/aiohttp.py": ("tests/test_aiohttp.py",),
     "adapters/permits/_upstream.py": ("tests/test_httpx.py", "tests/test_aiohttp.py"),
+    "adapters/permits/adapters/_metrics.py": (
+        "tests/test_prometheus.py",
+        "tests/test_opentelemetry.py",
+    ),
+    "adapters/permits/adapters/prometheus.py": ("tests/test_prometheus.py",),
+    "adapters/permits/adapters/opentelemetry.py": ("tests/test_opentelemetry.py",),
+    "adapters/permits/adapters/_resp.py": ("tests/test_resp.py",),
+    "adapters/permits/testing.py": ("tests/test_testing.py",),
 }
 
 #: name -> (file under core/permits/core, ``sim/...`` under core/permits, or
@@ -843,6 +852,107 @@ MUTANTS: dict[str, tuple[str, str, str, str]] = {
         "                    settle_in_time(permit, actual)\n",
         "                pass\n",
         "aiohttp's middleware reads what a response cost and never settles its permit",
+    ),
+    # -- the metrics exports, the small Redis client, virtual time ----------
+    "metrics-equal-bounds": (
+        "adapters/permits/adapters/_metrics.py",
+        "or any(a >= b for a, b in itertools.pairwise(bounds))",
+        "or any(a > b for a, b in itertools.pairwise(bounds))",
+        "the histogram takes a bucket bound twice (two buckets of one bound)",
+    ),
+    "metrics-level-named-twice": (
+        "adapters/permits/adapters/_metrics.py",
+        "        if name in levels[:i]:\n",
+        "        if False:\n",
+        "two levels may share a name, so that their series are one",
+    ),
+    "prometheus-inf-counts-the-waiting": (
+        "adapters/permits/adapters/prometheus.py",
+        'buckets.append(("+Inf", level.granted))',
+        'buckets.append(("+Inf", level.granted + level.waiting))',
+        "the histogram's +Inf bucket (its count) counts the waiters too, not the waits",
+    ),
+    "prometheus-wait-sum-in-ns": (
+        "adapters/permits/adapters/prometheus.py",
+        "(level.wait_total_ns or 0) / 1e9)",
+        "(level.wait_total_ns or 0))",
+        "the histogram's sum in nanoseconds where its buckets are in seconds",
+    ),
+    "prometheus-paused-in-ns": (
+        "adapters/permits/adapters/prometheus.py",
+        "families.paused.add_metric(limiter, whole.paused_ns / 1e9)",
+        "families.paused.add_metric(limiter, whole.paused_ns)",
+        "permits_paused_seconds exported in nanoseconds",
+    ),
+    "prometheus-one-name-twice": (
+        "adapters/permits/adapters/prometheus.py",
+        "        if any(known.name == name for known in self._sources):\n",
+        "        if False:\n",
+        "two limiters of one collector under one name (their series are one)",
+    ),
+    "otel-paused-in-ns": (
+        "adapters/permits/adapters/opentelemetry.py",
+        "callbacks=[whole(lambda limiter: limiter.statistics().paused_ns / 1e9)],",
+        "callbacks=[whole(lambda limiter: limiter.statistics().paused_ns)],",
+        "permits.paused observed in nanoseconds where its unit is s",
+    ),
+    "otel-longest-in-ms": (
+        "adapters/permits/adapters/opentelemetry.py",
+        "                level.wait_max_ns / 1e9, {",
+        "                level.wait_max_ns / 1e6, {",
+        "permits.wait.max observed in milliseconds where its unit is s",
+    ),
+    "otel-uninstrumented-still-records": (
+        "adapters/permits/adapters/opentelemetry.py",
+        "told for told in limiter._on_proceed if told is not source.record",
+        "told for told in limiter._on_proceed",
+        "a limiter no longer instrumented still records its waits in the histogram",
+    ),
+    "resp-bulk-read-short": (
+        "adapters/permits/adapters/_resp.py",
+        "        if len(buffer) < stop + 2:\n            return _PARTIAL, at\n",
+        "",
+        "a bulk string split across two reads is taken short, as it is so far",
+    ),
+    "resp-loading-is-an-answer": (
+        "adapters/permits/adapters/_resp.py",
+        '    "LOADING": redis.exceptions.BusyLoadingError,\n',
+        "",
+        "a server still loading its data answers as one that refused the script,"
+        " not as one unreachable for now",
+    ),
+    "resp-submit-no-script-reload": (
+        "adapters/permits/adapters/_resp.py",
+        "            if isinstance(reply, redis.exceptions.NoScriptError):\n"
+        "                load = encode(",
+        "            if False:\n                load = encode(",
+        "a submitted take that finds the script unloaded (a restarted server) fails,"
+        " where it loads it and sends the take again",
+    ),
+    "testing-jump-short": (
+        "adapters/permits/testing.py",
+        "        if _seconds(ns) < when:\n            ns += 1\n        self._set(ns)",
+        "        self._set(ns)",
+        "the asyncio loop's virtual clock may jump to a nanosecond short of the timer,"
+        " which asyncio then runs early (within its clock's resolution)",
+    ),
+    "testing-trio-jump-short": (
+        "adapters/permits/testing.py",
+        "            if _seconds(ns) < deadline:\n                ns += 1\n",
+        "",
+        "trio's virtual clock jumps to a nanosecond that may fall short of the deadline",
+    ),
+    "testing-executor-not-awaited": (
+        "adapters/permits/testing.py",
+        "        self._executor_jobs += 1\n        future.add_done_callback(",
+        "        self._executor_jobs += 0\n        future.add_done_callback(",
+        "the virtual clock jumps while a job runs in the executor (it waits for it)",
+    ),
+    "testing-jumps-while-trio-waits-for-idle": (
+        "adapters/permits/testing.py",
+        "        if not math.isfinite(deadline * 1e9) or _waiting_for_idle():\n",
+        "        if not math.isfinite(deadline * 1e9):\n",
+        "trio's virtual clock jumps while a task waits in wait_all_tasks_blocked()",
     ),
 }
 

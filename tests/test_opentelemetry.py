@@ -21,6 +21,7 @@ from permits.adapters import opentelemetry as opentelemetry_adapter
 from permits.adapters.opentelemetry import instrument, uninstrument
 from permits.core import PermitValueError, StrictPriority
 from permits.httpx import Upstream
+from permits.testing import virtual_backend
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -94,19 +95,25 @@ def test_the_thread_limiter_exports_its_statistics_and_waits() -> None:
 
 
 @pytest.mark.anyio
-@pytest.mark.parametrize("anyio_backend", ["asyncio"])
+@pytest.mark.parametrize("anyio_backend", [virtual_backend("asyncio")], ids=["asyncio"])
 async def test_an_async_limiter_records_each_caller_that_proceeds() -> None:
+    """On virtual time: five callers at once, one permit each 0.1 s, wait
+    0, 0.1, 0.2, 0.3 and 0.4 s; a sixth, at 0.5 s, takes one at once. The
+    waits in seconds, each recorded as its caller proceeds."""
     reader = InMemoryMetricReader()
     meter = MeterProvider(metric_readers=[reader]).get_meter("test")
-    async with asyncio_adapter.open_limiter(StrictPriority(1), 10**6, 1) as limiter:
+    async with asyncio_adapter.open_limiter(StrictPriority(1), 10, 1) as limiter:
         instrument(limiter, meter)
         async with anyio.create_task_group() as tg:
             for _ in range(5):
                 tg.start_soon(limiter.acquire)
-        await anyio.sleep(0.01)
+        await anyio.sleep(0.1)
         assert limiter.try_acquire()  # a caller that proceeds too
         found = points(reader)
-    assert value(found, "permits.wait", level="0", limiter="default").count == 6
+    wait = value(found, "permits.wait", level="0", limiter="default")
+    assert wait.count == 6
+    assert wait.sum == pytest.approx(1.0)
+    assert value(found, "permits.wait.max", level="0").value == pytest.approx(0.4)
     assert value(found, "permits.granted", level="0").value == 6
 
 

@@ -64,6 +64,9 @@ def test_scrape_shows_depth_counters_and_waits() -> None:
     assert value("permits_wait_seconds_bucket", "interactive", le="0.01") == 1
     assert value("permits_wait_seconds_bucket", "interactive", le="+Inf") == 1
     assert value("permits_wait_seconds_bucket", "batch", le="0.001") == 1
+    # b1 still waits: a wait not yet over is in no bucket, nor the count
+    assert value("permits_wait_seconds_bucket", "batch", le="+Inf") == 1
+    assert value("permits_wait_seconds_count", "batch") == 1
     assert value("permits_wait_seconds_count", "interactive") == 1
     assert value("permits_wait_seconds_sum", "interactive") == pytest.approx(0.006)
     assert value("permits_wait_max_seconds", "interactive") == 0.006

@@ -17,6 +17,8 @@ import anyio.lowlevel
 import pytest
 import trio
 import trio.testing
+from hypothesis import given
+from hypothesis import strategies as st
 
 from permits import testing
 from permits.adapters import BaseLimiter
@@ -119,6 +121,48 @@ def test_a_task_asleep_forever_is_no_timer(
 
     name, options = testing.virtual_backend(backend)
     assert anyio.run(main, backend=name, backend_options=options) == 0.0
+
+
+#: Delays whose sum with the clock's reading a float may hold a hair above
+#: a whole nanosecond (0.1 + 0.2 is 0.30000000000000004).
+DELAYS = st.lists(
+    st.floats(min_value=1e-9, max_value=1e6, allow_nan=False) | st.sampled_from([0.1, 0.2, 1e-9]),
+    min_size=1,
+    max_size=20,
+)
+
+
+@given(delays=DELAYS)
+def test_the_loop_wakes_a_sleeper_at_or_after_its_timer(delays: list[float]) -> None:
+    """The loop's clock jumps to the first nanosecond at or after the next
+    timer: a sleep never ends with the clock short of the time its timer
+    was set for, however that time rounds to a nanosecond (asyncio would
+    run a timer up to its clock's resolution early, and a limiter's timer
+    read then would find its time not yet come)."""
+
+    async def main() -> list[tuple[float, float]]:
+        loop = asyncio.get_running_loop()
+        seen = []
+        for delay in delays:
+            when = loop.time() + delay  # (as asyncio's call_later sets it)
+            await asyncio.sleep(delay)
+            seen.append((when, loop.time()))
+        return seen
+
+    for when, woke in testing.run(main()):
+        assert woke >= when
+
+
+@given(deadlines=DELAYS)
+def test_the_trio_clock_jumps_at_or_after_a_deadline(deadlines: list[float]) -> None:
+    """trio asks the clock how long to sleep until a deadline only when no
+    task can run: the clock jumps to the first nanosecond at or after it.
+    One that landed short would leave the deadline not yet come, and trio
+    would ask again, for ever, the clock never moving."""
+    clock = testing.VirtualClock()
+    for deadline in sorted(deadlines):
+        assert clock.deadline_to_sleep_time(deadline) == 0.0
+        assert clock.current_time() >= deadline
 
 
 def test_the_trio_clock_reads_exact_nanoseconds() -> None:
