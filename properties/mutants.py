@@ -75,6 +75,7 @@ ADAPTER_TESTS: dict[str, tuple[str, ...]] = {
     "adapters/permits/adapters/opentelemetry.py": ("tests/test_opentelemetry.py",),
     "adapters/permits/adapters/_resp.py": ("tests/test_resp.py",),
     "adapters/permits/testing.py": ("tests/test_testing.py",),
+    "adapters/permits/adapters/_recording.py": ("tests/test_adapters.py", "tests/test_trace.py"),
 }
 
 #: name -> (file under core/permits/core, ``sim/...`` under core/permits, or
@@ -953,6 +954,38 @@ MUTANTS: dict[str, tuple[str, str, str, str]] = {
         "        if not math.isfinite(deadline * 1e9) or _waiting_for_idle():\n",
         "        if not math.isfinite(deadline * 1e9):\n",
         "trio's virtual clock jumps while a task waits in wait_all_tasks_blocked()",
+    ),
+    "recording-gives-up-from-the-start": (
+        "adapters/permits/adapters/_recording.py",
+        "            waited = now - self.start_ns - call.at_ns\n",
+        "            waited = now - self.start_ns\n",
+        "a recorded caller that gave up is replayed as giving up after the time since the"
+        " recording began, not after its own wait",
+    ),
+    "recording-previous-not-told": (
+        "adapters/permits/adapters/_recording.py",
+        "            self._previous.gave_up(id, now)\n",
+        "            pass\n",
+        "a caller recorded by a recording since replaced gives up unrecorded (it is replayed"
+        " as waiting on)",
+    ),
+    "recording-drops-uncounted": (
+        "adapters/permits/adapters/_recording.py",
+        "            self.dropped += 1\n            return\n",
+        "            return\n",
+        "calls past max_calls are dropped without being counted",
+    ),
+    "recording-cost-not-copied": (
+        "adapters/permits/adapters/_recording.py",
+        "            cost = dict(cost) if len(self.limits) > 1 else",
+        "            cost = cost if len(self.limits) > 1 else",
+        "a recorded cost mapping is the caller's own, changed with it after the call",
+    ),
+    "recording-partial-left": (
+        "adapters/permits/adapters/_recording.py",
+        "            partial.unlink(missing_ok=True)\n",
+        "",
+        "a recording whose write failed leaves its partial file beside the path",
     ),
 }
 

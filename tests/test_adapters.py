@@ -1726,7 +1726,8 @@ async def test_a_recording_of_several_limits_replays_exactly(
     open_limiter: OpenLimiter, tmp_path: Any
 ) -> None:
     """With several limits, a recording keeps each call's cost as it was
-    asked and writes a ``cost.<limit>`` column for each limit, so the
+    asked (a copy of the caller's mapping, which the caller may change
+    after) and writes a ``cost.<limit>`` column for each limit, so the
     replay asks what each call asked: the same grants, units and longest
     waits as the limiter had."""
     from permits.sim import Batch as NoArrivals
@@ -1741,11 +1742,15 @@ async def test_a_recording_of_several_limits_replays_exactly(
         {"requests": 1, "tokens": 700},
         2,
     ]
+    given: list[dict[str, int]] = []  # each caller's own mapping
     async with open_limiter(StrictPriority(2), limits=limits) as limiter:
         recording = limiter.record()
         async with anyio.create_task_group() as tg:
             for n in range(24):
                 cost = costs[n % len(costs)]
+                if isinstance(cost, dict):
+                    cost = dict(cost)
+                    given.append(cost)
                 tg.start_soon(
                     functools.partial(
                         limiter.acquire, n % 2, cost=cost, flow=f"t{n % 3}", timeout=60
@@ -1753,6 +1758,8 @@ async def test_a_recording_of_several_limits_replays_exactly(
                 )
                 await anyio.sleep(0.05)
         live = limiter.statistics()
+    for mapping in given:  # changed by their callers afterwards: nothing recorded changes
+        mapping["tokens"] = 1
     assert recording.calls[1] == Call(
         50 * MILLISECOND, 1, {"requests": 1, "tokens": 400}, "t1", 60 * SECOND
     )
