@@ -31,6 +31,7 @@ from permits.sim import (
     check_arrivals,
     compare,
     default_grid,
+    load_scenarios,
     offered_quantile,
     simulate,
 )
@@ -544,3 +545,48 @@ def test_calls_that_are_not_a_function_or_not_fresh_each_run_are_refused() -> No
     assert "fresh iterable" in str(refused.value)
     fresh = compare(ARTICLE, [Fifo(2), StrictPriority(2)], calls=lambda: iter(calls))
     assert [o.result["interactive"].offered for o in fresh.outcomes] == [2, 2]
+
+
+@pytest.mark.parametrize(
+    ("text", "limit"),
+    [
+        ("batch share of output tokens >= 20%", "output tokens"),
+        ("batch share of output tokens>=20%", "output tokens"),
+        ("nightly export share of tier 2 >= 0.2", "tier 2"),
+        ("batch share of tokens/min >= 20%", "tokens/min"),
+    ],
+)
+def test_a_share_names_a_limit_whose_name_has_spaces(text: str, limit: str) -> None:
+    """A limit may be called anything a machine accepts ("output tokens"):
+    a requirement names it as it is written, up to its bound."""
+    requirement = Requirement.parse(text)
+    assert (requirement.measure, requirement.limit, requirement.bound) == (
+        Measure.SHARE,
+        limit,
+        Fraction(1, 5),
+    )
+    assert requirement.workload == text.split(" share")[0]
+
+
+def test_a_scenario_file_requires_a_share_of_a_limit_with_spaces_in_its_name() -> None:
+    """From a scenario file to its verdict: the limit named with a space is
+    the one measured."""
+    (scenario,) = load_scenarios(
+        {
+            "scenario": [
+                {
+                    "name": "spaces",
+                    "seconds": 10,
+                    "limits": {"output tokens": {"per_second": 4}},
+                    "require": ["a share of output tokens >= 60%"],
+                    "workload": [
+                        {"name": "a", "level": 0, "arrivals": "constant", "rate": 3},
+                        {"name": "b", "level": 1, "arrivals": "constant", "rate": 1},
+                    ],
+                }
+            ]
+        }
+    )
+    (outcome,) = compare(scenario, [scenario.policy]).outcomes
+    assert outcome.missed == ()
+    assert scenario.requirements[0].measured(outcome.result) == Fraction(3, 4)

@@ -74,7 +74,7 @@ _UNITS = {"ms": Fraction(1, 1000), "s": Fraction(1), "%": Fraction(1, 100), "": 
 _PATTERN = re.compile(
     r"\s*(?P<workload>\S.*?)\s+"
     r"(?P<measure>p50|p99|share|granted|cleared\s+by|worst\s+tenant\s+p99|median\s+tenant\s+p99"
-    r"|tenants\s+starved)(?:\s+of\s+(?P<limit>[^\s<>=]+))?"
+    r"|tenants\s+starved)(?:\s+of\s+(?P<limit>[^\s<>=](?:[^<>=]*?[^\s<>=])?))?"
     r"\s*(?P<op><=|>=)?\s*(?P<value>[0-9]+(?:\.[0-9]*)?(?:[eE][-+]?[0-9]+)?)"
     r"\s*(?P<unit>ms|s|%)?\s*"
 )
