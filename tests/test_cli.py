@@ -1289,19 +1289,27 @@ def test_several_limits_drawn_costs_and_tenants_are_reported(
         ("rate = 1500\nburst = 2500", "; 1,500 permits/s, burst 2,500, "),
         ("rate = 33.3333333", "; 33.3333 permits/s, burst 1, "),  # not 33.33333330000000
         ("[scenario.limits]\nreq = { per_minute = 500 }", "; req 500/min (burst "),
-        ("[scenario.limits]\nreq = { per_second = 0.3, burst = 1 }", "; req 18/min (burst "),
+        ("[scenario.limits]\nreq = { per_second = 0.3, burst = 1 }", "; req 0.3/s (burst "),
         # it read 16.666666666666668/min
         ("[scenario.limits]\nreq = { per_hour = 1000 }", "; req 1,000/h (burst "),
-        ("[scenario.limits]\nreq = { per_second = 0.0001, burst = 1 }", "; req 0.006/min (burst "),
-        ("[scenario.limits]\nreq = { per_hour = 0.5, burst = 1 }", "; req 0.00833333/min (burst "),
+        ("[scenario.limits]\nreq = { per_second = 0.0001, burst = 1 }", "; req 0.0001/s (burst "),
+        ("[scenario.limits]\nreq = { per_hour = 0.5, burst = 1 }", "; req 0.5/h (burst "),
+        # as given (the burst, by default the count, says in which unit): it read 240/min
+        ("[scenario.limits]\nreq = { per_second = 4 }", "; req 4/s (burst 4)"),
+        ("[scenario.limits]\nreq = { per_second = 4, burst = 10 }", "; req 4/s (burst 10)"),
+        ("[scenario.limits]\nreq = { per_minute = 600 }", "; req 600/min (burst 600)"),
+        ("[scenario.limits]\nreq = { per_minute = 500, burst = 50 }", "; req 500/min (burst 50)"),
+        ("[scenario.limits]\nreq = { per_hour = 36000, burst = 100 }", "; req 10/s (burst 100)"),
+        ("[scenario.limits]\nreq = { per_second = 33.3333333, burst = 1 }", "; req 33.3333/s ("),
     ],
 )
 def test_a_limit_is_written_short(
     capsys: pytest.CaptureFixture[str], tmp_path: Path, limit: str, shown: str
 ) -> None:
     """One limit's rate a second, whole or to six digits, in the singular for
-    one; a named limit's by the minute, or by the hour where a minute's is
-    not whole."""
+    one; a named limit's by the second, minute or hour it was given in (the
+    unit whose count is its burst), else the one it takes the fewest digits
+    to write in."""
     path = tmp_path / "s.toml"
     path.write_text(
         f'[[scenario]]\nname = "s"\nseconds = 1\n{limit}\n'
