@@ -940,6 +940,47 @@ def test_no_retry_outlasts_the_timeout() -> None:
     assert sent("0") == (200, None, 2)
 
 
+@pytest.mark.parametrize(
+    ("headers", "sends"),
+    [
+        ({"x-should-retry": "false"}, 1),  # no Retry-After: no backoff either
+        ({"x-should-retry": "False", "Retry-After": "0"}, 1),
+        ({"x-should-retry": "true"}, 2),  # sent again after a backoff, as without it
+        ({"x-should-retry": "true", "Retry-After": "0"}, 2),
+        ({"Retry-After": "0"}, 2),
+    ],
+)
+@pytest.mark.parametrize("status", [429, 503])
+def test_a_throttled_response_that_says_not_to_retry_is_returned(
+    headers: dict[str, str], sends: int, status: int
+) -> None:
+    """A 429 or 503 whose ``x-should-retry`` says ``false`` (the OpenAI and
+    Anthropic APIs' word that another try cannot succeed: a quota used up)
+    is returned at once, not sent again, and nothing pauses for a backoff;
+    ``true`` changes nothing."""
+    script = Script((status, headers), (200, {}))
+    with serve_script(script) as url, threads.open_limiter(Fifo(), 100, 10) as limiter:
+        transport = PermitsTransport(limiter, retries=2)
+        transport.upstream.jitter = lambda: 1.0  # the shortest backoff: 0.375 s
+        with httpx.Client(transport=transport) as client:
+            response = client.get(url)
+        assert response.status_code == (status if sends == 1 else 200)
+        assert len(script.bodies) == sends
+        assert transport.upstream.backoffs == (sends - 1 if "Retry-After" not in headers else 0)
+        assert limiter.statistics().levels[0].granted == sends
+
+
+@pytest.mark.anyio
+async def test_a_throttled_response_that_says_not_to_retry_is_returned_async() -> None:
+    script = Script((429, {"x-should-retry": "false", "Retry-After": "0"}), (200, {}))
+    with serve_script(script) as url:
+        async with asyncio_adapter.open_limiter(Fifo(), 100, 10) as limiter:
+            transport = AsyncPermitsTransport(limiter, retries=2)
+            async with httpx.AsyncClient(transport=transport) as client:
+                response = await client.get(url)
+    assert (response.status_code, len(script.bodies)) == (429, 1)
+
+
 #: A 429 whose own pause is short, while the upstream's quota holds every
 #: request for 30 s: a retry's permit cannot come within a short timeout.
 HELD_BACK = (429, {"Retry-After": "0", "RateLimit": '"default";r=0;t=30'})

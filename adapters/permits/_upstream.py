@@ -375,8 +375,13 @@ class Upstream:
         it); else after a :func:`backoff`, for which the whole limiter
         pauses, as for a ``Retry-After`` (the upstream's limit is every
         task's), unless it outlasts ``timeout`` (then nothing pauses and
-        the response is returned)."""
+        the response is returned). One whose ``x-should-retry`` says
+        ``false`` (the OpenAI and Anthropic APIs' word that another try
+        cannot succeed: a quota used up) is learned from and returned, as
+        with no try left."""
         paused, said, held = self._learn(status, headers)
+        if _said_no_retry(headers):
+            return False
         if said or status not in THROTTLED or attempt >= retries:
             return retry(paused, attempt, retries, timeout)
         if not held:
@@ -593,6 +598,16 @@ def settle_in_time(permit: Permit, actual: Cost) -> None:
 #: integration's ``timeout`` (or cannot queue): the response that was to be
 #: sent again is returned instead, saying why.
 LATE = (AcquireTimeout, WouldWaitTooLong, QueueFull)
+
+
+def _said_no_retry(headers: Mapping[str, str]) -> bool:
+    """Whether the response's ``x-should-retry`` says ``false`` (any case,
+    spaces around it; sent on several lines, any of them): the upstream's
+    word that sending again cannot succeed, which the OpenAI and Anthropic
+    clients heed before the status. (Its ``true`` adds nothing here: only a
+    429 or 503 is sent again, and each is while tries are left.)"""
+    value = headers.get("x-should-retry")
+    return value is not None and "false" in (part.strip().lower() for part in value.split(","))
 
 
 def backoff(attempt: int, jitter: float) -> float:

@@ -24,7 +24,9 @@ teaches the limiter what the upstream knows:
   sent again too, after the reset its rate-limit headers say if they say
   nothing is left, else after a backoff (0.5 s, doubling each try, at
   most 8 s, less a random quarter at most) that pauses the whole
-  limiter the same way; with no retry left, it pauses nothing;
+  limiter the same way; with no retry left, or ``x-should-retry: false``
+  (the OpenAI and Anthropic APIs' word that another try cannot succeed),
+  it is returned and pauses nothing more;
 - ``x-ratelimit-remaining-<limit>`` with ``x-ratelimit-reset-<limit>`` (the
   OpenAI style, as Go writes a duration: ``6m0s``, ``1.5s``, ``20ms``,
   ``500µs``) adopt the upstream's view of
@@ -275,7 +277,8 @@ class AsyncPermitsTransport(httpx.AsyncBaseTransport):
         after the reset its rate-limit headers say if they say nothing is
         left, else after a backoff (0.5 s, doubling, at most 8 s) that
         pauses the whole limiter (with retries, a streamed request body is
-        read first, to be sent whole each time);
+        read first, to be sent whole each time); never one whose
+        ``x-should-retry`` says ``false``;
         not when the pause in force (``limiter.pause_left()``) or the
         backoff lasts ``timeout`` or longer, nor when the retry's permit cannot
         come within it (the upstream's other headers hold it back longer,
