@@ -1568,3 +1568,44 @@ def test_a_requirement_on_tenants_none_name_is_refused_at_its_place_in_the_file(
         f"permits: error: {path}: scenario[1].require[0]='batch tenants starved <= 0': "
         "no caller of 'batch' names a tenant: give it tenants or a flow\n"
     )
+
+
+#: A run in which nothing is granted at all: its callers come too late.
+NOTHING_GRANTED = """
+[[scenario]]
+name = "nothing granted"
+seconds = 1
+rate = 1
+require = ["a share >= 0%"]
+
+[[scenario.workload]]
+name = "a"
+level = 0
+arrivals = "poisson"
+rate = 0.0001
+"""
+
+
+def test_a_share_of_nothing_granted_is_no_share(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """Where no unit was granted in the run, a workload's share is of
+    nothing: ``-`` in the tables, ``null`` in JSON, ``None`` from Python,
+    and a share requirement is not met (it read 0.0%, and ``share >= 0%``
+    was met)."""
+    path = tmp_path / "s.toml"
+    path.write_text(NOTHING_GRANTED)
+    status, out, _ = run(capsys, "simulate", str(path))
+    assert status == 0
+    row = out.splitlines()[-1].split()
+    assert (row[0], row[2], row[-2]) == ("a", "0", "-")
+    status, out, _ = run(capsys, "simulate", "--json", str(path))
+    (workload,) = json.loads(out)["scenarios"][0]["workloads"]
+    assert (workload["granted"], workload["share"], workload["share_per_limit"]) == (
+        0,
+        None,
+        {"units": None},
+    )
+    status, out, _ = run(capsys, "compare", "--policy", "fifo", str(path))
+    assert status == 1
+    assert out.split("requirements\n")[1].splitlines()[1].split() == ["FIFO", "-", "MISS", "no"]

@@ -179,6 +179,8 @@ def test_a_share_names_any_limit_of_its_scenario() -> None:
     names, as the result's shares per limit."""
     result = simulate(TWO_LIMITS)
     tokens, requests = result["summaries"].shares
+    assert tokens is not None
+    assert requests is not None
     assert tokens > requests  # a summary asks 4x a chat's tokens, as many requests
 
     def measured(text: str) -> Fraction | None:
@@ -290,6 +292,7 @@ def test_compare_runs_each_policy_in_place_of_the_scenarios() -> None:
         want = simulate(attrs.evolve(scenario, policy=outcome.policy))
         assert outcome.result == want
         share = want["batch"].share
+        assert share is not None
         assert (scenario.requirements[1] in outcome.missed) == (share < 0.15)
     # Every 5th and every 6th to the batch and aging after 5 s meet both; each leaves more
     # than 1% of the interactive calls ungranted (101, 67, 200), so their

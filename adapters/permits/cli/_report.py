@@ -10,6 +10,7 @@ from permits.core import SECOND
 from permits.core.checks import check_rate
 from permits.sim import (
     Comparison,
+    Measure,
     Published,
     Requirement,
     Result,
@@ -139,6 +140,12 @@ def _row(cells: Sequence[str], widths: Sequence[int]) -> str:
 _HEADINGS = [name for name, _ in _COLUMNS]
 
 
+def _share(share: float | None) -> str:
+    """A share as a percentage; ``-`` for a share of nothing (no unit of
+    its limit granted in the run)."""
+    return "-" if share is None else f"{share:.1%}"
+
+
 def _count(value: int | None) -> str:
     return "" if value is None else f"{value:,}"
 
@@ -157,7 +164,7 @@ def _cells(w: WorkloadResult) -> list[str]:
         duration(w.wait_p50_s),
         duration(w.wait_p99_s),
         duration(w.wait_max_s),
-        f"{w.share:.1%}",
+        _share(w.share),
         duration(w.cleared_at_s),
     ]
 
@@ -219,7 +226,7 @@ def details(result: Result, w: WorkloadResult) -> list[str]:
     lines = []
     if len(result.limits) > 1:
         shares = ", ".join(
-            f"{name} {share:.1%}" for name, share in zip(result.limits, w.shares, strict=True)
+            f"{name} {_share(share)}" for name, share in zip(result.limits, w.shares, strict=True)
         )
         lines.append(f"share per limit: {shares}")
     if w.tenants:
@@ -340,7 +347,8 @@ def _measured(requirement: Requirement, run: Result, ok: bool) -> str:
     histogram's: where no digits read as the verdict, three.)"""
     value = requirement.measured(run)
     if value is None:
-        return "-" if not run[requirement.workload].offered else "never"
+        nothing = requirement.measure is Measure.SHARE  # a share of nothing granted
+        return "-" if nothing or not run[requirement.workload].offered else "never"
     if requirement.unit == "count":
         return f"{int(value):,}"
     written = []
@@ -431,7 +439,7 @@ def compare_tables(comparison: Comparison) -> str:
                 _wait(w, _P50),
                 _wait(w, _P99),
                 duration(w.wait_max_s),
-                *(f"{share:.1%}" for share in w.shares),
+                *(_share(share) for share in w.shares),
                 duration(w.cleared_at_s),
             ]
             if tenants:

@@ -102,8 +102,9 @@ class WorkloadResult:
     #: Units of the first limit granted (each caller's cost: one each unless
     #: its workload or trace says otherwise).
     units: int
-    #: This workload's fraction of all units of the first limit granted in the run.
-    share: float
+    #: This workload's fraction of all units of the first limit granted in
+    #: the run; ``None`` if none was granted at all (a share of nothing).
+    share: float | None
     #: When its last caller left (with a permit or without: refused, gave up
     #: or expired), in nanoseconds from the start, if none was waiting at
     #: the end; else ``None``.
@@ -119,8 +120,9 @@ class WorkloadResult:
     too_long: int = attrs.field(kw_only=True)
     #: Units granted of each limit, in the scenario's order (:attr:`Result.limits`).
     units_per_limit: tuple[int, ...] = attrs.field(kw_only=True)
-    #: This workload's fraction of all units granted of each limit.
-    shares: tuple[float, ...] = attrs.field(kw_only=True)
+    #: This workload's fraction of all units granted of each limit
+    #: (``None`` for a limit none of whose units was granted).
+    shares: tuple[float | None, ...] = attrs.field(kw_only=True)
     #: Its tenants (the flows its callers named) with a caller offered.
     tenants: int = attrs.field(kw_only=True)
     #: Its tenants with callers offered and none granted within the run.
@@ -447,7 +449,7 @@ class Tally:
                 - self.expired[w]
             )
             shares = tuple(
-                u / total if total else 0.0 for u, total in zip(units[w], totals, strict=True)
+                u / total if total else None for u, total in zip(units[w], totals, strict=True)
             )
             workloads.append(
                 WorkloadResult(
