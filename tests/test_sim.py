@@ -982,3 +982,14 @@ def test_the_flows_take_turns_by_the_scenario_s_weights() -> None:
         Scenario("flows", Fifo(), 100, 0.4, workloads, flow_limit="tokens")
     with pytest.raises(PermitTypeError, match="flow_weights"):
         Scenario("flows", Fifo(), 100, 0.4, workloads, flow_weights=(3,))
+
+
+def test_a_result_asked_for_a_workload_it_has_not_names_those_it_has() -> None:
+    """``result["nope"]`` said only ``KeyError: 'nope'``: it names the
+    workloads there are, so a typo is found at once."""
+    result = simulate(SEED[0])
+    with pytest.raises(KeyError) as missing:
+        result["interactiv"]
+    assert missing.value.args == (
+        "no workload is called 'interactiv' (the workloads: 'interactive', 'batch')",
+    )

@@ -206,11 +206,13 @@ class Result:
         return sum(w.granted for w in self.workloads)
 
     def __getitem__(self, name: str) -> WorkloadResult:
-        """The result of the workload called ``name``."""
+        """The result of the workload called ``name``; a :class:`KeyError`
+        naming the workloads there are if none is."""
         for workload in self.workloads:
             if workload.name == name:
                 return workload
-        raise KeyError(name)
+        names = ", ".join(repr(workload.name) for workload in self.workloads)
+        raise KeyError(f"no workload is called {name!r} (the workloads: {names})")
 
 
 class _Within:
