@@ -2000,3 +2000,42 @@ def test_the_sync_transport_backs_off_too() -> None:
             assert time.monotonic() - start >= 0.5
         assert transport.upstream.backoffs == 1
         _balance(limiter, script)
+
+
+@pytest.mark.parametrize("key", ["permits.levle", "permits.Level", "permits.cost"])
+def test_a_misspelt_permits_extension_is_refused_before_a_permit_is_taken(key: str) -> None:
+    """A request extension ``permits.<something>`` the transport does not
+    read (``permits.levle``) was ignored: the request went at the default
+    level. It is refused, naming it and the two it reads, and takes no
+    permit; httpx's own extensions pass as before."""
+
+    def upstream(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(200)
+
+    with threads.open_limiter(StrictPriority(2), 100, 10) as limiter:
+        transport = PermitsTransport(limiter, httpx.MockTransport(upstream))
+        with httpx.Client(transport=transport) as client:
+            with pytest.raises(PermitValueError) as refused:
+                client.get("http://upstream.test/", extensions={key: 1})
+            assert str(refused.value) == (
+                f"extensions={key!r}: no such extension: the request's permit reads "
+                "'permits.level' and 'permits.flow'"
+            )
+            assert limiter.statistics().levels[1].pushed == 0
+            response = client.get(
+                "http://upstream.test/", extensions={"permits.level": 1, "sni_hostname": "a.test"}
+            )
+        assert response.status_code == 200
+        assert limiter.statistics().levels[1].granted == 1
+
+
+@pytest.mark.anyio
+async def test_a_misspelt_permits_extension_is_refused_async() -> None:
+    async with asyncio_adapter.open_limiter(Fifo(), 100, 10) as limiter:
+        transport = AsyncPermitsTransport(
+            limiter, httpx.MockTransport(lambda r: httpx.Response(200))
+        )
+        async with httpx.AsyncClient(transport=transport) as client:
+            with pytest.raises(PermitValueError, match=r"^extensions='permits\.flw': no such"):
+                await client.get("http://upstream.test/", extensions={"permits.flw": "acme"})
+        assert limiter.statistics().levels[0].pushed == 0

@@ -10,7 +10,8 @@
             await client.post(url, json=..., extensions={"permits.level": INTERACTIVE})
 
 Each request takes a permit first: at the level and in the flow its
-``extensions`` name (``"permits.level"``, ``"permits.flow"``), else those
+``extensions`` name (``"permits.level"``, ``"permits.flow"``; another
+``permits.`` one is refused, a typo), else those
 the transport's functions of the request give, else the limiter's current
 level; asking for ``cost(request)`` (1 by default). The response then
 teaches the limiter what the upstream knows:
@@ -81,7 +82,7 @@ from permits._upstream import (
 from permits.adapters._base import refuse_unknown
 from permits.adapters._requires import requires_extra
 from permits.adapters.threads import Limiter as ThreadLimiter
-from permits.core import PermitTypeError
+from permits.core import PermitTypeError, PermitValueError
 
 with requires_extra(__name__, "httpx", "httpx"):
     import httpx
@@ -124,6 +125,11 @@ def _options(transport: str, options: Mapping[str, Any]) -> _Options:
     return _Options(**options)
 
 
+#: The request extensions a transport reads (any other ``permits.`` one is
+#: a typo, refused before a permit is taken).
+_EXTENSIONS = ("permits.level", "permits.flow")
+
+
 class _Options:
     """How a transport asks for each request's permit, and settles it."""
 
@@ -147,6 +153,14 @@ class _Options:
 
     def ask(self, request: httpx.Request) -> dict[str, Any]:
         extensions = request.extensions
+        for key in extensions:
+            if isinstance(key, str) and key.startswith("permits.") and key not in _EXTENSIONS:
+                raise PermitValueError(
+                    "extensions",
+                    key,
+                    "no such extension: the request's permit reads "
+                    f"{' and '.join(map(repr, _EXTENSIONS))}",
+                )
         level = extensions.get("permits.level")
         if level is None and self.level is not None:
             level = self.level(request)
