@@ -928,6 +928,30 @@ def test_bad_policy_option_is_one_line(
     assert says in err, err
 
 
+@pytest.mark.parametrize(
+    ("options", "says"),
+    [
+        (["fifo", "strict", "fifo"], "--policy='fifo': given twice: give each policy once\n"),
+        (
+            ["every:5", "shares:4,1"],
+            "--policy='shares:4,1': the same policy as --policy='every:5': give each policy once\n",
+        ),
+        (
+            ["aging:2", "aging:2.0"],
+            "--policy='aging:2.0': the same policy as --policy='aging:2': give each policy once\n",
+        ),
+    ],
+)
+def test_a_policy_given_twice_is_refused(
+    capsys: pytest.CaptureFixture[str], options: list[str], says: str
+) -> None:
+    """The same policy twice (as written, or as two forms of it) ran twice:
+    two rows of the same figures under the same name in every table."""
+    argv = [arg for option in options for arg in ("--policy", option)]
+    status, out, err = run(capsys, "compare", *argv)
+    assert (status, out, err) == (2, "", f"permits: error: {says}")
+
+
 def test_policy_option_of_more_levels_than_the_scenario_is_one_line(
     capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
