@@ -593,3 +593,16 @@ def test_a_scenario_file_requires_a_share_of_a_limit_with_spaces_in_its_name() -
     (outcome,) = compare(scenario, [scenario.policy]).outcomes
     assert outcome.missed == ()
     assert scenario.requirements[0].measured(outcome.result) == Fraction(3, 4)
+
+
+@pytest.mark.parametrize("given", ["article.toml", b"[[scenario]]", None])
+def test_load_scenarios_given_no_parsed_file_says_what_it_takes(given: object) -> None:
+    """``load_scenarios("article.toml")`` said ``file='article.toml':
+    expected a table``: no argument is called ``file``, and a name is no
+    table. It names ``data`` and says what to pass."""
+    with pytest.raises(PermitTypeError) as refused:
+        load_scenarios(given)  # type: ignore[arg-type]
+    assert refused.value.argument == "data"
+    assert str(refused.value).startswith(
+        f"data={given!r}: expected a parsed scenario file, such as tomllib.load(file) gives"
+    )
