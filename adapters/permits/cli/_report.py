@@ -542,7 +542,8 @@ def comparison_json(comparison: Comparison) -> dict[str, Any]:
 
 def _requirement_value(requirement: Requirement, run: Result) -> dict[str, float | None]:
     """A requirement's measure, in seconds for a time (``null``: never
-    reached), a whole number for a count, a fraction otherwise; and its bound."""
+    reached), a whole number for a count, a fraction otherwise (``null``: a
+    share of nothing granted); and its bound."""
     value = requirement.measured(run)
     unit = requirement.unit
     number = int if unit == "count" else float
