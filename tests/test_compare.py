@@ -416,6 +416,9 @@ def test_a_run_may_ask_for_a_bounded_number_of_callers() -> None:
         simulate(scenario, max_arrivals=300)
     result = simulate(scenario, max_arrivals=None)
     assert (result["a"].offered, result["c"].offered) == (200, 0)
+    one = attrs.evolve(scenario, workloads=[Workload("a", 0, Batch(1))])
+    with pytest.raises(PermitValueError, match="asks for 1 caller in all, over the 0 a run"):
+        check_arrivals(one, 0)
 
 
 def test_wait_requirements_are_judged_on_the_exact_waits() -> None:

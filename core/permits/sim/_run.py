@@ -518,7 +518,7 @@ def check_arrivals(scenario: Scenario, max_arrivals: int | None = MAX_ARRIVALS) 
     if max_arrivals is not None and total > check_int("max_arrivals", max_arrivals, 0):
         j = max(range(len(asked)), key=asked.__getitem__)
         arrivals = scenario.workloads[j].arrivals
-        how = f"asks for {_about(total)} callers in all"
+        how = f"asks for {_about(total)} caller{'' if total == 1 else 's'} in all"
         if not isinstance(arrivals, Batch):
             how = f"for seconds={scenario.seconds!r} {how}"
         raise PermitValueError(
