@@ -2039,3 +2039,38 @@ async def test_a_misspelt_permits_extension_is_refused_async() -> None:
             with pytest.raises(PermitValueError, match=r"^extensions='permits\.flw': no such"):
                 await client.get("http://upstream.test/", extensions={"permits.flw": "acme"})
         assert limiter.statistics().levels[0].pushed == 0
+
+
+@pytest.mark.parametrize(
+    "headers",
+    [
+        {
+            "Retry-After": "30",
+            "X-RateLimit-Remaining-Tokens": "0",
+            "X-RateLimit-Reset-Tokens": "1m",
+        },
+        {
+            "retry-after": "30",
+            "x-ratelimit-remaining-tokens": "0",
+            "x-ratelimit-reset-tokens": "1m",
+        },
+        httpx.Headers({"RETRY-AFTER": "30", "x-ratelimit-remaining-TOKENS": "0"}),
+    ],
+)
+def test_an_upstream_reads_a_dicts_headers_in_any_case(headers: Mapping[str, str]) -> None:
+    """``Upstream.learn`` given a plain ``dict`` of headers as the server
+    wrote them (``Retry-After``) ignored them: it looked up lower-case
+    names only, as a case-insensitive mapping finds them. It reads a
+    ``dict``'s names in any case, and a limit's name too ("Tokens")."""
+    with threads.open_limiter(Fifo(), limits={"Tokens": Limit(100, burst=100)}) as limiter:
+        upstream = Upstream(limiter)
+        assert upstream.learn(200, headers) is None  # a 200 pauses nothing
+        assert (upstream.malformed, upstream.ignored) == (0, 0)
+        assert not limiter.try_acquire(cost=1), "the remaining 0 was adopted"
+        paused = upstream.learn(429, headers)
+        assert paused is not None
+        assert 29.0 < paused <= 30.0
+    with threads.open_limiter(Fifo(), 100, 10) as limiter:
+        upstream = Upstream(limiter)
+        assert not upstream.again(429, {"X-Should-Retry": "false"}, 0, 2, None)
+        assert (upstream.backoffs, limiter.pause_left()) == (0, 0.0)
