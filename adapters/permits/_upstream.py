@@ -424,11 +424,11 @@ class Upstream:
         named = {name.lower() for name in self.limiter.limits}
         self._count("ignored", len(_x_ratelimit_names(headers) - named))
         for name in self.limiter.limits:
-            said = name.lower()  # (a limit "Tokens": the header names it in any case)
-            remaining = headers.get(f"x-ratelimit-remaining-{said}")
-            reset = headers.get(f"x-ratelimit-reset-{said}")
+            key = name.lower()  # (a limit "Tokens": the header names it in any case)
+            remaining = headers.get(f"x-ratelimit-remaining-{key}")
+            reset = headers.get(f"x-ratelimit-reset-{key}")
             if remaining is not None:  # (Azure OpenAI sends no reset)
-                refills = headers.get(f"x-ratelimit-limit-{said}", "")
+                refills = headers.get(f"x-ratelimit-limit-{key}", "")
                 held |= self._adopt(remaining, reset, name, refills=refills)
         field = headers.get("ratelimit-policy")
         if field is not None:
