@@ -790,6 +790,12 @@ MUTANTS: dict[str, tuple[str, str, str, str]] = {
         "a Retry-After HTTP date without a zone (asctime's form, -0000) is read in local time,"
         " not UTC",
     ),
+    "should-retry-ignored": (
+        "adapters/permits/_upstream.py",
+        "        if _said_no_retry(headers):\n            return False\n",
+        "",
+        "a 429 or 503 whose x-should-retry says false is sent again while retries allow",
+    ),
     "throttled-counts-503": (
         "adapters/permits/_upstream.py",
         "        if status == 429:\n",

@@ -155,7 +155,7 @@ def test_every_figure_is_a_naive_run_of_the_machines(
         ):
             assert getattr(got, name) == want[name], (got.name, name)
         units = want["units_per_limit"]
-        assert got.shares == tuple(u / t if t else 0.0 for u, t in zip(units, totals, strict=True))
+        assert got.shares == tuple(u / t if t else None for u, t in zip(units, totals, strict=True))
         waits: list[int] = want["waits"]
         if waits:
             assert_waits(got, waits)

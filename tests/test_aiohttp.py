@@ -300,6 +300,28 @@ def test_a_streamed_body_is_sent_again_whole() -> None:
     assert script.bodies == [b"hello world", b"hello world"]
 
 
+@pytest.mark.parametrize(("said", "status", "sends"), [("false", 429, 1), ("true", 200, 2)])
+def test_a_throttled_response_that_says_not_to_retry_is_returned(
+    said: str, status: int, sends: int
+) -> None:
+    """``x-should-retry: false`` on a 429 (the OpenAI and Anthropic APIs'
+    word that another try cannot succeed): returned, not sent again."""
+
+    async def main(url: str) -> int:
+        async with asyncio_adapter.open_limiter(Fifo(), 100, 10) as limiter:
+            permits = PermitsMiddleware(limiter, retries=2)
+            async with (
+                aiohttp.ClientSession(middlewares=(permits,)) as session,
+                session.get(url) as response,
+            ):
+                return response.status
+
+    script = Script((429, {"x-should-retry": said, "Retry-After": "0"}), (200, {}))
+    with serve_script(script) as url:
+        assert asyncio.run(main(url)) == status
+    assert len(script.bodies) == sends
+
+
 def _pipe(data: bytes) -> io.BufferedReader:
     """A file reading ``data`` from a pipe: it cannot seek back."""
     read, write = os.pipe()

@@ -928,6 +928,30 @@ def test_bad_policy_option_is_one_line(
     assert says in err, err
 
 
+@pytest.mark.parametrize(
+    ("options", "says"),
+    [
+        (["fifo", "strict", "fifo"], "--policy='fifo': given twice: give each policy once\n"),
+        (
+            ["every:5", "shares:4,1"],
+            "--policy='shares:4,1': the same policy as --policy='every:5': give each policy once\n",
+        ),
+        (
+            ["aging:2", "aging:2.0"],
+            "--policy='aging:2.0': the same policy as --policy='aging:2': give each policy once\n",
+        ),
+    ],
+)
+def test_a_policy_given_twice_is_refused(
+    capsys: pytest.CaptureFixture[str], options: list[str], says: str
+) -> None:
+    """The same policy twice (as written, or as two forms of it) ran twice:
+    two rows of the same figures under the same name in every table."""
+    argv = [arg for option in options for arg in ("--policy", option)]
+    status, out, err = run(capsys, "compare", *argv)
+    assert (status, out, err) == (2, "", f"permits: error: {says}")
+
+
 def test_policy_option_of_more_levels_than_the_scenario_is_one_line(
     capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
@@ -1289,19 +1313,27 @@ def test_several_limits_drawn_costs_and_tenants_are_reported(
         ("rate = 1500\nburst = 2500", "; 1,500 permits/s, burst 2,500, "),
         ("rate = 33.3333333", "; 33.3333 permits/s, burst 1, "),  # not 33.33333330000000
         ("[scenario.limits]\nreq = { per_minute = 500 }", "; req 500/min (burst "),
-        ("[scenario.limits]\nreq = { per_second = 0.3, burst = 1 }", "; req 18/min (burst "),
+        ("[scenario.limits]\nreq = { per_second = 0.3, burst = 1 }", "; req 0.3/s (burst "),
         # it read 16.666666666666668/min
         ("[scenario.limits]\nreq = { per_hour = 1000 }", "; req 1,000/h (burst "),
-        ("[scenario.limits]\nreq = { per_second = 0.0001, burst = 1 }", "; req 0.006/min (burst "),
-        ("[scenario.limits]\nreq = { per_hour = 0.5, burst = 1 }", "; req 0.00833333/min (burst "),
+        ("[scenario.limits]\nreq = { per_second = 0.0001, burst = 1 }", "; req 0.0001/s (burst "),
+        ("[scenario.limits]\nreq = { per_hour = 0.5, burst = 1 }", "; req 0.5/h (burst "),
+        # as given (the burst, by default the count, says in which unit): it read 240/min
+        ("[scenario.limits]\nreq = { per_second = 4 }", "; req 4/s (burst 4)"),
+        ("[scenario.limits]\nreq = { per_second = 4, burst = 10 }", "; req 4/s (burst 10)"),
+        ("[scenario.limits]\nreq = { per_minute = 600 }", "; req 600/min (burst 600)"),
+        ("[scenario.limits]\nreq = { per_minute = 500, burst = 50 }", "; req 500/min (burst 50)"),
+        ("[scenario.limits]\nreq = { per_hour = 36000, burst = 100 }", "; req 10/s (burst 100)"),
+        ("[scenario.limits]\nreq = { per_second = 33.3333333, burst = 1 }", "; req 33.3333/s ("),
     ],
 )
 def test_a_limit_is_written_short(
     capsys: pytest.CaptureFixture[str], tmp_path: Path, limit: str, shown: str
 ) -> None:
     """One limit's rate a second, whole or to six digits, in the singular for
-    one; a named limit's by the minute, or by the hour where a minute's is
-    not whole."""
+    one; a named limit's by the second, minute or hour it was given in (the
+    unit whose count is its burst), else the one it takes the fewest digits
+    to write in."""
     path = tmp_path / "s.toml"
     path.write_text(
         f'[[scenario]]\nname = "s"\nseconds = 1\n{limit}\n'
@@ -1560,3 +1592,44 @@ def test_a_requirement_on_tenants_none_name_is_refused_at_its_place_in_the_file(
         f"permits: error: {path}: scenario[1].require[0]='batch tenants starved <= 0': "
         "no caller of 'batch' names a tenant: give it tenants or a flow\n"
     )
+
+
+#: A run in which nothing is granted at all: its callers come too late.
+NOTHING_GRANTED = """
+[[scenario]]
+name = "nothing granted"
+seconds = 1
+rate = 1
+require = ["a share >= 0%"]
+
+[[scenario.workload]]
+name = "a"
+level = 0
+arrivals = "poisson"
+rate = 0.0001
+"""
+
+
+def test_a_share_of_nothing_granted_is_no_share(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """Where no unit was granted in the run, a workload's share is of
+    nothing: ``-`` in the tables, ``null`` in JSON, ``None`` from Python,
+    and a share requirement is not met (it read 0.0%, and ``share >= 0%``
+    was met)."""
+    path = tmp_path / "s.toml"
+    path.write_text(NOTHING_GRANTED)
+    status, out, _ = run(capsys, "simulate", str(path))
+    assert status == 0
+    row = out.splitlines()[-1].split()
+    assert (row[0], row[2], row[-2]) == ("a", "0", "-")
+    status, out, _ = run(capsys, "simulate", "--json", str(path))
+    (workload,) = json.loads(out)["scenarios"][0]["workloads"]
+    assert (workload["granted"], workload["share"], workload["share_per_limit"]) == (
+        0,
+        None,
+        {"units": None},
+    )
+    status, out, _ = run(capsys, "compare", "--policy", "fifo", str(path))
+    assert status == 1
+    assert out.split("requirements\n")[1].splitlines()[1].split() == ["FIFO", "-", "MISS", "no"]

@@ -31,6 +31,7 @@ from permits.sim import (
     check_arrivals,
     compare,
     default_grid,
+    load_scenarios,
     offered_quantile,
     simulate,
 )
@@ -178,6 +179,8 @@ def test_a_share_names_any_limit_of_its_scenario() -> None:
     names, as the result's shares per limit."""
     result = simulate(TWO_LIMITS)
     tokens, requests = result["summaries"].shares
+    assert tokens is not None
+    assert requests is not None
     assert tokens > requests  # a summary asks 4x a chat's tokens, as many requests
 
     def measured(text: str) -> Fraction | None:
@@ -289,6 +292,7 @@ def test_compare_runs_each_policy_in_place_of_the_scenarios() -> None:
         want = simulate(attrs.evolve(scenario, policy=outcome.policy))
         assert outcome.result == want
         share = want["batch"].share
+        assert share is not None
         assert (scenario.requirements[1] in outcome.missed) == (share < 0.15)
     # Every 5th and every 6th to the batch and aging after 5 s meet both; each leaves more
     # than 1% of the interactive calls ungranted (101, 67, 200), so their
@@ -412,6 +416,9 @@ def test_a_run_may_ask_for_a_bounded_number_of_callers() -> None:
         simulate(scenario, max_arrivals=300)
     result = simulate(scenario, max_arrivals=None)
     assert (result["a"].offered, result["c"].offered) == (200, 0)
+    one = attrs.evolve(scenario, workloads=[Workload("a", 0, Batch(1))])
+    with pytest.raises(PermitValueError, match="asks for 1 caller in all, over the 0 a run"):
+        check_arrivals(one, 0)
 
 
 def test_wait_requirements_are_judged_on_the_exact_waits() -> None:
@@ -544,3 +551,61 @@ def test_calls_that_are_not_a_function_or_not_fresh_each_run_are_refused() -> No
     assert "fresh iterable" in str(refused.value)
     fresh = compare(ARTICLE, [Fifo(2), StrictPriority(2)], calls=lambda: iter(calls))
     assert [o.result["interactive"].offered for o in fresh.outcomes] == [2, 2]
+
+
+@pytest.mark.parametrize(
+    ("text", "limit"),
+    [
+        ("batch share of output tokens >= 20%", "output tokens"),
+        ("batch share of output tokens>=20%", "output tokens"),
+        ("nightly export share of tier 2 >= 0.2", "tier 2"),
+        ("batch share of tokens/min >= 20%", "tokens/min"),
+    ],
+)
+def test_a_share_names_a_limit_whose_name_has_spaces(text: str, limit: str) -> None:
+    """A limit may be called anything a machine accepts ("output tokens"):
+    a requirement names it as it is written, up to its bound."""
+    requirement = Requirement.parse(text)
+    assert (requirement.measure, requirement.limit, requirement.bound) == (
+        Measure.SHARE,
+        limit,
+        Fraction(1, 5),
+    )
+    assert requirement.workload == text.split(" share")[0]
+
+
+def test_a_scenario_file_requires_a_share_of_a_limit_with_spaces_in_its_name() -> None:
+    """From a scenario file to its verdict: the limit named with a space is
+    the one measured."""
+    (scenario,) = load_scenarios(
+        {
+            "scenario": [
+                {
+                    "name": "spaces",
+                    "seconds": 10,
+                    "limits": {"output tokens": {"per_second": 4}},
+                    "require": ["a share of output tokens >= 60%"],
+                    "workload": [
+                        {"name": "a", "level": 0, "arrivals": "constant", "rate": 3},
+                        {"name": "b", "level": 1, "arrivals": "constant", "rate": 1},
+                    ],
+                }
+            ]
+        }
+    )
+    (outcome,) = compare(scenario, [scenario.policy]).outcomes
+    assert outcome.missed == ()
+    assert scenario.requirements[0].measured(outcome.result) == Fraction(3, 4)
+
+
+@pytest.mark.parametrize("given", ["article.toml", b"[[scenario]]", None])
+def test_load_scenarios_given_no_parsed_file_says_what_it_takes(given: object) -> None:
+    """``load_scenarios("article.toml")`` said ``file='article.toml':
+    expected a table``: no argument is called ``file``, and a name is no
+    table. It names ``data`` and says what to pass."""
+    with pytest.raises(PermitTypeError) as refused:
+        load_scenarios(given)  # type: ignore[arg-type]
+    assert refused.value.argument == "data"
+    assert str(refused.value).startswith(
+        f"data={given!r}: expected a parsed scenario file, such as tomllib.load(file) gives"
+    )

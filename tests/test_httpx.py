@@ -940,6 +940,47 @@ def test_no_retry_outlasts_the_timeout() -> None:
     assert sent("0") == (200, None, 2)
 
 
+@pytest.mark.parametrize(
+    ("headers", "sends"),
+    [
+        ({"x-should-retry": "false"}, 1),  # no Retry-After: no backoff either
+        ({"x-should-retry": "False", "Retry-After": "0"}, 1),
+        ({"x-should-retry": "true"}, 2),  # sent again after a backoff, as without it
+        ({"x-should-retry": "true", "Retry-After": "0"}, 2),
+        ({"Retry-After": "0"}, 2),
+    ],
+)
+@pytest.mark.parametrize("status", [429, 503])
+def test_a_throttled_response_that_says_not_to_retry_is_returned(
+    headers: dict[str, str], sends: int, status: int
+) -> None:
+    """A 429 or 503 whose ``x-should-retry`` says ``false`` (the OpenAI and
+    Anthropic APIs' word that another try cannot succeed: a quota used up)
+    is returned at once, not sent again, and nothing pauses for a backoff;
+    ``true`` changes nothing."""
+    script = Script((status, headers), (200, {}))
+    with serve_script(script) as url, threads.open_limiter(Fifo(), 100, 10) as limiter:
+        transport = PermitsTransport(limiter, retries=2)
+        transport.upstream.jitter = lambda: 1.0  # the shortest backoff: 0.375 s
+        with httpx.Client(transport=transport) as client:
+            response = client.get(url)
+        assert response.status_code == (status if sends == 1 else 200)
+        assert len(script.bodies) == sends
+        assert transport.upstream.backoffs == (sends - 1 if "Retry-After" not in headers else 0)
+        assert limiter.statistics().levels[0].granted == sends
+
+
+@pytest.mark.anyio
+async def test_a_throttled_response_that_says_not_to_retry_is_returned_async() -> None:
+    script = Script((429, {"x-should-retry": "false", "Retry-After": "0"}), (200, {}))
+    with serve_script(script) as url:
+        async with asyncio_adapter.open_limiter(Fifo(), 100, 10) as limiter:
+            transport = AsyncPermitsTransport(limiter, retries=2)
+            async with httpx.AsyncClient(transport=transport) as client:
+                response = await client.get(url)
+    assert (response.status_code, len(script.bodies)) == (429, 1)
+
+
 #: A 429 whose own pause is short, while the upstream's quota holds every
 #: request for 30 s: a retry's permit cannot come within a short timeout.
 HELD_BACK = (429, {"Retry-After": "0", "RateLimit": '"default";r=0;t=30'})
@@ -1959,3 +2000,77 @@ def test_the_sync_transport_backs_off_too() -> None:
             assert time.monotonic() - start >= 0.5
         assert transport.upstream.backoffs == 1
         _balance(limiter, script)
+
+
+@pytest.mark.parametrize("key", ["permits.levle", "permits.Level", "permits.cost"])
+def test_a_misspelt_permits_extension_is_refused_before_a_permit_is_taken(key: str) -> None:
+    """A request extension ``permits.<something>`` the transport does not
+    read (``permits.levle``) was ignored: the request went at the default
+    level. It is refused, naming it and the two it reads, and takes no
+    permit; httpx's own extensions pass as before."""
+
+    def upstream(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(200)
+
+    with threads.open_limiter(StrictPriority(2), 100, 10) as limiter:
+        transport = PermitsTransport(limiter, httpx.MockTransport(upstream))
+        with httpx.Client(transport=transport) as client:
+            with pytest.raises(PermitValueError) as refused:
+                client.get("http://upstream.test/", extensions={key: 1})
+            assert str(refused.value) == (
+                f"extensions={key!r}: no such extension: the request's permit reads "
+                "'permits.level' and 'permits.flow'"
+            )
+            assert limiter.statistics().levels[1].pushed == 0
+            response = client.get(
+                "http://upstream.test/", extensions={"permits.level": 1, "sni_hostname": "a.test"}
+            )
+        assert response.status_code == 200
+        assert limiter.statistics().levels[1].granted == 1
+
+
+@pytest.mark.anyio
+async def test_a_misspelt_permits_extension_is_refused_async() -> None:
+    async with asyncio_adapter.open_limiter(Fifo(), 100, 10) as limiter:
+        transport = AsyncPermitsTransport(
+            limiter, httpx.MockTransport(lambda r: httpx.Response(200))
+        )
+        async with httpx.AsyncClient(transport=transport) as client:
+            with pytest.raises(PermitValueError, match=r"^extensions='permits\.flw': no such"):
+                await client.get("http://upstream.test/", extensions={"permits.flw": "acme"})
+        assert limiter.statistics().levels[0].pushed == 0
+
+
+@pytest.mark.parametrize(
+    "headers",
+    [
+        {
+            "Retry-After": "30",
+            "X-RateLimit-Remaining-Tokens": "0",
+            "X-RateLimit-Reset-Tokens": "1m",
+        },
+        {
+            "retry-after": "30",
+            "x-ratelimit-remaining-tokens": "0",
+            "x-ratelimit-reset-tokens": "1m",
+        },
+        httpx.Headers({"RETRY-AFTER": "30", "x-ratelimit-remaining-TOKENS": "0"}),
+    ],
+)
+def test_an_upstream_reads_a_dicts_headers_in_any_case(headers: Mapping[str, str]) -> None:
+    """``Upstream.learn`` given a plain ``dict`` of headers as the server
+    wrote them (``Retry-After``) ignored them: it looked up lower-case
+    names only, as a case-insensitive mapping finds them. It reads a
+    ``dict``'s names in any case, and a limit's name too ("Tokens")."""
+    with threads.open_limiter(Fifo(), limits={"Tokens": Limit(100, burst=100)}) as limiter:
+        upstream = Upstream(limiter)
+        assert upstream.learn(200, headers) is None  # a 200 pauses nothing
+        assert (upstream.malformed, upstream.ignored) == (0, 0)
+        assert not limiter.try_acquire(cost=1), "the remaining 0 was adopted"
+        paused = upstream.learn(429, headers)
+        assert paused is not None
+        assert 29.0 < paused <= 30.0
+    with threads.open_limiter(Fifo(), 100, 10) as limiter:
+        upstream = Upstream(limiter)
+        assert not upstream.again(429, {"X-Should-Retry": "false"}, 0, 2, None)
+        assert (upstream.backoffs, limiter.pause_left()) == (0, 0.0)

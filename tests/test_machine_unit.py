@@ -598,3 +598,18 @@ def test_a_cost_asked_for_before_a_burst_was_lowered_is_refused_above_it() -> No
         m.push("b", 0, 2, cost=dict(cost))
     assert refused.value.argument == "cost"
     assert "b" not in m
+
+
+def test_a_settle_far_past_the_burst_is_charged_whole() -> None:
+    """A settle reports what the call used, after the fact: more than any
+    burst (10**30 units on a limit of 10 a second, burst 5) is charged
+    whole, a debt the later grants wait out (P29), never cut to the burst
+    nor refused (the upstream counted those units). Only a Redis limiter,
+    whose times are bounded, refuses a debt past 1e9 s."""
+    machine = Machine(Fifo(), 10, 5)
+    machine.push("used", 0, now=0)
+    assert machine.settle("used", 10**30, now=1) == []
+    assert machine.push("next", 0, now=2) == []
+    # the bucket of 5 owes 10**30 - 5 units, and "next" needs one more: at 10 a second
+    assert machine.next_tick() == (10**30 - 5 + 1) * SECOND // 10
+    assert machine.statistics().levels[0].units_granted == (10**30,)

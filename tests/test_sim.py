@@ -679,7 +679,9 @@ def test_any_scenario_with_costs_limits_and_tenants_is_within_each_limit(
         used = sum(w.units_per_limit[j] for w in result.workloads)
         assert used <= limit.burst + math.floor(limit.rate * 2)
         if used:
-            assert math.isclose(sum(w.shares[j] for w in result.workloads), 1)
+            assert math.isclose(sum(w.shares[j] or 0.0 for w in result.workloads), 1)
+        else:  # a share of nothing
+            assert all(w.shares[j] is None for w in result.workloads)
     for w, load in zip(result.workloads, built, strict=True):
         assert w.units == w.units_per_limit[0]
         assert w.tenants_starved <= w.tenants <= (0 if load.tenants is None else load.tenants.count)
@@ -980,3 +982,14 @@ def test_the_flows_take_turns_by_the_scenario_s_weights() -> None:
         Scenario("flows", Fifo(), 100, 0.4, workloads, flow_limit="tokens")
     with pytest.raises(PermitTypeError, match="flow_weights"):
         Scenario("flows", Fifo(), 100, 0.4, workloads, flow_weights=(3,))
+
+
+def test_a_result_asked_for_a_workload_it_has_not_names_those_it_has() -> None:
+    """``result["nope"]`` said only ``KeyError: 'nope'``: it names the
+    workloads there are, so a typo is found at once."""
+    result = simulate(SEED[0])
+    with pytest.raises(KeyError) as missing:
+        result["interactiv"]
+    assert missing.value.args == (
+        "no workload is called 'interactiv' (the workloads: 'interactive', 'batch')",
+    )

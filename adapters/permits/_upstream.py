@@ -352,8 +352,9 @@ class Upstream:
         )
 
     def learn(self, status: int, headers: Mapping[str, str]) -> float | None:
-        """Apply what a response with ``status`` and ``headers`` (any
-        case-insensitive mapping: httpx's, aiohttp's) says. If it paused the
+        """Apply what a response with ``status`` and ``headers`` (a
+        case-insensitive mapping, httpx's, aiohttp's or requests', or a
+        ``dict``, whose names are read in any case) says. If it paused the
         limiter, the seconds left of the pause in force (:meth:`pause_left`:
         an earlier one may outlast it); else ``None``."""
         return self._learn(status, headers)[0]
@@ -375,8 +376,14 @@ class Upstream:
         it); else after a :func:`backoff`, for which the whole limiter
         pauses, as for a ``Retry-After`` (the upstream's limit is every
         task's), unless it outlasts ``timeout`` (then nothing pauses and
-        the response is returned)."""
+        the response is returned). One whose ``x-should-retry`` says
+        ``false`` (the OpenAI and Anthropic APIs' word that another try
+        cannot succeed: a quota used up) is learned from and returned, as
+        with no try left."""
+        headers = _case_blind(headers)
         paused, said, held = self._learn(status, headers)
+        if _said_no_retry(headers):
+            return False
         if said or status not in THROTTLED or attempt >= retries:
             return retry(paused, attempt, retries, timeout)
         if not held:
@@ -396,6 +403,7 @@ class Upstream:
         ``retry-after-ms``) said how long to wait; and whether a rate-limit
         header said nothing is left of a limit until a reset to come (and
         the limiter took it)."""
+        headers = _case_blind(headers)
         pause = None
         said = held = False
         if status == 429:
@@ -416,10 +424,11 @@ class Upstream:
         named = {name.lower() for name in self.limiter.limits}
         self._count("ignored", len(_x_ratelimit_names(headers) - named))
         for name in self.limiter.limits:
-            remaining = headers.get(f"x-ratelimit-remaining-{name}")
-            reset = headers.get(f"x-ratelimit-reset-{name}")
+            key = name.lower()  # (a limit "Tokens": the header names it in any case)
+            remaining = headers.get(f"x-ratelimit-remaining-{key}")
+            reset = headers.get(f"x-ratelimit-reset-{key}")
             if remaining is not None:  # (Azure OpenAI sends no reset)
-                refills = headers.get(f"x-ratelimit-limit-{name}", "")
+                refills = headers.get(f"x-ratelimit-limit-{key}", "")
                 held |= self._adopt(remaining, reset, name, refills=refills)
         field = headers.get("ratelimit-policy")
         if field is not None:
@@ -593,6 +602,25 @@ def settle_in_time(permit: Permit, actual: Cost) -> None:
 #: integration's ``timeout`` (or cannot queue): the response that was to be
 #: sent again is returned instead, saying why.
 LATE = (AcquireTimeout, WouldWaitTooLong, QueueFull)
+
+
+def _case_blind(headers: Mapping[str, str]) -> Mapping[str, str]:
+    """``headers`` as read here, by lower-case name: a ``dict`` (of names
+    as the server wrote them, ``Retry-After``) with its names in lower
+    case, a case-insensitive mapping as it is."""
+    if isinstance(headers, dict):
+        return {str(name).lower(): value for name, value in headers.items()}
+    return headers
+
+
+def _said_no_retry(headers: Mapping[str, str]) -> bool:
+    """Whether the response's ``x-should-retry`` says ``false`` (any case,
+    spaces around it; sent on several lines, any of them): the upstream's
+    word that sending again cannot succeed, which the OpenAI and Anthropic
+    clients heed before the status. (Its ``true`` adds nothing here: only a
+    429 or 503 is sent again, and each is while tries are left.)"""
+    value = headers.get("x-should-retry")
+    return value is not None and "false" in (part.strip().lower() for part in value.split(","))
 
 
 def backoff(attempt: int, jitter: float) -> float:

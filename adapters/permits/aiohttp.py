@@ -128,7 +128,8 @@ class PermitsMiddleware:
         after the reset its rate-limit headers say, else after a backoff
         that pauses the whole limiter, as the httpx transports; with
         retries, a request body not in memory, a stream, a file or a
-        multipart body, is read first, to be sent whole each time); not
+        multipart body, is read first, to be sent whole each time); never
+        one whose ``x-should-retry`` says ``false``; not
         when the pause in force (``limiter.pause_left()``) or the backoff
         lasts ``timeout`` or longer, nor when the retry's permit cannot come
         within it (the upstream's other headers hold it back longer, say),

@@ -10,7 +10,8 @@
             await client.post(url, json=..., extensions={"permits.level": INTERACTIVE})
 
 Each request takes a permit first: at the level and in the flow its
-``extensions`` name (``"permits.level"``, ``"permits.flow"``), else those
+``extensions`` name (``"permits.level"``, ``"permits.flow"``; another
+``permits.`` one is refused, a typo), else those
 the transport's functions of the request give, else the limiter's current
 level; asking for ``cost(request)`` (1 by default). The response then
 teaches the limiter what the upstream knows:
@@ -24,7 +25,9 @@ teaches the limiter what the upstream knows:
   sent again too, after the reset its rate-limit headers say if they say
   nothing is left, else after a backoff (0.5 s, doubling each try, at
   most 8 s, less a random quarter at most) that pauses the whole
-  limiter the same way; with no retry left, it pauses nothing;
+  limiter the same way; with no retry left, or ``x-should-retry: false``
+  (the OpenAI and Anthropic APIs' word that another try cannot succeed),
+  it is returned and pauses nothing more;
 - ``x-ratelimit-remaining-<limit>`` with ``x-ratelimit-reset-<limit>`` (the
   OpenAI style, as Go writes a duration: ``6m0s``, ``1.5s``, ``20ms``,
   ``500µs``) adopt the upstream's view of
@@ -79,7 +82,7 @@ from permits._upstream import (
 from permits.adapters._base import refuse_unknown
 from permits.adapters._requires import requires_extra
 from permits.adapters.threads import Limiter as ThreadLimiter
-from permits.core import PermitTypeError
+from permits.core import PermitTypeError, PermitValueError
 
 with requires_extra(__name__, "httpx", "httpx"):
     import httpx
@@ -122,6 +125,11 @@ def _options(transport: str, options: Mapping[str, Any]) -> _Options:
     return _Options(**options)
 
 
+#: The request extensions a transport reads (any other ``permits.`` one is
+#: a typo, refused before a permit is taken).
+_EXTENSIONS = ("permits.level", "permits.flow")
+
+
 class _Options:
     """How a transport asks for each request's permit, and settles it."""
 
@@ -145,6 +153,14 @@ class _Options:
 
     def ask(self, request: httpx.Request) -> dict[str, Any]:
         extensions = request.extensions
+        for key in extensions:
+            if isinstance(key, str) and key.startswith("permits.") and key not in _EXTENSIONS:
+                raise PermitValueError(
+                    "extensions",
+                    key,
+                    "no such extension: the request's permit reads "
+                    f"{' and '.join(map(repr, _EXTENSIONS))}",
+                )
         level = extensions.get("permits.level")
         if level is None and self.level is not None:
             level = self.level(request)
@@ -275,7 +291,8 @@ class AsyncPermitsTransport(httpx.AsyncBaseTransport):
         after the reset its rate-limit headers say if they say nothing is
         left, else after a backoff (0.5 s, doubling, at most 8 s) that
         pauses the whole limiter (with retries, a streamed request body is
-        read first, to be sent whole each time);
+        read first, to be sent whole each time); never one whose
+        ``x-should-retry`` says ``false``;
         not when the pause in force (``limiter.pause_left()``) or the
         backoff lasts ``timeout`` or longer, nor when the retry's permit cannot
         come within it (the upstream's other headers hold it back longer,

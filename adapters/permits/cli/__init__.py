@@ -404,7 +404,8 @@ def _policies(texts: list[str] | None, levels: int) -> list[Policy] | None:
     """``--policy`` options as policies over ``levels`` levels."""
     if texts is None:
         return None
-    policies = []
+    policies: list[Policy] = []
+    given: list[str] = []
     for text in texts:
         kind, _, value = text.partition(":")
         spec: dict[str, object] = {"kind": kind.strip()}
@@ -435,7 +436,12 @@ def _policies(texts: list[str] | None, levels: int) -> list[Policy] | None:
                 f"--policy={text!r}: orders {policy.levels} levels, and the scenario "
                 f"{levels}: give a policy of {levels} level{'' if levels == 1 else 's'}"
             )
+        if policy in policies:  # a row of the same figures twice ("every:5", "shares:4,1")
+            earlier = given[policies.index(policy)]
+            same = "given twice" if earlier == text else f"the same policy as --policy={earlier!r}"
+            _fail(f"--policy={text!r}: {same}: give each policy once")
         policies.append(policy)
+        given.append(text)
     return policies
 
 

@@ -159,14 +159,13 @@ def plot_comparisons(comparisons: Sequence[Comparison], path: Path) -> None:
             color = colormaps["tab20"](k % 20)
             name = _plain(describe(outcome.policy))
             u, low = outcome.result[urgent], outcome.result[lower]
+            share = low.share or 0.0  # (None: nothing granted at all, drawn as none)
             wait = offered_quantile(u.waits_ns, u.offered, Fraction(99, 100))
             y = seconds if wait is None else max(_FLOOR, wait / SECOND)
             marker = "^" if wait is None else ("o" if outcome.meets_all else "x")
-            tradeoff.scatter(
-                [low.share], [y], marker=marker, color="C0" if outcome.meets_all else "C3"
-            )
+            tradeoff.scatter([share], [y], marker=marker, color="C0" if outcome.meets_all else "C3")
             tradeoff.annotate(
-                name, (low.share, y), fontsize=7, xytext=(3, 3), textcoords="offset points"
+                name, (share, y), fontsize=7, xytext=(3, 3), textcoords="offset points"
             )
             _cdf(urgent_waits, u, seconds, name, color)
             _cdf(lower_waits, low, seconds, name, color)

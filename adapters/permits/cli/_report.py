@@ -10,6 +10,7 @@ from permits.core import SECOND
 from permits.core.checks import check_rate
 from permits.sim import (
     Comparison,
+    Measure,
     Published,
     Requirement,
     Result,
@@ -53,23 +54,44 @@ def _length(result: Result) -> Fraction:
 
 def limits_text(scenario: Scenario) -> str:
     """The scenario's limit(s): ``100 permits/s, burst 1``, or each named
-    limit with its rate a minute and its burst."""
+    limit with its rate (in the unit it was most likely given in: see
+    :func:`_per`) and its burst."""
     if scenario.limits is None:
         rate = check_rate(scenario.rate)
         shown = f"{rate.numerator:,}" if rate.denominator == 1 else f"{float(rate):,.6g}"
         return f"{shown} permit{'' if rate == 1 else 's'}/s, burst {scenario.burst:,}"
     return ", ".join(
-        f"{name} {_per(limit.rate)} (burst {limit.burst:,})" for name, limit in scenario.limits
+        f"{name} {_per(limit.rate, limit.burst)} (burst {limit.burst:,})"
+        for name, limit in scenario.limits
     )
 
 
-def _per(rate: Fraction) -> str:
-    """A limit's rate a minute, or an hour where a minute's is not whole
-    (``1,000/h``, not ``16.666666666666668/min``)."""
-    for per, unit in ((60, "min"), (3600, "h")):
-        if (rate * per).denominator == 1:
-            return f"{(rate * per).numerator:,}/{unit}"
-    return f"{float(rate * 60):,.6g}/min"
+#: The units a named limit's rate is written in, by their seconds.
+_PERIODS = ((1, "s"), (60, "min"), (3600, "h"))
+
+
+def _per(rate: Fraction, burst: int) -> str:
+    """A limit's rate a second, minute or hour, as it was most likely
+    given: in the unit whose count is its burst (``per_second = 4``, whose
+    burst defaults to 4, is ``4/s``; ``per_minute = 500`` is ``500/min``),
+    else in the one it takes the fewest digits to write, the shorter unit
+    on a tie (``per_second = 0.3`` is ``0.3/s``, not ``18/min``; ``per_hour
+    = 0.5`` is ``0.5/h``, not ``0.00833333/min``)."""
+    counts = [(rate * seconds, unit) for seconds, unit in _PERIODS]
+    said = next(((count, unit) for count, unit in counts if count == burst), None)
+    count, unit = said or min(counts, key=lambda pair: _digits(pair[0]))
+    shown = f"{count.numerator:,}" if count.denominator == 1 else f"{float(count):,.6g}"
+    return f"{shown}/{unit}"
+
+
+def _digits(count: Fraction) -> int:
+    """The significant digits ``count`` is written with exactly (7, more
+    than a rate is shown with, if it takes more or has no end)."""
+    for places in range(7):
+        scaled = count * 10**places
+        if scaled.denominator == 1:
+            return min(7, len(str(scaled.numerator).strip("0")))
+    return 7
 
 
 def header(result: Result) -> str:
@@ -118,6 +140,12 @@ def _row(cells: Sequence[str], widths: Sequence[int]) -> str:
 _HEADINGS = [name for name, _ in _COLUMNS]
 
 
+def _share(share: float | None) -> str:
+    """A share as a percentage; ``-`` for a share of nothing (no unit of
+    its limit granted in the run)."""
+    return "-" if share is None else f"{share:.1%}"
+
+
 def _count(value: int | None) -> str:
     return "" if value is None else f"{value:,}"
 
@@ -136,7 +164,7 @@ def _cells(w: WorkloadResult) -> list[str]:
         duration(w.wait_p50_s),
         duration(w.wait_p99_s),
         duration(w.wait_max_s),
-        f"{w.share:.1%}",
+        _share(w.share),
         duration(w.cleared_at_s),
     ]
 
@@ -198,7 +226,7 @@ def details(result: Result, w: WorkloadResult) -> list[str]:
     lines = []
     if len(result.limits) > 1:
         shares = ", ".join(
-            f"{name} {share:.1%}" for name, share in zip(result.limits, w.shares, strict=True)
+            f"{name} {_share(share)}" for name, share in zip(result.limits, w.shares, strict=True)
         )
         lines.append(f"share per limit: {shares}")
     if w.tenants:
@@ -319,7 +347,8 @@ def _measured(requirement: Requirement, run: Result, ok: bool) -> str:
     histogram's: where no digits read as the verdict, three.)"""
     value = requirement.measured(run)
     if value is None:
-        return "-" if not run[requirement.workload].offered else "never"
+        nothing = requirement.measure is Measure.SHARE  # a share of nothing granted
+        return "-" if nothing or not run[requirement.workload].offered else "never"
     if requirement.unit == "count":
         return f"{int(value):,}"
     written = []
@@ -410,7 +439,7 @@ def compare_tables(comparison: Comparison) -> str:
                 _wait(w, _P50),
                 _wait(w, _P99),
                 duration(w.wait_max_s),
-                *(f"{share:.1%}" for share in w.shares),
+                *(_share(share) for share in w.shares),
                 duration(w.cleared_at_s),
             ]
             if tenants:
@@ -513,7 +542,8 @@ def comparison_json(comparison: Comparison) -> dict[str, Any]:
 
 def _requirement_value(requirement: Requirement, run: Result) -> dict[str, float | None]:
     """A requirement's measure, in seconds for a time (``null``: never
-    reached), a whole number for a count, a fraction otherwise; and its bound."""
+    reached), a whole number for a count, a fraction otherwise (``null``: a
+    share of nothing granted); and its bound."""
     value = requirement.measured(run)
     unit = requirement.unit
     number = int if unit == "count" else float

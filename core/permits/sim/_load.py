@@ -505,9 +505,18 @@ def load_scenarios(
     Raises :class:`ScenarioError` (a :class:`~permits.core.PermitValueError`)
     naming the first bad field, and the field that asks for the most callers
     of a scenario that asks for more than ``max_arrivals``
-    (:func:`~permits.sim.check_arrivals`).
+    (:func:`~permits.sim.check_arrivals`); a
+    :class:`~permits.core.PermitTypeError` naming ``data`` for what is no
+    parsed file (its name, say).
     """
-    _keys("", _table("file", data), {"scenario"}, set())
+    if not isinstance(data, Mapping):  # a path, the file's text or the file itself
+        raise PermitTypeError(
+            "data",
+            data,
+            "a parsed scenario file, such as tomllib.load(file) gives (the file opened "
+            "in binary), not a file, its name or its text",
+        )
+    _keys("", data, {"scenario"}, set())
     entries = data["scenario"]
     if not isinstance(entries, list) or not entries:
         raise ScenarioError("scenario", entries, "expected one [[scenario]] table or more")

@@ -74,7 +74,7 @@ _UNITS = {"ms": Fraction(1, 1000), "s": Fraction(1), "%": Fraction(1, 100), "": 
 _PATTERN = re.compile(
     r"\s*(?P<workload>\S.*?)\s+"
     r"(?P<measure>p50|p99|share|granted|cleared\s+by|worst\s+tenant\s+p99|median\s+tenant\s+p99"
-    r"|tenants\s+starved)(?:\s+of\s+(?P<limit>[^\s<>=]+))?"
+    r"|tenants\s+starved)(?:\s+of\s+(?P<limit>[^\s<>=](?:[^<>=]*?[^\s<>=])?))?"
     r"\s*(?P<op><=|>=)?\s*(?P<value>[0-9]+(?:\.[0-9]*)?(?:[eE][-+]?[0-9]+)?)"
     r"\s*(?P<unit>ms|s|%)?\s*"
 )
@@ -171,7 +171,9 @@ class Requirement:
     def measured(self, run: Result) -> Fraction | None:
         """The measure of its workload in ``run``: in seconds, as a count or
         as a fraction; ``None``: never reached (a quantile among the
-        ungranted, a backlog not cleared, no tenant granted)."""
+        ungranted, a backlog not cleared, no tenant granted), or a share
+        of nothing (no unit of its limit granted at all), which is not
+        met."""
         result = run[self.workload]
         measure = self.measure
         if measure in _QUANTILES:
@@ -184,7 +186,7 @@ class Requirement:
             return Fraction(result.tenants_starved)
         if measure is Measure.SHARE:
             share = result.shares[0 if self.limit is None else run.limits.index(self.limit)]
-            return Fraction(repr(share))  # the fraction as it prints
+            return None if share is None else Fraction(repr(share))  # the fraction as it prints
         return Fraction(result.granted, result.offered) if result.offered else Fraction(1)
 
     def met(self, run: Result) -> bool:

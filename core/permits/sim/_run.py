@@ -102,8 +102,9 @@ class WorkloadResult:
     #: Units of the first limit granted (each caller's cost: one each unless
     #: its workload or trace says otherwise).
     units: int
-    #: This workload's fraction of all units of the first limit granted in the run.
-    share: float
+    #: This workload's fraction of all units of the first limit granted in
+    #: the run; ``None`` if none was granted at all (a share of nothing).
+    share: float | None
     #: When its last caller left (with a permit or without: refused, gave up
     #: or expired), in nanoseconds from the start, if none was waiting at
     #: the end; else ``None``.
@@ -119,8 +120,9 @@ class WorkloadResult:
     too_long: int = attrs.field(kw_only=True)
     #: Units granted of each limit, in the scenario's order (:attr:`Result.limits`).
     units_per_limit: tuple[int, ...] = attrs.field(kw_only=True)
-    #: This workload's fraction of all units granted of each limit.
-    shares: tuple[float, ...] = attrs.field(kw_only=True)
+    #: This workload's fraction of all units granted of each limit
+    #: (``None`` for a limit none of whose units was granted).
+    shares: tuple[float | None, ...] = attrs.field(kw_only=True)
     #: Its tenants (the flows its callers named) with a caller offered.
     tenants: int = attrs.field(kw_only=True)
     #: Its tenants with callers offered and none granted within the run.
@@ -204,11 +206,13 @@ class Result:
         return sum(w.granted for w in self.workloads)
 
     def __getitem__(self, name: str) -> WorkloadResult:
-        """The result of the workload called ``name``."""
+        """The result of the workload called ``name``; a :class:`KeyError`
+        naming the workloads there are if none is."""
         for workload in self.workloads:
             if workload.name == name:
                 return workload
-        raise KeyError(name)
+        names = ", ".join(repr(workload.name) for workload in self.workloads)
+        raise KeyError(f"no workload is called {name!r} (the workloads: {names})")
 
 
 class _Within:
@@ -447,7 +451,7 @@ class Tally:
                 - self.expired[w]
             )
             shares = tuple(
-                u / total if total else 0.0 for u, total in zip(units[w], totals, strict=True)
+                u / total if total else None for u, total in zip(units[w], totals, strict=True)
             )
             workloads.append(
                 WorkloadResult(
@@ -514,7 +518,7 @@ def check_arrivals(scenario: Scenario, max_arrivals: int | None = MAX_ARRIVALS) 
     if max_arrivals is not None and total > check_int("max_arrivals", max_arrivals, 0):
         j = max(range(len(asked)), key=asked.__getitem__)
         arrivals = scenario.workloads[j].arrivals
-        how = f"asks for {_about(total)} callers in all"
+        how = f"asks for {_about(total)} caller{'' if total == 1 else 's'} in all"
         if not isinstance(arrivals, Batch):
             how = f"for seconds={scenario.seconds!r} {how}"
         raise PermitValueError(
