@@ -539,6 +539,9 @@ _OVERWRITTEN: dict[str, tuple[Callable[[redis.Redis, str], object], bool]] = {
     "a changed limit not 'T burst'": (lambda c, key: c.hset(f"{key}:limits", "units", "x"), False),
     "the limits a string": (lambda c, key: c.set(f"{key}:limits", "garbage"), False),
     "a demand not numbers": (lambda c, key: c.hset(f"{key}:demand", "other", "garbage"), True),
+    "a pause not a number": (lambda c, key: c.hset(key, "pause", "garbage"), False),
+    "a quota not numbers": (lambda c, key: c.hset(key, "q:units", "garbage"), False),
+    "a bucket's time not finite": (lambda c, key: c.hset(key, "tat:units", "inf"), False),
 }
 
 
