@@ -56,17 +56,6 @@
 local ARGV, KEYS, tonumber = ARGV, KEYS, tonumber
 local max, min, floor, ceil = math.max, math.min, math.floor, math.ceil
 local op = ARGV[1]
--- A number the script stored, as read back: one a field holds that is none
--- (something else wrote the key), or none Redis's times could reach (not
--- finite, or beyond 2^53 in size), fails the script, saying which field: read as
--- absent it would start a bucket full, end a pause, forget a quota.
-local function number(s, field)
-  local v = tonumber(s)
-  if not (v and v >= -9007199254740992 and v <= 9007199254740992) then
-    error('permits: the field ' .. field .. ' holds ' .. string.format('%q', s) .. ', no number it stores')
-  end
-  return v
-end
 local time = @TIME@  -- {seconds, microseconds}
 local now = time[1] * 1000000 + time[2]
 
@@ -91,7 +80,10 @@ if op == 'take' and ARGV[5] == '1' and ARGV[10] == nil and ARGV[4] == '0' then
   local T, burst, x = ARGV[7] + 0, ARGV[8] + 0, ARGV[9] + 0
   if not (state[1] or state[3] or live[1]) and x <= burst then
     local tat = state[2] and state[2] + 0 or now
-    if not (tat <= 9007199254740992 and tat >= -9007199254740992) then number(state[2], field) end
+    if not (tat <= 9007199254740992 and tat >= -9007199254740992) then  -- (as number() fails)
+      error('permits: the field ' .. field .. ' holds ' .. string.format('%q', state[2])
+        .. ', no number it stores')
+    end
     if tat < now then tat = now end
     local need = 0
     if x > 0 then need = x + ARGV[3] end
@@ -114,6 +106,19 @@ if op == 'take' and ARGV[5] == '1' and ARGV[10] == nil and ARGV[4] == '0' then
   end
 end
 
+-- A number the script stored, as read back: one a field holds that is none
+-- (something else wrote the key), or none Redis's times could reach (not
+-- finite, or beyond 2^53 in size), fails the script, saying which field: read
+-- as absent it would start a bucket full, end a pause, forget a quota. (The
+-- plain take above fails so without it: a closure made at every call costs.)
+local function number(s, field)
+  local v = tonumber(s)
+  if not (v and v >= -9007199254740992 and v <= 9007199254740992) then
+    error('permits: the field ' .. field .. ' holds ' .. string.format('%q', s)
+      .. ', no number it stores')
+  end
+  return v
+end
 local arg = tonumber(ARGV[3])
 local n = tonumber(ARGV[5])
 local names, T, burst, x, tat, fields = {}, {}, {}, {}, {}, {'pause'}
