@@ -63,7 +63,16 @@ ADAPTER_TESTS: dict[str, tuple[str, ...]] = {
     "adapters/permits/adapters/trio.py": CONFORMANCE,
     "adapters/permits/adapters/anyio.py": CONFORMANCE,
     "adapters/permits/adapters/threads.py": (*CONFORMANCE, "tests/test_threads.py"),
-    "adapters/permits/adapters/redis.py": ("tests/test_redis.py",),
+    "adapters/permits/adapters/redis.py": ("properties/test_redis_state.py", "tests/test_redis.py"),
+    # the script's properties, which run it at chosen times (tests/test_redis.py
+    # runs it through the limiter, on the real clock)
+    # the limiter's own asyncio client: how it reads replies (the Redis tests
+    # that run it through the limiter are tests/test_redis.py's)
+    "adapters/permits/adapters/_resp.py": ("properties/test_redis_state.py", "tests/test_resp.py"),
+    "adapters/permits/adapters/redis.lua": (
+        "properties/test_redis_state.py",
+        "properties/test_redis_gcra.py",
+    ),
     "adapters/permits/httpx.py": ("tests/test_httpx.py",),
     "adapters/permits/aiohttp.py": ("tests/test_aiohttp.py",),
     "adapters/permits/_upstream.py": ("tests/test_httpx.py", "tests/test_aiohttp.py"),
@@ -77,6 +86,10 @@ ADAPTER_TESTS: dict[str, tuple[str, ...]] = {
     "adapters/permits/testing.py": ("tests/test_testing.py",),
     "adapters/permits/adapters/_recording.py": ("tests/test_adapters.py", "tests/test_trace.py"),
 }
+
+#: The module that reads a mutant's file that is no module (the Redis script,
+#: read beside its module): imported from the copy, it reads the copy's file.
+READ_BY = {"adapters/permits/adapters/redis.lua": "adapters/permits/adapters/redis.py"}
 
 #: name -> (file under core/permits/core, ``sim/...`` under core/permits, or
 #: ``adapters/permits/...`` from the repository; text to replace,
@@ -783,6 +796,93 @@ MUTANTS: dict[str, tuple[str, str, str, str]] = {
         "",
         "a Redis permit may be settled twice: the shared bucket is charged, or given back, twice",
     ),
+    "redis-garbage-read-as-a-full-bucket": (
+        "adapters/permits/adapters/redis.lua",
+        "  tat[i] = max(now, state[i + 1] and number(state[i + 1], fields[i + 1]) or now)\n",
+        "  tat[i] = max(now, tonumber(state[i + 1]) or now)\n",
+        "the script reads a bucket's time that something else overwrote with no number as"
+        " absent (a full bucket) where it takes its general steps (several limits, a pause),"
+        " where the plain take fails",
+    ),
+    "redis-infinity-read-as-a-number": (
+        "adapters/permits/adapters/redis.lua",
+        "  if not (v and v >= -9007199254740992 and v <= 9007199254740992) then\n",
+        "  if not v then\n",
+        "the script reads a field that holds inf, nan or 1e300 as a number: its answers are"
+        " nonsense (a wait of -2^63), not a failure",
+    ),
+    "redis-script-failure-unexplained": (
+        "adapters/permits/adapters/redis.py",
+        '    if key is not None and (text.startswith("WRONGTYPE") or "user_script:" in text):\n',
+        '    if key is not None and text.startswith("WRONGTYPE"):\n',
+        "the script failing on a field something else wrote is reported in Redis's words only,"
+        " naming neither the limit's keys nor what to do",
+    ),
+    "redis-expiry-forgets-the-pause": (
+        "adapters/permits/adapters/redis.lua",
+        "  local args, last, over = {}, pause, nil",
+        "  local args, last, over = {}, now, nil",
+        "the state's expiry counts its buckets and quotas, not its pause: a pause longer than"
+        " the buckets' refill is deleted with the state, or expires, before it ends",
+    ),
+    "redis-expiry-lengthened-every-take": (
+        "adapters/permits/adapters/redis.lua",
+        "      if redis.call('PTTL', KEYS[1]) < keep then"
+        " redis.call('PEXPIRE', KEYS[1], keep + 1000) end\n    else\n",
+        "      redis.call('PEXPIRE', KEYS[1], keep + 1000)\n    else\n",
+        "the plain take sets the state's expiry at every call, long enough or not (PEXPIRE costs"
+        " Redis three times PTTL)",
+    ),
+    "redis-empty-hash-tag-opened": (
+        "adapters/permits/adapters/redis.py",
+        '        if _hash_tag(self.key) == self.key:  # "{}"',
+        '        if False:  # "{}"',
+        "a limit whose keys' hash tag is empty ('{}' in the prefix) is opened: on a Redis"
+        " Cluster its keys fall in different slots, and its script calls fail",
+    ),
+    "redis-hash-tag-from-the-first-brace": (
+        "adapters/permits/adapters/redis.py",
+        '    end = key.find("}", start + 1)\n',
+        '    end = key.find("}")\n',
+        "the hash tag is read up to the key's first '}', not the first after its first '{':"
+        " a prefix with a '}' before the name's tag is refused, though Redis would hash the"
+        " keys to one slot",
+    ),
+    "redis-noreplicas-closes": (
+        "adapters/permits/adapters/redis.py",
+        '_NOT_NOW = ("BUSY ", "MISCONF ", "NOREPLICAS ")',
+        '_NOT_NOW = ("BUSY ", "MISCONF ")',
+        "a server refusing writes while too few replicas are in sync (-NOREPLICAS) closes the"
+        " limiter for good, where it is an outage the limiter waits out or serves locally",
+    ),
+    "resp-oom-a-plain-error": (
+        "adapters/permits/adapters/_resp.py",
+        '    "OOM": redis.exceptions.OutOfMemoryError,\n',
+        "",
+        "the limiter's own client reads a server out of memory (-OOM) as a plain error reply,"
+        " a fault that closes the limiter, where redis-py's client reads it as an outage",
+    ),
+    "redis-word-beyond-lua-numbers": (
+        "adapters/permits/adapters/redis.py",
+        '        word[index] = min(check_int("remaining", remaining, 0), _MOST_UNITS)\n',
+        '        word[index] = check_int("remaining", remaining, 0)\n',
+        "the upstream's word or quota of more than 2**53 units is sent as given: the script,"
+        " counting in Lua numbers, stores 2**63 as -2**63, a quota that refuses every take",
+    ),
+    "redis-demand-expiry-in-seconds": (
+        "adapters/permits/adapters/redis.lua",
+        "    local keep = ceil(ttl / 1000) + @SLACK@\n",
+        "    local keep = ceil(ttl / 1000000) + @SLACK@\n",
+        "the demand hash's expiry is written in seconds where PEXPIRE reads milliseconds: it"
+        " expires long before the demand it holds, and global priority forgets the waiters",
+    ),
+    "redis-line-expires-with-its-last-writer": (
+        "adapters/permits/adapters/redis.lua",
+        "    redis.call('PEXPIRE', KEYS[5], ceil((latest - now + grace) / 1000) + @SLACK@)\n",
+        "    redis.call('PEXPIRE', KEYS[5], ceil((at - now + grace) / 1000) + @SLACK@)\n",
+        "the line expires with the turn it was last told, not the latest it holds: the others'"
+        " places are lost with it",
+    ),
     "retry-after-local-time": (
         "adapters/permits/_upstream.py",
         "        date = date.replace(tzinfo=timezone.utc)\n",
@@ -1011,8 +1111,9 @@ def source(root: Path, file: str) -> Path:
 
 
 def module(file: str) -> str:
-    """The module a mutant of ``file`` edits (``permits.core._machine``)."""
-    path = source(Path(), file).with_suffix("")
+    """The module a mutant of ``file`` edits (``permits.core._machine``),
+    or the one that reads it (``READ_BY``)."""
+    path = source(Path(), READ_BY.get(file, file)).with_suffix("")
     return ".".join(path.parts[1:])
 
 
@@ -1066,7 +1167,7 @@ def run(name: str, model: bool = True) -> tuple[str, set[str], list[str]]:
             text=True,
             timeout=120,
         )
-        if imported.stdout.strip() != str(target):
+        if imported.stdout.strip() != str(source(copy, READ_BY.get(file, file))):
             said = imported.stdout.strip() or imported.stderr.strip().splitlines()[-1:]
             return ("not-run", set(), [f"{module(file)} is not imported from the copy: {said}"])
         result = subprocess.run(

@@ -540,6 +540,9 @@ _OVERWRITTEN: dict[str, tuple[Callable[[redis.Redis, str], object], bool]] = {
     "a changed limit not 'T burst'": (lambda c, key: c.hset(f"{key}:limits", "units", "x"), False),
     "the limits a string": (lambda c, key: c.set(f"{key}:limits", "garbage"), False),
     "a demand not numbers": (lambda c, key: c.hset(f"{key}:demand", "other", "garbage"), True),
+    "a pause not a number": (lambda c, key: c.hset(key, "pause", "garbage"), False),
+    "a quota not numbers": (lambda c, key: c.hset(key, "q:units", "garbage"), False),
+    "a bucket's time not finite": (lambda c, key: c.hset(key, "tat:units", "inf"), False),
 }
 
 
@@ -548,7 +551,7 @@ _OVERWRITTEN: dict[str, tuple[Callable[[redis.Redis, str], object], bool]] = {
 async def test_a_key_overwritten_by_something_else_closes_the_limiter_saying_what_to_do(
     redis_server: RedisServer, overwrite: str
 ) -> None:
-    """A key of the limit that something else overwrote with what the
+    """P70: a key of the limit that something else overwrote with what the
     script cannot read (another type, or a field that is no number): the
     script fails, and the limiter closes (it cannot judge the limit), with
     an error that says Redis's own words, which key, and what to do: delete
@@ -586,7 +589,7 @@ async def test_a_key_overwritten_by_something_else_closes_the_limiter_saying_wha
 async def test_a_state_key_deleted_by_something_else_starts_the_limit_afresh(
     redis_server: RedisServer,
 ) -> None:
-    """The state deleted under a running limiter (``DEL``, as ``FLUSHDB``
+    """P70: the state deleted under a running limiter (``DEL``, as ``FLUSHDB``
     or an eviction would): the next take finds full buckets, as after a
     restart, at most one burst more over a window that spans it; nothing
     breaks."""
@@ -1374,7 +1377,7 @@ async def test_the_upstreams_quota_is_shared(redis_server: RedisServer) -> None:
 def test_a_quota_of_more_than_redis_counts_exactly_never_blocks(
     redis_server: RedisServer, remaining: int
 ) -> None:
-    """The upstream's quota of a huge number of units left (an API's
+    """P74: the upstream's quota of a huge number of units left (an API's
     "unlimited", often 2**63 - 1, as the IETF ``RateLimit`` field's
     ``remaining``, which permits.httpx passes on) holds back nothing. The
     script wrote it with ``%d`` from a Lua number: 2**63 and above came

@@ -80,6 +80,10 @@ if op == 'take' and ARGV[5] == '1' and ARGV[10] == nil and ARGV[4] == '0' then
   local T, burst, x = ARGV[7] + 0, ARGV[8] + 0, ARGV[9] + 0
   if not (state[1] or state[3] or live[1]) and x <= burst then
     local tat = state[2] and state[2] + 0 or now
+    if not (tat <= 9007199254740992 and tat >= -9007199254740992) then  -- (as number() fails)
+      error('permits: the field ' .. field .. ' holds ' .. string.format('%q', state[2])
+        .. ', no number it stores')
+    end
     if tat < now then tat = now end
     local need = 0
     if x > 0 then need = x + ARGV[3] end
@@ -102,6 +106,19 @@ if op == 'take' and ARGV[5] == '1' and ARGV[10] == nil and ARGV[4] == '0' then
   end
 end
 
+-- A number the script stored, as read back: one a field holds that is none
+-- (something else wrote the key), or none Redis's times could reach (not
+-- finite, or beyond 2^53 in size), fails the script, saying which field: read
+-- as absent it would start a bucket full, end a pause, forget a quota. (The
+-- plain take above fails so without it: a closure made at every call costs.)
+local function number(s, field)
+  local v = tonumber(s)
+  if not (v and v >= -9007199254740992 and v <= 9007199254740992) then
+    error('permits: the field ' .. field .. ' holds ' .. string.format('%q', s)
+      .. ', no number it stores')
+  end
+  return v
+end
 local arg = tonumber(ARGV[3])
 local n = tonumber(ARGV[5])
 local names, T, burst, x, tat, fields = {}, {}, {}, {}, {}, {'pause'}
@@ -115,16 +132,17 @@ for i = 1, n do
 end
 state = state or redis.call('HMGET', KEYS[1], unpack(fields))
 live = live or redis.call('HMGET', KEYS[2], unpack(names))
-local pause = max(now, tonumber(state[1]) or now)
+local pause = max(now, state[1] and number(state[1], 'pause') or now)
 local stored = false  -- KEYS[2] holds a limit changed: the answer says them
 for i = 1, n do
   if live[i] then
     stored = true
     local sep = string.find(live[i], ' ', 1, true)
-    T[i] = tonumber(string.sub(live[i], 1, sep - 1))
-    burst[i] = tonumber(string.sub(live[i], sep + 1))
+    if not sep then number(live[i], names[i] .. ' of the changed limits') end  -- (fails)
+    T[i] = number(string.sub(live[i], 1, sep - 1), names[i] .. ' of the changed limits')
+    burst[i] = number(string.sub(live[i], sep + 1), names[i] .. ' of the changed limits')
   end
-  tat[i] = max(now, tonumber(state[i + 1]) or now)
+  tat[i] = max(now, state[i + 1] and number(state[i + 1], fields[i + 1]) or now)
 end
 -- The upstream's quotas of each limit in force: each {units left, end}
 -- (each charge takes its units from every one). Read, and heeded, only
@@ -139,7 +157,9 @@ if quoted then
     quotas[i] = {}
     if state[n + i + 1] then
       local words = {}
-      for word in string.gmatch(state[n + i + 1], '%S+') do words[#words + 1] = tonumber(word) end
+      for word in string.gmatch(state[n + i + 1], '%S+') do
+        words[#words + 1] = number(word, fields[n + i + 1])
+      end
       for j = 1, #words, 2 do
         if words[j + 1] > now then quotas[i][#quotas[i] + 1] = {words[j], words[j + 1]} end
       end
@@ -230,7 +250,9 @@ if process ~= '' or me ~= '' then
     for j = 1, #entries, 2 do
       if entries[j] ~= process then
         local words = {}
-        for word in string.gmatch(entries[j + 1], '%S+') do words[#words + 1] = tonumber(word) end
+        for word in string.gmatch(entries[j + 1], '%S+') do
+          words[#words + 1] = number(word, entries[j] .. ' of the demand')
+        end
         if words[1] <= now then
           redis.call('HDEL', KEYS[4], entries[j])
         else
@@ -292,7 +314,9 @@ if process ~= '' or me ~= '' then
     local others = {}
     for j = 1, #entries, 2 do
       local words = {}
-      for word in string.gmatch(entries[j + 1], '%S+') do words[#words + 1] = tonumber(word) end
+      for word in string.gmatch(entries[j + 1], '%S+') do
+        words[#words + 1] = number(word, entries[j] .. ' of the line')
+      end
       if words[1] < now - grace then
         redis.call('HDEL', KEYS[5], entries[j])
       elseif entries[j] == me then
@@ -385,6 +409,9 @@ if op == 'take' then
       local fields = {'V'}
       for l = 1, #costs do fields[l + 1] = 'F' .. (l - 1) end
       tags = redis.call('HMGET', KEYS[6], unpack(fields))
+      for j = 1, #fields do
+        if tags[j] then tags[j] = number(tags[j], fields[j] .. ' of the shares') end
+      end
       local mine = soonest(level, counts)
       told = {-1, mine}
       held = held or mine ~= level
