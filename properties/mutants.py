@@ -64,11 +64,11 @@ ADAPTER_TESTS: dict[str, tuple[str, ...]] = {
     "adapters/permits/adapters/anyio.py": CONFORMANCE,
     "adapters/permits/adapters/threads.py": (*CONFORMANCE, "tests/test_threads.py"),
     "adapters/permits/adapters/redis.py": ("properties/test_redis_state.py", "tests/test_redis.py"),
-    # the script's properties, which run it at chosen times (tests/test_redis.py
-    # runs it through the limiter, on the real clock)
     # the limiter's own asyncio client: how it reads replies (the Redis tests
     # that run it through the limiter are tests/test_redis.py's)
     "adapters/permits/adapters/_resp.py": ("properties/test_redis_state.py", "tests/test_resp.py"),
+    # the script's properties, which run it at chosen times (tests/test_redis.py
+    # runs it through the limiter, on the real clock)
     "adapters/permits/adapters/redis.lua": (
         "properties/test_redis_state.py",
         "properties/test_redis_gcra.py",
@@ -82,7 +82,6 @@ ADAPTER_TESTS: dict[str, tuple[str, ...]] = {
     ),
     "adapters/permits/adapters/prometheus.py": ("tests/test_prometheus.py",),
     "adapters/permits/adapters/opentelemetry.py": ("tests/test_opentelemetry.py",),
-    "adapters/permits/adapters/_resp.py": ("tests/test_resp.py",),
     "adapters/permits/testing.py": ("tests/test_testing.py",),
     "adapters/permits/adapters/_recording.py": ("tests/test_adapters.py", "tests/test_trace.py"),
 }
