@@ -1092,6 +1092,15 @@ MUTANTS: dict[str, tuple[str, str, str, str]] = {
         "",
         "a recording whose write failed leaves its partial file beside the path",
     ),
+    "redis-refused-password-closes": (
+        "adapters/permits/adapters/redis.py",
+        "    if type(error) is not redis.exceptions.ResponseError:\n        return error\n",
+        "    if isinstance(error, redis.exceptions.AuthenticationError):\n"
+        "        return redis.exceptions.ResponseError(str(error))\n"
+        "    if type(error) is not redis.exceptions.ResponseError:\n        return error\n",
+        "a password the server refuses (changed there) closes the limiter, where it is an"
+        " outage that ends when the password works again",
+    ),
 }
 
 

@@ -267,8 +267,9 @@ def test_every_key_of_a_limit_is_in_one_cluster_slot(prefix: str, name: str) -> 
 
 # -- an outage or a fault, by Redis's reply --------------------------------------
 
-#: The replies that say Redis cannot serve the limit now: an outage.
-OUTAGES = ["BUSY", "MISCONF", "NOREPLICAS", "LOADING", "READONLY", "OOM"]
+#: The replies that say Redis cannot serve the limit now: an outage (a
+#: password refused too: changed on the server, it may work again).
+OUTAGES = ["BUSY", "MISCONF", "NOREPLICAS", "LOADING", "READONLY", "OOM", "NOAUTH", "WRONGPASS"]
 #: Other first words of Redis's error replies (and a few of none).
 OTHERS = ["ERR", "WRONGTYPE", "NOSCRIPT", "NOPERM", "EXECABORT", "CROSSSLOT", "NOPE"]
 
@@ -293,7 +294,8 @@ def test_both_clients_count_a_reply_as_an_outage_or_a_fault_alike(reply: str) ->
     limiter's own under asyncio, redis-py's elsewhere), as an outage (the
     limiter waits for Redis, or serves locally) exactly when it says Redis
     cannot serve the limit now: ``-BUSY``, ``-MISCONF``, ``-NOREPLICAS``,
-    ``-LOADING``, ``-READONLY``, ``-OOM`` and a server at its ``maxclients``;
+    ``-LOADING``, ``-READONLY``, ``-OOM``, a server at its ``maxclients``, and
+    a password refused (``-NOAUTH``, ``-WRONGPASS``: changed on the server);
     the script failing on what a key holds (``-WRONGTYPE``, a script error)
     is a fault that closes the limiter, its error naming the limit's keys
     and saying to delete them; the two clients count every reply alike."""

@@ -3788,6 +3788,49 @@ async def test_the_local_fallback_goes_back_to_redis_as_a_user_allowed_takes(
         assert (limiter.fallbacks, limiter.closed) == (1, False)
 
 
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("anyio_backend", ["asyncio", "trio"])
+@pytest.mark.anyio
+async def test_a_password_the_server_refuses_is_an_outage_until_it_works_again(
+    own_server: RedisServer,
+) -> None:
+    """P73: a password the server no longer takes (changed there, the limiter's
+    connections cut) is refused at each connection (``WRONGPASS``), which
+    redis-py raises as a ``ConnectionError``; both clients (the limiter's
+    own under asyncio, redis-py's under trio) count it so, as Redis
+    unreachable: the limiter does not close, each waiter fails with
+    ``BackendUnavailable`` (``"closed"``), naming the refusal, and service
+    resumes by itself once the password works again."""
+    name = fresh()
+    url = restricted_user(own_server, name)
+    admin = redis.Redis(port=own_server.port)
+    try:
+        async with open_limiter(
+            Fifo(1), url, name=name, rate=100, burst=5, timeout=0.3, unavailable_after=0.5
+        ) as limiter:
+            await limiter.acquire()
+            admin.acl_setuser("limiter", enabled=True, reset_passwords=True, passwords=["+changed"])
+            admin.client_kill_filter(_type="normal", skipme=True)
+
+            async def until_refused() -> None:
+                while True:
+                    await limiter.acquire()
+
+            with anyio.fail_after(10), pytest.raises(BackendUnavailable) as refused:
+                await until_refused()
+            assert "AuthenticationError" in str(refused.value)
+            assert not limiter.closed
+            admin.acl_setuser("limiter", enabled=True, reset_passwords=True, passwords=["+secret"])
+            with anyio.fail_after(10):
+                while True:
+                    with contextlib.suppress(BackendUnavailable):
+                        await limiter.acquire()
+                        break
+            assert not limiter.closed
+    finally:
+        admin.close()
+
+
 @pytest.mark.anyio
 async def test_a_probe_refused_for_good_closes_the_limiter(own_server: RedisServer) -> None:
     """The fallback's probe refused with an error that is no outage (the

@@ -189,6 +189,17 @@ def test_a_password_and_a_database_from_the_url() -> None:
         own = _resp.AsyncRedis(bad, timeout=1, shown="bad")
         with pytest.raises(redis.exceptions.AuthenticationError):
             asyncio.run(own.ping())
+
+        async def refused() -> None:
+            # The hello's AUTH refused (WRONGPASS, raised as redis-py
+            # raises it: an AuthenticationError, a ConnectionError): the call
+            # raises it, and the connection, unauthenticated, is not kept.
+            own = _resp.AsyncRedis(bad, timeout=1, shown="bad")
+            with pytest.raises(redis.exceptions.AuthenticationError, match="WRONGPASS"):
+                await own.call([b"ECHO", b"x"])
+            assert own._connection is None
+
+        asyncio.run(refused())
     finally:
         server.stop()
 

@@ -1131,7 +1131,8 @@ def _no_node_answers(error: redis.exceptions.RedisClusterException) -> bool:
 #: loading its data (``-LOADING``) or running a script past its time limit
 #: (``-BUSY``) or refusing writes after a failed snapshot (``-MISCONF``)
 #: or while too few replicas are in sync (``-NOREPLICAS``; see
-#: :class:`_NotNow`), all ``ConnectionError``\ s.
+#: :class:`_NotNow`), or refusing the password (``-NOAUTH``, ``-WRONGPASS``:
+#: changed on the server), all ``ConnectionError``\ s.
 _UNREACHABLE = (
     redis.exceptions.ConnectionError,
     redis.exceptions.TimeoutError,
