@@ -45,9 +45,15 @@ SIM_TESTS = (
     "tests/test_compare.py",
 )
 
-#: The conformance suite and the random scripts held to a bare machine: what
-#: every event-loop adapter (and the thread adapter) promises.
-CONFORMANCE = ("tests/test_adapters.py", "tests/test_adapters_differential.py")
+#: The adapters' own calls' properties (P62 to P66), the conformance suite
+#: and the random scripts held to a bare machine: what every event-loop
+#: adapter (and the thread adapter) promises. (The properties first: they
+#: take seconds, and run before ``MAXFAIL`` failures of the others end a run.)
+CONFORMANCE = (
+    "properties/test_adapter_calls.py",
+    "tests/test_adapters.py",
+    "tests/test_adapters_differential.py",
+)
 
 #: How many failing tests end an adapter mutant's run.
 MAXFAIL = 10
@@ -715,6 +721,60 @@ MUTANTS: dict[str, tuple[str, str, str, str]] = {
         "            self._sleep_scope.deadline = wake_at\n",
         "trio's and anyio's timer task, once armed, is moved later, never earlier: a permit due"
         " sooner (a raised rate, a cancel, a refund) waits for the tick planned before",
+    ),
+    "async-with-limiter-takes-a-permit": (
+        "adapters/permits/adapters/_base.py",
+        "        raise TypeError(\n"
+        '            "`async with limiter:` takes no permit: write '
+        '`async with limiter.permit(level):` "\n'
+        '            "for one; open a limiter with `async with open_limiter(...) as limiter:`"\n'
+        "        )\n",
+        "        await self.acquire()  # type: ignore[attr-defined]\n",
+        "`async with limiter:` takes a permit and enters (aiolimiter's idiom), where it is"
+        " refused saying what to write (P62)",
+    ),
+    "body-exception-in-a-group": (
+        "adapters/permits/adapters/_tasked.py",
+        "            raised = error\n",
+        "            raise\n",
+        "a body's exception leaves trio's and anyio's `async with open_limiter(...)` wrapped in"
+        " the timer's task group's ExceptionGroup, not as itself (P63)",
+    ),
+    "live-call-not-replanned": (
+        "adapters/permits/adapters/_base.py",
+        "        self._dispatch(decisions)\n        self._reschedule()\n\n    def _settle(",
+        "        self._dispatch(decisions)\n\n    def _settle(",
+        "set_limit, pause_for, adopt, quota and settle do not re-plan the timer: a permit they"
+        " bring sooner waits for the tick planned before (P64)",
+    ),
+    "live-call-wakes-nobody": (
+        "adapters/permits/adapters/_base.py",
+        "        self._dispatch(decisions)\n        self._reschedule()\n\n    def _settle(",
+        "        self._reschedule()\n\n    def _settle(",
+        "set_limit, pause_for, adopt, quota and settle wake none of the callers whose permits"
+        " they decided: those wait for nothing (P64)",
+    ),
+    "pause-left-reads-the-last-time": (
+        "adapters/permits/adapters/_base.py",
+        "        return max(0, self._pause_end - self._clock()) / SECOND\n",
+        "        return max(0, self._pause_end - self._last) / SECOND\n",
+        "pause_left() counts from the limiter's last call, not the clock's now: it does not run"
+        " down between calls (P65)",
+    ),
+    "settle-refusal-not-named": (
+        "adapters/permits/adapters/_base.py",
+        '            raise NotRefundable(self, reason, argument="permit") from None\n',
+        "            raise\n",
+        "a settle refused is the core's NotRefundable, naming the limiter's private id and"
+        " settle_window_ns, not the permit and settle_window (P66)",
+    ),
+    "settle-after-close-reaches-the-machine": (
+        "adapters/permits/adapters/_base.py",
+        "        if self._closed is not None:\n            raise self._refused()\n"
+        "        now = self._now()\n        if not self._running:\n",
+        "        now = self._now()\n        if not self._running:\n",
+        "a permit settled (or a live call made) after its limiter closed is applied to the"
+        " machine, not refused with LimiterClosed (P66)",
     ),
     "trio-cancel-after-wake-unseen": (
         "adapters/permits/adapters/trio.py",

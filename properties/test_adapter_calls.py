@@ -1,0 +1,689 @@
+"""P62 to P66: the adapters' own calls, as SPEC.md's *The adapters* states them.
+
+What a limiter does beyond handing out permits where callers proceed (P26):
+the blocks it refuses, how a block's exception leaves, the live calls
+(``set_limit``, ``pause_for``, ``adopt``, ``quota``, ``Permit.settle``)
+waking whom they decided for and re-planning the timer at once,
+``pause_left()``, and ``Permit.settle``'s window and refusals. Each runs
+on every event-loop adapter (asyncio, trio, anyio under both) on virtual
+time (:mod:`permits.testing`), so times are exact and a run takes no real
+time; and, where the promise is not about the timer, on the thread
+adapter, its clock made virtual (a subclass's ``_clock``) where time
+matters.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Awaitable, Callable, Iterator
+from contextlib import AbstractAsyncContextManager, contextmanager, suppress
+from typing import Any
+
+import anyio
+import anyio.lowlevel
+import attrs
+from hypothesis import given, note
+from hypothesis import strategies as st
+
+from permits.adapters import (
+    AcquireTimeout,
+    BaseLimiter,
+    LimiterClosed,
+    Permit,
+    threads,
+)
+from permits.adapters import anyio as anyio_adapter
+from permits.adapters import asyncio as asyncio_adapter
+from permits.adapters import trio as trio_adapter
+from permits.core import (
+    SECOND,
+    Fifo,
+    NotRefundable,
+    PermitTypeError,
+    PermitValueError,
+    StrictPriority,
+)
+from permits.testing import virtual_backend
+
+if sys.version_info >= (3, 11):
+    from builtins import ExceptionGroup
+else:  # pragma: no cover - (anyio's dependency there)
+    from exceptiongroup import ExceptionGroup
+
+#: (backend, adapter): the conformance suite's four event-loop cases.
+CASES = [("asyncio", "asyncio"), ("asyncio", "anyio"), ("trio", "trio"), ("trio", "anyio")]
+#: The thread adapter's case.
+THREADS = ("threads", "threads")
+
+OPENERS: dict[str, Callable[..., AbstractAsyncContextManager[BaseLimiter]]] = {
+    "asyncio": asyncio_adapter.open_limiter,
+    "trio": trio_adapter.open_limiter,
+    "anyio": anyio_adapter.open_limiter,
+}
+
+#: The scripts' grid: a 256th of a second, exact as a float and in ns.
+STEP = 3_906_250
+
+
+def run(case: tuple[str, str], main: Callable[[], Awaitable[None]]) -> None:
+    """Run ``main`` on the case's backend, on a fresh virtual clock."""
+    name, options = virtual_backend(case[0])
+    anyio.run(main, backend=name, backend_options=options)
+
+
+def now() -> int:
+    """The running loop's virtual time in ns, as the adapters read it."""
+    return round(anyio.current_time() * 1e9)
+
+
+async def until(condition: Callable[[], bool], why: str) -> None:
+    """Let the other tasks run until ``condition()`` holds, in no virtual
+    time (the clock jumps only once every task waits)."""
+    for _ in range(1000):
+        if condition():
+            return
+        await anyio.lowlevel.checkpoint()
+    raise AssertionError(why)
+
+
+class VirtualThreads(threads.Limiter):
+    """The thread adapter on a clock the test moves (``clock[0]``, ns)."""
+
+    def __init__(self, *args: Any, **options: Any) -> None:
+        self.clock = [0]
+        super().__init__(*args, **options)
+
+    def _clock(self) -> int:
+        return self.clock[0]
+
+
+@contextmanager
+def virtual_threads(*args: Any, **options: Any) -> Iterator[VirtualThreads]:
+    """A :class:`VirtualThreads` limiter, open (its timer thread runs) for
+    the block, closed after it."""
+    limiter = VirtualThreads(*args, **options)
+    limiter._start()
+    try:
+        yield limiter
+    finally:
+        limiter.close()
+
+
+# -- P62: the blocks a limiter refuses -----------------------------------------
+
+
+@given(
+    case=st.sampled_from([*CASES, THREADS]),
+    taken=st.integers(0, 3),
+    queued=st.integers(0, 2),
+    form=st.sampled_from(["limiter", "other-limiter", "permit", "opener"]),
+)
+def test_a_block_of_the_wrong_kind_is_refused_saying_what_to_write(
+    case: tuple[str, str], taken: int, queued: int, form: str
+) -> None:
+    """P62: ``async with limiter:`` (and ``with limiter:`` on the thread
+    adapter, which refuses either) raises a ``TypeError`` that says what to
+    write, ``limiter.permit(level)`` for a permit and ``open_limiter(...)``
+    to open one; a limiter's ``permit(...)`` or ``open_limiter(...)``
+    entered by the other kind of block is refused naming the block to
+    write. Whatever was taken and whoever waits, the refusal takes no
+    permit and changes nothing (the statistics, the waiters), and the
+    limiter works on."""
+    if case == THREADS:
+        with threads.open_limiter(Fifo(), 1, 3) as limiter:
+            for _ in range(taken):
+                limiter.acquire()
+            before = limiter.statistics()
+            refused = _refused_thread_block(limiter, form)
+            assert limiter.statistics() == before, ("P62: a refused block changed", form)
+            assert not limiter.closed
+            assert limiter.try_acquire() == (taken < 3), "P62: the limiter no longer works"
+        _check_refusal(refused, form, "with")
+        return
+
+    refusals: list[TypeError] = []
+
+    async def main() -> None:
+        async with (
+            anyio.create_task_group() as tg,
+            OPENERS[case[1]](Fifo(), 1, 3) as limiter,
+        ):
+            for _ in range(taken):
+                await limiter.acquire()
+            waiting = max(0, taken + queued - 3)
+            for _ in range(queued):
+                tg.start_soon(_hold, limiter)
+            await until(lambda: limiter.statistics().levels[0].pushed == taken + queued, "queued")
+            before = limiter.statistics()
+            refusals.append(await _refused_async_block(limiter, form, OPENERS[case[1]]))
+            assert limiter.statistics() == before, ("P62: a refused block changed", form)
+            assert len(limiter.machine) == waiting, "P62: a refused block changed the waiters"
+            assert not limiter.closed
+            with anyio.fail_after(10):
+                await limiter.acquire()  # (it works on)
+
+    run(case, main)
+    _check_refusal(refusals[0], form, "async with")
+
+
+async def _hold(limiter: BaseLimiter) -> None:
+    """Acquire and keep the permit; a limiter that closes first ends it."""
+    with suppress(LimiterClosed):
+        await limiter.acquire()
+
+
+async def _refused_async_block(
+    limiter: BaseLimiter, form: str, opener: Callable[..., Any]
+) -> TypeError:
+    """The TypeError entering ``form`` wrongly gives, on an async limiter
+    (``opener`` its adapter's ``open_limiter``)."""
+    block: Any
+    try:
+        if form in ("limiter", "other-limiter"):
+            async with limiter:
+                pass
+        elif form == "permit":
+            block = limiter.permit(0)
+            with block:
+                pass
+        else:
+            block = opener(Fifo(), 1)
+            with block:
+                pass
+    except TypeError as error:
+        return error
+    raise AssertionError(f"P62: {form} entered wrongly was not refused")
+
+
+def _refused_thread_block(limiter: threads.Limiter, form: str) -> TypeError:
+    """The TypeError entering ``form`` wrongly gives, on a thread limiter."""
+
+    async def enter(block: Any) -> None:
+        async with block:
+            pass
+
+    try:
+        if form == "limiter":
+            with limiter:
+                pass
+        elif form == "other-limiter":
+            anyio.run(enter, limiter)
+        elif form == "permit":
+            anyio.run(enter, limiter.permit(0))
+        else:
+            anyio.run(enter, threads.open_limiter(Fifo(), 1))
+    except TypeError as error:
+        return error
+    raise AssertionError(f"P62: {form} entered wrongly was not refused")
+
+
+def _check_refusal(error: TypeError, form: str, keyword: str) -> None:
+    """The refusal says what to write, in the limiter's own kind of block."""
+    said = str(error)
+    note(said)
+    if form in ("limiter", "other-limiter"):
+        assert f"`{keyword} limiter.permit(level):`" in said, ("P62", said)
+        assert f"`{keyword} open_limiter(...) as limiter:`" in said, ("P62", said)
+    elif form == "permit":
+        assert f"`{keyword} limiter.permit(...) as permit:`" in said, ("P62", said)
+    else:
+        assert f"`{keyword} open_limiter(...) as limiter:`" in said, ("P62", said)
+
+
+# -- P63: a body's exception leaves as itself ------------------------------------
+
+
+class Mine(Exception):
+    """An exception of the body's own."""
+
+
+@given(
+    case=st.sampled_from([*CASES, THREADS]),
+    kind=st.sampled_from(["own", "key", "timeout", "group", "closed"]),
+    block=st.sampled_from(["limiter", "permit"]),
+    queued=st.integers(0, 2),
+)
+def test_a_body_s_exception_leaves_the_block_as_itself(
+    case: tuple[str, str], kind: str, block: str, queued: int
+) -> None:
+    """P63: an exception raised in the body of ``async with
+    open_limiter(...) as limiter:`` (``with`` on the thread adapter) or of a
+    ``limiter.permit(...)`` block leaves the block as itself, the very
+    object raised: not wrapped in an ``ExceptionGroup`` (the task group
+    that runs trio's and anyio's timer would), not replaced by the
+    limiter's closing; whoever waits then wakes with ``LimiterClosed``, and
+    the limiter is closed."""
+    raised: list[BaseException] = []
+    caught: list[BaseException] = []
+    ended: list[str] = []
+
+    def error(limiter: Any) -> BaseException:
+        if kind == "own":
+            made: BaseException = Mine("mine")
+        elif kind == "key":
+            made = KeyError("mine")
+        elif kind == "group":
+            made = ExceptionGroup("the body's own group", [Mine("a"), KeyError("b")])
+        elif kind == "closed":
+            made = LimiterClosed(None)  # (another limiter's, say)
+        else:
+            made = AcquireTimeout(0, 0.01)
+        raised.append(made)
+        return made
+
+    if case == THREADS:
+        try:
+            with threads.open_limiter(Fifo(), 1, 1) as limiter:
+                if kind == "timeout":
+                    limiter.acquire()
+                    try:
+                        limiter.acquire(timeout=0.001)
+                    except AcquireTimeout as timeout:
+                        raised.append(timeout)
+                        raise
+                if block == "limiter":
+                    raise error(limiter)
+                with limiter.permit(0):
+                    raise error(limiter)
+        except BaseException as leaving:
+            caught.append(leaving)
+        assert limiter.closed, "P63: the limiter was left open"
+    else:
+
+        async def waiter(limiter: BaseLimiter) -> None:
+            try:
+                await limiter.acquire()
+            except LimiterClosed:
+                ended.append("LimiterClosed")
+
+        async def body(limiter: BaseLimiter, tg: Any) -> None:
+            await limiter.acquire()  # the one permit: whoever comes next waits
+            for _ in range(queued):
+                tg.start_soon(waiter, limiter)
+            await until(lambda: len(limiter.machine) == queued, "queued")
+            if kind == "timeout":
+                try:
+                    await limiter.acquire(timeout=0.01)
+                except AcquireTimeout as timeout:
+                    raised.append(timeout)
+                    raise
+            raise error(limiter)
+
+        async def main() -> None:
+            async with anyio.create_task_group() as tg:
+                try:
+                    async with OPENERS[case[1]](Fifo(), 1, 1) as limiter:
+                        if block == "limiter":
+                            await body(limiter, tg)
+                        else:
+                            async with limiter.permit(0):
+                                await body(limiter, tg)
+                except BaseException as leaving:
+                    caught.append(leaving)
+            assert limiter.closed, "P63: the limiter was left open"
+
+        run(case, main)
+        assert ended == ["LimiterClosed"] * queued, ("P63: the waiters did not wake closed", ended)
+    note(f"raised {raised!r}, caught {caught!r}")
+    assert len(raised) == 1
+    assert caught, "P63: nothing left the block"
+    assert caught[0] is raised[0], ("P63: the body's exception left changed", caught)
+
+
+# -- P64: the live calls wake whom they decided for and re-plan at once ----------
+
+
+@attrs.frozen
+class Acquire:
+    level: int
+    cost: int
+
+
+@attrs.frozen
+class SetLimit:
+    rate: int
+    burst: int | None
+
+
+@attrs.frozen
+class Pause:
+    length: int  # ns
+
+
+@attrs.frozen
+class Word:
+    quota: bool
+    remaining: int
+    reset_after: int  # ns
+
+
+@attrs.frozen
+class Settle:
+    caller: int
+    actual: int
+
+
+Op = Acquire | SetLimit | Pause | Word | Settle
+
+
+@st.composite
+def live_scripts(draw: st.DrawFn) -> tuple[bool, int, int, list[tuple[int, Op]]]:
+    strict = draw(st.booleans())
+    rate = draw(st.sampled_from([1, 2, 4]))
+    burst = draw(st.integers(1, 3))
+    ticks = st.integers(0, 256).map(lambda k: k * STEP)
+    op = st.one_of(
+        st.builds(Acquire, level=st.integers(0, 1), cost=st.integers(1, 3)),
+        st.builds(
+            SetLimit, rate=st.sampled_from([1, 2, 4, 16]), burst=st.none() | st.integers(1, 3)
+        ),
+        st.builds(Pause, length=ticks),
+        st.builds(Word, quota=st.booleans(), remaining=st.integers(0, 3), reset_after=ticks),
+        st.builds(Settle, caller=st.integers(0, 9), actual=st.integers(0, 3)),
+    )
+    times = sorted(draw(st.lists(st.integers(0, 96).map(lambda k: 4 * k * STEP), max_size=14)))
+    steps = [(at, draw(op)) for at in times]
+    # Callers first, so that the other calls find some waiting.
+    lead = draw(
+        st.lists(
+            st.builds(Acquire, level=st.integers(0, 1), cost=st.integers(1, 3)),
+            min_size=1,
+            max_size=5,
+        )
+    )
+    return strict, rate, burst, [(0, a) for a in lead] + steps
+
+
+@given(case=st.sampled_from(CASES), script=live_scripts())
+def test_a_live_call_wakes_whom_it_decided_for_and_re_plans_the_timer_at_once(
+    case: tuple[str, str], script: tuple[bool, int, int, list[tuple[int, Op]]]
+) -> None:
+    """P64: each of ``set_limit``, ``pause_for``, ``adopt``, ``quota`` and
+    ``Permit.settle`` wakes at once, in no time, every caller whose permit
+    the machine's operation decided (each proceeds at the call's instant),
+    and re-plans the timer at once: the next permit is decided at the
+    machine's ``next_tick()`` as it stands after the call, whether the call
+    brought it sooner (a raised rate, a settle that gives units back) or
+    put it off (a pause, the upstream's word). On random scripts of those
+    calls among waiting callers of costs 1 to 3, on every event-loop
+    adapter; the driver wakes at every tick the machine plans and finds it
+    done."""
+    strict, rate, burst, steps = script
+    note(f"{'strict' if strict else 'fifo'} rate={rate} burst={burst} steps={steps}")
+    proceeded: dict[int, int] = {}
+    failed: dict[int, str] = {}
+    permits: dict[int, Permit] = {}
+
+    async def main() -> None:
+        callers = 0
+        policy = StrictPriority(2) if strict else Fifo(2)
+        async with (
+            anyio.create_task_group() as tg,
+            OPENERS[case[1]](policy, rate, burst, settle_window=1.0) as limiter,
+        ):
+            start = now()
+
+            async def caller(i: int, op: Acquire) -> None:
+                try:
+                    permits[i] = await limiter.acquire(op.level, cost=op.cost)
+                except Exception as error:
+                    failed[i] = type(error).__name__
+                    return
+                proceeded[i] = now()
+
+            def quiet() -> bool:
+                """Every caller waits or has finished, and no tick is due."""
+                unfinished = callers - len(proceeded) - len(failed)
+                due = limiter.machine.next_tick()
+                return unfinished == len(limiter.machine) and (due is None or due > now())
+
+            async def settle(why: str) -> None:
+                await until(quiet, f"P64: {why} at {now() - start} ns")
+
+            async def sleep_until(at: int) -> None:
+                """Until ``at``, waking at every tick the machine plans on
+                the way: each must have been done then."""
+                while now() < at:
+                    due = limiter.machine.next_tick()
+                    stop = at if due is None else max(now(), min(at, due))
+                    await anyio.sleep((stop - now()) / 1e9)
+                    await settle(f"the tick planned for {stop - start} ns was not done")
+
+            for at, op in steps:
+                await sleep_until(start + at)
+                if isinstance(op, Acquire):
+                    tg.start_soon(caller, callers, op)
+                    callers += 1
+                    await settle("a caller neither waits nor finished")
+                    continue
+                before = len(proceeded)
+                waiting = len(limiter.machine)
+                # (refused: a burst below a waiting cost; a settle past its window)
+                with suppress(PermitValueError, PermitTypeError, NotRefundable):
+                    _call(limiter, op, permits)
+                decided = waiting - len(limiter.machine)
+                await settle(f"{op} decided for {decided} callers but did not wake them")
+                woken = list(proceeded.values())[before:]
+                assert len(proceeded) - before == decided, ("P64", op, decided, woken)
+                assert all(t == now() for t in woken), ("P64: woken later than the call", op)
+            # 30 s more: every planned tick on the way is checked
+            await sleep_until(now() + 30 * SECOND)
+
+    run(case, main)
+
+
+def _call(limiter: BaseLimiter, op: Op, permits: dict[int, Permit]) -> None:
+    if isinstance(op, SetLimit):
+        limiter.set_limit(rate=op.rate, burst=op.burst)
+    elif isinstance(op, Pause):
+        limiter.pause_for(op.length / 1e9)
+    elif isinstance(op, Word):
+        word = limiter.quota if op.quota else limiter.adopt
+        word(op.remaining, op.reset_after / 1e9)
+    elif isinstance(op, Settle) and op.caller in permits:
+        permits[op.caller].settle(op.actual)
+
+
+# -- P65: pause_left ------------------------------------------------------------
+
+
+@attrs.frozen
+class Read:
+    """A reading of ``pause_left()``."""
+
+
+@given(
+    case=st.sampled_from([*CASES, THREADS]),
+    steps=st.lists(
+        st.tuples(
+            st.integers(0, 64).map(lambda k: k * STEP),
+            st.one_of(
+                st.builds(Pause, length=st.integers(0, 128).map(lambda k: k * STEP)),
+                st.builds(
+                    Word,
+                    quota=st.booleans(),
+                    remaining=st.integers(0, 2),
+                    reset_after=st.integers(0, 256).map(lambda k: k * STEP),
+                ),
+                st.just(Read()),
+                st.just(Read()),
+            ),
+        ),
+        max_size=12,
+    ),
+)
+def test_pause_left_is_the_time_to_the_latest_end_of_the_limiter_s_own_pauses(
+    case: tuple[str, str], steps: list[tuple[int, Pause | Word | Read]]
+) -> None:
+    """P65: ``pause_left()`` is the seconds from the clock's now to the
+    latest end of the limiter's own ``pause_for`` calls, ``0.0`` once it is
+    past (and before any): a later pause that ends sooner shortens nothing,
+    it runs down with the clock between calls, and the upstream's word
+    (``adopt``, ``quota``), which holds permits back too, is not a pause.
+    On every adapter, at random times, on virtual time."""
+    readings: list[tuple[float, int]] = []
+
+    def step(limiter: Any, op: Pause | Word | Read, at: int, end: int) -> int:
+        if isinstance(op, Pause):
+            limiter.pause_for(op.length / 1e9)
+            return max(end, at + op.length)
+        if isinstance(op, Word):
+            word = limiter.quota if op.quota else limiter.adopt
+            word(op.remaining, op.reset_after / 1e9)
+        else:
+            readings.append((limiter.pause_left(), max(0, end - at)))
+        return end
+
+    if case == THREADS:
+        with virtual_threads(Fifo(), 10, 2) as limiter:
+            end = 0
+            for gap, op in steps:
+                limiter.clock[0] += gap
+                end = step(limiter, op, limiter.clock[0], end)
+            readings.append((limiter.pause_left(), max(0, end - limiter.clock[0])))
+    else:
+
+        async def main() -> None:
+            async with OPENERS[case[1]](Fifo(), 10, 2) as limiter:
+                start = now()
+                end = start
+                for gap, op in steps:
+                    await anyio.sleep(gap / 1e9)
+                    end = step(limiter, op, now(), end)
+                readings.append((limiter.pause_left(), max(0, end - now())))
+                del start
+
+        run(case, main)
+    note(f"readings (pause_left(), ns left): {readings}")
+    for left, expected in readings:
+        assert left == expected / SECOND, ("P65: pause_left() is not the pause left", readings)
+
+
+# -- P66: Permit.settle's window and refusals ------------------------------------
+
+
+@attrs.frozen
+class Take:
+    cost: int
+
+
+@attrs.frozen
+class Close:
+    """The limiter closes (its block ends); the script goes on after it."""
+
+
+@given(
+    case=st.sampled_from([*CASES, THREADS]),
+    rate=st.sampled_from([4, 1000]),
+    window=st.sampled_from([0.0, 0.5, 1.0]),
+    steps=st.lists(
+        st.tuples(
+            st.one_of(st.integers(0, 8).map(lambda k: 16 * k * STEP), st.just(128 * STEP)),
+            st.one_of(
+                st.builds(Take, cost=st.integers(1, 3)),
+                # (caller: how far back from the latest caller)
+                st.builds(Settle, caller=st.integers(0, 3), actual=st.integers(0, 6)),
+                st.builds(Settle, caller=st.integers(0, 3), actual=st.integers(0, 6)),
+                st.just(Close()),
+            ),
+        ),
+        max_size=16,
+    ),
+)
+def test_a_permit_settles_once_within_the_settle_window_of_its_caller_proceeding(
+    case: tuple[str, str],
+    rate: int,
+    window: float,
+    steps: list[tuple[int, Take | Settle | Close]],
+) -> None:
+    """P66: ``permit.settle(actual)`` is accepted once, within
+    ``settle_window`` seconds of its caller proceeding (that instant
+    included), and then counts ``actual`` as the units granted; otherwise
+    it is refused with ``NotRefundable`` whose ``argument`` is ``permit``
+    and ``.id`` the ``Permit``, its message naming ``settle_window`` (with
+    ``settle_window=0``, the default, saying to open the limiter with one),
+    and changes nothing; after the limiter closed, ``LimiterClosed``. On
+    every adapter, at random times on virtual time, the callers granted at
+    once or after a wait (at 4 units a second, from a bucket of 3; on the
+    thread adapter, whose clock the test moves, at once)."""
+    window_ns = round(window * SECOND)
+    permits: list[tuple[Permit, int]] = []  # (permit, when its caller proceeded)
+    settled: set[int] = set()
+    held: list[int] = []  # the units each caller holds
+    outcomes: list[tuple[str, str]] = []
+
+    def expected(index: int, at: int, closed: bool) -> str:
+        if closed:
+            return "LimiterClosed"
+        if window_ns == 0 or index in settled or at - permits[index][1] > window_ns:
+            return "NotRefundable"
+        return "ok"
+
+    def settle(limiter: Any, op: Settle, at: int, closed: bool) -> None:
+        index = len(permits) - 1 - op.caller
+        if index < 0:
+            return
+        permit = permits[index][0]
+        want = expected(index, at, closed)
+        before = None if closed else limiter.statistics()
+        refused: NotRefundable | None = None
+        try:
+            permit.settle(op.actual)
+        except NotRefundable as error:
+            refused = error
+            outcomes.append((want, "NotRefundable"))
+        except LimiterClosed:
+            outcomes.append((want, "LimiterClosed"))
+        else:
+            outcomes.append((want, "ok"))
+            settled.add(index)
+            held[index] = op.actual
+        if refused is not None:
+            assert refused.argument == "permit", ("P66", refused.argument)
+            assert refused.id is permit, ("P66", refused.id)
+            said = str(refused)
+            expect = "(settle_window=0" if window_ns == 0 else f"settle_window={window!r}"
+            assert expect in said, ("P66: the refusal does not name settle_window", said)
+            assert limiter.statistics() == before, "P66: a refused settle changed something"
+        if not closed:
+            granted = limiter.statistics().levels[0].units_granted
+            assert granted == (sum(held),), ("P66: units granted are not as settled", granted)
+
+    if case == THREADS:
+        with virtual_threads(Fifo(), 1000, 200, settle_window=window) as limiter:
+            closed = False
+            for gap, op in steps:
+                limiter.clock[0] += gap
+                if isinstance(op, Close):
+                    limiter.close()
+                    closed = True
+                elif isinstance(op, Take) and not closed:
+                    permits.append((limiter.acquire(cost=op.cost), limiter.clock[0]))
+                    held.append(op.cost)
+                elif isinstance(op, Settle):
+                    settle(limiter, op, limiter.clock[0], closed)
+    else:
+
+        async def main() -> None:
+            rest = list(steps)
+            async with OPENERS[case[1]](
+                Fifo(), rate, 3 if rate < 1000 else 200, settle_window=window
+            ) as limiter:
+                while rest:
+                    gap, op = rest.pop(0)
+                    await anyio.sleep(gap / 1e9)
+                    if isinstance(op, Close):
+                        break
+                    if isinstance(op, Take):
+                        permits.append((await limiter.acquire(cost=op.cost), now()))
+                        held.append(op.cost)
+                    else:
+                        settle(limiter, op, now(), False)
+            for gap, op in rest:
+                await anyio.sleep(gap / 1e9)
+                if isinstance(op, Settle):
+                    settle(limiter, op, now(), True)
+
+        run(case, main)
+    note(f"(expected, got): {outcomes}")
+    assert all(want == got for want, got in outcomes), ("P66", outcomes)
