@@ -2352,7 +2352,7 @@ async def test_settle_gives_back_and_charges(open_limiter: OpenLimiter) -> None:
 async def test_a_refused_settle_names_the_permit_and_settle_window(
     open_limiter: OpenLimiter,
 ) -> None:
-    """A settle refused says so in the limiter's terms: the permit, and its
+    """P66: a settle refused says so in the limiter's terms: the permit, and its
     settle_window in seconds (the core's id and settle_window_ns are not the
     caller's), and what to do when the window is 0."""
     async with open_limiter(Fifo(), 10, 2) as limiter:
@@ -2430,7 +2430,7 @@ async def test_pause_for_holds_every_level(open_limiter: OpenLimiter) -> None:
 @pytest.mark.threads
 @pytest.mark.redis
 async def test_set_limit_applies_at_once(open_limiter: OpenLimiter) -> None:
-    """A raised rate applies at once to the waiters already there, from the
+    """P64: a raised rate applies at once to the waiters already there, from the
     units the bucket holds (P30 where callers proceed). (A unit in 2 s, and
     the times counted from the raise and what had accrued by then: on the
     real clock the waiters queue long before the next unit, however long a
@@ -2619,8 +2619,8 @@ async def test_permits_fall_due_far_from_the_clock_s_epoch(
 @pytest.mark.threads
 @pytest.mark.redis
 async def test_the_body_s_exception_leaves_as_itself(open_limiter: OpenLimiter) -> None:
-    """`except AcquireTimeout` around the block catches it: no adapter wraps
-    a body's exception in an ExceptionGroup; and the limiter is closed."""
+    """P63: `except AcquireTimeout` around the block catches it: no adapter
+    wraps a body's exception in an ExceptionGroup; and the limiter is closed."""
     caught: list[BaseException] = []
     for body in ("timeout", "own"):
         try:
@@ -2710,8 +2710,8 @@ async def test_a_limiter_opened_in_a_cancelled_scope_is_cancelled_there(
 @pytest.mark.threads
 @pytest.mark.redis
 async def test_async_with_a_limiter_is_refused(open_limiter: OpenLimiter) -> None:
-    """`async with limiter:` would take no permit (aiolimiter's idiom takes
-    one): refused, saying what to write; the limiter still works."""
+    """P62: `async with limiter:` would take no permit (aiolimiter's idiom
+    takes one): refused, saying what to write; the limiter still works."""
     async with open_limiter(Fifo(), 10) as limiter:
         with pytest.raises(TypeError, match=r"limiter\.permit\(level\)"):
             async with limiter:
@@ -2723,7 +2723,7 @@ async def test_async_with_a_limiter_is_refused(open_limiter: OpenLimiter) -> Non
 async def test_a_permit_entered_by_a_plain_with_says_to_write_async_with(
     open_limiter: OpenLimiter,
 ) -> None:
-    """``with limiter.permit(level):`` in an ``async def`` (the thread
+    """P62: ``with limiter.permit(level):`` in an ``async def`` (the thread
     adapter's idiom) is refused saying to write ``async with`` (Python's own
     error named contextlib's private class); it takes no permit, and the
     limiter still works."""
@@ -2766,7 +2766,7 @@ async def test_a_flow_whose_hash_fails_is_refused_and_the_limiter_works_on(
 @pytest.mark.threads
 @pytest.mark.redis
 async def test_a_settle_after_the_limiter_closed_is_refused(open_limiter: OpenLimiter) -> None:
-    """A permit settled after its limiter closed: LimiterClosed, nothing
+    """P66: a permit settled after its limiter closed: LimiterClosed, nothing
     left to settle (SPEC, ``Permit.settle``); within the window before."""
     async with open_limiter(Fifo(), 10, 5, settle_window=30.0) as limiter:
         early = await limiter.acquire(cost=2)
@@ -2816,7 +2816,7 @@ async def test_units_granted_are_the_units_callers_used(open_limiter: OpenLimite
 async def test_pause_left_says_how_long_the_pause_in_force_lasts(
     open_limiter: OpenLimiter,
 ) -> None:
-    """``pause_left()`` is the time until the pauses set end: a shorter one
+    """P65: ``pause_left()`` is the time until the pauses set end: a shorter one
     after a longer one shortens nothing, and it runs down with the clock."""
     async with open_limiter(Fifo(), 10, 1) as limiter:
         assert limiter.pause_left() == 0.0
