@@ -45,7 +45,7 @@ SIM_TESTS = (
     "tests/test_compare.py",
 )
 
-#: The adapters' own calls' properties (P62 to P66), the conformance suite
+#: The adapters' own calls' properties (P62 to P67), the conformance suite
 #: and the random scripts held to a bare machine: what every event-loop
 #: adapter (and the thread adapter) promises. (The properties first: they
 #: take seconds, and run before ``MAXFAIL`` failures of the others end a run.)
@@ -775,6 +775,21 @@ MUTANTS: dict[str, tuple[str, str, str, str]] = {
         "        now = self._now()\n        if not self._running:\n",
         "a permit settled (or a live call made) after its limiter closed is applied to the"
         " machine, not refused with LimiterClosed (P66)",
+    ),
+    "level-block-ignored": (
+        "adapters/permits/adapters/_base.py",
+        "            level = _LEVEL.get()\n            if level is None:\n"
+        "                level = self.default_level\n",
+        "            level = self.default_level\n",
+        "an acquire that names no level asks at the limiter's default_level, not at the level of"
+        " the level(n) block it runs in (P67)",
+    ),
+    "level-block-not-left": (
+        "adapters/permits/adapters/_base.py",
+        "        _LEVEL.reset(tokens[-1])\n",
+        "        pass\n",
+        "a level(n) block left keeps its level set: the acquires after it, outside it, ask at"
+        " n (P67)",
     ),
     "trio-cancel-after-wake-unseen": (
         "adapters/permits/adapters/trio.py",

@@ -1,4 +1,4 @@
-"""P62 to P66: the adapters' own calls, as SPEC.md's *The adapters* states them.
+"""P62 to P67: the adapters' own calls, as SPEC.md's *The adapters* states them.
 
 What a limiter does beyond handing out permits where callers proceed (P26):
 the blocks it refuses, how a block's exception leaves, the live calls
@@ -30,6 +30,7 @@ from permits.adapters import (
     BaseLimiter,
     LimiterClosed,
     Permit,
+    level,
     threads,
 )
 from permits.adapters import anyio as anyio_adapter
@@ -687,3 +688,145 @@ def test_a_permit_settles_once_within_the_settle_window_of_its_caller_proceeding
         run(case, main)
     note(f"(expected, got): {outcomes}")
     assert all(want == got for want, got in outcomes), ("P66", outcomes)
+
+
+# -- P67: the level of an acquire that names none ---------------------------------
+
+
+@attrs.frozen
+class Ask:
+    """An acquire (``try_``: a ``try_acquire``; ``block``: a ``permit()``
+    block) at ``level``, ``None`` for none named."""
+
+    level: int | None
+    how: str
+
+
+@attrs.frozen
+class Enter:
+    """Enter a ``level(value)`` block, as a ``with`` or by calling a
+    function decorated with it, around the steps that follow, to ``Leave``."""
+
+    value: int
+    decorated: bool
+
+
+@attrs.frozen
+class Leave:
+    pass
+
+
+@given(
+    case=st.sampled_from([*CASES, THREADS]),
+    default=st.integers(0, 3),
+    steps=st.lists(
+        st.one_of(
+            st.builds(
+                Ask,
+                level=st.none() | st.integers(0, 3),
+                how=st.sampled_from(["acquire", "try", "block"]),
+            ),
+            st.builds(Enter, value=st.integers(0, 3), decorated=st.booleans()),
+            st.just(Leave()),
+        ),
+        max_size=16,
+    ),
+)
+def test_an_acquire_that_names_no_level_is_at_its_context_s_level_or_the_default(
+    case: tuple[str, str], default: int, steps: list[Ask | Enter | Leave]
+) -> None:
+    """P67: an ``acquire``, ``try_acquire`` or ``permit()`` block that
+    names no level (``None``) asks at the level of the innermost
+    ``level(n)`` block it runs in (a ``with level(n):``, or a function
+    decorated with ``@level(n)`` while its code runs), and outside any at
+    the limiter's ``default_level``; one that names a level asks at that
+    one. Its permit has that level, and the level counts it as pushed. On
+    every adapter, in nested blocks that are left again."""
+    asked: list[tuple[int, int, int]] = []  # (expected, the permit's, where pushed)
+
+    def pushed(limiter: Any) -> list[int]:
+        return [lv.pushed for lv in limiter.statistics().levels]
+
+    def expected(ask: Ask, blocks: list[int]) -> int:
+        if ask.level is not None:
+            return ask.level
+        return blocks[-1] if blocks else default
+
+    def where(before: list[int], after: list[int]) -> int:
+        changed = [i for i, (b, a) in enumerate(zip(before, after, strict=True)) if a != b]
+        assert len(changed) == 1, ("P67: not one level counted the acquire", before, after)
+        return changed[0]
+
+    if case == THREADS:
+        with threads.open_limiter(StrictPriority(4), 1000, 100, default_level=default) as tl:
+
+            def ask_thread(ask: Ask) -> int:
+                if ask.how == "try":
+                    assert tl.try_acquire(ask.level)
+                    return -1
+                if ask.how == "block":
+                    with tl.permit(ask.level) as permit:
+                        return permit.level
+                return tl.acquire(ask.level).level
+
+            def walk_threads(rest: list[Ask | Enter | Leave], blocks: list[int]) -> None:
+                while rest:
+                    step = rest.pop(0)
+                    if isinstance(step, Leave):
+                        if blocks:
+                            return
+                        continue
+                    if isinstance(step, Enter):
+                        inner = [*blocks, step.value]
+                        if step.decorated:
+                            level(step.value)(walk_threads)(rest, inner)
+                        else:
+                            with level(step.value):
+                                walk_threads(rest, inner)
+                        continue
+                    before = pushed(tl)
+                    got = ask_thread(step)
+                    lv = where(before, pushed(tl))
+                    asked.append((expected(step, blocks), lv if got == -1 else got, lv))
+
+            walk_threads(list(steps), [])
+    else:
+
+        async def main() -> None:
+            opener = OPENERS[case[1]]
+            async with opener(StrictPriority(4), 1000, 100, default_level=default) as limiter:
+
+                async def ask_async(ask: Ask) -> int:
+                    if ask.how == "try":
+                        assert limiter.try_acquire(ask.level)
+                        return -1
+                    if ask.how == "block":
+                        async with limiter.permit(ask.level) as permit:
+                            return permit.level
+                    return (await limiter.acquire(ask.level)).level
+
+                async def walk(rest: list[Ask | Enter | Leave], blocks: list[int]) -> None:
+                    while rest:
+                        step = rest.pop(0)
+                        if isinstance(step, Leave):
+                            if blocks:
+                                return
+                            continue
+                        if isinstance(step, Enter):
+                            inner = [*blocks, step.value]
+                            if step.decorated:
+                                await level(step.value)(walk)(rest, inner)
+                            else:
+                                with level(step.value):
+                                    await walk(rest, inner)
+                            continue
+                        before = pushed(limiter)
+                        got = await ask_async(step)
+                        lv = where(before, pushed(limiter))
+                        asked.append((expected(step, blocks), lv if got == -1 else got, lv))
+
+                await walk(list(steps), [])
+
+        run(case, main)
+    note(f"(expected, the permit's level, counted at): {asked}")
+    assert all(want == got == lv for want, got, lv in asked), ("P67", asked)

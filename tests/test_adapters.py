@@ -1078,7 +1078,7 @@ async def test_a_max_wait_refusal_shows_its_estimate_to_the_nanosecond(
 @pytest.mark.threads
 @pytest.mark.redis
 async def test_context_level_and_queue_limit(open_limiter: OpenLimiter) -> None:
-    """The level comes from the context, and that level's ``max_waiting``
+    """P67: the level comes from the context, and that level's ``max_waiting``
     rejects a second waiter. (One permit in 10 s: on the real clock, the
     waiter queues and the second is rejected long before the next; at 5 a
     second a loaded machine could grant the first before the second came.)"""
@@ -1099,7 +1099,7 @@ async def test_context_level_and_queue_limit(open_limiter: OpenLimiter) -> None:
 async def test_level_as_a_decorator_sets_the_level_while_the_function_runs(
     open_limiter: OpenLimiter,
 ) -> None:
-    """``@level(BATCH)`` on an ``async def`` puts its acquires at that level
+    """P67: ``@level(BATCH)`` on an ``async def`` puts its acquires at that level
     while it runs, as ``with level(BATCH):`` around its body does. It set
     the level only while the call made the coroutine (contextlib's
     decorator is for plain functions), so its acquires ran at the default
