@@ -45,7 +45,7 @@ SIM_TESTS = (
     "tests/test_compare.py",
 )
 
-#: The adapters' own calls' properties (P62 to P67), the conformance suite
+#: The adapters' own calls' properties (P62 to P68), the conformance suite
 #: and the random scripts held to a bare machine: what every event-loop
 #: adapter (and the thread adapter) promises. (The properties first: they
 #: take seconds, and run before ``MAXFAIL`` failures of the others end a run.)
@@ -790,6 +790,20 @@ MUTANTS: dict[str, tuple[str, str, str, str]] = {
         "        pass\n",
         "a level(n) block left keeps its level set: the acquires after it, outside it, ask at"
         " n (P67)",
+    ),
+    "max-wait-not-pushed": (
+        "adapters/permits/adapters/_base.py",
+        "id, level, now, deadline=deadline, cost=cost, flow=flow, max_wait_ns=limit",
+        "id, level, now, deadline=deadline, cost=cost, flow=flow, max_wait_ns=None",
+        "acquire(max_wait=...) after the first try waits however long, never refused as too"
+        " long (P68)",
+    ),
+    "too-long-estimate-forgets-the-cost": (
+        "adapters/permits/adapters/_base.py",
+        "        wait = self._machine.min_wait(level, cost=cost, flow=flow)\n",
+        "        wait = self._machine.min_wait(level, flow=flow)\n",
+        "WouldWaitTooLong's estimate is the best case of one unit, not of the cost the refusal"
+        " compared (P68)",
     ),
     "trio-cancel-after-wake-unseen": (
         "adapters/permits/adapters/trio.py",

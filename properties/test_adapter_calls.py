@@ -1,4 +1,4 @@
-"""P62 to P67: the adapters' own calls, as SPEC.md's *The adapters* states them.
+"""P62 to P68: the adapters' own calls, as SPEC.md's *The adapters* states them.
 
 What a limiter does beyond handing out permits where callers proceed (P26):
 the blocks it refuses, how a block's exception leaves, the live calls
@@ -14,6 +14,7 @@ matters.
 
 from __future__ import annotations
 
+import copy
 import sys
 from collections.abc import Awaitable, Callable, Iterator
 from contextlib import AbstractAsyncContextManager, contextmanager, suppress
@@ -30,6 +31,7 @@ from permits.adapters import (
     BaseLimiter,
     LimiterClosed,
     Permit,
+    WouldWaitTooLong,
     level,
     threads,
 )
@@ -830,3 +832,117 @@ def test_an_acquire_that_names_no_level_is_at_its_context_s_level_or_the_default
         run(case, main)
     note(f"(expected, the permit's level, counted at): {asked}")
     assert all(want == got == lv for want, got, lv in asked), ("P67", asked)
+
+
+# -- P68: fail fast with max_wait ---------------------------------------------------
+
+
+@attrs.frozen
+class Fast:
+    """An acquire at ``level`` for ``cost``, with ``max_wait`` (ns) or none."""
+
+    level: int
+    cost: int
+    max_wait: int | None
+
+
+@given(
+    case=st.sampled_from(CASES),
+    rate=st.sampled_from([1, 2, 4]),
+    burst=st.integers(1, 3),
+    steps=st.lists(
+        st.tuples(
+            st.integers(0, 64).map(lambda k: 4 * k * STEP),
+            st.builds(
+                Fast,
+                level=st.integers(0, 1),
+                cost=st.integers(1, 3),
+                max_wait=st.none() | st.integers(0, 512).map(lambda k: k * STEP),
+            ),
+        ),
+        min_size=1,
+        max_size=12,
+    ),
+)
+def test_an_acquire_with_max_wait_is_refused_at_once_if_and_only_if_its_best_case_is_longer(
+    case: tuple[str, str], rate: int, burst: int, steps: list[tuple[int, Fast]]
+) -> None:
+    """P68: ``acquire(max_wait=m)`` raises ``WouldWaitTooLong`` if and only
+    if the machine's ``min_wait`` for it (its level, cost and flow, after
+    the tick to the acquire's instant) exceeds ``m``: at that instant, with
+    ``.level`` its level, ``.estimated`` that ``min_wait`` in seconds and
+    ``.max_wait`` ``m``; counted as its level's ``too_long``, and nobody
+    else's wait changed (the waiters are those before it). Otherwise it
+    waits (or is granted) as without ``max_wait``. On every event-loop
+    adapter, among waiting callers, at random times on virtual time."""
+    refusals: list[tuple[Fast, int, Any]] = []  # (the acquire, the best case, what it raised)
+    seen: list[tuple[Fast, int, str]] = []
+
+    async def main() -> None:
+        async with (
+            anyio.create_task_group() as tg,
+            OPENERS[case[1]](StrictPriority(2), rate, burst) as limiter,
+        ):
+            start = now()
+            started = 0
+            finished: list[int] = []
+
+            def quiet() -> bool:
+                due = limiter.machine.next_tick()
+                waiting = started - len(finished)
+                return waiting == len(limiter.machine) and (due is None or due > now())
+
+            async def caller(op: Fast, best: int) -> None:
+                asked = now()
+                try:
+                    await limiter.acquire(
+                        op.level,
+                        cost=op.cost,
+                        max_wait=None if op.max_wait is None else op.max_wait / 1e9,
+                    )
+                except WouldWaitTooLong as error:
+                    assert now() == asked, "P68: the refusal took time"
+                    refusals.append((op, best, error))
+                    seen.append((op, best, "refused"))
+                except PermitValueError:
+                    seen.append((op, best, "bad cost"))  # (above the burst)
+                else:
+                    seen.append((op, best, "granted"))
+                finished.append(1)
+
+            for at, op in sorted(steps, key=lambda step: step[0]):
+                await anyio.sleep(max(0, start + at - now()) / 1e9)
+                await until(quiet, "P68: the callers never settled")
+                # The best case the push compares: the machine's min_wait
+                # after a tick to now (on a copy: the limiter's is its own).
+                shadow = copy.deepcopy(limiter.machine)
+                shadow.tick(now())
+                best = -1 if op.cost > burst else shadow.min_wait(op.level, cost=op.cost)
+                before = limiter.statistics().levels[op.level].too_long
+                waiters = len(limiter.machine)
+                started += 1
+                tg.start_soon(caller, op, best)
+
+                def ran(op: Fast = op, waiters: int = waiters) -> bool:
+                    """The caller started has an outcome, or waits."""
+                    return any(o is op for o, _, _ in seen) or len(limiter.machine) > waiters
+
+                await until(ran, "P68: the caller neither waits nor finished")
+                if any(o is op and outcome == "refused" for o, _, outcome in seen):
+                    assert len(limiter.machine) == waiters, "P68: a refusal changed the waiters"
+                    after = limiter.statistics().levels[op.level].too_long
+                    assert after == before + 1, ("P68: the refusal was not counted", before, after)
+            await anyio.sleep(600)  # (the others are granted)
+
+    run(case, main)
+    note(f"(acquire, best case ns, outcome): {seen}")
+    for op, best, outcome in seen:
+        if outcome == "bad cost":
+            continue
+        too_long = op.max_wait is not None and best > op.max_wait
+        assert (outcome == "refused") == too_long, ("P68", op, best, outcome)
+    for op, best, error in refusals:
+        assert error.level == op.level, ("P68", error.level)
+        assert error.estimated == best / SECOND, ("P68: the estimate", error.estimated, best)
+        assert op.max_wait is not None
+        assert error.max_wait == op.max_wait / 1e9, ("P68", error.max_wait)

@@ -987,7 +987,7 @@ async def test_a_push_after_a_lag_expires_the_late_before_taking_the_free_permit
 
 @pytest.mark.threads
 async def test_fail_fast(open_limiter: OpenLimiter) -> None:
-    """A ``max_wait`` shorter than the estimate is refused at once; the
+    """P68: a ``max_wait`` shorter than the estimate is refused at once; the
     estimate counts the waiters ahead at the caller's level. (A permit a
     second: on the real clock the waiters queue and the interactive caller
     comes long before the next permit; at 10 a second, on a loaded machine
@@ -1018,7 +1018,7 @@ async def test_fail_fast(open_limiter: OpenLimiter) -> None:
 
 @pytest.mark.threads
 async def test_a_max_wait_refusal_is_counted_at_its_level(open_limiter: OpenLimiter) -> None:
-    """SPEC P53 through an adapter: an acquire refused for its ``max_wait``
+    """SPEC P53 and P68 through an adapter: an acquire refused for its ``max_wait``
     is the machine's too-long decision, counted in the statistics at its
     level (and as pushed there), nowhere else; no waiter is left. (One
     permit in 10 s, the estimate counted from a reading before the first
@@ -1058,7 +1058,7 @@ async def test_try_acquire_never_jumps_the_queue(open_limiter: OpenLimiter) -> N
 async def test_a_max_wait_refusal_shows_its_estimate_to_the_nanosecond(
     open_limiter: OpenLimiter,
 ) -> None:
-    """At 3 permits a second the next permit is due in a third of a second,
+    """P68: at 3 permits a second the next permit is due in a third of a second,
     rounded up to the nanosecond (0.333333334 s): a ``max_wait=1/3`` (the
     nearest nanosecond is 0.333333333 s) is refused, and the refusal says
     by how much. It printed the estimate to the microsecond, "would wait at
