@@ -45,7 +45,7 @@ SIM_TESTS = (
     "tests/test_compare.py",
 )
 
-#: The adapters' own calls' properties (P62 to P68), the conformance suite
+#: The adapters' own calls' properties (P62 to P69), the conformance suite
 #: and the random scripts held to a bare machine: what every event-loop
 #: adapter (and the thread adapter) promises. (The properties first: they
 #: take seconds, and run before ``MAXFAIL`` failures of the others end a run.)
@@ -804,6 +804,24 @@ MUTANTS: dict[str, tuple[str, str, str, str]] = {
         "        wait = self._machine.min_wait(level, flow=flow)\n",
         "WouldWaitTooLong's estimate is the best case of one unit, not of the cost the refusal"
         " compared (P68)",
+    ),
+    "pause-for-ever-breaks-the-limiter": (
+        "adapters/permits/adapters/_base.py",
+        "        if length is None:\n"
+        '            raise PermitValueError("seconds", seconds, "must be a finite number of'
+        ' seconds")\n',
+        "",
+        "pause_for(math.inf) is not refused by name: the machine's pause_until is handed None"
+        " and its TypeError closes the limiter (P69)",
+    ),
+    "reset-after-ever-breaks-the-limiter": (
+        "adapters/permits/adapters/_base.py",
+        "        if after is None:\n"
+        '            raise PermitValueError("reset_after", reset_after, "must be a finite number'
+        ' of seconds")\n',
+        "",
+        "adopt or quota with reset_after=math.inf is not refused by name: the machine is handed"
+        " None and its TypeError closes the limiter (P69)",
     ),
     "trio-cancel-after-wake-unseen": (
         "adapters/permits/adapters/trio.py",

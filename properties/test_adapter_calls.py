@@ -1,4 +1,4 @@
-"""P62 to P68: the adapters' own calls, as SPEC.md's *The adapters* states them.
+"""P62 to P69: the adapters' own calls, as SPEC.md's *The adapters* states them.
 
 What a limiter does beyond handing out permits where callers proceed (P26):
 the blocks it refuses, how a block's exception leaves, the live calls
@@ -15,6 +15,7 @@ matters.
 from __future__ import annotations
 
 import copy
+import math
 import sys
 from collections.abc import Awaitable, Callable, Iterator
 from contextlib import AbstractAsyncContextManager, contextmanager, suppress
@@ -946,3 +947,155 @@ def test_an_acquire_with_max_wait_is_refused_at_once_if_and_only_if_its_best_cas
         assert error.estimated == best / SECOND, ("P68: the estimate", error.estimated, best)
         assert op.max_wait is not None
         assert error.max_wait == op.max_wait / 1e9, ("P68", error.max_wait)
+
+
+# -- P69: bad input to an adapter ---------------------------------------------------
+
+#: (the call, its arguments, the argument named, the error): every call an
+#: adapter takes from its user, with a bad value of each argument.
+BAD_CALLS: list[tuple[str, dict[str, Any], str, type[Exception]]] = [
+    ("acquire", {"level": -1}, "level", PermitValueError),
+    ("acquire", {"level": 4}, "level", PermitValueError),
+    ("acquire", {"level": "0"}, "level", PermitTypeError),
+    ("acquire", {"level": 1.0}, "level", PermitTypeError),
+    ("acquire", {"level": True}, "level", PermitTypeError),
+    ("acquire", {"cost": 0}, "cost", PermitValueError),
+    ("acquire", {"cost": -1}, "cost", PermitValueError),
+    ("acquire", {"cost": 4}, "cost", PermitValueError),
+    ("acquire", {"cost": "1"}, "cost", PermitTypeError),
+    ("acquire", {"cost": {"nope": 1}}, "cost", PermitValueError),
+    ("acquire", {"flow": []}, "flow", PermitTypeError),
+    ("acquire", {"timeout": -1}, "timeout", PermitValueError),
+    ("acquire", {"timeout": math.nan}, "timeout", PermitValueError),
+    ("acquire", {"timeout": "1"}, "timeout", PermitTypeError),
+    ("acquire", {"max_wait": -1}, "max_wait", PermitValueError),
+    ("acquire", {"max_wait": math.nan}, "max_wait", PermitValueError),
+    ("acquire", {"max_wait": True}, "max_wait", PermitTypeError),
+    ("permit", {"level": -1}, "level", PermitValueError),
+    ("permit", {"cost": 4}, "cost", PermitValueError),
+    ("try_acquire", {"level": 4}, "level", PermitValueError),
+    ("try_acquire", {"cost": 0}, "cost", PermitValueError),
+    ("try_acquire", {"flow": {}}, "flow", PermitTypeError),
+    ("set_limit", {"rate": 0}, "rate", PermitValueError),
+    ("set_limit", {"rate": math.nan}, "rate", PermitValueError),
+    ("set_limit", {"rate": math.inf}, "rate", PermitValueError),
+    ("set_limit", {"rate": "1"}, "rate", PermitTypeError),
+    ("set_limit", {"burst": 0}, "burst", PermitValueError),
+    ("set_limit", {"burst": 1.5}, "burst", PermitTypeError),
+    ("set_limit", {"rate": 1, "limit": "nope"}, "limit", PermitValueError),
+    ("set_limit", {}, "rate", PermitTypeError),
+    ("pause_for", {"seconds": -1}, "seconds", PermitValueError),
+    ("pause_for", {"seconds": math.nan}, "seconds", PermitValueError),
+    ("pause_for", {"seconds": math.inf}, "seconds", PermitValueError),
+    ("pause_for", {"seconds": "1"}, "seconds", PermitTypeError),
+    ("adopt", {"remaining": -1, "reset_after": 1}, "remaining", PermitValueError),
+    ("adopt", {"remaining": 1.5, "reset_after": 1}, "remaining", PermitTypeError),
+    ("adopt", {"remaining": 1, "reset_after": -1}, "reset_after", PermitValueError),
+    ("adopt", {"remaining": 1, "reset_after": math.inf}, "reset_after", PermitValueError),
+    ("adopt", {"remaining": 1, "reset_after": 1, "limit": "nope"}, "limit", PermitValueError),
+    ("quota", {"remaining": -1, "reset_after": 1}, "remaining", PermitValueError),
+    ("quota", {"remaining": 1, "reset_after": math.nan}, "reset_after", PermitValueError),
+    ("quota", {"remaining": 1, "reset_after": math.inf}, "reset_after", PermitValueError),
+    ("settle", {"actual": -1}, "actual", PermitValueError),
+    ("settle", {"actual": "1"}, "actual", PermitTypeError),
+    ("settle", {"actual": {"nope": 1}}, "actual", PermitValueError),
+]
+
+
+@given(
+    case=st.sampled_from([*CASES, THREADS]),
+    taken=st.integers(0, 3),
+    queued=st.integers(0, 2),
+    paused=st.booleans(),
+    bad=st.sampled_from(BAD_CALLS),
+)
+def test_a_bad_argument_is_refused_by_name_and_changes_nothing(
+    case: tuple[str, str],
+    taken: int,
+    queued: int,
+    paused: bool,
+    bad: tuple[str, dict[str, Any], str, type[Exception]],
+) -> None:
+    """P69: a bad argument of an adapter's call (``acquire``,
+    ``try_acquire``, ``permit``, ``set_limit``, ``pause_for``, ``adopt``,
+    ``quota``, ``Permit.settle``: a level out of range or not an ``int``, a
+    cost of no unit, above the burst or naming no limit, an unhashable
+    flow, a duration below 0, NaN, infinite where a pause or a reset must
+    end, or not a number, a rate not finite and above 0, a burst below 1,
+    an unknown limit) raises the ``PermitValueError`` or
+    ``PermitTypeError`` naming it (``argument``, and ``argument=value`` at
+    the start of the message), and changes nothing: the statistics, the
+    waiters, the limits and the pause are as they were, the limiter stays
+    open and works on. On every adapter, whatever was taken and whoever
+    waits (none on the thread adapter)."""
+    name, arguments, argument, kind = bad
+    errors: list[Exception] = []
+
+    def state(limiter: Any) -> tuple[Any, ...]:
+        return (limiter.statistics(), len(limiter.machine), limiter.limits, limiter.pause_left())
+
+    async def call(limiter: Any, permit: Permit) -> None:
+        try:
+            if name == "settle":
+                permit.settle(**arguments)
+            elif name == "permit":
+                block = limiter.permit(**arguments)
+                if case == THREADS:
+                    with block:
+                        pass
+                else:
+                    async with block:
+                        pass
+            elif name == "acquire" and case != THREADS:
+                await limiter.acquire(**arguments)
+            else:
+                getattr(limiter, name)(**arguments)
+        except Exception as error:
+            errors.append(error)
+
+    if case == THREADS:
+        with virtual_threads(StrictPriority(4), 10, 3, settle_window=1.0) as tl:
+            permit = tl.acquire()
+            for _ in range(taken - 1):
+                tl.acquire()
+            if paused:
+                tl.pause_for(1.0)
+            before = state(tl)
+            anyio.run(call, tl, permit)
+            assert state(tl) == before, ("P69: a refused call changed the limiter", bad)
+            assert not tl.closed, ("P69: a refused call closed the limiter", bad)
+            tl.set_limit(rate=1000, burst=3)
+            tl.clock[0] += 2 * SECOND
+            tl.acquire()  # (it works on)
+    else:
+
+        async def main() -> None:
+            async with (
+                anyio.create_task_group() as tg,
+                OPENERS[case[1]](StrictPriority(4), 10, 3, settle_window=1.0) as limiter,
+            ):
+                permit = await limiter.acquire()
+                for _ in range(taken - 1):
+                    await limiter.acquire()
+                for _ in range(queued):
+                    tg.start_soon(_hold, limiter)
+                if paused:
+                    limiter.pause_for(1.0)
+                await until(
+                    lambda: limiter.statistics().levels[0].pushed == max(1, taken) + queued, ""
+                )
+                before = state(limiter)
+                await call(limiter, permit)
+                assert state(limiter) == before, ("P69: a refused call changed the limiter", bad)
+                assert not limiter.closed, ("P69: a refused call closed the limiter", bad)
+                with anyio.fail_after(10):
+                    await limiter.acquire()  # (it works on)
+
+        run(case, main)
+    assert errors, ("P69: a bad argument was not refused", bad)
+    error = errors[0]
+    assert type(error) is kind, ("P69: refused with another error", bad, error)
+    assert isinstance(error, (PermitValueError, PermitTypeError))
+    assert error.argument == argument, ("P69: the error names another argument", bad, error)
+    value = arguments.get(argument)
+    assert str(error).startswith(f"{argument}={value!r}"), ("P69: the message", bad, error)

@@ -673,6 +673,7 @@ async def test_an_acquire_refused_at_once_is_a_schedule_point_under_trio(
 async def test_bad_acquire_arguments_are_refused_and_change_nothing(
     open_limiter: OpenLimiter, keyword: str, value: object
 ) -> None:
+    """P69: a bad argument of acquire is refused naming it, and changes nothing."""
     expected: type[PermitValueError | PermitTypeError] = (
         PermitValueError if isinstance(value, float) else PermitTypeError
     )
@@ -2493,6 +2494,7 @@ async def test_a_quota_lets_what_it_leaves_go_at_once(open_limiter: OpenLimiter)
 @pytest.mark.threads
 @pytest.mark.redis
 async def test_live_limits_refuse_bad_input(open_limiter: OpenLimiter) -> None:
+    """P69: the live calls refuse a pause for ever and a rate of 0."""
     async with open_limiter(Fifo(), 10) as limiter:
         with pytest.raises(PermitValueError):
             limiter.pause_for(math.inf)
@@ -2511,7 +2513,7 @@ async def test_live_limits_refuse_bad_input(open_limiter: OpenLimiter) -> None:
 @pytest.mark.threads
 @pytest.mark.redis
 async def test_a_nan_duration_is_refused_as_no_number(open_limiter: OpenLimiter) -> None:
-    """``pause_for(nan)`` said "must be >= 0", of what is no number at all:
+    """P69: ``pause_for(nan)`` said "must be >= 0", of what is no number at all:
     a NaN duration says so, and changes nothing."""
     async with open_limiter(Fifo(), 10) as limiter:
         with pytest.raises(PermitValueError) as refused:
