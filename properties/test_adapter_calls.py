@@ -134,7 +134,7 @@ def test_a_block_of_the_wrong_kind_is_refused_saying_what_to_write(
     permit and changes nothing (the statistics, the waiters), and the
     limiter works on."""
     if case == THREADS:
-        with threads.open_limiter(Fifo(), 1, 3) as limiter:
+        with virtual_threads(Fifo(), 1, 3) as limiter:  # (no time passes)
             for _ in range(taken):
                 limiter.acquire()
             before = limiter.statistics()
@@ -277,7 +277,8 @@ def test_a_body_s_exception_leaves_the_block_as_itself(
 
     if case == THREADS:
         try:
-            with threads.open_limiter(Fifo(), 1, 1) as limiter:
+            # (a permit in 1000 s: on the real clock, the timeout ends first)
+            with threads.open_limiter(Fifo(), 0.001, 1) as limiter:
                 if kind == "timeout":
                     limiter.acquire()
                     try:
