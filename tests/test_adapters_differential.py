@@ -989,10 +989,6 @@ CANCELLED_HEAD = Script(
 @example(REFUND_RACE)
 @example(CANCELLED_HEAD)
 def test_adapters_proceed_as_the_core_decides(script: Script) -> None:
-    """Every adapter, the thread adapter included, proceeds as the bare
-    machine decides: a caller whom a live call (``set_limit``,
-    ``pause_for``, ``adopt``, ``quota``, a settle) decided for proceeds at
-    the call's instant, and the next at the machine's next tick (P64)."""
     note(repr(script))
     expected = core(script)
     check_units(script, expected)
