@@ -46,9 +46,15 @@ SIM_TESTS = (
     "tests/test_compare.py",
 )
 
-#: The conformance suite and the random scripts held to a bare machine: what
-#: every event-loop adapter (and the thread adapter) promises.
-CONFORMANCE = ("tests/test_adapters.py", "tests/test_adapters_differential.py")
+#: The adapters' own calls' properties (P62 to P69), the conformance suite
+#: and the random scripts held to a bare machine: what every event-loop
+#: adapter (and the thread adapter) promises. (The properties first: they
+#: take seconds, and run before ``MAXFAIL`` failures of the others end a run.)
+CONFORMANCE = (
+    "properties/test_adapter_calls.py",
+    "tests/test_adapters.py",
+    "tests/test_adapters_differential.py",
+)
 
 #: How many failing tests end an adapter mutant's run.
 MAXFAIL = 10
@@ -737,6 +743,107 @@ MUTANTS: dict[str, tuple[str, str, str, str]] = {
         "            self._sleep_scope.deadline = wake_at\n",
         "trio's and anyio's timer task, once armed, is moved later, never earlier: a permit due"
         " sooner (a raised rate, a cancel, a refund) waits for the tick planned before",
+    ),
+    "async-with-limiter-takes-a-permit": (
+        "adapters/permits/adapters/_base.py",
+        "        raise TypeError(\n"
+        '            "`async with limiter:` takes no permit: write '
+        '`async with limiter.permit(level):` "\n'
+        '            "for one; open a limiter with `async with open_limiter(...) as limiter:`"\n'
+        "        )\n",
+        "        await self.acquire()  # type: ignore[attr-defined]\n",
+        "`async with limiter:` takes a permit and enters (aiolimiter's idiom), where it is"
+        " refused saying what to write (P62)",
+    ),
+    "body-exception-in-a-group": (
+        "adapters/permits/adapters/_tasked.py",
+        "            raised = error\n",
+        "            raise\n",
+        "a body's exception leaves trio's and anyio's `async with open_limiter(...)` wrapped in"
+        " the timer's task group's ExceptionGroup, not as itself (P63)",
+    ),
+    "live-call-not-replanned": (
+        "adapters/permits/adapters/_base.py",
+        "        self._dispatch(decisions)\n        self._reschedule()\n\n    def _settle(",
+        "        self._dispatch(decisions)\n\n    def _settle(",
+        "set_limit, pause_for, adopt, quota and settle do not re-plan the timer: a permit they"
+        " bring sooner waits for the tick planned before (P64)",
+    ),
+    "live-call-wakes-nobody": (
+        "adapters/permits/adapters/_base.py",
+        "        self._dispatch(decisions)\n        self._reschedule()\n\n    def _settle(",
+        "        self._reschedule()\n\n    def _settle(",
+        "set_limit, pause_for, adopt, quota and settle wake none of the callers whose permits"
+        " they decided: those wait for nothing (P64)",
+    ),
+    "pause-left-reads-the-last-time": (
+        "adapters/permits/adapters/_base.py",
+        "        return max(0, self._pause_end - self._clock()) / SECOND\n",
+        "        return max(0, self._pause_end - self._last) / SECOND\n",
+        "pause_left() counts from the limiter's last call, not the clock's now: it does not run"
+        " down between calls (P65)",
+    ),
+    "settle-refusal-not-named": (
+        "adapters/permits/adapters/_base.py",
+        '            raise NotRefundable(self, reason, argument="permit") from None\n',
+        "            raise\n",
+        "a settle refused is the core's NotRefundable, naming the limiter's private id and"
+        " settle_window_ns, not the permit and settle_window (P66)",
+    ),
+    "settle-after-close-reaches-the-machine": (
+        "adapters/permits/adapters/_base.py",
+        "        if self._closed is not None:\n            raise self._refused()\n"
+        "        now = self._now()\n        if not self._running:\n",
+        "        now = self._now()\n        if not self._running:\n",
+        "a permit settled (or a live call made) after its limiter closed is applied to the"
+        " machine, not refused with LimiterClosed (P66)",
+    ),
+    "level-block-ignored": (
+        "adapters/permits/adapters/_base.py",
+        "            level = _LEVEL.get()\n            if level is None:\n"
+        "                level = self.default_level\n",
+        "            level = self.default_level\n",
+        "an acquire that names no level asks at the limiter's default_level, not at the level of"
+        " the level(n) block it runs in (P67)",
+    ),
+    "level-block-not-left": (
+        "adapters/permits/adapters/_base.py",
+        "        _LEVEL.reset(tokens[-1])\n",
+        "        pass\n",
+        "a level(n) block left keeps its level set: the acquires after it, outside it, ask at"
+        " n (P67)",
+    ),
+    "max-wait-not-pushed": (
+        "adapters/permits/adapters/_base.py",
+        "id, level, now, deadline=deadline, cost=cost, flow=flow, max_wait_ns=limit",
+        "id, level, now, deadline=deadline, cost=cost, flow=flow, max_wait_ns=None",
+        "acquire(max_wait=...) after the first try waits however long, never refused as too"
+        " long (P68)",
+    ),
+    "too-long-estimate-forgets-the-cost": (
+        "adapters/permits/adapters/_base.py",
+        "        wait = self._machine.min_wait(level, cost=cost, flow=flow)\n",
+        "        wait = self._machine.min_wait(level, flow=flow)\n",
+        "WouldWaitTooLong's estimate is the best case of one unit, not of the cost the refusal"
+        " compared (P68)",
+    ),
+    "pause-for-ever-breaks-the-limiter": (
+        "adapters/permits/adapters/_base.py",
+        "        if length is None:\n"
+        '            raise PermitValueError("seconds", seconds, "must be a finite number of'
+        ' seconds")\n',
+        "",
+        "pause_for(math.inf) is not refused by name: the machine's pause_until is handed None"
+        " and its TypeError closes the limiter (P69)",
+    ),
+    "reset-after-ever-breaks-the-limiter": (
+        "adapters/permits/adapters/_base.py",
+        "        if after is None:\n"
+        '            raise PermitValueError("reset_after", reset_after, "must be a finite number'
+        ' of seconds")\n',
+        "",
+        "adopt or quota with reset_after=math.inf is not refused by name: the machine is handed"
+        " None and its TypeError closes the limiter (P69)",
     ),
     "trio-cancel-after-wake-unseen": (
         "adapters/permits/adapters/trio.py",

@@ -673,6 +673,7 @@ async def test_an_acquire_refused_at_once_is_a_schedule_point_under_trio(
 async def test_bad_acquire_arguments_are_refused_and_change_nothing(
     open_limiter: OpenLimiter, keyword: str, value: object
 ) -> None:
+    """P69: a bad argument of acquire is refused naming it, and changes nothing."""
     expected: type[PermitValueError | PermitTypeError] = (
         PermitValueError if isinstance(value, float) else PermitTypeError
     )
@@ -987,7 +988,7 @@ async def test_a_push_after_a_lag_expires_the_late_before_taking_the_free_permit
 
 @pytest.mark.threads
 async def test_fail_fast(open_limiter: OpenLimiter) -> None:
-    """A ``max_wait`` shorter than the estimate is refused at once; the
+    """P68: a ``max_wait`` shorter than the estimate is refused at once; the
     estimate counts the waiters ahead at the caller's level. (A permit a
     second: on the real clock the waiters queue and the interactive caller
     comes long before the next permit; at 10 a second, on a loaded machine
@@ -1018,7 +1019,7 @@ async def test_fail_fast(open_limiter: OpenLimiter) -> None:
 
 @pytest.mark.threads
 async def test_a_max_wait_refusal_is_counted_at_its_level(open_limiter: OpenLimiter) -> None:
-    """SPEC P53 through an adapter: an acquire refused for its ``max_wait``
+    """SPEC P53 and P68 through an adapter: an acquire refused for its ``max_wait``
     is the machine's too-long decision, counted in the statistics at its
     level (and as pushed there), nowhere else; no waiter is left. (One
     permit in 10 s, the estimate counted from a reading before the first
@@ -1058,7 +1059,7 @@ async def test_try_acquire_never_jumps_the_queue(open_limiter: OpenLimiter) -> N
 async def test_a_max_wait_refusal_shows_its_estimate_to_the_nanosecond(
     open_limiter: OpenLimiter,
 ) -> None:
-    """At 3 permits a second the next permit is due in a third of a second,
+    """P68: at 3 permits a second the next permit is due in a third of a second,
     rounded up to the nanosecond (0.333333334 s): a ``max_wait=1/3`` (the
     nearest nanosecond is 0.333333333 s) is refused, and the refusal says
     by how much. It printed the estimate to the microsecond, "would wait at
@@ -1078,7 +1079,7 @@ async def test_a_max_wait_refusal_shows_its_estimate_to_the_nanosecond(
 @pytest.mark.threads
 @pytest.mark.redis
 async def test_context_level_and_queue_limit(open_limiter: OpenLimiter) -> None:
-    """The level comes from the context, and that level's ``max_waiting``
+    """P67: the level comes from the context, and that level's ``max_waiting``
     rejects a second waiter. (One permit in 10 s: on the real clock, the
     waiter queues and the second is rejected long before the next; at 5 a
     second a loaded machine could grant the first before the second came.)"""
@@ -1099,7 +1100,7 @@ async def test_context_level_and_queue_limit(open_limiter: OpenLimiter) -> None:
 async def test_level_as_a_decorator_sets_the_level_while_the_function_runs(
     open_limiter: OpenLimiter,
 ) -> None:
-    """``@level(BATCH)`` on an ``async def`` puts its acquires at that level
+    """P67: ``@level(BATCH)`` on an ``async def`` puts its acquires at that level
     while it runs, as ``with level(BATCH):`` around its body does. It set
     the level only while the call made the coroutine (contextlib's
     decorator is for plain functions), so its acquires ran at the default
@@ -2359,7 +2360,7 @@ async def test_settle_gives_back_and_charges(open_limiter: OpenLimiter) -> None:
 async def test_a_refused_settle_names_the_permit_and_settle_window(
     open_limiter: OpenLimiter,
 ) -> None:
-    """A settle refused says so in the limiter's terms: the permit, and its
+    """P66: a settle refused says so in the limiter's terms: the permit, and its
     settle_window in seconds (the core's id and settle_window_ns are not the
     caller's), and what to do when the window is 0."""
     async with open_limiter(Fifo(), 10, 2) as limiter:
@@ -2437,7 +2438,7 @@ async def test_pause_for_holds_every_level(open_limiter: OpenLimiter) -> None:
 @pytest.mark.threads
 @pytest.mark.redis
 async def test_set_limit_applies_at_once(open_limiter: OpenLimiter) -> None:
-    """A raised rate applies at once to the waiters already there, from the
+    """P64: a raised rate applies at once to the waiters already there, from the
     units the bucket holds (P30 where callers proceed). (A unit in 2 s, and
     the times counted from the raise and what had accrued by then: on the
     real clock the waiters queue long before the next unit, however long a
@@ -2500,6 +2501,7 @@ async def test_a_quota_lets_what_it_leaves_go_at_once(open_limiter: OpenLimiter)
 @pytest.mark.threads
 @pytest.mark.redis
 async def test_live_limits_refuse_bad_input(open_limiter: OpenLimiter) -> None:
+    """P69: the live calls refuse a pause for ever and a rate of 0."""
     async with open_limiter(Fifo(), 10) as limiter:
         with pytest.raises(PermitValueError):
             limiter.pause_for(math.inf)
@@ -2518,7 +2520,7 @@ async def test_live_limits_refuse_bad_input(open_limiter: OpenLimiter) -> None:
 @pytest.mark.threads
 @pytest.mark.redis
 async def test_a_nan_duration_is_refused_as_no_number(open_limiter: OpenLimiter) -> None:
-    """``pause_for(nan)`` said "must be >= 0", of what is no number at all:
+    """P69: ``pause_for(nan)`` said "must be >= 0", of what is no number at all:
     a NaN duration says so, and changes nothing."""
     async with open_limiter(Fifo(), 10) as limiter:
         with pytest.raises(PermitValueError) as refused:
@@ -2626,8 +2628,8 @@ async def test_permits_fall_due_far_from_the_clock_s_epoch(
 @pytest.mark.threads
 @pytest.mark.redis
 async def test_the_body_s_exception_leaves_as_itself(open_limiter: OpenLimiter) -> None:
-    """`except AcquireTimeout` around the block catches it: no adapter wraps
-    a body's exception in an ExceptionGroup; and the limiter is closed."""
+    """P63: `except AcquireTimeout` around the block catches it: no adapter
+    wraps a body's exception in an ExceptionGroup; and the limiter is closed."""
     caught: list[BaseException] = []
     for body in ("timeout", "own"):
         try:
@@ -2717,8 +2719,8 @@ async def test_a_limiter_opened_in_a_cancelled_scope_is_cancelled_there(
 @pytest.mark.threads
 @pytest.mark.redis
 async def test_async_with_a_limiter_is_refused(open_limiter: OpenLimiter) -> None:
-    """`async with limiter:` would take no permit (aiolimiter's idiom takes
-    one): refused, saying what to write; the limiter still works."""
+    """P62: `async with limiter:` would take no permit (aiolimiter's idiom
+    takes one): refused, saying what to write; the limiter still works."""
     async with open_limiter(Fifo(), 10) as limiter:
         with pytest.raises(TypeError, match=r"limiter\.permit\(level\)"):
             async with limiter:
@@ -2730,7 +2732,7 @@ async def test_async_with_a_limiter_is_refused(open_limiter: OpenLimiter) -> Non
 async def test_a_permit_entered_by_a_plain_with_says_to_write_async_with(
     open_limiter: OpenLimiter,
 ) -> None:
-    """``with limiter.permit(level):`` in an ``async def`` (the thread
+    """P62: ``with limiter.permit(level):`` in an ``async def`` (the thread
     adapter's idiom) is refused saying to write ``async with`` (Python's own
     error named contextlib's private class); it takes no permit, and the
     limiter still works."""
@@ -2773,7 +2775,7 @@ async def test_a_flow_whose_hash_fails_is_refused_and_the_limiter_works_on(
 @pytest.mark.threads
 @pytest.mark.redis
 async def test_a_settle_after_the_limiter_closed_is_refused(open_limiter: OpenLimiter) -> None:
-    """A permit settled after its limiter closed: LimiterClosed, nothing
+    """P66: a permit settled after its limiter closed: LimiterClosed, nothing
     left to settle (SPEC, ``Permit.settle``); within the window before."""
     async with open_limiter(Fifo(), 10, 5, settle_window=30.0) as limiter:
         early = await limiter.acquire(cost=2)
@@ -2823,7 +2825,7 @@ async def test_units_granted_are_the_units_callers_used(open_limiter: OpenLimite
 async def test_pause_left_says_how_long_the_pause_in_force_lasts(
     open_limiter: OpenLimiter,
 ) -> None:
-    """``pause_left()`` is the time until the pauses set end: a shorter one
+    """P65: ``pause_left()`` is the time until the pauses set end: a shorter one
     after a longer one shortens nothing, and it runs down with the clock."""
     async with open_limiter(Fifo(), 10, 1) as limiter:
         assert limiter.pause_left() == 0.0
