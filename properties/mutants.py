@@ -53,7 +53,7 @@ SIM_TESTS = (
 CONFORMANCE = (
     "properties/test_adapter_calls.py",
     "tests/test_adapters.py",
-    "tests/test_adapters_differential.py",
+    "properties/test_adapters_differential.py",
 )
 
 #: How many failing tests end an adapter mutant's run.

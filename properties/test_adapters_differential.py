@@ -1036,6 +1036,8 @@ STALL_AT_A_TICK = Script(
 @example(CANCELLED_HEAD)
 @example(STALL_AT_A_TICK)
 def test_adapters_proceed_as_the_core_decides(script: Script) -> None:
+    """P76: on every adapter, each caller proceeds or fails when and as the
+    bare machine decides, with its statistics (see the module's docstring)."""
     note(repr(script))
     allowed = cores(script)
     for expected in allowed:
