@@ -18,10 +18,12 @@ back and as settled, are the units of the callers that proceeded.
 
 Ops at one instant come after the ticks due then, and each op's effects
 (callers woken, proceeding) settle before the next op, in no virtual time.
-A cancel right after a stall comes before the ticks that fell due in the
-stall on asyncio, but the framework chooses (trio may run the timer's task
-first, granting the caller its cancel then refunds): the core runs each
-such cancel both ways, and a run must be one of them (:func:`cores`). Not
+A cancel right after a stall (or after another cancel, which may leave the
+next waiter due at once) comes before the tick due then on asyncio, but the
+framework chooses (trio may run the timer's task first, the thread
+adapter's timer thread may tick first, granting the caller its cancel then
+refunds): the core runs each such cancel both ways, and a run must be one
+of them (:func:`cores`). Not
 compared: an op at the very instant of a tick but before it (which runs
 first is the framework's choice), and a cancel of a caller whose acquire has
 not run yet (the asyncio adapter takes a free permit without yielding; trio
@@ -367,8 +369,8 @@ def core_run(
 ) -> tuple[Outcomes, Machine, dict[int, tuple[int, ...]]]:
     """The script on a bare machine: the outcomes, the machine, and the
     units each caller that proceeded holds (its cost, or as settled). At a
-    stall whose step's index is in ``ticked``, the ticks that fell due in
-    it run before the step's cancel (see :func:`cores`)."""
+    step whose index is in ``ticked``, a tick due after its op runs before
+    the step's cancel (see :func:`cores`)."""
     config = script.config
     machine = _machine(config)
     settle_later = config.settle_window > 0
@@ -471,13 +473,13 @@ def core_run(
                 cancel(op.caller)
         elif isinstance(op, Stall):
             now += op.length
-            due = machine.next_tick()
-            if index in ticked and due is not None and due <= now:
-                handle(machine.tick(now))  # (the callers granted proceed later)
         elif not isinstance(op, Settle) or (op.caller in held and not levels[op.caller].try_):
             call(op, functools.partial(_core_op, machine, config, op, now))
             if isinstance(op, Settle) and out[f"call {calls - 1} settle"][0] == "ok":
                 held[op.caller] = _settled(config, held[op.caller], op.actual)
+        due = machine.next_tick()
+        if index in ticked and due is not None and due <= now:
+            handle(machine.tick(now))  # the timer first (see cores); they proceed later
         unfinished = sorted(c for c in waiting | set(flying) if c < before)
         if step.then_cancel is not None and step.then_cancel < len(unfinished):
             cancel(unfinished[step.then_cancel])
@@ -980,13 +982,16 @@ def core(script: Script, ticked: frozenset[int] = frozenset()) -> Run:
 
 def cores(script: Script) -> list[Run]:
     """The core's runs of ``script`` for each order a framework may choose
-    at a cancel right after a stall: before the ticks that fell due in the
-    stall (the first run, as on asyncio), or after them (trio may run the
-    timer's task first): every combination, each run once."""
+    at a cancel right after a stall or another cancel: before the tick due
+    then (the ticks that fell due in the stall; the one a cancelled head
+    leaves due at once, P2) or after it (trio may run the timer's task
+    first, the thread adapter's timer thread may tick first): every
+    combination, each run once; the first, every cancel first (as on
+    asyncio)."""
     racing = [
         i
         for i, step in enumerate(script.steps)
-        if isinstance(step.op, Stall) and step.then_cancel is not None
+        if isinstance(step.op, (Stall, Cancel)) and step.then_cancel is not None
     ]
     runs: list[Run] = []
     for k in range(len(racing) + 1):
@@ -1014,6 +1019,13 @@ CANCELLED_HEAD = Script(
         Step(16 * STEP, Cancel(1, native=True)),
     ),
 )
+#: The same head cancelled, and the cheap waiter then too: its grant, due
+#: at once, may come first (the thread adapter's timer thread may tick
+#: between the two cancels), and it is refunded.
+CANCELS_AT_A_TICK = Script(
+    CANCELLED_HEAD.config,
+    (*CANCELLED_HEAD.steps[:3], Step(16 * STEP, Cancel(1, native=True), then_cancel=0)),
+)
 
 _TRY = Acquire(level=0, cost=1, flow=None, timeout=0, max_wait=0, try_=True)
 #: A stall that ends as the head's grant falls due, the head cancelled
@@ -1035,6 +1047,7 @@ STALL_AT_A_TICK = Script(
 @example(REFUND_RACE)
 @example(CANCELLED_HEAD)
 @example(STALL_AT_A_TICK)
+@example(CANCELS_AT_A_TICK)
 def test_adapters_proceed_as_the_core_decides(script: Script) -> None:
     """P76: on every adapter, each caller proceeds or fails when and as the
     bare machine decides, with its statistics (see the module's docstring)."""
