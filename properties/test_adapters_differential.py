@@ -22,8 +22,8 @@ A cancel right after a stall (or after another cancel, which may leave the
 next waiter due at once) comes before the tick due then on asyncio, but the
 framework chooses (trio may run the timer's task first, the thread
 adapter's timer thread may tick first, granting the caller its cancel then
-refunds): the core runs each such cancel both ways, and a run must be one
-of them (:func:`cores`). Not
+refunds; and two cancels may take effect in either order): the core runs
+each such step every way, and a run must be one of them (:func:`cores`). Not
 compared: an op at the very instant of a tick but before it (which runs
 first is the framework's choice), and a cancel of a caller whose acquire has
 not run yet (the asyncio adapter takes a free permit without yielding; trio
@@ -37,7 +37,7 @@ import functools
 import itertools
 import threading
 import time
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Hashable, Mapping
 from contextlib import AbstractAsyncContextManager
 from fractions import Fraction
 from typing import Any
@@ -365,12 +365,16 @@ def _settled(config: Config, held: tuple[int, ...], actual: Cost) -> tuple[int, 
 
 
 def core_run(
-    script: Script, ticked: frozenset[int] = frozenset()
+    script: Script, ways: Mapping[int, str] | None = None
 ) -> tuple[Outcomes, Machine, dict[int, tuple[int, ...]]]:
     """The script on a bare machine: the outcomes, the machine, and the
-    units each caller that proceeded holds (its cost, or as settled). At a
-    step whose index is in ``ticked``, a tick due after its op runs before
-    the step's cancel (see :func:`cores`)."""
+    units each caller that proceeded holds (its cost, or as settled).
+    ``ways``: at a step with a cancel after its op, in which order the two
+    take effect, by the step's index (see :func:`cores`): ``"first"`` (the
+    default), the op, then the cancel; ``"tick"``, the op, a tick due then,
+    the cancel; ``"swap"`` (the op a cancel too), the step's cancel, a tick
+    due then, the op's cancel."""
+    ways = ways or {}
     config = script.config
     machine = _machine(config)
     settle_later = config.settle_window > 0
@@ -422,6 +426,12 @@ def core_run(
             run_due()
         now = to
 
+    def tick_due() -> None:
+        """The timer's tick, if one is due: those it grants proceed later."""
+        due = machine.next_tick()
+        if due is not None and due <= now:
+            handle(machine.tick(now))
+
     def cancel(caller: int) -> None:
         if caller in waiting:
             waiting.discard(caller)
@@ -447,6 +457,8 @@ def core_run(
         advance(base + step.at)
         op = step.op
         before = callers  # (then_cancel picks one of these)
+        way = ways.get(index, "first")
+        deferred = None  # the op's cancel, when it takes effect after the step's
         if isinstance(op, Acquire):
             caller = callers
             callers += 1
@@ -470,19 +482,24 @@ def core_run(
                     out[f"caller {caller}"] = (_failure(own.state), now)
         elif isinstance(op, Cancel):
             if op.caller < callers:
-                cancel(op.caller)
+                if way == "swap":
+                    deferred = op.caller
+                else:
+                    cancel(op.caller)
         elif isinstance(op, Stall):
             now += op.length
         elif not isinstance(op, Settle) or (op.caller in held and not levels[op.caller].try_):
             call(op, functools.partial(_core_op, machine, config, op, now))
             if isinstance(op, Settle) and out[f"call {calls - 1} settle"][0] == "ok":
                 held[op.caller] = _settled(config, held[op.caller], op.actual)
-        due = machine.next_tick()
-        if index in ticked and due is not None and due <= now:
-            handle(machine.tick(now))  # the timer first (see cores); they proceed later
-        unfinished = sorted(c for c in waiting | set(flying) if c < before)
+        if way == "tick":
+            tick_due()
+        unfinished = sorted(c for c in waiting | set(flying) if c < before and c != deferred)
         if step.then_cancel is not None and step.then_cancel < len(unfinished):
             cancel(unfinished[step.then_cancel])
+        if deferred is not None:
+            tick_due()
+            cancel(deferred)
         run_due()
     advance(base + script.end)
     for caller in waiting:
@@ -975,30 +992,33 @@ def check_units(script: Script, run: Run) -> None:
         assert stats.granted - stats.refunded == proceeded, (stats.level, stats)
 
 
-def core(script: Script, ticked: frozenset[int] = frozenset()) -> Run:
-    outcomes, machine, held = core_run(script, ticked)
+def core(script: Script, ways: Mapping[int, str] | None = None) -> Run:
+    outcomes, machine, held = core_run(script, ways)
     return Run(outcomes, machine.statistics().levels, held)
 
 
 def cores(script: Script) -> list[Run]:
     """The core's runs of ``script`` for each order a framework may choose
-    at a cancel right after a stall or another cancel: before the tick due
-    then (the ticks that fell due in the stall; the one a cancelled head
-    leaves due at once, P2) or after it (trio may run the timer's task
-    first, the thread adapter's timer thread may tick first): every
-    combination, each run once; the first, every cancel first (as on
-    asyncio)."""
-    racing = [
-        i
+    at a step whose op is followed by a cancel (``then_cancel``), each run
+    once, the first with every op first (as on asyncio):
+
+    - after a stall, the tick that fell due in it may come before the
+      cancel (trio may run the timer's task first);
+    - after a cancel, which may leave the next waiter due at once (P2), the
+      tick may come before the second cancel (the thread adapter's timer
+      thread may tick first), or the second cancel may take effect first
+      (two cancelled threads, or trio's tasks, withdraw in either order),
+      and the tick between them."""
+    choices = [
+        [(i, way) for way in ("first", "tick", "swap")[: 3 if isinstance(step.op, Cancel) else 2]]
         for i, step in enumerate(script.steps)
         if isinstance(step.op, (Stall, Cancel)) and step.then_cancel is not None
     ]
     runs: list[Run] = []
-    for k in range(len(racing) + 1):
-        for ticked in itertools.combinations(racing, k):
-            run = core(script, frozenset(ticked))
-            if run not in runs:
-                runs.append(run)
+    for picked in itertools.product(*choices):
+        run = core(script, dict(picked))
+        if run not in runs:
+            runs.append(run)
     return runs
 
 
@@ -1026,6 +1046,20 @@ CANCELS_AT_A_TICK = Script(
     CANCELLED_HEAD.config,
     (*CANCELLED_HEAD.steps[:3], Step(16 * STEP, Cancel(1, native=True), then_cancel=0)),
 )
+#: Two cancels at one instant, the waiter behind the dear head first: the
+#: head's cancel may take effect first (two cancelled threads withdraw in
+#: either order), the waiter behind it then fits, and is granted, then
+#: refunded. (Seen on the thread adapter, one run in five.)
+CANCELS_IN_EITHER_ORDER = Script(
+    Config("fifo", 3, (1, 1, 3), 300_781_250, ((10, 1), (2.5, 3)), 1, 0.0, (), epoch=1_000_000),
+    (
+        Step(656_250_000, Acquire(1, {"req": 1, "tok": 3}, None, 207_031_250, None)),
+        Step(1_500_000_000, Acquire(1, 1, None, None, None, try_=True)),
+        Step(1_656_250_000, Acquire(2, {"req": 1, "tok": 3}, None, None, None)),
+        Step(1_906_250_000, Acquire(0, 1, "b", None, None)),
+        Step(1_906_250_000, Cancel(3, native=True), then_cancel=0),
+    ),
+)
 
 _TRY = Acquire(level=0, cost=1, flow=None, timeout=0, max_wait=0, try_=True)
 #: A stall that ends as the head's grant falls due, the head cancelled
@@ -1048,6 +1082,7 @@ STALL_AT_A_TICK = Script(
 @example(CANCELLED_HEAD)
 @example(STALL_AT_A_TICK)
 @example(CANCELS_AT_A_TICK)
+@example(CANCELS_IN_EITHER_ORDER)
 def test_adapters_proceed_as_the_core_decides(script: Script) -> None:
     """P76: on every adapter, each caller proceeds or fails when and as the
     bare machine decides, with its statistics (see the module's docstring)."""
