@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, Phase, settings
@@ -88,3 +89,23 @@ def redis_server() -> Iterator[RedisServer]:
         yield server
     finally:
         server.stop()
+
+
+@pytest.fixture(scope="module")
+def client(redis_server: RedisServer) -> Iterator[Any]:
+    """A redis-py client of the session's redis-server (for the shared
+    limit's properties, which run its script themselves)."""
+    import redis
+
+    client = redis.Redis.from_url(redis_server.url)
+    yield client
+    client.close()
+
+
+@pytest.fixture(scope="module")
+def script(client: Any) -> Any:
+    """The shared limit's script on :func:`client`, its clock an argument
+    (``script_source(clock="argv")``), for calls at times a test chooses."""
+    from permits.adapters.redis import script_source
+
+    return client.register_script(script_source(clock="argv"))

@@ -19,14 +19,12 @@ from fractions import Fraction
 from typing import Any
 
 import pytest
-import redis
 from hypothesis import HealthCheck, Phase, given, note, settings
 from hypothesis import strategies as st
 
 from permits.adapters.redis import script_source
 from permits.core import MAX_QUOTAS
 
-from redis_server import RedisServer
 from reference import quotas_kept
 
 _keys = itertools.count()
@@ -335,18 +333,6 @@ class Buckets:
         self.tokens[index] = burst - short / T
         self.stored = True
         return self.answer(1, 0)
-
-
-@pytest.fixture(scope="module")
-def client(redis_server: RedisServer) -> Any:
-    client = redis.Redis.from_url(redis_server.url)
-    yield client
-    client.close()
-
-
-@pytest.fixture(scope="module")
-def script(client: Any) -> Any:
-    return client.register_script(script_source(clock="argv"))
 
 
 T0 = 1_700_000_000_000_000  # a Redis-like time in microseconds

@@ -40,20 +40,6 @@ SLACK = 3_600_000
 _keys = itertools.count()
 
 
-@pytest.fixture(scope="module")
-def client(redis_server: RedisServer) -> Any:
-    client = redis.Redis.from_url(redis_server.url)
-    yield client
-    client.close()
-
-
-@pytest.fixture(scope="module")
-def script(client: Any) -> Any:
-    from permits.adapters.redis import script_source
-
-    return client.register_script(script_source(clock="argv"))
-
-
 # -- what something else wrote --------------------------------------------------
 
 #: A value the script cannot read as one of its numbers: none at all, or one
