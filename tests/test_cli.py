@@ -917,6 +917,13 @@ def test_policy_option_with_spaces_around_its_kind(capsys: pytest.CaptureFixture
         ("shares:1", "--policy='shares:1': orders 1 of the 2 levels the scenario's workloads use"),
         ("shares:4,1,1", "--policy='shares:4,1,1': orders 3 levels, and the scenario 2: give"),
         ("every:1", "--policy.every=1: must be at least 2 (from --policy='every:1')"),
+        (  # as written (not after=0.0), and what to give for what 0 may have meant
+            "aging:0",
+            "--policy.after=0: must be greater than 0, the seconds of waiting worth one level "
+            "(for no aging, strict; for the level not to count, fifo) (from --policy='aging:0')",
+        ),
+        ("aging:-1", "--policy.after=-1: must be greater than 0, the seconds of waiting"),
+        ("aging:1e-10", "--policy.after=1e-10: is half a nanosecond or less"),
     ],
 )
 def test_bad_policy_option_is_one_line(
