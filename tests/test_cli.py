@@ -273,6 +273,11 @@ BAD = [
         GOOD.replace("seconds = 10", "seconds = 1" + "0" * 400),
         "scenario[0].seconds=100000000000000000...0000000000000000000: must be at most 1e+308",
     ),
+    (  # the flow's entry named, not flow_weights=0 as if the whole table were 0
+        GOOD.replace('policy = "strict"', 'policy = "strict"\nflow_weights = { acme = 0 }'),
+        "scenario[0].flow_weights['acme']=0: must be from 1 to 1000000 (to serve the flow less, "
+        "weigh the others more)",
+    ),
     (  # likewise
         GOOD.replace('policy = "strict"', 'policy = { kind = "aging", after = -1 }'),
         "scenario[0].policy.after=-1: must be greater than 0",
