@@ -1580,7 +1580,7 @@ def test_a_scenario_file_names_the_flows_options(
     path.write_text(text.replace("{ a = 3 }", "{ a = 0 }"))
     status, out, err = run(capsys, "simulate", str(path))
     assert status == 2
-    assert "scenario[0].flow_weights=0" in err, err
+    assert "scenario[0].flow_weights['a']=0: must be from 1 to" in err, err
 
 
 def test_a_requirement_on_tenants_none_name_is_refused_at_its_place_in_the_file(
