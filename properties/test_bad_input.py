@@ -90,6 +90,8 @@ def valued(argument: str, value: object, reason: str) -> tuple[type, str, object
 
 
 two_names = "['requests', 'tokens']"
+#: Why a flow's weight below 1 is refused (the error names the flow's entry).
+FLOW_WEIGHT = "must be from 1 to 1000000 (to serve the flow less, weigh the others more)"
 #: What an argument in nanoseconds (``..._ns``) expects, saying the way from seconds.
 NANOSECONDS = "an int of nanoseconds (seconds * SECOND, from permits.core)"
 two = {"requests": Limit(10, 10), "tokens": Limit(1000, 500)}
@@ -383,22 +385,22 @@ REFUSED: list[tuple[str, Callable[[], object], tuple[type, str, object, str]]] =
     (
         "flow weight 0",
         lambda: Machine(Fifo(), 1, flow_weights={"a": 0}),
-        valued("flow_weights", 0, "the weight of flow 'a' must be from 1 to 1000000"),
+        valued("flow_weights['a']", 0, FLOW_WEIGHT),
     ),
     (
         "flow weight too large",
         lambda: Machine(Fifo(), 1, flow_weights={"a": WEIGHT + 1}),
-        valued("flow_weights", WEIGHT + 1, "the weight of flow 'a' must be from 1 to 1000000"),
+        valued("flow_weights['a']", WEIGHT + 1, "must be at most 1000000"),
     ),
     (
         "flow weight float",
         lambda: Machine(Fifo(), 1, flow_weights={"a": 2.0}),  # type: ignore[dict-item]
-        typed("flow_weights", 2.0, "an int weight for flow 'a'"),
+        typed("flow_weights['a']", 2.0, "an int weight"),
     ),
     (
         "flow weight bool",
         lambda: Machine(Fifo(), 1, flow_weights={"a": True}),
-        typed("flow_weights", True, "an int weight for flow 'a'"),
+        typed("flow_weights['a']", True, "an int weight"),
     ),
     (
         "max_waiting_per_flow -1",
@@ -1167,18 +1169,16 @@ def test_the_costs_and_weights_errors_in_words() -> None:
         weighted.push("banked", 0, 0)  # granted at once
         weighted.push("x", 0, 0, flow="two")  # waits
         before = weighted.snapshot()
+        entry = "flow_weights({!r})" if weights is weigh else "flow_weights[{!r}]"
         refusals = [
-            (
-                "zero",
-                valued("flow_weights", 0, "the weight of flow 'zero' must be from 1 to 1000000"),
-            ),
-            ("half", typed("flow_weights", 0.5, "an int weight for flow 'half'")),
+            ("zero", valued(entry.format("zero"), 0, FLOW_WEIGHT)),
+            ("half", typed(entry.format("half"), 0.5, "an int weight")),
         ]
         if weights is weigh:
             raised = f"flow_weights={weigh!r}: raised KeyError('boom') for flow 'boom'"
             refusals.append(("boom", (PermitValueError, "flow_weights", weigh, raised)))
         else:
-            refusals.append(("boom", typed("flow_weights", "9", "an int weight for flow 'boom'")))
+            refusals.append(("boom", typed("flow_weights['boom']", "9", "an int weight")))
         for flow, refusal in refusals:
             for operation in (weighted.push, weighted.take):
                 with pytest.raises(PermitError) as info:

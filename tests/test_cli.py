@@ -273,6 +273,11 @@ BAD = [
         GOOD.replace("seconds = 10", "seconds = 1" + "0" * 400),
         "scenario[0].seconds=100000000000000000...0000000000000000000: must be at most 1e+308",
     ),
+    (  # the flow's entry named, not flow_weights=0 as if the whole table were 0
+        GOOD.replace('policy = "strict"', 'policy = "strict"\nflow_weights = { acme = 0 }'),
+        "scenario[0].flow_weights['acme']=0: must be from 1 to 1000000 (to serve the flow less, "
+        "weigh the others more)",
+    ),
     (  # likewise
         GOOD.replace('policy = "strict"', 'policy = { kind = "aging", after = -1 }'),
         "scenario[0].policy.after=-1: must be greater than 0",
@@ -917,6 +922,13 @@ def test_policy_option_with_spaces_around_its_kind(capsys: pytest.CaptureFixture
         ("shares:1", "--policy='shares:1': orders 1 of the 2 levels the scenario's workloads use"),
         ("shares:4,1,1", "--policy='shares:4,1,1': orders 3 levels, and the scenario 2: give"),
         ("every:1", "--policy.every=1: must be at least 2 (from --policy='every:1')"),
+        (  # as written (not after=0.0), and what to give for what 0 may have meant
+            "aging:0",
+            "--policy.after=0: must be greater than 0, the seconds of waiting worth one level "
+            "(for no aging, strict; for the level not to count, fifo) (from --policy='aging:0')",
+        ),
+        ("aging:-1", "--policy.after=-1: must be greater than 0, the seconds of waiting"),
+        ("aging:1e-10", "--policy.after=1e-10: is half a nanosecond or less"),
     ],
 )
 def test_bad_policy_option_is_one_line(
@@ -1568,7 +1580,7 @@ def test_a_scenario_file_names_the_flows_options(
     path.write_text(text.replace("{ a = 3 }", "{ a = 0 }"))
     status, out, err = run(capsys, "simulate", str(path))
     assert status == 2
-    assert "scenario[0].flow_weights=0" in err, err
+    assert "scenario[0].flow_weights['a']=0: must be from 1 to" in err, err
 
 
 def test_a_requirement_on_tenants_none_name_is_refused_at_its_place_in_the_file(

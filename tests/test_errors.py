@@ -210,8 +210,8 @@ def test_supply_is_for_a_supplied_machine() -> None:
         (lambda: Machine(Fifo(), limits={"": Limit(1)}), "limits"),
         (lambda: Machine(Fifo(), limits={"tokens": 100}), "limits"),  # type: ignore[dict-item]
         (lambda: Machine(Fifo(), 10, flow_weights=3), "flow_weights"),  # type: ignore[arg-type]
-        (lambda: Machine(Fifo(), 10, flow_weights={"a": 0}), "flow_weights"),
-        (lambda: Machine(Fifo(), 10, flow_weights={"a": 1.5}), "flow_weights"),  # type: ignore[dict-item]
+        (lambda: Machine(Fifo(), 10, flow_weights={"a": 0}), "flow_weights['a']"),
+        (lambda: Machine(Fifo(), 10, flow_weights={"a": 1.5}), "flow_weights['a']"),  # type: ignore[dict-item]
         (lambda: Machine(Fifo(), 10, max_waiting_per_flow=-1), "max_waiting_per_flow"),
         (lambda: Machine(Fifo(), 10, flow_limit="tokens"), "flow_limit"),
         (lambda: Machine(Shares((1, 1), limit="tokens"), 10), "policy"),
@@ -247,8 +247,8 @@ def test_a_bad_flow_weight_is_refused_at_push_and_changes_nothing(weight: Any) -
         machine.push("c", 0, 10, flow="x")
     error = refused.value
     assert isinstance(error, (PermitValueError, PermitTypeError))
-    assert error.argument == "flow_weights"
-    assert "'x'" in str(error)
+    assert error.argument == "flow_weights('x')"  # the flow's entry, not the whole argument
+    assert str(error).startswith(f"flow_weights('x')={weight!r}: ")
     assert machine.snapshot() == before
 
 

@@ -2029,6 +2029,63 @@ def test_a_misspelt_permits_extension_is_refused_before_a_permit_is_taken(key: s
         assert limiter.statistics().levels[1].granted == 1
 
 
+@pytest.mark.parametrize(
+    ("extensions", "error", "said"),
+    [
+        (
+            {"permits.level": 5},
+            PermitValueError,
+            "extensions['permits.level']=5: must be below 2, the policy's levels: one of 0 to 1 "
+            "(or left out)",
+        ),
+        (
+            {"permits.level": -1},
+            PermitValueError,
+            "extensions['permits.level']=-1: must be at least 0",
+        ),
+        (
+            {"permits.level": "1"},
+            PermitTypeError,
+            "extensions['permits.level']='1': expected an int, got str",
+        ),
+        (
+            {"permits.flow": ["acme"]},
+            PermitTypeError,
+            "extensions['permits.flow']=['acme']: expected a hashable value (a tenant's name, "
+            "a key), got list",
+        ),
+    ],
+)
+def test_a_bad_level_or_flow_extension_is_refused_naming_the_extension(
+    extensions: dict[str, Any], error: type[Exception], said: str
+) -> None:
+    """A level or flow a request's extensions name, which the limiter
+    refuses, is refused naming the extension the caller wrote (the error
+    named the acquire's ``level=5``), and takes no permit."""
+    with threads.open_limiter(StrictPriority(2), 100, 10) as limiter:
+        transport = PermitsTransport(limiter, httpx.MockTransport(lambda r: httpx.Response(200)))
+        with httpx.Client(transport=transport) as client, pytest.raises(error) as refused:
+            client.get("http://upstream.test/", extensions=extensions)
+        assert str(refused.value) == said
+        assert sum(level.pushed for level in limiter.statistics().levels) == 0
+
+
+@pytest.mark.anyio
+async def test_a_level_extension_past_a_single_level_policy_is_refused_async() -> None:
+    """The async transport names the extension too; a ``Fifo`` has one level."""
+    async with asyncio_adapter.open_limiter(Fifo(), 100, 10) as limiter:
+        transport = AsyncPermitsTransport(
+            limiter, httpx.MockTransport(lambda r: httpx.Response(200))
+        )
+        async with httpx.AsyncClient(transport=transport) as client:
+            with pytest.raises(PermitValueError) as refused:
+                await client.get("http://upstream.test/", extensions={"permits.level": 1})
+        assert str(refused.value) == (
+            "extensions['permits.level']=1: must be 0, the policy's only level (or left out)"
+        )
+        assert limiter.statistics().levels[0].pushed == 0
+
+
 @pytest.mark.anyio
 async def test_a_misspelt_permits_extension_is_refused_async() -> None:
     async with asyncio_adapter.open_limiter(Fifo(), 100, 10) as limiter:

@@ -418,9 +418,10 @@ def test_two_threads_instrumenting_on_one_meter_at_once_are_both_read(
 
 
 def test_a_limiter_instrumented_twice_on_one_meter_is_told_so() -> None:
-    """The same limiter instrumented again, as it was, on a meter that
-    exports it is refused for what it is: it was refused for its name,
-    "give each its own", as if it were another limiter."""
+    """The same limiter instrumented again, as it was or under another
+    name, on a meter that exports it is refused for what it is: it was
+    refused for its name, "give each its own", as if it were another
+    limiter (and taken under another name)."""
     reader = InMemoryMetricReader()
     meter = MeterProvider(metric_readers=[reader]).get_meter("test")
     with threads.open_limiter(StrictPriority(1), 10) as limiter:
@@ -430,11 +431,20 @@ def test_a_limiter_instrumented_twice_on_one_meter_is_told_so() -> None:
         assert refused.value.argument == "limiter"
         assert str(refused.value).endswith(
             ": instrumented on this meter already, as 'llm' (uninstrument it first to "
-            "change its options)"
+            "change its options, its name among them)"
+        )
+        # under another name too: its figures were exported twice, its waits
+        # recorded twice, and a dashboard's sums over limiters counted them twice
+        with pytest.raises(PermitValueError) as refused:
+            instrument(limiter, meter, name="llm-upstream")
+        assert str(refused.value).endswith(
+            ": instrumented on this meter already, as 'llm' "
+            "(uninstrument it first to change its options, its name among them)"
         )
         limiter.acquire(0)
         found = points(reader)
     assert value(found, "permits.wait", limiter="llm", level="0").count == 1
+    assert [p.attributes["limiter"] for p in found["permits.granted"]] == ["llm"]
 
 
 def test_uninstrument_on_another_meter_of_the_same_name_says_which_meter_to_pass() -> None:

@@ -361,13 +361,48 @@ def test_an_upstream_without_its_counters_is_refused_when_added() -> None:
     with pytest.raises(PermitTypeError) as refused:
         PermitsCollector(limiter, upstream=middleware)  # type: ignore[arg-type]
     assert refused.value.argument == "upstream"
-    collector = PermitsCollector(limiter, name="first")
+    collector = PermitsCollector(Machine(Fifo(), 10), name="first")
     with pytest.raises(PermitTypeError):
         collector.add(limiter, name="second", upstream=middleware)  # type: ignore[arg-type]
     collector.add(limiter, name="second", upstream=middleware.upstream)
     registry = prometheus_client.CollectorRegistry()
     registry.register(collector)
     assert scrape(registry)[("permits_upstream_throttled_total", (("limiter", "second"),))] == 0
+
+
+def test_a_limiter_added_under_another_name_is_refused() -> None:
+    """A limiter added again under another name (to export an upstream
+    with it, say) was taken: each scrape exported its figures twice, and a
+    dashboard's sums over limiters counted them twice. It is refused,
+    naming the name it has, itself or its bare machine; its upstream goes
+    where it is added, and the collector exports it once."""
+    from permits.adapters import asyncio as asyncio_adapter
+    from permits.aiohttp import PermitsMiddleware
+
+    limiter = asyncio_adapter.Limiter(StrictPriority(2), 10)
+    collector = PermitsCollector(limiter, name="llm")
+    for source in (limiter, limiter.machine):
+        with pytest.raises(PermitValueError) as refused:
+            collector.add(source, name="llm-upstream")
+        assert refused.value.argument == "source"
+        assert str(refused.value).endswith(
+            ": exported by this collector already, as 'llm': once, under one name, "
+            "with its upstream"
+        )
+    assert repr(collector) == "<PermitsCollector limiters=['llm']>"
+    registry = prometheus_client.CollectorRegistry()
+    registry.register(collector)
+    waiting = [key for key in scrape(registry) if key[0] == "permits_waiting"]
+    assert waiting == [
+        ("permits_waiting", (("level", "0"), ("limiter", "llm"))),
+        ("permits_waiting", (("level", "1"), ("limiter", "llm"))),
+    ]
+    # the right way: the limiter once, with its upstream
+    middleware = PermitsMiddleware(limiter)
+    collector = PermitsCollector(limiter, name="llm", upstream=middleware.upstream)
+    registry = prometheus_client.CollectorRegistry()
+    registry.register(collector)
+    assert scrape(registry)[("permits_upstream_throttled_total", (("limiter", "llm"),))] == 0
 
 
 def test_a_limiter_added_again_is_refused_as_exported_already() -> None:

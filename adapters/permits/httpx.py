@@ -11,7 +11,9 @@
 
 Each request takes a permit first: at the level and in the flow its
 ``extensions`` name (``"permits.level"``, ``"permits.flow"``; another
-``permits.`` one is refused, a typo), else those
+``permits.`` one is refused, a typo, and so is a level the limiter's
+policy does not have or a flow that does not hash, naming the extension),
+else those
 the transport's functions of the request give, else the limiter's current
 level; asking for ``cost(request)`` (1 by default). The response then
 teaches the limiter what the upstream knows:
@@ -79,10 +81,11 @@ from permits._upstream import (
     parse_duration,
     settle_in_time,
 )
-from permits.adapters._base import refuse_unknown
+from permits.adapters._base import _Limiting, refuse_unknown
 from permits.adapters._requires import requires_extra
 from permits.adapters.threads import Limiter as ThreadLimiter
 from permits.core import PermitTypeError, PermitValueError
+from permits.core.checks import check_hashable, check_int
 
 with requires_extra(__name__, "httpx", "httpx"):
     import httpx
@@ -130,6 +133,23 @@ def _options(transport: str, options: Mapping[str, Any]) -> _Options:
 _EXTENSIONS = ("permits.level", "permits.flow")
 
 
+def _check_level(limiter: _Limiting, level: object) -> None:
+    """A level a request's ``permits.level`` extension names, checked
+    against ``limiter``'s levels."""
+    argument = "extensions['permits.level']"
+    checked = check_int(argument, level, 0)
+    levels = limiter.machine.levels
+    if checked >= levels:
+        raise PermitValueError(
+            argument,
+            level,
+            "must be 0, the policy's only level (or left out)"
+            if levels == 1
+            else f"must be below {levels}, the policy's levels: one of 0 to {levels - 1} "
+            "(or left out)",
+        )
+
+
 class _Options:
     """How a transport asks for each request's permit, and settles it."""
 
@@ -151,7 +171,11 @@ class _Options:
         self.retries = retries
         self.timeout = timeout
 
-    def ask(self, request: httpx.Request) -> dict[str, Any]:
+    def ask(self, request: httpx.Request, limiter: _Limiting) -> dict[str, Any]:
+        """What ``request``'s permit asks ``limiter`` for. A level or flow
+        its extensions name is checked here, and refused naming the
+        extension (the limiter would name its own ``level``, which the
+        caller never wrote)."""
         extensions = request.extensions
         for key in extensions:
             if isinstance(key, str) and key.startswith("permits.") and key not in _EXTENSIONS:
@@ -162,11 +186,19 @@ class _Options:
                     f"{' and '.join(map(repr, _EXTENSIONS))}",
                 )
         level = extensions.get("permits.level")
-        if level is None and self.level is not None:
-            level = self.level(request)
+        if level is None:
+            if self.level is not None:
+                level = self.level(request)
+        else:
+            _check_level(limiter, level)
         flow = extensions.get("permits.flow")
-        if flow is None and self.flow is not None:
-            flow = self.flow(request)
+        if flow is None:
+            if self.flow is not None:
+                flow = self.flow(request)
+        else:
+            check_hashable(
+                "extensions['permits.flow']", flow, "a hashable value (a tenant's name, a key)"
+            )
         cost = self.cost(request) if self.cost is not None else 1
         return {"level": level, "flow": flow, "cost": cost, "timeout": self.timeout}
 
@@ -327,7 +359,7 @@ class AsyncPermitsTransport(httpx.AsyncBaseTransport):
         options = self.options
         if options.retries:
             await request.aread()  # a streamed body, kept to be sent again
-        asked = options.ask(request)  # once: each retry asks the same
+        asked = options.ask(request, self.limiter)  # once: each retry asks the same
         kept: httpx.Response | None = None  # the response a retry is for
         for attempt in range(options.retries + 1):
             if kept is None:
@@ -392,7 +424,7 @@ class PermitsTransport(httpx.BaseTransport):
         options = self.options
         if options.retries:
             request.read()  # a streamed body, kept to be sent again
-        asked = options.ask(request)  # once: each retry asks the same
+        asked = options.ask(request, self.limiter)  # once: each retry asks the same
         kept: httpx.Response | None = None  # the response a retry is for
         for attempt in range(options.retries + 1):
             if kept is None:

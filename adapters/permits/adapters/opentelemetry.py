@@ -121,7 +121,10 @@ def instrument(
     """Create ``limiter``'s instruments on ``meter`` (default: the global
     meter provider's ``permits`` meter, the same one each time, set or not
     yet). A meter of your own: the same one for every limiter (until an SDK
-    is set, each ``get_meter`` call gives another).
+    is set, each ``get_meter`` call gives another). Each limiter once on a
+    meter: again, under another name too, it is refused (its figures would
+    be exported twice, and a dashboard's sums over limiters count them
+    twice).
 
     :param name: the ``limiter`` attribute, to tell several limiters apart
         (each instrumented on the meter with a name of its own).
@@ -159,12 +162,14 @@ def instrument(
             _instrumented[meter] = (sources, wait)
         sources, wait = _instrumented[meter]
         for other in sources.all:
-            if other.limiter is limiter and other.name == name:  # (instrumented twice)
+            # (instrumented twice; under another name, its figures twice, and
+            # a dashboard's sums over limiters counted twice)
+            if other.limiter is limiter:
                 raise PermitValueError(
                     "limiter",
                     limiter,
-                    f"instrumented on this meter already, as {name!r} (uninstrument it "
-                    "first to change its options)",
+                    f"instrumented on this meter already, as {other.name!r} (uninstrument it "
+                    "first to change its options, its name among them)",
                 )
         if any(other.name == name for other in sources.all):
             raise PermitValueError(

@@ -107,7 +107,11 @@ class PermitsCollector(Collector):
     ) -> None:
         """Export another limiter too, labelled ``limiter=name``: a registry
         holds one collector of these metrics (a second one registered is a
-        ``DuplicateTimeseries``), so several limiters share it."""
+        ``DuplicateTimeseries``), so several limiters share it. Each
+        limiter (each machine) once: added again, under another name too,
+        it is refused (every scrape would export its figures twice, and a
+        dashboard's sums over limiters count them twice); its
+        ``upstream`` goes where it is added."""
         if not isinstance(source, (_Limiting, Machine)):
             raise PermitTypeError(
                 "source",
@@ -118,10 +122,15 @@ class PermitsCollector(Collector):
         limiter_name(name)
         check_upstream(upstream)
         machine = source.machine if isinstance(source, _Limiting) else source
-        if any(known.machine is machine and known.name == name for known in self._sources):
-            raise PermitValueError(
-                "source", source, f"exported by this collector already, as {name!r}"
-            )
+        names = level_names(machine, levels)
+        for known in self._sources:
+            if known.machine is machine:  # its figures twice: a dashboard's sums counted twice
+                again = "" if known.name == name else ": once, under one name, with its upstream"
+                raise PermitValueError(
+                    "source",
+                    source,
+                    f"exported by this collector already, as {known.name!r}{again}",
+                )
         if any(known.name == name for known in self._sources):
             raise PermitValueError(
                 "name", name, "already the name of a limiter of this collector: give each its own"
@@ -134,7 +143,6 @@ class PermitsCollector(Collector):
                 "keeps no waits (keep_waits=False), which the wait histogram exports: "
                 "make it with keep_waits=True (the default)",
             )
-        names = level_names(machine, levels)
         self._sources.append(_Source(limiting, machine, name, names, upstream))
 
     def describe(self) -> Iterator[Metric]:

@@ -400,6 +400,16 @@ async def _play_live(scenario: Scenario) -> Result:
 _POLICY_FORMS = "fifo, strict, every:N, shares:W1,W2,... or aging:SECONDS"
 
 
+def _seconds(text: str) -> int | float:
+    """Seconds written in an option, as written: ``0`` an int (its error
+    says ``0``, not ``0.0``), ``0.5`` or ``1e-9`` a float; raises
+    ``ValueError`` for a text that is neither."""
+    try:
+        return int(text)
+    except ValueError:
+        return float(text)
+
+
 def _policies(texts: list[str] | None, levels: int) -> list[Policy] | None:
     """``--policy`` options as policies over ``levels`` levels."""
     if texts is None:
@@ -417,7 +427,7 @@ def _policies(texts: list[str] | None, levels: int) -> list[Policy] | None:
             elif spec["kind"] == "shares":
                 spec["weights"] = [int(w) for w in value.split(",")]
             elif spec["kind"] == "aging" and value:
-                spec["after"] = float(value)
+                spec["after"] = _seconds(value)
             elif value:
                 raise ValueError(value)
         except ValueError:

@@ -1411,7 +1411,7 @@ class Machine:
             raise PermitValueError(
                 "flow_weights", weights, f"raised {error!r} for flow {flow!r}"
             ) from error
-        return _flow_weight(flow, weight)
+        return _flow_weight(flow, weight, "({!r})")
 
     def _limit_named(self, limit: str | None) -> tuple[int, str]:
         if limit is None:
@@ -1667,12 +1667,20 @@ def _check_flow(flow: object) -> None:
     check_hashable("flow", flow, "a hashable value (a tenant's name, a key)")
 
 
-def _flow_weight(flow: object, weight: object) -> int:
+def _flow_weight(flow: object, weight: object, given: str = "[{!r}]") -> int:
+    """``flow``'s ``weight``, checked; refused naming the entry that gave it
+    (``given`` formats the flow: ``flow_weights['acme']`` for a mapping's,
+    ``flow_weights('acme')`` for a function's), not ``flow_weights=0`` as
+    if the whole argument were 0."""
     if isinstance(weight, bool) or not isinstance(weight, int):
-        raise PermitTypeError("flow_weights", weight, f"an int weight for flow {flow!r}")
+        raise PermitTypeError("flow_weights" + given.format(flow), weight, "an int weight")
     if not 1 <= weight <= MAX_WEIGHT:
         raise PermitValueError(
-            "flow_weights", weight, f"the weight of flow {flow!r} must be from 1 to {MAX_WEIGHT}"
+            "flow_weights" + given.format(flow),
+            weight,
+            f"must be at most {MAX_WEIGHT}"
+            if weight > 0
+            else f"must be from 1 to {MAX_WEIGHT} (to serve the flow less, weigh the others more)",
         )
     return int(weight)
 

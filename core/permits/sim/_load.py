@@ -234,13 +234,21 @@ def load_policy(value: object, levels: int, field: str = "policy") -> Policy:
     return _policy(field, spec)
 
 
+#: Why an aging's ``after`` of 0 s or less is refused: 0 would be read as
+#: "no aging" (strict priority) as well as "the level never counts" (FIFO).
+_AFTER_POSITIVE = (
+    "must be greater than 0, the seconds of waiting worth one level "
+    "(for no aging, strict; for the level not to count, fifo)"
+)
+
+
 def _after(value: object) -> int:
     # (a negative value is refused in these words too: "at least 0" would not do)
     if isinstance(value, (int, float)) and not isinstance(value, bool) and value < 0:
-        raise PermitValueError("after", value, "must be greater than 0")
+        raise PermitValueError("after", value, _AFTER_POSITIVE)
     ns = nanoseconds("after", value)
     if ns == 0:
-        reason = UNDER_A_NANOSECOND if value > 0 else "must be greater than 0"  # type: ignore[operator]
+        reason = UNDER_A_NANOSECOND if value > 0 else _AFTER_POSITIVE  # type: ignore[operator]
         raise PermitValueError("after", value, reason)
     return ns
 

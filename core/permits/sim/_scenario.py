@@ -162,7 +162,11 @@ def _scaled(value: Seconds | None, factor: Fraction) -> Fraction | None:
 
 @attrs.frozen
 class Batch:
-    """``size`` callers that all arrive at ``at`` seconds (a queued backlog)."""
+    """``size`` callers that all arrive at ``at`` seconds (a queued backlog).
+
+    ``Batch(0)`` is a workload of no callers, as a replay's workloads are
+    (:func:`~permits.sim.traced`: the trace's calls stand in for them); run,
+    it reports nothing offered, its waits ``None`` (``-``)."""
 
     size: int = attrs.field(validator=_int(0))
     at: Seconds = attrs.field(default=0, validator=_seconds)
