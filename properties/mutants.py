@@ -1208,6 +1208,35 @@ MUTANTS: dict[str, tuple[str, str, str, str]] = {
         "a password the server refuses (changed there) closes the limiter, where it is an"
         " outage that ends when the password works again",
     ),
+    "float-rate-read-as-binary": (
+        "checks.py",
+        "        exact = Fraction(repr(float(value)))",
+        "        exact = Fraction(value)",
+        "a float rate is read as the binary fraction it holds, not the decimal it prints as"
+        " (0.1 is 3602879701896397/36028797018963968, not 1/10: P77)",
+    ),
+    "waiting-in-push-order": (
+        "_machine.py",
+        "        return self._queues.waiters(self._check_level(level))\n",
+        "        return sorted(self._queues.waiters(self._check_level(level)),"
+        " key=lambda w: w.seq)\n",
+        "waiting(level) lists a level's waiters in push order, not the order its flows"
+        " would be granted in (P78)",
+    ),
+    "queue-full-names-the-level-past-its-cap": (
+        "_machine.py",
+        "self._queues.depths[level] >= most",
+        "self._queues.depths[level] > most",
+        "queue_full names the flow's max_waiting_per_flow when the level is exactly at its"
+        " max_waiting (P79)",
+    ),
+    "seconds-truncated-to-the-nanosecond": (
+        "adapters/permits/adapters/_base.py",
+        "    return None if ns > sys.float_info.max else round(ns)\n",
+        "    return None if ns > sys.float_info.max else int(ns)\n",
+        "an adapter's durations in seconds are truncated to the nanosecond, not rounded"
+        " to the nearest (P80)",
+    ),
 }
 
 

@@ -1100,3 +1100,169 @@ def test_a_bad_argument_is_refused_by_name_and_changes_nothing(
     assert error.argument == argument, ("P69: the error names another argument", bad, error)
     value = arguments.get(argument)
     assert str(error).startswith(f"{argument}={value!r}"), ("P69: the message", bad, error)
+
+
+# -- P80: seconds as nanoseconds ------------------------------------------------
+
+#: Durations in seconds: ints, floats, the decimals a user types, and floats
+#: at half a nanosecond (where the rounding shows).
+DURATIONS = st.one_of(
+    st.integers(0, 10**4),
+    st.floats(0, 1e4),
+    st.builds(lambda n, e: n / 10**e, st.integers(0, 10**10), st.integers(0, 12)),
+    st.integers(0, 10**4).map(lambda k: (k + 0.5) * 1e-9),
+    st.integers(0, 10**6).map(lambda k: k + 0.5e-9),
+)
+
+
+def as_ns(seconds: float) -> int:
+    """SPEC.md's rule: ``round(seconds * 10**9)`` as Python computes it (an
+    ``int`` exactly, a ``float`` by the float product), ties to even."""
+    return round(seconds * 1e9) if isinstance(seconds, float) else seconds * 10**9
+
+
+@given(
+    case=st.sampled_from([*CASES, THREADS]),
+    pause=DURATIONS,
+    max_wait=DURATIONS,
+    reset_after=DURATIONS,
+    timeout=DURATIONS,
+    window=DURATIONS,
+    nearby=st.booleans(),
+)
+def test_a_duration_in_seconds_is_its_nearest_nanosecond_of_the_float_product(
+    case: tuple[str, str],
+    pause: float,
+    max_wait: float,
+    reset_after: float,
+    timeout: float,
+    window: float,
+    nearby: bool,
+) -> None:
+    """P80: a duration an adapter takes in seconds (``timeout``,
+    ``max_wait``, ``pause_for``'s ``seconds``, ``reset_after``,
+    ``settle_window``) is ``round(seconds * 10**9)`` nanoseconds as Python
+    computes it: an ``int`` exactly, a ``float`` as the floating-point
+    product, rounded to the nearest whole nanosecond, ties to even. So a
+    pause counts exactly that (``paused_ns``), an acquire's deadline is
+    that after its push, a ``max_wait`` is refused exactly when the pause
+    ahead of it is longer, a quota holds until exactly that after it, and
+    a permit settles exactly until that after its caller proceeded. On
+    every adapter (the settle window on the thread adapter, whose clock the
+    test moves by the nanosecond)."""
+    if nearby:  # a max_wait at the pause, or a float's width from it
+        max_wait = float(pause) if isinstance(pause, int) else pause
+        max_wait = math.nextafter(max_wait, math.inf if timeout > window else 0.0)
+    P, M, R, T, W = map(as_ns, (pause, max_wait, reset_after, timeout, window))
+    note(f"ns: pause {P}, max_wait {M}, reset_after {R}, timeout {T}, settle_window {W}")
+    seen: list[str] = []
+
+    def paused(limiter: Any) -> None:
+        """The pause counts P ns, and a max_wait behind it is refused iff P > M."""
+        limiter.pause_for(pause)
+        assert limiter.statistics().paused_ns == P, ("P80: pause_for", P)
+
+    def judged(outcome: BaseException | Permit) -> None:
+        want = "too long" if P > M else ("granted" if P == 0 else "timed out")
+        got = (
+            "too long"
+            if isinstance(outcome, WouldWaitTooLong)
+            else "timed out"
+            if isinstance(outcome, AcquireTimeout)
+            else "granted"
+        )
+        assert got == want, ("P80: max_wait", P, M, outcome)
+        seen.append(got)
+
+    def quota(limiter: Any) -> None:
+        """A quota of 0 holds every cost until exactly R ns from now."""
+        limiter.quota(0, reset_after)
+        assert limiter.machine.min_wait(0) == R, ("P80: reset_after", R)
+
+    def deadline(limiter: Any) -> None:
+        (waiter,) = limiter.machine.waiting()
+        assert waiter.deadline is not None
+        assert waiter.deadline - waiter.pushed_at == T, ("P80: timeout", T, waiter)
+
+    if case == THREADS:
+        import threading
+
+        with virtual_threads(Fifo(), 1000, 1) as limiter:
+            paused(limiter)
+            try:
+                judged(limiter.acquire(timeout=0, max_wait=max_wait))
+            except (WouldWaitTooLong, AcquireTimeout) as error:
+                judged(error)
+        with virtual_threads(Fifo(), 1000, 1) as limiter:
+            quota(limiter)
+        with virtual_threads(Fifo(), 1000, 1) as limiter:
+            limiter.acquire()
+            outcome: list[str] = []
+            waiter = threading.Thread(target=_quietly, args=(limiter, timeout, outcome))
+            waiter.start()
+            for _ in range(2000):  # (until it waits, or its acquire ends)
+                if limiter.machine.waiting() or outcome:
+                    break
+                threading.Event().wait(0.001)
+            if T == 0:
+                waiter.join(10)
+                assert outcome == ["timed out"], ("P80: timeout 0 waited", outcome)
+            else:
+                deadline(limiter)
+            limiter.close()
+            waiter.join(10)
+        with virtual_threads(Fifo(), 1000, 5, settle_window=window) as limiter:
+            first = limiter.acquire()
+            limiter.clock[0] += W
+            if W:
+                first.settle(2)  # the last instant of its window
+            second = limiter.acquire()
+            limiter.clock[0] += W + 1
+            try:
+                second.settle(2)
+            except NotRefundable:
+                seen.append("settle refused past its window")
+            else:
+                raise AssertionError(("P80: settle_window", W))
+    else:
+
+        async def main() -> None:
+            async with OPENERS[case[1]](Fifo(), 1000, 1) as limiter:
+                paused(limiter)
+                try:
+                    judged(await limiter.acquire(timeout=0, max_wait=max_wait))
+                except (WouldWaitTooLong, AcquireTimeout) as error:
+                    judged(error)
+            async with OPENERS[case[1]](Fifo(), 1000, 1) as limiter:
+                quota(limiter)
+            async with OPENERS[case[1]](Fifo(), 1000, 1) as limiter:
+                await limiter.acquire()
+                if T == 0:
+                    with suppress(AcquireTimeout):
+                        await limiter.acquire(timeout=timeout)
+                        raise AssertionError(("P80: timeout 0 waited", timeout))
+                    return
+                async with anyio.create_task_group() as tg:
+
+                    async def wait() -> None:
+                        with suppress(AcquireTimeout):
+                            await limiter.acquire(timeout=timeout)
+
+                    tg.start_soon(wait)
+                    await until(lambda: bool(limiter.machine.waiting()), "nobody waited")
+                    deadline(limiter)
+                    tg.cancel_scope.cancel()
+
+        run(case, main)
+    note(f"seen: {seen}")
+
+
+def _quietly(limiter: threads.Limiter, timeout: float, outcome: list[str]) -> None:
+    """An acquire that waits until its deadline or the limiter's closing,
+    saying which ended it."""
+    try:
+        limiter.acquire(timeout=timeout)
+    except AcquireTimeout:
+        outcome.append("timed out")
+    except LimiterClosed:
+        outcome.append("closed")

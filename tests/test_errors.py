@@ -59,6 +59,7 @@ def test_rate_accepted_exactly(rate: Any) -> None:
 
 
 def test_float_rate_is_the_decimal_it_prints_as() -> None:
+    """P77: ``0.1`` is 1/10, not the binary fraction the float holds."""
     assert Machine(Fifo(), 0.1).rate == Fraction(1, 10)
 
 

@@ -379,7 +379,7 @@ def test_a_levels_oldest_is_its_first_pushed_whichever_flow_goes_next(policy: Po
 
 
 def test_queue_full_names_the_limit_the_push_hit() -> None:
-    """A rejection by the level's ``max_waiting`` names it; one by the flow's
+    """P79: a rejection by the level's ``max_waiting`` names it; one by the flow's
     ``max_waiting_per_flow`` names the flow and its limit; a level with no
     queue limit has nothing to report."""
     machine = Machine(Fifo(2), 1, 1, max_waiting=(2, None), max_waiting_per_flow=1)
