@@ -81,11 +81,10 @@ from permits._upstream import (
     parse_duration,
     settle_in_time,
 )
-from permits.adapters._base import _Limiting, refuse_unknown
+from permits.adapters._base import refuse_unknown
 from permits.adapters._requires import requires_extra
 from permits.adapters.threads import Limiter as ThreadLimiter
-from permits.core import PermitTypeError, PermitValueError
-from permits.core.checks import check_hashable, check_int
+from permits.core import PermitError, PermitTypeError, PermitValueError
 
 with requires_extra(__name__, "httpx", "httpx"):
     import httpx
@@ -133,21 +132,19 @@ def _options(transport: str, options: Mapping[str, Any]) -> _Options:
 _EXTENSIONS = ("permits.level", "permits.flow")
 
 
-def _check_level(limiter: _Limiting, level: object) -> None:
-    """A level a request's ``permits.level`` extension names, checked
-    against ``limiter``'s levels."""
-    argument = "extensions['permits.level']"
-    checked = check_int(argument, level, 0)
-    levels = limiter.machine.levels
-    if checked >= levels:
-        raise PermitValueError(
-            argument,
-            level,
-            "must be 0, the policy's only level (or left out)"
-            if levels == 1
-            else f"must be below {levels}, the policy's levels: one of 0 to {levels - 1} "
-            "(or left out)",
-        )
+def _as_written(request: httpx.Request, error: PermitError) -> PermitError:
+    """The limiter's refusal of a level or flow that ``request``'s
+    extensions named, naming the extension the caller wrote (it named the
+    acquire's ``level``, which the caller never wrote); any other as it is."""
+    if not isinstance(error, (PermitValueError, PermitTypeError)):
+        return error
+    key = f"permits.{error.argument}"
+    if error.argument not in ("level", "flow") or key not in request.extensions:
+        return error
+    argument = f"extensions[{key!r}]"
+    if isinstance(error, PermitTypeError):
+        return PermitTypeError(argument, error.value, error.expected)
+    return PermitValueError(argument, error.value, error.reason)
 
 
 class _Options:
@@ -171,11 +168,9 @@ class _Options:
         self.retries = retries
         self.timeout = timeout
 
-    def ask(self, request: httpx.Request, limiter: _Limiting) -> dict[str, Any]:
-        """What ``request``'s permit asks ``limiter`` for. A level or flow
-        its extensions name is checked here, and refused naming the
-        extension (the limiter would name its own ``level``, which the
-        caller never wrote)."""
+    def ask(self, request: httpx.Request) -> dict[str, Any]:
+        """What ``request``'s permit asks for (a misspelt ``permits.``
+        extension refused)."""
         extensions = request.extensions
         for key in extensions:
             if isinstance(key, str) and key.startswith("permits.") and key not in _EXTENSIONS:
@@ -186,19 +181,11 @@ class _Options:
                     f"{' and '.join(map(repr, _EXTENSIONS))}",
                 )
         level = extensions.get("permits.level")
-        if level is None:
-            if self.level is not None:
-                level = self.level(request)
-        else:
-            _check_level(limiter, level)
+        if level is None and self.level is not None:
+            level = self.level(request)
         flow = extensions.get("permits.flow")
-        if flow is None:
-            if self.flow is not None:
-                flow = self.flow(request)
-        else:
-            check_hashable(
-                "extensions['permits.flow']", flow, "a hashable value (a tenant's name, a key)"
-            )
+        if flow is None and self.flow is not None:
+            flow = self.flow(request)
         cost = self.cost(request) if self.cost is not None else 1
         return {"level": level, "flow": flow, "cost": cost, "timeout": self.timeout}
 
@@ -359,11 +346,14 @@ class AsyncPermitsTransport(httpx.AsyncBaseTransport):
         options = self.options
         if options.retries:
             await request.aread()  # a streamed body, kept to be sent again
-        asked = options.ask(request, self.limiter)  # once: each retry asks the same
+        asked = options.ask(request)  # once: each retry asks the same
         kept: httpx.Response | None = None  # the response a retry is for
         for attempt in range(options.retries + 1):
             if kept is None:
-                permit = await self.limiter.acquire(**asked)
+                try:
+                    permit = await self.limiter.acquire(**asked)
+                except PermitError as error:  # (refused: nothing taken)
+                    raise _as_written(request, error) from None
             else:  # its permit not within the timeout: that response says why
                 try:
                     permit = await self.limiter.acquire(**asked, max_wait=options.timeout)
@@ -424,11 +414,14 @@ class PermitsTransport(httpx.BaseTransport):
         options = self.options
         if options.retries:
             request.read()  # a streamed body, kept to be sent again
-        asked = options.ask(request, self.limiter)  # once: each retry asks the same
+        asked = options.ask(request)  # once: each retry asks the same
         kept: httpx.Response | None = None  # the response a retry is for
         for attempt in range(options.retries + 1):
             if kept is None:
-                permit = self.limiter.acquire(**asked)
+                try:
+                    permit = self.limiter.acquire(**asked)
+                except PermitError as error:  # (refused: nothing taken)
+                    raise _as_written(request, error) from None
             else:  # its permit not within the timeout: that response says why
                 try:
                     permit = self.limiter.acquire(**asked, max_wait=options.timeout)
