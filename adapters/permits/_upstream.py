@@ -357,7 +357,7 @@ class Upstream:
         ``dict``, whose names are read in any case) says. If it paused the
         limiter, the seconds left of the pause in force (:meth:`pause_left`:
         an earlier one may outlast it); else ``None``."""
-        return self._learn(status, headers)[0]
+        return self._learn(status, _case_blind(headers))[0]
 
     def again(
         self,
@@ -402,8 +402,7 @@ class Upstream:
         """:meth:`learn`'s pause; whether a ``Retry-After`` (or
         ``retry-after-ms``) said how long to wait; and whether a rate-limit
         header said nothing is left of a limit until a reset to come (and
-        the limiter took it)."""
-        headers = _case_blind(headers)
+        the limiter took it). ``headers`` as :func:`_case_blind` gives them."""
         pause = None
         said = held = False
         if status == 429:
