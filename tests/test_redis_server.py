@@ -100,7 +100,6 @@ def test_a_server_dies_with_the_process_that_started_it(thread: str) -> None:
         if not gone:  # leave nothing behind, even so
             signal.pidfd_send_signal(server, signal.SIGKILL)
         assert gone, f"redis-server {pid} outlived its starter by {MARGIN} s"
-        assert not answers(port), port
     finally:
         starter.kill()
         starter.wait()
