@@ -3,6 +3,10 @@ directory, persistence off; started and stopped by the tests themselves.
 
 No fake Redis: what the server decides (the GCRA script, its clock, expiry)
 is decided by the real one.
+
+A server dies with the process that started it, however that process ends
+(SIGKILL included): each server starts through :data:`LEASH`, whose
+watchdog kills it once the pipe from the starting process closes.
 """
 
 from __future__ import annotations
@@ -13,6 +17,7 @@ import shutil
 import signal
 import socket
 import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Sequence
@@ -20,7 +25,35 @@ from pathlib import Path
 
 import pytest
 
-__all__ = ["RedisCluster", "RedisServer", "need_redis_cli", "need_redis_server"]
+__all__ = ["LEASH", "RedisCluster", "RedisServer", "need_redis_cli", "need_redis_server"]
+
+#: ``python -c LEASH command...``: run ``command`` in this very process (its
+#: pid is the server's), watched by a detached watchdog that kills it once
+#: standard input (a pipe whose only write end the starting process holds)
+#: reaches its end: the starting process closed it, or died. The watchdog
+#: holds a pidfd of this process, so it never signals a reused pid, and it
+#: leaves when the server ends. It runs in a session of its own, away from
+#: the terminal's Ctrl-C and the job's signals, and is no child of the
+#: server (a double fork). No ``PR_SET_PDEATHSIG``: that fires when the
+#: starting *thread* ends, and servers start from worker threads too.
+LEASH = """
+import os, select, signal, sys
+if hasattr(os, "pidfd_open"):  # (Linux; elsewhere the server runs unwatched)
+    me = os.pidfd_open(os.getpid())
+    if os.fork() == 0:
+        if os.fork() == 0:
+            os.setsid()
+            ready, _, _ = select.select([0, me], [], [])
+            if 0 in ready:
+                try:
+                    signal.pidfd_send_signal(me, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+        os._exit(0)
+    os.wait()
+os.dup2(os.open(os.devnull, os.O_RDONLY), 0)
+os.execvp(sys.argv[1], sys.argv[1:])
+"""
 
 
 def need_redis_server() -> str:
@@ -81,6 +114,9 @@ class RedisServer:
         self._any_port = port is None
         self.dir = Path(tempfile.mkdtemp(prefix="permits-redis-"))
         self.process: subprocess.Popen[bytes] | None = None
+        #: The write end of the process's leash (:data:`LEASH`): closing it
+        #: kills the server; so does this process's death.
+        self._leash: int | None = None
 
     @property
     def url(self) -> str:
@@ -107,8 +143,33 @@ class RedisServer:
         """Start the server on its port: ``True`` once it answers, ``False``
         if it exited first on a port we may change."""
         assert self.process is None
-        self.process = subprocess.Popen(
+        leash, self._leash = os.pipe()
+        try:
+            self.process = self._popen(leash)
+        except BaseException:
+            self._unleash()
+            raise
+        finally:
+            os.close(leash)
+        # (valgrind starts slowly; a busy host too)
+        deadline = time.monotonic() + (60 if self.under else 30)
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:  # it exited: the port was taken
+                self._unleash()
+                if self._any_port:
+                    return False
+                raise RuntimeError(f"redis-server exited at start on port {self.port} (taken?)")
+            if self._answers():
+                return True
+            time.sleep(0.02)
+        raise RuntimeError(f"redis-server did not start on port {self.port}")
+
+    def _popen(self, leash: int) -> subprocess.Popen[bytes]:
+        """The server's process, on its leash: ``leash`` is the read end
+        of the pipe whose write end is ``self._leash``."""
+        return subprocess.Popen(
             [
+                sys.executable, "-I", "-S", "-c", LEASH,
                 *self.under,
                 self.binary,
                 "--port", str(self.port),
@@ -120,21 +181,10 @@ class RedisServer:
                 "--loglevel", "warning",
                 *self.options,
             ],
+            stdin=leash,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
         )  # fmt: skip
-        # (valgrind starts slowly; a busy host too)
-        deadline = time.monotonic() + (60 if self.under else 30)
-        while time.monotonic() < deadline:
-            if self.process.poll() is not None:  # it exited: the port was taken
-                self.process = None
-                if self._any_port:
-                    return False
-                raise RuntimeError(f"redis-server exited at start on port {self.port} (taken?)")
-            if self._answers():
-                return True
-            time.sleep(0.02)
-        raise RuntimeError(f"redis-server did not start on port {self.port}")
 
     def _answers(self) -> bool:
         """Whether this server (not another one that took the port) answers:
@@ -164,7 +214,15 @@ class RedisServer:
         if self.process is not None:
             self.process.kill()
             self.process.wait()
-            self.process = None
+            self._unleash()
+
+    def _unleash(self) -> None:
+        """Forget the process (it has ended) and close its leash (its
+        watchdog has left, or leaves now)."""
+        self.process = None
+        if self._leash is not None:
+            os.close(self._leash)
+            self._leash = None
 
     def shutdown(self) -> None:
         """Stop the server cleanly (``SHUTDOWN NOSAVE``) and wait for it to
@@ -174,7 +232,7 @@ class RedisServer:
             conn.sendall(b"SHUTDOWN NOSAVE\r\n")
             conn.recv(16)  # the connection closes as the server exits
         self.process.wait(timeout=60)
-        self.process = None
+        self._unleash()
 
     def hang(self) -> None:
         """Freeze the server (SIGSTOP): connections stay open, nothing is
