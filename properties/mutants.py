@@ -1010,6 +1010,21 @@ MUTANTS: dict[str, tuple[str, str, str, str]] = {
         "the upstream's word or quota given while Redis does not answer is sent, when it answers"
         " again, as if given then: its reset counted from then, it holds back for longer",
     ),
+    "redis-fallback-burst-as-the-float-product": (
+        "adapters/permits/adapters/redis.py",
+        "max(1, math.floor(first.burst * share))",
+        "max(1, math.floor(first.burst * self.share))",
+        "the local fallback's burst is the float product of the share and the burst, rounded"
+        " down: 0.29 of 100 is 28.999999999999996, so 28, where the share's decimal makes 29",
+    ),
+    "redis-word-late-by-the-float-product": (
+        "adapters/permits/adapters/redis.py",
+        "            left = round(reset_after * SECOND) - round(ago * SECOND)\n"
+        "            reset = -(-left // 1000)\n",
+        "            reset -= math.floor(ago * 1e6)\n",
+        "the time since the upstream's word was given, sent late, is the float product"
+        " ago * 1e6 rounded down: 249 us is 248, and the reset counted a microsecond late",
+    ),
     "redis-seconds-as-the-float-product": (
         "adapters/permits/adapters/redis.py",
         "    return -(-ns // 1000)\n",

@@ -530,6 +530,7 @@ def test_the_local_fallback_starts_empty_and_serves_its_share_of_the_first_limit
             share=share,
             unavailable_after=1e6,
         ) as limiter:
+            start = anyio.current_time()
             made = limiter._fallback
 
             def fallback(now: int) -> Any:
@@ -537,7 +538,6 @@ def test_the_local_fallback_starts_empty_and_serves_its_share_of_the_first_limit
                 return made(now)
 
             limiter._fallback = fallback  # type: ignore[method-assign]
-            start = anyio.current_time()
             async with anyio.create_task_group() as tg:
                 for gap, cost, other in callers:
                     if gap:
@@ -546,12 +546,12 @@ def test_the_local_fallback_starts_empty_and_serves_its_share_of_the_first_limit
                     if second is not None:
                         units["second"] = min(other, second[1])
                     arrived.append(anyio.current_time() - start)
-                    tg.start_soon(call, limiter, units, len(arrived) - 1, start)
+                    tg.start_soon(call, limiter, units, start)
                     await anyio.sleep(0)  # (in order: it asks before the next)
             assert limiter.backend_down, ("P82", "served by Redis?")
             assert limiter.fallbacks == 1, ("P82", limiter.fallbacks)
 
-    async def call(limiter: Any, units: dict[str, int], i: int, start: float) -> None:
+    async def call(limiter: Any, units: dict[str, int], start: float) -> None:
         await limiter.acquire(cost=units)
         granted.append(anyio.current_time() - start)
 
