@@ -989,6 +989,57 @@ MUTANTS: dict[str, tuple[str, str, str, str]] = {
         "the line expires with the turn it was last told, not the latest it holds: the others'"
         " places are lost with it",
     ),
+    "redis-settle-uncounted": (
+        "adapters/permits/adapters/redis.py",
+        "        self._machine.settled(\n",
+        "        (lambda *_: None)(\n",
+        "a settle on the shared limit changes the shared key but not the process's statistics:"
+        " its level's units_granted keeps the units asked, not those settled",
+    ),
+    "redis-fallback-starts-full": (
+        "adapters/permits/adapters/redis.py",
+        '        for i in range(burst):\n            pacer.push(("drain", i), 0, now)\n',
+        "",
+        "the local fallback's bucket starts full, not empty: as Redis goes away, each process"
+        " lets a burst of its share through at once, on top of what Redis granted",
+    ),
+    "redis-word-counted-from-when-sent": (
+        "adapters/permits/adapters/redis.py",
+        "            if now == given:\n                return first\n",
+        "            return first\n",
+        "the upstream's word or quota given while Redis does not answer is sent, when it answers"
+        " again, as if given then: its reset counted from then, it holds back for longer",
+    ),
+    "redis-fallback-burst-as-the-float-product": (
+        "adapters/permits/adapters/redis.py",
+        "max(1, math.floor(first.burst * share))",
+        "max(1, math.floor(first.burst * self.share))",
+        "the local fallback's burst is the float product of the share and the burst, rounded"
+        " down: 0.29 of 100 is 28.999999999999996, so 28, where the share's decimal makes 29",
+    ),
+    "redis-word-late-by-the-float-product": (
+        "adapters/permits/adapters/redis.py",
+        "            left = round(reset_after * SECOND) - round(ago * SECOND)\n"
+        "            reset = -(-left // 1000)\n",
+        "            reset -= math.floor(ago * 1e6)\n",
+        "the time since the upstream's word was given, sent late, is the float product"
+        " ago * 1e6 rounded down: 249 us is 248, and the reset counted a microsecond late",
+    ),
+    "redis-seconds-as-the-float-product": (
+        "adapters/permits/adapters/redis.py",
+        "    return -(-ns // 1000)\n",
+        "    return math.ceil(seconds * 1e6)\n",
+        "a duration in seconds is sent to the script as the float product seconds * 1e6 rounded"
+        " up, not as its nanoseconds rounded up: a pause of 1.1 s lasts 1,100,001 us in Redis",
+    ),
+    "redis-lost-state-above-full": (
+        "adapters/permits/adapters/redis.lua",
+        "    if tat < now then tat = now end\n    local need = 0\n",
+        "    if state[2] and tat < now then tat = now end\n"
+        "    if not state[2] then tat = now - T end\n    local need = 0\n",
+        "the plain take reads a lost state (a restart, a FLUSHDB, an eviction) as a bucket one"
+        " unit above full: a restart lets one permit more through than a full burst",
+    ),
     "retry-after-local-time": (
         "adapters/permits/_upstream.py",
         "        date = date.replace(tzinfo=timezone.utc)\n",

@@ -1,8 +1,12 @@
-"""P70-P75: the shared limit's keys on a real Redis: what the script does
-with a key something else overwrote, how long the state and the keys of
-global priority live, the one Redis Cluster slot that holds a limit; which
-of Redis's error replies are an outage, whichever client reads them; and
-the upstream's word of more units than the script's numbers count.
+"""P70-P75, P81-P85: the shared limit's keys on a real Redis: what the
+script does with a key something else overwrote, how long the state and
+the keys of global priority live, the one Redis Cluster slot that holds a
+limit; which of Redis's error replies are an outage, whichever client reads
+them; the upstream's word of more units than the script's numbers count;
+what each process counts (its statistics) and serves on its own (the local
+fallback, on virtual time, with no Redis at all); a word given while Redis
+does not answer and sent later, durations in seconds as the script's
+microseconds, and what a restart that loses the state lets through.
 
 The expiry runs on Redis's own clock, the script's decisions on the time
 the test chooses (``script_source(clock="argv")``, which keeps its keys an
@@ -16,21 +20,24 @@ from __future__ import annotations
 
 import itertools
 import math
+import socket
 import time
 import uuid
 from collections.abc import Callable
 from fractions import Fraction
 from typing import Any
 
+import anyio
 import pytest
 import redis
-from hypothesis import given, note
+from hypothesis import example, given, note
 from hypothesis import strategies as st
 from redis.crc import key_slot
 from test_redis_gcra import GRACE, RATES, T0, Buckets, caller
 
-from permits.adapters.redis import RedisLimit, Request
-from permits.core import Limit, PermitValueError
+from permits.adapters.redis import RedisLimit, RedisLimiter, Request, open_limiter
+from permits.core import Fifo, Limit, PermitValueError, StrictPriority
+from permits.testing import virtual_backend
 
 from redis_server import RedisServer
 
@@ -447,3 +454,403 @@ def test_the_keys_of_global_priority_expire_with_what_they_hold(
             assert keep - took <= ttls[2] <= keep, ("P75", "the shares", ttls, keep)
         elif ttls[2] != -2:
             assert ttls[2] <= shares_before, ("P75", "the shares lengthened without a grant")
+
+
+# -- the local fallback ------------------------------------------------------------
+
+#: Declared shares, some whose product by a burst a float holds just below
+#: the whole number it is (0.29 * 100 is 28.999999999999996).
+SHARES = [1, 0.5, 0.25, 0.3, 0.29, 0.57, 0.125]
+
+
+def _unused_url() -> str:
+    """A Redis URL of a local port nobody listens on: every request fails."""
+    with socket.socket() as unused:
+        unused.bind(("127.0.0.1", 0))
+        return f"redis://127.0.0.1:{unused.getsockname()[1]}/0"
+
+
+@given(
+    backend=st.sampled_from(["asyncio", "trio"]),
+    first=st.tuples(st.sampled_from([1, 3, 6, 10, 40, Fraction(1, 2)]), st.integers(1, 8)),
+    second=st.none() | st.tuples(st.sampled_from([2, 1000]), st.integers(1, 5)),
+    share=st.sampled_from(SHARES),
+    callers=st.lists(
+        st.tuples(
+            st.sampled_from([0, 0, 0.001, 0.1, 0.4, 1.0, 4.0]),
+            st.integers(1, 3),
+            st.integers(0, 5),
+        ),
+        min_size=1,
+        max_size=12,
+    ),
+)
+@example(  # (a float's 0.29 * 100 is 28.999999999999996: 29 at once, not 28)
+    backend="asyncio",
+    first=(40, 100),
+    second=None,
+    share=0.29,
+    callers=[(0, 1, 0), (4.0, 1, 0), *[(0, 1, 0)] * 29],
+)
+def test_the_local_fallback_starts_empty_and_serves_its_share_of_the_first_limit(
+    backend: str,
+    first: tuple[int | Fraction, int],
+    second: tuple[int, int] | None,
+    share: float,
+    callers: list[tuple[float, int, int]],
+) -> None:
+    """P82: with ``on_unavailable="local"``, a process whose Redis does not
+    answer serves its callers, in order, from a local bucket that starts
+    empty at the first failed request and holds its ``share`` of the first
+    limit: a rate of ``share`` times its rate and a capacity of ``share``
+    times its burst, rounded down, one at least (the share the decimal it
+    prints as); one permit per caller, whatever the cost it asks of each
+    limit. On virtual time, each caller proceeds exactly when that bucket,
+    written from the definition (exact fractions, each grant the moment
+    its unit is there, the nanosecond above), grants it."""
+    rate, burst = first
+    limits = {"first": Limit(rate, burst)}
+    if second is not None:
+        limits["second"] = Limit(*second)
+    mine = Fraction(repr(float(share)))
+    local_rate = rate * mine  # units a second
+    capacity = max(1, math.floor(burst * mine))
+    url = _unused_url()
+    granted: list[float] = []
+    arrived: list[float] = []
+    began: list[Fraction] = []  # when the local bucket was made
+
+    async def main() -> None:
+        async with open_limiter(
+            Fifo(1),
+            url,
+            name=f"p82-{next(_keys)}",
+            limits=limits,
+            on_unavailable="local",
+            share=share,
+            unavailable_after=1e6,
+        ) as limiter:
+            start = anyio.current_time()
+            made = limiter._fallback
+
+            def fallback(now: int) -> Any:
+                began.append(Fraction(now, 10**9) - Fraction(start))  # (the clock's ns)
+                return made(now)
+
+            limiter._fallback = fallback  # type: ignore[method-assign]
+            async with anyio.create_task_group() as tg:
+                for gap, cost, other in callers:
+                    if gap:
+                        await anyio.sleep(gap)
+                    units = {"first": min(cost, burst)}  # (within the bursts)
+                    if second is not None:
+                        units["second"] = min(other, second[1])
+                    arrived.append(anyio.current_time() - start)
+                    tg.start_soon(call, limiter, units, start)
+                    await anyio.sleep(0)  # (in order: it asks before the next)
+            assert limiter.backend_down, ("P82", "served by Redis?")
+            assert limiter.fallbacks == 1, ("P82", limiter.fallbacks)
+
+    async def call(limiter: Any, units: dict[str, int], start: float) -> None:
+        await limiter.acquire(cost=units)
+        granted.append(anyio.current_time() - start)
+
+    name, options = virtual_backend(backend)
+    anyio.run(main, backend=name, backend_options=options)
+    # the bucket from the definition: empty when it was made (at the first
+    # request that failed), `capacity` units at most, `local_rate` a second
+    assert len(began) == 1, ("P82", began)
+    tokens, last = Fraction(0), began[0]
+    expected: list[Fraction] = []
+    for at in arrived:
+        t = max(Fraction(at), last)
+        tokens = min(Fraction(capacity), tokens + (t - last) * local_rate)
+        last = t
+        if tokens < 1:
+            t += (1 - tokens) / local_rate
+            t = Fraction(math.ceil(t * 10**9), 10**9)  # (ticked at the nanosecond above)
+            tokens = min(Fraction(capacity), tokens + (t - last) * local_rate)
+        tokens -= 1
+        last = t
+        expected.append(t)
+    note(f"local: {local_rate}/s, capacity {capacity}; made at {float(began[0])}")
+    note(f"arrived {arrived}")
+    note(f"granted {granted}, expected {[float(t) for t in expected]}")
+    assert len(granted) == len(callers), ("P82", granted)
+    for got, want in zip(granted, expected, strict=True):
+        assert abs(got - float(want)) <= 2e-6, ("P82", granted, [float(t) for t in expected])
+
+
+# -- statistics per process ----------------------------------------------------------
+
+#: (process, level, units of each limit asked, the settle: ``None``, or
+#: the units of the limits it names)
+stat_ops = st.tuples(
+    st.integers(0, 1),
+    st.integers(0, 1),
+    st.tuples(st.integers(0, 3), st.integers(0, 20)).filter(any),
+    st.none()
+    | st.fixed_dictionaries(
+        {}, optional={"requests": st.integers(0, 5), "tokens": st.integers(0, 30)}
+    ),
+)
+
+
+@given(steps=st.lists(stat_ops, min_size=1, max_size=10))
+def test_statistics_count_each_process_s_own_grants_in_every_limit_s_units(
+    redis_server: RedisServer, steps: list[Any]
+) -> None:
+    """P81: two processes (two limiters) share one limit of two limits
+    through Redis; each acquires at a level some units of each limit, and
+    settles some of its permits. Each process's statistics count its own
+    callers only, each level its pushes, its grants and, per limit, the
+    units its callers asked, as settled for a permit settled (the limits
+    the settle names at its units, the others as asked); the shared key is
+    charged the units of both, as settled."""
+    name = f"p81-{uuid.uuid4().hex[:12]}"
+    names = ("requests", "tokens")
+    # (a unit per 1000 s: the buckets refill by no unit during the test)
+    limits = {
+        "requests": Limit(Fraction(1, 1000), 1000),
+        "tokens": Limit(Fraction(1, 1000), 10_000),
+    }
+    # per process, per level: pushed, granted, units of each limit
+    counts: list[list[list[Any]]] = [[[0, 0, [0, 0]] for _ in range(2)] for _ in range(2)]
+    stats: list[Any] = []
+
+    async def main() -> None:
+        async with (
+            open_limiter(
+                StrictPriority(2), redis_server.url, name=name, limits=limits, settle_window=60
+            ) as one,
+            open_limiter(
+                StrictPriority(2), redis_server.url, name=name, limits=limits, settle_window=60
+            ) as other,
+        ):
+            limiters = (one, other)
+            for process, level, units, settle in steps:
+                cost = {n: u for n, u in zip(names, units, strict=True) if u}
+                permit = await limiters[process].acquire(level, cost=cost, timeout=10)
+                count = counts[process][level]
+                count[0] += 1
+                count[1] += 1
+                if settle is not None:
+                    permit.settle(settle)
+                    units = tuple(settle.get(n, u) for n, u in zip(names, units, strict=True))
+                count[2] = [a + b for a, b in zip(count[2], units, strict=True)]
+            with anyio.fail_after(10):  # (the settles sent)
+                while one._pending or other._pending:
+                    await anyio.sleep(0.002)
+            stats.extend(limiter.statistics() for limiter in limiters)
+            # (the last settle's round trip answered as the limiters close)
+
+    anyio.run(main)
+    peek = RedisLimit(redis_server.url, name=name, limits=limits)
+    try:
+        left = peek.take(cost=(0, 1)).remaining  # (a token, to read what is left)
+    finally:
+        peek.close()
+    for process, (stat, count) in enumerate(zip(stats, counts, strict=True)):
+        seen = [[lv.pushed, lv.granted, list(lv.units_granted)] for lv in stat.levels]
+        note(f"process {process}: {seen}")
+        assert seen == count, ("P81", process, seen, count)
+        assert stat.waiting == 0, ("P81", stat)
+    used = [sum(c[2][i] for per in counts for c in per) for i in range(2)]
+    want = (1000 - used[0], 10_000 - used[1] - 1)
+    assert left == want, ("P81", "the shared key", left, want)
+
+
+# -- the word given while Redis does not answer --------------------------------------
+
+
+def _run(script: Any, limit: RedisLimit, request: Request, now: int) -> tuple[Any, ...]:
+    """``request`` on ``limit``'s keys, at ``now`` (the script of chosen times)."""
+    args = [request.args[0], str(now).encode(), *request.args[2:]]
+    reply = script(keys=limit._keys[: request.keys], args=args)
+    return tuple(tuple(r) if isinstance(r, list) else r for r in reply)
+
+
+@given(
+    word=st.sampled_from(["pause_for", "adopt", "quota"]),
+    remaining=st.integers(0, 4),
+    seconds=st.one_of(
+        st.sampled_from([0.0, 0.000003, 0.001, 0.1, 0.5, 1.1, 2.0]),
+        st.integers(0, 3_000_000).map(lambda us: us / 1e6),
+    ),
+    before=st.integers(0, 4),
+    late=st.one_of(
+        st.integers(0, 4_000_000), st.sampled_from([0, 1, 3, 249, 978, 100_000, 1_100_000])
+    ),
+    takes=st.lists(st.tuples(st.integers(0, 700_000), st.integers(1, 2)), max_size=8),
+)
+def test_a_word_given_while_redis_does_not_answer_counts_from_when_it_was_given(
+    redis_server: RedisServer,
+    client: Any,
+    script: Any,
+    word: str,
+    remaining: int,
+    seconds: float,
+    before: int,
+    late: int,
+    takes: list[tuple[int, int]],
+) -> None:
+    """P83: a pause, or the upstream's word or quota, that a process is
+    given while Redis does not answer, and sends ``late`` µs after (when
+    Redis answers again), leaves the shared limit answering every take
+    from then on exactly as had it been sent when it was given: for the
+    time left from then, a reset past still bounding the bucket as it
+    would have, and a quota or pause over by then not sent at all. (The
+    process's clock and Redis's run at one pace here: the word given at
+    ``T0`` on Redis's clock.)"""
+    limits = {"units": Limit(10, 4)}
+    keys = [f"p83-{uuid.uuid4().hex[:12]}" for _ in range(2)]
+    then, sent = (RedisLimit(redis_server.url, name=key, limits=limits) for key in keys)
+    limiter = RedisLimiter(Fifo(1), sent)
+    given = 10**15 + 123  # (ns of the process's clock)
+    clock = [given]
+    limiter._clock = lambda: clock[0]  # type: ignore[method-assign]
+    try:
+        if before:  # (a take before: the bucket not full)
+            for limit in (then, sent):
+                _run(script, limit, limit.ask_take(0, (before,)), T0)
+        args = (seconds,) if word == "pause_for" else (remaining, seconds)
+        getattr(limiter, word)(*args)
+        ((change, _, _),) = limiter._pending
+        ask = getattr(then, "ask_pause" if word == "pause_for" else f"ask_{word}")
+        _run(script, then, ask(*args), T0)  # sent as it was given
+        clock[0] = given + late * 1000
+        request = change if isinstance(change, Request) else change(clock[0])
+        note(f"{word}{args} sent {late} us late: {request}")
+        if request is not None:
+            _run(script, sent, request, T0 + late)
+        now = T0 + late
+        for dt, cost in takes:
+            now += dt
+            got = [_run(script, limit, limit.ask_take(0, (cost,)), now) for limit in (then, sent)]
+            note(f"t={now - T0} take {cost}: {got}")
+            assert got[0] == got[1], ("P83", got)
+    finally:
+        for limit in (then, sent):
+            client.delete(limit.key)
+            limit.close()
+
+
+# -- seconds as microseconds -----------------------------------------------------------
+
+
+@given(
+    word=st.sampled_from(["pause_for", "adopt", "quota"]),
+    seconds=st.one_of(
+        st.sampled_from([0.0, 1.1, 0.29, 3e-6, 5e-7, 1.5e-6, 2.5e-7, 123456.789, 1e9]),
+        st.floats(0, 1e9),
+        st.integers(0, 10**12).map(lambda us: us / 1e6),
+    ),
+)
+def test_a_duration_reaches_redis_as_its_nanoseconds_rounded_up_to_the_microsecond(
+    redis_server: RedisServer, client: Any, script: Any, word: str, seconds: float
+) -> None:
+    """P84: a duration the Redis limiter takes in seconds, ``pause_for``'s
+    ``seconds`` and ``adopt``'s and ``quota``'s ``reset_after``, is its
+    nearest whole nanosecond as the process counts it (P80: ``round(seconds
+    * 10**9)``, what its own pause counts), rounded up to the whole
+    microsecond for the script: the shared pause, reset or quota ends no
+    sooner than the process's own and less than a microsecond after (1.1 s
+    is 1,100,000 µs, where the float product ``1.1 * 1e6`` rounded up is
+    1,100,001). Read back from the script at a chosen time: a take of one
+    unit just after is told to wait exactly that (and, after the word that
+    nothing is left, one interval more)."""
+    limits = {"units": Limit(10, 4)}  # (T: 100,000 µs)
+    limit = RedisLimit(redis_server.url, name=f"p84-{uuid.uuid4().hex[:12]}", limits=limits)
+    limiter = RedisLimiter(Fifo(1), limit)
+    given = 10**15 + 7
+    limiter._clock = lambda: given  # type: ignore[method-assign]
+    ns = round(seconds * 10**9)
+    us = -(-ns // 1000)
+    try:
+        args = (seconds,) if word == "pause_for" else (0, seconds)
+        getattr(limiter, word)(*args)
+        if word == "pause_for":
+            paused = limiter.statistics().paused_ns
+            assert paused == ns, ("P84", "the process's own pause", paused, ns)
+        ((change, _, _),) = limiter._pending
+        request = change if isinstance(change, Request) else change(given)
+        note(f"{word}{args}: {ns} ns, {us} us; {request}")
+        if request is not None:
+            _run(script, limit, request, T0)
+        answer = _run(script, limit, limit.ask_take(0, (1,)), T0)
+        note(f"take: {answer}")
+        if word == "adopt":  # nothing left at the reset: a unit one interval later
+            assert answer[:2] == (0, us + 100_000), ("P84", answer, us)
+        elif us:
+            assert answer[:2] == (0, us), ("P84", answer, us)
+        else:  # (nothing holds it)
+            assert answer[0] == 1, ("P84", answer)
+    finally:
+        client.delete(limit.key)
+        limit.close()
+
+
+# -- across a restart ------------------------------------------------------------------
+
+
+@given(
+    rates=st.lists(st.sampled_from(RATES), min_size=1, max_size=2),
+    bursts=st.lists(st.integers(1, 5), min_size=2, max_size=2),
+    steps=st.lists(
+        st.tuples(
+            st.one_of(st.just(0), st.integers(1, 600_000), st.sampled_from([100_000, 2_000_000])),
+            st.lists(st.integers(0, 3), min_size=2, max_size=2),
+            st.booleans(),
+        ),
+        min_size=1,
+        max_size=30,
+    ),
+    lost=st.integers(0, 30),
+)
+# a burst before the loss and one after it, at one instant
+@example(rates=[RATES[0]], bursts=[1, 1], steps=[(0, [1, 0], False)] * 2, lost=1)
+def test_a_restart_lets_through_at_most_one_burst_more(
+    client: Any, script: Any, rates: list[int], bursts: list[int], steps: list[Any], lost: int
+) -> None:
+    """P85: across a Redis restart, which loses the state (here deleted
+    before the ``lost``-th take, as a restart, a ``FLUSHDB`` or an eviction
+    would), the takes granted over any window that spans it are at most
+    one burst more than the limit allows (P21: ``burst + d / T`` over
+    ``d`` µs), of each limit: the new state starts with full buckets; and
+    over a window on one side of it, no more than the limit allows. The
+    plain take of one limit and the general steps alike (the script at
+    chosen times)."""
+    n = len(rates)
+    bursts = bursts[:n]
+    key = f"test:{{p85-{next(_keys)}}}"
+    call = caller(script, rates, bursts, key)
+    T = [Fraction(10**6, rate) for rate in rates]
+    now, restart = T0, None
+    #: (when, units, whether after the loss)
+    granted: list[tuple[int, tuple[int, ...], bool]] = []
+    try:
+        for i, (dt, xs, general) in enumerate(steps):
+            now += dt
+            if i == lost:
+                client.delete(key)
+                restart = now
+            units = tuple(xs[:n])
+            if not any(units):
+                units = (1, *units[1:])
+            extra = ("", 0, 0, "0", 0, 1) if general else ()
+            answer = call("take", now, 0, units, *extra)
+            if answer[0]:
+                granted.append((now, units, restart is not None))
+        note(f"restart at {None if restart is None else restart - T0}: granted {granted}")
+        for i, (start, _, _) in enumerate(granted):
+            for end, _, _ in granted[i:]:
+                d = end - start
+                inside = [(u, after) for t, u, after in granted if start <= t <= end]
+                # (grants at the loss's instant may come before it and after)
+                spans = len({after for _, after in inside}) == 2
+                for j in range(n):
+                    got = sum(u[j] for u, _ in inside)
+                    most = bursts[j] * (2 if spans else 1) + d / T[j]
+                    assert got <= most, ("P85", j, start - T0, end - T0, spans, got, most)
+    finally:
+        client.delete(key)

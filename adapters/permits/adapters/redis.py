@@ -345,7 +345,10 @@ _MOST_UNITS = 2**53
 
 def _microseconds(argument: str, seconds: float, *, above_zero: bool = False) -> int:
     """``seconds`` (finite, ``>= 0``, or ``> 0`` if ``above_zero``, at most
-    :data:`_LONGEST_S`) in whole microseconds, rounded up."""
+    :data:`_LONGEST_S`) in whole microseconds: its nearest whole nanosecond,
+    as the process counts it (``_nanoseconds``), rounded up. (The float
+    product ``seconds * 1e6`` rounded up made 1.1 s 1,100,001 µs: Redis's
+    pause outlived the process's own by a microsecond.)"""
     try:
         ns = _nanoseconds(argument, seconds)
     except PermitValueError:  # negative or NaN: refused below, with the whole range
@@ -355,7 +358,7 @@ def _microseconds(argument: str, seconds: float, *, above_zero: bool = False) ->
         raise PermitValueError(
             argument, seconds, f"must be finite seconds {above}, at most {_LONGEST_S:g}"
         )
-    return math.ceil(seconds * 1e6)
+    return -(-ns // 1000)
 
 
 def _ints(argument: str, values: object, minimum: int | None, what: str) -> tuple[int, ...]:
@@ -1001,7 +1004,10 @@ class RedisLimit:
         reset = _microseconds("reset_after", reset_after)
         if ago:
             _microseconds("ago", ago)  # (checked)
-            reset -= math.floor(ago * 1e6)
+            # the nanoseconds left from now (both checked: finite), rounded
+            # up as a whole reset is
+            left = round(reset_after * SECOND) - round(ago * SECOND)
+            reset = -(-left // 1000)
         return self._request(op, word, reset)
 
     def set_limit(
@@ -2404,13 +2410,14 @@ class RedisLimiter(_AnyioLimiter):
         await self._sleep(self._seconds() + self._retry)
 
     def _local_limit(self) -> tuple[Fraction, int]:
-        """The local limit's rate and burst: ``share`` of the first limit's
-        as it stands (this process's set_limit included), a burst of 1 at
-        least."""
+        """The local limit's rate and burst: ``share`` (the decimal it prints
+        as) of the first limit's as it stands (this process's set_limit
+        included), the burst rounded down, 1 at least."""
         assert self.share is not None
         first = next(iter(self.limits.values()))
-        rate = first.rate * Fraction(repr(float(self.share)))
-        return rate, max(1, math.floor(first.burst * self.share))
+        share = Fraction(repr(float(self.share)))
+        # (the float product: 0.29 of 100 was 28.999999999999996, so 28)
+        return first.rate * share, max(1, math.floor(first.burst * share))
 
     def _fallback(self, now: int) -> Machine:
         """The local limit (:meth:`_local_limit`), its bucket empty at the
