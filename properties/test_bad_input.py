@@ -701,7 +701,7 @@ def test_the_queries_errors_in_words() -> None:
         refused(functools.partial(plain.waits_at_most, 0, bad), *refusal)  # type: ignore[arg-type]
     refused(
         lambda: plain.waits_at_most(2, [1]),
-        *valued("level", 2, "must be below 2, the policy's levels"),
+        *valued("level", 2, "must be 0 or 1 (the policy has 2 levels)"),
     )
     assert plain.waits_at_most(1, []) == ()
 
@@ -772,8 +772,8 @@ def test_the_queries_errors_in_words() -> None:
         assert supplied.snapshot() == before, "P18"
     for owing in (functools.partial(supplied.supply, 0), supplied.next_level):
         for bad, refusal in [
-            (1, valued("owed", 1, "must be below 1, the policy's levels")),
-            (-1, valued("owed", -1, "must be at least 0")),
+            (1, valued("owed", 1, "must be 0 (the policy has one level)")),
+            (-1, valued("owed", -1, "must be 0 (the policy has one level)")),
             ("0", typed("owed", "0", "an int")),
             (True, typed("owed", True, "an int")),
         ]:
@@ -784,14 +784,18 @@ def test_the_queries_errors_in_words() -> None:
     for told, refusal in [
         (
             lambda: settled(1, 1, 0),
-            valued("level", 1, "must be below 1, the policy's levels"),
+            valued("level", 1, "must be 0 (the policy has one level)"),
         ),
         (lambda: settled("0", 1, 0), typed("level", "0", "an int")),
         (lambda: settled(0, -1, 0), valued("cost", -1, "must be at least 0")),
         (lambda: settled(0, 1, 1.5), typed("actual", 1.5, ints)),
         (
             lambda: settled(0, 1, {"tokens": 2}),
-            valued("actual", {"tokens": 2}, "names no limit of this machine (['units'])"),
+            valued(
+                "actual",
+                {"tokens": 2},
+                "'tokens' is not one of the limits ['units']",
+            ),
         ),
     ]:
         refused(told, *refusal)
@@ -964,7 +968,7 @@ def test_the_changes_of_a_limit_in_words() -> None:
         ),
         (
             functools.partial(both.set_limit, 0, rate=5, limit="seconds"),
-            valued("limit", "seconds", f"is not one of {names}"),
+            valued("limit", "seconds", f"is not one of the limits {names}"),
         ),
     ]:
         refused(call, *refusal)
@@ -1098,9 +1102,7 @@ def test_the_costs_and_weights_errors_in_words() -> None:
         (
             {"tokens": 501},
             valued(
-                "cost",
-                {"tokens": 501},
-                "501 units exceed the burst of limit 'tokens' (500): it could never be granted",
+                "cost['tokens']", 501, "exceeds the limit's burst (500): it could never be granted"
             ),
         ),
         (
@@ -1111,10 +1113,14 @@ def test_the_costs_and_weights_errors_in_words() -> None:
                 "11 units exceed the burst of limit 'requests' (10): it could never be granted",
             ),
         ),
-        (unknown, valued("cost", unknown, f"names no limit of this machine ({two_names})")),
-        ({"tokens": -1}, valued("cost", -1, "the units of limit 'tokens' must be at least 0")),
+        (
+            unknown,
+            valued("cost", unknown, f"'cost' is not one of the limits {two_names}"),
+        ),
+        # a mapping's bad entry is named by its limit, as a flow's weight is
+        ({"tokens": -1}, valued("cost['tokens']", -1, "must be at least 0")),
         (-1, valued("cost", -1, nothing)),  # refused as 0 is, by one rule
-        ({"tokens": 1.0}, typed("cost", 1.0, "an int of units of limit 'tokens'")),
+        ({"tokens": 1.0}, typed("cost['tokens']", 1.0, "an int of units")),
         ("3", typed("cost", "3", "an int, or a mapping of limit names to ints")),
         (True, typed("cost", True, "an int, or a mapping of limit names to ints")),
         (2.0, typed("cost", 2.0, "an int, or a mapping of limit names to ints")),
@@ -1127,9 +1133,15 @@ def test_the_costs_and_weights_errors_in_words() -> None:
             # no wait to tell for a push that would be refused (an acquire
             # with max_wait said it "would wait too long")
             refused(functools.partial(machine.min_wait, 0, cost=bad), *refusal)
-        if refusal[3].endswith(("at least 0", "to ints", "'tokens'", f"({two_names})")):
+        elif nothing not in refusal[3]:  # a bad number, type or name: refused by all
             refused(functools.partial(machine.min_wait, 0, cost=bad), *refusal)
-            actual = (refusal[0], "actual", refusal[2], refusal[3].replace("cost=", "actual=", 1))
+            kind, argument, value, message = refusal
+            actual = (
+                kind,
+                argument.replace("cost", "actual", 1),
+                value,
+                message.replace("cost", "actual", 1),
+            )
             refused(functools.partial(machine.settle, "banked", bad, 0), *actual)
             assert machine.snapshot() == before, ("P18", bad)
     one_number = valued(
@@ -1202,14 +1214,14 @@ def test_the_levels_times_and_ids_errors_in_words() -> None:
     machine.push("banked", 0, 0)  # granted at once
     machine.push("x", 1, 0)  # waits
     before = machine.snapshot()
-    below = "must be below 2, the policy's levels"
+    below = "must be 0 or 1 (the policy has 2 levels)"
     levels: list[tuple[Any, tuple[type, str, object, str]]] = [
         (0.0, typed("level", 0.0, "an int")),
         (1.0, typed("level", 1.0, "an int")),
         ("0", typed("level", "0", "an int")),
         (True, typed("level", True, "an int")),
         (2, valued("level", 2, below)),
-        (-1, valued("level", -1, "must be at least 0")),
+        (-1, valued("level", -1, below)),
     ]
     for bad, refusal in levels:
         for call in (

@@ -230,8 +230,8 @@ BAD = [
     ),
     (
         GOOD.replace("level = 1", "level = 2"),
-        "scenario[0].workload[1].level=2: must be below 2, the policy's levels: "
-        "give the scenario a policy of 3 levels or more",
+        "scenario[0].workload[1].level=2: must be 0 or 1 (the policy has 2 levels), "
+        "or give the scenario a policy of 3 levels or more",
     ),
     (
         GOOD.replace('arrivals = "batch"', 'arrivals = "burst"'),

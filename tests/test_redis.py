@@ -785,18 +785,25 @@ async def test_bad_costs_and_changes() -> None:
     limit = RedisLimit("redis://127.0.0.1:1/0", name="x", limits=limits)
     limiter = RedisLimiter(StrictPriority(2), limit, settle_window=1)
     try:
-        for cost, argument in [({"nope": 1}, "cost"), ({"tokens": 1001}, "cost"), (-1, "cost")]:
+        for cost, argument in [
+            ({"nope": 1}, "cost"),
+            ({"tokens": 1001}, "cost['tokens']"),
+            (-1, "cost"),
+        ]:
             with pytest.raises(PermitValueError) as error:
                 limit.units("cost", cost)
             assert error.value.argument == argument
         with pytest.raises(PermitTypeError):
             limit.units("cost", "1")
-        # a mapping's bad entry is found by the limit it names, as the
-        # machine's errors name it (they named only the value)
-        with pytest.raises(PermitTypeError, match="an int of units of limit 'tokens'"):
+        # a mapping's bad entry is named by its entry, as the machine's
+        # errors name it (they named only the value)
+        with pytest.raises(PermitTypeError) as typed:
             limit.units("cost", {"requests": 1, "tokens": 1.5})
-        with pytest.raises(PermitValueError, match="units of limit 'tokens' must be at least 0"):
+        assert str(typed.value) == "cost['tokens']=1.5: expected an int of units, got float"
+        with pytest.raises(PermitValueError) as valued:
             limit.units("cost", {"requests": 1, "tokens": -1})
+        assert (valued.value.argument, valued.value.value) == ("cost['tokens']", -1)
+        assert str(valued.value) == "cost['tokens']=-1: must be at least 0"
         for cost in (0, -1):  # one rule, whatever the sign, as the machine's
             with pytest.raises(
                 PermitValueError, match=f"^cost={cost}: must take at least one unit of some limit$"

@@ -561,8 +561,8 @@ def test_a_call_the_machine_could_never_take_names_its_line() -> None:
     with pytest.raises(TraceError) as raised:
         replay(scenario, read_trace(["at,level\n", "0,0\n", "1,2\n"]))
     assert str(raised.value) == (
-        "line 3: level=2: must be below 2, the policy's levels: "
-        "give the scenario a policy of 3 levels or more"
+        "line 3: level=2: must be 0 or 1 (the policy has 2 levels), "
+        "or give the scenario a policy of 3 levels or more"
     )
     with pytest.raises(TraceError) as raised:
         replay(scenario, read_trace(['{"at": 0, "level": 0, "cost": 3}']))
@@ -571,7 +571,7 @@ def test_a_call_the_machine_could_never_take_names_its_line() -> None:
     # counted as the last level's)
     with pytest.raises(TraceError) as raised:
         replay(scenario, [Call(0, 0), Call(1, -1)])
-    assert str(raised.value) == "line 0: level=-1: must be at least 0"
+    assert str(raised.value) == "line 0: level=-1: must be 0 or 1 (the policy has 2 levels)"
 
 
 def test_levels_without_a_workload_are_named_by_level() -> None:

@@ -88,6 +88,7 @@ from permits.core.checks import (
     check_limits,
     check_rate,
     check_units,
+    no_limit,
     settled_units,
 )
 
@@ -630,7 +631,7 @@ class RedisLimit:
         if isinstance(cost, Mapping):
             for key in cost:
                 if key not in self.limits:
-                    raise PermitValueError(argument, cost, f"names no limit of this one ({names})")
+                    raise no_limit(argument, cost, key, names)
             units = tuple(check_units(argument, key, cost.get(key, 0)) for key in names)
         elif isinstance(cost, bool) or not isinstance(cost, int):
             raise PermitTypeError(argument, cost, "an int, or a mapping of limit names to ints")
@@ -638,8 +639,18 @@ class RedisLimit:
             units = (check_int(argument, cost, 0),) * len(names)
         for key, n in zip(names, units, strict=True):
             if within_burst and n > self.limits[key].burst:
+                burst = self.limits[key].burst
+                if isinstance(cost, Mapping):  # named by its entry, as in the core
+                    raise PermitValueError(
+                        f"{argument}[{key!r}]",
+                        n,
+                        f"exceeds the limit's burst ({burst}): it could never be granted",
+                    )
                 raise PermitValueError(
-                    argument, cost, f"{n} units exceed the burst of limit {key!r}: never granted"
+                    argument,
+                    cost,
+                    f"{n} units exceed the burst of limit {key!r} ({burst}): "
+                    "it could never be granted",
                 )
         return units
 
@@ -1048,7 +1059,7 @@ class RedisLimit:
                 raise PermitValueError(argument, limit, f"name one of the limits ({names})")
             return 0
         if limit not in self.limits:
-            raise PermitValueError(argument, limit, f"names no limit of this one ({names})")
+            raise PermitValueError(argument, limit, f"is not one of the limits {names}")
         return names.index(limit)
 
     def probe(self) -> None:
@@ -1586,7 +1597,7 @@ class RedisLimiter(_AnyioLimiter):
         """Charge, or give back, the difference on the shared key."""
         if self._closed is not None:
             raise self._refused()
-        settled = check_actual(actual, list(self.limits), "this one")  # debt is allowed: no burst
+        settled = check_actual(actual, list(self.limits))  # debt is allowed: no burst
         self._forget_settles(self._now())
         entry = self._settleable.get(id)
         if entry is None:

@@ -55,6 +55,8 @@ from .checks import (
     check_limits,
     check_rate,
     check_units,
+    level_range,
+    no_limit,
     settled_units,
 )
 
@@ -1298,11 +1300,9 @@ class Machine:
         """``level``, checked: a level of the policy (``argument`` names it)."""
         if level.__class__ is int and 0 <= level < self.levels:
             return level
-        level = check_int(argument, level, 0)
-        if level >= self.levels:
-            raise PermitValueError(
-                argument, level, f"must be below {self.levels}, the policy's levels"
-            )
+        level = check_int(argument, level)
+        if not 0 <= level < self.levels:
+            raise PermitValueError(argument, level, level_range(self.levels))
         return level
 
     def _check_now(self, now: object) -> int:
@@ -1318,9 +1318,7 @@ class Machine:
             units = [0] * len(self._unit)
             for name, n in value.items():
                 if name not in self._index:
-                    raise PermitValueError(
-                        argument, value, f"names no limit of this machine ({list(self._index)})"
-                    )
+                    raise no_limit(argument, value, name, list(self._index))
                 units[self._index[name]] = check_units(argument, name, n)
             return tuple(units)
         if isinstance(value, bool) or not isinstance(value, int):
@@ -1356,6 +1354,12 @@ class Machine:
         units = self._cost("cost", cost)
         for (name, limit), n in zip(self._limits.items(), units, strict=True):
             if n > limit.burst:
+                if isinstance(cost, Mapping):  # named by its entry, as a bad entry is
+                    raise PermitValueError(
+                        f"cost[{name!r}]",
+                        n,
+                        f"exceeds the limit's burst ({limit.burst}): it could never be granted",
+                    )
                 raise PermitValueError(
                     "cost",
                     cost,
@@ -1423,7 +1427,7 @@ class Machine:
         if not isinstance(limit, str):
             raise PermitTypeError("limit", limit, "a limit's name (str)")
         if limit not in self._index:
-            raise PermitValueError("limit", limit, f"is not one of {list(self._index)}")
+            raise PermitValueError("limit", limit, f"is not one of the limits {list(self._index)}")
         return self._index[limit], limit
 
     def _grant(self, now: int, out: list[Decision], owed: int | None = None) -> None:

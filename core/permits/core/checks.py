@@ -28,6 +28,8 @@ __all__ = [
     "check_limits",
     "check_rate",
     "check_units",
+    "level_range",
+    "no_limit",
     "settled_units",
 ]
 
@@ -53,6 +55,16 @@ def check_int(argument: str, value: object, minimum: int | None = None) -> int:
     return value
 
 
+def level_range(levels: int) -> str:
+    """What a level must be under a policy of ``levels`` levels, in the
+    words of every surface that takes a level (a push's, an extension's, a
+    workload's, a trace's)."""
+    if levels == 1:
+        return "must be 0 (the policy has one level)"
+    allowed = "0 or 1" if levels == 2 else f"from 0 to {levels - 1}"
+    return f"must be {allowed} (the policy has {levels} levels)"
+
+
 def check_hashable(argument: str, value: object, expected: str = "a hashable value") -> None:
     """``value`` hashes; otherwise a :class:`PermitTypeError` naming
     ``argument``, also when its own ``__hash__`` raises something else than
@@ -67,21 +79,30 @@ def check_hashable(argument: str, value: object, expected: str = "a hashable val
 
 
 def check_units(argument: str, name: str, units: object) -> int:
-    """A cost's (or an actual cost's) units of limit ``name``: an ``int``
-    >= 0; the error names the limit, so that a mapping's bad entry is
-    found."""
+    """A cost's (or an actual cost's) units of limit ``name``, the entry
+    ``name`` of the mapping ``argument``: an ``int`` >= 0, refused naming
+    the entry (``cost['tokens']=-1``), as a flow's weight is, not the
+    whole mapping."""
+    entry = f"{argument}[{name!r}]"
     if isinstance(units, bool) or not isinstance(units, int):
-        raise PermitTypeError(argument, units, f"an int of units of limit {name!r}")
+        raise PermitTypeError(entry, units, "an int of units")
     if units < 0:
-        raise PermitValueError(argument, units, f"the units of limit {name!r} must be at least 0")
+        raise PermitValueError(entry, units, "must be at least 0")
     return int(units)
 
 
-def check_actual(
-    actual: object, names: Sequence[str], whose: str = "this machine"
-) -> dict[int, int]:
+def no_limit(
+    argument: str, mapping: object, name: object, names: Sequence[str]
+) -> PermitValueError:
+    """The refusal of a mapping ``argument`` (a cost, an actual cost) whose
+    key ``name`` is none of the limits ``names``: it says which key, and
+    the limits there are."""
+    return PermitValueError(argument, mapping, f"{name!r} is not one of the limits {list(names)}")
+
+
+def check_actual(actual: object, names: Sequence[str]) -> dict[int, int]:
     """A settle's ``actual`` cost: the units of each limit it settles, by
-    the limit's index in ``names`` (the limits of ``whose``, in order).
+    the limit's index in ``names`` (the limits there are, in order).
 
     A mapping settles the limits it names; a limit it leaves out keeps the
     units its permit asked for (settling ``{"tokens": 900}`` keeps the
@@ -92,9 +113,7 @@ def check_actual(
         settled: dict[int, int] = {}
         for name, units in actual.items():
             if name not in names:
-                raise PermitValueError(
-                    "actual", actual, f"names no limit of {whose} ({list(names)})"
-                )
+                raise no_limit("actual", actual, name, names)
             settled[names.index(name)] = check_units("actual", name, units)
         return settled
     if isinstance(actual, bool) or not isinstance(actual, int):

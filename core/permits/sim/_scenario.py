@@ -32,7 +32,7 @@ from permits.core import (
     Shares,
     StrictPriority,
 )
-from permits.core.checks import NO_UNIT, check_int, check_rate
+from permits.core.checks import NO_UNIT, check_int, check_rate, level_range
 
 from ._require import Requirement
 
@@ -773,8 +773,8 @@ class Scenario:
                 raise PermitValueError(
                     f"workloads[{i}].level",
                     workload.level,
-                    f"must be below {self.policy.levels}, the policy's levels: "
-                    f"give the scenario a policy of {workload.level + 1} levels or more",
+                    f"{level_range(self.policy.levels)}, or give the scenario a policy of "
+                    f"{workload.level + 1} levels or more",
                 )
             if workload.name in names:
                 raise PermitValueError(f"workloads[{i}].name", workload.name, "is used twice")

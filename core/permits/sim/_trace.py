@@ -34,7 +34,7 @@ from typing import Any, NamedTuple
 import attrs
 
 from permits.core import MAX_LEVELS, Limit, PermitTypeError, PermitValueError
-from permits.core.checks import NO_UNIT
+from permits.core.checks import NO_UNIT, level_range
 
 from ._run import Result, _Admit, _run, check_scenario
 from ._scenario import Batch, Scenario, Workload, nanoseconds
@@ -626,11 +626,11 @@ def _admission(scenario: Scenario) -> _Admit:
                 line,
                 "level",
                 level,
-                f"must be below {levels}, the policy's levels: "
-                f"give the scenario a policy of {level + 1} levels or more",
+                f"{level_range(levels)}, or give the scenario a policy of "
+                f"{level + 1} levels or more",
             )
         if level < 0:
-            raise TraceError(line, "level", level, "must be at least 0")
+            raise TraceError(line, "level", level, level_range(levels))
         # A cost per limit (a mapping) does not compare.
         try:
             if cost > burst:
