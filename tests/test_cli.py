@@ -244,7 +244,7 @@ BAD = [
     ),
     (
         GOOD.replace('policy = "strict"', 'policy = { kind = "shares", weights = [4, 0] }'),
-        "scenario[0].policy.weights=[4, 0]: every weight must be at least 1",
+        "scenario[0].policy.weights[1]=0: must be at least 1",
     ),
     (
         GOOD.replace('policy = "strict"\n', "").replace("level = 1", "level = 5000"),
@@ -325,7 +325,7 @@ BAD = [
             'policy = "strict"',
             "policy = { kind = 'shares', weights = " + "[" * 100 + "1" + "]" * 100 + " }",
         ),
-        "scenario[0].policy.weights=[[[[...]]]]: expected a sequence of ints",
+        "scenario[0].policy.weights[0]=[[[[...]]]]: expected an int, got list",
     ),
     (
         GOOD.replace("seconds = 10", 'seconds = 10\nrequire = ["interactive p99 >= 50 ms"]'),

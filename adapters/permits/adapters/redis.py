@@ -89,6 +89,7 @@ from permits.core.checks import (
     check_rate,
     check_units,
     no_limit,
+    over_burst,
     settled_units,
 )
 
@@ -639,19 +640,11 @@ class RedisLimit:
             units = (check_int(argument, cost, 0),) * len(names)
         for key, n in zip(names, units, strict=True):
             if within_burst and n > self.limits[key].burst:
-                burst = self.limits[key].burst
                 if isinstance(cost, Mapping):  # named by its entry, as in the core
                     raise PermitValueError(
-                        f"{argument}[{key!r}]",
-                        n,
-                        f"exceeds the limit's burst ({burst}): it could never be granted",
+                        f"{argument}[{key!r}]", n, over_burst(self.limits, key, entry=True)
                     )
-                raise PermitValueError(
-                    argument,
-                    cost,
-                    f"{n} units exceed the burst of limit {key!r} ({burst}): "
-                    "it could never be granted",
-                )
+                raise PermitValueError(argument, cost, over_burst(self.limits, key))
         return units
 
     # Each change is built as a request (the script's arguments), checked

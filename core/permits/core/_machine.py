@@ -57,6 +57,7 @@ from .checks import (
     check_units,
     level_range,
     no_limit,
+    over_burst,
     settled_units,
 )
 
@@ -305,9 +306,7 @@ class Machine:
             raise PermitTypeError("flow_limit", flow_limit, "a limit's name (str)")
         if flow_limit is not None and flow_limit not in named:
             raise PermitValueError(
-                "flow_limit",
-                flow_limit,
-                f"must name a limit (one of {', '.join(map(repr, named))})",
+                "flow_limit", flow_limit, f"is not one of the limits {list(named)}"
             )
         self.policy: Policy = policy
         self.levels: int = levels
@@ -1356,16 +1355,9 @@ class Machine:
             if n > limit.burst:
                 if isinstance(cost, Mapping):  # named by its entry, as a bad entry is
                     raise PermitValueError(
-                        f"cost[{name!r}]",
-                        n,
-                        f"exceeds the limit's burst ({limit.burst}): it could never be granted",
+                        f"cost[{name!r}]", n, over_burst(self._limits, name, entry=True)
                     )
-                raise PermitValueError(
-                    "cost",
-                    cost,
-                    f"{n} units exceed the burst of limit {name!r} ({limit.burst}): "
-                    "it could never be granted",
-                )
+                raise PermitValueError("cost", cost, over_burst(self._limits, name))
         return units
 
     def _units_granted(self, level: int) -> tuple[int, ...]:
@@ -1699,19 +1691,13 @@ def _max_waiting(value: object, levels: int) -> tuple[int | None, ...] | None:
     if len(value) != levels:
         raise PermitValueError("max_waiting", value, f"needs one entry per level ({levels})")
     limits: list[int | None] = []
-    for limit in value:
+    for level, limit in enumerate(value):  # a bad one named by its entry: max_waiting[1]=-1
         if limit is None:
             limits.append(None)
         elif isinstance(limit, bool) or not isinstance(limit, int):
-            raise PermitTypeError(
-                "max_waiting", value, f"one int >= 0 or None per level (not {limit!r})"
-            )
-        elif limit < 0:
-            raise PermitValueError(
-                "max_waiting", value, f"every entry must be None or an int >= 0 (not {limit!r})"
-            )
+            raise PermitTypeError(f"max_waiting[{level}]", limit, "an int >= 0, or None (no bound)")
         else:
-            limits.append(int(limit))
+            limits.append(check_int(f"max_waiting[{level}]", limit, 0))
     return tuple(limits)
 
 

@@ -30,6 +30,7 @@ __all__ = [
     "check_units",
     "level_range",
     "no_limit",
+    "over_burst",
     "settled_units",
 ]
 
@@ -63,6 +64,16 @@ def level_range(levels: int) -> str:
         return "must be 0 (the policy has one level)"
     allowed = "0 or 1" if levels == 2 else f"from 0 to {levels - 1}"
     return f"must be {allowed} (the policy has {levels} levels)"
+
+
+def over_burst(limits: Mapping[str, Limit], name: str, entry: bool = False) -> str:
+    """Why a cost above the burst of limit ``name`` (of ``limits``) is
+    refused: the burst, and the limit's name where the error does not say
+    it already (one number for several limits; not a mapping's ``entry``,
+    which names its limit: ``cost['tokens']=501``)."""
+    burst = f"{limits[name].burst:,}"
+    which = f" of limit {name!r}" if len(limits) > 1 and not entry else ""
+    return f"exceeds the burst{which} ({burst}): it could never be granted"
 
 
 def check_hashable(argument: str, value: object, expected: str = "a hashable value") -> None:
@@ -196,6 +207,6 @@ def check_limits(rate: object, burst: object, limits: object) -> dict[str, Limit
         if not isinstance(name, str) or not name:
             raise PermitTypeError("limits", limits, "limit names that are non-empty strings")
         if not isinstance(limit, Limit):
-            raise PermitTypeError("limits", limits, f"a Limit for {name!r}, not {limit!r}")
+            raise PermitTypeError(f"limits[{name!r}]", limit, "a Limit")
         named[name] = limit
     return named
