@@ -44,14 +44,18 @@ class PermitTypeError(PermitError, TypeError):
     """An argument has the wrong type.
 
     :ivar argument: the name of the argument, as in the signature.
-    :ivar value: the value it got.
+    :ivar value: the value it got (a stand-in, where the value may hold a
+        secret: a URL's password; ``got`` then names its type).
     """
 
-    def __init__(self, argument: str, value: object, expected: str) -> None:
+    def __init__(
+        self, argument: str, value: object, expected: str, *, got: str | None = None
+    ) -> None:
         self.argument: str = argument
         self.value: object = value
         self.expected: str = expected
-        super().__init__(f"{argument}={value!r}: expected {expected}, got {type(value).__name__}")
+        got = type(value).__name__ if got is None else got
+        super().__init__(f"{argument}={value!r}: expected {expected}, got {got}")
 
 
 class TimeWentBackwards(PermitValueError):
