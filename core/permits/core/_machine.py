@@ -43,7 +43,7 @@ from ._errors import (
 )
 from ._ledger import Grant, Ledger
 from ._limits import Limit
-from ._policies import MAX_LEVELS, Aging, Fifo, Policy
+from ._policies import Aging, Fifo, Policy
 from ._queues import Queues, Waiter
 from ._stats import Busiest, FlowStatistics, LevelStatistics, Statistics, WaitHistogram
 from .checks import (
@@ -53,6 +53,7 @@ from .checks import (
     check_hashable,
     check_int,
     check_limits,
+    check_policy,
     check_rate,
     check_units,
     level_range,
@@ -257,18 +258,7 @@ class Machine:
         flow_limit: str | None = None,
         keep_waits: bool = True,
     ) -> None:
-        if isinstance(policy, type):
-            raise PermitTypeError(
-                "policy", policy, f"a policy instance: pass {policy.__name__}(...), not the class"
-            )
-        if not isinstance(policy, Policy):
-            raise PermitTypeError("policy", policy, "a Policy (levels, choose() and ahead())")
-        levels = policy.levels
-        if isinstance(levels, bool) or not isinstance(levels, int) or not 1 <= levels <= MAX_LEVELS:
-            raise PermitValueError(
-                "policy", policy, f"its levels={levels!r} must be an int from 1 to {MAX_LEVELS}"
-            )
-        levels = int(levels)
+        levels = check_policy(policy)
         named = check_limits(rate, burst, limits)
         max_waiting_ = _max_waiting(max_waiting, levels)
         window = None

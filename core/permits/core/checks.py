@@ -26,6 +26,7 @@ __all__ = [
     "check_hashable",
     "check_int",
     "check_limits",
+    "check_policy",
     "check_rate",
     "check_units",
     "level_range",
@@ -179,6 +180,25 @@ def check_rate(value: object, argument: str = "rate") -> Fraction:
     if exact <= 0:
         raise PermitValueError(argument, value, "must be greater than 0")
     return exact
+
+
+def check_policy(policy: object, argument: str = "policy") -> int:
+    """A policy object (not its class, not a name) whose ``levels`` is a
+    count the core takes; returns the count."""
+    from ._policies import MAX_LEVELS, Policy  # (which imports these checks)
+
+    if isinstance(policy, type):
+        raise PermitTypeError(
+            argument, policy, f"a policy instance: pass {policy.__name__}(...), not the class"
+        )
+    if not isinstance(policy, Policy):
+        raise PermitTypeError(argument, policy, "a Policy (levels, choose() and ahead())")
+    levels = policy.levels
+    if isinstance(levels, bool) or not isinstance(levels, int) or not 1 <= levels <= MAX_LEVELS:
+        raise PermitValueError(
+            argument, policy, f"its levels={levels!r} must be an int from 1 to {MAX_LEVELS}"
+        )
+    return int(levels)
 
 
 def check_limits(rate: object, burst: object, limits: object) -> dict[str, Limit]:
