@@ -574,6 +574,24 @@ def test_a_call_the_machine_could_never_take_names_its_line() -> None:
     assert str(raised.value) == "line 0: level=-1: must be 0 or 1 (the policy has 2 levels)"
 
 
+def test_a_call_made_in_code_at_no_time_or_level_is_refused() -> None:
+    """A call made in code whose at_ns is NaN is refused naming ``calls``
+    (the replay stalled on it, and dropped it and every later call
+    without a word), and one whose level is no int names it (a raw
+    ``TypeError`` comparing it with 0)."""
+    scenario = SEED[1]  # two levels
+    nan: Any = float("nan")
+    with pytest.raises(PermitValueError) as no_time:
+        replay(scenario, [Call(0, 0), Call(nan, 0), Call(1, 0)])
+    assert no_time.value.argument == "calls"
+    assert str(no_time.value) == (
+        f"calls={Call(nan, 0)!r}: its at_ns must be an int of nanoseconds"
+    )
+    with pytest.raises(TraceError) as no_level:
+        replay(scenario, [Call(0, "0")])  # type: ignore[arg-type]
+    assert str(no_level.value) == "line 0: level='0': expected an int"
+
+
 def test_levels_without_a_workload_are_named_by_level() -> None:
     scenario = Scenario(
         "s", Fifo(3), rate=10, seconds=1, workloads=[Workload("users", 0, Batch(1))]

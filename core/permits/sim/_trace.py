@@ -621,6 +621,8 @@ def _admission(scenario: Scenario) -> _Admit:
     over = f"{over} ({burst:,})"
 
     def admit(line: int, level: int, cost: Any) -> int | tuple[int, ...]:
+        if isinstance(level, bool) or not isinstance(level, int):  # (a call made in code)
+            raise TraceError(line, "level", level, "expected an int")
         if level >= levels:
             raise TraceError(
                 line,
