@@ -689,6 +689,30 @@ def test_a_scenarios_bad_arguments_are_refused_in_words() -> None:
         assert words.startswith(f"{error.value.argument}=")
 
 
+def test_the_simulators_helpers_refuse_bad_arguments_by_name() -> None:
+    """``arrivals`` and ``default_grid`` refuse a bad argument naming it,
+    as ``simulate`` does: they raised a raw ``TypeError`` or
+    ``AttributeError``, or took a float or a bool for an int (``arrivals``
+    of 1.5 ns; ``default_grid(True)``, one level)."""
+    from permits.sim import default_grid
+
+    scenario = Scenario("s", Fifo(), 10, 1, [Workload("w", 0, Batch(1))])
+    bads: list[tuple[Callable[[], object], str]] = [
+        (lambda: list(arrivals_before(scenario, "1")), "duration_ns='1': expected an int of"),  # type: ignore[arg-type]
+        (lambda: list(arrivals_before(scenario, 1.5)), "duration_ns=1.5: expected an int of"),  # type: ignore[arg-type]
+        (lambda: list(arrivals_before(scenario, -1)), "duration_ns=-1: must be at least 0"),
+        (lambda: list(arrivals_before(5, 1)), "scenario=5: expected a Scenario"),  # type: ignore[arg-type]
+        (lambda: default_grid("2"), "levels='2': expected an int, got str"),  # type: ignore[arg-type]
+        (lambda: default_grid(True), "levels=True: expected an int, got bool"),
+        (lambda: default_grid(0), "levels=0: must be at least 1"),
+    ]
+    for make, words in bads:
+        with pytest.raises((PermitValueError, PermitTypeError)) as error:
+            make()
+        assert str(error.value).startswith(words), (str(error.value), words)
+    assert list(arrivals_before(scenario, SECOND)) == [(0, 0)]
+
+
 costs = st.one_of(
     st.just(1),
     st.integers(1, 3),

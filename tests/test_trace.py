@@ -592,6 +592,23 @@ def test_a_call_made_in_code_at_no_time_or_level_is_refused() -> None:
     assert str(no_level.value) == "line 0: level='0': expected an int"
 
 
+def test_trace_lines_refuses_a_str_of_limits_or_no_calls() -> None:
+    """``trace_lines`` refuses limits given as one str (its letters became
+    the columns cost.t, cost.o, ...) and calls that are no iterable (a
+    raw ``TypeError``), naming each."""
+    from permits.sim import trace_lines
+
+    with pytest.raises(PermitTypeError) as letters:
+        list(trace_lines([Call(0, 0)], "tokens"))
+    assert str(letters.value) == (
+        "limits='tokens': expected a sequence of limit names, such as ['tokens'], got str"
+    )
+    with pytest.raises(PermitTypeError) as none:
+        list(trace_lines(5))  # type: ignore[arg-type]
+    assert none.value.argument == "calls"
+    assert next(trace_lines([Call(0, 0)], ["tokens"])).startswith("at,level,cost.tokens,")
+
+
 def test_levels_without_a_workload_are_named_by_level() -> None:
     scenario = Scenario(
         "s", Fifo(3), rate=10, seconds=1, workloads=[Workload("users", 0, Batch(1))]

@@ -484,6 +484,8 @@ class Tally:
 def arrivals(scenario: Scenario, duration_ns: int) -> Iterator[tuple[int, int]]:
     """Every arrival before ``duration_ns`` as ``(time in nanoseconds,
     workload index)``, in time order; simultaneous arrivals in workload order."""
+    check_scenario(scenario)
+    check_int("duration_ns", duration_ns, 0)
     streams = [
         _stream(w, workload, scenario.seed, duration_ns)
         for w, workload in enumerate(scenario.workloads)

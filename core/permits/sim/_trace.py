@@ -488,6 +488,10 @@ def trace_lines(calls: Iterable[Call], limits: Sequence[str] | None = None) -> I
     ``cost``: a call's units of each (a cost that is one number: that many
     of each; a mapping: 0 of a limit it does not name). Without, every cost
     must be one number."""
+    if isinstance(calls, (str, bytes)) or not isinstance(calls, Iterable):
+        raise PermitTypeError("calls", calls, "calls, such as read_trace(file) gives")
+    if isinstance(limits, (str, bytes)):  # its letters read as names: cost.t, cost.o, ...
+        raise PermitTypeError("limits", limits, "a sequence of limit names, such as ['tokens']")
     names = list(limits) if limits is not None else None
     if names is not None and (not names or len(set(names)) != len(names)):
         raise PermitValueError("limits", limits, "names each limit once, and at least one")
