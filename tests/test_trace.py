@@ -317,21 +317,20 @@ def test_a_cost_per_limit_is_replayed_as_asked() -> None:
         ),
         (
             '{"at": 0, "level": 0}\n{"at": 1, "level": 1, "cost": {"tokens": 6001}}\n',
-            "line 2: cost.tokens=6001: over the burst of limit 'tokens' (6,000): "
-            "it could never be granted",
+            "line 2: cost.tokens=6001: exceeds the burst (6,000): it could never be granted",
         ),
         (
             "at,level,cost.requests\n0,0,3\n",
-            "line 2: cost.requests=3: over the burst of limit 'requests' (2): "
-            "it could never be granted",
+            "line 2: cost.requests=3: exceeds the burst (2): it could never be granted",
         ),
         (
             '{"at": 0, "level": 0, "cost": 3}\n',
-            "line 1: cost=3: over the burst of limit 'requests' (2): it could never be granted",
+            "line 1: cost=3: exceeds the burst of limit 'requests' (2): it could never be granted",
         ),
         (
             "at,level,cost\n0,0,7000\n",
-            "line 2: cost=7000: over the burst of limit 'requests' (2): it could never be granted",
+            "line 2: cost=7000: exceeds the burst of limit 'requests' (2): it could never be "
+            "granted",
         ),
     ],
 )
@@ -566,7 +565,7 @@ def test_a_call_the_machine_could_never_take_names_its_line() -> None:
     )
     with pytest.raises(TraceError) as raised:
         replay(scenario, read_trace(['{"at": 0, "level": 0, "cost": 3}']))
-    assert str(raised.value) == "line 1: cost=3: over the burst (1): it could never be granted"
+    assert str(raised.value) == "line 1: cost=3: exceeds the burst (1): it could never be granted"
     # a call made in code, not read from a trace: a level below 0 too (it
     # counted as the last level's)
     with pytest.raises(TraceError) as raised:

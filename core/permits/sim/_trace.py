@@ -621,7 +621,7 @@ def _admission(scenario: Scenario) -> _Admit:
     # A cost that is one number is units of every limit: the smallest burst
     # bounds it (named, where the scenario has several limits).
     name, burst = min(((name, limit.burst) for name, limit in limits.items()), key=lambda n: n[1])
-    over = f"over the burst of limit {name!r}" if len(limits) > 1 else "over the burst"
+    over = f"exceeds the burst of limit {name!r}" if len(limits) > 1 else "exceeds the burst"
     over = f"{over} ({burst:,})"
 
     def admit(line: int, level: int, cost: Any) -> int | tuple[int, ...]:
@@ -664,7 +664,7 @@ def _per_limit(line: int, cost: Mapping[str, int], limits: dict[str, Limit]) -> 
                 line,
                 f"{_PER_LIMIT}{name}",
                 n,
-                f"over the burst of limit {name!r} ({limit.burst:,}): it could never be granted",
+                f"exceeds the burst ({limit.burst:,}): it could never be granted",
             )
     return units
 
