@@ -89,6 +89,13 @@ def valued(argument: str, value: object, reason: str) -> tuple[type, str, object
     return PermitValueError, argument, value, f"{argument}={value!r}: {reason}"
 
 
+def named_by_key(limits: object, key: str) -> tuple[type, str, object, str]:
+    """The words of limits refused for a key that is no name: the key, not
+    the mapping's type ("got dict")."""
+    expected = "limit names that are non-empty strings"
+    return PermitTypeError, "limits", limits, f"limits={limits!r}: expected {expected}, got {key}"
+
+
 two_names = "['requests', 'tokens']"
 #: Why a flow's weight below 1 is refused (the error names the flow's entry).
 FLOW_WEIGHT = "must be from 1 to 1000000 (to serve the flow less, weigh the others more)"
@@ -279,12 +286,12 @@ REFUSED: list[tuple[str, Callable[[], object], tuple[type, str, object, str]]] =
     (
         "limit name empty",
         lambda: Machine(Fifo(), limits={"": Limit(1)}),
-        typed("limits", {"": Limit(1)}, "limit names that are non-empty strings"),
+        named_by_key({"": Limit(1)}, "''"),
     ),
     (
         "limit name an int",
         lambda: Machine(Fifo(), limits={1: Limit(1)}),  # type: ignore[dict-item]
-        typed("limits", {1: Limit(1)}, "limit names that are non-empty strings"),
+        named_by_key({1: Limit(1)}, "1"),
     ),
     (
         "limit not a Limit",

@@ -225,7 +225,9 @@ def check_limits(rate: object, burst: object, limits: object) -> dict[str, Limit
     named: dict[str, Limit] = {}
     for name, limit in limits.items():
         if not isinstance(name, str) or not name:
-            raise PermitTypeError("limits", limits, "limit names that are non-empty strings")
+            raise PermitTypeError(  # (got the key, not "got dict")
+                "limits", limits, "limit names that are non-empty strings", got=repr(name)
+            )
         if not isinstance(limit, Limit):
             raise PermitTypeError(f"limits[{name!r}]", limit, "a Limit")
         named[name] = limit
