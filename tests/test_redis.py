@@ -722,7 +722,7 @@ def test_the_probe_leaves_the_limits_key_as_it_was(redis_server: RedisServer) ->
         ({}, "rate"),
         ({"rate": 1, "limits": {"a": Limit(1)}}, "limits"),
         ({"burst": 5, "limits": {"a": Limit(1)}}, "limits"),  # each Limit has its own
-        ({"limits": {"a": 1}}, "limits"),
+        ({"limits": {"a": 1}}, "limits['a']"),  # named by its entry
         ({"limits": {}}, "limits"),
         ({"rate": 0}, "rate"),
         ({"rate": 1, "burst": 0}, "burst"),
@@ -1248,7 +1248,7 @@ async def test_costs_charge_every_limit_or_none(redis_server: RedisServer) -> No
             await limiter.acquire(cost={"requests": 1, "tokens": 20}, timeout=0.2)
         with pytest.raises(PermitValueError) as error:
             await limiter.acquire(cost={"tokens": 101})  # above the burst: never
-        assert error.value.argument == "cost"
+        assert (error.value.argument, error.value.value) == ("cost['tokens']", 101)  # its entry
         # counted per limit: every unit asked, whichever limits it takes
         assert limiter.statistics().levels[0].units_granted == (1, 90)
     check = peek(redis_server, name, limits=limits)
