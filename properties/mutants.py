@@ -1288,6 +1288,13 @@ MUTANTS: dict[str, tuple[str, str, str, str]] = {
         "an adapter's durations in seconds are truncated to the nanosecond, not rounded"
         " to the nearest (P80)",
     ),
+    "cost-entry-named-as-the-whole": (
+        "checks.py",
+        '    entry = f"{argument}[{name!r}]"\n',
+        "    entry = argument\n",
+        "a cost mapping's bad entry is named as the whole argument (cost=-1), not by its"
+        " entry (cost['tokens']=-1: P18, P69)",
+    ),
 }
 
 

@@ -14,6 +14,7 @@ matters.
 
 from __future__ import annotations
 
+import ast
 import copy
 import math
 import sys
@@ -965,6 +966,10 @@ BAD_CALLS: list[tuple[str, dict[str, Any], str, type[Exception]]] = [
     ("acquire", {"cost": 4}, "cost", PermitValueError),
     ("acquire", {"cost": "1"}, "cost", PermitTypeError),
     ("acquire", {"cost": {"nope": 1}}, "cost", PermitValueError),
+    # a mapping's bad entry, named by its entry
+    ("acquire", {"cost": {"units": -1}}, "cost['units']", PermitValueError),
+    ("acquire", {"cost": {"units": 4}}, "cost['units']", PermitValueError),
+    ("acquire", {"cost": {"units": 1.0}}, "cost['units']", PermitTypeError),
     ("acquire", {"flow": []}, "flow", PermitTypeError),
     ("acquire", {"timeout": -1}, "timeout", PermitValueError),
     ("acquire", {"timeout": math.nan}, "timeout", PermitValueError),
@@ -1000,6 +1005,7 @@ BAD_CALLS: list[tuple[str, dict[str, Any], str, type[Exception]]] = [
     ("settle", {"actual": -1}, "actual", PermitValueError),
     ("settle", {"actual": "1"}, "actual", PermitTypeError),
     ("settle", {"actual": {"nope": 1}}, "actual", PermitValueError),
+    ("settle", {"actual": {"units": -1}}, "actual['units']", PermitValueError),
 ]
 
 
@@ -1099,6 +1105,9 @@ def test_a_bad_argument_is_refused_by_name_and_changes_nothing(
     assert isinstance(error, (PermitValueError, PermitTypeError))
     assert error.argument == argument, ("P69: the error names another argument", bad, error)
     value = arguments.get(argument)
+    if argument.endswith("]"):  # a mapping's entry: cost['units']
+        whole, _, key = argument[:-1].partition("[")
+        value = arguments[whole][ast.literal_eval(key)]
     assert str(error).startswith(f"{argument}={value!r}"), ("P69: the message", bad, error)
 
 

@@ -89,6 +89,13 @@ def valued(argument: str, value: object, reason: str) -> tuple[type, str, object
     return PermitValueError, argument, value, f"{argument}={value!r}: {reason}"
 
 
+def named_by_key(limits: object, key: str) -> tuple[type, str, object, str]:
+    """The words of limits refused for a key that is no name: the key, not
+    the mapping's type ("got dict")."""
+    expected = "limit names that are non-empty strings"
+    return PermitTypeError, "limits", limits, f"limits={limits!r}: expected {expected}, got {key}"
+
+
 two_names = "['requests', 'tokens']"
 #: Why a flow's weight below 1 is refused (the error names the flow's entry).
 FLOW_WEIGHT = "must be from 1 to 1000000 (to serve the flow less, weigh the others more)"
@@ -156,17 +163,17 @@ REFUSED: list[tuple[str, Callable[[], object], tuple[type, str, object, str]]] =
     (
         "weights float",
         lambda: Shares((4.0, 1)),
-        typed("weights", (4.0, 1), "a sequence of ints (not 4.0)"),
+        typed("weights[0]", 4.0, "an int"),
     ),
     (
         "weights bool",
         lambda: Shares((True, 1)),
-        typed("weights", (True, 1), "a sequence of ints (not True)"),
+        typed("weights[0]", True, "an int"),
     ),
     (
         "weight 0",
         lambda: Shares((4, 0)),
-        valued("weights", (4, 0), "every weight must be at least 1"),
+        valued("weights[1]", 0, "must be at least 1"),
     ),
     (
         "weights too long a cycle",
@@ -179,12 +186,12 @@ REFUSED: list[tuple[str, Callable[[], object], tuple[type, str, object, str]]] =
     (
         "schedule bool",
         lambda: policies.schedule((1, True)),
-        typed("weights", (1, True), "a sequence of ints (not True)"),
+        typed("weights[1]", True, "an int"),
     ),
     (
         "schedule weight 0",
         lambda: policies.schedule((1, 0)),
-        valued("weights", (1, 0), "every weight must be at least 1"),
+        valued("weights[1]", 0, "must be at least 1"),
     ),
     (
         "schedule too long a cycle",
@@ -279,17 +286,17 @@ REFUSED: list[tuple[str, Callable[[], object], tuple[type, str, object, str]]] =
     (
         "limit name empty",
         lambda: Machine(Fifo(), limits={"": Limit(1)}),
-        typed("limits", {"": Limit(1)}, "limit names that are non-empty strings"),
+        named_by_key({"": Limit(1)}, "''"),
     ),
     (
         "limit name an int",
         lambda: Machine(Fifo(), limits={1: Limit(1)}),  # type: ignore[dict-item]
-        typed("limits", {1: Limit(1)}, "limit names that are non-empty strings"),
+        named_by_key({1: Limit(1)}, "1"),
     ),
     (
         "limit not a Limit",
         lambda: Machine(Fifo(), limits={"rpm": 500}),  # type: ignore[dict-item]
-        typed("limits", {"rpm": 500}, "a Limit for 'rpm', not 500"),
+        typed("limits['rpm']", 500, "a Limit"),
     ),
     ("Limit rate 0", lambda: Limit(0), valued("rate", 0, "must be greater than 0")),
     ("Limit burst 0", lambda: Limit(1, 0), valued("burst", 0, "must be at least 1")),
@@ -332,17 +339,17 @@ REFUSED: list[tuple[str, Callable[[], object], tuple[type, str, object, str]]] =
     (
         "max_waiting entry -1",
         lambda: Machine(Fifo(2), 1, max_waiting=(3, -1)),
-        valued("max_waiting", (3, -1), "every entry must be None or an int >= 0 (not -1)"),
+        valued("max_waiting[1]", -1, "must be at least 0"),
     ),
     (
         "max_waiting entry bool",
         lambda: Machine(Fifo(2), 1, max_waiting=(3, False)),
-        typed("max_waiting", (3, False), "one int >= 0 or None per level (not False)"),
+        typed("max_waiting[1]", False, "an int >= 0, or None (no bound)"),
     ),
     (
         "max_waiting entry float",
         lambda: Machine(Fifo(2), 1, max_waiting=(3, 1.0)),  # type: ignore[arg-type]
-        typed("max_waiting", (3, 1.0), "one int >= 0 or None per level (not 1.0)"),
+        typed("max_waiting[1]", 1.0, "an int >= 0, or None (no bound)"),
     ),
     (
         "settle window -1",
@@ -410,7 +417,7 @@ REFUSED: list[tuple[str, Callable[[], object], tuple[type, str, object, str]]] =
     (
         "flow_limit unknown",
         lambda: Machine(Fifo(), limits=two, flow_limit="seconds"),
-        valued("flow_limit", "seconds", "must name a limit (one of 'requests', 'tokens')"),
+        valued("flow_limit", "seconds", "is not one of the limits ['requests', 'tokens']"),
     ),
     (
         "flow_limit a list",
@@ -701,7 +708,7 @@ def test_the_queries_errors_in_words() -> None:
         refused(functools.partial(plain.waits_at_most, 0, bad), *refusal)  # type: ignore[arg-type]
     refused(
         lambda: plain.waits_at_most(2, [1]),
-        *valued("level", 2, "must be below 2, the policy's levels"),
+        *valued("level", 2, "must be 0 or 1 (the policy has 2 levels)"),
     )
     assert plain.waits_at_most(1, []) == ()
 
@@ -772,8 +779,8 @@ def test_the_queries_errors_in_words() -> None:
         assert supplied.snapshot() == before, "P18"
     for owing in (functools.partial(supplied.supply, 0), supplied.next_level):
         for bad, refusal in [
-            (1, valued("owed", 1, "must be below 1, the policy's levels")),
-            (-1, valued("owed", -1, "must be at least 0")),
+            (1, valued("owed", 1, "must be 0 (the policy has one level)")),
+            (-1, valued("owed", -1, "must be 0 (the policy has one level)")),
             ("0", typed("owed", "0", "an int")),
             (True, typed("owed", True, "an int")),
         ]:
@@ -784,14 +791,18 @@ def test_the_queries_errors_in_words() -> None:
     for told, refusal in [
         (
             lambda: settled(1, 1, 0),
-            valued("level", 1, "must be below 1, the policy's levels"),
+            valued("level", 1, "must be 0 (the policy has one level)"),
         ),
         (lambda: settled("0", 1, 0), typed("level", "0", "an int")),
         (lambda: settled(0, -1, 0), valued("cost", -1, "must be at least 0")),
         (lambda: settled(0, 1, 1.5), typed("actual", 1.5, ints)),
         (
             lambda: settled(0, 1, {"tokens": 2}),
-            valued("actual", {"tokens": 2}, "names no limit of this machine (['units'])"),
+            valued(
+                "actual",
+                {"tokens": 2},
+                "'tokens' is not one of the limits ['units']",
+            ),
         ),
     ]:
         refused(told, *refusal)
@@ -964,7 +975,7 @@ def test_the_changes_of_a_limit_in_words() -> None:
         ),
         (
             functools.partial(both.set_limit, 0, rate=5, limit="seconds"),
-            valued("limit", "seconds", f"is not one of {names}"),
+            valued("limit", "seconds", f"is not one of the limits {names}"),
         ),
     ]:
         refused(call, *refusal)
@@ -1097,24 +1108,24 @@ def test_the_costs_and_weights_errors_in_words() -> None:
         ({}, valued("cost", {}, nothing)),
         (
             {"tokens": 501},
-            valued(
-                "cost",
-                {"tokens": 501},
-                "501 units exceed the burst of limit 'tokens' (500): it could never be granted",
-            ),
+            valued("cost['tokens']", 501, "exceeds the burst (500): it could never be granted"),
         ),
         (
             11,
             valued(
                 "cost",
                 11,
-                "11 units exceed the burst of limit 'requests' (10): it could never be granted",
+                "exceeds the burst of limit 'requests' (10): it could never be granted",
             ),
         ),
-        (unknown, valued("cost", unknown, f"names no limit of this machine ({two_names})")),
-        ({"tokens": -1}, valued("cost", -1, "the units of limit 'tokens' must be at least 0")),
+        (
+            unknown,
+            valued("cost", unknown, f"'cost' is not one of the limits {two_names}"),
+        ),
+        # a mapping's bad entry is named by its limit, as a flow's weight is
+        ({"tokens": -1}, valued("cost['tokens']", -1, "must be at least 0")),
         (-1, valued("cost", -1, nothing)),  # refused as 0 is, by one rule
-        ({"tokens": 1.0}, typed("cost", 1.0, "an int of units of limit 'tokens'")),
+        ({"tokens": 1.0}, typed("cost['tokens']", 1.0, "an int of units")),
         ("3", typed("cost", "3", "an int, or a mapping of limit names to ints")),
         (True, typed("cost", True, "an int, or a mapping of limit names to ints")),
         (2.0, typed("cost", 2.0, "an int, or a mapping of limit names to ints")),
@@ -1127,9 +1138,15 @@ def test_the_costs_and_weights_errors_in_words() -> None:
             # no wait to tell for a push that would be refused (an acquire
             # with max_wait said it "would wait too long")
             refused(functools.partial(machine.min_wait, 0, cost=bad), *refusal)
-        if refusal[3].endswith(("at least 0", "to ints", "'tokens'", f"({two_names})")):
+        elif nothing not in refusal[3]:  # a bad number, type or name: refused by all
             refused(functools.partial(machine.min_wait, 0, cost=bad), *refusal)
-            actual = (refusal[0], "actual", refusal[2], refusal[3].replace("cost=", "actual=", 1))
+            kind, argument, value, message = refusal
+            actual = (
+                kind,
+                argument.replace("cost", "actual", 1),
+                value,
+                message.replace("cost", "actual", 1),
+            )
             refused(functools.partial(machine.settle, "banked", bad, 0), *actual)
             assert machine.snapshot() == before, ("P18", bad)
     one_number = valued(
@@ -1202,14 +1219,14 @@ def test_the_levels_times_and_ids_errors_in_words() -> None:
     machine.push("banked", 0, 0)  # granted at once
     machine.push("x", 1, 0)  # waits
     before = machine.snapshot()
-    below = "must be below 2, the policy's levels"
+    below = "must be 0 or 1 (the policy has 2 levels)"
     levels: list[tuple[Any, tuple[type, str, object, str]]] = [
         (0.0, typed("level", 0.0, "an int")),
         (1.0, typed("level", 1.0, "an int")),
         ("0", typed("level", "0", "an int")),
         (True, typed("level", True, "an int")),
         (2, valued("level", 2, below)),
-        (-1, valued("level", -1, "must be at least 0")),
+        (-1, valued("level", -1, below)),
     ]
     for bad, refusal in levels:
         for call in (

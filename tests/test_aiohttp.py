@@ -139,12 +139,18 @@ def test_a_throttled_response_is_not_settled() -> None:
 
 
 @pytest.mark.parametrize(
-    ("said", "error"), [({"tokens": 2.5}, PermitTypeError), ({"tokenz": 1}, PermitValueError)]
+    ("said", "error", "argument"),
+    [
+        ({"tokens": 2.5}, PermitTypeError, "settle['tokens']"),
+        ({"tokenz": 1}, PermitValueError, "settle"),
+    ],
 )
-def test_a_settle_that_returns_a_bad_cost_is_named(said: Any, error: type[Exception]) -> None:
+def test_a_settle_that_returns_a_bad_cost_is_named(
+    said: Any, error: type[Exception], argument: str
+) -> None:
     """What ``settle`` returns is refused naming ``settle``, the function
     the caller gave (the error named the limiter's own ``actual``, which
-    the caller never wrote)."""
+    the caller never wrote), or the entry of its mapping at fault."""
 
     async def main() -> None:
         async with asyncio_adapter.open_limiter(
@@ -159,8 +165,8 @@ def test_a_settle_that_returns_a_bad_cost_is_named(said: Any, error: type[Except
 
     with serve_script(Script((200, {}))) as url, pytest.raises(error) as refused:
         asyncio.run(main())
-    assert refused.value.argument == "settle"  # type: ignore[attr-defined]
-    assert str(refused.value).startswith("settle=")
+    assert refused.value.argument == argument  # type: ignore[attr-defined]
+    assert str(refused.value).startswith(f"{argument}=")
     assert "'tokens'" in str(refused.value)  # the limit it got wrong, or those there are
 
 

@@ -230,8 +230,8 @@ BAD = [
     ),
     (
         GOOD.replace("level = 1", "level = 2"),
-        "scenario[0].workload[1].level=2: must be below 2, the policy's levels: "
-        "give the scenario a policy of 3 levels or more",
+        "scenario[0].workload[1].level=2: must be 0 or 1 (the policy has 2 levels), "
+        "or give the scenario a policy of 3 levels or more",
     ),
     (
         GOOD.replace('arrivals = "batch"', 'arrivals = "burst"'),
@@ -244,7 +244,7 @@ BAD = [
     ),
     (
         GOOD.replace('policy = "strict"', 'policy = { kind = "shares", weights = [4, 0] }'),
-        "scenario[0].policy.weights=[4, 0]: every weight must be at least 1",
+        "scenario[0].policy.weights[1]=0: must be at least 1",
     ),
     (
         GOOD.replace('policy = "strict"\n', "").replace("level = 1", "level = 5000"),
@@ -325,7 +325,7 @@ BAD = [
             'policy = "strict"',
             "policy = { kind = 'shares', weights = " + "[" * 100 + "1" + "]" * 100 + " }",
         ),
-        "scenario[0].policy.weights=[[[[...]]]]: expected a sequence of ints",
+        "scenario[0].policy.weights[0]=[[[[...]]]]: expected an int, got list",
     ),
     (
         GOOD.replace("seconds = 10", 'seconds = 10\nrequire = ["interactive p99 >= 50 ms"]'),
@@ -1173,13 +1173,13 @@ BAD_COSTS = [
         LLM.replace(
             "cost = { requests = 1, tokens = { uniform", "cost = { requests = 1, tokns = { uniform"
         ),
-        f"{_W0}.cost={{'requests': 1, 'tokns': Uniform(low=200, high=2000)}}: names no limit of "
-        "the scenario (its limits: 'requests', 'tokens')",
+        f"{_W0}.cost={{'requests': 1, 'tokns': Uniform(low=200, high=2000)}}: 'tokns' is not "
+        "one of the limits ['requests', 'tokens']",
     ),
     (
         LLM.replace("[1000, 4000]", "[1000, 100000]"),
-        f"{_W1}.cost={{'requests': 1, 'tokens': Choice(values=(1000, 100000))}}: up to 100,000 "
-        "units of limit 'tokens', over its burst (90,000): such a caller could never be granted",
+        f"{_W1}.cost.tokens=Choice(values=(1000, 100000)): draws up to 100,000 units, over the "
+        "burst (90,000): such a caller could never be granted",
     ),
     (
         LLM.replace("[200, 2000]", "[2000, 200]"),
@@ -1188,7 +1188,7 @@ BAD_COSTS = [
     (LLM.replace("[200, 2000]", "[200]"), f"{_W0}.cost.tokens.uniform=[200]: expected [low, high]"),
     (LLM.replace("[200, 2000]", "[-1, 5]"), f"{_W0}.cost.tokens.uniform[0]=-1: must be at least 0"),
     (LLM.replace("[1000, 4000]", "[]"), f"{_W1}.cost.tokens.choice=(): needs 1 to 10,000 values"),
-    (LLM.replace("[1000, 4000]", '["a"]'), f"{_W1}.cost.tokens.choice='a': expected an int"),
+    (LLM.replace("[1000, 4000]", '["a"]'), f"{_W1}.cost.tokens.choice[0]='a': expected an int"),
     (
         LLM.replace("choice = [1000, 4000]", "choice = 5"),
         f"{_W1}.cost.tokens.choice=5: expected a sequence of whole numbers",
@@ -1223,7 +1223,7 @@ BAD_COSTS = [
     ),
     (
         GOOD.replace("size = 1000", "size = 1000\ncost = 2"),
-        f"{_W1}.cost=2: up to 2 units of limit 'units', over its burst (1)",
+        f"{_W1}.cost=2: exceeds the burst (1): such a caller could never be granted",
     ),
     (GOOD.replace("size = 1000", "size = 1000\ncost = {}"), f"{_W1}.cost={{}}: names no limit"),
     (

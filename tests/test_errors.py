@@ -71,8 +71,8 @@ def test_float_rate_is_the_decimal_it_prints_as() -> None:
         ({"burst": True}, "burst"),
         ({"max_waiting": -1}, "max_waiting"),
         ({"max_waiting": (1,)}, "max_waiting"),
-        ({"max_waiting": (1, -1)}, "max_waiting"),
-        ({"max_waiting": (1, 1.5)}, "max_waiting"),
+        ({"max_waiting": (1, -1)}, "max_waiting[1]"),  # named by its entry
+        ({"max_waiting": (1, 1.5)}, "max_waiting[1]"),
         ({"max_waiting": "10"}, "max_waiting"),
         ({"settle_window_ns": -1}, "settle_window_ns"),
         ({"settle_window_ns": 0.5}, "settle_window_ns"),
@@ -136,10 +136,10 @@ def test_a_float_subclass_rate_is_read_as_the_float_it_is() -> None:
         (lambda: Aging(2, after_ns=-5), "after_ns"),
         (lambda: Aging(2, after_ns=1.5), "after_ns"),  # type: ignore[arg-type]
         (lambda: Shares(()), "weights"),
-        (lambda: Shares((4, 0)), "weights"),
-        (lambda: Shares((4, -1)), "weights"),
-        (lambda: Shares((4, True)), "weights"),
-        (lambda: Shares((4.0, 1)), "weights"),
+        (lambda: Shares((4, 0)), "weights[1]"),  # a bad weight named by its entry
+        (lambda: Shares((4, -1)), "weights[1]"),
+        (lambda: Shares((4, True)), "weights[1]"),
+        (lambda: Shares((4.0, 1)), "weights[0]"),
         (lambda: Shares("41"), "weights"),
         (lambda: Shares((10**6, 1)), "weights"),
         (lambda: Shares.every(1), "n"),
@@ -209,7 +209,7 @@ def test_supply_is_for_a_supplied_machine() -> None:
         (lambda: Machine(Fifo(), 10, limits=Limit(10)), "limits"),
         (lambda: Machine(Fifo(), limits={}), "limits"),
         (lambda: Machine(Fifo(), limits={"": Limit(1)}), "limits"),
-        (lambda: Machine(Fifo(), limits={"tokens": 100}), "limits"),  # type: ignore[dict-item]
+        (lambda: Machine(Fifo(), limits={"tokens": 100}), "limits['tokens']"),  # type: ignore[dict-item]
         (lambda: Machine(Fifo(), 10, flow_weights=3), "flow_weights"),  # type: ignore[arg-type]
         (lambda: Machine(Fifo(), 10, flow_weights={"a": 0}), "flow_weights['a']"),
         (lambda: Machine(Fifo(), 10, flow_weights={"a": 1.5}), "flow_weights['a']"),  # type: ignore[dict-item]

@@ -564,8 +564,9 @@ def test_a_cost_dict_asked_again_is_checked_as_the_first_time() -> None:
     for bad in [True, 1.0, Fraction(1)]:
         with pytest.raises(PermitTypeError, match="requests"):
             machine.push("b", 0, 0, cost={"requests": bad, "tokens": 5})  # type: ignore[dict-item]
-    with pytest.raises(PermitValueError, match="names no limit"):
+    with pytest.raises(PermitValueError) as unknown:
         machine.push("b", 0, 0, cost={"requests": 1, "token": 5})
+    assert str(unknown.value).endswith(": 'token' is not one of the limits ['requests', 'tokens']")
     machine.push("b", 0, 0, cost={"requests": Level.BATCH, "tokens": 5})
     machine.push("c", 0, 0, cost={"requests": 1, "tokens": 5})
     assert [w.cost for w in machine.waiting(0)] == [(1, 5), (1, 5)]
@@ -596,7 +597,7 @@ def test_a_cost_asked_for_before_a_burst_was_lowered_is_refused_above_it() -> No
     m.set_limit(1, burst=40, limit="tokens")
     with pytest.raises(PermitValueError) as refused:
         m.push("b", 0, 2, cost=dict(cost))
-    assert refused.value.argument == "cost"
+    assert (refused.value.argument, refused.value.value) == ("cost['tokens']", 50)
     assert "b" not in m
 
 

@@ -722,7 +722,7 @@ def test_the_probe_leaves_the_limits_key_as_it_was(redis_server: RedisServer) ->
         ({}, "rate"),
         ({"rate": 1, "limits": {"a": Limit(1)}}, "limits"),
         ({"burst": 5, "limits": {"a": Limit(1)}}, "limits"),  # each Limit has its own
-        ({"limits": {"a": 1}}, "limits"),
+        ({"limits": {"a": 1}}, "limits['a']"),  # named by its entry
         ({"limits": {}}, "limits"),
         ({"rate": 0}, "rate"),
         ({"rate": 1, "burst": 0}, "burst"),
@@ -785,18 +785,25 @@ async def test_bad_costs_and_changes() -> None:
     limit = RedisLimit("redis://127.0.0.1:1/0", name="x", limits=limits)
     limiter = RedisLimiter(StrictPriority(2), limit, settle_window=1)
     try:
-        for cost, argument in [({"nope": 1}, "cost"), ({"tokens": 1001}, "cost"), (-1, "cost")]:
+        for cost, argument in [
+            ({"nope": 1}, "cost"),
+            ({"tokens": 1001}, "cost['tokens']"),
+            (-1, "cost"),
+        ]:
             with pytest.raises(PermitValueError) as error:
                 limit.units("cost", cost)
             assert error.value.argument == argument
         with pytest.raises(PermitTypeError):
             limit.units("cost", "1")
-        # a mapping's bad entry is found by the limit it names, as the
-        # machine's errors name it (they named only the value)
-        with pytest.raises(PermitTypeError, match="an int of units of limit 'tokens'"):
+        # a mapping's bad entry is named by its entry, as the machine's
+        # errors name it (they named only the value)
+        with pytest.raises(PermitTypeError) as typed:
             limit.units("cost", {"requests": 1, "tokens": 1.5})
-        with pytest.raises(PermitValueError, match="units of limit 'tokens' must be at least 0"):
+        assert str(typed.value) == "cost['tokens']=1.5: expected an int of units, got float"
+        with pytest.raises(PermitValueError) as valued:
             limit.units("cost", {"requests": 1, "tokens": -1})
+        assert (valued.value.argument, valued.value.value) == ("cost['tokens']", -1)
+        assert str(valued.value) == "cost['tokens']=-1: must be at least 0"
         for cost in (0, -1):  # one rule, whatever the sign, as the machine's
             with pytest.raises(
                 PermitValueError, match=f"^cost={cost}: must take at least one unit of some limit$"
@@ -863,7 +870,7 @@ def test_bad_takes_and_give_backs_are_refused(redis_server: RedisServer) -> None
         assert limit.take(cost=(2,)).allowed  # empty now
         bad: list[tuple[dict[str, Any], str]] = [
             ({"reserve": -1}, "reserve"),
-            ({"cost": (-1,)}, "cost"),
+            ({"cost": (-1,)}, "cost[0]"),  # named by its entry
             ({"cost": (1, 1)}, "cost"),
             ({"lease": 0}, "lease"),
         ]
@@ -873,7 +880,7 @@ def test_bad_takes_and_give_backs_are_refused(redis_server: RedisServer) -> None
             assert getattr(error.value, "argument", None) == argument, options
         with pytest.raises(PermitValueError) as refused:
             limit.give_back((-1,))
-        assert refused.value.argument == "cost"
+        assert refused.value.argument == "cost[0]"  # named by its entry
         answer = limit.take()
         assert not answer.allowed
         assert answer.remaining == (0,)  # nothing was taken or charged
@@ -888,8 +895,8 @@ def test_bad_takes_and_give_backs_are_refused(redis_server: RedisServer) -> None
         ("take", {"level": "0"}, "level"),
         ("take", {"level": True}, "level"),
         ("take", {"level": 1, "demand": (1,)}, "demand"),  # a script error, once allowed
-        ("take", {"demand": ("x",)}, "demand"),  # (a raw ValueError)
-        ("take", {"demand": (-1,)}, "demand"),
+        ("take", {"demand": ("x",)}, "demand[0]"),  # (a raw ValueError)
+        ("take", {"demand": (-1,)}, "demand[0]"),  # (a bad entry named by its entry)
         ("take", {"demand": 5}, "demand"),  # (a raw TypeError)
         ("take", {"demand": ()}, "demand"),
         ("take", {"demand": (1,), "ttl": math.inf}, "ttl"),  # (a raw OverflowError)
@@ -901,15 +908,15 @@ def test_bad_takes_and_give_backs_are_refused(redis_server: RedisServer) -> None
         ("take", {"book": "1"}, "book"),
         ("take", {"waiting": 2, "grace": math.inf}, "grace"),
         ("take", {"waiting": 2, "grace": -1}, "grace"),
-        ("take", {"demand": (1,), "weights": (0,)}, "weights"),  # (a ZeroDivisionError)
+        ("take", {"demand": (1,), "weights": (0,)}, "weights[0]"),  # (a ZeroDivisionError)
         ("take", {"demand": (1,), "weights": (1, 2)}, "weights"),
         ("take", {"demand": (1,), "weights": "1"}, "weights"),
         ("take", {"demand": (1,), "weights": (1,), "shared": 1}, "shared"),
         ("take", {"demand": (1,), "weights": (1,), "shared": -1}, "shared"),
-        ("charge", {"units": ("x",)}, "units"),  # a script error
-        ("charge", {"units": (1.5,)}, "units"),  # a debt of half a unit
+        ("charge", {"units": ("x",)}, "units[0]"),  # a script error
+        ("charge", {"units": (1.5,)}, "units[0]"),  # a debt of half a unit
         ("charge", {"units": (1, 1)}, "units"),
-        ("publish_demand", {"demand": ("x",)}, "demand"),
+        ("publish_demand", {"demand": ("x",)}, "demand[0]"),
         ("publish_demand", {"demand": (1,), "ttl": math.inf}, "ttl"),
         ("publish_demand", {"demand": (1,), "ttl": -5}, "ttl"),  # published, expired
         ("leave", {"demand": "yes"}, "demand"),
@@ -1090,8 +1097,8 @@ def test_a_name_not_a_str_is_a_type_error() -> None:
     ("options", "argument"),
     [
         ({"reserve": (0,)}, "reserve"),
-        ({"reserve": (0, 3)}, "reserve"),  # burst 3: a reserve of 3 would starve the level
-        ({"reserve": (0, -1)}, "reserve"),
+        ({"reserve": (0, 3)}, "reserve[1]"),  # burst 3: a reserve of 3 would starve the level
+        ({"reserve": (0, -1)}, "reserve[1]"),
         ({"on_unavailable": "open"}, "on_unavailable"),
         ({"on_unavailable": "local"}, "share"),
         ({"on_unavailable": "local", "share": 1.5}, "share"),
@@ -1119,6 +1126,54 @@ def test_bad_options(options: dict[str, Any], argument: str) -> None:
         RedisLimiter(StrictPriority(2), limit, **options)
     assert error.value.argument == argument
     limit.close()
+
+
+def test_bad_options_are_refused_in_words() -> None:
+    """A bad option of a Redis limit or limiter is refused, before any
+    connection, saying the value and what to give: a bad entry of
+    ``reserve`` by its entry (the whole tuple was named, a str entry as a
+    bad value); a share that is no number as a ``PermitTypeError``; a
+    timeout below 0 with the whole range (it said "at least 0", and 0 was
+    refused next); a URL not a str by its type, its value hidden (it said
+    "got str")."""
+    url = "redis://127.0.0.1:1/0"
+    constructed: list[tuple[dict[str, Any], str]] = [
+        (
+            {"url": b"redis://:s3cret@host/0"},
+            "url='<hidden>': expected a str, such as 'redis://localhost:6379/0' "
+            "(str() of a URL object), got bytes",
+        ),
+        ({"timeout": -1}, "timeout=-1: must be finite seconds > 0"),
+        ({"timeout": math.nan}, "timeout=nan: must be finite seconds > 0"),
+    ]
+    for bad, refusal in constructed:
+        given: dict[str, Any] = {"url": url, "name": "x", "rate": 10, "burst": 3, **bad}
+        with pytest.raises((PermitValueError, PermitTypeError)) as error:
+            RedisLimit(given.pop("url"), **given)
+        assert str(error.value) == refusal
+    limit = RedisLimit(url, name="x", rate=10, burst=3)
+    local: dict[str, Any] = {"on_unavailable": "local"}
+    fraction = "this process's fraction of the rate, in (0, 1], for 'local'"
+    limited: list[tuple[dict[str, Any], str]] = [
+        (
+            {"reserve": (0, 3)},
+            "reserve[1]=3: must be from 0 to 2, below the smallest burst "
+            "(3): units the level's requests must leave",
+        ),
+        ({"reserve": (0, "1")}, "reserve[1]='1': expected an int, got str"),
+        ({"reserve": (0,)}, "reserve=(0,): needs one entry per level (2)"),
+        ({**local, "share": "0.5"}, f"share='0.5': expected a number: {fraction}, got str"),
+        ({**local, "share": 2}, f"share=2: must be {fraction}"),
+        ({**local}, f"share=None: must be given: {fraction}"),
+        ({"unavailable_after": -1}, "unavailable_after=-1: must be finite seconds > 0"),
+    ]
+    try:
+        for options, refusal in limited:
+            with pytest.raises((PermitValueError, PermitTypeError)) as error:
+                RedisLimiter(StrictPriority(2), limit, **options)
+            assert str(error.value) == refusal
+    finally:
+        limit.close()
 
 
 def test_a_share_beside_closed_says_what_to_pass() -> None:
@@ -1193,7 +1248,7 @@ async def test_costs_charge_every_limit_or_none(redis_server: RedisServer) -> No
             await limiter.acquire(cost={"requests": 1, "tokens": 20}, timeout=0.2)
         with pytest.raises(PermitValueError) as error:
             await limiter.acquire(cost={"tokens": 101})  # above the burst: never
-        assert error.value.argument == "cost"
+        assert (error.value.argument, error.value.value) == ("cost['tokens']", 101)  # its entry
         # counted per limit: every unit asked, whichever limits it takes
         assert limiter.statistics().levels[0].units_granted == (1, 90)
     check = peek(redis_server, name, limits=limits)
@@ -3282,7 +3337,7 @@ async def test_a_restart_takes_back_the_limits_the_process_changed(
         assert limiter.limits["units"].burst == 4
         with pytest.raises(PermitValueError) as error:
             await limiter.acquire(cost=8)
-        assert "exceed the burst" in str(error.value)
+        assert str(error.value) == "cost=8: exceeds the burst (4): it could never be granted"
 
 
 @pytest.mark.anyio

@@ -590,7 +590,7 @@ def test_the_steepest_zipf_over_the_most_tenants_picks_the_first() -> None:
         (lambda: Tenants(2, zipf=1, heaviest=0.5), "heaviest"),
         (lambda: Workload("w", 0, Batch(1), cost=0), "cost"),
         (lambda: Workload("w", 0, Batch(1), cost=True), "cost"),
-        (lambda: Workload("w", 0, Batch(1), cost={"a": -1}), "cost.a"),
+        (lambda: Workload("w", 0, Batch(1), cost={"a": -1}), "cost['a']"),  # named by its entry
         (lambda: Workload("w", 0, Batch(1), flow=""), "flow"),
         (lambda: Workload("w", 0, Batch(1), fair=0), "fair"),  # type: ignore[arg-type]
         (lambda: Workload("w", 0, Batch(1), flow="a", tenants=Tenants(2)), "tenants"),
@@ -632,6 +632,85 @@ def test_bad_costs_limits_and_tenants_name_themselves(
         make()
     assert isinstance(error.value, (PermitValueError, PermitTypeError))
     assert error.value.argument == argument
+
+
+def test_a_scenarios_bad_arguments_are_refused_in_words() -> None:
+    """A scenario's bad argument is refused as a machine's is, naming the
+    argument and the value and saying what to give: a policy class (not
+    an instance) as the machine says it (it raised a raw ``TypeError``
+    comparing a level with a descriptor), one workload not in a list (a
+    raw "not iterable"), and a bad entry of a cost, a choice or
+    ``max_waiting`` by its entry, not the whole argument, as the core
+    names them."""
+    one = [Workload("w", 0, Batch(1))]
+    tokens = {"tokens": Limit(10, 10)}
+    bads: list[tuple[Callable[[], object], str]] = [
+        (
+            lambda: Scenario("s", Fifo, 5, 1, one),  # type: ignore[arg-type]
+            "policy=<class 'permits.core._policies.Fifo'>: expected a policy instance: "
+            "pass Fifo(...), not the class, got type",
+        ),
+        (
+            lambda: Scenario("s", Fifo(), 5, 1, one[0]),  # type: ignore[arg-type]
+            f"workloads={one[0]!r}: expected a sequence of Workloads (a list: [Workload(...)]), "
+            "got Workload",
+        ),
+        (
+            lambda: Scenario("s", Fifo(2), 5, 1, one, max_waiting=(1, -1)),
+            "max_waiting[1]=-1: must be at least 0",
+        ),
+        (lambda: Choice([1, -1]), "values[1]=-1: must be at least 0"),
+        (
+            lambda: Workload("w", 0, Batch(1), cost={"tokens": -1}),
+            "cost['tokens']=-1: must be at least 0",
+        ),
+        (
+            lambda: Scenario(
+                "s",
+                Fifo(),
+                None,
+                1,
+                [Workload("w", 0, Batch(1), cost={"tokens": 11})],
+                limits=tokens,
+            ),
+            "workloads[0].cost['tokens']=11: exceeds the burst (10): such a caller could never be "
+            "granted",
+        ),
+        (
+            lambda: Scenario("s", Fifo(), 5, 1, [Workload("w", 0, Batch(1), cost=2)]),
+            "workloads[0].cost=2: exceeds the burst (1): such a caller could never be granted",
+        ),
+    ]
+    for make, words in bads:
+        with pytest.raises((PermitValueError, PermitTypeError)) as error:
+            make()
+        assert str(error.value) == words
+        assert isinstance(error.value, (PermitValueError, PermitTypeError))
+        assert words.startswith(f"{error.value.argument}=")
+
+
+def test_the_simulators_helpers_refuse_bad_arguments_by_name() -> None:
+    """``arrivals`` and ``default_grid`` refuse a bad argument naming it,
+    as ``simulate`` does: they raised a raw ``TypeError`` or
+    ``AttributeError``, or took a float or a bool for an int (``arrivals``
+    of 1.5 ns; ``default_grid(True)``, one level)."""
+    from permits.sim import default_grid
+
+    scenario = Scenario("s", Fifo(), 10, 1, [Workload("w", 0, Batch(1))])
+    bads: list[tuple[Callable[[], object], str]] = [
+        (lambda: list(arrivals_before(scenario, "1")), "duration_ns='1': expected an int of"),  # type: ignore[arg-type]
+        (lambda: list(arrivals_before(scenario, 1.5)), "duration_ns=1.5: expected an int of"),  # type: ignore[arg-type]
+        (lambda: list(arrivals_before(scenario, -1)), "duration_ns=-1: must be at least 0"),
+        (lambda: list(arrivals_before(5, 1)), "scenario=5: expected a Scenario"),  # type: ignore[arg-type]
+        (lambda: default_grid("2"), "levels='2': expected an int, got str"),  # type: ignore[arg-type]
+        (lambda: default_grid(True), "levels=True: expected an int, got bool"),
+        (lambda: default_grid(0), "levels=0: must be at least 1"),
+    ]
+    for make, words in bads:
+        with pytest.raises((PermitValueError, PermitTypeError)) as error:
+            make()
+        assert str(error.value).startswith(words), (str(error.value), words)
+    assert list(arrivals_before(scenario, SECOND)) == [(0, 0)]
 
 
 costs = st.one_of(

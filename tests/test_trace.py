@@ -317,21 +317,20 @@ def test_a_cost_per_limit_is_replayed_as_asked() -> None:
         ),
         (
             '{"at": 0, "level": 0}\n{"at": 1, "level": 1, "cost": {"tokens": 6001}}\n',
-            "line 2: cost.tokens=6001: over the burst of limit 'tokens' (6,000): "
-            "it could never be granted",
+            "line 2: cost.tokens=6001: exceeds the burst (6,000): it could never be granted",
         ),
         (
             "at,level,cost.requests\n0,0,3\n",
-            "line 2: cost.requests=3: over the burst of limit 'requests' (2): "
-            "it could never be granted",
+            "line 2: cost.requests=3: exceeds the burst (2): it could never be granted",
         ),
         (
             '{"at": 0, "level": 0, "cost": 3}\n',
-            "line 1: cost=3: over the burst of limit 'requests' (2): it could never be granted",
+            "line 1: cost=3: exceeds the burst of limit 'requests' (2): it could never be granted",
         ),
         (
             "at,level,cost\n0,0,7000\n",
-            "line 2: cost=7000: over the burst of limit 'requests' (2): it could never be granted",
+            "line 2: cost=7000: exceeds the burst of limit 'requests' (2): it could never be "
+            "granted",
         ),
     ],
 )
@@ -561,17 +560,52 @@ def test_a_call_the_machine_could_never_take_names_its_line() -> None:
     with pytest.raises(TraceError) as raised:
         replay(scenario, read_trace(["at,level\n", "0,0\n", "1,2\n"]))
     assert str(raised.value) == (
-        "line 3: level=2: must be below 2, the policy's levels: "
-        "give the scenario a policy of 3 levels or more"
+        "line 3: level=2: must be 0 or 1 (the policy has 2 levels), "
+        "or give the scenario a policy of 3 levels or more"
     )
     with pytest.raises(TraceError) as raised:
         replay(scenario, read_trace(['{"at": 0, "level": 0, "cost": 3}']))
-    assert str(raised.value) == "line 1: cost=3: over the burst (1): it could never be granted"
+    assert str(raised.value) == "line 1: cost=3: exceeds the burst (1): it could never be granted"
     # a call made in code, not read from a trace: a level below 0 too (it
     # counted as the last level's)
     with pytest.raises(TraceError) as raised:
         replay(scenario, [Call(0, 0), Call(1, -1)])
-    assert str(raised.value) == "line 0: level=-1: must be at least 0"
+    assert str(raised.value) == "line 0: level=-1: must be 0 or 1 (the policy has 2 levels)"
+
+
+def test_a_call_made_in_code_at_no_time_or_level_is_refused() -> None:
+    """A call made in code whose at_ns is NaN is refused naming ``calls``
+    (the replay stalled on it, and dropped it and every later call
+    without a word), and one whose level is no int names it (a raw
+    ``TypeError`` comparing it with 0)."""
+    scenario = SEED[1]  # two levels
+    nan: Any = float("nan")
+    with pytest.raises(PermitValueError) as no_time:
+        replay(scenario, [Call(0, 0), Call(nan, 0), Call(1, 0)])
+    assert no_time.value.argument == "calls"
+    assert str(no_time.value) == (
+        f"calls={Call(nan, 0)!r}: its at_ns must be an int of nanoseconds"
+    )
+    with pytest.raises(TraceError) as no_level:
+        replay(scenario, [Call(0, "0")])  # type: ignore[arg-type]
+    assert str(no_level.value) == "line 0: level='0': expected an int"
+
+
+def test_trace_lines_refuses_a_str_of_limits_or_no_calls() -> None:
+    """``trace_lines`` refuses limits given as one str (its letters became
+    the columns cost.t, cost.o, ...) and calls that are no iterable (a
+    raw ``TypeError``), naming each."""
+    from permits.sim import trace_lines
+
+    with pytest.raises(PermitTypeError) as letters:
+        list(trace_lines([Call(0, 0)], "tokens"))
+    assert str(letters.value) == (
+        "limits='tokens': expected a sequence of limit names, such as ['tokens'], got str"
+    )
+    with pytest.raises(PermitTypeError) as none:
+        list(trace_lines(5))  # type: ignore[arg-type]
+    assert none.value.argument == "calls"
+    assert next(trace_lines([Call(0, 0)], ["tokens"])).startswith("at,level,cost.tokens,")
 
 
 def test_levels_without_a_workload_are_named_by_level() -> None:

@@ -588,11 +588,13 @@ def settle_in_time(permit: Permit, actual: Cost) -> None:
             "the cost asked for (raise settle_window above the slowest call)"
         )
     except (PermitTypeError, PermitValueError) as error:
-        if error.argument != "actual":
+        if error.argument != "actual" and not error.argument.startswith("actual["):
             raise
-        # named as the caller wrote it: settle, not actual
+        # named as the caller wrote it: settle, not actual (settle['tokens']
+        # for an entry of the mapping it returned)
         said = error.expected if isinstance(error, PermitTypeError) else error.reason
-        raise type(error)("settle", error.value, said) from None
+        argument = "settle" + error.argument.removeprefix("actual")
+        raise type(error)(argument, error.value, said) from None
     except LimiterClosed:
         pass
 

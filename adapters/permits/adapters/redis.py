@@ -88,6 +88,8 @@ from permits.core.checks import (
     check_limits,
     check_rate,
     check_units,
+    no_limit,
+    over_burst,
     settled_units,
 )
 
@@ -361,12 +363,27 @@ def _microseconds(argument: str, seconds: float, *, above_zero: bool = False) ->
     return -(-ns // 1000)
 
 
+def _above_zero(argument: str, seconds: float) -> int:
+    """``seconds`` (finite, ``> 0``) in nanoseconds: a negative, NaN, 0 or
+    an infinity refused alike, so that the error shows the whole range
+    (``-1`` refused as "at least 0" would send its caller to 0, refused
+    next)."""
+    try:
+        ns = _nanoseconds(argument, seconds)
+    except PermitValueError:  # negative or NaN: refused below, with the whole range
+        ns = None
+    if not ns:  # None (infinite, negative or NaN) or 0
+        raise PermitValueError(argument, seconds, "must be finite seconds > 0")
+    return ns
+
+
 def _ints(argument: str, values: object, minimum: int | None, what: str) -> tuple[int, ...]:
     """``values``, a sequence of ints each ``>= minimum`` (any, if ``None``)
-    and not a str; ``what`` says what they are, for the error."""
+    and not a str; ``what`` says what they are, for the error, which names
+    a bad one by its entry (``weights[1]=0``)."""
     if isinstance(values, (str, bytes)) or not isinstance(values, Sequence):
         raise PermitTypeError(argument, values, f"a sequence of ints, {what}")
-    return tuple(check_int(argument, n, minimum) for n in values)
+    return tuple(check_int(f"{argument}[{i}]", n, minimum) for i, n in enumerate(values))
 
 
 def _interval_us(argument: str, rate: Fraction) -> float:
@@ -452,16 +469,20 @@ class RedisLimit:
         cluster: bool = False,
         **options: Any,
     ) -> None:
-        if not isinstance(url, str):
-            raise PermitTypeError("url", "<hidden>", "a str")
+        if not isinstance(url, str):  # its repr may hold a password (bytes, a URL object)
+            raise PermitTypeError(
+                "url",
+                "<hidden>",
+                "a str, such as 'redis://localhost:6379/0' (str() of a URL object)",
+                got=type(url).__name__,
+            )
         if not isinstance(name, str):
             raise PermitTypeError("name", name, "a str")
         if not name:
             raise PermitValueError("name", name, "must be a non-empty str")
         if not isinstance(prefix, str):
             raise PermitTypeError("prefix", prefix, "a str")
-        if not _nanoseconds("timeout", timeout):  # None (infinite) or 0
-            raise PermitValueError("timeout", timeout, "must be finite seconds > 0")
+        _above_zero("timeout", timeout)
         self.limits: dict[str, Limit] = check_limits(rate, burst, limits)
         self.url: str = masked(url)
         self.key: str = f"{prefix}{{{name}}}"
@@ -633,7 +654,7 @@ class RedisLimit:
         if isinstance(cost, Mapping):
             for key in cost:
                 if key not in self.limits:
-                    raise PermitValueError(argument, cost, f"names no limit of this one ({names})")
+                    raise no_limit(argument, cost, key, names)
             units = tuple(check_units(argument, key, cost.get(key, 0)) for key in names)
         elif isinstance(cost, bool) or not isinstance(cost, int):
             raise PermitTypeError(argument, cost, "an int, or a mapping of limit names to ints")
@@ -641,9 +662,11 @@ class RedisLimit:
             units = (check_int(argument, cost, 0),) * len(names)
         for key, n in zip(names, units, strict=True):
             if within_burst and n > self.limits[key].burst:
-                raise PermitValueError(
-                    argument, cost, f"{n} units exceed the burst of limit {key!r}: never granted"
-                )
+                if isinstance(cost, Mapping):  # named by its entry, as in the core
+                    raise PermitValueError(
+                        f"{argument}[{key!r}]", n, over_burst(self.limits, key, entry=True)
+                    )
+                raise PermitValueError(argument, cost, over_burst(self.limits, key))
         return units
 
     # Each change is built as a request (the script's arguments), checked
@@ -1054,7 +1077,7 @@ class RedisLimit:
                 raise PermitValueError(argument, limit, f"name one of the limits ({names})")
             return 0
         if limit not in self.limits:
-            raise PermitValueError(argument, limit, f"names no limit of this one ({names})")
+            raise PermitValueError(argument, limit, f"is not one of the limits {names}")
         return names.index(limit)
 
     def probe(self) -> None:
@@ -1223,27 +1246,32 @@ class RedisLimiter(_AnyioLimiter):
             reserve = (0,) * levels
         if isinstance(reserve, (str, bytes)) or not isinstance(reserve, Sequence):
             raise PermitTypeError("reserve", reserve, "a sequence of ints, one per level")
-        if len(reserve) != levels or not all(
-            isinstance(r, int) and not isinstance(r, bool) and 0 <= r < smallest for r in reserve
-        ):
-            raise PermitValueError(
-                "reserve",
-                reserve,
-                f"needs one int per level ({levels}), each >= 0 and below burst ({smallest})",
-            )
+        if len(reserve) != levels:
+            raise PermitValueError("reserve", reserve, f"needs one entry per level ({levels})")
+        reserve = [check_int(f"reserve[{level}]", r) for level, r in enumerate(reserve)]
+        for level, r in enumerate(reserve):  # a bad one named by its entry: reserve[1]=3
+            if not 0 <= r < smallest:
+                raise PermitValueError(
+                    f"reserve[{level}]",
+                    r,
+                    f"must be from 0 to {smallest - 1}, below the smallest burst ({smallest}): "
+                    "units the level's requests must leave",
+                )
         if on_unavailable not in ("closed", "local"):
             raise PermitValueError("on_unavailable", on_unavailable, "must be 'closed' or 'local'")
-        if on_unavailable == "local" and (
-            isinstance(share, bool) or not isinstance(share, (int, float)) or not 0 < share <= 1
-        ):
-            raise PermitValueError("share", share, "must be a number in (0, 1] for 'local'")
+        if on_unavailable == "local":
+            fraction = "this process's fraction of the rate, in (0, 1], for 'local'"
+            if share is None:
+                raise PermitValueError("share", share, f"must be given: {fraction}")
+            if isinstance(share, bool) or not isinstance(share, (int, float)):
+                raise PermitTypeError("share", share, f"a number: {fraction}")
+            if not 0 < share <= 1:
+                raise PermitValueError("share", share, f"must be {fraction}")
         if on_unavailable == "closed" and share is not None:  # read only by the local fallback
             raise PermitValueError(
                 "share", share, "is read only with on_unavailable='local': pass that, or no share"
             )
-        after_ns = _nanoseconds("unavailable_after", unavailable_after)
-        if not after_ns:  # None (infinite) or 0
-            raise PermitValueError("unavailable_after", unavailable_after, "must be seconds > 0")
+        after_ns = _above_zero("unavailable_after", unavailable_after)
         if not isinstance(global_priority, bool):
             raise PermitTypeError("global_priority", global_priority, "a bool")
         _microseconds("demand_ttl", demand_ttl, above_zero=True)
@@ -1592,7 +1620,7 @@ class RedisLimiter(_AnyioLimiter):
         """Charge, or give back, the difference on the shared key."""
         if self._closed is not None:
             raise self._refused()
-        settled = check_actual(actual, list(self.limits), "this one")  # debt is allowed: no burst
+        settled = check_actual(actual, list(self.limits))  # debt is allowed: no burst
         self._forget_settles(self._now())
         entry = self._settleable.get(id)
         if entry is None:

@@ -2,7 +2,8 @@
 
 One root, :class:`PermitError`. Bad input is a :class:`PermitValueError` or a
 :class:`PermitTypeError`; both are also the built-in ``ValueError`` /
-``TypeError``, name the argument and carry the value they got, and leave the
+``TypeError``, name the argument (a mapping's or a sequence's bad entry by
+its entry: ``cost['tokens']=-1``) and carry the value they got, and leave the
 machine exactly as it was.
 """
 
@@ -29,8 +30,10 @@ class PermitError(Exception):
 class PermitValueError(PermitError, ValueError):
     """An argument has the right type but a value the operation refuses.
 
-    :ivar argument: the name of the argument, as in the signature.
-    :ivar value: the value it got.
+    :ivar argument: the name of the argument, as in the signature; or of
+        its entry at fault, where the argument is a mapping or a sequence
+        (``cost['tokens']``, ``max_waiting[1]``).
+    :ivar value: the value it got (the entry's, for an entry).
     """
 
     def __init__(self, argument: str, value: object, reason: str) -> None:
@@ -43,15 +46,20 @@ class PermitValueError(PermitError, ValueError):
 class PermitTypeError(PermitError, TypeError):
     """An argument has the wrong type.
 
-    :ivar argument: the name of the argument, as in the signature.
-    :ivar value: the value it got.
+    :ivar argument: the name of the argument, as in the signature; or of
+        its entry at fault, as :class:`PermitValueError`'s.
+    :ivar value: the value it got (a stand-in, where the value may hold a
+        secret: a URL's password; ``got`` then names its type).
     """
 
-    def __init__(self, argument: str, value: object, expected: str) -> None:
+    def __init__(
+        self, argument: str, value: object, expected: str, *, got: str | None = None
+    ) -> None:
         self.argument: str = argument
         self.value: object = value
         self.expected: str = expected
-        super().__init__(f"{argument}={value!r}: expected {expected}, got {type(value).__name__}")
+        got = type(value).__name__ if got is None else got
+        super().__init__(f"{argument}={value!r}: expected {expected}, got {got}")
 
 
 class TimeWentBackwards(PermitValueError):

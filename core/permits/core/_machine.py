@@ -43,7 +43,7 @@ from ._errors import (
 )
 from ._ledger import Grant, Ledger
 from ._limits import Limit
-from ._policies import MAX_LEVELS, Aging, Fifo, Policy
+from ._policies import Aging, Fifo, Policy
 from ._queues import Queues, Waiter
 from ._stats import Busiest, FlowStatistics, LevelStatistics, Statistics, WaitHistogram
 from .checks import (
@@ -53,8 +53,12 @@ from .checks import (
     check_hashable,
     check_int,
     check_limits,
+    check_policy,
     check_rate,
     check_units,
+    level_range,
+    no_limit,
+    over_burst,
     settled_units,
 )
 
@@ -254,18 +258,7 @@ class Machine:
         flow_limit: str | None = None,
         keep_waits: bool = True,
     ) -> None:
-        if isinstance(policy, type):
-            raise PermitTypeError(
-                "policy", policy, f"a policy instance: pass {policy.__name__}(...), not the class"
-            )
-        if not isinstance(policy, Policy):
-            raise PermitTypeError("policy", policy, "a Policy (levels, choose() and ahead())")
-        levels = policy.levels
-        if isinstance(levels, bool) or not isinstance(levels, int) or not 1 <= levels <= MAX_LEVELS:
-            raise PermitValueError(
-                "policy", policy, f"its levels={levels!r} must be an int from 1 to {MAX_LEVELS}"
-            )
-        levels = int(levels)
+        levels = check_policy(policy)
         named = check_limits(rate, burst, limits)
         max_waiting_ = _max_waiting(max_waiting, levels)
         window = None
@@ -303,9 +296,7 @@ class Machine:
             raise PermitTypeError("flow_limit", flow_limit, "a limit's name (str)")
         if flow_limit is not None and flow_limit not in named:
             raise PermitValueError(
-                "flow_limit",
-                flow_limit,
-                f"must name a limit (one of {', '.join(map(repr, named))})",
+                "flow_limit", flow_limit, f"is not one of the limits {list(named)}"
             )
         self.policy: Policy = policy
         self.levels: int = levels
@@ -1298,11 +1289,9 @@ class Machine:
         """``level``, checked: a level of the policy (``argument`` names it)."""
         if level.__class__ is int and 0 <= level < self.levels:
             return level
-        level = check_int(argument, level, 0)
-        if level >= self.levels:
-            raise PermitValueError(
-                argument, level, f"must be below {self.levels}, the policy's levels"
-            )
+        level = check_int(argument, level)
+        if not 0 <= level < self.levels:
+            raise PermitValueError(argument, level, level_range(self.levels))
         return level
 
     def _check_now(self, now: object) -> int:
@@ -1318,9 +1307,7 @@ class Machine:
             units = [0] * len(self._unit)
             for name, n in value.items():
                 if name not in self._index:
-                    raise PermitValueError(
-                        argument, value, f"names no limit of this machine ({list(self._index)})"
-                    )
+                    raise no_limit(argument, value, name, list(self._index))
                 units[self._index[name]] = check_units(argument, name, n)
             return tuple(units)
         if isinstance(value, bool) or not isinstance(value, int):
@@ -1356,12 +1343,11 @@ class Machine:
         units = self._cost("cost", cost)
         for (name, limit), n in zip(self._limits.items(), units, strict=True):
             if n > limit.burst:
-                raise PermitValueError(
-                    "cost",
-                    cost,
-                    f"{n} units exceed the burst of limit {name!r} ({limit.burst}): "
-                    "it could never be granted",
-                )
+                if isinstance(cost, Mapping):  # named by its entry, as a bad entry is
+                    raise PermitValueError(
+                        f"cost[{name!r}]", n, over_burst(self._limits, name, entry=True)
+                    )
+                raise PermitValueError("cost", cost, over_burst(self._limits, name))
         return units
 
     def _units_granted(self, level: int) -> tuple[int, ...]:
@@ -1423,7 +1409,7 @@ class Machine:
         if not isinstance(limit, str):
             raise PermitTypeError("limit", limit, "a limit's name (str)")
         if limit not in self._index:
-            raise PermitValueError("limit", limit, f"is not one of {list(self._index)}")
+            raise PermitValueError("limit", limit, f"is not one of the limits {list(self._index)}")
         return self._index[limit], limit
 
     def _grant(self, now: int, out: list[Decision], owed: int | None = None) -> None:
@@ -1695,19 +1681,13 @@ def _max_waiting(value: object, levels: int) -> tuple[int | None, ...] | None:
     if len(value) != levels:
         raise PermitValueError("max_waiting", value, f"needs one entry per level ({levels})")
     limits: list[int | None] = []
-    for limit in value:
+    for level, limit in enumerate(value):  # a bad one named by its entry: max_waiting[1]=-1
         if limit is None:
             limits.append(None)
         elif isinstance(limit, bool) or not isinstance(limit, int):
-            raise PermitTypeError(
-                "max_waiting", value, f"one int >= 0 or None per level (not {limit!r})"
-            )
-        elif limit < 0:
-            raise PermitValueError(
-                "max_waiting", value, f"every entry must be None or an int >= 0 (not {limit!r})"
-            )
+            raise PermitTypeError(f"max_waiting[{level}]", limit, "an int >= 0, or None (no bound)")
         else:
-            limits.append(int(limit))
+            limits.append(check_int(f"max_waiting[{level}]", limit, 0))
     return tuple(limits)
 
 

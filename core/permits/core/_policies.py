@@ -124,12 +124,8 @@ def _weights(value: object) -> tuple[int, ...]:
     if not value:
         raise PermitValueError("weights", value, "needs at least one level")
     weights = []
-    for weight in value:
-        if isinstance(weight, bool) or not isinstance(weight, int):
-            raise PermitTypeError("weights", value, f"a sequence of ints (not {weight!r})")
-        if weight < 1:
-            raise PermitValueError("weights", value, "every weight must be at least 1")
-        weights.append(int(weight))
+    for i, weight in enumerate(value):  # a bad one named by its entry: weights[1]=0
+        weights.append(check_int(f"weights[{i}]", weight, 1))
     if sum(weights) > MAX_SCHEDULE:
         raise PermitValueError("weights", value, f"weights must add up to at most {MAX_SCHEDULE}")
     return tuple(weights)

@@ -26,8 +26,12 @@ __all__ = [
     "check_hashable",
     "check_int",
     "check_limits",
+    "check_policy",
     "check_rate",
     "check_units",
+    "level_range",
+    "no_limit",
+    "over_burst",
     "settled_units",
 ]
 
@@ -53,6 +57,26 @@ def check_int(argument: str, value: object, minimum: int | None = None) -> int:
     return value
 
 
+def level_range(levels: int) -> str:
+    """What a level must be under a policy of ``levels`` levels, in the
+    words of every surface that takes a level (a push's, an extension's, a
+    workload's, a trace's)."""
+    if levels == 1:
+        return "must be 0 (the policy has one level)"
+    allowed = "0 or 1" if levels == 2 else f"from 0 to {levels - 1}"
+    return f"must be {allowed} (the policy has {levels} levels)"
+
+
+def over_burst(limits: Mapping[str, Limit], name: str, entry: bool = False) -> str:
+    """Why a cost above the burst of limit ``name`` (of ``limits``) is
+    refused: the burst, and the limit's name where the error does not say
+    it already (one number for several limits; not a mapping's ``entry``,
+    which names its limit: ``cost['tokens']=501``)."""
+    burst = f"{limits[name].burst:,}"
+    which = f" of limit {name!r}" if len(limits) > 1 and not entry else ""
+    return f"exceeds the burst{which} ({burst}): it could never be granted"
+
+
 def check_hashable(argument: str, value: object, expected: str = "a hashable value") -> None:
     """``value`` hashes; otherwise a :class:`PermitTypeError` naming
     ``argument``, also when its own ``__hash__`` raises something else than
@@ -67,21 +91,30 @@ def check_hashable(argument: str, value: object, expected: str = "a hashable val
 
 
 def check_units(argument: str, name: str, units: object) -> int:
-    """A cost's (or an actual cost's) units of limit ``name``: an ``int``
-    >= 0; the error names the limit, so that a mapping's bad entry is
-    found."""
+    """A cost's (or an actual cost's) units of limit ``name``, the entry
+    ``name`` of the mapping ``argument``: an ``int`` >= 0, refused naming
+    the entry (``cost['tokens']=-1``), as a flow's weight is, not the
+    whole mapping."""
+    entry = f"{argument}[{name!r}]"
     if isinstance(units, bool) or not isinstance(units, int):
-        raise PermitTypeError(argument, units, f"an int of units of limit {name!r}")
+        raise PermitTypeError(entry, units, "an int of units")
     if units < 0:
-        raise PermitValueError(argument, units, f"the units of limit {name!r} must be at least 0")
+        raise PermitValueError(entry, units, "must be at least 0")
     return int(units)
 
 
-def check_actual(
-    actual: object, names: Sequence[str], whose: str = "this machine"
-) -> dict[int, int]:
+def no_limit(
+    argument: str, mapping: object, name: object, names: Sequence[str]
+) -> PermitValueError:
+    """The refusal of a mapping ``argument`` (a cost, an actual cost) whose
+    key ``name`` is none of the limits ``names``: it says which key, and
+    the limits there are."""
+    return PermitValueError(argument, mapping, f"{name!r} is not one of the limits {list(names)}")
+
+
+def check_actual(actual: object, names: Sequence[str]) -> dict[int, int]:
     """A settle's ``actual`` cost: the units of each limit it settles, by
-    the limit's index in ``names`` (the limits of ``whose``, in order).
+    the limit's index in ``names`` (the limits there are, in order).
 
     A mapping settles the limits it names; a limit it leaves out keeps the
     units its permit asked for (settling ``{"tokens": 900}`` keeps the
@@ -92,9 +125,7 @@ def check_actual(
         settled: dict[int, int] = {}
         for name, units in actual.items():
             if name not in names:
-                raise PermitValueError(
-                    "actual", actual, f"names no limit of {whose} ({list(names)})"
-                )
+                raise no_limit("actual", actual, name, names)
             settled[names.index(name)] = check_units("actual", name, units)
         return settled
     if isinstance(actual, bool) or not isinstance(actual, int):
@@ -151,6 +182,25 @@ def check_rate(value: object, argument: str = "rate") -> Fraction:
     return exact
 
 
+def check_policy(policy: object, argument: str = "policy") -> int:
+    """A policy object (not its class, not a name) whose ``levels`` is a
+    count the core takes; returns the count."""
+    from ._policies import MAX_LEVELS, Policy  # (which imports these checks)
+
+    if isinstance(policy, type):
+        raise PermitTypeError(
+            argument, policy, f"a policy instance: pass {policy.__name__}(...), not the class"
+        )
+    if not isinstance(policy, Policy):
+        raise PermitTypeError(argument, policy, "a Policy (levels, choose() and ahead())")
+    levels = policy.levels
+    if isinstance(levels, bool) or not isinstance(levels, int) or not 1 <= levels <= MAX_LEVELS:
+        raise PermitValueError(
+            argument, policy, f"its levels={levels!r} must be an int from 1 to {MAX_LEVELS}"
+        )
+    return int(levels)
+
+
 def check_limits(rate: object, burst: object, limits: object) -> dict[str, Limit]:
     """A machine's (or limiter's) limits by name, from its ``rate`` and
     ``burst`` (the one limit ``"units"``) or its ``limits`` (a
@@ -175,8 +225,10 @@ def check_limits(rate: object, burst: object, limits: object) -> dict[str, Limit
     named: dict[str, Limit] = {}
     for name, limit in limits.items():
         if not isinstance(name, str) or not name:
-            raise PermitTypeError("limits", limits, "limit names that are non-empty strings")
+            raise PermitTypeError(  # (got the key, not "got dict")
+                "limits", limits, "limit names that are non-empty strings", got=repr(name)
+            )
         if not isinstance(limit, Limit):
-            raise PermitTypeError("limits", limits, f"a Limit for {name!r}, not {limit!r}")
+            raise PermitTypeError(f"limits[{name!r}]", limit, "a Limit")
         named[name] = limit
     return named

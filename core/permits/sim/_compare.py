@@ -25,6 +25,7 @@ from permits.core import (
     Shares,
     StrictPriority,
 )
+from permits.core.checks import check_int
 
 from ._require import Measure, Requirement, offered_quantile
 from ._run import MAX_ARRIVALS, Result, check_arrivals, check_scenario, simulate
@@ -48,6 +49,7 @@ def default_grid(levels: int) -> tuple[Policy, ...]:
     to at most a million: n = 2 alone from 21 levels on); aging after each
     of :data:`AGING_AFTER`. One level: FIFO alone (every policy is FIFO
     then)."""
+    levels = check_int("levels", levels, 1)  # ("2" raised a raw TypeError; True was 1)
     if levels == 1:
         return (Fifo(1),)
     shares = []

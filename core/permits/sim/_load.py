@@ -57,6 +57,7 @@ elsewhere, printed beside the simulated ones.
 from __future__ import annotations
 
 import math
+import re
 import reprlib
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -162,23 +163,36 @@ def _build(path: str, make: Callable[[], Any], names: Mapping[str, str] | None =
     except PermitTypeError as error:
         got = "an empty one" if error.value == "" else type(error.value).__name__  # not "got str"
         raise ScenarioError(
-            _place(path, (names or {}).get(error.argument, error.argument)),
+            _place(path, _renamed(error.argument, names)),
             error.value,
             f"expected {_in_file_words(error.expected)}, got {got}",
         ) from None
     except PermitValueError as error:
         raise ScenarioError(
-            _place(path, (names or {}).get(error.argument, error.argument)),
+            _place(path, _renamed(error.argument, names)),
             error.value,
             _in_file_words(error.reason),
         ) from None
 
 
+def _renamed(argument: str, names: Mapping[str, str] | None) -> str:
+    """``argument`` with its name (before an entry: ``values`` of
+    ``values[1]``) as ``names`` says it was written in the file."""
+    head = re.match(r"[^\[.]*", argument)
+    assert head is not None  # (matches the empty string at least)
+    name = head.group()
+    return (names or {}).get(name, name) + argument[len(name) :]
+
+
 def _place(path: str, argument: str) -> str:
-    """A :class:`Scenario` argument's place in the file."""
-    return (
-        f"{path}.{argument.replace('workloads[', 'workload[').replace('requirements[', 'require[')}"
+    """A :class:`Scenario` argument's place in the file: a cost's or the
+    limits' entry as the file's tables write it (``cost.tokens``, not
+    ``cost['tokens']``)."""
+    argument = argument.replace("workloads[", "workload[").replace("requirements[", "require[")
+    argument = re.sub(
+        r"(cost|limits)\['([^'\\]*)'\]", lambda m: f"{m.group(1)}.{m.group(2)}", argument
     )
+    return f"{path}.{argument}"
 
 
 _POLICY_KEYS = {

@@ -484,6 +484,8 @@ class Tally:
 def arrivals(scenario: Scenario, duration_ns: int) -> Iterator[tuple[int, int]]:
     """Every arrival before ``duration_ns`` as ``(time in nanoseconds,
     workload index)``, in time order; simultaneous arrivals in workload order."""
+    check_scenario(scenario)
+    check_int("duration_ns", duration_ns, 0)
     streams = [
         _stream(w, workload, scenario.seed, duration_ns)
         for w, workload in enumerate(scenario.workloads)
@@ -616,7 +618,11 @@ def _generated(scenario: Scenario, duration: int) -> Iterator[_Arrival]:
 
 
 def _back_in_time(arrival: _Arrival, t: int) -> PermitValueError:
-    """The error for a replay's call at a time before ``t``, the call before's."""
+    """The error for a replay's call at a time before ``t``, the call
+    before's, or at no time (NaN)."""
+    at = arrival[0]
+    if isinstance(at, bool) or not isinstance(at, int):
+        return PermitValueError("calls", arrival, "its at_ns must be an int of nanoseconds")
     before = "the start (0)" if t == 0 else f"the call before it ({t} ns)"
     return PermitValueError(
         "calls", arrival, f"its at_ns is earlier than {before}: give them in time order"
@@ -675,7 +681,7 @@ def _run(
     never = duration  # no event at or after the end counts
     upcoming = next(source, None)
     upcoming_at = never if upcoming is None else upcoming[0]
-    if upcoming_at < 0:
+    if not upcoming_at >= 0:  # (not <: a NaN fails this, and would stall the loop)
         raise _back_in_time(upcoming, 0)  # type: ignore[arg-type]
     serial = 0
     # Tally.on_arrive, on_grant and on_reject, inlined: this loop is the
@@ -775,7 +781,7 @@ def _run(
             ask = True
         while upcoming_at <= t:
             _, w, cost, flow, timeout, line, limit, give = upcoming  # type: ignore[misc]
-            if admit is not None and (cost != 1 or not 0 <= w < count):
+            if admit is not None and (cost != 1 or w.__class__ is not int or not 0 <= w < count):
                 cost = admit(line, w, cost)
             if timeout is None:
                 timeout = timeouts[w]
@@ -836,7 +842,8 @@ def _run(
                     heappush(pending, (t + timeout, _TIMES_OUT, id))
             upcoming = next(source, None)
             upcoming_at = never if upcoming is None else upcoming[0]
-            if upcoming_at < t:  # a replay's calls made in code (read_trace refuses such rows)
+            if not upcoming_at >= t:  # a replay's calls made in code (read_trace refuses such
+                # rows); not <: a NaN fails this, and would stall the loop, every later call dropped
                 raise _back_in_time(upcoming, t)  # type: ignore[arg-type]
         if ask:
             due = next_tick()

@@ -32,7 +32,14 @@ from permits.core import (
     Shares,
     StrictPriority,
 )
-from permits.core.checks import NO_UNIT, check_int, check_rate
+from permits.core.checks import (
+    NO_UNIT,
+    check_int,
+    check_policy,
+    check_rate,
+    level_range,
+    no_limit,
+)
 
 from ._require import Requirement
 
@@ -344,8 +351,8 @@ class Choice:
     def _values(self, attribute: attrs.Attribute[Any], value: tuple[int, ...]) -> None:
         if not value or len(value) > MAX_CHOICES:
             raise PermitValueError("values", value, f"needs 1 to {MAX_CHOICES:,} values")
-        for n in value:
-            check_int("values", n, 0)
+        for i, n in enumerate(value):  # a bad one named by its entry: values[1]=-1
+            check_int(f"values[{i}]", n, 0)
 
     @property
     def least(self) -> int:
@@ -530,7 +537,7 @@ class Workload:
             for name, units in value:
                 if not isinstance(name, str) or not name:
                     raise PermitTypeError("cost", name, "limit names that are non-empty strings")
-                _check_units(f"cost.{name}", units)
+                _check_units(f"cost[{name!r}]", units)  # named by its entry
         elif isinstance(value, int) and not isinstance(value, bool) and value < 0:
             raise PermitValueError("cost", value, NO_UNIT)  # as 0 is: one rule
         else:
@@ -631,6 +638,10 @@ class Workload:
 
 
 def _workload_tuple(value: Iterable[Workload]) -> tuple[Workload, ...]:
+    if isinstance(value, (Workload, str, bytes, Mapping)) or not isinstance(value, Iterable):
+        raise PermitTypeError(
+            "workloads", value, "a sequence of Workloads (a list: [Workload(...)])"
+        )
     return tuple(value)
 
 
@@ -709,26 +720,33 @@ class Scenario:
                 if not isinstance(name, str) or not name:
                     raise PermitTypeError("limits", name, "limit names that are non-empty strings")
                 if not isinstance(limit, Limit):
-                    raise PermitTypeError(f"limits.{name}", limit, "a Limit")
+                    raise PermitTypeError(f"limits[{name!r}]", limit, "a Limit")
         limits = self.named_limits
         for i, workload in enumerate(self.workloads):
-            if isinstance(workload.cost, tuple):
-                for name, _ in workload.cost:
-                    if name not in limits:
-                        raise PermitValueError(
-                            f"workloads[{i}].cost",
-                            workload.written_cost,
-                            f"names no limit of the scenario (its limits: "
-                            f"{', '.join(map(repr, limits))})",
-                        )
+            entries = dict(workload.cost) if isinstance(workload.cost, tuple) else None
+            for name in entries or ():
+                if name not in limits:
+                    raise no_limit(
+                        f"workloads[{i}].cost", workload.written_cost, name, list(limits)
+                    )
             for name, limit in limits.items():
                 most = workload.most_cost(name)
                 if most > limit.burst:
+                    # a mapping's entry named by its entry, as the core names it
+                    argument, value = f"workloads[{i}].cost", workload.written_cost
+                    if entries is not None:
+                        argument, value = f"{argument}[{name!r}]", entries[name]
+                    burst = "the burst"
+                    if len(limits) > 1 and entries is None:
+                        burst = f"the burst of limit {name!r}"
+                    burst = f"{burst} ({limit.burst:,})"
+                    why = (
+                        f"exceeds {burst}"
+                        if isinstance(value, int)
+                        else f"draws up to {most:,} units, over {burst}"
+                    )
                     raise PermitValueError(
-                        f"workloads[{i}].cost",
-                        workload.written_cost,
-                        f"up to {most:,} units of limit {name!r}, over its burst "
-                        f"({limit.burst:,}): such a caller could never be granted",
+                        argument, value, f"{why}: such a caller could never be granted"
                     )
         options = self.flow_options()
         if any(value is not None for value in options.values()):
@@ -757,8 +775,7 @@ class Scenario:
 
     @policy.validator
     def _policy(self, attribute: attrs.Attribute[Any], value: object) -> None:
-        if not isinstance(value, Policy):
-            raise PermitTypeError("policy", value, "a Policy")
+        check_policy(value)  # as a machine checks it (the class Fifo raised a raw TypeError)
 
     @workloads.validator
     def _workloads(self, attribute: attrs.Attribute[Any], value: object) -> None:
@@ -773,8 +790,8 @@ class Scenario:
                 raise PermitValueError(
                     f"workloads[{i}].level",
                     workload.level,
-                    f"must be below {self.policy.levels}, the policy's levels: "
-                    f"give the scenario a policy of {workload.level + 1} levels or more",
+                    f"{level_range(self.policy.levels)}, or give the scenario a policy of "
+                    f"{workload.level + 1} levels or more",
                 )
             if workload.name in names:
                 raise PermitValueError(f"workloads[{i}].name", workload.name, "is used twice")
@@ -784,10 +801,11 @@ class Scenario:
     def _max_waiting(self, attribute: attrs.Attribute[Any], value: object) -> None:
         if value is None:
             return
-        entries = value if isinstance(value, tuple) else (value,)
-        for entry in entries:
-            if entry is not None:
-                check_int("max_waiting", entry, 0)
+        if not isinstance(value, tuple):
+            check_int("max_waiting", value, 0)
+        for level, entry in enumerate(value if isinstance(value, tuple) else ()):
+            if entry is not None:  # a bad one named by its entry: max_waiting[1]=-1
+                check_int(f"max_waiting[{level}]", entry, 0)
         if isinstance(value, tuple) and len(value) != self.policy.levels:
             raise PermitValueError(
                 "max_waiting", value, f"needs one entry per level ({self.policy.levels})"

@@ -34,7 +34,7 @@ from typing import Any, NamedTuple
 import attrs
 
 from permits.core import MAX_LEVELS, Limit, PermitTypeError, PermitValueError
-from permits.core.checks import NO_UNIT
+from permits.core.checks import NO_UNIT, level_range
 
 from ._run import Result, _Admit, _run, check_scenario
 from ._scenario import Batch, Scenario, Workload, nanoseconds
@@ -488,6 +488,10 @@ def trace_lines(calls: Iterable[Call], limits: Sequence[str] | None = None) -> I
     ``cost``: a call's units of each (a cost that is one number: that many
     of each; a mapping: 0 of a limit it does not name). Without, every cost
     must be one number."""
+    if isinstance(calls, (str, bytes)) or not isinstance(calls, Iterable):
+        raise PermitTypeError("calls", calls, "calls, such as read_trace(file) gives")
+    if isinstance(limits, (str, bytes)):  # its letters read as names: cost.t, cost.o, ...
+        raise PermitTypeError("limits", limits, "a sequence of limit names, such as ['tokens']")
     names = list(limits) if limits is not None else None
     if names is not None and (not names or len(set(names)) != len(names)):
         raise PermitValueError("limits", limits, "names each limit once, and at least one")
@@ -617,20 +621,22 @@ def _admission(scenario: Scenario) -> _Admit:
     # A cost that is one number is units of every limit: the smallest burst
     # bounds it (named, where the scenario has several limits).
     name, burst = min(((name, limit.burst) for name, limit in limits.items()), key=lambda n: n[1])
-    over = f"over the burst of limit {name!r}" if len(limits) > 1 else "over the burst"
+    over = f"exceeds the burst of limit {name!r}" if len(limits) > 1 else "exceeds the burst"
     over = f"{over} ({burst:,})"
 
     def admit(line: int, level: int, cost: Any) -> int | tuple[int, ...]:
+        if isinstance(level, bool) or not isinstance(level, int):  # (a call made in code)
+            raise TraceError(line, "level", level, "expected an int")
         if level >= levels:
             raise TraceError(
                 line,
                 "level",
                 level,
-                f"must be below {levels}, the policy's levels: "
-                f"give the scenario a policy of {level + 1} levels or more",
+                f"{level_range(levels)}, or give the scenario a policy of "
+                f"{level + 1} levels or more",
             )
         if level < 0:
-            raise TraceError(line, "level", level, "must be at least 0")
+            raise TraceError(line, "level", level, level_range(levels))
         # A cost per limit (a mapping) does not compare.
         try:
             if cost > burst:
@@ -658,7 +664,7 @@ def _per_limit(line: int, cost: Mapping[str, int], limits: dict[str, Limit]) -> 
                 line,
                 f"{_PER_LIMIT}{name}",
                 n,
-                f"over the burst of limit {name!r} ({limit.burst:,}): it could never be granted",
+                f"exceeds the burst ({limit.burst:,}): it could never be granted",
             )
     return units
 
