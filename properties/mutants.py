@@ -564,6 +564,12 @@ MUTANTS: dict[str, tuple[str, str, str, str]] = {
         "if w.cost[index] >= units\n",
         "waiting_above names a waiter whose cost equals the burst, which fits it",
     ),
+    "above-in-level-order": (
+        "_machine.py",
+        "        return sorted(above, key=lambda w: w.seq)\n",
+        "        return above\n",
+        "waiting_above gives the waiters level by level, not in push order",
+    ),
     "settled-outside-backwards": (
         "_machine.py",
         "zip(asked, units, strict=True)",
