@@ -564,6 +564,12 @@ MUTANTS: dict[str, tuple[str, str, str, str]] = {
         "if w.cost[index] >= units\n",
         "waiting_above names a waiter whose cost equals the burst, which fits it",
     ),
+    "snapshot-forgets-the-quotas": (
+        "_machine.py",
+        "b.held, b.until, b.quotas) for b in buckets)",
+        "b.held, b.until) for b in buckets)",
+        "snapshot() leaves out the upstream's quotas in force, on which decisions depend (P86)",
+    ),
     "above-in-level-order": (
         "_machine.py",
         "        return sorted(above, key=lambda w: w.seq)\n",
