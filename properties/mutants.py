@@ -1249,6 +1249,18 @@ MUTANTS: dict[str, tuple[str, str, str, str]] = {
         "an adapter's durations in seconds are truncated to the nanosecond, not rounded"
         " to the nearest (P80)",
     ),
+    "infinite-timeout-no-wait": (
+        "adapters/permits/adapters/_base.py",
+        'patience = None if timeout is None else _nanoseconds("timeout", timeout)\n',
+        'patience = None if timeout is None else _nanoseconds("timeout", timeout) or 0\n',
+        "an infinite timeout is read as no wait at all, not as none (P87)",
+    ),
+    "infinite-max-wait-none-at-all": (
+        "adapters/permits/adapters/_base.py",
+        'limit = None if max_wait is None else _nanoseconds("max_wait", max_wait)\n',
+        'limit = None if max_wait is None else _nanoseconds("max_wait", max_wait) or 0\n',
+        "an infinite max_wait refuses every acquire that would wait (P87)",
+    ),
 }
 
 
