@@ -211,6 +211,9 @@ def test_queue_full_names_the_limit_the_rejected_push_found_reached(
 #: How far an operation moves the clock on: mostly not at all, so that two
 #: routes meet at one instant.
 STEPS = st.sampled_from([0, 0, 0, 1, SECOND // 3, SECOND, 5 * SECOND])
+#: How long the upstream's word or quota holds: mostly long enough to
+#: hold back the operations after it.
+RESETS = st.sampled_from([0, SECOND, 10 * SECOND, 100 * SECOND])
 #: The ids an operation names: those the scripts push, and one never pushed.
 KNOWN = st.integers(0, 11) | st.just("never")
 
@@ -225,23 +228,41 @@ EVERY = (
 )
 #: Operations that often change nothing a snapshot shows but what one
 #: part holds, or nothing at all: a second route's detours.
-DETOURS = ["tick", "min_wait", "bad_push", "cancel", "refund", "spend", "adopt", "quota", "pause"]
+#: What follows two routes: more pushes and takes, which the state decides.
+THEN = ["push", "take"] * 3 + EVERY
+DETOURS = ["tick", "min_wait", "bad_push", "cancel", "refund", "spend", "pause"] + [
+    "adopt",
+    "quota",
+] * 2
+
+
+def costs(draw: st.DrawFn, config: Any) -> tuple[int, ...]:
+    """Units per limit: mostly within the bursts; now and then none, or
+    above a burst (refused)."""
+    if not config.costs:
+        return (1,) * len(config.limits)
+    return tuple(
+        draw(st.integers(1, burst) | st.sampled_from([0, burst + 1])) for _, burst in config.limits
+    )
 
 
 @st.composite
-def core_ops(draw: st.DrawFn, config: Any, ids: Any, kinds: list[str] = EVERY) -> Op:
+def core_ops(
+    draw: st.DrawFn,
+    config: Any,
+    ids: Any,
+    palette: list[tuple[int, ...]],
+    kinds: list[str] = EVERY,
+) -> Op:
     """One operation of a kind in ``kinds``, good or bad (a refused one,
-    too, is a route: it changes nothing), pushing ids drawn from ``ids``."""
+    too, is a route: it changes nothing), pushing ids drawn from ``ids``,
+    its costs from ``palette`` (a few, so that costs recur, as the
+    machine's cache of costs read lately sees them)."""
     kind = draw(st.sampled_from(kinds))
     step = draw(STEPS)
     levels = config.spec.levels
     index = draw(st.integers(0, len(config.limits) - 1))
-    # (mostly within the bursts; now and then none, or above one: refused)
-    units = tuple(
-        draw(st.integers(1, burst) | st.sampled_from([0, burst + 1])) for _, burst in config.limits
-    )
-    if not config.costs:
-        units = (1,) * len(units)
+    units = draw(st.sampled_from(palette))
     flow = draw(st.sampled_from(FLOWS)) if config.flows else None
     if kind in ("push", "take"):
         id = draw(ids)
@@ -270,7 +291,7 @@ def core_ops(draw: st.DrawFn, config: Any, ids: Any, kinds: list[str] = EVERY) -
     if kind in ("pause", "tick"):
         return (kind, step, draw(STEPS))
     if kind in ("adopt", "quota"):
-        return (kind, step, index, draw(st.integers(0, 4)), draw(STEPS))
+        return (kind, step, index, draw(st.integers(0, 4)), draw(RESETS))
     if kind == "set_limit":
         return (kind, step, index, draw(st.sampled_from(RATES)), draw(st.integers(1, 4)))
     return (kind, step, draw(st.integers(0, levels - 1)), units, flow)  # min_wait
@@ -362,16 +383,23 @@ def two_routes(draw: st.DrawFn) -> tuple[Any, list[Op], list[Op], list[Op]]:
         )
     )
     pushed = st.integers(0, 11)
-    first = timed(draw(st.lists(core_ops(config, pushed), max_size=12)))
+    palette = [costs(draw, config) for _ in range(draw(st.integers(1, 3)))]
+    first = timed(draw(st.lists(core_ops(config, pushed, palette), max_size=12)))
     end = first[-1][1] if first else 0
-    detour = st.lists(core_ops(config, pushed, DETOURS), max_size=2)
+    detour = st.lists(core_ops(config, pushed, palette, DETOURS), max_size=3)
     other: list[Op] = []
     for op in [*first, ("end", end)]:
         other += [(d[0], op[1], *d[2:]) for d in draw(detour)]  # at that op's instant
         if op[0] != "end" and draw(st.integers(0, 3)):
             other.append(op)
     then = timed(
-        draw(st.lists(core_ops(config, st.integers(100, 111) | pushed), min_size=1, max_size=12)),
+        draw(
+            st.lists(
+                core_ops(config, st.integers(100, 111) | pushed, palette, THEN),
+                min_size=1,
+                max_size=20,
+            )
+        ),
         end,
     )
     return config, first, other, then
