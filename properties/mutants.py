@@ -564,6 +564,18 @@ MUTANTS: dict[str, tuple[str, str, str, str]] = {
         "if w.cost[index] >= units\n",
         "waiting_above names a waiter whose cost equals the burst, which fits it",
     ),
+    "snapshot-forgets-the-quotas": (
+        "_machine.py",
+        "b.held, b.until, b.quotas) for b in buckets)",
+        "b.held, b.until) for b in buckets)",
+        "snapshot() leaves out the upstream's quotas in force, on which decisions depend (P86)",
+    ),
+    "above-in-level-order": (
+        "_machine.py",
+        "        return sorted(above, key=lambda w: w.seq)\n",
+        "        return above\n",
+        "waiting_above gives the waiters level by level, not in push order",
+    ),
     "settled-outside-backwards": (
         "_machine.py",
         "zip(asked, units, strict=True)",
@@ -1294,6 +1306,18 @@ MUTANTS: dict[str, tuple[str, str, str, str]] = {
         "    entry = argument\n",
         "a cost mapping's bad entry is named as the whole argument (cost=-1), not by its"
         " entry (cost['tokens']=-1: P18, P69)",
+    ),
+    "infinite-timeout-no-wait": (
+        "adapters/permits/adapters/_base.py",
+        'patience = None if timeout is None else _nanoseconds("timeout", timeout)\n',
+        'patience = None if timeout is None else _nanoseconds("timeout", timeout) or 0\n',
+        "an infinite timeout is read as no wait at all, not as none (P87)",
+    ),
+    "infinite-max-wait-none-at-all": (
+        "adapters/permits/adapters/_base.py",
+        'limit = None if max_wait is None else _nanoseconds("max_wait", max_wait)\n',
+        'limit = None if max_wait is None else _nanoseconds("max_wait", max_wait) or 0\n',
+        "an infinite max_wait refuses every acquire that would wait (P87)",
     ),
 }
 

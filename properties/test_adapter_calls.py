@@ -1,10 +1,11 @@
-"""P62 to P69: the adapters' own calls, as SPEC.md's *The adapters* states them.
+"""P62 to P69, P80 and P87: the adapters' own calls, as SPEC.md's *The adapters* states them.
 
 What a limiter does beyond handing out permits where callers proceed (P26):
 the blocks it refuses, how a block's exception leaves, the live calls
 (``set_limit``, ``pause_for``, ``adopt``, ``quota``, ``Permit.settle``)
 waking whom they decided for and re-planning the timer at once,
-``pause_left()``, and ``Permit.settle``'s window and refusals. Each runs
+``pause_left()``, ``Permit.settle``'s window and refusals, durations in
+seconds (P80), and an infinite ``timeout`` or ``max_wait`` (P87). Each runs
 on every event-loop adapter (asyncio, trio, anyio under both) on virtual
 time (:mod:`permits.testing`), so times are exact and a run takes no real
 time; and, where the promise is not about the timer, on the thread
@@ -1275,3 +1276,99 @@ def _quietly(limiter: threads.Limiter, timeout: float, outcome: list[str]) -> No
         outcome.append("timed out")
     except LimiterClosed:
         outcome.append("closed")
+
+
+# -- P87: an infinite timeout or max_wait is no bound -----------------------------
+
+#: A duration with no end: infinite, or too long for a float to hold its
+#: nanoseconds (``1e300`` s, ``10**400`` s); or none given.
+ENDLESS = st.sampled_from([None, math.inf, 1e300, 10**400])
+
+
+@given(
+    case=st.sampled_from([*CASES, THREADS]),
+    timeout=ENDLESS,
+    max_wait=ENDLESS,
+    pause=st.integers(1, 10**6),
+    rate=st.sampled_from([1, 1000]),
+)
+def test_an_infinite_timeout_or_max_wait_is_no_bound(
+    case: tuple[str, str], timeout: Any, max_wait: Any, pause: int, rate: int
+) -> None:
+    """P87: an acquire whose ``timeout`` or ``max_wait`` is infinite
+    (``math.inf``, or a number of seconds whose nanoseconds a float cannot
+    hold) acquires as one that gives none: behind a pause of ``pause``
+    seconds (its best case that long) it is not refused as too long, it
+    waits with no deadline, and is granted as the pause ends, having
+    waited exactly the pause; nothing is counted as expired or too long.
+    On every adapter of one process (the thread adapter's clock moved by
+    the test)."""
+    P = pause * SECOND
+    stats: list[Any] = []
+
+    def waits(limiter: Any) -> None:
+        (waiter,) = limiter.machine.waiting()
+        assert waiter.deadline is None, ("P87: a deadline", waiter)
+        assert limiter.machine.min_wait(0) >= P - (limiter.machine.now - waiter.pushed_at)
+
+    if case == THREADS:
+        import threading
+
+        with virtual_threads(Fifo(), rate, 1) as limiter:
+            limiter.acquire()
+            limiter.pause_for(pause)
+            outcome: list[Any] = []
+
+            def call() -> None:
+                try:
+                    outcome.append(limiter.acquire(timeout=timeout, max_wait=max_wait))
+                except Exception as error:  # (the test reads it)
+                    outcome.append(error)
+
+            caller = threading.Thread(target=call)
+            caller.start()
+            for _ in range(2000):  # (until it waits, or its acquire ends)
+                if limiter.machine.waiting() or outcome:
+                    break
+                threading.Event().wait(0.001)
+            assert not outcome, ("P87: it did not wait", outcome)
+            waits(limiter)
+            limiter.clock[0] = P - 1
+            limiter.pause_for(0)  # (a tick now)
+            waits(limiter)
+            limiter.clock[0] = P
+            limiter.pause_for(0)
+            caller.join(10)
+            assert outcome, "P87: never granted"
+            assert isinstance(outcome[0], Permit), ("P87", outcome)
+            stats.append(limiter.statistics().levels[0])
+    else:
+
+        async def main() -> None:
+            async with OPENERS[case[1]](Fifo(), rate, 1) as limiter:
+                await limiter.acquire()
+                start = now()
+                limiter.pause_for(pause)
+                async with anyio.create_task_group() as tg:
+                    got: list[Any] = []
+
+                    async def call() -> None:
+                        got.append(await limiter.acquire(timeout=timeout, max_wait=max_wait))
+                        got.append(now())
+
+                    tg.start_soon(call)
+                    await until(lambda: bool(limiter.machine.waiting() or got), "never asked")
+                    assert not got, ("P87: it did not wait", got)
+                    waits(limiter)
+                    await anyio.sleep(pause / 2)
+                    waits(limiter)
+                await until(lambda: len(got) == 2, "P87: never granted")
+                assert isinstance(got[0], Permit)
+                assert got[1] == start + P, ("P87: granted at", got[1] - start, P)
+                stats.append(limiter.statistics().levels[0])
+
+        run(case, main)
+    (level,) = stats
+    note(f"{level}")
+    assert (level.expired, level.too_long) == (0, 0), ("P87", level)
+    assert level.wait_max_ns == P, ("P87: its wait", level.wait_max_ns, P)

@@ -1,8 +1,9 @@
-"""P77 to P79: what the machine's own calls promise beside its decisions.
+"""P77 to P79 and P86: what the machine's own calls promise beside its decisions.
 
 How a float rate is read (P77), the order ``waiting(level)`` gives (P78),
-and what ``Machine.queue_full`` names for a rejected push (P79), each as
-SPEC.md states it, on random machines of every policy.
+what ``Machine.queue_full`` names for a rejected push (P79), and that
+machines with equal snapshots decide alike (P86), each as SPEC.md states
+it, on random machines of every policy.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from fractions import Fraction
 from typing import Any
 
 import pytest
-from hypothesis import given, note
+from hypothesis import event, given, note
 from hypothesis import strategies as st
 
 from permits.core import (
@@ -22,13 +23,14 @@ from permits.core import (
     Fifo,
     Limit,
     Machine,
+    PermitError,
     PermitValueError,
     State,
     StrictPriority,
 )
 
-from configs import FLOWS, KINDS, configs
-from harness import drive, spent_at_once
+from configs import FLOWS, KINDS, NAMES, RATES, configs
+from harness import drive, rows, spent_at_once
 
 # -- P77: a float rate is read as the decimal it prints as ----------------------
 
@@ -202,3 +204,232 @@ def test_queue_full_names_the_limit_the_rejected_push_found_reached(
             with pytest.raises(PermitValueError) as refused:
                 machine.queue_full("x", level)
             assert refused.value.argument == "level"
+
+
+# -- P86: equal snapshots decide alike -------------------------------------------
+
+#: How far an operation moves the clock on: mostly not at all, so that two
+#: routes meet at one instant.
+STEPS = st.sampled_from([0, 0, 0, 1, SECOND // 3, SECOND, 5 * SECOND])
+#: How long the upstream's word or quota holds: mostly long enough to
+#: hold back the operations after it.
+RESETS = st.sampled_from([0, SECOND, 10 * SECOND, 100 * SECOND])
+#: The ids an operation names: those the scripts push, and one never pushed.
+KNOWN = st.integers(0, 11) | st.just("never")
+
+Op = tuple[Any, ...]
+
+
+#: Every kind of operation, pushes the most.
+EVERY = (
+    ["push"] * 4
+    + ["take", "tick", "tick", "cancel", "spend", "refund", "settle"]
+    + ["pause", "adopt", "quota", "set_limit", "min_wait", "bad_push"]
+)
+#: Operations that often change nothing a snapshot shows but what one
+#: part holds, or nothing at all: a second route's detours.
+#: What follows two routes: more pushes and takes, which the state decides.
+THEN = ["push", "take"] * 3 + EVERY
+DETOURS = ["tick", "min_wait", "bad_push", "cancel", "refund", "spend", "pause"] + [
+    "adopt",
+    "quota",
+] * 2
+
+
+def costs(draw: st.DrawFn, config: Any) -> tuple[int, ...]:
+    """Units per limit: mostly within the bursts; now and then none, or
+    above a burst (refused)."""
+    if not config.costs:
+        return (1,) * len(config.limits)
+    return tuple(
+        draw(st.integers(1, burst) | st.sampled_from([0, burst + 1])) for _, burst in config.limits
+    )
+
+
+@st.composite
+def core_ops(
+    draw: st.DrawFn,
+    config: Any,
+    ids: Any,
+    palette: list[tuple[int, ...]],
+    kinds: list[str] = EVERY,
+) -> Op:
+    """One operation of a kind in ``kinds``, good or bad (a refused one,
+    too, is a route: it changes nothing), pushing ids drawn from ``ids``,
+    its costs from ``palette`` (a few, so that costs recur, as the
+    machine's cache of costs read lately sees them)."""
+    kind = draw(st.sampled_from(kinds))
+    step = draw(STEPS)
+    levels = config.spec.levels
+    index = draw(st.integers(0, len(config.limits) - 1))
+    units = draw(st.sampled_from(palette))
+    flow = draw(st.sampled_from(FLOWS)) if config.flows else None
+    if kind in ("push", "take"):
+        id = draw(ids)
+        deadline = draw(st.none() | STEPS)
+        max_wait = draw(st.none() | STEPS)
+        later = draw(st.booleans())
+        return (
+            kind,
+            step,
+            id,
+            draw(st.integers(0, levels - 1)),
+            units,
+            flow,
+            deadline,
+            max_wait,
+            later,
+        )
+    if kind == "bad_push":  # a duplicate id, or a bad max_wait_ns: refused
+        return (kind, step, draw(KNOWN), draw(st.integers(0, levels - 1)), units, flow)
+    if kind in ("cancel", "refund"):
+        return (kind, step, draw(KNOWN))
+    if kind == "spend":
+        return (kind, step, draw(KNOWN), draw(st.booleans()))
+    if kind == "settle":
+        return (kind, step, draw(KNOWN), index, draw(st.integers(0, 3)))
+    if kind in ("pause", "tick"):
+        return (kind, step, draw(STEPS))
+    if kind in ("adopt", "quota"):
+        return (kind, step, index, draw(st.integers(0, 4)), draw(RESETS))
+    if kind == "set_limit":
+        return (kind, step, index, draw(st.sampled_from(RATES)), draw(st.integers(1, 4)))
+    return (kind, step, draw(st.integers(0, levels - 1)), units, flow)  # min_wait
+
+
+def timed(ops: list[Op], start: int = 0) -> list[Op]:
+    """``ops`` with each one's step from the one before made its time
+    from the origin, the first's from ``start``."""
+    out = []
+    for op in ops:
+        start += op[1]
+        out.append((op[0], start, *op[2:]))
+    return out
+
+
+def apply(config: Any, machine: Machine, op: Op) -> Any:
+    """``op`` on ``machine`` at its time (from the origin; the machine's,
+    if later): what it returned (decisions as rows), or the error it
+    raised, by kind and argument."""
+    kind, at = op[0], config.origin + op[1]
+    now = at if machine.now is None else max(at, machine.now)
+    name = (
+        None
+        if config.second is None
+        else NAMES[op[2]]
+        if kind in ("adopt", "quota", "set_limit")
+        else None
+    )
+    try:
+        if kind in ("push", "take"):
+            _, _, id, level, units, flow, deadline, max_wait, later = op
+            cost = config.cost(units)
+            if kind == "take":
+                return rows(machine.take(id, level, now, cost=cost, flow=flow, settle_later=later))
+            return rows(
+                machine.push(
+                    id,
+                    level,
+                    now,
+                    deadline=None if deadline is None else now + deadline,
+                    cost=cost,
+                    flow=flow,
+                    max_wait_ns=max_wait,
+                )
+            )
+        if kind == "bad_push":
+            _, _, id, level, units, flow = op
+            return rows(
+                machine.push(id, level, now, cost=config.cost(units), flow=flow, max_wait_ns=-1)
+            )
+        if kind == "tick":
+            return rows(machine.tick(now + op[2]))
+        if kind == "cancel":
+            return machine.cancel(op[2])
+        if kind == "spend":
+            return rows(machine.spend(op[2], now, settle_later=op[3]))
+        if kind == "refund":
+            return rows(machine.refund(op[2], now))
+        if kind == "settle":
+            _, _, id, index, n = op
+            actual = n if config.second is None else config.settle({index: n})
+            return rows(machine.settle(id, actual, now))
+        if kind == "pause":
+            return rows(machine.pause_until(now + op[2], now))
+        if kind in ("adopt", "quota"):
+            _, _, _, remaining, reset = op
+            call = machine.adopt if kind == "adopt" else machine.quota
+            return rows(call(remaining, now + reset, now, limit=name))
+        if kind == "set_limit":
+            _, _, _, rate, burst = op
+            return rows(machine.set_limit(now, rate=rate, burst=burst, limit=name))
+        _, _, level, units, flow = op
+        return machine.min_wait(level, cost=config.cost(units), flow=flow)
+    except PermitError as error:
+        return ("refused", type(error).__name__, getattr(error, "argument", None))
+
+
+@st.composite
+def two_routes(draw: st.DrawFn) -> tuple[Any, list[Op], list[Op], list[Op]]:
+    """A configuration, a script, another made from it (some operations
+    left out, others put in: ticks and refusals that change nothing, the
+    upstream's word, spends, ...), and the operations that follow both."""
+    config = draw(
+        configs(
+            draw(st.sampled_from(KINDS)),
+            charges=(Charge.AT_GRANT, Charge.AT_SPEND),
+            costs=True,
+            flows=True,
+        )
+    )
+    pushed = st.integers(0, 11)
+    palette = [costs(draw, config) for _ in range(draw(st.integers(1, 3)))]
+    first = timed(draw(st.lists(core_ops(config, pushed, palette), max_size=12)))
+    end = first[-1][1] if first else 0
+    detour = st.lists(core_ops(config, pushed, palette, DETOURS), max_size=3)
+    other: list[Op] = []
+    for op in [*first, ("end", end)]:
+        other += [(d[0], op[1], *d[2:]) for d in draw(detour)]  # at that op's instant
+        if op[0] != "end" and draw(st.integers(0, 3)):
+            other.append(op)
+    then = timed(
+        draw(
+            st.lists(
+                core_ops(config, st.integers(100, 111) | pushed, palette, THEN),
+                min_size=1,
+                max_size=20,
+            )
+        ),
+        end,
+    )
+    return config, first, other, then
+
+
+@given(routes=two_routes())
+def test_machines_with_equal_snapshots_decide_alike(
+    routes: tuple[Any, list[Op], list[Op], list[Op]],
+) -> None:
+    """P86: two machines made alike (the same policy and options) that
+    reach equal snapshots by different routes (one given operations the
+    other was not: ticks, refused calls, questions such as ``min_wait``,
+    the upstream's word, spends, pushes) decide alike from then on: the
+    same operations give the same decisions, refusals and answers, and
+    ``next_due``, ``next_tick`` and ``waiting()`` are the same after
+    each. So a machine whose decisions depend on state its snapshot
+    omits is caught."""
+    config, first, other, then = routes
+    a, b = config.machine(), config.machine()
+    for op in first:
+        apply(config, a, op)
+    for op in other:
+        apply(config, b, op)
+    equal = a.snapshot() == b.snapshot()
+    event(f"equal snapshots: {equal}")
+    if not equal:
+        return
+    for op in then:
+        note(f"{op}")
+        got = apply(config, a, op), apply(config, b, op)
+        assert got[0] == got[1], ("P86", op, got)
+        assert (a.next_due(), a.next_tick()) == (b.next_due(), b.next_tick()), ("P86", op)
+        assert a.waiting() == b.waiting(), ("P86", op)

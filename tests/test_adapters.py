@@ -2542,8 +2542,8 @@ async def test_a_nan_duration_is_refused_as_no_number(open_limiter: OpenLimiter)
 async def test_durations_too_long_to_count_in_nanoseconds(open_limiter: OpenLimiter) -> None:
     """A duration whose nanoseconds a float cannot hold (``1e300`` s,
     ``10**400`` s) is as long as an infinite one: a timeout or max_wait that
-    never ends, and refused by name where a finite one is needed; never an
-    ``OverflowError``."""
+    never ends (P87), and refused by name where a finite one is needed;
+    never an ``OverflowError``."""
     async with open_limiter(Fifo(), 10) as limiter:
         for forever in (1e300, 10**400, math.inf):  # (the first is free; the others wait)
             await limiter.acquire(timeout=forever, max_wait=forever)
