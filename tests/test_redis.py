@@ -822,7 +822,7 @@ async def test_bad_costs_and_changes() -> None:
         with pytest.raises(PermitValueError) as error:
             limiter.pause_for(math.inf)
         assert error.value.argument == "seconds"
-        # past what the script's microseconds hold: the error it raised
+        # P88: past what the script's microseconds hold: the error it raised
         # halfway left the shared key unreadable, for every process, for ever
         with pytest.raises(PermitValueError) as error:
             limiter.pause_for(1e14)
@@ -1164,7 +1164,7 @@ def test_a_name_not_a_str_is_a_type_error() -> None:
         ({"share": 0.5}, "share"),  # on_unavailable="closed" never reads it
         ({"unavailable_after": 0}, "unavailable_after"),
         ({"demand_ttl": 0}, "demand_ttl"),
-        ({"demand_ttl": 1e13}, "demand_ttl"),  # past the script's times
+        ({"demand_ttl": 1e13}, "demand_ttl"),  # past the script's times (P88)
         ({"book_ahead": -1}, "book_ahead"),
         ({"book_ahead": math.inf}, "book_ahead"),
         ({"global_priority": True, "book_ahead": 1.5}, "book_ahead"),  # above demand_ttl / 2
@@ -1180,6 +1180,8 @@ def test_a_name_not_a_str_is_a_type_error() -> None:
     ],
 )
 def test_bad_options(options: dict[str, Any], argument: str) -> None:
+    """A bad option of the limiter is refused, naming it (a ``demand_ttl``
+    past 1e9 s among them: P88)."""
     limit = RedisLimit("redis://127.0.0.1:1/0", name="x", rate=10, burst=3)
     with pytest.raises(PermitValueError) as error:
         RedisLimiter(StrictPriority(2), limit, **options)
@@ -1586,7 +1588,7 @@ async def test_a_settle_above_the_burst_puts_the_shared_bucket_in_debt(
 
 @pytest.mark.anyio
 async def test_a_settle_of_a_debt_redis_cannot_hold_is_refused(redis_server: RedisServer) -> None:
-    """A settle whose debt would take more than 1e9 s to pay back (the
+    """P90: a settle whose debt would take more than 1e9 s to pay back (the
     bound of every time the script keeps) is refused, naming ``actual``,
     the permit still settleable and the limiter open. It was sent: the
     script wrote the bucket's time with %d (2**63 and more as -2**63: a

@@ -918,7 +918,7 @@ class RedisLimit:
             waiting = min(check_int("waiting", waiting, 1), lease + 1)
         # the request most made, one per reserve, waiters and lease: built once
         plain = demand is None and not book
-        grace_us = math.ceil(grace * 1e6)
+        grace_us = -(-round(grace * SECOND) // 1000)  # (as _microseconds)
         key = (reserve, level, waiting, grace_us, lease)
         if plain and units == self._unit and key in self._unit_takes:
             return self._unit_takes[key]
@@ -966,7 +966,9 @@ class RedisLimit:
 
     def _demand(self, level: int, demand: Sequence[int], ttl: float) -> list[Any]:
         counts = " ".join(str(int(c)) for c in demand) or "0"
-        return [self.process, math.ceil(ttl * 1e6), level, counts]
+        # its nanoseconds rounded up, as _microseconds (the float product
+        # rounded up made 999999999.999999 s 0.05 us short)
+        return [self.process, -(-round(ttl * SECOND) // 1000), level, counts]
 
     def give_back(self, cost: Sequence[int] | None = None) -> GcraAnswer:
         """Return ``cost`` (one of each by default), taken and not used."""
