@@ -1059,6 +1059,13 @@ MUTANTS: dict[str, tuple[str, str, str, str]] = {
         "a pause, the upstream's reset or a demand_ttl of up to 2e9 s is taken and sent, past"
         " the 1e9 s the script's times are kept within",
     ),
+    "redis-demand-ttl-as-the-float-product": (
+        "adapters/permits/adapters/redis.py",
+        "        return [self.process, -(-round(ttl * SECOND) // 1000), level, counts]\n",
+        "        return [self.process, math.ceil(ttl * 1e6), level, counts]\n",
+        "a demand_ttl reaches the script as the float product ttl * 1e6 rounded up, not as its"
+        " nanoseconds rounded up: a demand of 999999999.999999 s lives 0.05 us short",
+    ),
     "redis-burst-beyond-lua-numbers-sent": (
         "adapters/permits/adapters/redis.py",
         "        if new_burst > _MOST_UNITS:  # (kept in Redis, read by every process)\n",
