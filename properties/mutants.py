@@ -1052,6 +1052,34 @@ MUTANTS: dict[str, tuple[str, str, str, str]] = {
         "the plain take reads a lost state (a restart, a FLUSHDB, an eviction) as a bucket one"
         " unit above full: a restart lets one permit more through than a full burst",
     ),
+    "redis-duration-beyond-1e9-s-taken": (
+        "adapters/permits/adapters/redis.py",
+        "    if ns is None or seconds > _LONGEST_S or (above_zero and not ns):\n",
+        "    if ns is None or seconds > 2 * _LONGEST_S or (above_zero and not ns):\n",
+        "a pause, the upstream's reset or a demand_ttl of up to 2e9 s is taken and sent, past"
+        " the 1e9 s the script's times are kept within",
+    ),
+    "redis-demand-ttl-as-the-float-product": (
+        "adapters/permits/adapters/redis.py",
+        "        return [self.process, -(-round(ttl * SECOND) // 1000), level, counts]\n",
+        "        return [self.process, math.ceil(ttl * 1e6), level, counts]\n",
+        "a demand_ttl reaches the script as the float product ttl * 1e6 rounded up, not as its"
+        " nanoseconds rounded up: a demand of 999999999.999999 s lives 0.05 us short",
+    ),
+    "redis-burst-beyond-lua-numbers-sent": (
+        "adapters/permits/adapters/redis.py",
+        "        if new_burst > _MOST_UNITS:  # (kept in Redis, read by every process)\n",
+        "        if new_burst > _MOST_UNITS and rate is not None:  # (kept in Redis)\n",
+        "a change of limit to a burst above 2**53, given alone, is sent: the script refuses it"
+        " by the rate Redis holds, a fault that closes the limiter",
+    ),
+    "redis-settle-debt-in-units": (
+        "adapters/permits/adapters/redis.py",
+        "            if n * interval > _LONGEST_REFILL_US:\n",
+        "            if n > _LONGEST_REFILL_US:\n",
+        "a settle's units more are bounded by 1e15 units, not by 1e9 s of them at the limit's"
+        " rate: a debt of centuries is sent, and the script's times past 2**53 break the limit",
+    ),
     "retry-after-local-time": (
         "adapters/permits/_upstream.py",
         "        date = date.replace(tzinfo=timezone.utc)\n",

@@ -1,4 +1,4 @@
-"""P70-P75, P81-P85: the shared limit's keys on a real Redis: what the
+"""P70-P75, P81-P85, P88-P90: the shared limit's keys on a real Redis: what the
 script does with a key something else overwrote, how long the state and
 the keys of global priority live, the one Redis Cluster slot that holds a
 limit; which of Redis's error replies are an outage, whichever client reads
@@ -6,7 +6,9 @@ them; the upstream's word of more units than the script's numbers count;
 what each process counts (its statistics) and serves on its own (the local
 fallback, on virtual time, with no Redis at all); a word given while Redis
 does not answer and sent later, durations in seconds as the script's
-microseconds, and what a restart that loses the state lets through.
+microseconds, and what a restart that loses the state lets through; the
+bounds of the script's numbers (durations up to 1e9 s, a burst up to
+2**53, a settle's debt up to 1e9 s at the limit's rate).
 
 The expiry runs on Redis's own clock, the script's decisions on the time
 the test chooses (``script_source(clock="argv")``, which keeps its keys an
@@ -854,3 +856,254 @@ def test_a_restart_lets_through_at_most_one_burst_more(
                     assert got <= most, ("P85", j, start - T0, end - T0, spans, got, most)
     finally:
         client.delete(key)
+
+
+# -- the bounds of the script's numbers ---------------------------------------------
+
+#: 1e9 s, the longest duration the script takes, and the floats either side.
+LONGEST = 1e9
+below_longest = st.one_of(
+    # (999999999.999999 s: the float product * 1e6 is 0.05 us short of it)
+    st.sampled_from(
+        [LONGEST, 10**9, math.nextafter(LONGEST, 0), 999_999_999.999999, 999_999_999.5]
+    ),
+    st.floats(LONGEST - 1, LONGEST),
+)
+above_longest = st.one_of(
+    st.sampled_from(
+        [math.nextafter(LONGEST, math.inf), 10**9 + 1, LONGEST + 1e-6, 1e13, 1e300, math.inf]
+    ),
+    st.floats(LONGEST, exclude_min=True),
+    st.integers(10**9 + 1, 10**30),
+)
+
+
+def _refused(error: pytest.ExceptionInfo[PermitValueError], argument: str, value: object) -> None:
+    """``error`` names ``argument`` and ``value`` (P88 to P90)."""
+    got = error.value
+    assert (got.argument, got.value) == (argument, value), (got.argument, got.value, argument)
+    assert str(got).startswith(f"{argument}={value!r}: "), str(got)
+
+
+@given(
+    word=st.sampled_from(["pause_for", "adopt", "quota", "demand_ttl"]),
+    inside=below_longest,
+    outside=above_longest,
+)
+@example(word="demand_ttl", inside=999_999_999.999999, outside=math.nextafter(LONGEST, math.inf))
+def test_a_duration_beyond_1e9_seconds_is_refused_and_one_within_is_honoured(
+    redis_server: RedisServer,
+    client: Any,
+    script: Any,
+    word: str,
+    inside: float,
+    outside: float,
+) -> None:
+    """P88: a duration of more than 1e9 s (about 31 years, the longest the
+    script's microseconds hold: a pause, the upstream's word's or quota's
+    reset, ``demand_ttl``) is refused with a ``PermitValueError`` naming
+    the argument and the value, by the limiter and by the limit alike:
+    nothing is sent to Redis, the limiter counts no pause and keeps nothing
+    to send, and works on. One of 1e9 s or just less is accepted and
+    honoured exactly (the script at a chosen time): the pause, reset or
+    quota ends its nearest nanosecond rounded up to the microsecond later
+    (P84), a published demand lives until then."""
+    limits = {"units": Limit(10, 4)}  # (T: 100,000 µs)
+    name = f"p88-{uuid.uuid4().hex[:12]}"
+    limit = RedisLimit(redis_server.url, name=name, limits=limits)
+    given = 10**15 + 7
+    us = -(-round(inside * 10**9) // 1000)
+    try:
+        if word == "demand_ttl":
+            with pytest.raises(PermitValueError) as error:
+                RedisLimiter(Fifo(1), limit, global_priority=True, demand_ttl=outside)
+            _refused(error, "demand_ttl", outside)
+            limiter = RedisLimiter(Fifo(1), limit, global_priority=True, demand_ttl=inside)
+            _run(script, limit, limit.ask_publish_demand((1,), limiter.demand_ttl), T0)
+            words = client.hget(limit.demand_key, limit.process).split()
+            note(f"demand_ttl={inside!r}: {words}")
+            lives = int(words[0]) - T0
+            assert lives == us, ("P88", lives, us)
+            return
+        argument = "seconds" if word == "pause_for" else "reset_after"
+        longer = (outside,) if word == "pause_for" else (0, outside)
+        with pytest.raises(PermitValueError) as error:
+            getattr(limit, "pause" if word == "pause_for" else word)(*longer)
+        _refused(error, argument, outside)
+        limiter = RedisLimiter(Fifo(1), limit)
+        limiter._clock = lambda: given  # type: ignore[method-assign]
+        with pytest.raises(PermitValueError) as error:
+            getattr(limiter, word)(*longer)
+        _refused(error, argument, outside)
+        assert limiter._pending == [], ("P88", "kept to send", limiter._pending)
+        stats = limiter.statistics()
+        assert (stats.pauses, stats.paused_ns) == (0, 0), ("P88", stats)
+        assert limiter.pause_left() == 0, ("P88", limiter.pause_left())
+        assert client.keys(f"*{name}*") == [], ("P88", "sent", client.keys(f"*{name}*"))
+        # it works on: the duration within, honoured
+        args = (inside,) if word == "pause_for" else (0, inside)
+        getattr(limiter, word)(*args)
+        ((change, _, _),) = limiter._pending
+        request = change if isinstance(change, Request) else change(given)
+        assert request is not None
+        _run(script, limit, request, T0)
+        answer = _run(script, limit, limit.ask_take(0, (1,)), T0)
+        note(f"{word}{args}: {us} us; take: {answer}")
+        want = us + 100_000 if word == "adopt" else us  # (adopt: nothing left at the reset)
+        assert answer[:2] == (0, want), ("P88", answer, want)
+    finally:
+        client.delete(limit.key, limit.demand_key)
+        limit.close()
+
+
+@given(
+    burst=st.one_of(
+        st.sampled_from([2**53 + 1, 2**53 + 2, 2**63 - 1, 2**63, 2**64, 10**30]),
+        st.integers(2**53 + 1, 2**80),
+    ),
+    rate_too=st.booleans(),
+    most=st.sampled_from([(10**6, 10**15), (1, 10**9), (Fraction(1, 1000), 10**6)]),
+)
+def test_a_burst_beyond_2_53_is_refused_and_the_most_the_refill_allows_honoured(
+    redis_server: RedisServer,
+    client: Any,
+    script: Any,
+    burst: int,
+    rate_too: bool,
+    most: tuple[int | Fraction, int],
+) -> None:
+    """P89: a change of limit to a burst above 2**53 (the units a Lua number
+    counts exactly) is refused with a ``PermitValueError`` naming ``burst``
+    and the value, in the process, by the limiter and by the limit, with
+    the rate or alone (where the process cannot judge the refill: the
+    script, judging by the rate Redis holds, would refuse it as a fault
+    that closes the limiter): nothing is sent, the limiter's limits are as
+    they were, and it works on. The largest burst the refill bound allows
+    at a rate (10**15 at 10**6 a second: every burst it allows is below
+    2**53) is taken, stored, and honoured exactly: the bucket, full after
+    it refills, lets the whole burst through at once and then one unit
+    an interval later (the script at chosen times)."""
+    rate, largest = most
+    name = f"p89-{uuid.uuid4().hex[:12]}"
+    limit = RedisLimit(redis_server.url, name=name, rate=rate, burst=1)
+    change: dict[str, Any] = {"burst": burst, **({"rate": rate} if rate_too else {})}
+
+    async def main() -> None:
+        async with open_limiter(Fifo(1), redis_server.url, name=name, rate=rate) as limiter:
+            with pytest.raises(PermitValueError) as error:
+                limiter.set_limit(**change)
+            _refused(error, "burst", burst)
+            assert "at most 2**53" in str(error.value), str(error.value)
+            assert limiter.limits == {"units": Limit(rate, 1)}, ("P89", limiter.limits)
+            assert limiter._pending == [], ("P89", "kept to send", limiter._pending)
+            assert client.keys(f"*{name}*") == [], ("P89", "sent", client.keys(f"*{name}*"))
+            await limiter.acquire()  # it works on
+            assert not limiter.closed
+            limiter.set_limit(**{**change, "burst": largest})
+            assert limiter.limits == {"units": Limit(rate, largest)}, ("P89", limiter.limits)
+            with anyio.fail_after(10):  # (the change sent)
+                while limiter._pending:
+                    await anyio.sleep(0.001)
+
+    try:
+        with pytest.raises(PermitValueError) as error:
+            limit.set_limit(**change)
+        _refused(error, "burst", burst)
+        assert "at most 2**53" in str(error.value), str(error.value)
+        assert client.keys(f"*{name}*") == [], ("P89", "sent", client.keys(f"*{name}*"))
+        anyio.run(main)
+        T = 10**6 // rate if rate >= 1 else int(10**6 / rate)
+        stored = client.hget(limit.live_key, "units")
+        assert stored == f"{T} {largest}".encode(), ("P89", stored)
+        client.delete(limit.key)  # (a full bucket of the changed limit, at chosen times)
+        got = [
+            _run(script, limit, limit.ask_take(0, (x,)), t)[:2]
+            for t, x in [(T0, largest), (T0, 1), (T0 + T - 1, 1), (T0 + T, 1)]
+        ]
+        note(f"burst {largest} at {T} us a unit: {got}")
+        want = [(1, largest * T), (0, T), (0, 1), (1, T)]
+        assert got == want, ("P89", got, want)
+    finally:
+        client.delete(limit.key, limit.live_key)
+        limit.close()
+
+
+@given(
+    # (rate, burst, T in us, the most units a settle may add: 1e9 s of them)
+    most=st.sampled_from(
+        [
+            (1, 10, 10**6, 10**9),
+            (Fraction(1, 1000), 1000, 10**9, 10**6),
+            (Fraction(1, 10**9), 1, 10**15, 1),
+            (10**6, 5, 1, 10**15),
+        ]
+    ),
+    cost=st.integers(1, 10),
+    over=st.one_of(
+        st.integers(1, 3), st.sampled_from([10**9, 2**53, 2**63, 10**30]), st.integers(1, 10**40)
+    ),
+    named=st.booleans(),
+)
+def test_a_settle_whose_debt_would_outlast_1e9_seconds_is_refused(
+    redis_server: RedisServer,
+    client: Any,
+    script: Any,
+    most: tuple[int | Fraction, int, int, int],
+    cost: int,
+    over: int,
+    named: bool,
+) -> None:
+    """P90: a settle that charges units more whose debt would take more
+    than 1e9 s to pay back at the limit's rate (the bound of every time
+    the script keeps) is refused with a ``PermitValueError`` naming
+    ``actual`` and the value (``units`` for ``RedisLimit.charge``): nothing
+    is sent, the permit is still the caller's to settle, and the limiter
+    works on. A settle of exactly 1e9 s of units more is sent and
+    honoured exactly: the shared bucket's time moves on by exactly those
+    units' microseconds, and a take after it (the script at a chosen time)
+    waits until the debt is paid, told the units left (below zero)."""
+    rate, burst, T, largest = most
+    cost = min(cost, burst)
+    name = f"p90-{uuid.uuid4().hex[:12]}"
+    limit = RedisLimit(redis_server.url, name=name, rate=rate, burst=burst)
+    too_much = largest + over
+
+    def actual(more: int) -> int | dict[str, int]:
+        return {"units": cost + more} if named else cost + more
+
+    async def main() -> None:
+        async with open_limiter(
+            Fifo(1), redis_server.url, name=name, rate=rate, burst=burst, settle_window=60
+        ) as limiter:
+            permit = await limiter.acquire(cost=cost)
+            before = client.hget(limit.key, "tat:units")
+            with pytest.raises(PermitValueError) as error:
+                permit.settle(actual(too_much))
+            _refused(error, "actual", actual(too_much))
+            assert limiter._pending == [], ("P90", "kept to send", limiter._pending)
+            assert client.hget(limit.key, "tat:units") == before, ("P90", "sent")
+            permit.settle(actual(largest))  # (still the caller's to settle)
+            with anyio.fail_after(10):  # (the settle sent)
+                while limiter._pending:
+                    await anyio.sleep(0.001)
+            after = client.hget(limit.key, "tat:units")
+            note(f"the bucket's time: {before!r} then {after!r}")
+            assert int(after) - int(before) == largest * T, ("P90", before, after)
+            assert not limiter.closed
+
+    try:
+        with pytest.raises(PermitValueError) as error:
+            limit.charge((too_much,))
+        _refused(error, "units", (too_much,))
+        assert client.keys(f"*{name}*") == [], ("P90", "sent", client.keys(f"*{name}*"))
+        _run(script, limit, limit.ask_charge((largest,)), T0)
+        answer = _run(script, limit, limit.ask_take(0, (1,)), T0)
+        note(f"{largest} units more at {T} us a unit: {answer}")
+        want = (0, (largest - burst + 1) * T, burst - largest)
+        assert answer == want, ("P90", answer, want)
+        client.delete(limit.key)
+        if T >= 10**6:  # (through the limiter: no unit comes back while it runs)
+            anyio.run(main)
+    finally:
+        client.delete(limit.key)
+        limit.close()

@@ -735,6 +735,10 @@ def test_the_probe_leaves_the_limits_key_as_it_was(redis_server: RedisServer) ->
         # a unit in more than 1e9 s: the script's times would overflow
         ({"rate": Fraction(1, 10**10)}, "rate"),
         ({"limits": {"a": Limit(Fraction(1, 10**10))}}, "limits"),
+        # a unit in less than a microsecond: lost in the script's times
+        ({"rate": 10**6 + 1}, "rate"),
+        ({"rate": 1e30}, "rate"),
+        ({"limits": {"a": Limit(1e30)}}, "limits"),
         ({"rate": 1, "prefix": "app{}"}, "prefix"),  # an empty hash tag: keys in many slots
     ],
 )
@@ -818,7 +822,7 @@ async def test_bad_costs_and_changes() -> None:
         with pytest.raises(PermitValueError) as error:
             limiter.pause_for(math.inf)
         assert error.value.argument == "seconds"
-        # past what the script's microseconds hold: the error it raised
+        # P88: past what the script's microseconds hold: the error it raised
         # halfway left the shared key unreadable, for every process, for ever
         with pytest.raises(PermitValueError) as error:
             limiter.pause_for(1e14)
@@ -1002,22 +1006,77 @@ async def test_a_limiter_refuses_a_change_that_would_take_ages_to_refill(
         check.close()
 
 
+def test_a_rate_above_a_unit_a_microsecond_is_refused(
+    redis_server: RedisServer, script: Any
+) -> None:
+    """P21: a rate above 10**6 a second (a unit in less than a microsecond,
+    the script's unit of time) is refused, naming the rate, at opening and
+    in a change of limit, nothing sent. (At 1e30 a second, a unit of 1e-24
+    us, as at 10**7, a tenth of one, the unit was lost in the bucket's
+    time, about 2**50 us, which a Lua number holds to a quarter of a
+    microsecond: every take of one unit was granted, however many came in
+    one microsecond, and the bucket never stored.) At 10**6, a burst of 1
+    lets one unit through in a microsecond, and the next a microsecond
+    later (the script at chosen times)."""
+    for rate in (10**6 + 1, 10**7, 1e30, Fraction(10**12, 3)):
+        with pytest.raises(PermitValueError) as error:
+            RedisLimit(redis_server.url, name=fresh(), rate=rate, burst=1)
+        assert error.value.argument == "rate"
+        assert "at most 1,000,000 a second" in str(error.value)
+        with pytest.raises(PermitValueError) as error:
+            RedisLimit(redis_server.url, name=fresh(), limits={"a": Limit(rate, 1)})
+        assert error.value.argument == "limits"
+    name = fresh()
+    limit = peek(redis_server, name, rate=10**6, burst=1)  # at the bound: taken
+    try:
+        with pytest.raises(PermitValueError) as error:
+            limit.set_limit(rate=1e30)
+        assert error.value.argument == "rate"
+        assert limit._client.keys(f"*{name}*") == []  # nothing sent
+        t0 = 1_700_000_000_000_000
+        for now, allowed in [(t0, 1), (t0, 0), (t0 + 1, 1), (t0 + 1, 0), (t0 + 3, 1)]:
+            request = limit.ask_take(0, (1,))
+            keys = limit._keys[: request.keys]
+            reply = script(keys=keys, args=[b"take", now, *request.args[2:]])
+            assert reply[0] == allowed, (now - t0, reply)
+    finally:
+        limit._client.delete(limit.key)
+        limit.close()
+
+
+@pytest.mark.anyio
+async def test_a_limiter_refuses_a_rate_above_a_unit_a_microsecond(
+    redis_server: RedisServer,
+) -> None:
+    """P21 through the limiter: a change to a rate above 10**6 a second is
+    refused, naming the rate, the limiter as it was and open."""
+    async with open_limiter(Fifo(), redis_server.url, name=fresh(), rate=10**6, burst=5) as lim:
+        with pytest.raises(PermitValueError) as error:
+            lim.set_limit(rate=1e30)
+        assert error.value.argument == "rate"
+        assert lim.limits["units"] == Limit(10**6, 5)
+        await lim.acquire()
+        assert not lim.closed
+
+
 @pytest.mark.anyio
 async def test_a_burst_redis_cannot_count_is_refused_not_stored(redis_server: RedisServer) -> None:
-    """A change of limit to a burst above 2**53 (within the refill bound at
-    a rate of 10**12 a second) is refused, the limiter as it was, nothing
-    sent: the script wrote it with %d from a Lua number, 2**63 and more
-    as -2**63, kept in Redis without expiry, and every process sharing the
-    limit then closed at its next reply (a burst below 1), for good."""
+    """P89: a change of limit to a burst above 2**53 is refused, in the
+    process, the limiter as it was, nothing sent, even where the process
+    could not judge the refill (the burst alone: the script judges it by
+    the rate Redis holds): the script wrote it with %d from a Lua number,
+    2**63 and more as -2**63, kept in Redis without expiry, and every
+    process sharing the limit then closed at its next reply (a burst below
+    1), for good."""
     name = fresh()
-    async with open_limiter(Fifo(), redis_server.url, name=name, rate=10**12, burst=5) as lim:
+    async with open_limiter(Fifo(), redis_server.url, name=name, rate=10**6, burst=5) as lim:
         with pytest.raises(PermitValueError) as error:
             lim.set_limit(burst=10**20)
         assert error.value.argument == "burst"
-        assert lim.limits["units"] == Limit(10**12, 5)
+        assert lim.limits["units"] == Limit(10**6, 5)
         await lim.acquire()
         assert not lim.closed
-    check = peek(redis_server, name, rate=10**12, burst=5)
+    check = peek(redis_server, name, rate=10**6, burst=5)
     try:
         assert check._client.hget(check.live_key, "units") is None
         with pytest.raises(PermitValueError):
@@ -1105,7 +1164,7 @@ def test_a_name_not_a_str_is_a_type_error() -> None:
         ({"share": 0.5}, "share"),  # on_unavailable="closed" never reads it
         ({"unavailable_after": 0}, "unavailable_after"),
         ({"demand_ttl": 0}, "demand_ttl"),
-        ({"demand_ttl": 1e13}, "demand_ttl"),  # past the script's times
+        ({"demand_ttl": 1e13}, "demand_ttl"),  # past the script's times (P88)
         ({"book_ahead": -1}, "book_ahead"),
         ({"book_ahead": math.inf}, "book_ahead"),
         ({"global_priority": True, "book_ahead": 1.5}, "book_ahead"),  # above demand_ttl / 2
@@ -1121,6 +1180,8 @@ def test_a_name_not_a_str_is_a_type_error() -> None:
     ],
 )
 def test_bad_options(options: dict[str, Any], argument: str) -> None:
+    """A bad option of the limiter is refused, naming it (a ``demand_ttl``
+    past 1e9 s among them: P88)."""
     limit = RedisLimit("redis://127.0.0.1:1/0", name="x", rate=10, burst=3)
     with pytest.raises(PermitValueError) as error:
         RedisLimiter(StrictPriority(2), limit, **options)
@@ -1527,7 +1588,7 @@ async def test_a_settle_above_the_burst_puts_the_shared_bucket_in_debt(
 
 @pytest.mark.anyio
 async def test_a_settle_of_a_debt_redis_cannot_hold_is_refused(redis_server: RedisServer) -> None:
-    """A settle whose debt would take more than 1e9 s to pay back (the
+    """P90: a settle whose debt would take more than 1e9 s to pay back (the
     bound of every time the script keeps) is refused, naming ``actual``,
     the permit still settleable and the limiter open. It was sent: the
     script wrote the bucket's time with %d (2**63 and more as -2**63: a

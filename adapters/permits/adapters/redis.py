@@ -386,12 +386,29 @@ def _ints(argument: str, values: object, minimum: int | None, what: str) -> tupl
     return tuple(check_int(f"{argument}[{i}]", n, minimum) for i, n in enumerate(values))
 
 
+#: The most units a second the script counts: one a microsecond. Its times
+#: are microseconds of Redis's clock in Lua numbers, which near now (about
+#: 2**50 us) hold a quarter of one, and from 2**52 us (the year 2112) one:
+#: a unit of less than that was lost in the bucket's time (at 10**7 a
+#: second, a tenth of a microsecond each, every take of one unit was
+#: granted, however many came in one microsecond).
+_MOST_RATE = 10**6
+
+
 def _interval_us(argument: str, rate: Fraction) -> float:
-    """Microseconds per unit at ``rate``; at most :data:`_LONGEST_S` seconds
+    """Microseconds per unit at ``rate``: at least one (the script's unit
+    of time, :data:`_MOST_RATE`) and at most :data:`_LONGEST_S` seconds
     (the bound the script's other times keep)."""
     if rate * _LONGEST_S < 1:
         raise PermitValueError(
             argument, rate, f"must allow at least one unit in {_LONGEST_S:g} s (about 31 years)"
+        )
+    if rate > _MOST_RATE:
+        raise PermitValueError(
+            argument,
+            rate,
+            f"must be at most {_MOST_RATE:,} a second: the shared limit counts time in "
+            "microseconds, and a unit must take at least one",
         )
     return float(Fraction(10**6) / rate)
 
@@ -434,7 +451,9 @@ class RedisLimit:
         any; given to ``redis.Redis.from_url`` unchanged.
     :param name: the limit's name; the key is ``{prefix}{{{name}}}``.
     :param rate: permits per second, over every process together (the one
-        limit, named ``"units"``; or give ``limits``).
+        limit, named ``"units"``; or give ``limits``): at most 10**6 (a
+        unit a microsecond, the script's unit of time), at least one in
+        1e9 s.
     :param burst: capacity: permits an idle limit lets through at once.
     :param limits: several limits at once, by name, each a
         :class:`~permits.core.Limit`; a cost names what it takes from each,
@@ -899,7 +918,7 @@ class RedisLimit:
             waiting = min(check_int("waiting", waiting, 1), lease + 1)
         # the request most made, one per reserve, waiters and lease: built once
         plain = demand is None and not book
-        grace_us = math.ceil(grace * 1e6)
+        grace_us = -(-round(grace * SECOND) // 1000)  # (as _microseconds)
         key = (reserve, level, waiting, grace_us, lease)
         if plain and units == self._unit and key in self._unit_takes:
             return self._unit_takes[key]
@@ -947,7 +966,9 @@ class RedisLimit:
 
     def _demand(self, level: int, demand: Sequence[int], ttl: float) -> list[Any]:
         counts = " ".join(str(int(c)) for c in demand) or "0"
-        return [self.process, math.ceil(ttl * 1e6), level, counts]
+        # its nanoseconds rounded up, as _microseconds (the float product
+        # rounded up made 999999999.999999 s 0.05 us short)
+        return [self.process, -(-round(ttl * SECOND) // 1000), level, counts]
 
     def give_back(self, cost: Sequence[int] | None = None) -> GcraAnswer:
         """Return ``cost`` (one of each by default), taken and not used."""
