@@ -14,7 +14,7 @@ from fractions import Fraction
 from typing import Any
 
 import pytest
-from hypothesis import event, given, note
+from hypothesis import event, example, given, note
 from hypothesis import strategies as st
 
 from permits.core import (
@@ -29,8 +29,9 @@ from permits.core import (
     StrictPriority,
 )
 
-from configs import FLOWS, KINDS, NAMES, RATES, configs
+from configs import FLOWS, KINDS, NAMES, RATES, Config, configs
 from harness import drive, rows, spent_at_once
+from reference import PolicySpec
 
 # -- P77: a float rate is read as the decimal it prints as ----------------------
 
@@ -213,7 +214,7 @@ def test_queue_full_names_the_limit_the_rejected_push_found_reached(
 STEPS = st.sampled_from([0, 0, 0, 1, SECOND // 3, SECOND, 5 * SECOND])
 #: How long the upstream's word or quota holds: mostly long enough to
 #: hold back the operations after it.
-RESETS = st.sampled_from([0, SECOND, 10 * SECOND, 100 * SECOND])
+RESETS = [0, SECOND, 10 * SECOND, 100 * SECOND]
 #: The ids an operation names: those the scripts push, and one never pushed.
 KNOWN = st.integers(0, 11) | st.just("never")
 
@@ -226,10 +227,10 @@ EVERY = (
     + ["take", "tick", "tick", "cancel", "spend", "refund", "settle"]
     + ["pause", "adopt", "quota", "set_limit", "min_wait", "bad_push"]
 )
-#: Operations that often change nothing a snapshot shows but what one
-#: part holds, or nothing at all: a second route's detours.
 #: What follows two routes: more pushes and takes, which the state decides.
 THEN = ["push", "take"] * 3 + EVERY
+#: Operations that often change nothing a snapshot shows but what one
+#: part holds, or nothing at all: a second route's detours.
 DETOURS = ["tick", "min_wait", "bad_push", "cancel", "refund", "spend", "pause"] + [
     "adopt",
     "quota",
@@ -291,7 +292,7 @@ def core_ops(
     if kind in ("pause", "tick"):
         return (kind, step, draw(STEPS))
     if kind in ("adopt", "quota"):
-        return (kind, step, index, draw(st.integers(0, 4)), draw(RESETS))
+        return (kind, step, index, draw(st.integers(0, 4)), draw(st.sampled_from(RESETS)))
     if kind == "set_limit":
         return (kind, step, index, draw(st.sampled_from(RATES)), draw(st.integers(1, 4)))
     return (kind, step, draw(st.integers(0, levels - 1)), units, flow)  # min_wait
@@ -371,9 +372,20 @@ def apply(config: Any, machine: Machine, op: Op) -> Any:
 
 @st.composite
 def two_routes(draw: st.DrawFn) -> tuple[Any, list[Op], list[Op], list[Op]]:
-    """A configuration, a script, another made from it (some operations
-    left out, others put in: ticks and refusals that change nothing, the
-    upstream's word, spends, ...), and the operations that follow both."""
+    """A configuration, a script, another made from it, and the
+    operations that follow both.
+
+    A third of the time the second script wanders: some operations left
+    out, others put in (ticks and refusals that change nothing, the
+    upstream's word, spends, ...). Otherwise it is the first with one
+    operation more at its end, so that the two meet with what tells them
+    apart left behind: a quota in force, of fewer units than the burst
+    (which only a snapshot shows), or a refused push of the largest cost
+    (every burst's units), which has read its cost (which no snapshot
+    shows), most often followed by a lower burst. The largest cost is
+    asked for again in what follows, not in the first script: two limits
+    take a cost as a dict, which the machine reads once and keeps, and
+    must check again against a lower burst."""
     config = draw(
         configs(
             draw(st.sampled_from(KINDS)),
@@ -382,30 +394,64 @@ def two_routes(draw: st.DrawFn) -> tuple[Any, list[Op], list[Op], list[Op]]:
             flows=True,
         )
     )
+    if config.second is None and draw(st.booleans()):  # a cost as a dict
+        second = (draw(st.sampled_from(RATES)), draw(st.integers(1, 6)))
+        config = dataclasses.replace(config, costs=True, second=second)
     pushed = st.integers(0, 11)
     palette = [costs(draw, config) for _ in range(draw(st.integers(1, 3)))]
-    first = timed(draw(st.lists(core_ops(config, pushed, palette), max_size=12)))
-    end = first[-1][1] if first else 0
-    detour = st.lists(core_ops(config, pushed, palette, DETOURS), max_size=3)
-    other: list[Op] = []
-    for op in [*first, ("end", end)]:
-        other += [(d[0], op[1], *d[2:]) for d in draw(detour)]  # at that op's instant
-        if op[0] != "end" and draw(st.integers(0, 3)):
-            other.append(op)
-    then = timed(
-        draw(
-            st.lists(
-                core_ops(config, st.integers(100, 111) | pushed, palette, THEN),
-                min_size=1,
-                max_size=20,
-            )
-        ),
-        end,
-    )
+    bursts = [burst for _, burst in config.limits]
+    largest = tuple(bursts) if config.costs else (1,) * len(bursts)
+    # the limit the ending and the opening name: one whose burst can be lowered
+    index = draw(st.sampled_from([i for i, n in enumerate(bursts) if n > 1] or [0]))
+    below = st.integers(1, max(1, bursts[index] - 1))  # units below its burst
+    first = timed(draw(st.lists(core_ops(config, pushed, palette), min_size=1, max_size=12)))
+    end = first[-1][1]
+    first.append(("tick", end, 0))  # both at its last instant, were that operation refused
+    opening: list[Op] = []
+    if draw(st.integers(0, 2)) == 0:  # it wanders
+        detour = st.lists(core_ops(config, pushed, [*palette, largest], DETOURS), max_size=3)
+        other: list[Op] = []
+        for op in [*first, ("end", end)]:
+            other += [(d[0], op[1], *d[2:]) for d in draw(detour)]  # at that op's instant
+            if op[0] != "end" and draw(st.integers(0, 3)):
+                other.append(op)
+    elif draw(st.booleans()):  # a lasting quota of a unit or more (none shows at once)
+        other = [*first, ("quota", end, index, draw(below), draw(st.sampled_from(RESETS[1:])))]
+    else:  # a refused push more (it reads its cost), and most often a lower burst next
+        refused = draw(core_ops(config, pushed, [largest], ["bad_push"]))
+        other = [*first, (refused[0], end, *refused[2:])]
+        if draw(st.integers(0, 3)):
+            opening = [("set_limit", 0, index, draw(st.sampled_from(RATES)), draw(below))]
+    ops = core_ops(config, st.integers(100, 111) | pushed, [*palette, largest, largest], THEN)
+    then = timed(opening + draw(st.lists(ops, min_size=1, max_size=20)), end)
     return config, first, other, then
 
 
+#: One level under Fifo, a unit a second, a burst of 3.
+ONE_LIMIT = Config(PolicySpec("fifo", 1, (), 0, 0), 1, 3, None, None)
+#: The same, with a second limit beside it: costs are dicts.
+TWO_LIMITS = dataclasses.replace(ONE_LIMIT, second=(1, 3), costs=True)
+
+
 @given(routes=two_routes())
+# a refused push reads the largest cost; a lower burst must refuse it on both
+@example(
+    routes=(
+        TWO_LIMITS,
+        [("tick", 0, 0)],
+        [("tick", 0, 0), ("bad_push", 0, "never", 0, (3, 3), None)],
+        [("set_limit", 0, 0, 1, 2), ("push", 0, 1, 0, (3, 3), None, None, None, False)],
+    )
+)
+# a quota of one unit, which no snapshot may leave out
+@example(
+    routes=(
+        ONE_LIMIT,
+        [("tick", 0, 0)],
+        [("tick", 0, 0), ("quota", 0, 0, 1, 10 * SECOND)],
+        [("take", 0, 1, 0, (1,), None, None, None, False)] * 2,
+    )
+)
 def test_machines_with_equal_snapshots_decide_alike(
     routes: tuple[Any, list[Op], list[Op], list[Op]],
 ) -> None:
@@ -414,9 +460,10 @@ def test_machines_with_equal_snapshots_decide_alike(
     other was not: ticks, refused calls, questions such as ``min_wait``,
     the upstream's word, spends, pushes) decide alike from then on: the
     same operations give the same decisions, refusals and answers, and
-    ``next_due``, ``next_tick`` and ``waiting()`` are the same after
-    each. So a machine whose decisions depend on state its snapshot
-    omits is caught."""
+    ``next_due``, ``next_tick``, ``waiting()`` and the ``min_wait`` of
+    every cost asked for at every level are the same after each. So a
+    machine whose decisions depend on state its snapshot omits is
+    caught."""
     config, first, other, then = routes
     a, b = config.machine(), config.machine()
     for op in first:
@@ -427,9 +474,16 @@ def test_machines_with_equal_snapshots_decide_alike(
     event(f"equal snapshots: {equal}")
     if not equal:
         return
+    # questions that change nothing, asked after each operation: how long
+    # a push of each cost the scripts ask for would wait, at each level
+    asked = {op[4] for op in [*other, *then] if op[0] in ("push", "take", "bad_push")}
+    levels = range(config.spec.levels)
+    questions = [("min_wait", 0, lv, units, None) for lv in levels for units in sorted(asked)]
     for op in then:
         note(f"{op}")
         got = apply(config, a, op), apply(config, b, op)
         assert got[0] == got[1], ("P86", op, got)
         assert (a.next_due(), a.next_tick()) == (b.next_due(), b.next_tick()), ("P86", op)
         assert a.waiting() == b.waiting(), ("P86", op)
+        answers = [apply(config, a, q) for q in questions], [apply(config, b, q) for q in questions]
+        assert answers[0] == answers[1], ("P86", op, answers)

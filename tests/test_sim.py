@@ -52,6 +52,7 @@ from permits.sim import (
     WorkloadResult,
     check_arrivals,
     compare,
+    describe,
     load_policy,
     nanoseconds,
     replay,
@@ -475,6 +476,17 @@ def test_bad_arguments_name_themselves(make: Callable[[], object], argument: str
     assert isinstance(error.value, (PermitValueError, PermitTypeError))
     assert error.value.argument == argument
     assert str(error.value).startswith(f"{argument}=")
+
+
+@pytest.mark.parametrize("policy", [5, "fifo", None, Fifo])
+def test_describe_refuses_what_is_no_policy(policy: object) -> None:
+    """``describe`` names a policy; anything else (a number, a policy's
+    name, its class) is refused as a ``PermitTypeError`` naming
+    ``policy``, not described by its ``repr``."""
+    with pytest.raises(PermitTypeError, match=f"^policy={policy!r}: expected") as refused:
+        describe(policy)  # type: ignore[arg-type]
+    assert (refused.value.argument, refused.value.value) == ("policy", policy)
+    assert describe(Fifo(2)) == "FIFO"
 
 
 @pytest.mark.parametrize(

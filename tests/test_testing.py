@@ -206,6 +206,15 @@ def test_virtual_backend_refuses_an_unknown_name() -> None:
     assert refused.value.argument == "name"
 
 
+@pytest.mark.parametrize("name", [1, None, b"trio"])
+def test_virtual_backend_refuses_a_name_that_is_no_str(name: object) -> None:
+    """A name that is no ``str`` is refused as a ``PermitTypeError``
+    naming ``name`` and the value, not as a name anyio lacks."""
+    with pytest.raises(PermitTypeError, match=f"name={name!r}: expected") as refused:
+        testing.virtual_backend(name)  # type: ignore[arg-type]
+    assert (refused.value.argument, refused.value.value) == ("name", name)
+
+
 @pytest.mark.anyio
 async def test_stall_moves_the_clock_and_runs_nothing(open_limiter: OpenLimiter) -> None:
     """On every case: the clock moves on by exactly the stall, nothing runs

@@ -580,15 +580,42 @@ def test_a_call_made_in_code_at_no_time_or_level_is_refused() -> None:
     ``TypeError`` comparing it with 0)."""
     scenario = SEED[1]  # two levels
     nan: Any = float("nan")
+    at_nan = Call._make((nan, 0, 1, None, None, 0, None, None))  # (Call(nan, 0) is refused)
     with pytest.raises(PermitValueError) as no_time:
-        replay(scenario, [Call(0, 0), Call(nan, 0), Call(1, 0)])
+        replay(scenario, [Call(0, 0), at_nan, Call(1, 0)])
     assert no_time.value.argument == "calls"
-    assert str(no_time.value) == (
-        f"calls={Call(nan, 0)!r}: its at_ns must be an int of nanoseconds"
-    )
+    assert str(no_time.value) == f"calls={at_nan!r}: its at_ns must be an int of nanoseconds"
     with pytest.raises(TraceError) as no_level:
         replay(scenario, [Call(0, "0")])  # type: ignore[arg-type]
     assert str(no_level.value) == "line 0: level='0': expected an int"
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [
+        ("at_ns", 1.5),
+        ("at_ns", float("nan")),
+        ("at_ns", True),
+        ("at_ns", "0"),
+        ("at_ns", None),
+        ("timeout_ns", 0.5),
+        ("max_wait_ns", "1"),
+        ("give_up_after_ns", False),
+    ],
+)
+def test_a_call_made_in_code_of_a_time_that_is_no_int_names_its_field(
+    field: str, value: object
+) -> None:
+    """A call made in code whose time is no int of nanoseconds is refused
+    as it is made, a ``PermitTypeError`` naming its field and the value
+    (a float ``at_ns`` was refused by the replay as ``now``, an argument
+    the caller never wrote)."""
+    times: dict[str, Any] = {"at_ns": 0, field: value}
+    with pytest.raises(PermitTypeError, match=r"^" + field) as refused:
+        replay(SEED[1], [Call(level=0, **times)])
+    assert refused.value.argument == field
+    assert refused.value.value is value  # (is: NaN is not equal to itself)
+    assert Call(5, 1, timeout_ns=0, max_wait_ns=7, give_up_after_ns=None).at_ns == 5
 
 
 def test_trace_lines_refuses_a_str_of_limits_or_no_calls() -> None:

@@ -363,6 +363,8 @@ def virtual_backend(name: str) -> tuple[str, dict[str, Any]]:
         return name, {"loop_factory": VirtualClockLoop}
     if name == "trio":
         return name, {"clock": VirtualClock()}
+    if not isinstance(name, str):
+        raise PermitTypeError("name", name, "a str, 'asyncio' or 'trio'")
     raise PermitValueError("name", name, "must be 'asyncio' or 'trio'")
 
 

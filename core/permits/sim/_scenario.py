@@ -885,7 +885,9 @@ class Scenario:
 
 def describe(policy: Policy) -> str:
     """A short name for a policy: ``FIFO``, ``strict priority``, ``shares 4:1``,
-    ``aging after 2 s``; the ``repr`` for others."""
+    ``aging after 2 s``; the ``repr`` for others. Anything but a policy
+    is refused (:class:`~permits.core.PermitTypeError`)."""
+    check_policy(policy)
     if isinstance(policy, Fifo):
         return "FIFO"
     if isinstance(policy, StrictPriority):

@@ -23,6 +23,7 @@ CSV header naming another limit, the header's.
 from __future__ import annotations
 
 import csv
+import functools
 import io
 import itertools
 import json
@@ -99,6 +100,33 @@ class Call(NamedTuple):
     #: (cancelled); 0: as it came, before anything was decided for it (a
     #: permit free then goes to the next caller); ``None``: it did not.
     give_up_after_ns: int | None = None
+
+
+_made = Call.__new__
+
+
+@functools.wraps(_made)
+def _made_in_code(cls: type[Call], *args: Any, **kwargs: Any) -> Call:
+    """A call made in code, its times checked: ints of nanoseconds, or
+    refused naming the field (a float ``at_ns`` was refused in the replay,
+    as the machine's ``now``). Checked here, once, not in the replay's
+    loop; :func:`read_trace` makes its calls without it, from cells it
+    has checked."""
+    call = _made(cls, *args, **kwargs)
+    at_ns, _, _, _, timeout_ns, _, max_wait_ns, give_up_after_ns = call
+    if at_ns.__class__ is not int and (isinstance(at_ns, bool) or not isinstance(at_ns, int)):
+        raise PermitTypeError("at_ns", at_ns, "an int of nanoseconds")
+    for field, value in (
+        ("timeout_ns", timeout_ns),
+        ("max_wait_ns", max_wait_ns),
+        ("give_up_after_ns", give_up_after_ns),
+    ):
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
+            raise PermitTypeError(field, value, "an int of nanoseconds, or None")
+    return call
+
+
+Call.__new__ = staticmethod(_made_in_code)  # type: ignore[assignment]
 
 
 def _ns(line: int, field: str, value: object) -> int:
