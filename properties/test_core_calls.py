@@ -72,16 +72,15 @@ def test_a_float_rate_is_the_decimal_it_prints_as(rate: float, burst: int, per: 
 # -- P78: the order waiting(level) gives ----------------------------------------
 
 
+def any_config(draw: st.DrawFn) -> Any:
+    """A machine's config: any policy, either charge, costs and flows."""
+    kind = draw(st.sampled_from(KINDS))
+    return draw(configs(kind, charges=(Charge.AT_GRANT, Charge.AT_SPEND), costs=True, flows=True))
+
+
 @st.composite
 def waiting_scripts(draw: st.DrawFn) -> tuple[Any, list[tuple[Any, ...]]]:
-    config = draw(
-        configs(
-            draw(st.sampled_from(KINDS)),
-            charges=(Charge.AT_GRANT, Charge.AT_SPEND),
-            costs=True,
-            flows=True,
-        )
-    )
+    config = any_config(draw)
     if not config.flows and draw(st.booleans()):
         config = dataclasses.replace(config, flows=True)  # (flows order a level most)
     ops: list[tuple[Any, ...]] = []
@@ -386,14 +385,7 @@ def two_routes(draw: st.DrawFn) -> tuple[Any, list[Op], list[Op], list[Op]]:
     asked for again in what follows, not in the first script: two limits
     take a cost as a dict, which the machine reads once and keeps, and
     must check again against a lower burst."""
-    config = draw(
-        configs(
-            draw(st.sampled_from(KINDS)),
-            charges=(Charge.AT_GRANT, Charge.AT_SPEND),
-            costs=True,
-            flows=True,
-        )
-    )
+    config = any_config(draw)
     if config.second is None and draw(st.booleans()):  # a cost as a dict
         second = (draw(st.sampled_from(RATES)), draw(st.integers(1, 6)))
         config = dataclasses.replace(config, costs=True, second=second)
