@@ -1228,11 +1228,11 @@ BAD_COSTS = [
     (GOOD.replace("size = 1000", "size = 1000\ncost = {}"), f"{_W1}.cost={{}}: names no limit"),
     (
         GOOD.replace("size = 1000", 'size = 1000\nflow = ""'),
-        f"{_W1}.flow='': expected a non-empty str (a tenant's name), got an empty one\n",
+        f"{_W1}.flow='': expected a non-empty str (a tenant's name), got an empty str\n",
     ),
     (  # not "expected a non-empty str, got str"
         GOOD.replace('name = "s"', 'name = ""'),
-        "scenario[0].name='': expected a non-empty str, got an empty one\n",
+        "scenario[0].name='': expected a non-empty str, got an empty str\n",
     ),
     (
         GOOD.replace("size = 1000", "size = 1000\nflow = 3"),

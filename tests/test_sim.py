@@ -692,6 +692,12 @@ def test_a_scenarios_bad_arguments_are_refused_in_words() -> None:
             lambda: Scenario("s", Fifo(), 5, 1, [Workload("w", 0, Batch(1), cost=2)]),
             "workloads[0].cost=2: exceeds the burst (1): such a caller could never be granted",
         ),
+        # an empty name: not "expected a non-empty str, got str"
+        (lambda: Workload("", 0, Batch(1)), "name='': expected a non-empty str, got an empty str"),
+        (
+            lambda: Scenario("", Fifo(), 5, 1, [Workload("w", 0, Batch(1))]),
+            "name='': expected a non-empty str, got an empty str",
+        ),
     ]
     for make, words in bads:
         with pytest.raises((PermitValueError, PermitTypeError)) as error:

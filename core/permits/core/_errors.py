@@ -50,6 +50,8 @@ class PermitTypeError(PermitError, TypeError):
         its entry at fault, as :class:`PermitValueError`'s.
     :ivar value: the value it got (a stand-in, where the value may hold a
         secret: a URL's password; ``got`` then names its type).
+    :ivar got: what the message says it got: the value's type, or ``an
+        empty str``.
     """
 
     def __init__(
@@ -58,7 +60,9 @@ class PermitTypeError(PermitError, TypeError):
         self.argument: str = argument
         self.value: object = value
         self.expected: str = expected
-        got = type(value).__name__ if got is None else got
+        if got is None:  # not "got str" where a non-empty str is asked
+            got = "an empty str" if value == "" else type(value).__name__
+        self.got: str = got
         super().__init__(f"{argument}={value!r}: expected {expected}, got {got}")
 
 

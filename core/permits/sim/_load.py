@@ -161,11 +161,10 @@ def _build(path: str, make: Callable[[], Any], names: Mapping[str, str] | None =
     except ScenarioError:
         raise
     except PermitTypeError as error:
-        got = "an empty one" if error.value == "" else type(error.value).__name__  # not "got str"
         raise ScenarioError(
             _place(path, _renamed(error.argument, names)),
             error.value,
-            f"expected {_in_file_words(error.expected)}, got {got}",
+            f"expected {_in_file_words(error.expected)}, got {error.got}",
         ) from None
     except PermitValueError as error:
         raise ScenarioError(
