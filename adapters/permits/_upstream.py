@@ -592,9 +592,7 @@ def settle_in_time(permit: Permit, actual: Cost) -> None:
             raise
         # named as the caller wrote it: settle, not actual (settle['tokens']
         # for an entry of the mapping it returned)
-        said = error.expected if isinstance(error, PermitTypeError) else error.reason
-        argument = "settle" + error.argument.removeprefix("actual")
-        raise type(error)(argument, error.value, said) from None
+        raise error.renamed("settle" + error.argument.removeprefix("actual")) from None
     except LimiterClosed:
         pass
 

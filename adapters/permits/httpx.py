@@ -141,10 +141,7 @@ def _as_written(request: httpx.Request, error: PermitError) -> PermitError:
     key = f"permits.{error.argument}"
     if error.argument not in ("level", "flow") or key not in request.extensions:
         return error
-    argument = f"extensions[{key!r}]"
-    if isinstance(error, PermitTypeError):
-        return PermitTypeError(argument, error.value, error.expected)
-    return PermitValueError(argument, error.value, error.reason)
+    return error.renamed(f"extensions[{key!r}]")
 
 
 class _Options:

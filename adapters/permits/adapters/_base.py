@@ -619,10 +619,8 @@ class _Limiting:
         )
         try:
             self._machine.min_wait(default_level)  # validates it
-        except PermitTypeError as error:
-            raise PermitTypeError("default_level", default_level, error.expected) from None
-        except PermitValueError as error:
-            raise PermitValueError("default_level", default_level, error.reason) from None
+        except (PermitTypeError, PermitValueError) as error:
+            raise error.renamed("default_level") from None
         self.default_level = default_level
         #: The waiters, by id: exactly the machine's, each added as it is
         #: pushed and dropped as it is decided or withdrawn, so that

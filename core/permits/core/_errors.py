@@ -42,6 +42,11 @@ class PermitValueError(PermitError, ValueError):
         self.reason: str = reason
         super().__init__(f"{argument}={value!r}: {reason}")
 
+    def renamed(self, argument: str) -> PermitValueError:
+        """The same refusal, naming ``argument``: where a caller wrote the
+        value under another name than the one that refused it."""
+        return PermitValueError(argument, self.value, self.reason)
+
 
 class PermitTypeError(PermitError, TypeError):
     """An argument has the wrong type.
@@ -64,6 +69,11 @@ class PermitTypeError(PermitError, TypeError):
             got = "an empty str" if value == "" else type(value).__name__
         self.got: str = got
         super().__init__(f"{argument}={value!r}: expected {expected}, got {got}")
+
+    def renamed(self, argument: str) -> PermitTypeError:
+        """The same refusal, naming ``argument`` (see
+        :meth:`PermitValueError.renamed`)."""
+        return PermitTypeError(argument, self.value, self.expected, got=self.got)
 
 
 class TimeWentBackwards(PermitValueError):
