@@ -734,11 +734,11 @@ def test_the_probe_leaves_the_limits_key_as_it_was(redis_server: RedisServer) ->
         ({"rate": 1, "timeout": "1"}, "timeout"),
         # a unit in more than 1e9 s: the script's times would overflow
         ({"rate": Fraction(1, 10**10)}, "rate"),
-        ({"limits": {"a": Limit(Fraction(1, 10**10))}}, "limits"),
+        ({"limits": {"a": Limit(Fraction(1, 10**10))}}, "limits['a']"),
         # a unit in less than a microsecond: lost in the script's times
         ({"rate": 10**6 + 1}, "rate"),
         ({"rate": 1e30}, "rate"),
-        ({"limits": {"a": Limit(1e30)}}, "limits"),
+        ({"limits": {"a": Limit(1e30)}}, "limits['a']"),
         ({"rate": 1, "prefix": "app{}"}, "prefix"),  # an empty hash tag: keys in many slots
     ],
 )
@@ -958,7 +958,8 @@ def test_a_limit_that_would_take_ages_to_refill_is_refused(redis_server: RedisSe
     assert "more than 1e+09 s (about 31 years) to refill" in str(error.value)
     with pytest.raises(PermitValueError) as error:
         RedisLimit(redis_server.url, name=fresh(), limits={"tokens": Limit(slow, 10**6 + 1)})
-    assert error.value.argument == "limits"
+    assert error.value.argument == "limits['tokens']"  # named by its entry
+    assert error.value.value == Limit(slow, 10**6 + 1)
     name = fresh()
     limit = peek(redis_server, name, rate=slow, burst=10**6)  # at the bound: taken
     try:
@@ -1025,7 +1026,9 @@ def test_a_rate_above_a_unit_a_microsecond_is_refused(
         assert "at most 1,000,000 a second" in str(error.value)
         with pytest.raises(PermitValueError) as error:
             RedisLimit(redis_server.url, name=fresh(), limits={"a": Limit(rate, 1)})
-        assert error.value.argument == "limits"
+        assert error.value.argument == "limits['a']"  # named by its entry
+        assert error.value.value == Limit(rate, 1)
+        assert "its rate must be at most 1,000,000 a second" in str(error.value)
     name = fresh()
     limit = peek(redis_server, name, rate=10**6, burst=1)  # at the bound: taken
     try:

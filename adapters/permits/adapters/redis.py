@@ -395,19 +395,23 @@ def _ints(argument: str, values: object, minimum: int | None, what: str) -> tupl
 _MOST_RATE = 10**6
 
 
-def _interval_us(argument: str, rate: Fraction) -> float:
+def _interval_us(argument: str, rate: Fraction, limit: Limit | None = None) -> float:
     """Microseconds per unit at ``rate``: at least one (the script's unit
     of time, :data:`_MOST_RATE`) and at most :data:`_LONGEST_S` seconds
-    (the bound the script's other times keep)."""
+    (the bound the script's other times keep). ``rate`` is ``limit``'s
+    where ``argument`` names an entry of ``limits``."""
+    value, its = (rate, "") if limit is None else (limit, "its rate ")
     if rate * _LONGEST_S < 1:
         raise PermitValueError(
-            argument, rate, f"must allow at least one unit in {_LONGEST_S:g} s (about 31 years)"
+            argument,
+            value,
+            f"{its}must allow at least one unit in {_LONGEST_S:g} s (about 31 years)",
         )
     if rate > _MOST_RATE:
         raise PermitValueError(
             argument,
-            rate,
-            f"must be at most {_MOST_RATE:,} a second: the shared limit counts time in "
+            value,
+            f"{its}must be at most {_MOST_RATE:,} a second: the shared limit counts time in "
             "microseconds, and a unit must take at least one",
         )
     return float(Fraction(10**6) / rate)
@@ -419,15 +423,18 @@ def _interval_us(argument: str, rate: Fraction) -> float:
 _LONGEST_REFILL_US = _LONGEST_S * 10**6
 
 
-def _check_refill(argument: str, value: object, burst: int, interval_us: float, limit: str) -> None:
-    """Refuse ``argument=value`` if ``limit`` would then take more than
-    :data:`_LONGEST_S` seconds to refill a full ``burst`` at ``interval_us``
-    a unit."""
+def _check_refill(
+    argument: str, value: object, burst: int, interval_us: float, limit: str | None
+) -> None:
+    """Refuse ``argument=value`` if ``limit`` (``None``: the one ``argument``
+    names) would then take more than :data:`_LONGEST_S` seconds to refill a
+    full ``burst`` at ``interval_us`` a unit."""
     if burst * interval_us > _LONGEST_REFILL_US:
+        named = "it" if limit is None else f"limit {limit!r}"
         raise PermitValueError(
             argument,
             value,
-            f"limit {limit!r} would take more than {_LONGEST_S:g} s (about 31 years) to "
+            f"{named} would take more than {_LONGEST_S:g} s (about 31 years) to "
             f"refill a full bucket of {burst:,} at {10**6 / interval_us:g} a second",
         )
 
@@ -530,14 +537,14 @@ class RedisLimit:
         #: The keys a call names unless it uses global priority, shares or the line.
         self._few_keys = _AUDITED_KEYS if self.audit else _FEW_KEYS
         #: The script's arguments for each limit: name, T (us) and burst.
-        given = "rate" if rate is not None else "limits"
         self._args: list[list[Any]] = []
         for key, lim in self.limits.items():
-            interval = _interval_us(given, lim.rate)
             if rate is not None:
+                interval = _interval_us("rate", lim.rate)
                 _check_refill("burst", burst, lim.burst, interval, key)
-            else:
-                _check_refill("limits", limits, lim.burst, interval, key)
+            else:  # named by its entry
+                interval = _interval_us(f"limits[{key!r}]", lim.rate, lim)
+                _check_refill(f"limits[{key!r}]", lim, lim.burst, interval, None)
             self._args.append([key, interval, lim.burst])
         #: One unit of every limit.
         self._unit = (1,) * len(self.limits)
