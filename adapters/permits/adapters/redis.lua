@@ -93,7 +93,7 @@ if op == 'take' and ARGV[5] == '1' and ARGV[10] == nil and ARGV[4] == '0' then
     if at > now then
       return {0, ceil(at - now), floor((burst * T - (tat - now)) / T)}
     end
-    -- (allowed: at most burst * T past now, within 1e9 s, as store() bounds it)
+    -- (allowed: at most burst * T past now, 1e9 s at most: within store()'s bound)
     tat = tat + x * T
     if tat > now then
       redis.call('HSET', KEYS[1], field, string.format(tat % 1 == 0 and '%d' or '%.17g', tat))
