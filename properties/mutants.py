@@ -1080,6 +1080,20 @@ MUTANTS: dict[str, tuple[str, str, str, str]] = {
         "a settle's units more are bounded by 1e15 units, not by 1e9 s of them at the limit's"
         " rate: a debt of centuries is sent, and the script's times past 2**53 break the limit",
     ),
+    "redis-debt-unbounded": (
+        "adapters/permits/adapters/redis.lua",
+        "    tat[i] = min(tat[i], now + 2e15)\n",
+        "",
+        "a bucket's time is stored however far past now settles add up to: about eight of 1e9 s"
+        " each put it past 2**53 us, and every take of the limit fails until its keys are deleted",
+    ),
+    "redis-debt-bounded-at-1e9-s": (
+        "adapters/permits/adapters/redis.lua",
+        "    tat[i] = min(tat[i], now + 2e15)\n",
+        "    tat[i] = min(tat[i], now + 1e15)\n",
+        "a bucket's time is kept at most 1e9 s past now, not 2e9 s: the upstream's word of a reset"
+        " 1e9 s away with nothing left, and the debt of two settles, are cut short",
+    ),
     "retry-after-local-time": (
         "adapters/permits/_upstream.py",
         "        date = date.replace(tzinfo=timezone.utc)\n",

@@ -1,4 +1,4 @@
-"""P70-P75, P81-P85, P88-P90: the shared limit's keys on a real Redis: what the
+"""P70-P75, P81-P85, P88-P91: the shared limit's keys on a real Redis: what the
 script does with a key something else overwrote, how long the state and
 the keys of global priority live, the one Redis Cluster slot that holds a
 limit; which of Redis's error replies are an outage, whichever client reads
@@ -8,7 +8,8 @@ fallback, on virtual time, with no Redis at all); a word given while Redis
 does not answer and sent later, durations in seconds as the script's
 microseconds, and what a restart that loses the state lets through; the
 bounds of the script's numbers (durations up to 1e9 s, a burst up to
-2**53, a settle's debt up to 1e9 s at the limit's rate).
+2**53, a settle's debt up to 1e9 s at the limit's rate, the debt settles
+add up to held up to 2e9 s).
 
 The expiry runs on Redis's own clock, the script's decisions on the time
 the test chooses (``script_source(clock="argv")``, which keeps its keys an
@@ -1106,4 +1107,123 @@ def test_a_settle_whose_debt_would_outlast_1e9_seconds_is_refused(
             anyio.run(main)
     finally:
         client.delete(limit.key)
+        limit.close()
+
+
+#: The furthest past the script's now a bucket's time is kept (us, P91): a
+#: reset of 1e9 s with nothing left (P88), then a full bucket's refill of
+#: 1e9 s (P21), the longest any one call holds a bucket.
+FURTHEST = 2 * 10**15
+
+#: (kind, us passed before it, a, b): a settle of ``a`` units more (at most
+#: the most one settle may charge, P90), a take booking ahead ``a`` s or
+#: leasing up to ``b`` permits, the upstream's word of ``b`` units left
+#: until ``a`` s, a pause of ``a`` s, a change of limit to ``2**a`` us a
+#: unit and a burst of ``b``. (Twelve steps pass at most 4.8e15 us: the
+#: script's now stays where now + 2e9 s is below 2**53 us, as Redis's is
+#: until about the year 2190.)
+debt_steps = st.tuples(
+    st.sampled_from(["settle"] * 4 + ["take", "adopt", "pause", "change"]),
+    st.one_of(st.just(0), st.integers(1, 10**6), st.just(4 * 10**14)),
+    st.one_of(st.just(10**15), st.just(10**9), st.integers(-3, 10**15)),
+    st.integers(0, 5),
+)
+
+
+@given(
+    k=st.sampled_from([0, 10, 20, 30]),
+    burst=st.integers(1, 5),
+    steps=st.lists(debt_steps, min_size=2, max_size=12),
+)
+@example(k=0, burst=5, steps=[("settle", 0, 10**15, 0)] * 8)  # (the limit wedged before)
+def test_the_debt_settles_add_up_to_is_held_up_to_2e9_seconds(
+    redis_server: RedisServer, client: Any, script: Any, k: int, burst: int, steps: list[Any]
+) -> None:
+    """P91: whatever settles add up to, and whatever else moves a bucket's
+    time on (takes booked or leased, the upstream's word, a change of limit
+    carrying a debt over to a slower rate), the script stores the bucket's
+    time exactly as the buckets would, but never more than 2e9 s
+    (``FURTHEST`` us) past its now: a call that would put it later puts it
+    there. So every take after it is answered, refused and told the wait
+    until the debt is paid, or allowed: never a failure. At ``2**k`` us a
+    unit, where the script's arithmetic is exact."""
+    T = 2**k
+    name = f"p91-{uuid.uuid4().hex[:12]}"
+    limit = RedisLimit(redis_server.url, name=name, rate=Fraction(10**6, T), burst=burst)
+    largest = 10**15 // T  # (the most units one settle may charge: P90)
+    stored: int | None = None  # the bucket's time the key holds (None: no key)
+    pause = 0
+    now = T0
+
+    def store(tat: int) -> None:
+        """The script's write: at most FURTHEST past now; the key deleted
+        once the bucket is full and no pause holds."""
+        nonlocal stored
+        stored = min(tat, now + FURTHEST) if tat > now or pause > now else None
+
+    def bucket() -> int:
+        """The bucket's time now (a time past is a full bucket's)."""
+        return max(now, stored or now)
+
+    def take(book: int = 0, lease: int = 1) -> tuple[int, int]:
+        """A take of one unit, booking ``book`` us ahead or leasing up to
+        ``lease`` permits: stores as the script does, and says what it
+        answers (taken, the wait)."""
+        at = max(pause, now, bucket() - (burst - 1) * T)
+        if at > now and (pause > now or at - now > book):
+            return (0, at - now)
+        tat, taken = bucket(), 0
+        while True:  # a lease: more, while allowed now with half the burst left
+            tat, taken = tat + T, taken + 1
+            if at > now or taken >= lease:
+                break
+            if tat - (burst - min(1 + burst // 2, burst)) * T > now:
+                break
+        store(tat)
+        if at > now:
+            return (-1, at - now)  # booked
+        return (taken, max(now, bucket() - (burst - 1) * T) - now)
+
+    try:
+        for kind, dt, a, b in steps:
+            now += dt
+            if kind == "settle":
+                units = min(a, largest)
+                got = _run(script, limit, limit.ask_charge((units,)), now)
+                store(max(now, bucket() + units * T))
+                want = (1, 0)
+            elif kind == "take":
+                book, lease = (min(max(a, 0), 10**9), 1) if b % 2 else (0, b + 1)
+                got = _run(script, limit, limit.ask_take(0, (1,), book=book, lease=lease), now)
+                want = take(book * 10**6, lease)
+            elif kind == "adopt":
+                remaining, seconds = min(b, burst), min(max(a, 0), 10**9)
+                got = _run(script, limit, limit.ask_adopt(remaining, seconds), now)
+                store(max(bucket(), now + seconds * 10**6 + (burst - remaining) * T))
+                want = (1, 0)
+            elif kind == "pause":
+                seconds = min(max(a, 0), 10**9)
+                got = _run(script, limit, limit.ask_pause(seconds), now)
+                pause = max(pause, now + seconds * 10**6)
+                store(bucket())
+                want = (1, max(pause, now) - now)
+            else:
+                new_T, new_burst = 2 ** (a % 31), max(b, 1)
+                change = limit.ask_set_limit(rate=Fraction(10**6, new_T), burst=new_burst)
+                got = _run(script, limit, change, now)
+                short = (new_burst - burst) * new_T + Fraction((bucket() - now) * new_T, T)
+                T, burst = new_T, new_burst
+                store(now + max(0, math.ceil(short)))
+                want = (1, 0)
+            # then a take now: answered, refused with its wait or allowed, not a failure
+            for asked, answer in ((kind, want), ("take after it", None)):
+                if answer is None:
+                    got, answer = _run(script, limit, limit.ask_take(0, (1,)), now), take()
+                left = (burst * T - (bucket() - now)) // T
+                held = client.hget(limit.key, "tat:units")
+                note(f"t={now - T0} {asked} {a} {b}: {got[:3]}, the bucket's time {held!r}")
+                assert got[:3] == (*answer, left), ("P91", asked, got, (*answer, left))
+                assert (None if held is None else int(held)) == stored, ("P91", held, stored)
+    finally:
+        client.delete(limit.key, limit.live_key)
         limit.close()

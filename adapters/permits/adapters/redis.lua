@@ -1,6 +1,7 @@
 -- The shared limit of permits: GCRA buckets of capacity `burst` (one per
 -- limit), a pause, limits changed live. Every step is one atomic call.
--- KEYS[1]: the state, a hash: 'tat:<limit>' (theoretical arrival time, us)
+-- KEYS[1]: the state, a hash: 'tat:<limit>' (theoretical arrival time, us,
+--   at most 2e9 s past now)
 --   per limit, while a pause lasts 'pause' (nothing is granted before it,
 --   us), and while upstream's quotas of a limit last 'q:<limit>' (each
 --   one's units left and its end, us: 'left until left until ...')
@@ -92,6 +93,7 @@ if op == 'take' and ARGV[5] == '1' and ARGV[10] == nil and ARGV[4] == '0' then
     if at > now then
       return {0, ceil(at - now), floor((burst * T - (tat - now)) / T)}
     end
+    -- (allowed: at most burst * T past now, 1e9 s at most: within store()'s bound)
     tat = tat + x * T
     if tat > now then
       redis.call('HSET', KEYS[1], field, string.format(tat % 1 == 0 and '%d' or '%.17g', tat))
@@ -355,6 +357,11 @@ end
 local function store()
   local args, last, over = {}, pause, nil  -- over: the fields to delete, if any
   for i = 1, n do
+    -- never more than 2e9 s past now: the longest reset (1e9 s) and then
+    -- the longest refill (1e9 s) hold it so long, settles, bookings and a
+    -- change to a slower rate no longer (added up, they passed 2^53 us, a
+    -- time every take then failed to read)
+    tat[i] = min(tat[i], now + 2e15)
     args[2 * i - 1] = fields[i + 1]
     -- %d where whole: the digits %.17g would write, written sooner
     args[2 * i] = string.format(tat[i] % 1 == 0 and '%d' or '%.17g', tat[i])
