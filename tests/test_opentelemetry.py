@@ -468,3 +468,32 @@ def test_uninstrument_on_another_meter_of_the_same_name_says_which_meter_to_pass
             "one each time): pass the meter given to instrument()"
         )
         uninstrument(limiter, first)
+
+
+@pytest.mark.parametrize("waits", [False, True], ids=["at-once", "after-a-wait"])
+def test_a_failing_exporter_is_logged_and_the_caller_keeps_its_permit(
+    waits: bool, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """An SDK whose histogram raises as a wait is recorded (a broken exporter
+    or view): the caller still proceeds with its permit, whether granted at
+    once or after a wait, the failure is logged, and the limiter works on."""
+    reader = InMemoryMetricReader()
+    meter = MeterProvider(metric_readers=[reader]).get_meter("test")
+    with threads.open_limiter(StrictPriority(2), 1000, 1) as limiter:
+        instrument(limiter, meter, name="api")
+        wait = meter.create_histogram("permits.wait")  # the SDK's class of it
+
+        def broken(*args: object, **kwargs: object) -> None:
+            raise RuntimeError("exporter down")
+
+        monkeypatch.setattr(type(wait), "record", broken)
+        if waits:
+            limiter.acquire(0)  # the bucket is empty now: the next acquire waits
+        permit = limiter.acquire(0)
+        assert permit is not None
+        limiter.acquire(1)
+        stats = limiter.statistics().levels
+    assert (stats[0].granted, stats[1].granted) == (1 + waits, 1)
+    failed = [r for r in caplog.records if "failed to record a wait" in r.getMessage()]
+    assert len(failed) == 2 + waits, "each failed record logged once"
+    assert all(r.exc_info and "exporter down" in str(r.exc_info[1]) for r in failed)
