@@ -218,6 +218,39 @@ def test_x_ratelimit_headers_for_a_name_no_limit_has_are_ignored_and_counted() -
         assert asyncio.run(main()) == (False, 1, 0)
 
 
+@pytest.mark.parametrize(
+    "wire",
+    [
+        "500\u00b5s",  # Go's micro sign, sent as Latin-1 (one byte, not UTF-8)
+        "500\u00c2\u00b5s",  # ... and as UTF-8
+        "1.5\u00ce\u00bcs",  # the Greek mu, as UTF-8
+    ],
+)
+def test_a_reset_in_microseconds_is_heeded_however_its_micro_sign_is_sent(wire: str) -> None:
+    """As the httpx transports: a reset of ``500\u00b5s`` holds the
+    limiter back, its micro sign sent as one Latin-1 byte too (a server
+    that writes its headers in Latin-1, as Python's http.server does).
+    aiohttp reads a value that is not UTF-8 with that byte escaped (a
+    lone surrogate): the reset was counted malformed, and the upstream's
+    word that nothing is left lost, where httpx heeds it."""
+
+    async def main() -> tuple[bool, int]:
+        async with asyncio_adapter.open_limiter(
+            Fifo(), limits={"requests": Limit(1, burst=5)}
+        ) as limiter:
+            permits = PermitsMiddleware(limiter)
+            async with (
+                aiohttp.ClientSession(middlewares=(permits,)) as session,
+                session.get(url) as response,
+            ):
+                assert response.status == 200
+            return limiter.try_acquire(), permits.upstream.malformed
+
+    headers = {"x-ratelimit-remaining-requests": "0", "x-ratelimit-reset-requests": wire}
+    with serve_script(Script((200, headers))) as url:
+        assert asyncio.run(main()) == (False, 0)  # nothing left now, refilling at 1 a second
+
+
 def test_a_retry_after_sent_twice_pauses_for_the_longest() -> None:
     """As the httpx transports: a ``Retry-After`` on two lines was read as
     ``10, 30``, malformed, and paused nothing; the longest pauses now."""
