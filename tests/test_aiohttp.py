@@ -454,6 +454,30 @@ def test_a_pause_past_aiohttps_own_timeout_returns_the_429_given_a_timeout_below
         assert asyncio.run(main(url, 0.5)) == 429
 
 
+def test_a_permit_not_within_the_timeout_raises_acquire_timeout_through_aiohttp() -> None:
+    """A request whose permit does not come within the middleware's
+    ``timeout`` raises the limiter's ``AcquireTimeout``, as the httpx
+    transports do. aiohttp turns an ``OSError`` out of a middleware into
+    its ``ClientOSError`` unless it is asyncio's ``TimeoutError``: on
+    Python 3.10, where that is not yet the built-in one, the caller got a
+    ``ClientOSError`` (a ``ClientError`` a retry loop would retry), which
+    ``except AcquireTimeout`` did not catch."""
+    from permits.adapters import AcquireTimeout
+
+    async def main(url: str) -> None:
+        async with asyncio_adapter.open_limiter(Fifo(), 1, 1) as limiter:
+            await limiter.acquire()  # the one permit: the next comes in a second
+            permits = PermitsMiddleware(limiter, timeout=0.1)
+            async with aiohttp.ClientSession(middlewares=(permits,)) as session:
+                with pytest.raises(AcquireTimeout):
+                    await session.get(url)
+            assert limiter.statistics().levels[0].expired == 1
+
+    with serve_script(Script((200, {}))) as url:
+        asyncio.run(main(url))
+    assert issubclass(AcquireTimeout, asyncio.TimeoutError)  # (asyncio's, on Python 3.10 too)
+
+
 def _served_while_closing(
     url: str,
     script: Script,

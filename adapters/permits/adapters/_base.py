@@ -9,6 +9,7 @@ every decision is :class:`permits.core.Machine`'s.
 
 from __future__ import annotations
 
+import asyncio
 import contextvars
 import functools
 import inspect
@@ -94,8 +95,19 @@ class LimiterClosed(PermitError, RuntimeError):
         )
 
 
-class AcquireTimeout(PermitError, TimeoutError):
-    """``acquire(timeout=...)`` ran out before a permit was granted."""
+if sys.version_info >= (3, 11):
+    _TimeoutError = TimeoutError
+else:  # pragma: no cover - Python 3.10
+
+    class _TimeoutError(asyncio.TimeoutError, TimeoutError):
+        """Both timeouts of Python 3.10 (one since 3.11): aiohttp passes on
+        from its middlewares only asyncio's, and turns any other
+        ``OSError`` into its own ``ClientOSError``."""
+
+
+class AcquireTimeout(PermitError, _TimeoutError):
+    """``acquire(timeout=...)`` ran out before a permit was granted (a
+    ``TimeoutError``, and asyncio's, which on Python 3.10 is another)."""
 
     def __init__(self, level: int, timeout: float) -> None:
         self.level = level
