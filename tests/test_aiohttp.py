@@ -218,6 +218,39 @@ def test_x_ratelimit_headers_for_a_name_no_limit_has_are_ignored_and_counted() -
         assert asyncio.run(main()) == (False, 1, 0)
 
 
+@pytest.mark.parametrize(
+    "wire",
+    [
+        "500\u00b5s",  # Go's micro sign, sent as Latin-1 (one byte, not UTF-8)
+        "500\u00c2\u00b5s",  # ... and as UTF-8
+        "1.5\u00ce\u00bcs",  # the Greek mu, as UTF-8
+    ],
+)
+def test_a_reset_in_microseconds_is_heeded_however_its_micro_sign_is_sent(wire: str) -> None:
+    """As the httpx transports: a reset of ``500\u00b5s`` holds the
+    limiter back, its micro sign sent as one Latin-1 byte too (a server
+    that writes its headers in Latin-1, as Python's http.server does).
+    aiohttp reads a value that is not UTF-8 with that byte escaped (a
+    lone surrogate): the reset was counted malformed, and the upstream's
+    word that nothing is left lost, where httpx heeds it."""
+
+    async def main() -> tuple[bool, int]:
+        async with asyncio_adapter.open_limiter(
+            Fifo(), limits={"requests": Limit(1, burst=5)}
+        ) as limiter:
+            permits = PermitsMiddleware(limiter)
+            async with (
+                aiohttp.ClientSession(middlewares=(permits,)) as session,
+                session.get(url) as response,
+            ):
+                assert response.status == 200
+            return limiter.try_acquire(), permits.upstream.malformed
+
+    headers = {"x-ratelimit-remaining-requests": "0", "x-ratelimit-reset-requests": wire}
+    with serve_script(Script((200, headers))) as url:
+        assert asyncio.run(main()) == (False, 0)  # nothing left now, refilling at 1 a second
+
+
 def test_a_retry_after_sent_twice_pauses_for_the_longest() -> None:
     """As the httpx transports: a ``Retry-After`` on two lines was read as
     ``10, 30``, malformed, and paused nothing; the longest pauses now."""
@@ -419,6 +452,30 @@ def test_a_pause_past_aiohttps_own_timeout_returns_the_429_given_a_timeout_below
         asyncio.run(main(url, None))
     with serve_script(Script((429, {"Retry-After": "30"}), (200, {}))) as url:
         assert asyncio.run(main(url, 0.5)) == 429
+
+
+def test_a_permit_not_within_the_timeout_raises_acquire_timeout_through_aiohttp() -> None:
+    """A request whose permit does not come within the middleware's
+    ``timeout`` raises the limiter's ``AcquireTimeout``, as the httpx
+    transports do. aiohttp turns an ``OSError`` out of a middleware into
+    its ``ClientOSError`` unless it is asyncio's ``TimeoutError``: on
+    Python 3.10, where that is not yet the built-in one, the caller got a
+    ``ClientOSError`` (a ``ClientError`` a retry loop would retry), which
+    ``except AcquireTimeout`` did not catch."""
+    from permits.adapters import AcquireTimeout
+
+    async def main(url: str) -> None:
+        async with asyncio_adapter.open_limiter(Fifo(), 1, 1) as limiter:
+            await limiter.acquire()  # the one permit: the next comes in a second
+            permits = PermitsMiddleware(limiter, timeout=0.1)
+            async with aiohttp.ClientSession(middlewares=(permits,)) as session:
+                with pytest.raises(AcquireTimeout):
+                    await session.get(url)
+            assert limiter.statistics().levels[0].expired == 1
+
+    with serve_script(Script((200, {}))) as url:
+        asyncio.run(main(url))
+    assert issubclass(AcquireTimeout, asyncio.TimeoutError)  # (asyncio's, on Python 3.10 too)
 
 
 def _served_while_closing(

@@ -674,6 +674,26 @@ def test_output_that_cannot_be_written_is_one_line(argv: list[str]) -> None:
     )
 
 
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="closes the child's stdout as it starts")
+@pytest.mark.parametrize("argv", [["simulate"], ["compare", "--json"], ["examples"]], ids=" ".join)
+def test_output_to_a_closed_standard_output_is_one_line(argv: list[str]) -> None:
+    """``permits simulate >&-``: Python starts with no ``sys.stdout``, and
+    ``print`` writes nothing, silently; the command wrote nothing and
+    exited 0, as if it had. One line and status 2, as for a full disk."""
+    done = subprocess.run(
+        [PERMITS, *argv],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        check=False,
+        preexec_fn=lambda: os.close(1),
+    )
+    assert (done.returncode, done.stderr) == (
+        2,
+        "permits: error: cannot write the output: the standard output is closed\n",
+    )
+
+
 def test_a_reader_that_goes_away_is_no_error() -> None:
     """``permits simulate | head``: the pipe's reader is gone before the first
     write; the command stops quietly with status 0."""

@@ -1026,6 +1026,51 @@ def test_an_interrupt_while_waking_the_waiters_granted_wakes_them_all() -> None:
         assert limiter.machine.in_flight == 0
 
 
+def test_an_interrupt_while_closing_wakes_every_waiter() -> None:
+    """Closing wakes each waiter in turn with LimiterClosed. A
+    KeyboardInterrupt that lands as the first is woken (a second Ctrl-C
+    while the `with open_limiter()` block closes; the eval loop looks for
+    one as each call returns) left the rest asleep for ever, threads that
+    never end. They are woken; the interrupt goes on as itself."""
+    woken: list[BaseException] = []
+
+    def call() -> None:
+        try:
+            limiter.acquire()
+        except LimiterClosed as error:
+            woken.append(error)
+
+    with open_limiter(Fifo(), 0.001, 1) as limiter:  # nothing refills
+        limiter.acquire()
+        callers = []
+        for i in range(3):
+            caller = threading.Thread(target=call, daemon=True)
+            caller.start()
+            until(lambda i=i: len(limiter.machine) == i + 1)
+            callers.append(caller)
+        first = min(limiter._waiters)
+        event = limiter._waiters[first].event
+        assert event is not None
+
+        class Interrupted:
+            interrupted = False
+
+            def set(self) -> None:
+                event.set()  # type: ignore[union-attr]
+                if not self.interrupted:  # once, as it returns
+                    self.interrupted = True
+                    raise KeyboardInterrupt
+
+        limiter._waiters[first].event = Interrupted()
+        with pytest.raises(KeyboardInterrupt):
+            limiter.close()
+        for caller in callers:
+            caller.join(10.0)
+        assert not any(caller.is_alive() for caller in callers), "a waiter was never woken"
+        assert len(woken) == 3
+        assert limiter.statistics().levels[0].waiting == 0
+
+
 def a_push_held_as_its_deadline_is_noted(
     monkeypatch: pytest.MonkeyPatch, release: threading.Event
 ) -> tuple[threading.Event, Callable[[], None]]:

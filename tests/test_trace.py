@@ -1172,6 +1172,24 @@ def test_cli_refuses_a_trace_with_no_call_within_the_run(
     capsys.readouterr()
 
 
+@pytest.mark.parametrize("text", ["", "at,level\n", "at,level\n\n\n", "\n"])
+def test_cli_refuses_a_trace_with_no_call_saying_so(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, text: str
+) -> None:
+    """A trace with no call at all (empty, or a header alone: a recording
+    written before any call) replays nothing, and the line says that, not
+    that no call falls within the run, with a hint about its times (it has
+    none), for simulate and compare alike."""
+    from permits.cli import main
+
+    path = tmp_path / "empty.csv"
+    path.write_text(text)
+    for command in ("simulate", "compare"):
+        assert main([command, "--example", "article", "--trace", str(path)]) == 2
+        out, err = capsys.readouterr()
+        assert (out, err) == ("", f"permits: error: {path}: holds no call: nothing to replay\n")
+
+
 #: The policies of the live-and-replayed runs below: each as it starts,
 #: for the limiter and again for the replay.
 _REPLAYED_POLICIES: dict[str, Callable[[], Policy]] = {

@@ -70,13 +70,22 @@ __all__ = [
 class _Fields(Mapping[str, str]):
     """aiohttp's headers read as httpx's are: a field sent on several lines
     is one value, its lines joined by commas (RFC 9110, section 5.3), so
-    that a ``RateLimit`` list split over lines is read whole."""
+    that a ``RateLimit`` list split over lines is read whole; and a value
+    that is not UTF-8 is read as Latin-1 (aiohttp escapes its bytes as lone
+    surrogates: a reset's ``µs`` sent as one byte, 0xB5, was garbage)."""
 
     def __init__(self, headers: Mapping[str, str]) -> None:
         self._headers = headers
 
     def __getitem__(self, name: str) -> str:
-        return ", ".join(self._headers.getall(name))  # type: ignore[attr-defined]
+        value = ", ".join(self._headers.getall(name))  # type: ignore[attr-defined]
+        if value.isascii():
+            return value
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:  # escaped bytes: the value as they are in Latin-1
+            return value.encode("utf-8", "surrogateescape").decode("latin-1")
+        return value
 
     def __iter__(self) -> Iterator[str]:
         return iter({name.lower(): None for name in self._headers})

@@ -9,6 +9,7 @@ every decision is :class:`permits.core.Machine`'s.
 
 from __future__ import annotations
 
+import asyncio
 import contextvars
 import functools
 import inspect
@@ -94,8 +95,19 @@ class LimiterClosed(PermitError, RuntimeError):
         )
 
 
-class AcquireTimeout(PermitError, TimeoutError):
-    """``acquire(timeout=...)`` ran out before a permit was granted."""
+if sys.version_info >= (3, 11):
+    _TimeoutError = TimeoutError
+else:  # pragma: no cover - Python 3.10
+
+    class _TimeoutError(asyncio.TimeoutError, TimeoutError):
+        """Both timeouts of Python 3.10 (one since 3.11): aiohttp passes on
+        from its middlewares only asyncio's, and turns any other
+        ``OSError`` into its own ``ClientOSError``."""
+
+
+class AcquireTimeout(PermitError, _TimeoutError):
+    """``acquire(timeout=...)`` ran out before a permit was granted (a
+    ``TimeoutError``, and asyncio's, which on Python 3.10 is another)."""
 
     def __init__(self, level: int, timeout: float) -> None:
         self.level = level
@@ -824,7 +836,9 @@ class _Limiting:
         return LimiterClosed(self._closed.cause)
 
     def _break(self, error: BaseException | None) -> None:
-        """Close: every waiter wakes with :class:`LimiterClosed` (each its own)."""
+        """Close: every waiter wakes with :class:`LimiterClosed` (each its own).
+        An interrupt that lands meanwhile goes on once every one is woken,
+        as in :meth:`_dispatch`: a waiter left asleep would never wake."""
         if self._closed is not None:
             return
         self._closed = LimiterClosed(error)
@@ -833,13 +847,27 @@ class _Limiting:
         if waiters and self._recording is not None:
             with suppress(Exception):  # closed from outside its loop: the last time seen
                 now = self._now()
-        for id, waiter in waiters.items():
-            with suppress(Exception):  # a broken policy, asked its next choice
-                self._machine.cancel(id)
-            self._gave_up(id, waiter, now)  # in a replay, it gives up now
-            waiter.error = self._refused()
+        try:
+            self._wake_closed(waiters, now)
+        except BaseException as interrupt:
+            if isinstance(interrupt, Exception):
+                raise
+            self._wake_closed(waiters, now)
+            raise
+
+    def _wake_closed(self, waiters: dict[int, _Waiter], now: int) -> None:
+        """Wake each of ``waiters`` with :class:`LimiterClosed`, dropping
+        each once woken (so that waking them again does nothing)."""
+        for id in list(waiters):
+            waiter = waiters[id]
+            if waiter.error is None:
+                with suppress(Exception):  # a broken policy, asked its next choice
+                    self._machine.cancel(id)
+                self._gave_up(id, waiter, now)  # in a replay, it gives up now
+                waiter.error = self._refused()
             if waiter.event is not None:
                 waiter.event.set()
+            del waiters[id]
 
     def _request(
         self,

@@ -509,6 +509,12 @@ _COMMANDS = {"simulate": _simulate, "compare": _compare, "demo": _demo, "example
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command with ``argv`` (default: ``sys.argv[1:]``); the exit status."""
     args = _parser().parse_args(argv)
+    if sys.stdout is None:  # started with it closed (>&-): print would write nothing, silently
+        print(
+            f"{PROG}: error: cannot write the output: the standard output is closed",
+            file=sys.stderr,
+        )
+        return 2
     try:
         return _COMMANDS[args.command](args)
     except Usage as error:

@@ -125,8 +125,9 @@ def trace(path: Path) -> Callable[[Iterable[str]], Iterator[Call]]:
     called with a scenario's limits (their names), one call at a time (the
     file is checked readable now; a pipe, only once). A malformed row, or a header naming a
     limit not among them, raises :class:`~permits.sim.TraceError` while it
-    runs. ``-`` is the standard input (``/dev/stdin``, which a file
-    redirected in reads afresh each time, as its own path does)."""
+    runs; a trace with no call at all, :class:`Usage`. ``-`` is the
+    standard input (``/dev/stdin``, which a file redirected in reads afresh
+    each time, as its own path does)."""
     name = str(path)  # as the command line wrote it
     if name == "-":
         path = Path("/dev/stdin")
@@ -145,9 +146,14 @@ def trace(path: Path) -> Callable[[Iterable[str]], Iterator[Call]]:
                 "command reads it once per run: write it to a file first"
             )
         reads += 1
+        read = 0
         try:
             with path.open(encoding="utf-8-sig", newline="") as file:
-                yield from read_trace(file, limits=limits)
+                for call in read_trace(file, limits=limits):
+                    read += 1
+                    yield call
+            if not read:  # (read to its end: a replay stops at the first call after the run)
+                raise Usage(f"{name}: holds no call: nothing to replay")
         except UnicodeDecodeError:
             where = _first_line_not_utf8(path) if regular else None
             at = "" if where is None else f"line {where}: "
