@@ -1206,3 +1206,39 @@ def test_a_limiter_closed_as_a_fork_begins_is_not_locked_in_the_child(
         monkeypatch.undo()
         assert free() == "lock free: True"  # and in the parent
     assert outcome == "lock free: True"
+
+
+@pytest.mark.skipif(not hasattr(signal, "setitimer"), reason="needs setitimer (POSIX)")
+def test_a_signal_handler_closes_through_a_thread_as_the_readme_says() -> None:
+    """The README's advice for a signal handler, which must not call the
+    limiter (its lock is not re-entrant: a ``close()`` there, landing while
+    its own thread is inside a call, would wait for ever): start a thread
+    that closes it. The signals land while the main thread calls the limiter
+    without pause; the limiter closes, and the next call says so."""
+    closers: list[threading.Thread] = []
+    with open_limiter(Fifo(), 10, 1) as limiter:
+
+        def handler(signum: int, frame: object) -> None:
+            closer = threading.Thread(target=limiter.close)
+            closers.append(closer)
+            closer.start()
+
+        previous = signal.signal(signal.SIGALRM, handler)
+        try:
+            signal.setitimer(signal.ITIMER_REAL, 0.01)
+            deadline = time.monotonic() + 30.0
+
+            def call_until_closed() -> None:
+                while time.monotonic() < deadline:
+                    limiter.try_acquire()
+
+            with pytest.raises(LimiterClosed):
+                call_until_closed()
+        finally:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+            signal.signal(signal.SIGALRM, previous)
+        for closer in closers:
+            closer.join(10.0)
+        assert closers
+        assert not any(closer.is_alive() for closer in closers)
+        assert limiter.closed
