@@ -614,3 +614,57 @@ def test_a_settle_far_past_the_burst_is_charged_whole() -> None:
     # the bucket of 5 owes 10**30 - 5 units, and "next" needs one more: at 10 a second
     assert machine.next_tick() == (10**30 - 5 + 1) * SECOND // 10
     assert machine.statistics().levels[0].units_granted == (10**30,)
+
+
+def test_the_cost_cache_cleared_when_full_decides_alike(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The machine keeps the costs it has read (up to ``COSTS_SHARED``),
+    clearing them all when full. A machine that clears them after every
+    few distinct costs decides exactly as one that never does: the same
+    decisions, due times and snapshots, over pushes of 18 costs asked again
+    and again against two limits, ticks, cancels, settles and changes of a
+    burst (after which a cost kept must be checked again)."""
+    from permits.core import _machine
+
+    def run() -> list[object]:
+        machine = Machine(
+            StrictPriority(2),
+            limits={"requests": Limit(100, 10), "tokens": Limit(50_000, 5_000)},
+            settle_window_ns=SECOND,
+        )
+        rng = random.Random(7)
+        seen: list[object] = []
+        now = 0
+        for i in range(3_000):
+            now += rng.randrange(0, 10 * MILLISECOND)
+            step = rng.random()
+            if step < 0.6:
+                # (18 costs, each asked again and again: read or found kept)
+                tokens = rng.choice((1, 40, 150, 299, 350, 400))
+                cost = {"requests": rng.randint(0, 2), "tokens": tokens}
+                try:
+                    seen.append(machine.push(i, rng.randrange(2), now, cost=cost))
+                except PermitValueError as error:  # over the burst now: refused alike
+                    seen.append(str(error))
+            elif step < 0.75 and len(machine):
+                seen.append(machine.cancel(rng.randrange(i)))
+            elif step < 0.8:  # a lower or higher burst: costs asked before are read again
+                burst = rng.choice([300, 5_000])
+                try:
+                    seen.append(machine.set_limit(now, burst=burst, limit="tokens"))
+                except PermitValueError as error:  # a waiter asks for more: refused alike
+                    seen.append(str(error))
+            elif step < 0.9:
+                held = [grant.waiter.id for grant in machine.snapshot().grants]
+                if held:
+                    try:
+                        seen.append(machine.settle(rng.choice(held), {"tokens": 1}, now))
+                    except NotRefundable as error:  # past its window: refused alike
+                        seen.append(str(error))
+            seen.append(machine.tick(now))
+            seen.append((machine.next_tick(), len(machine)))
+        seen.append(machine.snapshot())
+        return seen
+
+    kept = run()
+    monkeypatch.setattr(_machine, "COSTS_SHARED", 3)
+    assert run() == kept
