@@ -1463,6 +1463,21 @@ def test_a_429_answered_while_the_limiter_closed_reaches_the_caller(retries: int
     assert transport.upstream.throttled == 1
 
 
+@pytest.mark.parametrize("status", [429, 503])
+def test_a_throttle_without_retry_after_answered_while_the_limiter_closed_reaches_the_caller(
+    status: int,
+) -> None:
+    """As above, for a 429 or 503 that says no time (``retries`` would back
+    off, pausing the limiter for a backoff of its own): the backoff's pause
+    finds the limiter closed, and the response reaches the caller, not sent
+    again."""
+    script = Script((status, {}), delay=0.3)
+    response, transport = _closed_while_out(script, retries=2)
+    assert response.status_code == status
+    assert len(script.bodies) == 1, "not sent again"
+    assert transport.upstream.backoffs == 0, "no backoff taken: the limiter closed"
+
+
 @pytest.mark.anyio
 async def test_a_429_answered_while_the_limiter_closed_reaches_the_caller_async() -> None:
     """As above, through the async transport."""
