@@ -1094,6 +1094,21 @@ MUTANTS: dict[str, tuple[str, str, str, str]] = {
         "a bucket's time is kept at most 1e9 s past now, not 2e9 s: the upstream's word of a reset"
         " 1e9 s away with nothing left, and the debt of two settles, are cut short",
     ),
+    "redis-turn-unbounded": (
+        "adapters/permits/adapters/redis.lua",
+        "    at = min(at + ahead * step, now + 2e15)\n",
+        "    at = at + ahead * step\n",
+        "a turn in the line is stored however far past now the steps of the processes ahead put"
+        " it: at 1e9 s a unit, about eight ahead put it past 2**53 us, and its process's next take"
+        " fails until the keys are deleted",
+    ),
+    "redis-turn-bounded-at-1e9-s": (
+        "adapters/permits/adapters/redis.lua",
+        "    at = min(at + ahead * step, now + 2e15)\n",
+        "    at = min(at + ahead * step, now + 1e15)\n",
+        "a turn in the line is kept at most 1e9 s past now, not 2e9 s: a process is told to ask"
+        " sooner than the buckets and the line could let it through",
+    ),
     "retry-after-local-time": (
         "adapters/permits/_upstream.py",
         "        date = date.replace(tzinfo=timezone.utc)\n",

@@ -12,7 +12,8 @@
 -- KEYS[4]: global priority: each process's waiting demand, a hash:
 --   '<process>' -> 'expiry c0 c1 ...' (us; waiters per level)
 -- KEYS[5]: the line: each waiting process's turn, a hash:
---   '<process>' -> 'turn level place' (us; its place: when it joined)
+--   '<process>' -> 'turn level place' (us, the turn at most 2e9 s past
+--   now; its place: when it joined)
 -- KEYS[6]: global shares: 'V' (the start of the last grant) and 'F<level>'
 --   (the finish of the level's last grant), in units of virtual time
 -- (KEYS[3] to KEYS[6] are named only by the calls that use them: a call
@@ -342,7 +343,11 @@ if process ~= '' or me ~= '' then
     end
     local step = 0
     for i = 1, n do step = max(step, x[i] * T[i]) end
-    at = at + ahead * step
+    -- never more than 2e9 s past now, as a bucket's time (store()): steps
+    -- of up to 1e9 s each for the processes ahead passed 2^53 us, a turn
+    -- its process's next take then failed to read; one told this asks
+    -- then and is told its turn again, its place kept
+    at = min(at + ahead * step, now + 2e15)
     if place == nil then place = now end  -- a newcomer's: now, the end
     redis.call('HSET', KEYS[5], me, string.format('%.17g %d %d', at, rank, place))
     latest = max(latest, at)
