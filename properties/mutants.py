@@ -1109,6 +1109,29 @@ MUTANTS: dict[str, tuple[str, str, str, str]] = {
         "a turn in the line is kept at most 1e9 s past now, not 2e9 s: a process is told to ask"
         " sooner than the buckets and the line could let it through",
     ),
+    "redis-shares-never-renormalised": (
+        "adapters/permits/adapters/redis.lua",
+        "      if begin + grant <= 4503599627370496 then\n",
+        "      if true then\n",
+        "global shares' virtual times grow without end under unbroken load: past 2**53 (about"
+        " 104 days of one level taking a million units a second, weights 1000 and 999) every"
+        " take fails reading them until the keys expire or are deleted",
+    ),
+    "redis-shares-renormalised-by-the-finish": (
+        "adapters/permits/adapters/redis.lua",
+        "          tags[j] = j == level + 2 and grant or max(0, (tags[j] or 0) - begin)\n",
+        "          tags[j] = j == level + 2 and grant or max(0, (tags[j] or 0) - begin - grant)\n",
+        "global shares' virtual times are brought down by the grant's finish, not its start:"
+        " the level just granted starts as soon as the others, and gets more than its share",
+    ),
+    "redis-shares-renormalised-inexactly": (
+        "adapters/permits/adapters/redis.lua",
+        "          tags[j] = j == level + 2 and grant or max(0, (tags[j] or 0) - begin)\n",
+        "          tags[j] = j == level + 2 and begin + grant - begin"
+        " or max(0, (tags[j] or 0) - begin)\n",
+        "global shares' virtual times are brought down after the grant's finish is added: a"
+        " finish past 2**53, rounded to an even number, comes down one off",
+    ),
     "retry-after-local-time": (
         "adapters/permits/_upstream.py",
         "        date = date.replace(tzinfo=timezone.utc)\n",

@@ -706,14 +706,14 @@ MUTANTS = {
         "shares",
     ),
     "shares-lease-as-one": (
-        "      local finish = begin + taken * x[shared] * costs[level + 1]\n",
-        "      local finish = begin + x[shared] * costs[level + 1]\n",
+        "      local begin, grant = start(level), taken * x[shared] * costs[level + 1]\n",
+        "      local begin, grant = start(level), x[shared] * costs[level + 1]\n",
         "a lease of several permits moves its level's finish by one",
         "shares",
     ),
     "shares-first-limit": (
-        "      local finish = begin + taken * x[shared] * costs[level + 1]\n",
-        "      local finish = begin + taken * x[1] * costs[level + 1]\n",
+        "      local begin, grant = start(level), taken * x[shared] * costs[level + 1]\n",
+        "      local begin, grant = start(level), taken * x[1] * costs[level + 1]\n",
         "the shares count the units of the first limit, whichever is shared",
         "shared-limit",
     ),

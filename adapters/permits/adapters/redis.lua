@@ -16,6 +16,7 @@
 --   now; its place: when it joined)
 -- KEYS[6]: global shares: 'V' (the start of the last grant) and 'F<level>'
 --   (the finish of the level's last grant), in units of virtual time
+--   (all less V once one passes 2^52)
 -- (KEYS[3] to KEYS[6] are named only by the calls that use them: a call
 -- that audits; a take under global priority or in the line, and demand.)
 -- ARGV[1]: take | give | pause | adopt | quota | rate | demand
@@ -488,11 +489,24 @@ if op == 'take' then
     counts[level + 1] = max(0, counts[level + 1] - taken)
     publish(process, ttl, counts)
     if #costs > 0 then
-      local begin = start(level)
-      local finish = begin + taken * x[shared] * costs[level + 1]
-      tags[1], tags[level + 2] = begin, finish
-      redis.call('HSET', KEYS[6], 'V', string.format('%d', begin),
-        'F' .. level, string.format('%d', finish))
+      local begin, grant = start(level), taken * x[shared] * costs[level + 1]
+      if begin + grant <= 4503599627370496 then
+        tags[1], tags[level + 2] = begin, begin + grant
+        redis.call('HSET', KEYS[6], 'V', string.format('%d', begin),
+          'F' .. level, string.format('%d', begin + grant))
+      else
+        -- grown past 2^52 (months of unbroken load; past 2^53 a time was
+        -- unreadable): all of them less this grant's start, so that every
+        -- level's next start moves by as much and their order holds (a
+        -- finish before it, which counts as V does, as an absent one, to 0)
+        local args = {}
+        for j = 1, #costs + 1 do
+          tags[j] = j == level + 2 and grant or max(0, (tags[j] or 0) - begin)
+          args[2 * j - 1] = j == 1 and 'V' or 'F' .. (j - 2)
+          args[2 * j] = string.format('%d', tags[j])
+        end
+        redis.call('HSET', KEYS[6], unpack(args))
+      end
       redis.call('PEXPIRE', KEYS[6], ceil(ttl / 1000) + @SLACK@)
       told = {level, soonest(-1, counts)}
     end
