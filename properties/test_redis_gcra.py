@@ -644,8 +644,8 @@ MUTANTS = {
         "horizon",
     ),
     "line-all-at-once": (
-        "  at = min(at + ahead * step, now + 2e15)\n",
-        "  at = min(at, now + 2e15)\n",
+        "    for i = 1, n do step = max(step, x[i] * T[i]) end\n",
+        "",
         "every waiting process is told the same turn",
         "line",
     ),
