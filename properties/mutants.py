@@ -1094,6 +1094,44 @@ MUTANTS: dict[str, tuple[str, str, str, str]] = {
         "a bucket's time is kept at most 1e9 s past now, not 2e9 s: the upstream's word of a reset"
         " 1e9 s away with nothing left, and the debt of two settles, are cut short",
     ),
+    "redis-turn-unbounded": (
+        "adapters/permits/adapters/redis.lua",
+        "    at = min(at + ahead * step, now + 2e15)\n",
+        "    at = at + ahead * step\n",
+        "a turn in the line is stored however far past now the steps of the processes ahead put"
+        " it: at 1e9 s a unit, about eight ahead put it past 2**53 us, and its process's next take"
+        " fails until the keys are deleted",
+    ),
+    "redis-turn-bounded-at-1e9-s": (
+        "adapters/permits/adapters/redis.lua",
+        "    at = min(at + ahead * step, now + 2e15)\n",
+        "    at = min(at + ahead * step, now + 1e15)\n",
+        "a turn in the line is kept at most 1e9 s past now, not 2e9 s: a process is told to ask"
+        " sooner than the buckets and the line could let it through",
+    ),
+    "redis-shares-never-renormalised": (
+        "adapters/permits/adapters/redis.lua",
+        "      if begin + grant <= 4503599627370496 then\n",
+        "      if true then\n",
+        "global shares' virtual times grow without end under unbroken load: past 2**53 (about"
+        " 104 days of one level taking a million units a second, weights 1000 and 999) every"
+        " take fails reading them until the keys expire or are deleted",
+    ),
+    "redis-shares-renormalised-by-the-finish": (
+        "adapters/permits/adapters/redis.lua",
+        "          tags[j] = j == level + 2 and grant or max(0, (tags[j] or 0) - begin)\n",
+        "          tags[j] = j == level + 2 and grant or max(0, (tags[j] or 0) - begin - grant)\n",
+        "global shares' virtual times are brought down by the grant's finish, not its start:"
+        " the level just granted starts as soon as the others, and gets more than its share",
+    ),
+    "redis-shares-renormalised-inexactly": (
+        "adapters/permits/adapters/redis.lua",
+        "          tags[j] = j == level + 2 and grant or max(0, (tags[j] or 0) - begin)\n",
+        "          tags[j] = j == level + 2 and begin + grant - begin"
+        " or max(0, (tags[j] or 0) - begin)\n",
+        "global shares' virtual times are brought down after the grant's finish is added: a"
+        " finish past 2**53, rounded to an even number, comes down one off",
+    ),
     "retry-after-local-time": (
         "adapters/permits/_upstream.py",
         "        date = date.replace(tzinfo=timezone.utc)\n",

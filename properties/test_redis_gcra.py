@@ -35,6 +35,10 @@ Demand = tuple[str, int, int, tuple[int, ...]]
 #: (process, level, its waiters, the grace of a turn in us)
 Line = tuple[str, int, int, int]
 
+#: The furthest past now a turn in the line is kept (us, P92): 2e9 s, as a
+#: bucket's time (P91).
+FURTHEST_TURN = 2 * 10**15
+
 
 class Buckets:
     """The definition: per limit, ``burst`` units of capacity refilled at
@@ -43,7 +47,7 @@ class Buckets:
     ``min(x + R, burst)`` units, every other limit is in no debt, and no
     pause holds; then every limit gives its part at once."""
 
-    def __init__(self, rates: Sequence[int], bursts: Sequence[int]) -> None:
+    def __init__(self, rates: Sequence[int | Fraction], bursts: Sequence[int]) -> None:
         self.T = [Fraction(10**6, rate) for rate in rates]  # microseconds per unit
         self.burst = list(bursts)
         self.tokens = [Fraction(b) for b in bursts]
@@ -136,8 +140,9 @@ class Buckets:
         the slowest limit) later for each process ahead of it (of a more
         urgent level, or of its level and before it in the line; every one,
         for a newcomer, who goes to the end; with ``shares``, a level is more
-        urgent if its next grant starts sooner, alike if as soon). Turns
-        more than the grace past are dropped first."""
+        urgent if its next grant starts sooner, alike if as soon), but at
+        most 2e9 s past now (P92). Turns more than the grace past are
+        dropped first."""
         process, level, _, grace = line
         self.line = {p: e for p, e in self.line.items() if e[0] >= now - grace}
         mine = self.line.pop(process, None)
@@ -153,7 +158,7 @@ class Buckets:
             or (key(lv) == key(level) and (place is None or (other, name) < (place, process)))
         )
         step = max(x * T for x, T in zip(units, self.T, strict=True))
-        at += ahead * step
+        at = min(at + ahead * step, Fraction(now + FURTHEST_TURN))
         self.line[process] = (at, level, now if place is None else place)  # a newcomer: now
         return at
 
@@ -343,7 +348,9 @@ LEASE = [1, 1, 3]  # the most permits a take takes at once
 Call = Callable[..., list[Any]]
 
 
-def caller(script: Any, rates: Sequence[int], bursts: Sequence[int], key: str = "") -> Call:
+def caller(
+    script: Any, rates: Sequence[int | Fraction], bursts: Sequence[int], key: str = ""
+) -> Call:
     """``call(op, now, arg, xs, *extra)``: the script, at ``now``, on the
     limit ``key`` (a new one by default)."""
     key = key or f"test:{{p21-{next(_keys)}}}"
@@ -637,8 +644,8 @@ MUTANTS = {
         "horizon",
     ),
     "line-all-at-once": (
-        "  at = at + ahead * step\n",
-        "  at = at\n",
+        "    for i = 1, n do step = max(step, x[i] * T[i]) end\n",
+        "",
         "every waiting process is told the same turn",
         "line",
     ),
@@ -699,14 +706,14 @@ MUTANTS = {
         "shares",
     ),
     "shares-lease-as-one": (
-        "      local finish = begin + taken * x[shared] * costs[level + 1]\n",
-        "      local finish = begin + x[shared] * costs[level + 1]\n",
+        "      local begin, grant = start(level), taken * x[shared] * costs[level + 1]\n",
+        "      local begin, grant = start(level), x[shared] * costs[level + 1]\n",
         "a lease of several permits moves its level's finish by one",
         "shares",
     ),
     "shares-first-limit": (
-        "      local finish = begin + taken * x[shared] * costs[level + 1]\n",
-        "      local finish = begin + taken * x[1] * costs[level + 1]\n",
+        "      local begin, grant = start(level), taken * x[shared] * costs[level + 1]\n",
+        "      local begin, grant = start(level), taken * x[1] * costs[level + 1]\n",
         "the shares count the units of the first limit, whichever is shared",
         "shared-limit",
     ),

@@ -1,4 +1,4 @@
-"""P70-P75, P81-P85, P88-P91: the shared limit's keys on a real Redis: what the
+"""P70-P75, P81-P85, P88-P93: the shared limit's keys on a real Redis: what the
 script does with a key something else overwrote, how long the state and
 the keys of global priority live, the one Redis Cluster slot that holds a
 limit; which of Redis's error replies are an outage, whichever client reads
@@ -9,7 +9,8 @@ does not answer and sent later, durations in seconds as the script's
 microseconds, and what a restart that loses the state lets through; the
 bounds of the script's numbers (durations up to 1e9 s, a burst up to
 2**53, a settle's debt up to 1e9 s at the limit's rate, the debt settles
-add up to held up to 2e9 s).
+add up to held up to 2e9 s, a turn in the line too, the virtual times of
+global shares kept small under unbroken load).
 
 The expiry runs on Redis's own clock, the script's decisions on the time
 the test chooses (``script_source(clock="argv")``, which keeps its keys an
@@ -36,7 +37,19 @@ import redis
 from hypothesis import example, given, note
 from hypothesis import strategies as st
 from redis.crc import key_slot
-from test_redis_gcra import GRACE, RATES, T0, Buckets, caller
+from test_redis_gcra import (
+    GRACE,
+    LEASE,
+    RATES,
+    T0,
+    TTL,
+    WEIGHTS,
+    Buckets,
+    Limits,
+    caller,
+    demand_ops,
+    global_limits,
+)
 
 from permits.adapters.redis import RedisLimit, RedisLimiter, Request, open_limiter
 from permits.core import Fifo, Limit, PermitValueError, StrictPriority
@@ -1227,3 +1240,168 @@ def test_the_debt_settles_add_up_to_is_held_up_to_2e9_seconds(
     finally:
         client.delete(limit.key, limit.live_key)
         limit.close()
+
+
+#: (kind, us passed before it, the process, its waiters, the level of its
+#: take): a take in the line, a unit given back, or the process leaving the
+#: line. (Twelve steps pass at most 4.8e15 us, as P91's.)
+line_steps = st.tuples(
+    st.sampled_from(["take"] * 6 + ["give", "leave"]),
+    st.one_of(st.just(0), st.integers(1, 10**6), st.sampled_from([10**14, 4 * 10**14])),
+    st.sampled_from("abcdefghij"),
+    st.integers(1, 3),
+    st.integers(0, 1),
+)
+
+
+@given(
+    interval=st.sampled_from([10**15, 5 * 10**14, 2**48, 10**14]),
+    burst=st.integers(1, 3),
+    strict=st.booleans(),
+    steps=st.lists(line_steps, min_size=1, max_size=12),
+)
+@example(  # (the limit wedged before: h's turn, 9.7e15 us, failed its next take)
+    interval=10**15,
+    burst=1,
+    strict=False,
+    steps=[("take", 0, p, 2, 0) for p in "abcdefgh"] + [("take", 1, "h", 2, 0)],
+)
+def test_a_turn_in_the_line_is_held_up_to_2e9_seconds(
+    client: Any, script: Any, interval: int, burst: int, strict: bool, steps: list[Any]
+) -> None:
+    """P92: at intervals of up to 1e9 s a unit, with up to ten processes in
+    the line (strict priority across them, or none), a turn is told and
+    stored as the buckets' time for the take plus one step per process
+    ahead (the line's rule), but never more than 2e9 s (``FURTHEST`` us) past the
+    script's now: one that would come later is told and stored as that. So
+    every take after it is answered as the buckets and the line say: never
+    a failure. At whole µs, where the script's arithmetic is exact."""
+    burst = min(burst, 10**15 // interval)  # (a full bucket refills within 1e9 s: P21)
+    rate = Fraction(10**6, interval)
+    key = f"test:{{p92-{next(_keys)}}}"
+    call = caller(script, [rate], [burst], key)
+    model = Buckets([rate], [burst])
+    now = T0
+    try:
+        for kind, dt, process, waiting, level in steps:
+            now += dt
+            counts = [waiting if lv == level else 0 for lv in range(2)]
+            words = " ".join(map(str, counts))
+            published = (process, TTL, level, words) if strict else ("", 0, 0, "0")
+            if kind == "take":
+                extra = (*published, 0, 1, process, level, waiting, GRACE)
+                got = tuple(call("take", now, 0, (1,), *extra))
+                demand = (process, TTL, level, tuple(counts)) if strict else None
+                line = (process, level if strict else 0, waiting, GRACE)
+                want = model.take(now, 0, (1,), demand, line=line)
+            elif kind == "give":
+                got, want = tuple(call("give", now, 0, (-1,))), model.give(now, (-1,))
+            else:
+                nobody = (process, TTL, 0, "0 0") if strict else ("", 0, 0, "0")
+                got = tuple(call("demand", now, 0, (0,), *nobody, 0, 1, process, 0, 0, GRACE))
+                model.refill(now)
+                model.publish(process, now, TTL, (0, 0))
+                model.line.pop(process, None)
+                want = model.answer(1, 0)
+            held = {p.decode(): int(v.split()[0]) for p, v in client.hgetall(key + ":line").items()}
+            turns = {p: int(entry[0]) for p, entry in model.line.items()}
+            note(f"t={now - T0} {kind} {process} L{level} waiting {waiting}: {got}, {want}")
+            note(f"  the line: {held}")
+            assert got == want, ("P92", got, want)
+            assert held == turns, ("P92", held, turns)
+            assert all(turn <= now + FURTHEST for turn in held.values()), ("P92", held)
+    finally:
+        client.delete(key, *(key + s for s in (":demand", ":line")))
+
+
+#: The virtual times of global shares the two runs start from: the start of
+#: the last grant, and each level's finish (``None``: none, a level never
+#: granted).
+starts = st.tuples(
+    st.integers(0, 3000), st.lists(st.none() | st.integers(0, 3000), min_size=3, max_size=3)
+)
+
+
+def start(shares: dict[bytes, bytes], level: int) -> int:
+    """When ``level``'s next grant starts, as the script reads ``shares``."""
+    return max(int(shares.get(f"F{level}".encode(), 0)), int(shares.get(b"V", 0)))
+
+
+@given(
+    limits=global_limits,
+    weights=st.sampled_from([*WEIGHTS, (1000, 999, 1)]),
+    lease=st.sampled_from(LEASE),
+    line=st.booleans(),
+    virtual=starts,
+    large=st.one_of(
+        st.sampled_from([2**52 - 5000, 2**52, 2**53 - 6001]), st.integers(2**52, 2**53 - 6001)
+    ),
+    steps=st.lists(demand_ops, min_size=1, max_size=30),
+)
+@example(  # (the limit wedged before: level 2's finish past 2**53 at the first grant)
+    limits=([10], [4], (1,), 0),
+    weights=(1000, 999, 1),
+    lease=1,
+    line=False,
+    virtual=(0, [None, None, None]),
+    large=2**53 - 6001,
+    steps=[("take", 0, "a", 2, [0, 0, 2], 0), ("take", 0, "a", 2, [0, 0, 2], 0)],
+)
+def test_the_virtual_times_of_global_shares_stay_small_under_unbroken_load(
+    client: Any,
+    script: Any,
+    limits: Limits,
+    weights: tuple[int, ...],
+    lease: int,
+    line: bool,
+    virtual: tuple[int, list[int | None]],
+    large: int,
+    steps: list[Any],
+) -> None:
+    """P93: global shares' virtual times only grow while grants go on (each
+    moves its level's finish on by its units times ``lcm / w``), as months
+    of unbroken load would leave them, up to just below 2**53: from there,
+    every take under global shares (and in the line) is answered exactly as
+    from the same times less that much, and so never fails: the times
+    stored stay below 2**53, and every level's next start is the small
+    run's plus one constant."""
+    rates, bursts, units, shared = limits
+    costs = " ".join(str(math.lcm(*weights) // w) for w in weights)
+    v, finishes = virtual
+    runs = []
+    for offset in (0, large):
+        key = f"test:{{p93-{next(_keys)}}}"
+        times = {"V": offset + v}
+        times.update({f"F{lv}": offset + f for lv, f in enumerate(finishes) if f is not None})
+        client.hset(key + ":shares", mapping=times)
+        runs.append((key, caller(script, rates, bursts, key)))
+    now = T0
+    try:
+        for kind, dt, process, level, waiting, book in steps:
+            now += dt
+            counts = list(waiting)
+            if kind == "take":
+                counts[level] = max(1, counts[level])  # the one taking waits
+            words = " ".join(map(str, counts))
+            got = []
+            for _, call in runs:
+                if kind == "demand":
+                    nothing = (0,) * len(rates)
+                    got.append(tuple(call("demand", now, 0, nothing, process, TTL, 0, words)))
+                else:
+                    place = (process, level, sum(counts), GRACE) if line else ("", 0, 0, 0)
+                    extra = (book, lease, *place, costs, shared + 1)
+                    got.append(
+                        tuple(call("take", now, 0, units, process, TTL, level, words, *extra))
+                    )
+            stored = [client.hgetall(key + ":shares") for key, _ in runs]
+            note(f"t={now - T0} {kind} {process} L{level} {counts}: {got}, the shares {stored}")
+            assert got[1] == got[0], ("P93", got[1], got[0])
+            for value in stored[1].values():
+                assert int(value) < 2**53, ("P93", stored[1])
+            # every level's next start (its finish, or V if later) moved by as much
+            moved = {start(stored[1], lv) - start(stored[0], lv) for lv in range(len(weights))}
+            assert len(moved) == 1, ("P93", "the starts moved apart", stored)
+    finally:
+        for key, _ in runs:
+            client.delete(key, *(key + s for s in (":demand", ":line", ":shares")))

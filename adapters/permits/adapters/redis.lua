@@ -12,9 +12,11 @@
 -- KEYS[4]: global priority: each process's waiting demand, a hash:
 --   '<process>' -> 'expiry c0 c1 ...' (us; waiters per level)
 -- KEYS[5]: the line: each waiting process's turn, a hash:
---   '<process>' -> 'turn level place' (us; its place: when it joined)
+--   '<process>' -> 'turn level place' (us, the turn at most 2e9 s past
+--   now; its place: when it joined)
 -- KEYS[6]: global shares: 'V' (the start of the last grant) and 'F<level>'
 --   (the finish of the level's last grant), in units of virtual time
+--   (all less V once one passes 2^52)
 -- (KEYS[3] to KEYS[6] are named only by the calls that use them: a call
 -- that audits; a take under global priority or in the line, and demand.)
 -- ARGV[1]: take | give | pause | adopt | quota | rate | demand
@@ -342,7 +344,11 @@ if process ~= '' or me ~= '' then
     end
     local step = 0
     for i = 1, n do step = max(step, x[i] * T[i]) end
-    at = at + ahead * step
+    -- never more than 2e9 s past now, as a bucket's time (store()): steps
+    -- of up to 1e9 s each for the processes ahead passed 2^53 us, a turn
+    -- its process's next take then failed to read; one told this asks
+    -- then and is told its turn again, its place kept
+    at = min(at + ahead * step, now + 2e15)
     if place == nil then place = now end  -- a newcomer's: now, the end
     redis.call('HSET', KEYS[5], me, string.format('%.17g %d %d', at, rank, place))
     latest = max(latest, at)
@@ -483,11 +489,24 @@ if op == 'take' then
     counts[level + 1] = max(0, counts[level + 1] - taken)
     publish(process, ttl, counts)
     if #costs > 0 then
-      local begin = start(level)
-      local finish = begin + taken * x[shared] * costs[level + 1]
-      tags[1], tags[level + 2] = begin, finish
-      redis.call('HSET', KEYS[6], 'V', string.format('%d', begin),
-        'F' .. level, string.format('%d', finish))
+      local begin, grant = start(level), taken * x[shared] * costs[level + 1]
+      if begin + grant <= 4503599627370496 then
+        tags[1], tags[level + 2] = begin, begin + grant
+        redis.call('HSET', KEYS[6], 'V', string.format('%d', begin),
+          'F' .. level, string.format('%d', begin + grant))
+      else
+        -- grown past 2^52 (months of unbroken load; past 2^53 a time was
+        -- unreadable): all of them less this grant's start, so that every
+        -- level's next start moves by as much and their order holds (a
+        -- finish before it, which counts as V does, as an absent one, to 0)
+        local args = {}
+        for j = 1, #costs + 1 do
+          tags[j] = j == level + 2 and grant or max(0, (tags[j] or 0) - begin)
+          args[2 * j - 1] = j == 1 and 'V' or 'F' .. (j - 2)
+          args[2 * j] = string.format('%d', tags[j])
+        end
+        redis.call('HSET', KEYS[6], unpack(args))
+      end
       redis.call('PEXPIRE', KEYS[6], ceil(ttl / 1000) + @SLACK@)
       told = {level, soonest(-1, counts)}
     end
