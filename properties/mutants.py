@@ -1132,6 +1132,22 @@ MUTANTS: dict[str, tuple[str, str, str, str]] = {
         "global shares' virtual times are brought down after the grant's finish is added: a"
         " finish past 2**53, rounded to an even number, comes down one off",
     ),
+    "redis-lcm-bound-by-the-largest-weight": (
+        "adapters/permits/adapters/redis.py",
+        "    cost = whole // min(weights)\n",
+        "    cost = whole // max(weights)\n",
+        "weights are judged by the cost of a unit at the largest weight, not the smallest: a"
+        " grant of the burst at the level of the smallest moves its finish past 2**52 (weights"
+        " with an lcm of 6.1e17 stored a finish past 2**53 at the first grant, and every take"
+        " after it failed)",
+    ),
+    "redis-lcm-burst-raised-unchecked": (
+        "adapters/permits/adapters/redis.py",
+        '            _check_virtual_costs("burst", burst, self._weights, burst)\n',
+        "            pass\n",
+        "a change of limit that raises the shared burst is not judged against the weights: one"
+        " grant of the new burst moves a level's finish past 2**52",
+    ),
     "retry-after-local-time": (
         "adapters/permits/_upstream.py",
         "        date = date.replace(tzinfo=timezone.utc)\n",

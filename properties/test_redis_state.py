@@ -1,4 +1,4 @@
-"""P70-P75, P81-P85, P88-P93: the shared limit's keys on a real Redis: what the
+"""P70-P75, P81-P85, P88-P94: the shared limit's keys on a real Redis: what the
 script does with a key something else overwrote, how long the state and
 the keys of global priority live, the one Redis Cluster slot that holds a
 limit; which of Redis's error replies are an outage, whichever client reads
@@ -10,7 +10,8 @@ microseconds, and what a restart that loses the state lets through; the
 bounds of the script's numbers (durations up to 1e9 s, a burst up to
 2**53, a settle's debt up to 1e9 s at the limit's rate, the debt settles
 add up to held up to 2e9 s, a turn in the line too, the virtual times of
-global shares kept small under unbroken load).
+global shares kept small under unbroken load, and weights that would let
+one grant move them past 2**52 refused).
 
 The expiry runs on Redis's own clock, the script's decisions on the time
 the test chooses (``script_source(clock="argv")``, which keeps its keys an
@@ -52,7 +53,7 @@ from test_redis_gcra import (
 )
 
 from permits.adapters.redis import RedisLimit, RedisLimiter, Request, open_limiter
-from permits.core import Fifo, Limit, PermitValueError, StrictPriority
+from permits.core import Fifo, Limit, PermitValueError, Shares, StrictPriority
 from permits.testing import virtual_backend
 
 from redis_server import RedisServer
@@ -1405,3 +1406,125 @@ def test_the_virtual_times_of_global_shares_stay_small_under_unbroken_load(
     finally:
         for key, _ in runs:
             client.delete(key, *(key + s for s in (":demand", ":line", ":shares")))
+
+
+#: The most a level's finish may move in one grant under global shares
+#: (their renormalisation is exact while no grant moves it further).
+MOST_VIRTUAL = 2**52
+
+#: Weights whose least common multiple is huge though they add up to little:
+#: the primes up to 47 (sum 328, lcm 6.1e17), and a few near 1000.
+large_lcm = st.sampled_from(
+    [
+        (2, 3, 5, 7, 11, 13, 17, 19, 23, 29, 31, 37, 41, 43, 47),
+        (1000, 999, 998, 997, 991),
+        (1, 2**40 + 1),
+        (3, 2**50),
+        (1, 2**52),
+        (1, 2**52 + 1),
+        (2**20, 2**20 - 1, 2**20 - 3),
+    ]
+)
+
+
+@given(
+    weights=large_lcm | st.lists(st.integers(1, 60), min_size=1, max_size=8).map(tuple),
+    off=st.sampled_from([0, 1]) | st.integers(-3, 3),
+    small=st.booleans(),
+)
+@example(weights=(2, 3, 5, 7, 11, 13, 17, 19, 23, 29, 31, 37, 41, 43, 47), off=0, small=False)
+@example(weights=(1, 2**52), off=0, small=False)  # (burst 1 exactly at the bound)
+@example(weights=(1000, 999, 998, 997, 991), off=1, small=False)
+def test_weights_a_grant_of_the_burst_moves_past_2_52_are_refused(
+    redis_server: RedisServer,
+    client: Any,
+    weights: tuple[int, ...],
+    off: int,
+    small: bool,
+) -> None:
+    """P94: a grant under global shares moves its level's finish by its
+    units times ``lcm(weights) // w``: at most the shared limit's burst
+    times ``lcm(weights) // min(weights)``. Where that passes 2**52 (where
+    their renormalisation stops being exact), the weights are refused with
+    a ``PermitValueError`` naming them, by the limit's take (``weights``)
+    and by a limiter opened with a ``Shares`` policy under global priority
+    (``policy``), and a change of limit that raises the shared burst so
+    far is refused naming ``burst``: nothing is sent, the limiter's limits
+    are as they were. Weights and a burst within it are taken: a grant of
+    the whole burst at the level of the smallest weight stores exactly
+    that finish, and the next take is answered (before, weights with an
+    lcm of 6.1e17 stored a finish past 2**53 at the first grant, and every
+    take after it failed)."""
+    cost = math.lcm(*weights) // min(weights)
+    at = MOST_VIRTUAL // cost  # the largest burst the weights allow
+    burst = 1 if small else max(1, min(10**15, at + off))  # (10**15: the refill's bound)
+    refused = burst * cost > MOST_VIRTUAL
+    level = weights.index(min(weights))
+    counts = tuple(int(lv == level) for lv in range(len(weights)))
+    note(f"cost {cost}, burst {burst}: {burst * cost} {'>' if refused else '<='} 2**52")
+    name = f"p94-{uuid.uuid4().hex[:12]}"
+    limit = RedisLimit(redis_server.url, name=name, rate=10**6, burst=burst)
+    try:
+
+        def take(units: int) -> Any:
+            return limit.take(cost=(units,), level=level, demand=counts, weights=weights)
+
+        if refused:
+            with pytest.raises(PermitValueError) as error:
+                take(burst)
+            _refused(error, "weights", weights)
+            assert "least common multiple" in str(error.value), str(error.value)
+            if sum(weights) <= 10**6:  # (Shares' own bound)
+                policy = Shares(weights)
+                with pytest.raises(PermitValueError) as refusal:
+                    RedisLimiter(policy, limit, global_priority=True)
+                _refused(refusal, "policy", policy)
+            assert client.keys(f"*{name}*") == [], ("P94", "sent", client.keys(f"*{name}*"))
+        else:
+            if sum(weights) <= 10**6:
+                RedisLimiter(Shares(weights), limit, global_priority=True)  # (accepted)
+            answer = take(burst)
+            shares = client.hgetall(limit.shares_key)
+            note(f"the whole burst at level {level}: {answer}, the shares {shares}")
+            assert answer.allowed == 1, ("P94", answer)
+            assert shares == {b"V": b"0", f"F{level}".encode(): str(burst * cost).encode()}, (
+                "P94",
+                shares,
+                burst * cost,
+            )
+            again = take(1)  # answered: the finish read back
+            assert again.allowed in (0, 1), ("P94", again)
+        if cost > MOST_VIRTUAL or sum(weights) > 10**6:
+            return
+        # a limiter opened at burst 1, its shared burst raised to `burst`
+        anyio.run(_raise_the_burst, redis_server.url, f"{name}-1", weights, burst, refused)
+        stored = client.hget(f"permits:{{{name}-1}}:limits", "units")
+        assert stored == (None if refused else f"1 {burst}".encode()), ("P94", stored)
+    finally:
+        client.delete(limit.key, limit.demand_key, limit.shares_key)
+        client.delete(*(f"permits:{{{name}-1}}{s}" for s in ("", ":limits", ":demand")))
+        limit.close()
+
+
+async def _raise_the_burst(
+    url: str, name: str, weights: tuple[int, ...], burst: int, refused: bool
+) -> None:
+    """P94: a limiter under global shares by ``weights``, opened at burst 1,
+    asked to raise it to ``burst``: refused naming it (the limits as they
+    were, nothing sent) or taken."""
+    policy = Shares(weights)
+    async with open_limiter(
+        policy, url, name=name, rate=10**6, burst=1, global_priority=True
+    ) as limiter:
+        if refused:
+            with pytest.raises(PermitValueError) as error:
+                limiter.set_limit(burst=burst)
+            _refused(error, "burst", burst)
+            assert limiter.limits == {"units": Limit(10**6, 1)}, ("P94", limiter.limits)
+            assert limiter._pending == [], ("P94", "kept to send", limiter._pending)
+        else:
+            limiter.set_limit(burst=burst)
+            assert limiter.limits == {"units": Limit(10**6, burst)}, ("P94", limiter.limits)
+            with anyio.fail_after(10):  # (the change sent)
+                while limiter._pending:
+                    await anyio.sleep(0.001)

@@ -330,6 +330,46 @@ def _virtual_costs(weights: tuple[int, ...]) -> str:
     return " ".join(str(whole // w) for w in weights)
 
 
+#: The most one grant may move a level's finish in global shares' virtual
+#: time (P93: their renormalisation is exact while one grant moves it by no
+#: more; past 2**53 a finish is unreadable, and every take fails).
+_MOST_VIRTUAL = 2**52
+
+
+def _check_virtual_costs(
+    argument: str, value: object, weights: tuple[int, ...], burst: int
+) -> None:
+    """Refuse ``argument=value`` if a grant of ``burst`` units of the shared
+    limit at the level of the smallest of ``weights`` would move its finish
+    past :data:`_MOST_VIRTUAL` (P94). A grant moves it by its permits times
+    its units times ``lcm(weights) // w``, and takes at most ``burst``
+    units: one permit of up to ``burst`` (a cost above it is refused), or
+    several of a lease, each more only while half the burst is left after
+    it (so at most ``ceil(burst / 2)`` units in all)."""
+    whole = math.lcm(*weights)
+    cost = whole // min(weights)
+    if burst * cost <= _MOST_VIRTUAL:
+        return
+    if argument == "burst":
+        why = (
+            f"a grant of {burst:,} units under weights {weights} would move a level's finish "
+            f"by {burst * cost:,} in global shares' virtual time, past 2**52, the most it holds "
+            f"exactly: a burst of at most {_MOST_VIRTUAL // cost:,}, or weights whose least "
+            "common multiple is smaller"
+        )
+    else:
+        why = (
+            f"{'its weights cost' if argument == 'policy' else 'costs'} a unit {cost:,} in "
+            f"global shares' virtual time (the least common multiple, {whole:,}, over the "
+            f"smallest weight): a grant of the shared limit's burst ({burst:,}) would move a "
+            f"level's finish by {burst * cost:,}, past 2**52, the most it holds exactly; give "
+            f"weights whose least common multiple is at most {_MOST_VIRTUAL // burst:,} times "
+            "the smallest (weights that divide one another: (4, 2, 1) rather than (5, 3, 2)), "
+            "or a smaller burst"
+        )
+    raise PermitValueError(argument, value, why)
+
+
 #: The longest pause, or time until the upstream's reset, the script takes
 #: (seconds, about 31 years): its times are microseconds of Redis's clock
 #: in Lua numbers, exact below 2**53 (the year 2255), and it writes them as
@@ -835,6 +875,9 @@ class RedisLimit:
         another live process waits at a level whose next grant starts
         sooner, in units of the limit ``shared`` (its index) divided by the
         level's weight, than that of every level this process waits at.
+        Weights with which a grant of that limit's burst would move a
+        level's next start by more than 2**52 (its burst times the lcm of
+        the weights over the smallest) are refused.
 
         Under global priority, ``demand`` is this process's waiters per
         level (the one asking, at ``level``, included): the take is refused
@@ -866,6 +909,9 @@ class RedisLimit:
                 raise PermitValueError("weights", weights, f"needs one per level ({len(demand)})")
         if not check_int("shared", shared, 0) < len(self.limits):
             raise PermitValueError("shared", shared, f"must index a limit (< {len(self.limits)})")
+        if weights is not None:
+            burst = list(self.limits.values())[shared].burst
+            _check_virtual_costs("weights", weights, weights, burst)
         _microseconds("ttl", ttl, above_zero=True)
         _microseconds("book", book)
         _microseconds("grace", grace)
@@ -1315,6 +1361,8 @@ class RedisLimiter(_AnyioLimiter):
         self._shared = 0
         dealt = across_processes(policy, tuple(limit.limits)) if global_priority else None
         if dealt is not None:
+            burst = list(limit.limits.values())[dealt[1]].burst
+            _check_virtual_costs("policy", policy, dealt[0], burst)
             self._weights, self._shared = dealt
         #: Whether this process's demand, as last published, has waiters.
         self._published = False
@@ -1695,6 +1743,12 @@ class RedisLimiter(_AnyioLimiter):
             _interval_us("rate", new_rate),
             name,
         )
+        if (
+            burst is not None
+            and self._weights is not None
+            and name == list(self.limits)[self._shared]
+        ):
+            _check_virtual_costs("burst", burst, self._weights, burst)
         super().set_limit(rate=rate, burst=burst, limit=limit)
         self._local_follows(name)
         self._send(request)
