@@ -2337,24 +2337,29 @@ def test_a_killed_processs_place_in_the_line_is_kept_within_its_ttl(
     four-process test's 85% asks four). Counted on the Redis side, no
     window exceeds the limit.
 
-    Every time is read, none assumed: the victim is killed once it holds
-    a place (on a loaded host the processes may start later than planned),
-    the drop is placed between the last read that saw the place and the
-    first that did not (a read late by the host's load widens that span,
-    it does not move the drop), and the rate after the drop is counted
-    from the drop read, not from where an idle host would have it."""
+    Every time is read, none assumed: the processes say when they start
+    (on a loaded host, seconds later than planned), the victim is killed
+    1.5 s after the last has started, once it holds a place, the rates
+    are counted while all the survivors run, the drop is placed between
+    the last read that saw the place and the first that did not (a read
+    late by the host's load widens that span, it does not move the drop),
+    and the rate after the drop is counted from the drop read, not from
+    where an idle host would have it."""
     name, seconds, kill_after, ttl = fresh(), 6.0, 1.5, 1.0
-    start_at, workers = start_processes(
+    _, workers = start_processes(
         redis_server, name, "0,3", "--demand-ttl", str(ttl), "--announce", seconds=seconds
     )
     try:
-        processes = []
+        processes, started = [], []
         for worker in workers:
             assert worker.stdout is not None
             processes.append(json.loads(worker.stdout.readline())["process"])
+        for worker in workers:
+            assert worker.stdout is not None
+            started.append(json.loads(worker.stdout.readline())["started"])
         victim, survivors = workers[0], workers[1:]
-        time.sleep(max(0.0, start_at + kill_after - time.time()))
-        # killed while it holds a place: its run may have started late
+        time.sleep(max(0.0, max(started) + kill_after - time.time()))
+        # killed while it holds a place
         placed = time.monotonic() + 30.0
         while redis_time_and_turn(redis_server, name, processes[0])[1] is None:
             assert time.monotonic() < placed, "P48: the process never took a place in the line"
@@ -2393,15 +2398,17 @@ def test_a_killed_processs_place_in_the_line_is_kept_within_its_ttl(
         assert len(r["waits"]) == r["offered"], r
     grants = audit(redis_server, name)
     assert worst_excess(grants, 1e6 / RATE, BURST) <= 1e-9
-    # the workers' start and end on the Redis clock (this host's)
-    start = start_at * 1e6 + killed_at - wall * 1e6
+    # on the Redis clock (this host's): when the last worker started, and
+    # when the first survivor to start ends (all run `seconds` from their start)
+    start = max(started) * 1e6 + killed_at - wall * 1e6
+    end = min(started[1:]) * 1e6 + killed_at - wall * 1e6 + seconds * 1e6
 
     def rate(since: float, until: float) -> float:
         return sum(since <= t < until for t in grants) / (until - since) * 1e6
 
     before = rate(start + 0.5e6, killed_at)
     while_kept = rate(killed_at, turn + ttl * 1e6)
-    after = rate(now + 0.25e6, start + (seconds - 0.2) * 1e6)
+    after = rate(now + 0.25e6, end - 0.2e6)
     print(
         f"permits/s: {before:.0f} before the kill, {while_kept:.0f} while its place was kept, "
         f"{after:.0f} after"
