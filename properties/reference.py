@@ -176,6 +176,11 @@ class Reference:
         #: every charge not refunded and every change of a limit, in order:
         #: Charge, ("rerate", at, limit, rate, burst), ("adopt", at, limit, remaining, reset)
         self.events: list[Any] = []
+        #: per limit, where its last replay of the events stopped (tokens):
+        #: (first, the events replayed as values, limits, tokens, then)
+        self.replays: dict[
+            int, tuple[int, list[Any], list[tuple[Fraction, int]], Fraction, int]
+        ] = {}
         #: grants that may still be refunded or settled, by id
         self.held: dict[Hashable, Held] = {}
         self.paused_until: int | None = None
@@ -339,21 +344,35 @@ class Reference:
         """Limit ``i``'s bucket at ``last``, replayed from the first operation
         over every event: it starts with ``burst`` tokens, refills at the rate
         of the moment and holds at most ``burst`` plus one nanosecond of
-        refill (SPEC.md, Pacing)."""
+        refill (SPEC.md, Pacing).
+
+        The replay resumes where the last one for ``i`` stopped when the
+        events it replayed are still the first events, as they were (a
+        refund removes a charge, a settle rewrites one: then it starts
+        again); so a long run replays each event about once, not once a
+        query."""
         assert self.first is not None
         assert self.last is not None
-        limits = list(self.initial)
+        # the events as values: a Charge's cost is rewritten by a settle
+        events: list[Any] = [
+            ("charge", e.at, e.cost) if isinstance(e, Charge) else e for e in self.events
+        ]
+        done, limits = 0, list(self.initial)
         tokens, then = Fraction(limits[i][1]), self.first
+        kept = self.replays.get(i)
+        if kept is not None and kept[0] == self.first and kept[1] == events[: len(kept[1])]:
+            done, limits, tokens, then = len(kept[1]), list(kept[2]), kept[3], kept[4]
 
         def refill(at: int) -> Fraction:
             rate, _ = limits[i]
             return min(self.cap(i, limits), tokens + (at - then) * rate / NS)
 
-        for event in self.events:
-            if isinstance(event, Charge):
-                tokens, then = refill(event.at) - event.cost[i], event.at
+        for event in events[done:]:
+            kind, at = event[:2]
+            if kind == "charge":
+                tokens, then = refill(at) - event[2][i], at
                 continue
-            kind, at, limit = event[:3]
+            limit = event[2]
             tokens, then = refill(at), at
             if limit != i:
                 continue
@@ -369,6 +388,7 @@ class Reference:
                 _, _, _, remaining, reset = event
                 rate, _ = limits[i]
                 tokens = min(tokens, remaining - (reset - at) * rate / NS)
+        self.replays[i] = (self.first, events, list(limits), tokens, then)
         return refill(self.last)
 
     def in_flight(self, i: int) -> int:

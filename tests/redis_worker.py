@@ -10,7 +10,9 @@ together), queues ``--batch`` batch calls, makes interactive calls at Poisson
 times (``--interactive`` per second) for ``--seconds``, and prints one line
 of JSON: the interactive waits, what was granted, the round trips made.
 With ``--announce`` it first prints one line of JSON naming its process as
-the demand hash and the line name it, once the limiter is open.
+the demand hash and the line name it, once the limiter is open, and a
+second with the time (wall clock) it starts, which a loaded host may make
+later than ``--start-at``.
 """
 
 from __future__ import annotations
@@ -59,6 +61,8 @@ async def work(args: argparse.Namespace) -> dict[str, object]:
 
         await anyio.sleep(max(0.0, args.start_at - time.time()))
         t0 = anyio.current_time()
+        if args.announce:  # when it starts (wall clock): late on a busy host
+            print(json.dumps({"started": time.time()}), flush=True)
         offered = 0
         async with anyio.create_task_group() as tg:
             for _ in range(args.batch):

@@ -249,8 +249,8 @@ def test_costs_flows_settle_and_a_pause() -> None:
     """The core's features through the blocking API: flows take turns, a
     settle gives units back, a pause holds everyone. (A pause of a second,
     timed from a reading before it is set: on the real clock of a loaded
-    machine, more than 0.1 s may pass between setting it and reading what
-    is left, and any time at all before a reading taken after it.)"""
+    machine any time at all may pass between setting it and reading what
+    is left, so what is left is bounded by the readings around both.)"""
     limits = {"requests": Limit(1000, burst=10), "tokens": Limit(1000, burst=100)}
     with open_limiter(Fifo(), limits=limits, settle_window=60.0) as limiter:
         permit = limiter.acquire(cost={"requests": 1, "tokens": 100})
@@ -263,7 +263,9 @@ def test_costs_flows_settle_and_a_pause() -> None:
         start = time.monotonic_ns()  # the limiter's clock
         limiter.pause_for(1.0)
         limiter.pause_for(0.5)  # shortens nothing
-        assert 0.5 < limiter.pause_left() <= 1.0
+        left = limiter.pause_left()
+        passed = (time.monotonic_ns() - start) / SECOND
+        assert 1.0 - passed <= left <= 1.0, (left, passed)
         limiter.acquire(cost=1)
         assert time.monotonic_ns() - start >= SECOND
         assert limiter.pause_left() == 0.0
