@@ -1080,6 +1080,13 @@ MUTANTS: dict[str, tuple[str, str, str, str]] = {
         "a settle's units more are bounded by 1e15 units, not by 1e9 s of them at the limit's"
         " rate: a debt of centuries is sent, and the script's times past 2**53 break the limit",
     ),
+    "redis-quota-field-emptied-read-as-none": (
+        "adapters/permits/adapters/redis.lua",
+        "      if #words == 0 or #words % 2 == 1 then",
+        "      if false then",
+        "a quota field something else emptied (or left one number) is read as no quota in force,"
+        " not as a key overwritten: the upstream's word is forgotten",
+    ),
     "redis-debt-unbounded": (
         "adapters/permits/adapters/redis.lua",
         "    tat[i] = min(tat[i], now + 2e15)\n",

@@ -93,6 +93,11 @@ overwrites = st.one_of(
     kind=st.sampled_from(["string", "list", "set"]),
     plain=st.booleans(),
 )
+# a quota field empty, or of one number where pairs are stored: read as no
+# quota (forgotten), or failing as Lua's own compare of nil
+@example(overwrite=("", "q:units", False), value="", kind="string", plain=False)
+@example(overwrite=("", "q:units", True), value="5", kind="string", plain=True)
+@example(overwrite=("", "q:units", False), value="5 9 7", kind="string", plain=False)
 def test_a_key_something_else_overwrote_fails_the_script_saying_which(
     redis_server: RedisServer,
     client: Any,

@@ -164,6 +164,10 @@ if quoted then
       for word in string.gmatch(state[n + i + 1], '%S+') do
         words[#words + 1] = number(word, fields[n + i + 1])
       end
+      if #words == 0 or #words % 2 == 1 then  -- (stored as pairs, or not at all)
+        error('permits: the field ' .. fields[n + i + 1] .. ' holds '
+          .. string.format('%q', state[n + i + 1]) .. ', no quotas it stores')
+      end
       for j = 1, #words, 2 do
         if words[j + 1] > now then quotas[i][#quotas[i] + 1] = {words[j], words[j + 1]} end
       end
