@@ -985,6 +985,36 @@ def test_an_interrupt_as_the_newcomer_takes_its_decision_hands_the_permit_back()
     assert len(woken) == 1, "the waiter at level 0 waited until the limiter closed"
 
 
+def _three_waiting_the_first_interrupted_as_woken(
+    limiter: Limiter, call: Callable[[int], None]
+) -> list[threading.Thread]:
+    """Three threads calling ``call(i)``, each queued in turn (a daemon: one
+    never woken does not hold up the test run), the first of them woken by
+    an event whose ``set`` raises KeyboardInterrupt once, as it returns (the
+    eval loop looks for one as each call returns)."""
+    callers = []
+    for i in range(3):
+        caller = threading.Thread(target=call, args=(i,), daemon=True)
+        caller.start()
+        until(lambda i=i: len(limiter.machine) == i + 1)
+        callers.append(caller)
+    first = min(limiter._waiters)
+    event = limiter._waiters[first].event
+    assert event is not None
+
+    class Interrupted:
+        interrupted = False
+
+        def set(self) -> None:
+            event.set()  # type: ignore[union-attr]
+            if not self.interrupted:  # once, as it returns
+                self.interrupted = True
+                raise KeyboardInterrupt
+
+    limiter._waiters[first].event = Interrupted()
+    return callers
+
+
 def test_an_interrupt_while_waking_the_waiters_granted_wakes_them_all() -> None:
     """A call of the main thread that grants several waiters at once (here
     a settle that gives units back) wakes each in turn; a KeyboardInterrupt that lands as
@@ -1000,26 +1030,7 @@ def test_an_interrupt_while_waking_the_waiters_granted_wakes_them_all() -> None:
 
     with open_limiter(Fifo(), 0.001, 3, settle_window=60.0) as limiter:  # nothing refills
         permit = limiter.acquire(cost=3)
-        callers = []
-        for i in range(3):
-            caller = threading.Thread(target=call, args=(i,))
-            caller.start()
-            until(lambda i=i: len(limiter.machine) == i + 1)
-            callers.append(caller)
-        first = min(limiter._waiters)
-        event = limiter._waiters[first].event
-        assert event is not None
-
-        class Interrupted:
-            interrupted = False
-
-            def set(self) -> None:
-                event.set()  # type: ignore[union-attr]
-                if not self.interrupted:  # once, as it returns
-                    self.interrupted = True
-                    raise KeyboardInterrupt
-
-        limiter._waiters[first].event = Interrupted()
+        callers = _three_waiting_the_first_interrupted_as_woken(limiter, call)
         with pytest.raises(KeyboardInterrupt):
             permit.settle(0)  # three units back at once
         for caller in callers:
@@ -1036,7 +1047,7 @@ def test_an_interrupt_while_closing_wakes_every_waiter() -> None:
     never end. They are woken; the interrupt goes on as itself."""
     woken: list[BaseException] = []
 
-    def call() -> None:
+    def call(i: int) -> None:
         try:
             limiter.acquire()
         except LimiterClosed as error:
@@ -1044,26 +1055,7 @@ def test_an_interrupt_while_closing_wakes_every_waiter() -> None:
 
     with open_limiter(Fifo(), 0.001, 1) as limiter:  # nothing refills
         limiter.acquire()
-        callers = []
-        for i in range(3):
-            caller = threading.Thread(target=call, daemon=True)
-            caller.start()
-            until(lambda i=i: len(limiter.machine) == i + 1)
-            callers.append(caller)
-        first = min(limiter._waiters)
-        event = limiter._waiters[first].event
-        assert event is not None
-
-        class Interrupted:
-            interrupted = False
-
-            def set(self) -> None:
-                event.set()  # type: ignore[union-attr]
-                if not self.interrupted:  # once, as it returns
-                    self.interrupted = True
-                    raise KeyboardInterrupt
-
-        limiter._waiters[first].event = Interrupted()
+        callers = _three_waiting_the_first_interrupted_as_woken(limiter, call)
         with pytest.raises(KeyboardInterrupt):
             limiter.close()
         for caller in callers:
