@@ -47,6 +47,29 @@ def server() -> Iterator[tuple[str, Upstream_]]:
         yield url, limit
 
 
+def after_one_get(
+    answer: tuple[int, dict[str, Any]], **options: Any
+) -> tuple[bool, float, PermitsMiddleware]:
+    """One GET through the middleware of a limiter opened with ``options``
+    (Fifo, rate 100 and burst 10 unless given) from a server that answers
+    ``answer`` (status, headers): whether a permit is free then, the pause
+    left then, and the middleware (its ``upstream``'s counts)."""
+    options = options or {"rate": 100, "burst": 10}
+
+    async def main() -> tuple[bool, float, PermitsMiddleware]:
+        async with asyncio_adapter.open_limiter(Fifo(), **options) as limiter:
+            permits = PermitsMiddleware(limiter)
+            async with (
+                aiohttp.ClientSession(middlewares=(permits,)) as session,
+                session.get(url) as response,
+            ):
+                assert response.status == answer[0]
+            return limiter.try_acquire(), limiter.pause_left(), permits
+
+    with serve_script(Script(answer)) as url:
+        return asyncio.run(main())
+
+
 def test_a_429_pauses_everyone_and_the_request_is_retried(
     server: tuple[str, Upstream_],
 ) -> None:
@@ -175,20 +198,10 @@ def test_a_field_sent_on_several_lines_is_read_whole() -> None:
     out of units for 5 s, holds the limiter back (aiohttp's ``get`` would
     give the first line only)."""
 
-    async def main() -> bool:
-        async with asyncio_adapter.open_limiter(Fifo(), 100, 10) as limiter:
-            permits = PermitsMiddleware(limiter)
-            async with (
-                aiohttp.ClientSession(middlewares=(permits,)) as session,
-                session.get(url) as response,
-            ):
-                assert response.status == 200
-            assert permits.upstream.malformed == 0
-            return limiter.try_acquire()
-
     lines = ['"hour";r=500;t=1', '"burst";r=0;t=5']
-    with serve_script(Script((200, {"RateLimit": lines}))) as url:
-        assert asyncio.run(main()) is False
+    free, _, permits = after_one_get((200, {"RateLimit": lines}))
+    assert permits.upstream.malformed == 0
+    assert free is False
 
 
 def test_x_ratelimit_headers_for_a_name_no_limit_has_are_ignored_and_counted() -> None:
@@ -196,26 +209,14 @@ def test_x_ratelimit_headers_for_a_name_no_limit_has_are_ignored_and_counted() -
     server wrote it) under a limiter of requests only is one item in
     ``ignored``; the ``-requests`` pair still holds the limiter back."""
 
-    async def main() -> tuple[bool, int, int]:
-        async with asyncio_adapter.open_limiter(
-            Fifo(), limits={"requests": Limit(1, burst=10)}
-        ) as limiter:
-            permits = PermitsMiddleware(limiter)
-            async with (
-                aiohttp.ClientSession(middlewares=(permits,)) as session,
-                session.get(url) as response,
-            ):
-                assert response.status == 200
-            return limiter.try_acquire(), permits.upstream.ignored, permits.upstream.malformed
-
     headers = {
         "X-RateLimit-Remaining-Requests": "0",
         "X-RateLimit-Reset-Requests": "30s",
         "X-RateLimit-Remaining-Tokens": "0",
         "X-RateLimit-Reset-Tokens": "1m0s",
     }
-    with serve_script(Script((200, headers))) as url:
-        assert asyncio.run(main()) == (False, 1, 0)
+    free, _, permits = after_one_get((200, headers), limits={"requests": Limit(1, burst=10)})
+    assert (free, permits.upstream.ignored, permits.upstream.malformed) == (False, 1, 0)
 
 
 @pytest.mark.parametrize(
@@ -234,40 +235,18 @@ def test_a_reset_in_microseconds_is_heeded_however_its_micro_sign_is_sent(wire: 
     lone surrogate): the reset was counted malformed, and the upstream's
     word that nothing is left lost, where httpx heeds it."""
 
-    async def main() -> tuple[bool, int]:
-        async with asyncio_adapter.open_limiter(
-            Fifo(), limits={"requests": Limit(1, burst=5)}
-        ) as limiter:
-            permits = PermitsMiddleware(limiter)
-            async with (
-                aiohttp.ClientSession(middlewares=(permits,)) as session,
-                session.get(url) as response,
-            ):
-                assert response.status == 200
-            return limiter.try_acquire(), permits.upstream.malformed
-
     headers = {"x-ratelimit-remaining-requests": "0", "x-ratelimit-reset-requests": wire}
-    with serve_script(Script((200, headers))) as url:
-        assert asyncio.run(main()) == (False, 0)  # nothing left now, refilling at 1 a second
+    free, _, permits = after_one_get((200, headers), limits={"requests": Limit(1, burst=5)})
+    assert (free, permits.upstream.malformed) == (False, 0)  # nothing left, refilling at 1/s
 
 
 def test_a_retry_after_sent_twice_pauses_for_the_longest() -> None:
     """As the httpx transports: a ``Retry-After`` on two lines was read as
     ``10, 30``, malformed, and paused nothing; the longest pauses now."""
 
-    async def main() -> float:
-        async with asyncio_adapter.open_limiter(Fifo(), 100, 10) as limiter:
-            permits = PermitsMiddleware(limiter)
-            async with (
-                aiohttp.ClientSession(middlewares=(permits,)) as session,
-                session.get(url) as response,
-            ):
-                assert response.status == 429
-            assert permits.upstream.malformed == 0
-            return limiter.pause_left()
-
-    with serve_script(Script((429, {"Retry-After": ["10", "30"]}))) as url:
-        assert asyncio.run(main()) > 20.0
+    _, left, permits = after_one_get((429, {"Retry-After": ["10", "30"]}))
+    assert permits.upstream.malformed == 0
+    assert left > 20.0
 
 
 @pytest.mark.parametrize(
