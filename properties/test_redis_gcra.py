@@ -1241,18 +1241,26 @@ def line_run(script: Any, limit: tuple[int, int], strict: bool, steps: list[Any]
             got = tuple(call("give", now, 0, (-arg,)))
             want = model.give(now, (-arg,))
         elif kind == "leave":
-            nobody = (process, TTL, 0, "0 0") if strict else ("", 0, 0, "0")
-            got = tuple(call("demand", now, 0, (0,), *nobody, 0, 1, process, 0, 0, GRACE))
-            model.refill(now)
-            model.publish(process, now, TTL, (0, 0))
-            model.line.pop(process, None)
-            want = model.answer(1, 0)
+            got, want = leave_the_line(call, model, now, process, strict)
         else:
             got = tuple(call("pause", now, 50_000 * arg, (0,)))
             want = model.pause_for(now, 50_000 * arg)
         step = f"{kind} {process} L{level} waiting {waiting} arg {arg} book {book}"
         note(f"t={now - T0} {step}: {got}, {want}")
         assert got == want, ("P48", got, want)
+
+
+def leave_the_line(
+    call: Callable[..., Any], model: Buckets, now: int, process: str, strict: bool
+) -> tuple[tuple[Any, ...], tuple[Any, ...]]:
+    """``process`` leaves the line (its demand published as none, under
+    strict priority): the script's answer at ``now``, and the model's."""
+    nobody = (process, TTL, 0, "0 0") if strict else ("", 0, 0, "0")
+    got = tuple(call("demand", now, 0, (0,), *nobody, 0, 1, process, 0, 0, GRACE))
+    model.refill(now)
+    model.publish(process, now, TTL, (0, 0))
+    model.line.pop(process, None)
+    return got, model.answer(1, 0)
 
 
 @given(limit=one_limit, strict=st.booleans(), steps=st.lists(line_ops, min_size=1, max_size=30))

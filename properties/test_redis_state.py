@@ -50,6 +50,7 @@ from test_redis_gcra import (
     caller,
     demand_ops,
     global_limits,
+    leave_the_line,
 )
 
 from permits.adapters.redis import RedisLimit, RedisLimiter, Request, open_limiter
@@ -1303,12 +1304,7 @@ def test_a_turn_in_the_line_is_held_up_to_2e9_seconds(
             elif kind == "give":
                 got, want = tuple(call("give", now, 0, (-1,))), model.give(now, (-1,))
             else:
-                nobody = (process, TTL, 0, "0 0") if strict else ("", 0, 0, "0")
-                got = tuple(call("demand", now, 0, (0,), *nobody, 0, 1, process, 0, 0, GRACE))
-                model.refill(now)
-                model.publish(process, now, TTL, (0, 0))
-                model.line.pop(process, None)
-                want = model.answer(1, 0)
+                got, want = leave_the_line(call, model, now, process, strict)
             held = {p.decode(): int(v.split()[0]) for p, v in client.hgetall(key + ":line").items()}
             turns = {p: int(entry[0]) for p, entry in model.line.items()}
             note(f"t={now - T0} {kind} {process} L{level} waiting {waiting}: {got}, {want}")
