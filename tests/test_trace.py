@@ -590,6 +590,33 @@ def test_a_call_made_in_code_at_no_time_or_level_is_refused() -> None:
     assert str(no_level.value) == "line 0: level='0': expected an int"
 
 
+@pytest.mark.parametrize("cost", [0.5, 2.5, 1.0, True, Decimal(1)])
+def test_a_call_made_in_code_of_a_cost_that_is_no_int_names_it(cost: object) -> None:
+    """A call made in code whose cost is a number but no int is refused
+    as a cost of a str is, naming its line and the cost: one of 1.0 or
+    ``True`` went as one unit, unchecked (the machine refuses both), and
+    one of 0.5 failed with a raw ``TypeError`` ('float' object is not
+    iterable)."""
+    scenario = Scenario(
+        "costs", Fifo(), rate=10, burst=3, seconds=10, workloads=[Workload("a", 0, Batch(0))]
+    )
+    with pytest.raises(TraceError) as refused:
+        replay(scenario, [Call(0, 0), Call(0, 0, cost)])  # type: ignore[arg-type]
+    assert (
+        str(refused.value) == f"line 0: cost={cost!r}: expected units, or units per limit by name"
+    )
+
+
+def test_a_call_made_in_code_of_an_unhashable_flow_names_it() -> None:
+    """A call made in code whose flow is no hashable value is refused as
+    it is made, a ``PermitTypeError`` naming ``flow`` (the replay failed
+    with a raw ``TypeError``: unhashable type), as the machine refuses
+    such a flow."""
+    with pytest.raises(PermitTypeError, match=r"^flow=\[\]: ") as refused:
+        Call(0, 0, flow=[])  # type: ignore[arg-type]
+    assert refused.value.argument == "flow"
+
+
 @pytest.mark.parametrize(
     ("field", "value"),
     [
