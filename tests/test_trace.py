@@ -384,6 +384,19 @@ def test_a_trace_given_as_one_str_is_refused_naming_it() -> None:
         replay(Scenario("r", Fifo(2), 8, 3, [Workload("w", 0, Batch(0))]), "calls.csv")  # type: ignore[arg-type]
 
 
+@pytest.mark.parametrize("first", [(0, 0), 0, {"at_ns": 0, "level": 0}])
+def test_calls_that_are_no_calls_are_refused_naming_them(first: object) -> None:
+    """Calls given as plain (at, level) pairs, or anything else that is
+    no ``Call``, are refused naming ``calls`` and the first of them (they
+    failed inside the replay: not enough values to unpack, or an int that
+    is not subscriptable)."""
+    scenario = Scenario("r", Fifo(2), 8, 3, [Workload("w", 0, Batch(0))])
+    with pytest.raises(PermitTypeError) as refused:
+        replay(scenario, [first, first])  # type: ignore[list-item]
+    assert refused.value.argument == "calls"
+    assert f"the first is {first!r}" in str(refused.value)
+
+
 def test_a_trace_of_bytes_or_of_nothing_iterable_is_refused_naming_it(tmp_path: Path) -> None:
     """A file opened in binary mode gives lines of bytes: refused naming
     ``lines`` and saying to open it as text (it failed inside, 'a

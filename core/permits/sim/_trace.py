@@ -629,14 +629,26 @@ def replay(scenario: Scenario, calls: Iterable[Call]) -> Result:
     :class:`TraceError` naming its line; one made in code (read_trace
     refuses such rows) earlier than the call before it, or of a negative
     timeout or give-up, a :class:`~permits.core.PermitValueError` naming
-    ``calls`` and showing it."""
+    ``calls`` and showing it; calls that are no :class:`Call` (plain
+    ``(at, level)`` pairs), a :class:`~permits.core.PermitTypeError`."""
     if isinstance(calls, (str, bytes)) or not isinstance(calls, Iterable):
         raise PermitTypeError(
             "calls", calls, "calls, such as read_trace(file) gives (not a file's name or text)"
         )
     scenario = traced(scenario)
     duration = nanoseconds("seconds", scenario.seconds)
-    return _run(scenario, duration, iter(calls), _admission(scenario))  # type: ignore[arg-type]
+    source = iter(calls)
+    first = next(source, None)
+    if first is not None:
+        # The first only (calls are made alike), not each in the loop
+        if not isinstance(first, Call):
+            raise PermitTypeError(
+                "calls",
+                calls,
+                f"calls (permits.sim.Call), such as read_trace(file) gives; the first is {first!r}",
+            )
+        source = itertools.chain((first,), source)
+    return _run(scenario, duration, source, _admission(scenario))  # type: ignore[arg-type]
 
 
 def _admission(scenario: Scenario) -> _Admit:
