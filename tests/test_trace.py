@@ -384,6 +384,19 @@ def test_a_trace_given_as_one_str_is_refused_naming_it() -> None:
         replay(Scenario("r", Fifo(2), 8, 3, [Workload("w", 0, Batch(0))]), "calls.csv")  # type: ignore[arg-type]
 
 
+@pytest.mark.parametrize("first", [(0, 0), 0, {"at_ns": 0, "level": 0}])
+def test_calls_that_are_no_calls_are_refused_naming_them(first: object) -> None:
+    """Calls given as plain (at, level) pairs, or anything else that is
+    no ``Call``, are refused naming ``calls`` and the first of them (they
+    failed inside the replay: not enough values to unpack, or an int that
+    is not subscriptable)."""
+    scenario = Scenario("r", Fifo(2), 8, 3, [Workload("w", 0, Batch(0))])
+    with pytest.raises(PermitTypeError) as refused:
+        replay(scenario, [first, first])  # type: ignore[list-item]
+    assert refused.value.argument == "calls"
+    assert f"the first is {first!r}" in str(refused.value)
+
+
 def test_a_trace_of_bytes_or_of_nothing_iterable_is_refused_naming_it(tmp_path: Path) -> None:
     """A file opened in binary mode gives lines of bytes: refused naming
     ``lines`` and saying to open it as text (it failed inside, 'a
@@ -588,6 +601,33 @@ def test_a_call_made_in_code_at_no_time_or_level_is_refused() -> None:
     with pytest.raises(TraceError) as no_level:
         replay(scenario, [Call(0, "0")])  # type: ignore[arg-type]
     assert str(no_level.value) == "line 0: level='0': expected an int"
+
+
+@pytest.mark.parametrize("cost", [0.5, 2.5, 1.0, True, Decimal(1)])
+def test_a_call_made_in_code_of_a_cost_that_is_no_int_names_it(cost: object) -> None:
+    """A call made in code whose cost is a number but no int is refused
+    as a cost of a str is, naming its line and the cost: one of 1.0 or
+    ``True`` went as one unit, unchecked (the machine refuses both), and
+    one of 0.5 failed with a raw ``TypeError`` ('float' object is not
+    iterable)."""
+    scenario = Scenario(
+        "costs", Fifo(), rate=10, burst=3, seconds=10, workloads=[Workload("a", 0, Batch(0))]
+    )
+    with pytest.raises(TraceError) as refused:
+        replay(scenario, [Call(0, 0), Call(0, 0, cost)])  # type: ignore[arg-type]
+    assert (
+        str(refused.value) == f"line 0: cost={cost!r}: expected units, or units per limit by name"
+    )
+
+
+def test_a_call_made_in_code_of_an_unhashable_flow_names_it() -> None:
+    """A call made in code whose flow is no hashable value is refused as
+    it is made, a ``PermitTypeError`` naming ``flow`` (the replay failed
+    with a raw ``TypeError``: unhashable type), as the machine refuses
+    such a flow."""
+    with pytest.raises(PermitTypeError, match=r"^flow=\[\]: ") as refused:
+        Call(0, 0, flow=[])  # type: ignore[arg-type]
+    assert refused.value.argument == "flow"
 
 
 @pytest.mark.parametrize(

@@ -781,7 +781,12 @@ def _run(
             ask = True
         while upcoming_at <= t:
             _, w, cost, flow, timeout, line, limit, give = upcoming  # type: ignore[misc]
-            if admit is not None and (cost != 1 or w.__class__ is not int or not 0 <= w < count):
+            if admit is not None and (
+                cost != 1
+                or cost.__class__ is not int
+                or w.__class__ is not int
+                or not 0 <= w < count
+            ):
                 cost = admit(line, w, cost)
             if timeout is None:
                 timeout = timeouts[w]

@@ -35,7 +35,7 @@ from typing import Any, NamedTuple
 import attrs
 
 from permits.core import MAX_LEVELS, Limit, PermitTypeError, PermitValueError
-from permits.core.checks import NO_UNIT, level_range
+from permits.core.checks import NO_UNIT, check_hashable, level_range
 
 from ._run import Result, _Admit, _run, check_scenario
 from ._scenario import Batch, Scenario, Workload, nanoseconds
@@ -109,9 +109,9 @@ _made = Call.__new__
 def _made_in_code(cls: type[Call], *args: Any, **kwargs: Any) -> Call:
     """A call made in code, its times checked: ints of nanoseconds, or
     refused naming the field (a float ``at_ns`` was refused in the replay,
-    as the machine's ``now``). Checked here, once, not in the replay's
-    loop; :func:`read_trace` makes its calls without it, from cells it
-    has checked."""
+    as the machine's ``now``), and its flow hashable. Checked here, once,
+    not in the replay's loop; :func:`read_trace` makes its calls without
+    it, from cells it has checked."""
     call = _made(cls, *args, **kwargs)
     at_ns, _, _, _, timeout_ns, _, max_wait_ns, give_up_after_ns = call
     if at_ns.__class__ is not int and (isinstance(at_ns, bool) or not isinstance(at_ns, int)):
@@ -123,6 +123,7 @@ def _made_in_code(cls: type[Call], *args: Any, **kwargs: Any) -> Call:
     ):
         if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
             raise PermitTypeError(field, value, "an int of nanoseconds, or None")
+    check_hashable("flow", call.flow, "a hashable value (a tenant's name, a key)")
     return call
 
 
@@ -628,14 +629,26 @@ def replay(scenario: Scenario, calls: Iterable[Call]) -> Result:
     :class:`TraceError` naming its line; one made in code (read_trace
     refuses such rows) earlier than the call before it, or of a negative
     timeout or give-up, a :class:`~permits.core.PermitValueError` naming
-    ``calls`` and showing it."""
+    ``calls`` and showing it; calls that are no :class:`Call` (plain
+    ``(at, level)`` pairs), a :class:`~permits.core.PermitTypeError`."""
     if isinstance(calls, (str, bytes)) or not isinstance(calls, Iterable):
         raise PermitTypeError(
             "calls", calls, "calls, such as read_trace(file) gives (not a file's name or text)"
         )
     scenario = traced(scenario)
     duration = nanoseconds("seconds", scenario.seconds)
-    return _run(scenario, duration, iter(calls), _admission(scenario))  # type: ignore[arg-type]
+    source = iter(calls)
+    first = next(source, None)
+    if first is not None:
+        # The first only (calls are made alike), not each in the loop
+        if not isinstance(first, Call):
+            raise PermitTypeError(
+                "calls",
+                calls,
+                f"calls (permits.sim.Call), such as read_trace(file) gives; the first is {first!r}",
+            )
+        source = itertools.chain((first,), source)
+    return _run(scenario, duration, source, _admission(scenario))  # type: ignore[arg-type]
 
 
 def _admission(scenario: Scenario) -> _Admit:
@@ -665,18 +678,18 @@ def _admission(scenario: Scenario) -> _Admit:
             )
         if level < 0:
             raise TraceError(line, "level", level, level_range(levels))
-        # A cost per limit (a mapping) does not compare.
-        try:
-            if cost > burst:
-                raise TraceError(line, "cost", cost, f"{over}: it could never be granted")
-        except TypeError:
+        if isinstance(cost, bool) or not isinstance(cost, int):
+            # A cost per limit, or none the machine takes (a call made in
+            # code: a str, or a float that would have gone as units)
             return _per_limit(line, cost, limits)
-        return cost  # type: ignore[no-any-return]
+        if cost > burst:
+            raise TraceError(line, "cost", cost, f"{over}: it could never be granted")
+        return cost
 
     return admit
 
 
-def _per_limit(line: int, cost: Mapping[str, int], limits: dict[str, Limit]) -> tuple[int, ...]:
+def _per_limit(line: int, cost: object, limits: dict[str, Limit]) -> tuple[int, ...]:
     """A call's cost per limit as units of each of ``limits``, in order;
     raises :class:`TraceError` for a limit it names that is not one of
     them, or units over a limit's burst."""
