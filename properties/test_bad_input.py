@@ -276,7 +276,7 @@ REFUSED: list[tuple[str, Callable[[], object], tuple[type, str, object, str]]] =
     (
         "limits empty",
         lambda: Machine(Fifo(), limits={}),
-        typed("limits", {}, "a Limit, or a non-empty mapping of names to Limits"),
+        valued("limits", {}, "names no limit: give at least one"),
     ),
     (
         "limits a list",

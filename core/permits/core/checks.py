@@ -218,10 +218,12 @@ def check_limits(rate: object, burst: object, limits: object) -> dict[str, Limit
         )
     if isinstance(limits, Limit):
         return {"units": limits}
-    if not isinstance(limits, Mapping) or not limits:
+    if not isinstance(limits, Mapping):
         raise PermitTypeError(
             "limits", limits, "a Limit, or a non-empty mapping of names to Limits"
         )
+    if not limits:  # the right type, no limit in it
+        raise PermitValueError("limits", limits, "names no limit: give at least one")
     named: dict[str, Limit] = {}
     for name, limit in limits.items():
         if not isinstance(name, str) or not name:
