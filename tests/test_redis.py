@@ -1103,6 +1103,29 @@ def test_no_secrets_in_reprs_or_errors() -> None:
 @pytest.mark.parametrize(
     "url",
     [
+        "unix:///tmp/permits-none.sock?db=0&password=s3cret",
+        "redis://127.0.0.1:1/0?password=s3cret",
+        "redis://u:s3cret@127.0.0.1:1/0?socket_keepalive=1&password=s3cret",
+    ],
+)
+def test_a_password_in_the_query_string_is_masked(url: str) -> None:
+    """A password given in the URL's query string (redis-py's way for a
+    Unix socket, ``unix:///path?password=...``) is masked as one before
+    the ``@``: reprs and errors showed it."""
+    limit = RedisLimit(url, name="x", rate=1, burst=1)
+    try:
+        assert "s3cret" not in repr(limit)
+        assert "password=***" in limit.url
+        error = BackendUnavailable(limit.url, 1.0, ConnectionError("refused"))
+        assert "s3cret" not in str(error)
+        assert "s3cret" not in repr(RedisLimiter(StrictPriority(2), limit))
+    finally:
+        limit.close()
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
         "127.0.0.1:6379",
         "http://127.0.0.1:6379/0",
         "redis://user:s3cret@127.0.0.1:port/0",

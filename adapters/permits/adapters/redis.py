@@ -63,7 +63,7 @@ from fractions import Fraction
 from functools import cache, partial
 from importlib import resources
 from typing import Any, Literal, NamedTuple
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import unquote_plus, urlsplit, urlunsplit
 
 from permits.core import (
     MAX_QUOTAS,
@@ -312,13 +312,23 @@ def _counted(error: redis.exceptions.ResponseError, key: str | None = None) -> B
 
 
 def masked(url: str) -> str:
-    """``url`` with any password replaced by ``***``."""
+    """``url`` with any password replaced by ``***``: before the ``@``, and
+    in the query string (``?password=``, redis-py's way for a Unix
+    socket)."""
     parts = urlsplit(url)
-    if parts.password is None:
+    if parts.password is not None:
+        host = parts.netloc.rpartition("@")[2]  # and the port, as written
+        user = parts.username or ""
+        url = urlunsplit(parts._replace(netloc=f"{user}:***@{host}"))
+    head, mark, rest = url.partition("?")
+    if not mark:
         return url
-    host = parts.netloc.rpartition("@")[2]  # and the port, as written
-    user = parts.username or ""
-    return urlunsplit(parts._replace(netloc=f"{user}:***@{host}"))
+    query, hashed, fragment = rest.partition("#")
+    words = [
+        "password=***" if unquote_plus(word.partition("=")[0]) == "password" else word
+        for word in query.split("&")
+    ]
+    return f"{head}?{'&'.join(words)}{hashed}{fragment}"
 
 
 @cache
