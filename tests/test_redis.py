@@ -4014,6 +4014,49 @@ async def test_a_password_the_server_refuses_is_an_outage_until_it_works_again(
 
 
 @pytest.mark.anyio
+async def test_a_password_asked_for_and_not_given_is_an_outage_until_it_works_again(
+    own_server: RedisServer,
+) -> None:
+    """P73: a server that asks for a password the URL does not give (one
+    turned on there, or a server restarted with one) refuses the take
+    before reading it, as it refuses any long request of a client not
+    authenticated (``-ERR Protocol error: unauthenticated multibulk
+    length``, then it closes the connection). Both clients count it as
+    they count ``-NOAUTH``: an outage, ``BackendUnavailable`` naming the
+    refusal, and service resumes by itself once the server takes the
+    limiter again. The limiter's own client (asyncio) read it as a plain
+    error reply, and the limiter closed for good."""
+    name = fresh()
+    admin = redis.Redis(port=own_server.port)
+    admin.config_set("requirepass", "s3cret")
+    admin = redis.Redis(port=own_server.port, password="s3cret")
+    try:
+        async with open_limiter(
+            Fifo(1),
+            own_server.url,
+            name=name,
+            rate=100,
+            burst=5,
+            timeout=0.3,
+            unavailable_after=0.5,
+        ) as limiter:
+            with anyio.fail_after(10), pytest.raises(BackendUnavailable) as refused:
+                await limiter.acquire()
+            assert "AuthenticationError" in str(refused.value)
+            assert "s3cret" not in str(refused.value)
+            assert not limiter.closed
+            admin.config_set("requirepass", "")
+            with anyio.fail_after(10):
+                while True:
+                    with contextlib.suppress(BackendUnavailable):
+                        await limiter.acquire()
+                        break
+            assert not limiter.closed
+    finally:
+        admin.close()
+
+
+@pytest.mark.anyio
 async def test_a_probe_refused_for_good_closes_the_limiter(own_server: RedisServer) -> None:
     """The fallback's probe refused with an error that is no outage (the
     user's permission to run scripts revoked meanwhile, NOPERM) closes the

@@ -291,9 +291,19 @@ class _NotNow(redis.exceptions.ConnectionError):
 _NOT_NOW = ("BUSY ", "MISCONF ", "NOREPLICAS ")
 
 
+#: What a server that asks for a password answers a long request (a take)
+#: of a connection not authenticated, before reading it (it closes the
+#: connection then): a password refused, as ``-NOAUTH`` (which redis-py's
+#: client is told, asking ``HELLO`` first), not a plain error reply
+#: (after ``-ERR``, which redis-py's parser drops).
+_UNAUTHENTICATED = "Protocol error: unauthenticated "
+
+
 def _counted(error: redis.exceptions.ResponseError, key: str | None = None) -> BaseException:
     """An error reply as the limiter counts it: ``-BUSY``, ``-MISCONF`` and
-    ``-NOREPLICAS`` as a :class:`_NotNow` (an outage); the script failing
+    ``-NOREPLICAS`` as a :class:`_NotNow` (an outage); a long request
+    refused for want of a password as redis-py's ``AuthenticationError``
+    (an outage too); the script failing
     on what it read (``-WRONGTYPE``, or a Lua error: a key of the limit
     ``key`` that something else wrote) as the same error, saying which keys
     and what to do; anything else as it is."""
@@ -302,6 +312,10 @@ def _counted(error: redis.exceptions.ResponseError, key: str | None = None) -> B
     text = str(error)
     if text.startswith(_NOT_NOW):
         return _NotNow(text)
+    if text.removeprefix("ERR ").startswith(_UNAUTHENTICATED):
+        return redis.exceptions.AuthenticationError(
+            f"{text} (Redis asks for a password the URL does not give)"
+        )
     if key is not None and (text.startswith("WRONGTYPE") or "user_script:" in text):
         return redis.exceptions.ResponseError(
             f"{text} (the script failed on what the keys of the limit hold: {key} and "
