@@ -760,6 +760,24 @@ def test_a_name_that_empties_the_hash_tag_is_refused(name: str) -> None:
     limit.close()
 
 
+@pytest.mark.parametrize(
+    ("options", "argument"),
+    [
+        ({"name": "x\ud800", "rate": 1}, "name"),
+        ({"name": "x", "prefix": "\udcff:", "rate": 1}, "prefix"),
+        ({"name": "x", "limits": {"\ud800": Limit(1)}}, "limits"),
+    ],
+)
+def test_a_name_that_is_no_utf8_is_refused(options: dict[str, Any], argument: str) -> None:
+    """A name, prefix or limit name that is no UTF-8 (a lone surrogate, as
+    ``os.fsdecode`` makes of a byte it cannot decode) is refused at
+    opening, naming it: it failed at the first round trip, closing the
+    limiter (trio) or tearing down its task group (asyncio)."""
+    with pytest.raises(PermitValueError) as error:
+        RedisLimit("redis://127.0.0.1:1/0", **options)
+    assert error.value.argument == argument
+
+
 def test_try_acquire_is_not_offered_and_says_what_to_use() -> None:
     """``try_acquire`` (a permit free now, or none, at once) cannot be
     answered without a round trip: it is refused, as the README says, and

@@ -325,6 +325,17 @@ def _counted(error: redis.exceptions.ResponseError, key: str | None = None) -> B
     return error
 
 
+def _sendable(argument: str, text: str) -> None:
+    """Refuse ``argument=text`` if it cannot go to Redis: keys and
+    arguments are sent in UTF-8, which a lone surrogate is not."""
+    try:
+        text.encode()
+    except UnicodeEncodeError:
+        raise PermitValueError(
+            argument, text, "is no UTF-8 text (a lone surrogate): Redis is sent it in UTF-8"
+        ) from None
+
+
 def masked(url: str) -> str:
     """``url`` with any password replaced by ``***``: before the ``@``, and
     in the query string (``?password=``, redis-py's way for a Unix
@@ -574,6 +585,10 @@ class RedisLimit:
             raise PermitTypeError("prefix", prefix, "a str")
         _above_zero("timeout", timeout)
         self.limits: dict[str, Limit] = check_limits(rate, burst, limits)
+        for argument, text in [("name", name), ("prefix", prefix)] + [
+            ("limits", key) for key in self.limits
+        ]:
+            _sendable(argument, text)
         self.url: str = masked(url)
         self.key: str = f"{prefix}{{{name}}}"
         if _hash_tag(self.key) == self.key:  # "{}": each key of the limit in its own slot
