@@ -988,6 +988,13 @@ MUTANTS: dict[str, tuple[str, str, str, str]] = {
         " unauthenticated, which the limiter's own client is told) counts as a fault that"
         " closes the limiter, where -NOAUTH, which redis-py's client is told, is an outage",
     ),
+    "redis-no-resp-a-fault": (
+        "adapters/permits/adapters/redis.py",
+        "    redis.exceptions.InvalidResponse,\n",
+        "",
+        "a reply that is no RESP (a web server on the URL's port) closes the limiter under"
+        " redis-py's client, where the limiter's own client counts it as an outage",
+    ),
     "redis-word-beyond-lua-numbers": (
         "adapters/permits/adapters/redis.py",
         '        word[index] = min(check_int("remaining", remaining, 0), _MOST_UNITS)\n',

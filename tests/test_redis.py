@@ -4075,6 +4075,48 @@ async def test_a_password_asked_for_and_not_given_is_an_outage_until_it_works_ag
 
 
 @pytest.mark.anyio
+async def test_a_server_that_is_no_redis_is_an_outage_on_both_clients() -> None:
+    """A port that answers, but not as Redis does (a web server: the URL's
+    port is wrong, or a proxy in between answers for it), is counted alike
+    by both clients: as Redis unreachable, each waiter failing with
+    ``BackendUnavailable`` naming what it sent, the limiter open. The
+    limiter's own client (asyncio) counted it so, and redis-py's (trio)
+    raised ``InvalidResponse``, which closed the limiter for good."""
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(16)
+    port = listener.getsockname()[1]
+    stop = threading.Event()
+
+    def answer() -> None:
+        listener.settimeout(0.05)
+        while not stop.is_set():
+            try:
+                conn, _ = listener.accept()
+            except OSError:
+                continue
+            with conn, contextlib.suppress(OSError):
+                conn.recv(4096)
+                conn.sendall(b"HTTP/1.1 400 Bad Request\r\n\r\n")
+
+    thread = threading.Thread(target=answer, daemon=True)
+    thread.start()
+    try:
+        async with open_limiter(
+            Fifo(1), f"redis://127.0.0.1:{port}/0", name=fresh(), rate=10, timeout=0.3,
+            unavailable_after=0.5,
+        ) as limiter:  # fmt: skip
+            with anyio.fail_after(10), pytest.raises(BackendUnavailable) as refused:
+                await limiter.acquire()
+            assert "HTTP" in str(refused.value) or "b'H'" in str(refused.value)
+            assert not limiter.closed
+    finally:
+        stop.set()
+        thread.join()
+        listener.close()
+
+
+@pytest.mark.anyio
 async def test_a_probe_refused_for_good_closes_the_limiter(own_server: RedisServer) -> None:
     """The fallback's probe refused with an error that is no outage (the
     user's permission to run scripts revoked meanwhile, NOPERM) closes the

@@ -1282,6 +1282,9 @@ _UNREACHABLE = (
     redis.exceptions.TryAgainError,
     redis.exceptions.ReadOnlyError,
     redis.exceptions.OutOfMemoryError,
+    # a reply that is no RESP (a web server on the port, a proxy's word), as
+    # the limiter's own client counts it (a ConnectionError, "malformed")
+    redis.exceptions.InvalidResponse,
     # (where redis-py has it; before 8.2, the plain RedisClusterException it
     # raises instead is raised on as a ConnectionError: _no_node_answers)
     getattr(redis.exceptions, "RedisClusterUnreachableError", redis.exceptions.ClusterDownError),
