@@ -4076,7 +4076,7 @@ async def test_a_password_asked_for_and_not_given_is_an_outage_until_it_works_ag
 
 @pytest.mark.anyio
 async def test_a_server_that_is_no_redis_is_an_outage_on_both_clients() -> None:
-    """A port that answers, but not as Redis does (a web server: the URL's
+    """P73: a port that answers, but not as Redis does (a web server: the URL's
     port is wrong, or a proxy in between answers for it), is counted alike
     by both clients: as Redis unreachable, each waiter failing with
     ``BackendUnavailable`` naming what it sent, the limiter open. The
