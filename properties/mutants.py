@@ -980,6 +980,21 @@ MUTANTS: dict[str, tuple[str, str, str, str]] = {
         "the limiter's own client reads a server out of memory (-OOM) as a plain error reply,"
         " a fault that closes the limiter, where redis-py's client reads it as an outage",
     ),
+    "redis-unauthenticated-a-fault": (
+        "adapters/permits/adapters/redis.py",
+        '    if text.removeprefix("ERR ").startswith(_UNAUTHENTICATED):\n',
+        '    if text.removeprefix("ERR ").startswith(_UNAUTHENTICATED + "never"):\n',
+        "a take refused for want of a password the URL does not give (-ERR Protocol error:"
+        " unauthenticated, which the limiter's own client is told) counts as a fault that"
+        " closes the limiter, where -NOAUTH, which redis-py's client is told, is an outage",
+    ),
+    "redis-no-resp-a-fault": (
+        "adapters/permits/adapters/redis.py",
+        "    redis.exceptions.InvalidResponse,\n",
+        "",
+        "a reply that is no RESP (a web server on the URL's port) closes the limiter under"
+        " redis-py's client, where the limiter's own client counts it as an outage",
+    ),
     "redis-word-beyond-lua-numbers": (
         "adapters/permits/adapters/redis.py",
         '        word[index] = min(check_int("remaining", remaining, 0), _MOST_UNITS)\n',

@@ -760,6 +760,24 @@ def test_a_name_that_empties_the_hash_tag_is_refused(name: str) -> None:
     limit.close()
 
 
+@pytest.mark.parametrize(
+    ("options", "argument"),
+    [
+        ({"name": "x\ud800", "rate": 1}, "name"),
+        ({"name": "x", "prefix": "\udcff:", "rate": 1}, "prefix"),
+        ({"name": "x", "limits": {"\ud800": Limit(1)}}, "limits"),
+    ],
+)
+def test_a_name_that_is_no_utf8_is_refused(options: dict[str, Any], argument: str) -> None:
+    """A name, prefix or limit name that is no UTF-8 (a lone surrogate, as
+    ``os.fsdecode`` makes of a byte it cannot decode) is refused at
+    opening, naming it: it failed at the first round trip, closing the
+    limiter (trio) or tearing down its task group (asyncio)."""
+    with pytest.raises(PermitValueError) as error:
+        RedisLimit("redis://127.0.0.1:1/0", **options)
+    assert error.value.argument == argument
+
+
 def test_try_acquire_is_not_offered_and_says_what_to_use() -> None:
     """``try_acquire`` (a permit free now, or none, at once) cannot be
     answered without a round trip: it is refused, as the README says, and
@@ -1098,6 +1116,29 @@ def test_no_secrets_in_reprs_or_errors() -> None:
     limiter = RedisLimiter(StrictPriority(2), limit)
     assert "s3cret" not in repr(limiter)
     limit.close()
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "unix:///tmp/permits-none.sock?db=0&password=s3cret",
+        "redis://127.0.0.1:1/0?password=s3cret",
+        "redis://u:s3cret@127.0.0.1:1/0?socket_keepalive=1&password=s3cret",
+    ],
+)
+def test_a_password_in_the_query_string_is_masked(url: str) -> None:
+    """A password given in the URL's query string (redis-py's way for a
+    Unix socket, ``unix:///path?password=...``) is masked as one before
+    the ``@``: reprs and errors showed it."""
+    limit = RedisLimit(url, name="x", rate=1, burst=1)
+    try:
+        assert "s3cret" not in repr(limit)
+        assert "password=***" in limit.url
+        error = BackendUnavailable(limit.url, 1.0, ConnectionError("refused"))
+        assert "s3cret" not in str(error)
+        assert "s3cret" not in repr(RedisLimiter(StrictPriority(2), limit))
+    finally:
+        limit.close()
 
 
 @pytest.mark.parametrize(
@@ -3988,6 +4029,91 @@ async def test_a_password_the_server_refuses_is_an_outage_until_it_works_again(
             assert not limiter.closed
     finally:
         admin.close()
+
+
+@pytest.mark.anyio
+async def test_a_password_asked_for_and_not_given_is_an_outage_until_it_works_again(
+    own_server: RedisServer,
+) -> None:
+    """P73: a server that asks for a password the URL does not give (one
+    turned on there, or a server restarted with one) refuses the take
+    before reading it, as it refuses any long request of a client not
+    authenticated (``-ERR Protocol error: unauthenticated multibulk
+    length``, then it closes the connection). Both clients count it as
+    they count ``-NOAUTH``: an outage, ``BackendUnavailable`` naming the
+    refusal, and service resumes by itself once the server takes the
+    limiter again. The limiter's own client (asyncio) read it as a plain
+    error reply, and the limiter closed for good."""
+    name = fresh()
+    admin = redis.Redis(port=own_server.port)
+    admin.config_set("requirepass", "s3cret")
+    admin = redis.Redis(port=own_server.port, password="s3cret")
+    try:
+        async with open_limiter(
+            Fifo(1),
+            own_server.url,
+            name=name,
+            rate=100,
+            burst=5,
+            timeout=0.3,
+            unavailable_after=0.5,
+        ) as limiter:
+            with anyio.fail_after(10), pytest.raises(BackendUnavailable) as refused:
+                await limiter.acquire()
+            assert "AuthenticationError" in str(refused.value)
+            assert "s3cret" not in str(refused.value)
+            assert not limiter.closed
+            admin.config_set("requirepass", "")
+            with anyio.fail_after(10):
+                while True:
+                    with contextlib.suppress(BackendUnavailable):
+                        await limiter.acquire()
+                        break
+            assert not limiter.closed
+    finally:
+        admin.close()
+
+
+@pytest.mark.anyio
+async def test_a_server_that_is_no_redis_is_an_outage_on_both_clients() -> None:
+    """P73: a port that answers, but not as Redis does (a web server: the URL's
+    port is wrong, or a proxy in between answers for it), is counted alike
+    by both clients: as Redis unreachable, each waiter failing with
+    ``BackendUnavailable`` naming what it sent, the limiter open. The
+    limiter's own client (asyncio) counted it so, and redis-py's (trio)
+    raised ``InvalidResponse``, which closed the limiter for good."""
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(16)
+    port = listener.getsockname()[1]
+    stop = threading.Event()
+
+    def answer() -> None:
+        listener.settimeout(0.05)
+        while not stop.is_set():
+            try:
+                conn, _ = listener.accept()
+            except OSError:
+                continue
+            with conn, contextlib.suppress(OSError):
+                conn.recv(4096)
+                conn.sendall(b"HTTP/1.1 400 Bad Request\r\n\r\n")
+
+    thread = threading.Thread(target=answer, daemon=True)
+    thread.start()
+    try:
+        async with open_limiter(
+            Fifo(1), f"redis://127.0.0.1:{port}/0", name=fresh(), rate=10, timeout=0.3,
+            unavailable_after=0.5,
+        ) as limiter:  # fmt: skip
+            with anyio.fail_after(10), pytest.raises(BackendUnavailable) as refused:
+                await limiter.acquire()
+            assert "HTTP" in str(refused.value) or "b'H'" in str(refused.value)
+            assert not limiter.closed
+    finally:
+        stop.set()
+        thread.join()
+        listener.close()
 
 
 @pytest.mark.anyio

@@ -63,7 +63,7 @@ from fractions import Fraction
 from functools import cache, partial
 from importlib import resources
 from typing import Any, Literal, NamedTuple
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import unquote_plus, urlsplit, urlunsplit
 
 from permits.core import (
     MAX_QUOTAS,
@@ -291,9 +291,19 @@ class _NotNow(redis.exceptions.ConnectionError):
 _NOT_NOW = ("BUSY ", "MISCONF ", "NOREPLICAS ")
 
 
+#: What a server that asks for a password answers a long request (a take)
+#: of a connection not authenticated, before reading it (it closes the
+#: connection then): a password refused, as ``-NOAUTH`` (which redis-py's
+#: client is told, asking ``HELLO`` first), not a plain error reply
+#: (after ``-ERR``, which redis-py's parser drops).
+_UNAUTHENTICATED = "Protocol error: unauthenticated "
+
+
 def _counted(error: redis.exceptions.ResponseError, key: str | None = None) -> BaseException:
     """An error reply as the limiter counts it: ``-BUSY``, ``-MISCONF`` and
-    ``-NOREPLICAS`` as a :class:`_NotNow` (an outage); the script failing
+    ``-NOREPLICAS`` as a :class:`_NotNow` (an outage); a long request
+    refused for want of a password as redis-py's ``AuthenticationError``
+    (an outage too); the script failing
     on what it read (``-WRONGTYPE``, or a Lua error: a key of the limit
     ``key`` that something else wrote) as the same error, saying which keys
     and what to do; anything else as it is."""
@@ -302,6 +312,10 @@ def _counted(error: redis.exceptions.ResponseError, key: str | None = None) -> B
     text = str(error)
     if text.startswith(_NOT_NOW):
         return _NotNow(text)
+    if text.removeprefix("ERR ").startswith(_UNAUTHENTICATED):
+        return redis.exceptions.AuthenticationError(
+            f"{text} (Redis asks for a password the URL does not give)"
+        )
     if key is not None and (text.startswith("WRONGTYPE") or "user_script:" in text):
         return redis.exceptions.ResponseError(
             f"{text} (the script failed on what the keys of the limit hold: {key} and "
@@ -311,14 +325,35 @@ def _counted(error: redis.exceptions.ResponseError, key: str | None = None) -> B
     return error
 
 
+def _sendable(argument: str, text: str) -> None:
+    """Refuse ``argument=text`` if it cannot go to Redis: keys and
+    arguments are sent in UTF-8, which a lone surrogate is not."""
+    try:
+        text.encode()
+    except UnicodeEncodeError:
+        raise PermitValueError(
+            argument, text, "is no UTF-8 text (a lone surrogate): Redis is sent it in UTF-8"
+        ) from None
+
+
 def masked(url: str) -> str:
-    """``url`` with any password replaced by ``***``."""
+    """``url`` with any password replaced by ``***``: before the ``@``, and
+    in the query string (``?password=``, redis-py's way for a Unix
+    socket)."""
     parts = urlsplit(url)
-    if parts.password is None:
+    if parts.password is not None:
+        host = parts.netloc.rpartition("@")[2]  # and the port, as written
+        user = parts.username or ""
+        url = urlunsplit(parts._replace(netloc=f"{user}:***@{host}"))
+    head, mark, rest = url.partition("?")
+    if not mark:
         return url
-    host = parts.netloc.rpartition("@")[2]  # and the port, as written
-    user = parts.username or ""
-    return urlunsplit(parts._replace(netloc=f"{user}:***@{host}"))
+    query, hashed, fragment = rest.partition("#")
+    words = [
+        "password=***" if unquote_plus(word.partition("=")[0]) == "password" else word
+        for word in query.split("&")
+    ]
+    return f"{head}?{'&'.join(words)}{hashed}{fragment}"
 
 
 @cache
@@ -550,6 +585,10 @@ class RedisLimit:
             raise PermitTypeError("prefix", prefix, "a str")
         _above_zero("timeout", timeout)
         self.limits: dict[str, Limit] = check_limits(rate, burst, limits)
+        for argument, text in [("name", name), ("prefix", prefix)] + [
+            ("limits", key) for key in self.limits
+        ]:
+            _sendable(argument, text)
         self.url: str = masked(url)
         self.key: str = f"{prefix}{{{name}}}"
         if _hash_tag(self.key) == self.key:  # "{}": each key of the limit in its own slot
@@ -1243,6 +1282,9 @@ _UNREACHABLE = (
     redis.exceptions.TryAgainError,
     redis.exceptions.ReadOnlyError,
     redis.exceptions.OutOfMemoryError,
+    # a reply that is no RESP (a web server on the port, a proxy's word), as
+    # the limiter's own client counts it (a ConnectionError, "malformed")
+    redis.exceptions.InvalidResponse,
     # (where redis-py has it; before 8.2, the plain RedisClusterException it
     # raises instead is raised on as a ConnectionError: _no_node_answers)
     getattr(redis.exceptions, "RedisClusterUnreachableError", redis.exceptions.ClusterDownError),
