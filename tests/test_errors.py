@@ -352,3 +352,18 @@ def test_a_negative_duration_in_seconds_is_refused_in_the_words_of_every_other_b
             with pytest.raises(PermitValueError) as refused:
                 refuse()
             assert str(refused.value) == f"{argument}=-1: must be at least 0", argument
+
+
+def test_a_type_error_names_a_value_whose_comparison_raises() -> None:
+    """A value whose ``==`` raises (a numpy array's truth is ambiguous) is
+    named by its type: the error is built without comparing it."""
+
+    class Ambiguous:
+        def __eq__(self, other: object) -> bool:
+            raise ValueError("the truth value is ambiguous")
+
+        __hash__ = object.__hash__
+
+    error = PermitTypeError("cost", Ambiguous(), "an int")
+    assert error.got == "Ambiguous"
+    assert PermitTypeError("name", "", "a non-empty str").got == "an empty str"

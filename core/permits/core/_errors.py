@@ -66,7 +66,7 @@ class PermitTypeError(PermitError, TypeError):
         self.value: object = value
         self.expected: str = expected
         if got is None:  # not "got str" where a non-empty str is asked
-            got = "an empty str" if value == "" else type(value).__name__
+            got = "an empty str" if isinstance(value, str) and not value else type(value).__name__
         self.got: str = got
         super().__init__(f"{argument}={value!r}: expected {expected}, got {got}")
 
