@@ -3710,6 +3710,22 @@ async def test_a_server_with_no_room_for_another_client_is_an_outage() -> None:
 @pytest.mark.timeout(60)
 @pytest.mark.parametrize("anyio_backend", ["asyncio", "trio"])
 @pytest.mark.anyio
+async def test_a_tls_url_to_a_server_without_tls_says_so(redis_server: RedisServer) -> None:
+    """A ``rediss://`` URL to a port that speaks no TLS: the handshake
+    waits for ever, and the outage only said that Redis did not answer.
+    It now says why that may be."""
+    url = redis_server.url.replace("redis://", "rediss://", 1)
+    async with open_limiter(
+        Fifo(1), url, name=fresh(), rate=100, burst=1, timeout=0.2, unavailable_after=0.5
+    ) as limiter:
+        with anyio.fail_after(10), pytest.raises(BackendUnavailable) as caught:
+            await limiter.acquire()
+    assert "rediss:// speaks TLS" in str(caught.value), str(caught.value)
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("anyio_backend", ["asyncio", "trio"])
+@pytest.mark.anyio
 async def test_a_restarted_server_still_loading_its_data_is_an_outage() -> None:
     """A restarted Redis answers ``-LOADING`` while it reads its data back:
     an outage, as redis-py says (BusyLoadingError, a ConnectionError), and

@@ -273,6 +273,9 @@ class BackendUnavailable(PermitError, ConnectionError):
         self.url = url
         self.after = after
         detail = f": {type(cause).__name__}: {cause}" if cause is not None else ""
+        if url.startswith("rediss://") and isinstance(cause, redis.exceptions.TimeoutError):
+            # (a server without TLS waits for a command, and the handshake for ever)
+            detail += " (rediss:// speaks TLS: does the server on that port?)"
         super().__init__(f"Redis at {url} unavailable for {after:g} s{detail}")
 
 
