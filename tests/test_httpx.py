@@ -38,7 +38,15 @@ from permits._upstream import BACKOFF, MAX_BACKOFF, MAX_POLICIES, backoff, retry
 from permits.adapters import AcquireTimeout, LimiterClosed, level, threads
 from permits.adapters import asyncio as asyncio_adapter
 from permits.adapters import redis as redis_adapter
-from permits.core import SECOND, Fifo, Limit, PermitTypeError, PermitValueError, StrictPriority
+from permits.core import (
+    SECOND,
+    Fifo,
+    Limit,
+    PermitError,
+    PermitTypeError,
+    PermitValueError,
+    StrictPriority,
+)
 from permits.httpx import (
     AsyncPermitsTransport,
     PermitsTransport,
@@ -2094,6 +2102,36 @@ def test_a_bad_level_or_flow_extension_is_refused_naming_the_extension(
     with threads.open_limiter(StrictPriority(2), 100, 10) as limiter:
         transport = PermitsTransport(limiter, httpx.MockTransport(lambda r: httpx.Response(200)))
         with httpx.Client(transport=transport) as client, pytest.raises(error) as refused:
+            client.get("http://upstream.test/", extensions=extensions)
+        assert str(refused.value) == said
+        assert sum(level.pushed for level in limiter.statistics().levels) == 0
+
+
+@pytest.mark.parametrize(
+    ("extensions", "said"),
+    [
+        ({"permits.level": None}, "level=7: must be 0 or 1 (the policy has 2 levels)"),
+        (
+            {"permits.level": 1, "permits.flow": None},
+            "flow=[]: expected a hashable value (a tenant's name, a key), got list",
+        ),
+    ],
+)
+def test_a_bad_level_or_flow_from_the_transports_function_is_named_as_such(
+    extensions: dict[str, Any], said: str
+) -> None:
+    """An extension set to ``None`` names nothing (the transport's
+    function of the request gives the value): a bad value the function
+    gives is refused naming the function's option, not the extension the
+    caller left at ``None``."""
+    with threads.open_limiter(StrictPriority(2), 100, 10) as limiter:
+        transport = PermitsTransport(
+            limiter,
+            httpx.MockTransport(lambda r: httpx.Response(200)),
+            level=lambda request: 7,
+            flow=lambda request: [],
+        )
+        with httpx.Client(transport=transport) as client, pytest.raises(PermitError) as refused:
             client.get("http://upstream.test/", extensions=extensions)
         assert str(refused.value) == said
         assert sum(level.pushed for level in limiter.statistics().levels) == 0
