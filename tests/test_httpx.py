@@ -12,6 +12,7 @@ import contextlib
 import email.utils
 import gzip
 import logging
+import math
 import re
 import time
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping
@@ -2022,6 +2023,37 @@ def test_an_upstreams_jitter_must_be_a_function() -> None:
         Upstream(limiter, jitter=0.5)  # type: ignore[arg-type]
 
 
+@pytest.mark.parametrize(
+    ("drawn", "error"),
+    [
+        (1.5, PermitValueError),
+        (-0.5, PermitValueError),
+        (math.nan, PermitValueError),
+        ("0.5", PermitTypeError),
+        (True, PermitTypeError),
+    ],
+)
+def test_a_jitter_that_draws_no_number_in_0_1_is_refused_naming_it(
+    drawn: Any, error: type[Exception]
+) -> None:
+    """A jitter function of the user's that draws outside [0, 1] made the
+    backoff negative (``seconds=-0.125`` refused by ``pause_for``, an
+    argument the user never wrote), NaN or a ``TypeError`` of
+    arithmetic, or quietly longer than the cap (a draw below 0): the draw
+    is refused naming ``jitter`` and the value drawn, and nothing is
+    paused."""
+    with threads.open_limiter(Fifo(), 100, 10) as limiter:
+        transport = PermitsTransport(
+            limiter, httpx.MockTransport(lambda r: httpx.Response(429)), retries=1
+        )
+        transport.upstream.jitter = lambda: drawn
+        with httpx.Client(transport=transport) as client, pytest.raises(error) as refused:
+            client.get("http://upstream.test/")
+        assert refused.value.argument == "jitter"  # type: ignore[attr-defined]
+        assert refused.value.value is drawn  # type: ignore[attr-defined]
+        assert (limiter.pause_left(), limiter.statistics().pauses) == (0.0, 0)
+
+
 def test_the_sync_transport_backs_off_too() -> None:
     """``PermitsTransport`` (threads, real time): a 429 with no
     Retry-After is sent again once the 0.5 s backoff has passed."""
@@ -2124,12 +2156,13 @@ def test_a_bad_level_or_flow_from_the_transports_function_is_named_as_such(
     function of the request gives the value): a bad value the function
     gives is refused naming the function's option, not the extension the
     caller left at ``None``."""
+    unhashable: Any = []
     with threads.open_limiter(StrictPriority(2), 100, 10) as limiter:
         transport = PermitsTransport(
             limiter,
             httpx.MockTransport(lambda r: httpx.Response(200)),
             level=lambda request: 7,
-            flow=lambda request: [],
+            flow=lambda request: unhashable,
         )
         with httpx.Client(transport=transport) as client, pytest.raises(PermitError) as refused:
             client.get("http://upstream.test/", extensions=extensions)
