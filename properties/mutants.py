@@ -1247,6 +1247,13 @@ MUTANTS: dict[str, tuple[str, str, str, str]] = {
         "                pass\n",
         "aiohttp's middleware reads what a response cost and never settles its permit",
     ),
+    "retry-after-past-redis-fatal": (
+        "adapters/permits/_upstream.py",
+        "            except PermitValueError:\n                # a pause the limiter cannot hold",
+        "            except LimiterClosed:\n                # a pause the limiter cannot hold",
+        "a Retry-After past what a Redis limiter holds (1e9 s, with a max_pause past it)"
+        " raises out of the transport, and the 429 is lost",
+    ),
     "jitter-draw-unchecked": (
         "adapters/permits/_upstream.py",
         "            seconds = min(backoff(attempt, self._draw()), self.max_pause)\n",

@@ -1279,6 +1279,30 @@ async def test_a_reset_longer_than_a_redis_limiter_holds_is_malformed_not_fatal(
 
 
 @pytest.mark.anyio
+@pytest.mark.parametrize("retries", [0, 1])
+async def test_a_retry_after_longer_than_a_redis_limiter_holds_is_malformed_not_fatal(
+    redis_server: RedisServer, retries: int
+) -> None:
+    """The same of a ``Retry-After`` (with a ``max_pause`` past 1e9 s): a
+    pause past what the Redis limiter holds made ``pause_for`` raise
+    ``PermitValueError`` (naming ``seconds``) out of the transport, and
+    the 429 was lost. The limiter's refusal is counted as malformed,
+    nothing pauses, and the 429 reaches the caller, not sent again."""
+    script = Script((429, {"Retry-After": "99999999999"}), (200, {}))
+    with serve_script(script) as url:
+        async with redis_adapter.open_limiter(
+            Fifo(), redis_server.url, name=_fresh(), limits={"requests": Limit(100, burst=10)}
+        ) as limiter:
+            transport = AsyncPermitsTransport(limiter, max_pause=1e12, retries=retries)
+            async with httpx.AsyncClient(transport=transport) as client:
+                response = await client.get(url)
+            assert response.status_code == 429
+            assert (transport.upstream.malformed, transport.upstream.pauses) == (1, 0)
+            assert (limiter.pause_left(), len(script.bodies)) == (0.0, 1)
+            assert not limiter.closed
+
+
+@pytest.mark.anyio
 async def test_a_quota_too_big_for_redis_holds_nothing_back(redis_server: RedisServer) -> None:
     """A ``RateLimit`` whose ``r`` is 2**63 or more (twenty digits: plenty
     left) was written by the Redis script as a 64-bit integer, the least

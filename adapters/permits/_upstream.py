@@ -318,7 +318,7 @@ class Upstream:
         #: makes a test's pauses exact).
         self.jitter = jitter
         #: Headers ignored because they did not parse (or said what the
-        #: limiter cannot hold: a Redis limiter's reset past 1e9 s).
+        #: limiter cannot hold: a Redis limiter's reset or Retry-After past 1e9 s).
         self.malformed = 0
         #: Responses that paused the limiter (429 or 503 with Retry-After;
         #: or, before a retry, a :func:`backoff`).
@@ -429,6 +429,11 @@ class Upstream:
                 self.limiter.pause_for(seconds)
             except LimiterClosed:
                 pass  # closed while the call was out, as in _adopt: the response goes on
+            except PermitValueError:
+                # a pause the limiter cannot hold (a Redis limiter's: past
+                # 1e9 s, with a max_pause past it), refused as it stands:
+                # ignored as garbage is, as in _adopt; the response goes on
+                self._count("malformed")
             else:
                 self._count("pauses")
                 pause = self.limiter.pause_left()
