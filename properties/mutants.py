@@ -1247,12 +1247,40 @@ MUTANTS: dict[str, tuple[str, str, str, str]] = {
         "                pass\n",
         "aiohttp's middleware reads what a response cost and never settles its permit",
     ),
+    "retry-after-past-redis-fatal": (
+        "adapters/permits/_upstream.py",
+        "            except PermitValueError:\n                # a pause the limiter cannot hold",
+        "            except LimiterClosed:\n                # a pause the limiter cannot hold",
+        "a Retry-After past what a Redis limiter holds (1e9 s, with a max_pause past it)"
+        " raises out of the transport, and the 429 is lost",
+    ),
+    "jitter-draw-unchecked": (
+        "adapters/permits/_upstream.py",
+        "            seconds = min(backoff(attempt, self._draw()), self.max_pause)\n",
+        "            seconds = min(backoff(attempt, self.jitter()), self.max_pause)\n",
+        "a jitter that draws outside [0, 1] makes a negative or NaN backoff, refused as"
+        " seconds (an argument the user never wrote), or a longer one",
+    ),
+    "httpx-function-named-as-extension": (
+        "adapters/permits/httpx.py",
+        "or request.extensions.get(key) is None:\n",
+        "or key not in request.extensions:\n",
+        "a bad level or flow from the transport's function is named as the extension the"
+        " request left at None",
+    ),
     # -- the metrics exports, the small Redis client, virtual time ----------
     "metrics-equal-bounds": (
         "adapters/permits/adapters/_metrics.py",
         "or any(a >= b for a, b in itertools.pairwise(bounds))",
         "or any(a > b for a, b in itertools.pairwise(bounds))",
         "the histogram takes a bucket bound twice (two buckets of one bound)",
+    ),
+    "metrics-bound-past-nanoseconds": (
+        "adapters/permits/adapters/_metrics.py",
+        "or not all(math.isfinite(b * 1e9) for b in bounds)",
+        "or not all(math.isfinite(b) for b in bounds)",
+        "a bucket bound past a float's nanoseconds (1e300 s) is taken: the Prometheus"
+        " collector's making raises an OverflowError",
     ),
     "metrics-level-named-twice": (
         "adapters/permits/adapters/_metrics.py",

@@ -12,6 +12,7 @@ import contextlib
 import email.utils
 import gzip
 import logging
+import math
 import re
 import time
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping
@@ -38,7 +39,15 @@ from permits._upstream import BACKOFF, MAX_BACKOFF, MAX_POLICIES, backoff, retry
 from permits.adapters import AcquireTimeout, LimiterClosed, level, threads
 from permits.adapters import asyncio as asyncio_adapter
 from permits.adapters import redis as redis_adapter
-from permits.core import SECOND, Fifo, Limit, PermitTypeError, PermitValueError, StrictPriority
+from permits.core import (
+    SECOND,
+    Fifo,
+    Limit,
+    PermitError,
+    PermitTypeError,
+    PermitValueError,
+    StrictPriority,
+)
 from permits.httpx import (
     AsyncPermitsTransport,
     PermitsTransport,
@@ -1270,6 +1279,30 @@ async def test_a_reset_longer_than_a_redis_limiter_holds_is_malformed_not_fatal(
 
 
 @pytest.mark.anyio
+@pytest.mark.parametrize("retries", [0, 1])
+async def test_a_retry_after_longer_than_a_redis_limiter_holds_is_malformed_not_fatal(
+    redis_server: RedisServer, retries: int
+) -> None:
+    """The same of a ``Retry-After`` (with a ``max_pause`` past 1e9 s): a
+    pause past what the Redis limiter holds made ``pause_for`` raise
+    ``PermitValueError`` (naming ``seconds``) out of the transport, and
+    the 429 was lost. The limiter's refusal is counted as malformed,
+    nothing pauses, and the 429 reaches the caller, not sent again."""
+    script = Script((429, {"Retry-After": "99999999999"}), (200, {}))
+    with serve_script(script) as url:
+        async with redis_adapter.open_limiter(
+            Fifo(), redis_server.url, name=_fresh(), limits={"requests": Limit(100, burst=10)}
+        ) as limiter:
+            transport = AsyncPermitsTransport(limiter, max_pause=1e12, retries=retries)
+            async with httpx.AsyncClient(transport=transport) as client:
+                response = await client.get(url)
+            assert response.status_code == 429
+            assert (transport.upstream.malformed, transport.upstream.pauses) == (1, 0)
+            assert (limiter.pause_left(), len(script.bodies)) == (0.0, 1)
+            assert not limiter.closed
+
+
+@pytest.mark.anyio
 async def test_a_quota_too_big_for_redis_holds_nothing_back(redis_server: RedisServer) -> None:
     """A ``RateLimit`` whose ``r`` is 2**63 or more (twenty digits: plenty
     left) was written by the Redis script as a 64-bit integer, the least
@@ -2014,6 +2047,37 @@ def test_an_upstreams_jitter_must_be_a_function() -> None:
         Upstream(limiter, jitter=0.5)  # type: ignore[arg-type]
 
 
+@pytest.mark.parametrize(
+    ("drawn", "error"),
+    [
+        (1.5, PermitValueError),
+        (-0.5, PermitValueError),
+        (math.nan, PermitValueError),
+        ("0.5", PermitTypeError),
+        (True, PermitTypeError),
+    ],
+)
+def test_a_jitter_that_draws_no_number_in_0_1_is_refused_naming_it(
+    drawn: Any, error: type[Exception]
+) -> None:
+    """A jitter function of the user's that draws outside [0, 1] made the
+    backoff negative (``seconds=-0.125`` refused by ``pause_for``, an
+    argument the user never wrote), NaN or a ``TypeError`` of
+    arithmetic, or quietly longer than the cap (a draw below 0): the draw
+    is refused naming ``jitter`` and the value drawn, and nothing is
+    paused."""
+    with threads.open_limiter(Fifo(), 100, 10) as limiter:
+        transport = PermitsTransport(
+            limiter, httpx.MockTransport(lambda r: httpx.Response(429)), retries=1
+        )
+        transport.upstream.jitter = lambda: drawn
+        with httpx.Client(transport=transport) as client, pytest.raises(error) as refused:
+            client.get("http://upstream.test/")
+        assert refused.value.argument == "jitter"  # type: ignore[attr-defined]
+        assert refused.value.value is drawn  # type: ignore[attr-defined]
+        assert (limiter.pause_left(), limiter.statistics().pauses) == (0.0, 0)
+
+
 def test_the_sync_transport_backs_off_too() -> None:
     """``PermitsTransport`` (threads, real time): a 429 with no
     Retry-After is sent again once the 0.5 s backoff has passed."""
@@ -2094,6 +2158,37 @@ def test_a_bad_level_or_flow_extension_is_refused_naming_the_extension(
     with threads.open_limiter(StrictPriority(2), 100, 10) as limiter:
         transport = PermitsTransport(limiter, httpx.MockTransport(lambda r: httpx.Response(200)))
         with httpx.Client(transport=transport) as client, pytest.raises(error) as refused:
+            client.get("http://upstream.test/", extensions=extensions)
+        assert str(refused.value) == said
+        assert sum(level.pushed for level in limiter.statistics().levels) == 0
+
+
+@pytest.mark.parametrize(
+    ("extensions", "said"),
+    [
+        ({"permits.level": None}, "level=7: must be 0 or 1 (the policy has 2 levels)"),
+        (
+            {"permits.level": 1, "permits.flow": None},
+            "flow=[]: expected a hashable value (a tenant's name, a key), got list",
+        ),
+    ],
+)
+def test_a_bad_level_or_flow_from_the_transports_function_is_named_as_such(
+    extensions: dict[str, Any], said: str
+) -> None:
+    """An extension set to ``None`` names nothing (the transport's
+    function of the request gives the value): a bad value the function
+    gives is refused naming the function's option, not the extension the
+    caller left at ``None``."""
+    unhashable: Any = []
+    with threads.open_limiter(StrictPriority(2), 100, 10) as limiter:
+        transport = PermitsTransport(
+            limiter,
+            httpx.MockTransport(lambda r: httpx.Response(200)),
+            level=lambda request: 7,
+            flow=lambda request: unhashable,
+        )
+        with httpx.Client(transport=transport) as client, pytest.raises(PermitError) as refused:
             client.get("http://upstream.test/", extensions=extensions)
         assert str(refused.value) == said
         assert sum(level.pushed for level in limiter.statistics().levels) == 0

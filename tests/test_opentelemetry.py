@@ -132,6 +132,10 @@ def test_a_bare_machine_or_bad_names_are_refused() -> None:
             instrument(limiter, meter, levels=["only one"])
         with pytest.raises(ValueError, match="ascending"):
             instrument(limiter, meter, buckets=[1.0, 0.5])
+        for past_nanoseconds in ([0.5, 1e300], [0.5, 10**400]):  # (an OverflowError, 10**400)
+            with pytest.raises(ValueError, match=r"^buckets=.*at most about 1e299"):
+                instrument(limiter, meter, buckets=past_nanoseconds)
+        assert limiter._on_proceed == []
         with pytest.raises(PermitTypeError, match="meter=3: expected an OpenTelemetry Meter"):
             instrument(limiter, 3)  # type: ignore[arg-type]
 

@@ -177,6 +177,18 @@ def test_buckets_must_ascend(buckets: list[float]) -> None:
         PermitsCollector(Machine(StrictPriority(2), 1), buckets=buckets)
 
 
+@pytest.mark.parametrize("buckets", [[0.5, 1e300], [0.5, 10**400]])
+def test_a_bound_too_long_for_nanoseconds_is_refused_naming_buckets(buckets: list[float]) -> None:
+    """A bound past about 1e299 s has no nanoseconds a float holds (the
+    core counts waits in them), and an int past a float's range is no
+    float at all: an OverflowError came out of the collector's making;
+    it is refused as any bound that is no finite number of seconds is,
+    naming the buckets."""
+    with pytest.raises(PermitValueError, match=r"strictly ascending finite seconds") as refused:
+        PermitsCollector(Machine(StrictPriority(2), 1), buckets=buckets)
+    assert (refused.value.argument, refused.value.value) == ("buckets", buckets)
+
+
 def test_histogram_counts_match_the_waits() -> None:
     """Each bucket counts the waits at most its bound (P17's precision)."""
     machine = Machine(StrictPriority(1), 1000)

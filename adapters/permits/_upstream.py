@@ -318,7 +318,7 @@ class Upstream:
         #: makes a test's pauses exact).
         self.jitter = jitter
         #: Headers ignored because they did not parse (or said what the
-        #: limiter cannot hold: a Redis limiter's reset past 1e9 s).
+        #: limiter cannot hold: a Redis limiter's reset or Retry-After past 1e9 s).
         self.malformed = 0
         #: Responses that paused the limiter (429 or 503 with Retry-After;
         #: or, before a retry, a :func:`backoff`).
@@ -387,7 +387,7 @@ class Upstream:
         if said or status not in THROTTLED or attempt >= retries:
             return retry(paused, attempt, retries, timeout)
         if not held:
-            seconds = min(backoff(attempt, self.jitter()), self.max_pause)
+            seconds = min(backoff(attempt, self._draw()), self.max_pause)
             if timeout is not None and seconds >= timeout:
                 return False  # (as retry judges a pause)
             try:
@@ -397,6 +397,18 @@ class Upstream:
             self._count("pauses")
             self._count("backoffs")
         return retry(self.limiter.pause_left(), attempt, retries, timeout)
+
+    def _draw(self) -> float:
+        """A draw of :attr:`jitter`, checked before anything pauses: a
+        number from 0 to 1 (1 takes a quarter off, as ``random.random``
+        never draws); one outside (a negative backoff, NaN, or one longer
+        than its cap) refused naming ``jitter`` and the value drawn."""
+        drawn = self.jitter()
+        if isinstance(drawn, bool) or not isinstance(drawn, (int, float)):
+            raise PermitTypeError("jitter", drawn, "a number in [0, 1] from each call")
+        if not 0 <= drawn <= 1:
+            raise PermitValueError("jitter", drawn, "must draw a number in [0, 1]")
+        return drawn
 
     def _learn(self, status: int, headers: Mapping[str, str]) -> tuple[float | None, bool, bool]:
         """:meth:`learn`'s pause; whether a ``Retry-After`` (or
@@ -417,6 +429,11 @@ class Upstream:
                 self.limiter.pause_for(seconds)
             except LimiterClosed:
                 pass  # closed while the call was out, as in _adopt: the response goes on
+            except PermitValueError:
+                # a pause the limiter cannot hold (a Redis limiter's: past
+                # 1e9 s, with a max_pause past it), refused as it stands:
+                # ignored as garbage is, as in _adopt; the response goes on
+                self._count("malformed")
             else:
                 self._count("pauses")
                 pause = self.limiter.pause_left()

@@ -135,11 +135,13 @@ _EXTENSIONS = ("permits.level", "permits.flow")
 def _as_written(request: httpx.Request, error: PermitError) -> PermitError:
     """The limiter's refusal of a level or flow that ``request``'s
     extensions named, naming the extension the caller wrote (it named the
-    acquire's ``level``, which the caller never wrote); any other as it is."""
+    acquire's ``level``, which the caller never wrote); any other as it is
+    (one an extension set to ``None`` left to the transport's function
+    names that function's option)."""
     if not isinstance(error, (PermitValueError, PermitTypeError)):
         return error
     key = f"permits.{error.argument}"
-    if error.argument not in ("level", "flow") or key not in request.extensions:
+    if error.argument not in ("level", "flow") or request.extensions.get(key) is None:
         return error
     return error.renamed(f"extensions[{key!r}]")
 

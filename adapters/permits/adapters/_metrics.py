@@ -129,22 +129,33 @@ def level_names(machine: Machine, levels: Sequence[str] | None) -> list[str]:
 
 
 def bucket_bounds(buckets: Sequence[float]) -> list[float]:
-    """The histogram's upper bounds, checked: ascending finite seconds >= 0."""
+    """The histogram's upper bounds, checked: ascending finite seconds >= 0,
+    each finite in nanoseconds too (the core's unit: at most about 1e299 s)."""
     if isinstance(buckets, str) or not isinstance(buckets, Iterable):
         raise PermitTypeError("buckets", buckets, "a sequence of seconds")
     given = list(buckets)
     for bound in given:
         if isinstance(bound, bool) or not isinstance(bound, (int, float)):
             raise PermitTypeError("buckets", buckets, f"a sequence of seconds (not {bound!r})")
-    bounds = [float(b) for b in given]
+    bounds = [_seconds(b) for b in given]
     if (
         not bounds
-        or not all(map(math.isfinite, bounds))
+        or not all(math.isfinite(b * 1e9) for b in bounds)
         or bounds[0] < 0
         or any(a >= b for a, b in itertools.pairwise(bounds))
     ):
-        raise PermitValueError("buckets", buckets, "needs strictly ascending finite seconds >= 0")
+        raise PermitValueError(
+            "buckets", buckets, "needs strictly ascending finite seconds >= 0 (at most about 1e299)"
+        )
     return bounds
+
+
+def _seconds(bound: float) -> float:
+    """``bound`` as a float; infinite for an int past a float's range."""
+    try:
+        return float(bound)
+    except OverflowError:
+        return math.inf
 
 
 def statistics_and_waits(
