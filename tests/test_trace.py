@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import enum
+import io
 import itertools
 import json
 import random
@@ -1014,6 +1015,46 @@ def test_written_traces_read_back_as_they_were(rows: list[tuple[Any, ...]]) -> N
         return
     back = [c._replace(line=0) for c in read_trace(list(trace_lines(calls)))]
     assert back == [c._replace(flow=None if c.flow is None else str(c.flow)) for c in calls]
+
+
+#: The characters ``str.splitlines`` ends a line at, besides ``\n`` and ``\r``.
+_LINE_BREAKS = ["\x0b", "\x0c", "\x1c", "\x1d", "\x1e", "\x85", "\u2028", "\u2029"]
+
+
+@given(
+    flow=st.lists(st.sampled_from(["a", " ", ",", '"', "\n", "\r", *_LINE_BREAKS]), min_size=1).map(
+        "".join
+    ),
+    # (inside the name: a header's names are read stripped of spaces at their ends)
+    limit=st.lists(st.sampled_from(["t", *_LINE_BREAKS])).map(lambda s: f"t{''.join(s)}t"),
+)
+def test_written_traces_read_back_from_their_texts_lines(flow: str, limit: str) -> None:
+    """A trace's text, written by trace_lines, reads back from its
+    ``splitlines(keepends=True)`` (what read_trace takes besides an open
+    file) as from the file, whatever a flow or a limit's name holds: a
+    cell with a character splitlines ends a line at (a vertical tab, a
+    form feed, U+2028...) is quoted, as one with a newline is, so its row
+    is not cut in two there."""
+    from permits.sim import trace_lines
+
+    calls = [Call(0, 0, {limit: 2}, flow), Call(SECOND, 1, {limit: 1}, "b")]
+    text = "".join(trace_lines(calls, [limit]))
+    for lines in (text.splitlines(keepends=True), io.StringIO(text, newline="")):
+        back = [c._replace(line=0) for c in read_trace(lines)]
+        assert back == calls, (back, calls)
+
+
+def test_a_header_quoted_across_lines_is_read_whole_and_rows_keep_their_lines() -> None:
+    """A header cell quoted across two lines (a limit's name with a line
+    break, as trace_lines writes it) is one column, and the rows after it
+    are named by their own lines; a header that is no CSV is named so."""
+    text = 'at,level,"cost.a\nb"\n0,0,1\n\n0.1,0,x\n'
+    calls = read_trace(io.StringIO(text, newline=""))
+    assert next(calls) == Call(0, 0, {"a\nb": 1}, line=3)
+    with pytest.raises(TraceError, match=r"^line 5: cost\.a\nb='x': expected a whole number"):
+        next(calls)
+    with pytest.raises(TraceError, match=r"^line 1: header: not CSV: unexpected end of data"):
+        list(read_trace(['at,"level\n', "0,0\n"]))
 
 
 def test_levels_and_costs_of_an_int_enum_are_written_as_numbers() -> None:

@@ -432,7 +432,15 @@ def _named_once(number: int, text: str) -> None:
 def _csv_calls(
     number: int, header: str, source: Iterator[str], limits: Sequence[str] | None
 ) -> Iterator[Call]:
-    names = [name.strip() for name in next(csv.reader([header]))]
+    # One reader for the header and the rows: a header cell quoted across
+    # lines (a limit's name with a line break in it) is read whole.
+    reader = csv.reader(itertools.chain([header], source), strict=True)
+    try:
+        names = [name.strip() for name in next(reader)]
+    except csv.Error as error:
+        raise TraceError(number, "header", None, f"not CSV: {error}") from None
+    # A row's line number: the header's, less one, plus the lines read so far.
+    before = number - 1
     for k, name in enumerate(names):
         if not name:  # a spreadsheet's trailing comma, say
             raise TraceError(number, f"column {k + 1}", None, "has no name in the header")
@@ -462,10 +470,9 @@ def _csv_calls(
         _with_costs(columns, per_limit) if per_limit else columns
     )
     previous = 0
-    reader = csv.reader(source, strict=True)
     try:
         for cells in reader:
-            line = number + reader.line_num
+            line = before + reader.line_num
             if not cells:  # a blank line
                 continue
             if len(cells) != width:
@@ -484,7 +491,7 @@ def _csv_calls(
             previous = call.at_ns
             yield call
     except csv.Error as error:
-        raise TraceError(number + reader.line_num, "row", None, f"not CSV: {error}") from None
+        raise TraceError(before + reader.line_num, "row", None, f"not CSV: {error}") from None
 
 
 def _with_costs(
@@ -528,11 +535,13 @@ def trace_lines(calls: Iterable[Call], limits: Sequence[str] | None = None) -> I
     row = io.StringIO()
     writer = csv.writer(row, lineterminator="\n")
     # csv quotes a cell with the line terminator in it, not one with "\r"
-    # alone (which read_trace's csv reads as the end of a line): a row with
-    # one, in a flow or a limit's name, is written all quoted.
+    # alone (which read_trace's csv reads as the end of a line), nor one
+    # with another character a text's splitlines() ends a line at (a
+    # vertical tab, U+2028): a row with one, in a flow or a limit's name,
+    # is written all quoted, so that its lines join again when read.
     quoted = csv.writer(row, lineterminator="\n", quoting=csv.QUOTE_ALL)
     header = ["at", "level", *costs, "flow", "timeout", "max_wait", "give_up_after"]
-    (quoted if any("\r" in cell for cell in header) else writer).writerow(header)
+    (quoted if any(_breaks(cell) for cell in header) else writer).writerow(header)
     yield row.getvalue()
     for call in calls:
         row.seek(0)
@@ -548,12 +557,17 @@ def trace_lines(calls: Iterable[Call], limits: Sequence[str] | None = None) -> I
         units = _written_costs(call.cost, names)
         cells = [_seconds(call.at_ns), int(call.level), *units, flow, timeout, limit, give_up]
         try:
-            (quoted if "\r" in flow else writer).writerow(cells)
+            (quoted if _breaks(flow) else writer).writerow(cells)
         except csv.Error as error:  # a NUL, before Python 3.11's csv
             raise PermitValueError(
                 "flow", call.flow, f"cannot be written as CSV ({error}): name it without one"
             ) from None
         yield row.getvalue()
+
+
+def _breaks(text: str) -> bool:
+    """Whether ``text`` holds a character ``str.splitlines`` ends a line at."""
+    return text.splitlines() not in ([], [text])
 
 
 def _written_costs(cost: int | Mapping[str, int], names: list[str] | None) -> list[int]:
