@@ -201,6 +201,18 @@ BAD = [
         "scenario[0].workload[0].start=10: at or after the end of the run (seconds = 10): "
         "no caller of it would come",
     ),
+    (  # before the end as written, at it to the nearest nanosecond: no caller came either
+        GOOD.replace("size = 1000", "size = 1000\nat = 9.9999999996"),
+        "scenario[0].workload[1].at=9.9999999996: at or after the end of the run "
+        "(seconds = 10), to the nearest nanosecond: no caller of it would come",
+    ),
+    (
+        GOOD.replace("seconds = 10", "seconds = 10.0000000004").replace(
+            "rate = 20", "rate = 20\nstart = 10"
+        ),
+        "scenario[0].workload[0].start=10: at or after the end of the run "
+        "(seconds = 10.0000000004), to the nearest nanosecond: no caller of it would come",
+    ),
     (  # the value as written, not the Tenants it was made into
         GOOD.replace("rate = 20", 'rate = 20\nflow = "acme"\ntenants = 5'),
         "scenario[0].workload[0].tenants=5: give flow or tenants, not both",
