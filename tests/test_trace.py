@@ -594,7 +594,8 @@ def test_a_call_made_in_code_at_no_time_or_level_is_refused() -> None:
     ``TypeError`` comparing it with 0)."""
     scenario = SEED[1]  # two levels
     nan: Any = float("nan")
-    at_nan = Call._make((nan, 0, 1, None, None, 0, None, None))  # (Call(nan, 0) is refused)
+    # (Call(nan, 0) and Call._make are refused: made as read_trace makes its calls)
+    at_nan: Call = tuple.__new__(Call, (nan, 0, 1, None, None, 0, None, None))
     with pytest.raises(PermitValueError) as no_time:
         replay(scenario, [Call(0, 0), at_nan, Call(1, 0)])
     assert no_time.value.argument == "calls"
@@ -657,6 +658,31 @@ def test_a_call_made_in_code_of_a_time_that_is_no_int_names_its_field(
     assert refused.value.argument == field
     assert refused.value.value is value  # (is: NaN is not equal to itself)
     assert Call(5, 1, timeout_ns=0, max_wait_ns=7, give_up_after_ns=None).at_ns == 5
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [("at_ns", 1.5), ("timeout_ns", 0.5), ("give_up_after_ns", True), ("flow", [])],
+)
+def test_a_call_changed_with_replace_is_checked_as_one_made_in_code(
+    field: str, value: object
+) -> None:
+    """A call changed with ``_replace`` (a recording's calls, their times
+    scaled or their flows renamed) or made with ``_make`` is checked as
+    one made in code is, a ``PermitTypeError`` naming the field: an
+    unhashable flow failed in the replay with a raw ``TypeError``, and a
+    float ``at_ns`` was refused as ``now``, an argument never written."""
+    call = Call(0, 0)
+    changes: dict[str, Any] = {field: value}
+    with pytest.raises(PermitTypeError, match=r"^" + field) as replaced:
+        call._replace(**changes)
+    assert replaced.value.argument == field
+    values = list(call)
+    values[Call._fields.index(field)] = value
+    with pytest.raises(PermitTypeError, match=r"^" + field) as made:
+        Call._make(values)
+    assert made.value.argument == field
+    assert call._replace(at_ns=5, flow="acme") == Call(5, 0, flow="acme")
 
 
 def test_trace_lines_refuses_a_str_of_limits_or_no_calls() -> None:

@@ -103,6 +103,7 @@ class Call(NamedTuple):
 
 
 _made = Call.__new__
+_made_of = Call._make
 
 
 @functools.wraps(_made)
@@ -112,7 +113,19 @@ def _made_in_code(cls: type[Call], *args: Any, **kwargs: Any) -> Call:
     as the machine's ``now``), and its flow hashable. Checked here, once,
     not in the replay's loop; :func:`read_trace` makes its calls without
     it, from cells it has checked."""
-    call = _made(cls, *args, **kwargs)
+    return _checked(_made(cls, *args, **kwargs))
+
+
+@functools.wraps(_made_of)
+def _made_of_values(cls: type[Call], iterable: Iterable[Any]) -> Call:
+    """A call made of its fields' values (``Call._make``, and so
+    ``call._replace``: a recording's calls changed in code), checked as
+    one made in code is."""
+    return _checked(_made_of.__func__(cls, iterable))  # type: ignore[attr-defined]
+
+
+def _checked(call: Call) -> Call:
+    """``call``, its times and flow checked (see :func:`_made_in_code`)."""
     at_ns, _, _, _, timeout_ns, _, max_wait_ns, give_up_after_ns = call
     if at_ns.__class__ is not int and (isinstance(at_ns, bool) or not isinstance(at_ns, int)):
         raise PermitTypeError("at_ns", at_ns, "an int of nanoseconds")
@@ -128,6 +141,7 @@ def _made_in_code(cls: type[Call], *args: Any, **kwargs: Any) -> Call:
 
 
 Call.__new__ = staticmethod(_made_in_code)  # type: ignore[assignment]
+Call._make = classmethod(_made_of_values)  # type: ignore[assignment]
 
 
 def _ns(line: int, field: str, value: object) -> int:
