@@ -1083,6 +1083,19 @@ def test_a_header_quoted_across_lines_is_read_whole_and_rows_keep_their_lines() 
         list(read_trace(['at,"level\n', "0,0\n"]))
 
 
+def test_a_negative_time_is_written_as_the_number_it_is() -> None:
+    """trace_lines writes a time before the start (a call made in code) as
+    the negative number it is, which read_trace then refuses naming it:
+    -5 ns was written -1.999999995 s."""
+    from permits.sim import trace_lines
+
+    calls = [Call(-5, 0, timeout_ns=-(10**9) - 5)]
+    row = list(trace_lines(calls))[1]
+    assert row == "-0.000000005,0,1,,-1.000000005,,\n"
+    with pytest.raises(TraceError, match=r"^line 2: at='-0.000000005': must be a finite number"):
+        list(read_trace(list(trace_lines(calls))))
+
+
 def test_levels_and_costs_of_an_int_enum_are_written_as_numbers() -> None:
     """A level (or units) of an ``(int, Enum)`` class, as callers name
     their priorities, is written as its number: it was written as its

@@ -600,9 +600,10 @@ def _written_costs(cost: int | Mapping[str, int], names: list[str] | None) -> li
 
 
 def _seconds(ns: int) -> str:
-    """``ns`` nanoseconds as an exact decimal of seconds."""
-    whole, part = divmod(ns, 10**9)
-    return f"{whole}.{part:09d}".rstrip("0").rstrip(".")
+    """``ns`` nanoseconds as an exact decimal of seconds (a negative one
+    too: -5 is -0.000000005, not divmod's -1 and 999999995)."""
+    whole, part = divmod(abs(ns), 10**9)
+    return f"{'-' if ns < 0 else ''}{whole}.{part:09d}".rstrip("0").rstrip(".")
 
 
 def traced(scenario: Scenario) -> Scenario:
