@@ -1096,6 +1096,26 @@ def test_a_negative_time_is_written_as_the_number_it_is() -> None:
         list(read_trace(list(trace_lines(calls))))
 
 
+def test_a_flow_that_cannot_be_written_names_its_call() -> None:
+    """The empty flow's refusal (its empty cell reads back as no flow)
+    names the call that has it, its place and its time, and says how to
+    write the others: a recording of a day (whose flows came from callers)
+    could not be written, and the error did not say which call stood in
+    the way. Renamed with ``_replace``, it is written."""
+    from permits.sim import trace_lines
+
+    calls = [Call(0, 0, flow="acme"), Call(SECOND // 2, 1, flow="")]
+    with pytest.raises(PermitValueError) as refused:
+        list(trace_lines(calls))
+    assert str(refused.value) == (
+        "flow='': reads back as no flow (an empty cell): name it with a character "
+        "(calls[1], at 0.5 s; a recording's calls may be renamed with _replace "
+        "before it is written)"
+    )
+    calls[1] = calls[1]._replace(flow="(none)")
+    assert [c.flow for c in read_trace(list(trace_lines(calls)))] == ["acme", "(none)"]
+
+
 def test_levels_and_costs_of_an_int_enum_are_written_as_numbers() -> None:
     """A level (or units) of an ``(int, Enum)`` class, as callers name
     their priorities, is written as its number: it was written as its

@@ -557,13 +557,17 @@ def trace_lines(calls: Iterable[Call], limits: Sequence[str] | None = None) -> I
     header = ["at", "level", *costs, "flow", "timeout", "max_wait", "give_up_after"]
     (quoted if any(_breaks(cell) for cell in header) else writer).writerow(header)
     yield row.getvalue()
-    for call in calls:
+    for index, call in enumerate(calls):
         row.seek(0)
         row.truncate()
         flow = "" if call.flow is None else str(call.flow)
         if flow == "" and call.flow is not None:
             raise PermitValueError(
-                "flow", call.flow, "reads back as no flow (an empty cell): name it with a character"
+                "flow",
+                call.flow,
+                "reads back as no flow (an empty cell): name it with a character "
+                f"(calls[{index}], at {_seconds(call.at_ns)} s; a recording's calls may be "
+                "renamed with _replace before it is written)",
             )
         timeout = "" if call.timeout_ns is None else _seconds(call.timeout_ns)
         limit = "" if call.max_wait_ns is None else _seconds(call.max_wait_ns)
@@ -574,7 +578,10 @@ def trace_lines(calls: Iterable[Call], limits: Sequence[str] | None = None) -> I
             (quoted if _breaks(flow) else writer).writerow(cells)
         except csv.Error as error:  # a NUL, before Python 3.11's csv
             raise PermitValueError(
-                "flow", call.flow, f"cannot be written as CSV ({error}): name it without one"
+                "flow",
+                call.flow,
+                f"cannot be written as CSV ({error}): name it without one "
+                f"(calls[{index}], at {_seconds(call.at_ns)} s)",
             ) from None
         yield row.getvalue()
 
