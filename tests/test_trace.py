@@ -136,6 +136,15 @@ def test_a_json_line_naming_each_key_once_reads_whatever_its_strings_hold() -> N
         ("at,level\n0,0\n-1,1\n", "line 3: at='-1': must be a finite number >= 0"),
         ("at,level\n0,0\nnan,1\n", "line 3: at='nan': must be a finite number >= 0"),
         ("at,level\n2,0\n1,1\n", "line 3: at='1': earlier than the row before (2 s): sort by at"),
+        # the row before as it was, not to six digits (86400.1 s, seemingly before 86400.12)
+        (
+            "at,level\n86400.123,0\n86400.12,1\n",
+            "line 3: at='86400.12': earlier than the row before (86400.123 s): sort by at",
+        ),
+        (
+            "at,level\n1.0000001,0\n1.00000005,1\n",
+            "line 3: at='1.00000005': earlier than the row before (1.0000001 s)",
+        ),
         # the row before past a float in ns: OverflowError writing it (previous / 1e9)
         ("at,level\n1e300,0\n1,1\n", "line 3: at='1': earlier than the row before (1e+300 s)"),
         ("at,level\n1e9999,0\n1,1\n", "line 3: at='1': earlier than the row before (1e+9999 s)"),

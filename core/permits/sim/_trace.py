@@ -270,7 +270,11 @@ def _call(
 
 
 def _shown(ns: int) -> str:
-    """``ns`` nanoseconds as seconds, short (``0.51``), past a float too."""
+    """``ns`` nanoseconds as seconds: exactly while that is short
+    (``86400.123``, not ``86400.1``, which reads as earlier than a row's
+    ``86400.12``), else to six digits (``1e+300``), past a float too."""
+    if ns < 10**20:  # (1e11 s: over 3,000 years)
+        return _seconds(ns)
     try:
         return f"{ns / 1_000_000_000:g}"
     except OverflowError:  # 1e309 ns and on
