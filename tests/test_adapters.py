@@ -28,6 +28,7 @@ import concurrent.futures
 import functools
 import gc
 import inspect
+import io
 import itertools
 import math
 import os
@@ -2912,6 +2913,30 @@ def test_a_recording_written_to_a_named_pipe_goes_into_it(tmp_path: Path) -> Non
     assert stat.S_ISFIFO(pipe.stat().st_mode), "the pipe is still a pipe"
     assert read == "".join(trace_lines(recording.calls))
     assert sorted(p.name for p in tmp_path.iterdir()) == ["trace.pipe"]
+
+
+def test_a_recording_written_to_a_file_opened_in_binary_says_to_open_it_as_text(
+    tmp_path: Path,
+) -> None:
+    """A recording written to a file opened in binary (``open(path, "wb")``,
+    a ``BytesIO``) is refused naming ``target`` and saying how to open it,
+    as ``read_trace`` refuses lines of bytes; it was a raw ``TypeError``
+    (a bytes-like object is required) from the file's ``writelines``. The
+    refusal writes nothing."""
+    from permits.adapters import _recording
+
+    recording = _recording.Recording(0, 10, ("units",))
+    recording.calls.append(Call(0, 0))
+    with open(tmp_path / "trace.csv", "wb") as binary:
+        for target in (binary, io.BytesIO()):
+            with pytest.raises(PermitTypeError) as refused:
+                recording.write(target)  # type: ignore[arg-type]
+            assert refused.value.argument == "target"
+            assert "open(path, 'w', newline='')" in str(refused.value)
+    assert (tmp_path / "trace.csv").read_bytes() == b""
+    text = io.StringIO()
+    recording.write(text)
+    assert text.getvalue().startswith("at,level,")
 
 
 def test_a_recording_written_where_no_file_can_be_names_the_path_given(tmp_path: Path) -> None:

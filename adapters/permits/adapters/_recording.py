@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import errno
+import io
 import os
 import shutil
 import stat
@@ -129,6 +130,12 @@ class Recording:
                 raise PermitTypeError("target", target, "a path (str or Path) or an open text file")
         elif not callable(getattr(target, "writelines", None)):
             raise PermitTypeError("target", target, "a path (str or Path) or an open text file")
+        elif isinstance(target, (io.RawIOBase, io.BufferedIOBase)):
+            raise PermitTypeError(
+                "target",
+                target,
+                "a path or a file open for text, open(path, 'w', newline=''), not in binary",
+            )
         lines = trace_lines(self.calls, self.limits if len(self.limits) > 1 else None)
         if not isinstance(target, (str, os.PathLike)):
             target.writelines(lines)
