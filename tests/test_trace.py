@@ -1012,6 +1012,38 @@ def test_cli_says_which_requirements_a_trace_can_judge_in_one_line(
         )
 
 
+def test_cli_refuses_a_tenants_requirement_the_traces_calls_cannot_meet_in_one_line(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """compare refuses a requirement on the tenants of a workload whose
+    calls in the trace name none (no flow column, or every cell empty), as
+    it refuses one on a workload whose callers name none without a trace:
+    one line, status 2. Every policy missed it, ``never``, and compare
+    exited 1 recommending by the misses. A trace whose calls of that level
+    name tenants is judged (P99)."""
+    from permits.cli import main
+
+    scenario = tmp_path / "s.toml"
+    scenario.write_text(
+        '[[scenario]]\nname = "s"\nrate = 10\nseconds = 10\n'
+        'require = ["a worst tenant p99 <= 1 s"]\n'
+        '[[scenario.workload]]\nname = "a"\nlevel = 0\narrivals = "batch"\nsize = 1\n'
+    )
+    trace = tmp_path / "trace.csv"
+    for rows in ("at,level\n0,0\n", "at,level,flow\n0,0,\n0.5,0,\n"):
+        trace.write_text(rows)
+        assert main(["compare", str(scenario), "--trace", str(trace)]) == 2
+        out, err = capsys.readouterr()
+        assert out == ""
+        assert err == (
+            f"permits: error: {scenario}: scenario[0].require[0]='a worst tenant p99 <= 1 s': "
+            "no call of 'a' (level 0) in the trace names a tenant: give its calls a flow\n"
+        )
+    trace.write_text("at,level,flow\n0,0,\n0.5,0,acme\n")
+    assert main(["compare", str(scenario), "--trace", str(trace)]) == 0
+    assert "recommended: FIFO (meets every requirement)" in capsys.readouterr().out
+
+
 @given(
     st.lists(
         st.tuples(
