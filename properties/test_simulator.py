@@ -1,4 +1,4 @@
-"""The simulator's properties (SPEC.md, *The simulator*: P56-P61), each
+"""The simulator's properties (SPEC.md, *The simulator*: P56-P61, P99), each
 against a naive computation: a loop over the machine, one event at a time
 (``naive_figures`` and the replay's loop, beside the simulator's example
 tests in ``tests/``), or the rule written out."""
