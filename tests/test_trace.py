@@ -154,6 +154,10 @@ def test_a_json_line_naming_each_key_once_reads_whatever_its_strings_hold() -> N
         ("at,level,max_wait\n0,0,x\n", "line 2: max_wait='x': expected a number of seconds"),
         ("at,level\n0,0\n1_0,0\n", "line 3: at='1_0': expected a number of seconds"),
         ("at,level,timeout\n0,0,1_0.5\n", "line 2: timeout='1_0.5': expected a number of seconds"),
+        # digits of another script: read as seconds by Decimal, where a level's are refused
+        ("at,level\n0,0\n\u0663,0\n", "line 3: at='\u0663': expected a number of seconds"),
+        ("at,level,timeout\n0,0,\uff11.5\n", "line 2: timeout='\uff11.5': expected a number of"),
+        ("at,level\n0,\u0663\n", "line 2: level='\u0663': expected a whole number >= 0"),
         ('{"at": 0, "level": 0, "max_wait": -1}\n', "line 1: max_wait=-1: must be a finite"),
         # an exponent past any number Decimal holds, or of too many digits to make
         ("at,level\n0,0\n1e999999999,0\n", "line 3: at='1e999999999': must be under 1e10001 s"),

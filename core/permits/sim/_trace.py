@@ -153,8 +153,14 @@ def _ns(line: int, field: str, value: object) -> int:
     if digits.isdigit() and digits.isascii() and len(fraction) <= 9 and len(whole) <= _DIGITS:
         # The common case, plain digits (a bool's repr is not): no Decimal.
         return int(digits) * _PLACE[len(fraction)]
-    if isinstance(value, bool) or not isinstance(value, (str, int, float)) or "_" in text:
-        # (Decimal reads 1_0 as 10; a level or cost with one is refused too)
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, (str, int, float))
+        or "_" in text
+        or not text.strip().isascii()  # (spaces around it, a no-break one too, are not)
+    ):
+        # (Decimal reads 1_0 as 10, and another script's digits, ٣ as 3; a
+        # level or cost written so is refused too)
         raise TraceError(line, field, value, "expected a number of seconds")
     try:
         exact = Decimal(value.strip() if isinstance(value, str) else repr(value))
