@@ -191,6 +191,15 @@ BAD = [
         "cost, fair, flow, give_up_after, heaviest, level, max_wait, name, published, size, "
         "tenants, timeout, zipf)",
     ),
+    (  # a name of two lines broke its table's row, and no requirement could name it
+        GOOD.replace('name = "batch"', 'name = "batch\\njob"'),
+        "scenario[0].workload[1].name='batch\\njob': must be one line of printable text "
+        "(it heads a table's row, and a requirement names it)",
+    ),
+    (
+        GOOD.replace('name = "s"', 'name = "s\\u001b[31m"'),
+        "scenario[0].name='s\\x1b[31m': must be one line of printable text",
+    ),
     (  # a typo for 1.5 met every requirement: no caller came to judge
         GOOD.replace("size = 1000", "size = 1000\nat = 15"),
         "scenario[0].workload[1].at=15: at or after the end of the run (seconds = 10): "
