@@ -640,6 +640,13 @@ MUTANTS: dict[str, tuple[str, str, str, str]] = {
         "    rank = max(1, math.floor(q * offered))\n",
         "offered_quantile takes the rank floor(q * n), not the nearest rank ceil(q * n) (P60)",
     ),
+    "sim-traced-tenants-unchecked": (
+        "sim/_compare.py",
+        "        elif calls is not None:  # the first run: the calls name the same tenants in",
+        "        elif False:  # the first run: the calls name the same tenants in",
+        "compare with calls judges a requirement on the tenants of a workload whose calls name "
+        "none, every policy missing it, instead of refusing it (P99)",
+    ),
     "aging-ahead-own-level": (
         "_policies.py",
         "        # Every waiter at this level or a more urgent one has a smaller key.\n"

@@ -1,4 +1,4 @@
-"""The simulator's properties (SPEC.md, *The simulator*: P56-P61), each
+"""The simulator's properties (SPEC.md, *The simulator*: P56-P61, P99), each
 against a naive computation: a loop over the machine, one event at a time
 (``naive_figures`` and the replay's loop, beside the simulator's example
 tests in ``tests/``), or the rule written out."""
@@ -12,6 +12,7 @@ from fractions import Fraction
 from typing import Any
 
 import attrs
+import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from test_sim import (  # (tests/: the simulator's example tests and their naive loop)
@@ -28,7 +29,16 @@ from test_sim import (  # (tests/: the simulator's example tests and their naive
 )
 from test_trace import _QUARTERS, _naive_replay
 
-from permits.core import SECOND, Aging, Fifo, Limit, Policy, Shares, StrictPriority
+from permits.core import (
+    SECOND,
+    Aging,
+    Fifo,
+    Limit,
+    PermitValueError,
+    Policy,
+    Shares,
+    StrictPriority,
+)
 from permits.sim import (
     Batch,
     Call,
@@ -300,3 +310,51 @@ def test_the_recommendation_follows_its_rule(
 
     best = min(range(len(grid)), key=key)
     assert comparison.recommended is comparison.outcomes[best], [key(i) for i in range(len(grid))]
+
+
+@settings(deadline=None, max_examples=50)
+@given(
+    rows=st.lists(
+        st.tuples(
+            st.integers(0, 3 * SECOND),
+            st.integers(0, 1),
+            st.none() | st.sampled_from(["acme", "bulk"]),
+        ),
+        max_size=12,
+    ),
+    level=st.integers(0, 1),
+    measure=st.sampled_from(
+        ["worst tenant p99 <= 1 s", "median tenant p99 <= 100 ms", "tenants starved <= 0"]
+    ),
+)
+def test_a_replay_judges_a_tenants_requirement_only_where_its_calls_name_tenants(
+    rows: list[tuple[int, int, str | None]], level: int, measure: str
+) -> None:
+    """P99: compare with calls refuses a requirement on the tenants of a
+    workload whose level's calls within the run name none (a
+    ``PermitValueError`` naming the requirement), as it refuses one on a
+    workload whose callers name none without calls; where some name one,
+    or none came, it judges it, on each tenant the calls named."""
+    calls = sorted((Call(at, lv, flow=flow) for at, lv, flow in rows), key=lambda c: c.at_ns)
+    name = ("urgent", "batch")[level]
+    scenario = Scenario(
+        "tenants",
+        StrictPriority(2),
+        rate=4,
+        burst=1,
+        seconds=2,
+        workloads=[Workload("urgent", 0, Batch(0)), Workload("batch", 1, Batch(0))],
+        requirements=[Requirement.parse(f"{name} {measure}")],
+    )
+    within = [c for c in calls if c.at_ns < 2 * SECOND and c.level == level]
+    named = {c.flow for c in within if c.flow is not None}
+    grid: list[Policy] = [Fifo(2), StrictPriority(2)]
+    if within and not named:
+        with pytest.raises(PermitValueError) as refused:
+            compare(scenario, grid, calls=lambda: calls)
+        assert refused.value.argument == "requirements[0]"
+        assert refused.value.value == f"{name} {measure}"
+        return
+    comparison = compare(scenario, grid, calls=lambda: calls)
+    for outcome in comparison.outcomes:
+        assert outcome.result[name].tenants == len(named)

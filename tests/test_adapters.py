@@ -28,10 +28,13 @@ import concurrent.futures
 import functools
 import gc
 import inspect
+import io
 import itertools
 import math
+import os
 import random
 import re
+import stat
 import threading
 import weakref
 from collections.abc import (
@@ -90,7 +93,16 @@ from permits.core import (
     Statistics,
     StrictPriority,
 )
-from permits.sim import SEED, Batch, Call, Scenario, arrivals, nanoseconds, simulate
+from permits.sim import (
+    SEED,
+    Batch,
+    Call,
+    Scenario,
+    arrivals,
+    nanoseconds,
+    simulate,
+    trace_lines,
+)
 from permits.testing import VirtualClock, VirtualClockLoop, stall
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(30)]
@@ -2878,6 +2890,53 @@ def test_a_recording_is_written_whole_or_not_at_all(
     assert link.is_symlink()
     assert path.read_text(encoding="utf-8").count("\n") == 4
     assert path.stat().st_mode & 0o777 == 0o640
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="no named pipes here")
+def test_a_recording_written_to_a_named_pipe_goes_into_it(tmp_path: Path) -> None:
+    """A recording written to a path that is no regular file (a named pipe
+    another process reads, ``/dev/stdout``, ``/dev/null``) is written into
+    it, the file left as it is: the file beside it, renamed over it once
+    complete, replaced the pipe with a regular file its reader never saw
+    (and, as root, ``/dev/null`` with a regular file for everyone)."""
+    from permits.adapters import _recording
+
+    recording = _recording.Recording(0, 10, ("units",))
+    recording.calls.extend([Call(0, 0), Call(SECOND, 1, flow="acme")])
+    pipe = tmp_path / "trace.pipe"
+    os.mkfifo(pipe)
+    # Its reader, opened first (without waiting for a writer), so that the
+    # write neither blocks nor needs a thread; the trace fits in its buffer.
+    with open(os.open(pipe, os.O_RDONLY | os.O_NONBLOCK), encoding="utf-8") as reader:
+        recording.write(pipe)
+        read = reader.read()
+    assert stat.S_ISFIFO(pipe.stat().st_mode), "the pipe is still a pipe"
+    assert read == "".join(trace_lines(recording.calls))
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["trace.pipe"]
+
+
+def test_a_recording_written_to_a_file_opened_in_binary_says_to_open_it_as_text(
+    tmp_path: Path,
+) -> None:
+    """A recording written to a file opened in binary (``open(path, "wb")``,
+    a ``BytesIO``) is refused naming ``target`` and saying how to open it,
+    as ``read_trace`` refuses lines of bytes; it was a raw ``TypeError``
+    (a bytes-like object is required) from the file's ``writelines``. The
+    refusal writes nothing."""
+    from permits.adapters import _recording
+
+    recording = _recording.Recording(0, 10, ("units",))
+    recording.calls.append(Call(0, 0))
+    with open(tmp_path / "trace.csv", "wb") as binary:
+        for target in (binary, io.BytesIO()):
+            with pytest.raises(PermitTypeError) as refused:
+                recording.write(target)  # type: ignore[arg-type]
+            assert refused.value.argument == "target"
+            assert "open(path, 'w', newline='')" in str(refused.value)
+    assert (tmp_path / "trace.csv").read_bytes() == b""
+    text = io.StringIO()
+    recording.write(text)
+    assert text.getvalue().startswith("at,level,")
 
 
 def test_a_recording_written_where_no_file_can_be_names_the_path_given(tmp_path: Path) -> None:

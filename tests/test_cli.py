@@ -191,6 +191,15 @@ BAD = [
         "cost, fair, flow, give_up_after, heaviest, level, max_wait, name, published, size, "
         "tenants, timeout, zipf)",
     ),
+    (  # a name of two lines broke its table's row, and no requirement could name it
+        GOOD.replace('name = "batch"', 'name = "batch\\njob"'),
+        "scenario[0].workload[1].name='batch\\njob': must be one line of printable text "
+        "(it heads a table's row, and a requirement names it)",
+    ),
+    (
+        GOOD.replace('name = "s"', 'name = "s\\u001b[31m"'),
+        "scenario[0].name='s\\x1b[31m': must be one line of printable text",
+    ),
     (  # a typo for 1.5 met every requirement: no caller came to judge
         GOOD.replace("size = 1000", "size = 1000\nat = 15"),
         "scenario[0].workload[1].at=15: at or after the end of the run (seconds = 10): "
@@ -200,6 +209,18 @@ BAD = [
         GOOD.replace("rate = 20", "rate = 20\nstart = 10"),
         "scenario[0].workload[0].start=10: at or after the end of the run (seconds = 10): "
         "no caller of it would come",
+    ),
+    (  # before the end as written, at it to the nearest nanosecond: no caller came either
+        GOOD.replace("size = 1000", "size = 1000\nat = 9.9999999996"),
+        "scenario[0].workload[1].at=9.9999999996: at or after the end of the run "
+        "(seconds = 10), to the nearest nanosecond: no caller of it would come",
+    ),
+    (
+        GOOD.replace("seconds = 10", "seconds = 10.0000000004").replace(
+            "rate = 20", "rate = 20\nstart = 10"
+        ),
+        "scenario[0].workload[0].start=10: at or after the end of the run "
+        "(seconds = 10.0000000004), to the nearest nanosecond: no caller of it would come",
     ),
     (  # the value as written, not the Tenants it was made into
         GOOD.replace("rate = 20", 'rate = 20\nflow = "acme"\ntenants = 5'),

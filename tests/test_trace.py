@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import enum
+import io
 import itertools
 import json
 import random
@@ -135,6 +136,15 @@ def test_a_json_line_naming_each_key_once_reads_whatever_its_strings_hold() -> N
         ("at,level\n0,0\n-1,1\n", "line 3: at='-1': must be a finite number >= 0"),
         ("at,level\n0,0\nnan,1\n", "line 3: at='nan': must be a finite number >= 0"),
         ("at,level\n2,0\n1,1\n", "line 3: at='1': earlier than the row before (2 s): sort by at"),
+        # the row before as it was, not to six digits (86400.1 s, seemingly before 86400.12)
+        (
+            "at,level\n86400.123,0\n86400.12,1\n",
+            "line 3: at='86400.12': earlier than the row before (86400.123 s): sort by at",
+        ),
+        (
+            "at,level\n1.0000001,0\n1.00000005,1\n",
+            "line 3: at='1.00000005': earlier than the row before (1.0000001 s)",
+        ),
         # the row before past a float in ns: OverflowError writing it (previous / 1e9)
         ("at,level\n1e300,0\n1,1\n", "line 3: at='1': earlier than the row before (1e+300 s)"),
         ("at,level\n1e9999,0\n1,1\n", "line 3: at='1': earlier than the row before (1e+9999 s)"),
@@ -144,6 +154,10 @@ def test_a_json_line_naming_each_key_once_reads_whatever_its_strings_hold() -> N
         ("at,level,max_wait\n0,0,x\n", "line 2: max_wait='x': expected a number of seconds"),
         ("at,level\n0,0\n1_0,0\n", "line 3: at='1_0': expected a number of seconds"),
         ("at,level,timeout\n0,0,1_0.5\n", "line 2: timeout='1_0.5': expected a number of seconds"),
+        # digits of another script: read as seconds by Decimal, where a level's are refused
+        ("at,level\n0,0\n\u0663,0\n", "line 3: at='\u0663': expected a number of seconds"),
+        ("at,level,timeout\n0,0,\uff11.5\n", "line 2: timeout='\uff11.5': expected a number of"),
+        ("at,level\n0,\u0663\n", "line 2: level='\u0663': expected a whole number >= 0"),
         ('{"at": 0, "level": 0, "max_wait": -1}\n', "line 1: max_wait=-1: must be a finite"),
         # an exponent past any number Decimal holds, or of too many digits to make
         ("at,level\n0,0\n1e999999999,0\n", "line 3: at='1e999999999': must be under 1e10001 s"),
@@ -593,7 +607,8 @@ def test_a_call_made_in_code_at_no_time_or_level_is_refused() -> None:
     ``TypeError`` comparing it with 0)."""
     scenario = SEED[1]  # two levels
     nan: Any = float("nan")
-    at_nan = Call._make((nan, 0, 1, None, None, 0, None, None))  # (Call(nan, 0) is refused)
+    # (Call(nan, 0) and Call._make are refused: made as read_trace makes its calls)
+    at_nan: Call = tuple.__new__(Call, (nan, 0, 1, None, None, 0, None, None))
     with pytest.raises(PermitValueError) as no_time:
         replay(scenario, [Call(0, 0), at_nan, Call(1, 0)])
     assert no_time.value.argument == "calls"
@@ -656,6 +671,31 @@ def test_a_call_made_in_code_of_a_time_that_is_no_int_names_its_field(
     assert refused.value.argument == field
     assert refused.value.value is value  # (is: NaN is not equal to itself)
     assert Call(5, 1, timeout_ns=0, max_wait_ns=7, give_up_after_ns=None).at_ns == 5
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [("at_ns", 1.5), ("timeout_ns", 0.5), ("give_up_after_ns", True), ("flow", [])],
+)
+def test_a_call_changed_with_replace_is_checked_as_one_made_in_code(
+    field: str, value: object
+) -> None:
+    """A call changed with ``_replace`` (a recording's calls, their times
+    scaled or their flows renamed) or made with ``_make`` is checked as
+    one made in code is, a ``PermitTypeError`` naming the field: an
+    unhashable flow failed in the replay with a raw ``TypeError``, and a
+    float ``at_ns`` was refused as ``now``, an argument never written."""
+    call = Call(0, 0)
+    changes: dict[str, Any] = {field: value}
+    with pytest.raises(PermitTypeError, match=r"^" + field) as replaced:
+        call._replace(**changes)
+    assert replaced.value.argument == field
+    values = list(call)
+    values[Call._fields.index(field)] = value
+    with pytest.raises(PermitTypeError, match=r"^" + field) as made:
+        Call._make(values)
+    assert made.value.argument == field
+    assert call._replace(at_ns=5, flow="acme") == Call(5, 0, flow="acme")
 
 
 def test_trace_lines_refuses_a_str_of_limits_or_no_calls() -> None:
@@ -976,6 +1016,38 @@ def test_cli_says_which_requirements_a_trace_can_judge_in_one_line(
         )
 
 
+def test_cli_refuses_a_tenants_requirement_the_traces_calls_cannot_meet_in_one_line(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """compare refuses a requirement on the tenants of a workload whose
+    calls in the trace name none (no flow column, or every cell empty), as
+    it refuses one on a workload whose callers name none without a trace:
+    one line, status 2. Every policy missed it, ``never``, and compare
+    exited 1 recommending by the misses. A trace whose calls of that level
+    name tenants is judged (P99)."""
+    from permits.cli import main
+
+    scenario = tmp_path / "s.toml"
+    scenario.write_text(
+        '[[scenario]]\nname = "s"\nrate = 10\nseconds = 10\n'
+        'require = ["a worst tenant p99 <= 1 s"]\n'
+        '[[scenario.workload]]\nname = "a"\nlevel = 0\narrivals = "batch"\nsize = 1\n'
+    )
+    trace = tmp_path / "trace.csv"
+    for rows in ("at,level\n0,0\n", "at,level,flow\n0,0,\n0.5,0,\n"):
+        trace.write_text(rows)
+        assert main(["compare", str(scenario), "--trace", str(trace)]) == 2
+        out, err = capsys.readouterr()
+        assert out == ""
+        assert err == (
+            f"permits: error: {scenario}: scenario[0].require[0]='a worst tenant p99 <= 1 s': "
+            "no call of 'a' (level 0) in the trace names a tenant: give its calls a flow\n"
+        )
+    trace.write_text("at,level,flow\n0,0,\n0.5,0,acme\n")
+    assert main(["compare", str(scenario), "--trace", str(trace)]) == 0
+    assert "recommended: FIFO (meets every requirement)" in capsys.readouterr().out
+
+
 @given(
     st.lists(
         st.tuples(
@@ -1014,6 +1086,79 @@ def test_written_traces_read_back_as_they_were(rows: list[tuple[Any, ...]]) -> N
         return
     back = [c._replace(line=0) for c in read_trace(list(trace_lines(calls)))]
     assert back == [c._replace(flow=None if c.flow is None else str(c.flow)) for c in calls]
+
+
+#: The characters ``str.splitlines`` ends a line at, besides ``\n`` and ``\r``.
+_LINE_BREAKS = ["\x0b", "\x0c", "\x1c", "\x1d", "\x1e", "\x85", "\u2028", "\u2029"]
+
+
+@given(
+    flow=st.lists(st.sampled_from(["a", " ", ",", '"', "\n", "\r", *_LINE_BREAKS]), min_size=1).map(
+        "".join
+    ),
+    # (inside the name: a header's names are read stripped of spaces at their ends)
+    limit=st.lists(st.sampled_from(["t", *_LINE_BREAKS])).map(lambda s: f"t{''.join(s)}t"),
+)
+def test_written_traces_read_back_from_their_texts_lines(flow: str, limit: str) -> None:
+    """A trace's text, written by trace_lines, reads back from its
+    ``splitlines(keepends=True)`` (what read_trace takes besides an open
+    file) as from the file, whatever a flow or a limit's name holds: a
+    cell with a character splitlines ends a line at (a vertical tab, a
+    form feed, U+2028...) is quoted, as one with a newline is, so its row
+    is not cut in two there."""
+    from permits.sim import trace_lines
+
+    calls = [Call(0, 0, {limit: 2}, flow), Call(SECOND, 1, {limit: 1}, "b")]
+    text = "".join(trace_lines(calls, [limit]))
+    for lines in (text.splitlines(keepends=True), io.StringIO(text, newline="")):
+        back = [c._replace(line=0) for c in read_trace(lines)]
+        assert back == calls, (back, calls)
+
+
+def test_a_header_quoted_across_lines_is_read_whole_and_rows_keep_their_lines() -> None:
+    """A header cell quoted across two lines (a limit's name with a line
+    break, as trace_lines writes it) is one column, and the rows after it
+    are named by their own lines; a header that is no CSV is named so."""
+    text = 'at,level,"cost.a\nb"\n0,0,1\n\n0.1,0,x\n'
+    calls = read_trace(io.StringIO(text, newline=""))
+    assert next(calls) == Call(0, 0, {"a\nb": 1}, line=3)
+    with pytest.raises(TraceError, match=r"^line 5: cost\.a\nb='x': expected a whole number"):
+        next(calls)
+    with pytest.raises(TraceError, match=r"^line 1: header: not CSV: unexpected end of data"):
+        list(read_trace(['at,"level\n', "0,0\n"]))
+
+
+def test_a_negative_time_is_written_as_the_number_it_is() -> None:
+    """trace_lines writes a time before the start (a call made in code) as
+    the negative number it is, which read_trace then refuses naming it:
+    -5 ns was written -1.999999995 s."""
+    from permits.sim import trace_lines
+
+    calls = [Call(-5, 0, timeout_ns=-(10**9) - 5)]
+    row = list(trace_lines(calls))[1]
+    assert row == "-0.000000005,0,1,,-1.000000005,,\n"
+    with pytest.raises(TraceError, match=r"^line 2: at='-0.000000005': must be a finite number"):
+        list(read_trace(list(trace_lines(calls))))
+
+
+def test_a_flow_that_cannot_be_written_names_its_call() -> None:
+    """The empty flow's refusal (its empty cell reads back as no flow)
+    names the call that has it, its place and its time, and says how to
+    write the others: a recording of a day (whose flows came from callers)
+    could not be written, and the error did not say which call stood in
+    the way. Renamed with ``_replace``, it is written."""
+    from permits.sim import trace_lines
+
+    calls = [Call(0, 0, flow="acme"), Call(SECOND // 2, 1, flow="")]
+    with pytest.raises(PermitValueError) as refused:
+        list(trace_lines(calls))
+    assert str(refused.value) == (
+        "flow='': reads back as no flow (an empty cell): name it with a character "
+        "(calls[1], at 0.5 s; a recording's calls may be renamed with _replace "
+        "before it is written)"
+    )
+    calls[1] = calls[1]._replace(flow="(none)")
+    assert [c.flow for c in read_trace(list(trace_lines(calls)))] == ["acme", "(none)"]
 
 
 def test_levels_and_costs_of_an_int_enum_are_written_as_numbers() -> None:

@@ -4,8 +4,10 @@
 from __future__ import annotations
 
 import errno
+import io
 import os
 import shutil
+import stat
 import threading
 from collections.abc import Hashable, Mapping
 from pathlib import Path
@@ -119,16 +121,34 @@ class Recording:
         file: with several limits, a ``cost.<limit>`` column for each. A
         path is written whole or not at all (a file beside it, renamed over
         it once complete, with the permissions the file had), so a crash
-        mid-write leaves no truncated trace."""
+        mid-write leaves no truncated trace; one that exists and is no
+        regular file (a named pipe, ``/dev/stdout``) is written into, as
+        ``open()`` would, and left as it is."""
         if isinstance(target, (str, os.PathLike)):
             place = os.fspath(target)
             if not isinstance(place, str):  # (a PathLike of bytes)
                 raise PermitTypeError("target", target, "a path (str or Path) or an open text file")
         elif not callable(getattr(target, "writelines", None)):
             raise PermitTypeError("target", target, "a path (str or Path) or an open text file")
+        elif isinstance(target, (io.RawIOBase, io.BufferedIOBase)):
+            raise PermitTypeError(
+                "target",
+                target,
+                "a path or a file open for text, open(path, 'w', newline=''), not in binary",
+            )
         lines = trace_lines(self.calls, self.limits if len(self.limits) > 1 else None)
         if not isinstance(target, (str, os.PathLike)):
             target.writelines(lines)
+            return
+        try:
+            mode = os.stat(place).st_mode
+        except OSError:  # none yet (or none to reach: said below, naming the path)
+            mode = stat.S_IFREG
+        if not stat.S_ISREG(mode) and not stat.S_ISDIR(mode):
+            # A pipe, a terminal, /dev/null: nothing to replace, and the file
+            # beside it, renamed over it, would put a regular file in its place.
+            with open(place, "w", encoding="utf-8", newline="") as file:
+                file.writelines(lines)
             return
         path = Path(place).resolve()  # a link's file is written, the link kept
         if path.is_dir():  # (its file beside it would be one level up)

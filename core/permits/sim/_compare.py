@@ -155,8 +155,9 @@ def compare(
 
     Raises :class:`~permits.core.PermitValueError` for an empty grid, for
     a requirement on the tenants of a workload whose callers name none
-    (without ``calls``), and for ``calls`` that gave a run other calls
-    within it than the first run's (an iterator given again, spent)."""
+    (with ``calls``: whose level's calls within the run name none, though
+    some came), and for ``calls`` that gave a run other calls within it
+    than the first run's (an iterator given again, spent)."""
     check_scenario(scenario)
     if policies is None:
         grid = default_grid(scenario.policy.levels)
@@ -194,6 +195,8 @@ def compare(
         result = simulate(run, max_arrivals=None) if calls is None else replay(run, calls())
         if outcomes and calls is not None:
             _check_same_calls(calls, outcomes[0], policy, result)
+        elif calls is not None:  # the first run: the calls name the same tenants in every run
+            _check_traced_tenants(scenario, result)
         missed = tuple(r for r in scenario.requirements if not r.met(result))
         outcomes.append(Outcome(policy, result, missed))
     return Comparison(scenario, tuple(outcomes))
@@ -215,6 +218,24 @@ def _check_same_calls(
             f"{_calls(sum(before))} under {describe(first.policy)}, the first: return a "
             "fresh iterable of the same calls for each run (an iterator is spent by the first)",
         )
+
+
+def _check_traced_tenants(scenario: Scenario, result: Result) -> None:
+    """Raise for a requirement on the tenants of a workload of ``result``, a
+    replay, that calls came to and none of which named a tenant (a flow):
+    no run could judge it, as without calls (:func:`_check_tenants`); every
+    policy missed it, ``never``."""
+    for i, requirement in enumerate(scenario.requirements):
+        if requirement.measure not in _ON_TENANTS:
+            continue
+        workload = result[requirement.workload]
+        if workload.offered and not workload.tenants:
+            raise PermitValueError(
+                f"requirements[{i}]",
+                requirement.text,
+                f"no call of {workload.name!r} (level {workload.level}) in the trace names "
+                "a tenant: give its calls a flow",
+            )
 
 
 def _calls(count: int) -> str:

@@ -503,15 +503,18 @@ def _scenario(path: str, value: object, max_arrivals: int | None) -> Scenario:
             flow_limit=table.get("flow_limit"),
         ),
     )
+    end = nanoseconds("seconds", scenario.seconds)
     for j, entry in enumerate(entries):
         # A workload that begins once the run has ended (a typo for 1.5, say)
         # would meet its every requirement, none of its callers come to judge.
+        # Judged on the nanoseconds the run keeps, as it offers its callers.
         key = "at" if isinstance(workloads[j].arrivals, Batch) else "start"
-        if key in entry and entry[key] >= scenario.seconds:
+        if key in entry and nanoseconds(key, entry[key]) >= end:
+            rounded = ", to the nearest nanosecond" if entry[key] < scenario.seconds else ""
             raise ScenarioError(
                 f"{path}.workload[{j}].{key}",
                 entry[key],
-                f"at or after the end of the run (seconds = {table['seconds']}): "
+                f"at or after the end of the run (seconds = {table['seconds']}){rounded}: "
                 "no caller of it would come",
             )
     _build(path, lambda: check_arrivals(scenario, max_arrivals))

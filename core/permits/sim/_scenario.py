@@ -465,6 +465,16 @@ def _weight(k: int, zipf: float) -> float:
     return weight
 
 
+def _check_name(value: object, why: str) -> None:
+    """A workload's or a scenario's name: a non-empty str of one line of
+    printable text (a newline broke its table's row; a terminal's escape
+    sequence, its colours)."""
+    if not isinstance(value, str) or not value:
+        raise PermitTypeError("name", value, "a non-empty str")
+    if not value.isprintable():
+        raise PermitValueError("name", value, f"must be one line of printable text ({why})")
+
+
 @attrs.frozen
 class Published:
     """Figures a source published for a workload, to print beside the
@@ -563,8 +573,7 @@ class Workload:
 
     @name.validator
     def _name(self, attribute: attrs.Attribute[Any], value: object) -> None:
-        if not isinstance(value, str) or not value:
-            raise PermitTypeError("name", value, "a non-empty str")
+        _check_name(value, "it heads a table's row, and a requirement names it")
 
     @arrivals.validator
     def _arrivals(self, attribute: attrs.Attribute[Any], value: object) -> None:
@@ -770,8 +779,7 @@ class Scenario:
 
     @name.validator
     def _name(self, attribute: attrs.Attribute[Any], value: object) -> None:
-        if not isinstance(value, str) or not value:
-            raise PermitTypeError("name", value, "a non-empty str")
+        _check_name(value, "it heads its tables")
 
     @policy.validator
     def _policy(self, attribute: attrs.Attribute[Any], value: object) -> None:

@@ -103,6 +103,7 @@ class Call(NamedTuple):
 
 
 _made = Call.__new__
+_made_of = Call._make
 
 
 @functools.wraps(_made)
@@ -112,7 +113,19 @@ def _made_in_code(cls: type[Call], *args: Any, **kwargs: Any) -> Call:
     as the machine's ``now``), and its flow hashable. Checked here, once,
     not in the replay's loop; :func:`read_trace` makes its calls without
     it, from cells it has checked."""
-    call = _made(cls, *args, **kwargs)
+    return _checked(_made(cls, *args, **kwargs))
+
+
+@functools.wraps(_made_of)
+def _made_of_values(cls: type[Call], iterable: Iterable[Any]) -> Call:
+    """A call made of its fields' values (``Call._make``, and so
+    ``call._replace``: a recording's calls changed in code), checked as
+    one made in code is."""
+    return _checked(_made_of.__func__(cls, iterable))  # type: ignore[attr-defined]
+
+
+def _checked(call: Call) -> Call:
+    """``call``, its times and flow checked (see :func:`_made_in_code`)."""
     at_ns, _, _, _, timeout_ns, _, max_wait_ns, give_up_after_ns = call
     if at_ns.__class__ is not int and (isinstance(at_ns, bool) or not isinstance(at_ns, int)):
         raise PermitTypeError("at_ns", at_ns, "an int of nanoseconds")
@@ -128,6 +141,7 @@ def _made_in_code(cls: type[Call], *args: Any, **kwargs: Any) -> Call:
 
 
 Call.__new__ = staticmethod(_made_in_code)  # type: ignore[assignment]
+Call._make = classmethod(_made_of_values)  # type: ignore[assignment]
 
 
 def _ns(line: int, field: str, value: object) -> int:
@@ -139,8 +153,14 @@ def _ns(line: int, field: str, value: object) -> int:
     if digits.isdigit() and digits.isascii() and len(fraction) <= 9 and len(whole) <= _DIGITS:
         # The common case, plain digits (a bool's repr is not): no Decimal.
         return int(digits) * _PLACE[len(fraction)]
-    if isinstance(value, bool) or not isinstance(value, (str, int, float)) or "_" in text:
-        # (Decimal reads 1_0 as 10; a level or cost with one is refused too)
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, (str, int, float))
+        or "_" in text
+        or not text.strip().isascii()  # (spaces around it, a no-break one too, are not)
+    ):
+        # (Decimal reads 1_0 as 10, and another script's digits, ٣ as 3; a
+        # level or cost written so is refused too)
         raise TraceError(line, field, value, "expected a number of seconds")
     try:
         exact = Decimal(value.strip() if isinstance(value, str) else repr(value))
@@ -256,7 +276,11 @@ def _call(
 
 
 def _shown(ns: int) -> str:
-    """``ns`` nanoseconds as seconds, short (``0.51``), past a float too."""
+    """``ns`` nanoseconds as seconds: exactly while that is short
+    (``86400.123``, not ``86400.1``, which reads as earlier than a row's
+    ``86400.12``), else to six digits (``1e+300``), past a float too."""
+    if ns < 10**20:  # (1e11 s: over 3,000 years)
+        return _seconds(ns)
     try:
         return f"{ns / 1_000_000_000:g}"
     except OverflowError:  # 1e309 ns and on
@@ -432,7 +456,15 @@ def _named_once(number: int, text: str) -> None:
 def _csv_calls(
     number: int, header: str, source: Iterator[str], limits: Sequence[str] | None
 ) -> Iterator[Call]:
-    names = [name.strip() for name in next(csv.reader([header]))]
+    # One reader for the header and the rows: a header cell quoted across
+    # lines (a limit's name with a line break in it) is read whole.
+    reader = csv.reader(itertools.chain([header], source), strict=True)
+    try:
+        names = [name.strip() for name in next(reader)]
+    except csv.Error as error:
+        raise TraceError(number, "header", None, f"not CSV: {error}") from None
+    # A row's line number: the header's, less one, plus the lines read so far.
+    before = number - 1
     for k, name in enumerate(names):
         if not name:  # a spreadsheet's trailing comma, say
             raise TraceError(number, f"column {k + 1}", None, "has no name in the header")
@@ -462,10 +494,9 @@ def _csv_calls(
         _with_costs(columns, per_limit) if per_limit else columns
     )
     previous = 0
-    reader = csv.reader(source, strict=True)
     try:
         for cells in reader:
-            line = number + reader.line_num
+            line = before + reader.line_num
             if not cells:  # a blank line
                 continue
             if len(cells) != width:
@@ -484,7 +515,7 @@ def _csv_calls(
             previous = call.at_ns
             yield call
     except csv.Error as error:
-        raise TraceError(number + reader.line_num, "row", None, f"not CSV: {error}") from None
+        raise TraceError(before + reader.line_num, "row", None, f"not CSV: {error}") from None
 
 
 def _with_costs(
@@ -528,19 +559,25 @@ def trace_lines(calls: Iterable[Call], limits: Sequence[str] | None = None) -> I
     row = io.StringIO()
     writer = csv.writer(row, lineterminator="\n")
     # csv quotes a cell with the line terminator in it, not one with "\r"
-    # alone (which read_trace's csv reads as the end of a line): a row with
-    # one, in a flow or a limit's name, is written all quoted.
+    # alone (which read_trace's csv reads as the end of a line), nor one
+    # with another character a text's splitlines() ends a line at (a
+    # vertical tab, U+2028): a row with one, in a flow or a limit's name,
+    # is written all quoted, so that its lines join again when read.
     quoted = csv.writer(row, lineterminator="\n", quoting=csv.QUOTE_ALL)
     header = ["at", "level", *costs, "flow", "timeout", "max_wait", "give_up_after"]
-    (quoted if any("\r" in cell for cell in header) else writer).writerow(header)
+    (quoted if any(_breaks(cell) for cell in header) else writer).writerow(header)
     yield row.getvalue()
-    for call in calls:
+    for index, call in enumerate(calls):
         row.seek(0)
         row.truncate()
         flow = "" if call.flow is None else str(call.flow)
         if flow == "" and call.flow is not None:
             raise PermitValueError(
-                "flow", call.flow, "reads back as no flow (an empty cell): name it with a character"
+                "flow",
+                call.flow,
+                "reads back as no flow (an empty cell): name it with a character "
+                f"(calls[{index}], at {_seconds(call.at_ns)} s; a recording's calls may be "
+                "renamed with _replace before it is written)",
             )
         timeout = "" if call.timeout_ns is None else _seconds(call.timeout_ns)
         limit = "" if call.max_wait_ns is None else _seconds(call.max_wait_ns)
@@ -548,12 +585,20 @@ def trace_lines(calls: Iterable[Call], limits: Sequence[str] | None = None) -> I
         units = _written_costs(call.cost, names)
         cells = [_seconds(call.at_ns), int(call.level), *units, flow, timeout, limit, give_up]
         try:
-            (quoted if "\r" in flow else writer).writerow(cells)
+            (quoted if _breaks(flow) else writer).writerow(cells)
         except csv.Error as error:  # a NUL, before Python 3.11's csv
             raise PermitValueError(
-                "flow", call.flow, f"cannot be written as CSV ({error}): name it without one"
+                "flow",
+                call.flow,
+                f"cannot be written as CSV ({error}): name it without one "
+                f"(calls[{index}], at {_seconds(call.at_ns)} s)",
             ) from None
         yield row.getvalue()
+
+
+def _breaks(text: str) -> bool:
+    """Whether ``text`` holds a character ``str.splitlines`` ends a line at."""
+    return text.splitlines() not in ([], [text])
 
 
 def _written_costs(cost: int | Mapping[str, int], names: list[str] | None) -> list[int]:
@@ -572,9 +617,10 @@ def _written_costs(cost: int | Mapping[str, int], names: list[str] | None) -> li
 
 
 def _seconds(ns: int) -> str:
-    """``ns`` nanoseconds as an exact decimal of seconds."""
-    whole, part = divmod(ns, 10**9)
-    return f"{whole}.{part:09d}".rstrip("0").rstrip(".")
+    """``ns`` nanoseconds as an exact decimal of seconds (a negative one
+    too: -5 is -0.000000005, not divmod's -1 and 999999995)."""
+    whole, part = divmod(abs(ns), 10**9)
+    return f"{'-' if ns < 0 else ''}{whole}.{part:09d}".rstrip("0").rstrip(".")
 
 
 def traced(scenario: Scenario) -> Scenario:
