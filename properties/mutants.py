@@ -1437,6 +1437,13 @@ MUTANTS: dict[str, tuple[str, str, str, str]] = {
         'limit = None if max_wait is None else _nanoseconds("max_wait", max_wait) or 0\n',
         "an infinite max_wait refuses every acquire that would wait (P87)",
     ),
+    "errors-rebuilt-from-their-message": (
+        "_errors.py",
+        "        return (_rebuilt, (type(self), self.args), self.__dict__)\n",
+        "        return super().__reduce__()\n",
+        "an error is pickled as Exception's are, rebuilt by calling its class with its"
+        " message alone: it cannot be unpickled or copied (P95)",
+    ),
 }
 
 

@@ -10,7 +10,9 @@ pushes, as the conformance suite does for the async adapters.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import gc
+import multiprocessing
 import os
 import signal
 import threading
@@ -1236,3 +1238,29 @@ def test_a_signal_handler_closes_through_a_thread_as_the_readme_says() -> None:
         assert closers
         assert not any(closer.is_alive() for closer in closers)
         assert limiter.closed
+
+
+def times_out_in_a_worker_process() -> None:
+    """A pool worker's job: its acquire finds no permit within its timeout."""
+    with open_limiter(Fifo(), rate=1, burst=1) as limiter:
+        limiter.acquire()
+        limiter.acquire(timeout=0.01)
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="os.fork is POSIX's")
+def test_an_error_in_a_worker_process_reaches_the_caller_as_itself() -> None:
+    """P95, as a user meets it: a limiter's error raised in a process pool's
+    worker (``requests`` behind a thread limiter, fanned out over processes)
+    reaches the caller of ``future.result()`` as itself, pickled across.
+    It broke the whole pool instead (``BrokenProcessPool``: the parent
+    could not rebuild the ``AcquireTimeout`` from its message)."""
+    context = multiprocessing.get_context("fork")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)  # forking with threads, 3.12
+        with concurrent.futures.ProcessPoolExecutor(1, mp_context=context) as pool:
+            future = pool.submit(times_out_in_a_worker_process)
+            with pytest.raises(AcquireTimeout) as timed_out:
+                future.result(timeout=30)
+            assert pool.submit(int, "7").result(timeout=30) == 7  # the pool works on
+    assert (timed_out.value.level, timed_out.value.timeout) == (0, 0.01)
+    assert str(timed_out.value) == "no permit at level 0 within timeout=0.01 s"
