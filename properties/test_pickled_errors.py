@@ -116,7 +116,10 @@ def test_every_error_crosses_a_process_as_itself(
         error.add_note(note_text)
     name, make = how
     note(f"{name} of {error!r}, attributes {vars(error)!r}")
-    again = make(error)
+    try:
+        again = make(error)
+    except Exception as failure:  # (Exception's own pickling: a TypeError)
+        raise AssertionError(("P95", name, repr(failure))) from failure
     assert type(again) is type(error), ("P95", type(again), type(error))
     assert str(again) == str(error), ("P95", str(again), str(error))
     assert again.args == error.args, ("P95", again.args, error.args)
