@@ -1264,3 +1264,66 @@ def test_an_error_in_a_worker_process_reaches_the_caller_as_itself() -> None:
             assert pool.submit(int, "7").result(timeout=30) == 7  # the pool works on
     assert (timed_out.value.level, timed_out.value.timeout) == (0, 0.01)
     assert str(timed_out.value) == "no permit at level 0 within timeout=0.01 s"
+
+
+class _InterruptedOnce:
+    """A limiter's lock whose next taking by the main thread is cut short by
+    a KeyboardInterrupt (as a Ctrl-C lands while it waits for the lock);
+    every other taking is the lock's own."""
+
+    def __init__(self, lock: threading.Lock) -> None:
+        self.lock = lock
+        self.interrupted = False
+
+    def __enter__(self) -> bool:
+        if not self.interrupted and threading.current_thread() is threading.main_thread():
+            self.interrupted = True
+            raise KeyboardInterrupt
+        return self.lock.__enter__()
+
+    def __exit__(self, *exc_info: Any) -> None:
+        self.lock.__exit__(*exc_info)
+
+
+def test_an_interrupt_before_closing_takes_the_lock_still_closes_the_limiter() -> None:
+    """A KeyboardInterrupt that lands as the `with open_limiter()` block
+    closes, before closing holds the lock (a second Ctrl-C while it waits
+    for the lock another thread holds), left the limiter open after its
+    block: its timer thread running, and a thread waiting there waited on
+    for its permit (for ever, behind a long pause). The limiter closes and
+    every waiter wakes with LimiterClosed; the interrupt goes on as itself."""
+    opened: list[Limiter] = []
+    woken: list[BaseException] = []
+
+    def call() -> None:
+        try:
+            opened[0].acquire()
+        except LimiterClosed as error:
+            woken.append(error)
+
+    caller = threading.Thread(target=call, daemon=True)
+
+    def block() -> None:
+        with open_limiter(Fifo(), 0.001, 1) as limiter:  # nothing refills
+            opened.append(limiter)
+            limiter.acquire()
+            caller.start()
+            until(lambda: limiter.statistics().waiting == 1)
+            limiter._lock = _InterruptedOnce(limiter._lock)  # type: ignore[assignment]
+
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            block()
+        (limiter,) = opened
+        caller.join(10.0)
+        assert not caller.is_alive(), "the waiter was never woken"
+        assert len(woken) == 1
+        assert limiter.closed
+        assert limiter._thread is not None
+        limiter._thread.join(10.0)
+        assert not limiter._thread.is_alive(), "the timer thread runs on"
+    finally:
+        for limiter in opened:  # (one left open: closed, so that nothing runs on)
+            if isinstance(limiter._lock, _InterruptedOnce):
+                limiter._lock = limiter._lock.lock
+            limiter.close()

@@ -180,13 +180,25 @@ class Limiter(_Limiting):
         return None
 
     def close(self) -> None:
-        """Close: every waiter wakes with LimiterClosed; the timer thread ends."""
+        """Close: every waiter wakes with LimiterClosed; the timer thread ends.
+        An interrupt (a ``KeyboardInterrupt``) that lands before it is closed,
+        as it waits for the lock say, goes on once it is: left open after its
+        block, its timer thread ran on and its waiters waited on."""
+        try:
+            self._close()
+        except BaseException as interrupt:
+            if isinstance(interrupt, Exception):
+                raise
+            self._close()
+            raise
+        if self._thread is not None and self._thread is not threading.current_thread():
+            self._thread.join()
+
+    def _close(self) -> None:
         _open.discard(self)
         with self._lock:
             self._break(None)
             self._plan.notify()
-        if self._thread is not None and self._thread is not threading.current_thread():
-            self._thread.join()
 
     # -- the API ----------------------------------------------------------
 
