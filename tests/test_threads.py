@@ -1267,18 +1267,21 @@ def test_an_error_in_a_worker_process_reaches_the_caller_as_itself() -> None:
 
 
 class _InterruptedOnce:
-    """A limiter's lock whose next taking by the main thread is cut short by
-    a KeyboardInterrupt (as a Ctrl-C lands while it waits for the lock);
-    every other taking is the lock's own."""
+    """A limiter's lock whose next taking by the main thread (or the one
+    ``after`` more) is cut short by a KeyboardInterrupt (as a Ctrl-C lands
+    while it waits for the lock); every other taking is the lock's own."""
 
-    def __init__(self, lock: threading.Lock) -> None:
+    def __init__(self, lock: threading.Lock, *, after: int = 0) -> None:
         self.lock = lock
         self.interrupted = False
+        self.after = after  # the main thread's takings before the one cut short
 
     def __enter__(self) -> bool:
         if not self.interrupted and threading.current_thread() is threading.main_thread():
-            self.interrupted = True
-            raise KeyboardInterrupt
+            if not self.after:
+                self.interrupted = True
+                raise KeyboardInterrupt
+            self.after -= 1
         return self.lock.__enter__()
 
     def __exit__(self, *exc_info: Any) -> None:
@@ -1327,3 +1330,34 @@ def test_an_interrupt_before_closing_takes_the_lock_still_closes_the_limiter() -
             if isinstance(limiter._lock, _InterruptedOnce):
                 limiter._lock = limiter._lock.lock
             limiter.close()
+
+
+def test_a_second_interrupt_as_an_interrupted_waiter_withdraws_still_withdraws_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A thread interrupted while it waits withdraws. A second
+    KeyboardInterrupt that lands as it does, before it holds the lock (a
+    second Ctrl-C while another thread holds it), left it queued for
+    nobody: every caller after it at its level waited behind it (for ever,
+    without a timeout). It is withdrawn; the interrupt goes on as itself."""
+
+    class Interrupted(threading.Event):
+        def wait(self, timeout: float | None = None) -> bool:
+            raise KeyboardInterrupt  # the first, as the thread waits
+
+    with open_limiter(Fifo(), 0.001, 1) as limiter:  # nothing refills
+        limiter.acquire()
+        lock = limiter._lock
+        with monkeypatch.context() as patch:
+            patch.setattr(threading, "Event", Interrupted)
+            # the second, as the withdrawal takes the lock (the push took it first)
+            limiter._lock = _InterruptedOnce(lock, after=1)  # type: ignore[assignment]
+            try:
+                with pytest.raises(KeyboardInterrupt):
+                    limiter.acquire()
+            finally:
+                limiter._lock = lock
+        assert len(limiter.machine) == 0, "left queued for nobody"
+        assert limiter.statistics().levels[0].cancelled == 1
+        limiter.set_limit(rate=1000)
+        limiter.acquire(timeout=5.0)  # nobody ahead of it
