@@ -35,6 +35,7 @@ from permits.core import (
     State,
     TimeWentBackwards,
 )
+from permits.sim import ScenarioError, TraceError
 
 #: What an error may carry as a value, an id or a flow: any plain value.
 values = st.recursive(
@@ -83,6 +84,8 @@ errors: st.SearchStrategy[PermitError] = st.one_of(
         bound=st.booleans(),
     ),
     st.builds(BackendUnavailable, st.text(), st.floats(0, 1e9), causes),
+    st.builds(ScenarioError, st.text(min_size=1), values, st.text()),
+    st.builds(TraceError, st.integers(1, 10**6), st.text(min_size=1), values, st.text()),
 )
 
 
