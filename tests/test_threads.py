@@ -1361,3 +1361,40 @@ def test_a_second_interrupt_as_an_interrupted_waiter_withdraws_still_withdraws_i
         assert limiter.statistics().levels[0].cancelled == 1
         limiter.set_limit(rate=1000)
         limiter.acquire(timeout=5.0)  # nobody ahead of it
+
+
+def test_an_interrupt_as_try_acquire_takes_a_permit_granted_past_waiters_hands_it_back(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A try_acquire granted at once while others wait (a more urgent
+    level, its cost fitting where the waiter's does not) that a
+    KeyboardInterrupt stops before its caller has the permit (here: as the
+    recording notes it decided) hands the permit back. It was left in
+    flight for nobody, for ever: counted as granted, and holding its place
+    in the bucket, so that a burst of 2 let one caller through at a time."""
+    from permits.adapters import _recording
+
+    decided = _recording.Recording.decided
+
+    def interrupt(*args: object) -> NoReturn:
+        monkeypatch.setattr(_recording.Recording, "decided", decided)  # once
+        raise KeyboardInterrupt
+
+    with open_limiter(StrictPriority(2), 0.001, 2) as limiter:  # nothing refills
+        limiter.acquire(0)  # one unit left
+
+        def wait_behind() -> None:
+            with suppress(LimiterClosed):  # (as the limiter closes)
+                limiter.acquire(1, cost=2)
+
+        behind = threading.Thread(target=wait_behind, daemon=True)
+        behind.start()
+        until(lambda: limiter.statistics().waiting == 1)  # its cost does not fit
+        limiter.record()
+        monkeypatch.setattr(_recording.Recording, "decided", interrupt)
+        with pytest.raises(KeyboardInterrupt):
+            limiter.try_acquire(0)  # granted at once, then interrupted
+        assert limiter.machine.in_flight == 0, "a permit in flight for nobody"
+        assert limiter.statistics().levels[0].units_granted == (1,)
+        assert limiter.try_acquire(0), "the permit came back"
+    behind.join(10.0)
