@@ -63,7 +63,8 @@ MAXFAIL = 10
 #: file (its path from the repository): the smallest set that carries the
 #: promises of its area, so that a mutant runs in a few minutes.
 ADAPTER_TESTS: dict[str, tuple[str, ...]] = {
-    "adapters/permits/adapters/_base.py": CONFORMANCE,
+    # (and the thread adapter's own tests: its interrupts land in the shared code)
+    "adapters/permits/adapters/_base.py": (*CONFORMANCE, "tests/test_threads.py"),
     "adapters/permits/adapters/_tasked.py": CONFORMANCE,
     "adapters/permits/adapters/asyncio.py": CONFORMANCE,
     "adapters/permits/adapters/trio.py": CONFORMANCE,
@@ -1471,6 +1472,50 @@ MUTANTS: dict[str, tuple[str, str, str, str]] = {
         'limit = None if max_wait is None else _nanoseconds("max_wait", max_wait)\n',
         'limit = None if max_wait is None else _nanoseconds("max_wait", max_wait) or 0\n',
         "an infinite max_wait refuses every acquire that would wait (P87)",
+    ),
+    "threads-close-interrupted-left-open": (
+        "adapters/permits/adapters/threads.py",
+        "        try:\n"
+        "            self._close()\n"
+        "        except BaseException as interrupt:\n"
+        "            if isinstance(interrupt, Exception):\n"
+        "                raise\n"
+        "            self._close()\n"
+        "            raise\n",
+        "        self._close()\n",
+        "an interrupt that lands before closing holds the lock leaves the thread limiter"
+        " open after its block, its timer and waiters running on",
+    ),
+    "threads-withdraw-interrupted-left-queued": (
+        "adapters/permits/adapters/threads.py",
+        "        try:\n"
+        "            with self._lock:\n"
+        "                self._withdraw(id, waiter)\n"
+        "        except BaseException as interrupt:\n"
+        "            if isinstance(interrupt, Exception):\n"
+        "                raise\n"
+        "            with self._lock:\n"
+        "                self._withdraw(id, waiter)\n"
+        "            raise\n",
+        "        with self._lock:\n            self._withdraw(id, waiter)\n",
+        "a second interrupt as an interrupted thread withdraws leaves it queued for nobody,"
+        " every caller after it behind it",
+    ),
+    "try-acquire-interrupted-left-in-flight": (
+        "adapters/permits/adapters/_base.py",
+        "        except BaseException:\n"
+        "            # An interrupt before the caller proceeds (one lands between any\n",
+        "        except ZeroDivisionError:\n"
+        "            # An interrupt before the caller proceeds (one lands between any\n",
+        "an interrupt as try_acquire takes a permit granted past waiters leaves it in flight"
+        " for nobody, holding its place in the bucket for ever",
+    ),
+    "errors-rebuilt-from-their-message": (
+        "_errors.py",
+        "        return (_rebuilt, (type(self), self.args), self.__dict__)\n",
+        "        return super().__reduce__()\n",
+        "an error is pickled as Exception's are, rebuilt by calling its class with its"
+        " message alone: it cannot be unpickled or copied (P95)",
     ),
 }
 

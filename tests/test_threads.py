@@ -10,7 +10,9 @@ pushes, as the conformance suite does for the async adapters.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import gc
+import multiprocessing
 import os
 import signal
 import threading
@@ -1236,3 +1238,163 @@ def test_a_signal_handler_closes_through_a_thread_as_the_readme_says() -> None:
         assert closers
         assert not any(closer.is_alive() for closer in closers)
         assert limiter.closed
+
+
+def times_out_in_a_worker_process() -> None:
+    """A pool worker's job: its acquire finds no permit within its timeout."""
+    with open_limiter(Fifo(), rate=1, burst=1) as limiter:
+        limiter.acquire()
+        limiter.acquire(timeout=0.01)
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="os.fork is POSIX's")
+def test_an_error_in_a_worker_process_reaches_the_caller_as_itself() -> None:
+    """P95, as a user meets it: a limiter's error raised in a process pool's
+    worker (``requests`` behind a thread limiter, fanned out over processes)
+    reaches the caller of ``future.result()`` as itself, pickled across.
+    It broke the whole pool instead (``BrokenProcessPool``: the parent
+    could not rebuild the ``AcquireTimeout`` from its message)."""
+    context = multiprocessing.get_context("fork")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)  # forking with threads, 3.12
+        with concurrent.futures.ProcessPoolExecutor(1, mp_context=context) as pool:
+            future = pool.submit(times_out_in_a_worker_process)
+            with pytest.raises(AcquireTimeout) as timed_out:
+                future.result(timeout=30)
+            assert pool.submit(int, "7").result(timeout=30) == 7  # the pool works on
+    assert (timed_out.value.level, timed_out.value.timeout) == (0, 0.01)
+    assert str(timed_out.value) == "no permit at level 0 within timeout=0.01 s"
+
+
+class _InterruptedOnce:
+    """A limiter's lock whose next taking by the main thread (or the one
+    ``after`` more) is cut short by a KeyboardInterrupt (as a Ctrl-C lands
+    while it waits for the lock); every other taking is the lock's own."""
+
+    def __init__(self, lock: threading.Lock, *, after: int = 0) -> None:
+        self.lock = lock
+        self.interrupted = False
+        self.after = after  # the main thread's takings before the one cut short
+
+    def __enter__(self) -> bool:
+        if not self.interrupted and threading.current_thread() is threading.main_thread():
+            if not self.after:
+                self.interrupted = True
+                raise KeyboardInterrupt
+            self.after -= 1
+        return self.lock.__enter__()
+
+    def __exit__(self, *exc_info: Any) -> None:
+        self.lock.__exit__(*exc_info)
+
+
+def test_an_interrupt_before_closing_takes_the_lock_still_closes_the_limiter() -> None:
+    """A KeyboardInterrupt that lands as the `with open_limiter()` block
+    closes, before closing holds the lock (a second Ctrl-C while it waits
+    for the lock another thread holds), left the limiter open after its
+    block: its timer thread running, and a thread waiting there waited on
+    for its permit (for ever, behind a long pause). The limiter closes and
+    every waiter wakes with LimiterClosed; the interrupt goes on as itself."""
+    opened: list[Limiter] = []
+    woken: list[BaseException] = []
+
+    def call() -> None:
+        try:
+            opened[0].acquire()
+        except LimiterClosed as error:
+            woken.append(error)
+
+    caller = threading.Thread(target=call, daemon=True)
+
+    def block() -> None:
+        with open_limiter(Fifo(), 0.001, 1) as limiter:  # nothing refills
+            opened.append(limiter)
+            limiter.acquire()
+            caller.start()
+            until(lambda: limiter.statistics().waiting == 1)
+            limiter._lock = _InterruptedOnce(limiter._lock)  # type: ignore[assignment]
+
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            block()
+        (limiter,) = opened
+        caller.join(10.0)
+        assert not caller.is_alive(), "the waiter was never woken"
+        assert len(woken) == 1
+        assert limiter.closed
+        assert limiter._thread is not None
+        limiter._thread.join(10.0)
+        assert not limiter._thread.is_alive(), "the timer thread runs on"
+    finally:
+        for limiter in opened:  # (one left open: closed, so that nothing runs on)
+            if isinstance(limiter._lock, _InterruptedOnce):
+                limiter._lock = limiter._lock.lock
+            limiter.close()
+
+
+def test_a_second_interrupt_as_an_interrupted_waiter_withdraws_still_withdraws_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A thread interrupted while it waits withdraws. A second
+    KeyboardInterrupt that lands as it does, before it holds the lock (a
+    second Ctrl-C while another thread holds it), left it queued for
+    nobody: every caller after it at its level waited behind it (for ever,
+    without a timeout). It is withdrawn; the interrupt goes on as itself."""
+
+    class Interrupted(threading.Event):
+        def wait(self, timeout: float | None = None) -> bool:
+            raise KeyboardInterrupt  # the first, as the thread waits
+
+    with open_limiter(Fifo(), 0.001, 1) as limiter:  # nothing refills
+        limiter.acquire()
+        lock = limiter._lock
+        with monkeypatch.context() as patch:
+            patch.setattr(threading, "Event", Interrupted)
+            # the second, as the withdrawal takes the lock (the push took it first)
+            limiter._lock = _InterruptedOnce(lock, after=1)  # type: ignore[assignment]
+            try:
+                with pytest.raises(KeyboardInterrupt):
+                    limiter.acquire()
+            finally:
+                limiter._lock = lock
+        assert len(limiter.machine) == 0, "left queued for nobody"
+        assert limiter.statistics().levels[0].cancelled == 1
+        limiter.set_limit(rate=1000)
+        limiter.acquire(timeout=5.0)  # nobody ahead of it
+
+
+def test_an_interrupt_as_try_acquire_takes_a_permit_granted_past_waiters_hands_it_back(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A try_acquire granted at once while others wait (a more urgent
+    level, its cost fitting where the waiter's does not) that a
+    KeyboardInterrupt stops before its caller has the permit (here: as the
+    recording notes it decided) hands the permit back. It was left in
+    flight for nobody, for ever: counted as granted, and holding its place
+    in the bucket, so that a burst of 2 let one caller through at a time."""
+    from permits.adapters import _recording
+
+    decided = _recording.Recording.decided
+
+    def interrupt(*args: object) -> NoReturn:
+        monkeypatch.setattr(_recording.Recording, "decided", decided)  # once
+        raise KeyboardInterrupt
+
+    with open_limiter(StrictPriority(2), 0.001, 2) as limiter:  # nothing refills
+        limiter.acquire(0)  # one unit left
+
+        def wait_behind() -> None:
+            with suppress(LimiterClosed):  # (as the limiter closes)
+                limiter.acquire(1, cost=2)
+
+        behind = threading.Thread(target=wait_behind, daemon=True)
+        behind.start()
+        until(lambda: limiter.statistics().waiting == 1)  # its cost does not fit
+        limiter.record()
+        monkeypatch.setattr(_recording.Recording, "decided", interrupt)
+        with pytest.raises(KeyboardInterrupt):
+            limiter.try_acquire(0)  # granted at once, then interrupted
+        assert limiter.machine.in_flight == 0, "a permit in flight for nobody"
+        assert limiter.statistics().levels[0].units_granted == (1,)
+        assert limiter.try_acquire(0), "the permit came back"
+    behind.join(10.0)

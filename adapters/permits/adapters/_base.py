@@ -1098,11 +1098,19 @@ class _Limiting:
             return True
         id, _, decision = self._request(level, cost, flow, 0, None)  # deadline now
         assert decision is not None  # a deadline of now decides at once
-        if self._recording is not None:
-            self._recording.decided(id)
-        if decision.state is _GRANTED:
-            self._proceed(id, decision, decision.at)
-            return True
+        try:
+            if self._recording is not None:
+                self._recording.decided(id)
+            if decision.state is _GRANTED:
+                self._proceed(id, decision, decision.at)
+                return True
+        except BaseException:
+            # An interrupt before the caller proceeds (one lands between any
+            # two bytecodes of the main thread): a permit granted goes back,
+            # as a waiter's does (left in flight, it held its place in the
+            # bucket for ever); one spent already stays spent.
+            self._withdraw(id, _Waiter(None, decision))
+            raise
         self._reschedule()
         return False
 

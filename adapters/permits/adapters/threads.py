@@ -180,13 +180,25 @@ class Limiter(_Limiting):
         return None
 
     def close(self) -> None:
-        """Close: every waiter wakes with LimiterClosed; the timer thread ends."""
+        """Close: every waiter wakes with LimiterClosed; the timer thread ends.
+        An interrupt (a ``KeyboardInterrupt``) that lands before it is closed,
+        as it waits for the lock say, goes on once it is: left open after its
+        block, its timer thread ran on and its waiters waited on."""
+        try:
+            self._close()
+        except BaseException as interrupt:
+            if isinstance(interrupt, Exception):
+                raise
+            self._close()
+            raise
+        if self._thread is not None and self._thread is not threading.current_thread():
+            self._thread.join()
+
+    def _close(self) -> None:
         _open.discard(self)
         with self._lock:
             self._break(None)
             self._plan.notify()
-        if self._thread is not None and self._thread is not threading.current_thread():
-            self._thread.join()
 
     # -- the API ----------------------------------------------------------
 
@@ -236,8 +248,22 @@ class Limiter(_Limiting):
                 return self._outcome(id, waiter.decision, cost, flow, timeout, self._now())
         except BaseException as error:
             if pushed and error is not waiter.error:
-                with self._lock:
-                    self._withdraw(id, waiter)
+                self._withdrawn(id, waiter)
+            raise
+
+    def _withdrawn(self, id: int, waiter: _Waiter) -> None:
+        """Withdraw the waiter of ``id``, whose thread leaves (interrupted,
+        or its outcome raised). A second interrupt that lands before it is
+        withdrawn, as it waits for the lock say, goes on once it is: left
+        queued, it waited for nobody, and every caller after it behind it."""
+        try:
+            with self._lock:
+                self._withdraw(id, waiter)
+        except BaseException as interrupt:
+            if isinstance(interrupt, Exception):
+                raise
+            with self._lock:
+                self._withdraw(id, waiter)
             raise
 
     def permit(

@@ -24,7 +24,24 @@ __all__ = [
 
 
 class PermitError(Exception):
-    """Root of every error raised by ``permits``."""
+    """Root of every error raised by ``permits``.
+
+    Every one pickles and copies as itself: of its type, with its message,
+    ``args``, notes and attributes (an error raised in a worker process
+    reaches its caller so)."""
+
+    def __reduce__(self) -> tuple[object, ...]:
+        # Exception's own rebuilds the error by calling its class with its
+        # ``args``, the message alone, which no ``__init__`` here takes.
+        return (_rebuilt, (type(self), self.args), self.__dict__)
+
+
+def _rebuilt(kind: type[PermitError], args: tuple[object, ...]) -> PermitError:
+    """An error of ``kind`` with these ``args``, made without its
+    ``__init__`` (its attributes are set after, as pickled)."""
+    error = kind.__new__(kind)
+    error.args = args
+    return error
 
 
 class PermitValueError(PermitError, ValueError):
