@@ -556,7 +556,7 @@ MUTANTS: dict[str, tuple[str, str, str, str]] = {
         "_bucket.py",
         "        if not self.n:\n            self.due = self.until\n            return\n",
         "",
-        "a waiter that takes nothing of a limit waits for that limit's debt, word or quota (P95)",
+        "a waiter that takes nothing of a limit waits for that limit's debt, word or quota (P96)",
     ),
     "cost-kept-past-a-lower-burst": (
         "_machine.py",

@@ -737,7 +737,7 @@ _tokens_word = st.tuples(
 def test_a_limit_a_cost_draws_nothing_on_holds_it_in_no_way(
     policy: Policy, rate: Any, burst: int, steps: list[Any]
 ) -> None:
-    """P95: a machine of requests and tokens whose every waiter asks for
+    """P96: a machine of requests and tokens whose every waiter asks for
     requests only decides exactly as one of requests alone, whatever the
     tokens limit says: the upstream's word that none are left until a
     reset minutes away, a quota of none, a change of its rate. Only a
@@ -764,14 +764,14 @@ def test_a_limit_a_cost_draws_nothing_on_holds_it_in_no_way(
             else:
                 out += both.pause_until(now + ns // 100, now)
                 expected += alone.pause_until(now + ns // 100, now)
-        assert rows(out) == rows(expected), ("P95", rows(out), rows(expected))
-        assert both.next_tick() == alone.next_tick(), ("P95", both.next_tick(), alone.next_tick())
+        assert rows(out) == rows(expected), ("P96", rows(out), rows(expected))
+        assert both.next_tick() == alone.next_tick(), ("P96", both.next_tick(), alone.next_tick())
         for level in range(2):
             cost = {"requests": 1}
-            assert both.min_wait(level, cost=cost) == alone.min_wait(level, cost=cost), "P95"
+            assert both.min_wait(level, cost=cost) == alone.min_wait(level, cost=cost), "P96"
     out += drive(both, now + 1000 * SECOND)
     expected += drive(alone, now + 1000 * SECOND)
-    assert rows(out) == rows(expected), ("P95", rows(out), rows(expected))
+    assert rows(out) == rows(expected), ("P96", rows(out), rows(expected))
 
 
 @given(rate=rates, asked=st.integers(1, 6), actual=st.integers(0, 12))

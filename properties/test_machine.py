@@ -1348,7 +1348,7 @@ class PolicyMachine(RuleBasedStateMachine):
         counters; quantiles within RELATIVE_ERROR of exact, maximum exact.
         P27 with it: the model grants only the waiter its policy chooses;
         P34 too: the model serves a level's flows by SPEC's literal rule;
-        P95: the model holds a waiter only by the limits it takes from."""
+        P96: the model holds a waiter only by the limits it takes from."""
         if not hasattr(self, "core") or not WITH_MODEL:
             return
         model = self.model

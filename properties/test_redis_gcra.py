@@ -502,7 +502,7 @@ two_limits = st.tuples(
 def test_script_is_the_exact_buckets(
     script: Any, limits: tuple[list[int], list[int]], steps: list[Any]
 ) -> None:
-    """P21, P22, P38, P39, P40, P41, P44, P45, P95: at every chosen time the
+    """P21, P22, P38, P39, P40, P41, P44, P45, P96: at every chosen time the
     script answers exactly as the buckets do (allowed, wait, units left per limit), for one limit or
     two, costs of several units, reserves, bookings, leases, give-backs and settles,
     pauses, the upstream's word and changes of limit; a take is charged to every
@@ -589,7 +589,7 @@ MUTANTS = {
     "take-of-nothing-held-by-a-debt": (
         "    if x[i] > 0 then  -- (a limit the take draws nothing on holds it in no way)\n",
         "    if true then\n",
-        "a take that takes nothing of a limit waits for its debt and its reserve (P95)",
+        "a take that takes nothing of a limit waits for its debt and its reserve (P96)",
         "buckets",
     ),
     "plain-take-ignores-a-quota": (
@@ -756,7 +756,7 @@ MUTANTS = {
 
 @pytest.mark.parametrize("mutant", sorted(MUTANTS))
 def test_script_mutants_are_caught(client: Any, mutant: str) -> None:
-    """P21, P39, P40, P41, P42, P44, P45, P48, P49, P95 have teeth: the properties
+    """P21, P39, P40, P41, P42, P44, P45, P48, P49, P96 have teeth: the properties
     fail on each mutant."""
     text, replacement, _, run = MUTANTS[mutant]
     source = script_source(clock="argv")
@@ -841,7 +841,7 @@ def test_script_answers_at_chosen_times(script: Any) -> None:
 
 
 def test_several_limits_pause_and_word_by_hand(script: Any) -> None:
-    """P38, P39, P40, P41 and P95 by hand: requests 10/s burst 3, tokens 1/s burst 5."""
+    """P38, P39, P40, P41 and P96 by hand: requests 10/s burst 3, tokens 1/s burst 5."""
     call = caller(script, [10, 1], [3, 5])
     # both charged; the same take again waits for 3 more tokens
     assert call("take", T0, 0, (1, 4)) == [1, 3_000_000, 2, 1]
@@ -854,7 +854,7 @@ def test_several_limits_pause_and_word_by_hand(script: Any) -> None:
     # a settle: the call took 3 tokens more than it asked (1.3 there): a debt
     assert call("give", T0 + 300_000, 0, (0, 3)) == [1, 0, 2, -2]
     assert call("take", T0 + 300_000, 0, (0, 1))[:2] == [0, 2_700_000]  # no debt allowed
-    # ... but to a take of none of it (P95)
+    # ... but to a take of none of it (P96)
     assert call("take", T0 + 300_000, 0, (1, 0)) == [1, 0, 1, -2]
     # the upstream says no request is left until 1 s from now: 10 short now
     assert call("adopt", T0 + 2_000_000, 1_000_000, (0, -1)) == [1, 0, -10, 0]
