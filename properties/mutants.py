@@ -553,6 +553,12 @@ MUTANTS: dict[str, tuple[str, str, str, str]] = {
         'raise refuse_paced("supplied", False, "paused()")',
         "a supplied machine does not count a pause its source outside tells it of",
     ),
+    "zero-cost-held-by-a-debt": (
+        "_bucket.py",
+        "        if not self.n:\n            self.due = self.until\n            return\n",
+        "",
+        "a waiter that takes nothing of a limit waits for that limit's debt, word or quota (P96)",
+    ),
     "cost-kept-past-a-lower-burst": (
         "_machine.py",
         "        self._asks.clear()  # read again",
@@ -1069,9 +1075,9 @@ MUTANTS: dict[str, tuple[str, str, str, str]] = {
     ),
     "redis-lost-state-above-full": (
         "adapters/permits/adapters/redis.lua",
-        "    if tat < now then tat = now end\n    local need = 0\n",
+        "    if tat < now then tat = now end\n",
         "    if state[2] and tat < now then tat = now end\n"
-        "    if not state[2] then tat = now - T end\n    local need = 0\n",
+        "    if not state[2] then tat = now - T end\n",
         "the plain take reads a lost state (a restart, a FLUSHDB, an eviction) as a bucket one"
         " unit above full: a restart lets one permit more through than a full burst",
     ),

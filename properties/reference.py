@@ -410,15 +410,17 @@ class Reference:
         return [(left, until) for left, until in counts if until > self.last]
 
     def fits(self, cost: tuple[int, ...]) -> bool:
-        """Whether every limit holds ``cost`` at ``last``, beside the units in
-        flight, within its quota, and no pause holds."""
+        """Whether every limit ``cost`` draws on holds it at ``last``, beside
+        the units in flight, within its quota, and no pause holds."""
         assert self.last is not None
         if self.paused_until is not None and self.last < self.paused_until:
             return False
-        for i in range(len(self.limits)):
+        # a limit the cost draws nothing on holds it in no way
+        drawn = [i for i in range(len(self.limits)) if cost[i] > 0]
+        for i in drawn:
             if any(self.in_flight(i) + cost[i] > left for left, _ in self.quotas(i)):
                 return False
-        return all(self.tokens(i) - self.in_flight(i) >= cost[i] for i in range(len(self.limits)))
+        return all(self.tokens(i) - self.in_flight(i) >= cost[i] for i in drawn)
 
     def settle(self, now: int) -> list[Row]:
         """A tick: expiries, then grants to the chosen waiter while it fits."""
@@ -611,6 +613,8 @@ class Reference:
         assert self.last is not None
         at = self.last
         for i in range(len(self.limits)):
+            if cost[i] == 0:
+                continue  # (a limit it draws nothing on)
             need = self.in_flight(i) + cost[i]
             if need > self.cap(i):
                 return None
@@ -655,8 +659,11 @@ class Reference:
         ]
         wait = 0
         for i in range(len(self.limits)):
+            drawn = sum(w.cost[i] for w in first) + cost[i]
+            if drawn == 0:
+                continue  # none of them draws on this limit
             # at best, those in flight are spent now
-            need = self.in_flight(i) + sum(w.cost[i] for w in first) + cost[i]
+            need = self.in_flight(i) + drawn
             wait = max(wait, self.wait_for(i, need))
             ends = [until - self.last for left, until in self.quotas(i) if need > left]
             wait = max([wait, *ends])

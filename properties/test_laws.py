@@ -714,6 +714,66 @@ def test_several_limits_charge_together(costs: list[tuple[int, int, int]]) -> No
                 assert units <= allowed, ("P28", name, times[start : end + 1], allowed)
 
 
+#: What the upstream may say of a limit, or do to it: (what, units, ns).
+_tokens_word = st.tuples(
+    st.sampled_from(["adopt", "quota", "rerate", "pause"]),
+    st.integers(0, 50),
+    st.integers(0, 400 * SECOND),
+)
+
+
+@given(
+    policy=st.sampled_from([Fifo(2), StrictPriority(2), Shares((2, 1))]),
+    rate=rates,
+    burst=st.integers(1, 3),
+    steps=st.lists(
+        st.one_of(
+            st.tuples(st.just("push"), st.integers(0, 1), st.integers(1, 3), st.integers(0, 300)),
+            st.tuples(st.just("tokens"), _tokens_word),
+        ),
+        max_size=30,
+    ),
+)
+def test_a_limit_a_cost_draws_nothing_on_holds_it_in_no_way(
+    policy: Policy, rate: Any, burst: int, steps: list[Any]
+) -> None:
+    """P96: a machine of requests and tokens whose every waiter asks for
+    requests only decides exactly as one of requests alone, whatever the
+    tokens limit says: the upstream's word that none are left until a
+    reset minutes away, a quota of none, a change of its rate. Only a
+    pause, which holds every waiter, holds them."""
+    requests = Limit(rate, burst=burst)
+    both = Machine(policy, limits={"requests": requests, "tokens": Limit(100, burst=50)})
+    alone = Machine(policy, limits={"requests": requests})
+    now, out, expected = 0, both.tick(0), alone.tick(0)  # (both start full at 0)
+    for i, step in enumerate(steps):
+        if step[0] == "push":
+            _, level, units, gap_ms = step
+            units = min(units, burst)
+            now += gap_ms * MILLISECOND
+            out += both.push(i, level, now, cost={"requests": units})
+            expected += alone.push(i, level, now, cost={"requests": units})
+        else:
+            what, units, ns = step[1]
+            if what == "adopt":
+                out += both.adopt(units, now + ns, now, limit="tokens")
+            elif what == "quota":
+                out += both.quota(units, now + ns, now, limit="tokens")
+            elif what == "rerate":
+                out += both.set_limit(now, rate=units + 1, burst=units + 1, limit="tokens")
+            else:
+                out += both.pause_until(now + ns // 100, now)
+                expected += alone.pause_until(now + ns // 100, now)
+        assert rows(out) == rows(expected), ("P96", rows(out), rows(expected))
+        assert both.next_tick() == alone.next_tick(), ("P96", both.next_tick(), alone.next_tick())
+        for level in range(2):
+            cost = {"requests": 1}
+            assert both.min_wait(level, cost=cost) == alone.min_wait(level, cost=cost), "P96"
+    out += drive(both, now + 1000 * SECOND)
+    expected += drive(alone, now + 1000 * SECOND)
+    assert rows(out) == rows(expected), ("P96", rows(out), rows(expected))
+
+
 @given(rate=rates, asked=st.integers(1, 6), actual=st.integers(0, 12))
 def test_settle_gives_back_and_charges(rate: Any, asked: int, actual: int) -> None:
     """P29: settling a grant of ``asked`` at ``actual`` leaves the machine

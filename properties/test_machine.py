@@ -1347,7 +1347,8 @@ class PolicyMachine(RuleBasedStateMachine):
         """P13: the same waiters in the same order, the same times, the same
         counters; quantiles within RELATIVE_ERROR of exact, maximum exact.
         P27 with it: the model grants only the waiter its policy chooses;
-        P34 too: the model serves a level's flows by SPEC's literal rule."""
+        P34 too: the model serves a level's flows by SPEC's literal rule;
+        P96: the model holds a waiter only by the limits it takes from."""
         if not hasattr(self, "core") or not WITH_MODEL:
             return
         model = self.model

@@ -193,8 +193,10 @@ class Buckets:
         of each burst more), exactly; 0 if it is so now."""
         waits = [Fraction(self.pause - now)]
         for i, x in enumerate(units):
+            if x == 0:
+                continue  # a limit the take draws nothing on holds it in no way
             keep = max(reserve, self.burst[i] // 2) if headroom else reserve
-            need = min(x + keep, self.burst[i]) if x > 0 else 0
+            need = min(x + keep, self.burst[i])
             waits.append((need - self.tokens[i]) * self.T[i])
             # units a quota does not leave: not before its end
             waits += [Fraction(end - now) for left, end in self.quotas[i] if x > left]
@@ -500,11 +502,12 @@ two_limits = st.tuples(
 def test_script_is_the_exact_buckets(
     script: Any, limits: tuple[list[int], list[int]], steps: list[Any]
 ) -> None:
-    """P21, P22, P38, P39, P40, P41, P44, P45: at every chosen time the script answers exactly as
-    the buckets do (allowed, wait, units left per limit), for one limit or
+    """P21, P22, P38, P39, P40, P41, P44, P45, P96: at every chosen time the
+    script answers exactly as the buckets do (allowed, wait, units left per limit), for one limit or
     two, costs of several units, reserves, bookings, leases, give-backs and settles,
     pauses, the upstream's word and changes of limit; a take is charged to every
-    limit or to none; nothing is granted during a pause; and over the runs
+    limit or to none; a limit a take takes nothing from holds it in no way;
+    nothing is granted during a pause; and over the runs
     with takes only, no window of any limit sees more than
     ``burst + d / T`` units."""
     rates, bursts = limits
@@ -578,10 +581,16 @@ MUTANTS = {
         "plain",
     ),
     "plain-take-of-nothing-keeps-the-reserve": (
-        "    if x > 0 then need = x + ARGV[3] end\n",
-        "    need = x + ARGV[3]\n",
-        "a plain take of no units waits for the reserve",
+        "    if x > 0 then\n      need = min(x + ARGV[3], burst)\n",
+        "    if true then\n      need = min(x + ARGV[3], burst)\n",
+        "a plain take of no units waits for the reserve, and for a debt",
         "plain",
+    ),
+    "take-of-nothing-held-by-a-debt": (
+        "    if x[i] > 0 then  -- (a limit the take draws nothing on holds it in no way)\n",
+        "    if true then\n",
+        "a take that takes nothing of a limit waits for its debt and its reserve (P96)",
+        "buckets",
     ),
     "plain-take-ignores-a-quota": (
         "  if not (state[1] or state[3] or live[1]) and x <= burst then\n",
@@ -747,7 +756,7 @@ MUTANTS = {
 
 @pytest.mark.parametrize("mutant", sorted(MUTANTS))
 def test_script_mutants_are_caught(client: Any, mutant: str) -> None:
-    """P21, P39, P40, P41, P42, P44, P45, P48, P49 have teeth: the properties
+    """P21, P39, P40, P41, P42, P44, P45, P48, P49, P96 have teeth: the properties
     fail on each mutant."""
     text, replacement, _, run = MUTANTS[mutant]
     source = script_source(clock="argv")
@@ -832,7 +841,7 @@ def test_script_answers_at_chosen_times(script: Any) -> None:
 
 
 def test_several_limits_pause_and_word_by_hand(script: Any) -> None:
-    """P38, P39, P40 and P41 by hand: requests 10/s burst 3, tokens 1/s burst 5."""
+    """P38, P39, P40, P41 and P96 by hand: requests 10/s burst 3, tokens 1/s burst 5."""
     call = caller(script, [10, 1], [3, 5])
     # both charged; the same take again waits for 3 more tokens
     assert call("take", T0, 0, (1, 4)) == [1, 3_000_000, 2, 1]
@@ -844,7 +853,9 @@ def test_several_limits_pause_and_word_by_hand(script: Any) -> None:
     assert call("take", T0 + 300_000, 0, (1, 0)) == [1, 0, 2, 1]  # the pause is over
     # a settle: the call took 3 tokens more than it asked (1.3 there): a debt
     assert call("give", T0 + 300_000, 0, (0, 3)) == [1, 0, 2, -2]
-    assert call("take", T0 + 300_000, 0, (1, 0))[:2] == [0, 1_700_000]  # no debt allowed
+    assert call("take", T0 + 300_000, 0, (0, 1))[:2] == [0, 2_700_000]  # no debt allowed
+    # ... but to a take of none of it (P96)
+    assert call("take", T0 + 300_000, 0, (1, 0)) == [1, 0, 1, -2]
     # the upstream says no request is left until 1 s from now: 10 short now
     assert call("adopt", T0 + 2_000_000, 1_000_000, (0, -1)) == [1, 0, -10, 0]
     # requests to 20/s, burst 4: the debt of 10 carries over; from then on

@@ -88,10 +88,12 @@ if op == 'take' and ARGV[5] == '1' and ARGV[10] == nil and ARGV[4] == '0' then
         .. ', no number it stores')
     end
     if tat < now then tat = now end
-    local need = 0
-    if x > 0 then need = x + ARGV[3] end
-    if need > burst then need = burst end
-    local at = tat - (burst - need) * T
+    -- (a take of no units draws nothing on the limit: nothing holds it)
+    local need, at = 0, now
+    if x > 0 then
+      need = min(x + ARGV[3], burst)
+      at = tat - (burst - need) * T
+    end
     if at > now then
       return {0, ceil(at - now), floor((burst * T - (tat - now)) / T)}
     end
@@ -104,8 +106,8 @@ if op == 'take' and ARGV[5] == '1' and ARGV[10] == nil and ARGV[4] == '0' then
     else
       redis.call('DEL', KEYS[1])
     end
-    local again = tat - (burst - need) * T
-    if again < now then again = now end
+    local again = now
+    if x > 0 then again = max(now, tat - (burst - need) * T) end
     return {1, ceil(again - now), floor((burst * T - (tat - now)) / T)}
   end
 end
@@ -201,16 +203,15 @@ end
 local function allowed_at(reserve, headroom)
   local at = pause
   for i = 1, n do
-    local need = 0
-    if x[i] > 0 then
+    if x[i] > 0 then  -- (a limit the take draws nothing on holds it in no way)
       local keep = reserve
       if headroom then keep = max(reserve, floor(burst[i] / 2)) end
-      need = min(x[i] + keep, burst[i])
-    end
-    at = max(at, tat[i] - (burst[i] - need) * T[i])
-    if quoted then
-      for _, q in ipairs(quotas[i]) do
-        if x[i] > q[1] then at = max(at, q[2]) end
+      local need = min(x[i] + keep, burst[i])
+      at = max(at, tat[i] - (burst[i] - need) * T[i])
+      if quoted then
+        for _, q in ipairs(quotas[i]) do
+          if x[i] > q[1] then at = max(at, q[2]) end
+        end
       end
     end
   end

@@ -270,6 +270,8 @@ class Bucket:
     def available_after(self, cost: tuple[int, ...], now: int) -> int:
         """The least time (ns) from ``now`` until ``cost`` more is available,
         at best: the units held charged now."""
+        if not cost[self.index]:  # (it draws nothing here: only a pause holds it)
+            return max(0, self.until - now)
         anchor, k = self.anchor, self.k
         if k * self.P < (now - 1 - anchor) * self.Q:
             anchor, k = now - 1, 0
@@ -314,6 +316,10 @@ class Bucket:
     def _set_due(self) -> None:
         # ceil(TAT + (held + n - burst) * interval), or never while the held
         # units leave no room for n, not even with the nanosecond of refill.
+        # A cost that draws nothing on this limit waits only for a pause.
+        if not self.n:
+            self.due = self.until
+            return
         excess = self.held + self.n - 1 - self.b1
         if excess > 0 and excess * self.P > self.Q:
             self.due = NEVER
