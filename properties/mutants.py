@@ -1268,6 +1268,12 @@ MUTANTS: dict[str, tuple[str, str, str, str]] = {
         "a Retry-After past what a Redis limiter holds (1e9 s, with a max_pause past it)"
         " raises out of the transport, and the 429 is lost",
     ),
+    "retry-finds-closed-raises": (
+        "adapters/permits/_upstream.py",
+        "LATE = (AcquireTimeout, WouldWaitTooLong, QueueFull, LimiterClosed)\n",
+        "LATE = (AcquireTimeout, WouldWaitTooLong, QueueFull)\n",
+        "a 429 whose retry finds the limiter closed as it waits is lost: LimiterClosed raised",
+    ),
     "jitter-draw-unchecked": (
         "adapters/permits/_upstream.py",
         "            seconds = min(backoff(attempt, self._draw()), self.max_pause)\n",

@@ -496,6 +496,32 @@ def test_a_response_served_while_the_limiter_closed_reaches_the_caller() -> None
     assert served == (200, b'{"ok": true}')
 
 
+def test_a_429_whose_retry_finds_the_limiter_closed_reaches_the_caller() -> None:
+    """As the httpx transports: the limiter closes (a shutdown) while the
+    retry of a 429 waits out its pause; the 429 reaches the caller, whole.
+    (It raised ``LimiterClosed``, and the response was lost.)"""
+
+    async def main(url: str) -> tuple[int, bytes]:
+        async with asyncio_adapter.open_limiter(Fifo(), 100, 10) as limiter:
+            permits = PermitsMiddleware(limiter, retries=1, timeout=60.0)
+            async with aiohttp.ClientSession(middlewares=(permits,)) as session:
+
+                async def get() -> tuple[int, bytes]:
+                    async with session.get(url) as response:
+                        return response.status, await response.read()
+
+                task = asyncio.create_task(get())
+                while not permits.upstream.pauses:  # the 429 is in, its pause taken
+                    await asyncio.sleep(0.01)
+                await limiter.aclose()
+                return await task
+
+    script = Script((429, {"Retry-After": "30"}), (200, {}))
+    with serve_script(script) as url:
+        assert asyncio.run(main(url)) == (429, b'{"ok": true}')
+    assert len(script.bodies) == 1, "not sent again"
+
+
 def test_a_retry_held_back_past_the_timeout_returns_the_429() -> None:
     """As the httpx transports: a 429 whose pause is short but whose quota
     holds the next permit back past the ``timeout`` is returned, whole; the

@@ -1496,6 +1496,55 @@ def test_a_429_answered_while_the_limiter_closed_reaches_the_caller(retries: int
     assert transport.upstream.throttled == 1
 
 
+def test_a_429_whose_retry_finds_the_limiter_closed_reaches_the_caller() -> None:
+    """The limiter closes (a shutdown) after a 429 came back, while its
+    retry waits out the pause it asked for: the retry's permit never comes,
+    and the 429 reaches the caller, as it does when the limiter closes a
+    moment sooner, while the request is out. (It raised ``LimiterClosed``,
+    and the response was lost.)"""
+    script = Script((429, {"Retry-After": "30"}), (200, {}))
+    with (
+        serve_script(script) as url,
+        threads.open_limiter(Fifo(), limits={"requests": Limit(100, burst=10)}) as limiter,
+    ):
+        transport = PermitsTransport(limiter, retries=1, timeout=60.0)
+        with httpx.Client(transport=transport) as client, ThreadPoolExecutor(1) as pool:
+            sent = pool.submit(client.get, url)
+            while not transport.upstream.pauses:  # the 429 is in, its pause taken
+                time.sleep(0.01)
+            limiter.close()
+            response = sent.result(timeout=10)
+    assert (response.status_code, response.headers["retry-after"]) == (429, "30")
+    assert len(script.bodies) == 1, "not sent again"
+
+
+@pytest.mark.anyio
+async def test_a_429_whose_retry_finds_the_limiter_closed_reaches_the_caller_async() -> None:
+    """As above, through the async transport."""
+    script = Script((429, {"Retry-After": "30"}), (200, {}))
+    with serve_script(script) as url:
+        async with (
+            asyncio_adapter.open_limiter(Fifo(), 100, 10) as limiter,
+            httpx.AsyncClient(
+                transport=AsyncPermitsTransport(limiter, retries=1, timeout=60.0)
+            ) as client,
+            anyio.create_task_group() as tasks,
+        ):
+            transport = client._transport
+            assert isinstance(transport, AsyncPermitsTransport)
+            responses: list[httpx.Response] = []
+
+            async def send() -> None:
+                responses.append(await client.get(url))
+
+            tasks.start_soon(send)
+            while not transport.upstream.pauses:  # the 429 is in, its pause taken
+                await anyio.sleep(0.01)
+            await limiter.aclose()
+        assert [r.status_code for r in responses] == [429]
+        assert len(script.bodies) == 1, "not sent again"
+
+
 @pytest.mark.parametrize("status", [429, 503])
 def test_a_throttle_without_retry_after_answered_while_the_limiter_closed_reaches_the_caller(
     status: int,

@@ -615,9 +615,11 @@ def settle_in_time(permit: Permit, actual: Cost) -> None:
 
 
 #: What a retry's acquire raises when its permit cannot come within the
-#: integration's ``timeout`` (or cannot queue): the response that was to be
-#: sent again is returned instead, saying why.
-LATE = (AcquireTimeout, WouldWaitTooLong, QueueFull)
+#: integration's ``timeout`` (or cannot queue), or cannot come at all (the
+#: limiter closed, a shutdown, as the retry waited): the response that was
+#: to be sent again is returned instead, saying why, as one that comes
+#: back after the limiter closed is.
+LATE = (AcquireTimeout, WouldWaitTooLong, QueueFull, LimiterClosed)
 
 
 def _case_blind(headers: Mapping[str, str]) -> Mapping[str, str]:
