@@ -1139,6 +1139,13 @@ MUTANTS: dict[str, tuple[str, str, str, str]] = {
         "a turn in the line is kept at most 1e9 s past now, not 2e9 s: a process is told to ask"
         " sooner than the buckets and the line could let it through",
     ),
+    "redis-line-stepped-by-the-slowest-limit": (
+        "adapters/permits/adapters/redis.lua",
+        "        if last == nil or held > last or (held == last and x[i] * T[i] > step) then\n",
+        "        if x[i] * T[i] > step then\n",
+        "the line spaces the processes by the slowest limit's step, not that of the limit that"
+        " holds the take back: a day's quota beside a rate a second told turns hours apart",
+    ),
     "redis-shares-never-renormalised": (
         "adapters/permits/adapters/redis.lua",
         "      if begin + grant <= 4503599627370496 then\n",

@@ -345,6 +345,41 @@ async def test_a_process_whose_waiters_all_leave_leaves_the_line(
 
 
 @pytest.mark.anyio
+async def test_a_days_quota_beside_a_rate_a_second_does_not_hold_up_the_line(
+    redis_server: RedisServer,
+) -> None:
+    """P100: three processes share 20 requests a second (burst 10) and a
+    day's quota of 10,000 (its burst: the whole day's). Their 30 callers
+    are served as the second's limit lets them through, about a second for
+    all, not as the day's interval (8.64 s) spaces the processes in the
+    line: the line's step is that of the limit that holds a take back.
+    (Spaced by the day's interval, 11 of 60 such callers were served in
+    6 s, the limit standing idle.)"""
+    name = fresh()
+    limits = {"requests": Limit(20, 10), "daily": Limit(Fraction(10_000, 86_400), 10_000)}
+    async with contextlib.AsyncExitStack() as stack:
+        limiters = [
+            await stack.enter_async_context(
+                open_limiter(Fifo(), redis_server.url, name=name, limits=limits)
+            )
+            for _ in range(3)
+        ]
+        served = 0
+
+        async def caller(limiter: RedisLimiter) -> None:
+            nonlocal served
+            with contextlib.suppress(AcquireTimeout):
+                await limiter.acquire(timeout=6)  # (a second needed: margin for a busy host)
+                served += 1
+
+        async with anyio.create_task_group() as tg:
+            for limiter in limiters:
+                for _ in range(10):
+                    tg.start_soon(caller, limiter)
+        assert served == 30, ("P100", served)
+
+
+@pytest.mark.anyio
 async def test_permit_for_a_waiter_that_left_is_given_back(redis_server: RedisServer) -> None:
     """The interactive waiter the driver asked for leaves during the round
     trip, and the batch waiter now next has a larger reserve: the permit,
