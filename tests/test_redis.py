@@ -833,6 +833,29 @@ def test_try_acquire_is_not_offered_and_says_what_to_use() -> None:
         limit.close()
 
 
+@pytest.mark.anyio
+async def test_a_limiter_made_by_hand_refuses_to_wait_naming_its_class() -> None:
+    """A ``RedisLimiter`` made by hand, not opened by ``open_limiter``, has
+    no driver: an acquire and a change of limit are refused at once with a
+    ``RuntimeError`` naming its class and what to use (it named a class
+    ``permits.adapters.redis.Limiter``, which does not exist), and the
+    limits are as they were."""
+    limit = RedisLimit("redis://127.0.0.1:1/0", name="x", rate=10, burst=1)
+    limiter = RedisLimiter(StrictPriority(2), limit)
+    said = (
+        r"^this permits\.adapters\.redis\.RedisLimiter has no timer task, .*"
+        r"`async with open_limiter\(\.\.\.\) as limiter:`$"
+    )
+    try:
+        with pytest.raises(RuntimeError, match=said):
+            await limiter.acquire(0)
+        with pytest.raises(RuntimeError, match=said):
+            limiter.set_limit(rate=5)
+        assert limiter.limits == {"units": Limit(10, 1)}
+    finally:
+        limit.close()
+
+
 @pytest.mark.parametrize("anyio_backend", ["asyncio"])
 @pytest.mark.anyio
 async def test_bad_costs_and_changes() -> None:
