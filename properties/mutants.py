@@ -1031,6 +1031,13 @@ MUTANTS: dict[str, tuple[str, str, str, str]] = {
         "a settle on the shared limit changes the shared key but not the process's statistics:"
         " its level's units_granted keeps the units asked, not those settled",
     ),
+    "redis-line-left-only-after-a-wait": (
+        "adapters/permits/adapters/redis.py",
+        "                and (answer.retry_after > 0 or take.depths is not None)\n",
+        "                and answer.retry_after > 0\n",
+        "under global priority, a process told a turn for now as it is served keeps its place in"
+        " the line after its last waiter is served, until that turn is demand_ttl past",
+    ),
     "redis-fallback-starts-full": (
         "adapters/permits/adapters/redis.py",
         '        for i in range(burst):\n            pacer.push(("drain", i), 0, now)\n',

@@ -380,6 +380,39 @@ async def test_a_days_quota_beside_a_rate_a_second_does_not_hold_up_the_line(
 
 
 @pytest.mark.anyio
+async def test_a_process_served_under_global_priority_leaves_the_line(
+    redis_server: RedisServer,
+) -> None:
+    """P48: under global priority, a process granted while more of its
+    waiters remain is told a turn, and holds a place in the line, even when
+    that turn is now (the processes in the line wait at a less urgent
+    level: none is ahead of it). Once its last waiter is served it says so
+    and leaves the line at once; it held its place (and counted ahead of
+    the less urgent processes there) until its turn was ``demand_ttl``
+    past."""
+    name = fresh()
+    url = redis_server.url
+    urgent = RedisLimit(url, name=name, rate=10, burst=10)
+    batch = RedisLimit(url, name=name, rate=10, burst=10)
+    try:
+        urgent.publish_demand((1, 0), ttl=5)  # a waiter at level 0 elsewhere
+        held = batch.take(0, level=1, demand=(0, 3), waiting=3)
+        assert not held.allowed  # held by it: in the line, at level 1
+        async with open_limiter(
+            StrictPriority(2), url, name=name, rate=10, burst=10, global_priority=True, lease=1
+        ) as limiter:
+            async with anyio.create_task_group() as tg:
+                for _ in range(3):
+                    tg.start_soon(limiter.acquire, 0)
+            await anyio.sleep(0.3)  # (its turn + demand_ttl: 2 s on)
+            _, turn = redis_time_and_turn(redis_server, name, limiter.limit.process)
+            assert turn is None, ("P48", "still in the line", turn)
+    finally:
+        urgent.close()
+        batch.close()
+
+
+@pytest.mark.anyio
 async def test_permit_for_a_waiter_that_left_is_given_back(redis_server: RedisServer) -> None:
     """The interactive waiter the driver asked for leaves during the round
     trip, and the batch waiter now next has a larger reserve: the permit,
