@@ -1037,6 +1037,13 @@ MUTANTS: dict[str, tuple[str, str, str, str]] = {
         "a settle on the shared limit changes the shared key but not the process's statistics:"
         " its level's units_granted keeps the units asked, not those settled",
     ),
+    "redis-line-left-only-after-a-wait": (
+        "adapters/permits/adapters/redis.py",
+        "                and (answer.retry_after > 0 or take.depths is not None)\n",
+        "                and answer.retry_after > 0\n",
+        "under global priority, a process told a turn for now as it is served keeps its place in"
+        " the line after its last waiter is served, until that turn is demand_ttl past",
+    ),
     "redis-fallback-starts-full": (
         "adapters/permits/adapters/redis.py",
         '        for i in range(burst):\n            pacer.push(("drain", i), 0, now)\n',
@@ -1144,6 +1151,13 @@ MUTANTS: dict[str, tuple[str, str, str, str]] = {
         "    at = min(at + ahead * step, now + 1e15)\n",
         "a turn in the line is kept at most 1e9 s past now, not 2e9 s: a process is told to ask"
         " sooner than the buckets and the line could let it through",
+    ),
+    "redis-line-stepped-by-the-slowest-limit": (
+        "adapters/permits/adapters/redis.lua",
+        "        if last == nil or held > last or (held == last and x[i] * T[i] > step) then\n",
+        "        if x[i] * T[i] > step then\n",
+        "the line spaces the processes by the slowest limit's step, not that of the limit that"
+        " holds the take back: a day's quota beside a rate a second told turns hours apart",
     ),
     "redis-shares-never-renormalised": (
         "adapters/permits/adapters/redis.lua",

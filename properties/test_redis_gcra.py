@@ -133,11 +133,18 @@ class Buckets:
             self.demand.pop(process, None)
 
     def turn(
-        self, line: Line, now: int, at: Fraction, units: Sequence[int], shares: bool = False
+        self,
+        line: Line,
+        now: int,
+        at: Fraction,
+        units: Sequence[int],
+        shares: bool = False,
+        reserve: int = 0,
     ) -> Fraction:
         """The turn a process in the ``line`` is told for a take of ``units``
-        that the buckets allow at ``at``: one step (the units' interval on
-        the slowest limit) later for each process ahead of it (of a more
+        (with ``reserve``) that the buckets allow at ``at``: one step (the
+        units' interval on the limit that holds the take back, the last to
+        allow it, P100) later for each process ahead of it (of a more
         urgent level, or of its level and before it in the line; every one,
         for a newcomer, who goes to the end; with ``shares``, a level is more
         urgent if its next grant starts sooner, alike if as soon), but at
@@ -157,7 +164,14 @@ class Buckets:
             if key(lv) < key(level)
             or (key(lv) == key(level) and (place is None or (other, name) < (place, process)))
         )
-        step = max(x * T for x, T in zip(units, self.T, strict=True))
+        # each limit's time to hold the take (as ``wait`` counts it) and its
+        # step; the latest's step, the slowest of those on a tie
+        held = [
+            ((min(x + reserve, self.burst[i]) - self.tokens[i]) * T, x * T)
+            for i, (x, T) in enumerate(zip(units, self.T, strict=True))
+            if x > 0
+        ]
+        step = max(held)[1] if held else Fraction(0)
         at = min(at + ahead * step, Fraction(now + FURTHEST_TURN))
         self.line[process] = (at, level, now if place is None else place)  # a newcomer: now
         return at
@@ -266,7 +280,7 @@ class Buckets:
             if line is not None:
                 if tail:  # shares: in the line for the level it asks next
                     line = (line[0], tail[1], line[2], line[3])
-                wait = self.turn(line, now, now + wait, units, shares is not None) - now
+                wait = self.turn(line, now, now + wait, units, shares is not None, reserve) - now
             return self.answer(0, math.ceil(wait)) + tail
         if demand is not None and mine is not None and mine != level:
             self.publish(process, now, ttl, counts)  # another of its levels first
@@ -295,7 +309,7 @@ class Buckets:
         if line is not None:
             self.line.pop(line[0], None)  # granted: back at the end, if more wait
             if line[2] > taken and (again > 0 or self.line):
-                again = self.turn(line, now, now + again, units, shares is not None) - now
+                again = self.turn(line, now, now + again, units, shares is not None, reserve) - now
         return self.answer(taken, math.ceil(again)) + tail
 
     def give(self, now: int, units: Sequence[int]) -> Answer:
@@ -653,8 +667,8 @@ MUTANTS = {
         "horizon",
     ),
     "line-all-at-once": (
-        "    for i = 1, n do step = max(step, x[i] * T[i]) end\n",
-        "",
+        "          step, last = x[i] * T[i], held\n",
+        "          last = held\n",
         "every waiting process is told the same turn",
         "line",
     ),

@@ -1,4 +1,4 @@
-"""P70-P75, P81-P85, P88-P94: the shared limit's keys on a real Redis: what the
+"""P70-P75, P81-P85, P88-P94, P100: the shared limit's keys on a real Redis: what the
 script does with a key something else overwrote, how long the state and
 the keys of global priority live, the one Redis Cluster slot that holds a
 limit; which of Redis's error replies are an outage, whichever client reads
@@ -11,7 +11,8 @@ bounds of the script's numbers (durations up to 1e9 s, a burst up to
 2**53, a settle's debt up to 1e9 s at the limit's rate, the debt settles
 add up to held up to 2e9 s, a turn in the line too, the virtual times of
 global shares kept small under unbroken load, and weights that would let
-one grant move them past 2**52 refused).
+one grant move them past 2**52 refused); the line stepped by the limit
+that holds a take back, not by one with room for many.
 
 The expiry runs on Redis's own clock, the script's decisions on the time
 the test chooses (``script_source(clock="argv")``, which keeps its keys an
@@ -1537,3 +1538,58 @@ async def _raise_the_burst(
             with anyio.fail_after(10):  # (the change sent)
                 while limiter._pending:
                     await anyio.sleep(0.001)
+
+
+@given(
+    quota=st.sampled_from([(Fraction(10_000, 86_400), 10_000), (Fraction(1, 60), 600)]),
+    second=st.sampled_from([(10, 10), (100, 5), (1, 3)]),
+    processes=st.integers(2, 5),
+    cost=st.integers(1, 3),
+)
+@example(quota=(Fraction(10_000, 86_400), 10_000), second=(10, 10), processes=3, cost=1)
+def test_a_limit_with_room_does_not_space_the_line(
+    client: Any,
+    script: Any,
+    quota: tuple[Fraction, int],
+    second: tuple[int, int],
+    processes: int,
+    cost: int,
+) -> None:
+    """P100: beside a limit that holds a take back, one with room for many
+    (a day's quota, its units' interval hours long, beside a rate a
+    second) does not space the processes in the line: each process ahead
+    counts one step of the limit that holds the take back, the one whose
+    bucket is the last to allow it. The second's bucket emptied, processes
+    refused one after the other are told turns one interval of the
+    second's limit apart (at 10 a second beside 10,000 a day: 0.1 s, 0.2 s,
+    0.3 s; the slowest limit's step told them 0.1 s, 8.74 s, 17.38 s, and
+    the limit stood idle while their waiters waited). The script at a
+    chosen time, against the model of P48."""
+    rate, burst = second
+    cost = min(cost, burst)
+    rates: list[int | Fraction] = [rate, quota[0]]
+    bursts = [burst, quota[1]]
+    key = f"test:{{p100-{next(_keys)}}}"
+    call = caller(script, rates, bursts, key)
+    model = Buckets(rates, bursts)
+    units = (cost, cost)
+    now = T0
+    try:
+        for _ in range(burst // cost):  # the second's bucket emptied
+            got, want = tuple(call("take", now, 0, units)), model.take(now, 0, units)
+            assert got == want, ("P100", got, want)
+        turns = []
+        for process in "abcdef"[:processes]:
+            extra = ("", 0, 0, "0", 0, 1, process, 0, 2, GRACE)
+            got = tuple(call("take", now, 0, units, *extra))
+            want = model.take(now, 0, units, line=(process, 0, 2, GRACE))
+            note(f"{process}: {got}, {want}")
+            assert got == want, ("P100", got, want)
+            turns.append(got[1])
+        interval = 10**6 // rate
+        first = turns[0]  # when the second's bucket holds the take
+        assert first <= cost * interval, ("P100", turns)
+        want_turns = [first + k * cost * interval for k in range(processes)]
+        assert turns == want_turns, ("P100", turns, want_turns)
+    finally:
+        client.delete(key, *(key + s for s in (":demand", ":line")))

@@ -345,6 +345,74 @@ async def test_a_process_whose_waiters_all_leave_leaves_the_line(
 
 
 @pytest.mark.anyio
+async def test_a_days_quota_beside_a_rate_a_second_does_not_hold_up_the_line(
+    redis_server: RedisServer,
+) -> None:
+    """P100: three processes share 20 requests a second (burst 10) and a
+    day's quota of 10,000 (its burst: the whole day's). Their 30 callers
+    are served as the second's limit lets them through, about a second for
+    all, not as the day's interval (8.64 s) spaces the processes in the
+    line: the line's step is that of the limit that holds a take back.
+    (Spaced by the day's interval, 11 of 60 such callers were served in
+    6 s, the limit standing idle.)"""
+    name = fresh()
+    limits = {"requests": Limit(20, 10), "daily": Limit(Fraction(10_000, 86_400), 10_000)}
+    async with contextlib.AsyncExitStack() as stack:
+        limiters = [
+            await stack.enter_async_context(
+                open_limiter(Fifo(), redis_server.url, name=name, limits=limits)
+            )
+            for _ in range(3)
+        ]
+        served = 0
+
+        async def caller(limiter: RedisLimiter) -> None:
+            nonlocal served
+            with contextlib.suppress(AcquireTimeout):
+                await limiter.acquire(timeout=6)  # (a second needed: margin for a busy host)
+                served += 1
+
+        async with anyio.create_task_group() as tg:
+            for limiter in limiters:
+                for _ in range(10):
+                    tg.start_soon(caller, limiter)
+        assert served == 30, ("P100", served)
+
+
+@pytest.mark.anyio
+async def test_a_process_served_under_global_priority_leaves_the_line(
+    redis_server: RedisServer,
+) -> None:
+    """P48: under global priority, a process granted while more of its
+    waiters remain is told a turn, and holds a place in the line, even when
+    that turn is now (the processes in the line wait at a less urgent
+    level: none is ahead of it). Once its last waiter is served it says so
+    and leaves the line at once; it held its place (and counted ahead of
+    the less urgent processes there) until its turn was ``demand_ttl``
+    past."""
+    name = fresh()
+    url = redis_server.url
+    urgent = RedisLimit(url, name=name, rate=10, burst=10)
+    batch = RedisLimit(url, name=name, rate=10, burst=10)
+    try:
+        urgent.publish_demand((1, 0), ttl=5)  # a waiter at level 0 elsewhere
+        held = batch.take(0, level=1, demand=(0, 3), waiting=3)
+        assert not held.allowed  # held by it: in the line, at level 1
+        async with open_limiter(
+            StrictPriority(2), url, name=name, rate=10, burst=10, global_priority=True, lease=1
+        ) as limiter:
+            async with anyio.create_task_group() as tg:
+                for _ in range(3):
+                    tg.start_soon(limiter.acquire, 0)
+            await anyio.sleep(0.3)  # (its turn + demand_ttl: 2 s on)
+            _, turn = redis_time_and_turn(redis_server, name, limiter.limit.process)
+            assert turn is None, ("P48", "still in the line", turn)
+    finally:
+        urgent.close()
+        batch.close()
+
+
+@pytest.mark.anyio
 async def test_permit_for_a_waiter_that_left_is_given_back(redis_server: RedisServer) -> None:
     """The interactive waiter the driver asked for leaves during the round
     trip, and the batch waiter now next has a larger reserve: the permit,
@@ -794,6 +862,29 @@ def test_try_acquire_is_not_offered_and_says_what_to_use() -> None:
         )
         text = " ".join((Path(__file__).parent.parent / "README.md").read_text().split())
         assert "`try_acquire` is not offered (`NotImplementedError`)" in text
+    finally:
+        limit.close()
+
+
+@pytest.mark.anyio
+async def test_a_limiter_made_by_hand_refuses_to_wait_naming_its_class() -> None:
+    """A ``RedisLimiter`` made by hand, not opened by ``open_limiter``, has
+    no driver: an acquire and a change of limit are refused at once with a
+    ``RuntimeError`` naming its class and what to use (it named a class
+    ``permits.adapters.redis.Limiter``, which does not exist), and the
+    limits are as they were."""
+    limit = RedisLimit("redis://127.0.0.1:1/0", name="x", rate=10, burst=1)
+    limiter = RedisLimiter(StrictPriority(2), limit)
+    said = (
+        r"^this permits\.adapters\.redis\.RedisLimiter has no timer task, .*"
+        r"`async with open_limiter\(\.\.\.\) as limiter:`$"
+    )
+    try:
+        with pytest.raises(RuntimeError, match=said):
+            await limiter.acquire(0)
+        with pytest.raises(RuntimeError, match=said):
+            limiter.set_limit(rate=5)
+        assert limiter.limits == {"units": Limit(10, 1)}
     finally:
         limit.close()
 

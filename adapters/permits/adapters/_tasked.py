@@ -62,8 +62,9 @@ class TaskedLimiter(BaseLimiter):
     def _ensure_open(self) -> None:
         if not self._running and self._closed is None:
             raise RuntimeError(
-                f"this {type(self).__module__}.Limiter has no timer task, so a waiter "
-                "would wait forever: make it with `async with open_limiter(...) as limiter:`"
+                f"this {type(self).__module__}.{type(self).__qualname__} has no timer task, "
+                "so a waiter would wait forever: make it with "
+                "`async with open_limiter(...) as limiter:`"
             )
 
     #: The timer task's own scope, which only closing cancels (see _run).

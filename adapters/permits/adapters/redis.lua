@@ -347,8 +347,19 @@ if process ~= '' or me ~= '' then
         ahead = ahead + 1
       end
     end
-    local step = 0
-    for i = 1, n do step = max(step, x[i] * T[i]) end
+    -- one step: the take's units' interval on the limit that holds it
+    -- back, the one whose bucket is the last to allow it (the slowest of
+    -- those, on a tie); not the slowest limit, whose step is hours for a
+    -- day's quota with room for many beside a rate a second
+    local step, last = 0, nil
+    for i = 1, n do
+      if x[i] > 0 then
+        local held = tat[i] - (burst[i] - min(x[i] + arg, burst[i])) * T[i]
+        if last == nil or held > last or (held == last and x[i] * T[i] > step) then
+          step, last = x[i] * T[i], held
+        end
+      end
+    end
     -- never more than 2e9 s past now, as a bucket's time (store()): steps
     -- of up to 1e9 s each for the processes ahead passed 2^53 us, a turn
     -- its process's next take then failed to read; one told this asks

@@ -2335,10 +2335,14 @@ class RedisLimiter(_AnyioLimiter):
             self._published = sum(take.depths) > answer.taken
         if not self.book_ahead and not never:
             # told a turn (or to come back): refused, or allowed while more
-            # must wait
+            # must wait; under global priority a turn may be now (the
+            # processes in the line wait at less urgent levels, or ones the
+            # shares hold) and the place held all the same
             waiting = take.waiting
             self._in_line = not answer.allowed or (
-                waiting is not None and answer.retry_after > 0 and waiting > answer.taken
+                waiting is not None
+                and waiting > answer.taken
+                and (answer.retry_after > 0 or take.depths is not None)
             )
         if not answer.allowed:
             if never:  # a limit's burst was lowered below the cost
