@@ -1,6 +1,7 @@
 """Instructions counted by valgrind's callgrind, for the benchmarks.
 
-Unlike time, an instruction count comes out the same on every run, whatever
+Unlike time, an instruction count comes out nearly the same on every run (within about
+two million for a whole process: the interpreter's start-up), whatever
 else the machine does; a benchmark script runs one of its own loops in a
 child process under callgrind and reads the total off valgrind's summary,
 or runs a server under callgrind and reads the total off its output file.

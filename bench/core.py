@@ -28,7 +28,7 @@ stale entries by rebuilding it).
 Instructions (when valgrind is on the machine, unless ``--no-valgrind``): the
 loops at 10^4 waiting once more, and the strict one with a deadline for
 every waiter, in instructions per grant counted by callgrind, which unlike
-time come out the same on every run. ``--count-one LOOP N`` runs only the
+time come out nearly the same on every run. ``--count-one LOOP N`` runs only the
 loop ``LOOP`` (``heapq``, ``fifo``, ``strict``, ``shares 4:1``, ``aging 2 s``
 or ``strict, every waiter with a deadline``) for ``N`` grants at 10^4
 waiting and prints nothing: the process callgrind counts, one per figure
@@ -225,7 +225,7 @@ def _count(which: str, grants: int) -> int:
 def instructions(waiting: int = 10_000, grants: int = 20_000) -> None:
     """The same loops at 10^4 waiting, in instructions per grant (callgrind):
     the difference between loops of ``2 * grants`` and ``grants``, so set-up
-    cancels out. Unlike time, the same on every run."""
+    cancels out. Unlike time, nearly the same on every run."""
     print(
         f"Instructions per grant at {waiting:,} waiting (valgrind --tool=callgrind; "
         f"loops of {2 * grants:,} minus {grants:,} grants):"

@@ -24,7 +24,7 @@ grant (``sys.settrace`` opcode events over 2,000 grants), in all and for the
 functions that execute most of them: where a grant's work goes.
 
 Instructions per grant are counted by callgrind (loops of 2N minus N grants,
-so set-up cancels out; the same on every run), ns per grant are the best of
+so set-up cancels out; nearly the same on every run), ns per grant are the best of
 three runs. Memory: bytes the machine allocates per waiting waiter, with
 the two limits and costs, ids and costs created beforehand.
 """

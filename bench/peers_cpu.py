@@ -9,7 +9,7 @@ is left is the Python each limiter runs per permit, with asyncio's own.
 *CPU*: process time per permit, best of three runs. *Instructions* (when
 valgrind is on the machine, unless ``--no-valgrind``): counted by callgrind,
 the difference between runs of ``2 * PERMITS`` and ``PERMITS`` permits, per
-permit, so start-up cancels out; the same count on every run
+permit, so start-up cancels out; nearly the same count on every run
 (``--count-one NAME RATE N``: the process callgrind counts, one limiter's
 run of ``N`` permits at ``RATE``, printing nothing; run it under valgrind
 to count one limiter by hand). Only the

@@ -14,7 +14,7 @@ the real machine in pure Python could win. Variants leave pieces out, to
 show what each costs. Best of 3 runs of 200,000 grants, beside the bare
 heapq floor; then, when valgrind is on the machine, the same loops in
 instructions per grant counted by callgrind (loops of 40,000 minus 20,000
-grants), which come out the same on every run.
+grants), which come out nearly the same on every run.
 """
 
 from __future__ import annotations

@@ -16,7 +16,7 @@ and the core's bookkeeping. In one run, each loop in a child process:
   ``threading.Lock`` acquire/release with a ``time.monotonic_ns()`` read.
 
 Instructions per acquire are counted by callgrind (loops of 2N minus N, so
-set-up cancels out; the same on every run); ns per acquire are the best of
+set-up cancels out; nearly the same on every run); ns per acquire are the best of
 three runs of N, wall clock.
 """
 
