@@ -1,15 +1,17 @@
-"""P77 to P79 and P86: what the machine's own calls promise beside its decisions.
+"""P77 to P79, P86 and P97: what the machine's own calls promise beside its decisions.
 
 How a float rate is read (P77), the order ``waiting(level)`` gives (P78),
-what ``Machine.queue_full`` names for a rejected push (P79), and that
-machines with equal snapshots decide alike (P86), each as SPEC.md states
-it, on random machines of every policy.
+what ``Machine.queue_full`` names for a rejected push (P79), that
+machines with equal snapshots decide alike (P86), and the bound on a
+Decimal rate's exponent (P97), each as SPEC.md states it, on random
+machines of every policy.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import math
+from decimal import Decimal
 from fractions import Fraction
 from typing import Any
 
@@ -479,3 +481,65 @@ def test_machines_with_equal_snapshots_decide_alike(
         assert a.waiting() == b.waiting(), ("P86", op)
         answers = [apply(config, a, q) for q in questions], [apply(config, b, q) for q in questions]
         assert answers[0] == answers[1], ("P86", op, answers)
+
+
+# -- P97: a Decimal rate past an exponent of 10,000 is refused -------------------
+
+#: The largest exponent of ten a Decimal rate may have (either sign).
+EXPONENT = 10_000
+
+
+@st.composite
+def decimal_rates(draw: st.DrawFn) -> Decimal:
+    """A positive Decimal near the bound on either side, or far past it
+    (``1e-999999999``, whose exact fraction has a billion digits)."""
+    digits = draw(st.integers(1, 10**6))
+    adjusted = draw(
+        st.integers(EXPONENT - 3, EXPONENT + 3)
+        | st.integers(EXPONENT + 1, 10**9)
+        | st.integers(-EXPONENT, EXPONENT)
+    )
+    if draw(st.booleans()):
+        adjusted = -adjusted
+    exponent = adjusted - (len(str(digits)) - 1)
+    return Decimal(f"{digits}E{exponent}")
+
+
+@given(rate=decimal_rates(), per=st.sampled_from([1, 60, 3600]))
+@example(rate=Decimal("9.9e10000"), per=1)
+@example(rate=Decimal("1e-10000"), per=3600)
+@example(rate=Decimal("1e-10001"), per=60)
+@example(rate=Decimal("9.99e10001"), per=1)
+@example(rate=Decimal("1e-999999999"), per=1)
+@example(rate=Decimal("1e999999999"), per=60)
+def test_a_decimal_rate_past_an_exponent_of_10000_is_refused(rate: Decimal, per: int) -> None:
+    """P97: a Decimal rate whose exponent of ten is past 10,000 either way
+    (``1e-999999999``, whose exact fraction has a billion digits: it did
+    not return) is refused with a PermitValueError naming the argument and
+    the value, by the machine (``rate=``, ``set_limit``, the machine's
+    limits as they were), by ``Limit`` and by ``per_second``, ``per_minute``
+    and ``per_hour`` (``count``); one within is taken exactly."""
+    inside = abs(rate.adjusted()) <= EXPONENT
+    event(f"inside: {inside}")
+    per_period = {1: Limit.per_second, 60: Limit.per_minute, 3600: Limit.per_hour}[per]
+    machine = Machine(Fifo(), 1, 2)
+    machine.push("a", 0, 0)
+    before = machine.snapshot()
+    calls: list[tuple[str, Any]] = [
+        ("rate", lambda: Machine(Fifo(), rate).rate),
+        ("rate", lambda: Limit(rate).rate),
+        ("count", lambda: per_period(rate, burst=1).rate * per),
+        ("rate", lambda: (machine.set_limit(0, rate=rate), machine.rate)[1]),
+    ]
+    for argument, call in calls:
+        if inside:
+            assert call() == Fraction(rate), ("P97", argument)
+            continue
+        with pytest.raises(PermitValueError) as refused:
+            call()
+        assert (refused.value.argument, refused.value.value) == (argument, rate), "P97"
+        assert str(refused.value) == (
+            f"{argument}={rate!r}: its exponent of ten must be from -{EXPONENT} to {EXPONENT}"
+        ), "P97"
+        assert machine.snapshot() == before, "P97"
+    machine.check_valid()
