@@ -1,16 +1,19 @@
-"""P77 to P79, P86 and P97: what the machine's own calls promise beside its decisions.
+"""P77 to P79, P86, P97 and P98: what the machine's own calls promise beside its decisions.
 
 How a float rate is read (P77), the order ``waiting(level)`` gives (P78),
 what ``Machine.queue_full`` names for a rejected push (P79), that
-machines with equal snapshots decide alike (P86), and the bound on a
-Decimal rate's exponent (P97), each as SPEC.md states it, on random
-machines of every policy.
+machines with equal snapshots decide alike (P86), the bound on a
+Decimal rate's exponent (P97), and that a copy of a machine is one of its
+own (P98), each as SPEC.md states it, on random machines of every policy.
 """
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import math
+import pickle
+from collections.abc import Callable
 from decimal import Decimal
 from fractions import Fraction
 from typing import Any
@@ -543,3 +546,66 @@ def test_a_decimal_rate_past_an_exponent_of_10000_is_refused(rate: Decimal, per:
         ), "P97"
         assert machine.snapshot() == before, "P97"
     machine.check_valid()
+
+
+# -- P98: a copy of a machine is a machine of its own ----------------------------
+
+#: The ways to copy a machine, by name.
+COPIES: dict[str, Callable[[Machine], Machine]] = {
+    "copy.copy": copy.copy,
+    "copy.deepcopy": copy.deepcopy,
+    "pickle": lambda machine: pickle.loads(pickle.dumps(machine)),
+}
+
+
+@st.composite
+def copied_scripts(draw: st.DrawFn) -> tuple[Any, str, list[Op], list[Op]]:
+    """A configuration, a way to copy, the script before the copy and the
+    one after it."""
+    config = any_config(draw)
+    pushed = st.integers(0, 11)
+    palette = [costs(draw, config) for _ in range(draw(st.integers(1, 3)))]
+    first = timed(draw(st.lists(core_ops(config, pushed, palette), max_size=12)))
+    end = first[-1][1] if first else 0
+    ops = core_ops(config, st.integers(100, 111) | pushed, palette, THEN)
+    then = timed(draw(st.lists(ops, min_size=1, max_size=12)), end)
+    return config, draw(st.sampled_from(sorted(COPIES))), first, then
+
+
+@given(script=copied_scripts())
+@example(
+    script=(
+        ONE_LIMIT,
+        "copy.copy",
+        [("push", 0, 1, 0, (1,), None, None, None, False)],
+        [("push", 0, 2, 0, (1,), None, None, None, False)],
+    )
+)
+def test_a_copy_of_a_machine_is_a_machine_of_its_own(
+    script: tuple[Any, str, list[Op], list[Op]],
+) -> None:
+    """P98: ``copy.copy``, ``copy.deepcopy`` and a pickle of a machine give
+    a machine of its own: its snapshot is the original's, the operations
+    given to it leave the original's snapshot as it was, and given the same
+    operations the two decide alike (the same decisions, refusals and
+    answers, and the same snapshots after each), under every policy, with
+    costs, one limit or two, flows and either charge. (``copy.copy`` shared
+    the queues, counters and buckets with the original: a push to the copy
+    queued in the original too.)"""
+    config, how, first, then = script
+    machine = config.machine()
+    for op in first:
+        apply(config, machine, op)
+    before = machine.snapshot()
+    twin = COPIES[how](machine)
+    assert twin.snapshot() == before, ("P98", how)
+    results = [apply(config, twin, op) for op in then]
+    assert machine.snapshot() == before, ("P98: the copy changed the original", how)
+    twin.check_valid()
+    machine.check_valid()
+    again = COPIES[how](machine)
+    for op, result in zip(then, results, strict=True):
+        note(f"{op}")
+        assert apply(config, machine, op) == result, ("P98", how, op)
+    assert machine.snapshot() == twin.snapshot(), ("P98", how)
+    assert again.snapshot() == before, ("P98: the original changed its copy", how)

@@ -378,6 +378,15 @@ class Machine:
         self._paused_ns = 0
         self._paused_until = -NEVER
 
+    def __copy__(self) -> Machine:
+        """A machine of its own, in the state this one is in (P98): its
+        queues, buckets, ledger and counts copied, not shared (a shallow
+        copy's, shared, changed with the other's), the policy and
+        ``flow_weights`` shared, as the machine's configuration."""
+        memo = {id(self.policy): self.policy, id(self._flow_weights): self._flow_weights}
+        twin: Machine = copy.deepcopy(self, memo)
+        return twin
+
     def __repr__(self) -> str:
         limits = self._limits
         if list(limits) == ["units"]:
