@@ -1437,3 +1437,33 @@ def test_a_newcomer_that_may_not_queue_does_not_under_a_broken_policy() -> None:
         levels = machine.statistics().levels
         assert (levels[0].pushed, levels[0].rejected + levels[0].expired) == (1, 1), kind
         machine.check_valid()
+
+
+class StartRaises(Raises):
+    """A policy that keeps state per machine, whose ``start`` raises: a bug
+    in it, or its own refusal of the machine's limits."""
+
+    def __init__(self, error: Exception) -> None:
+        super().__init__()
+        self.error = error
+
+    def start(self, limits: object) -> object:
+        raise self.error
+
+
+def test_a_policy_whose_start_raises_says_so() -> None:
+    """P18 for a policy whose ``start`` raises as the machine is made: a
+    bug in it is a PolicyError in the words of the other hooks', the
+    policy's error its cause (it left the machine's constructor as a bare
+    ZeroDivisionError, none of the errors documented); its own refusal of
+    the machine's limits (a PermitError, as ``Shares`` naming a limit the
+    machine lacks) leaves as itself."""
+    with pytest.raises(PolicyError) as broken:
+        Machine(StartRaises(ZeroDivisionError("start")), 1)
+    assert str(broken.value) == "Raises().start() raised ZeroDivisionError('start')"
+    assert isinstance(broken.value.__cause__, ZeroDivisionError)
+    assert broken.value.decisions == ()
+    refusal = PermitValueError("policy", "theirs", "not these limits")
+    with pytest.raises(PermitValueError) as refused:
+        Machine(StartRaises(refusal), 1)
+    assert refused.value is refusal

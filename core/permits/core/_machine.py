@@ -35,6 +35,7 @@ from ._deadlines import SHIFT, Deadlines
 from ._errors import (
     DuplicateId,
     NotRefundable,
+    PermitError,
     PermitTypeError,
     PermitValueError,
     PolicyError,
@@ -347,7 +348,12 @@ class Machine:
         self._queues = Queues(levels, len(named), flow_index, ages=ages)
         start = getattr(policy, "start", None)
         if start is not None:
-            self._queues.state = start(tuple(named))
+            try:
+                self._queues.state = start(tuple(named))
+            except PermitError:
+                raise  # its own refusal of these limits (Shares naming none of them)
+            except Exception as error:  # a bug in it, as in the other hooks
+                raise _raised(policy, "start", error, []) from error
         #: The policy's hook told of every grant, if it keeps state.
         self._record: Callable[[Queues, Waiter], None] | None = getattr(policy, "record", None)
         #: The waiting ids (the queues' own dict, read here for speed).
