@@ -668,3 +668,28 @@ def test_the_cost_cache_cleared_when_full_decides_alike(monkeypatch: pytest.Monk
     kept = run()
     monkeypatch.setattr(_machine, "COSTS_SHARED", 3)
     assert run() == kept
+
+
+def test_a_machines_repr_names_its_flow_options() -> None:
+    """A machine's repr names every option it was made with that is not the
+    default, its flows' too (it read as a machine without them: one whose
+    flows are capped at 3 waiters as one with no cap)."""
+    two = {"requests": Limit(2, 3), "tokens": Limit(100, 50)}
+    machine = Machine(
+        Fifo(),
+        limits=two,
+        flow_weights={"acme": 2},
+        max_waiting_per_flow=3,
+        flow_limit="tokens",
+        keep_waits=False,
+    )
+    assert repr(machine) == (
+        f"Machine(policy=Fifo(levels=1), limits={two!r}, max_waiting=None, "
+        "settle_window_ns=1000000000, supplied=False, charge=Charge.AT_GRANT, "
+        "flow_weights={'acme': 2}, max_waiting_per_flow=3, flow_limit='tokens', keep_waits=False)"
+    )
+    assert repr(Machine(Fifo(), 1, max_waiting_per_flow=0)) == (
+        "Machine(policy=Fifo(levels=1), rate=Fraction(1, 1), burst=1, max_waiting=None, "
+        "settle_window_ns=1000000000, supplied=False, charge=Charge.AT_GRANT, "
+        "max_waiting_per_flow=0)"
+    )

@@ -399,11 +399,18 @@ class Machine:
             pacing = f"rate={self.rate!r}, burst={self.burst!r}"
         else:
             pacing = f"limits={limits!r}"
+        flows = ""  # the flows' options, where not the defaults
+        if self._flow_weights is not None:
+            flows += f", flow_weights={self._flow_weights!r}"
+        if self._per_flow is not None:
+            flows += f", max_waiting_per_flow={self._per_flow!r}"
+        if self._queues.flow_limit:
+            flows += f", flow_limit={list(limits)[self._queues.flow_limit]!r}"
         return (
             f"Machine(policy={self.policy!r}, {pacing}, "
             f"max_waiting={self._max_waiting!r}, "
             f"settle_window_ns={self.settle_window_ns!r}, supplied={self.supplied!r}, "
-            f"charge={self.charge!r}{'' if self.keep_waits else ', keep_waits=False'})"
+            f"charge={self.charge!r}{flows}{'' if self.keep_waits else ', keep_waits=False'})"
         )
 
     # -- reading ------------------------------------------------------------
