@@ -693,3 +693,28 @@ def test_a_machines_repr_names_its_flow_options() -> None:
         "settle_window_ns=1000000000, supplied=False, charge=Charge.AT_GRANT, "
         "max_waiting_per_flow=0)"
     )
+
+
+def test_the_schedule_is_the_order_of_the_fractions() -> None:
+    """``schedule`` orders the slots by ``j / w`` exactly, the more urgent
+    level first on a tie, as the exact fractions sort them: it sorts
+    integer keys (10**6 Fractions took seconds), which must neither tie two
+    slots that differ (``1/3`` and ``1/2``) nor part two that are equal."""
+    rng = random.Random(97)
+    for weights in [
+        (2, 3),
+        (4, 1),
+        (1, 1, 1),
+        (6, 4, 3),
+        (999, 1000),
+        *[
+            tuple(rng.randint(1, rng.choice([3, 50, 1000])) for _ in range(rng.randint(1, 8)))
+            for _ in range(300)
+        ],
+    ]:
+        slots = sorted(
+            (Fraction(j, weight), level)
+            for level, weight in enumerate(weights)
+            for j in range(1, weight + 1)
+        )
+        assert schedule(weights) == tuple(level for _, level in slots), weights
