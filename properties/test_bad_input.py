@@ -1467,3 +1467,19 @@ def test_a_policy_whose_start_raises_says_so() -> None:
     with pytest.raises(PermitValueError) as refused:
         Machine(StartRaises(refusal), 1)
     assert refused.value is refusal
+
+
+@given(wait=st.integers(0, 10), most=st.integers(0, 10))
+def test_too_long_refuses_an_unhashable_id_whatever_the_wait(wait: int, most: int) -> None:
+    """P18 for ``too_long``: an unhashable id is refused with a
+    PermitTypeError naming ``id``, whether or not the wait it is told of
+    exceeds ``max_wait_ns`` (one that did not returned nothing, as for a
+    good id not waiting), and the machine is as it was."""
+    machine = Machine(Fifo(), 1, supplied=True)
+    machine.push("a", 0, 0)
+    before = machine.snapshot()
+    with pytest.raises(PermitTypeError) as refused:
+        machine.too_long(["a"], wait, most)  # type: ignore[arg-type]
+    assert (refused.value.argument, refused.value.value) == ("id", ["a"]), "P18"
+    assert str(refused.value) == "id=['a']: expected a hashable value, got list", "P18"
+    assert machine.snapshot() == before, "P18"

@@ -1220,6 +1220,7 @@ class Machine:
         (not ``cancelled``); otherwise nothing changes. Returns that
         decision, or nothing (``id`` not waiting, or its wait fits). Only
         for a ``supplied`` machine (a paced one compares at the push)."""
+        check_hashable("id", id)  # (whatever the wait: not only where it leaves)
         wait_ns = check_int("wait_ns", wait_ns, 0)
         max_wait_ns = check_int("max_wait_ns", max_wait_ns, 0)
         if not isinstance(self._source, Outside):
