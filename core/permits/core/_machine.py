@@ -160,8 +160,9 @@ class Machine:
         :class:`~permits.core.Aging` or your own :class:`~permits.core.Policy`).
     :param rate: units per second of the one limit (named ``"units"``): an
         ``int``, ``float``, ``Fraction`` or ``Decimal``, finite and ``> 0``; a
-        float is read as the decimal it prints as. Give ``rate`` (and
-        ``burst``) or ``limits``, not both.
+        float is read as the decimal it prints as, and a Decimal's exponent
+        of ten is at most 10,000 either way. Give ``rate`` (and ``burst``)
+        or ``limits``, not both.
     :param burst: units that may be banked while nobody waits, ``>= 1``.
         Over any window of ``d`` nanoseconds at most
         ``burst + floor(rate * (d + 1) / 10**9)`` units are charged
