@@ -718,3 +718,27 @@ def test_the_schedule_is_the_order_of_the_fractions() -> None:
             for j in range(1, weight + 1)
         )
         assert schedule(weights) == tuple(level for _, level in slots), weights
+
+
+def test_a_shallow_copy_keeps_the_callers_ids_and_flows() -> None:
+    """``copy.copy`` of a machine (P98) copies its state but not the
+    caller's own values in it: a waiter's id and flow, objects that hash
+    by identity (an adapter's waiter), are the very objects in the copy,
+    so the copy answers to them: a cancel, a refund, its busiest flows.
+    (Copied, the copy knew none of them: ``cancel`` said ``False``.)
+    ``copy.deepcopy`` copies them, as it copies everything."""
+    a, b, c, tenant = object(), object(), object(), object()
+    machine = Machine(Fifo(), 1, 1, settle_window_ns=10 * SECOND)
+    machine.push(a, 0, 0, flow=tenant)  # granted at once
+    machine.push(b, 0, 0, flow=tenant)
+    machine.push(c, 0, 0)
+    twin = copy.copy(machine)
+    assert [w.id for w in twin.waiting()] == [b, c]
+    assert [f.flow for f in twin.busiest_flows(0)] == [tenant]
+    assert twin.cancel(b) is True
+    assert [d.id for d in twin.refund(a, 1)] == [c]  # its permit goes to c at once
+    assert [w.id for w in machine.waiting()] == [b, c]  # the original is as it was
+    twin.check_valid()
+    deep = copy.deepcopy(machine)
+    assert deep.cancel(b) is False  # deepcopy copied b, as it copies everything
+    assert len(deep.waiting()) == 2

@@ -388,10 +388,20 @@ class Machine:
     def __copy__(self) -> Machine:
         """A machine of its own, in the state this one is in (P98): its
         queues, buckets, ledger and counts copied, not shared (a shallow
-        copy's, shared, changed with the other's), the policy and
-        ``flow_weights`` shared, as the machine's configuration."""
-        memo = {id(self.policy): self.policy, id(self._flow_weights): self._flow_weights}
-        twin: Machine = copy.deepcopy(self, memo)
+        copy's, shared, changed with the other's); the policy and
+        ``flow_weights`` (its configuration) shared, and so are the
+        caller's own values in it, the waiters' ids and flows: the copy
+        answers to the very objects the original does. O(waiters + grants
+        held)."""
+        shared: list[object] = [self.policy, self._flow_weights]
+        waiters = [w for lv in range(self.levels) for w in self._queues.waiters(lv)]
+        waiters += [g.waiter for g in self._ledger]
+        waiters += [g.waiter for g in self._ledger.logged if isinstance(g, Grant)]
+        for waiter in waiters:
+            shared += (waiter.id, waiter.flow)
+        for busiest in self._busiest:
+            shared += busiest.flows()
+        twin: Machine = copy.deepcopy(self, {id(value): value for value in shared})
         return twin
 
     def __repr__(self) -> str:
