@@ -701,8 +701,10 @@ def test_the_queries_errors_in_words() -> None:
     for bad, refusal in [
         ("12", typed("bounds_ns", "12", sequence)),
         (5, typed("bounds_ns", 5, sequence)),
-        ([1, -1], valued("bounds_ns", -1, "must be at least 0")),
-        ([1.0], typed("bounds_ns", 1.0, NANOSECONDS)),
+        # a bad entry named by its entry (P18), as max_waiting[1]=-1 is
+        ([1, -1], valued("bounds_ns[1]", -1, "must be at least 0")),
+        ([1.0], typed("bounds_ns[0]", 1.0, NANOSECONDS)),
+        ([0, True], typed("bounds_ns[1]", True, NANOSECONDS)),
         ([2, 1], valued("bounds_ns", [2, 1], "must be in ascending order")),
     ]:
         refused(functools.partial(plain.waits_at_most, 0, bad), *refusal)  # type: ignore[arg-type]

@@ -656,7 +656,7 @@ class Machine:
         level = self._check_level(level)
         if isinstance(bounds_ns, (str, bytes)) or not isinstance(bounds_ns, Sequence):
             raise PermitTypeError("bounds_ns", bounds_ns, "a sequence of ints (nanoseconds)")
-        bounds = [check_int("bounds_ns", b, 0) for b in bounds_ns]
+        bounds = [check_int(f"bounds_ns[{i}]", b, 0) for i, b in enumerate(bounds_ns)]
         if bounds != sorted(bounds):
             raise PermitValueError("bounds_ns", bounds_ns, "must be in ascending order")
         if self._hists is None:

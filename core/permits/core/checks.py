@@ -55,7 +55,7 @@ def check_int(argument: str, value: object, minimum: int | None = None) -> int:
     """An ``int`` (``bool`` refused; ``IntEnum`` members accepted) >= ``minimum``."""
     if type(value) is not int:
         if not isinstance(value, int) or isinstance(value, bool):
-            if argument.endswith("_ns"):  # seconds meant, likely: say the way
+            if argument.partition("[")[0].endswith("_ns"):  # seconds meant, likely: say the way
                 raise PermitTypeError(argument, value, _NANOSECONDS)
             raise PermitTypeError(argument, value, "an int")
         value = int(value)
