@@ -1458,6 +1458,19 @@ MUTANTS: dict[str, tuple[str, str, str, str]] = {
         "a float rate is read as the binary fraction it holds, not the decimal it prints as"
         " (0.1 is 3602879701896397/36028797018963968, not 1/10: P77)",
     ),
+    "decimal-rate-exponent-one-past": (
+        "checks.py",
+        "        if abs(value.adjusted()) > RATE_EXPONENT:",
+        "        if abs(value.adjusted()) > RATE_EXPONENT + 1:",
+        "a Decimal rate of exponent 10,001 is taken, one past the bound (P97)",
+    ),
+    "machine-copied-shallow": (
+        "_machine.py",
+        "    def __copy__(self) -> Machine:",
+        "    def _not_copy(self) -> Machine:",
+        "copy.copy of a machine is Python's shallow copy: the copy shares its queues, buckets"
+        " and counts with the original, and a push to one queues in the other (P98)",
+    ),
     "waiting-in-push-order": (
         "_machine.py",
         "        return self._queues.waiters(self._check_level(level))\n",

@@ -701,8 +701,10 @@ def test_the_queries_errors_in_words() -> None:
     for bad, refusal in [
         ("12", typed("bounds_ns", "12", sequence)),
         (5, typed("bounds_ns", 5, sequence)),
-        ([1, -1], valued("bounds_ns", -1, "must be at least 0")),
-        ([1.0], typed("bounds_ns", 1.0, NANOSECONDS)),
+        # a bad entry named by its entry (P18), as max_waiting[1]=-1 is
+        ([1, -1], valued("bounds_ns[1]", -1, "must be at least 0")),
+        ([1.0], typed("bounds_ns[0]", 1.0, NANOSECONDS)),
+        ([0, True], typed("bounds_ns[1]", True, NANOSECONDS)),
         ([2, 1], valued("bounds_ns", [2, 1], "must be in ascending order")),
     ]:
         refused(functools.partial(plain.waits_at_most, 0, bad), *refusal)  # type: ignore[arg-type]
@@ -1437,3 +1439,49 @@ def test_a_newcomer_that_may_not_queue_does_not_under_a_broken_policy() -> None:
         levels = machine.statistics().levels
         assert (levels[0].pushed, levels[0].rejected + levels[0].expired) == (1, 1), kind
         machine.check_valid()
+
+
+class StartRaises(Raises):
+    """A policy that keeps state per machine, whose ``start`` raises: a bug
+    in it, or its own refusal of the machine's limits."""
+
+    def __init__(self, error: Exception) -> None:
+        super().__init__()
+        self.error = error
+
+    def start(self, limits: object) -> object:
+        raise self.error
+
+
+def test_a_policy_whose_start_raises_says_so() -> None:
+    """P18 for a policy whose ``start`` raises as the machine is made: a
+    bug in it is a PolicyError in the words of the other hooks', the
+    policy's error its cause (it left the machine's constructor as a bare
+    ZeroDivisionError, none of the errors documented); its own refusal of
+    the machine's limits (a PermitError, as ``Shares`` naming a limit the
+    machine lacks) leaves as itself."""
+    with pytest.raises(PolicyError) as broken:
+        Machine(StartRaises(ZeroDivisionError("start")), 1)
+    assert str(broken.value) == "Raises().start() raised ZeroDivisionError('start')"
+    assert isinstance(broken.value.__cause__, ZeroDivisionError)
+    assert broken.value.decisions == ()
+    refusal = PermitValueError("policy", "theirs", "not these limits")
+    with pytest.raises(PermitValueError) as refused:
+        Machine(StartRaises(refusal), 1)
+    assert refused.value is refusal
+
+
+@given(wait=st.integers(0, 10), most=st.integers(0, 10))
+def test_too_long_refuses_an_unhashable_id_whatever_the_wait(wait: int, most: int) -> None:
+    """P18 for ``too_long``: an unhashable id is refused with a
+    PermitTypeError naming ``id``, whether or not the wait it is told of
+    exceeds ``max_wait_ns`` (one that did not returned nothing, as for a
+    good id not waiting), and the machine is as it was."""
+    machine = Machine(Fifo(), 1, supplied=True)
+    machine.push("a", 0, 0)
+    before = machine.snapshot()
+    with pytest.raises(PermitTypeError) as refused:
+        machine.too_long(["a"], wait, most)  # type: ignore[arg-type]
+    assert (refused.value.argument, refused.value.value) == ("id", ["a"]), "P18"
+    assert str(refused.value) == "id=['a']: expected a hashable value, got list", "P18"
+    assert machine.snapshot() == before, "P18"

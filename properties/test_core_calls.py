@@ -1,15 +1,20 @@
-"""P77 to P79 and P86: what the machine's own calls promise beside its decisions.
+"""P77 to P79, P86, P97 and P98: what the machine's own calls promise beside its decisions.
 
 How a float rate is read (P77), the order ``waiting(level)`` gives (P78),
-what ``Machine.queue_full`` names for a rejected push (P79), and that
-machines with equal snapshots decide alike (P86), each as SPEC.md states
-it, on random machines of every policy.
+what ``Machine.queue_full`` names for a rejected push (P79), that
+machines with equal snapshots decide alike (P86), the bound on a
+Decimal rate's exponent (P97), and that a copy of a machine is one of its
+own (P98), each as SPEC.md states it, on random machines of every policy.
 """
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import math
+import pickle
+from collections.abc import Callable
+from decimal import Decimal
 from fractions import Fraction
 from typing import Any
 
@@ -479,3 +484,128 @@ def test_machines_with_equal_snapshots_decide_alike(
         assert a.waiting() == b.waiting(), ("P86", op)
         answers = [apply(config, a, q) for q in questions], [apply(config, b, q) for q in questions]
         assert answers[0] == answers[1], ("P86", op, answers)
+
+
+# -- P97: a Decimal rate past an exponent of 10,000 is refused -------------------
+
+#: The largest exponent of ten a Decimal rate may have (either sign).
+EXPONENT = 10_000
+
+
+@st.composite
+def decimal_rates(draw: st.DrawFn) -> Decimal:
+    """A positive Decimal near the bound on either side, or far past it
+    (``1e-999999999``, whose exact fraction has a billion digits)."""
+    digits = draw(st.integers(1, 10**6))
+    adjusted = draw(
+        st.integers(EXPONENT - 3, EXPONENT + 3)
+        | st.integers(EXPONENT + 1, 10**9)
+        | st.integers(-EXPONENT, EXPONENT)
+    )
+    if draw(st.booleans()):
+        adjusted = -adjusted
+    exponent = adjusted - (len(str(digits)) - 1)
+    return Decimal(f"{digits}E{exponent}")
+
+
+@given(rate=decimal_rates(), per=st.sampled_from([1, 60, 3600]))
+@example(rate=Decimal("9.9e10000"), per=1)
+@example(rate=Decimal("1e-10000"), per=3600)
+@example(rate=Decimal("1e-10001"), per=60)
+@example(rate=Decimal("9.99e10001"), per=1)
+@example(rate=Decimal("1e-999999999"), per=1)
+@example(rate=Decimal("1e999999999"), per=60)
+def test_a_decimal_rate_past_an_exponent_of_10000_is_refused(rate: Decimal, per: int) -> None:
+    """P97: a Decimal rate whose exponent of ten is past 10,000 either way
+    (``1e-999999999``, whose exact fraction has a billion digits: it did
+    not return) is refused with a PermitValueError naming the argument and
+    the value, by the machine (``rate=``, ``set_limit``, the machine's
+    limits as they were), by ``Limit`` and by ``per_second``, ``per_minute``
+    and ``per_hour`` (``count``); one within is taken exactly."""
+    inside = abs(rate.adjusted()) <= EXPONENT
+    event(f"inside: {inside}")
+    per_period = {1: Limit.per_second, 60: Limit.per_minute, 3600: Limit.per_hour}[per]
+    machine = Machine(Fifo(), 1, 2)
+    machine.push("a", 0, 0)
+    before = machine.snapshot()
+    calls: list[tuple[str, Any]] = [
+        ("rate", lambda: Machine(Fifo(), rate).rate),
+        ("rate", lambda: Limit(rate).rate),
+        ("count", lambda: per_period(rate, burst=1).rate * per),
+        ("rate", lambda: (machine.set_limit(0, rate=rate), machine.rate)[1]),
+    ]
+    for argument, call in calls:
+        if inside:
+            assert call() == Fraction(rate), ("P97", argument)
+            continue
+        with pytest.raises(PermitValueError) as refused:
+            call()
+        assert (refused.value.argument, refused.value.value) == (argument, rate), "P97"
+        assert str(refused.value) == (
+            f"{argument}={rate!r}: its exponent of ten must be from -{EXPONENT} to {EXPONENT}"
+        ), "P97"
+        assert machine.snapshot() == before, "P97"
+    machine.check_valid()
+
+
+# -- P98: a copy of a machine is a machine of its own ----------------------------
+
+#: The ways to copy a machine, by name.
+COPIES: dict[str, Callable[[Machine], Machine]] = {
+    "copy.copy": copy.copy,
+    "copy.deepcopy": copy.deepcopy,
+    "pickle": lambda machine: pickle.loads(pickle.dumps(machine)),
+}
+
+
+@st.composite
+def copied_scripts(draw: st.DrawFn) -> tuple[Any, str, list[Op], list[Op]]:
+    """A configuration, a way to copy, the script before the copy and the
+    one after it."""
+    config = any_config(draw)
+    pushed = st.integers(0, 11)
+    palette = [costs(draw, config) for _ in range(draw(st.integers(1, 3)))]
+    first = timed(draw(st.lists(core_ops(config, pushed, palette), max_size=12)))
+    end = first[-1][1] if first else 0
+    ops = core_ops(config, st.integers(100, 111) | pushed, palette, THEN)
+    then = timed(draw(st.lists(ops, min_size=1, max_size=12)), end)
+    return config, draw(st.sampled_from(sorted(COPIES))), first, then
+
+
+@given(script=copied_scripts())
+@example(
+    script=(
+        ONE_LIMIT,
+        "copy.copy",
+        [("push", 0, 1, 0, (1,), None, None, None, False)],
+        [("push", 0, 2, 0, (1,), None, None, None, False)],
+    )
+)
+def test_a_copy_of_a_machine_is_a_machine_of_its_own(
+    script: tuple[Any, str, list[Op], list[Op]],
+) -> None:
+    """P98: ``copy.copy``, ``copy.deepcopy`` and a pickle of a machine give
+    a machine of its own: its snapshot is the original's, the operations
+    given to it leave the original's snapshot as it was, and given the same
+    operations the two decide alike (the same decisions, refusals and
+    answers, and the same snapshots after each), under every policy, with
+    costs, one limit or two, flows and either charge. (``copy.copy`` shared
+    the queues, counters and buckets with the original: a push to the copy
+    queued in the original too.)"""
+    config, how, first, then = script
+    machine = config.machine()
+    for op in first:
+        apply(config, machine, op)
+    before = machine.snapshot()
+    twin = COPIES[how](machine)
+    assert twin.snapshot() == before, ("P98", how)
+    results = [apply(config, twin, op) for op in then]
+    assert machine.snapshot() == before, ("P98: the copy changed the original", how)
+    twin.check_valid()
+    machine.check_valid()
+    again = COPIES[how](machine)
+    for op, result in zip(then, results, strict=True):
+        note(f"{op}")
+        assert apply(config, machine, op) == result, ("P98", how, op)
+    assert machine.snapshot() == twin.snapshot(), ("P98", how)
+    assert again.snapshot() == before, ("P98: the original changed its copy", how)

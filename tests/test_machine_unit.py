@@ -668,3 +668,77 @@ def test_the_cost_cache_cleared_when_full_decides_alike(monkeypatch: pytest.Monk
     kept = run()
     monkeypatch.setattr(_machine, "COSTS_SHARED", 3)
     assert run() == kept
+
+
+def test_a_machines_repr_names_its_flow_options() -> None:
+    """A machine's repr names every option it was made with that is not the
+    default, its flows' too (it read as a machine without them: one whose
+    flows are capped at 3 waiters as one with no cap)."""
+    two = {"requests": Limit(2, 3), "tokens": Limit(100, 50)}
+    machine = Machine(
+        Fifo(),
+        limits=two,
+        flow_weights={"acme": 2},
+        max_waiting_per_flow=3,
+        flow_limit="tokens",
+        keep_waits=False,
+    )
+    assert repr(machine) == (
+        f"Machine(policy=Fifo(levels=1), limits={two!r}, max_waiting=None, "
+        "settle_window_ns=1000000000, supplied=False, charge=Charge.AT_GRANT, "
+        "flow_weights={'acme': 2}, max_waiting_per_flow=3, flow_limit='tokens', keep_waits=False)"
+    )
+    assert repr(Machine(Fifo(), 1, max_waiting_per_flow=0)) == (
+        "Machine(policy=Fifo(levels=1), rate=Fraction(1, 1), burst=1, max_waiting=None, "
+        "settle_window_ns=1000000000, supplied=False, charge=Charge.AT_GRANT, "
+        "max_waiting_per_flow=0)"
+    )
+
+
+def test_the_schedule_is_the_order_of_the_fractions() -> None:
+    """``schedule`` orders the slots by ``j / w`` exactly, the more urgent
+    level first on a tie, as the exact fractions sort them: it sorts
+    integer keys (10**6 Fractions took seconds), which must neither tie two
+    slots that differ (``1/3`` and ``1/2``) nor part two that are equal."""
+    rng = random.Random(97)
+    for weights in [
+        (2, 3),
+        (4, 1),
+        (1, 1, 1),
+        (6, 4, 3),
+        (999, 1000),
+        *[
+            tuple(rng.randint(1, rng.choice([3, 50, 1000])) for _ in range(rng.randint(1, 8)))
+            for _ in range(300)
+        ],
+    ]:
+        slots = sorted(
+            (Fraction(j, weight), level)
+            for level, weight in enumerate(weights)
+            for j in range(1, weight + 1)
+        )
+        assert schedule(weights) == tuple(level for _, level in slots), weights
+
+
+def test_a_shallow_copy_keeps_the_callers_ids_and_flows() -> None:
+    """``copy.copy`` of a machine (P98) copies its state but not the
+    caller's own values in it: a waiter's id and flow, objects that hash
+    by identity (an adapter's waiter), are the very objects in the copy,
+    so the copy answers to them: a cancel, a refund, its busiest flows.
+    (Copied, the copy knew none of them: ``cancel`` said ``False``.)
+    ``copy.deepcopy`` copies them, as it copies everything."""
+    a, b, c, tenant = object(), object(), object(), object()
+    machine = Machine(Fifo(), 1, 1, settle_window_ns=10 * SECOND)
+    machine.push(a, 0, 0, flow=tenant)  # granted at once
+    machine.push(b, 0, 0, flow=tenant)
+    machine.push(c, 0, 0)
+    twin = copy.copy(machine)
+    assert [w.id for w in twin.waiting()] == [b, c]
+    assert [f.flow for f in twin.busiest_flows(0)] == [tenant]
+    assert twin.cancel(b) is True
+    assert [d.id for d in twin.refund(a, 1)] == [c]  # its permit goes to c at once
+    assert [w.id for w in machine.waiting()] == [b, c]  # the original is as it was
+    twin.check_valid()
+    deep = copy.deepcopy(machine)
+    assert deep.cancel(b) is False  # deepcopy copied b, as it copies everything
+    assert len(deep.waiting()) == 2

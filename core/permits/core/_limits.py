@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from decimal import Decimal
 from fractions import Fraction
 
 import attrs
@@ -32,17 +33,23 @@ class Limit:
     burst: int = attrs.field(default=1, converter=_burst)
 
     @classmethod
-    def per_second(cls, count: int | float | Fraction, *, burst: int | None = None) -> Limit:
+    def per_second(
+        cls, count: int | float | Fraction | Decimal, *, burst: int | None = None
+    ) -> Limit:
         """``count`` units a second; ``burst`` defaults to ``count``."""
         return cls._per(count, 1, burst)
 
     @classmethod
-    def per_minute(cls, count: int | float | Fraction, *, burst: int | None = None) -> Limit:
+    def per_minute(
+        cls, count: int | float | Fraction | Decimal, *, burst: int | None = None
+    ) -> Limit:
         """``count`` units a minute; ``burst`` defaults to ``count``."""
         return cls._per(count, 60, burst)
 
     @classmethod
-    def per_hour(cls, count: int | float | Fraction, *, burst: int | None = None) -> Limit:
+    def per_hour(
+        cls, count: int | float | Fraction | Decimal, *, burst: int | None = None
+    ) -> Limit:
         """``count`` units an hour; ``burst`` defaults to ``count``."""
         return cls._per(count, 3600, burst)
 

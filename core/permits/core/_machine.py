@@ -35,6 +35,7 @@ from ._deadlines import SHIFT, Deadlines
 from ._errors import (
     DuplicateId,
     NotRefundable,
+    PermitError,
     PermitTypeError,
     PermitValueError,
     PolicyError,
@@ -159,8 +160,9 @@ class Machine:
         :class:`~permits.core.Aging` or your own :class:`~permits.core.Policy`).
     :param rate: units per second of the one limit (named ``"units"``): an
         ``int``, ``float``, ``Fraction`` or ``Decimal``, finite and ``> 0``; a
-        float is read as the decimal it prints as. Give ``rate`` (and
-        ``burst``) or ``limits``, not both.
+        float is read as the decimal it prints as, and a Decimal's exponent
+        of ten is at most 10,000 either way. Give ``rate`` (and ``burst``)
+        or ``limits``, not both.
     :param burst: units that may be banked while nobody waits, ``>= 1``.
         Over any window of ``d`` nanoseconds at most
         ``burst + floor(rate * (d + 1) / 10**9)`` units are charged
@@ -347,7 +349,12 @@ class Machine:
         self._queues = Queues(levels, len(named), flow_index, ages=ages)
         start = getattr(policy, "start", None)
         if start is not None:
-            self._queues.state = start(tuple(named))
+            try:
+                self._queues.state = start(tuple(named))
+            except PermitError:
+                raise  # its own refusal of these limits (Shares naming none of them)
+            except Exception as error:  # a bug in it, as in the other hooks
+                raise _raised(policy, "start", error, []) from error
         #: The policy's hook told of every grant, if it keeps state.
         self._record: Callable[[Queues, Waiter], None] | None = getattr(policy, "record", None)
         #: The waiting ids (the queues' own dict, read here for speed).
@@ -378,17 +385,43 @@ class Machine:
         self._paused_ns = 0
         self._paused_until = -NEVER
 
+    def __copy__(self) -> Machine:
+        """A machine of its own, in the state this one is in (P98): its
+        queues, buckets, ledger and counts copied, not shared (a shallow
+        copy's, shared, changed with the other's); the policy and
+        ``flow_weights`` (its configuration) shared, and so are the
+        caller's own values in it, the waiters' ids and flows: the copy
+        answers to the very objects the original does. O(waiters + grants
+        held)."""
+        shared: list[object] = [self.policy, self._flow_weights]
+        waiters = [w for lv in range(self.levels) for w in self._queues.waiters(lv)]
+        waiters += [g.waiter for g in self._ledger]
+        waiters += [g.waiter for g in self._ledger.logged if isinstance(g, Grant)]
+        for waiter in waiters:
+            shared += (waiter.id, waiter.flow)
+        for busiest in self._busiest:
+            shared += busiest.flows()
+        twin: Machine = copy.deepcopy(self, {id(value): value for value in shared})
+        return twin
+
     def __repr__(self) -> str:
         limits = self._limits
         if list(limits) == ["units"]:
             pacing = f"rate={self.rate!r}, burst={self.burst!r}"
         else:
             pacing = f"limits={limits!r}"
+        flows = ""  # the flows' options, where not the defaults
+        if self._flow_weights is not None:
+            flows += f", flow_weights={self._flow_weights!r}"
+        if self._per_flow is not None:
+            flows += f", max_waiting_per_flow={self._per_flow!r}"
+        if self._queues.flow_limit:
+            flows += f", flow_limit={list(limits)[self._queues.flow_limit]!r}"
         return (
             f"Machine(policy={self.policy!r}, {pacing}, "
             f"max_waiting={self._max_waiting!r}, "
             f"settle_window_ns={self.settle_window_ns!r}, supplied={self.supplied!r}, "
-            f"charge={self.charge!r}{'' if self.keep_waits else ', keep_waits=False'})"
+            f"charge={self.charge!r}{flows}{'' if self.keep_waits else ', keep_waits=False'})"
         )
 
     # -- reading ------------------------------------------------------------
@@ -623,7 +656,7 @@ class Machine:
         level = self._check_level(level)
         if isinstance(bounds_ns, (str, bytes)) or not isinstance(bounds_ns, Sequence):
             raise PermitTypeError("bounds_ns", bounds_ns, "a sequence of ints (nanoseconds)")
-        bounds = [check_int("bounds_ns", b, 0) for b in bounds_ns]
+        bounds = [check_int(f"bounds_ns[{i}]", b, 0) for i, b in enumerate(bounds_ns)]
         if bounds != sorted(bounds):
             raise PermitValueError("bounds_ns", bounds_ns, "must be in ascending order")
         if self._hists is None:
@@ -1198,6 +1231,7 @@ class Machine:
         (not ``cancelled``); otherwise nothing changes. Returns that
         decision, or nothing (``id`` not waiting, or its wait fits). Only
         for a ``supplied`` machine (a paced one compares at the push)."""
+        check_hashable("id", id)  # (whatever the wait: not only where it leaves)
         wait_ns = check_int("wait_ns", wait_ns, 0)
         max_wait_ns = check_int("max_wait_ns", max_wait_ns, 0)
         if not isinstance(self._source, Outside):

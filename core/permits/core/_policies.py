@@ -17,7 +17,6 @@ from __future__ import annotations
 
 from bisect import bisect_left
 from collections.abc import Sequence
-from fractions import Fraction
 from typing import Protocol, runtime_checkable
 
 import attrs
@@ -145,12 +144,17 @@ def schedule(weights: Sequence[int]) -> tuple[int, ...]:
     ``weights`` are checked as :class:`Shares` checks them.
     """
     weights = _weights(weights)
-    slots = sorted(
-        (Fraction(j, weight), level)
+    # j / w in integers: floor(j * K / w) with K = max(w)**2 orders the
+    # slots exactly as the fractions do (two that differ, differ by at
+    # least 1 / K), ties equal; the level breaks them, in the key's last
+    # digits (sorting 10**6 Fractions took seconds).
+    scale, n = max(weights) ** 2, len(weights)
+    keys = sorted(
+        j * scale // weight * n + level
         for level, weight in enumerate(weights)
         for j in range(1, weight + 1)
     )
-    return tuple(level for _, level in slots)
+    return tuple(key % n for key in keys)
 
 
 @attrs.define(eq=True)
@@ -200,12 +204,13 @@ class Shares:
 
     def __attrs_post_init__(self) -> None:
         cycle = schedule(self.weights)
-        slots = tuple(
-            tuple(p for p, owner in enumerate(cycle) if owner == level)
-            for level in range(len(self.weights))
-        )
+        # one pass over the cycle (a pass per level took 46 s for 1,000
+        # levels of weight 1,000, a cycle of 10**6 slots)
+        positions: list[list[int]] = [[] for _ in self.weights]
+        for p, owner in enumerate(cycle):
+            positions[owner].append(p)
         object.__setattr__(self, "_cycle", cycle)
-        object.__setattr__(self, "_slots", slots)
+        object.__setattr__(self, "_slots", tuple(map(tuple, positions)))
 
     @classmethod
     def every(cls, n: int, *, limit: str | None = None) -> Shares:

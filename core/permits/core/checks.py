@@ -21,6 +21,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "NO_UNIT",
+    "RATE_EXPONENT",
     "check_actual",
     "check_change",
     "check_hashable",
@@ -40,6 +41,12 @@ __all__ = [
 #: surface that takes a cost (push, take, acquire, a scenario, a trace).
 NO_UNIT = "must take at least one unit of some limit"
 
+#: The largest exponent of ten, either way, of a ``Decimal`` rate: the
+#: exact fraction of one past it has as many digits as its exponent
+#: (``Decimal('1e-999999999')``: a billion), which no call would finish
+#: making. An ``int``, ``float`` or ``Fraction`` is already that number.
+RATE_EXPONENT = 10_000
+
 #: What an argument named ``..._ns`` takes: the core's unit of time.
 _NANOSECONDS = "an int of nanoseconds (seconds * SECOND, from permits.core)"
 
@@ -48,7 +55,7 @@ def check_int(argument: str, value: object, minimum: int | None = None) -> int:
     """An ``int`` (``bool`` refused; ``IntEnum`` members accepted) >= ``minimum``."""
     if type(value) is not int:
         if not isinstance(value, int) or isinstance(value, bool):
-            if argument.endswith("_ns"):  # seconds meant, likely: say the way
+            if argument.partition("[")[0].endswith("_ns"):  # seconds meant, likely: say the way
                 raise PermitTypeError(argument, value, _NANOSECONDS)
             raise PermitTypeError(argument, value, "an int")
         value = int(value)
@@ -160,7 +167,8 @@ def check_change(rate: object, burst: object) -> None:
 
 
 def check_rate(value: object, argument: str = "rate") -> Fraction:
-    """Units per second as an exact positive finite :class:`Fraction`.
+    """Units per second as an exact positive finite :class:`Fraction` (a
+    ``Decimal`` one with an exponent of ten within ``RATE_EXPONENT``).
 
     A float is read as the decimal it prints as (``0.1`` is exactly 1/10), so
     that the rate a user types is the rate the machine keeps.
@@ -174,6 +182,12 @@ def check_rate(value: object, argument: str = "rate") -> Fraction:
     elif isinstance(value, Decimal):
         if not value.is_finite():
             raise PermitValueError(argument, value, "must be finite")
+        if abs(value.adjusted()) > RATE_EXPONENT:  # 1e-999999999: no Fraction would return
+            raise PermitValueError(
+                argument,
+                value,
+                f"its exponent of ten must be from -{RATE_EXPONENT} to {RATE_EXPONENT}",
+            )
         exact = Fraction(value)
     else:
         exact = Fraction(value)
