@@ -453,3 +453,18 @@ def test_readme_class_and_error_names_exist() -> None:
     )
     assert len(named) >= 10, named
     assert not unknown, f"the README names classes or errors permits does not have: {unknown}"
+
+
+def test_readme_constant_names_exist() -> None:
+    """Every constant the README names in code (``MAX_QUOTAS``, ``SECOND``,
+    ``MAX_POLICIES``) is a public name of ``permits`` under that exact name,
+    so a reader can import what the README names."""
+    import importlib
+
+    ours = {name for module in PUBLIC_MODULES for name in dir(importlib.import_module(module))}
+    text = (ROOT / "README.md").read_text()
+    named = set(re.findall(r"`([A-Z][A-Z0-9]*(?:_[A-Z0-9]+)+|[A-Z]{4,})`", text))
+    theirs = {"SIGKILL"}  # the signal
+    unknown = sorted(named - theirs - ours)
+    assert len(named) >= 3, named
+    assert not unknown, f"the README names constants permits does not export: {unknown}"
