@@ -452,6 +452,33 @@ def test_times_past_a_float_in_nanoseconds_are_reported(
     assert workload["wait_max_s"] == workload["cleared_at_s"] == 1e300
 
 
+@pytest.mark.timeout(60)
+def test_a_file_too_large_for_a_scenario_is_refused_unread(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """A scenario file is read whole: one past 64 MiB (a trace given where a
+    scenario goes, ``/dev/zero``, which never ends and was read until the
+    system ran out of memory) is refused in one line, having read no more
+    than that."""
+    big = tmp_path / "big.toml"
+    with big.open("wb") as file:
+        file.truncate(64 * 2**20 + 1)  # (sparse: no disk used)
+    status, out, err = run(capsys, "simulate", str(big))
+    assert (status, out) == (2, "")
+    assert "larger than 64 MiB: not a scenario file" in err, err
+    assert err.count("\n") == 1, err
+    if Path("/dev/zero").exists():
+        status, _, err = run(capsys, "simulate", "/dev/zero")
+        assert status == 2
+        assert "larger than 64 MiB" in err, err
+    at_most = tmp_path / "at_most.toml"
+    with at_most.open("wb") as file:
+        file.truncate(64 * 2**20)
+    status, _, err = run(capsys, "simulate", str(at_most))
+    assert status == 2
+    assert "larger than" not in err, err  # read whole, and found to be no TOML
+
+
 @pytest.mark.timeout(20)  # --scale 1e999999999 made a Fraction of a billion digits
 def test_missing_file_and_bad_options(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     status, _, err = run(capsys, "simulate", str(tmp_path / "nowhere.toml"))

@@ -62,11 +62,21 @@ def example(name: str) -> tuple[str, bytes]:
     return f"example {name!r}", _examples_dir().joinpath(f"{name}.toml").read_bytes()
 
 
+#: The most a scenario file is read of: one larger (a trace given where a
+#: scenario goes, ``/dev/zero``, which never ends) is refused, not read
+#: until memory runs out.
+_MAX_SCENARIO_BYTES = 64 * 2**20
+
+
 def _read(path: Path) -> bytes:
     try:
-        return path.read_bytes()
+        with path.open("rb") as file:
+            data = file.read(_MAX_SCENARIO_BYTES + 1)
     except OSError as error:
         raise Usage(f"cannot read {str(path)!r}: {error.strerror or error}") from None
+    if len(data) > _MAX_SCENARIO_BYTES:
+        raise Usage(f"{str(path)!r}: larger than 64 MiB: not a scenario file")
+    return data
 
 
 def _parse_toml(where: str, data: bytes) -> dict[str, Any]:
