@@ -742,3 +742,31 @@ def test_a_shallow_copy_keeps_the_callers_ids_and_flows() -> None:
     deep = copy.deepcopy(machine)
     assert deep.cancel(b) is False  # deepcopy copied b, as it copies everything
     assert len(deep.waiting()) == 2
+
+
+def test_a_shallow_copy_keeps_the_ids_of_granted_waiters_its_lines_keep() -> None:
+    """``copy.copy`` of a machine (P98) shares every id and flow the caller
+    gave it, those of granted waiters a flow's line still keeps (stepped
+    over in its first chunk until the chunk is let go) too: copied, an id
+    that cannot be deep-copied (it holds a lock) failed the copy with a
+    TypeError, the waiter long granted and spent."""
+
+    class Holder:
+        """An id that hashes by identity and cannot be copied."""
+
+        def __init__(self) -> None:
+            self.lock = threading.Lock()
+
+    ids = [Holder() for _ in range(3)]
+    machine = Machine(Fifo(), 1, 1)
+    for waiter in ids:
+        machine.push(waiter, 0, 0, flow="acme")  # the first granted at once
+    machine.spend(ids[0], 0)
+    machine.tick(SECOND)
+    machine.spend(ids[1], SECOND)
+    twin = copy.copy(machine)
+    assert [w.id for w in twin.waiting()] == [ids[2]]
+    assert twin.cancel(ids[2]) is True
+    assert [w.id for w in machine.waiting()] == [ids[2]]  # the original is as it was
+    twin.check_valid()
+    machine.check_valid()
