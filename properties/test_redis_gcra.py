@@ -595,8 +595,8 @@ MUTANTS = {
         "plain",
     ),
     "plain-take-of-nothing-keeps-the-reserve": (
-        "    if x > 0 then\n      need = min(x + ARGV[3], burst)\n",
-        "    if true then\n      need = min(x + ARGV[3], burst)\n",
+        "    if x > 0 then\n      need = x + ARGV[3]\n",
+        "    if true then\n      need = x + ARGV[3]\n",
         "a plain take of no units waits for the reserve, and for a debt",
         "plain",
     ),

@@ -91,7 +91,8 @@ if op == 'take' and ARGV[5] == '1' and ARGV[10] == nil and ARGV[4] == '0' then
     -- (a take of no units draws nothing on the limit: nothing holds it)
     local need, at = 0, now
     if x > 0 then
-      need = min(x + ARGV[3], burst)
+      need = x + ARGV[3]
+      if need > burst then need = burst end
       at = tat - (burst - need) * T
     end
     if at > now then
@@ -107,7 +108,10 @@ if op == 'take' and ARGV[5] == '1' and ARGV[10] == nil and ARGV[4] == '0' then
       redis.call('DEL', KEYS[1])
     end
     local again = now
-    if x > 0 then again = max(now, tat - (burst - need) * T) end
+    if x > 0 then
+      again = tat - (burst - need) * T
+      if again < now then again = now end
+    end
     return {1, ceil(again - now), floor((burst * T - (tat - now)) / T)}
   end
 end
