@@ -6,6 +6,7 @@ import copy
 import enum
 import random
 import threading
+from decimal import Decimal
 from fractions import Fraction
 
 import attrs
@@ -770,3 +771,16 @@ def test_a_shallow_copy_keeps_the_ids_of_granted_waiters_its_lines_keep() -> Non
     assert [w.id for w in machine.waiting()] == [ids[2]]  # the original is as it was
     twin.check_valid()
     machine.check_valid()
+
+
+@pytest.mark.parametrize("rate", ["0E-20000", "-1E+20000", "-1E-20000", "-0E+99999"])
+def test_a_decimal_rate_at_or_below_zero_is_refused_as_such_whatever_its_exponent(
+    rate: str,
+) -> None:
+    """A Decimal rate of 0 or below is refused as one (``must be greater
+    than 0``), whatever its exponent (P18: the fault the user can mend): it
+    was refused for its exponent past 10,000 (P97), which a rate of 0 or
+    below has nothing to do with."""
+    with pytest.raises(PermitValueError) as refused:
+        Machine(Fifo(), Decimal(rate))
+    assert str(refused.value) == f"rate={Decimal(rate)!r}: must be greater than 0"
