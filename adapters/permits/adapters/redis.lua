@@ -201,9 +201,9 @@ end
 
 -- When every limit holds what a take of x needs: its units and `reserve`
 -- more (never more than the burst), and with `headroom` (a lease's extra
--- permit) at least half its burst more; of a limit it takes nothing from,
--- no debt. Never before the pause ends, nor, for units a quota does not
--- leave, before the quota's end.
+-- permit) at least half its burst more; a limit it takes nothing from
+-- holds it in no way, whatever its debt or quota (P96). Never before the
+-- pause ends, nor, for units a quota does not leave, before the quota's end.
 local function allowed_at(reserve, headroom)
   local at = pause
   for i = 1, n do
