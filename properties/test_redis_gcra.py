@@ -44,8 +44,9 @@ class Buckets:
     """The definition: per limit, ``burst`` units of capacity refilled at
     ``rate`` (the tokens may go below zero: a debt); a take of ``x`` units
     with reserve ``R`` is granted only if every limit it takes from holds
-    ``min(x + R, burst)`` units, every other limit is in no debt, and no
-    pause holds; then every limit gives its part at once."""
+    ``min(x + R, burst)`` units (a limit it takes nothing from holds it in
+    no way, whatever its debt: P96) and no pause holds; then every limit
+    gives its part at once."""
 
     def __init__(self, rates: Sequence[int | Fraction], bursts: Sequence[int]) -> None:
         self.T = [Fraction(10**6, rate) for rate in rates]  # microseconds per unit
@@ -595,8 +596,8 @@ MUTANTS = {
         "plain",
     ),
     "plain-take-of-nothing-keeps-the-reserve": (
-        "    if x > 0 then\n      need = min(x + ARGV[3], burst)\n",
-        "    if true then\n      need = min(x + ARGV[3], burst)\n",
+        "    if x > 0 then\n      need = x + ARGV[3]\n",
+        "    if true then\n      need = x + ARGV[3]\n",
         "a plain take of no units waits for the reserve, and for a debt",
         "plain",
     ),

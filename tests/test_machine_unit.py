@@ -6,6 +6,7 @@ import copy
 import enum
 import random
 import threading
+from decimal import Decimal
 from fractions import Fraction
 
 import attrs
@@ -742,3 +743,44 @@ def test_a_shallow_copy_keeps_the_callers_ids_and_flows() -> None:
     deep = copy.deepcopy(machine)
     assert deep.cancel(b) is False  # deepcopy copied b, as it copies everything
     assert len(deep.waiting()) == 2
+
+
+def test_a_shallow_copy_keeps_the_ids_of_granted_waiters_its_lines_keep() -> None:
+    """``copy.copy`` of a machine (P98) shares every id and flow the caller
+    gave it, those of granted waiters a flow's line still keeps (stepped
+    over in its first chunk until the chunk is let go) too: copied, an id
+    that cannot be deep-copied (it holds a lock) failed the copy with a
+    TypeError, the waiter long granted and spent."""
+
+    class Holder:
+        """An id that hashes by identity and cannot be copied."""
+
+        def __init__(self) -> None:
+            self.lock = threading.Lock()
+
+    ids = [Holder() for _ in range(3)]
+    machine = Machine(Fifo(), 1, 1)
+    for waiter in ids:
+        machine.push(waiter, 0, 0, flow="acme")  # the first granted at once
+    machine.spend(ids[0], 0)
+    machine.tick(SECOND)
+    machine.spend(ids[1], SECOND)
+    twin = copy.copy(machine)
+    assert [w.id for w in twin.waiting()] == [ids[2]]
+    assert twin.cancel(ids[2]) is True
+    assert [w.id for w in machine.waiting()] == [ids[2]]  # the original is as it was
+    twin.check_valid()
+    machine.check_valid()
+
+
+@pytest.mark.parametrize("rate", ["0E-20000", "-1E+20000", "-1E-20000", "-0E+99999"])
+def test_a_decimal_rate_at_or_below_zero_is_refused_as_such_whatever_its_exponent(
+    rate: str,
+) -> None:
+    """A Decimal rate of 0 or below is refused as one (``must be greater
+    than 0``), whatever its exponent (P18: the fault the user can mend): it
+    was refused for its exponent past 10,000 (P97), which a rate of 0 or
+    below has nothing to do with."""
+    with pytest.raises(PermitValueError) as refused:
+        Machine(Fifo(), Decimal(rate))
+    assert str(refused.value) == f"rate={Decimal(rate)!r}: must be greater than 0"

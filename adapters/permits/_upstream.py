@@ -310,11 +310,11 @@ class Upstream:
     ) -> None:
         _check_max_pause(max_pause)
         if not callable(jitter):
-            raise PermitTypeError("jitter", jitter, "a function returning a number in [0, 1)")
+            raise PermitTypeError("jitter", jitter, "a function returning a number in [0, 1]")
         self.limiter = limiter
         self.max_pause = max_pause
         #: Where each backoff's jitter comes from (:func:`backoff`): a number
-        #: in [0, 1) per call, ``random.random`` unless given (a constant
+        #: in [0, 1] per call, ``random.random`` unless given (a constant
         #: makes a test's pauses exact).
         self.jitter = jitter
         #: Headers ignored because they did not parse (or said what the
@@ -645,7 +645,7 @@ def backoff(attempt: int, jitter: float) -> float:
     """Seconds to wait before sending again a request whose try ``attempt``
     (from 0) met a 429 or 503 that said no ``Retry-After``: :data:`BACKOFF`
     doubled each try, at most :data:`MAX_BACKOFF`, less up to a quarter by
-    ``jitter`` (in [0, 1): 0 takes it whole), so that clients turned away
+    ``jitter`` (in [0, 1]: 0 takes it whole), so that clients turned away
     together do not all come back together (as the OpenAI and Anthropic
     clients wait)."""
     return min(MAX_BACKOFF, BACKOFF * 2.0 ** min(attempt, 64)) * (1 - 0.25 * jitter)

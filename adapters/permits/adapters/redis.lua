@@ -91,7 +91,8 @@ if op == 'take' and ARGV[5] == '1' and ARGV[10] == nil and ARGV[4] == '0' then
     -- (a take of no units draws nothing on the limit: nothing holds it)
     local need, at = 0, now
     if x > 0 then
-      need = min(x + ARGV[3], burst)
+      need = x + ARGV[3]
+      if need > burst then need = burst end
       at = tat - (burst - need) * T
     end
     if at > now then
@@ -107,7 +108,10 @@ if op == 'take' and ARGV[5] == '1' and ARGV[10] == nil and ARGV[4] == '0' then
       redis.call('DEL', KEYS[1])
     end
     local again = now
-    if x > 0 then again = max(now, tat - (burst - need) * T) end
+    if x > 0 then
+      again = tat - (burst - need) * T
+      if again < now then again = now end
+    end
     return {1, ceil(again - now), floor((burst * T - (tat - now)) / T)}
   end
 end
@@ -197,9 +201,9 @@ end
 
 -- When every limit holds what a take of x needs: its units and `reserve`
 -- more (never more than the burst), and with `headroom` (a lease's extra
--- permit) at least half its burst more; of a limit it takes nothing from,
--- no debt. Never before the pause ends, nor, for units a quota does not
--- leave, before the quota's end.
+-- permit) at least half its burst more; a limit it takes nothing from
+-- holds it in no way, whatever its debt or quota (P96). Never before the
+-- pause ends, nor, for units a quota does not leave, before the quota's end.
 local function allowed_at(reserve, headroom)
   local at = pause
   for i = 1, n do

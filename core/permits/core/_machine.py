@@ -395,6 +395,7 @@ class Machine:
         held)."""
         shared: list[object] = [self.policy, self._flow_weights]
         waiters = [w for lv in range(self.levels) for w in self._queues.waiters(lv)]
+        waiters += self._queues.kept()  # granted, still in their lines' first chunks
         waiters += [g.waiter for g in self._ledger]
         waiters += [g.waiter for g in self._ledger.logged if isinstance(g, Grant)]
         for waiter in waiters:

@@ -534,6 +534,17 @@ class Queues:
         nobody to join or leave."""
         return self._levels[level].order()
 
+    def kept(self) -> list[Waiter]:
+        """The granted waiters the lines still keep, stepped over in their
+        flows' first chunks until those are let go (a copy of the machine
+        shares their ids and flows too)."""
+        return [
+            w
+            for lv in self._levels
+            for f in lv.flows.values()
+            for w in f.line.chunks[0][: f.line.start]
+        ]
+
     def leading(self, level: int, n: int) -> list[Waiter]:
         """The first ``n`` of :meth:`waiters`, without ordering the rest of
         the level: O(n) with one flow, O(flows + n log flows) with several

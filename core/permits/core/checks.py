@@ -182,6 +182,8 @@ def check_rate(value: object, argument: str = "rate") -> Fraction:
     elif isinstance(value, Decimal):
         if not value.is_finite():
             raise PermitValueError(argument, value, "must be finite")
+        if value <= 0:  # (whatever its exponent: that is not what is wrong)
+            raise PermitValueError(argument, value, "must be greater than 0")
         if abs(value.adjusted()) > RATE_EXPONENT:  # 1e-999999999: no Fraction would return
             raise PermitValueError(
                 argument,
