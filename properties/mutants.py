@@ -1288,6 +1288,14 @@ MUTANTS: dict[str, tuple[str, str, str, str]] = {
         "LATE = (AcquireTimeout, WouldWaitTooLong, QueueFull)\n",
         "a 429 whose retry finds the limiter closed as it waits is lost: LimiterClosed raised",
     ),
+    "retry-swallows-a-broken-limiter": (
+        "adapters/permits/_upstream.py",
+        "    if isinstance(error, LimiterClosed) and error.cause is not None:\n"
+        "        raise error\n",
+        "    return\n",
+        "a limiter that breaks as a retry waits is taken for closed: the 429 returned, the fault"
+        " unsaid",
+    ),
     "jitter-draw-unchecked": (
         "adapters/permits/_upstream.py",
         "            seconds = min(backoff(attempt, self._draw()), self.max_pause)\n",

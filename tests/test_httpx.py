@@ -17,7 +17,7 @@ import re
 import time
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
+from typing import Any, cast
 
 import anyio
 import httpx
@@ -46,6 +46,7 @@ from permits.core import (
     PermitError,
     PermitTypeError,
     PermitValueError,
+    PolicyError,
     StrictPriority,
 )
 from permits.httpx import (
@@ -1515,6 +1516,36 @@ def test_a_429_whose_retry_finds_the_limiter_closed_reaches_the_caller() -> None
             limiter.close()
             response = sent.result(timeout=10)
     assert (response.status_code, response.headers["retry-after"]) == (429, "30")
+    assert len(script.bodies) == 1, "not sent again"
+
+
+class _RaisingPolicy:
+    """A policy with a bug: it raises whenever it is asked to choose (never
+    while nobody waits: a permit free is taken without asking)."""
+
+    levels = 1
+
+    def choose(self, queues: Any, now: int) -> int:
+        raise KeyError("bug")
+
+    def ahead(self, queues: Any, lv: int, now: int) -> int:
+        return int(queues.depths[lv])
+
+
+def test_a_limiter_that_breaks_as_a_retry_waits_is_not_taken_for_closed() -> None:
+    """A limiter that breaks as the retry of a 429 waits (its policy raises
+    once a caller must queue) is a fault, not a shutdown: the caller gets
+    ``LimiterClosed`` naming its cause, not the 429 as if the limiter had
+    been closed. (The policy is first asked as the pause of a second ends.)"""
+    script = Script((429, {"Retry-After": "1"}), (200, {}))
+    with (
+        serve_script(script) as url,
+        threads.open_limiter(cast(Any, _RaisingPolicy()), 100, 10) as limiter,
+        httpx.Client(transport=PermitsTransport(limiter, retries=1, timeout=60.0)) as client,
+        pytest.raises(LimiterClosed) as broken,
+    ):
+        client.get(url)
+    assert isinstance(broken.value.cause, PolicyError), repr(broken.value.cause)
     assert len(script.bodies) == 1, "not sent again"
 
 

@@ -40,6 +40,7 @@ __all__ = [
     "check_options",
     "check_settle",
     "LATE",
+    "raise_if_broken",
     "backoff",
     "parse_duration",
     "retry",
@@ -620,6 +621,14 @@ def settle_in_time(permit: Permit, actual: Cost) -> None:
 #: to be sent again is returned instead, saying why, as one that comes
 #: back after the limiter closed is.
 LATE = (AcquireTimeout, WouldWaitTooLong, QueueFull, LimiterClosed)
+
+
+def raise_if_broken(error: Exception) -> None:
+    """Raise ``error`` on if it says the limiter broke (``LimiterClosed``
+    with a cause: a fault, a policy's bug), which the caller must learn of,
+    not that a retry's permit cannot come (:data:`LATE`)."""
+    if isinstance(error, LimiterClosed) and error.cause is not None:
+        raise error
 
 
 def _case_blind(headers: Mapping[str, str]) -> Mapping[str, str]:

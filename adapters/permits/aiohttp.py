@@ -49,6 +49,7 @@ from permits._upstream import (
     Upstream,
     check_options,
     check_settle,
+    raise_if_broken,
     settle_in_time,
 )
 from permits.adapters import BaseLimiter
@@ -207,7 +208,8 @@ class PermitsMiddleware:
                     timeout=self.timeout,
                     max_wait=None if kept is None else self.timeout,
                 )
-            except LATE:
+            except LATE as late:
+                raise_if_broken(late)
                 if kept is None:
                     raise
                 return kept  # its permit not within the timeout: that response says why

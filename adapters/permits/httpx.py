@@ -80,6 +80,7 @@ from permits._upstream import (
     check_options,
     check_settle,
     parse_duration,
+    raise_if_broken,
     settle_in_time,
 )
 from permits.adapters._base import refuse_unknown
@@ -358,7 +359,8 @@ class AsyncPermitsTransport(httpx.AsyncBaseTransport):
             else:  # its permit not within the timeout: that response says why
                 try:
                     permit = await self.limiter.acquire(**asked, max_wait=options.timeout)
-                except LATE:
+                except LATE as late:
+                    raise_if_broken(late)
                     return kept
             response = await self.transport.handle_async_request(request)
             try:
@@ -426,7 +428,8 @@ class PermitsTransport(httpx.BaseTransport):
             else:  # its permit not within the timeout: that response says why
                 try:
                     permit = self.limiter.acquire(**asked, max_wait=options.timeout)
-                except LATE:
+                except LATE as late:
+                    raise_if_broken(late)
                     return kept
             response = self.transport.handle_request(request)
             try:
