@@ -410,12 +410,12 @@ class Reference:
         return [(left, until) for left, until in counts if until > self.last]
 
     def fits(self, cost: tuple[int, ...]) -> bool:
-        """Whether every limit ``cost`` draws on holds it at ``last``, beside
+        """Whether every limit ``cost`` takes from holds it at ``last``, beside
         the units in flight, within its quota, and no pause holds."""
         assert self.last is not None
         if self.paused_until is not None and self.last < self.paused_until:
             return False
-        # a limit the cost draws nothing on holds it in no way
+        # a limit the cost takes nothing from holds it in no way
         drawn = [i for i in range(len(self.limits)) if cost[i] > 0]
         for i in drawn:
             if any(self.in_flight(i) + cost[i] > left for left, _ in self.quotas(i)):
@@ -614,7 +614,7 @@ class Reference:
         at = self.last
         for i in range(len(self.limits)):
             if cost[i] == 0:
-                continue  # (a limit it draws nothing on)
+                continue  # (a limit it takes nothing from)
             need = self.in_flight(i) + cost[i]
             if need > self.cap(i):
                 return None
@@ -661,7 +661,7 @@ class Reference:
         for i in range(len(self.limits)):
             drawn = sum(w.cost[i] for w in first) + cost[i]
             if drawn == 0:
-                continue  # none of them draws on this limit
+                continue  # none of them takes from this limit
             # at best, those in flight are spent now
             need = self.in_flight(i) + drawn
             wait = max(wait, self.wait_for(i, need))

@@ -734,7 +734,7 @@ _tokens_word = st.tuples(
         max_size=30,
     ),
 )
-def test_a_limit_a_cost_draws_nothing_on_holds_it_in_no_way(
+def test_a_limit_a_cost_takes_nothing_from_holds_it_in_no_way(
     policy: Policy, rate: Any, burst: int, steps: list[Any]
 ) -> None:
     """P96: a machine of requests and tokens whose every waiter asks for

@@ -209,7 +209,7 @@ class Buckets:
         waits = [Fraction(self.pause - now)]
         for i, x in enumerate(units):
             if x == 0:
-                continue  # a limit the take draws nothing on holds it in no way
+                continue  # a limit the take takes nothing from holds it in no way
             keep = max(reserve, self.burst[i] // 2) if headroom else reserve
             need = min(x + keep, self.burst[i])
             waits.append((need - self.tokens[i]) * self.T[i])
@@ -602,7 +602,7 @@ MUTANTS = {
         "plain",
     ),
     "take-of-nothing-held-by-a-debt": (
-        "    if x[i] > 0 then  -- (a limit the take draws nothing on holds it in no way)\n",
+        "    if x[i] > 0 then  -- (a limit the take takes nothing from holds it in no way)\n",
         "    if true then\n",
         "a take that takes nothing of a limit waits for its debt and its reserve (P96)",
         "buckets",

@@ -88,7 +88,7 @@ if op == 'take' and ARGV[5] == '1' and ARGV[10] == nil and ARGV[4] == '0' then
         .. ', no number it stores')
     end
     if tat < now then tat = now end
-    -- (a take of no units draws nothing on the limit: nothing holds it)
+    -- (a take of no units takes nothing from the limit: nothing holds it)
     local need, at = 0, now
     if x > 0 then
       need = x + ARGV[3]
@@ -207,7 +207,7 @@ end
 local function allowed_at(reserve, headroom)
   local at = pause
   for i = 1, n do
-    if x[i] > 0 then  -- (a limit the take draws nothing on holds it in no way)
+    if x[i] > 0 then  -- (a limit the take takes nothing from holds it in no way)
       local keep = reserve
       if headroom then keep = max(reserve, floor(burst[i] / 2)) end
       local need = min(x[i] + keep, burst[i])

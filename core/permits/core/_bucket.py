@@ -270,7 +270,7 @@ class Bucket:
     def available_after(self, cost: tuple[int, ...], now: int) -> int:
         """The least time (ns) from ``now`` until ``cost`` more is available,
         at best: the units held charged now."""
-        if not cost[self.index]:  # (it draws nothing here: only a pause holds it)
+        if not cost[self.index]:  # (it takes nothing of this limit: only a pause holds it)
             return max(0, self.until - now)
         anchor, k = self.anchor, self.k
         if k * self.P < (now - 1 - anchor) * self.Q:
@@ -316,7 +316,7 @@ class Bucket:
     def _set_due(self) -> None:
         # ceil(TAT + (held + n - burst) * interval), or never while the held
         # units leave no room for n, not even with the nanosecond of refill.
-        # A cost that draws nothing on this limit waits only for a pause.
+        # A cost that takes nothing from this limit waits only for a pause.
         if not self.n:
             self.due = self.until
             return
