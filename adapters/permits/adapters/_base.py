@@ -353,6 +353,20 @@ def current_level() -> int | None:
     return _LEVEL.get()
 
 
+def despite_interrupt(step: Callable[..., object], *args: object) -> None:
+    """``step(*args)``, whole: an interrupt that lands in it (a
+    ``KeyboardInterrupt`` lands between any two bytecodes of the main
+    thread) goes on once ``step`` has run again. Each part of ``step`` done
+    already must do nothing the second time."""
+    try:
+        step(*args)
+    except BaseException as interrupt:
+        if isinstance(interrupt, Exception):
+            raise
+        step(*args)
+        raise
+
+
 def _nanoseconds(argument: str, seconds: float) -> int | None:
     """``seconds`` as nanoseconds; ``None`` for an infinite duration, or one
     too long for a float to hold its nanoseconds (past about 1e299 s)."""
@@ -756,13 +770,7 @@ class _Limiting:
         waiter left asleep would never wake, its permit in flight for
         nobody. (Each is dropped once woken, so that waking it again
         does nothing.)"""
-        try:
-            self._wake(decisions)
-        except BaseException as error:
-            if isinstance(error, Exception):
-                raise
-            self._wake(decisions)
-            raise
+        despite_interrupt(self._wake, decisions)
 
     def _wake(self, decisions: list[Decision]) -> None:
         waiters = self._waiters
@@ -847,13 +855,7 @@ class _Limiting:
         if waiters and self._recording is not None:
             with suppress(Exception):  # closed from outside its loop: the last time seen
                 now = self._now()
-        try:
-            self._wake_closed(waiters, now)
-        except BaseException as interrupt:
-            if isinstance(interrupt, Exception):
-                raise
-            self._wake_closed(waiters, now)
-            raise
+        despite_interrupt(self._wake_closed, waiters, now)
 
     def _wake_closed(self, waiters: dict[int, _Waiter], now: int) -> None:
         """Wake each of ``waiters`` with :class:`LimiterClosed`, dropping

@@ -46,6 +46,7 @@ from ._base import (
     Permit,
     _Limiting,
     _Waiter,
+    despite_interrupt,
     opening,
     refuse_unknown,
 )
@@ -184,13 +185,7 @@ class Limiter(_Limiting):
         An interrupt (a ``KeyboardInterrupt``) that lands before it is closed,
         as it waits for the lock say, goes on once it is: left open after its
         block, its timer thread ran on and its waiters waited on."""
-        try:
-            self._close()
-        except BaseException as interrupt:
-            if isinstance(interrupt, Exception):
-                raise
-            self._close()
-            raise
+        despite_interrupt(self._close)
         if self._thread is not None and self._thread is not threading.current_thread():
             self._thread.join()
 
@@ -256,15 +251,12 @@ class Limiter(_Limiting):
         or its outcome raised). A second interrupt that lands before it is
         withdrawn, as it waits for the lock say, goes on once it is: left
         queued, it waited for nobody, and every caller after it behind it."""
-        try:
+
+        def withdraw() -> None:
             with self._lock:
                 self._withdraw(id, waiter)
-        except BaseException as interrupt:
-            if isinstance(interrupt, Exception):
-                raise
-            with self._lock:
-                self._withdraw(id, waiter)
-            raise
+
+        despite_interrupt(withdraw)
 
     def permit(
         self,
