@@ -1461,15 +1461,15 @@ MUTANTS: dict[str, tuple[str, str, str, str]] = {
     ),
     "float-rate-read-as-binary": (
         "checks.py",
-        "        exact = Fraction(repr(float(value)))",
-        "        exact = Fraction(value)",
+        "        return Fraction(repr(float(value)))",
+        "        return Fraction(value)",
         "a float rate is read as the binary fraction it holds, not the decimal it prints as"
         " (0.1 is 3602879701896397/36028797018963968, not 1/10: P77)",
     ),
     "decimal-rate-exponent-one-past": (
         "checks.py",
-        "        if abs(value.adjusted()) > RATE_EXPONENT:",
-        "        if abs(value.adjusted()) > RATE_EXPONENT + 1:",
+        "    if isinstance(value, Decimal) and abs(value.adjusted()) > RATE_EXPONENT:",
+        "    if isinstance(value, Decimal) and abs(value.adjusted()) > RATE_EXPONENT + 1:",
         "a Decimal rate of exponent 10,001 is taken, one past the bound (P97)",
     ),
     "machine-copied-shallow": (
@@ -1522,29 +1522,15 @@ MUTANTS: dict[str, tuple[str, str, str, str]] = {
     ),
     "threads-close-interrupted-left-open": (
         "adapters/permits/adapters/threads.py",
-        "        try:\n"
-        "            self._close()\n"
-        "        except BaseException as interrupt:\n"
-        "            if isinstance(interrupt, Exception):\n"
-        "                raise\n"
-        "            self._close()\n"
-        "            raise\n",
+        "        despite_interrupt(self._close)\n",
         "        self._close()\n",
         "an interrupt that lands before closing holds the lock leaves the thread limiter"
         " open after its block, its timer and waiters running on",
     ),
     "threads-withdraw-interrupted-left-queued": (
         "adapters/permits/adapters/threads.py",
-        "        try:\n"
-        "            with self._lock:\n"
-        "                self._withdraw(id, waiter)\n"
-        "        except BaseException as interrupt:\n"
-        "            if isinstance(interrupt, Exception):\n"
-        "                raise\n"
-        "            with self._lock:\n"
-        "                self._withdraw(id, waiter)\n"
-        "            raise\n",
-        "        with self._lock:\n            self._withdraw(id, waiter)\n",
+        "        despite_interrupt(withdraw)\n",
+        "        withdraw()\n",
         "a second interrupt as an interrupted thread withdraws leaves it queued for nobody,"
         " every caller after it behind it",
     ),

@@ -175,27 +175,20 @@ def check_rate(value: object, argument: str = "rate") -> Fraction:
     """
     if isinstance(value, bool) or not isinstance(value, (int, float, Fraction, Decimal)):
         raise PermitTypeError(argument, value, "an int, float, Fraction or Decimal")
-    if isinstance(value, float):
-        if not math.isfinite(value):
-            raise PermitValueError(argument, value, "must be finite")
-        exact = Fraction(repr(float(value)))  # a subclass (numpy.float64) reprs otherwise
-    elif isinstance(value, Decimal):
-        if not value.is_finite():
-            raise PermitValueError(argument, value, "must be finite")
-        if value <= 0:  # (whatever its exponent: that is not what is wrong)
-            raise PermitValueError(argument, value, "must be greater than 0")
-        if abs(value.adjusted()) > RATE_EXPONENT:  # 1e-999999999: no Fraction would return
-            raise PermitValueError(
-                argument,
-                value,
-                f"its exponent of ten must be from -{RATE_EXPONENT} to {RATE_EXPONENT}",
-            )
-        exact = Fraction(value)
-    else:
-        exact = Fraction(value)
-    if exact <= 0:
+    if (isinstance(value, float) and not math.isfinite(value)) or (
+        isinstance(value, Decimal) and not value.is_finite()
+    ):
+        raise PermitValueError(argument, value, "must be finite")
+    if value <= 0:
         raise PermitValueError(argument, value, "must be greater than 0")
-    return exact
+    if isinstance(value, Decimal) and abs(value.adjusted()) > RATE_EXPONENT:
+        # 1e-999999999: no Fraction of it would return
+        raise PermitValueError(
+            argument, value, f"its exponent of ten must be from -{RATE_EXPONENT} to {RATE_EXPONENT}"
+        )
+    if isinstance(value, float):
+        return Fraction(repr(float(value)))  # a subclass (numpy.float64) reprs otherwise
+    return Fraction(value)
 
 
 def check_policy(policy: object, argument: str = "policy") -> int:
