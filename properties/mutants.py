@@ -454,9 +454,22 @@ MUTANTS: dict[str, tuple[str, str, str, str]] = {
     ),
     "take-at-once-uncounted": (
         "_machine.py",
-        "        self._pushed[level] += 1\n        waiter = _new(Waiter, (id, level, self._seq,",
-        "        waiter = _new(Waiter, (id, level, self._seq,",
+        "        self._pushed[level] += 1\n        self._queues._pass(level)\n",
+        "        self._queues._pass(level)\n",
         "a permit found free by the hot case of take is not counted as pushed",
+    ),
+    "take-at-once-wait-unrecorded": (
+        "_machine.py",
+        "        if self._hists is not None:  # (_granted's one step that does something here)\n"
+        "            self._hists[level].record(0)\n",
+        "",
+        "a permit found free by the hot case of take is not counted in its level's waits",
+    ),
+    "try-take-ticks-past-waiters": (
+        "_machine.py",
+        "        if self._ids:\n            self._arrival(id, level, now, None, cost, flow)",
+        "        if False:\n            self._arrival(id, level, now, None, cost, flow)",
+        "try_take ticks while someone waits: the waiters it decides are told to nobody",
     ),
     "take-at-once-unweighed": (
         "_machine.py",

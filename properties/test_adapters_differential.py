@@ -533,17 +533,15 @@ def _core_op(machine: Machine, config: Config, op: Op, now: int) -> list[Decisio
 def _core_acquire(
     machine: Machine, caller: int, op: Acquire, now: int, settle_later: bool, anyone_waits: bool
 ) -> str | tuple[Decision | None, list[Decision]]:
-    """An acquire as ``BaseLimiter.acquire`` drives the machine: ``take``
-    while nobody waits, else ``push``. Its own decision (``None``: it
-    waits) and the others'; or the error it raised."""
+    """An acquire as ``BaseLimiter.acquire`` drives the machine: ``try_take``
+    while nobody waits, then ``push`` if it found no permit free. Its own
+    decision (``None``: it waits) and the others'; or the error it raised."""
     try:
+        if not anyone_waits and machine.try_take(
+            caller, op.level, now, cost=op.cost, flow=op.flow, settle_later=settle_later
+        ):
+            return Decision(caller, State.GRANTED, op.level, now, 0), []
         others: list[Decision] = []
-        if not anyone_waits:
-            others = machine.take(
-                caller, op.level, now, cost=op.cost, flow=op.flow, settle_later=settle_later
-            )
-            if others and others[-1].id == caller:
-                return others.pop(), others
         deadline = None if op.timeout is None else now + op.timeout
         decisions = machine.push(
             caller,

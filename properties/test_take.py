@@ -1,13 +1,15 @@
 """P47: take is push then spend when a permit is free, and a tick otherwise;
-P55: a machine that keeps no waits decides as one that does.
+P101: try_take is take without its decisions; P55: a machine that keeps no
+waits decides as one that does.
 
 Two machines, A and B, receive the same operations, except for the
 acquires that try for a permit free at once: A calls ``take``; B tries the
 same push on a copy of itself and, if nobody was waiting and the push granted
 the newcomer at once, keeps the copy and spends the permit at the same time;
-if not, B only ticks. After every step the two must be the same machine:
-equal decisions and equal snapshots (waiters, pacing, ledger and log, flows,
-the policy's state, statistics).
+if not, B only ticks. A also calls ``try_take`` where B calls ``take``.
+After every step the two must be the same machine: equal decisions and
+equal snapshots (waiters, pacing, ledger and log, flows, the policy's
+state, statistics).
 
 The same driver checks P55: there A keeps its waits and B, made with
 ``keep_waits=False``, does not, and both receive every operation alike
@@ -129,6 +131,41 @@ class TakeIsPushThenSpend(RuleBasedStateMachine):
         self.declined += 1
         assert all(d.id != id for d in out_a), "P47: take decided for a permit not free"
         assert rows(out_a) == rows(out_b), ("P47", rows(out_a), rows(out_b))
+
+    @rule(
+        level=st.integers(0, 2),
+        settle_later=st.booleans(),
+        steps=st.integers(0, 24),
+        data=st.data(),
+    )
+    def try_take(self, level: int, settle_later: bool, steps: int, data: st.DataObject) -> None:
+        """P101: ``steps`` eighths of an interval later, A's ``try_take``
+        against B's ``take``: while nobody waits, ``True`` exactly when the
+        take grants (and then the same machine); while someone waits,
+        ``False``, and A is left exactly as it was, its time included (no
+        tick: that would decide the waiters, and nobody would hear of it)."""
+        self.now += int(self.step * steps) // 8
+        id = self.next_id
+        self.next_id += 1
+        level = level % self.levels
+        cost, flow = self.draw_cost(data), self.draw_flow(data)
+        if len(self.a):
+            before = fingerprint(self.a)
+            granted = self.a.try_take(
+                id, level, self.now, cost=cost, flow=flow, settle_later=settle_later
+            )
+            assert granted is False, "P101: try_take granted while someone waits"
+            assert fingerprint(self.a) == before, "P101: try_take changed a machine with waiters"
+            self.declined += 1
+            return
+        granted = self.a.try_take(
+            id, level, self.now, cost=cost, flow=flow, settle_later=settle_later
+        )
+        out = self.b.take(id, level, self.now, cost=cost, flow=flow, settle_later=settle_later)
+        assert granted is bool(out), ("P101: try_take and take disagree", granted, rows(out))
+        assert all(d.id == id for d in out), ("P101: take decided others", rows(out))
+        self.taken += granted
+        self.declined += not granted
 
     @rule(level=st.integers(0, 2), settle_later=st.booleans(), data=st.data())
     def take_when_idle(self, level: int, settle_later: bool, data: st.DataObject) -> None:

@@ -1398,6 +1398,12 @@ class _RecordingMachine:
             self._note(decisions[-1:])
         return decisions
 
+    def try_take(self, id: Hashable, level: int, now: int, **options: Any) -> bool:
+        granted = self._machine.try_take(id, level, now, **options)
+        if granted:  # pushed and granted at once; decides nobody else
+            self.events += [("push", level, now), ("grant", level, now)]
+        return granted
+
 
 async def test_lag_catch_up_is_at_most_burst(open_limiter: OpenLimiter) -> None:
     """While the loop lags, permits fall due; afterwards at most ``burst`` are

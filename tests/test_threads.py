@@ -156,6 +156,12 @@ class Charging:
             self.times.append(now)
         return decisions
 
+    def try_take(self, id: Any, level: int, now: int, **options: Any) -> bool:
+        granted = self._machine.try_take(id, level, now, **options)
+        if granted:
+            self.times.append(now)
+        return granted
+
     def spend(self, id: Any, now: int, **options: Any) -> list[Decision]:
         flying = self._machine.in_flight
         decisions = self._machine.spend(id, now, **options)

@@ -752,14 +752,15 @@ class _Limiting:
         if self._waiters:  # the next permit's due time moved
             self._reschedule()
         if self._on_proceed:
-            self._tell(decision)
+            self._tell(decision.level, decision.waited)
 
-    def _tell(self, decision: Decision) -> None:
-        """Tell the exporters that a caller proceeds after its wait (an
-        exporter that fails is logged; the caller keeps its permit)."""
+    def _tell(self, level: int, waited: int) -> None:
+        """Tell the exporters that a caller at ``level`` proceeds after
+        waiting ``waited`` ns (an exporter that fails is logged; the caller
+        keeps its permit)."""
         for told in self._on_proceed:
             try:
-                told(decision.level, decision.waited)
+                told(level, waited)
             except Exception:
                 log.exception("a metrics exporter failed to record a wait")
 
@@ -941,20 +942,17 @@ class _Limiting:
         # have it (an interrupt can land between any two bytecodes).
         permit = Permit(self, id, level, cost, flow)
         try:
-            decisions = self._machine.take(
+            granted = self._machine.try_take(
                 id, level, now, cost=cost, flow=flow, settle_later=self._settle_later
             )
         except BaseException as error:
             self._fault(error)
-        decision = decisions.pop() if decisions and decisions[-1].id == id else None
-        if decisions:
-            self._dispatch(decisions)
-        if decision is None:
+        if not granted:
             return None
         if self._recording is not None:
             self._record(now, level, cost, flow, patience, limit)
         if self._on_proceed:
-            self._tell(decision)
+            self._tell(level, 0)
         return permit
 
     def _arrival(

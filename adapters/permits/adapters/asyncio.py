@@ -17,7 +17,8 @@ from __future__ import annotations
 
 import asyncio
 import math
-from collections.abc import AsyncIterator
+import time
+from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from fractions import Fraction
 from typing import TYPE_CHECKING
@@ -56,6 +57,8 @@ class Limiter(BaseLimiter):
 
     _loop: asyncio.AbstractEventLoop | None = None
     _timer: asyncio.TimerHandle | None = None
+    #: The loop's clock in integer nanoseconds (set when the loop is bound).
+    _ns: Callable[[], int]
     _timer_at: int | None = None
 
     def _running_loop(self) -> asyncio.AbstractEventLoop:
@@ -67,6 +70,7 @@ class Limiter(BaseLimiter):
             if self._loop is not None:
                 raise other_loop(Limiter)
             self._loop = loop
+            self._ns = _nanoseconds_of(loop)
         return loop
 
     def _bound(self) -> bool:
@@ -83,7 +87,7 @@ class Limiter(BaseLimiter):
             raise wrong_framework(Limiter, "asyncio", bound=self._bound()) from None
         if loop is not self._loop:
             self._running_loop()
-        return round(loop.time() * 1e9)
+        return self._ns()
 
     def _new_event(self) -> Event:
         # Only acquire makes events, after its _clock() has checked the loop.
@@ -143,3 +147,18 @@ async def _opened(limiter: Limiter) -> AsyncIterator[Limiter]:
         yield limiter
     finally:
         await limiter.aclose()
+
+
+def _nanoseconds_of(loop: asyncio.AbstractEventLoop) -> Callable[[], int]:
+    """``loop``'s clock, in integer nanoseconds. asyncio's own loops read
+    ``time.monotonic()`` (``BaseEventLoop.time``): then the same clock is
+    read in nanoseconds directly, without a float in between. Any other
+    loop's ``time()`` (uvloop's, a virtual clock's, one set on the loop
+    itself) is read as it is."""
+    if getattr(loop.time, "__func__", None) is asyncio.BaseEventLoop.time:
+        return time.monotonic_ns
+
+    def read() -> int:
+        return round(loop.time() * 1e9)
+
+    return read

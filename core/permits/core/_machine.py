@@ -859,11 +859,57 @@ class Machine:
         ``settle_later`` that is not a bool. It takes no ``max_wait_ns``: what
         it grants waited 0, within any.
         """
-        # The hot case: one unit while nobody waits (so no deadline can be
-        # due either: only waiters have one), nothing is held, no flow
-        # weight is asked for and time moves on. It takes only the steps of
-        # the general case (_take) that do something then; P47 holds the
-        # two to the same decisions and the same state.
+        granted = self._free(id, level, now, cost, flow, settle_later)
+        if granted is None:
+            return self._take(id, level, now, cost, flow, settle_later)
+        return [_new(Decision, (id, _GRANTED, level, now, 0))] if granted else []
+
+    def try_take(
+        self,
+        id: Hashable,
+        level: int,
+        now: int,
+        *,
+        cost: int | Mapping[str, int] = 1,
+        flow: Hashable = None,
+        settle_later: bool = False,
+    ) -> bool:
+        """:meth:`take`, for a caller that needs only to know whether it got
+        the permit: ``True`` when it did (granted and spent at ``now``,
+        exactly as :meth:`take` grants). ``False`` when someone waits, and
+        then nothing changed (:meth:`tick` decides them), or when ``cost``
+        is not available at ``now``, and then the machine ticked to ``now``,
+        which decides nothing while nobody waits. Raises as :meth:`take`
+        does. With no decision to make, it is the cheapest way to take a
+        free permit: an adapter's acquire that finds one.
+        """
+        granted = self._free(id, level, now, cost, flow, settle_later)
+        if granted is not None:
+            return granted
+        if self._ids:
+            self._arrival(id, level, now, None, cost, flow)  # (bad input is refused all the same)
+            if settle_later.__class__ is not bool:
+                raise PermitTypeError("settle_later", settle_later, "a bool")
+            return False
+        return bool(self._take(id, level, now, cost, flow, settle_later))
+
+    def _free(
+        self,
+        id: Hashable,
+        level: int,
+        now: int,
+        cost: int | Mapping[str, int],
+        flow: Hashable,
+        settle_later: bool,
+    ) -> bool | None:
+        """A take's hot case: one unit while nobody waits (so no deadline
+        can be due either: only waiters have one), nothing is held, no flow
+        weight is asked for and time moves on. Whether the permit was
+        granted; ``None`` if this is not the hot case (:meth:`_take` decides
+        it). It takes only the steps of the general case that do something
+        then, and makes neither a waiter record nor a decision unless the
+        policy keeps a record of grants; P47 holds the two to the same
+        decisions and the same state."""
         last = self._now
         if not (
             cost.__class__ is int
@@ -880,24 +926,28 @@ class Machine:
             and self.unit_costs
             and self._flow_weights is None
         ):
-            return self._take(id, level, now, cost, flow, settle_later)
+            return None
         try:
             hash(id)
         except Exception:
-            return self._take(id, level, now, cost, flow, settle_later)  # which refuses it
+            return None  # (the general case refuses it)
         self._now = now
         source = self._source
         if now < source.due:
-            return []
+            return False
         self._pushed[level] += 1
-        waiter = _new(Waiter, (id, level, self._seq, now, None, self._unit, None))
-        self._seq += 1
-        self._queues._pass(waiter)
+        self._queues._pass(level)
         source.charge(now, self._unit, False)
         self._ledger.trim()
-        out: list[Decision] = []
-        self._granted(waiter, now, out)
-        return out
+        if self._record is not None:
+            waiter = _new(Waiter, (id, level, self._seq, now, None, self._unit, None))
+            self._seq += 1
+            self._granted(waiter, now, [])
+            return True
+        self._seq += 1
+        if self._hists is not None:  # (_granted's one step that does something here)
+            self._hists[level].record(0)
+        return True
 
     def _take(
         self,
@@ -928,7 +978,7 @@ class Machine:
         self._arrive(id, level, units, flow)
         waiter = _new(Waiter, (id, level, self._seq, now, None, units, flow))
         self._seq += 1
-        self._queues._pass(waiter)
+        self._queues._pass(level)
         self._charge_spent(waiter, now, settle_later)
         self._ledger.trim()
         self._granted(waiter, now, out)

@@ -608,12 +608,12 @@ class Queues:
             self._count(waiter, flow, -1)
         return waiter
 
-    def _pass(self, waiter: Waiter) -> None:
-        """``waiter`` is granted as it arrives at its empty level, never
+    def _pass(self, level: int) -> None:
+        """A newcomer is granted as it arrives at its empty ``level``, never
         queued: counted as granted. (What :meth:`_append` then
         :meth:`_take_head` leave behind on an empty level: its flows start
         again from nothing when it empties.)"""
-        assert not self.depths[waiter.level]
+        assert not self.depths[level]
         self.granted += 1
 
     def _remove(self, waiter: Waiter) -> None:
