@@ -635,6 +635,12 @@ MUTANTS: dict[str, tuple[str, str, str, str]] = {
         "    ns = int(_exact(argument, value) * SECOND)\n",
         "a scenario's seconds are truncated to the nanosecond, not the nearest (P58)",
     ),
+    "sim-seconds-exponent-one-past": (
+        "sim/_scenario.py",
+        "        if value and abs(value.adjusted()) > RATE_EXPONENT:",
+        "        if value and abs(value.adjusted()) > RATE_EXPONENT + 1:",
+        "a Decimal time of exponent 10,001 is taken, one past the bound (P106)",
+    ),
     "sim-arrival-at-the-end": (
         "sim/_run.py",
         "        if t >= duration_ns:\n            return\n",

@@ -38,7 +38,7 @@ from permits.core import MAX_LEVELS, Limit, PermitTypeError, PermitValueError
 from permits.core.checks import NO_UNIT, check_hashable, level_range
 
 from ._run import Result, _Admit, _run, check_scenario
-from ._scenario import Batch, Scenario, Workload, nanoseconds
+from ._scenario import Batch, Scenario, Workload, more_levels, nanoseconds
 
 __all__ = ["COLUMNS", "Call", "TraceError", "read_trace", "replay", "traced"]
 
@@ -70,8 +70,10 @@ class TraceError(PermitValueError):
     def __init__(self, line: int, field: str, value: object, reason: str) -> None:
         super().__init__(field, value, reason)
         self.line: int = line
-        shown = f"{field}={value!r}" if value is not None else field
-        self.args = (f"line {line}: {shown}: {reason}",)
+        # (the message made above shows the value: one whose repr Python
+        # refuses, an int of 10,000 digits, too)
+        said = self.args[0] if value is not None else f"{field}: {reason}"
+        self.args = (f"line {line}: {said}",)
 
 
 class Call(NamedTuple):
@@ -715,13 +717,7 @@ def _admission(scenario: Scenario) -> _Admit:
         if isinstance(level, bool) or not isinstance(level, int):  # (a call made in code)
             raise TraceError(line, "level", level, "expected an int")
         if level >= levels:
-            raise TraceError(
-                line,
-                "level",
-                level,
-                f"{level_range(levels)}, or give the scenario a policy of "
-                f"{level + 1} levels or more",
-            )
+            raise TraceError(line, "level", level, more_levels(levels, level))
         if level < 0:
             raise TraceError(line, "level", level, level_range(levels))
         if isinstance(cost, bool) or not isinstance(cost, int):
