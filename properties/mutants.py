@@ -1472,6 +1472,13 @@ MUTANTS: dict[str, tuple[str, str, str, str]] = {
         "a float rate is read as the binary fraction it holds, not the decimal it prints as"
         " (0.1 is 3602879701896397/36028797018963968, not 1/10: P77)",
     ),
+    "empty-limit-name-a-type-error": (
+        "checks.py",
+        '            raise PermitValueError("limits", limits, EMPTY_LIMIT_NAME)',
+        '            raise PermitTypeError("limits", limits, EMPTY_LIMIT_NAME)',
+        "a limit named with the empty string, a str of the wrong value, is refused as the"
+        " wrong type (P18)",
+    ),
     "decimal-rate-exponent-one-past": (
         "checks.py",
         "    if isinstance(value, Decimal) and abs(value.adjusted()) > RATE_EXPONENT:",

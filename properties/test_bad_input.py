@@ -283,10 +283,14 @@ REFUSED: list[tuple[str, Callable[[], object], tuple[type, str, object, str]]] =
         lambda: Machine(Fifo(), limits=[Limit(1)]),  # type: ignore[arg-type]
         typed("limits", [Limit(1)], "a Limit, or a non-empty mapping of names to Limits"),
     ),
-    (
+    (  # a str, the wrong one: a value's error, not "expected ... non-empty strings"
         "limit name empty",
         lambda: Machine(Fifo(), limits={"": Limit(1)}),
-        named_by_key({"": Limit(1)}, "''"),
+        valued(
+            "limits",
+            {"": Limit(1)},
+            "names a limit '' (the empty string): give each limit a name of one character or more",
+        ),
     ),
     (
         "limit name an int",

@@ -1128,3 +1128,23 @@ def test_a_time_or_level_of_any_size_is_refused_or_run_at_once() -> None:
     result = simulate(attrs.evolve(one, workloads=[patient], seconds=10))
     assert time.perf_counter() - began < 1
     assert (result["w"].granted, result["w"].expired, result["w"].cancelled) == (3, 0, 0)
+
+
+def test_a_limit_named_with_the_empty_string_is_a_bad_value() -> None:
+    """A limit named ``""``, of a scenario's limits or a workload's cost,
+    is a str, the wrong one: a ``PermitValueError`` naming the argument
+    and saying what to do, as the core's ``Machine(limits=...)`` refuses
+    it (it was a ``PermitTypeError``, "expected non-empty strings"); a
+    name that is no str is still a type's error."""
+    reason = "names a limit '' (the empty string): give each limit a name of one character or more"
+    one = [Workload("w", 0, Batch(1))]
+    limits = {"tokens": Limit(10, 10), "": Limit(1)}
+    with pytest.raises(PermitValueError) as refused:
+        Scenario("s", Fifo(), None, 1, one, limits=limits)
+    assert (refused.value.argument, refused.value.value) == ("limits", limits)
+    assert str(refused.value) == f"limits={limits!r}: {reason}"
+    with pytest.raises(PermitValueError) as refused:
+        Workload("w", 0, Batch(1), cost={"tokens": 1, "": 1})
+    assert str(refused.value) == f"cost={{'tokens': 1, '': 1}}: {reason}"
+    with pytest.raises(PermitTypeError, match="non-empty strings, got int"):
+        Workload("w", 0, Batch(1), cost={3: 1})

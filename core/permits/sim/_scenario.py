@@ -34,6 +34,7 @@ from permits.core import (
     StrictPriority,
 )
 from permits.core.checks import (
+    EMPTY_LIMIT_NAME,
     NO_UNIT,
     RATE_EXPONENT,
     check_int,
@@ -558,8 +559,10 @@ class Workload:
             if not value:
                 raise PermitValueError("cost", {}, "names no limit")
             for name, units in value:
-                if not isinstance(name, str) or not name:
+                if not isinstance(name, str):
                     raise PermitTypeError("cost", name, "limit names that are non-empty strings")
+                if not name:
+                    raise PermitValueError("cost", self.written_cost, EMPTY_LIMIT_NAME)
                 _check_units(f"cost[{name!r}]", units)  # named by its entry
         elif isinstance(value, int) and not isinstance(value, bool) and value < 0:
             raise PermitValueError("cost", value, NO_UNIT)  # as 0 is: one rule
@@ -739,8 +742,10 @@ class Scenario:
                     "limits", dict(self.limits), f"needs 1 to {MAX_LIMITS} limits"
                 )
             for name, limit in self.limits:
-                if not isinstance(name, str) or not name:
+                if not isinstance(name, str):
                     raise PermitTypeError("limits", name, "limit names that are non-empty strings")
+                if not name:
+                    raise PermitValueError("limits", dict(self.limits), EMPTY_LIMIT_NAME)
                 if not isinstance(limit, Limit):
                     raise PermitTypeError(f"limits[{name!r}]", limit, "a Limit")
         limits = self.named_limits
