@@ -641,6 +641,12 @@ MUTANTS: dict[str, tuple[str, str, str, str]] = {
         "        if value and abs(value.adjusted()) > RATE_EXPONENT + 1:",
         "a Decimal time of exponent 10,001 is taken, one past the bound (P106)",
     ),
+    "sim-empty-flow-read-as-written": (
+        "sim/_trace.py",
+        '    return cell if cell.strip("\'") else cell[2:]\n',
+        "    return cell\n",
+        "a trace's cell '' (the empty-string flow, written so) reads back as the flow '' (P107)",
+    ),
     "sim-arrival-at-the-end": (
         "sim/_run.py",
         "        if t >= duration_ns:\n            return\n",

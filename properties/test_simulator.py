@@ -1,4 +1,4 @@
-"""The simulator's properties (SPEC.md, *The simulator*: P56-P61, P99, P106), each
+"""The simulator's properties (SPEC.md, *The simulator*: P56-P61, P99, P106, P107), each
 against a naive computation: a loop over the machine, one event at a time
 (``naive_figures`` and the replay's loop, beside the simulator's example
 tests in ``tests/``), or the rule written out."""
@@ -6,6 +6,7 @@ tests in ``tests/``), or the rule written out."""
 from __future__ import annotations
 
 import math
+import sys
 import time
 from collections.abc import Callable, Sequence
 from decimal import Decimal
@@ -53,8 +54,10 @@ from permits.sim import (
     load_policy,
     load_scenarios,
     offered_quantile,
+    read_trace,
     replay,
     simulate,
+    trace_lines,
 )
 from permits.sim._scenario import SECONDS_EXPONENT, nanoseconds
 
@@ -449,3 +452,41 @@ def test_a_decimal_time_past_an_exponent_of_10000_is_refused_at_once(
     assert took < 1, ("P106", argument, took)  # (a hang guard: it did not return at all)
     assert (refused.argument, refused.value) == (argument, seconds), "P106"
     assert str(refused) == f"{argument}={seconds!r}: {reason}", "P106"
+
+
+# -- P107: every flow a trace writes reads back as itself -----------------------
+
+
+@given(
+    flows=st.lists(
+        st.none()
+        | st.sampled_from(["", "'", "''", "'''", "''a", "a", "acme"])
+        | st.text(max_size=6)
+        | st.integers(0, 99),
+        max_size=12,
+    ),
+    levels=st.lists(st.integers(0, 1), min_size=12, max_size=12),
+)
+@example(flows=["", None, "acme", "", "''"], levels=[0] * 12)
+def test_every_flow_a_trace_writes_reads_back_as_itself(
+    flows: list[object], levels: list[int]
+) -> None:
+    """P107: the calls ``trace_lines`` writes read back (``read_trace``)
+    with each flow as its str, the empty string and names of apostrophes
+    alone included (an empty cell is no flow: the empty string is written
+    ``''``, and a name of apostrophes alone with two more), and replay as
+    the calls written do; none is refused (the empty string was)."""
+    if sys.version_info < (3, 11) and any("\0" in str(f) for f in flows):
+        return  # (Python 3.10's csv can neither write nor read a NUL)
+    calls = [Call(i * SECOND // 4, levels[i], flow=flow) for i, flow in enumerate(flows)]
+    named = [c._replace(flow=None if c.flow is None else str(c.flow)) for c in calls]
+    back = [c._replace(line=0) for c in read_trace(list(trace_lines(calls)))]
+    assert back == named, "P107"
+    scenario = Scenario(
+        "flows",
+        StrictPriority(2),
+        2,
+        4,
+        [Workload("urgent", 0, Batch(0)), Workload("batch", 1, Batch(0))],
+    )
+    assert replay(scenario, back) == replay(scenario, named), "P107"
