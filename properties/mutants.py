@@ -1485,6 +1485,13 @@ MUTANTS: dict[str, tuple[str, str, str, str]] = {
         "a limit named with the empty string, a str of the wrong value, is refused as the"
         " wrong type (P18)",
     ),
+    "error-shows-a-huge-int-by-repr": (
+        "_errors.py",
+        '        super().__init__(f"{argument}={shown(value)}: {reason}")',
+        '        super().__init__(f"{argument}={value!r}: {reason}")',
+        "an error naming an int of more digits than repr gives (10**10000) raises a ValueError"
+        " of its own message (P108)",
+    ),
     "decimal-rate-exponent-one-past": (
         "checks.py",
         "    if isinstance(value, Decimal) and abs(value.adjusted()) > RATE_EXPONENT:",

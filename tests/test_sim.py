@@ -1094,7 +1094,7 @@ def test_a_result_asked_for_a_workload_it_has_not_names_those_it_has() -> None:
 
 
 def test_a_time_or_level_of_any_size_is_refused_or_run_at_once() -> None:
-    """P106: no time or level the simulator takes makes it hang or fail
+    """P106, P108: no time or level the simulator takes makes it hang or fail
     other than by a refusal naming it: an int of 10,001 digits (whose
     repr Python refuses: the error shows how many digits), an infinite or
     NaN float or Decimal; a huge timeout is simply never reached."""
