@@ -1591,3 +1591,29 @@ def _naive_replay(scenario: Scenario, calls: list[Call]) -> list[dict[str, Any]]
 
 
 _QUARTERS = st.sampled_from([None, 0, SECOND // 8, SECOND // 4, SECOND // 2])
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        Call(0, 0, flow=10**10000),
+        Call(10**10000, 0),
+        Call(0, 10**10000),
+        Call(0, 0, 10**10000),
+        Call(0, 0, timeout_ns=10**10000),
+    ],
+)
+def test_a_call_holding_an_int_too_long_to_write_is_refused_naming_it(call: Call) -> None:
+    """P108: a call made in code (or a recording's: a flow that is an int)
+    holding an int of more digits than ``str`` writes (10**10000) is
+    refused by ``trace_lines`` naming its place, ``calls[1]``, and saying
+    what to do: it raised Python's own ``ValueError``, naming nothing."""
+    from permits.sim import trace_lines
+
+    with pytest.raises(PermitValueError) as refused:
+        list(trace_lines([Call(0, 0), call]))
+    assert refused.value.argument == "calls[1]"
+    assert str(refused.value) == (
+        "calls[1]=<Call holding a number too long to show>: holds an int of more digits than "
+        "str writes (sys.get_int_max_str_digits()): give it a smaller time, level, cost or flow"
+    )

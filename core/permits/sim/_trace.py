@@ -588,14 +588,21 @@ def trace_lines(calls: Iterable[Call], limits: Sequence[str] | None = None) -> I
     for index, call in enumerate(calls):
         row.seek(0)
         row.truncate()
-        flow = "" if call.flow is None else _quoted(str(call.flow))
-        timeout = "" if call.timeout_ns is None else _seconds(call.timeout_ns)
-        limit = "" if call.max_wait_ns is None else _seconds(call.max_wait_ns)
-        give_up = "" if call.give_up_after_ns is None else _seconds(call.give_up_after_ns)
         units = _written_costs(call.cost, names)
-        cells = [_seconds(call.at_ns), int(call.level), *units, flow, timeout, limit, give_up]
         try:
+            flow = "" if call.flow is None else _quoted(str(call.flow))
+            timeout = "" if call.timeout_ns is None else _seconds(call.timeout_ns)
+            limit = "" if call.max_wait_ns is None else _seconds(call.max_wait_ns)
+            give_up = "" if call.give_up_after_ns is None else _seconds(call.give_up_after_ns)
+            cells = [_seconds(call.at_ns), int(call.level), *units, flow, timeout, limit, give_up]
             (quoted if _breaks(flow) else writer).writerow(cells)
+        except ValueError:  # an int of more digits than str gives (10**10000): not ours
+            raise PermitValueError(
+                f"calls[{index}]",
+                call,
+                "holds an int of more digits than str writes (sys.get_int_max_str_digits()): "
+                "give it a smaller time, level, cost or flow",
+            ) from None
         except csv.Error as error:  # a NUL, before Python 3.11's csv
             raise PermitValueError(
                 "flow",
