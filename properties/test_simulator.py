@@ -449,7 +449,11 @@ def test_a_decimal_time_past_an_exponent_of_10000_is_refused_at_once(
         assert refused is None or reason not in str(refused), ("P106", argument, refused)
         return
     assert refused is not None, ("P106", argument, "taken")
-    assert took < 1, ("P106", argument, took)  # (a hang guard: it did not return at all)
+    assert took < 30, (
+        "P106",
+        argument,
+        took,
+    )  # (a hang guard, room for a loaded host: it did not return at all)
     assert (refused.argument, refused.value) == (argument, seconds), "P106"
     assert str(refused) == f"{argument}={seconds!r}: {reason}", "P106"
 

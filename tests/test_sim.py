@@ -1118,7 +1118,7 @@ def test_a_time_or_level_of_any_size_is_refused_or_run_at_once() -> None:
         began = time.perf_counter()
         with pytest.raises(PermitValueError) as refused:
             call()
-        assert time.perf_counter() - began < 1, argument  # (a hang guard)
+        assert time.perf_counter() - began < 30, argument  # (a hang guard, room for a loaded host)
         assert refused.value.argument == argument
         assert reason in str(refused.value), str(refused.value)
     shown = str(PermitValueError("seconds", huge, "too long"))
@@ -1126,7 +1126,7 @@ def test_a_time_or_level_of_any_size_is_refused_or_run_at_once() -> None:
     began = time.perf_counter()
     patient = Workload("w", 0, Batch(3), huge, give_up_after=huge, max_wait=huge)
     result = simulate(attrs.evolve(one, workloads=[patient], seconds=10))
-    assert time.perf_counter() - began < 1
+    assert time.perf_counter() - began < 30  # (a hang guard, room for a loaded host)
     assert (result["w"].granted, result["w"].expired, result["w"].cancelled) == (3, 0, 0)
 
 

@@ -1617,3 +1617,16 @@ def test_a_call_holding_an_int_too_long_to_write_is_refused_naming_it(call: Call
         "calls[1]=<Call holding a number too long to show>: holds an int of more digits than "
         "str writes (sys.get_int_max_str_digits()): give it a smaller time, level, cost or flow"
     )
+
+
+def test_a_flow_whose_str_raises_raises_as_it_does() -> None:
+    """A flow whose own ``str`` raises a ``ValueError`` is the user's error,
+    raised as it is, not taken for an int too long to write (P108)."""
+    from permits.sim import trace_lines
+
+    class Tenant:
+        def __str__(self) -> str:
+            raise ValueError("no name yet")
+
+    with pytest.raises(ValueError, match=r"^no name yet$"):
+        list(trace_lines([Call(0, 0, flow=Tenant())]))

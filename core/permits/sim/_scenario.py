@@ -864,7 +864,7 @@ class Scenario:
                     f"no limit is called {requirement.limit!r} (the limits: {known})",
                 )
 
-    def scaled(self, factor: int | Fraction) -> Scenario:
+    def scaled(self, factor: PerSecond) -> Scenario:
         """The same scenario ``factor`` times faster: rates times ``factor``,
         every time and duration divided by it (an :class:`Aging` policy's
         ``after`` too). The counts of a run stay the same and its waits

@@ -596,7 +596,10 @@ def trace_lines(calls: Iterable[Call], limits: Sequence[str] | None = None) -> I
             give_up = "" if call.give_up_after_ns is None else _seconds(call.give_up_after_ns)
             cells = [_seconds(call.at_ns), int(call.level), *units, flow, timeout, limit, give_up]
             (quoted if _breaks(flow) else writer).writerow(cells)
-        except ValueError:  # an int of more digits than str gives (10**10000): not ours
+        except ValueError as error:
+            if "integer string conversion" not in str(error):
+                raise  # (a flow's own str that raises: the user's error, as it is)
+            # an int of more digits than str gives (10**10000)
             raise PermitValueError(
                 f"calls[{index}]",
                 call,
