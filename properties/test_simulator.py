@@ -410,7 +410,7 @@ TIMES: dict[str, Callable[[Decimal], object]] = {
     "value": lambda s: nanoseconds("value", s),
     "policy.after": lambda s: load_policy({"kind": "aging", "after": s}, 2),
     "scenario[0].seconds": _file,
-    "factor": lambda s: _ONE.scaled(s),  # type: ignore[arg-type]  # (typed int or Fraction)
+    "factor": lambda s: _ONE.scaled(s),
 }
 
 
