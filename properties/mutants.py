@@ -648,6 +648,18 @@ MUTANTS: dict[str, tuple[str, str, str, str]] = {
         "    ns = int(_exact(argument, value) * SECOND)\n",
         "a scenario's seconds are truncated to the nanosecond, not the nearest (P58)",
     ),
+    "sim-seconds-exponent-one-past": (
+        "sim/_scenario.py",
+        "        if value and abs(value.adjusted()) > RATE_EXPONENT:",
+        "        if value and abs(value.adjusted()) > RATE_EXPONENT + 1:",
+        "a Decimal time of exponent 10,001 is taken, one past the bound (P106)",
+    ),
+    "sim-empty-flow-read-as-written": (
+        "sim/_trace.py",
+        '    return cell if cell.strip("\'") else cell[2:]\n',
+        "    return cell\n",
+        "a trace's cell '' (the empty-string flow, written so) reads back as the flow '' (P107)",
+    ),
     "sim-arrival-at-the-end": (
         "sim/_run.py",
         "        if t >= duration_ns:\n            return\n",
@@ -1478,6 +1490,20 @@ MUTANTS: dict[str, tuple[str, str, str, str]] = {
         "        return Fraction(value)",
         "a float rate is read as the binary fraction it holds, not the decimal it prints as"
         " (0.1 is 3602879701896397/36028797018963968, not 1/10: P77)",
+    ),
+    "empty-limit-name-a-type-error": (
+        "checks.py",
+        '            raise PermitValueError("limits", limits, EMPTY_LIMIT_NAME)',
+        '            raise PermitTypeError("limits", limits, EMPTY_LIMIT_NAME)',
+        "a limit named with the empty string, a str of the wrong value, is refused as the"
+        " wrong type (P18)",
+    ),
+    "error-shows-a-huge-int-by-repr": (
+        "_errors.py",
+        '        super().__init__(f"{argument}={shown(value)}: {reason}")',
+        '        super().__init__(f"{argument}={value!r}: {reason}")',
+        "an error naming an int of more digits than repr gives (10**10000) raises a ValueError"
+        " of its own message (P108)",
     ),
     "decimal-rate-exponent-one-past": (
         "checks.py",

@@ -14,6 +14,7 @@ from __future__ import annotations
 import enum
 import functools
 import math
+import re
 from collections.abc import Callable, Hashable, Iterator, Mapping
 from decimal import Decimal
 from fractions import Fraction
@@ -283,10 +284,14 @@ REFUSED: list[tuple[str, Callable[[], object], tuple[type, str, object, str]]] =
         lambda: Machine(Fifo(), limits=[Limit(1)]),  # type: ignore[arg-type]
         typed("limits", [Limit(1)], "a Limit, or a non-empty mapping of names to Limits"),
     ),
-    (
+    (  # a str, the wrong one: a value's error, not "expected ... non-empty strings"
         "limit name empty",
         lambda: Machine(Fifo(), limits={"": Limit(1)}),
-        named_by_key({"": Limit(1)}, "''"),
+        valued(
+            "limits",
+            {"": Limit(1)},
+            "names a limit '' (the empty string): give each limit a name of one character or more",
+        ),
     ),
     (
         "limit name an int",
@@ -1485,3 +1490,42 @@ def test_too_long_refuses_an_unhashable_id_whatever_the_wait(wait: int, most: in
     assert (refused.value.argument, refused.value.value) == ("id", ["a"]), "P18"
     assert str(refused.value) == "id=['a']: expected a hashable value, got list", "P18"
     assert machine.snapshot() == before, "P18"
+
+
+@given(
+    digits=st.integers(4_301, 20_000),
+    lead=st.integers(1, 9),
+    sign=st.sampled_from([1, -1]),
+    where=st.sampled_from(["level", "now", "cost", "max_wait_ns", "Limit", "Machine"]),
+)
+def test_an_error_names_an_int_too_long_for_repr_by_its_digits(
+    digits: int, lead: int, sign: int, where: str
+) -> None:
+    """P108: an argument refused for an int of more digits than Python's
+    ``repr`` gives (4,300 by default: ``10**10000``) is refused with the
+    documented error naming it, its message showing ``<int of about N
+    digits>`` (N within one of the int's digits); the error raised a
+    ``ValueError`` of its own message, and the machine is as it was."""
+    value = sign * lead * 10 ** (digits - 1)
+    machine = Machine(Fifo(2), 1, 1)
+    machine.push("a", 0, 0)
+    before = machine.snapshot()
+    calls: dict[str, tuple[str, Callable[[], object]]] = {
+        "level": ("level", lambda: machine.push("b", value, 0)),
+        "now": ("now", lambda: machine.push("b", 0, -abs(value))),
+        "cost": ("cost", lambda: machine.push("b", 0, 0, cost=value)),
+        "max_wait_ns": ("max_wait_ns", lambda: machine.push("b", 0, 0, max_wait_ns=-abs(value))),
+        "Limit": ("burst", lambda: Limit(1, -abs(value))),
+        "Machine": ("burst", lambda: Machine(Fifo(), 1, -abs(value))),
+    }
+    argument, call = calls[where]
+    with pytest.raises(PermitValueError) as refused:
+        call()
+    assert refused.value.argument == argument, "P108"
+    assert refused.value.value in (value, -abs(value)), "P108"
+    shown = re.match(
+        rf"^{re.escape(argument)}=<int of about ([\d,]+) digits>: ", str(refused.value)
+    )
+    assert shown is not None, ("P108", str(refused.value)[:120])
+    assert abs(int(shown[1].replace(",", "")) - digits) <= 1, "P108"
+    assert machine.snapshot() == before, "P108"

@@ -1,4 +1,4 @@
-"""The simulator's properties (SPEC.md, *The simulator*: P56-P61, P99), each
+"""The simulator's properties (SPEC.md, *The simulator*: P56-P61, P99, P106, P107), each
 against a naive computation: a loop over the machine, one event at a time
 (``naive_figures`` and the replay's loop, beside the simulator's example
 tests in ``tests/``), or the rule written out."""
@@ -6,7 +6,9 @@ tests in ``tests/``), or the rule written out."""
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+import sys
+import time
+from collections.abc import Callable, Sequence
 from decimal import Decimal
 from fractions import Fraction
 from typing import Any
@@ -49,11 +51,15 @@ from permits.sim import (
     Workload,
     compare,
     default_grid,
+    load_policy,
+    load_scenarios,
     offered_quantile,
+    read_trace,
     replay,
     simulate,
+    trace_lines,
 )
-from permits.sim._scenario import nanoseconds
+from permits.sim._scenario import SECONDS_EXPONENT, nanoseconds
 
 
 def offered_rank(waits: Sequence[tuple[int, int]], offered: int, q: Fraction) -> float:
@@ -358,3 +364,133 @@ def test_a_replay_judges_a_tenants_requirement_only_where_its_calls_name_tenants
     comparison = compare(scenario, grid, calls=lambda: calls)
     for outcome in comparison.outcomes:
         assert outcome.result[name].tenants == len(named)
+
+
+# -- P106: a Decimal time past an exponent of 10,000 is refused at once -----------
+
+#: The largest exponent of ten a Decimal time may have (either sign), as a rate's (P97).
+EXPONENT = 10_000
+
+
+@st.composite
+def decimal_times(draw: st.DrawFn) -> Decimal:
+    """A positive Decimal near the bound on either side, or far past it
+    (``1e-999999999``, whose exact fraction has a billion digits)."""
+    digits = draw(st.integers(1, 10**6))
+    adjusted = draw(
+        st.integers(EXPONENT - 3, EXPONENT + 3)
+        | st.integers(EXPONENT + 1, 10**9)
+        | st.integers(-EXPONENT, EXPONENT)
+    )
+    if draw(st.booleans()):
+        adjusted = -adjusted
+    return Decimal(f"{digits}E{adjusted - (len(str(digits)) - 1)}")
+
+
+def _file(seconds: Decimal) -> object:
+    """A scenario file's data (TOML read with ``parse_float=Decimal``) of ``seconds``."""
+    workload = {"name": "w", "level": 0, "arrivals": "batch", "size": 1}
+    return load_scenarios(
+        {"scenario": [{"name": "s", "rate": 1, "seconds": seconds, "workload": [workload]}]}
+    )
+
+
+_ONE = Scenario("s", Fifo(1), 1, 1, [Workload("w", 0, Batch(1))])
+
+#: Each place the simulator takes a time in seconds (and a scale factor,
+#: bounded as a rate), by the argument its refusal names.
+TIMES: dict[str, Callable[[Decimal], object]] = {
+    "seconds": lambda s: Scenario("s", Fifo(1), 1, s, [Workload("w", 0, Batch(1))]),
+    "at": lambda s: Batch(1, s),
+    "start": lambda s: Constant(1, s),
+    "stop": lambda s: Constant(1, 0, s),
+    "timeout": lambda s: Workload("w", 0, Batch(1), s),
+    "give_up_after": lambda s: Workload("w", 0, Batch(1), give_up_after=s),
+    "max_wait": lambda s: Workload("w", 0, Batch(1), max_wait=s),
+    "value": lambda s: nanoseconds("value", s),
+    "policy.after": lambda s: load_policy({"kind": "aging", "after": s}, 2),
+    "scenario[0].seconds": _file,
+    "factor": lambda s: _ONE.scaled(s),
+}
+
+
+@given(seconds=decimal_times(), argument=st.sampled_from(sorted(TIMES)))
+@example(seconds=Decimal("1e-999999999"), argument="seconds")
+@example(seconds=Decimal("1e999999999"), argument="timeout")
+@example(seconds=Decimal("1e10001"), argument="at")
+@example(seconds=Decimal("9.9e10000"), argument="at")
+@example(seconds=Decimal("1e-10001"), argument="policy.after")
+@example(seconds=Decimal("1e-10000"), argument="at")
+def test_a_decimal_time_past_an_exponent_of_10000_is_refused_at_once(
+    seconds: Decimal, argument: str
+) -> None:
+    """P106: a Decimal time whose exponent of ten is past 10,000 either way
+    (``1e999999999``: its exact fraction did not return) is refused within
+    a second, with a PermitValueError naming the argument and the value and
+    saying the bound and what to write, wherever the simulator takes one
+    (a scenario, its arrivals, a workload, an aging policy, a scenario
+    file's data; a scale factor as a rate, P97). One within is read
+    exactly: taken, or refused by another rule (a run past 1e308 s)."""
+    inside = abs(seconds.adjusted()) <= EXPONENT
+    began = time.perf_counter()
+    try:
+        TIMES[argument](seconds)
+    except PermitValueError as error:
+        refused: PermitValueError | None = error
+    else:
+        refused = None
+    took = time.perf_counter() - began
+    reason = (
+        f"its exponent of ten must be from -{EXPONENT} to {EXPONENT}"
+        if argument == "factor"
+        else SECONDS_EXPONENT
+    )
+    if inside:
+        assert refused is None or reason not in str(refused), ("P106", argument, refused)
+        return
+    assert refused is not None, ("P106", argument, "taken")
+    assert took < 30, (
+        "P106",
+        argument,
+        took,
+    )  # (a hang guard, room for a loaded host: it did not return at all)
+    assert (refused.argument, refused.value) == (argument, seconds), "P106"
+    assert str(refused) == f"{argument}={seconds!r}: {reason}", "P106"
+
+
+# -- P107: every flow a trace writes reads back as itself -----------------------
+
+
+@given(
+    flows=st.lists(
+        st.none()
+        | st.sampled_from(["", "'", "''", "'''", "''a", "a", "acme"])
+        | st.text(max_size=6)
+        | st.integers(0, 99),
+        max_size=12,
+    ),
+    levels=st.lists(st.integers(0, 1), min_size=12, max_size=12),
+)
+@example(flows=["", None, "acme", "", "''"], levels=[0] * 12)
+def test_every_flow_a_trace_writes_reads_back_as_itself(
+    flows: list[object], levels: list[int]
+) -> None:
+    """P107: the calls ``trace_lines`` writes read back (``read_trace``)
+    with each flow as its str, the empty string and names of apostrophes
+    alone included (an empty cell is no flow: the empty string is written
+    ``''``, and a name of apostrophes alone with two more), and replay as
+    the calls written do; none is refused (the empty string was)."""
+    if sys.version_info < (3, 11) and any("\0" in str(f) for f in flows):
+        return  # (Python 3.10's csv can neither write nor read a NUL)
+    calls = [Call(i * SECOND // 4, levels[i], flow=flow) for i, flow in enumerate(flows)]
+    named = [c._replace(flow=None if c.flow is None else str(c.flow)) for c in calls]
+    back = [c._replace(line=0) for c in read_trace(list(trace_lines(calls)))]
+    assert back == named, "P107"
+    scenario = Scenario(
+        "flows",
+        StrictPriority(2),
+        2,
+        4,
+        [Workload("urgent", 0, Batch(0)), Workload("batch", 1, Batch(0))],
+    )
+    assert replay(scenario, back) == replay(scenario, named), "P107"

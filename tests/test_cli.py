@@ -9,6 +9,7 @@ import os
 import re
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import attrs
@@ -1714,3 +1715,37 @@ def test_a_share_of_nothing_granted_is_no_share(
     status, out, _ = run(capsys, "compare", "--policy", "fifo", str(path))
     assert status == 1
     assert out.split("requirements\n")[1].splitlines()[1].split() == ["FIFO", "-", "MISS", "no"]
+
+
+def test_a_time_of_any_size_is_refused_at_once(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """P106: every time the command takes, in a scenario file, a
+    ``--policy`` or a ``--trace``, however far its exponent (1e999999999,
+    a float past its range; 1e-999999999; 5,000 digits) is refused at once, a
+    second, one line naming it, exit status 2 (or read, as a trace's time
+    under a nanosecond is: 0)."""
+    scenario = tmp_path / "scenario.toml"
+    scenario.write_text(
+        '[[scenario]]\nname = "s"\nrate = 1\nseconds = 1e999999999\n'
+        '[[scenario.workload]]\nname = "w"\nlevel = 0\narrivals = "batch"\nsize = 1\n'
+    )
+    traced = tmp_path / "trace.csv"
+    traced.write_text("at,level,timeout\n1e-999999999,0,1e-999999999\n0,0,1e99999\n")
+    many = "9" * 5000
+    cases = [
+        (("simulate", str(scenario)), "scenario[0].seconds=inf: must be finite"),
+        (("compare", "--policy", "aging:1e999999999"), "--policy.after=inf: must be finite"),
+        (("compare", "--policy", f"aging:{many}"), "--policy.after=inf: must be finite"),
+        (("compare", "--policy", "aging:1e-999999999"), "--policy.after=0.0: must be greater"),
+        (
+            ("simulate", "--example", "article", "--trace", str(traced)),
+            "line 3: timeout='1e99999': must be under 1e10001 s",
+        ),
+    ]
+    for argv, message in cases:
+        began = time.perf_counter()
+        status, _, err = run(capsys, *argv)
+        assert time.perf_counter() - began < 30, argv  # (a hang guard, room for a loaded host)
+        assert status == 2, (argv, err)
+        assert message in err, (argv, err)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import time
 from collections import Counter
 from collections.abc import Callable, Sequence
 from decimal import Decimal
@@ -1090,3 +1091,60 @@ def test_a_result_asked_for_a_workload_it_has_not_names_those_it_has() -> None:
     assert missing.value.args == (
         "no workload is called 'interactiv' (the workloads: 'interactive', 'batch')",
     )
+
+
+def test_a_time_or_level_of_any_size_is_refused_or_run_at_once() -> None:
+    """P106, P108: no time or level the simulator takes makes it hang or fail
+    other than by a refusal naming it: an int of 10,001 digits (whose
+    repr Python refuses: the error shows how many digits), an infinite or
+    NaN float or Decimal; a huge timeout is simply never reached."""
+    huge = 10**10000
+    one = Scenario("s", Fifo(1), 1, 1, [Workload("w", 0, Batch(1))])
+    refusals: list[tuple[str, Callable[[], object], str]] = [
+        ("seconds", lambda: attrs.evolve(one, seconds=huge), "must be at most 1e+308"),
+        ("seconds", lambda: attrs.evolve(one, seconds=math.inf), "must be finite"),
+        ("at", lambda: Batch(1, math.nan), "must be finite"),
+        ("stop", lambda: Constant(1, 0, Decimal("-Infinity")), "must be finite"),
+        ("timeout", lambda: Workload("w", 0, Batch(1), Decimal("NaN")), "must be finite"),
+        (
+            "workloads[0].level",
+            lambda: attrs.evolve(one, workloads=[Workload("w", huge, Batch(1))]),
+            "must be 0 (the policy has one level); a policy has at most 1,000 levels",
+        ),
+        ("seconds", lambda: one.scaled(huge), "is half a nanosecond or less"),
+        ("level", lambda: replay(one, [Call(0, huge)]), "a policy has at most 1,000 levels"),
+    ]
+    for argument, call, reason in refusals:
+        began = time.perf_counter()
+        with pytest.raises(PermitValueError) as refused:
+            call()
+        assert time.perf_counter() - began < 30, argument  # (a hang guard, room for a loaded host)
+        assert refused.value.argument == argument
+        assert reason in str(refused.value), str(refused.value)
+    shown = str(PermitValueError("seconds", huge, "too long"))
+    assert shown == "seconds=<int of about 10,001 digits>: too long"
+    began = time.perf_counter()
+    patient = Workload("w", 0, Batch(3), huge, give_up_after=huge, max_wait=huge)
+    result = simulate(attrs.evolve(one, workloads=[patient], seconds=10))
+    assert time.perf_counter() - began < 30  # (a hang guard, room for a loaded host)
+    assert (result["w"].granted, result["w"].expired, result["w"].cancelled) == (3, 0, 0)
+
+
+def test_a_limit_named_with_the_empty_string_is_a_bad_value() -> None:
+    """A limit named ``""``, of a scenario's limits or a workload's cost,
+    is a str, the wrong one: a ``PermitValueError`` naming the argument
+    and saying what to do, as the core's ``Machine(limits=...)`` refuses
+    it (it was a ``PermitTypeError``, "expected non-empty strings"); a
+    name that is no str is still a type's error."""
+    reason = "names a limit '' (the empty string): give each limit a name of one character or more"
+    one = [Workload("w", 0, Batch(1))]
+    limits = {"tokens": Limit(10, 10), "": Limit(1)}
+    with pytest.raises(PermitValueError) as refused:
+        Scenario("s", Fifo(), None, 1, one, limits=limits)
+    assert (refused.value.argument, refused.value.value) == ("limits", limits)
+    assert str(refused.value) == f"limits={limits!r}: {reason}"
+    with pytest.raises(PermitValueError) as refused:
+        Workload("w", 0, Batch(1), cost={"tokens": 1, "": 1})
+    assert str(refused.value) == f"cost={{'tokens': 1, '': 1}}: {reason}"
+    with pytest.raises(PermitTypeError, match="non-empty strings, got int"):
+        Workload("w", 0, Batch(1), cost={3: 1})

@@ -1055,7 +1055,9 @@ def test_cli_refuses_a_tenants_requirement_the_traces_calls_cannot_meet_in_one_l
             st.integers(0, 3),
             st.integers(1, 1000),
             st.none()
-            | st.sampled_from(["acme", "a,b", 'quo"te', "7", "two\nlines", "cr\rlf", " x\r\n"])
+            | st.sampled_from(
+                ["acme", "a,b", 'quo"te', "7", "two\nlines", "cr\rlf", " x\r\n", "", "'", "''"]
+            )
             | st.text(),
             st.none() | st.integers(0, 10**11),
         ),
@@ -1063,10 +1065,11 @@ def test_cli_refuses_a_tenants_requirement_the_traces_calls_cannot_meet_in_one_l
     )
 )
 def test_written_traces_read_back_as_they_were(rows: list[tuple[Any, ...]]) -> None:
-    """trace_lines writes what read_trace reads: times exact to the
+    """P107: trace_lines writes what read_trace reads: times exact to the
     nanosecond, flows quoted as CSV needs (a flow reads back as a string;
     one with a carriage return was written unquoted, and its row did not
-    read). The empty name is refused: its empty cell read back as no flow."""
+    read), the empty name too (``''``: an empty cell is no flow; it was
+    refused)."""
     from permits.sim import trace_lines
 
     at = 0
@@ -1074,11 +1077,6 @@ def test_written_traces_read_back_as_they_were(rows: list[tuple[Any, ...]]) -> N
     for step, level, cost, flow, timeout in rows:
         at += step
         calls.append(Call(at, level, cost, flow, timeout))
-    if any(c.flow == "" for c in calls):
-        # an empty cell is no flow: the empty name is refused, not read back as None
-        with pytest.raises(PermitValueError, match=r"^flow='': reads back as no flow"):
-            list(trace_lines(calls))
-        return
     if sys.version_info < (3, 11) and any("\0" in str(c.flow) for c in calls):
         # Python 3.10's csv can neither write nor read a NUL: refused, naming the flow
         with pytest.raises(PermitValueError, match=r"^flow="):
@@ -1141,24 +1139,46 @@ def test_a_negative_time_is_written_as_the_number_it_is() -> None:
         list(read_trace(list(trace_lines(calls))))
 
 
-def test_a_flow_that_cannot_be_written_names_its_call() -> None:
-    """The empty flow's refusal (its empty cell reads back as no flow)
-    names the call that has it, its place and its time, and says how to
-    write the others: a recording of a day (whose flows came from callers)
-    could not be written, and the error did not say which call stood in
-    the way. Renamed with ``_replace``, it is written."""
+def test_the_empty_flow_is_written_as_two_apostrophes() -> None:
+    """P107: the empty flow's cell is ``''`` (an empty cell is no flow:
+    it was refused, and a recording whose callers named it could not be
+    written), and a flow of apostrophes alone has two more, so that each
+    reads back as itself, in CSV and in JSON lines; a cell a person wrote
+    beginning with them and holding more is as written."""
     from permits.sim import trace_lines
 
-    calls = [Call(0, 0, flow="acme"), Call(SECOND // 2, 1, flow="")]
-    with pytest.raises(PermitValueError) as refused:
-        list(trace_lines(calls))
-    assert str(refused.value) == (
-        "flow='': reads back as no flow (an empty cell): name it with a character "
-        "(calls[1], at 0.5 s; a recording's calls may be renamed with _replace "
-        "before it is written)"
-    )
-    calls[1] = calls[1]._replace(flow="(none)")
-    assert [c.flow for c in read_trace(list(trace_lines(calls)))] == ["acme", "(none)"]
+    flows = [None, "", "'", "''", "''a", "a''"]
+    calls = [Call(i, 0, flow=flow) for i, flow in enumerate(flows)]
+    lines = list(trace_lines(calls))
+    assert [line.split(",")[3] for line in lines[1:]] == ["", "''", "'''", "''''", "''a", "a''"]
+    assert [c.flow for c in read_trace(lines)] == flows
+    rows = [json.dumps({"at": 0, "level": 0, "flow": flow}) for flow in ["", "''", "'''"]]
+    assert [c.flow for c in read_trace(rows)] == [None, "", "'"]
+
+
+@pytest.mark.anyio
+async def test_a_recording_of_the_empty_flow_replays_as_it_went(
+    open_limiter: Any, tmp_path: Path
+) -> None:
+    """P107: callers of the empty flow beside another, recorded, written,
+    read back and replayed: the calls read back are the recording's (the
+    empty flow its own tenant, not the level's default flow: the write
+    was refused), and their replay is the recording's, two tenants."""
+    async with open_limiter(Fifo(), 8, 1) as limiter:
+        recording = limiter.record()
+        for flow in ["", "acme", "", None, "acme", ""]:
+            limiter.try_acquire(flow=flow)
+        for flow in ["", "acme", ""]:
+            await limiter.acquire(flow=flow)
+    path = tmp_path / "calls.csv"
+    recording.write(path)
+    with path.open(newline="") as file:
+        back = [c._replace(line=0) for c in read_trace(file)]
+    assert back == recording.calls
+    assert [c.flow for c in back].count("") == 5
+    scenario = Scenario("r", Fifo(), 8, 10, [Workload("w", 0, Batch(0))])
+    assert replay(scenario, back) == replay(scenario, recording.calls)
+    assert replay(scenario, back)["w"].tenants == 2
 
 
 def test_levels_and_costs_of_an_int_enum_are_written_as_numbers() -> None:
@@ -1571,3 +1591,42 @@ def _naive_replay(scenario: Scenario, calls: list[Call]) -> list[dict[str, Any]]
 
 
 _QUARTERS = st.sampled_from([None, 0, SECOND // 8, SECOND // 4, SECOND // 2])
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        Call(0, 0, flow=10**10000),
+        Call(10**10000, 0),
+        Call(0, 10**10000),
+        Call(0, 0, 10**10000),
+        Call(0, 0, timeout_ns=10**10000),
+    ],
+)
+def test_a_call_holding_an_int_too_long_to_write_is_refused_naming_it(call: Call) -> None:
+    """P108: a call made in code (or a recording's: a flow that is an int)
+    holding an int of more digits than ``str`` writes (10**10000) is
+    refused by ``trace_lines`` naming its place, ``calls[1]``, and saying
+    what to do: it raised Python's own ``ValueError``, naming nothing."""
+    from permits.sim import trace_lines
+
+    with pytest.raises(PermitValueError) as refused:
+        list(trace_lines([Call(0, 0), call]))
+    assert refused.value.argument == "calls[1]"
+    assert str(refused.value) == (
+        "calls[1]=<Call holding a number too long to show>: holds an int of more digits than "
+        "str writes (sys.get_int_max_str_digits()): give it a smaller time, level, cost or flow"
+    )
+
+
+def test_a_flow_whose_str_raises_raises_as_it_does() -> None:
+    """A flow whose own ``str`` raises a ``ValueError`` is the user's error,
+    raised as it is, not taken for an int too long to write (P108)."""
+    from permits.sim import trace_lines
+
+    class Tenant:
+        def __str__(self) -> str:
+            raise ValueError("no name yet")
+
+    with pytest.raises(ValueError, match=r"^no name yet$"):
+        list(trace_lines([Call(0, 0, flow=Tenant())]))

@@ -9,6 +9,7 @@ machine exactly as it was.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Hashable, Sequence
 
 __all__ = [
@@ -44,6 +45,21 @@ def _rebuilt(kind: type[PermitError], args: tuple[object, ...]) -> PermitError:
     return error
 
 
+def shown(value: object) -> str:
+    """``repr(value)``, or for a value whose ``repr`` Python refuses (an
+    ``int`` of more digits than ``sys.get_int_max_str_digits()``, 4,300 by
+    default: ``10**10000``, or a container holding one) what it is, so that
+    the error naming it is raised rather than a ``ValueError`` of its
+    message."""
+    try:
+        return repr(value)
+    except ValueError:
+        if isinstance(value, int):
+            digits = math.floor(abs(value).bit_length() * math.log10(2)) + 1
+            return f"<int of about {digits:,} digits>"
+        return f"<{type(value).__name__} holding a number too long to show>"
+
+
 class PermitValueError(PermitError, ValueError):
     """An argument has the right type but a value the operation refuses.
 
@@ -57,7 +73,7 @@ class PermitValueError(PermitError, ValueError):
         self.argument: str = argument
         self.value: object = value
         self.reason: str = reason
-        super().__init__(f"{argument}={value!r}: {reason}")
+        super().__init__(f"{argument}={shown(value)}: {reason}")
 
     def renamed(self, argument: str) -> PermitValueError:
         """The same refusal, naming ``argument``: where a caller wrote the
@@ -85,7 +101,7 @@ class PermitTypeError(PermitError, TypeError):
         if got is None:  # not "got str" where a non-empty str is asked
             got = "an empty str" if isinstance(value, str) and not value else type(value).__name__
         self.got: str = got
-        super().__init__(f"{argument}={value!r}: expected {expected}, got {got}")
+        super().__init__(f"{argument}={shown(value)}: expected {expected}, got {got}")
 
     def renamed(self, argument: str) -> PermitTypeError:
         """The same refusal, naming ``argument`` (see

@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from ._limits import Limit
 
 __all__ = [
+    "EMPTY_LIMIT_NAME",
     "NO_UNIT",
     "RATE_EXPONENT",
     "check_actual",
@@ -40,6 +41,12 @@ __all__ = [
 #: ``cost=-1``, ``{"tokens": 0}``): the one rule, in the words of every
 #: surface that takes a cost (push, take, acquire, a scenario, a trace).
 NO_UNIT = "must take at least one unit of some limit"
+
+#: Why a limit named ``""`` is refused, wherever limits are named (a
+#: machine's, a scenario's, a cost's).
+EMPTY_LIMIT_NAME = (
+    "names a limit '' (the empty string): give each limit a name of one character or more"
+)
 
 #: The largest exponent of ten, either way, of a ``Decimal`` rate: the
 #: exact fraction of one past it has as many digits as its exponent
@@ -235,10 +242,12 @@ def check_limits(rate: object, burst: object, limits: object) -> dict[str, Limit
         raise PermitValueError("limits", limits, "names no limit: give at least one")
     named: dict[str, Limit] = {}
     for name, limit in limits.items():
-        if not isinstance(name, str) or not name:
+        if not isinstance(name, str):
             raise PermitTypeError(  # (got the key, not "got dict")
                 "limits", limits, "limit names that are non-empty strings", got=repr(name)
             )
+        if not name:  # a str, the wrong one: a value's error
+            raise PermitValueError("limits", limits, EMPTY_LIMIT_NAME)
         if not isinstance(limit, Limit):
             raise PermitTypeError(f"limits[{name!r}]", limit, "a Limit")
         named[name] = limit

@@ -56,6 +56,7 @@ elsewhere, printed beside the simulated ones.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import re
 import reprlib
@@ -109,7 +110,9 @@ class ScenarioError(PermitValueError):
             self.value: object = None
             self.args = (f"{field}: {reason}",)
         else:  # a value that is huge or nested deep is shown cut short
-            self.args = (f"{field}={_REPR.repr(value)}: {reason}",)
+            # (an int of 10,001 digits, whose repr raises: as the message made above shows it)
+            with contextlib.suppress(ValueError):
+                self.args = (f"{field}={_REPR.repr(value)}: {reason}",)
 
 
 _REPR = reprlib.Repr()

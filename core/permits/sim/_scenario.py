@@ -21,6 +21,7 @@ from typing import Any
 import attrs
 
 from permits.core import (
+    MAX_LEVELS,
     SECOND,
     Aging,
     Fifo,
@@ -33,7 +34,9 @@ from permits.core import (
     StrictPriority,
 )
 from permits.core.checks import (
+    EMPTY_LIMIT_NAME,
     NO_UNIT,
+    RATE_EXPONENT,
     check_int,
     check_policy,
     check_rate,
@@ -83,9 +86,20 @@ def _exact(argument: str, value: object) -> Fraction:
         if not math.isfinite(value):
             raise PermitValueError(argument, value, "must be finite")
         return Fraction(repr(value))
-    if isinstance(value, Decimal) and not value.is_finite():
-        raise PermitValueError(argument, value, "must be finite")
+    if isinstance(value, Decimal):
+        if not value.is_finite():
+            raise PermitValueError(argument, value, "must be finite")
+        if value and abs(value.adjusted()) > RATE_EXPONENT:  # 1e999999999: no Fraction of it
+            raise PermitValueError(argument, value, SECONDS_EXPONENT)
     return Fraction(value)
+
+
+#: Why a ``Decimal`` of seconds past ``RATE_EXPONENT`` either way is refused
+#: (as a rate is): its exact fraction has as many digits as its exponent.
+SECONDS_EXPONENT = (
+    f"its exponent of ten must be from -{RATE_EXPONENT} to {RATE_EXPONENT}: write a number "
+    f"of seconds from 1e-{RATE_EXPONENT} to 1e+{RATE_EXPONENT} (under half a nanosecond is 0)"
+)
 
 
 def nanoseconds(argument: str, value: object) -> int:
@@ -545,8 +559,10 @@ class Workload:
             if not value:
                 raise PermitValueError("cost", {}, "names no limit")
             for name, units in value:
-                if not isinstance(name, str) or not name:
+                if not isinstance(name, str):
                     raise PermitTypeError("cost", name, "limit names that are non-empty strings")
+                if not name:
+                    raise PermitValueError("cost", self.written_cost, EMPTY_LIMIT_NAME)
                 _check_units(f"cost[{name!r}]", units)  # named by its entry
         elif isinstance(value, int) and not isinstance(value, bool) and value < 0:
             raise PermitValueError("cost", value, NO_UNIT)  # as 0 is: one rule
@@ -726,8 +742,10 @@ class Scenario:
                     "limits", dict(self.limits), f"needs 1 to {MAX_LIMITS} limits"
                 )
             for name, limit in self.limits:
-                if not isinstance(name, str) or not name:
+                if not isinstance(name, str):
                     raise PermitTypeError("limits", name, "limit names that are non-empty strings")
+                if not name:
+                    raise PermitValueError("limits", dict(self.limits), EMPTY_LIMIT_NAME)
                 if not isinstance(limit, Limit):
                     raise PermitTypeError(f"limits[{name!r}]", limit, "a Limit")
         limits = self.named_limits
@@ -798,8 +816,7 @@ class Scenario:
                 raise PermitValueError(
                     f"workloads[{i}].level",
                     workload.level,
-                    f"{level_range(self.policy.levels)}, or give the scenario a policy of "
-                    f"{workload.level + 1} levels or more",
+                    more_levels(self.policy.levels, workload.level),
                 )
             if workload.name in names:
                 raise PermitValueError(f"workloads[{i}].name", workload.name, "is used twice")
@@ -847,7 +864,7 @@ class Scenario:
                     f"no limit is called {requirement.limit!r} (the limits: {known})",
                 )
 
-    def scaled(self, factor: int | Fraction) -> Scenario:
+    def scaled(self, factor: PerSecond) -> Scenario:
         """The same scenario ``factor`` times faster: rates times ``factor``,
         every time and duration divided by it (an :class:`Aging` policy's
         ``after`` too). The counts of a run stay the same and its waits
@@ -858,9 +875,7 @@ class Scenario:
         callers offered, not 22). Published figures and requirements are
         dropped: they describe the original.
         """
-        factor = Fraction(factor)
-        if factor <= 0:
-            raise PermitValueError("factor", factor, "must be greater than 0")
+        factor = check_rate(factor, "factor")  # (a Decimal's exponent bounded as a rate's)
         policy = self.policy
         if isinstance(policy, Aging):
             policy = Aging(policy.levels, after_ns=max(1, round(policy.after_ns / factor)))
@@ -908,4 +923,18 @@ def describe(policy: Policy) -> str:
 
 
 def _short(value: Fraction) -> str:
-    return str(value.numerator) if value.denominator == 1 else f"{float(value):g}"
+    if value.denominator == 1 and value < 10**18:
+        return str(value.numerator)
+    try:
+        return f"{float(value):g}"
+    except OverflowError:  # (a factor that scales every time below a nanosecond)
+        return "over 1e+308"
+
+
+def more_levels(levels: int, level: int) -> str:
+    """Why ``level`` is refused under a scenario's policy of ``levels``
+    levels, and what to do: give it a policy of more (where a policy may
+    have that many)."""
+    if level >= MAX_LEVELS:  # (10**10000: no policy has that many)
+        return f"{level_range(levels)}; a policy has at most {MAX_LEVELS:,} levels"
+    return f"{level_range(levels)}, or give the scenario a policy of {level + 1} levels or more"

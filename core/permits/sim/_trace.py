@@ -3,7 +3,8 @@
 A trace is CSV with a header row, or JSON lines (one object a line); its
 columns: ``at`` (seconds from the start, in time order) and ``level``, and
 optionally ``cost`` (units of every limit, default 1), ``flow`` (a tenant's
-name; a whole number in JSON lines is its digits, as in CSV), ``timeout``
+name; a whole number in JSON lines is its digits, as in CSV; empty: none,
+and ``''`` the name that is the empty string), ``timeout``
 (seconds after which the limiter expires the caller still waiting: it
 asked with ``acquire(timeout=...)``), ``max_wait`` (seconds: the caller
 asked with ``acquire(max_wait=...)``, and is refused if the limiter
@@ -38,7 +39,7 @@ from permits.core import MAX_LEVELS, Limit, PermitTypeError, PermitValueError
 from permits.core.checks import NO_UNIT, check_hashable, level_range
 
 from ._run import Result, _Admit, _run, check_scenario
-from ._scenario import Batch, Scenario, Workload, nanoseconds
+from ._scenario import Batch, Scenario, Workload, more_levels, nanoseconds
 
 __all__ = ["COLUMNS", "Call", "TraceError", "read_trace", "replay", "traced"]
 
@@ -70,8 +71,10 @@ class TraceError(PermitValueError):
     def __init__(self, line: int, field: str, value: object, reason: str) -> None:
         super().__init__(field, value, reason)
         self.line: int = line
-        shown = f"{field}={value!r}" if value is not None else field
-        self.args = (f"line {line}: {shown}: {reason}",)
+        # (the message made above shows the value: one whose repr Python
+        # refuses, an int of 10,000 digits, too)
+        said = self.args[0] if value is not None else f"{field}: {reason}"
+        self.args = (f"line {line}: {said}",)
 
 
 class Call(NamedTuple):
@@ -266,13 +269,27 @@ def _call(
             else _costs(line, cost)
             if cost.__class__ is dict
             else _one_cost(line, cost),
-            None if flow == "" else flow,
+            # (a str or None: a JSON line's whole number was made its digits)
+            None if not flow else _unquoted(flow) if flow[:2] == "''" else flow,  # type: ignore[index, arg-type]
             None if timeout is None or timeout == "" else _wait_ns(line, "timeout", timeout),
             line,
             None if max_wait is None or max_wait == "" else _wait_ns(line, "max_wait", max_wait),
             None if give_up is None or give_up == "" else _wait_ns(line, "give_up_after", give_up),
         ),
     )
+
+
+def _quoted(flow: str) -> str:
+    """A flow's cell: its name; the empty string, which an empty cell (no
+    flow) would lose, as ``''``, and so each name of apostrophes alone with
+    two more (``'`` as ``'''``), so that every name reads back as itself."""
+    return f"''{flow}" if not flow.strip("'") else flow
+
+
+def _unquoted(cell: str) -> str:
+    """The flow of a cell that begins ``''``: of apostrophes alone, the
+    name :func:`_quoted` wrote so (``''``: the empty string); another, as it is."""
+    return cell if cell.strip("'") else cell[2:]
 
 
 def _shown(ns: int) -> str:
@@ -547,7 +564,8 @@ def trace_lines(calls: Iterable[Call], limits: Sequence[str] | None = None) -> I
     ``limits`` (their names), a ``cost.<limit>`` column for each in place of
     ``cost``: a call's units of each (a cost that is one number: that many
     of each; a mapping: 0 of a limit it does not name). Without, every cost
-    must be one number."""
+    must be one number. A flow whose ``str`` is empty is written ``''`` (an
+    empty cell is no flow), and one of apostrophes alone with two more."""
     if isinstance(calls, (str, bytes)) or not isinstance(calls, Iterable):
         raise PermitTypeError("calls", calls, "calls, such as read_trace(file) gives")
     if isinstance(limits, (str, bytes)):  # its letters read as names: cost.t, cost.o, ...
@@ -570,22 +588,24 @@ def trace_lines(calls: Iterable[Call], limits: Sequence[str] | None = None) -> I
     for index, call in enumerate(calls):
         row.seek(0)
         row.truncate()
-        flow = "" if call.flow is None else str(call.flow)
-        if flow == "" and call.flow is not None:
-            raise PermitValueError(
-                "flow",
-                call.flow,
-                "reads back as no flow (an empty cell): name it with a character "
-                f"(calls[{index}], at {_seconds(call.at_ns)} s; a recording's calls may be "
-                "renamed with _replace before it is written)",
-            )
-        timeout = "" if call.timeout_ns is None else _seconds(call.timeout_ns)
-        limit = "" if call.max_wait_ns is None else _seconds(call.max_wait_ns)
-        give_up = "" if call.give_up_after_ns is None else _seconds(call.give_up_after_ns)
         units = _written_costs(call.cost, names)
-        cells = [_seconds(call.at_ns), int(call.level), *units, flow, timeout, limit, give_up]
         try:
+            flow = "" if call.flow is None else _quoted(str(call.flow))
+            timeout = "" if call.timeout_ns is None else _seconds(call.timeout_ns)
+            limit = "" if call.max_wait_ns is None else _seconds(call.max_wait_ns)
+            give_up = "" if call.give_up_after_ns is None else _seconds(call.give_up_after_ns)
+            cells = [_seconds(call.at_ns), int(call.level), *units, flow, timeout, limit, give_up]
             (quoted if _breaks(flow) else writer).writerow(cells)
+        except ValueError as error:
+            if "integer string conversion" not in str(error):
+                raise  # (a flow's own str that raises: the user's error, as it is)
+            # an int of more digits than str gives (10**10000)
+            raise PermitValueError(
+                f"calls[{index}]",
+                call,
+                "holds an int of more digits than str writes (sys.get_int_max_str_digits()): "
+                "give it a smaller time, level, cost or flow",
+            ) from None
         except csv.Error as error:  # a NUL, before Python 3.11's csv
             raise PermitValueError(
                 "flow",
@@ -715,13 +735,7 @@ def _admission(scenario: Scenario) -> _Admit:
         if isinstance(level, bool) or not isinstance(level, int):  # (a call made in code)
             raise TraceError(line, "level", level, "expected an int")
         if level >= levels:
-            raise TraceError(
-                line,
-                "level",
-                level,
-                f"{level_range(levels)}, or give the scenario a policy of "
-                f"{level + 1} levels or more",
-            )
+            raise TraceError(line, "level", level, more_levels(levels, level))
         if level < 0:
             raise TraceError(line, "level", level, level_range(levels))
         if isinstance(cost, bool) or not isinstance(cost, int):
