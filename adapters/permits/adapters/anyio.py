@@ -22,13 +22,14 @@ import asyncio
 from collections.abc import Callable
 from contextlib import AbstractAsyncContextManager
 from fractions import Fraction
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from permits.core import Policy
 
 from ._base import Event, LimiterOptions, async_opening, refuse_unknown
 from ._requires import Framework, other_loop, requires_extra, wrong_framework
 from ._tasked import TaskedLimiter, running
+from .asyncio import nanoseconds_of
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
@@ -40,6 +41,9 @@ with requires_extra(__name__, "anyio", "anyio"):
 
 __all__ = ["Limiter", "open_limiter"]
 
+Own = TypeVar("Own")
+T = TypeVar("T")
+
 
 class Limiter(TaskedLimiter):
     """A priority limiter for anyio; make one with :func:`open_limiter`."""
@@ -48,9 +52,11 @@ class Limiter(TaskedLimiter):
     #: the timer task starts, then its event loop's own, which refuses to be
     #: read in any other loop (see _bind_backend).
     _seconds: Callable[[], float] = staticmethod(anyio.current_time)
+    #: The same clock in integer nanoseconds (see _bind_backend).
+    _ns: Callable[[], int] = staticmethod(lambda: round(anyio.current_time() * 1e9))
 
     def _clock(self) -> int:
-        return round(self._seconds() * 1e9)
+        return self._ns()
 
     def _bind_backend(self) -> None:
         """Call the running backend's own clock and checkpoint from now on.
@@ -62,7 +68,12 @@ class Limiter(TaskedLimiter):
         loop (another thread's) is refused there."""
         backend = anyio.lowlevel.current_token().backend_class
         under_asyncio = _under_asyncio()
-        self._seconds = _asyncio_seconds() if under_asyncio else _trio_seconds()
+        if under_asyncio:
+            self._seconds = _own_clock(asyncio.get_running_loop, _loop_seconds, "asyncio")
+            self._ns = _own_clock(asyncio.get_running_loop, nanoseconds_of, "asyncio")
+        else:
+            self._seconds = _trio_seconds()
+            self._ns = _in_nanoseconds(self._seconds)
         self._checkpoint_if_cancelled = backend.checkpoint_if_cancelled
         # asyncio's own event under asyncio (anyio's wraps it, and its
         # cancel scopes cancel a task waiting on any future)
@@ -100,10 +111,8 @@ class Limiter(TaskedLimiter):
         return self._seconds()
 
 
-def _asyncio_seconds() -> Callable[[], float]:
-    """The running asyncio loop's clock, refusing any other loop (another
-    thread's, whose tasks the limiter's timer cannot wake)."""
-    return _own_seconds(asyncio.get_running_loop, "time", "asyncio")
+def _loop_seconds(loop: asyncio.AbstractEventLoop) -> Callable[[], float]:
+    return loop.time
 
 
 def _trio_seconds() -> Callable[[], float]:
@@ -111,25 +120,34 @@ def _trio_seconds() -> Callable[[], float]:
     thread's, at another reading)."""
     import trio  # anyio runs on it
 
-    return _own_seconds(trio.lowlevel.current_clock, "current_time", "trio")
+    return _own_clock(trio.lowlevel.current_clock, lambda clock: clock.current_time, "trio")
 
 
-def _own_seconds(
-    running: Callable[[], object], method: str, framework: Framework
-) -> Callable[[], float]:
-    """The clock (its ``method``, bound once) of the loop or run ``running()``
-    gives now, read only from there: from any other, a call is refused."""
+def _in_nanoseconds(seconds: Callable[[], float]) -> Callable[[], int]:
+    def read() -> int:
+        return round(seconds() * 1e9)
+
+    return read
+
+
+def _own_clock(
+    running: Callable[[], Own], clock_of: Callable[[Own], Callable[[], T]], framework: Framework
+) -> Callable[[], T]:
+    """The clock (``clock_of`` it, bound once) of the loop or run
+    ``running()`` gives now, read only from there: from any other (another
+    thread's, whose tasks the limiter's timer cannot wake), a call is
+    refused."""
     own = running()
-    seconds: Callable[[], float] = getattr(own, method)
+    clock = clock_of(own)
 
-    def read() -> float:
+    def read() -> T:
         try:
             now = running()
         except RuntimeError:
             raise wrong_framework(Limiter, framework, bound=True) from None
         if now is not own:
             raise other_loop(Limiter)
-        return seconds()
+        return clock()
 
     return read
 

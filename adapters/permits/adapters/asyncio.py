@@ -70,7 +70,7 @@ class Limiter(BaseLimiter):
             if self._loop is not None:
                 raise other_loop(Limiter)
             self._loop = loop
-            self._ns = _nanoseconds_of(loop)
+            self._ns = nanoseconds_of(loop)
         return loop
 
     def _bound(self) -> bool:
@@ -149,7 +149,7 @@ async def _opened(limiter: Limiter) -> AsyncIterator[Limiter]:
         await limiter.aclose()
 
 
-def _nanoseconds_of(loop: asyncio.AbstractEventLoop) -> Callable[[], int]:
+def nanoseconds_of(loop: asyncio.AbstractEventLoop) -> Callable[[], int]:
     """``loop``'s clock, in integer nanoseconds. asyncio's own loops read
     ``time.monotonic()`` (``BaseEventLoop.time``): then the same clock is
     read in nanoseconds directly, without a float in between. Any other
