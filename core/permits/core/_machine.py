@@ -1354,7 +1354,7 @@ class Machine:
     def _arrive(self, id: Hashable, level: int, units: tuple[int, ...], flow: Hashable) -> None:
         """A newcomer, checked, is counted at its level, and what it asks for
         noted."""
-        if units is not self._unit and units != self._unit and self.unit_costs:
+        if units is not self._unit and self.unit_costs and units != self._unit:
             self.unit_costs = False
             self._queues._sum_costs()
             # the grants so far took one unit of every limit each

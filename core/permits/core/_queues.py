@@ -654,8 +654,9 @@ class Queues:
             flow.units = [0] * self._limits
         mine = flow.units
         for i, n in enumerate(waiter.cost):
-            units[i] += sign * n
-            mine[i] += sign * n
+            n *= sign
+            units[i] += n
+            mine[i] += n
 
     def _check_valid(self) -> None:
         """Assert the internal invariants (for tests; O(n))."""
