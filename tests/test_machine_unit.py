@@ -589,6 +589,21 @@ def test_a_grant_spent_to_be_settled_is_forgotten_with_its_log() -> None:
         machine.settle("a", 1, 4 * SECOND)
 
 
+def test_a_spend_whose_tick_grants_the_id_spends_that_grant() -> None:
+    # spend ticks first: a waiter the tick grants is spent at once, in the
+    # same call (held after the tick), not left in flight.
+    machine = Machine(Fifo(), 1, 1, settle_window_ns=0, charge=Charge.AT_SPEND)
+    machine.push("a", 0, 0)  # granted at once, in flight
+    machine.spend("a", 0)
+    assert machine.push("b", 0, 1) == []  # waits for the next unit
+    decisions = machine.spend("b", SECOND)
+    assert [(d.id, d.state) for d in decisions] == [("b", State.GRANTED)]
+    assert machine.in_flight == 0
+    with pytest.raises(NotRefundable):
+        machine.refund("b", SECOND)
+    machine.check_valid()
+
+
 def test_a_cost_asked_for_before_a_burst_was_lowered_is_refused_above_it() -> None:
     """A dict cost the machine has read before is checked again once a
     burst changes: above the lowered burst, it is refused at push (P18)."""
