@@ -604,6 +604,20 @@ def test_a_spend_whose_tick_grants_the_id_spends_that_grant() -> None:
     machine.check_valid()
 
 
+def test_a_permit_spent_counts_against_the_quota() -> None:
+    # Charged at its spend, a permit in flight takes its unit of the
+    # upstream's quota then: with the two units left spent, the next waits
+    # for the quota's reset, however much the bucket holds.
+    machine = Machine(Fifo(), 1000, 10, settle_window_ns=0, charge=Charge.AT_SPEND)
+    machine.quota(2, SECOND, 0)
+    for i, id in enumerate("ac"):
+        assert [d.id for d in machine.push(id, 0, 2 * i)] == [id]  # in flight
+        machine.spend(id, 2 * i + 1)
+    assert machine.push("b", 0, 4) == []
+    assert machine.next_tick() == SECOND
+    machine.check_valid()
+
+
 def test_a_cost_asked_for_before_a_burst_was_lowered_is_refused_above_it() -> None:
     """A dict cost the machine has read before is checked again once a
     burst changes: above the lowered burst, it is refused at push (P18)."""
