@@ -239,9 +239,10 @@ MUTANTS: dict[str, tuple[str, str, str, str]] = {
     ),
     "spend-charges-one-unit": (
         "_bucket.py",
-        "        self.held -= cost[self.index]\n        return self.charge(now, cost, mark)\n",
         "        self.held -= cost[self.index]\n"
-        "        return self.charge(now, tuple(min(c, 1) for c in cost), mark)\n",
+        "        return self.charge(now, cost, mark, spent=True)\n",
+        "        self.held -= cost[self.index]\n"
+        "        return self.charge(now, tuple(min(c, 1) for c in cost), mark, spent=True)\n",
         "a permit in flight is charged one unit of each limit it takes from when spent, not"
         " its cost (the same as at the grant while every cost is one unit)",
     ),

@@ -589,6 +589,35 @@ def test_a_grant_spent_to_be_settled_is_forgotten_with_its_log() -> None:
         machine.settle("a", 1, 4 * SECOND)
 
 
+def test_a_spend_whose_tick_grants_the_id_spends_that_grant() -> None:
+    # spend ticks first: a waiter the tick grants is spent at once, in the
+    # same call (held after the tick), not left in flight.
+    machine = Machine(Fifo(), 1, 1, settle_window_ns=0, charge=Charge.AT_SPEND)
+    machine.push("a", 0, 0)  # granted at once, in flight
+    machine.spend("a", 0)
+    assert machine.push("b", 0, 1) == []  # waits for the next unit
+    decisions = machine.spend("b", SECOND)
+    assert [(d.id, d.state) for d in decisions] == [("b", State.GRANTED)]
+    assert machine.in_flight == 0
+    with pytest.raises(NotRefundable):
+        machine.refund("b", SECOND)
+    machine.check_valid()
+
+
+def test_a_permit_spent_counts_against_the_quota() -> None:
+    # Charged at its spend, a permit in flight takes its unit of the
+    # upstream's quota then: with the two units left spent, the next waits
+    # for the quota's reset, however much the bucket holds.
+    machine = Machine(Fifo(), 1000, 10, settle_window_ns=0, charge=Charge.AT_SPEND)
+    machine.quota(2, SECOND, 0)
+    for i, id in enumerate("ac"):
+        assert [d.id for d in machine.push(id, 0, 2 * i)] == [id]  # in flight
+        machine.spend(id, 2 * i + 1)
+    assert machine.push("b", 0, 4) == []
+    assert machine.next_tick() == SECOND
+    machine.check_valid()
+
+
 def test_a_cost_asked_for_before_a_burst_was_lowered_is_refused_above_it() -> None:
     """A dict cost the machine has read before is checked again once a
     burst changes: above the lowered burst, it is refused at push (P18)."""

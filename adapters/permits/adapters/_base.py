@@ -666,11 +666,13 @@ class _Limiting:
         self._paced = not self._machine.supplied
         #: When the longest pause set by :meth:`pause_for` ends (the clock's ns).
         self._pause_end = 0
-        # Class settings read on every acquire, made the instance's own:
-        # Python 3.11 reads an instance's attribute fast, but a class's
-        # through an instance the slow way (a few hundred instructions).
+        # Class settings read on every acquire (the last by every waiter as
+        # it wakes), made the instance's own: Python 3.11 reads an
+        # instance's attribute fast, but a class's through an instance the
+        # slow way (a few hundred instructions).
         self._running = self._running
         self._checkpoint_on_grant = self._checkpoint_on_grant
+        self._cancel_after_wake = self._cancel_after_wake
 
     # -- what an adapter provides -----------------------------------------
 

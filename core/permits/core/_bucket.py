@@ -172,10 +172,14 @@ class Bucket:
         self._set_due()
         return True
 
-    def charge(self, now: int, cost: tuple[int, ...], mark: bool = True) -> Mark | None:
+    def charge(
+        self, now: int, cost: tuple[int, ...], mark: bool = True, spent: bool = False
+    ) -> Mark | None:
         """Charge ``cost`` at ``now``: ``TAT = max(TAT, now - 1) + n * interval``.
         Returns the charged state before it (for a refund's replay), or
-        ``None`` without ``mark`` (a charge no replay can reach).
+        ``None`` without ``mark`` (a charge no replay can reach). With
+        ``spent``, the cost was in flight until now, and no longer is
+        (:meth:`spend`).
 
         A ``TAT`` more than a nanosecond in the past means a full bucket; the
         schedule restarts at ``now - 1``, so the bucket holds ``burst`` units
@@ -185,10 +189,16 @@ class Bucket:
         """
         anchor, k = self.anchor, self.k
         before = _new(Mark, (anchor, k, self.quotas)) if mark else None
+        n = cost[self.index]
         if k * self.P < (now - 1 - anchor) * self.Q:
             self.anchor = now - 1
             k = 0
-        n = cost[self.index]
+        elif spent and not self.quotas and self.due != NEVER:
+            # It takes the place it held (held - n, k + n): the due time
+            # stays, unless the schedule restarts, a quota counts it, or the
+            # units held left no room (due never: now there may be).
+            self.k = k + n
+            return before
         self.k = k + n
         if self.quotas:
             self.quotas = tuple((left - n, until) for left, until in self.quotas if until > now)
@@ -207,9 +217,10 @@ class Bucket:
 
     def spend(self, now: int, cost: tuple[int, ...], mark: bool = True) -> Mark | None:
         """``cost``, in flight, is spent at ``now``: no longer held, and
-        charged (:meth:`charge`, which sets :attr:`due` once for both)."""
+        charged (:meth:`charge`, which sets :attr:`due` once for both, if
+        it moves)."""
         self.held -= cost[self.index]
-        return self.charge(now, cost, mark)
+        return self.charge(now, cost, mark, spent=True)
 
     def pause(self, until: int) -> None:
         """Nothing is available before ``until``."""

@@ -542,9 +542,8 @@ class Machine:
             return None
         due = self._source.due
         firsts = self._deadlines.firsts
-        deadline = firsts[0] >> SHIFT if firsts else None
-        if deadline is not None and deadline < due:
-            return deadline
+        if firsts and firsts[0] >> SHIFT < due:
+            return firsts[0] >> SHIFT  # the next deadline
         if due == NEVER:
             return None
         now = self._now
@@ -1092,13 +1091,16 @@ class Machine:
         already, pushed again since, or outside ``settle_window_ns``) changes
         nothing but the tick.
         """
-        now = self._check_now(now)
+        last = self._now
+        if now.__class__ is not int or last is None or now < last:
+            now = self._check_now(now)
         if not isinstance(settle_later, bool):
             raise PermitTypeError("settle_later", settle_later, "a bool")
         ledger = self._ledger
-        ledger.get(id)  # an unhashable id is refused before the tick
+        grant = ledger.get(id)  # (an unhashable id is refused before the tick)
         out = self.tick(now)
-        grant = ledger.get(id)  # held after the tick: one it granted too
+        if out:  # held after the tick: one it granted too (and none it forgot)
+            grant = ledger.get(id)
         if grant is not None and grant.before is None:
             # In flight until now (so not spent yet): charged now, as its
             # caller proceeds.
