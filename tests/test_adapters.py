@@ -3122,3 +3122,35 @@ async def test_a_closed_limiter_is_let_go_though_its_next_tick_was_far_off(
     del limiter
     gc.collect()
     assert gone() is None, "the closed limiter is still held"
+
+
+def test_an_asyncio_limiter_reads_its_loops_own_clock() -> None:
+    """The asyncio adapter's clock is its loop's, in nanoseconds: on
+    asyncio's own loop, ``time.monotonic_ns()`` (the clock ``loop.time()``
+    reads, without a float in between); on a loop whose ``time()`` is its
+    own (a virtual clock), that ``time()``. Both limiters here read the
+    clock their timers run on."""
+    import asyncio as aio
+
+    from permits.adapters import asyncio as adapter
+    from permits.testing import VirtualClockLoop
+
+    async def read(at_least: float) -> tuple[int, float]:
+        limiter = adapter.Limiter(Fifo(), 10)
+        loop = aio.get_running_loop()
+        try:
+            await aio.sleep(at_least)
+            before = loop.time()
+            now = limiter._clock()
+            return now, before
+        finally:
+            await limiter.aclose()
+
+    now, before = aio.run(read(0))
+    assert abs(now - before * 1e9) < 60 * SECOND, "the limiter's clock is not the loop's"
+    loop = VirtualClockLoop()
+    try:
+        now, before = loop.run_until_complete(read(1234.5))
+    finally:
+        loop.close()
+    assert (now, before) == (1_234_500_000_000, 1234.5)

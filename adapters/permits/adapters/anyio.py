@@ -19,6 +19,7 @@ under asyncio, a native ``Task.cancel()``.
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Callable
 from contextlib import AbstractAsyncContextManager
 from fractions import Fraction
@@ -29,7 +30,7 @@ from permits.core import Policy
 from ._base import Event, LimiterOptions, async_opening, refuse_unknown
 from ._requires import Framework, other_loop, requires_extra, wrong_framework
 from ._tasked import TaskedLimiter, running
-from .asyncio import nanoseconds_of
+from .asyncio import reads_monotonic
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
@@ -70,7 +71,7 @@ class Limiter(TaskedLimiter):
         under_asyncio = _under_asyncio()
         if under_asyncio:
             self._seconds = _own_clock(asyncio.get_running_loop, _loop_seconds, "asyncio")
-            self._ns = _own_clock(asyncio.get_running_loop, nanoseconds_of, "asyncio")
+            self._ns = _own_clock(asyncio.get_running_loop, _loop_nanoseconds, "asyncio")
         else:
             self._seconds = _trio_seconds()
             self._ns = _in_nanoseconds(self._seconds)
@@ -113,6 +114,10 @@ class Limiter(TaskedLimiter):
 
 def _loop_seconds(loop: asyncio.AbstractEventLoop) -> Callable[[], float]:
     return loop.time
+
+
+def _loop_nanoseconds(loop: asyncio.AbstractEventLoop) -> Callable[[], int]:
+    return time.monotonic_ns if reads_monotonic(loop) else _in_nanoseconds(loop.time)
 
 
 def _trio_seconds() -> Callable[[], float]:

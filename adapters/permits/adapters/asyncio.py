@@ -18,7 +18,7 @@ from __future__ import annotations
 import asyncio
 import math
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from fractions import Fraction
 from typing import TYPE_CHECKING
@@ -57,8 +57,9 @@ class Limiter(BaseLimiter):
 
     _loop: asyncio.AbstractEventLoop | None = None
     _timer: asyncio.TimerHandle | None = None
-    #: The loop's clock in integer nanoseconds (set when the loop is bound).
-    _ns: Callable[[], int]
+    #: Whether the loop's clock is asyncio's own, read then in nanoseconds
+    #: directly (set when the loop is bound; see reads_monotonic).
+    _monotonic = False
     _timer_at: int | None = None
 
     def _running_loop(self) -> asyncio.AbstractEventLoop:
@@ -70,7 +71,7 @@ class Limiter(BaseLimiter):
             if self._loop is not None:
                 raise other_loop(Limiter)
             self._loop = loop
-            self._ns = nanoseconds_of(loop)
+            self._monotonic = reads_monotonic(loop)
         return loop
 
     def _bound(self) -> bool:
@@ -87,7 +88,9 @@ class Limiter(BaseLimiter):
             raise wrong_framework(Limiter, "asyncio", bound=self._bound()) from None
         if loop is not self._loop:
             self._running_loop()
-        return self._ns()
+        if self._monotonic:
+            return time.monotonic_ns()
+        return round(loop.time() * 1e9)
 
     def _new_event(self) -> Event:
         # Only acquire makes events, after its _clock() has checked the loop.
@@ -149,16 +152,10 @@ async def _opened(limiter: Limiter) -> AsyncIterator[Limiter]:
         await limiter.aclose()
 
 
-def nanoseconds_of(loop: asyncio.AbstractEventLoop) -> Callable[[], int]:
-    """``loop``'s clock, in integer nanoseconds. asyncio's own loops read
-    ``time.monotonic()`` (``BaseEventLoop.time``): then the same clock is
-    read in nanoseconds directly, without a float in between. Any other
-    loop's ``time()`` (uvloop's, a virtual clock's, one set on the loop
-    itself) is read as it is."""
-    if getattr(loop.time, "__func__", None) is asyncio.BaseEventLoop.time:
-        return time.monotonic_ns
-
-    def read() -> int:
-        return round(loop.time() * 1e9)
-
-    return read
+def reads_monotonic(loop: asyncio.AbstractEventLoop) -> bool:
+    """Whether ``loop``'s clock is asyncio's own (``BaseEventLoop.time``,
+    which reads ``time.monotonic()``): then the same clock is read in
+    nanoseconds directly, ``time.monotonic_ns()``, without a float in
+    between. Any other loop's ``time()`` (uvloop's, a virtual clock's, one
+    set on the loop itself) is read as it is."""
+    return getattr(loop.time, "__func__", None) is asyncio.BaseEventLoop.time
