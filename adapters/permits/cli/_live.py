@@ -9,6 +9,15 @@ counts it cancelled), its ``max_wait`` is ``acquire(max_wait=...)``
 (refused: counted as too long). What each caller got is counted by the
 simulator's own :class:`~permits.sim.Tally`, so the two results read alike
 and can be set side by side (``permits demo``).
+
+On a virtual clock (:func:`permits.testing.run`) the two agree to the
+nanosecond, but where a caller gives up at the very nanosecond its permit
+falls due: the simulation withdraws it first, while here the cancel reaches
+the limiter only as the caller's task next runs, after the limiter granted
+it the permit, which it hands back to the next waiter at once. Under
+``Fifo``, ``StrictPriority`` and ``Aging`` that comes to the same; a
+``Shares`` deal has counted the grant handed back, and deals on a slot
+further.
 """
 
 from __future__ import annotations
