@@ -15,15 +15,16 @@ properties, P56 to P61, are carried there), once, and names the tests
 that fail. A mutant of an adapter (a file under ``adapters/permits``,
 named by its path from the repository, ``adapters/permits/...``) edits a
 copy of ``adapters/`` instead, runs on the real ``core/``, and runs the
-tests of that adapter's area (``ADAPTER_TESTS``: the conformance suite for
-the event-loop and thread adapters, the Redis tests for the Redis limiter,
-the HTTP tests for the HTTP integrations, the metrics tests for the
-exports, the small Redis client's and the virtual clocks' own), once, and
-names the tests that fail (the first ``MAXFAIL``: a mutant that leaves
-callers waiting makes many hang, each until its 30 s timeout). Before any
-test runs, the mutated module is imported from the copy, not this tree: a
-mutant whose copy is not what the tests would import says so instead of
-running. A mutant nothing catches is a hole in the contract.
+tests of that adapter's area (``ADAPTER_TESTS``: the conformance suite
+for the event-loop and thread adapters, the Redis tests for the Redis
+limiter, the HTTP tests for the HTTP integrations, the metrics tests for
+the exports, the small Redis client's and the virtual clocks' own, the
+command line's for its live run), once, and names the tests that fail
+(the first ``MAXFAIL``: a mutant that leaves callers waiting makes many
+hang, each until its 30 s timeout). Before any test runs, the mutated
+module is imported from the copy, not this tree: a mutant whose copy is
+not what the tests would import says so instead of running. A mutant
+nothing catches is a hole in the contract.
 """
 
 from __future__ import annotations
@@ -90,6 +91,8 @@ ADAPTER_TESTS: dict[str, tuple[str, ...]] = {
     "adapters/permits/adapters/prometheus.py": ("tests/test_prometheus.py",),
     "adapters/permits/adapters/opentelemetry.py": ("tests/test_opentelemetry.py",),
     "adapters/permits/testing.py": ("tests/test_testing.py",),
+    # the live run of a scenario (permits demo), held to the simulation
+    "adapters/permits/cli/_live.py": ("tests/test_cli.py",),
     "adapters/permits/adapters/_recording.py": ("tests/test_adapters.py", "tests/test_trace.py"),
 }
 
@@ -1443,6 +1446,20 @@ MUTANTS: dict[str, tuple[str, str, str, str]] = {
         "        if not math.isfinite(deadline * 1e9) or _waiting_for_idle():\n",
         "        if not math.isfinite(deadline * 1e9):\n",
         "trio's virtual clock jumps while a task waits in wait_all_tasks_blocked()",
+    ),
+    "live-gives-up-a-nanosecond-early": (
+        "adapters/permits/cli/_live.py",
+        "                if elapsed() < at:\n",
+        "                if elapsed() < at - 1:\n",
+        "a live caller gives up as asyncio runs its timer, up to a nanosecond early (in the"
+        " turn of the grant due then, which it hands back), not at its nanosecond",
+    ),
+    "live-arrives-a-nanosecond-early": (
+        "adapters/permits/cli/_live.py",
+        "            while elapsed() < at:\n",
+        "            while elapsed() < at - 1:\n",
+        "a live caller arrives as asyncio runs its timer, up to a nanosecond early, not at"
+        " its nanosecond",
     ),
     "recording-gives-up-from-the-start": (
         "adapters/permits/adapters/_recording.py",

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import attrs
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 import permits.testing
@@ -660,6 +660,50 @@ _leaving = st.builds(
     seed=st.integers(0, 100),
     max_waiting=st.sampled_from([None, 0, 2, (None, 3, 1)]),
 )
+# The second of two callers at 0.25 s is due its permit at 349,999,999 ns
+# (the bucket, full, restarts a nanosecond back) and gives up at
+# 350,000,000: asyncio runs a timer up to its clock's resolution (1 ns)
+# early, so the give-up ran in the turn of the grant, before the caller
+# resumed, which handed its permit back and was counted as cancelled.
+@example(
+    policy=Fifo(3),
+    loads=[
+        Workload("w", 0, Batch(0, 0)),
+        Workload("w", 0, Batch(0, 0)),
+        Workload("w", 0, Batch(1, 0)),
+        Workload("w", 0, Batch(2, 0.25), give_up_after=0.1),
+    ],
+    rate=10,
+    burst=1,
+    seed=0,
+    max_waiting=None,
+)
+# The same for an arrival: the caller of 0.35 s came in the turn of the
+# grant at 349,999,999 ns, and its best case was then 100,000,000 ns, a
+# nanosecond above its max_wait (refused as too long), not 99,999,999.
+@example(
+    policy=Fifo(3),
+    loads=[
+        Workload("w", 0, Batch(1, 0)),
+        Workload("w", 0, Batch(2, 0.25)),
+        Workload("w", 0, Batch(1, 0.35), max_wait=0.099999999),
+    ],
+    rate=10,
+    burst=1,
+    seed=0,
+    max_waiting=None,
+)
+# Callers at 671,606,082 and 762,327,786 ns: a timer set 0.090721704 s (a
+# float) after the first falls past 0.762327786 s (the sum rounds up), and
+# the second would arrive a nanosecond late, its wait a nanosecond short.
+@example(
+    policy=Fifo(3),
+    loads=[Workload("w", 0, Batch(0, 0)), Workload("w", 0, Poisson(2))],
+    rate=2,
+    burst=1,
+    seed=48,
+    max_waiting=None,
+)
 def test_any_scenario_the_demo_plays_runs_live_as_simulated(
     policy: Policy,
     loads: list[Workload],
@@ -669,9 +713,19 @@ def test_any_scenario_the_demo_plays_runs_live_as_simulated(
     max_waiting: int | tuple[int | None, ...] | None,
 ) -> None:
     """Any scenario ``permits demo`` plays (one limit, a unit each, no
-    flows), live on virtual time: every count and the timeline are the
-    simulation's, and the longest wait and the time each backlog cleared
-    to a nanosecond (the live clock is a float of seconds)."""
+    flows), live on virtual time: every count, the timeline, the longest
+    wait and the time each backlog cleared are the simulation's, to the
+    nanosecond: the run's arrivals and give-ups act at their nanosecond,
+    never one before or after it."""
+    if isinstance(policy, Shares):
+        # A caller that gives up at the very nanosecond its permit falls due
+        # cancels its task, and the cancel reaches the limiter only as the
+        # task next runs, after the limiter's timer of that instant granted
+        # it the permit: it hands it back, and the next waiter has it at
+        # that instant, as in the simulation (where it gives up first). A
+        # Shares deal has counted the grant handed back, though, and deals
+        # on a slot further; Fifo, StrictPriority and Aging count nothing.
+        loads = [attrs.evolve(w, give_up_after=None) for w in loads]
     loads = [attrs.evolve(w, name=f"w{i}") for i, w in enumerate(loads)]
     scenario = Scenario(
         "any", policy, rate, 2.5, loads, burst=burst, seed=seed, max_waiting=max_waiting
@@ -680,15 +734,8 @@ def test_any_scenario_the_demo_plays_runs_live_as_simulated(
     simulated = simulate(scenario)
     fields = ("offered", "granted", "waiting", "cancelled", "rejected", "too_long", "expired")
     for got, want in zip(measured.workloads, simulated.workloads, strict=True):
-        for name in (*fields, "timeline"):
+        for name in (*fields, "timeline", "wait_max_ns", "cleared_at_ns"):
             assert getattr(got, name) == getattr(want, name), (got.name, name)
-        for name in ("wait_max_ns", "cleared_at_ns"):
-            live_ns, simulated_ns = getattr(got, name), getattr(want, name)
-            if simulated_ns is None:
-                assert live_ns is None, (got.name, name)
-            else:
-                assert live_ns is not None, (got.name, name)
-                assert abs(live_ns - simulated_ns) <= 1, (got.name, name)
 
 
 def test_plot_writes_a_png(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:

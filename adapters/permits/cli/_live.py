@@ -9,6 +9,15 @@ counts it cancelled), its ``max_wait`` is ``acquire(max_wait=...)``
 (refused: counted as too long). What each caller got is counted by the
 simulator's own :class:`~permits.sim.Tally`, so the two results read alike
 and can be set side by side (``permits demo``).
+
+On a virtual clock (:func:`permits.testing.run`) the two agree to the
+nanosecond, but where a caller gives up at the very nanosecond its permit
+falls due: the simulation withdraws it first, while here the cancel reaches
+the limiter only as the caller's task next runs, after the limiter granted
+it the permit, which it hands back to the next waiter at once. Under
+``Fifo``, ``StrictPriority`` and ``Aging`` that comes to the same; a
+``Shares`` deal has counted the grant handed back, and deals on a slot
+further.
 """
 
 from __future__ import annotations
@@ -39,10 +48,33 @@ async def run(scenario: Scenario) -> Result:
         max_waiting=scenario.max_waiting,
         **scenario.flow_options(),
     ) as limiter:
-        start = loop.time()
+        start = round(loop.time() * 1e9)  # (ns, as the limiter reads the loop's clock)
+
+        # The run's own timers (an arrival, a give-up) act at their time to
+        # the nanosecond, as in the simulation: each is set for the loop's
+        # time of that nanosecond, as the limiter sets its own (a delay from
+        # now, a sum of floats, may land a nanosecond past it), and acts only
+        # once the clock has reached it: asyncio runs a timer up to its
+        # clock's resolution (1 ns) early, in the turn of one due that much
+        # before it (a permit's); then it is set again.
 
         def elapsed() -> int:
-            return round((loop.time() - start) * 1e9)
+            """The run's clock, in ns."""
+            return round(loop.time() * 1e9) - start
+
+        def when(at: int) -> float:
+            """The loop's time at ``at`` (ns) on the run's clock."""
+            return (start + at) / 1e9
+
+        async def until(at: int) -> None:
+            """Wait until the run's clock reads ``at`` (ns)."""
+            while elapsed() < at:
+                woken = asyncio.Event()
+                timer = loop.call_at(when(at), woken.set)
+                try:
+                    await woken.wait()
+                finally:
+                    timer.cancel()
 
         async def caller(w: int, at: int) -> None:
             workload = scenario.workloads[w]
@@ -58,14 +90,21 @@ async def run(scenario: Scenario) -> Result:
             task = asyncio.current_task()
             assert task is not None
             gave_up = False
+            timer: asyncio.TimerHandle | None = None
 
-            def give_up() -> None:
-                nonlocal gave_up
-                gave_up = True
-                task.cancel()
+            def give_up(at: int) -> None:
+                """Give up if the run's clock has reached ``at`` (ns), else
+                set the timer for then."""
+                nonlocal gave_up, timer
+                if elapsed() < at:
+                    timer = loop.call_at(when(at), give_up, at)
+                else:
+                    gave_up = True
+                    task.cancel()
 
             patience = workload.give_up_after
-            timer = None if patience is None else loop.call_later(float(patience), give_up)
+            if patience is not None:  # (more than 0 s: a Workload refuses 0)
+                give_up(arrived + nanoseconds("give_up_after", patience))
             try:
                 await limiter.acquire(workload.level, timeout=expire, max_wait=limit)
             except AcquireTimeout:
@@ -113,14 +152,12 @@ async def run(scenario: Scenario) -> Result:
         # (a push refused as too long counts as pushed)
         while sum(s.pushed for s in limiter.statistics().levels) < queued:
             await asyncio.sleep(0)
-        start = loop.time()
+        start = round(loop.time() * 1e9)
         while upcoming is not None:
-            delay = start + upcoming[0] / 1e9 - loop.time()
-            if delay > 0:
-                await asyncio.sleep(delay)
+            await until(upcoming[0])
             start_caller(*upcoming)
             upcoming = next(stream, None)
-        await asyncio.sleep(max(0.0, start + duration / 1e9 - loop.time()))
+        await until(duration)
         for task in list(callers):
             task.cancel()
         await asyncio.gather(*callers, return_exceptions=True)
