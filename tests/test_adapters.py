@@ -3125,11 +3125,13 @@ async def test_a_closed_limiter_is_let_go_though_its_next_tick_was_far_off(
 
 
 def test_an_asyncio_limiter_reads_its_loops_own_clock() -> None:
-    """The asyncio adapter's clock is its loop's, in nanoseconds: on
-    asyncio's own loop, ``time.monotonic_ns()`` (the clock ``loop.time()``
-    reads, without a float in between); on a loop whose ``time()`` is its
-    own (a virtual clock), that ``time()``. Both limiters here read the
-    clock their timers run on."""
+    """The asyncio adapter's clock is its loop's ``time()``, in nanoseconds,
+    read on every call: the clock the loop's timers run on, even one set on
+    the loop after the limiter bound it (a test's clock that runs 1,000 s
+    behind). Read once at binding (or ``time.monotonic_ns()`` in its place),
+    the limiter would set its timer 1,000 s past its due time, and the
+    second caller below would wait that long. On a virtual clock, the
+    virtual time."""
     import asyncio as aio
 
     from permits.adapters import asyncio as adapter
@@ -3141,16 +3143,30 @@ def test_an_asyncio_limiter_reads_its_loops_own_clock() -> None:
         try:
             await aio.sleep(at_least)
             before = loop.time()
-            now = limiter._clock()
-            return now, before
+            return limiter._clock(), before
         finally:
             await limiter.aclose()
 
-    now, before = aio.run(read(0))
-    assert abs(now - before * 1e9) < 60 * SECOND, "the limiter's clock is not the loop's"
     loop = VirtualClockLoop()
     try:
-        now, before = loop.run_until_complete(read(1234.5))
+        assert loop.run_until_complete(read(1234.5)) == (1_234_500_000_000, 1234.5)
     finally:
         loop.close()
-    assert (now, before) == (1_234_500_000_000, 1234.5)
+
+    async def behind() -> float:
+        async with adapter.open_limiter(Fifo(), 100) as limiter:  # the loop bound
+            assert limiter._loop is aio.get_running_loop()
+            loop = aio.get_running_loop()
+            real = loop.time
+            loop.time = lambda: real() - 1000.0  # type: ignore[method-assign]
+            try:
+                assert abs(limiter._clock() - loop.time() * 1e9) < 60 * SECOND
+                await limiter.acquire()  # the one permit
+                began = real()
+                with anyio.fail_after(30):  # (room for a loaded host: due in 10 ms)
+                    await limiter.acquire()
+                return real() - began
+            finally:
+                del loop.time
+
+    assert aio.run(behind()) < 30

@@ -19,18 +19,16 @@ under asyncio, a native ``Task.cancel()``.
 from __future__ import annotations
 
 import asyncio
-import time
 from collections.abc import Callable
 from contextlib import AbstractAsyncContextManager
 from fractions import Fraction
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any
 
 from permits.core import Policy
 
 from ._base import Event, LimiterOptions, async_opening, refuse_unknown
 from ._requires import Framework, other_loop, requires_extra, wrong_framework
 from ._tasked import TaskedLimiter, running
-from .asyncio import reads_monotonic
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
@@ -42,9 +40,6 @@ with requires_extra(__name__, "anyio", "anyio"):
 
 __all__ = ["Limiter", "open_limiter"]
 
-Own = TypeVar("Own")
-T = TypeVar("T")
-
 
 class Limiter(TaskedLimiter):
     """A priority limiter for anyio; make one with :func:`open_limiter`."""
@@ -53,11 +48,9 @@ class Limiter(TaskedLimiter):
     #: the timer task starts, then its event loop's own, which refuses to be
     #: read in any other loop (see _bind_backend).
     _seconds: Callable[[], float] = staticmethod(anyio.current_time)
-    #: The same clock in integer nanoseconds (see _bind_backend).
-    _ns: Callable[[], int] = staticmethod(lambda: round(anyio.current_time() * 1e9))
 
     def _clock(self) -> int:
-        return self._ns()
+        return round(self._seconds() * 1e9)
 
     def _bind_backend(self) -> None:
         """Call the running backend's own clock and checkpoint from now on.
@@ -69,12 +62,7 @@ class Limiter(TaskedLimiter):
         loop (another thread's) is refused there."""
         backend = anyio.lowlevel.current_token().backend_class
         under_asyncio = _under_asyncio()
-        if under_asyncio:
-            self._seconds = _own_clock(asyncio.get_running_loop, _loop_seconds, "asyncio")
-            self._ns = _own_clock(asyncio.get_running_loop, _loop_nanoseconds, "asyncio")
-        else:
-            self._seconds = _trio_seconds()
-            self._ns = _in_nanoseconds(self._seconds)
+        self._seconds = _asyncio_seconds() if under_asyncio else _trio_seconds()
         self._checkpoint_if_cancelled = backend.checkpoint_if_cancelled
         # asyncio's own event under asyncio (anyio's wraps it, and its
         # cancel scopes cancel a task waiting on any future)
@@ -112,12 +100,10 @@ class Limiter(TaskedLimiter):
         return self._seconds()
 
 
-def _loop_seconds(loop: asyncio.AbstractEventLoop) -> Callable[[], float]:
-    return loop.time
-
-
-def _loop_nanoseconds(loop: asyncio.AbstractEventLoop) -> Callable[[], int]:
-    return time.monotonic_ns if reads_monotonic(loop) else _in_nanoseconds(loop.time)
+def _asyncio_seconds() -> Callable[[], float]:
+    """The running asyncio loop's clock, refusing any other loop (another
+    thread's, whose tasks the limiter's timer cannot wake)."""
+    return _own_seconds(asyncio.get_running_loop, "time", "asyncio")
 
 
 def _trio_seconds() -> Callable[[], float]:
@@ -125,34 +111,25 @@ def _trio_seconds() -> Callable[[], float]:
     thread's, at another reading)."""
     import trio  # anyio runs on it
 
-    return _own_clock(trio.lowlevel.current_clock, lambda clock: clock.current_time, "trio")
+    return _own_seconds(trio.lowlevel.current_clock, "current_time", "trio")
 
 
-def _in_nanoseconds(seconds: Callable[[], float]) -> Callable[[], int]:
-    def read() -> int:
-        return round(seconds() * 1e9)
-
-    return read
-
-
-def _own_clock(
-    running: Callable[[], Own], clock_of: Callable[[Own], Callable[[], T]], framework: Framework
-) -> Callable[[], T]:
-    """The clock (``clock_of`` it, bound once) of the loop or run
-    ``running()`` gives now, read only from there: from any other (another
-    thread's, whose tasks the limiter's timer cannot wake), a call is
-    refused."""
+def _own_seconds(
+    running: Callable[[], object], method: str, framework: Framework
+) -> Callable[[], float]:
+    """The clock (its ``method``, bound once) of the loop or run ``running()``
+    gives now, read only from there: from any other, a call is refused."""
     own = running()
-    clock = clock_of(own)
+    seconds: Callable[[], float] = getattr(own, method)
 
-    def read() -> T:
+    def read() -> float:
         try:
             now = running()
         except RuntimeError:
             raise wrong_framework(Limiter, framework, bound=True) from None
         if now is not own:
             raise other_loop(Limiter)
-        return clock()
+        return seconds()
 
     return read
 

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import asyncio
 import math
-import time
 from collections.abc import AsyncIterator
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from fractions import Fraction
@@ -57,9 +56,6 @@ class Limiter(BaseLimiter):
 
     _loop: asyncio.AbstractEventLoop | None = None
     _timer: asyncio.TimerHandle | None = None
-    #: Whether the loop's clock is asyncio's own, read then in nanoseconds
-    #: directly (set when the loop is bound; see reads_monotonic).
-    _monotonic = False
     _timer_at: int | None = None
 
     def _running_loop(self) -> asyncio.AbstractEventLoop:
@@ -71,7 +67,6 @@ class Limiter(BaseLimiter):
             if self._loop is not None:
                 raise other_loop(Limiter)
             self._loop = loop
-            self._monotonic = reads_monotonic(loop)
         return loop
 
     def _bound(self) -> bool:
@@ -88,8 +83,9 @@ class Limiter(BaseLimiter):
             raise wrong_framework(Limiter, "asyncio", bound=self._bound()) from None
         if loop is not self._loop:
             self._running_loop()
-        if self._monotonic:
-            return time.monotonic_ns()
+        # The loop's own time(), read on every call: its timers run on it,
+        # whatever it is (uvloop's, a virtual clock's, one patched on the
+        # loop or its class later, a frozen time.monotonic()).
         return round(loop.time() * 1e9)
 
     def _new_event(self) -> Event:
@@ -150,12 +146,3 @@ async def _opened(limiter: Limiter) -> AsyncIterator[Limiter]:
         yield limiter
     finally:
         await limiter.aclose()
-
-
-def reads_monotonic(loop: asyncio.AbstractEventLoop) -> bool:
-    """Whether ``loop``'s clock is asyncio's own (``BaseEventLoop.time``,
-    which reads ``time.monotonic()``): then the same clock is read in
-    nanoseconds directly, ``time.monotonic_ns()``, without a float in
-    between. Any other loop's ``time()`` (uvloop's, a virtual clock's, one
-    set on the loop itself) is read as it is."""
-    return getattr(loop.time, "__func__", None) is asyncio.BaseEventLoop.time
