@@ -8,6 +8,7 @@ it as they do against the built-in policies.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from decimal import Decimal
 from fractions import Fraction
 from typing import Any
 
@@ -269,3 +270,24 @@ def configs(
         flow_limit=flow_limit,
         origin=draw(ORIGINS),
     )
+
+
+#: The largest exponent of ten a ``Decimal`` rate or time may have, either
+#: sign (P97, P106).
+EXPONENT = 10_000
+
+
+@st.composite
+def decimals_about_the_bound(draw: st.DrawFn) -> Decimal:
+    """A positive Decimal whose exponent of ten is near :data:`EXPONENT` on
+    either side, or far past it (``1e-999999999``, whose exact fraction has
+    a billion digits), or anywhere within."""
+    digits = draw(st.integers(1, 10**6))
+    adjusted = draw(
+        st.integers(EXPONENT - 3, EXPONENT + 3)
+        | st.integers(EXPONENT + 1, 10**9)
+        | st.integers(-EXPONENT, EXPONENT)
+    )
+    if draw(st.booleans()):
+        adjusted = -adjusted
+    return Decimal(f"{digits}E{adjusted - (len(str(digits)) - 1)}")

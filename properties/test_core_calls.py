@@ -34,7 +34,7 @@ from permits.core import (
     StrictPriority,
 )
 
-from configs import FLOWS, KINDS, NAMES, RATES, Config, configs
+from configs import EXPONENT, FLOWS, KINDS, NAMES, RATES, Config, configs, decimals_about_the_bound
 from harness import drive, rows, spent_at_once
 from reference import PolicySpec
 
@@ -488,24 +488,7 @@ def test_machines_with_equal_snapshots_decide_alike(
 
 # -- P97: a Decimal rate past an exponent of 10,000 is refused -------------------
 
-#: The largest exponent of ten a Decimal rate may have (either sign).
-EXPONENT = 10_000
-
-
-@st.composite
-def decimal_rates(draw: st.DrawFn) -> Decimal:
-    """A positive Decimal near the bound on either side, or far past it
-    (``1e-999999999``, whose exact fraction has a billion digits)."""
-    digits = draw(st.integers(1, 10**6))
-    adjusted = draw(
-        st.integers(EXPONENT - 3, EXPONENT + 3)
-        | st.integers(EXPONENT + 1, 10**9)
-        | st.integers(-EXPONENT, EXPONENT)
-    )
-    if draw(st.booleans()):
-        adjusted = -adjusted
-    exponent = adjusted - (len(str(digits)) - 1)
-    return Decimal(f"{digits}E{exponent}")
+decimal_rates = decimals_about_the_bound
 
 
 @given(rate=decimal_rates(), per=st.sampled_from([1, 60, 3600]))

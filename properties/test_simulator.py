@@ -61,6 +61,8 @@ from permits.sim import (
 )
 from permits.sim._scenario import SECONDS_EXPONENT, nanoseconds
 
+from configs import EXPONENT, decimals_about_the_bound
+
 
 def offered_rank(waits: Sequence[tuple[int, int]], offered: int, q: Fraction) -> float:
     """The nearest-rank ``q``-quantile over ``offered`` callers: the waits
@@ -368,23 +370,7 @@ def test_a_replay_judges_a_tenants_requirement_only_where_its_calls_name_tenants
 
 # -- P106: a Decimal time past an exponent of 10,000 is refused at once -----------
 
-#: The largest exponent of ten a Decimal time may have (either sign), as a rate's (P97).
-EXPONENT = 10_000
-
-
-@st.composite
-def decimal_times(draw: st.DrawFn) -> Decimal:
-    """A positive Decimal near the bound on either side, or far past it
-    (``1e-999999999``, whose exact fraction has a billion digits)."""
-    digits = draw(st.integers(1, 10**6))
-    adjusted = draw(
-        st.integers(EXPONENT - 3, EXPONENT + 3)
-        | st.integers(EXPONENT + 1, 10**9)
-        | st.integers(-EXPONENT, EXPONENT)
-    )
-    if draw(st.booleans()):
-        adjusted = -adjusted
-    return Decimal(f"{digits}E{adjusted - (len(str(digits)) - 1)}")
+decimal_times = decimals_about_the_bound
 
 
 def _file(seconds: Decimal) -> object:
