@@ -938,13 +938,11 @@ class Machine:
         self._queues._pass(level)
         source.charge(now, self._unit, False)
         self._ledger.trim()
-        if self._record is not None:
-            waiter = _new(Waiter, (id, level, self._seq, now, None, self._unit, None))
-            self._seq += 1
-            self._granted(waiter, now, [])
-            return True
+        seq = self._seq
         self._seq += 1
-        if self._hists is not None:  # (_granted's one step that does something here)
+        if self._record is not None:
+            self._granted(_new(Waiter, (id, level, seq, now, None, self._unit, None)), now, [])
+        elif self._hists is not None:  # (_granted's one step that does something here)
             self._hists[level].record(0)
         return True
 
