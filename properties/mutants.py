@@ -756,6 +756,13 @@ MUTANTS: dict[str, tuple[str, str, str, str]] = {
         "pause_left() after a later pause that ends sooner says the shorter pause, while the"
         " longer still holds every waiter",
     ),
+    "pause-until-reads-the-clock-face": (
+        "adapters/permits/adapters/_base.py",
+        "    return max(when - datetime.now(timezone.utc), timedelta(0))",
+        "    return max(when.replace(tzinfo=None) - datetime.utcnow(), timedelta(0))",
+        "pause_until reads a moment's clock face as UTC: a Retry-After date given in another"
+        " time zone pauses hours too long or not at all",
+    ),
     "settle-window-dropped": (
         "adapters/permits/adapters/_base.py",
         "            decisions = machine.spend(id, now, settle_later=self._settle_later)\n",

@@ -2,7 +2,7 @@
 
 What a limiter does beyond handing out permits where callers proceed (P26):
 the blocks it refuses, how a block's exception leaves, the live calls
-(``set_limit``, ``pause_for``, ``adopt``, ``quota``, ``Permit.settle``)
+(``set_limit``, ``pause_for``, ``pause_until``, ``adopt``, ``quota``, ``Permit.settle``)
 waking whom they decided for and re-planning the timer at once,
 ``pause_left()``, ``Permit.settle``'s window and refusals, durations in
 seconds (P80), and an infinite ``timeout`` or ``max_wait`` (P87). Each runs
@@ -22,6 +22,7 @@ import sys
 import threading
 from collections.abc import Awaitable, Callable, Iterator
 from contextlib import AbstractAsyncContextManager, contextmanager, suppress
+from datetime import date, datetime, timedelta, timezone
 from typing import Any
 
 import anyio
@@ -576,6 +577,55 @@ def test_pause_left_is_the_time_to_the_latest_end_of_the_limiter_s_own_pauses(
         assert left == expected / SECOND, ("P65: pause_left() is not the pause left", readings)
 
 
+# -- P109: pause_until, a moment of the wall clock ------------------------------
+
+
+@given(
+    case=st.sampled_from([*CASES, THREADS]),
+    ahead=st.integers(-(10**7), 10**9).map(lambda us: timedelta(microseconds=us)),
+    zone=st.sampled_from(
+        [timezone.utc, timezone(timedelta(hours=-7)), timezone(timedelta(hours=5, minutes=30))]
+    ),
+    before=st.integers(0, 64).map(lambda k: k * STEP),
+)
+def test_pause_until_a_moment_pauses_for_the_wall_clock_s_time_to_it(
+    case: tuple[str, str], ahead: timedelta, zone: timezone, before: int
+) -> None:
+    """P109: ``pause_until(when)``, for an aware ``when`` in any time zone,
+    pauses as ``pause_for`` the seconds from the wall clock's now, as the
+    call runs, to ``when``: none for a moment past. On every adapter, on
+    virtual time (which the wall clock does not follow): ``pause_left()``
+    and ``paused_ns`` just after the call lie between ``when`` less the
+    wall clock after the call and ``when`` less the wall clock before it."""
+    seen: list[tuple[float, int, float, float]] = []
+
+    def pause(limiter: Any) -> None:
+        when = (datetime.now(timezone.utc) + ahead).astimezone(zone)
+        first = datetime.now(timezone.utc)
+        limiter.pause_until(when)
+        last = datetime.now(timezone.utc)
+        least = max(when - last, timedelta(0)) / timedelta(seconds=1)
+        most = max(when - first, timedelta(0)) / timedelta(seconds=1)
+        seen.append((limiter.pause_left(), limiter.statistics().paused_ns, least, most))
+
+    if case == THREADS:
+        with virtual_threads(Fifo(), 10, 2) as limiter:
+            limiter.clock[0] += before
+            pause(limiter)
+    else:
+
+        async def main() -> None:
+            async with OPENERS[case[1]](Fifo(), 10, 2) as limiter:
+                await anyio.sleep(before / 1e9)
+                pause(limiter)
+
+        run(case, main)
+    note(f"(pause_left(), paused_ns, least, most): {seen}")
+    [(left, paused_ns, least, most)] = seen
+    assert least - 1e-9 <= left <= most + 1e-9, ("P109: pause_left() is not the time to it", seen)
+    assert least * SECOND - 1 <= paused_ns <= most * SECOND + 1, ("P109: paused_ns", seen)
+
+
 # -- P66: Permit.settle's window and refusals ------------------------------------
 
 
@@ -1005,6 +1055,10 @@ BAD_CALLS: list[tuple[str, dict[str, Any], str, type[Exception]]] = [
     ("pause_for", {"seconds": math.nan}, "seconds", PermitValueError),
     ("pause_for", {"seconds": math.inf}, "seconds", PermitValueError),
     ("pause_for", {"seconds": "1"}, "seconds", PermitTypeError),
+    ("pause_until", {"when": datetime(2030, 1, 1)}, "when", PermitValueError),  # naive
+    ("pause_until", {"when": 30.0}, "when", PermitTypeError),
+    ("pause_until", {"when": date(2030, 1, 1)}, "when", PermitTypeError),
+    ("pause_until", {"when": "2030-01-01T00:00:00Z"}, "when", PermitTypeError),
     ("adopt", {"remaining": -1, "reset_after": 1}, "remaining", PermitValueError),
     ("adopt", {"remaining": 1.5, "reset_after": 1}, "remaining", PermitTypeError),
     ("adopt", {"remaining": 1, "reset_after": -1}, "reset_after", PermitValueError),

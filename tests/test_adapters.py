@@ -52,6 +52,7 @@ from contextlib import (
     contextmanager,
     suppress,
 )
+from datetime import datetime, timedelta, timezone
 from fractions import Fraction
 from pathlib import Path
 from typing import Any
@@ -2451,6 +2452,41 @@ async def test_pause_for_holds_every_level(open_limiter: OpenLimiter) -> None:
     # bucket holds (SPEC.md, Pacing)
     assert near(order[0][1], 500 * MILLISECOND)
     assert near(order[1][1], 600 * MILLISECOND, within=1)
+
+
+@pytest.mark.threads
+@pytest.mark.redis
+async def test_pause_until_a_moment_holds_every_level(open_limiter: OpenLimiter) -> None:
+    """P109: ``pause_until`` a moment half a second ahead on the wall
+    clock (given in another time zone) holds every level until then, as
+    ``pause_for(0.5)`` would; a moment past pauses nothing; a naive moment
+    or a number is refused by name and changes nothing. (The wall clock
+    moves on while the call runs: on virtual time, the pause is shorter by
+    that.)"""
+    order: list[tuple[str, int]] = []
+
+    async def call(limiter: BaseLimiter, name: str, lv: int) -> None:
+        await limiter.acquire(lv)
+        order.append((name, since(start)))
+
+    india = timezone(timedelta(hours=5, minutes=30))
+    async with open_limiter(StrictPriority(2), 10, 1) as limiter, anyio.create_task_group() as tg:
+        with pytest.raises(PermitValueError, match=r"^when=.*: is naive: it names no moment"):
+            limiter.pause_until(datetime.now())
+        with pytest.raises(PermitTypeError, match=r"^when=30\.0: "):
+            limiter.pause_until(30.0)  # type: ignore[arg-type]
+        limiter.pause_until(datetime.now(india) - timedelta(hours=1))
+        assert limiter.pause_left() == 0.0
+        assert limiter.statistics().paused_ns == 0
+        start = now()
+        limiter.pause_until(datetime.now(india) + timedelta(seconds=0.5))
+        tg.start_soon(call, limiter, "batch", 1)
+        await waiting(limiter, 1)
+        tg.start_soon(call, limiter, "interactive", 0)
+        await waiting(limiter, 2)
+    assert [name for name, _ in order] == ["interactive", "batch"]
+    assert near(order[0][1], 500 * MILLISECOND, within=50 * MILLISECOND), order
+    assert limiter.statistics().pauses == 1
 
 
 @pytest.mark.threads

@@ -395,7 +395,8 @@ def test_readme_keyword_arguments_exist() -> None:
     public callable of ``permits``, under that exact name: a renamed
     argument would leave the README teaching one that is refused. (Some are
     other libraries': the IETF ``RateLimit`` field's ``r=`` and ``t=``,
-    anyio's, httpx's and aiohttp's, and ``open``'s ``newline=``.)"""
+    anyio's, httpx's and aiohttp's, ``open``'s ``newline=``, and
+    ``datetime``'s ``hours=`` and ``tzinfo=``.)"""
     import contextlib
     import importlib
     import inspect
@@ -426,7 +427,17 @@ def test_readme_keyword_arguments_exist() -> None:
     written = {
         name for span in code for name in re.findall(r"(?<![\w=<>!.])([a-z_]\w*)=(?!=)", span)
     }
-    theirs = {"r", "t", "backend", "extensions", "json", "middlewares", "newline"}
+    theirs = {
+        "r",
+        "t",
+        "backend",
+        "extensions",
+        "json",
+        "middlewares",
+        "newline",
+        "hours",
+        "tzinfo",
+    }
     unknown = sorted(written - parameters - theirs)
     assert len(written) > 30, written
     assert not unknown, f"the README writes arguments no public callable takes: {unknown}"

@@ -34,6 +34,7 @@ from contextlib import (
     asynccontextmanager,
     suppress,
 )
+from datetime import datetime, timedelta, timezone
 from fractions import Fraction
 from typing import TYPE_CHECKING, Any, NoReturn, Protocol, TypedDict, TypeVar, cast
 
@@ -378,6 +379,21 @@ def _nanoseconds(argument: str, seconds: float) -> int | None:
         raise PermitValueError(argument, seconds, "must be at least 0")
     ns = seconds * SECOND
     return None if ns > sys.float_info.max else round(ns)
+
+
+def _seconds_until(argument: str, when: datetime) -> float:
+    """The seconds from the wall clock's now to the aware ``when`` (``0.0``
+    for a moment past): a ``datetime`` holds microseconds."""
+    if not isinstance(when, datetime):
+        raise PermitTypeError(argument, when, "an aware datetime.datetime")
+    if when.utcoffset() is None:
+        raise PermitValueError(
+            argument,
+            when,
+            "is naive: it names no moment; give it a tzinfo "
+            "(datetime.now(timezone.utc) + timedelta(seconds=30))",
+        )
+    return max(when - datetime.now(timezone.utc), timedelta(0)) / timedelta(seconds=1)
 
 
 def _seconds(ns: int) -> float:
@@ -1159,8 +1175,25 @@ class _Limiting:
 
         self._apply(pause)
 
+    def pause_until(self, when: datetime) -> None:
+        """Grant nothing before the moment ``when``, at any level: an aware
+        :class:`~datetime.datetime` (a ``Retry-After`` date, an
+        ``x-ratelimit-reset`` time), read against the system's wall clock
+        as the call runs, then kept on the limiter's own clock:
+        :meth:`pause_for` the seconds from now to ``when``, none for a
+        moment already past. A naive ``datetime`` names no moment, and is
+        refused."""
+        seconds = _seconds_until("when", when)
+        try:
+            self.pause_for(seconds)
+        except PermitValueError as error:  # (too long for this limiter)
+            raise PermitValueError(
+                "when", when, f"is {seconds} s from now, and {error.reason}"
+            ) from None
+
     def pause_left(self) -> float:
-        """Seconds until the pauses set by :meth:`pause_for` end (``0.0``
+        """Seconds until the pauses set by :meth:`pause_for` (and
+        :meth:`pause_until`) end (``0.0``
         when none is in force): how long anything asked now waits at least."""
         return max(0, self._pause_end - self._clock()) / SECOND
 
