@@ -1339,6 +1339,14 @@ MUTANTS: dict[str, tuple[str, str, str, str]] = {
         "a jitter that draws outside [0, 1] makes a negative or NaN backoff, refused as"
         " seconds (an argument the user never wrote), or a longer one",
     ),
+    "x-ratelimit-requests-by-name-only": (
+        "adapters/permits/_upstream.py",
+        "            limit = self._limit_counting(name, any_case=True)\n",
+        "            limit = next((n for n in self.limiter.limits if n.lower() == name), None)\n",
+        "the x-ratelimit-*-requests headers reach only a limit named requests: under a limiter"
+        " opened with rate= (its one limit, units) they are ignored, where the RateLimit"
+        " field's requests reach the first limit",
+    ),
     "httpx-function-named-as-extension": (
         "adapters/permits/httpx.py",
         "or request.extensions.get(key) is None:\n",

@@ -105,8 +105,9 @@ def test_the_permit_is_settled_from_the_body_and_levels_come_from_the_context(
     server: tuple[str, Upstream_],
 ) -> None:
     url, upstream = server
-    # "calls", not "requests": the server's x-ratelimit-*-requests headers
-    # name no limit here, so only the settle moves the tokens
+    # the server's x-ratelimit-*-requests headers reach the first limit,
+    # "calls" (none is named "requests"), not the tokens: only the settle
+    # moves those
     limits = {"calls": Limit(100, burst=10), "tokens": Limit(1000, burst=100)}
     seen: list[tuple[int, bytes]] = []
 
@@ -127,7 +128,7 @@ def test_the_permit_is_settled_from_the_body_and_levels_come_from_the_context(
                         body = await response.json()  # the body read for settle, again
             granted = limiter.statistics().levels[1].granted
             # settled at 7 of the 100 asked: 93 back at once (only 7 accrue in 7 ms)
-            return body, limiter.try_acquire(cost={"calls": 1, "tokens": 90}), granted
+            return body, limiter.try_acquire(cost={"tokens": 90}), granted
 
     body, refunded, granted = asyncio.run(main())
     assert body == {"usage": {"total_tokens": 7}}
@@ -714,3 +715,14 @@ def test_a_body_that_cannot_be_sent_again_takes_no_backoff(
     with serve_script(script) as url:
         assert asyncio.run(main(url)) == (429, 1, 0, 0.0)
     assert script.bodies == [b"hello"]
+
+
+def test_x_ratelimit_requests_reach_the_first_limit_when_none_is_so_named() -> None:
+    """As the httpx transports: under a limiter opened with ``rate=`` (its
+    one limit ``units``), OpenAI's ``x-ratelimit-*-requests`` pair was
+    ignored, counted in ``ignored``; it reaches that first limit now, as
+    the IETF field's ``requests`` does."""
+
+    headers = {"X-RateLimit-Remaining-Requests": "0", "X-RateLimit-Reset-Requests": "30s"}
+    free, _, permits = after_one_get((200, headers), rate=1, burst=10)
+    assert (free, permits.upstream.ignored, permits.upstream.malformed) == (False, 0, 0)

@@ -222,8 +222,9 @@ async def test_a_429_pauses_everyone_and_the_request_is_retried(
 
 def test_the_sync_transport_settles_from_the_body(server: tuple[str, Upstream_]) -> None:
     url, upstream = server
-    # "calls", not "requests": the server's x-ratelimit-*-requests headers
-    # name no limit here, so only the settle moves the tokens
+    # the server's x-ratelimit-*-requests headers reach the first limit,
+    # "calls" (none is named "requests"), not the tokens: only the settle
+    # moves those
     limits = {"calls": Limit(100, burst=10), "tokens": Limit(1000, burst=100)}
     with threads.open_limiter(Fifo(), limits=limits, settle_window=60.0) as limiter:
         transport = PermitsTransport(
@@ -235,7 +236,7 @@ def test_the_sync_transport_settles_from_the_body(server: tuple[str, Upstream_])
             response = client.get(url, extensions={"permits.flow": "acme"})
         assert response.json() == {"usage": {"total_tokens": 7}}
         # settled at 7 of the 100 asked: 93 back at once (only 7 accrue in 7 ms)
-        assert limiter.try_acquire(cost={"calls": 1, "tokens": 90})
+        assert limiter.try_acquire(cost={"tokens": 90})
     assert upstream.served == 1
 
 
@@ -1951,17 +1952,21 @@ async def test_the_level_and_flow_come_from_the_extensions_then_functions_then_c
 
 
 def _sent_on_virtual_time(
-    script: Script, jitter: float = 0.0, **options: Any
+    script: Script,
+    jitter: float = 0.0,
+    limits: Mapping[str, Limit] | None = None,
+    **options: Any,
 ) -> tuple[httpx.Response, float, Upstream, asyncio_adapter.Limiter]:
     """The response the caller gets for one GET through an
     ``AsyncPermitsTransport`` (``options``, each backoff's jitter
-    ``jitter``) over an asyncio limiter on virtual time, to a server
-    answering as ``script`` says; the virtual seconds it took, the
-    transport's upstream and the limiter (closed)."""
+    ``jitter``) over an asyncio limiter of ``limits`` (10 requests a
+    second, burst 1, unless given) on virtual time, to a server answering
+    as ``script`` says; the virtual seconds it took, the transport's
+    upstream and the limiter (closed)."""
 
     async def main(url: str) -> tuple[httpx.Response, float, Upstream, asyncio_adapter.Limiter]:
         async with asyncio_adapter.open_limiter(
-            Fifo(), limits={"requests": Limit(10, burst=1)}
+            Fifo(), limits=limits or {"requests": Limit(10, burst=1)}
         ) as limiter:
             transport = AsyncPermitsTransport(limiter, **options)
             transport.upstream.jitter = lambda: jitter
@@ -2058,17 +2063,22 @@ def test_a_retry_after_that_does_not_parse_is_counted_and_backed_off() -> None:
         {"RateLimit": '"default";r=0;t=3'},
     ],
 )
+@pytest.mark.parametrize("name", ["requests", "units"])
 def test_a_429_whose_headers_say_nothing_is_left_is_retried_at_their_reset(
-    headers: dict[str, str],
+    headers: dict[str, str], name: str
 ) -> None:
     """A 429 with no Retry-After whose rate-limit headers say nothing is
     left until a reset 3 s off: the limiter takes their word, and the
-    retry waits for it, not for a backoff on top."""
+    retry waits for it, not for a backoff on top. Their ``requests`` reach
+    the first limit when none is so named (``units``, the one limit of
+    ``open_limiter(policy, rate, burst)``): the ``x-ratelimit-*-requests``
+    pair was ignored there, and the retry went after a backoff."""
     script = Script((429, headers), (200, {}))
-    response, took, upstream, limiter = _sent_on_virtual_time(script, retries=1)
+    limits = {name: Limit(10, burst=1)}
+    response, took, upstream, limiter = _sent_on_virtual_time(script, limits=limits, retries=1)
     assert response.status_code == 200
     assert took == pytest.approx(3.0, abs=1e-6)
-    assert (upstream.pauses, upstream.backoffs) == (0, 0)
+    assert (upstream.pauses, upstream.backoffs, upstream.ignored) == (0, 0, 0)
     _balance(limiter, script)
 
 
@@ -2334,3 +2344,35 @@ def test_an_upstream_reads_a_dicts_headers_in_any_case(headers: Mapping[str, str
         upstream = Upstream(limiter)
         assert not upstream.again(429, {"X-Should-Retry": "false"}, 0, 2, None)
         assert (upstream.backoffs, limiter.pause_left()) == (0, 0.0)
+
+
+@pytest.mark.parametrize(
+    "limits",
+    [
+        {"units": Limit(1, burst=5)},  # open_limiter(policy, rate, burst): one limit, "units"
+        {"calls": Limit(1, burst=5), "tokens": Limit(100, burst=100)},
+        {"Requests": Limit(1, burst=5), "calls": Limit(1, burst=5)},  # its own, in any case
+    ],
+    ids=["units", "calls-and-tokens", "Requests-second"],
+)
+def test_x_ratelimit_requests_reach_the_first_limit_when_none_is_so_named(
+    limits: dict[str, Limit],
+) -> None:
+    """OpenAI's ``x-ratelimit-*-requests`` pair under a limiter with no
+    limit named ``requests`` (one opened with ``rate=``: its limit is
+    ``units``) was ignored, counted in ``ignored``, while the IETF
+    ``RateLimit`` field, whose unit is ``requests`` too, reached the first
+    limit. It reaches the limit of that name (in any case) and, with none,
+    the first, as the field does; a name that is neither (``-rpm``) is
+    still ignored, and the other limits are held back by nothing."""
+    headers = {
+        "x-ratelimit-remaining-requests": "0",
+        "x-ratelimit-reset-requests": "20s",
+        "x-ratelimit-remaining-rpm": "0",
+    }
+    held = "Requests" if "Requests" in limits else next(iter(limits))
+    with answered(headers, limits) as (limiter, transport):
+        assert (transport.upstream.ignored, transport.upstream.malformed) == (1, 0)
+        assert not limiter.try_acquire(cost={held: 1})
+        for name in set(limits) - {held}:
+            assert limiter.try_acquire(cost={name: 1}), name

@@ -246,15 +246,17 @@ def _ratelimit_items(field: str) -> list[tuple[str | None, str | None, str | Non
 _X_RATELIMIT = ("x-ratelimit-remaining-", "x-ratelimit-reset-")
 
 
-def _x_ratelimit_names(headers: Mapping[str, str]) -> set[str]:
-    """The names (lowercase) that ``x-ratelimit-remaining-<name>`` and
-    ``x-ratelimit-reset-<name>`` headers among ``headers`` are sent for."""
-    return {
-        key[len(prefix) :]
-        for key in map(str.lower, headers)
-        for prefix in _X_RATELIMIT
-        if key.startswith(prefix)
-    }
+def _x_ratelimit_names(headers: Mapping[str, str]) -> list[str]:
+    """The names (lowercase, in order) that ``x-ratelimit-remaining-<name>``
+    and ``x-ratelimit-reset-<name>`` headers among ``headers`` are sent for."""
+    return sorted(
+        {
+            key[len(prefix) :]
+            for key in map(str.lower, headers)
+            for prefix in _X_RATELIMIT
+            if key.startswith(prefix)
+        }
+    )
 
 
 @attrs.frozen
@@ -335,7 +337,8 @@ class Upstream:
         #: counts: a ``RateLimit`` item whose policy says so
         #: (``qu="content-bytes"``, say), and each name of the
         #: ``x-ratelimit-remaining-*``/``x-ratelimit-reset-*`` headers
-        #: that is no limit's (``-tokens`` for a limiter of requests only).
+        #: that is no limit's (``-tokens`` for a limiter of requests only;
+        #: ``-requests`` reaches the first limit if none is so named).
         self.ignored = 0
         #: The upstream's quota policies by name, each as the latest
         #: ``RateLimit-Policy`` field naming it said: the last
@@ -438,15 +441,15 @@ class Upstream:
             else:
                 self._count("pauses")
                 pause = self.limiter.pause_left()
-        named = {name.lower() for name in self.limiter.limits}
-        self._count("ignored", len(_x_ratelimit_names(headers) - named))
-        for name in self.limiter.limits:
-            key = name.lower()  # (a limit "Tokens": the header names it in any case)
-            remaining = headers.get(f"x-ratelimit-remaining-{key}")
-            reset = headers.get(f"x-ratelimit-reset-{key}")
-            if remaining is not None:  # (Azure OpenAI sends no reset)
-                refills = headers.get(f"x-ratelimit-limit-{key}", "")
-                held |= self._adopt(remaining, reset, name, refills=refills)
+        for name in _x_ratelimit_names(headers):
+            limit = self._limit_counting(name, any_case=True)
+            remaining = headers.get(f"x-ratelimit-remaining-{name}")
+            if limit is None:
+                self._count("ignored")
+            elif remaining is not None:  # (Azure OpenAI sends no reset)
+                reset = headers.get(f"x-ratelimit-reset-{name}")
+                refills = headers.get(f"x-ratelimit-limit-{name}", "")
+                held |= self._adopt(remaining, reset, limit, refills=refills)
         field = headers.get("ratelimit-policy")
         if field is not None:
             self._learn_policies(field)
@@ -487,12 +490,19 @@ class Upstream:
         with self._lock:
             setattr(self, counter, getattr(self, counter) + n)
 
-    def _limit_counting(self, unit: str) -> str | None:
-        """The limit that counts ``unit``: the one of that name; for
-        ``"requests"`` (the IETF draft's default unit), else the first."""
+    def _limit_counting(self, unit: str, *, any_case: bool = False) -> str | None:
+        """The limit that counts ``unit``: the one of that name (with
+        ``any_case``, as a header's lower-case name names it: else one whose
+        name is that in lower case, ``"Tokens"`` for ``tokens``); for
+        ``"requests"`` (the IETF draft's default unit, and the count of
+        requests ``x-ratelimit-*-requests`` send), else the first."""
         limits = self.limiter.limits
         if unit in limits:
             return unit
+        if any_case:
+            for name in limits:
+                if name.lower() == unit:
+                    return name
         return next(iter(limits)) if unit == "requests" else None
 
     def _learn_policies(self, field: str) -> None:
