@@ -1347,6 +1347,21 @@ MUTANTS: dict[str, tuple[str, str, str, str]] = {
         " opened with rate= (its one limit, units) they are ignored, where the RateLimit"
         " field's requests reach the first limit",
     ),
+    "held-by-a-limit-not-costed": (
+        "adapters/permits/_upstream.py",
+        "        if not any(_charges(cost, limit) for limit in held):\n",
+        "        if not held:\n",
+        "a 429 whose headers say a limit the request does not cost is used up takes no backoff:"
+        " its retry's permit, held back by nothing, sends it again at once, every try",
+    ),
+    "backoff-counted-without-a-retry": (
+        "adapters/permits/_upstream.py",
+        "            if not retry(max(seconds, self.limiter.pause_left()), attempt, retries,"
+        " timeout):\n",
+        "            if not retry(seconds, attempt, retries, timeout):\n",
+        "a backoff is paused for and counted while a longer pause in force keeps the retry past"
+        " the timeout: the response is returned, a backoff counted that preceded no retry",
+    ),
     "httpx-function-named-as-extension": (
         "adapters/permits/httpx.py",
         "or request.extensions.get(key) is None:\n",

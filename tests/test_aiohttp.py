@@ -726,3 +726,33 @@ def test_x_ratelimit_requests_reach_the_first_limit_when_none_is_so_named() -> N
     headers = {"X-RateLimit-Remaining-Requests": "0", "X-RateLimit-Reset-Requests": "30s"}
     free, _, permits = after_one_get((200, headers), rate=1, burst=10)
     assert (free, permits.upstream.ignored, permits.upstream.malformed) == (False, 0, 0)
+
+
+def test_a_429_saying_a_limit_the_request_does_not_cost_is_used_up_is_backed_off() -> None:
+    """As the httpx transports: a 429 with no Retry-After whose headers
+    say the tokens are used up for 30 s, to a request that costs requests
+    only, was sent again at once, each try (its permit, of no token, held
+    back by nothing); it is backed off now, 0.5 s then 1 s. On virtual
+    time (aiohttp's own timeouts off), the server on a real socket."""
+
+    async def main(url: str) -> tuple[int, float, int, int]:
+        async with asyncio_adapter.open_limiter(
+            Fifo(), limits={"requests": Limit(100, burst=10), "tokens": Limit(1000, burst=1000)}
+        ) as limiter:
+            permits = PermitsMiddleware(limiter, retries=2, cost=lambda request: {"requests": 1})
+            permits.upstream.jitter = lambda: 0.0
+            async with aiohttp.ClientSession(
+                middlewares=(permits,), timeout=aiohttp.ClientTimeout(total=None)
+            ) as session:
+                start = asyncio.get_running_loop().time()
+                async with session.get(url) as response:
+                    took = asyncio.get_running_loop().time() - start
+                    upstream = permits.upstream
+                    return response.status, took, upstream.pauses, upstream.backoffs
+
+    headers = {"x-ratelimit-remaining-tokens": "0", "x-ratelimit-reset-tokens": "30s"}
+    script = Script((429, headers), (429, headers), (200, {}))
+    with serve_script(script) as url:
+        status, took, pauses, backoffs = testing.run(main(url))
+    assert (status, pauses, backoffs, len(script.bodies)) == (200, 2, 2, 3)
+    assert took == pytest.approx(1.5, abs=1e-6)

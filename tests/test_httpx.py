@@ -406,7 +406,7 @@ def test_a_response_is_closed_when_learning_from_it_fails(
     def upstream(request: httpx.Request) -> httpx.Response:
         return httpx.Response(429, headers={"Retry-After": "1"}, stream=Stream())
 
-    def fails(*answer: Any) -> None:
+    def fails(*answer: Any, **options: Any) -> None:
         raise LimiterClosed()
 
     with threads.open_limiter(Fifo(), 10) as limiter:
@@ -2376,3 +2376,74 @@ def test_x_ratelimit_requests_reach_the_first_limit_when_none_is_so_named(
         assert not limiter.try_acquire(cost={held: 1})
         for name in set(limits) - {held}:
             assert limiter.try_acquire(cost={name: 1}), name
+
+
+@pytest.mark.parametrize(
+    ("cost", "took", "backoffs"),
+    [({"requests": 1}, 0.5 + 1.0, 2), ({"requests": 1, "tokens": 100}, 2 * 29.1, 0)],
+    ids=["requests-only", "tokens-too"],
+)
+def test_a_429_saying_a_limit_the_request_does_not_cost_is_used_up_is_backed_off(
+    cost: dict[str, int], took: float, backoffs: int
+) -> None:
+    """A 429 with no Retry-After whose headers say the tokens are used up
+    for 30 s, to a request that costs requests only: its retry was taken
+    for one the reset holds back, so no backoff paused the limiter, and the
+    retry's permit (of no token) came at once: every try went at once (six
+    within a millisecond, at ``retries=5``). Such a 429 is backed off now,
+    as one that says nothing; a request that costs tokens waits for them,
+    with no backoff on top (29.1 s each time: the bucket is full at the
+    reset, refilling at 1,000 tokens a second, so it holds 100 from 0.9 s
+    before)."""
+    headers = {
+        "x-ratelimit-remaining-tokens": "0",
+        "x-ratelimit-reset-tokens": "30s",
+        "x-ratelimit-limit-tokens": "1000",
+        "x-ratelimit-remaining-requests": "499",
+        "x-ratelimit-reset-requests": "120ms",
+    }
+    script = Script((429, headers), (429, headers), (200, {}))
+    limits = {"requests": Limit(100, burst=10), "tokens": Limit(1000, burst=1000)}
+    response, seconds, upstream, limiter = _sent_on_virtual_time(
+        script, limits=limits, retries=2, cost=lambda request: cost
+    )
+    assert response.status_code == 200
+    assert seconds == pytest.approx(took, abs=1e-6)
+    assert (upstream.pauses, upstream.backoffs, upstream.throttled) == (backoffs, backoffs, 2)
+    _balance(limiter, script)
+
+
+class _PausedWhileOut(Script):
+    """A script whose server, before each answer, pauses ``limiter`` for
+    ``seconds``: another request's ``Retry-After``, learned while this one
+    was out."""
+
+    def __init__(
+        self, limiter: threads.Limiter, seconds: float, *answers: tuple[int, dict[str, str]]
+    ) -> None:
+        super().__init__(*answers)
+        self.limiter = limiter
+        self.seconds = seconds
+
+    def next(self, body: bytes) -> tuple[int, Mapping[str, str | list[str]]]:
+        self.limiter.pause_for(self.seconds)
+        return super().next(body)
+
+
+def test_a_backoff_not_taken_for_a_longer_pause_past_the_timeout_is_not_counted() -> None:
+    """A 429 with no Retry-After that comes back while a pause of 30 s is
+    in force (set while it was out), with ``timeout=5``: no retry can come
+    within the timeout, and the 429 is returned at once, as it was; but a
+    backoff was counted (in ``pauses`` and ``backoffs``) that paused
+    nothing and preceded no retry. Nothing is counted now."""
+    with threads.open_limiter(Fifo(), limits={"requests": Limit(10, burst=5)}) as limiter:
+        script = _PausedWhileOut(limiter, 30.0, (429, {}), (200, {}))
+        with serve_script(script) as url:
+            transport = PermitsTransport(limiter, retries=1, timeout=5.0)
+            transport.upstream.jitter = lambda: 0.0
+            with httpx.Client(transport=transport) as client:
+                assert client.get(url).status_code == 429
+        upstream = transport.upstream
+        assert (upstream.throttled, upstream.pauses, upstream.backoffs) == (1, 0, 0)
+        assert len(script.bodies) == 1
+        assert limiter.statistics().pauses == 1, "the pause of 30 s alone"

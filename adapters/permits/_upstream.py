@@ -370,30 +370,36 @@ class Upstream:
         attempt: int,
         retries: int,
         timeout: float | None,
+        *,
+        cost: Cost = 1,
     ) -> bool:
-        """Apply what a response to try ``attempt`` (from 0) says, as
-        :meth:`learn`, and whether the request is sent again (:func:`retry`:
-        while tries are left, the pause in force within ``timeout``). A
-        429 or 503 that says no ``Retry-After`` (or none that parses) is
-        sent again too: after the reset its rate-limit headers say, if they
-        say nothing is left until one to come (the next permit waits for
-        it); else after a :func:`backoff`, for which the whole limiter
+        """Apply what a response to try ``attempt`` (from 0) of a request
+        that asked for ``cost`` says, as :meth:`learn`, and whether the
+        request is sent again (:func:`retry`: while tries are left, the
+        pause in force within ``timeout``). A 429 or 503 that says no
+        ``Retry-After`` (or none that parses) is sent again too: after the
+        reset its rate-limit headers say, if they say nothing is left of a
+        limit the request costs until one to come (the next permit waits
+        for it); else after a :func:`backoff`, for which the whole limiter
         pauses, as for a ``Retry-After`` (the upstream's limit is every
-        task's), unless it outlasts ``timeout`` (then nothing pauses and
-        the response is returned). One whose ``x-should-retry`` says
-        ``false`` (the OpenAI and Anthropic APIs' word that another try
-        cannot succeed: a quota used up) is learned from and returned, as
-        with no try left."""
+        task's), unless the pause in force then outlasts ``timeout`` (then
+        nothing pauses, nothing is counted, and the response is returned).
+        One whose ``x-should-retry`` says ``false`` (the OpenAI and
+        Anthropic APIs' word that another try cannot succeed: a quota used
+        up) is learned from and returned, as with no try left."""
         headers = _case_blind(headers)
         paused, said, held = self._learn(status, headers)
         if _said_no_retry(headers):
             return False
         if said or status not in THROTTLED or attempt >= retries:
             return retry(paused, attempt, retries, timeout)
-        if not held:
+        if not any(_charges(cost, limit) for limit in held):
             seconds = min(backoff(attempt, self._draw()), self.max_pause)
-            if timeout is not None and seconds >= timeout:
-                return False  # (as retry judges a pause)
+            # decided first: a pause in force (another request's, longer)
+            # may keep the retry past the timeout: then nothing is paused
+            # for a retry that does not go, nor counted
+            if not retry(max(seconds, self.limiter.pause_left()), attempt, retries, timeout):
+                return False
             try:
                 self.limiter.pause_for(seconds)
             except LimiterClosed:
@@ -414,13 +420,16 @@ class Upstream:
             raise PermitValueError("jitter", drawn, "must draw a number in [0, 1]")
         return drawn
 
-    def _learn(self, status: int, headers: Mapping[str, str]) -> tuple[float | None, bool, bool]:
+    def _learn(
+        self, status: int, headers: Mapping[str, str]
+    ) -> tuple[float | None, bool, set[str]]:
         """:meth:`learn`'s pause; whether a ``Retry-After`` (or
-        ``retry-after-ms``) said how long to wait; and whether a rate-limit
-        header said nothing is left of a limit until a reset to come (and
+        ``retry-after-ms``) said how long to wait; and the limits of which
+        a rate-limit header said nothing is left until a reset to come (and
         the limiter took it). ``headers`` as :func:`_case_blind` gives them."""
         pause = None
-        said = held = False
+        said = False
+        held: set[str] = set()
         if status == 429:
             self._count("throttled")
         seconds = self._retry_after(headers) if status in THROTTLED else None
@@ -449,7 +458,8 @@ class Upstream:
             elif remaining is not None:  # (Azure OpenAI sends no reset)
                 reset = headers.get(f"x-ratelimit-reset-{name}")
                 refills = headers.get(f"x-ratelimit-limit-{name}", "")
-                held |= self._adopt(remaining, reset, limit, refills=refills)
+                if self._adopt(remaining, reset, limit, refills=refills):
+                    held.add(limit)
         field = headers.get("ratelimit-policy")
         if field is not None:
             self._learn_policies(field)
@@ -465,8 +475,8 @@ class Upstream:
                 self._count("malformed")
             elif limit is None:
                 self._count("ignored")
-            else:
-                held |= self._adopt(remaining, reset, limit, refills=None)
+            elif self._adopt(remaining, reset, limit, refills=None):
+                held.add(limit)
         return pause, said, held
 
     def _retry_after(self, headers: Mapping[str, str]) -> float | None:
@@ -639,6 +649,11 @@ def raise_if_broken(error: Exception) -> None:
     not that a retry's permit cannot come (:data:`LATE`)."""
     if isinstance(error, LimiterClosed) and error.cause is not None:
         raise error
+
+
+def _charges(cost: Cost, limit: str) -> bool:
+    """Whether ``cost`` takes units of ``limit`` (an ``int``, of every limit)."""
+    return (cost if isinstance(cost, int) else cost.get(limit, 0)) > 0
 
 
 def _case_blind(headers: Mapping[str, str]) -> Mapping[str, str]:
