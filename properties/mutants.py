@@ -1362,6 +1362,13 @@ MUTANTS: dict[str, tuple[str, str, str, str]] = {
         "a backoff is paused for and counted while a longer pause in force keeps the retry past"
         " the timeout: the response is returned, a backoff counted that preceded no retry",
     ),
+    "async-option-taken": (
+        "adapters/permits/_upstream.py",
+        "        if inspect.iscoroutinefunction(function) or inspect.iscoroutinefunction(\n",
+        "        if False and inspect.iscoroutinefunction(\n",
+        "an async def given as settle (or cost, level, flow) is taken, and each call's"
+        " coroutine, never awaited, fails every response the upstream served",
+    ),
     "httpx-function-named-as-extension": (
         "adapters/permits/httpx.py",
         "or request.extensions.get(key) is None:\n",

@@ -756,3 +756,30 @@ def test_a_429_saying_a_limit_the_request_does_not_cost_is_used_up_is_backed_off
         status, took, pauses, backoffs = testing.run(main(url))
     assert (status, pauses, backoffs, len(script.bodies)) == (200, 2, 2, 3)
     assert took == pytest.approx(1.5, abs=1e-6)
+
+
+async def _async_function(*args: object) -> int:
+    return 1
+
+
+@pytest.mark.parametrize("argument", ["level", "flow", "cost", "settle"])
+def test_an_async_function_as_an_option_is_refused_naming_it(argument: str) -> None:
+    """As the httpx transports: an ``async def`` (natural under aiohttp)
+    given as ``settle`` was taken, and made every response the upstream
+    served raise (its coroutine never awaited, the 200 lost); ``cost``,
+    ``level`` and ``flow`` every request. The middleware calls them, never
+    awaits them: such a one is refused when it is made, naming it."""
+
+    options: dict[str, Any] = {argument: _async_function}
+
+    async def main() -> None:
+        async with asyncio_adapter.open_limiter(Fifo(), 10, settle_window=60.0) as limiter:
+            with pytest.raises(
+                PermitTypeError,
+                match=rf"^{argument}=.*: expected a plain function \(called, not awaited\), "
+                "or None, got an async function$",
+            ) as refused:
+                PermitsMiddleware(limiter, **options)
+            assert refused.value.argument == argument
+
+    asyncio.run(main())

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import email.utils
+import functools
 import gzip
 import logging
 import math
@@ -2413,6 +2414,46 @@ def test_a_429_saying_a_limit_the_request_does_not_cost_is_used_up_is_backed_off
     _balance(limiter, script)
 
 
+async def _async_function(*args: object) -> int:
+    return 1
+
+
+class _AsyncCall:
+    async def __call__(self, *args: object) -> int:
+        return 1
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("argument", ["level", "flow", "cost", "settle"])
+@pytest.mark.parametrize(
+    "function",
+    [_async_function, _AsyncCall(), functools.partial(_async_function, 1)],
+    ids=["async-def", "async-call", "partial"],
+)
+async def test_an_async_function_as_an_option_is_refused_naming_it(
+    argument: str, function: Any
+) -> None:
+    """An ``async def`` given as ``settle`` (natural beside
+    ``httpx.AsyncClient``), ``cost``, ``level`` or ``flow`` was taken,
+    and each call returned a coroutine, never awaited: ``settle``'s made
+    every response the upstream served raise (the 200 lost), the others'
+    every request. The transports call these functions, never await them:
+    such a one is refused when the transport is made, naming it."""
+    expected = (
+        rf"^{argument}=.*: expected a plain function \(called, not awaited\), or None, "
+        "got an async function$"
+    )
+    async with asyncio_adapter.open_limiter(Fifo(), 10, settle_window=60.0) as limiter:
+        with pytest.raises(PermitTypeError, match=expected) as refused:
+            AsyncPermitsTransport(limiter, **{argument: function})
+        assert (refused.value.argument, refused.value.value) == (argument, function)
+    with (
+        threads.open_limiter(Fifo(), 10, settle_window=60.0) as thread_limiter,
+        pytest.raises(PermitTypeError, match=expected),
+    ):
+        PermitsTransport(thread_limiter, **{argument: function})
+
+
 class _PausedWhileOut(Script):
     """A script whose server, before each answer, pauses ``limiter`` for
     ``seconds``: another request's ``Retry-After``, learned while this one
@@ -2447,3 +2488,72 @@ def test_a_backoff_not_taken_for_a_longer_pause_past_the_timeout_is_not_counted(
         assert (upstream.throttled, upstream.pauses, upstream.backoffs) == (1, 0, 0)
         assert len(script.bodies) == 1
         assert limiter.statistics().pauses == 1, "the pause of 30 s alone"
+
+
+def _bad_learn_and_again() -> list[tuple[str, Callable[[Upstream, Any], object], str, type]]:
+    """Bad arguments of ``Upstream.learn`` and ``again``, each beside a
+    real response's headers (``h``): (id, the call, the argument it
+    names, the error)."""
+    return [
+        ("headers-None", lambda u, h: u.learn(429, None), "headers", PermitTypeError),
+        ("headers-pairs", lambda u, h: u.learn(429, list(h.items())), "headers", PermitTypeError),
+        ("name-int", lambda u, h: u.learn(429, {1: "30", **h}), "headers", PermitTypeError),
+        (
+            "value-int",
+            lambda u, h: u.learn(429, {**h, "retry-after": 30}),
+            "headers['retry-after']",
+            PermitTypeError,
+        ),
+        ("status-str", lambda u, h: u.learn("429", h), "status", PermitTypeError),
+        ("status-bool", lambda u, h: u.again(True, h, 0, 1, None), "status", PermitTypeError),
+        ("attempt-below-0", lambda u, h: u.again(429, h, -1, 1, None), "attempt", PermitValueError),
+        ("attempt-float", lambda u, h: u.again(429, h, 0.0, 1, None), "attempt", PermitTypeError),
+        ("retries-below-0", lambda u, h: u.again(429, h, 0, -1, None), "retries", PermitValueError),
+        ("timeout-below-0", lambda u, h: u.again(429, h, 0, 1, -5), "timeout", PermitValueError),
+        ("timeout-str", lambda u, h: u.again(429, h, 0, 1, "1"), "timeout", PermitTypeError),
+        ("cost-str", lambda u, h: u.again(429, h, 0, 1, None, cost="1"), "cost", PermitTypeError),
+        (
+            "cost-entry-below-0",
+            lambda u, h: u.again(429, h, 0, 1, None, cost={"requests": -1}),
+            "cost['requests']",
+            PermitValueError,
+        ),
+    ]
+
+
+@pytest.mark.parametrize(
+    ("call", "argument", "error"),
+    [case[1:] for case in _bad_learn_and_again()],
+    ids=[case[0] for case in _bad_learn_and_again()],
+)
+def test_bad_input_to_learn_or_again_is_refused_naming_it_and_changes_nothing(
+    call: Callable[[Upstream, Any], object], argument: str, error: type[Exception]
+) -> None:
+    """``Upstream.learn`` and ``again`` (public, for a client of one's
+    own) raised a bare ``TypeError`` or ``AttributeError`` for headers that
+    are no mapping of strings, read a status ``"429"`` as no 429, and took
+    a try ``-1``; and the 429 was counted before the refusal. Each bad
+    argument is refused naming it, the counters, the pause and the limits
+    as they were; beside it, the real response's headers are learned."""
+    wire = {
+        "Retry-After": "30",
+        "x-ratelimit-remaining-requests": "0",
+        "x-ratelimit-reset-requests": "20s",
+    }
+    with (
+        serve_script(Script((429, wire))) as url,
+        threads.open_limiter(Fifo(), limits={"requests": Limit(10, burst=5)}) as limiter,
+    ):
+        headers = httpx.get(url).headers
+        upstream = Upstream(limiter)
+        before = repr(upstream)
+        with pytest.raises(error) as refused:
+            call(upstream, dict(headers))
+        assert refused.value.argument == argument  # type: ignore[attr-defined]
+        assert str(refused.value).startswith(f"{argument}=")
+        assert repr(upstream) == before
+        assert (limiter.pause_left(), limiter.statistics().pauses) == (0.0, 0)
+        assert limiter.try_acquire(), "nothing adopted"
+        paused = upstream.learn(429, headers)
+        assert paused is not None
+        assert 29.0 < paused <= 30.0

@@ -4,6 +4,7 @@ share. No HTTP library is imported here."""
 
 from __future__ import annotations
 
+import inspect
 import logging
 import math
 import random
@@ -360,8 +361,11 @@ class Upstream:
         case-insensitive mapping, httpx's, aiohttp's or requests', or a
         ``dict``, whose names are read in any case) says. If it paused the
         limiter, the seconds left of the pause in force (:meth:`pause_left`:
-        an earlier one may outlast it); else ``None``."""
-        return self._learn(status, _case_blind(headers))[0]
+        an earlier one may outlast it); else ``None``. A ``status`` that is
+        no ``int``, or ``headers`` that are no mapping of ``str`` names to
+        ``str`` values, is refused naming it (``PermitTypeError``), before
+        anything is counted or applied."""
+        return self._learn(_checked_status(status), _checked_headers(headers))[0]
 
     def again(
         self,
@@ -386,8 +390,18 @@ class Upstream:
         nothing pauses, nothing is counted, and the response is returned).
         One whose ``x-should-retry`` says ``false`` (the OpenAI and
         Anthropic APIs' word that another try cannot succeed: a quota used
-        up) is learned from and returned, as with no try left."""
-        headers = _case_blind(headers)
+        up) is learned from and returned, as with no try left. Arguments
+        checked as :meth:`learn`'s, ``attempt`` and ``retries`` (``int >=
+        0``), ``timeout`` (seconds ``>= 0``, or ``None``) and ``cost`` (as
+        an acquire's: an ``int``, of every limit, or a mapping of limit
+        names to ints), before anything is counted or applied."""
+        status = _checked_status(status)
+        headers = _checked_headers(headers)
+        check_int("attempt", attempt, 0)
+        check_int("retries", retries, 0)
+        if timeout is not None:
+            _nanoseconds("timeout", timeout)
+        _check_cost(cost)
         paused, said, held = self._learn(status, headers)
         if _said_no_retry(headers):
             return False
@@ -651,6 +665,40 @@ def raise_if_broken(error: Exception) -> None:
         raise error
 
 
+def _checked_status(status: object) -> int:
+    """A response's ``status``, checked: an ``int`` (not a ``bool``; a
+    ``"429"`` was read as no 429)."""
+    if isinstance(status, bool) or not isinstance(status, int):
+        raise PermitTypeError("status", status, "an int (an HTTP status code)")
+    return status
+
+
+def _checked_headers(headers: object) -> Mapping[str, str]:
+    """A response's ``headers``, checked (a mapping of ``str`` names to
+    ``str`` values, a value at fault named by its entry), as
+    :func:`_case_blind` gives them."""
+    if not isinstance(headers, Mapping):
+        raise PermitTypeError("headers", headers, "a mapping of header names to values (str)")
+    for name, value in headers.items():
+        if not isinstance(name, str):
+            raise PermitTypeError("headers", headers, "a mapping whose header names are str")
+        if not isinstance(value, str):
+            raise PermitTypeError(f"headers[{name!r}]", value, "a str")
+    return _case_blind(headers)
+
+
+def _check_cost(cost: object) -> None:
+    """A request's ``cost``, checked as an acquire reads it: an ``int >=
+    0``, or a mapping of limit names to ints ``>= 0`` (named by its entry)."""
+    if isinstance(cost, Mapping):
+        for name, units in cost.items():
+            check_int(f"cost[{name!r}]", units, 0)
+    elif isinstance(cost, bool) or not isinstance(cost, int):
+        raise PermitTypeError("cost", cost, "an int, or a mapping of limit names to ints")
+    else:
+        check_int("cost", cost, 0)
+
+
 def _charges(cost: Cost, limit: str) -> bool:
     """Whether ``cost`` takes units of ``limit`` (an ``int``, of every limit)."""
     return (cost if isinstance(cost, int) else cost.get(limit, 0)) > 0
@@ -704,11 +752,21 @@ def check_options(
     """An integration's ``retries`` (an ``int >= 0``), ``max_pause`` (a
     finite number of seconds ``> 0``), ``timeout`` (seconds ``>= 0``, or
     ``None``) and ``functions`` (``level``, ``flow``, ``cost``, ``settle``:
-    each callable or ``None``), checked; refused now, not once a request
-    has gone out."""
+    each callable or ``None``, and called, not awaited: an ``async def``
+    is refused), checked; refused now, not once a request has gone out
+    (an ``async def settle`` once the upstream had served it)."""
     for argument, function in functions.items():
         if function is not None and not callable(function):
             raise PermitTypeError(argument, function, "a function, or None")
+        if inspect.iscoroutinefunction(function) or inspect.iscoroutinefunction(
+            type(function).__call__  # (an object whose __call__ is an async def)
+        ):
+            raise PermitTypeError(
+                argument,
+                function,
+                "a plain function (called, not awaited), or None",
+                got="an async function",
+            )
     check_int("retries", retries, 0)
     _check_max_pause(max_pause)
     if timeout is not None:
