@@ -756,7 +756,9 @@ def check_options(
     is refused), checked; refused now, not once a request has gone out
     (an ``async def settle`` once the upstream had served it)."""
     for argument, function in functions.items():
-        if function is not None and not callable(function):
+        if function is None:
+            continue
+        if not callable(function):
             raise PermitTypeError(argument, function, "a function, or None")
         if inspect.iscoroutinefunction(function) or inspect.iscoroutinefunction(
             type(function).__call__  # (an object whose __call__ is an async def)
