@@ -578,7 +578,8 @@ def opening(manager: AbstractContextManager[_Opened]) -> Block[_Opened]:
 
 class Permit:
     """The permit a caller holds: what it asked for, and the way to say what
-    its call cost after all (:meth:`settle`)."""
+    its call cost after all (:meth:`settle`). A limiter's ``acquire`` makes
+    it; there is nothing to make one from by hand."""
 
     __slots__ = ("_id", "_limiter", "cost", "flow", "level")
 
