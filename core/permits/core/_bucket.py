@@ -121,9 +121,6 @@ class Bucket:
         Kept up to date by every change, so that reading it costs nothing.
     :ivar held: units in flight.
     :ivar until: nothing is available before this time (a pause).
-    :ivar whole: the interval ``P / Q`` when it is a whole number of
-        nanoseconds (a rate that divides 10**9: 1,000/s, 10/s), else 0:
-        a due time then takes no division.
     :ivar quotas: the upstream's quotas, each ``(left, until)``: units that
         may still be charged before ``until``; a cost beyond one waits for
         its end. None made redundant by another (no more left, lasting no
@@ -142,12 +139,10 @@ class Bucket:
         "n",
         "quotas",
         "until",
-        "whole",
     )
 
     def __init__(self, rate: Fraction, burst: int, index: int = 0) -> None:
         self.P, self.Q = interval_of(rate)
-        self._set_whole()
         self.b1 = burst - 1
         self.index = index
         self.anchor = 0
@@ -265,7 +260,6 @@ class Bucket:
             if isinstance(record, Rerate) and record.limit == self.index:
                 self.P, self.Q, self.b1 = record.old  # the limit as it was at the mark
                 break
-        self._set_whole()
         self.anchor, self.k, self.quotas = mark
         marks: list[Mark | None] = []
         for record in records:
@@ -300,8 +294,6 @@ class Bucket:
             raise AssertionError("invariant broken: negative units in flight")
         if len(self.quotas) > MAX_QUOTAS:
             raise AssertionError("invariant broken: more than MAX_QUOTAS quotas in force")
-        if self.whole != (self.P // self.Q if self.P % self.Q == 0 else 0):
-            raise AssertionError("invariant broken: whole is not the interval in whole ns")
 
     def _apply(self, change: Change) -> None:
         now = change.at
@@ -320,7 +312,6 @@ class Bucket:
             # The units in the bucket stay: burst - (tat - now) / interval.
             units = self.b1 + 1 - (tat - now) * Q / P
             self.P, self.Q, self.b1 = change.P, change.Q, change.b1
-            self._set_whole()
             tat = max(Fraction(now - 1), now + (self.b1 + 1 - units) * change.P / change.Q)
             self.anchor, self.k = -((-tat.numerator) // tat.denominator), 0
         else:
@@ -329,11 +320,6 @@ class Bucket:
             if floor > tat:
                 self.anchor, self.k = change.reset, self.b1 + 1 - change.remaining
         self._set_due()
-
-    def _set_whole(self) -> None:
-        """The interval (``P``, ``Q``) changed: :attr:`whole` follows."""
-        P, Q = self.P, self.Q
-        self.whole = P // Q if P % Q == 0 else 0
 
     def _set_due(self) -> None:
         # ceil(TAT + (held + n - burst) * interval), or never while the held
@@ -346,11 +332,7 @@ class Bucket:
         if excess > 0 and excess * self.P > self.Q:
             self.due = NEVER
         else:
-            whole = self.whole
-            if whole:  # (the same, with no division)
-                due = self.anchor + (excess + self.k) * whole
-            else:
-                due = self.anchor - ((-excess - self.k) * self.P // self.Q)
+            due = self.anchor - ((-excess - self.k) * self.P // self.Q)
             if due < self.until:
                 due = self.until
             if self.quotas:  # (the common case, none, costs one test)
