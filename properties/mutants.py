@@ -317,7 +317,7 @@ MUTANTS: dict[str, tuple[str, str, str, str]] = {
         "        for bucket in self.buckets[:1]:\n"
         "            marks.append(bucket.charge(now, cost, mark))\n"
         "        for bucket in self.buckets[1:]:\n"
-        "            marks.append(Mark(bucket.anchor, bucket.k, bucket.quotas))\n",
+        "            marks.append((bucket.anchor, bucket.k, bucket.quotas))\n",
         "a grant charges its first limit and not the others",
     ),
     "small-passes-large": (

@@ -43,16 +43,13 @@ NEVER = 1 << 200
 #: beyond, the two that end first become one (see :func:`in_force`).
 MAX_QUOTAS = 16
 
-_new = tuple.__new__
-
-
-class Mark(NamedTuple):
-    """One bucket's charged state at one moment, to return to (a refund)."""
-
-    anchor: int
-    k: int
-    #: The quotas in force: each one's units left and its end (see :class:`Quota`).
-    quotas: tuple[tuple[int, int], ...]
+#: One bucket's charged state at one moment, to return to (a refund):
+#: ``(anchor, k, quotas)``, the quotas in force as each one's units left and
+#: its end (see :class:`Quota`). A plain tuple, not a NamedTuple: one is made
+#: for every grant a refund may reach, and the garbage collector stops
+#: tracking a plain tuple of ints (never an instance of a tuple's subclass),
+#: and a plain tuple costs no call to make.
+Mark = tuple[int, int, tuple[tuple[int, int], ...]]
 
 
 class Rerate(NamedTuple):
@@ -188,7 +185,7 @@ class Bucket:
         would lose up to a nanosecond per permit to rounding.
         """
         anchor, k = self.anchor, self.k
-        before = _new(Mark, (anchor, k, self.quotas)) if mark else None
+        before = (anchor, k, self.quotas) if mark else None
         n = cost[self.index]
         if k * self.P < (now - 1 - anchor) * self.Q:
             self.anchor = now - 1
@@ -508,7 +505,7 @@ class Outside:
         """Nothing to check."""
 
 
-_NO_MARK = Mark(0, 0, ())
+_NO_MARK: Mark = (0, 0, ())
 
 
 def refuse_outside(argument: str, value: object, what: str) -> PermitValueError:

@@ -59,16 +59,23 @@ class WaitHistogram:
     def record(self, wait: int) -> None:
         """Record one wait of ``wait`` nanoseconds."""
         self.count += 1
-        self.total += wait
-        if wait > self._max:
-            self._max = wait
-        n = wait.bit_length()
+        if wait:
+            self.total += wait
+            if wait > self._max:
+                self._max = wait
+            n = wait.bit_length()
+            try:
+                bucket = wait & _KEEP[n]
+            except IndexError:  # (a try costs nothing until it catches)
+                bucket = wait & ~((1 << (n - _BITS)) - 1)
+        else:  # (every free take's: nothing to add, and a bucket of its own)
+            bucket = 0
+            if self._max < 0:
+                self._max = 0
         try:
-            bucket = wait & _KEEP[n]
-        except IndexError:  # (a try costs nothing until it catches)
-            bucket = wait & ~((1 << (n - _BITS)) - 1)
-        counts = self._counts
-        counts[bucket] = counts.get(bucket, 0) + 1
+            self._counts[bucket] += 1  # (no call: cheaper than get())
+        except KeyError:
+            self._counts[bucket] = 1
 
     def merge(self, other: WaitHistogram) -> None:
         """Count ``other``'s waits here too, as if each had been recorded here."""
