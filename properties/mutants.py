@@ -112,7 +112,7 @@ MUTANTS: dict[str, tuple[str, str, str, str]] = {
     ),
     "cancel-keeps-the-plan": (
         "_machine.py",
-        "        if not self.unit_costs:\n"
+        "        if not self._unit_costs:\n"
         "            self._plan()  # (the plan was made with it)\n",
         "",
         "a cancel under costs leaves the plan made with the cancelled waiter in it (P4)",
@@ -325,7 +325,7 @@ MUTANTS: dict[str, tuple[str, str, str, str]] = {
         "                if now < source.due:\n                    return\n",
         "                if now < source.due:\n"
         "                    level = min(\n"
-        "                        (lv for lv in range(self.levels) if depths[lv]),\n"
+        "                        (lv for lv in range(self._levels) if depths[lv]),\n"
         "                        key=lambda lv: sum(queues.head(lv).cost),\n"
         "                    )\n"
         "                    source.want(queues.head(level).cost)\n"

@@ -401,7 +401,7 @@ def test_the_deadline_checks_report_what_they_guard() -> None:
 
 def test_the_grant_checks_report_what_they_guard() -> None:
     machine = waiting()
-    machine.unit_costs = False  # the queues still count every cost as one unit
+    machine._unit_costs = False  # the queues still count every cost as one unit
     with pytest.raises(AssertionError, match=broken("unit_costs is not the queues' own")):
         machine.check_valid()
 

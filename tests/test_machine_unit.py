@@ -162,6 +162,39 @@ def test_unit_costs_until_a_waiter_asks_for_another_cost() -> None:
     assert not machine.unit_costs
 
 
+def test_a_machine_s_configuration_is_read_only() -> None:
+    """``policy``, ``levels``, ``charge`` and ``unit_costs`` read back what the
+    machine was made with (and ``unit_costs`` what it saw), and refuse to be
+    set: a policy swapped mid-run would choose from queues whose state
+    another policy began, and ``levels`` or ``unit_costs`` set by hand would
+    leave the machine's hot paths reading what its queues no longer are."""
+    policy = StrictPriority(3)
+    machine = Machine(policy, 1, 4, charge=Charge.AT_SPEND)
+    assert (machine.policy, machine.levels, machine.charge, machine.unit_costs) == (
+        policy,
+        3,
+        Charge.AT_SPEND,
+        True,
+    )
+    machine.push("a", 0, 0)
+    before = machine.snapshot()
+    for name, value in [
+        ("policy", Fifo(1)),
+        ("levels", 1),
+        ("charge", Charge.AT_GRANT),
+        ("unit_costs", False),
+    ]:
+        with pytest.raises(AttributeError):
+            setattr(machine, name, value)
+    assert machine.snapshot() == before
+    assert (machine.policy, machine.levels, machine.charge, machine.unit_costs) == (
+        policy,
+        3,
+        Charge.AT_SPEND,
+        True,
+    )
+
+
 def test_deadline_in_the_past_is_granted_only_at_once() -> None:
     """A deadline that has come means "do not wait": granted while a permit
     is left, expired at once otherwise (SPEC P11)."""

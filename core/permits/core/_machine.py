@@ -210,6 +210,7 @@ class Machine:
         "_at_grant",
         "_busiest",
         "_cancelled",
+        "_charge",
         "_costs",
         "_deadlines",
         "_expired",
@@ -220,6 +221,7 @@ class Machine:
         "_ids",
         "_index",
         "_ledger",
+        "_levels",
         "_limits",
         "_max_waiting",
         "_none",
@@ -228,6 +230,7 @@ class Machine:
         "_paused_until",
         "_pauses",
         "_per_flow",
+        "_policy",
         "_pushed",
         "_queues",
         "_record",
@@ -237,11 +240,8 @@ class Machine:
         "_source",
         "_too_long",
         "_unit",
+        "_unit_costs",
         "_units",
-        "charge",
-        "levels",
-        "policy",
-        "unit_costs",
     )
 
     def __init__(
@@ -300,9 +300,9 @@ class Machine:
             raise PermitValueError(
                 "flow_limit", flow_limit, f"is not one of the limits {list(named)}"
             )
-        self.policy: Policy = policy
-        self.levels: int = levels
-        self.charge: Charge = charge
+        self._policy = policy
+        self._levels = levels
+        self._charge = charge
         self._flow_weights = flow_weights
         self._per_flow = per_flow
         #: Whether a push ever named a flow.
@@ -321,17 +321,12 @@ class Machine:
         #: (a dict asked again is not read again): cleared with them, and
         #: by set_limit (read again against the bursts as they stand).
         self._asks: dict[tuple[object, ...], tuple[int, ...]] = {}
-        #: Whether every waiter so far asked for one unit of every limit
-        #: (read-only): ``False`` for good from the first push of another
-        #: cost that is not refused as too long, or take of another cost that
-        #: is granted; the next grant's due time then depends on who the
-        #: policy chooses. While ``True``, a push that names no deadline,
-        #: into a machine where someone waits, and returns no decision
-        #: leaves :meth:`next_tick` as it was (SPEC P54): its user may skip
-        #: asking again. The queues' ``unit_costs``, kept here as an
-        #: attribute for the hot paths (a property reading theirs costs 2,465
-        #: instructions a grant, +4.6 %); ``check_valid`` holds the two equal.
-        self.unit_costs: bool = True
+        #: :attr:`unit_costs` (once ``False``, the next grant's due time
+        #: depends on who the policy chooses): the queues' ``unit_costs``,
+        #: kept here as an attribute for the hot paths (a property reading
+        #: theirs costs 2,465 instructions a grant, +4.6 %); ``check_valid``
+        #: holds the two equal.
+        self._unit_costs = True
         #: Where the permits come from: the machine's own buckets, or outside.
         buckets = [Bucket(limit.rate, limit.burst, i) for i, limit in enumerate(named.values())]
         self._source: Bucket | Buckets | Outside = (
@@ -393,8 +388,8 @@ class Machine:
         caller's own values in it, the waiters' ids and flows: the copy
         answers to the very objects the original does. O(waiters + grants
         held)."""
-        shared: list[object] = [self.policy, self._flow_weights]
-        waiters = [w for lv in range(self.levels) for w in self._queues.waiters(lv)]
+        shared: list[object] = [self._policy, self._flow_weights]
+        waiters = [w for lv in range(self._levels) for w in self._queues.waiters(lv)]
         waiters += self._queues.kept()  # granted, still in their lines' first chunks
         waiters += [g.waiter for g in self._ledger]
         waiters += [g.waiter for g in self._ledger.logged if isinstance(g, Grant)]
@@ -419,13 +414,39 @@ class Machine:
         if self._queues.flow_limit:
             flows += f", flow_limit={list(limits)[self._queues.flow_limit]!r}"
         return (
-            f"Machine(policy={self.policy!r}, {pacing}, "
+            f"Machine(policy={self._policy!r}, {pacing}, "
             f"max_waiting={self._max_waiting!r}, "
             f"settle_window_ns={self.settle_window_ns!r}, supplied={self.supplied!r}, "
-            f"charge={self.charge!r}{flows}{'' if self.keep_waits else ', keep_waits=False'})"
+            f"charge={self._charge!r}{flows}{'' if self.keep_waits else ', keep_waits=False'})"
         )
 
     # -- reading ------------------------------------------------------------
+
+    @property
+    def policy(self) -> Policy:
+        """The policy, as given (read-only: a machine keeps its policy's
+        state in its queues, begun by that policy)."""
+        return self._policy
+
+    @property
+    def levels(self) -> int:
+        """The number of levels, the policy's (level 0 the most urgent)."""
+        return self._levels
+
+    @property
+    def charge(self) -> Charge:
+        """When a permit counts against the limit, as given."""
+        return self._charge
+
+    @property
+    def unit_costs(self) -> bool:
+        """Whether every waiter so far asked for one unit of every limit:
+        ``False`` for good from the first push of another cost that is not
+        refused as too long, or take of another cost that is granted. While
+        ``True``, a push that names no deadline, into a machine where
+        someone waits, and returns no decision leaves :meth:`next_tick` as
+        it was (SPEC P54): its user may skip asking again."""
+        return self._unit_costs
 
     @property
     def limits(self) -> dict[str, Limit]:
@@ -504,7 +525,7 @@ class Machine:
         """The waiters of ``level`` in the order they will be served among
         themselves, or of every level in push order."""
         if level is None:
-            everyone = [w for lv in range(self.levels) for w in self._queues.waiters(lv)]
+            everyone = [w for lv in range(self._levels) for w in self._queues.waiters(lv)]
             return sorted(everyone, key=lambda w: w.seq)
         return self._queues.waiters(self._check_level(level))
 
@@ -516,7 +537,7 @@ class Machine:
         index, _ = self._limit_named(limit)
         queues = self._queues
         above = [
-            w for lv in range(self.levels) for w in queues.waiters(lv) if w.cost[index] > units
+            w for lv in range(self._levels) for w in queues.waiters(lv) if w.cost[index] > units
         ]
         return sorted(above, key=lambda w: w.seq)
 
@@ -583,12 +604,13 @@ class Machine:
         :class:`PolicyError` carrying the decisions ``out`` made before it."""
         queues = self._queues
         try:
-            ahead = self.policy.ahead(queues, level, now)
+            ahead = self._policy.ahead(queues, level, now)
         except Exception as error:
-            raise _raised(self.policy, "ahead", error, out) from error
+            raise _raised(self._policy, "ahead", error, out) from error
         if isinstance(ahead, bool) or not isinstance(ahead, int) or ahead < 0:
             raise PolicyError(
-                f"{self.policy!r}.ahead() returned {ahead!r}, not a count of waiters (an int >= 0)",
+                f"{self._policy!r}.ahead() returned {ahead!r}, "
+                "not a count of waiters (an int >= 0)",
                 out,
             )
         units_waiting = queues.units
@@ -643,7 +665,7 @@ class Machine:
                     units_granted=self._units_granted(level),
                     **self._waits(level),
                 )
-                for level in range(self.levels)
+                for level in range(self._levels)
             ),
             pauses=self._pauses,
             paused_ns=self._paused_ns,
@@ -723,7 +745,7 @@ class Machine:
             policy_state=copy.copy(self._queues.state),
             flows=self._queues.fairness(),
             flowed=self._flowed,
-            waiting=tuple(tuple(self._queues.waiters(lv)) for lv in range(self.levels)),
+            waiting=tuple(tuple(self._queues.waiters(lv)) for lv in range(self._levels)),
             grants=tuple(self._ledger),
             spent=tuple(g.waiter.id for g in self._ledger if self._ledger.is_spent(g.waiter.id)),
             logged=self._ledger.logged,
@@ -791,7 +813,7 @@ class Machine:
         late = deadline is not None and deadline <= now
         waiter = _new(Waiter, (id, level, self._seq, now, None if late else deadline, units, flow))
         self._seq += 1
-        if ids and self.unit_costs:
+        if ids and self._unit_costs:
             # Every waiter asks for the same cost, and none is available (P2):
             # the newcomer cannot be granted at once.
             if full:
@@ -916,13 +938,13 @@ class Machine:
             and flow is None
             and settle_later is False
             and level.__class__ is int
-            and 0 <= level < self.levels
+            and 0 <= level < self._levels
             and now.__class__ is int
             and last is not None
             and now >= last
             and not self._ids
             and not self._ledger.held
-            and self.unit_costs
+            and self._unit_costs
             and self._flow_weights is None
         ):
             return None
@@ -1021,7 +1043,7 @@ class Machine:
         # planned at its time: at the same time with nobody gone, and the
         # planned cost not due, nothing can be granted.
         if (self._ids and now >= self._source.due) or (
-            not self.unit_costs and (now != last or expired)
+            not self._unit_costs and (now != last or expired)
         ):
             self._grant(now, out)
         return out
@@ -1329,7 +1351,7 @@ class Machine:
         read lately, kept to be found again): its level,
         ``now``, deadline, units and flow's weight. Raises as :meth:`push`
         documents."""
-        if level.__class__ is not int or not 0 <= level < self.levels:
+        if level.__class__ is not int or not 0 <= level < self._levels:
             level = self._check_level(level)
         last = self._now
         if now.__class__ is not int or last is None or now < last:
@@ -1354,8 +1376,8 @@ class Machine:
     def _arrive(self, id: Hashable, level: int, units: tuple[int, ...], flow: Hashable) -> None:
         """A newcomer, checked, is counted at its level, and what it asks for
         noted."""
-        if units is not self._unit and self.unit_costs and units != self._unit:
-            self.unit_costs = False
+        if units is not self._unit and self._unit_costs and units != self._unit:
+            self._unit_costs = False
             self._queues._sum_costs()
             # the grants so far took one unit of every limit each
             for other, granted in enumerate(self._units):
@@ -1372,11 +1394,11 @@ class Machine:
 
     def _check_level(self, level: object, argument: str = "level") -> int:
         """``level``, checked: a level of the policy (``argument`` names it)."""
-        if level.__class__ is int and 0 <= level < self.levels:
+        if level.__class__ is int and 0 <= level < self._levels:
             return level
         level = check_int(argument, level)
-        if not 0 <= level < self.levels:
-            raise PermitValueError(argument, level, level_range(self.levels))
+        if not 0 <= level < self._levels:
+            raise PermitValueError(argument, level, level_range(self._levels))
         return level
 
     def _check_now(self, now: object) -> int:
@@ -1439,7 +1461,7 @@ class Machine:
         """Units granted at ``level`` per limit, net of refunds and settles:
         while every cost is one unit, one per grant, beside the corrections."""
         units = self._units[level]
-        if not self.unit_costs:
+        if not self._unit_costs:
             return tuple(units)
         return tuple(n + self._granted_at(level) for n in units)
 
@@ -1503,7 +1525,7 @@ class Machine:
         granted past it while its units accrue."""
         ids = self._ids
         source = self._source
-        varied = not self.unit_costs
+        varied = not self._unit_costs
         if not ids:
             if varied:
                 source.want(self._unit)  # nobody waits: the due time of one unit
@@ -1518,10 +1540,10 @@ class Machine:
                 level, owed = owed, None
             else:
                 try:
-                    level = self.policy.choose(queues, now)
+                    level = self._policy.choose(queues, now)
                 except Exception as error:
-                    raise _raised(self.policy, "choose", error, out) from error
-            if level.__class__ is not int or not 0 <= level < self.levels or not depths[level]:
+                    raise _raised(self._policy, "choose", error, out) from error
+            if level.__class__ is not int or not 0 <= level < self._levels or not depths[level]:
                 level = self._chosen(level, out)  # (an IntEnum), or a PolicyError
             if varied:
                 source.want(queues.head(level).cost)
@@ -1559,7 +1581,7 @@ class Machine:
             hists[level].record(wait)
             if flow is not None:
                 self._busiest[level].add(flow, cost[self._queues.flow_limit])
-        if not self.unit_costs:  # (at unit cost, the grants counted are the units)
+        if not self._unit_costs:  # (at unit cost, the grants counted are the units)
             granted = self._units[level]
             for i, n in enumerate(cost):
                 granted[i] += n
@@ -1569,7 +1591,7 @@ class Machine:
             try:
                 self._record(self._queues, waiter)
             except Exception as error:
-                raise _raised(self.policy, "record", error, out) from error
+                raise _raised(self._policy, "record", error, out) from error
 
     def _charge_spent(
         self, waiter: Waiter, now: int, settle_later: bool, held: bool = False
@@ -1619,7 +1641,7 @@ class Machine:
             return None
         self._withdraw(waiter)
         counts[waiter.level] += 1
-        if not self.unit_costs:
+        if not self._unit_costs:
             self._plan()  # (the plan was made with it)
         return waiter
 
@@ -1657,9 +1679,9 @@ class Machine:
         """The policy's choice of a level with waiters, checked (as the
         grant loop checks it)."""
         try:
-            level = self.policy.choose(self._queues, now)
+            level = self._policy.choose(self._queues, now)
         except Exception as error:
-            raise _raised(self.policy, "choose", error, out) from error
+            raise _raised(self._policy, "choose", error, out) from error
         return self._chosen(level, out)
 
     def _chosen(self, level: object, out: list[Decision]) -> int:
@@ -1670,12 +1692,12 @@ class Machine:
         if (
             isinstance(level, int)
             and not isinstance(level, bool)
-            and 0 <= level < self.levels
+            and 0 <= level < self._levels
             and self._queues.depths[level]
         ):
             return int(level)
         raise PolicyError(
-            f"{self.policy!r}.choose() returned {level!r}, not a level "
+            f"{self._policy!r}.choose() returned {level!r}, not a level "
             f"with waiters (depths {self._queues.depths!r})",
             out,
         )
@@ -1688,7 +1710,7 @@ class Machine:
         self._deadlines.check(queues, self._now)
         self._ledger.check()
         self._source.check()
-        if self.unit_costs != queues.unit_costs:  # (kept beside them for the hot paths)
+        if self._unit_costs != queues.unit_costs:  # (kept beside them for the hot paths)
             raise AssertionError("invariant broken: unit_costs is not the queues' own")
         flying = [grant for grant in self._ledger if grant.before is None]
         if len(flying) != self._flying:
@@ -1700,7 +1722,7 @@ class Machine:
             if bucket.held != sum(grant.cost[bucket.index] for grant in flying):
                 raise AssertionError("invariant broken: units held != costs in flight")
         now = self._now
-        if now is not None and queues and self.unit_costs and now >= source.due:
+        if now is not None and queues and self._unit_costs and now >= source.due:
             raise AssertionError("invariant broken: a permit is available while someone waits")
 
 
