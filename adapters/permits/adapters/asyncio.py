@@ -49,14 +49,49 @@ class _FutureEvent:
         return self._future
 
 
-class Limiter(BaseLimiter):
+class LoopTimed(BaseLimiter):
+    """A limiter whose timer is its asyncio loop's: one ``loop.call_at``
+    handle at the machine's next tick, moved as that changes; no task. The
+    asyncio adapter, and the anyio adapter under asyncio."""
+
+    #: The loop, once known (every change to the machine reads its clock
+    #: first, so it is known before the timer is set).
+    _loop: asyncio.AbstractEventLoop | None = None
+    _handle: asyncio.TimerHandle | None = None
+    #: The time (ns) the handle is set for.
+    _handle_at: int | None = None
+
+    def _reschedule(self) -> None:
+        when = self._machine.next_tick()
+        if when == self._handle_at and self._handle is not None:
+            return
+        if self._handle is not None:
+            self._handle.cancel()
+            self._handle = None
+        self._handle_at = when
+        if when is not None and (at := _seconds(when)) != math.inf:
+            assert self._loop is not None
+            self._handle = self._loop.call_at(at, self._fire)
+
+    def _fire(self) -> None:
+        due = self._handle_at
+        self._handle = None
+        self._handle_at = None
+        if due is not None:
+            assert self._loop is not None  # it armed the timer
+            self._catch_up(due, self._loop.time())
+        self._on_timer()
+
+    def _stop_timer(self) -> None:
+        if self._handle is not None:
+            self._handle.cancel()
+            self._handle = None
+
+
+class Limiter(LoopTimed):
     """A priority limiter for asyncio; see :class:`~permits.adapters.BaseLimiter`
     for the arguments and :meth:`acquire`, :meth:`permit`, :meth:`try_acquire`.
     Open one with :func:`open_limiter`."""
-
-    _loop: asyncio.AbstractEventLoop | None = None
-    _timer: asyncio.TimerHandle | None = None
-    _timer_at: int | None = None
 
     def _running_loop(self) -> asyncio.AbstractEventLoop:
         try:
@@ -93,35 +128,11 @@ class Limiter(BaseLimiter):
         assert self._loop is not None
         return _FutureEvent(self._loop)
 
-    def _reschedule(self) -> None:
-        when = self._machine.next_tick()
-        if when == self._timer_at and self._timer is not None:
-            return
-        if self._timer is not None:
-            self._timer.cancel()
-            self._timer = None
-        self._timer_at = when
-        if when is not None and (at := _seconds(when)) != math.inf:
-            # The loop is known: every change to the machine read its clock first.
-            assert self._loop is not None
-            self._timer = self._loop.call_at(at, self._fire)
-
-    def _fire(self) -> None:
-        due = self._timer_at
-        self._timer = None
-        self._timer_at = None
-        if due is not None:
-            assert self._loop is not None  # it armed the timer
-            self._catch_up(due, self._loop.time())
-        self._on_timer()
-
     async def aclose(self) -> None:
         """Close: cancel the timer and wake every waiter with LimiterClosed
         (in the limiter's own loop: from another, it would wake none)."""
         self._running_loop()
-        if self._timer is not None:
-            self._timer.cancel()
-            self._timer = None
+        self._stop_timer()
         self._break(None)
 
 
