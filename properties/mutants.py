@@ -1340,6 +1340,36 @@ MUTANTS: dict[str, tuple[str, str, str, str]] = {
         "a jitter that draws outside [0, 1] makes a negative or NaN backoff, refused as"
         " seconds (an argument the user never wrote), or a longer one",
     ),
+    "x-ratelimit-requests-by-name-only": (
+        "adapters/permits/_upstream.py",
+        "            limit = self._limit_counting(name, any_case=True)\n",
+        "            limit = next((n for n in self.limiter.limits if n.lower() == name), None)\n",
+        "the x-ratelimit-*-requests headers reach only a limit named requests: under a limiter"
+        " opened with rate= (its one limit, units) they are ignored, where the RateLimit"
+        " field's requests reach the first limit",
+    ),
+    "held-by-a-limit-not-costed": (
+        "adapters/permits/_upstream.py",
+        "        if not any(_charges(cost, limit) for limit in held):\n",
+        "        if not held:\n",
+        "a 429 whose headers say a limit the request does not cost is used up takes no backoff:"
+        " its retry's permit, held back by nothing, sends it again at once, every try",
+    ),
+    "backoff-counted-without-a-retry": (
+        "adapters/permits/_upstream.py",
+        "            if not retry(max(seconds, self.limiter.pause_left()), attempt, retries,"
+        " timeout):\n",
+        "            if not retry(seconds, attempt, retries, timeout):\n",
+        "a backoff is paused for and counted while a longer pause in force keeps the retry past"
+        " the timeout: the response is returned, a backoff counted that preceded no retry",
+    ),
+    "async-option-taken": (
+        "adapters/permits/_upstream.py",
+        "        if inspect.iscoroutinefunction(function) or inspect.iscoroutinefunction(\n",
+        "        if False and inspect.iscoroutinefunction(\n",
+        "an async def given as settle (or cost, level, flow) is taken, and each call's"
+        " coroutine, never awaited, fails every response the upstream served",
+    ),
     "httpx-function-named-as-extension": (
         "adapters/permits/httpx.py",
         "or request.extensions.get(key) is None:\n",

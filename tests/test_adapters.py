@@ -1585,10 +1585,10 @@ async def test_a_caller_withdrawn_long_after_its_grant_hands_the_permit_back(
     """A permit stays in flight until its caller proceeds, however long the
     loop stalls: a caller withdrawn seconds after its grant hands it back,
     and the caller's own exception goes on (the withdrawal raises nothing)."""
-    from permits.adapters._base import _Waiter
+    from permits.adapters._base import _waiter
 
     async with open_limiter(Fifo(), 1000, 2) as limiter:
-        waiter = _Waiter(limiter._new_event())
+        waiter = _waiter(limiter._new_event())
         [decision] = limiter.machine.push(10**9, 0, limiter._now())
         assert decision.state is State.GRANTED
         waiter.decision = decision

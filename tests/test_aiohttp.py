@@ -105,8 +105,9 @@ def test_the_permit_is_settled_from_the_body_and_levels_come_from_the_context(
     server: tuple[str, Upstream_],
 ) -> None:
     url, upstream = server
-    # "calls", not "requests": the server's x-ratelimit-*-requests headers
-    # name no limit here, so only the settle moves the tokens
+    # the server's x-ratelimit-*-requests headers reach the first limit,
+    # "calls" (none is named "requests"), not the tokens: only the settle
+    # moves those
     limits = {"calls": Limit(100, burst=10), "tokens": Limit(1000, burst=100)}
     seen: list[tuple[int, bytes]] = []
 
@@ -127,7 +128,7 @@ def test_the_permit_is_settled_from_the_body_and_levels_come_from_the_context(
                         body = await response.json()  # the body read for settle, again
             granted = limiter.statistics().levels[1].granted
             # settled at 7 of the 100 asked: 93 back at once (only 7 accrue in 7 ms)
-            return body, limiter.try_acquire(cost={"calls": 1, "tokens": 90}), granted
+            return body, limiter.try_acquire(cost={"tokens": 90}), granted
 
     body, refunded, granted = asyncio.run(main())
     assert body == {"usage": {"total_tokens": 7}}
@@ -714,3 +715,71 @@ def test_a_body_that_cannot_be_sent_again_takes_no_backoff(
     with serve_script(script) as url:
         assert asyncio.run(main(url)) == (429, 1, 0, 0.0)
     assert script.bodies == [b"hello"]
+
+
+def test_x_ratelimit_requests_reach_the_first_limit_when_none_is_so_named() -> None:
+    """As the httpx transports: under a limiter opened with ``rate=`` (its
+    one limit ``units``), OpenAI's ``x-ratelimit-*-requests`` pair was
+    ignored, counted in ``ignored``; it reaches that first limit now, as
+    the IETF field's ``requests`` does."""
+
+    headers = {"X-RateLimit-Remaining-Requests": "0", "X-RateLimit-Reset-Requests": "30s"}
+    free, _, permits = after_one_get((200, headers), rate=1, burst=10)
+    assert (free, permits.upstream.ignored, permits.upstream.malformed) == (False, 0, 0)
+
+
+def test_a_429_saying_a_limit_the_request_does_not_cost_is_used_up_is_backed_off() -> None:
+    """As the httpx transports: a 429 with no Retry-After whose headers
+    say the tokens are used up for 30 s, to a request that costs requests
+    only, was sent again at once, each try (its permit, of no token, held
+    back by nothing); it is backed off now, 0.5 s then 1 s. On virtual
+    time (aiohttp's own timeouts off), the server on a real socket."""
+
+    async def main(url: str) -> tuple[int, float, int, int]:
+        async with asyncio_adapter.open_limiter(
+            Fifo(), limits={"requests": Limit(100, burst=10), "tokens": Limit(1000, burst=1000)}
+        ) as limiter:
+            permits = PermitsMiddleware(limiter, retries=2, cost=lambda request: {"requests": 1})
+            permits.upstream.jitter = lambda: 0.0
+            async with aiohttp.ClientSession(
+                middlewares=(permits,), timeout=aiohttp.ClientTimeout(total=None)
+            ) as session:
+                start = asyncio.get_running_loop().time()
+                async with session.get(url) as response:
+                    took = asyncio.get_running_loop().time() - start
+                    upstream = permits.upstream
+                    return response.status, took, upstream.pauses, upstream.backoffs
+
+    headers = {"x-ratelimit-remaining-tokens": "0", "x-ratelimit-reset-tokens": "30s"}
+    script = Script((429, headers), (429, headers), (200, {}))
+    with serve_script(script) as url:
+        status, took, pauses, backoffs = testing.run(main(url))
+    assert (status, pauses, backoffs, len(script.bodies)) == (200, 2, 2, 3)
+    assert took == pytest.approx(1.5, abs=1e-6)
+
+
+async def _async_function(*args: object) -> int:
+    return 1
+
+
+@pytest.mark.parametrize("argument", ["level", "flow", "cost", "settle"])
+def test_an_async_function_as_an_option_is_refused_naming_it(argument: str) -> None:
+    """As the httpx transports: an ``async def`` (natural under aiohttp)
+    given as ``settle`` was taken, and made every response the upstream
+    served raise (its coroutine never awaited, the 200 lost); ``cost``,
+    ``level`` and ``flow`` every request. The middleware calls them, never
+    awaits them: such a one is refused when it is made, naming it."""
+
+    options: dict[str, Any] = {argument: _async_function}
+
+    async def main() -> None:
+        async with asyncio_adapter.open_limiter(Fifo(), 10, settle_window=60.0) as limiter:
+            with pytest.raises(
+                PermitTypeError,
+                match=rf"^{argument}=.*: expected a plain function \(called, not awaited\), "
+                "or None, got an async function$",
+            ) as refused:
+                PermitsMiddleware(limiter, **options)
+            assert refused.value.argument == argument
+
+    asyncio.run(main())

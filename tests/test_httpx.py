@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import email.utils
+import functools
 import gzip
 import logging
 import math
@@ -222,8 +223,9 @@ async def test_a_429_pauses_everyone_and_the_request_is_retried(
 
 def test_the_sync_transport_settles_from_the_body(server: tuple[str, Upstream_]) -> None:
     url, upstream = server
-    # "calls", not "requests": the server's x-ratelimit-*-requests headers
-    # name no limit here, so only the settle moves the tokens
+    # the server's x-ratelimit-*-requests headers reach the first limit,
+    # "calls" (none is named "requests"), not the tokens: only the settle
+    # moves those
     limits = {"calls": Limit(100, burst=10), "tokens": Limit(1000, burst=100)}
     with threads.open_limiter(Fifo(), limits=limits, settle_window=60.0) as limiter:
         transport = PermitsTransport(
@@ -235,7 +237,7 @@ def test_the_sync_transport_settles_from_the_body(server: tuple[str, Upstream_])
             response = client.get(url, extensions={"permits.flow": "acme"})
         assert response.json() == {"usage": {"total_tokens": 7}}
         # settled at 7 of the 100 asked: 93 back at once (only 7 accrue in 7 ms)
-        assert limiter.try_acquire(cost={"calls": 1, "tokens": 90})
+        assert limiter.try_acquire(cost={"tokens": 90})
     assert upstream.served == 1
 
 
@@ -405,7 +407,7 @@ def test_a_response_is_closed_when_learning_from_it_fails(
     def upstream(request: httpx.Request) -> httpx.Response:
         return httpx.Response(429, headers={"Retry-After": "1"}, stream=Stream())
 
-    def fails(*answer: Any) -> None:
+    def fails(*answer: Any, **options: Any) -> None:
         raise LimiterClosed()
 
     with threads.open_limiter(Fifo(), 10) as limiter:
@@ -1951,17 +1953,21 @@ async def test_the_level_and_flow_come_from_the_extensions_then_functions_then_c
 
 
 def _sent_on_virtual_time(
-    script: Script, jitter: float = 0.0, **options: Any
+    script: Script,
+    jitter: float = 0.0,
+    limits: Mapping[str, Limit] | None = None,
+    **options: Any,
 ) -> tuple[httpx.Response, float, Upstream, asyncio_adapter.Limiter]:
     """The response the caller gets for one GET through an
     ``AsyncPermitsTransport`` (``options``, each backoff's jitter
-    ``jitter``) over an asyncio limiter on virtual time, to a server
-    answering as ``script`` says; the virtual seconds it took, the
-    transport's upstream and the limiter (closed)."""
+    ``jitter``) over an asyncio limiter of ``limits`` (10 requests a
+    second, burst 1, unless given) on virtual time, to a server answering
+    as ``script`` says; the virtual seconds it took, the transport's
+    upstream and the limiter (closed)."""
 
     async def main(url: str) -> tuple[httpx.Response, float, Upstream, asyncio_adapter.Limiter]:
         async with asyncio_adapter.open_limiter(
-            Fifo(), limits={"requests": Limit(10, burst=1)}
+            Fifo(), limits=limits or {"requests": Limit(10, burst=1)}
         ) as limiter:
             transport = AsyncPermitsTransport(limiter, **options)
             transport.upstream.jitter = lambda: jitter
@@ -2058,17 +2064,22 @@ def test_a_retry_after_that_does_not_parse_is_counted_and_backed_off() -> None:
         {"RateLimit": '"default";r=0;t=3'},
     ],
 )
+@pytest.mark.parametrize("name", ["requests", "units"])
 def test_a_429_whose_headers_say_nothing_is_left_is_retried_at_their_reset(
-    headers: dict[str, str],
+    headers: dict[str, str], name: str
 ) -> None:
     """A 429 with no Retry-After whose rate-limit headers say nothing is
     left until a reset 3 s off: the limiter takes their word, and the
-    retry waits for it, not for a backoff on top."""
+    retry waits for it, not for a backoff on top. Their ``requests`` reach
+    the first limit when none is so named (``units``, the one limit of
+    ``open_limiter(policy, rate, burst)``): the ``x-ratelimit-*-requests``
+    pair was ignored there, and the retry went after a backoff."""
     script = Script((429, headers), (200, {}))
-    response, took, upstream, limiter = _sent_on_virtual_time(script, retries=1)
+    limits = {name: Limit(10, burst=1)}
+    response, took, upstream, limiter = _sent_on_virtual_time(script, limits=limits, retries=1)
     assert response.status_code == 200
     assert took == pytest.approx(3.0, abs=1e-6)
-    assert (upstream.pauses, upstream.backoffs) == (0, 0)
+    assert (upstream.pauses, upstream.backoffs, upstream.ignored) == (0, 0, 0)
     _balance(limiter, script)
 
 
@@ -2334,3 +2345,215 @@ def test_an_upstream_reads_a_dicts_headers_in_any_case(headers: Mapping[str, str
         upstream = Upstream(limiter)
         assert not upstream.again(429, {"X-Should-Retry": "false"}, 0, 2, None)
         assert (upstream.backoffs, limiter.pause_left()) == (0, 0.0)
+
+
+@pytest.mark.parametrize(
+    "limits",
+    [
+        {"units": Limit(1, burst=5)},  # open_limiter(policy, rate, burst): one limit, "units"
+        {"calls": Limit(1, burst=5), "tokens": Limit(100, burst=100)},
+        {"Requests": Limit(1, burst=5), "calls": Limit(1, burst=5)},  # its own, in any case
+    ],
+    ids=["units", "calls-and-tokens", "Requests-second"],
+)
+def test_x_ratelimit_requests_reach_the_first_limit_when_none_is_so_named(
+    limits: dict[str, Limit],
+) -> None:
+    """OpenAI's ``x-ratelimit-*-requests`` pair under a limiter with no
+    limit named ``requests`` (one opened with ``rate=``: its limit is
+    ``units``) was ignored, counted in ``ignored``, while the IETF
+    ``RateLimit`` field, whose unit is ``requests`` too, reached the first
+    limit. It reaches the limit of that name (in any case) and, with none,
+    the first, as the field does; a name that is neither (``-rpm``) is
+    still ignored, and the other limits are held back by nothing."""
+    headers = {
+        "x-ratelimit-remaining-requests": "0",
+        "x-ratelimit-reset-requests": "20s",
+        "x-ratelimit-remaining-rpm": "0",
+    }
+    held = "Requests" if "Requests" in limits else next(iter(limits))
+    with answered(headers, limits) as (limiter, transport):
+        assert (transport.upstream.ignored, transport.upstream.malformed) == (1, 0)
+        assert not limiter.try_acquire(cost={held: 1})
+        for name in set(limits) - {held}:
+            assert limiter.try_acquire(cost={name: 1}), name
+
+
+@pytest.mark.parametrize(
+    ("cost", "took", "backoffs"),
+    [({"requests": 1}, 0.5 + 1.0, 2), ({"requests": 1, "tokens": 100}, 2 * 29.1, 0)],
+    ids=["requests-only", "tokens-too"],
+)
+def test_a_429_saying_a_limit_the_request_does_not_cost_is_used_up_is_backed_off(
+    cost: dict[str, int], took: float, backoffs: int
+) -> None:
+    """A 429 with no Retry-After whose headers say the tokens are used up
+    for 30 s, to a request that costs requests only: its retry was taken
+    for one the reset holds back, so no backoff paused the limiter, and the
+    retry's permit (of no token) came at once: every try went at once (six
+    within a millisecond, at ``retries=5``). Such a 429 is backed off now,
+    as one that says nothing; a request that costs tokens waits for them,
+    with no backoff on top (29.1 s each time: the bucket is full at the
+    reset, refilling at 1,000 tokens a second, so it holds 100 from 0.9 s
+    before)."""
+    headers = {
+        "x-ratelimit-remaining-tokens": "0",
+        "x-ratelimit-reset-tokens": "30s",
+        "x-ratelimit-limit-tokens": "1000",
+        "x-ratelimit-remaining-requests": "499",
+        "x-ratelimit-reset-requests": "120ms",
+    }
+    script = Script((429, headers), (429, headers), (200, {}))
+    limits = {"requests": Limit(100, burst=10), "tokens": Limit(1000, burst=1000)}
+    response, seconds, upstream, limiter = _sent_on_virtual_time(
+        script, limits=limits, retries=2, cost=lambda request: cost
+    )
+    assert response.status_code == 200
+    assert seconds == pytest.approx(took, abs=1e-6)
+    assert (upstream.pauses, upstream.backoffs, upstream.throttled) == (backoffs, backoffs, 2)
+    _balance(limiter, script)
+
+
+async def _async_function(*args: object) -> int:
+    return 1
+
+
+class _AsyncCall:
+    async def __call__(self, *args: object) -> int:
+        return 1
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("argument", ["level", "flow", "cost", "settle"])
+@pytest.mark.parametrize(
+    "function",
+    [_async_function, _AsyncCall(), functools.partial(_async_function, 1)],
+    ids=["async-def", "async-call", "partial"],
+)
+async def test_an_async_function_as_an_option_is_refused_naming_it(
+    argument: str, function: Any
+) -> None:
+    """An ``async def`` given as ``settle`` (natural beside
+    ``httpx.AsyncClient``), ``cost``, ``level`` or ``flow`` was taken,
+    and each call returned a coroutine, never awaited: ``settle``'s made
+    every response the upstream served raise (the 200 lost), the others'
+    every request. The transports call these functions, never await them:
+    such a one is refused when the transport is made, naming it."""
+    expected = (
+        rf"^{argument}=.*: expected a plain function \(called, not awaited\), or None, "
+        "got an async function$"
+    )
+    async with asyncio_adapter.open_limiter(Fifo(), 10, settle_window=60.0) as limiter:
+        with pytest.raises(PermitTypeError, match=expected) as refused:
+            AsyncPermitsTransport(limiter, **{argument: function})
+        assert (refused.value.argument, refused.value.value) == (argument, function)
+    with (
+        threads.open_limiter(Fifo(), 10, settle_window=60.0) as thread_limiter,
+        pytest.raises(PermitTypeError, match=expected),
+    ):
+        PermitsTransport(thread_limiter, **{argument: function})
+
+
+class _PausedWhileOut(Script):
+    """A script whose server, before each answer, pauses ``limiter`` for
+    ``seconds``: another request's ``Retry-After``, learned while this one
+    was out."""
+
+    def __init__(
+        self, limiter: threads.Limiter, seconds: float, *answers: tuple[int, dict[str, str]]
+    ) -> None:
+        super().__init__(*answers)
+        self.limiter = limiter
+        self.seconds = seconds
+
+    def next(self, body: bytes) -> tuple[int, Mapping[str, str | list[str]]]:
+        self.limiter.pause_for(self.seconds)
+        return super().next(body)
+
+
+def test_a_backoff_not_taken_for_a_longer_pause_past_the_timeout_is_not_counted() -> None:
+    """A 429 with no Retry-After that comes back while a pause of 30 s is
+    in force (set while it was out), with ``timeout=5``: no retry can come
+    within the timeout, and the 429 is returned at once, as it was; but a
+    backoff was counted (in ``pauses`` and ``backoffs``) that paused
+    nothing and preceded no retry. Nothing is counted now."""
+    with threads.open_limiter(Fifo(), limits={"requests": Limit(10, burst=5)}) as limiter:
+        script = _PausedWhileOut(limiter, 30.0, (429, {}), (200, {}))
+        with serve_script(script) as url:
+            transport = PermitsTransport(limiter, retries=1, timeout=5.0)
+            transport.upstream.jitter = lambda: 0.0
+            with httpx.Client(transport=transport) as client:
+                assert client.get(url).status_code == 429
+        upstream = transport.upstream
+        assert (upstream.throttled, upstream.pauses, upstream.backoffs) == (1, 0, 0)
+        assert len(script.bodies) == 1
+        assert limiter.statistics().pauses == 1, "the pause of 30 s alone"
+
+
+def _bad_learn_and_again() -> list[tuple[str, Callable[[Upstream, Any], object], str, type]]:
+    """Bad arguments of ``Upstream.learn`` and ``again``, each beside a
+    real response's headers (``h``): (id, the call, the argument it
+    names, the error)."""
+    return [
+        ("headers-None", lambda u, h: u.learn(429, None), "headers", PermitTypeError),
+        ("headers-pairs", lambda u, h: u.learn(429, list(h.items())), "headers", PermitTypeError),
+        ("name-int", lambda u, h: u.learn(429, {1: "30", **h}), "headers", PermitTypeError),
+        (
+            "value-int",
+            lambda u, h: u.learn(429, {**h, "retry-after": 30}),
+            "headers['retry-after']",
+            PermitTypeError,
+        ),
+        ("status-str", lambda u, h: u.learn("429", h), "status", PermitTypeError),
+        ("status-bool", lambda u, h: u.again(True, h, 0, 1, None), "status", PermitTypeError),
+        ("attempt-below-0", lambda u, h: u.again(429, h, -1, 1, None), "attempt", PermitValueError),
+        ("attempt-float", lambda u, h: u.again(429, h, 0.0, 1, None), "attempt", PermitTypeError),
+        ("retries-below-0", lambda u, h: u.again(429, h, 0, -1, None), "retries", PermitValueError),
+        ("timeout-below-0", lambda u, h: u.again(429, h, 0, 1, -5), "timeout", PermitValueError),
+        ("timeout-str", lambda u, h: u.again(429, h, 0, 1, "1"), "timeout", PermitTypeError),
+        ("cost-str", lambda u, h: u.again(429, h, 0, 1, None, cost="1"), "cost", PermitTypeError),
+        (
+            "cost-entry-below-0",
+            lambda u, h: u.again(429, h, 0, 1, None, cost={"requests": -1}),
+            "cost['requests']",
+            PermitValueError,
+        ),
+    ]
+
+
+@pytest.mark.parametrize(
+    ("call", "argument", "error"),
+    [case[1:] for case in _bad_learn_and_again()],
+    ids=[case[0] for case in _bad_learn_and_again()],
+)
+def test_bad_input_to_learn_or_again_is_refused_naming_it_and_changes_nothing(
+    call: Callable[[Upstream, Any], object], argument: str, error: type[Exception]
+) -> None:
+    """``Upstream.learn`` and ``again`` (public, for a client of one's
+    own) raised a bare ``TypeError`` or ``AttributeError`` for headers that
+    are no mapping of strings, read a status ``"429"`` as no 429, and took
+    a try ``-1``; and the 429 was counted before the refusal. Each bad
+    argument is refused naming it, the counters, the pause and the limits
+    as they were; beside it, the real response's headers are learned."""
+    wire = {
+        "Retry-After": "30",
+        "x-ratelimit-remaining-requests": "0",
+        "x-ratelimit-reset-requests": "20s",
+    }
+    with (
+        serve_script(Script((429, wire))) as url,
+        threads.open_limiter(Fifo(), limits={"requests": Limit(10, burst=5)}) as limiter,
+    ):
+        headers = httpx.get(url).headers
+        upstream = Upstream(limiter)
+        before = repr(upstream)
+        with pytest.raises(error) as refused:
+            call(upstream, dict(headers))
+        assert refused.value.argument == argument  # type: ignore[attr-defined]
+        assert str(refused.value).startswith(f"{argument}=")
+        assert repr(upstream) == before
+        assert (limiter.pause_left(), limiter.statistics().pauses) == (0.0, 0)
+        assert limiter.try_acquire(), "nothing adopted"
+        paused = upstream.learn(429, headers)
+        assert paused is not None
+        assert 29.0 < paused <= 30.0

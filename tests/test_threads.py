@@ -407,13 +407,13 @@ def test_an_interrupt_leaves_no_permit_behind(monkeypatch: pytest.MonkeyPatch) -
 
     with threads.open_limiter(Fifo(), 1, 1) as limiter:  # a permit a second
         with monkeypatch.context() as patch:
-            patch.setattr(_base, "Permit", interrupt)  # as the permit free is taken
+            patch.setattr(_base, "_permit", interrupt)  # as the permit free is taken
             with pytest.raises(KeyboardInterrupt):
                 limiter.acquire()
         assert limiter.statistics().levels[0].pushed == 0, "nothing was taken"
         limiter.acquire()  # the permit free
         made: list[object] = []
-        original = _base.Permit
+        original = _base._permit
 
         def second(*args: object) -> object:
             made.append(args)  # the first is made for a take, which finds no permit free
@@ -422,7 +422,7 @@ def test_an_interrupt_leaves_no_permit_behind(monkeypatch: pytest.MonkeyPatch) -
             return original(*args)  # type: ignore[arg-type]
 
         with monkeypatch.context() as patch:
-            patch.setattr(_base, "Permit", second)
+            patch.setattr(_base, "_permit", second)
             with pytest.raises(KeyboardInterrupt):
                 limiter.acquire()  # waits for the next permit
         assert len(made) == 2
@@ -482,7 +482,7 @@ def test_an_interrupted_threads_permit_goes_to_the_next_waiter_at_once(
     second) later."""
     from permits.adapters import _base
 
-    original = _base.Permit
+    original = _base._permit
     interrupted: list[float] = []
 
     def interrupt_once(*args: object) -> object:
@@ -504,7 +504,7 @@ def test_an_interrupted_threads_permit_goes_to_the_next_waiter_at_once(
 
         other = threading.Thread(target=behind)
         other.start()
-        monkeypatch.setattr(_base, "Permit", interrupt_once)
+        monkeypatch.setattr(_base, "_permit", interrupt_once)
         with pytest.raises(KeyboardInterrupt):
             limiter.acquire()  # granted in a second, interrupted as it proceeds
         other.join()
@@ -773,7 +773,7 @@ def test_a_permit_in_flight_at_a_fork_is_not_lost_in_the_child(
     # (its take would succeed, and no permit be held, were it 50 ms late).
     with open_limiter(Fifo(), 2, 1) as limiter:
         limiter.acquire()  # the permit free: the next is 500 ms away
-        original = _base.Permit
+        original = _base._permit
         made: list[object] = []
         granted, forked = threading.Event(), threading.Event()
 
@@ -784,11 +784,11 @@ def test_a_permit_in_flight_at_a_fork_is_not_lost_in_the_child(
                 forked.wait()
             return original(*args)  # type: ignore[arg-type]
 
-        monkeypatch.setattr(_base, "Permit", held)
+        monkeypatch.setattr(_base, "_permit", held)
         parent = threading.Thread(target=limiter.acquire)
         parent.start()
         assert granted.wait(10.0)
-        monkeypatch.setattr(_base, "Permit", original)
+        monkeypatch.setattr(_base, "_permit", original)
         assert limiter.machine.in_flight == 1
         outcome = three_acquires_in_a_child(
             limiter, forked, lambda: f"in flight: {limiter.machine.in_flight}"

@@ -4,6 +4,7 @@ share. No HTTP library is imported here."""
 
 from __future__ import annotations
 
+import inspect
 import logging
 import math
 import random
@@ -246,15 +247,17 @@ def _ratelimit_items(field: str) -> list[tuple[str | None, str | None, str | Non
 _X_RATELIMIT = ("x-ratelimit-remaining-", "x-ratelimit-reset-")
 
 
-def _x_ratelimit_names(headers: Mapping[str, str]) -> set[str]:
-    """The names (lowercase) that ``x-ratelimit-remaining-<name>`` and
-    ``x-ratelimit-reset-<name>`` headers among ``headers`` are sent for."""
-    return {
-        key[len(prefix) :]
-        for key in map(str.lower, headers)
-        for prefix in _X_RATELIMIT
-        if key.startswith(prefix)
-    }
+def _x_ratelimit_names(headers: Mapping[str, str]) -> list[str]:
+    """The names (lowercase, in order) that ``x-ratelimit-remaining-<name>``
+    and ``x-ratelimit-reset-<name>`` headers among ``headers`` are sent for."""
+    return sorted(
+        {
+            key[len(prefix) :]
+            for key in map(str.lower, headers)
+            for prefix in _X_RATELIMIT
+            if key.startswith(prefix)
+        }
+    )
 
 
 @attrs.frozen
@@ -335,7 +338,8 @@ class Upstream:
         #: counts: a ``RateLimit`` item whose policy says so
         #: (``qu="content-bytes"``, say), and each name of the
         #: ``x-ratelimit-remaining-*``/``x-ratelimit-reset-*`` headers
-        #: that is no limit's (``-tokens`` for a limiter of requests only).
+        #: that is no limit's (``-tokens`` for a limiter of requests only;
+        #: ``-requests`` reaches the first limit if none is so named).
         self.ignored = 0
         #: The upstream's quota policies by name, each as the latest
         #: ``RateLimit-Policy`` field naming it said: the last
@@ -357,8 +361,11 @@ class Upstream:
         case-insensitive mapping, httpx's, aiohttp's or requests', or a
         ``dict``, whose names are read in any case) says. If it paused the
         limiter, the seconds left of the pause in force (:meth:`pause_left`:
-        an earlier one may outlast it); else ``None``."""
-        return self._learn(status, _case_blind(headers))[0]
+        an earlier one may outlast it); else ``None``. A ``status`` that is
+        no ``int``, or ``headers`` that are no mapping of ``str`` names to
+        ``str`` values, is refused naming it (``PermitTypeError``), before
+        anything is counted or applied."""
+        return self._learn(_checked_status(status), _checked_headers(headers))[0]
 
     def again(
         self,
@@ -367,30 +374,46 @@ class Upstream:
         attempt: int,
         retries: int,
         timeout: float | None,
+        *,
+        cost: Cost = 1,
     ) -> bool:
-        """Apply what a response to try ``attempt`` (from 0) says, as
-        :meth:`learn`, and whether the request is sent again (:func:`retry`:
-        while tries are left, the pause in force within ``timeout``). A
-        429 or 503 that says no ``Retry-After`` (or none that parses) is
-        sent again too: after the reset its rate-limit headers say, if they
-        say nothing is left until one to come (the next permit waits for
-        it); else after a :func:`backoff`, for which the whole limiter
+        """Apply what a response to try ``attempt`` (from 0) of a request
+        that asked for ``cost`` says, as :meth:`learn`, and whether the
+        request is sent again (:func:`retry`: while tries are left, the
+        pause in force within ``timeout``). A 429 or 503 that says no
+        ``Retry-After`` (or none that parses) is sent again too: after the
+        reset its rate-limit headers say, if they say nothing is left of a
+        limit the request costs until one to come (the next permit waits
+        for it); else after a :func:`backoff`, for which the whole limiter
         pauses, as for a ``Retry-After`` (the upstream's limit is every
-        task's), unless it outlasts ``timeout`` (then nothing pauses and
-        the response is returned). One whose ``x-should-retry`` says
-        ``false`` (the OpenAI and Anthropic APIs' word that another try
-        cannot succeed: a quota used up) is learned from and returned, as
-        with no try left."""
-        headers = _case_blind(headers)
+        task's), unless the pause in force then outlasts ``timeout`` (then
+        nothing pauses, nothing is counted, and the response is returned).
+        One whose ``x-should-retry`` says ``false`` (the OpenAI and
+        Anthropic APIs' word that another try cannot succeed: a quota used
+        up) is learned from and returned, as with no try left. Arguments
+        checked as :meth:`learn`'s, ``attempt`` and ``retries`` (``int >=
+        0``), ``timeout`` (seconds ``>= 0``, or ``None``) and ``cost`` (as
+        an acquire's: an ``int``, of every limit, or a mapping of limit
+        names to ints), before anything is counted or applied."""
+        status = _checked_status(status)
+        headers = _checked_headers(headers)
+        check_int("attempt", attempt, 0)
+        check_int("retries", retries, 0)
+        if timeout is not None:
+            _nanoseconds("timeout", timeout)
+        _check_cost(cost)
         paused, said, held = self._learn(status, headers)
         if _said_no_retry(headers):
             return False
         if said or status not in THROTTLED or attempt >= retries:
             return retry(paused, attempt, retries, timeout)
-        if not held:
+        if not any(_charges(cost, limit) for limit in held):
             seconds = min(backoff(attempt, self._draw()), self.max_pause)
-            if timeout is not None and seconds >= timeout:
-                return False  # (as retry judges a pause)
+            # decided first: a pause in force (another request's, longer)
+            # may keep the retry past the timeout: then nothing is paused
+            # for a retry that does not go, nor counted
+            if not retry(max(seconds, self.limiter.pause_left()), attempt, retries, timeout):
+                return False
             try:
                 self.limiter.pause_for(seconds)
             except LimiterClosed:
@@ -411,13 +434,16 @@ class Upstream:
             raise PermitValueError("jitter", drawn, "must draw a number in [0, 1]")
         return drawn
 
-    def _learn(self, status: int, headers: Mapping[str, str]) -> tuple[float | None, bool, bool]:
+    def _learn(
+        self, status: int, headers: Mapping[str, str]
+    ) -> tuple[float | None, bool, set[str]]:
         """:meth:`learn`'s pause; whether a ``Retry-After`` (or
-        ``retry-after-ms``) said how long to wait; and whether a rate-limit
-        header said nothing is left of a limit until a reset to come (and
+        ``retry-after-ms``) said how long to wait; and the limits of which
+        a rate-limit header said nothing is left until a reset to come (and
         the limiter took it). ``headers`` as :func:`_case_blind` gives them."""
         pause = None
-        said = held = False
+        said = False
+        held: set[str] = set()
         if status == 429:
             self._count("throttled")
         seconds = self._retry_after(headers) if status in THROTTLED else None
@@ -438,15 +464,16 @@ class Upstream:
             else:
                 self._count("pauses")
                 pause = self.limiter.pause_left()
-        named = {name.lower() for name in self.limiter.limits}
-        self._count("ignored", len(_x_ratelimit_names(headers) - named))
-        for name in self.limiter.limits:
-            key = name.lower()  # (a limit "Tokens": the header names it in any case)
-            remaining = headers.get(f"x-ratelimit-remaining-{key}")
-            reset = headers.get(f"x-ratelimit-reset-{key}")
-            if remaining is not None:  # (Azure OpenAI sends no reset)
-                refills = headers.get(f"x-ratelimit-limit-{key}", "")
-                held |= self._adopt(remaining, reset, name, refills=refills)
+        for name in _x_ratelimit_names(headers):
+            limit = self._limit_counting(name, any_case=True)
+            remaining = headers.get(f"x-ratelimit-remaining-{name}")
+            if limit is None:
+                self._count("ignored")
+            elif remaining is not None:  # (Azure OpenAI sends no reset)
+                reset = headers.get(f"x-ratelimit-reset-{name}")
+                refills = headers.get(f"x-ratelimit-limit-{name}", "")
+                if self._adopt(remaining, reset, limit, refills=refills):
+                    held.add(limit)
         field = headers.get("ratelimit-policy")
         if field is not None:
             self._learn_policies(field)
@@ -462,8 +489,8 @@ class Upstream:
                 self._count("malformed")
             elif limit is None:
                 self._count("ignored")
-            else:
-                held |= self._adopt(remaining, reset, limit, refills=None)
+            elif self._adopt(remaining, reset, limit, refills=None):
+                held.add(limit)
         return pause, said, held
 
     def _retry_after(self, headers: Mapping[str, str]) -> float | None:
@@ -487,12 +514,19 @@ class Upstream:
         with self._lock:
             setattr(self, counter, getattr(self, counter) + n)
 
-    def _limit_counting(self, unit: str) -> str | None:
-        """The limit that counts ``unit``: the one of that name; for
-        ``"requests"`` (the IETF draft's default unit), else the first."""
+    def _limit_counting(self, unit: str, *, any_case: bool = False) -> str | None:
+        """The limit that counts ``unit``: the one of that name (with
+        ``any_case``, as a header's lower-case name names it: else one whose
+        name is that in lower case, ``"Tokens"`` for ``tokens``); for
+        ``"requests"`` (the IETF draft's default unit, and the count of
+        requests ``x-ratelimit-*-requests`` send), else the first."""
         limits = self.limiter.limits
         if unit in limits:
             return unit
+        if any_case:
+            for name in limits:
+                if name.lower() == unit:
+                    return name
         return next(iter(limits)) if unit == "requests" else None
 
     def _learn_policies(self, field: str) -> None:
@@ -631,6 +665,45 @@ def raise_if_broken(error: Exception) -> None:
         raise error
 
 
+def _checked_status(status: object) -> int:
+    """A response's ``status``, checked: an ``int`` (not a ``bool``; a
+    ``"429"`` was read as no 429)."""
+    if isinstance(status, bool) or not isinstance(status, int):
+        raise PermitTypeError("status", status, "an int (an HTTP status code)")
+    return status
+
+
+def _checked_headers(headers: object) -> Mapping[str, str]:
+    """A response's ``headers``, checked (a mapping of ``str`` names to
+    ``str`` values, a value at fault named by its entry), as
+    :func:`_case_blind` gives them."""
+    if not isinstance(headers, Mapping):
+        raise PermitTypeError("headers", headers, "a mapping of header names to values (str)")
+    for name, value in headers.items():
+        if not isinstance(name, str):
+            raise PermitTypeError("headers", headers, "a mapping whose header names are str")
+        if not isinstance(value, str):
+            raise PermitTypeError(f"headers[{name!r}]", value, "a str")
+    return _case_blind(headers)
+
+
+def _check_cost(cost: object) -> None:
+    """A request's ``cost``, checked as an acquire reads it: an ``int >=
+    0``, or a mapping of limit names to ints ``>= 0`` (named by its entry)."""
+    if isinstance(cost, Mapping):
+        for name, units in cost.items():
+            check_int(f"cost[{name!r}]", units, 0)
+    elif isinstance(cost, bool) or not isinstance(cost, int):
+        raise PermitTypeError("cost", cost, "an int, or a mapping of limit names to ints")
+    else:
+        check_int("cost", cost, 0)
+
+
+def _charges(cost: Cost, limit: str) -> bool:
+    """Whether ``cost`` takes units of ``limit`` (an ``int``, of every limit)."""
+    return (cost if isinstance(cost, int) else cost.get(limit, 0)) > 0
+
+
 def _case_blind(headers: Mapping[str, str]) -> Mapping[str, str]:
     """``headers`` as read here, by lower-case name: a ``dict`` (of names
     as the server wrote them, ``Retry-After``) with its names in lower
@@ -679,11 +752,23 @@ def check_options(
     """An integration's ``retries`` (an ``int >= 0``), ``max_pause`` (a
     finite number of seconds ``> 0``), ``timeout`` (seconds ``>= 0``, or
     ``None``) and ``functions`` (``level``, ``flow``, ``cost``, ``settle``:
-    each callable or ``None``), checked; refused now, not once a request
-    has gone out."""
+    each callable or ``None``, and called, not awaited: an ``async def``
+    is refused), checked; refused now, not once a request has gone out
+    (an ``async def settle`` once the upstream had served it)."""
     for argument, function in functions.items():
-        if function is not None and not callable(function):
+        if function is None:
+            continue
+        if not callable(function):
             raise PermitTypeError(argument, function, "a function, or None")
+        if inspect.iscoroutinefunction(function) or inspect.iscoroutinefunction(
+            type(function).__call__  # (an object whose __call__ is an async def)
+        ):
+            raise PermitTypeError(
+                argument,
+                function,
+                "a plain function (called, not awaited), or None",
+                got="an async function",
+            )
     check_int("retries", retries, 0)
     _check_max_pause(max_pause)
     if timeout is not None:

@@ -219,7 +219,12 @@ class PermitsMiddleware:
                 # nothing is paused for one
                 retries = attempt if _spent(request) else self.retries
                 again = self.upstream.again(
-                    response.status, _Fields(response.headers), attempt, retries, self.timeout
+                    response.status,
+                    _Fields(response.headers),
+                    attempt,
+                    retries,
+                    self.timeout,
+                    cost=cost,
                 )
             except BaseException:
                 response.release()

@@ -191,11 +191,17 @@ class _Options:
         cost = self.cost(request) if self.cost is not None else 1
         return {"level": level, "flow": flow, "cost": cost, "timeout": self.timeout}
 
-    def again(self, upstream: Upstream, response: httpx.Response, attempt: int) -> bool:
-        """Whether ``response``, to try ``attempt`` (from 0), is sent again:
-        :meth:`Upstream.again` under these ``retries`` and ``timeout``."""
+    def again(self, upstream: Upstream, response: httpx.Response, attempt: int, cost: Cost) -> bool:
+        """Whether ``response``, to try ``attempt`` (from 0) of a request
+        that asked for ``cost``, is sent again: :meth:`Upstream.again` under
+        these ``retries`` and ``timeout``."""
         return upstream.again(
-            response.status_code, response.headers, attempt, self.retries, self.timeout
+            response.status_code,
+            response.headers,
+            attempt,
+            self.retries,
+            self.timeout,
+            cost=cost,
         )
 
     def settled(self, response: httpx.Response, permit: Permit) -> httpx.Response:
@@ -364,7 +370,7 @@ class AsyncPermitsTransport(httpx.AsyncBaseTransport):
                     return kept
             response = await self.transport.handle_async_request(request)
             try:
-                again = options.again(self.upstream, response, attempt)
+                again = options.again(self.upstream, response, attempt, asked["cost"])
             except BaseException:
                 await response.aclose()
                 raise
@@ -433,7 +439,7 @@ class PermitsTransport(httpx.BaseTransport):
                     return kept
             response = self.transport.handle_request(request)
             try:
-                again = options.again(self.upstream, response, attempt)
+                again = options.again(self.upstream, response, attempt, asked["cost"])
             except BaseException:
                 response.close()
                 raise

@@ -413,12 +413,24 @@ class _Wakeable(Protocol):
 
 
 class _Waiter:
+    """A caller that pushed: what wakes it, and what it wakes to (made by
+    :func:`_waiter`)."""
+
     __slots__ = ("decision", "error", "event")
 
-    def __init__(self, event: _Wakeable | None, decision: Decision | None = None) -> None:
-        self.event: _Wakeable | None = event
-        self.decision: Decision | None = decision
-        self.error: BaseException | None = None
+    event: _Wakeable | None
+    decision: Decision | None
+    error: BaseException | None
+
+
+def _waiter(event: _Wakeable | None, decision: Decision | None = None) -> _Waiter:
+    """A new :class:`_Waiter`, filled in here: it has no ``__init__``, as
+    :class:`Permit` has none (see :func:`_permit`)."""
+    waiter = _Waiter()
+    waiter.event = event
+    waiter.decision = decision
+    waiter.error = None
+    return waiter
 
 
 class LimiterOptions(TypedDict, total=False):
@@ -566,26 +578,19 @@ def opening(manager: AbstractContextManager[_Opened]) -> Block[_Opened]:
 
 class Permit:
     """The permit a caller holds: what it asked for, and the way to say what
-    its call cost after all (:meth:`settle`)."""
+    its call cost after all (:meth:`settle`). A limiter's ``acquire`` makes
+    it; there is nothing to make one from by hand."""
 
     __slots__ = ("_id", "_limiter", "cost", "flow", "level")
 
-    def __init__(
-        self,
-        limiter: _Limiting,
-        id: int,
-        level: int,
-        cost: int | Mapping[str, int],
-        flow: Hashable,
-    ) -> None:
-        self._limiter = limiter
-        self._id = id
-        #: The level it was granted at.
-        self.level: int = level
-        #: The cost it asked for, as given.
-        self.cost: int | Mapping[str, int] = cost
-        #: The flow it belongs to (``None``: its level's default flow).
-        self.flow: Hashable = flow
+    #: The level it was granted at.
+    level: int
+    #: The cost it asked for, as given.
+    cost: int | Mapping[str, int]
+    #: The flow it belongs to (``None``: its level's default flow).
+    flow: Hashable
+    _limiter: _Limiting
+    _id: int
 
     def settle(self, actual: int | Mapping[str, int]) -> None:
         """The call cost ``actual`` after all: a mapping of limit names to
@@ -617,6 +622,22 @@ class Permit:
 
     def __repr__(self) -> str:
         return f"<Permit level={self.level} cost={self.cost!r} flow={self.flow!r}>"
+
+
+def _permit(
+    limiter: _Limiting, id: int, level: int, cost: int | Mapping[str, int], flow: Hashable
+) -> Permit:
+    """The :class:`Permit` of ``id``, granted at ``level``: filled in here,
+    as it has no ``__init__`` (Python 3.11 runs a class's own ``__init__``
+    in an interpreter of its own, entered from C: about 500 instructions an
+    acquire more than a call)."""
+    permit = Permit()
+    permit._limiter = limiter
+    permit._id = id
+    permit.level = level
+    permit.cost = cost
+    permit.flow = flow
+    return permit
 
 
 class _Limiting:
@@ -935,7 +956,7 @@ class _Limiting:
             # knows its id: withdrawn, or its permit handed back, as a
             # caller's that leaves (left queued, it waited for nobody, and
             # every caller after it behind it).
-            self._withdraw(id, _Waiter(None, decision))
+            self._withdraw(id, _waiter(None, decision))
             raise
         if decision is not None and decision.state is State.TOO_LONG:
             assert max_wait is not None  # only a push with one is refused so
@@ -958,7 +979,7 @@ class _Limiting:
         id = next(self._ids)
         # Made first: once taken, the permit is spent, and the caller must
         # have it (an interrupt can land between any two bytecodes).
-        permit = Permit(self, id, level, cost, flow)
+        permit = _permit(self, id, level, cost, flow)
         try:
             granted = self._machine.try_take(
                 id, level, now, cost=cost, flow=flow, settle_later=self._settle_later
@@ -1023,7 +1044,7 @@ class _Limiting:
             self._recording.decided(id)
         level = decision.level
         if decision.state is _GRANTED:
-            permit = Permit(self, id, level, cost, flow)
+            permit = _permit(self, id, level, cost, flow)
             self._proceed(id, decision, now)
             return permit
         if decision.state is State.EXPIRED:
@@ -1127,7 +1148,7 @@ class _Limiting:
             # two bytecodes of the main thread): a permit granted goes back,
             # as a waiter's does (left in flight, it held its place in the
             # bucket for ever); one spent already stays spent.
-            self._withdraw(id, _Waiter(None, decision))
+            self._withdraw(id, _waiter(None, decision))
             raise
         self._reschedule()
         return False
@@ -1393,7 +1414,7 @@ class BaseLimiter(_Limiting):
                     try:
                         await self._checkpoint()
                     except BaseException:
-                        self._withdraw(id, _Waiter(None, decision))
+                        self._withdraw(id, _waiter(None, decision))
                         raise
                     return self._outcome(id, decision, cost, flow, timeout, self._now())
                 # A refusal is a schedule point too: a caller that polls
@@ -1402,7 +1423,7 @@ class BaseLimiter(_Limiting):
             return self._outcome(id, decision, cost, flow, timeout, decision.at)
         # Nothing can run between the push and here: no await.
         event = self._new_event()
-        waiter = _Waiter(event)
+        waiter = _waiter(event)
         self._waiters[id] = waiter
         self._reschedule()
         try:

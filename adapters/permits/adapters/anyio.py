@@ -56,7 +56,7 @@ class Limiter(LoopTimed, TaskedLimiter):
     _seconds: Callable[[], float] = staticmethod(anyio.current_time)
 
     def _clock(self) -> int:
-        return round(self._seconds() * 1e9)
+        return (self._seconds() * 1e9).__round__()  # round(), without its look-up
 
     def _bind_backend(self) -> None:
         """Call the running backend's own clock and checkpoint from now on.

@@ -46,6 +46,7 @@ from ._base import (
     Permit,
     _Limiting,
     _Waiter,
+    _waiter,
     despite_interrupt,
     opening,
     refuse_unknown,
@@ -224,7 +225,7 @@ class Limiter(_Limiting):
                     permit = self._take(level, cost, flow, timeout, max_wait)
                     if permit is not None:
                         return permit
-                waiter = _Waiter(None)
+                waiter = _waiter(None)
                 id, level, decision = self._request(level, cost, flow, timeout, max_wait)
                 pushed = True
                 waiter.decision = decision
