@@ -23,7 +23,6 @@ under asyncio, a native ``Task.cancel()``.
 from __future__ import annotations
 
 import asyncio
-import functools
 from collections.abc import Callable
 from contextlib import AbstractAsyncContextManager
 from fractions import Fraction
@@ -34,7 +33,7 @@ from permits.core import Policy
 from ._base import Event, LimiterOptions, async_opening, refuse_unknown
 from ._requires import Framework, other_loop, requires_extra, wrong_framework
 from ._tasked import TaskedLimiter, running
-from .asyncio import LoopTimed, _FutureEvent
+from .asyncio import LoopTimed
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
@@ -76,11 +75,10 @@ class Limiter(LoopTimed, TaskedLimiter):
             # cancel a task waiting on any future)
             self._event = asyncio.Event
         if under_asyncio and self._loop_timed:
-            # The loop's own timer and future, as the asyncio adapter's: a
+            # The loop's own timer and futures, as the asyncio adapter's: a
             # cancel scope's deadline would cancel the timer task and
             # catch its cancel at every tick.
             self._loop = asyncio.get_running_loop()
-            self._event = functools.partial(_FutureEvent, self._loop)
         # Where a permit is granted at once: trio asks every operation that
         # may block for a schedule point; asyncio does not, and a trip
         # through its loop would cost more than the grant. There, a cancel
@@ -115,7 +113,9 @@ class Limiter(LoopTimed, TaskedLimiter):
     _event: Callable[[], Event] = anyio.Event
 
     def _new_event(self) -> Event:
-        return self._event()
+        if self._loop is None:
+            return self._event()
+        return LoopTimed._new_event(self)
 
     _checkpoint_on_grant = True
     #: The framework's own checkpoint, called directly (no coroutine around it).

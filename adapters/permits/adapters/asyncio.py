@@ -35,7 +35,7 @@ __all__ = ["Limiter", "open_limiter"]
 
 class _FutureEvent:
     """The cheapest event asyncio has: one future, awaited directly. Made
-    by :meth:`Limiter._new_event`, which gives it its future (it has no
+    by :meth:`LoopTimed._new_event`, which gives it its future (it has no
     ``__init__``, which Python 3.11 runs in an interpreter of its own,
     entered from C: about 500 instructions a waiter more than a call)."""
 
@@ -53,8 +53,9 @@ class _FutureEvent:
 
 class LoopTimed(BaseLimiter):
     """A limiter whose timer is its asyncio loop's: one ``loop.call_at``
-    handle at the machine's next tick, moved as that changes; no task. The
-    asyncio adapter, and the anyio adapter under asyncio."""
+    handle at the machine's next tick, moved as that changes, no task; and
+    whose waiters each wait on one future of the loop. The asyncio adapter,
+    and the anyio adapter under asyncio."""
 
     #: The loop, once known (every change to the machine reads its clock
     #: first, so it is known before the timer is set).
@@ -88,6 +89,13 @@ class LoopTimed(BaseLimiter):
         if self._handle is not None:
             self._handle.cancel()
             self._handle = None
+
+    def _new_event(self) -> Event:
+        # Only acquire makes events, after its _clock() has checked the loop.
+        assert self._loop is not None
+        event = _FutureEvent()
+        event._future = self._loop.create_future()
+        return event
 
 
 class Limiter(LoopTimed):
@@ -126,13 +134,6 @@ class Limiter(LoopTimed):
         # the float's own __round__, as round() would: the builtin looks it
         # up again on every call, which costs as much as the rounding.
         return (loop.time() * 1e9).__round__()
-
-    def _new_event(self) -> Event:
-        # Only acquire makes events, after its _clock() has checked the loop.
-        assert self._loop is not None
-        event = _FutureEvent()
-        event._future = self._loop.create_future()
-        return event
 
     async def aclose(self) -> None:
         """Close: cancel the timer and wake every waiter with LimiterClosed
