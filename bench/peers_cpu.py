@@ -14,7 +14,10 @@ permit, so start-up cancels out; nearly the same count on every run
 run of ``N`` permits at ``RATE``, printing nothing; run it under valgrind
 to count one limiter by hand). Only the
 limiters that read the loop's clock can run here: the asyncio adapter,
-``aiolimiter`` and ``asynciolimiter`` (those installed). Two rows from
+``aiolimiter`` and ``asynciolimiter`` (those installed), and the anyio
+adapter on the same asyncio loop (opened for the run, its task group
+around the callers: the anyio adapter within 1.3x of the asyncio one is
+a target). Two rows from
 ``_reference.py`` follow: the flat limiter (only the steps this library's
 promises need) and the bare pacer (only asyncio's part of a permit).
 """
@@ -37,6 +40,7 @@ from _common import (
     PEERS,
     QUICK,
     REPEAT,
+    Acquire,
     Make,
     close_limiter,
     footer,
@@ -47,6 +51,9 @@ from _common import (
 )
 from _options import check_options
 from _reference import make_bare_pacer, make_flat
+
+import permits.adapters.anyio as permits_anyio
+from permits.core import Fifo
 
 
 class _NeverSleeps(selectors.DefaultSelector):
@@ -89,12 +96,16 @@ ON_VIRTUAL_CLOCK = ("permits (asyncio adapter)", "aiolimiter", "asynciolimiter")
 PERMITS = 5_000 if QUICK else 20_000
 
 
-def virtual_run(make: Make, rate: int, permits: int) -> tuple[float, int]:
-    """``CALLERS`` tasks acquire until ``permits`` are granted, on a virtual
-    clock: (process CPU seconds, permits granted)."""
+#: The anyio adapter's row: opened (its task group running) for the run.
+ANYIO = "permits (anyio adapter on asyncio)"
 
-    async def body() -> tuple[float, int]:
-        acquire, close = make(rate, PEER_BURST)
+
+def virtual_run(make: Make | None, rate: int, permits: int) -> tuple[float, int]:
+    """``CALLERS`` tasks acquire until ``permits`` are granted, on a virtual
+    clock: (process CPU seconds, permits granted). ``make=None``: the
+    anyio adapter's."""
+
+    async def job(acquire: Acquire) -> tuple[float, int]:
         granted = [0]
 
         async def caller() -> None:
@@ -104,9 +115,16 @@ def virtual_run(make: Make, rate: int, permits: int) -> tuple[float, int]:
 
         cpu = time.process_time()
         await asyncio.gather(*(caller() for _ in range(CALLERS)))
-        cpu = time.process_time() - cpu
+        return time.process_time() - cpu, granted[0]
+
+    async def body() -> tuple[float, int]:
+        if make is None:
+            async with permits_anyio.open_limiter(Fifo(1), rate, PEER_BURST) as limiter:
+                return await job(limiter.acquire)
+        acquire, close = make(rate, PEER_BURST)
+        result = await job(acquire)
         await close_limiter(close)
-        return cpu, granted[0]
+        return result
 
     loop = VirtualClockLoop()
     try:
@@ -144,7 +162,7 @@ def main() -> None:
     counting = shutil.which("valgrind") is not None and "--no-valgrind" not in sys.argv
     print("| limiter | rate/s | CPU µs/permit | instructions/permit |")
     print("| --- | ---: | ---: | ---: |")
-    rows: list[tuple[str, str, Make]] = []
+    rows: list[tuple[str, str, Make | None]] = []
     missing: list[str] = []
     for peer in PEERS:
         if peer.name not in ON_VIRTUAL_CLOCK or peer.make is None:
@@ -153,6 +171,7 @@ def main() -> None:
             missing.append(peer.name)
             continue
         rows.append((version(peer), peer.name, peer.make))
+    rows.insert(1, (ANYIO, ANYIO, None))
     rows += [(name, name, make) for name, make in REFERENCES]
     for label, key, make in rows:
         for rate in PEER_RATES:
@@ -173,9 +192,8 @@ if __name__ == "__main__":
     if "--count-one" in sys.argv:
         at = sys.argv.index("--count-one")
         name, rate, count = sys.argv[at + 1], int(sys.argv[at + 2]), int(sys.argv[at + 3])
-        makers = [(p.name, p.make) for p in PEERS] + list(REFERENCES)
+        makers = [(p.name, p.make) for p in PEERS] + [*REFERENCES, (ANYIO, None)]
         make = next(m for n, m in makers if n == name)
-        assert make is not None
         virtual_run(make, rate, count)
         raise SystemExit(0)
     started = header()

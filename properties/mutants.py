@@ -789,9 +789,10 @@ MUTANTS: dict[str, tuple[str, str, str, str]] = {
     ),
     "asyncio-timer-never-moved": (
         "adapters/permits/adapters/asyncio.py",
-        "        if when == self._timer_at and self._timer is not None:\n",
-        "        if self._timer is not None:\n",
-        "asyncio's timer, once armed, is never moved: a permit due sooner (a raised rate, a"
+        "        if when == self._handle_at and self._handle is not None:\n",
+        "        if self._handle is not None:\n",
+        "the loop's timer (asyncio; anyio under asyncio), once armed, is never moved: a permit"
+        " due sooner (a raised rate, a"
         " cancel, a refund) waits for the tick planned before",
     ),
     "tasked-timer-never-earlier": (

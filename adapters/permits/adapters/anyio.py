@@ -5,7 +5,11 @@
             ...
 
 Structured like the trio adapter: one background task in a task group,
-sleeping until the next permit's due time; leaving the ``async with`` closes
+which lives as long as the ``async with``. Under trio it sleeps until the
+next permit's due time and ticks; under asyncio the loop's own timer
+(``call_at``, as in the asyncio adapter) ticks instead, since a cancel
+scope's deadline there would cancel the task and catch the cancel at every
+tick (twice the CPU a permit costs). Leaving the ``async with`` closes
 the limiter, wakes every waiter with :class:`~permits.adapters.LimiterClosed`,
 and leaves nothing running. An acquire granted at once looks for a
 cancel first (under trio, at a checkpoint, which trio asks of every
@@ -29,6 +33,7 @@ from permits.core import Policy
 from ._base import Event, LimiterOptions, async_opening, refuse_unknown
 from ._requires import Framework, other_loop, requires_extra, wrong_framework
 from ._tasked import TaskedLimiter, running
+from .asyncio import LoopTimed
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
@@ -41,7 +46,7 @@ with requires_extra(__name__, "anyio", "anyio"):
 __all__ = ["Limiter", "open_limiter"]
 
 
-class Limiter(TaskedLimiter):
+class Limiter(LoopTimed, TaskedLimiter):
     """A priority limiter for anyio; make one with :func:`open_limiter`."""
 
     #: The running backend's clock, in seconds: ``anyio.current_time`` until
@@ -64,9 +69,16 @@ class Limiter(TaskedLimiter):
         under_asyncio = _under_asyncio()
         self._seconds = _asyncio_seconds() if under_asyncio else _trio_seconds()
         self._checkpoint_if_cancelled = backend.checkpoint_if_cancelled
-        # asyncio's own event under asyncio (anyio's wraps it, and its
-        # cancel scopes cancel a task waiting on any future)
-        self._event = asyncio.Event if under_asyncio else backend.create_event
+        self._event = backend.create_event
+        if under_asyncio:
+            # asyncio's own event (anyio's wraps it, and its cancel scopes
+            # cancel a task waiting on any future)
+            self._event = asyncio.Event
+        if under_asyncio and self._loop_timed:
+            # The loop's own timer and futures, as the asyncio adapter's: a
+            # cancel scope's deadline would cancel the timer task and
+            # catch its cancel at every tick.
+            self._loop = asyncio.get_running_loop()
         # Where a permit is granted at once: trio asks every operation that
         # may block for a schedule point; asyncio does not, and a trip
         # through its loop would cost more than the grant. There, a cancel
@@ -77,12 +89,33 @@ class Limiter(TaskedLimiter):
         self._bind_backend()
         await super()._run(task_status=task_status)
 
+    #: Whether, under asyncio, the loop's timer ticks the machine (see
+    #: _bind_backend); otherwise, as under trio, the timer task does.
+    _loop_timed = True
+
+    def _reschedule(self) -> None:
+        if self._loop is None:  # under trio: the timer task's
+            TaskedLimiter._reschedule(self)
+        else:
+            LoopTimed._reschedule(self)
+
+    async def _timer(self) -> None:
+        if self._loop is None:
+            await super()._timer()
+            return
+        try:
+            await anyio.sleep_forever()  # (the loop's timer ticks; closing ends this)
+        finally:
+            self._stop_timer()
+
     #: The running backend's event class: ``anyio.Event`` until the timer
     #: task starts, then the backend's own (see _bind_backend).
     _event: Callable[[], Event] = anyio.Event
 
     def _new_event(self) -> Event:
-        return self._event()
+        if self._loop is None:
+            return self._event()
+        return LoopTimed._new_event(self)
 
     _checkpoint_on_grant = True
     #: The framework's own checkpoint, called directly (no coroutine around it).

@@ -35,7 +35,7 @@ __all__ = ["Limiter", "open_limiter"]
 
 class _FutureEvent:
     """The cheapest event asyncio has: one future, awaited directly. Made
-    by :meth:`Limiter._new_event`, which gives it its future (it has no
+    by :meth:`LoopTimed._new_event`, which gives it its future (it has no
     ``__init__``, which Python 3.11 runs in an interpreter of its own,
     entered from C: about 500 instructions a waiter more than a call)."""
 
@@ -51,14 +51,57 @@ class _FutureEvent:
         return self._future
 
 
-class Limiter(BaseLimiter):
+class LoopTimed(BaseLimiter):
+    """A limiter whose timer is its asyncio loop's: one ``loop.call_at``
+    handle at the machine's next tick, moved as that changes, no task; and
+    whose waiters each wait on one future of the loop. The asyncio adapter,
+    and the anyio adapter under asyncio."""
+
+    #: The loop, once known (every change to the machine reads its clock
+    #: first, so it is known before the timer is set).
+    _loop: asyncio.AbstractEventLoop | None = None
+    _handle: asyncio.TimerHandle | None = None
+    #: The time (ns) the handle is set for.
+    _handle_at: int | None = None
+
+    def _reschedule(self) -> None:
+        when = self._machine.next_tick()
+        if when == self._handle_at and self._handle is not None:
+            return
+        if self._handle is not None:
+            self._handle.cancel()
+            self._handle = None
+        self._handle_at = when
+        if when is not None and (at := _seconds(when)) != math.inf:
+            assert self._loop is not None
+            self._handle = self._loop.call_at(at, self._fire)
+
+    def _fire(self) -> None:
+        due = self._handle_at
+        self._handle = None
+        self._handle_at = None
+        if due is not None:
+            assert self._loop is not None  # it armed the timer
+            self._catch_up(due, self._loop.time())
+        self._on_timer()
+
+    def _stop_timer(self) -> None:
+        if self._handle is not None:
+            self._handle.cancel()
+            self._handle = None
+
+    def _new_event(self) -> Event:
+        # Only acquire makes events, after its _clock() has checked the loop.
+        assert self._loop is not None
+        event = _FutureEvent()
+        event._future = self._loop.create_future()
+        return event
+
+
+class Limiter(LoopTimed):
     """A priority limiter for asyncio; see :class:`~permits.adapters.BaseLimiter`
     for the arguments and :meth:`acquire`, :meth:`permit`, :meth:`try_acquire`.
     Open one with :func:`open_limiter`."""
-
-    _loop: asyncio.AbstractEventLoop | None = None
-    _timer: asyncio.TimerHandle | None = None
-    _timer_at: int | None = None
 
     def _running_loop(self) -> asyncio.AbstractEventLoop:
         try:
@@ -92,42 +135,11 @@ class Limiter(BaseLimiter):
         # up again on every call, which costs as much as the rounding.
         return (loop.time() * 1e9).__round__()
 
-    def _new_event(self) -> Event:
-        # Only acquire makes events, after its _clock() has checked the loop.
-        assert self._loop is not None
-        event = _FutureEvent()
-        event._future = self._loop.create_future()
-        return event
-
-    def _reschedule(self) -> None:
-        when = self._machine.next_tick()
-        if when == self._timer_at and self._timer is not None:
-            return
-        if self._timer is not None:
-            self._timer.cancel()
-            self._timer = None
-        self._timer_at = when
-        if when is not None and (at := _seconds(when)) != math.inf:
-            # The loop is known: every change to the machine read its clock first.
-            assert self._loop is not None
-            self._timer = self._loop.call_at(at, self._fire)
-
-    def _fire(self) -> None:
-        due = self._timer_at
-        self._timer = None
-        self._timer_at = None
-        if due is not None:
-            assert self._loop is not None  # it armed the timer
-            self._catch_up(due, self._loop.time())
-        self._on_timer()
-
     async def aclose(self) -> None:
         """Close: cancel the timer and wake every waiter with LimiterClosed
         (in the limiter's own loop: from another, it would wake none)."""
         self._running_loop()
-        if self._timer is not None:
-            self._timer.cancel()
-            self._timer = None
+        self._stop_timer()
         self._break(None)
 
 

@@ -1313,6 +1313,10 @@ class RedisLimiter(_AnyioLimiter):
     which sends nothing else while that take is in flight.
     """
 
+    #: The timer task ticks, under asyncio too: it also wakes at the outage
+    #: bound (_next_wake), which the loop's timer does not know.
+    _loop_timed = False
+
     def __init__(
         self,
         policy: _Policy,
