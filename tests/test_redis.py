@@ -22,6 +22,7 @@ import threading
 import time
 import warnings
 from collections.abc import AsyncIterator, Callable
+from datetime import datetime, timedelta, timezone
 from fractions import Fraction
 from functools import partial
 from pathlib import Path
@@ -936,6 +937,11 @@ async def test_bad_costs_and_changes() -> None:
         with pytest.raises(PermitValueError) as error:
             limiter.pause_for(1e14)
         assert error.value.argument == "seconds"
+        assert limiter.pause_left() == 0.0
+        # P109: the same pause, asked until a moment, is refused naming the moment
+        with pytest.raises(PermitValueError, match=r"s from now, and must be finite") as error:
+            limiter.pause_until(datetime.now(timezone.utc) + timedelta(days=20_000))
+        assert error.value.argument == "when"
         assert limiter.pause_left() == 0.0
         with pytest.raises(PermitValueError) as error:
             limiter.adopt(0, 1e14, limit="tokens")
