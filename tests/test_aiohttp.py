@@ -717,11 +717,11 @@ def test_a_body_that_cannot_be_sent_again_takes_no_backoff(
     assert script.bodies == [b"hello"]
 
 
-def test_x_ratelimit_requests_reach_the_first_limit_when_none_is_so_named() -> None:
+def test_x_ratelimit_requests_reach_the_limit_they_count() -> None:
     """As the httpx transports: under a limiter opened with ``rate=`` (its
-    one limit ``units``), OpenAI's ``x-ratelimit-*-requests`` pair was
-    ignored, counted in ``ignored``; it reaches that first limit now, as
-    the IETF field's ``requests`` does."""
+    one limit ``units``, which counts requests), OpenAI's
+    ``x-ratelimit-*-requests`` pair was ignored, counted in ``ignored``; it
+    reaches that limit now."""
 
     headers = {"X-RateLimit-Remaining-Requests": "0", "X-RateLimit-Reset-Requests": "30s"}
     free, _, permits = after_one_get((200, headers), rate=1, burst=10)

@@ -2348,33 +2348,36 @@ def test_an_upstream_reads_a_dicts_headers_in_any_case(headers: Mapping[str, str
 
 
 @pytest.mark.parametrize(
-    "limits",
+    ("limits", "held"),
     [
-        {"units": Limit(1, burst=5)},  # open_limiter(policy, rate, burst): one limit, "units"
-        {"calls": Limit(1, burst=5), "tokens": Limit(100, burst=100)},
-        {"Requests": Limit(1, burst=5), "calls": Limit(1, burst=5)},  # its own, in any case
+        ({"units": Limit(1, burst=5)}, "units"),  # open_limiter(policy, rate, burst): "units"
+        ({"Requests": Limit(1, burst=5), "calls": Limit(1, burst=5)}, "Requests"),  # any case
+        ({"calls": Limit(1, burst=5), "tokens": Limit(100, burst=100)}, None),
+        ({"tokens": Limit(100, burst=100)}, None),  # no requests left read as tokens left
     ],
-    ids=["units", "calls-and-tokens", "Requests-second"],
+    ids=["units", "Requests-first", "calls-and-tokens", "tokens-only"],
 )
-def test_x_ratelimit_requests_reach_the_first_limit_when_none_is_so_named(
-    limits: dict[str, Limit],
+def test_x_ratelimit_requests_reach_the_limit_they_count(
+    limits: dict[str, Limit], held: str | None
 ) -> None:
     """OpenAI's ``x-ratelimit-*-requests`` pair under a limiter with no
-    limit named ``requests`` (one opened with ``rate=``: its limit is
-    ``units``) was ignored, counted in ``ignored``, while the IETF
-    ``RateLimit`` field, whose unit is ``requests`` too, reached the first
-    limit. It reaches the limit of that name (in any case) and, with none,
-    the first, as the field does; a name that is neither (``-rpm``) is
-    still ignored, and the other limits are held back by nothing."""
+    limit named ``requests`` was ignored, counted in ``ignored``, even by a
+    limiter opened with ``rate=``, whose one limit, ``units``, counts
+    requests. It reaches the limit of that name (in any case) and that
+    ``units``; under limits named otherwise (``calls``, ``tokens``) it is
+    still ignored: a first limit of tokens must not take the requests left
+    for tokens left. A name no limit has (``-rpm``) is ignored too, and the
+    limits it does not reach are held back by nothing."""
     headers = {
         "x-ratelimit-remaining-requests": "0",
         "x-ratelimit-reset-requests": "20s",
         "x-ratelimit-remaining-rpm": "0",
     }
-    held = "Requests" if "Requests" in limits else next(iter(limits))
     with answered(headers, limits) as (limiter, transport):
-        assert (transport.upstream.ignored, transport.upstream.malformed) == (1, 0)
-        assert not limiter.try_acquire(cost={held: 1})
+        ignored = 1 if held is not None else 2
+        assert (transport.upstream.ignored, transport.upstream.malformed) == (ignored, 0)
+        if held is not None:
+            assert not limiter.try_acquire(cost={held: 1})
         for name in set(limits) - {held}:
             assert limiter.try_acquire(cost={name: 1}), name
 

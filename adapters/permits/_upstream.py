@@ -339,7 +339,7 @@ class Upstream:
         #: (``qu="content-bytes"``, say), and each name of the
         #: ``x-ratelimit-remaining-*``/``x-ratelimit-reset-*`` headers
         #: that is no limit's (``-tokens`` for a limiter of requests only;
-        #: ``-requests`` reaches the first limit if none is so named).
+        #: ``-requests`` reaches a ``rate=`` limiter's one limit, ``units``).
         self.ignored = 0
         #: The upstream's quota policies by name, each as the latest
         #: ``RateLimit-Policy`` field naming it said: the last
@@ -465,7 +465,7 @@ class Upstream:
                 self._count("pauses")
                 pause = self.limiter.pause_left()
         for name in _x_ratelimit_names(headers):
-            limit = self._limit_counting(name, any_case=True)
+            limit = self._limit_sent(name)
             remaining = headers.get(f"x-ratelimit-remaining-{name}")
             if limit is None:
                 self._count("ignored")
@@ -514,20 +514,26 @@ class Upstream:
         with self._lock:
             setattr(self, counter, getattr(self, counter) + n)
 
-    def _limit_counting(self, unit: str, *, any_case: bool = False) -> str | None:
-        """The limit that counts ``unit``: the one of that name (with
-        ``any_case``, as a header's lower-case name names it: else one whose
-        name is that in lower case, ``"Tokens"`` for ``tokens``); for
-        ``"requests"`` (the IETF draft's default unit, and the count of
-        requests ``x-ratelimit-*-requests`` send), else the first."""
+    def _limit_counting(self, unit: str) -> str | None:
+        """The limit that counts ``unit``: the one of that name; for
+        ``"requests"`` (the IETF draft's default unit), else the first."""
         limits = self.limiter.limits
         if unit in limits:
             return unit
-        if any_case:
-            for name in limits:
-                if name.lower() == unit:
-                    return name
         return next(iter(limits)) if unit == "requests" else None
+
+    def _limit_sent(self, name: str) -> str | None:
+        """The limit an ``x-ratelimit-*-<name>`` pair speaks of (``name`` in
+        lower case): the one of that name, in any case (``"Tokens"`` for
+        ``tokens``); for ``requests``, the one limit ``units`` of a limiter
+        opened with ``rate=``, which counts requests (a limit of anything
+        else has a name: a limiter whose first limit is ``tokens`` must not
+        take the requests left for tokens left); else none."""
+        limits = self.limiter.limits
+        for limit in limits:
+            if limit.lower() == name:
+                return limit
+        return "units" if name == "requests" and list(limits) == ["units"] else None
 
     def _learn_policies(self, field: str) -> None:
         """Remember the policies of a ``RateLimit-Policy`` field, and warn
