@@ -69,11 +69,9 @@ class Limiter(LoopTimed, TaskedLimiter):
         under_asyncio = _under_asyncio()
         self._seconds = _asyncio_seconds() if under_asyncio else _trio_seconds()
         self._checkpoint_if_cancelled = backend.checkpoint_if_cancelled
-        self._event = backend.create_event
-        if under_asyncio:
-            # asyncio's own event (anyio's wraps it, and its cancel scopes
-            # cancel a task waiting on any future)
-            self._event = asyncio.Event
+        # asyncio's own event under asyncio (anyio's wraps it, and its
+        # cancel scopes cancel a task waiting on any future)
+        self._event = asyncio.Event if under_asyncio else backend.create_event
         if under_asyncio and self._loop_timed:
             # The loop's own timer and futures, as the asyncio adapter's: a
             # cancel scope's deadline would cancel the timer task and
