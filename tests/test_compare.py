@@ -388,7 +388,30 @@ def test_a_replay_ranks_by_its_most_urgent_calls_not_by_the_workloads_it_names()
     middle = [call._replace(level=1) for call in urgent]
     later = compare(three, [Fifo(3), StrictPriority(3)], calls=lambda: backfill + middle)
     assert later.urgent == "batch"  # level 1: its calls were the most urgent that came
+    assert later.least_urgent == "backfill"
     assert later.recommended.policy == StrictPriority(3)  # not the earliest in the grid
+
+
+def test_the_least_urgent_workload_is_the_least_urgent_a_call_came_to() -> None:
+    """What ``compare --plot`` draws the share of: of a three-level
+    scenario whose trace calls only at levels 0 and 1, level 1's workload
+    (level 2's got no caller, and a share of 0 under every policy)."""
+    three = Scenario(
+        "nobody backfills",
+        StrictPriority(3),
+        rate=10,
+        seconds=5,
+        workloads=[
+            Workload("users", 0, Batch(0)),
+            Workload("batch", 1, Batch(0)),
+            Workload("backfill", 2, Batch(0)),
+        ],
+    )
+    calls = [Call(i * SECOND // 20, i % 2) for i in range(40)]
+    comparison = compare(three, [Fifo(3), StrictPriority(3)], calls=lambda: calls)
+    assert (comparison.urgent, comparison.least_urgent) == ("users", "batch")
+    nobody = compare(three, [Fifo(3)], calls=list)  # no call at all: among every workload
+    assert (nobody.urgent, nobody.least_urgent) == ("users", "backfill")
 
 
 def test_a_run_may_ask_for_a_bounded_number_of_callers() -> None:

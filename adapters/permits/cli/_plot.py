@@ -154,7 +154,7 @@ def plot_comparisons(comparisons: Sequence[Comparison], path: Path) -> None:
         first = comparison.outcomes[0].result
         seconds = first.duration_ns / SECOND
         urgent = comparison.urgent
-        lower = max(first.workloads, key=lambda w: w.level).name
+        lower = comparison.least_urgent
         for k, outcome in enumerate(comparison.outcomes):
             color = colormaps["tab20"](k % 20)
             name = _plain(describe(outcome.policy))

@@ -10,7 +10,7 @@ simulator: the same scenario gives the same comparison.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from fractions import Fraction
 
 import attrs
@@ -28,7 +28,7 @@ from permits.core import (
 from permits.core.checks import check_int
 
 from ._require import Measure, Requirement, offered_quantile
-from ._run import MAX_ARRIVALS, Result, check_arrivals, check_scenario, simulate
+from ._run import MAX_ARRIVALS, Result, WorkloadResult, check_arrivals, check_scenario, simulate
 from ._scenario import Scenario, describe
 from ._trace import Call, replay
 
@@ -106,9 +106,19 @@ class Comparison:
         those of the runs that callers came to (a replay's: one per level,
         ``level N`` for a level the scenario names no workload of; the same
         callers come under every policy), or among all if none came."""
+        return min(self._came(), key=lambda w: w.level).name
+
+    @property
+    def least_urgent(self) -> str:
+        """The least urgent workload: the first of the highest level among
+        those that callers came to, chosen as :attr:`urgent` is."""
+        return max(self._came(), key=lambda w: w.level).name
+
+    def _came(self) -> Sequence[WorkloadResult]:
+        """The workloads of the runs that callers came to, or all if none
+        came."""
         run = self.outcomes[0].result.workloads
-        offered = [w for w in run if w.offered] or run
-        return min(offered, key=lambda w: w.level).name
+        return [w for w in run if w.offered] or run
 
     @property
     def any_meets_all(self) -> bool:
