@@ -33,6 +33,8 @@ from permits.sim import (
     Scenario,
     Workload,
     compare,
+    default_grid,
+    every_nth,
     simulate,
 )
 
@@ -1017,6 +1019,17 @@ def test_compare_json_has_stable_keys_with_units(capsys: pytest.CaptureFixture[s
     assert strict["requirements"][0]["measured_s"] == interactive["offered_wait_p50_s"]
 
 
+def test_every_n_over_more_than_two_levels_is_the_grids(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """``--policy every:N`` on a scenario of three levels runs the default
+    grid's policy of that N (weights ``(N-1)**k`` from the lowest up)."""
+    status, out, err = run(capsys, "compare", "--example", "mixed", "--json", "--policy", "every:5")
+    assert (status, err) == (0, "")
+    assert [p["policy"] for p in json.loads(out)["scenarios"][0]["policies"]] == ["shares 16:4:1"]
+    assert every_nth(5, 3) in default_grid(3)
+
+
 def test_policy_option_with_spaces_around_its_kind(capsys: pytest.CaptureFixture[str]) -> None:
     """``--policy " strict"`` (a shell quote around a space) is strict priority,
     as ``--policy " every:5"`` already was."""
@@ -1036,7 +1049,7 @@ def test_policy_option_with_spaces_around_its_kind(capsys: pytest.CaptureFixture
             "shares:W1,W2,... or aging:SECONDS)\n",
         ),
         ("every:x", "--policy='every:x': expected fifo, strict, every:N, shares:W1,W2,..."),
-        ("shares:1", "--policy='shares:1': orders 1 of the 2 levels the scenario's workloads use"),
+        ("shares:1", "--policy='shares:1': orders 1 of the 2 levels of the scenario's policy"),
         ("shares:4,1,1", "--policy='shares:4,1,1': orders 3 levels, and the scenario 2: give"),
         ("every:1", "--policy.every=1: must be at least 2 (from --policy='every:1')"),
         (  # as written (not after=0.0), and what to give for what 0 may have meant

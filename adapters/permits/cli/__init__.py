@@ -36,6 +36,7 @@ from permits.sim import (
     Scenario,
     TraceError,
     compare,
+    every_nth,
     load_policy,
     replay,
     simulate,
@@ -421,9 +422,11 @@ def _policies(texts: list[str] | None, levels: int) -> list[Policy] | None:
         spec: dict[str, object] = {"kind": kind.strip()}
         if spec["kind"] not in ("fifo", "strict", "every", "shares", "aging"):
             _fail(f"--policy={text!r}: unknown policy (expected {_POLICY_FORMS})")
+        every = None
         try:
             if spec["kind"] == "every":
-                spec = {"kind": "shares", "every": int(value)}
+                every = int(value)
+                spec = {"kind": "shares", "every": every}
             elif spec["kind"] == "shares":
                 spec["weights"] = [int(w) for w in value.split(",")]
             elif spec["kind"] == "aging" and value:
@@ -434,12 +437,14 @@ def _policies(texts: list[str] | None, levels: int) -> list[Policy] | None:
             _fail(f"--policy={text!r}: expected {_POLICY_FORMS}")
         try:
             policy = load_policy(spec if value else spec["kind"], levels, "--policy")
+            if every is not None and levels > 2:  # over every level, as the grid's
+                policy = every_nth(every, levels)
         except PermitError as error:
             _fail(f"{error} (from --policy={text!r})")
-        if policy.levels < levels:  # weights for fewer levels than the workloads use
+        if policy.levels < levels:  # weights for fewer levels than the scenario's
             _fail(
                 f"--policy={text!r}: orders {policy.levels} of the {levels} levels "
-                "the scenario's workloads use: give a weight for each"
+                "of the scenario's policy: give a weight for each"
             )
         if policy.levels > levels:  # a trace's rows, max_waiting: per level of the scenario
             _fail(

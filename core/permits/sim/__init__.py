@@ -21,7 +21,15 @@ scenario may ask for.
 (200, 800)
 """
 
-from ._compare import AGING_AFTER, SHARES_EVERY, Comparison, Outcome, compare, default_grid
+from ._compare import (
+    AGING_AFTER,
+    SHARES_EVERY,
+    Comparison,
+    Outcome,
+    compare,
+    default_grid,
+    every_nth,
+)
 from ._load import ScenarioError, load_policy, load_scenarios
 from ._require import Measure, Requirement, offered_quantile
 from ._run import (
@@ -64,6 +72,7 @@ __all__ = [
     "Requirement",
     "compare",
     "default_grid",
+    "every_nth",
     "offered_quantile",
     "read_trace",
     "replay",

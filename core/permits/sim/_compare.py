@@ -32,7 +32,15 @@ from ._run import MAX_ARRIVALS, Result, WorkloadResult, check_arrivals, check_sc
 from ._scenario import Scenario, describe
 from ._trace import Call, replay
 
-__all__ = ["AGING_AFTER", "SHARES_EVERY", "Comparison", "Outcome", "compare", "default_grid"]
+__all__ = [
+    "AGING_AFTER",
+    "SHARES_EVERY",
+    "Comparison",
+    "Outcome",
+    "compare",
+    "default_grid",
+    "every_nth",
+]
 
 #: The default grid's :class:`~permits.core.Shares`: every n-th permit to
 #: the lowest level, for each n here.
@@ -41,24 +49,32 @@ SHARES_EVERY = tuple(range(2, 11))
 AGING_AFTER = (Fraction(1, 2), Fraction(1), Fraction(2), Fraction(5), Fraction(10))
 
 
+def every_nth(n: int, levels: int) -> Shares:
+    """Every ``n``-th permit to the lowest of ``levels`` levels (two or
+    more): :meth:`Shares.every <permits.core.Shares.every>` on two; on more,
+    weights ``(n-1)**k`` from the lowest up, each level ``n - 1`` times the
+    next. Raises :class:`~permits.core.PermitValueError` where ``n`` is
+    below 2 or the weights add up past a million (a cycle's length)."""
+    levels = check_int("levels", levels, 2)
+    if levels == 2:
+        return Shares.every(n)
+    n = check_int("n", n, 2)
+    return Shares(tuple((n - 1) ** (levels - 1 - k) for k in range(levels)))
+
+
 def default_grid(levels: int) -> tuple[Policy, ...]:
     """FIFO; strict priority; shares, every n-th permit (n in
-    :data:`SHARES_EVERY`) to the lowest level (with more than two levels,
-    weights ``(n-1)**k`` from the lowest up: each level n-1 times the next,
-    for the n whose weights a :class:`~permits.core.Shares` takes, adding up
-    to at most a million: n = 2 alone from 21 levels on); aging after each
-    of :data:`AGING_AFTER`. One level: FIFO alone (every policy is FIFO
-    then)."""
+    :data:`SHARES_EVERY`) to the lowest level (:func:`every_nth`, for the
+    n whose weights add up to at most a million: n = 2 alone from 20 levels
+    on); aging after each of :data:`AGING_AFTER`. One level: FIFO alone
+    (every policy is FIFO then)."""
     levels = check_int("levels", levels, 1)  # ("2" raised a raw TypeError; True was 1)
     if levels == 1:
         return (Fifo(1),)
     shares = []
     for n in SHARES_EVERY:
-        if levels == 2:
-            shares.append(Shares.every(n))
-            continue
         try:
-            shares.append(Shares(tuple((n - 1) ** (levels - 1 - k) for k in range(levels))))
+            shares.append(every_nth(n, levels))
         except PermitValueError:  # weights past a schedule's length: a larger n too
             break
     aging = [Aging(levels, after_ns=int(after * SECOND)) for after in AGING_AFTER]
