@@ -729,6 +729,16 @@ MUTANTS: dict[str, tuple[str, str, str, str]] = {
         "a caller cancelled after its permit was decided, before it proceeded, keeps the permit"
         " (in flight for nobody): the next waiter does not get it",
     ),
+    "queue-full-named-after-the-schedule-point": (
+        "adapters/permits/adapters/_base.py",
+        "                try:\n"
+        "                    return self._outcome(id, decision, cost, flow, timeout, decision.at)\n"
+        "                finally:\n"
+        "                    await self._checkpoint()\n",
+        "                await self._checkpoint()\n",
+        "under trio, an acquire refused for a full queue makes its QueueFull after its schedule"
+        " point: another tenant that joined there makes it blame the level's cap (P79)",
+    ),
     "cancel-left-queued": (
         "adapters/permits/adapters/_base.py",
         "                cancelled = self._machine.cancel(id)  # asks the policy when costs"

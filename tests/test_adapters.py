@@ -1701,6 +1701,41 @@ async def test_a_full_flow_rejects_with_its_own_limit(open_limiter: OpenLimiter)
     assert limiter.statistics().levels[0].rejected == 1
 
 
+async def test_a_rejection_names_the_queue_as_it_was_at_the_push(
+    open_limiter: OpenLimiter, case: tuple[str, str]
+) -> None:
+    """P79: the ``QueueFull`` names the cap that refused the push, whoever
+    joins while the caller is at its schedule point (under trio, a refusal
+    is one): flow ``a`` full at its one waiter, the level at one of two.
+    Another tenant that joined at that point filled the level, and the
+    error, made after it, blamed the level's cap. Trio runs a batch in
+    either order: tried until the tenant joins at that point. (The thread
+    adapter pushes and makes the error under one lock.)"""
+    yields = case[0] == "trio"
+    joined = False
+    for _ in range(40 if yields else 1):
+        async with (
+            open_limiter(Fifo(), 0.1, 1, max_waiting=2, max_waiting_per_flow=1) as limiter,
+            anyio.create_task_group() as tg,
+        ):
+            await limiter.acquire()  # spends the full bucket
+            tg.start_soon(functools.partial(limiter.acquire, flow="a"))
+            await waiting(limiter, 1)
+            tg.start_soon(functools.partial(limiter.acquire, flow="b"))  # (may join at that point)
+            with pytest.raises(QueueFull) as rejected:
+                await limiter.acquire(flow="a")
+            joined = limiter.statistics().levels[0].waiting == 2
+            assert (rejected.value.per_flow, rejected.value.flow, rejected.value.max_waiting) == (
+                True,
+                "a",
+                1,
+            )
+            tg.cancel_scope.cancel()
+        if joined == yields:
+            break
+    assert joined == yields, "the tenant did not join at the schedule point, or did under asyncio"
+
+
 async def test_a_recording_replays_as_a_trace(open_limiter: OpenLimiter, tmp_path: Any) -> None:
     """``limiter.record()`` keeps each call (time from the recording's start,
     level, cost, flow, timeout), at most ``max_calls`` of them; written, it

@@ -1418,8 +1418,12 @@ class BaseLimiter(_Limiting):
                         raise
                     return self._outcome(id, decision, cost, flow, timeout, self._now())
                 # A refusal is a schedule point too: a caller that polls
-                # with timeout=0 while others wait lets them run.
-                await self._checkpoint()
+                # with timeout=0 while others wait lets them run. Its error
+                # is made first: the queue it names is the push's.
+                try:
+                    return self._outcome(id, decision, cost, flow, timeout, decision.at)
+                finally:
+                    await self._checkpoint()
             return self._outcome(id, decision, cost, flow, timeout, decision.at)
         # Nothing can run between the push and here: no await.
         event = self._new_event()
