@@ -112,9 +112,8 @@ MUTANTS: dict[str, tuple[str, str, str, str]] = {
     ),
     "cancel-keeps-the-plan": (
         "_machine.py",
-        "        if not self._unit_costs:\n"
-        "            self._plan()  # (the plan was made with it)\n",
-        "",
+        "        self._plan([])\n        return True\n",
+        "        return True\n",
         "a cancel under costs leaves the plan made with the cancelled waiter in it (P4)",
     ),
     "serve-wrong-level": (
@@ -1598,6 +1597,13 @@ MUTANTS: dict[str, tuple[str, str, str, str]] = {
         " key=lambda w: w.seq)\n",
         "waiting(level) lists a level's waiters in push order, not the order its flows"
         " would be granted in (P78)",
+    ),
+    "failed-plan-left-standing": (
+        "_machine.py",
+        "                source.unplan()\n",
+        "                pass\n",
+        "a cancel whose next choice the policy fails to make leaves the due time planned for"
+        " the cost of the waiter that left: the next tick is late (P18)",
     ),
     "queue-full-names-the-level-past-its-cap": (
         "_machine.py",

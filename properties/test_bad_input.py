@@ -1423,6 +1423,67 @@ def test_a_policy_that_raises_says_so_with_the_decisions_made() -> None:
     machine.check_valid()
 
 
+class FailsWhenArmed:
+    """A policy of two levels, strict priority, whose ``choose`` raises
+    while ``armed``: a policy with a bug that comes and goes."""
+
+    levels = 2
+
+    def __init__(self) -> None:
+        self.armed = False
+
+    def choose(self, queues: Any, now: int) -> int:
+        if self.armed:
+            raise ZeroDivisionError("choose")
+        return next(level for level, depth in enumerate(queues.depths) if depth)
+
+    def ahead(self, queues: Any, level: int, now: int) -> int:
+        return int(queues.depths[level])
+
+
+def test_a_waiter_that_leaves_under_a_failing_policy_leaves_it_to_ask_again() -> None:
+    """P18 for a cancel (and a supplied machine's ``too_long``) whose next
+    choice the policy fails to make: the waiter is gone all the same (a
+    ``too_long``'s decision in the PolicyError), and the machine asks the
+    policy again at its next tick, due at once: the next permit is then
+    planned as on a machine the waiter never joined. (The due time stayed
+    planned for the cost of the one that left, 2 s late.)"""
+    policy = FailsWhenArmed()
+    machine = Machine(policy, 1, 3)
+    machine.push("a", 0, 0, cost=3)  # granted: the bucket is empty
+    machine.push("b", 0, 0, cost=3)
+    machine.push("c", 1, 0)
+    policy.armed = True
+    with pytest.raises(PolicyError) as broken:
+        machine.cancel("b")
+    assert broken.value.decisions == ()  # type: ignore[attr-defined]
+    assert ("b" not in machine, machine.statistics().levels[0].cancelled) == (True, 1)
+    assert machine.next_tick() == 0  # ask again, now
+    with pytest.raises(PolicyError):
+        machine.tick(0)  # still failing: nothing granted
+    policy.armed = False
+    assert (machine.tick(0), machine.next_tick()) == ([], SECOND)  # c's one unit
+    never = Machine(FailsWhenArmed(), 1, 3)
+    never.push("a", 0, 0, cost=3)
+    never.push("c", 1, 0)
+    assert never.next_tick() == SECOND
+    assert [d.id for d in machine.tick(SECOND)] == ["c"]
+    machine.check_valid()
+
+    supplied = Machine(policy, 1, 3, supplied=True)
+    supplied.push("a", 0, 0, cost=3)
+    supplied.push("b", 0, 0)
+    policy.armed = True
+    with pytest.raises(PolicyError) as broken:
+        supplied.too_long("a", 5, 1)
+    decided = [(d.id, d.state) for d in broken.value.decisions]  # type: ignore[attr-defined]
+    assert decided == [("a", State.TOO_LONG)]
+    assert ("a" not in supplied, supplied.statistics().levels[0].too_long) == (True, 1)
+    policy.armed = False
+    assert [d.id for d in supplied.supply(0)] == ["b"]
+    supplied.check_valid()
+
+
 def test_a_newcomer_that_may_not_queue_does_not_under_a_broken_policy() -> None:
     """P18 under a broken policy: a push at ``max_waiting`` or with a
     deadline of ``now`` grants at once or never queues, even when the policy
@@ -1529,3 +1590,4 @@ def test_an_error_names_an_int_too_long_for_repr_by_its_digits(
     assert shown is not None, ("P108", str(refused.value)[:120])
     assert abs(int(shown[1].replace(",", "")) - digits) <= 1, "P108"
     assert machine.snapshot() == before, "P108"
+

@@ -169,6 +169,13 @@ class Bucket:
         self._set_due()
         return True
 
+    def unplan(self) -> None:
+        """The cost wanted next is not known (the policy failed to say whose
+        turn it is): due as for a cost of nothing (as soon as no pause holds
+        it), so that the next tick asks again."""
+        self.n = 0
+        self._set_due()
+
     def charge(
         self, now: int, cost: tuple[int, ...], mark: bool = True, spent: bool = False
     ) -> Mark | None:
@@ -371,6 +378,12 @@ class Buckets:
             self._set_due()
         return changed
 
+    def unplan(self) -> None:
+        self.wanted = None
+        for bucket in self.buckets:
+            bucket.unplan()
+        self._set_due()
+
     def charge(
         self, now: int, cost: tuple[int, ...], mark: bool = True
     ) -> tuple[Mark | None, ...] | None:
@@ -482,6 +495,9 @@ class Outside:
 
     def spend(self, now: int, cost: tuple[int, ...], mark: bool = True) -> Mark | None:
         raise AssertionError("a supplied machine holds no permit in flight")
+
+    def unplan(self) -> None:
+        """Nothing is planned here: the source outside offers permits."""
 
     def offer(self, now: int) -> None:
         """A permit from outside, at hand at ``now``."""

@@ -1013,7 +1013,10 @@ class Machine:
         Cancel takes no time and grants nothing; when the waiter it removes
         was the one the policy had chosen, the next one may fit at once, and
         :meth:`next_tick` then says the machine's time: tick then."""
-        return self._leave(id, self._cancelled) is not None
+        if self._leave(id, self._cancelled) is None:
+            return False
+        self._plan([])
+        return True
 
     def tick(self, now: int) -> list[Decision]:
         """Advance to ``now``: expire waiters whose deadline is ``<= now``,
@@ -1315,7 +1318,9 @@ class Machine:
         if waiter is None:
             return []
         now = self._now if self._now is not None else waiter.pushed_at
-        return [_new(Decision, (id, _TOO_LONG, waiter.level, now, 0))]
+        out = [_new(Decision, (id, _TOO_LONG, waiter.level, now, 0))]
+        self._plan(out)  # (a policy that fails says so, this decision made)
+        return out
 
     def settled(
         self, level: int, cost: int | Mapping[str, int], actual: int | Mapping[str, int]
@@ -1614,12 +1619,23 @@ class Machine:
         else:
             ledger.log(charged)
 
-    def _plan(self) -> None:
-        """The policy's next choice changed (a cancel): the due time is that
-        of its cost. Grants nothing."""
+    def _plan(self, out: list[Decision]) -> None:
+        """A waiter left ungranted, maybe the one the policy had chosen: the
+        due time is that of the cost of its next choice (with every cost
+        alike, it stands). Grants nothing. A policy that fails to choose
+        raises (carrying ``out``, the decisions made before it), and leaves
+        the due time at the machine's time: the next tick asks it again."""
+        if self._unit_costs:
+            return
         source = self._source
-        if self._ids and self._now is not None:
-            source.want(self._queues.head(self._choose(self._now, [])).cost)
+        now = self._now
+        if self._ids and now is not None:
+            try:
+                level = self._choose(now, out)
+            except PolicyError:
+                source.unplan()
+                raise
+            source.want(self._queues.head(level).cost)
         else:
             source.want(self._unit)
 
@@ -1631,7 +1647,7 @@ class Machine:
     def _leave(self, id: Hashable, counts: list[int]) -> Waiter | None:
         """The waiting ``id`` leaves ungranted, counted in ``counts`` at its
         level (cancelled, too long); ``None`` if it was not waiting. Raises
-        for an unhashable ``id``."""
+        for an unhashable ``id``. (The caller then plans the next choice.)"""
         try:
             waiter = self._queues.get(id)
         except Exception:
@@ -1641,8 +1657,6 @@ class Machine:
             return None
         self._withdraw(waiter)
         counts[waiter.level] += 1
-        if not self._unit_costs:
-            self._plan()  # (the plan was made with it)
         return waiter
 
     def _withdraw(self, waiter: Waiter) -> None:
