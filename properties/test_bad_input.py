@@ -1456,7 +1456,7 @@ def test_a_waiter_that_leaves_under_a_failing_policy_leaves_it_to_ask_again() ->
     policy.armed = True
     with pytest.raises(PolicyError) as broken:
         machine.cancel("b")
-    assert broken.value.decisions == ()  # type: ignore[attr-defined]
+    assert broken.value.decisions == ()
     assert ("b" not in machine, machine.statistics().levels[0].cancelled) == (True, 1)
     assert machine.next_tick() == 0  # ask again, now
     with pytest.raises(PolicyError):
