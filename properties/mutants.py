@@ -1621,7 +1621,7 @@ MUTANTS: dict[str, tuple[str, str, str, str]] = {
     ),
     "cost-entry-named-as-the-whole": (
         "checks.py",
-        '    entry = f"{argument}[{name!r}]"\n',
+        '    entry = f"{argument}[{shown(name)}]"\n',
         "    entry = argument\n",
         "a cost mapping's bad entry is named as the whole argument (cost=-1), not by its"
         " entry (cost['tokens']=-1: P18, P69)",

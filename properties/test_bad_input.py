@@ -1591,3 +1591,69 @@ def test_an_error_names_an_int_too_long_for_repr_by_its_digits(
     assert abs(int(shown[1].replace(",", "")) - digits) <= 1, "P108"
     assert machine.snapshot() == before, "P108"
 
+
+class HugeLevels:
+    """A policy whose ``levels`` is an int too long for ``repr``."""
+
+    levels = 10**5000
+
+    def choose(self, queues: object, now: int) -> int:
+        return 0
+
+    def ahead(self, queues: object, level: int, now: int) -> int:
+        return 0
+
+
+class ChoosesHuge(HugeLevels):
+    """A policy of one level whose ``choose`` and ``ahead`` answer an int too
+    long for ``repr`` once ``armed``."""
+
+    levels = 1
+    armed = False
+
+    def choose(self, queues: object, now: int) -> int:
+        return 10**5000 if self.armed else 0
+
+    def ahead(self, queues: object, level: int, now: int) -> int:
+        return -(10**5000) if self.armed else 0
+
+
+def test_an_error_shows_an_int_too_long_for_repr_where_its_message_names_it() -> None:
+    """P108 where such an int is named in the message rather than as the
+    refused value: a cost's or a settle's key, a flow refused its weight, a
+    rejected id, a count whose burst cannot be told, a policy's levels or
+    answers. Each raised a ``ValueError`` of its own message instead."""
+    big = 10**5000
+    two = Machine(Fifo(1), limits={"a": Limit(1, 2), "b": Limit(1, 2)})
+    two.push("x", 0, 0)
+    called = Machine(Fifo(1), 1, flow_weights=lambda flow: 0)
+    full = Machine(Fifo(1), 1, max_waiting=0)
+    chooses = ChoosesHuge()
+    policy = Machine(chooses, 1, 1)
+    policy.push("x", 0, 0)
+    policy.push("y", 0, 0)
+    chooses.armed = True
+    machines = (two, called, full, policy)
+    before = [machine.snapshot() for machine in machines]
+    calls: list[tuple[type[Exception], Callable[[], object]]] = [
+        (PermitValueError, lambda: two.push("y", 0, 0, cost={big: 1})),  # type: ignore[dict-item]
+        (PermitValueError, lambda: two.settle("x", {big: 1}, 0)),  # type: ignore[dict-item]
+        (PermitValueError, lambda: Machine(Fifo(1), 1, flow_weights={big: 0})),
+        (PermitValueError, lambda: called.push("y", 0, 0, flow=big)),
+        (QueueFull, lambda: (_ for _ in ()).throw(full.queue_full(big, 0, big))),
+        (PermitValueError, lambda: Limit.per_second(Fraction(big + 1, 2))),
+        (PermitValueError, lambda: Machine(HugeLevels(), 1)),
+        (PolicyError, lambda: policy.tick(2 * SECOND)),
+        (PolicyError, lambda: policy.min_wait(0)),
+    ]
+    for kind, call in calls:
+        with pytest.raises(kind) as refused:
+            call()
+        message = str(refused.value)
+        assert re.search(
+            r"<(int of about 5,001 digits|\w+ holding a number too long to show)>", message
+        ), (
+            "P108",
+            message,
+        )
+    assert [machine.snapshot() for machine in machines[:-1]] == before[:-1], "P108"

@@ -174,9 +174,9 @@ class QueueFull(PermitError):
         self.max_waiting = max_waiting
         self.flow = flow
         self.per_flow = per_flow
-        where = f"flow {flow!r} of level {level}" if per_flow else f"level {level}"
+        where = f"flow {shown(flow)} of level {level}" if per_flow else f"level {level}"
         option = "max_waiting_per_flow" if per_flow else "max_waiting"
-        who = "rejected" if id is None else f"id={id!r} rejected"  # None: an acquire's
+        who = "rejected" if id is None else f"id={shown(id)} rejected"  # None: an acquire's
         if max_waiting == 0:
             full = "takes no waiters"
         else:

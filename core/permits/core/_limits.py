@@ -7,7 +7,7 @@ from fractions import Fraction
 
 import attrs
 
-from ._errors import PermitValueError
+from ._errors import PermitValueError, shown
 from .checks import check_int, check_rate
 
 __all__ = ["Limit"]
@@ -59,7 +59,7 @@ class Limit:
         if burst is None:
             if rate.denominator != 1:
                 raise PermitValueError(
-                    "burst", burst, f"give a burst: count={count!r} is not a whole number"
+                    "burst", burst, f"give a burst: count={shown(count)} is not a whole number"
                 )
             burst = int(rate)
         return cls(rate / seconds, burst)

@@ -41,6 +41,7 @@ from ._errors import (
     PolicyError,
     QueueFull,
     TimeWentBackwards,
+    shown,
 )
 from ._ledger import Grant, Ledger
 from ._limits import Limit
@@ -609,7 +610,7 @@ class Machine:
             raise _raised(self._policy, "ahead", error, out) from error
         if isinstance(ahead, bool) or not isinstance(ahead, int) or ahead < 0:
             raise PolicyError(
-                f"{self._policy!r}.ahead() returned {ahead!r}, "
+                f"{self._policy!r}.ahead() returned {shown(ahead)}, "
                 "not a count of waiters (an int >= 0)",
                 out,
             )
@@ -1507,9 +1508,9 @@ class Machine:
             weight = weights(flow)
         except Exception as error:  # the user's function: bad input, not a broken machine
             raise PermitValueError(
-                "flow_weights", weights, f"raised {error!r} for flow {flow!r}"
+                "flow_weights", weights, f"raised {error!r} for flow {shown(flow)}"
             ) from error
-        return _flow_weight(flow, weight, "({!r})")
+        return _flow_weight(flow, weight, "({})")
 
     def _limit_named(self, limit: str | None) -> tuple[int, str]:
         if limit is None:
@@ -1711,7 +1712,7 @@ class Machine:
         ):
             return int(level)
         raise PolicyError(
-            f"{self._policy!r}.choose() returned {level!r}, not a level "
+            f"{self._policy!r}.choose() returned {shown(level)}, not a level "
             f"with waiters (depths {self._queues.depths!r})",
             out,
         )
@@ -1774,16 +1775,16 @@ def _check_flow(flow: object) -> None:
     check_hashable("flow", flow, "a hashable value (a tenant's name, a key)")
 
 
-def _flow_weight(flow: object, weight: object, given: str = "[{!r}]") -> int:
+def _flow_weight(flow: object, weight: object, given: str = "[{}]") -> int:
     """``flow``'s ``weight``, checked; refused naming the entry that gave it
     (``given`` formats the flow: ``flow_weights['acme']`` for a mapping's,
     ``flow_weights('acme')`` for a function's), not ``flow_weights=0`` as
     if the whole argument were 0."""
     if isinstance(weight, bool) or not isinstance(weight, int):
-        raise PermitTypeError("flow_weights" + given.format(flow), weight, "an int weight")
+        raise PermitTypeError("flow_weights" + given.format(shown(flow)), weight, "an int weight")
     if not 1 <= weight <= MAX_WEIGHT:
         raise PermitValueError(
-            "flow_weights" + given.format(flow),
+            "flow_weights" + given.format(shown(flow)),
             weight,
             f"must be at most {MAX_WEIGHT}"
             if weight > 0

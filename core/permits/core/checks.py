@@ -14,7 +14,7 @@ from decimal import Decimal
 from fractions import Fraction
 from typing import TYPE_CHECKING
 
-from ._errors import PermitTypeError, PermitValueError
+from ._errors import PermitTypeError, PermitValueError, shown
 
 if TYPE_CHECKING:
     from ._limits import Limit
@@ -109,7 +109,7 @@ def check_units(argument: str, name: str, units: object) -> int:
     ``name`` of the mapping ``argument``: an ``int`` >= 0, refused naming
     the entry (``cost['tokens']=-1``), as a flow's weight is, not the
     whole mapping."""
-    entry = f"{argument}[{name!r}]"
+    entry = f"{argument}[{shown(name)}]"
     if isinstance(units, bool) or not isinstance(units, int):
         raise PermitTypeError(entry, units, "an int of units")
     if units < 0:
@@ -123,7 +123,9 @@ def no_limit(
     """The refusal of a mapping ``argument`` (a cost, an actual cost) whose
     key ``name`` is none of the limits ``names``: it says which key, and
     the limits there are."""
-    return PermitValueError(argument, mapping, f"{name!r} is not one of the limits {list(names)}")
+    return PermitValueError(
+        argument, mapping, f"{shown(name)} is not one of the limits {list(names)}"
+    )
 
 
 def check_actual(actual: object, names: Sequence[str]) -> dict[int, int]:
@@ -212,7 +214,7 @@ def check_policy(policy: object, argument: str = "policy") -> int:
     levels = policy.levels
     if isinstance(levels, bool) or not isinstance(levels, int) or not 1 <= levels <= MAX_LEVELS:
         raise PermitValueError(
-            argument, policy, f"its levels={levels!r} must be an int from 1 to {MAX_LEVELS}"
+            argument, policy, f"its levels={shown(levels)} must be an int from 1 to {MAX_LEVELS}"
         )
     return int(levels)
 
