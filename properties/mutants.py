@@ -565,9 +565,16 @@ MUTANTS: dict[str, tuple[str, str, str, str]] = {
     ),
     "paused-outside-uncounted": (
         "_machine.py",
-        'raise refuse_paced("supplied", False, "paused()")\n        self._count_pause(until, now)',
-        'raise refuse_paced("supplied", False, "paused()")',
+        "        self._paused_at = now\n        self._count_pause(until, now)\n",
+        "        self._paused_at = now\n",
         "a supplied machine does not count a pause its source outside tells it of",
+    ),
+    "paused-told-back-in-time": (
+        "_machine.py",
+        "        if now < self._paused_at:\n            raise TimeWentBackwards(now, self._paused_at)\n",
+        "",
+        "a supplied machine counts a pause told at a now before an earlier pause's, and the"
+        " union of the pauses comes out short (P46)",
     ),
     "zero-cost-held-by-a-debt": (
         "_bucket.py",

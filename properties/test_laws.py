@@ -40,6 +40,7 @@ from permits.core import (
     Shares,
     State,
     StrictPriority,
+    TimeWentBackwards,
     WaitHistogram,
 )
 
@@ -1533,6 +1534,31 @@ def test_pauses_by_hand() -> None:
     machine.pause_until(30, 25)
     stats = machine.statistics()
     assert (stats.pauses, stats.paused_ns) == (2, 15), ("P46", stats.pauses, stats.paused_ns)
+
+
+def test_a_supplied_machine_is_told_of_pauses_as_they_come() -> None:
+    """P46 on a supplied machine, whose ``paused`` moves no time: a pause
+    told at a ``now`` before an earlier one's is refused, and counts
+    nothing (the union of [50, 100) and [10, 200) was counted as 150, the
+    span before 50 lost). And P86: where the pauses end, and when the
+    last was told, are in the snapshot (two machines with equal snapshots
+    but for them counted the next pause differently)."""
+    machine = Machine(Fifo(), 1, 1, supplied=True)
+    machine.tick(0)
+    machine.paused(100, 50)
+    before = machine.snapshot()
+    with pytest.raises(TimeWentBackwards) as refused:
+        machine.paused(200, 10)
+    assert (refused.value.value, refused.value.last) == (10, 50), "P46"
+    assert machine.snapshot() == before, "P46"
+    machine.paused(200, 60)
+    stats = machine.statistics()
+    assert (stats.pauses, stats.paused_ns) == (2, 150), ("P46", stats.pauses, stats.paused_ns)
+    one, other = (Machine(Fifo(), 1, 1, supplied=True) for _ in range(2))
+    one.paused(100, 0)
+    other.paused(150, 50)
+    assert one.statistics() == other.statistics()  # one pause of 100 ns each
+    assert one.snapshot() != other.snapshot(), "P86"
 
 
 @given(

@@ -227,6 +227,7 @@ class Machine:
         "_max_waiting",
         "_none",
         "_now",
+        "_paused_at",
         "_paused_ns",
         "_paused_until",
         "_pauses",
@@ -380,6 +381,8 @@ class Machine:
         self._pauses = 0
         self._paused_ns = 0
         self._paused_until = -NEVER
+        #: The latest ``now`` a supplied machine was told a pause at.
+        self._paused_at = -NEVER
 
     def __copy__(self) -> Machine:
         """A machine of its own, in the state this one is in (P98): its
@@ -752,6 +755,7 @@ class Machine:
             logged=self._ledger.logged,
             deadlines=tuple((d, w.id) for d, _, w in self._deadlines.sorted()),
             statistics=self.statistics(),
+            paused=(self._paused_at, self._paused_until),
         )
 
     # -- operations ---------------------------------------------------------
@@ -1209,13 +1213,18 @@ class Machine:
         through Redis, paused there at ``now``): the statistics count the
         pause as :meth:`pause_until` counts its own (P46). Changes nothing
         else: no time passes, nothing is granted. Only for a ``supplied``
-        machine (a paced one pauses itself: :meth:`pause_until`)."""
+        machine (a paced one pauses itself: :meth:`pause_until`). Raises
+        :class:`TimeWentBackwards` for a ``now`` before the machine's time or
+        that of an earlier pause (the pauses are counted as they come)."""
         now = self._check_now(now)
         until = check_int("until", until)
         if until < now:
             raise PermitValueError("until", until, f"is in the past (now is {now})")
         if not isinstance(self._source, Outside):
             raise refuse_paced("supplied", False, "paused()")
+        if now < self._paused_at:
+            raise TimeWentBackwards(now, self._paused_at)
+        self._paused_at = now
         self._count_pause(until, now)
 
     def _count_pause(self, until: int, now: int) -> None:
@@ -1846,3 +1855,6 @@ class Snapshot(NamedTuple):
     #: ``(deadline, id)`` of every deadline entry, live or dead.
     deadlines: tuple[tuple[int, Hashable], ...]
     statistics: Statistics
+    #: The latest ``now`` a supplied machine was told a pause at, and the
+    #: end of the pauses counted (P46).
+    paused: tuple[int, int]
