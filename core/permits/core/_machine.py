@@ -178,8 +178,9 @@ class Machine:
         waiters is rejected.
     :param settle_window_ns: nanoseconds after its charge during which a
         permit may be refunded or settled; the machine remembers charges up
-        to twice that long, so its memory stays bounded by
-        ``2 * rate * settle_window_ns + burst`` grants per limit, and by the
+        to twice that long, so its memory stays bounded by the charges of
+        that span (P1: at most ``burst + rate * (2 * settle_window_ns + 1) /
+        10**9`` units of each limit, ``rate`` in units per second), and by the
         grants in flight when each is spent (:meth:`spend`) as its caller
         goes ahead, unless it is to be settled later. ``None``: a charged
         permit is never refunded or settled, and the machine keeps none

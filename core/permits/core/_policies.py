@@ -46,8 +46,12 @@ class Policy(Protocol):
     def choose(self, queues: Queues, now: int) -> int:
         """The level whose head gets the permit granted at ``now``.
 
-        Called once per grant, only when someone waits; must return a level
-        with ``queues.depths[level] > 0``.
+        Called only when someone waits: before each grant, and also to
+        plan one (the cost of the waiter it would choose, with costs that
+        differ) or to answer :meth:`Machine.next_level`, so it may be
+        called several times per grant and must change nothing (a policy
+        that keeps count does so in ``record``). Must return a level with
+        ``queues.depths[level] > 0``.
         """
         ...
 
