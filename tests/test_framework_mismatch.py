@@ -17,6 +17,7 @@ import pytest
 import trio
 
 import permits.adapters
+import permits.adapters.anyio
 import permits.adapters.asyncio
 import permits.adapters.trio
 from permits.adapters import WrongFramework
@@ -129,6 +130,18 @@ def test_trio_open_limiter_outside_any_event_loop() -> None:
     with pytest.raises(WrongFramework) as raised:
         permits.adapters.trio.open_limiter(Fifo(), rate=10)
     check(raised.value, "permits.adapters.trio.open_limiter", "trio", None)
+
+
+def test_anyio_open_limiter_outside_any_event_loop() -> None:
+    """As trio's: anyio's own error (``NoEventLoopError``) was raised, not
+    the ``WrongFramework`` an adapter raises where no loop runs."""
+    with pytest.raises(WrongFramework) as raised:
+        permits.adapters.anyio.open_limiter(Fifo(), rate=10)
+    assert str(raised.value) == (
+        "permits.adapters.anyio.open_limiter needs a running asyncio or trio event loop; "
+        "none runs in this thread (start one with anyio.run)"
+    )
+    check(raised.value, "permits.adapters.anyio.open_limiter", "anyio", None)
 
 
 def test_exported() -> None:

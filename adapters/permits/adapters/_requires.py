@@ -41,7 +41,9 @@ def requires_extra(module: str, extra: str, *packages: str) -> Iterator[None]:
         ) from None
 
 
-Framework = Literal["asyncio", "trio"]
+#: What an adapter needs: an event loop of asyncio, of trio, or of either
+#: (``"anyio"``: the anyio adapter's).
+Framework = Literal["asyncio", "trio", "anyio"]
 
 #: The adapters to use under each framework.
 _USE: dict[Framework, str] = {
@@ -53,6 +55,7 @@ _USE: dict[Framework, str] = {
 _FROM_THREAD: dict[Framework, str] = {
     "asyncio": "asyncio.run_coroutine_threadsafe or loop.call_soon_threadsafe",
     "trio": "anyio.from_thread.run_sync or trio.from_thread.run_sync",
+    "anyio": "anyio.from_thread.run or anyio.from_thread.run_sync",
 }
 
 
@@ -62,7 +65,8 @@ class WrongFramework(PermitError, RuntimeError):
     where no event loop runs. The message names the adapter to use instead.
 
     :ivar adapter: what was used, e.g. ``"permits.adapters.asyncio.Limiter"``.
-    :ivar needs: the framework it needs (``"asyncio"`` or ``"trio"``).
+    :ivar needs: the framework it needs (``"asyncio"``, ``"trio"``, or
+        ``"anyio"``: either, through anyio).
     :ivar running: the framework running instead, or ``None`` if none is.
     """
 
@@ -85,10 +89,11 @@ class WrongFramework(PermitError, RuntimeError):
             advice = f"none runs in this thread (start one with {needs}.run)"
         else:
             advice = f"under {running} use {_USE[running]}"
-        super().__init__(f"{adapter} needs a running {needs} event loop; {advice}")
+        loop = "asyncio or trio event loop" if needs == "anyio" else f"{needs} event loop"
+        super().__init__(f"{adapter} needs a running {loop}; {advice}")
 
 
-def _running() -> Framework | None:
+def running_framework() -> Framework | None:
     """The framework running in this thread, if asyncio or trio (asked only
     once the one an adapter needs was found missing; neither is imported for
     the asking)."""
@@ -118,7 +123,7 @@ def wrong_framework(
     (``bound``: a limiter that lives in a loop of it already); raise it
     ``from None`` where the framework's own call failed."""
     name = f"{adapter.__module__}.{adapter.__qualname__}"
-    return WrongFramework(name, needs, _running(), bound=bound)
+    return WrongFramework(name, needs, running_framework(), bound=bound)
 
 
 def other_loop(adapter: Callable[..., Any]) -> RuntimeError:

@@ -31,7 +31,13 @@ from typing import TYPE_CHECKING, Any
 from permits.core import Policy
 
 from ._base import Event, LimiterOptions, async_opening, refuse_unknown
-from ._requires import Framework, other_loop, requires_extra, wrong_framework
+from ._requires import (
+    Framework,
+    other_loop,
+    requires_extra,
+    running_framework,
+    wrong_framework,
+)
 from ._tasked import TaskedLimiter, running
 from .asyncio import LoopTimed
 
@@ -181,6 +187,8 @@ def open_limiter(
 ) -> AbstractAsyncContextManager[Limiter]:
     """Open an anyio :class:`Limiter` for an ``async with``; see
     :class:`~permits.adapters.BaseLimiter` for the arguments."""
+    if running_framework() is None:  # anyio would say "NoEventLoopError"
+        raise wrong_framework(open_limiter, "anyio") from None
     refuse_unknown("permits.adapters.anyio.open_limiter", options)
     limiter = Limiter(policy, rate, burst, **options)
     return async_opening(running(limiter, anyio.create_task_group()))

@@ -52,7 +52,7 @@ from ._base import (
     refuse_unknown,
 )
 from ._recording import Recording
-from ._requires import _running
+from ._requires import running_framework
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack  # in typing from Python 3.11
@@ -366,7 +366,7 @@ _LOOPS = {
 def _warn_if_in_event_loop() -> None:
     """A :class:`RuntimeWarning` if this thread runs an event loop, which
     the wait about to start blocks: every task, not only the caller."""
-    running = _running()
+    running = running_framework()
     if running is None:
         return
     warnings.warn(
