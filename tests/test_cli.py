@@ -1303,12 +1303,12 @@ BAD_COSTS = [
         LLM.replace(
             "cost = { requests = 1, tokens = { uniform", "cost = { requests = 1, tokns = { uniform"
         ),
-        f"{_W0}.cost={{'requests': 1, 'tokns': Uniform(low=200, high=2000)}}: 'tokns' is not "
+        f"{_W0}.cost={{'requests': 1, 'tokns': {{'uniform': [200, 2000]}}}}: 'tokns' is not "
         "one of the limits ['requests', 'tokens']",
     ),
     (
         LLM.replace("[1000, 4000]", "[1000, 100000]"),
-        f"{_W1}.cost.tokens=Choice(values=(1000, 100000)): draws up to 100,000 units, over the "
+        f"{_W1}.cost.tokens={{'choice': [1000, 100000]}}: draws up to 100,000 units, over the "
         "burst (90,000): such a caller could never be granted",
     ),
     (
@@ -1317,7 +1317,7 @@ BAD_COSTS = [
     ),
     (LLM.replace("[200, 2000]", "[200]"), f"{_W0}.cost.tokens.uniform=[200]: expected [low, high]"),
     (LLM.replace("[200, 2000]", "[-1, 5]"), f"{_W0}.cost.tokens.uniform[0]=-1: must be at least 0"),
-    (LLM.replace("[1000, 4000]", "[]"), f"{_W1}.cost.tokens.choice=(): needs 1 to 10,000 values"),
+    (LLM.replace("[1000, 4000]", "[]"), f"{_W1}.cost.tokens.choice=[]: needs 1 to 10,000 values"),
     (LLM.replace("[1000, 4000]", '["a"]'), f"{_W1}.cost.tokens.choice[0]='a': expected an int"),
     (
         LLM.replace("choice = [1000, 4000]", "choice = 5"),
@@ -1336,12 +1336,13 @@ BAD_COSTS = [
             "cost = { requests = 1, tokens = { uniform = [200, 2000] } }",
             "cost = { requests = { uniform = [0, 1] }, tokens = 0 }",
         ),
-        f"{_W0}.cost={{'requests': Uniform(low=0, high=1), 'tokens': 0}}: must take at least "
+        f"{_W0}.cost={{'requests': {{'uniform': [0, 1]}}, 'tokens': 0}}: must take at least "
         "one unit of some limit, in every draw",
     ),
     (
         LLM.replace("tokens = { uniform = [200, 2000] }", 'tokens = "many"'),
-        f"{_W0}.cost.tokens='many': expected an int, Uniform or Choice, got str",
+        f"{_W0}.cost.tokens='many': expected a whole number, {{ uniform = [low, high] }} or "
+        "{ choice = [...] }, got str",
     ),
     (
         GOOD.replace("size = 1000", "size = 1000\ncost = 0"),

@@ -146,7 +146,25 @@ def _keys(path: str, table: Mapping[str, Any], required: set[str], optional: set
 _FILE_WORDS = (
     ("an int, float, Fraction or Decimal", "a number"),
     (" (or None)", " (or left out: none)"),
+    (
+        "an int, Uniform or Choice",
+        "a whole number, { uniform = [low, high] } or { choice = [...] }",
+    ),
 )
+
+
+def _as_written(value: object) -> object:
+    """``value`` as a scenario file writes it: a draw as its table, a
+    tuple as an array, within a table too (what a refusal shows of it)."""
+    if isinstance(value, Uniform):
+        return {"uniform": [value.low, value.high]}
+    if isinstance(value, Choice):
+        return {"choice": list(value.values)}
+    if isinstance(value, tuple):
+        return [_as_written(item) for item in value]
+    if isinstance(value, dict):
+        return {key: _as_written(item) for key, item in value.items()}
+    return value
 
 
 def _in_file_words(text: str) -> str:
@@ -166,13 +184,13 @@ def _build(path: str, make: Callable[[], Any], names: Mapping[str, str] | None =
     except PermitTypeError as error:
         raise ScenarioError(
             _place(path, _renamed(error.argument, names)),
-            error.value,
+            _as_written(error.value),
             f"expected {_in_file_words(error.expected)}, got {error.got}",
         ) from None
     except PermitValueError as error:
         raise ScenarioError(
             _place(path, _renamed(error.argument, names)),
-            error.value,
+            _as_written(error.value),
             _in_file_words(error.reason),
         ) from None
 
