@@ -551,6 +551,12 @@ def test_a_trace_is_compared_under_policies_of_the_scenarios_levels() -> None:
     assert "orders 3 levels, and the scenario 2" in str(raised.value)
     (outcome,) = compare(ARTICLE, [Shares((4, 1, 1))]).outcomes  # its workloads: as they are
     assert [w.name for w in outcome.result.workloads] == ["interactive", "batch"]
+    with pytest.raises(PermitValueError) as raised:  # not the workloads' fault
+        compare(ARTICLE, [StrictPriority(2), Fifo(1)])
+    assert (raised.value.argument, raised.value.value) == ("policies", Fifo(1))
+    assert str(raised.value).endswith(
+        "orders 1 level, and the scenario's workloads use 2: give each policy at least 2"
+    )
 
 
 def test_calls_that_are_not_a_function_or_not_fresh_each_run_are_refused() -> None:

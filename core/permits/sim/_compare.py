@@ -180,6 +180,7 @@ def compare(
     its workload.
 
     Raises :class:`~permits.core.PermitValueError` for an empty grid, for
+    a policy of fewer levels than the workloads use, for
     a requirement on the tenants of a workload whose callers name none
     (with ``calls``: whose level's calls within the run name none, though
     some came), and for ``calls`` that gave a run other calls within it
@@ -196,6 +197,15 @@ def compare(
                 "policies", policies, "give at least one policy (or None: the default grid)"
             )
     if calls is None:
+        used = 1 + max(w.level for w in scenario.workloads)
+        for policy in grid:
+            if policy.levels < used:
+                raise PermitValueError(
+                    "policies",
+                    policy,
+                    f"orders {policy.levels} level{'' if policy.levels == 1 else 's'}, and the "
+                    f"scenario's workloads use {used}: give each policy at least {used}",
+                )
         check_arrivals(scenario, max_arrivals)
         _check_tenants(scenario)
     else:  # each run's result has a workload per level of its policy: the same for all
