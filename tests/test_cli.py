@@ -11,6 +11,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import attrs
 import pytest
@@ -748,6 +749,35 @@ def test_plot_writes_a_png(capsys: pytest.CaptureFixture[str], tmp_path: Path) -
     data = target.read_bytes()
     assert data.startswith(b"\x89PNG\r\n\x1a\n")
     assert len(data) > 20_000  # five rows of two charts, not an empty canvas
+
+
+def test_a_run_shorter_than_the_floor_of_the_wait_axis_is_drawn_forwards(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The log axes of waits start at 0.1 ms; a run shorter than that (50
+    us) drew them backwards, from 0.1 ms down to its length. Each figure
+    drawn is looked at as it is saved."""
+    pytest.importorskip("matplotlib")
+    from matplotlib.figure import Figure
+
+    drawn: list[Figure] = []
+    save = Figure.savefig
+
+    def keep(figure: Figure, *args: Any, **kwargs: Any) -> None:
+        drawn.append(figure)
+        save(figure, *args, **kwargs)
+
+    monkeypatch.setattr(Figure, "savefig", keep)
+    path = tmp_path / "short.toml"
+    path.write_text(GOOD.replace("seconds = 10", "seconds = 0.00005"))
+    for command in ("simulate", "compare"):
+        status, _, _ = run(capsys, command, str(path), "--plot", str(tmp_path / f"{command}.png"))
+        assert status in (0, 1), command
+    assert len(drawn) == 2
+    for figure in drawn:
+        for axes in figure.axes:
+            for low, high in (axes.get_xlim(), axes.get_ylim()):
+                assert low < high, (axes.get_title(), low, high)
 
 
 PERMITS = str(Path(sys.executable).parent / "permits")

@@ -79,6 +79,12 @@ def _plain(text: str) -> str:
 _FLOOR = 1e-4
 
 
+def _end(seconds: float) -> float:
+    """Where a log axis of waits ends: at the run's length, or a decade past
+    :data:`_FLOOR` for a shorter run (its axis ran backwards)."""
+    return max(seconds, 10 * _FLOOR)
+
+
 def _figure(width: float, height: float) -> Figure:
     from matplotlib.figure import Figure
 
@@ -106,7 +112,7 @@ def _cdf(
 def _wait_axes(axes: Axes, duration: float, title: str) -> None:
     axes.set_title(title, fontsize=10, loc="left")
     axes.set_xscale("log")
-    axes.set_xlim(_FLOOR, duration)
+    axes.set_xlim(_FLOOR, _end(duration))
     axes.set_xlabel(f"wait (s, log scale; under {_FLOOR * 1e3:g} ms drawn at it)")
     axes.set_ylabel("fraction of callers offered")
     axes.set_ylim(0, 1.02)
@@ -180,7 +186,7 @@ def plot_comparisons(comparisons: Sequence[Comparison], path: Path) -> None:
             ):
                 tradeoff.axvline(bound, color="C1", linestyle="--", label=_plain(requirement.text))
         tradeoff.set_yscale("log")
-        tradeoff.set_ylim(_FLOOR, seconds * 2)
+        tradeoff.set_ylim(_FLOOR, _end(seconds) * 2)
         best = describe(comparison.recommended.policy)
         tradeoff.set_title(
             _plain(f"{comparison.scenario.name}: recommended {best}"),
