@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import socket
 import threading
 import time
 from collections.abc import Callable, Coroutine
@@ -156,13 +157,55 @@ def test_the_loop_wakes_a_sleeper_at_or_after_its_timer(delays: list[float]) -> 
 @given(deadlines=DELAYS)
 def test_the_trio_clock_jumps_at_or_after_a_deadline(deadlines: list[float]) -> None:
     """trio asks the clock how long to sleep until a deadline only when no
-    task can run: the clock jumps to the first nanosecond at or after it.
-    One that landed short would leave the deadline not yet come, and trio
-    would ask again, for ever, the clock never moving."""
+    task can run: the first time, it sleeps 0 s where it is (trio looks
+    for I/O), and asked again (nothing woke), the clock jumps to the first
+    nanosecond at or after it. One that landed short would leave the
+    deadline not yet come, and trio would ask again, for ever, the clock
+    never moving."""
     clock = testing.VirtualClock()
     for deadline in sorted(deadlines):
+        before = clock.current_time()
         assert clock.deadline_to_sleep_time(deadline) == 0.0
+        if deadline > before:
+            assert clock.current_time() == before  # not yet: I/O first
+            assert clock.deadline_to_sleep_time(deadline) == 0.0
         assert clock.current_time() >= deadline
+
+
+def test_the_trio_clock_jumps_only_once_no_io_is_ready() -> None:
+    """As under trio's ``MockClock(autojump_threshold=0)`` and the asyncio
+    ``VirtualClockLoop``: a reply that reached a socket a task waits on, or
+    a callback queued (from another thread, or its own), is seen before
+    the clock jumps. The clock jumped before trio looked, so a read whose
+    data was there failed at its 1 s timeout, and the callback ran 10 s
+    late, or later still."""
+
+    async def main() -> tuple[list[object], list[float]]:
+        ours, theirs = socket.socketpair()
+        read: list[object] = []
+        ran: list[float] = []
+        with ours, theirs:
+            reader = trio.socket.from_stdlib_socket(theirs)
+
+            async def read_one() -> None:
+                try:
+                    with trio.fail_after(1):
+                        read.append(await reader.recv(1))
+                except trio.TooSlowError:
+                    read.append("timed out")
+                read.append(trio.current_time())
+
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(read_one)
+                await trio.testing.wait_all_tasks_blocked()  # it waits for the reply
+                ours.send(b"x")  # the reply is there from now on
+                token = trio.lowlevel.current_trio_token()
+                token.run_sync_soon(lambda: ran.append(trio.current_time()))  # (as a thread)
+                await trio.sleep(10)
+        return read, ran
+
+    for _ in range(20):
+        assert trio.run(main, clock=testing.VirtualClock()) == ([b"x", 0.0], [0.0])
 
 
 def test_the_trio_clock_reads_exact_nanoseconds() -> None:

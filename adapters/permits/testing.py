@@ -63,8 +63,10 @@ if TYPE_CHECKING:
 
 try:
     from trio.abc import Clock as _TrioClock
+    from trio.abc import Instrument as _TrioInstrument
 except ImportError:  # pragma: no cover - without trio, VirtualClock has no use
     _TrioClock = object  # type: ignore[assignment,misc]
+    _TrioInstrument = object  # type: ignore[assignment,misc]
 
 __all__ = ["VirtualClock", "VirtualClockLoop", "run", "stall", "virtual_backend"]
 
@@ -243,8 +245,8 @@ class VirtualClockLoop(asyncio.SelectorEventLoop):
 
 class VirtualClock(_TrioClock):
     """A clock for trio (``trio.run(main, clock=VirtualClock())``) that jumps
-    to the next deadline whenever no task can run, in whole nanoseconds:
-    :class:`VirtualClockLoop`'s clock, for trio.
+    to the next deadline whenever no task can run and no I/O is ready, in
+    whole nanoseconds: :class:`VirtualClockLoop`'s clock, for trio.
 
     trio's own ``MockClock(autojump_threshold=0)`` jumps the same way, but
     its readings are sums of float jumps, and a reading converted to
@@ -259,31 +261,46 @@ class VirtualClock(_TrioClock):
     def __init__(self) -> None:
         self._ns = 0
         self._now = 0.0
+        #: Whether trio has looked for I/O since it last found no task to
+        #: run, and found none ready (:class:`_IoWatch` says when it did).
+        self._idle = False
 
     def __repr__(self) -> str:
         return f"<permits.testing.VirtualClock at {self._now!r} s>"
 
     def start_clock(self) -> None:
-        """Part of trio's clock interface: nothing to do."""
+        """Part of trio's clock interface: watch trio's looks for I/O."""
+        import trio.lowlevel
+
+        self._idle = False
+        trio.lowlevel.add_instrument(_IoWatch(self))
 
     def current_time(self) -> float:
         """The virtual clock, in seconds."""
         return self._now
 
     def deadline_to_sleep_time(self, deadline: float) -> float:
-        """trio asks this only when no task can run: jump to ``deadline`` (the
-        first nanosecond at or after it) and sleep 0 s; with no deadline,
-        wait for I/O in real time (and for a deadline past what the clock
-        counts in nanoseconds, ``sleep(1e300)``). While a task waits in
+        """trio asks this only when no task can run. The first time, sleep
+        0 s: trio looks for I/O already ready (a socket's reply, a callback
+        from another thread) as ``MockClock`` does before it jumps. Asked
+        again with nothing woken meanwhile, jump to ``deadline`` (the first
+        nanosecond at or after it) and sleep 0 s. With no deadline, wait for
+        I/O in real time (and for a deadline past what the clock counts in
+        nanoseconds, ``sleep(1e300)``). While a task waits in
         ``wait_all_tasks_blocked()``, no jump: trio wakes it first, as
         under ``MockClock``, and asks again."""
         if not math.isfinite(deadline * 1e9) or _waiting_for_idle():
+            self._idle = False
             return math.inf
         if deadline > self._now:
+            if not self._idle:
+                self._idle = True
+                return 0.0
             ns = round(deadline * 1e9)
             if _seconds(ns) < deadline:
                 ns += 1
             self._set(ns)
+        self._idle = False
         return 0.0
 
     def advance(self, seconds: float) -> None:
@@ -293,6 +310,20 @@ class VirtualClock(_TrioClock):
     def _set(self, ns: int) -> None:
         self._ns = ns
         self._now = _seconds(ns)
+
+
+class _IoWatch(_TrioInstrument):
+    """Tells a :class:`VirtualClock` when trio's look for I/O woke a task:
+    the clock then waits for the next idle moment to jump."""
+
+    def __init__(self, clock: VirtualClock) -> None:
+        self.clock = clock
+
+    def after_io_wait(self, timeout: float) -> None:
+        import trio.lowlevel
+
+        if trio.lowlevel.current_statistics().tasks_runnable:
+            self.clock._idle = False
 
 
 def _waiting_for_idle() -> bool:
