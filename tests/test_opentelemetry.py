@@ -284,6 +284,73 @@ def test_limiters_instrumented_before_the_sdk_is_set_are_all_read(
         assert read == {"chat"}
 
 
+def test_two_threads_first_instrumenting_on_the_default_meter_share_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Two threads' first ``instrument`` with no meter, at once (here the
+    second while the first gets the meter): one meter for both. It was got
+    outside the lock: each thread could get a proxy of its own, and once an
+    SDK was set, the second's instruments were dropped (never read), and
+    ``uninstrument`` of the first found it on no meter."""
+    from opentelemetry import metrics
+    from opentelemetry.metrics import _internal as api
+    from opentelemetry.util._once import Once
+
+    import permits.adapters.opentelemetry as otel
+
+    monkeypatch.setattr(api, "_METER_PROVIDER_SET_ONCE", Once())
+    monkeypatch.setattr(api, "_METER_PROVIDER", None)
+    monkeypatch.setattr(api, "_PROXY_METER_PROVIDER", api._ProxyMeterProvider())
+    monkeypatch.setattr(otel, "_default_meter", None)
+    get_meter = metrics.get_meter
+    getting = threading.Event()
+
+    def slow(*args: Any, **kwargs: Any) -> Any:
+        getting.set()
+        time.sleep(0.05)  # (the other thread comes meanwhile)
+        return get_meter(*args, **kwargs)
+
+    monkeypatch.setattr(metrics, "get_meter", slow)
+    reader = InMemoryMetricReader()
+    with (
+        threads.open_limiter(StrictPriority(1), 1000, 10) as search,
+        threads.open_limiter(StrictPriority(1), 1000, 10) as chat,
+    ):
+        one = threading.Thread(target=instrument, args=(search,), kwargs={"name": "search"})
+        one.start()
+        getting.wait(10)
+        instrument(chat, name="chat")
+        one.join(10)
+        metrics.set_meter_provider(MeterProvider(metric_readers=[reader]))
+        search.acquire(0)
+        chat.acquire(0)
+        read = {p.attributes["limiter"] for p in points(reader)["permits.granted"]}
+        assert read == {"search", "chat"}
+        uninstrument(search)
+
+
+def test_a_name_given_to_another_limiter_reads_its_counts() -> None:
+    """As ``uninstrument`` says: a name given to another limiter reads that
+    limiter's counts, from its start (as at a restart), and its histogram
+    keeps the waits it held, the new limiter's added."""
+    reader = InMemoryMetricReader()
+    meter = MeterProvider(metric_readers=[reader]).get_meter("test")
+    with (
+        threads.open_limiter(StrictPriority(1), 1000, 10) as old,
+        threads.open_limiter(StrictPriority(1), 1000, 10) as new,
+    ):
+        instrument(old, meter, name="search")
+        for _ in range(3):
+            old.acquire(0)
+        assert value(points(reader), "permits.granted", limiter="search").value == 3
+        uninstrument(old, meter)
+        instrument(new, meter, name="search")
+        new.acquire(0)
+        found = points(reader)
+        assert value(found, "permits.granted", limiter="search").value == 1
+        assert value(found, "permits.wait", limiter="search").count == 4
+
+
 def test_an_upstream_without_its_counters_is_refused() -> None:
     """``upstream=`` takes ``transport.upstream``: the transport itself was
     taken, and each read of the upstream's counters then failed in the

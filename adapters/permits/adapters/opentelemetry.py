@@ -104,9 +104,10 @@ def _meter(meter: Meter | None) -> Meter:
                 "meter", meter, "an OpenTelemetry Meter (meter_provider.get_meter(...)), or None"
             )
         return meter
-    if _default_meter is None:
-        _default_meter = metrics.get_meter("permits")
-    return _default_meter
+    with _changing:  # (two threads' first calls at once: one meter for both)
+        if _default_meter is None:
+            _default_meter = metrics.get_meter("permits")
+        return _default_meter
 
 
 def instrument(
@@ -191,7 +192,10 @@ def uninstrument(limiter: _Limiting, meter: Meter | None = None) -> None:
     provider's ``permits`` meter): its waits are no longer recorded, and
     the reader no longer sees its attributes (the instruments stay, for the
     other limiters on the meter; an SDK cannot remove them). Its ``name``
-    may then be given to another limiter. Raises
+    may then be given to another limiter, whose counts its series then
+    read: from that limiter's start, so a reader sees them go back as at a
+    restart (a delta reader, a negative delta once); the waits its
+    histogram already holds stay in it, the new limiter's added. Raises
     :class:`~permits.core.PermitValueError` (a :class:`ValueError`) naming
     ``limiter`` if it is not instrumented on that meter."""
     meter = _meter(meter)
