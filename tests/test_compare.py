@@ -354,6 +354,22 @@ def test_a_tie_on_never_and_on_those_not_granted_goes_to_the_lower_p50() -> None
     assert twice.recommended is twice.outcomes[0]  # goes to the earliest in the grid
 
 
+def _three_levels(name: str) -> Scenario:
+    """A scenario of three levels under strict priority, a workload at each
+    that no caller comes to (a trace's calls come instead)."""
+    return Scenario(
+        name,
+        StrictPriority(3),
+        rate=10,
+        seconds=5,
+        workloads=[
+            Workload("users", 0, Batch(0)),
+            Workload("batch", 1, Batch(0)),
+            Workload("backfill", 2, Batch(0)),
+        ],
+    )
+
+
 def test_a_replay_ranks_by_its_most_urgent_calls_not_by_the_workloads_it_names() -> None:
     """P61: A trace's calls of a level no workload names count as ``level N``:
     when they are the most urgent, the recommendation ranks by their waits,
@@ -373,17 +389,7 @@ def test_a_replay_ranks_by_its_most_urgent_calls_not_by_the_workloads_it_names()
     comparison = compare(scenario, calls=lambda: batch + urgent)
     assert comparison.urgent == "level 0"
     assert comparison.recommended.policy == StrictPriority(2)
-    three = Scenario(
-        "no user came",
-        StrictPriority(3),
-        rate=10,
-        seconds=5,
-        workloads=[
-            Workload("users", 0, Batch(0)),
-            Workload("batch", 1, Batch(0)),
-            Workload("backfill", 2, Batch(0)),
-        ],
-    )
+    three = _three_levels("no user came")
     backfill = [Call(0, 2)] * 30
     middle = [call._replace(level=1) for call in urgent]
     later = compare(three, [Fifo(3), StrictPriority(3)], calls=lambda: backfill + middle)
@@ -396,17 +402,7 @@ def test_the_least_urgent_workload_is_the_least_urgent_a_call_came_to() -> None:
     """What ``compare --plot`` draws the share of: of a three-level
     scenario whose trace calls only at levels 0 and 1, level 1's workload
     (level 2's got no caller, and a share of 0 under every policy)."""
-    three = Scenario(
-        "nobody backfills",
-        StrictPriority(3),
-        rate=10,
-        seconds=5,
-        workloads=[
-            Workload("users", 0, Batch(0)),
-            Workload("batch", 1, Batch(0)),
-            Workload("backfill", 2, Batch(0)),
-        ],
-    )
+    three = _three_levels("nobody backfills")
     calls = [Call(i * SECOND // 20, i % 2) for i in range(40)]
     comparison = compare(three, [Fifo(3), StrictPriority(3)], calls=lambda: calls)
     assert (comparison.urgent, comparison.least_urgent) == ("users", "batch")
