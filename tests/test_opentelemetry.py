@@ -12,6 +12,7 @@ import pytest
 pytest.importorskip("opentelemetry.sdk.metrics")
 
 import httpx
+from opentelemetry import metrics
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 
@@ -243,6 +244,20 @@ def test_a_limiter_uninstrumented_is_no_longer_read() -> None:
     assert value(found, "permits.granted", limiter="search").value == 2
 
 
+def _no_provider_set_yet(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The process's global meter provider as it is before any is set, and
+    the adapter's default meter not yet got."""
+    from opentelemetry.metrics import _internal as api
+    from opentelemetry.util._once import Once
+
+    import permits.adapters.opentelemetry as otel
+
+    monkeypatch.setattr(api, "_METER_PROVIDER_SET_ONCE", Once())
+    monkeypatch.setattr(api, "_METER_PROVIDER", None)
+    monkeypatch.setattr(api, "_PROXY_METER_PROVIDER", api._ProxyMeterProvider())
+    monkeypatch.setattr(otel, "_default_meter", None)
+
+
 def test_limiters_instrumented_before_the_sdk_is_set_are_all_read(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -253,17 +268,7 @@ def test_limiters_instrumented_before_the_sdk_is_set_are_all_read(
     first instrument of a name), so that limiter was never read, and
     ``uninstrument`` found no limiter on its new meter. The meter is got
     once."""
-    from opentelemetry import metrics
-    from opentelemetry.metrics import _internal as api
-    from opentelemetry.util._once import Once
-
-    import permits.adapters.opentelemetry as otel
-
-    # The process's global provider as it is before any is set.
-    monkeypatch.setattr(api, "_METER_PROVIDER_SET_ONCE", Once())
-    monkeypatch.setattr(api, "_METER_PROVIDER", None)
-    monkeypatch.setattr(api, "_PROXY_METER_PROVIDER", api._ProxyMeterProvider())
-    monkeypatch.setattr(otel, "_default_meter", None)
+    _no_provider_set_yet(monkeypatch)
     reader = InMemoryMetricReader()
     with (
         threads.open_limiter(StrictPriority(1), 1000, 10) as search,
@@ -292,16 +297,7 @@ def test_two_threads_first_instrumenting_on_the_default_meter_share_it(
     outside the lock: each thread could get a proxy of its own, and once an
     SDK was set, the second's instruments were dropped (never read), and
     ``uninstrument`` of the first found it on no meter."""
-    from opentelemetry import metrics
-    from opentelemetry.metrics import _internal as api
-    from opentelemetry.util._once import Once
-
-    import permits.adapters.opentelemetry as otel
-
-    monkeypatch.setattr(api, "_METER_PROVIDER_SET_ONCE", Once())
-    monkeypatch.setattr(api, "_METER_PROVIDER", None)
-    monkeypatch.setattr(api, "_PROXY_METER_PROVIDER", api._ProxyMeterProvider())
-    monkeypatch.setattr(otel, "_default_meter", None)
+    _no_provider_set_yet(monkeypatch)
     get_meter = metrics.get_meter
     getting = threading.Event()
 
