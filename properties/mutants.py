@@ -571,7 +571,8 @@ MUTANTS: dict[str, tuple[str, str, str, str]] = {
     ),
     "paused-told-back-in-time": (
         "_machine.py",
-        "        if now < self._paused_at:\n            raise TimeWentBackwards(now, self._paused_at)\n",
+        "        if now < self._paused_at:\n"
+        "            raise TimeWentBackwards(now, self._paused_at)\n",
         "",
         "a supplied machine counts a pause told at a now before an earlier pause's, and the"
         " union of the pauses comes out short (P46)",
