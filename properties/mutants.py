@@ -569,6 +569,14 @@ MUTANTS: dict[str, tuple[str, str, str, str]] = {
         "        self._paused_at = now\n",
         "a supplied machine does not count a pause its source outside tells it of",
     ),
+    "refunded-outside-uncounted": (
+        "_machine.py",
+        '            raise refuse_paced("supplied", False, "refunded()")\n'
+        "        self._refunded[level] += 1\n",
+        '            raise refuse_paced("supplied", False, "refunded()")\n',
+        "a supplied machine told of a permit given back to the source outside does not count it"
+        " refunded (P20)",
+    ),
     "paused-told-back-in-time": (
         "_machine.py",
         "        if now < self._paused_at:\n"
@@ -745,6 +753,14 @@ MUTANTS: dict[str, tuple[str, str, str, str]] = {
         "                await self._checkpoint()\n",
         "under trio, an acquire refused for a full queue makes its QueueFull after its schedule"
         " point: another tenant that joined there makes it blame the level's cap (P79)",
+    ),
+    "redis-given-back-counted-used": (
+        "adapters/permits/adapters/redis.py",
+        "        self._machine.refunded(waiter.decision.level,"
+        " dict(zip(names, units, strict=True)))\n",
+        "",
+        "a permit a cancelled caller gives back to Redis is counted as used: its units granted,"
+        " and not refunded (P20)",
     ),
     "cancel-left-queued": (
         "adapters/permits/adapters/_base.py",

@@ -158,6 +158,25 @@ class Supplied(RuleBasedStateMachine):
         assert rows(self.mirror(out_a) + self.b.tick(self.now)) == rows(out_a), "P20"
         self.b.settled(level, cost, actual)
 
+    @precondition(lambda self: self.asked)
+    @rule(data=st.data())
+    def give_back(self, data: st.DataObject) -> None:
+        """A's permit refunded while nobody waits there, banked; B's given
+        back to the source outside, which tells B (``refunded``): each
+        counts it refunded, and the same units granted."""
+        id = data.draw(st.sampled_from(sorted(self.asked)))
+        level, cost = self.asked[id]
+        if len(self.a) or id in self.a:
+            return  # (someone would take it; or it still waits: nothing to refund)
+        try:
+            out_a = self.a.refund(id, self.now)
+        except NotRefundable:
+            return
+        del self.asked[id]
+        note(f"gave back {id!r}")
+        assert rows(self.mirror(out_a) + self.b.tick(self.now)) == rows(out_a), "P20"
+        self.b.refunded(level, cost)
+
     @rule(steps=st.sampled_from([0, 1, 3]), extra=st.integers(0, 3))
     def pause(self, steps: int, extra: int) -> None:
         """A paused by itself; B's source outside paused, which tells B

@@ -469,8 +469,9 @@ async def test_a_permit_cancelled_past_its_refund_window_goes_back_to_redis(
     loop stalled past ``refund_window`` meanwhile, and the next waiter asks
     for the same units: the permit is too old to hand over, so it goes back
     to Redis, where the next waiter's take finds it. Redis charged one
-    permit per caller that proceeded (the permit was lost: counted as
-    spent, though nobody used it)."""
+    permit per caller that proceeded, and the statistics count it refunded
+    (P20: they counted it used, its units granted, the callers that went
+    ahead one too many)."""
     name = fresh()
     async with open_limiter(
         Fifo(1), redis_server.url, name=name, rate=2, burst=1, refund_window=0.05, audit=True
@@ -479,7 +480,9 @@ async def test_a_permit_cancelled_past_its_refund_window_goes_back_to_redis(
         # granted: cancelled before it runs; the loop stalls past the refund window
         await cancelled_at_its_grant_then_another(limiter, stall=0.1)
         assert limiter.given_back == 1
-        assert limiter.statistics().levels[0].granted == 3
+        level = limiter.statistics().levels[0]
+        # counted refunded, as one handed to a waiter here is: two proceeded
+        assert (level.granted, level.refunded, level.units_granted) == (3, 1, (2,))
     assert len(audit(redis_server, name)) == 2  # granted, less given back
 
 
@@ -517,6 +520,7 @@ async def test_a_permit_cancelled_at_its_grant_goes_on_only_to_a_waiter_it_fits(
                 tg.start_soon(limiter.acquire, 1)
         assert first.cancelled_caught
         assert limiter.given_back == 1, "the permit was handed to a waiter it does not fit"
+        assert limiter.statistics().levels[0].refunded == 1
 
 
 @pytest.mark.anyio

@@ -1715,6 +1715,8 @@ class RedisLimiter(_AnyioLimiter):
         if self._takes_over(units, self.reserve[waiter.decision.level]) and self._refund(id):
             return
         self._pending.append((self.limit.ask_charge(tuple(-n for n in units)), 1, True))
+        names = list(self.limits)
+        self._machine.refunded(waiter.decision.level, dict(zip(names, units, strict=True)))
         if self._closed is None:
             self._wake_driver()
         # Closed (a caller outside the limiter's block, granted as it closed,

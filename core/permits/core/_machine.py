@@ -1352,6 +1352,23 @@ class Machine:
         for i, (before, after) in enumerate(zip(asked, units, strict=True)):
             granted[i] += after - before
 
+    def refunded(self, level: int, cost: int | Mapping[str, int]) -> None:
+        """A permit granted at ``level`` for ``cost`` went back unused to the
+        source outside (a limit shared through Redis: its caller left before
+        it proceeded, and no waiter here took it): the statistics count it
+        refunded, its units no longer granted, as :meth:`refund` counts one
+        (P20). Changes nothing else: no permit is at hand, none is granted.
+        Only for a ``supplied`` machine (a paced one banks its own:
+        :meth:`refund`)."""
+        level = self._check_level(level)
+        asked = self._cost("cost", cost)
+        if not isinstance(self._source, Outside):
+            raise refuse_paced("supplied", False, "refunded()")
+        self._refunded[level] += 1
+        granted = self._units[level]
+        for i, n in enumerate(asked):
+            granted[i] -= n
+
     # -- the steps ----------------------------------------------------------
 
     def _arrival(
