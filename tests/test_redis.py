@@ -805,6 +805,7 @@ def test_the_probe_leaves_the_limits_key_as_it_was(redis_server: RedisServer) ->
         ({"rate": 1, "timeout": math.nan}, "timeout"),
         ({"rate": 1, "timeout": math.inf}, "timeout"),
         ({"rate": 1, "timeout": "1"}, "timeout"),
+        ({"rate": 1, "timeout": 1e10}, "timeout"),  # past a socket's: taken, then failing
         # a unit in more than 1e9 s: the script's times would overflow
         ({"rate": Fraction(1, 10**10)}, "rate"),
         ({"limits": {"a": Limit(Fraction(1, 10**10))}}, "limits['a']"),
@@ -956,6 +957,24 @@ async def test_bad_costs_and_changes() -> None:
         assert limiter.limits == limits
         with pytest.raises(NotRefundable):
             limiter._settle(12345, {"tokens": 1})  # never granted
+        assert limiter._pending == []  # nothing was sent
+    finally:
+        limit.close()
+
+
+def test_a_burst_changed_to_a_levels_reserve_is_refused() -> None:
+    """As opening refuses it: a burst at or below a level's reserve (that
+    level then served only from a full bucket) is refused naming ``burst``,
+    nothing sent, the limits as they were. It was taken."""
+    limit = RedisLimit("redis://127.0.0.1:1/0", name="x", rate=10, burst=5)
+    limiter = RedisLimiter(StrictPriority(2), limit, reserve=(0, 3))
+    try:
+        for burst in (3, 2):
+            with pytest.raises(PermitValueError) as error:
+                limiter.set_limit(burst=burst)
+            assert (error.value.argument, error.value.value) == ("burst", burst)
+            assert "above every level's reserve (the largest, 3)" in str(error.value)
+        assert limiter.limits == {"units": Limit(10, burst=5)}
         assert limiter._pending == []  # nothing was sent
     finally:
         limit.close()
@@ -1351,6 +1370,10 @@ def test_bad_options_are_refused_in_words() -> None:
         ),
         ({"timeout": -1}, "timeout=-1: must be finite seconds > 0"),
         ({"timeout": math.nan}, "timeout=nan: must be finite seconds > 0"),
+        (
+            {"timeout": 1e10},
+            "timeout=10000000000.0: must be at most 1e+09 seconds (about 31 years)",
+        ),
     ]
     for bad, refusal in constructed:
         given: dict[str, Any] = {"url": url, "name": "x", "rate": 10, "burst": 3, **bad}

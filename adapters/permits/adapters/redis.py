@@ -553,7 +553,8 @@ class RedisLimit:
         keeps every entry since it last stood idle an hour (about 10 bytes
         an entry in Redis): for a test or a short look, not a limiter left
         running.
-    :param timeout: seconds before a connect or a reply counts as failed.
+    :param timeout: seconds before a connect or a reply counts as failed
+        (at most 1e9).
     :param cluster: ``url`` names a node of a Redis Cluster: the client is
         redis-py's ``RedisCluster``. The keys of one limit share a hash tag,
         so every call goes to the one node that holds them.
@@ -587,6 +588,10 @@ class RedisLimit:
         if not isinstance(prefix, str):
             raise PermitTypeError("prefix", prefix, "a str")
         _above_zero("timeout", timeout)
+        if timeout > _LONGEST_S:  # (a socket's timeout holds up to about 9.2e9 s)
+            raise PermitValueError(
+                "timeout", timeout, f"must be at most {_LONGEST_S:g} seconds (about 31 years)"
+            )
         self.limits: dict[str, Limit] = check_limits(rate, burst, limits)
         for argument, text in [("name", name), ("prefix", prefix)] + [
             ("limits", key) for key in self.limits
@@ -1800,6 +1805,13 @@ class RedisLimiter(_AnyioLimiter):
             and name == list(self.limits)[self._shared]
         ):
             _check_virtual_costs("burst", burst, self._weights, burst)
+        if burst is not None and burst <= max(self.reserve):  # as opening refuses it
+            raise PermitValueError(
+                "burst",
+                burst,
+                f"must be above every level's reserve (the largest, {max(self.reserve)}): "
+                "a level whose reserve is the whole burst is served only from a full bucket",
+            )
         super().set_limit(rate=rate, burst=burst, limit=limit)
         self._local_follows(name)
         self._send(request)
