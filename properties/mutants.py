@@ -1375,7 +1375,7 @@ MUTANTS: dict[str, tuple[str, str, str, str]] = {
     ),
     "x-ratelimit-requests-by-name-only": (
         "adapters/permits/_upstream.py",
-        "            limit = self._limit_sent(name)\n",
+        "            limit = self._limit_counting(name)\n",
         "            limit = next((n for n in self.limiter.limits if n.lower() == name), None)\n",
         "the x-ratelimit-*-requests headers reach only a limit named requests: under a limiter"
         " opened with rate= (its one limit, units) they are ignored, where the RateLimit"
@@ -1383,10 +1383,11 @@ MUTANTS: dict[str, tuple[str, str, str, str]] = {
     ),
     "x-ratelimit-requests-to-any-first-limit": (
         "adapters/permits/_upstream.py",
-        '        return "units" if name == "requests" and list(limits) == ["units"] else None\n',
-        '        return next(iter(limits)) if name == "requests" else None\n',
-        "the x-ratelimit-*-requests headers reach whatever limit comes first: a limiter whose"
-        " first limit counts tokens takes the requests left for tokens left",
+        '        return "units" if unit == "requests" and list(limits) == ["units"] else None\n',
+        '        return next(iter(limits)) if unit == "requests" else None\n',
+        "the x-ratelimit-*-requests headers and a RateLimit item in requests reach whatever"
+        " limit comes first: a limiter whose first limit counts tokens takes the requests left"
+        " for tokens left",
     ),
     "held-by-a-limit-not-costed": (
         "adapters/permits/_upstream.py",

@@ -634,6 +634,31 @@ def test_a_ratelimit_item_holds_back_the_limit_counting_its_unit() -> None:
         assert transport.upstream.policies == {"minute": QuotaPolicy(60, 60.0, "requests")}
 
 
+@pytest.mark.parametrize(
+    ("limits", "held"),
+    [
+        ({"units": Limit(1000, burst=10)}, True),  # rate=: its one limit counts requests
+        ({"Requests": Limit(1000, burst=10)}, True),  # in any case
+        ({"tokens": Limit(1000, burst=10)}, False),  # not requests
+        ({"tokens": Limit(1000, burst=10), "calls": Limit(1000, burst=10)}, False),
+    ],
+)
+def test_a_ratelimit_item_in_requests_reaches_only_a_limit_of_requests(
+    limits: dict[str, Limit], held: bool
+) -> None:
+    """A ``RateLimit`` item with no policy counts requests: it reaches a
+    limit so named (in any case) or a ``rate=`` limiter's one limit,
+    ``units``, as ``x-ratelimit-*-requests`` does, and no other, counted
+    ignored. It went to the first limit: a limiter of tokens alone took 3
+    requests left for 3 tokens left, and held every request that cost more
+    for the whole reset."""
+    headers = {"RateLimit": '"minute";r=3;t=5'}
+    with answered(headers, limits) as (limiter, transport):
+        granted = [limiter.try_acquire() for _ in range(5)]
+        assert granted == ([True] * 3 + [False] * 2 if held else [True] * 5)
+        assert transport.upstream.ignored == (0 if held else 1)
+
+
 def test_the_policies_remembered_stay_bounded() -> None:
     """An upstream that names a new policy on every response (a key or a
     request id in the name) leaves at most MAX_POLICIES remembered, the
@@ -726,13 +751,13 @@ def test_a_quoted_policy_name_may_hold_what_separates_a_field(written: str, name
 def test_a_ratelimit_item_in_a_unit_no_limit_counts_is_ignored() -> None:
     """A policy counting ``content-bytes`` says nothing about a limit of
     requests: its item is counted in ``ignored`` and holds nothing back,
-    while one in ``requests`` is read for the only limit, whatever its name
-    (3 until the reset in 1 s: 3 now)."""
+    while one in ``requests`` is read for the limit of that name (3 until
+    the reset in 1 s: 3 now)."""
     headers = {
         "RateLimit-Policy": '"bytes";q=1000000;qu="content-bytes", calls;q=10;w=1',
         "RateLimit": '"bytes";r=0;t=50, "calls";r=3;t=1',
     }
-    with answered(headers, {"calls": Limit(1, burst=10)}) as (limiter, transport):
+    with answered(headers, {"requests": Limit(1, burst=10)}) as (limiter, transport):
         assert [limiter.try_acquire() for _ in range(4)] == [True, True, True, False]
         assert transport.upstream.ignored == 1
         assert transport.upstream.malformed == 0

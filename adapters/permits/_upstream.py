@@ -465,7 +465,7 @@ class Upstream:
                 self._count("pauses")
                 pause = self.limiter.pause_left()
         for name in _x_ratelimit_names(headers):
-            limit = self._limit_sent(name)
+            limit = self._limit_counting(name)
             remaining = headers.get(f"x-ratelimit-remaining-{name}")
             if limit is None:
                 self._count("ignored")
@@ -515,25 +515,19 @@ class Upstream:
             setattr(self, counter, getattr(self, counter) + n)
 
     def _limit_counting(self, unit: str) -> str | None:
-        """The limit that counts ``unit``: the one of that name; for
-        ``"requests"`` (the IETF draft's default unit), else the first."""
-        limits = self.limiter.limits
-        if unit in limits:
-            return unit
-        return next(iter(limits)) if unit == "requests" else None
-
-    def _limit_sent(self, name: str) -> str | None:
-        """The limit an ``x-ratelimit-*-<name>`` pair speaks of (``name`` in
-        lower case): the one of that name, in any case (``"Tokens"`` for
+        """The limit that counts ``unit``, the unit of an ``x-ratelimit-*-<unit>``
+        pair or of a ``RateLimit`` item (``requests`` unless its policy
+        says otherwise): the one of that name, in any case (``"Tokens"`` for
         ``tokens``); for ``requests``, the one limit ``units`` of a limiter
         opened with ``rate=``, which counts requests (a limit of anything
         else has a name: a limiter whose first limit is ``tokens`` must not
         take the requests left for tokens left); else none."""
         limits = self.limiter.limits
+        unit = unit.lower()
         for limit in limits:
-            if limit.lower() == name:
+            if limit.lower() == unit:
                 return limit
-        return "units" if name == "requests" and list(limits) == ["units"] else None
+        return "units" if unit == "requests" and list(limits) == ["units"] else None
 
     def _learn_policies(self, field: str) -> None:
         """Remember the policies of a ``RateLimit-Policy`` field, and warn
