@@ -24,8 +24,9 @@ adopt the upstream's bucket, and the IETF ``RateLimit`` field is its
 quota); and
 ``settle(response, body)``, if given, says what the call cost after all,
 from the response and its body (read whole first, before the caller gets
-the response, which then does not stream; ``response.read()`` returns it
-again), unless it is a 429 or 503 (not served: the cost asked for stays).
+the response, which then does not stream: ``response.read()`` returns it
+again, and ``response.content`` reads it again), unless it is a 429 or 503
+(not served: the cost asked for stays).
 A request that fails before its response (a refused connection, a
 timeout, a hang-up) raises aiohttp's error and keeps its permit, as one
 that may have reached the upstream; it is not sent again. A header that
@@ -35,6 +36,7 @@ fatal.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable, Hashable, Iterator, Mapping
 
 from permits._upstream import (
@@ -68,6 +70,21 @@ __all__ = [
     "QuotaPolicy",
     "Upstream",
 ]
+
+
+def _content_again(response: aiohttp.ClientResponse, body: bytes) -> None:
+    """Give ``response``, read whole, a ``content`` stream of ``body`` again:
+    reading spent it, and ``async for line in response.content`` (an event
+    stream's lines) yielded nothing while ``read()`` gave the body."""
+    from aiohttp.base_protocol import BaseProtocol
+
+    loop = asyncio.get_running_loop()
+    # (fed whole: never past its limit, so the stream never asks the
+    # protocol, which has no connection, to pause)
+    stream = aiohttp.StreamReader(BaseProtocol(loop), len(body) + 1, loop=loop)
+    stream.feed_data(body)
+    stream.feed_eof()
+    response.content = stream
 
 
 class _Fields(Mapping[str, str]):
@@ -232,11 +249,13 @@ class PermitsMiddleware:
             if again:
                 # kept, read whole (which frees the connection; released, it
                 # could not be read again by the caller)
-                await response.read()
+                _content_again(response, await response.read())
                 kept = response
                 continue  # the next acquire waits for the pause
             if self.settle is not None and response.status not in THROTTLED:
-                actual = self.settle(response, await response.read())
+                body = await response.read()
+                _content_again(response, body)
+                actual = self.settle(response, body)
                 if actual is not None:
                     settle_in_time(permit, actual)
             return response
