@@ -1825,6 +1825,47 @@ def test_a_remaining_in_other_digits_than_ascii_is_malformed() -> None:
         assert all(limiter.try_acquire() for _ in range(10)), "the bucket as it was"
 
 
+@pytest.mark.parametrize(
+    ("headers", "malformed"),
+    [
+        ({"x-ratelimit-reset-tokens": "soon"}, 1),  # a reset alone
+        ({"x-ratelimit-reset-tokens": "1s"}, 0),  # alone, and reads: nothing to learn
+        ({"ratelimit-reset": "soon"}, 1),  # the draft's own field, alone
+        ({"ratelimit-reset": "5"}, 0),
+        # a bucket size that does not parse, beside a remaining of the burst or more
+        (
+            {
+                "x-ratelimit-remaining-tokens": "5000",
+                "x-ratelimit-reset-tokens": "1s",
+                "x-ratelimit-limit-tokens": "lots",
+            },
+            1,
+        ),
+        (
+            {
+                "x-ratelimit-remaining-tokens": "5000",
+                "x-ratelimit-reset-tokens": "1s",
+                "x-ratelimit-limit-tokens": "9000",
+            },
+            0,
+        ),
+    ],
+)
+def test_a_header_that_does_not_parse_is_counted_even_with_nothing_to_learn(
+    headers: dict[str, str], malformed: int
+) -> None:
+    """As README says: a header that does not parse is ignored and counted
+    in ``malformed``, also where the headers beside it leave nothing to
+    learn (a reset without its remaining; a size beside a remaining of the
+    whole burst). These were ignored uncounted."""
+    limits = {"requests": Limit(10, burst=10), "tokens": Limit(1000, burst=1000)}
+    with threads.open_limiter(Fifo(), limits=limits) as limiter:
+        upstream = Upstream(limiter)
+        upstream.learn(200, headers)
+        assert upstream.malformed == malformed
+        assert all(limiter.try_acquire() for _ in range(10)), "nothing learned"
+
+
 def test_a_policy_whose_window_does_not_parse_is_malformed() -> None:
     """A ``RateLimit-Policy`` member whose ``w`` is no duration is
     malformed: counted, and not remembered as a policy."""

@@ -131,6 +131,14 @@ def _cautious(
     return pick([value for value in values if value is not None])
 
 
+def _unread(text: str | None, read: Callable[[str], object | None]) -> bool:
+    """Whether ``text``, a header sent (not ``None``, nor blank), has a line
+    that does not read as ``read`` reads it (as :func:`_cautious` reads it)."""
+    if text is None or not text.strip():
+        return False
+    return any(read(part) is None for part in text.split(","))
+
+
 def _delay_seconds(text: str) -> float | None:
     """The seconds of a ``Retry-After`` that is a number (too long for a
     float: inf, which ``max_pause`` cuts); ``None`` if it is none."""
@@ -467,21 +475,26 @@ class Upstream:
         for name in _x_ratelimit_names(headers):
             limit = self._limit_counting(name)
             remaining = headers.get(f"x-ratelimit-remaining-{name}")
+            reset = headers.get(f"x-ratelimit-reset-{name}")
+            refills = headers.get(f"x-ratelimit-limit-{name}", "")
             if limit is None:
                 self._count("ignored")
             elif remaining is not None:  # (Azure OpenAI sends no reset)
-                reset = headers.get(f"x-ratelimit-reset-{name}")
-                refills = headers.get(f"x-ratelimit-limit-{name}", "")
                 if self._adopt(remaining, reset, limit, refills=refills):
                     held.add(limit)
+            elif _unread(reset, parse_duration) or _unread(refills, _whole_number):
+                self._count("malformed")  # (alone, nothing to learn: but said wrong)
         field = headers.get("ratelimit-policy")
         if field is not None:
             self._learn_policies(field)
         field = headers.get("ratelimit")
         items = [] if field is None else _ratelimit_items(field)
         left = headers.get("ratelimit-remaining")
+        reset = headers.get("ratelimit-reset")
         if left is not None:  # the draft to its 6th version: fields of their own
-            items.append((None, left, headers.get("ratelimit-reset")))
+            items.append((None, left, reset))
+        elif _unread(reset, parse_duration):
+            self._count("malformed")  # (alone, nothing to learn: but said wrong)
         for policy, remaining, reset in items:
             known = None if policy is None else self.policies.get(policy)
             limit = self._limit_counting("requests" if known is None else known.unit)
@@ -607,12 +620,12 @@ class Upstream:
         """The ``x-ratelimit-*`` headers' bucket (of the size ``refills``
         says), ``left`` now and full again ``seconds`` from now, adopted."""
         burst = self.limiter.limits[limit].burst
-        if left >= burst:
-            return  # more is left than this bucket holds: nothing to learn
         size = _cautious(refills, _whole_number, min) if refills.strip() else burst  # not sent
         if size is None:
             self._count("malformed")
             size = burst
+        if left >= burst:
+            return  # more is left than this bucket holds: nothing to learn
         # At most `left` now, refilling from there at this bucket's rate,
         # and never fuller than the upstream's: a bigger one holds `burst`
         # units again once (burst - left) / (size - left) of its reset has
