@@ -125,6 +125,22 @@ def test_a_reset_in_go_durations_below_a_millisecond_is_heeded(wire: str) -> Non
         assert not limiter.try_acquire()  # nothing left now, refilling at 1 a second
 
 
+def test_a_reset_in_utf_8_is_heeded_beside_a_header_that_is_not() -> None:
+    """httpx decodes every value of a response in one encoding, Latin-1 if
+    any is not UTF-8: a ``500µs`` reset sent in UTF-8 then read as
+    ``500Âµs``, malformed, when another header (here ``café`` in Latin-1)
+    was not UTF-8. Each value is read on its own, as the aiohttp
+    middleware reads it."""
+    headers = {
+        "x-server-note": "caf\u00e9",  # one byte, 0xE9: not UTF-8
+        "x-ratelimit-remaining-requests": "0",
+        "x-ratelimit-reset-requests": "500\u00c2\u00b5s",  # 500µs in UTF-8
+    }
+    with answered(headers, {"requests": Limit(1, burst=5)}) as (limiter, transport):
+        assert transport.upstream.malformed == 0
+        assert not limiter.try_acquire()  # nothing left now, refilling at 1 a second
+
+
 @pytest.mark.parametrize(
     "text",
     [

@@ -197,7 +197,7 @@ class _Options:
         these ``retries`` and ``timeout``."""
         return upstream.again(
             response.status_code,
-            response.headers,
+            _fields(response.headers),
             attempt,
             self.retries,
             self.timeout,
@@ -229,6 +229,22 @@ class _Options:
             request=response.request,
             extensions=response.extensions,
         )
+
+
+def _fields(headers: httpx.Headers) -> dict[str, str]:
+    """``headers`` as the upstream's word is read: each value decoded on its
+    own, as UTF-8 if it is, else as Latin-1, and a field sent on several
+    lines one value, its lines joined by commas (RFC 9110, section 5.3).
+    httpx decodes every value of a response in one encoding: one header
+    not in UTF-8 made a reset of another, ``900µs`` in UTF-8, garbage."""
+    fields: dict[str, list[str]] = {}
+    for name, value in headers.raw:
+        try:
+            text = value.decode("utf-8")
+        except UnicodeDecodeError:
+            text = value.decode("latin-1")
+        fields.setdefault(name.decode("latin-1").lower(), []).append(text)
+    return {name: ", ".join(values) for name, values in fields.items()}
 
 
 def _repr(transport: object, limiter: object, options: _Options) -> str:
