@@ -1630,6 +1630,15 @@ MUTANTS: dict[str, tuple[str, str, str, str]] = {
         "a cancel whose next choice the policy fails to make leaves the due time planned for"
         " the cost of the waiter that left: the next tick is late (P18)",
     ),
+    "rescale-multiplies-the-heads-finishes": (
+        "_queues.py",
+        "        for _, flow in heads:\n            self._enter(flow, first=False)\n",
+        "        for key, flow in heads:\n"
+        "            flow.entry = ((key >> SHIFT) * factor << SHIFT) + (key & _SEQ)\n"
+        "            self.heads.insert(flow.entry, flow)\n",
+        "a scale that grows after it stopped at MAX_SCALE multiplies each head's finish, rounded"
+        " up at the old scale, by the factor: a flow pushed first loses its tie (P78, P13)",
+    ),
     "queue-full-names-the-level-past-its-cap": (
         "_machine.py",
         "self._queues.depths[level] >= most",

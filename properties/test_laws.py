@@ -1787,6 +1787,26 @@ class FairLine:
         self.check(("cancel", id))
 
 
+def test_a_scale_that_grows_after_it_stopped_keeps_ties_to_the_first_pushed() -> None:
+    """P78 and P13 by hand, where a level's scale of virtual time stopped
+    at MAX_SCALE (a weight it cannot take in: x's) and then grows again (a
+    weight of 2): the heads' finishes are made anew at the new scale, so x
+    and z, of the same weight, cost and start, tie, and x, pushed first,
+    goes first, as ``waiting()`` says and the model decides. x's finish,
+    rounded up at the old scale and then doubled, came out later than z's:
+    z went first, and ``waiting()`` said x."""
+    primes = [999_983, 999_979, 999_961, 999_959]
+    weights: dict[Hashable, int] = {"a": primes[0], "b": primes[1], "c": primes[2], "y": 2}
+    line = FairLine({**weights, "x": primes[3], "z": primes[3]})
+    for flow in "abc":
+        line.push(flow, flow, 4)
+    line.push("x", "x", 2)  # the scale would pass MAX_SCALE: it stays
+    line.push("y", "y", 4)  # it doubles
+    line.push("z", "z", 2)
+    line.serve(6)
+    assert line.granted[1:3] == ["x", "z"], ("P78", line.granted)
+
+
 def test_flows_that_leave_and_join_again_by_hand() -> None:
     """P34 and P13 by hand, where the virtual times a level keeps for one
     flow alone matter when another joins: a flow left alone behind the

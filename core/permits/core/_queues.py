@@ -367,16 +367,17 @@ class _Level:
                 self.firsts.clear()
             self.synced = True
 
-    def _enter(self, flow: _Flow) -> None:
+    def _enter(self, flow: _Flow, first: bool = True) -> None:
         """``flow``'s head enters ``heads``, keyed by its virtual finish time,
         ``start + cost * step`` (the cost counted in the units of the level's
-        limit), and its push order."""
+        limit), and its push order; and, unless ``first`` is false (it is
+        there already), ``firsts``."""
         line = flow.line
         head = line.chunks[0][line.start]  # hot: _Line.head(), by hand
         finish = flow.start + head.cost[self.index] * flow.step(self.scale)
         flow.entry = (finish << SHIFT) + head.seq
         self.heads.insert(flow.entry, flow)
-        if self.firsts is not None:
+        if first and self.firsts is not None:
             self.firsts.insert(head.seq, flow)
 
     def _rescale(self, weight: int) -> None:
@@ -392,11 +393,14 @@ class _Level:
         for flow in self.flows.values():
             flow.start *= factor
             flow.finish *= factor
-        heads = self.heads.entries()  # their order stays: each finish times factor
+        # Each head's finish anew, at the new step: a finish rounded up at
+        # a scale its weight does not divide (one stopped at MAX_SCALE),
+        # times factor, could end later than the same finish made now, and
+        # a flow pushed first then lost its tie (P78).
+        heads = self.heads.entries()
         self.heads.clear()
-        for key, flow in heads:
-            flow.entry = ((key >> SHIFT) * factor << SHIFT) + (key & _SEQ)
-            self.heads.insert(flow.entry, flow)
+        for _, flow in heads:
+            self._enter(flow, first=False)
 
     def leading(self, n: int | None) -> list[Waiter]:
         """The first ``n`` waiters of :meth:`order` (``None``: all), the
