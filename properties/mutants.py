@@ -112,8 +112,8 @@ MUTANTS: dict[str, tuple[str, str, str, str]] = {
     ),
     "cancel-keeps-the-plan": (
         "_machine.py",
-        "        self._plan([])\n        return True\n",
-        "        return True\n",
+        "            self._plan([])  # (the plan was made with it)\n",
+        "            pass\n",
         "a cancel under costs leaves the plan made with the cancelled waiter in it (P4)",
     ),
     "serve-wrong-level": (

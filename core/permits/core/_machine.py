@@ -1021,7 +1021,8 @@ class Machine:
         :meth:`next_tick` then says the machine's time: tick then."""
         if self._leave(id, self._cancelled) is None:
             return False
-        self._plan([])
+        if not self._unit_costs:
+            self._plan([])  # (the plan was made with it)
         return True
 
     def tick(self, now: int) -> list[Decision]:
@@ -1330,7 +1331,8 @@ class Machine:
             return []
         now = self._now if self._now is not None else waiter.pushed_at
         out = [_new(Decision, (id, _TOO_LONG, waiter.level, now, 0))]
-        self._plan(out)  # (a policy that fails says so, this decision made)
+        if not self._unit_costs:
+            self._plan(out)  # (a policy that fails says so, this decision made)
         return out
 
     def settled(
@@ -1648,13 +1650,12 @@ class Machine:
             ledger.log(charged)
 
     def _plan(self, out: list[Decision]) -> None:
-        """A waiter left ungranted, maybe the one the policy had chosen: the
-        due time is that of the cost of its next choice (with every cost
-        alike, it stands). Grants nothing. A policy that fails to choose
-        raises (carrying ``out``, the decisions made before it), and leaves
-        the due time at the machine's time: the next tick asks it again."""
-        if self._unit_costs:
-            return
+        """A waiter left ungranted, maybe the one the policy had chosen, with
+        costs that differ (with every cost alike, the plan stands): the due
+        time is that of the cost of its next choice. Grants nothing. A
+        policy that fails to choose raises (carrying ``out``, the decisions
+        made before it), and leaves the due time at the machine's time: the
+        next tick asks it again."""
         source = self._source
         now = self._now
         if self._ids and now is not None:
