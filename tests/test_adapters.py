@@ -67,6 +67,7 @@ from permits.adapters import (
     AcquireTimeout,
     BaseLimiter,
     LimiterClosed,
+    Permit,
     WouldWaitTooLong,
     current_level,
     level,
@@ -2437,6 +2438,24 @@ async def test_a_refused_settle_names_the_permit_and_settle_window(
             "has nothing to settle: settled already, or its caller proceeded longer ago "
             "than the limiter's settle_window=60.0 seconds"
         )
+
+
+@pytest.mark.threads
+@pytest.mark.redis
+async def test_a_permit_comes_from_an_acquire_and_is_not_made_by_hand(
+    open_limiter: OpenLimiter,
+) -> None:
+    """Every adapter's acquire and permit() give a Permit; ``Permit()`` by
+    hand refuses, rather than make an object with nothing in it to settle
+    or show."""
+    async with open_limiter(Fifo(), 10, 2) as limiter:
+        acquired = await limiter.acquire(cost=2, flow="tenant")
+        assert isinstance(acquired, Permit)
+        assert repr(acquired) == "<Permit level=0 cost=2 flow='tenant'>"
+        async with limiter.permit() as block:
+            assert isinstance(block, Permit)
+    with pytest.raises(TypeError, match=r"^a Permit is not made by hand: a limiter's acquire\(\)"):
+        Permit()
 
 
 @pytest.mark.threads

@@ -620,8 +620,21 @@ class Permit:
                 )
             raise NotRefundable(self, reason, argument="permit") from None
 
+    def __init__(self) -> None:
+        raise TypeError(
+            "a Permit is not made by hand: a limiter's acquire() returns one, "
+            "and its permit() block gives one"
+        )
+
     def __repr__(self) -> str:
         return f"<Permit level={self.level} cost={self.cost!r} flow={self.flow!r}>"
+
+
+class _Permit(Permit):
+    """A :class:`Permit` as a limiter makes it (``Permit()`` refuses)."""
+
+    __slots__ = ()
+    __init__ = object.__init__  # (C's own: no Python call)
 
 
 def _permit(
@@ -631,7 +644,7 @@ def _permit(
     as it has no ``__init__`` (Python 3.11 runs a class's own ``__init__``
     in an interpreter of its own, entered from C: about 500 instructions an
     acquire more than a call)."""
-    permit = Permit()
+    permit: Permit = _Permit()
     permit._limiter = limiter
     permit._id = id
     permit.level = level
