@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import copy
 import functools
 import gc
 import inspect
@@ -32,6 +33,7 @@ import io
 import itertools
 import math
 import os
+import pickle
 import random
 import re
 import stat
@@ -2456,6 +2458,40 @@ async def test_a_permit_comes_from_an_acquire_and_is_not_made_by_hand(
             assert isinstance(block, Permit)
     with pytest.raises(TypeError, match=r"^a Permit is not made by hand: a limiter's acquire\(\)"):
         Permit()
+
+
+def pickle_round_trip(permit: Permit) -> Permit:
+    """``permit`` pickled and read back, as a process pool sends it."""
+    copied: Permit = pickle.loads(pickle.dumps(permit))
+    return copied
+
+
+@pytest.mark.threads
+@pytest.mark.redis
+@pytest.mark.parametrize("copied", [pickle_round_trip, copy.copy, copy.deepcopy])
+async def test_a_permit_pickled_or_copied_keeps_what_it_asked_and_settles_nothing(
+    open_limiter: OpenLimiter, copied: Callable[[Permit], Permit]
+) -> None:
+    """P95: a permit crosses a process (inside the error a refused settle
+    raises, say) as a copy of its level, cost and flow; its limiter stays
+    with the original, so the copy settles nothing, and the original still
+    settles."""
+    async with open_limiter(Fifo(), 10, 4, settle_window=60.0) as limiter:
+        permit = await limiter.acquire(cost=2, flow=("tenant", 7))
+        twin = copied(permit)
+        assert twin is not permit
+        assert (twin.level, twin.cost, twin.flow) == (0, 2, ("tenant", 7))
+        assert repr(twin) == repr(permit)
+        with pytest.raises(NotRefundable) as refused:
+            twin.settle(1)
+        assert refused.value.id is twin
+        assert str(refused.value) == (
+            "permit=<Permit level=0 cost=2 flow=('tenant', 7)>: has nothing to settle: it "
+            "is a copy (pickled or copied), and only the permit its limiter gave settles"
+        )
+        assert limiter.statistics().levels[0].units_granted == (2,)
+        permit.settle(1)  # the original settles, as its own
+        assert limiter.statistics().levels[0].units_granted == (1,)
 
 
 @pytest.mark.threads

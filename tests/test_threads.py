@@ -25,7 +25,7 @@ from typing import Any, NoReturn
 
 import pytest
 
-from permits.adapters import AcquireTimeout, LimiterClosed, threads
+from permits.adapters import AcquireTimeout, LimiterClosed, Permit, threads
 from permits.adapters.threads import Limiter, open_limiter
 from permits.core import (
     SECOND,
@@ -1270,6 +1270,35 @@ def test_an_error_in_a_worker_process_reaches_the_caller_as_itself() -> None:
             assert pool.submit(int, "7").result(timeout=30) == 7  # the pool works on
     assert (timed_out.value.level, timed_out.value.timeout) == (0, 0.01)
     assert str(timed_out.value) == "no permit at level 0 within timeout=0.01 s"
+
+
+def settles_in_a_worker_process() -> None:
+    """A pool worker's job: it settles a permit its limiter keeps nothing of."""
+    with open_limiter(Fifo(), rate=10) as limiter:  # settle_window=0
+        with limiter.permit(cost=1, flow="tenant") as permit:
+            pass
+        permit.settle(2)
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="os.fork is POSIX's")
+def test_a_refused_settle_in_a_worker_process_reaches_the_caller_as_itself() -> None:
+    """P95: the error names the permit, which holds its limiter (and its
+    lock): it came back as pickle's ``TypeError`` instead. The permit
+    crosses as a copy of what it asked for."""
+    context = multiprocessing.get_context("fork")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)  # forking with threads, 3.12
+        with concurrent.futures.ProcessPoolExecutor(1, mp_context=context) as pool:
+            future = pool.submit(settles_in_a_worker_process)
+            with pytest.raises(NotRefundable) as refused:
+                future.result(timeout=30)
+    permit = refused.value.id
+    assert isinstance(permit, Permit)
+    assert (permit.level, permit.cost, permit.flow) == (0, 1, "tenant")
+    assert str(refused.value).startswith(
+        "permit=<Permit level=0 cost=1 flow='tenant'>: has nothing to settle: the limiter "
+        "keeps no permit to settle"
+    )
 
 
 class _InterruptedOnce:

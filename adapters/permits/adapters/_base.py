@@ -579,7 +579,11 @@ def opening(manager: AbstractContextManager[_Opened]) -> Block[_Opened]:
 class Permit:
     """The permit a caller holds: what it asked for, and the way to say what
     its call cost after all (:meth:`settle`). A limiter's ``acquire`` makes
-    it; there is nothing to make one from by hand."""
+    it; there is nothing to make one from by hand.
+
+    A permit pickled (into another process) or copied comes back as a copy
+    with its level, cost and flow, which settles nothing: its limiter stays
+    with the original."""
 
     __slots__ = ("_id", "_limiter", "cost", "flow", "level")
 
@@ -589,7 +593,7 @@ class Permit:
     cost: int | Mapping[str, int]
     #: The flow it belongs to (``None``: its level's default flow).
     flow: Hashable
-    _limiter: _Limiting
+    _limiter: _Limiting | None  # (None: a copy)
     _id: int
 
     def settle(self, actual: int | Mapping[str, int]) -> None:
@@ -603,10 +607,18 @@ class Permit:
         otherwise, naming this permit and the limiter's ``settle_window``.
         After the limiter closed: :class:`LimiterClosed` (nothing is left to
         settle)."""
+        limiter = self._limiter
+        if limiter is None:
+            raise NotRefundable(
+                self,
+                "has nothing to settle: it is a copy (pickled or copied), and only the "
+                "permit its limiter gave settles",
+                argument="permit",
+            )
         try:
-            self._limiter._settle(self._id, actual)
+            limiter._settle(self._id, actual)
         except NotRefundable:
-            window = self._limiter._settle_window
+            window = limiter._settle_window
             if window > 0:
                 reason = (
                     "has nothing to settle: settled already, or its caller proceeded "
@@ -626,6 +638,10 @@ class Permit:
             "and its permit() block gives one"
         )
 
+    def __reduce__(self) -> tuple[Callable[..., Permit], tuple[object, ...]]:
+        # (for pickle and copy: its limiter, with its lock, pickles not)
+        return _copy, (self.level, self.cost, self.flow)
+
     def __repr__(self) -> str:
         return f"<Permit level={self.level} cost={self.cost!r} flow={self.flow!r}>"
 
@@ -635,6 +651,17 @@ class _Permit(Permit):
 
     __slots__ = ()
     __init__ = object.__init__  # (C's own: no Python call)
+
+
+def _copy(level: int, cost: int | Mapping[str, int], flow: Hashable) -> Permit:
+    """A :class:`Permit` pickled or copied: one that settles nothing."""
+    permit: Permit = _Permit()
+    permit._limiter = None
+    permit._id = -1
+    permit.level = level
+    permit.cost = cost
+    permit.flow = flow
+    return permit
 
 
 def _permit(
