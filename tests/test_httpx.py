@@ -15,6 +15,8 @@ import gzip
 import logging
 import math
 import re
+import sys
+import threading
 import time
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
@@ -686,6 +688,39 @@ def test_the_policies_remembered_stay_bounded() -> None:
         assert len(upstream.policies) == MAX_POLICIES
         assert f"key{3 * MAX_POLICIES - 1}" in upstream.policies, "the latest is kept"
         assert "key0" not in upstream.policies
+
+
+def test_a_policy_named_again_in_one_thread_is_known_to_another_thread_s_item() -> None:
+    """A transport shared by threads: one thread's response names a policy
+    again (``RateLimit-Policy``, on every response) while another's reads
+    an item of it (``RateLimit``). The policy was taken out and put back,
+    so the reader could find none between, and count the item in the unit
+    of no policy, requests: a tokens quota of 0 held every request back
+    for its 5 s. A new dict of policies replaces the old now, whole."""
+    limits = {"requests": Limit(1000, burst=1000), "tokens": Limit(10**6, burst=10**6)}
+    policy = {"ratelimit-policy": '"tok";q=1000000;w=60;qu="tokens"'}
+    item = {"ratelimit": '"tok";r=0;t=5'}
+    interval = sys.getswitchinterval()
+    with threads.open_limiter(Fifo(), limits=limits) as limiter:
+        upstream = Upstream(limiter)
+        upstream.learn(200, policy)
+        end = time.monotonic() + 1.5
+
+        def learn(headers: dict[str, str]) -> None:
+            while time.monotonic() < end:
+                upstream.learn(200, headers)
+
+        sys.setswitchinterval(1e-6)  # threads switch as often as they can
+        try:
+            workers = [threading.Thread(target=learn, args=(h,)) for h in (policy, item)]
+            for worker in workers:
+                worker.start()
+            for worker in workers:
+                worker.join()
+        finally:
+            sys.setswitchinterval(interval)
+        assert not limiter.try_acquire(cost={"requests": 0, "tokens": 1}), "tokens: 0 left"
+        assert limiter.try_acquire(cost={"requests": 1, "tokens": 0}), "requests: not held"
 
 
 def test_the_earlier_drafts_policy_is_a_policy_not_a_malformed_header() -> None:

@@ -351,7 +351,9 @@ class Upstream:
         self.ignored = 0
         #: The upstream's quota policies by name, each as the latest
         #: ``RateLimit-Policy`` field naming it said: the last
-        #: :data:`MAX_POLICIES` named.
+        #: :data:`MAX_POLICIES` named. Replaced whole, never changed in
+        #: place: a thread that reads it (a response's ``RateLimit``) sees
+        #: every policy another thread's response did not just rename.
         self.policies: dict[str, QuotaPolicy] = {}
         self._lock = threading.Lock()
         #: Whether a reset past max_pause was warned about.
@@ -549,10 +551,12 @@ class Upstream:
         self._count("malformed", malformed)
         for name, policy in policies.items():
             with self._lock:  # two threads reading the same new policy: one warns
-                known = self.policies.pop(name, None)
-                self.policies[name] = policy  # (the latest named, last)
-                if len(self.policies) > MAX_POLICIES:
-                    del self.policies[next(iter(self.policies))]
+                policies = dict(self.policies)  # (a copy: see policies)
+                known = policies.pop(name, None)
+                policies[name] = policy  # (the latest named, last)
+                if len(policies) > MAX_POLICIES:
+                    del policies[next(iter(policies))]
+                self.policies = policies
                 if known == policy:
                     continue
             limit = self._limit_counting(policy.unit)
@@ -595,8 +599,9 @@ class Upstream:
             # (nothing left until a reset that far off would hold every
             # request back that long, as a Retry-After: cut the same way;
             # said once, as a quota of a day's window comes on every response)
-            if not self._cut_said:
-                self._cut_said = True
+            with self._lock:
+                said, self._cut_said = self._cut_said, True
+            if not said:
                 log.warning(
                     "a reset of %s s cut to max_pause=%s s (said once)", seconds, self.max_pause
                 )
