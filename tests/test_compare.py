@@ -269,11 +269,16 @@ def test_default_grid() -> None:
 def test_compare_refuses_a_grid_of_no_policy_or_a_name() -> None:
     """An empty grid was taken, and the comparison's recommendation raised
     a bare ValueError (min() of nothing) later; a policy's name was read a
-    letter at a time ("policy='f'")."""
+    letter at a time ("policy='f'"); an entry that is no policy raised
+    AttributeError."""
     with pytest.raises(PermitValueError, match=r"policies=\[\]: .*at least one policy"):
         compare(ARTICLE, [])
     with pytest.raises(PermitTypeError, match=r"policies='strict'"):
         compare(ARTICLE, "strict")  # type: ignore[arg-type]
+    # an entry that is no policy, named by its place (a raw AttributeError)
+    for entry in ("fifo", None, StrictPriority):
+        with pytest.raises(PermitTypeError, match=r"^policies\[1\]="):
+            compare(ARTICLE, [StrictPriority(2), entry])  # type: ignore[list-item]
 
 
 def test_compare_runs_each_policy_in_place_of_the_scenarios() -> None:

@@ -25,7 +25,7 @@ from permits.core import (
     Shares,
     StrictPriority,
 )
-from permits.core.checks import check_int
+from permits.core.checks import check_int, check_policy
 
 from ._require import Measure, Requirement, offered_quantile
 from ._run import MAX_ARRIVALS, Result, WorkloadResult, check_arrivals, check_scenario, simulate
@@ -196,6 +196,8 @@ def compare(
             raise PermitValueError(
                 "policies", policies, "give at least one policy (or None: the default grid)"
             )
+        for i, policy in enumerate(grid):
+            check_policy(policy, f"policies[{i}]")
     if calls is None:
         used = 1 + max(w.level for w in scenario.workloads)
         for policy in grid:
