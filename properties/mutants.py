@@ -1446,13 +1446,13 @@ MUTANTS: dict[str, tuple[str, str, str, str]] = {
     ),
     "prometheus-wait-sum-in-ns": (
         "adapters/permits/adapters/prometheus.py",
-        "(level.wait_total_ns or 0) / 1e9)",
-        "(level.wait_total_ns or 0))",
+        "in_seconds(level.wait_total_ns or 0))",
+        "level.wait_total_ns or 0)",
         "the histogram's sum in nanoseconds where its buckets are in seconds",
     ),
     "prometheus-paused-in-ns": (
         "adapters/permits/adapters/prometheus.py",
-        "families.paused.add_metric(limiter, whole.paused_ns / 1e9)",
+        "families.paused.add_metric(limiter, in_seconds(whole.paused_ns))",
         "families.paused.add_metric(limiter, whole.paused_ns)",
         "permits_paused_seconds exported in nanoseconds",
     ),
@@ -1464,13 +1464,13 @@ MUTANTS: dict[str, tuple[str, str, str, str]] = {
     ),
     "otel-paused-in-ns": (
         "adapters/permits/adapters/opentelemetry.py",
-        "callbacks=[whole(lambda limiter: limiter.statistics().paused_ns / 1e9)],",
+        "callbacks=[whole(lambda limiter: in_seconds(limiter.statistics().paused_ns))],",
         "callbacks=[whole(lambda limiter: limiter.statistics().paused_ns)],",
         "permits.paused observed in nanoseconds where its unit is s",
     ),
     "otel-longest-in-ms": (
         "adapters/permits/adapters/opentelemetry.py",
-        "                level.wait_max_ns / 1e9, {",
+        "                in_seconds(level.wait_max_ns), {",
         "                level.wait_max_ns / 1e6, {",
         "permits.wait.max observed in milliseconds where its unit is s",
     ),

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import copy
 import enum
+import math
 import random
+import sys
 import threading
 from decimal import Decimal
 from fractions import Fraction
@@ -34,6 +36,7 @@ from permits.core import (
     Waiter,
     WaitHistogram,
     across_processes,
+    in_seconds,
     schedule,
 )
 
@@ -306,6 +309,24 @@ def test_the_waits_in_seconds_are_those_in_nanoseconds() -> None:
     )
     assert busy.wait_p50_s < busy.wait_p99_s < busy.wait_max_s
     assert (idle.wait_p50_s, idle.wait_p99_s, idle.wait_max_s) == (0.0, 0.0, 0.0)
+
+
+def test_a_wait_past_what_a_float_holds_is_infinite_in_seconds() -> None:
+    """Time is any int: a wait of 10**400 ns is exact in ``_ns`` and
+    ``math.inf`` in seconds (the statistics' ``_s`` properties and the
+    exporters raised OverflowError), as :func:`in_seconds` says of any
+    duration."""
+    machine = Machine(Fifo(), 10)
+    machine.push("a", 0, 0)
+    machine.push("b", 0, 0)
+    machine.tick(10**400)
+    (level,) = machine.statistics().levels
+    assert level.wait_max_ns == 10**400
+    assert (level.wait_p50_s, level.wait_max_s) == (0.0, math.inf)
+    assert in_seconds(10**400) == math.inf
+    assert in_seconds(-(10**400)) == -math.inf
+    assert in_seconds(1_500_000_000) == 1.5
+    assert in_seconds(int(sys.float_info.max)) == sys.float_info.max / 1e9
 
 
 def test_min_wait_counts_the_waiters_ahead() -> None:

@@ -396,13 +396,6 @@ def _seconds_until(argument: str, when: datetime) -> float:
     return max(when - datetime.now(timezone.utc), timedelta(0)) / timedelta(seconds=1)
 
 
-def _seconds(ns: int) -> float:
-    """A time in nanoseconds as a framework's seconds, for its timer;
-    ``math.inf`` past what a float holds (a permit due at a rate of a unit
-    per 1e299 s, or slower): never, as a duration too long to count is."""
-    return ns / 1e9 if ns <= sys.float_info.max else math.inf
-
-
 class Event(Protocol):
     def set(self) -> None: ...
     def wait(self) -> Awaitable[object]: ...

@@ -13,7 +13,9 @@ from collections.abc import AsyncIterator
 from contextlib import AbstractAsyncContextManager, AbstractContextManager, asynccontextmanager
 from typing import Any, TypeVar
 
-from ._base import BaseLimiter, _seconds
+from permits.core import in_seconds
+
+from ._base import BaseLimiter
 
 __all__ = ["TaskedLimiter", "running"]
 
@@ -48,7 +50,7 @@ class TaskedLimiter(BaseLimiter):
         if when is None:
             wake_at = math.inf
         else:
-            wake_at = _seconds(when)
+            wake_at = in_seconds(when)  # (inf, past a float: never)
             self._wake_ns = when
         if wake_at == self._wake_at:
             return  # anyio's asyncio backend re-arms a timer on every deadline set

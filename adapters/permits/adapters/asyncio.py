@@ -22,9 +22,9 @@ from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from fractions import Fraction
 from typing import TYPE_CHECKING
 
-from permits.core import Policy
+from permits.core import Policy, in_seconds
 
-from ._base import BaseLimiter, Event, LimiterOptions, _seconds, async_opening, refuse_unknown
+from ._base import BaseLimiter, Event, LimiterOptions, async_opening, refuse_unknown
 from ._requires import other_loop, wrong_framework
 
 if TYPE_CHECKING:
@@ -72,7 +72,7 @@ class LoopTimed(BaseLimiter):
             self._handle.cancel()
             self._handle = None
         self._handle_at = when
-        if when is not None and (at := _seconds(when)) != math.inf:
+        if when is not None and (at := in_seconds(when)) != math.inf:
             assert self._loop is not None
             self._handle = self._loop.call_at(at, self._fire)
 

@@ -29,7 +29,7 @@ import weakref
 from collections.abc import Callable, Iterable, Sequence
 from typing import NamedTuple
 
-from permits.core import PermitTypeError, PermitValueError
+from permits.core import PermitTypeError, PermitValueError, in_seconds
 
 from ._base import _Limiting
 from ._metrics import (
@@ -179,7 +179,7 @@ def instrument(
         attributes = [{"limiter": name, "level": level} for level in names]
 
         def record(level: int, waited: int) -> None:
-            wait.record(waited / 1e9, attributes[level])
+            wait.record(in_seconds(waited), attributes[level])
 
         sources.all = (*sources.all, _Instrumented(limiter, name, names, upstream, record))
         # (a new list, never one changed in place: another thread may be
@@ -271,7 +271,7 @@ def _observe(meter: Meter, sources: _Sources) -> None:
     def longest(options: CallbackOptions) -> Iterable[Observation]:
         return [
             Observation(
-                level.wait_max_ns / 1e9, {"limiter": s.name, "level": s.levels[level.level]}
+                in_seconds(level.wait_max_ns), {"limiter": s.name, "level": s.levels[level.level]}
             )
             for s in sources.all
             for level in s.limiter.statistics().levels
@@ -312,7 +312,7 @@ def _observe(meter: Meter, sources: _Sources) -> None:
     )
     meter.create_observable_counter(
         "permits.paused",
-        callbacks=[whole(lambda limiter: limiter.statistics().paused_ns / 1e9)],
+        callbacks=[whole(lambda limiter: in_seconds(limiter.statistics().paused_ns))],
         unit="s",
         description="Time nothing could be granted because of pauses, overlaps counted once",
     )

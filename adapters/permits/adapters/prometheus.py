@@ -21,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from typing import NamedTuple
 
-from permits.core import Machine, PermitTypeError, PermitValueError
+from permits.core import Machine, PermitTypeError, PermitValueError, in_seconds
 
 from ._base import BaseLimiter, _Limiting
 from ._metrics import (
@@ -173,13 +173,13 @@ class PermitsCollector(Collector):
                 buckets = list(zip(self._les, waits[level.level], strict=True))
                 buckets.append(("+Inf", level.granted))
                 # (None only from a machine keeping no waits, which add() refuses)
-                families.wait.add_metric(label, buckets, (level.wait_total_ns or 0) / 1e9)
+                families.wait.add_metric(label, buckets, in_seconds(level.wait_total_ns or 0))
                 if level.wait_max_ns is not None:
-                    families.longest.add_metric(label, level.wait_max_ns / 1e9)
+                    families.longest.add_metric(label, in_seconds(level.wait_max_ns))
                 for limit, count in zip(source.machine.limits, level.units_granted, strict=True):
                     families.units.add_metric([*label, limit], count)
             families.pauses.add_metric(limiter, whole.pauses)
-            families.paused.add_metric(limiter, whole.paused_ns / 1e9)
+            families.paused.add_metric(limiter, in_seconds(whole.paused_ns))
             if source.upstream is not None:
                 for counter, (field, _, _) in zip(families.upstreams, UPSTREAM, strict=True):
                     counter.add_metric(limiter, getattr(source.upstream, field))

@@ -39,7 +39,14 @@ from ._policies import (
     schedule,
 )
 from ._queues import CHUNK, MAX_SCALE, Queues, Waiter
-from ._stats import RELATIVE_ERROR, FlowStatistics, LevelStatistics, Statistics, WaitHistogram
+from ._stats import (
+    RELATIVE_ERROR,
+    FlowStatistics,
+    LevelStatistics,
+    Statistics,
+    WaitHistogram,
+    in_seconds,
+)
 
 __all__ = [
     "CHUNK",
@@ -78,5 +85,6 @@ __all__ = [
     "WaitHistogram",
     "Waiter",
     "across_processes",
+    "in_seconds",
     "schedule",
 ]

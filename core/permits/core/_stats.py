@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Hashable, Sequence
 
 import attrs
@@ -206,7 +207,17 @@ class LevelStatistics:
 
 
 def _seconds(ns: int | None) -> float:
-    return 0.0 if ns is None else ns / 1e9
+    return 0.0 if ns is None else in_seconds(ns)
+
+
+def in_seconds(ns: int) -> float:
+    """``ns`` nanoseconds in seconds, as the adapters and exporters speak:
+    ``ns / 1e9``, or ``math.inf`` (``-math.inf``) past what a float holds
+    (a wait of 10**400 ns is as long as an infinite one)."""
+    try:
+        return ns / 1e9
+    except OverflowError:  # (the int, past a float)
+        return math.inf if ns > 0 else -math.inf
 
 
 @attrs.frozen
