@@ -2645,10 +2645,23 @@ async def test_a_quota_lets_what_it_leaves_go_at_once(open_limiter: OpenLimiter)
 @pytest.mark.threads
 @pytest.mark.redis
 async def test_live_limits_refuse_bad_input(open_limiter: OpenLimiter) -> None:
-    """P69: the live calls refuse a pause for ever and a rate of 0."""
+    """P69: the live calls refuse a pause for ever and a rate of 0. A pause
+    or reset finite but too long for a float to hold its nanoseconds (or
+    for Redis) is refused saying the bound (it was called not finite)."""
     async with open_limiter(Fifo(), 10) as limiter:
         with pytest.raises(PermitValueError):
             limiter.pause_for(math.inf)
+        calls: list[Callable[[], None]] = [
+            lambda: limiter.pause_for(1e300),
+            lambda: limiter.adopt(0, 1e300),
+            lambda: limiter.quota(0, 1e300),
+        ]
+        for call in calls:
+            with pytest.raises(
+                PermitValueError, match=r"1e\+300: must be .* at most 1(\.8e\+299|e\+09)$"
+            ):
+                call()  # (Redis holds at most 1e9 s)
+        assert limiter.pause_left() == 0.0
         with pytest.raises(PermitValueError):
             limiter.set_limit(rate=0)
         with pytest.raises(PermitTypeError, match="a rate, a burst or both"):

@@ -381,6 +381,18 @@ def _nanoseconds(argument: str, seconds: float) -> int | None:
     return None if ns > sys.float_info.max else round(ns)
 
 
+def _finite_nanoseconds(argument: str, seconds: float) -> int:
+    """``seconds`` as nanoseconds, where a duration must be one: refused if
+    infinite, or too long for a float to hold its nanoseconds."""
+    ns = _nanoseconds(argument, seconds)
+    if ns is None:
+        most = sys.float_info.max / SECOND
+        raise PermitValueError(
+            argument, seconds, f"must be a finite number of seconds, at most {most:.3g}"
+        )
+    return ns
+
+
 def _seconds_until(argument: str, when: datetime) -> float:
     """The seconds from the wall clock's now to the aware ``when`` (``0.0``
     for a moment past): a ``datetime`` holds microseconds."""
@@ -693,11 +705,7 @@ class _Limiting:
         flow_limit: str | None = None,
         settle_window: float = 0.0,
     ) -> None:
-        window = _nanoseconds("settle_window", settle_window)
-        if window is None:
-            raise PermitValueError(
-                "settle_window", settle_window, "must be a finite number of seconds"
-            )
+        window = _finite_nanoseconds("settle_window", settle_window)
         #: Whether permits stay settleable after their callers proceed.
         self._settle_later = window > 0
         #: The settle window as given, in seconds (for the errors).
@@ -1218,9 +1226,7 @@ class _Limiting:
         """Grant nothing for ``seconds`` from now, at any level (a 429 with
         ``Retry-After``); then the backlog resumes in policy order. A later
         pause that ends sooner shortens nothing."""
-        length = _nanoseconds("seconds", seconds)
-        if length is None:
-            raise PermitValueError("seconds", seconds, "must be a finite number of seconds")
+        length = _finite_nanoseconds("seconds", seconds)
 
         def pause(now: int) -> list[Decision]:
             decisions = self._machine.pause_until(now + length, now)
@@ -1276,9 +1282,7 @@ class _Limiting:
         limit: str | None,
     ) -> None:
         """Apply the machine's ``word`` (adopt or quota) at the clock's now."""
-        after = _nanoseconds("reset_after", reset_after)
-        if after is None:
-            raise PermitValueError("reset_after", reset_after, "must be a finite number of seconds")
+        after = _finite_nanoseconds("reset_after", reset_after)
         self._apply(lambda now: word(remaining, now + after, now, limit=limit))
 
     def _apply(self, operation: Callable[[int], list[Decision]]) -> None:

@@ -93,7 +93,7 @@ from permits.core.checks import (
     settled_units,
 )
 
-from ._base import Event, WouldWaitTooLong, _nanoseconds, async_opening
+from ._base import Event, WouldWaitTooLong, _finite_nanoseconds, _nanoseconds, async_opening
 from ._recording import Recording
 from ._requires import requires_extra
 from ._tasked import running
@@ -1343,11 +1343,7 @@ class RedisLimiter(_AnyioLimiter):
         book_ahead: float = 0.0,
         lease: int = 16,
     ) -> None:
-        window = _nanoseconds("refund_window", refund_window)
-        if window is None:
-            raise PermitValueError(
-                "refund_window", refund_window, "must be a finite number of seconds"
-            )
+        window = _finite_nanoseconds("refund_window", refund_window)
         self._refund_window_ns = window
         super().__init__(
             policy,
@@ -1834,9 +1830,7 @@ class RedisLimiter(_AnyioLimiter):
         pauses, not the others'; so do ``statistics().pauses`` and
         ``paused_ns``.) At most 1e9 s (about 31 years). A permit this process
         booked ahead is handed over when the pause ends."""
-        length = _nanoseconds("seconds", seconds)
-        if length is None:
-            raise PermitValueError("seconds", seconds, "must be a finite number of seconds")
+        length = _finite_nanoseconds("seconds", seconds)
         self.limit.ask_pause(seconds)  # checked: a pause Redis cannot hold is kept nowhere
         now = self._now()
         self._send(partial(self._pause_left, now + length))
