@@ -571,11 +571,18 @@ MUTANTS: dict[str, tuple[str, str, str, str]] = {
     ),
     "refunded-outside-uncounted": (
         "_machine.py",
-        '            raise refuse_paced("supplied", False, "refunded()")\n'
+        '        self._check_granted("refunded", level, cost, asked)\n'
         "        self._refunded[level] += 1\n",
-        '            raise refuse_paced("supplied", False, "refunded()")\n',
+        '        self._check_granted("refunded", level, cost, asked)\n',
         "a supplied machine told of a permit given back to the source outside does not count it"
         " refunded (P20)",
+    ),
+    "refunded-outside-never-granted": (
+        "_machine.py",
+        '        self._check_granted("refunded", level, cost, asked)\n',
+        "",
+        "a supplied machine told of a permit it never granted given back counts it, and its"
+        " statistics go negative (P18, P20)",
     ),
     "paused-told-back-in-time": (
         "_machine.py",
@@ -925,19 +932,15 @@ MUTANTS: dict[str, tuple[str, str, str, str]] = {
     ),
     "pause-for-ever-breaks-the-limiter": (
         "adapters/permits/adapters/_base.py",
-        "        if length is None:\n"
-        '            raise PermitValueError("seconds", seconds, "must be a finite number of'
-        ' seconds")\n',
-        "",
+        '        length = _finite_nanoseconds("seconds", seconds)\n\n        def pause(',
+        '        length = _nanoseconds("seconds", seconds)\n\n        def pause(',
         "pause_for(math.inf) is not refused by name: the machine's pause_until is handed None"
         " and its TypeError closes the limiter (P69)",
     ),
     "reset-after-ever-breaks-the-limiter": (
         "adapters/permits/adapters/_base.py",
-        "        if after is None:\n"
-        '            raise PermitValueError("reset_after", reset_after, "must be a finite number'
-        ' of seconds")\n',
-        "",
+        '        after = _finite_nanoseconds("reset_after", reset_after)\n',
+        '        after = _nanoseconds("reset_after", reset_after)\n',
         "adopt or quota with reset_after=math.inf is not refused by name: the machine is handed"
         " None and its TypeError closes the limiter (P69)",
     ),

@@ -837,6 +837,42 @@ def test_the_queries_errors_in_words() -> None:
         assert supplied.snapshot() == before, "P18"
 
 
+def test_the_source_outside_tells_only_of_permits_the_machine_granted() -> None:
+    """P18, P20: ``refunded()`` and ``settled()`` tell a supplied machine of
+    a permit it granted; one of a permit it never granted (more permits
+    than it holds granted, or more units) is refused, and changes nothing:
+    the statistics went negative on it."""
+    machine = Machine(Fifo(), limits={"requests": Limit(1), "tokens": Limit(1, 100)}, supplied=True)
+
+    def told(call: str, cost: object, held: int, requests: int, tokens: int) -> tuple[Any, ...]:
+        return valued(
+            "cost",
+            cost,
+            f"is more than level 0 holds granted ({held} permits not given back, of "
+            f"requests={requests}, tokens={tokens}): {call}() tells of a permit this "
+            "machine granted there",
+        )
+
+    before = machine.snapshot()
+    refused(lambda: machine.refunded(0, 1), *told("refunded", 1, 0, 0, 0))
+    refused(lambda: machine.settled(0, 1, {"tokens": 0}), *told("settled", 1, 0, 0, 0))
+    assert machine.snapshot() == before, "P18"
+    machine.push("a", 0, 0, cost={"requests": 1, "tokens": 40})
+    assert [d.id for d in machine.supply(0)] == ["a"]
+    before = machine.snapshot()
+    more = {"requests": 1, "tokens": 41}
+    refused(lambda: machine.refunded(0, more), *told("refunded", more, 1, 1, 40))
+    refused(lambda: machine.settled(0, more, {"tokens": 0}), *told("settled", more, 1, 1, 40))
+    assert machine.snapshot() == before, "P18"
+    machine.refunded(0, {"requests": 1, "tokens": 40})
+    (level,) = machine.statistics().levels
+    assert (level.granted, level.refunded, level.units_granted) == (1, 1, (0, 0))
+    refused(
+        lambda: machine.refunded(0, {"requests": 0, "tokens": 0}),
+        *told("refunded", {"requests": 0, "tokens": 0}, 0, 0, 0),
+    )
+
+
 def test_a_policy_that_breaks_its_protocol_says_so() -> None:
     """P18 for a policy's answers: one that names no level with waiters (one
     without, one out of range, not an int) raises PolicyError in these words,
@@ -1482,6 +1518,25 @@ def test_a_waiter_that_leaves_under_a_failing_policy_leaves_it_to_ask_again() ->
     policy.armed = False
     assert [d.id for d in supplied.supply(0)] == ["b"]
     supplied.check_valid()
+
+
+def test_a_push_whose_grant_the_policy_fails_leaves_it_to_ask_again() -> None:
+    """P2, P18: a push whose grant the policy fails to choose keeps its
+    waiter, with a permit available: the one state in which a permit
+    idles, and ``check_valid`` says so. The next tick is due at once, and
+    grants it once the policy chooses again."""
+    policy = FailsWhenArmed()
+    machine = Machine(policy, 1, 1)
+    policy.armed = True
+    with pytest.raises(PolicyError) as broken:
+        machine.push("a", 0, 5)
+    assert broken.value.decisions == ()
+    assert ([w.id for w in machine.waiting()], machine.next_tick()) == (["a"], 5)
+    with pytest.raises(AssertionError, match="a permit is available while someone waits"):
+        machine.check_valid()
+    policy.armed = False
+    assert [(d.id, d.at) for d in machine.tick(5)] == [("a", 5)]
+    machine.check_valid()
 
 
 def test_a_newcomer_that_may_not_queue_does_not_under_a_broken_policy() -> None:

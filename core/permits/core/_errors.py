@@ -187,7 +187,11 @@ class QueueFull(PermitError):
 class PolicyError(PermitError):
     """A policy broke the :class:`~permits.core.Policy` protocol.
 
-    Raised before the grant it was asked for, so the machine stays valid.
+    Raised before the grant it was asked for, so the machine stays whole:
+    nothing is granted twice or lost, and the waiters not granted still
+    wait. A permit may then be available while they do, and the next tick
+    is due at once, to ask the policy again (until it does,
+    :meth:`~permits.core.Machine.check_valid` says a permit idles).
     Decisions the same call made before that stand: they are in
     :attr:`decisions`, for whoever must wake those waiters.
     """

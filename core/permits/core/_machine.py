@@ -1350,6 +1350,7 @@ class Machine:
         units = settled_units(asked, check_actual(actual, list(self._index)))
         if not isinstance(self._source, Outside):
             raise refuse_paced("supplied", False, "settled()")
+        self._check_granted("settled", level, cost, asked)
         granted = self._units[level]
         for i, (before, after) in enumerate(zip(asked, units, strict=True)):
             granted[i] += after - before
@@ -1366,10 +1367,30 @@ class Machine:
         asked = self._cost("cost", cost)
         if not isinstance(self._source, Outside):
             raise refuse_paced("supplied", False, "refunded()")
+        self._check_granted("refunded", level, cost, asked)
         self._refunded[level] += 1
         granted = self._units[level]
         for i, n in enumerate(asked):
             granted[i] -= n
+
+    def _check_granted(
+        self, call: str, level: int, cost: int | Mapping[str, int], asked: tuple[int, ...]
+    ) -> None:
+        """Refuse a ``call`` (``settled``, ``refunded``) of the source outside
+        that tells of a permit ``level`` was never granted: one more than it
+        holds not given back, or more units of a limit than it was granted.
+        The statistics went negative on it."""
+        held = self._granted_at(level) - self._refunded[level]
+        granted = self._units_granted(level)
+        if held > 0 and all(n <= g for n, g in zip(asked, granted, strict=True)):
+            return
+        units = ", ".join(f"{name}={g}" for name, g in zip(self._limits, granted, strict=True))
+        raise PermitValueError(
+            "cost",
+            cost,
+            f"is more than level {level} holds granted ({held} permits not given back, "
+            f"of {units}): {call}() tells of a permit this machine granted there",
+        )
 
     # -- the steps ----------------------------------------------------------
 
