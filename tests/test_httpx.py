@@ -2255,6 +2255,25 @@ def test_an_upstreams_jitter_must_be_a_function() -> None:
         Upstream(limiter, jitter=0.5)  # type: ignore[arg-type]
 
 
+def test_an_upstreams_jitter_and_max_pause_set_later_are_checked_as_given() -> None:
+    """``transport.upstream.jitter = 5`` was taken, and the next 429 with
+    no Retry-After raised a raw TypeError (``'int' object is not
+    callable``); a ``max_pause`` set later was not checked either. Each is
+    refused when set, naming it, and the one before stays."""
+    with threads.open_limiter(Fifo(), 100, 10) as limiter:
+        upstream = Upstream(limiter, max_pause=5.0, jitter=lambda: 0.0)
+        jitter = upstream.jitter
+        with pytest.raises(PermitTypeError, match=r"^jitter=5: expected a function"):
+            upstream.jitter = 5  # type: ignore[assignment]
+        for bad in (-1.0, math.nan, math.inf):
+            with pytest.raises(PermitValueError, match=r"^max_pause="):
+                upstream.max_pause = bad
+        assert (upstream.jitter, upstream.max_pause) == (jitter, 5.0)
+        upstream.max_pause = 0.25  # taken, and cuts the next backoff (1 s)
+        assert upstream.again(429, httpx.Headers({}), 1, 2, None)
+        assert 0.2 < limiter.pause_left() <= 0.25
+
+
 @pytest.mark.parametrize(
     ("drawn", "error"),
     [

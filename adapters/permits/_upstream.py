@@ -321,14 +321,10 @@ class Upstream:
         jitter: Callable[[], float] = random.random,
     ) -> None:
         _check_max_pause(max_pause)
-        if not callable(jitter):
-            raise PermitTypeError("jitter", jitter, "a function returning a number in [0, 1]")
+        _check_jitter(jitter)
         self.limiter = limiter
-        self.max_pause = max_pause
-        #: Where each backoff's jitter comes from (:func:`backoff`): a number
-        #: in [0, 1] per call, ``random.random`` unless given (a constant
-        #: makes a test's pauses exact).
-        self.jitter = jitter
+        self._max_pause = max_pause
+        self._jitter = jitter
         #: Headers ignored because they did not parse (or said what the
         #: limiter cannot hold: a Redis limiter's reset or Retry-After past 1e9 s).
         self.malformed = 0
@@ -358,6 +354,29 @@ class Upstream:
         self._lock = threading.Lock()
         #: Whether a reset past max_pause was warned about.
         self._cut_said = False
+
+    @property
+    def max_pause(self) -> float:
+        """The longest pause a response may make, in seconds (a longer
+        ``Retry-After`` or reset is cut to it); set it as it is given."""
+        return self._max_pause
+
+    @max_pause.setter
+    def max_pause(self, max_pause: float) -> None:
+        _check_max_pause(max_pause)
+        self._max_pause = max_pause
+
+    @property
+    def jitter(self) -> Callable[[], float]:
+        """Where each backoff's jitter comes from (:func:`backoff`): a number
+        in [0, 1] per call, ``random.random`` unless given (a constant makes
+        a test's pauses exact); set it as it is given."""
+        return self._jitter
+
+    @jitter.setter
+    def jitter(self, jitter: Callable[[], float]) -> None:
+        _check_jitter(jitter)
+        self._jitter = jitter
 
     def __repr__(self) -> str:
         return (
@@ -739,6 +758,11 @@ def _said_no_retry(headers: Mapping[str, str]) -> bool:
     429 or 503 is sent again, and each is while tries are left.)"""
     value = headers.get("x-should-retry")
     return value is not None and "false" in (part.strip().lower() for part in value.split(","))
+
+
+def _check_jitter(jitter: object) -> None:
+    if not callable(jitter):
+        raise PermitTypeError("jitter", jitter, "a function returning a number in [0, 1]")
 
 
 def backoff(attempt: int, jitter: float) -> float:
