@@ -1656,6 +1656,13 @@ MUTANTS: dict[str, tuple[str, str, str, str]] = {
         "an adapter's durations in seconds are truncated to the nanosecond, not rounded"
         " to the nearest (P80)",
     ),
+    "long-values-shown-whole": (
+        "_errors.py",
+        "    if len(text) > MAX_SHOWN:\n",
+        "    if len(text) > MAX_SHOWN * 10**9:\n",
+        "a value whose repr runs to hundreds of thousands of characters is shown whole in the"
+        " message of the error that names it (P108)",
+    ),
     "cost-entry-named-as-the-whole": (
         "checks.py",
         '    entry = f"{argument}[{shown(name)}]"\n',

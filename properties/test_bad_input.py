@@ -45,7 +45,8 @@ from permits.core import (
     TimeWentBackwards,
 )
 from permits.core import _policies as policies
-from permits.core.checks import check_int, check_rate
+from permits.core.checks import MAX_SHOWN, check_int, check_rate
+from permits.sim import every_nth
 
 #: The error's value is the caller's own object (not compared); the message
 #: given is then the words after its repr.
@@ -1671,6 +1672,32 @@ class ChoosesHuge(HugeLevels):
 
     def ahead(self, queues: object, level: int, now: int) -> int:
         return -(10**5000) if self.armed else 0
+
+
+def test_an_error_cuts_a_value_too_long_to_read() -> None:
+    """P108: a value whose ``repr`` runs past ``MAX_SHOWN`` characters (the
+    weights of a thousand levels, 303,231 characters from
+    ``permits.sim.every_nth(5, 1000)``) is cut there in the message, which
+    says how long it was; the error keeps the whole value."""
+    weights = (3,) * 400_000
+    with pytest.raises(PermitValueError) as refused:
+        Shares(weights)
+    assert refused.value.value == weights
+    message = str(refused.value)
+    assert len(message) <= MAX_SHOWN + 100
+    assert message.startswith("weights=(3, 3, 3, ")
+    assert message.endswith(
+        "... <1,200,000 characters in all>: weights must add up to at most 1000000"
+    )
+    with pytest.raises(PermitValueError) as refused:
+        every_nth(5, 1000)
+    assert str(refused.value) == (
+        "n=5: on 1000 levels, its weights (n-1)**k: weights must add up to at most 1000000"
+    )
+    near = (999_999,) * 110  # (879 characters: shown whole)
+    with pytest.raises(PermitValueError) as refused:
+        Shares(near)
+    assert str(refused.value) == f"weights={near!r}: weights must add up to at most 1000000"
 
 
 def test_an_error_shows_an_int_too_long_for_repr_where_its_message_names_it() -> None:

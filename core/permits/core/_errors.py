@@ -45,19 +45,27 @@ def _rebuilt(kind: type[PermitError], args: tuple[object, ...]) -> PermitError:
     return error
 
 
+#: The most characters of a value an error's message shows.
+MAX_SHOWN = 1_000
+
+
 def shown(value: object) -> str:
     """``repr(value)``, or for a value whose ``repr`` Python refuses (an
     ``int`` of more digits than ``sys.get_int_max_str_digits()``, 4,300 by
     default: ``10**10000``, or a container holding one) what it is, so that
     the error naming it is raised rather than a ``ValueError`` of its
-    message."""
+    message. A ``repr`` longer than :data:`MAX_SHOWN` characters (the
+    weights of a thousand levels) is cut there, saying how long it was."""
     try:
-        return repr(value)
+        text = repr(value)
     except ValueError:
         if isinstance(value, int):
             digits = math.floor(abs(value).bit_length() * math.log10(2)) + 1
             return f"<int of about {digits:,} digits>"
         return f"<{type(value).__name__} holding a number too long to show>"
+    if len(text) > MAX_SHOWN:
+        return f"{text[: MAX_SHOWN - 100]}... <{len(text):,} characters in all>"
+    return text
 
 
 class PermitValueError(PermitError, ValueError):

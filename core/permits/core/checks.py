@@ -14,13 +14,14 @@ from decimal import Decimal
 from fractions import Fraction
 from typing import TYPE_CHECKING
 
-from ._errors import PermitTypeError, PermitValueError, shown
+from ._errors import MAX_SHOWN, PermitTypeError, PermitValueError, shown
 
 if TYPE_CHECKING:
     from ._limits import Limit
 
 __all__ = [
     "EMPTY_LIMIT_NAME",
+    "MAX_SHOWN",
     "NO_UNIT",
     "RATE_EXPONENT",
     "check_actual",

@@ -59,7 +59,12 @@ def every_nth(n: int, levels: int) -> Shares:
     if levels == 2:
         return Shares.every(n)
     n = check_int("n", n, 2)
-    return Shares(tuple((n - 1) ** (levels - 1 - k) for k in range(levels)))
+    try:
+        return Shares(tuple((n - 1) ** (levels - 1 - k) for k in range(levels)))
+    except PermitValueError as refused:  # (named by the weights: a thousand of them)
+        raise PermitValueError(
+            "n", n, f"on {levels} levels, its weights (n-1)**k: {refused.reason}"
+        ) from None
 
 
 def default_grid(levels: int) -> tuple[Policy, ...]:
