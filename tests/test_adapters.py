@@ -898,6 +898,8 @@ async def test_close_wakes_every_waiter(open_limiter: OpenLimiter, case: tuple[s
     if case[1] != "redis":  # (which offers no try_acquire)
         with pytest.raises(LimiterClosed):
             limiter.try_acquire(0)
+    with pytest.raises(LimiterClosed):
+        limiter.record()  # (it made a recording that nothing could add to)
     assert limiter.statistics().levels[1].cancelled == 3
 
 

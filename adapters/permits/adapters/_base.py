@@ -1325,8 +1325,11 @@ class _Limiting:
         ``cost.<limit>`` column for each, so the replay asks what each call
         asked). A later ``record`` starts a new recording (the one it
         replaces keeps no new calls, and still learns how its waiting ones
-        end); ``recording.stop()`` ends one."""
+        end); ``recording.stop()`` ends one. After the limiter closed:
+        :class:`LimiterClosed` (no call is left to record)."""
         max_calls = check_int("max_calls", max_calls, 1)
+        if self._closed is not None:
+            raise self._refused()
         previous = self._recording
         if previous is not None:
             previous.stop()  # (told still how its waiting calls end)
