@@ -789,9 +789,22 @@ def permits_command(*argv: str) -> subprocess.CompletedProcess[str]:
 
 
 @pytest.mark.skipif(not Path("/dev/full").exists(), reason="needs /dev/full")
-@pytest.mark.parametrize("argv", [["simulate"], ["compare", "--json"], ["examples"]], ids=" ".join)
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["simulate"],
+        ["compare", "--json"],
+        ["examples"],
+        ["--help"],
+        ["--version"],
+        ["simulate", "--help"],
+    ],
+    ids=" ".join,
+)
 def test_output_that_cannot_be_written_is_one_line(argv: list[str]) -> None:
-    """``permits simulate > /dev/full`` (a full disk): one line and status 2."""
+    """``permits simulate > /dev/full`` (a full disk): one line and status 2.
+    A short output (``--version``, ``--help``) stayed in the buffer, whose
+    flush at exit failed in silence: status 0."""
     with open("/dev/full", "w") as full:
         done = subprocess.run(
             [PERMITS, *argv], stdout=full, stderr=subprocess.PIPE, text=True, check=False

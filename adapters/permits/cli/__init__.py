@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import errno
 import functools
 import json
 import os
@@ -23,7 +24,7 @@ from collections.abc import Callable, Sequence
 from decimal import Decimal, InvalidOperation
 from fractions import Fraction
 from pathlib import Path
-from typing import NoReturn
+from typing import TYPE_CHECKING, NoReturn
 
 import attrs
 
@@ -52,6 +53,9 @@ from ._report import (
     seconds,
     table,
 )
+
+if TYPE_CHECKING:
+    from _typeshed import SupportsWrite
 
 __all__ = ["main"]
 
@@ -150,8 +154,23 @@ def _plot_option(command: argparse.ArgumentParser, help: str) -> None:
     command.add_argument("--plot", type=Path, metavar="FILE.png", help=help)
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse's parser, whose help and version that cannot be written
+    raise (argparse drops the error: ``permits --version`` to a full disk
+    wrote nothing and exited 0)."""
+
+    def _print_message(self, message: str, file: SupportsWrite[str] | None = None) -> None:
+        if message:
+            if file is None:  # (sys.stdout, closed as the process started)
+                raise _closed()
+            file.write(message)
+            flush = getattr(file, "flush", None)
+            if flush is not None:
+                flush()
+
+
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog=PROG,
         description="Permits under one shared rate limit, by priority: "
         "see what FIFO, strict priority, shares and aging do to a workload.",
@@ -513,15 +532,29 @@ _COMMANDS = {"simulate": _simulate, "compare": _compare, "demo": _demo, "example
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command with ``argv`` (default: ``sys.argv[1:]``); the exit status."""
-    args = _parser().parse_args(argv)
+    return _output(lambda: _run(argv))
+
+
+def _run(argv: Sequence[str] | None) -> int:
+    args = _parser().parse_args(argv)  # (--help, --version: printed, SystemExit)
     if sys.stdout is None:  # started with it closed (>&-): print would write nothing, silently
-        print(
-            f"{PROG}: error: cannot write the output: the standard output is closed",
-            file=sys.stderr,
-        )
-        return 2
+        raise _closed()
+    return _COMMANDS[args.command](args)
+
+
+def _closed() -> OSError:
+    return OSError(errno.EBADF, "the standard output is closed")
+
+
+def _output(command: Callable[[], int]) -> int:
+    """The exit status of ``command``, whose output is written by the time
+    it is returned (an output short enough to stay in the buffer fails only
+    as it is flushed: ``--version`` to a full disk exited 0); 2 with one
+    line if it cannot be."""
     try:
-        return _COMMANDS[args.command](args)
+        status = command()
+        sys.stdout.flush()
+        return status
     except Usage as error:
         print(f"{PROG}: error: {error}", file=sys.stderr)
         return 2
@@ -532,7 +565,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except OSError as error:
         # Every file the commands read is checked into a Usage error, so this
         # is the output failing (a full disk): one line, not a traceback.
-        _reader_gone()
+        if sys.stdout is not None:
+            _reader_gone()
         print(f"{PROG}: error: cannot write the output: {error.strerror or error}", file=sys.stderr)
         return 2
 
