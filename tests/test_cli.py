@@ -61,6 +61,26 @@ def test_installed_as_a_command_and_a_module() -> None:
         assert "demo" in done.stdout
 
 
+def test_the_scenario_files_shape_in_the_docstring_runs_as_written(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The one whole example of the file's shape in a docstring
+    (``permits.sim._load``) named a limit ``tokens`` its scenario has not:
+    copied out, it was refused. Each field it shows is read, and it runs."""
+    import permits.sim._load as load
+
+    doc = load.__doc__
+    assert doc is not None
+    shape = doc.split("The shape, in TOML::\n\n")[1].split("\n\nIn place of")[0]
+    file = tmp_path / "shape.toml"
+    file.write_text("\n".join(line[4:] for line in shape.splitlines()) + "\n")
+    assert main(["simulate", str(file)]) == 0
+    out = capsys.readouterr().out
+    assert "strict priority, interactive 20/s" in out
+    assert "interactive" in out
+    assert "batch" in out
+
+
 def test_simulate_prints_each_scenario_with_the_published_figures(
     capsys: pytest.CaptureFixture[str],
 ) -> None:

@@ -86,6 +86,17 @@ def test_csv_and_json_lines_read_alike(text: str) -> None:
     assert [c._replace(line=0) for c in read_trace(spaced.splitlines(keepends=True))] == CALLS
 
 
+def test_a_json_lines_flow_reads_as_a_csv_cell_of_its_text() -> None:
+    """A JSON string names its flow as the CSV cell of the same text does
+    (README): ``""`` none, ``"''"`` the tenant named with the empty string,
+    three apostrophes the tenant ``'``."""
+    texts = ['""', "\"''\"", "\"'''\"", '"acme"']
+    jsonl = [f'{{"at": 0, "level": 0, "flow": {text}}}\n' for text in texts]
+    csv = ["at,level,flow\n", "0,0,\n", "0,0,''\n", "0,0,'''\n", "0,0,acme\n"]
+    assert [c.flow for c in read_trace(jsonl)] == [None, "", "'", "acme"]
+    assert [c.flow for c in read_trace(csv)] == [None, "", "'", "acme"]
+
+
 def test_a_json_lines_flow_that_is_a_number_is_the_tenant_its_digits_name() -> None:
     """``"flow": 7`` and ``"flow": "7"`` are one tenant, as the CSV cell 7
     is (they were two, both shown as 7), and replay as the CSV does."""

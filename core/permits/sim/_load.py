@@ -16,7 +16,8 @@ The shape, in TOML::
     max_waiting = 500            # optional: per level, or a list, one per level
     flow_weights = { acme = 3 }  # optional: the flows' weights (others weigh 1)
     max_waiting_per_flow = 100   # optional: the most waiters one flow may have queued
-    flow_limit = "tokens"        # optional: the limit whose units flows share (the first)
+    flow_limit = "units"         # optional: the limit whose units flows share (the first;
+                                 # "units" is the one limit of rate and burst)
     seed = 0                     # optional: fixes Poisson arrivals
     require = ["interactive p99 <= 50 ms", "batch share >= 20%"]   # optional
 
