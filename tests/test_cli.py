@@ -808,6 +808,30 @@ def permits_command(*argv: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([PERMITS, *argv], capture_output=True, text=True, check=False)
 
 
+@pytest.mark.parametrize("command", ["simulate", "compare"])
+def test_a_scenario_file_of_minus_is_the_standard_input(command: str) -> None:
+    """FILE ``-`` reads the scenarios from the standard input, as ``--trace
+    -`` reads a trace (it was a file named ``-``: cannot read it); both at
+    once are refused in one line."""
+    done = subprocess.run(
+        [PERMITS, command, "-", "--json"], input=GOOD, capture_output=True, text=True
+    )
+    assert (done.returncode, done.stderr) == (0, "")
+    from_file = json.loads(done.stdout)
+    assert from_file["scenarios"][0]["name"] == "s"
+    done = subprocess.run(
+        [PERMITS, command, "-", "--trace", "/dev/stdin"],
+        input=GOOD,
+        capture_output=True,
+        text=True,
+    )
+    assert (done.returncode, done.stdout) == (2, "")
+    assert done.stderr == (
+        "permits: error: FILE='-' and --trace='/dev/stdin' both read the standard input: "
+        "give one of them a file\n"
+    )
+
+
 @pytest.mark.skipif(not Path("/dev/full").exists(), reason="needs /dev/full")
 @pytest.mark.parametrize(
     "argv",

@@ -122,7 +122,13 @@ def _max_arrivals(text: str) -> int:
 
 def _inputs(command: argparse.ArgumentParser) -> None:
     """FILE, --example and --max-arrivals: where the scenarios come from."""
-    command.add_argument("file", nargs="?", type=Path, metavar="FILE", help="a TOML scenario file")
+    command.add_argument(
+        "file",
+        nargs="?",
+        type=Path,
+        metavar="FILE",
+        help="a TOML scenario file (-: the standard input)",
+    )
     command.add_argument(
         "--example",
         metavar="NAME",
@@ -250,6 +256,16 @@ def _draw(path: Path, draw: Callable[[], None]) -> None:
         _fail(f"--plot={str(path)!r}: cannot write it: {error.strerror or error}")
 
 
+def _check_inputs(args: argparse.Namespace) -> None:
+    """Refuse FILE and ``--trace`` that both read the standard input."""
+    stdin = ("-", "/dev/stdin")
+    if str(args.file) in stdin and str(args.trace) in stdin:
+        _fail(
+            f"FILE={str(args.file)!r} and --trace={str(args.trace)!r} both read the standard "
+            "input: give one of them a file"
+        )
+
+
 def _check_plot(args: argparse.Namespace) -> None:
     """Refuse, before any run, a ``--plot`` that could not be drawn or written."""
     if args.plot is not None:
@@ -318,6 +334,7 @@ def _refused(source: str | None, index: int, scenario: Scenario, error: PermitEr
 
 
 def _simulate(args: argparse.Namespace) -> int:
+    _check_inputs(args)
     _check_plot(args)
     loaded = scenarios(args.file, args.example, _bound(args))
     for scenario in loaded:
@@ -480,6 +497,7 @@ def _policies(texts: list[str] | None, levels: int) -> list[Policy] | None:
 
 
 def _compare(args: argparse.Namespace) -> int:
+    _check_inputs(args)
     _check_plot(args)
     name = "article" if args.file is None and args.example is None else args.example
     calls = None if args.trace is None else trace(args.trace)

@@ -79,6 +79,16 @@ def _read(path: Path) -> bytes:
     return data
 
 
+def _read_stdin() -> bytes:
+    """FILE ``-``: the standard input, as ``--trace -`` reads it."""
+    if sys.stdin is None:  # (closed as the process started)
+        raise Usage("cannot read '-': the standard input is closed")
+    data = sys.stdin.buffer.read(_MAX_SCENARIO_BYTES + 1)
+    if len(data) > _MAX_SCENARIO_BYTES:
+        raise Usage("'-': larger than 64 MiB: not a scenario file")
+    return data
+
+
 def _parse_toml(where: str, data: bytes) -> dict[str, Any]:
     if sys.version_info >= (3, 11):
         import tomllib
@@ -119,7 +129,7 @@ def read_scenarios(
                 raise Usage(f"{scenario.name}: {error}") from None
         return SEED
     if path is not None:
-        where, data = str(path), _read(path)
+        where, data = str(path), _read_stdin() if str(path) == "-" else _read(path)
     else:
         assert name is not None
         where, data = example(name)
