@@ -1705,6 +1705,13 @@ MUTANTS: dict[str, tuple[str, str, str, str]] = {
         "an interrupt as try_acquire takes a permit granted past waiters leaves it in flight"
         " for nobody, holding its place in the bucket for ever",
     ),
+    "permit-copied-with-its-limiter": (
+        "adapters/permits/adapters/_base.py",
+        "        return _copy, (self.level, self.cost, self.flow)\n",
+        "        return object.__reduce_ex__(self, 2)\n",
+        "a Permit pickles with its limiter (and its lock): a refused settle's error cannot"
+        " leave a worker process, and a copy settles the original's permit (P95)",
+    ),
     "errors-rebuilt-from-their-message": (
         "_errors.py",
         "        return (_rebuilt, (type(self), self.args), self.__dict__)\n",
