@@ -135,6 +135,19 @@ MUTANTS: dict[str, tuple[str, str, str, str]] = {
         "        if True:\n            self.anchor = now - 1",
         "every charge restarts the schedule at now: rounding and lateness accumulate",
     ),
+    "aging-tie-by-level": (
+        "_policies.py",
+        "                key = (level * after + head.pushed_at, head.seq)\n",
+        "                key = (level * after + head.pushed_at, level)\n",
+        "aging breaks an exact tie of keys by level, not push order (P9, P13)",
+    ),
+    "alone-synced-cancel-keeps-start": (
+        "_queues.py",
+        "        if head and flow.depth and (self.only is None or self.synced):\n",
+        "        if head and flow.depth and self.only is None:\n",
+        "a flow that another's cancel left alone keeps its cancelled head's start for the next"
+        " head, and goes ahead of a flow that joins (P13, P34)",
+    ),
     "aging-wrong-sign": (
         "_policies.py",
         "key = (level * after + head.pushed_at, head.seq)",

@@ -1336,7 +1336,8 @@ def test_a_levels_scale_stays_bounded(weights: list[int]) -> None:
 
 def test_aging_by_hand() -> None:
     """P9 at one chosen moment: a level-1 waiter pushed ``after`` and more
-    before a level-0 one outranks it; one pushed later does not."""
+    before a level-0 one outranks it; one pushed later does not; one whose
+    key ties goes by push order."""
     machine = Machine(Aging(2, after_ns=100), 1, 1)
     machine.push("banked", 0, 0)  # granted at once: the bucket is empty
     machine.push("old", 1, 10)
@@ -1344,6 +1345,15 @@ def test_aging_by_hand() -> None:
     machine.push("newer", 1, 200)
     granted = [d.id for d in drive(machine, 3 * SECOND) if d.state is State.GRANTED]
     assert granted == ["old", "new", "newer"], ("P9", granted)
+    # An exact tie of keys (b's 0 * 10 + 10 against a's 1 * 10 + 0) goes by
+    # push order, to the less urgent level's older waiter: a tie broken by
+    # level instead passed every drawn run, whose times never tie exactly.
+    tied = Machine(Aging(2, after_ns=10), 1, 1)
+    tied.push("x", 0, 0)  # granted at once: the bucket is empty
+    tied.push("a", 1, 0)
+    tied.push("b", 0, 10)
+    granted = [d.id for d in drive(tied, 3 * SECOND) if d.state is State.GRANTED]
+    assert granted == ["a", "b"], ("P9", granted)
 
 
 def test_many_flows_cancelled_at_their_heads() -> None:
@@ -1812,8 +1822,9 @@ def test_flows_that_leave_and_join_again_by_hand() -> None:
     flow alone matter when another joins: a flow left alone behind the
     clock (its head started before the other flow's grants), a flow served
     alone, a head cancelled after the clock moved on with two flows
-    waiting, and a waiter cancelled behind a head that started before the
-    clock: every decision is the model's, and so is ``waiting()``'s order."""
+    waiting, a waiter cancelled behind a head that started before the
+    clock, and the head cancelled of a flow another's cancel left alone:
+    every decision is the model's, and so is ``waiting()``'s order."""
     # a flow left alone keeps its head's start, behind the clock
     line = FairLine()
     line.push("a1", "a", 2)
@@ -1848,6 +1859,27 @@ def test_flows_that_leave_and_join_again_by_hand() -> None:
     line.cancel("a2")
     line.serve(10)
     assert not len(line.machine), "P12"
+
+    # a flow left alone by another's cancel, its head cancelled before any
+    # grant: its next head starts at the clock, not at the cancelled head's
+    # start (it gained by the cancel: a then went four ahead of c, who joins)
+    line = FairLine()
+    line.push("a_big", "a", 4)
+    for n in range(1, 5):
+        line.push(f"a{n}", "a", 1)
+    for n in range(1, 5):
+        line.push(f"b{n}", "b", 1)
+    line.serve(3)
+    assert line.granted[-3:] == ["b1", "b2", "b3"], ("P34", line.granted)
+    line.cancel("b4")  # a is alone, no grant since
+    line.cancel("a_big")
+    for n in range(1, 5):
+        line.push(f"c{n}", "c", 1)
+    line.serve(8)
+    assert line.granted[-8:] == ["a1", "c1", "a2", "c2", "a3", "c3", "a4", "c4"], (
+        "P34",
+        line.granted,
+    )
 
 
 class ByTheClock:

@@ -153,12 +153,20 @@ def test_next_tick_is_the_earlier_of_due_and_deadline() -> None:
 
 def test_unit_costs_until_a_waiter_asks_for_another_cost() -> None:
     """``unit_costs``, P54's condition: ``True`` until a waiter of another
-    cost joins; a push of one refused as too long leaves it so."""
+    cost joins (a unit of each limit, named or not, is none); a push of one
+    refused as too long leaves it so."""
     machine = Machine(Fifo(1), 1, 4)
     assert machine.unit_costs
     machine.push("a", 0, 0)
     machine.push("b", 0, 0, cost=4, max_wait_ns=0)  # too long: three units are left
     assert machine.unit_costs
+    machine.push("one", 0, 0, cost={"units": 1})  # a unit, named: a unit cost
+    assert machine.unit_costs
+    two = Machine(Fifo(1), limits={"requests": Limit(1, 4), "tokens": Limit(1, 4)})
+    two.push("a", 0, 0, cost={"requests": 1, "tokens": 1})
+    assert two.unit_costs
+    two.push("b", 0, 0, cost={"requests": 1})  # no token: another cost
+    assert not two.unit_costs
     machine.push("c", 0, 0, cost=2)
     assert not machine.unit_costs
     machine.push("d", 0, 0)
