@@ -943,6 +943,13 @@ MUTANTS: dict[str, tuple[str, str, str, str]] = {
         "WouldWaitTooLong's estimate is the best case of one unit, not of the cost the refusal"
         " compared (P68)",
     ),
+    "too-long-estimate-forgets-the-flow": (
+        "adapters/permits/adapters/_base.py",
+        "        wait = self._machine.min_wait(level, cost=cost, flow=flow)\n",
+        "        wait = self._machine.min_wait(level, cost=cost)\n",
+        "WouldWaitTooLong's estimate is the default flow's, not the flow the refusal compared"
+        " (P68)",
+    ),
     "pause-for-ever-breaks-the-limiter": (
         "adapters/permits/adapters/_base.py",
         '        length = _finite_nanoseconds("seconds", seconds)\n\n        def pause(',

@@ -1036,6 +1036,31 @@ async def test_fail_fast(open_limiter: OpenLimiter) -> None:
 
 
 @pytest.mark.threads
+async def test_a_max_wait_refusal_estimates_for_its_flow(open_limiter: OpenLimiter) -> None:
+    """P68's flow: three waiters of flow ``b`` wait, so another of ``b``
+    waits for four permits, where one of another flow would wait for one
+    at best (the flows take turns). The refusal's estimate is its own
+    flow's, 4 s (1 s would be less than the max_wait it was refused for)."""
+    async with open_limiter(Fifo(), 1) as limiter, anyio.create_task_group() as tg:
+        first = now()
+        await limiter.acquire(flow="b")
+        for i in range(3):
+            tg.start_soon(functools.partial(limiter.acquire, flow="b"))
+            await waiting(limiter, i + 1)
+        with pytest.raises(WouldWaitTooLong) as refused:
+            await limiter.acquire(flow="b", max_wait=2.5)
+        refused_at = since(first)
+        estimated = round(refused.value.estimated * SECOND)
+        assert near(estimated + refused_at, 4 * SECOND), ("P68", refused.value.estimated)
+        # another flow's caller, at best, is next: one interval
+        with pytest.raises(WouldWaitTooLong) as other:
+            await limiter.acquire(flow="c", max_wait=0.5)
+        estimated = round(other.value.estimated * SECOND)
+        assert near(estimated + since(first), SECOND), ("P68", other.value.estimated)
+        tg.cancel_scope.cancel()
+
+
+@pytest.mark.threads
 async def test_a_max_wait_refusal_is_counted_at_its_level(open_limiter: OpenLimiter) -> None:
     """SPEC P53 and P68 through an adapter: an acquire refused for its ``max_wait``
     is the machine's too-long decision, counted in the statistics at its
