@@ -135,6 +135,12 @@ MUTANTS: dict[str, tuple[str, str, str, str]] = {
         "        if True:\n            self.anchor = now - 1",
         "every charge restarts the schedule at now: rounding and lateness accumulate",
     ),
+    "waits-at-most-of-level-0": (
+        "_machine.py",
+        "        return tuple(self._hists[level].at_most(bounds))\n",
+        "        return tuple(self._hists[0].at_most(bounds))\n",
+        "waits_at_most counts level 0's waits whatever level it is asked of (P17)",
+    ),
     "aging-tie-by-level": (
         "_policies.py",
         "                key = (level * after + head.pushed_at, head.seq)\n",
@@ -680,6 +686,24 @@ MUTANTS: dict[str, tuple[str, str, str, str]] = {
         "        kept[0:2] = [(kept[1][0], kept[1][1])]",
         "beyond MAX_QUOTAS, the two quotas that end first merge into the later one's count:"
         " more available than the first allowed (P52)",
+    ),
+    "sim-urgent-is-the-first-listed": (
+        "sim/_compare.py",
+        "        return min(self._came(), key=lambda w: w.level).name\n",
+        "        return self._came()[0].name\n",
+        "compare ranks by the workload listed first, not the most urgent level's (P61)",
+    ),
+    "sim-trace-last-workloads-options": (
+        "sim/_trace.py",
+        "        first.setdefault(workload.level, workload)\n",
+        "        first[workload.level] = workload\n",
+        "a replayed level's calls take its last workload's options, not its first's (P59)",
+    ),
+    "sim-tenant-median-the-upper": (
+        "sim/_require.py",
+        "                return granted > 0 and within >= (granted - 1) // 2 + 1\n",
+        "                return granted > 0 and within >= granted // 2 + 1\n",
+        "a median tenant p99 requirement is judged on the upper of the middle two (P60)",
     ),
     "sim-seconds-truncated": (
         "sim/_scenario.py",

@@ -2180,6 +2180,18 @@ def test_histogram_by_hand() -> None:
     assert [count for _, count in histogram.items()] == [1, 2, 2, 1], ("P17", histogram.items())
 
 
+def test_waits_at_most_counts_each_level_apart() -> None:
+    """P17 through the machine: ``waits_at_most(level, bounds)`` counts that
+    level's waits, each level its own (every level counted as level 0's
+    passed the histogram's own tests)."""
+    machine = Machine(StrictPriority(2), 1, 1)
+    machine.push("now", 0, 0)  # granted at once: a wait of 0
+    machine.push("later", 1, 0)  # waits a second
+    drive(machine, 2 * SECOND)
+    assert machine.waits_at_most(0, [0, SECOND]) == (1, 1), "P17"
+    assert machine.waits_at_most(1, [0, SECOND]) == (0, 1), "P17"
+
+
 def test_expiries_after_many_cancels() -> None:
     """P11 and P15: waiters with deadlines, most of them cancelled, then the
     rest expire together: each expires at its deadline, in deadline order,

@@ -283,27 +283,38 @@ def test_offered_quantile_is_the_nearest_rank(
     grid=st.lists(st.sampled_from(default_grid(2)), min_size=1, max_size=5),
     p99_ms=st.integers(1, 2000),
     share=st.integers(0, 60),
+    urgent_first=st.booleans(),
 )
 def test_the_recommendation_follows_its_rule(
-    urgent: int, batch: int, rate: int, grid: list[Any], p99_ms: int, share: int
+    urgent: int,
+    batch: int,
+    rate: int,
+    grid: list[Any],
+    p99_ms: int,
+    share: int,
+    urgent_first: bool,
 ) -> None:
     """P61: for any small scenario and grid, the recommendation is the
     outcome of least (requirements missed, urgent p99 over the callers
     offered, urgent callers not granted, urgent p50), the earliest in the
-    grid on a tie: each figure computed here naively from the waits."""
+    grid on a tie: each figure computed here naively from the waits. The
+    most urgent workload is the lowest level's, whichever is listed first
+    (the first listed passed every run that listed it first)."""
+    workloads = [Workload("urgent", 0, Constant(urgent)), Workload("batch", 1, Batch(batch))]
     scenario = Scenario(
         "any",
         StrictPriority(2),
         rate=rate,
         burst=2,
         seconds=3,
-        workloads=[Workload("urgent", 0, Constant(urgent)), Workload("batch", 1, Batch(batch))],
+        workloads=workloads if urgent_first else workloads[::-1],
         requirements=[
             Requirement.parse(f"urgent p99 <= {p99_ms} ms"),
             Requirement.parse(f"batch share >= {share}%"),
         ],
     )
     comparison = compare(scenario, grid)
+    assert comparison.urgent == "urgent", "P61"
 
     def key(i: int) -> tuple[int, float, int, float, int]:
         outcome = comparison.outcomes[i]

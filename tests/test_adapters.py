@@ -1218,7 +1218,7 @@ def test_one_level_object_serves_two_threads_at_once() -> None:
 
 
 async def test_level_on_a_generator_holds_while_its_body_runs(open_limiter: OpenLimiter) -> None:
-    """``@level(1)`` on a generator, an async one, or the generator under
+    """P67: ``@level(1)`` on a generator, an async one, or the generator under
     ``@contextmanager``/``@asynccontextmanager``: the level holds while
     the body runs, each step of it, and not in the caller's code between
     the steps (the ``async with`` block's included). A generator was

@@ -34,6 +34,8 @@ def scrape(registry: object) -> dict[tuple[str, tuple[tuple[str, str], ...]], fl
 
 
 def test_scrape_shows_depth_counters_and_waits() -> None:
+    """A scrape shows each level's depth, counters and waits; its buckets
+    are each level's own ``waits_at_most`` (P17)."""
     machine = Machine(StrictPriority(2), 100, max_waiting=(None, 2))
     machine.push("b0", 1, 0)  # granted at once
     machine.push("b1", 1, 0)

@@ -482,6 +482,30 @@ def test_replaying_a_scenarios_own_arrivals_is_its_simulation(scenario: Scenario
     assert [attrs.evolve(w) for w in got.workloads] == list(want.workloads)
 
 
+def test_a_levels_calls_take_its_first_workloads_options() -> None:
+    """P59: where a level has two workloads, its calls take the first's
+    options (a timeout of 1 s here, not the second's 100 s), unless a
+    row names its own; the level is reported as its first workload.
+    (Every other test had one workload a level, where first and last are
+    one.)"""
+    scenario = Scenario(
+        "two a level",
+        Fifo(1),
+        rate=1,
+        seconds=10,
+        workloads=[
+            Workload("first", 0, Batch(0), timeout=1),
+            Workload("second", 0, Batch(0), timeout=100),
+        ],
+    )
+    calls = [Call(0, 0), Call(0, 0), Call(0, 0), Call(0, 0, timeout_ns=5 * SECOND)]
+    result = replay(scenario, calls)
+    first = result["first"]
+    # one granted at once; two expire at 1 s, the first's timeout; the row
+    # of its own 5 s is granted at 1 s, the next permit
+    assert (first.offered, first.granted, first.expired) == (4, 2, 2), "P59"
+
+
 def test_replay_with_give_ups_and_timeouts_is_the_simulation() -> None:
     scenario = Scenario(
         "mixed",
