@@ -1104,7 +1104,8 @@ def test_a_bad_argument_is_refused_by_name_and_changes_nothing(
     errors: list[Exception] = []
 
     def state(limiter: Any) -> tuple[Any, ...]:
-        return (limiter.statistics(), len(limiter.machine), limiter.limits, limiter.pause_left())
+        waiters = [(w.id, w.level, w.cost, w.flow) for w in limiter.machine.waiting()]
+        return (limiter.statistics(), waiters, limiter.limits, limiter.pause_left())
 
     async def call(limiter: Any, permit: Permit) -> None:
         try:
