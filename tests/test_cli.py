@@ -859,6 +859,28 @@ def test_output_that_cannot_be_written_is_one_line(argv: list[str]) -> None:
     )
 
 
+@pytest.mark.skipif(not Path("/dev/full").exists(), reason="needs /dev/full")
+def test_a_usage_error_to_an_unwritable_standard_error_is_still_a_usage_error(
+    tmp_path: Path,
+) -> None:
+    """A usage error whose message cannot be written exits 2, as argparse
+    has it, without a word on the standard output (a parser that raised
+    for every stream ended in a traceback, exit 1); and FILE ``-`` whose
+    standard input cannot be read says so, as a file that cannot be read
+    does (not as output that cannot be written)."""
+    with open("/dev/full", "w") as full:
+        done = subprocess.run(
+            [PERMITS, "--bogus"], stdout=subprocess.PIPE, stderr=full, text=True, check=False
+        )
+    assert (done.returncode, done.stdout) == (2, "")
+    with (tmp_path / "written").open("w") as written:  # (a stdin open for writing)
+        done = subprocess.run(
+            [PERMITS, "simulate", "-"], stdin=written, capture_output=True, text=True
+        )
+    assert (done.returncode, done.stdout) == (2, "")
+    assert done.stderr == "permits: error: cannot read '-': Bad file descriptor\n"
+
+
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="closes the child's stdout as it starts")
 @pytest.mark.parametrize("argv", [["simulate"], ["compare", "--json"], ["examples"]], ids=" ".join)
 def test_output_to_a_closed_standard_output_is_one_line(argv: list[str]) -> None:

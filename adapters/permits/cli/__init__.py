@@ -161,12 +161,15 @@ def _plot_option(command: argparse.ArgumentParser, help: str) -> None:
 
 
 class _Parser(argparse.ArgumentParser):
-    """argparse's parser, whose help and version that cannot be written
-    raise (argparse drops the error: ``permits --version`` to a full disk
-    wrote nothing and exited 0)."""
+    """argparse's parser, whose help and version that cannot be written to
+    the standard output raise (argparse drops the error: ``permits
+    --version`` to a full disk wrote nothing and exited 0). A usage error,
+    to the standard error, is argparse's own."""
 
     def _print_message(self, message: str, file: SupportsWrite[str] | None = None) -> None:
-        if message:
+        if file is not sys.stdout:
+            super()._print_message(message, file)
+        elif message:
             if file is None:  # (sys.stdout, closed as the process started)
                 raise _closed()
             file.write(message)

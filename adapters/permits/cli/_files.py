@@ -83,7 +83,10 @@ def _read_stdin() -> bytes:
     """FILE ``-``: the standard input, as ``--trace -`` reads it."""
     if sys.stdin is None:  # (closed as the process started)
         raise Usage("cannot read '-': the standard input is closed")
-    data = sys.stdin.buffer.read(_MAX_SCENARIO_BYTES + 1)
+    try:
+        data = sys.stdin.buffer.read(_MAX_SCENARIO_BYTES + 1)
+    except OSError as error:  # (opened for writing, 0>file)
+        raise Usage(f"cannot read '-': {error.strerror or error}") from None
     if len(data) > _MAX_SCENARIO_BYTES:
         raise Usage("'-': larger than 64 MiB: not a scenario file")
     return data
