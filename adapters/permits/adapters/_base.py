@@ -386,11 +386,16 @@ def _finite_nanoseconds(argument: str, seconds: float) -> int:
     infinite, or too long for a float to hold its nanoseconds."""
     ns = _nanoseconds(argument, seconds)
     if ns is None:
-        most = sys.float_info.max / SECOND
         raise PermitValueError(
-            argument, seconds, f"must be a finite number of seconds, at most {most:.3g}"
+            argument, seconds, f"must be a finite number of seconds, at most {_MOST_SECONDS:g}"
         )
     return ns
+
+
+#: A bound below the longest duration whose nanoseconds a float holds
+#: (``sys.float_info.max / SECOND``, 1.797e299 s), as an error tells it:
+#: rounded down, so that it never reads as taking what is refused.
+_MOST_SECONDS = 1.79e299
 
 
 def _seconds_until(argument: str, when: datetime) -> float:

@@ -1830,8 +1830,11 @@ class RedisLimiter(_AnyioLimiter):
         pauses, not the others'; so do ``statistics().pauses`` and
         ``paused_ns``.) At most 1e9 s (about 31 years). A permit this process
         booked ahead is handed over when the pause ends."""
-        length = _finite_nanoseconds("seconds", seconds)
-        self.limit.ask_pause(seconds)  # checked: a pause Redis cannot hold is kept nowhere
+        length = _nanoseconds("seconds", seconds)  # (a type, NaN or sign: as every adapter's)
+        # checked: a pause Redis cannot hold is kept nowhere (past 1e9 s, or
+        # infinite: refused naming that bound, not a float's)
+        self.limit.ask_pause(seconds)
+        assert length is not None
         now = self._now()
         self._send(partial(self._pause_left, now + length))
         local = self._local

@@ -199,7 +199,8 @@ class PolicyError(PermitError):
     nothing is granted twice or lost, and the waiters not granted still
     wait. A permit may then be available while they do, and the next tick
     is due at once, to ask the policy again (until it does,
-    :meth:`~permits.core.Machine.check_valid` says a permit idles).
+    :meth:`~permits.core.Machine.check_valid` says a permit idles, while
+    every cost is one unit).
     Decisions the same call made before that stand: they are in
     :attr:`decisions`, for whoever must wake those waiters.
     """
