@@ -2479,7 +2479,7 @@ async def test_a_permit_comes_from_an_acquire_and_is_not_made_by_hand(
     or show."""
     async with open_limiter(Fifo(), 10, 2) as limiter:
         acquired = await limiter.acquire(cost=2, flow="tenant")
-        assert isinstance(acquired, Permit)
+        assert type(acquired) is Permit  # (not a private subclass of it)
         assert repr(acquired) == "<Permit level=0 cost=2 flow='tenant'>"
         async with limiter.permit() as block:
             assert isinstance(block, Permit)

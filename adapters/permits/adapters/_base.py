@@ -656,16 +656,14 @@ class Permit:
         return f"<Permit level={self.level} cost={self.cost!r} flow={self.flow!r}>"
 
 
-class _Permit(Permit):
-    """A :class:`Permit` as a limiter makes it (``Permit()`` refuses)."""
-
-    __slots__ = ()
-    __init__ = object.__init__  # (C's own: no Python call)
+#: A :class:`Permit` made as a limiter makes it: without its ``__init__``,
+#: which refuses (``Permit()`` by hand).
+_new_permit = object.__new__
 
 
 def _copy(level: int, cost: int | Mapping[str, int], flow: Hashable) -> Permit:
     """A :class:`Permit` pickled or copied: one that settles nothing."""
-    permit: Permit = _Permit()
+    permit: Permit = _new_permit(Permit)
     permit._limiter = None
     permit._id = -1
     permit.level = level
@@ -678,10 +676,10 @@ def _permit(
     limiter: _Limiting, id: int, level: int, cost: int | Mapping[str, int], flow: Hashable
 ) -> Permit:
     """The :class:`Permit` of ``id``, granted at ``level``: filled in here,
-    as it has no ``__init__`` (Python 3.11 runs a class's own ``__init__``
-    in an interpreter of its own, entered from C: about 500 instructions an
-    acquire more than a call)."""
-    permit: Permit = _Permit()
+    not by an ``__init__`` (Python 3.11 runs a class's own ``__init__`` in
+    an interpreter of its own, entered from C: about 500 instructions an
+    acquire more than a call; and ``Permit``'s refuses)."""
+    permit: Permit = _new_permit(Permit)
     permit._limiter = limiter
     permit._id = id
     permit.level = level
