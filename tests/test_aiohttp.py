@@ -47,6 +47,25 @@ def server() -> Iterator[tuple[str, Upstream_]]:
         yield url, limit
 
 
+def test_a_middlewares_options_are_fixed_once_made() -> None:
+    """Its arguments are checked when it is made; one set later was taken
+    unchecked (``retries = -1`` then broke every request): each is refused,
+    naming it, and the middleware is as it was. Its upstream's jitter and
+    max_pause are checked as they are set."""
+
+    async def main() -> None:
+        async with asyncio_adapter.open_limiter(Fifo(), 100, 10) as limiter:
+            middleware = PermitsMiddleware(limiter, retries=2)
+            for name, value in [("retries", -1), ("timeout", "soon"), ("cost", 5)]:
+                with pytest.raises(AttributeError, match=rf"^{name}: a PermitsMiddleware is fixed"):
+                    setattr(middleware, name, value)
+            assert (middleware.retries, middleware.timeout, middleware.cost) == (2, None, None)
+            with pytest.raises(PermitTypeError, match=r"^jitter="):
+                middleware.upstream.jitter = 5  # type: ignore[assignment]
+
+    asyncio.run(main())
+
+
 def after_one_get(
     answer: tuple[int, dict[str, Any]], **options: Any
 ) -> tuple[bool, float, PermitsMiddleware]:

@@ -23,6 +23,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any, cast
 
 import anyio
+import attrs
 import httpx
 import pytest
 from http_upstream import (
@@ -2253,6 +2254,19 @@ def test_a_backoff_pauses_everyone_and_only_before_a_retry() -> None:
 def test_an_upstreams_jitter_must_be_a_function() -> None:
     with threads.open_limiter(Fifo(), 100, 10) as limiter, pytest.raises(PermitTypeError):
         Upstream(limiter, jitter=0.5)  # type: ignore[arg-type]
+
+
+def test_a_transports_options_are_fixed_once_made() -> None:
+    """A transport's options are checked when it is made; one set later
+    was taken unchecked (``options.retries = -1``: an AssertionError, and
+    no request sent): each is refused, and the options are as they were."""
+    with threads.open_limiter(Fifo(), 100, 10) as limiter:
+        transport = PermitsTransport(limiter, retries=2)
+        for name, value in [("retries", -1), ("timeout", "soon"), ("cost", 5)]:
+            with pytest.raises(attrs.exceptions.FrozenInstanceError):
+                setattr(transport.options, name, value)
+        options = transport.options
+        assert (options.retries, options.timeout, options.cost) == (2, None, None)
 
 
 def test_an_upstreams_jitter_and_max_pause_set_later_are_checked_as_given() -> None:

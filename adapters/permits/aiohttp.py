@@ -201,6 +201,16 @@ class PermitsMiddleware:
         self.timeout = timeout
         self.upstream: Upstream = Upstream(limiter, max_pause)
 
+    def __setattr__(self, name: str, value: object) -> None:
+        # Fixed once made, as its arguments were checked then: retries set
+        # to -1 later broke every request (the upstream's own jitter and
+        # max_pause are checked as they are set).
+        if "upstream" in self.__dict__:
+            raise AttributeError(
+                f"{name}: a PermitsMiddleware is fixed once made: make another with {name}=..."
+            )
+        super().__setattr__(name, value)
+
     def __repr__(self) -> str:
         return (
             f"<PermitsMiddleware limiter={self.limiter!r} "

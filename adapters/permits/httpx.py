@@ -67,6 +67,8 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Callable, Hashable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any, TypedDict
 
+import attrs
+
 from permits._upstream import (
     BACKOFF,
     LATE,
@@ -149,26 +151,30 @@ def _as_written(request: httpx.Request, error: PermitError) -> PermitError:
     return error.renamed(f"extensions[{key!r}]")
 
 
+@attrs.frozen
 class _Options:
-    """How a transport asks for each request's permit, and settles it."""
+    """How a transport asks for each request's permit, and settles it: fixed
+    for the transport's life (``retries`` set to -1 later broke every
+    request; the upstream's ``max_pause`` is its :class:`Upstream`'s)."""
 
-    def __init__(
-        self,
-        level: Callable[[httpx.Request], int | None] | None = None,
-        flow: Callable[[httpx.Request], Hashable] | None = None,
-        cost: Callable[[httpx.Request], Cost] | None = None,
-        settle: Callable[[httpx.Response], Cost | None] | None = None,
-        retries: int = 0,
-        timeout: float | None = None,
-        max_pause: float = MAX_PAUSE,
-    ) -> None:
-        check_options(retries, max_pause, timeout, level=level, flow=flow, cost=cost, settle=settle)
-        self.level: Callable[[httpx.Request], int | None] | None = level
-        self.flow: Callable[[httpx.Request], Hashable] | None = flow
-        self.cost: Callable[[httpx.Request], Cost] | None = cost
-        self.settle: Callable[[httpx.Response], Cost | None] | None = settle
-        self.retries = retries
-        self.timeout = timeout
+    level: Callable[[httpx.Request], int | None] | None = None
+    flow: Callable[[httpx.Request], Hashable] | None = None
+    cost: Callable[[httpx.Request], Cost] | None = None
+    settle: Callable[[httpx.Response], Cost | None] | None = None
+    retries: int = 0
+    timeout: float | None = None
+    max_pause: float = MAX_PAUSE
+
+    def __attrs_post_init__(self) -> None:
+        check_options(
+            self.retries,
+            self.max_pause,
+            self.timeout,
+            level=self.level,
+            flow=self.flow,
+            cost=self.cost,
+            settle=self.settle,
+        )
 
     def ask(self, request: httpx.Request) -> dict[str, Any]:
         """What ``request``'s permit asks for (a misspelt ``permits.``
