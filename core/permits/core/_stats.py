@@ -216,8 +216,11 @@ def in_seconds(ns: int) -> float:
     (a wait of 10**400 ns is as long as an infinite one)."""
     try:
         return ns / 1e9
-    except OverflowError:  # (the int, past a float)
-        return math.inf if ns > 0 else -math.inf
+    except OverflowError:  # the int is past a float; its seconds may not be
+        try:
+            return ns / 1_000_000_000
+        except OverflowError:
+            return math.inf if ns > 0 else -math.inf
 
 
 @attrs.frozen
