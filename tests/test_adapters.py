@@ -1121,6 +1121,27 @@ async def test_a_max_wait_refusal_shows_its_estimate_to_the_nanosecond(
 
 @pytest.mark.threads
 @pytest.mark.redis
+async def test_a_context_level_out_of_range_says_where_it_came_from(
+    open_limiter: OpenLimiter,
+) -> None:
+    """P67: an acquire that names no level inside ``with level(5):`` under a
+    policy of two levels is refused naming the block it came from (it
+    read as if the caller had named 5), and nothing is pushed."""
+    async with open_limiter(StrictPriority(2), 10) as limiter:
+        with level(5), pytest.raises(PermitValueError) as refused:
+            await limiter.acquire()
+        assert (refused.value.argument, refused.value.value) == ("level", 5)
+        assert str(refused.value) == (
+            "level=5: must be 0 or 1 (the policy has 2 levels): the level of the level(5) "
+            "block it runs in"
+        )
+        with pytest.raises(PermitValueError, match=r"^level=5: must be 0 or 1 \(the policy"):
+            await limiter.acquire(5)  # named: no block to speak of
+        assert [s.pushed for s in limiter.statistics().levels] == [0, 0]
+
+
+@pytest.mark.threads
+@pytest.mark.redis
 async def test_context_level_and_queue_limit(open_limiter: OpenLimiter) -> None:
     """P67: the level comes from the context, and that level's ``max_waiting``
     rejects a second waiter. (One permit in 10 s: on the real clock, the

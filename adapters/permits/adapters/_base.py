@@ -53,7 +53,7 @@ from permits.core import (
     State,
     Statistics,
 )
-from permits.core.checks import check_int
+from permits.core.checks import check_int, level_range
 
 from ._metrics import statistics_and_waits
 from ._recording import Recording
@@ -1051,6 +1051,11 @@ class _Limiting:
             level = _LEVEL.get()
             if level is None:
                 level = self.default_level
+            elif not 0 <= level < self._machine.levels:  # (said where it came from)
+                reason = level_range(self._machine.levels)
+                raise PermitValueError(
+                    "level", level, f"{reason}: the level of the level({level}) block it runs in"
+                )
         now = self._now()
         if not self._running:
             self._ensure_open()
