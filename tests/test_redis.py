@@ -2058,6 +2058,22 @@ async def acquire_at_once(limiter: RedisLimiter, callers: int) -> None:
 
 
 @pytest.mark.anyio
+async def test_a_limiters_options_are_fixed_once_opened(redis_server: RedisServer) -> None:
+    """Its options are read as attributes; one set later was taken
+    unchecked and broke the limiter at its next take (``lease = "2"``: a
+    TypeError, every caller's LimiterClosed). Each is refused, naming it,
+    and the limiter works on as opened."""
+    async with open_limiter(Fifo(1), redis_server.url, name=fresh(), rate=100, burst=10) as limiter:
+        later = [("lease", "2"), ("book_ahead", -1.0), ("reserve", (5,)), ("limit", None)]
+        for name, value in later:
+            with pytest.raises(AttributeError, match=rf"^{name}: a RedisLimiter's options are"):
+                setattr(limiter, name, value)
+        assert (limiter.lease, limiter.book_ahead, limiter.reserve) == (16, 0.0, (0,))
+        await limiter.acquire()
+        assert not limiter.closed
+
+
+@pytest.mark.anyio
 async def test_a_lease_leaves_half_the_burst(redis_server: RedisServer) -> None:
     """P45: the default lease takes extra permits only while half of the
     burst stays free for the other processes. 30 callers queued at once

@@ -62,7 +62,7 @@ from contextlib import AbstractAsyncContextManager, asynccontextmanager, suppres
 from fractions import Fraction
 from functools import cache, partial
 from importlib import resources
-from typing import Any, Literal, NamedTuple
+from typing import Any, Generic, Literal, NamedTuple, TypeVar, overload
 from urllib.parse import unquote_plus, urlsplit, urlunsplit
 
 from permits.core import (
@@ -1300,6 +1300,36 @@ _UNREACHABLE = (
 )
 
 
+_T = TypeVar("_T")
+
+
+class _Fixed(Generic[_T]):
+    """An option of a :class:`RedisLimiter`, read as an attribute (kept in
+    ``_<name>``) and fixed once it is opened: one set later was taken
+    unchecked, and broke the limiter at its next take (``lease = "2"``: a
+    TypeError, and every caller's ``LimiterClosed``)."""
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.name = name
+        self.own = f"_{name}"
+
+    @overload
+    def __get__(self, limiter: None, owner: type) -> _Fixed[_T]: ...
+    @overload
+    def __get__(self, limiter: object, owner: type) -> _T: ...
+    def __get__(self, limiter: object, owner: type) -> _T | _Fixed[_T]:
+        if limiter is None:
+            return self
+        value: _T = getattr(limiter, self.own)
+        return value
+
+    def __set__(self, limiter: object, value: _T) -> None:
+        raise AttributeError(
+            f"{self.name}: a RedisLimiter's options are fixed once it is opened: "
+            f"open another with {self.name}=..."
+        )
+
+
 class RedisLimiter(_AnyioLimiter):
     """A limiter whose permits come from a :class:`RedisLimit`, shared with
     other processes; make one with :func:`open_limiter`. ``acquire``,
@@ -1321,6 +1351,28 @@ class RedisLimiter(_AnyioLimiter):
     #: The timer task ticks, under asyncio too: it also wakes at the outage
     #: bound (_next_wake), which the loop's timer does not know.
     _loop_timed = False
+
+    # Its options, as opened (read them; each is fixed: see _Fixed).
+    #: The shared limit its permits come from.
+    limit = _Fixed[RedisLimit]()
+    #: Each level's reserve: the units a take at that level leaves in the bucket.
+    reserve = _Fixed[tuple[int, ...]]()
+    #: What callers get while Redis cannot be reached: ``"closed"`` or ``"local"``.
+    on_unavailable = _Fixed[Literal["closed", "local"]]()
+    #: The share of the limit the local fallback grants (``"local"``).
+    share = _Fixed["float | None"]()
+    #: Seconds without an answer after which Redis counts as unreachable.
+    unavailable_after = _Fixed[float]()
+    #: Whether a take waits while a more urgent level waits in any live
+    #: process (each publishes its waiters per level with its takes).
+    global_priority = _Fixed[bool]()
+    #: Seconds a process's published demand lives without a refresh.
+    demand_ttl = _Fixed[float]()
+    #: Seconds ahead a refused take may book the next permit (0: never).
+    book_ahead = _Fixed[float]()
+    #: The most permits one request takes at once, for waiters of one
+    #: level and cost (1: one per request).
+    lease = _Fixed[int]()
 
     def __init__(
         self,
@@ -1399,11 +1451,8 @@ class RedisLimiter(_AnyioLimiter):
         if not isinstance(global_priority, bool):
             raise PermitTypeError("global_priority", global_priority, "a bool")
         _microseconds("demand_ttl", demand_ttl, above_zero=True)
-        #: Whether a take waits while a more urgent level waits in any live
-        #: process (each publishes its waiters per level with its takes).
-        self.global_priority = global_priority
-        #: Seconds a process's published demand lives without a refresh.
-        self.demand_ttl: float = float(demand_ttl)
+        self._global_priority = global_priority
+        self._demand_ttl = float(demand_ttl)
         # Under global priority, the policy says how the processes deal the
         # units among levels (Shares: by its weights, the script's rule); one
         # that does not say keeps strict order across processes.
@@ -1427,11 +1476,8 @@ class RedisLimiter(_AnyioLimiter):
             raise PermitValueError(
                 "book_ahead", book_ahead, "must be finite seconds, at most demand_ttl / 2"
             )
-        #: Seconds ahead a refused take may book the next permit (0: never).
-        self.book_ahead: float = float(book_ahead)
-        #: The most permits one request takes at once, for waiters of one
-        #: level and cost (1: one per request).
-        self.lease: int = check_int("lease", lease, 1)
+        self._book_ahead = float(book_ahead)
+        self._lease = check_int("lease", lease, 1)
         #: The permit booked: when it is this process's (s), its units, the
         #: level it was asked for, and the level it is for (global shares).
         self._booked: tuple[float, tuple[int, ...], int, int | None] | None = None
@@ -1444,11 +1490,11 @@ class RedisLimiter(_AnyioLimiter):
         self._flight: _Take | None = None
         #: What the answer to a lone caller's take left for the driver to do.
         self._then: Callable[[], Awaitable[None]] | None = None
-        self.limit = limit
-        self.reserve: tuple[int, ...] = tuple(reserve)
-        self.on_unavailable = on_unavailable
-        self.share = share
-        self.unavailable_after: float = float(unavailable_after)
+        self._limit = limit
+        self._reserve = tuple(reserve)
+        self._on_unavailable = on_unavailable
+        self._share = share
+        self._unavailable_after = float(unavailable_after)
         self._after_ns = after_ns
         #: Seconds between attempts to reach Redis while it is unreachable.
         self._retry = min(0.1, self.unavailable_after / 4)
@@ -2298,7 +2344,7 @@ class RedisLimiter(_AnyioLimiter):
             demand=depths,
             ttl=self.demand_ttl,
             book=self.book_ahead if book else 0.0,
-            lease=self._lease(level, units),
+            lease=self._lease_for(level, units),
             waiting=waiting,
             grace=self.demand_ttl,
             weights=self._weights,
@@ -2306,7 +2352,7 @@ class RedisLimiter(_AnyioLimiter):
         )
         return _Take(request, head.id, level, units, reserve, depths, waiting)  # type: ignore[arg-type]
 
-    def _lease(self, level: int, units: tuple[int, ...]) -> int:
+    def _lease_for(self, level: int, units: tuple[int, ...]) -> int:
         """The most permits a take for ``level``'s head (of ``units``) asks
         for: no more than :attr:`lease`, nor than the callers there its
         permits would go to, in the order they would be granted, until the
