@@ -1033,7 +1033,7 @@ MUTANTS: dict[str, tuple[str, str, str, str]] = {
     ),
     "redis-refund-not-sent": (
         "adapters/permits/adapters/redis.py",
-        "        self._pending.append((self.limit.ask_charge(tuple(-n for n in units)), 1,"
+        "        self._pending.append((self._limit.ask_charge(tuple(-n for n in units)), 1,"
         " True))\n",
         "",
         "a Redis permit whose caller left before proceeding, and no local waiter takes over, is"

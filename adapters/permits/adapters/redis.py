@@ -1497,7 +1497,7 @@ class RedisLimiter(_AnyioLimiter):
         self._unavailable_after = float(unavailable_after)
         self._after_ns = after_ns
         #: Seconds between attempts to reach Redis while it is unreachable.
-        self._retry = min(0.1, self.unavailable_after / 4)
+        self._retry = min(0.1, self._unavailable_after / 4)
         #: When (ns) the oldest request Redis has not answered was sent
         #: (while requests fail, the first of them); None once one is answered.
         self._unanswered_since: int | None = None
@@ -1637,8 +1637,8 @@ class RedisLimiter(_AnyioLimiter):
         state = "closed" if self._closed is not None else f"waiting={len(self._waiters)}"
         return (
             f"<{kind.__module__}.{kind.__qualname__} policy={self._machine.policy!r} "
-            f"limit={self.limit!r} reserve={self.reserve!r} "
-            f"on_unavailable={self.on_unavailable!r} {state}>"
+            f"limit={self._limit!r} reserve={self._reserve!r} "
+            f"on_unavailable={self._on_unavailable!r} {state}>"
         )
 
     @property
@@ -1660,7 +1660,7 @@ class RedisLimiter(_AnyioLimiter):
         """As :meth:`permits.adapters.BaseLimiter.record`: each call's cost
         as asked, of every limit of the shared limit."""
         recording = super().record(max_calls)
-        recording.limits = tuple(self.limit.limits)
+        recording.limits = tuple(self._limit.limits)
         return recording
 
     # -- costs: what each waiter asks of every limit -------------------------
@@ -1679,7 +1679,7 @@ class RedisLimiter(_AnyioLimiter):
         bursts as they stand (this process's set_limit included)."""
         if isinstance(cost, int) and not isinstance(cost, bool) and cost < 0:
             raise PermitValueError("cost", cost, NO_UNIT)  # as 0 is: one rule
-        units = self.limit.units("cost", cost, within_burst=False)
+        units = self._limit.units("cost", cost, within_burst=False)
         if not any(units):
             raise PermitValueError("cost", cost, NO_UNIT)
         if timeout == 0 and not isinstance(timeout, bool):  # (refused as a bool, as elsewhere)
@@ -1759,9 +1759,9 @@ class RedisLimiter(_AnyioLimiter):
             return
         self._gave_up(id, waiter)
         self._dispatch(self._machine.tick(self._now()))  # next_level() needs the time
-        if self._takes_over(units, self.reserve[waiter.decision.level]) and self._refund(id):
+        if self._takes_over(units, self._reserve[waiter.decision.level]) and self._refund(id):
             return
-        self._pending.append((self.limit.ask_charge(tuple(-n for n in units)), 1, True))
+        self._pending.append((self._limit.ask_charge(tuple(-n for n in units)), 1, True))
         names = list(self.limits)
         self._machine.refunded(waiter.decision.level, dict(zip(names, units, strict=True)))
         if self._closed is None:
@@ -1803,7 +1803,7 @@ class RedisLimiter(_AnyioLimiter):
         units = settled_units(asked, settled)
         delta = tuple(a - b for a, b in zip(units, asked, strict=True))
         # checked before anything changes: a debt Redis cannot hold is refused
-        charge = self.limit.ask_charge(delta, argument="actual", value=actual)
+        charge = self._limit.ask_charge(delta, argument="actual", value=actual)
         del self._settleable[id]
         names = list(self.limits)
         self._machine.settled(
@@ -1830,8 +1830,8 @@ class RedisLimiter(_AnyioLimiter):
         refill, at the rate and burst this process knows, is refused
         (:class:`PermitValueError`); one that would at those Redis holds
         closes the limiter, the error naming the limit."""
-        request = self.limit.ask_set_limit(rate=rate, burst=burst, limit=limit)
-        name = list(self.limits)[self.limit._index("limit", limit)]
+        request = self._limit.ask_set_limit(rate=rate, burst=burst, limit=limit)
+        name = list(self.limits)[self._limit._index("limit", limit)]
         known = self.limits[name]
         new_rate = known.rate if rate is None else check_rate(rate)
         _check_refill(
@@ -1847,11 +1847,11 @@ class RedisLimiter(_AnyioLimiter):
             and name == list(self.limits)[self._shared]
         ):
             _check_virtual_costs("burst", burst, self._weights, burst)
-        if burst is not None and burst <= max(self.reserve):  # as opening refuses it
+        if burst is not None and burst <= max(self._reserve):  # as opening refuses it
             raise PermitValueError(
                 "burst",
                 burst,
-                f"must be above every level's reserve (the largest, {max(self.reserve)}): "
+                f"must be above every level's reserve (the largest, {max(self._reserve)}): "
                 "a level whose reserve is the whole burst is served only from a full bucket",
             )
         super().set_limit(rate=rate, burst=burst, limit=limit)
@@ -1879,7 +1879,7 @@ class RedisLimiter(_AnyioLimiter):
         length = _nanoseconds("seconds", seconds)  # (a type, NaN or sign: as every adapter's)
         # checked: a pause Redis cannot hold is kept nowhere (past 1e9 s, or
         # infinite: refused naming that bound, not a float's)
-        self.limit.ask_pause(seconds)
+        self._limit.ask_pause(seconds)
         assert length is not None
         now = self._now()
         self._send(partial(self._pause_left, now + length))
@@ -1916,7 +1916,7 @@ class RedisLimiter(_AnyioLimiter):
         if end <= now:
             return None
         self._pause_asked = end
-        return self.limit.ask_pause((end - now) / SECOND)
+        return self._limit.ask_pause((end - now) / SECOND)
 
     def _send_word(
         self, op: Literal["adopt", "quota"], remaining: int, reset_after: float, limit: str | None
@@ -1925,18 +1925,18 @@ class RedisLimiter(_AnyioLimiter):
         counted from now however late it is sent; a quota whose end is past
         by then is not sent."""
         quota = op == "quota"
-        ask = self.limit.ask_quota if quota else self.limit.ask_adopt
+        ask = self._limit.ask_quota if quota else self._limit.ask_adopt
         first = ask(remaining, reset_after, limit)  # checked: a bad word is kept nowhere
         given = self._now()
         local = self._local
-        if local is not None and self.limit._index("limit", limit) == 0:
+        if local is not None and self._limit._index("limit", limit) == 0:
             # The fallback serves its share of the first limit: its share of
             # what is left, as it serves its share of the rate (the shares
             # of every process add up to at most what the upstream said).
-            assert self.share is not None
+            assert self._share is not None
             until = given + round(reset_after * SECOND)
             # (no more than Redis counts: a float holds its share)
-            left = math.floor(min(remaining, _MOST_UNITS) * self.share)
+            left = math.floor(min(remaining, _MOST_UNITS) * self._share)
             getattr(local, op)(left, until, given)
 
         def word(now: int) -> Request | None:
@@ -1970,7 +1970,7 @@ class RedisLimiter(_AnyioLimiter):
             request = change if isinstance(change, Request) else change(now)
             try:
                 if request is not None:
-                    self.limit.send(request)
+                    self._limit.send(request)
             except _UNREACHABLE:
                 raise
             except Exception as error:
@@ -2000,7 +2000,7 @@ class RedisLimiter(_AnyioLimiter):
         if (
             self._unanswered_since is not None
             and self._fail_ns is None
-            and self.on_unavailable == "closed"
+            and self._on_unavailable == "closed"
             and len(self._machine)
         ):
             # Waiters came into an outage after the timer failed the others:
@@ -2032,7 +2032,7 @@ class RedisLimiter(_AnyioLimiter):
             return True
         level = self._machine.next_level(self._ask_next)
         if level != self._retry_level and (
-            self._published or (self.global_priority and self._booked is not None)
+            self._published or (self._global_priority and self._booked is not None)
         ):
             # the demand published is not what waits now (or, waiting for a
             # permit booked, another level is next: its demand goes out)
@@ -2041,7 +2041,7 @@ class RedisLimiter(_AnyioLimiter):
             # nobody waits now: a place held in the line is left (else the
             # others would count it ahead of them until its turn is past)
             return self._in_line
-        if self._retry_reserve is None or self.reserve[level] < self._retry_reserve:
+        if self._retry_reserve is None or self._reserve[level] < self._retry_reserve:
             return True
         retry = self._retry_units
         asks = self._asks.get(self._machine.queues.head(level).id)  # type: ignore[call-overload]
@@ -2065,7 +2065,7 @@ class RedisLimiter(_AnyioLimiter):
         since the later of its push and the oldest unanswered request gets
         :class:`BackendUnavailable`."""
         since = self._unanswered_since
-        if since is None or self.on_unavailable != "closed":
+        if since is None or self._on_unavailable != "closed":
             self._fail_ns = None
             return
         if now < since + self._after_ns:
@@ -2076,7 +2076,9 @@ class RedisLimiter(_AnyioLimiter):
             start = max(waiter.pushed_at, since)
             if now - start >= self._after_ns:
                 self._machine.cancel(waiter.id)
-                error = BackendUnavailable(self.limit.url, self.unavailable_after, self._down_error)
+                error = BackendUnavailable(
+                    self._limit.url, self._unavailable_after, self._down_error
+                )
                 self._fail(waiter.id, error)
             elif first is None or start + self._after_ns < first:
                 first = start + self._after_ns
@@ -2120,9 +2122,9 @@ class RedisLimiter(_AnyioLimiter):
         await anyio.lowlevel.checkpoint_if_cancelled()
         self._bind_backend()
         if sniffio.current_async_library() == "asyncio":
-            self.limit.open_async()
+            self._limit.open_async()
             self._async = True
-            self._lone = self.limit.submits
+            self._lone = self._limit.submits
         self._running = True
         task_status.started()
         try:
@@ -2175,7 +2177,7 @@ class RedisLimiter(_AnyioLimiter):
         if self._flight is not None:
             wake = self._driver_wake = self._new_event()
             try:
-                with anyio.move_on_after(2 * self.limit._timeout):  # (the reply's own bound)
+                with anyio.move_on_after(2 * self._limit._timeout):  # (the reply's own bound)
                     await wake.wait()
             finally:
                 self._driver_wake = None
@@ -2184,7 +2186,7 @@ class RedisLimiter(_AnyioLimiter):
             await then()
         booked, self._booked = self._booked, None
         if booked is not None:
-            self._pending.append((self.limit.ask_charge(tuple(-n for n in booked[1])), 1, True))
+            self._pending.append((self._limit.ask_charge(tuple(-n for n in booked[1])), 1, True))
 
     def _break(self, error: BaseException | None) -> None:
         super()._break(error)
@@ -2197,7 +2199,7 @@ class RedisLimiter(_AnyioLimiter):
         in a worker thread; the time it was sent counts for the outage bound
         until one is answered."""
         self._sent()
-        limit = self.limit
+        limit = self._limit
         result: GcraAnswer | None = None
         if self._async:
             if request is None:
@@ -2220,7 +2222,7 @@ class RedisLimiter(_AnyioLimiter):
         if self._unanswered_since is None:
             self._unanswered_since = self._now()
             fail = self._unanswered_since + self._after_ns
-            if self.on_unavailable == "closed" and (self._fail_ns is None or fail < self._fail_ns):
+            if self._on_unavailable == "closed" and (self._fail_ns is None or fail < self._fail_ns):
                 # kept even while the timer is to wake sooner (at a waiter's
                 # deadline): that waiter may leave first, and the bound stands
                 self._fail_ns = fail
@@ -2254,9 +2256,9 @@ class RedisLimiter(_AnyioLimiter):
             # answers now or not (every sleep ends at its time, so until it
             # is handed over the driver would not sleep at all).
             self._booked = None
-            left = self._hand_over(booked[1], self.reserve[booked[2]], 1, booked[3])
+            left = self._hand_over(booked[1], self._reserve[booked[2]], 1, booked[3])
             if left and self._local is not None:  # given back once Redis answers again
-                give = self.limit.ask_charge(tuple(-n * left for n in booked[1]))
+                give = self._limit.ask_charge(tuple(-n * left for n in booked[1]))
                 self._pending.append((give, left, True))
             elif left:
                 await self._give_back(booked[1], left)
@@ -2289,7 +2291,7 @@ class RedisLimiter(_AnyioLimiter):
         if level is None:
             if self._published or self._in_line:  # nobody waits here any more: say so
                 try:
-                    await self._round_trip(self.limit.ask_leave(demand=self._published))
+                    await self._round_trip(self._limit.ask_leave(demand=self._published))
                 except _UNREACHABLE as error:
                     await self._outage(error)
                     return
@@ -2307,8 +2309,8 @@ class RedisLimiter(_AnyioLimiter):
             # published or not yet: an urgent waiter that came meanwhile
             # was told to the other processes only at the booked time).
             at, _, booked_level, _ = booked
-            if self.reserve[level] >= self.reserve[booked_level] and not (
-                self.global_priority and level != booked_level
+            if self._reserve[level] >= self._reserve[booked_level] and not (
+                self._global_priority and level != booked_level
             ):
                 now = self._seconds()
                 await self._wait_for(booked_level, math.ceil((at - now) * 1e6), now)
@@ -2330,23 +2332,23 @@ class RedisLimiter(_AnyioLimiter):
         machine = self._machine
         head = machine.queues.head(level)
         units = self._asks[head.id]  # type: ignore[index]
-        reserve = self.reserve[level]
-        depths = tuple(machine.queues.depths) if self.global_priority else None
+        reserve = self._reserve[level]
+        depths = tuple(machine.queues.depths) if self._global_priority else None
         # In the line (unless booking ahead: a booking is its own turn) when
         # more wait here or the last take was refused: a lone waiter's first
         # take, the one most made, needs no place in it.
-        line = not self.book_ahead and (len(machine) > 1 or self._in_line)
+        line = not self._book_ahead and (len(machine) > 1 or self._in_line)
         waiting = len(machine) if line else None
-        request = self.limit.ask_take(
+        request = self._limit.ask_take(
             reserve,
             units,
             level=level,
             demand=depths,
-            ttl=self.demand_ttl,
-            book=self.book_ahead if book else 0.0,
+            ttl=self._demand_ttl,
+            book=self._book_ahead if book else 0.0,
             lease=self._lease_for(level, units),
             waiting=waiting,
-            grace=self.demand_ttl,
+            grace=self._demand_ttl,
             weights=self._weights,
             shared=self._shared,
         )
@@ -2361,7 +2363,7 @@ class RedisLimiter(_AnyioLimiter):
         all the same). While every caller so far asked for one unit of every
         limit, those are all of the level's callers."""
         machine = self._machine
-        most = min(self.lease, machine.queues.depths[level])
+        most = min(self._lease, machine.queues.depths[level])
         if most == 1 or machine.unit_costs:
             return most
         asks = self._asks
@@ -2394,7 +2396,7 @@ class RedisLimiter(_AnyioLimiter):
         retry_units = take.units if asked_next == take.level else None
         if take.depths is not None and not never:
             self._published = sum(take.depths) > answer.taken
-        if not self.book_ahead and not never:
+        if not self._book_ahead and not never:
             # told a turn (or to come back): refused, or allowed while more
             # must wait; under global priority a turn may be now (the
             # processes in the line wait at less urgent levels, or ones the
@@ -2427,7 +2429,7 @@ class RedisLimiter(_AnyioLimiter):
                 # booked for a caller refused as too long, and nobody here to
                 # take it: given back now, as a permit of a caller who left
                 self._pending.append(
-                    (self.limit.ask_charge(tuple(-n for n in take.units)), 1, True)
+                    (self._limit.ask_charge(tuple(-n for n in take.units)), 1, True)
                 )
                 return None
             self._booked = (at, take.units, take.level, answer.owed)
@@ -2511,7 +2513,7 @@ class RedisLimiter(_AnyioLimiter):
             return
         take = self._next_take(level, True)
         self._flight = take
-        if not self.limit.submit(take.request, self._landed):
+        if not self._limit.submit(take.request, self._landed):
             self._flight = None  # no connection open: the driver opens one
             return
         self.lone_takes += 1
@@ -2577,7 +2579,7 @@ class RedisLimiter(_AnyioLimiter):
         return (
             chosen is not None
             and self._last >= self._pause_end
-            and self.reserve[chosen] <= reserve
+            and self._reserve[chosen] <= reserve
             and self._asks.get(machine.queues.head(chosen).id) == units  # type: ignore[call-overload]
         )
 
@@ -2595,12 +2597,12 @@ class RedisLimiter(_AnyioLimiter):
         head (``None``: waiting for a booked permit, which a cheaper waiter
         does not bring sooner, or to ask for another level than the take
         did, as global shares say)."""
-        self._retry_reserve = self.reserve[level]
+        self._retry_reserve = self._reserve[level]
         self._retry_level = level
         self._retry_units = units
         seconds = retry_after / 1e6
         if self._published:
-            seconds = min(seconds, self.demand_ttl / 2)
+            seconds = min(seconds, self._demand_ttl / 2)
         try:
             await self._sleep(answered + seconds)
         finally:
@@ -2608,7 +2610,7 @@ class RedisLimiter(_AnyioLimiter):
 
     async def _give_back(self, units: Sequence[int], count: int = 1) -> None:
         try:
-            await self._round_trip(self.limit.ask_charge(tuple(-n * count for n in units)))
+            await self._round_trip(self._limit.ask_charge(tuple(-n * count for n in units)))
         except _UNREACHABLE as error:
             await self._outage(error)
             return
@@ -2618,7 +2620,7 @@ class RedisLimiter(_AnyioLimiter):
         self._down = True
         self._down_error = error
         self._ask_next = None  # Redis's word on it is lost with the connection
-        if self.on_unavailable == "local":
+        if self._on_unavailable == "local":
             if self._local is None:
                 self._local = self._fallback(self._now())
                 self.fallbacks += 1
@@ -2633,9 +2635,9 @@ class RedisLimiter(_AnyioLimiter):
         """The local limit's rate and burst: ``share`` (the decimal it prints
         as) of the first limit's as it stands (this process's set_limit
         included), the burst rounded down, 1 at least."""
-        assert self.share is not None
+        assert self._share is not None
         first = next(iter(self.limits.values()))
-        share = Fraction(repr(float(self.share)))
+        share = Fraction(repr(float(self._share)))
         # (the float product: 0.29 of 100 was 28.999999999999996, so 28)
         return first.rate * share, max(1, math.floor(first.burst * share))
 
