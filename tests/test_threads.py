@@ -1260,16 +1260,23 @@ def test_an_error_in_a_worker_process_reaches_the_caller_as_itself() -> None:
     reaches the caller of ``future.result()`` as itself, pickled across.
     It broke the whole pool instead (``BrokenProcessPool``: the parent
     could not rebuild the ``AcquireTimeout`` from its message)."""
+    timed_out = raised_in_a_worker_process(times_out_in_a_worker_process)
+    assert isinstance(timed_out, AcquireTimeout)
+    assert (timed_out.level, timed_out.timeout) == (0, 0.01)
+    assert str(timed_out) == "no permit at level 0 within timeout=0.01 s"
+
+
+def raised_in_a_worker_process(job: Callable[[], None]) -> BaseException:
+    """What ``job`` raised in a process pool's worker, as the caller of
+    ``future.result()`` gets it; the pool works on after it."""
     context = multiprocessing.get_context("fork")
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", DeprecationWarning)  # forking with threads, 3.12
         with concurrent.futures.ProcessPoolExecutor(1, mp_context=context) as pool:
-            future = pool.submit(times_out_in_a_worker_process)
-            with pytest.raises(AcquireTimeout) as timed_out:
-                future.result(timeout=30)
+            raised = pool.submit(job).exception(timeout=30)
             assert pool.submit(int, "7").result(timeout=30) == 7  # the pool works on
-    assert (timed_out.value.level, timed_out.value.timeout) == (0, 0.01)
-    assert str(timed_out.value) == "no permit at level 0 within timeout=0.01 s"
+    assert raised is not None, "the job raised nothing"
+    return raised
 
 
 def settles_in_a_worker_process() -> None:
@@ -1285,17 +1292,12 @@ def test_a_refused_settle_in_a_worker_process_reaches_the_caller_as_itself() -> 
     """P95: the error names the permit, which holds its limiter (and its
     lock): it came back as pickle's ``TypeError`` instead. The permit
     crosses as a copy of what it asked for."""
-    context = multiprocessing.get_context("fork")
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", DeprecationWarning)  # forking with threads, 3.12
-        with concurrent.futures.ProcessPoolExecutor(1, mp_context=context) as pool:
-            future = pool.submit(settles_in_a_worker_process)
-            with pytest.raises(NotRefundable) as refused:
-                future.result(timeout=30)
-    permit = refused.value.id
+    refused = raised_in_a_worker_process(settles_in_a_worker_process)
+    assert isinstance(refused, NotRefundable)
+    permit = refused.id
     assert isinstance(permit, Permit)
     assert (permit.level, permit.cost, permit.flow) == (0, 1, "tenant")
-    assert str(refused.value).startswith(
+    assert str(refused).startswith(
         "permit=<Permit level=0 cost=1 flow='tenant'>: has nothing to settle: the limiter "
         "keeps no permit to settle"
     )
