@@ -147,6 +147,13 @@ MUTANTS: dict[str, tuple[str, str, str, str]] = {
         "                key = (level * after + head.pushed_at, level)\n",
         "aging breaks an exact tie of keys by level, not push order (P9, P13)",
     ),
+    "flow-joins-at-zero": (
+        "_queues.py",
+        "        flow.start = flow.finish = self.clock\n",
+        "        flow.start = flow.finish = 0\n",
+        "a flow that joins starts at virtual time 0, not at its level's clock: it goes ahead of"
+        " every head that waited (P35, P13)",
+    ),
     "alone-synced-cancel-keeps-start": (
         "_queues.py",
         "        if head and flow.depth and (self.only is None or self.synced):\n",

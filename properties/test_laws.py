@@ -1291,6 +1291,29 @@ def test_no_flow_starves_inside_a_level(
         assert units <= bound, ("P35", flow, units, bound)
 
 
+def test_a_flow_that_joins_after_the_clock_moved_is_held_to_the_bound() -> None:
+    """P35's "whatever joins meanwhile", by hand: two flows share a level
+    for 20 grants, so its clock moves on; then a new flow joins with 10
+    waiters while the other flow's head waits. The newcomer starts at the
+    clock, not before it, and is granted at most ``1 * 1 / 1 + 1`` units
+    before that head (a newcomer started at 0 took all 10 first, and the
+    drawn runs, whose victim was new as well, could not tell)."""
+    machine = Machine(StrictPriority(1), 1000, 1)
+    machine.push("banked", 0, 0)  # granted at once: the rest wait
+    for n in range(40):
+        machine.push(("g", n), 0, 0, flow="g")
+        machine.push(("v", n), 0, 0, flow="v")
+    granted = [d.id for d in drive(machine, 20 * MILLISECOND)]
+    assert len(granted) == 20
+    victim = next(w.id for w in machine.waiting(0) if w.flow == "v")  # v's head now
+    for n in range(10):
+        machine.push(("late", n), 0, 20 * MILLISECOND, flow="late")
+    order = [d.id for d in drive(machine, SECOND)]
+    before = order[: order.index(victim)]
+    late = sum(1 for id in before if isinstance(id, tuple) and id[0] == "late")
+    assert late <= 2, ("P35", late, before)
+
+
 @given(keys=st.integers(1, 3000), per=st.integers(1, 3))
 def test_nothing_is_kept_for_a_flow_without_waiters(keys: int, per: int) -> None:
     """P37: a level keeps state only for flows that wait: cycling through
