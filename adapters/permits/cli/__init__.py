@@ -21,6 +21,7 @@ import json
 import os
 import sys
 from collections.abc import Callable, Sequence
+from contextlib import suppress
 from decimal import Decimal, InvalidOperation
 from fractions import Fraction
 from pathlib import Path
@@ -168,7 +169,8 @@ class _Parser(argparse.ArgumentParser):
 
     def _print_message(self, message: str, file: SupportsWrite[str] | None = None) -> None:
         if file is not sys.stdout:
-            super()._print_message(message, file)
+            with suppress(AttributeError, OSError):  # (argparse drops it from 3.11 on)
+                super()._print_message(message, file)
         elif message:
             if file is None:  # (sys.stdout, closed as the process started)
                 raise _closed()
