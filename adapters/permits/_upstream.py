@@ -40,6 +40,7 @@ __all__ = [
     "Upstream",
     "check_options",
     "check_settle",
+    "header_text",
     "LATE",
     "raise_if_broken",
     "backoff",
@@ -692,6 +693,17 @@ def settle_in_time(permit: Permit, actual: Cost) -> None:
 #: to be sent again is returned instead, saying why, as one that comes
 #: back after the limiter closed is.
 LATE = (AcquireTimeout, WouldWaitTooLong, QueueFull, LimiterClosed)
+
+
+def header_text(raw: bytes) -> str:
+    """A header's value as the upstream's word is read: UTF-8 if it is,
+    else Latin-1 (a reset's ``µs`` sent as one byte, 0xB5, read as UTF-8,
+    was garbage). Each value on its own: one header not in UTF-8 leaves the
+    others as they are."""
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError:
+        return raw.decode("latin-1")
 
 
 def raise_if_broken(error: Exception) -> None:

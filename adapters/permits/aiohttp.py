@@ -51,6 +51,7 @@ from permits._upstream import (
     Upstream,
     check_options,
     check_settle,
+    header_text,
     raise_if_broken,
     settle_in_time,
 )
@@ -101,11 +102,8 @@ class _Fields(Mapping[str, str]):
         value = ", ".join(self._headers.getall(name))  # type: ignore[attr-defined]
         if value.isascii():
             return value
-        try:
-            value.encode("utf-8")
-        except UnicodeEncodeError:  # escaped bytes: the value as they are in Latin-1
-            return value.encode("utf-8", "surrogateescape").decode("latin-1")
-        return value
+        # (aiohttp escaped the bytes that are not UTF-8: the bytes as sent)
+        return header_text(value.encode("utf-8", "surrogateescape"))
 
     def __iter__(self) -> Iterator[str]:
         return iter({name.lower(): None for name in self._headers})

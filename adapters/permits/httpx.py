@@ -81,6 +81,7 @@ from permits._upstream import (
     Upstream,
     check_options,
     check_settle,
+    header_text,
     parse_duration,
     raise_if_broken,
     settle_in_time,
@@ -245,11 +246,7 @@ def _fields(headers: httpx.Headers) -> dict[str, str]:
     not in UTF-8 made a reset of another, ``900µs`` in UTF-8, garbage."""
     fields: dict[str, list[str]] = {}
     for name, value in headers.raw:
-        try:
-            text = value.decode("utf-8")
-        except UnicodeDecodeError:
-            text = value.decode("latin-1")
-        fields.setdefault(name.decode("latin-1").lower(), []).append(text)
+        fields.setdefault(name.decode("latin-1").lower(), []).append(header_text(value))
     return {name: ", ".join(values) for name, values in fields.items()}
 
 

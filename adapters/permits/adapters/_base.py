@@ -381,6 +381,12 @@ def _nanoseconds(argument: str, seconds: float) -> int | None:
     return None if ns > sys.float_info.max else round(ns)
 
 
+#: A bound below the longest duration whose nanoseconds a float holds
+#: (``sys.float_info.max / SECOND``, 1.797e299 s), as an error tells it:
+#: rounded down, so that it never reads as taking what is refused.
+_MOST_SECONDS = 1.79e299
+
+
 def _finite_nanoseconds(argument: str, seconds: float) -> int:
     """``seconds`` as nanoseconds, where a duration must be one: refused if
     infinite, or too long for a float to hold its nanoseconds."""
@@ -390,12 +396,6 @@ def _finite_nanoseconds(argument: str, seconds: float) -> int:
             argument, seconds, f"must be a finite number of seconds, at most {_MOST_SECONDS:g}"
         )
     return ns
-
-
-#: A bound below the longest duration whose nanoseconds a float holds
-#: (``sys.float_info.max / SECOND``, 1.797e299 s), as an error tells it:
-#: rounded down, so that it never reads as taking what is refused.
-_MOST_SECONDS = 1.79e299
 
 
 def _seconds_until(argument: str, when: datetime) -> float:
