@@ -43,6 +43,8 @@ from permits.core import (
     State,
     StrictPriority,
     TimeWentBackwards,
+    WaitHistogram,
+    in_seconds,
 )
 from permits.core import _policies as policies
 from permits.core.checks import MAX_SHOWN, check_int, check_rate
@@ -681,6 +683,36 @@ class Answers:
 
     def __repr__(self) -> str:
         return "Answers()"
+
+
+def test_a_histogram_and_in_seconds_refuse_what_is_no_wait() -> None:
+    """P18 for the public ``WaitHistogram`` and ``in_seconds``: a wait is a
+    whole number of ns ``>= 0`` and a quantile's ``q`` a number from 0 to
+    1. A negative wait was counted (its total and count corrupted), a
+    float raised ``AttributeError``, a ``bool`` was a nanosecond; each is
+    refused in words, the histogram as it was."""
+    histogram = WaitHistogram()
+    histogram.record(5)
+    before = (histogram.count, histogram.total, histogram.max, histogram.items())
+    for bad, refusal in [
+        (-1, valued("wait", -1, "must be at least 0")),
+        (1.5, typed("wait", 1.5, "an int")),
+        (True, typed("wait", True, "an int")),
+        ("3", typed("wait", "3", "an int")),
+    ]:
+        refused(functools.partial(histogram.record, bad), *refusal)  # type: ignore[arg-type]
+        assert (histogram.count, histogram.total, histogram.max, histogram.items()) == before
+    for q, refusal in [
+        (1.5, valued("q", 1.5, "must be between 0 and 1")),
+        (-0.5, valued("q", -0.5, "must be between 0 and 1")),
+        ("0.5", typed("q", "0.5", "a number between 0 and 1")),
+        (True, typed("q", True, "a number between 0 and 1")),
+    ]:
+        refused(functools.partial(histogram.quantile, q), *refusal)  # type: ignore[arg-type]
+    assert histogram.quantile(0.5) == 5
+    not_ns: list[Any] = [1.5, True]
+    for ns in not_ns:
+        refused(functools.partial(in_seconds, ns), *typed("ns", ns, "an int"))
 
 
 def test_the_queries_errors_in_words() -> None:

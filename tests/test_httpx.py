@@ -155,6 +155,16 @@ def test_malformed_durations_are_none(text: str) -> None:
     assert parse_duration(text) is None
 
 
+@pytest.mark.parametrize("text", [5, 1.5, b"5s", None])
+def test_a_duration_that_is_no_text_is_refused_naming_it(text: object) -> None:
+    """A header's duration is text: a number (read already) or bytes (not
+    yet decoded) is a caller's mistake, refused as such, not ``None`` (a
+    malformed header) nor an ``AttributeError``."""
+    expected = r"^text=.*: expected a str, as a header writes a duration"
+    with pytest.raises(PermitTypeError, match=expected):
+        parse_duration(text)  # type: ignore[arg-type]
+
+
 @pytest.mark.parametrize(
     "headers",
     [
@@ -2669,6 +2679,14 @@ def _bad_learn_and_again() -> list[tuple[str, Callable[[Upstream, Any], object],
             "cost-entry-below-0",
             lambda u, h: u.again(429, h, 0, 1, None, cost={"requests": -1}),
             "cost['requests']",
+            PermitValueError,
+        ),
+        # no unit of any limit: refused by the one rule, as an acquire refuses it
+        ("cost-0", lambda u, h: u.again(429, h, 0, 1, None, cost=0), "cost", PermitValueError),
+        (
+            "cost-no-unit",
+            lambda u, h: u.again(429, h, 0, 1, None, cost={"requests": 0}),
+            "cost",
             PermitValueError,
         ),
     ]

@@ -1006,7 +1006,9 @@ def test_bad_takes_and_give_backs_are_refused(redis_server: RedisServer) -> None
     """RedisLimit's own take and give_back refuse a negative reserve or
     units (a reserve of -1 took from an empty bucket, into debt; units of
     -1 given back charged one), and units not one per limit, naming the
-    argument; nothing goes to Redis."""
+    argument; nothing goes to Redis. So is a cost a machine's push
+    refuses: of no unit (it was sent, and allowed), or above the burst (it
+    was sent, and allowed of a full bucket, into debt)."""
     limit = peek(redis_server, fresh(), rate=1, burst=2)
     try:
         assert limit.take(cost=(2,)).allowed  # empty now
@@ -1015,6 +1017,8 @@ def test_bad_takes_and_give_backs_are_refused(redis_server: RedisServer) -> None
             ({"cost": (-1,)}, "cost[0]"),  # named by its entry
             ({"cost": (1, 1)}, "cost"),
             ({"lease": 0}, "lease"),
+            ({"cost": (0,)}, "cost"),
+            ({"cost": (3,)}, "cost"),  # the burst is 2
         ]
         for options, argument in bad:
             with pytest.raises((PermitValueError, PermitTypeError)) as error:

@@ -28,7 +28,7 @@ from permits.adapters._base import (
     _nanoseconds,
 )
 from permits.core import NotRefundable, PermitTypeError, PermitValueError, QueueFull
-from permits.core.checks import check_int
+from permits.core.checks import NO_UNIT, check_int
 
 __all__ = [
     "BACKOFF",
@@ -80,6 +80,8 @@ def parse_duration(text: str) -> float | None:
     sign, an exponent, an underscore: what ``float`` reads and HTTP does
     not write), or written in other digits than ASCII's (which ``float``
     and ``\\d`` read)."""
+    if not isinstance(text, str):
+        raise PermitTypeError("text", text, "a str, as a header writes a duration")
     text = text.strip().translate(_MICRO)
     if not text.isascii():
         return None
@@ -737,15 +739,17 @@ def _checked_headers(headers: object) -> Mapping[str, str]:
 
 
 def _check_cost(cost: object) -> None:
-    """A request's ``cost``, checked as an acquire reads it: an ``int >=
-    0``, or a mapping of limit names to ints ``>= 0`` (named by its entry)."""
+    """A request's ``cost``, checked as an acquire reads it: an ``int``,
+    or a mapping of limit names to ints ``>= 0`` (named by its entry), of
+    at least one unit."""
     if isinstance(cost, Mapping):
-        for name, units in cost.items():
-            check_int(f"cost[{name!r}]", units, 0)
+        units = [check_int(f"cost[{name!r}]", n, 0) for name, n in cost.items()]
     elif isinstance(cost, bool) or not isinstance(cost, int):
         raise PermitTypeError("cost", cost, "an int, or a mapping of limit names to ints")
     else:
-        check_int("cost", cost, 0)
+        units = [cost]
+    if not any(n > 0 for n in units):
+        raise PermitValueError("cost", cost, NO_UNIT)
 
 
 def _charges(cost: Cost, limit: str) -> bool:

@@ -530,7 +530,9 @@ class RedisLimit:
     synchronous client (and its asyncio client, once :meth:`open_async`).
     Each method is one round trip and blocks; the limiter sends the same
     requests (``ask_*``) through :meth:`asend` under asyncio, through
-    :meth:`send` in worker threads under trio.
+    :meth:`send` in worker threads under trio. The ``ask_*`` builders
+    check nothing (the limiter builds them from what it checked already);
+    the methods of the same names check every argument, then send.
 
     :param url: ``redis://`` or ``rediss://`` (TLS) URL, with password if
         any; given to ``redis.Redis.from_url`` unchanged.
@@ -962,10 +964,12 @@ class RedisLimit:
         _microseconds("ttl", ttl, above_zero=True)
         _microseconds("book", book)
         _microseconds("grace", grace)
+        units = None if cost is None else self._per_limit("cost", cost, 0)
+        self._check_cost(units or self._unit, cost)
         return self.send(
             self.ask_take(
                 check_int("reserve", reserve, 0),
-                None if cost is None else self._per_limit("cost", cost, 0),
+                units,
                 level=level,
                 demand=demand,
                 ttl=ttl,
@@ -977,6 +981,16 @@ class RedisLimit:
                 shared=shared,
             )
         )
+
+    def _check_cost(self, units: tuple[int, ...], cost: object) -> None:
+        """A take's ``units`` (``cost`` as given) are a cost a machine's push
+        takes: some unit, none above its limit's burst (the script would
+        grant that of a full bucket, into debt)."""
+        if not any(units):
+            raise PermitValueError("cost", cost, NO_UNIT)
+        for (name, limit), n in zip(self.limits.items(), units, strict=True):
+            if n > limit.burst:
+                raise PermitValueError("cost", cost, over_burst(self.limits, name))
 
     def _per_limit(self, argument: str, units: object, minimum: int | None) -> tuple[int, ...]:
         """``units`` as given to :meth:`take`, :meth:`give_back` or

@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 import math
+import numbers
 from collections.abc import Hashable, Sequence
 
 import attrs
+
+from ._errors import PermitTypeError, PermitValueError
+from .checks import check_int
 
 __all__ = [
     "Busiest",
@@ -58,7 +62,9 @@ class WaitHistogram:
         return None if self._max < 0 else self._max
 
     def record(self, wait: int) -> None:
-        """Record one wait of ``wait`` nanoseconds."""
+        """Record one wait of ``wait`` nanoseconds (an ``int``, ``>= 0``)."""
+        if wait.__class__ is not int or wait < 0:
+            wait = check_int("wait", wait, 0)
         self.count += 1
         if wait:
             self.total += wait
@@ -97,8 +103,10 @@ class WaitHistogram:
 
         ``None`` when nothing was recorded.
         """
+        if q.__class__ is bool or not isinstance(q, numbers.Real):
+            raise PermitTypeError("q", q, "a number between 0 and 1")
         if not 0 <= q <= 1:
-            raise ValueError(f"q={q!r}: must be between 0 and 1")
+            raise PermitValueError("q", q, "must be between 0 and 1")
         if self._max < 0:
             return None
         rank = max(1, -int(-q * self.count // 1))  # ceil(q * count), at least 1
@@ -214,6 +222,8 @@ def in_seconds(ns: int) -> float:
     """``ns`` nanoseconds in seconds, as the adapters and exporters speak:
     ``ns / 1e9``, or ``math.inf`` (``-math.inf``) past what a float holds
     (a wait of 10**400 ns is as long as an infinite one)."""
+    if ns.__class__ is not int:
+        ns = check_int("ns", ns)
     try:
         return ns / 1e9
     except OverflowError:  # the int is past a float; its seconds may not be
