@@ -306,6 +306,32 @@ def test_give_ups_cancel_and_timeouts_expire() -> None:
     conserved(result)
 
 
+def test_a_timeout_of_0_takes_only_a_permit_free_on_arrival() -> None:
+    """``timeout=0`` is ``acquire(timeout=0)``: "do not wait". At 10/s,
+    burst 2, a batch of 5 at 0 s and one of 3 at 0.25 s: the first takes
+    the burst and the rest expire at once; the second finds the two
+    permits refilled since, and its third expires. Nobody is left
+    waiting, and nobody else waits behind them."""
+    scenario = Scenario(
+        "try",
+        Fifo(2),
+        rate=10,
+        seconds=1,
+        burst=2,
+        workloads=[
+            Workload("first", 0, Batch(5), timeout=0),
+            Workload("second", 0, Batch(3, at=0.25), timeout=0),
+            Workload("later", 1, Batch(1, at=0.5)),
+        ],
+    )
+    result = simulate(scenario)
+    first, second, later = result["first"], result["second"], result["later"]
+    assert (first.granted, first.expired, first.waiting) == (2, 3, 0)
+    assert (second.granted, second.expired, second.waiting) == (2, 1, 0)
+    assert (later.granted, later.wait_max_ns) == (1, 0)
+    conserved(result)
+
+
 def test_a_caller_behind_one_that_gives_up_is_granted_when_it_gives_up() -> None:
     """1 permit/s, burst 3, FIFO: ``a`` takes the 3 units at time zero; ``b``
     asks for 3 and gives up at 1.5 s; ``c``, behind it, asks for 1, there
@@ -433,7 +459,7 @@ def test_scaled_keeps_counts_and_divides_waits() -> None:
         (lambda: Constant(5, stop=0), "stop"),
         (lambda: Workload("", 0, Batch(1)), "name"),
         (lambda: Workload("w", -1, Batch(1)), "level"),
-        (lambda: Workload("w", 0, Batch(1), timeout=0), "timeout"),
+        (lambda: Workload("w", 0, Batch(1), timeout=-1), "timeout"),
         (lambda: Workload("w", 0, Batch(1), give_up_after=0), "give_up_after"),
         (lambda: Scenario("s", Fifo(2), 0, 10, [Workload("w", 0, Batch(1))]), "rate"),
         (lambda: Scenario("s", Fifo(2), 10, 0, [Workload("w", 0, Batch(1))]), "seconds"),
@@ -542,7 +568,7 @@ def workloads_of(
         level=st.integers(0, 2),
         arrivals=arrivals,
         give_up_after=st.sampled_from([None, 0.05, 0.1, 0.4]),
-        timeout=st.sampled_from([None, 0.05, 0.1, 0.7]),
+        timeout=st.sampled_from([None, 0, 0.05, 0.1, 0.7]),
         **more,
     )
 

@@ -28,6 +28,7 @@ The shape, in TOML::
     rate = 20                    # constant and poisson: arrivals per second
     start = 0.005                # optional; also stop = ...
     timeout = 3                  # optional: seconds after which the limiter expires the caller
+                                 # (0: it takes only a permit free on arrival)
     give_up_after = 1.5          # optional: seconds after which the caller gives up (cancels)
     max_wait = 0.5               # optional: refused at once if the wait would be longer
 

@@ -129,6 +129,17 @@ def _optional_seconds(instance: object, attribute: attrs.Attribute[Any], value: 
         raise PermitValueError(attribute.name, value, reason)
 
 
+def _optional_timeout(instance: object, attribute: attrs.Attribute[Any], value: object) -> None:
+    # A caller's timeout: None (never), 0 (only a permit free at its
+    # arrival, as acquire(timeout=0) takes), or a nanosecond or more (a
+    # positive time that rounds to none is no 0 meant: it says so).
+    if value is not None and (exact := _exact(attribute.name, value)) != 0:
+        if exact < 0:
+            raise PermitValueError(attribute.name, value, "must be at least 0 (or None)")
+        if round(exact * SECOND) <= 0:
+            raise PermitValueError(attribute.name, value, UNDER_A_NANOSECOND)
+
+
 def _after_start(instance: object, attribute: attrs.Attribute[Any], value: object) -> None:
     start = instance.start  # type: ignore[attr-defined]
     if value is not None and nanoseconds("stop", value) <= nanoseconds("start", start):
@@ -510,7 +521,8 @@ class Workload:
     :param timeout: seconds after its arrival at which the limiter expires
         a caller still waiting, as ``acquire(timeout=...)`` does (counted
         as ``expired``; the core's ``push(deadline=...)`` is the absolute
-        time in nanoseconds it becomes); ``None`` for never.
+        time in nanoseconds it becomes); ``None`` for never; 0 for a
+        caller that takes only a permit free as it arrives.
     :param give_up_after: seconds after its arrival at which a caller still
         waiting gives up on its own: it cancels (its task cancelled, an
         ``asyncio.wait_for`` around the acquire), counted as
@@ -535,7 +547,7 @@ class Workload:
     name: str = attrs.field()
     level: int = attrs.field(validator=_int(0))
     arrivals: Arrivals = attrs.field()
-    timeout: Seconds | None = attrs.field(default=None, validator=_optional_seconds)
+    timeout: Seconds | None = attrs.field(default=None, validator=_optional_timeout)
     published: Published | None = attrs.field(default=None, eq=False)
     cost: _Costs = attrs.field(default=1, converter=_cost_value, kw_only=True)
     flow: str | None = attrs.field(default=None, kw_only=True)
