@@ -1163,8 +1163,8 @@ MUTANTS: dict[str, tuple[str, str, str, str]] = {
     ),
     "redis-line-left-only-after-a-wait": (
         "adapters/permits/adapters/redis.py",
-        "                and (answer.retry_after > 0 or take.depths is not None)\n",
-        "                and answer.retry_after > 0\n",
+        "                and (answer.retry_after_us > 0 or take.depths is not None)\n",
+        "                and answer.retry_after_us > 0\n",
         "under global priority, a process told a turn for now as it is served keeps its place in"
         " the line after its last waiter is served, until that turn is demand_ttl past",
     ),

@@ -799,13 +799,16 @@ def test_the_probe_leaves_the_limits_key_as_it_was(redis_server: RedisServer) ->
         ({"limits": {}}, "limits"),
         ({"rate": 0}, "rate"),
         ({"rate": 1, "burst": 0}, "burst"),
-        ({"rate": 1, "timeout": None}, "timeout"),  # every reply would wait forever
-        ({"rate": 1, "timeout": 0}, "timeout"),  # every request would time out
-        ({"rate": 1, "timeout": -1}, "timeout"),
-        ({"rate": 1, "timeout": math.nan}, "timeout"),
-        ({"rate": 1, "timeout": math.inf}, "timeout"),
-        ({"rate": 1, "timeout": "1"}, "timeout"),
-        ({"rate": 1, "timeout": 1e10}, "timeout"),  # past a socket's: taken, then failing
+        ({"rate": 1, "redis_timeout": None}, "redis_timeout"),  # every reply would wait forever
+        ({"rate": 1, "redis_timeout": 0}, "redis_timeout"),  # every request would time out
+        ({"rate": 1, "redis_timeout": -1}, "redis_timeout"),
+        ({"rate": 1, "redis_timeout": math.nan}, "redis_timeout"),
+        ({"rate": 1, "redis_timeout": math.inf}, "redis_timeout"),
+        ({"rate": 1, "redis_timeout": "1"}, "redis_timeout"),
+        (
+            {"rate": 1, "redis_timeout": 1e10},
+            "redis_timeout",
+        ),  # past a socket's: taken, then failing
         # a unit in more than 1e9 s: the script's times would overflow
         ({"rate": Fraction(1, 10**10)}, "rate"),
         ({"limits": {"a": Limit(Fraction(1, 10**10))}}, "limits['a']"),
@@ -820,6 +823,17 @@ def test_bad_limits(options: dict[str, Any], argument: str) -> None:
     with pytest.raises((PermitValueError, PermitTypeError)) as error:
         RedisLimit("redis://127.0.0.1:1/0", name="x", **options)
     assert getattr(error.value, "argument", None) == argument
+
+
+def test_a_timeout_for_redis_is_named_apart_from_an_acquires() -> None:
+    """Redis's reply timeout is ``redis_timeout``: ``timeout`` is what an
+    acquire waits for its permit, and a shared limit given one (for its
+    replies, or its callers) says which is which, instead of passing it to
+    redis-py, which failed at the first connect."""
+    with pytest.raises(TypeError, match=r"redis_timeout=\.\.\. seconds; a caller waits acquire"):
+        RedisLimit("redis://127.0.0.1:1/0", name="x", rate=1, timeout=0.5)
+    limit = RedisLimit("redis://127.0.0.1:1/0", name="x", rate=1, redis_timeout=0.25)
+    assert limit._options["socket_timeout"] == limit._options["socket_connect_timeout"] == 0.25
 
 
 @pytest.mark.parametrize("name", ["}x", "}"])
@@ -1372,11 +1386,11 @@ def test_bad_options_are_refused_in_words() -> None:
             "url='<hidden>': expected a str, such as 'redis://localhost:6379/0' "
             "(str() of a URL object), got bytes",
         ),
-        ({"timeout": -1}, "timeout=-1: must be finite seconds > 0"),
-        ({"timeout": math.nan}, "timeout=nan: must be finite seconds > 0"),
+        ({"redis_timeout": -1}, "redis_timeout=-1: must be finite seconds > 0"),
+        ({"redis_timeout": math.nan}, "redis_timeout=nan: must be finite seconds > 0"),
         (
-            {"timeout": 1e10},
-            "timeout=10000000000.0: must be at most 1e+09 seconds (about 31 years)",
+            {"redis_timeout": 1e10},
+            "redis_timeout=10000000000.0: must be at most 1e+09 seconds (about 31 years)",
         ),
     ]
     for bad, refusal in constructed:
@@ -1607,12 +1621,12 @@ async def test_live_limits_and_the_upstreams_word(redis_server: RedisServer) -> 
             assert answer.allowed
             # paced by the stored limit, not its own: the next unit within
             # 667 ms (1 s at the limit it was opened with)
-            assert 0 <= answer.retry_after <= 666_667, answer
+            assert 0 <= answer.retry_after_us <= 666_667, answer
             a.adopt(0, 30.0)  # nothing left for 30 s
             await sent(a)
             answer = other.take()
             assert not answer.allowed
-            assert answer.retry_after > 30e6  # 30 s, and the one unit after it
+            assert answer.retry_after_us > 30e6  # 30 s, and the one unit after it
         finally:
             other.close()
 
@@ -1656,7 +1670,7 @@ async def test_the_upstreams_quota_is_shared(redis_server: RedisServer) -> None:
             assert other.take().allowed
             answer = other.take()
             assert not answer.allowed
-            assert 29e6 < answer.retry_after <= 30e6, answer
+            assert 29e6 < answer.retry_after_us <= 30e6, answer
         finally:
             other.close()
 
@@ -1808,7 +1822,7 @@ async def test_changes_made_just_before_closing_reach_redis(redis_server: RedisS
     try:
         answer = check.take()
         assert not answer.allowed
-        assert answer.retry_after > 20e6, answer  # paused for 30 s
+        assert answer.retry_after_us > 20e6, answer  # paused for 30 s
         assert answer.remaining == (6,), answer  # 10 - 4
         assert client.hget(check.live_key, "units") == b"1000000 20"
     finally:
@@ -1844,7 +1858,7 @@ async def test_a_change_redis_refuses_as_the_limiter_closes_leaves_the_rest_done
         assert opened[0].limit._aclient is None  # closed
         answer = other.take()
         assert not answer.allowed
-        assert answer.retry_after > 20e6, answer  # the pause reached Redis
+        assert answer.retry_after_us > 20e6, answer  # the pause reached Redis
     finally:
         other.close()
 
@@ -2701,7 +2715,7 @@ async def test_server_killed_and_restarted(own_server: RedisServer, mode: str) -
         on_unavailable=mode,  # type: ignore[arg-type]
         share=0.5 if mode == "local" else None,
         unavailable_after=after,
-        timeout=0.1,
+        redis_timeout=0.1,
     ) as limiter:
         start = anyio.current_time()
 
@@ -2775,7 +2789,13 @@ async def test_a_waiters_timeout_holds_while_redis_hangs(own_server: RedisServer
     expires it. Margins for a busy machine: the assertion is that it does
     not wait for the reply timeout, not how fast it is."""
     async with open_limiter(
-        Fifo(1), own_server.url, name=fresh(), rate=1, burst=1, timeout=2.0, unavailable_after=5
+        Fifo(1),
+        own_server.url,
+        name=fresh(),
+        rate=1,
+        burst=1,
+        redis_timeout=2.0,
+        unavailable_after=5,
     ) as limiter:
         await limiter.acquire()  # the only permit
         own_server.hang()
@@ -2806,7 +2826,7 @@ async def test_backend_unavailable_bound_in_a_hang(
         name=fresh(),
         rate=1,
         burst=1,
-        timeout=reply,
+        redis_timeout=reply,
         unavailable_after=after,
     ) as limiter:
         await limiter.acquire()
@@ -2831,7 +2851,13 @@ async def test_a_recorded_caller_failed_in_an_outage_gives_up_then(own_server: R
     then: it is recorded as giving up then, as one cancelled is. It was
     recorded as waiting as long as it took, and a replay granted it."""
     async with open_limiter(
-        Fifo(1), own_server.url, name=fresh(), rate=1, burst=1, timeout=2.0, unavailable_after=0.3
+        Fifo(1),
+        own_server.url,
+        name=fresh(),
+        rate=1,
+        burst=1,
+        redis_timeout=2.0,
+        unavailable_after=0.3,
     ) as limiter:
         recording = limiter.record()
         await limiter.acquire()
@@ -2864,7 +2890,13 @@ async def test_the_outage_bound_holds_when_the_timer_was_to_wake_sooner(
     own_server.hang()
     try:
         async with open_limiter(
-            Fifo(1), own_server.url, name=fresh(), rate=1, burst=1, timeout=2.0, unavailable_after=1
+            Fifo(1),
+            own_server.url,
+            name=fresh(),
+            rate=1,
+            burst=1,
+            redis_timeout=2.0,
+            unavailable_after=1,
         ) as limiter:
             start = anyio.current_time()
             failed: dict[str, float] = {}
@@ -3029,7 +3061,7 @@ async def test_a_permit_booked_as_redis_goes_away_is_handed_over_at_its_time(
         rate=5,
         burst=1,
         book_ahead=0.3,
-        timeout=0.2,
+        redis_timeout=0.2,
         unavailable_after=1.0,
         on_unavailable=mode,  # type: ignore[arg-type]
         share=0.5 if mode == "local" else None,
@@ -3099,7 +3131,7 @@ def falling_back(
         burst=burst,
         on_unavailable="local",
         share=0.5,
-        timeout=0.3,
+        redis_timeout=0.3,
         **options,
     )
 
@@ -3193,7 +3225,7 @@ async def test_a_lone_caller_that_leaves_mid_round_trip_costs_no_permit(
         rate=1,
         burst=5,
         audit=True,
-        timeout=10.0,  # no reply timeout while hung: the reply comes
+        redis_timeout=10.0,  # no reply timeout while hung: the reply comes
         unavailable_after=10.0,
     ) as limiter:
         await limiter.acquire()  # the one that proceeds
@@ -3246,7 +3278,7 @@ async def test_a_waiter_arriving_during_a_lone_take_is_served(own_server: RedisS
     policy's choice when it lands, as for the driver's own take), and the
     driver then serves the batch caller."""
     async with open_limiter(
-        StrictPriority(2), own_server.url, name=fresh(), rate=10**6, burst=10**6, timeout=10.0
+        StrictPriority(2), own_server.url, name=fresh(), rate=10**6, burst=10**6, redis_timeout=10.0
     ) as limiter:
         await limiter.acquire(BATCH)
         order: list[str] = []
@@ -3518,7 +3550,7 @@ async def settled_while_redis_hangs(server: RedisServer) -> AsyncIterator[RedisL
         burst=5,
         on_unavailable="local",
         share=1.0,
-        timeout=0.3,
+        redis_timeout=0.3,
         settle_window=60.0,
     ) as limiter:
         await limiter.acquire()
@@ -3585,7 +3617,7 @@ async def test_a_restart_loses_the_pause_and_changed_limits(own_server: RedisSer
     try:
         answer = other.take()
         assert not answer.allowed  # paused, for every process
-        assert answer.retry_after > 50e6
+        assert answer.retry_after_us > 50e6
         own_server.kill()
         own_server.start()
         for _ in range(3):  # the client's connection to the old server is gone
@@ -3613,7 +3645,7 @@ async def test_a_restart_takes_back_the_limits_the_process_changed(
     failed later as "lowered by set_limit")."""
     name = fresh()
     async with open_limiter(
-        Fifo(1), own_server.url, name=name, rate=100, burst=4, timeout=0.5
+        Fifo(1), own_server.url, name=name, rate=100, burst=4, redis_timeout=0.5
     ) as limiter:
         limiter.set_limit(burst=10)
         await sent(limiter)
@@ -3704,7 +3736,7 @@ async def test_a_pause_redis_lost_holds_its_process_without_a_round_trip_each_pa
     to ask again, not take and give back a permit in a loop: that was about
     6,000 round trips a second, for as long as the pause had left."""
     async with open_limiter(
-        Fifo(1), own_server.url, name=fresh(), rate=10, burst=5, timeout=0.5
+        Fifo(1), own_server.url, name=fresh(), rate=10, burst=5, redis_timeout=0.5
     ) as limiter:
         limiter.pause_for(60)
         await sent(limiter)
@@ -3738,7 +3770,7 @@ async def test_a_pause_redis_lost_is_sent_again_by_its_process(own_server: Redis
         burst=5,
         global_priority=True,
         demand_ttl=0.4,
-        timeout=0.5,
+        redis_timeout=0.5,
     ) as paused:
         paused.pause_for(30)
         await sent(paused)
@@ -3752,7 +3784,7 @@ async def test_a_pause_redis_lost_is_sent_again_by_its_process(own_server: Redis
             try:
                 answer = other.take()  # the most urgent level: held by no demand
                 assert not answer.allowed
-                assert answer.retry_after > 20e6  # paused for the time left
+                assert answer.retry_after_us > 20e6  # paused for the time left
             finally:
                 other.close()
             tg.cancel_scope.cancel()
@@ -3773,7 +3805,12 @@ async def test_changes_kept_through_an_outage_count_from_when_they_were_given(
     count of 0 held, for 1 s more); a pause of 30 s has 28 s left at most
     (not 30). Failing closed or served locally meanwhile alike."""
     names = fresh(), fresh()
-    options: dict[str, Any] = {"rate": 10, "burst": 5, "timeout": 0.2, "unavailable_after": 0.3}
+    options: dict[str, Any] = {
+        "rate": 10,
+        "burst": 5,
+        "redis_timeout": 0.2,
+        "unavailable_after": 0.3,
+    }
     if mode == "local":
         options.update(on_unavailable="local", share=0.5)
     async with (
@@ -3795,7 +3832,7 @@ async def test_changes_kept_through_an_outage_count_from_when_they_were_given(
             assert others[0].take() == GcraAnswer(True, 0, (4,))  # nothing holds it
             answer = others[1].take()
             assert not answer.allowed
-            assert answer.retry_after < 29e6, answer  # 28 s left at most
+            assert answer.retry_after_us < 29e6, answer  # 28 s left at most
         finally:
             for other in others:
                 other.close()
@@ -3860,7 +3897,7 @@ async def test_a_tls_url_to_a_server_without_tls_says_so(redis_server: RedisServ
     It now says why that may be."""
     url = redis_server.url.replace("redis://", "rediss://", 1)
     async with open_limiter(
-        Fifo(1), url, name=fresh(), rate=100, burst=1, timeout=0.2, unavailable_after=0.5
+        Fifo(1), url, name=fresh(), rate=100, burst=1, redis_timeout=0.2, unavailable_after=0.5
     ) as limiter:
         with anyio.fail_after(10), pytest.raises(BackendUnavailable) as caught:
             await limiter.acquire()
@@ -4166,7 +4203,7 @@ async def test_a_password_the_server_refuses_is_an_outage_until_it_works_again(
     admin = redis.Redis(port=own_server.port)
     try:
         async with open_limiter(
-            Fifo(1), url, name=name, rate=100, burst=5, timeout=0.3, unavailable_after=0.5
+            Fifo(1), url, name=name, rate=100, burst=5, redis_timeout=0.3, unavailable_after=0.5
         ) as limiter:
             await limiter.acquire()
             admin.acl_setuser("limiter", enabled=True, reset_passwords=True, passwords=["+changed"])
@@ -4229,7 +4266,7 @@ async def test_a_password_asked_for_and_not_given_is_an_outage_until_it_works_ag
             name=name,
             rate=100,
             burst=5,
-            timeout=0.3,
+            redis_timeout=0.3,
             unavailable_after=0.5,
         ) as limiter:
             await refused_until_it_works_again(limiter, lambda: admin.config_set("requirepass", ""))
@@ -4266,7 +4303,7 @@ async def test_a_server_that_is_no_redis_is_an_outage_on_both_clients() -> None:
     thread.start()
     try:
         async with open_limiter(
-            Fifo(1), f"redis://127.0.0.1:{port}/0", name=fresh(), rate=10, timeout=0.3,
+            Fifo(1), f"redis://127.0.0.1:{port}/0", name=fresh(), rate=10, redis_timeout=0.3,
             unavailable_after=0.5,
         ) as limiter:  # fmt: skip
             with anyio.fail_after(10), pytest.raises(BackendUnavailable) as refused:
@@ -4452,7 +4489,7 @@ async def test_a_cluster_down_as_the_limiter_opens_is_an_outage(on_unavailable: 
         rate=100,
         burst=5,
         cluster=True,
-        timeout=0.3,
+        redis_timeout=0.3,
         unavailable_after=0.3,
         **local,  # type: ignore[arg-type]
     ) as limiter:
@@ -4488,7 +4525,7 @@ async def test_a_whole_cluster_down_is_an_outage_and_service_resumes(
         rate=100,
         burst=5,
         cluster=True,
-        timeout=0.3,
+        redis_timeout=0.3,
         unavailable_after=0.5,
     ) as limiter:
         await limiter.acquire()
@@ -4589,7 +4626,7 @@ async def test_the_outage_bound_holds_far_from_the_clock_s_epoch(own_server: Red
     own_server.hang()
     try:
         async with open_limiter(
-            Fifo(), own_server.url, name=fresh(), rate=1, timeout=5.0, unavailable_after=1 / 3
+            Fifo(), own_server.url, name=fresh(), rate=1, redis_timeout=5.0, unavailable_after=1 / 3
         ) as limiter:
             for _ in range(3):
                 start = anyio.current_time()
@@ -4641,7 +4678,13 @@ async def test_a_permit_taken_before_this_process_pauses_waits_for_the_pause(
     once, in the pause the upstream had just asked for). It goes back to
     Redis, and the caller is granted when the pause ends."""
     async with open_limiter(
-        Fifo(1), own_server.url, name=fresh(), rate=10, burst=2, timeout=10, unavailable_after=30
+        Fifo(1),
+        own_server.url,
+        name=fresh(),
+        rate=10,
+        burst=2,
+        redis_timeout=10,
+        unavailable_after=30,
     ) as limiter:
         await limiter.acquire()  # the connection is open; one unit is left
         own_server.hang()

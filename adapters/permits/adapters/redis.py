@@ -167,11 +167,11 @@ class GcraAnswer(NamedTuple):
     #: Microseconds until this request would be allowed, if refused (``-1``:
     #: never, its cost is above a limit's burst); if allowed, until the same
     #: request again would be (0: at once).
-    retry_after: int
+    retry_after_us: int
     #: Units left in each limit's bucket now (negative: in debt), in the
     #: order of :attr:`RedisLimit.limits`.
     remaining: tuple[int, ...]
-    #: Allowed, for later: the permit is the taker's ``retry_after``
+    #: Allowed, for later: the permit is the taker's ``retry_after_us``
     #: microseconds from now (a take that books ahead).
     booked: bool = False
     #: Permits taken (more than one: a lease); 0 if refused.
@@ -555,8 +555,9 @@ class RedisLimit:
         keeps every entry since it last stood idle an hour (about 10 bytes
         an entry in Redis): for a test or a short look, not a limiter left
         running.
-    :param timeout: seconds before a connect or a reply counts as failed
-        (at most 1e9).
+    :param redis_timeout: seconds before a connect or a reply counts as
+        failed (at most 1e9). Not an acquire's ``timeout``: that is how long
+        a caller waits for its permit.
     :param cluster: ``url`` names a node of a Redis Cluster: the client is
         redis-py's ``RedisCluster``. The keys of one limit share a hash tag,
         so every call goes to the one node that holds them.
@@ -572,7 +573,7 @@ class RedisLimit:
         limits: Mapping[str, Limit] | Limit | None = None,
         prefix: str = "permits:",
         audit: bool = False,
-        timeout: float = 0.5,
+        redis_timeout: float = 0.5,
         cluster: bool = False,
         **options: Any,
     ) -> None:
@@ -589,10 +590,17 @@ class RedisLimit:
             raise PermitValueError("name", name, "must be a non-empty str")
         if not isinstance(prefix, str):
             raise PermitTypeError("prefix", prefix, "a str")
-        _above_zero("timeout", timeout)
-        if timeout > _LONGEST_S:  # (a socket's timeout holds up to about 9.2e9 s)
+        if "timeout" in options:  # (redis-py would take it, and fail at the first connect)
+            raise TypeError(
+                "RedisLimit() got an unexpected keyword argument 'timeout' (Redis's replies "
+                "wait redis_timeout=... seconds; a caller waits acquire(timeout=...))"
+            )
+        _above_zero("redis_timeout", redis_timeout)
+        if redis_timeout > _LONGEST_S:  # (a socket's timeout holds up to about 9.2e9 s)
             raise PermitValueError(
-                "timeout", timeout, f"must be at most {_LONGEST_S:g} seconds (about 31 years)"
+                "redis_timeout",
+                redis_timeout,
+                f"must be at most {_LONGEST_S:g} seconds (about 31 years)",
             )
         self.limits: dict[str, Limit] = check_limits(rate, burst, limits)
         for argument, text in [("name", name), ("prefix", prefix)] + [
@@ -645,12 +653,12 @@ class RedisLimit:
         self._cluster = cluster
         self._url = url
         #: Seconds before a connect or a reply counts as failed.
-        self._timeout = timeout
+        self._timeout = redis_timeout
         #: redis-py's options beyond the timeouts, as given.
         self._extra = options
         self._options = {
-            "socket_timeout": timeout,
-            "socket_connect_timeout": timeout,
+            "socket_timeout": redis_timeout,
+            "socket_connect_timeout": redis_timeout,
             **options,
         }
         self._keys = [
@@ -873,7 +881,7 @@ class RedisLimit:
 
     async def _replied(self, call: Awaitable[Any]) -> Any:
         """The reply to ``call`` on the asyncio client, or redis-py's
-        ``TimeoutError`` after ``timeout`` seconds without it (redis-py
+        ``TimeoutError`` after ``redis_timeout`` seconds without it (redis-py
         closes the connection of a call cut short; the next one opens a new
         one). The client has no socket timeout of its own: with one,
         redis-py writes every request in a task of its own, two more
@@ -2398,7 +2406,7 @@ class RedisLimiter(_AnyioLimiter):
         # time (from the middle of the round trip, half the takes would come
         # a little early and be refused)
         answered = self._seconds()
-        never = not answer.allowed and answer.retry_after < 0  # refused before publishing
+        never = not answer.allowed and answer.retry_after_us < 0  # refused before publishing
         self._ask_next = answer.ask_next
         # the level the answer's wait is for: the one asked for, or the one
         # global shares say to ask for next (under strict priority a waiter
@@ -2419,7 +2427,7 @@ class RedisLimiter(_AnyioLimiter):
             self._in_line = not answer.allowed or (
                 waiting is not None
                 and waiting > answer.taken
-                and (answer.retry_after > 0 or take.depths is not None)
+                and (answer.retry_after_us > 0 or take.depths is not None)
             )
         if not answer.allowed:
             if never:  # a limit's burst was lowered below the cost
@@ -2428,13 +2436,13 @@ class RedisLimiter(_AnyioLimiter):
             if (
                 self._max_waits
                 and retry_units is not None  # (the wait is for the head asked for)
-                and self._too_long_for(take.head, answered + answer.retry_after / 1e6)
+                and self._too_long_for(take.head, answered + answer.retry_after_us / 1e6)
                 and machine.next_level() is None
             ):
                 return None  # (a place held in the line is left: see _should_wake)
-            return partial(self._wait_for, asked_next, answer.retry_after, answered, retry_units)
+            return partial(self._wait_for, asked_next, answer.retry_after_us, answered, retry_units)
         if answer.booked:  # its time comes later: the driver hands it over then
-            at = answered + answer.retry_after / 1e6
+            at = answered + answer.retry_after_us / 1e6
             if (
                 self._max_waits
                 and self._too_long_for(take.head, at)
@@ -2449,11 +2457,11 @@ class RedisLimiter(_AnyioLimiter):
             self._booked = (at, take.units, take.level, answer.owed)
             return None
         left = self._hand_over(take.units, take.reserve, answer.taken, answer.owed)
-        if not left and not (answer.retry_after and machine.next_level() is not None):
+        if not left and not (answer.retry_after_us and machine.next_level() is not None):
             return None
-        retry_after = answer.retry_after
+        retry_after_us = answer.retry_after_us
         return partial(
-            self._handed_over, take.units, left, asked_next, retry_after, answered, retry_units
+            self._handed_over, take.units, left, asked_next, retry_after_us, answered, retry_units
         )
 
     def _too_long_for(self, id: int, until: float) -> bool:
@@ -2483,7 +2491,7 @@ class RedisLimiter(_AnyioLimiter):
         units: tuple[int, ...],
         left: int,
         level: int,
-        retry_after: int,
+        retry_after_us: int,
         answered: float,
         retry_units: tuple[int, ...] | None,
     ) -> None:
@@ -2498,9 +2506,9 @@ class RedisLimiter(_AnyioLimiter):
             await self._give_back(units, left)
             if self._last < self._pause_end:
                 pause_us = math.ceil((self._pause_end / 1e9 - answered) * 1e6)
-                retry_after = max(retry_after, pause_us)
-        if retry_after and self._machine.next_level() is not None:
-            await self._wait_for(level, retry_after, answered, retry_units)
+                retry_after_us = max(retry_after_us, pause_us)
+        if retry_after_us and self._machine.next_level() is not None:
+            await self._wait_for(level, retry_after_us, answered, retry_units)
 
     # -- a lone caller's own take ----------------------------------------------
 
@@ -2600,11 +2608,11 @@ class RedisLimiter(_AnyioLimiter):
     async def _wait_for(
         self,
         level: int,
-        retry_after: int,
+        retry_after_us: int,
         answered: float,
         units: tuple[int, ...] | None = None,
     ) -> None:
-        """Sleep until ``retry_after`` microseconds after ``answered``, to
+        """Sleep until ``retry_after_us`` microseconds after ``answered``, to
         ask for ``level``'s head then; under global priority, no longer than
         half the demand's time to live while it has waiters (a heartbeat).
         ``units``: what the take that was told so asked, for ``level``'s
@@ -2614,7 +2622,7 @@ class RedisLimiter(_AnyioLimiter):
         self._retry_reserve = self._reserve[level]
         self._retry_level = level
         self._retry_units = units
-        seconds = retry_after / 1e6
+        seconds = retry_after_us / 1e6
         if self._published:
             seconds = min(seconds, self._demand_ttl / 2)
         try:
@@ -2737,7 +2745,7 @@ def open_limiter(
     share: float | None = None,
     unavailable_after: float = 1.0,
     prefix: str = "permits:",
-    timeout: float = 0.5,
+    redis_timeout: float = 0.5,
     audit: bool = False,
     cluster: bool = False,
     max_waiting: int | Sequence[int | None] | None = None,
@@ -2765,8 +2773,8 @@ def open_limiter(
     :param share: this process's declared fraction of the rate, for
         ``"local"`` only (refused beside ``"closed"``, which never reads
         it); the shares of all processes should add up to at most 1.
-    :param timeout: seconds before a connect or a reply to Redis counts as
-        failed.
+    :param redis_timeout: seconds before a connect or a reply to Redis
+        counts as failed (not an acquire's ``timeout``).
     :param refund_window: seconds after its grant during which the permit
         of a caller that gave up before proceeding (cancelled, say) goes to
         this process's next waiter, if that one asks for the same units
@@ -2810,7 +2818,7 @@ def open_limiter(
         limits=limits,
         prefix=prefix,
         audit=audit,
-        timeout=timeout,
+        redis_timeout=redis_timeout,
         cluster=cluster,
     )
     limiter = RedisLimiter(
