@@ -19,6 +19,7 @@ ROOT = Path(__file__).resolve().parent.parent
 #: The modules whose public names the README may use.
 PUBLIC_MODULES = [
     "permits.core",
+    "permits.core.checks",
     "permits.sim",
     "permits.adapters",
     "permits.adapters.asyncio",
@@ -484,3 +485,30 @@ def test_readme_constant_names_exist() -> None:
     unknown = sorted(named - theirs - ours)
     assert len(named) >= 3, named
     assert not unknown, f"the README names constants permits does not export: {unknown}"
+
+
+def test_readme_api_table_names_every_export_and_nothing_else() -> None:
+    """The README's table of the public API names, for each module in it,
+    exactly the names the module exports (its ``__all__``): a name added
+    to a module and not to the table, or left in the table after it went,
+    fails here. Every public module has its row."""
+    import importlib
+
+    text = (ROOT / "README.md").read_text()
+    section = text.split("## The public API at a glance\n", 1)[1].split("\n## ", 1)[0]
+    rows = [line for line in section.splitlines() if line.startswith("| `permits")]
+    seen = []
+    for row in rows:
+        modules_cell, names_cell = row.split(" | ", 1)
+        written = re.findall(r"`([^`]+)`", modules_cell)
+        modules = [written[0]] + [written[0].rsplit(".", 1)[0] + name for name in written[1:]]
+        named = set(re.findall(r"`([A-Za-z_][A-Za-z0-9_]*)`", names_cell))
+        for module in modules:
+            exported = set(importlib.import_module(module).__all__)
+            assert named == exported, (
+                module,
+                f"exported, not in the table: {sorted(exported - named)}",
+                f"in the table, not exported: {sorted(named - exported)}",
+            )
+            seen.append(module)
+    assert set(PUBLIC_MODULES) | {"permits.cli"} == set(seen), seen
