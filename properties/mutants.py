@@ -161,6 +161,26 @@ MUTANTS: dict[str, tuple[str, str, str, str]] = {
         "a flow that another's cancel left alone keeps its cancelled head's start for the next"
         " head, and goes ahead of a flow that joins (P13, P34)",
     ),
+    "spare-flow-keeps-its-key": (
+        "_queues.py",
+        "        flow.key = None  # kept as the spare, it keeps no trace of its key\n",
+        "        pass\n",
+        "the spare flow kept for the next to join holds on to the last key that left: a tenant's"
+        " key object outlives its waiters (P37)",
+    ),
+    "emptied-level-keeps-its-scale": (
+        "_queues.py",
+        "            self.clock, self.scale, self.synced = 0, 1, True\n",
+        "            self.clock, self.synced = 0, True\n",
+        "a level that empties keeps the scale of the weights that waited before (P37)",
+    ),
+    "rescale-forgets-waiting-flows": (
+        "_queues.py",
+        "            flow.start *= factor\n            flow.finish *= factor\n",
+        "            pass\n",
+        "a new weight that changes a level's scale leaves its waiting flows' times at the old"
+        " scale: a flow that joins after the clock moved loses its turn (P37, P13)",
+    ),
     "aging-wrong-sign": (
         "_policies.py",
         "key = (level * after + head.pushed_at, head.seq)",

@@ -6,8 +6,10 @@ Each test names its SPEC.md property id in its docstring.
 from __future__ import annotations
 
 import copy
+import gc
 import itertools
 import math
+import weakref
 from collections import Counter
 from collections.abc import Callable, Hashable, Mapping, Sequence
 from fractions import Fraction
@@ -1339,9 +1341,9 @@ def test_nothing_is_kept_for_a_flow_without_waiters(keys: int, per: int) -> None
 @given(weights=st.lists(st.integers(1, 10**6), min_size=1, max_size=40))
 def test_a_levels_scale_stays_bounded(weights: list[int]) -> None:
     """P37: however many distinct weights wait in a level that never empties,
-    its virtual-time scale is the lcm of those weights while that is at most
-    MAX_SCALE, and stays where it was otherwise: the numbers of its virtual
-    time and the rescaling work stay bounded."""
+    each makes its virtual-time scale the lcm of the scale and the weight
+    while that is at most MAX_SCALE, and leaves it where it was otherwise:
+    the numbers of its virtual time and the rescaling work stay bounded."""
 
     def weight_of(flow: Hashable) -> int:  # a flow is named by its weight
         return flow if isinstance(flow, int) else 1
@@ -1355,6 +1357,50 @@ def test_a_levels_scale_stays_bounded(weights: list[int]) -> None:
         expected = lcm if lcm <= MAX_SCALE else expected
         assert machine.queues.fairness()[0][1] == expected, ("P37", weights[: n + 1])
     machine.check_valid()
+
+
+def test_a_flow_leaves_no_trace_and_an_emptied_level_starts_its_scale_again() -> None:
+    """P37 by hand, where the drawn runs could not tell: a flow's key is
+    not kept once its last waiter leaves (the spare flow kept for the next
+    one forgets it: a tenant's key object is freed); a level that empties
+    starts its scale at 1 again, so the weights that waited before count
+    no more; and a weight that changes the scale of a level whose clock
+    has moved rescales the flows waiting there (each decision and
+    ``waiting()``'s order the model's)."""
+
+    class Key:  # a tenant's key: hashable, and freed once nothing holds it
+        pass
+
+    machine = Machine(StrictPriority(1), 1000, 1)
+    machine.push("banked", 0, 0)  # granted at once: the rest wait
+    key = Key()
+    freed = weakref.ref(key)
+    machine.push("a", 0, 0, flow=key)
+    machine.push("b", 0, 0, flow="other")
+    machine.cancel("a")
+    del key
+    gc.collect()
+    assert freed() is None, "P37: the key of a flow without waiters is kept"
+
+    machine = Machine(StrictPriority(1), 1, 1, flow_weights={"two": 2, "three": 3})
+    machine.push("banked", 0, 0)
+    machine.push("x", 0, 0, flow="two")
+    machine.push("y", 0, 0, flow="three")
+    assert machine.queues.fairness()[0][1] == 6, "P37"
+    drive(machine, 2 * SECOND)
+    assert not len(machine)
+    machine.push("z", 0, 2 * SECOND, flow="one")  # weight 1, into an empty level
+    assert machine.queues.fairness()[0][1] == 1, ("P37", machine.queues.fairness())
+
+    line = FairLine({"b": 2})
+    for n in range(4):
+        line.push(("a", n), "a", 1)
+    line.push(("c", 0), "c", 1)  # a second flow: virtual times count
+    line.serve(2)  # the clock moves on
+    line.push(("b", 0), "b", 1)  # weight 2: the scale doubles, a and c rescaled
+    line.push(("b", 1), "b", 1)
+    line.serve(10)
+    assert not len(line.machine), "P12"
 
 
 def test_aging_by_hand() -> None:
