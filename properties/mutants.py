@@ -181,6 +181,20 @@ MUTANTS: dict[str, tuple[str, str, str, str]] = {
         "a new weight that changes a level's scale leaves its waiting flows' times at the old"
         " scale: a flow that joins after the clock moved loses its turn (P37, P13)",
     ),
+    "snapshot-forgets-flowed": (
+        "_machine.py",
+        "            flowed=self._flowed,\n",
+        "            flowed=False,\n",
+        "a snapshot leaves out whether a push named a flow, which min_wait reads: machines with"
+        " equal snapshots answer min_wait apart (P86)",
+    ),
+    "snapshot-forgets-pause-told": (
+        "_machine.py",
+        "            paused=(self._paused_at, self._paused_until),\n",
+        "            paused=(None, self._paused_until),\n",
+        "a supplied machine's snapshot leaves out when the last pause was told: machines with equal"
+        " snapshots take a pause told in between apart (P86)",
+    ),
     "aging-wrong-sign": (
         "_policies.py",
         "key = (level * after + head.pushed_at, head.seq)",

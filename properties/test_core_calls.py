@@ -428,6 +428,8 @@ def two_routes(draw: st.DrawFn) -> tuple[Any, list[Op], list[Op], list[Op]]:
 ONE_LIMIT = Config(PolicySpec("fifo", 1, (), 0, 0), 1, 3, None, None)
 #: The same, with a second limit beside it: costs are dicts.
 TWO_LIMITS = dataclasses.replace(ONE_LIMIT, second=(1, 3), costs=True)
+#: Strict priority over two levels, a unit a second, a burst of 1.
+STRICT_TWO = Config(PolicySpec("strict", 2, (), 0, 0), 1, 1, None, None)
 
 
 @given(routes=two_routes())
@@ -447,6 +449,20 @@ TWO_LIMITS = dataclasses.replace(ONE_LIMIT, second=(1, 3), costs=True)
         [("tick", 0, 0)],
         [("tick", 0, 0), ("quota", 0, 0, 1, 10 * SECOND)],
         [("take", 0, 1, 0, (1,), None, None, None, False)] * 2,
+    )
+)
+# a push that once named a flow: min_wait counts only a newcomer's own
+# level from then on, which no snapshot may leave out
+@example(
+    routes=(
+        STRICT_TWO,
+        [("push", 0, "x", 0, (1,), "t", None, None, False), ("spend", 0, "x", False)],
+        [("push", 0, "x", 0, (1,), None, None, None, False), ("spend", 0, "x", False)],
+        [
+            ("push", 0, "y", 0, (1,), None, None, None, False),
+            ("push", 0, "z", 1, (1,), None, None, None, False),
+            ("push", 0, "w", 1, (1,), None, None, 5 * SECOND // 2, False),
+        ],
     )
 )
 def test_machines_with_equal_snapshots_decide_alike(
@@ -484,6 +500,28 @@ def test_machines_with_equal_snapshots_decide_alike(
         assert a.waiting() == b.waiting(), ("P86", op)
         answers = [apply(config, a, q) for q in questions], [apply(config, b, q) for q in questions]
         assert answers[0] == answers[1], ("P86", op, answers)
+
+
+def test_supplied_machines_that_decide_a_pause_apart_have_other_snapshots() -> None:
+    """P86 for supplied machines: one told of a pause from 5 to 10, and
+    one told of it again at 7 (which lengthens nothing), decide a pause
+    told at 6 apart (in the past of one, not of the other), so their
+    snapshots must differ: a snapshot that left out when the last pause
+    was told would make them equal."""
+    told, again = (Machine(Fifo(), 1, 1, supplied=True) for _ in range(2))
+    for machine in (told, again):
+        machine.tick(0)
+        machine.paused(10, 5)
+    again.paused(10, 7)
+    outcomes = []
+    for machine in (told, again):
+        try:
+            copy.deepcopy(machine).paused(20, 6)
+            outcomes.append("accepted")
+        except PermitError as error:
+            outcomes.append(type(error).__name__)
+    assert outcomes == ["accepted", "TimeWentBackwards"], outcomes
+    assert told.snapshot() != again.snapshot(), "P86"
 
 
 # -- P97: a Decimal rate past an exponent of 10,000 is refused -------------------
