@@ -764,6 +764,19 @@ MUTANTS: dict[str, tuple[str, str, str, str]] = {
         "    return cell\n",
         "a trace's cell '' (the empty-string flow, written so) reads back as the flow '' (P107)",
     ),
+    "sim-float-seconds-binary": (
+        "sim/_scenario.py",
+        "        return Fraction(repr(value))\n",
+        "        return Fraction(value)\n",
+        "a float of seconds is read as its binary value, not the decimal it prints as: 2.5e-9 s"
+        " is 3 ns, not 2 (P58)",
+    ),
+    "sim-counts-the-end": (
+        "sim/_run.py",
+        "    never = duration  # no event at or after the end counts\n",
+        "    never = duration + 1  # no event at or after the end counts\n",
+        "a run counts a grant due at its end, [0, seconds] not [0, seconds) (P58)",
+    ),
     "sim-arrival-at-the-end": (
         "sim/_run.py",
         "        if t >= duration_ns:\n            return\n",

@@ -187,12 +187,20 @@ def test_every_figure_is_a_naive_run_of_the_machines(
 @given(
     seconds=st.fractions(min_value=0, max_value=10**6, max_denominator=10**13)
     | st.decimals(min_value=0, max_value=10**6, places=12).map(Decimal)
+    | st.floats(min_value=0, max_value=10**6)
 )
-def test_any_time_is_the_nearest_nanosecond_ties_to_even(seconds: Fraction | Decimal) -> None:
+@example(seconds=2.5e-9)  # the decimal 2.5 ns: 2 (its binary value is above: 3)
+@example(seconds=3.5e-9)  # 4 (its binary value is below: 3)
+@example(seconds=0.5117479805)  # 511,747,980 (its binary value rounds to ...981)
+def test_any_time_is_the_nearest_nanosecond_ties_to_even(
+    seconds: Fraction | Decimal | float,
+) -> None:
     """P58: any time in seconds is the nearest whole nanosecond: at most half
-    a nanosecond away, and at exactly half, the even one."""
+    a nanosecond away, and at exactly half, the even one; a float is the
+    decimal it prints as (P77's rule), not its binary value."""
     ns = nanoseconds("seconds", seconds)
-    off = abs(Fraction(ns) - Fraction(seconds) * SECOND)
+    exact = Fraction(repr(seconds)) if isinstance(seconds, float) else Fraction(seconds)
+    off = abs(Fraction(ns) - exact * SECOND)
     assert off <= Fraction(1, 2), (seconds, ns)
     assert off < Fraction(1, 2) or ns % 2 == 0, (seconds, ns)
 

@@ -229,6 +229,16 @@ def test_arrivals_are_those_before_the_end() -> None:
     assert simulate(scenario)["w"].offered == 10
 
 
+def test_a_grant_due_at_the_end_is_not_counted() -> None:
+    """P58: a run counts what happens in ``[0, seconds)``: a backlog of 20
+    at one a second (burst 1) for 10 s is granted at 0, 1, ..., 9 s, ten
+    permits; the eleventh, due at 10 s, is the run's end, not in it."""
+    workload = Workload("w", 0, Batch(20))
+    result = simulate(Scenario("s", Fifo(1), rate=1, seconds=10, workloads=[workload]))
+    assert (result["w"].granted, result["w"].waiting) == (10, 10)
+    assert result["w"].wait_max_ns == 9 * SECOND
+
+
 @pytest.mark.parametrize(
     "arrivals",
     [
