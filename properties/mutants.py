@@ -834,6 +834,13 @@ MUTANTS: dict[str, tuple[str, str, str, str]] = {
         "a framework's clock that runs back is handed to the machine as it reads: the machine"
         " refuses a time behind one it has seen",
     ),
+    "seconds-of-an-int-by-float": (
+        "adapters/permits/adapters/_base.py",
+        "    ns = seconds * SECOND\n",
+        "    ns = seconds * 1e9\n",
+        "an int of seconds is multiplied as a float: past 2**53 ns (about 104 days) it is no"
+        " longer exact (10**10 + 1 s is 10000000000999999488 ns) (P80)",
+    ),
     "granted-cancel-not-refunded": (
         "adapters/permits/adapters/_base.py",
         "            # Decided, but the caller never proceeded: hand the permit back.\n"

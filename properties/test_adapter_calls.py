@@ -28,7 +28,7 @@ from typing import Any
 import anyio
 import anyio.lowlevel
 import attrs
-from hypothesis import given, note
+from hypothesis import example, given, note
 from hypothesis import strategies as st
 
 from permits.adapters import (
@@ -1204,6 +1204,26 @@ def as_ns(seconds: float) -> int:
     timeout=DURATIONS,
     window=DURATIONS,
     nearby=st.booleans(),
+)
+# ints past 2**53 ns (about 104 days), where the float product is not exact
+# (10**10 + 1 s is 10000000000999999488 ns as a float): drawn ints are smaller
+@example(
+    case=THREADS,
+    pause=10**10 + 1,
+    max_wait=10**10,
+    reset_after=10**10 + 3,
+    timeout=10**11 + 7,
+    window=10**10 + 1,
+    nearby=False,
+)
+@example(
+    case=CASES[0],
+    pause=10**10 + 1,
+    max_wait=10**10 + 1,
+    reset_after=10**10 + 3,
+    timeout=10**11 + 7,
+    window=10**10 + 1,
+    nearby=False,
 )
 def test_a_duration_in_seconds_is_its_nearest_nanosecond_of_the_float_product(
     case: tuple[str, str],
