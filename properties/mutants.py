@@ -195,6 +195,13 @@ MUTANTS: dict[str, tuple[str, str, str, str]] = {
         "a supplied machine's snapshot leaves out when the last pause was told: machines with equal"
         " snapshots take a pause told in between apart (P86)",
     ),
+    "shares-covered-head-waits": (
+        "_policies.py",
+        "            if need <= 0:\n",
+        "            if need < 0:\n",
+        "under shares with costs, a head whose level's credit covers its cost exactly is not"
+        " served first: the deal goes past it (P13, P33)",
+    ),
     "aging-wrong-sign": (
         "_policies.py",
         "key = (level * after + head.pushed_at, head.seq)",
