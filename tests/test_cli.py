@@ -329,7 +329,7 @@ BAD = [
     ),
     (
         GOOD.replace("rate = 20", "rate = 20\ntimeout = -1"),
-        "scenario[0].workload[0].timeout=-1: must be greater than 0 (or left out: none)",
+        "scenario[0].workload[0].timeout=-1: must be at least 0 (or left out: none)",
     ),
     (
         GOOD.replace("rate = 20", "rate = 20\nstart = 5\nstop = 2"),
