@@ -1549,7 +1549,7 @@ MUTANTS: dict[str, tuple[str, str, str, str]] = {
     ),
     "metrics-level-named-twice": (
         "adapters/permits/adapters/_metrics.py",
-        "        if name in levels[:i]:\n",
+        "        if name in level_names[:i]:\n",
         "        if False:\n",
         "two levels may share a name, so that their series are one",
     ),

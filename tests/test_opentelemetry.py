@@ -60,7 +60,7 @@ def test_the_thread_limiter_exports_its_statistics_and_waits() -> None:
             limiter,
             meter,
             name="api",
-            levels=["interactive", "batch"],
+            level_names=["interactive", "batch"],
             buckets=[0.0005, 0.1],
             upstream=upstream,
         )
@@ -130,7 +130,7 @@ def test_a_bare_machine_or_bad_names_are_refused() -> None:
     assert refused.value.argument == "limiter"
     with threads.open_limiter(StrictPriority(2), 1) as limiter:
         with pytest.raises(ValueError, match="one name per level"):
-            instrument(limiter, meter, levels=["only one"])
+            instrument(limiter, meter, level_names=["only one"])
         with pytest.raises(ValueError, match="ascending"):
             instrument(limiter, meter, buckets=[1.0, 0.5])
         for past_nanoseconds in ([0.5, 1e300], [0.5, 10**400]):  # (an OverflowError, 10**400)
@@ -143,7 +143,11 @@ def test_a_bare_machine_or_bad_names_are_refused() -> None:
 
 @pytest.mark.parametrize(
     ("options", "argument"),
-    [({"name": None}, "name"), ({"levels": [0, 1]}, "levels"), ({"buckets": ["1"]}, "buckets")],
+    [
+        ({"name": None}, "name"),
+        ({"level_names": [0, 1]}, "level_names"),
+        ({"buckets": ["1"]}, "buckets"),
+    ],
 )
 def test_names_that_are_not_text_are_refused(options: dict[str, Any], argument: str) -> None:
     """The attributes are the Prometheus collector's labels, text: a name
@@ -198,7 +202,7 @@ def test_several_limiters_on_one_meter() -> None:
         threads.open_limiter(StrictPriority(2), 10) as chat,
     ):
         instrument(search, meter, name="search")
-        instrument(chat, meter, name="chat", levels=["interactive", "batch"])
+        instrument(chat, meter, name="chat", level_names=["interactive", "batch"])
         with (
             threads.open_limiter(StrictPriority(1), 10) as third,
             pytest.raises(ValueError, match=r"name='chat'.*give each its own"),

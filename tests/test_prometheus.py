@@ -46,7 +46,9 @@ def test_scrape_shows_depth_counters_and_waits() -> None:
     machine.cancel("b2")
     machine.tick(10 * MILLISECOND)  # i0 granted after 6 ms
     registry = prometheus_client.CollectorRegistry()
-    registry.register(PermitsCollector(machine, name="upstream", levels=["interactive", "batch"]))
+    registry.register(
+        PermitsCollector(machine, name="upstream", level_names=["interactive", "batch"])
+    )
     samples = scrape(registry)
 
     def value(name: str, level: str, **extra: str) -> float:
@@ -77,22 +79,22 @@ def test_scrape_shows_depth_counters_and_waits() -> None:
 
 
 def test_level_names_must_match() -> None:
-    with pytest.raises(PermitValueError, match="levels="):
-        PermitsCollector(Machine(StrictPriority(2), 1), levels=["only-one"])
+    with pytest.raises(PermitValueError, match="level_names="):
+        PermitsCollector(Machine(StrictPriority(2), 1), level_names=["only-one"])
 
 
 def test_two_levels_of_one_name_are_refused() -> None:
     """Two levels named alike were two series of the same labels in every
     family (a scrape Prometheus cannot ingest whole; the OpenTelemetry
     reader keeps one of the two): refused, naming the name given twice."""
-    from permits.adapters._metrics import level_names
+    from permits.adapters._metrics import checked_level_names
 
     machine = Machine(StrictPriority(3), 1)
-    with pytest.raises(PermitValueError, match=r"levels=.*'batch' twice"):
-        PermitsCollector(machine, levels=["interactive", "batch", "batch"])
-    with pytest.raises(PermitValueError, match="levels="):
-        level_names(machine, ["0", "1", "0"])
-    assert level_names(machine, ["a", "b", "c"]) == ["a", "b", "c"]
+    with pytest.raises(PermitValueError, match=r"level_names=.*'batch' twice"):
+        PermitsCollector(machine, level_names=["interactive", "batch", "batch"])
+    with pytest.raises(PermitValueError, match="level_names="):
+        checked_level_names(machine, ["0", "1", "0"])
+    assert checked_level_names(machine, ["a", "b", "c"]) == ["a", "b", "c"]
 
 
 class Level(enum.IntEnum):
@@ -103,9 +105,9 @@ class Level(enum.IntEnum):
 @pytest.mark.parametrize(
     ("options", "argument"),
     [
-        ({"levels": [0, 1]}, "levels"),
-        ({"levels": list(Level)}, "levels"),
-        ({"levels": "ab"}, "levels"),
+        ({"level_names": [0, 1]}, "level_names"),
+        ({"level_names": list(Level)}, "level_names"),
+        ({"level_names": "ab"}, "level_names"),
         ({"name": 3}, "name"),
         ({"name": None}, "name"),
         ({"buckets": [0.5, "1"]}, "buckets"),
@@ -298,7 +300,7 @@ def test_several_limiters_in_one_registry() -> None:
     second.push("b", 0, 0)
     second.push("c", 0, 0)
     registry = prometheus_client.CollectorRegistry(auto_describe=True)
-    collector = PermitsCollector(first, name="search", levels=["interactive", "batch"])
+    collector = PermitsCollector(first, name="search", level_names=["interactive", "batch"])
     collector.add(second, name="chat")
     registry.register(collector)
     with pytest.raises(ValueError, match=r"name='chat'.*give each its own"):

@@ -18,7 +18,7 @@ __all__ = [
     "Upstream",
     "bucket_bounds",
     "check_upstream",
-    "level_names",
+    "checked_level_names",
     "limiter_name",
     "statistics_and_waits",
 ]
@@ -106,26 +106,30 @@ def check_upstream(upstream: Upstream | None) -> Upstream | None:
     return upstream
 
 
-def level_names(machine: Machine, levels: Sequence[str] | None) -> list[str]:
+def checked_level_names(machine: Machine, level_names: Sequence[str] | None) -> list[str]:
     """A name per level for the ``level`` label (default: the level
     numbers), checked: a sequence of ``str``, one per level, each its own."""
     count = machine.levels
-    if levels is None:
+    if level_names is None:
         return [str(i) for i in range(count)]
-    if isinstance(levels, str) or not isinstance(levels, Sequence):
-        raise PermitTypeError("levels", levels, "a sequence of names (str), one per level")
-    for name in levels:
+    if isinstance(level_names, str) or not isinstance(level_names, Sequence):
+        raise PermitTypeError(
+            "level_names", level_names, "a sequence of names (str), one per level"
+        )
+    for name in level_names:
         if not isinstance(name, str):
-            raise PermitTypeError("levels", levels, f"a sequence of str (not {name!r})")
-    if len(levels) != count:
-        raise PermitValueError("levels", levels, f"needs one name per level ({count})")
-    for i, name in enumerate(levels):
-        if name in levels[:i]:
+            raise PermitTypeError("level_names", level_names, f"a sequence of str (not {name!r})")
+    if len(level_names) != count:
+        raise PermitValueError("level_names", level_names, f"needs one name per level ({count})")
+    for i, name in enumerate(level_names):
+        if name in level_names[:i]:
             # (each series of a level would be another's, labels and all)
             raise PermitValueError(
-                "levels", levels, f"names {name!r} twice: give each level a name of its own"
+                "level_names",
+                level_names,
+                f"names {name!r} twice: give each level a name of its own",
             )
-    return list(levels)
+    return list(level_names)
 
 
 def bucket_bounds(buckets: Sequence[float]) -> list[float]:

@@ -1,6 +1,6 @@
 """Export a limiter's statistics as OpenTelemetry metrics (extra ``permits[otel]``).
 
-    instrument(limiter, name="upstream", levels=["interactive", "batch"])
+    instrument(limiter, name="upstream", level_names=["interactive", "batch"])
     instrument(other_limiter, name="search")  # the global provider's "permits" meter
 
 The same instruments as the Prometheus collector, with OpenTelemetry's
@@ -39,7 +39,7 @@ from ._metrics import (
     Upstream,
     bucket_bounds,
     check_upstream,
-    level_names,
+    checked_level_names,
     limiter_name,
 )
 from ._requires import requires_extra
@@ -115,7 +115,7 @@ def instrument(
     meter: Meter | None = None,
     *,
     name: str = "default",
-    levels: Sequence[str] | None = None,
+    level_names: Sequence[str] | None = None,
     buckets: Sequence[float] = DEFAULT_BUCKETS,
     upstream: Upstream | None = None,
 ) -> None:
@@ -129,7 +129,7 @@ def instrument(
 
     :param name: the ``limiter`` attribute, to tell several limiters apart
         (each instrumented on the meter with a name of its own).
-    :param levels: a name per level for the ``level`` attribute (default:
+    :param level_names: a name per level for the ``level`` attribute (default:
         the level numbers).
     :param buckets: the wait histogram's bucket bounds, in seconds,
         ascending (an advice to the SDK, which a view may override; the
@@ -147,7 +147,7 @@ def instrument(
         )
     limiter_name(name)
     check_upstream(upstream)
-    names = level_names(limiter.machine, levels)
+    names = checked_level_names(limiter.machine, level_names)
     bounds = bucket_bounds(buckets)
     meter = _meter(meter)
     with _changing:  # (read, then replaced: by one thread at a time)

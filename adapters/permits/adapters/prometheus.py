@@ -1,7 +1,7 @@
 """Export a limiter's statistics to Prometheus (extra ``permits[prometheus]``).
 
     from prometheus_client import REGISTRY
-    collector = PermitsCollector(limiter, name="upstream", levels=["interactive", "batch"])
+    collector = PermitsCollector(limiter, name="upstream", level_names=["interactive", "batch"])
     collector.add(other_limiter, name="search")  # several limiters: one collector
     REGISTRY.register(collector)
 
@@ -31,7 +31,7 @@ from ._metrics import (
     Upstream,
     bucket_bounds,
     check_upstream,
-    level_names,
+    checked_level_names,
     limiter_name,
     statistics_and_waits,
 )
@@ -68,8 +68,8 @@ class PermitsCollector(Collector):
     :meth:`add` adds more, each with a ``limiter`` label of its own.
 
     :param name: the ``limiter`` label, to tell several limiters apart.
-    :param levels: a name per level for the ``level`` label (default: the
-        level numbers).
+    :param level_names: a name per level for the ``level`` label (default:
+        the level numbers).
     :param buckets: the histogram's upper bounds, in seconds, ascending; a
         wait within 0.4% of a bound may be counted on either side of it.
     :param upstream: a client integration's view of the upstream (for
@@ -83,7 +83,7 @@ class PermitsCollector(Collector):
         source: BaseLimiter | _Limiting | Machine,
         *,
         name: str = "default",
-        levels: Sequence[str] | None = None,
+        level_names: Sequence[str] | None = None,
         buckets: Sequence[float] = DEFAULT_BUCKETS,
         upstream: Upstream | None = None,
     ) -> None:
@@ -92,7 +92,7 @@ class PermitsCollector(Collector):
         #: Each bound as the ``le`` label, written as prometheus_client writes its own.
         self._les: list[str] = [floatToGoString(b) for b in bounds]  # type: ignore[no-untyped-call]
         self._bounds_ns = [round(b * 1e9) for b in bounds]
-        self.add(source, name=name, levels=levels, upstream=upstream)
+        self.add(source, name=name, level_names=level_names, upstream=upstream)
 
     def __repr__(self) -> str:
         return f"<PermitsCollector limiters={[source.name for source in self._sources]!r}>"
@@ -102,7 +102,7 @@ class PermitsCollector(Collector):
         source: BaseLimiter | _Limiting | Machine,
         *,
         name: str,
-        levels: Sequence[str] | None = None,
+        level_names: Sequence[str] | None = None,
         upstream: Upstream | None = None,
     ) -> None:
         """Export another limiter too, labelled ``limiter=name``: a registry
@@ -122,7 +122,7 @@ class PermitsCollector(Collector):
         limiter_name(name)
         check_upstream(upstream)
         machine = source.machine if isinstance(source, _Limiting) else source
-        names = level_names(machine, levels)
+        names = checked_level_names(machine, level_names)
         for known in self._sources:
             if known.machine is machine:  # its figures twice: a dashboard's sums counted twice
                 again = "" if known.name == name else ": once, under one name, with its upstream"
