@@ -303,6 +303,9 @@ class Tally:
             for hist, within in zip(self.hists, self.within, strict=True)
         ]
         self.bins: list[list[int]] = [[0] * BINS for _ in range(n)]
+        #: Per workload, its grants of another cost than one unit of every
+        #: limit (:meth:`charge`): the others count one each, at the end.
+        self.charged = [0] * n
         #: Per workload, its tenants' flows: the index of each in the lists
         #: below (a tenant's callers granted are its histogram's count). A
         #: tenant's record records for its workload too: its histogram is
@@ -345,38 +348,28 @@ class Tally:
             self.rejected[w] += 1
         self.left_at[w] = at_ns
 
-    def on_grant(
-        self,
-        w: int,
-        at_ns: int,
-        waited_ns: int,
-        cost: int | tuple[int, ...] = 1,
-        tenant: int | None = None,
-    ) -> None:
-        """A caller of workload ``w`` (of ``tenant``) was granted ``cost``
-        (units of every limit, or per limit) at ``at_ns`` after ``waited_ns``."""
+    def on_grant(self, w: int, at_ns: int, waited_ns: int, tenant: int | None = None) -> None:
+        """A caller of workload ``w`` (of ``tenant``) was granted at
+        ``at_ns``, before the run's end, after ``waited_ns``: one unit of
+        every limit, unless :meth:`charge` says otherwise."""
         self.granted[w] += 1
-        self.charge(w, cost)
         self.left_at[w] = at_ns
         if tenant is None:
             self.records[w](waited_ns)
         else:
-            self.on_tenant_grant(tenant, waited_ns)
-        self.bins[w][min(BINS - 1, at_ns * BINS // self.duration_ns)] += 1
+            self.tenant_records[tenant](waited_ns)
+        self.bins[w][at_ns * BINS // self.duration_ns] += 1  # slice i: [i, i + 1) * duration / BINS
 
     def charge(self, w: int, cost: int | tuple[int, ...]) -> None:
-        """Count ``cost``'s units as granted to workload ``w``."""
+        """A grant to workload ``w`` cost ``cost``, not one unit of every
+        limit."""
+        self.charged[w] += 1
         if isinstance(cost, int):
             self.units[w] += cost
         else:
             per_limit = self.units_per_limit[w]
             for j, n in enumerate(cost):
                 per_limit[j] += n
-
-    def on_tenant_grant(self, tenant: int, waited_ns: int) -> None:
-        """A caller of ``tenant`` was granted after ``waited_ns`` (counted for
-        its workload too)."""
-        self.tenant_records[tenant](waited_ns)
 
     def on_leave(self, w: int, at_ns: int, state: State) -> None:
         """A waiting caller of workload ``w`` left at ``at_ns`` without a
@@ -434,7 +427,10 @@ class Tally:
         """The run's :class:`Result`; call once the run is over."""
         n = len(self.scenario.named_limits)
         units = [
-            [self.units[w] + self.units_per_limit[w][j] for j in range(n)]
+            [
+                self.units[w] + self.granted[w] - self.charged[w] + self.units_per_limit[w][j]
+                for j in range(n)
+            ]
             for w in range(self.count)
         ]
         totals = [sum(per_limit[j] for per_limit in units) for j in range(n)]
@@ -668,12 +664,10 @@ def _run(
         **scenario.flow_options(),
     )
     push, tick, cancel, next_tick = machine.push, machine.tick, machine.cancel, machine.next_tick
+    on_arrive, on_grant, on_reject = tally.on_arrive, tally.on_grant, tally.on_reject
     on_leave, charge = tally.on_leave, tally.charge
     tenant_ids, new_tenant = tally.tenants, tally.tenant
-    tenant_record = tally.tenant_records
     heappop, heappush = heapq.heappop, heapq.heappush
-    offered, rejected = tally.offered, tally.rejected
-    too_long = tally.too_long
     # (time, how it leaves, id), a heap, in _GIVES_UP, _TIMES_OUT order at
     # each time. (The machine's own deadlines would decide alike; these cost
     # less.)
@@ -684,33 +678,20 @@ def _run(
     if not upcoming_at >= 0:  # (not <: a NaN fails this, and would stall the loop)
         raise _back_in_time(upcoming, 0)  # type: ignore[arg-type]
     serial = 0
-    # Tally.on_arrive, on_grant and on_reject, inlined: this loop is the
-    # simulator's hot path.
-    granted, units, left_at, bins = tally.granted, tally.units, tally.left_at, tally.bins
-    charged = [0] * count  # grants of another cost than one unit (each grant of one: at the end)
     # Of those waiting, by id: the costs other than one unit of every limit;
     # and the tenants of those that name a flow or may give up (``None``:
     # none named), so that a give-up whose caller has gone is dropped
     # without asking the machine.
     costs: dict[int, int | tuple[int, ...]] = {}
     tenants: dict[int, int | None] = {}
-    record = tally.records
 
     def decide(decisions: list[Decision]) -> None:
         for id, state, _, at, waited in decisions:
             w = id % count  # type: ignore[operator]
             if state is _GRANTED:
-                granted[w] += 1
                 if costs and id in costs:
                     charge(w, costs.pop(id))
-                    charged[w] += 1
-                tenant = tenants.pop(id, None) if tenants else None  # type: ignore[call-overload]
-                if tenant is None:
-                    record[w](waited)
-                else:
-                    tenant_record[tenant](waited)
-                left_at[w] = at
-                bins[w][at * BINS // duration] += 1  # slice i: [i, i + 1) * duration / BINS
+                on_grant(w, at, waited, tenants.pop(id, None) if tenants else None)  # type: ignore[call-overload]
             else:
                 if costs:
                     costs.pop(id, None)  # type: ignore[call-overload]
@@ -719,11 +700,7 @@ def _run(
                 if state is _EXPIRED:
                     on_leave(w, at, state)
                 else:  # REJECTED or TOO_LONG, at push: it never waited
-                    if state is _TOO_LONG:
-                        too_long[w] += 1
-                    else:
-                        rejected[w] += 1
-                    left_at[w] = at
+                    on_reject(w, at, state)
 
     def give_up(id: int, t: int, how: int) -> bool:
         """The waiting caller ``id`` leaves at ``t``: withdrawn and counted
@@ -794,7 +771,7 @@ def _run(
                 limit = max_waits[w]
             if give is None:
                 give = give_ups[w]
-            offered[w] += 1
+            on_arrive(w)
             id = serial * count + w
             serial += 1
             leaves = timeout is not None or give is not None  # may leave waiting
@@ -852,7 +829,4 @@ def _run(
                 raise _back_in_time(upcoming, t)  # type: ignore[arg-type]
         if ask:
             due = next_tick()
-    # The units of the grants of one unit each, counted once at the end.
-    for w in range(count):
-        units[w] += granted[w] - charged[w]
     return tally.result()
