@@ -1204,6 +1204,14 @@ MUTANTS: dict[str, tuple[str, str, str, str]] = {
         "a duration in seconds is sent to the script as the float product seconds * 1e6 rounded"
         " up, not as its nanoseconds rounded up: a pause of 1.1 s lasts 1,100,001 us in Redis",
     ),
+    "redis-horizon-as-the-float-product": (
+        "adapters/permits/adapters/redis.py",
+        "            book_us = round(book * SECOND) // 1000\n",
+        "            book_us = math.floor(book * 1e6)\n",
+        "a take's horizon is sent to the script as the float product book * 1e6 rounded down,"
+        " not as its nanoseconds rounded down: 1.001 s is 1,000,999 us, and a take the buckets"
+        " allow in exactly 1.001 s is refused",
+    ),
     "redis-lost-state-above-full": (
         "adapters/permits/adapters/redis.lua",
         "    if tat < now then tat = now end\n",

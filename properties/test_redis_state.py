@@ -822,6 +822,30 @@ def test_a_duration_reaches_redis_as_its_nanoseconds_rounded_up_to_the_microseco
         limit.close()
 
 
+@given(w=st.integers(1, 10**7))
+@example(w=1_001_000)  # (the float product 1.001 * 1e6 is 1000999.9999999999)
+def test_a_horizon_reaches_redis_as_its_nanoseconds_rounded_down_to_the_microsecond(
+    redis_server: RedisServer, client: Any, script: Any, w: int
+) -> None:
+    """P44 through ``RedisLimit.ask_take``: a horizon of ``book`` seconds is
+    its nearest whole nanosecond rounded down to the whole microsecond for
+    the script, so a take the buckets allow in exactly ``w`` µs is booked
+    under ``book = w / 1e6`` and refused under ``(w - 1) / 1e6``. (The float
+    product ``book * 1e6`` rounded down made 1.001 s 1,000,999 µs: a take
+    the buckets allow in exactly 1.001 s was refused.)"""
+    limits = {"units": Limit(Fraction(10**6, w), 1)}  # (T: w µs)
+    limit = RedisLimit(redis_server.url, name=f"p44-{uuid.uuid4().hex[:12]}", limits=limits)
+    try:
+        assert _run(script, limit, limit.ask_take(0, (1,)), T0)[:2] == (1, w)  # emptied
+        short = _run(script, limit, limit.ask_take(0, (1,), book=(w - 1) / 1e6), T0)
+        assert short[:2] == (0, w), ("P44", "beyond the horizon: refused", short)
+        booked = _run(script, limit, limit.ask_take(0, (1,), book=w / 1e6), T0)
+        assert booked[:2] == (-1, w), ("P44", "at the horizon: booked", booked)
+    finally:
+        client.delete(limit.key)
+        limit.close()
+
+
 # -- across a restart ------------------------------------------------------------------
 
 

@@ -1051,7 +1051,9 @@ class RedisLimit:
             line = ["", 0, 0, 0] if waiting is None else [self.process, level, waiting, grace_us]
             if demand is not None and weights is not None:
                 line += [_virtual_costs(tuple(weights)), shared + 1]
-            book_us = math.floor(book * 1e6)
+            # its nearest nanosecond, then whole microseconds down (the float
+            # product ``book * 1e6`` floored made 1.001 s 1,000,999 µs)
+            book_us = round(book * SECOND) // 1000
             keys = self._few_keys if demand is None and waiting is None else _ALL_KEYS
             request = self._request(
                 "take", units, reserve, *extra, book_us, lease, *line, keys=keys
