@@ -1147,6 +1147,20 @@ MUTANTS: dict[str, tuple[str, str, str, str]] = {
         "the demand hash's expiry is written in seconds where PEXPIRE reads milliseconds: it"
         " expires long before the demand it holds, and global priority forgets the waiters",
     ),
+    "redis-demand-expiry-cut-by-a-shorter-demand": (
+        "adapters/permits/adapters/redis.lua",
+        "    if redis.call('PTTL', KEYS[4]) < keep then redis.call('PEXPIRE', KEYS[4], keep) end\n",
+        "    redis.call('PEXPIRE', KEYS[4], keep)\n",
+        "every demand written sets the demand hash's expiry, a later, shorter one cutting it"
+        " short: another process's longer demand is lost before its time to live",
+    ),
+    "redis-line-expiry-rounded-down": (
+        "adapters/permits/adapters/redis.lua",
+        "    redis.call('PEXPIRE', KEYS[5], ceil((latest - now + grace) / 1000) + @SLACK@)\n",
+        "    redis.call('PEXPIRE', KEYS[5], floor((latest - now + grace) / 1000) + @SLACK@)\n",
+        "the line's expiry is its latest turn plus the grace rounded down to the millisecond:"
+        " the line may expire before its latest turn is the grace past",
+    ),
     "redis-line-expires-with-its-last-writer": (
         "adapters/permits/adapters/redis.lua",
         "    redis.call('PEXPIRE', KEYS[5], ceil((latest - now + grace) / 1000) + @SLACK@)\n",

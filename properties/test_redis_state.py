@@ -432,13 +432,19 @@ def _words(raw: dict[bytes, bytes]) -> dict[str, list[float]]:
     shares=st.booleans(),
     steps=st.lists(global_ops, min_size=1, max_size=25),
 )
+@example(  # (a later, shorter demand cut the hash's life below a's)
+    limit=(RATES[0], 1),
+    shares=False,
+    steps=[("demand", 0, "a", 0, [1, 0], 2_000_000), ("demand", 0, "b", 0, [0, 1], 1_500)],
+)
 def test_the_keys_of_global_priority_expire_with_what_they_hold(
     client: Any, script: Any, limit: tuple[int, int], shares: bool, steps: list[Any]
 ) -> None:
     """P75: processes under global priority in the line (with global shares
     or strict): a call that writes a process's demand leaves the demand
-    hash living at least that demand's time to live, and never longer than
-    the longest written to it; one that tells a process its turn leaves the
+    hash living until the latest expiry of any entry it holds (a later,
+    shorter demand of another process cuts no longer one short), and never
+    longer than the longest written to it; one that tells a process its turn leaves the
     line living until the latest turn it holds is the grace past, exactly;
     a grant under global shares leaves the shares living ``demand_ttl``,
     exactly, and nothing else lengthens them. So none expires while what it
@@ -449,6 +455,7 @@ def test_the_keys_of_global_priority_expire_with_what_they_hold(
     costs = ("1 2", 1) if shares else ()
     now = T0
     longest = 0  # (us) the longest a demand was written to live
+    start = time.monotonic()
     for kind, dt, process, level, waiting, ttl in steps:
         now += dt
         counts = list(waiting)
@@ -473,6 +480,12 @@ def test_the_keys_of_global_priority_expire_with_what_they_hold(
             longest = max(longest, ttl)
             least = math.ceil(ttl / 1000) + SLACK - took
             assert ttls[0] >= least, ("P75", "the demand expires before it", ttls, least)
+        demand = _words(client.hgetall(key + ":demand"))
+        if demand:  # (ms of Redis's clock since the first write, at most)
+            since = math.ceil((time.monotonic() - start) * 1000) + 2
+            latest = max(words[0] for words in demand.values())
+            least = math.ceil((latest - now) / 1000) + SLACK - since
+            assert ttls[0] >= least, ("P75", "the demand expires before an entry", ttls, least)
         if ttls[0] != -2:
             most = math.ceil(longest / 1000) + SLACK
             assert ttls[0] <= most, ("P75", "the demand outlives every entry", ttls, most)
@@ -486,6 +499,43 @@ def test_the_keys_of_global_priority_expire_with_what_they_hold(
             assert keep - took <= ttls[2] <= keep, ("P75", "the shares", ttls, keep)
         elif ttls[2] != -2:
             assert ttls[2] <= shares_before, ("P75", "the shares lengthened without a grant")
+
+
+def test_the_line_lives_until_its_latest_turn_is_the_grace_past_rounded_up(
+    client: Any, script: Any
+) -> None:
+    """P75 by hand, to the millisecond: a process told its turn 99,999 µs
+    away leaves the line living ``ceil((99,999 + grace) / 1000)`` ms (and
+    the slack), not one less: the turn is never dropped by its key's expiry
+    before it is the grace past. Read as the key's absolute expiry between
+    two readings of Redis's clock in one transaction, retried until both
+    fall in one millisecond (PTTL, read after the call, is a millisecond or
+    two short of it)."""
+    keep = -(-(99_999 + GRACE) // 1000) + SLACK
+    exact = None
+    for _ in range(20):
+        key = f"test:{{p75-line-{next(_keys)}}}"
+        keys = [
+            key,
+            *(key + suffix for suffix in (":limits", ":audit", ":demand", ":line", ":shares")),
+        ]
+        limit = ["l0", 100_000, 1]  # (10/s, burst 1)
+        assert script(keys=keys[:3], args=["take", T0, 0, 0, 1, *limit, 1])[0] == 1  # emptied
+        line = ["", 0, 0, "0", 0, 1, "a", 0, 1, GRACE]
+        pipe = client.pipeline(transaction=True)
+        pipe.time()
+        script(keys=keys, args=["take", T0 + 1, 0, 0, 1, *limit, 1, *line], client=pipe)
+        pipe.execute_command("PEXPIRETIME", keys[4])
+        pipe.time()
+        before, got, expires, after = pipe.execute()
+        client.delete(*keys)
+        assert got[:2] == [0, 99_999], got  # refused, told its turn
+        first, last = ((s * 10**6 + us) // 1000 for s, us in (before, after))
+        assert expires - last <= keep <= expires - first, ("P75", "the line", expires, keep)
+        if first == last:  # (the call's millisecond known)
+            exact = expires - first
+            break
+    assert exact == keep, ("P75", "the line lives", exact, keep)
 
 
 # -- the local fallback ------------------------------------------------------------
