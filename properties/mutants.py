@@ -1161,6 +1161,20 @@ MUTANTS: dict[str, tuple[str, str, str, str]] = {
         "the line's expiry is its latest turn plus the grace rounded down to the millisecond:"
         " the line may expire before its latest turn is the grace past",
     ),
+    "redis-quota-given-twice-dropped": (
+        "adapters/permits/adapters/redis.lua",
+        "(o[1] < q[1] or o[2] > q[2] or k < j)",
+        "true",
+        "the upstream's same quota given twice is dropped altogether, not kept once: takes are"
+        " let through beyond its count until its end",
+    ),
+    "redis-lease-counts-its-first-permit-against-the-quota": (
+        "adapters/permits/adapters/redis.lua",
+        "        for _, q in ipairs(quotas[i]) do q[1] = q[1] - x[i] end  -- the quotas' units\n",
+        "        if taken == 0 then for _, q in ipairs(quotas[i]) do q[1] = q[1] - x[i] end end\n",
+        "a lease counts only its first permit against the upstream's quota: a lease of 3 under"
+        " a quota of 2 takes 3",
+    ),
     "redis-line-expires-with-its-last-writer": (
         "adapters/permits/adapters/redis.lua",
         "    redis.call('PEXPIRE', KEYS[5], ceil((latest - now + grace) / 1000) + @SLACK@)\n",

@@ -903,6 +903,20 @@ def test_a_quota_counts_down_on_the_shared_key_by_hand(script: Any) -> None:
     assert call("take", T0 + 17_000_000, 0, (1,))[:2] == [0, 1_000_000]  # 0 left until +8 s
 
 
+def test_a_quota_given_twice_and_a_lease_count_down_by_hand(script: Any) -> None:
+    """P41 and P45 by hand: the upstream's word of 2 left for 1 s, given
+    twice at once, under 10/s with a burst of 9, is kept (once: not dropped
+    as the same word twice); a lease of 3 then takes the quota's 2, each of
+    its permits counted against the quota (not the first alone), and the
+    next take waits for the quota's end."""
+    call = caller(script, [10], [9])
+    assert call("quota", T0, 1_000_000, (2,)) == [1, 0, 9]
+    assert call("quota", T0, 1_000_000, (2,)) == [1, 0, 9]  # the same word again
+    lease = call("take", T0, 0, (1,), "", 0, 0, "0", 0, 3)
+    assert lease == [2, 1_000_000, 7], ("P41", "P45", lease)
+    assert call("take", T0 + 10, 0, (1,))[:2] == [0, 999_990], "P41"
+
+
 def test_the_quotas_on_the_shared_key_stay_bounded(script: Any) -> None:
     """P41, P52's bound on the shared key: 40 words that slide on, each a
     microsecond after the last with two more left (a take between them),
