@@ -1175,6 +1175,20 @@ MUTANTS: dict[str, tuple[str, str, str, str]] = {
         "a lease counts only its first permit against the upstream's quota: a lease of 3 under"
         " a quota of 2 takes 3",
     ),
+    "redis-lease-leaves-half-the-burst-not-the-reserve": (
+        "adapters/permits/adapters/redis.lua",
+        "      if headroom then keep = max(reserve, floor(burst[i] / 2)) end\n",
+        "      if headroom then keep = floor(burst[i] / 2) end\n",
+        "a lease's extra permits leave half the burst but not the reserve: under a reserve"
+        " above half the burst a lease takes into it",
+    ),
+    "redis-lease-publishes-one-granted": (
+        "adapters/permits/adapters/redis.lua",
+        "    counts[level + 1] = max(0, counts[level + 1] - taken)\n",
+        "    counts[level + 1] = max(0, counts[level + 1] - 1)\n",
+        "a lease publishes its process's waiters less one, not less every permit it took: its"
+        " waiters served still hold up other processes' less urgent takes",
+    ),
     "redis-line-expires-with-its-last-writer": (
         "adapters/permits/adapters/redis.lua",
         "    redis.call('PEXPIRE', KEYS[5], ceil((latest - now + grace) / 1000) + @SLACK@)\n",

@@ -19,7 +19,7 @@ from fractions import Fraction
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, Phase, given, note, settings
+from hypothesis import HealthCheck, Phase, example, given, note, settings
 from hypothesis import strategies as st
 
 from permits.adapters.redis import script_source
@@ -514,6 +514,9 @@ two_limits = st.tuples(
 
 
 @given(limits=two_limits, steps=st.lists(ops, min_size=1, max_size=30))
+@example(  # P45: a lease of 3 under reserve 3 above half the burst of 5: two permits, not three
+    limits=([10], [5, 5]), steps=[("take", 0, 3 + 2 * 16, [1, 0], (0, 10, 1, 0))]
+)
 def test_script_is_the_exact_buckets(
     script: Any, limits: tuple[list[int], list[int]], steps: list[Any]
 ) -> None:
@@ -1073,6 +1076,12 @@ def global_run(
     line=st.booleans(),
     steps=st.lists(demand_ops, min_size=1, max_size=30),
 )
+@example(  # P42: a's lease of 2 (of 3, at burst 4) publishes its 2 urgent waiters less both
+    limits=([10], [4], (1,), 0),
+    lease=3,
+    line=False,
+    steps=[("take", 0, "a", 0, [2, 0, 0], 0), ("take", 0, "b", 1, [0, 1, 0], 0)],
+)
 def test_global_priority_is_the_demand_rule(
     script: Any, limits: Limits, lease: int, line: bool, steps: list[Any]
 ) -> None:
@@ -1081,7 +1090,7 @@ def test_global_priority_is_the_demand_rule(
     ``L`` is granted only if no other live process has waiters at a level
     above ``L`` (nor booked ahead past them: P44), and is then told to come
     back no sooner than those waiters could be served; each take publishes
-    its process's waiters (less the one granted), and a process's demand
+    its process's waiters (less those granted), and a process's demand
     not refreshed within its time to live blocks nothing."""
     global_run(script, limits, steps, (), lease, line)
 

@@ -939,7 +939,7 @@ class RedisLimit:
         Under global priority, ``demand`` is this process's waiters per
         level (the one asking, at ``level``, included): the take is refused
         while another live process has waiters at a more urgent level, and
-        ``demand`` is published, less the one granted, for ``ttl`` seconds.
+        ``demand`` is published, less those granted, for ``ttl`` seconds.
 
         With ``book`` (seconds), a take the buckets would allow within that
         long (no pause, nobody more urgent elsewhere) is *booked*: charged
