@@ -1333,6 +1333,13 @@ MUTANTS: dict[str, tuple[str, str, str, str]] = {
         "the line spaces the processes by the slowest limit's step, not that of the limit that"
         " holds the take back: a day's quota beside a rate a second told turns hours apart",
     ),
+    "redis-line-step-ignores-the-reserve": (
+        "adapters/permits/adapters/redis.lua",
+        "        local held = tat[i] - (burst[i] - min(x[i] + arg, burst[i])) * T[i]\n",
+        "        local held = tat[i] - (burst[i] - min(x[i], burst[i])) * T[i]\n",
+        "the limit that holds a take back is judged without the level's reserve: the line is"
+        " stepped by a faster limit's interval while a slower one holds the take",
+    ),
     "redis-shares-never-renormalised": (
         "adapters/permits/adapters/redis.lua",
         "      if begin + grant <= 4503599627370496 then\n",

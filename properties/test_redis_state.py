@@ -1667,3 +1667,32 @@ def test_a_limit_with_room_does_not_space_the_line(
         assert turns == want_turns, ("P100", turns, want_turns)
     finally:
         client.delete(key, *(key + s for s in (":demand", ":line")))
+
+
+def test_the_line_is_stepped_by_the_limit_that_holds_the_take_back_with_its_reserve(
+    client: Any, script: Any
+) -> None:
+    """P100 by hand, with a reserve: 10/s burst 5, emptied, beside 1/s
+    burst 5 with one unit left; takes of a unit of each at reserve 1. The
+    second limit holds the take back once the reserve is counted (two
+    units there in 1 s; the first's in 0.2 s), though not without it (its
+    one unit is there now, the first's in 0.1 s): two processes refused
+    one after the other are told turns one interval of the second apart,
+    1 s and 2 s, not 1 s and 1.1 s. The script at a chosen time, against
+    the model of P48."""
+    key = f"test:{{p100-{next(_keys)}}}"
+    call = caller(script, [10, 1], [5, 5], key)
+    model = Buckets([10, 1], [5, 5])
+    try:
+        got, want = tuple(call("take", T0, 0, (5, 4))), model.take(T0, 0, (5, 4))
+        assert got == want == (1, 3_000_000, 0, 1), ("P100", got, want)  # 0 and 1 left
+        turns = []
+        for process in "ab":
+            extra = ("", 0, 0, "0", 0, 1, process, 0, 2, GRACE)
+            got = tuple(call("take", T0, 1, (1, 1), *extra))
+            want = model.take(T0, 1, (1, 1), line=(process, 0, 2, GRACE))
+            assert got == want, ("P100", process, got, want)
+            turns.append(got[1])
+        assert turns == [1_000_000, 2_000_000], ("P100", turns)
+    finally:
+        client.delete(key, *(key + s for s in (":demand", ":line")))
