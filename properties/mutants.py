@@ -1189,6 +1189,20 @@ MUTANTS: dict[str, tuple[str, str, str, str]] = {
         "a lease publishes its process's waiters less one, not less every permit it took: its"
         " waiters served still hold up other processes' less urgent takes",
     ),
+    "redis-fraction-truncated-where-stored": (
+        "adapters/permits/adapters/redis.lua",
+        "field, string.format(tat % 1 == 0 and '%d' or '%.17g', tat))",
+        "field, string.format('%d', tat))",
+        "the plain take stores a bucket's time to the whole microsecond below: at a fractional"
+        " interval (3 a second) a take is let through a fraction of a microsecond early",
+    ),
+    "redis-fraction-truncated-by-the-general-steps": (
+        "adapters/permits/adapters/redis.lua",
+        "    args[2 * i] = string.format(tat[i] % 1 == 0 and '%d' or '%.17g', tat[i])\n",
+        "    args[2 * i] = string.format('%d', tat[i])\n",
+        "the script's general steps (several limits, a lease, the line) store a bucket's time to"
+        " the whole microsecond below: at a fractional interval a take is let through early",
+    ),
     "redis-line-expires-with-its-last-writer": (
         "adapters/permits/adapters/redis.lua",
         "    redis.call('PEXPIRE', KEYS[5], ceil((latest - now + grace) / 1000) + @SLACK@)\n",

@@ -937,20 +937,29 @@ def test_the_quotas_on_the_shared_key_stay_bounded(script: Any) -> None:
     assert call("take", T0 + 40, 0, (1,))[:2] == [0, 60_000_000 + 24 - 40]
 
 
-def test_a_fractional_interval_is_kept(script: Any) -> None:
+@pytest.mark.parametrize("how", ["plain", "two limits", "lease", "line"])
+def test_a_fractional_interval_is_kept(script: Any, how: str) -> None:
     """P38 by hand: 3 per second, an interval of 333,333.33 us as the limiter
     sends it (the properties' intervals are whole), burst 1: the state
-    keeps the fraction of a microsecond."""
+    keeps the fraction of a microsecond, for the plain take and for the
+    script's general steps (beside a second limit whose bucket is not
+    touched, a lease of 2, the line)."""
     key = f"test:{{p38-{next(_keys)}}}"
     keys = [key, *(key + s for s in (":limits", ":audit", ":demand", ":line", ":shares"))]
+    other = ("l1", 1, 1000, 0) if how == "two limits" else ()
+    extra = {
+        "lease": ("", 0, 0, "0", 0, 2),
+        "line": ("", 0, 0, "0", 0, 1, "a", 0, 1, GRACE),
+    }.get(how, ())
 
     def take(t: int) -> list[int]:
-        args = ["take", T0 + t, 0, 0, 1, "l0", repr(10**6 / 3), 1, 1]
-        return [int(r) for r in script(keys=keys, args=args)]
+        args = ["take", T0 + t, 0, 0, 1 + len(other) // 4, "l0", repr(10**6 / 3), 1, 1]
+        return [int(r) for r in script(keys=keys, args=[*args, *other, *extra])]
 
-    assert take(0) == [1, 333_334, 0]
-    assert take(333_333) == [0, 1, 0]  # a fraction of a microsecond short
-    assert take(333_334) == [1, 333_334, 0]
+    rest = [1000] if other else []  # (the second's units left)
+    assert take(0) == [1, 333_334, 0, *rest], "P38"
+    assert take(333_333) == [0, 1, 0, *rest], "P38"  # a fraction of a microsecond short
+    assert take(333_334) == [1, 333_334, 0, *rest], "P38"
 
 
 def test_a_take_is_booked_up_to_its_horizon_by_hand(script: Any) -> None:
