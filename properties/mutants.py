@@ -1318,6 +1318,13 @@ MUTANTS: dict[str, tuple[str, str, str, str]] = {
         "a bucket's time is stored however far past now settles add up to: about eight of 1e9 s"
         " each put it past 2**53 us, and every take of the limit fails until its keys are deleted",
     ),
+    "redis-debt-bounded-on-the-first-limit-only": (
+        "adapters/permits/adapters/redis.lua",
+        "    tat[i] = min(tat[i], now + 2e15)\n",
+        "    if i == 1 then tat[i] = min(tat[i], now + 2e15) end\n",
+        "only the first limit's bucket time is held at 2e9 s past now: settles on a second limit"
+        " put it past 2**53 us, and every take of the limit fails until its keys are deleted",
+    ),
     "redis-debt-bounded-at-1e9-s": (
         "adapters/permits/adapters/redis.lua",
         "    tat[i] = min(tat[i], now + 2e15)\n",

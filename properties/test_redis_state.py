@@ -1332,6 +1332,31 @@ def test_the_debt_settles_add_up_to_is_held_up_to_2e9_seconds(
         limit.close()
 
 
+@pytest.mark.parametrize("debtor", [0, 1])
+def test_every_limits_debt_is_held_up_to_2e9_seconds_by_hand(
+    client: Any, script: Any, debtor: int
+) -> None:
+    """P91 by hand, for each of two limits (1/s, burst 1 each): ten settles
+    of 1e9 s of units each on one of them put its bucket's time 2e9 s past
+    now, not 1e10 s (past 2**53 us: every take of the limit failed); a take
+    of a unit of each is refused, told the wait until that debt is paid,
+    and the other limit is untouched."""
+    key = f"test:{{p91-{next(_keys)}}}"
+    call = caller(script, [1, 1], [1, 1], key)
+    debt = tuple(10**9 if i == debtor else 0 for i in range(2))
+    try:
+        for _ in range(10):
+            assert call("give", T0, 0, debt)[0] == 1, "P91"
+        held = client.hget(key, f"tat:l{debtor}")
+        assert held == str(T0 + FURTHEST).encode(), ("P91", held)
+        got = call("take", T0, 0, (1, 1))
+        left = [1, 1]
+        left[debtor] = -2 * 10**9 + 1  # (units: the debt, less the burst's one)
+        assert got == [0, FURTHEST, *left], ("P91", got)
+    finally:
+        client.delete(key)
+
+
 #: (kind, us passed before it, the process, its waiters, the level of its
 #: take): a take in the line, a unit given back, or the process leaving the
 #: line. (Twelve steps pass at most 4.8e15 us, as P91's.)
