@@ -1384,6 +1384,27 @@ MUTANTS: dict[str, tuple[str, str, str, str]] = {
         "global shares' virtual times are brought down after the grant's finish is added: a"
         " finish past 2**53, rounded to an even number, comes down one off",
     ),
+    "redis-lcm-take-judged-by-the-first-limit": (
+        "adapters/permits/adapters/redis.py",
+        "            burst = list(self.limits.values())[shared].burst\n",
+        "            burst = list(self.limits.values())[0].burst\n",
+        "a take's weights are judged at the first limit's burst, not the shared limit's: beside"
+        " a first limit of burst 1, weights a grant of the shared burst moves past 2**52 are sent",
+    ),
+    "redis-lcm-policy-judged-by-the-first-limit": (
+        "adapters/permits/adapters/redis.py",
+        "            burst = list(limit.limits.values())[dealt[1]].burst\n",
+        "            burst = list(limit.limits.values())[0].burst\n",
+        "a limiter's policy dealing units across processes is judged at the first limit's"
+        " burst, not the shared limit's: weights too large for the shared burst are taken",
+    ),
+    "redis-lcm-raise-of-the-first-limit-judged": (
+        "adapters/permits/adapters/redis.py",
+        "            and name == list(self.limits)[self._shared]\n",
+        "            and name == list(self.limits)[0]\n",
+        "a change of limit is judged against the weights when it raises the first limit's burst,"
+        " not the shared limit's: the shared burst is raised past what the weights allow",
+    ),
     "redis-lcm-bound-by-the-largest-weight": (
         "adapters/permits/adapters/redis.py",
         "    cost = whole // min(weights)\n",

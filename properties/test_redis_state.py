@@ -1540,16 +1540,24 @@ large_lcm = st.sampled_from(
     weights=large_lcm | st.lists(st.integers(1, 60), min_size=1, max_size=8).map(tuple),
     off=st.sampled_from([0, 1]) | st.integers(-3, 3),
     small=st.booleans(),
+    second=st.booleans(),
 )
-@example(weights=(2, 3, 5, 7, 11, 13, 17, 19, 23, 29, 31, 37, 41, 43, 47), off=0, small=False)
-@example(weights=(1, 2**52), off=0, small=False)  # (burst 1 exactly at the bound)
-@example(weights=(1000, 999, 998, 997, 991), off=1, small=False)
+@example(
+    weights=(2, 3, 5, 7, 11, 13, 17, 19, 23, 29, 31, 37, 41, 43, 47),
+    off=0,
+    small=False,
+    second=False,
+)
+@example(weights=(1, 2**52), off=0, small=False, second=False)  # (burst 1 exactly at the bound)
+@example(weights=(1000, 999, 998, 997, 991), off=1, small=False, second=False)
+@example(weights=(1000, 999, 998, 997, 991), off=1, small=False, second=True)
 def test_weights_a_grant_of_the_burst_moves_past_2_52_are_refused(
     redis_server: RedisServer,
     client: Any,
     weights: tuple[int, ...],
     off: int,
     small: bool,
+    second: bool,
 ) -> None:
     """P94: a grant under global shares moves its level's finish by its
     units times ``lcm(weights) // w``: at most the shared limit's burst
@@ -1563,7 +1571,9 @@ def test_weights_a_grant_of_the_burst_moves_past_2_52_are_refused(
     the whole burst at the level of the smallest weight stores exactly
     that finish, and the next take is answered (before, weights with an
     lcm of 6.1e17 stored a finish past 2**53 at the first grant, and every
-    take after it failed)."""
+    take after it failed). With ``second``, the shared limit is the second,
+    beside a first of burst 1: the weights are judged by the shared
+    limit's burst, not the first's."""
     cost = math.lcm(*weights) // min(weights)
     at = MOST_VIRTUAL // cost  # the largest burst the weights allow
     burst = 1 if small else max(1, min(10**15, at + off))  # (10**15: the refill's bound)
@@ -1572,11 +1582,14 @@ def test_weights_a_grant_of_the_burst_moves_past_2_52_are_refused(
     counts = tuple(int(lv == level) for lv in range(len(weights)))
     note(f"cost {cost}, burst {burst}: {burst * cost} {'>' if refused else '<='} 2**52")
     name = f"p94-{uuid.uuid4().hex[:12]}"
-    limit = RedisLimit(redis_server.url, name=name, rate=10**6, burst=burst)
+    first = {"first": Limit(10**6, 1)} if second else {}
+    shared = len(first)
+    limit = RedisLimit(redis_server.url, name=name, limits={**first, "units": Limit(10**6, burst)})
     try:
 
         def take(units: int) -> Any:
-            return limit.take(cost=(units,), level=level, demand=counts, weights=weights)
+            cost = (0,) * shared + (units,)
+            return limit.take(cost=cost, level=level, demand=counts, weights=weights, shared=shared)
 
         if refused:
             with pytest.raises(PermitValueError) as error:
@@ -1584,14 +1597,15 @@ def test_weights_a_grant_of_the_burst_moves_past_2_52_are_refused(
             _refused(error, "weights", weights)
             assert "least common multiple" in str(error.value), str(error.value)
             if sum(weights) <= 10**6:  # (Shares' own bound)
-                policy = Shares(weights)
+                policy = Shares(weights, limit="units")
                 with pytest.raises(PermitValueError) as refusal:
                     RedisLimiter(policy, limit, global_priority=True)
                 _refused(refusal, "policy", policy)
             assert client.keys(f"*{name}*") == [], ("P94", "sent", client.keys(f"*{name}*"))
         else:
             if sum(weights) <= 10**6:
-                RedisLimiter(Shares(weights), limit, global_priority=True)  # (accepted)
+                policy = Shares(weights, limit="units")
+                RedisLimiter(policy, limit, global_priority=True)  # (accepted)
             answer = take(burst)
             shares = client.hgetall(limit.shares_key)
             note(f"the whole burst at level {level}: {answer}, the shares {shares}")
@@ -1606,7 +1620,8 @@ def test_weights_a_grant_of_the_burst_moves_past_2_52_are_refused(
         if cost > MOST_VIRTUAL or sum(weights) > 10**6:
             return
         # a limiter opened at burst 1, its shared burst raised to `burst`
-        anyio.run(_raise_the_burst, redis_server.url, f"{name}-1", weights, burst, refused)
+        url = redis_server.url
+        anyio.run(_raise_the_burst, url, f"{name}-1", weights, burst, refused, second)
         stored = client.hget(f"permits:{{{name}-1}}:limits", "units")
         assert stored == (None if refused else f"1 {burst}".encode()), ("P94", stored)
     finally:
@@ -1616,24 +1631,26 @@ def test_weights_a_grant_of_the_burst_moves_past_2_52_are_refused(
 
 
 async def _raise_the_burst(
-    url: str, name: str, weights: tuple[int, ...], burst: int, refused: bool
+    url: str, name: str, weights: tuple[int, ...], burst: int, refused: bool, second: bool
 ) -> None:
     """P94: a limiter under global shares by ``weights``, opened at burst 1,
     asked to raise it to ``burst``: refused naming it (the limits as they
-    were, nothing sent) or taken."""
-    policy = Shares(weights)
-    async with open_limiter(
-        policy, url, name=name, rate=10**6, burst=1, global_priority=True
-    ) as limiter:
+    were, nothing sent) or taken. With ``second``, the shared limit is the
+    second, beside a first of burst 1."""
+    policy = Shares(weights, limit="units")
+    first = {"first": Limit(10**6, 1)} if second else {}
+    opened = {**first, "units": Limit(10**6, 1)}
+    async with open_limiter(policy, url, name=name, limits=opened, global_priority=True) as limiter:
         if refused:
             with pytest.raises(PermitValueError) as error:
-                limiter.set_limit(burst=burst)
+                limiter.set_limit(burst=burst, limit="units")
             _refused(error, "burst", burst)
-            assert limiter.limits == {"units": Limit(10**6, 1)}, ("P94", limiter.limits)
+            assert limiter.limits == opened, ("P94", limiter.limits)
             assert limiter._pending == [], ("P94", "kept to send", limiter._pending)
         else:
-            limiter.set_limit(burst=burst)
-            assert limiter.limits == {"units": Limit(10**6, burst)}, ("P94", limiter.limits)
+            limiter.set_limit(burst=burst, limit="units")
+            raised = {**first, "units": Limit(10**6, burst)}
+            assert limiter.limits == raised, ("P94", limiter.limits)
             with anyio.fail_after(10):  # (the change sent)
                 while limiter._pending:
                     await anyio.sleep(0.001)
