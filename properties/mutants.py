@@ -1253,6 +1253,13 @@ MUTANTS: dict[str, tuple[str, str, str, str]] = {
         "the time since the upstream's word was given, sent late, is the float product"
         " ago * 1e6 rounded down: 249 us is 248, and the reset counted a microsecond late",
     ),
+    "redis-word-left-rounded-down": (
+        "adapters/permits/adapters/redis.py",
+        "            reset = -(-left // 1000)\n",
+        "            reset = left // 1000\n",
+        "the time left until the upstream's reset, sent late, is rounded down to the"
+        " microsecond, not up as a whole reset is: the reset is counted a microsecond early",
+    ),
     "redis-seconds-as-the-float-product": (
         "adapters/permits/adapters/redis.py",
         "    return -(-ns // 1000)\n",

@@ -756,14 +756,18 @@ def _run(script: Any, limit: RedisLimit, request: Request, now: int) -> tuple[An
     word=st.sampled_from(["pause_for", "adopt", "quota"]),
     remaining=st.integers(0, 4),
     seconds=st.one_of(
-        st.sampled_from([0.0, 0.000003, 0.001, 0.1, 0.5, 1.1, 2.0]),
+        st.sampled_from([0.0, 0.000003, 0.001, 0.1, 0.5, 1.1, 2.0, 0.0015005]),
         st.integers(0, 3_000_000).map(lambda us: us / 1e6),
+        st.integers(0, 3 * 10**9).map(lambda ns: ns / 1e9),  # (a fraction of a µs)
     ),
     before=st.integers(0, 4),
     late=st.one_of(
         st.integers(0, 4_000_000), st.sampled_from([0, 1, 3, 249, 978, 100_000, 1_100_000])
     ),
     takes=st.lists(st.tuples(st.integers(0, 700_000), st.integers(1, 2)), max_size=8),
+)
+@example(  # (the µs left, 1,499.5, rounded down: the reset a µs early)
+    word="adopt", remaining=0, seconds=0.0015005, before=0, late=1, takes=[(0, 1)]
 )
 def test_a_word_given_while_redis_does_not_answer_counts_from_when_it_was_given(
     redis_server: RedisServer,
@@ -781,9 +785,11 @@ def test_a_word_given_while_redis_does_not_answer_counts_from_when_it_was_given(
     Redis answers again), leaves the shared limit answering every take
     from then on exactly as had it been sent when it was given: for the
     time left from then, a reset past still bounding the bucket as it
-    would have, and a quota or pause over by then not sent at all. (The
-    process's clock and Redis's run at one pace here: the word given at
-    ``T0`` on Redis's clock.)"""
+    would have, and a quota or pause over by then not sent at all. The
+    time left is counted in nanoseconds, rounded up to the µs as a whole
+    reset is (a fraction of a µs rounded down told the reset a µs early).
+    (The process's clock and Redis's run at one pace here: the word given
+    at ``T0`` on Redis's clock.)"""
     limits = {"units": Limit(10, 4)}
     keys = [f"p83-{uuid.uuid4().hex[:12]}" for _ in range(2)]
     then, sent = (RedisLimit(redis_server.url, name=key, limits=limits) for key in keys)
