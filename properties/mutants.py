@@ -1208,6 +1208,62 @@ MUTANTS: dict[str, tuple[str, str, str, str]] = {
         "the demand hash's expiry is written in seconds where PEXPIRE reads milliseconds: it"
         " expires long before the demand it holds, and global priority forgets the waiters",
     ),
+    "redis-demand-expiry-cut-by-a-shorter-demand": (
+        "adapters/permits/adapters/redis.lua",
+        "    if redis.call('PTTL', KEYS[4]) < keep then redis.call('PEXPIRE', KEYS[4], keep) end\n",
+        "    redis.call('PEXPIRE', KEYS[4], keep)\n",
+        "every demand written sets the demand hash's expiry, a later, shorter one cutting it"
+        " short: another process's longer demand is lost before its time to live",
+    ),
+    "redis-line-expiry-rounded-down": (
+        "adapters/permits/adapters/redis.lua",
+        "    redis.call('PEXPIRE', KEYS[5], ceil((latest - now + grace) / 1000) + @SLACK@)\n",
+        "    redis.call('PEXPIRE', KEYS[5], floor((latest - now + grace) / 1000) + @SLACK@)\n",
+        "the line's expiry is its latest turn plus the grace rounded down to the millisecond:"
+        " the line may expire before its latest turn is the grace past",
+    ),
+    "redis-quota-given-twice-dropped": (
+        "adapters/permits/adapters/redis.lua",
+        "(o[1] < q[1] or o[2] > q[2] or k < j)",
+        "true",
+        "the upstream's same quota given twice is dropped altogether, not kept once: takes are"
+        " let through beyond its count until its end",
+    ),
+    "redis-lease-counts-its-first-permit-against-the-quota": (
+        "adapters/permits/adapters/redis.lua",
+        "        for _, q in ipairs(quotas[i]) do q[1] = q[1] - x[i] end  -- the quotas' units\n",
+        "        if taken == 0 then for _, q in ipairs(quotas[i]) do q[1] = q[1] - x[i] end end\n",
+        "a lease counts only its first permit against the upstream's quota: a lease of 3 under"
+        " a quota of 2 takes 3",
+    ),
+    "redis-lease-leaves-half-the-burst-not-the-reserve": (
+        "adapters/permits/adapters/redis.lua",
+        "      if headroom then keep = max(reserve, floor(burst[i] / 2)) end\n",
+        "      if headroom then keep = floor(burst[i] / 2) end\n",
+        "a lease's extra permits leave half the burst but not the reserve: under a reserve"
+        " above half the burst a lease takes into it",
+    ),
+    "redis-lease-publishes-one-granted": (
+        "adapters/permits/adapters/redis.lua",
+        "    counts[level + 1] = max(0, counts[level + 1] - taken)\n",
+        "    counts[level + 1] = max(0, counts[level + 1] - 1)\n",
+        "a lease publishes its process's waiters less one, not less every permit it took: its"
+        " waiters served still hold up other processes' less urgent takes",
+    ),
+    "redis-fraction-truncated-where-stored": (
+        "adapters/permits/adapters/redis.lua",
+        "field, string.format(tat % 1 == 0 and '%d' or '%.17g', tat))",
+        "field, string.format('%d', tat))",
+        "the plain take stores a bucket's time to the whole microsecond below: at a fractional"
+        " interval (3 a second) a take is let through a fraction of a microsecond early",
+    ),
+    "redis-fraction-truncated-by-the-general-steps": (
+        "adapters/permits/adapters/redis.lua",
+        "    args[2 * i] = string.format(tat[i] % 1 == 0 and '%d' or '%.17g', tat[i])\n",
+        "    args[2 * i] = string.format('%d', tat[i])\n",
+        "the script's general steps (several limits, a lease, the line) store a bucket's time to"
+        " the whole microsecond below: at a fractional interval a take is let through early",
+    ),
     "redis-line-expires-with-its-last-writer": (
         "adapters/permits/adapters/redis.lua",
         "    redis.call('PEXPIRE', KEYS[5], ceil((latest - now + grace) / 1000) + @SLACK@)\n",
@@ -1258,12 +1314,27 @@ MUTANTS: dict[str, tuple[str, str, str, str]] = {
         "the time since the upstream's word was given, sent late, is the float product"
         " ago * 1e6 rounded down: 249 us is 248, and the reset counted a microsecond late",
     ),
+    "redis-word-left-rounded-down": (
+        "adapters/permits/adapters/redis.py",
+        "            reset = -(-left // 1000)\n",
+        "            reset = left // 1000\n",
+        "the time left until the upstream's reset, sent late, is rounded down to the"
+        " microsecond, not up as a whole reset is: the reset is counted a microsecond early",
+    ),
     "redis-seconds-as-the-float-product": (
         "adapters/permits/adapters/redis.py",
         "    return -(-ns // 1000)\n",
         "    return math.ceil(seconds * 1e6)\n",
         "a duration in seconds is sent to the script as the float product seconds * 1e6 rounded"
         " up, not as its nanoseconds rounded up: a pause of 1.1 s lasts 1,100,001 us in Redis",
+    ),
+    "redis-horizon-as-the-float-product": (
+        "adapters/permits/adapters/redis.py",
+        "            book_us = round(book * SECOND) // 1000\n",
+        "            book_us = math.floor(book * 1e6)\n",
+        "a take's horizon is sent to the script as the float product book * 1e6 rounded down,"
+        " not as its nanoseconds rounded down: 1.001 s is 1,000,999 us, and a take the buckets"
+        " allow in exactly 1.001 s is refused",
     ),
     "redis-lost-state-above-full": (
         "adapters/permits/adapters/redis.lua",
@@ -1315,6 +1386,13 @@ MUTANTS: dict[str, tuple[str, str, str, str]] = {
         "a bucket's time is stored however far past now settles add up to: about eight of 1e9 s"
         " each put it past 2**53 us, and every take of the limit fails until its keys are deleted",
     ),
+    "redis-debt-bounded-on-the-first-limit-only": (
+        "adapters/permits/adapters/redis.lua",
+        "    tat[i] = min(tat[i], now + 2e15)\n",
+        "    if i == 1 then tat[i] = min(tat[i], now + 2e15) end\n",
+        "only the first limit's bucket time is held at 2e9 s past now: settles on a second limit"
+        " put it past 2**53 us, and every take of the limit fails until its keys are deleted",
+    ),
     "redis-debt-bounded-at-1e9-s": (
         "adapters/permits/adapters/redis.lua",
         "    tat[i] = min(tat[i], now + 2e15)\n",
@@ -1344,6 +1422,13 @@ MUTANTS: dict[str, tuple[str, str, str, str]] = {
         "the line spaces the processes by the slowest limit's step, not that of the limit that"
         " holds the take back: a day's quota beside a rate a second told turns hours apart",
     ),
+    "redis-line-step-ignores-the-reserve": (
+        "adapters/permits/adapters/redis.lua",
+        "        local held = tat[i] - (burst[i] - min(x[i] + arg, burst[i])) * T[i]\n",
+        "        local held = tat[i] - (burst[i] - min(x[i], burst[i])) * T[i]\n",
+        "the limit that holds a take back is judged without the level's reserve: the line is"
+        " stepped by a faster limit's interval while a slower one holds the take",
+    ),
     "redis-shares-never-renormalised": (
         "adapters/permits/adapters/redis.lua",
         "      if begin + grant <= 4503599627370496 then\n",
@@ -1366,6 +1451,27 @@ MUTANTS: dict[str, tuple[str, str, str, str]] = {
         " or max(0, (tags[j] or 0) - begin)\n",
         "global shares' virtual times are brought down after the grant's finish is added: a"
         " finish past 2**53, rounded to an even number, comes down one off",
+    ),
+    "redis-lcm-take-judged-by-the-first-limit": (
+        "adapters/permits/adapters/redis.py",
+        "            burst = list(self.limits.values())[shared].burst\n",
+        "            burst = list(self.limits.values())[0].burst\n",
+        "a take's weights are judged at the first limit's burst, not the shared limit's: beside"
+        " a first limit of burst 1, weights a grant of the shared burst moves past 2**52 are sent",
+    ),
+    "redis-lcm-policy-judged-by-the-first-limit": (
+        "adapters/permits/adapters/redis.py",
+        "            burst = list(limit.limits.values())[dealt[1]].burst\n",
+        "            burst = list(limit.limits.values())[0].burst\n",
+        "a limiter's policy dealing units across processes is judged at the first limit's"
+        " burst, not the shared limit's: weights too large for the shared burst are taken",
+    ),
+    "redis-lcm-raise-of-the-first-limit-judged": (
+        "adapters/permits/adapters/redis.py",
+        "            and name == list(self.limits)[self._shared]\n",
+        "            and name == list(self.limits)[0]\n",
+        "a change of limit is judged against the weights when it raises the first limit's burst,"
+        " not the shared limit's: the shared burst is raised past what the weights allow",
     ),
     "redis-lcm-bound-by-the-largest-weight": (
         "adapters/permits/adapters/redis.py",

@@ -19,7 +19,7 @@ from fractions import Fraction
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, Phase, given, note, settings
+from hypothesis import HealthCheck, Phase, example, given, note, settings
 from hypothesis import strategies as st
 
 from permits.adapters.redis import script_source
@@ -514,6 +514,9 @@ two_limits = st.tuples(
 
 
 @given(limits=two_limits, steps=st.lists(ops, min_size=1, max_size=30))
+@example(  # P45: a lease of 3 under reserve 3 above half the burst of 5: two permits, not three
+    limits=([10], [5, 5]), steps=[("take", 0, 3 + 2 * 16, [1, 0], (0, 10, 1, 0))]
+)
 def test_script_is_the_exact_buckets(
     script: Any, limits: tuple[list[int], list[int]], steps: list[Any]
 ) -> None:
@@ -903,6 +906,20 @@ def test_a_quota_counts_down_on_the_shared_key_by_hand(script: Any) -> None:
     assert call("take", T0 + 17_000_000, 0, (1,))[:2] == [0, 1_000_000]  # 0 left until +8 s
 
 
+def test_a_quota_given_twice_and_a_lease_count_down_by_hand(script: Any) -> None:
+    """P41 and P45 by hand: the upstream's word of 2 left for 1 s, given
+    twice at once, under 10/s with a burst of 9, is kept (once: not dropped
+    as the same word twice); a lease of 3 then takes the quota's 2, each of
+    its permits counted against the quota (not the first alone), and the
+    next take waits for the quota's end."""
+    call = caller(script, [10], [9])
+    assert call("quota", T0, 1_000_000, (2,)) == [1, 0, 9]
+    assert call("quota", T0, 1_000_000, (2,)) == [1, 0, 9]  # the same word again
+    lease = call("take", T0, 0, (1,), "", 0, 0, "0", 0, 3)
+    assert lease == [2, 1_000_000, 7], ("P41", "P45", lease)
+    assert call("take", T0 + 10, 0, (1,))[:2] == [0, 999_990], "P41"
+
+
 def test_the_quotas_on_the_shared_key_stay_bounded(script: Any) -> None:
     """P41, P52's bound on the shared key: 40 words that slide on, each a
     microsecond after the last with two more left (a take between them),
@@ -920,20 +937,29 @@ def test_the_quotas_on_the_shared_key_stay_bounded(script: Any) -> None:
     assert call("take", T0 + 40, 0, (1,))[:2] == [0, 60_000_000 + 24 - 40]
 
 
-def test_a_fractional_interval_is_kept(script: Any) -> None:
+@pytest.mark.parametrize("how", ["plain", "two limits", "lease", "line"])
+def test_a_fractional_interval_is_kept(script: Any, how: str) -> None:
     """P38 by hand: 3 per second, an interval of 333,333.33 us as the limiter
     sends it (the properties' intervals are whole), burst 1: the state
-    keeps the fraction of a microsecond."""
+    keeps the fraction of a microsecond, for the plain take and for the
+    script's general steps (beside a second limit whose bucket is not
+    touched, a lease of 2, the line)."""
     key = f"test:{{p38-{next(_keys)}}}"
     keys = [key, *(key + s for s in (":limits", ":audit", ":demand", ":line", ":shares"))]
+    other = ("l1", 1, 1000, 0) if how == "two limits" else ()
+    extra = {
+        "lease": ("", 0, 0, "0", 0, 2),
+        "line": ("", 0, 0, "0", 0, 1, "a", 0, 1, GRACE),
+    }.get(how, ())
 
     def take(t: int) -> list[int]:
-        args = ["take", T0 + t, 0, 0, 1, "l0", repr(10**6 / 3), 1, 1]
-        return [int(r) for r in script(keys=keys, args=args)]
+        args = ["take", T0 + t, 0, 0, 1 + len(other) // 4, "l0", repr(10**6 / 3), 1, 1]
+        return [int(r) for r in script(keys=keys, args=[*args, *other, *extra])]
 
-    assert take(0) == [1, 333_334, 0]
-    assert take(333_333) == [0, 1, 0]  # a fraction of a microsecond short
-    assert take(333_334) == [1, 333_334, 0]
+    rest = [1000] if other else []  # (the second's units left)
+    assert take(0) == [1, 333_334, 0, *rest], "P38"
+    assert take(333_333) == [0, 1, 0, *rest], "P38"  # a fraction of a microsecond short
+    assert take(333_334) == [1, 333_334, 0, *rest], "P38"
 
 
 def test_a_take_is_booked_up_to_its_horizon_by_hand(script: Any) -> None:
@@ -1059,6 +1085,12 @@ def global_run(
     line=st.booleans(),
     steps=st.lists(demand_ops, min_size=1, max_size=30),
 )
+@example(  # P42: a's lease of 2 (of 3, at burst 4) publishes its 2 urgent waiters less both
+    limits=([10], [4], (1,), 0),
+    lease=3,
+    line=False,
+    steps=[("take", 0, "a", 0, [2, 0, 0], 0), ("take", 0, "b", 1, [0, 1, 0], 0)],
+)
 def test_global_priority_is_the_demand_rule(
     script: Any, limits: Limits, lease: int, line: bool, steps: list[Any]
 ) -> None:
@@ -1067,7 +1099,7 @@ def test_global_priority_is_the_demand_rule(
     ``L`` is granted only if no other live process has waiters at a level
     above ``L`` (nor booked ahead past them: P44), and is then told to come
     back no sooner than those waiters could be served; each take publishes
-    its process's waiters (less the one granted), and a process's demand
+    its process's waiters (less those granted), and a process's demand
     not refreshed within its time to live blocks nothing."""
     global_run(script, limits, steps, (), lease, line)
 

@@ -432,13 +432,19 @@ def _words(raw: dict[bytes, bytes]) -> dict[str, list[float]]:
     shares=st.booleans(),
     steps=st.lists(global_ops, min_size=1, max_size=25),
 )
+@example(  # (a later, shorter demand cut the hash's life below a's)
+    limit=(RATES[0], 1),
+    shares=False,
+    steps=[("demand", 0, "a", 0, [1, 0], 2_000_000), ("demand", 0, "b", 0, [0, 1], 1_500)],
+)
 def test_the_keys_of_global_priority_expire_with_what_they_hold(
     client: Any, script: Any, limit: tuple[int, int], shares: bool, steps: list[Any]
 ) -> None:
     """P75: processes under global priority in the line (with global shares
     or strict): a call that writes a process's demand leaves the demand
-    hash living at least that demand's time to live, and never longer than
-    the longest written to it; one that tells a process its turn leaves the
+    hash living until the latest expiry of any entry it holds (a later,
+    shorter demand of another process cuts no longer one short), and never
+    longer than the longest written to it; one that tells a process its turn leaves the
     line living until the latest turn it holds is the grace past, exactly;
     a grant under global shares leaves the shares living ``demand_ttl``,
     exactly, and nothing else lengthens them. So none expires while what it
@@ -449,6 +455,7 @@ def test_the_keys_of_global_priority_expire_with_what_they_hold(
     costs = ("1 2", 1) if shares else ()
     now = T0
     longest = 0  # (us) the longest a demand was written to live
+    start = time.monotonic()
     for kind, dt, process, level, waiting, ttl in steps:
         now += dt
         counts = list(waiting)
@@ -473,6 +480,12 @@ def test_the_keys_of_global_priority_expire_with_what_they_hold(
             longest = max(longest, ttl)
             least = math.ceil(ttl / 1000) + SLACK - took
             assert ttls[0] >= least, ("P75", "the demand expires before it", ttls, least)
+        demand = _words(client.hgetall(key + ":demand"))
+        if demand:  # (ms of Redis's clock since the first write, at most)
+            since = math.ceil((time.monotonic() - start) * 1000) + 2
+            latest = max(words[0] for words in demand.values())
+            least = math.ceil((latest - now) / 1000) + SLACK - since
+            assert ttls[0] >= least, ("P75", "the demand expires before an entry", ttls, least)
         if ttls[0] != -2:
             most = math.ceil(longest / 1000) + SLACK
             assert ttls[0] <= most, ("P75", "the demand outlives every entry", ttls, most)
@@ -486,6 +499,43 @@ def test_the_keys_of_global_priority_expire_with_what_they_hold(
             assert keep - took <= ttls[2] <= keep, ("P75", "the shares", ttls, keep)
         elif ttls[2] != -2:
             assert ttls[2] <= shares_before, ("P75", "the shares lengthened without a grant")
+
+
+def test_the_line_lives_until_its_latest_turn_is_the_grace_past_rounded_up(
+    client: Any, script: Any
+) -> None:
+    """P75 by hand, to the millisecond: a process told its turn 99,999 µs
+    away leaves the line living ``ceil((99,999 + grace) / 1000)`` ms (and
+    the slack), not one less: the turn is never dropped by its key's expiry
+    before it is the grace past. Read as the key's absolute expiry between
+    two readings of Redis's clock in one transaction, retried until both
+    fall in one millisecond (PTTL, read after the call, is a millisecond or
+    two short of it)."""
+    keep = -(-(99_999 + GRACE) // 1000) + SLACK
+    exact = None
+    for _ in range(20):
+        key = f"test:{{p75-line-{next(_keys)}}}"
+        keys = [
+            key,
+            *(key + suffix for suffix in (":limits", ":audit", ":demand", ":line", ":shares")),
+        ]
+        limit = ["l0", 100_000, 1]  # (10/s, burst 1)
+        assert script(keys=keys[:3], args=["take", T0, 0, 0, 1, *limit, 1])[0] == 1  # emptied
+        line = ["", 0, 0, "0", 0, 1, "a", 0, 1, GRACE]
+        pipe = client.pipeline(transaction=True)
+        pipe.time()
+        script(keys=keys, args=["take", T0 + 1, 0, 0, 1, *limit, 1, *line], client=pipe)
+        pipe.execute_command("PEXPIRETIME", keys[4])
+        pipe.time()
+        before, got, expires, after = pipe.execute()
+        client.delete(*keys)
+        assert got[:2] == [0, 99_999], got  # refused, told its turn
+        first, last = ((s * 10**6 + us) // 1000 for s, us in (before, after))
+        assert expires - last <= keep <= expires - first, ("P75", "the line", expires, keep)
+        if first == last:  # (the call's millisecond known)
+            exact = expires - first
+            break
+    assert exact == keep, ("P75", "the line lives", exact, keep)
 
 
 # -- the local fallback ------------------------------------------------------------
@@ -706,14 +756,18 @@ def _run(script: Any, limit: RedisLimit, request: Request, now: int) -> tuple[An
     word=st.sampled_from(["pause_for", "adopt", "quota"]),
     remaining=st.integers(0, 4),
     seconds=st.one_of(
-        st.sampled_from([0.0, 0.000003, 0.001, 0.1, 0.5, 1.1, 2.0]),
+        st.sampled_from([0.0, 0.000003, 0.001, 0.1, 0.5, 1.1, 2.0, 0.0015005]),
         st.integers(0, 3_000_000).map(lambda us: us / 1e6),
+        st.integers(0, 3 * 10**9).map(lambda ns: ns / 1e9),  # (a fraction of a µs)
     ),
     before=st.integers(0, 4),
     late=st.one_of(
         st.integers(0, 4_000_000), st.sampled_from([0, 1, 3, 249, 978, 100_000, 1_100_000])
     ),
     takes=st.lists(st.tuples(st.integers(0, 700_000), st.integers(1, 2)), max_size=8),
+)
+@example(  # (the µs left, 1,499.5, rounded down: the reset a µs early)
+    word="adopt", remaining=0, seconds=0.0015005, before=0, late=1, takes=[(0, 1)]
 )
 def test_a_word_given_while_redis_does_not_answer_counts_from_when_it_was_given(
     redis_server: RedisServer,
@@ -731,9 +785,11 @@ def test_a_word_given_while_redis_does_not_answer_counts_from_when_it_was_given(
     Redis answers again), leaves the shared limit answering every take
     from then on exactly as had it been sent when it was given: for the
     time left from then, a reset past still bounding the bucket as it
-    would have, and a quota or pause over by then not sent at all. (The
-    process's clock and Redis's run at one pace here: the word given at
-    ``T0`` on Redis's clock.)"""
+    would have, and a quota or pause over by then not sent at all. The
+    time left is counted in nanoseconds, rounded up to the µs as a whole
+    reset is (a fraction of a µs rounded down told the reset a µs early).
+    (The process's clock and Redis's run at one pace here: the word given
+    at ``T0`` on Redis's clock.)"""
     limits = {"units": Limit(10, 4)}
     keys = [f"p83-{uuid.uuid4().hex[:12]}" for _ in range(2)]
     then, sent = (RedisLimit(redis_server.url, name=key, limits=limits) for key in keys)
@@ -817,6 +873,30 @@ def test_a_duration_reaches_redis_as_its_nanoseconds_rounded_up_to_the_microseco
             assert answer[:2] == (0, us), ("P84", answer, us)
         else:  # (nothing holds it)
             assert answer[0] == 1, ("P84", answer)
+    finally:
+        client.delete(limit.key)
+        limit.close()
+
+
+@given(w=st.integers(1, 10**7))
+@example(w=1_001_000)  # (the float product 1.001 * 1e6 is 1000999.9999999999)
+def test_a_horizon_reaches_redis_as_its_nanoseconds_rounded_down_to_the_microsecond(
+    redis_server: RedisServer, client: Any, script: Any, w: int
+) -> None:
+    """P44 through ``RedisLimit.ask_take``: a horizon of ``book`` seconds is
+    its nearest whole nanosecond rounded down to the whole microsecond for
+    the script, so a take the buckets allow in exactly ``w`` µs is booked
+    under ``book = w / 1e6`` and refused under ``(w - 1) / 1e6``. (The float
+    product ``book * 1e6`` rounded down made 1.001 s 1,000,999 µs: a take
+    the buckets allow in exactly 1.001 s was refused.)"""
+    limits = {"units": Limit(Fraction(10**6, w), 1)}  # (T: w µs)
+    limit = RedisLimit(redis_server.url, name=f"p44-{uuid.uuid4().hex[:12]}", limits=limits)
+    try:
+        assert _run(script, limit, limit.ask_take(0, (1,)), T0)[:2] == (1, w)  # emptied
+        short = _run(script, limit, limit.ask_take(0, (1,), book=(w - 1) / 1e6), T0)
+        assert short[:2] == (0, w), ("P44", "beyond the horizon: refused", short)
+        booked = _run(script, limit, limit.ask_take(0, (1,), book=w / 1e6), T0)
+        assert booked[:2] == (-1, w), ("P44", "at the horizon: booked", booked)
     finally:
         client.delete(limit.key)
         limit.close()
@@ -1258,6 +1338,31 @@ def test_the_debt_settles_add_up_to_is_held_up_to_2e9_seconds(
         limit.close()
 
 
+@pytest.mark.parametrize("debtor", [0, 1])
+def test_every_limits_debt_is_held_up_to_2e9_seconds_by_hand(
+    client: Any, script: Any, debtor: int
+) -> None:
+    """P91 by hand, for each of two limits (1/s, burst 1 each): ten settles
+    of 1e9 s of units each on one of them put its bucket's time 2e9 s past
+    now, not 1e10 s (past 2**53 us: every take of the limit failed); a take
+    of a unit of each is refused, told the wait until that debt is paid,
+    and the other limit is untouched."""
+    key = f"test:{{p91-{next(_keys)}}}"
+    call = caller(script, [1, 1], [1, 1], key)
+    debt = tuple(10**9 if i == debtor else 0 for i in range(2))
+    try:
+        for _ in range(10):
+            assert call("give", T0, 0, debt)[0] == 1, "P91"
+        held = client.hget(key, f"tat:l{debtor}")
+        assert held == str(T0 + FURTHEST).encode(), ("P91", held)
+        got = call("take", T0, 0, (1, 1))
+        left = [1, 1]
+        left[debtor] = -2 * 10**9 + 1  # (units: the debt, less the burst's one)
+        assert got == [0, FURTHEST, *left], ("P91", got)
+    finally:
+        client.delete(key)
+
+
 #: (kind, us passed before it, the process, its waiters, the level of its
 #: take): a take in the line, a unit given back, or the process leaving the
 #: line. (Twelve steps pass at most 4.8e15 us, as P91's.)
@@ -1441,16 +1546,24 @@ large_lcm = st.sampled_from(
     weights=large_lcm | st.lists(st.integers(1, 60), min_size=1, max_size=8).map(tuple),
     off=st.sampled_from([0, 1]) | st.integers(-3, 3),
     small=st.booleans(),
+    second=st.booleans(),
 )
-@example(weights=(2, 3, 5, 7, 11, 13, 17, 19, 23, 29, 31, 37, 41, 43, 47), off=0, small=False)
-@example(weights=(1, 2**52), off=0, small=False)  # (burst 1 exactly at the bound)
-@example(weights=(1000, 999, 998, 997, 991), off=1, small=False)
+@example(
+    weights=(2, 3, 5, 7, 11, 13, 17, 19, 23, 29, 31, 37, 41, 43, 47),
+    off=0,
+    small=False,
+    second=False,
+)
+@example(weights=(1, 2**52), off=0, small=False, second=False)  # (burst 1 exactly at the bound)
+@example(weights=(1000, 999, 998, 997, 991), off=1, small=False, second=False)
+@example(weights=(1000, 999, 998, 997, 991), off=1, small=False, second=True)
 def test_weights_a_grant_of_the_burst_moves_past_2_52_are_refused(
     redis_server: RedisServer,
     client: Any,
     weights: tuple[int, ...],
     off: int,
     small: bool,
+    second: bool,
 ) -> None:
     """P94: a grant under global shares moves its level's finish by its
     units times ``lcm(weights) // w``: at most the shared limit's burst
@@ -1464,7 +1577,9 @@ def test_weights_a_grant_of_the_burst_moves_past_2_52_are_refused(
     the whole burst at the level of the smallest weight stores exactly
     that finish, and the next take is answered (before, weights with an
     lcm of 6.1e17 stored a finish past 2**53 at the first grant, and every
-    take after it failed)."""
+    take after it failed). With ``second``, the shared limit is the second,
+    beside a first of burst 1: the weights are judged by the shared
+    limit's burst, not the first's."""
     cost = math.lcm(*weights) // min(weights)
     at = MOST_VIRTUAL // cost  # the largest burst the weights allow
     burst = 1 if small else max(1, min(10**15, at + off))  # (10**15: the refill's bound)
@@ -1473,11 +1588,14 @@ def test_weights_a_grant_of_the_burst_moves_past_2_52_are_refused(
     counts = tuple(int(lv == level) for lv in range(len(weights)))
     note(f"cost {cost}, burst {burst}: {burst * cost} {'>' if refused else '<='} 2**52")
     name = f"p94-{uuid.uuid4().hex[:12]}"
-    limit = RedisLimit(redis_server.url, name=name, rate=10**6, burst=burst)
+    first = {"first": Limit(10**6, 1)} if second else {}
+    shared = len(first)
+    limit = RedisLimit(redis_server.url, name=name, limits={**first, "units": Limit(10**6, burst)})
     try:
 
         def take(units: int) -> Any:
-            return limit.take(cost=(units,), level=level, demand=counts, weights=weights)
+            cost = (0,) * shared + (units,)
+            return limit.take(cost=cost, level=level, demand=counts, weights=weights, shared=shared)
 
         if refused:
             with pytest.raises(PermitValueError) as error:
@@ -1485,14 +1603,15 @@ def test_weights_a_grant_of_the_burst_moves_past_2_52_are_refused(
             _refused(error, "weights", weights)
             assert "least common multiple" in str(error.value), str(error.value)
             if sum(weights) <= 10**6:  # (Shares' own bound)
-                policy = Shares(weights)
+                policy = Shares(weights, limit="units")
                 with pytest.raises(PermitValueError) as refusal:
                     RedisLimiter(policy, limit, global_priority=True)
                 _refused(refusal, "policy", policy)
             assert client.keys(f"*{name}*") == [], ("P94", "sent", client.keys(f"*{name}*"))
         else:
             if sum(weights) <= 10**6:
-                RedisLimiter(Shares(weights), limit, global_priority=True)  # (accepted)
+                policy = Shares(weights, limit="units")
+                RedisLimiter(policy, limit, global_priority=True)  # (accepted)
             answer = take(burst)
             shares = client.hgetall(limit.shares_key)
             note(f"the whole burst at level {level}: {answer}, the shares {shares}")
@@ -1507,7 +1626,8 @@ def test_weights_a_grant_of_the_burst_moves_past_2_52_are_refused(
         if cost > MOST_VIRTUAL or sum(weights) > 10**6:
             return
         # a limiter opened at burst 1, its shared burst raised to `burst`
-        anyio.run(_raise_the_burst, redis_server.url, f"{name}-1", weights, burst, refused)
+        url = redis_server.url
+        anyio.run(_raise_the_burst, url, f"{name}-1", weights, burst, refused, second)
         stored = client.hget(f"permits:{{{name}-1}}:limits", "units")
         assert stored == (None if refused else f"1 {burst}".encode()), ("P94", stored)
     finally:
@@ -1517,24 +1637,26 @@ def test_weights_a_grant_of_the_burst_moves_past_2_52_are_refused(
 
 
 async def _raise_the_burst(
-    url: str, name: str, weights: tuple[int, ...], burst: int, refused: bool
+    url: str, name: str, weights: tuple[int, ...], burst: int, refused: bool, second: bool
 ) -> None:
     """P94: a limiter under global shares by ``weights``, opened at burst 1,
     asked to raise it to ``burst``: refused naming it (the limits as they
-    were, nothing sent) or taken."""
-    policy = Shares(weights)
-    async with open_limiter(
-        policy, url, name=name, rate=10**6, burst=1, global_priority=True
-    ) as limiter:
+    were, nothing sent) or taken. With ``second``, the shared limit is the
+    second, beside a first of burst 1."""
+    policy = Shares(weights, limit="units")
+    first = {"first": Limit(10**6, 1)} if second else {}
+    opened = {**first, "units": Limit(10**6, 1)}
+    async with open_limiter(policy, url, name=name, limits=opened, global_priority=True) as limiter:
         if refused:
             with pytest.raises(PermitValueError) as error:
-                limiter.set_limit(burst=burst)
+                limiter.set_limit(burst=burst, limit="units")
             _refused(error, "burst", burst)
-            assert limiter.limits == {"units": Limit(10**6, 1)}, ("P94", limiter.limits)
+            assert limiter.limits == opened, ("P94", limiter.limits)
             assert limiter._pending == [], ("P94", "kept to send", limiter._pending)
         else:
-            limiter.set_limit(burst=burst)
-            assert limiter.limits == {"units": Limit(10**6, burst)}, ("P94", limiter.limits)
+            limiter.set_limit(burst=burst, limit="units")
+            raised = {**first, "units": Limit(10**6, burst)}
+            assert limiter.limits == raised, ("P94", limiter.limits)
             with anyio.fail_after(10):  # (the change sent)
                 while limiter._pending:
                     await anyio.sleep(0.001)
@@ -1591,5 +1713,34 @@ def test_a_limit_with_room_does_not_space_the_line(
         assert first <= cost * interval, ("P100", turns)
         want_turns = [first + k * cost * interval for k in range(processes)]
         assert turns == want_turns, ("P100", turns, want_turns)
+    finally:
+        client.delete(key, *(key + s for s in (":demand", ":line")))
+
+
+def test_the_line_is_stepped_by_the_limit_that_holds_the_take_back_with_its_reserve(
+    client: Any, script: Any
+) -> None:
+    """P100 by hand, with a reserve: 10/s burst 5, emptied, beside 1/s
+    burst 5 with one unit left; takes of a unit of each at reserve 1. The
+    second limit holds the take back once the reserve is counted (two
+    units there in 1 s; the first's in 0.2 s), though not without it (its
+    one unit is there now, the first's in 0.1 s): two processes refused
+    one after the other are told turns one interval of the second apart,
+    1 s and 2 s, not 1 s and 1.1 s. The script at a chosen time, against
+    the model of P48."""
+    key = f"test:{{p100-{next(_keys)}}}"
+    call = caller(script, [10, 1], [5, 5], key)
+    model = Buckets([10, 1], [5, 5])
+    try:
+        got, want = tuple(call("take", T0, 0, (5, 4))), model.take(T0, 0, (5, 4))
+        assert got == want == (1, 3_000_000, 0, 1), ("P100", got, want)  # 0 and 1 left
+        turns = []
+        for process in "ab":
+            extra = ("", 0, 0, "0", 0, 1, process, 0, 2, GRACE)
+            got = tuple(call("take", T0, 1, (1, 1), *extra))
+            want = model.take(T0, 1, (1, 1), line=(process, 0, 2, GRACE))
+            assert got == want, ("P100", process, got, want)
+            turns.append(got[1])
+        assert turns == [1_000_000, 2_000_000], ("P100", turns)
     finally:
         client.delete(key, *(key + s for s in (":demand", ":line")))

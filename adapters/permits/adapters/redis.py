@@ -939,7 +939,7 @@ class RedisLimit:
         Under global priority, ``demand`` is this process's waiters per
         level (the one asking, at ``level``, included): the take is refused
         while another live process has waiters at a more urgent level, and
-        ``demand`` is published, less the one granted, for ``ttl`` seconds.
+        ``demand`` is published, less those granted, for ``ttl`` seconds.
 
         With ``book`` (seconds), a take the buckets would allow within that
         long (no pause, nobody more urgent elsewhere) is *booked*: charged
@@ -1051,7 +1051,9 @@ class RedisLimit:
             line = ["", 0, 0, 0] if waiting is None else [self.process, level, waiting, grace_us]
             if demand is not None and weights is not None:
                 line += [_virtual_costs(tuple(weights)), shared + 1]
-            book_us = math.floor(book * 1e6)
+            # its nearest nanosecond, then whole microseconds down (the float
+            # product ``book * 1e6`` floored made 1.001 s 1,000,999 µs)
+            book_us = round(book * SECOND) // 1000
             keys = self._few_keys if demand is None and waiting is None else _ALL_KEYS
             request = self._request(
                 "take", units, reserve, *extra, book_us, lease, *line, keys=keys
