@@ -1559,8 +1559,9 @@ def test_busiest_flows_count_what_they_were_granted(
     """P50: at every step of a drain, ``busiest_flows`` gives each named
     flow's waiters and their units exactly, and its granted units at least
     the true count and at most ``granted_error`` above it (exact here: fewer
-    flows than counters), most granted first, the ``n`` first of them; the
-    default flow is none of them."""
+    flows than counters), most granted first: the ``n`` first of them and
+    the ``n`` with the most units waiting, each once; the default flow is
+    none of them."""
     machine, of = backlog(weights, costs, depth, order)
     for k in range(unnamed):  # waiters of the level's default flow
         machine.push(("unnamed", k), 0, 0)
@@ -1582,8 +1583,14 @@ def test_busiest_flows_count_what_they_were_granted(
             assert row.granted_error == 0, ("P50", row)
         keys = [(row.granted_units, row.waiting_units) for row in every]
         assert keys == sorted(keys, reverse=True), ("P50", every)
-        first = machine.busiest_flows(0, n)  # the n first (which of a tie, either)
-        assert [(row.granted_units, row.waiting_units) for row in first] == keys[:n], "P50"
+        first = machine.busiest_flows(0, n)  # (which of a tie, either)
+        firsts = [(row.granted_units, row.waiting_units) for row in first]
+        assert firsts == sorted(firsts, reverse=True), ("P50", first)
+        assert firsts[:n] == keys[:n], ("P50: the n most granted", first)
+        most_waiting = sorted((row.waiting_units for row in every), reverse=True)[:n]
+        listed = sorted((row.waiting_units for row in first), reverse=True)[:n]
+        assert listed == most_waiting, ("P50: the n most waiting", first)
+        assert len(first) <= 2 * n, ("P50", first)
         assert set(first) <= set(every), ("P50", first, every)
         at = machine.next_tick()
         assert at is not None

@@ -1312,7 +1312,8 @@ class _Limiting:
         self._apply(lambda now: self._machine.settle(id, actual, now))
 
     def busiest_flows(self, level: int, n: int = 10) -> tuple[FlowStatistics, ...]:
-        """The ``n`` busiest named flows of ``level`` (see
+        """The busiest named flows of ``level``: the ``n`` granted the most
+        units and the ``n`` with the most units waiting (see
         :meth:`permits.core.Machine.busiest_flows`)."""
         return self._machine.busiest_flows(level, n)
 

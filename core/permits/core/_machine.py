@@ -691,10 +691,12 @@ class Machine:
         return tuple(self._hists[level].at_most(bounds))
 
     def busiest_flows(self, level: int, n: int = 10) -> tuple[FlowStatistics, ...]:
-        """The ``n`` busiest named flows of ``level``: those granted the most
+        """The busiest named flows of ``level``: the ``n`` granted the most
         units (counted in bounded memory, so within ``granted_error``) and
-        those with the most units waiting, most granted first. O(flows
-        waiting at the level); for monitoring, not for every request."""
+        the ``n`` with the most units waiting (a starved tenant among
+        them), each once: at most ``2 * n``, most granted first, then most
+        waiting. O(flows waiting at the level); for monitoring, not for
+        every request."""
         level = self._check_level(level)
         n = check_int("n", n, 0)
         if self._hists is None:
@@ -710,7 +712,8 @@ class Machine:
             for flow in candidates
         ]
         rows.sort(key=lambda r: (r.granted_units, r.waiting_units), reverse=True)
-        return tuple(rows[:n])
+        kept = {*most_waiting, *(r.flow for r in rows[:n])}
+        return tuple(r for r in rows if r.flow in kept)
 
     def queue_full(self, id: Hashable, level: int, flow: Hashable = None) -> QueueFull:
         """The error for a push of ``id`` to ``level`` and ``flow`` that was
