@@ -202,6 +202,13 @@ MUTANTS: dict[str, tuple[str, str, str, str]] = {
         "under shares with costs, a head whose level's credit covers its cost exactly is not"
         " served first: the deal goes past it (P13, P33)",
     ),
+    "busiest-cut-at-n-by-grants": (
+        "_machine.py",
+        "        return tuple(r for r in rows if r.flow in kept)\n",
+        "        return tuple(rows[:n])\n",
+        "busiest_flows lists the n flows granted the most only: a tenant starved of grants with"
+        " the longest backlog is left out (P50)",
+    ),
     "aging-wrong-sign": (
         "_policies.py",
         "key = (level * after + head.pushed_at, head.seq)",
