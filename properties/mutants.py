@@ -1337,9 +1337,9 @@ MUTANTS: dict[str, tuple[str, str, str, str]] = {
     ),
     "redis-horizon-as-the-float-product": (
         "adapters/permits/adapters/redis.py",
-        "            book_us = round(book * SECOND) // 1000\n",
-        "            book_us = math.floor(book * 1e6)\n",
-        "a take's horizon is sent to the script as the float product book * 1e6 rounded down,"
+        "            book_us = round(book_ahead * SECOND) // 1000\n",
+        "            book_us = math.floor(book_ahead * 1e6)\n",
+        "a take's horizon is sent to the script as the float product book_ahead * 1e6 rounded down,"
         " not as its nanoseconds rounded down: 1.001 s is 1,000,999 us, and a take the buckets"
         " allow in exactly 1.001 s is refused",
     ),

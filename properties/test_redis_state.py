@@ -893,9 +893,9 @@ def test_a_horizon_reaches_redis_as_its_nanoseconds_rounded_down_to_the_microsec
     limit = RedisLimit(redis_server.url, name=f"p44-{uuid.uuid4().hex[:12]}", limits=limits)
     try:
         assert _run(script, limit, limit.ask_take(0, (1,)), T0)[:2] == (1, w)  # emptied
-        short = _run(script, limit, limit.ask_take(0, (1,), book=(w - 1) / 1e6), T0)
+        short = _run(script, limit, limit.ask_take(0, (1,), book_ahead=(w - 1) / 1e6), T0)
         assert short[:2] == (0, w), ("P44", "beyond the horizon: refused", short)
-        booked = _run(script, limit, limit.ask_take(0, (1,), book=w / 1e6), T0)
+        booked = _run(script, limit, limit.ask_take(0, (1,), book_ahead=w / 1e6), T0)
         assert booked[:2] == (-1, w), ("P44", "at the horizon: booked", booked)
     finally:
         client.delete(limit.key)
@@ -1303,7 +1303,9 @@ def test_the_debt_settles_add_up_to_is_held_up_to_2e9_seconds(
                 want = (1, 0)
             elif kind == "take":
                 book, lease = (min(max(a, 0), 10**9), 1) if b % 2 else (0, b + 1)
-                got = _run(script, limit, limit.ask_take(0, (1,), book=book, lease=lease), now)
+                got = _run(
+                    script, limit, limit.ask_take(0, (1,), book_ahead=book, lease=lease), now
+                )
                 want = take(book * 10**6, lease)
             elif kind == "adopt":
                 remaining, seconds = min(b, burst), min(max(a, 0), 10**9)

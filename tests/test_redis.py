@@ -396,7 +396,7 @@ async def test_a_process_served_under_global_priority_leaves_the_line(
     urgent = RedisLimit(url, name=name, rate=10, burst=10)
     batch = RedisLimit(url, name=name, rate=10, burst=10)
     try:
-        urgent.publish_demand((1, 0), ttl=5)  # a waiter at level 0 elsewhere
+        urgent.publish_demand((1, 0), demand_ttl=5)  # a waiter at level 0 elsewhere
         held = batch.take(0, level=1, demand=(0, 3), waiting=3)
         assert not held.allowed  # held by it: in the line, at level 1
         async with open_limiter(
@@ -1059,13 +1059,13 @@ def test_bad_takes_and_give_backs_are_refused(redis_server: RedisServer) -> None
         ("take", {"demand": (-1,)}, "demand[0]"),  # (a bad entry named by its entry)
         ("take", {"demand": 5}, "demand"),  # (a raw TypeError)
         ("take", {"demand": ()}, "demand"),
-        ("take", {"demand": (1,), "ttl": math.inf}, "ttl"),  # (a raw OverflowError)
-        ("take", {"demand": (1,), "ttl": 0}, "ttl"),
-        ("take", {"demand": (1,), "ttl": "2"}, "ttl"),
-        ("take", {"book": math.inf}, "book"),
-        ("take", {"book": math.nan}, "book"),
-        ("take", {"book": -1}, "book"),
-        ("take", {"book": "1"}, "book"),
+        ("take", {"demand": (1,), "demand_ttl": math.inf}, "demand_ttl"),  # (a raw OverflowError)
+        ("take", {"demand": (1,), "demand_ttl": 0}, "demand_ttl"),
+        ("take", {"demand": (1,), "demand_ttl": "2"}, "demand_ttl"),
+        ("take", {"book_ahead": math.inf}, "book_ahead"),
+        ("take", {"book_ahead": math.nan}, "book_ahead"),
+        ("take", {"book_ahead": -1}, "book_ahead"),
+        ("take", {"book_ahead": "1"}, "book_ahead"),
         ("take", {"waiting": 2, "grace": math.inf}, "grace"),
         ("take", {"waiting": 2, "grace": -1}, "grace"),
         ("take", {"demand": (1,), "weights": (0,)}, "weights[0]"),  # (a ZeroDivisionError)
@@ -1077,8 +1077,8 @@ def test_bad_takes_and_give_backs_are_refused(redis_server: RedisServer) -> None
         ("charge", {"units": (1.5,)}, "units[0]"),  # a debt of half a unit
         ("charge", {"units": (1, 1)}, "units"),
         ("publish_demand", {"demand": ("x",)}, "demand[0]"),
-        ("publish_demand", {"demand": (1,), "ttl": math.inf}, "ttl"),
-        ("publish_demand", {"demand": (1,), "ttl": -5}, "ttl"),  # published, expired
+        ("publish_demand", {"demand": (1,), "demand_ttl": math.inf}, "demand_ttl"),
+        ("publish_demand", {"demand": (1,), "demand_ttl": -5}, "demand_ttl"),  # published, expired
         ("leave", {"demand": "yes"}, "demand"),
     ],
 )
@@ -1445,10 +1445,11 @@ def test_a_negative_duration_is_refused_with_the_range_it_must_be_in() -> None:
             with pytest.raises(PermitValueError, match=r"must be finite seconds > 0, at most"):
                 RedisLimiter(StrictPriority(2), limit, demand_ttl=demand_ttl)
         for ttl in (-5, 0):
-            with pytest.raises(PermitValueError, match=r"^ttl=.*: must be finite seconds > 0,"):
-                limit.publish_demand((1,), ttl=ttl)
-        with pytest.raises(PermitValueError, match=r"^book=-1: must be finite seconds >= 0,"):
-            limit.take(book=-1)
+            refusal = r"^demand_ttl=.*: must be finite seconds > 0,"
+            with pytest.raises(PermitValueError, match=refusal):
+                limit.publish_demand((1,), demand_ttl=ttl)
+        with pytest.raises(PermitValueError, match=r"^book_ahead=-1: must be finite seconds >= 0,"):
+            limit.take(book_ahead=-1)
     finally:
         limit.close()
 
@@ -2461,7 +2462,7 @@ CRASHING = """
 import sys, time
 from permits.adapters.redis import RedisLimit
 limit = RedisLimit(sys.argv[1], name=sys.argv[2], rate=100, burst=5)
-limit.publish_demand((1, 0), ttl=1.0)  # one interactive waiter, for 1 s
+limit.publish_demand((1, 0), demand_ttl=1.0)  # one interactive waiter, for 1 s
 print("published", flush=True)
 time.sleep(60)
 """

@@ -910,8 +910,8 @@ class RedisLimit:
         *,
         level: int = 0,
         demand: Sequence[int] | None = None,
-        ttl: float = 2.0,
-        book: float = 0.0,
+        demand_ttl: float = 2.0,
+        book_ahead: float = 0.0,
         lease: int = 1,
         waiting: int | None = None,
         grace: float = 2.0,
@@ -939,9 +939,9 @@ class RedisLimit:
         Under global priority, ``demand`` is this process's waiters per
         level (the one asking, at ``level``, included): the take is refused
         while another live process has waiters at a more urgent level, and
-        ``demand`` is published, less those granted, for ``ttl`` seconds.
+        ``demand`` is published, less those granted, for ``demand_ttl`` seconds.
 
-        With ``book`` (seconds), a take the buckets would allow within that
+        With ``book_ahead`` (seconds), a take the buckets would allow within that
         long (no pause, nobody more urgent elsewhere) is *booked*: charged
         now, its permit the taker's at the time the answer gives. With a
         ``lease`` above 1, an allowed take takes up to that many permits of
@@ -969,8 +969,8 @@ class RedisLimit:
         if weights is not None:
             burst = list(self.limits.values())[shared].burst
             _check_virtual_costs("weights", weights, weights, burst)
-        _microseconds("ttl", ttl, above_zero=True)
-        _microseconds("book", book)
+        _microseconds("demand_ttl", demand_ttl, above_zero=True)
+        _microseconds("book_ahead", book_ahead)
         _microseconds("grace", grace)
         units = None if cost is None else self._per_limit("cost", cost, 0)
         self._check_cost(units or self._unit, cost)
@@ -980,8 +980,8 @@ class RedisLimit:
                 units,
                 level=level,
                 demand=demand,
-                ttl=ttl,
-                book=book,
+                demand_ttl=demand_ttl,
+                book_ahead=book_ahead,
                 lease=check_int("lease", lease, 1),
                 waiting=waiting,
                 grace=grace,
@@ -1025,8 +1025,8 @@ class RedisLimit:
         *,
         level: int = 0,
         demand: Sequence[int] | None = None,
-        ttl: float = 2.0,
-        book: float = 0.0,
+        demand_ttl: float = 2.0,
+        book_ahead: float = 0.0,
         lease: int = 1,
         waiting: int | None = None,
         grace: float = 2.0,
@@ -1039,7 +1039,7 @@ class RedisLimit:
             # all the script reads of it is whether more than the lease wait
             waiting = min(check_int("waiting", waiting, 1), lease + 1)
         # the request most made, one per reserve, waiters and lease: built once
-        plain = demand is None and not book
+        plain = demand is None and not book_ahead
         grace_us = -(-round(grace * SECOND) // 1000)  # (as _microseconds)
         key = (reserve, level, waiting, grace_us, lease)
         if plain and units == self._unit and key in self._unit_takes:
@@ -1047,13 +1047,13 @@ class RedisLimit:
         if plain and waiting is None and lease == 1:
             request = self._request("take", units, reserve)
         else:
-            extra = ["", 0, 0, "0"] if demand is None else self._demand(level, demand, ttl)
+            extra = ["", 0, 0, "0"] if demand is None else self._demand(level, demand, demand_ttl)
             line = ["", 0, 0, 0] if waiting is None else [self.process, level, waiting, grace_us]
             if demand is not None and weights is not None:
                 line += [_virtual_costs(tuple(weights)), shared + 1]
             # its nearest nanosecond, then whole microseconds down (the float
-            # product ``book * 1e6`` floored made 1.001 s 1,000,999 µs)
-            book_us = round(book * SECOND) // 1000
+            # product ``book_ahead * 1e6`` floored made 1.001 s 1,000,999 µs)
+            book_us = round(book_ahead * SECOND) // 1000
             keys = self._few_keys if demand is None and waiting is None else _ALL_KEYS
             request = self._request(
                 "take", units, reserve, *extra, book_us, lease, *line, keys=keys
@@ -1062,17 +1062,19 @@ class RedisLimit:
             self._unit_takes[key] = request
         return request
 
-    def publish_demand(self, demand: Sequence[int], ttl: float = 2.0) -> GcraAnswer:
+    def publish_demand(self, demand: Sequence[int], demand_ttl: float = 2.0) -> GcraAnswer:
         """Publish this process's waiters per level (none: clear them), for
-        ``ttl`` seconds."""
+        ``demand_ttl`` seconds."""
         counts = self._counts(demand)
-        _microseconds("ttl", ttl, above_zero=True)
-        return self.send(self.ask_publish_demand(counts, ttl))
+        _microseconds("demand_ttl", demand_ttl, above_zero=True)
+        return self.send(self.ask_publish_demand(counts, demand_ttl))
 
-    def ask_publish_demand(self, demand: Sequence[int], ttl: float = 2.0) -> Request:
+    def ask_publish_demand(self, demand: Sequence[int], demand_ttl: float = 2.0) -> Request:
         """:meth:`publish_demand`'s request."""
         zero = (0,) * len(self.limits)
-        return self._request("demand", zero, 0, *self._demand(0, demand, ttl), keys=_ALL_KEYS)
+        return self._request(
+            "demand", zero, 0, *self._demand(0, demand, demand_ttl), keys=_ALL_KEYS
+        )
 
     def leave(self, *, demand: bool = False) -> GcraAnswer:
         """Take this process out of the line (nobody waits in it any more),
@@ -2368,8 +2370,8 @@ class RedisLimiter(_AnyioLimiter):
             units,
             level=level,
             demand=depths,
-            ttl=self._demand_ttl,
-            book=self._book_ahead if book else 0.0,
+            demand_ttl=self._demand_ttl,
+            book_ahead=self._book_ahead if book else 0.0,
             lease=self._lease_for(level, units),
             waiting=waiting,
             grace=self._demand_ttl,
