@@ -538,7 +538,7 @@ MUTANTS: dict[str, tuple[str, str, str, str]] = {
     "take-at-once-wait-unrecorded": (
         "_machine.py",
         "        elif self._hists is not None:  # (_granted's one step that does something here)\n"
-        "            self._hists[level].record(0)\n",
+        "            self._hists[level]._add(0)\n",
         "",
         "a permit found free by the hot case of take is not counted in its level's waits",
     ),

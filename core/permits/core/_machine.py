@@ -974,7 +974,7 @@ class Machine:
         if self._record is not None:
             self._granted(_new(Waiter, (id, level, seq, now, None, self._unit, None)), now, [])
         elif self._hists is not None:  # (_granted's one step that does something here)
-            self._hists[level].record(0)
+            self._hists[level]._add(0)
         return True
 
     def _take(
@@ -1637,7 +1637,7 @@ class Machine:
         wait = now - pushed_at
         hists = self._hists
         if hists is not None:  # (none with keep_waits=False)
-            hists[level].record(wait)
+            hists[level]._add(wait)
             if flow is not None:
                 self._busiest[level].add(flow, cost[self._queues.flow_limit])
         if not self._unit_costs:  # (at unit cost, the grants counted are the units)

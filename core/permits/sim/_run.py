@@ -223,7 +223,7 @@ class _Within:
     __slots__ = ("_record", "bounds", "counts")
 
     def __init__(self, hist: WaitHistogram, bounds: tuple[int, ...]) -> None:
-        self._record = hist.record
+        self._record = hist._add
         self.bounds = bounds
         self.counts = [0] * len(bounds)
 
@@ -299,7 +299,7 @@ class Tally:
         #: Per workload, what records a granted caller's wait (one of no
         #: tenant: a tenant's record stands for its workload's, below).
         self.records: list[Callable[[int], None]] = [
-            hist.record if within is None else within.record
+            hist._add if within is None else within.record
             for hist, within in zip(self.hists, self.within, strict=True)
         ]
         self.bins: list[list[int]] = [[0] * BINS for _ in range(n)]
@@ -331,7 +331,7 @@ class Tally:
             within = _Within(hist, self.tenant_bounds[w]) if self.tenant_bounds[w] else None
             self.tenant_hists.append(hist)
             self.tenant_within.append(within)
-            record: Callable[[int], None] = hist.record if within is None else within.record
+            record: Callable[[int], None] = hist._add if within is None else within.record
             if self.within[w] is not None:
                 record = _both(record, self.records[w])
             self.tenant_records.append(record)
