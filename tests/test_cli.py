@@ -519,6 +519,10 @@ def test_missing_file_and_bad_options(capsys: pytest.CaptureFixture[str], tmp_pa
         ["demo", "--scale", "1e-400"],  # the live run's times past a float
         ["simulate", "--max-arrivals", "-1"],
         ["simulate", "--max-arrivals", "1.5"],
+        # int() reads these; no other input of the command does
+        ["simulate", "--max-arrivals", "1_000"],
+        ["demo", "--burst", "\u0663"],
+        ["demo", "--burst", "9" * 5000],  # (int() raises past 4,300 digits)
     ):
         with pytest.raises(SystemExit) as exit:
             main(argv)

@@ -99,26 +99,26 @@ def _scale(text: str) -> Fraction:
     return value
 
 
-def _burst(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"burst={text!r}: expected an int") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"burst={text!r}: must be at least 1")
+def _whole(name: str, text: str, minimum: int) -> int:
+    """``text`` as an option's whole number ``>= minimum``, written as a
+    trace's cells are: ASCII digits, a sign at most (``int`` alone also
+    reads ``1_000`` and other scripts' digits, which no other input here
+    takes)."""
+    digits = text.strip().removeprefix("-")
+    if not (digits.isascii() and digits.isdigit()) or len(digits) > 4300:
+        raise argparse.ArgumentTypeError(f"{name}={text!r}: expected a whole number")
+    value = int(text)
+    if value < minimum:
+        raise argparse.ArgumentTypeError(f"{name}={text!r}: must be at least {minimum}")
     return value
+
+
+def _burst(text: str) -> int:
+    return _whole("burst", text, 1)
 
 
 def _max_arrivals(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(
-            f"max_arrivals={text!r}: expected a whole number"
-        ) from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"max_arrivals={text!r}: must be at least 0")
-    return value
+    return _whole("max_arrivals", text, 0)
 
 
 def _inputs(command: argparse.ArgumentParser) -> None:
