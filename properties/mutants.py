@@ -1698,8 +1698,8 @@ MUTANTS: dict[str, tuple[str, str, str, str]] = {
     ),
     "otel-longest-in-ms": (
         "adapters/permits/adapters/opentelemetry.py",
-        "                in_seconds(level.wait_max_ns), {",
-        "                level.wait_max_ns / 1e6, {",
+        "                in_seconds(level.wait_max_ns),\n",
+        "                level.wait_max_ns / 1e6,\n",
         "permits.wait.max observed in milliseconds where its unit is s",
     ),
     "otel-uninstrumented-still-records": (

@@ -57,7 +57,7 @@ class _Instrumented(NamedTuple):
     limiter: _Limiting
     #: The ``limiter`` attribute, and the ``level`` attribute of each level.
     name: str
-    levels: list[str]
+    level_names: list[str]
     upstream: Upstream | None
     #: Records each wait of the limiter in the meter's histogram.
     record: Callable[[int, int], None]
@@ -235,7 +235,7 @@ def _observe(meter: Meter, sources: _Sources) -> None:
         def observe(options: CallbackOptions) -> Iterable[Observation]:
             return [
                 Observation(
-                    getattr(level, field), {"limiter": s.name, "level": s.levels[level.level]}
+                    getattr(level, field), {"limiter": s.name, "level": s.level_names[level.level]}
                 )
                 for s in sources.all
                 for level in s.limiter.statistics().levels
@@ -271,7 +271,8 @@ def _observe(meter: Meter, sources: _Sources) -> None:
     def longest(options: CallbackOptions) -> Iterable[Observation]:
         return [
             Observation(
-                in_seconds(level.wait_max_ns), {"limiter": s.name, "level": s.levels[level.level]}
+                in_seconds(level.wait_max_ns),
+                {"limiter": s.name, "level": s.level_names[level.level]},
             )
             for s in sources.all
             for level in s.limiter.statistics().levels
@@ -291,7 +292,9 @@ def _observe(meter: Meter, sources: _Sources) -> None:
 
     def units(options: CallbackOptions) -> Iterable[Observation]:
         return [
-            Observation(count, {"limiter": s.name, "level": s.levels[level.level], "limit": limit})
+            Observation(
+                count, {"limiter": s.name, "level": s.level_names[level.level], "limit": limit}
+            )
             for s in sources.all
             for level in s.limiter.statistics().levels
             for limit, count in zip(s.limiter.machine.limits, level.units_granted, strict=True)

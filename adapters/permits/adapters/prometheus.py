@@ -59,7 +59,7 @@ class _Source(NamedTuple):
     machine: Machine
     #: The ``limiter`` label, and the ``level`` label of each level.
     name: str
-    levels: list[str]
+    level_names: list[str]
     upstream: Upstream | None
 
 
@@ -166,7 +166,7 @@ class PermitsCollector(Collector):
                 whole, waits = statistics_and_waits(source.machine, self._bounds_ns)
             limiter = [source.name]
             for level in whole.levels:
-                label = [source.name, source.levels[level.level]]
+                label = [source.name, source.level_names[level.level]]
                 families.waiting.add_metric(label, level.waiting)
                 for counter, (field, _) in zip(families.counters, COUNTERS, strict=True):
                     counter.add_metric(label, getattr(level, field))

@@ -531,8 +531,9 @@ class RedisLimit:
     Each method is one round trip and blocks; the limiter sends the same
     requests (``ask_*``) through :meth:`asend` under asyncio, through
     :meth:`send` in worker threads under trio. The ``ask_*`` builders
-    check nothing (the limiter builds them from what it checked already);
-    the methods of the same names check every argument, then send.
+    check only what building the request needs (the limiter builds them
+    from what it checked already); the methods of the same names check
+    every argument, then send.
 
     :param url: ``redis://`` or ``rediss://`` (TLS) URL, with password if
         any; given to ``redis.Redis.from_url`` unchanged.
@@ -591,9 +592,12 @@ class RedisLimit:
         if not isinstance(prefix, str):
             raise PermitTypeError("prefix", prefix, "a str")
         if "timeout" in options:  # (redis-py would take it, and fail at the first connect)
-            raise TypeError(
-                "RedisLimit() got an unexpected keyword argument 'timeout' (Redis's replies "
-                "wait redis_timeout=... seconds; a caller waits acquire(timeout=...))"
+            raise PermitTypeError(
+                "timeout",
+                options["timeout"],
+                "redis_timeout=... for Redis's replies (a caller's own wait is "
+                "acquire(timeout=...))",
+                got="timeout",
             )
         _above_zero("redis_timeout", redis_timeout)
         if redis_timeout > _LONGEST_S:  # (a socket's timeout holds up to about 9.2e9 s)
@@ -991,14 +995,11 @@ class RedisLimit:
         )
 
     def _check_cost(self, units: tuple[int, ...], cost: object) -> None:
-        """A take's ``units`` (``cost`` as given) are a cost a machine's push
-        takes: some unit, none above its limit's burst (the script would
-        grant that of a full bucket, into debt)."""
+        """A take's ``units`` (``cost`` as given) take some unit, as a
+        machine's push asks (one above a burst is the script's to judge, by
+        the burst Redis holds: ``retry_after_us`` -1)."""
         if not any(units):
             raise PermitValueError("cost", cost, NO_UNIT)
-        for (name, limit), n in zip(self.limits.items(), units, strict=True):
-            if n > limit.burst:
-                raise PermitValueError("cost", cost, over_burst(self.limits, name))
 
     def _per_limit(self, argument: str, units: object, minimum: int | None) -> tuple[int, ...]:
         """``units`` as given to :meth:`take`, :meth:`give_back` or

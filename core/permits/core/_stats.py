@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 import numbers
 from collections.abc import Hashable, Sequence
+from decimal import Decimal
 
 import attrs
 
@@ -102,12 +103,12 @@ class WaitHistogram:
         """Number of buckets in use (the memory held, in entries)."""
         return len(self._counts)
 
-    def quantile(self, q: float) -> int | None:
+    def quantile(self, q: float | Decimal) -> int | None:
         """The ``q``-quantile (nearest rank) within :data:`RELATIVE_ERROR`.
 
         ``None`` when nothing was recorded.
         """
-        if q.__class__ is bool or not isinstance(q, numbers.Real):
+        if q.__class__ is bool or not isinstance(q, (numbers.Real, Decimal)):
             raise PermitTypeError("q", q, "a number between 0 and 1")
         if not 0 <= q <= 1:
             raise PermitValueError("q", q, "must be between 0 and 1")

@@ -259,10 +259,12 @@ def _bounds(scenario: Scenario, measures: tuple[Measure, ...]) -> list[tuple[int
 class Tally:
     """Counts what happens to each workload's callers during a run.
 
-    Callers are numbered per run; :meth:`id` packs the workload's index into
-    the number so a decision's id tells its workload without a lookup. A
-    caller that names a flow counts for its tenant too (:meth:`tenant`).
-    Its times are the core's nanoseconds from the start of the run.
+    Callers are numbered per run, each id packing its workload's index
+    (``serial * workloads + index``), so a decision's id tells its workload
+    without a lookup. A caller that names a flow counts for its tenant too
+    (:meth:`tenant`). Each grant is one unit of every limit unless
+    :meth:`charge` says what it cost. Its times are the core's nanoseconds
+    from the start of the run.
     """
 
     def __init__(self, scenario: Scenario, duration_ns: int) -> None:
@@ -348,7 +350,7 @@ class Tally:
             self.rejected[w] += 1
         self.left_at[w] = at_ns
 
-    def on_grant(self, w: int, at_ns: int, waited_ns: int, tenant: int | None = None) -> None:
+    def on_grant(self, w: int, at_ns: int, waited_ns: int, *, tenant: int | None = None) -> None:
         """A caller of workload ``w`` (of ``tenant``) was granted at
         ``at_ns``, before the run's end, after ``waited_ns``: one unit of
         every limit, unless :meth:`charge` says otherwise."""
@@ -691,7 +693,8 @@ def _run(
             if state is _GRANTED:
                 if costs and id in costs:
                     charge(w, costs.pop(id))
-                on_grant(w, at, waited, tenants.pop(id, None) if tenants else None)  # type: ignore[call-overload]
+                tenant = tenants.pop(id, None) if tenants else None  # type: ignore[call-overload]
+                on_grant(w, at, waited, tenant=tenant)
             else:
                 if costs:
                     costs.pop(id, None)  # type: ignore[call-overload]
