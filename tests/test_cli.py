@@ -640,6 +640,14 @@ _LEAVING = [
         ],
         max_waiting=(5, 8),
     ),
+    Scenario(
+        "only a permit free on arrival (timeout 0)",
+        Fifo(),
+        10,
+        2,
+        [Workload("try", 0, Constant(20), timeout=0), Workload("wait", 0, Batch(3, at=0.5))],
+        burst=2,
+    ),
 ]
 
 
