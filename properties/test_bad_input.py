@@ -1771,3 +1771,30 @@ def test_an_error_shows_an_int_too_long_for_repr_where_its_message_names_it() ->
             message,
         )
     assert [machine.snapshot() for machine in machines[:-1]] == before[:-1], "P108"
+
+
+def test_a_value_of_exactly_max_shown_characters_is_shown_whole() -> None:
+    """P108: only a repr *past* ``MAX_SHOWN`` characters is cut; one of
+    exactly that many is shown whole."""
+    value = "a" * (MAX_SHOWN - 2)  # its repr: MAX_SHOWN characters, quotes and all
+    assert len(repr(value)) == MAX_SHOWN
+    assert str(PermitValueError("x", value, "r")) == f"x={value!r}: r", "P108"
+    past = "a" * (MAX_SHOWN - 1)
+    assert "characters in all" in str(PermitValueError("x", past, "r")), "P108"
+
+
+@pytest.mark.parametrize("waiting", [False, True])
+def test_try_take_refuses_a_settle_later_that_is_no_bool(waiting: bool) -> None:
+    """P101 and P18: ``try_take`` refuses ``settle_later=1`` as ``take``
+    does, whether or not someone waits (while someone waits it takes
+    nothing, and still refuses)."""
+    machine = Machine(StrictPriority(2), rate=1, burst=1)
+    machine.push("a", 0, 0)
+    if waiting:
+        machine.push("b", 0, 0)
+    before = machine.snapshot()
+    refused(
+        lambda: machine.try_take("c", 0, 0, settle_later=1),  # type: ignore[arg-type]
+        *typed("settle_later", 1, "a bool"),
+    )
+    assert machine.snapshot() == before, "P18"

@@ -1746,3 +1746,11 @@ def test_the_line_is_stepped_by_the_limit_that_holds_the_take_back_with_its_rese
         assert turns == [1_000_000, 2_000_000], ("P100", turns)
     finally:
         client.delete(key, *(key + s for s in (":demand", ":line")))
+
+
+def test_an_empty_tag_from_the_prefix_is_refused_naming_the_prefix() -> None:
+    """P72: the refusal of an empty hash tag names where its brace is: the
+    prefix (``p{}``), not the limit's name."""
+    with pytest.raises(PermitValueError) as refused:
+        RedisLimit("redis://127.0.0.1:1", name="api", prefix="p{}", rate=1, burst=1)
+    assert (refused.value.argument, refused.value.value) == ("prefix", "p{}"), "P72"

@@ -1161,6 +1161,22 @@ async def test_context_level_and_queue_limit(open_limiter: OpenLimiter) -> None:
     assert stats[0].pushed == 0
 
 
+async def test_the_innermost_level_block_decides_and_one_past_the_last_is_named(
+    open_limiter: OpenLimiter,
+) -> None:
+    """P67: in nested ``level`` blocks the innermost sets the level; a
+    block's level one past the last is refused naming the block it came
+    from (a range check one too wide left it to the machine, which named
+    no block)."""
+    async with open_limiter(StrictPriority(3), 100, burst=10) as limiter:
+        with level(2), level(1):
+            permit = await limiter.acquire()
+        assert permit.level == 1, "P67"
+        with level(3), pytest.raises(PermitValueError) as refused:
+            await limiter.acquire()
+        assert "the level of the level(3) block it runs in" in str(refused.value), "P67"
+
+
 async def test_level_as_a_decorator_sets_the_level_while_the_function_runs(
     open_limiter: OpenLimiter,
 ) -> None:

@@ -662,3 +662,19 @@ def test_load_scenarios_given_no_parsed_file_says_what_it_takes(given: object) -
     assert str(refused.value).startswith(
         f"data={given!r}: expected a parsed scenario file, such as tomllib.load(file) gives"
     )
+
+
+def test_no_tenant_granted_meets_no_tenant_requirement() -> None:
+    """P60: with every tenant starved (none granted), neither the worst nor
+    the median tenant p99 requirement is met, however its bound reads: a
+    median rank of 0 counted as met passed every other test."""
+    median = Requirement.parse("api median tenant p99 <= 500 ms")
+    worst = Requirement.parse("api worst tenant p99 <= 500 ms")
+    run = simulate(attrs.evolve(TENANTS, requirements=[median, worst]))
+    api = run["api"]
+    starved = attrs.evolve(
+        api, tenants_starved=api.tenants, tenants_within_ns=((500 * MILLISECOND, 0),)
+    )
+    result = attrs.evolve(run, workloads=(starved, *run.workloads[1:]))
+    assert not worst.met(result), "P60"
+    assert not median.met(result), "P60"

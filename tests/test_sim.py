@@ -1184,3 +1184,12 @@ def test_a_limit_named_with_the_empty_string_is_a_bad_value() -> None:
     assert str(refused.value) == f"cost={{'tokens': 1, '': 1}}: {reason}"
     with pytest.raises(PermitTypeError, match="non-empty strings, got int"):
         Workload("w", 0, Batch(1), cost={3: 1})
+
+
+def test_a_scale_factor_is_checked_as_a_rate() -> None:
+    """P106: ``Scenario.scaled``'s factor is read as a rate is: a Decimal
+    past an exponent of 10,000 is refused at once, naming ``factor``."""
+    scenario = Scenario("r", StrictPriority(1), 1, 1, [Workload("w0", 0, Batch(0))], burst=1)
+    with pytest.raises(PermitValueError) as refused:
+        scenario.scaled(Decimal("1e10001"))
+    assert refused.value.argument == "factor", "P106"

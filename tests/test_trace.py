@@ -1665,3 +1665,15 @@ def test_a_flow_whose_str_raises_raises_as_it_does() -> None:
 
     with pytest.raises(ValueError, match=r"^no name yet$"):
         list(trace_lines([Call(0, 0, flow=Tenant())]))
+
+
+def test_a_give_up_and_a_timeout_at_one_instant_are_a_give_up() -> None:
+    """P59: a call whose timeout and give-up fall at the same instant gives
+    up (cancelled), as the order of events at one instant says: the first
+    takes the burst, the second would wait a second, and leaves at 0.5 s."""
+    levels = [Workload("w0", 0, Batch(0)), Workload("w1", 1, Batch(0))]
+    scenario = Scenario("r", StrictPriority(2), 1, 1, levels, burst=1)
+    half = SECOND // 2
+    calls = [Call(0, 0, 1, None, None, 0, None, None), Call(0, 0, 1, None, half, 0, None, half)]
+    w0 = replay(scenario, calls).workloads[0]
+    assert (w0.cancelled, w0.expired) == (1, 0), "P59"
