@@ -209,6 +209,32 @@ MUTANTS: dict[str, tuple[str, str, str, str]] = {
         "busiest_flows lists the n flows granted the most only: a tenant starved of grants with"
         " the longest backlog is left out (P50)",
     ),
+    "copy-keeps-its-own-policy": (
+        "_machine.py",
+        "        shared: list[object] = [self._policy, self._flow_weights]\n",
+        "        shared: list[object] = [self._flow_weights]\n",
+        "copy.copy of a machine copies its policy object instead of sharing it (P98)",
+    ),
+    "copy-keeps-its-own-busiest-flows": (
+        "_machine.py",
+        "        for busiest in self._busiest:\n            shared += busiest.flows()\n",
+        "",
+        "copy.copy of a machine copies the flows its busiest-flow counters name, so a flow that"
+        " hashes by identity is lost to the copy (P98)",
+    ),
+    "error-cuts-at-exactly-max-shown": (
+        "_errors.py",
+        "    if len(text) > MAX_SHOWN:\n",
+        "    if len(text) >= MAX_SHOWN:\n",
+        "a repr of exactly MAX_SHOWN characters is cut, not shown whole (P108)",
+    ),
+    "try-take-waiting-settle-later-unchecked": (
+        "_machine.py",
+        "            if settle_later.__class__ is not bool:\n"
+        '                raise PermitTypeError("settle_later", settle_later, "a bool")\n',
+        "",
+        "try_take takes settle_later=1 while someone waits, where take refuses it (P101, P18)",
+    ),
     "aging-wrong-sign": (
         "_policies.py",
         "key = (level * after + head.pushed_at, head.seq)",
@@ -791,6 +817,30 @@ MUTANTS: dict[str, tuple[str, str, str, str]] = {
         "    never = duration + 1  # no event at or after the end counts\n",
         "a run counts a grant due at its end, [0, seconds] not [0, seconds) (P58)",
     ),
+    "sim-tenant-none-granted-all-within": (
+        "sim/_require.py",
+        "                    return granted > 0 and within == granted\n",
+        "                    return within == granted\n",
+        "a worst tenant p99 requirement is met when no tenant was granted at all (P60)",
+    ),
+    "sim-median-none-granted-met": (
+        "sim/_require.py",
+        "                return granted > 0 and within >= (granted - 1) // 2 + 1\n",
+        "                return within >= (granted - 1) // 2 + 1\n",
+        "a median tenant p99 requirement is met when no tenant was granted at all (P60)",
+    ),
+    "sim-scale-factor-unchecked": (
+        "sim/_scenario.py",
+        '        factor = check_rate(factor, "factor")',
+        "        factor = Fraction(factor)",
+        "Scenario.scaled's factor is not checked as a rate: a Decimal past 1e10000 hangs (P106)",
+    ),
+    "sim-timeout-before-give-up": (
+        "sim/_run.py",
+        "_GIVES_UP, _TIMES_OUT = 0, 1\n_LEAVES_AS = (State.CANCELLED, _EXPIRED)\n",
+        "_GIVES_UP, _TIMES_OUT = 1, 0\n_LEAVES_AS = (_EXPIRED, State.CANCELLED)\n",
+        "a timeout and a give-up at one instant count as expired, not cancelled (P59)",
+    ),
     "sim-arrival-at-the-end": (
         "sim/_run.py",
         "        if t >= duration_ns:\n            return\n",
@@ -847,6 +897,19 @@ MUTANTS: dict[str, tuple[str, str, str, str]] = {
         "",
         "a framework's clock that runs back is handed to the machine as it reads: the machine"
         " refuses a time behind one it has seen",
+    ),
+    "block-level-one-past-the-last-unnamed": (
+        "adapters/permits/adapters/_base.py",
+        "            elif not 0 <= level < self._machine.levels:  # (said where it came from)\n",
+        "            elif not 0 <= level <= self._machine.levels:  # (said where it came from)\n",
+        "a level() block's level one past the last is left to the machine, which names no block"
+        " (P67)",
+    ),
+    "outermost-level-block-wins": (
+        "adapters/permits/adapters/_base.py",
+        "        token = _LEVEL.set(self._value)\n",
+        "        token = _LEVEL.set(self._value if _LEVEL.get() is None else _LEVEL.get())\n",
+        "in nested level() blocks the outermost sets the level (P67)",
     ),
     "seconds-of-an-int-by-float": (
         "adapters/permits/adapters/_base.py",

@@ -630,3 +630,19 @@ def test_a_copy_of_a_machine_is_a_machine_of_its_own(
         assert apply(config, machine, op) == result, ("P98", how, op)
     assert machine.snapshot() == twin.snapshot(), ("P98", how)
     assert again.snapshot() == before, ("P98: the original changed its copy", how)
+
+
+def test_a_shallow_copy_shares_the_policy_and_the_busiest_flows_keys() -> None:
+    """P98: ``copy.copy`` of a machine shares what is the caller's: the
+    policy object itself, and the flow objects its busiest-flow counters
+    name (a copy that made its own lost a flow that hashes by identity)."""
+
+    class Key:  # hashes by identity
+        pass
+
+    machine = Machine(Fifo(1), rate=1, burst=2)
+    assert copy.copy(machine).policy is machine.policy, "P98"
+    key = Key()
+    machine.push("a", 0, 0, flow=key)
+    machine.spend("a", 0)
+    assert copy.copy(machine).busiest_flows(0)[0].flow is key, "P98"

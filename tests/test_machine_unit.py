@@ -876,19 +876,3 @@ def test_a_decimal_rate_at_or_below_zero_is_refused_as_such_whatever_its_exponen
     with pytest.raises(PermitValueError) as refused:
         Machine(Fifo(), Decimal(rate))
     assert str(refused.value) == f"rate={Decimal(rate)!r}: must be greater than 0"
-
-
-def test_a_shallow_copy_shares_the_policy_and_the_busiest_flows_keys() -> None:
-    """P98: ``copy.copy`` of a machine shares what is the caller's: the
-    policy object itself, and the flow objects its busiest-flow counters
-    name (a copy that made its own lost a flow that hashes by identity)."""
-
-    class Key:  # hashes by identity
-        pass
-
-    machine = Machine(Fifo(1), rate=1, burst=2)
-    assert copy.copy(machine).policy is machine.policy, "P98"
-    key = Key()
-    machine.push("a", 0, 0, flow=key)
-    machine.spend("a", 0)
-    assert copy.copy(machine).busiest_flows(0)[0].flow is key, "P98"
