@@ -657,6 +657,19 @@ class Close:
         max_size=16,
     ),
 )
+# a settle at the very instant the window ends (that instant included)
+@example(
+    case=CASES[0],
+    rate=1000,
+    window=0.5,
+    steps=[(0, Take(1)), (128 * STEP, Settle(caller=0, actual=0))],
+)
+@example(
+    case=THREADS,
+    rate=1000,
+    window=0.5,
+    steps=[(0, Take(1)), (128 * STEP, Settle(caller=0, actual=2))],
+)
 def test_a_permit_settles_once_within_the_settle_window_of_its_caller_proceeding(
     case: tuple[str, str],
     rate: int,

@@ -183,6 +183,8 @@ def moment(model: Buckets, now: int) -> Fraction:
     bursts=st.lists(st.integers(1, 5), min_size=2, max_size=2),
     steps=st.lists(expiry_ops, min_size=2, max_size=25),
 )
+# the plain take of one limit alone, twice: its second more
+@example(rates=[1], bursts=[5, 5], steps=[("take", 0, 4, [1, 1], (0, 1, 1))] * 2)
 def test_the_state_lives_until_it_holds_nothing_and_a_second_more(
     client: Any, script: Any, rates: list[int], bursts: list[int], steps: list[Any]
 ) -> None:
