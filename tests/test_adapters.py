@@ -2957,7 +2957,8 @@ async def test_a_permit_entered_by_a_plain_with_says_to_write_async_with(
     """P62: ``with limiter.permit(level):`` in an ``async def`` (the thread
     adapter's idiom) is refused saying to write ``async with`` (Python's own
     error named contextlib's private class); it takes no permit, and the
-    limiter still works."""
+    limiter still works: the very block refused is then entered by
+    ``async with``."""
     async with open_limiter(Fifo(), 10) as limiter:
         block: Any = limiter.permit(0)
         with (
@@ -2969,7 +2970,7 @@ async def test_a_permit_entered_by_a_plain_with_says_to_write_async_with(
         unentered = r"has no 'settle': write `async with limiter\.permit"
         with pytest.raises(AttributeError, match=unentered):
             block.settle  # noqa: B018  (the block used as the permit it gives)
-        async with limiter.permit(0) as permit:
+        async with block as permit:  # the refused block itself, unspent by the refusal
             assert permit.level == 0
 
 
