@@ -1108,7 +1108,9 @@ def test_a_limit_that_would_take_ages_to_refill_is_refused(redis_server: RedisSe
     a bucket taken whole, past 2**63 us, wrapped to a negative one, and the
     next take of the whole burst was granted too.) The client refuses what
     it can judge, with nothing sent; the script refuses a change of limit
-    that gives the burst alone, knowing the rate, and stores nothing."""
+    that gives the burst alone, knowing the rate, and stores nothing. P89:
+    a burst alone past 10**15 is past the bound at any rate, and refused in
+    the process."""
     slow = Fraction(1, 1000)
     with pytest.raises(PermitValueError) as error:
         RedisLimit(redis_server.url, name=fresh(), rate=slow, burst=10**6 + 1)
@@ -1130,6 +1132,13 @@ def test_a_limit_that_would_take_ages_to_refill_is_refused(redis_server: RedisSe
         with pytest.raises(redis.exceptions.ResponseError, match="more than 1e9 s to refill"):
             limit.set_limit(burst=10**6 + 1)
         assert limit._client.hgetall(limit.live_key) == {}  # nothing stored
+        # a burst alone past 10**15 is past the bound at any rate (10**6 a second at
+        # most): refused in the process (P89), not sent for the script to refuse
+        with pytest.raises(PermitValueError) as error:
+            limit.set_limit(burst=2 * 10**15)
+        assert error.value.argument == "burst"
+        assert "to refill a full bucket of 2,000,000,000,000,000" in str(error.value)
+        assert limit._client.hgetall(limit.live_key) == {}  # nothing sent
         limit.set_limit(burst=10**6 - 1)
         assert limit._client.hgetall(limit.live_key) == {b"units": b"1000000000 999999"}
     finally:

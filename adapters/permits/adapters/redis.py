@@ -1211,8 +1211,10 @@ class RedisLimit:
             raise PermitValueError(
                 "burst", burst, "must be at most 2**53, the units Redis's Lua numbers count exactly"
             )
-        if rate is not None and burst is not None:  # (else the script checks it)
-            _check_refill("burst", burst, new_burst, interval, list(self.limits)[index])
+        if burst is not None:  # (a burst alone: even at the fastest rate; else the script)
+            fastest = 10**6 / _MOST_RATE  # us a unit
+            at = fastest if rate is None else interval
+            _check_refill("burst", burst, new_burst, at, list(self.limits)[index])
         zero = (0,) * len(self.limits)
         return self._request("rate", zero, index + 1, interval, new_burst)
 
