@@ -145,7 +145,7 @@ def test_a_bare_machine_or_bad_names_are_refused() -> None:
     ("options", "argument"),
     [
         ({"name": None}, "name"),
-        ({"level_names": [0, 1]}, "level_names"),
+        ({"level_names": [0, 1]}, "level_names[0]"),
         ({"buckets": ["1"]}, "buckets"),
     ],
 )

@@ -95,6 +95,9 @@ def test_two_levels_of_one_name_are_refused() -> None:
     with pytest.raises(PermitValueError, match="level_names="):
         checked_level_names(machine, ["0", "1", "0"])
     assert checked_level_names(machine, ["a", "b", "c"]) == ["a", "b", "c"]
+    # an empty label value is no label to Prometheus: refused, by its entry
+    with pytest.raises(PermitValueError, match=r"^level_names\[1\]='': must be a non-empty str$"):
+        checked_level_names(machine, ["a", "", "c"])
 
 
 class Level(enum.IntEnum):
@@ -105,8 +108,8 @@ class Level(enum.IntEnum):
 @pytest.mark.parametrize(
     ("options", "argument"),
     [
-        ({"level_names": [0, 1]}, "level_names"),
-        ({"level_names": list(Level)}, "level_names"),
+        ({"level_names": [0, 1]}, "level_names[0]"),  # (named by its entry)
+        ({"level_names": list(Level)}, "level_names[0]"),
         ({"level_names": "ab"}, "level_names"),
         ({"name": 3}, "name"),
         ({"name": None}, "name"),

@@ -1382,6 +1382,20 @@ def test_bad_options(options: dict[str, Any], argument: str) -> None:
     limit.close()
 
 
+def test_a_booking_past_half_the_demand_s_life_says_the_bound_and_what_to_do() -> None:
+    """Under global priority a booking may reach at most half the demand's
+    time to live: the refusal gives that bound in seconds and says what to
+    change, not the rule alone."""
+    limit = RedisLimit("redis://127.0.0.1:1/0", name="x", rate=10, burst=3)
+    with pytest.raises(PermitValueError) as error:
+        RedisLimiter(StrictPriority(2), limit, global_priority=True, book_ahead=1.5)
+    assert str(error.value) == (
+        "book_ahead=1.5: must be at most demand_ttl / 2 (1 s) under global priority, so that "
+        "a booked permit's demand is still published when it comes: book less, or raise "
+        "demand_ttl"
+    )
+
+
 def test_bad_options_are_refused_in_words() -> None:
     """A bad option of a Redis limit or limiter is refused, before any
     connection, saying the value and what to give: a bad entry of

@@ -116,9 +116,11 @@ def checked_level_names(machine: Machine, level_names: Sequence[str] | None) -> 
         raise PermitTypeError(
             "level_names", level_names, "a sequence of names (str), one per level"
         )
-    for name in level_names:
+    for i, name in enumerate(level_names):  # a bad one named by its entry: level_names[0]=0
         if not isinstance(name, str):
-            raise PermitTypeError("level_names", level_names, f"a sequence of str (not {name!r})")
+            raise PermitTypeError(f"level_names[{i}]", name, "a level's name (str)")
+        if not name:  # (an empty label value is no label to Prometheus)
+            raise PermitValueError(f"level_names[{i}]", name, "must be a non-empty str")
     if len(level_names) != count:
         raise PermitValueError("level_names", level_names, f"needs one name per level ({count})")
     for i, name in enumerate(level_names):

@@ -1501,9 +1501,15 @@ class RedisLimiter(_AnyioLimiter):
         #: permit, as the script last said: the level to ask for next.
         self._ask_next: int | None = None
         book = _nanoseconds("book_ahead", book_ahead)
-        if book is None or (global_priority and book_ahead > demand_ttl / 2):
+        if book is None:
+            raise PermitValueError("book_ahead", book_ahead, "must be finite seconds")
+        if global_priority and book_ahead > demand_ttl / 2:
             raise PermitValueError(
-                "book_ahead", book_ahead, "must be finite seconds, at most demand_ttl / 2"
+                "book_ahead",
+                book_ahead,
+                f"must be at most demand_ttl / 2 ({demand_ttl / 2:g} s) under global priority, "
+                "so that a booked permit's demand is still published when it comes: "
+                "book less, or raise demand_ttl",
             )
         self._book_ahead = float(book_ahead)
         self._lease = check_int("lease", lease, 1)

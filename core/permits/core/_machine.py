@@ -700,7 +700,7 @@ class Machine:
         level = self._check_level(level)
         n = check_int("n", n, 0)
         if self._hists is None:
-            raise _no_histograms("busiest_flows", "n", n)
+            raise _no_histograms("busiest_flows", "n", n, "the counts of the busiest flows")
         queues = self._queues
         busiest = self._busiest[level]
         waiting = {flow: (depth, units) for flow, depth, units in queues.flow_table(level)}
@@ -1799,13 +1799,16 @@ def _raised(policy: object, hook: str, error: Exception, out: list[Decision]) ->
     return PolicyError(f"{policy!r}.{hook}() raised {error!r}", out)
 
 
-def _no_histograms(operation: str, argument: str, value: object) -> PermitValueError:
-    """The error for ``operation``, which reads a histogram, on a machine
-    that keeps none."""
+def _no_histograms(
+    operation: str, argument: str, value: object, kept: str = "the waits' histograms"
+) -> PermitValueError:
+    """The error for ``operation``, which reads what a machine made with
+    ``keep_waits=False`` does not keep (``kept``: its waits' histograms, by
+    default)."""
     return PermitValueError(
         argument,
         value,
-        f"{operation}() reads the histograms this machine does not keep: "
+        f"{operation}() reads {kept}, which this machine does not keep: "
         "make it with keep_waits=True (the default)",
     )
 
