@@ -235,6 +235,20 @@ MUTANTS: dict[str, tuple[str, str, str, str]] = {
         "",
         "try_take takes settle_later=1 while someone waits, where take refuses it (P101, P18)",
     ),
+    "quota-over-at-once-kept": (
+        "_bucket.py",
+        "            if change.reset > now:\n",
+        "            if change.reset >= now:\n",
+        "a quota whose reset is now, over as it is given, is kept: with MAX_QUOTAS in force it is"
+        " merged into the earliest, whose units left fall to its count (P32)",
+    ),
+    "quota-of-none-lets-one-through": (
+        "_bucket.py",
+        "if until > now and n > left]",
+        "if until > now and n > left + 1]",
+        "min_wait counts a quota as holding only a cost above its units left plus one: after a"
+        " quota of none, a push of one unit is told it waits nothing (P32)",
+    ),
     "aging-wrong-sign": (
         "_policies.py",
         "key = (level * after + head.pushed_at, head.seq)",

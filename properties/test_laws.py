@@ -2039,6 +2039,22 @@ def test_a_change_of_limit_is_logged_only_where_a_replay_could_need_it() -> None
         machine.check_valid()
 
 
+def test_a_quota_over_as_it_is_given_changes_nothing_and_a_quota_of_none_holds_to_its_end() -> None:
+    """P32 by hand: a quota whose reset is ``now`` is over as it is given:
+    it changes nothing, not even with ``MAX_QUOTAS`` quotas in force (kept,
+    it was merged into the earliest of them, whose units left fell to its
+    0); and after a quota of no unit, ``min_wait`` is its end exactly."""
+    machine = Machine(Fifo(), rate=1000, burst=10)
+    for i in range(MAX_QUOTAS):  # each ending later and leaving more
+        machine.quota(i + 1, (i + 1) * SECOND, 0)
+    machine.quota(0, 0, 0)  # over at once
+    granted = [d.id for d in machine.push("a", 0, 0) if d.state is State.GRANTED]
+    assert granted == ["a"], ("P32: the first quota leaves 1 unit until 1 s", granted)
+    fresh = Machine(Fifo(), rate=1000, burst=10)
+    fresh.quota(0, SECOND, 0)
+    assert fresh.min_wait(0) == SECOND, ("P32", fresh.min_wait(0))
+
+
 def test_the_quotas_in_force_stay_bounded() -> None:
     """P52, P15: an upstream whose word comes on every response, its reset
     sliding on and more left each time (a window refilling faster than it is
