@@ -977,7 +977,10 @@ class RedisLimit:
         _microseconds("book_ahead", book_ahead)
         _microseconds("grace", grace)
         units = None if cost is None else self._per_limit("cost", cost, 0)
-        self._check_cost(units or self._unit, cost)
+        # a cost of no unit refused as a push refuses it; one above a burst is
+        # the script's to judge, by the burst Redis holds (it answers: never)
+        if units is not None and not any(units):
+            raise PermitValueError("cost", cost, NO_UNIT)
         return self.send(
             self.ask_take(
                 check_int("reserve", reserve, 0),
@@ -993,13 +996,6 @@ class RedisLimit:
                 shared=shared,
             )
         )
-
-    def _check_cost(self, units: tuple[int, ...], cost: object) -> None:
-        """A take's ``units`` (``cost`` as given) take some unit, as a
-        machine's push asks (one above a burst is the script's to judge, by
-        the burst Redis holds: ``retry_after_us`` -1)."""
-        if not any(units):
-            raise PermitValueError("cost", cost, NO_UNIT)
 
     def _per_limit(self, argument: str, units: object, minimum: int | None) -> tuple[int, ...]:
         """``units`` as given to :meth:`take`, :meth:`give_back` or
@@ -1211,9 +1207,8 @@ class RedisLimit:
             raise PermitValueError(
                 "burst", burst, "must be at most 2**53, the units Redis's Lua numbers count exactly"
             )
-        if burst is not None:  # (a burst alone: even at the fastest rate; else the script)
-            fastest = 10**6 / _MOST_RATE  # us a unit
-            at = fastest if rate is None else interval
+        if burst is not None:  # (a burst alone: at the fastest rate, a microsecond a unit)
+            at = interval if rate is not None else 10**6 / _MOST_RATE
             _check_refill("burst", burst, new_burst, at, list(self.limits)[index])
         zero = (0,) * len(self.limits)
         return self._request("rate", zero, index + 1, interval, new_burst)
