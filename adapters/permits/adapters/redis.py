@@ -2799,7 +2799,10 @@ def open_limiter(
     :param demand_ttl: seconds a process's published demand lives without
         a refresh: how long a crashed process's waiters may still hold up
         the lower levels of the others. A live process refreshes it at
-        least every ``demand_ttl / 2``.
+        least every ``demand_ttl / 2``. With or without global priority,
+        also how long past its turn a process's place in the line is kept
+        (see SPEC.md, *The line*): how long a crashed process still delays
+        the others' turns.
     :param book_ahead: seconds: a request the shared buckets would allow
         within that long is *booked* (charged at once, the permit this
         process's at its time) instead of refused, so that at saturation
