@@ -28,6 +28,7 @@ import concurrent.futures
 import copy
 import functools
 import gc
+import importlib
 import inspect
 import io
 import itertools
@@ -743,6 +744,13 @@ async def test_a_misspelt_option_names_open_limiter_and_its_options(
         f"permits.adapters.{case[1]}.open_limiter() got an unexpected keyword argument "
         "'settle_windw' (it takes policy, rate, burst, limits, max_waiting, default_level, "
         "flow_weights, max_waiting_per_flow, flow_limit, settle_window)"
+    )
+    # made directly, the limiter's error names the class called
+    adapter = importlib.import_module(f"permits.adapters.{case[1]}")
+    with pytest.raises(TypeError) as refused:
+        adapter.Limiter(Fifo(), 10, settle_windw=60.0)
+    assert str(refused.value) == (
+        "Limiter.__init__() got an unexpected keyword argument 'settle_windw'"
     )
 
 

@@ -1371,6 +1371,12 @@ class _Limiting:
         return None
 
 
+# Python's error for a keyword the constructor does not take names the
+# function's qualified name: a user's ``Limiter(..., settle_windw=60)`` is
+# told of ``Limiter.__init__``, the class they called, not of this private one.
+_Limiting.__init__.__qualname__ = "Limiter.__init__"
+
+
 class BaseLimiter(_Limiting):
     """A limiter over a :class:`~permits.core.Machine`; made by a framework
     module (:mod:`permits.adapters.asyncio`, ``.trio``, ``.anyio``).
