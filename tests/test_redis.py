@@ -838,6 +838,18 @@ def test_a_timeout_for_redis_is_named_apart_from_an_acquires() -> None:
     )
     limit = RedisLimit("redis://127.0.0.1:1/0", name="x", rate=1, redis_timeout=0.25)
     assert limit._options["socket_timeout"] == limit._options["socket_connect_timeout"] == 0.25
+    # open_limiter says the same, and names what it takes for another
+    # keyword (Python's own error would not say which one was meant)
+    with pytest.raises(PermitTypeError) as error:
+        open_limiter(Fifo(), "redis://127.0.0.1:1/0", name="x", rate=1, timeout=0.5)  # type: ignore[arg-type]
+    assert str(error.value).startswith("timeout=0.5: expected redis_timeout=...")
+    with pytest.raises(TypeError) as unknown:
+        open_limiter(Fifo(), "redis://127.0.0.1:1/0", name="x", rate=1, redis_timout=0.5)  # type: ignore[arg-type]
+    assert str(unknown.value).startswith(
+        "permits.adapters.redis.open_limiter() got an unexpected keyword argument "
+        "'redis_timout' (it takes policy, url, name, rate, burst, limits, reserve,"
+    )
+    assert str(unknown.value).endswith("demand_ttl, book_ahead, lease)")
 
 
 @pytest.mark.parametrize("name", ["}x", "}"])

@@ -52,6 +52,7 @@ shared limit", say more):
 
 from __future__ import annotations
 
+import inspect
 import math
 import operator
 import sys
@@ -62,7 +63,7 @@ from contextlib import AbstractAsyncContextManager, asynccontextmanager, suppres
 from fractions import Fraction
 from functools import cache, partial
 from importlib import resources
-from typing import Any, Generic, Literal, NamedTuple, TypeVar, overload
+from typing import Any, Generic, Literal, NamedTuple, NoReturn, TypeVar, overload
 from urllib.parse import unquote_plus, urlsplit, urlunsplit
 
 from permits.core import (
@@ -93,7 +94,14 @@ from permits.core.checks import (
     settled_units,
 )
 
-from ._base import Event, WouldWaitTooLong, _finite_nanoseconds, _nanoseconds, async_opening
+from ._base import (
+    Event,
+    WouldWaitTooLong,
+    _finite_nanoseconds,
+    _nanoseconds,
+    async_opening,
+    refuse_unknown,
+)
 from ._recording import Recording
 from ._requires import requires_extra
 from ._tasked import running
@@ -525,6 +533,17 @@ def _hash_tag(key: str) -> str:
     return key if start < 0 or end <= start + 1 else key[start + 1 : end]
 
 
+def _not_redis_timeout(value: object) -> PermitTypeError:
+    """The error for a ``timeout`` given where Redis's reply timeout,
+    ``redis_timeout``, was meant."""
+    return PermitTypeError(
+        "timeout",
+        value,
+        "redis_timeout=... for Redis's replies (a caller's own wait is acquire(timeout=...))",
+        got="timeout",
+    )
+
+
 class RedisLimit:
     """The shared limit: its Redis keys and the script, over redis-py's
     synchronous client (and its asyncio client, once :meth:`open_async`).
@@ -592,13 +611,7 @@ class RedisLimit:
         if not isinstance(prefix, str):
             raise PermitTypeError("prefix", prefix, "a str")
         if "timeout" in options:  # (redis-py would take it, and fail at the first connect)
-            raise PermitTypeError(
-                "timeout",
-                options["timeout"],
-                "redis_timeout=... for Redis's replies (a caller's own wait is "
-                "acquire(timeout=...))",
-                got="timeout",
-            )
+            raise _not_redis_timeout(options["timeout"])
         _above_zero("redis_timeout", redis_timeout)
         if redis_timeout > _LONGEST_S:  # (a socket's timeout holds up to about 9.2e9 s)
             raise PermitValueError(
@@ -2767,6 +2780,7 @@ def open_limiter(
     demand_ttl: float = 2.0,
     book_ahead: float = 0.0,
     lease: int = 16,
+    **unknown: NoReturn,
 ) -> AbstractAsyncContextManager[RedisLimiter]:
     """Open a :class:`RedisLimiter` for an ``async with`` (asyncio or trio,
     through anyio): ``rate`` and ``burst`` (or ``limits``) over every process
@@ -2821,6 +2835,11 @@ def open_limiter(
     flows among this process's own waiters; nothing orders flows across
     processes).
     """
+    if "timeout" in unknown:
+        raise _not_redis_timeout(unknown["timeout"])
+    if unknown:
+        takes = [p for p in inspect.signature(open_limiter).parameters if p != "unknown"]
+        refuse_unknown("permits.adapters.redis.open_limiter", unknown, takes)
     limit = RedisLimit(
         url,
         name=name,
