@@ -340,6 +340,10 @@ def test_a_timeout_of_0_takes_only_a_permit_free_on_arrival() -> None:
     assert (second.granted, second.expired, second.waiting) == (2, 1, 0)
     assert (later.granted, later.wait_max_ns) == (1, 0)
     conserved(result)
+    # a give-up after 0 s would have every caller leave as it came: refused,
+    # pointing here
+    with pytest.raises(PermitValueError, match=r"^give_up_after=0\.0: .* timeout=0$"):
+        Workload("never", 0, Batch(1), give_up_after=0.0)
 
 
 def test_a_caller_behind_one_that_gives_up_is_granted_when_it_gives_up() -> None:

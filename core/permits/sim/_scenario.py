@@ -129,6 +129,20 @@ def _optional_seconds(instance: object, attribute: attrs.Attribute[Any], value: 
         raise PermitValueError(attribute.name, value, reason)
 
 
+def _give_up_after(instance: object, attribute: attrs.Attribute[Any], value: object) -> None:
+    # 0 is a trace's word for a call cancelled as it came (recorded so); a
+    # workload's callers would all be, and none would ask: refused, naming
+    # what is likely meant.
+    if value is not None and _exact(attribute.name, value) == 0:
+        raise PermitValueError(
+            attribute.name,
+            value,
+            "must be greater than 0 (or None): at 0 every caller would give up as it "
+            "came; for callers that take only a permit free on arrival, timeout=0",
+        )
+    _optional_seconds(instance, attribute, value)
+
+
 def _optional_timeout(instance: object, attribute: attrs.Attribute[Any], value: object) -> None:
     # A caller's timeout: None (never), 0 (only a permit free at its
     # arrival, as acquire(timeout=0) takes), or a nanosecond or more (a
@@ -526,7 +540,9 @@ class Workload:
     :param give_up_after: seconds after its arrival at which a caller still
         waiting gives up on its own: it cancels (its task cancelled, an
         ``asyncio.wait_for`` around the acquire), counted as
-        ``cancelled``; ``None`` for never.
+        ``cancelled``; more than 0 (at 0 all would give up as they came:
+        ``timeout=0`` takes only a permit free on arrival); ``None`` for
+        never.
     :param cost: what each caller asks for: an ``int`` (that many units of
         every limit), a :class:`Uniform` or :class:`Choice` drawn for each
         caller, or a mapping from limit names to those (the limits it does
@@ -557,7 +573,7 @@ class Workload:
         default=None, validator=attrs.validators.optional(_seconds), kw_only=True
     )
     give_up_after: Seconds | None = attrs.field(
-        default=None, validator=_optional_seconds, kw_only=True
+        default=None, validator=_give_up_after, kw_only=True
     )
 
     @fair.validator
