@@ -2021,6 +2021,34 @@ MUTANTS: dict[str, tuple[str, str, str, str]] = {
         "an error is pickled as Exception's are, rebuilt by calling its class with its"
         " message alone: it cannot be unpickled or copied (P95)",
     ),
+    "free-take-a-nanosecond-early": (
+        "_machine.py",
+        "        source = self._source\n        if now < source.due:\n",
+        "        source = self._source\n        if now < source.due - 1:\n",
+        "a take while nobody waits is granted a nanosecond before its permit falls due: one"
+        " unit more in a window than the limit allows (P1, P47)",
+    ),
+    "settle-grants-nothing": (
+        "_machine.py",
+        "        self._reprice(grant, settled_units(grant.cost, settled), now)\n"
+        "        self._grant(now, out)\n",
+        "        self._reprice(grant, settled_units(grant.cost, settled), now)\n",
+        "units a settle gives back wait for the next tick, though a waiter they let fit"
+        " waits meanwhile (P2)",
+    ),
+    "mend-puts-the-later-chunk-first": (
+        "_queues.py",
+        "chunks[i - 1] += chunks.pop(i)",
+        "chunks[i - 1][:0] = chunks.pop(i)",
+        "a thin chunk mended into the one before it goes first: its waiters pass the"
+        " earlier ones of their flow (P6)",
+    ),
+    "every-n-is-one-in-n-plus-1": (
+        "_policies.py",
+        "        return cls((n - 1, 1), limit=limit)\n",
+        "        return cls((n, 1), limit=limit)\n",
+        "Shares.every(N) gives level 1 one grant in N + 1, not one in N (P8)",
+    ),
 }
 
 

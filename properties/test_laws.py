@@ -545,7 +545,8 @@ def test_dead_entries_stay_bounded(
     """P15: whatever leaves (cancelled, granted, expired), the queues hold
     exactly the waiters, in fewer than ``4 * waiting / CHUNK + 2`` chunks per
     level (one flow each here), and the deadlines exactly theirs, in fewer
-    than ``2 * waiting / CHUNK + 2`` chunks."""
+    than ``2 * waiting / CHUNK + 2`` chunks. P6 through the chunks so
+    thinned and mended: each level grants its waiters in push order."""
     machine = Machine(StrictPriority(levels), 1, 1)
     machine.push("first", 0, 0)  # takes the bucket's permit; the rest wait
     for id in range(n):
@@ -566,8 +567,14 @@ def test_dead_entries_stay_bounded(
     for id in cancels:  # cancels thin the chunks out ...
         machine.cancel(id)
         check()
+    last = [-1] * levels  # the latest granted id of each level
     while (at := machine.next_tick()) is not None:  # ... then the live ones leave
-        machine.tick(at)  # a grant or an expiry
+        for decision in machine.tick(at):  # a grant or an expiry
+            granted = decision.id
+            if decision.state is State.GRANTED and isinstance(granted, int):
+                level = decision.level
+                assert granted > last[level], ("P6", granted, last[level])
+                last[level] = granted
         after = machine.next_tick()
         assert after is None or after > at, ("P12: a tick at next_tick() changed nothing", at)
         check()
@@ -650,6 +657,43 @@ def test_drain(kind: str, rate: Any, burst: int, pushes: list[tuple[int, int]]) 
 
 
 # -- costs, several limits, settle, changes of a limit -------------------------
+
+
+def test_fifo_holds_through_chunks_mended_after_cancels() -> None:
+    """P6 by hand: 256 waiters of one flow fill four chunks; cancels thin
+    the second and third, which are mended into the chunks before them. The
+    level still grants in push order."""
+    machine = Machine(Fifo(), rate=1000, burst=1)
+    machine.push("first", 0, 0)
+    for id in range(4 * CHUNK):
+        machine.push(id, 0, 0)
+    for id in [*range(CHUNK, CHUNK + 54), *range(2 * CHUNK, 2 * CHUNK + 44)]:
+        machine.cancel(id)
+    granted = drive(machine, SECOND)
+    ids = [d.id for d in granted if d.state is State.GRANTED]
+    assert ids == sorted(ids), ("P6", ids)  # type: ignore[type-var]
+    assert len(ids) == 4 * CHUNK - 98, len(ids)
+
+
+@given(n=st.integers(2, 12), burst=st.integers(1, 4), rounds=st.integers(1, 6))
+def test_shares_every_n_serves_level_1_once_in_any_n_grants(
+    n: int, burst: int, rounds: int
+) -> None:
+    """P8 for ``Shares.every(N)``: in any ``N`` consecutive grants throughout
+    which level 1 waited, it received at least one (both levels wait
+    throughout here: more of each wait than the grants looked at)."""
+    machine = Machine(Shares.every(n), rate=1, burst=burst)
+    grants = n * rounds
+    for id in range(burst + 2 * grants):  # the first burst granted as pushed
+        machine.push(("batch", id), 0, 0)
+        machine.push(("user", id), 1, 0)
+    levels: list[int] = []
+    while len(levels) < grants:
+        at = machine.next_tick()
+        assert at is not None
+        levels += [d.level for d in machine.tick(at) if d.state is State.GRANTED]
+    for start in range(len(levels) - n + 1):
+        assert 1 in levels[start : start + n], ("P8: every(N)", n, levels)
 
 
 @given(
@@ -781,7 +825,8 @@ def test_a_limit_a_cost_takes_nothing_from_holds_it_in_no_way(
 def test_settle_gives_back_and_charges(rate: Any, asked: int, actual: int) -> None:
     """P29: settling a grant of ``asked`` at ``actual`` leaves the machine
     exactly as one where the grant had asked for ``actual``: the next
-    waiter's due time and every later decision are the same."""
+    waiter's due time and every later decision are the same. P2 after a
+    settle: units given back go at once to a waiter they let fit."""
     burst = max(asked, actual, 1)
     settled = Machine(Fifo(1), rate, burst)
     direct = Machine(Fifo(1), rate, burst)
@@ -792,6 +837,8 @@ def test_settle_gives_back_and_charges(rate: Any, asked: int, actual: int) -> No
         direct.tick(0)
     out = settled.push("b", 0, 0, cost=burst)
     out += settled.settle("a", actual, 0)
+    if len(settled):  # b still waits: it does not fit now
+        assert settled.next_due() != 0, ("P2: b fits, and waits", rows(out))
     expected = direct.push("b", 0, 0, cost=burst)
     assert settled.next_due() == direct.next_due(), ("P29", settled.next_due(), direct.next_due())
     out += drive(settled, 100 * SECOND)

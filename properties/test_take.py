@@ -167,6 +167,16 @@ class TakeIsPushThenSpend(RuleBasedStateMachine):
         self.taken += granted
         self.declined += not granted
 
+    @rule(level=st.integers(0, 2), early=st.integers(0, 1), data=st.data())
+    def take_at_the_edge(self, level: int, early: int, data: st.DataObject) -> None:
+        """P47 with P1 at its edge: a take a nanosecond before the next
+        permit falls due (declined: granted then, it would put one unit
+        more in a window than P1 allows), or just as it does."""
+        due = self.b.next_due()
+        if due is not None and due - early > self.now:  # (time never goes back)
+            self.now = due - early
+            self.take(level, False, 0, data)
+
     @rule(level=st.integers(0, 2), settle_later=st.booleans(), data=st.data())
     def take_when_idle(self, level: int, settle_later: bool, data: st.DataObject) -> None:
         """Every waiter served and the bucket full again (each permit in
