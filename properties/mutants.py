@@ -2049,6 +2049,66 @@ MUTANTS: dict[str, tuple[str, str, str, str]] = {
         "        return cls((n, 1), limit=limit)\n",
         "Shares.every(N) gives level 1 one grant in N + 1, not one in N (P8)",
     ),
+    "fifo-keeps-no-firsts": (
+        "_machine.py",
+        "        ages = isinstance(policy, Aging) or (isinstance(policy, Fifo) and levels > 1)\n",
+        "        ages = isinstance(policy, Aging)\n",
+        "a Fifo of several levels keeps no flow heads by push order: each choice looks"
+        " through every flow of a level (P15)",
+    ),
+    "supplied-refund-kept-at-hand": (
+        "_machine.py",
+        "        self._grant(now, out)\n        self._source.discard()\n        return out\n",
+        "        self._grant(now, out)\n        return out\n",
+        "a supplied permit refunded with nobody waiting is kept, and a later push takes it"
+        " though nothing was supplied (P20)",
+    ),
+    "quota-ignores-held-in-due": (
+        "_bucket.py",
+        "                    if until > due and self.held + self.n > left:\n",
+        "                    if until > due and self.n > left:\n",
+        "a quota's due time leaves out the units in flight: spending at once lets through"
+        " more than charging at the grant (P25)",
+    ),
+    "too-long-judged-before-the-tick": (
+        "_machine.py",
+        "        out = self.tick(now)\n"
+        "        if max_wait_ns is not None and self._least_wait(level, units, flow, now, out)"
+        " > max_wait_ns:\n",
+        "        last = now if self._now is None else self._now\n"
+        "        early = max_wait_ns is not None and self._least_wait(level, units, flow, last, [])"
+        " > max_wait_ns\n"
+        "        out = self.tick(now)\n"
+        "        if early:\n",
+        "a push's best case is judged from before its own tick, at the machine's last time:"
+        " one that fits is refused (P53)",
+    ),
+    "zero-cost-ignores-the-pause": (
+        "_bucket.py",
+        "            return max(0, self.until - now)\n",
+        "            return 0\n",
+        "a limit a cost takes nothing from says it holds nothing back in a pause (P96)",
+    ),
+    "sim-seed-ignored": (
+        "sim/_run.py",
+        "    seeds = [scenario.seed * 1_000_003 + w for w in range(len(scenario.workloads))]\n",
+        "    seeds = list(range(len(scenario.workloads)))\n",
+        "every seed runs as one: another seed gives the same run (P56)",
+    ),
+    "sim-p99-over-granted": (
+        "sim/_compare.py",
+        "                at = offered_quantile(w.waits_ns, w.offered, q)\n",
+        "                at = offered_quantile(w.waits_ns, w.granted, q)\n",
+        "compare ranks by the p99 of the callers granted: a policy that leaves half the"
+        " urgent callers without a permit can win (P61)",
+    ),
+    "sim-one-flow-tenants-refused": (
+        "sim/_compare.py",
+        "            and workload.flow is None\n            and workload.tenants is None\n",
+        "            and workload.tenants is None\n",
+        "a requirement on the tenants of a workload whose callers all name one flow is"
+        " refused, not judged (P99)",
+    ),
 }
 
 

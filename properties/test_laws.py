@@ -162,6 +162,26 @@ def test_spending_at_once_is_charging_at_the_grant(
     assert at_spend.in_flight == 0
 
 
+def test_spending_at_once_is_charging_at_the_grant_under_a_quota() -> None:
+    """P25 by hand, where a quota meets permits in flight: a quota of one
+    unit left, made while a pause holds two waiters; at its end one tick
+    may grant only one of them, under either charge."""
+
+    def run(charge: Charge) -> list[tuple[Hashable, State, int]]:
+        machine = Machine(Fifo(), 1, 5, charge=charge)
+        out = machine.pause_until(SECOND, 0)
+        out += machine.push("a", 0, 0) + machine.push("b", 0, 0)
+        out += machine.quota(1, 10 * SECOND, 0)
+        out += machine.tick(SECOND)
+        for decision in list(out):
+            if charge is Charge.AT_SPEND and decision.state is State.GRANTED:
+                out += machine.spend(decision.id, SECOND)
+        return [(d.id, d.state, d.at) for d in out]
+
+    assert run(Charge.AT_GRANT) == [("a", State.GRANTED, SECOND)]
+    assert run(Charge.AT_SPEND) == run(Charge.AT_GRANT), "P25"
+
+
 @given(rate=rates, burst=st.integers(1, 3), levels=st.integers(2, 3), data=st.data())
 def test_aging_with_huge_after_is_strict(
     rate: Any, burst: int, levels: int, data: st.DataObject
@@ -659,6 +679,49 @@ def test_drain(kind: str, rate: Any, burst: int, pushes: list[tuple[int, int]]) 
 # -- costs, several limits, settle, changes of a limit -------------------------
 
 
+@pytest.mark.parametrize(
+    ("policy", "ranks_by_oldest"),
+    [
+        (Fifo(2), True),
+        (Aging(2, after_ns=SECOND), True),
+        (Fifo(1), False),
+        (StrictPriority(2), False),
+        (Shares((1, 1)), False),
+    ],
+    ids=["fifo", "aging", "fifo-one-level", "strict", "shares"],
+)
+def test_the_heads_are_kept_by_push_order_where_levels_are_ranked_by_them(
+    policy: Policy, ranks_by_oldest: bool
+) -> None:
+    """P15: under ``Aging`` and a ``Fifo`` of several levels, which rank the
+    levels by their oldest waiters, each flow's head is kept by push order
+    too (``Queues.firsts``, as many as the heads), so that a choice does
+    not look at every flow; under the other policies, none is."""
+    machine = Machine(policy, 1, 1)
+    machine.push("first", 0, 0)
+    for id, flow in enumerate(["f1", "f2", "f3", "f1"]):
+        machine.push(id, 0, 0, flow=flow)
+    queues = machine.queues
+    while len(machine):
+        assert queues.firsts == (queues.heads if ranks_by_oldest else 0), ("P15", queues.firsts)
+        machine.tick(machine.next_tick())  # type: ignore[arg-type]
+    assert queues.firsts == queues.heads == 0
+
+
+def test_too_long_is_judged_after_the_pushs_own_tick() -> None:
+    """P53 by hand: at 100/s, ``a`` granted at 0 and ``b`` due at 10 ms; a
+    push at 15 ms with ``max_wait_ns`` 12 ms comes after its own tick grants
+    ``b``: its best case is 10 ms then, and it waits. Judged from before the
+    tick (``b`` still ahead, from 0), it would be refused."""
+    machine = Machine(Fifo(1), 100)
+    machine.push("a", 0, 0)
+    machine.push("b", 0, 0)
+    out = machine.push("c", 0, 15 * MILLISECOND, max_wait_ns=12 * MILLISECOND)
+    assert [(d.id, d.state) for d in out] == [("b", State.GRANTED)], ("P53", rows(out))
+    assert "c" in machine
+    assert machine.next_due() == 25 * MILLISECOND - 1  # c's, 10 ms after b's late grant
+
+
 def test_fifo_holds_through_chunks_mended_after_cancels() -> None:
     """P6 by hand: 256 waiters of one flow fill four chunks; cancels thin
     the second and third, which are mended into the chunks before them. The
@@ -793,6 +856,7 @@ def test_a_limit_a_cost_takes_nothing_from_holds_it_in_no_way(
     both = Machine(policy, limits={"requests": requests, "tokens": Limit(100, burst=50)})
     alone = Machine(policy, limits={"requests": requests})
     now, out, expected = 0, both.tick(0), alone.tick(0)  # (both start full at 0)
+    paused_until = 0
     for i, step in enumerate(steps):
         if step[0] == "push":
             _, level, units, gap_ms = step
@@ -811,11 +875,14 @@ def test_a_limit_a_cost_takes_nothing_from_holds_it_in_no_way(
             else:
                 out += both.pause_until(now + ns // 100, now)
                 expected += alone.pause_until(now + ns // 100, now)
+                paused_until = max(paused_until, now + ns // 100)
         assert rows(out) == rows(expected), ("P96", rows(out), rows(expected))
         assert both.next_tick() == alone.next_tick(), ("P96", both.next_tick(), alone.next_tick())
         for level in range(2):
             cost = {"requests": 1}
             assert both.min_wait(level, cost=cost) == alone.min_wait(level, cost=cost), "P96"
+            # a cost of nothing at all is held by the pause alone
+            assert both.min_wait(level, cost=0) >= paused_until - now, ("P96", paused_until)
     out += drive(both, now + 1000 * SECOND)
     expected += drive(alone, now + 1000 * SECOND)
     assert rows(out) == rows(expected), ("P96", rows(out), rows(expected))

@@ -356,6 +356,12 @@ def test_supplied_refund_goes_to_the_next_waiter() -> None:
     assert machine.min_wait(1) == SECOND // 10  # c first; at best the outside bucket is full
     machine.push("d", 1, 7, deadline=7 + SECOND)
     assert machine.next_tick() == 7 + SECOND
+    # handed back with nobody waiting and nothing supplied since: not banked
+    other = Machine(StrictPriority(2), 1, supplied=True)
+    other.push("a", 0, 0)
+    assert [d.id for d in other.supply(0)] == ["a"]
+    assert other.refund("a", 1) == []
+    assert other.push("b", 0, 2 * SECOND) == [], "P20: a refunded permit was banked"
 
 
 def test_supplied_min_wait_is_a_full_outside_bucket() -> None:

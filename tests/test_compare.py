@@ -22,8 +22,10 @@ from permits.sim import (
     SEED,
     Batch,
     Call,
+    Comparison,
     Constant,
     Measure,
+    Outcome,
     Poisson,
     Requirement,
     Result,
@@ -380,6 +382,49 @@ def test_a_tie_on_never_and_on_those_not_granted_goes_to_the_lower_p50() -> None
     assert comparison.recommended.policy == Aging(2, after_ns=5 * SECOND)
     twice = compare(scenario, [Shares.every(3), Shares.every(3)])  # a tie on all three
     assert twice.recommended is twice.outcomes[0]  # goes to the earliest in the grid
+
+
+def test_the_p99_that_ranks_counts_the_callers_never_granted() -> None:
+    """P61: the p99 that ranks is over the callers offered. Of two outcomes
+    for the same 100 urgent callers, one granted half of them within 1 µs,
+    the other all of them within 5 µs: the second is recommended (the
+    first's p99 is never), though over the callers granted alone the first
+    would be quicker."""
+    scenario = Scenario(
+        "s", Fifo(1), rate=100, seconds=1, workloads=[Workload("users", 0, Constant(10))]
+    )
+    base = compare(scenario, [Fifo(1), StrictPriority(1)])
+
+    def waited(outcome: Outcome, wait_ns: int, granted: int) -> Outcome:
+        users = attrs.evolve(
+            outcome.result.workloads[0],
+            offered=100,
+            granted=granted,
+            waits_ns=((wait_ns, granted),),
+        )
+        return attrs.evolve(outcome, result=attrs.evolve(outcome.result, workloads=(users,)))
+
+    half = waited(base.outcomes[0], 1_000, 50)
+    every = waited(base.outcomes[1], 5_000, 100)
+    assert Comparison(scenario, (half, every)).recommended is every
+    assert Comparison(scenario, (every, half)).recommended is every
+
+
+def test_a_tenants_requirement_on_a_workload_of_one_flow_is_judged() -> None:
+    """P99: a workload whose callers all name one flow has one tenant: a
+    requirement on its tenants is judged on it, not refused as one on a
+    workload whose callers name none."""
+    scenario = Scenario(
+        "one flow",
+        Fifo(1),
+        rate=100,
+        seconds=1,
+        workloads=[Workload("api", 0, Constant(10), flow="acme")],
+        requirements=[Requirement.parse("api worst tenant p99 <= 2 s")],
+    )
+    (outcome,) = compare(scenario, [Fifo(1)]).outcomes
+    assert outcome.result["api"].tenants == 1
+    assert outcome.missed == ()
 
 
 def _three_levels(name: str) -> Scenario:
