@@ -2109,6 +2109,83 @@ MUTANTS: dict[str, tuple[str, str, str, str]] = {
         "a requirement on the tenants of a workload whose callers all name one flow is"
         " refused, not judged (P99)",
     ),
+    "body-base-exception-wrapped": (
+        "adapters/permits/adapters/_tasked.py",
+        "        except BaseException as error:\n            # The body's",
+        "        except Exception as error:\n            # The body's",
+        "a body's exception that is no Exception (KeyboardInterrupt's kind) leaves trio's and"
+        " anyio's open_limiter wrapped in a group (P63)",
+    ),
+    "live-call-wakes-the-first": (
+        "adapters/permits/adapters/_base.py",
+        "        self._dispatch(decisions)\n        self._reschedule()\n\n    def _settle(",
+        "        self._dispatch(decisions[:1])\n        self._reschedule()\n\n    def _settle(",
+        "a live call that decides for two waiters wakes the first: the other holds a permit"
+        " and sleeps (P64)",
+    ),
+    "break-lets-a-policy-error-out": (
+        "adapters/permits/adapters/_base.py",
+        "                with suppress(Exception):  # a broken policy, asked its next choice\n"
+        "                    self._machine.cancel(id)\n",
+        "                self._machine.cancel(id)\n",
+        "closing with a policy that raises stops at the first waiter it cancels: the others"
+        " never wake",
+    ),
+    "pause-until-a-zone-of-no-offset": (
+        "adapters/permits/adapters/_base.py",
+        "    if when.utcoffset() is None:\n",
+        "    if when.tzinfo is None:\n",
+        "a datetime in a time zone that names no offset, naive too, is taken as a moment and"
+        " fails on Python's own TypeError (P69)",
+    ),
+    "redis-plain-take-time-unbounded-below": (
+        "adapters/permits/adapters/redis.lua",
+        "    if not (tat <= 9007199254740992 and tat >= -9007199254740992) then",
+        "    if not (tat <= 9007199254740992) then",
+        "the plain take reads a bucket time of -1e300 as a full bucket (P70)",
+    ),
+    "redis-quota-word-unchecked": (
+        "adapters/permits/adapters/redis.lua",
+        "        words[#words + 1] = number(word, fields[n + i + 1])\n",
+        "        words[#words + 1] = tonumber(word)\n",
+        "a quota of one word past 2**53 (or none) beside a good one is read as a quota (P70)",
+    ),
+    "redis-changed-rate-falls-back": (
+        "adapters/permits/adapters/redis.lua",
+        "    T[i] = number(string.sub(live[i], 1, sep - 1), names[i] .. ' of the changed"
+        " limits')\n",
+        "    T[i] = tonumber(string.sub(live[i], 1, sep - 1)) or T[i]\n",
+        "a changed limit whose interval is no number falls back to the configured one (P70)",
+    ),
+    "redis-changed-burst-falls-back": (
+        "adapters/permits/adapters/redis.lua",
+        "    burst[i] = number(string.sub(live[i], sep + 1), names[i] .. ' of the changed"
+        " limits')\n",
+        "    burst[i] = tonumber(string.sub(live[i], sep + 1)) or burst[i]\n",
+        "a changed limit whose burst is no number falls back to the configured one (P70)",
+    ),
+    "redis-outage-words-anywhere": (
+        "adapters/permits/adapters/redis.py",
+        "    if text.startswith(_NOT_NOW):\n",
+        "    if any(word.strip() in text for word in _NOT_NOW):\n",
+        "a script's fault whose text holds BUSY (a field saying so) is counted as an outage,"
+        " naming no key to delete (P73)",
+    ),
+    "redis-own-client-reply-uncounted": (
+        "adapters/permits/adapters/redis.py",
+        "                    error = _counted(reply, self.key)\n",
+        "                    error = reply\n",
+        "the limiter's own client (asyncio) reads a real -NOREPLICAS as a fault that closes"
+        " the limiter (P73)",
+    ),
+    "redis-py-reply-uncounted": (
+        "adapters/permits/adapters/redis.py",
+        "            self._client.connection_pool.disconnect()\n"
+        "        return _counted(error, self.key)\n",
+        "            self._client.connection_pool.disconnect()\n        return error\n",
+        "redis-py's client (trio, threads) reads a real -NOREPLICAS as a fault that closes the"
+        " limiter (P73)",
+    ),
 }
 
 

@@ -22,7 +22,7 @@ import sys
 import threading
 from collections.abc import Awaitable, Callable, Iterator
 from contextlib import AbstractAsyncContextManager, contextmanager, suppress
-from datetime import date, datetime, timedelta, timezone
+from datetime import date, datetime, timedelta, timezone, tzinfo
 from typing import Any
 
 import anyio
@@ -254,9 +254,14 @@ class Mine(Exception):
     """An exception of the body's own."""
 
 
+class Halt(BaseException):
+    """The body's own of the kind that is no ``Exception`` (as
+    ``KeyboardInterrupt`` and ``SystemExit`` are not)."""
+
+
 @given(
     case=st.sampled_from([*CASES, THREADS]),
-    kind=st.sampled_from(["own", "key", "timeout", "group", "closed"]),
+    kind=st.sampled_from(["own", "key", "timeout", "group", "closed", "halt"]),
     block=st.sampled_from(["limiter", "permit"]),
     queued=st.integers(0, 2),
 )
@@ -283,6 +288,8 @@ def test_a_body_s_exception_leaves_the_block_as_itself(
             made = ExceptionGroup("the body's own group", [Mine("a"), KeyError("b")])
         elif kind == "closed":
             made = LimiterClosed(None)  # (another limiter's, say)
+        elif kind == "halt":
+            made = Halt("mine")
         else:
             made = AcquireTimeout(0, 0.01)
         raised.append(made)
@@ -412,7 +419,18 @@ def live_scripts(draw: st.DrawFn) -> tuple[bool, int, int, list[tuple[int, Op]]]
     return strict, rate, burst, [(0, a) for a in lead] + steps
 
 
+#: A settle that gives two units back to two waiters at once.
+_TWO_WOKEN = (
+    False,
+    1,
+    2,
+    [(0, Acquire(0, 2)), (0, Acquire(0, 1)), (0, Acquire(0, 1)), (4 * STEP, Settle(0, 0))],
+)
+
+
 @given(case=st.sampled_from(CASES), script=live_scripts())
+@example(case=CASES[0], script=_TWO_WOKEN)
+@example(case=CASES[2], script=_TWO_WOKEN)
 def test_a_live_call_wakes_whom_it_decided_for_and_re_plans_the_timer_at_once(
     case: tuple[str, str], script: tuple[bool, int, int, list[tuple[int, Op]]]
 ) -> None:
@@ -1025,6 +1043,19 @@ def test_an_acquire_with_max_wait_is_refused_at_once_if_and_only_if_its_best_cas
         assert error.max_wait == op.max_wait / 1e9, ("P68", error.max_wait)
 
 
+class _Floating(tzinfo):
+    """A time zone that names no offset: a datetime in it is naive."""
+
+    def utcoffset(self, dt: datetime | None) -> None:
+        return None
+
+    def dst(self, dt: datetime | None) -> None:
+        return None
+
+    def tzname(self, dt: datetime | None) -> None:
+        return None
+
+
 # -- P69: bad input to an adapter ---------------------------------------------------
 
 #: (the call, its arguments, the argument named, the error): every call an
@@ -1069,6 +1100,8 @@ BAD_CALLS: list[tuple[str, dict[str, Any], str, type[Exception]]] = [
     ("pause_for", {"seconds": math.inf}, "seconds", PermitValueError),
     ("pause_for", {"seconds": "1"}, "seconds", PermitTypeError),
     ("pause_until", {"when": datetime(2030, 1, 1)}, "when", PermitValueError),  # naive
+    # naive too: a time zone that names no offset
+    ("pause_until", {"when": datetime(2030, 1, 1, tzinfo=_Floating())}, "when", PermitValueError),
     ("pause_until", {"when": 30.0}, "when", PermitTypeError),
     ("pause_until", {"when": date(2030, 1, 1)}, "when", PermitTypeError),
     ("pause_until", {"when": "2030-01-01T00:00:00Z"}, "when", PermitTypeError),

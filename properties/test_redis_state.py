@@ -72,6 +72,9 @@ _keys = itertools.count()
 #: its times (whole microseconds below 2^53) never reach.
 garbage = st.one_of(
     st.sampled_from(["garbage", "", "x y", "inf", "-inf", "nan", "1e300", "-1e300", "1e16"]),
+    # pairs (a quota, a changed limit) with one word bad; Redis's own words
+    # of an outage, held in a field (still a fault: no reply said them)
+    st.sampled_from(["5 x", "x 3", "1e16 5", "5 1e16", "5 inf", "BUSY", "MISCONF x"]),
     st.text(alphabet="abc xyz-_", min_size=1, max_size=6).filter(lambda s: not s.isspace()),
 )
 
@@ -100,6 +103,14 @@ overwrites = st.one_of(
 @example(overwrite=("", "q:units", False), value="", kind="string", plain=False)
 @example(overwrite=("", "q:units", True), value="5", kind="string", plain=True)
 @example(overwrite=("", "q:units", False), value="5 9 7", kind="string", plain=False)
+# the plain take of one limit reads each field as the others do: a time far
+# below 2^53, a quota or a changed limit of one bad word, a pause saying BUSY
+@example(overwrite=("", "tat:units", False), value="-1e300", kind="string", plain=True)
+@example(overwrite=("", "q:units", False), value="1e16 5", kind="string", plain=True)
+@example(overwrite=("", "q:units", False), value="5 1e16", kind="string", plain=True)
+@example(overwrite=(":limits", "units", False), value="x 3", kind="string", plain=True)
+@example(overwrite=(":limits", "units", False), value="10000 x", kind="string", plain=True)
+@example(overwrite=("", "pause", False), value="BUSY", kind="string", plain=True)
 def test_a_key_something_else_overwrote_fails_the_script_saying_which(
     redis_server: RedisServer,
     client: Any,
@@ -123,9 +134,14 @@ def test_a_key_something_else_overwrote_fails_the_script_saying_which(
     everything: dict[str, Any] = {"demand": (1, 0), "weights": (1, 2), "waiting": 2}
     asked = {} if plain and suffix in ("", ":limits") else everything
     try:
-        limit.set_limit(rate=100, burst=3, limit="units")  # (the changed limits, stored)
-        limit.take(**everything)  # (the demand, the shares)
-        limit.take(waiting=2, cost=(3, *([0] * (len(limits) - 1))))  # (refused: the line)
+        if plain and suffix == "":
+            # the state alone, as the plain take's own steps read it (they
+            # are for a limit with no changed limits, demand or line stored)
+            limit.take()
+        else:
+            limit.set_limit(rate=100, burst=3, limit="units")  # (the changed limits, stored)
+            limit.take(**everything)  # (the demand, the shares)
+            limit.take(waiting=2, cost=(3, *([0] * (len(limits) - 1))))  # (refused: the line)
         if field is None:
             client.delete(key)
             if kind == "string":

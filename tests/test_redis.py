@@ -4313,6 +4313,51 @@ async def test_a_password_asked_for_and_not_given_is_an_outage_until_it_works_ag
 
 
 @pytest.mark.anyio
+async def test_a_server_short_of_replicas_is_an_outage_until_it_writes_again(
+    own_server: RedisServer,
+) -> None:
+    """P73: a server told to write only while a replica is in sync, with
+    none there, refuses every take (``-NOREPLICAS``, a real reply). Both
+    clients (the limiter's own under asyncio, redis-py's under trio) count
+    it as an outage: each waiter fails with ``BackendUnavailable`` naming
+    it, the limiter stays open, and service resumes by itself once the
+    server writes again."""
+    name = fresh()
+    admin = redis.Redis(port=own_server.port)
+    try:
+        async with open_limiter(
+            Fifo(1),
+            own_server.url,
+            name=name,
+            rate=100,
+            burst=5,
+            redis_timeout=0.3,
+            unavailable_after=0.5,
+        ) as limiter:
+            await limiter.acquire()
+            admin.config_set("min-replicas-to-write", 1)
+
+            async def until_refused() -> None:
+                while True:
+                    await limiter.acquire()
+
+            with anyio.fail_after(10), pytest.raises(BackendUnavailable) as refused:
+                await until_refused()
+            assert "NOREPLICAS" in str(refused.value), str(refused.value)
+            assert not limiter.closed
+            admin.config_set("min-replicas-to-write", 0)
+            with anyio.fail_after(10):
+                while True:
+                    with contextlib.suppress(BackendUnavailable):
+                        await limiter.acquire()
+                        break
+            assert not limiter.closed
+    finally:
+        admin.config_set("min-replicas-to-write", 0)
+        admin.close()
+
+
+@pytest.mark.anyio
 async def test_a_server_that_is_no_redis_is_an_outage_on_both_clients() -> None:
     """P73: a port that answers, but not as Redis does (a web server: the URL's
     port is wrong, or a proxy in between answers for it), is counted alike
