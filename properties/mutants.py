@@ -2109,6 +2109,33 @@ MUTANTS: dict[str, tuple[str, str, str, str]] = {
         "a requirement on the tenants of a workload whose callers all name one flow is"
         " refused, not judged (P99)",
     ),
+    "settle-window-a-nanosecond-long": (
+        "_ledger.py",
+        "(window is None or grant.at < now - window)",
+        "(window is None or grant.at < now - window - 1)",
+        "a permit granted a nanosecond more than the settle window ago is still refunded (P5)",
+    ),
+    "aging-key-in-floats": (
+        "_policies.py",
+        "key = (level * after + head.pushed_at, head.seq)",
+        "key = (level - (now - head.pushed_at) / after, head.seq)",
+        "aging ranks by its formula in floats: past 2**53 afters of age, keys of two levels"
+        " round alike and the tie goes by push order (P9)",
+    ),
+    "rescale-forgets-the-clock": (
+        "_queues.py",
+        "        self.clock *= factor\n",
+        "",
+        "a new weight rescales a level's flows but not its clock: a flow that joins then"
+        " starts far behind the others and passes their heads (P35)",
+    ),
+    "set-limit-refuses-a-waiter-its-tick-expires": (
+        "_machine.py",
+        "if w.deadline is None or w.deadline > now  # (the tick expires the others)",
+        "if w.deadline is None or w.deadline >= now  # (the tick expires the others)",
+        "a lower burst is refused for a waiter whose deadline is now, which the call's own"
+        " tick expires (P30)",
+    ),
     "body-base-exception-wrapped": (
         "adapters/permits/adapters/_tasked.py",
         "        except BaseException as error:\n            # The body's",

@@ -1404,6 +1404,15 @@ def test_the_settle_window_by_hand() -> None:
     assert machine.refund("b", 22) == [], "P5: granted 2 ns ago"
     assert machine.refund("c", 22) == [], "P5"
     assert machine.statistics().levels[0].refunded == 2, "P3"
+    # a nanosecond past the window, its charge still logged: refused
+    machine = Machine(Fifo(), 1000, 10, settle_window_ns=10)
+    machine.push("a", 0, 0)
+    machine.push("b", 0, 5)  # (keeps the log from forgetting a's charge)
+    with pytest.raises(NotRefundable):
+        machine.refund("a", 11)
+    with pytest.raises(NotRefundable):
+        machine.settle("a", 0, 11)
+    assert machine.refund("b", 15) == [], "P5: granted exactly the window ago"
 
 
 def test_no_settle_window() -> None:

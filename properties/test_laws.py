@@ -1413,7 +1413,9 @@ def test_a_flow_that_joins_after_the_clock_moved_is_held_to_the_bound() -> None:
     waiters while the other flow's head waits. The newcomer starts at the
     clock, not before it, and is granted at most ``1 * 1 / 1 + 1`` units
     before that head (a newcomer started at 0 took all 10 first, and the
-    drawn runs, whose victim was new as well, could not tell)."""
+    drawn runs, whose victim was new as well, could not tell). Also where
+    the newcomer's weight raises the level's scale: its clock is rescaled
+    with the flows."""
     machine = Machine(StrictPriority(1), 1000, 1)
     machine.push("banked", 0, 0)  # granted at once: the rest wait
     for n in range(40):
@@ -1428,6 +1430,23 @@ def test_a_flow_that_joins_after_the_clock_moved_is_held_to_the_bound() -> None:
     before = order[: order.index(victim)]
     late = sum(1 for id in before if isinstance(id, tuple) and id[0] == "late")
     assert late <= 2, ("P35", late, before)
+    # The same where the newcomer's weight (2) raised the level's scale: the
+    # clock is rescaled with the flows, and it starts at it, not behind:
+    # at most 2 * 1 / 1 + 1 units before the head of a.
+    machine = Machine(StrictPriority(1), 1, 1, flow_weights={"c": 2})
+    machine.push("banked", 0, 0)
+    for n in range(30):
+        machine.push(("a", n), 0, 0, flow="a")
+        machine.push(("b", n), 0, 0, flow="b")
+    granted = [d.id for d in drive(machine, 20 * SECOND)]
+    assert len(granted) == 20
+    head = next(w.id for w in machine.waiting(0) if w.flow == "a")
+    for n in range(30):
+        machine.push(("c", n), 0, 20 * SECOND, flow="c")
+    order = [d.id for d in drive(machine, 40 * SECOND)]
+    before = order[: order.index(head)]
+    joined = sum(1 for id in before if isinstance(id, tuple) and id[0] == "c")
+    assert joined <= 3, ("P35: after a rescale", joined, before)
 
 
 @given(keys=st.integers(1, 3000), per=st.integers(1, 3))
@@ -1537,6 +1556,14 @@ def test_aging_by_hand() -> None:
     tied.push("b", 0, 10)
     granted = [d.id for d in drive(tied, 3 * SECOND) if d.state is State.GRANTED]
     assert granted == ["a", "b"], ("P9", granted)
+    # Exact at any age: past 2**53 afters a float's age / after would round
+    # B's key 0 and A's 1 alike, and the tie go to A, pushed first.
+    late = Machine(Aging(2, after_ns=1), 1, 1)
+    late.push("x", 0, 0)  # granted at once: the bucket is empty
+    late.push("A", 1, 0)
+    late.push("B", 0, 0)
+    granted = [d.id for d in late.tick(2**55) if d.state is State.GRANTED]
+    assert granted == ["B"], ("P9: ages past 2**53", granted)
 
 
 def test_many_flows_cancelled_at_their_heads() -> None:

@@ -1165,7 +1165,10 @@ class Machine:
         where it stands; the time of the next unit is rounded up to a whole
         nanosecond. Waiters re-plan at once: a raised rate grants at once
         what is now due. A burst below the cost of a waiter is refused,
-        unless its deadline is ``now`` or earlier (the tick expires it).
+        unless its deadline is ``now`` or earlier (the tick expires it). The
+        refusal is judged before the tick, so that a refused call changes
+        nothing: a waiter the tick would grant still refuses it (tick to
+        ``now`` first to let it go).
         """
         now = self._check_now(now)
         index, name = self._limit_named(limit)
