@@ -2136,6 +2136,27 @@ MUTANTS: dict[str, tuple[str, str, str, str]] = {
         "a lower burst is refused for a waiter whose deadline is now, which the call's own"
         " tick expires (P30)",
     ),
+    "redis-demand-holds-at-its-expiry": (
+        "adapters/permits/adapters/redis.lua",
+        "        if words[1] <= now then\n",
+        "        if words[1] < now then\n",
+        "a process's demand still blocks the others at the microsecond it expires: a booking"
+        " is refused for it (P42, P44)",
+    ),
+    "redis-lease-served-out-stays-in-line": (
+        "adapters/permits/adapters/redis.lua",
+        "if waiting > taken and",
+        "if waiting > 1 and",
+        "a process whose lease served every waiter it had stays in the line, counted ahead"
+        " of a newcomer (P48)",
+    ),
+    "redis-rate-alone-unchecked": (
+        "adapters/permits/adapters/redis.lua",
+        "  if newb * newT > 1e15 then\n",
+        "  if newb * newT > 1e15 and newb ~= burst[arg] then\n",
+        "a change of the rate alone to one that would take ages to refill the burst is"
+        " stored (P21)",
+    ),
     "body-base-exception-wrapped": (
         "adapters/permits/adapters/_tasked.py",
         "        except BaseException as error:\n            # The body's",

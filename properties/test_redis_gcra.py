@@ -19,6 +19,7 @@ from fractions import Fraction
 from typing import Any
 
 import pytest
+import redis
 from hypothesis import HealthCheck, Phase, example, given, note, settings
 from hypothesis import strategies as st
 
@@ -1397,3 +1398,44 @@ def test_a_dead_processs_turn_counts_ahead_until_the_grace_is_past(
         assert call("take", T0, 0, (1,), *plain, "a", 0, 2, grace)[:2] == [1, 100_000]
         got = call("take", T0 + 100_000 + dt, 0, (1,), *plain, "b", 0, 2, grace)[:2]
         assert got == [1, 200_000 if dt <= grace else 100_000], ("P48", dt, grace, got)
+
+
+def test_a_lease_that_serves_every_waiter_leaves_the_line(script: Any) -> None:
+    """P48 with P45: a take whose lease serves all of its process's waiters
+    leaves the process with nobody left, so out of the line: a newcomer
+    then has nobody ahead of it. 10/s, burst 3: ``a``, with two waiters and
+    a reserve of 1, takes both; ``c`` is refused (one unit left, its reserve
+    1) and told the buckets' time alone, 100 ms, not a step later."""
+    call = caller(script, [10], [3])
+    plain = ("", 0, 0, "0", 0)
+    got = call("take", T0, 1, (1,), *plain, 2, "a", 0, 2, GRACE)
+    assert got[0] == 2, ("P45: both of a's waiters served", got)
+    got = call("take", T0, 1, (1,), *plain, 1, "c", 0, 1, GRACE)
+    assert got[:2] == [0, 100_000], ("P48: a served out stays in the line", got)
+
+
+def test_a_demand_blocks_nothing_from_the_microsecond_it_expires(script: Any) -> None:
+    """P42 and P44 at the edge of a demand's life: ``a``'s demand (a waiter
+    at level 0) lives 300 ms; at exactly 300 ms it blocks nothing, and a
+    take at level 1 with a horizon of 150 ms that the buckets allow in 100
+    ms is booked (``-1``), not refused for it."""
+    call = caller(script, [10], [1])
+    call("demand", T0, 0, (0,), "a", 300_000, 0, "1 0")
+    now = T0 + 300_000
+    assert call("take", now, 0, (1,))[:2] == [1, 100_000]  # the bucket emptied
+    got = call("take", now, 0, (1,), "b", 300_000, 1, "0 1", 150_000, 1)
+    assert got[:2] == [-1, 100_000], ("P42: an expired demand held a booking back", got)
+
+
+def test_a_change_of_rate_alone_that_would_take_ages_to_refill_is_refused(
+    script: Any, client: Any
+) -> None:
+    """P21: a change of the rate alone (the burst kept) to one that would
+    take more than 1e9 s to refill the burst is refused by the script and
+    never stored. 1/s, burst 10**6 (1e6 s to refill), changed to one unit
+    in 10**4 s: 1e10 s."""
+    key = f"test:{{p21-rate-alone-{next(_keys)}}}"
+    call = caller(script, [1], [1_000_000], key)
+    with pytest.raises(redis.exceptions.ResponseError, match="more than 1e9 s to refill"):
+        call("rate", T0, 1, (0,), 10**10, -1)
+    assert client.hget(key + ":limits", "l0") is None, "P21: stored"
