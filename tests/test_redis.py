@@ -4256,11 +4256,13 @@ async def test_a_password_the_server_refuses_is_an_outage_until_it_works_again(
         admin.close()
 
 
-async def refused_until_it_works_again(limiter: Any, mend: Callable[[], object]) -> None:
-    """``limiter``'s acquires fail as an outage for a password refused
-    (``BackendUnavailable`` naming ``AuthenticationError``, no secret in
-    it, the limiter open) until ``mend()``, and then one is served by
-    itself; each within 10 s."""
+async def refused_until_it_works_again(
+    limiter: Any, mend: Callable[[], object], naming: str = "AuthenticationError"
+) -> None:
+    """``limiter``'s acquires fail as an outage (``BackendUnavailable``
+    naming ``naming``, by default a password refused; no secret in it, the
+    limiter open) until ``mend()``, and then one is served by itself; each
+    within 10 s."""
 
     async def until_refused() -> None:
         while True:
@@ -4268,7 +4270,7 @@ async def refused_until_it_works_again(limiter: Any, mend: Callable[[], object])
 
     with anyio.fail_after(10), pytest.raises(BackendUnavailable) as refused:
         await until_refused()
-    assert "AuthenticationError" in str(refused.value)
+    assert naming in str(refused.value), str(refused.value)
     assert "secret" not in str(refused.value)
     assert not limiter.closed
     mend()
@@ -4336,22 +4338,9 @@ async def test_a_server_short_of_replicas_is_an_outage_until_it_writes_again(
         ) as limiter:
             await limiter.acquire()
             admin.config_set("min-replicas-to-write", 1)
-
-            async def until_refused() -> None:
-                while True:
-                    await limiter.acquire()
-
-            with anyio.fail_after(10), pytest.raises(BackendUnavailable) as refused:
-                await until_refused()
-            assert "NOREPLICAS" in str(refused.value), str(refused.value)
-            assert not limiter.closed
-            admin.config_set("min-replicas-to-write", 0)
-            with anyio.fail_after(10):
-                while True:
-                    with contextlib.suppress(BackendUnavailable):
-                        await limiter.acquire()
-                        break
-            assert not limiter.closed
+            await refused_until_it_works_again(
+                limiter, lambda: admin.config_set("min-replicas-to-write", 0), "NOREPLICAS"
+            )
     finally:
         admin.config_set("min-replicas-to-write", 0)
         admin.close()
