@@ -4240,9 +4240,7 @@ async def test_a_password_the_server_refuses_is_an_outage_until_it_works_again(
     url = restricted_user(own_server, name)
     admin = redis.Redis(port=own_server.port)
     try:
-        async with open_limiter(
-            Fifo(1), url, name=name, rate=100, burst=5, redis_timeout=0.3, unavailable_after=0.5
-        ) as limiter:
+        async with soon_out(url, name) as limiter:
             await limiter.acquire()
             admin.acl_setuser("limiter", enabled=True, reset_passwords=True, passwords=["+changed"])
             admin.client_kill_filter(_type="normal", skipme=True)
@@ -4254,6 +4252,14 @@ async def test_a_password_the_server_refuses_is_an_outage_until_it_works_again(
             )
     finally:
         admin.close()
+
+
+def soon_out(url: str, name: str) -> contextlib.AbstractAsyncContextManager[RedisLimiter]:
+    """A limiter on ``url`` that counts Redis out soon: a reply waited for
+    0.3 s at most, an outage after 0.5 s without one."""
+    return open_limiter(
+        Fifo(1), url, name=name, rate=100, burst=5, redis_timeout=0.3, unavailable_after=0.5
+    )
 
 
 async def refused_until_it_works_again(
@@ -4300,15 +4306,7 @@ async def test_a_password_asked_for_and_not_given_is_an_outage_until_it_works_ag
     admin.config_set("requirepass", "a-secret")
     admin = redis.Redis(port=own_server.port, password="a-secret")
     try:
-        async with open_limiter(
-            Fifo(1),
-            own_server.url,
-            name=name,
-            rate=100,
-            burst=5,
-            redis_timeout=0.3,
-            unavailable_after=0.5,
-        ) as limiter:
+        async with soon_out(own_server.url, name) as limiter:
             await refused_until_it_works_again(limiter, lambda: admin.config_set("requirepass", ""))
     finally:
         admin.close()
@@ -4327,15 +4325,7 @@ async def test_a_server_short_of_replicas_is_an_outage_until_it_writes_again(
     name = fresh()
     admin = redis.Redis(port=own_server.port)
     try:
-        async with open_limiter(
-            Fifo(1),
-            own_server.url,
-            name=name,
-            rate=100,
-            burst=5,
-            redis_timeout=0.3,
-            unavailable_after=0.5,
-        ) as limiter:
+        async with soon_out(own_server.url, name) as limiter:
             await limiter.acquire()
             admin.config_set("min-replicas-to-write", 1)
             await refused_until_it_works_again(
