@@ -1043,6 +1043,9 @@ def test_an_acquire_with_max_wait_is_refused_at_once_if_and_only_if_its_best_cas
         assert error.max_wait == op.max_wait / 1e9, ("P68", error.max_wait)
 
 
+# -- P69: bad input to an adapter ---------------------------------------------------
+
+
 class _Floating(tzinfo):
     """A time zone that names no offset: a datetime in it is naive."""
 
@@ -1055,8 +1058,6 @@ class _Floating(tzinfo):
     def tzname(self, dt: datetime | None) -> None:
         return None
 
-
-# -- P69: bad input to an adapter ---------------------------------------------------
 
 #: (the call, its arguments, the argument named, the error): every call an
 #: adapter takes from its user, with a bad value of each argument.
